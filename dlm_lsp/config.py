@@ -1,0 +1,145 @@
+"""Typed configuration: server settings and per-request infill options.
+
+Every setting has a default in Python, so a client that sends nothing gets a
+working server.  Clients speak camelCase JSON; `from_json` converts it, checks
+each value's type and range, keeps the default for anything wrong, and returns
+the problems as sentences the server shows to the user (bad configuration must
+never crash the server or silently change behaviour).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any, TypeVar, get_type_hints
+
+STRATEGIES = ("confidence", "margin", "entropy", "random", "left-to-right")
+SCHEDULES = ("linear", "cosine")
+DEVICES = ("auto", "cpu", "cuda")
+
+T = TypeVar("T")
+
+
+@dataclass
+class InfillOptions:
+    """Per-request options of `dlm/infill`; None means "use the server setting"."""
+
+    length: int | None = None  # masked tokens; None lets the length policy choose
+    steps: int | None = None
+    strategy: str | None = None
+    schedule: str | None = None
+    candidates: int | None = None
+    seed: int | None = None
+    temperature: float | None = None
+    latency_ms: int | None = None  # accepted; honoured once the serving engine exists
+
+
+@dataclass
+class ServerConfig:
+    """Settings from initializationOptions and workspace/didChangeConfiguration."""
+
+    model: str = "default"  # "default" (shipped in the package) or a model directory
+    device: str = "auto"  # auto picks cuda when available, else cpu
+    steps: int | None = None  # None: per task kind, below
+    steps_single_line: int = 8
+    steps_multi_line: int = 16
+    strategy: str = "confidence"
+    schedule: str = "linear"
+    temperature: float = 0.0  # 0 is greedy
+    max_span_tokens: int = 128
+    single_line_tokens: int = 16  # masked tokens for a fill inside a line
+    multi_line_tokens: int = 48  # masked tokens for a fill on an empty line or a hole
+    max_context_tokens: int = 448  # prefix + suffix tokens kept around the span
+    candidates: int = 1
+    seed: int = 0
+    timeout_ms: int = 60000
+    hole_marker: str = "<FILL>"
+    drafts: bool = False  # send dlm/draft notifications while denoising
+    validate: bool = True  # check fills with tree-sitter
+
+
+# Value checks beyond the type: name -> (predicate, what a good value looks like).
+_CHECKS: dict[str, tuple[Any, str]] = {
+    "steps": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "steps_single_line": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "steps_multi_line": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "length": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "strategy": (lambda v: v is None or v in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
+    "schedule": (lambda v: v is None or v in SCHEDULES, f"one of {', '.join(SCHEDULES)}"),
+    "device": (lambda v: v in DEVICES, f"one of {', '.join(DEVICES)}"),
+    "candidates": (lambda v: v is None or 1 <= v <= 16, "an integer from 1 to 16"),
+    "temperature": (lambda v: v is None or 0 <= v <= 5, "a number from 0 to 5"),
+    "max_span_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "single_line_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "multi_line_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "max_context_tokens": (lambda v: 0 <= v <= 1 << 20, "a non-negative integer"),
+    "timeout_ms": (lambda v: v > 0, "a positive number of milliseconds"),
+    "latency_ms": (lambda v: v is None or v > 0, "a positive number of milliseconds"),
+    "hole_marker": (lambda v: len(v) > 0 and "\n" not in v, "a non-empty one-line string"),
+    "model": (lambda v: len(v) > 0, "a model name or directory"),
+}
+
+
+def camel(name: str) -> str:
+    """snake_case -> camelCase, the wire form of a field name."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def snake(name: str) -> str:
+    """camelCase -> snake_case."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a field type (int for float is fine, bool for int is not)."""
+    allowed = getattr(hint, "__args__", (hint,))
+    for t in allowed:
+        if t is type(None) and value is None:
+            return True
+        if t is bool and isinstance(value, bool):
+            return True
+        if t is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if t is str and isinstance(value, str):
+            return True
+    return False
+
+
+def from_json(cls: type[T], data: Any, base: T | None = None,
+              where: str = "") -> tuple[T, list[str]]:
+    """Overlay camelCase `data` onto `base` (or defaults); return the result and problems."""
+    result = dataclasses.replace(base) if base is not None else cls()
+    problems: list[str] = []
+    if data is None:
+        return result, problems
+    if not isinstance(data, dict):
+        return result, [f"{where or cls.__name__} should be an object, got {type(data).__name__}"]
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key, value in data.items():
+        name = snake(key)
+        label = f"{where}.{key}" if where else key
+        if name not in names:
+            problems.append(f"unknown setting '{label}' ignored")
+            continue
+        if not _type_ok(value, hints[name]):
+            problems.append(f"setting '{label}' has the wrong type ({value!r}); default kept")
+            continue
+        if isinstance(value, int) and float in getattr(hints[name], "__args__", (hints[name],)):
+            value = float(value)
+        check = _CHECKS.get(name)
+        if check and not check[0](value):
+            problems.append(f"setting '{label}' = {value!r} should be {check[1]}; default kept")
+            continue
+        setattr(result, name, value)
+    return result, problems
+
+
+def to_json(obj: Any) -> dict[str, Any]:
+    """A dataclass as camelCase JSON (the reverse of `from_json`)."""
+    return {camel(f.name): getattr(obj, f.name) for f in dataclasses.fields(obj)}
+

@@ -1,0 +1,157 @@
+"""Our own small bidirectional transformer denoiser (the shipped model family).
+
+A masked-diffusion model is an encoder: every position attends to every other,
+so a masked span sees both the prefix and the suffix.  The architecture is the
+plain pre-norm transformer (nanoGPT-shaped, minus the causal mask) with rotary
+position embeddings, tied input/output embeddings, and no biases.  It is kept
+deliberately small so that it trains in minutes and runs on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from dlm_lsp.models.interface import ModelLoadError
+from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
+
+MODEL_TYPE = "dlm-tiny"
+
+
+@dataclass
+class TinyConfig:
+    """Shape of a tiny denoiser; the defaults are the shipped model's shape."""
+
+    vocab_size: int = 8192
+    d_model: int = 256  # width of the residual stream
+    n_layers: int = 6
+    n_heads: int = 4
+    max_length: int = 512  # longest sequence (prefix + span + suffix) in tokens
+    mlp_ratio: int = 4
+    rope_base: float = 10000.0
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TinyConfig:
+        """Build from a config.json dict, ignoring keys that are not fields."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _rope(x: torch.Tensor, base: float) -> torch.Tensor:
+    """Rotate pairs of channels of x (B, H, T, D) by position-dependent angles."""
+    _, _, t, d = x.shape
+    inv = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    ang = torch.arange(t, device=x.device, dtype=torch.float32)[:, None] * inv[None]  # (T, D/2)
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return out.flatten(-2)
+
+
+class Block(nn.Module):
+    """Pre-norm attention (non-causal) followed by a GELU MLP."""
+
+    def __init__(self, cfg: TinyConfig):
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.rope_base = cfg.rope_base
+        self.ln1 = nn.LayerNorm(cfg.d_model, bias=False)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.ln2 = nn.LayerNorm(cfg.d_model, bias=False)
+        self.up = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=False)
+        self.down = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=-1)
+        q, k, v = (z.view(b, t, self.n_heads, c // self.n_heads).transpose(1, 2) for z in (q, k, v))
+        q, k = _rope(q, self.rope_base), _rope(k, self.rope_base)
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=False)  # (B, H, T, D)
+        x = x + self.proj(att.transpose(1, 2).reshape(b, t, c))
+        return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+
+class TinyDenoiser(nn.Module):
+    """Token ids (B, T) -> logits (B, T, V) predicting the clean token at each position."""
+
+    def __init__(self, cfg: TinyConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model, bias=False)
+        self.apply(self._init)
+        for block in self.blocks:  # scale residual projections as GPT-2 does
+            for lin in (block.proj, block.down):
+                nn.init.normal_(lin.weight, std=0.02 / math.sqrt(2 * cfg.n_layers))
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)
+        return self.ln_f(x) @ self.embed.weight.T  # tied output head, (B, T, V)
+
+    def num_parameters(self) -> int:
+        """Parameter count (the tied head counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+
+def save_tiny(model: TinyDenoiser, tokenizer: Tokenizer, directory: str | Path,
+              dtype: torch.dtype = torch.float16, extra: dict | None = None) -> None:
+    """Write config.json, tokenizer.json and model.safetensors into `directory`."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    config = {"model_type": MODEL_TYPE, **asdict(model.cfg), **(extra or {})}
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    tokenizer.backend.save(str(out / "tokenizer.json"))
+    state = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(out / "model.safetensors"))
+
+
+class TinyModel:
+    """Adapter exposing a TinyDenoiser through the DiffusionModel interface."""
+
+    def __init__(self, module: TinyDenoiser, tokenizer: Tokenizer, name: str,
+                 device: torch.device):
+        self.module = module.to(device).eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.device = device
+        self.max_length = module.cfg.max_length
+        mask_id, pad_id = tokenizer.token_id(MASK_TOKEN), tokenizer.token_id(PAD_TOKEN)
+        if mask_id is None or pad_id is None:
+            raise ModelLoadError(f"tokenizer of {name} lacks {MASK_TOKEN} or {PAD_TOKEN}")
+        self.mask_id, self.pad_id = mask_id, pad_id
+
+    @torch.no_grad()
+    def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, V) in float32, whatever dtype the weights run in."""
+        return self.module(input_ids.to(self.device)).float()
+
+    @classmethod
+    def load(cls, directory: str | Path, device: torch.device,
+             name: str | None = None) -> TinyModel:
+        """Load a directory written by `save_tiny`, failing with a clear ModelLoadError."""
+        path = Path(directory)
+        try:
+            cfg = TinyConfig.from_dict(json.loads((path / "config.json").read_text()))
+            tokenizer = Tokenizer.from_file(path / "tokenizer.json")
+            state = load_file(str(path / "model.safetensors"))
+            module = TinyDenoiser(cfg)
+            module.load_state_dict({k: v.float() for k, v in state.items()})
+        except Exception as exc:  # tokenizers and safetensors raise bare Exception subclasses
+            raise ModelLoadError(f"could not load model from {path}: {exc}") from exc
+        return cls(module, tokenizer, name or str(path), device)
