@@ -1,0 +1,328 @@
+"""Specification of dlm_lsp.validation: tree-sitter checks that blame only the fill.
+
+Documents are written with the span marked as ⟦old text⟧ (⟦⟧ for an insertion point);
+`_span` removes the markers and returns the text plus the span's character offsets.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dlm_lsp import validation
+from dlm_lsp.validation import LANGUAGES, Validation, language_for, validate_fill
+
+
+def _span(marked: str) -> tuple[str, int, int]:
+    """Turn 'a⟦b⟧c' into ('abc', 1, 2)."""
+    start = marked.index("⟦")
+    end = marked.index("⟧") - 1
+    return marked.replace("⟦", "").replace("⟧", ""), start, end
+
+
+def _fill(marked: str, fill: str, language: str | None) -> Validation:
+    text, start, end = _span(marked)
+    return validate_fill(text, start, end, fill, language)
+
+
+# --- the basic verdicts -------------------------------------------------------------------
+
+
+def test_valid_python_fill_has_no_new_errors() -> None:
+    result = _fill("def add(a, b):\n    return ⟦⟧\n", "a + b", "python")
+    assert result == Validation(True, True, "python", (), result.reason)
+    assert result.new_errors == ()
+
+
+def test_unbalanced_paren_fill_is_invalid_and_located() -> None:
+    result = _fill("import os\n\ndef add(a, b):\n    return ⟦⟧\n", "a + (b", "python")
+    assert result.checked and not result.valid
+    assert result.language == "python"
+    assert result.new_errors == ((3, 4),)
+    assert "line 4, column 5" in result.reason
+
+
+def test_missing_token_is_located_right_after_the_fill() -> None:
+    result = _fill("int add(int a, int b) {\n    return ⟦⟧;\n}\n", "a + (b", "c")
+    assert not result.valid
+    assert result.new_errors == ((1, 17),)  # the ';' where ')' was expected
+
+
+def test_fill_that_breaks_code_far_away_is_blamed_there() -> None:
+    marked = "function f(x) {\n  ⟦⟧\n  return x;\n}\n\nfunction g() {\n  return 1;\n}\n"
+    assert _fill(marked, "if (x) { x++; }", "javascript").valid
+    result = _fill(marked, "if (x) {", "javascript")
+    assert not result.valid
+    assert result.new_errors == ((7, 1),)  # the '}' that was never closed, at the end of file
+
+
+def test_empty_fill_that_leaves_the_hole_incomplete_is_invalid() -> None:
+    result = _fill("print(1)\nx = ⟦⟧\n", "", "python")
+    assert result.checked and not result.valid
+    assert result.new_errors == ((1, 0),)
+
+
+def test_empty_fill_where_the_span_was_optional_is_valid() -> None:
+    assert _fill("x = f(1⟦, 2⟧)\n", "", "python").valid
+
+
+def test_replacement_fill_is_judged_in_place_of_the_old_span() -> None:
+    marked = "x = f(1, ⟦2⟧)\n"
+    assert _fill(marked, "g(3)", "python").valid
+    assert not _fill(marked, "g(3", "python").valid
+
+
+# --- pre-existing errors ------------------------------------------------------------------
+
+
+def test_preexisting_error_elsewhere_is_not_blamed_on_the_fill() -> None:
+    marked = "def f(:\n    pass\n\nx = ⟦1⟧\n\ndef g(:\n    pass\n"
+    result = _fill(marked, "2", "python")
+    assert result.checked and result.valid
+    assert result.new_errors == ()
+    assert "pre-existing" in result.reason
+
+
+def test_new_error_is_reported_even_when_others_preexist() -> None:
+    marked = "def f(:\n    pass\n\nx = ⟦1⟧\n\ndef g(:\n    pass\n"
+    result = _fill(marked, "[2", "python")
+    assert not result.valid
+    assert result.new_errors == ((3, 0),)  # only the edited line, not lines 1 and 6
+
+
+def test_preexisting_error_after_the_span_is_shifted_by_the_fill_length_in_characters() -> None:
+    # The fill is 5 characters but 8 UTF-8 bytes: a byte shift would miss the old error.
+    marked = "s = 'ü'\ndef f(:\n    pass\n\nx = ⟦1⟧\n\ndef g(:\n    pass\n"
+    assert _fill(marked, "'ééé'", "python").valid
+    assert _fill(marked, "'ééé", "python").new_errors == ((4, 4),)
+
+
+def test_error_that_only_exists_with_the_span_removed_does_not_excuse_the_fill() -> None:
+    # Without its span, `x = ` swallows the broken `def` below into one big ERROR; a fill
+    # that breaks the line must not hide behind that artifact.
+    marked = "x = ⟦1⟧\ndef f(:\n    pass\n"
+    assert _fill(marked, "2", "python").valid
+    assert not _fill(marked, "[2", "python").valid
+
+
+def test_deleting_needed_code_is_blamed_although_the_baseline_has_the_same_error() -> None:
+    # With the span removed the baseline *is* the candidate, `x = foob)`; only the original
+    # document may excuse an error at the fill, and there the code was fine.
+    result = _fill("x = foo⟦(a, ⟧b)\ny = 2\n", "", "python")
+    assert not result.valid
+    assert result.new_errors == ((0, 4),)
+
+
+def test_neutral_fill_inside_an_already_broken_region_is_not_blamed() -> None:
+    # The unclosed `foo(` makes the whole module one ERROR, which overlaps the span.
+    marked = "foo(1,\n\nx = 1\ny = 2\n\ndef g():\n    return ⟦3⟧\n"
+    result = _fill(marked, "4", "python")
+    assert result.checked and result.valid
+
+
+def test_fill_adding_damage_inside_an_already_broken_region_is_blamed() -> None:
+    marked = "foo(1,\n\nx = 1\ny = ⟦2⟧\n\ndef g():\n    return 3\n"
+    assert not _fill(marked, "[5", "python").valid
+
+
+def test_fill_identical_to_the_span_in_a_valid_document_is_valid() -> None:
+    assert _fill("fn main() {\n    let x = ⟦1 + 2⟧;\n}\n", "1 + 2", "rust").valid
+
+
+# --- offsets ------------------------------------------------------------------------------
+
+
+def test_non_ascii_text_reports_character_columns() -> None:
+    # 'ééé' is 3 characters but 6 bytes: the stray '3' is character 22, byte 25.
+    result = _fill('s = "ééé"; x = f(1, ⟦2⟧)\n', "2 3", "python")
+    assert not result.valid
+    assert result.new_errors == ((0, 22),)
+
+
+def test_astral_characters_count_as_one_column() -> None:
+    result = _fill('let s = "😀😀"; let x = f(1, ⟦2⟧);\n', "(2", "javascript")
+    assert result.new_errors == ((0, 30),)  # the ';' where ')' was expected
+
+
+def test_non_ascii_in_earlier_lines_does_not_shift_columns() -> None:
+    result = _fill("# ñandú ☃\nint main() {\n    return ⟦⟧;\n}\n", "f(1", "cpp")
+    assert result.new_errors == ((2, 14),)
+
+
+def test_empty_document_with_empty_fill_is_valid() -> None:
+    result = validate_fill("", 0, 0, "", "python")
+    assert result.checked and result.valid
+
+
+def test_fill_into_empty_document_is_checked() -> None:
+    assert validate_fill("", 0, 0, "x = 1\n", "python").valid
+    assert validate_fill("", 0, 0, "x = (", "python").new_errors == ((0, 0),)
+
+
+@pytest.mark.parametrize(("start", "end"), [(-1, 0), (2, 1), (0, 99)])
+def test_span_outside_the_document_is_rejected(start: int, end: int) -> None:
+    with pytest.raises(ValueError, match="outside"):
+        validate_fill("x = 1\n", start, end, "2", "python")
+
+
+# --- skipping -----------------------------------------------------------------------------
+
+
+def test_unknown_language_is_skipped_with_reason() -> None:
+    result = validate_fill("IDENTIFICATION DIVISION.", 0, 0, "((((", "cobol")
+    assert result == Validation(False, True, None, (), "no grammar for language 'cobol'")
+
+
+def test_missing_language_is_skipped_with_reason() -> None:
+    result = validate_fill("x = ", 4, 4, "(", None)
+    assert not result.checked and result.valid
+    assert result.language is None
+    assert result.reason
+
+
+def test_missing_grammar_package_is_skipped_with_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(validation, "_PARSERS", {})
+    monkeypatch.setitem(validation._GRAMMARS, "go", ("tree_sitter_no_such_grammar", "language"))
+    result = validate_fill("package main\n", 13, 13, "func (", "go")
+    assert not result.checked and result.valid
+    assert result.language == "go"
+    assert "tree_sitter_no_such_grammar" in result.reason
+
+
+def test_parser_is_built_once_per_language() -> None:
+    assert validation._parser("python") is validation._parser("python")
+    assert validation._parser("python") is not validation._parser("go")
+
+
+# --- languages ----------------------------------------------------------------------------
+
+
+def test_supported_languages_are_the_nine_grammars() -> None:
+    assert set(LANGUAGES) == {
+        "python", "javascript", "typescript", "tsx", "go", "rust", "java", "c", "cpp",
+    }
+
+
+# (document with an insertion point, a valid fill, an invalid fill) for every grammar
+CASES = {
+    "python": ("def add(a, b):\n    return ⟦⟧\n", "a + b", "a +"),
+    "javascript": ("function add(a, b) {\n  return ⟦⟧;\n}\n", "a + b", "a + (b"),
+    "typescript": (
+        "function add(a: number, b: number): number {\n  return ⟦⟧;\n}\n",
+        "(a as number) + b",
+        "a + (b",
+    ),
+    "tsx": ("const App = () => <div>⟦⟧</div>;\n", "<span>{name}</span>", "<span>{name}</"),
+    "go": ("package main\n\nfunc add(a, b int) int {\n\treturn ⟦⟧\n}\n", "a + b", "a + (b"),
+    "rust": ("fn add(a: i32, b: i32) -> i32 {\n    ⟦⟧\n}\n", "a.wrapping_add(b)", "a + (b"),
+    "java": ("class A {\n  int add(int a, int b) {\n    return ⟦⟧;\n  }\n}\n", "a + b", "a +"),
+    "c": ("int add(int a, int b) {\n    return ⟦⟧;\n}\n", "a + b", "a + (b"),
+    "cpp": ("template <typename T>\nT add(T a, T b) {\n    return ⟦⟧;\n}\n", "a + b", "a + (b"),
+}
+
+
+def test_every_supported_language_has_a_case() -> None:
+    assert set(CASES) == set(LANGUAGES)
+
+
+@pytest.mark.parametrize("language", sorted(CASES))
+def test_valid_fill_is_accepted_in_each_language(language: str) -> None:
+    marked, good, _ = CASES[language]
+    result = _fill(marked, good, language)
+    assert result == Validation(True, True, language, (), result.reason)
+
+
+@pytest.mark.parametrize("language", sorted(CASES))
+def test_invalid_fill_is_rejected_in_each_language(language: str) -> None:
+    marked, _, bad = CASES[language]
+    result = _fill(marked, bad, language)
+    assert result.checked and not result.valid
+    assert result.language == language
+    line = _span(marked)[0].count("\n", 0, _span(marked)[1])
+    assert [error_line for error_line, _ in result.new_errors] == [line]
+
+
+def test_jsx_in_typescript_needs_the_tsx_grammar() -> None:
+    marked = "const App = () => <div>⟦⟧</div>;\n"
+    assert not _fill(marked, "<b>hi</b>", "typescript").valid
+    assert _fill(marked, "<b>hi</b>", "tsx").valid
+
+
+def test_validate_fill_accepts_lsp_language_ids() -> None:
+    result = _fill("const App = () => <div>⟦⟧</div>;\n", "<b>hi</b>", "typescriptreact")
+    assert result.checked and result.valid
+    assert result.language == "tsx"
+
+
+@pytest.mark.parametrize(
+    ("language_id", "expected"),
+    [
+        ("python", "python"),
+        ("javascript", "javascript"),
+        ("javascriptreact", "javascript"),
+        ("typescript", "typescript"),
+        ("typescriptreact", "tsx"),
+        ("go", "go"),
+        ("rust", "rust"),
+        ("java", "java"),
+        ("c", "c"),
+        ("cpp", "cpp"),
+        ("Python", "python"),
+    ],
+)
+def test_language_is_found_from_lsp_language_id(language_id: str, expected: str) -> None:
+    assert language_for(language_id) == expected
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("file:///src/app.py", "python"),
+        ("file:///src/stubs.pyi", "python"),
+        ("file:///src/app.js", "javascript"),
+        ("file:///src/app.mjs", "javascript"),
+        ("file:///src/app.cjs", "javascript"),
+        ("file:///src/App.jsx", "javascript"),
+        ("file:///src/app.ts", "typescript"),
+        ("file:///src/app.mts", "typescript"),
+        ("file:///src/app.cts", "typescript"),
+        ("file:///src/App.tsx", "tsx"),
+        ("file:///src/types.d.ts", "typescript"),
+        ("file:///src/main.go", "go"),
+        ("file:///src/lib.rs", "rust"),
+        ("file:///src/A.java", "java"),
+        ("file:///src/main.c", "c"),
+        ("file:///src/main.h", "c"),
+        ("file:///src/main.cc", "cpp"),
+        ("file:///src/main.cpp", "cpp"),
+        ("file:///src/main.cxx", "cpp"),
+        ("file:///src/main.hpp", "cpp"),
+        ("file:///src/main.hh", "cpp"),
+        ("/home/me/project/script.PY", "python"),
+        ("C:\\work\\main.rs", "rust"),
+        ("untitled:notebook.py?cell=3#frag", "python"),
+    ],
+)
+def test_language_is_found_from_file_extension(uri: str, expected: str) -> None:
+    assert language_for(None, uri) == expected
+
+
+def test_language_id_takes_precedence_over_extension() -> None:
+    assert language_for("cpp", "file:///src/main.h") == "cpp"
+
+
+def test_unknown_language_id_falls_back_to_extension() -> None:
+    assert language_for("plaintext", "file:///src/main.go") == "go"
+
+
+@pytest.mark.parametrize(
+    ("language_id", "uri"),
+    [
+        ("cobol", None),
+        (None, None),
+        ("", "file:///README.md"),
+        (None, "file:///src/Makefile"),
+        (None, "file:///src.py/notes"),
+    ],
+)
+def test_unknown_language_is_none(language_id: str | None, uri: str | None) -> None:
+    assert language_for(language_id, uri) is None
