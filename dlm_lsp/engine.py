@@ -1,0 +1,171 @@
+"""The infill engine: a span of a document in, ranked candidate fills out.
+
+It owns the model and runs synchronously; the server calls it from one worker
+thread so the event loop keeps answering the editor.  Cancellation and drafts
+cross the thread boundary as plain callables (`should_stop`, `on_draft`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.models import DiffusionModel, load_model
+from dlm_lsp.policy import SpanPlan, plan_span
+from dlm_lsp.sampler import Cancelled, SamplerConfig, denoise
+from dlm_lsp.span import allowed_head_tokens, build_layout
+from dlm_lsp.validation import language_for, validate_fill
+
+MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
+CANDIDATE_TEMPERATURE = 0.8  # extra candidates sample at least this hot, or they would all agree
+
+__all__ = ["Cancelled", "Candidate", "Engine", "InfillRequest", "InfillResult", "OutOfMemory"]
+
+
+class OutOfMemory(RuntimeError):
+    """The device ran out of memory during an infill."""
+
+
+@dataclass
+class InfillRequest:
+    """One span of one document to fill; offsets are Python string indices."""
+
+    text: str
+    start: int
+    end: int
+    language_id: str | None = None
+    uri: str | None = None
+    options: InfillOptions = field(default_factory=InfillOptions)
+    is_hole: bool = False
+    should_stop: Callable[[], bool] | None = None
+    on_draft: Callable[[int, int, str], None] | None = None  # (step, steps, draft text)
+
+
+@dataclass
+class Candidate:
+    """One proposed fill."""
+
+    text: str
+    valid: bool | None  # None when the language has no grammar to check against
+    score: float  # mean log-probability of the committed tokens
+
+
+@dataclass
+class InfillResult:
+    """Ranked candidates (best first) and what it cost."""
+
+    candidates: list[Candidate]
+    plan: SpanPlan
+    steps: int
+    tokens: int
+    ms: float
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+class Engine:
+    """Loads the configured model once and serves infill requests."""
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self._model: DiffusionModel | None = None
+        self._lock = threading.Lock()
+        # Fault injection for tests of error handling: "oom" fails every infill with an
+        # out-of-memory error, "oom-once" only the first.
+        self._faults = set(filter(None, os.environ.get("DLM_LSP_FAULTS", "").split(",")))
+
+    @property
+    def model(self) -> DiffusionModel:
+        """The model, loaded on first use (raises ModelLoadError with a clear message)."""
+        with self._lock:
+            if self._model is None:
+                self._model = load_model(self.config.model, self.config.device)
+            return self._model
+
+    def reconfigure(self, config: ServerConfig) -> None:
+        """Adopt new settings; the model is reloaded only if model or device changed."""
+        with self._lock:
+            if (config.model, config.device) != (self.config.model, self.config.device):
+                self._model = None
+            self.config = config
+
+    def infill(self, req: InfillRequest) -> InfillResult:
+        """Denoise the span and return validated, ranked candidates."""
+        began = time.perf_counter()
+        try:
+            return self._infill(req, began)
+        except Cancelled:
+            raise
+        except (RuntimeError, MemoryError) as exc:
+            if isinstance(exc, MemoryError) or _is_oom(exc):
+                raise OutOfMemory(
+                    f"out of memory while denoising on {self.config.device}: try fewer "
+                    "candidates, a shorter span, or device 'cpu'") from exc
+            raise
+
+    def _infill(self, req: InfillRequest, began: float) -> InfillResult:
+        if "oom" in self._faults or "oom-once" in self._faults:
+            self._faults.discard("oom-once")
+            raise torch.OutOfMemoryError("injected fault (DLM_LSP_FAULTS)")
+        model, cfg, opt = self.model, self.config, req.options
+        tok = model.tokenizer
+        plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole)
+        prefix, suffix = req.text[:req.start], req.text[req.end:]
+        context = min(cfg.max_context_tokens, model.max_length - plan.n_masked - 16)
+        layout = build_layout(tok, prefix, suffix, plan.n_masked, context)
+        if layout.head and not allowed_head_tokens(tok.token_texts, layout.head):
+            layout = build_layout(tok, prefix, suffix, plan.n_masked, context, move_head=False)
+
+        n_cand = opt.candidates or cfg.candidates
+        temp = opt.temperature if opt.temperature is not None else cfg.temperature
+        temps = (temp,) + (max(temp, CANDIDATE_TEMPERATURE),) * (n_cand - 1)
+        strategy = opt.strategy or cfg.strategy
+        # the baseline spends one step per token, the moved head's tokens included
+        steps = layout.n_masked if strategy == "left-to-right" else plan.steps
+        sampler = SamplerConfig(steps, strategy, opt.schedule or cfg.schedule, temps)
+        on_step = None
+        if req.on_draft is not None:
+            def on_step(step: int, steps: int, span: torch.Tensor) -> None:
+                req.on_draft(step, steps, self._draft(span[0].tolist(), layout.head))
+
+        seed = opt.seed if opt.seed is not None else cfg.seed
+        out = denoise(model, layout, sampler, seed, on_step, req.should_stop)
+        language = language_for(req.language_id, req.uri) if cfg.validate else None
+        candidates = []
+        for ids, score in zip(out.span_ids.tolist(), out.scores.tolist(), strict=True):
+            text = self._fill_text(ids, layout.head, plan.single_line)
+            check = validate_fill(req.text, req.start, req.end, text, language)
+            candidates.append(Candidate(text, check.valid if check.checked else None, score))
+        candidates.sort(key=lambda c: (c.valid is False, -c.score))
+        ms = (time.perf_counter() - began) * 1000
+        return InfillResult(candidates, plan, out.steps, layout.n_masked, ms)
+
+    def _fill_text(self, ids: list[int], head: str, single_line: bool) -> str:
+        """Decode a span up to its first pad, drop the head, keep one line if asked."""
+        pad = self.model.pad_id
+        ids = ids[:ids.index(pad)] if pad in ids else ids
+        text = self.model.tokenizer.decode(ids)
+        text = text[len(head):] if text.startswith(head) else text
+        if single_line:
+            text = text.split("\n", 1)[0]
+        return text
+
+    def _draft(self, ids: list[int], head: str) -> str:
+        """The span as it stands: committed tokens as text, masked ones as placeholders."""
+        model = self.model
+        texts = model.tokenizer.token_texts
+        pieces = []
+        for i in ids:
+            if i == model.pad_id:
+                break
+            pieces.append(MASK_PLACEHOLDER if i == model.mask_id else texts[i])
+        draft = "".join(pieces)
+        return draft[len(head):] if draft.startswith(head) else draft
