@@ -1,0 +1,65 @@
+"""Command line: serve LSP (stdio or TCP), fill a file's holes, train a model."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from dlm_lsp.server import server
+
+    if args.tcp:
+        host, _, port = args.tcp.rpartition(":")
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()
+    return 0
+
+
+def _fill(args: argparse.Namespace) -> int:
+    from dlm_lsp.fill import fill_file
+
+    return fill_file(args.file, model=args.model, device=args.device, steps=args.steps,
+                     strategy=args.strategy, seed=args.seed, marker=args.marker,
+                     write=args.write)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from dlm_lsp.training.train import main as train_main
+
+    return train_main(args.rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `dlm-lsp` and `python -m dlm_lsp`."""
+    parser = argparse.ArgumentParser(
+        prog="dlm-lsp", description="Language server for code infilling with masked-diffusion "
+        "language models. With no command it serves LSP over stdio.")
+    parser.add_argument("--tcp", metavar="HOST:PORT", help="serve LSP over TCP instead of stdio")
+    parser.add_argument("--stdio", action="store_true", help="serve LSP over stdio (the default)")
+    parser.add_argument("--log-level", default="WARNING", help="logging level for stderr")
+    sub = parser.add_subparsers(dest="command")
+
+    fill = sub.add_parser("fill", help="fill the holes of a file and print the result")
+    fill.add_argument("file")
+    fill.add_argument("--model", default="default")
+    fill.add_argument("--device", default="auto")
+    fill.add_argument("--steps", type=int)
+    fill.add_argument("--strategy")
+    fill.add_argument("--seed", type=int, default=0)
+    fill.add_argument("--marker", default="<FILL>")
+    fill.add_argument("--write", action="store_true", help="write the filled file back")
+
+    train = sub.add_parser("train", help="train the project's own model (see --help)",
+                           add_help=False)
+    train.add_argument("rest", nargs=argparse.REMAINDER)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    if args.command == "fill":
+        return _fill(args)
+    if args.command == "train":
+        return _train(args)
+    return _serve(args)

@@ -1,0 +1,76 @@
+"""In-flight infills per document: newest wins, edits cancel, stale results drop.
+
+A job records the document version it was computed against and a stop flag
+that the denoising loop polls between steps.  The flag is raised when the
+client cancels, when a newer request arrives for the same document, when the
+document changes or closes, or when the job runs out of time; the reason is
+kept so the client is told which of these happened.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+SUPERSEDED = "superseded by a newer request for the same document"
+DOCUMENT_CHANGED = "the document changed while the fill was computed"
+DOCUMENT_CLOSED = "the document was closed"
+CLIENT_CANCELLED = "cancelled by the client"
+TIMED_OUT = "timed out"
+
+
+@dataclass(eq=False)
+class Job:
+    """One infill (or one batch of hole fills) against one document version."""
+
+    uri: str
+    version: int | None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    reason: str = ""
+
+    def stop(self, reason: str) -> None:
+        """Ask the loop to stop at its next step; the first reason given is kept."""
+        if not self._stop.is_set():
+            self.reason = reason
+            self._stop.set()
+
+    def stopped(self) -> bool:
+        """Whether the loop should stop (polled from the engine thread)."""
+        return self._stop.is_set()
+
+
+class Jobs:
+    """The registry of jobs in flight, by document."""
+
+    def __init__(self) -> None:
+        self._by_uri: dict[str, set[Job]] = {}
+        self._lock = threading.Lock()
+
+    def start(self, uri: str, version: int | None) -> Job:
+        """Register a new job, stopping the older ones for the same document."""
+        job = Job(uri, version)
+        with self._lock:
+            for old in self._by_uri.get(uri, ()):
+                old.stop(SUPERSEDED)
+            self._by_uri.setdefault(uri, set()).add(job)
+        return job
+
+    def finish(self, job: Job) -> None:
+        """Forget a job that has returned."""
+        with self._lock:
+            jobs = self._by_uri.get(job.uri)
+            if jobs is not None:
+                jobs.discard(job)
+                if not jobs:
+                    del self._by_uri[job.uri]
+
+    def stop_document(self, uri: str, reason: str) -> None:
+        """Stop every job on a document (it changed or closed)."""
+        with self._lock:
+            for job in self._by_uri.get(uri, ()):
+                job.stop(reason)
+
+    def in_flight(self) -> int:
+        """How many jobs are running or queued."""
+        with self._lock:
+            return sum(len(jobs) for jobs in self._by_uri.values())

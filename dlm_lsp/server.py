@@ -1,0 +1,324 @@
+"""The language server: thin LSP handlers over the infill engine.
+
+Each handler turns LSP params into an engine request, awaits the engine on its
+worker thread, and turns the result into an LSP answer.  The shared work
+(document and range checks, job bookkeeping, cancellation, timeouts, progress,
+drafts and the stale-version check) lives in `DlmServer.fill`, so every entry
+point behaves the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import (
+    JsonRpcContentModified,
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcRequestCancelled,
+)
+from pygls.lsp.server import LanguageServer
+
+from dlm_lsp import __version__
+from dlm_lsp.config import InfillOptions, ServerConfig, from_json
+from dlm_lsp.documents import offset_range, open_document, range_offsets
+from dlm_lsp.engine import Cancelled, Engine, InfillRequest, InfillResult, OutOfMemory
+from dlm_lsp.holes import HoleFilling, find_holes
+from dlm_lsp.jobs import (
+    CLIENT_CANCELLED,
+    DOCUMENT_CHANGED,
+    DOCUMENT_CLOSED,
+    TIMED_OUT,
+    Job,
+    Jobs,
+)
+from dlm_lsp.models import ModelLoadError
+from dlm_lsp.protocol import (
+    DRAFT,
+    FILL_HOLES,
+    INFILL,
+    REWRITE_SELECTION,
+    command_target,
+    infill_result,
+    parse_infill_params,
+)
+
+log = logging.getLogger(__name__)
+
+# Implementation-defined JSON-RPC server error codes (-32099..-32000).
+MODEL_UNAVAILABLE = -32001
+OUT_OF_MEMORY = -32002
+TIMEOUT = -32003
+
+
+class DlmServer(LanguageServer):
+    """pygls server holding the configuration, the engine and the jobs in flight."""
+
+    def __init__(self) -> None:
+        super().__init__("dlm-lsp", __version__,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.config = ServerConfig()
+        self.engine = Engine(self.config)
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dlm-engine")
+        self.jobs = Jobs()
+        self.pending_problems: list[str] = []
+
+    def apply_settings(self, data: Any, base: ServerConfig | None = None) -> list[str]:
+        """Overlay client settings (camelCase, optionally under "dlm") onto the config."""
+        if isinstance(data, dict) and isinstance(data.get("dlm"), dict):
+            data = data["dlm"]
+        config, problems = from_json(ServerConfig, data, base or self.config)
+        self.config = config
+        self.engine.reconfigure(config)
+        return problems
+
+    def warn(self, problems: list[str]) -> None:
+        """Tell the user about configuration problems (defaults were kept)."""
+        if problems:
+            self.window_show_message(types.ShowMessageParams(
+                types.MessageType.Warning, "dlm-lsp settings: " + "; ".join(problems)))
+
+    async def fill(self, job: Job, text: str, start: int, end: int, *, language_id: str | None,
+                   options: InfillOptions, token: Any = None, is_hole: bool = False,
+                   draft_range: types.Range | None = None) -> InfillResult:
+        """Run one infill on the worker thread, honouring cancel, timeout and progress."""
+        loop = asyncio.get_running_loop()
+        progress = self.work_done_progress if token is not None else None
+        if progress is not None:
+            progress.begin(token, types.WorkDoneProgressBegin(
+                title="dlm-lsp: denoising", cancellable=True, percentage=0))
+            progress.tokens[token].add_done_callback(lambda _: job.stop(CLIENT_CANCELLED))
+
+        def on_step(step: int, steps: int, draft: str) -> None:
+            loop.call_soon_threadsafe(self._report_step, job, token, draft_range, step, steps,
+                                      draft)
+
+        wants_steps = progress is not None or (self.config.drafts and draft_range is not None)
+        request = InfillRequest(text, start, end, language_id, job.uri, options, is_hole,
+                                should_stop=job.stopped, on_draft=on_step if wants_steps else None)
+        future = loop.run_in_executor(self.worker, self.engine.infill, request)
+        try:
+            return await asyncio.wait_for(future, self.config.timeout_ms / 1000)
+        except asyncio.CancelledError:
+            job.stop(CLIENT_CANCELLED)
+            raise
+        except asyncio.TimeoutError as exc:
+            job.stop(TIMED_OUT)
+            raise JsonRpcException(f"infill timed out after {self.config.timeout_ms} ms",
+                                   code=TIMEOUT) from exc
+        except Cancelled as exc:
+            if job.reason in (DOCUMENT_CHANGED, DOCUMENT_CLOSED):
+                raise JsonRpcContentModified(f"fill dropped: {job.reason}") from exc
+            raise JsonRpcRequestCancelled(f"fill stopped: {job.reason}") from exc
+        except ModelLoadError as exc:
+            raise JsonRpcException(f"model unavailable: {exc}", code=MODEL_UNAVAILABLE) from exc
+        except OutOfMemory as exc:
+            raise JsonRpcException(str(exc), code=OUT_OF_MEMORY) from exc
+        finally:
+            if progress is not None:
+                progress.end(token, types.WorkDoneProgressEnd(message=job.reason or "done"))
+                progress.tokens.pop(token, None)
+
+    def _report_step(self, job: Job, token: Any, rng: types.Range | None, step: int, steps: int,
+                     draft: str) -> None:
+        """Progress report and optional draft notification for one denoising step."""
+        if job.stopped():
+            return
+        if token is not None:
+            self.work_done_progress.report(token, types.WorkDoneProgressReport(
+                message=f"step {step} of {steps}", percentage=min(100, 100 * step // steps)))
+        if self.config.drafts and rng is not None:
+            self.protocol.notify(DRAFT, {
+                "textDocument": {"uri": job.uri, "version": job.version},
+                "range": self.protocol._converter.unstructure(rng),
+                "text": draft, "step": step, "steps": steps})
+
+    def check_fresh(self, job: Job) -> None:
+        """Refuse a result computed for a document version that is no longer current."""
+        doc = self.workspace.text_documents.get(job.uri)
+        if doc is None:
+            raise JsonRpcContentModified(f"fill dropped: {DOCUMENT_CLOSED}")
+        if doc.version != job.version:
+            raise JsonRpcContentModified(
+                f"fill dropped: the document changed (version {job.version} -> {doc.version})")
+
+    async def fill_range(self, uri: str, rng: types.Range, options: InfillOptions,
+                         version: int | None = None, token: Any = None) -> tuple[Job, InfillResult]:
+        """Fill one range of an open document, returning only a result that is still fresh."""
+        doc = open_document(self.workspace, uri)
+        if version is not None and version != doc.version:
+            raise JsonRpcContentModified(
+                f"request is for version {version} but the document is at {doc.version}")
+        start, end = range_offsets(doc, rng)
+        job = self.jobs.start(uri, doc.version)
+        try:
+            result = await self.fill(job, doc.source, start, end, language_id=doc.language_id,
+                                     options=options, token=token, draft_range=rng)
+            self.check_fresh(job)
+            return job, result
+        finally:
+            self.jobs.finish(job)
+
+    async def apply_edits(self, job: Job, edits: list[types.TextEdit], label: str) -> bool:
+        """Ask the client to apply edits to exactly the version they were computed for."""
+        self.check_fresh(job)
+        edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+            types.OptionalVersionedTextDocumentIdentifier(job.uri, job.version), edits)])
+        answer = await self.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(edit, label=label))
+        return bool(answer and answer.applied)
+
+
+server = DlmServer()
+
+
+@server.feature(types.INITIALIZE)
+def initialize(ls: DlmServer, params: types.InitializeParams) -> None:
+    """Read initializationOptions; problems are shown once the client is ready."""
+    ls.pending_problems = ls.apply_settings(params.initialization_options, ServerConfig())
+
+
+@server.feature(types.INITIALIZED)
+def initialized(ls: DlmServer, params: types.InitializedParams) -> None:
+    """Report settings problems and start loading the model in the background."""
+    ls.warn(ls.pending_problems)
+    ls.pending_problems = []
+    ls.worker.submit(_preload, ls)
+
+
+def _preload(ls: DlmServer) -> None:
+    """Load the model off the event loop so the first fill is fast, and say how it went."""
+    try:
+        model = ls.engine.model
+    except ModelLoadError as exc:
+        ls.window_show_message(types.ShowMessageParams(
+            types.MessageType.Error, f"dlm-lsp: {exc}"))
+        return
+    ls.window_log_message(types.LogMessageParams(
+        types.MessageType.Info, f"dlm-lsp: model {model.name} ready on {model.device}"))
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: DlmServer, params: types.DidChangeConfigurationParams) -> None:
+    """Apply changed settings on top of the current ones."""
+    ls.warn(ls.apply_settings(params.settings))
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: DlmServer, params: types.DidChangeTextDocumentParams) -> None:
+    """An edit makes every fill in flight for the document stale: stop them now."""
+    ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CHANGED)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: DlmServer, params: types.DidCloseTextDocumentParams) -> None:
+    """Nothing can be applied to a closed document."""
+    ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CLOSED)
+
+
+@server.feature(INFILL)
+async def infill(ls: DlmServer, params: Any) -> dict:
+    """`dlm/infill`: fill (or replace) a range and return the edit and candidates."""
+    p = parse_infill_params(params)
+    job, result = await ls.fill_range(p.uri, p.range, p.options, p.version, p.work_done_token)
+    return infill_result(job.version, p.range, result)
+
+
+@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+async def inline_completion(ls: DlmServer,
+                            params: types.InlineCompletionParams) -> types.InlineCompletionList:
+    """Ghost text at the cursor: the best fill, inserted at the cursor."""
+    rng = types.Range(params.position, params.position)
+    _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
+                                    token=params.work_done_token)
+    text = result.candidates[0].text
+    items = [types.InlineCompletionItem(insert_text=text, range=rng)] if text else []
+    return types.InlineCompletionList(items=items)
+
+
+@server.feature(types.TEXT_DOCUMENT_COMPLETION)
+async def completion(ls: DlmServer, params: types.CompletionParams) -> types.CompletionList:
+    """The same fill as one completion item, for clients without inline completion."""
+    rng = types.Range(params.position, params.position)
+    _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
+                                    token=params.work_done_token)
+    text = result.candidates[0].text
+    if not text.strip():
+        return types.CompletionList(is_incomplete=True, items=[])
+    label = text.strip().splitlines()[0][:80]
+    item = types.CompletionItem(label=label, kind=types.CompletionItemKind.Snippet,
+                                detail="dlm-lsp fill", sort_text="0",
+                                insert_text_format=types.InsertTextFormat.PlainText,
+                                text_edit=types.TextEdit(rng, text))
+    return types.CompletionList(is_incomplete=True, items=[item])
+
+
+@server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+    code_action_kinds=[types.CodeActionKind.RefactorRewrite]))
+def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    """Offer "Fill holes" when the document has markers, "Rewrite selection" on a selection."""
+    uri = params.text_document.uri
+    doc = open_document(ls.workspace, uri)
+    actions = []
+    holes = find_holes(doc.source, ls.config.hole_marker)
+    if holes:
+        title = f"Fill {len(holes)} hole{'s' * (len(holes) > 1)} with dlm-lsp"
+        actions.append(types.CodeAction(title, kind=types.CodeActionKind.RefactorRewrite,
+                                        command=types.Command(title, FILL_HOLES, arguments=[uri])))
+    if params.range.start != params.range.end:
+        title = "Rewrite selection with dlm-lsp"
+        rng = ls.protocol._converter.unstructure(params.range)
+        actions.append(types.CodeAction(title, kind=types.CodeActionKind.RefactorRewrite,
+                                        command=types.Command(title, REWRITE_SELECTION,
+                                                              arguments=[uri, rng])))
+    return actions
+
+
+@server.command(FILL_HOLES)
+async def fill_holes(ls: DlmServer, *args: Any) -> dict:
+    """Replace every hole marker, each conditioned on the text around it, in one edit."""
+    uri, _ = command_target(args, FILL_HOLES, needs_range=False)
+    doc = open_document(ls.workspace, uri)
+    original = doc.source
+    holes = find_holes(original, ls.config.hole_marker)
+    if not holes:
+        return {"applied": False, "holes": 0, "version": doc.version,
+                "message": f"no {ls.config.hole_marker} holes in {uri}"}
+    job = ls.jobs.start(uri, doc.version)
+    try:
+        state = HoleFilling(original)
+        for hole in holes:
+            start, end = state.current(hole)
+            result = await ls.fill(job, state.text, start, end, language_id=doc.language_id,
+                                   options=InfillOptions(), is_hole=True)
+            state.accept(hole, result.candidates[0].text)
+        edits = [types.TextEdit(offset_range(doc, s, e), fill) for s, e, fill in state.fills]
+        applied = await ls.apply_edits(job, edits, "dlm-lsp: fill holes")
+        return {"applied": applied, "holes": len(holes), "version": job.version,
+                "fills": [fill for _, _, fill in state.fills]}
+    finally:
+        ls.jobs.finish(job)
+
+
+@server.command(REWRITE_SELECTION)
+async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
+    """Re-generate the selected block and apply it through workspace/applyEdit."""
+    uri, rng = command_target(args, REWRITE_SELECTION, needs_range=True)
+    if rng.start == rng.end:
+        raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
+    job, result = await ls.fill_range(uri, rng, InfillOptions())
+    fill = result.candidates[0].text
+    applied = await ls.apply_edits(job, [types.TextEdit(rng, fill)], "dlm-lsp: rewrite selection")
+    return {"applied": applied, "version": job.version, "text": fill}
+
+
+@server.feature(types.SHUTDOWN)
+def shutdown(ls: DlmServer, params: Any) -> None:
+    """Stop the engine's queue; jobs in flight stop at their next step."""
+    for uri in list(ls.workspace.text_documents):
+        ls.jobs.stop_document(uri, DOCUMENT_CLOSED)
+    ls.worker.shutdown(wait=False, cancel_futures=True)
