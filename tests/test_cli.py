@@ -1,0 +1,84 @@
+"""The command line: `dlm-lsp fill`, and serving LSP over TCP."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "hello.py"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dlm_lsp", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_fill_prints_the_file_with_its_hole_filled_and_the_rest_unchanged(model_dir):
+    out = run_cli("fill", str(FIXTURE), "--model", str(model_dir), "--steps", "4")
+    assert out.returncode == 0, out.stderr
+    before, after = FIXTURE.read_text().split("<FILL>")
+    assert out.stdout.startswith(before) and out.stdout.endswith(after)
+    assert "<FILL>" not in out.stdout
+    assert "1 hole(s) filled" in out.stderr
+
+
+def test_fill_without_holes_says_so(tmp_path, model_dir):
+    plain = tmp_path / "plain.py"
+    plain.write_text("x = 1\n")
+    out = run_cli("fill", str(plain), "--model", str(model_dir))
+    assert out.returncode == 1 and "no <FILL> holes" in out.stderr
+
+
+def test_fill_with_a_missing_model_names_the_directory(tmp_path):
+    out = run_cli("fill", str(FIXTURE), "--model", str(tmp_path / "absent"))
+    assert out.returncode == 2 and str(tmp_path / "absent") in out.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    body = json.dumps(message).encode()
+    sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def _receive(sock: socket.socket) -> dict:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(4096)
+    header, rest = data.split(b"\r\n\r\n", 1)
+    length = int(header.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+    while len(rest) < length:
+        rest += sock.recv(4096)
+    return json.loads(rest[:length])
+
+
+def test_tcp_mode_answers_initialize(model_dir):
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp", "--tcp", f"127.0.0.1:{port}"])
+    try:
+        for _ in range(300):
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                break
+            except OSError:
+                time.sleep(0.1)
+        with sock:
+            _send(sock, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "processId": None, "rootUri": None, "capabilities": {},
+                "initializationOptions": {"model": str(model_dir)}}})
+            reply = _receive(sock)
+            assert reply["id"] == 1
+            assert "inlineCompletionProvider" in reply["result"]["capabilities"]
+            _send(sock, {"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+            assert _receive(sock)["id"] == 2
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

@@ -1,0 +1,392 @@
+"""End-to-end: the real server over stdio, driven the way an editor drives it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from lsp_helpers import apply_edits, assert_only_inside, utf16_offset
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+SERVER = [sys.executable, "-m", "dlm_lsp"]
+URI = "file:///work/example.py"
+SOURCE = (
+    "def add(a, b):\n"
+    "    return a + b\n"
+    "\n"
+    "def mul(a, b):\n"
+    "    \n"
+    "\n"
+    "print(add(1, 2), mul(3, 4))\n"
+)
+
+
+async def start(client: LanguageClient, options: dict) -> None:
+    client.init_result = await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"),
+        initialization_options=options))
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient, model_dir):
+    """A VS Code-like client whose server runs the random tiny test model."""
+    await start(lsp_client, {"model": str(model_dir), "drafts": True})
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(
+    server_command=SERVER, server_env={**os.environ, "DLM_LSP_FAULTS": "oom-once"}))
+async def oom_client(lsp_client: LanguageClient, model_dir):
+    """A client whose server runs out of memory on its first infill."""
+    await start(lsp_client, {"model": str(model_dir)})
+    yield
+    await lsp_client.shutdown_session()
+
+
+def open_doc(client: LanguageClient, text: str = SOURCE, uri: str = URI, version: int = 1) -> None:
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)))
+
+
+def rng(sl: int, sc: int, el: int, ec: int) -> dict:
+    return {"start": {"line": sl, "character": sc}, "end": {"line": el, "character": ec}}
+
+
+def infill(client: LanguageClient, range_: dict, uri: str = URI, **extra):
+    params = {"textDocument": {"uri": uri}, "range": range_, **extra}
+    return client.protocol.send_request_async("dlm/infill", params)
+
+
+async def wait_for(predicate, timeout: float = 30.0) -> None:
+    for _ in range(int(timeout / 0.02)):
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+def slow_infill(client: LanguageClient, token: str, msg_id: str):
+    """A long denoise (many steps) that reports progress, so tests can act mid-way."""
+    client.progress_reports[token] = []
+    params = {"textDocument": {"uri": URI}, "range": rng(4, 4, 4, 4), "workDoneToken": token,
+              "options": {"length": 400, "steps": 400, "strategy": "confidence"}}
+    return client.protocol.send_request("dlm/infill", params, msg_id=msg_id)
+
+
+def reports(client: LanguageClient, token: str) -> list:
+    return [r for r in client.progress_reports.get(token, [])
+            if isinstance(r, types.WorkDoneProgressReport)]
+
+
+async def test_initialize_advertises_the_features(client: LanguageClient):
+    caps = client.init_result.capabilities
+    assert caps.inline_completion_provider is not None
+    assert caps.completion_provider is not None
+    assert caps.code_action_provider is not None
+    assert {"dlm.fillHoles", "dlm.rewriteSelection"} <= set(caps.execute_command_provider.commands)
+    assert caps.text_document_sync.change == types.TextDocumentSyncKind.Incremental
+    assert caps.position_encoding == types.PositionEncodingKind.Utf16
+
+
+async def test_infill_at_cursor_returns_an_edit_inside_the_range(client: LanguageClient):
+    open_doc(client)
+    result = await infill(client, rng(4, 4, 4, 4))
+    assert result.version == 1
+    [edit] = result.edits
+    assert (edit.range.start.line, edit.range.start.character) == (4, 4)
+    assert (edit.range.end.line, edit.range.end.character) == (4, 4)
+    assert edit.newText == result.candidates[0].text
+    assert result.stats.steps >= 1 and result.stats.tokens >= 1 and result.stats.ms > 0
+    at = utf16_offset(SOURCE, 4, 4)
+    after = apply_edits(SOURCE, [{"range": rng(4, 4, 4, 4), "newText": edit.newText}])
+    assert_only_inside(SOURCE, after, at, at)
+
+
+async def test_infill_of_a_selection_replaces_only_the_selection(client: LanguageClient):
+    open_doc(client)
+    result = await infill(client, rng(1, 11, 1, 16), options={"length": 6, "steps": 3})
+    [edit] = result.edits
+    assert (edit.range.start.character, edit.range.end.character) == (11, 16)
+    after = apply_edits(SOURCE, [{"range": rng(1, 11, 1, 16), "newText": edit.newText}])
+    assert_only_inside(SOURCE, after, utf16_offset(SOURCE, 1, 11), utf16_offset(SOURCE, 1, 16))
+    assert result.stats.steps == 3
+
+
+async def test_left_to_right_baseline_takes_one_step_per_token(client: LanguageClient):
+    open_doc(client)
+    result = await infill(client, rng(4, 4, 4, 4),
+                          options={"length": 10, "strategy": "left-to-right"})
+    assert result.stats.steps == result.stats.tokens
+
+
+async def test_candidates_are_all_returned_with_scores(client: LanguageClient):
+    open_doc(client)
+    result = await infill(client, rng(4, 4, 4, 4), options={"candidates": 3, "length": 8})
+    assert len(result.candidates) == 3
+    assert all(isinstance(c.score, float) for c in result.candidates)
+    assert result.edits[0].newText == result.candidates[0].text
+
+
+async def test_same_seed_gives_the_same_fill(client: LanguageClient):
+    open_doc(client)
+    opts = {"seed": 7, "strategy": "random", "temperature": 1.0, "length": 8}
+    first = await infill(client, rng(4, 4, 4, 4), options=opts)
+    second = await infill(client, rng(4, 4, 4, 4), options=opts)
+    assert first.candidates[0].text == second.candidates[0].text
+
+
+async def test_inline_completion_inserts_at_the_cursor(client: LanguageClient):
+    text = "import os\n\nname = os.path.jo\nprint(name)\n"
+    open_doc(client, text)
+    result = await client.text_document_inline_completion_async(types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(URI), position=types.Position(2, 17),
+        context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Invoked)))
+    for item in result.items:
+        assert item.range.start == item.range.end == types.Position(2, 17)
+        assert "\n" not in item.insert_text  # a fill inside a line stays on that line
+        after = apply_edits(text, [{"range": rng(2, 17, 2, 17), "newText": item.insert_text}])
+        assert_only_inside(text, after, utf16_offset(text, 2, 17), utf16_offset(text, 2, 17))
+
+
+async def test_completion_offers_the_fill_as_one_item(client: LanguageClient):
+    open_doc(client)
+    result = await client.text_document_completion_async(types.CompletionParams(
+        types.TextDocumentIdentifier(URI), types.Position(4, 4)))
+    assert len(result.items) <= 1
+    for item in result.items:
+        assert item.text_edit.range == types.Range(types.Position(4, 4), types.Position(4, 4))
+        assert item.text_edit.new_text.strip()
+
+
+async def test_code_actions_offer_fill_holes_and_rewrite(client: LanguageClient):
+    open_doc(client, "x = <FILL>\ny = 2\n")
+    # Read the raw JSON: lsprotocol's client-side decoding of `(Command | CodeAction)[]`
+    # mistakes a CodeAction for a Command.
+    future = client.protocol.send_request("textDocument/codeAction", types.CodeActionParams(
+        types.TextDocumentIdentifier(URI), types.Range(types.Position(1, 0), types.Position(1, 5)),
+        types.CodeActionContext(diagnostics=[])), msg_id="code-actions")
+    client.protocol._result_types.pop("code-actions", None)
+    actions = await asyncio.wrap_future(future)
+    assert [a["command"]["command"] for a in actions] == ["dlm.fillHoles", "dlm.rewriteSelection"]
+    assert actions[0]["command"]["arguments"] == [URI]
+    assert actions[1]["command"]["arguments"] == [URI, rng(1, 0, 1, 5)]
+    assert all(a["kind"] == "refactor.rewrite" for a in actions)
+
+
+async def test_fill_holes_replaces_each_marker_through_apply_edit(client: LanguageClient):
+    text = "def f(x):\n    y = <FILL>\n    <FILL>\n\nprint(f(1))  # <FILL> keeps the rest\n"
+    applied = []
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def on_apply(params: types.ApplyWorkspaceEditParams):
+        applied.append(params.edit)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    open_doc(client, text, version=3)
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.fillHoles", [URI]))
+    assert result["applied"] is True and result["holes"] == 3
+    [change] = applied[0].document_changes
+    assert change.text_document.version == 3
+    starts = [text.index("<FILL>"), text.index("<FILL>", 20), text.rindex("<FILL>")]
+    edits = [{"range": client.protocol._converter.unstructure(e.range), "newText": e.new_text}
+             for e in change.edits]
+    assert [utf16_offset(text, e["range"]["start"]["line"], e["range"]["start"]["character"])
+            for e in edits] == starts
+    after = apply_edits(text, edits)
+    assert "<FILL>" not in after
+    # outside the holes, every byte is unchanged
+    pieces = text.split("<FILL>")
+    pos = 0
+    for piece in pieces:
+        found = after.index(piece, pos)
+        pos = found + len(piece)
+    assert after.startswith(pieces[0]) and after.endswith(pieces[-1])
+
+
+async def test_rewrite_selection_applies_an_edit_within_the_selection(client: LanguageClient):
+    applied = []
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def on_apply(params: types.ApplyWorkspaceEditParams):
+        applied.append(params.edit)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    open_doc(client)
+    selection = rng(1, 4, 1, 16)
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.rewriteSelection", [URI, selection]))
+    assert result["applied"] is True
+    [edit] = applied[0].document_changes[0].edits
+    assert client.protocol._converter.unstructure(edit.range) == selection
+    after = apply_edits(SOURCE, [{"range": selection, "newText": edit.new_text}])
+    assert_only_inside(SOURCE, after, utf16_offset(SOURCE, 1, 4), utf16_offset(SOURCE, 1, 16))
+
+
+async def test_cancel_mid_denoise_stops_the_loop_and_server_stays_healthy(client):
+    open_doc(client)
+    future = slow_infill(client, "cancel-me", "req-cancel")
+    await wait_for(lambda: len(reports(client, "cancel-me")) >= 2)
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="req-cancel"))
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wrap_future(future)
+    assert err.value.code == -32800  # RequestCancelled
+    await wait_for(lambda: any(isinstance(r, types.WorkDoneProgressEnd)
+                               for r in client.progress_reports["cancel-me"]))
+    assert len(reports(client, "cancel-me")) < 400  # stopped long before the last step
+    result = await infill(client, rng(4, 4, 4, 4), options={"length": 4})
+    assert len(result.edits) == 1
+
+
+async def test_newer_request_for_the_document_supersedes_the_older(client):
+    open_doc(client)
+    older = slow_infill(client, "old", "req-old")
+    await wait_for(lambda: len(reports(client, "old")) >= 1)
+    newer = await infill(client, rng(4, 4, 4, 4), options={"length": 4})
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wrap_future(older)
+    assert err.value.code == -32800 and "superseded" in err.value.message
+    assert len(newer.edits) == 1
+
+
+async def test_document_edited_during_infill_gets_no_stale_edit(client):
+    open_doc(client)
+    future = slow_infill(client, "stale", "req-stale")
+    await wait_for(lambda: len(reports(client, "stale")) >= 1)
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(uri=URI, version=2),
+        [types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(0, 0), types.Position(0, 0)), text="# edited\n")]))
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wrap_future(future)
+    assert err.value.code == -32801  # ContentModified: nothing to apply
+    result = await infill(client, rng(5, 4, 5, 4), options={"length": 4})
+    assert result.version == 2
+
+
+async def test_request_for_an_old_version_is_refused(client):
+    open_doc(client, version=5)
+    with pytest.raises(JsonRpcException) as err:
+        await infill(client, rng(4, 4, 4, 4), textDocument={"uri": URI, "version": 4})
+    assert err.value.code == -32801 and "version 4" in err.value.message
+
+
+async def test_progress_reports_each_step(client):
+    open_doc(client)
+    client.progress_reports["p"] = []
+    result = await infill(client, rng(4, 4, 4, 4), workDoneToken="p",
+                          options={"length": 8, "steps": 4})
+    kinds = [type(r).__name__ for r in client.progress_reports["p"]]
+    assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
+    assert kinds.count("WorkDoneProgressReport") == result.stats.steps
+
+
+async def test_drafts_show_the_span_taking_shape(client):
+    open_doc(client)
+    drafts = []
+    client.feature("dlm/draft")(lambda params: drafts.append(params))
+    result = await infill(client, rng(4, 4, 4, 4), options={"length": 8, "steps": 4})
+    await wait_for(lambda: len(drafts) == result.stats.steps)
+    assert "\u2591" in drafts[0].text  # still-masked positions show as placeholders
+    assert drafts[-1].step == drafts[-1].steps
+
+
+async def test_positions_are_utf16_code_units(client):
+    text = "s = '\U0001f600' + \n"  # the emoji takes two UTF-16 units
+    open_doc(client, text)
+    col = 11  # just after "+ " in UTF-16 units
+    result = await infill(client, rng(0, col, 0, col), options={"length": 4})
+    after = apply_edits(text, [{"range": rng(0, col, 0, col), "newText": result.edits[0].newText}])
+    at = text.index("+ ") + 2
+    assert_only_inside(text, after, at, at)
+
+
+async def test_incremental_changes_are_applied_before_filling(client):
+    open_doc(client, "a = 1\n")
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(uri=URI, version=2),
+        [types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(1, 0), types.Position(1, 0)), text="b = \n")]))
+    result = await infill(client, rng(1, 4, 1, 4), options={"length": 3})
+    assert result.version == 2
+
+
+@pytest.mark.parametrize("params, expected", [
+    ({"textDocument": {"uri": "file:///nope.py"}, "range": rng(0, 0, 0, 0)}, "not open"),
+    ({"textDocument": {"uri": URI}, "range": rng(99, 0, 99, 0)}, "outside the document"),
+    ({"textDocument": {"uri": URI}, "range": rng(0, 80, 0, 80)}, "past the end of its line"),
+    ({"textDocument": {"uri": URI}, "range": rng(1, 4, 0, 2)}, "before its start"),
+    ({"textDocument": {"uri": URI}, "range": {"start": 3}}, "not a valid Range"),
+    ({"textDocument": {"uri": URI}, "range": rng(0, 0, 0, 0),
+      "options": {"strategy": "sideways"}}, "strategy"),
+])
+async def test_bad_requests_get_a_clear_error_and_the_next_one_works(client, params, expected):
+    open_doc(client)
+    with pytest.raises(JsonRpcException) as err:
+        await client.protocol.send_request_async("dlm/infill", params)
+    assert err.value.code == -32602 and expected in err.value.message
+    result = await infill(client, rng(4, 4, 4, 4), options={"length": 2})
+    assert len(result.edits) == 1
+
+
+async def test_model_that_fails_to_load_is_a_clear_error_and_recoverable(client, model_dir):
+    open_doc(client)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"model": "/no/such/model"}}))
+    with pytest.raises(JsonRpcException) as err:
+        await infill(client, rng(4, 4, 4, 4))
+    assert err.value.code == -32001 and "/no/such/model" in err.value.message
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"model": str(model_dir)}}))
+    result = await infill(client, rng(4, 4, 4, 4), options={"length": 2})
+    assert len(result.edits) == 1
+
+
+async def test_out_of_memory_is_a_clear_error_and_the_server_keeps_serving(oom_client):
+    open_doc(oom_client)
+    with pytest.raises(JsonRpcException) as err:
+        await infill(oom_client, rng(4, 4, 4, 4))
+    assert err.value.code == -32002 and "out of memory" in err.value.message
+    result = await infill(oom_client, rng(4, 4, 4, 4), options={"length": 2})
+    assert len(result.edits) == 1
+
+
+async def test_bad_configuration_is_reported_and_defaults_are_kept(client):
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"steps": "many", "strategy": "sideways"}}))
+    await wait_for(lambda: any("steps" in m.message for m in client.messages))
+    [message] = [m for m in client.messages if "steps" in m.message]
+    assert message.type == types.MessageType.Warning and "sideways" in message.message
+    open_doc(client)
+    result = await infill(client, rng(4, 4, 4, 4), options={"length": 4})
+    assert result.stats.steps == 4  # multi-line default (16) clamped to the 4 tokens + head
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def utf8_client(lsp_client: LanguageClient, model_dir):
+    """A client that prefers UTF-8 positions."""
+    caps = client_capabilities("neovim")
+    caps.general = types.GeneralClientCapabilities(
+        position_encodings=[types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16])
+    lsp_client.init_result = await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=caps, initialization_options={"model": str(model_dir)}))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_utf8_position_encoding_is_negotiated_and_honoured(utf8_client):
+    assert utf8_client.init_result.capabilities.position_encoding == "utf-8"
+    text = "s = 'é' + \n"  # é is two UTF-8 bytes
+    open_doc(utf8_client, text)
+    col = len("s = 'é' + ".encode())  # 11 bytes: past the line's end if read as UTF-16 (10)
+    result = await infill(utf8_client, rng(0, col, 0, col), options={"length": 3})
+    fill = result.edits[0].newText
+    at = text.index("+ ") + 2
+    assert (text[:at] + fill + text[at:]).startswith("s = 'é' + ")
+    assert result.edits[0].range.start.character == col
