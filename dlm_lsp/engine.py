@@ -19,7 +19,7 @@ from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.models import DiffusionModel, load_model
 from dlm_lsp.policy import SpanPlan, plan_span
 from dlm_lsp.sampler import Cancelled, SamplerConfig, denoise
-from dlm_lsp.span import allowed_head_tokens, build_layout
+from dlm_lsp.span import HeadChain, build_layout
 from dlm_lsp.validation import language_for, validate_fill
 
 MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
@@ -119,10 +119,12 @@ class Engine:
         tok = model.tokenizer
         plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole)
         prefix, suffix = req.text[:req.start], req.text[req.end:]
-        context = min(cfg.max_context_tokens, model.max_length - plan.n_masked - 16)
-        layout = build_layout(tok, prefix, suffix, plan.n_masked, context)
-        if layout.head and not allowed_head_tokens(tok.token_texts, layout.head):
-            layout = build_layout(tok, prefix, suffix, plan.n_masked, context, move_head=False)
+        layout = build_layout(tok, prefix, suffix, plan.n_masked, cfg.max_context_tokens,
+                              max_length=model.max_length)
+        if layout.head and not HeadChain(tok.token_texts, layout.head,
+                                         tok.sorted_texts).reproducible:
+            layout = build_layout(tok, prefix, suffix, plan.n_masked, cfg.max_context_tokens,
+                                  move_head=False, max_length=model.max_length)
 
         n_cand = opt.candidates or cfg.candidates
         temp = opt.temperature if opt.temperature is not None else cfg.temperature
@@ -153,7 +155,9 @@ class Engine:
         pad = self.model.pad_id
         ids = ids[:ids.index(pad)] if pad in ids else ids
         text = self.model.tokenizer.decode(ids)
-        text = text[len(head):] if text.startswith(head) else text
+        if not text.startswith(head):
+            return ""  # cannot happen by construction; never duplicate the prefix's edge
+        text = text[len(head):]
         if single_line:
             text = text.split("\n", 1)[0]
         return text

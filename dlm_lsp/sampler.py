@@ -22,7 +22,7 @@ import torch
 
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.schedules import SCHEDULES
-from dlm_lsp.span import SpanLayout, allowed_head_tokens
+from dlm_lsp.span import HeadChain, SpanLayout
 from dlm_lsp.strategies import STRATEGIES
 
 
@@ -53,18 +53,21 @@ StepCallback = Callable[[int, int, torch.Tensor], None]
 
 
 class _Head:
-    """Per-row progress through the head string that the span must start with."""
+    """Per-row progress through the head that the span must start with."""
 
-    def __init__(self, head: str, rows: int):
-        self.remaining = [head] * rows
-        self.position = [0] * rows
+    def __init__(self, chain: HeadChain | None, rows: int):
+        self.chain = chain
+        self.done = [0] * rows  # head characters reproduced so far
+        self.position = [0] * rows  # span position of the next head token
 
     def active(self, row: int) -> bool:
-        return bool(self.remaining[row])
+        return self.chain is not None and self.done[row] < len(self.chain.head)
+
+    def remaining(self, row: int) -> int:
+        return len(self.chain.head) - self.done[row] if self.chain else 0
 
     def advance(self, row: int, text: str) -> None:
-        rem = self.remaining[row]
-        self.remaining[row] = "" if text.startswith(rem) else rem[len(text):]
+        self.done[row] = self.chain.advance(self.done[row], text)
         self.position[row] += 1
 
 
@@ -90,8 +93,12 @@ def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed:
     x = torch.tensor([layout.sequence(mask_id)] * rows, device=model.device)  # (B, T)
     lo, hi = layout.span_start, layout.span_end
     n = hi - lo
-    head = _Head(layout.head, rows)
-    texts = model.tokenizer.token_texts if layout.head else []
+    tok = model.tokenizer
+    texts = tok.token_texts if layout.head else []
+    head = _Head(HeadChain(texts, layout.head, tok.sorted_texts) if layout.head else None, rows)
+    if head.chain is not None and not head.chain.reproducible:
+        raise ValueError(f"head {layout.head!r} cannot be reproduced by this vocabulary; "
+                         "build the layout with move_head=False")
     logp_sum = torch.zeros(rows, device=model.device)
     steps = max(1, cfg.steps)
     step = 0
@@ -107,10 +114,10 @@ def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed:
             if head.active(r):
                 p = head.position[r]
                 allowed = torch.full_like(logits[r, p], float("-inf"))
-                allowed[allowed_head_tokens(texts, head.remaining[r])] = 0.0
+                allowed[head.chain.allowed(head.done[r], n - p)] = 0.0
                 logits[r, p] += allowed
                 forced[r, p] = True
-                blocked[r, p + 1:p + 1 + len(head.remaining[r])] = True
+                blocked[r, p + 1:p + 1 + head.remaining(r)] = True
         chosen = _choose(logits, temps, gen)
         probs = logits.softmax(-1)
         score = strategy(probs, chosen, gen).float()

@@ -22,8 +22,8 @@ def linear(step: int, steps: int, remaining: int, total: int) -> int:
 
 def cosine(step: int, steps: int, remaining: int, total: int) -> int:
     """Commit so that the masked fraction after this step is cos(pi/2 * (step+1)/steps)."""
-    if step >= steps - 1:
-        return remaining
+    if step >= steps - 1 or remaining <= 0:
+        return max(0, remaining)
     still_masked = math.floor(total * math.cos(math.pi / 2 * (step + 1) / steps))
     return max(1, min(remaining, remaining - still_masked))
 

@@ -13,6 +13,7 @@ cut off the decoded fill, so the fill never duplicates or drops edge characters.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from dlm_lsp.models.tokenizer import Tokenizer
@@ -52,14 +53,16 @@ def _last_pretoken_start(tokenizer: Tokenizer, text: str) -> int:
 
 
 def build_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
-                 max_context: int, move_head: bool = True) -> SpanLayout:
+                 max_context: int, move_head: bool = True,
+                 max_length: int | None = None) -> SpanLayout:
     """Tokenize prefix and suffix around `n_masked` masked positions.
 
     The prefix's last pre-token becomes the head (see module docstring) and its
     positions are added to the span.  Context is cropped to `max_context`
     tokens, giving the prefix up to two thirds when both sides are long.
     `move_head=False` keeps the prefix whole, for a head that no vocabulary
-    entry can start (the sampler could not reproduce it).
+    entry can start (the sampler could not reproduce it).  With `max_length`,
+    the context shrinks further so the whole sequence fits the model.
     """
     cut = _last_pretoken_start(tokenizer, prefix) if move_head else len(prefix)
     head = prefix[cut:]
@@ -68,6 +71,8 @@ def build_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
     head_tokens = len(tokenizer.encode(head)) if head else 0
 
     budget = max(0, max_context)
+    if max_length is not None:
+        budget = max(0, min(budget, max_length - n_masked - head_tokens))
     keep_suffix = min(len(suffix_ids), max(budget - len(prefix_ids), budget // 3))
     keep_prefix = min(len(prefix_ids), budget - keep_suffix)
     prefix_ids = prefix_ids[len(prefix_ids) - keep_prefix:]
@@ -75,11 +80,70 @@ def build_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
     return SpanLayout(prefix_ids, n_masked + head_tokens, suffix_ids, head)
 
 
-def allowed_head_tokens(token_texts: list[str], remaining: str) -> list[int]:
-    """Ids whose text continues the unreproduced head `remaining` correctly.
+class HeadChain:
+    """Which tokens may continue the head, so that it is always reproduced exactly.
 
-    A token may either cover all of `remaining` (and go on with the fill) or be
-    a non-empty piece of its start, leaving the rest to the next position.
+    The head may be produced by the model in any tokenization: one token that
+    covers all that is left of it (and goes on with the fill), or a token that
+    is exactly a piece of its start, leaving the rest to the next position.  A
+    piece is allowed only if the rest can still be finished in the positions
+    that remain (`min_tokens` is that shortest chain, by dynamic programming),
+    so the chain never runs out of span.  A head that no chain of vocabulary
+    entries spells (a character split into byte tokens, say) is not
+    `reproducible`; the caller then keeps the prefix whole.
     """
-    return [i for i, t in enumerate(token_texts)
-            if t and (t.startswith(remaining) or remaining.startswith(t))]
+
+    def __init__(self, token_texts: list[str], head: str,
+                 ordered: list[tuple[str, int]] | None = None):
+        self.head = head
+        n = len(head)
+        by_text: dict[str, list[int]] = {}
+        for i, t in enumerate(token_texts):
+            if t and len(t) <= n and head.find(t) != -1:
+                by_text.setdefault(t, []).append(i)
+        ordered = sorted_texts(token_texts) if ordered is None else ordered
+        self._covering = [_starting_with(ordered, head[i:]) for i in range(n)]
+        self._pieces = [[(j, by_text.get(head[i:j], [])) for j in range(i + 1, n)]
+                        for i in range(n)]
+        inf = n + 1
+        self.min_tokens = [inf] * n + [0]
+        for i in range(n - 1, -1, -1):
+            best = 1 if self._covering[i] else inf
+            for j, ids in self._pieces[i]:
+                if ids:
+                    best = min(best, 1 + self.min_tokens[j])
+            self.min_tokens[i] = best
+
+    @property
+    def reproducible(self) -> bool:
+        """Whether some chain of tokens spells the head exactly."""
+        return self.min_tokens[0] <= len(self.head)
+
+    def allowed(self, done: int, positions_left: int) -> list[int]:
+        """Ids that may follow `done` head characters with `positions_left` positions free."""
+        if done >= len(self.head) or positions_left < 1:
+            return []
+        ids = list(self._covering[done])
+        for j, piece in self._pieces[done]:
+            if piece and self.min_tokens[j] <= positions_left - 1:
+                ids.extend(piece)
+        return ids
+
+    def advance(self, done: int, text: str) -> int:
+        """Head characters reproduced after committing a token with `text`."""
+        return len(self.head) if text.startswith(self.head[done:]) else done + len(text)
+
+
+def sorted_texts(token_texts: list[str]) -> list[tuple[str, int]]:
+    """(text, id) of every non-empty token text, sorted: the index HeadChain searches."""
+    return sorted((t, i) for i, t in enumerate(token_texts) if t)
+
+
+def _starting_with(ordered: list[tuple[str, int]], prefix: str) -> list[int]:
+    """Ids of the (sorted) token texts that start with `prefix`."""
+    at = bisect.bisect_left(ordered, (prefix, -1))
+    ids = []
+    while at < len(ordered) and ordered[at][0].startswith(prefix):
+        ids.append(ordered[at][1])
+        at += 1
+    return ids

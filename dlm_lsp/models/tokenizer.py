@@ -56,3 +56,8 @@ class Tokenizer:
     def token_texts(self) -> list[str]:
         """The text each id decodes to on its own (special tokens decode to '')."""
         return [self.backend.decode([i], skip_special_tokens=True) for i in range(self.vocab_size)]
+
+    @cached_property
+    def sorted_texts(self) -> list[tuple[str, int]]:
+        """(text, id) of the non-empty token texts, sorted, for prefix searches."""
+        return sorted((t, i) for i, t in enumerate(self.token_texts) if t)
