@@ -8,8 +8,8 @@ import sys
 
 import pytest
 import pytest_lsp
-from lsprotocol import types
 from lsp_helpers import apply_edits, assert_only_inside, utf16_offset
+from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 

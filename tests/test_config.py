@@ -1,0 +1,181 @@
+"""Specification of dlm_lsp.config: camelCase JSON in, typed settings out, problems as sentences."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dlm_lsp.config import InfillOptions, ServerConfig, camel, from_json, snake, to_json
+
+# --- names on the wire --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("snake_name", "camel_name"), [
+    ("model", "model"),
+    ("max_span_tokens", "maxSpanTokens"),
+    ("steps_single_line", "stepsSingleLine"),
+    ("latency_ms", "latencyMs"),
+])
+def test_camel_and_snake_convert_field_names_both_ways(snake_name: str, camel_name: str) -> None:
+    assert camel(snake_name) == camel_name
+    assert snake(camel_name) == snake_name
+
+
+@pytest.mark.parametrize("cls", [ServerConfig, InfillOptions])
+def test_every_field_name_survives_a_camel_snake_round_trip(cls: type) -> None:
+    for f in dataclasses.fields(cls):
+        assert snake(camel(f.name)) == f.name
+
+
+# --- reading settings ---------------------------------------------------------------------
+
+
+def test_none_gives_the_defaults_without_problems() -> None:
+    assert from_json(ServerConfig, None) == (ServerConfig(), [])
+
+
+def test_camel_case_keys_set_the_matching_fields() -> None:
+    cfg, problems = from_json(ServerConfig, {"maxSpanTokens": 64, "holeMarker": "??",
+                                             "drafts": True})
+    assert problems == []
+    assert (cfg.max_span_tokens, cfg.hole_marker, cfg.drafts) == (64, "??", True)
+
+
+def test_fields_not_mentioned_keep_their_defaults() -> None:
+    cfg, _ = from_json(ServerConfig, {"strategy": "margin"})
+    assert cfg == dataclasses.replace(ServerConfig(), strategy="margin")
+
+
+def test_wrong_type_keeps_the_default_and_names_the_setting() -> None:
+    cfg, problems = from_json(ServerConfig, {"maxSpanTokens": "lots"})
+    assert cfg.max_span_tokens == ServerConfig().max_span_tokens
+    assert len(problems) == 1
+    assert "'maxSpanTokens'" in problems[0] and "wrong type" in problems[0]
+
+
+def test_out_of_range_value_keeps_the_default_and_says_what_is_allowed() -> None:
+    cfg, problems = from_json(ServerConfig, {"candidates": 17})
+    assert cfg.candidates == ServerConfig().candidates
+    assert problems == ["setting 'candidates' = 17 should be an integer from 1 to 16; default kept"]
+
+
+def test_unknown_choice_of_strategy_is_refused() -> None:
+    cfg, problems = from_json(ServerConfig, {"strategy": "fastest"})
+    assert cfg.strategy == "confidence"
+    assert len(problems) == 1 and "left-to-right" in problems[0]
+
+
+def test_unknown_key_is_reported_and_ignored() -> None:
+    cfg, problems = from_json(ServerConfig, {"maxSpanToken": 3})
+    assert cfg == ServerConfig()
+    assert problems == ["unknown setting 'maxSpanToken' ignored"]
+
+
+@pytest.mark.parametrize("data", [[1, 2], "steps", 3])
+def test_data_that_is_not_an_object_is_reported_and_defaults_kept(data: object) -> None:
+    cfg, problems = from_json(ServerConfig, data)
+    assert cfg == ServerConfig()
+    assert problems == [f"ServerConfig should be an object, got {type(data).__name__}"]
+
+
+def test_problems_are_labelled_with_where_the_settings_came_from() -> None:
+    _, problems = from_json(ServerConfig, {"bogus": 1, "steps": 0}, where="dlm")
+    assert "'dlm.bogus'" in problems[0]
+    assert "'dlm.steps'" in problems[1]
+
+
+def test_each_bad_value_is_reported_while_good_ones_apply() -> None:
+    cfg, problems = from_json(ServerConfig, {"steps": 0, "seed": 7, "device": "tpu"})
+    assert cfg.seed == 7
+    assert (cfg.steps, cfg.device) == (None, "auto")
+    assert len(problems) == 2
+
+
+@pytest.mark.parametrize(("cls", "key"), [(ServerConfig, "temperature"),
+                                          (InfillOptions, "temperature")])
+def test_int_is_accepted_for_a_float_field_and_stored_as_float(cls: type, key: str) -> None:
+    obj, problems = from_json(cls, {key: 1})
+    assert problems == []
+    assert obj.temperature == 1.0 and isinstance(obj.temperature, float)
+
+
+@pytest.mark.parametrize("key", ["steps", "maxSpanTokens", "seed"])
+def test_bool_is_refused_for_an_int_field(key: str) -> None:
+    cfg, problems = from_json(ServerConfig, {key: True})
+    assert getattr(cfg, snake(key)) == getattr(ServerConfig(), snake(key))
+    assert len(problems) == 1 and "wrong type" in problems[0]
+
+
+def test_bool_is_refused_for_a_float_field() -> None:
+    cfg, problems = from_json(ServerConfig, {"temperature": False})
+    assert cfg.temperature == 0.0 and len(problems) == 1
+
+
+def test_float_is_refused_for_an_int_field() -> None:
+    cfg, problems = from_json(ServerConfig, {"seed": 1.5})
+    assert cfg.seed == 0 and len(problems) == 1
+
+
+def test_null_is_accepted_for_an_optional_field() -> None:
+    base = dataclasses.replace(ServerConfig(), steps=12)
+    cfg, problems = from_json(ServerConfig, {"steps": None}, base)
+    assert problems == [] and cfg.steps is None
+
+
+def test_null_is_refused_for_a_required_field() -> None:
+    cfg, problems = from_json(ServerConfig, {"seed": None})
+    assert cfg.seed == 0 and len(problems) == 1
+
+
+def test_infill_options_default_to_none_meaning_use_the_server_setting() -> None:
+    opts, problems = from_json(InfillOptions, {"length": 5})
+    assert problems == []
+    assert opts == InfillOptions(length=5)
+
+
+def test_infill_option_range_checks_apply() -> None:
+    opts, problems = from_json(InfillOptions, {"length": 0, "latencyMs": -1})
+    assert opts == InfillOptions()
+    assert len(problems) == 2
+
+
+# --- overlaying and writing back ----------------------------------------------------------
+
+
+def test_overlay_onto_a_base_keeps_the_base_fields_not_mentioned() -> None:
+    base = dataclasses.replace(ServerConfig(), seed=42, strategy="entropy", drafts=True)
+    cfg, problems = from_json(ServerConfig, {"seed": 3}, base)
+    assert problems == []
+    assert cfg == dataclasses.replace(base, seed=3)
+
+
+def test_overlay_does_not_modify_the_base() -> None:
+    base = ServerConfig()
+    from_json(ServerConfig, {"seed": 3}, base)
+    assert base == ServerConfig()
+
+
+def test_bad_value_in_an_overlay_keeps_the_base_value_not_the_default() -> None:
+    base = dataclasses.replace(ServerConfig(), max_span_tokens=64)
+    cfg, problems = from_json(ServerConfig, {"maxSpanTokens": 0}, base)
+    assert cfg.max_span_tokens == 64 and len(problems) == 1
+
+
+def test_to_json_uses_camel_case_keys() -> None:
+    data = to_json(ServerConfig())
+    assert data["maxSpanTokens"] == 128
+    assert "max_span_tokens" not in data
+
+
+@pytest.mark.parametrize("obj", [
+    ServerConfig(),
+    ServerConfig(model="/m", device="cpu", steps=5, temperature=0.5, strategy="random",
+                 schedule="cosine", hole_marker="@@", drafts=True, validate=False),
+    InfillOptions(),
+    InfillOptions(length=3, steps=2, strategy="margin", candidates=4, seed=9, temperature=1.5),
+])
+def test_to_json_round_trips_through_from_json(obj: object) -> None:
+    back, problems = from_json(type(obj), to_json(obj))
+    assert problems == []
+    assert back == obj

@@ -1,0 +1,283 @@
+"""Specification of dlm_lsp.engine with the session's random tiny model on the CPU.
+
+A random model writes nonsense, so these tests check what must hold whatever it
+writes: the fill lands exactly in the span (nothing at the edges duplicated or
+dropped), single-line fills stay on one line, candidates are ranked, and errors
+(cancellation, out of memory, a missing model) surface as their documented types.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import torch
+
+import dlm_lsp.engine as engine_module
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import MASK_PLACEHOLDER, Engine, InfillRequest, OutOfMemory
+from dlm_lsp.models import ModelLoadError
+from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE
+from dlm_lsp.sampler import Cancelled
+from dlm_lsp.validation import Validation
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir: Path) -> Engine:
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    eng.model  # noqa: B018 -- load once for the module
+    return eng
+
+
+def _request(marked: str, **options) -> InfillRequest:
+    """'a|b' is a cursor between a and b; 'a[b]c' a selection of b."""
+    if "|" in marked:
+        at = marked.index("|")
+        text, start, end = marked.replace("|", ""), at, at
+    else:
+        start, end = marked.index("["), marked.index("]") - 1
+        text = marked.replace("[", "").replace("]", "")
+    polls = itertools.count()  # a loop that never ends fails as Cancelled instead of hanging
+    return InfillRequest(text, start, end, "python", "file:///t.py", InfillOptions(**options),
+                         should_stop=lambda: next(polls) > 500)
+
+
+def _record_denoise(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Wrap the engine's denoise so a test can see each layout and raw span."""
+    calls = []
+    real = engine_module.denoise
+
+    def spy(model, layout, cfg, seed, on_step=None, should_stop=None):
+        out = real(model, layout, cfg, seed, on_step, should_stop)
+        calls.append((layout, out))
+        return out
+    monkeypatch.setattr(engine_module, "denoise", spy)
+    return calls
+
+
+# cursor positions where the tokenizer would merge the prefix's end with the fill
+EDGES = {
+    "mid-word": "y = ret|\n",
+    "end-of-line": "x = foo(|\n",
+    "indented-line-start": "def f():\n    |\n",
+    "after-line-break": "a = 1\n|b = 2\n",
+    "end-of-file": "a = 1\n|",
+    "mid-word-at-end-of-file": "y = ret|",
+    "start-of-file": "|x = 1\n",
+    "selection": "total = [sum](values)\n",
+}
+
+
+# --- the fill lands exactly in the span ---------------------------------------------------
+
+
+def _assert_inserted_exactly(engine: Engine, req: InfillRequest, result, calls: list) -> None:
+    """The document with the fill reads exactly as the model's sequence: nothing at the
+    edges is duplicated or dropped (checked for a single-candidate request)."""
+    tok, pad = engine.model.tokenizer, engine.model.pad_id
+    layout, out = calls[-1]
+    ids = out.span_ids[0].tolist()
+    written = tok.decode(ids[:ids.index(pad)] if pad in ids else ids)
+    # the model's sequence starts where the document's prefix minus the head ends ...
+    assert tok.decode(layout.prefix_ids) + layout.head == req.text[:req.start]
+    # ... and its span starts with the head, which the fill must neither repeat nor lose
+    assert written.startswith(layout.head), (layout.head, written)
+    body = written[len(layout.head):]
+    if result.plan.single_line:
+        body = body.split("\n", 1)[0]
+    [candidate] = result.candidates
+    assert candidate.text == body, (layout.head, written)
+
+
+@pytest.mark.parametrize("edge", list(EDGES))
+def test_fill_reads_exactly_as_the_model_wrote_it_at_the_edges(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, edge: str) -> None:
+    calls = _record_denoise(monkeypatch)
+    for seed in range(3):
+        req = _request(EDGES[edge], seed=seed, candidates=1)
+        _assert_inserted_exactly(engine, req, engine.infill(req), calls)
+
+
+def test_head_is_used_at_a_word_edge(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _record_denoise(monkeypatch)
+    engine.infill(_request("y = ret|\n"))
+    assert calls[-1][0].head == " ret"
+
+
+def test_fill_after_a_non_ascii_word_is_inserted_exactly(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _record_denoise(monkeypatch)
+    req = _request("x = café|\nprint(x)\n", seed=0, candidates=1)
+    polls = itertools.count()
+    req.should_stop = lambda: next(polls) > 100  # a correct fill needs at most ~25 steps
+    _assert_inserted_exactly(engine, req, engine.infill(req), calls)
+
+
+def test_fill_is_inserted_exactly_when_the_model_prefers_short_tokens(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, calls = engine.model, _record_denoise(monkeypatch)
+    space, newline = model.tokenizer.token_id("Ġ"), model.tokenizer.token_id("Ċ")
+
+    def one_character_tokens(ids):  # a (weak) model that spells whitespace out
+        logits = torch.zeros(*ids.shape, model.tokenizer.vocab_size)
+        logits[..., space], logits[..., newline] = 5.0, 4.0
+        return logits
+    monkeypatch.setattr(model, "logits", one_character_tokens)
+    req = _request("def f():\n    |\n", length=2, candidates=1)
+    _assert_inserted_exactly(engine, req, engine.infill(req), calls)
+
+
+def test_sequence_never_exceeds_the_model_s_max_length(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", max_context_tokens=100_000))
+    model = eng.model
+    lengths: list[int] = []
+    real = model.logits
+
+    def spy(ids):
+        lengths.append(ids.shape[1])
+        assert ids.shape[1] <= model.max_length, f"{ids.shape[1]} > {model.max_length}"
+        return real(ids)
+    monkeypatch.setattr(model, "logits", spy)
+    text = "x = 1\n" * 400 + "y = 2  # " + "#" * 24
+    eng.infill(InfillRequest(text + "\n", len(text), len(text), "python",
+                             options=InfillOptions(length=4, steps=2)))
+    assert lengths
+
+
+# --- shape of the fills -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("marked", ["y = ret|\n", "a = 1\n|b = 2\n", "x = foo(|)\n"])
+def test_single_line_fills_contain_no_line_break(engine: Engine, marked: str) -> None:
+    for seed in range(3):
+        result = engine.infill(_request(marked, seed=seed, candidates=3))
+        assert result.plan.kind == SINGLE_LINE
+        for c in result.candidates:
+            assert "\n" not in c.text
+
+
+def test_plan_kind_follows_the_cursor(engine: Engine) -> None:
+    assert engine.infill(_request("def f():\n    |\n")).plan.kind == MULTI_LINE
+    assert engine.infill(_request("x = [a + b]\n")).plan.kind == REWRITE
+
+
+def test_span_length_counts_the_requested_tokens_plus_the_head(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _record_denoise(monkeypatch)
+    result = engine.infill(_request("y = ret|\n", length=5))
+    layout = calls[-1][0]
+    tok = engine.model.tokenizer
+    assert result.tokens == layout.n_masked == 5 + len(tok.encode(layout.head))
+
+
+def test_left_to_right_spends_one_step_per_masked_token(engine: Engine) -> None:
+    result = engine.infill(_request("y = ret|\n", strategy="left-to-right", length=6))
+    assert result.steps == result.tokens
+
+
+def test_requested_number_of_candidates_is_returned(engine: Engine) -> None:
+    assert len(engine.infill(_request("y = ret|\n", candidates=4)).candidates) == 4
+
+
+def test_same_seed_gives_the_same_candidates(engine: Engine) -> None:
+    a = engine.infill(_request("def f():\n    |\n", seed=5, candidates=3, temperature=1.0))
+    b = engine.infill(_request("def f():\n    |\n", seed=5, candidates=3, temperature=1.0))
+    assert [c.text for c in a.candidates] == [c.text for c in b.candidates]
+
+
+def test_drafts_are_reported_each_step_and_end_unmasked(engine: Engine) -> None:
+    drafts: list[tuple[int, int, str]] = []
+    req = _request("def f():\n    |\n", steps=4, length=8)
+    req.on_draft = lambda step, steps, text: drafts.append((step, steps, text))
+    result = engine.infill(req)
+    assert [d[0] for d in drafts] == list(range(1, result.steps + 1))
+    assert MASK_PLACEHOLDER in drafts[0][2]
+    assert MASK_PLACEHOLDER not in drafts[-1][2]
+
+
+# --- ranking ------------------------------------------------------------------------------
+
+
+def _key(c) -> tuple[bool, float]:
+    return (c.valid is False, -c.score)
+
+
+def test_candidates_are_ranked_valid_first_then_by_score(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake_validate(text, start, end, fill, language):  # half valid, half not
+        return Validation(True, len(fill) % 2 == 0, language)
+    monkeypatch.setattr(engine_module, "validate_fill", fake_validate)
+    seen = set()
+    for seed in range(3):
+        cands = engine.infill(_request("y = ret|\n", seed=seed, candidates=6)).candidates
+        assert [_key(c) for c in cands] == sorted(_key(c) for c in cands)
+        seen |= {c.valid for c in cands}
+    assert seen == {True, False}, "the check needs both kinds of candidate"
+
+
+def test_candidates_with_real_validation_are_ranked(engine: Engine) -> None:
+    cands = engine.infill(_request("def f(a):\n    return |\n", candidates=5)).candidates
+    assert all(c.valid in (True, False) for c in cands)
+    assert [_key(c) for c in cands] == sorted(_key(c) for c in cands)
+
+
+def test_unchecked_candidates_have_no_verdict(model_dir: Path) -> None:
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", validate=False))
+    cands = eng.infill(_request("y = ret|\n", candidates=3)).candidates
+    assert [c.valid for c in cands] == [None] * 3
+    assert [c.score for c in cands] == sorted((c.score for c in cands), reverse=True)
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+def test_should_stop_cancels_with_the_sampler_s_cancelled(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    forward = []
+    real = engine.model.logits
+    monkeypatch.setattr(engine.model, "logits", lambda ids: forward.append(1) or real(ids))
+    req = _request("def f():\n    |\n", steps=8)
+    polls = itertools.count()
+    req.should_stop = lambda: next(polls) >= 2
+    with pytest.raises(Cancelled):
+        engine.infill(req)
+    assert len(forward) == 2
+
+
+def test_oom_once_fault_fails_the_first_infill_only(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLM_LSP_FAULTS", "oom-once")
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    with pytest.raises(OutOfMemory, match="out of memory"):
+        eng.infill(_request("y = ret|\n"))
+    assert eng.infill(_request("y = ret|\n")).candidates
+
+
+def test_oom_fault_fails_every_infill(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLM_LSP_FAULTS", "oom")
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    for _ in range(2):
+        with pytest.raises(OutOfMemory):
+            eng.infill(_request("y = ret|\n"))
+
+
+def test_missing_model_directory_raises_model_load_error_naming_the_path(
+        tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-model"
+    eng = Engine(ServerConfig(model=str(missing), device="cpu"))
+    with pytest.raises(ModelLoadError) as info:
+        eng.infill(_request("y = ret|\n"))
+    assert str(missing) in str(info.value)
+
+
+def test_reconfigure_keeps_the_model_unless_model_or_device_change(
+        model_dir: Path, tmp_path: Path) -> None:
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    model = eng.model
+    eng.reconfigure(ServerConfig(model=str(model_dir), device="cpu", seed=3))
+    assert eng.model is model
+    eng.reconfigure(ServerConfig(model=str(tmp_path / "other"), device="cpu"))
+    with pytest.raises(ModelLoadError):
+        eng.model  # noqa: B018

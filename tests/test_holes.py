@@ -1,0 +1,77 @@
+"""Specification of dlm_lsp.holes: finding fill markers and filling them left to right."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlm_lsp.holes import HoleFilling, find_holes
+
+
+def test_find_holes_returns_every_marker_in_order() -> None:
+    text = "a = <FILL>\nb = <FILL>\nc = f(<FILL>)\n"
+    holes = find_holes(text, "<FILL>")
+    assert holes == [(4, 10), (15, 21), (28, 34)]
+    assert all(text[s:e] == "<FILL>" for s, e in holes)
+
+
+def test_find_holes_without_markers_is_empty() -> None:
+    assert find_holes("a = 1\n", "<FILL>") == []
+
+
+def test_find_holes_with_an_empty_marker_is_empty() -> None:
+    assert find_holes("a = 1\n", "") == []
+
+
+@pytest.mark.parametrize(("text", "marker", "holes"), [
+    ("????", "??", [(0, 2), (2, 4)]),
+    ("???", "??", [(0, 2)]),
+    ("aaaaa", "aa", [(0, 2), (2, 4)]),
+])
+def test_find_holes_never_returns_overlapping_markers(text: str, marker: str,
+                                                      holes: list) -> None:
+    assert find_holes(text, marker) == holes
+
+
+def test_adjacent_markers_are_separate_holes() -> None:
+    assert find_holes("<FILL><FILL>", "<FILL>") == [(0, 6), (6, 12)]
+
+
+def test_first_hole_is_where_it_was() -> None:
+    filling = HoleFilling("a = <FILL>\n")
+    assert filling.current((4, 10)) == (4, 10)
+
+
+@pytest.mark.parametrize("fills", [("1", "22"), ("a much longer fill", ""), ("", "x"),
+                                   ("<FILL>", "y")])
+def test_later_holes_are_mapped_after_fills_of_different_lengths(fills: tuple) -> None:
+    text = "a = <FILL>\nb = <FILL>\nc = <FILL>\n"
+    holes = find_holes(text, "<FILL>")
+    filling = HoleFilling(text)
+    filling.accept(holes[0], fills[0])
+    start, end = filling.current(holes[1])
+    assert filling.text[start:end] == "<FILL>"
+    filling.accept(holes[1], fills[1])
+    start, end = filling.current(holes[2])
+    assert filling.text[start:end] == "<FILL>"
+    assert filling.text == f"a = {fills[0]}\nb = {fills[1]}\nc = <FILL>\n"
+
+
+def test_fills_are_recorded_in_original_coordinates() -> None:
+    text = "x(<FILL>, <FILL>)\n"
+    holes = find_holes(text, "<FILL>")
+    filling = HoleFilling(text)
+    filling.accept(holes[0], "first")
+    filling.accept(holes[1], "2")
+    assert filling.fills == [(2, 8, "first"), (10, 16, "2")]
+
+
+def test_recorded_fills_applied_to_the_original_give_the_filled_text() -> None:
+    text = "<FILL> = f(<FILL>)\n<FILL>\n"
+    filling = HoleFilling(text)
+    for hole, fill in zip(find_holes(text, "<FILL>"), ["name", "", "print(name)\n"],
+                          strict=True):
+        filling.accept(hole, fill)
+    rebuilt = text
+    for start, end, fill in reversed(filling.fills):  # editors apply edits to the original
+        rebuilt = rebuilt[:start] + fill + rebuilt[end:]
+    assert rebuilt == filling.text == "name = f()\nprint(name)\n\n"

@@ -1,0 +1,105 @@
+"""Specification of dlm_lsp.jobs: newest request wins, edits and closes stop the rest."""
+
+from __future__ import annotations
+
+from dlm_lsp.jobs import (
+    CLIENT_CANCELLED,
+    DOCUMENT_CHANGED,
+    DOCUMENT_CLOSED,
+    SUPERSEDED,
+    TIMED_OUT,
+    Job,
+    Jobs,
+)
+
+A, B = "file:///a.py", "file:///b.py"
+
+
+def test_a_new_job_is_running_and_counted() -> None:
+    jobs = Jobs()
+    job = jobs.start(A, 3)
+    assert (job.uri, job.version, job.reason) == (A, 3, "")
+    assert not job.stopped()
+    assert jobs.in_flight() == 1
+
+
+def test_starting_a_job_supersedes_older_jobs_for_the_same_document() -> None:
+    jobs = Jobs()
+    first, second = jobs.start(A, 1), jobs.start(A, 1)
+    third = jobs.start(A, 2)
+    assert first.stopped() and second.stopped()
+    assert first.reason == second.reason == SUPERSEDED
+    assert not third.stopped()
+
+
+def test_starting_a_job_leaves_other_documents_jobs_running() -> None:
+    jobs = Jobs()
+    other = jobs.start(B, 1)
+    jobs.start(A, 1)
+    assert not other.stopped() and other.reason == ""
+
+
+def test_superseded_jobs_stay_in_flight_until_they_finish() -> None:
+    jobs = Jobs()
+    old = jobs.start(A, 1)
+    new = jobs.start(A, 1)
+    assert jobs.in_flight() == 2
+    jobs.finish(old)
+    assert jobs.in_flight() == 1
+    jobs.finish(new)
+    assert jobs.in_flight() == 0
+
+
+def test_stop_keeps_the_first_reason() -> None:
+    job = Job(A, 1)
+    job.stop(CLIENT_CANCELLED)
+    job.stop(TIMED_OUT)
+    assert job.stopped() and job.reason == CLIENT_CANCELLED
+
+
+def test_a_superseded_job_keeps_its_reason_when_its_document_closes() -> None:
+    jobs = Jobs()
+    old = jobs.start(A, 1)
+    jobs.start(A, 1)
+    jobs.stop_document(A, DOCUMENT_CLOSED)
+    assert old.reason == SUPERSEDED
+
+
+def test_finish_forgets_the_job() -> None:
+    jobs = Jobs()
+    job = jobs.start(A, 1)
+    jobs.finish(job)
+    assert jobs.in_flight() == 0
+    jobs.stop_document(A, DOCUMENT_CHANGED)  # a finished job is no longer reachable
+    assert not job.stopped()
+
+
+def test_finish_is_harmless_twice_or_for_an_unknown_job() -> None:
+    jobs = Jobs()
+    job = jobs.start(A, 1)
+    jobs.finish(job)
+    jobs.finish(job)
+    jobs.finish(Job(B, None))
+    assert jobs.in_flight() == 0
+
+
+def test_a_finished_job_does_not_stop_later_jobs() -> None:
+    jobs = Jobs()
+    jobs.finish(jobs.start(A, 1))
+    later = jobs.start(A, 2)
+    assert not later.stopped()
+
+
+def test_stop_document_stops_every_job_of_that_document_only() -> None:
+    jobs = Jobs()
+    b_old, a, b_new = jobs.start(B, 1), jobs.start(A, 1), jobs.start(B, 1)
+    jobs.stop_document(B, DOCUMENT_CHANGED)
+    assert b_old.stopped() and b_new.stopped()
+    assert b_new.reason == DOCUMENT_CHANGED
+    assert not a.stopped()
+
+
+def test_stop_document_without_jobs_does_nothing() -> None:
+    jobs = Jobs()
+    jobs.stop_document(A, DOCUMENT_CLOSED)
+    assert jobs.in_flight() == 0

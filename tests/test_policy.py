@@ -1,0 +1,163 @@
+"""Specification of dlm_lsp.policy: the task kind of a span, its length and its step budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.models.tokenizer import Tokenizer
+from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, SpanPlan, plan_span, task_kind
+
+
+@pytest.fixture(scope="module")
+def tok(model_dir: Path) -> Tokenizer:
+    """The small byte-level BPE of the session's tiny model (built once by `small_tokenizer`)."""
+    return Tokenizer.from_file(model_dir / "tokenizer.json")
+
+
+def _at(marked: str) -> tuple[str, int, int]:
+    """'a|b' -> ('ab', 1, 1); 'a[b]c' -> ('abc', 1, 2)."""
+    if "|" in marked:
+        at = marked.index("|")
+        return marked.replace("|", ""), at, at
+    start, end = marked.index("["), marked.index("]") - 1
+    return marked.replace("[", "").replace("]", ""), start, end
+
+
+def _hole(text: str, marker: str = "<FILL>") -> tuple[str, int, int]:
+    start = text.index(marker)
+    return text, start, start + len(marker)
+
+
+# --- task kind ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("marked", [
+    "x = foo(|)\n",
+    "y = ret|\n",
+    "|print(x)\n",
+    "def f():\n    return |\n",
+    "x = 1|",
+])
+def test_cursor_with_code_on_its_line_is_single_line(marked: str) -> None:
+    assert task_kind(*_at(marked)) == SINGLE_LINE
+
+
+@pytest.mark.parametrize("marked", [
+    "def f():\n    |\n",
+    "a = 1\n|\nb = 2\n",
+    "a = 1\n   |   \nb = 2\n",
+    "|",
+    "a = 1\n|",
+])
+def test_cursor_on_an_empty_or_blank_line_is_multi_line(marked: str) -> None:
+    assert task_kind(*_at(marked)) == MULTI_LINE
+
+
+@pytest.mark.parametrize("marked", ["x = [foo(1)]\n", "def f():\n[    return 1\n]", "[a]"])
+def test_non_empty_selection_is_a_rewrite(marked: str) -> None:
+    assert task_kind(*_at(marked)) == REWRITE
+
+
+@pytest.mark.parametrize("text", ["def f():\n    <FILL>\n", "<FILL>", "a = 1\n  <FILL>  \n"])
+def test_hole_alone_on_its_line_is_multi_line(text: str) -> None:
+    assert task_kind(*_hole(text), is_hole=True) == MULTI_LINE
+
+
+@pytest.mark.parametrize("text", ["x = <FILL>\n", "<FILL>(1, 2)\n", "f(<FILL>)"])
+def test_hole_inside_a_line_is_single_line(text: str) -> None:
+    assert task_kind(*_hole(text), is_hole=True) == SINGLE_LINE
+
+
+def test_neighbouring_lines_do_not_affect_the_kind() -> None:
+    assert task_kind(*_at("a = 1\n|\nb = 2")) == MULTI_LINE
+    assert task_kind(*_at("a = 1\nc|\nb = 2")) == SINGLE_LINE
+
+
+# --- span plan ----------------------------------------------------------------------------
+
+
+def _plan(marked: str, tok: Tokenizer, config: ServerConfig | None = None,
+          is_hole: bool = False, **options) -> SpanPlan:
+    text, start, end = _hole(marked) if is_hole else _at(marked)
+    return plan_span(text, start, end, config or ServerConfig(), InfillOptions(**options), tok,
+                     is_hole)
+
+
+def test_single_line_plan_uses_the_single_line_defaults(tok: Tokenizer) -> None:
+    cfg = ServerConfig()
+    plan = _plan("y = ret|\n", tok)
+    assert plan == SpanPlan(SINGLE_LINE, cfg.single_line_tokens, cfg.steps_single_line, True)
+
+
+def test_multi_line_plan_uses_the_multi_line_defaults(tok: Tokenizer) -> None:
+    cfg = ServerConfig()
+    plan = _plan("def f():\n    |\n", tok)
+    assert plan == SpanPlan(MULTI_LINE, cfg.multi_line_tokens, cfg.steps_multi_line, False)
+
+
+def test_rewrite_is_sized_from_the_selected_text(tok: Tokenizer) -> None:
+    selected = "total = sum(values)"
+    plan = _plan(f"def f(values):\n    [{selected}]\n", tok)
+    assert plan.kind == REWRITE and not plan.single_line
+    assert plan.n_masked == len(tok.encode(selected)) + 8
+
+
+def test_hole_plans_follow_the_hole_s_line(tok: Tokenizer) -> None:
+    assert _plan("def f():\n    <FILL>\n", tok, is_hole=True).kind == MULTI_LINE
+    assert _plan("x = <FILL>\n", tok, is_hole=True).single_line
+
+
+@pytest.mark.parametrize("marked", ["y = ret|\n", "def f():\n    |\n", "x = [foo(1)]\n"])
+def test_options_length_is_honoured(tok: Tokenizer, marked: str) -> None:
+    assert _plan(marked, tok, length=5).n_masked == 5
+
+
+def test_length_is_clamped_to_max_span_tokens(tok: Tokenizer) -> None:
+    cfg = ServerConfig(max_span_tokens=10)
+    assert _plan("y = ret|\n", tok, cfg, length=300).n_masked == 10
+    assert _plan("def f():\n    |\n", tok, cfg).n_masked == 10  # default 48 clamped too
+
+
+def test_rewrite_length_is_clamped_to_max_span_tokens(tok: Tokenizer) -> None:
+    cfg = ServerConfig(max_span_tokens=4)
+    assert _plan("[x = 1 + 2 + 3 + 4 + 5 + 6]", tok, cfg).n_masked == 4
+
+
+def test_per_kind_default_steps_follow_the_config(tok: Tokenizer) -> None:
+    cfg = ServerConfig(steps_single_line=3, steps_multi_line=11)
+    assert _plan("y = ret|\n", tok, cfg).steps == 3
+    assert _plan("def f():\n    |\n", tok, cfg).steps == 11
+
+
+def test_server_steps_override_the_per_kind_defaults(tok: Tokenizer) -> None:
+    cfg = ServerConfig(steps=5)
+    assert _plan("y = ret|\n", tok, cfg).steps == 5
+    assert _plan("def f():\n    |\n", tok, cfg).steps == 5
+
+
+def test_request_steps_override_the_server_steps(tok: Tokenizer) -> None:
+    assert _plan("def f():\n    |\n", tok, ServerConfig(steps=5), steps=7).steps == 7
+
+
+def test_steps_never_exceed_the_number_of_masked_tokens(tok: Tokenizer) -> None:
+    plan = _plan("def f():\n    |\n", tok, length=3, steps=20)
+    assert (plan.n_masked, plan.steps) == (3, 3)
+
+
+@pytest.mark.parametrize("length", [1, 7, 16, 40])
+def test_left_to_right_takes_one_step_per_token(tok: Tokenizer, length: int) -> None:
+    plan = _plan("def f():\n    |\n", tok, length=length, strategy="left-to-right", steps=2)
+    assert plan.steps == plan.n_masked == length
+
+
+def test_left_to_right_from_the_server_config_takes_one_step_per_token(tok: Tokenizer) -> None:
+    plan = _plan("y = ret|\n", tok, ServerConfig(strategy="left-to-right"))
+    assert plan.steps == plan.n_masked == ServerConfig().single_line_tokens
+
+
+def test_request_strategy_overrides_the_server_strategy(tok: Tokenizer) -> None:
+    plan = _plan("y = ret|\n", tok, ServerConfig(strategy="left-to-right"), strategy="margin")
+    assert plan.steps == ServerConfig().steps_single_line

@@ -1,0 +1,187 @@
+"""Specification of dlm_lsp.span: the prefix / masked span / suffix layout and the head."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlm_lsp.models.tokenizer import Tokenizer
+from dlm_lsp.span import HeadChain, SpanLayout, build_layout
+
+# prefixes whose last characters a byte-level BPE would merge with what follows
+EDGE_PREFIXES = ["y = ret", "x = foo(", "def f():\n    ", "a = 1\n", "abc", "x  "]
+
+
+@pytest.fixture(scope="module")
+def tok(model_dir: Path) -> Tokenizer:
+    """The small byte-level BPE of the session's tiny model (built once by `small_tokenizer`)."""
+    return Tokenizer.from_file(model_dir / "tokenizer.json")
+
+
+def _last_pretoken(tok: Tokenizer, text: str) -> str:
+    pieces = tok.backend.pre_tokenizer.pre_tokenize_str(text)
+    start, end = pieces[-1][1]
+    return text[start:end]
+
+
+# --- SpanLayout ---------------------------------------------------------------------------
+
+
+def test_sequence_is_prefix_then_masks_then_suffix() -> None:
+    layout = SpanLayout([5, 6], 3, [7])
+    assert layout.sequence(1) == [5, 6, 1, 1, 1, 7]
+    assert (layout.span_start, layout.span_end) == (2, 5)
+
+
+# --- the head -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", EDGE_PREFIXES)
+def test_head_is_the_prefix_s_last_pre_token(tok: Tokenizer, prefix: str) -> None:
+    layout = build_layout(tok, prefix, "\n", 4, 100)
+    assert layout.head == _last_pretoken(tok, prefix)
+    assert prefix.endswith(layout.head) and layout.head
+
+
+@pytest.mark.parametrize(("prefix", "head"), [
+    ("y = ret", " ret"),
+    ("x = foo(", "("),
+    ("def f():\n    ", "\n    "),
+    ("a = 1\n", "\n"),
+])
+def test_head_at_typical_edges(tok: Tokenizer, prefix: str, head: str) -> None:
+    assert build_layout(tok, prefix, "", 4, 100).head == head
+
+
+@pytest.mark.parametrize("prefix", EDGE_PREFIXES + ["é = ret", "s = 'héllo wörld"])
+def test_prefix_ids_and_head_reproduce_the_prefix(tok: Tokenizer, prefix: str) -> None:
+    layout = build_layout(tok, prefix, "pass\n", 4, 1000)
+    assert tok.decode(layout.prefix_ids) + layout.head == prefix
+
+
+def test_head_is_character_based_even_after_non_ascii_text(tok: Tokenizer) -> None:
+    layout = build_layout(tok, "é = ret", "", 4, 100)
+    assert layout.head == " ret"
+
+
+@pytest.mark.parametrize("prefix", EDGE_PREFIXES)
+def test_span_grows_by_the_head_s_tokens(tok: Tokenizer, prefix: str) -> None:
+    layout = build_layout(tok, prefix, "", 4, 100)
+    assert layout.n_masked == 4 + len(tok.encode(layout.head))
+
+
+def test_empty_prefix_has_no_head_and_no_prefix_ids(tok: Tokenizer) -> None:
+    layout = build_layout(tok, "", "x = 1\n", 4, 100)
+    assert (layout.prefix_ids, layout.head, layout.n_masked) == ([], "", 4)
+
+
+def test_prefix_that_is_one_pre_token_moves_entirely_into_the_head(tok: Tokenizer) -> None:
+    layout = build_layout(tok, "abc", "", 2, 100)
+    assert (layout.prefix_ids, layout.head) == ([], "abc")
+
+
+def test_move_head_false_keeps_the_head_empty_and_the_prefix_whole(tok: Tokenizer) -> None:
+    layout = build_layout(tok, "y = ret", "urn\n", 4, 100, move_head=False)
+    assert layout.head == ""
+    assert layout.prefix_ids == tok.encode("y = ret")
+    assert layout.n_masked == 4
+
+
+def test_suffix_is_tokenized_whole(tok: Tokenizer) -> None:
+    layout = build_layout(tok, "x = ", "1\nprint(x)\n", 3, 100)
+    assert layout.suffix_ids == tok.encode("1\nprint(x)\n")
+
+
+# --- context cropping ---------------------------------------------------------------------
+
+
+LONG_PREFIX = "".join(f"value_{i} = compute({i})\n" for i in range(40))
+LONG_SUFFIX = "".join(f"print(value_{i})\n" for i in range(40))
+
+
+@pytest.mark.parametrize("max_context", [0, 1, 7, 30, 90])
+def test_context_never_exceeds_max_context(tok: Tokenizer, max_context: int) -> None:
+    layout = build_layout(tok, LONG_PREFIX, LONG_SUFFIX, 4, max_context)
+    assert len(layout.prefix_ids) + len(layout.suffix_ids) <= max_context
+
+
+def test_cropping_keeps_the_tokens_nearest_the_span(tok: Tokenizer) -> None:
+    full = build_layout(tok, LONG_PREFIX, LONG_SUFFIX, 4, 10_000)
+    cropped = build_layout(tok, LONG_PREFIX, LONG_SUFFIX, 4, 30)
+    assert cropped.prefix_ids == full.prefix_ids[-len(cropped.prefix_ids):]
+    assert cropped.suffix_ids == full.suffix_ids[:len(cropped.suffix_ids)]
+    assert cropped.head == full.head and cropped.n_masked == full.n_masked
+
+
+def test_long_prefix_and_suffix_share_the_budget_two_thirds_to_one_third(tok: Tokenizer) -> None:
+    layout = build_layout(tok, LONG_PREFIX, LONG_SUFFIX, 4, 30)
+    assert (len(layout.prefix_ids), len(layout.suffix_ids)) == (20, 10)
+
+
+def test_short_prefix_leaves_the_rest_of_the_budget_to_the_suffix(tok: Tokenizer) -> None:
+    layout = build_layout(tok, "x = 1\ny = ", LONG_SUFFIX, 4, 30)
+    assert len(layout.prefix_ids) == len(tok.encode("x = 1\ny ="))
+    assert len(layout.prefix_ids) + len(layout.suffix_ids) == 30
+
+
+def test_short_suffix_leaves_the_rest_of_the_budget_to_the_prefix(tok: Tokenizer) -> None:
+    layout = build_layout(tok, LONG_PREFIX, "\n", 4, 30)
+    assert layout.suffix_ids == tok.encode("\n")
+    assert len(layout.prefix_ids) == 29
+
+
+def test_context_that_fits_is_kept_whole(tok: Tokenizer) -> None:
+    layout = build_layout(tok, "x = 1\ny = ", "\nz = 3\n", 4, 1000)
+    assert tok.decode(layout.prefix_ids) + layout.head == "x = 1\ny = "
+    assert tok.decode(layout.suffix_ids) == "\nz = 3\n"
+
+
+# --- tokens that may start the span -------------------------------------------------------
+
+
+def test_head_chain_allows_covering_tokens_and_pieces_of_the_start() -> None:
+    texts = ["", "r", "re", "ret", "return", "et", "x", " ret", "rex", "t"]
+    assert sorted(HeadChain(texts, "ret").allowed(0, 3)) == [1, 2, 3, 4]
+
+
+def test_head_chain_allows_a_piece_only_if_the_rest_still_fits() -> None:
+    texts = ["r", "e", "t", "ret"]
+    chain = HeadChain(texts, "ret")
+    assert chain.allowed(0, 1) == [3]  # one position left: only a token covering all of it
+    assert sorted(chain.allowed(0, 3)) == [0, 3]
+    assert chain.min_tokens[0] == 1
+
+
+def test_head_chain_never_allows_empty_texts() -> None:
+    assert HeadChain(["", "", "a"], "a").allowed(0, 1) == [2]
+
+
+def test_head_chain_advances_by_the_characters_a_token_reproduces() -> None:
+    chain = HeadChain(["\n", "  ", "\n  ", "  x"], "\n    ")
+    assert chain.advance(0, "\n  ") == 3
+    assert chain.advance(3, "  x") == 5  # covers the rest and goes on with the fill
+
+
+def test_head_no_chain_can_spell_is_not_reproducible() -> None:
+    assert not HeadChain(["\ufffd", "a"], "é").reproducible
+    assert HeadChain(["\ufffd", "a", "é"], "aé").reproducible
+
+
+@pytest.mark.parametrize("head", [" ret", "(", "\n    ", "\n"])
+def test_head_chain_with_the_real_vocabulary(tok: Tokenizer, head: str) -> None:
+    texts = tok.token_texts
+    allowed = HeadChain(texts, head, tok.sorted_texts).allowed(0, len(head))
+    assert allowed, "the vocabulary can always start an ASCII head"
+    for i in allowed:
+        assert texts[i].startswith(head) or head.startswith(texts[i])
+    rejected = set(range(len(texts))) - set(allowed)
+    for i in rejected:
+        t = texts[i]
+        assert not t or not (t.startswith(head) or head.startswith(t))
+
+
+def test_special_tokens_are_never_allowed_in_the_head(tok: Tokenizer) -> None:
+    allowed = set(HeadChain(tok.token_texts, " ").allowed(0, 1))
+    assert tok.token_id("<|mask|>") not in allowed
+    assert tok.token_id("<|pad|>") not in allowed
