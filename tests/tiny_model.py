@@ -5,24 +5,16 @@ from __future__ import annotations
 import sysconfig
 from pathlib import Path
 
-from tokenizers import Tokenizer as Backend
-from tokenizers import decoders, models, pre_tokenizers, trainers
-
 from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser, save_tiny
-from dlm_lsp.models.tokenizer import SPECIAL_TOKENS, Tokenizer
+from dlm_lsp.models.tokenizer import Tokenizer
+from dlm_lsp.training.data import train_tokenizer
 
 
 def small_tokenizer(vocab_size: int = 1024) -> Tokenizer:
     """A byte-level BPE trained in well under a second on a few stdlib modules."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    texts = [(stdlib / name).read_text() for name in ("textwrap.py", "argparse.py", "json/encoder.py")]
-    backend = Backend(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    backend.train_from_iterator(texts, trainer)
-    return Tokenizer(backend)
+    names = ("textwrap.py", "argparse.py", "json/encoder.py")
+    return train_tokenizer([(stdlib / name).read_text() for name in names], vocab_size)
 
 
 def write_random_model(directory: Path, d_model: int = 64, n_layers: int = 2, seed: int = 0,
