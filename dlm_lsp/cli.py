@@ -26,14 +26,13 @@ def _fill(args: argparse.Namespace) -> int:
                      write=args.write)
 
 
-def _train(args: argparse.Namespace) -> int:
-    from dlm_lsp.training.train import main as train_main
-
-    return train_main(args.rest)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `dlm-lsp` and `python -m dlm_lsp`."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["train"]:  # the trainer parses its own options, --help included
+        from dlm_lsp.training.train import main as train_main
+
+        return train_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="dlm-lsp", description="Language server for code infilling with masked-diffusion "
         "language models. With no command it serves LSP over stdio.")
@@ -52,14 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     fill.add_argument("--marker", default="<FILL>")
     fill.add_argument("--write", action="store_true", help="write the filled file back")
 
-    train = sub.add_parser("train", help="train the project's own model (see --help)",
-                           add_help=False)
-    train.add_argument("rest", nargs=argparse.REMAINDER)
+    sub.add_parser("train", help="train the project's own model (dlm-lsp train --help)")
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     if args.command == "fill":
         return _fill(args)
-    if args.command == "train":
-        return _train(args)
     return _serve(args)

@@ -1,0 +1,61 @@
+"""Wall time of one fill with a given model on this machine, per task kind.
+
+Usage: python benchmarks/engine_latency.py [--model default] [--device cpu] [--repeats 10]
+Prints a markdown table: task kind, masked tokens, steps, median ms per fill and per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+
+import torch
+
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+
+DOCUMENT = (
+    "import os\n\n\n"
+    "def read_lines(path):\n"
+    '    """Return the lines of a text file without their line breaks."""\n'
+    "    with open(path) as handle:\n"
+    "        \n"
+    "\n\n"
+    "def main():\n"
+    "    for line in read_lines(os.environ['FILE']):\n"
+    "        print(line.upper())\n"
+)
+CASES = {  # kind -> (cursor offset, strategy)
+    "single-line": (DOCUMENT.index("['FILE']") + 2, "confidence"),
+    "multi-line": (DOCUMENT.index("        \n") + 8, "confidence"),
+    "multi-line, left-to-right": (DOCUMENT.index("        \n") + 8, "left-to-right"),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    engine = Engine(ServerConfig(model=args.model, device=args.device))
+    engine.infill(InfillRequest(DOCUMENT, 10, 10))  # warm-up
+    print(f"model {args.model} on {args.device}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    print("| task | tokens | steps | ms per fill (median) | ms per step |")
+    print("| --- | --- | --- | --- | --- |")
+    for kind, (at, strategy) in CASES.items():
+        times, result = [], None
+        for seed in range(args.repeats):
+            result = engine.infill(InfillRequest(DOCUMENT, at, at, "python",
+                                                 options=InfillOptions(seed=seed,
+                                                                       strategy=strategy)))
+            times.append(result.ms)
+        ms = statistics.median(times)
+        print(f"| {kind} | {result.tokens} | {result.steps} | {ms:.0f} | "
+              f"{ms / result.steps:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
