@@ -1,20 +1,30 @@
-"""The denoising loop: one loop, with schedule and strategy passed in.
+"""The denoising loop: one loop, with every control passed in as configuration.
 
-The span starts fully masked.  At each step the model scores every position;
-each masked position proposes a token (greedy, or sampled at the row's
-temperature), the strategy ranks the masked positions, and the schedule says
-how many of the best to commit.  Committed tokens stay.  Latency therefore
-grows with the number of steps, not with the length of the span.
+The span starts masked (or, to refine existing code, partly masked).  At each
+step the model scores every position; each masked position proposes a token
+(greedy, or sampled at the row's temperature within the top-p nucleus), the
+*strategy* ranks the masked positions, and the *schedule* (or a confidence
+threshold) says how many of the best to commit, within a per-step cap, keeping
+positions committed together `spacing` apart.  Committed tokens stay, unless
+re-masking is on: then committed tokens the model has come to doubt are masked
+again, under a budget that shrinks to zero, so the loop still ends within its
+step budget (the last step of the budget commits everything left).
+
+Hybrid orders restrict which positions may commit: the first K positions (or
+the first line) go strictly left to right, one per step, while the rest go in
+parallel; semi-autoregressive blocks finish left to right, diffusion inside
+each block.  Early stopping fills every remaining position at once when the
+proposals stop changing and an independent check accepts the result: the mean
+log-probability of the span, and the caller's own test (syntax validity).
 
 The span's head (prefix characters moved into the span, see `span.py`) is
-reproduced left to right before anything else near it commits: the first
-uncommitted head position is restricted to tokens that continue the head and is
-committed at once, and the positions the rest of the head could still occupy
-wait, so the fill always starts with exactly the head's characters.
+committed in the first step as a chain of tokens that spells it exactly, so a
+fill always starts with the head's characters.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,12 +42,24 @@ class Cancelled(Exception):
 
 @dataclass
 class SamplerConfig:
-    """How to denoise one span."""
+    """How to denoise one span; the defaults are plain confidence-ordered decoding."""
 
-    steps: int = 16
-    strategy: str = "confidence"
-    schedule: str = "linear"
+    steps: int = 16  # the budget: forward passes at most
+    strategy: str = "confidence"  # which masked positions commit first
+    schedule: str = "linear"  # how many commit per step
     temperatures: tuple[float, ...] = (0.0,)  # one per candidate row; 0 is greedy
+    top_p: float = 1.0  # nucleus of the sampled rows
+    threshold: float | None = None  # commit every position at least this confident (>= 1)
+    max_per_step: int | None = None  # cap on commits per step (yields only to the budget)
+    spacing: int = 0  # positions committed in one step are more than this apart
+    remask: float = 0.0  # share of a block that may be re-masked per step, shrinking to 0
+    remask_below: float = 0.5  # only committed tokens whose probability fell below this
+    ltr_tokens: int = 0  # hybrid: the first K positions left to right, one per step
+    ltr_first_line: bool = False  # hybrid: the fill's first line left to right
+    block_size: int | None = None  # semi-autoregressive blocks of this many positions
+    early_stop: bool = False  # stop when proposals are stable and the result passes
+    early_stop_change: float = 0.0  # share of changed proposals that still counts as stable
+    early_stop_logprob: float = -1.0  # quality bar: mean log-probability of the span
 
 
 @dataclass
@@ -45,97 +67,262 @@ class Denoised:
     """Outcome of the loop for a batch of candidate rows."""
 
     span_ids: torch.Tensor  # (B, N) committed tokens of the span
-    scores: torch.Tensor  # (B,) mean log-probability of the committed tokens
-    steps: int  # forward passes actually run
+    scores: torch.Tensor  # (B,) mean log-probability of the span's tokens
+    steps: int  # forward passes run
+    early_stopped: bool = False
 
 
 StepCallback = Callable[[int, int, torch.Tensor], None]
+AcceptCheck = Callable[[list[int]], bool]  # a row's span ids -> acceptable as a result
 
 
-class _Head:
-    """Per-row progress through the head that the span must start with."""
-
-    def __init__(self, chain: HeadChain | None, rows: int):
-        self.chain = chain
-        self.done = [0] * rows  # head characters reproduced so far
-        self.position = [0] * rows  # span position of the next head token
-
-    def active(self, row: int) -> bool:
-        return self.chain is not None and self.done[row] < len(self.chain.head)
-
-    def remaining(self, row: int) -> int:
-        return len(self.chain.head) - self.done[row] if self.chain else 0
-
-    def advance(self, row: int, text: str) -> None:
-        self.done[row] = self.chain.advance(self.done[row], text)
-        self.position[row] += 1
+def nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Logits outside the smallest set of tokens with probability mass >= top_p set to -inf."""
+    if top_p >= 1.0:
+        return logits
+    ordered, order = logits.sort(-1, descending=True)
+    probs = ordered.softmax(-1)
+    outside = probs.cumsum(-1) - probs >= top_p  # keep the token that crosses top_p
+    ordered = ordered.masked_fill(outside, float("-inf"))
+    return torch.full_like(logits, float("-inf")).scatter(-1, order, ordered)
 
 
-def _choose(logits: torch.Tensor, temps: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """Greedy tokens for rows at temperature 0, Gumbel-max samples for the others."""
+def choose(logits: torch.Tensor, temps: torch.Tensor, top_p: float,
+           gen: torch.Generator) -> torch.Tensor:
+    """Greedy tokens for rows at temperature 0, Gumbel-max nucleus samples for the others."""
     greedy = logits.argmax(-1)  # (B, N)
     if not bool((temps > 0).any()):
         return greedy
     u = torch.rand(logits.shape, generator=gen, dtype=torch.float64).clamp_(1e-20, 1.0)
-    gumbel = (-(-u.log()).log()).to(logits.device, logits.dtype)  # float64 keeps rare tokens fair
-    sampled = (logits / temps.clamp_min(1e-6)[:, None, None] + gumbel).argmax(-1)
-    return torch.where((temps > 0)[:, None], sampled, greedy)
+    gumbel = (-(-u.log()).log()).to(logits.device, logits.dtype)  # float64: rare tokens stay fair
+    scaled = nucleus(logits / temps.clamp_min(1e-6)[:, None, None], top_p)
+    return torch.where((temps > 0)[:, None], (scaled + gumbel).argmax(-1), greedy)
+
+
+def pick(score: list[float], eligible: list[bool], forced: list[int], k: int, spacing: int,
+         must: int) -> list[int]:
+    """Positions of one row to commit: the forced ones, then the best scored, kept apart.
+
+    Takes at most `k` (never fewer than the forced), skipping positions within
+    `spacing` of one already taken; spacing is relaxed only to reach `must`,
+    the least the step budget needs.
+    """
+    taken = list(dict.fromkeys(forced))
+    order = sorted((i for i, ok in enumerate(eligible) if ok and i not in taken),
+                   key=lambda i: -score[i])
+    for i in order:
+        if len(taken) >= k:
+            break
+        if all(abs(i - j) > spacing for j in taken):
+            taken.append(i)
+    for i in order:
+        if len(taken) >= must:
+            break
+        if i not in taken:
+            taken.append(i)
+    return taken
+
+
+def head_tokens(chain: HeadChain, logits: torch.Tensor) -> list[int]:
+    """The most likely token chain (under `logits` (N, V)) that spells the head exactly."""
+    tokens, done, n = [], 0, logits.shape[0]
+    while done < len(chain.head):
+        ids = chain.allowed(done, n - len(tokens))
+        best = ids[int(logits[len(tokens), ids].argmax())]
+        tokens.append(best)
+        done = chain.advance(done, chain.texts[best])
+    return tokens
+
+
+def blocks(n: int, steps: int, size: int | None) -> list[tuple[int, int, int]]:
+    """(start, end, steps) of each block; the budget is shared by block size, >= 1 each."""
+    size = max(1, size or n)
+    bounds = [(s, min(n, s + size)) for s in range(0, n, size)] or [(0, 0)]
+    out, left = [], max(steps, len(bounds))
+    for i, (s, e) in enumerate(bounds):
+        share = left if i == len(bounds) - 1 else max(1, round(left * (e - s) / (n - s)))
+        share = min(share, left - (len(bounds) - 1 - i))
+        out.append((s, e, share))
+        left -= share
+    return out
+
+
+class _Order:
+    """Per-row protected head and left-to-right region of the span."""
+
+    def __init__(self, cfg: SamplerConfig, rows: int, n: int, head: list[int]):
+        self.cfg, self.n = cfg, n
+        self.head = head  # positions [0, head) hold the head: committed, never re-masked
+        self.first_line_end = [n] * rows
+
+    def ltr_end(self, r: int) -> int:
+        """End of the region committed strictly left to right (after the head)."""
+        if self.cfg.ltr_first_line:
+            return self.first_line_end[r]
+        return min(self.n, self.head[r] + self.cfg.ltr_tokens) if self.cfg.ltr_tokens else 0
+
+    def protected(self, r: int) -> int:
+        """Positions below this are never re-masked."""
+        return max(self.head[r], self.ltr_end(r))
+
+    def note_line_breaks(self, span: torch.Tensor, mask_id: int, texts: list[str]) -> None:
+        """End the first-line region after the first committed line break."""
+        for r in range(span.shape[0]):
+            for i in range(self.head[r], self.first_line_end[r]):
+                t = int(span[r, i])
+                if t == mask_id:
+                    break
+                if "\n" in texts[t]:
+                    self.first_line_end[r] = i + 1
+                    break
+
+
+def _row_commits(cfg: SamplerConfig, order: _Order, r: int, masked: list[bool],
+                 score: list[float], conf: list[float], forced: list[int], schedule_k: int,
+                 steps_left: int) -> list[int]:
+    """The positions of row `r` to commit at this step."""
+    remaining = sum(masked)
+    if steps_left <= 1:  # the budget's last step commits everything left
+        return pick(score, masked, forced, remaining, 0, remaining)
+    end = order.ltr_end(r)
+    forced = [i for i in forced if masked[i]]
+    region = [i for i in range(end) if masked[i]]
+    if region:
+        forced.append(region[0])
+    eligible = [m and i >= end for i, m in enumerate(masked)]
+    floor = math.ceil(remaining / steps_left)
+    if cfg.threshold is not None:
+        k = max(1, sum(1 for i, ok in enumerate(eligible) if ok and conf[i] >= cfg.threshold))
+    else:
+        k = schedule_k
+    if cfg.max_per_step is not None:
+        k = min(k, cfg.max_per_step)
+    must = floor if cfg.threshold is not None or cfg.max_per_step is not None else min(k, floor)
+    return pick(score, eligible, forced, max(k, must, len(forced)), cfg.spacing, must)
+
+
+def _remask(cfg: SamplerConfig, order: _Order, span: torch.Tensor, probs: torch.Tensor,
+            just: torch.Tensor, logp: torch.Tensor, mask_id: int, block: tuple[int, int],
+            step: int, steps: int) -> None:
+    """Mask again the committed tokens the model now doubts most, within a shrinking budget."""
+    start, end = block
+    budget = math.floor(cfg.remask * (end - start) * (1 - (step + 1) / steps))
+    if budget <= 0:
+        return
+    now = probs.gather(-1, span.unsqueeze(-1)).squeeze(-1)  # (B, N) current belief
+    for r in range(span.shape[0]):
+        doubted = [i for i in range(max(start, order.protected(r)), end)
+                   if span[r, i] != mask_id and not just[r, i] and now[r, i] < cfg.remask_below]
+        doubted.sort(key=lambda i: float(now[r, i]))
+        for i in doubted[:budget]:
+            span[r, i] = mask_id
+            logp[r, i] = 0.0
 
 
 def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed: int,
             on_step: StepCallback | None = None,
-            should_stop: Callable[[], bool] | None = None) -> Denoised:
+            should_stop: Callable[[], bool] | None = None,
+            accept: AcceptCheck | None = None) -> Denoised:
     """Fill the masked span of `layout` for len(cfg.temperatures) candidate rows."""
     schedule, strategy = SCHEDULES[cfg.schedule], STRATEGIES[cfg.strategy]
     gen = torch.Generator().manual_seed(seed)
-    rows, mask_id = len(cfg.temperatures), model.mask_id
-    temps = torch.tensor(cfg.temperatures, dtype=torch.float32, device=model.device)
-    x = torch.tensor([layout.sequence(mask_id)] * rows, device=model.device)  # (B, T)
+    rows, mask_id, device, tok = len(cfg.temperatures), model.mask_id, model.device, model.tokenizer
+    temps = torch.tensor(cfg.temperatures, dtype=torch.float32, device=device)
+    x = torch.tensor([layout.sequence(mask_id)] * rows, device=device)  # (B, T)
     lo, hi = layout.span_start, layout.span_end
     n = hi - lo
-    tok = model.tokenizer
-    texts = tok.token_texts if layout.head else []
-    head = _Head(HeadChain(texts, layout.head, tok.sorted_texts) if layout.head else None, rows)
-    if head.chain is not None and not head.chain.reproducible:
-        raise ValueError(f"head {layout.head!r} cannot be reproduced by this vocabulary; "
-                         "build the layout with move_head=False")
-    logp_sum = torch.zeros(rows, device=model.device)
-    steps = max(1, cfg.steps)
-    step = 0
-    while bool((x[:, lo:hi] == mask_id).any()):
-        if should_stop is not None and should_stop():
-            raise Cancelled()
-        masked = x[:, lo:hi] == mask_id  # (B, N)
-        logits = model.logits(x)[:, lo:hi].float()  # (B, N, V)
-        logits[..., mask_id] = float("-inf")
-        forced = torch.zeros_like(masked)
-        blocked = torch.zeros_like(masked)
-        for r in range(rows):  # the head constraint touches one position per row
-            if head.active(r):
-                p = head.position[r]
-                allowed = torch.full_like(logits[r, p], float("-inf"))
-                allowed[head.chain.allowed(head.done[r], n - p)] = 0.0
-                logits[r, p] += allowed
-                forced[r, p] = True
-                blocked[r, p + 1:p + 1 + head.remaining(r)] = True
-        chosen = _choose(logits, temps, gen)
-        probs = logits.softmax(-1)
-        score = strategy(probs, chosen, gen).float()
-        score = score.masked_fill(~masked | blocked, float("-inf"))
-        score = score.masked_fill(forced, float("inf"))
-        remaining = int(masked.sum(1).max())
-        k = schedule(min(step, steps - 1), steps, remaining, n)
-        k = max(k, int(forced.sum(1).max()))
-        top = score.topk(min(k, n), dim=-1).indices  # (B, k)
-        commit = torch.zeros_like(masked).scatter_(1, top, True) & masked & ~blocked
-        span = x[:, lo:hi]
-        span[commit] = chosen[commit]
-        logp = probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1).clamp_min(1e-12).log()
-        logp_sum += (logp * commit).sum(1)
-        for r in range(rows):
-            if head.active(r) and bool(commit[r, head.position[r]]):
-                head.advance(r, texts[int(span[r, head.position[r]])])
-        step += 1
-        if on_step is not None:
-            on_step(step, max(steps, step), x[:, lo:hi])
-    return Denoised(x[:, lo:hi].clone(), logp_sum / max(1, n), step)
+    chain = None
+    if layout.head and layout.init_ids is None:
+        chain = HeadChain(tok.token_texts, layout.head, tok.sorted_texts)
+        if not chain.reproducible:
+            raise ValueError(f"head {layout.head!r} cannot be reproduced by this vocabulary; "
+                             "build the layout with move_head=False")
+    order = _Order(cfg, rows, n, [layout.head_tokens if layout.init_ids else 0] * rows)
+    logp = torch.zeros(rows, n, device=device)  # log-probability of each committed token
+    plan = blocks(n, max(1, cfg.steps), cfg.block_size)
+    budget = sum(k for _, _, k in plan)
+    step, early, previous = 0, False, None
+    for start, end, block_steps in plan:
+        for b_step in range(block_steps):
+            span = x[:, lo:hi]  # a view: commits write into x
+            masked = span == mask_id
+            masked[:, :start] = False
+            masked[:, end:] = False
+            if not bool(masked.any()):
+                break
+            if should_stop is not None and should_stop():
+                raise Cancelled()
+            logits = model.logits(x)[:, lo:hi].float()  # (B, N, V)
+            logits[..., mask_id] = float("-inf")
+            chosen = choose(logits, temps, cfg.top_p, gen)
+            forced: list[list[int]] = [[] for _ in range(rows)]
+            if chain is not None:  # first step: the head's chain, whatever else happens
+                for r in range(rows):
+                    spelled = head_tokens(chain, logits[r])
+                    chosen[r, :len(spelled)] = torch.tensor(spelled, device=device)
+                    forced[r] = list(range(len(spelled)))
+                    order.head[r] = len(spelled)
+                chain = None
+            probs = logits.softmax(-1)
+            conf = probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)  # (B, N)
+            score = strategy(probs, chosen, gen).float()
+            commit = torch.zeros_like(masked)
+            k = schedule(b_step, block_steps, int(masked.sum(1).max()), end - start)
+            for r in range(rows):
+                picked = _row_commits(cfg, order, r, masked[r].tolist(), score[r].tolist(),
+                                      conf[r].tolist(), forced[r], k, block_steps - b_step)
+                commit[r, picked] = True
+            span[commit] = chosen[commit]
+            logp = torch.where(commit, conf.clamp_min(1e-12).log(), logp)
+            if cfg.ltr_first_line:
+                order.note_line_breaks(span, mask_id, tok.token_texts)
+            last = b_step == block_steps - 1
+            if cfg.remask > 0 and not last:
+                _remask(cfg, order, span, probs, commit, logp, mask_id, (start, end),
+                        b_step, block_steps)
+            step += 1
+            if on_step is not None:
+                on_step(step, budget, span)
+            if cfg.early_stop and not last:
+                still = span == mask_id
+                if previous is not None and bool(still.any()):
+                    changed = int(((chosen != previous) & still).sum()) / int(still.sum())
+                    done = torch.where(still, chosen, span)
+                    quality = torch.where(still, conf.clamp_min(1e-12).log(), logp).mean(-1)
+                    if changed <= cfg.early_stop_change and bool(
+                            (quality >= cfg.early_stop_logprob).all()) and (
+                            accept is None or all(accept(row) for row in done.tolist())):
+                        logp = torch.where(still, conf.clamp_min(1e-12).log(), logp)
+                        span.copy_(done)
+                        early = True
+                        break
+                previous = chosen
+        if early:
+            break
+    return Denoised(x[:, lo:hi].clone(), logp.mean(-1), step, early)
+
+
+def refine_start(model: DiffusionModel, layout: SpanLayout, strength: float, by: str,
+                 seed: int) -> list[int]:
+    """Mask `strength` of a span's existing tokens (least likely first, or at random).
+
+    The span of `layout.init_ids` holds the code being rewritten; its head
+    positions are never masked.  Strength 1 masks everything: a full re-generation.
+    """
+    init = list(layout.init_ids or ())
+    free = list(range(layout.head_tokens, len(init)))
+    count = round(strength * len(free))
+    if count <= 0:
+        return init
+    if by == "confidence":
+        x = torch.tensor([layout.prefix_ids + init + layout.suffix_ids], device=model.device)
+        lo = layout.span_start
+        probs = model.logits(x)[0, lo:lo + len(init)].float().softmax(-1)
+        belief = probs.gather(-1, torch.tensor(init, device=model.device)[:, None])[:, 0]
+        order = sorted(free, key=lambda i: float(belief[i]))
+    else:
+        gen = torch.Generator().manual_seed(seed)
+        order = [free[i] for i in torch.randperm(len(free), generator=gen).tolist()]
+    for i in order[:count]:
+        init[i] = model.mask_id
+    return init

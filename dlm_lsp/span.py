@@ -24,9 +24,11 @@ class SpanLayout:
     """Token layout of one infill: prefix ids, masked positions, suffix ids."""
 
     prefix_ids: list[int]
-    n_masked: int
+    n_masked: int  # positions in the span, the head's included
     suffix_ids: list[int]
     head: str = ""  # prefix characters moved into the span, which the fill must start with
+    head_tokens: int = 0  # the head's own tokens (span positions it takes when pre-filled)
+    init_ids: tuple[int, ...] | None = None  # starting span content (refinement), else masks
 
     @property
     def span_start(self) -> int:
@@ -39,8 +41,9 @@ class SpanLayout:
         return len(self.prefix_ids) + self.n_masked
 
     def sequence(self, mask_id: int) -> list[int]:
-        """The full input sequence with the span masked."""
-        return self.prefix_ids + [mask_id] * self.n_masked + self.suffix_ids
+        """The full input sequence: the span masked, or as `init_ids` starts it."""
+        span = list(self.init_ids) if self.init_ids is not None else [mask_id] * self.n_masked
+        return self.prefix_ids + span + self.suffix_ids
 
 
 def _last_pretoken_start(tokenizer: Tokenizer, text: str) -> int:
@@ -77,7 +80,7 @@ def build_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
     keep_prefix = min(len(prefix_ids), budget - keep_suffix)
     prefix_ids = prefix_ids[len(prefix_ids) - keep_prefix:]
     suffix_ids = suffix_ids[:keep_suffix]
-    return SpanLayout(prefix_ids, n_masked + head_tokens, suffix_ids, head)
+    return SpanLayout(prefix_ids, n_masked + head_tokens, suffix_ids, head, head_tokens)
 
 
 class HeadChain:
@@ -96,6 +99,7 @@ class HeadChain:
     def __init__(self, token_texts: list[str], head: str,
                  ordered: list[tuple[str, int]] | None = None):
         self.head = head
+        self.texts = token_texts
         n = len(head)
         by_text: dict[str, list[int]] = {}
         for i, t in enumerate(token_texts):
