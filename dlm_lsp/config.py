@@ -15,14 +15,38 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, get_type_hints
 
 STRATEGIES = ("confidence", "margin", "entropy", "random", "left-to-right")
-SCHEDULES = ("linear", "cosine")
+SCHEDULES = ("linear", "cosine", "front", "back")
 DEVICES = ("auto", "cpu", "cuda")
+REFINE_ORDERS = ("confidence", "random")
 
 T = TypeVar("T")
 
 
 @dataclass
-class InfillOptions:
+class SamplingControls:
+    """The denoising controls, settable in the configuration and per request.
+
+    In `ServerConfig` each has its default; in `InfillOptions` None means "use
+    the server's setting".  See `dlm_lsp.sampler.SamplerConfig` for what each does.
+    """
+
+    top_p: float | None = 1.0  # nucleus for sampling (temperature > 0)
+    threshold: float | None = None  # confidence-threshold parallel commits
+    max_per_step: int | None = None  # cap on positions committed per step
+    spacing: int | None = 0  # positions committed together are more than this apart
+    remask: float | None = 0.0  # share of the span that may be re-masked per step
+    remask_below: float | None = 0.5  # re-mask only tokens whose probability fell below
+    ltr_tokens: int | None = 0  # hybrid: first K tokens left to right
+    ltr_first_line: bool | None = False  # hybrid: the first line left to right
+    block_size: int | None = None  # semi-autoregressive blocks
+    early_stop: bool | None = False  # stop when stable and the result passes the checks
+    early_stop_logprob: float | None = -1.0  # the quality bar of an early stop
+    strength: float | None = None  # rewrites: share of the old code to re-mask (None: all)
+    refine_order: str | None = "confidence"  # which old tokens to re-mask first
+
+
+@dataclass
+class InfillOptions(SamplingControls):
     """Per-request options of `dlm/infill`; None means "use the server setting"."""
 
     length: int | None = None  # masked tokens; None lets the length policy choose
@@ -33,10 +57,19 @@ class InfillOptions:
     seed: int | None = None
     temperature: float | None = None
     latency_ms: int | None = None  # accepted; honoured once the serving engine exists
+    top_p: float | None = None
+    spacing: int | None = None
+    remask: float | None = None
+    remask_below: float | None = None
+    ltr_tokens: int | None = None
+    ltr_first_line: bool | None = None
+    early_stop: bool | None = None
+    early_stop_logprob: float | None = None
+    refine_order: str | None = None
 
 
 @dataclass
-class ServerConfig:
+class ServerConfig(SamplingControls):
     """Settings from initializationOptions and workspace/didChangeConfiguration."""
 
     model: str = "default"  # "default" (shipped in the package) or a model directory
@@ -44,6 +77,7 @@ class ServerConfig:
     steps: int | None = None  # None: per task kind, below
     steps_single_line: int = 8
     steps_multi_line: int = 16
+    steps_rewrite: int = 16
     strategy: str = "confidence"
     schedule: str = "linear"
     temperature: float = 0.0  # 0 is greedy
@@ -64,6 +98,19 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "steps": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),
     "steps_single_line": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
     "steps_multi_line": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "steps_rewrite": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "top_p": (lambda v: v is None or 0 < v <= 1, "a number above 0, at most 1"),
+    "threshold": (lambda v: v is None or 0 < v <= 1, "a probability above 0, at most 1"),
+    "max_per_step": (lambda v: v is None or v >= 1, "a positive integer"),
+    "spacing": (lambda v: v is None or 0 <= v <= 64, "an integer from 0 to 64"),
+    "remask": (lambda v: v is None or 0 <= v <= 1, "a number from 0 to 1"),
+    "remask_below": (lambda v: v is None or 0 <= v <= 1, "a probability from 0 to 1"),
+    "ltr_tokens": (lambda v: v is None or 0 <= v <= 4096, "an integer from 0 to 4096"),
+    "block_size": (lambda v: v is None or v >= 1, "a positive integer"),
+    "early_stop_logprob": (lambda v: v is None or v <= 0, "a log-probability (<= 0)"),
+    "strength": (lambda v: v is None or 0 <= v <= 1, "a number from 0 to 1"),
+    "refine_order": (lambda v: v is None or v in REFINE_ORDERS,
+                     f"one of {', '.join(REFINE_ORDERS)}"),
     "length": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),
     "strategy": (lambda v: v is None or v in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
     "schedule": (lambda v: v is None or v in SCHEDULES, f"one of {', '.join(SCHEDULES)}"),

@@ -11,15 +11,15 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.models import DiffusionModel, load_model
-from dlm_lsp.policy import SpanPlan, plan_span
-from dlm_lsp.sampler import Cancelled, SamplerConfig, denoise
-from dlm_lsp.span import HeadChain, build_layout
+from dlm_lsp.policy import REWRITE, SpanPlan, plan_span
+from dlm_lsp.sampler import Cancelled, SamplerConfig, denoise, refine_start
+from dlm_lsp.span import HeadChain, SpanLayout, build_layout
 from dlm_lsp.validation import language_for, validate_fill
 
 MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
@@ -54,6 +54,7 @@ class Candidate:
     text: str
     valid: bool | None  # None when the language has no grammar to check against
     score: float  # mean log-probability of the committed tokens
+    used: int = 0  # span tokens used before the pad tail (the rest were trimmed)
 
 
 @dataclass
@@ -62,9 +63,37 @@ class InfillResult:
 
     candidates: list[Candidate]
     plan: SpanPlan
-    steps: int
-    tokens: int
+    steps: int  # forward passes
+    tokens: int  # span length chosen (masked positions)
     ms: float
+    early_stopped: bool = False
+
+
+def _setting(opt: InfillOptions, cfg: ServerConfig, name: str):
+    """The request's value of a control, else the server's."""
+    value = getattr(opt, name)
+    return getattr(cfg, name) if value is None else value
+
+
+def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
+                   strategy: str) -> SamplerConfig:
+    """Merge request options over server settings into the sampler's configuration."""
+    n_cand = opt.candidates or cfg.candidates
+    temp = _setting(opt, cfg, "temperature")
+    temps = (temp,) + (max(temp, CANDIDATE_TEMPERATURE),) * (n_cand - 1)
+    defaults = SamplerConfig()
+
+    def get(name: str):
+        value = _setting(opt, cfg, name)
+        return getattr(defaults, name) if value is None else value
+
+    return SamplerConfig(
+        steps=steps, strategy=strategy, schedule=get("schedule"), temperatures=temps,
+        top_p=get("top_p"), threshold=_setting(opt, cfg, "threshold"),
+        max_per_step=_setting(opt, cfg, "max_per_step"), spacing=get("spacing"),
+        remask=get("remask"), remask_below=get("remask_below"), ltr_tokens=get("ltr_tokens"),
+        ltr_first_line=get("ltr_first_line"), block_size=_setting(opt, cfg, "block_size"),
+        early_stop=get("early_stop"), early_stop_logprob=get("early_stop_logprob"))
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -126,29 +155,58 @@ class Engine:
             layout = build_layout(tok, prefix, suffix, plan.n_masked, cfg.max_context_tokens,
                                   move_head=False, max_length=model.max_length)
 
-        n_cand = opt.candidates or cfg.candidates
-        temp = opt.temperature if opt.temperature is not None else cfg.temperature
-        temps = (temp,) + (max(temp, CANDIDATE_TEMPERATURE),) * (n_cand - 1)
         strategy = opt.strategy or cfg.strategy
         # the baseline spends one step per token, the moved head's tokens included
         steps = layout.n_masked if strategy == "left-to-right" else plan.steps
-        sampler = SamplerConfig(steps, strategy, opt.schedule or cfg.schedule, temps)
+        sampler = sampler_config(cfg, opt, steps, strategy)
+        seed = opt.seed if opt.seed is not None else cfg.seed
+        extra_passes = 0
+        strength = _setting(opt, cfg, "strength")
+        if plan.kind == REWRITE and strength is not None:
+            layout = self._refine_layout(layout, req.text[req.start:req.end], strength,
+                                         _setting(opt, cfg, "refine_order"), seed)
+            extra_passes = int(layout.init_ids is not None and strength > 0
+                               and _setting(opt, cfg, "refine_order") == "confidence")
         on_step = None
         if req.on_draft is not None:
             def on_step(step: int, steps: int, span: torch.Tensor) -> None:
                 req.on_draft(step, steps, self._draft(span[0].tolist(), layout.head))
 
-        seed = opt.seed if opt.seed is not None else cfg.seed
-        out = denoise(model, layout, sampler, seed, on_step, req.should_stop)
         language = language_for(req.language_id, req.uri) if cfg.validate else None
+
+        def syntax_ok(ids: list[int]) -> bool:  # the early stop's independent check
+            fill = self._fill_text(ids, layout.head, plan.single_line)
+            return validate_fill(req.text, req.start, req.end, fill, language).valid
+
+        out = denoise(model, layout, sampler, seed, on_step, req.should_stop, syntax_ok)
         candidates = []
         for ids, score in zip(out.span_ids.tolist(), out.scores.tolist(), strict=True):
             text = self._fill_text(ids, layout.head, plan.single_line)
             check = validate_fill(req.text, req.start, req.end, text, language)
-            candidates.append(Candidate(text, check.valid if check.checked else None, score))
+            candidates.append(Candidate(text, check.valid if check.checked else None, score,
+                                        self._used(ids, layout.head_tokens)))
         candidates.sort(key=lambda c: (c.valid is False, -c.score))
         ms = (time.perf_counter() - began) * 1000
-        return InfillResult(candidates, plan, out.steps, layout.n_masked, ms)
+        return InfillResult(candidates, plan, out.steps + extra_passes, layout.n_masked, ms,
+                            out.early_stopped)
+
+    def _refine_layout(self, layout: SpanLayout, old: str, strength: float, by: str,
+                       seed: int) -> SpanLayout:
+        """Start a rewrite from the old code, with `strength` of its tokens masked."""
+        tok = self.model.tokenizer
+        ids = tok.encode(layout.head + old)
+        if len(ids) > layout.n_masked:
+            return layout  # the old code does not fit its span: regenerate it whole
+        head = len(tok.encode(layout.head)) if layout.head else 0
+        start = replace(layout, head_tokens=head, init_ids=tuple(
+            ids + [self.model.pad_id] * (layout.n_masked - len(ids))))
+        return replace(start, init_ids=tuple(
+            refine_start(self.model, start, strength, by, seed)))
+
+    def _used(self, ids: list[int], head_tokens: int) -> int:
+        """Span positions the fill really used: up to the first pad, beyond the head."""
+        pad = self.model.pad_id
+        return max(0, (ids.index(pad) if pad in ids else len(ids)) - head_tokens)
 
     def _fill_text(self, ids: list[int], head: str, single_line: bool) -> str:
         """Decode a span up to its first pad, drop the head, keep one line if asked."""

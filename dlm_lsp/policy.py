@@ -54,6 +54,7 @@ def plan_span(text: str, start: int, end: int, config: ServerConfig, options: In
     if strategy == "left-to-right":
         steps = n
     else:
-        default = config.steps_single_line if kind == SINGLE_LINE else config.steps_multi_line
+        default = {SINGLE_LINE: config.steps_single_line, MULTI_LINE: config.steps_multi_line,
+                   REWRITE: config.steps_rewrite}[kind]
         steps = options.steps or config.steps or default
     return SpanPlan(kind, n, max(1, min(steps, n)), kind == SINGLE_LINE)

@@ -96,8 +96,9 @@ def infill_result(version: int | None, rng: types.Range, result: InfillResult) -
     return {
         "version": version,
         "edits": [_converter.unstructure(types.TextEdit(rng, best.text))],
-        "candidates": [{"text": c.text, "valid": c.valid, "score": round(c.score, 4)}
-                       for c in result.candidates],
-        "stats": {"steps": result.steps, "tokens": result.tokens, "ms": round(result.ms, 1),
-                  "kind": result.plan.kind},
+        "candidates": [{"text": c.text, "valid": c.valid, "score": round(c.score, 4),
+                        "used": c.used} for c in result.candidates],
+        "stats": {"steps": result.steps, "tokens": result.tokens, "used": best.used,
+                  "ms": round(result.ms, 1), "kind": result.plan.kind,
+                  "earlyStopped": result.early_stopped},
     }
