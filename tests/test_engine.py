@@ -48,8 +48,8 @@ def _record_denoise(monkeypatch: pytest.MonkeyPatch) -> list:
     calls = []
     real = engine_module.denoise
 
-    def spy(model, layout, cfg, seed, on_step=None, should_stop=None):
-        out = real(model, layout, cfg, seed, on_step, should_stop)
+    def spy(model, layout, cfg, seed, *args):
+        out = real(model, layout, cfg, seed, *args)
         calls.append((layout, out))
         return out
     monkeypatch.setattr(engine_module, "denoise", spy)

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from fakes import FakeModel
 
 from dlm_lsp import schedules, strategies
 from dlm_lsp.models.interface import DiffusionModel
-from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
+from dlm_lsp.models.tokenizer import MASK_TOKEN, Tokenizer
 from dlm_lsp.sampler import Cancelled, Denoised, SamplerConfig, denoise
 from dlm_lsp.span import SpanLayout, build_layout
 
@@ -27,31 +28,6 @@ STRATEGY_NAMES = list(strategies.STRATEGIES)
 def tok(model_dir: Path) -> Tokenizer:
     """The small byte-level BPE of the session's tiny model (built once by `small_tokenizer`)."""
     return Tokenizer.from_file(model_dir / "tokenizer.json")
-
-
-class FakeModel:
-    """A DiffusionModel whose logits come from `make(input_ids)`; counts its forward passes."""
-
-    name = "fake"
-
-    def __init__(self, tokenizer: Tokenizer,
-                 make: Callable[[torch.Tensor], torch.Tensor] | None = None, seed: int = 0):
-        self.tokenizer = tokenizer
-        self.mask_id = tokenizer.token_id(MASK_TOKEN)
-        self.pad_id = tokenizer.token_id(PAD_TOKEN)
-        self.max_length = 1024
-        self.device = torch.device("cpu")
-        self.vocab = tokenizer.vocab_size
-        self.calls = 0
-        self._gen = torch.Generator().manual_seed(seed)
-        self._make = make or self._random
-
-    def _random(self, ids: torch.Tensor) -> torch.Tensor:
-        return torch.randn(*ids.shape, self.vocab, generator=self._gen) * 3
-
-    def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
-        self.calls += 1
-        return self._make(input_ids)
 
 
 def _fixed_logits(vocab: int, seed: int = 0, length: int = 256) -> Callable:

@@ -390,3 +390,21 @@ async def test_utf8_position_encoding_is_negotiated_and_honoured(utf8_client):
     at = text.index("+ ") + 2
     assert (text[:at] + fill + text[at:]).startswith("s = 'é' + ")
     assert result.edits[0].range.start.character == col
+
+
+async def test_denoising_controls_pass_through_the_protocol(client):
+    open_doc(client)
+    result = await infill(client, rng(4, 4, 4, 4), options={
+        "length": 8, "steps": 6, "threshold": 0.5, "maxPerStep": 2, "blockSize": 4,
+        "spacing": 1, "remask": 0.2, "schedule": "cosine", "topP": 0.9, "temperature": 0.5})
+    assert result.stats.steps <= 6 and result.stats.used <= result.stats.tokens
+    refined = await infill(client, rng(1, 4, 1, 16), options={"strength": 0.5, "steps": 3})
+    assert refined.stats.kind == "rewrite" and refined.stats.steps <= 4
+
+
+async def test_bad_control_values_are_refused_with_the_expected_range(client):
+    open_doc(client)
+    with pytest.raises(JsonRpcException) as err:
+        await infill(client, rng(4, 4, 4, 4), options={"topP": 0, "spacing": 99})
+    assert err.value.code == -32602
+    assert "topP" in err.value.message and "spacing" in err.value.message

@@ -1,0 +1,338 @@
+"""Specification of each denoising control, with a deterministic fake model.
+
+Every test drives `dlm_lsp.sampler.denoise` with logits chosen by the test and
+watches the span after each step, so what a control promises is checked
+directly: how many positions commit, which ones, in what order, and when the
+loop stops.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from fakes import FakeModel
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dlm_lsp import schedules
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.models.tokenizer import Tokenizer
+from dlm_lsp.sampler import (
+    Cancelled,
+    SamplerConfig,
+    blocks,
+    denoise,
+    nucleus,
+    refine_start,
+)
+from dlm_lsp.span import SpanLayout, build_layout
+
+
+@pytest.fixture(scope="module")
+def tok(model_dir: Path) -> Tokenizer:
+    return Tokenizer.from_file(model_dir / "tokenizer.json")
+
+
+PREFIX = "def add(a, b):\n    return "
+
+
+def layout(tok: Tokenizer, n: int) -> SpanLayout:
+    """No head: the span is exactly `n` masked positions between fixed context."""
+    return SpanLayout(tok.encode(PREFIX), n, tok.encode("\n"))
+
+
+def fixed(tok: Tokenizer, seed: int = 0):
+    """Logits that ignore the input: the same seeded table at every call."""
+    table = torch.randn(512, tok.vocab_size, generator=torch.Generator().manual_seed(seed)) * 3
+
+    def make(ids: torch.Tensor) -> torch.Tensor:
+        return table[: ids.shape[1]].expand(ids.shape[0], -1, -1).clone()
+    return make
+
+
+def peaked(tok: Tokenizer, lay: SpanLayout, strengths: list[float], token: int = 100):
+    """Span position i proposes `token` with a logit margin strengths[i] over the rest."""
+    def make(ids: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        for i, c in enumerate(strengths):
+            logits[:, lay.span_start + i, token + i] = c
+        return logits
+    return make
+
+
+def watch(tok: Tokenizer, make, lay: SpanLayout, seed: int = 0, **cfg):
+    """Run the loop; return the output and, per step, the set of newly committed positions."""
+    model = FakeModel(tok, make)
+    seen: list[set[int]] = []
+    committed: set[int] = set()
+
+    def on_step(step: int, steps: int, span: torch.Tensor) -> None:
+        now = {i for i, t in enumerate(span[0].tolist()) if t != model.mask_id}
+        seen.append(now)
+        committed.clear()
+        committed.update(now)
+
+    out = denoise(model, lay, SamplerConfig(**cfg), seed, on_step=on_step)
+    new = [seen[0]] + [b - a for a, b in zip(seen, seen[1:], strict=False)]
+    return out, new, model
+
+
+def no_masks(out, model) -> bool:
+    return not bool((out.span_ids == model.mask_id).any())
+
+
+@pytest.mark.parametrize("schedule", list(schedules.SCHEDULES))
+@pytest.mark.parametrize("n, steps", [(16, 4), (20, 7), (9, 9), (30, 5)])
+def test_commits_per_step_follow_the_schedule(tok, schedule, n, steps):
+    out, new, model = watch(tok, fixed(tok), layout(tok, n), steps=steps, schedule=schedule)
+    remaining, expected = n, []
+    for s in range(steps):
+        if remaining:
+            expected.append(schedules.SCHEDULES[schedule](s, steps, remaining, n))
+            remaining -= expected[-1]
+    assert [len(x) for x in new] == expected
+    assert no_masks(out, model) and out.steps == len(expected) <= steps
+
+
+def test_front_loaded_commits_more_early_than_back_loaded(tok):
+    _, front, _ = watch(tok, fixed(tok), layout(tok, 32), steps=8, schedule="front")
+    _, back, _ = watch(tok, fixed(tok), layout(tok, 32), steps=8, schedule="back")
+    assert len(front[0]) > len(back[0]) and len(front[-1]) < len(back[-1])
+
+
+def test_threshold_commits_every_confident_position_at_once(tok):
+    lay = layout(tok, 6)
+    strengths = [20, 0, 20, 0, 20, 0]  # three positions near-certain, three undecided
+    _, new, _ = watch(tok, peaked(tok, lay, strengths), lay, steps=6, threshold=0.9)
+    assert new[0] == {0, 2, 4}
+
+
+def test_threshold_commits_at_least_one_position_per_step(tok):
+    lay = layout(tok, 4)
+    _, new, _ = watch(tok, peaked(tok, lay, [0, 0, 0, 0]), lay, steps=4, threshold=0.99)
+    assert [len(x) for x in new] == [1, 1, 1, 1]
+
+
+def test_cap_limits_commits_per_step(tok):
+    lay = layout(tok, 12)
+    _, new, _ = watch(tok, peaked(tok, lay, [20] * 12), lay, steps=6, threshold=0.5,
+                      max_per_step=2)
+    assert all(len(x) <= 2 for x in new) and sum(len(x) for x in new) == 12
+
+
+def test_cap_yields_to_the_budget(tok):
+    lay = layout(tok, 12)
+    out, new, model = watch(tok, fixed(tok), lay, steps=3, max_per_step=1)
+    assert out.steps == 3 and no_masks(out, model)  # 12 tokens in 3 steps: 4 per step
+    assert [len(x) for x in new] == [4, 4, 4]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_spacing_keeps_simultaneous_commits_apart(tok, seed):
+    _, new, _ = watch(tok, fixed(tok, seed), layout(tok, 24), steps=8, spacing=1)
+    for positions in new[:-1]:  # the budget's last step commits whatever is left
+        ordered = sorted(positions)
+        assert all(b - a > 1 for a, b in zip(ordered, ordered[1:], strict=False)), ordered
+
+
+def test_spacing_never_stops_the_loop_finishing_in_budget(tok):
+    out, _, model = watch(tok, fixed(tok), layout(tok, 10), steps=2, spacing=3)
+    assert out.steps == 2 and no_masks(out, model)
+
+
+def test_remasking_puts_doubted_tokens_back_and_still_finishes(tok):
+    model = FakeModel(tok, fixed(tok))
+    seen: list[set[int]] = []
+    out = denoise(model, layout(tok, 16),
+                  SamplerConfig(steps=8, remask=0.5, remask_below=1.0), 0,
+                  on_step=lambda s, n, span: seen.append(
+                      {i for i, t in enumerate(span[0].tolist()) if t != model.mask_id}))
+    assert any(a - b for a, b in zip(seen, seen[1:], strict=False))  # a commit was undone
+    assert no_masks(out, model) and out.steps <= 8
+
+
+def test_without_remasking_commits_are_final(tok):
+    model = FakeModel(tok, fixed(tok))
+    seen: list[set[int]] = []
+    denoise(model, layout(tok, 16), SamplerConfig(steps=8), 0,
+            on_step=lambda s, n, span: seen.append(
+                {i for i, t in enumerate(span[0].tolist()) if t != model.mask_id}))
+    assert all(a <= b for a, b in zip(seen, seen[1:], strict=False))
+
+
+def test_left_to_right_prefix_commits_the_first_k_in_order(tok):
+    out, new, model = watch(tok, fixed(tok), layout(tok, 12), steps=8, ltr_tokens=4)
+    for i in range(4):
+        assert i in new[i] and not any(j < 4 and j > i for j in new[i])
+    assert any(j >= 4 for j in new[0])  # the rest goes in parallel meanwhile
+    assert no_masks(out, model)
+
+
+def test_first_line_goes_left_to_right_then_the_rest_in_parallel(tok):
+    lay = layout(tok, 10)
+    newline = tok.encode("\n")[0]
+    word = tok.encode("x")[0]
+
+    def make(ids: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[..., word] = 5.0
+        logits[:, lay.span_start + 2, newline] = 10.0  # the first line ends at position 2
+        return logits
+
+    _, new, _ = watch(tok, make, lay, steps=8, ltr_first_line=True)
+    assert [min(x) for x in new[:3]] == [0, 1, 2]
+    assert all(len(x) == 1 for x in new[:3])
+    assert len(new[3]) > 1  # after the line break, parallel commits
+
+
+def test_semi_autoregressive_blocks_finish_left_to_right(tok):
+    _, new, _ = watch(tok, fixed(tok), layout(tok, 12), steps=6, block_size=4)
+    block_of = [max(p // 4 for p in x) for x in new]
+    assert block_of == sorted(block_of)
+    assert all(len({p // 4 for p in x}) == 1 for x in new)
+
+
+def test_blocks_share_the_budget_at_least_one_step_each():
+    assert blocks(12, 6, 4) == [(0, 4, 2), (4, 8, 2), (8, 12, 2)]
+    assert [k for _, _, k in blocks(10, 2, 3)] == [1, 1, 1, 1]
+
+
+def test_same_seed_same_output_different_seed_different(tok):
+    cfg = dict(steps=6, temperatures=(1.0,), top_p=0.9, strategy="random")
+    a, _, _ = watch(tok, fixed(tok), layout(tok, 16), seed=5, **cfg)
+    b, _, _ = watch(tok, fixed(tok), layout(tok, 16), seed=5, **cfg)
+    c, _, _ = watch(tok, fixed(tok), layout(tok, 16), seed=6, **cfg)
+    assert a.span_ids.tolist() == b.span_ids.tolist() != c.span_ids.tolist()
+
+
+def test_cancellation_stops_before_the_next_forward_pass(tok):
+    model = FakeModel(tok, fixed(tok))
+    calls = iter(range(100))
+    with pytest.raises(Cancelled):
+        denoise(model, layout(tok, 16), SamplerConfig(steps=8), 0,
+                should_stop=lambda: next(calls) >= 2)
+    assert model.calls == 2
+
+
+def test_nucleus_keeps_only_the_smallest_set_reaching_top_p():
+    logits = torch.log(torch.tensor([[0.6, 0.3, 0.1]]))
+    assert torch.isinf(nucleus(logits, 0.5)).tolist() == [[False, True, True]]
+    assert torch.isinf(nucleus(logits, 0.8)).tolist() == [[False, False, True]]
+
+
+def test_sampling_never_picks_outside_the_nucleus(tok):
+    lay = layout(tok, 8)
+    out, _, _ = watch(tok, peaked(tok, lay, [12.0] * 8), lay, seed=1, steps=4,
+                      temperatures=(1.0,), top_p=0.5)
+    assert out.span_ids[0].tolist() == [100 + i for i in range(8)]
+
+
+def test_early_stop_fills_the_rest_when_stable_and_confident(tok):
+    lay = layout(tok, 12)
+    out, _, model = watch(tok, peaked(tok, lay, [20] * 12), lay, steps=12, early_stop=True)
+    assert out.early_stopped and out.steps == 2 and no_masks(out, model)
+
+
+def test_early_stop_waits_when_the_quality_check_refuses(tok):
+    lay = layout(tok, 12)
+    model = FakeModel(tok, peaked(tok, lay, [20] * 12))
+    out = denoise(model, lay, SamplerConfig(steps=12, early_stop=True), 0,
+                  accept=lambda ids: False)
+    assert not out.early_stopped and out.steps == 12
+
+
+def test_early_stop_waits_when_the_model_is_unsure(tok):
+    lay = layout(tok, 12)
+    out, _, _ = watch(tok, peaked(tok, lay, [0.5] * 12), lay, steps=12, early_stop=True)
+    assert not out.early_stopped and out.steps == 12
+
+
+def test_refine_masks_the_least_likely_old_tokens_first(tok):
+    lay = SpanLayout(tok.encode(PREFIX), 6, tok.encode("\n"), init_ids=tuple(range(100, 106)))
+
+    def make(ids: torch.Tensor) -> torch.Tensor:  # believes in positions 0-3, doubts 4-5
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        for i in range(4):
+            logits[:, lay.span_start + i, 100 + i] = 20.0
+        return logits
+
+    model = FakeModel(tok, make)
+    start = refine_start(model, lay, 1 / 3, "confidence", 0)
+    assert start == [100, 101, 102, 103, model.mask_id, model.mask_id]
+    assert refine_start(model, lay, 0.0, "confidence", 0) == list(range(100, 106))
+    assert refine_start(model, lay, 1.0, "random", 0) == [model.mask_id] * 6
+
+
+def test_refine_keeps_the_head_and_the_unmasked_old_code(tok):
+    init = tuple(range(100, 108))
+    lay = SpanLayout(tok.encode(PREFIX), 8, tok.encode("\n"), head="x", head_tokens=2,
+                     init_ids=init)
+    model = FakeModel(tok, fixed(tok))
+    start = refine_start(model, lay, 0.5, "random", 0)
+    assert start[:2] == [100, 101] and start.count(model.mask_id) == 3
+    out = denoise(model, SpanLayout(lay.prefix_ids, 8, lay.suffix_ids, "x", 2, tuple(start)),
+                  SamplerConfig(steps=3), 0)
+    kept = [i for i, t in enumerate(start) if t != model.mask_id]
+    assert [out.span_ids[0, i].item() for i in kept] == [start[i] for i in kept]
+
+
+def test_unknown_length_fill_trims_the_pad_tail_and_reports_used_length(tok, model_dir):
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", validate=False))
+    x = tok.encode("x")[0]
+
+    def make(ids: torch.Tensor) -> torch.Tensor:  # three tokens of "x", then pads
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        masked = (ids == engine.model.mask_id).nonzero()
+        span = masked[:, 1].unique().tolist()
+        start = min(span) if span else 0
+        logits[..., engine.model.pad_id] = 5.0
+        for j in range(ids.shape[1]):
+            if start <= j < start + 3:
+                logits[:, j, x] = 10.0
+        return logits
+
+    engine._model = FakeModel(tok, make)
+    text = "y = \n"
+    result = engine.infill(InfillRequest(text, 4, 4, "python",
+                                         options=InfillOptions(length=10, steps=1)))
+    best = result.candidates[0]
+    assert result.tokens >= 10  # the chosen length (plus the head's tokens)
+    assert best.text and set(best.text) == {"x"} and len(best.text) == best.used <= 3
+
+
+CONTROL = st.fixed_dictionaries({
+    "steps": st.integers(1, 40),
+    "strategy": st.sampled_from(["confidence", "margin", "entropy", "random", "left-to-right"]),
+    "schedule": st.sampled_from(list(schedules.SCHEDULES)),
+    "threshold": st.none() | st.floats(0.05, 1.0),
+    "max_per_step": st.none() | st.integers(1, 6),
+    "spacing": st.integers(0, 3),
+    "remask": st.sampled_from([0.0, 0.3, 1.0]),
+    "ltr_tokens": st.integers(0, 6),
+    "ltr_first_line": st.booleans(),
+    "block_size": st.none() | st.integers(1, 12),
+    "early_stop": st.booleans(),
+    "temperatures": st.sampled_from([(0.0,), (1.0,), (0.0, 0.8)]),
+})
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 40), controls=CONTROL, seed=st.integers(0, 3),
+       prefix=st.sampled_from(["", "y = ret", "x = foo(", "def f():\n    ", "a = 1\n"]))
+def test_any_controls_terminate_in_budget_with_a_full_span(tok, n, controls, seed, prefix):
+    model = FakeModel(tok, fixed(tok, seed))
+    lay = build_layout(tok, prefix, "\n", n, 100) if prefix else layout(tok, n)
+    cfg = SamplerConfig(**controls)
+    out = denoise(model, lay, cfg, seed)
+    size = lay.n_masked
+    budget = max(cfg.steps, math.ceil(size / (cfg.block_size or size)))
+    assert out.span_ids.shape == (len(cfg.temperatures), size)
+    assert not bool((out.span_ids == model.mask_id).any())
+    assert out.steps <= budget and model.calls == out.steps
+    for row in out.span_ids.tolist():  # the moved prefix edge is always reproduced
+        assert tok.decode(row).startswith(lay.head)
