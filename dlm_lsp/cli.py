@@ -53,8 +53,23 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("train", help="train the project's own model (dlm-lsp train --help)")
 
+    bench = sub.add_parser("bench", help="benchmarks on fixed task sets")
+    kinds = bench.add_subparsers(dest="bench", required=True)
+    strat = kinds.add_parser("strategies", help="quality and cost of each unmasking strategy")
+    strat.add_argument("--model", default="default")
+    strat.add_argument("--device", default="auto")
+    strat.add_argument("--split", default="single-line")
+    strat.add_argument("--limit", type=int, default=100)
+    strat.add_argument("--steps", type=int, default=8)
+    strat.add_argument("--json", dest="json_out", metavar="OUT")
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     if args.command == "fill":
         return _fill(args)
+    if args.command == "bench":
+        from dlm_lsp.bench.strategies import main as strategies_main
+
+        return strategies_main(args.model, args.device, args.split, args.limit, args.steps,
+                               args.json_out)
     return _serve(args)

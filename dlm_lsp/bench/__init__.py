@@ -1,0 +1,1 @@
+"""Benchmarks: fixed task sets, fixed seeds, numbers for the README."""
