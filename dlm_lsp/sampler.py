@@ -185,7 +185,7 @@ def _row_commits(cfg: SamplerConfig, order: _Order, r: int, masked: list[bool],
     if steps_left <= 1:  # the budget's last step commits everything left
         return pick(score, masked, forced, remaining, 0, remaining)
     end = order.ltr_end(r)
-    forced = [i for i in forced if masked[i]]
+    forced = list(forced)  # the head's chain: masked until now, and committed even outside
     region = [i for i in range(end) if masked[i]]
     if region:
         forced.append(region[0])

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # tests never touch a model hub
+# One torch thread per process: the suite runs servers beside pytest on 2 cores, where
+# competing OpenMP thread pools are many times slower than one thread each.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_model import write_random_model  # noqa: E402

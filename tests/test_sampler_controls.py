@@ -320,7 +320,7 @@ CONTROL = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=300, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 40), controls=CONTROL, seed=st.integers(0, 3),
        prefix=st.sampled_from(["", "y = ret", "x = foo(", "def f():\n    ", "a = 1\n"]))

@@ -185,3 +185,10 @@ def test_special_tokens_are_never_allowed_in_the_head(tok: Tokenizer) -> None:
     allowed = set(HeadChain(tok.token_texts, " ").allowed(0, 1))
     assert tok.token_id("<|mask|>") not in allowed
     assert tok.token_id("<|pad|>") not in allowed
+
+
+def test_text_that_spells_a_special_token_stays_text(tok: Tokenizer) -> None:
+    source = "marker = '<|mask|>'  # and <|pad|>\n"
+    ids = tok.encode(source)
+    assert tok.token_id("<|mask|>") not in ids and tok.token_id("<|pad|>") not in ids
+    assert tok.decode(ids) == source

@@ -23,7 +23,7 @@ from dlm_lsp.training.data import (
     line_start_flags,
     train_tokenizer,
 )
-from dlm_lsp.training.objective import hidden_states, masked_diffusion_loss
+from dlm_lsp.training.objective import masked_diffusion_loss
 from dlm_lsp.training.train import TrainConfig, learning_rate, main, train
 
 SOURCES = {
@@ -269,7 +269,7 @@ def test_loss_head_on_masked_positions_matches_full_forward(corpus, tokenizer):
     batch = make_sampler(corpus, tokenizer).sample(4)
     ids = batch.inputs
     full = module(ids)
-    assert torch.allclose(hidden_states(module, ids) @ module.embed.weight.T, full, atol=1e-5)
+    assert torch.allclose(module.hidden(ids) @ module.embed.weight.T, full, atol=1e-5)
     ce = torch.nn.functional.cross_entropy(full.transpose(1, 2), batch.targets,
                                            reduction="none")
     expected = ((ce * batch.weights).sum(1) / batch.denominators).mean()

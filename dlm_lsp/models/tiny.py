@@ -31,7 +31,7 @@ class TinyConfig:
 
     vocab_size: int = 8192
     d_model: int = 256  # width of the residual stream
-    n_layers: int = 6
+    n_layers: int = 4
     n_heads: int = 4
     max_length: int = 512  # longest sequence (prefix + span + suffix) in tokens
     mlp_ratio: int = 4
@@ -98,11 +98,15 @@ class TinyDenoiser(nn.Module):
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
+        """Final normed hidden states (B, T, C), before the output head."""
         x = self.embed(ids)  # (B, T, C)
         for block in self.blocks:
             x = block(x)
-        return self.ln_f(x) @ self.embed.weight.T  # tied output head, (B, T, V)
+        return self.ln_f(x)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.hidden(ids) @ self.embed.weight.T  # tied output head, (B, T, V)
 
     def num_parameters(self) -> int:
         """Parameter count (the tied head counted once)."""

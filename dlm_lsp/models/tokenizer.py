@@ -24,6 +24,9 @@ class Tokenizer:
 
     def __init__(self, backend: _Backend):
         self.backend = backend
+        # Text that spells a special token ("<|mask|>" in a user's file) is ordinary text:
+        # it must never turn into a real mask.  Not stored in tokenizer.json, so set here.
+        backend.encode_special_tokens = True
 
     @classmethod
     def from_file(cls, path: str | Path) -> Tokenizer:

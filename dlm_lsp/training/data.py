@@ -187,8 +187,7 @@ def encode_stream(tokenizer: Tokenizer, files: Sequence[SourceFile],
     spell a special token (say a literal "<|mask|>" in a string) is encoded as
     ordinary text, so the corpus can never inject a real mask or pad.
     """
-    backend = _Backend.from_str(tokenizer.backend.to_str())  # a copy: the flag is global
-    backend.encode_special_tokens = True
+    backend = tokenizer.backend  # `Tokenizer` encodes special-token text as plain text
     parts: list[torch.Tensor] = []
     for lo in range(0, len(files), chunk):
         batch = [f.text + "\n" for f in files[lo:lo + chunk]]

@@ -179,20 +179,25 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"--init-from {cfg.init_from} is not a directory")
 
 
+LOSS_EMA_DECAY = 0.98  # the reported train loss averages roughly the last 50 steps
+
+
 def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig,
               device: torch.device, amp_dtype: torch.dtype | None,
               interim_save: Callable[[dict], None]) -> dict:
     """The optimisation loop: runs until the time budget is spent, printing progress.
 
-    Losses are summed on the device and read back only when a progress line is
-    printed, so a GPU is not made to wait for the CPU every step.
+    Losses are accumulated on the device and read back only when a progress line
+    is printed, so a GPU is not made to wait for the CPU every step.  The final
+    train loss is an exponential moving average: the 1/t weight makes single
+    steps too noisy to report.
     """
     module.train()
     optimizer = make_optimizer(module, cfg, device)
     step, tokens = 0, 0
+    ema = torch.zeros((), device=device)
     window_loss = torch.zeros((), device=device)
     window_steps, window_tokens = 0, 0
-    final_train_loss = float("nan")
     start = last_log = last_save = time.monotonic()
     while (elapsed := time.monotonic() - start) < cfg.seconds:
         lr = learning_rate(cfg, step, elapsed / cfg.seconds)
@@ -207,28 +212,28 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig,
         optimizer.step()
         step += 1
         tokens += batch.inputs.numel()
+        ema.mul_(LOSS_EMA_DECAY).add_(loss.detach(), alpha=1 - LOSS_EMA_DECAY)
         window_loss += loss.detach()
         window_steps += 1
         window_tokens += batch.inputs.numel()
 
         now = time.monotonic()
-        if now - last_log >= cfg.log_every or now - start >= cfg.seconds:
-            final_train_loss = float(window_loss) / window_steps  # syncs with the device
-            if not math.isfinite(final_train_loss):
-                raise FloatingPointError(f"training loss became {final_train_loss} at step "
-                                         f"{step}; try a lower --lr")
+        if now - last_log >= cfg.log_every:
+            mean = float(window_loss) / window_steps  # syncs with the device
+            if not math.isfinite(mean):
+                raise FloatingPointError(f"training loss became {mean} at step {step}; "
+                                         "try a lower --lr")
             rate = window_tokens / max(now - last_log, 1e-9)
-            print(f"step {step:6d}  loss {final_train_loss:.4f}  lr {lr:.2e}  "
+            print(f"step {step:6d}  loss {mean:.4f}  lr {lr:.2e}  "
                   f"{rate:,.0f} tok/s  {now - start:.0f}/{cfg.seconds:.0f}s", flush=True)
             window_loss.zero_()
             window_steps, window_tokens, last_log = 0, 0, now
         if cfg.save_every > 0 and now - last_save >= cfg.save_every:
             interim_save({"steps": step, "tokens_seen": tokens})
             last_save = now
-    if window_steps:
-        final_train_loss = float(window_loss) / window_steps
+    final = float(ema) / (1 - LOSS_EMA_DECAY ** step) if step else float("nan")
     return {"steps": step, "tokens_seen": tokens, "seconds": time.monotonic() - start,
-            "final_train_loss": final_train_loss}
+            "final_train_loss": final}
 
 
 def train(cfg: TrainConfig) -> dict:
