@@ -19,7 +19,7 @@ from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.models import DiffusionModel, load_model
 from dlm_lsp.policy import REWRITE, SpanPlan, plan_span
 from dlm_lsp.sampler import Cancelled, SamplerConfig, denoise, refine_start
-from dlm_lsp.span import HeadChain, SpanLayout, build_layout
+from dlm_lsp.span import HeadChain, SpanLayout, borrowed_line_break, build_layout
 from dlm_lsp.validation import language_for, validate_fill
 
 MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
@@ -148,12 +148,14 @@ class Engine:
         tok = model.tokenizer
         plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole)
         prefix, suffix = req.text[:req.start], req.text[req.end:]
-        layout = build_layout(tok, prefix, suffix, plan.n_masked, cfg.max_context_tokens,
-                              max_length=model.max_length)
+        tail = borrowed_line_break(req.text[:req.end], suffix)
+        layout = build_layout(tok, prefix, tail + suffix, plan.n_masked,
+                              cfg.max_context_tokens, max_length=model.max_length)
         if layout.head and not HeadChain(tok.token_texts, layout.head,
                                          tok.sorted_texts).reproducible:
-            layout = build_layout(tok, prefix, suffix, plan.n_masked, cfg.max_context_tokens,
-                                  move_head=False, max_length=model.max_length)
+            layout = build_layout(tok, prefix, tail + suffix, plan.n_masked,
+                                  cfg.max_context_tokens, move_head=False,
+                                  max_length=model.max_length)
 
         strategy = opt.strategy or cfg.strategy
         # the baseline spends one step per token, the moved head's tokens included
@@ -175,13 +177,13 @@ class Engine:
         language = language_for(req.language_id, req.uri) if cfg.validate else None
 
         def syntax_ok(ids: list[int]) -> bool:  # the early stop's independent check
-            fill = self._fill_text(ids, layout.head, plan.single_line)
+            fill = self._fill_text(ids, layout.head, plan.single_line, tail)
             return validate_fill(req.text, req.start, req.end, fill, language).valid
 
         out = denoise(model, layout, sampler, seed, on_step, req.should_stop, syntax_ok)
         candidates = []
         for ids, score in zip(out.span_ids.tolist(), out.scores.tolist(), strict=True):
-            text = self._fill_text(ids, layout.head, plan.single_line)
+            text = self._fill_text(ids, layout.head, plan.single_line, tail)
             check = validate_fill(req.text, req.start, req.end, text, language)
             candidates.append(Candidate(text, check.valid if check.checked else None, score,
                                         self._used(ids, layout.head_tokens)))
@@ -208,8 +210,11 @@ class Engine:
         pad = self.model.pad_id
         return max(0, (ids.index(pad) if pad in ids else len(ids)) - head_tokens)
 
-    def _fill_text(self, ids: list[int], head: str, single_line: bool) -> str:
-        """Decode a span up to its first pad, drop the head, keep one line if asked."""
+    def _fill_text(self, ids: list[int], head: str, single_line: bool, tail: str = "") -> str:
+        """Decode a span up to its first pad, drop the head, keep one line if asked.
+
+        A non-empty fill gets back the line break borrowed by the suffix (`tail`).
+        """
         pad = self.model.pad_id
         ids = ids[:ids.index(pad)] if pad in ids else ids
         text = self.model.tokenizer.decode(ids)
@@ -218,6 +223,8 @@ class Engine:
         text = text[len(head):]
         if single_line:
             text = text.split("\n", 1)[0]
+        if tail and text.strip() and not text.endswith(tail):
+            text += tail
         return text
 
     def _draft(self, ids: list[int], head: str) -> str:

@@ -9,6 +9,13 @@ text.  We handle the prefix edge explicitly: the last pre-token of the prefix
 as the *head*, and the sampler constrains the first span positions to reproduce
 the head exactly, in whatever tokenization the model prefers.  The head is then
 cut off the decoded fill, so the fill never duplicates or drops edge characters.
+
+At the suffix edge the common merge is a span that ends at the start of a
+non-empty line: in the finished text the span's last line break would join the
+next line's indentation.  There the line break is *borrowed*: the model sees the
+suffix as that line break plus the next line (`ĊĠĠĠ` as in training), fills
+the span without a final line break, and the engine appends the borrowed one.
+A suffix that starts mid-word is still tokenized on its own.
 """
 
 from __future__ import annotations
@@ -44,6 +51,19 @@ class SpanLayout:
         """The full input sequence: the span masked, or as `init_ids` starts it."""
         span = list(self.init_ids) if self.init_ids is not None else [mask_id] * self.n_masked
         return self.prefix_ids + span + self.suffix_ids
+
+
+def borrowed_line_break(before_end: str, suffix: str) -> str:
+    """The line break the model should see at the start of the suffix, or "".
+
+    `before_end` is the text up to the span's end (prefix plus any replaced
+    text).  When it ends a line and the suffix starts a non-empty line, the
+    span's final line break belongs with the suffix's indentation, so the
+    suffix is shown to the model with it and the fill gets it back afterwards.
+    """
+    if not suffix or suffix[0] in "\r\n" or not before_end.endswith("\n"):
+        return ""
+    return "\r\n" if before_end.endswith("\r\n") else "\n"
 
 
 def _last_pretoken_start(tokenizer: Tokenizer, text: str) -> int:

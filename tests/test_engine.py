@@ -20,6 +20,7 @@ from dlm_lsp.engine import MASK_PLACEHOLDER, Engine, InfillRequest, OutOfMemory
 from dlm_lsp.models import ModelLoadError
 from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE
 from dlm_lsp.sampler import Cancelled
+from dlm_lsp.span import borrowed_line_break
 from dlm_lsp.validation import Validation
 
 
@@ -86,6 +87,11 @@ def _assert_inserted_exactly(engine: Engine, req: InfillRequest, result, calls: 
     body = written[len(layout.head):]
     if result.plan.single_line:
         body = body.split("\n", 1)[0]
+    tail = borrowed_line_break(req.text[:req.end], req.text[req.end:])
+    assert tok.decode(layout.suffix_ids) == (tail + req.text[req.end:])[:len(
+        tok.decode(layout.suffix_ids))]  # the model sees the suffix after the borrowed break
+    if tail and body.strip() and not body.endswith(tail):
+        body += tail
     [candidate] = result.candidates
     assert candidate.text == body, (layout.head, written)
 
@@ -154,8 +160,11 @@ def test_single_line_fills_contain_no_line_break(engine: Engine, marked: str) ->
     for seed in range(3):
         result = engine.infill(_request(marked, seed=seed, candidates=3))
         assert result.plan.kind == SINGLE_LINE
+        at_line_start = marked.split("|")[0].endswith("\n")
         for c in result.candidates:
-            assert "\n" not in c.text
+            # a fill at the start of a code line ends with its own line break, nowhere else
+            body = c.text[:-1] if at_line_start and c.text.endswith("\n") else c.text
+            assert "\n" not in body
 
 
 def test_plan_kind_follows_the_cursor(engine: Engine) -> None:
@@ -281,3 +290,26 @@ def test_reconfigure_keeps_the_model_unless_model_or_device_change(
     eng.reconfigure(ServerConfig(model=str(tmp_path / "other"), device="cpu"))
     with pytest.raises(ModelLoadError):
         eng.model  # noqa: B018
+
+
+def test_a_fill_at_the_start_of_a_code_line_is_a_whole_line_of_its_own(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _record_denoise(monkeypatch)
+    for seed in range(4):
+        req = _request("a = 1\n|    b = 2\n", seed=seed, candidates=1)
+        fill = engine.infill(req).candidates[0].text
+        layout, _ = calls[-1]
+        assert engine.model.tokenizer.decode(layout.suffix_ids).startswith("\n    b = 2")
+        assert fill == "" or (fill.endswith("\n") and "\n" not in fill[:-1])
+        assert (req.text[:req.start] + fill + req.text[req.end:]).endswith("\n    b = 2\n")
+
+
+@pytest.mark.parametrize("before, suffix, expected", [
+    ("a = 1\n", "    b = 2\n", "\n"),
+    ("a = 1\r\n", "b = 2\r\n", "\r\n"),
+    ("a = 1\n", "\nb = 2\n", ""),  # the next line is empty: already natural
+    ("a = 1", "\nb = 2\n", ""),  # the span ends mid-line
+    ("a = 1\n", "", ""),  # end of file
+])
+def test_the_line_break_is_borrowed_only_before_a_non_empty_line(before, suffix, expected):
+    assert borrowed_line_break(before, suffix) == expected
