@@ -165,7 +165,9 @@ class Engine:
         extra_passes = 0
         strength = _setting(opt, cfg, "strength")
         if plan.kind == REWRITE and strength is not None:
-            layout = self._refine_layout(layout, req.text[req.start:req.end], strength,
+            old = req.text[req.start:req.end]
+            old = old[:len(old) - len(tail)] if tail else old  # the suffix shows the break
+            layout = self._refine_layout(layout, old, strength,
                                          _setting(opt, cfg, "refine_order"), seed)
             extra_passes = int(layout.init_ids is not None and strength > 0
                                and _setting(opt, cfg, "refine_order") == "confidence")

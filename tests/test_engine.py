@@ -313,3 +313,17 @@ def test_a_fill_at_the_start_of_a_code_line_is_a_whole_line_of_its_own(
 ])
 def test_the_line_break_is_borrowed_only_before_a_non_empty_line(before, suffix, expected):
     assert borrowed_line_break(before, suffix) == expected
+
+
+def test_refining_whole_lines_keeps_one_line_break_before_the_next_line(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _record_denoise(monkeypatch)
+    text = "def f(x):\n    y = x + 1\n    return y\n"
+    start, end = text.index("    y"), text.index("    return")
+    req = InfillRequest(text, start, end, "python",
+                        options=InfillOptions(strength=0.0, steps=2, candidates=1))
+    fill = engine.infill(req).candidates[0].text
+    layout, _ = calls[-1]
+    tok = engine.model.tokenizer
+    assert tok.decode(list(layout.init_ids)).count("\n") == 1  # only the head's break
+    assert fill == "    y = x + 1\n"  # strength 0 keeps the old code exactly
