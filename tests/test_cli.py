@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "hello.py"
 
 
@@ -24,6 +26,16 @@ def test_fill_prints_the_file_with_its_hole_filled_and_the_rest_unchanged(model_
     assert out.stdout.startswith(before) and out.stdout.endswith(after)
     assert "<FILL>" not in out.stdout
     assert "1 hole(s) filled" in out.stderr
+
+
+@pytest.mark.parametrize("name", ["hello.js", "hello.ts", "hello.go", "hello.rs"])
+def test_fill_works_on_fixtures_in_other_languages_and_checks_their_syntax(model_dir, name):
+    fixture = FIXTURE.parent / name
+    out = run_cli("fill", str(fixture), "--model", str(model_dir), "--steps", "2")
+    assert out.returncode == 0, out.stderr
+    before, after = fixture.read_text().split("<FILL>")
+    assert out.stdout.startswith(before) and out.stdout.endswith(after)
+    assert "syntax valid" in out.stderr or "syntax INVALID" in out.stderr  # a grammar ran
 
 
 def test_fill_without_holes_says_so(tmp_path, model_dir):
