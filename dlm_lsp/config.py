@@ -26,23 +26,23 @@ T = TypeVar("T")
 class SamplingControls:
     """The denoising controls, settable in the configuration and per request.
 
-    In `ServerConfig` each has its default; in `InfillOptions` None means "use
-    the server's setting".  See `dlm_lsp.sampler.SamplerConfig` for what each does.
+    None means "not set here": a request falls back to the server's setting,
+    and the server to the sampler's own default (`dlm_lsp.sampler.SamplerConfig`
+    keeps every default, and says what each control does).
     """
 
-    top_p: float | None = 1.0  # nucleus for sampling (temperature > 0)
-    threshold: float | None = None  # confidence-threshold parallel commits
-    max_per_step: int | None = None  # cap on positions committed per step
-    spacing: int | None = 0  # positions committed together are more than this apart
-    remask: float | None = 0.0  # share of the span that may be re-masked per step
-    remask_below: float | None = 0.5  # re-mask only tokens whose probability fell below
-    ltr_tokens: int | None = 0  # hybrid: first K tokens left to right
-    ltr_first_line: bool | None = False  # hybrid: the first line left to right
-    block_size: int | None = None  # semi-autoregressive blocks
-    early_stop: bool | None = False  # stop when stable and the result passes the checks
-    early_stop_logprob: float | None = -1.0  # the quality bar of an early stop
+    top_p: float | None = None  # nucleus for sampling (temperature > 0); default 1.0
+    threshold: float | None = None  # confidence-threshold parallel commits; default off
+    max_per_step: int | None = None  # cap on positions committed per step; default off
+    spacing: int | None = None  # positions committed together are more than this apart; 0
+    remask: float | None = None  # share of the span that may be re-masked per step; 0
+    remask_below: float | None = None  # re-mask only tokens whose probability fell below; 0.5
+    ltr_tokens: int | None = None  # hybrid: first K tokens left to right; 0
+    ltr_first_line: bool | None = None  # hybrid: the first line left to right; off
+    block_size: int | None = None  # semi-autoregressive blocks; off
+    early_stop: bool | None = None  # stop when stable and the result passes the checks; off
+    early_stop_logprob: float | None = None  # the quality bar of an early stop; -1.0
     strength: float | None = None  # rewrites: share of the old code to re-mask (None: all)
-    refine_order: str | None = "confidence"  # which old tokens to re-mask first
 
 
 @dataclass
@@ -57,14 +57,6 @@ class InfillOptions(SamplingControls):
     seed: int | None = None
     temperature: float | None = None
     latency_ms: int | None = None  # accepted; honoured once the serving engine exists
-    top_p: float | None = None
-    spacing: int | None = None
-    remask: float | None = None
-    remask_below: float | None = None
-    ltr_tokens: int | None = None
-    ltr_first_line: bool | None = None
-    early_stop: bool | None = None
-    early_stop_logprob: float | None = None
     refine_order: str | None = None
 
 
@@ -91,6 +83,7 @@ class ServerConfig(SamplingControls):
     hole_marker: str = "<FILL>"
     drafts: bool = False  # send dlm/draft notifications while denoising
     validate: bool = True  # check fills with tree-sitter
+    refine_order: str = "confidence"  # which old tokens a refinement re-masks first
 
 
 # Value checks beyond the type: name -> (predicate, what a good value looks like).

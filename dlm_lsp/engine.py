@@ -11,15 +11,15 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 
-from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig
 from dlm_lsp.models import DiffusionModel, load_model
 from dlm_lsp.policy import REWRITE, SpanPlan, plan_span
 from dlm_lsp.sampler import Cancelled, SamplerConfig, denoise, refine_start
-from dlm_lsp.span import HeadChain, SpanLayout, borrowed_line_break, build_layout
+from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
 from dlm_lsp.validation import language_for, validate_fill
 
 MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
@@ -81,19 +81,12 @@ def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
     n_cand = opt.candidates or cfg.candidates
     temp = _setting(opt, cfg, "temperature")
     temps = (temp,) + (max(temp, CANDIDATE_TEMPERATURE),) * (n_cand - 1)
-    defaults = SamplerConfig()
-
-    def get(name: str):
-        value = _setting(opt, cfg, name)
-        return getattr(defaults, name) if value is None else value
-
-    return SamplerConfig(
-        steps=steps, strategy=strategy, schedule=get("schedule"), temperatures=temps,
-        top_p=get("top_p"), threshold=_setting(opt, cfg, "threshold"),
-        max_per_step=_setting(opt, cfg, "max_per_step"), spacing=get("spacing"),
-        remask=get("remask"), remask_below=get("remask_below"), ltr_tokens=get("ltr_tokens"),
-        ltr_first_line=get("ltr_first_line"), block_size=_setting(opt, cfg, "block_size"),
-        early_stop=get("early_stop"), early_stop_logprob=get("early_stop_logprob"))
+    sampler_fields = {f.name for f in fields(SamplerConfig)}
+    controls = {f.name: _setting(opt, cfg, f.name) for f in fields(SamplingControls)
+                if f.name in sampler_fields}
+    return SamplerConfig(steps=steps, strategy=strategy, schedule=_setting(opt, cfg, "schedule"),
+                         temperatures=temps,
+                         **{k: v for k, v in controls.items() if v is not None})
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -151,8 +144,7 @@ class Engine:
         tail = borrowed_line_break(req.text[:req.end], suffix)
         layout = build_layout(tok, prefix, tail + suffix, plan.n_masked,
                               cfg.max_context_tokens, max_length=model.max_length)
-        if layout.head and not HeadChain(tok.token_texts, layout.head,
-                                         tok.sorted_texts).reproducible:
+        if layout.head and not head_chain(tok, layout.head).reproducible:
             layout = build_layout(tok, prefix, tail + suffix, plan.n_masked,
                                   cfg.max_context_tokens, move_head=False,
                                   max_length=model.max_length)

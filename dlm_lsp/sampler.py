@@ -32,7 +32,7 @@ import torch
 
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.schedules import SCHEDULES
-from dlm_lsp.span import HeadChain, SpanLayout
+from dlm_lsp.span import HeadChain, SpanLayout, head_chain
 from dlm_lsp.strategies import STRATEGIES
 
 
@@ -233,7 +233,7 @@ def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed:
     n = hi - lo
     chain = None
     if layout.head and layout.init_ids is None:
-        chain = HeadChain(tok.token_texts, layout.head, tok.sorted_texts)
+        chain = head_chain(tok, layout.head)
         if not chain.reproducible:
             raise ValueError(f"head {layout.head!r} cannot be reproduced by this vocabulary; "
                              "build the layout with move_head=False")

@@ -21,6 +21,7 @@ A suffix that starts mid-word is still tokenized on its own.
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass
 
 from dlm_lsp.models.tokenizer import Tokenizer
@@ -156,6 +157,13 @@ class HeadChain:
     def advance(self, done: int, text: str) -> int:
         """Head characters reproduced after committing a token with `text`."""
         return len(self.head) if text.startswith(self.head[done:]) else done + len(text)
+
+
+@functools.lru_cache(maxsize=256)
+def head_chain(tokenizer: Tokenizer, head: str) -> HeadChain:
+    """The HeadChain of `head` for a tokenizer, built once: the engine checks it, the
+    sampler follows it, and the same heads (a line break, an indentation) recur."""
+    return HeadChain(tokenizer.token_texts, head, tokenizer.sorted_texts)
 
 
 def sorted_texts(token_texts: list[str]) -> list[tuple[str, int]]:
