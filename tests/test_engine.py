@@ -59,7 +59,8 @@ def _record_denoise(monkeypatch: pytest.MonkeyPatch) -> list:
 
 # cursor positions where the tokenizer would merge the prefix's end with the fill
 EDGES = {
-    "mid-word": "y = ret|\n",
+    "end-of-word": "y = ret|\n",
+    "mid-word": "y = ret|urn\n",
     "end-of-line": "x = foo(|\n",
     "indented-line-start": "def f():\n    |\n",
     "after-line-break": "a = 1\n|b = 2\n",
