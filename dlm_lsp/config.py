@@ -28,7 +28,8 @@ class SamplingControls:
 
     None means "not set here": a request falls back to the server's setting,
     and the server to the sampler's own default (`dlm_lsp.sampler.SamplerConfig`
-    keeps every default, and says what each control does).
+    keeps every default, and says what each control does; `dlm_lsp.repair.RepairConfig`
+    those of repair and the left-to-right fallback).
     """
 
     top_p: float | None = None  # nucleus for sampling (temperature > 0); default 1.0
@@ -43,6 +44,8 @@ class SamplingControls:
     early_stop: bool | None = None  # stop when stable and the result passes the checks; off
     early_stop_logprob: float | None = None  # the quality bar of an early stop; -1.0
     strength: float | None = None  # rewrites: share of the old code to re-mask (None: all)
+    repair_rounds: int | None = None  # syntax-guided repair rounds for invalid fills; 2
+    fallback: bool | None = None  # retry left to right when no fill is valid; on
 
 
 @dataclass
@@ -102,6 +105,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "block_size": (lambda v: v is None or v >= 1, "a positive integer"),
     "early_stop_logprob": (lambda v: v is None or v <= 0, "a log-probability (<= 0)"),
     "strength": (lambda v: v is None or 0 <= v <= 1, "a number from 0 to 1"),
+    "repair_rounds": (lambda v: v is None or 0 <= v <= 16, "an integer from 0 to 16"),
     "refine_order": (lambda v: v is None or v in REFINE_ORDERS,
                      f"one of {', '.join(REFINE_ORDERS)}"),
     "length": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),

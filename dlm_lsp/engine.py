@@ -18,9 +18,17 @@ import torch
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig
 from dlm_lsp.models import DiffusionModel, load_model
 from dlm_lsp.policy import REWRITE, SpanPlan, plan_span
-from dlm_lsp.sampler import Cancelled, SamplerConfig, denoise, refine_start
+from dlm_lsp.repair import (
+    DIFFUSION,
+    LEFT_TO_RIGHT,
+    REPAIR,
+    RepairConfig,
+    positions_to_remask,
+    token_offsets,
+)
+from dlm_lsp.sampler import Cancelled, Denoised, SamplerConfig, denoise, refine_start
 from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
-from dlm_lsp.validation import language_for, validate_fill
+from dlm_lsp.validation import ParsedDocument, Validation, language_for, parsed_document
 
 MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
 CANDIDATE_TEMPERATURE = 0.8  # extra candidates sample at least this hot, or they would all agree
@@ -55,6 +63,9 @@ class Candidate:
     valid: bool | None  # None when the language has no grammar to check against
     score: float  # mean log-probability of the committed tokens
     used: int = 0  # span tokens used before the pad tail (the rest were trimmed)
+    path: str = DIFFUSION  # what produced it: diffusion, repair or left-to-right
+    ids: list[int] = field(default_factory=list, repr=False)  # the span as denoised
+    check: Validation | None = field(default=None, repr=False)  # None when unchecked
 
 
 @dataclass
@@ -67,6 +78,8 @@ class InfillResult:
     tokens: int  # span length chosen (masked positions)
     ms: float
     early_stopped: bool = False
+    path: str = DIFFUSION  # what produced the best candidate
+    repair_rounds: int = 0  # syntax-guided repair rounds run
 
 
 def _setting(opt: InfillOptions, cfg: ServerConfig, name: str):
@@ -163,28 +176,31 @@ class Engine:
                                          _setting(opt, cfg, "refine_order"), seed)
             extra_passes = int(layout.init_ids is not None and strength > 0
                                and _setting(opt, cfg, "refine_order") == "confidence")
-        on_step = None
-        if req.on_draft is not None:
-            def on_step(step: int, steps: int, span: torch.Tensor) -> None:
-                req.on_draft(step, steps, self._draft(span[0].tolist(), layout.head))
-
-        language = language_for(req.language_id, req.uri) if cfg.validate else None
-
-        def syntax_ok(ids: list[int]) -> bool:  # the early stop's independent check
-            fill = self._fill_text(ids, layout.head, plan.single_line, tail)
-            return validate_fill(req.text, req.start, req.end, fill, language).valid
-
-        out = denoise(model, layout, sampler, seed, on_step, req.should_stop, syntax_ok)
-        candidates = []
-        for ids, score in zip(out.span_ids.tolist(), out.scores.tolist(), strict=True):
-            text = self._fill_text(ids, layout.head, plan.single_line, tail)
-            check = validate_fill(req.text, req.start, req.end, text, language)
-            candidates.append(Candidate(text, check.valid if check.checked else None, score,
-                                        self._used(ids, layout.head_tokens)))
+        run = _Run(self, req, plan, layout, tail, self._document(req))
+        out = run.denoise(layout, sampler, seed, with_drafts=True)
+        candidates = run.candidates(out, DIFFUSION)
+        repair = repair_config(cfg, opt)
+        if run.checked and not any(c.valid for c in candidates):
+            candidates = run.repair(candidates, repair, sampler, seed)
+        if (run.checked and repair.fallback and strategy != "left-to-right"
+                and not any(c.valid for c in candidates)):
+            retry = replace(sampler, strategy="left-to-right", steps=layout.n_masked,
+                            temperatures=sampler.temperatures[:1])
+            candidates += run.candidates(run.denoise(layout, retry, seed), LEFT_TO_RIGHT)
         candidates.sort(key=lambda c: (c.valid is False, -c.score))
+        candidates = candidates[:len(sampler.temperatures)]  # as many as were asked for
         ms = (time.perf_counter() - began) * 1000
-        return InfillResult(candidates, plan, out.steps + extra_passes, layout.n_masked, ms,
-                            out.early_stopped)
+        return InfillResult(candidates, plan, run.passes + extra_passes, layout.n_masked, ms,
+                            out.early_stopped, candidates[0].path, run.repair_rounds)
+
+    def _document(self, req: InfillRequest) -> ParsedDocument | None:
+        """The request's document parsed for validation (from its last version's tree),
+        or None when validation is off or the language has no grammar."""
+        if not self.config.validate:
+            return None
+        language = language_for(req.language_id, req.uri)
+        document = parsed_document(req.text, language, req.uri)
+        return document if isinstance(document, ParsedDocument) else None
 
     def _refine_layout(self, layout: SpanLayout, old: str, strength: float, by: str,
                        seed: int) -> SpanLayout:
@@ -199,10 +215,14 @@ class Engine:
         return replace(start, init_ids=tuple(
             refine_start(self.model, start, strength, by, seed)))
 
+    def _content_length(self, ids: list[int]) -> int:
+        """Span positions before the first pad."""
+        pad = self.model.pad_id
+        return ids.index(pad) if pad in ids else len(ids)
+
     def _used(self, ids: list[int], head_tokens: int) -> int:
         """Span positions the fill really used: up to the first pad, beyond the head."""
-        pad = self.model.pad_id
-        return max(0, (ids.index(pad) if pad in ids else len(ids)) - head_tokens)
+        return max(0, self._content_length(ids) - head_tokens)
 
     def _fill_text(self, ids: list[int], head: str, single_line: bool, tail: str = "") -> str:
         """Decode a span up to its first pad, drop the head, keep one line if asked.
@@ -232,3 +252,100 @@ class Engine:
             pieces.append(MASK_PLACEHOLDER if i == model.mask_id else texts[i])
         draft = "".join(pieces)
         return draft[len(head):] if draft.startswith(head) else draft
+
+
+def repair_config(cfg: ServerConfig, opt: InfillOptions) -> RepairConfig:
+    """The request's repair settings over the server's, over RepairConfig's defaults."""
+    chosen = {name: _setting(opt, cfg, key) for name, key in
+              (("rounds", "repair_rounds"), ("fallback", "fallback"))}
+    return RepairConfig(**{k: v for k, v in chosen.items() if v is not None})
+
+
+class _Run:
+    """One infill's denoising passes: the first, repairs, the fallback; all share a layout."""
+
+    def __init__(self, engine: Engine, req: InfillRequest, plan: SpanPlan, layout: SpanLayout,
+                 tail: str, document: ParsedDocument | None):
+        self.engine, self.req, self.plan, self.layout, self.tail = engine, req, plan, layout, tail
+        self.document = document
+        self.checked = document is not None
+        self.passes = 0  # forward passes, all denoising runs together
+        self.repair_rounds = 0
+
+    def fill_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
+        layout = layout or self.layout
+        return self.engine._fill_text(ids, layout.head, self.plan.single_line, self.tail)
+
+    def validate(self, fill: str) -> Validation | None:
+        if self.document is None:
+            return None
+        return self.document.validate(self.req.start, self.req.end, fill)
+
+    def denoise(self, layout: SpanLayout, sampler: SamplerConfig, seed: int,
+                with_drafts: bool = False) -> Denoised:
+        req, engine = self.req, self.engine
+        on_step = None
+        if with_drafts and req.on_draft is not None:
+            def on_step(step: int, steps: int, span: torch.Tensor) -> None:
+                req.on_draft(step, steps, engine._draft(span[0].tolist(), layout.head))
+
+        def syntax_ok(ids: list[int]) -> bool:  # the early stop's independent check
+            verdict = self.validate(self.fill_text(ids, layout))
+            return verdict is None or verdict.valid
+
+        out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop, syntax_ok)
+        self.passes += out.steps
+        return out
+
+    def candidates(self, out: Denoised, path: str) -> list[Candidate]:
+        """Decode and validate each row of a denoising run."""
+        found = []
+        for ids, score in zip(out.span_ids.tolist(), out.scores.tolist(), strict=True):
+            text = self.fill_text(ids)
+            verdict = self.validate(text)
+            found.append(Candidate(text, verdict.valid if verdict else None, score,
+                                   self.engine._used(ids, self.layout.head_tokens), path,
+                                   ids, verdict))
+        return found
+
+    def repair(self, candidates: list[Candidate], cfg: RepairConfig, sampler: SamplerConfig,
+               seed: int) -> list[Candidate]:
+        """Re-mask what the new syntax errors point at and denoise it again, best candidate
+        first, until one is valid or `cfg.rounds` rounds are spent."""
+        candidates = sorted(candidates, key=lambda c: -c.score)
+        for index, candidate in enumerate(candidates):
+            while self.repair_rounds < cfg.rounds and not candidate.valid:
+                fixed = self._repair_once(candidate, cfg, sampler, seed + self.repair_rounds)
+                self.repair_rounds += 1
+                if fixed is None:
+                    break
+                candidate = candidates[index] = fixed
+            if candidate.valid or self.repair_rounds >= cfg.rounds:
+                break
+        return candidates
+
+    def _repair_once(self, candidate: Candidate, cfg: RepairConfig, sampler: SamplerConfig,
+                     seed: int) -> Candidate | None:
+        model, layout = self.engine.model, self.layout
+        ids = list(candidate.ids)
+        offsets = token_offsets(model.tokenizer, ids[:self.engine._content_length(ids)])
+        used = len(offsets) - 1
+        head = len(layout.head)
+        protected = next((i for i, at in enumerate(offsets) if at >= head), used) if head else 0
+        start = self.req.start
+        # error ranges of the filled document, moved into the decoded span's coordinates
+        errors = [(a - start + head, b - start + head) for a, b in candidate.check.new_ranges]
+        chosen = positions_to_remask(offsets, used, protected, errors, len(ids), cfg.margin)
+        if not chosen:
+            return None
+        for i in chosen:
+            ids[i] = model.mask_id
+        again = replace(layout, init_ids=tuple(ids), head_tokens=protected)
+        # a second round explores: the same context would give the same greedy tokens
+        temperature = sampler.temperatures[0] if self.repair_rounds == 0 else max(
+            sampler.temperatures[0], CANDIDATE_TEMPERATURE)
+        steps = max(1, min(sampler.steps, len(chosen)))
+        out = self.denoise(again, replace(sampler, steps=steps, temperatures=(temperature,)),
+                           seed)
+        [fixed] = self.candidates(out, REPAIR)
+        return fixed

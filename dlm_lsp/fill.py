@@ -47,7 +47,9 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
         state.accept(hole, best.text)
         valid = {True: "valid", False: "INVALID", None: "unchecked"}[best.valid]
         print(f"# hole at offset {hole[0]}: {result.plan.kind}, {result.tokens} tokens, "
-              f"{result.steps} steps, {result.ms:.0f} ms, syntax {valid}", file=sys.stderr)
+              f"{result.steps} steps, {result.ms:.0f} ms, syntax {valid} ({result.path}"
+              f"{f', {result.repair_rounds} repair round(s)' if result.repair_rounds else ''})",
+              file=sys.stderr)
     print(f"# {len(holes)} hole(s) filled by {model_obj.name} on {model_obj.device} in "
           f"{time.perf_counter() - began:.2f} s", file=sys.stderr)
     if write:

@@ -97,8 +97,11 @@ def infill_result(version: int | None, rng: types.Range, result: InfillResult) -
         "version": version,
         "edits": [_converter.unstructure(types.TextEdit(rng, best.text))],
         "candidates": [{"text": c.text, "valid": c.valid, "score": round(c.score, 4),
-                        "used": c.used} for c in result.candidates],
+                        "used": c.used, "path": c.path,
+                        "errors": [list(at) for at in c.check.new_errors] if c.check else []}
+                       for c in result.candidates],
         "stats": {"steps": result.steps, "tokens": result.tokens, "used": best.used,
                   "ms": round(result.ms, 1), "kind": result.plan.kind,
-                  "earlyStopped": result.early_stopped},
+                  "earlyStopped": result.early_stopped, "path": result.path,
+                  "repairRounds": result.repair_rounds},
     }

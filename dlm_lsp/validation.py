@@ -20,13 +20,16 @@ character ranges of the candidate document, where the fill occupies [start, star
 
 from __future__ import annotations
 
+import bisect
 import importlib
 import os
+import re
 import threading
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 
 @dataclass(frozen=True)
@@ -36,8 +39,9 @@ class Validation:
     checked: bool
     valid: bool
     language: str | None
-    new_errors: tuple[tuple[int, int], ...] = ()
+    new_errors: tuple[tuple[int, int], ...] = ()  # (line, column) of each new error
     reason: str = ""
+    new_ranges: tuple[tuple[int, int], ...] = ()  # character ranges in the filled document
 
 
 # canonical name -> (grammar module, function returning the language capsule)
@@ -74,6 +78,12 @@ _EXTENSIONS: dict[str, str] = {
     ".c": "c", ".h": "c",
     ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp",
 }
+
+# Documents longer than this are validated in a window around the span (see
+# ParsedDocument._validate_in_window): tree-sitter's incremental reparse still walks
+# every top-level node, ~80 ms on a 5 MB file, more than a denoising step.
+WINDOW_ABOVE = 200_000  # characters
+WINDOW_LINES = 400  # the window's syntax node spans at most this many lines
 
 # One parser per language, built on first use; a string records why a grammar failed to load.
 _PARSERS: dict[str, Parser | str] = {}
@@ -151,11 +161,8 @@ def _char_offsets(data: bytes, byte_offsets: set[int]) -> dict[int, int]:
     return result
 
 
-def _parse_errors(parser: Parser, text: str) -> list[tuple[_Error, tuple[int, int]]]:
-    """Parse `text` and return each error as a char range plus its (line, character column)."""
-    data = text.encode("utf-8", "surrogatepass")
-    with _LOCK:
-        tree = parser.parse(data)
+def _errors(tree: Tree, data: bytes, text: str) -> list[tuple[_Error, tuple[int, int]]]:
+    """Each error of a parse as a char range plus its (line, character column)."""
     nodes = _error_nodes(tree.root_node, nested=False)
     inner = {node.id: _error_nodes(node, nested=True) for node in nodes}
     wanted = {node.start_byte - node.start_point[1] for node in nodes}  # line starts
@@ -172,6 +179,216 @@ def _parse_errors(parser: Parser, text: str) -> list[tuple[_Error, tuple[int, in
         column = chars[node.start_byte] - chars[node.start_byte - node.start_point[1]]
         errors.append((error, (node.start_point[0], column)))
     return errors
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+class _Place(NamedTuple):
+    """A character offset of a document as tree-sitter addresses it."""
+
+    byte: int
+    point: tuple[int, int]  # (row, byte column)
+
+
+def _place(text: str, data: bytes, offset: int) -> _Place:
+    """Byte offset and point of character `offset`; bytes are characters in ASCII text."""
+    ascii_text = len(data) == len(text)
+    byte = offset if ascii_text else len(_encode(text[:offset]))
+    row = text.count("\n", 0, offset)
+    line = text.rfind("\n", 0, offset) + 1
+    line_byte = line if ascii_text else len(_encode(text[:line]))
+    return _Place(byte, (row, byte - line_byte))
+
+
+def _end_place(start: _Place, inserted: str) -> _Place:
+    """Where `inserted`, written at `start`, ends."""
+    data = _encode(inserted)
+    lines = inserted.count("\n")
+    if not lines:
+        return _Place(start.byte + len(data), (start.point[0], start.point[1] + len(data)))
+    last = len(_encode(inserted[inserted.rfind("\n") + 1:]))
+    return _Place(start.byte + len(data), (start.point[0] + lines, last))
+
+
+def _common_ends(old: str, new: str) -> tuple[int, int]:
+    """Lengths of the common prefix and (non-overlapping) common suffix of two texts.
+
+    Found by bisection on slice comparisons, which run at memcmp speed, so a
+    keystroke in a 5 MB document costs microseconds of Python, not a char loop.
+    """
+    limit = min(len(old), len(new))
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[:mid] == new[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    prefix = lo
+    lo, hi = 0, limit - prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[len(old) - mid:] == new[len(new) - mid:]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return prefix, lo
+
+
+class ParsedDocument:
+    """One version of a document, parsed once; candidate fills reparse incrementally.
+
+    Validating a fill needs three parses (the candidate, the document without
+    the span, the document as it is).  All of them differ from the document by
+    one edit, so each copies the document's tree, applies `Tree.edit` and lets
+    tree-sitter reuse every untouched subtree: on a large file a fill costs a
+    small fraction of a full parse.  A new version of the same document (see
+    `parsed_document`) is parsed the same way from the previous version's tree.
+    """
+
+    def __init__(self, text: str, language: str, parser: Parser,
+                 previous: ParsedDocument | None = None):
+        self.text, self.language, self._parser = text, language, parser
+        self.data = _encode(text)
+        old_tree = None
+        if previous is not None and previous.language == language:
+            prefix, suffix = _common_ends(previous.text, text)
+            old_tree = previous._edited(prefix, len(previous.text) - suffix,
+                                        text[prefix:len(text) - suffix])
+        with _LOCK:
+            self.tree = parser.parse(self.data, old_tree) if old_tree else parser.parse(self.data)
+        self._original: list[_Error] | None = None
+        self._lines: list[int] | None = None
+        self._windows: dict[tuple[int, int], ParsedDocument] = {}
+        self.windowed = True  # large documents validate in a window (a window itself never)
+
+    def _edited(self, start: int, end: int, inserted: str) -> Tree:
+        """A copy of this document's tree told that [start, end) became `inserted`."""
+        first, last = _place(self.text, self.data, start), _place(self.text, self.data, end)
+        new_end = _end_place(first, inserted)
+        tree = self.tree.copy()
+        tree.edit(first.byte, last.byte, new_end.byte, first.point, last.point, new_end.point)
+        return tree
+
+    def _parse_with(self, start: int, end: int, inserted: str) -> tuple[Tree, bytes, str]:
+        """Parse the document with [start, end) replaced, reusing this version's tree."""
+        tree = self._edited(start, end, inserted)
+        first = _place(self.text, self.data, start).byte
+        last = _place(self.text, self.data, end).byte
+        data = self.data[:first] + _encode(inserted) + self.data[last:]
+        with _LOCK:
+            parsed = self._parser.parse(data, tree)
+        return parsed, data, self.text[:start] + inserted + self.text[end:]
+
+    @property
+    def errors(self) -> list[_Error]:
+        """The document's own errors, found once per version."""
+        if self._original is None:
+            self._original = [e for e, _ in _errors(self.tree, self.data, self.text)]
+        return self._original
+
+    def validate(self, start: int, end: int, fill: str) -> Validation:
+        """Report the errors that `fill`, written over [start, end), introduces."""
+        text = self.text
+        if not 0 <= start <= end <= len(text):
+            raise ValueError(
+                f"span [{start}, {end}) is outside a document of {len(text)} characters")
+        if self.windowed and len(text) > WINDOW_ABOVE:
+            return self._validate_in_window(start, end, fill)
+        candidate = _errors(*self._parse_with(start, end, fill))
+        if not candidate:  # the common case: no need for a baseline at all
+            return Validation(True, True, self.language, reason="no syntax errors")
+        # The document as it is, and the document with the span removed; for an
+        # insertion they are the same text.
+        original = _Baseline(self.errors, end - start)
+        removed = original if end == start else _Baseline(
+            [e for e, _ in _errors(*self._parse_with(start, end, ""))], 0)
+        reach = (_skip_blanks_back(text, start), start + len(fill) + _blanks_at(text, end))
+        new = sorted((where, (error.start, error.end)) for error, where in candidate
+                     if _is_new(error, removed, original, start, len(fill), reach))
+        if not new:
+            return Validation(True, True, self.language,
+                              reason=f"no new syntax errors ({len(candidate)} pre-existing "
+                                     "ignored)")
+        places = tuple(sorted({where for where, _ in new}))
+        line, column = places[0]
+        return Validation(True, False, self.language, places,
+                          reason=f"fill introduces {len(places)} syntax error(s), first at "
+                                 f"line {line + 1}, column {column + 1}",
+                          new_ranges=tuple(sorted({span for _, span in new})))
+
+    def _line_starts(self) -> list[int]:
+        if self._lines is None:
+            self._lines = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        return self._lines
+
+    def window(self, start: int, end: int) -> tuple[int, int]:
+        """Whole lines around [start, end): the largest syntax node holding the span
+        within WINDOW_LINES lines, with its neighbours on either side."""
+        lines = self._line_starts()
+        first = bisect.bisect_right(lines, start) - 1
+        last = bisect.bisect_right(lines, end) - 1
+        node = self.tree.root_node.named_descendant_for_point_range((first, 0), (last, 0))
+        chosen = node
+        while node is not None and node.parent is not None:
+            if node.end_point[0] - node.start_point[0] > WINDOW_LINES:
+                break
+            chosen, node = node, node.parent
+        top, bottom = min(first, chosen.start_point[0]), max(last, chosen.end_point[0])
+        if chosen.prev_sibling is not None:
+            top = min(top, max(chosen.prev_sibling.start_point[0], top - WINDOW_LINES))
+        if chosen.next_sibling is not None:
+            bottom = max(bottom, min(chosen.next_sibling.end_point[0], bottom + WINDOW_LINES))
+        return lines[top], lines[bottom + 1] if bottom + 1 < len(lines) else len(self.text)
+
+    def _validate_in_window(self, start: int, end: int, fill: str) -> Validation:
+        """Validate inside a window of the document, so the cost does not grow with it.
+
+        The window is parsed on its own, with and without the fill; cutting it out
+        of the document can make errors at its edges, but they are in the
+        baselines too and so are never blamed on the fill.  What this cannot see
+        is damage the fill does beyond the window, such as an unclosed string
+        that runs to the end of a huge file: it shows as an error at the
+        window's end instead, which is still new and still blamed.
+        """
+        low, high = self.window(start, end)
+        key = (low, high)
+        part = self._windows.get(key)
+        if part is None:
+            part = ParsedDocument(self.text[low:high], self.language, self._parser)
+            part.windowed = False
+            self._windows = {key: part}
+        verdict = part.validate(start - low, end - low, fill)
+        if verdict.valid:
+            return verdict
+        shift = bisect.bisect_right(self._line_starts(), low) - 1
+        return replace(verdict, new_errors=tuple((line + shift, column)
+                                                 for line, column in verdict.new_errors),
+                       new_ranges=tuple((a + low, b + low) for a, b in verdict.new_ranges),
+                       reason=_shift_reason(verdict, shift))
+
+
+def _shift_reason(verdict: Validation, shift: int) -> str:
+    line, column = verdict.new_errors[0]
+    return (f"fill introduces {len(verdict.new_errors)} syntax error(s), first at "
+            f"line {line + shift + 1}, column {column + 1}")
+
+
+def _skip_blanks_back(text: str, at: int) -> int:
+    """Offset of the first of the spaces and tabs that end text[:at]."""
+    while at > 0 and text[at - 1] in " \t":
+        at -= 1
+    return at
+
+
+_BLANKS = re.compile(r"[ \t]*")
+
+
+def _blanks_at(text: str, at: int) -> int:
+    """How many spaces and tabs start text[at:]."""
+    return _BLANKS.match(text, at).end() - at
 
 
 class _Baseline(NamedTuple):
@@ -227,37 +444,55 @@ def _is_new(error: _Error, removed: _Baseline, original: _Baseline, hole: int, s
                    for base in bases for old in base.errors)
 
 
-def validate_fill(text: str, start: int, end: int, fill: str, language: str | None) -> Validation:
+def canonical_language(language: str | None) -> tuple[str | None, Parser | None, str]:
+    """(canonical name, parser, "") when `language` can be checked, else (name, None, why not).
+
+    LSP languageIds are accepted too, so callers may pass what the client sent.
+    """
+    canonical = _LANGUAGE_IDS.get(language.strip().lower()) if language else None
+    if canonical is None:
+        return None, None, (f"no grammar for language {language!r}" if language
+                            else "no language given")
+    parser = _parser(canonical)
+    if isinstance(parser, str):
+        return canonical, None, parser
+    return canonical, parser, ""
+
+
+# The latest parsed version of each recently validated document, for incremental reparsing.
+_DOCUMENTS: OrderedDict[str, ParsedDocument] = OrderedDict()
+_KEEP_DOCUMENTS = 16
+
+
+def parsed_document(text: str, language: str | None,
+                    uri: str | None = None) -> ParsedDocument | Validation:
+    """The document parsed (from its previous version's tree, when `uri` was seen before).
+
+    Returns an unchecked Validation instead when the language has no usable grammar.
+    """
+    canonical, parser, why = canonical_language(language)
+    if parser is None:
+        return Validation(False, True, canonical, reason=why)
+    with _LOCK:
+        previous = _DOCUMENTS.get(uri) if uri is not None else None
+    if previous is not None and previous.text == text and previous.language == canonical:
+        return previous
+    document = ParsedDocument(text, canonical, parser, previous)
+    if uri is not None:
+        with _LOCK:
+            _DOCUMENTS[uri] = document
+            _DOCUMENTS.move_to_end(uri)
+            while len(_DOCUMENTS) > _KEEP_DOCUMENTS:
+                _DOCUMENTS.popitem(last=False)
+    return document
+
+
+def validate_fill(text: str, start: int, end: int, fill: str, language: str | None,
+                  uri: str | None = None) -> Validation:
     """Parse text[:start] + fill + text[end:] and report error nodes that the fill introduced."""
     if not 0 <= start <= end <= len(text):
         raise ValueError(f"span [{start}, {end}) is outside a document of {len(text)} characters")
-    # LSP languageIds are accepted too, so callers may pass what the client sent.
-    canonical = _LANGUAGE_IDS.get(language.strip().lower()) if language else None
-    if canonical is None:
-        reason = f"no grammar for language {language!r}" if language else "no language given"
-        return Validation(False, True, None, reason=reason)
-    parser = _parser(canonical)
-    if isinstance(parser, str):
-        return Validation(False, True, canonical, reason=parser)
-
-    before, after = text[:start], text[end:]
-    candidate = _parse_errors(parser, before + fill + after)
-    if not candidate:  # the common case: no need to parse a baseline at all
-        return Validation(True, True, canonical, reason="no syntax errors")
-    # The document with the span removed, and the original document (what the user has);
-    # for an insertion they are the same text, parsed once.
-    removed = _Baseline([error for error, _ in _parse_errors(parser, before + after)], 0)
-    original = removed
-    if end > start:
-        original = _Baseline([error for error, _ in _parse_errors(parser, text)], end - start)
-    blanks_after = len(after) - len(after.lstrip(" \t"))
-    reach = (len(before.rstrip(" \t")), start + len(fill) + blanks_after)
-    new = sorted({where for error, where in candidate
-                  if _is_new(error, removed, original, start, len(fill), reach)})
-    if not new:
-        return Validation(True, True, canonical,
-                          reason=f"no new syntax errors ({len(candidate)} pre-existing ignored)")
-    line, column = new[0]
-    return Validation(True, False, canonical, tuple(new),
-                      reason=f"fill introduces {len(new)} syntax error(s), first at "
-                             f"line {line + 1}, column {column + 1}")
+    document = parsed_document(text, language, uri)
+    if isinstance(document, Validation):
+        return document
+    return document.validate(start, end, fill)

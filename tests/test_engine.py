@@ -21,7 +21,7 @@ from dlm_lsp.models import ModelLoadError
 from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE
 from dlm_lsp.sampler import Cancelled
 from dlm_lsp.span import borrowed_line_break
-from dlm_lsp.validation import Validation
+from dlm_lsp.validation import ParsedDocument, Validation
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,9 @@ def engine(model_dir: Path) -> Engine:
 
 
 def _request(marked: str, **options) -> InfillRequest:
-    """'a|b' is a cursor between a and b; 'a[b]c' a selection of b."""
+    """'a|b' is a cursor between a and b; 'a[b]c' a selection of b.  A random model's
+    fills are seldom valid: repair and the fallback stay off unless a test asks."""
+    options = {"repair_rounds": 0, "fallback": False, **options}
     if "|" in marked:
         at = marked.index("|")
         text, start, end = marked.replace("|", ""), at, at
@@ -216,9 +218,9 @@ def _key(c) -> tuple[bool, float]:
 
 def test_candidates_are_ranked_valid_first_then_by_score(
         engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fake_validate(text, start, end, fill, language):  # half valid, half not
-        return Validation(True, len(fill) % 2 == 0, language)
-    monkeypatch.setattr(engine_module, "validate_fill", fake_validate)
+    def fake_validate(document, start, end, fill):  # half valid, half not
+        return Validation(True, len(fill) % 2 == 0, "python")
+    monkeypatch.setattr(ParsedDocument, "validate", fake_validate)
     seen = set()
     for seed in range(3):
         cands = engine.infill(_request("y = ret|\n", seed=seed, candidates=6)).candidates

@@ -34,8 +34,10 @@ async def start(client: LanguageClient, options: dict) -> None:
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
 async def client(lsp_client: LanguageClient, model_dir):
-    """A VS Code-like client whose server runs the random tiny test model."""
-    await start(lsp_client, {"model": str(model_dir), "drafts": True})
+    """A VS Code-like client whose server runs the random tiny test model.  Its fills are
+    nonsense, so syntax repair and the left-to-right retry are off unless a test asks."""
+    await start(lsp_client, {"model": str(model_dir), "drafts": True, "repairRounds": 0,
+                             "fallback": False})
     yield
     await lsp_client.shutdown_session()
 
@@ -402,6 +404,20 @@ async def test_denoising_controls_pass_through_the_protocol(client):
     assert result.stats.steps <= 6 and result.stats.used <= result.stats.tokens
     refined = await infill(client, rng(1, 4, 1, 16), options={"strength": 0.5, "steps": 3})
     assert refined.stats.kind == "rewrite" and refined.stats.steps <= 4
+
+
+async def test_the_result_says_which_path_produced_the_fill_and_where_it_is_broken(client):
+    open_doc(client)
+    result = await infill(client, rng(4, 4, 4, 4), options={
+        "length": 6, "steps": 3, "repairRounds": 1, "fallback": True})
+    best = result.candidates[0]
+    assert result.stats.path == best.path
+    assert best.path in ("diffusion", "repair", "left-to-right")
+    assert result.stats.repairRounds <= 1
+    if best.valid is False:  # never silently: an invalid fill says where it breaks the code
+        assert best.errors
+    if result.stats.path != "diffusion":
+        assert result.stats.repairRounds == 1  # repair came before the fallback
 
 
 async def test_bad_control_values_are_refused_with_the_expected_range(client):

@@ -326,3 +326,70 @@ def test_unknown_language_id_falls_back_to_extension() -> None:
 )
 def test_unknown_language_is_none(language_id: str | None, uri: str | None) -> None:
     assert language_for(language_id, uri) is None
+
+
+# --- large documents: incremental parsing and validation in a window ----------------------
+
+
+def _big(language: str, copies: int = 30) -> tuple[str, int, int]:
+    """The language's case in the middle of many valid copies of itself."""
+    marked, good, _ = CASES[language]
+    whole = marked.replace("⟦⟧", good)
+    text, start, end = _span(whole * copies + marked + whole * copies)
+    return text, start, end
+
+
+@pytest.fixture
+def windowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validate every document in a window of a few lines, as large documents are."""
+    monkeypatch.setattr(validation, "WINDOW_ABOVE", 0)
+    monkeypatch.setattr(validation, "WINDOW_LINES", 4)
+
+
+@pytest.mark.parametrize("language", sorted(CASES))
+def test_windowed_validation_gives_the_whole_document_s_verdict(language: str, windowed) -> None:
+    _, good, bad = CASES[language]
+    text, start, end = _big(language)
+    document = validation.parsed_document(text, language)
+    low, high = document.window(start, end)
+    assert 0 < low and high < len(text), "the window is a part of the document"
+    assert document.validate(start, end, good).valid
+    verdict = document.validate(start, end, bad)
+    assert not verdict.valid
+    assert [line for line, _ in verdict.new_errors] == [text.count("\n", 0, start)]
+    assert all(a <= start + len(bad) and b >= start for a, b in verdict.new_ranges)  # at the fill
+
+
+def test_windowed_validation_excuses_damage_elsewhere_in_the_document(windowed) -> None:
+    text, start, end = _big("python")
+    broken = "def oops(:\n" + text[:start] + "a + b" + text[end:]
+    at = len("def oops(:\n") + start
+    assert validate_fill(broken, at, at + len("a + b"), "a * b", "python").valid
+
+
+def test_new_ranges_cover_the_new_error_in_the_filled_document() -> None:
+    text, start, end = _span("x = 1\ny = ⟦⟧\nz = 3\n")
+    verdict = validate_fill(text, start, end, "(2", "python")
+    filled = text[:start] + "(2" + text[end:]
+    assert verdict.new_ranges
+    a, b = verdict.new_ranges[0]
+    assert a <= start + 1 and b >= start  # the error touches the fill
+    assert "(" in filled[min(a, start):max(b, start + 2)]
+
+
+EDITS = [(0, 0, "import os\n"), (10, 12, ""), (25, 25, "(\n"), (25, 27, ""), (5, 5, "é")]
+
+
+def test_a_new_version_reparsed_from_the_old_tree_equals_a_fresh_parse() -> None:
+    text = "\n".join(f"def f{i}(a):\n    return a + {i}\n" for i in range(20))
+    uri = "file:///edits.py"
+    previous = validation.parsed_document(text, "python", uri)
+    for start, end, inserted in EDITS:
+        text = text[:start] + inserted + text[end:]
+        document = validation.parsed_document(text, "python", uri)
+        fresh = validation.ParsedDocument(text, "python", validation._parser("python"))
+        assert document is not previous
+        assert str(document.tree.root_node) == str(fresh.tree.root_node)
+        assert document.errors == fresh.errors
+        previous = document
+    assert validation.parsed_document(text, "python", uri) is previous  # same version: reused

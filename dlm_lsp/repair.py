@@ -1,0 +1,65 @@
+"""Syntax-guided repair: re-mask only the tokens a syntax error points at.
+
+A diffusion model writes every position of a span in parallel, so one bad token
+(an unclosed bracket, a stray `:`) can make an otherwise good fill invalid.  An
+autoregressive model could only start over; a masked-diffusion model can mask
+the few tokens that overlap the new ERROR / MISSING nodes (plus a margin, since
+the cause often sits just before the place the parser noticed it) and denoise
+them again with everything else in the span as context.  The engine does this
+for up to `rounds` rounds, and when no candidate is valid after that it retries
+once strictly left to right (`fallback`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlm_lsp.models.tokenizer import Tokenizer
+
+# Which path produced a candidate: the first denoising, a repair round, or the
+# left-to-right retry.
+DIFFUSION, REPAIR, LEFT_TO_RIGHT = "diffusion", "repair", "left-to-right"
+
+
+@dataclass(frozen=True)
+class RepairConfig:
+    """How hard the engine tries to turn an invalid fill into a valid one."""
+
+    rounds: int = 2  # repair rounds in all, across candidates; 0 turns repair off
+    margin: int = 2  # extra tokens re-masked on each side of an error
+    fallback: bool = True  # when nothing is valid, retry once left to right
+
+
+def token_offsets(tokenizer: Tokenizer, ids: list[int]) -> list[int]:
+    """Character offset where each token's text starts in decode(ids), plus the end.
+
+    Decoding prefixes (not summing token lengths) keeps the offsets right for
+    byte tokens that only together make one character.
+    """
+    return [len(tokenizer.decode(ids[:i])) for i in range(len(ids) + 1)]
+
+
+def positions_to_remask(offsets: list[int], used: int, protected: int,
+                        errors: list[tuple[int, int]], n: int, margin: int) -> list[int]:
+    """Span positions to mask again so that the errors' text is written anew.
+
+    `offsets` are the token offsets (`token_offsets`) of the span's first `used`
+    tokens (the content before the pad tail), in the coordinates of the decoded
+    span; `errors` are character ranges in the same coordinates, clipped by the
+    caller to where they touch the fill.  Positions before `protected` (the
+    head) never change.  An error at or past the end of the content also opens
+    the first pad positions, so a fill that stopped too early can grow.
+    """
+    end = offsets[used]
+    chosen: set[int] = set()
+    for a, b in errors:
+        a, b = min(max(a, 0), end), min(max(b, a), end)
+        hit = [i for i in range(used) if offsets[i] < max(b, a + 1) and offsets[i + 1] > a]
+        if not hit:  # an empty range between tokens, or past the content
+            hit = [max(0, min(used - 1, next((i for i in range(used) if offsets[i] >= a), used)))]
+            if a >= end:
+                hit.append(used)
+        for i in range(min(hit) - margin, max(hit) + margin + 1):
+            if protected <= i < n:
+                chosen.add(i)
+    return sorted(chosen)

@@ -1,0 +1,184 @@
+"""Specification of syntax-guided repair and the left-to-right fallback.
+
+A deterministic fake model writes a planted broken fill (`a + (b`, an unclosed
+parenthesis) until the engine starts the path under test; from then on it
+writes the fixed fill (`a + b`).  So a test can tell exactly which path turned
+the fill valid, and that only the tokens near the error were written again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from fakes import FakeModel
+
+import dlm_lsp.engine as engine_module
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REPAIR, positions_to_remask, token_offsets
+from dlm_lsp.span import borrowed_line_break, build_layout
+
+DOC = "def add(a, b):\n    return |\n\nprint(add(1, 2))\n"
+BROKEN, FIXED = "a + (b", "a + b"
+
+
+# --- which positions a repair re-masks -----------------------------------------------------
+
+
+def test_the_tokens_under_an_error_and_a_margin_around_them_are_re_masked() -> None:
+    offsets = [0, 2, 4, 6, 8, 10, 12]  # six tokens of two characters
+    assert positions_to_remask(offsets, 6, 0, [(6, 7)], 10, margin=1) == [2, 3, 4]
+
+
+def test_the_head_is_never_re_masked() -> None:
+    offsets = [0, 2, 4, 6, 8]
+    assert positions_to_remask(offsets, 4, 2, [(0, 3)], 8, margin=2) == [2, 3]
+
+
+def test_an_error_past_the_content_also_opens_the_first_pad() -> None:
+    offsets = [0, 2, 4, 6]  # three tokens, then pads
+    assert positions_to_remask(offsets, 3, 0, [(6, 6)], 8, margin=0) == [2, 3]
+
+
+def test_an_error_before_the_fill_re_masks_its_start() -> None:
+    offsets = [0, 2, 4, 6]
+    assert positions_to_remask(offsets, 3, 0, [(-5, -1)], 8, margin=0) == [0]
+
+
+def test_no_positions_outside_the_span() -> None:
+    offsets = [0, 2, 4, 6]
+    assert max(positions_to_remask(offsets, 3, 0, [(5, 6)], 3, margin=4)) == 2
+
+
+def test_token_offsets_follow_the_decoded_text(model_dir: Path) -> None:
+    tok = Engine(ServerConfig(model=str(model_dir), device="cpu")).model.tokenizer
+    ids = tok.encode("x = café(1)")
+    offsets = token_offsets(tok, ids)
+    assert offsets[0] == 0 and offsets[-1] == len("x = café(1)")
+    assert offsets == sorted(offsets)
+
+
+# --- the engine's paths ----------------------------------------------------------------------
+
+
+class Planted:
+    """A fake model that writes BROKEN until `fixed` is set, then FIXED."""
+
+    def __init__(self, engine: Engine, request: InfillRequest):
+        tok = engine.model.tokenizer
+        self.fake = FakeModel(tok, self.logits)
+        prefix, suffix = request.text[:request.start], request.text[request.end:]
+        layout = build_layout(tok, prefix, borrowed_line_break(prefix, suffix) + suffix,
+                              request.options.length, engine.config.max_context_tokens,
+                              max_length=self.fake.max_length)
+        self.start, self.n = layout.span_start, layout.n_masked
+
+        def spelled(fill: str) -> list[int]:
+            ids = tok.encode(layout.head + fill)
+            return ids + [self.fake.pad_id] * (self.n - len(ids))
+        self.targets = {False: spelled(BROKEN), True: spelled(FIXED)}
+        self.fixed = False
+        engine._model = self.fake
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(*ids.shape, self.fake.vocab)
+        for i, token in enumerate(self.targets[self.fixed]):
+            out[:, self.start + i, token] = 10.0
+        return out
+
+
+@pytest.fixture
+def engine(model_dir: Path) -> Engine:
+    return Engine(ServerConfig(model=str(model_dir), device="cpu"))
+
+
+def _request(**options) -> InfillRequest:
+    at = DOC.index("|")
+    return InfillRequest(DOC.replace("|", ""), at, at, "python", "file:///add.py",
+                         InfillOptions(length=8, steps=4, **options))
+
+
+def _spy_paths(monkeypatch: pytest.MonkeyPatch, planted: Planted, fix_on: str) -> list:
+    """Record each denoising run's strategy and re-masked count; fix the model when the
+    run of `fix_on` ("repair" or "left-to-right") starts."""
+    runs = []
+    real = engine_module.denoise
+
+    def spy(model, layout, cfg, seed, *args):
+        masked = layout.n_masked if layout.init_ids is None else sum(
+            i == model.mask_id for i in layout.init_ids)
+        kind = REPAIR if layout.init_ids is not None else (
+            LEFT_TO_RIGHT if cfg.strategy == "left-to-right" else DIFFUSION)
+        runs.append((kind, masked))
+        if kind == fix_on:
+            planted.fixed = True
+        return real(model, layout, cfg, seed, *args)
+    monkeypatch.setattr(engine_module, "denoise", spy)
+    return runs
+
+
+def test_repair_turns_a_planted_error_into_a_valid_fill(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request()
+    planted = Planted(engine, request)
+    runs = _spy_paths(monkeypatch, planted, fix_on=REPAIR)
+    result = engine.infill(request)
+    [best] = result.candidates
+    assert (best.text, best.valid, best.path) == (FIXED, True, REPAIR)
+    assert (result.path, result.repair_rounds) == (REPAIR, 1)
+    assert [kind for kind, _ in runs] == [DIFFUSION, REPAIR]
+    assert 0 < runs[1][1] < planted.n, "only the tokens near the error are written again"
+
+
+def test_repair_stops_after_its_rounds_then_falls_back_to_left_to_right(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request(repair_rounds=2)
+    runs = _spy_paths(monkeypatch, Planted(engine, request), fix_on=LEFT_TO_RIGHT)
+    result = engine.infill(request)
+    [best] = result.candidates
+    assert (best.text, best.valid, result.path) == (FIXED, True, LEFT_TO_RIGHT)
+    assert result.repair_rounds == 2
+    assert [kind for kind, _ in runs] == [DIFFUSION, REPAIR, REPAIR, LEFT_TO_RIGHT]
+
+
+def test_with_nothing_valid_the_best_fill_is_returned_marked_invalid(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request(candidates=2)
+    runs = _spy_paths(monkeypatch, Planted(engine, request), fix_on="never")
+    result = engine.infill(request)
+    assert len(result.candidates) == 2, "as many candidates as asked for"
+    assert all(c.valid is False for c in result.candidates)
+    assert BROKEN in {c.text for c in result.candidates}
+    assert [kind for kind, _ in runs] == [DIFFUSION, REPAIR, REPAIR, LEFT_TO_RIGHT]
+
+
+def test_repair_and_fallback_can_be_turned_off(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request(repair_rounds=0, fallback=False)
+    runs = _spy_paths(monkeypatch, Planted(engine, request), fix_on=REPAIR)
+    result = engine.infill(request)
+    assert (result.candidates[0].valid, result.path, result.repair_rounds) == (
+        False, DIFFUSION, 0)
+    assert [kind for kind, _ in runs] == [DIFFUSION]
+
+
+def test_a_valid_first_fill_needs_no_repair(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request()
+    planted = Planted(engine, request)
+    planted.fixed = True
+    runs = _spy_paths(monkeypatch, planted, fix_on="never")
+    result = engine.infill(request)
+    assert (result.candidates[0].text, result.path) == (FIXED, DIFFUSION)
+    assert [kind for kind, _ in runs] == [DIFFUSION]
+
+
+def test_the_result_and_its_forward_passes_count_every_path(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request()
+    planted = Planted(engine, request)
+    _spy_paths(monkeypatch, planted, fix_on=LEFT_TO_RIGHT)
+    result = engine.infill(request)
+    assert result.steps == planted.fake.calls
