@@ -59,7 +59,7 @@ class InfillOptions(SamplingControls):
     candidates: int | None = None
     seed: int | None = None
     temperature: float | None = None
-    latency_ms: int | None = None  # accepted; honoured once the serving engine exists
+    latency_ms: int | None = None  # latency target: the step budget that fits it
     refine_order: str | None = None
 
 
@@ -73,6 +73,10 @@ class ServerConfig(SamplingControls):
     steps_single_line: int = 8
     steps_multi_line: int = 16
     steps_rewrite: int = 16
+    # latency targets per task kind (ms); when set they choose the step budget instead
+    latency_ms_single_line: int | None = None
+    latency_ms_multi_line: int | None = None
+    latency_ms_rewrite: int | None = None
     strategy: str = "confidence"
     schedule: str = "linear"
     temperature: float = 0.0  # 0 is greedy
@@ -120,6 +124,9 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "max_context_tokens": (lambda v: 0 <= v <= 1 << 20, "a non-negative integer"),
     "timeout_ms": (lambda v: v > 0, "a positive number of milliseconds"),
     "latency_ms": (lambda v: v is None or v > 0, "a positive number of milliseconds"),
+    "latency_ms_single_line": (lambda v: v is None or v > 0, "a positive number of ms"),
+    "latency_ms_multi_line": (lambda v: v is None or v > 0, "a positive number of ms"),
+    "latency_ms_rewrite": (lambda v: v is None or v > 0, "a positive number of ms"),
     "hole_marker": (lambda v: len(v) > 0 and "\n" not in v, "a non-empty one-line string"),
     "model": (lambda v: len(v) > 0, "a model name or directory"),
 }

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 import torch
 
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig
+from dlm_lsp.costs import StepCost, calibrate
 from dlm_lsp.models import DiffusionModel, load_model
-from dlm_lsp.policy import REWRITE, SpanPlan, plan_span
+from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, SpanPlan, plan_span
 from dlm_lsp.repair import (
     DIFFUSION,
     LEFT_TO_RIGHT,
@@ -80,6 +81,7 @@ class InfillResult:
     early_stopped: bool = False
     path: str = DIFFUSION  # what produced the best candidate
     repair_rounds: int = 0  # syntax-guided repair rounds run
+    predicted_ms: float | None = None  # with a latency target: the cost model's forecast
 
 
 def _setting(opt: InfillOptions, cfg: ServerConfig, name: str):
@@ -112,6 +114,7 @@ class Engine:
     def __init__(self, config: ServerConfig):
         self.config = config
         self._model: DiffusionModel | None = None
+        self._cost: StepCost | None = None
         self._lock = threading.Lock()
         # Fault injection for tests of error handling: "oom" fails every infill with an
         # out-of-memory error, "oom-once" only the first.
@@ -130,7 +133,16 @@ class Engine:
         with self._lock:
             if (config.model, config.device) != (self.config.model, self.config.device):
                 self._model = None
+                self._cost = None
             self.config = config
+
+    def step_cost(self) -> StepCost:
+        """The model's per-step cost on its device, calibrated on first use."""
+        model = self.model
+        with self._lock:
+            if self._cost is None:
+                self._cost = calibrate(model)
+            return self._cost
 
     def infill(self, req: InfillRequest) -> InfillResult:
         """Denoise the span and return validated, ranked candidates."""
@@ -165,6 +177,14 @@ class Engine:
         strategy = opt.strategy or cfg.strategy
         # the baseline spends one step per token, the moved head's tokens included
         steps = layout.n_masked if strategy == "left-to-right" else plan.steps
+        rows = opt.candidates or cfg.candidates
+        length = len(layout.prefix_ids) + layout.n_masked + len(layout.suffix_ids)
+        target = opt.latency_ms or {SINGLE_LINE: cfg.latency_ms_single_line,
+                                    MULTI_LINE: cfg.latency_ms_multi_line,
+                                    REWRITE: cfg.latency_ms_rewrite}[plan.kind]
+        if target is not None and strategy != "left-to-right":
+            steps = self.step_cost().steps_for(target, rows, length, layout.n_masked,
+                                               (time.perf_counter() - began) * 1000)
         sampler = sampler_config(cfg, opt, steps, strategy)
         seed = opt.seed if opt.seed is not None else cfg.seed
         extra_passes = 0
@@ -177,21 +197,27 @@ class Engine:
             extra_passes = int(layout.init_ids is not None and strength > 0
                                and _setting(opt, cfg, "refine_order") == "confidence")
         run = _Run(self, req, plan, layout, tail, self._document(req))
+        if target is not None:
+            run.deadline = began + target / 1000
+            run.step_ms = self.step_cost().step_ms(rows, length)
         out = run.denoise(layout, sampler, seed, with_drafts=True)
         candidates = run.candidates(out, DIFFUSION)
         repair = repair_config(cfg, opt)
         if run.checked and not any(c.valid for c in candidates):
             candidates = run.repair(candidates, repair, sampler, seed)
         if (run.checked and repair.fallback and strategy != "left-to-right"
-                and not any(c.valid for c in candidates)):
+                and not any(c.valid for c in candidates) and run.affords(layout.n_masked)):
             retry = replace(sampler, strategy="left-to-right", steps=layout.n_masked,
                             temperatures=sampler.temperatures[:1])
             candidates += run.candidates(run.denoise(layout, retry, seed), LEFT_TO_RIGHT)
         candidates.sort(key=lambda c: (c.valid is False, -c.score))
         candidates = candidates[:len(sampler.temperatures)]  # as many as were asked for
         ms = (time.perf_counter() - began) * 1000
+        predicted = None if target is None else round(
+            self.step_cost().step_ms(rows, length) * (out.steps + extra_passes), 1)
         return InfillResult(candidates, plan, run.passes + extra_passes, layout.n_masked, ms,
-                            out.early_stopped, candidates[0].path, run.repair_rounds)
+                            out.early_stopped, candidates[0].path, run.repair_rounds,
+                            predicted)
 
     def _document(self, req: InfillRequest) -> ParsedDocument | None:
         """The request's document parsed for validation (from its last version's tree),
@@ -271,6 +297,14 @@ class _Run:
         self.checked = document is not None
         self.passes = 0  # forward passes, all denoising runs together
         self.repair_rounds = 0
+        self.deadline: float | None = None  # perf_counter time a latency target ends at
+        self.step_ms = 0.0  # predicted time of one pass, with a deadline
+
+    def affords(self, steps: int) -> bool:
+        """Whether `steps` more passes fit before the latency target (always, without one)."""
+        if self.deadline is None:
+            return True
+        return time.perf_counter() + steps * self.step_ms / 1000 <= self.deadline
 
     def fill_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
         layout = layout or self.layout
@@ -314,7 +348,8 @@ class _Run:
         first, until one is valid or `cfg.rounds` rounds are spent."""
         candidates = sorted(candidates, key=lambda c: -c.score)
         for index, candidate in enumerate(candidates):
-            while self.repair_rounds < cfg.rounds and not candidate.valid:
+            while (self.repair_rounds < cfg.rounds and not candidate.valid
+                   and self.affords(min(sampler.steps, 2 * cfg.margin + 1))):
                 fixed = self._repair_once(candidate, cfg, sampler, seed + self.repair_rounds)
                 self.repair_rounds += 1
                 if fixed is None:

@@ -420,6 +420,15 @@ async def test_the_result_says_which_path_produced_the_fill_and_where_it_is_brok
         assert result.stats.repairRounds == 1  # repair came before the fallback
 
 
+async def test_a_latency_target_picks_the_steps_and_reports_the_forecast(client):
+    open_doc(client)
+    result = await infill(client, rng(4, 4, 4, 4), options={"length": 8, "latencyMs": 100000})
+    assert result.stats.steps == result.stats.tokens  # room for one step per token
+    assert 0 < result.stats.predictedMs <= 100000
+    plain = await infill(client, rng(4, 4, 4, 4), options={"length": 8, "steps": 2})
+    assert plain.stats.predictedMs is None
+
+
 async def test_bad_control_values_are_refused_with_the_expected_range(client):
     open_doc(client)
     with pytest.raises(JsonRpcException) as err:

@@ -1,0 +1,88 @@
+"""Specification of dlm_lsp.costs and of latency targets in the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from fakes import FakeModel
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dlm_lsp.costs as costs
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.costs import StepCost, calibrate, fit
+from dlm_lsp.engine import Engine, InfillRequest
+
+
+def test_fit_recovers_an_exact_line() -> None:
+    cost = fit([(x, 2.0 + 0.005 * x) for x in (64, 128, 256, 512)])
+    assert cost.base_ms == pytest.approx(2.0) and cost.per_token_ms == pytest.approx(0.005)
+
+
+def test_fit_never_predicts_negative_costs() -> None:
+    cost = fit([(64, 5.0), (256, 1.0)])  # noise can make time fall with size
+    assert cost.per_token_ms >= 0 and cost.base_ms >= 0
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(low=st.floats(1, 5000), high=st.floats(1, 5000), batch=st.integers(1, 8),
+       length=st.integers(1, 1024), most=st.integers(1, 256))
+def test_steps_for_a_target_are_monotone_and_bounded(low, high, batch, length, most) -> None:
+    cost = StepCost(3.0, 0.01)
+    low, high = sorted((low, high))
+    a = cost.steps_for(low, batch, length, most)
+    b = cost.steps_for(high, batch, length, most)
+    assert 1 <= a <= b <= most
+    if a > 1:
+        assert a * cost.step_ms(batch, length) <= low  # what was chosen fits the target
+
+
+def test_calibration_measures_the_model_s_own_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(costs.time, "perf_counter", lambda: clock[0])
+    tok = Engine(ServerConfig()).model.tokenizer
+
+    def timed(ids: torch.Tensor) -> torch.Tensor:  # 4 ms + 0.02 ms per token of the batch
+        clock[0] += (4.0 + 0.02 * ids.numel()) / 1000
+        return torch.zeros(*ids.shape, 8)
+    cost = calibrate(FakeModel(tok, timed))
+    assert cost.base_ms == pytest.approx(4.0) and cost.per_token_ms == pytest.approx(0.02)
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir: Path) -> Engine:
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0,
+                              fallback=False))
+    eng.model  # noqa: B018 -- loaded before the tests: loading counts against a target
+    eng._cost = StepCost(2.0, 0.0)  # a known cost instead of this machine's: 2 ms a step
+    return eng
+
+
+def _infill(engine: Engine, **options):
+    text = "def f(a):\n    return a\n\n"
+    return engine.infill(InfillRequest(text, len(text) - 1, len(text) - 1, "python",
+                                       options=InfillOptions(length=24, **options)))
+
+
+def test_a_larger_latency_target_never_buys_fewer_steps(engine: Engine) -> None:
+    chosen = [_infill(engine, latency_ms=target).steps for target in (1, 5, 11, 21, 41, 1000)]
+    assert chosen == sorted(chosen)
+    assert chosen[0] == 1
+    assert chosen[-1] == _infill(engine, latency_ms=1000).tokens  # capped at one per token
+
+
+def test_the_prediction_is_steps_times_the_cost_of_a_step(engine: Engine) -> None:
+    result = _infill(engine, latency_ms=21)
+    assert 1 < result.steps <= 10  # at most 21 ms / 2 ms; the request's own overhead counts
+    assert result.predicted_ms == pytest.approx(2.0 * result.steps)
+    no_target = _infill(engine, steps=4)
+    assert (no_target.steps, no_target.predicted_ms) == (4, None)
+
+
+def test_per_kind_latency_targets_come_from_the_settings(engine: Engine) -> None:
+    eng = Engine(ServerConfig(model=engine.config.model, device="cpu", repair_rounds=0,
+                              fallback=False, latency_ms_multi_line=11))
+    eng._model, eng._cost = engine.model, engine.step_cost()
+    assert 1 < _infill(eng).steps <= 5  # the hole is alone on its line: multi-line
