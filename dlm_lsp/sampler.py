@@ -219,87 +219,144 @@ def _remask(cfg: SamplerConfig, order: _Order, span: torch.Tensor, probs: torch.
             logp[r, i] = 0.0
 
 
+class Denoising:
+    """One span's denoising as a resumable state: each `advance` is one step of the loop.
+
+    `denoise` drives it with one forward pass per step; a serving worker can
+    instead interleave the steps of many requests, giving each its own rows of
+    a shared forward pass, and drop a request between any two steps.  The
+    state owns its random generator, so a request's result does not depend on
+    what it shared a batch with.
+    """
+
+    def __init__(self, model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig,
+                 seed: int, on_step: StepCallback | None = None,
+                 accept: AcceptCheck | None = None):
+        self.model, self.layout, self.cfg = model, layout, cfg
+        self.on_step, self.accept = on_step, accept
+        self.schedule, self.strategy = SCHEDULES[cfg.schedule], STRATEGIES[cfg.strategy]
+        self.gen = torch.Generator().manual_seed(seed)
+        self.rows, device = len(cfg.temperatures), model.device
+        self.temps = torch.tensor(cfg.temperatures, dtype=torch.float32, device=device)
+        self.x = torch.tensor([layout.sequence(model.mask_id)] * self.rows, device=device)
+        self.lo, self.hi = layout.span_start, layout.span_end
+        n = self.hi - self.lo
+        self.chain: HeadChain | None = None
+        if layout.head and layout.init_ids is None:
+            self.chain = head_chain(model.tokenizer, layout.head)
+            if not self.chain.reproducible:
+                raise ValueError(f"head {layout.head!r} cannot be reproduced by this "
+                                 "vocabulary; build the layout with move_head=False")
+        self.order = _Order(cfg, self.rows, n,
+                            [layout.head_tokens if layout.init_ids else 0] * self.rows)
+        self.logp = torch.zeros(self.rows, n, device=device)  # log-prob of committed tokens
+        self.plan = blocks(n, max(1, cfg.steps), cfg.block_size)
+        self.budget = sum(k for _, _, k in self.plan)
+        self.steps, self.early_stopped = 0, False
+        self.block, self.b_step, self.previous = 0, 0, None
+        self._settle()
+
+    @property
+    def done(self) -> bool:
+        return self.block >= len(self.plan)
+
+    @property
+    def inputs(self) -> torch.Tensor:
+        """The (rows, T) sequence to score next."""
+        return self.x
+
+    def _masked(self) -> torch.Tensor:
+        start, end, _ = self.plan[self.block]
+        masked = self.x[:, self.lo:self.hi] == self.model.mask_id
+        masked[:, :start] = False
+        masked[:, end:] = False
+        return masked
+
+    def _settle(self) -> None:
+        """Move on past finished blocks (budget spent, or nothing masked in them)."""
+        while not self.done and (self.b_step >= self.plan[self.block][2]
+                                 or not bool(self._masked().any())):
+            self.block, self.b_step = self.block + 1, 0
+
+    def advance(self, logits: torch.Tensor) -> None:
+        """One step, given the model's logits (rows, T, V) for `inputs`."""
+        cfg, order, rows, mask_id = self.cfg, self.order, self.rows, self.model.mask_id
+        start, end, block_steps = self.plan[self.block]
+        b_step, device = self.b_step, self.x.device
+        span = self.x[:, self.lo:self.hi]  # a view: commits write into x
+        masked = self._masked()
+        logits = logits[:, self.lo:self.hi].float()  # (B, N, V)
+        logits[..., mask_id] = float("-inf")
+        chosen = choose(logits, self.temps, cfg.top_p, self.gen)
+        forced: list[list[int]] = [[] for _ in range(rows)]
+        if self.chain is not None:  # first step: the head's chain, whatever else happens
+            for r in range(rows):
+                spelled = head_tokens(self.chain, logits[r])
+                chosen[r, :len(spelled)] = torch.tensor(spelled, device=device)
+                forced[r] = list(range(len(spelled)))
+                order.head[r] = len(spelled)
+            self.chain = None
+        probs = logits.softmax(-1)
+        conf = probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)  # (B, N)
+        score = self.strategy(probs, chosen, self.gen).float()
+        commit = torch.zeros_like(masked)
+        k = self.schedule(b_step, block_steps, int(masked.sum(1).max()), end - start)
+        for r in range(rows):
+            picked = _row_commits(cfg, order, r, masked[r].tolist(), score[r].tolist(),
+                                  conf[r].tolist(), forced[r], k, block_steps - b_step)
+            commit[r, picked] = True
+        span[commit] = chosen[commit]
+        self.logp = torch.where(commit, conf.clamp_min(1e-12).log(), self.logp)
+        if cfg.ltr_first_line:
+            order.note_line_breaks(span, mask_id, self.model.tokenizer.token_texts)
+        last = b_step == block_steps - 1
+        if cfg.remask > 0 and not last:
+            _remask(cfg, order, span, probs, commit, self.logp, mask_id, (start, end),
+                    b_step, block_steps)
+        self.steps += 1
+        self.b_step += 1
+        if self.on_step is not None:
+            self.on_step(self.steps, self.budget, span)
+        if cfg.early_stop and not last and self._stop_early(span, chosen, conf):
+            self.early_stopped = True
+            self.block = len(self.plan)
+            return
+        self._settle()
+
+    def _stop_early(self, span: torch.Tensor, chosen: torch.Tensor, conf: torch.Tensor) -> bool:
+        """Fill every masked position at once if proposals are stable and the result passes."""
+        cfg, mask_id = self.cfg, self.model.mask_id
+        still = span == mask_id
+        previous, self.previous = self.previous, chosen
+        if previous is None or not bool(still.any()):
+            return False
+        changed = int(((chosen != previous) & still).sum()) / int(still.sum())
+        done = torch.where(still, chosen, span)
+        quality = torch.where(still, conf.clamp_min(1e-12).log(), self.logp).mean(-1)
+        if changed > cfg.early_stop_change or not bool((quality >= cfg.early_stop_logprob).all()):
+            return False
+        if self.accept is not None and not all(self.accept(row) for row in done.tolist()):
+            return False
+        self.logp = torch.where(still, conf.clamp_min(1e-12).log(), self.logp)
+        span.copy_(done)
+        return True
+
+    def result(self) -> Denoised:
+        return Denoised(self.x[:, self.lo:self.hi].clone(), self.logp.mean(-1), self.steps,
+                        self.early_stopped)
+
+
 def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed: int,
             on_step: StepCallback | None = None,
             should_stop: Callable[[], bool] | None = None,
             accept: AcceptCheck | None = None) -> Denoised:
     """Fill the masked span of `layout` for len(cfg.temperatures) candidate rows."""
-    schedule, strategy = SCHEDULES[cfg.schedule], STRATEGIES[cfg.strategy]
-    gen = torch.Generator().manual_seed(seed)
-    rows, mask_id, device, tok = len(cfg.temperatures), model.mask_id, model.device, model.tokenizer
-    temps = torch.tensor(cfg.temperatures, dtype=torch.float32, device=device)
-    x = torch.tensor([layout.sequence(mask_id)] * rows, device=device)  # (B, T)
-    lo, hi = layout.span_start, layout.span_end
-    n = hi - lo
-    chain = None
-    if layout.head and layout.init_ids is None:
-        chain = head_chain(tok, layout.head)
-        if not chain.reproducible:
-            raise ValueError(f"head {layout.head!r} cannot be reproduced by this vocabulary; "
-                             "build the layout with move_head=False")
-    order = _Order(cfg, rows, n, [layout.head_tokens if layout.init_ids else 0] * rows)
-    logp = torch.zeros(rows, n, device=device)  # log-probability of each committed token
-    plan = blocks(n, max(1, cfg.steps), cfg.block_size)
-    budget = sum(k for _, _, k in plan)
-    step, early, previous = 0, False, None
-    for start, end, block_steps in plan:
-        for b_step in range(block_steps):
-            span = x[:, lo:hi]  # a view: commits write into x
-            masked = span == mask_id
-            masked[:, :start] = False
-            masked[:, end:] = False
-            if not bool(masked.any()):
-                break
-            if should_stop is not None and should_stop():
-                raise Cancelled()
-            logits = model.logits(x)[:, lo:hi].float()  # (B, N, V)
-            logits[..., mask_id] = float("-inf")
-            chosen = choose(logits, temps, cfg.top_p, gen)
-            forced: list[list[int]] = [[] for _ in range(rows)]
-            if chain is not None:  # first step: the head's chain, whatever else happens
-                for r in range(rows):
-                    spelled = head_tokens(chain, logits[r])
-                    chosen[r, :len(spelled)] = torch.tensor(spelled, device=device)
-                    forced[r] = list(range(len(spelled)))
-                    order.head[r] = len(spelled)
-                chain = None
-            probs = logits.softmax(-1)
-            conf = probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)  # (B, N)
-            score = strategy(probs, chosen, gen).float()
-            commit = torch.zeros_like(masked)
-            k = schedule(b_step, block_steps, int(masked.sum(1).max()), end - start)
-            for r in range(rows):
-                picked = _row_commits(cfg, order, r, masked[r].tolist(), score[r].tolist(),
-                                      conf[r].tolist(), forced[r], k, block_steps - b_step)
-                commit[r, picked] = True
-            span[commit] = chosen[commit]
-            logp = torch.where(commit, conf.clamp_min(1e-12).log(), logp)
-            if cfg.ltr_first_line:
-                order.note_line_breaks(span, mask_id, tok.token_texts)
-            last = b_step == block_steps - 1
-            if cfg.remask > 0 and not last:
-                _remask(cfg, order, span, probs, commit, logp, mask_id, (start, end),
-                        b_step, block_steps)
-            step += 1
-            if on_step is not None:
-                on_step(step, budget, span)
-            if cfg.early_stop and not last:
-                still = span == mask_id
-                if previous is not None and bool(still.any()):
-                    changed = int(((chosen != previous) & still).sum()) / int(still.sum())
-                    done = torch.where(still, chosen, span)
-                    quality = torch.where(still, conf.clamp_min(1e-12).log(), logp).mean(-1)
-                    if changed <= cfg.early_stop_change and bool(
-                            (quality >= cfg.early_stop_logprob).all()) and (
-                            accept is None or all(accept(row) for row in done.tolist())):
-                        logp = torch.where(still, conf.clamp_min(1e-12).log(), logp)
-                        span.copy_(done)
-                        early = True
-                        break
-                previous = chosen
-        if early:
-            break
-    return Denoised(x[:, lo:hi].clone(), logp.mean(-1), step, early)
+    run = Denoising(model, layout, cfg, seed, on_step, accept)
+    while not run.done:
+        if should_stop is not None and should_stop():
+            raise Cancelled()
+        run.advance(model.logits(run.inputs))
+    return run.result()
 
 
 def refine_start(model: DiffusionModel, layout: SpanLayout, strength: float, by: str,
