@@ -1,0 +1,400 @@
+"""Specification of dlm_lsp.syntax: the syntax tree steers what a fill is and where it ends.
+
+Documents are written with the span marked as ⟦old text⟧ (⟦⟧ for a cursor); `_span` removes
+the markers and returns the text plus the span's character offsets.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dlm_lsp.syntax import (
+    MULTI_LINE,
+    SINGLE_LINE,
+    IndentStyle,
+    SpanHint,
+    detect_indent,
+    enclosing_node_range,
+    reindent,
+    span_kind,
+    truncate_to_units,
+)
+
+
+def _span(marked: str) -> tuple[str, int, int]:
+    """Turn 'a⟦b⟧c' into ('abc', 1, 2)."""
+    start = marked.index("⟦")
+    end = marked.index("⟧") - 1
+    return marked.replace("⟦", "").replace("⟧", ""), start, end
+
+
+def _kind(marked: str, language: str) -> SpanHint | None:
+    return span_kind(*_span(marked), language)
+
+
+def _truncate(marked: str, fill: str, language: str) -> str:
+    text, start, end = _span(marked)
+    return truncate_to_units(text, start, end, fill, language)
+
+
+def _enclosing(marked: str, language: str) -> str | None:
+    text, start, end = _span(marked)
+    found = enclosing_node_range(text, start, end, language)
+    return None if found is None else text[found[0]:found[1]]
+
+
+def _reindent(marked: str, fill: str, language: str | None = None) -> str:
+    text, start, end = _span(marked)
+    return reindent(fill, text, start, end, language)
+
+
+# --- span_kind: single-line or multi-line, from the tree around the cursor -----------------
+
+
+def test_cursor_inside_an_argument_list_is_single_line() -> None:
+    hint = _kind("def f(x):\n    return max(x, ⟦⟧)\n", "python")
+    assert hint == SpanHint(SINGLE_LINE, 1, "    ", "argument_list", "call")
+
+
+def test_cursor_in_an_unfinished_condition_is_single_line() -> None:
+    hint = _kind("function f(a) {\n  if (a > ⟦⟧\n}\n", "javascript")
+    assert hint is not None and hint.kind == SINGLE_LINE and hint.max_lines == 1
+
+
+def test_blank_line_in_an_empty_function_body_is_multi_line_at_the_body_indent() -> None:
+    hint = _kind("def f(x):\n    ⟦⟧\n", "python")
+    assert hint == SpanHint(MULTI_LINE, 16, "    ", "block", "function_definition")
+
+
+def test_end_of_a_block_header_line_is_multi_line_one_level_deeper() -> None:
+    hint = _kind("class A:\n  def f(self):⟦⟧\n", "python")
+    assert hint is not None and hint.kind == MULTI_LINE
+    assert hint.indent == "    " and hint.owner_type == "function_definition"
+
+
+def test_a_colon_that_opens_no_block_is_not_a_header() -> None:
+    hint = _kind("f = lambda x:⟦⟧\n", "python")
+    assert hint is not None and hint.kind == SINGLE_LINE
+
+
+def test_python_blank_line_picks_the_block_the_cursor_column_stands_in() -> None:
+    marked = "def f(x):\n    if x:\n        y = 1\n    ⟦⟧\n"
+    hint = _kind(marked, "python")
+    assert hint is not None and (hint.indent, hint.owner_type) == ("    ", "function_definition")
+    deeper = _kind(marked.replace("    ⟦⟧", "        ⟦⟧"), "python")
+    assert deeper is not None and (deeper.indent, deeper.owner_type) == ("        ", "if_statement")
+
+
+def test_python_blank_line_between_top_level_definitions_is_at_module_level() -> None:
+    hint = _kind("def f():\n    return 1\n⟦⟧\ndef g():\n    return 2\n", "python")
+    assert hint is not None and (hint.kind, hint.indent, hint.node_type) == (
+        MULTI_LINE, "", "module")
+
+
+def test_blank_line_in_a_bracketed_list_aligns_with_its_elements() -> None:
+    hint = _kind("xs = [\n    1,\n    ⟦⟧\n]\n", "python")
+    assert hint == SpanHint(MULTI_LINE, 4, "    ", "list", "assignment")
+
+
+def test_brace_block_indentation_follows_its_statements() -> None:
+    hint = _kind("function f(a) {\n  const b = 1;\n  ⟦⟧\n  return b;\n}\n", "javascript")
+    assert hint == SpanHint(MULTI_LINE, 8, "  ", "statement_block", "function_declaration")
+
+
+def test_cursor_between_braces_is_multi_line() -> None:
+    hint = _kind("fn f() -> i32 {⟦⟧}\n", "rust")
+    assert hint is not None and hint.kind == MULTI_LINE and hint.node_type == "block"
+
+
+@pytest.mark.parametrize(("language", "marked", "indent", "owner"), [
+    ("javascript", "function f(a) {\n  ⟦⟧\n}\n", "  ", "function_declaration"),
+    ("typescript", "function f(a: number): number {\n  ⟦⟧\n}\n", "  ", "function_declaration"),
+    ("tsx", "class A {\n  ⟦⟧\n}\n", "  ", "class_declaration"),
+    ("go", "package main\n\nfunc f() int {\n\t⟦⟧\n}\n", "\t", "function_declaration"),
+    ("rust", "impl A {\n    fn f(&self) -> i32 {\n        ⟦⟧\n    }\n}\n", "        ",
+     "function_item"),
+    ("java", "class A {\n    int f() {\n        ⟦⟧\n    }\n}\n", "        ", "method_declaration"),
+    ("c", "int f(void) {\n    ⟦⟧\n}\n", "    ", "function_definition"),
+    ("cpp", "int f() {\n    ⟦⟧\n}\n", "    ", "function_definition"),
+])
+def test_blank_line_in_a_function_body_is_multi_line(language: str, marked: str, indent: str,
+                                                     owner: str) -> None:
+    hint = _kind(marked, language)
+    assert hint is not None and hint.kind == MULTI_LINE
+    assert (hint.indent, hint.owner_type) == (indent, owner)
+
+
+def test_python_cursor_at_column_zero_at_the_end_of_the_file_starts_top_level_code() -> None:
+    hint = _kind("def f():\n    return 1\n\n⟦⟧", "python")
+    assert hint is not None and (hint.kind, hint.indent, hint.node_type) == (
+        MULTI_LINE, "", "module")
+
+
+def test_blank_line_in_a_docstring_is_prose_at_its_indentation() -> None:
+    hint = _kind('def f():\n    """Sum.\n\n⟦⟧\n    """\n', "python")
+    assert hint == SpanHint(MULTI_LINE, 4, "    ", "string", "expression_statement")
+
+
+def test_cursor_inside_a_string_or_comment_is_single_line_text() -> None:
+    hint = _kind('fn f() { let s = "ab⟦⟧c"; }\n', "rust")
+    assert hint is not None and (hint.kind, hint.node_type) == (SINGLE_LINE, "string_literal")
+    hint = _kind("int f(void) { /* sums ⟦⟧ */ }\n", "c")
+    assert hint is not None and (hint.kind, hint.node_type) == (SINGLE_LINE, "comment")
+
+
+def test_code_inside_an_f_string_is_not_text() -> None:
+    hint = _kind('x = f"{a + ⟦⟧}"\n', "python")
+    assert hint is not None and hint.node_type == "interpolation"
+
+
+def test_span_kind_accepts_lsp_language_ids() -> None:
+    assert _kind("const x = ⟦⟧;\n", "typescriptreact") is not None
+
+
+def test_unknown_language_has_no_hint() -> None:
+    assert _kind("x = ⟦⟧\n", "cobol") is None
+    assert _kind("x = ⟦⟧\n", None) is None
+
+
+def test_the_span_text_is_ignored_like_a_hole() -> None:
+    hint = _kind("def f(x):\n    ⟦<FILL>⟧\n", "python")
+    assert hint is not None and hint.kind == MULTI_LINE and hint.indent == "    "
+
+
+# --- truncate_to_units: whole blocks, whole statements -------------------------------------
+
+
+def test_python_fill_stops_before_a_dedented_definition() -> None:
+    fill = "y = x + 1\n    return y\n\ndef g():\n    return 2\n"
+    assert _truncate("def f(x):\n    ⟦⟧\n", fill, "python") == "y = x + 1\n    return y"
+
+
+def test_python_fill_stops_at_the_end_of_the_cursor_block() -> None:
+    marked = "def f(x):\n    if x:\n        ⟦⟧\n    return 0\n"
+    fill = "y = 1\n        return y\n    else:\n        return 2"
+    assert _truncate(marked, fill, "python") == "y = 1\n        return y"
+
+
+def test_python_trailing_half_statement_is_dropped() -> None:
+    fill = "y = x + 1\n    z = y * 2\n    return foo(z,"
+    assert _truncate("def f(x):\n    ⟦⟧\n", fill, "python") == "y = x + 1\n    z = y * 2"
+
+
+def test_python_trailing_block_header_without_body_is_dropped() -> None:
+    fill = "y = x + 1\n    if y:"
+    assert _truncate("def f(x):\n    ⟦⟧\n    return 0\n", fill, "python") == "y = x + 1"
+
+
+@pytest.mark.parametrize("fill", ["y = x + 1\n    return y", "y = x + 1\n    return y\n"])
+def test_python_whole_fill_is_unchanged(fill: str) -> None:
+    assert _truncate("def f(x):\n    ⟦⟧\n", fill, "python") == fill
+
+
+def test_python_string_lines_at_column_zero_are_not_a_dedent() -> None:
+    fill = 'y = """\nat column 0\n"""\n    return y\ndef g():\n    pass'
+    result = _truncate("def f(x):\n    ⟦⟧\n", fill, "python")
+    assert result == 'y = """\nat column 0\n"""\n    return y'
+
+
+def test_python_comment_at_column_zero_is_not_a_dedent() -> None:
+    fill = "y = 1\n# note\n    return y"
+    assert _truncate("def f(x):\n    ⟦⟧\n", fill, "python") == fill
+
+
+def test_python_fill_inside_brackets_stops_before_the_suffix_closer() -> None:
+    assert _truncate("xs = [\n    ⟦⟧\n]\n", "1,\n    2,\n]\nys = 3", "python") == "1,\n    2,"
+
+
+def test_header_fill_keeps_its_body_and_stops_at_the_next_statement() -> None:
+    marked = "def f(x):⟦⟧\n\nprint(1)\n"
+    fill = "\n    y = 1\n    return y\n\nprint(2)\n"
+    assert _truncate(marked, fill, "python") == "\n    y = 1\n    return y"
+
+
+BRACE_CASES = [
+    ("javascript", "function f(a) {\n  ⟦⟧\n}\n",
+     "const b = a + 1;\n  return b;", "\n}\n\nfunction g() {\n  return 2;\n}\n", "\n  return g("),
+    ("typescript", "function f(a: number): number {\n  ⟦⟧\n}\n",
+     "const b: number = a + 1;\n  return b;", "\n}\nfunction g(): number {", "\n  return g(b,"),
+    ("go", "package main\n\nfunc f() int {\n\t⟦⟧\n}\n",
+     "x := 1\n\treturn x", "\n}\n\nfunc g() int {\n\treturn 2\n}\n", "\n\tfmt.Println(x,"),
+    ("rust", "fn f() -> i32 {\n    ⟦⟧\n}\n",
+     "let x = 1;\n    x + 1", "\n}\n\nfn g() -> i32 {\n    2\n}\n", "\n    let y = vec![x,"),
+    ("java", "class A {\n    int f() {\n        ⟦⟧\n    }\n}\n",
+     "int x = 1;\n        return x;", "\n    }\n\n    int g() {\n        return 2;\n    }\n",
+     "\n        int y = g(x,"),
+    ("c", "int f(void) {\n    ⟦⟧\n}\n",
+     "int x = 1;\n    return x;", "\n}\n\nint g(void) {\n    return 2;\n", "\n    int y = g(x,"),
+    ("cpp", "int f() {\n    ⟦⟧\n}\n",
+     "int x = 1;\n    if (x) {\n        x++;\n    }", "\n}\nint g() {", "\n    return x"),
+]
+
+
+@pytest.mark.parametrize(("language", "marked", "whole", "beyond", "half"), BRACE_CASES)
+def test_brace_fill_that_closes_the_block_is_cut_before_the_closer(
+        language: str, marked: str, whole: str, beyond: str, half: str) -> None:
+    assert _truncate(marked, whole + beyond, language) == whole
+
+
+@pytest.mark.parametrize(("language", "marked", "whole", "beyond", "half"), BRACE_CASES)
+def test_brace_fill_drops_a_trailing_half_statement(
+        language: str, marked: str, whole: str, beyond: str, half: str) -> None:
+    assert _truncate(marked, whole + half, language) == whole
+
+
+@pytest.mark.parametrize(("language", "marked", "whole", "beyond", "half"), BRACE_CASES)
+def test_brace_whole_fill_is_unchanged(language: str, marked: str, whole: str, beyond: str,
+                                       half: str) -> None:
+    assert _truncate(marked, whole, language) == whole
+
+
+def test_fill_keeps_the_closer_the_suffix_lacks_and_stops_after_it() -> None:
+    fill = "const b = a + 1;\n  return b;\n}\n\nfunction g() {\n  return 2;\n}\n"
+    assert _truncate("function f(a) {\n  ⟦⟧\n", fill, "javascript") == (
+        "const b = a + 1;\n  return b;\n}")
+
+
+def test_fill_ending_with_the_needed_closer_and_a_line_break_is_already_whole() -> None:
+    fill = "return a;\n}\n"
+    assert _truncate("function f(a) {\n  ⟦⟧\n", fill, "javascript") == fill
+
+
+def test_braces_inside_strings_do_not_count() -> None:
+    fill = "const s = `}${a}` + '}';\n  return s;\n}\nfunction g() {"
+    assert _truncate("function f(a) {\n  ⟦⟧\n}\n", fill, "javascript") == (
+        "const s = `}${a}` + '}';\n  return s;")
+
+
+def test_cut_fill_before_a_code_line_keeps_its_line_break() -> None:
+    fill = "  a++;\n  a--;\n}\nfunction g() {\n"
+    result = _truncate("function f(a) {\n⟦⟧  return a;\n}\n", fill, "javascript")
+    assert result == "  a++;\n  a--;\n"
+
+
+def test_truncation_counts_characters_not_bytes() -> None:
+    marked = "def f(x):\n    s = 'héllo wörld ☃'\n    ⟦⟧\n"
+    fill = "y = 'ü'\n    return y\n\ndef g():\n    return 'é'\n"
+    assert _truncate(marked, fill, "python") == "y = 'ü'\n    return y"
+
+
+def test_single_line_fill_and_unknown_language_are_unchanged() -> None:
+    assert _truncate("def f(x):\n    return ⟦⟧\n", "foo(x,", "python") == "foo(x,"
+    assert _truncate("f :: Int\n⟦⟧\n", "f = 1\nzz(", "haskell") == "f = 1\nzz("
+
+
+# --- enclosing_node_range: grow a selection to the statement around it ---------------------
+
+
+def test_selection_inside_a_statement_grows_to_the_whole_line_of_it() -> None:
+    assert _enclosing("def f(x):\n    y = ⟦foo(x)⟧ + 1\n    return y\n", "python") == (
+        "    y = foo(x) + 1")
+
+
+def test_enclosing_range_is_in_characters_with_non_ascii_text() -> None:
+    marked = "def f(x):\n    s = 'héllo ☃'\n    y = ⟦'ü'⟧ + s\n    return y\n"
+    assert _enclosing(marked, "python") == "    y = 'ü' + s"
+
+
+def test_selection_across_statements_grows_to_those_statements_only() -> None:
+    marked = "def f(x):\n    a = 0\n    y⟦ = 1\n    z⟧ = 2\n    return y\n"
+    assert _enclosing(marked, "python") == "    y = 1\n    z = 2"
+
+
+def test_enclosing_range_always_contains_the_selection() -> None:
+    text, start, end = _span("def f(x):\n⟦    y = 1\n⟧    return y\n")
+    found = enclosing_node_range(text, start, end, "python")
+    assert found is not None and found[0] <= start and found[1] >= end
+
+
+def test_cursor_between_top_level_statements_has_no_enclosing_node() -> None:
+    assert _enclosing("x = 1\n⟦⟧\ny = 2\n", "python") is None
+    assert _enclosing("x = ⟦1⟧\n", "cobol") is None
+
+
+@pytest.mark.parametrize(("language", "marked", "expected"), [
+    ("javascript", "function f(a) {\n  if (a) {\n    return ⟦a + 1⟧;\n  }\n}\n",
+     "    return a + 1;"),
+    ("typescript", "function f(a: number) {\n  const b: number = ⟦a⟧;\n}\n",
+     "  const b: number = a;"),
+    ("go", "package main\n\nfunc f() int {\n\tx := ⟦1⟧\n\treturn x\n}\n", "\tx := 1"),
+    ("rust", "fn f() -> i32 {\n    let x = ⟦1⟧;\n    x\n}\n", "    let x = 1;"),
+    ("java", "class A {\n    int f() {\n        int x = ⟦1⟧;\n        return x;\n    }\n}\n",
+     "        int x = 1;"),
+    ("c", "int f(void) {\n    int x = ⟦1⟧;\n    return x;\n}\n", "    int x = 1;"),
+    ("cpp", "int f(int n) {\n    for (int i = 0; i < ⟦n⟧; i++) {}\n    return 0;\n}\n",
+     "    for (int i = 0; i < n; i++) {}"),
+])
+def test_selection_inside_a_statement_per_language(language: str, marked: str,
+                                                   expected: str) -> None:
+    assert _enclosing(marked, language) == expected
+
+
+def test_decorated_definition_grows_with_its_decorator() -> None:
+    marked = "@cache\ndef f(x):\n    return x\n\n\n@cache\ndef ⟦g⟧(x):\n    return x\n"
+    assert _enclosing(marked, "python") == "@cache\ndef g(x):\n    return x"
+
+
+# --- reindent: the document's indentation, never the fill's code ---------------------------
+
+
+def test_document_indentation_is_detected() -> None:
+    assert detect_indent("def f():\n  if x:\n    pass\n") == IndentStyle(False, 2)
+    assert detect_indent("func f() {\n\tx := 1\n}\n") == IndentStyle(True, 4)
+    assert detect_indent("x = 1\n") == IndentStyle(False, 4)
+    assert detect_indent("x := 1\n", "go").tabs
+    assert IndentStyle(False, 2).unit == "  " and IndentStyle(True, 4).unit == "\t"
+
+
+def test_spaces_become_tabs_in_a_tab_document() -> None:
+    marked = "package main\n\nfunc f() int {\n\tx := 1\n\t⟦⟧\n}\n"
+    fill = "y := 2\n    if y > x {\n        y--\n    }\n    return x + y"
+    assert _reindent(marked, fill, "go") == (
+        "y := 2\n\tif y > x {\n\t\ty--\n\t}\n\treturn x + y")
+
+
+def test_tabs_become_spaces_in_a_space_document() -> None:
+    fill = "z = 2\n\tif z:\n\t\tz += 1\n\treturn z"
+    assert _reindent("def f(x):\n    y = 1\n    ⟦⟧\n", fill, "python") == (
+        "z = 2\n    if z:\n        z += 1\n    return z")
+
+
+def test_fill_on_a_different_base_is_shifted_to_the_cursor_line() -> None:
+    fill = "if y:\n    z = 2\nelse:\n    z = 3\nreturn z"
+    assert _reindent("def f(x):\n    y = 1\n    ⟦⟧\n", fill) == (
+        "if y:\n        z = 2\n    else:\n        z = 3\n    return z")
+
+
+def test_fill_on_the_right_base_is_unchanged() -> None:
+    fill = "if y:\n        z = 2\n    return z"
+    assert _reindent("def f(x):\n    y = 1\n    ⟦⟧\n", fill, "python") == fill
+
+
+def test_header_body_written_at_the_wrong_level_moves_one_document_step_deeper() -> None:
+    marked = "function f(a) {\n    let b = 1;\n    ⟦⟧\n}\n"
+    assert _reindent(marked, "if (a) {\n  b++;\n}\nreturn b;", "javascript") == (
+        "if (a) {\n        b++;\n    }\n    return b;")
+
+
+def test_closer_of_the_enclosing_block_keeps_its_level() -> None:
+    marked = "function f(a) {\n    let b = 1;\n    ⟦⟧\n"
+    fill = "b++;\n}\nfunction g() {"
+    assert _reindent(marked, fill, "javascript") == fill
+
+
+def test_python_dedent_past_the_block_is_left_for_truncation() -> None:
+    marked = "def f(x):\n    if x:\n        ⟦⟧\n"
+    fill = "y = 1\n        return y\n    else:\n        return 2"
+    assert _reindent(marked, fill, "python") == fill
+
+
+def test_reindent_never_touches_the_first_line_or_code() -> None:
+    marked = "int f(void) {\n\tint b = 1;\n\tif (b) {  ⟦⟧\n\t}\n}\n"
+    fill = "  /* x */\nb++;\n    b--;\n"
+    result = _reindent(marked, fill, "c")
+    assert result.split("\n")[0] == fill.split("\n")[0]
+    assert [line.lstrip() for line in result.split("\n")] == [
+        line.lstrip() for line in fill.split("\n")]
+
+
+def test_single_line_fill_is_not_reindented() -> None:
+    assert _reindent("def f(x):\n    return ⟦⟧\n", "\tx") == "\tx"
