@@ -86,6 +86,7 @@ class ServerConfig(SamplingControls):
     max_context_tokens: int = 448  # prefix + suffix tokens kept around the span
     candidates: int = 1
     seed: int = 0
+    batch_rows: int = 16  # rows per shared forward pass across requests; 0: each request alone
     timeout_ms: int = 60000
     hole_marker: str = "<FILL>"
     drafts: bool = False  # send dlm/draft notifications while denoising
@@ -123,6 +124,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "multi_line_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
     "max_context_tokens": (lambda v: 0 <= v <= 1 << 20, "a non-negative integer"),
     "timeout_ms": (lambda v: v > 0, "a positive number of milliseconds"),
+    "batch_rows": (lambda v: 0 <= v <= 256, "an integer from 0 to 256"),
     "latency_ms": (lambda v: v is None or v > 0, "a positive number of milliseconds"),
     "latency_ms_single_line": (lambda v: v is None or v > 0, "a positive number of ms"),
     "latency_ms_multi_line": (lambda v: v is None or v > 0, "a positive number of ms"),

@@ -28,6 +28,7 @@ from dlm_lsp.repair import (
     token_offsets,
 )
 from dlm_lsp.sampler import Cancelled, Denoised, SamplerConfig, denoise, refine_start
+from dlm_lsp.serving import BatchConfig, StepBatcher
 from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
 from dlm_lsp.validation import ParsedDocument, Validation, language_for, parsed_document
 
@@ -115,7 +116,9 @@ class Engine:
         self.config = config
         self._model: DiffusionModel | None = None
         self._cost: StepCost | None = None
+        self._batcher: StepBatcher | None = None
         self._lock = threading.Lock()
+        self._alone = threading.Lock()
         # Fault injection for tests of error handling: "oom" fails every infill with an
         # out-of-memory error, "oom-once" only the first.
         self._faults = set(filter(None, os.environ.get("DLM_LSP_FAULTS", "").split(",")))
@@ -135,6 +138,19 @@ class Engine:
                 self._model = None
                 self._cost = None
             self.config = config
+
+    def batcher(self) -> StepBatcher | None:
+        """The model's batching worker (None when `batch_rows` is 0: each request alone)."""
+        model = self.model
+        with self._lock:
+            if self.config.batch_rows == 0:
+                return None
+            if self._batcher is None or self._batcher.model is not model:
+                if self._batcher is not None:
+                    self._batcher.close()
+                self._batcher = StepBatcher(model, BatchConfig(self.config.batch_rows))
+            self._batcher.config.max_rows = self.config.batch_rows
+            return self._batcher
 
     def step_cost(self) -> StepCost:
         """The model's per-step cost on its device, calibrated on first use."""
@@ -183,7 +199,7 @@ class Engine:
                                     MULTI_LINE: cfg.latency_ms_multi_line,
                                     REWRITE: cfg.latency_ms_rewrite}[plan.kind]
         if target is not None and strategy != "left-to-right":
-            steps = self.step_cost().steps_for(target, rows, length, layout.n_masked,
+            steps = self.step_cost().steps_for(target, rows, length, plan.n_masked,
                                                (time.perf_counter() - began) * 1000)
         sampler = sampler_config(cfg, opt, steps, strategy)
         seed = opt.seed if opt.seed is not None else cfg.seed
@@ -327,7 +343,14 @@ class _Run:
             verdict = self.validate(self.fill_text(ids, layout))
             return verdict is None or verdict.valid
 
-        out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop, syntax_ok)
+        batcher = engine.batcher()
+        if batcher is None:
+            with engine._alone:  # without batching, one request at a time has the model
+                out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop,
+                              syntax_ok)
+        else:
+            out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop,
+                          syntax_ok, batcher.run)
         self.passes += out.steps
         return out
 

@@ -74,6 +74,7 @@ class Denoised:
 
 StepCallback = Callable[[int, int, torch.Tensor], None]
 AcceptCheck = Callable[[list[int]], bool]  # a row's span ids -> acceptable as a result
+Runner = Callable[["Denoising", Callable[[], bool] | None], "Denoised"]
 
 
 def nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -349,9 +350,16 @@ class Denoising:
 def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed: int,
             on_step: StepCallback | None = None,
             should_stop: Callable[[], bool] | None = None,
-            accept: AcceptCheck | None = None) -> Denoised:
-    """Fill the masked span of `layout` for len(cfg.temperatures) candidate rows."""
+            accept: AcceptCheck | None = None,
+            runner: Runner | None = None) -> Denoised:
+    """Fill the masked span of `layout` for len(cfg.temperatures) candidate rows.
+
+    With a `runner` (a batching worker's `run`), the steps are run there,
+    sharing forward passes with other requests; otherwise here, one pass a step.
+    """
     run = Denoising(model, layout, cfg, seed, on_step, accept)
+    if runner is not None:
+        return runner(run, should_stop)
     while not run.done:
         if should_stop is not None and should_stop():
             raise Cancelled()

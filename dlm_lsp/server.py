@@ -1,7 +1,8 @@
 """The language server: thin LSP handlers over the infill engine.
 
-Each handler turns LSP params into an engine request, awaits the engine on its
-worker thread, and turns the result into an LSP answer.  The shared work
+Each handler turns LSP params into an engine request, awaits the engine on a
+worker thread (concurrent requests share forward passes in the engine's batching
+worker), and turns the result into an LSP answer.  The shared work
 (document and range checks, job bookkeeping, cancellation, timeouts, progress,
 drafts and the stale-version check) lives in `DlmServer.fill`, so every entry
 point behaves the same way.
@@ -63,7 +64,9 @@ class DlmServer(LanguageServer):
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.config = ServerConfig()
         self.engine = Engine(self.config)
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dlm-engine")
+        # Requests are prepared and validated on these threads; their forward passes
+        # all go through the engine's one batching worker, which owns the model.
+        self.worker = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dlm-engine")
         self.jobs = Jobs()
         self.pending_problems: list[str] = []
 

@@ -1,0 +1,167 @@
+"""Batching across requests: one worker owns the model and steps every running fill.
+
+Diffusion fills are many small forward passes.  When several requests are in
+flight (several editors on a team server, or candidates of one editor), running
+them one after another leaves the device idle between tiny passes; running
+them together costs little more than one.  The worker holds a set of running
+`Denoising` states.  Before each forward pass it admits waiting requests and
+drops cancelled ones (the slot is free before the next pass: cancellation costs
+at most the step in flight), groups the states by sequence length so shapes
+stay few and no padding can change a result, concatenates each group's rows
+into one batch, and hands each state its own rows of the logits.  Requests
+with different step budgets simply leave the batch when their own loop ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from dlm_lsp.models.interface import DiffusionModel
+from dlm_lsp.sampler import Cancelled, Denoised, Denoising
+
+
+@dataclass
+class BatchConfig:
+    """How the worker groups requests."""
+
+    max_rows: int = 16  # rows (candidates of all requests) per forward pass
+
+
+@dataclass
+class _Job:
+    state: Denoising
+    should_stop: Callable[[], bool] | None
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Denoised | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class BatchStats:
+    """What the worker has done: passes, rows per pass, requests served."""
+
+    passes: int = 0
+    rows: int = 0
+    requests: int = 0
+    busy_s: float = 0.0
+
+    @property
+    def occupancy(self) -> float:
+        """Mean rows per forward pass."""
+        return self.rows / self.passes if self.passes else 0.0
+
+
+class StepBatcher:
+    """The model's one worker thread; `run` may be called from any number of threads."""
+
+    def __init__(self, model: DiffusionModel, config: BatchConfig | None = None):
+        self.model, self.config = model, config or BatchConfig()
+        self.stats = BatchStats()
+        self._waiting: deque[_Job] = deque()
+        self._wake = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._work, name="dlm-batcher", daemon=True)
+        self._thread.start()
+
+    def run(self, state: Denoising, should_stop: Callable[[], bool] | None = None) -> Denoised:
+        """Step `state` to the end among the other running requests; raise Cancelled
+        if `should_stop` says so between two steps."""
+        job = _Job(state, should_stop)
+        with self._wake:
+            if self._closed:
+                raise RuntimeError("the batching worker is closed")
+            self._waiting.append(job)
+            self._wake.notify()
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        assert job.result is not None
+        return job.result
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(timeout=5)
+
+    def _work(self) -> None:
+        running: list[_Job] = []
+        while True:
+            with self._wake:
+                while not self._waiting and not running and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    for job in running + list(self._waiting):
+                        job.error = Cancelled()
+                        job.done.set()
+                    return
+                running.extend(self._waiting)
+                self._waiting.clear()
+            # finished jobs are answered, cancelled ones dropped, before the next pass
+            running = [job for job in running if self._keep(job)]
+            for group in self._groups(running):
+                self._step(group)
+
+    def _keep(self, job: _Job) -> bool:
+        """Whether a job stays in the batch; finished and cancelled ones are answered."""
+        if job.done.is_set():
+            return False
+        try:
+            if job.state.done:
+                job.result = job.state.result()
+                self.stats.requests += 1
+            elif job.should_stop is not None and job.should_stop():
+                job.error = Cancelled()
+            else:
+                return True
+        except BaseException as exc:  # noqa: BLE001 -- a failing check fails its request only
+            job.error = exc
+        job.done.set()
+        return False
+
+    def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
+        """Jobs of the same sequence length, in batches of at most max_rows rows."""
+        by_length: dict[int, list[_Job]] = defaultdict(list)
+        for job in jobs:
+            by_length[job.state.inputs.shape[1]].append(job)
+        groups = []
+        for same in by_length.values():
+            group: list[_Job] = []
+            rows = 0
+            for job in same:
+                if group and rows + job.state.rows > self.config.max_rows:
+                    groups.append(group)
+                    group, rows = [], 0
+                group.append(job)
+                rows += job.state.rows
+            groups.append(group)
+        return groups
+
+    def _step(self, group: list[_Job]) -> None:
+        """One forward pass for a group, each job advancing on its own rows."""
+        began = time.perf_counter()
+        try:
+            logits = self.model.logits(torch.cat([job.state.inputs for job in group]))
+        except BaseException as exc:  # noqa: BLE001 -- e.g. out of memory: fail this group
+            for job in group:
+                job.error = exc
+                job.done.set()
+            return
+        self.stats.passes += 1
+        self.stats.rows += logits.shape[0]
+        at = 0
+        for job in group:
+            rows = job.state.rows
+            try:
+                job.state.advance(logits[at:at + rows])
+            except BaseException as exc:  # noqa: BLE001
+                job.error = exc
+                job.done.set()
+            at += rows
+        self.stats.busy_s += time.perf_counter() - began

@@ -1,0 +1,151 @@
+"""Specification of dlm_lsp.serving: requests share forward passes without changing results."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from dlm_lsp.models import load_model
+from dlm_lsp.sampler import Cancelled, Denoising, SamplerConfig, denoise
+from dlm_lsp.serving import BatchConfig, StepBatcher
+from dlm_lsp.span import build_layout
+
+
+@pytest.fixture(scope="module")
+def model(model_dir: Path):
+    return load_model(str(model_dir), "cpu")
+
+
+PREFIXES = ["def add(a, b):\n    return ", "x = [i * i for i in ", "import os\n\nprint(",
+            "class A:\n    def f(self):\n        "]
+
+
+def _layout(model, prefix: str, n: int = 8):
+    return build_layout(model.tokenizer, prefix, "\n", n, 256, max_length=model.max_length)
+
+
+def _alone(model, layout, cfg: SamplerConfig, seed: int) -> list[list[int]]:
+    return denoise(model, layout, cfg, seed).span_ids.tolist()
+
+
+def _together(batcher: StepBatcher, states: list[Denoising]) -> list[list[list[int]]]:
+    """Run the states on the batcher from one thread each, all at once."""
+    out: list = [None] * len(states)
+
+    def one(i: int) -> None:
+        out[i] = batcher.run(states[i]).span_ids.tolist()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(states))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return out
+
+
+CONFIGS = [SamplerConfig(steps=4), SamplerConfig(steps=8, strategy="margin"),
+           SamplerConfig(steps=3, temperatures=(0.0, 0.9)),
+           SamplerConfig(steps=6, strategy="random", block_size=4)]
+
+
+def test_batched_requests_give_the_same_output_as_alone(model) -> None:
+    jobs = [(_layout(model, p, n=8), cfg, seed)
+            for seed, (p, cfg) in enumerate(zip(PREFIXES, CONFIGS, strict=True))]
+    batcher = StepBatcher(model)
+    try:
+        got = _together(batcher, [Denoising(model, lay, cfg, seed) for lay, cfg, seed in jobs])
+    finally:
+        batcher.close()
+    assert got == [_alone(model, lay, cfg, seed) for lay, cfg, seed in jobs]
+
+
+def test_requests_of_one_length_share_forward_passes(model) -> None:
+    prefix = PREFIXES[0]
+    layouts = [_layout(model, prefix, n=8) for _ in range(4)]
+    batcher = StepBatcher(model)
+    gate = threading.Event()
+    real = model.logits
+
+    def slow_first(ids: torch.Tensor) -> torch.Tensor:
+        gate.wait(5)  # hold the first pass until every request has queued
+        return real(ids)
+    model.logits = slow_first
+    try:
+        states = [Denoising(model, lay, SamplerConfig(steps=4), seed=i)
+                  for i, lay in enumerate(layouts)]
+        threading.Timer(0.3, gate.set).start()
+        got = _together(batcher, states)
+    finally:
+        del model.logits
+        batcher.close()
+    assert got == [_alone(model, lay, SamplerConfig(steps=4), i) for i, lay in enumerate(layouts)]
+    assert batcher.stats.requests == 4
+    assert batcher.stats.passes < 4 * 4, "some passes were shared"
+    assert batcher.stats.occupancy > 1
+
+
+def test_a_request_joins_a_running_batch_without_changing_either_result(model) -> None:
+    long_layout, short_layout = _layout(model, PREFIXES[1], 8), _layout(model, PREFIXES[1], 8)
+    long_cfg, short_cfg = SamplerConfig(steps=8), SamplerConfig(steps=2, strategy="entropy")
+    batcher = StepBatcher(model)
+    joined = threading.Event()
+    results: dict = {}
+
+    def on_step(step, steps, span):  # the second request arrives mid-way through the first
+        if step == 3 and not joined.is_set():
+            joined.set()
+            threading.Thread(target=lambda: results.__setitem__("short", batcher.run(
+                Denoising(model, short_layout, short_cfg, 7)).span_ids.tolist())).start()
+    try:
+        results["long"] = batcher.run(Denoising(model, long_layout, long_cfg, 3, on_step)
+                                      ).span_ids.tolist()
+        for _ in range(100):
+            if "short" in results:
+                break
+            threading.Event().wait(0.05)
+    finally:
+        batcher.close()
+    assert results["long"] == _alone(model, long_layout, long_cfg, 3)
+    assert results["short"] == _alone(model, short_layout, short_cfg, 7)
+
+
+def test_cancellation_frees_the_slot_within_one_step(model) -> None:
+    batcher = StepBatcher(model, BatchConfig(max_rows=4))
+    steps_after_cancel = []
+    cancelled = threading.Event()
+
+    def on_step(step, steps, span):
+        if cancelled.is_set():
+            steps_after_cancel.append(step)
+        if step == 2:
+            cancelled.set()
+    state = Denoising(model, _layout(model, PREFIXES[2], 16), SamplerConfig(steps=16), 0,
+                      on_step)
+    try:
+        with pytest.raises(Cancelled):
+            batcher.run(state, should_stop=cancelled.is_set)
+        assert steps_after_cancel == []  # stopped before the next pass
+        other = batcher.run(Denoising(model, _layout(model, PREFIXES[0]), SamplerConfig(steps=2),
+                                      0))
+        assert other.steps == 2  # the worker goes on serving
+    finally:
+        batcher.close()
+
+
+def test_a_failing_request_fails_alone(model) -> None:
+    batcher = StepBatcher(model)
+
+    def broken(ids):
+        raise RuntimeError("boom")
+    try:
+        bad = Denoising(model, _layout(model, PREFIXES[0]), SamplerConfig(steps=2), 0,
+                        on_step=lambda *a: broken(None))
+        with pytest.raises(RuntimeError, match="boom"):
+            batcher.run(bad)
+        good = batcher.run(Denoising(model, _layout(model, PREFIXES[0]), SamplerConfig(steps=2),
+                                     0))
+        assert good.steps == 2
+    finally:
+        batcher.close()
