@@ -18,18 +18,20 @@ import torch
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig
 from dlm_lsp.costs import StepCost, calibrate
 from dlm_lsp.models import DiffusionModel, load_model
-from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, SpanPlan, plan_span
+from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, SpanPlan, local_text, plan_span
 from dlm_lsp.repair import (
     DIFFUSION,
     LEFT_TO_RIGHT,
     REPAIR,
     RepairConfig,
     positions_to_remask,
+    raw_offset,
     token_offsets,
 )
 from dlm_lsp.sampler import Cancelled, Denoised, SamplerConfig, denoise, refine_start
 from dlm_lsp.serving import BatchConfig, StepBatcher
 from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
+from dlm_lsp.syntax import reindent, truncate_to_units
 from dlm_lsp.validation import ParsedDocument, Validation, language_for, parsed_document
 
 MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
@@ -180,7 +182,8 @@ class Engine:
             raise torch.OutOfMemoryError("injected fault (DLM_LSP_FAULTS)")
         model, cfg, opt = self.model, self.config, req.options
         tok = model.tokenizer
-        plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole)
+        language = language_for(req.language_id, req.uri)
+        plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole, language)
         prefix, suffix = req.text[:req.start], req.text[req.end:]
         tail = borrowed_line_break(req.text[:req.end], suffix)
         layout = build_layout(tok, prefix, tail + suffix, plan.n_masked,
@@ -212,7 +215,7 @@ class Engine:
                                          _setting(opt, cfg, "refine_order"), seed)
             extra_passes = int(layout.init_ids is not None and strength > 0
                                and _setting(opt, cfg, "refine_order") == "confidence")
-        run = _Run(self, req, plan, layout, tail, self._document(req))
+        run = _Run(self, req, plan, layout, tail, self._document(req), language)
         if target is not None:
             run.deadline = began + target / 1000
             run.step_ms = self.step_cost().step_ms(rows, length)
@@ -307,9 +310,13 @@ class _Run:
     """One infill's denoising passes: the first, repairs, the fallback; all share a layout."""
 
     def __init__(self, engine: Engine, req: InfillRequest, plan: SpanPlan, layout: SpanLayout,
-                 tail: str, document: ParsedDocument | None):
+                 tail: str, document: ParsedDocument | None, language: str | None):
         self.engine, self.req, self.plan, self.layout, self.tail = engine, req, plan, layout, tail
         self.document = document
+        self.shape = language is not None and not plan.single_line  # reindent, truncate
+        self.language = language
+        if self.shape:
+            self.local, self.low = local_text(req.text, req.start, req.end)
         self.checked = document is not None
         self.passes = 0  # forward passes, all denoising runs together
         self.repair_rounds = 0
@@ -322,9 +329,24 @@ class _Run:
             return True
         return time.perf_counter() + steps * self.step_ms / 1000 <= self.deadline
 
-    def fill_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
+    def raw_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
+        """The fill as the model wrote it (the head dropped, cut to one line if asked)."""
         layout = layout or self.layout
-        return self.engine._fill_text(ids, layout.head, self.plan.single_line, self.tail)
+        return self.engine._fill_text(ids, layout.head, self.plan.single_line)
+
+    def fill_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
+        """The fill as it will be offered: on the document's indentation, cut to whole
+        syntactic units (multi-line fills, where there is a grammar), with the borrowed
+        line break back."""
+        text = self.raw_text(ids, layout)
+        if self.shape and "\n" in text:
+            start, end = self.req.start - self.low, self.req.end - self.low
+            text = reindent(text, self.local, start, end, self.language)
+            if self.plan.kind == MULTI_LINE:
+                text = truncate_to_units(self.local, start, end, text, self.language)
+        if self.tail and text.strip() and not text.endswith(self.tail):
+            text += self.tail
+        return text
 
     def validate(self, fill: str) -> Validation | None:
         if self.document is None:
@@ -392,7 +414,10 @@ class _Run:
         protected = next((i for i, at in enumerate(offsets) if at >= head), used) if head else 0
         start = self.req.start
         # error ranges of the filled document, moved into the decoded span's coordinates
-        errors = [(a - start + head, b - start + head) for a, b in candidate.check.new_ranges]
+        raw = self.raw_text(ids)
+        errors = [(raw_offset(raw, candidate.text, a - start) + head,
+                   raw_offset(raw, candidate.text, b - start) + head)
+                  for a, b in candidate.check.new_ranges]
         chosen = positions_to_remask(offsets, used, protected, errors, len(ids), cfg.margin)
         if not chosen:
             return None

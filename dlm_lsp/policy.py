@@ -6,6 +6,13 @@ fill (short span, cut at the first line break).  A cursor on an otherwise empty
 line, or a hole alone on its line, is a multi-line fill.  A non-empty selection
 is a block rewrite sized from the selected text.  Each kind has its own default
 step budget; the left-to-right baseline always takes one step per token.
+
+Where the language has a grammar, the syntax tree at the cursor decides instead
+(`dlm_lsp.syntax.span_kind`): an unfinished argument list on an otherwise empty
+line is still a single-line fill, the end of a `def f():` line opens a
+multi-line body, and the kind of block caps the length (`max_lines`, at about
+TOKENS_PER_LINE tokens a line).  Only the lines around the cursor are parsed
+for this (`local_text`), so the cost does not grow with the document.
 """
 
 from __future__ import annotations
@@ -14,6 +21,10 @@ from dataclasses import dataclass
 
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.models.tokenizer import Tokenizer
+from dlm_lsp.syntax import span_kind
+
+TOKENS_PER_LINE = 12  # a line of code is ~8-12 tokens of our BPE; the cap errs long
+LOCAL_LINES = 300  # lines either side of the span that syntax decisions look at
 
 SINGLE_LINE, MULTI_LINE, REWRITE = "single-line", "multi-line", "rewrite"
 
@@ -39,16 +50,41 @@ def task_kind(text: str, start: int, end: int, is_hole: bool = False) -> str:
     return MULTI_LINE if not before.strip() and not after.strip() else SINGLE_LINE
 
 
+def local_text(text: str, start: int, end: int, lines: int = LOCAL_LINES) -> tuple[str, int]:
+    """The whole lines within `lines` of the span, and the offset where they start."""
+    low = start
+    for _ in range(lines + 1):
+        low = text.rfind("\n", 0, low)
+        if low == -1:
+            break
+    low += 1
+    high = end
+    for _ in range(lines + 1):
+        high = text.find("\n", high + 1)
+        if high == -1:
+            high = len(text)
+            break
+    return text[low:high], low
+
+
 def plan_span(text: str, start: int, end: int, config: ServerConfig, options: InfillOptions,
-              tokenizer: Tokenizer, is_hole: bool = False) -> SpanPlan:
+              tokenizer: Tokenizer, is_hole: bool = False,
+              language: str | None = None) -> SpanPlan:
     """Choose the number of masked tokens and the step budget for a span."""
     kind = task_kind(text, start, end, is_hole)
+    hint = None
+    if kind != REWRITE and language is not None:
+        local, low = local_text(text, start, end)
+        hint = span_kind(local, start - low, end - low, language)
+        kind = hint.kind if hint is not None else kind
     if options.length is not None:
         n = options.length
     elif kind == REWRITE:
         n = len(tokenizer.encode(text[start:end])) + 8  # room to grow a little
     else:
         n = config.single_line_tokens if kind == SINGLE_LINE else config.multi_line_tokens
+        if hint is not None and kind == MULTI_LINE:
+            n = min(n, hint.max_lines * TOKENS_PER_LINE)
     n = max(1, min(n, config.max_span_tokens))
     strategy = options.strategy or config.strategy
     if strategy == "left-to-right":

@@ -90,6 +90,18 @@ def command_target(args: tuple[Any, ...], command: str,
     return uri, parse_range(rng) if rng is not None else None
 
 
+def command_flag(args: tuple[Any, ...], name: str, position: int) -> bool:
+    """A boolean option of a command: `name` in its object form, else argument `position`."""
+    plain = to_plain(list(args))
+    if plain and isinstance(plain[0], dict):
+        value = plain[0].get(name, False)
+    else:
+        value = plain[position] if len(plain) > position else False
+    if not isinstance(value, bool):
+        raise JsonRpcInvalidParams(f"'{name}' should be true or false, got {value!r}")
+    return value
+
+
 def infill_result(version: int | None, rng: types.Range, result: InfillResult) -> dict:
     """The JSON result of `dlm/infill`: the best fill as an edit, all candidates, stats."""
     best = result.candidates[0]

@@ -63,3 +63,25 @@ def positions_to_remask(offsets: list[int], used: int, protected: int,
             if protected <= i < n:
                 chosen.add(i)
     return sorted(chosen)
+
+
+def raw_offset(raw: str, shown: str, offset: int) -> int:
+    """Where character `offset` of `shown` was in `raw`, the fill as the model wrote it.
+
+    The offered fill differs from the model's text only in the leading
+    whitespace of its lines (re-indentation) and by being cut short
+    (truncation to whole units); lines correspond one to one.  Offsets past
+    the shown text map past the end of the raw one (clamped to it).
+    """
+    if offset <= 0:
+        return offset
+    line = shown.count("\n", 0, offset)
+    column = offset - (shown.rfind("\n", 0, offset) + 1)
+    raw_lines, shown_lines = raw.split("\n"), shown.split("\n")
+    if line >= len(raw_lines) or line >= len(shown_lines):
+        return len(raw) + max(0, offset - len(shown))
+    shown_indent = len(shown_lines[line]) - len(shown_lines[line].lstrip(" \t"))
+    raw_indent = len(raw_lines[line]) - len(raw_lines[line].lstrip(" \t"))
+    column = min(column, raw_indent) if column < shown_indent else (
+        column - shown_indent + raw_indent)
+    return sum(len(t) + 1 for t in raw_lines[:line]) + min(column, len(raw_lines[line]))

@@ -38,15 +38,20 @@ from dlm_lsp.jobs import (
     Jobs,
 )
 from dlm_lsp.models import ModelLoadError
+from dlm_lsp.policy import local_text
 from dlm_lsp.protocol import (
     DRAFT,
     FILL_HOLES,
     INFILL,
     REWRITE_SELECTION,
+    command_flag,
     command_target,
     infill_result,
     parse_infill_params,
+    to_plain,
 )
+from dlm_lsp.syntax import enclosing_node_range
+from dlm_lsp.validation import language_for
 
 log = logging.getLogger(__name__)
 
@@ -311,12 +316,21 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
 async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
     """Re-generate the selected block and apply it through workspace/applyEdit."""
     uri, rng = command_target(args, REWRITE_SELECTION, needs_range=True)
+    if command_flag(args, "expand", 2):  # to the smallest enclosing statement or definition
+        doc = open_document(ls.workspace, uri)
+        start, end = range_offsets(doc, rng)
+        language = language_for(doc.language_id, uri)
+        local, low = local_text(doc.source, start, end)
+        found = enclosing_node_range(local, start - low, end - low, language)
+        if found is not None:
+            rng = offset_range(doc, found[0] + low, found[1] + low)
     if rng.start == rng.end:
         raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
     job, result = await ls.fill_range(uri, rng, InfillOptions())
     fill = result.candidates[0].text
     applied = await ls.apply_edits(job, [types.TextEdit(rng, fill)], "dlm-lsp: rewrite selection")
-    return {"applied": applied, "version": job.version, "text": fill}
+    return {"applied": applied, "version": job.version, "text": fill,
+            "range": to_plain(rng)}
 
 
 @server.feature(types.SHUTDOWN)

@@ -8,7 +8,15 @@ import pytest
 
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.models.tokenizer import Tokenizer
-from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, SpanPlan, plan_span, task_kind
+from dlm_lsp.policy import (
+    MULTI_LINE,
+    REWRITE,
+    SINGLE_LINE,
+    SpanPlan,
+    local_text,
+    plan_span,
+    task_kind,
+)
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +169,31 @@ def test_left_to_right_from_the_server_config_takes_one_step_per_token(tok: Toke
 def test_request_strategy_overrides_the_server_strategy(tok: Tokenizer) -> None:
     plan = _plan("y = ret|\n", tok, ServerConfig(strategy="left-to-right"), strategy="margin")
     assert plan.steps == ServerConfig().steps_single_line
+
+
+# --- the syntax tree decides where there is a grammar --------------------------------------
+
+
+def _plan_in(tok: Tokenizer, marked: str, language: str | None) -> SpanPlan:
+    text, start, end = _at(marked)
+    return plan_span(text, start, end, ServerConfig(), InfillOptions(), tok, language=language)
+
+
+def test_the_end_of_a_block_opening_line_is_a_multi_line_fill_with_a_grammar(tok) -> None:
+    assert _plan_in(tok, "def f(a):|\n", None).kind == SINGLE_LINE  # text alone: code before
+    assert _plan_in(tok, "def f(a):|\n", "python").kind == MULTI_LINE
+
+
+def test_the_kind_of_block_caps_a_multi_line_fill_s_length(tok) -> None:
+    inside_brackets = _plan_in(tok, "x = f(1,\n      |\n", "python")
+    assert inside_brackets.kind == MULTI_LINE
+    assert inside_brackets.n_masked <= ServerConfig().multi_line_tokens
+    assert _plan_in(tok, "x = f(1,\n      |\n", None).n_masked == ServerConfig().multi_line_tokens
+
+
+def test_local_text_holds_whole_lines_around_the_span() -> None:
+    text = "".join(f"line {i}\n" for i in range(1000))
+    at = text.index("line 500")
+    local, low = local_text(text, at, at, lines=3)
+    assert local.splitlines() == [f"line {i}" for i in range(497, 504)]
+    assert text[low:low + len(local)] == local

@@ -17,7 +17,14 @@ from fakes import FakeModel
 import dlm_lsp.engine as engine_module
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
-from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REPAIR, positions_to_remask, token_offsets
+from dlm_lsp.repair import (
+    DIFFUSION,
+    LEFT_TO_RIGHT,
+    REPAIR,
+    positions_to_remask,
+    raw_offset,
+    token_offsets,
+)
 from dlm_lsp.span import borrowed_line_break, build_layout
 
 DOC = "def add(a, b):\n    return |\n\nprint(add(1, 2))\n"
@@ -64,9 +71,10 @@ def test_token_offsets_follow_the_decoded_text(model_dir: Path) -> None:
 
 
 class Planted:
-    """A fake model that writes BROKEN until `fixed` is set, then FIXED."""
+    """A fake model that writes `broken` until `fixed` is set, then `good`."""
 
-    def __init__(self, engine: Engine, request: InfillRequest):
+    def __init__(self, engine: Engine, request: InfillRequest, broken: str = BROKEN,
+                 good: str = FIXED):
         tok = engine.model.tokenizer
         self.fake = FakeModel(tok, self.logits)
         prefix, suffix = request.text[:request.start], request.text[request.end:]
@@ -78,7 +86,7 @@ class Planted:
         def spelled(fill: str) -> list[int]:
             ids = tok.encode(layout.head + fill)
             return ids + [self.fake.pad_id] * (self.n - len(ids))
-        self.targets = {False: spelled(BROKEN), True: spelled(FIXED)}
+        self.targets = {False: spelled(broken), True: spelled(good)}
         self.fixed = False
         engine._model = self.fake
 
@@ -94,10 +102,11 @@ def engine(model_dir: Path) -> Engine:
     return Engine(ServerConfig(model=str(model_dir), device="cpu"))
 
 
-def _request(**options) -> InfillRequest:
-    at = DOC.index("|")
-    return InfillRequest(DOC.replace("|", ""), at, at, "python", "file:///add.py",
-                         InfillOptions(length=8, steps=4, **options))
+def _request(doc: str = DOC, **options) -> InfillRequest:
+    options = {"length": 8, "steps": 4, **options}
+    at = doc.index("|")
+    return InfillRequest(doc.replace("|", ""), at, at, "python", "file:///add.py",
+                         InfillOptions(**options))
 
 
 def _spy_paths(monkeypatch: pytest.MonkeyPatch, planted: Planted, fix_on: str) -> list:
@@ -182,3 +191,42 @@ def test_the_result_and_its_forward_passes_count_every_path(
     _spy_paths(monkeypatch, planted, fix_on=LEFT_TO_RIGHT)
     result = engine.infill(request)
     assert result.steps == planted.fake.calls
+
+
+# --- the offered fill: re-indented and cut to whole units -------------------------------
+
+
+def test_raw_offsets_follow_lines_whose_indentation_changed() -> None:
+    raw, shown = "if x:\n  y = 1\n  z", "if x:\n    y = 1\n    z"
+    for a, b in [(0, 0), (3, 3), (6, 6), (10, 8), (12, 10), (shown.index("z"), raw.index("z"))]:
+        assert raw_offset(raw, shown, a) == b
+    assert raw_offset(raw + "\nmore", shown, len(shown)) == len(raw)  # truncated: the cut
+
+
+BLOCK_DOC = "def add(a, b):\n    |\n\ndef other():\n    return 0\n"
+
+
+def test_a_multi_line_fill_is_cut_at_the_end_of_its_block(engine: Engine) -> None:
+    request = _request(BLOCK_DOC, length=24, steps=24)
+    Planted(engine, request, broken="s = a + b\n    return s\ndef g():\n    pass")
+    result = engine.infill(request)
+    assert result.candidates[0].text == "s = a + b\n    return s"
+    assert result.candidates[0].valid
+
+
+def test_a_multi_line_fill_is_put_on_the_document_s_indentation(engine: Engine) -> None:
+    request = _request(BLOCK_DOC, length=24, steps=24)
+    Planted(engine, request, broken="s = a + b\n\treturn s")
+    text = engine.infill(request).candidates[0].text
+    assert text == "s = a + b\n    return s"
+
+
+def test_a_repair_maps_errors_through_the_re_indentation(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request(BLOCK_DOC, length=24, steps=24)
+    planted = Planted(engine, request, broken="s = (a + b\n\treturn s",
+                      good="s = a + b\n\treturn s")
+    runs = _spy_paths(monkeypatch, planted, fix_on=REPAIR)
+    result = engine.infill(request)
+    assert (result.candidates[0].text, result.path) == ("s = a + b\n    return s", REPAIR)
+    assert runs[1][1] < planted.n

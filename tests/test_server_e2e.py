@@ -233,6 +233,24 @@ async def test_rewrite_selection_applies_an_edit_within_the_selection(client: La
     assert_only_inside(SOURCE, after, utf16_offset(SOURCE, 1, 4), utf16_offset(SOURCE, 1, 16))
 
 
+async def test_rewrite_selection_can_expand_to_the_enclosing_statement(client: LanguageClient):
+    applied = []
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def on_apply(params: types.ApplyWorkspaceEditParams):
+        applied.append(params.edit)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    open_doc(client)
+    inside = rng(1, 11, 1, 16)  # "a + b" of "    return a + b"
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.rewriteSelection", [{"uri": URI, "range": inside, "expand": True}]))
+    statement = rng(1, 0, 1, 16)  # the whole return statement, its indentation included
+    assert result["range"] == statement
+    [edit] = applied[0].document_changes[0].edits
+    assert client.protocol._converter.unstructure(edit.range) == statement
+
+
 async def test_cancel_mid_denoise_stops_the_loop_and_server_stays_healthy(client):
     open_doc(client)
     future = slow_infill(client, "cancel-me", "req-cancel")
