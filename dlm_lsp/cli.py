@@ -26,6 +26,46 @@ def _fill(args: argparse.Namespace) -> int:
                      write=args.write)
 
 
+def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
+    from dlm_lsp.bench.humaneval import ALIASES, SPLITS
+    from dlm_lsp.config import STRATEGIES
+
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES])
+    parser.add_argument("--limit", type=int, help="an evenly spaced fixed sample of N tasks")
+    parser.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
+    parser.add_argument("--steps", type=int, help="default: the server's per-kind budget")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--length", choices=("oracle", "policy"), default="oracle",
+                        help="oracle: the canonical middle's token count; policy: the server's "
+                        "length policy")
+    parser.add_argument("--no-repair", action="store_true",
+                        help="one denoising pass: no syntax repair, no left-to-right fallback")
+    harness = parser.add_mutually_exclusive_group()
+    harness.add_argument("--self-check", action="store_true",
+                         help="fill with the canonical middle (must pass >= 99%%)")
+    harness.add_argument("--empty", action="store_true", help="fill with nothing (the floor)")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per program")
+    parser.add_argument("--workers", type=int, default=2, help="programs run side by side")
+    parser.add_argument("--json", dest="json_out", metavar="OUT")
+    parser.add_argument("--markdown", dest="markdown_out", metavar="OUT")
+    parser.add_argument("--baseline", metavar="FILE", help="a stored --json report to compare to")
+    parser.add_argument("--margin", type=float, default=0.0,
+                        help="with --baseline: fail when pass@1 drops by more points than this")
+
+
+def _bench(args: argparse.Namespace) -> int:
+    if args.bench == "humaneval":
+        from dlm_lsp.bench.pass_at_1 import command
+
+        return command(args)
+    from dlm_lsp.bench.strategies import main as strategies_main
+
+    return strategies_main(args.model, args.device, args.split, args.limit, args.steps,
+                           args.json_out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `dlm-lsp` and `python -m dlm_lsp`."""
     argv = sys.argv[1:] if argv is None else argv
@@ -62,14 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     strat.add_argument("--limit", type=int, default=100)
     strat.add_argument("--steps", type=int, default=8)
     strat.add_argument("--json", dest="json_out", metavar="OUT")
+    _add_humaneval_arguments(kinds.add_parser(
+        "humaneval", help="pass@1: run each fill against the task's tests in a sandbox"))
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     if args.command == "fill":
         return _fill(args)
     if args.command == "bench":
-        from dlm_lsp.bench.strategies import main as strategies_main
-
-        return strategies_main(args.model, args.device, args.split, args.limit, args.steps,
-                               args.json_out)
+        return _bench(args)
     return _serve(args)

@@ -1,4 +1,4 @@
-"""The benchmark command: fixed task samples and a table per strategy."""
+"""The benchmark commands: fixed task samples, a table per strategy, sandboxed pass@1."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ import sys
 
 import pytest
 
+from dlm_lsp.bench import pass_at_1
+from dlm_lsp.bench.filling import FillSettings, exact_match, fill_task
 from dlm_lsp.bench.humaneval import SPLITS, load_tasks
+from dlm_lsp.bench.pass_at_1 import program_for
+from dlm_lsp.bench.sandbox import REASONS, run_programs
 from dlm_lsp.bench.strategies import run_strategy
+from dlm_lsp.cli import main
 from dlm_lsp.config import STRATEGIES, ServerConfig
 from dlm_lsp.engine import Engine
+
+HANDFUL = load_tasks("single-line", limit=4) + load_tasks("multi-line", limit=2)
 
 
 @pytest.mark.parametrize("split", list(SPLITS))
@@ -55,3 +62,84 @@ def test_bench_command_prints_a_row_per_strategy_and_writes_json(model_dir, tmp_
     assert ltr["mean_steps"] > rows[0]["mean_steps"] == 2.0  # one pass per token vs. budget
     for strategy in STRATEGIES:
         assert f"| {strategy} |" in done.stdout
+
+
+def test_the_program_is_the_filled_solution_then_its_tests_then_the_check_call():
+    task = HANDFUL[0]
+    program = program_for(task, "FILL")
+    assert program.startswith(task.prefix + "FILL" + task.suffix)
+    assert task.test in program and program.endswith(f"check({task.entry_point})\n")
+
+
+def test_canonical_middles_pass_their_tests():
+    outcomes = run_programs([program_for(t, t.middle) for t in HANDFUL])
+    assert [o.reason for o in outcomes] == ["passed"] * len(HANDFUL), [o.detail for o in outcomes]
+
+
+def test_the_empty_fill_fails_the_same_tasks():
+    outcomes = run_programs([program_for(t, "") for t in HANDFUL])
+    assert not any(o.passed for o in outcomes)
+
+
+def test_exact_match_ignores_surrounding_and_trailing_blanks_but_not_inner_indentation():
+    assert exact_match("\n    return x  \n\n", "    return x\n")
+    assert exact_match("return x", "    return x\n")  # the edge: the prefix may hold it
+    assert exact_match("if a:\t\n    b = 2\n", "if a:\n    b = 2")
+    assert not exact_match("if a:\nb = 2\n", "if a:\n    b = 2\n")
+    assert not exact_match("    return y\n", "    return x\n")
+
+
+def test_oracle_length_is_the_middles_token_count_and_policy_leaves_it_to_the_server(
+        model_dir, monkeypatch):
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    seen, real = [], engine.infill
+    monkeypatch.setattr(engine, "infill", lambda req: seen.append(req) or real(req))
+    task = HANDFUL[0]
+    fill_task(engine, task, FillSettings(length="oracle", steps=2))
+    fill_task(engine, task, FillSettings(length="policy", steps=2))
+    oracle, policy = (req.options.length for req in seen)
+    assert oracle == len(engine.model.tokenizer.encode(task.middle)) and policy is None
+    assert seen[0].text == task.prefix + task.suffix and seen[0].start == len(task.prefix)
+
+
+def test_self_check_passes_and_writes_json_and_markdown(tmp_path):
+    out, summary = tmp_path / "self.json", tmp_path / "self.md"
+    assert main(["bench", "humaneval", "--self-check", "--limit", "3", "--json", str(out),
+                 "--markdown", str(summary)]) == 0
+    report = json.loads(out.read_text())
+    assert report["pass_at_1"] == 100.0 and report["tasks"] == 3 and report["model"] is None
+    assert "| canonical middle (self-check) | 3 | 100.0 |" in summary.read_text()
+
+
+def test_a_broken_harness_fails_the_self_check(monkeypatch, capsys):
+    monkeypatch.setattr(pass_at_1, "program_for", lambda task, fill: "assert False\n")
+    assert main(["bench", "humaneval", "--self-check", "--limit", "2"]) == 1
+    assert "self-check failed" in capsys.readouterr().err
+
+
+def test_humaneval_command_with_a_model_writes_json_naming_the_machine(model_dir, tmp_path,
+                                                                      capsys):
+    out = tmp_path / "run.json"
+    assert main(["bench", "humaneval", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "3", "--steps", "2", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    machine = report["machine"]
+    assert machine["cpu"] and machine["torch"] and machine["date"] and machine["device"] == "cpu"
+    assert report["tasks"] == len(report["results"]) == 3 and report["model"] == str(model_dir)
+    assert all(r["reason"] in REASONS for r in report["results"])
+    assert 0 <= report["pass_at_1"] <= 100 and report["mean_steps"] > 0
+    assert "server default strategy, oracle length, 2 steps | 3 |" in printed
+
+
+@pytest.mark.parametrize(("mode", "baseline", "margin", "status"), [
+    ("--self-check", 100.0, 0.0, 0),  # no drop
+    ("--empty", 100.0, 5.0, 1),  # a 100-point drop
+    ("--empty", 50.0, 60.0, 0),  # a 50-point drop, within the margin
+])
+def test_regression_mode_fails_only_when_pass_at_1_drops_by_more_than_the_margin(
+        tmp_path, mode, baseline, margin, status):
+    stored = tmp_path / "baseline.json"
+    stored.write_text(json.dumps({"pass_at_1": baseline}))
+    assert main(["bench", "humaneval", mode, "--limit", "3", "--baseline", str(stored),
+                 "--margin", str(margin)]) == status

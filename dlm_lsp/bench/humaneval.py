@@ -19,6 +19,7 @@ SPLITS = {
     "random-span": "HumanEval-RandomSpanInfilling.jsonl.gz",
     "random-span-light": "HumanEval-RandomSpanInfillingLight.jsonl.gz",
 }
+ALIASES = {"single": "single-line", "multi": "multi-line"}  # the short names papers use
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Task:
 
 def load_tasks(split: str = "single-line", limit: int | None = None) -> list[Task]:
     """The split's tasks; with `limit`, an evenly spaced fixed sample of that many."""
+    split = ALIASES.get(split, split)
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
     with gzip.open(DATA / SPLITS[split], "rt", encoding="utf-8") as handle:

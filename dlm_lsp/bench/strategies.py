@@ -2,24 +2,25 @@
 
 Runs every strategy on the same fixed HumanEval-Infilling sample, with the
 oracle length (the canonical fill's token count, as papers report) and a
-fixed step budget, greedy, seed 0.  Reports exact match (ignoring surrounding
-whitespace), the rate of fills that are valid Python in place (tree-sitter),
-forward passes, and wall time.  Execution-based pass@1 belongs to the
-`humaneval` benchmark, which runs the tests in a sandbox.
+fixed step budget, greedy, seed 0, without syntax repair or the left-to-right
+fallback (they would mix another order into every strategy's row).  Reports
+exact match (up to whitespace that cannot matter, see `filling.normalise`),
+the rate of fills that are valid Python in place (tree-sitter), forward
+passes, and wall time.  Execution-based pass@1 belongs to `bench humaneval`
+(`pass_at_1.py`), which runs the tests in a sandbox.
 """
 
 from __future__ import annotations
 
 import json
-import platform
 import time
 from dataclasses import asdict, dataclass
 
-import torch
-
+from dlm_lsp.bench.filling import FillSettings, exact_match, fill_task
 from dlm_lsp.bench.humaneval import Task, load_tasks
-from dlm_lsp.config import STRATEGIES, InfillOptions, ServerConfig
-from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.config import STRATEGIES, ServerConfig
+from dlm_lsp.engine import Engine
 
 
 @dataclass
@@ -37,25 +38,17 @@ class StrategyRow:
 
 def run_strategy(engine: Engine, tasks: list[Task], strategy: str, steps: int) -> StrategyRow:
     """Fill every task with one strategy; tally the table row."""
-    tok = engine.model.tokenizer
-    exact = valid = empty = passes = 0
+    settings = FillSettings(strategy=strategy, steps=steps, repair=False)
     began = time.perf_counter()
-    for task in tasks:
-        text = task.prefix + task.suffix
-        at = len(task.prefix)
-        length = max(1, len(tok.encode(task.middle)))
-        result = engine.infill(InfillRequest(
-            text, at, at, "python", options=InfillOptions(
-                length=length, steps=steps, strategy=strategy, seed=0, temperature=0.0)))
-        best = result.candidates[0]
-        exact += best.text.strip() == task.middle.strip()
-        valid += best.valid is True
-        empty += not best.text.strip()
-        passes += result.steps
+    fills = [fill_task(engine, task, settings) for task in tasks]
+    seconds = time.perf_counter() - began
     n = max(1, len(tasks))
+    exact = sum(exact_match(f.text, t.middle) for f, t in zip(fills, tasks, strict=True))
+    valid = sum(f.valid is True for f in fills)
+    empty = sum(not f.text.strip() for f in fills)
     return StrategyRow(strategy, len(tasks), round(100 * exact / n, 1), round(100 * valid / n, 1),
-                       round(100 * empty / n, 1), round(passes / n, 1),
-                       round(1000 * (time.perf_counter() - began) / n, 1))
+                       round(100 * empty / n, 1), round(sum(f.steps for f in fills) / n, 1),
+                       round(1000 * seconds / n, 1))
 
 
 def main(model: str, device: str, split: str, limit: int | None, steps: int,
@@ -64,8 +57,8 @@ def main(model: str, device: str, split: str, limit: int | None, steps: int,
     engine = Engine(ServerConfig(model=model, device=device, max_span_tokens=512))
     tasks = load_tasks(split, limit)
     rows = [run_strategy(engine, tasks, s, steps) for s in STRATEGIES]
-    where = (f"{engine.model.name} on {engine.model.device}, torch {torch.__version__}, "
-             f"{torch.get_num_threads()} threads, {platform.machine()}")
+    machine = describe_machine(str(engine.model.device))
+    where = f"{engine.model.name} on {machine_line(machine)}"
     print(f"HumanEval-Infilling {split}, {len(tasks)} tasks, oracle length, greedy, "
           f"seed 0, {steps} steps (left-to-right: one per token); {where}")
     print("| strategy | exact match % | syntax valid % | empty % | forward passes | ms per fill |")
@@ -75,6 +68,6 @@ def main(model: str, device: str, split: str, limit: int | None, steps: int,
               f"{r.mean_steps} | {r.ms_per_fill} |")
     if json_out:
         with open(json_out, "w", encoding="utf-8") as handle:
-            json.dump({"split": split, "steps": steps, "machine": where,
-                       "rows": [asdict(r) for r in rows]}, handle, indent=2)
+            json.dump({"split": split, "steps": steps, "model": engine.model.name,
+                       "machine": machine, "rows": [asdict(r) for r in rows]}, handle, indent=2)
     return 0

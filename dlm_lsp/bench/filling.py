@@ -1,0 +1,77 @@
+"""Fill benchmark tasks with the engine, the way every benchmark here does it.
+
+One task becomes one `dlm/infill`-shaped request: the document is prefix +
+suffix with the cursor between them, exactly what an editor would send.  The
+span length is either the *oracle* (the canonical middle's token count, as
+infilling papers report: it isolates the sampler from the length guess) or
+left to the server's own length policy (what a user gets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlm_lsp.bench.humaneval import Task
+from dlm_lsp.config import InfillOptions
+from dlm_lsp.engine import Engine, InfillRequest
+
+LENGTHS = ("oracle", "policy")
+
+
+@dataclass(frozen=True)
+class FillSettings:
+    """How each task is filled; None means the server's default."""
+
+    strategy: str | None = None
+    steps: int | None = None  # None: the server's per-kind budget
+    seed: int = 0
+    length: str = "oracle"  # one of LENGTHS
+    temperature: float = 0.0  # greedy, so a run is reproducible
+    repair: bool = True  # the server's syntax repair and left-to-right fallback; off: one pass
+
+
+@dataclass(frozen=True)
+class Fill:
+    """The engine's best candidate for one task, and what it cost."""
+
+    text: str
+    valid: bool | None  # tree-sitter's verdict in place; None when unchecked
+    steps: int  # forward passes, repairs and fallback included
+    ms: float
+    path: str = "diffusion"  # what produced it: diffusion, repair or left-to-right
+
+
+def oracle_length(engine: Engine, task: Task) -> int:
+    """The canonical middle's token count: the span length papers report with."""
+    return max(1, len(engine.model.tokenizer.encode(task.middle)))
+
+
+def fill_task(engine: Engine, task: Task, settings: FillSettings) -> Fill:
+    """Ask the engine to fill the gap between the task's prefix and suffix."""
+    if settings.length not in LENGTHS:
+        raise ValueError(f"unknown length {settings.length!r}; choose from {', '.join(LENGTHS)}")
+    at = len(task.prefix)
+    length = oracle_length(engine, task) if settings.length == "oracle" else None
+    options = InfillOptions(length=length, steps=settings.steps, strategy=settings.strategy,
+                            seed=settings.seed, temperature=settings.temperature,
+                            repair_rounds=None if settings.repair else 0,
+                            fallback=None if settings.repair else False)
+    result = engine.infill(InfillRequest(task.prefix + task.suffix, at, at, "python",
+                                         options=options))
+    best = result.candidates[0]
+    return Fill(best.text, best.valid, result.steps, result.ms, result.path)
+
+
+def normalise(code: str) -> str:
+    """Code without the whitespace around it and without each line's trailing blanks.
+
+    The indentation of inner lines stays significant (it is, in Python); the
+    first line's is dropped with the rest of the surrounding whitespace, as
+    infilling papers compare, since it may sit in the prefix instead.
+    """
+    return "\n".join(line.rstrip() for line in code.strip().splitlines())
+
+
+def exact_match(fill: str, middle: str) -> bool:
+    """Whether a fill is the canonical middle, up to whitespace that does not matter."""
+    return normalise(fill) == normalise(middle)

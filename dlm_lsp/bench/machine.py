@@ -1,0 +1,64 @@
+"""Name the machine and the code a benchmark ran on, so its numbers can be compared later."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe_machine(device: str | None = None) -> dict[str, object]:
+    """CPU, GPU (when the device is CUDA), core count, torch and Python versions, date."""
+    gpu = None
+    if device and device.startswith("cuda") and torch.cuda.is_available():
+        gpu = torch.cuda.get_device_name(torch.device(device))
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "arch": platform.machine(),
+        "gpu": gpu,
+        "device": device,
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def machine_line(machine: dict[str, object]) -> str:
+    """One readable line: `AMD EPYC, 2 cores x86_64, torch 2.13.0+cpu (2 threads), cpu`."""
+    where = machine.get("gpu") or machine.get("device") or "cpu"
+    return (f"{machine['cpu']}, {machine['cores']} cores {machine['arch']}, torch "
+            f"{machine['torch']} ({machine['torch_threads']} threads), {where}")
+
+
+def source_revision() -> str | None:
+    """The checkout's git commit, `+dirty` with uncommitted changes to dlm_lsp; else None."""
+    root = str(Path(__file__).resolve().parents[2])
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "dlm_lsp"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

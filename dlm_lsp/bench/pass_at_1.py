@@ -1,0 +1,226 @@
+"""`dlm-lsp bench humaneval`: execution-based pass@1 on HumanEval-Infilling.
+
+Each task's gap is filled once (greedy, fixed seed, so one sample is pass@1),
+and the program prefix + fill + suffix + the task's tests + `check(entry_point)`
+runs in the sandbox (`sandbox.py`); the task passes when the tests run to
+the end.  Exact match is reported beside it: a fill can pass without being
+the canonical line, and fail with a difference the tests notice.
+
+Two harness checks need no model and bound every model's number:
+`canonical` fills each gap with the canonical middle, so it must pass
+(at least SELF_CHECK_BAR percent, else the command fails: the harness, not the
+model, is broken); `empty` fills nothing, the floor a model has to beat
+(some removed lines are not needed by the tests).
+
+A stored report is a baseline: with `--baseline FILE --margin X` the command
+exits non-zero when pass@1 fell by more than X percentage points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from dlm_lsp.bench.filling import Fill, FillSettings, exact_match, fill_task
+from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
+from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.sandbox import REASONS, SandboxConfig, run_programs
+from dlm_lsp.config import ServerConfig
+from dlm_lsp.engine import Engine
+
+FILLS = ("model", "canonical", "empty")
+SELF_CHECK_BAR = 99.0  # percent of canonical fills that must pass for the harness to be trusted
+FAILURES_LISTED = 10
+
+
+@dataclass
+class BenchConfig:
+    """One run of the benchmark."""
+
+    split: str = "single-line"
+    limit: int | None = None  # an evenly spaced fixed sample of this many tasks
+    fill: str = "model"  # one of FILLS
+    settings: FillSettings = field(default_factory=FillSettings)
+    model: str = "default"
+    device: str = "auto"
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+
+    def __post_init__(self) -> None:
+        self.split = ALIASES.get(self.split, self.split)  # reports name the split one way
+
+
+@dataclass
+class TaskResult:
+    """One task: the fill, whether its tests passed, and what it cost."""
+
+    task_id: str
+    passed: bool
+    reason: str  # passed | failed | timeout | error | blocked
+    detail: str
+    exact: bool
+    steps: int
+    fill_ms: float
+    run_ms: float
+    fill: str
+    path: str  # what produced the fill: diffusion, repair, left-to-right (or the harness)
+
+
+@dataclass
+class Report:
+    """Every number of a run, with the machine and the settings it ran with."""
+
+    config: BenchConfig
+    machine: dict
+    revision: str | None  # the code that ran: git commit, +dirty with local changes
+    model: str | None  # None for the harness checks, which load no model
+    tasks: int
+    passed: int
+    pass_at_1: float  # percent
+    exact_match: float  # percent
+    mean_steps: float  # forward passes per task
+    ms_per_task: float  # mean time to fill one task
+    sandbox_ms_per_task: float  # mean time to run one program (workers run side by side)
+    wall_s: float  # the whole run, model loading included
+    reasons: dict[str, int]
+    paths: dict[str, int]  # fills per path: diffusion, repair, left-to-right
+    network_isolated: bool  # every program ran in an empty network namespace
+    results: list[TaskResult]
+
+
+def program_for(task: Task, fill: str) -> str:
+    """The program the sandbox runs: the filled solution, its tests, and the call to them."""
+    return f"{task.prefix}{fill}{task.suffix}\n\n{task.test}\n\ncheck({task.entry_point})\n"
+
+
+def _fills(config: BenchConfig,
+           tasks: list[Task]) -> tuple[list[Fill], str | None, str | None]:
+    """Each task's fill, the model's name and its device (both None without a model)."""
+    if config.fill == "canonical":
+        return [Fill(t.middle, None, 0, 0.0, "canonical") for t in tasks], None, None
+    if config.fill == "empty":
+        return [Fill("", None, 0, 0.0, "empty") for _ in tasks], None, None
+    if config.fill != "model":
+        raise ValueError(f"unknown fill {config.fill!r}; choose from {', '.join(FILLS)}")
+    # oracle spans of multi-line tasks can be longer than the server's default cap
+    engine = Engine(ServerConfig(model=config.model, device=config.device, max_span_tokens=512))
+    fills = [fill_task(engine, task, config.settings) for task in tasks]
+    return fills, engine.model.name, str(engine.model.device)
+
+
+def run_benchmark(config: BenchConfig) -> Report:
+    """Fill every task, then run every program in the sandbox; tally the report."""
+    began = time.perf_counter()
+    tasks = load_tasks(config.split, config.limit)
+    fills, model, device = _fills(config, tasks)
+    outcomes = run_programs([program_for(t, f.text) for t, f in zip(tasks, fills, strict=True)],
+                            config.sandbox)
+    results = [TaskResult(t.task_id, o.passed, o.reason, o.detail, exact_match(f.text, t.middle),
+                          f.steps, round(f.ms, 1), round(1000 * o.seconds, 1), f.text, f.path)
+               for t, f, o in zip(tasks, fills, outcomes, strict=True)]
+    n = max(1, len(results))
+    passed = sum(r.passed for r in results)
+    reasons = Counter(r.reason for r in results)
+    return Report(
+        config=config, machine=describe_machine(device), revision=source_revision(),
+        model=model, tasks=len(results),
+        passed=passed, pass_at_1=round(100 * passed / n, 1),
+        exact_match=round(100 * sum(r.exact for r in results) / n, 1),
+        mean_steps=round(sum(r.steps for r in results) / n, 2),
+        ms_per_task=round(sum(r.fill_ms for r in results) / n, 1),
+        sandbox_ms_per_task=round(sum(r.run_ms for r in results) / n, 1),
+        wall_s=round(time.perf_counter() - began, 1),
+        reasons={reason: reasons[reason] for reason in REASONS if reasons[reason]},
+        paths=dict(Counter(r.path for r in results)),
+        network_isolated=bool(outcomes) and all(o.network_isolated for o in outcomes),
+        results=results)
+
+
+def describe_run(config: BenchConfig) -> str:
+    """What was filled, in a few words: the row label of the summary table."""
+    if config.fill == "canonical":
+        return "canonical middle (self-check)"
+    if config.fill == "empty":
+        return "empty fill (floor)"
+    s = config.settings
+    steps = "" if s.steps is None else f", {s.steps} steps"
+    repair = "" if s.repair else ", no repair"
+    return f"{s.strategy or 'server default strategy'}, {s.length} length{steps}{repair}"
+
+
+TABLE_HEAD = ("| fill | tasks | pass@1 % | exact match % | mean steps | ms per task | "
+              "sandbox ms per task | wall s |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+
+def table_row(report: Report) -> str:
+    """The report as one row under TABLE_HEAD."""
+    return (f"| {describe_run(report.config)} | {report.tasks} | {report.pass_at_1} | "
+            f"{report.exact_match} | {report.mean_steps} | {report.ms_per_task} | "
+            f"{report.sandbox_ms_per_task} | {report.wall_s} |")
+
+
+def to_markdown(report: Report) -> str:
+    """A short summary: settings, machine, the table row, outcomes, harness failures."""
+    cfg = report.config
+    lines = [f"HumanEval-Infilling {cfg.split}, {report.tasks} tasks, seed {cfg.settings.seed}, "
+             f"model {report.model or 'none'}; {machine_line(report.machine)}; "
+             f"{report.machine['date']}, code {report.revision or 'unknown'}",
+             "", TABLE_HEAD, table_row(report), "",
+             "Outcomes: " + ", ".join(f"{k} {v}" for k, v in report.reasons.items())
+             + "; fills by path: " + ", ".join(f"{k} {v}" for k, v in report.paths.items())
+             + f"; network namespace: {'yes' if report.network_isolated else 'no'}."]
+    if cfg.fill == "canonical":
+        failures = [r for r in report.results if not r.passed][:FAILURES_LISTED]
+        lines += [f"- {r.task_id}: {r.reason} {r.detail}" for r in failures]
+    return "\n".join(lines) + "\n"
+
+
+def check_baseline(report: Report, baseline: dict, margin: float) -> tuple[bool, str]:
+    """Whether pass@1 stayed within `margin` points of a stored report, and a sentence why."""
+    if not isinstance(baseline, dict) or "pass_at_1" not in baseline:
+        raise ValueError("the baseline is not a report written by `bench humaneval --json`")
+    before = float(baseline["pass_at_1"])
+    drop = round(before - report.pass_at_1, 1)
+    ours = asdict(report.config)
+    differs = [k for k in ("split", "limit", "fill", "settings")
+               if k in baseline.get("config", {}) and baseline["config"][k] != ours[k]]
+    note = f" (the baseline ran with other {', '.join(differs)})" if differs else ""
+    if drop > margin:
+        return False, (f"regression: pass@1 {report.pass_at_1}% against {before}% in the "
+                       f"baseline, a drop of {drop} points, more than {margin}{note}")
+    return True, (f"pass@1 {report.pass_at_1}% against {before}% in the baseline "
+                  f"(margin {margin} points){note}")
+
+
+def command(args: argparse.Namespace) -> int:
+    """`dlm-lsp bench humaneval`: run, print the summary, write files, check the bars."""
+    fill = "canonical" if args.self_check else "empty" if args.empty else "model"
+    settings = FillSettings(strategy=args.strategy, steps=args.steps, seed=args.seed,
+                            length=args.length, repair=not args.no_repair)
+    config = BenchConfig(split=args.split, limit=args.limit, fill=fill, settings=settings,
+                         model=args.model, device=args.device,
+                         sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers))
+    report = run_benchmark(config)
+    summary = to_markdown(report)
+    print(summary, end="")
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as handle:
+            json.dump(asdict(report), handle, indent=1)
+            handle.write("\n")
+    if args.markdown_out:
+        with open(args.markdown_out, "w", encoding="utf-8") as handle:
+            handle.write(summary)
+    status = 0
+    if fill == "canonical" and report.pass_at_1 < SELF_CHECK_BAR:
+        print(f"self-check failed: canonical fills pass {report.pass_at_1}%, below "
+              f"{SELF_CHECK_BAR}%: the harness is broken", file=sys.stderr)
+        status = 1
+    if args.baseline:
+        with open(args.baseline, encoding="utf-8") as handle:
+            ok, message = check_baseline(report, json.load(handle), args.margin)
+        print(message, file=sys.stderr)
+        status = status or (0 if ok else 1)
+    return status

@@ -1,0 +1,142 @@
+"""The sandbox that runs model-written programs: what passes, and what is stopped."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from dlm_lsp.bench import sandbox
+from dlm_lsp.bench.sandbox import SandboxConfig, run_program, run_programs
+
+QUICK = SandboxConfig(timeout_s=1.0)
+
+
+def test_a_program_that_runs_to_the_end_passes():
+    outcome = run_program("def f():\n    return 1\n\nassert f() == 1\n", QUICK)
+    assert outcome.passed and outcome.reason == "passed"
+
+
+def test_a_failed_assertion_fails_and_names_the_line():
+    outcome = run_program("x = 1\nassert x == 2, 'x is not 2'\n", QUICK)
+    assert not outcome.passed and outcome.reason == "failed"
+    assert "x is not 2" in outcome.detail and "line 2" in outcome.detail
+
+
+def test_an_exception_or_a_syntax_error_is_an_error():
+    assert run_program("1 / 0\n", QUICK).reason == "error"
+    broken = run_program("def f(:\n", QUICK)
+    assert broken.reason == "error" and "SyntaxError" in broken.detail
+
+
+@pytest.mark.parametrize("exit_call", ["import sys\nsys.exit(0)", "import os\nos._exit(0)"])
+def test_a_program_that_exits_early_with_success_does_not_pass(exit_call):
+    outcome = run_program(f"{exit_call}\nassert False\n", QUICK)
+    assert not outcome.passed and outcome.reason == "error"
+
+
+def test_an_infinite_loop_is_killed_at_the_timeout():
+    began = time.perf_counter()
+    outcome = run_program("while True:\n    pass\n", SandboxConfig(timeout_s=0.5))
+    assert outcome.reason == "timeout" and not outcome.passed
+    assert time.perf_counter() - began < 3
+
+
+def test_a_memory_bomb_is_stopped_by_the_memory_limit():
+    bomb = "chunks = []\nwhile True:\n    chunks.append(bytearray(10 ** 7))\n"
+    outcome = run_program(bomb, SandboxConfig(timeout_s=5.0, memory_bytes=256 << 20))
+    assert outcome.reason == "error" and "MemoryError" in outcome.detail
+
+
+def test_opening_a_socket_is_blocked_even_if_the_program_catches_the_refusal():
+    program = "import socket\ntry:\n    socket.socket()\nexcept BaseException:\n    pass\n"
+    outcome = run_program(program, QUICK)
+    assert outcome.reason == "blocked" and "socket" in outcome.detail
+
+
+@pytest.mark.parametrize("spawn", [
+    "import subprocess\nsubprocess.run(['true'])",
+    "import os\nos.system('true')",
+    "import os\nos.fork()",
+    "import os\nos.execv('/bin/true', ['true'])",
+    "import ctypes",  # ctypes could call fork() past the other checks
+])
+def test_starting_a_process_is_blocked(spawn):
+    outcome = run_program(spawn + "\n", QUICK)
+    assert outcome.reason == "blocked", outcome.detail
+
+
+@pytest.mark.parametrize("write", [
+    "open({path!r}, 'w').write('x')",
+    "import os\nos.close(os.open({path!r}, os.O_WRONLY | os.O_CREAT))",
+    "import os\nopen('here', 'w').close()\nos.rename('here', {path!r})",
+    "import os\nos.symlink({path!r}, 'link')\nopen('link', 'w').write('x')",
+])
+def test_writing_outside_the_working_directory_is_blocked(tmp_path, write):
+    target = tmp_path / "escaped.txt"
+    outcome = run_program(write.format(path=str(target)) + "\n", QUICK)
+    assert outcome.reason == "blocked" and not target.exists()
+
+
+def test_deleting_outside_the_working_directory_is_blocked(tmp_path):
+    victim = tmp_path / "keep.txt"
+    victim.write_text("keep")
+    outcome = run_program(f"import os\nos.remove({str(victim)!r})\n", QUICK)
+    assert outcome.reason == "blocked" and victim.exists()
+
+
+def test_files_inside_the_working_directory_are_allowed_and_deleted_afterwards():
+    program = ("import os, shutil, tempfile\nos.makedirs('a/b')\nopen('a/b/c', 'w').write('x')\n"
+               "shutil.rmtree('a')\nwith tempfile.TemporaryDirectory() as d:\n"
+               "    open(os.path.join(d, 'x'), 'w').write('y')\nprint(os.getcwd())\n")
+    outcome = run_program(program, QUICK)
+    assert outcome.passed, outcome.detail
+    workdir = outcome.output.strip()
+    assert workdir and not os.path.exists(workdir)
+
+
+def test_the_environment_is_minimal_and_stdin_is_closed(monkeypatch):
+    monkeypatch.setenv("DLM_SECRET_FOR_TEST", "1")
+    program = ("import os, sys\nassert 'DLM_SECRET_FOR_TEST' not in os.environ\n"
+               "assert sorted(os.environ) == ['HOME', 'LANG', 'PATH', 'TMPDIR'], list(os.environ)\n"
+               "assert sys.stdin.read() == ''\nassert sys.flags.isolated\n")
+    outcome = run_program(program, QUICK)
+    assert outcome.passed, outcome.detail
+
+
+def test_output_is_captured_and_capped():
+    outcome = run_program("print('hello')\nprint('x' * 10000)\n",
+                          SandboxConfig(timeout_s=1.0, output_chars=100))
+    assert outcome.passed and outcome.output.startswith("hello\n") and len(outcome.output) == 100
+
+
+def test_endless_output_is_stopped_by_the_file_size_limit():
+    outcome = run_program("while True:\n    print('x' * 1000)\n",
+                          SandboxConfig(timeout_s=5.0, file_bytes=1 << 20))
+    assert outcome.reason == "error" and "File too large" in outcome.detail
+
+
+@pytest.mark.skipif(not sandbox.network_namespace_available(),
+                    reason="unprivileged network namespaces are not allowed here")
+def test_the_network_namespace_has_only_a_loopback_device():
+    program = ("names = [line.split(':')[0].strip() for line in open('/proc/net/dev')][2:]\n"
+               "assert names == ['lo'], names\n")
+    outcome = run_program(program, QUICK)
+    assert outcome.passed and outcome.network_isolated, outcome.detail
+
+
+def test_requiring_a_network_namespace_where_none_works_is_an_error(monkeypatch):
+    monkeypatch.setattr(sandbox, "network_namespace_available", lambda: False)
+    with pytest.raises(RuntimeError, match="network namespace"):
+        run_program("pass\n", SandboxConfig(network_namespace=True))
+    assert not run_program("pass\n", QUICK).network_isolated  # otherwise it runs without
+
+
+def test_programs_run_side_by_side_and_outcomes_keep_their_order():
+    programs = ["import time\ntime.sleep(0.6)\nassert True\n",
+                "import time\ntime.sleep(0.6)\nassert False\n"]
+    began = time.perf_counter()
+    outcomes = run_programs(programs, SandboxConfig(timeout_s=5.0, workers=2))
+    assert [o.reason for o in outcomes] == ["passed", "failed"]
+    assert time.perf_counter() - began < 1.15  # one after the other would take over 1.2 s
