@@ -60,6 +60,10 @@ def _bench(args: argparse.Namespace) -> int:
         from dlm_lsp.bench.pass_at_1 import command
 
         return command(args)
+    if args.bench == "syntax":
+        from dlm_lsp.bench.syntax_rate import main as syntax_main
+
+        return syntax_main(args.model, args.device, args.limit, args.json_out)
     from dlm_lsp.bench.strategies import main as strategies_main
 
     return strategies_main(args.model, args.device, args.split, args.limit, args.steps,
@@ -104,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     strat.add_argument("--json", dest="json_out", metavar="OUT")
     _add_humaneval_arguments(kinds.add_parser(
         "humaneval", help="pass@1: run each fill against the task's tests in a sandbox"))
+    syntax = kinds.add_parser("syntax", help="syntax-valid rate of fills, with and without "
+                              "validation + repair (HumanEval multi-line and the fixtures)")
+    syntax.add_argument("--model", default="default")
+    syntax.add_argument("--device", default="auto")
+    syntax.add_argument("--limit", type=int, default=40, help="HumanEval multi-line tasks")
+    syntax.add_argument("--json", dest="json_out", metavar="OUT")
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)

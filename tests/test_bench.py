@@ -14,7 +14,9 @@ from dlm_lsp.bench.humaneval import SPLITS, load_tasks
 from dlm_lsp.bench.pass_at_1 import program_for
 from dlm_lsp.bench.sandbox import REASONS, run_programs
 from dlm_lsp.bench.strategies import run_strategy
+from dlm_lsp.bench.syntax_rate import fixture_tasks
 from dlm_lsp.cli import main
+from dlm_lsp.cli import main as cli_main
 from dlm_lsp.config import STRATEGIES, ServerConfig
 from dlm_lsp.engine import Engine
 
@@ -143,3 +145,18 @@ def test_regression_mode_fails_only_when_pass_at_1_drops_by_more_than_the_margin
     stored.write_text(json.dumps({"pass_at_1": baseline}))
     assert main(["bench", "humaneval", mode, "--limit", "3", "--baseline", str(stored),
                  "--margin", str(margin)]) == status
+
+
+def test_syntax_bench_counts_valid_fills_with_and_without_repair(model_dir, tmp_path) -> None:
+    out = tmp_path / "syntax.json"
+    assert cli_main(["bench", "syntax", "--model", str(model_dir), "--device", "cpu",
+                     "--limit", "2", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert {r["setting"] for r in rows} == {"model only (validation off)",
+                                            "validation + repair + fallback"}
+    fixtures = [r for r in rows if r["set"].startswith("fixtures")]
+    for r in rows:
+        assert 0 <= r["valid"] <= r["tasks"] and r["rate"] == r["valid"] / r["tasks"]
+    assert sum(r["tasks"] for r in fixtures) == 2 * len(fixture_tasks())
+    checked = [r for r in rows if r["setting"].startswith("validation")]
+    assert all(sum(r["paths"].values()) == r["tasks"] for r in checked)

@@ -45,7 +45,7 @@ def _hole(text: str, marker: str = "<FILL>") -> tuple[str, int, int]:
 @pytest.mark.parametrize("marked", [
     "x = foo(|)\n",
     "y = ret|\n",
-    "|print(x)\n",
+    "    |print(x)\n",
     "def f():\n    return |\n",
     "x = 1|",
 ])
@@ -59,6 +59,8 @@ def test_cursor_with_code_on_its_line_is_single_line(marked: str) -> None:
     "a = 1\n   |   \nb = 2\n",
     "|",
     "a = 1\n|",
+    "|print(x)\n",  # at column 0: whole lines before the code
+    "def f():\n|    return 1\n",
 ])
 def test_cursor_on_an_empty_or_blank_line_is_multi_line(marked: str) -> None:
     assert task_kind(*_at(marked)) == MULTI_LINE

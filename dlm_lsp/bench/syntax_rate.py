@@ -1,0 +1,104 @@
+"""How often returned fills are syntactically valid, with and without validation + repair.
+
+The same tasks are filled twice with the same seeds: once with validation off
+(what the model writes, checked afterwards with the same tree-sitter check),
+once with validation, syntax-guided repair and the left-to-right fallback on
+(what the server returns).  Tasks are HumanEval-Infilling multi-line (Python)
+and every `<FILL>` hole of the multi-language fixtures, each with the server's
+own length policy, as an editor user would get them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from dlm_lsp.bench.humaneval import load_tasks
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.holes import find_holes
+from dlm_lsp.validation import language_for, validate_fill
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+@dataclass(frozen=True)
+class SyntaxTask:
+    name: str
+    text: str
+    start: int
+    end: int
+    uri: str
+    hole: bool = True  # a <FILL> marker to replace, else a cursor
+
+
+@dataclass
+class SyntaxRow:
+    """One setting over one task set."""
+
+    setting: str
+    tasks: int = 0
+    valid: int = 0
+    ms: float = 0.0
+    paths: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.valid / self.tasks if self.tasks else 0.0
+
+
+def humaneval_tasks(limit: int | None) -> list[SyntaxTask]:
+    """HumanEval-Infilling multi-line tasks: the middle removed, the cursor where it was."""
+    tasks = []
+    for t in load_tasks("multi-line", limit):
+        text = t.prefix + t.suffix
+        tasks.append(SyntaxTask(t.task_id, text, len(t.prefix), len(t.prefix),
+                                f"file:///{t.task_id.replace('/', '_')}.py", hole=False))
+    return tasks
+
+
+def fixture_tasks(directory: Path = FIXTURES, marker: str = "<FILL>") -> list[SyntaxTask]:
+    """Each hole of each fixture file (the other holes left as they are)."""
+    tasks = []
+    for path in sorted(directory.iterdir()):
+        if language_for(None, path.name) is None:
+            continue
+        text = path.read_text(encoding="utf-8")
+        for i, (start, end) in enumerate(find_holes(text, marker)):
+            tasks.append(SyntaxTask(f"{path.name}#{i}", text, start, end, path.as_uri()))
+    return tasks
+
+
+def run(engine: Engine, tasks: list[SyntaxTask], setting: str, seed: int = 0) -> SyntaxRow:
+    """Fill every task; count fills that the tree-sitter check accepts."""
+    row = SyntaxRow(setting)
+    for task in tasks:
+        result = engine.infill(InfillRequest(task.text, task.start, task.end, None, task.uri,
+                                             InfillOptions(seed=seed), is_hole=task.hole))
+        fill = result.candidates[0].text
+        verdict = validate_fill(task.text, task.start, task.end, fill,
+                                language_for(None, task.uri))
+        row.tasks += 1
+        row.valid += int(verdict.valid)
+        row.ms += result.ms
+        row.paths[result.path] = row.paths.get(result.path, 0) + 1
+    row.ms /= max(1, row.tasks)
+    return row
+
+
+def main(model: str, device: str, limit: int | None, out: str | None) -> int:
+    base = ServerConfig(model=model, device=device)
+    settings = {"model only (validation off)": replace(base, validate=False),
+                "validation + repair + fallback": base}
+    table = []
+    for name, tasks in (("HumanEval multi-line", humaneval_tasks(limit)),
+                        ("fixtures (5 languages)", fixture_tasks())):
+        for setting, config in settings.items():
+            row = run(Engine(config), tasks, setting)
+            table.append({"set": name, **asdict(row), "rate": row.rate})
+            print(f"{name:24} {setting:32} valid {row.valid}/{row.tasks} ({row.rate:.0%}), "
+                  f"{row.ms:.0f} ms/fill, paths {row.paths}", flush=True)
+    if out:
+        Path(out).write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
+    return 0
