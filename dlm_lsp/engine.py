@@ -27,6 +27,7 @@ from dlm_lsp.repair import (
     positions_to_remask,
     raw_offset,
     token_offsets,
+    unmatched_openers,
 )
 from dlm_lsp.sampler import Cancelled, Denoised, SamplerConfig, denoise, refine_start
 from dlm_lsp.serving import BatchConfig, StepBatcher
@@ -418,6 +419,8 @@ class _Run:
         errors = [(raw_offset(raw, candidate.text, a - start) + head,
                    raw_offset(raw, candidate.text, b - start) + head)
                   for a, b in candidate.check.new_ranges]
+        if any(b >= head + len(raw) - 1 for _, b in errors):  # broken where the fill ends:
+            errors += [(head + i, head + i + 1) for i in unmatched_openers(raw)]  # the cause?
         chosen = positions_to_remask(offsets, used, protected, errors, len(ids), cfg.margin)
         if not chosen:
             return None

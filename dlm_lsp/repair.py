@@ -85,3 +85,27 @@ def raw_offset(raw: str, shown: str, offset: int) -> int:
     column = min(column, raw_indent) if column < shown_indent else (
         column - shown_indent + raw_indent)
     return sum(len(t) + 1 for t in raw_lines[:line]) + min(column, len(raw_lines[line]))
+
+
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def unmatched_openers(text: str) -> list[int]:
+    """Offsets of the brackets `text` opens and never closes (quotes skipped, roughly).
+
+    A parser notices a missing `)` only where the code ends, far from the `(`
+    that caused it; repair then re-masks the opener too.
+    """
+    stack: list[tuple[str, int]] = []
+    quote = None
+    for i, ch in enumerate(text):
+        if quote is not None:
+            if ch == quote and text[i - 1] != "\\":
+                quote = None
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            stack.append((ch, i))
+        elif ch in _PAIRS and stack and stack[-1][0] == _PAIRS[ch]:
+            stack.pop()
+    return [i for _, i in stack]

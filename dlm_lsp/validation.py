@@ -306,7 +306,8 @@ class ParsedDocument:
         removed = original if end == start else _Baseline(
             [e for e, _ in _errors(*self._parse_with(start, end, ""))], 0)
         reach = (_skip_blanks_back(text, start), start + len(fill) + _blanks_at(text, end))
-        new = sorted((where, (error.start, error.end)) for error, where in candidate
+        new = sorted((self._at_fill(where, error, start), (error.start, error.end))
+                     for error, where in candidate
                      if _is_new(error, removed, original, start, len(fill), reach))
         if not new:
             return Validation(True, True, self.language,
@@ -318,6 +319,17 @@ class ParsedDocument:
                           reason=f"fill introduces {len(places)} syntax error(s), first at "
                                  f"line {line + 1}, column {column + 1}",
                           new_ranges=tuple(sorted({span for _, span in new})))
+
+    def _at_fill(self, where: tuple[int, int], error: _Error, start: int) -> tuple[int, int]:
+        """Where to report an error: one that began on an earlier line and runs into the
+        fill (recovery often swallows the whole enclosing definition) is reported where
+        the fill starts, the place the user can act on."""
+        if not error.start < start <= error.end:
+            return where
+        line = self.text.count("\n", 0, start)
+        if where[0] >= line:  # it starts on the fill's line: that is precise enough
+            return where
+        return line, start - (self.text.rfind("\n", 0, start) + 1)
 
     def _line_starts(self) -> list[int]:
         if self._lines is None:

@@ -24,6 +24,7 @@ from dlm_lsp.repair import (
     positions_to_remask,
     raw_offset,
     token_offsets,
+    unmatched_openers,
 )
 from dlm_lsp.span import borrowed_line_break, build_layout
 
@@ -52,6 +53,12 @@ def test_an_error_past_the_content_also_opens_the_first_pad() -> None:
 def test_an_error_before_the_fill_re_masks_its_start() -> None:
     offsets = [0, 2, 4, 6]
     assert positions_to_remask(offsets, 3, 0, [(-5, -1)], 8, margin=0) == [0]
+
+
+def test_unmatched_openers_are_the_brackets_never_closed() -> None:
+    assert unmatched_openers("f(a, [1, 2], g(x)") == [1]
+    assert unmatched_openers("s = ')(' + (") == [11]  # brackets in strings do not count
+    assert unmatched_openers("{ a: [1] }") == []
 
 
 def test_no_positions_outside_the_span() -> None:
@@ -230,3 +237,48 @@ def test_a_repair_maps_errors_through_the_re_indentation(
     result = engine.infill(request)
     assert (result.candidates[0].text, result.path) == ("s = a + b\n    return s", REPAIR)
     assert runs[1][1] < planted.n
+
+
+# --- per language, on the fixtures with holes ----------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+# fixture -> (language id, a good fill, the same fill with a planted bracket error)
+PER_LANGUAGE = {
+    "hello.py": ("python", "return fibonacci(n - 1) + fibonacci(n - 2)",
+                 "return fibonacci(n - 1) + (fibonacci(n - 2)"),
+    "hello.js": ("javascript", 'return "hello " + name;', 'return "hello " + (name;'),
+    "hello.ts": ("typescript", "Math.sqrt(p.x * p.x + p.y * p.y)",
+                 "Math.sqrt(p.x * p.x + p.y * p.y))"),
+    "hello.go": ("go", "for _, x := range xs {\n\t\ttotal += x\n\t}",
+                 "for _, x := range xs {\n\t\ttotal += (x\n\t}"),
+    "hello.rs": ("rust", "if x > best {\n            best = x;\n        }",
+                 "if x > best {\n            best = (x;\n        }"),
+}
+
+
+def _fixture_request(name: str, **options) -> InfillRequest:
+    language, _, _ = PER_LANGUAGE[name]
+    text = (FIXTURES / name).read_text()
+    start = text.index("<FILL>")
+    return InfillRequest(text, start, start + len("<FILL>"), language, f"file:///{name}",
+                         InfillOptions(**{"length": 40, "steps": 8, **options}), is_hole=True)
+
+
+@pytest.mark.parametrize("name", sorted(PER_LANGUAGE))
+def test_a_planted_error_is_reported_where_it_is_and_repaired_in_each_language(
+        name: str, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, good, broken = PER_LANGUAGE[name]
+    request = _fixture_request(name, repair_rounds=0, fallback=False)
+    Planted(engine, request, broken=broken, good=good)
+    unrepaired = engine.infill(request).candidates[0]
+    assert unrepaired.valid is False
+    error_line = request.text.count("\n", 0, request.start)  # the hole's line, or the next
+    assert {line for line, _ in unrepaired.check.new_errors} <= {
+        error_line, error_line + 1, error_line + broken.count("\n") + 1}
+
+    request = _fixture_request(name)
+    planted = Planted(engine, request, broken=broken, good=good)
+    _spy_paths(monkeypatch, planted, fix_on=REPAIR)
+    result = engine.infill(request)
+    assert (result.candidates[0].valid, result.path) == (True, REPAIR)
+    assert result.candidates[0].text.strip() == good.strip()
