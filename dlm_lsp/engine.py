@@ -86,6 +86,7 @@ class InfillResult:
     path: str = DIFFUSION  # what produced the best candidate
     repair_rounds: int = 0  # syntax-guided repair rounds run
     predicted_ms: float | None = None  # with a latency target: the cost model's forecast
+    syntax: str = ""  # the validation's verdict on the best fill, or why it was not checked
 
 
 def _setting(opt: InfillOptions, cfg: ServerConfig, name: str):
@@ -235,18 +236,19 @@ class Engine:
         ms = (time.perf_counter() - began) * 1000
         predicted = None if target is None else round(
             self.step_cost().step_ms(rows, length) * (out.steps + extra_passes), 1)
+        best = candidates[0]
+        syntax = best.check.reason if best.check is not None else f"not checked: {run.unchecked}"
         return InfillResult(candidates, plan, run.passes + extra_passes, layout.n_masked, ms,
-                            out.early_stopped, candidates[0].path, run.repair_rounds,
-                            predicted)
+                            out.early_stopped, best.path, run.repair_rounds, predicted, syntax)
 
-    def _document(self, req: InfillRequest) -> ParsedDocument | None:
+    def _document(self, req: InfillRequest) -> ParsedDocument | str:
         """The request's document parsed for validation (from its last version's tree),
-        or None when validation is off or the language has no grammar."""
+        or why its fills go unchecked (validation off, no grammar for the language)."""
         if not self.config.validate:
-            return None
+            return "validation is off (setting 'validate')"
         language = language_for(req.language_id, req.uri)
-        document = parsed_document(req.text, language, req.uri)
-        return document if isinstance(document, ParsedDocument) else None
+        document = parsed_document(req.text, language or req.language_id, req.uri)
+        return document if isinstance(document, ParsedDocument) else document.reason
 
     def _refine_layout(self, layout: SpanLayout, old: str, strength: float, by: str,
                        seed: int) -> SpanLayout:
@@ -311,14 +313,15 @@ class _Run:
     """One infill's denoising passes: the first, repairs, the fallback; all share a layout."""
 
     def __init__(self, engine: Engine, req: InfillRequest, plan: SpanPlan, layout: SpanLayout,
-                 tail: str, document: ParsedDocument | None, language: str | None):
+                 tail: str, document: ParsedDocument | str, language: str | None):
         self.engine, self.req, self.plan, self.layout, self.tail = engine, req, plan, layout, tail
-        self.document = document
+        self.document = document if isinstance(document, ParsedDocument) else None
+        self.unchecked = document if isinstance(document, str) else ""
         self.shape = language is not None and not plan.single_line  # reindent, truncate
         self.language = language
         if self.shape:
             self.local, self.low = local_text(req.text, req.start, req.end)
-        self.checked = document is not None
+        self.checked = self.document is not None
         self.passes = 0  # forward passes, all denoising runs together
         self.repair_rounds = 0
         self.deadline: float | None = None  # perf_counter time a latency target ends at

@@ -115,5 +115,6 @@ def infill_result(version: int | None, rng: types.Range, result: InfillResult) -
         "stats": {"steps": result.steps, "tokens": result.tokens, "used": best.used,
                   "ms": round(result.ms, 1), "kind": result.plan.kind,
                   "earlyStopped": result.early_stopped, "path": result.path,
-                  "repairRounds": result.repair_rounds, "predictedMs": result.predicted_ms},
+                  "repairRounds": result.repair_rounds, "predictedMs": result.predicted_ms,
+                  "syntax": result.syntax},
     }

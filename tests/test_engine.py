@@ -232,6 +232,15 @@ def test_candidates_with_real_validation_are_ranked(engine: Engine) -> None:
     assert [_key(c) for c in cands] == sorted(_key(c) for c in cands)
 
 
+def test_an_unknown_language_skips_validation_and_says_so(engine: Engine) -> None:
+    result = engine.infill(InfillRequest("x = |\n".replace("|", ""), 4, 4, "cobol",
+                                         "file:///a.cbl", InfillOptions(length=3)))
+    assert result.candidates[0].valid is None
+    assert result.syntax == "not checked: no grammar for language 'cobol'"
+    checked = engine.infill(_request("x = |\n", length=3))
+    assert checked.syntax.startswith(("no syntax errors", "no new syntax errors", "fill intro"))
+
+
 def test_unchecked_candidates_have_no_verdict(model_dir: Path) -> None:
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu", validate=False))
     cands = eng.infill(_request("y = ret|\n", candidates=3)).candidates

@@ -393,3 +393,14 @@ def test_a_new_version_reparsed_from_the_old_tree_equals_a_fresh_parse() -> None
         assert document.errors == fresh.errors
         previous = document
     assert validation.parsed_document(text, "python", uri) is previous  # same version: reused
+
+
+@pytest.mark.parametrize("language", sorted(CASES))
+def test_a_preexisting_error_elsewhere_does_not_make_a_good_fill_invalid_in_each_language(
+        language: str) -> None:
+    marked, good, bad = CASES[language]
+    broken_copy = marked.replace("⟦⟧", bad)  # the same code, already broken, further up
+    text, start, end = _span(broken_copy + "\n" + marked)
+    assert validate_fill(text, start, end, good, language).valid
+    verdict = validate_fill(text, start, end, bad, language)
+    assert not verdict.valid, "a second, new break is still seen"
