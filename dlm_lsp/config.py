@@ -87,6 +87,7 @@ class ServerConfig(SamplingControls):
     candidates: int = 1
     seed: int = 0
     batch_rows: int = 16  # rows per shared forward pass across requests; 0: each request alone
+    reuse_fills: bool = True  # answer repeated requests and typing-along from recent fills
     timeout_ms: int = 60000
     hole_marker: str = "<FILL>"
     drafts: bool = False  # send dlm/draft notifications while denoising
@@ -132,6 +133,12 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "hole_marker": (lambda v: len(v) > 0 and "\n" not in v, "a non-empty one-line string"),
     "model": (lambda v: len(v) > 0, "a model name or directory"),
 }
+
+
+def setting(options: InfillOptions, config: ServerConfig, name: str) -> Any:
+    """The request's value of a control, else the server's."""
+    value = getattr(options, name)
+    return getattr(config, name) if value is None else value
 
 
 def camel(name: str) -> str:

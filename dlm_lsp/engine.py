@@ -10,33 +10,26 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from collections import deque
+from dataclasses import fields, replace
+from typing import Any
 
 import torch
 
-from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig
+from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, setting
 from dlm_lsp.costs import StepCost, calibrate
 from dlm_lsp.models import DiffusionModel, load_model
+from dlm_lsp.passes import CANDIDATE_TEMPERATURE, InfillRun, repair_config
 from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, SpanPlan, local_text, plan_span
-from dlm_lsp.repair import (
-    DIFFUSION,
-    LEFT_TO_RIGHT,
-    REPAIR,
-    RepairConfig,
-    positions_to_remask,
-    raw_offset,
-    token_offsets,
-    unmatched_openers,
-)
-from dlm_lsp.sampler import Cancelled, Denoised, SamplerConfig, denoise, refine_start
+from dlm_lsp.recent import RecentFills, Remembered
+from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
+from dlm_lsp.results import Candidate, InfillRequest, InfillResult
+from dlm_lsp.sampler import Cancelled, SamplerConfig, refine_start
 from dlm_lsp.serving import BatchConfig, StepBatcher
 from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
-from dlm_lsp.syntax import reindent, truncate_to_units
-from dlm_lsp.validation import ParsedDocument, Validation, language_for, parsed_document
+from dlm_lsp.validation import ParsedDocument, language_for, parsed_document
 
 MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
-CANDIDATE_TEMPERATURE = 0.8  # extra candidates sample at least this hot, or they would all agree
 
 __all__ = ["Cancelled", "Candidate", "Engine", "InfillRequest", "InfillResult", "OutOfMemory"]
 
@@ -45,66 +38,16 @@ class OutOfMemory(RuntimeError):
     """The device ran out of memory during an infill."""
 
 
-@dataclass
-class InfillRequest:
-    """One span of one document to fill; offsets are Python string indices."""
-
-    text: str
-    start: int
-    end: int
-    language_id: str | None = None
-    uri: str | None = None
-    options: InfillOptions = field(default_factory=InfillOptions)
-    is_hole: bool = False
-    should_stop: Callable[[], bool] | None = None
-    on_draft: Callable[[int, int, str], None] | None = None  # (step, steps, draft text)
-
-
-@dataclass
-class Candidate:
-    """One proposed fill."""
-
-    text: str
-    valid: bool | None  # None when the language has no grammar to check against
-    score: float  # mean log-probability of the committed tokens
-    used: int = 0  # span tokens used before the pad tail (the rest were trimmed)
-    path: str = DIFFUSION  # what produced it: diffusion, repair or left-to-right
-    ids: list[int] = field(default_factory=list, repr=False)  # the span as denoised
-    check: Validation | None = field(default=None, repr=False)  # None when unchecked
-
-
-@dataclass
-class InfillResult:
-    """Ranked candidates (best first) and what it cost."""
-
-    candidates: list[Candidate]
-    plan: SpanPlan
-    steps: int  # forward passes
-    tokens: int  # span length chosen (masked positions)
-    ms: float
-    early_stopped: bool = False
-    path: str = DIFFUSION  # what produced the best candidate
-    repair_rounds: int = 0  # syntax-guided repair rounds run
-    predicted_ms: float | None = None  # with a latency target: the cost model's forecast
-    syntax: str = ""  # the validation's verdict on the best fill, or why it was not checked
-
-
-def _setting(opt: InfillOptions, cfg: ServerConfig, name: str):
-    """The request's value of a control, else the server's."""
-    value = getattr(opt, name)
-    return getattr(cfg, name) if value is None else value
-
-
 def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
                    strategy: str) -> SamplerConfig:
     """Merge request options over server settings into the sampler's configuration."""
     n_cand = opt.candidates or cfg.candidates
-    temp = _setting(opt, cfg, "temperature")
+    temp = setting(opt, cfg, "temperature")
     temps = (temp,) + (max(temp, CANDIDATE_TEMPERATURE),) * (n_cand - 1)
     sampler_fields = {f.name for f in fields(SamplerConfig)}
-    controls = {f.name: _setting(opt, cfg, f.name) for f in fields(SamplingControls)
+    controls = {f.name: setting(opt, cfg, f.name) for f in fields(SamplingControls)
                 if f.name in sampler_fields}
-    return SamplerConfig(steps=steps, strategy=strategy, schedule=_setting(opt, cfg, "schedule"),
+    return SamplerConfig(steps=steps, strategy=strategy, schedule=setting(opt, cfg, "schedule"),
                          temperatures=temps,
                          **{k: v for k, v in controls.items() if v is not None})
 
@@ -123,6 +66,8 @@ class Engine:
         self._batcher: StepBatcher | None = None
         self._lock = threading.Lock()
         self._alone = threading.Lock()
+        self.recent = RecentFills()
+        self.latencies: deque[float] = deque(maxlen=512)  # ms of recent fills, for status
         # Fault injection for tests of error handling: "oom" fails every infill with an
         # out-of-memory error, "oom-once" only the first.
         self._faults = set(filter(None, os.environ.get("DLM_LSP_FAULTS", "").split(",")))
@@ -187,6 +132,11 @@ class Engine:
         language = language_for(req.language_id, req.uri)
         plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole, language)
         prefix, suffix = req.text[:req.start], req.text[req.end:]
+        if req.start == req.end and req.uri and cfg.reuse_fills:
+            rest = self.recent.typed_along(req.uri, prefix, suffix, opt)
+            if rest is not None:
+                return self._reused(req, plan, Remembered((rest,), (0.0,), (0,), (REUSED,),
+                                                          0, 0), "typed", began)
         tail = borrowed_line_break(req.text[:req.end], suffix)
         layout = build_layout(tok, prefix, tail + suffix, plan.n_masked,
                               cfg.max_context_tokens, max_length=model.max_length)
@@ -208,16 +158,25 @@ class Engine:
                                                (time.perf_counter() - began) * 1000)
         sampler = sampler_config(cfg, opt, steps, strategy)
         seed = opt.seed if opt.seed is not None else cfg.seed
+        key = None
+        if cfg.reuse_fills:
+            local = local_text(req.text, req.start, req.end) if not plan.single_line else ""
+            key = (id(model), tuple(layout.prefix_ids), tuple(layout.suffix_ids), layout.n_masked,
+                   layout.head, tail, repr(sampler), seed, repr(plan), repr(opt),
+                   hash(local), cfg.validate)
+            found = self.recent.get(key)
+            if found is not None:
+                return self._reused(req, plan, found, "exact", began)
         extra_passes = 0
-        strength = _setting(opt, cfg, "strength")
+        strength = setting(opt, cfg, "strength")
         if plan.kind == REWRITE and strength is not None:
             old = req.text[req.start:req.end]
             old = old[:len(old) - len(tail)] if tail else old  # the suffix shows the break
             layout = self._refine_layout(layout, old, strength,
-                                         _setting(opt, cfg, "refine_order"), seed)
+                                         setting(opt, cfg, "refine_order"), seed)
             extra_passes = int(layout.init_ids is not None and strength > 0
-                               and _setting(opt, cfg, "refine_order") == "confidence")
-        run = _Run(self, req, plan, layout, tail, self._document(req), language)
+                               and setting(opt, cfg, "refine_order") == "confidence")
+        run = InfillRun(self, req, plan, layout, tail, self._document(req), language)
         if target is not None:
             run.deadline = began + target / 1000
             run.step_ms = self.step_cost().step_ms(rows, length)
@@ -238,8 +197,44 @@ class Engine:
             self.step_cost().step_ms(rows, length) * (out.steps + extra_passes), 1)
         best = candidates[0]
         syntax = best.check.reason if best.check is not None else f"not checked: {run.unchecked}"
-        return InfillResult(candidates, plan, run.passes + extra_passes, layout.n_masked, ms,
-                            out.early_stopped, best.path, run.repair_rounds, predicted, syntax)
+        result = InfillResult(candidates, plan, run.passes + extra_passes, layout.n_masked, ms,
+                              out.early_stopped, best.path, run.repair_rounds, predicted, syntax)
+        self._remember(req, key, result)
+        return result
+
+    def _remember(self, req: InfillRequest, key: Any, result: InfillResult) -> None:
+        """Keep a finished fill for repeated requests and for typing along (see recent.py)."""
+        self.latencies.append(result.ms)
+        if key is None:
+            return
+        cands = result.candidates
+        self.recent.put(key, Remembered(tuple(c.text for c in cands),
+                                        tuple(c.score for c in cands),
+                                        tuple(c.used for c in cands),
+                                        tuple(c.path for c in cands), result.steps,
+                                        result.tokens))
+        if req.start == req.end and req.uri and cands[0].text:
+            self.recent.remember_typed(req.uri, req.text[:req.start], req.text[req.end:],
+                                       cands[0].text, req.options)
+
+    def _reused(self, req: InfillRequest, plan: SpanPlan, found: Remembered, how: str,
+                began: float) -> InfillResult:
+        """A result from remembered fills, validated again against this document."""
+        document = self._document(req)
+        candidates = []
+        for text, score, used, path in zip(found.texts, found.scores, found.used, found.paths,
+                                           strict=True):
+            check = (document.validate(req.start, req.end, text)
+                     if isinstance(document, ParsedDocument) else None)
+            candidates.append(Candidate(text, check.valid if check else None, score, used,
+                                        path, [], check))
+        candidates.sort(key=lambda c: (c.valid is False, -c.score))
+        best = candidates[0]
+        syntax = best.check.reason if best.check is not None else f"not checked: {document}"
+        ms = (time.perf_counter() - began) * 1000
+        self.latencies.append(ms)
+        return InfillResult(candidates, plan, 0, found.tokens, ms, False, best.path, 0, None,
+                            syntax, how)
 
     def _document(self, req: InfillRequest) -> ParsedDocument | str:
         """The request's document parsed for validation (from its last version's tree),
@@ -300,141 +295,3 @@ class Engine:
             pieces.append(MASK_PLACEHOLDER if i == model.mask_id else texts[i])
         draft = "".join(pieces)
         return draft[len(head):] if draft.startswith(head) else draft
-
-
-def repair_config(cfg: ServerConfig, opt: InfillOptions) -> RepairConfig:
-    """The request's repair settings over the server's, over RepairConfig's defaults."""
-    chosen = {name: _setting(opt, cfg, key) for name, key in
-              (("rounds", "repair_rounds"), ("fallback", "fallback"))}
-    return RepairConfig(**{k: v for k, v in chosen.items() if v is not None})
-
-
-class _Run:
-    """One infill's denoising passes: the first, repairs, the fallback; all share a layout."""
-
-    def __init__(self, engine: Engine, req: InfillRequest, plan: SpanPlan, layout: SpanLayout,
-                 tail: str, document: ParsedDocument | str, language: str | None):
-        self.engine, self.req, self.plan, self.layout, self.tail = engine, req, plan, layout, tail
-        self.document = document if isinstance(document, ParsedDocument) else None
-        self.unchecked = document if isinstance(document, str) else ""
-        self.shape = language is not None and not plan.single_line  # reindent, truncate
-        self.language = language
-        if self.shape:
-            self.local, self.low = local_text(req.text, req.start, req.end)
-        self.checked = self.document is not None
-        self.passes = 0  # forward passes, all denoising runs together
-        self.repair_rounds = 0
-        self.deadline: float | None = None  # perf_counter time a latency target ends at
-        self.step_ms = 0.0  # predicted time of one pass, with a deadline
-
-    def affords(self, steps: int) -> bool:
-        """Whether `steps` more passes fit before the latency target (always, without one)."""
-        if self.deadline is None:
-            return True
-        return time.perf_counter() + steps * self.step_ms / 1000 <= self.deadline
-
-    def raw_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
-        """The fill as the model wrote it (the head dropped, cut to one line if asked)."""
-        layout = layout or self.layout
-        return self.engine._fill_text(ids, layout.head, self.plan.single_line)
-
-    def fill_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
-        """The fill as it will be offered: on the document's indentation, cut to whole
-        syntactic units (multi-line fills, where there is a grammar), with the borrowed
-        line break back."""
-        text = self.raw_text(ids, layout)
-        if self.shape and "\n" in text:
-            start, end = self.req.start - self.low, self.req.end - self.low
-            text = reindent(text, self.local, start, end, self.language)
-            if self.plan.kind == MULTI_LINE:
-                text = truncate_to_units(self.local, start, end, text, self.language)
-        if self.tail and text.strip() and not text.endswith(self.tail):
-            text += self.tail
-        return text
-
-    def validate(self, fill: str) -> Validation | None:
-        if self.document is None:
-            return None
-        return self.document.validate(self.req.start, self.req.end, fill)
-
-    def denoise(self, layout: SpanLayout, sampler: SamplerConfig, seed: int,
-                with_drafts: bool = False) -> Denoised:
-        req, engine = self.req, self.engine
-        on_step = None
-        if with_drafts and req.on_draft is not None:
-            def on_step(step: int, steps: int, span: torch.Tensor) -> None:
-                req.on_draft(step, steps, engine._draft(span[0].tolist(), layout.head))
-
-        def syntax_ok(ids: list[int]) -> bool:  # the early stop's independent check
-            verdict = self.validate(self.fill_text(ids, layout))
-            return verdict is None or verdict.valid
-
-        batcher = engine.batcher()
-        if batcher is None:
-            with engine._alone:  # without batching, one request at a time has the model
-                out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop,
-                              syntax_ok)
-        else:
-            out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop,
-                          syntax_ok, batcher.run)
-        self.passes += out.steps
-        return out
-
-    def candidates(self, out: Denoised, path: str) -> list[Candidate]:
-        """Decode and validate each row of a denoising run."""
-        found = []
-        for ids, score in zip(out.span_ids.tolist(), out.scores.tolist(), strict=True):
-            text = self.fill_text(ids)
-            verdict = self.validate(text)
-            found.append(Candidate(text, verdict.valid if verdict else None, score,
-                                   self.engine._used(ids, self.layout.head_tokens), path,
-                                   ids, verdict))
-        return found
-
-    def repair(self, candidates: list[Candidate], cfg: RepairConfig, sampler: SamplerConfig,
-               seed: int) -> list[Candidate]:
-        """Re-mask what the new syntax errors point at and denoise it again, best candidate
-        first, until one is valid or `cfg.rounds` rounds are spent."""
-        candidates = sorted(candidates, key=lambda c: -c.score)
-        for index, candidate in enumerate(candidates):
-            while (self.repair_rounds < cfg.rounds and not candidate.valid
-                   and self.affords(min(sampler.steps, 2 * cfg.margin + 1))):
-                fixed = self._repair_once(candidate, cfg, sampler, seed + self.repair_rounds)
-                self.repair_rounds += 1
-                if fixed is None:
-                    break
-                candidate = candidates[index] = fixed
-            if candidate.valid or self.repair_rounds >= cfg.rounds:
-                break
-        return candidates
-
-    def _repair_once(self, candidate: Candidate, cfg: RepairConfig, sampler: SamplerConfig,
-                     seed: int) -> Candidate | None:
-        model, layout = self.engine.model, self.layout
-        ids = list(candidate.ids)
-        offsets = token_offsets(model.tokenizer, ids[:self.engine._content_length(ids)])
-        used = len(offsets) - 1
-        head = len(layout.head)
-        protected = next((i for i, at in enumerate(offsets) if at >= head), used) if head else 0
-        start = self.req.start
-        # error ranges of the filled document, moved into the decoded span's coordinates
-        raw = self.raw_text(ids)
-        errors = [(raw_offset(raw, candidate.text, a - start) + head,
-                   raw_offset(raw, candidate.text, b - start) + head)
-                  for a, b in candidate.check.new_ranges]
-        if any(b >= head + len(raw) - 1 for _, b in errors):  # broken where the fill ends:
-            errors += [(head + i, head + i + 1) for i in unmatched_openers(raw)]  # the cause?
-        chosen = positions_to_remask(offsets, used, protected, errors, len(ids), cfg.margin)
-        if not chosen:
-            return None
-        for i in chosen:
-            ids[i] = model.mask_id
-        again = replace(layout, init_ids=tuple(ids), head_tokens=protected)
-        # a second round explores: the same context would give the same greedy tokens
-        temperature = sampler.temperatures[0] if self.repair_rounds == 0 else max(
-            sampler.temperatures[0], CANDIDATE_TEMPERATURE)
-        steps = max(1, min(sampler.steps, len(chosen)))
-        out = self.denoise(again, replace(sampler, steps=steps, temperatures=(temperature,)),
-                           seed)
-        [fixed] = self.candidates(out, REPAIR)
-        return fixed

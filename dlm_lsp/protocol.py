@@ -116,5 +116,5 @@ def infill_result(version: int | None, rng: types.Range, result: InfillResult) -
                   "ms": round(result.ms, 1), "kind": result.plan.kind,
                   "earlyStopped": result.early_stopped, "path": result.path,
                   "repairRounds": result.repair_rounds, "predictedMs": result.predicted_ms,
-                  "syntax": result.syntax},
+                  "syntax": result.syntax, "reused": result.reused},
     }

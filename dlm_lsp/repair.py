@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from dlm_lsp.models.tokenizer import Tokenizer
 
-# Which path produced a candidate: the first denoising, a repair round, or the
-# left-to-right retry.
-DIFFUSION, REPAIR, LEFT_TO_RIGHT = "diffusion", "repair", "left-to-right"
+# Which path produced a candidate: the first denoising, a repair round, the
+# left-to-right retry, or the rest of a fill the user is typing along (recent.py).
+DIFFUSION, REPAIR, LEFT_TO_RIGHT, REUSED = "diffusion", "repair", "left-to-right", "reused"
 
 
 @dataclass(frozen=True)

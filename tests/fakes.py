@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
+from dlm_lsp.span import borrowed_line_break, build_layout
 
 
 class FakeModel:
@@ -32,3 +33,30 @@ class FakeModel:
     def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         return self._make(input_ids)
+
+
+class Planted:
+    """A fake model installed in `engine` that writes `broken` into the request's span
+    until `fixed` is set, then `good` (default: an unclosed parenthesis, then fixed)."""
+
+    def __init__(self, engine, request, broken: str = "a + (b", good: str = "a + b"):
+        tok = engine.model.tokenizer
+        self.fake = FakeModel(tok, self.logits)
+        prefix, suffix = request.text[:request.start], request.text[request.end:]
+        layout = build_layout(tok, prefix, borrowed_line_break(prefix, suffix) + suffix,
+                              request.options.length, engine.config.max_context_tokens,
+                              max_length=self.fake.max_length)
+        self.start, self.n = layout.span_start, layout.n_masked
+
+        def spelled(fill: str) -> list[int]:
+            ids = tok.encode(layout.head + fill)
+            return ids + [self.fake.pad_id] * (self.n - len(ids))
+        self.targets = {False: spelled(broken), True: spelled(good)}
+        self.fixed = False
+        engine._model = self.fake
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(*ids.shape, self.fake.vocab)
+        for i, token in enumerate(self.targets[self.fixed]):
+            out[:, self.start + i, token] = 10.0
+        return out

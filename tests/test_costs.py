@@ -54,7 +54,7 @@ def test_calibration_measures_the_model_s_own_cost(monkeypatch: pytest.MonkeyPat
 @pytest.fixture(scope="module")
 def engine(model_dir: Path) -> Engine:
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0,
-                              fallback=False))
+                              fallback=False, reuse_fills=False))
     eng.model  # noqa: B018 -- loaded before the tests: loading counts against a target
     eng._cost = StepCost(2.0, 0.0)  # a known cost instead of this machine's: 2 ms a step
     return eng

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import dlm_lsp.engine as engine_module
+import dlm_lsp.passes as passes_module
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import MASK_PLACEHOLDER, Engine, InfillRequest, OutOfMemory
 from dlm_lsp.models import ModelLoadError
@@ -26,7 +26,7 @@ from dlm_lsp.validation import ParsedDocument, Validation
 
 @pytest.fixture(scope="module")
 def engine(model_dir: Path) -> Engine:
-    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
     eng.model  # noqa: B018 -- load once for the module
     return eng
 
@@ -49,13 +49,13 @@ def _request(marked: str, **options) -> InfillRequest:
 def _record_denoise(monkeypatch: pytest.MonkeyPatch) -> list:
     """Wrap the engine's denoise so a test can see each layout and raw span."""
     calls = []
-    real = engine_module.denoise
+    real = passes_module.denoise
 
     def spy(model, layout, cfg, seed, *args):
         out = real(model, layout, cfg, seed, *args)
         calls.append((layout, out))
         return out
-    monkeypatch.setattr(engine_module, "denoise", spy)
+    monkeypatch.setattr(passes_module, "denoise", spy)
     return calls
 
 

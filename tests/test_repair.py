@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
-from fakes import FakeModel
+from fakes import Planted
 
-import dlm_lsp.engine as engine_module
+import dlm_lsp.passes as passes_module
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.repair import (
@@ -26,7 +25,6 @@ from dlm_lsp.repair import (
     token_offsets,
     unmatched_openers,
 )
-from dlm_lsp.span import borrowed_line_break, build_layout
 
 DOC = "def add(a, b):\n    return |\n\nprint(add(1, 2))\n"
 BROKEN, FIXED = "a + (b", "a + b"
@@ -77,33 +75,6 @@ def test_token_offsets_follow_the_decoded_text(model_dir: Path) -> None:
 # --- the engine's paths ----------------------------------------------------------------------
 
 
-class Planted:
-    """A fake model that writes `broken` until `fixed` is set, then `good`."""
-
-    def __init__(self, engine: Engine, request: InfillRequest, broken: str = BROKEN,
-                 good: str = FIXED):
-        tok = engine.model.tokenizer
-        self.fake = FakeModel(tok, self.logits)
-        prefix, suffix = request.text[:request.start], request.text[request.end:]
-        layout = build_layout(tok, prefix, borrowed_line_break(prefix, suffix) + suffix,
-                              request.options.length, engine.config.max_context_tokens,
-                              max_length=self.fake.max_length)
-        self.start, self.n = layout.span_start, layout.n_masked
-
-        def spelled(fill: str) -> list[int]:
-            ids = tok.encode(layout.head + fill)
-            return ids + [self.fake.pad_id] * (self.n - len(ids))
-        self.targets = {False: spelled(broken), True: spelled(good)}
-        self.fixed = False
-        engine._model = self.fake
-
-    def logits(self, ids: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros(*ids.shape, self.fake.vocab)
-        for i, token in enumerate(self.targets[self.fixed]):
-            out[:, self.start + i, token] = 10.0
-        return out
-
-
 @pytest.fixture
 def engine(model_dir: Path) -> Engine:
     return Engine(ServerConfig(model=str(model_dir), device="cpu"))
@@ -120,7 +91,7 @@ def _spy_paths(monkeypatch: pytest.MonkeyPatch, planted: Planted, fix_on: str) -
     """Record each denoising run's strategy and re-masked count; fix the model when the
     run of `fix_on` ("repair" or "left-to-right") starts."""
     runs = []
-    real = engine_module.denoise
+    real = passes_module.denoise
 
     def spy(model, layout, cfg, seed, *args):
         masked = layout.n_masked if layout.init_ids is None else sum(
@@ -131,7 +102,7 @@ def _spy_paths(monkeypatch: pytest.MonkeyPatch, planted: Planted, fix_on: str) -
         if kind == fix_on:
             planted.fixed = True
         return real(model, layout, cfg, seed, *args)
-    monkeypatch.setattr(engine_module, "denoise", spy)
+    monkeypatch.setattr(passes_module, "denoise", spy)
     return runs
 
 

@@ -1,0 +1,175 @@
+"""The denoising passes of one infill: the first, syntax repairs, the left-to-right retry.
+
+All passes share the infill's layout; the first decides the candidates, and
+when none is valid (and the document has a grammar) repair rounds re-mask
+what the new syntax errors point at (`dlm_lsp/repair.py`), then one retry runs
+strictly left to right.  Each candidate is shaped for the document (re-indented
+and cut to whole units, `dlm_lsp/syntax.py`) before it is validated.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from dlm_lsp.config import InfillOptions, ServerConfig, setting
+from dlm_lsp.policy import MULTI_LINE, SpanPlan, local_text
+from dlm_lsp.repair import (
+    REPAIR,
+    RepairConfig,
+    positions_to_remask,
+    raw_offset,
+    token_offsets,
+    unmatched_openers,
+)
+from dlm_lsp.results import Candidate, InfillRequest
+from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
+from dlm_lsp.span import SpanLayout
+from dlm_lsp.syntax import reindent, truncate_to_units
+from dlm_lsp.validation import ParsedDocument, Validation
+
+if TYPE_CHECKING:
+    from dlm_lsp.engine import Engine
+
+CANDIDATE_TEMPERATURE = 0.8  # extra candidates sample at least this hot, or they would all agree
+
+
+def repair_config(cfg: ServerConfig, opt: InfillOptions) -> RepairConfig:
+    """The request's repair settings over the server's, over RepairConfig's defaults."""
+    chosen = {name: setting(opt, cfg, key) for name, key in
+              (("rounds", "repair_rounds"), ("fallback", "fallback"))}
+    return RepairConfig(**{k: v for k, v in chosen.items() if v is not None})
+
+
+class InfillRun:
+    """One infill's denoising passes: the first, repairs, the fallback; all share a layout."""
+
+    def __init__(self, engine: Engine, req: InfillRequest, plan: SpanPlan, layout: SpanLayout,
+                 tail: str, document: ParsedDocument | str, language: str | None):
+        self.engine, self.req, self.plan, self.layout, self.tail = engine, req, plan, layout, tail
+        self.document = document if isinstance(document, ParsedDocument) else None
+        self.unchecked = document if isinstance(document, str) else ""
+        self.shape = language is not None and not plan.single_line  # reindent, truncate
+        self.language = language
+        if self.shape:
+            self.local, self.low = local_text(req.text, req.start, req.end)
+        self.checked = self.document is not None
+        self.passes = 0  # forward passes, all denoising runs together
+        self.repair_rounds = 0
+        self.deadline: float | None = None  # perf_counter time a latency target ends at
+        self.step_ms = 0.0  # predicted time of one pass, with a deadline
+
+    def affords(self, steps: int) -> bool:
+        """Whether `steps` more passes fit before the latency target (always, without one)."""
+        if self.deadline is None:
+            return True
+        return time.perf_counter() + steps * self.step_ms / 1000 <= self.deadline
+
+    def raw_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
+        """The fill as the model wrote it (the head dropped, cut to one line if asked)."""
+        layout = layout or self.layout
+        return self.engine._fill_text(ids, layout.head, self.plan.single_line)
+
+    def fill_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
+        """The fill as it will be offered: on the document's indentation, cut to whole
+        syntactic units (multi-line fills, where there is a grammar), with the borrowed
+        line break back."""
+        text = self.raw_text(ids, layout)
+        if self.shape and "\n" in text:
+            start, end = self.req.start - self.low, self.req.end - self.low
+            text = reindent(text, self.local, start, end, self.language)
+            if self.plan.kind == MULTI_LINE:
+                text = truncate_to_units(self.local, start, end, text, self.language)
+        if self.tail and text.strip() and not text.endswith(self.tail):
+            text += self.tail
+        return text
+
+    def validate(self, fill: str) -> Validation | None:
+        if self.document is None:
+            return None
+        return self.document.validate(self.req.start, self.req.end, fill)
+
+    def denoise(self, layout: SpanLayout, sampler: SamplerConfig, seed: int,
+                with_drafts: bool = False) -> Denoised:
+        req, engine = self.req, self.engine
+        on_step = None
+        if with_drafts and req.on_draft is not None:
+            def on_step(step: int, steps: int, span: torch.Tensor) -> None:
+                req.on_draft(step, steps, engine._draft(span[0].tolist(), layout.head))
+
+        def syntax_ok(ids: list[int]) -> bool:  # the early stop's independent check
+            verdict = self.validate(self.fill_text(ids, layout))
+            return verdict is None or verdict.valid
+
+        batcher = engine.batcher()
+        if batcher is None:
+            with engine._alone:  # without batching, one request at a time has the model
+                out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop,
+                              syntax_ok)
+        else:
+            out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop,
+                          syntax_ok, batcher.run)
+        self.passes += out.steps
+        return out
+
+    def candidates(self, out: Denoised, path: str) -> list[Candidate]:
+        """Decode and validate each row of a denoising run."""
+        found = []
+        for ids, score in zip(out.span_ids.tolist(), out.scores.tolist(), strict=True):
+            text = self.fill_text(ids)
+            verdict = self.validate(text)
+            found.append(Candidate(text, verdict.valid if verdict else None, score,
+                                   self.engine._used(ids, self.layout.head_tokens), path,
+                                   ids, verdict))
+        return found
+
+    def repair(self, candidates: list[Candidate], cfg: RepairConfig, sampler: SamplerConfig,
+               seed: int) -> list[Candidate]:
+        """Re-mask what the new syntax errors point at and denoise it again, best candidate
+        first, until one is valid or `cfg.rounds` rounds are spent."""
+        candidates = sorted(candidates, key=lambda c: -c.score)
+        for index, candidate in enumerate(candidates):
+            while (self.repair_rounds < cfg.rounds and not candidate.valid
+                   and self.affords(min(sampler.steps, 2 * cfg.margin + 1))):
+                fixed = self._repair_once(candidate, cfg, sampler, seed + self.repair_rounds)
+                self.repair_rounds += 1
+                if fixed is None:
+                    break
+                candidate = candidates[index] = fixed
+            if candidate.valid or self.repair_rounds >= cfg.rounds:
+                break
+        return candidates
+
+    def _repair_once(self, candidate: Candidate, cfg: RepairConfig, sampler: SamplerConfig,
+                     seed: int) -> Candidate | None:
+        model, layout = self.engine.model, self.layout
+        ids = list(candidate.ids)
+        offsets = token_offsets(model.tokenizer, ids[:self.engine._content_length(ids)])
+        used = len(offsets) - 1
+        head = len(layout.head)
+        protected = next((i for i, at in enumerate(offsets) if at >= head), used) if head else 0
+        start = self.req.start
+        # error ranges of the filled document, moved into the decoded span's coordinates
+        raw = self.raw_text(ids)
+        errors = [(raw_offset(raw, candidate.text, a - start) + head,
+                   raw_offset(raw, candidate.text, b - start) + head)
+                  for a, b in candidate.check.new_ranges]
+        if any(b >= head + len(raw) - 1 for _, b in errors):  # broken where the fill ends:
+            errors += [(head + i, head + i + 1) for i in unmatched_openers(raw)]  # the cause?
+        chosen = positions_to_remask(offsets, used, protected, errors, len(ids), cfg.margin)
+        if not chosen:
+            return None
+        for i in chosen:
+            ids[i] = model.mask_id
+        again = replace(layout, init_ids=tuple(ids), head_tokens=protected)
+        # a second round explores: the same context would give the same greedy tokens
+        temperature = sampler.temperatures[0] if self.repair_rounds == 0 else max(
+            sampler.temperatures[0], CANDIDATE_TEMPERATURE)
+        steps = max(1, min(sampler.steps, len(chosen)))
+        out = self.denoise(again, replace(sampler, steps=steps, temperatures=(temperature,)),
+                           seed)
+        [fixed] = self.candidates(out, REPAIR)
+        return fixed

@@ -1,0 +1,56 @@
+"""The engine's request and result types, shared by the engine and its denoising passes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dlm_lsp.config import InfillOptions
+from dlm_lsp.policy import SpanPlan
+from dlm_lsp.repair import DIFFUSION
+from dlm_lsp.validation import Validation
+
+
+@dataclass
+class InfillRequest:
+    """One span of one document to fill; offsets are Python string indices."""
+
+    text: str
+    start: int
+    end: int
+    language_id: str | None = None
+    uri: str | None = None
+    options: InfillOptions = field(default_factory=InfillOptions)
+    is_hole: bool = False
+    should_stop: Callable[[], bool] | None = None
+    on_draft: Callable[[int, int, str], None] | None = None  # (step, steps, draft text)
+
+
+@dataclass
+class Candidate:
+    """One proposed fill."""
+
+    text: str
+    valid: bool | None  # None when the language has no grammar to check against
+    score: float  # mean log-probability of the committed tokens
+    used: int = 0  # span tokens used before the pad tail (the rest were trimmed)
+    path: str = DIFFUSION  # what produced it: diffusion, repair or left-to-right
+    ids: list[int] = field(default_factory=list, repr=False)  # the span as denoised
+    check: Validation | None = field(default=None, repr=False)  # None when unchecked
+
+
+@dataclass
+class InfillResult:
+    """Ranked candidates (best first) and what it cost."""
+
+    candidates: list[Candidate]
+    plan: SpanPlan
+    steps: int  # forward passes
+    tokens: int  # span length chosen (masked positions)
+    ms: float
+    early_stopped: bool = False
+    path: str = DIFFUSION  # what produced the best candidate
+    repair_rounds: int = 0  # syntax-guided repair rounds run
+    predicted_ms: float | None = None  # with a latency target: the cost model's forecast
+    syntax: str = ""  # the validation's verdict on the best fill, or why it was not checked
+    reused: str = ""  # "exact" or "typed" when answered from recent fills, without the model
