@@ -97,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("train", help="train the project's own model (dlm-lsp train --help)")
 
+    status = sub.add_parser("status", help="device, model and step cost here, or a running "
+                            "server's queue, latency and caches (--tcp)")
+    status.add_argument("--server", metavar="HOST:PORT", help="ask a server started with --tcp")
+    status.add_argument("--model", default="default")
+    status.add_argument("--device", default="auto")
+
     bench = sub.add_parser("bench", help="benchmarks on fixed task sets")
     kinds = bench.add_subparsers(dest="bench", required=True)
     strat = kinds.add_parser("strategies", help="quality and cost of each unmasking strategy")
@@ -119,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     if args.command == "fill":
         return _fill(args)
+    if args.command == "status":
+        from dlm_lsp.status import main as status_main
+
+        return status_main(args.server, args.model, args.device)
     if args.command == "bench":
         return _bench(args)
     return _serve(args)

@@ -67,7 +67,8 @@ class Engine:
         self._lock = threading.Lock()
         self._alone = threading.Lock()
         self.recent = RecentFills()
-        self.latencies: deque[float] = deque(maxlen=512)  # ms of recent fills, for status
+        # (ms, span tokens denoised) of recent fills, for status
+        self.recent_fills: deque[tuple[float, int]] = deque(maxlen=512)
         # Fault injection for tests of error handling: "oom" fails every infill with an
         # out-of-memory error, "oom-once" only the first.
         self._faults = set(filter(None, os.environ.get("DLM_LSP_FAULTS", "").split(",")))
@@ -100,6 +101,30 @@ class Engine:
                 self._batcher = StepBatcher(model, BatchConfig(self.config.batch_rows))
             self._batcher.config.max_rows = self.config.batch_rows
             return self._batcher
+
+    def status(self) -> dict[str, Any]:
+        """What the engine is doing, for `dlm/status`: the model and device (without
+        loading them), queue depth, recent latency, throughput and cache hit rate."""
+        with self._lock:
+            model, batcher, cost = self._model, self._batcher, self._cost
+        fills = list(self.recent_fills)
+        ms = sorted(m for m, _ in fills)
+
+        def percentile(p: float) -> float | None:
+            return round(ms[min(len(ms) - 1, int(p * len(ms)))], 1) if ms else None
+        stats = batcher.stats if batcher is not None else None
+        return {
+            "model": self.config.model, "loaded": model is not None,
+            "device": str(model.device) if model is not None else self.config.device,
+            "queueDepth": batcher.depth if batcher is not None else 0,
+            "fills": len(ms), "p50Ms": percentile(0.5), "p95Ms": percentile(0.95),
+            "tokensPerSecond": round(sum(t for _, t in fills) / max(sum(ms) / 1000, 1e-9), 1)
+            if ms else None,
+            "batchOccupancy": round(stats.occupancy, 2) if stats else None,
+            "forwardPasses": stats.passes if stats else 0,
+            "cacheHitRate": round(self.recent.hit_rate, 3),
+            "stepMs": round(cost.step_ms(1, 256), 2) if cost is not None else None,
+        }
 
     def step_cost(self) -> StepCost:
         """The model's per-step cost on its device, calibrated on first use."""
@@ -204,7 +229,7 @@ class Engine:
 
     def _remember(self, req: InfillRequest, key: Any, result: InfillResult) -> None:
         """Keep a finished fill for repeated requests and for typing along (see recent.py)."""
-        self.latencies.append(result.ms)
+        self.recent_fills.append((result.ms, result.tokens))
         if key is None:
             return
         cands = result.candidates
@@ -232,7 +257,7 @@ class Engine:
         best = candidates[0]
         syntax = best.check.reason if best.check is not None else f"not checked: {document}"
         ms = (time.perf_counter() - began) * 1000
-        self.latencies.append(ms)
+        self.recent_fills.append((ms, 0))
         return InfillResult(candidates, plan, 0, found.tokens, ms, False, best.path, 0, None,
                             syntax, how)
 

@@ -18,6 +18,7 @@ from dlm_lsp.engine import InfillResult
 
 INFILL = "dlm/infill"
 DRAFT = "dlm/draft"
+STATUS = "dlm/status"
 FILL_HOLES = "dlm.fillHoles"
 REWRITE_SELECTION = "dlm.rewriteSelection"
 

@@ -44,6 +44,7 @@ from dlm_lsp.protocol import (
     FILL_HOLES,
     INFILL,
     REWRITE_SELECTION,
+    STATUS,
     command_flag,
     command_target,
     infill_result,
@@ -234,6 +235,13 @@ async def infill(ls: DlmServer, params: Any) -> dict:
     p = parse_infill_params(params)
     job, result = await ls.fill_range(p.uri, p.range, p.options, p.version, p.work_done_token)
     return infill_result(job.version, p.range, result)
+
+
+@server.feature(STATUS)
+def status(ls: DlmServer, params: Any) -> dict:
+    """`dlm/status`: the engine's device, model, queue, latency, throughput and caches."""
+    return {**ls.engine.status(), "jobsInFlight": ls.jobs.in_flight(),
+            "openDocuments": len(ls.workspace.text_documents)}
 
 
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())

@@ -66,6 +66,7 @@ class StepBatcher:
         self._waiting: deque[_Job] = deque()
         self._wake = threading.Condition()
         self._closed = False
+        self._running = 0
         self._thread = threading.Thread(target=self._work, name="dlm-batcher", daemon=True)
         self._thread.start()
 
@@ -90,9 +91,15 @@ class StepBatcher:
             self._wake.notify()
         self._thread.join(timeout=5)
 
+    @property
+    def depth(self) -> int:
+        """Requests waiting or running."""
+        return len(self._waiting) + self._running
+
     def _work(self) -> None:
         running: list[_Job] = []
         while True:
+            self._running = len(running)
             with self._wake:
                 while not self._waiting and not running and not self._closed:
                     self._wake.wait()

@@ -94,3 +94,33 @@ def test_tcp_mode_answers_initialize(model_dir):
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_status_asks_a_running_server(model_dir):
+    from dlm_lsp.status import query_server
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp", "--tcp", f"127.0.0.1:{port}"])
+    try:
+        for _ in range(300):
+            try:
+                status = query_server("127.0.0.1", port)
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert status["model"] == "default" and status["queueDepth"] == 0
+        assert status["fills"] == 0 and status["p50Ms"] is None
+        assert set(status) >= {"device", "tokensPerSecond", "batchOccupancy", "cacheHitRate",
+                               "jobsInFlight", "openDocuments"}
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_status_here_reports_the_model_and_its_step_cost(model_dir):
+    out = subprocess.run([sys.executable, "-m", "dlm_lsp", "status", "--model", str(model_dir),
+                          "--device", "cpu"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(None, 1) for line in out.stdout.splitlines())
+    assert lines["device"] == "cpu" and float(lines["stepMsAt256Tokens"]) > 0
+    assert int(lines["parameters"]) > 0

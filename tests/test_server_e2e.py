@@ -449,6 +449,17 @@ async def test_a_latency_target_picks_the_steps_and_reports_the_forecast(client)
     assert plain.stats.predictedMs is None
 
 
+async def test_status_reports_the_fills_served(client):
+    open_doc(client)
+    await infill(client, rng(4, 4, 4, 4), options={"length": 4, "steps": 2})
+    await infill(client, rng(4, 4, 4, 4), options={"length": 4, "steps": 2})  # the same again
+    status = await client.protocol.send_request_async("dlm/status", {})
+    assert status.fills == 2 and status.p50Ms is not None and status.p95Ms >= status.p50Ms
+    assert status.forwardPasses >= 1 and status.batchOccupancy >= 1
+    assert status.cacheHitRate > 0  # the second fill was answered from recent fills
+    assert status.openDocuments == 1 and status.jobsInFlight == 0
+
+
 async def test_bad_control_values_are_refused_with_the_expected_range(client):
     open_doc(client)
     with pytest.raises(JsonRpcException) as err:
