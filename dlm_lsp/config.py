@@ -88,6 +88,9 @@ class ServerConfig(SamplingControls):
     seed: int = 0
     batch_rows: int = 16  # rows per shared forward pass across requests; 0: each request alone
     reuse_fills: bool = True  # answer repeated requests and typing-along from recent fills
+    context_cache: bool = False  # reuse the context's keys/values between steps (approximate)
+    cache_refresh: int = 4  # with the cache: a full forward pass every this many steps
+    cache_window: int = 8  # with the cache: context tokens either side recomputed each step
     timeout_ms: int = 60000
     hole_marker: str = "<FILL>"
     drafts: bool = False  # send dlm/draft notifications while denoising
@@ -126,6 +129,8 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "max_context_tokens": (lambda v: 0 <= v <= 1 << 20, "a non-negative integer"),
     "timeout_ms": (lambda v: v > 0, "a positive number of milliseconds"),
     "batch_rows": (lambda v: 0 <= v <= 256, "an integer from 0 to 256"),
+    "cache_refresh": (lambda v: 1 <= v <= 1024, "an integer from 1 to 1024"),
+    "cache_window": (lambda v: 0 <= v <= 4096, "an integer from 0 to 4096"),
     "latency_ms": (lambda v: v is None or v > 0, "a positive number of milliseconds"),
     "latency_ms_single_line": (lambda v: v is None or v > 0, "a positive number of ms"),
     "latency_ms_multi_line": (lambda v: v is None or v > 0, "a positive number of ms"),

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from dlm_lsp.config import InfillOptions, ServerConfig, setting
+from dlm_lsp.models.cache import CacheConfig, ContextCache
+from dlm_lsp.models.interface import DiffusionModel
+from dlm_lsp.models.tiny import TinyDenoiser
 from dlm_lsp.policy import MULTI_LINE, SpanPlan, local_text
 from dlm_lsp.repair import (
     REPAIR,
@@ -35,6 +38,16 @@ if TYPE_CHECKING:
     from dlm_lsp.engine import Engine
 
 CANDIDATE_TEMPERATURE = 0.8  # extra candidates sample at least this hot, or they would all agree
+
+
+def context_cache(model: DiffusionModel, cfg: ServerConfig,
+                  layout: SpanLayout) -> ContextCache | None:
+    """A context cache for one run when it is on and the model is our own denoiser."""
+    module = getattr(model, "module", None)
+    if not cfg.context_cache or not isinstance(module, TinyDenoiser):
+        return None
+    return ContextCache(module, layout.span_start, layout.span_end,
+                        CacheConfig(cfg.cache_refresh, cfg.cache_window))
 
 
 def repair_config(cfg: ServerConfig, opt: InfillOptions) -> RepairConfig:
@@ -105,10 +118,12 @@ class InfillRun:
             return verdict is None or verdict.valid
 
         batcher = engine.batcher()
-        if batcher is None:
-            with engine._alone:  # without batching, one request at a time has the model
+        cache = context_cache(engine.model, engine.config, layout)
+        if batcher is None or cache is not None:
+            # alone: without batching, or with a context cache (its store is this request's)
+            with engine._alone:
                 out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop,
-                              syntax_ok)
+                              syntax_ok, forward=cache)
         else:
             out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop,
                           syntax_ok, batcher.run)

@@ -280,13 +280,16 @@ class Denoising:
             self.block, self.b_step = self.block + 1, 0
 
     def advance(self, logits: torch.Tensor) -> None:
-        """One step, given the model's logits (rows, T, V) for `inputs`."""
+        """One step, given the model's logits for `inputs`: of the whole sequence
+        (rows, T, V), or of the span alone (rows, N, V) from a context cache."""
         cfg, order, rows, mask_id = self.cfg, self.order, self.rows, self.model.mask_id
         start, end, block_steps = self.plan[self.block]
         b_step, device = self.b_step, self.x.device
         span = self.x[:, self.lo:self.hi]  # a view: commits write into x
         masked = self._masked()
-        logits = logits[:, self.lo:self.hi].float()  # (B, N, V)
+        if logits.shape[1] != span.shape[1]:  # logits of the whole sequence: keep the span's
+            logits = logits[:, self.lo:self.hi]
+        logits = logits.float()  # (B, N, V)
         logits[..., mask_id] = float("-inf")
         chosen = choose(logits, self.temps, cfg.top_p, self.gen)
         forced: list[list[int]] = [[] for _ in range(rows)]
@@ -351,11 +354,13 @@ def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed:
             on_step: StepCallback | None = None,
             should_stop: Callable[[], bool] | None = None,
             accept: AcceptCheck | None = None,
-            runner: Runner | None = None) -> Denoised:
+            runner: Runner | None = None,
+            forward: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Denoised:
     """Fill the masked span of `layout` for len(cfg.temperatures) candidate rows.
 
     With a `runner` (a batching worker's `run`), the steps are run there,
-    sharing forward passes with other requests; otherwise here, one pass a step.
+    sharing forward passes with other requests; otherwise here, one pass a step,
+    with `forward` (a context cache's span logits) instead of `model.logits`.
     """
     run = Denoising(model, layout, cfg, seed, on_step, accept)
     if runner is not None:
@@ -363,7 +368,7 @@ def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed:
     while not run.done:
         if should_stop is not None and should_stop():
             raise Cancelled()
-        run.advance(model.logits(run.inputs))
+        run.advance((forward or model.logits)(run.inputs))
     return run.result()
 
 

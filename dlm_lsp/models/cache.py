@@ -1,0 +1,108 @@
+"""Context caching for our own denoiser: recompute only the span (plus a window) per step.
+
+Between two denoising steps only the span changes; the prefix and suffix
+tokens stay.  Their keys and values still change a little in a bidirectional
+model (they attend to the span), but slowly, so the approximate dual cache of
+Fast-dLLM works: a full forward pass stores every layer's keys and values; the
+next steps run only the positions of the span and `window` tokens either side
+through the layers, their queries attending to the stored keys and values of
+every other position (and their own fresh ones), and every `refresh` steps a
+full pass renews the store.  With `refresh=1` every step is a full pass and the
+output is exactly the uncached one.
+
+This reads the weights of `TinyDenoiser` (dlm_lsp/models/tiny.py) and follows
+its forward pass operation by operation; a test checks that the full pass here
+gives the module's own logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from dlm_lsp.models.tiny import Block, TinyDenoiser
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """How often to renew the store, and how much context to recompute with the span."""
+
+    refresh: int = 4  # a full pass every this many steps (1: no caching at all)
+    window: int = 8  # context positions either side of the span recomputed each step
+
+
+def _rotate(x: torch.Tensor, start: int, base: float) -> torch.Tensor:
+    """Rotary positions for x (B, H, W, D) sitting at positions start..start+W-1."""
+    _, _, w, d = x.shape
+    inv = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    at = torch.arange(start, start + w, device=x.device, dtype=torch.float32)
+    ang = at[:, None] * inv[None]
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+def _heads(z: torch.Tensor, heads: int) -> torch.Tensor:
+    b, t, c = z.shape
+    return z.view(b, t, heads, c // heads).transpose(1, 2)
+
+
+def _layer(block: Block, x: torch.Tensor, start: int, keys: torch.Tensor | None,
+           values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One block over positions start..start+W-1 of x (B, W, C).
+
+    With stored `keys`/`values` (B, H, T, D) the window's fresh ones replace
+    theirs at its positions and the window attends to the whole sequence;
+    without, x is the whole sequence.  Returns the new x and the keys/values.
+    """
+    b, w, c = x.shape
+    q, k, v = block.qkv(block.ln1(x)).split(c, dim=-1)
+    q, k, v = (_heads(z, block.n_heads) for z in (q, k, v))
+    q, k = _rotate(q, start, block.rope_base), _rotate(k, start, block.rope_base)
+    if keys is not None and values is not None:
+        keys[:, :, start:start + w] = k
+        values[:, :, start:start + w] = v
+        k, v = keys, values
+    att = F.scaled_dot_product_attention(q, k, v, is_causal=False)
+    x = x + block.proj(att.transpose(1, 2).reshape(b, w, c))
+    return x + block.down(F.gelu(block.up(block.ln2(x)))), k, v
+
+
+class ContextCache:
+    """Span logits for one denoising run, with the context's keys and values stored."""
+
+    def __init__(self, module: TinyDenoiser, lo: int, hi: int, config: CacheConfig):
+        self.module, self.lo, self.hi, self.config = module, lo, hi, config
+        self.steps = 0
+        self.full_passes = 0
+        self._store: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
+        return self.module.ln_f(x) @ self.module.embed.weight.T
+
+    @torch.no_grad()
+    def full(self, ids: torch.Tensor) -> torch.Tensor:
+        """A full pass storing every layer's keys and values; logits (B, T, V)."""
+        x = self.module.embed(ids)
+        self._store = []
+        for block in self.module.blocks:
+            x, k, v = _layer(block, x, 0, None, None)
+            self._store.append((k, v))
+        self.full_passes += 1
+        return self._head(x)
+
+    @torch.no_grad()
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        """Logits (B, N, V) of the span positions [lo, hi) for the sequence `ids`."""
+        renew = not self._store or self.steps % max(1, self.config.refresh) == 0
+        self.steps += 1
+        if renew or self._store[0][0].shape[0] != ids.shape[0]:
+            return self.full(ids)[:, self.lo:self.hi].float()
+        start = max(0, self.lo - self.config.window)
+        end = min(ids.shape[1], self.hi + self.config.window)
+        x = self.module.embed(ids[:, start:end])
+        for block, (keys, values) in zip(self.module.blocks, self._store, strict=True):
+            x, _, _ = _layer(block, x, start, keys, values)
+        return self._head(x[:, self.lo - start:self.hi - start]).float()

@@ -1,0 +1,96 @@
+"""Specification of the context cache (dlm_lsp/models/cache.py) and its use by the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import dlm_lsp.passes as passes
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.models import load_model
+from dlm_lsp.models.cache import CacheConfig, ContextCache
+from dlm_lsp.sampler import SamplerConfig, denoise
+from dlm_lsp.span import build_layout
+
+
+@pytest.fixture(scope="module")
+def model(model_dir: Path):
+    return load_model(str(model_dir), "cpu")
+
+
+PREFIX = "import os\n\ndef walk(root):\n    for name in os.listdir(root):\n        "
+SUFFIX = "\n    return None\n" * 6
+
+
+def _layout(model, n: int = 12):
+    return build_layout(model.tokenizer, PREFIX, SUFFIX, n, 400, max_length=model.max_length)
+
+
+def test_the_full_pass_gives_the_model_s_own_logits(model) -> None:
+    layout = _layout(model)
+    ids = torch.tensor([layout.sequence(model.mask_id)])
+    cache = ContextCache(model.module, layout.span_start, layout.span_end, CacheConfig())
+    assert torch.allclose(cache.full(ids), model.logits(ids), atol=1e-5)
+
+
+def test_a_cached_step_recomputes_only_the_span_and_stays_close(model) -> None:
+    layout = _layout(model)
+    ids = torch.tensor([layout.sequence(model.mask_id)])
+    cache = ContextCache(model.module, layout.span_start, layout.span_end,
+                         CacheConfig(refresh=100, window=4))
+    cache(ids)  # the full pass fills the store
+    ids[0, layout.span_start] = 42  # the span changes; the context does not
+    cached = cache(ids)
+    exact = model.logits(ids)[:, layout.span_start:layout.span_end]
+    assert cached.shape == exact.shape and cache.full_passes == 1
+    assert (cached - exact).abs().max() < 0.5 * exact.abs().max()  # approximate, not wild
+    assert (cached.argmax(-1) == exact.argmax(-1)).float().mean() > 0.5
+
+
+@pytest.mark.parametrize("strategy", ["confidence", "random", "left-to-right"])
+def test_refreshing_every_step_gives_exactly_the_uncached_output(model, strategy: str) -> None:
+    layout = _layout(model)
+    cfg = SamplerConfig(steps=6, strategy=strategy, temperatures=(0.0, 0.7))
+    cache = ContextCache(model.module, layout.span_start, layout.span_end,
+                         CacheConfig(refresh=1))
+    cached = denoise(model, layout, cfg, 3, forward=cache)
+    plain = denoise(model, layout, cfg, 3)
+    assert cached.span_ids.tolist() == plain.span_ids.tolist()
+    assert cache.full_passes == cached.steps
+
+
+def test_a_cached_run_takes_a_full_pass_every_refresh_steps(model) -> None:
+    layout = _layout(model)
+    cache = ContextCache(model.module, layout.span_start, layout.span_end,
+                         CacheConfig(refresh=4))
+    out = denoise(model, layout, SamplerConfig(steps=10), 0, forward=cache)
+    assert out.steps == 10 and cache.full_passes == 3  # steps 1, 5 and 9
+    assert model.mask_id not in out.span_ids.tolist()[0]
+
+
+def test_the_engine_uses_the_cache_when_switched_on(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = []
+
+    class Recorded(ContextCache):
+        def __init__(self, *args):
+            super().__init__(*args)
+            made.append(self)
+    monkeypatch.setattr(passes, "ContextCache", Recorded)
+
+    def fill(**settings):
+        engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                                     repair_rounds=0, fallback=False, **settings))
+        text = PREFIX + SUFFIX
+        return engine.infill(InfillRequest(text, len(PREFIX), len(PREFIX), "python",
+                                           options=InfillOptions(length=8, steps=4)))
+    plain = fill()
+    assert made == []
+    exact = fill(context_cache=True, cache_refresh=1)
+    assert exact.candidates[0].text == plain.candidates[0].text
+    approximate = fill(context_cache=True, cache_refresh=4)
+    assert approximate.steps == plain.steps
+    assert [c.full_passes for c in made] == [exact.steps, 1]  # steps 1..4: one full pass
