@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import email.message
 import json
 import math
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -11,11 +15,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser, TinyModel
+from dlm_lsp.config import ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.models import ModelLoadError, load_model
+from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser, TinyModel, plan_shards, save_tiny
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN
+from dlm_lsp.training.contamination import NgramFilter, humaneval_texts
 from dlm_lsp.training.data import (
-    RowConfig,
-    RowSampler,
     SourceConfig,
     SourceFile,
     collect_sources,
@@ -23,7 +29,10 @@ from dlm_lsp.training.data import (
     line_start_flags,
     train_tokenizer,
 )
+from dlm_lsp.training.gpu_run import export_plan, full_config
+from dlm_lsp.training.licences import classify, python_files_by_distribution, site_packages_dirs
 from dlm_lsp.training.objective import masked_diffusion_loss
+from dlm_lsp.training.rows import RowConfig, RowSampler
 from dlm_lsp.training.train import TrainConfig, learning_rate, main, train
 
 SOURCES = {
@@ -125,7 +134,7 @@ def corpus(source_dir: Path):
 
 @pytest.fixture(scope="module")
 def tokenizer(corpus):
-    return train_tokenizer([f.text for f in corpus.train], vocab_size=400)
+    return train_tokenizer([f.text for f in corpus.train], vocab_size=400, split_lines=True)
 
 
 def make_sampler(corpus, tokenizer, **rows) -> RowSampler:
@@ -185,14 +194,25 @@ def test_stream_encodes_literal_special_token_text_as_text(tokenizer):
     assert tokenizer.decode(stream.tolist()) == files[0].text + "\n"
 
 
-def test_line_starts_include_tokens_that_carry_the_newline(tokenizer):
+@pytest.fixture(scope="module")
+def merged_tokenizer(corpus):
+    """The bootstrap model's kind: plain byte-level BPE, line breaks merged with indentation."""
+    return train_tokenizer([f.text for f in corpus.train], vocab_size=400, split_lines=False)
+
+
+@pytest.mark.parametrize("which", ["tokenizer", "merged_tokenizer"])
+def test_line_starts_include_tokens_that_carry_the_newline(request, which):
+    tokenizer = request.getfixturevalue(which)
     stream = encode_stream(tokenizer, [SourceFile("a.py", "def f():\n    return 1\n")])
     flags = line_start_flags(stream, tokenizer)
     texts = [tokenizer.token_texts[i] for i in stream.tolist()]
     for i, text in enumerate(texts):
         expected = i == 0 or "\n" in text or texts[i - 1].endswith("\n")
         assert bool(flags[i]) == expected
-    assert any("\n" in t and t.strip(" ") != t for t in texts), "newline+indent is one token"
+    joined = any("\n" in t and t.strip(" ") != t for t in texts)
+    assert joined == (which == "merged_tokenizer"), "only plain BPE joins newline+indent"
+    if which == "tokenizer":
+        assert "\n" in texts and "\n    " not in texts
 
 
 # --- training rows ------------------------------------------------------------
@@ -333,3 +353,213 @@ def test_learning_rate_warms_up_then_decays_over_the_time_budget():
 def test_cli_reports_a_missing_warm_start_directory(tmp_path, capsys):
     assert main(["--init-from", str(tmp_path / "missing"), "--seconds", "1"]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_a_tiny_run_never_writes_over_the_shipped_model(capsys):
+    assert main(["--tiny"]) == 2
+    assert "needs --out" in capsys.readouterr().err
+
+
+# --- contamination, duplicates and licences ------------------------------------------
+
+
+def _humaneval_solution(index: int = 0) -> str:
+    """A whole HumanEval function (prompt, canonical middle and suffix), as shipped."""
+    return humaneval_texts()[2 * index]
+
+
+def test_a_file_containing_a_humaneval_solution_is_dropped(tmp_path):
+    solution = _humaneval_solution()
+    (tmp_path / "copied.py").write_text("# found online\n" + solution.replace("    ", "\t"))
+    (tmp_path / "unrelated.py").write_text(textwrap.dedent(SOURCES["pkg/numbers.py"]))
+    (tmp_path / "also_unrelated.py").write_text(textwrap.dedent(SOURCES["cli.py"]))
+    corpus = collect_sources(SourceConfig(include_stdlib=False, extra_roots=[tmp_path]))
+    kept = {f.path for f in corpus.train + corpus.heldout}
+    assert corpus.contaminated == ["copied.py"], "re-indented, it is still the same words"
+    assert kept == {"unrelated.py", "also_unrelated.py"}
+
+
+def test_contamination_needs_a_long_run_of_content_words():
+    shared = ("def count_vowels(text):\n    vowels = 'AEIOU'\n"
+              "    return sum(1 for letter in text if letter in vowels)")
+    bench = NgramFilter([shared + "\n# and more text after it"])
+    assert bench.shared_ngram("x = 1\n" + shared.replace(" ", "  ")) is not None
+    assert bench.shared_ngram("def count_vowels(text): return len(text)") is None, "too short"
+    idioms = NgramFilter(["for i in range(n):\n    for j in range(i + 1, n):\n        pass"])
+    assert idioms.shared_ngram("for i in range(n):\n for j in range(i + 1, n):\n  pass") is None
+
+
+def test_identical_files_are_read_once(tmp_path):
+    body = textwrap.dedent(SOURCES["shapes.py"])
+    for name in ("a.py", "vendored/a.py", "b.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(body if name != "b.py" else body + "\nX = 1\n")
+    corpus = collect_sources(SourceConfig(include_stdlib=False, extra_roots=[tmp_path]))
+    assert corpus.duplicates == 1 and len(corpus.train + corpus.heldout) == 2
+
+
+@pytest.mark.parametrize(("fields", "permissive"), [
+    ({"License-Expression": "MIT"}, True),
+    ({"License-Expression": "Apache-2.0 AND Apache-2.0 WITH LLVM-exception AND BSD-3-Clause"},
+     True),
+    ({"License-Expression": "MPL-2.0 AND MIT"}, False),
+    ({"License-Expression": "GPL-3.0-only OR MIT"}, True),
+    ({"Classifier": ["License :: OSI Approved :: BSD License"]}, True),
+    ({"Classifier": ["License :: OSI Approved :: BSD License",
+                     "License :: OSI Approved :: GNU General Public License (GPL)"]}, False),
+    ({"License": "Modified BSD License"}, True),
+    ({"License": "LGPL with exceptions or ZPL"}, False),
+    ({"License": "UNKNOWN"}, False),
+    ({}, False),
+])
+def test_only_permissive_licences_are_trained_on(fields, permissive):
+    meta = email.message.Message()
+    for key, value in fields.items():
+        for v in value if isinstance(value, list) else [value]:
+            meta[key] = v
+    assert classify(meta)[1] is permissive
+
+
+def test_site_packages_files_are_attributed_to_their_distribution():
+    owners = {}
+    for root in site_packages_dirs():
+        owners.update(python_files_by_distribution(root))
+    torch_init = owners.get("torch/__init__.py")
+    assert torch_init is not None and torch_init.name == "torch" and torch_init.permissive
+
+
+# --- sharded weights ------------------------------------------------------------------
+
+
+def _small_model(tokenizer) -> TinyDenoiser:
+    torch.manual_seed(0)
+    return TinyDenoiser(TinyConfig(vocab_size=tokenizer.vocab_size, d_model=64, n_layers=2,
+                                   n_heads=2, max_length=64))
+
+
+def test_weights_above_the_shard_limit_are_split_and_load_the_same(tokenizer, tmp_path):
+    module = _small_model(tokenizer)
+    single, sharded = tmp_path / "single", tmp_path / "sharded"
+    save_tiny(module, tokenizer, single)
+    limit = 60_000
+    written = save_tiny(module, tokenizer, sharded, max_shard_bytes=limit)
+    shards = sorted(sharded.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 1 and not (sharded / "model.safetensors").exists()
+    assert all(p.stat().st_size <= limit for p in shards)
+    assert set(written) == {*shards, sharded / "model.safetensors.index.json",
+                            sharded / "config.json", sharded / "tokenizer.json"}
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"]) == set(module.state_dict())
+    ids = torch.tensor([tokenizer.encode("def f(x):\n    return x\n")])
+    a, b = load_model(str(single), "cpu"), load_model(str(sharded), "cpu")
+    assert torch.equal(a.logits(ids), b.logits(ids))
+
+
+def test_a_save_replaces_the_weights_of_an_earlier_one(tokenizer, tmp_path):
+    module = _small_model(tokenizer)
+    save_tiny(module, tokenizer, tmp_path, max_shard_bytes=60_000)
+    save_tiny(module, tokenizer, tmp_path)  # now small enough for one file
+    assert sorted(p.name for p in tmp_path.glob("model*")) == ["model.safetensors"]
+    load_model(str(tmp_path), "cpu")
+
+
+def test_a_shard_the_index_names_must_exist(tokenizer, tmp_path):
+    save_tiny(_small_model(tokenizer), tokenizer, tmp_path, max_shard_bytes=60_000)
+    next(tmp_path.glob("model-00002-*.safetensors")).unlink()
+    with pytest.raises(ModelLoadError, match="could not load"):
+        load_model(str(tmp_path), "cpu")
+
+
+def test_a_tensor_larger_than_the_shard_limit_is_refused():
+    with pytest.raises(ValueError, match="alone exceeds"):
+        plan_shards({"small": 10, "embed": 5000}, 1000)
+
+
+def test_the_shipped_single_file_model_still_loads():
+    model = load_model("default", "cpu")
+    assert model.tokenizer.vocab_size == 8192 and model.max_length == 512
+
+
+# --- the tiny preset: the whole pipeline in seconds --------------------------------------
+
+
+PATTERN = "total = price + tax\nlog.info(price)\n"
+
+
+@pytest.fixture(scope="module")
+def pattern_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Files made of one repeated two-line pattern, plus a copy of a HumanEval solution."""
+    root = tmp_path_factory.mktemp("pattern")
+    for i in range(6):
+        (root / f"ledger_{i}.py").write_text(f"# ledger {i}\n" + PATTERN * 60)
+    (root / "leaked.py").write_text(_humaneval_solution(3))
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny_run(pattern_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tiny-model")
+    assert main(["--tiny", "--no-stdlib", "--extra-root", str(pattern_dir),
+                 "--out", str(out)]) == 0
+    return out
+
+
+def test_tiny_preset_learns_and_reports_what_it_dropped(tiny_run):
+    stats = json.loads((tiny_run / "config.json").read_text())["training"]
+    assert stats["steps"] == 600, "a fixed number of steps, however busy the machine"
+    assert stats["heldout_loss"] < stats["initial_heldout_loss"] / 3
+    assert stats["contaminated_files"] == 1 and stats["contaminated_paths"] == ["leaked.py"]
+    assert stats["tokenizer"].endswith("line breaks apart")
+
+
+def test_tiny_model_fills_the_repeated_pattern_exactly(tiny_run):
+    engine = Engine(ServerConfig(model=str(tiny_run), device="cpu"))
+    text = PATTERN * 4
+    start = len(PATTERN) * 2 + len("total =")
+    end = text.index("\n", start)
+    result = engine.infill(InfillRequest(text[:start] + text[end:], start, start, "python"))
+    assert result.candidates[0].text == " price + tax"
+
+
+# --- the GPU run -------------------------------------------------------------------------
+
+
+def test_gpu_recipe_fits_what_comes_back_from_the_gpu_machine(tmp_path):
+    files, size = export_plan(full_config(tmp_path))
+    assert files <= 8 and size <= 64 * 2**20
+    cfg = full_config(tmp_path)
+    assert (cfg.d_model, cfg.n_layers, cfg.seq_len, cfg.vocab_size) == (512, 8, 512, 8192)
+
+
+# The GPU machine has torch, tokenizers, safetensors and numpy, and runs the module
+# from a copy of the repository: the run must never import the server's dependencies.
+BLOCKED_IMPORTS = """
+import runpy, sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"pygls", "lsprotocol"} or name.startswith("tree_sitter"):
+            raise ImportError(f"{name} is not installed on the GPU machine")
+sys.meta_path.insert(0, Block())
+sys.argv = ["gpu_run", *sys.argv[1:]]
+runpy.run_module("dlm_lsp.training.gpu_run", run_name="__main__")
+"""
+
+
+def test_gpu_run_works_end_to_end_at_tiny_size_without_the_server_s_dependencies(
+        pattern_dir, tmp_path):
+    out = tmp_path / "out"
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKED_IMPORTS, "--out", str(out), "--size", "tiny",
+         "--no-stdlib", "--no-site-packages", "--extra-root", str(pattern_dir),
+         "--device", "cpu", "--max-steps", "40", "--shard-mib", "0.1"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "gpu_run: done" in done.stdout
+    assert len(list(out.glob("model-*-of-*.safetensors"))) >= 2
+    stats = json.loads((out / "config.json").read_text())["training"]
+    assert stats["steps"] == 40 and stats["contaminated_files"] == 1
+    engine = Engine(ServerConfig(model=str(out), device="cpu"))
+    result = engine.infill(InfillRequest("total = price\nlog.info(x)\n", 5, 5, "python"))
+    assert result.candidates and result.steps >= 1

@@ -113,16 +113,92 @@ class TinyDenoiser(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+WEIGHTS_FILE = "model.safetensors"  # a model in one file
+INDEX_FILE = "model.safetensors.index.json"  # or shards listed here (Hugging Face's layout)
+SHARD_PATTERN = "model-{:05d}-of-{:05d}.safetensors"
+HEADER_ALLOWANCE = 256  # bytes of safetensors header per tensor, counted into a shard's size
+
+
+def plan_shards(sizes: dict[str, int], max_bytes: int) -> list[list[str]]:
+    """Tensor names grouped, in order, into shards whose files stay within `max_bytes`.
+
+    Each tensor is counted with a header allowance, so the file (header
+    included) is what stays under the limit.  A tensor is never split.
+    """
+    shards: list[list[str]] = [[]]
+    used = 8  # the header-length prefix of a safetensors file
+    for name, size in sizes.items():
+        need = size + HEADER_ALLOWANCE
+        if need + 8 > max_bytes:
+            raise ValueError(f"tensor {name} ({size:,} bytes) alone exceeds the shard "
+                             f"limit of {max_bytes:,} bytes")
+        if shards[-1] and used + need > max_bytes:
+            shards.append([])
+            used = 8
+        shards[-1].append(name)
+        used += need
+    return shards
+
+
+def _remove_weights(directory: Path) -> None:
+    """Delete the weights of an earlier save, so one file and shards never mix."""
+    for path in [directory / WEIGHTS_FILE, directory / INDEX_FILE,
+                 *directory.glob("model-*-of-*.safetensors")]:
+        path.unlink(missing_ok=True)
+
+
 def save_tiny(model: TinyDenoiser, tokenizer: Tokenizer, directory: str | Path,
-              dtype: torch.dtype = torch.float16, extra: dict | None = None) -> None:
-    """Write config.json, tokenizer.json and model.safetensors into `directory`."""
+              dtype: torch.dtype = torch.float16, extra: dict | None = None,
+              max_shard_bytes: int | None = None) -> list[Path]:
+    """Write config.json, tokenizer.json and the weights into `directory`.
+
+    The weights go into model.safetensors, or, when they exceed
+    `max_shard_bytes`, into numbered shards listed by model.safetensors.index.json
+    (`{"metadata": {"total_size": N}, "weight_map": {tensor: shard file}}`, the
+    layout Hugging Face uses), because some channels carry only files up to a size.
+    Returns the files written.
+    """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     config = {"model_type": MODEL_TYPE, **asdict(model.cfg), **(extra or {})}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     tokenizer.backend.save(str(out / "tokenizer.json"))
     state = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(out / "model.safetensors"))
+    sizes = {k: v.numel() * v.element_size() for k, v in state.items()}
+    written = [out / "config.json", out / "tokenizer.json"]
+    shards = [list(sizes)] if max_shard_bytes is None else plan_shards(sizes, max_shard_bytes)
+    _remove_weights(out)
+    if len(shards) == 1:
+        save_file(state, str(out / WEIGHTS_FILE))
+        return [*written, out / WEIGHTS_FILE]
+    weight_map = {}
+    for i, names in enumerate(shards, start=1):
+        name = SHARD_PATTERN.format(i, len(shards))
+        save_file({k: state[k] for k in names}, str(out / name))
+        weight_map.update(dict.fromkeys(names, name))
+        written.append(out / name)
+    index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map}
+    (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
+    return [*written, out / INDEX_FILE]
+
+
+def load_weights(directory: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of a model directory: model.safetensors, or the shards its index lists."""
+    path = Path(directory)
+    if (path / WEIGHTS_FILE).is_file():
+        return load_file(str(path / WEIGHTS_FILE))
+    if not (path / INDEX_FILE).is_file():
+        raise FileNotFoundError(f"neither {WEIGHTS_FILE} nor {INDEX_FILE} in {path}")
+    weight_map: dict[str, str] = json.loads((path / INDEX_FILE).read_text())["weight_map"]
+    state: dict[str, torch.Tensor] = {}
+    for name in sorted(set(weight_map.values())):
+        if Path(name).name != name:
+            raise ValueError(f"{INDEX_FILE} names a shard outside the directory: {name}")
+        state.update(load_file(str(path / name)))
+    missing = sorted(set(weight_map) - set(state))
+    if missing:
+        raise ValueError(f"shards lack tensors listed in {INDEX_FILE}: {', '.join(missing)}")
+    return state
 
 
 class TinyModel:
@@ -148,12 +224,13 @@ class TinyModel:
     @classmethod
     def load(cls, directory: str | Path, device: torch.device,
              name: str | None = None) -> TinyModel:
-        """Load a directory written by `save_tiny`, failing with a clear ModelLoadError."""
+        """Load a directory written by `save_tiny` (one weights file or shards), failing
+        with a clear ModelLoadError."""
         path = Path(directory)
         try:
             cfg = TinyConfig.from_dict(json.loads((path / "config.json").read_text()))
             tokenizer = Tokenizer.from_file(path / "tokenizer.json")
-            state = load_file(str(path / "model.safetensors"))
+            state = load_weights(path)
             module = TinyDenoiser(cfg)
             module.load_state_dict({k: v.float() for k, v in state.items()})
         except Exception as exc:  # tokenizers and safetensors raise bare Exception subclasses

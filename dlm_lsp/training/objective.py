@@ -16,19 +16,31 @@ import torch
 import torch.nn.functional as F
 
 from dlm_lsp.models.tiny import TinyDenoiser
-from dlm_lsp.training.data import Batch
+from dlm_lsp.training.rows import Batch
+
+
+def row_losses(module: TinyDenoiser, batch: Batch) -> torch.Tensor:
+    """Loss of each row (B,) of a batch already on the module's device.
+
+    The output head runs only at the masked positions, which the batch lists
+    (`positions`), so the device is never asked which positions are masked: a
+    boolean index would make the CPU wait for the GPU at every step.
+    """
+    hidden = module.hidden(batch.inputs)  # (B, L, C)
+    rows, length, width = hidden.shape
+    at = batch.positions  # (N,) flat indices of masked positions
+    logits = hidden.reshape(-1, width).index_select(0, at) @ module.embed.weight.T  # (N, V)
+    targets = batch.targets.reshape(-1).index_select(0, at)
+    ce = F.cross_entropy(logits.float(), targets, reduction="none")
+    weighted = ce * batch.weights.reshape(-1).index_select(0, at)
+    per_row = torch.zeros(rows, device=ce.device, dtype=torch.float32)
+    per_row = per_row.index_add(0, at // length, weighted)
+    return per_row / batch.denominators.clamp(min=1)
 
 
 def masked_diffusion_loss(module: TinyDenoiser, batch: Batch) -> torch.Tensor:
     """Scalar loss of `module` on a batch already on the module's device."""
-    hidden = module.hidden(batch.inputs)  # the output head only at masked positions, below
-    masked = batch.weights > 0
-    rows = torch.nonzero(masked)[:, 0]
-    logits = hidden[masked] @ module.embed.weight.T  # (N_masked, V)
-    ce = F.cross_entropy(logits.float(), batch.targets[masked], reduction="none")
-    per_row = torch.zeros(batch.inputs.shape[0], device=ce.device, dtype=torch.float32)
-    per_row = per_row.index_add(0, rows, ce * batch.weights[masked])
-    return (per_row / batch.denominators.clamp(min=1)).mean()
+    return row_losses(module, batch).mean()
 
 
 def autocast_for(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:

@@ -1,12 +1,17 @@
 """Train a tiny denoiser for a wall-clock budget and save it where the server looks.
 
 The budget is in seconds, not steps, because the same command has to produce a
-usable model in twenty minutes on a laptop CPU and a much better one in an hour
+usable model in twenty minutes on a laptop CPU and a much better one in minutes
 on a GPU; the learning-rate schedule is therefore a function of elapsed time.
 A run either starts from scratch (training a tokenizer first) or warm-starts
 from a saved model directory, keeping its tokenizer and shape so ids stay valid.
 
-Run as `python -m dlm_lsp.training.train --seconds 1200`.
+Presets fix everything but the data: the default (the shipped model's recipe),
+`--tiny` (a few seconds on one CPU core: the test suite runs the whole pipeline
+with it), and the GPU run's (`gpu_run.py`).  Flags given on the command line
+override the preset.
+
+Run as `python -m dlm_lsp.training.train --seconds 1200` or `dlm-lsp train ...`.
 """
 
 from __future__ import annotations
@@ -28,17 +33,15 @@ from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser, TinyModel, save_tiny
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
 from dlm_lsp.training.data import (
-    Batch,
     Corpus,
-    RowConfig,
-    RowSampler,
     SourceConfig,
     collect_sources,
     encode_stream,
     line_start_flags,
     train_tokenizer,
 )
-from dlm_lsp.training.objective import autocast_for, evaluate, masked_diffusion_loss
+from dlm_lsp.training.objective import autocast_for, evaluate, row_losses
+from dlm_lsp.training.rows import Batch, RowConfig, RowSampler
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "weights" / "default"
 EVAL_SEED = 1234  # held-out rows and masks are drawn from this seed in every run
@@ -55,9 +58,13 @@ class TrainConfig:
     out_dir: Path = DEFAULT_OUT
     init_from: Path | None = None  # saved model directory to keep training (warm restart)
     seconds: float = 1200.0  # wall-clock budget of the training loop
+    max_steps: int | None = None  # stop after this many steps if the clock has not stopped it
+    wall_seconds: float | None = None  # budget of the whole run, data preparation included
+    export_reserve: float = 20.0  # of wall_seconds, kept for the final evaluation and save
     device: str = "auto"  # "auto" picks cuda, then mps, then cpu
-    # Model shape; on a warm restart the checkpoint's own shape is used instead.
+    # Model shape; on a warm restart the checkpoint's own shape and tokenizer are used.
     vocab_size: int = 8192
+    split_lines: bool = True  # tokenizer keeps line breaks apart (data.line_pre_tokenizer)
     d_model: int = 256
     n_layers: int = 4
     n_heads: int = 4
@@ -74,15 +81,44 @@ class TrainConfig:
     grad_clip: float = 1.0
     seed: int = 0
     rows: RowConfig = field(default_factory=RowConfig)  # its seq_len is set from seq_len
+    # Share of infilling rows moving linearly from the first value to the second over
+    # the budget; None keeps rows.infill_fraction throughout.
+    infill_schedule: tuple[float, float] | None = None
     # Data and machine.
     data_bytes: int = 40_000_000
+    tokenizer_bytes: int = 40_000_000  # of the training files, what a new tokenizer learns on
     include_stdlib: bool = True
+    include_site_packages: bool = False  # permissively licensed installed packages too
+    decontaminate: bool = True  # drop files sharing a 12-word n-gram with HumanEval
     extra_roots: list[Path] = field(default_factory=list)
     threads: int | None = None  # torch CPU threads; None keeps torch's default
     cpu_bf16: bool = False  # bf16 autocast on CPU too (faster where avx512_bf16/AMX exist)
     eval_rows: int = 128
+    eval_every: float = 0.0  # seconds between held-out evaluations; 0: start and end only
     log_every: float = 10.0  # seconds between progress lines
     save_every: float = 0.0  # seconds between interim saves; 0 saves only at the end
+    max_shard_bytes: int | None = None  # shard the saved weights above this size
+
+
+def tiny_preset() -> TrainConfig:
+    """Seconds on one CPU core: the smallest run that still visibly learns.
+
+    The test suite runs the whole pipeline (sources, tokenizer, rows, training,
+    evaluation, save, load, fill) with it; it is also a smoke check of a new
+    machine.  The run is a fixed 600 steps (about 12 ms each for this one-layer,
+    64-wide model on 32-token rows), so its result does not depend on how busy
+    the machine is; the clock only caps it.  Measured here, 600 steps take a
+    held-out loss on a repeated two-line pattern from 5.2 to about 0.8, and a
+    two-layer model or longer rows needed more steps than that.
+    """
+    return TrainConfig(seconds=60.0, max_steps=600, vocab_size=512, d_model=64, n_layers=1,
+                       n_heads=2, max_length=128, seq_len=32, batch_size=16, lr=6e-3,
+                       warmup_steps=20, rows=RowConfig(max_middle=12, max_pads=6),
+                       data_bytes=2_000_000, tokenizer_bytes=2_000_000, eval_rows=32,
+                       log_every=2.0)
+
+
+PRESETS: dict[str, Callable[[], TrainConfig]] = {"default": TrainConfig, "tiny": tiny_preset}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -117,6 +153,14 @@ def learning_rate(cfg: TrainConfig, step: int, progress: float) -> float:
     return cfg.lr * warmup * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine)
 
 
+def infill_share(cfg: TrainConfig, progress: float) -> float | None:
+    """Share of infilling rows at this point of the budget (None: the rows' own)."""
+    if cfg.infill_schedule is None:
+        return None
+    first, last = cfg.infill_schedule
+    return first + (last - first) * min(max(progress, 0.0), 1.0)
+
+
 def make_optimizer(module: TinyDenoiser, cfg: TrainConfig,
                    device: torch.device) -> torch.optim.AdamW:
     """AdamW with decay on matrices (embedding included) and none on norm gains."""
@@ -127,6 +171,18 @@ def make_optimizer(module: TinyDenoiser, cfg: TrainConfig,
     ]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas,
                              fused=device.type == "cuda")
+
+
+def _tokenizer_sample(corpus: Corpus, limit: int) -> list[str]:
+    """Training texts up to `limit` bytes; the corpus order is a hash order, so the
+    sample is spread over every source."""
+    texts, total = [], 0
+    for f in corpus.train:
+        if texts and total + len(f.text) > limit:
+            break
+        texts.append(f.text)
+        total += len(f.text)
+    return texts
 
 
 def _model_and_tokenizer(cfg: TrainConfig, corpus: Corpus,
@@ -141,9 +197,10 @@ def _model_and_tokenizer(cfg: TrainConfig, corpus: Corpus,
         print(f"warm start from {cfg.init_from} (shape {loaded.module.cfg})", flush=True)
         return loaded.module, loaded.tokenizer, config.get("training", {})
     started = time.monotonic()
-    tokenizer = train_tokenizer((f.text for f in corpus.train), cfg.vocab_size)
-    print(f"tokenizer: {tokenizer.vocab_size} ids in {time.monotonic() - started:.1f}s",
-          flush=True)
+    sample = _tokenizer_sample(corpus, cfg.tokenizer_bytes)
+    tokenizer = train_tokenizer(sample, cfg.vocab_size, split_lines=cfg.split_lines)
+    print(f"tokenizer: {tokenizer.vocab_size} ids from {sum(map(len, sample)):,} characters "
+          f"in {time.monotonic() - started:.1f}s", flush=True)
     shape = TinyConfig(vocab_size=tokenizer.vocab_size, d_model=cfg.d_model,
                        n_layers=cfg.n_layers, n_heads=cfg.n_heads, max_length=cfg.max_length)
     return TinyDenoiser(shape).to(device), tokenizer, {}
@@ -161,16 +218,22 @@ def _fixed_batches(stream: torch.Tensor, tokenizer: Tokenizer, rows: RowConfig,
     return [sampler.sample(n) for n in sizes]
 
 
-def _save(module: TinyDenoiser, tokenizer: Tokenizer, out_dir: Path, stats: dict) -> None:
+def _save(module: TinyDenoiser, tokenizer: Tokenizer, cfg: TrainConfig, stats: dict) -> None:
     """Write the model in fp16 (half the size, and the server runs it fine) with stats."""
     cpu_module = module if next(module.parameters()).device.type == "cpu" \
         else copy.deepcopy(module).to("cpu")
-    save_tiny(cpu_module, tokenizer, out_dir, dtype=torch.float16, extra={"training": stats})
+    save_tiny(cpu_module, tokenizer, cfg.out_dir, dtype=torch.float16,
+              extra={"training": stats}, max_shard_bytes=cfg.max_shard_bytes)
 
 
 def _check(cfg: TrainConfig) -> None:
     if cfg.seconds <= 0:
         raise TrainingError("--seconds must be positive")
+    if cfg.max_steps is not None and cfg.max_steps <= 0:
+        raise TrainingError("--max-steps must be positive")
+    if cfg.wall_seconds is not None and cfg.wall_seconds <= cfg.export_reserve:
+        raise TrainingError(f"--wall-seconds must exceed the {cfg.export_reserve:.0f}s "
+                            "kept for evaluation and saving")
     if cfg.init_from is None and cfg.seq_len > cfg.max_length:
         raise TrainingError(f"seq_len {cfg.seq_len} exceeds max_length {cfg.max_length}")
     if cfg.init_from is None and cfg.d_model % cfg.n_heads:
@@ -182,30 +245,91 @@ def _check(cfg: TrainConfig) -> None:
 LOSS_EMA_DECAY = 0.98  # the reported train loss averages roughly the last 50 steps
 
 
-def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig,
-              device: torch.device, amp_dtype: torch.dtype | None,
-              interim_save: Callable[[dict], None]) -> dict:
-    """The optimisation loop: runs until the time budget is spent, printing progress.
+@dataclass
+class _Evaluator:
+    """Held-out losses on fixed batches: all rows as configured, and infill rows at t = 1."""
 
-    Losses are accumulated on the device and read back only when a progress line
-    is printed, so a GPU is not made to wait for the CPU every step.  The final
-    train loss is an exponential moving average: the 1/t weight makes single
-    steps too noisy to report.
+    mixed: list[Batch]
+    infill: list[Batch]
+    device: torch.device
+
+    def __call__(self, module: TinyDenoiser) -> dict[str, float | None]:
+        """Evaluated in float32 whatever the training precision, so runs compare."""
+        return {"heldout_loss": _rounded(evaluate(module, self.mixed, self.device)
+                                         if self.mixed else None),
+                "heldout_infill_loss": _rounded(evaluate(module, self.infill, self.device)
+                                                if self.infill else None)}
+
+
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+class _Window:
+    """Loss sums of the steps since the last progress line, kept on the device.
+
+    Plain and infilling rows are summed apart (their losses differ by a factor of
+    two or more, and the mix changes over a curriculum); the sums are read back,
+    which makes the CPU wait for the device, only when a line is printed.
+    """
+
+    def __init__(self, device: torch.device):
+        self.sums = torch.zeros(2, device=device)  # plain rows, infilling rows
+        self.rows = [0, 0]
+        self.tokens = 0
+        self.started = time.monotonic()
+
+    def add(self, losses: torch.Tensor, infill: torch.Tensor, n_infill: int,
+            tokens: int) -> None:
+        """Count one step: per-row losses (B,) and infill flags on the device, the number
+        of infilling rows and of tokens as known on the CPU."""
+        infill = infill.float()
+        losses = losses.detach().float()
+        self.sums += torch.stack([(losses * (1 - infill)).sum(), (losses * infill).sum()])
+        self.rows[0] += len(infill) - n_infill
+        self.rows[1] += n_infill
+        self.tokens += tokens
+
+    def point(self, step: int, elapsed: float, lr: float) -> dict:
+        """The window's mean losses as a loss-curve point (fails on a non-finite loss)."""
+        plain, filled = (s / max(n, 1) for s, n in zip(self.sums.tolist(), self.rows,
+                                                         strict=True))
+        mean = (plain * self.rows[0] + filled * self.rows[1]) / max(sum(self.rows), 1)
+        if not math.isfinite(mean):
+            raise FloatingPointError(f"training loss became {mean} at step {step}; "
+                                     "try a lower --lr")
+        return {"step": step, "seconds": round(elapsed, 1), "loss": round(mean, 4),
+                "plain": round(plain, 4), "infill": round(filled, 4), "lr": lr,
+                "infill_share": round(self.rows[1] / max(sum(self.rows), 1), 3)}
+
+
+def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, seconds: float,
+              device: torch.device, amp_dtype: torch.dtype | None,
+              heldout: _Evaluator, interim_save: Callable[[dict], None]) -> dict:
+    """The optimisation loop: runs until `seconds` (or max_steps) are spent, printing progress.
+
+    Progress through the schedules is the larger of the time and step fractions.
+    Nothing in a step waits for the device; losses are read back only for a
+    progress line (`_Window`) or an interim save.  The final train loss is an
+    exponential moving average: the 1/t weight makes single steps too noisy to
+    report.
     """
     module.train()
     optimizer = make_optimizer(module, cfg, device)
-    step, tokens = 0, 0
+    step, tokens, curve = 0, 0, []
     ema = torch.zeros((), device=device)
-    window_loss = torch.zeros((), device=device)
-    window_steps, window_tokens = 0, 0
-    start = last_log = last_save = time.monotonic()
-    while (elapsed := time.monotonic() - start) < cfg.seconds:
-        lr = learning_rate(cfg, step, elapsed / cfg.seconds)
+    window = _Window(device)
+    start = last_save = last_eval = time.monotonic()
+    while (elapsed := time.monotonic() - start) < seconds and step != cfg.max_steps:
+        progress = max(elapsed / seconds, step / (cfg.max_steps or math.inf))
+        lr = learning_rate(cfg, step, progress)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        batch = sampler.sample(cfg.batch_size).to(device)
+        cpu_batch = sampler.sample(cfg.batch_size, infill_share(cfg, progress))
+        batch = cpu_batch.to(device)
         with autocast_for(device, amp_dtype):
-            loss = masked_diffusion_loss(module, batch)
+            losses = row_losses(module, batch)
+            loss = losses.mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(module.parameters(), cfg.grad_clip)
@@ -213,36 +337,49 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig,
         step += 1
         tokens += batch.inputs.numel()
         ema.mul_(LOSS_EMA_DECAY).add_(loss.detach(), alpha=1 - LOSS_EMA_DECAY)
-        window_loss += loss.detach()
-        window_steps += 1
-        window_tokens += batch.inputs.numel()
+        window.add(losses, batch.infill, int(cpu_batch.infill.sum()), batch.inputs.numel())
 
         now = time.monotonic()
-        if now - last_log >= cfg.log_every:
-            mean = float(window_loss) / window_steps  # syncs with the device
-            if not math.isfinite(mean):
-                raise FloatingPointError(f"training loss became {mean} at step {step}; "
-                                         "try a lower --lr")
-            rate = window_tokens / max(now - last_log, 1e-9)
-            print(f"step {step:6d}  loss {mean:.4f}  lr {lr:.2e}  "
-                  f"{rate:,.0f} tok/s  {now - start:.0f}/{cfg.seconds:.0f}s", flush=True)
-            window_loss.zero_()
-            window_steps, window_tokens, last_log = 0, 0, now
+        if now - window.started >= cfg.log_every:
+            point = window.point(step, now - start, lr)
+            if cfg.eval_every > 0 and now - last_eval >= cfg.eval_every:
+                point.update(heldout(module))
+                last_eval = now
+            curve.append(point)
+            rate = window.tokens / max(now - window.started, 1e-9)
+            print(f"step {step:6d}  loss {point['loss']:.4f} (plain {point['plain']:.3f}, "
+                  f"infill {point['infill']:.3f})  lr {lr:.2e}  {rate:,.0f} tok/s  "
+                  f"{now - start:.0f}/{seconds:.0f}s"
+                  + (f"  held-out {point['heldout_loss']}" if "heldout_loss" in point else ""),
+                  flush=True)
+            window = _Window(device)
         if cfg.save_every > 0 and now - last_save >= cfg.save_every:
-            interim_save({"steps": step, "tokens_seen": tokens})
-            last_save = now
+            if not math.isfinite(float(ema)):  # never overwrite a good save with a broken one
+                raise FloatingPointError(f"training loss became {float(ema)} by step {step}")
+            interim_save({"steps": step, "tokens_seen": tokens, "loss_curve": curve})
+            last_save = time.monotonic()
     final = float(ema) / (1 - LOSS_EMA_DECAY ** step) if step else float("nan")
     return {"steps": step, "tokens_seen": tokens, "seconds": time.monotonic() - start,
-            "final_train_loss": final}
+            "final_train_loss": final, "loss_curve": curve}
+
+
+def _corpus(cfg: TrainConfig) -> Corpus:
+    return collect_sources(SourceConfig(
+        include_stdlib=cfg.include_stdlib, include_site_packages=cfg.include_site_packages,
+        extra_roots=list(cfg.extra_roots), max_bytes=cfg.data_bytes,
+        decontaminate=cfg.decontaminate))
 
 
 def train(cfg: TrainConfig) -> dict:
-    """Train for `cfg.seconds` of wall-clock time, evaluate, save, and return the stats.
+    """Train within the budget, evaluate, save, and return the stats.
 
-    Data preparation (reading files, training the tokenizer, tokenizing) happens
-    before the clock starts; only the optimisation loop is budgeted.
+    Without `wall_seconds`, data preparation (reading files, training the
+    tokenizer, tokenizing) happens before the clock starts and only the loop is
+    budgeted.  With it, the loop gets what is left of it after preparation,
+    less `export_reserve`, so the whole run (save included) ends in time.
     """
     _check(cfg)
+    run_started = time.monotonic()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -252,9 +389,10 @@ def train(cfg: TrainConfig) -> dict:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
 
-    corpus = collect_sources(SourceConfig(include_stdlib=cfg.include_stdlib,
-                                          extra_roots=list(cfg.extra_roots),
-                                          max_bytes=cfg.data_bytes))
+    corpus = _corpus(cfg)
+    print(f"sources: {len(corpus.train) + len(corpus.heldout)} files in "
+          f"{time.monotonic() - run_started:.1f}s; dropped {len(corpus.contaminated)} sharing "
+          f"text with HumanEval, {corpus.duplicates} duplicates", flush=True)
     module, tokenizer, previous = _model_and_tokenizer(cfg, corpus, device)
     if cfg.seq_len > module.cfg.max_length:
         raise TrainingError(f"seq_len {cfg.seq_len} exceeds the model's max_length "
@@ -273,29 +411,40 @@ def train(cfg: TrainConfig) -> dict:
     rows = replace(cfg.rows, seq_len=cfg.seq_len)
     sampler = RowSampler(train_stream, line_start_flags(train_stream, tokenizer),
                          mask_id, pad_id, rows, seed=cfg.seed)
-    eval_batches = _fixed_batches(heldout_stream, tokenizer, rows, cfg.eval_rows,
-                                  cfg.batch_size)
-    infill_rows = replace(rows, infill_fraction=1.0, full_mask_fraction=1.0)
-    infill_batches = _fixed_batches(heldout_stream, tokenizer, infill_rows, cfg.eval_rows,
-                                    cfg.batch_size)
+    heldout = _Evaluator(
+        _fixed_batches(heldout_stream, tokenizer, rows, cfg.eval_rows, cfg.batch_size),
+        _fixed_batches(heldout_stream, tokenizer,
+                       replace(rows, infill_fraction=1.0, full_mask_fraction=1.0),
+                       cfg.eval_rows, cfg.batch_size),
+        device)
+    initial = heldout(module)
 
+    seconds = cfg.seconds
+    if cfg.wall_seconds is not None:
+        left = cfg.wall_seconds - (time.monotonic() - run_started) - cfg.export_reserve
+        if left <= 0:
+            raise TrainingError(f"data preparation used the whole --wall-seconds "
+                                f"{cfg.wall_seconds:.0f}; raise it or lower --data-bytes")
+        seconds = min(seconds, left)
+    prep_seconds = time.monotonic() - run_started
     print(f"training {module.num_parameters():,} parameters on {describe_device(device)} "
-          f"for {cfg.seconds:.0f}s, batch {cfg.batch_size} x {cfg.seq_len}", flush=True)
-    run = _optimise(module, sampler, cfg, device, amp_dtype,
-                    interim_save=lambda progress: _save(module, tokenizer, cfg.out_dir,
-                                                        {**progress, "interim": True}))
+          f"for {seconds:.0f}s, batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
+          f"{initial['heldout_loss']}", flush=True)
 
-    # Evaluated in float32 whatever the training precision, so runs compare.
-    heldout_loss = evaluate(module, eval_batches, device) if eval_batches else None
-    heldout_infill = evaluate(module, infill_batches, device) if infill_batches else None
+    def interim(progress: dict) -> None:
+        _save(module, tokenizer, cfg, {**progress, "interim": True})
+
+    run = _optimise(module, sampler, cfg, seconds, device, amp_dtype, heldout, interim)
+    final = heldout(module)
     stats = {
         "tokens_seen": run["tokens_seen"],
         "steps": run["steps"],
         "seconds": round(run["seconds"], 1),
         "tokens_per_second": round(run["tokens_seen"] / max(run["seconds"], 1e-9), 1),
         "final_train_loss": round(run["final_train_loss"], 4),
-        "heldout_loss": None if heldout_loss is None else round(heldout_loss, 4),
-        "heldout_infill_loss": None if heldout_infill is None else round(heldout_infill, 4),
+        **final,
+        "initial_heldout_loss": initial["heldout_loss"],
+        "initial_heldout_infill_loss": initial["heldout_infill_loss"],
         "device": describe_device(device),
         "precision": "bf16 autocast" if amp_dtype is not None else "float32",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -304,67 +453,104 @@ def train(cfg: TrainConfig) -> dict:
         "seq_len": cfg.seq_len,
         "lr": cfg.lr,
         "seed": cfg.seed,
+        "rows": {**vars(rows), "infill_schedule": cfg.infill_schedule},
+        "tokenizer": _describe_tokenizer(tokenizer),
         "train_files": len(corpus.train),
         "train_tokens": len(train_stream),
         "heldout_tokens": len(heldout_stream),
+        "contaminated_files": len(corpus.contaminated),
+        "contaminated_paths": corpus.contaminated[:50],
+        "duplicate_files": corpus.duplicates,
+        "sources": corpus.origins,
+        "prep_seconds": round(prep_seconds, 1),
+        "wall_seconds": round(time.monotonic() - run_started, 1),  # up to the save
         "init_from": None if cfg.init_from is None else str(cfg.init_from),
         "cumulative_tokens_seen": run["tokens_seen"] + int(
             previous.get("cumulative_tokens_seen", previous.get("tokens_seen", 0))),
         "torch": torch.__version__,
+        "loss_curve": run["loss_curve"],
     }
-    _save(module, tokenizer, cfg.out_dir, stats)
-    print(f"saved to {cfg.out_dir}: held-out loss {stats['heldout_loss']}, "
-          f"held-out infill loss {stats['heldout_infill_loss']}", flush=True)
+    _save(module, tokenizer, cfg, stats)
+    print(f"saved to {cfg.out_dir} after {time.monotonic() - run_started:.0f}s: held-out loss "
+          f"{initial['heldout_loss']} -> {stats['heldout_loss']}, held-out infill loss "
+          f"{initial['heldout_infill_loss']} -> {stats['heldout_infill_loss']}", flush=True)
     return stats
 
 
+def _describe_tokenizer(tokenizer: Tokenizer) -> str:
+    kind = type(tokenizer.backend.pre_tokenizer).__name__
+    apart = "line breaks apart" if kind == "Sequence" else "line breaks merged"
+    return f"byte-level BPE, {tokenizer.vocab_size} ids, {apart}"
+
+
+# Flags that override a preset's value only when given (their parser default is None).
+_FLAGS = {
+    "seconds": float, "max_steps": int, "wall_seconds": float, "device": str, "data_bytes": int,
+    "vocab_size": int, "d_model": int, "n_layers": int, "n_heads": int, "max_length": int,
+    "seq_len": int, "batch_size": int, "lr": float, "seed": int, "eval_every": float,
+    "log_every": float, "save_every": float,
+}
+_FLAG_NAMES = {"n_layers": "--layers", "n_heads": "--heads"}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Flags for the main TrainConfig fields; the rest keep their defaults."""
+    """Flags for the main TrainConfig fields; the rest keep the preset's values."""
     d = TrainConfig()
     p = argparse.ArgumentParser(prog="dlm-lsp train", description=__doc__.split("\n\n")[0])
-    p.add_argument("--seconds", type=float, default=d.seconds,
-                   help="wall-clock budget of the training loop (default %(default)s)")
-    p.add_argument("--out", type=Path, default=d.out_dir, help="output model directory")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="default",
+                   help="the recipe other flags change (default: the shipped model's)")
+    p.add_argument("--tiny", dest="preset", action="store_const", const="tiny",
+                   help="same as --preset tiny: seconds on a CPU, proves the pipeline")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"output model directory (default preset only: {d.out_dir})")
     p.add_argument("--init-from", type=Path, default=None,
                    help="saved model directory to keep training (keeps its tokenizer)")
-    p.add_argument("--device", default=d.device, help="auto, cpu, cuda, cuda:1, mps ...")
-    p.add_argument("--data-bytes", type=int, default=d.data_bytes,
-                   help="cap on source bytes read (default %(default)s)")
     p.add_argument("--extra-root", type=Path, action="append", default=[],
                    help="another directory of .py files to train on (repeatable)")
     p.add_argument("--no-stdlib", action="store_true", help="do not train on the stdlib")
-    p.add_argument("--vocab-size", type=int, default=d.vocab_size)
-    p.add_argument("--d-model", type=int, default=d.d_model)
-    p.add_argument("--layers", type=int, default=d.n_layers)
-    p.add_argument("--heads", type=int, default=d.n_heads)
-    p.add_argument("--max-length", type=int, default=d.max_length)
-    p.add_argument("--seq-len", type=int, default=d.seq_len)
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--site-packages", action="store_true",
+                   help="also train on installed packages under permissive licences")
+    p.add_argument("--keep-contaminated", action="store_true",
+                   help="keep files that share text with HumanEval (not for shipped models)")
+    p.add_argument("--shard-mib", type=float, default=None,
+                   help="save the weights in shards of at most this many MiB")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--cpu-bf16", action="store_true",
                    help="bf16 autocast on CPU (faster on CPUs with avx512_bf16 or AMX)")
+    for name, kind in _FLAGS.items():
+        flag = _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+        p.add_argument(flag, dest=name, type=kind, default=None,
+                       help=f"default: the preset's (shipped recipe: {getattr(d, name)})")
     return p
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The preset's TrainConfig with the flags given on the command line applied.
+
+    Only the default preset may write to the shipped model's folder unasked; a
+    tiny run there would replace the shipped model with a toy.
+    """
+    if args.out is None and args.preset != "default":
+        raise TrainingError(f"--preset {args.preset} needs --out")
+    base = PRESETS[args.preset]()
+    given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
+    return replace(
+        base, **given, out_dir=args.out or base.out_dir, init_from=args.init_from,
+        include_stdlib=not args.no_stdlib, extra_roots=args.extra_root,
+        include_site_packages=args.site_packages, decontaminate=not args.keep_contaminated,
+        threads=args.threads, cpu_bf16=args.cpu_bf16,
+        max_shard_bytes=None if args.shard_mib is None else int(args.shard_mib * 2**20))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit status."""
-    args = build_parser().parse_args(argv)
-    cfg = TrainConfig(
-        out_dir=args.out, init_from=args.init_from, seconds=args.seconds, device=args.device,
-        vocab_size=args.vocab_size, d_model=args.d_model, n_layers=args.layers,
-        n_heads=args.heads, max_length=args.max_length, seq_len=args.seq_len,
-        batch_size=args.batch_size, lr=args.lr, seed=args.seed, data_bytes=args.data_bytes,
-        include_stdlib=not args.no_stdlib, extra_roots=args.extra_root, threads=args.threads,
-        cpu_bf16=args.cpu_bf16,
-    )
     try:
-        stats = train(cfg)
+        stats = train(config_from_args(build_parser().parse_args(argv)))
     except (TrainingError, ModelLoadError, FileNotFoundError) as exc:
         print(f"dlm-lsp train: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(stats, indent=2))
+    print(json.dumps({k: v for k, v in stats.items() if k not in ("loss_curve", "sources")},
+                     indent=2))
     return 0
 
 

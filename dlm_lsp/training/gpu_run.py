@@ -1,0 +1,224 @@
+"""One command for a GPU lent for a few minutes: build the corpus, train, export, verify.
+
+On the project's GPU machine (one H200; Python 3.12 with torch, tokenizers,
+safetensors and numpy, but not pygls, lsprotocol or tree-sitter, and this
+package not installed) the run command starts in a copy of the repository root,
+so the module runs from the source tree:
+
+    PYTHONPATH=. python3 -m dlm_lsp.training.gpu_run --out "$OUT" --wall-seconds 420
+
+(with the run tool's `timeout_s` at 540, which leaves two minutes for a slow
+start and the copy back).  Nothing on this module's import path needs more than
+those four packages.  It prints a line when each phase ends and a progress line
+every 15 seconds, and writes into `--out`:
+
+    config.json                      shape + "training": tokens seen, time, hardware,
+                                     losses, loss curve, sources and their licences
+    tokenizer.json                   byte-level BPE, line breaks apart (8,192 ids)
+    model.safetensors.index.json     which shard holds which tensor
+    model-0000k-of-0000N.safetensors fp16 weights, each file under 15 MiB
+
+That is what the machine sends back: at most 8 files of at most 16 MiB, 64 MiB
+in all, and only what is under $OUT.  The run checks the expected export against
+those limits before it trains, and loads its own output after saving.  Copy the
+folder to dlm_lsp/weights/<name> (or point the `model` setting at it) to serve it.
+
+Why this size (`full_config`): 64 MiB of fp16 holds at most ~33M parameters, and
+the export also needs the tokenizer (0.5 MiB).  d 512 x 8 layers x 8 heads with
+an 8,192-id tied embedding is 29.4M parameters: 58.7 MB (56.0 MiB) of fp16 in 4
+shards of 14.0 MiB, 7 files and ~57 MiB with the rest.  It is the shape measured
+on that machine at ~0.9M tokens/s in bf16 eager, so ~370 s of training see
+~330M tokens, ~11 per parameter.  The data is what cannot grow: the standard
+library and the permissively licensed site-packages there are ~180 MB of Python,
+~50M tokens at 3.3 characters a token, so the run makes six or seven passes over
+it.  Repetition costs a masked-diffusion model little (it keeps improving for
+many more epochs than an autoregressive one: Prabhudesai et al. 2025, "Diffusion
+Beats Autoregressive in Data-Constrained Settings").  Pythia-70M, nearly this
+shape (d 512, 6 layers), trained at lr 1e-3, which is used here with 300 warmup
+steps and a cosine decay to 1e-4 over the time budget.
+
+Rows: 64 x 512 tokens a step (~10,000 steps), 30% of them infilling rows.  An
+infilling row supervises only its middle and pads (about 50 positions, ~30 of
+them masked, against ~256 masked positions in a plain row), and plain rows with
+their whole context masked at random teach infilling too.  Measured here at
+small scale (d 128, 2 layers, 128-token rows, 2,500 steps on 8 MB of the
+standard library, one run each, 256 fixed held-out rows), the share of
+infilling rows against held-out loss / held-out infill loss:
+
+    0.6 throughout (the CPU default)   3.544 / 2.522
+    0.3 rising to 0.7 (a curriculum)   3.493 / 2.522
+    0.3 throughout                     3.434 / 2.508
+
+so fewer infilling rows cost the infilling loss nothing and the general loss
+improved.  The share is set through `TrainConfig.infill_schedule` (which also
+allows a curriculum), so the held-out rows keep the RowConfig mix (0.6) and
+held-out losses stay comparable between recipes.  Progress lines report plain
+and infilling losses apart, and held-out losses every minute, so the next run
+can rebalance.
+
+`--init-from DIR` continues a saved model instead, in its own shape and with its
+own tokenizer (an earlier GPU run's output, say; the shipped 5.2M-parameter
+default also works, but a small model leaves most of this budget unused).
+`--size tiny` runs the same path at the tiny preset's size, which the test
+suite uses to prove this command end to end on a CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser, TinyModel, plan_shards
+from dlm_lsp.training.rows import RowConfig
+from dlm_lsp.training.train import TrainConfig, TrainingError, tiny_preset, train
+
+MIB = 2**20
+RETURN_FILES = 8  # what comes back from the GPU machine: files ...
+RETURN_FILE_BYTES = 16 * MIB  # ... each at most this big ...
+RETURN_TOTAL_BYTES = 64 * MIB  # ... and this much in all
+SHARD_BYTES = 15 * MIB  # a shard's limit, a margin under RETURN_FILE_BYTES
+OTHER_FILES_BYTES = 1 * MIB  # config.json + tokenizer.json + index, generously
+
+
+def full_config(out: Path) -> TrainConfig:
+    """The GPU run's recipe (the module docstring says why each number)."""
+    return TrainConfig(
+        out_dir=out, seconds=3600.0, wall_seconds=420.0, export_reserve=25.0, device="auto",
+        vocab_size=8192, split_lines=True, d_model=512, n_layers=8, n_heads=8,
+        max_length=512, seq_len=512, batch_size=64, lr=1e-3, warmup_steps=300,
+        warmup_fraction=0.05, rows=RowConfig(max_middle=128, max_pads=48),
+        infill_schedule=(0.3, 0.3), data_bytes=400_000_000, tokenizer_bytes=40_000_000,
+        include_stdlib=True, include_site_packages=True, decontaminate=True,
+        eval_rows=256, eval_every=60.0, log_every=15.0, save_every=120.0,
+        max_shard_bytes=SHARD_BYTES)
+
+
+def tiny_config(out: Path) -> TrainConfig:
+    """The same run at the tiny preset's size: seconds on a CPU (tests)."""
+    return replace(tiny_preset(), out_dir=out, wall_seconds=60.0, export_reserve=5.0,
+                   include_site_packages=True, eval_every=2.0, save_every=0.0,
+                   max_shard_bytes=SHARD_BYTES)
+
+
+def export_plan(cfg: TrainConfig) -> tuple[int, int]:
+    """(files, bytes) the run will write, from the shape it will train."""
+    if cfg.init_from is not None:
+        data = json.loads((Path(cfg.init_from) / "config.json").read_text())
+        shape = TinyConfig.from_dict(data)
+    else:
+        shape = TinyConfig(vocab_size=cfg.vocab_size, d_model=cfg.d_model,
+                           n_layers=cfg.n_layers, n_heads=cfg.n_heads,
+                           max_length=cfg.max_length)
+    with torch.device("meta"):  # shapes only: no memory, no time
+        state = TinyDenoiser(shape).state_dict()
+    sizes = {k: v.numel() * 2 for k, v in state.items()}  # fp16
+    shards = 1 if cfg.max_shard_bytes is None else len(plan_shards(sizes, cfg.max_shard_bytes))
+    files = 3 if shards == 1 else shards + 3  # + config.json, tokenizer.json (and the index)
+    return files, sum(sizes.values()) + OTHER_FILES_BYTES
+
+
+def check_export(cfg: TrainConfig) -> None:
+    """Refuse, before any training, a run whose output could not come back whole."""
+    files, size = export_plan(cfg)
+    if files > RETURN_FILES or size > RETURN_TOTAL_BYTES:
+        raise TrainingError(f"the export would be {files} files, {size / MIB:.1f} MiB; only "
+                            f"{RETURN_FILES} files and {RETURN_TOTAL_BYTES // MIB} MiB come back")
+    print(f"export: {files} files, {size / MIB:.1f} MiB at most", flush=True)
+
+
+def verify(out: Path) -> list[tuple[str, int]]:
+    """Load the saved model back and list what the folder holds (name, bytes)."""
+    model = TinyModel.load(out, torch.device("cpu"))
+    ids = torch.tensor([model.tokenizer.encode("def f(x):\n    return x\n")])
+    if not torch.isfinite(model.logits(ids)).all():
+        raise TrainingError(f"the model saved in {out} gives non-finite logits")
+    listing = sorted((p.name, p.stat().st_size) for p in out.iterdir() if p.is_file())
+    too_big = [name for name, size in listing if size > RETURN_FILE_BYTES]
+    if too_big or len(listing) > RETURN_FILES:
+        raise TrainingError(f"{out} holds files that cannot come back whole: {listing}")
+    return listing
+
+
+def describe_machine() -> str:
+    """Python, torch and accelerator, for the log."""
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA"
+    return (f"python {platform.python_version()}, torch {torch.__version__}, {gpu}, "
+            f"{os.cpu_count()} CPUs")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The few flags a GPU session may need; the recipe itself is `full_config`."""
+    p = argparse.ArgumentParser(prog="python3 -m dlm_lsp.training.gpu_run",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, required=True, help="output folder ($OUT)")
+    p.add_argument("--wall-seconds", type=float, default=None,
+                   help="whole run, corpus build and export included (default 420)")
+    p.add_argument("--size", choices=("full", "tiny"), default="full",
+                   help="tiny: the same run at the tiny preset's size (tests)")
+    p.add_argument("--init-from", type=Path, default=None,
+                   help="continue this saved model (its shape and tokenizer)")
+    p.add_argument("--device", default=None, help="default: cuda when available")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+    p.add_argument("--data-bytes", type=int, default=None, help="cap on source bytes read")
+    p.add_argument("--no-stdlib", action="store_true")
+    p.add_argument("--no-site-packages", action="store_true")
+    p.add_argument("--extra-root", type=Path, action="append", default=[],
+                   help="another directory of .py files (repeatable)")
+    p.add_argument("--shard-mib", type=float, default=None, help="shard limit (default 15)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The chosen size's recipe with the given flags applied."""
+    cfg = (full_config if args.size == "full" else tiny_config)(args.out)
+    changes: dict = {"init_from": args.init_from, "extra_roots": list(args.extra_root),
+                     "include_stdlib": not args.no_stdlib,
+                     "include_site_packages": not args.no_site_packages}
+    for name in ("wall_seconds", "device", "max_steps", "data_bytes"):
+        if getattr(args, name) is not None:
+            changes[name] = getattr(args, name)
+    if args.shard_mib is not None:
+        changes["max_shard_bytes"] = int(args.shard_mib * MIB)
+    return replace(cfg, **changes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run, print a summary, and exit 0 only when the output loads and fits."""
+    started = time.monotonic()
+    args = build_parser().parse_args(argv)
+    cfg = config_from_args(args)
+    print(f"gpu_run: {describe_machine()}", flush=True)
+    if args.size == "full" and cfg.device == "auto" and not torch.cuda.is_available():
+        print("gpu_run: no CUDA device here; the full size is for a GPU (--device cpu to "
+              "insist, --size tiny to test)", file=sys.stderr)
+        return 2
+    try:
+        check_export(cfg)
+        stats = train(cfg)
+        listing = verify(cfg.out_dir)
+    except Exception as exc:  # the one GPU run must say what went wrong, whatever it was
+        traceback.print_exc()
+        print(f"gpu_run: failed after {time.monotonic() - started:.0f}s: {exc}; any interim "
+              f"save is in {cfg.out_dir}", file=sys.stderr, flush=True)
+        return 1
+    summary = {k: stats[k] for k in ("parameters", "tokens_seen", "steps", "seconds",
+                                     "tokens_per_second", "final_train_loss", "heldout_loss",
+                                     "heldout_infill_loss", "contaminated_files", "device")}
+    print("gpu_run: " + json.dumps(summary), flush=True)
+    for name, size in listing:
+        print(f"gpu_run: {name} {size:,} bytes", flush=True)
+    print(f"gpu_run: done in {time.monotonic() - started:.0f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

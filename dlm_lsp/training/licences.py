@@ -1,0 +1,116 @@
+"""Which installed packages' source may be trained on, and under what licence.
+
+The shipped weights are MIT-licensed, so they are trained only on code whose
+licence clearly permits it without conditions that would follow the weights:
+the standard library (PSF licence) and installed distributions under a
+permissive licence (MIT, BSD, Apache-2.0, PSF, ISC ...).  Copyleft (GPL, LGPL,
+MPL ...), proprietary and unknown licences are left out.  Every file in
+site-packages is attributed to the distribution whose RECORD lists it, so a
+file no distribution claims is left out too, and the training stats can list
+each distribution trained on with its version and licence.
+
+A distribution's licence is read from, in order: its SPDX `License-Expression`
+(PEP 639), its `License ::` classifiers (all must be permissive), and its free
+text `License` field (recognised by name).
+"""
+
+from __future__ import annotations
+
+import re
+import site
+import sysconfig
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+# SPDX identifiers of licences that ask for no more than attribution.
+PERMISSIVE_SPDX = frozenset(s.lower() for s in (
+    "MIT", "MIT-0", "MIT-CMU", "X11", "0BSD", "BSD-2-Clause", "BSD-3-Clause",
+    "BSD-3-Clause-Clear", "Apache-2.0", "Apache-1.1", "PSF-2.0", "Python-2.0",
+    "Python-2.0.1", "CNRI-Python", "ISC", "Zlib", "Unlicense", "CC0-1.0", "BSL-1.0",
+    "HPND", "NCSA", "UPL-1.0", "WTFPL",
+))
+# `License ::` classifier endings that name a permissive licence.
+PERMISSIVE_CLASSIFIERS = (
+    "MIT License", "MIT No Attribution License (MIT-0)", "BSD License",
+    "Apache Software License", "Python Software Foundation License", "ISC License (ISCL)",
+    "The Unlicense (Unlicense)", "zlib/libpng License", "Boost Software License 1.0 (BSL-1.0)",
+    "Historical Permission Notice and Disclaimer (HPND)", "Universal Permissive License (UPL)",
+    "CC0 1.0 Universal (CC0 1.0) Public Domain Dedication", "Public Domain",
+)
+# Free-text licence fields: a copyleft word anywhere rules the text out, else one of
+# these names (or the first line of the BSD text) rules it in.
+COPYLEFT_TEXT = re.compile(r"\b(A?GPL|LGPL|MPL|EUPL|CDDL|EPL|copyleft|GNU)\b", re.IGNORECASE)
+PERMISSIVE_TEXT = re.compile(
+    r"\b(MIT|BSD|Apache|PSF|Python Software Foundation|ISC|zlib|Unlicense|CC0)\b"
+    r"|Redistribution and use in source and binary forms", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """An installed distribution as the training stats report it."""
+
+    name: str
+    version: str
+    licence: str  # as declared: SPDX expression, classifiers, or the text's first line
+    permissive: bool
+
+
+def spdx_is_permissive(expression: str) -> bool:
+    """True when some OR-alternative of the SPDX expression has only permissive terms.
+
+    `WITH` exceptions only ever add permissions, so the base licence decides.
+    """
+    cleaned = expression.replace("(", " ").replace(")", " ")
+    for alternative in re.split(r"\s+OR\s+", cleaned.strip()):
+        terms = [t.split(" WITH ")[0].strip().lower()
+                 for t in re.split(r"\s+AND\s+", alternative)]
+        if terms and all(t in PERMISSIVE_SPDX for t in terms):
+            return True
+    return False
+
+
+def classify(meta: metadata.PackageMetadata) -> tuple[str, bool]:
+    """(declared licence, whether it is permissive) from a distribution's metadata."""
+    expression = (meta.get("License-Expression") or "").strip()
+    if expression:
+        return expression, spdx_is_permissive(expression)
+    classifiers = [c.split("::")[-1].strip() for c in meta.get_all("Classifier") or []
+                   if c.startswith("License ::")]
+    classifiers = [c for c in classifiers if c != "OSI Approved"]
+    if classifiers:
+        return "; ".join(classifiers), all(c in PERMISSIVE_CLASSIFIERS for c in classifiers)
+    text = (meta.get("License") or "").strip()
+    if text and text.upper() != "UNKNOWN":
+        first = text.splitlines()[0][:80]
+        return first, not COPYLEFT_TEXT.search(text) and bool(PERMISSIVE_TEXT.search(text))
+    return "unknown", False
+
+
+def site_packages_dirs() -> list[Path]:
+    """The interpreter's site-packages (and Debian dist-packages) directories that exist."""
+    found = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    found += [site.getusersitepackages(), sysconfig.get_paths()["purelib"],
+              sysconfig.get_paths()["platlib"]]
+    dirs: list[Path] = []
+    for d in found:
+        path = Path(d).resolve()
+        if path.is_dir() and path not in dirs:
+            dirs.append(path)
+    return dirs
+
+
+def python_files_by_distribution(root: Path) -> dict[str, Distribution]:
+    """Root-relative posix path of every `.py` file a distribution installed under
+    `root` -> that distribution."""
+    owners: dict[str, Distribution] = {}
+    for dist in metadata.distributions(path=[str(root)]):
+        files = dist.files or []
+        name = dist.metadata.get("Name") or "unknown"
+        licence, permissive = classify(dist.metadata)
+        info = Distribution(name, dist.version or "", licence, permissive)
+        for f in files:
+            rel = f.as_posix()
+            if rel.endswith(".py") and not rel.startswith(".."):
+                owners.setdefault(rel, info)
+    return owners
