@@ -25,8 +25,9 @@ def pick_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def load_model(spec: str, device: str = "auto") -> DiffusionModel:
-    """Load the shipped default (`spec == "default"`) or a model directory."""
+def load_model(spec: str, device: str = "auto", precision: str = "auto") -> DiffusionModel:
+    """Load the shipped default (`spec == "default"`) or a model directory, running in
+    `precision` (auto, fp32, bf16; see tiny.resolve_precision)."""
     path = DEFAULT_MODEL_DIR if spec == "default" else Path(spec).expanduser()
     if not path.is_dir():
         raise ModelLoadError(f"model '{spec}' not found: {path} is not a directory. "
@@ -39,4 +40,4 @@ def load_model(spec: str, device: str = "auto") -> DiffusionModel:
     if model_type != MODEL_TYPE:
         raise ModelLoadError(f"model '{spec}': model_type {model_type!r} is not supported "
                              f"(supported: {MODEL_TYPE!r})")
-    return TinyModel.load(path, pick_device(device), name=spec)
+    return TinyModel.load(path, pick_device(device), name=spec, precision=precision)
