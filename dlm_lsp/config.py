@@ -17,6 +17,7 @@ from typing import Any, TypeVar, get_type_hints
 STRATEGIES = ("confidence", "margin", "entropy", "random", "left-to-right")
 SCHEDULES = ("linear", "cosine", "front", "back")
 DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("auto", "fp32", "bf16")
 REFINE_ORDERS = ("confidence", "random")
 
 T = TypeVar("T")
@@ -69,6 +70,7 @@ class ServerConfig(SamplingControls):
 
     model: str = "default"  # "default" (shipped in the package) or a model directory
     device: str = "auto"  # auto picks cuda when available, else cpu
+    precision: str = "auto"  # auto (bf16 on cuda, fp32 on cpu), fp32, bf16
     steps: int | None = None  # None: per task kind, below
     steps_single_line: int = 8
     steps_multi_line: int = 16
@@ -124,6 +126,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "candidates": (lambda v: v is None or 1 <= v <= 16, "an integer from 1 to 16"),
     "temperature": (lambda v: v is None or 0 <= v <= 5, "a number from 0 to 5"),
     "max_span_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "precision": (lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
     "single_line_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
     "multi_line_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
     "max_context_tokens": (lambda v: 0 <= v <= 1 << 20, "a non-negative integer"),
