@@ -98,6 +98,9 @@ class ServerConfig(SamplingControls):
     drafts: bool = False  # send dlm/draft notifications while denoising
     validate: bool = True  # check fills with tree-sitter
     refine_order: str = "confidence"  # which old tokens a refinement re-masks first
+    # memory bounds: documents kept, and fills running or waiting (a busy error past it)
+    max_open_documents: int = 500
+    max_queued_requests: int = 64
 
 
 # Value checks beyond the type: name -> (predicate, what a good value looks like).
@@ -140,6 +143,8 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "latency_ms_rewrite": (lambda v: v is None or v > 0, "a positive number of ms"),
     "hole_marker": (lambda v: len(v) > 0 and "\n" not in v, "a non-empty one-line string"),
     "model": (lambda v: len(v) > 0, "a model name or directory"),
+    "max_open_documents": (lambda v: v >= 1, "a positive integer"),
+    "max_queued_requests": (lambda v: v >= 1, "a positive integer"),
 }
 
 

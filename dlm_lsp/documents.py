@@ -1,47 +1,145 @@
-"""Positions and ranges of open documents, checked before anything is masked.
+"""Positions and ranges of open documents, mapped exactly as the client counts them.
 
-pygls converts client positions (UTF-16 by default, or the negotiated
-encoding) to string offsets, but it quietly clamps positions that lie outside
-the document.  An editor that sends such a range has a different idea of the
-text than we do, so we refuse it with an error instead of filling the wrong place.
+We do not use pygls' own position helpers for three reasons, each of which
+would fill (or edit) a different place than the one the editor meant:
+
+* pygls splits lines with `str.splitlines`, which also breaks at form feeds,
+  vertical tabs, U+0085, U+2028 and U+2029; LSP lines end only at `\\n`,
+  `\\r\\n` and `\\r`.  A Python file with a form feed would be off by a line.
+* It quietly clamps positions outside the document or past a line's end, and
+  rounds a position inside a character (between the two UTF-16 units of an
+  emoji, inside a UTF-8 sequence) to the next character.  An editor that sends
+  such a position has a different idea of the text than we do, so we refuse it.
+* Its workspace stores documents under the percent-decoded URI, so a lookup by
+  the URI the client sent (`file:///a%20b.py`) must decode it the same way.
+
+Incremental `didChange` edits go through the same mapping (`apply_change`),
+so our copy of a document stays the editor's copy.
 """
 
 from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import TextDocument, Workspace
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # two UTF-16 code units each
+UTF8, UTF16, UTF32 = (types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16,
+                      types.PositionEncodingKind.Utf32)
+
+
+def find_document(workspace: Workspace, uri: str) -> TextDocument | None:
+    """The open document at `uri` (as the client spells it), or None."""
+    return workspace.text_documents.get(unquote(uri))
+
 
 def open_document(workspace: Workspace, uri: str) -> TextDocument:
     """The open document at `uri`, or a clear error when the client never opened it."""
-    if uri not in workspace.text_documents:
+    doc = find_document(workspace, uri)
+    if doc is None:
         raise JsonRpcInvalidParams(
             f"document {uri} is not open: send textDocument/didOpen before asking for a fill")
-    return workspace.get_text_document(uri)
+    return doc
 
 
-def _check_position(doc: TextDocument, pos: types.Position, what: str) -> None:
-    lines = doc.lines
-    if pos.line < 0 or pos.character < 0:
-        raise JsonRpcInvalidParams(f"{what} {pos.line}:{pos.character} is negative")
-    if pos.line >= len(lines):
-        if pos.line == len(lines) and pos.character == 0:
-            return  # the position just past a final line break
-        raise JsonRpcInvalidParams(
-            f"{what} line {pos.line} is outside the document ({len(lines)} lines)")
-    line = lines[pos.line].rstrip("\r\n")
-    width = doc.position_codec.client_num_units(line)
-    if pos.character > width:
-        raise JsonRpcInvalidParams(
-            f"{what} {pos.line}:{pos.character} is past the end of its line ({width} units)")
+def _units(text: str, encoding: str) -> int:
+    """Length of `text` in the client's code units."""
+    if encoding == UTF8:
+        return len(text.encode("utf-8", "surrogatepass"))
+    if encoding == UTF32:
+        return len(text)
+    return len(text) + len(_ASTRAL.findall(text))
+
+
+def _index(line: str, units: int, encoding: str) -> int | None:
+    """The string index `units` code units into `line`, or None inside a character."""
+    if encoding == UTF32:
+        return units
+    if encoding == UTF8:
+        try:
+            return len(line.encode("utf-8", "surrogatepass")[:units]
+                       .decode("utf-8", "surrogatepass"))
+        except UnicodeDecodeError:  # the prefix ends inside a multi-byte sequence
+            return None
+    index = units
+    for before, astral in enumerate(_ASTRAL.finditer(line)):
+        at = astral.start() + before  # where this character starts, in UTF-16 units
+        if at >= units:
+            break
+        if at + 1 == units:
+            return None  # between the two halves of a surrogate pair
+        index -= 1
+    return index
+
+
+class Lines:
+    """A text's LSP lines: where each starts and where its content ends."""
+
+    def __init__(self, text: str, encoding: str):
+        self.text, self.encoding = text, encoding
+        self.starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
+
+    def content(self, line: int) -> tuple[int, int]:
+        """(start, end) offsets of a line without its line break."""
+        start = self.starts[line]
+        if line + 1 == len(self.starts):
+            return start, len(self.text)
+        end = self.starts[line + 1]
+        return start, end - (2 if self.text[max(start, end - 2):end] == "\r\n" else 1)
+
+    def offset(self, pos: types.Position, what: str) -> int:
+        """The string offset of a client position; -32602 if it is not in the text."""
+        if pos.line < 0 or pos.character < 0:
+            raise JsonRpcInvalidParams(f"{what} {pos.line}:{pos.character} is negative")
+        if pos.line >= len(self.starts):
+            raise JsonRpcInvalidParams(
+                f"{what} line {pos.line} is outside the document ({len(self.starts)} lines)")
+        start, end = self.content(pos.line)
+        line = self.text[start:end]
+        width = _units(line, self.encoding)
+        if pos.character > width:
+            raise JsonRpcInvalidParams(
+                f"{what} {pos.line}:{pos.character} is past the end of its line ({width} units)")
+        index = _index(line, pos.character, self.encoding)
+        if index is None:
+            raise JsonRpcInvalidParams(
+                f"{what} {pos.line}:{pos.character} falls inside a character "
+                f"(positions count {self.encoding} code units)")
+        return start + index
+
+    def clamped_offset(self, pos: types.Position) -> int:
+        """The nearest offset to a position that may lie outside the text (for edits)."""
+        if pos.line >= len(self.starts):
+            return len(self.text)
+        start, end = self.content(max(0, pos.line))
+        line = self.text[start:end]
+        units = min(max(0, pos.character), _units(line, self.encoding))
+        index = _index(line, units, self.encoding)
+        while index is None:  # inside a character: after it
+            units += 1
+            index = _index(line, units, self.encoding)
+        return start + index
+
+    def position(self, offset: int) -> types.Position:
+        """The client position of a string offset."""
+        line = bisect_right(self.starts, offset) - 1
+        start = self.starts[line]
+        return types.Position(line, _units(self.text[start:offset], self.encoding))
+
+
+def _lines(doc: TextDocument) -> Lines:
+    return Lines(doc.source, doc.position_codec.encoding)
 
 
 def range_offsets(doc: TextDocument, rng: types.Range) -> tuple[int, int]:
     """String offsets (start, end) of a client range, after checking it lies in the document."""
-    _check_position(doc, rng.start, "range start")
-    _check_position(doc, rng.end, "range end")
-    start, end = doc.offset_at_position(rng.start), doc.offset_at_position(rng.end)
+    lines = _lines(doc)
+    start, end = lines.offset(rng.start, "range start"), lines.offset(rng.end, "range end")
     if end < start:
         raise JsonRpcInvalidParams(
             f"range end {rng.end.line}:{rng.end.character} is before its start "
@@ -51,4 +149,19 @@ def range_offsets(doc: TextDocument, rng: types.Range) -> tuple[int, int]:
 
 def offset_range(doc: TextDocument, start: int, end: int) -> types.Range:
     """The client range of string offsets (start, end)."""
-    return types.Range(doc.client_position_at_offset(start), doc.client_position_at_offset(end))
+    lines = _lines(doc)
+    return types.Range(lines.position(start), lines.position(end))
+
+
+def apply_change(doc: TextDocument, change: types.TextDocumentContentChangeEvent) -> str:
+    """The document's text after one `didChange` content change.
+
+    A range outside the text is clamped to it (the editor's edit cannot be
+    refused: it is a notification), as pygls does, but on LSP lines.
+    """
+    if not isinstance(change, types.TextDocumentContentChangePartial):
+        return change.text
+    lines = _lines(doc)
+    start = lines.clamped_offset(change.range.start)
+    end = max(start, lines.clamped_offset(change.range.end))
+    return lines.text[:start] + change.text + lines.text[end:]

@@ -53,7 +53,11 @@ def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
 
 
 def _is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+    return isinstance(exc, MemoryError | torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+
+
+SMALLER_BATCH, ON_CPU = "a smaller batch", "the CPU"  # the ways out of memory, in order
 
 
 class Engine:
@@ -69,8 +73,15 @@ class Engine:
         self.recent = RecentFills()
         # (ms, span tokens denoised) of recent fills, for status
         self.recent_fills: deque[tuple[float, int]] = deque(maxlen=512)
+        # After running out of memory: fewer rows per shared pass, then the CPU (see infill);
+        # what the engine changed on its own is said in `notices`, for the user.
+        self._row_cap: int | None = None
+        self._fallback_device: str | None = None
+        self.notices: deque[str] = deque(maxlen=16)
         # Fault injection for tests of error handling: "oom" fails every infill with an
-        # out-of-memory error, "oom-once" only the first.
+        # out-of-memory error, "oom-once" only the first (retries included), "oom-first-try"
+        # only the first try (its retry succeeds), "oom-gpu" every try until the engine has
+        # fallen back to the CPU (as if the model sat on a GPU that is too small).
         self._faults = set(filter(None, os.environ.get("DLM_LSP_FAULTS", "").split(",")))
 
     @property
@@ -78,7 +89,8 @@ class Engine:
         """The model, loaded on first use (raises ModelLoadError with a clear message)."""
         with self._lock:
             if self._model is None:
-                self._model = load_model(self.config.model, self.config.device)
+                self._model = load_model(self.config.model,
+                                         self._fallback_device or self.config.device)
             return self._model
 
     def reconfigure(self, config: ServerConfig) -> None:
@@ -87,6 +99,7 @@ class Engine:
             if (config.model, config.device) != (self.config.model, self.config.device):
                 self._model = None
                 self._cost = None
+                self._row_cap = self._fallback_device = None
             self.config = config
 
     def batcher(self) -> StepBatcher | None:
@@ -99,7 +112,8 @@ class Engine:
                 if self._batcher is not None:
                     self._batcher.close()
                 self._batcher = StepBatcher(model, BatchConfig(self.config.batch_rows))
-            self._batcher.config.max_rows = self.config.batch_rows
+            self._batcher.config.max_rows = min(self.config.batch_rows,
+                                                self._row_cap or self.config.batch_rows)
             return self._batcher
 
     def status(self) -> dict[str, Any]:
@@ -135,22 +149,58 @@ class Engine:
             return self._cost
 
     def infill(self, req: InfillRequest) -> InfillResult:
-        """Denoise the span and return validated, ranked candidates."""
+        """Denoise the span and return validated, ranked candidates.
+
+        Out of memory, the fill is tried again with fewer rows per shared forward
+        pass, then (from an accelerator) on the CPU; only when nothing is left to
+        try is OutOfMemory raised.  Both changes last until the model or device
+        setting changes, and are said in `notices`.
+        """
         began = time.perf_counter()
-        try:
-            return self._infill(req, began)
-        except Cancelled:
-            raise
-        except (RuntimeError, MemoryError) as exc:
-            if isinstance(exc, MemoryError) or _is_oom(exc):
-                raise OutOfMemory(
-                    f"out of memory while denoising on {self.config.device}: try fewer "
-                    "candidates, a shorter span, or device 'cpu'") from exc
-            raise
+        tried: list[str] = []
+        while True:
+            try:
+                return self._infill(req, began)
+            except (RuntimeError, MemoryError) as exc:
+                if not _is_oom(exc):
+                    raise
+                way_out = self._after_oom(tried)
+                if way_out is None:
+                    self._faults.discard("oom-once")
+                    also = f" (tried again with {' and on '.join(tried)})" if tried else ""
+                    raise OutOfMemory(
+                        f"out of memory while denoising on {self.config.device}{also}: try "
+                        "fewer candidates, a shorter span, or device 'cpu'") from exc
+                tried.append(way_out)
+
+    def _after_oom(self, tried: list[str]) -> str | None:
+        """Make the next try fit in memory: halve the rows per shared forward pass (once per
+        fill), then move the model to the CPU; None when neither is left."""
+        with self._lock:
+            model = self._model
+            rows = self._row_cap or self.config.batch_rows
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            if SMALLER_BATCH not in tried and rows > 1:
+                self._row_cap = rows // 2
+                self.notices.append(f"out of memory: now at most {self._row_cap} rows per "
+                                    "forward pass (setting batchRows)")
+                return SMALLER_BATCH
+            on_accelerator = (model is not None and model.device.type != "cpu") or (
+                "oom-gpu" in self._faults)
+            if self._fallback_device is None and on_accelerator:
+                self._fallback_device = "cpu"
+                self._model = self._cost = None
+                self.notices.append(f"out of memory on {self.config.device}: the model now "
+                                    "runs on the CPU, slower, until the device or model "
+                                    "setting changes")
+                return ON_CPU
+        return None
 
     def _infill(self, req: InfillRequest, began: float) -> InfillResult:
-        if "oom" in self._faults or "oom-once" in self._faults:
-            self._faults.discard("oom-once")
+        if self._faults & {"oom", "oom-once", "oom-first-try"} or (
+                "oom-gpu" in self._faults and self._fallback_device is None):
+            self._faults.discard("oom-first-try")
             raise torch.OutOfMemoryError("injected fault (DLM_LSP_FAULTS)")
         model, cfg, opt = self.model, self.config, req.options
         tok = model.tokenizer

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 SUPERSEDED = "superseded by a newer request for the same document"
 DOCUMENT_CHANGED = "the document changed while the fill was computed"
 DOCUMENT_CLOSED = "the document was closed"
 CLIENT_CANCELLED = "cancelled by the client"
 TIMED_OUT = "timed out"
+CLIENT_LEFT = "the client disconnected"
+SHUTTING_DOWN = "the server is shutting down"
 
 
 @dataclass(eq=False)
@@ -40,7 +43,8 @@ class Job:
 
 
 class Jobs:
-    """The registry of jobs in flight, by document."""
+    """The registry of jobs in flight, by document (the URI as pygls' workspace keys it:
+    percent-decoded, so `a%20b.py` and `a b.py` are one document)."""
 
     def __init__(self) -> None:
         self._by_uri: dict[str, set[Job]] = {}
@@ -50,25 +54,32 @@ class Jobs:
         """Register a new job, stopping the older ones for the same document."""
         job = Job(uri, version)
         with self._lock:
-            for old in self._by_uri.get(uri, ()):
+            for old in self._by_uri.get(unquote(uri), ()):
                 old.stop(SUPERSEDED)
-            self._by_uri.setdefault(uri, set()).add(job)
+            self._by_uri.setdefault(unquote(uri), set()).add(job)
         return job
 
     def finish(self, job: Job) -> None:
         """Forget a job that has returned."""
         with self._lock:
-            jobs = self._by_uri.get(job.uri)
+            jobs = self._by_uri.get(unquote(job.uri))
             if jobs is not None:
                 jobs.discard(job)
                 if not jobs:
-                    del self._by_uri[job.uri]
+                    del self._by_uri[unquote(job.uri)]
 
     def stop_document(self, uri: str, reason: str) -> None:
         """Stop every job on a document (it changed or closed)."""
         with self._lock:
-            for job in self._by_uri.get(uri, ()):
+            for job in self._by_uri.get(unquote(uri), ()):
                 job.stop(reason)
+
+    def stop_all(self, reason: str) -> None:
+        """Stop every job (the client left, the server shuts down or is terminated)."""
+        with self._lock:
+            for jobs in self._by_uri.values():
+                for job in jobs:
+                    job.stop(reason)
 
     def in_flight(self) -> int:
         """How many jobs are running or queued."""

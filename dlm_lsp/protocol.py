@@ -1,4 +1,13 @@
-"""The wire shapes of dlm-lsp's own requests: parsing params, building results.
+"""The wire: every message answered, and the shapes of dlm-lsp's own requests.
+
+`DlmProtocol` is pygls' LSP protocol with the gaps of stock pygls 2.1 closed:
+it drops a request whose params fail lsprotocol's parsing (it logs and never
+answers, so the client waits forever), ignores messages that are not JSON-RPC
+2.0 objects and requests that arrive after `shutdown`, and logs a warning for
+every `$/cancelRequest` that comes after its request finished (a flood of
+them is normal).  JSON-RPC requires an answer to every request: here each one
+gets its result or a well-formed error (-32600 invalid request, -32602
+invalid params), and the connection goes on.
 
 pygls hands custom-method params over as nested namedtuples; we turn them back
 into plain JSON, check them, and structure the standard parts (ranges) with
@@ -7,14 +16,21 @@ lsprotocol's converter, so a malformed request gets a precise -32602 error.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import converters, types
 from pygls.exceptions import JsonRpcInvalidParams
+from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from dlm_lsp.config import InfillOptions, from_json
+from dlm_lsp.documents import apply_change, find_document
 from dlm_lsp.engine import InfillResult
+
+log = logging.getLogger(__name__)
 
 INFILL = "dlm/infill"
 DRAFT = "dlm/draft"
@@ -72,6 +88,8 @@ def parse_infill_params(raw: Any) -> InfillParams:
     if problems:
         raise JsonRpcInvalidParams("; ".join(problems))
     token = data.get("workDoneToken")
+    if token is not None and not is_id(token):
+        raise JsonRpcInvalidParams("workDoneToken must be an integer or a string")
     return InfillParams(doc["uri"], version, parse_range(data["range"]), options, token)
 
 
@@ -119,3 +137,140 @@ def infill_result(version: int | None, rng: types.Range, result: InfillResult) -
                   "repairRounds": result.repair_rounds, "predictedMs": result.predicted_ms,
                   "syntax": result.syntax, "reused": result.reused},
     }
+
+
+# What the transport puts in place of a message body too large to read (see transport.py).
+OVERSIZED = "dlm-lsp/oversized"
+MAX_MESSAGE_BYTES = 64 << 20  # a 10 MB document, JSON-escaped, fits many times over
+
+
+def oversized_body(size: int) -> bytes:
+    """The body that stands for a skipped message of `size` bytes."""
+    return b'{"jsonrpc": "2.0", "%s": %d}' % (OVERSIZED.encode(), size)
+
+
+def is_id(value: Any) -> bool:
+    """A valid JSON-RPC id or progress token: an integer or a string."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A message that could not be read: answered with `code` if it was a request."""
+
+    msg_id: int | str | None
+    code: int
+    text: str
+    answer: bool
+
+
+def _envelope_problem(data: dict) -> str | None:
+    """What makes a JSON object something other than a JSON-RPC 2.0 message, if anything."""
+    if data.get("jsonrpc") != "2.0":
+        return 'the "jsonrpc" member must be "2.0"'
+    if "id" in data and not is_id(data["id"]):
+        return "a request id must be an integer or a string"
+    if "method" in data and not isinstance(data["method"], str):
+        return "the method must be a string"
+    if "method" not in data and "id" not in data:
+        return "a message needs a method (request, notification) or an id (response)"
+    return None
+
+
+class DlmProtocol(LanguageServerProtocol):
+    """pygls' LSP protocol, answering every request, readable or not (see module doc)."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """A JSON object as a typed message, or `Unreadable` saying why it is not one.
+
+        This is json.loads' object hook, so it also sees every nested object;
+        only objects with a "jsonrpc" member are taken for messages.
+        """
+        if "jsonrpc" not in data:
+            return data
+        if OVERSIZED in data:
+            return Unreadable(None, types.ErrorCodes.InvalidRequest,
+                              f"message of {data[OVERSIZED]} bytes skipped: the limit is "
+                              f"{MAX_MESSAGE_BYTES} bytes", answer=True)
+        problem = _envelope_problem(data)
+        if problem is not None:
+            msg_id = data.get("id") if is_id(data.get("id")) else None
+            return Unreadable(msg_id, types.ErrorCodes.InvalidRequest, problem,
+                              answer="method" in data or "id" not in data)
+        if "method" in data and "params" not in data:
+            data = {**data, "params": None}  # JSON-RPC lets a request leave params out
+        try:
+            return super().structure_message(data)
+        except Exception as exc:  # noqa: BLE001 -- pygls wraps cattrs' many error classes
+            reason = _reason(exc.__cause__ or exc)
+        if "method" not in data:  # a response we cannot read: fail the request awaiting it
+            return types.ResponseErrorMessage(id=data["id"], error=types.ResponseError(
+                types.ErrorCodes.InvalidParams, f"unreadable response: {reason}"))
+        return Unreadable(data.get("id"), types.ErrorCodes.InvalidParams,
+                          f"invalid params for {data['method']}: {reason}",
+                          answer="id" in data)
+
+    def handle_message(self, message: Any) -> None:
+        """Answer what cannot be handled; hand the rest to pygls."""
+        if isinstance(message, Unreadable):
+            log.warning("unreadable message (%s)", message.text)
+            if message.answer:
+                self.refuse(message.msg_id, message.code, message.text)
+        elif not hasattr(message, "jsonrpc"):  # not a JSON object, or no "jsonrpc" member
+            msg_id = message.get("id") if isinstance(message, dict) else None
+            self.refuse(msg_id if is_id(msg_id) else None, types.ErrorCodes.InvalidRequest,
+                         "not a JSON-RPC 2.0 message object")
+        elif self._shutdown and hasattr(message, "method") and hasattr(message, "id") \
+                and message.method != types.EXIT:
+            self.refuse(message.id, types.ErrorCodes.InvalidRequest,
+                         "the server is shutting down (after a shutdown request)")
+        else:
+            super().handle_message(message)
+
+    def refuse(self, msg_id: int | str | None, code: int, text: str) -> None:
+        """Answer a request with an error (`msg_id` None when it cannot be known: the
+        answer still carries `"id": null`, which lsprotocol's converter would leave out)."""
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code,
+                                                                  "message": text}})
+
+    def _handle_cancel_notification(self, msg_id: int | str) -> None:
+        """Cancel a request in flight; one that already finished is not worth a warning."""
+        future = self._request_futures.pop(msg_id, None)
+        if future is None:
+            log.debug("$/cancelRequest for %r, which is not in flight", msg_id)
+        else:
+            future.cancel()
+
+    def drop_connection(self) -> list[asyncio.Future]:
+        """Forget the client that went away: cancel what it was waiting for or owed us, so
+        the next client (TCP) starts clean.  Returns the handler tasks still finishing:
+        their last words must reach the old connection, not the next one."""
+        futures = list(self._request_futures.values())
+        self._request_futures.clear()
+        self._shutdown = False
+        for future in futures:
+            future.cancel()
+        return [f for f in futures if isinstance(f, asyncio.Future) and not f.done()]
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(
+            self, params: types.DidChangeTextDocumentParams) -> Generator[Any, Any, None]:
+        """Apply edits on LSP lines (see documents.py), then call the server's handler."""
+        doc = find_document(self.workspace, params.text_document.uri)
+        if doc is None:
+            log.warning("didChange for %s, which is not open", params.text_document.uri)
+        else:
+            for change in params.content_changes:
+                doc.apply_change(types.TextDocumentContentChangeWholeDocument(
+                    apply_change(doc, change)))
+            doc.version = params.text_document.version
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+
+def _reason(exc: BaseException) -> str:
+    """A one-line reason from a (cattrs) structuring error."""
+    notes = getattr(exc, "exceptions", None)
+    if notes:
+        return "; ".join(_reason(e) for e in notes[:3])
+    return f"{type(exc).__name__}: {exc}"[:300]

@@ -26,13 +26,15 @@ from pygls.lsp.server import LanguageServer
 
 from dlm_lsp import __version__
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json
-from dlm_lsp.documents import offset_range, open_document, range_offsets
+from dlm_lsp.documents import find_document, offset_range, open_document, range_offsets
 from dlm_lsp.engine import Cancelled, Engine, InfillRequest, InfillResult, OutOfMemory
 from dlm_lsp.holes import HoleFilling, find_holes
 from dlm_lsp.jobs import (
     CLIENT_CANCELLED,
+    CLIENT_LEFT,
     DOCUMENT_CHANGED,
     DOCUMENT_CLOSED,
+    SHUTTING_DOWN,
     TIMED_OUT,
     Job,
     Jobs,
@@ -45,6 +47,7 @@ from dlm_lsp.protocol import (
     INFILL,
     REWRITE_SELECTION,
     STATUS,
+    DlmProtocol,
     command_flag,
     command_target,
     infill_result,
@@ -52,6 +55,7 @@ from dlm_lsp.protocol import (
     to_plain,
 )
 from dlm_lsp.syntax import enclosing_node_range
+from dlm_lsp.transport import serve_stdio, serve_tcp
 from dlm_lsp.validation import language_for
 
 log = logging.getLogger(__name__)
@@ -60,14 +64,18 @@ log = logging.getLogger(__name__)
 MODEL_UNAVAILABLE = -32001
 OUT_OF_MEMORY = -32002
 TIMEOUT = -32003
+SERVER_BUSY = -32004
 
 
 class DlmServer(LanguageServer):
     """pygls server holding the configuration, the engine and the jobs in flight."""
 
+    protocol: DlmProtocol
+
     def __init__(self) -> None:
         super().__init__("dlm-lsp", __version__,
-                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         protocol_cls=DlmProtocol)
         self.config = ServerConfig()
         self.engine = Engine(self.config)
         # Requests are prepared and validated on these threads; their forward passes
@@ -128,9 +136,16 @@ class DlmServer(LanguageServer):
         except OutOfMemory as exc:
             raise JsonRpcException(str(exc), code=OUT_OF_MEMORY) from exc
         finally:
+            self._show_notices()
             if progress is not None:
                 progress.end(token, types.WorkDoneProgressEnd(message=job.reason or "done"))
                 progress.tokens.pop(token, None)
+
+    def _show_notices(self) -> None:
+        """Tell the user what the engine changed on its own (e.g. after running out of memory)."""
+        while self.engine.notices:
+            self.window_show_message(types.ShowMessageParams(
+                types.MessageType.Warning, f"dlm-lsp: {self.engine.notices.popleft()}"))
 
     def _report_step(self, job: Job, token: Any, rng: types.Range | None, step: int, steps: int,
                      draft: str) -> None:
@@ -146,9 +161,18 @@ class DlmServer(LanguageServer):
                 "range": self.protocol._converter.unstructure(rng),
                 "text": draft, "step": step, "steps": steps})
 
+    def start_job(self, uri: str, version: int | None) -> Job:
+        """Register a fill, unless `maxQueuedRequests` fills are running or waiting already."""
+        limit = self.config.max_queued_requests
+        if self.jobs.in_flight() >= limit:
+            raise JsonRpcException(
+                f"server busy: {limit} fills are running or waiting (setting "
+                "maxQueuedRequests); try again when some have finished", code=SERVER_BUSY)
+        return self.jobs.start(uri, version)
+
     def check_fresh(self, job: Job) -> None:
         """Refuse a result computed for a document version that is no longer current."""
-        doc = self.workspace.text_documents.get(job.uri)
+        doc = find_document(self.workspace, job.uri)
         if doc is None:
             raise JsonRpcContentModified(f"fill dropped: {DOCUMENT_CLOSED}")
         if doc.version != job.version:
@@ -163,7 +187,7 @@ class DlmServer(LanguageServer):
             raise JsonRpcContentModified(
                 f"request is for version {version} but the document is at {doc.version}")
         start, end = range_offsets(doc, rng)
-        job = self.jobs.start(uri, doc.version)
+        job = self.start_job(uri, doc.version)
         try:
             result = await self.fill(job, doc.source, start, end, language_id=doc.language_id,
                                      options=options, token=token, draft_range=rng)
@@ -180,6 +204,28 @@ class DlmServer(LanguageServer):
         answer = await self.workspace_apply_edit_async(
             types.ApplyWorkspaceEditParams(edit, label=label))
         return bool(answer and answer.applied)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """A body that is not JSON gets a -32700 answer with a null id, as JSON-RPC asks
+        (pygls only logs it); other errors are reported as pygls does."""
+        if source is JsonRpcException and isinstance(error, (ValueError, RecursionError)):
+            self.protocol.refuse(None, types.ErrorCodes.ParseError, f"unreadable JSON: {error}")
+            return
+        super().report_server_error(error, source)
+
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        """Serve one client over stdio (see transport.py); ends the process."""
+        serve_stdio(self, stdin, stdout)
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve TCP clients one at a time (see transport.py); ends the process."""
+        serve_tcp(self, host, port)
+
+    def client_left(self) -> list[asyncio.Future]:
+        """Stop the fills of a client that went away and forget what it was waiting for;
+        returns the handler tasks still winding down."""
+        self.jobs.stop_all(CLIENT_LEFT)
+        return self.protocol.drop_connection()
 
 
 server = DlmServer()
@@ -223,10 +269,23 @@ def did_change(ls: DlmServer, params: types.DidChangeTextDocumentParams) -> None
     ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CHANGED)
 
 
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
+    """Keep at most `maxOpenDocuments` documents: past that, drop the new one and say so."""
+    limit = ls.config.max_open_documents
+    if len(ls.workspace.text_documents) > limit:
+        uri = params.text_document.uri
+        ls.workspace.remove_text_document(uri)
+        ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, (
+            f"dlm-lsp keeps at most {limit} open documents (setting maxOpenDocuments): "
+            f"{uri} was not opened; close other documents first")))
+
+
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: DlmServer, params: types.DidCloseTextDocumentParams) -> None:
-    """Nothing can be applied to a closed document."""
+    """Nothing can be applied to a closed document, and nothing of it is kept."""
     ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CLOSED)
+    ls.engine.recent.forget(params.text_document.uri)
 
 
 @server.feature(INFILL)
@@ -304,7 +363,7 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
     if not holes:
         return {"applied": False, "holes": 0, "version": doc.version,
                 "message": f"no {ls.config.hole_marker} holes in {uri}"}
-    job = ls.jobs.start(uri, doc.version)
+    job = ls.start_job(uri, doc.version)
     try:
         state = HoleFilling(original)
         for hole in holes:
@@ -343,7 +402,6 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
 
 @server.feature(types.SHUTDOWN)
 def shutdown(ls: DlmServer, params: Any) -> None:
-    """Stop the engine's queue; jobs in flight stop at their next step."""
-    for uri in list(ls.workspace.text_documents):
-        ls.jobs.stop_document(uri, DOCUMENT_CLOSED)
-    ls.worker.shutdown(wait=False, cancel_futures=True)
+    """Stop the jobs in flight at their next step (the worker stays: over TCP, another
+    client may come after this one)."""
+    ls.jobs.stop_all(SHUTTING_DOWN)

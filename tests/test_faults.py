@@ -1,0 +1,186 @@
+"""Faults: a broken model, running out of memory, a client that vanishes, SIGTERM.
+
+Each test shows the clear error (or the clean exit) and that the server survives
+where it should.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+
+import pytest
+from rpc import ServerProcess, error_code
+
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest, OutOfMemory
+from dlm_lsp.models import ModelLoadError, load_model
+
+URI = "file:///work/faults.py"
+TEXT = "def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    \n"
+CURSOR = {"start": {"line": 4, "character": 4}, "end": {"line": 4, "character": 4}}
+
+
+def infill_params(**options) -> dict:
+    return {"textDocument": {"uri": URI}, "range": CURSOR, "options": {"length": 3, **options}}
+
+
+def slow_infill(client, token: str = "slow") -> int:
+    """A fill of many steps that reports progress, so a test can act while it runs."""
+    return client.request("dlm/infill", {**infill_params(length=400, steps=400),
+                                         "workDoneToken": token})
+
+
+def progress_seen(client, token: str = "slow") -> None:
+    client.wait(lambda ms: sum(m.get("method") == "$/progress"
+                               and m["params"]["token"] == token for m in ms) >= 3)
+
+
+# -- a broken model -------------------------------------------------------------------------
+
+def _truncate(directory):
+    weights = directory / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+
+
+def _corrupt_config(directory):
+    (directory / "config.json").write_text('{"model_type": "dlm-tiny", "d_model": ')
+
+
+def _junk_weights(directory):
+    (directory / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{junk!!}")
+
+
+def _no_tokenizer(directory):
+    (directory / "tokenizer.json").unlink()
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (_truncate, "header"), (_corrupt_config, "config.json"), (_junk_weights, "header"),
+    (_no_tokenizer, "No such file")])
+def test_a_damaged_model_fails_to_load_with_a_clear_error(model_dir, tmp_path, damage, reason):
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dir, broken)
+    damage(broken)
+    with pytest.raises(ModelLoadError) as err:
+        load_model(str(broken), "cpu")
+    assert str(broken) in str(err.value) and reason in str(err.value)
+
+
+def test_a_missing_model_fails_to_load_with_a_clear_error(tmp_path):
+    with pytest.raises(ModelLoadError, match="not found"):
+        load_model(str(tmp_path / "absent"), "cpu")
+
+
+def test_a_damaged_model_is_a_clear_error_and_the_server_reloads_once_it_is_fixed(
+        model_dir, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dir, broken)
+    _truncate(broken)
+    server = ServerProcess()
+    try:
+        client = server.client
+        client.initialize({"model": str(broken)})
+        client.open(URI, TEXT)
+        reply = client.call("dlm/infill", infill_params())
+        assert error_code(reply) == -32001
+        assert str(broken) in reply["error"]["message"]
+        assert "result" in client.call("dlm/status", {})  # still serving
+        client.notify("workspace/didChangeConfiguration",
+                      {"settings": {"dlm": {"model": str(model_dir)}}})
+        assert "result" in client.call("dlm/infill", infill_params())
+    finally:
+        server.close()
+
+
+# -- out of memory ------------------------------------------------------------------------------
+
+def engine_with_faults(monkeypatch, model_dir, faults: str) -> Engine:
+    monkeypatch.setenv("DLM_LSP_FAULTS", faults)
+    return Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0,
+                               fallback=False))
+
+
+def request() -> InfillRequest:
+    return InfillRequest(TEXT, len(TEXT) - 1, len(TEXT) - 1, "python", URI,
+                         InfillOptions(length=3, steps=2))
+
+
+def test_out_of_memory_once_is_retried_with_a_smaller_batch_and_said(monkeypatch, model_dir):
+    engine = engine_with_faults(monkeypatch, model_dir, "oom-first-try")
+    result = engine.infill(request())
+    assert result.candidates
+    assert engine.batcher().config.max_rows == 8  # half of the default 16, from now on
+    assert any("8 rows per forward pass" in notice for notice in engine.notices)
+
+
+def test_out_of_memory_on_a_gpu_falls_back_to_the_cpu_and_says_so(monkeypatch, model_dir):
+    engine = engine_with_faults(monkeypatch, model_dir, "oom-gpu")
+    result = engine.infill(request())  # a smaller batch, then the CPU
+    assert result.candidates and engine.model.device.type == "cpu"
+    notices = list(engine.notices)
+    assert len(notices) == 2 and "runs on the CPU" in notices[1]
+    engine.reconfigure(ServerConfig(model=str(model_dir), device="auto"))
+    assert engine.status()["loaded"] is False  # a new device setting tries again from scratch
+
+
+def test_out_of_memory_everywhere_is_a_clear_error_naming_what_was_tried(monkeypatch,
+                                                                          model_dir):
+    engine = engine_with_faults(monkeypatch, model_dir, "oom")
+    with pytest.raises(OutOfMemory, match="out of memory.*tried again with a smaller batch"):
+        engine.infill(request())
+
+
+def test_running_out_of_memory_on_a_gpu_is_shown_to_the_user_and_the_fill_succeeds(
+        model_dir):
+    server = ServerProcess(env={"DLM_LSP_FAULTS": "oom-gpu"})
+    try:
+        client = server.client
+        client.initialize({"model": str(model_dir)})
+        client.open(URI, TEXT)
+        assert "result" in client.call("dlm/infill", infill_params())
+        assert any("runs on the CPU" in text for text in client.shown())
+    finally:
+        server.close()
+
+
+# -- the client goes away, the process is told to stop ---------------------------------------
+
+@pytest.fixture
+def serving(model_dir):
+    """A server with a document open, for tests that end it."""
+    server = ServerProcess()
+    server.client.initialize({"model": str(model_dir), "repairRounds": 0, "fallback": False})
+    server.client.open(URI, TEXT)
+    yield server
+    server.close()
+
+
+def test_a_client_that_disconnects_mid_fill_lets_the_server_exit_at_once(serving):
+    slow_infill(serving.client)
+    progress_seen(serving.client)
+    began = time.monotonic()
+    serving.hang_up()
+    assert serving.wait(timeout=10) == 0
+    assert time.monotonic() - began < 5
+
+
+def test_sigterm_during_a_fill_answers_it_and_exits_with_code_0(serving):
+    client = serving.client
+    fill = slow_infill(client)
+    progress_seen(client)
+    serving.signal(signal.SIGTERM)
+    reply = client.response(fill, timeout=10)
+    assert error_code(reply) == -32800 and "terminating" in reply["error"]["message"]
+    assert serving.wait(timeout=10) == 0
+
+
+def test_exit_after_shutdown_ends_the_process_with_code_0_even_with_stdin_open(serving):
+    client = serving.client
+    assert "result" in client.call("shutdown")
+    reply = client.call("dlm/status", {})  # after shutdown: refused, not ignored
+    assert error_code(reply) == -32600 and "shutting down" in reply["error"]["message"]
+    client.notify("exit", None)
+    assert serving.wait(timeout=10) == 0
+

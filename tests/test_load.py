@@ -1,0 +1,231 @@
+"""Load: many clients' overlapping fills, cancels and edits; limits; memory that stays bounded.
+
+pygls 2.1 serves one TCP connection at a time (see dlm_lsp/transport.py), so the
+"50 clients" are 50 editors' worth of documents and request streams multiplexed
+over one connection: every request is answered, nothing deadlocks, and the
+server's memory stays bounded.  `DLM_LSP_SOAK=1` runs the same load for
+`DLM_LSP_SOAK_SECONDS` (default 600) and checks that memory stops growing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections import Counter
+
+import pytest
+from rpc import ServerProcess, error_code, free_port, hang_up, tcp_connection
+
+from dlm_lsp import validation
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+
+SOAK = os.environ.get("DLM_LSP_SOAK") == "1"
+SECONDS = float(os.environ.get("DLM_LSP_SOAK_SECONDS", "600")) if SOAK else 8.0
+CLIENTS = 50
+TEXT = "import os\n\ndef f(x):\n    return x\n\nvalue = f(<FILL>)\n"
+EXPECTED = {None, -32800, -32801, -32004}  # a result, cancelled/superseded, stale, busy
+
+
+def uri(k: int) -> str:
+    return f"file:///work/client%20{k}.py"
+
+
+def cursor(line: int, character: int) -> dict:
+    return {"start": {"line": line, "character": character},
+            "end": {"line": line, "character": character}}
+
+
+class Editors:
+    """50 clients' documents and requests over one connection, driven at random."""
+
+    def __init__(self, server: ServerProcess, seed: int = 0):
+        self.client, self.rng = server.client, random.Random(seed)
+        self.versions = {k: 1 for k in range(CLIENTS)}
+        self.open = set(range(CLIENTS))
+        self.sent: dict[int, int] = {}  # request id -> client
+        self.pending: set[int] = set()  # sent, not answered yet
+        self.answers: Counter = Counter()  # codes of the answers (None: a result)
+        self.actions: Counter = Counter()
+        self._read = 0  # messages looked at so far
+        for k in range(CLIENTS):
+            self.client.open(uri(k), TEXT)
+
+    def act(self) -> None:
+        k = self.rng.randrange(CLIENTS)
+        roll = self.rng.random()
+        if k not in self.open:
+            self.client.open(uri(k), TEXT, version=self.versions[k])
+            self.open.add(k)
+            self.actions["reopen"] += 1
+        elif roll < 0.55:
+            options = {"length": self.rng.choice([2, 4, 8]), "steps": self.rng.choice([2, 4]),
+                       "candidates": self.rng.choice([1, 1, 2]), "seed": self.rng.randrange(10**6)}
+            self.send(k, "dlm/infill", {"textDocument": {"uri": uri(k)},
+                                        "range": cursor(3, 12), "options": options})
+            self.actions["infill"] += 1
+        elif roll < 0.7 and self.pending:
+            self.client.notify("$/cancelRequest", {"id": self.rng.choice(tuple(self.pending))})
+            self.actions["cancel"] += 1
+        elif roll < 0.85:
+            self.versions[k] += 1
+            self.client.notify("textDocument/didChange", {
+                "textDocument": {"uri": uri(k), "version": self.versions[k]},
+                "contentChanges": [{"range": cursor(4, 0), "text": "y = 1\n"}]})
+            self.actions["change"] += 1
+        elif roll < 0.9:
+            self.send(k, "workspace/executeCommand", {"command": "dlm.fillHoles",
+                                                      "arguments": [uri(k)]})
+            self.actions["fillHoles"] += 1
+        else:
+            self.client.notify("textDocument/didClose", {"textDocument": {"uri": uri(k)}})
+            self.open.discard(k)
+            self.versions[k] = 1
+            self.actions["close"] += 1
+
+    def send(self, k: int, method: str, params: dict) -> None:
+        msg_id = self.client.request(method, params)
+        self.sent[msg_id] = k
+        self.pending.add(msg_id)
+
+    def collect(self) -> int:
+        """Count the answers that arrived since the last call; returns how many are pending."""
+        messages = self.client.messages[self._read:]
+        self._read += len(messages)
+        for message in messages:
+            if message.get("id") in self.pending and "method" not in message:
+                self.pending.discard(message["id"])
+                self.answers[error_code(message)] += 1
+        return len(self.pending)
+
+
+@pytest.fixture
+def loaded(model_dir):
+    server = ServerProcess()
+    server.client.initialize({"model": str(model_dir), "repairRounds": 0, "fallback": False,
+                              "maxSpanTokens": 8, "maxQueuedRequests": 16})
+    yield server
+    server.close()
+
+
+def test_fifty_clients_overlapping_fills_and_cancels_all_answered_memory_bounded(loaded):
+    editors = Editors(loaded)
+    client = loaded.client
+    peak, samples, began = 0, [], time.monotonic()
+    while time.monotonic() - began < SECONDS:
+        if editors.collect() < 120:  # past the server's queue limit (16): busy errors
+            editors.act()
+        else:
+            time.sleep(0.005)
+        if len(editors.actions) and sum(editors.actions.values()) % 200 == 0:
+            rss, peak = loaded.memory_kib()
+            samples.append(rss)
+    client.wait(lambda ms: editors.collect() == 0, timeout=120)  # no deadlock: all answered
+    answers = editors.answers
+    assert set(answers) <= EXPECTED, answers
+    assert answers[None] > 0 and answers[-32004] > 0  # results, and busy past the limit
+    status = client.call("dlm/status", {})["result"]
+    assert status["jobsInFlight"] == 0 and status["queueDepth"] == 0
+    for k in sorted(editors.open):
+        client.notify("textDocument/didClose", {"textDocument": {"uri": uri(k)}})
+    assert client.call("dlm/status", {})["result"]["openDocuments"] == 0
+    rss, peak = loaded.memory_kib()
+    print(f"\nload: {len(editors.sent)} requests in {SECONDS:.0f} s, answers "
+          f"{dict(answers)}, actions {dict(editors.actions)}, RSS {rss // 1024} MiB, "
+          f"peak {peak // 1024} MiB, samples {[kib // 1024 for kib in samples[::8]]} MiB")
+    assert peak < 2 << 20  # KiB: 2 GiB (measured ~0.5 GiB)
+    if SOAK and len(samples) >= 8:  # after warming up, memory stops growing
+        settled = samples[len(samples) // 4]
+        assert max(samples[len(samples) // 4:]) - settled < 200 << 10  # 200 MiB
+    client.open(uri(0), TEXT)
+    assert "result" in client.call("dlm/infill", {"textDocument": {"uri": uri(0)},
+                                                  "range": cursor(3, 12)})
+
+
+def test_past_the_limits_a_document_or_a_fill_is_refused_with_a_clear_error(model_dir):
+    server = ServerProcess()
+    try:
+        client = server.client
+        client.initialize({"model": str(model_dir), "maxOpenDocuments": 3,
+                           "maxQueuedRequests": 2, "repairRounds": 0, "fallback": False})
+        for k in range(4):
+            client.open(uri(k), TEXT)
+        client.wait(lambda ms: any("maxOpenDocuments" in m.get("params", {}).get("message", "")
+                                   for m in ms))
+        assert uri(3) in client.shown()[-1]
+        assert client.call("dlm/status", {})["result"]["openDocuments"] == 3
+        reply = client.call("dlm/infill", {"textDocument": {"uri": uri(3)}, "range": cursor(0, 0)})
+        assert error_code(reply) == -32602 and "not open" in reply["error"]["message"]
+
+        slow = {"length": 400, "steps": 400}
+        first, second = (client.request("dlm/infill", {
+            "textDocument": {"uri": uri(k)}, "range": cursor(3, 12), "options": slow})
+            for k in (0, 1))
+        busy = client.call("dlm/infill", {"textDocument": {"uri": uri(2)},
+                                          "range": cursor(3, 12)})
+        assert error_code(busy) == -32004 and "maxQueuedRequests" in busy["error"]["message"]
+        for request in (first, second):
+            client.notify("$/cancelRequest", {"id": request})
+            assert error_code(client.response(request)) == -32800
+        assert "result" in client.call("dlm/infill", {"textDocument": {"uri": uri(2)},
+                                                      "range": cursor(3, 12)})
+    finally:
+        server.close()
+
+
+def test_tcp_serves_one_client_at_a_time_and_outlives_each(model_dir):
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}")
+    try:
+        first, first_socket = tcp_connection(port)
+        first.initialize({"model": str(model_dir), "repairRounds": 0, "fallback": False})
+        first.open(uri(0), TEXT)
+        second, second_socket = tcp_connection(port)
+        refused = second.call("dlm/status", {})
+        assert error_code(refused) == -32600 and "one TCP client" in refused["error"]["message"]
+        hang_up(second_socket)
+        assert "result" in first.call("dlm/infill", {"textDocument": {"uri": uri(0)},
+                                                     "range": cursor(3, 12)})
+        first.request("dlm/infill", {"textDocument": {"uri": uri(0)}, "range": cursor(3, 12),
+                                     "options": {"length": 400, "steps": 400}})
+        hang_up(first_socket)  # mid-fill
+        third, third_socket = tcp_connection(port)
+        third.initialize({"model": str(model_dir)})
+        status = third.call("dlm/status", {})["result"]
+        assert status["openDocuments"] == 0  # a fresh workspace for the new client
+        assert [m for m in third.messages if "error" in m] == []  # nothing of the first's
+        for _ in range(100):  # the first client's fill was stopped when it left
+            if third.call("dlm/status", {})["result"]["jobsInFlight"] == 0:
+                break
+            time.sleep(0.05)
+        assert third.call("dlm/status", {})["result"]["jobsInFlight"] == 0
+        hang_up(third_socket)
+        from dlm_lsp.status import query_server
+
+        assert query_server("127.0.0.1", port)["jobsInFlight"] == 0  # and still there after
+        assert server.proc.poll() is None
+    finally:
+        server.close()
+
+
+def test_closing_a_document_forgets_its_recent_fills():
+    from lsprotocol import types
+
+    from dlm_lsp.server import did_close, server
+
+    server.engine.recent.remember_typed(uri(1), "x = ", "\n", "42", InfillOptions())
+    assert server.engine.recent.typed_along(uri(1), "x = 4", "\n", InfillOptions()) == "2"
+    did_close(server, types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri(1))))
+    assert server.engine.recent.typed_along(uri(1), "x = 4", "\n", InfillOptions()) is None
+
+
+def test_the_per_document_caches_are_bounded(model_dir):
+    engine = Engine(ServerConfig(model=str(model_dir), repair_rounds=0, fallback=False))
+    for k in range(40):
+        text = TEXT.replace("x", f"x{k}")
+        engine.infill(InfillRequest(text, 30, 30, "python", uri(k),
+                                    InfillOptions(length=2, steps=1)))
+    assert len(validation._DOCUMENTS) <= 16  # parsed trees, for incremental reparsing
+    assert len(engine.recent._exact) <= engine.recent.size  # recent fills (LRU)
+    assert len(engine.recent._typed) <= engine.recent.size
