@@ -90,13 +90,15 @@ class Engine:
         with self._lock:
             if self._model is None:
                 self._model = load_model(self.config.model,
-                                         self._fallback_device or self.config.device)
+                                         self._fallback_device or self.config.device,
+                                         self.config.precision)
             return self._model
 
     def reconfigure(self, config: ServerConfig) -> None:
         """Adopt new settings; the model is reloaded only if model or device changed."""
         with self._lock:
-            if (config.model, config.device) != (self.config.model, self.config.device):
+            if ((config.model, config.device, config.precision)
+                    != (self.config.model, self.config.device, self.config.precision)):
                 self._model = None
                 self._cost = None
                 self._row_cap = self._fallback_device = None
