@@ -56,7 +56,7 @@ from dlm_lsp.protocol import (
 )
 from dlm_lsp.syntax import enclosing_node_range
 from dlm_lsp.transport import serve_stdio, serve_tcp
-from dlm_lsp.validation import language_for
+from dlm_lsp.validation import forget_document, language_for
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +286,7 @@ def did_close(ls: DlmServer, params: types.DidCloseTextDocumentParams) -> None:
     """Nothing can be applied to a closed document, and nothing of it is kept."""
     ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CLOSED)
     ls.engine.recent.forget(params.text_document.uri)
+    forget_document(params.text_document.uri)
 
 
 @server.feature(INFILL)

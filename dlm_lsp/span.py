@@ -76,6 +76,26 @@ def _last_pretoken_start(tokenizer: Tokenizer, text: str) -> int:
     return pieces[-1][1][0] if pieces else len(text)
 
 
+CHARS_PER_TOKEN = 16  # far more than code ever takes per token: cropping never cuts context
+
+
+def _near(prefix: str, suffix: str, max_context: int) -> tuple[str, str]:
+    """The prefix's last lines and the suffix's first lines that could fit the context.
+
+    Tokenizing a 10 MB document whole to keep its last 300 tokens costs seconds,
+    so the text is first cut to whole lines within CHARS_PER_TOKEN characters per
+    token of context on each side; the token budget then crops exactly.
+    """
+    chars = CHARS_PER_TOKEN * max(1, max_context)
+    if len(prefix) > chars:
+        start = prefix.find("\n", len(prefix) - chars) + 1
+        prefix = prefix[start:] if start > 0 else prefix[len(prefix) - chars:]
+    if len(suffix) > chars:
+        end = suffix.rfind("\n", 0, chars)
+        suffix = suffix[:end + 1] if end >= 0 else suffix[:chars]
+    return prefix, suffix
+
+
 def build_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
                  max_context: int, move_head: bool = True,
                  max_length: int | None = None) -> SpanLayout:
@@ -90,7 +110,8 @@ def build_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
     """
     cut = _last_pretoken_start(tokenizer, prefix) if move_head else len(prefix)
     head = prefix[cut:]
-    prefix_ids = tokenizer.encode(prefix[:cut]) if cut else []
+    before, suffix = _near(prefix[:cut], suffix, max_context)
+    prefix_ids = tokenizer.encode(before) if before else []
     suffix_ids = tokenizer.encode(suffix) if suffix else []
     head_tokens = len(tokenizer.encode(head)) if head else 0
 

@@ -499,6 +499,12 @@ def parsed_document(text: str, language: str | None,
     return document
 
 
+def forget_document(uri: str) -> None:
+    """Drop a closed document's parse tree (a large file's tree is large)."""
+    with _LOCK:
+        _DOCUMENTS.pop(uri, None)
+
+
 def validate_fill(text: str, start: int, end: int, fill: str, language: str | None,
                   uri: str | None = None) -> Validation:
     """Parse text[:start] + fill + text[end:] and report error nodes that the fill introduced."""

@@ -192,3 +192,12 @@ def test_text_that_spells_a_special_token_stays_text(tok: Tokenizer) -> None:
     ids = tok.encode(source)
     assert tok.token_id("<|mask|>") not in ids and tok.token_id("<|pad|>") not in ids
     assert tok.decode(ids) == source
+
+
+def test_a_huge_document_gives_the_layout_of_its_lines_near_the_span(tok: Tokenizer) -> None:
+    line = "value = compute(alpha, beta) + 1  # a line of code\n"
+    prefix, suffix = line * 20000 + "x = ", "\n" + line * 20000  # ~1 MB each side
+    whole = build_layout(tok, prefix, suffix, 8, 300)
+    near = build_layout(tok, prefix[-len(line) * 200:], suffix[:len(line) * 200], 8, 300)
+    assert whole == near
+    assert len(whole.prefix_ids) + len(whole.suffix_ids) == 300
