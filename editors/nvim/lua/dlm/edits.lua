@@ -1,0 +1,110 @@
+--- Positions, ranges and guarded edits for dlm-lsp.
+---
+--- A fill is computed against one version of a buffer and takes from a few
+--- milliseconds to seconds.  Anything typed meanwhile would be overwritten by
+--- a late edit, so every edit here is applied only when the buffer is still at
+--- the version the fill was computed for: the LSP version Neovim sent (its
+--- changedtick at the last change) and the changedtick itself.
+local M = {}
+
+local api = vim.api
+local util = vim.lsp.util
+
+--- LSP position of a (0-based row, byte column) in `buf`, in the client's encoding.
+---@param buf integer
+---@param row integer 0-based
+---@param col integer byte column, clamped to the line's length
+---@param encoding string 'utf-8' | 'utf-16' | 'utf-32'
+---@return lsp.Position
+function M.position(buf, row, col, encoding)
+  local line = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ''
+  col = math.max(0, math.min(col, #line))
+  return { line = row, character = vim.str_utfindex(line, encoding, col, false) }
+end
+
+--- LSP range between two (row, byte column) pairs, both 0-based, end exclusive.
+function M.range(buf, srow, scol, erow, ecol, encoding)
+  return {
+    start = M.position(buf, srow, scol, encoding),
+    ['end'] = M.position(buf, erow, ecol, encoding),
+  }
+end
+
+--- The hole marker on `line` that a cursor at byte `col` means: the one it is
+--- in or touching, else the nearest on the line.  Returns 0-based [start, end)
+--- byte columns, or nil when the line has no marker.
+---@param line string
+---@param col integer
+---@param marker string
+---@return integer?, integer?
+function M.hole_near(line, col, marker)
+  if marker == '' then
+    return nil
+  end
+  local best_start, best_end, best_distance
+  local from = 1
+  while true do
+    local s, e = line:find(marker, from, true)
+    if not s then
+      break
+    end
+    local start, stop = s - 1, e -- 0-based, end exclusive
+    local distance = col < start and start - col or (col > stop and col - stop or 0)
+    if not best_distance or distance < best_distance then
+      best_start, best_end, best_distance = start, stop, distance
+    end
+    from = e + 1
+  end
+  return best_start, best_end
+end
+
+--- What a request must remember to check its answer: the buffer's LSP version and tick.
+---@param buf integer
+---@return { buf: integer, version: integer, tick: integer }
+function M.snapshot(buf)
+  return { buf = buf, version = util.buf_versions[buf], tick = api.nvim_buf_get_changedtick(buf) }
+end
+
+--- Whether a result may still be applied: nil if so, else the reason not to.
+---@param snap { buf: integer, version: integer, tick: integer }
+---@param answered integer|nil the version the server says it filled
+---@return string|nil
+function M.stale(snap, answered)
+  if not api.nvim_buf_is_valid(snap.buf) then
+    return 'the buffer is gone'
+  end
+  if answered ~= nil and answered ~= vim.NIL and answered ~= snap.version then
+    return ('the server filled version %s, not %s'):format(answered, snap.version)
+  end
+  local tick = api.nvim_buf_get_changedtick(snap.buf)
+  if tick ~= snap.tick or util.buf_versions[snap.buf] ~= snap.version then
+    return ('the buffer changed while filling (tick %d -> %d)'):format(snap.tick, tick)
+  end
+  return nil
+end
+
+--- `workspace/applyEdit` handler that refuses edits for a version the buffer has
+--- left.  Neovim's own handler only skips them (and still answers applied =
+--- true), which would tell the server its fill landed when it did not.
+function M.apply_workspace_edit(_, params, ctx)
+  local client = assert(vim.lsp.get_client_by_id(ctx.client_id))
+  for _, change in ipairs(params.edit.documentChanges or {}) do
+    local doc = change.textDocument
+    if doc and doc.version ~= nil and doc.version ~= vim.NIL then
+      local buf = vim.uri_to_bufnr(doc.uri)
+      if api.nvim_buf_is_loaded(buf) and util.buf_versions[buf] ~= doc.version then
+        return {
+          applied = false,
+          failureReason = ('buffer is at version %d, the edit is for %d'):format(
+            util.buf_versions[buf],
+            doc.version
+          ),
+        }
+      end
+    end
+  end
+  local ok, err = pcall(util.apply_workspace_edit, params.edit, client.offset_encoding)
+  return { applied = ok, failureReason = not ok and tostring(err) or nil }
+end
+
+return M

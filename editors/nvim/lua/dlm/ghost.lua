@@ -1,0 +1,271 @@
+--- Inline suggestions (ghost text) from `textDocument/inlineCompletion`.
+---
+--- Neovim 0.12 has `vim.lsp.inline_completion`; there we only enable it and map
+--- the accept key.  On 0.11 this module does the same job with extmarks:
+--- after typing pauses (`inline.debounce_ms`) it asks the server for a fill at
+--- the cursor, cancelling the request still in flight (the server would drop
+--- it at its next step anyway), and shows the answer as virtual text if the
+--- buffer and cursor are still where they were when it asked.
+local M = {}
+
+local api = vim.api
+local ns = api.nvim_create_namespace('dlm.ghost')
+
+---@class dlm.GhostState
+---@field timer uv.uv_timer_t?
+---@field request { client: vim.lsp.Client, id: integer }?
+---@field shown { row: integer, col: integer, text: string, tick: integer, mark: integer }?
+---@field group integer
+
+---@type table<integer, dlm.GhostState>
+local buffers = {}
+
+--- Whether this Neovim has native inline completion (0.12+).
+function M.has_native()
+  local native = vim.lsp.inline_completion
+  return type(native) == 'table' and type(native.enable) == 'function'
+end
+
+--- The mode the config asks for, resolved against what this Neovim has.
+---@param opts table the `inline` table of the plugin's config
+---@return 'native' | 'extmark' | 'off'
+function M.mode(opts)
+  if not opts.enabled then
+    return 'off'
+  end
+  if opts.native == true or (opts.native == 'auto' and M.has_native()) then
+    return M.has_native() and 'native' or 'extmark'
+  end
+  return 'extmark'
+end
+
+local function cancel_request(state)
+  if state.request then
+    pcall(state.request.client.cancel_request, state.request.client, state.request.id)
+    state.request = nil
+  end
+end
+
+--- Remove the suggestion shown in `buf` (and, with `all`, the pending request and timer).
+function M.clear(buf, all)
+  local state = buffers[buf]
+  if not state then
+    return
+  end
+  if state.shown and api.nvim_buf_is_valid(buf) then
+    pcall(api.nvim_buf_del_extmark, buf, ns, state.shown.mark)
+  end
+  state.shown = nil
+  if all then
+    if state.timer then
+      state.timer:stop()
+    end
+    cancel_request(state)
+  end
+end
+
+--- Whether a suggestion is on screen at the cursor of the current window.
+function M.visible(buf)
+  local state = buffers[buf]
+  if not (state and state.shown) then
+    return false
+  end
+  local row, col = unpack(api.nvim_win_get_cursor(0))
+  return state.shown.row == row - 1
+    and state.shown.col == col
+    and state.shown.tick == api.nvim_buf_get_changedtick(buf)
+end
+
+--- The suggestion's text (for tests and statuslines), or nil.
+function M.text(buf)
+  local state = buffers[buf]
+  return state and state.shown and state.shown.text or nil
+end
+
+---@param item table an lsp.InlineCompletionItem
+---@return string
+local function item_text(item)
+  local text = item.insertText
+  if type(text) == 'table' then
+    text = text.value -- a StringValue snippet: shown and inserted as its text
+  end
+  return text or ''
+end
+
+local function show(buf, row, col, text, hl_group)
+  local state = buffers[buf]
+  M.clear(buf)
+  local lines = vim.split(text, '\n', { plain = true })
+  local virt_lines = {}
+  for i = 2, #lines do
+    virt_lines[#virt_lines + 1] = { { lines[i], hl_group } }
+  end
+  local mark = api.nvim_buf_set_extmark(buf, ns, row, col, {
+    virt_text = { { lines[1], hl_group } },
+    virt_text_pos = 'inline',
+    virt_lines = #virt_lines > 0 and virt_lines or nil,
+    hl_mode = 'combine',
+  })
+  state.shown = { row = row, col = col, text = text, tick = api.nvim_buf_get_changedtick(buf), mark = mark }
+end
+
+--- Ask for a suggestion at the cursor now (the debounce timer calls this).
+---@param client vim.lsp.Client
+---@param buf integer
+---@param opts table the `inline` config
+function M.request(client, buf, opts)
+  local state = buffers[buf]
+  if not state or api.nvim_get_current_buf() ~= buf or not api.nvim_get_mode().mode:match('^i') then
+    return
+  end
+  cancel_request(state) -- superseded: its answer could only be for an older cursor
+  local row, col = unpack(api.nvim_win_get_cursor(0))
+  row = row - 1
+  local tick = api.nvim_buf_get_changedtick(buf)
+  local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+  params.context = { triggerKind = 2 } -- Automatic
+  local ok, id
+  ok, id = client:request('textDocument/inlineCompletion', params, function(err, result)
+    if state.request and state.request.id == id then
+      state.request = nil
+    end
+    if err or not result or not api.nvim_buf_is_valid(buf) then
+      return
+    end
+    local cursor = api.nvim_win_get_cursor(0)
+    if api.nvim_get_current_buf() ~= buf
+      or api.nvim_buf_get_changedtick(buf) ~= tick
+      or cursor[1] - 1 ~= row
+      or cursor[2] ~= col
+      or not api.nvim_get_mode().mode:match('^i')
+    then
+      return -- the user moved on: this answer is for a place that no longer exists
+    end
+    local item = (result.items or result)[1]
+    local text = item and item_text(item) or ''
+    if text ~= '' then
+      show(buf, row, col, text, opts.hl_group)
+    end
+  end, buf)
+  if ok and id then
+    state.request = { client = client, id = id }
+  end
+end
+
+--- Debounce: (re)start the buffer's timer; only the last keystroke of a burst asks.
+function M.schedule(client, buf, opts)
+  local state = buffers[buf]
+  if not state then
+    return
+  end
+  M.clear(buf)
+  state.timer = state.timer or vim.uv.new_timer()
+  state.timer:stop()
+  state.timer:start(opts.debounce_ms, 0, vim.schedule_wrap(function()
+    if client:is_stopped() then
+      return
+    end
+    M.request(client, buf, opts)
+  end))
+end
+
+--- Insert the suggestion shown at the cursor; false when there is none.
+function M.accept(buf)
+  if not M.visible(buf) then
+    return false
+  end
+  local shown = buffers[buf].shown
+  M.clear(buf, true)
+  local lines = vim.split(shown.text, '\n', { plain = true })
+  api.nvim_buf_set_text(buf, shown.row, shown.col, shown.row, shown.col, lines)
+  local last_row = shown.row + #lines - 1
+  local last_col = #lines == 1 and shown.col + #lines[1] or #lines[#lines]
+  api.nvim_win_set_cursor(0, { last_row + 1, last_col })
+  return true
+end
+
+--- Start suggestions in `buf` for `client`.
+---@return 'native' | 'extmark' | 'off'
+function M.attach(client, buf, opts)
+  local mode = M.mode(opts)
+  if mode == 'native' then
+    local ok = pcall(vim.lsp.inline_completion.enable, true, { bufnr = buf })
+    if ok then
+      return mode
+    end
+    mode = 'extmark' -- an API we do not know: fall back rather than lose suggestions
+  end
+  if mode == 'off' or buffers[buf] then
+    return mode
+  end
+  local group = api.nvim_create_augroup(('dlm.ghost.%d'):format(buf), { clear = true })
+  buffers[buf] = { group = group }
+  api.nvim_create_autocmd({ 'TextChangedI', 'TextChangedP' }, {
+    group = group,
+    buffer = buf,
+    callback = function()
+      M.schedule(client, buf, opts)
+    end,
+  })
+  api.nvim_create_autocmd('CursorMovedI', {
+    group = group,
+    buffer = buf,
+    callback = function()
+      if buffers[buf] and buffers[buf].shown and not M.visible(buf) then
+        M.clear(buf, true)
+      end
+    end,
+  })
+  api.nvim_create_autocmd({ 'InsertLeave', 'BufLeave' }, {
+    group = group,
+    buffer = buf,
+    callback = function()
+      M.clear(buf, true)
+    end,
+  })
+  api.nvim_create_autocmd({ 'BufUnload', 'LspDetach' }, {
+    group = group,
+    buffer = buf,
+    callback = function()
+      M.detach(buf)
+    end,
+  })
+  return mode
+end
+
+function M.detach(buf)
+  local state = buffers[buf]
+  if not state then
+    return
+  end
+  M.clear(buf, true)
+  if state.timer then
+    state.timer:close()
+  end
+  pcall(api.nvim_del_augroup_by_id, state.group)
+  buffers[buf] = nil
+end
+
+--- The accept mapping's body: insert the suggestion, or type the key as usual.
+---@param key string the mapped key, e.g. '<Tab>'
+---@param mode 'native' | 'extmark' | 'off'
+function M.accept_or_feed(key, mode)
+  local buf = api.nvim_get_current_buf()
+  if mode == 'native' then
+    local ok, accepted = pcall(vim.lsp.inline_completion.get, { bufnr = buf })
+    if ok and accepted then
+      return ''
+    end
+    return key
+  end
+  if M.visible(buf) then
+    vim.schedule(function()
+      M.accept(buf)
+    end) -- buffer text cannot change inside an <expr> mapping
+    return ''
+  end
+  return key
+end
+
+M.namespace = ns
+return M

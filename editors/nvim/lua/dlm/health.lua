@@ -1,0 +1,150 @@
+--- :checkhealth dlm — can this Neovim run dlm-lsp, and is the server healthy?
+---
+--- Checks the Neovim version (and whether native inline completion exists),
+--- that the server executable is found, that it starts and answers
+--- `dlm/status`, and that its model loads (which device it runs on).  When no
+--- dlm client is running, a temporary one is started and stopped again.
+local M = {}
+
+local health = vim.health
+
+--- How long to wait for the server to start and for its model to load.
+M.timeout_ms = 60000
+
+local function wait(ms, predicate)
+  return vim.wait(ms, predicate, 50)
+end
+
+local function check_neovim()
+  local v = vim.version()
+  local version = ('%d.%d.%d'):format(v.major, v.minor, v.patch)
+  if vim.fn.has('nvim-0.11') == 0 then
+    health.error('Neovim ' .. version .. ' is too old', 'dlm.nvim needs Neovim 0.11 or newer')
+    return false
+  end
+  health.ok('Neovim ' .. version)
+  local ghost = require('dlm.ghost')
+  local mode = ghost.mode(require('dlm').config.inline)
+  if ghost.has_native() then
+    health.ok('inline suggestions: ' .. mode .. ' (vim.lsp.inline_completion available)')
+  else
+    health.ok('inline suggestions: ' .. mode .. ' (vim.lsp.inline_completion needs 0.12; extmarks instead)')
+  end
+  return true
+end
+
+local function check_executable(cmd)
+  if type(cmd) ~= 'table' or not cmd[1] then
+    health.error('`cmd` is not a list of strings', 'e.g. require("dlm").setup({ cmd = { "dlm-lsp" } })')
+    return false
+  end
+  local path = vim.fn.exepath(cmd[1])
+  if path == '' then
+    health.error(('server executable `%s` not found'):format(cmd[1]), {
+      'install the server: pip install -e /path/to/dlm-lsp',
+      'or point `cmd` at it: require("dlm").setup({ cmd = { "/path/to/.venv/bin/dlm-lsp" } })',
+    })
+    return false
+  end
+  health.ok(('server executable: %s'):format(path))
+  return true
+end
+
+--- A client to ask: the running one, or a temporary one (returned as `temporary`).
+local function get_client(errors)
+  local dlm = require('dlm')
+  local client = dlm.client()
+  if client then
+    health.ok(('server running (client %d)'):format(client.id))
+    return client, false
+  end
+  local config = dlm.lsp_config({
+    root_dir = vim.fn.getcwd(),
+    name = dlm.name .. '-health',
+  })
+  config.handlers = vim.tbl_extend('force', config.handlers, {
+    ['window/showMessage'] = function(_, params)
+      if params and params.type == vim.lsp.protocol.MessageType.Error then
+        errors[#errors + 1] = params.message
+      end
+    end,
+  })
+  local ok, id = pcall(vim.lsp.start, config, { attach = false })
+  if not ok or not id then
+    health.error('the server did not start: ' .. tostring(id))
+    return nil
+  end
+  client = vim.lsp.get_client_by_id(id)
+  if not client then
+    health.error('the server exited at once', 'run the server command in a terminal to see why')
+    return nil
+  end
+  if not wait(M.timeout_ms, function()
+    return client.initialized or client:is_stopped()
+  end) or client:is_stopped() then
+    health.error('the server did not answer `initialize`', 'run the server command in a terminal to see why')
+    client:stop(true)
+    return nil
+  end
+  health.ok('server starts and initializes')
+  return client, true
+end
+
+local function status_of(client)
+  local reply = client:request_sync('dlm/status', vim.empty_dict(), 10000)
+  if not reply then
+    return nil, 'no answer to dlm/status in 10 s'
+  end
+  if reply.err then
+    return nil, reply.err.message
+  end
+  return reply.result
+end
+
+function M.check()
+  health.start('dlm')
+  if not check_neovim() then
+    return
+  end
+  local dlm = require('dlm')
+  if not check_executable(dlm.config.cmd) then
+    return
+  end
+  local errors = {}
+  local client, temporary = get_client(errors)
+  if not client then
+    return
+  end
+  local status, why = status_of(client)
+  -- The server loads its model in the background after `initialized`.
+  local loaded = status and status.loaded
+  if status and not loaded then
+    wait(M.timeout_ms, function()
+      if #errors > 0 then
+        return true
+      end
+      status, why = status_of(client)
+      return not status or status.loaded
+    end)
+    loaded = status and status.loaded
+  end
+  if not status then
+    health.error('dlm/status failed: ' .. tostring(why))
+  elseif loaded then
+    health.ok(('model `%s` loaded on %s'):format(status.model, status.device))
+    if status.p50Ms and status.p50Ms ~= vim.NIL then
+      health.info(('latency p50 %s ms, p95 %s ms over %d fills'):format(status.p50Ms, status.p95Ms, status.fills))
+    end
+  elseif #errors > 0 then
+    health.error(('model `%s` failed to load: %s'):format(status.model, table.concat(errors, '; ')),
+      'check the `model` and `device` settings')
+  else
+    health.warn(('model `%s` not loaded after %d s (device %s)'):format(status.model, M.timeout_ms / 1000,
+      status.device))
+  end
+  if temporary then
+    client:stop(true)
+  end
+end
+
+return M

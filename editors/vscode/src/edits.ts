@@ -1,0 +1,108 @@
+/**
+ * Text edits as the server sends them, checked and applied without `vscode`.
+ *
+ * A fill is computed against one version of a document.  The extension applies
+ * it only when (1) the server says it answered for the version we asked about,
+ * (2) the document is still at that version, and (3) every edit lies inside
+ * the range we asked to fill: anything else would overwrite what the user
+ * typed meanwhile or text the user never offered to the model.
+ */
+
+export interface Position {
+  line: number;
+  character: number; // UTF-16 code units, the LSP default and JavaScript's string index
+}
+
+export interface Range {
+  start: Position;
+  end: Position;
+}
+
+export interface TextEdit {
+  range: Range;
+  newText: string;
+}
+
+export type Verdict = { apply: true } | { apply: false; reason: string };
+
+/** Whether a result computed for `answered` may be applied to a document now at `current`. */
+export function checkVersion(requested: number, answered: number | null | undefined,
+                             current: number): Verdict {
+  if (answered !== null && answered !== undefined && answered !== requested) {
+    return { apply: false, reason: `the server filled version ${answered}, not ${requested}` };
+  }
+  if (current !== requested) {
+    return { apply: false, reason: `the document changed (version ${requested} -> ${current})` };
+  }
+  return { apply: true };
+}
+
+export function comparePositions(a: Position, b: Position): number {
+  return a.line - b.line || a.character - b.character;
+}
+
+/** Whether `inner` lies within `outer` (edges included). */
+export function rangeContains(outer: Range, inner: Range): boolean {
+  return comparePositions(outer.start, inner.start) <= 0 && comparePositions(inner.end, outer.end) <= 0;
+}
+
+/** The verdict on a whole result: fresh, and every edit inside the requested range. */
+export function checkResult(requested: { version: number; range: Range }, answer: {
+  version?: number | null; edits: TextEdit[];
+}, currentVersion: number): Verdict {
+  const fresh = checkVersion(requested.version, answer.version, currentVersion);
+  if (!fresh.apply) return fresh;
+  const outside = answer.edits.find((e) => !rangeContains(requested.range, e.range));
+  if (outside) return { apply: false, reason: "an edit lies outside the requested range" };
+  return { apply: true };
+}
+
+/** String index of an LSP position (positions past a line's end clamp to it). */
+export function offsetAt(text: string, position: Position): number {
+  let offset = 0;
+  for (let line = 0; line < position.line; line++) {
+    const next = text.indexOf("\n", offset);
+    if (next < 0) return text.length;
+    offset = next + 1;
+  }
+  const lineEnd = text.indexOf("\n", offset);
+  const end = lineEnd < 0 ? text.length : lineEnd;
+  return Math.min(offset + position.character, end);
+}
+
+/** LSP position of a string index. */
+export function positionAt(text: string, offset: number): Position {
+  const before = text.slice(0, offset);
+  const line = before.split("\n").length - 1;
+  return { line, character: offset - (before.lastIndexOf("\n") + 1) };
+}
+
+/** Apply edits that all refer to `text` (LSP semantics: non-overlapping, applied at once). */
+export function applyTextEdits(text: string, edits: TextEdit[]): string {
+  const spans = edits.map((e) => ({
+    start: offsetAt(text, e.range.start), end: offsetAt(text, e.range.end), newText: e.newText,
+  }));
+  spans.sort((a, b) => b.start - a.start || b.end - a.end);
+  for (const s of spans) text = text.slice(0, s.start) + s.newText + text.slice(s.end);
+  return text;
+}
+
+/**
+ * The hole marker on a line that a cursor at `character` means: the one it is
+ * in or touching, else the nearest on the line; undefined when the line has none.
+ * Returns [start, end) columns.
+ */
+export function holeNear(lineText: string, character: number, marker: string): [number, number] | undefined {
+  if (!marker) return undefined;
+  let best: [number, number] | undefined;
+  let bestDistance = Infinity;
+  for (let at = lineText.indexOf(marker); at >= 0; at = lineText.indexOf(marker, at + marker.length)) {
+    const end = at + marker.length;
+    const distance = character < at ? at - character : character > end ? character - end : 0;
+    if (distance < bestDistance) {
+      best = [at, end];
+      bestDistance = distance;
+    }
+  }
+  return best;
+}

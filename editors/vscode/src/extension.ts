@@ -1,0 +1,458 @@
+/**
+ * The VS Code side of dlm-lsp: starts the server, shows its fills as ghost
+ * text, and offers three commands (Fill selection, Rewrite block, Fill holes),
+ * a live preview of drafts while a fill denoises, and a status bar item.
+ *
+ * Everything that can be decided without VS Code (debouncing, version checks,
+ * settings, edit application, status text, draft filtering) lives in the small
+ * modules beside this one and is unit-tested with node; this file is the glue.
+ */
+
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as vscode from "vscode";
+import {
+  DidChangeConfigurationNotification,
+  ExecuteCommandRequest,
+  LanguageClient,
+  type LanguageClientOptions,
+  ResponseError,
+  type ServerOptions,
+  State,
+  TransportKind,
+} from "vscode-languageclient/node";
+
+import { Debouncer, Superseder } from "./debounce";
+import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
+import { checkResult, holeNear, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { serverCommand, serverSettingKeys, serverSettings } from "./settings";
+import { type ClientState, type ServerStatus, statusText, statusTooltip } from "./status";
+
+const INFILL = "dlm/infill";
+const STATUS = "dlm/status";
+const DRAFT = "dlm/draft";
+const FILL_HOLES = "dlm.fillHoles"; // server commands, run through workspace/executeCommand
+const REWRITE_SELECTION = "dlm.rewriteSelection";
+const REQUEST_CANCELLED = -32800;
+const CONTENT_MODIFIED = -32801;
+// Client settings whose change needs a new server process.
+const RESTART_SETTINGS = ["dlm.server.path", "dlm.server.args", "dlm.server.env", "dlm.languages"];
+
+interface InfillResult {
+  version?: number | null;
+  edits: LspTextEdit[];
+  candidates?: { text: string; valid: boolean }[];
+  stats?: { ms?: number; steps?: number; tokens?: number; kind?: string; path?: string };
+}
+
+interface CommandResult {
+  applied?: boolean;
+  holes?: number;
+  version?: number;
+  message?: string;
+  fills?: string[];
+  text?: string;
+}
+
+let extension: DlmExtension | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  extension = new DlmExtension(context);
+  context.subscriptions.push(extension);
+  await extension.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await extension?.stop();
+}
+
+class DlmExtension implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private starting: Promise<LanguageClient | undefined> | undefined;
+  private state: ClientState = "starting";
+  private status: ServerStatus | undefined;
+  private lastMs: number | undefined;
+  private statusTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly output = vscode.window.createOutputChannel("dlm-lsp", { log: true });
+  private readonly statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  private readonly debouncer = new Debouncer(() => this.config().get<number>("inline.debounceMs", 250));
+  private readonly inFlight = new Superseder<vscode.CancellationTokenSource>();
+  private readonly drafts = new DraftBoard();
+  private readonly serverKeys: string[];
+  private readonly draftDecoration = vscode.window.createTextEditorDecorationType({
+    after: { color: new vscode.ThemeColor("editorGhostText.foreground"), fontStyle: "italic", margin: "0 0 0 0.5em" },
+  });
+  private readonly replacedDecoration = vscode.window.createTextEditorDecorationType({ opacity: "0.45" });
+  private readonly disposables: vscode.Disposable[] = [];
+  /** With DLM_LSP_E2E_LOG set (end-to-end tests only), outcomes are appended there as JSON lines. */
+  private readonly e2eLog = process.env.DLM_LSP_E2E_LOG;
+
+  constructor(context: vscode.ExtensionContext) {
+    this.serverKeys = serverSettingKeys(context.extension.packageJSON);
+    this.statusItem.command = "dlm-lsp.showStatus";
+    this.statusItem.show();
+    this.render();
+    const command = (id: string, run: () => Promise<unknown>) =>
+      vscode.commands.registerCommand(id, () => run().catch((error) => this.reportError(id, error)));
+    this.disposables.push(
+      this.output, this.statusItem, this.draftDecoration, this.replacedDecoration,
+      command("dlm-lsp.fillSelection", () => this.fillSelection()),
+      command("dlm-lsp.rewriteBlock", () => this.rewriteBlock()),
+      command("dlm-lsp.fillHoles", () => this.fillHoles()),
+      command("dlm-lsp.restartServer", () => this.restart()),
+      command("dlm-lsp.showStatus", () => this.showStatus()),
+      vscode.workspace.onDidChangeConfiguration((e) => this.configurationChanged(e)),
+      vscode.workspace.onDidChangeTextDocument((e) => this.documentChanged(e.document)),
+      vscode.workspace.onDidCloseTextDocument((d) => this.documentChanged(d)),
+    );
+    this.record("activated", {});
+  }
+
+  dispose(): void {
+    if (this.statusTimer) clearTimeout(this.statusTimer);
+    for (const d of this.disposables) d.dispose();
+  }
+
+  private config(): vscode.WorkspaceConfiguration {
+    return vscode.workspace.getConfiguration("dlm");
+  }
+
+  // ---- the server process ------------------------------------------------------------------
+
+  /** Start the language client (once; concurrent callers share the start). */
+  start(): Promise<LanguageClient | undefined> {
+    this.starting ??= this.startClient();
+    return this.starting;
+  }
+
+  private async startClient(): Promise<LanguageClient | undefined> {
+    const config = this.config();
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const { command, args } = serverCommand(config.get<string>("server.path", "dlm-lsp"),
+                                            config.get<string[]>("server.args", []), folder, os.homedir());
+    const env = { ...process.env, ...config.get<Record<string, string>>("server.env", {}) };
+    const serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio, options: { env } };
+    const languages = config.get<string[]>("languages", []);
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: languages.flatMap((language) => [
+        { scheme: "file", language }, { scheme: "untitled", language }]),
+      initializationOptions: this.serverSettings(),
+      outputChannel: this.output,
+      middleware: {
+        provideInlineCompletionItems: (document, position, context, token, next) =>
+          this.inlineCompletion(document, position, context, token, next),
+      },
+    };
+    const client = new LanguageClient("dlm", "dlm-lsp", serverOptions, clientOptions);
+    // Inline completion is LSP 3.18; older client versions keep it among the proposed features.
+    client.registerProposedFeatures();
+    client.onNotification(DRAFT, (params: DraftParams) => this.showDraft(params));
+    client.onDidChangeState((e) => {
+      if (e.newState === State.Running) this.setState("running");
+      else if (e.newState === State.Stopped && this.state === "running") this.setState("stopped");
+    });
+    this.output.info(`starting ${command} ${args.join(" ")}`);
+    this.setState("starting");
+    try {
+      await client.start();
+    } catch (error) {
+      this.setState("failed");
+      this.record("serverFailed", { message: String(error) });
+      const open = "Open settings";
+      void vscode.window.showErrorMessage(
+        `dlm-lsp could not start "${command}": ${messageOf(error)}. Set dlm.server.path to the server executable.`,
+        open).then((choice) => {
+        if (choice === open) void vscode.commands.executeCommand("workbench.action.openSettings", "dlm.server");
+      });
+      this.starting = undefined;
+      return undefined;
+    }
+    this.client = client;
+    this.setState("running");
+    this.record("serverStarted", { command, args });
+    this.pollStatus(0);
+    return client;
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    this.starting = undefined;
+    if (client) await client.stop().catch(() => undefined);
+    this.setState("stopped");
+  }
+
+  private async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  private async readyClient(): Promise<LanguageClient> {
+    const client = this.client ?? (await this.start());
+    if (!client) throw new Error("the dlm-lsp server is not running (see the dlm-lsp output)");
+    return client;
+  }
+
+  private serverSettings(): Record<string, unknown> {
+    const config = this.config();
+    return serverSettings(this.serverKeys, (key) => config.get(key));
+  }
+
+  private configurationChanged(event: vscode.ConfigurationChangeEvent): void {
+    if (!event.affectsConfiguration("dlm")) return;
+    if (RESTART_SETTINGS.some((key) => event.affectsConfiguration(key))) {
+      void this.restart();
+      return;
+    }
+    if (this.serverKeys.some((key) => event.affectsConfiguration(`dlm.${key}`)) && this.client) {
+      void this.client.sendNotification(DidChangeConfigurationNotification.type,
+                                        { settings: { dlm: this.serverSettings() } });
+      this.scheduleStatus(500);
+    }
+  }
+
+  // ---- ghost text --------------------------------------------------------------------------
+
+  /**
+   * Inline completions go through the language client's own provider; this
+   * middleware adds what typing needs: automatic requests wait for a pause
+   * (`dlm.inline.debounceMs`), and a request still in flight for the document
+   * is cancelled when a newer one goes out (VS Code cancels superseded tokens
+   * too; the server also drops superseded fills between steps).
+   */
+  private async inlineCompletion(document: vscode.TextDocument, position: vscode.Position,
+                                 context: vscode.InlineCompletionContext, token: vscode.CancellationToken,
+                                 next: (document: vscode.TextDocument, position: vscode.Position,
+                                        context: vscode.InlineCompletionContext,
+                                        token: vscode.CancellationToken) => vscode.ProviderResult<
+                                   vscode.InlineCompletionItem[] | vscode.InlineCompletionList>,
+  ): Promise<vscode.InlineCompletionItem[] | vscode.InlineCompletionList | null | undefined> {
+    if (!this.config().get<boolean>("inline.enabled", true)) return null;
+    const automatic = context.triggerKind === vscode.InlineCompletionTriggerKind.Automatic;
+    if (automatic && !(await this.debouncer.wait(token))) return null;
+    const key = document.uri.toString();
+    const source = new vscode.CancellationTokenSource();
+    const forward = token.onCancellationRequested(() => source.cancel());
+    this.inFlight.begin(key, source);
+    const started = Date.now();
+    try {
+      const result = await next(document, position, context, source.token);
+      if (!source.token.isCancellationRequested) {
+        this.lastMs = Date.now() - started;
+        this.scheduleStatus(200);
+      }
+      return result;
+    } finally {
+      forward.dispose();
+      this.inFlight.end(key, source);
+      source.dispose();
+      this.clearDraft(key);
+    }
+  }
+
+  // ---- commands ----------------------------------------------------------------------------
+
+  /** dlm/infill on the selection, the hole at the cursor, or at the cursor; applied only if fresh. */
+  private async fillSelection(): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) return;
+    const client = await this.readyClient();
+    const document = editor.document;
+    let range: vscode.Range = editor.selection;
+    if (range.isEmpty) {
+      const line = document.lineAt(range.start.line).text;
+      const hole = holeNear(line, range.start.character, this.config().get<string>("holeMarker", "<FILL>"));
+      if (hole) range = new vscode.Range(range.start.line, hole[0], range.start.line, hole[1]);
+    }
+    const version = document.version;
+    const requested: LspRange = client.code2ProtocolConverter.asRange(range);
+    const result = await this.request<InfillResult>(client, document, "dlm: filling", (token) =>
+      client.sendRequest(INFILL, { textDocument: { uri: document.uri.toString(), version }, range: requested }, token));
+    if (!result) return;
+    const verdict = checkResult({ version, range: requested }, result, document.version);
+    if (!verdict.apply) {
+      this.output.info(`fill not applied: ${verdict.reason}`);
+      vscode.window.setStatusBarMessage(`dlm: fill dropped (${verdict.reason})`, 4000);
+      this.record("fillSelection", { applied: false, reason: verdict.reason });
+      return;
+    }
+    const edit = new vscode.WorkspaceEdit();
+    edit.set(document.uri, await client.protocol2CodeConverter.asTextEdits(result.edits));
+    const applied = await vscode.workspace.applyEdit(edit);
+    if (result.stats?.ms !== undefined) this.lastMs = result.stats.ms;
+    this.record("fillSelection", { applied, stats: result.stats, text: document.getText(), version: document.version });
+  }
+
+  /** dlm.rewriteSelection on the selection (or the cursor's line), grown to the enclosing block. */
+  private async rewriteBlock(): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) return;
+    const client = await this.readyClient();
+    const document = editor.document;
+    const selection = editor.selection;
+    const range = selection.isEmpty ? document.lineAt(selection.active.line).range : selection;
+    const expand = this.config().get<boolean>("rewrite.expand", true);
+    const args = [{ uri: document.uri.toString(), range: client.code2ProtocolConverter.asRange(range), expand }];
+    const result = await this.request<CommandResult>(client, document, "dlm: rewriting", (token) =>
+      client.sendRequest(ExecuteCommandRequest.type, { command: REWRITE_SELECTION, arguments: args }, token));
+    this.reportCommand("rewriteBlock", document, result, result?.applied ? "rewritten" : "");
+  }
+
+  /** dlm.fillHoles on the active document: the server applies one edit for all holes. */
+  private async fillHoles(): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) return;
+    const client = await this.readyClient();
+    const document = editor.document;
+    const result = await this.request<CommandResult>(client, document, "dlm: filling holes", (token) =>
+      client.sendRequest(ExecuteCommandRequest.type, { command: FILL_HOLES, arguments: [document.uri.toString()] }, token));
+    const holes = result?.holes ?? 0;
+    this.reportCommand("fillHoles", document, result,
+                       result?.applied ? `filled ${holes} hole${holes === 1 ? "" : "s"}` : "");
+  }
+
+  /**
+   * Run one explicit request with a cancellable progress notification,
+   * cancelling an earlier one for the same document.  Cancelled or stale
+   * answers (-32800, -32801) resolve to undefined: nothing to apply, no error.
+   */
+  private async request<T>(client: LanguageClient, document: vscode.TextDocument, title: string,
+                           send: (token: vscode.CancellationToken) => Promise<T>): Promise<T | undefined> {
+    const key = document.uri.toString();
+    const source = new vscode.CancellationTokenSource();
+    this.inFlight.begin(key, source);
+    const started = Date.now();
+    try {
+      return await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title, cancellable: true },
+        (_progress, token) => {
+          token.onCancellationRequested(() => source.cancel());
+          return send(source.token);
+        });
+    } catch (error) {
+      if (error instanceof ResponseError && (error.code === REQUEST_CANCELLED || error.code === CONTENT_MODIFIED)) {
+        this.output.info(`${title}: ${error.message}`);
+        this.record("dropped", { code: error.code, message: error.message });
+        return undefined;
+      }
+      throw error;
+    } finally {
+      this.lastMs = Date.now() - started;
+      this.inFlight.end(key, source);
+      source.dispose();
+      this.clearDraft(key);
+      this.scheduleStatus(200);
+    }
+  }
+
+  private reportCommand(name: string, document: vscode.TextDocument, result: CommandResult | undefined,
+                        done: string): void {
+    if (result && !result.applied) {
+      const why = result.message ?? "the document changed before the edit could be applied";
+      vscode.window.setStatusBarMessage(`dlm: nothing applied (${why})`, 5000);
+    } else if (done) {
+      vscode.window.setStatusBarMessage(`dlm: ${done}`, 4000);
+    }
+    this.record(name, { result, text: document.getText(), version: document.version, uri: document.uri.toString() });
+  }
+
+  private async showStatus(): Promise<void> {
+    await this.refreshStatus();
+    this.output.info(JSON.stringify(this.status ?? {}, null, 2));
+    this.output.show(true);
+  }
+
+  // ---- live draft preview ------------------------------------------------------------------
+
+  private showDraft(params: DraftParams): void {
+    const uri = params.textDocument.uri;
+    const editors = vscode.window.visibleTextEditors.filter((e) => e.document.uri.toString() === uri);
+    if (!editors.length || !this.drafts.accept(params, editors[0].document.version)) return;
+    const client = this.client;
+    if (!client) return;
+    this.record("draft", { step: params.step, steps: params.steps, text: params.text });
+    const range = client.protocol2CodeConverter.asRange(params.range);
+    const label = `${draftLabel(params.text)}  ${draftProgress(params)}`;
+    const hover = new vscode.MarkdownString().appendCodeblock(params.text, editors[0].document.languageId);
+    for (const editor of editors) {
+      editor.setDecorations(this.draftDecoration, [{
+        range: new vscode.Range(range.end, range.end), hoverMessage: hover,
+        renderOptions: { after: { contentText: label } },
+      }]);
+      editor.setDecorations(this.replacedDecoration, range.isEmpty ? [] : [range]);
+    }
+  }
+
+  private clearDraft(uri: string): void {
+    if (!this.drafts.clear(uri)) return;
+    for (const editor of vscode.window.visibleTextEditors) {
+      if (editor.document.uri.toString() !== uri) continue;
+      editor.setDecorations(this.draftDecoration, []);
+      editor.setDecorations(this.replacedDecoration, []);
+    }
+  }
+
+  /** An edit or a close makes a draft wrong; the server stops the fill itself. */
+  private documentChanged(document: vscode.TextDocument): void {
+    this.clearDraft(document.uri.toString());
+  }
+
+  // ---- status bar --------------------------------------------------------------------------
+
+  private setState(state: ClientState): void {
+    this.state = state;
+    this.render();
+  }
+
+  private render(): void {
+    this.statusItem.text = statusText(this.state, this.status, this.lastMs);
+    this.statusItem.tooltip = statusTooltip(this.state, this.status, this.lastMs);
+  }
+
+  private async refreshStatus(): Promise<void> {
+    const client = this.client;
+    if (!client || this.state !== "running") return;
+    try {
+      this.status = await client.sendRequest<ServerStatus>(STATUS, {});
+    } catch (error) {
+      this.output.warn(`dlm/status failed: ${messageOf(error)}`);
+    }
+    this.render();
+  }
+
+  private scheduleStatus(delayMs: number): void {
+    if (this.statusTimer) clearTimeout(this.statusTimer);
+    this.statusTimer = setTimeout(() => void this.refreshStatus(), delayMs);
+  }
+
+  /** Ask every second until the model is loaded (the server loads it after `initialized`). */
+  private pollStatus(attempt: number): void {
+    if (attempt > 180) return;
+    this.statusTimer = setTimeout(async () => {
+      await this.refreshStatus();
+      if (this.status?.loaded) this.record("modelLoaded", { status: this.status });
+      else this.pollStatus(attempt + 1);
+    }, attempt === 0 ? 100 : 1000);
+  }
+
+  // ---- reporting ---------------------------------------------------------------------------
+
+  private reportError(command: string, error: unknown): void {
+    this.output.error(`${command}: ${messageOf(error)}`);
+    this.record("error", { command, message: messageOf(error) });
+    void vscode.window.showWarningMessage(`dlm-lsp: ${messageOf(error)}`);
+  }
+
+  private record(event: string, data: Record<string, unknown>): void {
+    if (!this.e2eLog) return;
+    try {
+      fs.appendFileSync(this.e2eLog, JSON.stringify({ event, time: Date.now(), ...data }) + "\n");
+    } catch (error) {
+      this.output.warn(`cannot write ${this.e2eLog}: ${messageOf(error)}`);
+    }
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,58 @@
+/**
+ * Settings: which VS Code settings go to the server, and how the server is started.
+ *
+ * package.json contributes two sections.  `dlm.client` holds what only the
+ * extension reads (how to start the server, ghost-text debounce...).
+ * `dlm.server` mirrors the server's `ServerConfig` field by field and is
+ * generated from it (scripts/sync_settings.py); those keys, and only those,
+ * are sent as initializationOptions and on every configuration change, so the
+ * server never sees a key it would reject as unknown.
+ */
+
+export const SERVER_SECTION_ID = "dlm.server";
+export const PREFIX = "dlm.";
+
+interface ConfigurationSection {
+  id?: string;
+  properties?: Record<string, unknown>;
+}
+
+/** The server's setting names (camelCase, without "dlm.") from the extension's manifest. */
+export function serverSettingKeys(packageJson: {
+  contributes?: { configuration?: ConfigurationSection[] | ConfigurationSection };
+}): string[] {
+  const sections = packageJson.contributes?.configuration ?? [];
+  const list = Array.isArray(sections) ? sections : [sections];
+  const server = list.find((s) => s.id === SERVER_SECTION_ID);
+  return Object.keys(server?.properties ?? {})
+    .filter((key) => key.startsWith(PREFIX))
+    .map((key) => key.slice(PREFIX.length));
+}
+
+/**
+ * The settings object the server reads: every server key with its current value.
+ * All keys are sent, defaults included, because the server overlays each change
+ * on its current settings: a setting the user removes must be sent back at its
+ * default to take effect.  `null` stays `null` (the server's "use the default").
+ */
+export function serverSettings(keys: readonly string[],
+                               get: (key: string) => unknown): Record<string, unknown> {
+  const settings: Record<string, unknown> = {};
+  for (const key of keys) {
+    const value = get(key);
+    if (value !== undefined) settings[key] = value;
+  }
+  return settings;
+}
+
+/** The command line that starts the server: `${workspaceFolder}` and a leading `~` expanded. */
+export function serverCommand(path: string, args: readonly string[], workspaceFolder?: string,
+                              home?: string): { command: string; args: string[] } {
+  const expand = (value: string): string => {
+    let out = value;
+    if (workspaceFolder !== undefined) out = out.split("${workspaceFolder}").join(workspaceFolder);
+    if (home !== undefined && (out === "~" || out.startsWith("~/"))) out = home + out.slice(1);
+    return out;
+  };
+  return { command: expand(path.trim() || "dlm-lsp"), args: args.map(expand) };
+}

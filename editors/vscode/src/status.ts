@@ -1,0 +1,55 @@
+/**
+ * What the status bar says: the model, the device it runs on, and how long the
+ * last fill took (from a `dlm/infill` result's stats) or the server's median
+ * (`p50Ms` of `dlm/status`) when the extension has not timed one itself.
+ */
+
+/** The fields of a `dlm/status` result that the status bar shows. */
+export interface ServerStatus {
+  model?: string;
+  loaded?: boolean;
+  device?: string;
+  fills?: number;
+  p50Ms?: number | null;
+  p95Ms?: number | null;
+  tokensPerSecond?: number | null;
+  queueDepth?: number;
+}
+
+export type ClientState = "starting" | "running" | "stopped" | "failed";
+
+/** A model setting can be a directory: show its last path component. */
+export function modelLabel(model: string | undefined): string {
+  if (!model) return "?";
+  const parts = model.split(/[\\/]/).filter(Boolean);
+  return parts.length ? parts[parts.length - 1] : model;
+}
+
+export function formatMs(ms: number): string {
+  return ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
+}
+
+/** The status bar text (with a codicon). */
+export function statusText(state: ClientState, status?: ServerStatus, lastMs?: number): string {
+  if (state === "failed") return "$(error) dlm: server failed";
+  if (state === "stopped") return "$(circle-slash) dlm: stopped";
+  if (state === "starting" || !status) return "$(loading~spin) dlm: starting";
+  if (!status.loaded) return `$(loading~spin) dlm: loading ${modelLabel(status.model)}`;
+  const parts = [modelLabel(status.model), status.device ?? "?"];
+  const ms = lastMs ?? status.p50Ms ?? undefined;
+  if (ms !== undefined && ms !== null) parts.push(formatMs(ms));
+  return `$(sparkle) dlm: ${parts.join(" · ")}`;
+}
+
+/** The tooltip: everything known, one fact per line. */
+export function statusTooltip(state: ClientState, status?: ServerStatus, lastMs?: number): string {
+  const lines = [`dlm-lsp: ${state}`];
+  if (status) {
+    lines.push(`model: ${status.model ?? "?"} (${status.loaded ? "loaded" : "not loaded yet"})`);
+    lines.push(`device: ${status.device ?? "?"}`);
+    if (lastMs !== undefined) lines.push(`last fill: ${formatMs(lastMs)}`);
+    if (status.p50Ms != null) lines.push(`p50 / p95: ${formatMs(status.p50Ms)} / ${formatMs(status.p95Ms ?? status.p50Ms)}`);
+    if (status.fills !== undefined) lines.push(`fills: ${status.fills}`);
+  }
+  return lines.join("\n");
+}

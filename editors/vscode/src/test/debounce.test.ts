@@ -1,0 +1,139 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { Debouncer, Superseder, type Timers } from "../debounce";
+
+/** A clock that only moves when the test says so. */
+class FakeTimers implements Timers {
+  now = 0;
+  private pending: { at: number; fn: () => void; id: number }[] = [];
+  private nextId = 0;
+  setTimeout(fn: () => void, ms: number): unknown {
+    const id = this.nextId++;
+    this.pending.push({ at: this.now + ms, fn, id });
+    return id;
+  }
+  clearTimeout(handle: unknown): void {
+    this.pending = this.pending.filter((t) => t.id !== handle);
+  }
+  async advance(ms: number): Promise<void> {
+    this.now += ms;
+    const due = this.pending.filter((t) => t.at <= this.now);
+    this.pending = this.pending.filter((t) => t.at > this.now);
+    for (const t of due) t.fn();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** A cancellation token the test can cancel. */
+function token() {
+  const listeners: (() => void)[] = [];
+  return {
+    isCancellationRequested: false,
+    onCancellationRequested(listener: () => void) {
+      listeners.push(listener);
+      return { dispose: () => listeners.splice(listeners.indexOf(listener), 1) };
+    },
+    cancel() {
+      this.isCancellationRequested = true;
+      for (const l of [...listeners]) l();
+    },
+  };
+}
+
+describe("Debouncer", () => {
+  it("lets a lone request through once the delay has passed, not before", async () => {
+    const timers = new FakeTimers();
+    const debouncer = new Debouncer(() => 250, timers);
+    let settled: boolean | undefined;
+    void debouncer.wait().then((go) => (settled = go));
+    await timers.advance(249);
+    assert.equal(settled, undefined);
+    await timers.advance(1);
+    assert.equal(settled, true);
+  });
+
+  it("of a burst of keystrokes sends only the last", async () => {
+    const timers = new FakeTimers();
+    const debouncer = new Debouncer(() => 100, timers);
+    const results = [debouncer.wait(), debouncer.wait(), debouncer.wait()];
+    await timers.advance(100);
+    assert.deepEqual(await Promise.all(results), [false, false, true]);
+  });
+
+  it("drops a request whose token is cancelled while it waits, at once", async () => {
+    const timers = new FakeTimers();
+    const debouncer = new Debouncer(() => 100, timers);
+    const t = token();
+    const result = debouncer.wait(t);
+    t.cancel();
+    assert.equal(await result, false);
+  });
+
+  it("never sends a request that was cancelled before it asked", async () => {
+    const t = token();
+    t.cancel();
+    assert.equal(await new Debouncer(() => 100, new FakeTimers()).wait(t), false);
+  });
+
+  it("with a delay of 0 sends every request immediately", async () => {
+    const debouncer = new Debouncer(() => 0, new FakeTimers());
+    assert.deepEqual(await Promise.all([debouncer.wait(), debouncer.wait()]), [true, true]);
+  });
+
+  it("reads the delay at each request, so a settings change applies to the next one", async () => {
+    const timers = new FakeTimers();
+    let delay = 100;
+    const debouncer = new Debouncer(() => delay, timers);
+    delay = 10;
+    let settled: boolean | undefined;
+    void debouncer.wait().then((go) => (settled = go));
+    await timers.advance(10);
+    assert.equal(settled, true);
+  });
+
+  it("supersede() drops every request still waiting", async () => {
+    const timers = new FakeTimers();
+    const debouncer = new Debouncer(() => 50, timers);
+    const result = debouncer.wait();
+    debouncer.supersede();
+    await timers.advance(50);
+    assert.equal(await result, false);
+  });
+});
+
+describe("Superseder", () => {
+  const request = () => ({ cancelled: false, cancel() { this.cancelled = true; } });
+
+  it("cancels the request in flight for a document when a newer one starts", () => {
+    const inFlight = new Superseder<ReturnType<typeof request>>();
+    const first = request();
+    const second = request();
+    inFlight.begin("file:///a.py", first);
+    inFlight.begin("file:///a.py", second);
+    assert.equal(first.cancelled, true);
+    assert.equal(second.cancelled, false);
+  });
+
+  it("leaves other documents' requests alone", () => {
+    const inFlight = new Superseder<ReturnType<typeof request>>();
+    const a = request();
+    inFlight.begin("file:///a.py", a);
+    inFlight.begin("file:///b.py", request());
+    assert.equal(a.cancelled, false);
+    assert.equal(inFlight.size, 2);
+  });
+
+  it("forgets a finished request but keeps a newer one", () => {
+    const inFlight = new Superseder<ReturnType<typeof request>>();
+    const first = request();
+    const second = request();
+    inFlight.begin("u", first);
+    inFlight.begin("u", second);
+    inFlight.end("u", first); // the superseded one finishing late must not drop the newer one
+    assert.equal(inFlight.size, 1);
+    inFlight.cancel("u");
+    assert.equal(second.cancelled, true);
+    assert.equal(inFlight.size, 0);
+  });
+});

@@ -1,0 +1,117 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import {
+  applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, type Range,
+} from "../edits";
+
+const at = (line: number, character: number) => ({ line, character });
+const range = (a: number, b: number, c: number, d: number): Range => ({ start: at(a, b), end: at(c, d) });
+
+describe("checkVersion: a fill is applied only to the version it was computed for", () => {
+  it("applies when request, answer and document agree", () => {
+    assert.deepEqual(checkVersion(4, 4, 4), { apply: true });
+  });
+
+  it("refuses when the document changed while the server worked", () => {
+    const verdict = checkVersion(4, 4, 5);
+    assert.equal(verdict.apply, false);
+    assert.match(!verdict.apply ? verdict.reason : "", /4 -> 5/);
+  });
+
+  it("refuses an answer for another version than the one asked about", () => {
+    assert.equal(checkVersion(4, 3, 4).apply, false);
+  });
+
+  it("trusts the document version alone when the server names none", () => {
+    assert.equal(checkVersion(4, null, 4).apply, true);
+    assert.equal(checkVersion(4, undefined, 5).apply, false);
+  });
+});
+
+describe("checkResult", () => {
+  const requested = { version: 2, range: range(3, 4, 3, 10) };
+
+  it("accepts edits inside the requested range", () => {
+    const edits = [{ range: range(3, 4, 3, 10), newText: "x" }];
+    assert.equal(checkResult(requested, { version: 2, edits }, 2).apply, true);
+  });
+
+  it("refuses an edit that reaches outside the requested range", () => {
+    const edits = [{ range: range(3, 0, 3, 10), newText: "x" }];
+    assert.equal(checkResult(requested, { version: 2, edits }, 2).apply, false);
+  });
+
+  it("checks the version before the ranges", () => {
+    const verdict = checkResult(requested, { version: 2, edits: [] }, 3);
+    assert.equal(verdict.apply, false);
+  });
+});
+
+describe("ranges and offsets", () => {
+  it("rangeContains includes the edges", () => {
+    assert.equal(rangeContains(range(1, 0, 1, 5), range(1, 0, 1, 5)), true);
+    assert.equal(rangeContains(range(1, 0, 1, 5), range(1, 5, 1, 5)), true);
+    assert.equal(rangeContains(range(1, 1, 1, 5), range(1, 0, 1, 2)), false);
+  });
+
+  it("offsetAt counts UTF-16 code units, as LSP does by default", () => {
+    const text = "a😀b\ncd";
+    assert.equal(offsetAt(text, at(0, 3)), 3); // the emoji is two units
+    assert.equal(text.slice(offsetAt(text, at(0, 3))), "b\ncd");
+    assert.equal(offsetAt(text, at(1, 1)), 6);
+  });
+
+  it("offsetAt clamps a column past the line's end to it", () => {
+    assert.equal(offsetAt("ab\ncd", at(0, 99)), 2);
+    assert.equal(offsetAt("ab", at(5, 0)), 2);
+  });
+
+  it("positionAt inverts offsetAt", () => {
+    const text = "def f():\n    <FILL>\n";
+    for (let offset = 0; offset <= text.length; offset++) {
+      assert.equal(offsetAt(text, positionAt(text, offset)), offset);
+    }
+  });
+});
+
+describe("applyTextEdits", () => {
+  it("replaces a hole and leaves every other byte alone", () => {
+    const before = "def f(n):\n    <FILL>\n\nprint(f(2))\n";
+    const after = applyTextEdits(before, [{ range: range(1, 4, 1, 10), newText: "return n * 2" }]);
+    assert.equal(after, "def f(n):\n    return n * 2\n\nprint(f(2))\n");
+  });
+
+  it("inserts at an empty range", () => {
+    assert.equal(applyTextEdits("ab", [{ range: range(0, 1, 0, 1), newText: "X" }]), "aXb");
+  });
+
+  it("applies several edits against the original text, whatever their order", () => {
+    const text = "<FILL> = <FILL>";
+    const edits = [{ range: range(0, 9, 0, 15), newText: "1" }, { range: range(0, 0, 0, 6), newText: "x" }];
+    assert.equal(applyTextEdits(text, edits), "x = 1");
+  });
+});
+
+describe("holeNear: which hole a cursor means", () => {
+  const line = "    x = <FILL> + <FILL>";
+
+  it("is the one the cursor is in", () => {
+    assert.deepEqual(holeNear(line, 10, "<FILL>"), [8, 14]);
+  });
+
+  it("is the one the cursor touches, at either edge", () => {
+    assert.deepEqual(holeNear(line, 8, "<FILL>"), [8, 14]);
+    assert.deepEqual(holeNear(line, 23, "<FILL>"), [17, 23]);
+  });
+
+  it("is otherwise the nearest on the line", () => {
+    assert.deepEqual(holeNear(line, 0, "<FILL>"), [8, 14]);
+    assert.deepEqual(holeNear(line, 16, "<FILL>"), [17, 23]);
+  });
+
+  it("is none on a line without markers", () => {
+    assert.equal(holeNear("    return n", 4, "<FILL>"), undefined);
+    assert.equal(holeNear("anything", 0, ""), undefined);
+  });
+});

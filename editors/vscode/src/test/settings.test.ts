@@ -1,0 +1,75 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+
+import { serverCommand, serverSettingKeys, serverSettings } from "../settings";
+
+// Compiled to out/test/, so the manifest is two folders up.
+const manifest = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
+const properties = (id: string): Record<string, { default?: unknown }> =>
+  manifest.contributes.configuration.find((s: { id: string }) => s.id === id).properties;
+
+describe("serverSettingKeys: the manifest's server section", () => {
+  const keys = serverSettingKeys(manifest);
+
+  it("lists the server's settings by their wire names", () => {
+    for (const key of ["model", "device", "steps", "drafts", "holeMarker", "stepsSingleLine"]) {
+      assert.ok(keys.includes(key), key);
+    }
+  });
+
+  it("leaves out everything that only the extension reads", () => {
+    for (const key of Object.keys(properties("dlm.client"))) {
+      assert.ok(!keys.includes(key.slice("dlm.".length)), key);
+    }
+  });
+
+  it("gives every server setting a default (null: the server's own)", () => {
+    for (const [key, prop] of Object.entries(properties("dlm.server"))) {
+      assert.ok("default" in prop, key);
+    }
+  });
+
+  it("is empty for a manifest without one", () => {
+    assert.deepEqual(serverSettingKeys({}), []);
+    assert.deepEqual(serverSettingKeys({ contributes: { configuration: { properties: { "dlm.x": {} } } } }), []);
+  });
+});
+
+describe("serverSettings: what the server is sent", () => {
+  it("sends every server key, defaults included, so a removed setting goes back to its default", () => {
+    const values: Record<string, unknown> = { model: "default", steps: null, drafts: true };
+    assert.deepEqual(serverSettings(["model", "steps", "drafts"], (k) => values[k]),
+                     { model: "default", steps: null, drafts: true });
+  });
+
+  it("skips keys VS Code knows nothing about", () => {
+    assert.deepEqual(serverSettings(["model", "unknown"], (k) => (k === "model" ? "m" : undefined)),
+                     { model: "m" });
+  });
+
+  it("maps the manifest's defaults to the server defaults' JSON", () => {
+    const server = properties("dlm.server");
+    const sent = serverSettings(serverSettingKeys(manifest), (k) => server[`dlm.${k}`].default);
+    assert.equal(sent.model, "default");
+    assert.equal(sent.device, "auto");
+    assert.equal(sent.steps, null);
+    assert.equal(sent.drafts, false);
+  });
+});
+
+describe("serverCommand: how the server is started", () => {
+  it("defaults to dlm-lsp on PATH with no arguments", () => {
+    assert.deepEqual(serverCommand("", []), { command: "dlm-lsp", args: [] });
+  });
+
+  it("expands ${workspaceFolder} and ~", () => {
+    assert.deepEqual(serverCommand("${workspaceFolder}/.venv/bin/dlm-lsp", ["--log", "~/dlm.log"], "/w", "/h"),
+                     { command: "/w/.venv/bin/dlm-lsp", args: ["--log", "/h/dlm.log"] });
+  });
+
+  it("leaves ${workspaceFolder} as written when no folder is open", () => {
+    assert.equal(serverCommand("${workspaceFolder}/x", []).command, "${workspaceFolder}/x");
+  });
+});

@@ -1,0 +1,45 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { formatMs, modelLabel, statusText, statusTooltip } from "../status";
+
+describe("status bar", () => {
+  const loaded = { model: "default", loaded: true, device: "cpu", p50Ms: 95.4, p95Ms: 140, fills: 3 };
+
+  it("shows model, device and the last fill's latency", () => {
+    assert.equal(statusText("running", loaded, 120), "$(sparkle) dlm: default · cpu · 120 ms");
+  });
+
+  it("falls back to the server's median before the extension has timed a fill", () => {
+    assert.equal(statusText("running", loaded), "$(sparkle) dlm: default · cpu · 95 ms");
+  });
+
+  it("says the model is loading until the server has it", () => {
+    assert.equal(statusText("running", { model: "/models/mine", loaded: false, device: "auto" }),
+                 "$(loading~spin) dlm: loading mine");
+  });
+
+  it("says when the server is starting, stopped or failed", () => {
+    assert.match(statusText("starting"), /starting/);
+    assert.match(statusText("stopped", loaded), /stopped/);
+    assert.match(statusText("failed", loaded), /failed/);
+  });
+
+  it("names a model directory by its last component", () => {
+    assert.equal(modelLabel("/home/me/models/tiny/"), "tiny");
+    assert.equal(modelLabel("C:\\models\\big"), "big");
+    assert.equal(modelLabel(undefined), "?");
+  });
+
+  it("formats long latencies in seconds", () => {
+    assert.equal(formatMs(1530), "1.5 s");
+    assert.equal(formatMs(12.4), "12 ms");
+  });
+
+  it("puts the details in the tooltip", () => {
+    const tooltip = statusTooltip("running", loaded, 120);
+    assert.match(tooltip, /device: cpu/);
+    assert.match(tooltip, /last fill: 120 ms/);
+    assert.match(tooltip, /p50 \/ p95: 95 ms \/ 140 ms/);
+  });
+});

