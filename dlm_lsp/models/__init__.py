@@ -1,4 +1,4 @@
-"""Model loading: a name or directory -> an adapter behind `DiffusionModel`."""
+"""Model loading: a name, directory or hub id -> an adapter behind `DiffusionModel`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from pathlib import Path
 
 import torch
 
+from dlm_lsp.models.checkpoint import locate
 from dlm_lsp.models.interface import DiffusionModel, ModelLoadError
+from dlm_lsp.models.registry import split_spec
 from dlm_lsp.models.tiny import MODEL_TYPE, TinyModel
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "weights" / "default"
@@ -26,18 +28,25 @@ def pick_device(device: str) -> torch.device:
 
 
 def load_model(spec: str, device: str = "auto", precision: str = "auto") -> DiffusionModel:
-    """Load the shipped default (`spec == "default"`) or a model directory, running in
-    `precision` (auto, fp32, bf16; see tiny.resolve_precision)."""
-    path = DEFAULT_MODEL_DIR if spec == "default" else Path(spec).expanduser()
-    if not path.is_dir():
-        raise ModelLoadError(f"model '{spec}' not found: {path} is not a directory. "
-                             "Use 'default' or the path of a model directory.")
+    """Load the shipped default (`spec == "default"`), a model directory or a hub id,
+    running in `precision` (auto, fp32, bf16; see tiny.resolve_precision).
+
+    A directory written by `dlm-lsp train` loads as our own model; any other is a
+    published checkpoint whose family the registry detects from config.json, or
+    that a prefix names ("dream:/models/dream-coder", see registry.split_spec).
+    """
+    if spec == "default":
+        return TinyModel.load(DEFAULT_MODEL_DIR, pick_device(device), name=spec,
+                              precision=precision)
+    family, target = split_spec(spec)
+    path = locate(target)
     config_file = path / "config.json"
     try:
         model_type = json.loads(config_file.read_text()).get("model_type")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, AttributeError) as exc:
         raise ModelLoadError(f"model '{spec}': cannot read {config_file}: {exc}") from exc
-    if model_type != MODEL_TYPE:
-        raise ModelLoadError(f"model '{spec}': model_type {model_type!r} is not supported "
-                             f"(supported: {MODEL_TYPE!r})")
-    return TinyModel.load(path, pick_device(device), name=spec, precision=precision)
+    if model_type == MODEL_TYPE and family is None:
+        return TinyModel.load(path, pick_device(device), name=spec, precision=precision)
+    from dlm_lsp.models.hf import load_checkpoint  # imports transformers: only when needed
+
+    return load_checkpoint(path, pick_device(device), precision, family=family, name=spec)

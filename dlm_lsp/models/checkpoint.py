@@ -1,0 +1,252 @@
+"""What a published model directory holds, read without building a model.
+
+A Hugging Face checkpoint is a directory of JSON files (config.json,
+generation_config.json, tokenizer_config.json), a tokenizer and safetensors
+weights, one file or shards listed by model.safetensors.index.json.  Everything
+the registry needs to recognise a family, and everything `dlm-lsp models check`
+reports, comes from these files alone: the safetensors headers give every
+tensor's name and shape without reading the weights, so a 7B checkpoint is
+checked in a second.  Only safetensors are read (no pickle), and nothing here
+imports code from the directory.
+
+A model spec that is not a directory but looks like a hub id ("owner/name") is
+fetched with `huggingface_hub` when the machine is online, JSON, tokenizer and
+safetensors files only; offline (HF_HUB_OFFLINE=1) only the local hub cache is
+looked at, and the error says where to put the files instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from dlm_lsp.models.interface import ModelLoadError
+from dlm_lsp.models.tiny import INDEX_FILE, WEIGHTS_FILE
+from dlm_lsp.models.tokenizer import Tokenizer
+
+CONFIG_FILE = "config.json"
+GENERATION_CONFIG_FILE = "generation_config.json"
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+VOCAB_FILE, MERGES_FILE, ADDED_TOKENS_FILE = "vocab.json", "merges.txt", "added_tokens.json"
+# what a hub download fetches: never Python files, never pickled weights
+DOWNLOAD_PATTERNS = ["*.json", "*.safetensors", MERGES_FILE]
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+MODELS_HOME = Path("~/models")  # where error messages suggest putting a downloaded checkpoint
+
+
+def _read_json(path: Path, required: bool = False) -> dict:
+    """A JSON object from `path`; {} when it is absent and not required."""
+    if not path.is_file():
+        if required:
+            raise ModelLoadError(f"{path.parent} has no {path.name}: not a model directory")
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{path} is not a JSON object")
+    return data
+
+
+def _token_text(value: object) -> str | None:
+    """A special token as tokenizer_config.json writes it: a string or {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+@dataclass
+class Checkpoint:
+    """The JSON files of a model directory, and access to its tokenizer and tensors."""
+
+    path: Path
+    config: dict
+    tokenizer_config: dict = field(default_factory=dict)
+    generation_config: dict = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Checkpoint:
+        """Read the JSON files of `path` (config.json is required)."""
+        path = Path(path)
+        return cls(path, _read_json(path / CONFIG_FILE, required=True),
+                   _read_json(path / TOKENIZER_CONFIG_FILE),
+                   _read_json(path / GENERATION_CONFIG_FILE))
+
+    @property
+    def model_type(self) -> str:
+        """config.json's model_type ("" when missing)."""
+        return str(self.config.get("model_type") or "")
+
+    @property
+    def architectures(self) -> list[str]:
+        """config.json's architectures (the class names the checkpoint was saved from)."""
+        return [str(a) for a in self.config.get("architectures") or []]
+
+    def special_token(self, key: str) -> str | None:
+        """The text of a special token named in tokenizer_config.json ("mask_token" ...)."""
+        return _token_text(self.tokenizer_config.get(key))
+
+    # --- tokenizer -------------------------------------------------------------------------
+
+    def load_tokenizer(self) -> Tokenizer:
+        """tokenizer.json, or a Qwen2-style byte-level BPE from vocab.json and merges.txt.
+
+        Dream's checkpoints ship a slow tokenizer (vocab.json, merges.txt, the
+        added tokens in tokenizer_config.json) whose class lives in remote code;
+        it is Qwen2's tokenizer plus special tokens, so transformers' own
+        Qwen2Tokenizer builds the same `tokenizers` pipeline without running it.
+        """
+        if (self.path / TOKENIZER_FILE).is_file():
+            try:
+                return Tokenizer.from_file(self.path / TOKENIZER_FILE)
+            except Exception as exc:  # tokenizers raises a bare Exception
+                raise ModelLoadError(f"cannot read {self.path / TOKENIZER_FILE}: {exc}") from exc
+        if (self.path / VOCAB_FILE).is_file() and (self.path / MERGES_FILE).is_file():
+            return self._bpe_tokenizer()
+        raise ModelLoadError(f"no tokenizer in {self.path}: expected {TOKENIZER_FILE}, or "
+                             f"{VOCAB_FILE} with {MERGES_FILE}")
+
+    def added_tokens(self) -> dict[int, tuple[str, bool]]:
+        """id -> (text, special) of the tokens added on top of the BPE vocabulary."""
+        added: dict[int, tuple[str, bool]] = {}
+        for content, i in _read_json(self.path / ADDED_TOKENS_FILE).items():
+            added[int(i)] = (content, True)
+        for i, entry in (self.tokenizer_config.get("added_tokens_decoder") or {}).items():
+            if _token_text(entry) is not None:
+                added[int(i)] = (_token_text(entry), bool(entry.get("special", True)))
+        return added
+
+    def _bpe_tokenizer(self) -> Tokenizer:
+        try:
+            from tokenizers import AddedToken
+            from transformers import Qwen2Tokenizer
+        except ImportError as exc:
+            raise ModelLoadError(f"{self.path} has no {TOKENIZER_FILE}; building its tokenizer "
+                                 "from vocab.json needs transformers: pip install -e '.[hf]'"
+                                 ) from exc
+        vocab = _read_json(self.path / VOCAB_FILE)
+        lines = (self.path / MERGES_FILE).read_text(encoding="utf-8").splitlines()
+        merges = [tuple(line.split(" ")) for line in lines if line and not line.startswith("#")]
+        if any(len(pair) != 2 for pair in merges):
+            raise ModelLoadError(f"{self.path / MERGES_FILE} has a line that is not a pair")
+        backend = Qwen2Tokenizer(vocab=vocab, merges=merges).backend_tokenizer
+        for i, (content, special) in sorted(self.added_tokens().items()):
+            if backend.token_to_id(content) is None:
+                backend.add_tokens([AddedToken(content, special=special, normalized=False)])
+            if backend.token_to_id(content) != i:
+                raise ModelLoadError(f"tokenizer of {self.path}: added token {content!r} should "
+                                     f"have id {i} but gets {backend.token_to_id(content)}; the "
+                                     "added tokens do not follow the vocabulary")
+        return Tokenizer(backend)
+
+    # --- weights ---------------------------------------------------------------------------
+
+    def weight_files(self) -> list[Path]:
+        """The safetensors files holding the weights, checked to exist."""
+        if (self.path / WEIGHTS_FILE).is_file():
+            return [self.path / WEIGHTS_FILE]
+        if not (self.path / INDEX_FILE).is_file():
+            pickled = sorted(p.name for p in self.path.glob("*.bin"))
+            hint = (f" (it has {', '.join(pickled)}: pickled weights are never loaded; convert "
+                    "them to safetensors)") if pickled else ""
+            raise ModelLoadError(f"no weights in {self.path}: expected {WEIGHTS_FILE} or "
+                                 f"{INDEX_FILE}{hint}")
+        weight_map = _read_json(self.path / INDEX_FILE).get("weight_map") or {}
+        names = sorted(set(weight_map.values()))
+        outside = [n for n in names if Path(n).name != n]
+        if outside:
+            raise ModelLoadError(f"{INDEX_FILE} of {self.path} names files outside it: {outside}")
+        missing = [n for n in names if not (self.path / n).is_file()]
+        if missing:
+            raise ModelLoadError(f"checkpoint {self.path} is incomplete: {len(missing)} of "
+                                 f"{len(names)} shards missing ({', '.join(missing[:4])}"
+                                 f"{' ...' if len(missing) > 4 else ''}); download it again")
+        return [self.path / n for n in names]
+
+    def tensor_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor's name and shape, from the safetensors headers alone."""
+        shapes: dict[str, tuple[int, ...]] = {}
+        for handle in self._open_all():
+            with handle:
+                for name in handle.keys():
+                    shapes[name] = tuple(handle.get_slice(name).get_shape())
+        index = self.path / INDEX_FILE
+        if not (self.path / WEIGHTS_FILE).is_file() and index.is_file():
+            listed = set(_read_json(index).get("weight_map") or {})
+            absent = sorted(listed - set(shapes))
+            if absent:
+                raise ModelLoadError(f"shards of {self.path} lack tensors that {INDEX_FILE} "
+                                     f"lists: {', '.join(absent[:4])}")
+        return shapes
+
+    def tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """(name, tensor) of every weight, one shard open at a time."""
+        for handle in self._open_all():
+            with handle:
+                for name in handle.keys():
+                    yield name, handle.get_tensor(name)
+
+    def _open_all(self) -> Iterator:
+        from safetensors import safe_open
+
+        for path in self.weight_files():
+            try:
+                handle = safe_open(str(path), framework="pt")
+            except Exception as exc:  # safetensors raises its own SafetensorError
+                raise ModelLoadError(f"cannot read {path} (truncated or not safetensors?): "
+                                     f"{exc}") from exc
+            yield handle
+
+
+# --- where a spec's files are -------------------------------------------------------------
+
+
+def _offline() -> bool:
+    flag = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
+    return flag in {"1", "ON", "YES", "TRUE"}
+
+
+def suggested_directory(repo_id: str) -> Path:
+    """Where to put a checkpoint downloaded elsewhere: ~/models/<name>."""
+    return MODELS_HOME / repo_id.rsplit("/", 1)[-1]
+
+
+def locate(spec: str) -> Path:
+    """The directory of a model spec: the directory itself, or a hub id's snapshot."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    if not HUB_ID.match(spec) or spec.startswith((".", "~")):
+        raise ModelLoadError(f"model '{spec}' not found: {path} is not a directory. Use "
+                             "'default', a model directory or a hub id (owner/name).")
+    return _download(spec)
+
+
+def _download(repo_id: str) -> Path:
+    """A hub checkpoint's local snapshot (the cache only, when offline)."""
+    target = suggested_directory(repo_id)
+    how = (f"On a machine with access run `hf download {repo_id} --local-dir {target}` "
+           f"(huggingface-cli download before huggingface_hub 1.0), copy that directory here "
+           f"and set model to {target}")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as exc:
+        raise ModelLoadError(f"model '{repo_id}' is not a directory here, and fetching it "
+                             f"needs huggingface_hub (pip install -e '.[hf]'). {how}") from exc
+    offline = _offline()
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=DOWNLOAD_PATTERNS,
+                                      local_files_only=offline))
+    except Exception as exc:  # hub errors: offline, not found, gated, network
+        where = "offline (HF_HUB_OFFLINE=1) and not in the local hub cache" if offline else \
+            f"could not be downloaded ({type(exc).__name__}: {exc})"
+        raise ModelLoadError(f"model '{repo_id}' is not a directory here and {where}. "
+                             f"{how}") from exc

@@ -1,0 +1,174 @@
+"""`dlm-lsp models`: the supported families, and a check of a checkpoint directory.
+
+`dlm-lsp models` lists what the registry knows.  `dlm-lsp models check DIR`
+answers "will the server load this directory, and as what?" before a user
+points the server at it: the family (detected or named with --family), the
+mask and end-of-span tokens, whether logits are shifted, vocabulary sizes and
+the parameter count, all from config.json, the tokenizer and the safetensors
+headers (seconds, even for 7B), with every problem a partial or broken download
+has (a missing shard, no tokenizer, vocabularies that disagree).  `--load` also
+loads the model on a device and times one forward pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from dlm_lsp.models.checkpoint import Checkpoint
+from dlm_lsp.models.interface import ModelLoadError
+from dlm_lsp.models.registry import FAMILIES, conventions, detect, family_named
+from dlm_lsp.models.tiny import MODEL_TYPE
+
+
+@dataclass
+class Report:
+    """What `models check` found in a directory; `problems` empty means it loads."""
+
+    directory: str
+    family: str = ""
+    detected: bool = True  # False when --family named it
+    model_type: str = ""
+    shifted: bool | None = None
+    mask: str = ""  # "id (text)"
+    end: str = ""
+    framing: str = ""
+    tokenizer_vocab: int | None = None
+    model_vocab: int | None = None
+    parameters: int | None = None
+    weight_files: int | None = None
+    context: int | None = None
+    forward_ms: float | None = None  # with --load
+    problems: list[str] = field(default_factory=list)
+
+
+def _token(tokenizer, i: int | None) -> str:
+    if i is None:
+        return "-"
+    text = tokenizer.backend.id_to_token(i) if tokenizer is not None else None
+    return f"{i} ({text})" if text else str(i)
+
+
+def inspect(directory: str, family_name: str | None = None) -> Report:
+    """Check a checkpoint directory without loading its weights."""
+    report = Report(directory)
+    try:
+        checkpoint = Checkpoint.read(directory)
+    except ModelLoadError as exc:
+        report.problems.append(str(exc))
+        return report
+    report.model_type = checkpoint.model_type
+    if checkpoint.model_type == MODEL_TYPE and family_name is None:
+        report.family = MODEL_TYPE  # our own model: TinyModel.load checks it when it loads
+        return report
+    try:
+        tokenizer = checkpoint.load_tokenizer()
+        report.tokenizer_vocab = tokenizer.vocab_size
+        family = family_named(family_name) if family_name else detect(checkpoint, tokenizer)
+        report.family, report.detected, report.shifted = family.name, not family_name, \
+            family.shifted
+        conv = conventions(family, checkpoint, tokenizer)
+    except ModelLoadError as exc:
+        report.problems.append(str(exc))
+        return report
+    report.mask, report.end = _token(tokenizer, conv.mask_id), _token(tokenizer, conv.end_id)
+    report.framing = " ".join([*(_token(tokenizer, i) for i in conv.before), "<sequence>",
+                               *(_token(tokenizer, i) for i in conv.after)])
+    from dlm_lsp.models.hf import arch_config, context_length, weight_problems
+
+    try:
+        config = arch_config(family, checkpoint)
+        report.weight_files = len(checkpoint.weight_files())
+        shapes = checkpoint.tensor_shapes()
+    except ModelLoadError as exc:
+        report.problems.append(str(exc))
+        return report
+    report.model_vocab = config.vocab_size
+    report.parameters = sum(math.prod(s) for s in shapes.values())
+    report.context = context_length(checkpoint, family) - len(conv.before) - len(conv.after)
+    report.problems += weight_problems(family, config, shapes)
+    if tokenizer.vocab_size > config.vocab_size:
+        report.problems.append(f"the tokenizer has {tokenizer.vocab_size} ids but the model only "
+                               f"{config.vocab_size} rows (vocabulary sizes disagree)")
+    if conv.mask_id >= config.vocab_size:
+        report.problems.append(f"mask id {conv.mask_id} is outside the model's vocabulary")
+    return report
+
+
+def time_forward(report: Report, device: str, precision: str) -> None:
+    """Load the model for real and time one forward pass of 256 tokens."""
+    from dlm_lsp.models import load_model
+
+    spec = f"{report.family}:{report.directory}"
+    try:
+        model = load_model(spec, device, precision)
+        ids = torch.full((1, 256), model.mask_id, dtype=torch.long)
+        model.logits(ids)  # warm up
+        start = time.perf_counter()
+        model.logits(ids)
+        if model.device.type == "cuda":
+            torch.cuda.synchronize()
+        report.forward_ms = round((time.perf_counter() - start) * 1000, 1)
+    except (ModelLoadError, RuntimeError) as exc:
+        report.problems.append(f"loading failed: {exc}")
+
+
+def print_report(report: Report) -> None:
+    rows = {"directory": report.directory,
+            "family": f"{report.family} ({'detected' if report.detected else 'named'})",
+            "model_type": report.model_type, "logits shifted": report.shifted,
+            "mask": report.mask, "span end": report.end, "framing": report.framing,
+            "tokenizer vocabulary": report.tokenizer_vocab, "model vocabulary": report.model_vocab,
+            "parameters": f"{report.parameters:,}" if report.parameters else None,
+            "weight files": report.weight_files, "context tokens": report.context,
+            "forward ms (256 tokens)": report.forward_ms}
+    width = max(map(len, rows))
+    for key, value in rows.items():
+        if value not in (None, ""):
+            print(f"{key:<{width}}  {value}")
+    for problem in report.problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    print("ok: the server can load it" if not report.problems else
+          f"{len(report.problems)} problem(s)", file=sys.stderr)
+
+
+def print_families() -> None:
+    print(f"{MODEL_TYPE}: our own bidirectional transformer ('default', or a directory "
+          "written by dlm-lsp train)\n")
+    for family in FAMILIES.values():
+        print(f"{family.name}: {family.summary}")
+        print(f"  architecture {family.architecture}, logits "
+              f"{'shifted' if family.shifted else 'aligned'}, mask {family.mask_token}, "
+              f"span end {family.end_token}"
+              + (f", aliases {', '.join(family.aliases)}" if family.aliases else ""))
+        print(f"  checkpoints: {', '.join(family.checkpoints)}")
+        print(f"  layout: {family.layout}")
+        print(f"  verified: {family.verified}")
+        print(f"  assumed: {family.assumed}\n")
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of `dlm-lsp models`."""
+    parser = argparse.ArgumentParser(prog="dlm-lsp models", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="action")
+    sub.add_parser("list", help="the supported families (the default)")
+    check = sub.add_parser("check", help="check a checkpoint directory")
+    check.add_argument("directory")
+    check.add_argument("--family", help="skip detection: treat it as this family")
+    check.add_argument("--load", action="store_true", help="also load it and time a forward pass")
+    check.add_argument("--device", default="auto")
+    check.add_argument("--precision", default="auto")
+    args = parser.parse_args(argv)
+    if args.action != "check":
+        print_families()
+        return 0
+    report = inspect(args.directory, args.family)
+    if args.load and not report.problems:
+        time_forward(report, args.device, args.precision)
+    print_report(report)
+    return 0 if not report.problems else 1

@@ -1,0 +1,353 @@
+"""Published checkpoints through transformers' own model classes, made bidirectional.
+
+Dream, Dream-Coder, DreamOn, DiffuCoder and Open-dCoder are Qwen2 networks and
+LLaDA is a LLaMA network; only their attention mask and their file layout
+differ from the autoregressive originals.  So no code from a checkpoint runs:
+config.json is mapped onto a `Qwen2Config` / `LlamaConfig`, the model is built
+empty (no random init), the safetensors are streamed into it one shard at a
+time (LLaDA's tensor names mapped onto LLaMA's), and attention is made
+non-causal.
+
+Bidirectional attention in transformers 5: the mask builder reads
+`config.is_causal` at every forward and builds a full (not causal) mask when
+it is False, and SDPA falls back to each attention module's `is_causal` when no
+mask is built, so both are set.  A two-row probe at load time proves it (the
+first position's output must change when only the last token does) and refuses
+a transformers version that ignores both.
+
+Checked offline on tiny random checkpoints: Dream-Coder's own modeling_dream.py
+and this loader give identical logits, and LLaDA's modeling_llada.py agrees with
+the mapped LLaMA within 1e-7 (tests/test_checkpoints.py keeps an independent
+LLaDA forward pass as the specification).
+
+The adapter (`HFDiffusionModel`) frames each sequence with the family's tokens
+(a bos before, DreamOn's end-of-text after), undoes the shift of shifted
+families (Dream's convention: position i reads the row of i-1, position 0 its
+own row, which with a bos in front is never used), drops the embedding rows the
+tokenizer has no token for, and returns float32 logits aligned so that row i
+scores token i, as the engine expects.
+
+`DLM_LSP_TRUST_REMOTE_CODE=1` (an environment variable of the server process,
+never a client setting, so a workspace's settings cannot turn it on) loads the
+module with the checkpoint's own Python code instead (`trust_remote_code`):
+that code runs with the server's rights.  The registry's conventions still
+apply.  That code targets transformers 4.46: LLaDA's runs under 5.x, Dream's
+does not without a fix to its RoPE setup, which is one more reason the native
+classes are the default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from dlm_lsp.models.checkpoint import Checkpoint
+from dlm_lsp.models.interface import ModelLoadError
+from dlm_lsp.models.registry import LLADA, LLAMA, Conventions, Family, conventions, detect
+from dlm_lsp.models.tiny import resolve_precision
+from dlm_lsp.models.tokenizer import Tokenizer
+
+REMOTE_CODE_ENV = "DLM_LSP_TRUST_REMOTE_CODE"
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+# LLaDA (modeling_llada.py, an OLMo descendant) -> transformers' LLaMA names
+_BLOCK = r"^model\.transformer\.blocks\.(\d+)\."
+LLADA_NAMES = [
+    (r"^model\.transformer\.wte\.", "model.embed_tokens."),
+    (r"^model\.transformer\.ln_f\.", "model.norm."),
+    (r"^model\.transformer\.ff_out\.", "lm_head."),
+    (_BLOCK + r"(q_proj|k_proj|v_proj)\.", r"model.layers.\1.self_attn.\2."),
+    (_BLOCK + r"attn_out\.", r"model.layers.\1.self_attn.o_proj."),
+    (_BLOCK + r"ff_proj\.", r"model.layers.\1.mlp.gate_proj."),  # SiLU(ff_proj x) * up_proj x
+    (_BLOCK + r"up_proj\.", r"model.layers.\1.mlp.up_proj."),
+    (_BLOCK + r"ff_out\.", r"model.layers.\1.mlp.down_proj."),
+    (_BLOCK + r"attn_norm\.", r"model.layers.\1.input_layernorm."),
+    (_BLOCK + r"ff_norm\.", r"model.layers.\1.post_attention_layernorm."),
+]
+# LLaDA options the LLaMA classes reproduce, with the only value that they do
+LLADA_REQUIRES = {"block_type": "llama", "layer_norm_type": "rms", "activation_type": "silu",
+                  "rope": True, "alibi": False, "attention_layer_norm": False,
+                  "scale_logits": False, "input_emb_norm": False, "include_bias": False,
+                  "include_qkv_bias": False, "layer_norm_with_affine": True,
+                  "block_group_size": 1}
+
+
+def remote_code_allowed() -> bool:
+    """Whether the user turned on the checkpoint's own code (DLM_LSP_TRUST_REMOTE_CODE=1)."""
+    return os.environ.get(REMOTE_CODE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError as exc:
+        raise ModelLoadError("published checkpoints need transformers: "
+                             "pip install -e '.[hf]'") from exc
+    return transformers
+
+
+# --- config.json -> a transformers config ----------------------------------------------------
+
+
+def _need(cfg: dict, key: str, path: Path):
+    if key not in cfg:
+        raise ModelLoadError(f"{path / 'config.json'} lacks {key!r}")
+    return cfg[key]
+
+
+def arch_config(family: Family, checkpoint: Checkpoint):
+    """The transformers config of the network described by the checkpoint's config.json."""
+    tf = _transformers()
+    cfg, path = checkpoint.config, checkpoint.path
+    common = {"attn_implementation": "sdpa", "is_causal": False, "use_cache": False}
+    if family.architecture == LLAMA:
+        for key, want in LLADA_REQUIRES.items():
+            if cfg.get(key, want) not in (want, None):
+                raise ModelLoadError(f"{path}: LLaDA option {key}={cfg[key]!r} is not supported "
+                                     f"natively (only {want!r}); see {REMOTE_CODE_ENV} in the "
+                                     "README")
+        d_model, heads = _need(cfg, "d_model", path), _need(cfg, "n_heads", path)
+        kv_heads = cfg.get("n_kv_heads") or (1 if cfg.get("multi_query_attention") else heads)
+        return tf.LlamaConfig(
+            vocab_size=cfg.get("embedding_size") or _need(cfg, "vocab_size", path),
+            hidden_size=d_model, num_attention_heads=heads, num_key_value_heads=kv_heads,
+            num_hidden_layers=_need(cfg, "n_layers", path),
+            intermediate_size=cfg.get("mlp_hidden_size") or cfg.get("mlp_ratio", 4) * d_model,
+            hidden_act="silu", max_position_embeddings=cfg.get("max_sequence_length", 4096),
+            rms_norm_eps=cfg.get("rms_norm_eps", 1e-5), rope_theta=cfg.get("rope_theta", 1e4),
+            tie_word_embeddings=bool(cfg.get("weight_tying", False)),
+            attention_bias=False, mlp_bias=False, **common)
+    keys = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads")
+    shape = {key: _need(cfg, key, path) for key in keys}
+    optional = {key: cfg[key] for key in ("num_key_value_heads", "hidden_act",
+                                          "max_position_embeddings", "rms_norm_eps",
+                                          "rope_theta", "tie_word_embeddings",
+                                          "attention_dropout") if cfg.get(key) is not None}
+    if cfg.get("rope_scaling"):
+        optional["rope_scaling"] = cfg["rope_scaling"]
+    return tf.Qwen2Config(**shape, **optional, use_sliding_window=False, **common)
+
+
+def rename(family: Family, name: str) -> str:
+    """A checkpoint tensor's name in the transformers model."""
+    if family is LLADA:
+        for pattern, replacement in LLADA_NAMES:
+            name, hits = re.subn(pattern, replacement, name)
+            if hits:
+                break
+    return name
+
+
+# --- building and filling the network ---------------------------------------------------------
+
+
+def _skip_init():
+    """transformers' context that builds a model without initialising its weights."""
+    for where in ("transformers.initialization", "transformers.modeling_utils"):
+        with contextlib.suppress(ImportError, AttributeError):
+            return importlib.import_module(where).no_init_weights()
+    return contextlib.nullcontext()
+
+
+def instantiate(config, dtype: torch.dtype, device: torch.device | str, empty: bool = True):
+    """The model for `config` on `device`, weights uninitialised when `empty` (they are
+    about to be overwritten) or random otherwise (benchmarks)."""
+    tf = _transformers()
+    with _skip_init() if empty else contextlib.nullcontext(), torch.device(device):
+        module = tf.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    module.tie_weights()  # tied embeddings (Open-dCoder): skipped along with the init
+    make_bidirectional(module)
+    return module.eval()
+
+
+def make_bidirectional(module) -> None:
+    """Non-causal attention: the config flag read by the mask builder and every attention
+    module's own flag (used by SDPA when no mask is built)."""
+    module.config.is_causal = False
+    for sub in module.modules():
+        if hasattr(sub, "is_causal"):
+            sub.is_causal = False
+
+
+@torch.no_grad()
+def attends_both_ways(module, vocab_size: int, **forward) -> bool:
+    """Probe: does the first position's output change when only the last token does?"""
+    device = next(module.parameters()).device
+    ids = torch.arange(1, 9, device=device).remainder(vocab_size).repeat(2, 1)  # (2, 8)
+    ids[1, -1] = (ids[0, -1] + 1) % vocab_size
+    out = module(input_ids=ids, **forward).logits
+    return not torch.equal(out[0, 0], out[1, 0])
+
+
+def expected_shapes(config) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every parameter the model for `config` needs (tied ones once),
+    from a model on the meta device: no memory, no time."""
+    tf = _transformers()
+    with torch.device("meta"):
+        module = tf.AutoModelForCausalLM.from_config(config)
+    return {name: tuple(p.shape) for name, p in module.named_parameters()}
+
+
+def weight_problems(family: Family, config, found: dict[str, tuple[int, ...]]) -> list[str]:
+    """What keeps the checkpoint's tensors (`found`: name -> shape) from filling the model."""
+    expected, problems = expected_shapes(config), []
+    seen, unknown = set(), []
+    for name, shape in found.items():
+        target = rename(family, name)
+        if target not in expected:
+            if not (target == "lm_head.weight" and config.tie_word_embeddings
+                    or target.endswith("rotary_emb.inv_freq")):
+                unknown.append(name)
+            continue
+        seen.add(target)
+        if shape != expected[target]:
+            problems.append(f"{name} has shape {shape}, the config makes {expected[target]}"
+                            + (" (vocabulary sizes disagree)" if "embed" in target
+                               or "lm_head" in target else ""))
+    missing = sorted(set(expected) - seen)
+    if missing:
+        problems.append(f"{len(missing)} tensors missing: {', '.join(missing[:4])}"
+                        f"{' ...' if len(missing) > 4 else ''}")
+    if unknown:
+        problems.append(f"{len(unknown)} tensors of no known place (not a {family.name} "
+                        f"checkpoint?): {', '.join(sorted(unknown)[:4])}")
+    return problems
+
+
+@torch.no_grad()
+def fill(module, checkpoint: Checkpoint, family: Family) -> None:
+    """Copy the checkpoint's tensors into `module`, one shard open at a time."""
+    params = dict(module.named_parameters())
+    for name, tensor in checkpoint.tensors():
+        target = params.get(rename(family, name))
+        if target is not None:
+            target.copy_(tensor)
+
+
+# --- the adapter ------------------------------------------------------------------------------
+
+
+class HFDiffusionModel:
+    """A transformers network behind the `DiffusionModel` interface, aligned per family."""
+
+    def __init__(self, module, tokenizer: Tokenizer, conv: Conventions, name: str,
+                 device: torch.device, precision: str, max_length: int, vocab_size: int,
+                 native: bool = True):
+        self.module, self.tokenizer, self.conventions = module, tokenizer, conv
+        self.family = conv.family
+        self.name, self.device, self.precision = name, device, precision
+        self.mask_id, self.pad_id = conv.mask_id, conv.end_id
+        self.max_length = max_length
+        self.vocab_size = vocab_size  # logits beyond the tokenizer's ids are dropped
+        self._forward = {"use_cache": False} if native else {}
+        self._before = torch.tensor(conv.before, dtype=torch.long, device=device)
+        self._after = torch.tensor(conv.after, dtype=torch.long, device=device)
+
+    def frame(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The sequence the network sees: (B, T) -> (B, before + T + after)."""
+        b = input_ids.shape[0]
+        return torch.cat([self._before.expand(b, -1), input_ids, self._after.expand(b, -1)], 1)
+
+    @torch.no_grad()
+    def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Float32 logits (B, T, V): row i scores token i of `input_ids`."""
+        ids = input_ids.to(self.device)
+        t, lead = ids.shape[1], len(self.conventions.before)
+        raw = self.module(input_ids=self.frame(ids), **self._forward).logits  # (B, T', V')
+        start = lead - 1 if self.conventions.shifted else lead
+        if start >= 0:
+            rows = raw[:, start:start + t]
+        else:  # shifted without a token in front: position 0 keeps its own row (Dream's rule)
+            rows = torch.cat([raw[:, :1], raw[:, :t - 1]], dim=1)
+        out = rows[..., :self.vocab_size].float()
+        if self.conventions.suppressed:
+            out[..., self.conventions.suppressed] = float("-inf")
+        return out
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.module.parameters())
+
+
+def context_length(checkpoint: Checkpoint, family: Family) -> int:
+    """Tokens the model takes: its position table, capped at what the family trained on."""
+    cfg = checkpoint.config
+    positions = cfg.get("max_position_embeddings") or cfg.get("max_sequence_length") or 2048
+    return min(positions, family.context_length or positions)
+
+
+def load_checkpoint(path: str | Path, device: torch.device, precision: str = "auto",
+                    family: Family | None = None, name: str | None = None,
+                    trust_remote_code: bool | None = None) -> HFDiffusionModel:
+    """Load a published checkpoint directory as a `DiffusionModel`, failing with a
+    ModelLoadError that says what is wrong (family, weights, tokenizer, attention)."""
+    checkpoint = Checkpoint.read(path)
+    tokenizer = checkpoint.load_tokenizer()
+    family = family or detect(checkpoint, tokenizer)
+    conv = conventions(family, checkpoint, tokenizer)
+    dtype = DTYPES[resolve_precision(precision, device)]
+    remote = remote_code_allowed() if trust_remote_code is None else trust_remote_code
+    if remote:
+        module, vocab_rows = _remote_module(checkpoint, dtype, device), None
+    else:
+        config = arch_config(family, checkpoint)
+        problems = weight_problems(family, config, checkpoint.tensor_shapes())
+        if problems:
+            raise ModelLoadError(f"cannot load {checkpoint.path} as {family.name}: "
+                                 + "; ".join(problems))
+        module = instantiate(config, dtype, device)
+        fill(module, checkpoint, family)
+        vocab_rows = config.vocab_size
+    vocab_rows = vocab_rows or module.get_output_embeddings().weight.shape[0]
+    if tokenizer.vocab_size > vocab_rows:
+        raise ModelLoadError(f"{checkpoint.path}: the tokenizer has {tokenizer.vocab_size} ids "
+                             f"but the model only {vocab_rows} output rows (vocabulary sizes "
+                             "disagree)")
+    forward = {} if remote else {"use_cache": False}
+    if not attends_both_ways(module, tokenizer.vocab_size, **forward):
+        raise ModelLoadError(f"{checkpoint.path}: attention stayed causal with transformers "
+                             f"{_transformers().__version__}; this loader needs transformers 5 "
+                             "(config.is_causal)")
+    before_after = len(conv.before) + len(conv.after)
+    return HFDiffusionModel(module, tokenizer, conv, name or str(path), device,
+                            resolve_precision(precision, device),
+                            context_length(checkpoint, family) - before_after,
+                            tokenizer.vocab_size, native=not remote)
+
+
+def _remote_module(checkpoint: Checkpoint, dtype: torch.dtype, device: torch.device):
+    """The checkpoint's own model class (its Python code runs: opted in by the user),
+    filled with the checkpoint's tensors under their own names.
+
+    Built with `from_config` and filled here rather than by `from_pretrained`,
+    whose transformers 5 loading rejects the 4.x-era classes these checkpoints
+    ship (seen with LLaDA's and Dream's code)."""
+    tf = _transformers()
+    auto_map = checkpoint.config.get("auto_map") or {}
+    loader = tf.AutoModel if "AutoModel" in auto_map else tf.AutoModelForCausalLM
+    try:
+        config = tf.AutoConfig.from_pretrained(str(checkpoint.path), trust_remote_code=True,
+                                               local_files_only=True)
+        with _skip_init():
+            module = loader.from_config(config, trust_remote_code=True, dtype=dtype)
+    except Exception as exc:  # remote code can raise anything
+        raise ModelLoadError(f"could not build {checkpoint.path} with its own code: "
+                             f"{type(exc).__name__}: {exc}") from exc
+    params = dict(module.named_parameters())
+    missing = set(params)
+    with torch.no_grad():
+        for name, tensor in checkpoint.tensors():
+            if name in params:
+                params[name].copy_(tensor)
+                missing.discard(name)
+    if missing:
+        raise ModelLoadError(f"{checkpoint.path}: its own model class needs tensors the "
+                             f"checkpoint lacks: {', '.join(sorted(missing)[:4])}")
+    module.tie_weights()
+    make_bidirectional(module)
+    return module.to(device).eval()

@@ -1,0 +1,543 @@
+"""Published checkpoint families, specified on tiny random checkpoints written the way the
+published ones are (config.json keys, tensor names, tokenizer files), never a hub.
+
+Each family's directory is built once: Dream as a Qwen2 network under Dream's
+config.json with a slow tokenizer (vocab.json, merges.txt) and bf16 weights,
+DreamOn and DiffuCoder the same with their extra tokens, Open-dCoder as a plain
+Qwen2 save with tied embeddings and sharded weights, LLaDA as a LLaMA network
+saved under LLaDA's own tensor names and config keys.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sysconfig
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+transformers = pytest.importorskip("transformers")
+
+from dlm_lsp.config import InfillOptions, ServerConfig  # noqa: E402
+from dlm_lsp.engine import Engine, InfillRequest  # noqa: E402
+from dlm_lsp.models import ModelLoadError, load_model  # noqa: E402
+from dlm_lsp.models.checkpoint import Checkpoint  # noqa: E402
+from dlm_lsp.models.command import inspect  # noqa: E402
+from dlm_lsp.models.command import main as models_main  # noqa: E402
+from dlm_lsp.models.hf import HFDiffusionModel  # noqa: E402
+from dlm_lsp.models.registry import FAMILIES, detect  # noqa: E402
+
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+SPECIALS = {  # added after the BPE vocabulary, in id order, as the published tokenizers do
+    "dream": [*QWEN_SPECIALS, "<|beginoftext|>", "<|mask|>"],
+    "dreamon": [*QWEN_SPECIALS, "<|beginoftext|>", "<|mask|>", "<|expand|>", "<|delete|>"],
+    "diffucoder": [*QWEN_SPECIALS, "<|beginoftext|>", "<|mask|>", "<|dlm_pad|>"],
+    "open-dcoder": [*QWEN_SPECIALS, "<|mask|>"],
+    "llada": ["<|startoftext|>", "<|endoftext|>", "<|mdm_mask|>", "<|eot_id|>"],
+}
+MASK = {"llada": "<|mdm_mask|>"}
+END = {"diffucoder": "<|dlm_pad|>", "dreamon": "<|delete|>"}
+BOS = {"dream": "<|beginoftext|>", "dreamon": "<|beginoftext|>", "llada": "<|startoftext|>"}
+SHAPE = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2}
+EXTRA_ROWS = 6  # published embeddings have more rows than the tokenizer has ids
+
+
+# --- building the checkpoints -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    """A byte-level BPE with Qwen2's pre-tokenizer, trained on a little Python."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    proto = transformers.Qwen2Tokenizer().backend_tokenizer
+    backend = Tokenizer(models.BPE())
+    backend.normalizer, backend.pre_tokenizer = proto.normalizer, proto.pre_tokenizer
+    backend.decoder = proto.decoder
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    text = (stdlib / "textwrap.py").read_text()
+    backend.train_from_iterator([text], trainers.BpeTrainer(
+        vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    return backend
+
+
+def _tokenizer_files(bpe, family: str, out: Path, slow: bool) -> dict[str, int]:
+    """Write the family's tokenizer; returns text -> id of its special tokens."""
+    from tokenizers import AddedToken, Tokenizer
+
+    backend = Tokenizer.from_str(bpe.to_str())
+    backend.add_special_tokens([AddedToken(t, special=True) for t in SPECIALS[family]])
+    ids = {t: backend.token_to_id(t) for t in SPECIALS[family]}
+    eos = "<|endoftext|>"
+    tok_config = {"eos_token": eos, "pad_token": END.get(family, eos),
+                  "bos_token": BOS.get(family), "mask_token": MASK.get(family, "<|mask|>"),
+                  "added_tokens_decoder": {str(i): {"content": t, "special": True}
+                                           for t, i in ids.items()}}
+    if slow:  # Dream's layout: a slow tokenizer whose class lives in remote code
+        backend.model.save(str(out))  # vocab.json, merges.txt
+        tok_config |= {"tokenizer_class": "DreamTokenizer",
+                       "auto_map": {"AutoTokenizer": ["tokenization_dream.DreamTokenizer", None]}}
+    else:
+        backend.save(str(out / "tokenizer.json"))
+    (out / "tokenizer_config.json").write_text(json.dumps(tok_config))
+    return ids
+
+
+def _qwen2(vocab: int, tie: bool = False):
+    cfg = transformers.Qwen2Config(vocab_size=vocab, tie_word_embeddings=tie,
+                                   max_position_embeddings=131072, rope_theta=1e6, **SHAPE)
+    torch.manual_seed(0)
+    return transformers.Qwen2ForCausalLM(cfg)
+
+
+def _dream_config(vocab: int, ids: dict[str, int]) -> dict:
+    """config.json as Dream-org publishes it (Dream-v0-Base-7B's keys, tiny sizes)."""
+    return {"architectures": ["DreamModel"], "attention_dropout": 0.0,
+            "auto_map": {"AutoConfig": "configuration_dream.DreamConfig",
+                         "AutoModel": "modeling_dream.DreamModel"},
+            "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|endoftext|>"],
+            "pad_token_id": ids["<|endoftext|>"], "mask_token_id": ids["<|mask|>"],
+            "hidden_act": "silu", "initializer_range": 0.02, "max_position_embeddings": 131072,
+            "max_window_layers": 2, "model_type": "Dream", "rms_norm_eps": 1e-6,
+            "rope_scaling": None, "rope_theta": 1e6, "sliding_window": None,
+            "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+            "transformers_version": "4.46.2", "use_cache": True, "use_sliding_window": False,
+            "vocab_size": vocab, **SHAPE}
+
+
+def _write_dream(bpe, family: str, out: Path) -> Path:
+    out.mkdir(parents=True)
+    ids = _tokenizer_files(bpe, family, out, slow=True)
+    vocab = len(bpe.get_vocab()) + len(ids) + EXTRA_ROWS
+    _qwen2(vocab).to(torch.bfloat16).save_pretrained(out)
+    (out / "config.json").write_text(json.dumps(_dream_config(vocab, ids), indent=2))
+    if family == "dreamon":
+        (out / "generation_config.json").write_text(json.dumps(
+            {"expand_token_id": ids["<|expand|>"], "delete_token_id": ids["<|delete|>"],
+             "mask_token_id": ids["<|mask|>"], "eos_token_id": ids["<|endoftext|>"]}))
+    return out
+
+
+def _write_open_dcoder(bpe, out: Path) -> Path:
+    out.mkdir(parents=True)
+    ids = _tokenizer_files(bpe, "open-dcoder", out, slow=False)
+    _qwen2(len(bpe.get_vocab()) + len(ids), tie=True).save_pretrained(out,
+                                                                       max_shard_size="40KB")
+    return out
+
+
+# LLaDA's tensor names (modeling_llada.py), from the LLaMA ones, written from LLaDA's side
+LLADA_BLOCK = {"self_attn.q_proj": "q_proj", "self_attn.k_proj": "k_proj",
+               "self_attn.v_proj": "v_proj", "self_attn.o_proj": "attn_out",
+               "mlp.gate_proj": "ff_proj", "mlp.up_proj": "up_proj", "mlp.down_proj": "ff_out",
+               "input_layernorm": "attn_norm", "post_attention_layernorm": "ff_norm"}
+
+
+def _llada_name(name: str) -> str:
+    top = {"model.embed_tokens.weight": "model.transformer.wte.weight",
+           "model.norm.weight": "model.transformer.ln_f.weight",
+           "lm_head.weight": "model.transformer.ff_out.weight"}
+    if name in top:
+        return top[name]
+    _, _, layer, rest = name.split(".", 3)
+    module = rest.rsplit(".", 1)[0]
+    return f"model.transformer.blocks.{layer}.{LLADA_BLOCK[module]}.weight"
+
+
+def _write_llada(bpe, out: Path) -> Path:
+    out.mkdir(parents=True)
+    ids = _tokenizer_files(bpe, "llada", out, slow=False)
+    vocab = len(bpe.get_vocab()) + len(ids) + EXTRA_ROWS
+    cfg = transformers.LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=48,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=4, rms_norm_eps=1e-5, rope_theta=5e5,
+                                   max_position_embeddings=4096)
+    torch.manual_seed(0)
+    state = transformers.LlamaForCausalLM(cfg).state_dict()
+    save_file({_llada_name(k): v.contiguous() for k, v in state.items()},
+              str(out / "model.safetensors"))
+    (out / "config.json").write_text(json.dumps({
+        "activation_type": "silu", "alibi": False, "alibi_bias_max": 8.0,
+        "architectures": ["LLaDAModelLM"], "attention_dropout": 0.0,
+        "attention_layer_norm": False, "attention_layer_norm_with_affine": True,
+        "auto_map": {"AutoConfig": "configuration_llada.LLaDAConfig",
+                     "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM",
+                     "AutoModel": "modeling_llada.LLaDAModelLM"},
+        "bias_for_layer_norm": False, "block_group_size": 1, "block_type": "llama",
+        "d_model": 32, "embedding_dropout": 0.0, "embedding_size": vocab,
+        "eos_token_id": ids["<|endoftext|>"], "flash_attention": False, "include_bias": False,
+        "include_qkv_bias": False, "init_device": "meta", "init_fn": "mitchell",
+        "input_emb_norm": False, "layer_norm_type": "rms", "layer_norm_with_affine": True,
+        "mask_token_id": ids["<|mdm_mask|>"], "max_sequence_length": 4096,
+        "mlp_hidden_size": 48, "mlp_ratio": 4, "model_type": "llada",
+        "multi_query_attention": None, "n_heads": 4, "n_kv_heads": 4, "n_layers": 2,
+        "pad_token_id": ids["<|endoftext|>"], "precision": "amp_bf16", "residual_dropout": 0.0,
+        "rms_norm_eps": 1e-5, "rope": True, "rope_full_precision": True, "rope_theta": 5e5,
+        "scale_logits": False, "use_cache": False, "vocab_size": vocab,
+        "weight_tying": False}, indent=2))
+    return out
+
+
+@pytest.fixture(scope="module")
+def checkpoints(bpe, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("checkpoints")
+    dirs = {name: _write_dream(bpe, name, root / name)
+            for name in ("dream", "dreamon", "diffucoder")}
+    dirs["open-dcoder"] = _write_open_dcoder(bpe, root / "open-dcoder")
+    dirs["llada"] = _write_llada(bpe, root / "llada")
+    return dirs
+
+
+@pytest.fixture(scope="module")
+def models(checkpoints) -> dict[str, HFDiffusionModel]:
+    return {name: load_model(str(path), "cpu") for name, path in checkpoints.items()}
+
+
+FAMILY_NAMES = list(SPECIALS)
+
+
+def _ids(model, text: str = "def wrap(text, width):\n    return text\n") -> torch.Tensor:
+    return torch.tensor([model.tokenizer.encode(text)])
+
+
+# --- recognising and loading ------------------------------------------------------------------
+
+
+def test_every_family_has_a_tiny_checkpoint_here():
+    assert sorted(FAMILY_NAMES) == sorted(FAMILIES)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_the_family_is_detected_from_config_json_and_tokenizer(checkpoints, family):
+    checkpoint = Checkpoint.read(checkpoints[family])
+    assert detect(checkpoint, checkpoint.load_tokenizer()).name == family
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_mask_end_and_framing_tokens_are_the_familys(models, family):
+    model = models[family]
+    tok = model.tokenizer
+    assert model.family.name == family
+    assert model.mask_id == tok.token_id(MASK.get(family, "<|mask|>"))
+    assert model.pad_id == tok.token_id(END.get(family, "<|endoftext|>"))
+    bos = [tok.token_id(BOS[family])] if family in BOS else []
+    eos = [tok.token_id("<|endoftext|>")] if family == "dreamon" else []
+    framed = model.frame(_ids(model))[0].tolist()
+    assert framed == bos + _ids(model)[0].tolist() + eos
+
+
+def test_a_family_prefix_overrides_detection(checkpoints):
+    model = load_model(f"dream:{checkpoints['dreamon']}", "cpu")
+    assert model.family.name == "dream" and model.conventions.suppressed == []
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_attention_is_bidirectional(models, family):
+    model = models[family]
+    ids = _ids(model)
+    changed = ids.clone()
+    changed[0, -1] = (ids[0, -1] + 1) % model.tokenizer.vocab_size
+    first, again = model.logits(ids)[0, 0], model.logits(changed)[0, 0]
+    assert not torch.allclose(first, again), "the first position ignored the last token"
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_logits_are_the_raw_models_shifted_by_one_exactly_where_the_family_shifts(
+        models, family):
+    model = models[family]
+    ids = _ids(model)
+    t, lead = ids.shape[1], len(model.conventions.before)
+    with torch.no_grad():
+        raw = model.module(input_ids=model.frame(ids)).logits.float()
+    shift = 1 if family != "llada" else 0
+    rows = raw[:, lead - shift:lead - shift + t] if lead - shift >= 0 else \
+        torch.cat([raw[:, :1], raw[:, :t - 1]], dim=1)
+    out = model.logits(ids)
+    keep = torch.isfinite(out)  # DreamOn's expand token is never proposed
+    assert out.shape == (1, t, model.tokenizer.vocab_size)
+    assert torch.equal(out[keep], rows[..., :model.tokenizer.vocab_size][keep])
+
+
+def test_open_dcoder_without_a_bos_keeps_position_0s_own_row(models):
+    model = models["open-dcoder"]
+    ids = _ids(model)
+    with torch.no_grad():
+        raw = model.module(input_ids=ids).logits.float()
+    out = model.logits(ids)
+    assert torch.equal(out[0, 0], raw[0, 0]) and torch.equal(out[0, 1:], raw[0, :-1])
+
+
+def test_embedding_rows_beyond_the_tokenizer_are_dropped(models):
+    model = models["dream"]
+    assert model.module.config.vocab_size == model.tokenizer.vocab_size + EXTRA_ROWS
+    assert model.logits(_ids(model)).shape[-1] == model.tokenizer.vocab_size
+
+
+def test_dreamon_never_proposes_expand_and_ends_spans_with_delete(models):
+    model = models["dreamon"]
+    expand = model.tokenizer.token_id("<|expand|>")
+    assert model.conventions.expand_id == expand
+    assert torch.isinf(model.logits(_ids(model))[..., expand]).all()
+
+
+def _rms_norm(x, weight, eps=1e-5):
+    return weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _rotate(x, theta):
+    """LLaDA's RoPE: rotate-half over (B, H, T, D) with cat(freqs, freqs) angles."""
+    d, t = x.shape[-1], x.shape[-2]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2).float() / d)
+    ang = torch.cat([torch.outer(torch.arange(t).float(), inv)] * 2, dim=-1)
+    half = torch.cat([-x[..., d // 2:], x[..., :d // 2]], dim=-1)
+    return x * ang.cos() + half * ang.sin()
+
+
+def _llada_reference(path: Path, ids: torch.Tensor) -> torch.Tensor:
+    """LLaDA's forward written out from its own tensor names (modeling_llada.py's llama
+    block: pre-norm, non-causal attention, SiLU(ff_proj) * up_proj, ff_out, untied head)."""
+    from safetensors.torch import load_file
+
+    w, cfg = load_file(str(path / "model.safetensors")), json.loads((path / "config.json")
+                                                                   .read_text())
+    heads, x = cfg["n_heads"], None
+    x = w["model.transformer.wte.weight"][ids]  # (B, T, C)
+    b, t, c = x.shape
+    for i in range(cfg["n_layers"]):
+        p = f"model.transformer.blocks.{i}."
+        h = _rms_norm(x, w[p + "attn_norm.weight"])
+        q, k, v = ((h @ w[p + f"{n}_proj.weight"].T).view(b, t, heads, -1).transpose(1, 2)
+                   for n in "qkv")
+        q, k = _rotate(q, cfg["rope_theta"]), _rotate(k, cfg["rope_theta"])
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1) @ v
+        x = x + att.transpose(1, 2).reshape(b, t, c) @ w[p + "attn_out.weight"].T
+        h = _rms_norm(x, w[p + "ff_norm.weight"])
+        gate = torch.nn.functional.silu(h @ w[p + "ff_proj.weight"].T)
+        x = x + (gate * (h @ w[p + "up_proj.weight"].T)) @ w[p + "ff_out.weight"].T
+    return _rms_norm(x, w["model.transformer.ln_f.weight"]) @ w["model.transformer.ff_out.weight"].T
+
+
+def test_llada_loads_into_llama_with_the_same_outputs_as_its_own_architecture(
+        models, checkpoints):
+    model = models["llada"]
+    framed = model.frame(_ids(model))
+    with torch.no_grad():
+        ours = model.module(input_ids=framed).logits
+    assert torch.allclose(ours, _llada_reference(checkpoints["llada"], framed), atol=1e-4)
+
+
+def test_the_slow_tokenizer_encodes_like_the_fast_one(bpe, checkpoints, tmp_path):
+    slow = Checkpoint.read(checkpoints["dream"]).load_tokenizer()
+    fast_dir = tmp_path / "fast"
+    fast_dir.mkdir()
+    _tokenizer_files(bpe, "dream", fast_dir, slow=False)
+    fast = Checkpoint(fast_dir, {}).load_tokenizer()
+    text = "def f(x):\n\treturn x  # <|mask|> stays text\n"
+    assert slow.encode(text) == fast.encode(text) and slow.vocab_size == fast.vocab_size
+    assert slow.token_id("<|mask|>") == fast.token_id("<|mask|>")
+
+
+# --- through the engine -----------------------------------------------------------------------
+
+
+def _infill(model_spec: str, text: str = "def f(x):\n    y = |\n    return y\n", **options):
+    engine = Engine(ServerConfig(model=model_spec, device="cpu", reuse_fills=False))
+    at = text.index("|")
+    options = {"length": 6, "steps": 3, "repair_rounds": 0, "fallback": False, **options}
+    request = InfillRequest(text.replace("|", ""), at, at, "python", "file:///t.py",
+                            InfillOptions(**options))
+    return engine, engine.infill(request)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_a_full_infill_runs_through_the_engine(checkpoints, family):
+    engine, result = _infill(str(checkpoints[family]))
+    assert isinstance(engine.model, HFDiffusionModel) and result.tokens >= 6  # + a healed edge
+    assert result.candidates and "\n" not in result.candidates[0].text
+    assert 1 <= result.steps <= 3
+
+
+def _always_predict(module, token_id: int) -> None:
+    """Rig a network so every position's top token is `token_id`: blocks add nothing,
+    every embedding has a constant first channel, and only `token_id` reads it."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                p.zero_()
+        module.get_input_embeddings().weight[:, 0] = 1.0
+        module.get_output_embeddings().weight[token_id, 0] = 100.0
+
+
+@pytest.mark.parametrize("family", ["diffucoder", "llada"])
+def test_a_span_the_model_ends_at_once_is_trimmed_to_nothing(checkpoints, family):
+    engine = Engine(ServerConfig(model=str(checkpoints[family]), device="cpu"))
+    _always_predict(engine.model.module, engine.model.pad_id)
+    request = InfillRequest("a = 1\n\nb = 2\n", 6, 6, "python", "file:///t.py",
+                            InfillOptions(length=5, steps=2, repair_rounds=0, fallback=False))
+    best = engine.infill(request).candidates[0]
+    assert best.used == 0 and best.text.strip() == ""  # the borrowed line break comes back
+
+
+def test_eos_is_not_diffucoders_span_end(checkpoints):
+    engine = Engine(ServerConfig(model=str(checkpoints["diffucoder"]), device="cpu"))
+    eos = engine.model.tokenizer.token_id("<|endoftext|>")
+    _always_predict(engine.model.module, eos)
+    request = InfillRequest("a = 1\n\nb = 2\n", 6, 6, "python", "file:///t.py",
+                            InfillOptions(length=5, steps=2, repair_rounds=0, fallback=False))
+    assert engine.infill(request).candidates[0].used == 5
+
+
+# --- broken, partial or foreign checkpoints ---------------------------------------------------
+
+
+def _copy(checkpoints, family: str, tmp_path: Path) -> Path:
+    broken = tmp_path / family
+    shutil.copytree(checkpoints[family], broken)
+    return broken
+
+
+def test_a_missing_shard_is_named(checkpoints, tmp_path):
+    broken = _copy(checkpoints, "open-dcoder", tmp_path)
+    shard = sorted(broken.glob("model-*.safetensors"))[-1]
+    shard.unlink()
+    with pytest.raises(ModelLoadError, match=f"incomplete.*{shard.name}"):
+        load_model(str(broken), "cpu")
+    assert shard.name in inspect(str(broken)).problems[0]
+
+
+def test_a_missing_tokenizer_is_a_clear_error(checkpoints, tmp_path):
+    broken = _copy(checkpoints, "llada", tmp_path)
+    (broken / "tokenizer.json").unlink()
+    with pytest.raises(ModelLoadError, match="no tokenizer"):
+        load_model(str(broken), "cpu")
+
+
+def test_an_embedding_that_disagrees_with_config_vocab_is_named(checkpoints, tmp_path):
+    broken = _copy(checkpoints, "dream", tmp_path)
+    config = json.loads((broken / "config.json").read_text())
+    config["vocab_size"] += 64
+    (broken / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match="vocabulary sizes disagree"):
+        load_model(str(broken), "cpu")
+
+
+def test_a_tokenizer_larger_than_the_model_is_refused(checkpoints, tmp_path):
+    broken = _copy(checkpoints, "open-dcoder", tmp_path)
+    tok = json.loads((broken / "tokenizer.json").read_text())
+    size = len(tok["model"]["vocab"]) + len(tok["added_tokens"])
+    tok["added_tokens"] += [{"id": size + i, "content": f"<|extra{i}|>", "single_word": False,
+                             "lstrip": False, "rstrip": False, "normalized": False,
+                             "special": True} for i in range(3)]
+    (broken / "tokenizer.json").write_text(json.dumps(tok))
+    report = inspect(str(broken))
+    assert any("vocabulary sizes disagree" in p for p in report.problems)
+
+
+def test_an_autoregressive_qwen2_is_not_taken_for_a_diffusion_model(checkpoints, tmp_path):
+    broken = _copy(checkpoints, "open-dcoder", tmp_path)
+    (broken / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>"}))
+    with pytest.raises(ModelLoadError, match="looks autoregressive"):
+        load_model(str(broken), "cpu")
+
+
+def test_no_code_from_the_checkpoint_runs_by_default(checkpoints, tmp_path, monkeypatch):
+    monkeypatch.delenv("DLM_LSP_TRUST_REMOTE_CODE", raising=False)
+    planted = _copy(checkpoints, "dream", tmp_path)
+    marker = tmp_path / "ran"
+    for module in ("modeling_dream.py", "configuration_dream.py", "tokenization_dream.py"):
+        (planted / module).write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    model = load_model(str(planted), "cpu")
+    assert type(model.module).__name__ == "Qwen2ForCausalLM" and not marker.exists()
+
+
+REMOTE_CONFIG = """
+import transformers
+open({marker!r}, "a").write("config ")
+
+class DreamConfig(transformers.Qwen2Config):
+    model_type = "Dream"
+"""
+REMOTE_MODEL = """
+import transformers
+from .configuration_dream import DreamConfig
+open({marker!r}, "a").write("model ")
+
+class DreamModel(transformers.Qwen2ForCausalLM):
+    config_class = DreamConfig
+"""
+
+
+def test_the_checkpoints_own_code_runs_only_when_the_user_allows_it(
+        checkpoints, models, tmp_path, monkeypatch):
+    import sys
+
+    import transformers.dynamic_module_utils as dynamic
+
+    monkeypatch.setattr(dynamic, "HF_MODULES_CACHE", str(tmp_path / "modules"))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    planted = _copy(checkpoints, "dream", tmp_path)
+    marker = tmp_path / "ran"
+    (planted / "configuration_dream.py").write_text(REMOTE_CONFIG.format(marker=str(marker)))
+    (planted / "modeling_dream.py").write_text(REMOTE_MODEL.format(marker=str(marker)))
+    monkeypatch.setenv("DLM_LSP_TRUST_REMOTE_CODE", "1")
+    model = load_model(str(planted), "cpu")
+    assert type(model.module).__name__ == "DreamModel"
+    assert {"config", "model"} == set(marker.read_text().split())
+    ids = _ids(model)
+    assert torch.equal(model.logits(ids), models["dream"].logits(ids))  # same conventions
+
+
+def test_a_hub_id_offline_says_where_to_put_the_files(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(ModelLoadError, match="offline.*--local-dir ~/models/Dream-Coder"):
+        load_model("Dream-org/Dream-Coder-v0-Instruct-7B", "cpu")
+
+
+# --- dlm-lsp models ---------------------------------------------------------------------------
+
+
+def test_models_lists_every_family(capsys):
+    assert models_main([]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{name}:" in out for name in [*FAMILIES, "dlm-tiny"])
+
+
+def test_models_check_reports_family_mask_shift_vocab_and_parameters(checkpoints, capsys):
+    assert models_main(["check", str(checkpoints["llada"])]) == 0
+    out = capsys.readouterr().out
+    tok = Checkpoint.read(checkpoints["llada"]).load_tokenizer()
+    assert "llada (detected)" in out and f"{tok.token_id('<|mdm_mask|>')} (<|mdm_mask|>)" in out
+    assert "logits shifted           False" in out
+    assert f"tokenizer vocabulary     {tok.vocab_size}" in out
+    report = inspect(str(checkpoints["llada"]))
+    assert report.parameters == sum(p.numel() for p in load_model(
+        str(checkpoints["llada"]), "cpu").module.parameters())
+
+
+def test_models_check_fails_on_a_partial_checkpoint(checkpoints, tmp_path, capsys):
+    broken = _copy(checkpoints, "open-dcoder", tmp_path)
+    sorted(broken.glob("model-*.safetensors"))[0].unlink()
+    assert models_main(["check", str(broken)]) == 1
+    assert "incomplete" in capsys.readouterr().err
+
+
+def test_the_gpu_benchmark_runs_at_tiny_size(tmp_path, capsys):
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "benchmarks" / "checkpoints_gpu.py"
+    spec = importlib.util.spec_from_file_location("checkpoints_gpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--tiny", "--contexts", "16", "--batches", "1", "2", "--warmup", "0",
+                       "--repeats", "1", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [f["family"] for f in report["families"]] == list(FAMILIES)
+    assert all(f["bidirectional"] and len(f["rows"]) == 2 for f in report["families"])
