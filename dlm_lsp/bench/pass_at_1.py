@@ -14,6 +14,10 @@ model, is broken); `empty` fills nothing, the floor a model has to beat
 
 A stored report is a baseline: with `--baseline FILE --margin X` the command
 exits non-zero when pass@1 fell by more than X percentage points.
+
+`--baseline-model smollm2` also fills the same tasks with an autoregressive
+model a user could pick instead (`autoregressive.py`: prefix only, healed
+boundary, greedy), on the same machine, and reports it beside the model.
 """
 
 from __future__ import annotations
@@ -23,16 +27,16 @@ import json
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
-from dlm_lsp.bench.filling import Fill, FillSettings, exact_match, fill_task
+from dlm_lsp.bench.autoregressive import BASELINES, load_baseline
+from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.output import write_json, write_text
 from dlm_lsp.bench.sandbox import REASONS, SandboxConfig, run_programs
-from dlm_lsp.config import ServerConfig
-from dlm_lsp.engine import Engine
 
-FILLS = ("model", "canonical", "empty")
+FILLS = ("model", "canonical", "empty", *BASELINES)  # a baseline: its autoregressive model
 SELF_CHECK_BAR = 99.0  # percent of canonical fills that must pass for the harness to be trusted
 FAILURES_LISTED = 10
 
@@ -103,12 +107,31 @@ def _fills(config: BenchConfig,
         return [Fill(t.middle, None, 0, 0.0, "canonical") for t in tasks], None, None
     if config.fill == "empty":
         return [Fill("", None, 0, 0.0, "empty") for _ in tasks], None, None
+    if config.fill in BASELINES:
+        baseline = load_baseline(config.fill, config.device)
+        return [baseline.fill(task) for task in tasks], baseline.name, baseline.device
     if config.fill != "model":
         raise ValueError(f"unknown fill {config.fill!r}; choose from {', '.join(FILLS)}")
-    # oracle spans of multi-line tasks can be longer than the server's default cap
-    engine = Engine(ServerConfig(model=config.model, device=config.device, max_span_tokens=512))
+    engine = bench_engine(config.model, config.device)
     fills = [fill_task(engine, task, config.settings) for task in tasks]
     return fills, engine.model.name, str(engine.model.device)
+
+
+def passes_by_fill(tasks: list[Task], fill_sets: list[list[str]],
+                   sandbox: SandboxConfig) -> dict[tuple[str, str], bool]:
+    """Whether each (task id, fill) passes its tests; each distinct program runs once.
+
+    Benchmarks that fill the same tasks many ways (budgets, strategies, models)
+    repeat fills, a weak model's empty one most of all: running each distinct
+    program once turns a sweep's thousand fills into a few hundred programs.
+    """
+    distinct: dict[tuple[str, str], Task] = {}
+    for fills in fill_sets:
+        for task, text in zip(tasks, fills, strict=True):
+            distinct.setdefault((task.task_id, text), task)
+    keys = list(distinct)
+    outcomes = run_programs([program_for(distinct[k], k[1]) for k in keys], sandbox)
+    return {k: o.passed for k, o in zip(keys, outcomes, strict=True)}
 
 
 def run_benchmark(config: BenchConfig) -> Report:
@@ -145,6 +168,8 @@ def describe_run(config: BenchConfig) -> str:
         return "canonical middle (self-check)"
     if config.fill == "empty":
         return "empty fill (floor)"
+    if config.fill in BASELINES:
+        return f"{BASELINES[config.fill].name}, prefix only, healed boundary, greedy"
     s = config.settings
     steps = "" if s.steps is None else f", {s.steps} steps"
     repair = "" if s.repair else ", no repair"
@@ -162,16 +187,19 @@ def table_row(report: Report) -> str:
             f"{report.sandbox_ms_per_task} | {report.wall_s} |")
 
 
-def to_markdown(report: Report) -> str:
-    """A short summary: settings, machine, the table row, outcomes, harness failures."""
+def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
+    """A short summary: settings, machine, the table row (and the rows of runs `beside` it,
+    e.g. a baseline model on the same tasks), outcomes, harness failures."""
     cfg = report.config
     lines = [f"HumanEval-Infilling {cfg.split}, {report.tasks} tasks, seed {cfg.settings.seed}, "
              f"model {report.model or 'none'}; {machine_line(report.machine)}; "
              f"{report.machine['date']}, code {report.revision or 'unknown'}",
-             "", TABLE_HEAD, table_row(report), "",
-             "Outcomes: " + ", ".join(f"{k} {v}" for k, v in report.reasons.items())
-             + "; fills by path: " + ", ".join(f"{k} {v}" for k, v in report.paths.items())
-             + f"; network namespace: {'yes' if report.network_isolated else 'no'}."]
+             "", TABLE_HEAD, table_row(report), *(table_row(r) for r in beside), ""]
+    for run in (report, *beside):
+        label = f" ({describe_run(run.config)})" if beside else ""
+        lines.append(f"Outcomes{label}: " + ", ".join(f"{k} {v}" for k, v in run.reasons.items())
+                     + "; fills by path: " + ", ".join(f"{k} {v}" for k, v in run.paths.items())
+                     + f"; network namespace: {'yes' if run.network_isolated else 'no'}.")
     if cfg.fill == "canonical":
         failures = [r for r in report.results if not r.passed][:FAILURES_LISTED]
         lines += [f"- {r.task_id}: {r.reason} {r.detail}" for r in failures]
@@ -204,15 +232,15 @@ def command(args: argparse.Namespace) -> int:
                          model=args.model, device=args.device,
                          sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers))
     report = run_benchmark(config)
-    summary = to_markdown(report)
+    beside = ()
+    if args.baseline_model:  # the same tasks, machine and sandbox, filled by another model
+        beside = (run_benchmark(replace(config, fill=args.baseline_model)),)
+    summary = to_markdown(report, beside)
     print(summary, end="")
     if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as handle:
-            json.dump(asdict(report), handle, indent=1)
-            handle.write("\n")
+        write_json(args.json_out, {**asdict(report), "beside": [asdict(r) for r in beside]})
     if args.markdown_out:
-        with open(args.markdown_out, "w", encoding="utf-8") as handle:
-            handle.write(summary)
+        write_text(args.markdown_out, summary)
     status = 0
     if fill == "canonical" and report.pass_at_1 < SELF_CHECK_BAR:
         print(f"self-check failed: canonical fills pass {report.pass_at_1}%, below "

@@ -16,10 +16,10 @@ import json
 import time
 from dataclasses import asdict, dataclass
 
-from dlm_lsp.bench.filling import FillSettings, exact_match, fill_task
+from dlm_lsp.bench.filling import FillSettings, bench_engine, exact_match, fill_task
 from dlm_lsp.bench.humaneval import Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.config import STRATEGIES, ServerConfig
+from dlm_lsp.config import STRATEGIES
 from dlm_lsp.engine import Engine
 
 
@@ -54,7 +54,7 @@ def run_strategy(engine: Engine, tasks: list[Task], strategy: str, steps: int) -
 def main(model: str, device: str, split: str, limit: int | None, steps: int,
          json_out: str | None) -> int:
     """Print the table (markdown) for every strategy, optionally writing JSON too."""
-    engine = Engine(ServerConfig(model=model, device=device, max_span_tokens=512))
+    engine = bench_engine(model, device)
     tasks = load_tasks(split, limit)
     rows = [run_strategy(engine, tasks, s, steps) for s in STRATEGIES]
     machine = describe_machine(str(engine.model.device))

@@ -1,0 +1,179 @@
+"""`dlm-lsp bench latency`: wall time per fill as the span grows, diffusion against left to right.
+
+The claim behind a diffusion server: its latency follows the step budget, not
+the length of the fill, while left-to-right decoding needs one forward pass
+per token.  Here one fixed document is filled at span lengths 8 ... 256
+tokens, each length with a fixed budget (16 steps; a span shorter than the
+budget takes one step per token, the engine's cap) and with left-to-right
+decoding by the same model.  The cost of one pass still grows with the
+sequence (prefix + span + suffix), so the diffusion curve is not flat; what
+the claim predicts is that it grows far slower than the baseline's, whose
+passes grow with the span.
+
+Optionally the autoregressive baseline model (`--baseline-model smollm2`,
+`autoregressive.py`) writes the same number of tokens after the same prefix
+with its KV cache: the cost of the alternative a user could pick.
+
+Each point is the median of a few fills, after one warm-up fill per decoder,
+every one computed (the benchmark engine never answers from its recent
+fills, and each fill has its own seed).  Repair and the fallback are off:
+only the decoding is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+
+from dlm_lsp.bench.autoregressive import ARModel, load_baseline
+from dlm_lsp.bench.filling import bench_engine
+from dlm_lsp.bench.grids import LEFT_TO_RIGHT, LENGTHS
+from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.output import median, publish
+from dlm_lsp.config import InfillOptions
+from dlm_lsp.engine import Engine, InfillRequest
+
+# A small module with an empty function body to fill: short enough that the longest
+# span plus its context fits the default model's 512 positions untrimmed.
+DOCUMENT = (
+    "import json\n"
+    "from pathlib import Path\n\n\n"
+    "def load_settings(path: Path) -> dict:\n"
+    '    """Read a JSON settings file; a missing file gives the defaults."""\n'
+    "    \n"
+    "\n\n"
+    "def save_settings(path: Path, settings: dict) -> None:\n"
+    "    path.write_text(json.dumps(settings, indent=2))\n"
+)
+CURSOR = DOCUMENT.index("    \n\n\n") + 4
+
+
+@dataclass
+class LatencyConfig:
+    """Span lengths, the diffusion budget, repeats, and what to compare."""
+
+    lengths: tuple[int, ...] = LENGTHS
+    steps: int = 16  # the diffusion budget at every length
+    strategy: str = "confidence"
+    repeats: int = 3  # fills per point; the median is reported
+    left_to_right: bool = True
+    baseline_model: str | None = None  # e.g. "smollm2": an autoregressive model beside
+    seed: int = 0
+    model: str = "default"
+    device: str = "auto"
+
+
+@dataclass
+class LatencyPoint:
+    """One decoder at one span length."""
+
+    method: str
+    tokens: int  # span length
+    steps: int  # forward passes of one fill
+    median_ms: float
+    min_ms: float
+    ms_per_step: float
+
+
+@dataclass
+class LatencyReport:
+    """Every point, the decoders compared, and how much each slowed from shortest to longest."""
+
+    config: LatencyConfig
+    machine: dict
+    revision: str | None
+    model: str
+    methods: list[str]
+    points: list[LatencyPoint]
+    growth: dict[str, float] = field(default_factory=dict)  # method -> ms at longest / shortest
+    wall_s: float = 0.0
+
+
+def _infill_ms(engine: Engine, tokens: int, strategy: str, steps: int,
+               seed: int) -> tuple[float, int]:
+    options = InfillOptions(length=tokens, steps=steps, strategy=strategy, seed=seed,
+                            repair_rounds=0, fallback=False)
+    result = engine.infill(InfillRequest(DOCUMENT, CURSOR, CURSOR, "python", options=options))
+    return result.ms, result.steps
+
+
+def _point(method: str, tokens: int, runs: list[tuple[float, int]]) -> LatencyPoint:
+    times = [ms for ms, _ in runs]
+    steps = int(median([s for _, s in runs]))
+    ms = median(times)
+    return LatencyPoint(method, tokens, steps, round(ms, 1), round(min(times), 1),
+                        round(ms / max(1, steps), 2))
+
+
+def run_latency(config: LatencyConfig, engine: Engine | None = None,
+                baseline: ARModel | None = None) -> LatencyReport:
+    """Time every decoder at every span length."""
+    began = time.perf_counter()
+    engine = engine or bench_engine(config.model, config.device,
+                                    max_span_tokens=max(config.lengths))
+    if config.baseline_model and baseline is None:
+        baseline = load_baseline(config.baseline_model, config.device)
+    diffusion = f"diffusion, {config.strategy}, {config.steps} steps"
+    decoders = {diffusion: config.strategy}
+    if config.left_to_right:
+        decoders[f"{LEFT_TO_RIGHT} (same model)"] = LEFT_TO_RIGHT
+    prefix = DOCUMENT[:CURSOR]
+    seeds = iter(range(config.seed, config.seed + 1_000_000))
+    for strategy in decoders.values():  # warm-up: first passes pay for allocation
+        _infill_ms(engine, min(config.lengths), strategy, config.steps, next(seeds))
+    points = []
+    for tokens in config.lengths:
+        for method, strategy in decoders.items():
+            runs = [_infill_ms(engine, tokens, strategy, config.steps, next(seeds))
+                    for _ in range(config.repeats)]
+            points.append(_point(method, tokens, runs))
+        if baseline is not None:
+            if tokens == config.lengths[0]:
+                baseline.time_tokens(prefix, tokens)  # warm-up
+            runs = [baseline.time_tokens(prefix, tokens) for _ in range(config.repeats)]
+            points.append(_point(f"{baseline.short or baseline.name} (autoregressive, KV cache)",
+                                 tokens, runs))
+        print(f"latency {tokens} tokens: " + ", ".join(
+            f"{p.method} {p.median_ms:.0f} ms" for p in points if p.tokens == tokens),
+            file=sys.stderr, flush=True)
+    methods = list(dict.fromkeys(p.method for p in points))
+    growth = {}
+    for method in methods:
+        ms = [p.median_ms for p in points if p.method == method]
+        growth[method] = round(ms[-1] / ms[0], 1) if ms and ms[0] else 0.0
+    return LatencyReport(config, describe_machine(str(engine.model.device)), source_revision(),
+                         engine.model.name, methods, points, growth,
+                         round(time.perf_counter() - began, 1))
+
+
+def to_markdown(report: LatencyReport) -> str:
+    """A table: span length by decoder, median ms per fill (forward passes)."""
+    cfg = report.config
+    lines = [f"Latency per fill against span length: model {report.model}, median of "
+             f"{cfg.repeats} fills, {machine_line(report.machine)}; {report.machine['date']}, "
+             f"code {report.revision or 'unknown'}. Cells: median ms per fill (forward passes).",
+             "", "| span tokens | " + " | ".join(report.methods) + " |",
+             "| --- |" + " --- |" * len(report.methods)]
+    for tokens in cfg.lengths:
+        cells = []
+        for method in report.methods:
+            p = next(p for p in report.points if p.method == method and p.tokens == tokens)
+            cells.append(f"{p.median_ms:.0f} ({p.steps})")
+        lines.append(f"| {tokens} | " + " | ".join(cells) + " |")
+    first, last = cfg.lengths[0], cfg.lengths[-1]
+    lines += ["", f"From {first} to {last} tokens the time per fill grew " + ", ".join(
+        f"x{g} for {m}" for m, g in report.growth.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def command(args: argparse.Namespace) -> int:
+    """`dlm-lsp bench latency`: run, print the table, write JSON, markdown and the plot."""
+    config = LatencyConfig(lengths=tuple(args.lengths), steps=args.steps,
+                           strategy=args.strategy, repeats=args.repeats,
+                           baseline_model=args.baseline_model, seed=args.seed,
+                           model=args.model, device=args.device)
+    publish(lambda: run_latency(config), to_markdown, args.json_out, args.markdown_out,
+            "plot_latency", args.plot)
+    return 0

@@ -1,0 +1,76 @@
+"""Where a benchmark's numbers go: a JSON of every number, a markdown summary, plots.
+
+Every report here is a dataclass; JSON is its `asdict`, so nothing measured is
+left out of the file and the file reads back with the same names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import TypeVar
+
+R = TypeVar("R")
+
+
+def write_json(path: str | Path, report: object) -> None:
+    """Write a report (a dataclass or plain data) as indented JSON."""
+    data = asdict(report) if is_dataclass(report) and not isinstance(report, type) else report
+    Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write a markdown summary (or any text) as UTF-8."""
+    Path(path).write_text(text, encoding="utf-8")
+
+
+def percent(count: int | float, total: int) -> float:
+    """`count` of `total` in percent, one decimal (0 for an empty total)."""
+    return round(100 * count / total, 1) if total else 0.0
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile of the values (nearest-rank on sorted values, as latency reports use)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[rank]
+
+
+def median(values: list[float]) -> float:
+    """The median, 0 for no values."""
+    return statistics.median(values) if values else 0.0
+
+
+def publish(run: Callable[[], R], summarise: Callable[[R], str], json_out: str | None = None,
+            markdown_out: str | None = None, plot: str | None = None,
+            plot_to: str | None = None) -> R:
+    """Run a benchmark, print its summary and write what was asked: JSON, markdown, plots.
+
+    `plot` names the function of `plots.py` that draws the report into `plot_to`;
+    matplotlib is checked before the run, so a missing extra costs no wasted run.
+    """
+    if plot_to:
+        from dlm_lsp.bench.plots import require_matplotlib
+
+        require_matplotlib()
+    report = run()
+    summary = summarise(report)
+    print(summary, end="")
+    if json_out:
+        write_json(json_out, report)
+    if markdown_out:
+        write_text(markdown_out, summary)
+    if plot and plot_to:
+        from dlm_lsp.bench import plots
+
+        drawn = getattr(plots, plot)(report, plot_to)
+        for path in drawn if isinstance(drawn, list) else [drawn]:
+            print(f"wrote {path}", file=sys.stderr)
+    return report

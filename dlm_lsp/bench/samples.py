@@ -1,0 +1,173 @@
+"""`dlm-lsp bench samples`: a sheet of fills side by side, to read what the numbers mean.
+
+A pass@1 of 4% says little about *how* a model fails.  For a few fixed
+HumanEval-Infilling tasks the sheet shows the code around the gap, then the
+reference (the canonical middle), the diffusion fill (server defaults: its
+strategy and per-kind budget, oracle length, repair on, as a user gets it),
+the left-to-right fill of the same model, and optionally an autoregressive
+baseline model (`--baseline-model smollm2`), each with whether it passes
+the task's tests in the sandbox and whether it is the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+
+from dlm_lsp.bench.autoregressive import load_baseline
+from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
+from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
+from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.output import write_json, write_text
+from dlm_lsp.bench.pass_at_1 import passes_by_fill
+from dlm_lsp.bench.sandbox import SandboxConfig
+from dlm_lsp.engine import Engine
+
+CONTEXT_BEFORE, CONTEXT_AFTER = 4, 2  # lines of code shown around the gap
+GAP = "# <<< gap >>>"
+REFERENCE = "reference"
+
+
+@dataclass
+class SamplesConfig:
+    """Which tasks, and how the diffusion column fills them."""
+
+    split: str = "single-line"
+    limit: int = 10
+    steps: int | None = None  # None: the server's per-kind budget
+    strategy: str | None = None  # None: the server's default
+    seed: int = 0
+    baseline_model: str | None = None
+    model: str = "default"
+    device: str = "auto"
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+
+    def __post_init__(self) -> None:
+        self.split = ALIASES.get(self.split, self.split)
+
+
+@dataclass
+class Sample:
+    """One column's fill of one task."""
+
+    column: str
+    text: str
+    passed: bool
+    exact: bool
+    steps: int
+    ms: float
+
+
+@dataclass
+class SampleTask:
+    """One task's context and every column's fill."""
+
+    task_id: str
+    before: str  # the last lines of the prefix
+    after: str  # the first lines of the suffix
+    fills: list[Sample]
+
+
+@dataclass
+class SampleSheet:
+    """The sheet's data: the columns, the tasks, the machine."""
+
+    config: SamplesConfig
+    machine: dict
+    revision: str | None
+    model: str
+    columns: list[str]
+    tasks: list[SampleTask]
+    wall_s: float
+
+
+def _columns(config: SamplesConfig, engine: Engine,
+             tasks: list[Task]) -> tuple[dict[str, list[Fill]], str]:
+    steps = f"{config.steps} steps" if config.steps else "server budget"
+    diffusion = f"diffusion ({config.strategy or 'server strategy'}, {steps})"
+    columns = {REFERENCE: [Fill(t.middle, None, 0, 0.0, REFERENCE) for t in tasks]}
+    settings = FillSettings(strategy=config.strategy, steps=config.steps, seed=config.seed)
+    columns[diffusion] = [fill_task(engine, t, settings) for t in tasks]
+    ltr = FillSettings(strategy="left-to-right", seed=config.seed)
+    columns["left-to-right (same model)"] = [fill_task(engine, t, ltr) for t in tasks]
+    if config.baseline_model:
+        baseline = load_baseline(config.baseline_model, config.device)
+        columns[baseline.name] = [baseline.fill(t) for t in tasks]
+    return columns, diffusion
+
+
+def make_sheet(config: SamplesConfig, engine: Engine | None = None) -> SampleSheet:
+    """Fill the tasks every way, run every distinct program once, collect the sheet."""
+    began = time.perf_counter()
+    engine = engine or bench_engine(config.model, config.device)
+    tasks = load_tasks(config.split, config.limit)
+    columns, _ = _columns(config, engine, tasks)
+    passed = passes_by_fill(tasks, [[f.text for f in fills] for fills in columns.values()],
+                            config.sandbox)
+    rows = []
+    for i, task in enumerate(tasks):
+        fills = [Sample(name, f[i].text, passed[task.task_id, f[i].text],
+                        exact_match(f[i].text, task.middle), f[i].steps, round(f[i].ms, 1))
+                 for name, f in columns.items()]
+        rows.append(SampleTask(task.task_id,
+                               "".join(task.prefix.splitlines(True)[-CONTEXT_BEFORE:]),
+                               "".join(task.suffix.splitlines(True)[:CONTEXT_AFTER]), fills))
+    return SampleSheet(config, describe_machine(str(engine.model.device)), source_revision(),
+                       engine.model.name, list(columns), rows,
+                       round(time.perf_counter() - began, 1))
+
+
+def _aligned(fills: list[Sample]) -> list[str]:
+    """Each fill's lines after its column's name, so the fills read side by side."""
+    width = max(len(f.column) for f in fills)
+    lines = []
+    for f in fills:
+        text = f.text.rstrip("\n")
+        body = text.split("\n") if text.strip() else ["(empty)"]
+        lines.append(f"{f.column:<{width}} | {body[0]}")
+        lines += [f"{'':<{width}} | {line}" for line in body[1:]]
+    return lines
+
+
+def to_markdown(sheet: SampleSheet) -> str:
+    """The sheet: a tally per column, then per task the context, the fills and their marks."""
+    cfg = sheet.config
+    n = len(sheet.tasks)
+    lines = [f"# Sample fills: HumanEval-Infilling {cfg.split}", "",
+             f"{n} fixed tasks, oracle length, greedy, seed {cfg.seed}; model {sheet.model}; "
+             f"{machine_line(sheet.machine)}; {sheet.machine['date']}, code "
+             f"{sheet.revision or 'unknown'}.", "",
+             "| fill | passes tests | exact match |", "| --- | --- | --- |"]
+    for column in sheet.columns:
+        fills = [f for t in sheet.tasks for f in t.fills if f.column == column]
+        lines.append(f"| {column} | {sum(f.passed for f in fills)}/{n} | "
+                     f"{sum(f.exact for f in fills)}/{n} |")
+    for task in sheet.tasks:
+        marks = "; ".join(f"{f.column}: {'passes' if f.passed else 'fails'}"
+                          f"{', exact' if f.exact and f.column != REFERENCE else ''}"
+                          for f in task.fills)
+        lines += ["", f"## {task.task_id}", "", "```python",
+                  task.before.rstrip("\n"), GAP, task.after.rstrip("\n"), "```", "",
+                  "```text", *_aligned(task.fills), "```", "", marks]
+    return "\n".join(lines) + "\n"
+
+
+def command(args: argparse.Namespace) -> int:
+    """`dlm-lsp bench samples`: write the sheet (markdown, and JSON with --json)."""
+    config = SamplesConfig(split=args.split, limit=args.limit, steps=args.steps,
+                           strategy=args.strategy, seed=args.seed,
+                           baseline_model=args.baseline_model, model=args.model,
+                           device=args.device,
+                           sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers))
+    sheet = make_sheet(config)
+    text = to_markdown(sheet)
+    if args.out:
+        write_text(args.out, text)
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        print(text, end="")
+    if args.json_out:
+        write_json(args.json_out, sheet)
+    return 0

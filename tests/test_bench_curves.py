@@ -1,0 +1,254 @@
+"""The curve benchmarks (step-budget sweep, latency, throughput, sample sheet) and the
+autoregressive baseline: smoke runs on a random tiny model, the pure pieces exactly."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from dlm_lsp.bench import autoregressive, pass_at_1
+from dlm_lsp.bench.autoregressive import ARModel, continue_prefix, heal, missing
+from dlm_lsp.bench.curves import collapse_point, mark_curve, saturation_point
+from dlm_lsp.bench.output import quantile
+from dlm_lsp.cli import main
+
+NO_SMOLLM2 = missing("smollm2")
+
+
+class CharCodec:
+    """One token per character; 0 ends the text."""
+
+    eos_ids = frozenset({0})
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(chr(i) for i in ids)
+
+
+def scripted(text: str, prompts: list[str] | None = None):
+    """A 'model' that writes `text` whatever the prompt, then ends; records its prompts."""
+    def greedy(ids: list[int]) -> Iterator[int]:
+        if prompts is not None:
+            prompts.append(CharCodec().decode(ids))
+        yield from (ord(c) for c in text)
+        while True:
+            yield 0
+    return greedy
+
+
+# --- saturation and collapse -----------------------------------------------------------------
+
+def test_saturation_is_the_first_budget_within_epsilon_of_the_best():
+    budgets, quality = [1, 2, 4, 8, 16], [0.0, 10.0, 29.0, 30.0, 30.0]
+    assert saturation_point(budgets, quality, epsilon=2.0) == 4
+    assert saturation_point(budgets, quality, epsilon=0.0) == 8
+
+
+def test_collapse_is_the_largest_budget_below_half_the_best():
+    budgets, quality = [1, 2, 4, 8, 16], [0.0, 10.0, 29.0, 30.0, 30.0]
+    assert collapse_point(budgets, quality, ratio=0.5) == 2
+    assert collapse_point(budgets, [20.0, 25.0, 30.0, 30.0, 30.0], ratio=0.5) is None
+
+
+def test_a_dip_above_the_saturation_point_is_not_a_collapse():
+    budgets, quality = [1, 2, 4, 8, 16, 32], [0.0, 6.7, 6.7, 0.0, 0.0, 0.0]
+    assert saturation_point(budgets, quality, epsilon=2.0) == 2
+    assert collapse_point(budgets, quality, ratio=0.5, epsilon=2.0) == 1
+
+
+def test_a_curve_at_zero_is_flat_saturates_at_once_and_cannot_collapse():
+    marks = mark_curve([1, 2, 4], [0.0, 0.0, 0.0], "pass_at_1")
+    assert marks.flat and marks.saturation == 1 and marks.collapse is None and marks.best == 0
+
+
+def test_p95_is_the_nearest_rank_value():
+    assert quantile(list(range(1, 21)), 0.95) == 19 and quantile([5.0], 0.95) == 5.0
+    assert quantile(list(range(1, 11)), 0.5) == 5
+
+
+# --- the autoregressive baseline's text handling ---------------------------------------------
+
+def test_healing_drops_the_last_line_break_and_its_indentation_from_the_prompt():
+    assert heal("def f(x):\n") == ("def f(x):", "\n")
+    assert heal("    a = 1\n    ") == ("    a = 1", "\n    ")
+    assert heal("x = f(") == ("x = f(", "")
+
+
+def test_a_single_line_fill_is_the_line_the_model_wrote_after_the_healed_break():
+    prompts: list[str] = []
+    out = continue_prefix(CharCodec(), scripted("\n    return x\n    y = 2\n", prompts),
+                          "def f(x):\n", lines=1)
+    assert prompts == ["def f(x):"]  # the model sees no bare trailing line break
+    assert out.text == "    return x\n"
+    assert out.passes == out.tokens == len("\n    return x\n")
+
+
+def test_a_multi_line_fill_stops_after_as_many_lines_as_the_gap_has():
+    out = continue_prefix(CharCodec(), scripted("\n    a\n    b\n    c\n"), "if x:\n", lines=2)
+    assert out.text == "    a\n    b\n"
+
+
+def test_an_end_token_or_the_token_cap_ends_the_fill_early():
+    assert continue_prefix(CharCodec(), scripted("\n    ret"), "f()\n").text == "    ret"
+    assert continue_prefix(CharCodec(), scripted("\n    return x\n"), "f()\n",
+                           max_tokens=5).text == "    "
+
+
+def test_a_deeper_indentation_written_with_the_break_is_kept_relative_to_the_prefix():
+    out = continue_prefix(CharCodec(), scripted("\n        b = 1\n"), "    a = 1\n    ")
+    assert "    a = 1\n    " + out.text == "    a = 1\n        b = 1\n"
+
+
+def test_the_baseline_fills_a_task_with_the_middles_line_count():
+    task = pass_at_1.load_tasks("multi-line", limit=40)[-1]
+    lines = task.middle.count("\n")
+    model = ARModel("scripted", CharCodec(), scripted("\n" + "    pass\n" * (lines + 3)), "cpu")
+    fill = model.fill(task)
+    assert fill.text == "    pass\n" * lines and fill.path == "autoregressive"
+
+
+def test_greedy_decoding_with_the_kv_cache_matches_recomputing_every_prefix():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    prompt = [3, 17, 5, 42]
+    got = list(itertools.islice(autoregressive.greedy_decoder(model)(prompt), 6))
+    seq, want = list(prompt), []
+    with torch.no_grad():
+        for _ in range(6):
+            want.append(int(model(input_ids=torch.tensor([seq])).logits[0, -1].argmax()))
+            seq.append(want[-1])
+    assert got == want
+
+
+def test_a_missing_baseline_is_a_clear_error_not_a_download(monkeypatch, capsys):
+    monkeypatch.setattr(autoregressive, "missing", lambda name: "not installed: pip install x")
+    assert main(["bench", "humaneval", "--empty", "--limit", "1",
+                 "--baseline-model", "smollm2"]) == 2
+    assert "not installed: pip install x" in capsys.readouterr().err
+    assert "unknown baseline" in missing("gpt-9")
+
+
+def test_humaneval_runs_the_baseline_model_beside_on_the_same_tasks(monkeypatch, tmp_path,
+                                                                   capsys):
+    fake = ARModel("fake AR", CharCodec(), scripted("\n    pass\n"), "cpu")
+    monkeypatch.setattr(pass_at_1, "load_baseline", lambda name, device: fake)
+    out = tmp_path / "run.json"
+    assert main(["bench", "humaneval", "--self-check", "--limit", "2", "--baseline-model",
+                 "smollm2", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    beside = report["beside"][0]
+    assert beside["model"] == "fake AR" and beside["tasks"] == report["tasks"] == 2
+    assert [r["task_id"] for r in beside["results"]] == [r["task_id"] for r in report["results"]]
+    assert all(r["fill"] == "    pass\n" and r["path"] == "autoregressive"
+               for r in beside["results"])
+    printed = capsys.readouterr().out
+    assert "| canonical middle (self-check) | 2 |" in printed
+    assert "| SmolLM2-135M-Instruct (Q4_1 GGUF, autoregressive), prefix only" in printed
+
+
+@pytest.mark.skipif(NO_SMOLLM2 is not None, reason=NO_SMOLLM2 or "")
+def test_smollm2_loads_offline_and_fills_a_line_it_knows(tmp_path):
+    task = next(t for t in pass_at_1.load_tasks("single-line")
+                if t.task_id == "SingleLineInfilling/HumanEval/118/L7")
+    model = autoregressive.load_baseline("smollm2", "cpu")
+    fill = model.fill(task)
+    assert fill.text == task.middle and fill.steps < 20
+
+
+# --- the curve benchmarks, end to end on a tiny model ----------------------------------------
+
+def test_sweep_writes_every_point_its_marks_and_the_left_to_right_baseline(model_dir, tmp_path):
+    out, md = tmp_path / "sweep.json", tmp_path / "sweep.md"
+    assert main(["bench", "sweep", "--model", str(model_dir), "--device", "cpu", "--limit", "2",
+                 "--steps", "1", "2", "--strategies", "confidence", "random",
+                 "--json", str(out), "--markdown", str(md)]) == 0
+    report = json.loads(out.read_text())
+    assert report["machine"]["cpu"] and "load_average" in report["machine"]
+    curves = report["curves"]
+    assert [(c["kind"], c["strategy"]) for c in curves] == [
+        ("single-line", "confidence"), ("single-line", "random"),
+        ("multi-line", "confidence"), ("multi-line", "random")]
+    for curve in curves:
+        assert [p["budget"] for p in curve["points"]] == [1, 2]
+        assert all(p["mean_steps"] <= p["budget"] for p in curve["points"])
+        assert set(curve["marks"]) == {"pass_at_1", "exact_match"}
+        assert curve["marks"]["pass_at_1"]["saturation"] in (1, 2)
+        assert isinstance(curve["above_floor"], bool)
+    ltr = report["left_to_right"]
+    assert [p["kind"] for p in ltr] == ["single-line", "multi-line"]
+    assert all(p["mean_steps"] > 2 for p in ltr)  # one pass per token
+    assert set(report["floors"]) == {"single-line", "multi-line"}
+    assert report["fills"] == 2 * 2 * (2 * 2 + 1)
+    assert "| confidence |" in md.read_text() and "Left-to-right" in md.read_text()
+
+
+def test_sweep_plots_one_png_per_kind(model_dir, tmp_path):
+    pytest.importorskip("matplotlib")
+    assert main(["bench", "sweep", "--model", str(model_dir), "--device", "cpu", "--limit", "1",
+                 "--steps", "1", "2", "--strategies", "confidence", "--kinds", "single",
+                 "--plots", str(tmp_path)]) == 0
+    png = tmp_path / "sweep-single-line.png"
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size < 200_000
+
+
+def test_plots_without_matplotlib_fail_before_the_run_with_the_fix(monkeypatch, capsys,
+                                                                  tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
+    assert main(["bench", "sweep", "--limit", "1", "--plots", str(tmp_path)]) == 2
+    assert "dlm-lsp[bench]" in capsys.readouterr().err
+
+
+def test_latency_grows_with_the_span_for_left_to_right_not_for_a_fixed_budget(model_dir,
+                                                                              tmp_path):
+    out = tmp_path / "latency.json"
+    args = ["bench", "latency", "--model", str(model_dir), "--device", "cpu", "--lengths", "8",
+            "32", "--steps", "4", "--repeats", "1", "--json", str(out)]
+    try:
+        import matplotlib  # noqa: F401
+
+        args += ["--plot", str(tmp_path / "latency.png")]
+    except ImportError:
+        pass
+    assert main(args) == 0
+    report = json.loads(out.read_text())
+    passes = {(p["method"], p["tokens"]): p["steps"] for p in report["points"]}
+    diffusion, ltr = report["methods"]
+    assert passes[diffusion, 8] <= 4 and passes[diffusion, 32] <= 4
+    assert passes[ltr, 32] > passes[ltr, 8] and passes[ltr, 32] > 8
+    assert set(report["growth"]) == {diffusion, ltr}
+
+
+def test_throughput_reports_rows_per_pass_batched_and_none_alone(model_dir, tmp_path):
+    out = tmp_path / "throughput.json"
+    assert main(["bench", "throughput", "--model", str(model_dir), "--device", "cpu",
+                 "--concurrency", "1", "3", "--fills-per-thread", "1", "--steps", "2",
+                 "--tokens", "4", "--json", str(out)]) == 0
+    points = json.loads(out.read_text())["points"]
+    assert [(p["mode"], p["concurrency"], p["fills"]) for p in points] == [
+        ("batched", 1, 1), ("batched", 3, 3), ("alone", 1, 1), ("alone", 3, 3)]
+    batched = [p for p in points if p["mode"] == "batched"]
+    assert batched[0]["occupancy"] == 1.0 and 1.0 <= batched[1]["occupancy"] <= 3.0
+    assert all(p["occupancy"] is None for p in points if p["mode"] == "alone")
+    assert all(p["fills_per_s"] > 0 and p["p95_ms"] >= p["p50_ms"] > 0 for p in points)
+
+
+def test_the_sample_sheet_shows_each_task_with_reference_and_left_to_right(model_dir,
+                                                                           tmp_path):
+    sheet = tmp_path / "samples.md"
+    assert main(["bench", "samples", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "2", "--steps", "2", "--out", str(sheet)]) == 0
+    text = sheet.read_text()
+    for task in pass_at_1.load_tasks("single-line", limit=2):
+        assert f"## {task.task_id}" in text and task.middle.strip() in text
+    assert "| reference | 2/2 | 2/2 |" in text and "left-to-right (same model)" in text
