@@ -173,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         from dlm_lsp.training.train import main as train_main
 
         return train_main(argv[1:])
+    if argv[:1] == ["models"]:  # families and checkpoint checks parse their own options
+        from dlm_lsp.models.command import main as models_main
+
+        return models_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="dlm-lsp", description="Language server for code infilling with masked-diffusion "
         "language models. With no command it serves LSP over stdio.")
@@ -192,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     fill.add_argument("--write", action="store_true", help="write the filled file back")
 
     sub.add_parser("train", help="train the project's own model (dlm-lsp train --help)")
+    sub.add_parser("models", help="supported model families; `models check DIR` checks a "
+                   "checkpoint directory")
 
     status = sub.add_parser("status", help="device, model and step cost here, or a running "
                             "server's queue, latency and caches (--tcp)")
