@@ -19,6 +19,7 @@ SCHEDULES = ("linear", "cosine", "front", "back")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
 REFINE_ORDERS = ("confidence", "random")
+KINDS = ("single-line", "multi-line", "rewrite")  # task kinds (dlm_lsp/policy.py)
 
 T = TypeVar("T")
 
@@ -62,6 +63,7 @@ class InfillOptions(SamplingControls):
     temperature: float | None = None
     latency_ms: int | None = None  # latency target: the step budget that fits it
     refine_order: str | None = None
+    kind: str | None = None  # single-line, multi-line or rewrite; None: the policy decides
 
 
 @dataclass
@@ -123,6 +125,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "refine_order": (lambda v: v is None or v in REFINE_ORDERS,
                      f"one of {', '.join(REFINE_ORDERS)}"),
     "length": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "kind": (lambda v: v is None or v in KINDS, f"one of {', '.join(KINDS)}"),
     "strategy": (lambda v: v is None or v in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
     "schedule": (lambda v: v is None or v in SCHEDULES, f"one of {', '.join(SCHEDULES)}"),
     "device": (lambda v: v in DEVICES, f"one of {', '.join(DEVICES)}"),

@@ -3,9 +3,9 @@
 When the request does not fix a length, the span's surroundings decide the task
 kind.  A cursor or hole with code after it on the same line is a single-line
 fill (short span, cut at the first line break).  A cursor on an otherwise empty
-line, or a hole alone on its line, is a multi-line fill; so is a cursor at the
-very start of a line (whole lines are inserted before the code there, as in the
-HumanEval-Infilling tasks).  A non-empty selection
+line, or a hole alone on its line, is a multi-line fill.  The request's `kind`
+option overrides all of this (a benchmark knows its task's kind; an editor may
+know what the user asked for).  A non-empty selection
 is a block rewrite sized from the selected text.  Each kind has its own default
 step budget; the left-to-right baseline always takes one step per token.
 
@@ -49,8 +49,6 @@ def task_kind(text: str, start: int, end: int, is_hole: bool = False) -> str:
     line_end = text.find("\n", end)
     line_end = len(text) if line_end == -1 else line_end
     before, after = text[line_start:start], text[end:line_end]
-    if not before and not is_hole:  # a cursor at column 0: whole lines before the code there
-        return MULTI_LINE
     return MULTI_LINE if not before.strip() and not after.strip() else SINGLE_LINE
 
 
@@ -75,10 +73,9 @@ def plan_span(text: str, start: int, end: int, config: ServerConfig, options: In
               tokenizer: Tokenizer, is_hole: bool = False,
               language: str | None = None) -> SpanPlan:
     """Choose the number of masked tokens and the step budget for a span."""
-    kind = task_kind(text, start, end, is_hole)
+    kind = options.kind or task_kind(text, start, end, is_hole)
     hint = None
-    at_line_start = not is_hole and (start == 0 or text[start - 1] == "\n")
-    if kind != REWRITE and language is not None and not at_line_start:
+    if kind != REWRITE and language is not None and options.kind is None:
         local, low = local_text(text, start, end)
         hint = span_kind(local, start - low, end - low, language)
         kind = hint.kind if hint is not None else kind

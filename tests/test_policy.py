@@ -45,7 +45,7 @@ def _hole(text: str, marker: str = "<FILL>") -> tuple[str, int, int]:
 @pytest.mark.parametrize("marked", [
     "x = foo(|)\n",
     "y = ret|\n",
-    "    |print(x)\n",
+    "|print(x)\n",
     "def f():\n    return |\n",
     "x = 1|",
 ])
@@ -59,8 +59,6 @@ def test_cursor_with_code_on_its_line_is_single_line(marked: str) -> None:
     "a = 1\n   |   \nb = 2\n",
     "|",
     "a = 1\n|",
-    "|print(x)\n",  # at column 0: whole lines before the code
-    "def f():\n|    return 1\n",
 ])
 def test_cursor_on_an_empty_or_blank_line_is_multi_line(marked: str) -> None:
     assert task_kind(*_at(marked)) == MULTI_LINE
@@ -199,3 +197,11 @@ def test_local_text_holds_whole_lines_around_the_span() -> None:
     local, low = local_text(text, at, at, lines=3)
     assert local.splitlines() == [f"line {i}" for i in range(497, 504)]
     assert text[low:low + len(local)] == local
+
+
+def test_the_request_s_kind_overrides_the_policy(tok) -> None:
+    text, start, end = _at("|print(x)\n")
+    options = InfillOptions(kind=MULTI_LINE)
+    plan = plan_span(text, start, end, ServerConfig(), options, tok, language="python")
+    assert (plan.kind, plan.single_line) == (MULTI_LINE, False)
+    assert plan.n_masked == ServerConfig().multi_line_tokens

@@ -64,7 +64,11 @@ def fill_task(engine: Engine, task: Task, settings: FillSettings) -> Fill:
         raise ValueError(f"unknown length {settings.length!r}; choose from {', '.join(LENGTHS)}")
     at = len(task.prefix)
     length = oracle_length(engine, task) if settings.length == "oracle" else None
-    options = InfillOptions(length=length, steps=settings.steps, strategy=settings.strategy,
+    # with the oracle, the kind of the answer too (one line or several); else the policy's
+    kind = ("multi-line" if "\n" in task.middle.rstrip("\n") else "single-line"
+            ) if settings.length == "oracle" else None
+    options = InfillOptions(length=length, kind=kind, steps=settings.steps,
+                            strategy=settings.strategy,
                             seed=settings.seed, temperature=settings.temperature,
                             repair_rounds=None if settings.repair else 0,
                             fallback=None if settings.repair else False)

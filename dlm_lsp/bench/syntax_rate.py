@@ -31,6 +31,7 @@ class SyntaxTask:
     end: int
     uri: str
     hole: bool = True  # a <FILL> marker to replace, else a cursor
+    kind: str | None = None  # the task's kind when known, else the policy decides
 
 
 @dataclass
@@ -54,7 +55,8 @@ def humaneval_tasks(limit: int | None) -> list[SyntaxTask]:
     for t in load_tasks("multi-line", limit):
         text = t.prefix + t.suffix
         tasks.append(SyntaxTask(t.task_id, text, len(t.prefix), len(t.prefix),
-                                f"file:///{t.task_id.replace('/', '_')}.py", hole=False))
+                                f"file:///{t.task_id.replace('/', '_')}.py", hole=False,
+                                kind="multi-line"))
     return tasks
 
 
@@ -75,7 +77,8 @@ def run(engine: Engine, tasks: list[SyntaxTask], setting: str, seed: int = 0) ->
     row = SyntaxRow(setting)
     for task in tasks:
         result = engine.infill(InfillRequest(task.text, task.start, task.end, None, task.uri,
-                                             InfillOptions(seed=seed), is_hole=task.hole))
+                                             InfillOptions(seed=seed, kind=task.kind),
+                                             is_hole=task.hole))
         fill = result.candidates[0].text
         verdict = validate_fill(task.text, task.start, task.end, fill,
                                 language_for(None, task.uri))
