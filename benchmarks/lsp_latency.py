@@ -96,10 +96,12 @@ def main() -> None:
     parser.add_argument("--fills", type=int, default=40)
     parser.add_argument("--concurrent", type=int, default=8)
     parser.add_argument("--model", default="default")
+    parser.add_argument("--settings", default="{}", help="more server settings, as JSON")
     args = parser.parse_args()
     source = Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py"
     text = source.read_text()
-    client = Client({"model": args.model, "reuseFills": False})
+    settings = {"model": args.model, "reuseFills": False, **json.loads(args.settings)}
+    client = Client(settings)
     try:
         uris = [f"file:///bench/doc{i}.py" for i in range(args.concurrent)]
         for uri in uris:
@@ -116,7 +118,7 @@ def main() -> None:
 
         fill(uris[0], *points[0])  # warm-up: loads the model
         alone = sorted(fill(uris[0], *p) for p in points)
-        print(f"machine: {machine_line(describe_machine('cpu'))}")
+        print(f"machine: {machine_line(describe_machine('cpu'))}; settings {settings}")
         print(f"one at a time: {len(alone)} single-line fills, p50 {statistics.median(alone):.0f}"
               f" ms, p95 {alone[int(0.95 * (len(alone) - 1))]:.0f} ms")
         times: list[float] = []

@@ -47,7 +47,8 @@ def context_cache(model: DiffusionModel, cfg: ServerConfig,
     if not cfg.context_cache or not isinstance(module, TinyDenoiser):
         return None
     return ContextCache(module, layout.span_start, layout.span_end,
-                        CacheConfig(cfg.cache_refresh, cfg.cache_window))
+                        CacheConfig(cfg.cache_refresh, cfg.cache_window),
+                        bf16=getattr(model, "precision", "fp32") == "bf16")
 
 
 def repair_config(cfg: ServerConfig, opt: InfillOptions) -> RepairConfig:

@@ -365,11 +365,22 @@ def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed:
     run = Denoising(model, layout, cfg, seed, on_step, accept)
     if runner is not None:
         return runner(run, should_stop)
+    if forward is None:
+        forward = span_forward(model, run.lo, run.hi)
     while not run.done:
         if should_stop is not None and should_stop():
             raise Cancelled()
-        run.advance((forward or model.logits)(run.inputs))
+        run.advance(forward(run.inputs))
     return run.result()
+
+
+def span_forward(model: DiffusionModel, lo: int, hi: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Logits of positions [lo, hi) only, when the model can give hidden states (the
+    output head then runs on the span alone), else the model's full logits."""
+    hidden, head = getattr(model, "hidden", None), getattr(model, "head", None)
+    if hidden is None or head is None:
+        return model.logits
+    return lambda ids: head(hidden(ids)[:, lo:hi])
 
 
 def refine_start(model: DiffusionModel, layout: SpanLayout, strength: float, by: str,

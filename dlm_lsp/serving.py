@@ -153,20 +153,26 @@ class StepBatcher:
     def _step(self, group: list[_Job]) -> None:
         """One forward pass for a group, each job advancing on its own rows."""
         began = time.perf_counter()
+        hidden, head = getattr(self.model, "hidden", None), getattr(self.model, "head", None)
+        spans_only = hidden is not None and head is not None
         try:
-            logits = self.model.logits(torch.cat([job.state.inputs for job in group]))
+            inputs = torch.cat([job.state.inputs for job in group])
+            out = hidden(inputs) if spans_only else self.model.logits(inputs)
         except BaseException as exc:  # noqa: BLE001 -- e.g. out of memory: fail this group
             for job in group:
                 job.error = exc
                 job.done.set()
             return
         self.stats.passes += 1
-        self.stats.rows += logits.shape[0]
+        self.stats.rows += out.shape[0]
         at = 0
         for job in group:
-            rows = job.state.rows
+            rows, state = job.state.rows, job.state
             try:
-                job.state.advance(logits[at:at + rows])
+                # hidden states: the output head runs on this job's span alone
+                mine = head(out[at:at + rows, state.lo:state.hi]) if spans_only else (
+                    out[at:at + rows])
+                job.state.advance(mine)
             except BaseException as exc:  # noqa: BLE001
                 job.error = exc
                 job.done.set()

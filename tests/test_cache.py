@@ -76,8 +76,8 @@ def test_the_engine_uses_the_cache_when_switched_on(
     made = []
 
     class Recorded(ContextCache):
-        def __init__(self, *args):
-            super().__init__(*args)
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
             made.append(self)
     monkeypatch.setattr(passes, "ContextCache", Recorded)
 

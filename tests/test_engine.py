@@ -133,6 +133,7 @@ def test_fill_is_inserted_exactly_when_the_model_prefers_short_tokens(
         logits[..., space], logits[..., newline] = 5.0, 4.0
         return logits
     monkeypatch.setattr(model, "logits", one_character_tokens)
+    monkeypatch.setattr(model, "hidden", None)  # the fake is the whole forward pass
     req = _request("def f():\n    |\n", length=2, candidates=1)
     _assert_inserted_exactly(engine, req, engine.infill(req), calls)
 
@@ -142,13 +143,13 @@ def test_sequence_never_exceeds_the_model_s_max_length(
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu", max_context_tokens=100_000))
     model = eng.model
     lengths: list[int] = []
-    real = model.logits
+    real = model.hidden  # every forward pass of the engine starts here
 
     def spy(ids):
         lengths.append(ids.shape[1])
         assert ids.shape[1] <= model.max_length, f"{ids.shape[1]} > {model.max_length}"
         return real(ids)
-    monkeypatch.setattr(model, "logits", spy)
+    monkeypatch.setattr(model, "hidden", spy)
     text = "x = 1\n" * 400 + "y = 2  # " + "#" * 24
     eng.infill(InfillRequest(text + "\n", len(text), len(text), "python",
                              options=InfillOptions(length=4, steps=2)))
@@ -257,8 +258,8 @@ def test_unchecked_candidates_have_no_verdict(model_dir: Path) -> None:
 def test_should_stop_cancels_with_the_sampler_s_cancelled(
         engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     forward = []
-    real = engine.model.logits
-    monkeypatch.setattr(engine.model, "logits", lambda ids: forward.append(1) or real(ids))
+    real = engine.model.hidden  # every forward pass of the engine starts here
+    monkeypatch.setattr(engine.model, "hidden", lambda ids: forward.append(1) or real(ids))
     req = _request("def f():\n    |\n", steps=8)
     polls = itertools.count()
     req.should_stop = lambda: next(polls) >= 2

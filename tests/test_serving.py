@@ -66,19 +66,19 @@ def test_requests_of_one_length_share_forward_passes(model) -> None:
     layouts = [_layout(model, prefix, n=8) for _ in range(4)]
     batcher = StepBatcher(model)
     gate = threading.Event()
-    real = model.logits
+    real = model.hidden  # every shared forward pass starts here
 
     def slow_first(ids: torch.Tensor) -> torch.Tensor:
         gate.wait(5)  # hold the first pass until every request has queued
         return real(ids)
-    model.logits = slow_first
+    model.hidden = slow_first
     try:
         states = [Denoising(model, lay, SamplerConfig(steps=4), seed=i)
                   for i, lay in enumerate(layouts)]
         threading.Timer(0.3, gate.set).start()
         got = _together(batcher, states)
     finally:
-        del model.logits
+        del model.hidden
         batcher.close()
     assert got == [_alone(model, lay, SamplerConfig(steps=4), i) for i, lay in enumerate(layouts)]
     assert batcher.stats.requests == 4

@@ -73,8 +73,10 @@ def _layer(block: Block, x: torch.Tensor, start: int, keys: torch.Tensor | None,
 class ContextCache:
     """Span logits for one denoising run, with the context's keys and values stored."""
 
-    def __init__(self, module: TinyDenoiser, lo: int, hi: int, config: CacheConfig):
+    def __init__(self, module: TinyDenoiser, lo: int, hi: int, config: CacheConfig,
+                 bf16: bool = False):
         self.module, self.lo, self.hi, self.config = module, lo, hi, config
+        self.bf16 = bf16  # run under bf16 autocast, as the model's own passes do
         self.steps = 0
         self.full_passes = 0
         self._store: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -96,6 +98,12 @@ class ContextCache:
     @torch.no_grad()
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits (B, N, V) of the span positions [lo, hi) for the sequence `ids`."""
+        if self.bf16:
+            with torch.autocast(ids.device.type, dtype=torch.bfloat16):
+                return self._span_logits(ids)
+        return self._span_logits(ids)
+
+    def _span_logits(self, ids: torch.Tensor) -> torch.Tensor:
         renew = not self._store or self.steps % max(1, self.config.refresh) == 0
         self.steps += 1
         if renew or self._store[0][0].shape[0] != ids.shape[0]:

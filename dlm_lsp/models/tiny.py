@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -218,14 +219,34 @@ class TinyModel:
             raise ModelLoadError(f"tokenizer of {name} lacks {MASK_TOKEN} or {PAD_TOKEN}")
         self.mask_id, self.pad_id = mask_id, pad_id
 
+    def _autocast(self) -> AbstractContextManager:
+        if self.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return nullcontext()
+
     @torch.no_grad()
     def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, V) in float32, whatever dtype the weights run in."""
-        ids = input_ids.to(self.device)
-        if self.precision == "bf16":
-            with torch.autocast(self.device.type, dtype=torch.bfloat16):
-                return self.module(ids).float()
-        return self.module(ids).float()
+        with self._autocast():
+            return self.module(input_ids.to(self.device)).float()
+
+    @torch.no_grad()
+    def hidden(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Final hidden states (B, T, C): what `head` turns into logits.
+
+        The sampler needs logits only at the span's positions; the output head
+        over the whole context (T x vocabulary) is about a quarter of a step's
+        work at 450 tokens, so the engine asks for hidden states and applies
+        the head to the span alone.
+        """
+        with self._autocast():
+            return self.module.hidden(input_ids.to(self.device))
+
+    @torch.no_grad()
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Float32 logits (..., V) of hidden states from `hidden`."""
+        with self._autocast():
+            return (hidden @ self.module.embed.weight.T).float()
 
     @classmethod
     def load(cls, directory: str | Path, device: torch.device,
