@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node, Parser
 
-from dlm_lsp.validation import _LOCK, _parser, language_for, validate_fill
+from dlm_lsp.validation import _LOCK, ParsedDocument, _parser, language_for
 
 # The same strings as dlm_lsp.policy's kinds (not imported: policy will import this module).
 SINGLE_LINE, MULTI_LINE = "single-line", "multi-line"
@@ -520,26 +520,28 @@ def truncate_to_units(text: str, start: int, end: int, fill: str, language: str 
     found = [cut for cut in cuts if cut is not None and fill[cut:].strip()]
     body = _end_at(fill[:min(found)], text, start, end) if found else fill
 
-    if _is_whole(parser, text, start, end, body, canonical):
+    # one parse of the document; each prefix below reparses incrementally from its tree
+    document = ParsedDocument(text, canonical, parser)
+    if _is_whole(document, parser, text, start, end, body, canonical):
         return body
     breaks = [i for i, ch in enumerate(body) if ch == "\n"][::-1][:_MAX_PREFIXES]
     for index in breaks:
         if not body[:index].strip():
             break
         candidate = _end_at(body[:index], text, start, end)
-        if _is_whole(parser, text, start, end, candidate, canonical):
+        if _is_whole(document, parser, text, start, end, candidate, canonical):
             return candidate
     return body
 
 
-def _is_whole(parser: Parser, text: str, start: int, end: int, fill: str,
-              canonical: str) -> bool:
+def _is_whole(document: ParsedDocument, parser: Parser, text: str, start: int, end: int,
+              fill: str, canonical: str) -> bool:
     """No new syntax errors, and (Python) no block header left without a body.
 
     tree-sitter-python parses `if x:` followed by a line at the same indentation as an
     if_statement with an empty block and no error, so that case is looked for directly.
     """
-    if not validate_fill(text, start, end, fill, canonical).valid:
+    if not document.validate(start, end, fill).valid:
         return False
     if canonical != "python" or ":" not in fill:
         return True
