@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dlm_lsp.config import InfillOptions, ServerConfig, setting
+from dlm_lsp.indentation import reindent
 from dlm_lsp.models.cache import CacheConfig, ContextCache
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.models.tiny import TinyDenoiser
@@ -31,7 +32,7 @@ from dlm_lsp.repair import (
 from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
 from dlm_lsp.span import SpanLayout
-from dlm_lsp.syntax import reindent, truncate_to_units
+from dlm_lsp.syntax import truncate_to_units
 from dlm_lsp.validation import ParsedDocument, Validation
 
 if TYPE_CHECKING:

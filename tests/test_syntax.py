@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from dlm_lsp.indentation import IndentStyle, detect_indent, reindent
 from dlm_lsp.syntax import (
     MULTI_LINE,
     SINGLE_LINE,
-    IndentStyle,
     SpanHint,
-    detect_indent,
     enclosing_node_range,
-    reindent,
     span_kind,
     truncate_to_units,
 )

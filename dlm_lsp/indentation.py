@@ -1,0 +1,200 @@
+"""Indentation: the document's unit (tabs or spaces, width) and a fill put on it.
+
+A model writes a block at whatever indentation it likes; the document decides.
+`reindent` moves a multi-line fill's lines (all but the first, which continues
+the cursor's line) onto the document's unit and level, changing only leading
+whitespace.  It needs no grammar: brackets and Python block words are read from
+the text, roughly.  The text helpers here are shared with `dlm_lsp.syntax`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from dlm_lsp.validation import language_for
+
+_PAIRS = {"{": "}", "(": ")", "[": "]", "${": "}"}
+_CLOSERS = frozenset(_PAIRS.values())
+# Python dedents that continue a statement rather than leave the block.
+_PY_CONTINUATIONS = ("else", "elif", "except", "finally", "case")
+
+
+@dataclass(frozen=True)
+class IndentStyle:
+    """A document's indentation unit: one tab, or `width` spaces."""
+
+    tabs: bool
+    width: int
+
+    @property
+    def unit(self) -> str:
+        return "\t" if self.tabs else " " * self.width
+
+
+# --- text helpers ---------------------------------------------------------------------------
+
+
+def _leading(line: str) -> str:
+    return line[:len(line) - len(line.lstrip(" \t"))]
+
+
+def _width(whitespace: str, tab: int = 8) -> int:
+    """Columns taken by leading whitespace, tabs to the next stop."""
+    column = 0
+    for ch in whitespace:
+        column = (column // tab + 1) * tab if ch == "\t" else column + 1
+    return column
+
+
+def _line_bounds(text: str, start: int, end: int) -> tuple[str, str]:
+    """The cursor line's text before `start` and after `end`."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end == -1 else line_end
+    return text[line_start:start], text[end:line_end]
+
+
+def detect_indent(text: str, language: str | None = None) -> IndentStyle:
+    """The document's indentation: tabs if most indented lines start with one, else the most
+    common step between consecutive lines (steps of 1 are mostly ` *` comment lines)."""
+    tab_lines = space_lines = 0
+    steps: Counter[int] = Counter()
+    previous = 0
+    for line in text.split("\n", 5000)[:5000]:
+        if not line.strip():
+            continue
+        if line[0] == "\t":
+            tab_lines += 1
+        elif line[0] == " ":
+            space_lines += 1
+        width = _width(_leading(line))
+        if width > previous and "\t" not in _leading(line):
+            steps[width - previous] += 1
+        previous = width
+    if tab_lines > space_lines or (tab_lines == space_lines == 0 and language == "go"):
+        return IndentStyle(True, 4)
+    wide = {step: count for step, count in steps.items() if 1 < step <= 8}
+    if not wide:
+        return IndentStyle(False, 4)
+    return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]))
+
+
+# --- reindent -------------------------------------------------------------------------------
+
+
+def _fill_unit(lines: list[str], default: int) -> int:
+    """The step the fill's own space indentation moves in."""
+    widths = sorted({len(_leading(line)) for line in lines
+                     if line.strip() and "\t" not in _leading(line)})
+    steps = [b - a for a, b in zip([0, *widths], widths, strict=False) if b > a]
+    return min((step for step in steps if step in (2, 4, 8)), default=default)
+
+
+def _bracket_depths(line: str) -> tuple[int, int]:
+    """(closers leading the line, net bracket change), skipping quoted text and comments.
+
+    A rough lexer for any language: strings end at their quote or the line's end.
+    """
+    leading = len(line.lstrip()) - len(line.lstrip().lstrip(")]}"))
+    net, index, quote = 0, 0, ""
+    while index < len(line):
+        ch = line[index]
+        if quote:
+            if ch == "\\":
+                index += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch == "#" or line.startswith("//", index):
+            break
+        elif ch in "([{":
+            net += 1
+        elif ch in ")]}":
+            net -= 1
+        index += 1
+    return leading, net
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """The fill's own indentation base `base`, to be moved to document column `target`."""
+
+    base: int
+    target: int
+    unit: int  # the fill's indentation step
+    stop: int  # lines from this index on (of the lines after the first) keep their level
+
+
+def _frame(before: str, first: str, rest: list[str], tab: int, python: bool) -> _Frame | None:
+    """Whether the fill was written against another base, and which of its lines move.
+
+    Two signs of a foreign base: the cursor's line ends in a header (':' or an opening
+    bracket) and the next line is not indented past it, so the header sat one fill step
+    above that line; or the lines right after the first sit left of the cursor's column.
+    The moved stretch ends at the first line that belongs to an outer block: one that
+    dedents past the base, closes a bracket opened before the fill, or is a Python
+    `else`/`elif`/`except`/`finally`/`case` with no header of the fill at its level.
+    """
+    code = [i for i, line in enumerate(rest) if line.strip()]
+    if not code:
+        return None
+    widths = {i: _width(_leading(rest[i]), tab) for i in code}
+    line_base = _width(_leading(before), tab)
+    cursor = line_base if before.strip() else _width(before, tab)
+    unit = _fill_unit(rest, tab)
+    head = (before + first).rstrip()
+    nested = widths[code[0]]
+    if rest[code[0]].lstrip()[:1] in _CLOSERS:
+        return None
+    if head.endswith((":", "{", "(", "[")):
+        if nested > line_base:
+            return None
+        base, target = nested - unit, line_base
+    elif nested < cursor:
+        base, target = nested, cursor
+    else:
+        return None
+    depth = max(0, _bracket_depths(head)[1])
+    headers = {base} if head.endswith(":") else set()
+    for i in code:
+        leading, net = _bracket_depths(rest[i])
+        word = rest[i].split(maxsplit=1)[0].rstrip(":")
+        dedent = python and word in _PY_CONTINUATIONS and widths[i] not in headers
+        if widths[i] < base or leading > depth or dedent:
+            return _Frame(base, target, unit, i)
+        depth += net
+        if rest[i].rstrip().endswith(":"):
+            headers.add(widths[i])
+    return _Frame(base, target, unit, len(rest))
+
+
+def reindent(fill: str, text: str, start: int, end: int, language: str | None = None) -> str:
+    """Put the fill's lines after the first on the document's indentation.
+
+    The first line continues the cursor's line and is never touched; nor is anything but
+    leading whitespace.  Tabs or spaces follow the document (`detect_indent`; `language`
+    only picks the default for a document with no indented line).  The level moves only on
+    clear evidence that the fill was written against another base (see `_frame`); the
+    moved lines keep their structure, one fill step becoming one document step.  Lines
+    inside multi-line strings are treated like code: no grammar is consulted here.
+    """
+    if "\n" not in fill:
+        return fill
+    first, *rest = fill.split("\n")
+    canonical = language_for(language) if language else None
+    style = detect_indent(text[:start] + text[end:], canonical)
+    tab = style.width if not style.tabs else _fill_unit(rest, 4)
+    before, _ = _line_bounds(text, start, end)
+    frame = _frame(before, first, rest, tab, canonical in ("python", None))
+    out = [first]
+    for i, line in enumerate(rest):
+        blanks = _leading(line)
+        column = _width(blanks, tab)
+        if frame is not None and i < frame.stop and line.strip() and column >= frame.base:
+            steps, extra = divmod(column - frame.base, frame.unit)
+            column = frame.target + steps * tab + extra
+        new = "\t" * (column // tab) + " " * (column % tab) if style.tabs else " " * column
+        out.append(new + line[len(blanks):])
+    return "\n".join(out)
