@@ -10,9 +10,9 @@ every other position (and their own fresh ones), and every `refresh` steps a
 full pass renews the store.  With `refresh=1` every step is a full pass and the
 output is exactly the uncached one.
 
-This reads the weights of `TinyDenoiser` (dlm_lsp/models/tiny.py) and follows
-its forward pass operation by operation; a test checks that the full pass here
-gives the module's own logits.
+Each layer runs through `Block.run` (dlm_lsp/models/tiny.py), the same code as
+the model's own forward pass; a test checks that the full pass here gives the
+module's own logits.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
-from dlm_lsp.models.tiny import Block, TinyDenoiser
+from dlm_lsp.models.tiny import TinyDenoiser
 
 
 @dataclass(frozen=True)
@@ -31,43 +30,6 @@ class CacheConfig:
 
     refresh: int = 4  # a full pass every this many steps (1: no caching at all)
     window: int = 8  # context positions either side of the span recomputed each step
-
-
-def _rotate(x: torch.Tensor, start: int, base: float) -> torch.Tensor:
-    """Rotary positions for x (B, H, W, D) sitting at positions start..start+W-1."""
-    _, _, w, d = x.shape
-    inv = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    at = torch.arange(start, start + w, device=x.device, dtype=torch.float32)
-    ang = at[:, None] * inv[None]
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
-
-
-def _heads(z: torch.Tensor, heads: int) -> torch.Tensor:
-    b, t, c = z.shape
-    return z.view(b, t, heads, c // heads).transpose(1, 2)
-
-
-def _layer(block: Block, x: torch.Tensor, start: int, keys: torch.Tensor | None,
-           values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One block over positions start..start+W-1 of x (B, W, C).
-
-    With stored `keys`/`values` (B, H, T, D) the window's fresh ones replace
-    theirs at its positions and the window attends to the whole sequence;
-    without, x is the whole sequence.  Returns the new x and the keys/values.
-    """
-    b, w, c = x.shape
-    q, k, v = block.qkv(block.ln1(x)).split(c, dim=-1)
-    q, k, v = (_heads(z, block.n_heads) for z in (q, k, v))
-    q, k = _rotate(q, start, block.rope_base), _rotate(k, start, block.rope_base)
-    if keys is not None and values is not None:
-        keys[:, :, start:start + w] = k
-        values[:, :, start:start + w] = v
-        k, v = keys, values
-    att = F.scaled_dot_product_attention(q, k, v, is_causal=False)
-    x = x + block.proj(att.transpose(1, 2).reshape(b, w, c))
-    return x + block.down(F.gelu(block.up(block.ln2(x)))), k, v
 
 
 class ContextCache:
@@ -90,7 +52,7 @@ class ContextCache:
         x = self.module.embed(ids)
         self._store = []
         for block in self.module.blocks:
-            x, k, v = _layer(block, x, 0, None, None)
+            x, k, v = block.run(x)
             self._store.append((k, v))
         self.full_passes += 1
         return self._head(x)
@@ -112,5 +74,5 @@ class ContextCache:
         end = min(ids.shape[1], self.hi + self.config.window)
         x = self.module.embed(ids[:, start:end])
         for block, (keys, values) in zip(self.module.blocks, self._store, strict=True):
-            x, _, _ = _layer(block, x, start, keys, values)
+            x, _, _ = block.run(x, start, keys, values)
         return self._head(x[:, self.lo - start:self.hi - start]).float()

@@ -46,11 +46,13 @@ class TinyConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def _rope(x: torch.Tensor, base: float) -> torch.Tensor:
-    """Rotate pairs of channels of x (B, H, T, D) by position-dependent angles."""
+def _rope(x: torch.Tensor, base: float, start: int = 0) -> torch.Tensor:
+    """Rotate pairs of channels of x (B, H, T, D) by position-dependent angles; the
+    T rows sit at positions start..start+T-1 (a context cache runs a window)."""
     _, _, t, d = x.shape
     inv = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    ang = torch.arange(t, device=x.device, dtype=torch.float32)[:, None] * inv[None]  # (T, D/2)
+    at = torch.arange(start, start + t, device=x.device, dtype=torch.float32)
+    ang = at[:, None] * inv[None]  # (T, D/2)
     cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]
     out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
@@ -72,13 +74,29 @@ class Block(nn.Module):
         self.down = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
+        return self.run(x)[0]
+
+    def run(self, x: torch.Tensor, start: int = 0, keys: torch.Tensor | None = None,
+            values: torch.Tensor | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The block over positions start..start+W-1 of x (B, W, C): new x, keys, values.
+
+        With stored `keys`/`values` (B, H, T, D) of a whole sequence, the window's
+        fresh ones replace theirs at its positions (in place) and the window
+        attends to the whole sequence: how dlm_lsp/models/cache.py recomputes
+        only the span.  Without, x is the whole sequence.
+        """
+        b, w, c = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=-1)
-        q, k, v = (z.view(b, t, self.n_heads, c // self.n_heads).transpose(1, 2) for z in (q, k, v))
-        q, k = _rope(q, self.rope_base), _rope(k, self.rope_base)
-        att = F.scaled_dot_product_attention(q, k, v, is_causal=False)  # (B, H, T, D)
-        x = x + self.proj(att.transpose(1, 2).reshape(b, t, c))
-        return x + self.down(F.gelu(self.up(self.ln2(x))))
+        q, k, v = (z.view(b, w, self.n_heads, c // self.n_heads).transpose(1, 2) for z in (q, k, v))
+        q, k = _rope(q, self.rope_base, start), _rope(k, self.rope_base, start)
+        if keys is not None and values is not None:
+            keys[:, :, start:start + w] = k
+            values[:, :, start:start + w] = v
+            k, v = keys, values
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=False)  # (B, H, W, D)
+        x = x + self.proj(att.transpose(1, 2).reshape(b, w, c))
+        return x + self.down(F.gelu(self.up(self.ln2(x)))), k, v
 
 
 class TinyDenoiser(nn.Module):
