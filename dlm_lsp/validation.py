@@ -255,8 +255,8 @@ class ParsedDocument:
         old_tree = None
         if previous is not None and previous.language == language:
             prefix, suffix = _common_ends(previous.text, text)
-            old_tree = previous._edited(prefix, len(previous.text) - suffix,
-                                        text[prefix:len(text) - suffix])
+            old_tree, _, _ = previous._edited(prefix, len(previous.text) - suffix,
+                                              text[prefix:len(text) - suffix])
         with _LOCK:
             self.tree = parser.parse(self.data, old_tree) if old_tree else parser.parse(self.data)
         self._original: list[_Error] | None = None
@@ -264,20 +264,19 @@ class ParsedDocument:
         self._windows: dict[tuple[int, int], ParsedDocument] = {}
         self.windowed = True  # large documents validate in a window (a window itself never)
 
-    def _edited(self, start: int, end: int, inserted: str) -> Tree:
-        """A copy of this document's tree told that [start, end) became `inserted`."""
+    def _edited(self, start: int, end: int, inserted: str) -> tuple[Tree, _Place, _Place]:
+        """A copy of this document's tree told that [start, end) became `inserted`,
+        and where start and end are in it."""
         first, last = _place(self.text, self.data, start), _place(self.text, self.data, end)
         new_end = _end_place(first, inserted)
         tree = self.tree.copy()
         tree.edit(first.byte, last.byte, new_end.byte, first.point, last.point, new_end.point)
-        return tree
+        return tree, first, last
 
     def _parse_with(self, start: int, end: int, inserted: str) -> tuple[Tree, bytes, str]:
         """Parse the document with [start, end) replaced, reusing this version's tree."""
-        tree = self._edited(start, end, inserted)
-        first = _place(self.text, self.data, start).byte
-        last = _place(self.text, self.data, end).byte
-        data = self.data[:first] + _encode(inserted) + self.data[last:]
+        tree, first, last = self._edited(start, end, inserted)
+        data = self.data[:first.byte] + _encode(inserted) + self.data[last.byte:]
         with _LOCK:
             parsed = self._parser.parse(data, tree)
         return parsed, data, self.text[:start] + inserted + self.text[end:]
