@@ -235,9 +235,10 @@ class Engine:
                                                (time.perf_counter() - began) * 1000)
         sampler = sampler_config(cfg, opt, steps, strategy)
         seed = opt.seed if opt.seed is not None else cfg.seed
+        # the lines a multi-line fill is shaped against (re-indented, cut to units)
+        local = None if plan.single_line else local_text(req.text, req.start, req.end)
         key = None
         if cfg.reuse_fills:
-            local = local_text(req.text, req.start, req.end) if not plan.single_line else ""
             key = (id(model), tuple(layout.prefix_ids), tuple(layout.suffix_ids), layout.n_masked,
                    layout.head, tail, repr(sampler), seed, repr(plan), repr(opt),
                    hash(local), cfg.validate)
@@ -253,7 +254,7 @@ class Engine:
                                          setting(opt, cfg, "refine_order"), seed)
             extra_passes = int(layout.init_ids is not None and strength > 0
                                and setting(opt, cfg, "refine_order") == "confidence")
-        run = InfillRun(self, req, plan, layout, tail, self._document(req), language)
+        run = InfillRun(self, req, plan, layout, tail, self._document(req), language, local)
         if target is not None:
             run.deadline = began + target / 1000
             run.step_ms = self.step_cost().step_ms(rows, length)

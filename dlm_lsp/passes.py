@@ -20,7 +20,7 @@ from dlm_lsp.indentation import reindent
 from dlm_lsp.models.cache import CacheConfig, ContextCache
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.models.tiny import TinyDenoiser
-from dlm_lsp.policy import MULTI_LINE, SpanPlan, local_text
+from dlm_lsp.policy import MULTI_LINE, SpanPlan
 from dlm_lsp.repair import (
     REPAIR,
     RepairConfig,
@@ -63,14 +63,16 @@ class InfillRun:
     """One infill's denoising passes: the first, repairs, the fallback; all share a layout."""
 
     def __init__(self, engine: Engine, req: InfillRequest, plan: SpanPlan, layout: SpanLayout,
-                 tail: str, document: ParsedDocument | str, language: str | None):
+                 tail: str, document: ParsedDocument | str, language: str | None,
+                 local: tuple[str, int] | None):
         self.engine, self.req, self.plan, self.layout, self.tail = engine, req, plan, layout, tail
         self.document = document if isinstance(document, ParsedDocument) else None
         self.unchecked = document if isinstance(document, str) else ""
-        self.shape = language is not None and not plan.single_line  # reindent, truncate
+        # multi-line fills are reindented and truncated against the lines around the span
+        self.shape = language is not None and local is not None
         self.language = language
-        if self.shape:
-            self.local, self.low = local_text(req.text, req.start, req.end)
+        if local is not None:
+            self.local, self.low = local
         self.checked = self.document is not None
         self.passes = 0  # forward passes, all denoising runs together
         self.repair_rounds = 0
