@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+from rpc import frame, free_port
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "hello.py"
 
@@ -50,15 +54,33 @@ def test_fill_with_a_missing_model_names_the_directory(tmp_path):
     assert out.returncode == 2 and str(tmp_path / "absent") in out.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def _tcp_server() -> Iterator[int]:
+    """A server started with --tcp on a free port; yields the port, kills it after."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp", "--tcp", f"127.0.0.1:{port}"])
+    try:
+        yield port
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def _once_listening(connect: Callable[[], T]) -> T:
+    """connect(), retried while the server is still starting (up to 30 s)."""
+    for _ in range(300):
+        try:
+            return connect()
+        except OSError:
+            time.sleep(0.1)
+    return connect()
 
 
 def _send(sock: socket.socket, message: dict) -> None:
-    body = json.dumps(message).encode()
-    sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    sock.sendall(frame(message))
 
 
 def _receive(sock: socket.socket) -> dict:
@@ -73,48 +95,27 @@ def _receive(sock: socket.socket) -> dict:
 
 
 def test_tcp_mode_answers_initialize(model_dir):
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp", "--tcp", f"127.0.0.1:{port}"])
-    try:
-        for _ in range(300):
-            try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-                break
-            except OSError:
-                time.sleep(0.1)
-        with sock:
-            _send(sock, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "processId": None, "rootUri": None, "capabilities": {},
-                "initializationOptions": {"model": str(model_dir)}}})
-            reply = _receive(sock)
-            assert reply["id"] == 1
-            assert "inlineCompletionProvider" in reply["result"]["capabilities"]
-            _send(sock, {"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
-            assert _receive(sock)["id"] == 2
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    with _tcp_server() as port, _once_listening(
+            lambda: socket.create_connection(("127.0.0.1", port), timeout=30)) as sock:
+        _send(sock, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "processId": None, "rootUri": None, "capabilities": {},
+            "initializationOptions": {"model": str(model_dir)}}})
+        reply = _receive(sock)
+        assert reply["id"] == 1
+        assert "inlineCompletionProvider" in reply["result"]["capabilities"]
+        _send(sock, {"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+        assert _receive(sock)["id"] == 2
 
 
 def test_status_asks_a_running_server(model_dir):
     from dlm_lsp.status import query_server
 
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp", "--tcp", f"127.0.0.1:{port}"])
-    try:
-        for _ in range(300):
-            try:
-                status = query_server("127.0.0.1", port)
-                break
-            except OSError:
-                time.sleep(0.1)
-        assert status["model"] == "default" and status["queueDepth"] == 0
-        assert status["fills"] == 0 and status["p50Ms"] is None
-        assert set(status) >= {"device", "tokensPerSecond", "batchOccupancy", "cacheHitRate",
-                               "jobsInFlight", "openDocuments"}
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    with _tcp_server() as port:
+        status = _once_listening(lambda: query_server("127.0.0.1", port))
+    assert status["model"] == "default" and status["queueDepth"] == 0
+    assert status["fills"] == 0 and status["p50Ms"] is None
+    assert set(status) >= {"device", "tokensPerSecond", "batchOccupancy", "cacheHitRate",
+                           "jobsInFlight", "openDocuments"}
 
 
 def test_status_here_reports_the_model_and_its_step_cost(model_dir):

@@ -56,6 +56,17 @@ def open_doc(client: LanguageClient, text: str = SOURCE, uri: str = URI, version
         types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)))
 
 
+def accept_applied_edits(client: LanguageClient) -> list:
+    """Make the client accept every workspace/applyEdit; the edits land in the list."""
+    applied: list = []
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def on_apply(params: types.ApplyWorkspaceEditParams):
+        applied.append(params.edit)
+        return types.ApplyWorkspaceEditResult(applied=True)
+    return applied
+
+
 def rng(sl: int, sc: int, el: int, ec: int) -> dict:
     return {"start": {"line": sl, "character": sc}, "end": {"line": el, "character": ec}}
 
@@ -185,13 +196,7 @@ async def test_code_actions_offer_fill_holes_and_rewrite(client: LanguageClient)
 
 async def test_fill_holes_replaces_each_marker_through_apply_edit(client: LanguageClient):
     text = "def f(x):\n    y = <FILL>\n    <FILL>\n\nprint(f(1))  # <FILL> keeps the rest\n"
-    applied = []
-
-    @client.feature(types.WORKSPACE_APPLY_EDIT)
-    def on_apply(params: types.ApplyWorkspaceEditParams):
-        applied.append(params.edit)
-        return types.ApplyWorkspaceEditResult(applied=True)
-
+    applied = accept_applied_edits(client)
     open_doc(client, text, version=3)
     result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
         "dlm.fillHoles", [URI]))
@@ -215,13 +220,7 @@ async def test_fill_holes_replaces_each_marker_through_apply_edit(client: Langua
 
 
 async def test_rewrite_selection_applies_an_edit_within_the_selection(client: LanguageClient):
-    applied = []
-
-    @client.feature(types.WORKSPACE_APPLY_EDIT)
-    def on_apply(params: types.ApplyWorkspaceEditParams):
-        applied.append(params.edit)
-        return types.ApplyWorkspaceEditResult(applied=True)
-
+    applied = accept_applied_edits(client)
     open_doc(client)
     selection = rng(1, 4, 1, 16)
     result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
@@ -234,13 +233,7 @@ async def test_rewrite_selection_applies_an_edit_within_the_selection(client: La
 
 
 async def test_rewrite_selection_can_expand_to_the_enclosing_statement(client: LanguageClient):
-    applied = []
-
-    @client.feature(types.WORKSPACE_APPLY_EDIT)
-    def on_apply(params: types.ApplyWorkspaceEditParams):
-        applied.append(params.edit)
-        return types.ApplyWorkspaceEditResult(applied=True)
-
+    applied = accept_applied_edits(client)
     open_doc(client)
     inside = rng(1, 11, 1, 16)  # "a + b" of "    return a + b"
     result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
