@@ -20,6 +20,7 @@ DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
 REFINE_ORDERS = ("confidence", "random")
 KINDS = ("single-line", "multi-line", "rewrite")  # task kinds (dlm_lsp/policy.py)
+BACKENDS = ("local", "remote", "sglang")  # where fills run (dlm_lsp/backends.py)
 
 T = TypeVar("T")
 
@@ -103,6 +104,23 @@ class ServerConfig(SamplingControls):
     # memory bounds: documents kept, and fills running or waiting (a busy error past it)
     max_open_documents: int = 500
     max_queued_requests: int = 64
+    # where fills run: this process (local), a dlm-lsp service (remote, `dlm-lsp
+    # serve-remote`), or an SGLang server (sglang); see dlm_lsp/backends.py
+    backend: str = "local"
+    remote_url: str = ""  # http(s)://host:port of the service
+    remote_token: str = ""  # bearer token; empty: the DLM_LSP_REMOTE_TOKEN variable, if set
+    remote_ca_file: str = ""  # PEM file of the CA that signed an https service's certificate
+    remote_connect_ms: int = 5000  # how long to wait for the service to accept a connection
+    remote_retries: int = 2  # tries again of a fill whose replica failed or was lost
+    remote_fallback: bool = False  # when the service is unreachable, fill on the local engine
+
+
+# The settings that belong to this process, not to a fill: a remote engine applies the
+# rest of a client's settings to that client's fills (see dlm_lsp/remote/wire.py).
+PROCESS_SETTINGS = frozenset({
+    "model", "device", "precision", "batch_rows", "timeout_ms", "drafts", "hole_marker",
+    "max_open_documents", "max_queued_requests", "backend", "remote_url", "remote_token",
+    "remote_ca_file", "remote_connect_ms", "remote_retries", "remote_fallback"})
 
 
 # Value checks beyond the type: name -> (predicate, what a good value looks like).
@@ -148,6 +166,11 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "model": (lambda v: len(v) > 0, "a model name or directory"),
     "max_open_documents": (lambda v: v >= 1, "a positive integer"),
     "max_queued_requests": (lambda v: v >= 1, "a positive integer"),
+    "backend": (lambda v: v in BACKENDS, f"one of {', '.join(BACKENDS)}"),
+    "remote_url": (lambda v: v == "" or re.match(r"https?://[^/\s]+", v) is not None,
+                   "an http:// or https:// URL"),
+    "remote_connect_ms": (lambda v: v > 0, "a positive number of milliseconds"),
+    "remote_retries": (lambda v: 0 <= v <= 10, "an integer from 0 to 10"),
 }
 
 

@@ -19,7 +19,7 @@ import torch
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, setting
 from dlm_lsp.costs import StepCost, calibrate
 from dlm_lsp.models import DiffusionModel, load_model
-from dlm_lsp.passes import CANDIDATE_TEMPERATURE, InfillRun, repair_config
+from dlm_lsp.passes import CANDIDATE_TEMPERATURE, InfillRun, document_for, repair_config
 from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, SpanPlan, local_text, plan_span
 from dlm_lsp.recent import RecentFills, Remembered
 from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
@@ -27,7 +27,7 @@ from dlm_lsp.results import Candidate, InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled, SamplerConfig, refine_start
 from dlm_lsp.serving import BatchConfig, StepBatcher
 from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
-from dlm_lsp.validation import ParsedDocument, language_for, parsed_document
+from dlm_lsp.validation import ParsedDocument, language_for
 
 MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
 
@@ -103,6 +103,26 @@ class Engine:
                 self._cost = None
                 self._row_cap = self._fallback_device = None
             self.config = config
+
+    def config_for(self, req: InfillRequest) -> ServerConfig:
+        """The settings a request's fill runs with: its own (a remote client's), else ours."""
+        return req.config if req.config is not None else self.config
+
+    def preload(self) -> str:
+        """Load the model now (raises ModelLoadError) and say where it runs."""
+        model = self.model
+        return f"model {model.name} ready on {model.device}"
+
+    def forget(self, uri: str) -> None:
+        """Drop what is kept of a closed document (its recent fills)."""
+        self.recent.forget(uri)
+
+    def close(self) -> None:
+        """Stop the batching worker; the engine is not used after this."""
+        with self._lock:
+            if self._batcher is not None:
+                self._batcher.close()
+                self._batcher = None
 
     def batcher(self) -> StepBatcher | None:
         """The model's batching worker (None when `batch_rows` is 0: each request alone)."""
@@ -204,7 +224,7 @@ class Engine:
                 "oom-gpu" in self._faults and self._fallback_device is None):
             self._faults.discard("oom-first-try")
             raise torch.OutOfMemoryError("injected fault (DLM_LSP_FAULTS)")
-        model, cfg, opt = self.model, self.config, req.options
+        model, cfg, opt = self.model, self.config_for(req), req.options
         tok = model.tokenizer
         language = language_for(req.language_id, req.uri)
         plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole, language)
@@ -315,13 +335,8 @@ class Engine:
                             syntax, how)
 
     def _document(self, req: InfillRequest) -> ParsedDocument | str:
-        """The request's document parsed for validation (from its last version's tree),
-        or why its fills go unchecked (validation off, no grammar for the language)."""
-        if not self.config.validate:
-            return "validation is off (setting 'validate')"
-        language = language_for(req.language_id, req.uri)
-        document = parsed_document(req.text, language or req.language_id, req.uri)
-        return document if isinstance(document, ParsedDocument) else document.reason
+        """The request's document parsed for validation, or why its fills go unchecked."""
+        return document_for(req, self.config_for(req))
 
     def _refine_layout(self, layout: SpanLayout, old: str, strength: float, by: str,
                        seed: int) -> SpanLayout:

@@ -4,7 +4,8 @@ All passes share the infill's layout; the first decides the candidates, and
 when none is valid (and the document has a grammar) repair rounds re-mask
 what the new syntax errors point at (`dlm_lsp/repair.py`), then one retry runs
 strictly left to right.  Each candidate is shaped for the document (re-indented
-and cut to whole units, `dlm_lsp/syntax.py`) before it is validated.
+and cut to whole units, `dlm_lsp/syntax.py`) before it is validated; `shape_fill` and
+`document_for` do that for the SGLang backend's fills too, so both read alike.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
 from dlm_lsp.span import SpanLayout
 from dlm_lsp.syntax import truncate_to_units
-from dlm_lsp.validation import ParsedDocument, Validation
+from dlm_lsp.validation import ParsedDocument, Validation, language_for, parsed_document
 
 if TYPE_CHECKING:
     from dlm_lsp.engine import Engine
@@ -50,6 +51,41 @@ def context_cache(model: DiffusionModel, cfg: ServerConfig,
     return ContextCache(module, layout.span_start, layout.span_end,
                         CacheConfig(cfg.cache_refresh, cfg.cache_window),
                         bf16=getattr(model, "precision", "fp32") == "bf16")
+
+
+def document_for(req: InfillRequest, cfg: ServerConfig) -> ParsedDocument | str:
+    """The request's document parsed for validation (from its last version's tree),
+    or why its fills go unchecked (validation off, no grammar for the language)."""
+    if not cfg.validate:
+        return "validation is off (setting 'validate')"
+    language = language_for(req.language_id, req.uri)
+    document = parsed_document(req.text, language or req.language_id, req.uri)
+    return document if isinstance(document, ParsedDocument) else document.reason
+
+
+def reindented(text: str, req: InfillRequest, language: str | None,
+               local: tuple[str, int] | None) -> str:
+    """A multi-line fill on the document's indentation, against the lines around the span
+    (`local`, from `policy.local_text`; None for a single-line fill)."""
+    if language is None or local is None or "\n" not in text:
+        return text
+    lines, low = local
+    return reindent(text, lines, req.start - low, req.end - low, language)
+
+
+def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, language: str | None,
+               local: tuple[str, int] | None) -> str:
+    """A fill as it will be offered: on the document's indentation, cut to whole syntactic
+    units (multi-line fills, where there is a grammar), with the borrowed line break
+    (`tail`) back.  Every backend's fills are shaped here, so they read alike."""
+    if language is not None and local is not None and "\n" in text:
+        text = reindented(text, req, language, local)
+        if plan.kind == MULTI_LINE:
+            lines, low = local
+            text = truncate_to_units(lines, req.start - low, req.end - low, text, language)
+    if tail and text.strip() and not text.endswith(tail):
+        text += tail
+    return text
 
 
 def repair_config(cfg: ServerConfig, opt: InfillOptions) -> RepairConfig:
@@ -69,10 +105,7 @@ class InfillRun:
         self.document = document if isinstance(document, ParsedDocument) else None
         self.unchecked = document if isinstance(document, str) else ""
         # multi-line fills are reindented and truncated against the lines around the span
-        self.shape = language is not None and local is not None
-        self.language = language
-        if local is not None:
-            self.local, self.low = local
+        self.language, self.local = language, local
         self.checked = self.document is not None
         self.passes = 0  # forward passes, all denoising runs together
         self.repair_rounds = 0
@@ -94,15 +127,8 @@ class InfillRun:
         """The fill as it will be offered: on the document's indentation, cut to whole
         syntactic units (multi-line fills, where there is a grammar), with the borrowed
         line break back."""
-        text = self.raw_text(ids, layout)
-        if self.shape and "\n" in text:
-            start, end = self.req.start - self.low, self.req.end - self.low
-            text = reindent(text, self.local, start, end, self.language)
-            if self.plan.kind == MULTI_LINE:
-                text = truncate_to_units(self.local, start, end, text, self.language)
-        if self.tail and text.strip() and not text.endswith(self.tail):
-            text += self.tail
-        return text
+        return shape_fill(self.raw_text(ids, layout), self.req, self.plan, self.tail,
+                          self.language, self.local)
 
     def validate(self, fill: str) -> Validation | None:
         if self.document is None:
@@ -122,7 +148,7 @@ class InfillRun:
             return verdict is None or verdict.valid
 
         batcher = engine.batcher()
-        cache = context_cache(engine.model, engine.config, layout)
+        cache = context_cache(engine.model, engine.config_for(req), layout)
         if batcher is None or cache is not None:
             # alone: without batching, or with a context cache (its store is this request's)
             with engine._alone:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dlm_lsp.config import InfillOptions
+from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.policy import SpanPlan
 from dlm_lsp.repair import DIFFUSION
 from dlm_lsp.validation import Validation
@@ -24,6 +24,9 @@ class InfillRequest:
     is_hole: bool = False
     should_stop: Callable[[], bool] | None = None
     on_draft: Callable[[int, int, str], None] | None = None  # (step, steps, draft text)
+    # A remote client's settings for this fill, in place of the engine's own; the model,
+    # device and precision stay the engine's (see dlm_lsp/remote/service.py).
+    config: ServerConfig | None = None
 
 
 @dataclass

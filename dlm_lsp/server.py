@@ -25,9 +25,10 @@ from pygls.exceptions import (
 from pygls.lsp.server import LanguageServer
 
 from dlm_lsp import __version__
+from dlm_lsp.backends import Backend, BackendError, make_backend, switch_backend
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json
 from dlm_lsp.documents import find_document, offset_range, open_document, range_offsets
-from dlm_lsp.engine import Cancelled, Engine, InfillRequest, InfillResult, OutOfMemory
+from dlm_lsp.engine import Cancelled, InfillRequest, InfillResult, OutOfMemory
 from dlm_lsp.holes import HoleFilling, find_holes
 from dlm_lsp.jobs import (
     CLIENT_CANCELLED,
@@ -65,6 +66,7 @@ MODEL_UNAVAILABLE = -32001
 OUT_OF_MEMORY = -32002
 TIMEOUT = -32003
 SERVER_BUSY = -32004
+BACKEND_FAILED = -32005
 
 
 class DlmServer(LanguageServer):
@@ -77,7 +79,7 @@ class DlmServer(LanguageServer):
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          protocol_cls=DlmProtocol)
         self.config = ServerConfig()
-        self.engine = Engine(self.config)
+        self.engine: Backend = make_backend(self.config)
         # Requests are prepared and validated on these threads; their forward passes
         # all go through the engine's one batching worker, which owns the model.
         self.worker = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dlm-engine")
@@ -89,8 +91,8 @@ class DlmServer(LanguageServer):
         if isinstance(data, dict) and isinstance(data.get("dlm"), dict):
             data = data["dlm"]
         config, problems = from_json(ServerConfig, data, base or self.config)
+        self.engine = switch_backend(self.engine, self.config, config)
         self.config = config
-        self.engine.reconfigure(config)
         return problems
 
     def warn(self, problems: list[str]) -> None:
@@ -135,6 +137,8 @@ class DlmServer(LanguageServer):
             raise JsonRpcException(f"model unavailable: {exc}", code=MODEL_UNAVAILABLE) from exc
         except OutOfMemory as exc:
             raise JsonRpcException(str(exc), code=OUT_OF_MEMORY) from exc
+        except BackendError as exc:
+            raise JsonRpcException(str(exc), code=BACKEND_FAILED) from exc
         finally:
             self._show_notices()
             if progress is not None:
@@ -248,13 +252,12 @@ def initialized(ls: DlmServer, params: types.InitializedParams) -> None:
 def _preload(ls: DlmServer) -> None:
     """Load the model off the event loop so the first fill is fast, and say how it went."""
     try:
-        model = ls.engine.model
-    except ModelLoadError as exc:
+        ready = ls.engine.preload()
+    except (ModelLoadError, BackendError) as exc:
         ls.window_show_message(types.ShowMessageParams(
             types.MessageType.Error, f"dlm-lsp: {exc}"))
         return
-    ls.window_log_message(types.LogMessageParams(
-        types.MessageType.Info, f"dlm-lsp: model {model.name} ready on {model.device}"))
+    ls.window_log_message(types.LogMessageParams(types.MessageType.Info, f"dlm-lsp: {ready}"))
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -285,7 +288,7 @@ def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
 def did_close(ls: DlmServer, params: types.DidCloseTextDocumentParams) -> None:
     """Nothing can be applied to a closed document, and nothing of it is kept."""
     ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CLOSED)
-    ls.engine.recent.forget(params.text_document.uri)
+    ls.engine.forget(params.text_document.uri)
     forget_document(params.text_document.uri)
 
 

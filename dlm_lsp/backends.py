@@ -1,0 +1,72 @@
+"""Where fills run: this process, a shared dlm-lsp service, or an SGLang server.
+
+The language server talks to one `Backend`.  The local engine (`dlm_lsp.engine.Engine`)
+is the default; a team that shares GPUs points `backend: remote` at a service started
+with `dlm-lsp serve-remote` (`dlm_lsp.remote`), and block-diffusion checkpoints that
+SGLang serves are reached with `backend: sglang`.  All take the same `InfillRequest`
+and give the same `InfillResult`, so the handlers, the stale-version check, drafts and
+cancellation do not know which one ran a fill.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Protocol
+
+from dlm_lsp.config import ServerConfig
+from dlm_lsp.results import InfillRequest, InfillResult
+
+LOCAL, REMOTE, SGLANG = "local", "remote", "sglang"
+
+# The settings that pick a backend's endpoint: a change of any of them builds a new one.
+_ENDPOINT = ("backend", "remote_url", "remote_token", "remote_ca_file")
+
+
+class BackendError(RuntimeError):
+    """The service a backend talks to could not give a fill; the message says why and
+    what to change (unreachable, refused the token, lost the replica, ...)."""
+
+
+class Backend(Protocol):
+    """What the language server needs of whatever runs its fills."""
+
+    notices: deque[str]  # what the backend changed on its own, to tell the user
+
+    def infill(self, req: InfillRequest) -> InfillResult:
+        """Fill the request's span (blocking; stops when `req.should_stop()` turns true)."""
+
+    def reconfigure(self, config: ServerConfig) -> None:
+        """Adopt new settings of the same backend and endpoint."""
+
+    def preload(self) -> str:
+        """Get ready for the first fill (load a model, reach a service); say where fills run."""
+
+    def status(self) -> dict[str, Any]:
+        """What `dlm/status` shows."""
+
+    def forget(self, uri: str) -> None:
+        """Drop what is kept of a closed document."""
+
+    def close(self) -> None:
+        """Release threads and connections; the backend is not used after this."""
+
+
+def make_backend(config: ServerConfig) -> Backend:
+    """The backend the settings ask for (nothing is loaded or contacted yet)."""
+    if config.backend == REMOTE:
+        from dlm_lsp.remote.client import RemoteEngine
+        return RemoteEngine(config)
+    if config.backend == SGLANG:
+        from dlm_lsp.remote.sglang import SGLangEngine
+        return SGLangEngine(config)
+    from dlm_lsp.engine import Engine
+    return Engine(config)
+
+
+def switch_backend(current: Backend, old: ServerConfig, new: ServerConfig) -> Backend:
+    """`current` reconfigured, or a new backend when the settings moved to another endpoint."""
+    if all(getattr(old, name) == getattr(new, name) for name in _ENDPOINT):
+        current.reconfigure(new)
+        return current
+    current.close()
+    return make_backend(new)
