@@ -177,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         from dlm_lsp.models.command import main as models_main
 
         return models_main(argv[1:])
+    if argv[:1] == ["serve-remote"]:  # the service parses its own options
+        from dlm_lsp.remote.command import main as remote_main
+
+        return remote_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="dlm-lsp", description="Language server for code infilling with masked-diffusion "
         "language models. With no command it serves LSP over stdio.")
@@ -198,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("train", help="train the project's own model (dlm-lsp train --help)")
     sub.add_parser("models", help="supported model families; `models check DIR` checks a "
                    "checkpoint directory")
+    sub.add_parser("serve-remote", help="serve the engine to many language servers with Ray "
+                   "Serve (dlm-lsp serve-remote --help)")
 
     status = sub.add_parser("status", help="device, model and step cost here, or a running "
                             "server's queue, latency and caches (--tcp)")

@@ -1,0 +1,8 @@
+"""Fills on another machine: the language server as a thin client of a shared engine.
+
+`wire` is the protocol, `http` the connection plumbing, `retry` what both backends on a
+server share (retries, the local fallback, their requests), `client` the backend the
+language server uses (`backend: remote`), `service` the engine deployed with Ray Serve
+(`dlm-lsp serve-remote`), `sglang` the backend for models that SGLang serves and
+`sglang_prompt` how an infill is asked of them.
+"""

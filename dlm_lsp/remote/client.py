@@ -1,0 +1,113 @@
+"""`backend: remote`: the language server as a thin client of a shared dlm-lsp service.
+
+Each fill is one `POST /v1/infill` (see `wire.py`).  A fill is a pure function of
+the request and its seed, so a fill whose replica failed (HTTP 5xx) or was lost
+mid-stream is simply sent again, up to `remoteRetries` times; the service routes it
+to a live replica.  What cannot be served ends in a `BackendError` that says why and
+which setting to look at; with `remoteFallback` an unreachable service is replaced
+by the local engine for that fill, and the user is told (both in `retry.py`, which
+`backend: sglang` shares).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from typing import Any
+
+from dlm_lsp.backends import BackendError
+from dlm_lsp.remote import wire
+from dlm_lsp.remote.retry import Lost, ServerBackend
+from dlm_lsp.results import InfillRequest, InfillResult
+from dlm_lsp.sampler import Cancelled
+
+
+class RemoteEngine(ServerBackend):
+    """A `Backend` that sends every fill to a dlm-lsp service."""
+
+    BACKEND = "remote"
+    SERVER = "the remote engine"
+
+    # -- Backend -------------------------------------------------------------------------
+
+    def infill(self, req: InfillRequest) -> InfillResult:
+        """Fill the span on the service, as the local engine would fill it there."""
+        body = json.dumps(wire.request_json(req, self.config), ensure_ascii=False).encode()
+        return self._with_retries(req, lambda: self._post(
+            req, wire.INFILL_PATH, body, "application/x-ndjson",
+            lambda response: self._read(req, response)))
+
+    def preload(self) -> str:
+        """Reach the service now and say what it serves, and where."""
+        try:
+            health = self._get(wire.HEALTH_PATH)
+        except BackendError as exc:
+            if not self.config.remote_fallback:
+                raise
+            return self._falling_back(exc)
+        replicas = health.get("replicas")
+        where = f" on {replicas} replica{'s' * (replicas != 1)}" if replicas else ""
+        return (f"remote engine at {self.config.remote_url}: model {health.get('model')}"
+                f"{where} ({health.get('device')})")
+
+    def status(self) -> dict[str, Any]:
+        """What `dlm/status` shows: this client's fills and the service's replicas."""
+        mine = self._figures()
+        try:
+            service = self._get(wire.METRICS_PATH)
+        except BackendError as exc:
+            return {**mine, "reachable": False, "problem": str(exc)}
+        return {**mine, "reachable": True, "model": service.get("model"),
+                "device": service.get("device"), "replicas": service.get("replicas"),
+                "queueDepth": service.get("queueDepth")}
+
+    # -- one try -------------------------------------------------------------------------
+
+    def _check(self, response: http.client.HTTPResponse, path: str) -> None:
+        """Raise for an answer that is not a stream of lines (HTTP status other than 200)."""
+        if response.status == 200:
+            return
+        text = response.read(4096).decode("utf-8", "replace")
+        try:
+            detail = json.loads(text).get("detail", text)
+        except (ValueError, AttributeError):
+            detail = text
+        url = self.config.remote_url
+        if response.status in (401, 403):
+            raise BackendError(
+                f"the remote engine at {url} refused the token (HTTP {response.status}): set "
+                f"remoteToken or {wire.TOKEN_VARIABLE} to the service's token")
+        if response.status >= 500 or response.status == 429:
+            raise Lost(f"the remote engine at {url} failed (HTTP {response.status}: "
+                       f"{str(detail)[:200]})")
+        raise BackendError(f"the remote engine at {url} rejected the fill "
+                           f"(HTTP {response.status}): {str(detail)[:300]}")
+
+    def _read(self, req: InfillRequest, response: http.client.HTTPResponse) -> InfillResult:
+        """Pass each draft line on until the result line (or an error line) comes."""
+        while True:
+            raw = response.readline()
+            if not raw:
+                raise Lost(f"the replica of {self.config.remote_url} serving this fill was "
+                           "lost before it finished")
+            message = json.loads(raw)
+            if "draft" in message:
+                if req.on_draft is not None:
+                    draft = message["draft"]
+                    req.on_draft(draft["step"], draft["steps"], draft["text"])
+            elif "result" in message:
+                self.notices.extend(message["result"].get("notices", ()))
+                return wire.result_from_json(message["result"])
+            elif "error" in message:
+                raise self._error(message["error"])
+
+    def _error(self, error: dict[str, Any]) -> Exception:
+        """The exception a local fill would have raised for a replica's `error` line."""
+        from dlm_lsp.engine import OutOfMemory
+        kind, text = error.get("kind"), error.get("message", "")
+        if kind == wire.CANCELLED:
+            return Cancelled()
+        if kind == wire.OUT_OF_MEMORY:
+            return OutOfMemory(f"remote engine: {text}")
+        return BackendError(f"the remote engine at {self.config.remote_url} could not fill: "
+                            f"{text}")

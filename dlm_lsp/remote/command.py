@@ -1,0 +1,59 @@
+"""`dlm-lsp serve-remote`: the engine as a shared service (see service.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dlm_lsp.config import DEVICES, PRECISIONS
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dlm-lsp serve-remote",
+        description="Serve the infill engine to many language servers with Ray Serve: one "
+        "replica per GPU (or CPU replicas), requests batched inside each replica. Language "
+        "servers reach it with the settings backend: remote, remoteUrl, remoteToken.")
+    p.add_argument("--model", help="'default' (shipped) or a checkpoint directory present on "
+                   "every node (default: default)")
+    p.add_argument("--device", choices=DEVICES, help="default: auto (cuda where a replica has "
+                   "a GPU)")
+    p.add_argument("--precision", choices=PRECISIONS)
+    p.add_argument("--replicas", type=int, help="fixed number of replicas (default 1)")
+    p.add_argument("--min-replicas", type=int, help="autoscaling lower bound")
+    p.add_argument("--max-replicas", type=int, help="autoscaling upper bound (turns "
+                   "autoscaling on)")
+    p.add_argument("--target-ongoing-requests", type=float,
+                   help="autoscaling aims at this many fills per replica (default 8)")
+    p.add_argument("--max-ongoing-requests", type=int,
+                   help="fills one replica holds at once (default 64)")
+    p.add_argument("--batch-rows", type=int, help="rows per shared forward pass (default 16)")
+    p.add_argument("--cpus-per-replica", type=float, help="default 1")
+    p.add_argument("--gpus-per-replica", type=float, help="default: 1 when the cluster has "
+                   "GPUs, else 0")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1; 0.0.0.0 for other "
+                   "machines, with a token)")
+    p.add_argument("--port", type=int, help="default 8000")
+    p.add_argument("--token", help="bearer token clients must send (default: the "
+                   "DLM_LSP_REMOTE_TOKEN variable; none: open)")
+    p.add_argument("--ssl-certfile", help="serve https with this certificate (PEM)")
+    p.add_argument("--ssl-keyfile", help="the certificate's private key (PEM)")
+    p.add_argument("--address", help="join a running Ray cluster ('auto' or HOST:PORT) instead "
+                   "of starting one here")
+    p.add_argument("--num-cpus", type=int, help="CPUs of the Ray instance started here")
+    p.add_argument("--name", help="Ray Serve application name (default dlm-lsp)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
+        p.error("--ssl-certfile and --ssl-keyfile go together")
+    try:
+        from dlm_lsp.remote.service import serve_until_stopped, service_config
+    except ImportError as exc:
+        print(f"dlm-lsp serve-remote needs Ray Serve ({exc.name} is missing): "
+              "pip install 'dlm-lsp[remote]'", file=sys.stderr)
+        return 2
+    return serve_until_stopped(service_config(args))

@@ -1,0 +1,112 @@
+"""HTTP plumbing shared by the backends that talk to a service: connections (TLS when
+the URL says https, with an optional CA file for a private certificate authority),
+the bearer token, and cancellation of a request in flight.
+
+A streamed answer can sit silent for a long time (a fill queued behind others), so a
+blocked read cannot poll for cancellation.  `StopWatch` watches the request's
+`should_stop` from a small thread and shuts the socket down, which ends the read at
+once; the service sees the disconnect and stops the fill on its side.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from dlm_lsp.backends import BackendError
+
+WATCH_INTERVAL_S = 0.02  # how often a request in flight checks for cancellation
+
+
+class Unreachable(BackendError):
+    """No connection to the service (refused, no route, name unknown, connect timeout)."""
+
+
+def endpoint(url: str, setting: str = "remoteUrl") -> tuple[str, str, int, str]:
+    """(scheme, host, port, path prefix) of a service URL; BackendError when unusable."""
+    if not url:
+        raise BackendError(f"no service URL: set '{setting}' (e.g. http://gpu-box:8000)")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BackendError(f"'{setting}' {url!r} is not an http:// or https:// URL")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
+
+
+def token(configured: str, variable: str) -> str:
+    """The bearer token: the setting, else the environment variable, else none."""
+    return configured or os.environ.get(variable, "")
+
+
+def connect(url: str, connect_s: float, ca_file: str = "",
+            setting: str = "remoteUrl") -> tuple[http.client.HTTPConnection, str]:
+    """An open connection to the service and the URL's path prefix.
+
+    The timeout covers the connection only: reads then wait as long as the fill takes
+    (the language server's own timeout stops them through `should_stop`)."""
+    scheme, host, port, prefix = endpoint(url, setting)
+    if scheme == "https":
+        try:
+            context = ssl.create_default_context(cafile=ca_file or None)
+        except (OSError, ssl.SSLError) as exc:
+            raise BackendError(f"cannot use the CA file {ca_file!r} (remoteCaFile): {exc}") \
+                from exc
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+            host, port, timeout=connect_s, context=context)
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=connect_s)
+    try:
+        conn.connect()
+    except ssl.SSLError as exc:
+        conn.close()
+        raise BackendError(f"TLS with {url} failed: {exc.reason or exc} (for a private CA, "
+                           "set remoteCaFile)") from exc
+    except OSError as exc:  # refused, unreachable, unknown name, timed out
+        conn.close()
+        why = "timed out" if isinstance(exc, TimeoutError) else (
+            exc.strerror or str(exc))
+        raise Unreachable(f"cannot reach {url}: {why}") from exc
+    assert conn.sock is not None
+    conn.sock.settimeout(None)
+    return conn, prefix
+
+
+class StopWatch:
+    """While active, shuts `conn` down as soon as `should_stop()` turns true."""
+
+    def __init__(self, conn: http.client.HTTPConnection,
+                 should_stop: Callable[[], bool] | None):
+        self.conn, self.should_stop = conn, should_stop
+        self.stopped = False
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> StopWatch:
+        if self.should_stop is not None:
+            self._thread = threading.Thread(target=self._watch, name="dlm-remote-watch",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _watch(self) -> None:
+        assert self.should_stop is not None
+        while not self._done.wait(WATCH_INTERVAL_S):
+            if self.should_stop():
+                self.stopped = True
+                sock = self.conn.sock
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                return

@@ -1,0 +1,209 @@
+"""A fill on a server, sent again when the server lost it and filled locally when it
+cannot be had: what `backend: remote` (`client.py`) and `backend: sglang` (`sglang.py`)
+share, whatever the server's API.
+
+A fill is a pure function of its request and seed, so a fill that did not finish can
+simply be sent again.  Failures fall in three kinds, and the requests made here sort
+them: `Unreachable` (no connection: see `http.connect`) and `Lost` (the server took the
+fill but failed it, restarted or went away mid-stream) are tried again, up to
+`remoteRetries` times with a doubling pause that a stop cuts short; any other
+`BackendError` (a refused key, a rejected request) is not, as trying again cannot fix
+it.  Out of tries, `remoteFallback` fills on the local engine instead and says so;
+without it the error names the setting to look at.
+
+A subclass says how one try goes (`_once`) and how the server's HTTP status reads
+(`_check`); it names the server for messages (`SERVER`) and for `dlm/status` (`BACKEND`).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from dlm_lsp.backends import BackendError
+from dlm_lsp.config import ServerConfig
+from dlm_lsp.remote.http import StopWatch, Unreachable, connect, token
+from dlm_lsp.remote.wire import TOKEN_VARIABLE
+from dlm_lsp.results import InfillRequest, InfillResult
+from dlm_lsp.sampler import Cancelled
+
+RETRY_PAUSE_S = 0.25  # first pause before a retry; doubles each time
+STATUS_TIMEOUT_S = 2.0  # `dlm/status` and the start-up check never wait longer
+PAUSE_POLL_S = 0.02  # how often a pause checks whether the fill was stopped
+
+T = TypeVar("T")
+
+
+class Lost(BackendError):
+    """The server took the fill but did not finish it (it failed, restarted or went away)."""
+
+
+def stop_if_asked(req: InfillRequest) -> None:
+    """Raise Cancelled when the request has been stopped."""
+    if req.should_stop is not None and req.should_stop():
+        raise Cancelled()
+
+
+def pause(req: InfillRequest, seconds: float) -> bool:
+    """Wait before a retry; False when the request was stopped meanwhile."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if req.should_stop is not None and req.should_stop():
+            return False
+        time.sleep(PAUSE_POLL_S)
+    return True
+
+
+def percentile(ms: list[float], p: float) -> float | None:
+    """The `p` quantile of sorted latencies, rounded for `dlm/status` (None when empty)."""
+    return round(ms[min(len(ms) - 1, int(p * len(ms)))], 1) if ms else None
+
+
+class ServerBackend:
+    """The part of a `Backend` on a server that does not depend on the server's API."""
+
+    BACKEND = ""  # the `backend` setting, as `dlm/status` shows it
+    SERVER = ""  # how messages name the server: "<SERVER> at <remoteUrl>"
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.notices: deque[str] = deque(maxlen=16)
+        self._local: Any = None  # the local engine, made on the first fallback
+        self.fills = self.retries = self.fallbacks = 0
+        self.recent_fills: deque[float] = deque(maxlen=512)  # ms, as this client saw them
+
+    # -- what a subclass provides ---------------------------------------------------------
+
+    def _check(self, response: http.client.HTTPResponse, path: str) -> None:
+        """Raise for an answer other than HTTP 200: `Lost` where a retry may help."""
+        raise NotImplementedError
+
+    # -- the Backend methods both share ---------------------------------------------------
+
+    def reconfigure(self, config: ServerConfig) -> None:
+        """Adopt new fill settings (the server and key stay: see `switch_backend`)."""
+        self.config = config
+        if self._local is not None:
+            self._local.reconfigure(config)
+
+    def forget(self, uri: str) -> None:
+        """Nothing of a document is kept here (the local fallback may keep some)."""
+        if self._local is not None:
+            self._local.forget(uri)
+
+    def close(self) -> None:
+        """Every request closes its own connection; only a local fallback is left."""
+        if self._local is not None:
+            self._local.close()
+
+    # -- retries and the fallback ---------------------------------------------------------
+
+    def _with_retries(self, req: InfillRequest, once: Callable[[], InfillResult]) -> InfillResult:
+        """`once()`, tried again while the server is unreachable or loses the fill, then
+        the local engine's fill (with `remoteFallback`) or the last error."""
+        began = time.perf_counter()
+        tries = 1 + self.config.remote_retries
+        for attempt in range(tries):
+            try:
+                result = once()
+            except (Unreachable, Lost) as exc:
+                if attempt + 1 < tries and pause(req, RETRY_PAUSE_S * 2 ** attempt):
+                    self.retries += 1
+                    continue
+                if req.should_stop is not None and req.should_stop():
+                    raise Cancelled() from exc
+                return self._fall_back(req, exc, attempt + 1)
+            self.fills += 1
+            self.recent_fills.append((time.perf_counter() - began) * 1000)
+            return result
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def _fall_back(self, req: InfillRequest, exc: BackendError, tries: int) -> InfillResult:
+        """The local engine's fill when the server cannot serve it and fallback is on."""
+        setting = "remoteRetries" if isinstance(exc, Lost) else "remoteUrl"
+        if not self.config.remote_fallback:
+            raise BackendError(f"{exc} (tried {tries} time{'s' * (tries != 1)}; see setting "
+                               f"{setting}, or remoteFallback to fill locally)") from exc
+        from dlm_lsp.engine import Engine
+        if self._local is None:
+            self._local = Engine(self.config)
+        self.fallbacks += 1
+        self.notices.append(f"{exc}: this fill ran on the local engine (setting "
+                            "remoteFallback)")
+        return self._local.infill(req)
+
+    @staticmethod
+    def _falling_back(exc: BackendError) -> str:
+        """What `preload` says when the server did not answer and fills may fall back."""
+        return f"{exc}; fills will run on the local engine until it answers " + (
+            "(setting remoteFallback)")
+
+    def _figures(self) -> dict[str, Any]:
+        """This client's part of `dlm/status`: its fills, retries, fallbacks and latency."""
+        ms = sorted(self.recent_fills)
+        return {"backend": self.BACKEND, "url": self.config.remote_url, "fills": self.fills,
+                "retries": self.retries, "fallbacks": self.fallbacks,
+                "p50Ms": percentile(ms, 0.5), "p95Ms": percentile(ms, 0.95)}
+
+    # -- requests -------------------------------------------------------------------------
+
+    def _at(self) -> str:
+        return f"{self.SERVER} at {self.config.remote_url}"
+
+    def _headers(self, accept: str) -> dict[str, str]:
+        """A JSON request's headers, with the key as `Authorization: Bearer` when set."""
+        headers = {"Content-Type": "application/json", "Accept": accept}
+        secret = token(self.config.remote_token, TOKEN_VARIABLE)
+        if secret:
+            headers["Authorization"] = f"Bearer {secret}"
+        return headers
+
+    def _connect(self, connect_s: float | None = None) -> tuple[http.client.HTTPConnection, str]:
+        return connect(self.config.remote_url, connect_s or self.config.remote_connect_ms / 1000,
+                       self.config.remote_ca_file)
+
+    def _post(self, req: InfillRequest, path: str, body: bytes, accept: str,
+              read: Callable[[http.client.HTTPResponse], T]) -> T:
+        """POST a fill and `read` the streamed answer; the connection is cut as soon as
+        the request is stopped (Cancelled), and a broken one is `Lost`."""
+        conn, prefix = self._connect()
+        try:
+            with StopWatch(conn, req.should_stop) as watch:
+                try:
+                    conn.request("POST", prefix + path, body, self._headers(accept))
+                    response = conn.getresponse()
+                    self._check(response, path)
+                    return read(response)
+                except (OSError, http.client.HTTPException, ValueError, BackendError) as exc:
+                    if watch.stopped:  # the watch cut the connection: the fill was stopped
+                        raise Cancelled() from exc
+                    if isinstance(exc, BackendError):
+                        raise
+                    raise Lost(f"the connection to {self._at()} broke during the fill "
+                               f"({exc or type(exc).__name__})") from exc
+        finally:
+            conn.close()
+
+    def _get(self, *paths: str) -> dict[str, Any]:
+        """A small JSON GET with a short timeout; the next path when one is not found."""
+        for i, path in enumerate(paths):
+            conn, prefix = self._connect(min(STATUS_TIMEOUT_S,
+                                             self.config.remote_connect_ms / 1000))
+            try:
+                conn.sock.settimeout(STATUS_TIMEOUT_S)
+                conn.request("GET", prefix + path, headers=self._headers("application/json"))
+                response = conn.getresponse()
+                if response.status == 404 and i + 1 < len(paths):
+                    continue
+                self._check(response, path)
+                return json.loads(response.read())
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                raise Unreachable(f"{self._at()} did not answer {path}: "
+                                  f"{exc or type(exc).__name__}") from exc
+            finally:
+                conn.close()
+        raise AssertionError("unreachable: the last path returns or raises")

@@ -1,0 +1,286 @@
+"""The engine as a shared service on Ray Serve: `dlm-lsp serve-remote`.
+
+Ray Serve runs the replicas (one per GPU, or CPU replicas), restarts the ones that
+die, routes each HTTP request to a replica, scales the replica count between
+configured bounds and spreads the same deployment over a multi-node Ray cluster.
+Inside a replica the engine's own batching worker (`dlm_lsp/serving.py`) shares
+forward passes between the requests it holds, exactly as in a local server.
+
+Routes (protocol in `wire.py`): `POST /v1/infill` (token required when one is set),
+`GET /v1/health` (open: for load balancers and the client's start-up check) and
+`GET /v1/metrics` (token required; Prometheus text, or JSON when asked for).  Each
+replica publishes its counters to a small named actor every second so any replica
+can answer for all of them.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the routes' annotations at run
+# time, through Ray Serve's wrapper, and needs them as real types.
+import asyncio
+import hmac
+import logging
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import ray
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from ray import serve
+
+from dlm_lsp.config import ServerConfig
+from dlm_lsp.engine import Engine, OutOfMemory
+from dlm_lsp.models import ModelLoadError
+from dlm_lsp.remote import wire
+from dlm_lsp.remote.metrics import BOARD, MetricsBoard, prometheus
+from dlm_lsp.results import InfillRequest
+from dlm_lsp.sampler import Cancelled
+
+log = logging.getLogger(__name__)
+
+PUBLISH_EVERY_S = 1.0
+
+
+@dataclass
+class ServiceConfig:
+    """How the service is deployed; `dlm-lsp serve-remote --help` sets each field."""
+
+    model: str = "default"  # "default" (shipped) or a checkpoint directory on every node
+    device: str = "auto"  # auto: cuda in a replica that was given a GPU, else cpu
+    precision: str = "auto"
+    batch_rows: int = 16  # rows per shared forward pass inside a replica
+    replicas: int = 1  # fixed replica count (without autoscaling bounds)
+    min_replicas: int | None = None  # with max_replicas: autoscale between the two
+    max_replicas: int | None = None
+    target_ongoing_requests: float = 8.0  # autoscaling aims at this many fills per replica
+    max_ongoing_requests: int = 64  # fills one replica holds at once; more wait in the proxy
+    cpus_per_replica: float = 1.0
+    gpus_per_replica: float | None = None  # None: 1 when the cluster has GPUs, else 0
+    host: str = "127.0.0.1"  # 0.0.0.0 to serve other machines (then set a token)
+    port: int = 8000
+    token: str = ""  # empty: DLM_LSP_REMOTE_TOKEN if set, else the service is open
+    ssl_certfile: str | None = None  # with ssl_keyfile: serve https (PEM files)
+    ssl_keyfile: str | None = None
+    address: str | None = None  # a Ray cluster to deploy on ("auto"); None starts one here
+    num_cpus: int | None = None  # CPUs of a Ray instance started here (None: all)
+    name: str = "dlm-lsp"  # the Ray Serve application name
+
+
+app = FastAPI(title="dlm-lsp remote engine")
+
+
+@serve.deployment
+@serve.ingress(app)
+class EngineReplica:
+    """One engine (one model on one device) behind the service's HTTP routes."""
+
+    def __init__(self, service: dict[str, Any]):
+        cfg = ServiceConfig(**service)
+        self.service = cfg
+        self.token = cfg.token or os.environ.get(wire.TOKEN_VARIABLE, "")
+        self.engine = Engine(ServerConfig(model=cfg.model, device=cfg.device,
+                                          precision=cfg.precision, batch_rows=cfg.batch_rows))
+        self.ready = self.engine.preload()  # fail here, visibly, not on the first fill
+        self.pool = ThreadPoolExecutor(max_workers=cfg.max_ongoing_requests,
+                                       thread_name_prefix="dlm-replica")
+        context = serve.get_replica_context()
+        self.replica = context.replica_id.unique_id
+        self.counts = {"fills": 0, "cancelled": 0, "failed": 0, "inFlight": 0}
+        self.board = MetricsBoard.options(name=BOARD, namespace="dlm-lsp", get_if_exists=True,
+                                          lifetime="detached").remote()
+        threading.Thread(target=self._publish_forever, daemon=True,
+                         name="dlm-metrics").start()
+
+    # -- routes --------------------------------------------------------------------------
+
+    @app.post(wire.INFILL_PATH)
+    async def infill(self, request: Request) -> StreamingResponse:
+        self._authorize(request)
+        try:
+            body = await request.json()
+            req, drafts, problems = wire.request_from_json(body, self.engine.config)
+        except (ValueError, wire.BadRequest) as exc:  # json errors are ValueErrors
+            raise HTTPException(400, f"bad infill request: {exc}") from exc
+        notices = [f"the service ignored: {p}" for p in problems]
+        return StreamingResponse(self._stream(req, drafts, notices),
+                                 media_type="application/x-ndjson")
+
+    @app.get(wire.HEALTH_PATH)
+    async def health(self) -> dict[str, Any]:
+        return {"status": "ok", "model": self.engine.config.model,
+                "device": self.engine.status()["device"], "replicas": len(await self._live()),
+                "replica": self.replica}
+
+    @app.get(wire.METRICS_PATH)
+    async def metrics(self, request: Request) -> Any:
+        self._authorize(request)
+        live = await self._live()
+        if "json" in request.headers.get("accept", ""):
+            return JSONResponse({"model": self.engine.config.model,
+                                 "device": self.engine.status()["device"],
+                                 "replicas": len(live),
+                                 "queueDepth": sum(r["queueDepth"] + r["inFlight"]
+                                                   for r in live),
+                                 "replicaStats": live})
+        return PlainTextResponse(prometheus(live))
+
+    # -- the fill ------------------------------------------------------------------------
+
+    async def _stream(self, req: InfillRequest, drafts: bool, notices: list[str]):
+        """The answer lines: drafts while denoising, then the result or an error line.
+
+        Ray Serve cancels this generator when the client disconnects; the fill's
+        `should_stop` then turns true and the engine stops within one step."""
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[bytes] = asyncio.Queue()
+        stop = threading.Event()
+        req.should_stop = stop.is_set
+        if drafts:
+            def on_draft(step: int, steps: int, text: str) -> None:
+                loop.call_soon_threadsafe(lines.put_nowait, wire.line(
+                    "draft", {"step": step, "steps": steps, "text": text}))
+            req.on_draft = on_draft
+        self.counts["inFlight"] += 1
+        future = loop.run_in_executor(self.pool, self.engine.infill, req)
+        getter: asyncio.Future | None = None
+        try:
+            while True:
+                getter = asyncio.ensure_future(lines.get())
+                done, _ = await asyncio.wait({future, getter},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    break
+                yield getter.result()
+            while not lines.empty():
+                yield lines.get_nowait()
+            yield self._outcome(future, notices)
+        except asyncio.CancelledError:
+            stop.set()
+            self.counts["cancelled"] += 1
+            raise
+        finally:
+            stop.set()
+            if getter is not None:
+                getter.cancel()
+            self.counts["inFlight"] -= 1
+
+    def _outcome(self, future: asyncio.Future, notices: list[str]) -> bytes:
+        try:
+            result = future.result()
+        except Cancelled:
+            self.counts["cancelled"] += 1
+            return wire.line("error", {"kind": wire.CANCELLED, "message": "stopped"})
+        except OutOfMemory as exc:
+            self.counts["failed"] += 1
+            return wire.line("error", {"kind": wire.OUT_OF_MEMORY, "message": str(exc)})
+        except ModelLoadError as exc:
+            self.counts["failed"] += 1
+            return wire.line("error", {"kind": wire.MODEL_UNAVAILABLE, "message": str(exc)})
+        except Exception as exc:  # anything else: say so on the stream, keep serving
+            log.exception("fill failed")
+            self.counts["failed"] += 1
+            return wire.line("error", {"kind": wire.FAILED,
+                                       "message": f"{type(exc).__name__}: {exc}"})
+        self.counts["fills"] += 1
+        return wire.line("result", wire.result_json(result, notices + list(
+            self.engine.notices)))
+
+    # -- bookkeeping ---------------------------------------------------------------------
+
+    def _authorize(self, request: Request) -> None:
+        if not self.token:
+            return
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+            raise HTTPException(401, "a valid bearer token is required",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    def _stats(self) -> dict[str, Any]:
+        status = self.engine.status()
+        return {"replica": self.replica, "pid": os.getpid(), "device": status["device"],
+                "queueDepth": status["queueDepth"], "p50Ms": status["p50Ms"],
+                "p95Ms": status["p95Ms"], "tokensPerSecond": status["tokensPerSecond"],
+                "batchOccupancy": status["batchOccupancy"],
+                "forwardPasses": status["forwardPasses"], **self.counts}
+
+    def _publish_forever(self) -> None:
+        while True:
+            try:
+                self.board.publish.remote(self.replica, self._stats())
+            except Exception:  # the board restarts with the cluster; keep trying
+                log.debug("could not publish metrics", exc_info=True)
+            time.sleep(PUBLISH_EVERY_S)
+
+    async def _live(self) -> list[dict[str, Any]]:
+        """Every live replica's latest counters (this one's fresh)."""
+        others = await asyncio.wait_for(self.board.live.remote(), 5)
+        return [self._stats()] + [r for r in others if r["replica"] != self.replica]
+
+
+def deployment_options(cfg: ServiceConfig, cluster_gpus: float) -> dict[str, Any]:
+    """Ray Serve options: replica count or autoscaling bounds, and each replica's share
+    of the cluster (one GPU per replica when there are GPUs)."""
+    gpus = cfg.gpus_per_replica if cfg.gpus_per_replica is not None else (
+        1.0 if cluster_gpus >= 1 else 0.0)
+    options: dict[str, Any] = {
+        "ray_actor_options": {"num_cpus": cfg.cpus_per_replica, "num_gpus": gpus},
+        "max_ongoing_requests": cfg.max_ongoing_requests}
+    if cfg.max_replicas is not None:
+        low = cfg.min_replicas if cfg.min_replicas is not None else 1
+        options["autoscaling_config"] = {
+            "min_replicas": low, "initial_replicas": max(low, min(cfg.replicas,
+                                                                  cfg.max_replicas)),
+            "max_replicas": cfg.max_replicas,
+            "target_ongoing_requests": cfg.target_ongoing_requests}
+    else:
+        options["num_replicas"] = cfg.replicas
+    return options
+
+
+def deploy(cfg: ServiceConfig) -> str:
+    """Start (or join) Ray, deploy the replicas and wait until they serve; the URL."""
+    if not ray.is_initialized():
+        if cfg.address is None:  # a one-machine instance, on loopback unless told otherwise
+            ray.init(num_cpus=cfg.num_cpus, include_dashboard=False,
+                     _node_ip_address="127.0.0.1" if cfg.host in ("127.0.0.1", "localhost")
+                     else None, object_store_memory=128 << 20)
+        else:
+            ray.init(address=cfg.address)
+    http: dict[str, Any] = {"host": cfg.host, "port": cfg.port}
+    if cfg.ssl_certfile:
+        http.update(ssl_certfile=cfg.ssl_certfile, ssl_keyfile=cfg.ssl_keyfile)
+    serve.start(http_options=http)
+    options = deployment_options(cfg, ray.cluster_resources().get("GPU", 0))
+    serve.run(EngineReplica.options(**options).bind(asdict(cfg)), name=cfg.name,
+              route_prefix="/")
+    return f"{'https' if cfg.ssl_certfile else 'http'}://{cfg.host}:{cfg.port}"
+
+
+def serve_until_stopped(cfg: ServiceConfig) -> int:
+    """`dlm-lsp serve-remote`: deploy, say where, and serve until SIGINT or SIGTERM."""
+    url = deploy(cfg)
+    if not (cfg.token or os.environ.get(wire.TOKEN_VARIABLE)):
+        print(f"warning: no token: anyone who can reach {url} can use the service "
+              f"(--token or {wire.TOKEN_VARIABLE})", flush=True)
+    count = (f"{cfg.min_replicas or 1} to {cfg.max_replicas}" if cfg.max_replicas
+             else str(cfg.replicas))
+    print(f"dlm-lsp service at {url}: model {cfg.model}, {count} replica(s); "
+          "Ctrl-C stops it", flush=True)
+    stopped = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopped.set())
+    stopped.wait()
+    if cfg.address is not None:  # a shared cluster keeps running: take only our app off it
+        serve.delete(cfg.name)
+    ray.shutdown()  # a Ray instance started here ends with its replicas
+    return 0
+
+
+def service_config(args: Any) -> ServiceConfig:
+    """The service configuration from `serve-remote` arguments (None: the default)."""
+    given = {k: v for k, v in vars(args).items()
+             if k in ServiceConfig.__dataclass_fields__ and v is not None}
+    return ServiceConfig(**given)

@@ -1,0 +1,127 @@
+"""The remote engine's protocol: an infill request and its streamed answer as JSON.
+
+`POST /v1/infill` carries what a local fill gets: the document text, the span (Python
+string offsets), language, uri, the request's options, and the client's settings
+(all but those that belong to a process: model, device, timeouts, ...; see
+`PROCESS_SETTINGS`), so a fill through the service is the fill the client would have
+made locally with the same seed.  The answer is newline-delimited JSON: a `draft`
+line per denoising step when drafts were asked for, then exactly one `result` or
+`error` line.  A stream that ends without one lost its replica (the client tries
+again elsewhere); closing the connection cancels the fill on the replica.
+
+Standard library only: the language server imports this without the service's packages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from dlm_lsp.config import PROCESS_SETTINGS, InfillOptions, ServerConfig, camel, from_json
+from dlm_lsp.policy import SpanPlan
+from dlm_lsp.results import Candidate, InfillRequest, InfillResult
+from dlm_lsp.validation import Validation
+
+PROTOCOL = 1
+INFILL_PATH, HEALTH_PATH, METRICS_PATH = "/v1/infill", "/v1/health", "/v1/metrics"
+TOKEN_VARIABLE = "DLM_LSP_REMOTE_TOKEN"  # where the token is read from when not configured
+
+# Error kinds of an `error` line (the HTTP status was already 200 when they happen).
+CANCELLED, OUT_OF_MEMORY, MODEL_UNAVAILABLE, FAILED = (
+    "cancelled", "out-of-memory", "model-unavailable", "failed")
+
+
+class BadRequest(ValueError):
+    """A request body the service cannot use; the message says what is wrong."""
+
+
+def fill_settings(config: ServerConfig) -> dict[str, Any]:
+    """The client's settings that shape a fill, as camelCase JSON."""
+    return {camel(f.name): getattr(config, f.name) for f in dataclasses.fields(config)
+            if f.name not in PROCESS_SETTINGS}
+
+
+def _set_options(options: InfillOptions) -> dict[str, Any]:
+    return {camel(f.name): getattr(options, f.name) for f in dataclasses.fields(options)
+            if getattr(options, f.name) is not None}
+
+
+def request_json(req: InfillRequest, config: ServerConfig) -> dict[str, Any]:
+    """The body of `POST /v1/infill` for one request under the client's settings."""
+    return {"protocol": PROTOCOL, "text": req.text, "start": req.start, "end": req.end,
+            "languageId": req.language_id, "uri": req.uri, "isHole": req.is_hole,
+            "options": _set_options(req.options), "settings": fill_settings(config),
+            "drafts": req.on_draft is not None}
+
+
+def request_from_json(data: Any, base: ServerConfig) -> tuple[InfillRequest, bool, list[str]]:
+    """The request, whether drafts were asked for, and the settings it had that this
+    service does not know (a newer client); raises BadRequest when it cannot be used."""
+    if not isinstance(data, dict):
+        raise BadRequest("the body must be a JSON object")
+    if data.get("protocol") != PROTOCOL:
+        raise BadRequest(f"protocol {data.get('protocol')!r} is not supported (this service "
+                         f"speaks {PROTOCOL}): update dlm-lsp on one side")
+    text, start, end = data.get("text"), data.get("start"), data.get("end")
+    if not isinstance(text, str):
+        raise BadRequest("'text' must be a string")
+    if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end <= len(text)):
+        raise BadRequest("'start' and 'end' must be offsets into 'text' with start <= end")
+    for key in ("languageId", "uri"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise BadRequest(f"'{key}' must be a string or null")
+    options, problems = from_json(InfillOptions, data.get("options"), where="options")
+    settings = data.get("settings") or {}
+    fixed = {camel(name) for name in PROCESS_SETTINGS}
+    # the service's own model, device and limits always win over a client's
+    config, more = from_json(ServerConfig, {k: v for k, v in settings.items() if k not in fixed}
+                             if isinstance(settings, dict) else settings, base, "settings")
+    req = InfillRequest(text, start, end, data.get("languageId"), data.get("uri"), options,
+                        bool(data.get("isHole")), config=config)
+    return req, bool(data.get("drafts")), problems + more
+
+
+def _candidate_json(c: Candidate) -> dict[str, Any]:
+    check = c.check
+    return {"text": c.text, "valid": c.valid, "score": c.score, "used": c.used, "path": c.path,
+            "check": None if check is None else {
+                "checked": check.checked, "valid": check.valid, "language": check.language,
+                "errors": [list(at) for at in check.new_errors], "reason": check.reason,
+                "ranges": [list(r) for r in check.new_ranges]}}
+
+
+def _candidate(data: dict[str, Any]) -> Candidate:
+    check = data.get("check")
+    return Candidate(data["text"], data["valid"], float(data["score"]), data["used"],
+                     data["path"], [], None if check is None else Validation(
+                         check["checked"], check["valid"], check["language"],
+                         tuple(tuple(at) for at in check["errors"]), check["reason"],
+                         tuple(tuple(r) for r in check["ranges"])))
+
+
+def result_json(result: InfillResult, notices: list[str] = ()) -> dict[str, Any]:
+    """A finished fill as the `result` line (scores at full precision)."""
+    plan = result.plan
+    return {"candidates": [_candidate_json(c) for c in result.candidates],
+            "plan": {"kind": plan.kind, "nMasked": plan.n_masked, "steps": plan.steps,
+                     "singleLine": plan.single_line},
+            "steps": result.steps, "tokens": result.tokens, "ms": result.ms,
+            "earlyStopped": result.early_stopped, "path": result.path,
+            "repairRounds": result.repair_rounds, "predictedMs": result.predicted_ms,
+            "syntax": result.syntax, "reused": result.reused, "notices": list(notices)}
+
+
+def result_from_json(data: dict[str, Any]) -> InfillResult:
+    """The `result` line back as the engine's result type."""
+    plan = data["plan"]
+    return InfillResult([_candidate(c) for c in data["candidates"]],
+                        SpanPlan(plan["kind"], plan["nMasked"], plan["steps"], plan["singleLine"]),
+                        data["steps"], data["tokens"], float(data["ms"]), data["earlyStopped"],
+                        data["path"], data["repairRounds"], data["predictedMs"], data["syntax"],
+                        data["reused"])
+
+
+def line(kind: str, payload: Any) -> bytes:
+    """One line of the answer stream."""
+    return (json.dumps({kind: payload}, ensure_ascii=False) + "\n").encode()

@@ -1,0 +1,239 @@
+"""`backend: remote` without Ray: the wire format, the client's retries, errors,
+cancellation and fallback, against small scripted HTTP services on loopback (the real
+Ray Serve service is in test_remote_service.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from rpc import ServerProcess, free_port
+
+from dlm_lsp.backends import BackendError, make_backend, switch_backend
+from dlm_lsp.config import InfillOptions, ServerConfig, from_json
+from dlm_lsp.engine import Engine
+from dlm_lsp.policy import SpanPlan
+from dlm_lsp.remote import wire
+from dlm_lsp.remote.client import RemoteEngine
+from dlm_lsp.results import Candidate, InfillRequest, InfillResult
+from dlm_lsp.sampler import Cancelled
+from dlm_lsp.validation import Validation
+
+TEXT = "def add(a, b):\n    return \n"
+AT = TEXT.index("return ") + 7
+
+
+def a_result() -> InfillResult:
+    check = Validation(True, False, "python", ((1, 11),), "1 new syntax error", ((26, 27),))
+    return InfillResult([Candidate("a +", False, -0.25, 2, "repair", [], check),
+                         Candidate("a + b", None, -0.5, 3)],
+                        SpanPlan("single-line", 16, 8, True), 9, 16, 12.5, True, "repair", 1,
+                        11.0, "1 new syntax error", "")
+
+
+def test_a_result_survives_the_wire_unchanged():
+    result = a_result()
+    assert wire.result_from_json(json.loads(json.dumps(wire.result_json(result)))) == result
+
+
+def test_a_request_carries_the_clients_fill_settings_but_never_its_model_or_limits():
+    client = ServerConfig(model="/client/model", device="cuda", strategy="random", seed=5,
+                          single_line_tokens=9, timeout_ms=5, remote_token="secret")
+    req = InfillRequest(TEXT, AT, AT, "python", "file:///a.py", InfillOptions(steps=3))
+    body = json.loads(json.dumps(wire.request_json(req, client)))
+    assert "remoteToken" not in body["settings"] and "model" not in body["settings"]
+    body["settings"]["model"] = "/somewhere/else"  # a client that tries anyway
+    service = ServerConfig(model="/service/model", device="cpu", timeout_ms=60000)
+    got, drafts, problems = wire.request_from_json(body, service)
+    assert (got.text, got.start, got.end, got.options.steps) == (TEXT, AT, AT, 3)
+    assert (got.config.strategy, got.config.seed, got.config.single_line_tokens) == (
+        "random", 5, 9)
+    assert (got.config.model, got.config.device, got.config.timeout_ms) == (
+        "/service/model", "cpu", 60000)
+    assert drafts is False and problems == []
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"protocol": 99}, "update dlm-lsp"),
+    ({"start": 5, "end": 2}, "start <= end"),
+    ({"end": 10_000}, "offsets into 'text'"),
+    ({"text": 42}, "'text' must be a string"),
+])
+def test_a_request_the_service_cannot_use_says_why(change, says):
+    body = wire.request_json(InfillRequest(TEXT, AT, AT), ServerConfig())
+    with pytest.raises(wire.BadRequest, match=says):
+        wire.request_from_json({**body, **change}, ServerConfig())
+
+
+def test_backend_settings_are_checked():
+    config, problems = from_json(ServerConfig, {"backend": "cloud", "remoteUrl": "ftp://x",
+                                                "remoteRetries": 99})
+    assert (config.backend, config.remote_url, config.remote_retries) == ("local", "", 2)
+    assert len(problems) == 3
+
+
+def test_a_new_endpoint_builds_a_new_backend_and_other_changes_keep_it():
+    old = ServerConfig()
+    local = make_backend(old)
+    same = switch_backend(local, old, ServerConfig(steps_single_line=4))
+    assert same is local and local.config.steps_single_line == 4
+    moved = switch_backend(local, old, ServerConfig(backend="remote", remote_url="http://h:1"))
+    assert isinstance(moved, RemoteEngine)
+
+
+class Script(BaseHTTPRequestHandler):
+    """Answers each POST with the next of the server's scripted replies."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+        self.server.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.server.headers.append(dict(self.headers))
+        reply = self.server.replies.pop(0) if len(self.server.replies) > 1 else \
+            self.server.replies[0]
+        reply(self)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def serving(replies: list[Callable[[BaseHTTPRequestHandler], None]]) -> ThreadingHTTPServer:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Script)
+    httpd.replies, httpd.bodies, httpd.headers = replies, [], []
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def stream(*lines: bytes) -> Callable[[BaseHTTPRequestHandler], None]:
+    def reply(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/x-ndjson")
+        handler.end_headers()
+        for line in lines:
+            handler.wfile.write(line)
+            handler.wfile.flush()
+    return reply
+
+
+def status(code: int, text: str = "") -> Callable[[BaseHTTPRequestHandler], None]:
+    def reply(handler: BaseHTTPRequestHandler) -> None:
+        body = json.dumps({"detail": text}).encode()
+        handler.send_response(code)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    return reply
+
+
+def client(httpd: ThreadingHTTPServer, **settings) -> RemoteEngine:
+    return RemoteEngine(ServerConfig(backend="remote", remote_token="tok",
+                                     remote_url=f"http://127.0.0.1:{httpd.server_port}",
+                                     **settings))
+
+
+RESULT = wire.line("result", wire.result_json(a_result(), ["the service says hello"]))
+
+
+def test_a_fill_streams_drafts_then_its_result_with_the_token():
+    httpd = serving([stream(wire.line("draft", {"step": 1, "steps": 2, "text": "a ░"}),
+                            wire.line("draft", {"step": 2, "steps": 2, "text": "a +"}),
+                            RESULT)])
+    drafts = []
+    engine = client(httpd)
+    got = engine.infill(InfillRequest(TEXT, AT, AT, "python",
+                                      on_draft=lambda *d: drafts.append(d)))
+    assert got == a_result() and drafts == [(1, 2, "a ░"), (2, 2, "a +")]
+    assert httpd.headers[0]["Authorization"] == "Bearer tok"
+    assert httpd.bodies[0]["drafts"] is True and list(engine.notices) == [
+        "the service says hello"]
+
+
+def test_a_failed_or_lost_replica_is_tried_again():
+    httpd = serving([status(500, "replica died"), stream(wire.line("draft", {
+        "step": 1, "steps": 8, "text": "x"})), stream(RESULT)])
+    engine = client(httpd)
+    assert engine.infill(InfillRequest(TEXT, AT, AT)) == a_result()
+    assert len(httpd.bodies) == 3 and engine.retries == 2
+
+
+def test_out_of_tries_the_error_says_what_happened_and_which_setting_to_change():
+    httpd = serving([stream(wire.line("draft", {"step": 1, "steps": 8, "text": "x"}))])
+    with pytest.raises(BackendError, match=r"lost before it finished.*tried 2 times.*"
+                                           r"remoteRetries"):
+        client(httpd, remote_retries=1).infill(InfillRequest(TEXT, AT, AT))
+    assert len(httpd.bodies) == 2
+
+
+@pytest.mark.parametrize("reply, says", [
+    (status(401), "refused the token"),
+    (status(400, "bad infill request: 'text' must be a string"), "'text' must be a string"),
+    (stream(wire.line("error", {"kind": wire.MODEL_UNAVAILABLE, "message": "no weights"})),
+     "could not fill: no weights"),
+])
+def test_what_retrying_cannot_fix_is_not_retried(reply, says):
+    httpd = serving([reply])
+    with pytest.raises(BackendError, match=says):
+        client(httpd).infill(InfillRequest(TEXT, AT, AT))
+    assert len(httpd.bodies) == 1
+
+
+def test_cancelling_a_waiting_fill_closes_its_connection():
+    """A fill queued on the service sends nothing for a while; a stop must not wait."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: dict[str, float] = {}
+
+    def accept() -> None:
+        conn, _ = listener.accept()
+        while conn.recv(1 << 16):  # read the request, answer nothing, until the client goes
+            pass
+        seen["eof"] = time.monotonic()
+    threading.Thread(target=accept, daemon=True).start()
+    stop_at = time.monotonic() + 0.3
+    engine = RemoteEngine(ServerConfig(backend="remote",
+                                       remote_url=f"http://127.0.0.1:{listener.getsockname()[1]}"))
+    with pytest.raises(Cancelled):
+        engine.infill(InfillRequest(TEXT, AT, AT, should_stop=lambda: time.monotonic() > stop_at))
+    assert time.monotonic() - stop_at < 1.0
+    deadline = time.monotonic() + 5
+    while "eof" not in seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen.get("eof", -1) > 0  # the service saw the client go
+
+
+def test_an_unreachable_service_falls_back_to_the_local_engine_when_allowed(model_dir):
+    url = f"http://127.0.0.1:{free_port()}"
+    req = InfillRequest(TEXT, AT, AT, "python")
+    with pytest.raises(BackendError, match="cannot reach .*remoteFallback"):
+        RemoteEngine(ServerConfig(backend="remote", remote_url=url, remote_retries=0,
+                                  model=str(model_dir))).infill(req)
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url=url, remote_retries=0,
+                                       remote_fallback=True, model=str(model_dir)))
+    got = engine.infill(req)
+    want = Engine(ServerConfig(model=str(model_dir))).infill(InfillRequest(TEXT, AT, AT,
+                                                                           "python"))
+    assert [c.text for c in got.candidates] == [c.text for c in want.candidates]
+    assert engine.fallbacks == 1 and "ran on the local engine" in engine.notices[0]
+
+
+def test_the_editor_is_told_when_the_service_is_unreachable(model_dir: Path):
+    server = ServerProcess()
+    try:
+        server.client.initialize({"model": str(model_dir), "backend": "remote",
+                                  "remoteUrl": f"http://127.0.0.1:{free_port()}",
+                                  "remoteRetries": 0})
+        server.client.open("file:///u.py", TEXT)
+        here = {"line": 1, "character": 11}
+        answer = server.client.call("dlm/infill", {
+            "textDocument": {"uri": "file:///u.py"}, "range": {"start": here, "end": here}})
+        assert answer["error"]["code"] == -32005
+        assert "cannot reach http://127.0.0.1" in answer["error"]["message"]
+        startup = server.client.wait(lambda _: [m for m in server.client.shown()
+                                                if "cannot reach" in m])
+        assert startup  # the start-up check said so before any fill
+    finally:
+        server.close()

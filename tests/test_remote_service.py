@@ -1,0 +1,295 @@
+"""The engine as a shared service: a real Ray Serve deployment of two CPU replicas on
+loopback (`dlm-lsp serve-remote`, over https with a token), real language servers
+pointed at it with `backend: remote`, and one language server with the local engine
+to compare against."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rpc import ServerProcess, free_port
+
+from dlm_lsp.backends import BackendError
+from dlm_lsp.config import ServerConfig
+from dlm_lsp.remote.client import RemoteEngine
+from dlm_lsp.remote.launch import LocalService
+from dlm_lsp.results import InfillRequest
+
+TOKEN = "test-token-1234"
+CANCELLED, BACKEND_FAILED = -32800, -32005
+
+DOC = '''def total(values):
+    result = 0
+    for v in values:
+        result += v
+    return result
+
+
+def mean(values):
+    return total(values) / len(values)
+'''
+SPANS = [DOC.index("result += v") + 7, DOC.index("return total") + 7, DOC.index("len(values)")]
+
+
+def self_signed(tmp: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (it is its own CA) and its key, made with openssl."""
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def service(model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("service")
+    cert, key = self_signed(tmp)
+    with open(tmp / "service.log", "w+b") as log:
+        svc = LocalService(["--model", str(model_dir), "--replicas", "2", "--num-cpus", "2",
+                            "--cpus-per-replica", "1", "--ssl-certfile", str(cert),
+                            "--ssl-keyfile", str(key)], free_port(), log, TOKEN, str(cert))
+        svc.cert = cert
+        try:
+            svc.wait_for(2)
+            yield svc
+        finally:
+            svc.stop()
+
+
+def language_server(model_dir: Path, **settings: Any) -> ServerProcess:
+    server = ServerProcess()
+    # reuseFills off: the replicas would answer a repeated fill from their recent fills
+    server.client.initialize({"model": str(model_dir), "maxSpanTokens": 512,
+                              "reuseFills": False, **settings})
+    return server
+
+
+def remote(service: LocalService, model_dir: Path, **settings: Any) -> ServerProcess:
+    return language_server(model_dir, backend="remote", remoteUrl=service.url,
+                           remoteToken=TOKEN, remoteCaFile=str(service.cert), **settings)
+
+
+@pytest.fixture(scope="module")
+def local(model_dir: Path):
+    server = language_server(model_dir)
+    yield server
+    server.close()
+
+
+def open_doc(server: ServerProcess, uri: str, copies: int = 8) -> None:
+    """The document under `copies` uris (`uri#0`, ...): the newest fill per document wins,
+    so fills that run together are each on their own copy."""
+    for n in range(copies):
+        server.client.open(f"{uri}#{n}", DOC)
+
+
+def position(offset: int) -> dict:
+    line = DOC.count("\n", 0, offset)
+    return {"line": line, "character": offset - (DOC.rfind("\n", 0, offset) + 1)}
+
+
+def infill_params(uri: str, offset: int, **options: Any) -> dict:
+    here = position(offset)
+    return {"textDocument": {"uri": uri}, "range": {"start": here, "end": here},
+            "options": options}
+
+
+def fills(server: ServerProcess, uri: str, offsets: list[int], timeout: float = 120,
+          **options: Any) -> list[dict]:
+    """Send one dlm/infill per offset at once; their responses, in order."""
+    return [server.client.response(i, timeout) for i in send(server, uri, offsets, **options)]
+
+
+def send(server: ServerProcess, uri: str, offsets: list[int], stagger: float = 0.0,
+         **options: Any) -> list[int]:
+    """One dlm/infill per offset, each on its own copy of the document, `stagger` seconds
+    apart (as typing spreads them); their ids."""
+    ids = []
+    for n, o in enumerate(offsets):
+        ids.append(server.client.request("dlm/infill", infill_params(f"{uri}#{n}", o,
+                                                                     **options)))
+        time.sleep(stagger)
+    return ids
+
+
+def same_fill(a: dict, b: dict) -> bool:
+    """Two dlm/infill results agree on the edit, every candidate and what it cost."""
+    keep = ("steps", "tokens", "path", "kind", "repairRounds", "syntax")
+    return (a["edits"] == b["edits"]
+            and [(c["text"], c["valid"]) for c in a["candidates"]]
+            == [(c["text"], c["valid"]) for c in b["candidates"]]
+            and all(abs(x["score"] - y["score"]) < 1e-3
+                    for x, y in zip(a["candidates"], b["candidates"], strict=True))
+            and {k: a["stats"][k] for k in keep} == {k: b["stats"][k] for k in keep})
+
+
+def test_two_language_servers_get_the_fills_the_local_engine_makes(service, local, model_dir):
+    servers = [remote(service, model_dir), remote(service, model_dir)]
+    try:
+        open_doc(local, "file:///same.py")
+        expected = [r["result"] for r in fills(local, "file:///same.py", SPANS, seed=7)]
+        for n, server in enumerate(servers):
+            open_doc(server, "file:///same.py")
+            answers = fills(server, "file:///same.py", SPANS, seed=7)
+            assert all("result" in a for a in answers), answers
+            assert all(same_fill(a["result"], e) for a, e in zip(answers, expected,
+                                                                   strict=True)), n
+    finally:
+        for server in servers:
+            server.close()
+    # every fill was the service's (the other replica's counters arrive within a second)
+    _wait(lambda: sum(r["fills"] for r in service.replicas()) >= 2 * len(SPANS),
+          "the replicas to count the fills", timeout=5)
+
+
+def test_cancelling_in_the_editor_stops_the_fill_on_the_replica(service, model_dir):
+    server = remote(service, model_dir)
+    try:
+        open_doc(server, "file:///long.py")
+        before = {r["replica"]: r["cancelled"] for r in service.replicas()}
+        [msg_id] = send(server, "file:///long.py", SPANS[:1], length=400, steps=400,
+                        kind="multi-line")
+        holder = _wait(lambda: next((r for r in service.replicas() if r["inFlight"]), None),
+                       "the fill to reach a replica")
+        server.client.notify("$/cancelRequest", {"id": msg_id})
+        answer = server.client.response(msg_id, 30)
+        assert answer["error"]["code"] == CANCELLED
+        after = _wait(lambda: next((r for r in service.replicas()
+                                    if r["replica"] == holder["replica"]
+                                    and r["cancelled"] > before.get(r["replica"], 0)
+                                    and r["inFlight"] == 0), None),
+                      "the replica to count the fill as cancelled")
+        passes = after["forwardPasses"]
+        time.sleep(1.5)
+        now = next(r for r in service.replicas() if r["replica"] == holder["replica"])
+        assert now["forwardPasses"] == passes  # nothing more was denoised for it
+        assert passes < 400
+    finally:
+        server.close()
+
+
+def _wait(find, what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = find()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise TimeoutError(f"waited {timeout} s for {what}")
+
+
+def _kill_a_busy_replica(service: LocalService) -> int:
+    """SIGKILL one replica once both hold fills; its pid."""
+    busy = _wait(lambda: (lambda live: live if len(live) == 2 and all(
+        r["inFlight"] for r in live) else None)(service.replicas()), "both replicas to be busy")
+    victim = busy[0]["pid"]
+    os.kill(victim, signal.SIGKILL)
+    return victim
+
+
+LOAD = {"length": 256, "steps": 256, "kind": "multi-line"}  # seconds per fill here
+# Ray Serve routes a request by the queue lengths it knows; a burst sent before it has
+# heard from the second replica all goes to the first, so fills arrive a little apart.
+STAGGER = 0.3
+
+
+def test_a_killed_replica_loses_no_fill_the_other_can_serve(service, local, model_dir):
+    servers = [remote(service, model_dir), remote(service, model_dir)]
+    try:
+        offsets = SPANS + [DOC.index("for v") + 4]
+        open_doc(local, "file:///load.py")
+        expected = [r["result"] for r in fills(local, "file:///load.py", offsets, **LOAD)]
+        ids = []
+        for server in servers:
+            open_doc(server, "file:///load.py")
+            ids.append(send(server, "file:///load.py", offsets, STAGGER, **LOAD))
+        victim = _kill_a_busy_replica(service)
+        for server, sent in zip(servers, ids, strict=True):
+            answers = [server.client.response(i, 180) for i in sent]
+            assert all("result" in a for a in answers), answers
+            assert all(same_fill(a["result"], e) for a, e in zip(answers, expected,
+                                                                   strict=True))
+        retried = sum(s.client.call("dlm/status")["result"]["retries"] for s in servers)
+        assert retried >= 1  # the killed replica's fills were sent again
+    finally:
+        for server in servers:
+            server.close()
+    service.wait_for(2, exclude={victim})  # Ray Serve replaced it
+
+
+def test_without_retries_a_lost_replica_is_a_clear_error(service, local, model_dir):
+    server = remote(service, model_dir, remoteRetries=0)
+    try:
+        offsets = SPANS * 2
+        open_doc(local, "file:///lost.py")
+        expected = [r["result"] for r in fills(local, "file:///lost.py", offsets, **LOAD)]
+        open_doc(server, "file:///lost.py")
+        sent = send(server, "file:///lost.py", offsets, STAGGER, **LOAD)
+        victim = _kill_a_busy_replica(service)
+        answers = [server.client.response(i, 180) for i in sent]
+        errors = [a["error"] for a in answers if "error" in a]
+        assert errors, "the killed replica held fills"
+        assert all(e["code"] == BACKEND_FAILED and "lost before it finished" in e["message"]
+                   and "remoteRetries" in e["message"] for e in errors), errors
+        assert all(same_fill(a["result"], e) for a, e in zip(answers, expected, strict=True)
+                   if "result" in a)
+    finally:
+        server.close()
+    service.wait_for(2, exclude={victim})
+
+
+def test_a_wrong_token_is_refused(service, model_dir):
+    server = language_server(model_dir, backend="remote", remoteUrl=service.url,
+                             remoteToken="not-the-token", remoteCaFile=str(service.cert))
+    try:
+        open_doc(server, "file:///t.py")
+        answer = fills(server, "file:///t.py", SPANS[:1])[0]
+        assert answer["error"]["code"] == BACKEND_FAILED
+        assert "refused the token" in answer["error"]["message"]
+    finally:
+        server.close()
+    for token in ("", "not-the-token"):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            service.get("/v1/metrics", token=token)
+        assert refused.value.code == 401
+    assert service.get("/v1/health", token="")["status"] == "ok"  # open, for balancers
+
+
+def test_https_without_the_services_ca_is_a_clear_error(service):
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url=service.url,
+                                       remote_token=TOKEN, remote_retries=0))
+    with pytest.raises(BackendError, match="TLS with https://127.0.0.1.*remoteCaFile"):
+        engine.infill(InfillRequest(DOC, SPANS[0], SPANS[0], "python"))
+
+
+def test_the_metrics_are_prometheus_text_for_every_replica(service):
+    request = urllib.request.Request(service.url + "/v1/metrics",
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=5, context=service.context) as reply:
+        text = reply.read().decode()
+    assert "# TYPE dlm_lsp_fills_total counter" in text
+    assert "dlm_lsp_replicas 2" in text
+    assert len({line.split('replica="')[1].split('"')[0] for line in text.splitlines()
+                if line.startswith("dlm_lsp_in_flight{")}) == 2
+
+
+def test_replicas_take_one_gpu_each_and_autoscale_between_the_configured_bounds():
+    from dlm_lsp.remote.service import ServiceConfig, deployment_options
+
+    fixed = deployment_options(ServiceConfig(replicas=3), cluster_gpus=0)
+    assert fixed["num_replicas"] == 3 and "autoscaling_config" not in fixed
+    assert fixed["ray_actor_options"] == {"num_cpus": 1.0, "num_gpus": 0.0}
+    on_gpus = deployment_options(ServiceConfig(min_replicas=2, max_replicas=8), cluster_gpus=8)
+    assert on_gpus["ray_actor_options"]["num_gpus"] == 1.0 and "num_replicas" not in on_gpus
+    assert on_gpus["autoscaling_config"] == {"min_replicas": 2, "initial_replicas": 2,
+                                             "max_replicas": 8, "target_ongoing_requests": 8.0}
+    shared = deployment_options(ServiceConfig(gpus_per_replica=0.5), cluster_gpus=1)
+    assert shared["ray_actor_options"]["num_gpus"] == 0.5
