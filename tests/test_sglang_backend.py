@@ -1,0 +1,415 @@
+"""`backend: sglang` against a fake SGLang server that speaks SGLang's HTTP API.
+
+SGLang needs a GPU, so the fake implements what its source defines, on loopback:
+`GET /model_info` (older servers: only `/get_model_info`), `/server_info`, `/health`,
+and `POST /generate` streamed as server-sent events (`data: {"text", "output_ids",
+"meta_info"}` ... `data: [DONE]`, chunked like uvicorn), whole text per update unless
+`--incremental-streaming-output`; stop strings trimmed, `max_new_tokens` honoured,
+errors as `{"error": {"message"}}`; the `--api-key` check of `srt/utils/auth.py`
+(401 `{"error": "Unauthorized"}`, health paths exempt).  The model's "tokens" are
+three-character pieces, emitted in blocks as a block-diffusion model emits them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import select
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from rpc import ServerProcess, free_port
+
+from dlm_lsp.backends import BackendError
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.remote.sglang import SGLangEngine
+from dlm_lsp.results import InfillRequest
+from dlm_lsp.sampler import Cancelled
+
+KEY = "sesame"
+URI = "file:///work/total.py"
+DOC = "def total(items):\n    \n    return result\n"
+CURSOR = DOC.index("    \n") + 4  # on the blank line in the body, after its indentation
+# The served model writes the body at its own indentation, runs on into the code after
+# the gap, closes the code block, and rambles on (the stop string ends it there).
+ANSWER = ("\n  result = 0\n  for item in items:\n    result += item\n  return result\n"
+          "```\nThis adds the items.")
+FILL = "result = 0\n    for item in items:\n        result += item"  # on the document's indentation
+
+
+class FakeSGLang:
+    """A loopback HTTP server that answers like `python -m sglang.launch_server`."""
+
+    def __init__(self, *, api_key: str | None = KEY, answer: str = ANSWER,
+                 model_path: str = "inclusionAI/LLaDA2.0-mini",
+                 architectures: tuple[str, ...] = ("LLaDA2MoeModelLM",),
+                 model_type: str = "llada2_moe",
+                 is_generation: bool = True, incremental: bool = False,
+                 model_info_path: str = "/model_info", sglang: bool = True, block: int = 4):
+        self.api_key, self.answer = api_key, answer
+        self.incremental, self.block = incremental, block  # whole text or news; tokens a block
+        self.model_info = {"model_path": model_path, "tokenizer_path": model_path,
+                           "is_generation": is_generation, "preferred_sampling_params": None,
+                           "weight_version": "default", "model_type": model_type,
+                           "architectures": list(architectures)}
+        self.model_info_path, self.sglang = model_info_path, sglang
+        self.replies: deque[tuple] = deque()  # scripted answers to /generate, then `answer`
+        self.requests: list[tuple[str, str, dict[str, str], Any]] = []  # method, path, ...
+        self.disconnected = threading.Event()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def generated(self) -> list[dict]:
+        """The bodies of the /generate requests received."""
+        return [body for method, path, _, body in self.requests if path == "/generate"]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._serve("GET")
+
+            def do_POST(self) -> None:
+                self._serve("POST")
+
+            def _serve(self, method: str) -> None:
+                size = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(size) if size else b""
+                body = json.loads(raw) if raw else None
+                fake.requests.append((method, self.path, dict(self.headers), body))
+                exempt = self.path.startswith(("/health", "/ready", "/metrics"))
+                if fake.api_key and not exempt and (
+                        self.headers.get("Authorization") != f"Bearer {fake.api_key}"):
+                    return self._json(401, {"error": "Unauthorized"})
+                routes = {("GET", fake.model_info_path): lambda: self._json(200, fake.model_info),
+                          ("GET", "/get_model_info"): lambda: self._json(200, fake.model_info),
+                          ("GET", "/server_info"): lambda: self._json(200, {
+                              "model_path": fake.model_info["model_path"], "tp_size": 4,
+                              "dllm_algorithm": "LowConfidence", "api_key": None}),
+                          ("GET", "/health"): lambda: self._json(200, {}),
+                          ("POST", "/generate"): lambda: self._generate(body)}
+                route = routes.get((method, self.path)) if fake.sglang else None
+                if route is None:
+                    return self._json(404, {"detail": "Not Found"})
+                route()
+
+            def _json(self, status: int, data: Any) -> None:
+                payload = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def _generate(self, body: Any) -> None:
+                if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+                    return self._json(400, {"error": {"message": "text is required"}})
+                kind, *args = fake.replies.popleft() if fake.replies else ("answer",)
+                if kind == "status":
+                    return self._json(*args)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                if kind == "error":
+                    self._event({"error": {"message": args[0]}})
+                else:
+                    self._stream(body["sampling_params"], hang=kind == "hang")
+                self._event("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+
+            def _event(self, data: Any) -> None:
+                text = data if isinstance(data, str) else json.dumps(data)
+                payload = f"data: {text}\n\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+                self.wfile.flush()
+
+            def _stream(self, params: dict, hang: bool) -> None:
+                """The answer in blocks of tokens, cut by stop strings and max_new_tokens."""
+                answer, finish = fake.answer, None
+                for stop in params.get("stop") or []:
+                    if stop in answer:
+                        answer, finish = answer[:answer.index(stop)], {"type": "stop",
+                                                                       "matched": stop}
+                pieces = [answer[i:i + 3] for i in range(0, len(answer), 3)]
+                if len(pieces) > params["max_new_tokens"]:
+                    pieces = pieces[:params["max_new_tokens"]]
+                    finish = {"type": "length", "length": len(pieces)}
+                sent = 0
+                while sent < len(pieces) or sent == 0:
+                    new = pieces[sent:sent + fake.block]
+                    last = sent + len(new) >= len(pieces)
+                    whole = pieces[:sent + len(new)]
+                    shown = new if fake.incremental else whole
+                    self._event({"text": "".join(shown),
+                                 "output_ids": list(range(sent, sent + len(new)))
+                                 if fake.incremental else list(range(len(whole))),
+                                 "meta_info": {"id": "r1", "prompt_tokens": 100,
+                                               "completion_tokens": len(whole),
+                                               "cached_tokens": 0,
+                                               "finish_reason": (finish or {"type": "stop",
+                                                                            "matched": 0})
+                                               if last and not hang else None}})
+                    sent += len(new)
+                    if hang:
+                        return self._wait_for_disconnect()
+                    if last:
+                        return
+
+            def _wait_for_disconnect(self) -> None:
+                """Hold the request open, as a long fill does, until the client leaves."""
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    ready, _, _ = select.select([self.connection], [], [], 0.05)
+                    if ready and not self.connection.recv(1):
+                        fake.disconnected.set()
+                        raise ConnectionResetError("the client went away")
+
+        return Handler
+
+
+@pytest.fixture
+def fake():
+    server = FakeSGLang()
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)
+def no_token_variable(monkeypatch):
+    monkeypatch.delenv("DLM_LSP_REMOTE_TOKEN", raising=False)
+
+
+def engine(url: str, **settings: Any) -> SGLangEngine:
+    return SGLangEngine(ServerConfig(backend="sglang", remote_url=url,
+                                     **{"remote_token": KEY, **settings}))
+
+
+def request(text: str = DOC, at: int = CURSOR, **extra: Any) -> InfillRequest:
+    return InfillRequest(text, at, at, "python", URI, **extra)
+
+
+def test_a_multi_line_fill_is_cut_to_the_gap_reindented_and_validated(fake):
+    result = engine(fake.url).infill(request())
+    [best] = result.candidates
+    assert best.text == FILL  # the rewritten `return result` and the rambling are gone
+    assert best.valid is True and best.check is not None and best.check.checked
+    assert result.plan.kind == "multi-line" and result.syntax == "no syntax errors"
+    assert best.used == math.ceil(ANSWER.index("```") / 3)  # tokens up to the stop string
+
+
+def test_the_request_is_a_llada2_prompt_with_the_fill_settings_and_the_key(fake):
+    engine(fake.url, temperature=0.3, top_p=0.9).infill(
+        request(options=InfillOptions(length=40)))
+    [(method, path, headers, body)] = [r for r in fake.requests if r[1] == "/generate"]
+    assert headers["Authorization"] == f"Bearer {KEY}"
+    assert body["stream"] is True
+    assert body["sampling_params"] == {"max_new_tokens": 40, "temperature": 0.3, "top_p": 0.9,
+                                       "stop": ["```", "<|role_end|>"]}
+    prompt = body["text"]
+    assert prompt.startswith("<role>SYSTEM</role>detailed thinking off<|role_end|>"
+                             "<role>HUMAN</role>")
+    assert "```python\n\n    return result\n\n```" in prompt  # the code after the gap
+    # the answer starts as the file up to the cursor; the blank line is left to the model
+    assert prompt.endswith("<|role_end|><role>ASSISTANT</role>```python\ndef total(items):")
+
+
+def test_a_fill_that_breaks_the_syntax_is_marked_invalid_with_where(fake):
+    text = "def f(a):\n    return a + \n"
+    fake.answer = " (a *\nprint(a)\n"
+    result = engine(fake.url).infill(request(text, text.index("+ ") + 2))
+    [best] = result.candidates
+    assert result.plan.kind == "single-line" and best.text == "(a *"  # one line, head dropped
+    assert best.valid is False and best.check.new_errors == ((1, 4),)
+    assert "syntax error" in result.syntax
+
+
+def test_a_fill_inside_a_line_stops_where_the_line_goes_on_as_before(fake):
+    text = "print(max(1, ))\n"
+    fake.answer = " 2))\nprint(3)"
+    result = engine(fake.url).infill(request(text, text.index("))")))
+    assert result.candidates[0].text == "2" and result.candidates[0].valid is True
+
+
+def test_drafts_arrive_as_the_streamed_text_grows(fake):
+    drafts: list[tuple[int, int, str]] = []
+    engine(fake.url).infill(request(on_draft=lambda *d: drafts.append(d)))
+    assert len(drafts) >= 3
+    steps = [step for step, _, _ in drafts]
+    assert steps == sorted(steps) and all(total == 48 for _, total, _ in drafts)
+    assert drafts[0][2] != drafts[-1][2] and drafts[-1][2].startswith("result = 0\n")
+
+
+def test_cancelling_closes_the_connection_mid_stream(fake):
+    fake.replies.append(("hang",))
+    stop = threading.Event()
+    began = time.monotonic()
+    with pytest.raises(Cancelled):
+        engine(fake.url).infill(request(should_stop=stop.is_set,
+                                        on_draft=lambda *d: stop.set()))
+    assert time.monotonic() - began < 3
+    assert fake.disconnected.wait(5), "the server never saw the client leave"
+
+
+def test_a_wrong_key_is_refused_with_the_setting_to_change(fake):
+    with pytest.raises(BackendError) as err:
+        engine(fake.url, remote_token="wrong").infill(request())
+    assert "401" in str(err.value) and "remoteToken" in str(err.value)
+    assert "--api-key" in str(err.value) and not fake.generated()
+
+
+def test_no_key_where_the_server_wants_one_says_so(fake):
+    with pytest.raises(BackendError, match="wants an API key .*remoteToken"):
+        engine(fake.url, remote_token="").preload()
+
+
+def test_a_rewrite_shows_the_old_code_and_is_sized_from_it(fake):
+    text = "def f(x):\n    return x+1\n"
+    fake.answer = " x + 1\n```"
+    start = text.index("x+1")
+    result = engine(fake.url).infill(InfillRequest(text, start, start + 3, "python", URI))
+    assert result.plan.kind == "rewrite" and result.candidates[0].text == "x + 1"
+    [body] = fake.generated()
+    assert "rewritten:\n```python\nx+1\n```" in body["text"]
+    assert body["sampling_params"]["max_new_tokens"] == 1 + 8  # ~3.5 characters a token
+
+
+def test_an_unreachable_server_with_fallback_fills_on_the_local_engine(model_dir):
+    backend = engine(f"http://127.0.0.1:{free_port()}", remote_retries=0,
+                     remote_fallback=True, model=str(model_dir))
+    result = backend.infill(request(options=InfillOptions(length=4, steps=2)))
+    assert result.tokens >= 4 and backend.status()["fallbacks"] == 1
+    assert any("remoteFallback" in notice for notice in backend.notices)
+
+
+def test_an_unreachable_server_is_a_quick_clear_error():
+    url = f"http://127.0.0.1:{free_port()}"
+    began = time.monotonic()
+    with pytest.raises(BackendError) as err:
+        engine(url, remote_retries=1).infill(request())
+    assert time.monotonic() - began < 3
+    assert f"cannot reach {url}" in str(err.value) and "remoteUrl" in str(err.value)
+
+
+@pytest.mark.parametrize("url, words", [("", "set 'remoteUrl'"),
+                                        ("ftp://gpu-box", "not an http:// or https:// URL")])
+def test_a_bad_url_says_what_is_wrong(url, words):
+    with pytest.raises(BackendError, match=words):
+        engine(url).infill(request())
+
+
+def test_a_server_that_is_not_sglang_is_named_by_the_setting():
+    other = FakeSGLang(sglang=False)
+    try:
+        with pytest.raises(BackendError) as err:
+            engine(other.url).preload()
+        assert "404" in str(err.value) and "remoteUrl" in str(err.value)
+    finally:
+        other.close()
+
+
+def test_a_model_that_does_not_generate_is_refused():
+    embedder = FakeSGLang(model_path="BAAI/bge-m3", architectures=("XLMRobertaModel",),
+                          is_generation=False)
+    try:
+        with pytest.raises(BackendError, match="does not generate text"):
+            engine(embedder.url).infill(request())
+        assert not embedder.generated()
+    finally:
+        embedder.close()
+
+
+def test_a_server_error_is_retried(fake):
+    fake.replies.append(("status", 500, {"error": {"message": "scheduler restarting"}}))
+    backend = engine(fake.url)
+    result = backend.infill(request())
+    assert result.candidates[0].text == FILL
+    assert len(fake.generated()) == 2 and backend.status()["retries"] == 1
+
+
+def test_a_server_error_past_the_retries_names_the_setting(fake):
+    fake.replies.extend([("status", 503, {"error": "starting"})] * 2)
+    with pytest.raises(BackendError) as err:
+        engine(fake.url, remote_retries=1).infill(request())
+    assert "HTTP 503" in str(err.value) and "remoteRetries" in str(err.value)
+    assert len(fake.generated()) == 2
+
+
+def test_an_error_in_the_stream_is_reported(fake):
+    fake.replies.append(("error", "The input (9000 tokens) is longer than the model's "
+                                  "context length (8192 tokens)."))
+    with pytest.raises(BackendError, match="longer than the model's context length"):
+        engine(fake.url).infill(request())
+    assert len(fake.generated()) == 1  # not a failure that another try would mend
+
+
+def test_an_older_server_with_incremental_streaming_gives_the_same_fill():
+    old = FakeSGLang(incremental=True, model_info_path="/get_model_info")
+    try:
+        assert engine(old.url).infill(request()).candidates[0].text == FILL
+    finally:
+        old.close()
+
+
+def test_a_model_without_a_known_chat_format_continues_the_code_before_the_gap():
+    other = FakeSGLang(model_path="/models/dg", architectures=("DiffusionGemmaForBlockDiffusion",),
+                       model_type="gemma4", answer="\n    result = sum(items)\n    return result\n")
+    try:
+        backend = engine(other.url)
+        result = backend.infill(request())
+        body = other.generated()[0]
+        assert body["text"] == "def total(items):" and body["sampling_params"]["stop"] == []
+        assert result.candidates[0].text == "result = sum(items)"
+        assert any("chat format" in notice for notice in backend.notices)
+    finally:
+        other.close()
+
+
+def test_status_and_preload_name_the_server_and_its_model(fake):
+    backend = engine(fake.url)
+    assert backend.preload() == (f"SGLang at {fake.url}: model inclusionAI/LLaDA2.0-mini "
+                                 "with LowConfidence")
+    status = backend.status()
+    assert status["reachable"] and status["backend"] == "sglang"
+    assert status["model"] == "inclusionAI/LLaDA2.0-mini" and status["chatFormat"] == "llada2"
+
+
+def test_the_language_server_fills_through_sglang_end_to_end(fake):
+    """An editor's view: settings pick the backend, `dlm/infill` answers with the edit."""
+    server = ServerProcess()
+    try:
+        client = server.client
+        client.initialize({"backend": "sglang", "remoteUrl": fake.url, "remoteToken": KEY})
+        client.open(URI, DOC)
+        line = {"line": 1, "character": 4}
+        reply = client.call("dlm/infill", {"textDocument": {"uri": URI},
+                                           "range": {"start": line, "end": line}})
+        assert "error" not in reply, reply
+        assert reply["result"]["edits"][0]["newText"] == FILL
+        assert reply["result"]["candidates"][0]["valid"] is True
+        status = client.call("dlm/status")["result"]
+        assert status["backend"] == "sglang" and status["fills"] == 1
+        client.notify("workspace/didChangeConfiguration", {"settings": {
+            "backend": "sglang", "remoteUrl": fake.url, "remoteToken": "wrong"}})
+        refused = client.call("dlm/infill", {"textDocument": {"uri": URI},
+                                             "range": {"start": line, "end": line}})
+        assert refused["error"]["code"] == -32005 and "remoteToken" in refused["error"]["message"]
+    finally:
+        server.close()
+
