@@ -4,7 +4,7 @@ A model writes a block at whatever indentation it likes; the document decides.
 `reindent` moves a multi-line fill's lines (all but the first, which continues
 the cursor's line) onto the document's unit and level, changing only leading
 whitespace.  It needs no grammar: brackets and Python block words are read from
-the text, roughly.  The text helpers here are shared with `dlm_lsp.syntax`.
+the text, roughly.  The text helpers here are shared with `dlm_lsp.span_hints` and `dlm_lsp.units`.
 """
 
 from __future__ import annotations

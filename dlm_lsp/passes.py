@@ -4,7 +4,7 @@ All passes share the infill's layout; the first decides the candidates, and
 when none is valid (and the document has a grammar) repair rounds re-mask
 what the new syntax errors point at (`dlm_lsp/repair.py`), then one retry runs
 strictly left to right.  Each candidate is shaped for the document (re-indented
-and cut to whole units, `dlm_lsp/syntax.py`) before it is validated; `shape_fill` and
+and cut to whole units, `dlm_lsp/units.py`) before it is validated; `shape_fill` and
 `document_for` do that for the SGLang backend's fills too, so both read alike.
 """
 
@@ -33,7 +33,7 @@ from dlm_lsp.repair import (
 from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
 from dlm_lsp.span import SpanLayout
-from dlm_lsp.syntax import truncate_to_units
+from dlm_lsp.units import truncate_to_units
 from dlm_lsp.validation import ParsedDocument, Validation, language_for, parsed_document
 
 if TYPE_CHECKING:

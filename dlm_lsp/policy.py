@@ -10,7 +10,7 @@ is a block rewrite sized from the selected text.  Each kind has its own default
 step budget; the left-to-right baseline always takes one step per token.
 
 Where the language has a grammar, the syntax tree at the cursor decides instead
-(`dlm_lsp.syntax.span_kind`): an unfinished argument list on an otherwise empty
+(`dlm_lsp.span_hints.span_kind`): an unfinished argument list on an otherwise empty
 line is still a single-line fill, the end of a `def f():` line opens a
 multi-line body, and the kind of block caps the length (`max_lines`, at about
 TOKENS_PER_LINE tokens a line).  Only the lines around the cursor are parsed
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.models.tokenizer import Tokenizer
-from dlm_lsp.syntax import span_kind
+from dlm_lsp.span_hints import span_kind
 
 TOKENS_PER_LINE = 12  # a line of code is ~8-12 tokens of our BPE; the cap errs long
 LOCAL_LINES = 300  # lines either side of the span that syntax decisions look at

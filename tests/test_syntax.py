@@ -1,4 +1,5 @@
-"""Specification of dlm_lsp.syntax: the syntax tree steers what a fill is and where it ends.
+"""Specification of dlm_lsp.syntax, span_hints and units: the syntax tree steers what a
+fill is and where it ends.
 
 Documents are written with the span marked as ⟦old text⟧ (⟦⟧ for a cursor); `_span` removes
 the markers and returns the text plus the span's character offsets.
@@ -9,14 +10,9 @@ from __future__ import annotations
 import pytest
 
 from dlm_lsp.indentation import IndentStyle, detect_indent, reindent
-from dlm_lsp.syntax import (
-    MULTI_LINE,
-    SINGLE_LINE,
-    SpanHint,
-    enclosing_node_range,
-    span_kind,
-    truncate_to_units,
-)
+from dlm_lsp.span_hints import MULTI_LINE, SINGLE_LINE, SpanHint, span_kind
+from dlm_lsp.syntax import enclosing_node_range
+from dlm_lsp.units import truncate_to_units
 
 
 def _span(marked: str) -> tuple[str, int, int]:

@@ -1,0 +1,181 @@
+"""Whole syntactic units: where a multi-line fill should end.
+
+A diffusion model fills every masked position, so a multi-line fill often runs past the
+unit it was asked for: it closes the enclosing block the suffix already closes, starts the
+code that follows, or stops halfway through a statement.  `truncate_to_units` cuts it the
+way SAFIM scores infilling: stop where the enclosing block ends, and drop a trailing half
+statement.  Block ends come from bracket tokens (and, in Python, from a dedent past the
+cursor's block, whose indentation `dlm_lsp/span_hints.py` reads); half statements from
+incremental reparses of the document with each candidate prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from tree_sitter import Node, Parser
+
+from dlm_lsp.indentation import _CLOSERS, _PAIRS, _leading, _line_bounds, _width
+from dlm_lsp.span_hints import _span_hint
+from dlm_lsp.syntax import _container, _Doc, _grammar, _is_comment, _parse
+from dlm_lsp.validation import ParsedDocument
+
+
+def _brackets(root: Node, descend: Callable[[Node], bool]) -> Iterator[Node]:
+    """Bracket tokens in document order, entering only subtrees that `descend` accepts."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.child_count == 0:
+            if (node.type in _PAIRS or node.type in _CLOSERS) and not node.is_missing:
+                yield node
+        elif node is root or descend(node):
+            stack.extend(reversed(node.children))
+
+
+def _closed_by_suffix(doc: _Doc, offset: int) -> tuple[str | None, bool]:
+    """The innermost bracket open at byte `offset`, and whether the suffix closes it.
+
+    Error-free subtrees that do not contain the cursor are balanced, so only the path to
+    the cursor and damaged regions are scanned, not the whole document.
+    """
+    def descend(node: Node) -> bool:
+        return node.has_error or node.start_byte < offset < node.end_byte
+
+    open_before: list[str] = []
+    open_after: list[str] = []
+    for token in _brackets(doc.root, descend):
+        if token.start_byte < offset:
+            if token.type in _PAIRS:
+                open_before.append(token.type)
+            elif open_before and _PAIRS[open_before[-1]] == token.type:
+                open_before.pop()
+        elif token.type in _PAIRS:
+            open_after.append(token.type)
+        elif open_after and _PAIRS[open_after[-1]] == token.type:
+            open_after.pop()
+        elif open_before:
+            return open_before[-1], _PAIRS[open_before[-1]] == token.type
+    return (open_before[-1] if open_before else None), False
+
+
+def _bracket_cut(removed: _Doc, filled: _Doc, start: int, fill: str) -> int | None:
+    """Where a fill that closes the cursor's enclosing bracket should end (a fill index).
+
+    If the suffix already closes it, the fill stops before its closer; if the suffix lacks
+    one, the fill keeps the line with the closer and stops there: the block is finished.
+    """
+    first = filled.byte(start)
+    last = first + len(fill.encode("utf-8", "surrogatepass"))
+    depth = 0
+    for token in _brackets(filled.root,
+                           lambda node: node.end_byte > first and node.start_byte < last):
+        if not first <= token.start_byte < last:
+            continue
+        depth += 1 if token.type in _PAIRS else -1
+        if depth >= 0:
+            continue
+        at = filled.char(token.start_byte) - start
+        opener, closed = _closed_by_suffix(removed, removed.byte(start))
+        if opener is not None and not closed and _PAIRS[opener] == token.type:
+            line_end = fill.find("\n", at)
+            return len(fill) if line_end == -1 else line_end
+        line_start = fill.rfind("\n", 0, at) + 1
+        return line_start if line_start > 0 and not fill[line_start:at].strip() else at
+    return None
+
+
+def _dedent_cut(filled: _Doc, start: int, fill: str, base: int) -> int | None:
+    """Python: the first fill line indented less than the block, outside strings (a fill index)."""
+    line_start = fill.find("\n") + 1
+    while line_start > 0:
+        line_end = fill.find("\n", line_start)
+        line = fill[line_start:] if line_end == -1 else fill[line_start:line_end]
+        stripped = line.strip()
+        if stripped and _width(_leading(line)) < base:
+            first = filled.byte(start + line_start + len(_leading(line)))
+            node: Node | None = filled.root.descendant_for_byte_range(first, first + 1)
+            while node is not None and "string" not in node.type and not _is_comment(node):
+                node = node.parent
+            if node is None:
+                return line_start
+        line_start = line_end + 1 if line_end != -1 else 0
+    return None
+
+
+def _end_at(kept: str, text: str, start: int, end: int) -> str:
+    """A cut fill ends at its last code; a line break follows if the suffix's line has code."""
+    before, after = _line_bounds(text, start, end)
+    kept = kept.rstrip()
+    if not after.strip():
+        return kept
+    newline = "\r\n" if "\r\n" in text else "\n"
+    return kept + newline + (before if not before.strip() else _leading(before))
+
+
+# Validations are whole-document parses; past this many prefixes the fill is left as it is.
+_MAX_PREFIXES = 12
+
+
+def truncate_to_units(text: str, start: int, end: int, fill: str, language: str | None) -> str:
+    """Cut a multi-line fill for [start, end) to whole syntactic units (SAFIM-style).
+
+    First the block: a fill that closes the bracket the cursor is in stops before that
+    closer when the suffix has one (else right after it), and a Python fill stops before
+    a line that dedents past the cursor's block.  Then statements: the longest prefix
+    ending at a line boundary whose parse adds no errors is kept.  A single-line fill, an
+    unknown language, or a fill that is already whole comes back unchanged.
+    """
+    grammar = _grammar(language)
+    if grammar is None or "\n" not in fill:
+        return fill
+    canonical, parser = grammar
+    removed = _parse(parser, text[:start] + text[end:])
+    filled = _parse(parser, text[:start] + fill + text[end:])
+    cuts = [_bracket_cut(removed, filled, start, fill)]
+    if canonical == "python" and _container(removed, removed.byte(start)) is None:
+        base = _width(_span_hint(removed, start, canonical).indent)
+        before, _ = _line_bounds(text, start, end)
+        if not before.strip() and fill.split("\n", 1)[0].strip():
+            base = min(base, _width(before))
+        cuts.append(_dedent_cut(filled, start, fill, base))
+    found = [cut for cut in cuts if cut is not None and fill[cut:].strip()]
+    body = _end_at(fill[:min(found)], text, start, end) if found else fill
+
+    # one parse of the document; each prefix below reparses incrementally from its tree
+    document = ParsedDocument(text, canonical, parser)
+    if _is_whole(document, parser, text, start, end, body, canonical):
+        return body
+    breaks = [i for i, ch in enumerate(body) if ch == "\n"][::-1][:_MAX_PREFIXES]
+    for index in breaks:
+        if not body[:index].strip():
+            break
+        candidate = _end_at(body[:index], text, start, end)
+        if _is_whole(document, parser, text, start, end, candidate, canonical):
+            return candidate
+    return body
+
+
+def _is_whole(document: ParsedDocument, parser: Parser, text: str, start: int, end: int,
+              fill: str, canonical: str) -> bool:
+    """No new syntax errors, and (Python) no block header left without a body.
+
+    tree-sitter-python parses `if x:` followed by a line at the same indentation as an
+    if_statement with an empty block and no error, so that case is looked for directly.
+    """
+    if not document.validate(start, end, fill).valid:
+        return False
+    if canonical != "python" or ":" not in fill:
+        return True
+    doc = _parse(parser, text[:start] + fill + text[end:])
+    first = doc.byte(start)
+    last = first + len(fill.encode("utf-8", "surrogatepass"))
+    stack = [doc.root]
+    while stack:
+        node = stack.pop()
+        if node.type == "block" and node.start_byte == node.end_byte:
+            if first < node.start_byte <= last:
+                return False
+        elif node.end_byte >= first and node.start_byte <= last:
+            stack.extend(node.children)
+    return True
