@@ -31,7 +31,9 @@ from pathlib import Path
 import torch
 
 from dlm_lsp.models.checkpoint import Checkpoint
+from dlm_lsp.models.cache import CacheConfig
 from dlm_lsp.models.hf import HFDiffusionModel, arch_config, attends_both_ways, instantiate
+from dlm_lsp.models.hf_cache import HFContextCache
 from dlm_lsp.models.registry import FAMILIES, Conventions
 
 QWEN25_7B = {"model_type": "Dream", "hidden_size": 3584, "intermediate_size": 18944,
@@ -94,8 +96,9 @@ def _timed(fn, device: torch.device, warmup: int, repeats: int) -> list[float]:
 
 
 def measure(model: HFDiffusionModel, contexts: list[int], batches: list[int], warmup: int,
-            repeats: int) -> list[dict]:
-    """Step and forward-only latency at each (context, batch); context counts framing."""
+            repeats: int, span: int = 32) -> list[dict]:
+    """Step and forward-only latency at each (context, batch), context counting framing;
+    and the engine's step for a `span`-token span without and with the context cache."""
     rows, extra = [], len(model.conventions.before) + len(model.conventions.after)
     for context in contexts:
         for batch in batches:
@@ -107,10 +110,24 @@ def measure(model: HFDiffusionModel, contexts: list[int], batches: list[int], wa
                                  model.device, warmup, repeats)
             step = _timed(lambda x=ids: model.logits(x), model.device, warmup, repeats)
             median = statistics.median(step)
+            # the step the engine runs for a `span`-token span two thirds into the context:
+            # the output head on the span's rows only, then with the context cache
+            lo = (context - extra) * 2 // 3
+            hi = lo + span
+            heads = _timed(lambda x=ids: model.head(model.hidden(x)[:, lo:hi]), model.device,
+                           warmup, repeats)
+            cache = HFContextCache(model, lo, hi, CacheConfig(refresh=10**9, window=8))
+            with torch.no_grad():
+                cache(ids)  # the full pass that stores the context
+            cached = _timed(lambda x=ids: cache(x), model.device, warmup, repeats)
             rows.append({"context": context, "batch": batch, "step_ms": round(median, 2),
                          "step_p90_ms": round(sorted(step)[int(0.9 * (len(step) - 1))], 2),
                          "forward_ms": round(statistics.median(forward), 2),
-                         "tokens_per_s": round(batch * context / median * 1000)})
+                         "tokens_per_s": round(batch * context / median * 1000),
+                         "span": span, "span_head_ms": round(statistics.median(heads), 2),
+                         "cached_ms": round(statistics.median(cached), 2),
+                         "cache_speedup": round(statistics.median(heads)
+                                                / statistics.median(cached), 2)})
     return rows
 
 
@@ -122,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--span", type=int, default=32, help="span tokens of the cached step")
     parser.add_argument("--json", dest="json_out", metavar="OUT")
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available()
@@ -138,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                "dtype": str(dtype).removeprefix("torch."), "tiny": args.tiny}
     print(" ".join(f"{k}={v}" for k, v in machine.items()))
     print("| family | parameters | bidirectional | context | batch | step ms | p90 ms | "
-          "forward ms | tokens/s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "forward ms | tokens/s | span step ms | cached ms | cache speedup |\n"
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     results, failed = [], False
     for name in args.families:
         if cuda:
@@ -146,13 +165,15 @@ def main(argv: list[str] | None = None) -> int:
         model = build(name, args.tiny, device, dtype)
         both_ways = attends_both_ways(model.module, model.vocab_size, use_cache=False)
         failed |= not both_ways
-        rows = measure(model, args.contexts, args.batches, args.warmup, args.repeats)
+        rows = measure(model, args.contexts, args.batches, args.warmup, args.repeats,
+                       args.span)
         params = model.num_parameters()
         size = f"{params / 1e9:.2f}B" if params >= 1e8 else f"{params / 1e6:.2f}M"
         for row in rows:
             print(f"| {name} | {size} | {both_ways} | {row['context']} | "
                   f"{row['batch']} | {row['step_ms']} | {row['step_p90_ms']} | "
-                  f"{row['forward_ms']} | {row['tokens_per_s']} |")
+                  f"{row['forward_ms']} | {row['tokens_per_s']} | {row['span_head_ms']} | "
+                  f"{row['cached_ms']} | {row['cache_speedup']}x |")
         peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
         results.append({"family": name, "parameters": params, "bidirectional": both_ways,
                         "peak_gib": round(peak, 1) if peak else None, "rows": rows})

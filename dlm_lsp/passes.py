@@ -19,6 +19,8 @@ import torch
 from dlm_lsp.config import InfillOptions, ServerConfig, setting
 from dlm_lsp.indentation import reindent
 from dlm_lsp.models.cache import CacheConfig, ContextCache
+from dlm_lsp.models.hf import HFDiffusionModel
+from dlm_lsp.models.hf_cache import HFContextCache
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.models.tiny import TinyDenoiser
 from dlm_lsp.policy import MULTI_LINE, SpanPlan
@@ -43,14 +45,19 @@ CANDIDATE_TEMPERATURE = 0.8  # extra candidates sample at least this hot, or the
 
 
 def context_cache(model: DiffusionModel, cfg: ServerConfig,
-                  layout: SpanLayout) -> ContextCache | None:
-    """A context cache for one run when it is on and the model is our own denoiser."""
-    module = getattr(model, "module", None)
-    if not cfg.context_cache or not isinstance(module, TinyDenoiser):
+                  layout: SpanLayout) -> ContextCache | HFContextCache | None:
+    """A context cache for one run when it is on: for our own denoiser, or for a
+    published checkpoint loaded through transformers' own classes (not its own code)."""
+    if not cfg.context_cache:
         return None
-    return ContextCache(module, layout.span_start, layout.span_end,
-                        CacheConfig(cfg.cache_refresh, cfg.cache_window),
-                        bf16=getattr(model, "precision", "fp32") == "bf16")
+    config = CacheConfig(cfg.cache_refresh, cfg.cache_window)
+    module = getattr(model, "module", None)
+    if isinstance(module, TinyDenoiser):
+        return ContextCache(module, layout.span_start, layout.span_end, config,
+                            bf16=getattr(model, "precision", "fp32") == "bf16")
+    if isinstance(model, HFDiffusionModel) and model.native:
+        return HFContextCache(model, layout.span_start, layout.span_end, config)
+    return None
 
 
 def document_for(req: InfillRequest, cfg: ServerConfig) -> ParsedDocument | str:

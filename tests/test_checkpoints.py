@@ -25,11 +25,15 @@ transformers = pytest.importorskip("transformers")
 from dlm_lsp.config import InfillOptions, ServerConfig  # noqa: E402
 from dlm_lsp.engine import Engine, InfillRequest  # noqa: E402
 from dlm_lsp.models import ModelLoadError, load_model  # noqa: E402
+from dlm_lsp.models.cache import CacheConfig  # noqa: E402
 from dlm_lsp.models.checkpoint import Checkpoint  # noqa: E402
 from dlm_lsp.models.command import inspect  # noqa: E402
 from dlm_lsp.models.command import main as models_main  # noqa: E402
 from dlm_lsp.models.hf import HFDiffusionModel  # noqa: E402
+from dlm_lsp.models.hf_cache import HFContextCache  # noqa: E402
 from dlm_lsp.models.registry import FAMILIES, detect  # noqa: E402
+from dlm_lsp.passes import context_cache  # noqa: E402
+from dlm_lsp.span import build_layout  # noqa: E402
 
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 SPECIALS = {  # added after the BPE vocabulary, in id order, as the published tokenizers do
@@ -541,3 +545,92 @@ def test_the_gpu_benchmark_runs_at_tiny_size(tmp_path, capsys):
     report = json.loads(out.read_text())
     assert [f["family"] for f in report["families"]] == list(FAMILIES)
     assert all(f["bidirectional"] and len(f["rows"]) == 2 for f in report["families"])
+
+
+# --- the output head on the span alone, and the context cache (models/hf_cache.py) --------
+
+
+TEXT = ("def wrap(text, width):\n    lines = []\n    for word in text.split():\n"
+        "        lines.append(word)\n    return lines\n")
+
+
+def _span(model, lo: int = 6, hi: int = 12) -> tuple[torch.Tensor, int, int]:
+    ids = _ids(model, TEXT)
+    ids[0, lo:hi] = model.mask_id
+    return ids, lo, hi
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_the_head_on_hidden_states_gives_the_models_logits(models, family):
+    model = models[family]
+    ids = _ids(model, TEXT)
+    whole = model.logits(ids)
+    span = model.head(model.hidden(ids)[:, 5:9])
+    keep = torch.isfinite(whole[:, 5:9])
+    assert torch.allclose(span[keep], whole[:, 5:9][keep], atol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_a_cached_step_on_unchanged_tokens_is_the_full_pass(models, family):
+    """The stored keys and values are exactly what a full pass computes for the
+    context, so a step that only recomputes the span and its window agrees with it."""
+    model = models[family]
+    ids, lo, hi = _span(model)
+    cache = HFContextCache(model, lo, hi, CacheConfig(refresh=100, window=2))
+    first = cache(ids)  # a full pass, storing the context
+    second = cache(ids)  # span + window only
+    assert cache.full_passes == 1
+    expected = model.logits(ids)[:, lo:hi]
+    keep = torch.isfinite(expected)
+    assert torch.allclose(first[keep], expected[keep], atol=1e-5)
+    assert torch.allclose(second[keep], expected[keep], atol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["dream", "llada"])
+def test_a_cached_step_sees_the_span_change_but_keeps_the_stored_context(models, family):
+    model = models[family]
+    ids, lo, hi = _span(model)
+    cache = HFContextCache(model, lo, hi, CacheConfig(refresh=100, window=1))
+    cache(ids)
+    changed = ids.clone()
+    changed[0, lo] = model.tokenizer.encode("return")[0]  # one span token committed
+    cached, exact = cache(changed), model.logits(changed)[:, lo:hi]
+    assert not torch.allclose(cached, cache.full(ids))  # it read the new span token
+    assert (cached - exact).abs().max() < 0.5 * (exact - model.logits(ids)[:, lo:hi]).abs().max()
+
+
+def test_refresh_every_step_is_the_uncached_model(models):
+    model = models["diffucoder"]
+    ids, lo, hi = _span(model)
+    cache = HFContextCache(model, lo, hi, CacheConfig(refresh=1, window=0))
+    for _ in range(3):
+        assert torch.equal(cache(ids), model.logits(ids)[:, lo:hi])
+    assert cache.full_passes == 3
+
+
+@pytest.mark.parametrize("family", ["dream", "llada"])
+def test_the_engine_uses_the_cache_for_published_checkpoints_when_asked(models, family):
+    model = models[family]
+    tok = model.tokenizer
+    layout = build_layout(tok, "def f(x):\n    y = ", "\n    return y\n", 6, 64,
+                          max_length=model.max_length)
+    assert context_cache(model, ServerConfig(), layout) is None  # off by default
+    assert isinstance(context_cache(model, ServerConfig(context_cache=True), layout),
+                      HFContextCache)
+
+
+def _fill_with(path, **settings):
+    engine = Engine(ServerConfig(model=str(path), device="cpu", reuse_fills=False, **settings))
+    text = "def f(x):\n    y = \n    return y\n"
+    at = text.index("= ") + 2
+    return engine.infill(InfillRequest(text, at, at, "python", "file:///t.py", InfillOptions(
+        length=6, steps=4, repair_rounds=0, fallback=False)))
+
+
+@pytest.mark.parametrize("family", ["dream", "open-dcoder"])
+def test_the_cache_with_refresh_1_fills_exactly_as_without_it(checkpoints, family):
+    plain = _fill_with(checkpoints[family])
+    cached = _fill_with(checkpoints[family], context_cache=True, cache_refresh=1)
+    assert [c.text for c in cached.candidates] == [c.text for c in plain.candidates]
+    assert [c.score for c in cached.candidates] == pytest.approx(
+        [c.score for c in plain.candidates], abs=1e-5)

@@ -248,24 +248,51 @@ class HFDiffusionModel:
         self._forward = {"use_cache": False} if native else {}
         self._before = torch.tensor(conv.before, dtype=torch.long, device=device)
         self._after = torch.tensor(conv.after, dtype=torch.long, device=device)
+        self.native = native
+        if not native:  # a checkpoint's own class: no known split into network and head
+            self.hidden = self.head = None  # type: ignore[assignment]
 
     def frame(self, input_ids: torch.Tensor) -> torch.Tensor:
         """The sequence the network sees: (B, T) -> (B, before + T + after)."""
         b = input_ids.shape[0]
         return torch.cat([self._before.expand(b, -1), input_ids, self._after.expand(b, -1)], 1)
 
+    def rows(self, t: int) -> list[int]:
+        """The framed positions whose outputs score tokens 0..t-1 of the input: the
+        token's own position, or the one before it in a shifted family (position 0
+        keeps its own row when nothing is framed in front: Dream's rule)."""
+        start = len(self.conventions.before) - (1 if self.conventions.shifted else 0)
+        return [max(0, start + i) for i in range(t)]
+
+    def _aligned(self, raw: torch.Tensor, t: int) -> torch.Tensor:
+        rows = self.rows(t)
+        if rows == list(range(rows[0], rows[0] + t)):
+            return raw[:, rows[0]:rows[0] + t]
+        return raw[:, rows]
+
     @torch.no_grad()
     def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Float32 logits (B, T, V): row i scores token i of `input_ids`."""
         ids = input_ids.to(self.device)
-        t, lead = ids.shape[1], len(self.conventions.before)
         raw = self.module(input_ids=self.frame(ids), **self._forward).logits  # (B, T', V')
-        start = lead - 1 if self.conventions.shifted else lead
-        if start >= 0:
-            rows = raw[:, start:start + t]
-        else:  # shifted without a token in front: position 0 keeps its own row (Dream's rule)
-            rows = torch.cat([raw[:, :1], raw[:, :t - 1]], dim=1)
-        out = rows[..., :self.vocab_size].float()
+        return self._scores(self._aligned(raw, ids.shape[1]))
+
+    @torch.no_grad()
+    def hidden(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The network's last hidden states (B, T, H), row i aligned with token i, so
+        the output head can run on the span's rows alone (`head`): at a 150k-token
+        vocabulary the logits of every position cost more memory than the network."""
+        ids = input_ids.to(self.device)
+        raw = self.module.model(input_ids=self.frame(ids), use_cache=False).last_hidden_state
+        return self._aligned(raw, ids.shape[1])
+
+    @torch.no_grad()
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Float32 logits of hidden states from `hidden`."""
+        return self._scores(self.module.lm_head(hidden))
+
+    def _scores(self, raw: torch.Tensor) -> torch.Tensor:
+        out = raw[..., :self.vocab_size].float()
         if self.conventions.suppressed:
             out[..., self.conventions.suppressed] = float("-inf")
         return out
