@@ -30,8 +30,8 @@ from pathlib import Path
 
 import torch
 
-from dlm_lsp.models.checkpoint import Checkpoint
 from dlm_lsp.models.cache import CacheConfig
+from dlm_lsp.models.checkpoint import Checkpoint
 from dlm_lsp.models.hf import HFDiffusionModel, arch_config, attends_both_ways, instantiate
 from dlm_lsp.models.hf_cache import HFContextCache
 from dlm_lsp.models.registry import FAMILIES, Conventions
@@ -114,12 +114,12 @@ def measure(model: HFDiffusionModel, contexts: list[int], batches: list[int], wa
             # the output head on the span's rows only, then with the context cache
             lo = (context - extra) * 2 // 3
             hi = lo + span
-            heads = _timed(lambda x=ids: model.head(model.hidden(x)[:, lo:hi]), model.device,
-                           warmup, repeats)
+            heads = _timed(lambda x=ids, a=lo, b=hi: model.head(model.hidden(x)[:, a:b]),
+                           model.device, warmup, repeats)
             cache = HFContextCache(model, lo, hi, CacheConfig(refresh=10**9, window=8))
             with torch.no_grad():
                 cache(ids)  # the full pass that stores the context
-            cached = _timed(lambda x=ids: cache(x), model.device, warmup, repeats)
+            cached = _timed(lambda x=ids, c=cache: c(x), model.device, warmup, repeats)
             rows.append({"context": context, "batch": batch, "step_ms": round(median, 2),
                          "step_p90_ms": round(sorted(step)[int(0.9 * (len(step) - 1))], 2),
                          "forward_ms": round(statistics.median(forward), 2),
