@@ -22,62 +22,18 @@ import time
 from pathlib import Path
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.framing import Client
 
 
-class Client:
-    """A minimal JSON-RPC client over the server's stdin/stdout."""
-
-    def __init__(self, options: dict):
-        self.proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE)
-        self.next_id = 0
-        self.waiting: dict[int, tuple[threading.Event, list]] = {}
-        self.lock = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-        self.request("initialize", {"processId": None, "rootUri": None, "capabilities": {},
-                                    "initializationOptions": options})
-        self.notify("initialized", {})
-
-    def _send(self, message: dict) -> None:
-        body = json.dumps(message).encode()
-        with self.lock:
-            self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            self.proc.stdin.flush()
-
-    def _read(self) -> None:
-        out = self.proc.stdout
-        while True:
-            header = b""
-            while not header.endswith(b"\r\n\r\n"):
-                byte = out.read(1)
-                if not byte:
-                    return
-                header += byte
-            length = int(header.split(b"Content-Length:")[1].split(b"\r\n")[0])
-            message = json.loads(out.read(length))
-            if "id" in message and message["id"] in self.waiting:
-                event, box = self.waiting[message["id"]]
-                box.append(message)
-                event.set()
-
-    def request(self, method: str, params: dict) -> dict:
-        with self.lock:
-            self.next_id += 1
-            rid = self.next_id
-        event, box = threading.Event(), []
-        self.waiting[rid] = (event, box)
-        self._send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        event.wait(120)
-        if "error" in box[0]:
-            raise RuntimeError(box[0]["error"])
-        return box[0]["result"]
-
-    def notify(self, method: str, params: dict) -> None:
-        self._send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+def start_server(options: dict) -> tuple[subprocess.Popen, Client]:
+    """`python -m dlm_lsp` over stdio, initialized with `options`."""
+    proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    client = Client.over_pipes(proc.stdin, proc.stdout)
+    client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {},
+                                  "initializationOptions": options})
+    client.notify("initialized", {})
+    return proc, client
 
 
 def cursors(text: str, count: int) -> list[tuple[int, int]]:
@@ -101,7 +57,7 @@ def main() -> None:
     source = Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py"
     text = source.read_text()
     settings = {"model": args.model, "reuseFills": False, **json.loads(args.settings)}
-    client = Client(settings)
+    proc, client = start_server(settings)
     try:
         uris = [f"file:///bench/doc{i}.py" for i in range(args.concurrent)]
         for uri in uris:
@@ -140,6 +96,8 @@ def main() -> None:
               f"{status['batchOccupancy']}")
     finally:
         client.close()
+        proc.kill()
+        proc.wait()
 
 
 if __name__ == "__main__":

@@ -11,51 +11,21 @@ an editor.
 
 from __future__ import annotations
 
-import json
 import socket
 from typing import Any
 
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine
-
-
-def _send(sock: socket.socket, message: dict) -> None:
-    body = json.dumps(message).encode()
-    sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-
-
-def _receive(sock: socket.socket, wanted_id: int) -> dict:
-    """Read messages until the response with `wanted_id` (notifications are skipped)."""
-    data = b""
-    while True:
-        while b"\r\n\r\n" not in data:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("the server closed the connection")
-            data += chunk
-        header, data = data.split(b"\r\n\r\n", 1)
-        length = int(header.split(b"Content-Length:")[1].split(b"\r\n")[0])
-        while len(data) < length:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("the server closed the connection")
-            data += chunk
-        message, data = json.loads(data[:length]), data[length:]
-        if message.get("id") == wanted_id:
-            return message
+from dlm_lsp.framing import Client
 
 
 def query_server(host: str, port: int, timeout: float = 30.0) -> dict[str, Any]:
     """`dlm/status` of the server at host:port."""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        _send(sock, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                     "params": {"processId": None, "rootUri": None, "capabilities": {}}})
-        _receive(sock, 1)
-        _send(sock, {"jsonrpc": "2.0", "id": 2, "method": "dlm/status", "params": {}})
-        reply = _receive(sock, 2)
-        if "error" in reply:
-            raise RuntimeError(reply["error"].get("message", "dlm/status failed"))
-        return reply["result"]
+    sock = socket.create_connection((host, port), timeout=timeout)
+    with Client.over_socket(sock) as client:
+        client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}},
+                       timeout=timeout)
+        return client.request("dlm/status", {}, timeout=timeout)
 
 
 def local_status(model: str = "default", device: str = "auto") -> dict[str, Any]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 
+from dlm_lsp.framing import frame
 from dlm_lsp.jobs import CLIENT_LEFT
 from dlm_lsp.protocol import MAX_MESSAGE_BYTES, is_id, oversized_body
 
@@ -88,10 +88,9 @@ class BusyProtocol:
     def handle_message(self, message: Any) -> None:
         if not (isinstance(message, dict) and "method" in message and is_id(message.get("id"))):
             return
-        body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": {
+        self.write(frame({"jsonrpc": "2.0", "id": message["id"], "error": {
             "code": types.ErrorCodes.InvalidRequest,
-            "message": "dlm-lsp serves one TCP client at a time and another one is connected"}})
-        self.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode()))
+            "message": "dlm-lsp serves one TCP client at a time and another one is connected"}}))
 
 
 def serve_stdio(server: DlmServer, stdin: Any = None, stdout: Any = None) -> None:

@@ -4,6 +4,7 @@ order it arrives, so tests can reason about what the server knew when it answere
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -17,13 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dlm_lsp.framing import frame, read_messages
+
 SERVER = [sys.executable, "-m", "dlm_lsp"]
-
-
-def frame(message: Any) -> bytes:
-    """A message (or raw bytes) with its Content-Length header."""
-    body = message if isinstance(message, bytes) else json.dumps(message).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
 class Connection:
@@ -90,30 +87,16 @@ class Connection:
                 if m.get("method") == "window/showMessage"]
 
     def _reader(self) -> None:
-        data = b""
-        try:
-            while True:
-                while b"\r\n\r\n" not in data:
-                    data += self._chunk()
-                header, data = data.split(b"\r\n\r\n", 1)
-                length = int(header.split(b"Content-Length: ")[1].split(b"\r\n")[0])
-                while len(data) < length:
-                    data += self._chunk()
-                message, data = json.loads(data[:length]), data[length:]
+        with contextlib.suppress(OSError, ValueError):  # a broken or closed connection
+            for body in read_messages(self._read):
+                message = json.loads(body)
                 self._answer(message)
                 with self._cond:
                     self.messages.append(message)
                     self._cond.notify_all()
-        except (EOFError, OSError, ValueError):
-            with self._cond:
-                self.closed = True
-                self._cond.notify_all()
-
-    def _chunk(self) -> bytes:
-        chunk = self._read()
-        if not chunk:
-            raise EOFError
-        return chunk
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
 
     def _answer(self, message: dict) -> None:
         if "method" not in message or "id" not in message:

@@ -15,6 +15,8 @@ from typing import TypeVar
 import pytest
 from rpc import frame, free_port
 
+from dlm_lsp.framing import MessageReader
+
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "hello.py"
 
 
@@ -84,14 +86,14 @@ def _send(sock: socket.socket, message: dict) -> None:
 
 
 def _receive(sock: socket.socket) -> dict:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += sock.recv(4096)
-    header, rest = data.split(b"\r\n\r\n", 1)
-    length = int(header.split(b"Content-Length: ")[1].split(b"\r\n")[0])
-    while len(rest) < length:
-        rest += sock.recv(4096)
-    return json.loads(rest[:length])
+    """The next message (this test's server sends one at a time, nothing unasked)."""
+    reader, bodies = MessageReader(), []
+    while not bodies:
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise EOFError("the server closed the connection")
+        bodies = reader.feed(chunk)
+    return json.loads(bodies[0])
 
 
 def test_tcp_mode_answers_initialize(model_dir):

@@ -1,0 +1,206 @@
+"""The LSP base protocol, `Content-Length: N\\r\\n\\r\\n` then a JSON body, written once.
+
+`frame` puts a message on the wire; `MessageReader` takes bytes as they arrive and
+hands back complete bodies; `Client` is a small blocking JSON-RPC client over a
+socket or a pair of pipes, for the tools that talk to a running server
+(`dlm-lsp status --server`, benchmarks/lsp_latency.py).  The server reads with
+pygls's loop, which transport.py bounds (see `BoundedReader` there).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import itertools
+import json
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
+
+_CHUNK = 1 << 20
+_END_OF_HEADER = b"\r\n\r\n"
+
+
+class FramingError(ValueError):
+    """A header without a valid Content-Length: the stream cannot be read on."""
+
+
+class ResponseError(RuntimeError):
+    """The server answered a request with a JSON-RPC error."""
+
+    def __init__(self, error: dict):
+        super().__init__(error.get("message") or f"error {error.get('code')}")
+        self.error = error
+
+
+def frame(message: dict | bytes) -> bytes:
+    """A message (or an already encoded body, sent as it is) with its header."""
+    body = message if isinstance(message, bytes) else json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _content_length(header: bytes) -> int:
+    """The Content-Length of a header block; other headers (Content-Type) are ignored."""
+    length = None
+    for line in header.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() != b"content-length":  # header names ignore case
+            continue
+        value = value.strip()
+        if not value.isdigit() or (length is not None and int(value) != length):
+            raise FramingError(f"invalid header line {line[:100]!r}")
+        length = int(value)
+    if length is None:
+        raise FramingError(f"no Content-Length in the header {header[:200]!r}")
+    return length
+
+
+class MessageReader:
+    """Bytes in, as they arrive in any pieces; complete message bodies out."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._length: int | None = None  # of the body being read, once its header is in
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The bodies that `data` completes, in order (none while one is still partial)."""
+        self._buffer += data
+        bodies = []
+        while True:
+            if self._length is None:
+                end = self._buffer.find(_END_OF_HEADER)
+                if end < 0:
+                    return bodies
+                self._length = _content_length(bytes(self._buffer[:end]))
+                del self._buffer[:end + len(_END_OF_HEADER)]
+            if len(self._buffer) < self._length:
+                return bodies
+            bodies.append(bytes(self._buffer[:self._length]))
+            del self._buffer[:self._length]
+            self._length = None
+
+
+def read_messages(read: Callable[[], bytes]) -> Iterator[bytes]:
+    """The message bodies of a stream, until `read()` returns b"" at its end."""
+    reader = MessageReader()
+    while chunk := read():
+        yield from reader.feed(chunk)
+
+
+class Client:
+    """A blocking JSON-RPC client: `request`, from any thread, waits for the response
+    with its id; every other message (notifications, the server's own requests) goes
+    to `on_message`, called on the reader thread."""
+
+    def __init__(self, write: Callable[[bytes], Any], read: Callable[[], bytes],
+                 close: Callable[[], Any] = lambda: None,
+                 on_message: Callable[[dict], Any] = lambda message: None):
+        self._write, self._close, self.on_message = write, close, on_message
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, concurrent.futures.Future] = {}
+        self._lock = threading.Lock()  # guards _waiting and _gone
+        self._send_lock = threading.Lock()
+        self._gone: str | None = None  # why no more answers will come
+        threading.Thread(target=self._read_all, args=(read,), daemon=True).start()
+
+    @classmethod
+    def over_socket(cls, sock: socket.socket, **kwargs: Any) -> Client:
+        """A client on a connected socket; each request has its own timeout instead."""
+        sock.settimeout(None)
+
+        def close() -> None:
+            with contextlib.suppress(OSError):  # wakes the reader's recv, which
+                sock.shutdown(socket.SHUT_RDWR)  # close() alone leaves waiting
+            sock.close()
+
+        return cls(sock.sendall, lambda: sock.recv(_CHUNK), close, **kwargs)
+
+    @classmethod
+    def over_pipes(cls, stdin: BinaryIO, stdout: BinaryIO, **kwargs: Any) -> Client:
+        """A client on a server process's stdin and stdout."""
+
+        def write(data: bytes) -> None:
+            stdin.write(data)
+            stdin.flush()
+
+        def close() -> None:
+            with contextlib.suppress(OSError):
+                stdin.close()
+
+        out = stdout.fileno()
+        return cls(write, lambda: os.read(out, _CHUNK), close, **kwargs)
+
+    def send(self, message: dict | bytes) -> None:
+        """Send one message (or an encoded body) whole, even among other threads' sends."""
+        data = frame(message)
+        with self._send_lock:
+            self._write(data)
+
+    def request(self, method: str, params: Any = None, timeout: float = 120.0) -> Any:
+        """The result of a request; ResponseError when the server answers with an error."""
+        answer: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if self._gone:
+                raise ConnectionError(self._gone)
+            msg_id = next(self._ids)
+            self._waiting[msg_id] = answer
+        try:
+            self.send(_message(method, params, msg_id))
+            reply = answer.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"no answer to {method} in {timeout} s") from None
+        finally:
+            with self._lock:
+                self._waiting.pop(msg_id, None)
+        if "error" in reply:
+            raise ResponseError(reply["error"])
+        return reply.get("result")
+
+    def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification."""
+        self.send(_message(method, params))
+
+    def close(self) -> None:
+        """End the connection (over pipes: the server's stdin); waiting requests then fail."""
+        self._close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _read_all(self, read: Callable[[], bytes]) -> None:
+        gone = "the server closed the connection"
+        try:
+            for body in read_messages(read):
+                self._received(json.loads(body))
+        except (OSError, ValueError) as exc:
+            gone = f"the connection broke: {exc}"
+        with self._lock:
+            self._gone = gone
+            waiting, self._waiting = list(self._waiting.values()), {}
+        for answer in waiting:
+            answer.set_exception(ConnectionError(gone))
+
+    def _received(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            return
+        if "method" not in message and isinstance(message.get("id"), int):
+            with self._lock:
+                answer = self._waiting.pop(message["id"], None)
+            if answer is not None:
+                answer.set_result(message)
+                return
+        self.on_message(message)
+
+
+def _message(method: str, params: Any, msg_id: int | None = None) -> dict:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if msg_id is not None:
+        message["id"] = msg_id
+    if params is not None:
+        message["params"] = params
+    return message

@@ -1,0 +1,183 @@
+"""The LSP base protocol in dlm_lsp.framing: framing, incremental reading, the client."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from dlm_lsp.framing import (
+    Client,
+    FramingError,
+    MessageReader,
+    ResponseError,
+    frame,
+    read_messages,
+)
+
+FIRST = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"text": "é\r\n\r\n"}}
+SECOND = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+
+
+def test_frame_counts_the_bytes_of_the_encoded_body():
+    body = "naïve ✓".encode()
+    assert frame(body) == b"Content-Length: %d\r\n\r\n" % len(body) + body
+    assert frame(FIRST) == frame(json.dumps(FIRST).encode())
+
+
+def test_a_message_split_at_any_byte_is_read_once_whole():
+    data = frame(FIRST)
+    for at in range(len(data) + 1):
+        reader = MessageReader()
+        bodies = reader.feed(data[:at]) + reader.feed(data[at:])
+        assert [json.loads(b) for b in bodies] == [FIRST], at
+
+
+def test_messages_fed_a_byte_at_a_time_come_out_in_order():
+    reader = MessageReader()
+    bodies = [body for byte in frame(FIRST) + frame(SECOND) for body in reader.feed(bytes([byte]))]
+    assert [json.loads(b) for b in bodies] == [FIRST, SECOND]
+
+
+def test_several_messages_in_one_chunk_all_come_out():
+    data = frame(FIRST) + frame(SECOND) + frame(b"") + frame(FIRST)
+    bodies = MessageReader().feed(data)
+    assert bodies[2] == b""
+    assert [json.loads(b) for b in bodies if b] == [FIRST, SECOND, FIRST]
+
+
+def test_a_partial_message_waits_for_the_rest():
+    data = frame(FIRST) + frame(SECOND)
+    reader = MessageReader()
+    assert len(reader.feed(data[:-1])) == 1
+    assert reader.feed(data[-1:]) == [json.dumps(SECOND).encode()]
+
+
+@pytest.mark.parametrize("header", [
+    b"content-length: %d\r\n",
+    b"CONTENT-LENGTH:%d\r\n",
+    b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\nContent-Length: %d\r\n",
+    b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n",
+])
+def test_header_names_ignore_case_and_other_headers_are_ignored(header):
+    body = json.dumps(FIRST).encode()
+    assert MessageReader().feed(header % len(body) + b"\r\n" + body + frame(SECOND)) == [
+        body, json.dumps(SECOND).encode()]
+
+
+@pytest.mark.parametrize("header", [
+    b"Content-Type: application/vscode-jsonrpc\r\n",
+    b"Content-Length: \r\n",
+    b"Content-Length: abc\r\n",
+    b"Content-Length: -1\r\n",
+    b"Content-Length: 1e3\r\n",
+    b"Content-Length: 3\r\nContent-Length: 4\r\n",
+    b"garbage\r\n",
+])
+def test_a_missing_or_invalid_content_length_is_a_clear_error(header):
+    reader = MessageReader()
+    with pytest.raises(FramingError, match="Content-Length|header line"):
+        reader.feed(header + b"\r\n{}")
+    with pytest.raises(ValueError):  # and stays one: the stream cannot be read on
+        reader.feed(frame(SECOND))
+
+
+def test_read_messages_stops_at_the_end_of_the_stream():
+    chunks = iter([frame(FIRST)[:5], frame(FIRST)[5:] + frame(SECOND)[:9], b""])
+    assert [json.loads(b) for b in read_messages(lambda: next(chunks))] == [FIRST]
+
+
+def _fake_server(answer: Callable[[dict, socket.socket], None]) -> Client:
+    """A client whose server is a thread calling answer(message, its socket) per message."""
+    ours, theirs = socket.socketpair()
+
+    def serve() -> None:
+        with theirs:
+            for body in read_messages(lambda: theirs.recv(4096)):
+                answer(json.loads(body), theirs)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return Client.over_socket(ours)
+
+
+def _reply(sock: socket.socket, msg_id: int, **answer: object) -> None:
+    sock.sendall(frame({"jsonrpc": "2.0", "id": msg_id, **answer}))
+
+
+def test_each_request_gets_the_response_with_its_id_whatever_their_order():
+    held: list[dict] = []
+
+    def answer(message: dict, sock: socket.socket) -> None:
+        held.append(message)
+        if len(held) == 2:  # both are waiting: answer the later one first
+            for m in reversed(held):
+                _reply(sock, m["id"], result=m["params"]["n"] * 10)
+
+    results: dict[int, int] = {}
+    with _fake_server(answer) as client:
+        threads = [threading.Thread(target=lambda n=n: results.update(
+            {n: client.request("double", {"n": n}, timeout=10)})) for n in (1, 2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+    assert results == {1: 10, 2: 20}
+
+
+def test_notifications_and_server_requests_go_to_on_message():
+    ours, theirs = socket.socketpair()
+    seen: list[dict] = []
+    with Client.over_socket(ours, on_message=seen.append) as client:
+        theirs.sendall(frame({"jsonrpc": "2.0", "method": "window/logMessage", "params": {}})
+                       + frame({"jsonrpc": "2.0", "id": 1, "method": "workspace/applyEdit"}))
+        client.notify("ping")
+        assert json.loads(MessageReader().feed(theirs.recv(4096))[0]) == {
+            "jsonrpc": "2.0", "method": "ping"}
+        _reply(theirs, 1, result="answered")
+        assert client.request("x", timeout=10) == "answered"
+    theirs.close()
+    assert [m["method"] for m in seen] == ["window/logMessage", "workspace/applyEdit"]
+
+
+def test_an_error_answer_raises_response_error_with_its_message():
+    def answer(message: dict, sock: socket.socket) -> None:
+        _reply(sock, message["id"], error={"code": -32601, "message": "no such method"})
+
+    with _fake_server(answer) as client, pytest.raises(ResponseError, match="no such method") as e:
+        client.request("no/such", timeout=10)
+    assert e.value.error["code"] == -32601
+
+
+def test_a_request_waiting_when_the_server_leaves_fails_with_connection_error():
+    def answer(message: dict, sock: socket.socket) -> None:
+        sock.shutdown(socket.SHUT_RDWR)
+
+    with _fake_server(answer) as client:
+        with pytest.raises(ConnectionError, match="closed"):
+            client.request("initialize", timeout=10)
+        with pytest.raises(ConnectionError):
+            client.request("initialize", timeout=10)
+
+
+def test_a_request_without_an_answer_times_out():
+    with _fake_server(lambda message, sock: None) as client, pytest.raises(TimeoutError):
+        client.request("initialize", timeout=0.2)
+
+
+def test_a_client_over_pipes_talks_to_a_process_style_server():
+    server_in, client_out = os.pipe()
+    client_in, server_out = os.pipe()
+    with open(client_out, "wb") as stdin, open(client_in, "rb") as stdout:
+        client = Client.over_pipes(stdin, stdout)
+        client.notify("initialized", {})
+        os.write(server_out, frame({"jsonrpc": "2.0", "id": 1, "result": {"ok": True}}))
+        assert client.request("initialize", {}, timeout=10) == {"ok": True}
+        client.close()  # the server's stdin ends
+        received = list(read_messages(lambda: os.read(server_in, 4096)))
+        os.close(server_out)  # and the client's reader sees the end of its stdout
+    os.close(server_in)
+    assert [json.loads(b)["method"] for b in received] == ["initialized", "initialize"]
