@@ -18,9 +18,11 @@ from dataclasses import dataclass
 import torch
 
 from dlm_lsp.models.interface import DiffusionModel
+from dlm_lsp.sampler import span_forward
 
 CALIBRATION_LENGTHS = (64, 256)  # sequence lengths timed, at batch 1 and 2
 CALIBRATION_REPEATS = 3  # passes per shape; the fastest counts (the others saw noise)
+CALIBRATION_SPAN = 16  # span rows the output head scores in a timed pass (a single line's)
 
 
 @dataclass(frozen=True)
@@ -33,11 +35,24 @@ class StepCost:
     def step_ms(self, batch: int, length: int) -> float:
         return self.base_ms + self.per_token_ms * batch * length
 
+    def cycle_ms(self, batch: int, length: int, window: int, refresh: int) -> float:
+        """The mean time of a step with the context cache: one step in `refresh` is a
+        full pass over `length` tokens, the others run only `window` tokens (the span
+        and the context recomputed beside it; dlm_lsp/models/cache.py)."""
+        refresh = max(1, refresh)
+        return (self.step_ms(batch, length)
+                + (refresh - 1) * self.step_ms(batch, min(window, length))) / refresh
+
     def steps_for(self, latency_ms: float, batch: int, length: int, most: int,
                   overhead_ms: float = 0.0) -> int:
         """The most steps (at least 1, at most `most`) whose predicted time fits the target."""
-        room = latency_ms - overhead_ms
-        return max(1, min(most, math.floor(room / self.step_ms(batch, length))))
+        return steps_within(latency_ms, self.step_ms(batch, length), most, overhead_ms)
+
+
+def steps_within(latency_ms: float, step_ms: float, most: int, overhead_ms: float = 0.0) -> int:
+    """The most steps (at least 1, at most `most`) of `step_ms` each that fit the target."""
+    room = latency_ms - overhead_ms
+    return max(1, min(most, math.floor(room / max(step_ms, 1e-9))))
 
 
 def fit(samples: list[tuple[int, float]]) -> StepCost:
@@ -53,17 +68,22 @@ def fit(samples: list[tuple[int, float]]) -> StepCost:
 
 def calibrate(model: DiffusionModel, lengths: tuple[int, ...] = CALIBRATION_LENGTHS,
               repeats: int = CALIBRATION_REPEATS) -> StepCost:
-    """Time forward passes of `model` at a few shapes and fit the cost line."""
+    """Time forward passes of `model` at a few shapes and fit the cost line.
+
+    A pass is timed as the engine's steps run it: the output head on a span's rows
+    only, where the model allows (`span_forward`), since scoring every position
+    would cost more than a step does (a quarter of a step for the shipped model)."""
     samples = []
     for batch in (1, 2):
         for length in lengths:
             length = min(length, model.max_length)
             ids = torch.full((batch, length), model.mask_id, device=model.device)
-            model.logits(ids)  # warm-up: first passes pay for allocation
+            forward = span_forward(model, 0, min(CALIBRATION_SPAN, length))
+            forward(ids)  # warm-up: first passes pay for allocation
             best = math.inf
             for _ in range(repeats):
                 began = time.perf_counter()
-                model.logits(ids)
+                forward(ids)
                 if model.device.type == "cuda":
                     torch.cuda.synchronize(model.device)
                 best = min(best, (time.perf_counter() - began) * 1000)

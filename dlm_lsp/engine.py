@@ -17,9 +17,15 @@ from typing import Any
 import torch
 
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, setting
-from dlm_lsp.costs import StepCost, calibrate
+from dlm_lsp.costs import StepCost, calibrate, steps_within
 from dlm_lsp.models import DiffusionModel, load_model
-from dlm_lsp.passes import CANDIDATE_TEMPERATURE, InfillRun, document_for, repair_config
+from dlm_lsp.passes import (
+    CANDIDATE_TEMPERATURE,
+    InfillRun,
+    context_cache,
+    document_for,
+    repair_config,
+)
 from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, SpanPlan, local_text, plan_span
 from dlm_lsp.recent import RecentFills, Remembered
 from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
@@ -250,9 +256,10 @@ class Engine:
         target = opt.latency_ms or {SINGLE_LINE: cfg.latency_ms_single_line,
                                     MULTI_LINE: cfg.latency_ms_multi_line,
                                     REWRITE: cfg.latency_ms_rewrite}[plan.kind]
-        if target is not None and strategy != "left-to-right":
-            steps = self.step_cost().steps_for(target, rows, length, plan.n_masked,
-                                               (time.perf_counter() - began) * 1000)
+        step_ms = None if target is None else self._step_ms(cfg, layout, rows, length)
+        if step_ms is not None and strategy != "left-to-right":
+            steps = steps_within(target, step_ms, plan.n_masked,
+                                 (time.perf_counter() - began) * 1000)
         sampler = sampler_config(cfg, opt, steps, strategy)
         seed = opt.seed if opt.seed is not None else cfg.seed
         # the lines a multi-line fill is shaped against (re-indented, cut to units)
@@ -275,9 +282,9 @@ class Engine:
             extra_passes = int(layout.init_ids is not None and strength > 0
                                and setting(opt, cfg, "refine_order") == "confidence")
         run = InfillRun(self, req, plan, layout, tail, self._document(req), language, local)
-        if target is not None:
+        if step_ms is not None:
             run.deadline = began + target / 1000
-            run.step_ms = self.step_cost().step_ms(rows, length)
+            run.step_ms = step_ms
         out = run.denoise(layout, sampler, seed, with_drafts=True)
         candidates = run.candidates(out, DIFFUSION)
         repair = repair_config(cfg, opt)
@@ -291,14 +298,23 @@ class Engine:
         candidates.sort(key=lambda c: (c.valid is False, -c.score))
         candidates = candidates[:len(sampler.temperatures)]  # as many as were asked for
         ms = (time.perf_counter() - began) * 1000
-        predicted = None if target is None else round(
-            self.step_cost().step_ms(rows, length) * (out.steps + extra_passes), 1)
+        predicted = None if step_ms is None else round(step_ms * (out.steps + extra_passes), 1)
         best = candidates[0]
         syntax = best.check.reason if best.check is not None else f"not checked: {run.unchecked}"
         result = InfillResult(candidates, plan, run.passes + extra_passes, layout.n_masked, ms,
                               out.early_stopped, best.path, run.repair_rounds, predicted, syntax)
         self._remember(req, key, result)
         return result
+
+    def _step_ms(self, cfg: ServerConfig, layout: SpanLayout, rows: int, length: int) -> float:
+        """The predicted time of one of this fill's steps: a full pass, or with the
+        context cache the mean over a refresh cycle, whose other steps run only the span
+        and the context beside it."""
+        cost = self.step_cost()
+        if context_cache(self.model, cfg, layout) is None:
+            return cost.step_ms(rows, length)
+        return cost.cycle_ms(rows, length, layout.n_masked + 2 * cfg.cache_window,
+                             cfg.cache_refresh)
 
     def _remember(self, req: InfillRequest, key: Any, result: InfillResult) -> None:
         """Keep a finished fill for repeated requests and for typing along (see recent.py)."""

@@ -49,13 +49,18 @@ class ContextCache:
     @torch.no_grad()
     def full(self, ids: torch.Tensor) -> torch.Tensor:
         """A full pass storing every layer's keys and values; logits (B, T, V)."""
+        return self._head(self._full_pass(ids))
+
+    def _full_pass(self, ids: torch.Tensor) -> torch.Tensor:
+        """The last hidden states (B, T, C) of a full pass, every layer's keys and
+        values stored."""
         x = self.module.embed(ids)
         self._store = []
         for block in self.module.blocks:
             x, k, v = block.run(x)
             self._store.append((k, v))
         self.full_passes += 1
-        return self._head(x)
+        return x
 
     @torch.no_grad()
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
@@ -68,8 +73,8 @@ class ContextCache:
     def _span_logits(self, ids: torch.Tensor) -> torch.Tensor:
         renew = not self._store or self.steps % max(1, self.config.refresh) == 0
         self.steps += 1
-        if renew or self._store[0][0].shape[0] != ids.shape[0]:
-            return self.full(ids)[:, self.lo:self.hi].float()
+        if renew or self._store[0][0].shape[0] != ids.shape[0]:  # the head on the span only
+            return self._head(self._full_pass(ids)[:, self.lo:self.hi]).float()
         start = max(0, self.lo - self.config.window)
         end = min(ids.shape[1], self.hi + self.config.window)
         x = self.module.embed(ids[:, start:end])
