@@ -235,5 +235,8 @@ def test_the_editor_is_told_when_the_service_is_unreachable(model_dir: Path):
         startup = server.client.wait(lambda _: [m for m in server.client.shown()
                                                 if "cannot reach" in m])
         assert startup  # the start-up check said so before any fill
+        status = server.client.call("dlm/status")["result"]
+        assert status["loaded"] is False and status["reachable"] is False
+        assert status["model"].startswith("remote engine at http://127.0.0.1")
     finally:
         server.close()

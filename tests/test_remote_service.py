@@ -142,6 +142,9 @@ def test_two_language_servers_get_the_fills_the_local_engine_makes(service, loca
             assert all("result" in a for a in answers), answers
             assert all(same_fill(a["result"], e) for a, e in zip(answers, expected,
                                                                    strict=True)), n
+        status = servers[0].client.call("dlm/status")["result"]
+        assert (status["backend"], status["loaded"], status["replicas"]) == ("remote", True, 2)
+        assert status["fills"] == len(SPANS) and status["model"] == str(model_dir)
     finally:
         for server in servers:
             server.close()

@@ -55,9 +55,10 @@ class RemoteEngine(ServerBackend):
         mine = self._figures()
         try:
             service = self._get(wire.METRICS_PATH)
-        except BackendError as exc:
-            return {**mine, "reachable": False, "problem": str(exc)}
-        return {**mine, "reachable": True, "model": service.get("model"),
+        except BackendError as exc:  # `loaded` and `model` as editors' health checks read them
+            return {**mine, "reachable": False, "loaded": False,
+                    "model": f"remote engine at {self.config.remote_url}", "problem": str(exc)}
+        return {**mine, "reachable": True, "loaded": True, "model": service.get("model"),
                 "device": service.get("device"), "replicas": service.get("replicas"),
                 "queueDepth": service.get("queueDepth")}
 

@@ -109,9 +109,10 @@ class SGLangEngine(ServerBackend):
         mine = self._figures()
         try:
             info = self._model_info()
-        except BackendError as exc:
-            return {**mine, "reachable": False, "problem": str(exc)}
-        return {**mine, "reachable": True, "model": info.get("model_path"),
+        except BackendError as exc:  # `loaded` and `model` as editors' health checks read them
+            return {**mine, "reachable": False, "loaded": False,
+                    "model": f"SGLang at {self.config.remote_url}", "problem": str(exc)}
+        return {**mine, "reachable": True, "loaded": True, "model": info.get("model_path"),
                 "device": f"SGLang at {self.config.remote_url}",
                 "dllmAlgorithm": self._algorithm or None,
                 "chatFormat": chat_format(info).name}
