@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -296,3 +297,22 @@ def test_replicas_take_one_gpu_each_and_autoscale_between_the_configured_bounds(
                                              "max_replicas": 8, "target_ongoing_requests": 8.0}
     shared = deployment_options(ServiceConfig(gpus_per_replica=0.5), cluster_gpus=1)
     assert shared["ray_actor_options"]["num_gpus"] == 0.5
+
+
+def _serve_remote(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dlm_lsp", "serve-remote", "--port",
+                           str(free_port()), "--num-cpus", "1", *args], capture_output=True,
+                          text=True, timeout=300, start_new_session=True)
+
+
+def test_a_model_directory_that_is_not_there_is_refused_before_ray_starts():
+    done = _serve_remote("--model", "/no/such/model")
+    assert done.returncode == 2
+    assert "/no/such/model is not a directory" in done.stderr
+
+
+def test_replicas_that_cannot_load_the_model_end_the_service_with_their_error(tmp_path):
+    done = _serve_remote("--model", str(tmp_path))  # a directory without a model in it
+    assert done.returncode == 1
+    assert "the replicas could not start" in done.stderr
+    assert f"cannot read {tmp_path}/config.json" in done.stdout + done.stderr

@@ -20,10 +20,12 @@ import hmac
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -34,6 +36,7 @@ from ray import serve
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, OutOfMemory
 from dlm_lsp.models import ModelLoadError
+from dlm_lsp.models.registry import split_spec
 from dlm_lsp.remote import wire
 from dlm_lsp.remote.metrics import BOARD, MetricsBoard, prometheus
 from dlm_lsp.results import InfillRequest
@@ -259,9 +262,31 @@ def deploy(cfg: ServiceConfig) -> str:
     return f"{'https' if cfg.ssl_certfile else 'http'}://{cfg.host}:{cfg.port}"
 
 
+def model_problem(spec: str) -> str | None:
+    """Why `--model` cannot be served, when that shows before Ray starts: a local path
+    that is not a directory (it must exist on every node; hub ids are left to the
+    replicas, which say why they failed)."""
+    if spec == "default":
+        return None
+    _, target = split_spec(spec)
+    if target.startswith(("/", ".", "~")) and not Path(target).expanduser().is_dir():
+        return f"--model {spec}: {target} is not a directory (it must exist on every node)"
+    return None
+
+
 def serve_until_stopped(cfg: ServiceConfig) -> int:
     """`dlm-lsp serve-remote`: deploy, say where, and serve until SIGINT or SIGTERM."""
-    url = deploy(cfg)
+    problem = model_problem(cfg.model)
+    if problem:
+        print(f"dlm-lsp serve-remote: {problem}", file=sys.stderr)
+        return 2
+    try:
+        url = deploy(cfg)
+    except RuntimeError as exc:  # Ray Serve gave up on the replicas; their errors are above
+        print(f"dlm-lsp serve-remote: the replicas could not start ({exc}); their own error "
+              "is in the log above (check --model and --device)", file=sys.stderr)
+        ray.shutdown()
+        return 1
     if not (cfg.token or os.environ.get(wire.TOKEN_VARIABLE)):
         print(f"warning: no token: anyone who can reach {url} can use the service "
               f"(--token or {wire.TOKEN_VARIABLE})", flush=True)
