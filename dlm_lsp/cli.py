@@ -208,6 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     status = sub.add_parser("status", help="device, model and step cost here, or a running "
                             "server's queue, latency and caches (--tcp)")
     status.add_argument("--server", metavar="HOST:PORT", help="ask a server started with --tcp")
+    status.add_argument("--remote", metavar="URL", help="show a service started with "
+                        "serve-remote: its replicas, queue and latency")
+    status.add_argument("--token", default="", help="the service's token (default: the "
+                        "DLM_LSP_REMOTE_TOKEN variable)")
+    status.add_argument("--ca-file", default="", help="CA of an https service's certificate")
     status.add_argument("--model", default="default")
     status.add_argument("--device", default="auto")
 
@@ -237,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         from dlm_lsp.status import main as status_main
 
-        return status_main(args.server, args.model, args.device)
+        return status_main(args.server, args.model, args.device, args.remote, args.token,
+                           args.ca_file)
     if args.command == "bench":
         return _bench(args)
     return _serve(args)

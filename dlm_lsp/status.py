@@ -6,12 +6,14 @@ depth, recent p50/p95 latency, tokens per second, batch occupancy and cache hit
 rate.  Without it, it loads the configured model here and reports the device,
 the model's size and the calibrated cost of a denoising step, with the step
 budgets that default latency targets would buy: what to expect before starting
-an editor.
+an editor.  With `--remote URL` it shows a shared service (`dlm-lsp serve-remote`):
+its model, device, queue and each live replica's counters.
 """
 
 from __future__ import annotations
 
 import socket
+import sys
 from typing import Any
 
 from dlm_lsp.config import ServerConfig
@@ -48,7 +50,40 @@ def local_status(model: str = "default", device: str = "auto") -> dict[str, Any]
     }
 
 
-def main(tcp: str | None, model: str, device: str) -> int:
+REPLICA_COLUMNS = ("replica", "pid", "device", "inFlight", "queueDepth", "fills", "cancelled",
+                   "failed", "p50Ms", "p95Ms", "tokensPerSecond", "batchOccupancy")
+
+
+def remote_status(url: str, token: str = "", ca_file: str = "") -> list[str]:
+    """Lines describing a `dlm-lsp serve-remote` service: its model and each replica."""
+    from dlm_lsp.remote.client import RemoteEngine
+
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url=url, remote_token=token,
+                                       remote_ca_file=ca_file))
+    service = engine.service_metrics()
+    replicas = service.get("replicaStats", [])
+    lines = [f"service     {url}", f"model       {service.get('model')}",
+             f"device      {service.get('device')}", f"replicas    {len(replicas)} live",
+             f"queueDepth  {service.get('queueDepth')}", ""]
+    rows = [[str(r.get(c)) for c in REPLICA_COLUMNS] for r in replicas]
+    widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
+              for i, c in enumerate(REPLICA_COLUMNS)]
+    for row in [list(REPLICA_COLUMNS), *rows]:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return lines
+
+
+def main(tcp: str | None, model: str, device: str, remote: str | None = None,
+         token: str = "", ca_file: str = "") -> int:
+    if remote:
+        from dlm_lsp.backends import BackendError
+
+        try:
+            print("\n".join(remote_status(remote, token, ca_file)))
+        except BackendError as exc:
+            print(f"dlm-lsp status: {exc}", file=sys.stderr)
+            return 1
+        return 0
     if tcp:
         host, _, port = tcp.rpartition(":")
         status = query_server(host or "127.0.0.1", int(port))

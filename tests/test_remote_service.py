@@ -267,6 +267,18 @@ def test_a_wrong_token_is_refused(service, model_dir):
     assert service.get("/v1/health", token="")["status"] == "ok"  # open, for balancers
 
 
+def test_dlm_lsp_status_shows_the_service_and_each_replica(service):
+    done = subprocess.run([sys.executable, "-m", "dlm_lsp", "status", "--remote", service.url,
+                           "--token", TOKEN, "--ca-file", str(service.cert)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "replicas    2 live" in lines
+    header = next(i for i, line in enumerate(lines) if line.startswith("replica "))
+    pids = {r["pid"] for r in service.replicas()}
+    assert {int(line.split()[1]) for line in lines[header + 1:]} == pids
+
+
 def test_https_without_the_services_ca_is_a_clear_error(service):
     engine = RemoteEngine(ServerConfig(backend="remote", remote_url=service.url,
                                        remote_token=TOKEN, remote_retries=0))

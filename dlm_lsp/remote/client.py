@@ -54,13 +54,18 @@ class RemoteEngine(ServerBackend):
         """What `dlm/status` shows: this client's fills and the service's replicas."""
         mine = self._figures()
         try:
-            service = self._get(wire.METRICS_PATH)
+            service = self.service_metrics()
         except BackendError as exc:  # `loaded` and `model` as editors' health checks read them
             return {**mine, "reachable": False, "loaded": False,
                     "model": f"remote engine at {self.config.remote_url}", "problem": str(exc)}
         return {**mine, "reachable": True, "loaded": True, "model": service.get("model"),
                 "device": service.get("device"), "replicas": service.get("replicas"),
                 "queueDepth": service.get("queueDepth")}
+
+    def service_metrics(self) -> dict[str, Any]:
+        """The service's `GET /v1/metrics` as JSON: model, device, live replicas, queue
+        depth, and each replica's counters (`replicaStats`)."""
+        return self._get(wire.METRICS_PATH)
 
     # -- one try -------------------------------------------------------------------------
 
