@@ -153,6 +153,70 @@ def test_a_fill_streams_drafts_then_its_result_with_the_token():
         "the service says hello"]
 
 
+class KeepAlive(Script):
+    """HTTP/1.1: a connection stays open for the next request unless a reply closes it."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # each header line is its own write here
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+        self.server.ports.append(self.client_address[1])
+        super().do_POST()
+
+
+def sized(body: bytes, then_close: bool = False,
+          delay: float = 0.0) -> Callable[[BaseHTTPRequestHandler], None]:
+    """A reply with a Content-Length (so the connection can stay open), after `delay`
+    seconds; `then_close` drops the connection afterwards without saying so, as a
+    server ending an idle one."""
+    def reply(handler: BaseHTTPRequestHandler) -> None:
+        time.sleep(delay)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/x-ndjson")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+        handler.wfile.flush()
+        handler.close_connection = then_close
+    return reply
+
+
+def keep_alive_serving(replies) -> ThreadingHTTPServer:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), KeepAlive)
+    httpd.replies, httpd.bodies, httpd.headers, httpd.ports = replies, [], [], []
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def test_fills_reuse_one_kept_alive_connection():
+    httpd = keep_alive_serving([sized(RESULT)])
+    engine = client(httpd)
+    for _ in range(3):
+        assert engine.infill(InfillRequest(TEXT, AT, AT)) == a_result()
+    assert len(httpd.bodies) == 3 and len(set(httpd.ports)) == 1
+    assert engine._pool.reused == 2
+
+
+def test_a_kept_connection_the_server_dropped_is_replaced_without_a_retry():
+    httpd = keep_alive_serving([sized(RESULT, then_close=True)])
+    engine = client(httpd, remote_retries=0)
+    for _ in range(3):  # each pooled connection is found closed, and replaced at once
+        assert engine.infill(InfillRequest(TEXT, AT, AT)) == a_result()
+    assert engine.retries == 0 and len(set(httpd.ports)) == 3
+
+
+def test_a_cancelled_fills_connection_is_not_kept():
+    httpd = keep_alive_serving([sized(RESULT), sized(RESULT, delay=1.0), sized(RESULT)])
+    engine = client(httpd)
+    engine.infill(InfillRequest(TEXT, AT, AT))
+    with pytest.raises(Cancelled):  # sent on the kept connection, which the stop cuts
+        engine.infill(InfillRequest(TEXT, AT, AT, should_stop=lambda: True))
+    engine.infill(InfillRequest(TEXT, AT, AT))  # so this one needs a new connection
+    assert len(set(httpd.ports)) == 2
+    assert engine._pool.take() is not None and engine._pool.take() is None  # one kept
+
+
 def test_a_failed_or_lost_replica_is_tried_again():
     httpd = serving([status(500, "replica died"), stream(wire.line("draft", {
         "step": 1, "steps": 8, "text": "x"})), stream(RESULT)])
