@@ -89,6 +89,24 @@ def read_messages(read: Callable[[], bytes]) -> Iterator[bytes]:
         yield from reader.feed(chunk)
 
 
+def own_reader(pipe: BinaryIO, size: int = _CHUNK) -> Callable[[], bytes]:
+    """A `read()` for a reader thread, on its own duplicate of the pipe's descriptor,
+    closed when the stream ends.
+
+    A reader holding the pipe's own descriptor number may still be about to read when
+    the pipe is closed; the number is then free, the next pipe opened gets it, and
+    the reader takes that pipe's data (another process's answers).  A duplicate
+    stays open, and its number taken, until this reader is done with it."""
+    fd = os.dup(pipe.fileno())
+
+    def read() -> bytes:
+        chunk = os.read(fd, size)
+        if not chunk:
+            os.close(fd)
+        return chunk
+    return read
+
+
 class Client:
     """A blocking JSON-RPC client: `request`, from any thread, waits for the response
     with its id; every other message (notifications, the server's own requests) goes
@@ -103,6 +121,7 @@ class Client:
         self._lock = threading.Lock()  # guards _waiting and _gone
         self._send_lock = threading.Lock()
         self._gone: str | None = None  # why no more answers will come
+        self.finished = threading.Event()  # set when the reader has seen the end
         threading.Thread(target=self._read_all, args=(read,), daemon=True).start()
 
     @classmethod
@@ -129,8 +148,7 @@ class Client:
             with contextlib.suppress(OSError):
                 stdin.close()
 
-        out = stdout.fileno()
-        return cls(write, lambda: os.read(out, _CHUNK), close, **kwargs)
+        return cls(write, own_reader(stdout), close, **kwargs)
 
     def send(self, message: dict | bytes) -> None:
         """Send one message (or an encoded body) whole, even among other threads' sends."""
@@ -184,6 +202,7 @@ class Client:
             waiting, self._waiting = list(self._waiting.values()), {}
         for answer in waiting:
             answer.set_exception(ConnectionError(gone))
+        self.finished.set()
 
     def _received(self, message: Any) -> None:
         if not isinstance(message, dict):

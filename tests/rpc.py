@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dlm_lsp.framing import frame, read_messages
+from dlm_lsp.framing import frame, own_reader, read_messages
 
 SERVER = [sys.executable, "-m", "dlm_lsp"]
 
@@ -114,13 +114,15 @@ class ServerProcess:
         self.proc = subprocess.Popen([*SERVER, *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr,
                                      env={**os.environ, **(env or {})})
-        stdin, out = self.proc.stdin, self.proc.stdout.fileno()
+        stdin, stdout = self.proc.stdin, self.proc.stdout
 
         def write(data: bytes) -> None:
             stdin.write(data)
             stdin.flush()
 
-        self.client = Connection(write, lambda: os.read(out, 1 << 20))
+        # the reader's own descriptor: after close() this pipe's number may go to the
+        # next server's pipe, whose answers a reader still holding it would take
+        self.client = Connection(write, own_reader(stdout, 1 << 20))
 
     @property
     def pid(self) -> int:

@@ -16,6 +16,7 @@ from dlm_lsp.framing import (
     MessageReader,
     ResponseError,
     frame,
+    own_reader,
     read_messages,
 )
 
@@ -179,5 +180,22 @@ def test_a_client_over_pipes_talks_to_a_process_style_server():
         client.close()  # the server's stdin ends
         received = list(read_messages(lambda: os.read(server_in, 4096)))
         os.close(server_out)  # and the client's reader sees the end of its stdout
+        assert client.finished.wait(10)
     os.close(server_in)
     assert [json.loads(b)["method"] for b in received] == ["initialized", "initialize"]
+
+
+def test_a_reader_never_takes_the_data_of_a_pipe_that_reused_its_descriptor_number():
+    """A reader thread may be about to read when its pipe is closed; the number is then
+    free, and the next pipe gets it.  The reader keeps reading its own pipe."""
+    first_read, first_write = os.pipe()
+    pipe = open(first_read, "rb")  # noqa: SIM115 - closed below, as a caller would
+    read = own_reader(pipe)
+    pipe.close()
+    second_read, second_write = os.pipe()
+    assert second_read == first_read  # the number went to the new pipe
+    os.write(second_write, frame(FIRST))
+    os.close(first_write)
+    assert read() == b""  # the end of its own pipe, not the other pipe's message
+    for fd in (second_read, second_write):
+        os.close(fd)
