@@ -136,10 +136,19 @@ def test_notifications_and_server_requests_go_to_on_message():
         theirs.sendall(frame({"jsonrpc": "2.0", "method": "window/logMessage", "params": {}})
                        + frame({"jsonrpc": "2.0", "id": 1, "method": "workspace/applyEdit"}))
         client.notify("ping")
-        assert json.loads(MessageReader().feed(theirs.recv(4096))[0]) == {
+        reader = MessageReader()
+        assert json.loads(reader.feed(theirs.recv(4096))[0]) == {
             "jsonrpc": "2.0", "method": "ping"}
-        _reply(theirs, 1, result="answered")
-        assert client.request("x", timeout=10) == "answered"
+        answers: dict[str, object] = {}
+        asking = threading.Thread(target=lambda: answers.update(
+            x=client.request("x", timeout=10)))
+        asking.start()
+        request = []
+        while not request:  # answer only once the request is out, as a server would
+            request = [json.loads(b) for b in reader.feed(theirs.recv(4096))]
+        _reply(theirs, request[0]["id"], result="answered")
+        asking.join(10)
+        assert answers == {"x": "answered"}
     theirs.close()
     assert [m["method"] for m in seen] == ["window/logMessage", "workspace/applyEdit"]
 
@@ -172,17 +181,26 @@ def test_a_request_without_an_answer_times_out():
 def test_a_client_over_pipes_talks_to_a_process_style_server():
     server_in, client_out = os.pipe()
     client_in, server_out = os.pipe()
+    answers: dict[str, object] = {}
     with open(client_out, "wb") as stdin, open(client_in, "rb") as stdout:
         client = Client.over_pipes(stdin, stdout)
         client.notify("initialized", {})
-        os.write(server_out, frame({"jsonrpc": "2.0", "id": 1, "result": {"ok": True}}))
-        assert client.request("initialize", {}, timeout=10) == {"ok": True}
+        asking = threading.Thread(target=lambda: answers.update(
+            initialize=client.request("initialize", {}, timeout=10)))
+        asking.start()
+        reader, received = MessageReader(), []
+        while len(received) < 2:  # the server reads both, then answers the request
+            received += [json.loads(b) for b in reader.feed(os.read(server_in, 4096))]
+        os.write(server_out, frame({"jsonrpc": "2.0", "id": received[1]["id"],
+                                    "result": {"ok": True}}))
+        asking.join(10)
+        assert answers == {"initialize": {"ok": True}}
         client.close()  # the server's stdin ends
-        received = list(read_messages(lambda: os.read(server_in, 4096)))
+        assert list(read_messages(lambda: os.read(server_in, 4096))) == []
         os.close(server_out)  # and the client's reader sees the end of its stdout
         assert client.finished.wait(10)
     os.close(server_in)
-    assert [json.loads(b)["method"] for b in received] == ["initialized", "initialize"]
+    assert [m["method"] for m in received] == ["initialized", "initialize"]
 
 
 def test_a_reader_never_takes_the_data_of_a_pipe_that_reused_its_descriptor_number():
