@@ -22,7 +22,7 @@ from dlm_lsp.models import DiffusionModel, load_model
 from dlm_lsp.passes import (
     CANDIDATE_TEMPERATURE,
     InfillRun,
-    context_cache,
+    caches_context,
     document_for,
     repair_config,
 )
@@ -311,7 +311,7 @@ class Engine:
         context cache the mean over a refresh cycle, whose other steps run only the span
         and the context beside it."""
         cost = self.step_cost()
-        if context_cache(self.model, cfg, layout) is None:
+        if not caches_context(self.model, cfg):
             return cost.step_ms(rows, length)
         return cost.cycle_ms(rows, length, layout.n_masked + 2 * cfg.cache_window,
                              cfg.cache_refresh)

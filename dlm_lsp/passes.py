@@ -44,20 +44,25 @@ if TYPE_CHECKING:
 CANDIDATE_TEMPERATURE = 0.8  # extra candidates sample at least this hot, or they would all agree
 
 
-def context_cache(model: DiffusionModel, cfg: ServerConfig,
-                  layout: SpanLayout) -> ContextCache | HFContextCache | None:
-    """A context cache for one run when it is on: for our own denoiser, or for a
+def caches_context(model: DiffusionModel, cfg: ServerConfig) -> bool:
+    """Whether a run keeps a context cache: when it is on, for our own denoiser or for a
     published checkpoint loaded through transformers' own classes (not its own code)."""
     if not cfg.context_cache:
+        return False
+    return isinstance(getattr(model, "module", None), TinyDenoiser) or (
+        isinstance(model, HFDiffusionModel) and model.native)
+
+
+def context_cache(model: DiffusionModel, cfg: ServerConfig,
+                  layout: SpanLayout) -> ContextCache | HFContextCache | None:
+    """The context cache of one run, when it keeps one (`caches_context`)."""
+    if not caches_context(model, cfg):
         return None
     config = CacheConfig(cfg.cache_refresh, cfg.cache_window)
-    module = getattr(model, "module", None)
-    if isinstance(module, TinyDenoiser):
-        return ContextCache(module, layout.span_start, layout.span_end, config,
-                            bf16=getattr(model, "precision", "fp32") == "bf16")
-    if isinstance(model, HFDiffusionModel) and model.native:
+    if isinstance(model, HFDiffusionModel):
         return HFContextCache(model, layout.span_start, layout.span_end, config)
-    return None
+    return ContextCache(model.module, layout.span_start, layout.span_end, config,
+                        bf16=getattr(model, "precision", "fp32") == "bf16")
 
 
 def document_for(req: InfillRequest, cfg: ServerConfig) -> ParsedDocument | str:

@@ -106,22 +106,31 @@ vim.cmd('write')
     assert after == before.replace("<FILL>", result["answer"]["fills"][0])
 
 
-def test_fill_at_a_cursor_inserts_only_at_the_cursor(tmp_path, model_dir):
+def _complete_fixture(tmp_path):
+    """fixtures/hello.py with its hole filled in (valid Python), and its text."""
     path = tmp_path / "hello.py"
     path.write_text(FIXTURE.read_text(encoding="utf-8").replace("<FILL>", "return n"),
                     encoding="utf-8")
-    before = path.read_text(encoding="utf-8")
-    row, col = 9, len("    for i in ")  # mid-line in main(): `for i in |range(10):`
-    result = run_nvim(tmp_path, model_dir, f"""
-local buf = open('{path}')
-vim.api.nvim_win_set_cursor(0, {{ {row}, {col} }})
-local done = false
-dlm.fill({{ range = 0, on_done = function(applied, answer)
+    return path, path.read_text(encoding="utf-8")
+
+
+# a fill through the plugin's `dlm.fill` with `params`, waiting for its answer, then :write
+_FILL_AND_WRITE = """local done = false
+dlm.fill({{ {params}, on_done = function(applied, answer)
   result.applied, result.answer, done = applied, answer, true
 end }})
 assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm/infill')
 vim.cmd('write')
-""")
+"""
+
+
+def test_fill_at_a_cursor_inserts_only_at_the_cursor(tmp_path, model_dir):
+    path, before = _complete_fixture(tmp_path)
+    row, col = 9, len("    for i in ")  # mid-line in main(): `for i in |range(10):`
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+vim.api.nvim_win_set_cursor(0, {{ {row}, {col} }})
+""" + _FILL_AND_WRITE.format(params="range = 0"))
     assert result["applied"] is True
     edit = result["answer"]["edits"][0]
     assert edit["range"]["start"] == edit["range"]["end"] == {"line": row - 1, "character": col}
@@ -131,20 +140,11 @@ vim.cmd('write')
 
 
 def test_fill_of_a_visual_selection_replaces_the_selection_only(tmp_path, model_dir):
-    path = tmp_path / "hello.py"
-    path.write_text(FIXTURE.read_text(encoding="utf-8").replace("<FILL>", "return n"),
-                    encoding="utf-8")
-    before = path.read_text(encoding="utf-8")
+    path, before = _complete_fixture(tmp_path)
     result = run_nvim(tmp_path, model_dir, f"""
 local buf = open('{path}')
 vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci(i))`
-local done = false
-dlm.fill({{ range = 2, line1 = 10, line2 = 10, on_done = function(applied, answer)
-  result.applied, result.answer, done = applied, answer, true
-end }})
-assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm/infill')
-vim.cmd('write')
-""")
+""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 10, line2 = 10"))
     assert result["applied"] is True
     edit = result["answer"]["edits"][0]
     start = before.index("fibonacci(i))")
@@ -262,10 +262,7 @@ class RemoteNvim:
 
 
 def test_ghost_text_appears_when_typing_pauses_and_tab_accepts_it(tmp_path, model_dir):
-    path = tmp_path / "hello.py"
-    path.write_text(FIXTURE.read_text(encoding="utf-8").replace("<FILL>", "return n"),
-                    encoding="utf-8")
-    before = path.read_text(encoding="utf-8")
+    path, before = _complete_fixture(tmp_path)
     nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n")
     try:
         nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")

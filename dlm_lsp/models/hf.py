@@ -257,18 +257,23 @@ class HFDiffusionModel:
         b = input_ids.shape[0]
         return torch.cat([self._before.expand(b, -1), input_ids, self._after.expand(b, -1)], 1)
 
+    def _first_row(self) -> int:
+        """The framed position whose output scores token 0: its own, or the one before
+        it in a shifted family (-1 when nothing is framed in front)."""
+        return len(self.conventions.before) - (1 if self.conventions.shifted else 0)
+
     def rows(self, t: int) -> list[int]:
-        """The framed positions whose outputs score tokens 0..t-1 of the input: the
-        token's own position, or the one before it in a shifted family (position 0
-        keeps its own row when nothing is framed in front: Dream's rule)."""
-        start = len(self.conventions.before) - (1 if self.conventions.shifted else 0)
+        """The framed positions whose outputs score tokens 0..t-1 of the input
+        (position 0 keeps its own row when nothing is framed in front: Dream's rule)."""
+        start = self._first_row()
         return [max(0, start + i) for i in range(t)]
 
     def _aligned(self, raw: torch.Tensor, t: int) -> torch.Tensor:
-        rows = self.rows(t)
-        if rows == list(range(rows[0], rows[0] + t)):
-            return raw[:, rows[0]:rows[0] + t]
-        return raw[:, rows]
+        """Rows of `raw` aligned with the t input tokens (as `rows`, without the list)."""
+        start = self._first_row()
+        if start >= 0:
+            return raw[:, start:start + t]
+        return torch.cat([raw[:, :1], raw[:, :t - 1]], dim=1)
 
     @torch.no_grad()
     def logits(self, input_ids: torch.Tensor) -> torch.Tensor:

@@ -27,6 +27,7 @@ class RemoteEngine(ServerBackend):
 
     BACKEND = "remote"
     SERVER = "the remote engine"
+    LABEL = "remote engine"
 
     # -- Backend -------------------------------------------------------------------------
 
@@ -52,15 +53,9 @@ class RemoteEngine(ServerBackend):
 
     def status(self) -> dict[str, Any]:
         """What `dlm/status` shows: this client's fills and the service's replicas."""
-        mine = self._figures()
-        try:
-            service = self.service_metrics()
-        except BackendError as exc:  # `loaded` and `model` as editors' health checks read them
-            return {**mine, "reachable": False, "loaded": False,
-                    "model": f"remote engine at {self.config.remote_url}", "problem": str(exc)}
-        return {**mine, "reachable": True, "loaded": True, "model": service.get("model"),
-                "device": service.get("device"), "replicas": service.get("replicas"),
-                "queueDepth": service.get("queueDepth")}
+        return self._status(self.service_metrics, lambda service: {
+            "model": service.get("model"), "device": service.get("device"),
+            "replicas": service.get("replicas"), "queueDepth": service.get("queueDepth")})
 
     def service_metrics(self) -> dict[str, Any]:
         """The service's `GET /v1/metrics` as JSON: model, device, live replicas, queue

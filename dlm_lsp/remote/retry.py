@@ -101,6 +101,7 @@ class ServerBackend:
 
     BACKEND = ""  # the `backend` setting, as `dlm/status` shows it
     SERVER = ""  # how messages name the server: "<SERVER> at <remoteUrl>"
+    LABEL = ""  # how `dlm/status` names an unreachable server: "<LABEL> at <remoteUrl>"
 
     def __init__(self, config: ServerConfig):
         self.config = config
@@ -177,6 +178,19 @@ class ServerBackend:
         return f"{exc}; fills will run on the local engine until it answers " + (
             "(setting remoteFallback)")
 
+    def _status(self, ask: Callable[[], dict[str, Any]],
+                describe: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+        """`dlm/status`: this client's figures, and what `describe` makes of the server's
+        answer to `ask`; unreachable, `loaded` is false and `model` names the server
+        (editors' health checks read both)."""
+        mine = self._figures()
+        try:
+            answer = ask()
+        except BackendError as exc:
+            return {**mine, "reachable": False, "loaded": False,
+                    "model": f"{self.LABEL} at {self.config.remote_url}", "problem": str(exc)}
+        return {**mine, "reachable": True, "loaded": True, **describe(answer)}
+
     def _figures(self) -> dict[str, Any]:
         """This client's part of `dlm/status`: its fills, retries, fallbacks and latency."""
         ms = sorted(self.recent_fills)
@@ -213,20 +227,22 @@ class ServerBackend:
         pooled = self._pool.take()
         conn, prefix = pooled if pooled is not None else self._connect()
         keep = False
+
+        def send() -> http.client.HTTPResponse:
+            conn.request("POST", prefix + path, body, self._headers(accept))
+            return conn.getresponse()
         try:
             with StopWatch(conn, req.should_stop) as watch:
                 try:
                     try:
-                        conn.request("POST", prefix + path, body, self._headers(accept))
-                        response = conn.getresponse()
+                        response = send()
                     except (http.client.RemoteDisconnected, ConnectionError):
                         if pooled is None or watch.stopped:
                             raise
                         conn.close()  # gone while idle: a fresh connection, same watch
                         conn, prefix = self._connect()
                         watch.conn = conn
-                        conn.request("POST", prefix + path, body, self._headers(accept))
-                        response = conn.getresponse()
+                        response = send()
                     self._check(response, path)
                     result = read(response)
                     response.read()  # the end of the stream, so the connection can be reused

@@ -71,6 +71,7 @@ class SGLangEngine(ServerBackend):
 
     BACKEND = "sglang"
     SERVER = "the SGLang server"
+    LABEL = "SGLang"
 
     def __init__(self, config: ServerConfig):
         super().__init__(config)
@@ -106,16 +107,9 @@ class SGLangEngine(ServerBackend):
 
     def status(self) -> dict[str, Any]:
         """What `dlm/status` shows: this client's fills and the server's model."""
-        mine = self._figures()
-        try:
-            info = self._model_info()
-        except BackendError as exc:  # `loaded` and `model` as editors' health checks read them
-            return {**mine, "reachable": False, "loaded": False,
-                    "model": f"SGLang at {self.config.remote_url}", "problem": str(exc)}
-        return {**mine, "reachable": True, "loaded": True, "model": info.get("model_path"),
-                "device": f"SGLang at {self.config.remote_url}",
-                "dllmAlgorithm": self._algorithm or None,
-                "chatFormat": chat_format(info).name}
+        return self._status(self._model_info, lambda info: {
+            "model": info.get("model_path"), "device": f"SGLang at {self.config.remote_url}",
+            "dllmAlgorithm": self._algorithm or None, "chatFormat": chat_format(info).name})
 
     # -- one fill ------------------------------------------------------------------------
 
