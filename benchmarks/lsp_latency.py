@@ -7,6 +7,11 @@ documents.  Reports client-side p50/p95 and fills per second.  Recent-fill reuse
 is off so every request runs the model.
 
     OMP_NUM_THREADS=1 python benchmarks/lsp_latency.py --fills 40 --concurrent 8
+
+On a GPU, the serving targets' shape (32-token spans, 16 clients at once):
+
+    python benchmarks/lsp_latency.py --settings '{"device": "cuda"}' \
+        --options '{"length": 32}' --fills 64 --concurrent 16 --json lsp-h200.json
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ def start_server(options: dict) -> tuple[subprocess.Popen, Client]:
     return proc, client
 
 
+def _p95(sorted_ms: list[float]) -> float:
+    return sorted_ms[int(0.95 * (len(sorted_ms) - 1))]
+
+
 def cursors(text: str, count: int) -> list[tuple[int, int]]:
     """(line, character) after the `= ` of assignment lines: single-line fills."""
     found = []
@@ -53,7 +62,11 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=8)
     parser.add_argument("--model", default="default")
     parser.add_argument("--settings", default="{}", help="more server settings, as JSON")
+    parser.add_argument("--options", default="{}",
+                        help="options of every dlm/infill request, as JSON (e.g. a length)")
+    parser.add_argument("--json", dest="json_out", metavar="OUT", help="also write the numbers")
     args = parser.parse_args()
+    options = json.loads(args.options)
     source = Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py"
     text = source.read_text()
     settings = {"model": args.model, "reuseFills": False, **json.loads(args.settings)}
@@ -69,14 +82,16 @@ def main() -> None:
             began = time.perf_counter()
             client.request("dlm/infill", {"textDocument": {"uri": uri}, "range": {
                 "start": {"line": line, "character": column},
-                "end": {"line": line, "character": column}}})
+                "end": {"line": line, "character": column}}, "options": options})
             return (time.perf_counter() - began) * 1000
 
         fill(uris[0], *points[0])  # warm-up: loads the model
         alone = sorted(fill(uris[0], *p) for p in points)
-        print(f"machine: {machine_line(describe_machine('cpu'))}; settings {settings}")
-        print(f"one at a time: {len(alone)} single-line fills, p50 {statistics.median(alone):.0f}"
-              f" ms, p95 {alone[int(0.95 * (len(alone) - 1))]:.0f} ms")
+        device = client.request("dlm/status", {})["device"]
+        machine = describe_machine(device)
+        print(f"machine: {machine_line(machine)}; settings {settings}; options {options}")
+        print(f"one at a time: {len(alone)} single-line fills, p50 {statistics.median(alone):.1f}"
+              f" ms, p95 {_p95(alone):.1f} ms")
         times: list[float] = []
         began = time.perf_counter()
         for batch in range(0, len(points), args.concurrent):
@@ -91,9 +106,17 @@ def main() -> None:
         status = client.request("dlm/status", {})
         print(f"{args.concurrent} at once: {len(times)} fills in {wall:.1f} s "
               f"({len(times) / wall:.1f} fills/s vs {1000 / statistics.mean(alone):.1f} alone), "
-              f"p50 {statistics.median(times):.0f} ms, p95 "
-              f"{times[int(0.95 * (len(times) - 1))]:.0f} ms, batch occupancy "
-              f"{status['batchOccupancy']}")
+              f"p50 {statistics.median(times):.1f} ms, p95 {_p95(times):.1f} ms, "
+              f"batch occupancy {status['batchOccupancy']}, CUDA graphs {status['cudaGraphs']}")
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps({
+                "machine": machine, "settings": settings, "options": options,
+                "alone": {"fills": len(alone), "p50_ms": statistics.median(alone),
+                          "p95_ms": _p95(alone), "fills_per_s": 1000 / statistics.mean(alone)},
+                "concurrent": {"clients": args.concurrent, "fills": len(times),
+                               "p50_ms": statistics.median(times), "p95_ms": _p95(times),
+                               "fills_per_s": len(times) / wall},
+                "status": status}, indent=1) + "\n")
     finally:
         client.close()
         proc.kill()

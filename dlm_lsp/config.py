@@ -74,6 +74,7 @@ class ServerConfig(SamplingControls):
     model: str = "default"  # "default" (shipped in the package) or a model directory
     device: str = "auto"  # auto picks cuda when available, else cpu
     precision: str = "auto"  # auto (bf16 on cuda, fp32 on cpu), fp32, bf16
+    cuda_graphs: bool = True  # on CUDA, our own models replay repeated steps as CUDA graphs
     steps: int | None = None  # None: per task kind, below
     steps_single_line: int = 8
     steps_multi_line: int = 16
@@ -118,9 +119,9 @@ class ServerConfig(SamplingControls):
 # The settings that belong to this process, not to a fill: a remote engine applies the
 # rest of a client's settings to that client's fills (see dlm_lsp/remote/wire.py).
 PROCESS_SETTINGS = frozenset({
-    "model", "device", "precision", "batch_rows", "timeout_ms", "drafts", "hole_marker",
-    "max_open_documents", "max_queued_requests", "backend", "remote_url", "remote_token",
-    "remote_ca_file", "remote_connect_ms", "remote_retries", "remote_fallback"})
+    "model", "device", "precision", "cuda_graphs", "batch_rows", "timeout_ms", "drafts",
+    "hole_marker", "max_open_documents", "max_queued_requests", "backend", "remote_url",
+    "remote_token", "remote_ca_file", "remote_connect_ms", "remote_retries", "remote_fallback"})
 
 
 # Value checks beyond the type: name -> (predicate, what a good value looks like).

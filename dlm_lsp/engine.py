@@ -66,6 +66,21 @@ def _is_oom(exc: BaseException) -> bool:
 SMALLER_BATCH, ON_CPU = "a smaller batch", "the CPU"  # the ways out of memory, in order
 
 
+def _loaded_with(cfg: ServerConfig) -> tuple:
+    """The settings a loaded model depends on: changing one reloads it."""
+    return cfg.model, cfg.device, cfg.precision, cfg.cuda_graphs
+
+
+def _graph_status(model: DiffusionModel | None) -> dict[str, Any] | None:
+    """What the CUDA graphs of a model have done (None where steps run eagerly)."""
+    graphs = getattr(model, "graphs", None)
+    if graphs is None:
+        return None
+    stats = graphs.stats
+    return {"shapes": len(graphs.shapes()), "captured": stats.captured,
+            "replays": stats.replays, "eager": stats.eager, "failed": stats.failed}
+
+
 class Engine:
     """Loads the configured model once and serves infill requests."""
 
@@ -97,14 +112,13 @@ class Engine:
             if self._model is None:
                 self._model = load_model(self.config.model,
                                          self._fallback_device or self.config.device,
-                                         self.config.precision)
+                                         self.config.precision, self.config.cuda_graphs)
             return self._model
 
     def reconfigure(self, config: ServerConfig) -> None:
         """Adopt new settings; the model is reloaded only if model or device changed."""
         with self._lock:
-            if ((config.model, config.device, config.precision)
-                    != (self.config.model, self.config.device, self.config.precision)):
+            if (_loaded_with(config) != _loaded_with(self.config)):
                 self._model = None
                 self._cost = None
                 self._row_cap = self._fallback_device = None
@@ -166,6 +180,7 @@ class Engine:
             "forwardPasses": stats.passes if stats else 0,
             "cacheHitRate": round(self.recent.hit_rate, 3),
             "stepMs": round(cost.step_ms(1, 256), 2) if cost is not None else None,
+            "cudaGraphs": _graph_status(model),
         }
 
     def step_cost(self) -> StepCost:

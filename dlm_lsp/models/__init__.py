@@ -27,9 +27,12 @@ def pick_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def load_model(spec: str, device: str = "auto", precision: str = "auto") -> DiffusionModel:
+def load_model(spec: str, device: str = "auto", precision: str = "auto",
+               graphs: bool = True) -> DiffusionModel:
     """Load the shipped default (`spec == "default"`), a model directory or a hub id,
-    running in `precision` (auto, fp32, bf16; see tiny.resolve_precision).
+    running in `precision` (auto, fp32, bf16; see tiny.resolve_precision).  Our own
+    models replay their steps as CUDA graphs on a GPU unless `graphs` is False
+    (models/graphs.py); published checkpoints run eagerly.
 
     A directory written by `dlm-lsp train` loads as our own model; any other is a
     published checkpoint whose family the registry detects from config.json, or
@@ -37,7 +40,7 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto") -> Diff
     """
     if spec == "default":
         return TinyModel.load(DEFAULT_MODEL_DIR, pick_device(device), name=spec,
-                              precision=precision)
+                              precision=precision, graphs=graphs)
     family, target = split_spec(spec)
     path = locate(target)
     config_file = path / "config.json"
@@ -46,7 +49,8 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto") -> Diff
     except (OSError, ValueError, AttributeError) as exc:
         raise ModelLoadError(f"model '{spec}': cannot read {config_file}: {exc}") from exc
     if model_type == MODEL_TYPE and family is None:
-        return TinyModel.load(path, pick_device(device), name=spec, precision=precision)
+        return TinyModel.load(path, pick_device(device), name=spec, precision=precision,
+                              graphs=graphs)
     from dlm_lsp.models.hf import load_checkpoint  # imports transformers: only when needed
 
     return load_checkpoint(path, pick_device(device), precision, family=family, name=spec)

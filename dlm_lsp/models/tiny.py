@@ -21,6 +21,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from dlm_lsp.config import PRECISIONS
+from dlm_lsp.models.graphs import Capture, GraphConfig, ShapeGraphs, cuda_capture
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
 
@@ -256,10 +257,32 @@ class TinyModel:
             raise ModelLoadError(f"tokenizer of {name} lacks {MASK_TOKEN} or {PAD_TOKEN}")
         self.mask_id, self.pad_id = mask_id, pad_id
 
-    def _autocast(self) -> AbstractContextManager:
+        self.graphs: ShapeGraphs | None = None
+
+    def use_graphs(self, config: GraphConfig | None = None,
+                   capture: Capture = cuda_capture) -> None:
+        """Run `hidden` as replayed CUDA graphs for repeated shapes (models/graphs.py).
+
+        The rotation tables are built for the longest sequence first: a graph keeps
+        the address of every tensor it read, and a table regrown later would leave
+        it reading freed memory.
+        """
+        head_dim = self.module.cfg.d_model // self.module.cfg.n_heads
+        for dtype in (torch.float32, torch.bfloat16):
+            _rotation(head_dim, self.module.cfg.rope_base, self.max_length, self.device, dtype)
+        self.graphs = ShapeGraphs(self._graph_hidden, config, capture)
+
+    def _autocast(self, cache: bool = True) -> AbstractContextManager:
+        """bf16 autocast when asked for; inside a graph capture its cache of cast
+        weights must be off (the cast copies would be freed after the capture)."""
         if self.precision == "bf16":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+            return torch.autocast(self.device.type, dtype=torch.bfloat16, cache_enabled=cache)
         return nullcontext()
+
+    @torch.no_grad()
+    def _graph_hidden(self, ids: torch.Tensor) -> torch.Tensor:
+        with self._autocast(cache=False):
+            return self.module.hidden(ids)
 
     @torch.no_grad()
     def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -276,8 +299,11 @@ class TinyModel:
         work at 450 tokens, so the engine asks for hidden states and applies
         the head to the span alone.
         """
+        ids = input_ids.to(self.device)
+        if self.graphs is not None:
+            return self.graphs(ids)
         with self._autocast():
-            return self.module.hidden(input_ids.to(self.device))
+            return self.module.hidden(ids)
 
     @torch.no_grad()
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -287,9 +313,11 @@ class TinyModel:
 
     @classmethod
     def load(cls, directory: str | Path, device: torch.device,
-             name: str | None = None, precision: str = "auto") -> TinyModel:
+             name: str | None = None, precision: str = "auto",
+             graphs: bool = True) -> TinyModel:
         """Load a directory written by `save_tiny` (one weights file or shards), failing
-        with a clear ModelLoadError."""
+        with a clear ModelLoadError; on CUDA, steps replay as graphs unless `graphs`
+        is False."""
         path = Path(directory)
         try:
             cfg = TinyConfig.from_dict(json.loads((path / "config.json").read_text()))
@@ -299,7 +327,10 @@ class TinyModel:
             module.load_state_dict({k: v.float() for k, v in state.items()})
         except Exception as exc:  # tokenizers and safetensors raise bare Exception subclasses
             raise ModelLoadError(f"could not load model from {path}: {exc}") from exc
-        return cls(module, tokenizer, name or str(path), device, precision)
+        model = cls(module, tokenizer, name or str(path), device, precision)
+        if graphs and device.type == "cuda":
+            model.use_graphs()
+        return model
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:

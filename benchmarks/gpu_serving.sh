@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The serving measurements that need the GPU machine (issues 8 and 5), as one run.
+#
+# The GPU machine has torch, transformers, tokenizers, safetensors and pytest but
+# not the server's LSP and tree-sitter packages, and no network.  So, first, here
+# (PyPI reachable):
+#
+#     bash benchmarks/gpu_serving.sh wheels [PYTHON_VERSION]   # default 3.12
+#
+# downloads those packages as wheels for that Python on manylinux x86_64 into
+# .device-wheels/ (ignored by git, ~4 MB).  Then, on the GPU machine, with the run
+# tool's carry [".device-wheels"] and a timeout_s of about 300:
+#
+#     bash benchmarks/gpu_serving.sh run
+#
+# installs them into a scratch folder (nothing outside it changes) and writes into
+# $OUT (default ./gpu-out):
+#   graphs-tests.txt      tests/test_graphs.py, whose CUDA tests run only there
+#   graph-step.json/.md   the shipped model's step, eager against a replayed CUDA graph
+#   lsp-32.json/.txt      32-token fills through the real server: one at a time (p50),
+#                         then 16 clients at once (throughput, p95); CUDA graphs on
+#   lsp-32-eager.json     the same with cudaGraphs off
+#   checkpoints.json/.txt 7B-shaped networks of each published family: step time, and
+#                         the context cache's step for a 32-token span (issue 5, 8)
+# Each part has its own time limit, so one that hangs cannot take the others' time.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+WHEELS=.device-wheels
+PACKAGES=(pygls==2.1.1 lsprotocol==2025.0.0 tree-sitter==0.26.1 tree-sitter-python
+          tree-sitter-javascript tree-sitter-typescript tree-sitter-go tree-sitter-rust
+          tree-sitter-java tree-sitter-c tree-sitter-cpp)
+
+case "${1:-}" in
+wheels)
+    version="${2:-3.12}"
+    rm -rf "$WHEELS" && mkdir -p "$WHEELS"
+    python3 -m pip download --quiet --dest "$WHEELS" --only-binary=:all: \
+        --python-version "$version" --implementation cp \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        --platform manylinux_2_28_x86_64 --platform any "${PACKAGES[@]}"
+    ls "$WHEELS" && du -sh "$WHEELS"
+    ;;
+run)
+    OUT="${OUT:-$PWD/gpu-out}"
+    mkdir -p "$OUT"
+    site="$(mktemp -d)/site"
+    python3 -m pip install --quiet --no-index --find-links "$WHEELS" --target "$site" \
+        "${PACKAGES[@]}" || { echo "installing the carried wheels failed"; exit 2; }
+    export PYTHONPATH="$PWD:$site" HF_HUB_OFFLINE=1
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+    timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_graphs.py \
+        > "$OUT/graphs-tests.txt" 2>&1
+    tail -3 "$OUT/graphs-tests.txt"
+    timeout 60 python3 benchmarks/graph_step.py --json "$OUT/graph-step.json" \
+        | tee "$OUT/graph-step.md"
+    timeout 90 python3 benchmarks/lsp_latency.py --settings '{"device": "auto"}' \
+        --options '{"length": 32}' --fills "${FILLS:-64}" --concurrent 16 --json "$OUT/lsp-32.json" \
+        | tee "$OUT/lsp-32.txt"
+    timeout 60 python3 benchmarks/lsp_latency.py \
+        --settings '{"device": "auto", "cudaGraphs": false}' --options '{"length": 32}' \
+        --fills "${FILLS:-64}" --concurrent 16 --json "$OUT/lsp-32-eager.json" | tail -2
+    timeout 150 python3 benchmarks/checkpoints_gpu.py --json "$OUT/checkpoints.json" \
+        > "$OUT/checkpoints.txt" 2>&1
+    tail -20 "$OUT/checkpoints.txt"
+    ;;
+*)
+    echo "usage: bash benchmarks/gpu_serving.sh wheels [PYTHON_VERSION] | run" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,177 @@
+"""Specification of dlm_lsp.models.graphs: replayed steps give the eager results.
+
+A CUDA graph reads its input from, and writes its output to, the buffers it
+was captured with.  On machines without CUDA these tests substitute a capture
+with exactly those buffer semantics (`buffer_capture`), so the bookkeeping
+around it (copying inputs in, copying outputs out, which shapes are captured,
+falling back) is checked everywhere; the last tests run the real capture
+where a GPU is present.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine
+from dlm_lsp.models import load_model
+from dlm_lsp.models.graphs import GraphConfig, ShapeGraphs
+from dlm_lsp.results import InfillRequest
+
+
+def buffer_capture(fn, example: torch.Tensor, pool: object, pause: float = 0.0):
+    """A stand-in for cuda_capture with a CUDA graph's buffer semantics: a replay
+    computes from the captured input buffer into the captured output buffer."""
+    static_in = example.clone()
+    static_out = fn(static_in)
+
+    def replay(ids: torch.Tensor) -> torch.Tensor:
+        static_in.copy_(ids)
+        time.sleep(pause)  # widens the window in which an unlocked caller would interfere
+        static_out.copy_(fn(static_in))
+        return static_out
+    return replay, pool if pool is not None else object()
+
+
+def _ids(model, batch: int, length: int, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(2, model.tokenizer.vocab_size, (batch, length), generator=gen)
+
+
+@pytest.fixture
+def model(model_dir: Path):
+    return load_model(str(model_dir), "cpu")
+
+
+@pytest.fixture
+def graphed(model_dir: Path):
+    model = load_model(str(model_dir), "cpu")
+    model.use_graphs(capture=buffer_capture)
+    return model
+
+
+def test_replayed_steps_give_the_eager_hidden_states(model, graphed) -> None:
+    for seed, (batch, length) in enumerate([(1, 40), (1, 40), (2, 40), (1, 40), (2, 40),
+                                            (2, 40), (1, 64)]):
+        ids = _ids(model, batch, length, seed)
+        assert torch.equal(graphed.hidden(ids), model.hidden(ids))
+    assert graphed.graphs.stats.replays >= 4  # (1, 40) from its 2nd call, (2, 40) too
+
+
+def test_a_shape_is_captured_on_its_second_call_and_one_off_shapes_never_are(graphed) -> None:
+    graphed.hidden(_ids(graphed, 1, 30, 0))
+    assert graphed.graphs.shapes() == []
+    graphed.hidden(_ids(graphed, 1, 30, 1))
+    graphed.hidden(_ids(graphed, 3, 17, 2))
+    assert graphed.graphs.shapes() == [(1, 30)]
+    stats = graphed.graphs.stats
+    assert (stats.captured, stats.replays, stats.eager) == (1, 1, 2)
+
+
+def test_an_earlier_result_survives_the_next_replay(model, graphed) -> None:
+    a, b = _ids(model, 1, 24, 0), _ids(model, 1, 24, 1)
+    graphed.hidden(a)
+    first = graphed.hidden(a)  # replayed
+    graphed.hidden(b)  # replays the same graph over other input
+    assert torch.equal(first, model.hidden(a))
+
+
+def test_the_least_recently_used_shape_is_dropped_past_the_limit() -> None:
+    graphs = ShapeGraphs(lambda ids: ids * 2, GraphConfig(after=1, max_graphs=2),
+                         capture=buffer_capture)
+    for length in (3, 4, 3, 5):  # 4 is the least recently used when 5 arrives
+        graphs(torch.ones(1, length))
+    assert graphs.shapes() == [(1, 3), (1, 5)]
+    assert graphs.stats.evicted == 1
+    assert torch.equal(graphs(torch.ones(1, 4)), torch.full((1, 4), 2.0))
+
+
+def test_a_failed_capture_switches_graphs_off_and_the_step_still_runs(model) -> None:
+    attempts = []
+
+    def failing(fn, example, pool):
+        attempts.append(tuple(example.shape))
+        raise RuntimeError("operation not permitted when stream is capturing")
+    model.use_graphs(capture=failing)
+    ids = _ids(model, 1, 20, 0)
+    expected = model.graphs.fn(ids)
+    for _ in range(4):
+        assert torch.equal(model.hidden(ids), expected)
+    assert attempts == [(1, 20)]  # tried once, never again
+    assert "not permitted" in model.graphs.stats.failed
+
+
+def test_concurrent_callers_each_get_their_own_result() -> None:
+    graphs = ShapeGraphs(lambda ids: ids + 1, GraphConfig(after=1),
+                         capture=lambda fn, ex, pool: buffer_capture(fn, ex, pool, pause=0.01))
+    out: dict[int, torch.Tensor] = {}
+
+    def call(i: int) -> None:
+        for _ in range(5):
+            out[i] = graphs(torch.full((2, 8), float(i)))
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert all(torch.equal(out[i], torch.full((2, 8), i + 1.0)) for i in range(6))
+
+
+def _fill(engine: Engine, seed: int) -> tuple:
+    text = "def area(w, h):\n    return \n\nprint(area(2, 3))\n"
+    at = text.index("return ") + len("return ")
+    req = InfillRequest(text, at, at, "python", "file:///a.py",
+                        InfillOptions(seed=seed, repair_rounds=0, fallback=False))
+    result = engine.infill(req)
+    return [c.text for c in result.candidates], result.steps
+
+
+@pytest.mark.parametrize("batch_rows", [16, 0])
+def test_fills_through_the_engine_are_the_same_with_graphs(model_dir: Path,
+                                                           batch_rows: int) -> None:
+    config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                          batch_rows=batch_rows)
+    eager, graphed = Engine(config), Engine(config)
+    graphed.model.use_graphs(capture=buffer_capture)
+    try:
+        for seed in range(3):
+            assert _fill(graphed, seed) == _fill(eager, seed)
+        status = graphed.status()["cudaGraphs"]
+        assert status["replays"] > 0 and status["failed"] is None
+        assert eager.status()["cudaGraphs"] is None
+    finally:
+        eager.close()
+        graphed.close()
+
+
+def test_switching_cuda_graphs_reloads_the_model(model_dir: Path) -> None:
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    first = engine.model
+    engine.reconfigure(ServerConfig(model=str(model_dir), device="cpu", cuda_graphs=False))
+    assert engine.model is not first
+    engine.close()
+
+
+def test_graphs_are_used_on_cuda_only(model_dir: Path) -> None:
+    assert load_model(str(model_dir), "cpu").graphs is None
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@cuda
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cuda_graph_replays_match_eager_steps(model_dir: Path, precision: str) -> None:
+    graphed = load_model(str(model_dir), "cuda", precision)
+    eager = load_model(str(model_dir), "cuda", precision, graphs=False)
+    assert graphed.graphs is not None and eager.graphs is None
+    for seed in range(4):
+        ids = _ids(eager, 2, 96, seed).cuda()
+        torch.testing.assert_close(graphed.hidden(ids), eager.hidden(ids), rtol=0, atol=1e-2)
+    assert graphed.graphs.stats.failed is None
+    assert graphed.graphs.stats.replays == 3
