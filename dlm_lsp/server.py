@@ -95,6 +95,11 @@ class DlmServer(LanguageServer):
         self.config = config
         return problems
 
+    def status_report(self) -> dict:
+        """`dlm/status`: the engine's device, model, queue, latency and caches, and ours."""
+        return {**self.engine.status(), "jobsInFlight": self.jobs.in_flight(),
+                "openDocuments": len(self.workspace.text_documents)}
+
     def warn(self, problems: list[str]) -> None:
         """Tell the user about configuration problems (defaults were kept)."""
         if problems:
@@ -303,8 +308,7 @@ async def infill(ls: DlmServer, params: Any) -> dict:
 @server.feature(STATUS)
 def status(ls: DlmServer, params: Any) -> dict:
     """`dlm/status`: the engine's device, model, queue, latency, throughput and caches."""
-    return {**ls.engine.status(), "jobsInFlight": ls.jobs.in_flight(),
-            "openDocuments": len(ls.workspace.text_documents)}
+    return ls.status_report()
 
 
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())

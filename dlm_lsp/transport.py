@@ -11,7 +11,9 @@ pygls 2.1's own transport has four gaps that a hostile or unlucky client hits:
   ends the server (so `dlm-lsp status --server` would stop the server it asked).
   Here one client is served at a time; while it is connected, another waits
   HANDOVER_S for it to leave (a client reconnecting at once) and is then answered
-  with an error for each request (`BusyProtocol`); the server outlives its clients;
+  by `BusyProtocol`: `initialize`, `shutdown` and `dlm/status` work (so `dlm-lsp
+  status --server` can look at a server an editor is using), anything else gets
+  an error that says why; the server outlives its clients;
 * SIGTERM killed the process mid-fill with no answer; here SIGTERM or SIGINT
   stops the fills in flight, gives them up to 2 s to answer, and exits 0;
 * the stdin reader thread may sit in a read that never returns, and a normal
@@ -35,7 +37,7 @@ from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 
 from dlm_lsp.framing import frame
 from dlm_lsp.jobs import CLIENT_LEFT
-from dlm_lsp.protocol import MAX_MESSAGE_BYTES, is_id, oversized_body
+from dlm_lsp.protocol import MAX_MESSAGE_BYTES, STATUS, is_id, oversized_body
 
 if TYPE_CHECKING:
     from dlm_lsp.server import DlmServer
@@ -76,11 +78,19 @@ class BoundedReader:
             return b""
 
 
-class BusyProtocol:
-    """What a TCP client meets while another is served: an error for each request."""
+BUSY = "dlm-lsp serves one TCP client at a time and another one is connected"
 
-    def __init__(self, write: Callable[[bytes], Any]):
-        self.write = write
+
+class BusyProtocol:
+    """What a TCP client meets while another is served: it may look, not fill.
+
+    `initialize` is answered with no capabilities (the client gets no features
+    to call), `dlm/status` with the server's status, `shutdown` with null; any
+    other request gets an InvalidRequest error naming the reason.
+    """
+
+    def __init__(self, write: Callable[[bytes], Any], status: Callable[[], dict]):
+        self.write, self.status = write, status
 
     def structure_message(self, data: dict) -> dict:
         return data
@@ -88,9 +98,16 @@ class BusyProtocol:
     def handle_message(self, message: Any) -> None:
         if not (isinstance(message, dict) and "method" in message and is_id(message.get("id"))):
             return
-        self.write(frame({"jsonrpc": "2.0", "id": message["id"], "error": {
-            "code": types.ErrorCodes.InvalidRequest,
-            "message": "dlm-lsp serves one TCP client at a time and another one is connected"}}))
+        method = message["method"]
+        if method == "initialize":
+            answer: dict = {"result": {"capabilities": {}, "serverInfo": {"name": "dlm-lsp"}}}
+        elif method == "shutdown":
+            answer = {"result": None}
+        elif method == STATUS:
+            answer = {"result": {**self.status(), "otherClientConnected": True}}
+        else:
+            answer = {"error": {"code": types.ErrorCodes.InvalidRequest, "message": BUSY}}
+        self.write(frame({"jsonrpc": "2.0", "id": message["id"], **answer}))
 
 
 def serve_stdio(server: DlmServer, stdin: Any = None, stdout: Any = None) -> None:
@@ -118,8 +135,9 @@ async def _serve_tcp(server: DlmServer, host: str, port: int) -> None:
         with contextlib.suppress(asyncio.TimeoutError):  # a client reconnecting at once
             await asyncio.wait_for(idle.wait(), HANDOVER_S)  # meets its old connection
         if not idle.is_set():
+            busy = BusyProtocol(writer.write, server.status_report)
             await run_async(stop_event=threading.Event(), reader=BoundedReader(reader),
-                            protocol=BusyProtocol(writer.write))  # type: ignore[arg-type]
+                            protocol=busy)  # type: ignore[arg-type]
             writer.close()
             return
         idle.clear()

@@ -182,9 +182,16 @@ def test_tcp_serves_one_client_at_a_time_and_outlives_each(model_dir):
         first.initialize({"model": str(model_dir), "repairRounds": 0, "fallback": False})
         first.open(uri(0), TEXT)
         second, second_socket = tcp_connection(port)
-        refused = second.call("dlm/status", {})
+        assert second.call("initialize", {"processId": None, "rootUri": None,
+                                          "capabilities": {}})["result"]["capabilities"] == {}
+        refused = second.call("dlm/infill", {"textDocument": {"uri": uri(0)},
+                                             "range": cursor(3, 12)})
         assert error_code(refused) == -32600 and "one TCP client" in refused["error"]["message"]
         hang_up(second_socket)
+        from dlm_lsp.status import query_server
+
+        looked = query_server("127.0.0.1", port)  # `dlm-lsp status --server` meanwhile
+        assert looked["otherClientConnected"] and looked["openDocuments"] == 1
         assert "result" in first.call("dlm/infill", {"textDocument": {"uri": uri(0)},
                                                      "range": cursor(3, 12)})
         first.request("dlm/infill", {"textDocument": {"uri": uri(0)}, "range": cursor(3, 12),
@@ -201,8 +208,6 @@ def test_tcp_serves_one_client_at_a_time_and_outlives_each(model_dir):
             time.sleep(0.05)
         assert third.call("dlm/status", {})["result"]["jobsInFlight"] == 0
         hang_up(third_socket)
-        from dlm_lsp.status import query_server
-
         assert query_server("127.0.0.1", port)["jobsInFlight"] == 0  # and still there after
         assert server.proc.poll() is None
     finally:
