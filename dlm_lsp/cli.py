@@ -42,6 +42,9 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
                         "length policy")
     parser.add_argument("--no-repair", action="store_true",
                         help="one denoising pass: no syntax repair, no left-to-right fallback")
+    parser.add_argument("--settings", metavar="JSON",
+                        help="more server settings for the engine, as camelCase JSON, e.g. "
+                        "'{\"precision\": \"bf16\", \"contextCache\": true}'")
     harness = parser.add_mutually_exclusive_group()
     harness.add_argument("--self-check", action="store_true",
                          help="fill with the canonical middle (must pass >= 99%%)")

@@ -134,6 +134,33 @@ def test_humaneval_command_with_a_model_writes_json_naming_the_machine(model_dir
     assert "server default strategy, oracle length, 2 steps | 3 |" in printed
 
 
+def test_humaneval_runs_the_engine_with_extra_server_settings(model_dir, tmp_path, capsys,
+                                                             monkeypatch):
+    seen = []
+    real = pass_at_1.bench_engine
+
+    def recording(model, device, **settings):
+        engine = real(model, device, **settings)
+        seen.append(engine.config)
+        return engine
+    monkeypatch.setattr(pass_at_1, "bench_engine", recording)
+    out = tmp_path / "run.json"
+    assert main(["bench", "humaneval", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "2", "--steps", "2", "--json", str(out),
+                 "--settings", '{"precision": "bf16", "contextCache": true}']) == 0
+    assert seen and seen[0].precision == "bf16" and seen[0].context_cache
+    assert json.loads(out.read_text())["config"]["engine"] == {"precision": "bf16",
+                                                                "context_cache": True}
+    assert "2 steps, contextCache True, precision bf16 | 2 |" in capsys.readouterr().out
+
+
+def test_humaneval_refuses_settings_it_would_ignore():
+    with pytest.raises(SystemExit, match="unknown setting '--settings.precisoin'"):
+        main(["bench", "humaneval", "--limit", "1", "--settings", '{"precisoin": "bf16"}'])
+    with pytest.raises(SystemExit, match="not JSON"):
+        main(["bench", "humaneval", "--limit", "1", "--settings", "{precision: bf16}"])
+
+
 @pytest.mark.parametrize(("mode", "baseline", "margin", "status"), [
     ("--self-check", 100.0, 0.0, 0),  # no drop
     ("--empty", 100.0, 5.0, 1),  # a 100-point drop

@@ -35,6 +35,7 @@ from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
 from dlm_lsp.bench.sandbox import REASONS, SandboxConfig, run_programs
+from dlm_lsp.config import ServerConfig, camel, from_json, snake
 
 FILLS = ("model", "canonical", "empty", *BASELINES)  # a baseline: its autoregressive model
 SELF_CHECK_BAR = 99.0  # percent of canonical fills that must pass for the harness to be trusted
@@ -52,6 +53,9 @@ class BenchConfig:
     model: str = "default"
     device: str = "auto"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    # more server settings for the engine, snake_case (e.g. precision, context_cache):
+    # what a setting costs in quality is measured by running with and without it
+    engine: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.split = ALIASES.get(self.split, self.split)  # reports name the split one way
@@ -112,7 +116,7 @@ def _fills(config: BenchConfig,
         return [baseline.fill(task) for task in tasks], baseline.name, baseline.device
     if config.fill != "model":
         raise ValueError(f"unknown fill {config.fill!r}; choose from {', '.join(FILLS)}")
-    engine = bench_engine(config.model, config.device)
+    engine = bench_engine(config.model, config.device, **config.engine)
     fills = [fill_task(engine, task, config.settings) for task in tasks]
     return fills, engine.model.name, str(engine.model.device)
 
@@ -173,7 +177,8 @@ def describe_run(config: BenchConfig) -> str:
     s = config.settings
     steps = "" if s.steps is None else f", {s.steps} steps"
     repair = "" if s.repair else ", no repair"
-    return f"{s.strategy or 'server default strategy'}, {s.length} length{steps}{repair}"
+    extra = "".join(f", {camel(k)} {v}" for k, v in sorted(config.engine.items()))
+    return f"{s.strategy or 'server default strategy'}, {s.length} length{steps}{repair}{extra}"
 
 
 TABLE_HEAD = ("| fill | tasks | pass@1 % | exact match % | mean steps | ms per task | "
@@ -223,6 +228,20 @@ def check_baseline(report: Report, baseline: dict, margin: float) -> tuple[bool,
                   f"(margin {margin} points){note}")
 
 
+def engine_settings(text: str | None) -> dict:
+    """`--settings` JSON (camelCase server settings) as checked snake_case keywords."""
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SystemExit(f"--settings is not JSON: {exc}") from exc
+    _, problems = from_json(ServerConfig, data, where="--settings")
+    if problems:
+        raise SystemExit("; ".join(problems))
+    return {snake(key): value for key, value in data.items()}
+
+
 def command(args: argparse.Namespace) -> int:
     """`dlm-lsp bench humaneval`: run, print the summary, write files, check the bars."""
     fill = "canonical" if args.self_check else "empty" if args.empty else "model"
@@ -230,7 +249,8 @@ def command(args: argparse.Namespace) -> int:
                             length=args.length, repair=not args.no_repair)
     config = BenchConfig(split=args.split, limit=args.limit, fill=fill, settings=settings,
                          model=args.model, device=args.device,
-                         sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers))
+                         sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers),
+                         engine=engine_settings(args.settings))
     report = run_benchmark(config)
     beside = ()
     if args.baseline_model:  # the same tasks, machine and sandbox, filled by another model
