@@ -59,6 +59,24 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
     _add_baseline_model(parser)
 
 
+def _add_heldout_arguments(parser: argparse.ArgumentParser) -> None:
+    from dlm_lsp.config import STRATEGIES
+
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--limit", type=int, default=200,
+                        help="lines, evenly spread over all candidates (0: all)")
+    parser.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
+    parser.add_argument("--steps", type=int, help="default: the server's per-kind budget")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--length", choices=("oracle", "policy"), default="oracle")
+    parser.add_argument("--no-repair", action="store_true",
+                        help="one denoising pass: no syntax repair, no left-to-right fallback")
+    parser.add_argument("--settings", metavar="JSON", help="more server settings, camelCase JSON")
+    parser.add_argument("--json", dest="json_out", metavar="OUT")
+    parser.add_argument("--markdown", dest="markdown_out", metavar="OUT")
+
+
 def _add_baseline_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline-model", choices=("smollm2",),
                         help="also run an autoregressive model a user could pick instead, on "
@@ -144,7 +162,7 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
 
 COMMANDS = {"sweep": "dlm_lsp.bench.sweep", "latency": "dlm_lsp.bench.latency",
           "throughput": "dlm_lsp.bench.throughput", "samples": "dlm_lsp.bench.samples",
-          "humaneval": "dlm_lsp.bench.pass_at_1"}
+          "humaneval": "dlm_lsp.bench.pass_at_1", "heldout": "dlm_lsp.bench.heldout"}
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -230,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     strat.add_argument("--json", dest="json_out", metavar="OUT")
     _add_humaneval_arguments(kinds.add_parser(
         "humaneval", help="pass@1: run each fill against the task's tests in a sandbox"))
+    _add_heldout_arguments(kinds.add_parser(
+        "heldout", help="exact match and syntax-valid rate on lines of held-out "
+        "standard-library files (no model of ours trained on them)"))
     syntax = kinds.add_parser("syntax", help="syntax-valid rate of fills, with and without "
                               "validation + repair (HumanEval multi-line and the fixtures)")
     syntax.add_argument("--model", default="default")

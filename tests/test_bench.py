@@ -187,3 +187,70 @@ def test_syntax_bench_counts_valid_fills_with_and_without_repair(model_dir, tmp_
     assert sum(r["tasks"] for r in fixtures) == 2 * len(fixture_tasks())
     checked = [r for r in rows if r["setting"].startswith("validation")]
     assert all(sum(r["paths"].values()) == r["tasks"] for r in checked)
+
+
+def _heldout_names(count: int) -> list[str]:
+    """File names that training's rule holds out (the hash of the path under 2%)."""
+    from dlm_lsp.training.data import SourceConfig, unit_hash
+
+    names = (f"m{i}.py" for i in range(100_000))
+    return [n for n in names if unit_hash("heldout:" + n) < SourceConfig().heldout_fraction
+            ][:count]
+
+
+HELDOUT_SOURCE = (
+    '"""A module docstring\nwhose lines are prose, not code."""\n'
+    "import os\n\n\n"
+    "def area(width, height):\n"
+    "    # a comment line is not a task\n"
+    "    result = width * height\n"
+    "    return result\n")
+
+
+def test_heldout_tasks_are_code_lines_of_held_out_files_only(tmp_path):
+    from dlm_lsp.bench.heldout import heldout_files, line_tasks
+
+    held, = _heldout_names(1)
+    (tmp_path / held).write_text(HELDOUT_SOURCE)
+    (tmp_path / "m0.py").write_text(HELDOUT_SOURCE)  # trained on: its hash is over 2%
+    files = heldout_files(tmp_path)
+    assert [rel for rel, _ in files] == [held]
+    tasks = line_tasks(files, None)
+    assert [t.middle for t in tasks] == ["import os", "def area(width, height):",
+                                         "result = width * height", "return result"]
+    for task in tasks:
+        assert task.prefix + task.middle + task.suffix == HELDOUT_SOURCE
+        assert task.prefix.endswith("\n") or task.prefix.endswith("    ")  # after indentation
+    assert [t.task_id for t in line_tasks(files, 2)] == [f"{held}:3", f"{held}:8"]
+
+
+def test_heldout_bench_reports_exact_match_validity_and_empty_fills(model_dir, tmp_path,
+                                                                    monkeypatch):
+    from dlm_lsp.bench import heldout
+    from dlm_lsp.bench.filling import Fill
+
+    for name in _heldout_names(2):
+        (tmp_path / name).write_text(HELDOUT_SOURCE)
+    answers = {"result = width * height": "result = width * height",  # exact
+               "return result": "return (result"}  # a syntax error
+
+    def scripted(engine, task, settings):
+        text = answers.get(task.middle, "")
+        return Fill(text, "(" not in text, 3, 1.0)
+    monkeypatch.setattr(heldout, "fill_task", scripted)
+    report = heldout.run(str(model_dir), "cpu", None, stdlib=tmp_path)
+    assert (report.files, report.tasks) == (2, 8)
+    assert (report.exact_match, report.syntax_valid, report.empty) == (25.0, 75.0, 50.0)
+    assert report.mean_steps == 3 and report.machine["device"] == "cpu"
+    assert "| server default strategy, oracle length | 2 | 8 | 25.0 | 75.0 | 50.0 |" in (
+        heldout.to_markdown(report))
+
+
+def test_heldout_command_fills_lines_with_the_model(model_dir, tmp_path, capsys):
+    out = tmp_path / "heldout.json"
+    assert main(["bench", "heldout", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "3", "--steps", "2", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["tasks"] == len(report["results"]) == 3 and report["files"] >= 1
+    assert all(r["steps"] >= 1 and isinstance(r["valid"], bool) for r in report["results"])
+    assert "oracle length, 2 steps |" in capsys.readouterr().out

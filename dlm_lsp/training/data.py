@@ -98,7 +98,7 @@ def source_roots(cfg: SourceConfig) -> list[Path]:
     return roots
 
 
-def _python_files(root: Path, skip_dirs: Sequence[str]) -> list[Path]:
+def python_files(root: Path, skip_dirs: Sequence[str]) -> list[Path]:
     """All `*.py` files under `root`, sorted, not descending into `skip_dirs`."""
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -107,7 +107,7 @@ def _python_files(root: Path, skip_dirs: Sequence[str]) -> list[Path]:
     return sorted(found)
 
 
-def _read_source(path: Path) -> str | None:
+def read_source(path: Path) -> str | None:
     """The file's text, or None when it is unreadable or not UTF-8.
 
     The standard library's test suite deliberately contains files in other
@@ -134,7 +134,7 @@ def _candidates(cfg: SourceConfig) -> list[tuple[str, Path, Distribution]]:
         origin = STDLIB if cfg.include_stdlib and i == 0 else Distribution(
             root.as_posix(), "", "as given by --extra-root", True)
         found.extend((path.relative_to(root).as_posix(), path, origin)
-                     for path in _python_files(root, cfg.skip_dirs))
+                     for path in python_files(root, cfg.skip_dirs))
     if cfg.include_site_packages:
         for root in site_packages_dirs():
             found.extend((rel, root / rel, dist)
@@ -169,7 +169,7 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
             continue
         if size == 0 or size > cfg.max_file_bytes or total + size > cfg.max_bytes:
             continue
-        text = _read_source(path)
+        text = read_source(path)
         if text is None or not text.strip():
             continue
         if cfg.dedupe:

@@ -1,0 +1,187 @@
+"""`dlm-lsp bench heldout`: single lines of library code no model of ours trained on.
+
+HumanEval-Infilling asks for a correct line of a small puzzle function; most of
+an editor's fills are lines of ordinary code in the middle of a long file.  This
+benchmark measures that job on standard-library files that `dlm-lsp train` holds
+out by its own rule (the hash of the file's path, `training.data.unit_hash`, below
+`SourceConfig.heldout_fraction`): the same files for every model trained on the
+standard library, on every machine with this Python version.
+
+A task is one line of code: the cursor sits after the line's indentation and the
+middle is the rest of the line, as when a user clears a line and asks for it
+again.  Lines of 8 to 100 characters that are neither comments nor inside a
+multi-line string (docstrings are prose) are candidates, in files that tokenize
+as Python 3; the
+tasks are `--limit` of them evenly spread over all candidates of all held-out
+files, in path order, so the sample is fixed.  Each fill runs through the engine
+as a request would (the whole file as context, validation and repair on unless
+`--no-repair`), with the middle's token count as the length (`--length policy`
+leaves it to the server).  Reported: exact match (whitespace around the line
+ignored), the share of fills that add no syntax error to the file (tree-sitter,
+the server's own check, so an empty fill counts as valid: hence the share of
+empty fills beside it), steps and time.  No code runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import time
+import tokenize
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from dlm_lsp.bench.filling import FillSettings, bench_engine, exact_match, fill_task
+from dlm_lsp.bench.humaneval import Task
+from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.output import write_json, write_text
+from dlm_lsp.training.data import SourceConfig, python_files, read_source, unit_hash
+
+MIN_CHARS, MAX_CHARS = 8, 100  # a line's content (after its indentation) to be a task
+
+
+def heldout_files(stdlib: Path | None = None) -> list[tuple[str, str]]:
+    """(path relative to the standard library, text) of every held-out file, in path
+    order: the files `collect_sources` holds out whatever its byte cap."""
+    import sysconfig
+
+    cfg = SourceConfig()
+    root = stdlib or Path(sysconfig.get_paths()["stdlib"])
+    found = []
+    for path in python_files(root, cfg.skip_dirs):
+        rel = path.relative_to(root).as_posix()
+        if unit_hash("heldout:" + rel) >= cfg.heldout_fraction:
+            continue
+        text = read_source(path)
+        if text is not None and text.strip():
+            found.append((rel, text))
+    return found
+
+
+def string_lines(text: str) -> set[int] | None:
+    """0-based numbers of the lines a multi-line string covers (docstrings: prose, not
+    code); None when the file does not tokenize as Python 3."""
+    covered: set[int] = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
+                covered.update(range(tok.start[0] - 1, tok.end[0]))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return covered
+
+
+def line_tasks(files: list[tuple[str, str]], limit: int | None) -> list[Task]:
+    """One task per candidate line, `limit` of them evenly spread (all when None)."""
+    tasks = []
+    for rel, text in files:
+        prose = string_lines(text)
+        if prose is None:
+            continue
+        at = 0
+        for number, line in enumerate(text.splitlines(keepends=True)):
+            body = line.rstrip("\r\n")
+            content = body.lstrip(" \t")
+            start = at + len(body) - len(content)
+            at += len(line)
+            if (not (MIN_CHARS <= len(content.rstrip()) <= MAX_CHARS)
+                    or content.startswith("#") or number in prose):
+                continue
+            end = start + len(content)
+            tasks.append(Task(f"{rel}:{number + 1}", text[:start], text[end:], content, "", ""))
+    if limit is None or limit >= len(tasks):
+        return tasks
+    step = len(tasks) / limit
+    return [tasks[int(i * step)] for i in range(limit)]
+
+
+@dataclass
+class HeldoutReport:
+    model: str
+    device: str
+    files: int
+    tasks: int
+    exact_match: float  # percent
+    syntax_valid: float  # percent of fills valid in place (tree-sitter)
+    empty: float  # percent of fills that are empty
+    mean_steps: float
+    ms_per_fill: float
+    settings: FillSettings
+    engine: dict
+    machine: dict
+    revision: str | None
+    results: list[dict] = field(default_factory=list)
+
+
+def run(model: str = "default", device: str = "auto", limit: int | None = 200,
+        settings: FillSettings | None = None, engine_settings: dict | None = None,
+        stdlib: Path | None = None) -> HeldoutReport:
+    """Fill every task once and count."""
+    settings = settings or FillSettings()
+    files = heldout_files(stdlib)
+    tasks = line_tasks(files, limit)
+    engine = bench_engine(model, device, **(engine_settings or {}))
+    results = []
+    for task in tasks:
+        began = time.perf_counter()
+        fill = fill_task(engine, task, settings)
+        results.append({"task_id": task.task_id, "middle": task.middle, "fill": fill.text,
+                        "exact": exact_match(fill.text, task.middle), "valid": fill.valid,
+                        "steps": fill.steps, "ms": round((time.perf_counter() - began) * 1000,
+                                                         1),
+                        "path": fill.path})
+    n = max(len(results), 1)
+    machine = describe_machine(str(engine.model.device))
+    return HeldoutReport(
+        model=engine.model.name, device=str(engine.model.device), files=len(files),
+        tasks=len(results),
+        exact_match=round(100 * sum(r["exact"] for r in results) / n, 1),
+        syntax_valid=round(100 * sum(r["valid"] is True for r in results) / n, 1),
+        empty=round(100 * sum(not r["fill"].strip() for r in results) / n, 1),
+        mean_steps=round(sum(r["steps"] for r in results) / n, 2),
+        ms_per_fill=round(sum(r["ms"] for r in results) / n, 1),
+        settings=settings, engine=dict(engine_settings or {}), machine=machine,
+        revision=source_revision(), results=results)
+
+
+TABLE_HEAD = ("| fill | files | tasks | exact match % | syntax valid % | empty % | mean steps "
+              "| ms per fill |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+
+def table_row(report: HeldoutReport) -> str:
+    s = report.settings
+    label = f"{s.strategy or 'server default strategy'}, {s.length} length"
+    label += "" if s.steps is None else f", {s.steps} steps"
+    label += "" if s.repair else ", no repair"
+    label += "".join(f", {k} {v}" for k, v in sorted(report.engine.items()))
+    return (f"| {label} | {report.files} | {report.tasks} | {report.exact_match} | "
+            f"{report.syntax_valid} | {report.empty} | {report.mean_steps} | "
+            f"{report.ms_per_fill} |")
+
+
+def to_markdown(report: HeldoutReport) -> str:
+    return (f"Held-out standard-library lines, model {report.model}; "
+            f"{machine_line(report.machine)}; {report.machine['date']}, code "
+            f"{report.revision or 'unknown'}\n\n{TABLE_HEAD}\n{table_row(report)}\n")
+
+
+def command(args: argparse.Namespace) -> int:
+    """`dlm-lsp bench heldout`: run, print the row, write files."""
+    from dlm_lsp.bench.pass_at_1 import engine_settings
+
+    settings = FillSettings(strategy=args.strategy, steps=args.steps, seed=args.seed,
+                            length=args.length, repair=not args.no_repair)
+    report = run(args.model, args.device, args.limit or None, settings,
+                 engine_settings(args.settings))
+    if report.tasks == 0:
+        print("no held-out files with candidate lines in this standard library",
+              file=sys.stderr)
+        return 1
+    summary = to_markdown(report)
+    print(summary, end="")
+    if args.json_out:
+        write_json(args.json_out, asdict(report))
+    if args.markdown_out:
+        write_text(args.markdown_out, summary)
+    return 0
