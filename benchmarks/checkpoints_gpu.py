@@ -56,7 +56,7 @@ TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1024,
         "d_model": 64, "n_heads": 4, "n_kv_heads": 4, "n_layers": 2, "mlp_hidden_size": 128,
         "embedding_size": 1024}
-# the published special ids: (mask, span end, before, after, never proposed)
+# the published special ids: (mask, span end, before, after, expand)
 TOKENS = {"dream": (151666, 151643, [151665], [], []),
           "dreamon": (151666, 151643, [151665], [151643], [151667]),
           "diffucoder": (151666, 151667, [], [], []),
@@ -74,9 +74,10 @@ def build(family_name: str, tiny: bool, device: torch.device, dtype: torch.dtype
     torch.manual_seed(0)
     module = instantiate(config, dtype, device, empty=False)
     vocab = config.vocab_size
-    mask, end, before, after, never = TOKENS[family_name]
+    mask, end, before, after, expand = TOKENS[family_name]
     conv = Conventions(family, mask % vocab, end % vocab, before=[i % vocab for i in before],
-                       after=[i % vocab for i in after], suppressed=[i % vocab for i in never])
+                       after=[i % vocab for i in after],
+                       expand_id=expand[0] % vocab if expand else None)
     return HFDiffusionModel(module, None, conv, family_name, device, "bf16", 4096, vocab)
 
 

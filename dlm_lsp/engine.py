@@ -54,7 +54,7 @@ def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
     controls = {f.name: setting(opt, cfg, f.name) for f in fields(SamplingControls)
                 if f.name in sampler_fields}
     return SamplerConfig(steps=steps, strategy=strategy, schedule=setting(opt, cfg, "schedule"),
-                         temperatures=temps,
+                         temperatures=temps, max_tokens=cfg.max_span_tokens,
                          **{k: v for k, v in controls.items() if v is not None})
 
 

@@ -46,8 +46,9 @@ CANDIDATE_TEMPERATURE = 0.8  # extra candidates sample at least this hot, or the
 
 def caches_context(model: DiffusionModel, cfg: ServerConfig) -> bool:
     """Whether a run keeps a context cache: when it is on, for our own denoiser or for a
-    published checkpoint loaded through transformers' own classes (not its own code)."""
-    if not cfg.context_cache:
+    published checkpoint loaded through transformers' own classes (not its own code),
+    except a model whose spans grow (DreamOn): the cache's span is fixed."""
+    if not cfg.context_cache or getattr(model, "expand_id", None) is not None:
         return False
     return isinstance(getattr(model, "module", None), TinyDenoiser) or (
         isinstance(model, HFDiffusionModel) and model.native)
@@ -221,7 +222,7 @@ class InfillRun:
             return None
         for i in chosen:
             ids[i] = model.mask_id
-        again = replace(layout, init_ids=tuple(ids), head_tokens=protected)
+        again = replace(layout, init_ids=tuple(ids), n_masked=len(ids), head_tokens=protected)
         # a second round explores: the same context would give the same greedy tokens
         temperature = sampler.temperatures[0] if self.repair_rounds == 0 else max(
             sampler.temperatures[0], CANDIDATE_TEMPERATURE)

@@ -20,6 +20,13 @@ log-probability of the span, and the caller's own test (syntax validity).
 The span's head (prefix characters moved into the span, see `span.py`) is
 committed in the first step as a chain of tokens that spells it exactly, so a
 fill always starts with the head's characters.
+
+A model with an expand token (DreamOn's `expand_id`) may grow its span: a
+committed expand token becomes two masked positions, until the span holds
+`max_tokens` positions or the step budget's last step, after which expansion is
+never proposed.  Only a single-row run without blocks grows (rows of different
+lengths cannot share one tensor); other runs never propose it.  Shrinking needs
+no special step: the model's delete token is its pad, which trimming removes.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ class SamplerConfig:
     early_stop: bool = False  # stop when proposals are stable and the result passes
     early_stop_change: float = 0.0  # share of changed proposals that still counts as stable
     early_stop_logprob: float = -1.0  # quality bar: mean log-probability of the span
+    max_tokens: int | None = None  # a span that grows (DreamOn's expand token) stops here
 
 
 @dataclass
@@ -251,6 +259,11 @@ class Denoising:
         self.order = _Order(cfg, self.rows, n,
                             [layout.head_tokens if layout.init_ids else 0] * self.rows)
         self.logp = torch.zeros(self.rows, n, device=device)  # log-prob of committed tokens
+        self.expand_id: int | None = getattr(model, "expand_id", None)
+        self.grows = (self.expand_id is not None and self.rows == 1 and cfg.block_size is None
+                      and layout.init_ids is None)
+        room = model.max_length - self.x.shape[1]  # the sequence may not outgrow the model
+        self.cap = n + max(0, min((cfg.max_tokens or n) - n, room))
         self.plan = blocks(n, max(1, cfg.steps), cfg.block_size)
         self.budget = sum(k for _, _, k in self.plan)
         self.steps, self.early_stopped = 0, False
@@ -291,6 +304,10 @@ class Denoising:
             logits = logits[:, self.lo:self.hi]
         logits = logits.float()  # (B, N, V)
         logits[..., mask_id] = float("-inf")
+        last = b_step == block_steps - 1
+        if self.expand_id is not None and not (self.grows and not last
+                                               and self.hi - self.lo < self.cap):
+            logits[..., self.expand_id] = float("-inf")
         chosen = choose(logits, self.temps, cfg.top_p, self.gen)
         forced: list[list[int]] = [[] for _ in range(rows)]
         if self.chain is not None:  # first step: the head's chain, whatever else happens
@@ -313,19 +330,47 @@ class Denoising:
         self.logp = torch.where(commit, conf.clamp_min(1e-12).log(), self.logp)
         if cfg.ltr_first_line:
             order.note_line_breaks(span, mask_id, self.model.tokenizer.token_texts)
-        last = b_step == block_steps - 1
         if cfg.remask > 0 and not last:
             _remask(cfg, order, span, probs, commit, self.logp, mask_id, (start, end),
                     b_step, block_steps)
+        grew = self.grows and self._grow(commit[0] & (span[0] == self.expand_id))
+        if grew:
+            span = self.x[:, self.lo:self.hi]
         self.steps += 1
         self.b_step += 1
         if self.on_step is not None:
             self.on_step(self.steps, self.budget, span)
-        if cfg.early_stop and not last and self._stop_early(span, chosen, conf):
+        if cfg.early_stop and not last and not grew and self._stop_early(span, chosen, conf):
             self.early_stopped = True
             self.block = len(self.plan)
             return
         self._settle()
+
+    def _grow(self, expanded: torch.Tensor) -> bool:
+        """Each committed expand token (positions of row 0) becomes two masked positions;
+        past the cap it is masked again instead.  Says whether the span changed."""
+        at = expanded.nonzero().flatten().tolist()
+        if not at:
+            return False
+        mask_id = self.model.mask_id
+        for i in sorted(at, reverse=True):  # right to left: earlier positions stay put
+            if self.hi - self.lo >= self.cap:
+                self.x[0, self.lo + i] = mask_id
+                self.logp[0, i] = 0.0
+                continue
+            p = self.lo + i
+            two = torch.full((1, 2), mask_id, dtype=self.x.dtype, device=self.x.device)
+            self.x = torch.cat([self.x[:, :p], two, self.x[:, p + 1:]], 1)
+            self.logp = torch.cat([self.logp[:, :i], self.logp.new_zeros(1, 2),
+                                   self.logp[:, i + 1:]], 1)
+            self.hi += 1
+            self.order.n += 1
+            if self.order.first_line_end[0] > i:
+                self.order.first_line_end[0] += 1
+        start, _, share = self.plan[0]
+        self.plan[0] = (start, self.hi - self.lo, share)
+        self.previous = None  # proposals of another shape: stability starts over
+        return True
 
     def _stop_early(self, span: torch.Tensor, chosen: torch.Tensor, conf: torch.Tensor) -> bool:
         """Fill every masked position at once if proposals are stable and the result passes."""
@@ -365,12 +410,11 @@ def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed:
     run = Denoising(model, layout, cfg, seed, on_step, accept)
     if runner is not None:
         return runner(run, should_stop)
-    if forward is None:
-        forward = span_forward(model, run.lo, run.hi)
     while not run.done:
         if should_stop is not None and should_stop():
             raise Cancelled()
-        run.advance(forward(run.inputs))
+        step = forward or span_forward(model, run.lo, run.hi)  # a span may grow
+        run.advance(step(run.inputs))
     return run.result()
 
 

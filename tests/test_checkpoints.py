@@ -238,7 +238,7 @@ def test_mask_end_and_framing_tokens_are_the_familys(models, family):
 
 def test_a_family_prefix_overrides_detection(checkpoints):
     model = load_model(f"dream:{checkpoints['dreamon']}", "cpu")
-    assert model.family.name == "dream" and model.conventions.suppressed == []
+    assert model.family.name == "dream" and model.expand_id is None
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
@@ -263,9 +263,8 @@ def test_logits_are_the_raw_models_shifted_by_one_exactly_where_the_family_shift
     rows = raw[:, lead - shift:lead - shift + t] if lead - shift >= 0 else \
         torch.cat([raw[:, :1], raw[:, :t - 1]], dim=1)
     out = model.logits(ids)
-    keep = torch.isfinite(out)  # DreamOn's expand token is never proposed
     assert out.shape == (1, t, model.tokenizer.vocab_size)
-    assert torch.equal(out[keep], rows[..., :model.tokenizer.vocab_size][keep])
+    assert torch.equal(out, rows[..., :model.tokenizer.vocab_size])
 
 
 def test_open_dcoder_without_a_bos_keeps_position_0s_own_row(models):
@@ -283,11 +282,11 @@ def test_embedding_rows_beyond_the_tokenizer_are_dropped(models):
     assert model.logits(_ids(model)).shape[-1] == model.tokenizer.vocab_size
 
 
-def test_dreamon_never_proposes_expand_and_ends_spans_with_delete(models):
+def test_dreamon_names_its_expand_token_and_ends_spans_with_delete(models):
     model = models["dreamon"]
-    expand = model.tokenizer.token_id("<|expand|>")
-    assert model.conventions.expand_id == expand
-    assert torch.isinf(model.logits(_ids(model))[..., expand]).all()
+    assert model.expand_id == model.tokenizer.token_id("<|expand|>")
+    assert model.pad_id == model.tokenizer.token_id("<|delete|>")
+    assert all(models[f].expand_id is None for f in FAMILY_NAMES if f != "dreamon")
 
 
 def _rms_norm(x, weight, eps=1e-5):
@@ -386,6 +385,24 @@ def test_a_span_the_model_ends_at_once_is_trimmed_to_nothing(checkpoints, family
                             InfillOptions(length=5, steps=2, repair_rounds=0, fallback=False))
     best = engine.infill(request).candidates[0]
     assert best.used == 0 and best.text.strip() == ""  # the borrowed line break comes back
+
+
+def test_dreamon_grows_a_span_through_the_engine_up_to_max_span_tokens(checkpoints):
+    engine = Engine(ServerConfig(model=str(checkpoints["dreamon"]), device="cpu",
+                                 max_span_tokens=9))
+    expand = engine.model.expand_id
+    _always_predict(engine.model.module, expand)
+    request = InfillRequest("a = 1\n\nb = 2\n", 6, 6, "python", "file:///t.py",
+                            InfillOptions(length=5, steps=4, repair_rounds=0, fallback=False))
+    result = engine.infill(request)
+    ids = result.candidates[0].ids
+    assert result.tokens < 9 and len(ids) == 9  # grown from its masks (and head) to the cap
+    assert expand not in ids and engine.model.mask_id not in ids
+    two = InfillRequest("a = 1\n\nb = 2\n", 6, 6, "python", "file:///t.py",
+                        InfillOptions(length=5, steps=4, candidates=2, repair_rounds=0,
+                                      fallback=False))
+    assert all(len(c.ids) == result.tokens and expand not in c.ids  # two rows: no growth
+               for c in engine.infill(two).candidates)
 
 
 def test_eos_is_not_diffucoders_span_end(checkpoints):

@@ -243,6 +243,7 @@ class HFDiffusionModel:
         self.family = conv.family
         self.name, self.device, self.precision = name, device, precision
         self.mask_id, self.pad_id = conv.mask_id, conv.end_id
+        self.expand_id = conv.expand_id  # DreamOn: the sampler grows a span with it
         self.max_length = max_length
         self.vocab_size = vocab_size  # logits beyond the tokenizer's ids are dropped
         self._forward = {"use_cache": False} if native else {}
@@ -297,10 +298,7 @@ class HFDiffusionModel:
         return self._scores(self.module.lm_head(hidden))
 
     def _scores(self, raw: torch.Tensor) -> torch.Tensor:
-        out = raw[..., :self.vocab_size].float()
-        if self.conventions.suppressed:
-            out[..., self.conventions.suppressed] = float("-inf")
-        return out
+        return raw[..., :self.vocab_size].float()
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.module.parameters())

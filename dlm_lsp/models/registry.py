@@ -73,9 +73,9 @@ DREAMON = Family(
     context_length=2048,
     layout="<|beginoftext|> prefix <|mask|>... suffix <|endoftext|> (DreamOn's quickstart). "
     "DreamOn grows a span with <|expand|> (one mask becomes two) and shrinks it with "
-    "<|delete|>; our sampler keeps the span's length, so <|expand|> is never proposed and "
-    "the delete token ends the span (trailing deletes are trimmed, as its "
-    "pad_delete_to_right does).",
+    "<|delete|>: our sampler grows a single-row span the same way up to maxSpanTokens "
+    "(never on the budget's last step), and the delete token is the span's pad, so "
+    "deletes are trimmed (as its pad_delete_to_right does).",
     verified="layout from demo/quickstart.py; <|expand|> is id 151667 and the delete signal "
     "follows the middle as end-of-text tokens in training (src/trainer/sft_expand_dataset.py);"
     " expand is blocked by a -1e9 logit once the budget is spent (generation code)",
@@ -183,7 +183,6 @@ class Conventions:
     eos_id: int | None = None
     before: list[int] = field(default_factory=list)  # ids put before every sequence
     after: list[int] = field(default_factory=list)  # ids put after every sequence
-    suppressed: list[int] = field(default_factory=list)  # ids never proposed
     expand_id: int | None = None  # DreamOn: one mask becomes two
     delete_id: int | None = None  # DreamOn: the position goes away
 
@@ -250,5 +249,4 @@ def conventions(family: Family, checkpoint: Checkpoint, tokenizer: Tokenizer) ->
         family, mask_id, end_id, eos_id,
         before=[bos_id] if bos_id is not None else [],
         after=[eos_id] if family.eos_after and eos_id is not None else [],
-        suppressed=[expand_id] if expand_id is not None else [],
         expand_id=expand_id, delete_id=delete_id)
