@@ -11,6 +11,7 @@ cancellation do not know which one ran a fill.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from dlm_lsp.config import ServerConfig
@@ -63,10 +64,15 @@ def make_backend(config: ServerConfig) -> Backend:
     return Engine(config)
 
 
-def switch_backend(current: Backend, old: ServerConfig, new: ServerConfig) -> Backend:
-    """`current` reconfigured, or a new backend when the settings moved to another endpoint."""
+BackendFactory = Callable[[ServerConfig], Backend]
+
+
+def switch_backend(current: Backend, old: ServerConfig, new: ServerConfig,
+                   make: BackendFactory = make_backend) -> Backend:
+    """`current` reconfigured, or a new backend (from `make`) when the settings moved to
+    another endpoint."""
     if all(getattr(old, name) == getattr(new, name) for name in _ENDPOINT):
         current.reconfigure(new)
         return current
     current.close()
-    return make_backend(new)
+    return make(new)

@@ -180,6 +180,18 @@ def _envelope_problem(data: dict) -> str | None:
 class DlmProtocol(LanguageServerProtocol):
     """pygls' LSP protocol, answering every request, readable or not (see module doc)."""
 
+    # Over TCP, `exit` closes its client's connection; the process serves others.
+    leaves_on_exit = False
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
+        """Stop the process (pygls' way), or over TCP end only this connection."""
+        if not self.leaves_on_exit:
+            yield from super().lsp_exit(*args)
+            return
+        if self.writer is not None:
+            self.writer.close()  # the reader sees the end, and the connection is let go
+
     def structure_message(self, data: dict[str, Any]) -> Any:
         """A JSON object as a typed message, or `Unreadable` saying why it is not one.
 

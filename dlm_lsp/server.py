@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,7 +26,14 @@ from pygls.exceptions import (
 from pygls.lsp.server import LanguageServer
 
 from dlm_lsp import __version__
-from dlm_lsp.backends import Backend, BackendError, make_backend, switch_backend
+from dlm_lsp.backends import (
+    LOCAL,
+    Backend,
+    BackendError,
+    BackendFactory,
+    make_backend,
+    switch_backend,
+)
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json
 from dlm_lsp.documents import find_document, offset_range, open_document, range_offsets
 from dlm_lsp.engine import Cancelled, InfillRequest, InfillResult, OutOfMemory
@@ -55,6 +63,7 @@ from dlm_lsp.protocol import (
     parse_infill_params,
     to_plain,
 )
+from dlm_lsp.shared import EnginePool
 from dlm_lsp.syntax import enclosing_node_range
 from dlm_lsp.transport import serve_stdio, serve_tcp
 from dlm_lsp.validation import forget_document, language_for
@@ -74,12 +83,13 @@ class DlmServer(LanguageServer):
 
     protocol: DlmProtocol
 
-    def __init__(self) -> None:
+    def __init__(self, backend_factory: BackendFactory = make_backend) -> None:
         super().__init__("dlm-lsp", __version__,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          protocol_cls=DlmProtocol)
         self.config = ServerConfig()
-        self.engine: Backend = make_backend(self.config)
+        self.make_backend = backend_factory
+        self.engine: Backend = backend_factory(self.config)
         # Requests are prepared and validated on these threads; their forward passes
         # all go through the engine's one batching worker, which owns the model.
         self.worker = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dlm-engine")
@@ -91,9 +101,10 @@ class DlmServer(LanguageServer):
         if isinstance(data, dict) and isinstance(data.get("dlm"), dict):
             data = data["dlm"]
         config, problems = from_json(ServerConfig, data, base or self.config)
-        self.engine = switch_backend(self.engine, self.config, config)
+        self.engine = switch_backend(self.engine, self.config, config, self.make_backend)
         self.config = config
-        return problems
+        # a shared engine (TCP, several clients) may keep settings this client asked for
+        return problems + getattr(self.engine, "setting_problems", [])
 
     def status_report(self) -> dict:
         """`dlm/status`: the engine's device, model, queue, latency and caches, and ours."""
@@ -227,8 +238,21 @@ class DlmServer(LanguageServer):
         serve_stdio(self, stdin, stdout)
 
     def start_tcp(self, host: str, port: int) -> None:
-        """Serve TCP clients one at a time (see transport.py); ends the process."""
-        serve_tcp(self, host, port)
+        """Serve TCP clients, each with a server of its own and all on one local engine
+        (see transport.py and shared.py); ends the process."""
+        pool = EnginePool()
+
+        def backend(config: ServerConfig) -> Backend:
+            return pool.join(config) if config.backend == LOCAL else make_backend(config)
+        serve_tcp(lambda: build_server(backend), host, port)
+
+    def release(self) -> None:
+        """A TCP connection ended: let go of its backend and threads, without waiting for
+        a handler thread still finishing (the other clients' event loop must not stall)."""
+        self.engine.close()
+        self.worker.shutdown(wait=False)
+        if self._thread_pool is not None:
+            self._thread_pool.shutdown(wait=False)
 
     def client_left(self) -> list[asyncio.Future]:
         """Stop the fills of a client that went away and forget what it was waiting for;
@@ -237,16 +261,33 @@ class DlmServer(LanguageServer):
         return self.protocol.drop_connection()
 
 
-server = DlmServer()
+# Handlers are collected here and registered on each server `build_server` makes: over
+# TCP every connection gets a server of its own (see transport.py and shared.py).
+_FEATURES: list[tuple[str, Any, Callable]] = []
+_COMMANDS: list[tuple[str, Callable]] = []
 
 
-@server.feature(types.INITIALIZE)
+def feature(name: str, options: Any = None) -> Callable[[Callable], Callable]:
+    def add(fn: Callable) -> Callable:
+        _FEATURES.append((name, options, fn))
+        return fn
+    return add
+
+
+def command(name: str) -> Callable[[Callable], Callable]:
+    def add(fn: Callable) -> Callable:
+        _COMMANDS.append((name, fn))
+        return fn
+    return add
+
+
+@feature(types.INITIALIZE)
 def initialize(ls: DlmServer, params: types.InitializeParams) -> None:
     """Read initializationOptions; problems are shown once the client is ready."""
     ls.pending_problems = ls.apply_settings(params.initialization_options, ServerConfig())
 
 
-@server.feature(types.INITIALIZED)
+@feature(types.INITIALIZED)
 def initialized(ls: DlmServer, params: types.InitializedParams) -> None:
     """Report settings problems and start loading the model in the background."""
     ls.warn(ls.pending_problems)
@@ -265,19 +306,19 @@ def _preload(ls: DlmServer) -> None:
     ls.window_log_message(types.LogMessageParams(types.MessageType.Info, f"dlm-lsp: {ready}"))
 
 
-@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+@feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(ls: DlmServer, params: types.DidChangeConfigurationParams) -> None:
     """Apply changed settings on top of the current ones."""
     ls.warn(ls.apply_settings(params.settings))
 
 
-@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+@feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: DlmServer, params: types.DidChangeTextDocumentParams) -> None:
     """An edit makes every fill in flight for the document stale: stop them now."""
     ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CHANGED)
 
 
-@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+@feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
     """Keep at most `maxOpenDocuments` documents: past that, drop the new one and say so."""
     limit = ls.config.max_open_documents
@@ -289,7 +330,7 @@ def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
             f"{uri} was not opened; close other documents first")))
 
 
-@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+@feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: DlmServer, params: types.DidCloseTextDocumentParams) -> None:
     """Nothing can be applied to a closed document, and nothing of it is kept."""
     ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CLOSED)
@@ -297,7 +338,7 @@ def did_close(ls: DlmServer, params: types.DidCloseTextDocumentParams) -> None:
     forget_document(params.text_document.uri)
 
 
-@server.feature(INFILL)
+@feature(INFILL)
 async def infill(ls: DlmServer, params: Any) -> dict:
     """`dlm/infill`: fill (or replace) a range and return the edit and candidates."""
     p = parse_infill_params(params)
@@ -305,13 +346,13 @@ async def infill(ls: DlmServer, params: Any) -> dict:
     return infill_result(job.version, p.range, result)
 
 
-@server.feature(STATUS)
+@feature(STATUS)
 def status(ls: DlmServer, params: Any) -> dict:
     """`dlm/status`: the engine's device, model, queue, latency, throughput and caches."""
     return ls.status_report()
 
 
-@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+@feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: DlmServer,
                             params: types.InlineCompletionParams) -> types.InlineCompletionList:
     """Ghost text at the cursor: the best fill, inserted at the cursor."""
@@ -323,7 +364,7 @@ async def inline_completion(ls: DlmServer,
     return types.InlineCompletionList(items=items)
 
 
-@server.feature(types.TEXT_DOCUMENT_COMPLETION)
+@feature(types.TEXT_DOCUMENT_COMPLETION)
 async def completion(ls: DlmServer, params: types.CompletionParams) -> types.CompletionList:
     """The same fill as one completion item, for clients without inline completion."""
     rng = types.Range(params.position, params.position)
@@ -340,7 +381,7 @@ async def completion(ls: DlmServer, params: types.CompletionParams) -> types.Com
     return types.CompletionList(is_incomplete=True, items=[item])
 
 
-@server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+@feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
     code_action_kinds=[types.CodeActionKind.RefactorRewrite]))
 def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     """Offer "Fill holes" when the document has markers, "Rewrite selection" on a selection."""
@@ -361,7 +402,7 @@ def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.Cod
     return actions
 
 
-@server.command(FILL_HOLES)
+@command(FILL_HOLES)
 async def fill_holes(ls: DlmServer, *args: Any) -> dict:
     """Replace every hole marker, each conditioned on the text around it, in one edit."""
     uri, _ = command_target(args, FILL_HOLES, needs_range=False)
@@ -387,7 +428,7 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
         ls.jobs.finish(job)
 
 
-@server.command(REWRITE_SELECTION)
+@command(REWRITE_SELECTION)
 async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
     """Re-generate the selected block and apply it through workspace/applyEdit."""
     uri, rng = command_target(args, REWRITE_SELECTION, needs_range=True)
@@ -408,8 +449,22 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
             "range": to_plain(rng)}
 
 
-@server.feature(types.SHUTDOWN)
+@feature(types.SHUTDOWN)
 def shutdown(ls: DlmServer, params: Any) -> None:
     """Stop the jobs in flight at their next step (the worker stays: over TCP, another
     client may come after this one)."""
     ls.jobs.stop_all(SHUTTING_DOWN)
+
+
+def build_server(backend_factory: BackendFactory = make_backend) -> DlmServer:
+    """A language server with every handler registered, its fills on `backend_factory`'s
+    backend (by default one of its own: over stdio the process serves one client)."""
+    ls = DlmServer(backend_factory)
+    for name, options, fn in _FEATURES:
+        ls.feature(name, options)(fn)
+    for name, fn in _COMMANDS:
+        ls.command(name)(fn)
+    return ls
+
+
+server = build_server()

@@ -174,40 +174,53 @@ def test_past_the_limits_a_document_or_a_fill_is_refused_with_a_clear_error(mode
         server.close()
 
 
-def test_tcp_serves_one_client_at_a_time_and_outlives_each(model_dir):
+def test_tcp_serves_clients_at_once_on_one_engine_and_outlives_each(model_dir):
     port = free_port()
     server = ServerProcess("--tcp", f"127.0.0.1:{port}")
     try:
+        settings = {"model": str(model_dir), "repairRounds": 0, "fallback": False}
         first, first_socket = tcp_connection(port)
-        first.initialize({"model": str(model_dir), "repairRounds": 0, "fallback": False})
+        first.initialize(settings)
         first.open(uri(0), TEXT)
         second, second_socket = tcp_connection(port)
-        assert second.call("initialize", {"processId": None, "rootUri": None,
-                                          "capabilities": {}})["result"]["capabilities"] == {}
-        refused = second.call("dlm/infill", {"textDocument": {"uri": uri(0)},
-                                             "range": cursor(3, 12)})
-        assert error_code(refused) == -32600 and "one TCP client" in refused["error"]["message"]
+        second.initialize({**settings, "model": "default"})  # the engine's model stays
+        second.open(uri(0), TEXT)  # the same URI: each client has its own documents
+        second.open(uri(1), "x = 1\n")
+        second.wait(lambda ms: any("shared with 1 other client" in m.get("params", {}).get(
+            "message", "") for m in ms))
+        slow = {"length": 120, "steps": 120}  # long enough to overlap on a slow machine
+        both = [first.request("dlm/infill", {"textDocument": {"uri": uri(0)},
+                                             "range": cursor(3, 12), "options": slow}),
+                second.request("dlm/infill", {"textDocument": {"uri": uri(0)},
+                                              "range": cursor(3, 12), "options": slow})]
+        answers = [first.response(both[0], timeout=60), second.response(both[1], timeout=60)]
+        assert all("result" in a for a in answers)
+        status = second.call("dlm/status", {})["result"]
+        assert status["clients"] == 2 and status["openDocuments"] == 2
+        assert first.call("dlm/status", {})["result"]["openDocuments"] == 1
+        assert status["model"] == str(model_dir)  # one engine, loaded once, for both
+        assert status["batchOccupancy"] > 1  # the two fills shared forward passes
+
+        first.request("dlm/infill", {"textDocument": {"uri": uri(0)}, "range": cursor(3, 12),
+                                     "options": {"length": 400, "steps": 400}})
+        hang_up(first_socket)  # mid-fill: its fill stops, the other client goes on
+        for _ in range(100):
+            status = second.call("dlm/status", {})["result"]
+            if status["clients"] == 1 and status["jobsInFlight"] == 0:
+                break
+            time.sleep(0.05)
+        assert status["clients"] == 1 and status["queueDepth"] == 0
+        assert "result" in second.call("dlm/infill", {"textDocument": {"uri": uri(0)},
+                                                      "range": cursor(0, 4)})
+        assert "result" in second.call("shutdown")
+        second.notify("exit", None)  # ends this connection only
+        third, third_socket = tcp_connection(port)
+        third.initialize(settings)
+        assert third.call("dlm/status", {})["result"]["openDocuments"] == 0
+        hang_up(third_socket)
         hang_up(second_socket)
         from dlm_lsp.status import query_server
 
-        looked = query_server("127.0.0.1", port)  # `dlm-lsp status --server` meanwhile
-        assert looked["otherClientConnected"] and looked["openDocuments"] == 1
-        assert "result" in first.call("dlm/infill", {"textDocument": {"uri": uri(0)},
-                                                     "range": cursor(3, 12)})
-        first.request("dlm/infill", {"textDocument": {"uri": uri(0)}, "range": cursor(3, 12),
-                                     "options": {"length": 400, "steps": 400}})
-        hang_up(first_socket)  # mid-fill
-        third, third_socket = tcp_connection(port)
-        third.initialize({"model": str(model_dir)})
-        status = third.call("dlm/status", {})["result"]
-        assert status["openDocuments"] == 0  # a fresh workspace for the new client
-        assert [m for m in third.messages if "error" in m] == []  # nothing of the first's
-        for _ in range(100):  # the first client's fill was stopped when it left
-            if third.call("dlm/status", {})["result"]["jobsInFlight"] == 0:
-                break
-            time.sleep(0.05)
-        assert third.call("dlm/status", {})["result"]["jobsInFlight"] == 0
-        hang_up(third_socket)
         assert query_server("127.0.0.1", port)["jobsInFlight"] == 0  # and still there after
         assert server.proc.poll() is None
     finally:

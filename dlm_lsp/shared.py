@@ -1,0 +1,104 @@
+"""One engine for every client of a TCP server: one model, shared forward passes.
+
+Several editors (a team on one GPU box, or one user's editor and `dlm-lsp
+status`) can connect to one `dlm-lsp --tcp` server at once.  Each connection
+has its own language-server state (documents, settings, jobs, cancellation),
+and all of them fill on one local `Engine`: the model is loaded once, and the
+engine's batching worker puts fills of different clients into the same forward
+passes.
+
+Settings split as they do for the remote service: a client's fill settings
+(steps, strategy, lengths, validation, ...) travel with each of its requests
+(`InfillRequest.config`), so clients never change each other's fills.  The
+engine's own settings (`ENGINE_SETTINGS`: which model, where, in what precision,
+how many rows a pass) belong to the process: a client that is alone applies
+them, as over stdio; while others are connected, a client that asks for
+different ones is told that they stay as they are.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import replace
+from typing import Any
+
+from dlm_lsp.config import ServerConfig, camel
+from dlm_lsp.engine import Engine
+from dlm_lsp.results import InfillRequest, InfillResult
+
+ENGINE_SETTINGS = ("model", "device", "precision", "cuda_graphs", "batch_rows")
+
+
+class EnginePool:
+    """The process's engine and the clients using it."""
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+        self.members: list[SharedEngine] = []
+        self.lock = threading.Lock()
+
+    def join(self, config: ServerConfig) -> SharedEngine:
+        """A new client's view of the engine (created by the first client's settings)."""
+        with self.lock:
+            if self.engine is None:
+                self.engine = Engine(config)
+            view = SharedEngine(self, self.engine, config)
+            self.members.append(view)
+        view.reconfigure(config)
+        return view
+
+    def leave(self, view: SharedEngine) -> None:
+        """A client is gone; the engine (and its loaded model) stays for the next."""
+        with self.lock:
+            if view in self.members:
+                self.members.remove(view)
+
+
+class SharedEngine:
+    """One client's backend: the shared engine, with this client's fill settings."""
+
+    def __init__(self, pool: EnginePool, engine: Engine, config: ServerConfig):
+        self.pool, self.engine, self.config = pool, engine, config
+        self.notices: deque[str] = deque(maxlen=16)
+        self.setting_problems: list[str] = []  # settings this client asked for in vain
+
+    def infill(self, req: InfillRequest) -> InfillResult:
+        try:
+            return self.engine.infill(replace(req, config=self.config))
+        finally:
+            while self.engine.notices:  # e.g. an out-of-memory fallback: tell this client
+                self.notices.append(self.engine.notices.popleft())
+
+    def reconfigure(self, config: ServerConfig) -> None:
+        """Adopt a client's settings: all of them when it is the only client, else only
+        its fill settings (and a notice naming the engine settings that stay)."""
+        self.config = config
+        self.setting_problems = []
+        with self.pool.lock:
+            others = len(self.pool.members) - 1
+            if others == 0:
+                self.engine.reconfigure(config)
+                return
+            kept = {camel(name): getattr(self.engine.config, name) for name in ENGINE_SETTINGS
+                    if getattr(config, name) != getattr(self.engine.config, name)}
+        if kept:
+            kept_text = ", ".join(f"{name} {value!r}" for name, value in kept.items())
+            self.setting_problems.append(
+                f"this server is shared with {others} other client(s), so its engine keeps "
+                f"its settings: {kept_text}")
+
+    def preload(self) -> str:
+        return self.engine.preload()
+
+    def status(self) -> dict[str, Any]:
+        with self.pool.lock:
+            clients = len(self.pool.members)
+        return {**self.engine.status(), "clients": clients}
+
+    def forget(self, uri: str) -> None:
+        self.engine.forget(uri)
+
+    def close(self) -> None:
+        self.pool.leave(self)
+

@@ -1,0 +1,45 @@
+"""Specification of dlm_lsp.shared: TCP clients fill on one engine with their own settings."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.results import InfillRequest
+from dlm_lsp.shared import EnginePool
+
+TEXT = "def area(w, h):\n    return \n"
+
+
+def _fill(view) -> int:
+    at = TEXT.index("return ") + len("return ")
+    return view.infill(InfillRequest(TEXT, at, at, "python", "file:///a.py",
+                                     InfillOptions(repair_rounds=0, fallback=False))).steps
+
+
+def test_clients_share_one_engine_but_fill_with_their_own_settings(model_dir: Path) -> None:
+    pool = EnginePool()
+    base = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False)
+    one = pool.join(replace(base, steps=2))
+    two = pool.join(replace(base, steps=5))
+    assert one.engine is two.engine
+    assert (_fill(one), _fill(two)) == (2, 5)  # each client's step budget, one model
+    assert two.status()["clients"] == 2
+
+
+def test_a_lone_client_sets_the_engine_and_a_sharing_one_is_told_it_cannot(
+        model_dir: Path) -> None:
+    pool = EnginePool()
+    base = ServerConfig(model=str(model_dir), device="cpu")
+    one = pool.join(base)
+    one.reconfigure(replace(base, batch_rows=4))  # alone: as over stdio
+    assert one.engine.config.batch_rows == 4 and one.setting_problems == []
+    two = pool.join(replace(base, precision="bf16", batch_rows=4))
+    assert two.engine.config.precision == "auto"
+    assert "precision 'auto'" in two.setting_problems[0]
+    assert "batchRows" not in two.setting_problems[0]  # what agrees is not mentioned
+    one.close()
+    two.reconfigure(replace(base, precision="bf16", batch_rows=4))  # alone again
+    assert two.engine.config.precision == "bf16" and two.setting_problems == []
+    assert two.status()["clients"] == 1
