@@ -17,8 +17,8 @@
 # $OUT (default ./gpu-out):
 #   graphs-tests.txt      tests/test_graphs.py, whose CUDA tests run only there
 #   graph-step.json/.md   the shipped model's step, eager against a replayed CUDA graph
-#   lsp-32.json/.txt      32-token fills through the real server: one at a time (p50),
-#                         then 16 clients at once (throughput, p95); CUDA graphs on
+#   lsp-32.json/.txt      32-token fills through the real server over TCP: one at a time (p50),
+#                         then 16 client connections at once (throughput, p95); CUDA graphs on
 #   lsp-32-eager.json     the same with cudaGraphs off
 #   checkpoints.json/.txt 7B-shaped networks of each published family: step time, and
 #                         the context cache's step for a 32-token span (issue 5, 8)
@@ -54,11 +54,11 @@ run)
     timeout 60 python3 benchmarks/graph_step.py --json "$OUT/graph-step.json" \
         | tee "$OUT/graph-step.md"
     timeout 90 python3 benchmarks/lsp_latency.py --settings '{"device": "auto"}' \
-        --options '{"length": 32}' --fills "${FILLS:-64}" --concurrent 16 --json "$OUT/lsp-32.json" \
+        --options '{"length": 32}' --fills "${FILLS:-64}" --concurrent 16 --tcp --json "$OUT/lsp-32.json" \
         | tee "$OUT/lsp-32.txt"
     timeout 60 python3 benchmarks/lsp_latency.py \
         --settings '{"device": "auto", "cudaGraphs": false}' --options '{"length": 32}' \
-        --fills "${FILLS:-64}" --concurrent 16 --json "$OUT/lsp-32-eager.json" | tail -2
+        --fills "${FILLS:-64}" --concurrent 16 --tcp --json "$OUT/lsp-32-eager.json" | tail -2
     timeout 150 python3 benchmarks/checkpoints_gpu.py --json "$OUT/checkpoints.json" \
         > "$OUT/checkpoints.txt" 2>&1
     tail -20 "$OUT/checkpoints.txt"

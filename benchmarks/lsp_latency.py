@@ -10,14 +10,17 @@ is off so every request runs the model.
 
 On a GPU, the serving targets' shape (32-token spans, 16 clients at once):
 
-    python benchmarks/lsp_latency.py --settings '{"device": "cuda"}' \
+    python benchmarks/lsp_latency.py --settings '{"device": "cuda"}' --tcp \
         --options '{"length": 32}' --fills 64 --concurrent 16 --json lsp-h200.json
+
+(`--tcp`: one server, a TCP connection per client, as separate editors would be.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
 import statistics
 import subprocess
 import sys
@@ -30,15 +33,39 @@ from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.framing import Client
 
 
+def _initialized(client: Client, options: dict) -> Client:
+    client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {},
+                                  "initializationOptions": options})
+    client.notify("initialized", {})
+    return client
+
+
 def start_server(options: dict) -> tuple[subprocess.Popen, Client]:
     """`python -m dlm_lsp` over stdio, initialized with `options`."""
     proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE)
-    client = Client.over_pipes(proc.stdin, proc.stdout)
-    client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {},
-                                  "initializationOptions": options})
-    client.notify("initialized", {})
-    return proc, client
+    return proc, _initialized(Client.over_pipes(proc.stdin, proc.stdout), options)
+
+
+def start_tcp_server(options: dict, clients: int) -> tuple[subprocess.Popen, list[Client]]:
+    """`python -m dlm_lsp --tcp` on a free loopback port, and `clients` connections to it,
+    each its own LSP session (as separate editors would be), initialized with `options`."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp", "--tcp", f"127.0.0.1:{port}"])
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            first = socket.create_connection(("127.0.0.1", port), timeout=60)
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise
+            time.sleep(0.1)
+    socks = [first] + [socket.create_connection(("127.0.0.1", port), timeout=60)
+                       for _ in range(clients - 1)]
+    return proc, [_initialized(Client.over_socket(sock), options) for sock in socks]
 
 
 def _p95(sorted_ms: list[float]) -> float:
@@ -65,28 +92,36 @@ def main() -> None:
     parser.add_argument("--options", default="{}",
                         help="options of every dlm/infill request, as JSON (e.g. a length)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="also write the numbers")
+    parser.add_argument("--tcp", action="store_true",
+                        help="one server over TCP and a connection per concurrent client "
+                        "(separate editors on one server), instead of one stdio client")
     args = parser.parse_args()
     options = json.loads(args.options)
     source = Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py"
     text = source.read_text()
     settings = {"model": args.model, "reuseFills": False, **json.loads(args.settings)}
-    proc, client = start_server(settings)
+    if args.tcp:
+        proc, clients = start_tcp_server(settings, args.concurrent)
+    else:
+        proc, single = start_server(settings)
+        clients = [single] * args.concurrent
+    client = clients[0]
     try:
         uris = [f"file:///bench/doc{i}.py" for i in range(args.concurrent)]
-        for uri in uris:
-            client.notify("textDocument/didOpen", {"textDocument": {
+        for uri, each in zip(uris, clients, strict=True):
+            each.notify("textDocument/didOpen", {"textDocument": {
                 "uri": uri, "languageId": "python", "version": 1, "text": text}})
         points = cursors(text, args.fills)
 
-        def fill(uri: str, line: int, column: int) -> float:
+        def fill(k: int, line: int, column: int) -> float:
             began = time.perf_counter()
-            client.request("dlm/infill", {"textDocument": {"uri": uri}, "range": {
+            clients[k].request("dlm/infill", {"textDocument": {"uri": uris[k]}, "range": {
                 "start": {"line": line, "character": column},
                 "end": {"line": line, "character": column}}, "options": options})
             return (time.perf_counter() - began) * 1000
 
-        fill(uris[0], *points[0])  # warm-up: loads the model
-        alone = sorted(fill(uris[0], *p) for p in points)
+        fill(0, *points[0])  # warm-up: loads the model
+        alone = sorted(fill(0, *p) for p in points)
         device = client.request("dlm/status", {})["device"]
         machine = describe_machine(device)
         print(f"machine: {machine_line(machine)}; settings {settings}; options {options}")
@@ -95,8 +130,8 @@ def main() -> None:
         times: list[float] = []
         began = time.perf_counter()
         for batch in range(0, len(points), args.concurrent):
-            group = [threading.Thread(target=lambda u=uri, p=p: times.append(fill(u, *p)))
-                     for uri, p in zip(uris, points[batch:batch + args.concurrent], strict=False)]
+            group = [threading.Thread(target=lambda k=k, p=p: times.append(fill(k, *p)))
+                     for k, p in enumerate(points[batch:batch + args.concurrent])]
             for t in group:
                 t.start()
             for t in group:
@@ -104,7 +139,8 @@ def main() -> None:
         wall = time.perf_counter() - began
         times.sort()
         status = client.request("dlm/status", {})
-        print(f"{args.concurrent} at once: {len(times)} fills in {wall:.1f} s "
+        how = "clients (TCP)" if args.tcp else "at once"
+        print(f"{args.concurrent} {how}: {len(times)} fills in {wall:.1f} s "
               f"({len(times) / wall:.1f} fills/s vs {1000 / statistics.mean(alone):.1f} alone), "
               f"p50 {statistics.median(times):.1f} ms, p95 {_p95(times):.1f} ms, "
               f"batch occupancy {status['batchOccupancy']}, CUDA graphs {status['cudaGraphs']}")
@@ -113,12 +149,13 @@ def main() -> None:
                 "machine": machine, "settings": settings, "options": options,
                 "alone": {"fills": len(alone), "p50_ms": statistics.median(alone),
                           "p95_ms": _p95(alone), "fills_per_s": 1000 / statistics.mean(alone)},
-                "concurrent": {"clients": args.concurrent, "fills": len(times),
+                "concurrent": {"clients": args.concurrent, "tcp": args.tcp, "fills": len(times),
                                "p50_ms": statistics.median(times), "p95_ms": _p95(times),
                                "fills_per_s": len(times) / wall},
                 "status": status}, indent=1) + "\n")
     finally:
-        client.close()
+        for each in set(clients):
+            each.close()
         proc.kill()
         proc.wait()
 
