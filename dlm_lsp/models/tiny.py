@@ -268,8 +268,9 @@ class TinyModel:
         it reading freed memory.
         """
         head_dim = self.module.cfg.d_model // self.module.cfg.n_heads
+        device = torch.zeros((), device=self.device).device  # as tensors name it: cuda:0
         for dtype in (torch.float32, torch.bfloat16):
-            _rotation(head_dim, self.module.cfg.rope_base, self.max_length, self.device, dtype)
+            _rotation(head_dim, self.module.cfg.rope_base, self.max_length, device, dtype)
         self.graphs = ShapeGraphs(self._graph_hidden, config, capture)
 
     def _autocast(self, cache: bool = True) -> AbstractContextManager:
