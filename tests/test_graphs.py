@@ -175,3 +175,17 @@ def test_cuda_graph_replays_match_eager_steps(model_dir: Path, precision: str) -
         torch.testing.assert_close(graphed.hidden(ids), eager.hidden(ids), rtol=0, atol=1e-2)
     assert graphed.graphs.stats.failed is None
     assert graphed.graphs.stats.replays == 3
+
+
+def test_rotation_tables_cover_the_longest_sequence_before_any_capture(model_dir: Path) -> None:
+    """A graph keeps the address of the rotary table it read; a table regrown for a longer
+    sequence later would leave it reading freed memory, so the table is built whole first."""
+    from dlm_lsp.models import tiny
+
+    tiny._ROTATIONS.clear()
+    model = load_model(str(model_dir), "cpu")
+    model.use_graphs(capture=buffer_capture)
+    cfg = model.module.cfg
+    for dtype in (torch.float32, torch.bfloat16):
+        key = (cfg.d_model // cfg.n_heads, cfg.rope_base, "cpu", dtype)
+        assert tiny._ROTATIONS[key][0].shape[0] >= model.max_length
