@@ -12,8 +12,8 @@ Settings split as they do for the remote service: a client's fill settings
 (`InfillRequest.config`), so clients never change each other's fills.  The
 engine's own settings (`ENGINE_SETTINGS`: which model, where, in what precision,
 how many rows a pass) belong to the process: a client that is alone applies
-them, as over stdio; while others are connected, a client that asks for
-different ones is told that they stay as they are.
+them, as over stdio (also when the others leave); while others are connected, a
+client that asks for different ones is told that they stay as they are.
 """
 
 from __future__ import annotations
@@ -49,10 +49,15 @@ class EnginePool:
         return view
 
     def leave(self, view: SharedEngine) -> None:
-        """A client is gone; the engine (and its loaded model) stays for the next."""
+        """A client is gone; the engine (and its loaded model) stays for the next.  A
+        client left alone gets the engine settings it asked for."""
         with self.lock:
-            if view in self.members:
-                self.members.remove(view)
+            if view not in self.members:
+                return
+            self.members.remove(view)
+            alone = self.members[0] if len(self.members) == 1 else None
+        if alone is not None:
+            alone.reconfigure(alone.config)
 
 
 class SharedEngine:
