@@ -215,6 +215,43 @@ result.report = vim.api.nvim_buf_get_lines(0, 0, -1, false)
     assert f"model `{model_dir}` loaded on cpu" in report
 
 
+def test_a_shared_tcp_server_is_used_instead_of_starting_one(tmp_path, model_dir):
+    from rpc import ServerProcess, free_port, hang_up, tcp_connection
+
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}", env={"OMP_NUM_THREADS": "1"})
+    try:
+        other, other_socket = tcp_connection(port)  # another editor, already connected
+        other.initialize({"model": str(model_dir)})
+        path, before = _complete_fixture(tmp_path)
+        row, col = 9, len("    for i in ")
+        result = run_nvim(tmp_path, model_dir, f"""
+local bad = pcall(dlm.setup, {{ server = 'localhost' }})
+result.bad_address_refused = not bad
+dlm.setup({{ server = '127.0.0.1:{port}', settings = {{ model = model }}, notify = false }})
+local buf = open('{path}')
+vim.api.nvim_win_set_cursor(0, {{ {row}, {col} }})
+""" + _FILL_AND_WRITE.format(params="range = 0") + """
+local reply = dlm.client(buf):request_sync('dlm/status', vim.empty_dict(), 10000)
+result.clients = reply.result.clients
+""")
+        assert result["bad_address_refused"] is True
+        assert result["applied"] is True and result["clients"] == 2
+        edit = result["answer"]["edits"][0]
+        offset = sum(len(line) for line in before.splitlines(keepends=True)[: row - 1]) + col
+        assert path.read_text(encoding="utf-8") == (
+            before[:offset] + edit["newText"] + before[offset:])
+        for _ in range(100):  # nvim has quit: its connection goes, the shared server stays
+            if other.call("dlm/status", {})["result"]["clients"] == 1:
+                break
+            time.sleep(0.05)
+        assert other.call("dlm/status", {})["result"]["clients"] == 1
+        assert server.proc.poll() is None
+        hang_up(other_socket)
+    finally:
+        server.close()
+
+
 class RemoteNvim:
     """A headless Neovim that keeps running, driven like a user at the keyboard:
     keys go in with `--remote-send`, state comes back with `--remote-expr`.

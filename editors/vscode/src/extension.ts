@@ -9,6 +9,7 @@
  */
 
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as os from "node:os";
 import * as vscode from "vscode";
 import {
@@ -19,13 +20,14 @@ import {
   ResponseError,
   type ServerOptions,
   State,
+  type StreamInfo,
   TransportKind,
 } from "vscode-languageclient/node";
 
 import { Debouncer, Superseder } from "./debounce";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { checkResult, holeNear, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
-import { serverCommand, serverSettingKeys, serverSettings } from "./settings";
+import { parseAddress, serverCommand, serverSettingKeys, serverSettings } from "./settings";
 import { type ClientState, type ServerStatus, statusText, statusTooltip } from "./status";
 
 const INFILL = "dlm/infill";
@@ -36,7 +38,8 @@ const REWRITE_SELECTION = "dlm.rewriteSelection";
 const REQUEST_CANCELLED = -32800;
 const CONTENT_MODIFIED = -32801;
 // Client settings whose change needs a new server process.
-const RESTART_SETTINGS = ["dlm.server.path", "dlm.server.args", "dlm.server.env", "dlm.languages"];
+const RESTART_SETTINGS = ["dlm.server.path", "dlm.server.args", "dlm.server.env",
+                          "dlm.server.address", "dlm.languages"];
 
 interface InfillResult {
   version?: number | null;
@@ -131,7 +134,24 @@ class DlmExtension implements vscode.Disposable {
     const { command, args } = serverCommand(config.get<string>("server.path", "dlm-lsp"),
                                             config.get<string[]>("server.args", []), folder, os.homedir());
     const env = { ...process.env, ...config.get<Record<string, string>>("server.env", {}) };
-    const serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio, options: { env } };
+    const address = config.get<string>("server.address", "").trim();
+    let serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio, options: { env } };
+    let what = `${command} ${args.join(" ")}`;
+    if (address) {  // a shared `dlm-lsp --tcp` server: connect instead of starting one
+      const parsed = parseAddress(address);
+      if ("error" in parsed) {
+        this.setState("failed");
+        void vscode.window.showErrorMessage(`dlm-lsp: ${parsed.error}`);
+        this.starting = undefined;
+        return undefined;
+      }
+      serverOptions = () => new Promise<StreamInfo>((resolve, reject) => {
+        const socket = net.connect(parsed.port, parsed.host);
+        socket.once("connect", () => resolve({ reader: socket, writer: socket }));
+        socket.once("error", reject);
+      });
+      what = `a connection to ${parsed.host}:${parsed.port}`;
+    }
     const languages = config.get<string[]>("languages", []);
     const clientOptions: LanguageClientOptions = {
       documentSelector: languages.flatMap((language) => [
@@ -151,7 +171,7 @@ class DlmExtension implements vscode.Disposable {
       if (e.newState === State.Running) this.setState("running");
       else if (e.newState === State.Stopped && this.state === "running") this.setState("stopped");
     });
-    this.output.info(`starting ${command} ${args.join(" ")}`);
+    this.output.info(`starting ${what}`);
     this.setState("starting");
     try {
       await client.start();
@@ -159,8 +179,10 @@ class DlmExtension implements vscode.Disposable {
       this.setState("failed");
       this.record("serverFailed", { message: String(error) });
       const open = "Open settings";
+      const hint = address ? "Start `dlm-lsp --tcp` there, or clear dlm.server.address."
+        : "Set dlm.server.path to the server executable.";
       void vscode.window.showErrorMessage(
-        `dlm-lsp could not start "${command}": ${messageOf(error)}. Set dlm.server.path to the server executable.`,
+        `dlm-lsp could not start ${address ? what : `"${command}"`}: ${messageOf(error)}. ${hint}`,
         open).then((choice) => {
         if (choice === open) void vscode.commands.executeCommand("workbench.action.openSettings", "dlm.server");
       });

@@ -56,3 +56,14 @@ export function serverCommand(path: string, args: readonly string[], workspaceFo
   };
   return { command: expand(path.trim() || "dlm-lsp"), args: args.map(expand) };
 }
+
+/** `dlm.server.address`: "HOST:PORT" (IPv6 as "[::1]:PORT") of a shared `dlm-lsp --tcp`
+ *  server, parsed; or why it is not one. */
+export function parseAddress(address: string): { host: string; port: number } | { error: string } {
+  const match = /^(.+):(\d+)$/.exec(address.trim());
+  const port = match ? Number(match[2]) : NaN;
+  if (!match || port < 1 || port > 65535) {
+    return { error: `dlm.server.address "${address}" is not HOST:PORT (e.g. 127.0.0.1:2087)` };
+  }
+  return { host: match[1].replace(/^\[(.*)\]$/, "$1"), port };
+}

@@ -107,7 +107,14 @@ function M.check()
     return
   end
   local dlm = require('dlm')
-  if not check_executable(dlm.config.cmd) then
+  if dlm.config.server then
+    local host, port, why = dlm.parse_address(dlm.config.server)
+    if not host then
+      health.error(why)
+      return
+    end
+    health.info(('connecting to a shared server at %s:%d (not starting `cmd`)'):format(host, port))
+  elseif not check_executable(dlm.config.cmd) then
     return
   end
   local errors = {}

@@ -15,6 +15,9 @@ local ghost = require('dlm.ghost')
 M.defaults = {
   -- The server command: `dlm-lsp` on PATH, or e.g. { '/path/to/.venv/bin/dlm-lsp' }.
   cmd = { 'dlm-lsp' },
+  -- Or 'HOST:PORT' of a running `dlm-lsp --tcp HOST:PORT`, shared with other editors
+  -- (one model, fills batched together): connect to it instead of starting `cmd`.
+  server = nil,
   filetypes = {
     'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact',
     'go', 'rust', 'java', 'c', 'cpp',
@@ -111,12 +114,34 @@ local function clear_draft(buf)
   end
 end
 
+--- 'HOST:PORT' as host and port, or nil and why not.
+---@param address string
+function M.parse_address(address)
+  local host, port = tostring(address):match('^(.+):(%d+)$')
+  if not host or tonumber(port) > 65535 then
+    return nil, nil, ('server = %q is not HOST:PORT (e.g. "127.0.0.1:2087")'):format(address)
+  end
+  return host:gsub('^%[(.*)%]$', '%1'), tonumber(port)
+end
+
+--- How to reach the server: a connection to `server` when set, else the command `cmd`.
+local function server_cmd()
+  if M.config.server then
+    local host, port, why = M.parse_address(M.config.server)
+    if not host then
+      error('dlm: ' .. why)
+    end
+    return vim.lsp.rpc.connect(host, port)
+  end
+  return M.config.cmd
+end
+
 --- The vim.lsp.start() config for this plugin's settings (also used by :checkhealth).
 ---@param overrides table?
 function M.lsp_config(overrides)
   return vim.tbl_extend('force', {
     name = M.name,
-    cmd = M.config.cmd,
+    cmd = server_cmd(),
     init_options = server_settings(),
     handlers = {
       ['workspace/applyEdit'] = edits.apply_workspace_edit,
@@ -356,6 +381,12 @@ end
 ---@param opts table? see M.defaults
 function M.setup(opts)
   M.config = merge(M.defaults, opts)
+  if M.config.server then
+    local _, _, why = M.parse_address(M.config.server)
+    if why then
+      error('dlm: ' .. why)
+    end
+  end
   create_commands()
   create_mappings()
   local group = api.nvim_create_augroup('dlm.attach', { clear = true })

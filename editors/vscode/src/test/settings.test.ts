@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 
-import { serverCommand, serverSettingKeys, serverSettings } from "../settings";
+import { parseAddress, serverCommand, serverSettingKeys, serverSettings } from "../settings";
 
 // Compiled to out/test/, so the manifest is two folders up.
 const manifest = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
@@ -71,5 +71,20 @@ describe("serverCommand: how the server is started", () => {
 
   it("leaves ${workspaceFolder} as written when no folder is open", () => {
     assert.equal(serverCommand("${workspaceFolder}/x", []).command, "${workspaceFolder}/x");
+  });
+});
+
+describe("parseAddress: where a shared server listens", () => {
+  it("reads HOST:PORT, IPv6 in brackets, around blanks", () => {
+    assert.deepEqual(parseAddress("127.0.0.1:2087"), { host: "127.0.0.1", port: 2087 });
+    assert.deepEqual(parseAddress(" gpu-box.lan:9000 "), { host: "gpu-box.lan", port: 9000 });
+    assert.deepEqual(parseAddress("[::1]:2087"), { host: "::1", port: 2087 });
+  });
+
+  it("says why an address is not one", () => {
+    for (const bad of ["localhost", "127.0.0.1:", ":2087", "host:70000", "host:0"]) {
+      const parsed = parseAddress(bad);
+      assert.ok("error" in parsed && parsed.error.includes("HOST:PORT"), bad);
+    }
   });
 });
