@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import time
 from collections import Counter
 
@@ -223,6 +224,31 @@ def test_tcp_serves_clients_at_once_on_one_engine_and_outlives_each(model_dir):
 
         assert query_server("127.0.0.1", port)["jobsInFlight"] == 0  # and still there after
         assert server.proc.poll() is None
+    finally:
+        server.close()
+
+
+def test_sigterm_answers_every_tcp_client_s_fill_and_exits_0(model_dir):
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}")
+    try:
+        slow = {"length": 400, "steps": 400}
+        pending = []
+        for _ in range(2):
+            client, _socket = tcp_connection(port)
+            client.initialize({"model": str(model_dir)})
+            client.open(uri(0), TEXT)
+            pending.append((client, client.request("dlm/infill", {
+                "textDocument": {"uri": uri(0)}, "range": cursor(3, 12), "options": slow})))
+        for _ in range(100):  # both fills running
+            if all(c.call("dlm/status", {})["result"]["jobsInFlight"] == 1 for c, _ in pending):
+                break
+            time.sleep(0.05)
+        server.proc.send_signal(signal.SIGTERM)
+        for client, request in pending:
+            reply = client.response(request, timeout=10)
+            assert error_code(reply) == -32800 and "terminating" in reply["error"]["message"]
+        assert server.proc.wait(timeout=10) == 0
     finally:
         server.close()
 
