@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import converters, types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from dlm_lsp.config import InfillOptions, from_json
@@ -238,6 +238,19 @@ class DlmProtocol(LanguageServerProtocol):
                          "the server is shutting down (after a shutdown request)")
         else:
             super().handle_message(message)
+
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        """Answer a request.  An error the handler raised on purpose (a JsonRpcException:
+        cancelled, stale, busy, timed out, ...) is answered and logged in one line; pygls
+        would log a traceback at ERROR for each, and an editor cancels most of its
+        requests while the user types."""
+        error = None if future.cancelled() else future.exception()
+        if not isinstance(error, JsonRpcException):
+            super()._send_handler_result(future, msg_id=msg_id)
+            return
+        self._request_futures.pop(msg_id, None)
+        log.info("request %s answered with an error: %s", msg_id, error)
+        self._send_response(msg_id, error=error.to_response_error())
 
     def refuse(self, msg_id: int | str | None, code: int, text: str) -> None:
         """Answer a request with an error (`msg_id` None when it cannot be known: the

@@ -100,6 +100,8 @@ async def _serve_tcp(make_server: Callable[[], DlmServer], live: set[DlmServer],
         live.add(server)
         try:
             await _read(server, BoundedReader(reader))
+        except asyncio.CancelledError:  # the process is ending (a signal); Python 3.11's
+            pass  # stream callback would log a cancelled connection as an error
         finally:
             winding_down = server.client_left()
             if winding_down:  # let its last answers go out before the connection closes

@@ -176,6 +176,19 @@ def test_sigterm_during_a_fill_answers_it_and_exits_with_code_0(serving):
     assert serving.wait(timeout=10) == 0
 
 
+def test_a_fill_dropped_for_an_edit_is_answered_without_a_traceback_in_the_log(serving):
+    client = serving.client
+    fill = slow_infill(client)
+    progress_seen(client)
+    client.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2},
+                                             "contentChanges": [{"text": TEXT + "\n"}]})
+    assert error_code(client.response(fill, timeout=10)) == -32801
+    assert "result" in client.call("shutdown")
+    client.notify("exit", None)
+    assert serving.wait(timeout=10) == 0
+    assert "Traceback" not in serving.log()  # editors drop most requests: no noise
+
+
 def test_exit_after_shutdown_ends_the_process_with_code_0_even_with_stdin_open(serving):
     client = serving.client
     assert "result" in client.call("shutdown")

@@ -249,6 +249,7 @@ def test_sigterm_answers_every_tcp_client_s_fill_and_exits_0(model_dir):
             reply = client.response(request, timeout=10)
             assert error_code(reply) == -32800 and "terminating" in reply["error"]["message"]
         assert server.proc.wait(timeout=10) == 0
+        assert "Traceback" not in server.log()  # clients still connected: no error logged
     finally:
         server.close()
 

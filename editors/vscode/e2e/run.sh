@@ -16,6 +16,8 @@
 # `dlm-lsp` installed for $PYTHON (default python3).
 #
 #   editors/vscode/e2e/run.sh          # exit 0: passed
+#   editors/vscode/e2e/run.sh --tcp    # the same, through a shared `dlm-lsp --tcp` server
+#                                      # that the extension connects to (dlm.server.address)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -60,8 +62,14 @@ VSIX="$EXT/dist/dlm-lsp.vsix"
 rm -rf "$WORK"
 mkdir -p "$WORK/workspace" "$WORK/user/User" "$WORK/extensions" "$WORK/chromium"
 cp "$REPO/fixtures/hello.py" "$WORK/workspace/hello.py"
+free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+ADDRESS=""
+if [ "${1:-}" = "--tcp" ]; then
+  ADDRESS="127.0.0.1:$(free_port)"
+fi
 cat > "$WORK/user/User/settings.json" <<EOF
 {
+  "dlm.server.address": "$ADDRESS",
   "dlm.server.path": "$(command -v "$PYTHON")",
   "dlm.server.args": ["-m", "dlm_lsp"],
   "dlm.server.env": { "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1" },
@@ -83,7 +91,6 @@ log "installing $VSIX"
 "$CODE_SERVER" --user-data-dir "$WORK/user" --extensions-dir "$WORK/extensions" \
   --install-extension "$VSIX" >&2
 
-free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
 CDP_PORT=$(free_port)
 export DLM_LSP_E2E_LOG="$WORK/events.jsonl"
@@ -95,6 +102,12 @@ cleanup() {
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
+
+if [ -n "$ADDRESS" ]; then  # the shared server the extension connects to
+  OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 "$PYTHON" -m dlm_lsp --tcp "$ADDRESS" > "$WORK/server.log" 2>&1 &
+  PIDS+=($!)
+  log "shared server on $ADDRESS"
+fi
 
 # 4. code-server (its extension host inherits DLM_LSP_E2E_LOG), then Chromium on it.
 "$CODE_SERVER" --auth none --bind-addr "127.0.0.1:$PORT" --disable-telemetry \
