@@ -73,7 +73,7 @@ class ServerConfig(SamplingControls):
 
     model: str = "default"  # "default" (shipped in the package) or a model directory
     device: str = "auto"  # auto picks cuda when available, else cpu
-    precision: str = "auto"  # auto (bf16 on cuda, fp32 on cpu), fp32, bf16
+    precision: str = "auto"  # auto (bf16 on cuda and on cpus with native bf16), fp32, bf16
     cuda_graphs: bool = True  # on CUDA, our own models replay repeated steps as CUDA graphs
     steps: int | None = None  # None: per task kind, below
     steps_single_line: int = 8

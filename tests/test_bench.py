@@ -149,8 +149,9 @@ def test_humaneval_runs_the_engine_with_extra_server_settings(model_dir, tmp_pat
                  "--limit", "2", "--steps", "2", "--json", str(out),
                  "--settings", '{"precision": "bf16", "contextCache": true}']) == 0
     assert seen and seen[0].precision == "bf16" and seen[0].context_cache
-    assert json.loads(out.read_text())["config"]["engine"] == {"precision": "bf16",
-                                                                "context_cache": True}
+    report = json.loads(out.read_text())
+    assert report["config"]["engine"] == {"precision": "bf16", "context_cache": True}
+    assert report["precision"] == "bf16"  # what the model ran in, recorded
     assert "2 steps, contextCache True, precision bf16 | 2 |" in capsys.readouterr().out
 
 

@@ -16,9 +16,15 @@ from dlm_lsp.sampler import SamplerConfig, denoise
 from dlm_lsp.span import build_layout
 
 
-@pytest.fixture(scope="module")
-def model(model_dir: Path):
-    return load_model(str(model_dir), "cpu")
+@pytest.fixture(scope="module", params=["fp32", "bf16"])
+def model(model_dir: Path, request: pytest.FixtureRequest):
+    return load_model(str(model_dir), "cpu", request.param)
+
+
+def _cache(model, layout, config: CacheConfig) -> ContextCache:
+    """The cache the engine would make for this model (in its precision)."""
+    return ContextCache(model.module, layout.span_start, layout.span_end, config,
+                        bf16=model.precision == "bf16")
 
 
 PREFIX = "import os\n\ndef walk(root):\n    for name in os.listdir(root):\n        "
@@ -32,15 +38,17 @@ def _layout(model, n: int = 12):
 def test_the_full_pass_gives_the_model_s_own_logits(model) -> None:
     layout = _layout(model)
     ids = torch.tensor([layout.sequence(model.mask_id)])
-    cache = ContextCache(model.module, layout.span_start, layout.span_end, CacheConfig())
-    assert torch.allclose(cache.full(ids), model.logits(ids), atol=1e-5)
+    cache = _cache(model, layout, CacheConfig())
+    full, own = cache.full(ids), model.logits(ids)
+    # in bf16 the two passes round in different places: close, and the same choices
+    assert torch.allclose(full, own, atol=1e-5 if model.precision == "fp32" else 3e-2)
+    assert torch.equal(full.argmax(-1), own.argmax(-1))
 
 
 def test_a_cached_step_recomputes_only_the_span_and_stays_close(model) -> None:
     layout = _layout(model)
     ids = torch.tensor([layout.sequence(model.mask_id)])
-    cache = ContextCache(model.module, layout.span_start, layout.span_end,
-                         CacheConfig(refresh=100, window=4))
+    cache = _cache(model, layout, CacheConfig(refresh=100, window=4))
     cache(ids)  # the full pass fills the store
     ids[0, layout.span_start] = 42  # the span changes; the context does not
     cached = cache(ids)
@@ -54,8 +62,7 @@ def test_a_cached_step_recomputes_only_the_span_and_stays_close(model) -> None:
 def test_refreshing_every_step_gives_exactly_the_uncached_output(model, strategy: str) -> None:
     layout = _layout(model)
     cfg = SamplerConfig(steps=6, strategy=strategy, temperatures=(0.0, 0.7))
-    cache = ContextCache(model.module, layout.span_start, layout.span_end,
-                         CacheConfig(refresh=1))
+    cache = _cache(model, layout, CacheConfig(refresh=1))
     cached = denoise(model, layout, cfg, 3, forward=cache)
     plain = denoise(model, layout, cfg, 3)
     assert cached.span_ids.tolist() == plain.span_ids.tolist()
@@ -64,8 +71,7 @@ def test_refreshing_every_step_gives_exactly_the_uncached_output(model, strategy
 
 def test_a_cached_run_takes_a_full_pass_every_refresh_steps(model) -> None:
     layout = _layout(model)
-    cache = ContextCache(model.module, layout.span_start, layout.span_end,
-                         CacheConfig(refresh=4))
+    cache = _cache(model, layout, CacheConfig(refresh=4))
     out = denoise(model, layout, SamplerConfig(steps=10), 0, forward=cache)
     assert out.steps == 10 and cache.full_passes == 3  # steps 1, 5 and 9
     assert model.mask_id not in out.span_ids.tolist()[0]

@@ -9,7 +9,7 @@ import torch
 
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
-from dlm_lsp.models import ModelLoadError, load_model
+from dlm_lsp.models import ModelLoadError, load_model, tiny
 
 
 def test_bf16_scores_tokens_like_fp32(model_dir: Path) -> None:
@@ -22,8 +22,35 @@ def test_bf16_scores_tokens_like_fp32(model_dir: Path) -> None:
     assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9
 
 
-def test_auto_is_fp32_on_the_cpu(model_dir: Path) -> None:
-    assert load_model(str(model_dir), "cpu").precision == "fp32"
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_is_bf16_on_a_cpu_with_native_bf16_and_fp32_elsewhere(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
+    monkeypatch.setattr(tiny, "cpu_has_native_bf16", lambda: native)
+    assert load_model(str(model_dir), "cpu").precision == ("bf16" if native else "fp32")
+    assert load_model(str(model_dir), "cpu", "fp32").precision == "fp32"  # asked: kept
+
+
+def test_published_checkpoints_keep_fp32_on_any_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tiny, "cpu_has_native_bf16", lambda: True)
+    assert tiny.resolve_precision("auto", torch.device("cpu")) == "fp32"  # hf.py's call
+    assert tiny.resolve_precision("auto", torch.device("cpu"), cpu_bf16=True) == "bf16"
+
+
+def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    monkeypatch.setattr(tiny, "CPUINFO", info)
+    try:
+        for flags, expected in (("fpu avx512f avx512_bf16 sse", True), ("fpu amx_bf16", True),
+                                ("fpu avx2 avx512f", False), (None, False)):
+            if flags is None:
+                info.unlink()  # no /proc/cpuinfo (not Linux): no
+            else:
+                info.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+            tiny.cpu_has_native_bf16.cache_clear()
+            assert tiny.cpu_has_native_bf16() is expected
+    finally:
+        tiny.cpu_has_native_bf16.cache_clear()
 
 
 def test_an_unknown_precision_is_a_clear_error(model_dir: Path) -> None:

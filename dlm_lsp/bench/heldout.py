@@ -100,6 +100,7 @@ def line_tasks(files: list[tuple[str, str]], limit: int | None) -> list[Task]:
 class HeldoutReport:
     model: str
     device: str
+    precision: str | None  # what "auto" (or the setting) resolved to on this machine
     files: int
     tasks: int
     exact_match: float  # percent
@@ -134,7 +135,8 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
     n = max(len(results), 1)
     machine = describe_machine(str(engine.model.device))
     return HeldoutReport(
-        model=engine.model.name, device=str(engine.model.device), files=len(files),
+        model=engine.model.name, device=str(engine.model.device),
+        precision=getattr(engine.model, "precision", None), files=len(files),
         tasks=len(results),
         exact_match=round(100 * sum(r["exact"] for r in results) / n, 1),
         syntax_valid=round(100 * sum(r["valid"] is True for r in results) / n, 1),
@@ -161,7 +163,7 @@ def table_row(report: HeldoutReport) -> str:
 
 
 def to_markdown(report: HeldoutReport) -> str:
-    return (f"Held-out standard-library lines, model {report.model}; "
+    return (f"Held-out standard-library lines, model {report.model} ({report.precision}); "
             f"{machine_line(report.machine)}; {report.machine['date']}, code "
             f"{report.revision or 'unknown'}\n\n{TABLE_HEAD}\n{table_row(report)}\n")
 

@@ -85,6 +85,7 @@ class Report:
     machine: dict
     revision: str | None  # the code that ran: git commit, +dirty with local changes
     model: str | None  # None for the harness checks, which load no model
+    precision: str | None  # what "auto" (or the setting) resolved to on this machine
     tasks: int
     passed: int
     pass_at_1: float  # percent
@@ -105,20 +106,23 @@ def program_for(task: Task, fill: str) -> str:
 
 
 def _fills(config: BenchConfig,
-           tasks: list[Task]) -> tuple[list[Fill], str | None, str | None]:
-    """Each task's fill, the model's name and its device (both None without a model)."""
+           tasks: list[Task]) -> tuple[list[Fill], str | None, str | None, str | None]:
+    """Each task's fill, the model's name, its device and its precision (None without
+    a model)."""
     if config.fill == "canonical":
-        return [Fill(t.middle, None, 0, 0.0, "canonical") for t in tasks], None, None
+        return [Fill(t.middle, None, 0, 0.0, "canonical") for t in tasks], None, None, None
     if config.fill == "empty":
-        return [Fill("", None, 0, 0.0, "empty") for _ in tasks], None, None
+        return [Fill("", None, 0, 0.0, "empty") for _ in tasks], None, None, None
     if config.fill in BASELINES:
         baseline = load_baseline(config.fill, config.device)
-        return [baseline.fill(task) for task in tasks], baseline.name, baseline.device
+        return ([baseline.fill(task) for task in tasks], baseline.name, baseline.device,
+                getattr(baseline, "precision", None))
     if config.fill != "model":
         raise ValueError(f"unknown fill {config.fill!r}; choose from {', '.join(FILLS)}")
     engine = bench_engine(config.model, config.device, **config.engine)
     fills = [fill_task(engine, task, config.settings) for task in tasks]
-    return fills, engine.model.name, str(engine.model.device)
+    return (fills, engine.model.name, str(engine.model.device),
+            getattr(engine.model, "precision", None))
 
 
 def passes_by_fill(tasks: list[Task], fill_sets: list[list[str]],
@@ -142,7 +146,7 @@ def run_benchmark(config: BenchConfig) -> Report:
     """Fill every task, then run every program in the sandbox; tally the report."""
     began = time.perf_counter()
     tasks = load_tasks(config.split, config.limit)
-    fills, model, device = _fills(config, tasks)
+    fills, model, device, precision = _fills(config, tasks)
     outcomes = run_programs([program_for(t, f.text) for t, f in zip(tasks, fills, strict=True)],
                             config.sandbox)
     results = [TaskResult(t.task_id, o.passed, o.reason, o.detail, exact_match(f.text, t.middle),
@@ -153,7 +157,7 @@ def run_benchmark(config: BenchConfig) -> Report:
     reasons = Counter(r.reason for r in results)
     return Report(
         config=config, machine=describe_machine(device), revision=source_revision(),
-        model=model, tasks=len(results),
+        model=model, precision=precision, tasks=len(results),
         passed=passed, pass_at_1=round(100 * passed / n, 1),
         exact_match=round(100 * sum(r.exact for r in results) / n, 1),
         mean_steps=round(sum(r.steps for r in results) / n, 2),
@@ -197,7 +201,9 @@ def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
     e.g. a baseline model on the same tasks), outcomes, harness failures."""
     cfg = report.config
     lines = [f"HumanEval-Infilling {cfg.split}, {report.tasks} tasks, seed {cfg.settings.seed}, "
-             f"model {report.model or 'none'}; {machine_line(report.machine)}; "
+             f"model {report.model or 'none'}"
+             + (f" ({report.precision})" if report.precision else "")
+             + f"; {machine_line(report.machine)}; "
              f"{report.machine['date']}, code {report.revision or 'unknown'}",
              "", TABLE_HEAD, table_row(report), *(table_row(r) for r in beside), ""]
     for run in (report, *beside):
