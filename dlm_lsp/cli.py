@@ -28,23 +28,10 @@ def _fill(args: argparse.Namespace) -> int:
 
 def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
     from dlm_lsp.bench.humaneval import ALIASES, SPLITS
-    from dlm_lsp.config import STRATEGIES
 
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--device", default="auto")
     parser.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES])
     parser.add_argument("--limit", type=int, help="an evenly spaced fixed sample of N tasks")
-    parser.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
-    parser.add_argument("--steps", type=int, help="default: the server's per-kind budget")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--length", choices=("oracle", "policy"), default="oracle",
-                        help="oracle: the canonical middle's token count; policy: the server's "
-                        "length policy")
-    parser.add_argument("--no-repair", action="store_true",
-                        help="one denoising pass: no syntax repair, no left-to-right fallback")
-    parser.add_argument("--settings", metavar="JSON",
-                        help="more server settings for the engine, as camelCase JSON, e.g. "
-                        "'{\"precision\": \"bf16\", \"contextCache\": true}'")
+    _add_fill_arguments(parser)
     harness = parser.add_mutually_exclusive_group()
     harness.add_argument("--self-check", action="store_true",
                          help="fill with the canonical middle (must pass >= 99%%)")
@@ -59,20 +46,29 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
     _add_baseline_model(parser)
 
 
-def _add_heldout_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a benchmark's fills are made: the model, where, and the engine's settings."""
     from dlm_lsp.config import STRATEGIES
 
     parser.add_argument("--model", default="default")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--limit", type=int, default=200,
-                        help="lines, evenly spread over all candidates (0: all)")
     parser.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
     parser.add_argument("--steps", type=int, help="default: the server's per-kind budget")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--length", choices=("oracle", "policy"), default="oracle")
+    parser.add_argument("--length", choices=("oracle", "policy"), default="oracle",
+                        help="oracle: the canonical middle's token count; policy: the server's "
+                        "length policy")
     parser.add_argument("--no-repair", action="store_true",
                         help="one denoising pass: no syntax repair, no left-to-right fallback")
-    parser.add_argument("--settings", metavar="JSON", help="more server settings, camelCase JSON")
+    parser.add_argument("--settings", metavar="JSON",
+                        help="more server settings for the engine, as camelCase JSON, e.g. "
+                        "'{\"precision\": \"bf16\", \"contextCache\": true}'")
+
+
+def _add_heldout_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=int, default=200,
+                        help="lines, evenly spread over all candidates (0: all)")
+    _add_fill_arguments(parser)
     parser.add_argument("--json", dest="json_out", metavar="OUT")
     parser.add_argument("--markdown", dest="markdown_out", metavar="OUT")
 

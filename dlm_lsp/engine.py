@@ -66,9 +66,12 @@ def _is_oom(exc: BaseException) -> bool:
 SMALLER_BATCH, ON_CPU = "a smaller batch", "the CPU"  # the ways out of memory, in order
 
 
+# The settings a loaded model depends on: changing one reloads it.
+LOADED_WITH = ("model", "device", "precision", "cuda_graphs")
+
+
 def _loaded_with(cfg: ServerConfig) -> tuple:
-    """The settings a loaded model depends on: changing one reloads it."""
-    return cfg.model, cfg.device, cfg.precision, cfg.cuda_graphs
+    return tuple(getattr(cfg, name) for name in LOADED_WITH)
 
 
 def _graph_status(model: DiffusionModel | None) -> dict[str, Any] | None:
@@ -116,9 +119,9 @@ class Engine:
             return self._model
 
     def reconfigure(self, config: ServerConfig) -> None:
-        """Adopt new settings; the model is reloaded only if model or device changed."""
+        """Adopt new settings; the model is reloaded only if one of LOADED_WITH changed."""
         with self._lock:
-            if (_loaded_with(config) != _loaded_with(self.config)):
+            if _loaded_with(config) != _loaded_with(self.config):
                 self._model = None
                 self._cost = None
                 self._row_cap = self._fallback_device = None

@@ -106,11 +106,6 @@ class DlmServer(LanguageServer):
         # a shared engine (TCP, several clients) may keep settings this client asked for
         return problems + getattr(self.engine, "setting_problems", [])
 
-    def status_report(self) -> dict:
-        """`dlm/status`: the engine's device, model, queue, latency and caches, and ours."""
-        return {**self.engine.status(), "jobsInFlight": self.jobs.in_flight(),
-                "openDocuments": len(self.workspace.text_documents)}
-
     def warn(self, problems: list[str]) -> None:
         """Tell the user about configuration problems (defaults were kept)."""
         if problems:
@@ -349,7 +344,8 @@ async def infill(ls: DlmServer, params: Any) -> dict:
 @feature(STATUS)
 def status(ls: DlmServer, params: Any) -> dict:
     """`dlm/status`: the engine's device, model, queue, latency, throughput and caches."""
-    return ls.status_report()
+    return {**ls.engine.status(), "jobsInFlight": ls.jobs.in_flight(),
+            "openDocuments": len(ls.workspace.text_documents)}
 
 
 @feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())

@@ -24,10 +24,10 @@ from dataclasses import replace
 from typing import Any
 
 from dlm_lsp.config import ServerConfig, camel
-from dlm_lsp.engine import Engine
+from dlm_lsp.engine import LOADED_WITH, Engine
 from dlm_lsp.results import InfillRequest, InfillResult
 
-ENGINE_SETTINGS = ("model", "device", "precision", "cuda_graphs", "batch_rows")
+ENGINE_SETTINGS = (*LOADED_WITH, "batch_rows")
 
 
 class EnginePool:

@@ -3,7 +3,7 @@
 HumanEval-Infilling asks for a correct line of a small puzzle function; most of
 an editor's fills are lines of ordinary code in the middle of a long file.  This
 benchmark measures that job on standard-library files that `dlm-lsp train` holds
-out by its own rule (the hash of the file's path, `training.data.unit_hash`, below
+out by its own rule (the hash of the file's path, `training.data.heldout_rank`, below
 `SourceConfig.heldout_fraction`): the same files for every model trained on the
 standard library, on every machine with this Python version.
 
@@ -36,7 +36,7 @@ from dlm_lsp.bench.filling import FillSettings, bench_engine, exact_match, fill_
 from dlm_lsp.bench.humaneval import Task
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
-from dlm_lsp.training.data import SourceConfig, python_files, read_source, unit_hash
+from dlm_lsp.training.data import SourceConfig, heldout_rank, python_files, read_source
 
 MIN_CHARS, MAX_CHARS = 8, 100  # a line's content (after its indentation) to be a task
 
@@ -51,7 +51,7 @@ def heldout_files(stdlib: Path | None = None) -> list[tuple[str, str]]:
     found = []
     for path in python_files(root, cfg.skip_dirs):
         rel = path.relative_to(root).as_posix()
-        if unit_hash("heldout:" + rel) >= cfg.heldout_fraction:
+        if heldout_rank(rel) >= cfg.heldout_fraction:
             continue
         text = read_source(path)
         if text is not None and text.strip():

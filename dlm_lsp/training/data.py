@@ -90,6 +90,13 @@ def unit_hash(key: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+def heldout_rank(rel: str) -> float:
+    """Where a file (by its root-relative path) ranks for the held-out split: the files
+    below `SourceConfig.heldout_fraction` are held out, on every machine and in every
+    run, and `dlm-lsp bench heldout` measures on exactly those."""
+    return unit_hash("heldout:" + rel)
+
+
 def source_roots(cfg: SourceConfig) -> list[Path]:
     """The directories to walk, standard library first (site-packages are listed, not
     walked: their files come from the distributions' RECORDs)."""
@@ -182,7 +189,7 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
             corpus.contaminated.append(rel)
             continue
         total += size
-        is_heldout = unit_hash("heldout:" + rel) < cfg.heldout_fraction
+        is_heldout = heldout_rank(rel) < cfg.heldout_fraction
         (corpus.heldout if is_heldout else corpus.train).append(SourceFile(rel, text))
         kept = origins.setdefault(origin, {"name": origin.name, "version": origin.version,
                                            "licence": origin.licence, "files": 0, "bytes": 0})
@@ -194,7 +201,7 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
                                 + ", ".join(str(r) for r in source_roots(cfg)))
     if not corpus.heldout and len(corpus.train) >= 2:
         first = min(range(len(corpus.train)),
-                    key=lambda i: unit_hash("heldout:" + corpus.train[i].path))
+                    key=lambda i: heldout_rank(corpus.train[i].path))
         corpus.heldout.append(corpus.train.pop(first))
     corpus.origins = sorted(origins.values(), key=lambda o: (-o["bytes"], o["name"]))
     return corpus
