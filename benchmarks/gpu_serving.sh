@@ -9,7 +9,7 @@
 #
 # downloads those packages as wheels for that Python on manylinux x86_64 into
 # .device-wheels/ (ignored by git, ~4 MB).  Then, on the GPU machine, with the run
-# tool's carry [".device-wheels"] and a timeout_s of about 300:
+# tool's carry [".device-wheels"] and a timeout_s of 540 (the parts' own limits add up to 480 s):
 #
 #     bash benchmarks/gpu_serving.sh run
 #
