@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from dlm_lsp.bench import pass_at_1
-from dlm_lsp.bench.filling import FillSettings, exact_match, fill_task
+from dlm_lsp.bench.filling import FillSettings, edit_similarity, exact_match, fill_task, levenshtein
 from dlm_lsp.bench.humaneval import SPLITS, load_tasks
 from dlm_lsp.bench.pass_at_1 import program_for
 from dlm_lsp.bench.sandbox import REASONS, run_programs
@@ -91,6 +91,15 @@ def test_exact_match_ignores_surrounding_and_trailing_blanks_but_not_inner_inden
     assert not exact_match("    return y\n", "    return x\n")
 
 
+def test_edit_similarity_is_one_minus_edit_distance_over_the_longer_normalised_text():
+    assert levenshtein("kitten", "sitting") == 3 and levenshtein("", "abc") == 3
+    assert edit_similarity("x = 1  \n", "    x = 1") == 1.0  # whitespace exact match ignores
+    assert edit_similarity("", "return x") == 0.0
+    assert edit_similarity("return y", "return x") == 1 - 1 / 8
+    assert edit_similarity("return", "return x") > edit_similarity("re", "return x") > 0
+    assert edit_similarity("", "") == 1.0
+
+
 def test_oracle_length_is_the_middles_token_count_and_policy_leaves_it_to_the_server(
         model_dir, monkeypatch):
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu"))
@@ -110,7 +119,9 @@ def test_self_check_passes_and_writes_json_and_markdown(tmp_path):
                  "--markdown", str(summary)]) == 0
     report = json.loads(out.read_text())
     assert report["pass_at_1"] == 100.0 and report["tasks"] == 3 and report["model"] is None
-    assert "| canonical middle (self-check) | 3 | 100.0 |" in summary.read_text()
+    assert report["edit_similarity"] == 100.0
+    assert [r["similarity"] for r in report["results"]] == [1.0] * 3
+    assert "| canonical middle (self-check) | 3 | 100.0 | 100.0 | 100.0 |" in summary.read_text()
 
 
 def test_a_broken_harness_fails_the_self_check(monkeypatch, capsys):
@@ -242,8 +253,10 @@ def test_heldout_bench_reports_exact_match_validity_and_empty_fills(model_dir, t
     report = heldout.run(str(model_dir), "cpu", None, stdlib=tmp_path)
     assert (report.files, report.tasks) == (2, 8)
     assert (report.exact_match, report.syntax_valid, report.empty) == (25.0, 75.0, 50.0)
+    # two exact (1.0), two one character off in 14 (13/14), four empty (0.0)
+    assert report.edit_similarity == round(100 * (2 + 2 * 13 / 14) / 8, 1) == 48.2
     assert report.mean_steps == 3 and report.machine["device"] == "cpu"
-    assert "| server default strategy, oracle length | 2 | 8 | 25.0 | 75.0 | 50.0 |" in (
+    assert "| server default strategy, oracle length | 2 | 8 | 25.0 | 48.2 | 75.0 | 50.0 |" in (
         heldout.to_markdown(report))
 
 

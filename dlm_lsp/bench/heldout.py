@@ -32,7 +32,13 @@ import tokenize
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dlm_lsp.bench.filling import FillSettings, bench_engine, exact_match, fill_task
+from dlm_lsp.bench.filling import (
+    FillSettings,
+    bench_engine,
+    edit_similarity,
+    exact_match,
+    fill_task,
+)
 from dlm_lsp.bench.humaneval import Task
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
@@ -104,6 +110,7 @@ class HeldoutReport:
     files: int
     tasks: int
     exact_match: float  # percent
+    edit_similarity: float  # percent, mean over fills (filling.edit_similarity)
     syntax_valid: float  # percent of fills valid in place (tree-sitter)
     empty: float  # percent of fills that are empty
     mean_steps: float
@@ -128,7 +135,9 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
         began = time.perf_counter()
         fill = fill_task(engine, task, settings)
         results.append({"task_id": task.task_id, "middle": task.middle, "fill": fill.text,
-                        "exact": exact_match(fill.text, task.middle), "valid": fill.valid,
+                        "exact": exact_match(fill.text, task.middle),
+                        "similarity": round(edit_similarity(fill.text, task.middle), 4),
+                        "valid": fill.valid,
                         "steps": fill.steps, "ms": round((time.perf_counter() - began) * 1000,
                                                          1),
                         "path": fill.path})
@@ -139,6 +148,7 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
         precision=getattr(engine.model, "precision", None), files=len(files),
         tasks=len(results),
         exact_match=round(100 * sum(r["exact"] for r in results) / n, 1),
+        edit_similarity=round(100 * sum(r["similarity"] for r in results) / n, 1),
         syntax_valid=round(100 * sum(r["valid"] is True for r in results) / n, 1),
         empty=round(100 * sum(not r["fill"].strip() for r in results) / n, 1),
         mean_steps=round(sum(r["steps"] for r in results) / n, 2),
@@ -147,8 +157,9 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
         revision=source_revision(), results=results)
 
 
-TABLE_HEAD = ("| fill | files | tasks | exact match % | syntax valid % | empty % | mean steps "
-              "| ms per fill |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+TABLE_HEAD = ("| fill | files | tasks | exact match % | edit similarity % | syntax valid % "
+              "| empty % | mean steps | ms per fill |\n"
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
 
 def table_row(report: HeldoutReport) -> str:
@@ -158,8 +169,8 @@ def table_row(report: HeldoutReport) -> str:
     label += "" if s.repair else ", no repair"
     label += "".join(f", {k} {v}" for k, v in sorted(report.engine.items()))
     return (f"| {label} | {report.files} | {report.tasks} | {report.exact_match} | "
-            f"{report.syntax_valid} | {report.empty} | {report.mean_steps} | "
-            f"{report.ms_per_fill} |")
+            f"{report.edit_similarity} | {report.syntax_valid} | {report.empty} | "
+            f"{report.mean_steps} | {report.ms_per_fill} |")
 
 
 def to_markdown(report: HeldoutReport) -> str:

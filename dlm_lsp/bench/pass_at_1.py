@@ -30,7 +30,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
 from dlm_lsp.bench.autoregressive import BASELINES, load_baseline
-from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
+from dlm_lsp.bench.filling import (
+    Fill,
+    FillSettings,
+    bench_engine,
+    edit_similarity,
+    exact_match,
+    fill_task,
+)
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
@@ -70,6 +77,7 @@ class TaskResult:
     reason: str  # passed | failed | timeout | error | blocked
     detail: str
     exact: bool
+    similarity: float  # edit similarity to the canonical middle, 0..1
     steps: int
     fill_ms: float
     run_ms: float
@@ -90,6 +98,7 @@ class Report:
     passed: int
     pass_at_1: float  # percent
     exact_match: float  # percent
+    edit_similarity: float  # percent, mean over tasks (filling.edit_similarity)
     mean_steps: float  # forward passes per task
     ms_per_task: float  # mean time to fill one task
     sandbox_ms_per_task: float  # mean time to run one program (workers run side by side)
@@ -150,7 +159,8 @@ def run_benchmark(config: BenchConfig) -> Report:
     outcomes = run_programs([program_for(t, f.text) for t, f in zip(tasks, fills, strict=True)],
                             config.sandbox)
     results = [TaskResult(t.task_id, o.passed, o.reason, o.detail, exact_match(f.text, t.middle),
-                          f.steps, round(f.ms, 1), round(1000 * o.seconds, 1), f.text, f.path)
+                          round(edit_similarity(f.text, t.middle), 4), f.steps, round(f.ms, 1),
+                          round(1000 * o.seconds, 1), f.text, f.path)
                for t, f, o in zip(tasks, fills, outcomes, strict=True)]
     n = max(1, len(results))
     passed = sum(r.passed for r in results)
@@ -160,6 +170,7 @@ def run_benchmark(config: BenchConfig) -> Report:
         model=model, precision=precision, tasks=len(results),
         passed=passed, pass_at_1=round(100 * passed / n, 1),
         exact_match=round(100 * sum(r.exact for r in results) / n, 1),
+        edit_similarity=round(100 * sum(r.similarity for r in results) / n, 1),
         mean_steps=round(sum(r.steps for r in results) / n, 2),
         ms_per_task=round(sum(r.fill_ms for r in results) / n, 1),
         sandbox_ms_per_task=round(sum(r.run_ms for r in results) / n, 1),
@@ -185,15 +196,16 @@ def describe_run(config: BenchConfig) -> str:
     return f"{s.strategy or 'server default strategy'}, {s.length} length{steps}{repair}{extra}"
 
 
-TABLE_HEAD = ("| fill | tasks | pass@1 % | exact match % | mean steps | ms per task | "
-              "sandbox ms per task | wall s |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+TABLE_HEAD = ("| fill | tasks | pass@1 % | exact match % | edit similarity % | mean steps | "
+              "ms per task | sandbox ms per task | wall s |\n"
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
 
 def table_row(report: Report) -> str:
     """The report as one row under TABLE_HEAD."""
     return (f"| {describe_run(report.config)} | {report.tasks} | {report.pass_at_1} | "
-            f"{report.exact_match} | {report.mean_steps} | {report.ms_per_task} | "
-            f"{report.sandbox_ms_per_task} | {report.wall_s} |")
+            f"{report.exact_match} | {report.edit_similarity} | {report.mean_steps} | "
+            f"{report.ms_per_task} | {report.sandbox_ms_per_task} | {report.wall_s} |")
 
 
 def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
