@@ -8,14 +8,22 @@ import sys
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from dlm_lsp.admission import Gate
     from dlm_lsp.server import server
 
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
-        server.start_tcp(host or "127.0.0.1", int(port))
+        server.start_tcp(host or "127.0.0.1", int(port), Gate.from_environment(args.max_clients))
     else:
         server.start_io()
     return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
 
 
 def _fill(args: argparse.Namespace) -> int:
@@ -202,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="dlm-lsp", description="Language server for code infilling with masked-diffusion "
         "language models. With no command it serves LSP over stdio.")
     parser.add_argument("--tcp", metavar="HOST:PORT", help="serve LSP over TCP instead of stdio")
+    parser.add_argument("--max-clients", type=_positive, default=64, metavar="N",
+                        help="with --tcp: connections served at once (default 64); the token "
+                        "clients must send, if any, is the environment variable "
+                        "DLM_LSP_TCP_TOKEN")
     parser.add_argument("--stdio", action="store_true", help="serve LSP over stdio (the default)")
     parser.add_argument("--log-level", default="WARNING", help="logging level for stderr")
     sub = parser.add_subparsers(dest="command")
@@ -227,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     status.add_argument("--server", metavar="HOST:PORT", help="ask a server started with --tcp")
     status.add_argument("--remote", metavar="URL", help="show a service started with "
                         "serve-remote: its replicas, queue and latency")
-    status.add_argument("--token", default="", help="the service's token (default: the "
-                        "DLM_LSP_REMOTE_TOKEN variable)")
+    status.add_argument("--token", default="", help="the service's or server's token (default: "
+                        "the variable DLM_LSP_REMOTE_TOKEN with --remote, DLM_LSP_TCP_TOKEN "
+                        "with --server)")
     status.add_argument("--ca-file", default="", help="CA of an https service's certificate")
     status.add_argument("--model", default="default")
     status.add_argument("--device", default="auto")

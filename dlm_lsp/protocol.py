@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from lsprotocol import converters, types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
+from dlm_lsp.admission import NOT_INITIALIZED, Gate, take_token
 from dlm_lsp.config import InfillOptions, from_json
 from dlm_lsp.documents import apply_change, find_document
 from dlm_lsp.engine import InfillResult
@@ -182,6 +183,11 @@ class DlmProtocol(LanguageServerProtocol):
 
     # Over TCP, `exit` closes its client's connection; the process serves others.
     leaves_on_exit = False
+    # Over TCP, what the connection must pass before it is served (admission.py), and
+    # how many other connections are served; None: serve (stdio, the tests' servers).
+    gate: Gate | None = None
+    admitted_elsewhere: Callable[[], int] = staticmethod(lambda: 0)
+    admitted = False
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
@@ -232,12 +238,38 @@ class DlmProtocol(LanguageServerProtocol):
             msg_id = message.get("id") if isinstance(message, dict) else None
             self.refuse(msg_id if is_id(msg_id) else None, types.ErrorCodes.InvalidRequest,
                          "not a JSON-RPC 2.0 message object")
+        elif self.gate is not None and not self.admitted:
+            self._admit(message)
         elif self._shutdown and hasattr(message, "method") and hasattr(message, "id") \
                 and message.method != types.EXIT:
             self.refuse(message.id, types.ErrorCodes.InvalidRequest,
                          "the server is shutting down (after a shutdown request)")
         else:
+            if getattr(message, "method", None) == types.INITIALIZE:
+                take_token(message.params.initialization_options)
             super().handle_message(message)
+
+    def _admit(self, message: Any) -> None:
+        """A connection's first message: an `initialize` that passes the gate is served
+        (and the connection from then on); anything else is refused, and the connection
+        closed, so an unknown client gets no further than one answer."""
+        method, msg_id = getattr(message, "method", None), getattr(message, "id", None)
+        if method == types.INITIALIZE:
+            assert self.gate is not None
+            refusal = self.gate.refusal(message.params.initialization_options,
+                                        self.admitted_elsewhere())
+            if refusal is None:
+                self.admitted = True
+                self.handle_message(message)
+                return
+            code, text = refusal
+        else:
+            code, text = NOT_INITIALIZED, "this server serves a connection after its initialize"
+        log.warning("refused a TCP client: %s", text)
+        if method is not None and msg_id is not None:
+            self.refuse(msg_id, code, text)
+        if self.writer is not None:
+            self.writer.close()
 
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
         """Answer a request.  An error the handler raised on purpose (a JsonRpcException:

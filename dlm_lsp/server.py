@@ -26,6 +26,7 @@ from pygls.exceptions import (
 from pygls.lsp.server import LanguageServer
 
 from dlm_lsp import __version__
+from dlm_lsp.admission import Gate
 from dlm_lsp.backends import (
     LOCAL,
     Backend,
@@ -76,6 +77,7 @@ OUT_OF_MEMORY = -32002
 TIMEOUT = -32003
 SERVER_BUSY = -32004
 BACKEND_FAILED = -32005
+# -32006: a TCP client without the server's token (admission.UNAUTHORIZED)
 
 
 class DlmServer(LanguageServer):
@@ -232,14 +234,15 @@ class DlmServer(LanguageServer):
         """Serve one client over stdio (see transport.py); ends the process."""
         serve_stdio(self, stdin, stdout)
 
-    def start_tcp(self, host: str, port: int) -> None:
-        """Serve TCP clients, each with a server of its own and all on one local engine
-        (see transport.py and shared.py); ends the process."""
+    def start_tcp(self, host: str, port: int, gate: Gate | None = None) -> None:
+        """Serve TCP clients that pass `gate` (token, number of connections: admission.py),
+        each with a server of its own and all on one local engine (see transport.py and
+        shared.py); ends the process."""
         pool = EnginePool()
 
         def backend(config: ServerConfig) -> Backend:
             return pool.join(config) if config.backend == LOCAL else make_backend(config)
-        serve_tcp(lambda: build_server(backend), host, port)
+        serve_tcp(lambda: build_server(backend), host, port, gate)
 
     def release(self) -> None:
         """A TCP connection ended: let go of its backend and threads, without waiting for

@@ -12,21 +12,27 @@ its model, device, queue and each live replica's counters.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from typing import Any
 
+from dlm_lsp.admission import TOKEN_ENV, TOKEN_OPTION
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine
-from dlm_lsp.framing import Client
+from dlm_lsp.framing import Client, ResponseError
 
 
-def query_server(host: str, port: int, timeout: float = 30.0) -> dict[str, Any]:
-    """`dlm/status` of the server at host:port."""
+def query_server(host: str, port: int, timeout: float = 30.0,
+                 token: str = "") -> dict[str, Any]:
+    """`dlm/status` of the server at host:port, sending `token` (default: the variable
+    DLM_LSP_TCP_TOKEN) for a server that asks for one."""
     sock = socket.create_connection((host, port), timeout=timeout)
+    token = token or os.environ.get(TOKEN_ENV, "")
     with Client.over_socket(sock) as client:
-        client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}},
-                       timeout=timeout)
+        client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {},
+                                      "initializationOptions": {TOKEN_OPTION: token} if token
+                                      else None}, timeout=timeout)
         return client.request("dlm/status", {}, timeout=timeout)
 
 
@@ -86,7 +92,11 @@ def main(tcp: str | None, model: str, device: str, remote: str | None = None,
         return 0
     if tcp:
         host, _, port = tcp.rpartition(":")
-        status = query_server(host or "127.0.0.1", int(port))
+        try:
+            status = query_server(host or "127.0.0.1", int(port), token=token)
+        except (OSError, ResponseError) as exc:  # not listening, refused (token, full), gone
+            print(f"dlm-lsp status: {tcp}: {exc}", file=sys.stderr)
+            return 1
     else:
         status = local_status(model, device)
     width = max(len(k) for k in status)

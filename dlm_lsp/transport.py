@@ -11,7 +11,8 @@ pygls 2.1's own transport has four gaps that a hostile or unlucky client hits:
   ends the server (so `dlm-lsp status --server` would stop the server it asked).
   Here each connection gets a language server of its own (`make_server`), all
   filling on one shared engine (`dlm_lsp/shared.py`); `exit` or a disconnect
-  ends that connection only, and the server outlives its clients;
+  ends that connection only, and the server outlives its clients (it serves
+  those that pass its gate: a token, a number of connections; admission.py);
 * SIGTERM killed the process mid-fill with no answer; here SIGTERM or SIGINT
   stops the fills in flight, gives them up to 2 s to answer, and exits 0;
 * the stdin reader thread may sit in a read that never returns, and a normal
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 
+from dlm_lsp.admission import TOKEN_ENV, Gate, reaches_beyond_this_machine
 from dlm_lsp.jobs import CLIENT_LEFT
 from dlm_lsp.protocol import MAX_MESSAGE_BYTES, oversized_body
 
@@ -80,10 +82,16 @@ def serve_stdio(server: DlmServer, stdin: Any = None, stdout: Any = None) -> Non
     _run(lambda: [server], _read(server, reader))
 
 
-def serve_tcp(make_server: Callable[[], DlmServer], host: str, port: int) -> None:
-    """Serve TCP clients, each with a server of its own, until a signal comes."""
+def serve_tcp(make_server: Callable[[], DlmServer], host: str, port: int,
+              gate: Gate | None = None) -> None:
+    """Serve TCP clients that pass `gate` (admission.py), each with a server of its own,
+    until a signal comes."""
+    gate = gate or Gate()
+    if gate.token is None and reaches_beyond_this_machine(host):
+        log.warning("listening on %s without a token: anyone who can reach this port can use "
+                    "the server (set %s, see README: Security)", host, TOKEN_ENV)
     live: set[DlmServer] = set()
-    _run(lambda: list(live), _serve_tcp(make_server, live, host, port))
+    _run(lambda: list(live), _serve_tcp(make_server, live, host, port, gate))
 
 
 async def _read(server: DlmServer, reader: Any) -> None:
@@ -92,11 +100,14 @@ async def _read(server: DlmServer, reader: Any) -> None:
 
 
 async def _serve_tcp(make_server: Callable[[], DlmServer], live: set[DlmServer], host: str,
-                     port: int) -> None:
+                     port: int, gate: Gate) -> None:
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         server = make_server()
         server.protocol.set_writer(writer)  # type: ignore[arg-type]
         server.protocol.leaves_on_exit = True  # `exit` ends this connection, not the process
+        server.protocol.gate = gate
+        server.protocol.admitted_elsewhere = lambda: sum(
+            other.protocol.admitted for other in live if other is not server)
         live.add(server)
         try:
             await _read(server, BoundedReader(reader))

@@ -219,16 +219,18 @@ def test_a_shared_tcp_server_is_used_instead_of_starting_one(tmp_path, model_dir
     from rpc import ServerProcess, free_port, hang_up, tcp_connection
 
     port = free_port()
-    server = ServerProcess("--tcp", f"127.0.0.1:{port}", env={"OMP_NUM_THREADS": "1"})
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}", env={"OMP_NUM_THREADS": "1",
+                                                              "DLM_LSP_TCP_TOKEN": "nvim-token"})
     try:
         other, other_socket = tcp_connection(port)  # another editor, already connected
-        other.initialize({"model": str(model_dir)})
+        other.initialize({"model": str(model_dir), "token": "nvim-token"})
         path, before = _complete_fixture(tmp_path)
         row, col = 9, len("    for i in ")
         result = run_nvim(tmp_path, model_dir, f"""
 local bad = pcall(dlm.setup, {{ server = 'localhost' }})
 result.bad_address_refused = not bad
-dlm.setup({{ server = '127.0.0.1:{port}', settings = {{ model = model }}, notify = false }})
+dlm.setup({{ server = '127.0.0.1:{port}', token = 'nvim-token', settings = {{ model = model }},
+  notify = false }})
 local buf = open('{path}')
 vim.api.nvim_win_set_cursor(0, {{ {row}, {col} }})
 """ + _FILL_AND_WRITE.format(params="range = 0") + """

@@ -16,7 +16,7 @@
 # `dlm-lsp` installed for $PYTHON (default python3).
 #
 #   editors/vscode/e2e/run.sh          # exit 0: passed
-#   editors/vscode/e2e/run.sh --tcp    # the same, through a shared `dlm-lsp --tcp` server
+#   editors/vscode/e2e/run.sh --tcp    # the same, through a shared `dlm-lsp --tcp` server (with a token)
 #                                      # that the extension connects to (dlm.server.address)
 set -euo pipefail
 
@@ -64,12 +64,15 @@ mkdir -p "$WORK/workspace" "$WORK/user/User" "$WORK/extensions" "$WORK/chromium"
 cp "$REPO/fixtures/hello.py" "$WORK/workspace/hello.py"
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ADDRESS=""
-if [ "${1:-}" = "--tcp" ]; then
+TOKEN=""
+if [ "${1:-}" = "--tcp" ]; then  # a shared server that asks for a token, as a team's would
   ADDRESS="127.0.0.1:$(free_port)"
+  TOKEN="e2e-$(free_port)-$(free_port)"
 fi
 cat > "$WORK/user/User/settings.json" <<EOF
 {
   "dlm.server.address": "$ADDRESS",
+  "dlm.server.token": "$TOKEN",
   "dlm.server.path": "$(command -v "$PYTHON")",
   "dlm.server.args": ["-m", "dlm_lsp"],
   "dlm.server.env": { "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1" },
@@ -104,7 +107,8 @@ cleanup() {
 trap cleanup EXIT
 
 if [ -n "$ADDRESS" ]; then  # the shared server the extension connects to
-  OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 "$PYTHON" -m dlm_lsp --tcp "$ADDRESS" > "$WORK/server.log" 2>&1 &
+  DLM_LSP_TCP_TOKEN="$TOKEN" OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 "$PYTHON" -m dlm_lsp --tcp "$ADDRESS" \
+    > "$WORK/server.log" 2>&1 &
   PIDS+=($!)
   log "shared server on $ADDRESS"
 fi

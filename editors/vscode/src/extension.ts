@@ -27,7 +27,7 @@ import {
 import { Debouncer, Superseder } from "./debounce";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { checkResult, holeNear, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
-import { parseAddress, serverCommand, serverSettingKeys, serverSettings } from "./settings";
+import { parseAddress, serverCommand, serverSettingKeys, serverSettings, withToken } from "./settings";
 import { type ClientState, type ServerStatus, statusText, statusTooltip } from "./status";
 
 const INFILL = "dlm/infill";
@@ -39,7 +39,7 @@ const REQUEST_CANCELLED = -32800;
 const CONTENT_MODIFIED = -32801;
 // Client settings whose change needs a new server process.
 const RESTART_SETTINGS = ["dlm.server.path", "dlm.server.args", "dlm.server.env",
-                          "dlm.server.address", "dlm.languages"];
+                          "dlm.server.address", "dlm.server.token", "dlm.languages"];
 
 interface InfillResult {
   version?: number | null;
@@ -156,7 +156,8 @@ class DlmExtension implements vscode.Disposable {
     const clientOptions: LanguageClientOptions = {
       documentSelector: languages.flatMap((language) => [
         { scheme: "file", language }, { scheme: "untitled", language }]),
-      initializationOptions: this.serverSettings(),
+      initializationOptions: withToken(this.serverSettings(), address,
+                                       config.get<string>("server.token", ""), process.env),
       outputChannel: this.output,
       middleware: {
         provideInlineCompletionItems: (document, position, context, token, next) =>

@@ -67,3 +67,12 @@ export function parseAddress(address: string): { host: string; port: number } | 
   }
   return { host: match[1].replace(/^\[(.*)\]$/, "$1"), port };
 }
+
+/** The initializationOptions for a shared server: the settings plus its token (the
+ *  `dlm.server.token` setting, else the environment's DLM_LSP_TCP_TOKEN), which the
+ *  server checks and drops; a server of our own (no address) gets no token. */
+export function withToken(settings: Record<string, unknown>, address: string, token: string,
+                          env: Record<string, string | undefined>): Record<string, unknown> {
+  const value = token.trim() || env.DLM_LSP_TCP_TOKEN || "";
+  return address.trim() && value ? { ...settings, token: value } : settings;
+}

@@ -18,6 +18,9 @@ M.defaults = {
   -- Or 'HOST:PORT' of a running `dlm-lsp --tcp HOST:PORT`, shared with other editors
   -- (one model, fills batched together): connect to it instead of starting `cmd`.
   server = nil,
+  -- The shared server's token, when it was started with DLM_LSP_TCP_TOKEN set
+  -- (default: that variable in Neovim's environment); sent with `server` only.
+  token = nil,
   filetypes = {
     'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact',
     'go', 'rust', 'java', 'c', 'cpp',
@@ -73,7 +76,11 @@ function M.client(buf)
 end
 
 local function server_settings()
-  local settings = M.config.settings or {}
+  local settings = vim.deepcopy(M.config.settings or {})
+  local token = M.config.token or vim.env.DLM_LSP_TCP_TOKEN
+  if M.config.server and token and token ~= '' then
+    settings.token = token -- the shared server checks it, then drops it from the settings
+  end
   return next(settings) ~= nil and settings or vim.empty_dict()
 end
 

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 
-import { parseAddress, serverCommand, serverSettingKeys, serverSettings } from "../settings";
+import { parseAddress, serverCommand, serverSettingKeys, serverSettings, withToken } from "../settings";
 
 // Compiled to out/test/, so the manifest is two folders up.
 const manifest = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
@@ -88,3 +88,21 @@ describe("parseAddress: where a shared server listens", () => {
     }
   });
 });
+
+describe("withToken: a shared server's token rides on initializationOptions", () => {
+  const settings = { model: "default" };
+
+  it("adds the setting's token, else the environment's, for a shared server", () => {
+    assert.deepEqual(withToken(settings, "gpu:2087", " s3 ", {}), { model: "default", token: "s3" });
+    assert.deepEqual(withToken(settings, "gpu:2087", "", { DLM_LSP_TCP_TOKEN: "env" }),
+                     { model: "default", token: "env" });
+    assert.deepEqual(withToken(settings, "gpu:2087", "mine", { DLM_LSP_TCP_TOKEN: "env" }),
+                     { model: "default", token: "mine" });
+  });
+
+  it("sends no token to a server of its own, or when there is none", () => {
+    assert.deepEqual(withToken(settings, "", "s3", { DLM_LSP_TCP_TOKEN: "env" }), settings);
+    assert.deepEqual(withToken(settings, "gpu:2087", "", {}), settings);
+  });
+});
+

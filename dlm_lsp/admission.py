@@ -1,0 +1,82 @@
+"""Who a TCP server serves: clients that know its token, up to a number of connections.
+
+`dlm-lsp --tcp 0.0.0.0:PORT` on a team's GPU box is reachable by anyone on
+the network.  With a token set (environment variable DLM_LSP_TCP_TOKEN where
+the server starts; an environment variable, not an argument, so `ps` does not
+show it), a connection is served only after an `initialize` request whose
+`initializationOptions.token` matches; anything before that, or a wrong or
+missing token, is refused and the connection closed.  Without a token the
+server serves everyone who can connect, as before, and says so in its log when
+it listens beyond this machine.  The token is compared in constant time and is
+taken out of the options before they are read as settings.
+
+`--max-clients` bounds the connections served at once: each has its own
+documents, jobs and threads, and a team server should turn the next one away
+with a clear answer rather than slow everyone down.
+
+The token keeps out whoever does not know it; it is no encryption.  Documents
+and the token cross the network in the clear, so this fits a trusted network;
+across others, use the Ray Serve service (README: Scale out) with TLS.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Any
+
+TOKEN_ENV = "DLM_LSP_TCP_TOKEN"
+TOKEN_OPTION = "token"  # initializationOptions.token
+
+# JSON-RPC error codes of a refused connection: LSP's own "not initialized" for a
+# message before `initialize`, and implementation-defined ones (server.py's list).
+NOT_INITIALIZED = -32002
+SERVER_FULL = -32004  # the same code as a busy server: try again later
+UNAUTHORIZED = -32006
+
+
+@dataclass
+class Gate:
+    """What a TCP connection must pass before it is served."""
+
+    token: str | None = None  # None: no token asked for
+    max_clients: int = 64  # connections served at once
+
+    @classmethod
+    def from_environment(cls, max_clients: int = 64) -> Gate:
+        """The gate of `dlm-lsp --tcp`: the token from DLM_LSP_TCP_TOKEN, if set."""
+        return cls(os.environ.get(TOKEN_ENV) or None, max_clients)
+
+    def refusal(self, options: Any, clients: int) -> tuple[int, str] | None:
+        """Why an `initialize` with these initializationOptions is refused while `clients`
+        other connections are served (code and message), or None to serve it."""
+        if clients >= self.max_clients:
+            return SERVER_FULL, (f"this dlm-lsp server is serving {clients} clients, its most "
+                                 "(--max-clients); try again later")
+        if self.token is None:
+            return None
+        given = options.get(TOKEN_OPTION) if isinstance(options, dict) else None
+        if not isinstance(given, str) or not given:
+            return UNAUTHORIZED, ("this dlm-lsp server asks for a token: set it in the editor "
+                                 "(initializationOptions.token)")
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return UNAUTHORIZED, "wrong token for this dlm-lsp server"
+        return None
+
+
+def take_token(options: Any) -> None:
+    """Remove the token from initializationOptions, so settings never see (or echo) it."""
+    if isinstance(options, dict):
+        options.pop(TOKEN_OPTION, None)
+
+
+def reaches_beyond_this_machine(host: str) -> bool:
+    """Whether listening on `host` accepts connections from other machines."""
+    if host in ("localhost", ""):
+        return host == ""
+    try:
+        return not ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may be any interface
+        return True

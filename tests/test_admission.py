@@ -1,0 +1,118 @@
+"""Who a TCP server serves: clients with its token, up to --max-clients at once."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from rpc import ServerProcess, error_code, free_port, hang_up, tcp_connection
+
+from dlm_lsp.admission import SERVER_FULL, UNAUTHORIZED, Gate, reaches_beyond_this_machine
+
+TOKEN = "team-secret-0123"
+TEXT = "def f(x):\n    return x\n"
+
+
+def test_a_gate_without_token_serves_everyone_up_to_its_number_of_clients():
+    gate = Gate(None, max_clients=2)
+    assert gate.refusal(None, 0) is None and gate.refusal({}, 1) is None
+    code, text = gate.refusal({}, 2)
+    assert code == SERVER_FULL and "2 clients" in text
+
+
+def test_a_gate_with_token_asks_for_exactly_that_token():
+    gate = Gate(TOKEN)
+    assert gate.refusal({"token": TOKEN, "model": "default"}, 0) is None
+    for options in (None, {}, {"token": ""}, {"token": 1}, {"token": TOKEN + "x"},
+                    {"token": TOKEN[:-1]}, {"dlm": {"token": TOKEN}}):
+        refusal = gate.refusal(options, 0)
+        assert refusal is not None and refusal[0] == UNAUTHORIZED, options
+
+
+def test_only_loopback_addresses_stay_on_this_machine():
+    assert not any(map(reaches_beyond_this_machine, ["127.0.0.1", "::1", "[::1]", "localhost",
+                                                     "127.0.0.2"]))
+    assert all(map(reaches_beyond_this_machine, ["0.0.0.0", "::", "192.168.1.4", "gpu-box"]))
+
+
+@pytest.fixture
+def gated(model_dir):
+    """A TCP server asking for TOKEN, serving two clients at most."""
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}", "--max-clients", "2",
+                           env={"DLM_LSP_TCP_TOKEN": TOKEN})
+    yield port, server
+    server.close()
+
+
+def _refused_and_closed(client, msg_id, code):
+    reply = client.response(msg_id)
+    assert error_code(reply) == code
+    client.wait(lambda ms: client.closed, timeout=10)  # the server closed the connection
+    return reply["error"]["message"]
+
+
+def test_a_client_is_served_only_after_an_initialize_with_the_token(gated, model_dir):
+    port, server = gated
+    early, _ = tcp_connection(port)  # no initialize first: one answer, then closed
+    assert "after its initialize" in _refused_and_closed(early, early.request("dlm/status", {}),
+                                                         -32002)
+    for options in ({"model": str(model_dir)}, {"model": str(model_dir), "token": "guess"}):
+        stranger, _ = tcp_connection(port)
+        request = stranger.request("initialize", {"processId": None, "capabilities": {},
+                                                  "initializationOptions": options})
+        assert "token" in _refused_and_closed(stranger, request, UNAUTHORIZED)
+
+    member, _ = tcp_connection(port)
+    reply = member.initialize({"model": str(model_dir), "token": TOKEN, "repairRounds": 0})
+    assert "result" in reply
+    member.open("file:///a.py", TEXT)
+    fill = member.call("dlm/infill", {"textDocument": {"uri": "file:///a.py"}, "range": {
+        "start": {"line": 1, "character": 11}, "end": {"line": 1, "character": 11}},
+        "options": {"length": 3, "steps": 2}}, timeout=60)
+    assert "result" in fill
+    assert not [m for m in member.shown() if "token" in m]  # not taken for an unknown setting
+    assert TOKEN not in server.log()
+
+
+def test_past_max_clients_the_next_client_is_turned_away_until_one_leaves(gated, model_dir,
+                                                                           monkeypatch, capsys):
+    port, _ = gated
+    options = {"model": str(model_dir), "token": TOKEN}
+    first, first_socket = tcp_connection(port)
+    second, _ = tcp_connection(port)
+    assert "result" in first.initialize(options) and "result" in second.initialize(options)
+    third, _ = tcp_connection(port)
+    request = third.request("initialize", {"processId": None, "capabilities": {},
+                                           "initializationOptions": options})
+    assert "serving 2 clients" in _refused_and_closed(third, request, SERVER_FULL)
+
+    hang_up(first_socket)
+    from dlm_lsp.status import query_server
+
+    monkeypatch.setenv("DLM_LSP_TCP_TOKEN", TOKEN)  # `dlm-lsp status --server` sends it too
+    for _ in range(100):  # the first client's slot frees once its connection is let go
+        try:
+            status = query_server("127.0.0.1", port)
+            break
+        except Exception:  # noqa: BLE001 -- refused while the slot is still taken
+            time.sleep(0.05)
+    assert status["clients"] == 2  # the second client and this one
+    monkeypatch.delenv("DLM_LSP_TCP_TOKEN")
+    with pytest.raises(Exception, match="token"):
+        query_server("127.0.0.1", port)
+    from dlm_lsp.cli import main
+
+    assert main(["status", "--server", f"127.0.0.1:{port}", "--token", "guess"]) == 1
+    assert "wrong token" in capsys.readouterr().err
+
+
+def test_listening_beyond_this_machine_without_a_token_is_logged(model_dir):
+    port = free_port()
+    server = ServerProcess("--tcp", f"0.0.0.0:{port}", env={"DLM_LSP_TCP_TOKEN": ""})
+    try:
+        client, _ = tcp_connection(port)
+        assert "result" in client.initialize({"model": str(model_dir)})
+        assert "without a token" in server.log() and "DLM_LSP_TCP_TOKEN" in server.log()
+    finally:
+        server.close()
