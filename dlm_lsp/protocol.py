@@ -7,7 +7,9 @@ answers, so the client waits forever), ignores messages that are not JSON-RPC
 every `$/cancelRequest` that comes after its request finished (a flood of
 them is normal).  JSON-RPC requires an answer to every request: here each one
 gets its result or a well-formed error (-32600 invalid request, -32602
-invalid params), and the connection goes on.
+invalid params), and the connection goes on.  Over TCP a connection is first
+admitted (`admission.py`: the server's token, its number of clients); until
+then only `initialize` is read.
 
 pygls hands custom-method params over as nested namedtuples; we turn them back
 into plain JSON, check them, and structure the standard parts (ranges) with
