@@ -44,7 +44,7 @@ class SamplingControls:
     ltr_tokens: int | None = None  # hybrid: first K tokens left to right; 0
     ltr_first_line: bool | None = None  # hybrid: the first line left to right; off
     block_size: int | None = None  # semi-autoregressive blocks; off
-    early_stop: bool | None = None  # stop when stable and the result passes the checks; off
+    early_stop: bool | None = None  # stop when stable and the checks pass; server: on
     early_stop_logprob: float | None = None  # the quality bar of an early stop; -1.0
     strength: float | None = None  # rewrites: share of the old code to re-mask (None: all)
     repair_rounds: int | None = None  # syntax-guided repair rounds for invalid fills; 2
@@ -86,6 +86,10 @@ class ServerConfig(SamplingControls):
     strategy: str = "confidence"
     schedule: str = "linear"
     temperature: float = 0.0  # 0 is greedy
+    # On by default: it stops only on a result that passes the checks the finished fill
+    # would face, and on 200 held-out lines and 200 HumanEval tasks it saved 6-13% of
+    # the steps and scored no lower on any measure (README, Benchmarks: early stop).
+    early_stop: bool | None = True
     max_span_tokens: int = 128
     single_line_tokens: int = 16  # masked tokens for a fill inside a line
     multi_line_tokens: int = 48  # masked tokens for a fill on an empty line or a hole

@@ -9,11 +9,12 @@ loop stops.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
-from fakes import FakeModel
+from fakes import FakeModel, Planted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -336,3 +337,14 @@ def test_any_controls_terminate_in_budget_with_a_full_span(tok, n, controls, see
     assert out.steps <= budget and model.calls == out.steps
     for row in out.span_ids.tolist():  # the moved prefix edge is always reproduced
         assert tok.decode(row).startswith(lay.head)
+
+
+def test_the_server_stops_early_by_default_and_spends_the_budget_when_told_not_to(model_dir):
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
+    request = InfillRequest("y = \n", 4, 4, "python", options=InfillOptions(length=10, steps=8))
+    Planted(engine, request, broken="x + 1", good="x + 1")  # sure of it from the first step
+    result = engine.infill(request)
+    assert result.early_stopped and result.steps < 8 and result.candidates[0].text == "x + 1"
+    off = engine.infill(replace(request, options=InfillOptions(length=10, steps=8,
+                                                               early_stop=False)))
+    assert not off.early_stopped and off.steps == 8 and off.candidates[0].text == "x + 1"
