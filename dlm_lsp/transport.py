@@ -122,7 +122,11 @@ async def _serve_tcp(make_server: Callable[[], DlmServer], live: set[DlmServer],
             server.release()
 
     tcp = await asyncio.start_server(connection, host, port)
-    log.info("serving on %s", ", ".join(str(s.getsockname()) for s in tcp.sockets))
+    where = ", ".join(":".join(map(str, s.getsockname()[:2])) for s in tcp.sockets)
+    asks = "clients must send its token" if gate.token else "no token asked"
+    # whoever starts a team server sees where it listens, whatever the log level
+    print(f"dlm-lsp: serving LSP over TCP on {where} ({asks}; at most {gate.max_clients} "
+          "clients at once)", file=sys.stderr, flush=True)
     async with tcp:
         await tcp.serve_forever()
 

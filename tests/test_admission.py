@@ -73,6 +73,7 @@ def test_a_client_is_served_only_after_an_initialize_with_the_token(gated, model
     assert "result" in fill
     assert not [m for m in member.shown() if "token" in m]  # not taken for an unknown setting
     assert TOKEN not in server.log()
+    assert "(clients must send its token; at most 2 clients at once)" in server.log()
 
 
 def test_past_max_clients_the_next_client_is_turned_away_until_one_leaves(gated, model_dir,
@@ -114,5 +115,7 @@ def test_listening_beyond_this_machine_without_a_token_is_logged(model_dir):
         client, _ = tcp_connection(port)
         assert "result" in client.initialize({"model": str(model_dir)})
         assert "without a token" in server.log() and "DLM_LSP_TCP_TOKEN" in server.log()
+        assert f"serving LSP over TCP on 0.0.0.0:{port} (no token asked; at most 64" in (
+            server.log())
     finally:
         server.close()
