@@ -190,6 +190,7 @@ class DlmProtocol(LanguageServerProtocol):
     gate: Gate | None = None
     admitted_elsewhere: Callable[[], int] = staticmethod(lambda: 0)
     admitted = False
+    refused = False  # answered once and closing: what it sent after is dropped
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
@@ -255,6 +256,8 @@ class DlmProtocol(LanguageServerProtocol):
         """A connection's first message: an `initialize` that passes the gate is served
         (and the connection from then on); anything else is refused, and the connection
         closed, so an unknown client gets no further than one answer."""
+        if self.refused:
+            return
         method, msg_id = getattr(message, "method", None), getattr(message, "id", None)
         if method == types.INITIALIZE:
             assert self.gate is not None
@@ -268,6 +271,7 @@ class DlmProtocol(LanguageServerProtocol):
         else:
             code, text = NOT_INITIALIZED, "this server serves a connection after its initialize"
         log.warning("refused a TCP client: %s", text)
+        self.refused = True
         if method is not None and msg_id is not None:
             self.refuse(msg_id, code, text)
         if self.writer is not None:

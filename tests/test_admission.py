@@ -119,3 +119,13 @@ def test_listening_beyond_this_machine_without_a_token_is_logged(model_dir):
             server.log())
     finally:
         server.close()
+
+
+def test_a_refused_client_gets_one_answer_for_all_it_sent_at_once(gated):
+    port, server = gated
+    client, _ = tcp_connection(port)
+    burst = [client.request("dlm/status", {}) for _ in range(5)]  # all before any answer
+    client.wait(lambda ms: client.closed, timeout=10)
+    answers = [m for m in client.messages if m.get("id") in burst]
+    assert len(answers) == 1 and error_code(answers[0]) == -32002
+    assert server.log().count("refused a TCP client") == 1
