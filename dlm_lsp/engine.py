@@ -53,6 +53,10 @@ def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
     sampler_fields = {f.name for f in fields(SamplerConfig)}
     controls = {f.name: setting(opt, cfg, f.name) for f in fields(SamplingControls)
                 if f.name in sampler_fields}
+    if strategy == "left-to-right" and opt.early_stop is None:
+        # the autoregressive baseline spends one step per token: the server's early stop
+        # (on by default) is for the parallel strategies; a request may still ask for it
+        controls["early_stop"] = False
     return SamplerConfig(steps=steps, strategy=strategy, schedule=setting(opt, cfg, "schedule"),
                          temperatures=temps, max_tokens=cfg.max_span_tokens,
                          **{k: v for k, v in controls.items() if v is not None})

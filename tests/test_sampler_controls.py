@@ -348,3 +348,16 @@ def test_the_server_stops_early_by_default_and_spends_the_budget_when_told_not_t
     off = engine.infill(replace(request, options=InfillOptions(length=10, steps=8,
                                                                early_stop=False)))
     assert not off.early_stopped and off.steps == 8 and off.candidates[0].text == "x + 1"
+
+
+def test_the_left_to_right_baseline_keeps_one_step_per_token_unless_asked_to_stop_early(
+        model_dir):
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
+    request = InfillRequest("y = \n", 4, 4, "python", options=InfillOptions(
+        length=10, strategy="left-to-right"))
+    Planted(engine, request, broken="x + 1", good="x + 1")
+    baseline = engine.infill(request)
+    assert not baseline.early_stopped and baseline.steps == baseline.tokens
+    asked = engine.infill(replace(request, options=replace(request.options, early_stop=True)))
+    assert asked.early_stopped and asked.steps < baseline.steps
+    assert baseline.candidates[0].text == asked.candidates[0].text == "x + 1"
