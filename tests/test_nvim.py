@@ -254,6 +254,32 @@ result.clients = reply.result.clients
         server.close()
 
 
+def test_checkhealth_reaches_a_shared_server_with_its_token(tmp_path, model_dir):
+    from rpc import ServerProcess, free_port, tcp_connection
+
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}", env={"DLM_LSP_TCP_TOKEN": "right"})
+    try:
+        tcp_connection(port)  # listening
+        result = run_nvim(tmp_path, model_dir, f"""
+dlm.setup({{ server = '127.0.0.1:{port}', token = 'right', settings = {{ model = model }},
+  notify = false }})
+vim.cmd('checkhealth dlm')
+assert(vim.wait(30000, function()
+  local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')
+  return text:find('model', 1, true) ~= nil
+end, 50), 'checkhealth never reported on the model')
+result.report = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+""")
+        report = "\n".join(result["report"])
+        assert "ERROR" not in report, report
+        assert f"shared server at 127.0.0.1:{port}" in report and "sending a token" in report
+        assert "server starts and initializes" in report
+        assert "refused" not in server.log()
+    finally:
+        server.close()
+
+
 class RemoteNvim:
     """A headless Neovim that keeps running, driven like a user at the keyboard:
     keys go in with `--remote-send`, state comes back with `--remote-expr`.

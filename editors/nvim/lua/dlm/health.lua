@@ -82,7 +82,10 @@ local function get_client(errors)
   if not wait(M.timeout_ms, function()
     return client.initialized or client:is_stopped()
   end) or client:is_stopped() then
-    health.error('the server did not answer `initialize`', 'run the server command in a terminal to see why')
+    health.error('the server did not answer `initialize`', dlm.config.server and {
+      'a shared server refuses a client without its token (setup{ token = ... } or '
+        .. '$DLM_LSP_TCP_TOKEN) and clients past its --max-clients; its terminal says which',
+    } or 'run the server command in a terminal to see why')
     client:stop(true)
     return nil
   end
@@ -113,7 +116,9 @@ function M.check()
       health.error(why)
       return
     end
-    health.info(('connecting to a shared server at %s:%d (not starting `cmd`)'):format(host, port))
+    local token = dlm.config.token or vim.env.DLM_LSP_TCP_TOKEN
+    health.info(('connecting to a shared server at %s:%d (not starting `cmd`), %s'):format(
+      host, port, (token and token ~= '') and 'sending a token' or 'without a token'))
   elseif not check_executable(dlm.config.cmd) then
     return
   end
