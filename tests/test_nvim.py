@@ -199,15 +199,19 @@ result.text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\\n')
     assert result["text"] == "# typed meanwhile\n" + FIXTURE.read_text(encoding="utf-8")
 
 
-def test_checkhealth_finds_the_server_and_its_loaded_model(tmp_path, model_dir):
-    result = run_nvim(tmp_path, model_dir, """
+# `:checkhealth dlm`, waited for until it reports on the model; its lines in result.report.
+_CHECKHEALTH = """
 vim.cmd('checkhealth dlm')
 assert(vim.wait(30000, function()
   local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')
   return text:find('model', 1, true) ~= nil
 end, 50), 'checkhealth never reported on the model')
 result.report = vim.api.nvim_buf_get_lines(0, 0, -1, false)
-""")
+"""
+
+
+def test_checkhealth_finds_the_server_and_its_loaded_model(tmp_path, model_dir):
+    result = run_nvim(tmp_path, model_dir, _CHECKHEALTH)
     report = "\n".join(result["report"])
     assert "ERROR" not in report, report
     assert "server executable" in report
@@ -264,13 +268,7 @@ def test_checkhealth_reaches_a_shared_server_with_its_token(tmp_path, model_dir)
         result = run_nvim(tmp_path, model_dir, f"""
 dlm.setup({{ server = '127.0.0.1:{port}', token = 'right', settings = {{ model = model }},
   notify = false }})
-vim.cmd('checkhealth dlm')
-assert(vim.wait(30000, function()
-  local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')
-  return text:find('model', 1, true) ~= nil
-end, 50), 'checkhealth never reported on the model')
-result.report = vim.api.nvim_buf_get_lines(0, 0, -1, false)
-""")
+""" + _CHECKHEALTH)
         report = "\n".join(result["report"])
         assert "ERROR" not in report, report
         assert f"shared server at 127.0.0.1:{port}" in report and "sending a token" in report
