@@ -27,14 +27,16 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from lsprotocol import types
+
+from dlm_lsp.errors import SERVER_BUSY, UNAUTHORIZED
+
 TOKEN_ENV = "DLM_LSP_TCP_TOKEN"
 TOKEN_OPTION = "token"  # initializationOptions.token
 
-# JSON-RPC error codes of a refused connection: LSP's own "not initialized" for a
-# message before `initialize`, and implementation-defined ones (server.py's list).
-NOT_INITIALIZED = -32002
-SERVER_FULL = -32004  # the same code as a busy server: try again later
-UNAUTHORIZED = -32006
+# A message before `initialize` gets LSP's own "not initialized"; a full server or a
+# missing token, the codes of errors.py.
+NOT_INITIALIZED = types.ErrorCodes.ServerNotInitialized
 
 
 @dataclass
@@ -53,7 +55,7 @@ class Gate:
         """Why an `initialize` with these initializationOptions is refused while `clients`
         other connections are served (code and message), or None to serve it."""
         if clients >= self.max_clients:
-            return SERVER_FULL, (f"this dlm-lsp server is serving {clients} clients, its most "
+            return SERVER_BUSY, (f"this dlm-lsp server is serving {clients} clients, its most "
                                  "(--max-clients); try again later")
         if self.token is None:
             return None
@@ -74,8 +76,10 @@ def take_token(options: Any) -> None:
 
 def reaches_beyond_this_machine(host: str) -> bool:
     """Whether listening on `host` accepts connections from other machines."""
-    if host in ("localhost", ""):
-        return host == ""
+    if not host:  # every interface
+        return True
+    if host == "localhost":
+        return False
     try:
         return not ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:  # a host name: it may be any interface

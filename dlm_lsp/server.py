@@ -38,6 +38,13 @@ from dlm_lsp.backends import (
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json
 from dlm_lsp.documents import find_document, offset_range, open_document, range_offsets
 from dlm_lsp.engine import Cancelled, InfillRequest, InfillResult, OutOfMemory
+from dlm_lsp.errors import (
+    BACKEND_FAILED,
+    MODEL_UNAVAILABLE,
+    OUT_OF_MEMORY,
+    SERVER_BUSY,
+    TIMEOUT,
+)
 from dlm_lsp.holes import HoleFilling, find_holes
 from dlm_lsp.jobs import (
     CLIENT_CANCELLED,
@@ -70,14 +77,6 @@ from dlm_lsp.transport import serve_stdio, serve_tcp
 from dlm_lsp.validation import forget_document, language_for
 
 log = logging.getLogger(__name__)
-
-# Implementation-defined JSON-RPC server error codes (-32099..-32000).
-MODEL_UNAVAILABLE = -32001
-OUT_OF_MEMORY = -32002
-TIMEOUT = -32003
-SERVER_BUSY = -32004
-BACKEND_FAILED = -32005
-# -32006: a TCP client without the server's token (admission.UNAUTHORIZED)
 
 
 class DlmServer(LanguageServer):

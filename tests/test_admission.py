@@ -7,7 +7,8 @@ import time
 import pytest
 from rpc import ServerProcess, error_code, free_port, hang_up, tcp_connection
 
-from dlm_lsp.admission import SERVER_FULL, UNAUTHORIZED, Gate, reaches_beyond_this_machine
+from dlm_lsp.admission import Gate, reaches_beyond_this_machine
+from dlm_lsp.errors import SERVER_BUSY, UNAUTHORIZED
 
 TOKEN = "team-secret-0123"
 TEXT = "def f(x):\n    return x\n"
@@ -17,7 +18,7 @@ def test_a_gate_without_token_serves_everyone_up_to_its_number_of_clients():
     gate = Gate(None, max_clients=2)
     assert gate.refusal(None, 0) is None and gate.refusal({}, 1) is None
     code, text = gate.refusal({}, 2)
-    assert code == SERVER_FULL and "2 clients" in text
+    assert code == SERVER_BUSY and "2 clients" in text
 
 
 def test_a_gate_with_token_asks_for_exactly_that_token():
@@ -86,7 +87,7 @@ def test_past_max_clients_the_next_client_is_turned_away_until_one_leaves(gated,
     third, _ = tcp_connection(port)
     request = third.request("initialize", {"processId": None, "capabilities": {},
                                            "initializationOptions": options})
-    assert "serving 2 clients" in _refused_and_closed(third, request, SERVER_FULL)
+    assert "serving 2 clients" in _refused_and_closed(third, request, SERVER_BUSY)
 
     hang_up(first_socket)
     from dlm_lsp.status import query_server
