@@ -1,8 +1,8 @@
 """The implementation-defined JSON-RPC error codes dlm-lsp answers with (-32099..-32000).
 
 One list, so the language server's handlers and the TCP admission step (which
-answers before any handler runs) cannot give one code two meanings.  README,
-"Errors", says what each means to an editor.  -32001 and -32002 predate the
+answers before any handler runs) cannot give one code two meanings.  The README
+("What the server speaks") says what each means to an editor.  -32001 and -32002 predate the
 admission step and sit on codes LSP also names (UnknownErrorCode,
 ServerNotInitialized); clients already key on them, so they stay.
 """
