@@ -31,6 +31,8 @@ from typing import NamedTuple
 
 from tree_sitter import Language, Node, Parser, Tree
 
+from dlm_lsp.python_syntax import PythonSyntax
+
 
 @dataclass(frozen=True)
 class Validation:
@@ -262,6 +264,7 @@ class ParsedDocument:
         self._original: list[_Error] | None = None
         self._lines: list[int] | None = None
         self._windows: dict[tuple[int, int], ParsedDocument] = {}
+        self._python: PythonSyntax | None = None
         self.windowed = True  # large documents validate in a window (a window itself never)
 
     def _edited(self, start: int, end: int, inserted: str) -> tuple[Tree, _Place, _Place]:
@@ -298,7 +301,7 @@ class ParsedDocument:
             return self._validate_in_window(start, end, fill)
         candidate = _errors(*self._parse_with(start, end, fill))
         if not candidate:  # the common case: no need for a baseline at all
-            return Validation(True, True, self.language, reason="no syntax errors")
+            return self._confirmed(start, end, fill, "no syntax errors")
         # The document as it is, and the document with the span removed; for an
         # insertion they are the same text.
         original = _Baseline(self.errors, end - start)
@@ -309,15 +312,28 @@ class ParsedDocument:
                      for error, where in candidate
                      if _is_new(error, removed, original, start, len(fill), reach))
         if not new:
-            return Validation(True, True, self.language,
-                              reason=f"no new syntax errors ({len(candidate)} pre-existing "
-                                     "ignored)")
+            return self._confirmed(start, end, fill, f"no new syntax errors ({len(candidate)} "
+                                                     "pre-existing ignored)")
         places = tuple(sorted({where for where, _ in new}))
         line, column = places[0]
         return Validation(True, False, self.language, places,
                           reason=f"fill introduces {len(places)} syntax error(s), first at "
                                  f"line {line + 1}, column {column + 1}",
                           new_ranges=tuple(sorted({span for _, span in new})))
+
+    def _confirmed(self, start: int, end: int, fill: str, reason: str) -> Validation:
+        """tree-sitter's pass, unless CPython rejects a Python fill (see python_syntax)."""
+        if self.language == "python":
+            if self._python is None:
+                self._python = PythonSyntax(self.text, self.tree.root_node, self._line_starts())
+            rejected = self._python.rejects(start, end, fill)
+            if rejected is not None:
+                return Validation(True, False, self.language, ((rejected.line, rejected.column),),
+                                  reason=f"fill introduces 1 syntax error(s), first at line "
+                                         f"{rejected.line + 1}, column {rejected.column + 1} "
+                                         f"(Python: {rejected.message})",
+                                  new_ranges=((rejected.start, rejected.end),))
+        return Validation(True, True, self.language, reason=reason)
 
     def _at_fill(self, where: tuple[int, int], error: _Error, start: int) -> tuple[int, int]:
         """Where to report an error: one that began on an earlier line and runs into the
@@ -382,9 +398,10 @@ class ParsedDocument:
 
 
 def _shift_reason(verdict: Validation, shift: int) -> str:
-    line, column = verdict.new_errors[0]
-    return (f"fill introduces {len(verdict.new_errors)} syntax error(s), first at "
-            f"line {line + shift + 1}, column {column + 1}")
+    """The window's reason with the document's line number (any detail after it kept)."""
+    line, _ = verdict.new_errors[0]
+    return verdict.reason.replace(f"first at line {line + 1},", f"first at line "
+                                  f"{line + shift + 1},", 1)
 
 
 def _skip_blanks_back(text: str, at: int) -> int:

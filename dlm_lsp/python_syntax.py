@@ -1,0 +1,219 @@
+"""CPython's own parser as a second opinion on Python fills.
+
+tree-sitter's Python grammar recovers from errors by design, and it also
+*accepts* some text that Python rejects: a comment right after `x = ` when an
+expression statement follows (it reads `x = y = 3`), a line indented past its
+block, Python 2 (`print 'x'`, `exec 'x'`, `<>`, `0777`, backquotes), `del 1`,
+`with a as 1:`, an unparenthesized generator among other arguments.  A model that
+writes `#` after `x = ` comments out the rest of the user's line, and tree-sitter
+calls it valid.  So a Python fill that tree-sitter passes is parsed again by
+CPython (`ast.parse`), over the statements around the span rather than the
+whole file: the document being edited is often broken elsewhere, and a small
+text keeps it near a millisecond.
+
+The text parsed ("the chunk") is whole lines: the top-level statements that
+meet the span, with one statement either side, so that a fill that runs into
+the next statement is caught too; when that is longer than CHUNK_CHARS, the
+statements of the block one level down that holds the span, and so on.  A
+chunk inside a block is parsed under `if 1:`, which makes its indentation legal
+on its own.  What counts against the fill, with the document as it is (the
+span's old text) as baseline:
+
+* the chunk parses as it is: the filled chunk must parse too;
+* it does not: the fill is blamed only when CPython now fails *earlier* than it
+  did, or when the old failure sat on the span's own lines (the user's line is
+  incomplete, `result = foo(`) and the new one sits on the fill's lines (the
+  fill did not complete it).  Damage elsewhere in the chunk is the user's.
+
+This is the parse only: names, `return` outside a function and the like are the
+compiler's business and are not checked.  Syntax newer than the server's Python
+is outside the check's reach: such a chunk fails as it is, which leaves the
+verdict to tree-sitter unless the span's own line holds it.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import warnings
+from typing import NamedTuple
+
+from tree_sitter import Node
+
+# The statements handed to CPython are cut at this size (characters); past it the
+# check moves into the block that holds the span, or is not made.
+CHUNK_CHARS = 20_000
+
+# CPython warns about some valid text while parsing (an invalid escape like '\d');
+# under `-W error` that warning would become a SyntaxError and reject a good fill.
+_FILENAME = "dlm_lsp_fill_check"
+warnings.filterwarnings("ignore", module=_FILENAME + "$")
+
+_INSIDE_BLOCK = "if 1:\n"  # makes an indented chunk a block of its own
+
+
+class Rejection(NamedTuple):
+    """Where CPython rejects the filled document, in its coordinates."""
+
+    line: int  # 0-based
+    column: int  # 0-based, characters
+    start: int  # character range of the error in the filled document
+    end: int
+    message: str
+
+
+class _Chunk(NamedTuple):
+    low: int  # whole lines [low, high) of the document
+    high: int
+    inside_block: bool  # parsed under `if 1:`
+    first_row: int  # the span's rows, for the baseline rule
+    last_row: int
+    failure: int | None  # where CPython fails on the chunk as it is (document offset)
+
+
+def _failure(source: str, inside_block: bool) -> tuple[int, int, int, str] | None:
+    """(row, column, end offset within its row, message) of CPython's first syntax error
+    in `source`, rows counted from the chunk's first line; None when it parses."""
+    text = _INSIDE_BLOCK + source if inside_block else source
+    try:
+        ast.parse(text, _FILENAME)
+    except SyntaxError as error:
+        shift = 1 if inside_block else 0
+        row = max(0, (error.lineno or 1) - 1 - shift)
+        column = max(0, (error.offset or 1) - 1)
+        same_row = error.end_lineno in (None, error.lineno)
+        end = max(column + 1, (error.end_offset or 0) - 1) if same_row else column + 1
+        return row, column, end, error.msg
+    except (ValueError, RecursionError, MemoryError) as error:  # e.g. a NUL byte
+        return 0, 0, 1, str(error)
+    return None
+
+
+def _offset(source: str, row: int, column: int) -> int:
+    """Character offset of (row, column) in `source`, clamped to it."""
+    at = 0
+    for _ in range(row):
+        found = source.find("\n", at)
+        if found == -1:
+            return len(source)
+        at = found + 1
+    line_end = source.find("\n", at)
+    return min(at + column, len(source) if line_end == -1 else line_end + 1)
+
+
+def _rows(node: Node) -> tuple[int, int]:
+    return node.start_point[0], node.end_point[0]
+
+
+def _statements(body: Node, first: int, last: int) -> tuple[Node | None, int, int]:
+    """The statements of `body` that meet rows [first, last], one either side: the first
+    of them and the rows they cover (with the span's own rows)."""
+    children = body.children
+    if not children:
+        return None, first, last
+    hit = [i for i, child in enumerate(children) if child.start_point[0] <= last
+           and child.end_point[0] >= first]
+    if hit:
+        low, high = max(0, hit[0] - 1), min(len(children) - 1, hit[-1] + 1)
+    else:  # blank lines or comments between statements: their neighbours
+        after = next((i for i, child in enumerate(children) if child.start_point[0] > last),
+                     len(children))
+        low, high = max(0, after - 1), min(len(children) - 1, after)
+    top = min(first, children[low].start_point[0])
+    return children[low], top, max(last, children[high].end_point[0])
+
+
+def _inner_block(statement: Node, first: int, last: int) -> Node | None:
+    """The block one level down in `statement` whose statements hold rows [first, last]."""
+    stack = list(statement.children)
+    while stack:
+        node = stack.pop()
+        if node.type == "block":
+            if node.parent is not None and node.parent.type == "match_statement":
+                stack.extend(node.children)  # its children are case clauses, not statements
+                continue
+            start, end = _rows(node)
+            if start <= first and last <= end and node.children:
+                return node
+            continue  # a block that does not hold the span: nothing inside it does
+        stack.extend(node.children)
+    return None
+
+
+class PythonSyntax:
+    """CPython's verdict on fills of one version of a Python document."""
+
+    def __init__(self, text: str, root: Node, line_starts: list[int]):
+        self.text, self.root, self.lines = text, root, line_starts
+        self._chunks: dict[tuple[int, int], _Chunk | None] = {}
+
+    def _row(self, offset: int) -> int:
+        return bisect.bisect_right(self.lines, offset) - 1
+
+    def _line_end(self, row: int) -> int:
+        return self.lines[row + 1] if row + 1 < len(self.lines) else len(self.text)
+
+    def _chunk(self, start: int, end: int) -> _Chunk | None:
+        """The statements around [start, end), as they are, or None when no chunk small
+        enough and well formed is found (the check is then not made)."""
+        key = (start, end)
+        if key not in self._chunks:
+            self._chunks[key] = self._find_chunk(start, end)
+        return self._chunks[key]
+
+    def _find_chunk(self, start: int, end: int) -> _Chunk | None:
+        first, last = self._row(start), self._row(end)
+        body: Node | None = self.root
+        while body is not None:
+            opening, top, bottom = _statements(body, first, last)
+            inside = body is not self.root
+            if opening is not None and not self._opens_its_line(opening):
+                return None  # e.g. `if x: y = 1`: the header owns the line
+            low, high = self.lines[top], self._line_end(bottom)
+            if high - low <= CHUNK_CHARS:
+                failure = _failure(self.text[low:high], inside)
+                at = None if failure is None else low + _offset(
+                    self.text[low:high], failure[0], failure[1])
+                return _Chunk(low, high, inside, first, last, at)
+            holders = [c for c in body.children
+                       if c.start_point[0] <= first and last <= c.end_point[0]]
+            body = _inner_block(holders[0], first, last) if len(holders) == 1 else None
+        return None
+
+    def _opens_its_line(self, statement: Node) -> bool:
+        """Whether only indentation comes before `statement` on its line, so that the
+        chunk's lines start with its statements."""
+        row = statement.start_point[0]
+        before = self.text[self.lines[row]:self._line_end(row)]
+        indent = len(before) - len(before.lstrip(" \t"))
+        return statement.start_point[1] == indent  # ASCII blanks: bytes are characters
+
+    def rejects(self, start: int, end: int, fill: str) -> Rejection | None:
+        """CPython's objection to `fill` written over [start, end), or None."""
+        chunk = self._chunk(start, end)
+        if chunk is None:
+            return None
+        source = self.text[chunk.low:start] + fill + self.text[end:chunk.high]
+        failure = _failure(source, chunk.inside_block)
+        if failure is None:
+            return None
+        row, column, column_end, message = failure
+        at = chunk.low + _offset(source, row, column)
+        line = self._row(chunk.low) + row
+        if chunk.failure is not None and not self._blamed(chunk, at, line, start, end, fill):
+            return None
+        until = chunk.low + _offset(source, row, column_end)
+        return Rejection(line, column, at, max(until, at), message)
+
+    def _blamed(self, chunk: _Chunk, at: int, line: int, start: int, end: int,
+                fill: str) -> bool:
+        """With the chunk broken already: whether the new failure (offset `at` on `line`
+        of the filled document) is the fill's doing."""
+        old = chunk.failure
+        assert old is not None
+        moved = old if old < start else start if old < end else old + len(fill) - (end - start)
+        if at < moved:  # CPython now stops earlier than it did
+            return True
+        on_the_span = chunk.first_row <= self._row(old) <= chunk.last_row
+        on_the_fill = chunk.first_row <= line <= chunk.first_row + fill.count("\n")
+        return on_the_span and on_the_fill

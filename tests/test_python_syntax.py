@@ -1,0 +1,139 @@
+"""Specification of dlm_lsp.python_syntax: CPython confirms what tree-sitter passes.
+
+tree-sitter's Python grammar accepts some text Python rejects; a Python fill is
+valid only when CPython's parser agrees, judged on the statements around the
+span and never blaming the user's own damage.  Documents mark the span as
+⟦old text⟧ (⟦⟧ for an insertion point), as in test_validation.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dlm_lsp import validation
+from dlm_lsp.python_syntax import CHUNK_CHARS
+from dlm_lsp.validation import Validation, validate_fill
+
+
+def _fill(marked: str, fill: str) -> Validation:
+    start = marked.index("⟦")
+    end = marked.index("⟧") - 1
+    return validate_fill(marked.replace("⟦", "").replace("⟧", ""), start, end, fill, "python")
+
+
+# --- what tree-sitter lets through -------------------------------------------------------
+
+
+def test_a_comment_that_swallows_the_rest_of_the_line_is_rejected() -> None:
+    marked = "import os\n\n__all__ = ⟦⟧['wrap', 'fill']\nx = 3\n"
+    result = _fill(marked, "# ")
+    assert not result.valid
+    assert result.new_errors == ((2, 10),)  # the comment, where the fill starts
+    assert "Python: invalid syntax" in result.reason
+    assert _fill(marked, "tuple(") .valid is False
+    assert _fill(marked, "list(['a']) + ").valid
+
+
+@pytest.mark.parametrize("fill", ["print 'a'", "exec 'a'", "n = 0777", "a <> b", "del 1",
+                                  "with a as 1: pass", "g(x for x in a, 1)"])
+def test_statements_python_cannot_parse_are_rejected(fill: str) -> None:
+    result = _fill("def f(a, b):\n    ⟦⟧\n    return a\n", fill)
+    assert not result.valid
+    assert "(Python: " in result.reason  # tree-sitter alone passes every one of them
+
+
+def test_a_line_indented_past_its_block_is_rejected() -> None:
+    marked = "def f():\n    a = 1\n    ⟦⟧\n    return a\n"
+    assert _fill(marked, "b = 2").valid
+    result = _fill(marked, "  b = 2")
+    assert not result.valid
+    assert "unexpected indent" in result.reason
+
+
+def test_the_error_range_tells_repair_where_the_fill_went_wrong() -> None:
+    marked = "total = ⟦⟧\nprint(total)\n"
+    text = marked.replace("⟦", "").replace("⟧", "")
+    result = _fill(marked, "price count")
+    assert not result.valid
+    [(a, b)] = result.new_ranges
+    filled = text[:8] + "price count" + text[8:]
+    assert a >= 8 and "price count" in filled[a - 6:b + 6]
+
+
+# --- the user's damage is not the fill's -------------------------------------------------
+
+
+def test_broken_code_below_the_span_is_not_blamed_on_the_fill() -> None:
+    marked = "def f():\n    ⟦⟧\n    b = g(1 2)\n    return b\n"
+    assert _fill(marked, "a = 1").valid
+    result = _fill(marked, "print 'a'")  # CPython now stops earlier: the fill's doing
+    assert not result.valid
+    assert result.new_errors == ((1, 4),)
+
+
+def test_broken_code_above_the_span_is_not_blamed_on_the_fill() -> None:
+    marked = "def f():\n    b = g(1 2)\n    ⟦⟧\n    return b\n"
+    assert _fill(marked, "a = 1").valid
+
+
+def test_an_incomplete_line_at_the_cursor_must_be_completed() -> None:
+    marked = "def f(a):\n    result = g(⟦⟧\n    return result\n"
+    assert _fill(marked, "a)").valid
+    result = _fill(marked, "x for x in a, 1)")
+    assert not result.valid
+    assert "(Python: Generator expression must be parenthesized)" in result.reason
+
+
+def test_a_warning_while_parsing_never_rejects_a_fill() -> None:
+    """CPython warns about an invalid escape like '\\d'; under `python -W error` that
+    warning would be a SyntaxError."""
+    script = ("from dlm_lsp.validation import validate_fill\n"
+              "text = 'import re\\n\\nDIGITS = \\n'\n"
+              "print(validate_fill(text, 20, 20, 're.compile(\"\\\\d+\")', 'python').valid)\n")
+    shown = subprocess.run([sys.executable, "-W", "error", "-c", script], capture_output=True,
+                           text=True, check=True).stdout
+    assert shown.strip() == "True"
+
+
+# --- where the check looks ---------------------------------------------------------------
+
+
+def _big_class(method_body: str) -> str:
+    methods = "".join(f"    def m{i}(self, x):\n        y = x * {i}\n        return y + 1\n\n"
+                      for i in range(400))
+    return f"class Big:\n{methods}    def last(self):\n{method_body}\n"
+
+
+def test_a_class_too_big_to_parse_whole_is_checked_in_the_method_that_holds_the_span() -> None:
+    marked = _big_class("        ⟦⟧\n        return 1")
+    assert len(marked) > CHUNK_CHARS
+    assert _fill(marked, "value = self.m1(2)").valid
+    result = _fill(marked, "print 'a'")
+    assert not result.valid and "(Python: " in result.reason
+    assert result.new_errors[0][0] == marked.count("\n", 0, marked.index("⟦"))
+
+
+def test_a_case_block_is_checked_like_any_other() -> None:
+    marked = ("def f(x):\n    match x:\n        case 1:\n            ⟦⟧\n            z = 0\n"
+              "    return 1\n")
+    assert _fill(marked, "y = 2").valid
+    assert "(Python: " in _fill(marked, "print 'a'").reason
+
+
+def test_large_documents_are_checked_in_their_window_with_the_document_line_numbers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(validation, "WINDOW_ABOVE", 1_000)
+    lines = [f"v{i} = {i}\n" for i in range(300)]
+    lines[250] = "x = ⟦⟧1\n"
+    result = _fill("".join(lines), "#")
+    assert not result.valid
+    assert result.new_errors[0][0] == 250
+    assert "first at line 251," in result.reason and "(Python: " in result.reason
+
+
+def test_other_languages_are_left_to_tree_sitter() -> None:
+    text = "let x = ;\n"
+    assert validate_fill(text, 8, 8, "1", "javascript").valid
