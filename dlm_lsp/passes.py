@@ -27,6 +27,7 @@ from dlm_lsp.policy import MULTI_LINE, SpanPlan
 from dlm_lsp.repair import (
     REPAIR,
     RepairConfig,
+    culprits,
     positions_to_remask,
     raw_offset,
     token_offsets,
@@ -122,6 +123,8 @@ class InfillRun:
         self.checked = self.document is not None
         self.passes = 0  # forward passes, all denoising runs together
         self.repair_rounds = 0
+        self.blamed: set[tuple[int, int]] = set()  # (position, token) an error started in
+        self.banned: list[tuple[int, int]] = []  # those written again: repairs may not
         self.deadline: float | None = None  # perf_counter time a latency target ends at
         self.step_ms = 0.0  # predicted time of one pass, with a deadline
 
@@ -215,14 +218,25 @@ class InfillRun:
         errors = [(raw_offset(raw, candidate.text, a - start) + head,
                    raw_offset(raw, candidate.text, b - start) + head)
                   for a, b in candidate.check.new_ranges]
+        blamed = culprits(offsets, used, 0, errors, ids)
+        # a token blamed again after a round that could rewrite it came back unchanged:
+        # the same context gives the same greedy choice, so the next round may not write it
+        self.banned += [c for c in blamed if c in self.blamed and c not in self.banned]
+        self.blamed.update(blamed)
+        # The token that carries the head (` #` after `x = `) is at fault: write it again too;
+        # the sampler then spells the head anew, as on a first pass (HeadChain).
+        reopened = range(protected) if any(i < protected for i, _ in blamed) else range(0)
+        protected -= len(reopened)
         if any(b >= head + len(raw) - 1 for _, b in errors):  # broken where the fill ends:
             errors += [(head + i, head + i + 1) for i in unmatched_openers(raw)]  # the cause?
-        chosen = positions_to_remask(offsets, used, protected, errors, len(ids), cfg.margin)
+        chosen = sorted(set(positions_to_remask(offsets, used, protected, errors, len(ids),
+                                                cfg.margin)) | set(reopened))
         if not chosen:
             return None
         for i in chosen:
             ids[i] = model.mask_id
-        again = replace(layout, init_ids=tuple(ids), n_masked=len(ids), head_tokens=protected)
+        again = replace(layout, init_ids=tuple(ids), n_masked=len(ids), head_tokens=protected,
+                        banned=tuple(self.banned))
         # a second round explores: the same context would give the same greedy tokens
         temperature = sampler.temperatures[0] if self.repair_rounds == 0 else max(
             sampler.temperatures[0], CANDIDATE_TEMPERATURE)

@@ -12,6 +12,7 @@ once strictly left to right (`fallback`).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from dlm_lsp.models.tokenizer import Tokenizer
@@ -63,6 +64,30 @@ def positions_to_remask(offsets: list[int], used: int, protected: int,
             if protected <= i < n:
                 chosen.add(i)
     return sorted(chosen)
+
+
+def culprits(offsets: list[int], used: int, protected: int, errors: list[tuple[int, int]],
+             ids: list[int]) -> list[tuple[int, int]]:
+    """(position, token id) of the token each error starts in, for the next round to avoid.
+
+    Re-masking alone often gives the rejected text back: the context around the
+    masked positions is what it was, and the model is as sure as before (a `#`
+    after `x = ` is this bootstrap model's favourite).  An error at or past the
+    end of the content is blamed on the last content token (a dangling `.` or
+    operator).  Coordinates as in `positions_to_remask`; the head is never blamed.
+    """
+    found: list[tuple[int, int]] = []
+    end = offsets[used] if used else 0
+    for a, _ in errors:
+        if used == 0:
+            break
+        if a >= end:
+            i = used - 1
+        else:
+            i = max(0, bisect.bisect_right(offsets, max(a, 0), 0, used) - 1)
+        if i >= protected and (i, ids[i]) not in found:
+            found.append((i, ids[i]))
+    return found
 
 
 def raw_offset(raw: str, shown: str, offset: int) -> int:

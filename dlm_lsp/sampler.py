@@ -251,7 +251,9 @@ class Denoising:
         self.lo, self.hi = layout.span_start, layout.span_end
         n = self.hi - self.lo
         self.chain: HeadChain | None = None
-        if layout.head and layout.init_ids is None:
+        # the head is spelled on the first step whenever its first position is masked:
+        # a first pass, or a repair that writes the token carrying the head again
+        if layout.head and (layout.init_ids is None or layout.init_ids[0] == model.mask_id):
             self.chain = head_chain(model.tokenizer, layout.head)
             if not self.chain.reproducible:
                 raise ValueError(f"head {layout.head!r} cannot be reproduced by this "
@@ -304,6 +306,8 @@ class Denoising:
             logits = logits[:, self.lo:self.hi]
         logits = logits.float()  # (B, N, V)
         logits[..., mask_id] = float("-inf")
+        for position, token in self.layout.banned:
+            logits[:, position, token] = float("-inf")
         last = b_step == block_steps - 1
         if self.expand_id is not None and not (self.grows and not last
                                                and self.hi - self.lo < self.cap):

@@ -37,6 +37,9 @@ class SpanLayout:
     head: str = ""  # prefix characters moved into the span, which the fill must start with
     head_tokens: int = 0  # the head's own tokens (span positions it takes when pre-filled)
     init_ids: tuple[int, ...] | None = None  # starting span content (refinement), else masks
+    # (span position, token id) pairs never written: a repair does not write again what
+    # a check rejected, which greedy decoding of the same context would
+    banned: tuple[tuple[int, int], ...] = ()
 
     @property
     def span_start(self) -> int:

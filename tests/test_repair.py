@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from fakes import Planted
 
 import dlm_lsp.passes as passes_module
@@ -20,6 +21,7 @@ from dlm_lsp.repair import (
     DIFFUSION,
     LEFT_TO_RIGHT,
     REPAIR,
+    culprits,
     positions_to_remask,
     raw_offset,
     token_offsets,
@@ -62,6 +64,13 @@ def test_unmatched_openers_are_the_brackets_never_closed() -> None:
 def test_no_positions_outside_the_span() -> None:
     offsets = [0, 2, 4, 6]
     assert max(positions_to_remask(offsets, 3, 0, [(5, 6)], 3, margin=4)) == 2
+
+
+def test_the_culprit_is_the_token_an_error_starts_in() -> None:
+    offsets, ids = [0, 2, 4, 6], [10, 11, 12]
+    assert culprits(offsets, 3, 0, [(3, 5)], ids) == [(1, 11)]
+    assert culprits(offsets, 3, 0, [(6, 6)], ids) == [(2, 12)]  # past the end: the last token
+    assert culprits(offsets, 3, 2, [(0, 1)], ids) == []  # the head is never blamed
 
 
 def test_token_offsets_follow_the_decoded_text(model_dir: Path) -> None:
@@ -253,3 +262,60 @@ def test_a_planted_error_is_reported_where_it_is_and_repaired_in_each_language(
     result = engine.infill(request)
     assert (result.candidates[0].valid, result.path) == (True, REPAIR)
     assert result.candidates[0].text.strip() == good.strip()
+
+
+def _repair_layouts(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Record the layout of each repair run, and the span it wrote."""
+    runs = []
+    real = passes_module.denoise
+
+    def spy(model, layout, cfg, seed, *args):
+        out = real(model, layout, cfg, seed, *args)
+        if layout.init_ids is not None:
+            runs.append((layout, out.span_ids[0].tolist()))
+        return out
+    monkeypatch.setattr(passes_module, "denoise", spy)
+    return runs
+
+
+def test_a_token_that_comes_back_from_a_repair_is_not_written_there_again(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request()
+    Planted(engine, request)  # writes the unclosed parenthesis whatever it is shown
+    runs = _repair_layouts(monkeypatch)
+    engine.infill(request)
+    (first, wrote), (second, wrote_again) = runs
+    assert first.banned == ()
+    [(position, token)] = second.banned
+    assert wrote[position] == token, "banned: what the first round wrote where the error began"
+    assert wrote_again[position] != token
+
+
+class _SecondChoiceWithoutSpace(Planted):
+    """Also likes, at the span's first position, a token that would drop the head."""
+
+    unspaced = 0
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        out = super().logits(ids)
+        out[:, self.start, self.unspaced] = 5.0
+        return out
+
+
+def test_a_repair_can_rewrite_the_token_that_carries_the_head(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After `total = ` the span starts with the space before the cursor (the head), and
+    the model's `#` joins it in one token ` #`: a repair must be free to write it again,
+    and must still spell the head."""
+    doc = "price = 3\ntotal = |price * 2\nprint(total)\n"
+    request = _request(doc)
+    planted = _SecondChoiceWithoutSpace(engine, request, broken="#", good="2 * ")
+    tok = engine.model.tokenizer
+    planted.unspaced = tok.encode("2")[0]
+    assert tok.decode([planted.targets[False][0]]) == " #"  # the head's token carries the '#'
+    runs = _repair_layouts(monkeypatch)
+    engine.infill(request)
+    (first, _), (second, wrote_again) = runs
+    assert first.init_ids[0] == engine.model.mask_id and first.head_tokens == 0
+    assert second.banned == ((0, planted.targets[False][0]),)
+    assert tok.decode(wrote_again[:1]).startswith(" ") and wrote_again[0] != second.banned[0][1]
