@@ -21,9 +21,11 @@ span's old text) as baseline:
 
 * the chunk parses as it is: the filled chunk must parse too;
 * it does not: the fill is blamed only when CPython now fails *earlier* than it
-  did, or when the old failure sat on the span's own lines (the user's line is
-  incomplete, `result = foo(`) and the new one sits on the fill's lines (the
-  fill did not complete it).  Damage elsewhere in the chunk is the user's.
+  did, or when the old failure sat at the span (on its lines, or after it with
+  only blanks and comments between: an empty block is noticed at the next line
+  of code) and the new one sits at the fill the same way (the fill did not
+  complete `result = foo(`, or left the block empty).  Damage elsewhere in the
+  chunk is the user's.
 
 This is the parse only: names, `return` outside a function and the like are the
 compiler's business and are not checked.  Syntax newer than the server's Python
@@ -99,6 +101,16 @@ def _offset(source: str, row: int, column: int) -> int:
         at = found + 1
     line_end = source.find("\n", at)
     return min(at + column, len(source) if line_end == -1 else line_end + 1)
+
+
+def _only_blanks(text: str) -> bool:
+    """Whether `text` holds nothing but blank lines and comments."""
+    return all(not piece.strip() or piece.lstrip().startswith("#") for piece in text.split("\n"))
+
+
+def _beside(text: str, a: int, b: int, at: int) -> bool:
+    """Whether offset `at` lies in [a, b] or only blanks and comments part them."""
+    return _only_blanks(text[b:at]) if at >= b else at >= a or _only_blanks(text[at:a])
 
 
 def _rows(node: Node) -> tuple[int, int]:
@@ -200,13 +212,19 @@ class PythonSyntax:
         row, column, column_end, message = failure
         at = chunk.low + _offset(source, row, column)
         line = self._row(chunk.low) + row
-        if chunk.failure is not None and not self._blamed(chunk, at, line, start, end, fill):
+        # CPython notices an empty block at the next line of code (or at the end of the
+        # line before): blanks and comments between the fill and the failure make it the
+        # fill's
+        at_fill = _beside(source, start - chunk.low, start - chunk.low + len(fill),
+                          at - chunk.low)
+        if chunk.failure is not None and not self._blamed(chunk, at, line, start, end, fill,
+                                                          at_fill):
             return None
         until = chunk.low + _offset(source, row, column_end)
         return Rejection(line, column, at, max(until, at), message)
 
     def _blamed(self, chunk: _Chunk, at: int, line: int, start: int, end: int,
-                fill: str) -> bool:
+                fill: str, at_fill: bool) -> bool:
         """With the chunk broken already: whether the new failure (offset `at` on `line`
         of the filled document) is the fill's doing."""
         old = chunk.failure
@@ -214,6 +232,7 @@ class PythonSyntax:
         moved = old if old < start else start if old < end else old + len(fill) - (end - start)
         if at < moved:  # CPython now stops earlier than it did
             return True
-        on_the_span = chunk.first_row <= self._row(old) <= chunk.last_row
-        on_the_fill = chunk.first_row <= line <= chunk.first_row + fill.count("\n")
+        on_the_span = (chunk.first_row <= self._row(old) <= chunk.last_row
+                       or _beside(self.text, start, end, old))
+        on_the_fill = chunk.first_row <= line <= chunk.first_row + fill.count("\n") or at_fill
         return on_the_span and on_the_fill

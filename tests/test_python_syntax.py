@@ -87,6 +87,20 @@ def test_an_incomplete_line_at_the_cursor_must_be_completed() -> None:
     assert "(Python: Generator expression must be parenthesized)" in result.reason
 
 
+def test_a_block_left_empty_must_be_filled_with_code() -> None:
+    marked = "def f(x):\n    if x:\n        ⟦⟧\n    return x\n"
+    assert _fill(marked, "x += 1").valid
+    for fill in ("# later", "", "    "):
+        result = _fill(marked, fill)
+        assert not result.valid, repr(fill)
+
+
+def test_the_user_s_broken_line_after_a_blank_one_is_not_blamed_on_the_fill() -> None:
+    marked = "def f(x):\n    ⟦⟧\n    y = g(1 2)\n    return y\n"
+    assert _fill(marked, "x += 1").valid
+    assert _fill(marked, "# later").valid
+
+
 def test_a_warning_while_parsing_never_rejects_a_fill() -> None:
     """CPython warns about an invalid escape like '\\d'; under `python -W error` that
     warning would be a SyntaxError."""
