@@ -74,7 +74,9 @@ def culprits(offsets: list[int], used: int, protected: int, errors: list[tuple[i
     masked positions is what it was, and the model is as sure as before (a `#`
     after `x = ` is this bootstrap model's favourite).  An error at or past the
     end of the content is blamed on the last content token (a dangling `.` or
-    operator).  Coordinates as in `positions_to_remask`; the head is never blamed.
+    operator).  Coordinates as in `positions_to_remask`; positions before
+    `protected` are never blamed (the engine passes 0: the token that carries the
+    head may be at fault, and it is then written again with the head spelled anew).
     """
     found: list[tuple[int, int]] = []
     end = offsets[used] if used else 0
