@@ -226,7 +226,7 @@ class InfillRun:
         # The token that carries the head (` #` after `x = `) is at fault: write it again too;
         # the sampler then spells the head anew, as on a first pass (HeadChain).
         reopened = range(protected) if any(i < protected for i, _ in blamed) else range(0)
-        protected -= len(reopened)
+        protected = 0 if reopened else protected
         if any(b >= head + len(raw) - 1 for _, b in errors):  # broken where the fill ends:
             errors += [(head + i, head + i + 1) for i in unmatched_openers(raw)]  # the cause?
         chosen = sorted(set(positions_to_remask(offsets, used, protected, errors, len(ids),

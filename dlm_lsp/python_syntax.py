@@ -68,8 +68,6 @@ class _Chunk(NamedTuple):
     low: int  # whole lines [low, high) of the document
     high: int
     inside_block: bool  # parsed under `if 1:`
-    first_row: int  # the span's rows, for the baseline rule
-    last_row: int
     failure: int | None  # where CPython fails on the chunk as it is (document offset)
 
 
@@ -183,10 +181,10 @@ class PythonSyntax:
                 return None  # e.g. `if x: y = 1`: the header owns the line
             low, high = self.lines[top], self._line_end(bottom)
             if high - low <= CHUNK_CHARS:
-                failure = _failure(self.text[low:high], inside)
-                at = None if failure is None else low + _offset(
-                    self.text[low:high], failure[0], failure[1])
-                return _Chunk(low, high, inside, first, last, at)
+                source = self.text[low:high]
+                failure = _failure(source, inside)
+                at = None if failure is None else low + _offset(source, *failure[:2])
+                return _Chunk(low, high, inside, at)
             holders = [c for c in body.children
                        if c.start_point[0] <= first and last <= c.end_point[0]]
             body = _inner_block(holders[0], first, last) if len(holders) == 1 else None
@@ -212,27 +210,27 @@ class PythonSyntax:
         row, column, column_end, message = failure
         at = chunk.low + _offset(source, row, column)
         line = self._row(chunk.low) + row
-        # CPython notices an empty block at the next line of code (or at the end of the
-        # line before): blanks and comments between the fill and the failure make it the
-        # fill's
-        at_fill = _beside(source, start - chunk.low, start - chunk.low + len(fill),
-                          at - chunk.low)
-        if chunk.failure is not None and not self._blamed(chunk, at, line, start, end, fill,
-                                                          at_fill):
+        if chunk.failure is not None and not self._blamed(chunk, source, at, line, start, end,
+                                                          fill):
             return None
         until = chunk.low + _offset(source, row, column_end)
         return Rejection(line, column, at, max(until, at), message)
 
-    def _blamed(self, chunk: _Chunk, at: int, line: int, start: int, end: int,
-                fill: str, at_fill: bool) -> bool:
+    def _blamed(self, chunk: _Chunk, source: str, at: int, line: int, start: int, end: int,
+                fill: str) -> bool:
         """With the chunk broken already: whether the new failure (offset `at` on `line`
-        of the filled document) is the fill's doing."""
+        of the filled document, whose chunk is `source`) is the fill's doing."""
         old = chunk.failure
         assert old is not None
         moved = old if old < start else start if old < end else old + len(fill) - (end - start)
         if at < moved:  # CPython now stops earlier than it did
             return True
-        on_the_span = (chunk.first_row <= self._row(old) <= chunk.last_row
+        # CPython notices an empty block at the next line of code (or at the end of the
+        # line before): only blanks and comments between count as beside the span
+        first = self._row(start)
+        on_the_span = (first <= self._row(old) <= self._row(end)
                        or _beside(self.text, start, end, old))
-        on_the_fill = chunk.first_row <= line <= chunk.first_row + fill.count("\n") or at_fill
+        fill_at = start - chunk.low
+        on_the_fill = (first <= line <= first + fill.count("\n")
+                       or _beside(source, fill_at, fill_at + len(fill), at - chunk.low))
         return on_the_span and on_the_fill

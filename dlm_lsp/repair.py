@@ -78,11 +78,11 @@ def culprits(offsets: list[int], used: int, protected: int, errors: list[tuple[i
     `protected` are never blamed (the engine passes 0: the token that carries the
     head may be at fault, and it is then written again with the head spelled anew).
     """
+    if used == 0:
+        return []
     found: list[tuple[int, int]] = []
-    end = offsets[used] if used else 0
+    end = offsets[used]
     for a, _ in errors:
-        if used == 0:
-            break
         if a >= end:
             i = used - 1
         else:
