@@ -2,6 +2,10 @@
 
 Usage: python benchmarks/engine_latency.py [--model default] [--device cpu] [--repeats 10]
 Prints a markdown table: task kind, masked tokens, steps, median ms per fill and per step.
+Only the decoding is timed: syntax repair and the left-to-right retry are off, since
+what they cost depends on whether this model's fill is valid (the LSP benchmark,
+`lsp_latency.py`, times whole fills).  The left-to-right row stops at the fill's end,
+as an autoregressive model does (setting `stopWhenSettled`).
 """
 
 from __future__ import annotations
@@ -49,8 +53,9 @@ def main() -> None:
         times, result = [], None
         for seed in range(args.repeats):
             result = engine.infill(InfillRequest(DOCUMENT, at, at, "python",
-                                                 options=InfillOptions(seed=seed,
-                                                                       strategy=strategy)))
+                                                 options=InfillOptions(
+                                                     seed=seed, strategy=strategy,
+                                                     repair_rounds=0, fallback=False)))
             times.append(result.ms)
         ms = statistics.median(times)
         print(f"| {kind} | {result.tokens} | {result.steps} | {ms:.0f} | "

@@ -45,7 +45,7 @@ class OutOfMemory(RuntimeError):
 
 
 def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
-                   strategy: str) -> SamplerConfig:
+                   strategy: str, single_line: bool = False) -> SamplerConfig:
     """Merge request options over server settings into the sampler's configuration."""
     n_cand = opt.candidates or cfg.candidates
     temp = setting(opt, cfg, "temperature")
@@ -59,6 +59,7 @@ def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
         controls["early_stop"] = False
     return SamplerConfig(steps=steps, strategy=strategy, schedule=setting(opt, cfg, "schedule"),
                          temperatures=temps, max_tokens=cfg.max_span_tokens,
+                         single_line=single_line,
                          **{k: v for k, v in controls.items() if v is not None})
 
 
@@ -282,7 +283,7 @@ class Engine:
         if step_ms is not None and strategy != "left-to-right":
             steps = steps_within(target, step_ms, plan.n_masked,
                                  (time.perf_counter() - began) * 1000)
-        sampler = sampler_config(cfg, opt, steps, strategy)
+        sampler = sampler_config(cfg, opt, steps, strategy, plan.single_line)
         seed = opt.seed if opt.seed is not None else cfg.seed
         # the lines a multi-line fill is shaped against (re-indented, cut to units)
         local = None if plan.single_line else local_text(req.text, req.start, req.end)

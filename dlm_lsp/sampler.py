@@ -15,7 +15,11 @@ the first line) go strictly left to right, one per step, while the rest go in
 parallel; semi-autoregressive blocks finish left to right, diffusion inside
 each block.  Early stopping fills every remaining position at once when the
 proposals stop changing and an independent check accepts the result: the mean
-log-probability of the span, and the caller's own test (syntax validity).
+log-probability of the span, and the caller's own test (syntax validity).  A loop
+also ends once the fill's text is settled: a fill ends at its first pad, so when
+every position before a committed pad is committed, no later step can change
+the text, and the masked rest becomes pad (as in training, where a shorter
+fill's tail is pad).
 
 The span's head (prefix characters moved into the span, see `span.py`) is
 committed in the first step as a chain of tokens that spells it exactly, so a
@@ -68,6 +72,11 @@ class SamplerConfig:
     early_stop_change: float = 0.0  # share of changed proposals that still counts as stable
     early_stop_logprob: float = -1.0  # quality bar: mean log-probability of the span
     max_tokens: int | None = None  # a span that grows (DreamOn's expand token) stops here
+    # End as soon as no step can change the fill's text: every row has committed its end
+    # (the pad) with nothing masked before it.  Left to right, the loop then costs the
+    # fill's length plus one, as an autoregressive model stops at its end token.
+    stop_when_settled: bool = True
+    single_line: bool = False  # the fill is cut at its first line break, which settles it too
 
 
 @dataclass
@@ -270,6 +279,9 @@ class Denoising:
         self.budget = sum(k for _, _, k in self.plan)
         self.steps, self.early_stopped = 0, False
         self.block, self.b_step, self.previous = 0, 0, None
+        self.breaks: torch.Tensor | None = None  # line-break ids, where a one-line fill ends
+        if cfg.single_line and cfg.stop_when_settled:
+            self.breaks = torch.tensor(sorted(model.tokenizer.line_break_ids), device=device)
         self._settle()
 
     @property
@@ -348,6 +360,9 @@ class Denoising:
             self.early_stopped = True
             self.block = len(self.plan)
             return
+        if cfg.stop_when_settled and not last and not grew and self._text_settled(span, probs):
+            self.block = len(self.plan)
+            return
         self._settle()
 
     def _grow(self, expanded: torch.Tensor) -> bool:
@@ -392,6 +407,32 @@ class Denoising:
             return False
         self.logp = torch.where(still, conf.clamp_min(1e-12).log(), self.logp)
         span.copy_(done)
+        return True
+
+    def _text_settled(self, span: torch.Tensor, probs: torch.Tensor) -> bool:
+        """Whether no later step can change any row's text: in each row a committed pad
+        (or, in a one-line fill, a line break after the head) comes before every masked
+        position, since the fill is cut there.  Then the
+        masked rest becomes pad, scored as the model scores pad there.  Not with
+        re-masking, which may take a committed token back, nor in a span that grows."""
+        if self.cfg.remask > 0 or self.grows:
+            return False
+        still = span == self.model.mask_id
+        if not bool(still.any()):
+            return False  # nothing left to skip
+        n = span.shape[1]
+        at = torch.arange(n, device=span.device)
+        first_mask = torch.where(still, at, n).min(1).values
+        ends = span == self.model.pad_id
+        if self.breaks is not None:  # a line break after the head ends a one-line fill
+            after_head = at[None, :] >= torch.tensor(self.order.head, device=span.device)[:, None]
+            ends |= torch.isin(span, self.breaks) & after_head
+        first_end = torch.where(ends, at, n).min(1).values
+        if not bool(((first_end < first_mask) | (first_mask == n)).all()):
+            return False
+        pad = self.model.pad_id
+        self.logp = torch.where(still, probs[..., pad].clamp_min(1e-12).log(), self.logp)
+        span[still] = pad
         return True
 
     def result(self) -> Denoised:

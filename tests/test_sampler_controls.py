@@ -114,7 +114,7 @@ def test_threshold_commits_every_confident_position_at_once(tok):
 
 def test_threshold_commits_at_least_one_position_per_step(tok):
     lay = layout(tok, 4)
-    _, new, _ = watch(tok, peaked(tok, lay, [0, 0, 0, 0]), lay, steps=4, threshold=0.99)
+    _, new, _ = watch(tok, peaked(tok, lay, [1, 1, 1, 1]), lay, steps=4, threshold=0.99)
     assert [len(x) for x in new] == [1, 1, 1, 1]
 
 
@@ -252,6 +252,67 @@ def test_early_stop_waits_when_the_model_is_unsure(tok):
     assert not out.early_stopped and out.steps == 12
 
 
+def ending_at(tok: Tokenizer, lay: SpanLayout, end: int, content: float = 20.0):
+    """Position 0 proposes token 100 (logit margin `content`), position 1 the token `end`
+    (margin 20), and every later position its own junk token 200 + i (margin 5)."""
+    def make(ids: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[:, lay.span_start, 100] = content
+        logits[:, lay.span_start + 1, end] = 20.0
+        for i in range(2, lay.n_masked):
+            logits[:, lay.span_start + i, 200 + i] = 5.0
+        return logits
+    return make
+
+
+def test_a_fill_ends_when_its_end_is_written_and_nothing_before_it_is_masked(tok):
+    lay = layout(tok, 12)
+    model = FakeModel(tok, ending_at(tok, lay, FakeModel(tok).pad_id))
+    settled = denoise(model, lay, SamplerConfig(steps=12, strategy="left-to-right"), 0)
+    spent = denoise(model, lay, SamplerConfig(steps=12, strategy="left-to-right",
+                                              stop_when_settled=False), 0)
+    assert settled.steps == 2 and spent.steps == 12
+    assert settled.span_ids[0, :2].tolist() == spent.span_ids[0, :2].tolist()  # same text
+    assert set(settled.span_ids[0, 1:].tolist()) == {model.pad_id}  # the rest is pad
+
+
+def test_an_end_written_before_the_fill_is_complete_does_not_end_it(tok):
+    lay = layout(tok, 12)  # confidence order: the pad (margin 20) commits before token 100
+    model = FakeModel(tok, ending_at(tok, lay, FakeModel(tok).pad_id, content=10.0))
+    out = denoise(model, lay, SamplerConfig(steps=12), 0)
+    assert out.steps == 2 and out.span_ids[0, :2].tolist() == [100, model.pad_id]
+
+
+def test_a_line_break_ends_a_one_line_fill_only(tok):
+    lay = layout(tok, 12)
+    line_break = min(tok.line_break_ids)
+    model = FakeModel(tok, ending_at(tok, lay, line_break))
+    one_line = denoise(model, lay, SamplerConfig(steps=12, strategy="left-to-right",
+                                                 single_line=True), 0)
+    lines = denoise(model, lay, SamplerConfig(steps=12, strategy="left-to-right"), 0)
+    assert one_line.steps == 2 and lines.steps == 12
+
+
+def test_a_line_break_in_the_head_does_not_end_a_one_line_fill(tok):
+    lay = SpanLayout(tok.encode("x = 1"), 12, tok.encode("\n"), head="\n")  # a forced break
+
+    def make(ids: torch.Tensor) -> torch.Tensor:  # after the head: token 100, then the end
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[:, lay.span_start + 1, 100] = 10.0
+        logits[:, lay.span_start + 2:, FakeModel(tok).pad_id] = 20.0
+        return logits
+    out = denoise(FakeModel(tok, make), lay, SamplerConfig(steps=12, strategy="left-to-right",
+                                                           single_line=True), 0)
+    assert out.steps == 3 and out.span_ids[0, 1].item() == 100
+
+
+def test_re_masking_keeps_the_budget_since_a_written_end_may_be_taken_back(tok):
+    lay = layout(tok, 12)
+    model = FakeModel(tok, ending_at(tok, lay, FakeModel(tok).pad_id))
+    out = denoise(model, lay, SamplerConfig(steps=12, strategy="left-to-right", remask=0.5), 0)
+    assert out.steps == 12
+
+
 def test_refine_masks_the_least_likely_old_tokens_first(tok):
     lay = SpanLayout(tok.encode(PREFIX), 6, tok.encode("\n"), init_ids=tuple(range(100, 106)))
 
@@ -339,14 +400,26 @@ def test_any_controls_terminate_in_budget_with_a_full_span(tok, n, controls, see
         assert tok.decode(row).startswith(lay.head)
 
 
+def test_a_one_line_fill_ends_at_its_line_break_through_the_engine(model_dir):
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
+    request = InfillRequest("y = \n", 4, 4, "python", options=InfillOptions(
+        length=12, strategy="left-to-right", kind="single-line"))
+    planted = Planted(engine, request, broken="x + 1\nz = 2", good="x + 1\nz = 2")
+    result = engine.infill(request)
+    tok = engine.model.tokenizer
+    through_break = next(i for i, t in enumerate(planted.targets[True])
+                         if "\n" in tok.decode([t])) + 1
+    assert result.candidates[0].text == "x + 1" and result.steps == through_break < 12
+
+
 def test_the_server_stops_early_by_default_and_spends_the_budget_when_told_not_to(model_dir):
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
     request = InfillRequest("y = \n", 4, 4, "python", options=InfillOptions(length=10, steps=8))
     Planted(engine, request, broken="x + 1", good="x + 1")  # sure of it from the first step
     result = engine.infill(request)
     assert result.early_stopped and result.steps < 8 and result.candidates[0].text == "x + 1"
-    off = engine.infill(replace(request, options=InfillOptions(length=10, steps=8,
-                                                               early_stop=False)))
+    off = engine.infill(replace(request, options=InfillOptions(
+        length=10, steps=8, early_stop=False, stop_when_settled=False)))
     assert not off.early_stopped and off.steps == 8 and off.candidates[0].text == "x + 1"
 
 
@@ -355,9 +428,11 @@ def test_the_left_to_right_baseline_keeps_one_step_per_token_unless_asked_to_sto
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
     request = InfillRequest("y = \n", 4, 4, "python", options=InfillOptions(
         length=10, strategy="left-to-right"))
-    Planted(engine, request, broken="x + 1", good="x + 1")
+    planted = Planted(engine, request, broken="x + 1", good="x + 1")
     baseline = engine.infill(request)
-    assert not baseline.early_stopped and baseline.steps == baseline.tokens
+    # like an autoregressive model: a step per token it writes, one for its end, no more
+    written = sum(t != engine.model.pad_id for t in planted.targets[True])
+    assert not baseline.early_stopped and baseline.steps == written + 1 < baseline.tokens
     asked = engine.infill(replace(request, options=replace(request.options, early_stop=True)))
     assert asked.early_stopped and asked.steps < baseline.steps
     assert baseline.candidates[0].text == asked.candidates[0].text == "x + 1"

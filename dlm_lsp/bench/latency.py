@@ -17,7 +17,9 @@ with its KV cache: the cost of the alternative a user could pick.
 Each point is the median of a few fills, after one warm-up fill per decoder,
 every one computed (the benchmark engine never answers from its recent
 fills, and each fill has its own seed).  Repair and the fallback are off:
-only the decoding is timed.
+only the decoding is timed.  So is the stop of a settled fill: left to right,
+it would end at the model's first pad, and the baseline here writes the whole
+span, as SmolLM2 writes all its tokens.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ class LatencyReport:
 def _infill_ms(engine: Engine, tokens: int, strategy: str, steps: int,
                seed: int) -> tuple[float, int]:
     options = InfillOptions(length=tokens, steps=steps, strategy=strategy, seed=seed,
-                            repair_rounds=0, fallback=False)
+                            repair_rounds=0, fallback=False, stop_when_settled=False)
     result = engine.infill(InfillRequest(DOCUMENT, CURSOR, CURSOR, "python", options=options))
     return result.ms, result.steps
 

@@ -61,6 +61,11 @@ class Tokenizer:
         return [self.backend.decode([i], skip_special_tokens=True) for i in range(self.vocab_size)]
 
     @cached_property
+    def line_break_ids(self) -> frozenset[int]:
+        """The ids whose text holds a line break (where a one-line fill ends)."""
+        return frozenset(i for i, t in enumerate(self.token_texts) if "\n" in t)
+
+    @cached_property
     def sorted_texts(self) -> list[tuple[str, int]]:
         """(text, id) of the non-empty token texts, sorted, for prefix searches."""
         return sorted((t, i) for i, t in enumerate(self.token_texts) if t)
