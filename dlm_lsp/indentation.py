@@ -177,8 +177,10 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     leading whitespace.  Tabs or spaces follow the document (`detect_indent`; `language`
     only picks the default for a document with no indented line).  The level moves only on
     clear evidence that the fill was written against another base (see `_frame`); the
-    moved lines keep their structure, one fill step becoming one document step.  Lines
-    inside multi-line strings are treated like code: no grammar is consulted here.
+    moved lines keep their structure, one fill step becoming one document step.  A blank
+    line's whitespace is dropped, as formatters do (a line of spaces is noise, and a
+    linter's warning).  Lines inside multi-line strings are treated like code: no grammar
+    is consulted here.
     """
     if "\n" not in fill:
         return fill
@@ -190,6 +192,9 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     frame = _frame(before, first, rest, tab, canonical in ("python", None))
     out = [first]
     for i, line in enumerate(rest):
+        if not line.strip() and i < len(rest) - 1:
+            out.append("")  # a blank line carries no indentation (the last one indents
+            continue  # the suffix that follows it on its line)
         blanks = _leading(line)
         column = _width(blanks, tab)
         if frame is not None and i < frame.stop and line.strip() and column >= frame.base:

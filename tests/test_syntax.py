@@ -390,5 +390,11 @@ def test_reindent_never_touches_the_first_line_or_code() -> None:
         line.lstrip() for line in fill.split("\n")]
 
 
+def test_blank_lines_of_a_fill_carry_no_whitespace_but_its_last_line_keeps_it() -> None:
+    fill = "y = 1\n       \n    z = 2\n\t\n    "  # the last line indents the suffix
+    assert _reindent("def f(x):\n    ⟦⟧return y\n", fill, "python").split("\n") == [
+        "y = 1", "", "    z = 2", "", "    "]
+
+
 def test_single_line_fill_is_not_reindented() -> None:
     assert _reindent("def f(x):\n    return ⟦⟧\n", "\tx") == "\tx"
