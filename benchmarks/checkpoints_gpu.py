@@ -16,7 +16,10 @@ from the repository root: it needs torch, transformers, tokenizers and
 safetensors, not the server's LSP or tree-sitter packages.  About a minute on
 an H200 (five ~7B networks built in turn, 52 timed steps each).  Without CUDA it
 skips (exit 0); `--tiny` runs the same code on tiny shapes, on the CPU when
-there is no GPU, to check the script in seconds.
+there is no GPU, to check the script in seconds.  `--cpu` times the published
+shapes on the CPU in the precision the server picks there (bf16 where the CPU has
+native bf16, else float32): what a user without a GPU would wait.  A 7B network
+needs ~15 GB of memory in bf16, ~30 GB in float32.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dlm_lsp.models.checkpoint import Checkpoint
 from dlm_lsp.models.hf import HFDiffusionModel, arch_config, attends_both_ways, instantiate
 from dlm_lsp.models.hf_cache import HFContextCache
 from dlm_lsp.models.registry import FAMILIES, Conventions
+from dlm_lsp.models.tiny import resolve_precision
 
 QWEN25_7B = {"model_type": "Dream", "hidden_size": 3584, "intermediate_size": 18944,
              "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
@@ -78,7 +82,8 @@ def build(family_name: str, tiny: bool, device: torch.device, dtype: torch.dtype
     conv = Conventions(family, mask % vocab, end % vocab, before=[i % vocab for i in before],
                        after=[i % vocab for i in after],
                        expand_id=expand[0] % vocab if expand else None)
-    return HFDiffusionModel(module, None, conv, family_name, device, "bf16", 4096, vocab)
+    precision = "bf16" if dtype == torch.bfloat16 else "fp32"
+    return HFDiffusionModel(module, None, conv, family_name, device, precision, 4096, vocab)
 
 
 def _timed(fn, device: torch.device, warmup: int, repeats: int) -> list[float]:
@@ -135,6 +140,8 @@ def measure(model: HFDiffusionModel, contexts: list[int], batches: list[int], wa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="tiny shapes: checks the script")
+    parser.add_argument("--cpu", action="store_true",
+                        help="published shapes on the CPU, in the server's precision there")
     parser.add_argument("--families", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--contexts", nargs="+", type=int, default=[512, 1024])
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
@@ -143,18 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--span", type=int, default=32, help="span tokens of the cached step")
     parser.add_argument("--json", dest="json_out", metavar="OUT")
     args = parser.parse_args(argv)
-    cuda = torch.cuda.is_available()
-    if not cuda and not args.tiny:
+    cuda = torch.cuda.is_available() and not args.cpu
+    if not cuda and not args.tiny and not args.cpu:
         print("checkpoints_gpu: no CUDA device here: skipped (--tiny checks the script on "
               "the CPU)")
         return 0
     device = torch.device("cuda" if cuda else "cpu")
-    dtype = torch.bfloat16 if cuda else torch.float32
+    on_cpu_bf16 = args.cpu and resolve_precision("auto", device) == "bf16"
+    dtype = torch.bfloat16 if cuda or on_cpu_bf16 else torch.float32
     import transformers
 
     machine = {"device": torch.cuda.get_device_name() if cuda else "cpu",
                "torch": torch.__version__, "transformers": transformers.__version__,
-               "dtype": str(dtype).removeprefix("torch."), "tiny": args.tiny}
+               "dtype": str(dtype).removeprefix("torch."), "tiny": args.tiny,
+               "threads": torch.get_num_threads()}
     print(" ".join(f"{k}={v}" for k, v in machine.items()))
     print("| family | parameters | bidirectional | context | batch | step ms | p90 ms | "
           "forward ms | tokens/s | span step ms | cached ms | cache speedup |\n"

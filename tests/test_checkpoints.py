@@ -24,7 +24,7 @@ transformers = pytest.importorskip("transformers")
 
 from dlm_lsp.config import InfillOptions, ServerConfig  # noqa: E402
 from dlm_lsp.engine import Engine, InfillRequest  # noqa: E402
-from dlm_lsp.models import ModelLoadError, load_model  # noqa: E402
+from dlm_lsp.models import ModelLoadError, load_model, tiny  # noqa: E402
 from dlm_lsp.models.cache import CacheConfig  # noqa: E402
 from dlm_lsp.models.checkpoint import Checkpoint  # noqa: E402
 from dlm_lsp.models.command import inspect  # noqa: E402
@@ -200,7 +200,21 @@ def checkpoints(bpe, tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def models(checkpoints) -> dict[str, HFDiffusionModel]:
-    return {name: load_model(str(path), "cpu") for name, path in checkpoints.items()}
+    """Each family in float32, whatever the CPU: these tests check the arithmetic exactly
+    (a cached step against a full pass, LLaDA against its own architecture)."""
+    return {name: load_model(str(path), "cpu", "fp32") for name, path in checkpoints.items()}
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_published_checkpoint_runs_in_bf16_on_a_cpu_with_native_bf16(
+        checkpoints, monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
+    monkeypatch.setattr(tiny, "cpu_has_native_bf16", lambda: native)
+    model = load_model(str(checkpoints["dream"]), "cpu")
+    assert model.precision == ("bf16" if native else "fp32")
+    assert next(model.module.parameters()).dtype == (torch.bfloat16 if native
+                                                     else torch.float32)
+    assert model.logits(_ids(model)).dtype == torch.float32  # the sampler's dtype either way
+    assert load_model(str(checkpoints["dream"]), "cpu", "fp32").precision == "fp32"  # asked
 
 
 FAMILY_NAMES = list(SPECIALS)
@@ -507,7 +521,7 @@ def test_the_checkpoints_own_code_runs_only_when_the_user_allows_it(
     (planted / "configuration_dream.py").write_text(REMOTE_CONFIG.format(marker=str(marker)))
     (planted / "modeling_dream.py").write_text(REMOTE_MODEL.format(marker=str(marker)))
     monkeypatch.setenv("DLM_LSP_TRUST_REMOTE_CODE", "1")
-    model = load_model(str(planted), "cpu")
+    model = load_model(str(planted), "cpu", "fp32")
     assert type(model.module).__name__ == "DreamModel"
     assert {"config", "model"} == set(marker.read_text().split())
     ids = _ids(model)

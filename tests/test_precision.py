@@ -30,12 +30,6 @@ def test_auto_is_bf16_on_a_cpu_with_native_bf16_and_fp32_elsewhere(
     assert load_model(str(model_dir), "cpu", "fp32").precision == "fp32"  # asked: kept
 
 
-def test_published_checkpoints_keep_fp32_on_any_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tiny, "cpu_has_native_bf16", lambda: True)
-    assert tiny.resolve_precision("auto", torch.device("cpu")) == "fp32"  # hf.py's call
-    assert tiny.resolve_precision("auto", torch.device("cpu"), cpu_bf16=True) == "bf16"
-
-
 def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Path) -> None:
     info = tmp_path / "cpuinfo"
