@@ -73,8 +73,9 @@ class SamplerConfig:
     early_stop_logprob: float = -1.0  # quality bar: mean log-probability of the span
     max_tokens: int | None = None  # a span that grows (DreamOn's expand token) stops here
     # End as soon as no step can change the fill's text: every row has committed its end
-    # (the pad) with nothing masked before it.  Left to right, the loop then costs the
-    # fill's length plus one, as an autoregressive model stops at its end token.
+    # (a pad, or a line break in a one-line fill) with nothing masked before it.  Left to
+    # right, the loop then costs the fill's length plus one, as an autoregressive model
+    # stops at its end token.
     stop_when_settled: bool = True
     single_line: bool = False  # the fill is cut at its first line break, which settles it too
 
@@ -412,9 +413,9 @@ class Denoising:
     def _text_settled(self, span: torch.Tensor, probs: torch.Tensor) -> bool:
         """Whether no later step can change any row's text: in each row a committed pad
         (or, in a one-line fill, a line break after the head) comes before every masked
-        position, since the fill is cut there.  Then the
-        masked rest becomes pad, scored as the model scores pad there.  Not with
-        re-masking, which may take a committed token back, nor in a span that grows."""
+        position, since the fill is cut there.  Then the masked rest becomes pad, scored
+        as the model scores pad there.  Not with re-masking, which may take a committed
+        token back, nor in a span that grows."""
         if self.cfg.remask > 0 or self.grows:
             return False
         still = span == self.model.mask_id
