@@ -631,11 +631,14 @@ def test_a_cached_step_sees_the_span_change_but_keeps_the_stored_context(models,
 
 
 def test_refresh_every_step_is_the_uncached_model(models):
+    """The same logits up to float rounding: the cache's full pass keeps keys and values,
+    a different code path whose sums run in another order on several threads (identical
+    on one thread)."""
     model = models["diffucoder"]
     ids, lo, hi = _span(model)
     cache = HFContextCache(model, lo, hi, CacheConfig(refresh=1, window=0))
     for _ in range(3):
-        assert torch.equal(cache(ids), model.logits(ids)[:, lo:hi])
+        assert torch.allclose(cache(ids), model.logits(ids)[:, lo:hi], rtol=0, atol=1e-6)
     assert cache.full_passes == 3
 
 
