@@ -317,8 +317,7 @@ class ParsedDocument:
         places = tuple(sorted({where for where, _ in new}))
         line, column = places[0]
         return Validation(True, False, self.language, places,
-                          reason=f"fill introduces {len(places)} syntax error(s), first at "
-                                 f"line {line + 1}, column {column + 1}",
+                          reason=_introduced(len(places), line, column),
                           new_ranges=tuple(sorted({span for _, span in new})))
 
     def _confirmed(self, start: int, end: int, fill: str, reason: str) -> Validation:
@@ -329,9 +328,8 @@ class ParsedDocument:
             rejected = self._python.rejects(start, end, fill)
             if rejected is not None:
                 return Validation(True, False, self.language, ((rejected.line, rejected.column),),
-                                  reason=f"fill introduces 1 syntax error(s), first at line "
-                                         f"{rejected.line + 1}, column {rejected.column + 1} "
-                                         f"(Python: {rejected.message})",
+                                  reason=f"{_introduced(1, rejected.line, rejected.column)}"
+                                         f" (Python: {rejected.message})",
                                   new_ranges=((rejected.start, rejected.end),))
         return Validation(True, True, self.language, reason=reason)
 
@@ -395,6 +393,13 @@ class ParsedDocument:
                                                  for line, column in verdict.new_errors),
                        new_ranges=tuple((a + low, b + low) for a, b in verdict.new_ranges),
                        reason=_shift_reason(verdict, shift))
+
+
+def _introduced(count: int, line: int, column: int) -> str:
+    """The reason of a rejected fill (0-based line and column), one wording for
+    tree-sitter's and CPython's verdicts: `_shift_reason` rewrites its line number."""
+    return (f"fill introduces {count} syntax error(s), first at line {line + 1}, "
+            f"column {column + 1}")
 
 
 def _shift_reason(verdict: Validation, shift: int) -> str:
