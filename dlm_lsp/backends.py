@@ -20,7 +20,7 @@ from dlm_lsp.results import InfillRequest, InfillResult
 LOCAL, REMOTE, SGLANG = "local", "remote", "sglang"
 
 # The settings that pick a backend's endpoint: a change of any of them builds a new one.
-_ENDPOINT = ("backend", "remote_url", "remote_token", "remote_ca_file")
+ENDPOINT = ("backend", "remote_url", "remote_token", "remote_ca_file")
 
 
 class BackendError(RuntimeError):
@@ -71,7 +71,7 @@ def switch_backend(current: Backend, old: ServerConfig, new: ServerConfig,
                    make: BackendFactory = make_backend) -> Backend:
     """`current` reconfigured, or a new backend (from `make`) when the settings moved to
     another endpoint."""
-    if all(getattr(old, name) == getattr(new, name) for name in _ENDPOINT):
+    if all(getattr(old, name) == getattr(new, name) for name in ENDPOINT):
         current.reconfigure(new)
         return current
     current.close()

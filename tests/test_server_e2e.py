@@ -363,6 +363,57 @@ async def test_model_that_fails_to_load_is_a_clear_error_and_recoverable(client,
     assert len(result.edits) == 1
 
 
+def loads(client: LanguageClient) -> dict[str, list]:
+    """The server's model-loading progress, by token, as the client received it."""
+    return {token: reports for token, reports in client.progress_reports.items()
+            if str(token).startswith("dlm-lsp/load/")}
+
+
+def ended(reports: list) -> bool:
+    return bool(reports) and isinstance(reports[-1], types.WorkDoneProgressEnd)
+
+
+async def test_loading_the_model_is_shown_as_progress_that_ends_with_where_it_runs(
+        client, model_dir):
+    await wait_for(lambda: any(ended(r) for r in loads(client).values()))
+    [reports] = loads(client).values()
+    begin, end = reports
+    assert begin.title == "dlm-lsp: loading the model" and begin.message == str(model_dir)
+    assert "ready on cpu" in end.message and end.message.endswith(" s)")
+    assert any("ready on cpu" in m.message for m in client.log_messages)
+
+
+async def test_a_new_model_setting_is_loaded_at_once_and_a_wrong_one_reported_at_once(
+        client, model_dir):
+    await wait_for(lambda: len(loads(client)) == 1 and all(map(ended, loads(client).values())))
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"steps": 3}}))  # nothing to load
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"model": "/no/such/model"}}))
+    await wait_for(lambda: any(m.type == types.MessageType.Error for m in client.messages))
+    [error] = [m for m in client.messages if m.type == types.MessageType.Error]
+    assert "/no/such/model" in error.message  # before any fill asked for it
+    assert len(loads(client)) == 2 and "failed" in loads(client)["dlm-lsp/load/2"][-1].message
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"model": str(model_dir)}}))
+    await wait_for(lambda: ended(loads(client).get("dlm-lsp/load/3", [])))
+    assert "ready on cpu" in loads(client)["dlm-lsp/load/3"][-1].message
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def plain_client(lsp_client: LanguageClient, model_dir):
+    """A client that declares no capabilities at all (no work-done progress)."""
+    lsp_client.init_result = await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(), initialization_options={"model": str(model_dir)}))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_client_without_progress_gets_the_load_as_a_log_line_only(plain_client):
+    await wait_for(lambda: any("ready on cpu" in m.message for m in plain_client.log_messages))
+    assert plain_client.progress_reports == {}
+
+
 async def test_out_of_memory_is_a_clear_error_and_the_server_keeps_serving(oom_client):
     open_doc(oom_client)
     with pytest.raises(JsonRpcException) as err:
