@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -346,3 +347,86 @@ def test_ghost_text_appears_when_typing_pauses_and_tab_accepts_it(tmp_path, mode
     typed = before.replace("range(10):", "range(10): x", 1)
     at = typed.index("range(10): x") + len("range(10): x")
     assert text == typed[:at] + suggestion + typed[at:]
+
+
+def _next_part(text: str, unit: str) -> str:
+    """The spec of a partial accept: the next word (leading whitespace, then one run of
+    word characters or of other characters), or everything before the first line break
+    that follows some text; all of it when there is no such part."""
+    if unit == "line":
+        first = re.search(r"\S", text)
+        stop = text.find("\n", first.start()) if first else -1
+        return text[:stop] if stop >= 0 else text
+    found = re.match(r"\s*(?:\w+|[^\w\s]+)", text, re.ASCII)
+    return found.group(0) if found else text
+
+
+PARTS = [("    foo(bar)", "word"), ("(bar)", "word"), (")\n", "word"), ("\n", "word"),
+         ("\n    return x\n    y = 2", "word"), ("  \n", "line"), ("x = 1\ny = 2", "line"),
+         ("\n    if x:\n        pass", "line"), ("café au lait", "word"), ("é = 1", "word"),
+         ("return n", "line"), ("", "word")]
+
+
+def test_the_next_part_of_a_suggestion_is_a_word_or_a_line(tmp_path, model_dir):
+    cases = json.dumps([{"text": t, "unit": u} for t, u in PARTS])
+    result = run_nvim(tmp_path, model_dir, f"""
+local ghost = require('dlm.ghost')
+result.parts = {{}}
+for i, case in ipairs(vim.json.decode({json.dumps(cases)})) do
+  result.parts[i] = ghost.next_part(case.text, case.unit)
+end
+""")
+    assert result["parts"] == [_next_part(t, u) for t, u in PARTS]
+
+
+def test_partial_accepts_insert_the_next_word_or_line_and_keep_the_rest_shown(
+        tmp_path, model_dir):
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n")
+    ghost = "require('dlm.ghost')"
+    visible = f"{ghost}.visible(vim.api.nvim_get_current_buf())"
+
+    def shown() -> str | None:
+        return json.loads(nvim.expr(
+            f'json_encode(luaeval("{ghost}.text(vim.api.nvim_get_current_buf())"))'))
+
+    def buffer() -> str:
+        return json.loads(nvim.expr("json_encode(join(getline(1, '$'), \"\\n\") . \"\\n\")"))
+
+    def accept(key: str, unit: str) -> tuple[str, str]:
+        """Press `key`; return (what it should have inserted, what should stay shown)."""
+        rest = shown()
+        part = _next_part(rest, unit)
+        assert rest and part != rest, f"{rest!r} has no second {unit}"
+        nvim.send(key)
+        nvim.wait_for(f"{ghost}.text(0) ~= {json.dumps(rest)}")
+        nvim.wait_for(visible)  # the rest is up at the new cursor
+        return part, rest[len(part):]
+
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9Go#<BS>")  # an empty new line in the loop of main()
+        nvim.wait_for(visible)  # the server's suggestion
+        typed = buffer()
+        row = 9
+        at = sum(len(line) + 1 for line in typed.split("\n")[:row]) + len(typed.split("\n")[row])
+        steps = [accept("<M-Right>", "word"), accept("<M-Right>", "word")]
+        texts = [buffer()]
+        # a suggestion of several lines, shown where the cursor now is, taken line by line
+        nvim.lua(f"{ghost}.show(vim.api.nvim_get_current_buf(), vim.fn.line('.') - 1, "
+                 "vim.fn.col('.') - 1, ' if i:\\n            print(i)\\n        i = 0', 'Comment')")
+        steps += [accept("<M-C-Right>", "line"), accept("<M-C-Right>", "line")]
+        texts.append(buffer())
+        time.sleep(1)  # past the debounce: a new request would have replaced the rest
+        still, mode = shown(), nvim.expr("mode()")
+        nvim.send("<Tab>")
+        nvim.wait_for(f"not {visible}")
+        texts.append(buffer())
+    finally:
+        nvim.close()
+    words = "".join(part for part, _ in steps[:2])
+    assert texts[0] == typed[:at] + words + typed[at:]
+    lines = "".join(part for part, _ in steps[2:])
+    assert lines == " if i:\n            print(i)" and still == steps[-1][1] == "\n        i = 0"
+    assert mode == "i"
+    assert texts[2] == typed[:at] + words + lines + still + typed[at:]

@@ -92,7 +92,8 @@ local function item_text(item)
   return text or ''
 end
 
-local function show(buf, row, col, text, hl_group)
+--- Show `text` as the suggestion at (row, col) of `buf` (0-based), replacing any other.
+function M.show(buf, row, col, text, hl_group)
   local state = buffers[buf]
   M.clear(buf)
   local lines = vim.split(text, '\n', { plain = true })
@@ -106,7 +107,9 @@ local function show(buf, row, col, text, hl_group)
     virt_lines = #virt_lines > 0 and virt_lines or nil,
     hl_mode = 'combine',
   })
-  state.shown = { row = row, col = col, text = text, tick = api.nvim_buf_get_changedtick(buf), mark = mark }
+  state.shown = {
+    row = row, col = col, text = text, tick = api.nvim_buf_get_changedtick(buf), mark = mark, hl = hl_group,
+  }
 end
 
 --- Ask for a suggestion at the cursor now (the debounce timer calls this).
@@ -144,7 +147,7 @@ function M.request(client, buf, opts)
     local item = (result.items or result)[1]
     local text = item and item_text(item) or ''
     if text ~= '' then
-      show(buf, row, col, text, opts.hl_group)
+      M.show(buf, row, col, text, opts.hl_group)
     end
   end, buf)
   if ok and id then
@@ -169,6 +172,16 @@ function M.schedule(client, buf, opts)
   end))
 end
 
+--- Insert `text` at (row, col) and put the cursor after it; returns that place.
+local function insert(buf, row, col, text)
+  local lines = vim.split(text, '\n', { plain = true })
+  api.nvim_buf_set_text(buf, row, col, row, col, lines)
+  local last_row = row + #lines - 1
+  local last_col = #lines == 1 and col + #lines[1] or #lines[#lines]
+  api.nvim_win_set_cursor(0, { last_row + 1, last_col })
+  return last_row, last_col
+end
+
 --- Insert the suggestion shown at the cursor; false when there is none.
 function M.accept(buf)
   if not M.visible(buf) then
@@ -176,11 +189,47 @@ function M.accept(buf)
   end
   local shown = buffers[buf].shown
   M.clear(buf, true)
-  local lines = vim.split(shown.text, '\n', { plain = true })
-  api.nvim_buf_set_text(buf, shown.row, shown.col, shown.row, shown.col, lines)
-  local last_row = shown.row + #lines - 1
-  local last_col = #lines == 1 and shown.col + #lines[1] or #lines[#lines]
-  api.nvim_win_set_cursor(0, { last_row + 1, last_col })
+  insert(buf, shown.row, shown.col, shown.text)
+  return true
+end
+
+--- The head of a suggestion that a partial accept inserts.  'word': the leading
+--- whitespace (line breaks too), then one word (letters, digits, `_`) or one run of
+--- other characters.  'line': everything before the first line break that follows
+--- some text, so accepting line by line walks down the suggestion.  Whitespace only,
+--- or no such break: all of it.  (Lua's classes are ASCII: a multi-byte character is
+--- never split, its bytes all fall in the "other" run.)
+---@param text string
+---@param unit 'word' | 'line'
+---@return string
+function M.next_part(text, unit)
+  local part
+  if unit == 'line' then
+    local first = text:find('%S')
+    local stop = first and text:find('\n', first, true)
+    part = stop and text:sub(1, stop - 1) or text
+  else
+    part = text:match('^%s*[%w_]+') or text:match('^%s*[^%w_%s]+') or text
+  end
+  return part
+end
+
+--- Insert the next word or line of the suggestion shown at the cursor and keep
+--- showing the rest after it, with no new request (the rest is still the answer
+--- to the text as it now stands); false when nothing is shown.
+---@param unit 'word' | 'line'
+function M.accept_part(buf, unit)
+  if not M.visible(buf) then
+    return false
+  end
+  local shown = buffers[buf].shown
+  local part = M.next_part(shown.text, unit)
+  if part == shown.text then
+    return M.accept(buf)
+  end
+  M.clear(buf, true)
+  local row, col = insert(buf, shown.row, shown.col, part)
+  M.show(buf, row, col, shown.text:sub(#part + 1), shown.hl)
   return true
 end
 
@@ -204,6 +253,10 @@ function M.attach(client, buf, opts)
     group = group,
     buffer = buf,
     callback = function()
+      local shown = buffers[buf] and buffers[buf].shown
+      if shown and shown.tick == api.nvim_buf_get_changedtick(buf) then
+        return -- a partial accept's own insert: the rest of the suggestion stays shown
+      end
       M.schedule(client, buf, opts)
     end,
   })
@@ -262,6 +315,21 @@ function M.accept_or_feed(key, mode)
     vim.schedule(function()
       M.accept(buf)
     end) -- buffer text cannot change inside an <expr> mapping
+    return ''
+  end
+  return key
+end
+
+--- The partial-accept mappings' body (extmark mode): insert the suggestion's next word
+--- or line, or type the key as usual.
+---@param key string
+---@param unit 'word' | 'line'
+function M.accept_part_or_feed(key, unit)
+  local buf = api.nvim_get_current_buf()
+  if M.visible(buf) then
+    vim.schedule(function()
+      M.accept_part(buf, unit)
+    end)
     return ''
   end
   return key

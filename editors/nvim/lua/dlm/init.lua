@@ -34,6 +34,10 @@ M.defaults = {
     native = 'auto', -- 'auto': vim.lsp.inline_completion where Neovim has it (0.12+); false: extmarks
     debounce_ms = 250,
     accept = '<Tab>', -- insert-mode key that accepts the suggestion (else types itself); false: none
+    -- keys that accept its next word / the rest of its line (as copilot.vim's); false: none.
+    -- Extmark mode only: Neovim's native inline completion takes a suggestion whole.
+    accept_word = '<M-Right>',
+    accept_line = '<M-C-Right>',
     dismiss = '<C-]>', -- insert-mode key that hides it; false: none
     hl_group = 'Comment',
   },
@@ -371,6 +375,13 @@ local function create_mappings()
     vim.keymap.set('i', inline.accept, function()
       return ghost.accept_or_feed(inline.accept, mode)
     end, { expr = true, silent = true, desc = 'dlm-lsp: accept the suggestion' })
+  end
+  for unit, key in pairs({ word = inline.accept_word, line = inline.accept_line }) do
+    if key and mode == 'extmark' then
+      vim.keymap.set('i', key, function()
+        return ghost.accept_part_or_feed(key, unit)
+      end, { expr = true, silent = true, desc = 'dlm-lsp: accept the suggestion\'s next ' .. unit })
+    end
   end
   if inline.dismiss and mode == 'extmark' then
     vim.keymap.set('i', inline.dismiss, function()
