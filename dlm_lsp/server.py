@@ -397,12 +397,14 @@ def status(ls: DlmServer, params: Any) -> dict:
 @feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: DlmServer,
                             params: types.InlineCompletionParams) -> types.InlineCompletionList:
-    """Ghost text at the cursor: the best fill, inserted at the cursor."""
+    """Ghost text at the cursor: the best fill, inserted at the cursor.  A fill of
+    whitespace only (the model ended the span at once, or wrote blank lines) is no
+    suggestion: ghost text of empty lines would only push the code down."""
     rng = types.Range(params.position, params.position)
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
                                     token=params.work_done_token)
     text = result.candidates[0].text
-    items = [types.InlineCompletionItem(insert_text=text, range=rng)] if text else []
+    items = [types.InlineCompletionItem(insert_text=text, range=rng)] if text.strip() else []
     return types.InlineCompletionList(items=items)
 
 
