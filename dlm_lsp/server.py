@@ -241,17 +241,31 @@ class DlmServer(LanguageServer):
                 f"fill dropped: the document changed (version {job.version} -> {doc.version})")
 
     async def fill_range(self, uri: str, rng: types.Range, options: InfillOptions,
-                         version: int | None = None, token: Any = None) -> tuple[Job, InfillResult]:
-        """Fill one range of an open document, returning only a result that is still fresh."""
+                         version: int | None = None, token: Any = None,
+                         accepted: types.SelectedCompletionInfo | None = None,
+                         ) -> tuple[Job, InfillResult]:
+        """Fill one range of an open document, returning only a result that is still fresh.
+
+        `accepted` is a completion item the editor shows selected while it asks for ghost
+        text (inline completion's `selectedCompletionInfo`): the fill is made for the text
+        as if that item were applied, right after it, so that the ghost text can extend
+        the item instead of contradicting it (an editor hides one that does).
+        """
         doc = open_document(self.workspace, uri)
         if version is not None and version != doc.version:
             raise JsonRpcContentModified(
                 f"request is for version {version} but the document is at {doc.version}")
+        text, draft_range = doc.source, rng
         start, end = range_offsets(doc, rng)
+        if accepted is not None:
+            low, high = range_offsets(doc, accepted.range)
+            text = text[:low] + accepted.text + text[high:]
+            start = end = low + len(accepted.text)
+            draft_range = None  # the drafts' place is not in the editor's text yet
         job = self.start_job(uri, doc.version)
         try:
-            result = await self.fill(job, doc.source, start, end, language_id=doc.language_id,
-                                     options=options, token=token, draft_range=rng)
+            result = await self.fill(job, text, start, end, language_id=doc.language_id,
+                                     options=options, token=token, draft_range=draft_range)
             self.check_fresh(job)
             return job, result
         finally:
@@ -399,13 +413,20 @@ async def inline_completion(ls: DlmServer,
                             params: types.InlineCompletionParams) -> types.InlineCompletionList:
     """Ghost text at the cursor: the best fill, inserted at the cursor.  A fill of
     whitespace only (the model ended the span at once, or wrote blank lines) is no
-    suggestion: ghost text of empty lines would only push the code down."""
+    suggestion: ghost text of empty lines would only push the code down.  With a
+    completion item selected in the editor, the ghost text is that item's text and
+    then a fill made after it, over the item's range."""
     rng = types.Range(params.position, params.position)
+    selected = params.context.selected_completion_info if params.context else None
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
-                                    token=params.work_done_token)
+                                    token=params.work_done_token, accepted=selected)
     text = result.candidates[0].text
-    items = [types.InlineCompletionItem(insert_text=text, range=rng)] if text.strip() else []
-    return types.InlineCompletionList(items=items)
+    if not text.strip():
+        return types.InlineCompletionList(items=[])
+    if selected is not None:
+        text, rng = selected.text + text, selected.range
+    return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=text,
+                                                                        range=rng)])
 
 
 @feature(types.TEXT_DOCUMENT_COMPLETION)

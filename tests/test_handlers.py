@@ -19,9 +19,11 @@ class Filled:
 
     def __init__(self, text: str):
         self.text = text
+        self.accepted = None
 
-    async def fill_range(self, uri, rng, options, version=None, token=None):
+    async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None):
         assert uri == DOC.uri and rng.start == rng.end == AT
+        self.accepted = accepted
         return None, SimpleNamespace(candidates=[SimpleNamespace(text=self.text)])
 
 
@@ -29,12 +31,17 @@ FILLS = [("x = 1", True), ("\n    y = 2\n", True), ("#", True), ("", False), (" 
          ("\n\n\n", False), ("\n    \n", False)]
 
 
-@pytest.mark.parametrize(("text", "offered"), FILLS)
-def test_ghost_text_is_offered_only_for_a_fill_with_text(text, offered):
+def ghost(filled: Filled, selected: types.SelectedCompletionInfo | None = None):
     params = types.InlineCompletionParams(
         text_document=DOC, position=AT, context=types.InlineCompletionContext(
-            trigger_kind=types.InlineCompletionTriggerKind.Automatic))
-    answer = asyncio.run(server.inline_completion(Filled(text), params))
+            trigger_kind=types.InlineCompletionTriggerKind.Automatic,
+            selected_completion_info=selected))
+    return asyncio.run(server.inline_completion(filled, params))
+
+
+@pytest.mark.parametrize(("text", "offered"), FILLS)
+def test_ghost_text_is_offered_only_for_a_fill_with_text(text, offered):
+    answer = ghost(Filled(text))
     assert [item.insert_text for item in answer.items] == ([text] if offered else [])
     if offered:
         assert answer.items[0].range == types.Range(AT, AT)
@@ -46,3 +53,15 @@ def test_a_completion_item_is_offered_only_for_a_fill_with_text(text, offered):
     answer = asyncio.run(server.completion(Filled(text), params))
     assert [item.text_edit.new_text for item in answer.items] == ([text] if offered else [])
     assert answer.is_incomplete  # the next keystroke asks again
+
+
+def test_ghost_text_extends_the_completion_item_the_editor_has_selected():
+    """The fill is asked for as if the item were applied (the server fills after it);
+    the ghost text is the item's text and the fill, over the item's range."""
+    word = types.Range(types.Position(1, 0), AT)  # `retu|` with `return` selected
+    selected = types.SelectedCompletionInfo(range=word, text="return")
+    filled = Filled(" x + 1")
+    [item] = ghost(filled, selected).items
+    assert filled.accepted == selected
+    assert item.insert_text == "return x + 1" and item.range == word
+    assert ghost(Filled("  "), selected).items == []  # nothing past the item: nothing to add

@@ -169,6 +169,32 @@ async def test_inline_completion_inserts_at_the_cursor(client: LanguageClient):
         assert_only_inside(text, after, utf16_offset(text, 2, 17), utf16_offset(text, 2, 17))
 
 
+async def test_ghost_text_with_a_selected_completion_is_the_fill_after_that_item(client):
+    """The editor shows `join` selected in its completion list at `os.path.jo|`: the
+    ghost text is `join` and then what the same fill gives with `join` typed out."""
+    typed = "import os\n\nname = os.path.jo\nprint(name)\n"
+    applied = typed.replace(".jo\n", ".join\n")
+    other = "file:///work/applied.py"
+    open_doc(client, typed)
+    open_doc(client, applied, uri=other)
+
+    async def ghost(uri: str, column: int, selected=None) -> list[types.InlineCompletionItem]:
+        answer = await client.text_document_inline_completion_async(
+            types.InlineCompletionParams(
+                text_document=types.TextDocumentIdentifier(uri),
+                position=types.Position(2, column),
+                context=types.InlineCompletionContext(
+                    types.InlineCompletionTriggerKind.Automatic, selected)))
+        return answer.items
+
+    item_range = types.Range(types.Position(2, 15), types.Position(2, 17))
+    extended = await ghost(URI, 17, types.SelectedCompletionInfo(item_range, "join"))
+    after_join = await ghost(other, 19)
+    assert after_join, "the test model wrote nothing after `join`"
+    assert [(i.insert_text, i.range) for i in extended] == [
+        ("join" + after_join[0].insert_text, item_range)]
+
+
 async def test_completion_offers_the_fill_as_one_item(client: LanguageClient):
     open_doc(client)
     result = await client.text_document_completion_async(types.CompletionParams(
