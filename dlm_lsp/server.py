@@ -411,22 +411,21 @@ def status(ls: DlmServer, params: Any) -> dict:
 @feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: DlmServer,
                             params: types.InlineCompletionParams) -> types.InlineCompletionList:
-    """Ghost text at the cursor: the best fill, inserted at the cursor.  A fill of
-    whitespace only (the model ended the span at once, or wrote blank lines) is no
-    suggestion: ghost text of empty lines would only push the code down.  With a
-    completion item selected in the editor, the ghost text is that item's text and
+    """Ghost text at the cursor: the fill, inserted at the cursor; with `candidates` > 1
+    one item per distinct candidate, best first (an editor cycles through them).  A
+    fill of whitespace only (the model ended the span at once, or wrote blank lines)
+    is no suggestion: ghost text of empty lines would only push the code down.  With a
+    completion item selected in the editor, each suggestion is that item's text and
     then a fill made after it, over the item's range."""
     rng = types.Range(params.position, params.position)
     selected = params.context.selected_completion_info if params.context else None
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
                                     token=params.work_done_token, accepted=selected)
-    text = result.candidates[0].text
-    if not text.strip():
-        return types.InlineCompletionList(items=[])
+    texts = list(dict.fromkeys(c.text for c in result.candidates if c.text.strip()))
     if selected is not None:
-        text, rng = selected.text + text, selected.range
-    return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=text,
-                                                                        range=rng)])
+        texts, rng = [selected.text + text for text in texts], selected.range
+    return types.InlineCompletionList(
+        items=[types.InlineCompletionItem(insert_text=text, range=rng) for text in texts])
 
 
 @feature(types.TEXT_DOCUMENT_COMPLETION)

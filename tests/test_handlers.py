@@ -17,14 +17,14 @@ AT = types.Position(line=1, character=4)
 class Filled:
     """A server whose every fill comes back as `text`."""
 
-    def __init__(self, text: str):
-        self.text = text
+    def __init__(self, text: str, *others: str):
+        self.texts = [text, *others]  # the candidates, best first
         self.accepted = None
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None):
         assert uri == DOC.uri and rng.start == rng.end == AT
         self.accepted = accepted
-        return None, SimpleNamespace(candidates=[SimpleNamespace(text=self.text)])
+        return None, SimpleNamespace(candidates=[SimpleNamespace(text=t) for t in self.texts])
 
 
 FILLS = [("x = 1", True), ("\n    y = 2\n", True), ("#", True), ("", False), ("   ", False),
@@ -65,3 +65,8 @@ def test_ghost_text_extends_the_completion_item_the_editor_has_selected():
     assert filled.accepted == selected
     assert item.insert_text == "return x + 1" and item.range == word
     assert ghost(Filled("  "), selected).items == []  # nothing past the item: nothing to add
+
+
+def test_each_distinct_candidate_is_a_ghost_text_to_cycle_through_best_first():
+    answer = ghost(Filled("a + 1", "", "a + 1", "b", "\n\n"))
+    assert [item.insert_text for item in answer.items] == ["a + 1", "b"]

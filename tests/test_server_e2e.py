@@ -195,6 +195,25 @@ async def test_ghost_text_with_a_selected_completion_is_the_fill_after_that_item
         ("join" + after_join[0].insert_text, item_range)]
 
 
+async def test_with_several_candidates_each_distinct_one_is_a_ghost_text(client):
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"candidates": 3}}))
+    text = "import os\n\nname = os.path.jo\nprint(name)\n"
+    open_doc(client, text)
+    answer = await client.text_document_inline_completion_async(types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(URI), position=types.Position(2, 17),
+        context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Invoked)))
+    texts = [item.insert_text for item in answer.items]
+    assert 2 <= len(texts) <= 3 and len(set(texts)) == len(texts)
+    assert all(item.range == rng_at(2, 17) for item in answer.items)
+    fill = await infill(client, rng(2, 17, 2, 17), options={"candidates": 3})
+    assert texts == list(dict.fromkeys(c.text for c in fill.candidates if c.text.strip()))
+
+
+def rng_at(line: int, character: int) -> types.Range:
+    return types.Range(types.Position(line, character), types.Position(line, character))
+
+
 async def test_completion_offers_the_fill_as_one_item(client: LanguageClient):
     open_doc(client)
     result = await client.text_document_completion_async(types.CompletionParams(
