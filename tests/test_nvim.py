@@ -399,7 +399,7 @@ def test_partial_accepts_insert_the_next_word_or_line_and_keep_the_rest_shown(
         part = _next_part(rest, unit)
         assert rest and part != rest, f"{rest!r} has no second {unit}"
         nvim.send(key)
-        nvim.wait_for(f"{ghost}.text(0) ~= {json.dumps(rest)}")
+        nvim.wait_for(f"{ghost}.text(vim.api.nvim_get_current_buf()) ~= {json.dumps(rest)}")
         nvim.wait_for(visible)  # the rest is up at the new cursor
         return part, rest[len(part):]
 
@@ -430,3 +430,43 @@ def test_partial_accepts_insert_the_next_word_or_line_and_keep_the_rest_shown(
     assert lines == " if i:\n            print(i)" and still == steps[-1][1] == "\n        i = 0"
     assert mode == "i"
     assert texts[2] == typed[:at] + words + lines + still + typed[at:]
+
+
+def test_the_next_and_previous_keys_cycle_through_the_server_s_suggestions(tmp_path, model_dir):
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir,
+                      f"dlm.configure({{ candidates = 3 }})\nvim.cmd.edit('{path}')\n")
+    ghost = "require('dlm.ghost')"
+    visible = f"{ghost}.visible(vim.api.nvim_get_current_buf())"
+
+    def choices() -> dict:
+        return json.loads(nvim.expr(
+            f'json_encode(luaeval("{ghost}.choices(vim.api.nvim_get_current_buf())"))'))
+
+    def press(key: str, shown: int) -> dict:
+        nvim.send(key)
+        now = f"{ghost}.choices(vim.api.nvim_get_current_buf())"
+        nvim.wait_for(f"{now} ~= nil and {now}.shown == {shown}")
+        return choices()
+
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9Go#<BS>")  # an empty new line in the loop of main()
+        nvim.wait_for(visible)
+        first = choices()
+        texts = first["list"]
+        seen = [first]
+        if len(texts) > 1:
+            seen += [press("<M-]>", 2), press("<M-[>", 1), press("<M-[>", len(texts))]
+        shown = json.loads(nvim.expr(
+            f'json_encode(luaeval("{ghost}.text(vim.api.nvim_get_current_buf())"))'))
+        nvim.send("<Tab>")
+        nvim.wait_for(f"not {visible}")
+        line = json.loads(nvim.expr("json_encode(getline(10, 10 + 8))"))
+    finally:
+        nvim.close()
+    assert 2 <= len(texts) <= 3 and len(set(texts)) == len(texts)  # candidates = 3
+    assert all(not text.isspace() for text in texts)
+    assert [c["shown"] for c in seen] == [1, 2, 1, len(texts)]
+    assert all(c["list"] == texts for c in seen) and shown == texts[-1]
+    assert "\n".join(line).strip().startswith(texts[-1].split("\n")[0].strip())

@@ -14,7 +14,7 @@ local ns = api.nvim_create_namespace('dlm.ghost')
 ---@class dlm.GhostState
 ---@field timer uv.uv_timer_t?
 ---@field request { client: vim.lsp.Client, id: integer }?
----@field shown { row: integer, col: integer, text: string, tick: integer, mark: integer }?
+---@field shown { row: integer, col: integer, text: string, tick: integer, mark: integer, hl: string, choices: string[], choice: integer }?
 ---@field group integer
 
 ---@type table<integer, dlm.GhostState>
@@ -82,6 +82,13 @@ function M.text(buf)
   return state and state.shown and state.shown.text or nil
 end
 
+--- The suggestions to cycle through at the cursor and the number of the one shown
+--- (for tests and statuslines), or nil.
+function M.choices(buf)
+  local state = buffers[buf]
+  return state and state.shown and { list = state.shown.choices, shown = state.shown.choice } or nil
+end
+
 ---@param item table an lsp.InlineCompletionItem
 ---@return string
 local function item_text(item)
@@ -93,7 +100,9 @@ local function item_text(item)
 end
 
 --- Show `text` as the suggestion at (row, col) of `buf` (0-based), replacing any other.
-function M.show(buf, row, col, text, hl_group)
+--- `choices` (default: just `text`) are the suggestions to cycle through, `text` being
+--- number `choice` of them.
+function M.show(buf, row, col, text, hl_group, choices, choice)
   local state = buffers[buf]
   M.clear(buf)
   local lines = vim.split(text, '\n', { plain = true })
@@ -109,7 +118,20 @@ function M.show(buf, row, col, text, hl_group)
   })
   state.shown = {
     row = row, col = col, text = text, tick = api.nvim_buf_get_changedtick(buf), mark = mark, hl = hl_group,
+    choices = choices or { text }, choice = choice or 1,
   }
+end
+
+--- Show the next (`step` 1) or previous (-1) of the suggestions the server gave for the
+--- cursor, round the list; false when none is shown.
+function M.cycle(buf, step)
+  if not M.visible(buf) then
+    return false
+  end
+  local shown = buffers[buf].shown
+  local choice = (shown.choice - 1 + step) % #shown.choices + 1
+  M.show(buf, shown.row, shown.col, shown.choices[choice], shown.hl, shown.choices, choice)
+  return true
 end
 
 --- Ask for a suggestion at the cursor now (the debounce timer calls this).
@@ -144,10 +166,15 @@ function M.request(client, buf, opts)
     then
       return -- the user moved on: this answer is for a place that no longer exists
     end
-    local item = (result.items or result)[1]
-    local text = item and item_text(item) or ''
-    if text ~= '' then
-      M.show(buf, row, col, text, opts.hl_group)
+    local texts, seen = {}, {}
+    for _, item in ipairs(result.items or result) do
+      local text = item_text(item)
+      if text ~= '' and not seen[text] then
+        texts[#texts + 1], seen[text] = text, true
+      end
+    end
+    if #texts > 0 then
+      M.show(buf, row, col, texts[1], opts.hl_group, texts, 1)
     end
   end, buf)
   if ok and id then
@@ -315,6 +342,21 @@ function M.accept_or_feed(key, mode)
     vim.schedule(function()
       M.accept(buf)
     end) -- buffer text cannot change inside an <expr> mapping
+    return ''
+  end
+  return key
+end
+
+--- The cycling mappings' body (extmark mode): show the next or previous suggestion, or
+--- type the key as usual.
+---@param key string
+---@param step integer 1 or -1
+function M.cycle_or_feed(key, step)
+  local buf = api.nvim_get_current_buf()
+  if M.visible(buf) then
+    vim.schedule(function()
+      M.cycle(buf, step)
+    end)
     return ''
   end
   return key

@@ -38,6 +38,10 @@ M.defaults = {
     -- Extmark mode only: Neovim's native inline completion takes a suggestion whole.
     accept_word = '<M-Right>',
     accept_line = '<M-C-Right>',
+    -- keys that show the next / previous suggestion when the server gives several (server
+    -- setting candidates > 1), as copilot.vim's; extmark mode only; false: none
+    next = '<M-]>',
+    prev = '<M-[>',
     dismiss = '<C-]>', -- insert-mode key that hides it; false: none
     hl_group = 'Comment',
   },
@@ -381,6 +385,13 @@ local function create_mappings()
       vim.keymap.set('i', key, function()
         return ghost.accept_part_or_feed(key, unit)
       end, { expr = true, silent = true, desc = 'dlm-lsp: accept the suggestion\'s next ' .. unit })
+    end
+  end
+  for step, key in pairs({ [1] = inline.next, [-1] = inline.prev }) do
+    if key and mode == 'extmark' then
+      vim.keymap.set('i', key, function()
+        return ghost.cycle_or_feed(key, step)
+      end, { expr = true, silent = true, desc = 'dlm-lsp: show another suggestion' })
     end
   end
   if inline.dismiss and mode == 'extmark' then
