@@ -6,6 +6,8 @@ import argparse
 import logging
 import sys
 
+from dlm_lsp import __version__
+
 
 def _serve(args: argparse.Namespace) -> int:
     from dlm_lsp.admission import Gate
@@ -31,7 +33,7 @@ def _fill(args: argparse.Namespace) -> int:
 
     return fill_file(args.file, model=args.model, device=args.device, steps=args.steps,
                      strategy=args.strategy, seed=args.seed, marker=args.marker,
-                     write=args.write)
+                     write=args.write, language=args.language)
 
 
 def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -216,10 +218,13 @@ def main(argv: list[str] | None = None) -> int:
                         "DLM_LSP_TCP_TOKEN")
     parser.add_argument("--stdio", action="store_true", help="serve LSP over stdio (the default)")
     parser.add_argument("--log-level", default="WARNING", help="logging level for stderr")
+    parser.add_argument("--version", action="version", version=f"dlm-lsp {__version__}")
     sub = parser.add_subparsers(dest="command")
 
     fill = sub.add_parser("fill", help="fill the holes of a file and print the result")
-    fill.add_argument("file")
+    fill.add_argument("file", help="the file; - reads standard input")
+    fill.add_argument("--language", help="an LSP language id (python, typescript, go, ...); "
+                      "default: from the file's extension")
     fill.add_argument("--model", default="default")
     fill.add_argument("--device", default="auto")
     fill.add_argument("--steps", type=int)

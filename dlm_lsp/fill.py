@@ -14,21 +14,32 @@ from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import HoleFilling, find_holes
 from dlm_lsp.models import ModelLoadError
+from dlm_lsp.validation import LANGUAGES, language_for
 
 
 def fill_file(path: str, model: str = "default", device: str = "auto", steps: int | None = None,
               strategy: str | None = None, seed: int = 0, marker: str = "<FILL>",
-              write: bool = False) -> int:
-    """Fill every `marker` in the file; print the result (or write it back)."""
+              write: bool = False, language: str | None = None) -> int:
+    """Fill every `marker` in the file (`-`: standard input, for editors' filter commands
+    and pipes); print the result (or write it back).  The language is `language` (an LSP
+    language id such as `python` or `typescriptreact`), else the file's extension."""
+    if language is not None and language_for(language) is None:
+        print(f"dlm-lsp fill: unknown language {language!r}; one of: "
+              f"{', '.join(sorted(LANGUAGES))}", file=sys.stderr)
+        return 2
+    if path == "-" and write:
+        print("dlm-lsp fill: --write needs a file, not standard input", file=sys.stderr)
+        return 2
     source = Path(path)
     try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
+        text = sys.stdin.read() if path == "-" else source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         print(f"dlm-lsp fill: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     holes = find_holes(text, marker)
     if not holes:
-        print(f"dlm-lsp fill: no {marker} holes in {path}", file=sys.stderr)
+        print(f"dlm-lsp fill: no {marker} holes in {'standard input' if path == '-' else path}",
+              file=sys.stderr)
         return 1
     engine = Engine(ServerConfig(model=model, device=device, hole_marker=marker))
     try:
@@ -41,7 +52,8 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     began = time.perf_counter()
     for hole in holes:
         start, end = state.current(hole)
-        result = engine.infill(InfillRequest(state.text, start, end, uri=str(source),
+        result = engine.infill(InfillRequest(state.text, start, end, language_id=language,
+                                             uri=None if path == "-" else str(source),
                                              options=options, is_hole=True))
         best = result.candidates[0]
         state.accept(hole, best.text)

@@ -20,9 +20,9 @@ from dlm_lsp.framing import MessageReader
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "hello.py"
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dlm_lsp", *args], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, input=stdin)
 
 
 def test_fill_prints_the_file_with_its_hole_filled_and_the_rest_unchanged(model_dir):
@@ -54,6 +54,32 @@ def test_fill_without_holes_says_so(tmp_path, model_dir):
 def test_fill_with_a_missing_model_names_the_directory(tmp_path):
     out = run_cli("fill", str(FIXTURE), "--model", str(tmp_path / "absent"))
     assert out.returncode == 2 and str(tmp_path / "absent") in out.stderr
+
+
+def test_fill_reads_standard_input_as_the_file_it_names(model_dir):
+    """`fill -` (a pipe, an editor's filter command) gives what the file gives, once told
+    the language the file's extension would have told."""
+    from_file = run_cli("fill", str(FIXTURE), "--model", str(model_dir), "--steps", "4")
+    piped = run_cli("fill", "-", "--language", "python", "--model", str(model_dir),
+                    "--steps", "4", stdin=FIXTURE.read_text())
+    assert piped.returncode == from_file.returncode == 0, piped.stderr
+    assert piped.stdout == from_file.stdout and "syntax unchecked" not in piped.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--language", "cobol"], "unknown language 'cobol'; one of: c, cpp, go"),
+    (["--write"], "--write needs a file"),
+])
+def test_fill_from_standard_input_refuses_what_it_cannot_do(model_dir, args, says):
+    out = run_cli("fill", "-", "--model", str(model_dir), *args, stdin=FIXTURE.read_text())
+    assert out.returncode == 2 and says in out.stderr and out.stdout == ""
+
+
+def test_version_names_the_package_version():
+    from dlm_lsp import __version__
+
+    out = run_cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"dlm-lsp {__version__}"
 
 
 T = TypeVar("T")
