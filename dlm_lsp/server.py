@@ -118,7 +118,7 @@ class DlmServer(LanguageServer):
         loop = asyncio.get_running_loop()
         began = time.perf_counter()
         loading = loop.run_in_executor(self.worker, self.engine.preload)
-        token = await self._progress_token("load")
+        token = await self.progress_token("load")
         if token is not None:
             self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
                 title="dlm-lsp: loading the model", message=_model_label(self.config)))
@@ -136,7 +136,7 @@ class DlmServer(LanguageServer):
             self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=took))
         self.window_log_message(types.LogMessageParams(types.MessageType.Info, f"dlm-lsp: {took}"))
 
-    async def _progress_token(self, kind: str) -> str | None:
+    async def progress_token(self, kind: str) -> str | None:
         """A new server-initiated progress token, or None where the client has no
         progress (its capabilities say so) or does not accept the token within 5 s (no
         progress is sent for a token the client has not accepted)."""
@@ -477,19 +477,35 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
         return {"applied": False, "holes": 0, "version": doc.version,
                 "message": f"no {ls.config.hole_marker} holes in {uri}"}
     job = ls.start_job(uri, doc.version)
+    # server-initiated progress, hole by hole, that the user can cancel (the command's
+    # params carry no workDoneToken that pygls would hand to this handler)
+    token = await ls.progress_token("holes")
+    progress = ls.work_done_progress
+    count = f"{len(holes)} hole{'s' * (len(holes) > 1)}"
+    if token is not None:
+        progress.begin(token, types.WorkDoneProgressBegin(
+            title="dlm-lsp: filling holes", message=f"0 of {count}", cancellable=True,
+            percentage=0))
+        progress.tokens[token].add_done_callback(lambda _: job.stop(CLIENT_CANCELLED))
     try:
         state = HoleFilling(original)
-        for hole in holes:
+        for done, hole in enumerate(holes, 1):
             start, end = state.current(hole)
             result = await ls.fill(job, state.text, start, end, language_id=doc.language_id,
                                    options=InfillOptions(), is_hole=True)
             state.accept(hole, result.candidates[0].text)
+            if token is not None:
+                progress.report(token, types.WorkDoneProgressReport(
+                    message=f"{done} of {count}", percentage=100 * done // len(holes)))
         edits = [types.TextEdit(offset_range(doc, s, e), fill) for s, e, fill in state.fills]
         applied = await ls.apply_edits(job, edits, "dlm-lsp: fill holes")
         return {"applied": applied, "holes": len(holes), "version": job.version,
                 "fills": [fill for _, _, fill in state.fills]}
     finally:
         ls.jobs.finish(job)
+        if token is not None:
+            progress.end(token, types.WorkDoneProgressEnd(message=job.reason or "done"))
+            progress.tokens.pop(token, None)
 
 
 @command(REWRITE_SELECTION)

@@ -264,6 +264,44 @@ async def test_fill_holes_replaces_each_marker_through_apply_edit(client: Langua
     assert after.startswith(pieces[0]) and after.endswith(pieces[-1])
 
 
+def holes_progress(client: LanguageClient) -> list:
+    [reports] = [r for token, r in client.progress_reports.items()
+                 if str(token).startswith("dlm-lsp/holes/")]
+    return reports
+
+
+async def test_filling_holes_reports_progress_hole_by_hole(client: LanguageClient):
+    accept_applied_edits(client)
+    open_doc(client, "a = <FILL>\nb = <FILL>\nc = <FILL>\n")
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.fillHoles", [URI]))
+    assert result["applied"] is True
+    begin, *reports, end = holes_progress(client)
+    assert begin.title == "dlm-lsp: filling holes" and begin.cancellable
+    assert [(r.message, r.percentage) for r in reports] == [
+        ("1 of 3 holes", 33), ("2 of 3 holes", 66), ("3 of 3 holes", 100)]
+    assert end.message == "done"
+
+
+async def test_cancelling_the_holes_progress_stops_the_fill_and_applies_nothing(client):
+    applied = accept_applied_edits(client)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"stepsMultiLine": 48}}))
+    open_doc(client, "".join(f"v{i} = <FILL>\n" for i in range(40)))
+    command = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
+                                           types.ExecuteCommandParams("dlm.fillHoles", [URI]))
+    await wait_for(lambda: any(str(t).startswith("dlm-lsp/holes/") and len(r) > 1
+                               for t, r in client.progress_reports.items()))
+    [token] = [t for t in client.progress_reports if str(t).startswith("dlm-lsp/holes/")]
+    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token))
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wrap_future(command)
+    assert err.value.code == -32800 and applied == []
+    await wait_for(lambda: isinstance(holes_progress(client)[-1], types.WorkDoneProgressEnd))
+    assert holes_progress(client)[-1].message == "cancelled by the client"
+    assert len(holes_progress(client)) < 40 + 2  # it stopped before the last hole
+
+
 async def test_rewrite_selection_applies_an_edit_within_the_selection(client: LanguageClient):
     applied = accept_applied_edits(client)
     open_doc(client)
