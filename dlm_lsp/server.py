@@ -522,7 +522,9 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
             rng = offset_range(doc, found[0] + low, found[1] + low)
     if rng.start == rng.end:
         raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
-    job, result = await ls.fill_range(uri, rng, InfillOptions())
+    # server-initiated progress, step by step, that the user can cancel
+    job, result = await ls.fill_range(uri, rng, InfillOptions(),
+                                      token=await ls.progress_token("rewrite"))
     fill = result.candidates[0].text
     applied = await ls.apply_edits(job, [types.TextEdit(rng, fill)], "dlm-lsp: rewrite selection")
     return {"applied": applied, "version": job.version, "text": fill,

@@ -313,6 +313,32 @@ async def test_rewrite_selection_applies_an_edit_within_the_selection(client: La
     assert client.protocol._converter.unstructure(edit.range) == selection
     after = apply_edits(SOURCE, [{"range": selection, "newText": edit.new_text}])
     assert_only_inside(SOURCE, after, utf16_offset(SOURCE, 1, 4), utf16_offset(SOURCE, 1, 16))
+    [progress] = [r for t, r in client.progress_reports.items()
+                  if str(t).startswith("dlm-lsp/rewrite/")]
+    begin, *steps, end = progress
+    assert begin.title == "dlm-lsp: denoising" and begin.cancellable and end.message == "done"
+    assert steps and steps[-1].message.startswith(f"step {len(steps)} of ")
+
+
+async def test_cancelling_a_rewrite_s_progress_stops_it_and_applies_nothing(client):
+    applied = accept_applied_edits(client)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"stepsRewrite": 400}}))
+    text = "x = [" + ", ".join(str(i) for i in range(300)) + "]\n"
+    open_doc(client, text)
+    command = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
+                                           types.ExecuteCommandParams(
+                                               "dlm.rewriteSelection", [URI, rng(0, 4, 0, 900)]))
+    await wait_for(lambda: any(str(t).startswith("dlm-lsp/rewrite/") and len(r) > 2
+                               for t, r in client.progress_reports.items()))
+    [token] = [t for t in client.progress_reports if str(t).startswith("dlm-lsp/rewrite/")]
+    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token))
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wrap_future(command)
+    assert err.value.code == -32800 and applied == []
+    steps = client.progress_reports[token][1:-1]
+    total = int(steps[0].message.rsplit(" ", 1)[1])
+    assert len(steps) < total  # stopped before its last step
 
 
 async def test_rewrite_selection_can_expand_to_the_enclosing_statement(client: LanguageClient):
