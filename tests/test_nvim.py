@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from lsp_helpers import assert_only_inside
 
+from dlm_lsp import __version__
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "editors" / "nvim"
 FIXTURE = ROOT / "fixtures" / "hello.py"
@@ -218,6 +220,7 @@ def test_checkhealth_finds_the_server_and_its_loaded_model(tmp_path, model_dir):
     assert "server executable" in report
     assert "server starts and initializes" in report
     assert f"model `{model_dir}` loaded on cpu" in report
+    assert f"server: dlm-lsp {__version__}" in report
 
 
 def test_a_shared_tcp_server_is_used_instead_of_starting_one(tmp_path, model_dir):

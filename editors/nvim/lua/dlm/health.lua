@@ -127,6 +127,10 @@ function M.check()
   if not client then
     return
   end
+  local info = client.server_info
+  if info and info.name then
+    health.info(('server: %s %s'):format(info.name, info.version or '(no version given)'))
+  end
   local status, why = status_of(client)
   -- The server loads its model in the background after `initialized`.
   local loaded = status and status.loaded
