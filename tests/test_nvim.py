@@ -473,3 +473,35 @@ def test_the_next_and_previous_keys_cycle_through_the_server_s_suggestions(tmp_p
     assert [c["shown"] for c in seen] == [1, 2, 1, len(texts)]
     assert all(c["list"] == texts for c in seen) and shown == texts[-1]
     assert "\n".join(line).strip().startswith(texts[-1].split("\n")[0].strip())
+
+
+def test_typing_the_suggestion_s_beginning_keeps_the_rest_shown_without_asking_again(
+        tmp_path, model_dir):
+    """With a 4 s debounce, a new request could not answer within 2 s of the typing: the
+    rest shown that soon is the old suggestion, kept."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, "dlm.config.inline.debounce_ms = 4000\n"
+                      f"vim.cmd.edit('{path}')\n")
+    ghost = "require('dlm.ghost')"
+    current = "vim.api.nvim_get_current_buf()"
+    visible = f"{ghost}.visible({current})"
+
+    def shown() -> str | None:
+        return json.loads(nvim.expr(f'json_encode(luaeval("{ghost}.text({current})"))'))
+
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9Go#<BS>")  # an empty new line in the loop of main()
+        nvim.wait_for(visible)
+        suggestion = shown()
+        typed = suggestion[:2]
+        assert "\n" not in typed and len(suggestion) > 2, suggestion
+        nvim.send(typed.replace("<", "<lt>"))
+        nvim.wait_for(f"{ghost}.text({current}) == {json.dumps(suggestion[2:])} and {visible}",
+                      timeout=2)
+        line = json.loads(nvim.expr("json_encode(getline(10))"))
+        nvim.send("<C-v>u00a7")  # typed against it (no suggestion of this model begins with §)
+        nvim.wait_for(f"not {visible}", timeout=2)
+    finally:
+        nvim.close()
+    assert line.endswith(typed)

@@ -14,7 +14,7 @@ local ns = api.nvim_create_namespace('dlm.ghost')
 ---@class dlm.GhostState
 ---@field timer uv.uv_timer_t?
 ---@field request { client: vim.lsp.Client, id: integer }?
----@field shown { row: integer, col: integer, text: string, tick: integer, mark: integer, hl: string, choices: string[], choice: integer }?
+---@field shown { row: integer, col: integer, text: string, tick: integer, mark: integer, hl: string, choices: string[], choice: integer, after: string }?
 ---@field group integer
 
 ---@type table<integer, dlm.GhostState>
@@ -116,10 +116,45 @@ function M.show(buf, row, col, text, hl_group, choices, choice)
     virt_lines = #virt_lines > 0 and virt_lines or nil,
     hl_mode = 'combine',
   })
+  local line = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ''
   state.shown = {
     row = row, col = col, text = text, tick = api.nvim_buf_get_changedtick(buf), mark = mark, hl = hl_group,
-    choices = choices or { text }, choice = choice or 1,
+    choices = choices or { text }, choice = choice or 1, after = line:sub(col + 1),
   }
+end
+
+--- When what was typed at the suggestion since it was shown is its beginning (and the
+--- rest of the line is as it was), show the remainder at the cursor, as VS Code does:
+--- no new request, the fill still stands for the text as it now is.  Choices that do
+--- not begin so are dropped.  True when the suggestion was kept.
+function M.type_through(buf)
+  local shown = buffers[buf] and buffers[buf].shown
+  if not shown or api.nvim_get_current_buf() ~= buf then
+    return false
+  end
+  local row, col = unpack(api.nvim_win_get_cursor(0))
+  if row - 1 ~= shown.row or col <= shown.col then
+    return false
+  end
+  local line = api.nvim_buf_get_lines(buf, shown.row, shown.row + 1, false)[1] or ''
+  local typed = line:sub(shown.col + 1, col)
+  if line:sub(col + 1) ~= shown.after then
+    return false
+  end
+  local rests, choice = {}, nil
+  for i, text in ipairs(shown.choices) do
+    if #text > #typed and text:sub(1, #typed) == typed then
+      rests[#rests + 1] = text:sub(#typed + 1)
+      if i == shown.choice then
+        choice = #rests
+      end
+    end
+  end
+  if not choice then
+    return false -- the suggestion shown was typed out, or typed against
+  end
+  M.show(buf, shown.row, col, rests[choice], shown.hl, rests, choice)
+  return true
 end
 
 --- Show the next (`step` 1) or previous (-1) of the suggestions the server gave for the
@@ -282,7 +317,10 @@ function M.attach(client, buf, opts)
     callback = function()
       local shown = buffers[buf] and buffers[buf].shown
       if shown and shown.tick == api.nvim_buf_get_changedtick(buf) then
-        return -- a partial accept's own insert: the rest of the suggestion stays shown
+        return -- a change the suggestion shown already accounts for (a partial accept's)
+      end
+      if M.type_through(buf) then
+        return
       end
       M.schedule(client, buf, opts)
     end,
@@ -291,7 +329,7 @@ function M.attach(client, buf, opts)
     group = group,
     buffer = buf,
     callback = function()
-      if buffers[buf] and buffers[buf].shown and not M.visible(buf) then
+      if buffers[buf] and buffers[buf].shown and not M.visible(buf) and not M.type_through(buf) then
         M.clear(buf, true)
       end
     end,
