@@ -35,6 +35,9 @@ _BODIES = frozenset({
     "constructor_body", "switch_body", "switch_block", "switch_block_statement_group",
     "switch_case", "switch_default", "case_statement", "expression_case", "default_case",
     "type_case", "communication_case", "match_block", "object_type",
+    # C#, Ruby, Bash, Lua, Kotlin, Scala, Swift
+    "compilation_unit", "body_statement", "do_group", "chunk", "statements",
+    "template_body", "when_entry", "switch_entry", "case_clause",
 })
 
 

@@ -57,6 +57,14 @@ _GRAMMARS: dict[str, tuple[str, str]] = {
     "java": ("tree_sitter_java", "language"),
     "c": ("tree_sitter_c", "language"),
     "cpp": ("tree_sitter_cpp", "language"),
+    "csharp": ("tree_sitter_c_sharp", "language"),
+    "ruby": ("tree_sitter_ruby", "language"),
+    "php": ("tree_sitter_php", "language_php"),  # PHP inside HTML, as .php files are
+    "bash": ("tree_sitter_bash", "language"),
+    "lua": ("tree_sitter_lua", "language"),
+    "kotlin": ("tree_sitter_kotlin", "language"),
+    "scala": ("tree_sitter_scala", "language"),
+    "swift": ("tree_sitter_swift", "language"),
 }
 LANGUAGES: tuple[str, ...] = tuple(_GRAMMARS)
 
@@ -69,6 +77,8 @@ _LANGUAGE_IDS: dict[str, str] = {
     "ts": "typescript", "typescriptreact": "tsx",
     "golang": "go", "rs": "rust",
     "c++": "cpp", "cxx": "cpp", "cuda-cpp": "cpp",
+    "c#": "csharp", "cs": "csharp", "rb": "ruby",
+    "shellscript": "bash", "sh": "bash", "shell": "bash", "kt": "kotlin",
 }
 
 # .h is mapped to C: clients normally send a languageId, which takes precedence.
@@ -79,6 +89,9 @@ _EXTENSIONS: dict[str, str] = {
     ".go": "go", ".rs": "rust", ".java": "java",
     ".c": "c", ".h": "c",
     ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp",
+    ".cs": "csharp", ".rb": "ruby", ".php": "php", ".sh": "bash", ".bash": "bash",
+    ".lua": "lua", ".kt": "kotlin", ".kts": "kotlin", ".scala": "scala", ".sc": "scala",
+    ".swift": "swift",
 }
 
 # Documents longer than this are validated in a window around the span (see

@@ -34,7 +34,9 @@ def test_fill_prints_the_file_with_its_hole_filled_and_the_rest_unchanged(model_
     assert "1 hole(s) filled" in out.stderr
 
 
-@pytest.mark.parametrize("name", ["hello.js", "hello.ts", "hello.go", "hello.rs"])
+@pytest.mark.parametrize("name", ["hello.js", "hello.ts", "hello.go", "hello.rs", "hello.cs",
+                                  "hello.rb", "hello.php", "hello.sh", "hello.lua", "hello.kt",
+                                  "hello.scala", "hello.swift"])
 def test_fill_works_on_fixtures_in_other_languages_and_checks_their_syntax(model_dir, name):
     fixture = FIXTURE.parent / name
     out = run_cli("fill", str(fixture), "--model", str(model_dir), "--steps", "2")
@@ -67,7 +69,7 @@ def test_fill_reads_standard_input_as_the_file_it_names(model_dir):
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (["--language", "cobol"], "unknown language 'cobol'; one of: c, cpp, go"),
+    (["--language", "cobol"], "unknown language 'cobol'; one of: bash, c, cpp, csharp, go"),
     (["--write"], "--write needs a file"),
 ])
 def test_fill_from_standard_input_refuses_what_it_cannot_do(model_dir, args, says):

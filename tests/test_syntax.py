@@ -317,6 +317,15 @@ def test_cursor_between_top_level_statements_has_no_enclosing_node() -> None:
     ("c", "int f(void) {\n    int x = ⟦1⟧;\n    return x;\n}\n", "    int x = 1;"),
     ("cpp", "int f(int n) {\n    for (int i = 0; i < ⟦n⟧; i++) {}\n    return 0;\n}\n",
      "    for (int i = 0; i < n; i++) {}"),
+    ("csharp", "class A {\n    int F() {\n        int x = ⟦1⟧;\n        return x;\n    }\n}\n",
+     "        int x = 1;"),
+    ("ruby", "def f\n  x = ⟦1⟧\n  x\nend\n", "  x = 1"),
+    ("php", "<?php\nfunction f() {\n    $x = ⟦1⟧;\n    return $x;\n}\n", "    $x = 1;"),
+    ("bash", "f() {\n  local x=⟦1⟧\n  echo $x\n}\n", "  local x=1"),
+    ("lua", "local function f()\n  local x = ⟦1⟧\n  return x\nend\n", "  local x = 1"),
+    ("kotlin", "fun f(): Int {\n    val x = ⟦1⟧\n    return x\n}\n", "    val x = 1"),
+    ("scala", "object A {\n  def f(): Int = {\n    val x = ⟦1⟧\n    x\n  }\n}\n", "    val x = 1"),
+    ("swift", "func f() -> Int {\n    let x = ⟦1⟧\n    return x\n}\n", "    let x = 1"),
 ])
 def test_selection_inside_a_statement_per_language(language: str, marked: str,
                                                    expected: str) -> None:

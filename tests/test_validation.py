@@ -196,9 +196,10 @@ def test_parser_is_built_once_per_language() -> None:
 # --- languages ----------------------------------------------------------------------------
 
 
-def test_supported_languages_are_the_nine_grammars() -> None:
+def test_supported_languages_are_the_seventeen_grammars() -> None:
     assert set(LANGUAGES) == {
         "python", "javascript", "typescript", "tsx", "go", "rust", "java", "c", "cpp",
+        "csharp", "ruby", "php", "bash", "lua", "kotlin", "scala", "swift",
     }
 
 
@@ -217,6 +218,16 @@ CASES = {
     "java": ("class A {\n  int add(int a, int b) {\n    return ⟦⟧;\n  }\n}\n", "a + b", "a +"),
     "c": ("int add(int a, int b) {\n    return ⟦⟧;\n}\n", "a + b", "a + (b"),
     "cpp": ("template <typename T>\nT add(T a, T b) {\n    return ⟦⟧;\n}\n", "a + b", "a + (b"),
+    "csharp": ("class A {\n  int Add(int a, int b) {\n    return ⟦⟧;\n  }\n}\n", "a + b",
+               "a + (b"),
+    "ruby": ("def add(a, b)\n  ⟦⟧\nend\n", "a + b", "a + (b"),
+    "php": ("<?php\nfunction add($a, $b) {\n    return ⟦⟧;\n}\n", "$a + $b", "$a + ($b"),
+    "bash": ("add() {\n  echo ⟦⟧\n}\n", "$(( $1 + $2 ))", "$(("),
+    "lua": ("local function add(a, b)\n  return ⟦⟧\nend\n", "a + b", "a + (b"),
+    "kotlin": ("fun add(a: Int, b: Int): Int {\n    return ⟦⟧\n}\n", "a + b", "a + (b"),
+    "scala": ("object A {\n  def add(a: Int, b: Int): Int = {\n    ⟦⟧\n  }\n}\n", "a + b",
+              "a + (b"),
+    "swift": ("func add(a: Int, b: Int) -> Int {\n    return ⟦⟧\n}\n", "a + b", "a + (b"),
 }
 
 
@@ -267,6 +278,14 @@ def test_validate_fill_accepts_lsp_language_ids() -> None:
         ("c", "c"),
         ("cpp", "cpp"),
         ("Python", "python"),
+        ("csharp", "csharp"),
+        ("ruby", "ruby"),
+        ("php", "php"),
+        ("shellscript", "bash"),
+        ("lua", "lua"),
+        ("kotlin", "kotlin"),
+        ("scala", "scala"),
+        ("swift", "swift"),
     ],
 )
 def test_language_is_found_from_lsp_language_id(language_id: str, expected: str) -> None:
@@ -297,6 +316,15 @@ def test_language_is_found_from_lsp_language_id(language_id: str, expected: str)
         ("file:///src/main.cxx", "cpp"),
         ("file:///src/main.hpp", "cpp"),
         ("file:///src/main.hh", "cpp"),
+        ("file:///src/Program.cs", "csharp"),
+        ("file:///src/app.rb", "ruby"),
+        ("file:///src/index.php", "php"),
+        ("file:///src/build.sh", "bash"),
+        ("file:///src/init.lua", "lua"),
+        ("file:///src/Main.kt", "kotlin"),
+        ("file:///src/build.gradle.kts", "kotlin"),
+        ("file:///src/Main.scala", "scala"),
+        ("file:///src/main.swift", "swift"),
         ("/home/me/project/script.PY", "python"),
         ("C:\\work\\main.rs", "rust"),
         ("untitled:notebook.py?cell=3#frag", "python"),

@@ -95,8 +95,10 @@ def main(model: str, device: str, limit: int | None, out: str | None) -> int:
     settings = {"model only (validation off)": replace(base, validate=False),
                 "validation + repair + fallback": base}
     table = []
+    fixtures = fixture_tasks()
+    languages = {language_for(None, task.uri) for task in fixtures}
     for name, tasks in (("HumanEval multi-line", humaneval_tasks(limit)),
-                        ("fixtures (5 languages)", fixture_tasks())):
+                        (f"fixtures ({len(languages)} languages)", fixtures)):
         for setting, config in settings.items():
             row = run(Engine(config), tasks, setting)
             table.append({"set": name, **asdict(row), "rate": row.rate})

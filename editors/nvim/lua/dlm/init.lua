@@ -23,7 +23,8 @@ M.defaults = {
   token = nil,
   filetypes = {
     'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact',
-    'go', 'rust', 'java', 'c', 'cpp',
+    'go', 'rust', 'java', 'c', 'cpp', 'cs', 'ruby', 'php', 'sh', 'bash', 'lua', 'kotlin',
+    'scala', 'swift',
   },
   root_markers = { '.git', 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml' },
   -- Server settings in camelCase (README "Configuration"), sent as initializationOptions;
