@@ -404,7 +404,7 @@ async def infill(ls: DlmServer, params: Any) -> dict:
 @feature(STATUS)
 def status(ls: DlmServer, params: Any) -> dict:
     """`dlm/status`: the engine's device, model, queue, latency, throughput and caches."""
-    return {**ls.engine.status(), "jobsInFlight": ls.jobs.in_flight(),
+    return {"version": __version__, **ls.engine.status(), "jobsInFlight": ls.jobs.in_flight(),
             "openDocuments": len(ls.workspace.text_documents)}
 
 

@@ -13,6 +13,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from dlm_lsp import __version__
+
 SERVER = [sys.executable, "-m", "dlm_lsp"]
 URI = "file:///work/example.py"
 SOURCE = (
@@ -611,6 +613,7 @@ async def test_status_reports_the_fills_served(client):
     assert status.forwardPasses >= 1 and status.batchOccupancy >= 1
     assert status.cacheHitRate > 0  # the second fill was answered from recent fills
     assert status.openDocuments == 1 and status.jobsInFlight == 0
+    assert status.version == __version__
 
 
 async def test_bad_control_values_are_refused_with_the_expected_range(client):
