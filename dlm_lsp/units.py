@@ -4,9 +4,9 @@ A diffusion model fills every masked position, so a multi-line fill often runs p
 unit it was asked for: it closes the enclosing block the suffix already closes, starts the
 code that follows, or stops halfway through a statement.  `truncate_to_units` cuts it the
 way SAFIM scores infilling: stop where the enclosing block ends, and drop a trailing half
-statement.  Block ends come from bracket tokens (and, in Python, from a dedent past the
-cursor's block, whose indentation `dlm_lsp/span_hints.py` reads); half statements from
-incremental reparses of the document with each candidate prefix.
+statement.  Block ends come from bracket tokens (and, in Python, Ruby, Lua and shell, from
+a dedent past the cursor's block; Python's indentation is read by `dlm_lsp/span_hints.py`);
+half statements from incremental reparses of the document with each candidate prefix.
 """
 
 from __future__ import annotations
@@ -85,8 +85,15 @@ def _bracket_cut(removed: _Doc, filled: _Doc, start: int, fill: str) -> int | No
     return None
 
 
+# Languages whose blocks end with a dedent (Python) or with a keyword written at the
+# block's own indentation (`end` in Ruby and Lua, `fi` / `done` / `esac` in shell): in
+# both, a fill line indented less than the cursor's block has left the block.  Brace
+# languages end blocks with brackets, which `_bracket_cut` reads.
+_DEDENT_ENDS = frozenset({"python", "ruby", "lua", "bash"})
+
+
 def _dedent_cut(filled: _Doc, start: int, fill: str, base: int) -> int | None:
-    """Python: the first fill line indented less than the block, outside strings (a fill index)."""
+    """The first fill line indented less than the block, outside strings (a fill index)."""
     line_start = fill.find("\n") + 1
     while line_start > 0:
         line_end = fill.find("\n", line_start)
@@ -121,9 +128,10 @@ def truncate_to_units(text: str, start: int, end: int, fill: str, language: str 
     """Cut a multi-line fill for [start, end) to whole syntactic units (SAFIM-style).
 
     First the block: a fill that closes the bracket the cursor is in stops before that
-    closer when the suffix has one (else right after it), and a Python fill stops before
-    a line that dedents past the cursor's block.  Then statements: the longest prefix
-    ending at a line boundary whose parse adds no errors is kept.  A single-line fill, an
+    closer when the suffix has one (else right after it), and a Python, Ruby, Lua or
+    shell fill stops before a line that dedents past the cursor's block.  Then
+    statements: the longest prefix ending at a line boundary whose parse adds no errors
+    is kept.  A single-line fill, an
     unknown language, or a fill that is already whole comes back unchanged.
     """
     grammar = _grammar(language)
@@ -133,11 +141,14 @@ def truncate_to_units(text: str, start: int, end: int, fill: str, language: str 
     removed = _parse(parser, text[:start] + text[end:])
     filled = _parse(parser, text[:start] + fill + text[end:])
     cuts = [_bracket_cut(removed, filled, start, fill)]
-    if canonical == "python" and _container(removed, removed.byte(start)) is None:
-        base = _width(_span_hint(removed, start, canonical).indent)
+    if canonical in _DEDENT_ENDS and _container(removed, removed.byte(start)) is None:
         before, _ = _line_bounds(text, start, end)
-        if not before.strip() and fill.split("\n", 1)[0].strip():
-            base = min(base, _width(before))
+        if canonical == "python":
+            base = _width(_span_hint(removed, start, canonical).indent)
+            if not before.strip() and fill.split("\n", 1)[0].strip():
+                base = min(base, _width(before))
+        else:  # no block hint is read for these grammars: the cursor's line is in the block
+            base = _width(_leading(before))
         cuts.append(_dedent_cut(filled, start, fill, base))
     found = [cut for cut in cuts if cut is not None and fill[cut:].strip()]
     body = _end_at(fill[:min(found)], text, start, end) if found else fill

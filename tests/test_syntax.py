@@ -195,6 +195,28 @@ def test_python_comment_at_column_zero_is_not_a_dedent() -> None:
     assert _truncate("def f(x):\n    ⟦⟧\n", fill, "python") == fill
 
 
+@pytest.mark.parametrize(("language", "marked", "fill", "kept"), [
+    ("ruby", "def f(a)\n  ⟦⟧\nend\n\nputs f(1)\n",
+     "x = a + 1\n  x * 2\nend\n\ndef g\n  3\n", "x = a + 1\n  x * 2"),
+    ("ruby", "def f(a)\n  if a\n    ⟦⟧\n  end\nend\n",
+     "x = 1\n    y = 2\n  else\n    z = 3\n", "x = 1\n    y = 2"),
+    ("lua", "local function f(a)\n  ⟦⟧\nend\n\nprint(f(1))\n",
+     "local x = a + 1\n  return x\nend\n\nlocal function g()\n  return 3\n",
+     "local x = a + 1\n  return x"),
+])
+def test_a_keyword_block_fill_stops_where_it_dedents_past_the_cursor_s_block(
+        language: str, marked: str, fill: str, kept: str) -> None:
+    """Ruby's and Lua's `end` sits at its block's own indentation: a fill line left of
+    the cursor's block closes it, so the fill ends there, as a Python fill ends at a
+    dedent (whole as it is: the suffix's `end` would close the extra `def g`)."""
+    assert _truncate(marked, fill, language) == kept
+
+
+def test_a_keyword_block_fill_that_stays_in_its_block_is_unchanged() -> None:
+    fill = "  y = 2\n  z = 3\n"
+    assert _truncate("def f(a)\n  x = 1\n⟦⟧\nend\n", fill, "ruby") == fill
+
+
 def test_python_fill_inside_brackets_stops_before_the_suffix_closer() -> None:
     assert _truncate("xs = [\n    ⟦⟧\n]\n", "1,\n    2,\n]\nys = 3", "python") == "1,\n    2,"
 
