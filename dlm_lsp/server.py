@@ -421,7 +421,7 @@ async def inline_completion(ls: DlmServer,
     selected = params.context.selected_completion_info if params.context else None
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
                                     token=params.work_done_token, accepted=selected)
-    texts = list(dict.fromkeys(c.text for c in result.candidates if c.text.strip()))
+    texts = _suggestions(result)
     if selected is not None:
         texts, rng = [selected.text + text for text in texts], selected.range
     return types.InlineCompletionList(
@@ -430,19 +430,25 @@ async def inline_completion(ls: DlmServer,
 
 @feature(types.TEXT_DOCUMENT_COMPLETION)
 async def completion(ls: DlmServer, params: types.CompletionParams) -> types.CompletionList:
-    """The same fill as one completion item, for clients without inline completion."""
+    """The same fills as completion items (one per distinct candidate, best first), for
+    clients without inline completion; a multi-line fill shows whole in its documentation."""
     rng = types.Range(params.position, params.position)
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
                                     token=params.work_done_token)
-    text = result.candidates[0].text
-    if not text.strip():
-        return types.CompletionList(is_incomplete=True, items=[])
-    label = text.strip().splitlines()[0][:80]
-    item = types.CompletionItem(label=label, kind=types.CompletionItemKind.Snippet,
-                                detail="dlm-lsp fill", sort_text="0",
-                                insert_text_format=types.InsertTextFormat.PlainText,
-                                text_edit=types.TextEdit(rng, text))
-    return types.CompletionList(is_incomplete=True, items=[item])
+    items = [types.CompletionItem(label=text.strip().splitlines()[0][:80],
+                                  kind=types.CompletionItemKind.Snippet,
+                                  detail="dlm-lsp fill", sort_text=f"{rank:02d}",
+                                  documentation=text if "\n" in text.strip() else None,
+                                  insert_text_format=types.InsertTextFormat.PlainText,
+                                  text_edit=types.TextEdit(rng, text))
+             for rank, text in enumerate(_suggestions(result))]
+    return types.CompletionList(is_incomplete=True, items=items)
+
+
+def _suggestions(result: InfillResult) -> list[str]:
+    """The distinct fills worth offering, best first: a fill of whitespace only (the
+    model ended the span at once, or wrote blank lines) is none."""
+    return list(dict.fromkeys(c.text for c in result.candidates if c.text.strip()))
 
 
 @feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(

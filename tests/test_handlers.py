@@ -70,3 +70,12 @@ def test_ghost_text_extends_the_completion_item_the_editor_has_selected():
 def test_each_distinct_candidate_is_a_ghost_text_to_cycle_through_best_first():
     answer = ghost(Filled("a + 1", "", "a + 1", "b", "\n\n"))
     assert [item.insert_text for item in answer.items] == ["a + 1", "b"]
+
+
+def test_each_distinct_candidate_is_a_completion_item_best_first():
+    params = types.CompletionParams(text_document=DOC, position=AT)
+    answer = asyncio.run(server.completion(Filled("a + 1", "", "a + 1", "b\n    c", " "),
+                                           params))
+    assert [(i.label, i.text_edit.new_text, i.sort_text) for i in answer.items] == [
+        ("a + 1", "a + 1", "00"), ("b", "b\n    c", "01")]
+    assert [i.documentation for i in answer.items] == [None, "b\n    c"]  # shown whole
