@@ -138,8 +138,10 @@ class DlmServer(LanguageServer):
 
     async def progress_token(self, kind: str) -> str | None:
         """A new server-initiated progress token, or None where the client has no
-        progress (its capabilities say so) or does not accept the token within 5 s (no
-        progress is sent for a token the client has not accepted)."""
+        progress (its capabilities say so) or does not accept the token within 2 s (no
+        progress is sent for a token the client has not accepted).  Editors answer in
+        milliseconds; the bound only keeps a client that never answers from holding up
+        the work (the commands wait for the token before they start)."""
         window = self.client_capabilities.window
         if window is None or not window.work_done_progress:
             return None
@@ -147,7 +149,7 @@ class DlmServer(LanguageServer):
         token = f"dlm-lsp/{kind}/{self._progress_count}"
         # not wait_for: cancelling pygls' create_async can leave its future in a bad state
         created = asyncio.ensure_future(self.work_done_progress.create_async(token))
-        done, _ = await asyncio.wait([created], timeout=5.0)
+        done, _ = await asyncio.wait([created], timeout=2.0)
         if not done or created.exception() is not None:
             return None
         return token

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 
 import pytest
 import pytest_lsp
@@ -302,6 +303,34 @@ async def test_cancelling_the_holes_progress_stops_the_fill_and_applies_nothing(
     await wait_for(lambda: isinstance(holes_progress(client)[-1], types.WorkDoneProgressEnd))
     assert holes_progress(client)[-1].message == "cancelled by the client"
     assert len(holes_progress(client)) < 40 + 2  # it stopped before the last hole
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def mute_client(lsp_client: LanguageClient, model_dir):
+    """A client that declares work-done progress but never answers the server's
+    window/workDoneProgress/create."""
+    lsp_client.protocol.fm.features.pop(types.WINDOW_WORK_DONE_PROGRESS_CREATE, None)
+    done = asyncio.Event()
+
+    @lsp_client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    async def not_until_the_test_is_over(params: types.WorkDoneProgressCreateParams) -> None:
+        await done.wait()
+
+    await start(lsp_client, {"model": str(model_dir), "repairRounds": 0, "fallback": False})
+    yield
+    done.set()
+    await asyncio.sleep(0.1)
+    await lsp_client.shutdown_session()
+
+
+async def test_a_client_that_never_accepts_progress_still_gets_its_holes_filled(mute_client):
+    accept_applied_edits(mute_client)
+    open_doc(mute_client, "a = <FILL>\nb = <FILL>\n")
+    began = time.monotonic()
+    result = await mute_client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.fillHoles", [URI]))
+    assert result["applied"] is True and time.monotonic() - began < 10
+    assert not any(reports for reports in mute_client.progress_reports.values())
 
 
 async def test_rewrite_selection_applies_an_edit_within_the_selection(client: LanguageClient):
