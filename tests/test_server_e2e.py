@@ -267,6 +267,23 @@ async def test_fill_holes_replaces_each_marker_through_apply_edit(client: Langua
     assert after.startswith(pieces[0]) and after.endswith(pieces[-1])
 
 
+async def cancel_midway(client: LanguageClient, command: str, arguments: list, kind: str,
+                        reports: int) -> str:
+    """Run `command`, cancel its server-initiated progress (`dlm-lsp/<kind>/N`) once more
+    than `reports` reports came, and check that the command ends cancelled; its token."""
+    prefix = f"dlm-lsp/{kind}/"
+    future = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
+                                          types.ExecuteCommandParams(command, arguments))
+    await wait_for(lambda: any(str(t).startswith(prefix) and len(r) > reports
+                               for t, r in client.progress_reports.items()))
+    [token] = [t for t in client.progress_reports if str(t).startswith(prefix)]
+    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token))
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wrap_future(future)
+    assert err.value.code == -32800  # RequestCancelled
+    return token
+
+
 def holes_progress(client: LanguageClient) -> list:
     [reports] = [r for token, r in client.progress_reports.items()
                  if str(token).startswith("dlm-lsp/holes/")]
@@ -291,15 +308,8 @@ async def test_cancelling_the_holes_progress_stops_the_fill_and_applies_nothing(
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"dlm": {"stepsMultiLine": 48}}))
     open_doc(client, "".join(f"v{i} = <FILL>\n" for i in range(40)))
-    command = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
-                                           types.ExecuteCommandParams("dlm.fillHoles", [URI]))
-    await wait_for(lambda: any(str(t).startswith("dlm-lsp/holes/") and len(r) > 1
-                               for t, r in client.progress_reports.items()))
-    [token] = [t for t in client.progress_reports if str(t).startswith("dlm-lsp/holes/")]
-    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token))
-    with pytest.raises(JsonRpcException) as err:
-        await asyncio.wrap_future(command)
-    assert err.value.code == -32800 and applied == []
+    await cancel_midway(client, "dlm.fillHoles", [URI], "holes", reports=1)
+    assert applied == []
     await wait_for(lambda: isinstance(holes_progress(client)[-1], types.WorkDoneProgressEnd))
     assert holes_progress(client)[-1].message == "cancelled by the client"
     assert len(holes_progress(client)) < 40 + 2  # it stopped before the last hole
@@ -357,16 +367,9 @@ async def test_cancelling_a_rewrite_s_progress_stops_it_and_applies_nothing(clie
         settings={"dlm": {"stepsRewrite": 400}}))
     text = "x = [" + ", ".join(str(i) for i in range(300)) + "]\n"
     open_doc(client, text)
-    command = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
-                                           types.ExecuteCommandParams(
-                                               "dlm.rewriteSelection", [URI, rng(0, 4, 0, 900)]))
-    await wait_for(lambda: any(str(t).startswith("dlm-lsp/rewrite/") and len(r) > 2
-                               for t, r in client.progress_reports.items()))
-    [token] = [t for t in client.progress_reports if str(t).startswith("dlm-lsp/rewrite/")]
-    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token))
-    with pytest.raises(JsonRpcException) as err:
-        await asyncio.wrap_future(command)
-    assert err.value.code == -32800 and applied == []
+    token = await cancel_midway(client, "dlm.rewriteSelection", [URI, rng(0, 4, 0, 900)],
+                                "rewrite", reports=2)
+    assert applied == []
     steps = client.progress_reports[token][1:-1]
     total = int(steps[0].message.rsplit(" ", 1)[1])
     assert len(steps) < total  # stopped before its last step
@@ -520,7 +523,8 @@ async def test_loading_the_model_is_shown_as_progress_that_ends_with_where_it_ru
     begin, end = reports
     assert begin.title == "dlm-lsp: loading the model" and begin.message == str(model_dir)
     assert "ready on cpu" in end.message and end.message.endswith(" s)")
-    assert any("ready on cpu" in m.message for m in client.log_messages)
+    await wait_for(lambda: any(m.message == f"dlm-lsp: {end.message}"
+                               for m in client.log_messages))  # sent right after the end
 
 
 async def test_a_new_model_setting_is_loaded_at_once_and_a_wrong_one_reported_at_once(

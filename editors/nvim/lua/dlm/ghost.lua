@@ -364,6 +364,19 @@ function M.detach(buf)
   buffers[buf] = nil
 end
 
+--- An <expr> mapping's body: with a suggestion shown, `action(buf)` right after the
+--- mapping (buffer text cannot change inside one) and no key; else the key, as typed.
+local function act_or_feed(key, action)
+  local buf = api.nvim_get_current_buf()
+  if M.visible(buf) then
+    vim.schedule(function()
+      action(buf)
+    end)
+    return ''
+  end
+  return key
+end
+
 --- The accept mapping's body: insert the suggestion, or type the key as usual.
 ---@param key string the mapped key, e.g. '<Tab>'
 ---@param mode 'native' | 'extmark' | 'off'
@@ -376,13 +389,7 @@ function M.accept_or_feed(key, mode)
     end
     return key
   end
-  if M.visible(buf) then
-    vim.schedule(function()
-      M.accept(buf)
-    end) -- buffer text cannot change inside an <expr> mapping
-    return ''
-  end
-  return key
+  return act_or_feed(key, M.accept)
 end
 
 --- The cycling mappings' body (extmark mode): show the next or previous suggestion, or
@@ -390,14 +397,9 @@ end
 ---@param key string
 ---@param step integer 1 or -1
 function M.cycle_or_feed(key, step)
-  local buf = api.nvim_get_current_buf()
-  if M.visible(buf) then
-    vim.schedule(function()
-      M.cycle(buf, step)
-    end)
-    return ''
-  end
-  return key
+  return act_or_feed(key, function(buf)
+    M.cycle(buf, step)
+  end)
 end
 
 --- The partial-accept mappings' body (extmark mode): insert the suggestion's next word
@@ -405,14 +407,9 @@ end
 ---@param key string
 ---@param unit 'word' | 'line'
 function M.accept_part_or_feed(key, unit)
-  local buf = api.nvim_get_current_buf()
-  if M.visible(buf) then
-    vim.schedule(function()
-      M.accept_part(buf, unit)
-    end)
-    return ''
-  end
-  return key
+  return act_or_feed(key, function(buf)
+    M.accept_part(buf, unit)
+  end)
 end
 
 M.namespace = ns
