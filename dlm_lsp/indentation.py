@@ -80,6 +80,43 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]))
 
 
+# --- the cursor's column ----------------------------------------------------------------------
+
+_OPENERS = (":", "{", "(", "[")
+
+
+def to_cursor_column(fill: str, text: str, start: int, end: int) -> str:
+    """A fill whose first line starts deeper than the cursor, moved back to the cursor's
+    column together with the lines below it that share the deeper base.
+
+    A cursor (or a hole) after the indentation of its line says where the code goes:
+    editors put it at the block's level, and a user who moves it left is leaving a
+    block.  A model that goes on at a deeper level (continuing the block above, as the
+    shipped model does after `return n` in fixtures/hello.py) writes where it was not
+    asked to.  Left alone: after a line that opens a block (`if x:`, `{`; its body
+    belongs deeper), before code that goes on at the deeper level (the span replaced a
+    block's header, say), with the cursor at column 0 (blank lines are often left
+    unindented, so that column says nothing), and when a later line of the fill comes
+    back left of the deeper base (the fill means both levels).
+    """
+    before, _ = _line_bounds(text, start, end)
+    first, *rest = fill.split("\n")
+    extra = _leading(first)
+    if not before or before.strip() or not extra or not first.strip():
+        return fill
+    above = text[:start - len(before)].rstrip().rsplit("\n", 1)[-1]
+    if above.split("#", 1)[0].split("//", 1)[0].rstrip().endswith(_OPENERS):
+        return fill
+    deeper = before + extra
+    below = next((line for line in text[end:].split("\n")[1:] if line.strip()), "")
+    if below.startswith(deeper):
+        return fill  # the code after the span goes on at the deeper level too
+    if any(line.strip() and not line.startswith(deeper) for line in rest):
+        return fill
+    moved = [before + line[len(deeper):] if line.strip() else line for line in rest]
+    return "\n".join([first[len(extra):], *moved])
+
+
 # --- reindent -------------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dlm_lsp.config import InfillOptions, ServerConfig, setting
-from dlm_lsp.indentation import reindent
+from dlm_lsp.indentation import reindent, to_cursor_column
 from dlm_lsp.models.cache import CacheConfig, ContextCache
 from dlm_lsp.models.hf import HFDiffusionModel
 from dlm_lsp.models.hf_cache import HFContextCache
@@ -89,9 +89,13 @@ def reindented(text: str, req: InfillRequest, language: str | None,
 
 def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, language: str | None,
                local: tuple[str, int] | None) -> str:
-    """A fill as it will be offered: on the document's indentation, cut to whole syntactic
+    """A fill as it will be offered: at the cursor's column (`to_cursor_column`, multi-line
+    plans), on the document's indentation, cut to whole syntactic
     units (multi-line fills, where there is a grammar), with the borrowed line break
     (`tail`) back.  Every backend's fills are shaped here, so they read alike."""
+    if local is not None:
+        lines, low = local
+        text = to_cursor_column(text, lines, req.start - low, req.end - low)
     if language is not None and local is not None and "\n" in text:
         text = reindented(text, req, language, local)
         if plan.kind == MULTI_LINE:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlm_lsp.indentation import IndentStyle, detect_indent, reindent
+from dlm_lsp.indentation import IndentStyle, detect_indent, reindent, to_cursor_column
 from dlm_lsp.span_hints import MULTI_LINE, SINGLE_LINE, SpanHint, span_kind
 from dlm_lsp.syntax import enclosing_node_range
 from dlm_lsp.units import truncate_to_units
@@ -425,6 +425,35 @@ def test_blank_lines_of_a_fill_carry_no_whitespace_but_its_last_line_keeps_it() 
     fill = "y = 1\n       \n    z = 2\n\t\n    "  # the last line indents the suffix
     assert _reindent("def f(x):\n    ⟦⟧return y\n", fill, "python").split("\n") == [
         "y = 1", "", "    z = 2", "", "    "]
+
+
+def _at_column(marked: str, fill: str) -> str:
+    text, start, end = _span(marked)
+    return to_cursor_column(fill, text, start, end)
+
+
+def test_a_fill_deeper_than_its_hole_moves_back_to_the_hole_s_column() -> None:
+    marked = "def f(n):\n    if n < 2:\n        return n\n    ⟦⟧\n"
+    fill = "    x = 1\n        y = 2\n\n        if y:\n            z = 3"
+    assert _at_column(marked, fill) == "x = 1\n    y = 2\n\n    if y:\n        z = 3"
+
+
+def test_tabs_move_back_as_spaces_do() -> None:
+    assert _at_column("if (a) {\n\t\tb();\n\t⟦⟧\n}\n", "\tc();\n\t\td();") == "c();\n\td();"
+
+
+@pytest.mark.parametrize(("marked", "fill"), [
+    ("def f(n):\n    ⟦⟧\n", "    x = 1\n        y = 2"),  # the line above opens a block
+    ("function f() {\n  ⟦⟧\n}\n", "  x();\n    y();"),  # a brace opens it
+    ("def f(n):\n    return n\n⟦⟧\n", "    x = 1"),  # column 0 says nothing
+    ("def f(n):\n    if n:\n        n += 1\n    ⟦⟧\n", "    x = 1\n    y = 2"),  # both levels
+    ("x = 1\ny = ⟦⟧\n", "  2\n"),  # after code on the line
+    ("x = 1\n    ⟦⟧\n", "y = 2\n    z = 3"),  # not deeper
+    ("class A:\n    x = 1\n\n    ⟦⟧\n        return 2\n", "    y = 1"),  # code below is deeper
+])
+def test_a_fill_keeps_its_indentation_where_the_cursor_column_says_nothing_else(
+        marked: str, fill: str) -> None:
+    assert _at_column(marked, fill) == fill
 
 
 def test_single_line_fill_is_not_reindented() -> None:
