@@ -90,9 +90,9 @@ def reindented(text: str, req: InfillRequest, language: str | None,
 def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, language: str | None,
                local: tuple[str, int] | None) -> str:
     """A fill as it will be offered: at the cursor's column (`to_cursor_column`, multi-line
-    plans), on the document's indentation, cut to whole syntactic
-    units (multi-line fills, where there is a grammar), with the borrowed line break
-    (`tail`) back.  Every backend's fills are shaped here, so they read alike."""
+    plans), on the document's indentation, cut to whole syntactic units (multi-line
+    fills, where there is a grammar), with the borrowed line break (`tail`) back.  Every
+    backend's fills are shaped here, so they read alike."""
     if local is not None:
         lines, low = local
         text = to_cursor_column(text, lines, req.start - low, req.end - low)

@@ -165,17 +165,14 @@ class DlmServer(LanguageServer):
                    draft_range: types.Range | None = None) -> InfillResult:
         """Run one infill on the worker thread, honouring cancel, timeout and progress."""
         loop = asyncio.get_running_loop()
-        progress = self.work_done_progress if token is not None else None
-        if progress is not None:
-            progress.begin(token, types.WorkDoneProgressBegin(
-                title="dlm-lsp: denoising", cancellable=True, percentage=0))
-            progress.tokens[token].add_done_callback(lambda _: job.stop(CLIENT_CANCELLED))
+        if token is not None:
+            self.begin_progress(token, job, "dlm-lsp: denoising")
 
         def on_step(step: int, steps: int, draft: str) -> None:
             loop.call_soon_threadsafe(self._report_step, job, token, draft_range, step, steps,
                                       draft)
 
-        wants_steps = progress is not None or (self.config.drafts and draft_range is not None)
+        wants_steps = token is not None or (self.config.drafts and draft_range is not None)
         request = InfillRequest(text, start, end, language_id, job.uri, options, is_hole,
                                 should_stop=job.stopped, on_draft=on_step if wants_steps else None)
         future = loop.run_in_executor(self.worker, self.engine.infill, request)
@@ -200,9 +197,21 @@ class DlmServer(LanguageServer):
             raise JsonRpcException(str(exc), code=BACKEND_FAILED) from exc
         finally:
             self._show_notices()
-            if progress is not None:
-                progress.end(token, types.WorkDoneProgressEnd(message=job.reason or "done"))
-                progress.tokens.pop(token, None)
+            if token is not None:
+                self.end_progress(token, job)
+
+    def begin_progress(self, token: Any, job: Job, title: str, message: str | None = None) -> None:
+        """Begin work-done progress for `job` on `token` (the client's, or one from
+        `progress_token`); cancelling it in the editor stops the job at its next step."""
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+            title=title, message=message, cancellable=True, percentage=0))
+        self.work_done_progress.tokens[token].add_done_callback(
+            lambda _: job.stop(CLIENT_CANCELLED))
+
+    def end_progress(self, token: Any, job: Job) -> None:
+        """End `job`'s progress with why it stopped, or "done"."""
+        self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=job.reason or "done"))
+        self.work_done_progress.tokens.pop(token, None)
 
     def _show_notices(self) -> None:
         """Tell the user what the engine changed on its own (e.g. after running out of memory)."""
@@ -488,13 +497,9 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
     # server-initiated progress, hole by hole, that the user can cancel (the command's
     # params carry no workDoneToken that pygls would hand to this handler)
     token = await ls.progress_token("holes")
-    progress = ls.work_done_progress
     count = f"{len(holes)} hole{'s' * (len(holes) > 1)}"
     if token is not None:
-        progress.begin(token, types.WorkDoneProgressBegin(
-            title="dlm-lsp: filling holes", message=f"0 of {count}", cancellable=True,
-            percentage=0))
-        progress.tokens[token].add_done_callback(lambda _: job.stop(CLIENT_CANCELLED))
+        ls.begin_progress(token, job, "dlm-lsp: filling holes", f"0 of {count}")
     try:
         state = HoleFilling(original)
         for done, hole in enumerate(holes, 1):
@@ -503,7 +508,7 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
                                    options=InfillOptions(), is_hole=True)
             state.accept(hole, result.candidates[0].text)
             if token is not None:
-                progress.report(token, types.WorkDoneProgressReport(
+                ls.work_done_progress.report(token, types.WorkDoneProgressReport(
                     message=f"{done} of {count}", percentage=100 * done // len(holes)))
         edits = [types.TextEdit(offset_range(doc, s, e), fill) for s, e, fill in state.fills]
         applied = await ls.apply_edits(job, edits, "dlm-lsp: fill holes")
@@ -512,8 +517,7 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
     finally:
         ls.jobs.finish(job)
         if token is not None:
-            progress.end(token, types.WorkDoneProgressEnd(message=job.reason or "done"))
-            progress.tokens.pop(token, None)
+            ls.end_progress(token, job)
 
 
 @command(REWRITE_SELECTION)

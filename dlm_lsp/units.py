@@ -131,8 +131,8 @@ def truncate_to_units(text: str, start: int, end: int, fill: str, language: str 
     closer when the suffix has one (else right after it), and a Python, Ruby, Lua or
     shell fill stops before a line that dedents past the cursor's block.  Then
     statements: the longest prefix ending at a line boundary whose parse adds no errors
-    is kept.  A single-line fill, an
-    unknown language, or a fill that is already whole comes back unchanged.
+    is kept.  A single-line fill, an unknown language, or a fill that is already whole
+    comes back unchanged.
     """
     grammar = _grammar(language)
     if grammar is None or "\n" not in fill:
