@@ -282,6 +282,11 @@ dlm.setup({{ server = '127.0.0.1:{port}', token = 'right', settings = {{ model =
         server.close()
 
 
+GHOST = "require('dlm.ghost')"
+CURRENT = "vim.api.nvim_get_current_buf()"
+VISIBLE = f"{GHOST}.visible({CURRENT})"  # a suggestion is shown at the cursor
+
+
 class RemoteNvim:
     """A headless Neovim that keeps running, driven like a user at the keyboard:
     keys go in with `--remote-send`, state comes back with `--remote-expr`.
@@ -304,6 +309,17 @@ class RemoteNvim:
     def lua(self, code: str) -> str:
         """The value of a Lua expression, as Vim prints it."""
         return self.expr(f"luaeval({json.dumps(code)})")
+
+    def value(self, code: str):
+        """The value of a Lua expression, through JSON (nil is None)."""
+        return json.loads(self.expr(f"json_encode(luaeval({json.dumps(code)}))"))
+
+    def ghost_text(self) -> str | None:
+        """The suggestion shown in the current buffer, if any."""
+        return self.value(f"{GHOST}.text({CURRENT})")
+
+    def buffer_text(self) -> str:
+        return json.loads(self.expr("json_encode(join(getline(1, '$'), \"\\n\") . \"\\n\")"))
 
     def send(self, keys: str) -> None:
         subprocess.run([NVIM, "--server", self.sock, "--remote-send", keys], check=True, timeout=10)
@@ -334,17 +350,14 @@ def test_ghost_text_appears_when_typing_pauses_and_tab_accepts_it(tmp_path, mode
     try:
         nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
         nvim.send("9GA x")  # type at the end of `for i in range(10):`
-        visible = "require('dlm.ghost').visible(vim.api.nvim_get_current_buf())"
-        nvim.wait_for(visible)
-        ghost = "require('dlm.ghost')"
-        suggestion = json.loads(nvim.expr(
-            f'json_encode(luaeval("{ghost}.text(vim.api.nvim_get_current_buf())"))'))
-        marks = nvim.lua(f"#vim.api.nvim_buf_get_extmarks(0, {ghost}.namespace, 0, -1, {{}})")
+        nvim.wait_for(VISIBLE)
+        suggestion = nvim.ghost_text()
+        marks = nvim.lua(f"#vim.api.nvim_buf_get_extmarks(0, {GHOST}.namespace, 0, -1, {{}})")
         assert suggestion and marks.strip() == "1"  # one extmark shows it
         assert nvim.expr("mode()") == "i"
         nvim.send("<Tab>")
-        nvim.wait_for(f"not {visible}")
-        text = json.loads(nvim.expr("json_encode(join(getline(1, '$'), \"\\n\") . \"\\n\")"))
+        nvim.wait_for(f"not {VISIBLE}")
+        text = nvim.buffer_text()
     finally:
         nvim.close()
     typed = before.replace("range(10):", "range(10): x", 1)
@@ -386,45 +399,36 @@ def test_partial_accepts_insert_the_next_word_or_line_and_keep_the_rest_shown(
         tmp_path, model_dir):
     path, _ = _complete_fixture(tmp_path)
     nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n")
-    ghost = "require('dlm.ghost')"
-    visible = f"{ghost}.visible(vim.api.nvim_get_current_buf())"
-
-    def shown() -> str | None:
-        return json.loads(nvim.expr(
-            f'json_encode(luaeval("{ghost}.text(vim.api.nvim_get_current_buf())"))'))
-
-    def buffer() -> str:
-        return json.loads(nvim.expr("json_encode(join(getline(1, '$'), \"\\n\") . \"\\n\")"))
 
     def accept(key: str, unit: str) -> tuple[str, str]:
         """Press `key`; return (what it should have inserted, what should stay shown)."""
-        rest = shown()
+        rest = nvim.ghost_text()
         part = _next_part(rest, unit)
         assert rest and part != rest, f"{rest!r} has no second {unit}"
         nvim.send(key)
-        nvim.wait_for(f"{ghost}.text(vim.api.nvim_get_current_buf()) ~= {json.dumps(rest)}")
-        nvim.wait_for(visible)  # the rest is up at the new cursor
+        nvim.wait_for(f"{GHOST}.text({CURRENT}) ~= {json.dumps(rest)}")
+        nvim.wait_for(VISIBLE)  # the rest is up at the new cursor
         return part, rest[len(part):]
 
     try:
         nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
         nvim.send("9Go#<BS>")  # an empty new line in the loop of main()
-        nvim.wait_for(visible)  # the server's suggestion
-        typed = buffer()
+        nvim.wait_for(VISIBLE)  # the server's suggestion
+        typed = nvim.buffer_text()
         row = 9
         at = sum(len(line) + 1 for line in typed.split("\n")[:row]) + len(typed.split("\n")[row])
         steps = [accept("<M-Right>", "word"), accept("<M-Right>", "word")]
-        texts = [buffer()]
+        texts = [nvim.buffer_text()]
         # a suggestion of several lines, shown where the cursor now is, taken line by line
-        nvim.lua(f"{ghost}.show(vim.api.nvim_get_current_buf(), vim.fn.line('.') - 1, "
+        nvim.lua(f"{GHOST}.show({CURRENT}, vim.fn.line('.') - 1, "
                  "vim.fn.col('.') - 1, ' if i:\\n            print(i)\\n        i = 0', 'Comment')")
         steps += [accept("<M-C-Right>", "line"), accept("<M-C-Right>", "line")]
-        texts.append(buffer())
+        texts.append(nvim.buffer_text())
         time.sleep(1)  # past the debounce: a new request would have replaced the rest
-        still, mode = shown(), nvim.expr("mode()")
+        still, mode = nvim.ghost_text(), nvim.expr("mode()")
         nvim.send("<Tab>")
-        nvim.wait_for(f"not {visible}")
-        texts.append(buffer())
+        nvim.wait_for(f"not {VISIBLE}")
+        texts.append(nvim.buffer_text())
     finally:
         nvim.close()
     words = "".join(part for part, _ in steps[:2])
@@ -439,32 +443,28 @@ def test_the_next_and_previous_keys_cycle_through_the_server_s_suggestions(tmp_p
     path, _ = _complete_fixture(tmp_path)
     nvim = RemoteNvim(tmp_path, model_dir,
                       f"dlm.configure({{ candidates = 3 }})\nvim.cmd.edit('{path}')\n")
-    ghost = "require('dlm.ghost')"
-    visible = f"{ghost}.visible(vim.api.nvim_get_current_buf())"
 
     def choices() -> dict:
-        return json.loads(nvim.expr(
-            f'json_encode(luaeval("{ghost}.choices(vim.api.nvim_get_current_buf())"))'))
+        return nvim.value(f"{GHOST}.choices({CURRENT})")
 
     def press(key: str, shown: int) -> dict:
         nvim.send(key)
-        now = f"{ghost}.choices(vim.api.nvim_get_current_buf())"
+        now = f"{GHOST}.choices({CURRENT})"
         nvim.wait_for(f"{now} ~= nil and {now}.shown == {shown}")
         return choices()
 
     try:
         nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
         nvim.send("9Go#<BS>")  # an empty new line in the loop of main()
-        nvim.wait_for(visible)
+        nvim.wait_for(VISIBLE)
         first = choices()
         texts = first["list"]
         seen = [first]
         if len(texts) > 1:
             seen += [press("<M-]>", 2), press("<M-[>", 1), press("<M-[>", len(texts))]
-        shown = json.loads(nvim.expr(
-            f'json_encode(luaeval("{ghost}.text(vim.api.nvim_get_current_buf())"))'))
+        shown = nvim.ghost_text()
         nvim.send("<Tab>")
-        nvim.wait_for(f"not {visible}")
+        nvim.wait_for(f"not {VISIBLE}")
         line = json.loads(nvim.expr("json_encode(getline(10, 10 + 8))"))
     finally:
         nvim.close()
@@ -482,26 +482,19 @@ def test_typing_the_suggestion_s_beginning_keeps_the_rest_shown_without_asking_a
     path, _ = _complete_fixture(tmp_path)
     nvim = RemoteNvim(tmp_path, model_dir, "dlm.config.inline.debounce_ms = 4000\n"
                       f"vim.cmd.edit('{path}')\n")
-    ghost = "require('dlm.ghost')"
-    current = "vim.api.nvim_get_current_buf()"
-    visible = f"{ghost}.visible({current})"
-
-    def shown() -> str | None:
-        return json.loads(nvim.expr(f'json_encode(luaeval("{ghost}.text({current})"))'))
-
     try:
         nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
         nvim.send("9Go#<BS>")  # an empty new line in the loop of main()
-        nvim.wait_for(visible)
-        suggestion = shown()
+        nvim.wait_for(VISIBLE)
+        suggestion = nvim.ghost_text()
         typed = suggestion[:2]
         assert "\n" not in typed and len(suggestion) > 2, suggestion
         nvim.send(typed.replace("<", "<lt>"))
-        nvim.wait_for(f"{ghost}.text({current}) == {json.dumps(suggestion[2:])} and {visible}",
+        nvim.wait_for(f"{GHOST}.text({CURRENT}) == {json.dumps(suggestion[2:])} and {VISIBLE}",
                       timeout=2)
         line = json.loads(nvim.expr("json_encode(getline(10))"))
         nvim.send("<C-v>u00a7")  # typed against it (no suggestion of this model begins with §)
-        nvim.wait_for(f"not {visible}", timeout=2)
+        nvim.wait_for(f"not {VISIBLE}", timeout=2)
     finally:
         nvim.close()
     assert line.endswith(typed)
