@@ -267,16 +267,21 @@ async def test_fill_holes_replaces_each_marker_through_apply_edit(client: Langua
     assert after.startswith(pieces[0]) and after.endswith(pieces[-1])
 
 
+def server_progress(client: LanguageClient, kind: str) -> dict[str, list]:
+    """The server-initiated progress of one kind (tokens `dlm-lsp/<kind>/N`), by token, as
+    the client received it."""
+    return {token: reports for token, reports in client.progress_reports.items()
+            if str(token).startswith(f"dlm-lsp/{kind}/")}
+
+
 async def cancel_midway(client: LanguageClient, command: str, arguments: list, kind: str,
                         reports: int) -> str:
     """Run `command`, cancel its server-initiated progress (`dlm-lsp/<kind>/N`) once more
     than `reports` reports came, and check that the command ends cancelled; its token."""
-    prefix = f"dlm-lsp/{kind}/"
     future = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
                                           types.ExecuteCommandParams(command, arguments))
-    await wait_for(lambda: any(str(t).startswith(prefix) and len(r) > reports
-                               for t, r in client.progress_reports.items()))
-    [token] = [t for t in client.progress_reports if str(t).startswith(prefix)]
+    await wait_for(lambda: any(len(r) > reports for r in server_progress(client, kind).values()))
+    [token] = server_progress(client, kind)
     client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token))
     with pytest.raises(JsonRpcException) as err:
         await asyncio.wrap_future(future)
@@ -285,8 +290,7 @@ async def cancel_midway(client: LanguageClient, command: str, arguments: list, k
 
 
 def holes_progress(client: LanguageClient) -> list:
-    [reports] = [r for token, r in client.progress_reports.items()
-                 if str(token).startswith("dlm-lsp/holes/")]
+    [reports] = server_progress(client, "holes").values()
     return reports
 
 
@@ -354,8 +358,7 @@ async def test_rewrite_selection_applies_an_edit_within_the_selection(client: La
     assert client.protocol._converter.unstructure(edit.range) == selection
     after = apply_edits(SOURCE, [{"range": selection, "newText": edit.new_text}])
     assert_only_inside(SOURCE, after, utf16_offset(SOURCE, 1, 4), utf16_offset(SOURCE, 1, 16))
-    [progress] = [r for t, r in client.progress_reports.items()
-                  if str(t).startswith("dlm-lsp/rewrite/")]
+    [progress] = server_progress(client, "rewrite").values()
     begin, *steps, end = progress
     assert begin.title == "dlm-lsp: denoising" and begin.cancellable and end.message == "done"
     assert steps and steps[-1].message.startswith(f"step {len(steps)} of ")
@@ -507,9 +510,8 @@ async def test_model_that_fails_to_load_is_a_clear_error_and_recoverable(client,
 
 
 def loads(client: LanguageClient) -> dict[str, list]:
-    """The server's model-loading progress, by token, as the client received it."""
-    return {token: reports for token, reports in client.progress_reports.items()
-            if str(token).startswith("dlm-lsp/load/")}
+    """The server's model-loading progress, by token."""
+    return server_progress(client, "load")
 
 
 def ended(reports: list) -> bool:
