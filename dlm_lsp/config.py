@@ -50,6 +50,7 @@ class SamplingControls:
     strength: float | None = None  # rewrites: share of the old code to re-mask (None: all)
     repair_rounds: int | None = None  # syntax-guided repair rounds for invalid fills; 2
     fallback: bool | None = None  # retry left to right when no fill is valid; on
+    fallback_max_tokens: int | None = None  # ... but only spans this short (a pass a token); 16
 
 
 @dataclass
@@ -147,6 +148,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "early_stop_logprob": (lambda v: v is None or v <= 0, "a log-probability (<= 0)"),
     "strength": (lambda v: v is None or 0 <= v <= 1, "a number from 0 to 1"),
     "repair_rounds": (lambda v: v is None or 0 <= v <= 16, "an integer from 0 to 16"),
+    "fallback_max_tokens": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),
     "refine_order": (lambda v: v is None or v in REFINE_ORDERS,
                      f"one of {', '.join(REFINE_ORDERS)}"),
     "length": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),

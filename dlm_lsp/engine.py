@@ -314,6 +314,7 @@ class Engine:
         if run.checked and not any(c.valid for c in candidates):
             candidates = run.repair(candidates, repair, sampler, seed)
         if (run.checked and repair.fallback and strategy != "left-to-right"
+                and plan.n_masked <= repair.fallback_max_tokens
                 and not any(c.valid for c in candidates) and run.affords(layout.n_masked)):
             retry = replace(sampler, strategy="left-to-right", steps=layout.n_masked,
                             temperatures=sampler.temperatures[:1])

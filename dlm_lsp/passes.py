@@ -109,7 +109,8 @@ def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, languag
 def repair_config(cfg: ServerConfig, opt: InfillOptions) -> RepairConfig:
     """The request's repair settings over the server's, over RepairConfig's defaults."""
     chosen = {name: setting(opt, cfg, key) for name, key in
-              (("rounds", "repair_rounds"), ("fallback", "fallback"))}
+              (("rounds", "repair_rounds"), ("fallback", "fallback"),
+               ("fallback_max_tokens", "fallback_max_tokens"))}
     return RepairConfig(**{k: v for k, v in chosen.items() if v is not None})
 
 

@@ -7,7 +7,7 @@ the few tokens that overlap the new ERROR / MISSING nodes (plus a margin, since
 the cause often sits just before the place the parser noticed it) and denoise
 them again with everything else in the span as context.  The engine does this
 for up to `rounds` rounds, and when no candidate is valid after that it retries
-once strictly left to right (`fallback`).
+once strictly left to right (`fallback`), on spans of at most `fallback_max_tokens`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,11 @@ class RepairConfig:
 
     rounds: int = 2  # repair rounds in all, across candidates; 0 turns repair off
     margin: int = 2  # extra tokens re-masked on each side of an error
-    fallback: bool = True  # when nothing is valid, retry once left to right
+    fallback: bool = True  # when nothing is valid, retry once left to right ...
+    # ... on spans this short.  The retry spends a forward pass per token: on the 48-token
+    # spans of multi-line fills it doubled their time and rescued 3 of 124 invalid fills of
+    # the shipped model (README, Benchmarks: the left-to-right retry).
+    fallback_max_tokens: int = 16
 
 
 def token_offsets(tokenizer: Tokenizer, ids: list[int]) -> list[int]:

@@ -21,6 +21,7 @@ from dlm_lsp.repair import (
     DIFFUSION,
     LEFT_TO_RIGHT,
     REPAIR,
+    RepairConfig,
     culprits,
     positions_to_remask,
     raw_offset,
@@ -148,6 +149,25 @@ def test_with_nothing_valid_the_best_fill_is_returned_marked_invalid(
     assert all(c.valid is False for c in result.candidates)
     assert BROKEN in {c.text for c in result.candidates}
     assert [kind for kind, _ in runs] == [DIFFUSION, REPAIR, REPAIR, LEFT_TO_RIGHT]
+
+
+def test_the_left_to_right_retry_is_spared_on_spans_longer_than_its_bound(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The retry spends a forward pass per token; past `fallback_max_tokens` it would
+    cost more than the fill it rescues, so the best invalid fill is returned instead."""
+    request = _request(fallback_max_tokens=7)  # the span is 8 tokens
+    runs = _spy_paths(monkeypatch, Planted(engine, request), fix_on=LEFT_TO_RIGHT)
+    result = engine.infill(request)
+    assert (result.candidates[0].valid, result.path) == (False, REPAIR)
+    assert [kind for kind, _ in runs] == [DIFFUSION, REPAIR, REPAIR]
+    request = _request(fallback_max_tokens=8)
+    runs = _spy_paths(monkeypatch, Planted(engine, request), fix_on=LEFT_TO_RIGHT)
+    assert engine.infill(request).path == LEFT_TO_RIGHT
+
+
+def test_by_default_only_single_line_spans_are_retried_left_to_right() -> None:
+    assert RepairConfig().fallback_max_tokens == ServerConfig().single_line_tokens
+    assert ServerConfig().multi_line_tokens > RepairConfig().fallback_max_tokens
 
 
 def test_repair_and_fallback_can_be_turned_off(
