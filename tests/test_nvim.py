@@ -365,6 +365,33 @@ def test_ghost_text_appears_when_typing_pauses_and_tab_accepts_it(tmp_path, mode
     assert text == typed[:at] + suggestion + typed[at:]
 
 
+def test_dlm_toggle_pauses_ghost_text_everywhere_and_resumes_it(tmp_path, model_dir):
+    """Paused, the suggestion shown goes away and typing asks the server for nothing (its
+    fill count stays put); resumed, typing brings ghost text back."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n")
+    fills = ("require('dlm').client(0):request_sync('dlm/status', vim.empty_dict(), 5000, 0)"
+             ".result.fills")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9Go#<BS>")  # an empty new line in the loop of main()
+        nvim.wait_for(VISIBLE)
+        nvim.send("<C-o>:DlmToggle<CR>")
+        nvim.wait_for(f"{GHOST}.paused and not {VISIBLE}")
+        asked = nvim.value(fills)
+        nvim.send("x = ")
+        time.sleep(1.5)  # six debounce intervals: a request would have gone out
+        assert nvim.value(f"{GHOST}.text({CURRENT})") is None
+        assert nvim.value(fills) == asked, "no fill was asked while paused"
+        assert "dlm: inline suggestions paused" in nvim.expr("execute('messages')")
+        nvim.send("<C-o>:DlmToggle on<CR>")
+        nvim.wait_for(f"not {GHOST}.paused")
+        nvim.send("1")
+        nvim.wait_for(VISIBLE)
+    finally:
+        nvim.close()
+
+
 def _next_part(text: str, unit: str) -> str:
     """The spec of a partial accept: the next word (leading whitespace, then one run of
     word characters or of other characters), or everything before the first line break

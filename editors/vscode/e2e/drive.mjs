@@ -129,6 +129,18 @@ async function quickInput(page, openKey) {
 
 let page; // kept for a screenshot when something fails
 
+/** Run a command from the command palette, as a user would. */
+async function palette(title) {
+  await quickInput(page, () => page.press("F1", "F1", 112));
+  await page.type(title);
+  await sleep(1500);
+  await page.press("Enter", "Enter", 13, 0, "\r");
+}
+
+/** The status bar items of the extension, joined. */
+const dlmStatusBar = () => page.evaluate(
+  "[...document.querySelectorAll('.statusbar-item')].map(e => e.textContent).filter(t => t.includes('dlm')).join(' | ')");
+
 async function main() {
   page = await Page.connect(args.cdp);
   await page.send("Page.enable");
@@ -160,16 +172,12 @@ async function main() {
   const loaded = await until("the model to load", event("modelLoaded"), 120000, 500);
   log(`server up: ${JSON.stringify(loaded.status)}`);
 
-  await quickInput(page, () => page.press("F1", "F1", 112));
-  await page.type("DLM: Fill holes");
-  await sleep(1500);
-  await page.press("Enter", "Enter", 13, 0, "\r");
+  await palette("DLM: Fill holes");
   log("ran DLM: Fill holes");
   const filled = await until("the fill", event("fillHoles"), 90000, 500);
 
   await sleep(1000); // the status bar refreshes after each fill
-  const statusBar = await page.evaluate(
-    "[...document.querySelectorAll('.statusbar-item')].map(e => e.textContent).filter(t => t.includes('dlm')).join(' | ')");
+  const statusBar = await dlmStatusBar();
   await page.screenshot(join(args.shots, "after-fill.png"));
 
   const before = readFileSync(args.fixture, "utf8");
@@ -241,11 +249,8 @@ async function main() {
   await sleep(500);
   await page.press("End", "End", 35);
   await page.press("Escape", "Escape", 27); // no ghost text in the way
-  await quickInput(page, () => page.press("F1", "F1", 112));
-  await page.type("DLM: Fill selection");
-  await sleep(1500);
   const asked = Date.now();
-  await page.press("Enter", "Enter", 13, 0, "\r");
+  await palette("DLM: Fill selection");
   const selected = await until("Fill selection", event("fillSelection"), 60000, 500).catch((error) => {
     problems.push(error.message);
   });
@@ -262,10 +267,26 @@ async function main() {
     if (!previews.length) problems.push("no draft was previewed while Fill selection denoised");
   }
 
+  // Pause ghost text from the palette: the status bar says so, and a new line (where the
+  // ghost text above appeared) shows none; then resume it.
+  await palette("DLM: Toggle inline suggestions");
+  const paused = await until("the status bar to say suggestions are off", async () => {
+    const text = await dlmStatusBar();
+    return /suggestions off/.test(text) && text;
+  }, 10000).catch((error) => (problems.push(error.message), ""));
+  await page.press("Enter", "Enter", 13, 0, "\r");
+  await sleep(4000); // the debounce and a whole fill, many times over
+  const ghostWhilePaused = await page.evaluate(shown);
+  if (ghostWhilePaused) problems.push(`ghost text while paused: ${JSON.stringify(ghostWhilePaused)}`);
+  await page.screenshot(join(args.shots, "paused.png"));
+  await palette("DLM: Toggle inline suggestions");
+  await until("the status bar to drop 'suggestions off'", async () => !/suggestions off/.test(await dlmStatusBar()),
+              10000).catch((error) => problems.push(error.message));
+
   const errors = events().filter((e) => e.event === "error");
   if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
   const drafts = events().filter((e) => e.event === "draft").length;
-  console.log(JSON.stringify({ passed: problems.length === 0, problems, fill, statusBar, ghost, partly, inserted, drafts,
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, fill, statusBar, ghost, partly, inserted, drafts, paused,
                                result: filled.result }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);

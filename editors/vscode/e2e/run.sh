@@ -6,8 +6,10 @@
 # fixtures/hello.py, run "DLM: Fill holes" from the command palette) and checks
 # that the document changed only inside the <FILL> hole; then opens a new line
 # in a loop, waits for the server's ghost text, takes its first word with
-# Ctrl+Right and the rest with Tab, and checks that it landed at the cursor; last, runs "DLM: Fill selection" at the end of
-# the file and checks that it inserted only there and previewed its drafts.  The extension writes
+# Ctrl+Right and the rest with Tab, and checks that it landed at the cursor; runs "DLM: Fill selection" at the end of
+# the file and checks that it inserted only there and previewed its drafts; last, pauses ghost
+# text with "DLM: Toggle inline suggestions" (the status bar says so, a new line gets none) and
+# resumes it.  The extension writes
 # what happened to $DLM_LSP_E2E_LOG, which is how the check sees the document.
 #
 # Heavy (~600 MB of tools, installed once into $DLM_E2E_CACHE, ~2-4 min), so it

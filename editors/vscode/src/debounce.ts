@@ -87,6 +87,12 @@ export class Superseder<T extends Cancellable> {
     this.inFlight.delete(key);
   }
 
+  /** Cancel everything in flight (inline suggestions were turned off). */
+  cancelAll(): void {
+    for (const request of this.inFlight.values()) request.cancel();
+    this.inFlight.clear();
+  }
+
   get size(): number {
     return this.inFlight.size;
   }

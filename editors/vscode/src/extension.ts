@@ -104,6 +104,7 @@ class DlmExtension implements vscode.Disposable {
       command("dlm-lsp.fillHoles", () => this.fillHoles()),
       command("dlm-lsp.restartServer", () => this.restart()),
       command("dlm-lsp.showStatus", () => this.showStatus()),
+      command("dlm-lsp.toggleInline", () => this.toggleInline()),
       vscode.workspace.onDidChangeConfiguration((e) => this.configurationChanged(e)),
       vscode.workspace.onDidChangeTextDocument((e) => this.documentChanged(e.document)),
       vscode.workspace.onDidCloseTextDocument((d) => this.documentChanged(d)),
@@ -223,6 +224,7 @@ class DlmExtension implements vscode.Disposable {
 
   private configurationChanged(event: vscode.ConfigurationChangeEvent): void {
     if (!event.affectsConfiguration("dlm")) return;
+    if (event.affectsConfiguration("dlm.inline.enabled")) this.render();
     if (RESTART_SETTINGS.some((key) => event.affectsConfiguration(key))) {
       void this.restart();
       return;
@@ -260,6 +262,7 @@ class DlmExtension implements vscode.Disposable {
     const started = Date.now();
     try {
       const result = await next(document, position, context, source.token);
+      if (!this.config().get<boolean>("inline.enabled", true)) return null;  // turned off meanwhile
       if (!source.token.isCancellationRequested) {
         this.lastMs = Date.now() - started;
         this.scheduleStatus(200);
@@ -428,8 +431,22 @@ class DlmExtension implements vscode.Disposable {
   }
 
   private render(): void {
-    this.statusItem.text = statusText(this.state, this.status, this.lastMs);
-    this.statusItem.tooltip = statusTooltip(this.state, this.status, this.lastMs);
+    const inline = this.config().get<boolean>("inline.enabled", true);
+    this.statusItem.text = statusText(this.state, this.status, this.lastMs, inline);
+    this.statusItem.tooltip = statusTooltip(this.state, this.status, this.lastMs, inline);
+  }
+
+  /**
+   * Turn ghost text off or on for every window (the user setting `dlm.inline.enabled`,
+   * so it lasts), as Copilot's toggle does: commands, completion items and the server
+   * keep working; only the automatic requests while typing stop.
+   */
+  private async toggleInline(): Promise<void> {
+    const config = this.config();
+    const on = !config.get<boolean>("inline.enabled", true);
+    await config.update("inline.enabled", on, vscode.ConfigurationTarget.Global);
+    if (!on) this.inFlight.cancelAll();  // the server stops those fills at their next step
+    void vscode.window.showInformationMessage(`dlm-lsp: inline suggestions ${on ? "on" : "off"}`);
   }
 
   private async refreshStatus(): Promise<void> {

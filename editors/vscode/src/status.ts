@@ -29,21 +29,29 @@ export function formatMs(ms: number): string {
   return ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
 }
 
-/** The status bar text (with a codicon). */
-export function statusText(state: ClientState, status?: ServerStatus, lastMs?: number): string {
+/**
+ * The status bar text (with a codicon).  With ghost text turned off (`dlm.inline.enabled`,
+ * "DLM: Toggle inline suggestions") it says so where the latency would be: a user who
+ * paused suggestions must see at a glance why none appear.
+ */
+export function statusText(state: ClientState, status?: ServerStatus, lastMs?: number,
+                           inline = true): string {
   if (state === "failed") return "$(error) dlm: server failed";
   if (state === "stopped") return "$(circle-slash) dlm: stopped";
   if (state === "starting" || !status) return "$(loading~spin) dlm: starting";
   if (!status.loaded) return `$(loading~spin) dlm: loading ${modelLabel(status.model)}`;
   const parts = [modelLabel(status.model), status.device ?? "?"];
+  if (!inline) return `$(eye-closed) dlm: ${parts.join(" · ")} · suggestions off`;
   const ms = lastMs ?? status.p50Ms ?? undefined;
   if (ms !== undefined && ms !== null) parts.push(formatMs(ms));
   return `$(sparkle) dlm: ${parts.join(" · ")}`;
 }
 
 /** The tooltip: everything known, one fact per line. */
-export function statusTooltip(state: ClientState, status?: ServerStatus, lastMs?: number): string {
+export function statusTooltip(state: ClientState, status?: ServerStatus, lastMs?: number,
+                              inline = true): string {
   const lines = [`dlm-lsp: ${state}`];
+  if (!inline) lines.push("inline suggestions: off (DLM: Toggle inline suggestions)");
   if (status) {
     lines.push(`model: ${status.model ?? "?"} (${status.loaded ? "loaded" : "not loaded yet"})`);
     lines.push(`device: ${status.device ?? "?"}`);

@@ -19,6 +19,13 @@ local ns = api.nvim_create_namespace('dlm.ghost')
 
 ---@type table<integer, dlm.GhostState>
 local buffers = {}
+-- Buffers where Neovim's native inline completion was enabled for us.
+---@type table<integer, true>
+local native_buffers = {}
+
+--- Suggestions paused by the user (`:DlmToggle`): nothing is asked while typing and
+--- nothing shown, until they are resumed.  Commands and completion keep working.
+M.paused = false
 
 --- Whether this Neovim has native inline completion (0.12+).
 function M.has_native()
@@ -175,7 +182,8 @@ end
 ---@param opts table the `inline` config
 function M.request(client, buf, opts)
   local state = buffers[buf]
-  if not state or api.nvim_get_current_buf() ~= buf or not api.nvim_get_mode().mode:match('^i') then
+  if not state or M.paused or api.nvim_get_current_buf() ~= buf
+    or not api.nvim_get_mode().mode:match('^i') then
     return
   end
   cancel_request(state) -- superseded: its answer could only be for an older cursor
@@ -220,7 +228,7 @@ end
 --- Debounce: (re)start the buffer's timer; only the last keystroke of a burst asks.
 function M.schedule(client, buf, opts)
   local state = buffers[buf]
-  if not state then
+  if not state or M.paused then
     return
   end
   M.clear(buf)
@@ -300,8 +308,9 @@ end
 function M.attach(client, buf, opts)
   local mode = M.mode(opts)
   if mode == 'native' then
-    local ok = pcall(vim.lsp.inline_completion.enable, true, { bufnr = buf })
+    local ok = pcall(vim.lsp.inline_completion.enable, not M.paused, { bufnr = buf })
     if ok then
+      native_buffers[buf] = true
       return mode
     end
     mode = 'extmark' -- an API we do not know: fall back rather than lose suggestions
@@ -351,7 +360,25 @@ function M.attach(client, buf, opts)
   return mode
 end
 
+--- Pause or resume suggestions in every buffer; a pause also drops what is shown and
+--- cancels what is being asked (the server stops that fill at its next step).
+---@param paused boolean
+function M.set_paused(paused)
+  M.paused = paused
+  if paused then
+    for buf in pairs(buffers) do
+      M.clear(buf, true)
+    end
+  end
+  for buf in pairs(native_buffers) do
+    if api.nvim_buf_is_valid(buf) then
+      pcall(vim.lsp.inline_completion.enable, not paused, { bufnr = buf })
+    end
+  end
+end
+
 function M.detach(buf)
+  native_buffers[buf] = nil
   local state = buffers[buf]
   if not state then
     return

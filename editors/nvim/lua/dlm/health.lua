@@ -30,6 +30,9 @@ local function check_neovim()
   else
     health.ok('inline suggestions: ' .. mode .. ' (vim.lsp.inline_completion needs 0.12; extmarks instead)')
   end
+  if ghost.paused then
+    health.warn('inline suggestions are paused', ':DlmToggle resumes them')
+  end
   return true
 end
 

@@ -4,7 +4,8 @@
 ---
 --- Commands: :DlmFill (selection, the <FILL> hole at the cursor, or insert at
 --- the cursor), :DlmRewrite [expand] (selection or current line), :DlmFillHoles,
---- :DlmStatus; ghost text while typing (accept with <Tab>); `:checkhealth dlm`.
+--- :DlmStatus, :DlmToggle [on|off] (pause ghost text); ghost text while typing (accept
+--- with <Tab>); `:checkhealth dlm`.
 --- Every edit is applied only to the buffer version it was computed for.
 local M = {}
 
@@ -347,6 +348,24 @@ function M.status()
   end)
 end
 
+--- Pause or resume the ghost text while typing, in every buffer (as copilot.vim's
+--- `:Copilot disable`); `on` nil switches.  Returns whether suggestions are on.
+---@param on boolean?
+---@return boolean
+function M.toggle(on)
+  if ghost.mode(M.config.inline) == 'off' then
+    notify('inline suggestions are off in setup (inline.enabled = false)', vim.log.levels.WARN)
+    return false
+  end
+  if on == nil then
+    on = ghost.paused
+  end
+  ghost.set_paused(not on)
+  -- the answer to a command the user gave, shown even with notify = false (as :DlmStatus)
+  vim.notify('dlm: inline suggestions ' .. (on and 'on' or 'paused'))
+  return on
+end
+
 local function create_commands()
   api.nvim_create_user_command('DlmFill', function(cmd)
     M.fill(cmd)
@@ -368,6 +387,19 @@ local function create_commands()
   api.nvim_create_user_command('DlmStatus', function()
     M.status()
   end, { desc = 'dlm-lsp: model, device and latency of the server' })
+  api.nvim_create_user_command('DlmToggle', function(cmd)
+    local on = ({ on = true, off = false })[cmd.args]
+    if on == nil and cmd.args ~= '' then
+      return notify(':DlmToggle takes on, off or nothing, not ' .. cmd.args, vim.log.levels.ERROR)
+    end
+    M.toggle(on)
+  end, {
+    nargs = '?',
+    complete = function()
+      return { 'on', 'off' }
+    end,
+    desc = 'dlm-lsp: pause or resume ghost text (on / off; none: switch)',
+  })
 end
 
 local function create_mappings()

@@ -136,4 +136,14 @@ describe("Superseder", () => {
     assert.equal(second.cancelled, true);
     assert.equal(inFlight.size, 0);
   });
+
+  it("cancels every document's request when suggestions are turned off", () => {
+    const inFlight = new Superseder<ReturnType<typeof request>>();
+    const a = request();
+    const b = request();
+    inFlight.begin("file:///a.py", a);
+    inFlight.begin("file:///b.py", b);
+    inFlight.cancelAll();
+    assert.deepEqual([a.cancelled, b.cancelled, inFlight.size], [true, true, 0]);
+  });
 });

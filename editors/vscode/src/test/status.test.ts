@@ -42,4 +42,12 @@ describe("status bar", () => {
     assert.match(tooltip, /last fill: 120 ms/);
     assert.match(tooltip, /p50 \/ p95: 95 ms \/ 140 ms/);
   });
+
+  it("says so when inline suggestions are turned off, instead of a latency", () => {
+    assert.equal(statusText("running", loaded, 120, false),
+                 "$(eye-closed) dlm: default · cpu · suggestions off");
+    assert.match(statusTooltip("running", loaded, 120, false), /inline suggestions: off/);
+    assert.doesNotMatch(statusTooltip("running", loaded, 120), /suggestions: off/);
+    assert.match(statusText("stopped", loaded, 120, false), /stopped/);  // a worse state wins
+  });
 });
