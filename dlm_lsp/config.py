@@ -108,6 +108,9 @@ class ServerConfig(SamplingControls):
     hole_marker: str = "<FILL>"
     drafts: bool = False  # send dlm/draft notifications while denoising
     validate: bool = True  # check fills with tree-sitter
+    # ghost text and completion items also for fills the check rejected (dlm/infill always
+    # returns them, marked valid: false); off: an editor never shows code known to break
+    suggest_invalid: bool = False
     refine_order: str = "confidence"  # which old tokens a refinement re-masks first
     # memory bounds: documents kept, and fills running or waiting (a busy error past it)
     max_open_documents: int = 500

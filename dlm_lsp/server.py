@@ -425,14 +425,15 @@ async def inline_completion(ls: DlmServer,
     """Ghost text at the cursor: the fill, inserted at the cursor; with `candidates` > 1
     one item per distinct candidate, best first (an editor cycles through them).  A
     fill of whitespace only (the model ended the span at once, or wrote blank lines)
-    is no suggestion: ghost text of empty lines would only push the code down.  With a
+    is no suggestion: ghost text of empty lines would only push the code down; nor is
+    one the syntax check rejected (`_suggestions`).  With a
     completion item selected in the editor, each suggestion is that item's text and
     then a fill made after it, over the item's range."""
     rng = types.Range(params.position, params.position)
     selected = params.context.selected_completion_info if params.context else None
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
                                     token=params.work_done_token, accepted=selected)
-    texts = _suggestions(result)
+    texts = _suggestions(ls, result)
     if selected is not None:
         texts, rng = [selected.text + text for text in texts], selected.range
     return types.InlineCompletionList(
@@ -452,14 +453,19 @@ async def completion(ls: DlmServer, params: types.CompletionParams) -> types.Com
                                   documentation=text if "\n" in text.strip() else None,
                                   insert_text_format=types.InsertTextFormat.PlainText,
                                   text_edit=types.TextEdit(rng, text))
-             for rank, text in enumerate(_suggestions(result))]
+             for rank, text in enumerate(_suggestions(ls, result))]
     return types.CompletionList(is_incomplete=True, items=items)
 
 
-def _suggestions(result: InfillResult) -> list[str]:
-    """The distinct fills worth offering, best first: a fill of whitespace only (the
-    model ended the span at once, or wrote blank lines) is none."""
-    return list(dict.fromkeys(c.text for c in result.candidates if c.text.strip()))
+def _suggestions(ls: DlmServer, result: InfillResult) -> list[str]:
+    """The distinct fills worth offering, best first.  A fill of whitespace only (the
+    model ended the span at once, or wrote blank lines) is none, nor is one the syntax
+    check rejected, unless `suggestInvalid` asks for it: ghost text and completion items
+    carry no verdict, so an editor would show code the server knows breaks the file
+    (`dlm/infill` returns those fills, marked, for a client to decide)."""
+    show_invalid = ls.config.suggest_invalid
+    return list(dict.fromkeys(c.text for c in result.candidates
+                              if c.text.strip() and (show_invalid or c.valid is not False)))
 
 
 @feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(

@@ -9,22 +9,28 @@ import pytest
 from lsprotocol import types
 
 from dlm_lsp import server
+from dlm_lsp.config import ServerConfig
 
 DOC = types.TextDocumentIdentifier(uri="file:///work/a.py")
 AT = types.Position(line=1, character=4)
 
 
 class Filled:
-    """A server whose every fill comes back as `text`."""
+    """A server whose every fill comes back as `text` (and `others`), each with the
+    syntax check's verdict in `valid` (True: passed, False: rejected, None: unchecked)."""
 
-    def __init__(self, text: str, *others: str):
+    def __init__(self, text: str, *others: str, valid: tuple[bool | None, ...] = (),
+                 **settings):
         self.texts = [text, *others]  # the candidates, best first
+        self.valid = list(valid) + [True] * (len(self.texts) - len(valid))
         self.accepted = None
+        self.config = ServerConfig(**settings)
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None):
         assert uri == DOC.uri and rng.start == rng.end == AT
         self.accepted = accepted
-        return None, SimpleNamespace(candidates=[SimpleNamespace(text=t) for t in self.texts])
+        return None, SimpleNamespace(candidates=[
+            SimpleNamespace(text=t, valid=v) for t, v in zip(self.texts, self.valid, strict=True)])
 
 
 FILLS = [("x = 1", True), ("\n    y = 2\n", True), ("#", True), ("", False), ("   ", False),
@@ -79,3 +85,20 @@ def test_each_distinct_candidate_is_a_completion_item_best_first():
     assert [(i.label, i.text_edit.new_text, i.sort_text) for i in answer.items] == [
         ("a + 1", "a + 1", "00"), ("b", "b\n    c", "01")]
     assert [i.documentation for i in answer.items] == [None, "b\n    c"]  # shown whole
+
+
+def test_a_fill_the_syntax_check_rejected_is_no_suggestion():
+    """Ghost text carries no verdict: the editor would show code known to break the file."""
+    assert ghost(Filled("foo(", valid=(False,))).items == []
+    params = types.CompletionParams(text_document=DOC, position=AT)
+    assert asyncio.run(server.completion(Filled("foo(", valid=(False,)), params)).items == []
+
+
+def test_a_valid_or_unchecked_candidate_is_offered_past_a_rejected_one():
+    answer = ghost(Filled("foo(", "foo()", "bar", valid=(False, True, None)))
+    assert [item.insert_text for item in answer.items] == ["foo()", "bar"]
+
+
+def test_suggest_invalid_offers_rejected_fills_too():
+    answer = ghost(Filled("foo(", "foo()", valid=(False, True), suggest_invalid=True))
+    assert [item.insert_text for item in answer.items] == ["foo(", "foo()"]

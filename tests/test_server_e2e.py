@@ -38,9 +38,10 @@ async def start(client: LanguageClient, options: dict) -> None:
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
 async def client(lsp_client: LanguageClient, model_dir):
     """A VS Code-like client whose server runs the random tiny test model.  Its fills are
-    nonsense, so syntax repair and the left-to-right retry are off unless a test asks."""
+    nonsense, so syntax repair and the left-to-right retry are off unless a test asks, and
+    they are offered as ghost text even when the syntax check rejects them."""
     await start(lsp_client, {"model": str(model_dir), "drafts": True, "repairRounds": 0,
-                             "fallback": False})
+                             "fallback": False, "suggestInvalid": True})
     yield
     await lsp_client.shutdown_session()
 
