@@ -401,6 +401,30 @@ def test_dlm_toggle_pauses_ghost_text_everywhere_and_resumes_it(tmp_path, model_
         nvim.close()
 
 
+def test_the_statusline_component_shows_a_suggestion_being_asked_for_and_a_pause(
+        tmp_path, model_dir):
+    """'' where dlm is not attached, 'dlm' at rest, 'dlm: …' while a (long) fill is in
+    flight, back to 'dlm' when leaving Insert mode cancels it, 'dlm: paused' when paused."""
+    path, _ = _complete_fixture(tmp_path)
+    slow = ("require('dlm').configure({ maxSpanTokens = 400, multiLineTokens = 400, "
+            "stepsMultiLine = 400, earlyStop = false, stopWhenSettled = false })\n")
+    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n" + slow)
+    status = "require('dlm').statusline()"
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        assert nvim.value(status) == "dlm"
+        nvim.send("9Go#<BS>")  # an empty new line: a 400-step multi-line fill
+        nvim.wait_for(f"{status} == 'dlm: …'")
+        nvim.send("<Esc>")  # leaving Insert mode drops the request
+        nvim.wait_for(f"{status} == 'dlm'", timeout=2)
+        nvim.send(":DlmToggle off<CR>")
+        nvim.wait_for(f"{status} == 'dlm: paused'")
+        nvim.send(":enew<CR>")  # a buffer dlm is not attached to
+        nvim.wait_for(f"{status} == ''")
+    finally:
+        nvim.close()
+
+
 def _next_part(text: str, unit: str) -> str:
     """The spec of a partial accept: the next word (leading whitespace, then one run of
     word characters or of other characters), or everything before the first line break

@@ -259,6 +259,7 @@ class DlmExtension implements vscode.Disposable {
     const source = new vscode.CancellationTokenSource();
     const forward = token.onCancellationRequested(() => source.cancel());
     this.inFlight.begin(key, source);
+    this.render();  // the icon spins while a suggestion is computed
     const started = Date.now();
     try {
       const result = await next(document, position, context, source.token);
@@ -273,6 +274,7 @@ class DlmExtension implements vscode.Disposable {
       this.inFlight.end(key, source);
       source.dispose();
       this.clearDraft(key);
+      this.render();
     }
   }
 
@@ -347,6 +349,7 @@ class DlmExtension implements vscode.Disposable {
     const key = document.uri.toString();
     const source = new vscode.CancellationTokenSource();
     this.inFlight.begin(key, source);
+    this.render();  // the icon spins while a suggestion is computed
     const started = Date.now();
     try {
       return await vscode.window.withProgress(
@@ -367,6 +370,7 @@ class DlmExtension implements vscode.Disposable {
       this.inFlight.end(key, source);
       source.dispose();
       this.clearDraft(key);
+      this.render();
       this.scheduleStatus(200);
     }
   }
@@ -432,7 +436,8 @@ class DlmExtension implements vscode.Disposable {
 
   private render(): void {
     const inline = this.config().get<boolean>("inline.enabled", true);
-    this.statusItem.text = statusText(this.state, this.status, this.lastMs, inline);
+    this.statusItem.text = statusText(this.state, this.status, this.lastMs, inline,
+                                      this.inFlight.size > 0);
     this.statusItem.tooltip = statusTooltip(this.state, this.status, this.lastMs, inline);
   }
 

@@ -32,10 +32,11 @@ export function formatMs(ms: number): string {
 /**
  * The status bar text (with a codicon).  With ghost text turned off (`dlm.inline.enabled`,
  * "DLM: Toggle inline suggestions") it says so where the latency would be: a user who
- * paused suggestions must see at a glance why none appear.
+ * paused suggestions must see at a glance why none appear.  While a suggestion is being
+ * computed (`busy`) the icon spins.
  */
 export function statusText(state: ClientState, status?: ServerStatus, lastMs?: number,
-                           inline = true): string {
+                           inline = true, busy = false): string {
   if (state === "failed") return "$(error) dlm: server failed";
   if (state === "stopped") return "$(circle-slash) dlm: stopped";
   if (state === "starting" || !status) return "$(loading~spin) dlm: starting";
@@ -44,7 +45,8 @@ export function statusText(state: ClientState, status?: ServerStatus, lastMs?: n
   if (!inline) return `$(eye-closed) dlm: ${parts.join(" · ")} · suggestions off`;
   const ms = lastMs ?? status.p50Ms ?? undefined;
   if (ms !== undefined && ms !== null) parts.push(formatMs(ms));
-  return `$(sparkle) dlm: ${parts.join(" · ")}`;
+  // a suggestion being computed spins the icon: on a CPU a fill takes a noticeable while
+  return `${busy ? "$(loading~spin)" : "$(sparkle)"} dlm: ${parts.join(" · ")}`;
 }
 
 /** The tooltip: everything known, one fact per line. */

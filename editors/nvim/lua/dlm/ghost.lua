@@ -46,10 +46,16 @@ function M.mode(opts)
   return 'extmark'
 end
 
+--- A statusline that shows `pending` must be redrawn when it changes.
+local function redraw_status()
+  pcall(vim.cmd.redrawstatus)
+end
+
 local function cancel_request(state)
   if state.request then
     pcall(state.request.client.cancel_request, state.request.client, state.request.id)
     state.request = nil
+    redraw_status()
   end
 end
 
@@ -69,6 +75,11 @@ function M.clear(buf, all)
     end
     cancel_request(state)
   end
+end
+
+--- Whether a suggestion is being asked for in `buf` (sent, not answered yet).
+function M.pending(buf)
+  return buffers[buf] ~= nil and buffers[buf].request ~= nil
 end
 
 --- Whether a suggestion is on screen at the cursor of the current window.
@@ -196,6 +207,7 @@ function M.request(client, buf, opts)
   ok, id = client:request('textDocument/inlineCompletion', params, function(err, result)
     if state.request and state.request.id == id then
       state.request = nil
+      redraw_status()
     end
     if err or not result or not api.nvim_buf_is_valid(buf) then
       return
@@ -222,6 +234,7 @@ function M.request(client, buf, opts)
   end, buf)
   if ok and id then
     state.request = { client = client, id = id }
+    redraw_status()
   end
 end
 

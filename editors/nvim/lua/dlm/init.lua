@@ -366,6 +366,23 @@ function M.toggle(on)
   return on
 end
 
+--- A statusline component, e.g. `vim.o.statusline = '%f %=%{v:lua.require("dlm").statusline()}'`
+--- or lualine's `{ require('dlm').statusline }`: '' where dlm is not attached to the
+--- buffer, 'dlm: paused' while :DlmToggle has paused ghost text, 'dlm: …' while a
+--- suggestion is being asked for (on a CPU that takes a noticeable while), else 'dlm'.
+---@param buf integer?
+---@return string
+function M.statusline(buf)
+  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
+  if not M.client(buf) then
+    return ''
+  end
+  if ghost.paused then
+    return 'dlm: paused'
+  end
+  return ghost.pending(buf) and 'dlm: …' or 'dlm'
+end
+
 local function create_commands()
   api.nvim_create_user_command('DlmFill', function(cmd)
     M.fill(cmd)

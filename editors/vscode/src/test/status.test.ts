@@ -43,6 +43,11 @@ describe("status bar", () => {
     assert.match(tooltip, /p50 \/ p95: 95 ms \/ 140 ms/);
   });
 
+  it("spins its icon while a suggestion is being computed", () => {
+    assert.equal(statusText("running", loaded, 120, true, true), "$(loading~spin) dlm: default · cpu · 120 ms");
+    assert.match(statusText("running", loaded, 120, true, false), /^\$\(sparkle\)/);
+  });
+
   it("says so when inline suggestions are turned off, instead of a latency", () => {
     assert.equal(statusText("running", loaded, 120, false),
                  "$(eye-closed) dlm: default · cpu · suggestions off");
