@@ -27,7 +27,7 @@ import {
 import { Debouncer, Superseder } from "./debounce";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { checkResult, holeNear, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
-import { parseAddress, serverCommand, serverSettingKeys, serverSettings, withToken } from "./settings";
+import { parseAddress, serverCommand, serverSettingKeys, serverSettings, toggleScope, withToken } from "./settings";
 import { type ClientState, type ServerStatus, statusText, statusTooltip } from "./status";
 
 const INFILL = "dlm/infill";
@@ -442,14 +442,18 @@ class DlmExtension implements vscode.Disposable {
   }
 
   /**
-   * Turn ghost text off or on for every window (the user setting `dlm.inline.enabled`,
-   * so it lasts), as Copilot's toggle does: commands, completion items and the server
+   * Turn ghost text off or on (`dlm.inline.enabled`, written where it is defined, the
+   * user settings by default, so it lasts), as Copilot's toggle does: commands, completion items and the server
    * keep working; only the automatic requests while typing stop.
    */
   private async toggleInline(): Promise<void> {
     const config = this.config();
     const on = !config.get<boolean>("inline.enabled", true);
-    await config.update("inline.enabled", on, vscode.ConfigurationTarget.Global);
+    const target = { folder: vscode.ConfigurationTarget.WorkspaceFolder,
+                     workspace: vscode.ConfigurationTarget.Workspace,
+                     user: vscode.ConfigurationTarget.Global }[
+      toggleScope(config.inspect<boolean>("inline.enabled"))];
+    await config.update("inline.enabled", on, target);
     if (!on) this.inFlight.cancelAll();  // the server stops those fills at their next step
     void vscode.window.showInformationMessage(`dlm-lsp: inline suggestions ${on ? "on" : "off"}`);
   }

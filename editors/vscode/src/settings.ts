@@ -76,3 +76,21 @@ export function withToken(settings: Record<string, unknown>, address: string, to
   const value = token.trim() || env.DLM_LSP_TCP_TOKEN || "";
   return address.trim() && value ? { ...settings, token: value } : settings;
 }
+
+/** Where a setting is defined, as `WorkspaceConfiguration.inspect` reports it. */
+export interface Inspected<T> {
+  globalValue?: T;
+  workspaceValue?: T;
+  workspaceFolderValue?: T;
+}
+
+/**
+ * Where a toggle must write a setting for the change to show: the most specific scope
+ * that defines it (a workspace's `dlm.inline.enabled: false` would hide a user-level
+ * `true`, and the toggle would seem to do nothing), else the user settings.
+ */
+export function toggleScope<T>(inspected: Inspected<T> | undefined): "folder" | "workspace" | "user" {
+  if (inspected?.workspaceFolderValue !== undefined) return "folder";
+  if (inspected?.workspaceValue !== undefined) return "workspace";
+  return "user";
+}

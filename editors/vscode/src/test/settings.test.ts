@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 
-import { parseAddress, serverCommand, serverSettingKeys, serverSettings, withToken } from "../settings";
+import { parseAddress, serverCommand, serverSettingKeys, serverSettings, toggleScope, withToken } from "../settings";
 
 // Compiled to out/test/, so the manifest is two folders up.
 const manifest = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
@@ -106,3 +106,16 @@ describe("withToken: a shared server's token rides on initializationOptions", ()
   });
 });
 
+
+describe("toggling a setting", () => {
+  it("writes where the setting is defined, so the change shows", () => {
+    assert.equal(toggleScope({ globalValue: true, workspaceValue: false }), "workspace");
+    assert.equal(toggleScope({ workspaceValue: false, workspaceFolderValue: true }), "folder");
+  });
+
+  it("writes the user settings when nothing more specific defines it", () => {
+    assert.equal(toggleScope({ globalValue: false }), "user");
+    assert.equal(toggleScope({}), "user");
+    assert.equal(toggleScope(undefined), "user");
+  });
+});
