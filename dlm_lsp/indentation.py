@@ -16,6 +16,7 @@ from dlm_lsp.validation import language_for
 
 _PAIRS = {"{": "}", "(": ")", "[": "]", "${": "}"}
 _CLOSERS = frozenset(_PAIRS.values())
+_OPENERS = (":", "{", "(", "[")  # a line ending so opens a block (or a bracket) below it
 # Python dedents that continue a statement rather than leave the block.
 _PY_CONTINUATIONS = ("else", "elif", "except", "finally", "case")
 
@@ -81,8 +82,6 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
 
 
 # --- the cursor's column ----------------------------------------------------------------------
-
-_OPENERS = (":", "{", "(", "[")
 
 
 def to_cursor_column(fill: str, text: str, start: int, end: int) -> str:
@@ -185,7 +184,7 @@ def _frame(before: str, first: str, rest: list[str], tab: int, python: bool) -> 
     nested = widths[code[0]]
     if rest[code[0]].lstrip()[:1] in _CLOSERS:
         return None
-    if head.endswith((":", "{", "(", "[")):
+    if head.endswith(_OPENERS):
         if nested > line_base:
             return None
         base, target = nested - unit, line_base
