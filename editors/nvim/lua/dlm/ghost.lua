@@ -82,16 +82,23 @@ function M.pending(buf)
   return buffers[buf] ~= nil and buffers[buf].request ~= nil
 end
 
---- Whether a suggestion is on screen at the cursor of the current window.
-function M.visible(buf)
-  local state = buffers[buf]
-  if not (state and state.shown) then
-    return false
+--- The suggestion shown in `buf` when it is at the cursor of the current window (where
+--- it was put, the buffer unchanged since), else nil.
+local function at_cursor(buf)
+  local shown = buffers[buf] and buffers[buf].shown
+  if not shown then
+    return nil
   end
   local row, col = unpack(api.nvim_win_get_cursor(0))
-  return state.shown.row == row - 1
-    and state.shown.col == col
-    and state.shown.tick == api.nvim_buf_get_changedtick(buf)
+  if shown.row == row - 1 and shown.col == col and shown.tick == api.nvim_buf_get_changedtick(buf) then
+    return shown
+  end
+  return nil
+end
+
+--- Whether a suggestion is on screen at the cursor of the current window.
+function M.visible(buf)
+  return at_cursor(buf) ~= nil
 end
 
 --- The suggestion's text (for tests and statuslines), or nil.
@@ -178,10 +185,10 @@ end
 --- Show the next (`step` 1) or previous (-1) of the suggestions the server gave for the
 --- cursor, round the list; false when none is shown.
 function M.cycle(buf, step)
-  if not M.visible(buf) then
+  local shown = at_cursor(buf)
+  if not shown then
     return false
   end
-  local shown = buffers[buf].shown
   local choice = (shown.choice - 1 + step) % #shown.choices + 1
   M.show(buf, shown.row, shown.col, shown.choices[choice], shown.hl, shown.choices, choice)
   return true
@@ -267,10 +274,10 @@ end
 
 --- Insert the suggestion shown at the cursor; false when there is none.
 function M.accept(buf)
-  if not M.visible(buf) then
+  local shown = at_cursor(buf)
+  if not shown then
     return false
   end
-  local shown = buffers[buf].shown
   M.clear(buf, true)
   insert(buf, shown.row, shown.col, shown.text)
   return true
@@ -302,10 +309,10 @@ end
 --- to the text as it now stands); false when nothing is shown.
 ---@param unit 'word' | 'line'
 function M.accept_part(buf, unit)
-  if not M.visible(buf) then
+  local shown = at_cursor(buf)
+  if not shown then
     return false
   end
-  local shown = buffers[buf].shown
   local part = M.next_part(shown.text, unit)
   if part == shown.text then
     return M.accept(buf)
