@@ -27,18 +27,18 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
         print(f"dlm-lsp fill: unknown language {language!r}; one of: "
               f"{', '.join(sorted(LANGUAGES))}", file=sys.stderr)
         return 2
-    if path == "-" and write:
+    source = None if path == "-" else Path(path)  # None: standard input
+    if source is None and write:
         print("dlm-lsp fill: --write needs a file, not standard input", file=sys.stderr)
         return 2
-    source = Path(path)
     try:
-        text = sys.stdin.read() if path == "-" else source.read_text(encoding="utf-8")
+        text = sys.stdin.read() if source is None else source.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         print(f"dlm-lsp fill: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     holes = find_holes(text, marker)
     if not holes:
-        print(f"dlm-lsp fill: no {marker} holes in {'standard input' if path == '-' else path}",
+        print(f"dlm-lsp fill: no {marker} holes in {path if source else 'standard input'}",
               file=sys.stderr)
         return 1
     engine = Engine(ServerConfig(model=model, device=device, hole_marker=marker))
@@ -53,7 +53,7 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     for hole in holes:
         start, end = state.current(hole)
         result = engine.infill(InfillRequest(state.text, start, end, language_id=language,
-                                             uri=None if path == "-" else str(source),
+                                             uri=None if source is None else str(source),
                                              options=options, is_hole=True))
         best = result.candidates[0]
         state.accept(hole, best.text)
@@ -64,7 +64,7 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
               file=sys.stderr)
     print(f"# {len(holes)} hole(s) filled by {model_obj.name} on {model_obj.device} in "
           f"{time.perf_counter() - began:.2f} s", file=sys.stderr)
-    if write:
+    if source is not None and write:
         source.write_text(state.text, encoding="utf-8")
     else:
         sys.stdout.write(state.text)
