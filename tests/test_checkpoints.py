@@ -556,6 +556,22 @@ def test_models_check_reports_family_mask_shift_vocab_and_parameters(checkpoints
         str(checkpoints["llada"]), "cpu").module.parameters())
 
 
+def test_models_check_loads_our_own_model_and_times_a_forward_pass(capsys):
+    from dlm_lsp.models import DEFAULT_MODEL_DIR
+
+    assert models_main(["check", str(DEFAULT_MODEL_DIR), "--load", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "dlm-tiny (detected)" in out and "forward ms (256 tokens)" in out
+
+
+def test_our_family_may_be_named_and_is_then_checked(checkpoints):
+    from dlm_lsp.models import DEFAULT_MODEL_DIR
+
+    assert load_model(f"dlm-tiny:{DEFAULT_MODEL_DIR}", "cpu").mask_id == 1
+    with pytest.raises(ModelLoadError, match="not 'dlm-tiny'"):
+        load_model(f"dlm-tiny:{checkpoints['llada']}", "cpu")
+
+
 def test_models_check_fails_on_a_partial_checkpoint(checkpoints, tmp_path, capsys):
     broken = _copy(checkpoints, "open-dcoder", tmp_path)
     sorted(broken.glob("model-*.safetensors"))[0].unlink()

@@ -41,13 +41,19 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto",
     if spec == "default":
         return TinyModel.load(DEFAULT_MODEL_DIR, pick_device(device), name=spec,
                               precision=precision, graphs=graphs)
-    family, target = split_spec(spec)
+    head, sep, rest = spec.partition(":")
+    ours = bool(sep) and head.lower() == MODEL_TYPE  # `dlm-lsp models` lists our family too
+    family, target = (None, rest) if ours else split_spec(spec)
     path = locate(target)
     config_file = path / "config.json"
     try:
         model_type = json.loads(config_file.read_text()).get("model_type")
     except (OSError, ValueError, AttributeError) as exc:
         raise ModelLoadError(f"model '{spec}': cannot read {config_file}: {exc}") from exc
+    if ours and model_type != MODEL_TYPE:
+        raise ModelLoadError(f"model '{spec}': {config_file} has model_type {model_type!r}, "
+                             f"not {MODEL_TYPE!r}: this is not a model `dlm-lsp train` wrote; "
+                             "leave the family out to detect it")
     if model_type == MODEL_TYPE and family is None:
         return TinyModel.load(path, pick_device(device), name=spec, precision=precision,
                               graphs=graphs)
