@@ -220,9 +220,13 @@ def _type_ok(value: Any, hint: Any) -> bool:
     return False
 
 
-def from_json(cls: type[T], data: Any, base: T | None = None,
-              where: str = "") -> tuple[T, list[str]]:
-    """Overlay camelCase `data` onto `base` (or defaults); return the result and problems."""
+def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
+              strict: bool = False) -> tuple[T, list[str]]:
+    """Overlay camelCase `data` onto `base` (or defaults); return the result and problems.
+
+    Each problem says what became of the value (ignored, or the value kept), since
+    settings go on without it; `strict` leaves that out, for a caller that refuses
+    the whole request instead."""
     result = dataclasses.replace(base) if base is not None else cls()
     problems: list[str] = []
     if data is None:
@@ -230,21 +234,26 @@ def from_json(cls: type[T], data: Any, base: T | None = None,
     if not isinstance(data, dict):
         return result, [f"{where or cls.__name__} should be an object, got {type(data).__name__}"]
     hints = get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    kept = "" if strict else "; default kept" if base is None else "; value kept"
+    ignored = "" if strict else " ignored"
     for key, value in data.items():
         name = snake(key)
         label = f"{where}.{key}" if where else key
-        if name not in names:
-            problems.append(f"unknown setting '{label}' ignored")
+        if name not in defaults:
+            problems.append(f"unknown setting '{label}'{ignored}")
+            continue
+        if value is None:  # null is "the default", also where None is a value of its own
+            setattr(result, name, defaults[name])
             continue
         if not _type_ok(value, hints[name]):
-            problems.append(f"setting '{label}' has the wrong type ({value!r}); default kept")
+            problems.append(f"setting '{label}' has the wrong type ({value!r}){kept}")
             continue
         if isinstance(value, int) and float in getattr(hints[name], "__args__", (hints[name],)):
             value = float(value)
         check = _CHECKS.get(name)
         if check and not check[0](value):
-            problems.append(f"setting '{label}' = {value!r} should be {check[1]}; default kept")
+            problems.append(f"setting '{label}' = {value!r} should be {check[1]}{kept}")
             continue
         setattr(result, name, value)
     return result, problems

@@ -87,7 +87,8 @@ def parse_infill_params(raw: Any) -> InfillParams:
         raise JsonRpcInvalidParams("textDocument.version must be an integer")
     if "range" not in data:
         raise JsonRpcInvalidParams("dlm/infill needs a range")
-    options, problems = from_json(InfillOptions, data.get("options"), where="options")
+    options, problems = from_json(InfillOptions, data.get("options"), where="options",
+                                  strict=True)
     if problems:
         raise JsonRpcInvalidParams("; ".join(problems))
     token = data.get("workDoneToken")

@@ -72,6 +72,34 @@ def test_unknown_key_is_reported_and_ignored() -> None:
     assert problems == ["unknown setting 'maxSpanToken' ignored"]
 
 
+def test_null_is_the_default_even_where_the_default_is_not_null() -> None:
+    changed = dataclasses.replace(ServerConfig(), early_stop=False, strategy="margin",
+                                  steps=4, model="/models/x")
+    cfg, problems = from_json(ServerConfig, {"earlyStop": None, "strategy": None,
+                                             "steps": None, "model": None}, changed)
+    assert problems == []
+    assert (cfg.early_stop, cfg.strategy, cfg.steps, cfg.model) == (True, "confidence", None,
+                                                                     "default")
+
+
+def test_null_in_request_options_leaves_the_choice_to_the_server() -> None:
+    opts, problems = from_json(InfillOptions, {"earlyStop": None, "strategy": None})
+    assert problems == [] and opts == InfillOptions()
+
+
+def test_a_bad_change_keeps_the_current_value_and_says_so() -> None:
+    current = dataclasses.replace(ServerConfig(), candidates=3)
+    cfg, problems = from_json(ServerConfig, {"candidates": 17}, current)
+    assert cfg.candidates == 3
+    assert problems == ["setting 'candidates' = 17 should be an integer from 1 to 16; value kept"]
+
+
+def test_strict_problems_do_not_claim_the_value_was_ignored() -> None:
+    _, problems = from_json(InfillOptions, {"bogus": 1, "steps": 0}, where="options", strict=True)
+    assert problems == ["unknown setting 'options.bogus'",
+                        "setting 'options.steps' = 0 should be an integer from 1 to 4096"]
+
+
 @pytest.mark.parametrize("data", [[1, 2], "steps", 3])
 def test_data_that_is_not_an_object_is_reported_and_defaults_kept(data: object) -> None:
     cfg, problems = from_json(ServerConfig, data)
@@ -121,11 +149,6 @@ def test_null_is_accepted_for_an_optional_field() -> None:
     base = dataclasses.replace(ServerConfig(), steps=12)
     cfg, problems = from_json(ServerConfig, {"steps": None}, base)
     assert problems == [] and cfg.steps is None
-
-
-def test_null_is_refused_for_a_required_field() -> None:
-    cfg, problems = from_json(ServerConfig, {"seed": None})
-    assert cfg.seed == 0 and len(problems) == 1
 
 
 def test_infill_options_default_to_none_meaning_use_the_server_setting() -> None:
