@@ -309,7 +309,8 @@ class Engine:
             run.deadline = began + target / 1000
             run.step_ms = step_ms
         out = run.denoise(layout, sampler, seed, with_drafts=True)
-        candidates = run.candidates(out, DIFFUSION)
+        candidates = run.candidates(out, LEFT_TO_RIGHT if strategy == "left-to-right"
+                                    else DIFFUSION)
         repair = repair_config(cfg, opt)
         if run.checked and not any(c.valid for c in candidates):
             candidates = run.repair(candidates, repair, sampler, seed)

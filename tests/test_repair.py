@@ -191,6 +191,16 @@ def test_a_valid_first_fill_needs_no_repair(
     assert [kind for kind, _ in runs] == [DIFFUSION]
 
 
+def test_a_fill_asked_left_to_right_reports_that_path(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request(strategy="left-to-right")
+    planted = Planted(engine, request)
+    planted.fixed = True
+    _spy_paths(monkeypatch, planted, fix_on="never")
+    result = engine.infill(request)
+    assert (result.candidates[0].text, result.path) == (FIXED, LEFT_TO_RIGHT)
+
+
 def test_the_result_and_its_forward_passes_count_every_path(
         engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     request = _request()
