@@ -7,6 +7,7 @@ import logging
 import sys
 
 from dlm_lsp import __version__
+from dlm_lsp.config import STRATEGIES
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -58,12 +59,10 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
     """How a benchmark's fills are made: the model, where, and the engine's settings."""
-    from dlm_lsp.config import STRATEGIES
-
     parser.add_argument("--model", default="default")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
-    parser.add_argument("--steps", type=int, help="default: the server's per-kind budget")
+    parser.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--length", choices=("oracle", "policy"), default="oracle",
                         help="oracle: the canonical middle's token count; policy: the server's "
@@ -227,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
                       "default: from the file's extension")
     fill.add_argument("--model", default="default")
     fill.add_argument("--device", default="auto")
-    fill.add_argument("--steps", type=int)
-    fill.add_argument("--strategy")
+    fill.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
+    fill.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
     fill.add_argument("--seed", type=int, default=0)
     fill.add_argument("--marker", default="<FILL>")
     fill.add_argument("--write", action="store_true", help="write the filled file back")

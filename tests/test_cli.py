@@ -77,6 +77,15 @@ def test_fill_from_standard_input_refuses_what_it_cannot_do(model_dir, args, say
     assert out.returncode == 2 and says in out.stderr and out.stdout == ""
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (["--strategy", "fastest"], "invalid choice: 'fastest'"),
+    (["--steps", "0"], "0 is not a positive number"),
+])
+def test_fill_refuses_a_bad_option_with_a_usage_error(args, says):
+    out = run_cli("fill", str(FIXTURE), *args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
+
+
 def test_version_names_the_package_version():
     from dlm_lsp import __version__
 
