@@ -1,7 +1,8 @@
 --- Inline suggestions (ghost text) from `textDocument/inlineCompletion`.
 ---
 --- Neovim 0.12 has `vim.lsp.inline_completion`; there we only enable it and map
---- the accept key.  On 0.11 this module does the same job with extmarks:
+--- the accept key (which keeps Neovim from inserting a suggestion it still shows
+--- after the cursor moved on: see `native_item`).  On 0.11 this module does the same job with extmarks:
 --- after typing pauses (`inline.debounce_ms`) it asks the server for a fill at
 --- the cursor, cancelling the request still in flight (the server would drop
 --- it at its next step anyway), and shows the answer as virtual text if the
@@ -19,8 +20,8 @@ local ns = api.nvim_create_namespace('dlm.ghost')
 
 ---@type table<integer, dlm.GhostState>
 local buffers = {}
--- Buffers where Neovim's native inline completion was enabled for us.
----@type table<integer, true>
+-- Buffers where Neovim's native inline completion was enabled for us: the client's id.
+---@type table<integer, integer>
 local native_buffers = {}
 
 --- Suggestions paused by the user (`:DlmToggle`): nothing is asked while typing and
@@ -79,6 +80,16 @@ end
 
 --- Whether a suggestion is being asked for in `buf` (sent, not answered yet).
 function M.pending(buf)
+  local client = native_buffers[buf] and vim.lsp.get_client_by_id(native_buffers[buf])
+  if client then -- Neovim's own requests
+    for _, request in pairs(client.requests) do
+      if request.bufnr == buf and request.type == 'pending'
+        and request.method == 'textDocument/inlineCompletion' then
+        return true
+      end
+    end
+    return false
+  end
   return buffers[buf] ~= nil and buffers[buf].request ~= nil
 end
 
@@ -330,7 +341,17 @@ function M.attach(client, buf, opts)
   if mode == 'native' then
     local ok = pcall(vim.lsp.inline_completion.enable, not M.paused, { bufnr = buf })
     if ok then
-      native_buffers[buf] = true
+      native_buffers[buf] = client.id
+      api.nvim_create_autocmd('LspRequest', { -- a statusline showing `pending` follows them
+        group = api.nvim_create_augroup(('dlm.ghost.native.%d'):format(buf), { clear = true }),
+        buffer = buf,
+        callback = function(args)
+          if args.data.client_id == client.id
+            and args.data.request.method == 'textDocument/inlineCompletion' then
+            redraw_status()
+          end
+        end,
+      })
       return mode
     end
     mode = 'extmark' -- an API we do not know: fall back rather than lose suggestions
@@ -424,13 +445,41 @@ local function act_or_feed(key, action)
   return key
 end
 
+--- Native accept's `on_accept`: Neovim inserts an item over the range it was asked
+--- for, so what was typed since (the suggestion's beginning, shown typed through)
+--- would come twice; the item's range is stretched to the cursor over it.  An item
+--- for another place (the cursor left its line, or typed against it) is not
+--- inserted: the key is typed instead.
+local function native_item(buf, key)
+  return function(item)
+    if not item.range or type(item.insert_text) ~= 'string' then
+      return item
+    end
+    local srow, scol, erow, ecol = item.range:to_extmark()
+    local row, col = unpack(api.nvim_win_get_cursor(0))
+    row = row - 1
+    if row == erow and col == ecol then
+      return item -- nothing typed since it was asked for
+    end
+    local line = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ''
+    local typed = line:sub(scol + 1, col) -- what the item's range and the typing since hold
+    if row == srow and row == erow and col > ecol and vim.startswith(item.insert_text, typed) then
+      item.range = vim.range.extmark(buf, srow, scol, row, col)
+      return item
+    end
+    api.nvim_feedkeys(vim.keycode(key), 'n', false)
+    return nil
+  end
+end
+
 --- The accept mapping's body: insert the suggestion, or type the key as usual.
 ---@param key string the mapped key, e.g. '<Tab>'
 ---@param mode 'native' | 'extmark' | 'off'
 function M.accept_or_feed(key, mode)
   local buf = api.nvim_get_current_buf()
   if mode == 'native' then
-    local ok, accepted = pcall(vim.lsp.inline_completion.get, { bufnr = buf })
+    local ok, accepted = pcall(vim.lsp.inline_completion.get,
+      { bufnr = buf, on_accept = native_item(buf, key) })
     if ok and accepted then
       return ''
     end
