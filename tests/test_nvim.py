@@ -673,6 +673,29 @@ def test_native_tab_types_a_tab_where_the_suggestion_shown_is_not_for_the_cursor
 
 
 @native_only
+def test_native_next_and_previous_keys_cycle_through_the_server_s_suggestions(
+        tmp_path, model_dir):
+    """Neovim numbers the suggestion shown among the server's, e.g. ` (2/3)`."""
+    nvim = _native_session(tmp_path, model_dir, "dlm.configure({ candidates = 3 })\n")
+    index = f"({NATIVE_SHOWN} or ''):match(' %((%d+)/%d+%)$')"
+    try:
+        nvim.send("9Go#<BS>")  # an empty new line in the loop of main()
+        nvim.wait_for(f"{NATIVE_SHOWN} ~= nil")
+        nvim.send("<M-]>")
+        nvim.wait_for(f"{index} ~= nil")
+        total = int(nvim.value(f"({NATIVE_SHOWN}):match('/(%d+)%)$')"))
+        seen = [int(nvim.value(index))]
+        for key in ["<M-[>", "<M-[>"]:
+            nvim.send(key)
+            nvim.wait_for(f"{index} ~= {lua_string(str(seen[-1]))}")
+            seen.append(int(nvim.value(index)))
+    finally:
+        nvim.close()
+    assert 2 <= total <= 3
+    assert seen == [2, 1, total]  # forward, back, and back again wraps to the last
+
+
+@native_only
 def test_native_dlm_toggle_disables_neovims_inline_completion_and_resumes_it(
         tmp_path, model_dir):
     fills = ("require('dlm').client(0):request_sync('dlm/status', vim.empty_dict(), 5000, 0)"

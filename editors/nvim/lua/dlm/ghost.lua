@@ -488,11 +488,29 @@ function M.accept_or_feed(key, mode)
   return act_or_feed(key, M.accept)
 end
 
---- The cycling mappings' body (extmark mode): show the next or previous suggestion, or
---- type the key as usual.
+--- Whether Neovim's own inline completion shows a suggestion in `buf` (its extmark:
+--- 0.12 has no function that says so without accepting it).
+local function native_shown(buf)
+  local native_ns = api.nvim_get_namespaces()['nvim.lsp.inline_completion']
+  return native_ns ~= nil and #api.nvim_buf_get_extmarks(buf, native_ns, 0, -1, { limit = 1 }) > 0
+end
+
+--- The cycling mappings' body: show the next or previous suggestion, or type the key as
+--- usual.
 ---@param key string
 ---@param step integer 1 or -1
-function M.cycle_or_feed(key, step)
+---@param mode 'native' | 'extmark' | 'off'
+function M.cycle_or_feed(key, step, mode)
+  if mode == 'native' then
+    local buf = api.nvim_get_current_buf()
+    if not native_shown(buf) then
+      return key
+    end
+    vim.schedule(function()
+      pcall(vim.lsp.inline_completion.select, { bufnr = buf, count = step })
+    end)
+    return ''
+  end
   return act_or_feed(key, function(buf)
     M.cycle(buf, step)
   end)

@@ -41,10 +41,10 @@ M.defaults = {
     accept_word = '<M-Right>',
     accept_line = '<M-C-Right>',
     -- keys that show the next / previous suggestion when the server gives several (server
-    -- setting candidates > 1), as copilot.vim's; extmark mode only; false: none
+    -- setting candidates > 1), as copilot.vim's (native mode: Neovim's own select); false: none
     next = '<M-]>',
     prev = '<M-[>',
-    dismiss = '<C-]>', -- insert-mode key that hides it; false: none
+    dismiss = '<C-]>', -- insert-mode key that hides it (extmark mode only); false: none
     hl_group = 'Comment',
   },
   -- Show dlm/draft notifications (server setting drafts = true) as virtual text while denoising.
@@ -438,9 +438,9 @@ local function create_mappings()
     end
   end
   for step, key in pairs({ [1] = inline.next, [-1] = inline.prev }) do
-    if key and mode == 'extmark' then
+    if key then
       vim.keymap.set('i', key, function()
-        return ghost.cycle_or_feed(key, step)
+        return ghost.cycle_or_feed(key, step, mode)
       end, { expr = true, silent = true, desc = 'dlm-lsp: show another suggestion' })
     end
   end
