@@ -3,8 +3,13 @@
 A job records the document version it was computed against and a stop flag
 that the denoising loop polls between steps.  The flag is raised when the
 client cancels, when a newer request arrives for the same document, when the
-document changes or closes, or when the job runs out of time; the reason is
-kept so the client is told which of these happened.
+document changes, closes or is opened again, or when the job runs out of time;
+the reason is kept so the client is told which of these happened.
+
+Only suggestions (inline completion, completion, `dlm/infill`) are superseded:
+the editor asks for one on its own at every pause, so the newest is the one
+the user waits for.  A command the user ran (fill holes, rewrite) is not, or
+the ghost text asked for meanwhile would throw its work away.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class Job:
 
     uri: str
     version: int | None
+    supersedable: bool = True  # a suggestion; False: a command, stopped only on purpose
     _stop: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
 
@@ -50,12 +56,13 @@ class Jobs:
         self._by_uri: dict[str, set[Job]] = {}
         self._lock = threading.Lock()
 
-    def start(self, uri: str, version: int | None) -> Job:
-        """Register a new job, stopping the older ones for the same document."""
-        job = Job(uri, version)
+    def start(self, uri: str, version: int | None, supersedable: bool = True) -> Job:
+        """Register a new job, stopping the older suggestions for the same document."""
+        job = Job(uri, version, supersedable)
         with self._lock:
             for old in self._by_uri.get(unquote(uri), ()):
-                old.stop(SUPERSEDED)
+                if old.supersedable:
+                    old.stop(SUPERSEDED)
             self._by_uri.setdefault(unquote(uri), set()).add(job)
         return job
 

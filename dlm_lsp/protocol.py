@@ -19,6 +19,7 @@ lsprotocol's converter, so a malformed request gets a precise -32602 error.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from typing import Any
 from lsprotocol import converters, types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol.language_server import _prepare_command_arguments
 
 from dlm_lsp.admission import NOT_INITIALIZED, Gate, take_token
 from dlm_lsp.config import InfillOptions, from_json
@@ -315,6 +317,21 @@ class DlmProtocol(LanguageServerProtocol):
         for future in futures:
             future.cancel()
         return [f for f in futures if isinstance(f, asyncio.Future) and not f.done()]
+
+    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
+    async def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams) -> Any:
+        """Run a command in the request's own task.  pygls runs it in a task of its own,
+        which `$/cancelRequest` does not reach: a cancelled hole filling went on and its
+        edit was applied after the client was told it was cancelled."""
+        handler = self.fm.commands.get(params.command)
+        if handler is None:
+            raise JsonRpcInvalidParams(f"no command {params.command!r}")
+        try:
+            args, kwargs = _prepare_command_arguments(handler, params, self._converter)
+        except Exception as exc:  # noqa: BLE001 -- cattrs' many error classes, as pygls
+            raise JsonRpcInvalidParams(f"arguments of {params.command}: {exc}") from exc
+        result = handler(*args, **kwargs)
+        return await result if inspect.isawaitable(result) else result
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(

@@ -233,14 +233,14 @@ class DlmServer(LanguageServer):
                 "range": self.protocol._converter.unstructure(rng),
                 "text": draft, "step": step, "steps": steps})
 
-    def start_job(self, uri: str, version: int | None) -> Job:
+    def start_job(self, uri: str, version: int | None, supersedable: bool = True) -> Job:
         """Register a fill, unless `maxQueuedRequests` fills are running or waiting already."""
         limit = self.config.max_queued_requests
         if self.jobs.in_flight() >= limit:
             raise JsonRpcException(
                 f"server busy: {limit} fills are running or waiting (setting "
                 "maxQueuedRequests); try again when some have finished", code=SERVER_BUSY)
-        return self.jobs.start(uri, version)
+        return self.jobs.start(uri, version, supersedable)
 
     def check_fresh(self, job: Job) -> None:
         """Refuse a result computed for a document version that is no longer current."""
@@ -250,11 +250,13 @@ class DlmServer(LanguageServer):
         if doc.version != job.version:
             raise JsonRpcContentModified(
                 f"fill dropped: the document changed (version {job.version} -> {doc.version})")
+        if job.reason in (DOCUMENT_CHANGED, DOCUMENT_CLOSED):  # e.g. opened anew, same version
+            raise JsonRpcContentModified(f"fill dropped: {job.reason}")
 
     async def fill_range(self, uri: str, rng: types.Range, options: InfillOptions,
                          version: int | None = None, token: Any = None,
                          accepted: types.SelectedCompletionInfo | None = None,
-                         ) -> tuple[Job, InfillResult]:
+                         command: bool = False) -> tuple[Job, InfillResult]:
         """Fill one range of an open document, returning only a result that is still fresh.
 
         `accepted` is a completion item the editor shows selected while it asks for ghost
@@ -273,7 +275,7 @@ class DlmServer(LanguageServer):
             text = text[:low] + accepted.text + text[high:]
             start = end = low + len(accepted.text)
             draft_range = None  # the drafts' place is not in the editor's text yet
-        job = self.start_job(uri, doc.version)
+        job = self.start_job(uri, doc.version, supersedable=not command)
         try:
             result = await self.fill(job, text, start, end, language_id=doc.language_id,
                                      options=options, token=token, draft_range=draft_range)
@@ -386,7 +388,10 @@ def did_change(ls: DlmServer, params: types.DidChangeTextDocumentParams) -> None
 
 @feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
-    """Keep at most `maxOpenDocuments` documents: past that, drop the new one and say so."""
+    """Keep at most `maxOpenDocuments` documents: past that, drop the new one and say so.
+    A document opened again (its text may be new whatever its version says) makes the
+    fills in flight for it stale, as an edit does."""
+    ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CHANGED)
     limit = ls.config.max_open_documents
     if len(ls.workspace.text_documents) > limit:
         uri = params.text_document.uri
@@ -499,7 +504,7 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
     if not holes:
         return {"applied": False, "holes": 0, "version": doc.version,
                 "message": f"no {ls.config.hole_marker} holes in {uri}"}
-    job = ls.start_job(uri, doc.version)
+    job = ls.start_job(uri, doc.version, supersedable=False)
     # server-initiated progress, hole by hole, that the user can cancel (the command's
     # params carry no workDoneToken that pygls would hand to this handler)
     token = await ls.progress_token("holes")
@@ -542,7 +547,7 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
         raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
     # server-initiated progress, step by step, that the user can cancel
     job, result = await ls.fill_range(uri, rng, InfillOptions(),
-                                      token=await ls.progress_token("rewrite"))
+                                      token=await ls.progress_token("rewrite"), command=True)
     fill = result.candidates[0].text
     applied = await ls.apply_edits(job, [types.TextEdit(rng, fill)], "dlm-lsp: rewrite selection")
     return {"applied": applied, "version": job.version, "text": fill,

@@ -32,6 +32,16 @@ def test_starting_a_job_supersedes_older_jobs_for_the_same_document() -> None:
     assert not third.stopped()
 
 
+def test_a_command_is_not_superseded_but_still_stops_on_an_edit() -> None:
+    jobs = Jobs()
+    command = jobs.start(A, 1, supersedable=False)
+    suggestion = jobs.start(A, 1)
+    jobs.start(A, 1)
+    assert not command.stopped() and suggestion.reason == SUPERSEDED
+    jobs.stop_document(A, DOCUMENT_CHANGED)
+    assert command.reason == DOCUMENT_CHANGED
+
+
 def test_starting_a_job_leaves_other_documents_jobs_running() -> None:
     jobs = Jobs()
     other = jobs.start(B, 1)

@@ -320,6 +320,46 @@ async def test_cancelling_the_holes_progress_stops_the_fill_and_applies_nothing(
     assert len(holes_progress(client)) < 40 + 2  # it stopped before the last hole
 
 
+async def test_cancel_request_of_a_command_stops_it_and_applies_nothing(client):
+    """`$/cancelRequest` for `workspace/executeCommand` reaches the command itself (pygls
+    ran commands in a task of their own: the fill went on and its edit was applied)."""
+    applied = accept_applied_edits(client)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"stepsMultiLine": 48}}))
+    open_doc(client, "".join(f"v{i} = <FILL>\n" for i in range(40)))
+    future = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
+                                          types.ExecuteCommandParams("dlm.fillHoles", [URI]),
+                                          msg_id="holes-1")
+    await wait_for(lambda: any(len(r) > 1 for r in server_progress(client, "holes").values()))
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="holes-1"))
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wrap_future(future)
+    assert err.value.code == -32800
+    await wait_for(lambda: isinstance(holes_progress(client)[-1], types.WorkDoneProgressEnd))
+    assert holes_progress(client)[-1].message == "cancelled by the client"
+    status = await client.protocol.send_request_async("dlm/status", {})
+    assert status.jobsInFlight == 0
+    await asyncio.sleep(0.5)  # an edit sent after the answer would have come by now
+    assert applied == []
+
+
+async def test_ghost_text_asked_for_meanwhile_does_not_stop_a_command(client):
+    """An editor asks for ghost text on its own; the holes the user asked to fill go on."""
+    accept_applied_edits(client)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"stepsMultiLine": 48}}))
+    open_doc(client, "".join(f"v{i} = <FILL>\n" for i in range(8)) + "\n")
+    future = asyncio.ensure_future(client.workspace_execute_command_async(
+        types.ExecuteCommandParams("dlm.fillHoles", [URI])))
+    await wait_for(lambda: any(len(r) > 1 for r in server_progress(client, "holes").values()))
+    await client.text_document_inline_completion_async(types.InlineCompletionParams(
+        types.InlineCompletionContext(types.InlineCompletionTriggerKind.Automatic),
+        types.TextDocumentIdentifier(URI), types.Position(8, 0)))
+    assert not future.done()  # the ghost text came while the holes were being filled
+    result = await future
+    assert result["applied"] is True and result["holes"] == 8
+
+
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
 async def mute_client(lsp_client: LanguageClient, model_dir):
     """A client that declares work-done progress but never answers the server's
@@ -430,6 +470,18 @@ async def test_document_edited_during_infill_gets_no_stale_edit(client):
     assert err.value.code == -32801  # ContentModified: nothing to apply
     result = await infill(client, rng(5, 4, 5, 4), options={"length": 4})
     assert result.version == 2
+
+
+async def test_a_document_opened_again_during_infill_gets_no_stale_edit(client):
+    """A client may send didOpen again (a reloaded file) with the same version: the text
+    is new all the same."""
+    open_doc(client)
+    future = slow_infill(client, "reopened", "req-reopened")
+    await wait_for(lambda: len(reports(client, "reopened")) >= 1)
+    open_doc(client, "import sys\nsys.exit(0)\n")
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wrap_future(future)
+    assert err.value.code == -32801
 
 
 async def test_request_for_an_old_version_is_refused(client):
