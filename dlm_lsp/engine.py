@@ -21,6 +21,7 @@ from dlm_lsp.costs import StepCost, calibrate, steps_within
 from dlm_lsp.models import DiffusionModel, load_model
 from dlm_lsp.passes import (
     CANDIDATE_TEMPERATURE,
+    MASK_PLACEHOLDER,
     InfillRun,
     caches_context,
     document_for,
@@ -35,9 +36,8 @@ from dlm_lsp.serving import BatchConfig, StepBatcher
 from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
 from dlm_lsp.validation import ParsedDocument, language_for
 
-MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
-
-__all__ = ["Cancelled", "Candidate", "Engine", "InfillRequest", "InfillResult", "OutOfMemory"]
+__all__ = ["Cancelled", "Candidate", "Engine", "InfillRequest", "InfillResult",
+           "MASK_PLACEHOLDER", "OutOfMemory"]
 
 
 class OutOfMemory(RuntimeError):
@@ -152,12 +152,15 @@ class Engine:
                 self._batcher.close()
                 self._batcher = None
 
-    def batcher(self) -> StepBatcher | None:
-        """The model's batching worker (None when `batch_rows` is 0: each request alone)."""
-        model = self.model
+    def batcher(self, model: DiffusionModel | None = None) -> StepBatcher | None:
+        """The model's batching worker (None when `batch_rows` is 0: each request alone).
+        A fill of `model` after the settings replaced it gets None too: it ends alone on
+        the model it began with, not in a batch of the new one."""
+        current = self.model if model is None else model
         with self._lock:
-            if self.config.batch_rows == 0:
+            if self.config.batch_rows == 0 or current is not self._model:
                 return None
+            model = current
             if self._batcher is None or self._batcher.model is not model:
                 if self._batcher is not None:
                     self._batcher.close()
@@ -300,11 +303,12 @@ class Engine:
         if plan.kind == REWRITE and strength is not None:
             old = req.text[req.start:req.end]
             old = old[:len(old) - len(tail)] if tail else old  # the suffix shows the break
-            layout = self._refine_layout(layout, old, strength,
+            layout = self._refine_layout(model, layout, old, strength,
                                          setting(opt, cfg, "refine_order"), seed)
             extra_passes = int(layout.init_ids is not None and strength > 0
                                and setting(opt, cfg, "refine_order") == "confidence")
-        run = InfillRun(self, req, plan, layout, tail, self._document(req), language, local)
+        run = InfillRun(self, model, req, plan, layout, tail, self._document(req), language,
+                        local)
         if step_ms is not None:
             run.deadline = began + target / 1000
             run.step_ms = step_ms
@@ -379,53 +383,16 @@ class Engine:
         """The request's document parsed for validation, or why its fills go unchecked."""
         return document_for(req, self.config_for(req))
 
-    def _refine_layout(self, layout: SpanLayout, old: str, strength: float, by: str,
-                       seed: int) -> SpanLayout:
+    @staticmethod
+    def _refine_layout(model: DiffusionModel, layout: SpanLayout, old: str, strength: float,
+                       by: str, seed: int) -> SpanLayout:
         """Start a rewrite from the old code, with `strength` of its tokens masked."""
-        tok = self.model.tokenizer
+        tok = model.tokenizer
         ids = tok.encode(layout.head + old)
         if len(ids) > layout.n_masked:
             return layout  # the old code does not fit its span: regenerate it whole
         head = len(tok.encode(layout.head)) if layout.head else 0
         start = replace(layout, head_tokens=head, init_ids=tuple(
-            ids + [self.model.pad_id] * (layout.n_masked - len(ids))))
-        return replace(start, init_ids=tuple(
-            refine_start(self.model, start, strength, by, seed)))
+            ids + [model.pad_id] * (layout.n_masked - len(ids))))
+        return replace(start, init_ids=tuple(refine_start(model, start, strength, by, seed)))
 
-    def _content_length(self, ids: list[int]) -> int:
-        """Span positions before the first pad."""
-        pad = self.model.pad_id
-        return ids.index(pad) if pad in ids else len(ids)
-
-    def _used(self, ids: list[int], head_tokens: int) -> int:
-        """Span positions the fill really used: up to the first pad, beyond the head."""
-        return max(0, self._content_length(ids) - head_tokens)
-
-    def _fill_text(self, ids: list[int], head: str, single_line: bool, tail: str = "") -> str:
-        """Decode a span up to its first pad, drop the head, keep one line if asked.
-
-        A non-empty fill gets back the line break borrowed by the suffix (`tail`).
-        """
-        pad = self.model.pad_id
-        ids = ids[:ids.index(pad)] if pad in ids else ids
-        text = self.model.tokenizer.decode(ids)
-        if not text.startswith(head):
-            return ""  # cannot happen by construction; never duplicate the prefix's edge
-        text = text[len(head):]
-        if single_line:
-            text = text.split("\n", 1)[0]
-        if tail and text.strip() and not text.endswith(tail):
-            text += tail
-        return text
-
-    def _draft(self, ids: list[int], head: str) -> str:
-        """The span as it stands: committed tokens as text, masked ones as placeholders."""
-        model = self.model
-        texts = model.tokenizer.token_texts
-        pieces = []
-        for i in ids:
-            if i == model.pad_id:
-                break
-            pieces.append(MASK_PLACEHOLDER if i == model.mask_id else texts[i])
-        draft = "".join(pieces)
-        return draft[len(head):] if draft.startswith(head) else draft

@@ -114,13 +114,19 @@ def repair_config(cfg: ServerConfig, opt: InfillOptions) -> RepairConfig:
     return RepairConfig(**{k: v for k, v in chosen.items() if v is not None})
 
 
+MASK_PLACEHOLDER = "\u2591"  # how a still-masked token shows in a draft
+
+
 class InfillRun:
     """One infill's denoising passes: the first, repairs, the fallback; all share a layout."""
 
-    def __init__(self, engine: Engine, req: InfillRequest, plan: SpanPlan, layout: SpanLayout,
-                 tail: str, document: ParsedDocument | str, language: str | None,
-                 local: tuple[str, int] | None):
+    def __init__(self, engine: Engine, model: DiffusionModel, req: InfillRequest,
+                 plan: SpanPlan, layout: SpanLayout, tail: str, document: ParsedDocument | str,
+                 language: str | None, local: tuple[str, int] | None):
         self.engine, self.req, self.plan, self.layout, self.tail = engine, req, plan, layout, tail
+        # the model the fill began with, to its end: new settings may replace the engine's
+        # meanwhile, and its ids mean nothing to another tokenizer
+        self.model = model
         self.document = document if isinstance(document, ParsedDocument) else None
         self.unchecked = document if isinstance(document, str) else ""
         # multi-line fills are reindented and truncated against the lines around the span
@@ -139,10 +145,36 @@ class InfillRun:
             return True
         return time.perf_counter() + steps * self.step_ms / 1000 <= self.deadline
 
+    def content_length(self, ids: list[int]) -> int:
+        """Span positions before the first pad."""
+        pad = self.model.pad_id
+        return ids.index(pad) if pad in ids else len(ids)
+
+    def used(self, ids: list[int]) -> int:
+        """Span positions the fill really used: up to the first pad, beyond the head."""
+        return max(0, self.content_length(ids) - self.layout.head_tokens)
+
     def raw_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
-        """The fill as the model wrote it (the head dropped, cut to one line if asked)."""
-        layout = layout or self.layout
-        return self.engine._fill_text(ids, layout.head, self.plan.single_line)
+        """The fill as the model wrote it: decoded up to its first pad, the head dropped
+        (the prefix's edge, written again), cut to one line if asked."""
+        head = (layout or self.layout).head
+        text = self.model.tokenizer.decode(ids[:self.content_length(ids)])
+        if not text.startswith(head):
+            return ""  # cannot happen by construction; never duplicate the prefix's edge
+        text = text[len(head):]
+        return text.split("\n", 1)[0] if self.plan.single_line else text
+
+    def draft(self, ids: list[int], head: str) -> str:
+        """The span as it stands: committed tokens as text, masked ones as placeholders."""
+        model = self.model
+        texts = model.tokenizer.token_texts
+        pieces = []
+        for i in ids:
+            if i == model.pad_id:
+                break
+            pieces.append(MASK_PLACEHOLDER if i == model.mask_id else texts[i])
+        draft = "".join(pieces)
+        return draft[len(head):] if draft.startswith(head) else draft
 
     def fill_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
         """The fill as it will be offered: on the document's indentation, cut to whole
@@ -162,21 +194,21 @@ class InfillRun:
         on_step = None
         if with_drafts and req.on_draft is not None:
             def on_step(step: int, steps: int, span: torch.Tensor) -> None:
-                req.on_draft(step, steps, engine._draft(span[0].tolist(), layout.head))
+                req.on_draft(step, steps, self.draft(span[0].tolist(), layout.head))
 
         def syntax_ok(ids: list[int]) -> bool:  # the early stop's independent check
             verdict = self.validate(self.fill_text(ids, layout))
             return verdict is None or verdict.valid
 
-        batcher = engine.batcher()
-        cache = context_cache(engine.model, engine.config_for(req), layout)
+        batcher = engine.batcher(self.model)
+        cache = context_cache(self.model, engine.config_for(req), layout)
         if batcher is None or cache is not None:
             # alone: without batching, or with a context cache (its store is this request's)
             with engine._alone:
-                out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop,
+                out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
                               syntax_ok, forward=cache)
         else:
-            out = denoise(engine.model, layout, sampler, seed, on_step, req.should_stop,
+            out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
                           syntax_ok, batcher.run)
         self.passes += out.steps
         return out
@@ -188,7 +220,7 @@ class InfillRun:
             text = self.fill_text(ids)
             verdict = self.validate(text)
             found.append(Candidate(text, verdict.valid if verdict else None, score,
-                                   self.engine._used(ids, self.layout.head_tokens), path,
+                                   self.used(ids), path,
                                    ids, verdict))
         return found
 
@@ -211,9 +243,9 @@ class InfillRun:
 
     def _repair_once(self, candidate: Candidate, cfg: RepairConfig, sampler: SamplerConfig,
                      seed: int) -> Candidate | None:
-        model, layout = self.engine.model, self.layout
+        model, layout = self.model, self.layout
         ids = list(candidate.ids)
-        offsets = token_offsets(model.tokenizer, ids[:self.engine._content_length(ids)])
+        offsets = token_offsets(model.tokenizer, ids[:self.content_length(ids)])
         used = len(offsets) - 1
         head = len(layout.head)
         protected = next((i for i, at in enumerate(offsets) if at >= head), used) if head else 0

@@ -340,3 +340,27 @@ def test_refining_whole_lines_keeps_one_line_break_before_the_next_line(
     tok = engine.model.tokenizer
     assert tok.decode(list(layout.init_ids)).count("\n") == 1  # only the head's break
     assert fill == "    y = x + 1\n"  # strength 0 keeps the old code exactly
+
+
+def test_a_fill_ends_on_the_model_it_began_with_when_the_settings_replace_it(
+        model_dir: Path, tmp_path: Path) -> None:
+    """New settings may name another model while a fill runs (the editor's
+    didChangeConfiguration): the fill's tokens belong to the model it began with, so it
+    ends on that model, never decoded or denoised by the new one."""
+    from tiny_model import small_tokenizer, write_random_model
+
+    # another vocabulary: the fill's ids would decode to other text
+    other = write_random_model(tmp_path / "other", d_model=96, seed=1,
+                               tokenizer=small_tokenizer(vocab_size=512))
+    config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False)
+    options = {"length": 12, "steps": 12, "early_stop": False, "stop_when_settled": False}
+    expected = Engine(config).infill(_request("x = |\n", **options)).candidates[0].text
+    engine = Engine(config)
+    request = _request("x = |\n", **options)
+
+    def switch(step: int, steps: int, draft: str) -> None:
+        if step == 3:
+            engine.reconfigure(ServerConfig(model=str(other), device="cpu", reuse_fills=False))
+    request.on_draft = switch
+    assert engine.infill(request).candidates[0].text == expected
+    assert engine.model.name == str(other)  # the next fill is the new model's
