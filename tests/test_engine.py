@@ -364,3 +364,16 @@ def test_a_fill_ends_on_the_model_it_began_with_when_the_settings_replace_it(
     request.on_draft = switch
     assert engine.infill(request).candidates[0].text == expected
     assert engine.model.name == str(other)  # the next fill is the new model's
+
+
+@pytest.mark.parametrize("ending", ["\r\n", "\r"])
+def test_a_file_with_other_line_endings_is_filled_as_with_newlines_and_keeps_its_own(
+        engine: Engine, ending: str) -> None:
+    """The model sees the text with `\n`; the fill's line breaks are the file's."""
+    marked = "def f(x):\n    |\n    return x\n"
+    options = {"length": 24, "steps": 8}
+    plain = engine.infill(_request(marked, **options))
+    other = engine.infill(_request(marked.replace("\n", ending), **options))
+    assert plain.plan.kind == other.plan.kind == MULTI_LINE
+    assert [c.text for c in other.candidates] == [
+        c.text.replace("\n", ending) for c in plain.candidates]

@@ -484,6 +484,15 @@ async def test_a_document_opened_again_during_infill_gets_no_stale_edit(client):
     assert err.value.code == -32801
 
 
+async def test_a_crlf_document_gets_crlf_line_breaks_back(client):
+    open_doc(client, SOURCE.replace("\n", "\r\n"))
+    result = await infill(client, rng(2, 0, 2, 0),
+                          options={"length": 48, "kind": "multi-line", "candidates": 3})
+    texts = [c.text for c in result.candidates]
+    assert any("\r\n" in text for text in texts)  # the random model writes a few breaks
+    assert not any("\n" in text.replace("\r\n", "") for text in texts)  # all of them \r\n
+
+
 async def test_request_for_an_old_version_is_refused(client):
     open_doc(client, version=5)
     with pytest.raises(JsonRpcException) as err:

@@ -1,0 +1,56 @@
+"""Line endings: the model sees `\n` only; a fill goes back with the document's own.
+
+Models are trained on text whose lines end in `\n` (ours on the standard library,
+the published ones on code from the web, almost all of it so).  A Windows file's
+`\r\n` is a token sequence the model rarely saw: measured on the shipped model,
+fills at three blank lines of a `\r\n` Python file (three candidates each) were
+valid 0 of 9 times against 4 of 9 for the same file with `\n` (2026-11-30).  Its
+fills also came back with bare `\n`, which would
+leave the user's file with mixed endings.  So the engine fills the text with `\n`
+and writes the fill's line breaks back as the document's (old Mac `\r` files too,
+which the length policy would otherwise read as one long line).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True)
+class Normalized:
+    """A document with `\n` line breaks, the span's offsets in it, and the ending its
+    fills are written back with."""
+
+    text: str
+    start: int
+    end: int
+    ending: str
+
+    def restore(self, fill: str) -> str:
+        """A fill (or a draft) with the document's line ending."""
+        return fill if self.ending == "\n" else fill.replace("\n", self.ending)
+
+
+def ending_near(text: str, start: int, end: int) -> str:
+    """The line ending of the span's own line: the first break at or after `end`, else
+    the last before `start`, else `\n` (a file's endings are seldom mixed, but where
+    they are, the span's neighbourhood decides)."""
+    after = _BREAK.search(text, end)
+    if after is not None:
+        return after.group()
+    before = [m.group() for m in _BREAK.finditer(text, 0, start)]
+    return before[-1] if before else "\n"
+
+
+def normalize(text: str, start: int, end: int) -> Normalized:
+    """`text` with every line break as `\n`, and [start, end) moved with it (a `\r\n`
+    before an offset is one character shorter)."""
+    if "\r" not in text:
+        return Normalized(text, start, end, "\n")
+    ending = ending_near(text, start, end)
+    return Normalized(text.replace("\r\n", "\n").replace("\r", "\n"),
+                      start - text.count("\r\n", 0, start), end - text.count("\r\n", 0, end),
+                      ending)

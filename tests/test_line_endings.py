@@ -1,0 +1,39 @@
+"""Specification of dlm_lsp.line_endings: the model sees `\n`, fills go back as the file's."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlm_lsp.line_endings import ending_near, normalize
+
+
+def test_a_file_with_newlines_is_left_as_it_is() -> None:
+    text = "a = 1\nb = 2\n"
+    lines = normalize(text, 6, 7)
+    assert (lines.text, lines.start, lines.end, lines.ending) == (text, 6, 7, "\n")
+    assert lines.restore("x\ny") == "x\ny"
+
+
+@pytest.mark.parametrize("ending", ["\r\n", "\r"])
+def test_other_endings_become_newlines_and_the_span_moves_with_them(ending: str) -> None:
+    text = ending.join(["def f():", "    ", "x = 1", ""])
+    at = text.index("    ") + 4
+    lines = normalize(text, at, at)
+    assert lines.text == "def f():\n    \nx = 1\n" and lines.ending == ending
+    assert lines.text[:lines.start] == "def f():\n    "
+    assert lines.restore("return 1\n    ") == "return 1" + ending + "    "
+
+
+def test_a_selection_keeps_its_text() -> None:
+    text = "a = 1\r\nb = [1,\r\n  2]\r\nc = 3\r\n"
+    start, end = text.index("b"), text.index("c")
+    lines = normalize(text, start, end)
+    assert lines.text[lines.start:lines.end] == "b = [1,\n  2]\n"
+
+
+def test_in_a_file_of_mixed_endings_the_span_s_own_line_decides() -> None:
+    text = "a = 1\r\nb = 2\nc = 3\r\n"
+    assert ending_near(text, text.index("b"), text.index("b")) == "\n"
+    assert ending_near(text, text.index("c"), text.index("c")) == "\r\n"
+    assert ending_near("x = 1\r\ny", 9, 9) == "\r\n"  # the last line: the break before it
+    assert ending_near("x", 0, 1) == "\n"
