@@ -194,6 +194,7 @@ class DlmProtocol(LanguageServerProtocol):
     admitted_elsewhere: Callable[[], int] = staticmethod(lambda: 0)
     admitted = False
     refused = False  # answered once and closing: what it sent after is dropped
+    initialize_seen = False  # this connection's initialize came (one is allowed)
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
@@ -250,10 +251,37 @@ class DlmProtocol(LanguageServerProtocol):
                 and message.method != types.EXIT:
             self.refuse(message.id, types.ErrorCodes.InvalidRequest,
                          "the server is shutting down (after a shutdown request)")
+        elif self._before_initialize(message):
+            return
         else:
             if getattr(message, "method", None) == types.INITIALIZE:
                 take_token(message.params.initialization_options)
             super().handle_message(message)
+
+    def _before_initialize(self, message: Any) -> bool:
+        """Whether `message` is out of order and was answered here: a request before
+        `initialize` gets LSP's "server not initialized" (the workspace does not exist
+        yet: pygls answered with an internal error and a traceback), a notification then
+        is dropped, and a second `initialize` is refused (it would reload the settings
+        under the running session)."""
+        method = getattr(message, "method", None)
+        if method is None or method == types.EXIT:
+            return False
+        if method == types.INITIALIZE:
+            if not self.initialize_seen:
+                self.initialize_seen = True
+                return False
+            self.refuse(message.id, types.ErrorCodes.InvalidRequest,
+                        "initialize was already sent on this connection")
+            return True
+        if self.initialize_seen:
+            return False
+        if hasattr(message, "id"):
+            self.refuse(message.id, NOT_INITIALIZED,
+                        f"{method} before initialize: the server is not initialized yet")
+        else:
+            log.warning("%s before initialize: dropped", method)
+        return True
 
     def _admit(self, message: Any) -> None:
         """A connection's first message: an `initialize` that passes the gate is served
@@ -314,6 +342,7 @@ class DlmProtocol(LanguageServerProtocol):
         futures = list(self._request_futures.values())
         self._request_futures.clear()
         self._shutdown = False
+        self.initialize_seen = False
         for future in futures:
             future.cancel()
         return [f for f in futures if isinstance(f, asyncio.Future) and not f.done()]

@@ -197,3 +197,28 @@ def test_exit_after_shutdown_ends_the_process_with_code_0_even_with_stdin_open(s
     client.notify("exit", None)
     assert serving.wait(timeout=10) == 0
 
+
+
+def test_before_initialize_requests_are_refused_and_notifications_dropped(model_dir):
+    """LSP's order: a request before `initialize` is "server not initialized" (-32002),
+    not an internal error with a traceback; a notification then is dropped."""
+    server = ServerProcess()
+    try:
+        client = server.client
+        reply = client.call("dlm/status", {})
+        assert error_code(reply) == -32002 and "before initialize" in reply["error"]["message"]
+        client.open(URI, TEXT)  # dropped: the document is not kept
+        client.initialize({"model": str(model_dir)})
+        status = client.call("dlm/status", {})["result"]
+        assert status["openDocuments"] == 0
+        assert "Traceback" not in server.log()
+    finally:
+        server.close()
+
+
+def test_a_second_initialize_is_refused_and_changes_nothing(serving, model_dir):
+    client = serving.client
+    reply = client.call("initialize", {"capabilities": {}, "processId": None,
+                                       "initializationOptions": {"model": "/nonexistent"}})
+    assert error_code(reply) == -32600 and "already" in reply["error"]["message"]
+    assert client.call("dlm/status", {})["result"]["model"] == str(model_dir)
