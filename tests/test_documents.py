@@ -1,0 +1,41 @@
+"""Specification of dlm_lsp.documents: LSP lines, and finding them again after an edit."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lsprotocol import types
+from pygls.workspace import TextDocument
+
+from dlm_lsp.documents import _LINES, Lines, apply_change
+
+# texts of letters, blanks and every kind of line break, so that edits join and split them
+pieces = st.lists(st.sampled_from(["a", "é", "😀", " ", "\r", "\n", "\r\n"]), max_size=40).map(
+    "".join)
+
+
+def test_lines_start_after_each_kind_of_line_break() -> None:
+    assert Lines("a\nb\r\nc\rd", "utf-16").starts == [0, 2, 5, 7]
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces, pieces, st.data())
+def test_lines_after_an_edit_are_the_lines_of_the_new_text(text, inserted, data) -> None:
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    new = text[:start] + inserted + text[end:]
+    assert Lines(text, "utf-16").edited(start, end, new).starts == Lines(new, "utf-16").starts
+
+
+def test_a_document_s_lines_follow_its_changes() -> None:
+    """The lines kept for a document (found again around each edit) are its text's."""
+    doc = TextDocument("file:///a.py", "x = 1\r\ny = 2\r\n")
+    for (line, start, end), text in [((1, 0, 1), "why"), ((0, 5, 5), "\r"),
+                                     ((1, 0, 0), "\n"), ((2, 0, 9), "")]:
+        change = types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(line, start), types.Position(line, end)), text=text)
+        doc.apply_change(types.TextDocumentContentChangeWholeDocument(apply_change(doc, change)))
+        kept = _LINES[doc]
+        assert kept.text is doc.source  # the lines found around the edit are the text's
+        assert kept.starts == Lines(doc.source, "utf-16").starts
+    assert doc.source == "x = 1\r\n\r\n\r\n"
