@@ -126,7 +126,7 @@ class Lines:
         if index is None:
             raise JsonRpcInvalidParams(
                 f"{what} {pos.line}:{pos.character} falls inside a character "
-                f"(positions count {self.encoding} code units)")
+                f"(positions count {getattr(self.encoding, 'value', self.encoding)} code units)")
         return start + index
 
     def clamped_offset(self, pos: types.Position) -> int:

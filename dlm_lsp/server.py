@@ -102,9 +102,15 @@ class DlmServer(LanguageServer):
 
     def apply_settings(self, data: Any, base: ServerConfig | None = None) -> list[str]:
         """Overlay client settings (camelCase, optionally under "dlm") onto the config."""
-        if isinstance(data, dict) and isinstance(data.get("dlm"), dict):
-            data = data["dlm"]
+        section: list[str] = []
+        if isinstance(data, dict) and "dlm" in data:
+            if isinstance(data["dlm"], dict):
+                data = data["dlm"]
+            else:  # e.g. null: not an unknown setting, a section that is not an object
+                section = [f"settings 'dlm' should be an object, got {data['dlm']!r}; ignored"]
+                data = {key: value for key, value in data.items() if key != "dlm"}
         config, problems = from_json(ServerConfig, data, base or self.config)
+        problems = section + problems
         self.engine = switch_backend(self.engine, self.config, config, self.make_backend)
         self.config = config
         # a shared engine (TCP, several clients) may keep settings this client asked for

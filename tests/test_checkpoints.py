@@ -564,6 +564,11 @@ def test_models_check_loads_our_own_model_and_times_a_forward_pass(capsys):
     assert "dlm-tiny (detected)" in out and "forward ms (256 tokens)" in out
 
 
+def test_a_prefix_that_names_no_family_is_said_to_be_so(tmp_path):
+    with pytest.raises(ModelLoadError, match="'drem:' names no model family: dlm-tiny, dream"):
+        load_model(f"drem:{tmp_path / 'absent'}", "cpu")
+
+
 def test_our_family_may_be_named_and_is_then_checked(checkpoints):
     from dlm_lsp.models import DEFAULT_MODEL_DIR
 

@@ -39,3 +39,13 @@ def test_a_document_s_lines_follow_its_changes() -> None:
         assert kept.text is doc.source  # the lines found around the edit are the text's
         assert kept.starts == Lines(doc.source, "utf-16").starts
     assert doc.source == "x = 1\r\n\r\n\r\n"
+
+
+def test_a_position_inside_a_character_names_the_encoding_positions_count_in() -> None:
+    import pytest
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    from dlm_lsp.documents import UTF16
+
+    with pytest.raises(JsonRpcInvalidParams, match=r"\(positions count utf-16 code units\)"):
+        Lines('s = "😀"', UTF16).offset(types.Position(0, 6), "range start")

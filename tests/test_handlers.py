@@ -102,3 +102,12 @@ def test_a_valid_or_unchecked_candidate_is_offered_past_a_rejected_one():
 def test_suggest_invalid_offers_rejected_fills_too():
     answer = ghost(Filled("foo(", "foo()", valid=(False, True), suggest_invalid=True))
     assert [item.insert_text for item in answer.items] == ["foo(", "foo()"]
+
+
+@pytest.mark.parametrize("section", [None, [1], "fast"])
+def test_a_dlm_section_that_is_not_an_object_is_said_to_be_so(section):
+    """Not "unknown setting 'dlm'": the section is known, its value is what is wrong."""
+    ls = server.build_server()
+    problems = ls.apply_settings({"dlm": section, "steps": 4})
+    assert problems == [f"settings 'dlm' should be an object, got {section!r}; ignored"]
+    assert ls.config.steps == 4

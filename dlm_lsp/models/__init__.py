@@ -9,7 +9,7 @@ import torch
 
 from dlm_lsp.models.checkpoint import locate
 from dlm_lsp.models.interface import DiffusionModel, ModelLoadError
-from dlm_lsp.models.registry import split_spec
+from dlm_lsp.models.registry import FAMILIES, split_spec
 from dlm_lsp.models.tiny import MODEL_TYPE, TinyModel
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "weights" / "default"
@@ -44,7 +44,13 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto",
     head, sep, rest = spec.partition(":")
     ours = bool(sep) and head.lower() == MODEL_TYPE  # `dlm-lsp models` lists our family too
     family, target = (None, rest) if ours else split_spec(spec)
-    path = locate(target)
+    try:
+        path = locate(target)
+    except ModelLoadError as exc:
+        if sep and len(head) > 1 and family is None and not ours:  # a drive letter is not one
+            raise ModelLoadError(f"{exc} ('{head}:' names no model family: "
+                                 f"{', '.join([MODEL_TYPE, *FAMILIES])})") from exc
+        raise
     config_file = path / "config.json"
     try:
         model_type = json.loads(config_file.read_text()).get("model_type")
