@@ -205,6 +205,12 @@ class DlmProtocol(LanguageServerProtocol):
         if self.writer is not None:
             self.writer.close()  # the reader sees the end, and the connection is let go
 
+    @staticmethod
+    def _quiet_pygls(record: logging.LogRecord) -> bool:
+        """A logging filter: pygls logs each message it cannot read at ERROR with a
+        cattrs traceback (dozens of lines); `structure_message` says why in one line."""
+        return not record.getMessage().startswith("Unable to deserialize message")
+
     def structure_message(self, data: dict[str, Any]) -> Any:
         """A JSON object as a typed message, or `Unreadable` saying why it is not one.
 
@@ -224,10 +230,14 @@ class DlmProtocol(LanguageServerProtocol):
                               answer="method" in data or "id" not in data)
         if "method" in data and "params" not in data:
             data = {**data, "params": None}  # JSON-RPC lets a request leave params out
+        pygls_log = logging.getLogger("pygls.protocol.json_rpc")
+        pygls_log.addFilter(self._quiet_pygls)
         try:
             return super().structure_message(data)
         except Exception as exc:  # noqa: BLE001 -- pygls wraps cattrs' many error classes
             reason = _reason(exc.__cause__ or exc)
+        finally:
+            pygls_log.removeFilter(self._quiet_pygls)
         if "method" not in data:  # a response we cannot read: fail the request awaiting it
             return types.ResponseErrorMessage(id=data["id"], error=types.ResponseError(
                 types.ErrorCodes.InvalidParams, f"unreadable response: {reason}"))

@@ -222,3 +222,13 @@ def test_a_second_initialize_is_refused_and_changes_nothing(serving, model_dir):
                                        "initializationOptions": {"model": "/nonexistent"}})
     assert error_code(reply) == -32600 and "already" in reply["error"]["message"]
     assert client.call("dlm/status", {})["result"]["model"] == str(model_dir)
+
+
+def test_a_message_with_unreadable_params_is_logged_in_one_line(serving):
+    """Not pygls' ERROR with a cattrs traceback of dozens of lines per message."""
+    client = serving.client
+    client.notify("$/cancelRequest", None)
+    assert "result" in client.call("dlm/status", {})
+    log = serving.log()
+    assert "invalid params for $/cancelRequest" in log
+    assert "Traceback" not in log and "Unable to deserialize" not in log
