@@ -18,7 +18,7 @@ import torch
 
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, setting
 from dlm_lsp.costs import StepCost, calibrate, steps_within
-from dlm_lsp.line_endings import normalize
+from dlm_lsp.line_endings import for_the_model, restored
 from dlm_lsp.models import DiffusionModel, load_model
 from dlm_lsp.passes import (
     CANDIDATE_TEMPERATURE,
@@ -213,18 +213,10 @@ class Engine:
         """
         began = time.perf_counter()
         tried: list[str] = []
-        lines = normalize(req.text, req.start, req.end)
-        if lines.text is not req.text:  # \r\n or \r line breaks: the model sees \n
-            draft = req.on_draft
-            req = replace(req, text=lines.text, start=lines.start, end=lines.end,
-                          on_draft=None if draft is None else (
-                              lambda step, steps, text: draft(step, steps, lines.restore(text))))
+        req, lines = for_the_model(req)  # \r\n or \r line breaks: the model sees \n
         while True:
             try:
-                result = self._infill(req, began)
-                for candidate in result.candidates:
-                    candidate.text = lines.restore(candidate.text)
-                return result
+                return restored(self._infill(req, began), lines)
             except (RuntimeError, MemoryError) as exc:
                 if not _is_oom(exc):
                     raise

@@ -14,7 +14,9 @@ which the length policy would otherwise read as one long line).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from dlm_lsp.results import InfillRequest, InfillResult
 
 _BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -54,3 +56,22 @@ def normalize(text: str, start: int, end: int) -> Normalized:
     return Normalized(text.replace("\r\n", "\n").replace("\r", "\n"),
                       start - text.count("\r\n", 0, start), end - text.count("\r\n", 0, end),
                       ending)
+
+
+def for_the_model(req: InfillRequest) -> tuple[InfillRequest, Normalized]:
+    """`req` with `\n` line breaks (its drafts shown with the file's own), and what
+    `restored` needs to give its fills the file's line breaks back."""
+    lines = normalize(req.text, req.start, req.end)
+    if lines.text is req.text:
+        return req, lines
+    draft = req.on_draft
+    return replace(req, text=lines.text, start=lines.start, end=lines.end, on_draft=None
+                   if draft is None else (lambda step, steps, text: draft(
+                       step, steps, lines.restore(text)))), lines
+
+
+def restored(result: InfillResult, lines: Normalized) -> InfillResult:
+    """`result` with its fills' line breaks as the file's."""
+    for candidate in result.candidates:
+        candidate.text = lines.restore(candidate.text)
+    return result

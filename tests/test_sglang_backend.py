@@ -230,6 +230,14 @@ def test_the_request_is_a_llada2_prompt_with_the_fill_settings_and_the_key(fake)
     assert prompt.endswith("<|role_end|><role>ASSISTANT</role>```python\ndef total(items):")
 
 
+def test_a_crlf_file_is_sent_with_newlines_and_its_fill_comes_back_with_crlf(fake):
+    crlf = DOC.replace("\n", "\r\n")
+    result = engine(fake.url).infill(request(crlf, CURSOR + DOC.count("\n", 0, CURSOR)))
+    [(_, _, _, body)] = [r for r in fake.requests if r[1] == "/generate"]
+    assert "\r" not in body["text"]
+    assert result.candidates[0].text == FILL.replace("\n", "\r\n")
+
+
 def test_a_fill_that_breaks_the_syntax_is_marked_invalid_with_where(fake):
     text = "def f(a):\n    return a + \n"
     fake.answer = " (a *\nprint(a)\n"

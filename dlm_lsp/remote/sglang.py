@@ -33,6 +33,7 @@ from typing import Any
 
 from dlm_lsp.backends import BackendError
 from dlm_lsp.config import ServerConfig, setting
+from dlm_lsp.line_endings import for_the_model, restored
 from dlm_lsp.passes import document_for, reindented, shape_fill
 from dlm_lsp.policy import SpanPlan, local_text, plan_span
 from dlm_lsp.remote.http import Unreachable, token
@@ -85,7 +86,8 @@ class SGLangEngine(ServerBackend):
     def infill(self, req: InfillRequest) -> InfillResult:
         """Fill the span with the served model, shaped and validated like a local fill."""
         began = time.perf_counter()
-        return self._with_retries(req, lambda: self._once(req, began))
+        req, lines = for_the_model(req)  # the prompt with \n line breaks, as for our engine
+        return restored(self._with_retries(req, lambda: self._once(req, began)), lines)
 
     def reconfigure(self, config: ServerConfig) -> None:
         """Adopt new fill settings (the server and key are the same: see switch_backend);
