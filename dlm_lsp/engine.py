@@ -157,11 +157,10 @@ class Engine:
         """The model's batching worker (None when `batch_rows` is 0: each request alone).
         A fill of `model` after the settings replaced it gets None too: it ends alone on
         the model it began with, not in a batch of the new one."""
-        current = self.model if model is None else model
+        model = self.model if model is None else model
         with self._lock:
-            if self.config.batch_rows == 0 or current is not self._model:
+            if self.config.batch_rows == 0 or model is not self._model:
                 return None
-            model = current
             if self._batcher is None or self._batcher.model is not model:
                 if self._batcher is not None:
                     self._batcher.close()

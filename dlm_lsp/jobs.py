@@ -43,6 +43,12 @@ class Job:
             self.reason = reason
             self._stop.set()
 
+    @property
+    def stale(self) -> bool:
+        """Whether it was stopped because its document changed or closed: its result is
+        for text the editor no longer has."""
+        return self.reason in (DOCUMENT_CHANGED, DOCUMENT_CLOSED)
+
     def stopped(self) -> bool:
         """Whether the loop should stop (polled from the engine thread)."""
         return self._stop.is_set()

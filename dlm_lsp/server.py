@@ -192,7 +192,7 @@ class DlmServer(LanguageServer):
             raise JsonRpcException(f"infill timed out after {self.config.timeout_ms} ms",
                                    code=TIMEOUT) from exc
         except Cancelled as exc:
-            if job.reason in (DOCUMENT_CHANGED, DOCUMENT_CLOSED):
+            if job.stale:
                 raise JsonRpcContentModified(f"fill dropped: {job.reason}") from exc
             raise JsonRpcRequestCancelled(f"fill stopped: {job.reason}") from exc
         except ModelLoadError as exc:
@@ -256,13 +256,13 @@ class DlmServer(LanguageServer):
         if doc.version != job.version:
             raise JsonRpcContentModified(
                 f"fill dropped: the document changed (version {job.version} -> {doc.version})")
-        if job.reason in (DOCUMENT_CHANGED, DOCUMENT_CLOSED):  # e.g. opened anew, same version
+        if job.stale:  # e.g. opened anew at the same version
             raise JsonRpcContentModified(f"fill dropped: {job.reason}")
 
     async def fill_range(self, uri: str, rng: types.Range, options: InfillOptions,
                          version: int | None = None, token: Any = None,
                          accepted: types.SelectedCompletionInfo | None = None,
-                         command: bool = False) -> tuple[Job, InfillResult]:
+                         supersedable: bool = True) -> tuple[Job, InfillResult]:
         """Fill one range of an open document, returning only a result that is still fresh.
 
         `accepted` is a completion item the editor shows selected while it asks for ghost
@@ -281,7 +281,7 @@ class DlmServer(LanguageServer):
             text = text[:low] + accepted.text + text[high:]
             start = end = low + len(accepted.text)
             draft_range = None  # the drafts' place is not in the editor's text yet
-        job = self.start_job(uri, doc.version, supersedable=not command)
+        job = self.start_job(uri, doc.version, supersedable)
         try:
             result = await self.fill(job, text, start, end, language_id=doc.language_id,
                                      options=options, token=token, draft_range=draft_range)
@@ -553,7 +553,8 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
         raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
     # server-initiated progress, step by step, that the user can cancel
     job, result = await ls.fill_range(uri, rng, InfillOptions(),
-                                      token=await ls.progress_token("rewrite"), command=True)
+                                      token=await ls.progress_token("rewrite"),
+                                      supersedable=False)
     fill = result.candidates[0].text
     applied = await ls.apply_edits(job, [types.TextEdit(rng, fill)], "dlm-lsp: rewrite selection")
     return {"applied": applied, "version": job.version, "text": fill,
