@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dlm_lsp.models.tokenizer import Tokenizer
-from dlm_lsp.span import HeadChain, SpanLayout, build_layout
+from dlm_lsp.span import HEAD_TAIL_CHARS, HeadChain, SpanLayout, _last_pretoken_start, build_layout
 
 # prefixes whose last characters a byte-level BPE would merge with what follows
 EDGE_PREFIXES = ["y = ret", "x = foo(", "def f():\n    ", "a = 1\n", "abc", "x  "]
@@ -201,3 +201,47 @@ def test_a_huge_document_gives_the_layout_of_its_lines_near_the_span(tok: Tokeni
     near = build_layout(tok, prefix[-len(line) * 200:], suffix[:len(line) * 200], 8, 300)
     assert whole == near
     assert len(whole.prefix_ids) + len(whole.suffix_ids) == 300
+
+
+# Pre-tokenizers of the families the server loads: GPT-2's byte level (the shipped model),
+# line breaks split first (models trained since), Qwen2's regex (Dream, DiffuCoder, ...),
+# and SentencePiece's metaspace.
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+               r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def _pre_tokenizers():
+    from tokenizers import Regex
+    from tokenizers import pre_tokenizers as pre
+
+    from dlm_lsp.training.data import line_pre_tokenizer
+    return {
+        "byte-level": pre.ByteLevel(add_prefix_space=False),
+        "line-breaks-apart": line_pre_tokenizer(),
+        "qwen2": pre.Sequence([pre.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+                               pre.ByteLevel(add_prefix_space=False, use_regex=False)]),
+        "metaspace": pre.Metaspace(),
+    }
+
+
+class _Backend:
+    def __init__(self, pre_tokenizer):
+        self.backend = type("Backend", (), {"pre_tokenizer": pre_tokenizer})()
+
+
+@pytest.mark.parametrize("name", sorted(_pre_tokenizers()))
+def test_the_head_found_in_a_tail_is_the_one_the_whole_prefix_gives(name: str) -> None:
+    """Only a tail of the prefix is pre-tokenized (a 10 MB document took seconds a fill);
+    at any cut of real code, blank-line runs and long words included, the head is the
+    same as pre-tokenizing everything before the cut."""
+    pre = _pre_tokenizers()[name]
+    source = Path(pytest.__file__).read_text(encoding="utf-8")
+    text = ("\n\n\n\n" + " " * (HEAD_TAIL_CHARS * 3) + "x = 'héllo'\n" + "é" * 2000
+            + "\n\t\tdef f():  \n" + source)
+    cuts = sorted(set(range(0, len(text), 7)) | {len(text)} | set(range(0, 2 * HEAD_TAIL_CHARS)))
+    tokenizer = _Backend(pre)
+    for cut in cuts:
+        prefix = text[:cut]
+        pieces = pre.pre_tokenize_str(prefix)
+        whole = pieces[-1][1][0] if pieces else len(prefix)
+        assert _last_pretoken_start(tokenizer, prefix) == whole, (name, cut, prefix[-40:])
