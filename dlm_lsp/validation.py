@@ -374,11 +374,25 @@ class ParsedDocument:
             if node.end_point[0] - node.start_point[0] > WINDOW_LINES:
                 break
             chosen, node = node, node.parent
-        top, bottom = min(first, chosen.start_point[0]), max(last, chosen.end_point[0])
-        if chosen.prev_sibling is not None:
-            top = min(top, max(chosen.prev_sibling.start_point[0], top - WINDOW_LINES))
-        if chosen.next_sibling is not None:
-            bottom = max(bottom, min(chosen.next_sibling.end_point[0], bottom + WINDOW_LINES))
+        if chosen.parent is None or chosen.end_point[0] - chosen.start_point[0] > WINDOW_LINES:
+            # No node of a window's size holds the span: it lies between the children of
+            # the module or of a huge class (a blank line between two definitions).  The
+            # window is then the children either side, not the whole file, which cost a
+            # full parse of it for every new version.
+            before, after = _children_around(
+                chosen, _place(self.text, self.data, lines[first]).byte,
+                _place(self.text, self.data, lines[last]).byte)
+            top, bottom = first, last
+            if before is not None:
+                top = min(top, max(before.start_point[0], top - WINDOW_LINES))
+            if after is not None:
+                bottom = max(bottom, min(after.end_point[0], bottom + WINDOW_LINES))
+        else:
+            top, bottom = min(first, chosen.start_point[0]), max(last, chosen.end_point[0])
+            if chosen.prev_sibling is not None:
+                top = min(top, max(chosen.prev_sibling.start_point[0], top - WINDOW_LINES))
+            if chosen.next_sibling is not None:
+                bottom = max(bottom, min(chosen.next_sibling.end_point[0], bottom + WINDOW_LINES))
         return lines[top], lines[bottom + 1] if bottom + 1 < len(lines) else len(self.text)
 
     def _validate_in_window(self, start: int, end: int, fill: str) -> Validation:
@@ -406,6 +420,28 @@ class ParsedDocument:
                                                  for line, column in verdict.new_errors),
                        new_ranges=tuple((a + low, b + low) for a, b in verdict.new_ranges),
                        reason=_shift_reason(verdict, shift))
+
+
+def _children_around(parent: Node, start: int, end: int) -> tuple[Node | None, Node | None]:
+    """The child of `parent` that holds byte `start` (where the span's first line
+    begins) or else the last one before it, and the first child that ends after
+    byte `end` (where its last line begins); found by byte, without walking the
+    children (a module can have tens of thousands)."""
+    last = parent.child(parent.child_count - 1) if parent.child_count else None
+    at = _first_child_ending_after(parent, last, start)
+    if at is None:
+        before = last
+    else:
+        before = at if at.start_byte < start else at.prev_sibling
+    return before, _first_child_ending_after(parent, last, end)
+
+
+def _first_child_ending_after(parent: Node, last: Node | None, byte: int) -> Node | None:
+    """`parent.first_child_for_byte(byte)`, which crashes the process (py-tree-sitter
+    0.26.1, a segmentation fault) when no child ends after `byte`."""
+    if last is None or last.end_byte <= byte:
+        return None
+    return parent.first_child_for_byte(byte)
 
 
 def _introduced(count: int, line: int, column: int) -> str:

@@ -388,6 +388,44 @@ def test_windowed_validation_gives_the_whole_document_s_verdict(language: str, w
     assert all(a <= start + len(bad) and b >= start for a, b in verdict.new_ranges)  # at the fill
 
 
+BETWEEN_DEFINITIONS = {
+    # a blank line between two top-level functions: the module is the only node around it
+    "module": ("".join(f"def f{i}(a):\n    b = a + {i}\n    return b\n\n\n" for i in range(40)),
+               "def f20("),
+    # between two methods of a class far longer than a window
+    "class": ("class Big:\n" + "".join(f"    def m{i}(self):\n        return {i}\n\n"
+                                      for i in range(40)), "    def m20("),
+}
+
+
+@pytest.mark.parametrize("where", sorted(BETWEEN_DEFINITIONS))
+def test_a_span_between_definitions_is_validated_in_a_window_not_the_whole_file(
+        where: str, windowed) -> None:
+    text, following = BETWEEN_DEFINITIONS[where]
+    at = text.index(following) - 1  # the blank line before the definition
+    indent = following[:len(following) - len(following.lstrip())]
+    document = validation.parsed_document(text, "python")
+    low, high = document.window(at, at)
+    assert 0 < low and high < len(text) and high - low < len(text) // 4
+    assert text[low:high].count("def ") == 2, "the definitions either side, whole"
+    whole = validation.ParsedDocument(text, "python", validation._parser("python"))
+    whole.windowed = False
+    for fill in (f"{indent}x = 1\n", f"{indent}x = (1\n", f"{indent}return\n"):
+        assert document.validate(at, at, fill).valid == whole.validate(at, at, fill).valid, fill
+    assert not document.validate(at, at, f"{indent}x = (1\n").valid
+
+
+@pytest.mark.parametrize("text", ["x = 1\n", "x = 1\n\n\n", "", "\n", "# only a comment\n"])
+def test_a_span_after_the_last_statement_is_validated_in_a_window(text: str, windowed) -> None:
+    """No child of the module ends after the span (tree-sitter's lookup of one crashed)."""
+    document = validation.parsed_document(text, "python")
+    end = len(text)
+    low, high = document.window(end, end)
+    assert low <= end <= high == len(text)
+    assert document.validate(end, end, "y = 2\n").valid
+    assert not document.validate(end, end, "y = (2\n").valid
+
+
 def test_windowed_validation_excuses_damage_elsewhere_in_the_document(windowed) -> None:
     text, start, end = _big("python")
     broken = "def oops(:\n" + text[:start] + "a + b" + text[end:]
