@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import secrets
+import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -127,7 +130,7 @@ def test_the_network_namespace_has_only_a_loopback_device():
 
 
 def test_requiring_a_network_namespace_where_none_works_is_an_error(monkeypatch):
-    monkeypatch.setattr(sandbox, "network_namespace_available", lambda: False)
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: sandbox.NONE)
     with pytest.raises(RuntimeError, match="network namespace"):
         run_program("pass\n", SandboxConfig(network_namespace=True))
     assert not run_program("pass\n", QUICK).network_isolated  # otherwise it runs without
@@ -140,3 +143,153 @@ def test_programs_run_side_by_side_and_outcomes_keep_their_order():
     outcomes = run_programs(programs, SandboxConfig(timeout_s=5.0, workers=2))
     assert [o.reason for o in outcomes] == ["passed", "failed"]
     assert time.perf_counter() - began < 1.15  # one after the other would take over 1.2 s
+
+
+# -- what the kernel enforces: it holds when a program gets around the audit hook ----------
+
+NAMESPACES = pytest.mark.skipif(sandbox.isolation_available() != sandbox.NAMESPACES,
+                                reason="user, PID and mount namespaces are not allowed here")
+KERNEL_ONLY = SandboxConfig(timeout_s=5.0, hook=False)  # the hook off: the kernel's part alone
+
+
+def _processes_running(argument: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if argument in command.split():
+            found.append(f"{pid}: {command}")
+    return found
+
+
+@NAMESPACES
+def test_a_process_that_leaves_the_group_does_not_outlive_the_run():
+    """A session of its own escapes the process-group kill; the PID namespace dies whole."""
+    argument = str(900000 + secrets.randbelow(99999))
+    program = ("import subprocess\n"
+               f"subprocess.Popen(['sleep', '{argument}'], start_new_session=True)\n")
+    outcome = run_program(program, KERNEL_ONLY)
+    assert outcome.passed and outcome.isolation == sandbox.NAMESPACES, outcome.detail
+    deadline = time.monotonic() + 2
+    while _processes_running(argument) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_running(argument) == []
+
+
+@NAMESPACES
+def test_the_program_sees_only_its_own_processes():
+    program = ("import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+               "assert os.getpid() == 1 and pids == ['1'], pids\n")
+    outcome = run_program(program, QUICK)
+    assert outcome.passed, outcome.detail
+
+
+@pytest.fixture
+def victim_dir():
+    """A directory outside the hidden ones (/tmp, /run, ...), next to these tests."""
+    path = Path(__file__).resolve().parent / f".sandbox-victim-{secrets.token_hex(4)}"
+    path.mkdir()
+    (path / "keep").write_text("keep")
+    try:
+        yield path
+    finally:
+        for child in path.iterdir():
+            child.unlink()
+        path.rmdir()
+
+
+@NAMESPACES
+def test_nothing_outside_the_working_directory_can_be_written(victim_dir, tmp_path):
+    """Every route the hook does not see (mkfifo, sqlite's own open, fchmod) ends at a
+    read-only mount; the working directory stays writable."""
+    program = f"""
+import os, sqlite3
+assert os.statvfs('/').f_flag & os.ST_RDONLY
+refused = 0
+for target in ({str(victim_dir)!r}, {str(tmp_path)!r}):
+    attempts = [lambda: open(os.path.join(target, 'a'), 'w'),
+                lambda: os.mkfifo(os.path.join(target, 'b')),
+                lambda: sqlite3.connect(os.path.join(target, 'c')).execute('create table t (x)'),
+                lambda: os.fchmod(os.open(os.path.join(target, 'keep'), os.O_RDONLY), 0o777)]
+    for attempt in attempts:
+        try:
+            attempt()
+        except (OSError, sqlite3.OperationalError):
+            refused += 1
+assert refused == 8, refused
+open('inside', 'w').write('fine')
+"""
+    (tmp_path / "keep").write_text("keep")
+    outcome = run_program(program, KERNEL_ONLY)
+    assert outcome.passed, outcome.detail + outcome.output
+    for place in (victim_dir, tmp_path):
+        assert sorted(p.name for p in place.iterdir()) == ["keep"]
+        assert (place / "keep").stat().st_mode & 0o777 == 0o644
+
+
+@NAMESPACES
+def test_a_local_socket_on_the_host_cannot_be_reached(tmp_path):
+    path = tmp_path / "host.sock"
+    with socket.socket(socket.AF_UNIX) as host:
+        host.bind(str(path))
+        host.listen()
+        host.setblocking(False)
+        program = ("import socket\nclient = socket.socket(socket.AF_UNIX)\ntry:\n"
+                   f"    client.connect({str(path)!r})\nexcept OSError:\n    pass\nelse:\n"
+                   "    raise SystemExit('connected')\n")
+        outcome = run_program(program, KERNEL_ONLY)
+        assert outcome.passed, outcome.detail
+        with pytest.raises(BlockingIOError):
+            host.accept()
+
+
+@NAMESPACES
+def test_the_program_cannot_make_the_file_system_writable_again():
+    """The child gave up the namespace's privileges: a remount is refused, and in a mount
+    namespace of its own the mounts it inherits are locked (read-only, and /tmp's cover
+    cannot be lifted)."""
+    program = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+               "def locked():\n"
+               "    assert libc.mount(None, b'/', None, 32 | 4096, None) == -1\n"  # remount rw
+               "    assert libc.umount2(b'/tmp', 2) == -1\n"  # MNT_DETACH
+               "    assert os.statvfs('/').f_flag & os.ST_RDONLY\n"
+               "locked()\nlibc.unshare(0x00020000)\nlocked()\n")  # CLONE_NEWNS
+    outcome = run_program(program, KERNEL_ONLY)
+    assert outcome.passed, outcome.detail
+
+
+def test_the_token_is_in_neither_the_environment_nor_the_arguments():
+    """/proc/PID/environ keeps what a process started with, whatever os.environ says."""
+    program = ("import re, sys\nstarted = open('/proc/self/environ', 'rb').read()\n"
+               "assert not re.search(rb'[0-9a-f]{32}', started), started\n"
+               "assert not any(re.search(r'[0-9a-f]{32}', a) for a in sys.argv), sys.argv\n")
+    outcome = run_program(program, QUICK)
+    assert outcome.passed, outcome.detail
+
+
+def test_a_directory_tree_too_deep_for_rmtree_is_still_removed():
+    program = ("import os\nprint(os.getcwd())\nfor _ in range(1500):\n"
+               "    os.mkdir('d')\n    os.chdir('d')\n")
+    outcome = run_program(program, SandboxConfig(timeout_s=10.0))
+    assert outcome.passed, outcome.detail
+    assert not os.path.exists(outcome.output.splitlines()[0])
+
+
+def test_replacing_assertion_error_still_fails_the_tests():
+    program = "import builtins\nclass Other(Exception):\n    pass\n" \
+              "builtins.AssertionError = Other\nassert False\n"
+    assert run_program(program, QUICK).reason == "failed"
+
+
+@pytest.mark.parametrize("bypass", [
+    "import multiprocessing\nmultiprocessing.get_context('spawn').Process(target=print).start()",
+    "import _posixsubprocess",
+    "import sys\nsys._getframe(1).f_globals['REFUSED_EVENTS'] = frozenset()\n"
+    "sys._getframe(1).f_globals['_refusal'] = lambda *a: None\nimport socket\nsocket.socket()",
+    "import os.path\nos.path.realpath = lambda p: os.getcwd()\nopen('/etc/passwd-copy', 'w')",
+])
+def test_the_hook_is_not_switched_off_from_inside(bypass):
+    outcome = run_program(bypass + "\n", QUICK)
+    assert outcome.reason == "blocked", outcome.detail

@@ -41,7 +41,14 @@ from dlm_lsp.bench.filling import (
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
-from dlm_lsp.bench.sandbox import REASONS, SandboxConfig, run_programs
+from dlm_lsp.bench.sandbox import (
+    ISOLATION_LEVELS,
+    ISOLATION_WORDS,
+    NONE,
+    REASONS,
+    SandboxConfig,
+    run_programs,
+)
 from dlm_lsp.config import ServerConfig, camel, from_json, snake
 
 FILLS = ("model", "canonical", "empty", *BASELINES)  # a baseline: its autoregressive model
@@ -107,6 +114,7 @@ class Report:
     paths: dict[str, int]  # fills per path: diffusion, repair, left-to-right
     network_isolated: bool  # every program ran in an empty network namespace
     results: list[TaskResult]
+    isolation: str = NONE  # the weakest sandbox isolation any program ran under (sandbox.py)
 
 
 def program_for(task: Task, fill: str) -> str:
@@ -178,7 +186,8 @@ def run_benchmark(config: BenchConfig) -> Report:
         reasons={reason: reasons[reason] for reason in REASONS if reasons[reason]},
         paths=dict(Counter(r.path for r in results)),
         network_isolated=bool(outcomes) and all(o.network_isolated for o in outcomes),
-        results=results)
+        results=results,
+        isolation=min((o.isolation for o in outcomes), key=ISOLATION_LEVELS.index, default=NONE))
 
 
 def describe_run(config: BenchConfig) -> str:
@@ -222,7 +231,7 @@ def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
         label = f" ({describe_run(run.config)})" if beside else ""
         lines.append(f"Outcomes{label}: " + ", ".join(f"{k} {v}" for k, v in run.reasons.items())
                      + "; fills by path: " + ", ".join(f"{k} {v}" for k, v in run.paths.items())
-                     + f"; network namespace: {'yes' if run.network_isolated else 'no'}.")
+                     + f"; sandbox isolation: {ISOLATION_WORDS[run.isolation]}.")
     if cfg.fill == "canonical":
         failures = [r for r in report.results if not r.passed][:FAILURES_LISTED]
         lines += [f"- {r.task_id}: {r.reason} {r.detail}" for r in failures]

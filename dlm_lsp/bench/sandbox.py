@@ -13,15 +13,25 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   dumps and, for a user other than root (the kernel exempts root), a process
   count just above what the user already runs;
 - its own process group, killed whole at the wall-clock timeout;
-- an empty network namespace (`unshare --user --net`) where the kernel lets an
-  unprivileged user create one: only a loopback device that is down;
+- where the kernel lets an unprivileged user create them, new namespaces
+  (`unshare --user --net --pid --mount`): an empty network (a loopback device
+  that is down), a process tree of its own that dies whole with its first
+  process (a child that leaves the process group with `setsid` dies too), and
+  a file system that is read-only but for the working directory, with empty
+  file systems over /tmp, /run and /dev/shm, where local sockets live; the
+  child then gives up the namespaces' privileges (`sandbox_child.isolate`).
+  Where only `unshare --user --net` works, the network namespace alone;
 - in every case, an audit hook installed before the program runs that refuses
   sockets, processes, ctypes and writes outside the working directory.
 
-The hook guards against accidents and casual escapes; the limits and the
-namespace are what hold when code works around the hook on purpose.  What
-it does not give is file-system isolation: the program runs as the calling
-user and could read what that user can.
+The hook guards against accidents and casual escapes; it runs in the program's
+own interpreter, so a program that sets out to can get around it (CPython
+documents audit hooks as monitoring, not a boundary).  What holds then is what
+the kernel enforces: the limits and, where available, the namespaces.  Reading
+is not isolated: the program runs as the calling user and can read what that
+user can.  And a program can always report a pass it did not earn by finding
+the token in its own process's memory; the token stops accidental early exits,
+not a program written to cheat (`Outcome.isolation` says what held).
 """
 
 from __future__ import annotations
@@ -43,10 +53,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlm_lsp.bench.sandbox_child import TOKEN_VARIABLE
+from dlm_lsp.bench.sandbox_child import ISOLATE, NO_HOOK
 
 REASONS = ("passed", "failed", "timeout", "error", "blocked")
-UNSHARE_ARGS = ("--user", "--net", "--map-root-user", "--")
+# Isolation levels, strongest first, and the `unshare` arguments of each.
+NAMESPACES, NETWORK, NONE = "namespaces", "network", "none"
+ISOLATION_LEVELS = (NONE, NETWORK, NAMESPACES)  # weakest first
+ISOLATION_WORDS = {
+    NAMESPACES: "namespaces (no network, its own processes, read-only file system)",
+    NETWORK: "a network namespace only",
+    NONE: "none (the audit hook and the limits only)",
+}
+UNSHARE_ARGS = {
+    NAMESPACES: ("--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child",
+                 "--mount-proc", "--"),
+    NETWORK: ("--user", "--net", "--map-root-user", "--"),
+}
 
 
 @dataclass(frozen=True)
@@ -58,7 +80,10 @@ class SandboxConfig:
     file_bytes: int = 16 << 20  # largest file written, the captured output included
     extra_processes: int = 32  # RLIMIT_NPROC headroom over the user's running tasks
     output_chars: int = 2000  # captured stdout + stderr kept in the outcome
-    network_namespace: bool | None = None  # None: when available; True: required; False: off
+    # None: the strongest isolation available; True: namespaces required (at least the
+    # network's); False: none (the audit hook and the limits only)
+    network_namespace: bool | None = None
+    hook: bool = True  # False: no audit hook, to test what the kernel enforces alone
     workers: int = 2  # programs run at the same time by `run_programs`
 
 
@@ -71,21 +96,31 @@ class Outcome:
     detail: str  # a short why: the failed assertion, the exception, the refused event
     seconds: float
     output: str = ""  # the start of stdout + stderr
-    network_isolated: bool = False  # ran in an empty network namespace
+    isolation: str = NONE  # NAMESPACES, NETWORK (the network namespace alone) or NONE
+
+    @property
+    def network_isolated(self) -> bool:
+        """Ran in an empty network namespace."""
+        return self.isolation != NONE
 
 
 @functools.lru_cache(maxsize=1)
+def isolation_available() -> str:
+    """The strongest isolation that works here (checked once, by running a program in it)."""
+    if shutil.which("unshare") is None:
+        return NONE
+    for level in (NAMESPACES, NETWORK):
+        try:
+            if _run("assert True\n", SandboxConfig(timeout_s=30.0), level).passed:
+                return level
+        except OSError:
+            continue
+    return NONE
+
+
 def network_namespace_available() -> bool:
-    """Whether `unshare --user --net` works here (checked once, by running it)."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return False
-    try:
-        done = subprocess.run([unshare, *UNSHARE_ARGS, sys.executable, "-I", "-S", "-c", "pass"],
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+    """Whether programs can run in an empty network namespace here."""
+    return isolation_available() != NONE
 
 
 @functools.lru_cache(maxsize=1)
@@ -136,14 +171,24 @@ def _limits(config: SandboxConfig) -> Callable[[], None]:
     return apply
 
 
-def _use_namespace(config: SandboxConfig) -> bool:
+def _isolation(config: SandboxConfig) -> str:
     if config.network_namespace is False:
-        return False
-    available = network_namespace_available()
-    if config.network_namespace and not available:
+        return NONE
+    available = isolation_available()
+    if config.network_namespace and available == NONE:
         raise RuntimeError("a network namespace was required, but `unshare --user --net` "
                            "does not work here")
     return available
+
+
+def _remove(work: str) -> None:
+    """Delete the working directory whatever the program left there: a tree too deep for
+    shutil.rmtree's recursion (RecursionError) is removed by `rm -rf`."""
+    try:
+        shutil.rmtree(work)
+    except BaseException:
+        subprocess.run(["rm", "-rf", "--", work], stdin=subprocess.DEVNULL,
+                       capture_output=True, check=False)
 
 
 def _wait_unreaped(pid: int, deadline: float) -> bool:
@@ -208,28 +253,42 @@ def _classify(returncode: int, timed_out: bool, outcome: dict, token: str,
 def run_program(source: str, config: SandboxConfig | None = None) -> Outcome:
     """Execute one program in the sandbox; its tests pass when it runs to the end."""
     config = config or SandboxConfig()
-    isolated = _use_namespace(config)
+    return _run(source, config, _isolation(config))
+
+
+def _run(source: str, config: SandboxConfig, isolation: str) -> Outcome:
     token = secrets.token_hex(16)
-    with tempfile.TemporaryDirectory(prefix="dlm-sandbox-", ignore_cleanup_errors=True) as work:
+    work = tempfile.mkdtemp(prefix="dlm-sandbox-")
+    try:
         Path(work, "program.py").write_text(source, encoding="utf-8")
         read_fd, write_fd = os.pipe()
-        command = [sys.executable, "-I", "-B", "-c", _child_source(), "program.py", str(write_fd)]
-        if isolated:
-            command = [shutil.which("unshare") or "unshare", *UNSHARE_ARGS, *command]
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": work, "TMPDIR": work,
-               TOKEN_VARIABLE: token}
+        token_fd, token_write = os.pipe()
+        os.write(token_write, token.encode("ascii"))  # 32 bytes: far below a pipe's buffer
+        os.close(token_write)
+        command = [sys.executable, "-I", "-B", "-c", _child_source(), "program.py",
+                   str(write_fd), str(token_fd)]
+        if isolation != NONE:
+            command = [shutil.which("unshare") or "unshare", *UNSHARE_ARGS[isolation], *command]
+        if isolation == NAMESPACES:
+            command.append(ISOLATE)
+        if not config.hook:
+            command.append(NO_HOOK)
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": work, "TMPDIR": work}
         began = time.perf_counter()
         try:
             with open(Path(work, "output"), "wb") as output:
                 child = subprocess.Popen(
                     command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=output,
-                    stderr=subprocess.STDOUT, pass_fds=(write_fd,), start_new_session=True,
-                    preexec_fn=_limits(config))
+                    stderr=subprocess.STDOUT, pass_fds=(write_fd, token_fd),
+                    start_new_session=True, preexec_fn=_limits(config))
         finally:
             os.close(write_fd)
+            os.close(token_fd)
         timed_out = not _wait_unreaped(child.pid, began + config.timeout_s)
         # The group leader is a zombie at most, so its pid (the group id) cannot have been
-        # reused: this kills the program on timeout, else anything it left behind.
+        # reused: this kills the program on timeout, else anything it left behind.  In
+        # the namespaces, the leader is `unshare`, whose death (--kill-child) ends every
+        # process of the program's PID namespace, in whatever group or session.
         _kill_group(child.pid)
         child.wait()
         seconds = time.perf_counter() - began
@@ -239,9 +298,11 @@ def run_program(source: str, config: SandboxConfig | None = None) -> Outcome:
             os.close(read_fd)
         with open(Path(work, "output"), "rb") as handle:
             text = handle.read(config.output_chars * 4).decode("utf-8", "replace")
+    finally:
+        _remove(work)
     text = text[:config.output_chars]
     reason, detail = _classify(child.returncode, timed_out, outcome, token, config, text)
-    return Outcome(reason == "passed", reason, detail, round(seconds, 3), text, isolated)
+    return Outcome(reason == "passed", reason, detail, round(seconds, 3), text, isolation)
 
 
 def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) -> list[Outcome]:

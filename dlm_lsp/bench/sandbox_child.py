@@ -1,9 +1,10 @@
 """The sandbox's child process: runs one untrusted program behind an audit hook.
 
-`sandbox.py` starts this file's source as `python -I -B -c SOURCE PROGRAM FD`
-in a fresh temporary directory.  Everything here runs before the untrusted
-code: it reads the program, installs an audit hook (`sys.addaudithook`; hooks
-cannot be removed once added) and only then executes the program.
+`sandbox.py` starts this file's source as `python -I -B -c SOURCE PROGRAM FD
+TOKEN_FD [ISOLATE] [NO_HOOK]` in a fresh temporary directory.  Everything here
+runs before the untrusted code: it reads the program, installs an audit hook
+(`sys.addaudithook`; hooks cannot be removed once added) and only then
+executes the program.
 
 The hook refuses what a benchmark program never needs and an escaped one
 would: sockets, starting or signalling processes, `ctypes` (which could call
@@ -12,25 +13,37 @@ deleting files outside the working directory.  A refusal ends the process at
 once with exit code BLOCKED, so code under test cannot catch it and carry on.
 Audit hooks are not a security boundary on their own (CPython documents
 them as monitoring), which is why the parent adds resource limits and, where
-the kernel allows, an empty network namespace.
+the kernel allows, namespaces.
 
 The outcome travels on a pipe (file descriptor FD), not on stdout, so that a
 program printing anything cannot forge it; a pass carries a token the parent
-put in the environment, which this process removes before the program runs,
+writes on a second pipe (TOKEN_FD), read and closed before the program runs,
 so a program that exits early (`sys.exit(0)`, `os._exit(0)`) never counts as
-having passed its tests.
+having passed its tests.  (The token was an environment variable, and
+`/proc/PID/environ` kept it for any program to read, even another run's.)
+
+With ISOLATE among the arguments after the descriptors (the parent started
+this process in new user, network, PID and mount namespaces, as their root),
+`isolate` first makes every mount read-only except the working directory,
+lays empty file systems over the directories where sockets and shared memory
+live, and then gives up the namespaces' privileges, so that nothing the
+program does, hook or no hook, can write outside its directory, reach a local
+socket, or undo this.  NO_HOOK leaves the hook out, for the tests of the
+kernel's part alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 import types
 
 PASSED, FAILED, ERROR, BLOCKED = 0, 1, 2, 3
-TOKEN_VARIABLE = "DLM_SANDBOX_TOKEN"
+ISOLATE = "isolate"  # an argument after the fds: set up the namespaces (`isolate`)
+NO_HOOK = "no-hook"  # an argument after the fds: no audit hook (to test the kernel's part alone)
 DETAIL_CHARS = 300
 
 # Refused outright: processes, signals to other processes, resource limits, raw memory.
@@ -40,6 +53,9 @@ REFUSED_EVENTS = frozenset({
     "resource.setrlimit", "resource.prlimit", "sys.remote_exec",
 })
 REFUSED_PREFIXES = ("socket.", "ctypes.")
+# Modules that start processes or interpreters without an audit event of their own
+# (multiprocessing and subprocess import _posixsubprocess; a subinterpreter has no hook).
+REFUSED_IMPORTS = frozenset({"_posixsubprocess", "_xxsubinterpreters", "_xxinterpchannels"})
 # Events that change the file system: event -> (position of a path, of its dir_fd or None).
 PATH_EVENTS = {
     "os.remove": ((0, 1),),
@@ -59,37 +75,47 @@ PATH_EVENTS = {
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 _write, _exit = os.write, os._exit  # bound now: the program may replace module attributes
+_ASSERTION = AssertionError  # and builtins: a replaced AssertionError still fails
 
 
-def _inside(root: str, path: object, dir_fd: object = None) -> bool:
+# The hook's functions and tables are bound as default arguments when it is built, so a
+# program that rebinds this module's globals or replaces os.path.realpath changes nothing.
+def _inside(root: str, path: object, dir_fd: object = None, *, fspath=os.fspath,
+            fsdecode=os.fsdecode, isabs=os.path.isabs, join=os.path.join,
+            readlink=os.readlink, realpath=os.path.realpath, sep=os.sep,
+            devnull=os.devnull) -> bool:
     """Whether a path argument names something under `root` (an open fd counts as inside)."""
     if isinstance(path, int):
         return True  # already open; opening it was checked
-    text = os.fsdecode(os.fspath(path))
-    if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(text):
-        text = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), text)
-    real = os.path.realpath(text)
-    return real == root or real.startswith(root + os.sep) or real == os.devnull
+    text = fsdecode(fspath(path))
+    if isinstance(dir_fd, int) and dir_fd >= 0 and not isabs(text):
+        text = join(readlink(f"/proc/self/fd/{dir_fd}"), text)
+    real = realpath(text)
+    return real == root or real.startswith(root + sep) or real == devnull
 
 
-def _refusal(root: str, event: str, args: tuple) -> str | None:
+def _refusal(root: str, event: str, args: tuple, *, refused=REFUSED_EVENTS,
+             prefixes=REFUSED_PREFIXES, imports=REFUSED_IMPORTS, paths=PATH_EVENTS,
+             inside=_inside, isabs=os.path.isabs) -> str | None:
     """Why an audited event is refused, or None when it may go ahead."""
-    if event in REFUSED_EVENTS or event.startswith(REFUSED_PREFIXES):
+    if event in refused or event.startswith(prefixes):
         return event
+    if event == "import" and args and args[0] in imports:
+        return f"import {args[0]}"
     if event == "open":
         path, mode, flags = args
         writes = (isinstance(mode, str) and any(c in mode for c in "wax+")
                   or bool((flags or 0) & WRITE_FLAGS))
         if not writes or path is None:
             return None
-        if mode is None and isinstance(path, (str, bytes)) and not os.path.isabs(path):
+        if mode is None and isinstance(path, (str, bytes)) and not isabs(path):
             # os.open: the event does not say which dir_fd a relative path is under
             return f"os.open for writing of the relative path {path!r}"
-        return None if _inside(root, path) else f"open for writing {path!r}"
-    for at, dir_at in PATH_EVENTS.get(event, ()):
+        return None if inside(root, path) else f"open for writing {path!r}"
+    for at, dir_at in paths.get(event, ()):
         path = args[at] if at < len(args) else None
         dir_fd = args[dir_at] if dir_at is not None and dir_at < len(args) else None
-        if path is not None and not _inside(root, path, dir_fd):
+        if path is not None and not inside(root, path, dir_fd):
             return f"{event} {path!r}"
     return None
 
@@ -109,13 +135,75 @@ def _finish(fd: int, code: int, reason: str, detail: str = "", token: str = "") 
     _exit(code)
 
 
-def _audit_hook(root: str, fd: int):
+def _audit_hook(root: str, fd: int, *, refusal=_refusal, finish=_finish):
     """The hook: end the process on any refused event, before the event happens."""
+    own = (refusal, finish, _inside)
+
     def hook(event: str, args: tuple) -> None:
-        reason = _refusal(root, event, args)
+        if event == "object.__setattr__" and args and any(args[0] is f for f in own):
+            reason = f"changing the sandbox's {args[0].__name__}.{args[1]}"
+        else:
+            reason = refusal(root, event, args)
         if reason is not None:
-            _finish(fd, BLOCKED, "blocked", f"refused: {reason}")
+            finish(fd, BLOCKED, "blocked", f"refused: {reason}")
     return hook
+
+
+# Directories laid over with an empty, read-only file system: Unix sockets (a network
+# namespace does not cover them: X11, D-Bus, Docker) and shared memory live there.
+HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/dev/mqueue")
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+CLONE_NEWUSER, PR_SET_NO_NEW_PRIVS = 0x10000000, 38
+# A mount's flags that a user namespace may not drop when it remounts it.
+_KEPT = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
+
+
+def _mount_points() -> list[tuple[str, int]]:
+    """(mount point, flags to keep) of every mount, parents before children."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.split()
+            target = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            flags = sum(bit for name, bit in _KEPT.items() if name in fields[5].split(","))
+            points.append((target, flags))
+    return sorted(points, key=lambda point: point[0].count("/") if point[0] != "/" else 0)
+
+
+def isolate(root: str) -> None:
+    """Read-only file system but `root`, socket directories hidden, privileges dropped.
+
+    Runs as the root of fresh user and mount namespaces, before the audit hook
+    (it needs ctypes).  Raises OSError at the first step the kernel refuses; the
+    parent probes this once and falls back to the network namespace alone.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def call(name: str, *args) -> None:
+        encoded = [a.encode() if isinstance(a, str) else a for a in args]
+        if getattr(libc, name)(*encoded) != 0:
+            number = ctypes.get_errno()
+            raise OSError(number, f"{name}{tuple(args)}: {os.strerror(number)}")
+
+    keep = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for directory in HIDDEN_DIRS:
+        if os.path.isdir(directory) and not os.path.islink(directory):
+            call("mount", b"tmpfs", directory, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k")
+    os.makedirs(root, exist_ok=True)  # where a tmpfs now hides it
+    call("mount", f"/proc/self/fd/{keep}", root, None, MS_BIND, None)
+    os.close(keep)
+    for target, flags in _mount_points():
+        if target != root:
+            call("mount", None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None)
+    os.chdir(root)
+    # A user namespace of its own owns none of these mounts: the program cannot remount
+    # them, and no set-user-ID program can give it back what it gave up.
+    call("unshare", CLONE_NEWUSER)
+    call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    for name in [name for name in sys.modules if name.split(".")[0] in ("ctypes", "_ctypes")]:
+        del sys.modules[name]  # the program's `import ctypes` loads it anew, past the hook
 
 
 def _describe(exc: BaseException, path: str) -> str:
@@ -129,9 +217,15 @@ def _describe(exc: BaseException, path: str) -> str:
 
 def main() -> None:
     """Run the program named on the command line; exit with its outcome."""
-    path, fd = sys.argv[1], int(sys.argv[2])
-    token = os.environ.pop(TOKEN_VARIABLE, "")
+    path, fd, token_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     root = os.path.realpath(os.getcwd())
+    if ISOLATE in sys.argv[4:]:
+        try:
+            isolate(root)
+        except OSError as exc:
+            _finish(fd, ERROR, "error", f"sandbox isolation failed: {exc}")
+    with os.fdopen(token_fd, "rb") as handle:
+        token = handle.read(64).decode("ascii", "replace")
     with open(path, encoding="utf-8") as handle:
         source = handle.read()
     try:
@@ -139,13 +233,14 @@ def main() -> None:
     except (SyntaxError, ValueError) as exc:
         _finish(fd, ERROR, "error", _describe(exc, path))
     sys.dont_write_bytecode = True
-    sys.addaudithook(_audit_hook(root, fd))
+    if NO_HOOK not in sys.argv[4:]:
+        sys.addaudithook(_audit_hook(root, fd))
     runner = sys.modules["__main__"]  # noqa: F841 - keeps this module alive while it runs
     program = types.ModuleType("__main__")  # `import __main__` finds the program, not us
     sys.modules["__main__"] = program
     try:
         exec(code, program.__dict__)
-    except AssertionError as exc:
+    except _ASSERTION as exc:
         _finish(fd, FAILED, "failed", _describe(exc, path))
     except BaseException as exc:  # SystemExit too: a program that exits skipped its tests
         _finish(fd, ERROR, "error", _describe(exc, path))
