@@ -12,7 +12,9 @@ taken out of the options before they are read as settings.
 
 `--max-clients` bounds the connections served at once: each has its own
 documents, jobs and threads, and a team server should turn the next one away
-with a clear answer rather than slow everyone down.
+with a clear answer rather than slow everyone down.  Connections that have
+not sent `initialize` yet are bounded too, and closed after `admission_s`
+(transport.py), so idle or half-sent connections cannot pile up.
 
 The token keeps out whoever does not know it; it is no encryption.  Documents
 and the token cross the network in the clear, so this fits a trusted network;
@@ -45,11 +47,16 @@ class Gate:
 
     token: str | None = None  # None: no token asked for
     max_clients: int = 64  # connections served at once
+    # A connection that has not sent its `initialize` within admission_s is closed, and
+    # at most max_waiting such connections are held at once (past it, the oldest goes).
+    admission_s: float = 10.0
+    max_waiting: int = 64
 
     @classmethod
-    def from_environment(cls, max_clients: int = 64) -> Gate:
-        """The gate of `dlm-lsp --tcp`: the token from DLM_LSP_TCP_TOKEN, if set."""
-        return cls(os.environ.get(TOKEN_ENV) or None, max_clients)
+    def from_environment(cls, max_clients: int = 64, admission_s: float = 10.0) -> Gate:
+        """The gate of `dlm-lsp --tcp`: the token from DLM_LSP_TCP_TOKEN, if set; as many
+        connections may wait for admission as may be served."""
+        return cls(os.environ.get(TOKEN_ENV) or None, max_clients, admission_s, max_clients)
 
     def refusal(self, options: Any, clients: int) -> tuple[int, str] | None:
         """Why an `initialize` with these initializationOptions is refused while `clients`

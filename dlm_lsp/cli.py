@@ -16,10 +16,21 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
-        server.start_tcp(host or "127.0.0.1", int(port), Gate.from_environment(args.max_clients))
+        server.start_tcp(host or "127.0.0.1", int(port),
+                         Gate.from_environment(args.max_clients, args.admission_seconds))
     else:
         server.start_io()
     return 0
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"a positive number of seconds, got {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -215,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --tcp: connections served at once (default 64); the token "
                         "clients must send, if any, is the environment variable "
                         "DLM_LSP_TCP_TOKEN")
+    parser.add_argument("--admission-seconds", type=_positive_seconds, default=10.0,
+                        metavar="S", help="with --tcp: a connection that has not sent initialize "
+                        "within S seconds is closed (default 10); so are the oldest of those "
+                        "waiting, past --max-clients of them")
     parser.add_argument("--stdio", action="store_true", help="serve LSP over stdio (the default)")
     parser.add_argument("--log-level", default="WARNING", help="logging level for stderr")
     parser.add_argument("--version", action="version", version=f"dlm-lsp {__version__}")

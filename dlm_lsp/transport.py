@@ -90,7 +90,7 @@ def serve_tcp(make_server: Callable[[], DlmServer], host: str, port: int,
     if gate.token is None and reaches_beyond_this_machine(host):
         log.warning("listening on %s without a token: anyone who can reach this port can use "
                     "the server (set %s, see README: Security)", host, TOKEN_ENV)
-    live: set[DlmServer] = set()
+    live: dict[DlmServer, None] = {}  # connections in the order they came (a set in order)
     _run(lambda: list(live), _serve_tcp(make_server, live, host, port, gate))
 
 
@@ -99,26 +99,48 @@ async def _read(server: DlmServer, reader: Any) -> None:
                     logger=log, error_handler=server.report_server_error)
 
 
-async def _serve_tcp(make_server: Callable[[], DlmServer], live: set[DlmServer], host: str,
-                     port: int, gate: Gate) -> None:
+async def _serve_tcp(make_server: Callable[[], DlmServer], live: dict[DlmServer, None],
+                     host: str, port: int, gate: Gate) -> None:
+    loop = asyncio.get_running_loop()
+
+    def unadmitted_too_long(server: DlmServer, writer: asyncio.StreamWriter) -> None:
+        if not server.protocol.admitted and not writer.is_closing():
+            log.warning("closed a TCP connection that sent no initialize in %g s",
+                        gate.admission_s)
+            writer.close()
+
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A connection costs a language server (~100 KB) and a file descriptor before it
+        # says anything: idle or half-sent connections are timed out and bounded, or a port
+        # scanner, a stuck client or an attacker would hold them until the server runs out
+        # of descriptors and turns everyone away.  Past the bound the OLDEST waiting one
+        # goes: an editor sends initialize as soon as it connects, so a flood of idle
+        # connections cannot keep it out.
+        waiting = [other for other in live
+                   if not other.protocol.admitted and not other.protocol.writer.is_closing()]
+        if len(waiting) >= gate.max_waiting:
+            log.warning("closed the oldest of %d TCP connections that have not sent initialize",
+                        len(waiting))
+            waiting[0].protocol.writer.close()
         server = make_server()
+        deadline = loop.call_later(gate.admission_s, unadmitted_too_long, server, writer)
         server.protocol.set_writer(writer)  # type: ignore[arg-type]
         server.protocol.leaves_on_exit = True  # `exit` ends this connection, not the process
         server.protocol.gate = gate
         server.protocol.admitted_elsewhere = lambda: sum(
             other.protocol.admitted for other in live if other is not server)
-        live.add(server)
+        live[server] = None
         try:
             await _read(server, BoundedReader(reader))
         except asyncio.CancelledError:  # the process is ending (a signal); Python 3.11's
             pass  # stream callback would log a cancelled connection as an error
         finally:
+            deadline.cancel()
             winding_down = server.client_left()
             if winding_down:  # let its last answers go out before the connection closes
                 await asyncio.wait(winding_down, timeout=GRACE_S)
             writer.close()
-            live.discard(server)
+            live.pop(server, None)
             server.release()
 
     tcp = await asyncio.start_server(connection, host, port)

@@ -130,3 +130,43 @@ def test_a_refused_client_gets_one_answer_for_all_it_sent_at_once(gated):
     answers = [m for m in client.messages if m.get("id") in burst]
     assert len(answers) == 1 and error_code(answers[0]) == -32002
     assert server.log().count("refused a TCP client") == 1
+
+
+def _closed_by_server(sock, within: float) -> bool:
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except (TimeoutError, OSError):
+        return False
+
+
+def test_a_connection_that_never_sends_initialize_is_closed_after_the_admission_time(
+        model_dir):
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}", "--admission-seconds", "1")
+    try:
+        _, silent = tcp_connection(port)
+        _, half = tcp_connection(port)
+        half.sendall(b"Content-Length: 100\r\n\r\n{")  # a message begun, never finished
+        began = time.monotonic()
+        assert _closed_by_server(silent, 10) and _closed_by_server(half, 10)
+        assert 0.8 < time.monotonic() - began < 5
+        assert "sent no initialize in 1 s" in server.log()
+        client, _ = tcp_connection(port)  # one that does initialize stays, past the time
+        assert "result" in client.initialize({"model": str(model_dir)})
+        time.sleep(1.5)
+        assert "result" in client.call("dlm/status", {})
+    finally:
+        server.close()
+
+
+def test_a_flood_of_idle_connections_cannot_keep_an_editor_out(gated, model_dir):
+    """At most --max-clients connections wait for admission; past that the oldest waiting
+    one is closed, so the connection that sends initialize at once always gets in."""
+    port, server = gated
+    idle = [tcp_connection(port)[1] for _ in range(6)]
+    client, _ = tcp_connection(port)
+    assert "result" in client.initialize({"model": str(model_dir), "token": TOKEN})
+    closed = [_closed_by_server(sock, 5) for sock in idle]
+    assert closed[:4] == [True] * 4, closed  # the six waited two at a time, oldest out first
+    assert "have not sent initialize" in server.log()
