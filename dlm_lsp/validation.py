@@ -26,6 +26,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -227,29 +228,41 @@ def _end_place(start: _Place, inserted: str) -> _Place:
     return _Place(start.byte + len(data), (start.point[0] + lines, last))
 
 
+_BLOCK = 1 << 15  # characters compared at a time by _common_ends
+
+
 def _common_ends(old: str, new: str) -> tuple[int, int]:
     """Lengths of the common prefix and (non-overlapping) common suffix of two texts.
 
-    Found by bisection on slice comparisons, which run at memcmp speed, so a
-    keystroke in a 5 MB document costs microseconds of Python, not a char loop.
+    Blocks are compared in turn (slice comparisons run at memcmp speed) and the first
+    that differs is bisected.  Bisecting the whole text instead copied megabytes at
+    each of its ~23 steps (a slice is a copy): 175 ms a keystroke in a 4.7 MB document.
     """
     limit = min(len(old), len(new))
-    lo, hi = 0, limit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if old[:mid] == new[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    prefix = lo
-    lo, hi = 0, limit - prefix
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if old[len(old) - mid:] == new[len(new) - mid:]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return prefix, lo
+    prefix = _matching(lambda a, b: old[a:b] == new[a:b], limit)
+    m, n = len(old), len(new)
+    suffix = _matching(lambda a, b: old[m - b:m - a] == new[n - b:n - a], limit - prefix)
+    return prefix, suffix
+
+
+def _matching(same: Callable[[int, int], bool], limit: int) -> int:
+    """The largest k <= limit with same(0, k), given that same(a, b) says whether
+    positions [a, b) agree (counted from the end being compared)."""
+    at = 0
+    while at < limit:
+        block_end = min(at + _BLOCK, limit)
+        if same(at, block_end):
+            at = block_end
+            continue
+        lo, hi = at, block_end - 1  # positions [at, lo) agree; the answer is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if same(at, mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+    return limit
 
 
 class ParsedDocument:

@@ -7,6 +7,8 @@ Documents are written with the span marked as ⟦old text⟧ (⟦⟧ for an inse
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlm_lsp import validation
 from dlm_lsp.validation import LANGUAGES, Validation, language_for, validate_fill
@@ -441,6 +443,32 @@ def test_new_ranges_cover_the_new_error_in_the_filled_document() -> None:
     a, b = verdict.new_ranges[0]
     assert a <= start + 1 and b >= start  # the error touches the fill
     assert "(" in filled[min(a, start):max(b, start + 2)]
+
+
+def _naive_common_ends(old: str, new: str) -> tuple[int, int]:
+    prefix = 0
+    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while (suffix < min(len(old), len(new)) - prefix
+           and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]):
+        suffix += 1
+    return prefix, suffix
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.text(alphabet="ab\né", max_size=40), st.integers(0, 5_000), st.integers(0, 40),
+       st.text(alphabet="ab\né", max_size=6), st.integers(0, 3))
+def test_the_common_ends_of_two_versions_are_those_a_character_scan_finds(
+        base: str, at: int, removed: int, inserted: str, block_power: int) -> None:
+    """Edits anywhere in texts longer than a comparison block, small and large blocks."""
+    old = (base * (5_000 // max(1, len(base)) + 1))[:5_000] if base else ""
+    at = min(at, len(old))
+    new = old[:at] + inserted + old[at + removed:]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(validation, "_BLOCK", [1, 7, 64, 1 << 15][block_power])
+        assert validation._common_ends(old, new) == _naive_common_ends(old, new)
+        assert validation._common_ends(new, old) == _naive_common_ends(new, old)
 
 
 EDITS = [(0, 0, "import os\n"), (10, 12, ""), (25, 25, "(\n"), (25, 27, ""), (5, 5, "é")]
