@@ -86,6 +86,12 @@ def test_fill_refuses_a_bad_option_with_a_usage_error(args, says):
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf", "soon"])
+def test_serving_refuses_an_admission_time_that_is_not_a_positive_number(seconds):
+    out = run_cli("--tcp", "127.0.0.1:0", "--admission-seconds", seconds)
+    assert out.returncode == 2 and f"a positive number of seconds, got {seconds!r}" in out.stderr
+
+
 def test_version_names_the_package_version():
     from dlm_lsp import __version__
 
