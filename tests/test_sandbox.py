@@ -230,6 +230,18 @@ open('inside', 'w').write('fine')
 
 
 @NAMESPACES
+def test_only_harmless_devices_are_in_reach():
+    """As the host's root a program could open the disks' block devices for writing."""
+    program = ("import os\nassert sorted(os.listdir('/dev')) == ['fd', 'full', 'null', 'random',"
+               " 'stderr', 'stdin', 'stdout', 'urandom', 'zero'], os.listdir('/dev')\n"
+               "open('/dev/null', 'w').write('x')\n"
+               "assert len(open('/dev/urandom', 'rb').read(4)) == 4\n"
+               "assert os.listdir('/dev/fd')\n")
+    outcome = run_program(program, KERNEL_ONLY)
+    assert outcome.passed, outcome.detail
+
+
+@NAMESPACES
 def test_a_local_socket_on_the_host_cannot_be_reached(tmp_path):
     path = tmp_path / "host.sock"
     with socket.socket(socket.AF_UNIX) as host:

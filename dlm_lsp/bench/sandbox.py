@@ -18,8 +18,9 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   that is down), a process tree of its own that dies whole with its first
   process (a child that leaves the process group with `setsid` dies too), and
   a file system that is read-only but for the working directory, with empty
-  file systems over /tmp, /run and /dev/shm, where local sockets live; the
-  child then gives up the namespaces' privileges (`sandbox_child.isolate`).
+  file systems over /tmp and /run, where local sockets live, and a /dev of
+  five harmless devices; the child then gives up the namespaces' privileges
+  (`sandbox_child.isolate`).
   Where only `unshare --user --net` works, the network namespace alone;
 - in every case, an audit hook installed before the program runs that refuses
   sockets, processes, ctypes and writes outside the working directory.

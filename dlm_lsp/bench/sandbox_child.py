@@ -26,7 +26,8 @@ With ISOLATE among the arguments after the descriptors (the parent started
 this process in new user, network, PID and mount namespaces, as their root),
 `isolate` first makes every mount read-only except the working directory,
 lays empty file systems over the directories where sockets and shared memory
-live, and then gives up the namespaces' privileges, so that nothing the
+live, replaces /dev with one that has only null, zero, full, random and
+urandom, and then gives up the namespaces' privileges, so that nothing the
 program does, hook or no hook, can write outside its directory, reach a local
 socket, or undo this.  NO_HOOK leaves the hook out, for the tests of the
 kernel's part alone.
@@ -151,7 +152,12 @@ def _audit_hook(root: str, fd: int, *, refusal=_refusal, finish=_finish):
 
 # Directories laid over with an empty, read-only file system: Unix sockets (a network
 # namespace does not cover them: X11, D-Bus, Docker) and shared memory live there.
-HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/dev/mqueue")
+HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/var/run")
+# /dev is replaced by one holding only these devices (and its usual links): as the
+# host's root, a program could otherwise open the disks' block devices for writing.
+DEVICES = ("null", "zero", "full", "random", "urandom")
+DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+                "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 CLONE_NEWUSER, PR_SET_NO_NEW_PRIVS = 0x10000000, 38
 # A mount's flags that a user namespace may not drop when it remounts it.
@@ -188,14 +194,23 @@ def isolate(root: str) -> None:
             raise OSError(number, f"{name}{tuple(args)}: {os.strerror(number)}")
 
     keep = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    for directory in HIDDEN_DIRS:
+    devices = {name: os.open(f"/dev/{name}", os.O_PATH) for name in DEVICES
+               if os.path.exists(f"/dev/{name}")}
+    for directory in (*HIDDEN_DIRS, "/dev"):
         if os.path.isdir(directory) and not os.path.islink(directory):
             call("mount", b"tmpfs", directory, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k")
+    for name, fd in devices.items():  # bind the device itself, as the fd still names it
+        open(f"/dev/{name}", "w").close()
+        call("mount", f"/proc/self/fd/{fd}", f"/dev/{name}", None, MS_BIND, None)
+        os.close(fd)
+    for name, target in DEVICE_LINKS.items():
+        os.symlink(target, f"/dev/{name}")
     os.makedirs(root, exist_ok=True)  # where a tmpfs now hides it
     call("mount", f"/proc/self/fd/{keep}", root, None, MS_BIND, None)
     os.close(keep)
     for target, flags in _mount_points():
-        if target != root:
+        # a mount under a new tmpfs (/dev/pts, ...) is out of sight: nothing to remount
+        if target != root and os.path.lexists(target):
             call("mount", None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None)
     os.chdir(root)
     # A user namespace of its own owns none of these mounts: the program cannot remount
