@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -305,3 +306,56 @@ def test_replacing_assertion_error_still_fails_the_tests():
 def test_the_hook_is_not_switched_off_from_inside(bypass):
     outcome = run_program(bypass + "\n", QUICK)
     assert outcome.reason == "blocked", outcome.detail
+
+
+def test_replacing_the_captured_output_neither_hangs_nor_crashes_the_sandbox():
+    """The parent reads the output through the descriptor the child wrote to: a FIFO or a
+    directory put where a file of that name was (its own, or one level up) changes nothing."""
+    program = ("import os\nfor name in ('output', '../output'):\n"
+               "    for change in (os.remove, os.mkfifo, os.mkdir):\n"
+               "        try:\n            change(name)\n        except OSError:\n            pass\n"
+               "print('still captured')\n")
+    done = []
+    thread = threading.Thread(target=lambda: done.append(
+        run_program(program, SandboxConfig(timeout_s=2.0, hook=False))), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert done, "the sandbox hung"
+    assert done[0].passed and "still captured" in done[0].output, done[0]
+
+
+def test_the_way_to_the_working_directory_is_closed_to_other_users(monkeypatch):
+    """A program may open its own directory to everyone; the one holding it stays 0700, so
+    no other user of the machine can run what it leaves there (a set-user-ID copy)."""
+    seen = []
+    real_remove = sandbox._remove
+
+    def remove(outer):
+        seen.append((os.stat(outer).st_mode & 0o777, sorted(os.listdir(outer))))
+        real_remove(outer)
+    monkeypatch.setattr(sandbox, "_remove", remove)
+    outcome = run_program("import os\nos.chmod('.', 0o777)\n", QUICK)
+    assert outcome.passed, outcome.detail
+    assert seen == [(0o700, ["output", "work"])]
+
+
+def test_descriptors_are_limited():
+    """Each memfd could hold file_bytes of memory that the address-space limit misses."""
+    program = ("held = []\ntry:\n    for _ in range(1000):\n"
+               "        held.append(open('/dev/null'))\n"
+               "except OSError:\n    pass\nassert len(held) < 64, len(held)\n")
+    outcome = run_program(program, QUICK)
+    assert outcome.passed, outcome.detail
+
+
+@NAMESPACES
+def test_the_working_directory_is_a_small_file_system_of_its_own():
+    """fallocate reserved gigabytes of the host's disk past the file-size limit; set-user-ID
+    files, devices and programs run from it mean nothing there."""
+    program = ("import os\nst = os.statvfs('.')\nassert st.f_blocks * st.f_frsize <= 64 << 20\n"
+               "assert st.f_flag & os.ST_NOSUID and st.f_flag & os.ST_NODEV\n"
+               "fd = os.open('big', os.O_WRONLY | os.O_CREAT)\ntry:\n"
+               "    os.posix_fallocate(fd, 0, 1 << 30)\nexcept OSError:\n    pass\nelse:\n"
+               "    raise SystemExit('a gigabyte reserved')\n")
+    outcome = run_program(program, KERNEL_ONLY)
+    assert outcome.passed, outcome.detail

@@ -6,20 +6,22 @@ program runs in its own short-lived child (`sandbox_child.py`) with
 
 - `python -I -B`: isolated mode (no user site, no PYTHON* variables, no
   script directory on the path) and no bytecode written anywhere;
-- a fresh temporary working directory, deleted afterwards, a minimal
-  environment, stdin closed, stdout and stderr captured into a file there;
+- a fresh temporary working directory inside one only this user may enter,
+  both deleted afterwards, a minimal environment, stdin closed, stdout and
+  stderr captured into a file beside it (read back through its descriptor);
 - resource limits set before the interpreter starts (`preexec_fn`): address
-  space, CPU seconds, file size (which also caps the captured output), no core
-  dumps and, for a user other than root (the kernel exempts root), a process
-  count just above what the user already runs;
+  space, CPU seconds, file size (which also caps the captured output), open
+  descriptors, no core dumps and, for a user other than root (the kernel
+  exempts root), a process count just above what the user already runs;
 - its own process group, killed whole at the wall-clock timeout;
 - where the kernel lets an unprivileged user create them, new namespaces
   (`unshare --user --net --pid --mount`): an empty network (a loopback device
   that is down), a process tree of its own that dies whole with its first
   process (a child that leaves the process group with `setsid` dies too), and
-  a file system that is read-only but for the working directory, with empty
-  file systems over /tmp and /run, where local sockets live, and a /dev of
-  five harmless devices; the child then gives up the namespaces' privileges
+  a file system that is read-only everywhere, with a fresh small tmpfs as
+  the working directory, empty file systems over /tmp and /run, where local
+  sockets live, and a /dev of five harmless devices; the child then moves into
+  a user namespace of its own, so the program cannot undo any of it
   (`sandbox_child.isolate`).
   Where only `unshare --user --net` works, the network namespace alone;
 - in every case, an audit hook installed before the program runs that refuses
@@ -81,6 +83,7 @@ class SandboxConfig:
     file_bytes: int = 16 << 20  # largest file written, the captured output included
     extra_processes: int = 32  # RLIMIT_NPROC headroom over the user's running tasks
     output_chars: int = 2000  # captured stdout + stderr kept in the outcome
+    open_files: int = 64  # descriptors (each memfd could hold file_bytes of memory)
     # None: the strongest isolation available; True: namespaces required (at least the
     # network's); False: none (the audit hook and the limits only)
     network_namespace: bool | None = None
@@ -155,7 +158,8 @@ def _limits(config: SandboxConfig) -> Callable[[], None]:
     wanted = [(resource.RLIMIT_AS, config.memory_bytes, config.memory_bytes),
               (resource.RLIMIT_CPU, cpu, cpu + 1),
               (resource.RLIMIT_FSIZE, config.file_bytes, config.file_bytes),
-              (resource.RLIMIT_CORE, 0, 0)]
+              (resource.RLIMIT_CORE, 0, 0),
+              (resource.RLIMIT_NOFILE, config.open_files, config.open_files)]
     if os.geteuid() != 0:
         processes = _user_tasks() + config.extra_processes
         wanted.append((resource.RLIMIT_NPROC, processes, processes))
@@ -258,9 +262,25 @@ def run_program(source: str, config: SandboxConfig | None = None) -> Outcome:
 
 
 def _run(source: str, config: SandboxConfig, isolation: str) -> Outcome:
-    token = secrets.token_hex(16)
-    work = tempfile.mkdtemp(prefix="dlm-sandbox-")
+    """One program; a failure of the sandbox itself is that program's error, not the
+    end of a whole benchmark."""
+    began = time.perf_counter()
     try:
+        return _run_in(source, config, isolation)
+    except Exception as exc:  # noqa: BLE001 - e.g. a working directory the program mangled
+        return Outcome(False, "error", f"the sandbox failed: {type(exc).__name__}: {exc}",
+                       round(time.perf_counter() - began, 3), "", isolation)
+
+
+def _run_in(source: str, config: SandboxConfig, isolation: str) -> Outcome:
+    token = secrets.token_hex(16)
+    # The program's directory sits in one only this user can enter, which holds the
+    # captured output: the program may open its own directory to everyone (it may
+    # chmod inside it), not the way to it, and it cannot reach the output's name.
+    outer = tempfile.mkdtemp(prefix="dlm-sandbox-")
+    work = os.path.join(outer, "work")
+    try:
+        os.mkdir(work, 0o700)
         Path(work, "program.py").write_text(source, encoding="utf-8")
         read_fd, write_fd = os.pipe()
         token_fd, token_write = os.pipe()
@@ -276,12 +296,15 @@ def _run(source: str, config: SandboxConfig, isolation: str) -> Outcome:
             command.append(NO_HOOK)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": work, "TMPDIR": work}
         began = time.perf_counter()
+        output = open(Path(outer, "output"), "w+b")  # noqa: SIM115 - read back below
         try:
-            with open(Path(work, "output"), "wb") as output:
-                child = subprocess.Popen(
-                    command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=output,
-                    stderr=subprocess.STDOUT, pass_fds=(write_fd, token_fd),
-                    start_new_session=True, preexec_fn=_limits(config))
+            child = subprocess.Popen(
+                command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=output,
+                stderr=subprocess.STDOUT, pass_fds=(write_fd, token_fd),
+                start_new_session=True, preexec_fn=_limits(config))
+        except BaseException:
+            output.close()
+            raise
         finally:
             os.close(write_fd)
             os.close(token_fd)
@@ -297,10 +320,11 @@ def _run(source: str, config: SandboxConfig, isolation: str) -> Outcome:
             outcome = _read_outcome(read_fd)
         finally:
             os.close(read_fd)
-        with open(Path(work, "output"), "rb") as handle:
-            text = handle.read(config.output_chars * 4).decode("utf-8", "replace")
+        with output:  # read through the descriptor the child wrote to, never by its name
+            output.seek(0)
+            text = output.read(config.output_chars * 4).decode("utf-8", "replace")
     finally:
-        _remove(work)
+        _remove(outer)
     text = text[:config.output_chars]
     reason, detail = _classify(child.returncode, timed_out, outcome, token, config, text)
     return Outcome(reason == "passed", reason, detail, round(seconds, 3), text, isolation)

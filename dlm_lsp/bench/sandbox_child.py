@@ -24,12 +24,14 @@ having passed its tests.  (The token was an environment variable, and
 
 With ISOLATE among the arguments after the descriptors (the parent started
 this process in new user, network, PID and mount namespaces, as their root),
-`isolate` first makes every mount read-only except the working directory,
-lays empty file systems over the directories where sockets and shared memory
+`isolate` first makes every mount read-only, gives the program a fresh
+64 MiB tmpfs as its working directory (no set-user-ID, devices or programs
+run from it), lays empty file systems over the directories where sockets
 live, replaces /dev with one that has only null, zero, full, random and
-urandom, and then gives up the namespaces' privileges, so that nothing the
-program does, hook or no hook, can write outside its directory, reach a local
-socket, or undo this.  NO_HOOK leaves the hook out, for the tests of the
+urandom, and then moves into a user namespace of its own (which owns none of
+these mounts) with no-new-privileges, so that nothing the program does, hook or
+no hook, can write outside its directory, reach the usual local sockets, or
+undo this.  NO_HOOK leaves the hook out, for the tests of the
 kernel's part alone.
 """
 
@@ -160,6 +162,7 @@ DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
                 "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 CLONE_NEWUSER, PR_SET_NO_NEW_PRIVS = 0x10000000, 38
+WORK_TMPFS = b"size=64m,nr_inodes=8192,mode=700"  # the working directory, when isolated
 # A mount's flags that a user namespace may not drop when it remounts it.
 _KEPT = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
 
@@ -193,7 +196,6 @@ def isolate(root: str) -> None:
             number = ctypes.get_errno()
             raise OSError(number, f"{name}{tuple(args)}: {os.strerror(number)}")
 
-    keep = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     devices = {name: os.open(f"/dev/{name}", os.O_PATH) for name in DEVICES
                if os.path.exists(f"/dev/{name}")}
     for directory in (*HIDDEN_DIRS, "/dev"):
@@ -205,9 +207,11 @@ def isolate(root: str) -> None:
         os.close(fd)
     for name, target in DEVICE_LINKS.items():
         os.symlink(target, f"/dev/{name}")
+    # The working directory becomes a small tmpfs of its own: the disk under it stays
+    # untouched (fallocate could reserve gigabytes past the file-size limit), nothing in
+    # it can be set-user-ID or a device, and it is gone with the namespace.
     os.makedirs(root, exist_ok=True)  # where a tmpfs now hides it
-    call("mount", f"/proc/self/fd/{keep}", root, None, MS_BIND, None)
-    os.close(keep)
+    call("mount", b"tmpfs", root, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, WORK_TMPFS)
     for target, flags in _mount_points():
         # a mount under a new tmpfs (/dev/pts, ...) is out of sight: nothing to remount
         if target != root and os.path.lexists(target):
@@ -234,15 +238,15 @@ def main() -> None:
     """Run the program named on the command line; exit with its outcome."""
     path, fd, token_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     root = os.path.realpath(os.getcwd())
+    with os.fdopen(token_fd, "rb") as handle:
+        token = handle.read(64).decode("ascii", "replace")
+    with open(path, encoding="utf-8") as handle:
+        source = handle.read()  # before `isolate` lays a fresh directory over it
     if ISOLATE in sys.argv[4:]:
         try:
             isolate(root)
         except OSError as exc:
             _finish(fd, ERROR, "error", f"sandbox isolation failed: {exc}")
-    with os.fdopen(token_fd, "rb") as handle:
-        token = handle.read(64).decode("ascii", "replace")
-    with open(path, encoding="utf-8") as handle:
-        source = handle.read()
     try:
         code = compile(source, path, "exec")
     except (SyntaxError, ValueError) as exc:
