@@ -306,6 +306,9 @@ class DlmProtocol(LanguageServerProtocol):
                                         self.admitted_elsewhere())
             if refusal is None:
                 self.admitted = True
+                seat = getattr(self._server, "seat", None)  # counted among the clients now,
+                if seat is not None:  # before its settings are applied
+                    seat.admitted = True
                 self.handle_message(message)
                 return
             code, text = refusal

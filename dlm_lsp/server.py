@@ -73,7 +73,7 @@ from dlm_lsp.protocol import (
     parse_infill_params,
     to_plain,
 )
-from dlm_lsp.shared import EnginePool
+from dlm_lsp.shared import EnginePool, Seat
 from dlm_lsp.syntax import enclosing_node_range
 from dlm_lsp.transport import serve_stdio, serve_tcp
 from dlm_lsp.validation import forget_document, language_for
@@ -98,6 +98,7 @@ class DlmServer(LanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dlm-engine")
         self.jobs = Jobs()
         self.pending_problems: list[str] = []
+        self.seat: Seat | None = None  # over TCP: its place among the clients (shared.py)
         self._progress_count = 0  # server-initiated progress tokens made so far
 
     def apply_settings(self, data: Any, base: ServerConfig | None = None) -> list[str]:
@@ -317,9 +318,15 @@ class DlmServer(LanguageServer):
         shared.py); ends the process."""
         pool = EnginePool()
 
-        def backend(config: ServerConfig) -> Backend:
-            return pool.join(config) if config.backend == LOCAL else make_backend(config)
-        serve_tcp(lambda: build_server(backend), host, port, gate)
+        def connection() -> DlmServer:
+            seat = Seat(admitted=False)  # taken when its initialize is admitted (protocol.py)
+
+            def backend(config: ServerConfig) -> Backend:
+                return pool.join(config, seat) if config.backend == LOCAL else make_backend(config)
+            server = build_server(backend)
+            server.seat = seat
+            return server
+        serve_tcp(connection, host, port, gate)
 
     def release(self) -> None:
         """A TCP connection ended: let go of its backend and threads, without waiting for

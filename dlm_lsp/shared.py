@@ -13,14 +13,17 @@ Settings split as they do for the remote service: a client's fill settings
 engine's own settings (`ENGINE_SETTINGS`: which model, where, in what precision,
 how many rows a pass) belong to the process: a client that is alone applies
 them, as over stdio (also when the others leave); while others are connected, a
-client that asks for different ones is told that they stay as they are.
+client that asks for different ones is told that they stay as they are.  Only
+admitted clients count (`Seat`): a connection that has not sent its `initialize`
+yet (a port scan, a slow client; closed after admission.py's time) is no one's
+company, or it would keep the first real client's model setting from applying.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dlm_lsp.config import ServerConfig, camel
@@ -28,6 +31,13 @@ from dlm_lsp.engine import LOADED_WITH, Engine
 from dlm_lsp.results import InfillRequest, InfillResult
 
 ENGINE_SETTINGS = (*LOADED_WITH, "batch_rows")
+
+
+@dataclass
+class Seat:
+    """A connection's place among the clients: taken when its `initialize` is admitted."""
+
+    admitted: bool = True  # TCP connections start without (server.start_tcp)
 
 
 class EnginePool:
@@ -38,15 +48,19 @@ class EnginePool:
         self.members: list[SharedEngine] = []
         self.lock = threading.Lock()
 
-    def join(self, config: ServerConfig) -> SharedEngine:
+    def join(self, config: ServerConfig, seat: Seat | None = None) -> SharedEngine:
         """A new client's view of the engine (created by the first client's settings)."""
         with self.lock:
             if self.engine is None:
                 self.engine = Engine(config)
-            view = SharedEngine(self, self.engine, config)
+            view = SharedEngine(self, self.engine, config, seat or Seat())
             self.members.append(view)
         view.reconfigure(config)
         return view
+
+    def clients(self) -> list[SharedEngine]:
+        """The members that count: those admitted (call with the lock held)."""
+        return [view for view in self.members if view.seat.admitted]
 
     def leave(self, view: SharedEngine) -> None:
         """A client is gone; the engine (and its loaded model) stays for the next.  A
@@ -55,7 +69,8 @@ class EnginePool:
             if view not in self.members:
                 return
             self.members.remove(view)
-            alone = self.members[0] if len(self.members) == 1 else None
+            clients = self.clients()
+            alone = clients[0] if len(clients) == 1 else None
         if alone is not None:
             alone.reconfigure(alone.config)
 
@@ -63,8 +78,8 @@ class EnginePool:
 class SharedEngine:
     """One client's backend: the shared engine, with this client's fill settings."""
 
-    def __init__(self, pool: EnginePool, engine: Engine, config: ServerConfig):
-        self.pool, self.engine, self.config = pool, engine, config
+    def __init__(self, pool: EnginePool, engine: Engine, config: ServerConfig, seat: Seat):
+        self.pool, self.engine, self.config, self.seat = pool, engine, config, seat
         self.notices: deque[str] = deque(maxlen=16)
         self.setting_problems: list[str] = []  # settings this client asked for in vain
 
@@ -81,7 +96,7 @@ class SharedEngine:
         self.config = config
         self.setting_problems = []
         with self.pool.lock:
-            others = len(self.pool.members) - 1
+            others = sum(1 for view in self.pool.clients() if view is not self)
             if others == 0:
                 self.engine.reconfigure(config)
                 return
@@ -98,7 +113,7 @@ class SharedEngine:
 
     def status(self) -> dict[str, Any]:
         with self.pool.lock:
-            clients = len(self.pool.members)
+            clients = len(self.pool.clients())
         return {**self.engine.status(), "clients": clients}
 
     def forget(self, uri: str) -> None:

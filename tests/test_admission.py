@@ -170,3 +170,16 @@ def test_a_flood_of_idle_connections_cannot_keep_an_editor_out(gated, model_dir)
     closed = [_closed_by_server(sock, 5) for sock in idle]
     assert closed[:4] == [True] * 4, closed  # the six waited two at a time, oldest out first
     assert "have not sent initialize" in server.log()
+
+
+def test_a_connection_not_yet_admitted_is_no_client_and_keeps_no_setting_from_applying(
+        gated, model_dir):
+    """The first connection made the engine; had it counted, the editor that initialized
+    next would share it, and its model would stay the default with a warning."""
+    port, _ = gated
+    _, idle = tcp_connection(port)  # connected first, sends nothing
+    client, _ = tcp_connection(port)
+    assert "result" in client.initialize({"model": str(model_dir), "token": TOKEN})
+    status = client.call("dlm/status", {})["result"]
+    assert status["clients"] == 1 and status["model"] == str(model_dir), status
+    hang_up(idle)
