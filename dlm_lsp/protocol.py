@@ -305,10 +305,7 @@ class DlmProtocol(LanguageServerProtocol):
             refusal = self.gate.refusal(message.params.initialization_options,
                                         self.admitted_elsewhere())
             if refusal is None:
-                self.admitted = True
-                seat = getattr(self._server, "seat", None)  # counted among the clients now,
-                if seat is not None:  # before its settings are applied
-                    seat.admitted = True
+                self.admitted = True  # a client now (shared.py), before its settings apply
                 self.handle_message(message)
                 return
             code, text = refusal

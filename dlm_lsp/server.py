@@ -73,7 +73,7 @@ from dlm_lsp.protocol import (
     parse_infill_params,
     to_plain,
 )
-from dlm_lsp.shared import EnginePool, Seat
+from dlm_lsp.shared import EnginePool
 from dlm_lsp.syntax import enclosing_node_range
 from dlm_lsp.transport import serve_stdio, serve_tcp
 from dlm_lsp.validation import forget_document, language_for
@@ -98,7 +98,6 @@ class DlmServer(LanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dlm-engine")
         self.jobs = Jobs()
         self.pending_problems: list[str] = []
-        self.seat: Seat | None = None  # over TCP: its place among the clients (shared.py)
         self._progress_count = 0  # server-initiated progress tokens made so far
 
     def apply_settings(self, data: Any, base: ServerConfig | None = None) -> list[str]:
@@ -319,12 +318,15 @@ class DlmServer(LanguageServer):
         pool = EnginePool()
 
         def connection() -> DlmServer:
-            seat = Seat(admitted=False)  # taken when its initialize is admitted (protocol.py)
+            server: DlmServer | None = None
+
+            def admitted() -> bool:  # a client once its initialize passed the gate
+                return server is not None and server.protocol.admitted
 
             def backend(config: ServerConfig) -> Backend:
-                return pool.join(config, seat) if config.backend == LOCAL else make_backend(config)
+                return (pool.join(config, admitted) if config.backend == LOCAL
+                        else make_backend(config))
             server = build_server(backend)
-            server.seat = seat
             return server
         serve_tcp(connection, host, port, gate)
 

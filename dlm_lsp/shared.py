@@ -14,7 +14,7 @@ engine's own settings (`ENGINE_SETTINGS`: which model, where, in what precision,
 how many rows a pass) belong to the process: a client that is alone applies
 them, as over stdio (also when the others leave); while others are connected, a
 client that asks for different ones is told that they stay as they are.  Only
-admitted clients count (`Seat`): a connection that has not sent its `initialize`
+admitted clients count (`join`'s `counted`): a connection that has not sent its `initialize`
 yet (a port scan, a slow client; closed after admission.py's time) is no one's
 company, or it would keep the first real client's model setting from applying.
 """
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from dlm_lsp.config import ServerConfig, camel
@@ -31,13 +32,6 @@ from dlm_lsp.engine import LOADED_WITH, Engine
 from dlm_lsp.results import InfillRequest, InfillResult
 
 ENGINE_SETTINGS = (*LOADED_WITH, "batch_rows")
-
-
-@dataclass
-class Seat:
-    """A connection's place among the clients: taken when its `initialize` is admitted."""
-
-    admitted: bool = True  # TCP connections start without (server.start_tcp)
 
 
 class EnginePool:
@@ -48,19 +42,22 @@ class EnginePool:
         self.members: list[SharedEngine] = []
         self.lock = threading.Lock()
 
-    def join(self, config: ServerConfig, seat: Seat | None = None) -> SharedEngine:
-        """A new client's view of the engine (created by the first client's settings)."""
+    def join(self, config: ServerConfig,
+             counted: Callable[[], bool] = lambda: True) -> SharedEngine:
+        """A new client's view of the engine (created by the first client's settings);
+        `counted` says whether it counts among the clients yet (over TCP: once its
+        connection is admitted)."""
         with self.lock:
             if self.engine is None:
                 self.engine = Engine(config)
-            view = SharedEngine(self, self.engine, config, seat or Seat())
+            view = SharedEngine(self, self.engine, config, counted)
             self.members.append(view)
         view.reconfigure(config)
         return view
 
     def clients(self) -> list[SharedEngine]:
         """The members that count: those admitted (call with the lock held)."""
-        return [view for view in self.members if view.seat.admitted]
+        return [view for view in self.members if view.counted()]
 
     def leave(self, view: SharedEngine) -> None:
         """A client is gone; the engine (and its loaded model) stays for the next.  A
@@ -78,8 +75,9 @@ class EnginePool:
 class SharedEngine:
     """One client's backend: the shared engine, with this client's fill settings."""
 
-    def __init__(self, pool: EnginePool, engine: Engine, config: ServerConfig, seat: Seat):
-        self.pool, self.engine, self.config, self.seat = pool, engine, config, seat
+    def __init__(self, pool: EnginePool, engine: Engine, config: ServerConfig,
+                 counted: Callable[[], bool]):
+        self.pool, self.engine, self.config, self.counted = pool, engine, config, counted
         self.notices: deque[str] = deque(maxlen=16)
         self.setting_problems: list[str] = []  # settings this client asked for in vain
 

@@ -392,20 +392,17 @@ class ParsedDocument:
             # the module or of a huge class (a blank line between two definitions).  The
             # window is then the children either side, not the whole file, which cost a
             # full parse of it for every new version.
+            top, bottom = first, last
             before, after = _children_around(
                 chosen, _place(self.text, self.data, lines[first]).byte,
                 _place(self.text, self.data, lines[last]).byte)
-            top, bottom = first, last
-            if before is not None:
-                top = min(top, max(before.start_point[0], top - WINDOW_LINES))
-            if after is not None:
-                bottom = max(bottom, min(after.end_point[0], bottom + WINDOW_LINES))
         else:
             top, bottom = min(first, chosen.start_point[0]), max(last, chosen.end_point[0])
-            if chosen.prev_sibling is not None:
-                top = min(top, max(chosen.prev_sibling.start_point[0], top - WINDOW_LINES))
-            if chosen.next_sibling is not None:
-                bottom = max(bottom, min(chosen.next_sibling.end_point[0], bottom + WINDOW_LINES))
+            before, after = chosen.prev_sibling, chosen.next_sibling
+        if before is not None:
+            top = min(top, max(before.start_point[0], top - WINDOW_LINES))
+        if after is not None:
+            bottom = max(bottom, min(after.end_point[0], bottom + WINDOW_LINES))
         return lines[top], lines[bottom + 1] if bottom + 1 < len(lines) else len(self.text)
 
     def _validate_in_window(self, start: int, end: int, fill: str) -> Validation:

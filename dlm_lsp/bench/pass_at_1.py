@@ -173,6 +173,8 @@ def run_benchmark(config: BenchConfig) -> Report:
     n = max(1, len(results))
     passed = sum(r.passed for r in results)
     reasons = Counter(r.reason for r in results)
+    # the weakest isolation any program ran under
+    isolation = min((o.isolation for o in outcomes), key=ISOLATION_LEVELS.index, default=NONE)
     return Report(
         config=config, machine=describe_machine(device), revision=source_revision(),
         model=model, precision=precision, tasks=len(results),
@@ -185,9 +187,9 @@ def run_benchmark(config: BenchConfig) -> Report:
         wall_s=round(time.perf_counter() - began, 1),
         reasons={reason: reasons[reason] for reason in REASONS if reasons[reason]},
         paths=dict(Counter(r.path for r in results)),
-        network_isolated=bool(outcomes) and all(o.network_isolated for o in outcomes),
+        network_isolated=isolation != NONE,
         results=results,
-        isolation=min((o.isolation for o in outcomes), key=ISOLATION_LEVELS.index, default=NONE))
+        isolation=isolation)
 
 
 def describe_run(config: BenchConfig) -> str:

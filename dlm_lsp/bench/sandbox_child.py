@@ -168,7 +168,8 @@ _KEPT = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
 
 
 def _mount_points() -> list[tuple[str, int]]:
-    """(mount point, flags to keep) of every mount, parents before children."""
+    """(mount point, flags to keep) of every mount; each is remounted on its own, so
+    their order does not matter."""
     points = []
     with open("/proc/self/mountinfo", encoding="utf-8") as handle:
         for line in handle:
@@ -176,7 +177,7 @@ def _mount_points() -> list[tuple[str, int]]:
             target = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
             flags = sum(bit for name, bit in _KEPT.items() if name in fields[5].split(","))
             points.append((target, flags))
-    return sorted(points, key=lambda point: point[0].count("/") if point[0] != "/" else 0)
+    return points
 
 
 def isolate(root: str) -> None:
