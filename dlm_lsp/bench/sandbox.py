@@ -188,7 +188,7 @@ def _remove(work: str) -> None:
     shutil.rmtree's recursion (RecursionError) is removed by `rm -rf`."""
     try:
         shutil.rmtree(work)
-    except BaseException:
+    except (OSError, RecursionError):
         subprocess.run(["rm", "-rf", "--", work], stdin=subprocess.DEVNULL,
                        capture_output=True, check=False)
 
