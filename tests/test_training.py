@@ -20,6 +20,7 @@ from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.models import ModelLoadError, load_model
 from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser, TinyModel, plan_shards, save_tiny
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN
+from dlm_lsp.training import train as train_module
 from dlm_lsp.training.contamination import NgramFilter, humaneval_texts
 from dlm_lsp.training.data import (
     SourceConfig,
@@ -328,7 +329,8 @@ def test_tiny_run_saves_a_loadable_fp16_model_with_stats(trained):
     assert torch.isfinite(model.logits(ids)).all()
 
 
-def test_warm_restart_keeps_the_tokenizer(trained, source_dir, tmp_path):
+def test_warm_restart_keeps_the_tokenizer(trained, source_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(train_module, "cpu_has_native_bf16", lambda: True)
     out, first = trained
     stats = train(tiny_config(source_dir, tmp_path / "again", seconds=1.0, init_from=out,
                               vocab_size=999, d_model=64, cpu_bf16=True))
@@ -563,3 +565,15 @@ def test_gpu_run_works_end_to_end_at_tiny_size_without_the_server_s_dependencies
     engine = Engine(ServerConfig(model=str(out), device="cpu"))
     result = engine.infill(InfillRequest("total = price\nlog.info(x)\n", 5, 5, "python"))
     assert result.candidates and result.steps >= 1
+
+
+def test_cpu_bf16_is_dropped_with_a_warning_where_the_cpu_only_emulates_it(
+        trained, source_dir, tmp_path, monkeypatch, capsys):
+    """Emulated bf16 trained ~40x slower than fp32 on an AVX2 CPU: asking for it there
+    gets fp32 and says so, rather than a run that quietly does 1/40th of its work."""
+    monkeypatch.setattr(train_module, "cpu_has_native_bf16", lambda: False)
+    out, _ = trained
+    stats = train(tiny_config(source_dir, tmp_path / "again", seconds=1.0, init_from=out,
+                              cpu_bf16=True))
+    assert stats["precision"] == "float32"
+    assert "--cpu-bf16 ignored" in capsys.readouterr().err
