@@ -569,8 +569,8 @@ def test_gpu_run_works_end_to_end_at_tiny_size_without_the_server_s_dependencies
 
 def test_cpu_bf16_is_dropped_with_a_warning_where_the_cpu_only_emulates_it(
         trained, source_dir, tmp_path, monkeypatch, capsys):
-    """Emulated bf16 trained ~40x slower than fp32 on an AVX2 CPU: asking for it there
-    gets fp32 and says so, rather than a run that quietly does 1/40th of its work."""
+    """Emulated bf16 trained ~20x slower than fp32 on an AVX2 CPU: asking for it there
+    gets fp32 and says so, rather than a run that quietly does 1/20th of its work."""
     monkeypatch.setattr(train_module, "cpu_has_native_bf16", lambda: False)
     out, _ = trained
     stats = train(tiny_config(source_dir, tmp_path / "again", seconds=1.0, init_from=out,
