@@ -163,6 +163,27 @@ vim.api.nvim_win_set_cursor(0, {{ {row}, {col} }})
     assert after == before[:offset] + edit["newText"] + before[offset:]
 
 
+def test_fill_after_typing_and_escape_goes_after_the_line_s_last_character(tmp_path, model_dir):
+    """Type `total = fibonacci(`, <Esc>, fill: Normal mode leaves the cursor ON the `(`
+    (it cannot sit past a line's end), and the fill belongs after it, not inside the call."""
+    path, before = _complete_fixture(tmp_path)
+    typed = "    total = fibonacci("
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+vim.api.nvim_win_set_cursor(0, {{ 9, 0 }})
+vim.api.nvim_feedkeys('O{typed.strip()}\\27', 'xt', false)
+result.cursor = vim.api.nvim_win_get_cursor(0)
+""" + _FILL_AND_WRITE.format(params="range = 0"))
+    assert result["cursor"] == [9, len(typed) - 1], "the cursor is on the `(`"
+    assert result["applied"] is True
+    edit = result["answer"]["edits"][0]
+    assert edit["range"]["start"] == edit["range"]["end"] == {"line": 8,
+                                                              "character": len(typed)}
+    lines = before.splitlines(keepends=True)
+    assert path.read_text(encoding="utf-8") == "".join(
+        lines[:8] + [typed + edit["newText"] + "\n"] + lines[8:])
+
+
 def test_fill_of_a_visual_selection_replaces_the_selection_only(tmp_path, model_dir):
     path, before = _complete_fixture(tmp_path)
     result = run_nvim(tmp_path, model_dir, f"""
@@ -460,6 +481,32 @@ PARTS = [("    foo(bar)", "word"), ("(bar)", "word"), (")\n", "word"), ("\n", "w
          ("\n    return x\n    y = 2", "word"), ("  \n", "line"), ("x = 1\ny = 2", "line"),
          ("\n    if x:\n        pass", "line"), ("café au lait", "word"), ("é = 1", "word"),
          ("return n", "line"), ("", "word")]
+
+
+def test_a_suggestion_in_a_dos_file_is_shown_and_accepted_without_carriage_returns(tmp_path,
+                                                                                   model_dir):
+    """The server writes a fill's line breaks as the file's own `\\r\\n`; a buffer's lines
+    hold none, so a kept `\\r` would show as ^M and be written back as `\\r\\r\\n`."""
+    path = tmp_path / "dos.py"
+    path.write_bytes(b"def f(x):\r\n    y = x + 1\r\n\r\nz = f(2)\r\n")
+    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        fileformat = nvim.lua("vim.bo.fileformat")
+        nvim.send("2GA")
+        nvim.wait_for("vim.api.nvim_get_mode().mode == 'i'")
+        # the server's answer as it arrives, shown and taken in one step (no request between)
+        text = nvim.lua(f"(function() local text = {GHOST}.item_text("
+                        "{ insertText = ' * 2\\r\\n    return y' }) "
+                        f"{GHOST}.show({CURRENT}, 1, 13, text); {GHOST}.accept({CURRENT}) "
+                        "return text end)()")
+        nvim.send("<Esc>:w<CR>")
+        nvim.wait_for("not vim.bo.modified")
+    finally:
+        nvim.close()
+    assert fileformat == "dos" and text == " * 2\n    return y"
+    assert path.read_bytes() == (b"def f(x):\r\n    y = x + 1 * 2\r\n    return y\r\n\r\n"
+                                 b"z = f(2)\r\n")
 
 
 def test_the_next_part_of_a_suggestion_is_a_word_or_a_line(tmp_path, model_dir):

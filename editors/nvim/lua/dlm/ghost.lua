@@ -125,14 +125,18 @@ function M.choices(buf)
   return state and state.shown and { list = state.shown.choices, shown = state.shown.choice } or nil
 end
 
+--- The text of a suggestion with `\n` line breaks.  In a `fileformat=dos` buffer the server
+--- writes the fill's breaks as the file's own `\r\n`, but a buffer's lines hold no break
+--- characters: split on `\n` alone, each line would keep a `\r`, shown as ^M and written
+--- to the file as `\r\r\n`.
 ---@param item table an lsp.InlineCompletionItem
 ---@return string
-local function item_text(item)
+function M.item_text(item)
   local text = item.insertText
   if type(text) == 'table' then
     text = text.value -- a StringValue snippet: shown and inserted as its text
   end
-  return text or ''
+  return (string.gsub(text or '', '\r\n?', '\n'))
 end
 
 --- Show `text` as the suggestion at (row, col) of `buf` (0-based), replacing any other.
@@ -241,7 +245,7 @@ function M.request(client, buf, opts)
     end
     local texts, seen = {}, {}
     for _, item in ipairs(result.items or result) do
-      local text = item_text(item)
+      local text = M.item_text(item)
       if text ~= '' and not seen[text] then
         texts[#texts + 1], seen[text] = text, true
       end

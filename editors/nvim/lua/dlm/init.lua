@@ -261,6 +261,20 @@ local function selection_range(buf, cmd, encoding)
   return edits.range(buf, cmd.line1 - 1, 0, cmd.line2 - 1, #last, encoding)
 end
 
+--- Where a fill at the cursor goes in `line`.  In Insert mode (<Cmd>DlmFill<CR>) the cursor
+--- sits between characters: there.  In Normal mode it sits on one, and can never be past the
+--- line's end: `total = compute(` typed, <Esc>, :DlmFill leaves it on the `(`.  Filling
+--- before that character would split the call, so on a line's last character the fill goes
+--- after it (like `a`); elsewhere before it (like `i`).
+local function insert_column(line, col)
+  local mode = api.nvim_get_mode().mode
+  if mode:sub(1, 1) == 'i' or mode:sub(1, 1) == 'R' or col >= #line then
+    return col
+  end
+  local after = col + vim.str_utf_end(line, col + 1) + 1 -- the end of the character under it
+  return after >= #line and #line or col
+end
+
 --- :DlmFill — the selection, else the hole marker on the cursor's line, else insert at the cursor.
 function M.fill(cmd)
   local buf = api.nvim_get_current_buf()
@@ -278,6 +292,7 @@ function M.fill(cmd)
     if hs then
       range = edits.range(buf, row - 1, hs, row - 1, he, encoding)
     else
+      col = insert_column(line, col)
       range = edits.range(buf, row - 1, col, row - 1, col, encoding)
     end
   end
