@@ -19,7 +19,7 @@ import torch
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, setting
 from dlm_lsp.costs import StepCost, calibrate, steps_within
 from dlm_lsp.line_endings import for_the_model, restored
-from dlm_lsp.models import DiffusionModel, load_model
+from dlm_lsp.models import DiffusionModel, ModelLoadError, load_model
 from dlm_lsp.passes import (
     CANDIDATE_TEMPERATURE,
     MASK_PLACEHOLDER,
@@ -108,6 +108,9 @@ class Engine:
         self._row_cap: int | None = None
         self._fallback_device: str | None = None
         self.notices: deque[str] = deque(maxlen=16)
+        # Why the model last failed to load, until a load succeeds or the settings change:
+        # without it, `dlm/status` said "not loaded" and an editor showed "loading" forever.
+        self._load_error: str | None = None
         # Fault injection for tests of error handling: "oom" fails every infill with an
         # out-of-memory error, "oom-once" only the first (retries included), "oom-first-try"
         # only the first try (its retry succeeds), "oom-gpu" every try until the engine has
@@ -119,9 +122,14 @@ class Engine:
         """The model, loaded on first use (raises ModelLoadError with a clear message)."""
         with self._lock:
             if self._model is None:
-                self._model = load_model(self.config.model,
-                                         self._fallback_device or self.config.device,
-                                         self.config.precision, self.config.cuda_graphs)
+                try:
+                    self._model = load_model(self.config.model,
+                                             self._fallback_device or self.config.device,
+                                             self.config.precision, self.config.cuda_graphs)
+                except ModelLoadError as exc:
+                    self._load_error = str(exc)
+                    raise
+                self._load_error = None
             return self._model
 
     def reconfigure(self, config: ServerConfig) -> None:
@@ -130,7 +138,7 @@ class Engine:
             if _loaded_with(config) != _loaded_with(self.config):
                 self._model = None
                 self._cost = None
-                self._row_cap = self._fallback_device = None
+                self._row_cap = self._fallback_device = self._load_error = None
             self.config = config
 
     def config_for(self, req: InfillRequest) -> ServerConfig:
@@ -171,9 +179,10 @@ class Engine:
 
     def status(self) -> dict[str, Any]:
         """What the engine is doing, for `dlm/status`: the model and device (without
-        loading them), queue depth, recent latency, throughput and cache hit rate."""
+        loading them) or why the model failed to load, queue depth, recent latency,
+        throughput and cache hit rate."""
         with self._lock:
-            model, batcher, cost = self._model, self._batcher, self._cost
+            model, batcher, cost, error = self._model, self._batcher, self._cost, self._load_error
         fills = list(self.recent_fills)
         ms = sorted(m for m, _ in fills)
 
@@ -181,7 +190,7 @@ class Engine:
             return round(ms[min(len(ms) - 1, int(p * len(ms)))], 1) if ms else None
         stats = batcher.stats if batcher is not None else None
         return {
-            "model": self.config.model, "loaded": model is not None,
+            "model": self.config.model, "loaded": model is not None, "loadError": error,
             "device": str(model.device) if model is not None else self.config.device,
             "queueDepth": batcher.depth if batcher is not None else 0,
             "fills": len(ms), "p50Ms": percentile(0.5), "p95Ms": percentile(0.95),

@@ -86,10 +86,13 @@ def test_a_damaged_model_is_a_clear_error_and_the_server_reloads_once_it_is_fixe
         reply = client.call("dlm/infill", infill_params())
         assert error_code(reply) == -32001
         assert str(broken) in reply["error"]["message"]
-        assert "result" in client.call("dlm/status", {})  # still serving
+        status = client.call("dlm/status", {})["result"]  # still serving, and says why not
+        assert status["loaded"] is False and str(broken) in status["loadError"]
         client.notify("workspace/didChangeConfiguration",
                       {"settings": {"dlm": {"model": str(model_dir)}}})
+        assert client.call("dlm/status", {})["result"]["loadError"] is None  # a new model
         assert "result" in client.call("dlm/infill", infill_params())
+        assert client.call("dlm/status", {})["result"]["loaded"] is True
     finally:
         server.close()
 

@@ -265,6 +265,35 @@ def test_checkhealth_finds_the_server_and_its_loaded_model(tmp_path, model_dir):
     assert f"server: dlm-lsp {__version__}" in report
 
 
+def test_a_model_that_failed_to_load_is_reported_as_failed_not_as_loading(tmp_path):
+    """With the buffer's server already running, its load error has gone by as a message;
+    :checkhealth and :DlmStatus read it from dlm/status instead of waiting on "loading"."""
+    path, _ = _complete_fixture(tmp_path)
+    missing = tmp_path / "no-such-model"
+    result = run_nvim(tmp_path, missing, f"""
+local buf = open('{path}')
+assert(vim.wait(20000, function()
+  local answer = dlm.client(buf):request_sync('dlm/status', vim.empty_dict(), 5000, buf)
+  return answer and answer.result and answer.result.loadError ~= nil
+end, 50), 'the load error never reached dlm/status')
+local said = {{}}
+vim.notify = function(message, level)  -- the server's own showMessage is not :DlmStatus
+  if not message:find('^LSP%[') then said[#said + 1] = {{ message, level }} end
+end
+vim.cmd('DlmStatus')
+assert(vim.wait(5000, function() return #said > 0 end, 20), 'no answer to :DlmStatus')
+result.status = said[1]
+local began = vim.uv.hrtime()
+""" + _CHECKHEALTH + """
+result.seconds = (vim.uv.hrtime() - began) / 1e9
+""")
+    message, level = result["status"]
+    assert "failed to load" in message and str(missing) in message and level == 4  # ERROR
+    report = "\n".join(result["report"])
+    assert f"model `{missing}` failed to load" in report and "ERROR" in report, report
+    assert result["seconds"] < 10, "checkhealth waited for a load that had already failed"
+
+
 def test_a_shared_tcp_server_is_used_instead_of_starting_one(tmp_path, model_dir):
     from rpc import ServerProcess, free_port, hang_up, tcp_connection
 
@@ -453,6 +482,8 @@ def test_the_statusline_component_shows_a_suggestion_being_asked_for_and_a_pause
     try:
         nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
         assert nvim.value(status) == "dlm"
+        # lualine calls a component with its own table as the first argument
+        assert nvim.value("require('dlm').statusline({ options = {} }, true)") == "dlm"
         nvim.send("9Go#<BS>")  # an empty new line: a 400-step multi-line fill
         nvim.wait_for(f"{status} == 'dlm: …'")
         nvim.send("<Esc>")  # leaving Insert mode drops the request
@@ -774,6 +805,8 @@ def test_native_statusline_shows_neovims_request_in_flight(tmp_path, model_dir):
     nvim = _native_session(tmp_path, model_dir, slow)
     try:
         assert nvim.value(status) == "dlm"
+        # lualine calls a component with its own table as the first argument
+        assert nvim.value("require('dlm').statusline({ options = {} }, true)") == "dlm"
         nvim.send("9Go#<BS>")  # an empty new line: a 400-step multi-line fill
         nvim.wait_for(f"{status} == 'dlm: …'")
     finally:

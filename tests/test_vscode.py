@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -58,6 +59,23 @@ def test_every_setting_is_described():
     for section in manifest_sections().values():
         for key, prop in section["properties"].items():
             assert prop.get("markdownDescription", "").strip(), key
+
+
+def test_fill_commands_are_offered_in_the_menu_and_key_only_for_the_server_s_languages():
+    """In a Markdown file "DLM: Fill selection" could only fail (the server never opened
+    the document): the `when`s read the context key the extension sets from dlm.languages,
+    which it sets under that name."""
+    package = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
+    source = (EXTENSION / "src" / "extension.ts").read_text(encoding="utf-8")
+    key = re.search(r'const LANGUAGES_CONTEXT = "([^"]+)"', source).group(1)
+    assert 'executeCommand("setContext", LANGUAGES_CONTEXT, languages)' in source
+    offered = [*package["contributes"]["menus"]["editor/context"],
+               *(k for k in package["contributes"]["keybindings"]
+                 if k["command"].startswith("dlm-lsp.fill"))]
+    assert {item["command"] for item in offered} >= {"dlm-lsp.fillSelection",
+                                                     "dlm-lsp.fillHoles"}
+    for item in offered:
+        assert f"editorLangId in {key}" in item.get("when", ""), item
 
 
 NPM = shutil.which("npm")

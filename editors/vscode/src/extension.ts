@@ -32,6 +32,8 @@ import { type ClientState, type ServerStatus, statusText, statusTooltip } from "
 
 const INFILL = "dlm/infill";
 const STATUS = "dlm/status";
+/** A context key: the language ids the server is started for (package.json's `when`s). */
+const LANGUAGES_CONTEXT = "dlm-lsp.languages";
 const DRAFT = "dlm/draft";
 const FILL_HOLES = "dlm.fillHoles"; // server commands, run through workspace/executeCommand
 const REWRITE_SELECTION = "dlm.rewriteSelection";
@@ -154,6 +156,9 @@ class DlmExtension implements vscode.Disposable {
       what = `a connection to ${parsed.host}:${parsed.port}`;
     }
     const languages = config.get<string[]>("languages", []);
+    // the editor's context menu and key offer the fill commands only where the server is:
+    // elsewhere they could only fail ("document ... is not open")
+    void vscode.commands.executeCommand("setContext", LANGUAGES_CONTEXT, languages);
     const clientOptions: LanguageClientOptions = {
       documentSelector: languages.flatMap((language) => [
         { scheme: "file", language }, { scheme: "untitled", language }]),

@@ -8,6 +8,8 @@
 export interface ServerStatus {
   model?: string;
   loaded?: boolean;
+  /** Why the model last failed to load; null once a load succeeds or the settings change. */
+  loadError?: string | null;
   device?: string;
   fills?: number;
   p50Ms?: number | null;
@@ -40,6 +42,9 @@ export function statusText(state: ClientState, status?: ServerStatus, lastMs?: n
   if (state === "failed") return "$(error) dlm: server failed";
   if (state === "stopped") return "$(circle-slash) dlm: stopped";
   if (state === "starting" || !status) return "$(loading~spin) dlm: starting";
+  // a failed load is not "loading": the spinner would turn for ever (the error's own
+  // message went by once, when the server tried)
+  if (!status.loaded && status.loadError) return `$(error) dlm: ${modelLabel(status.model)} failed to load`;
   if (!status.loaded) return `$(loading~spin) dlm: loading ${modelLabel(status.model)}`;
   const parts = [modelLabel(status.model), status.device ?? "?"];
   if (!inline) return `$(eye-closed) dlm: ${parts.join(" · ")} · suggestions off`;
@@ -56,6 +61,7 @@ export function statusTooltip(state: ClientState, status?: ServerStatus, lastMs?
   if (!inline) lines.push("inline suggestions: off (DLM: Toggle inline suggestions)");
   if (status) {
     lines.push(`model: ${status.model ?? "?"} (${status.loaded ? "loaded" : "not loaded yet"})`);
+    if (!status.loaded && status.loadError) lines.push(`load failed: ${status.loadError}`);
     lines.push(`device: ${status.device ?? "?"}`);
     if (lastMs !== undefined) lines.push(`last fill: ${formatMs(lastMs)}`);
     if (status.p50Ms != null) lines.push(`p50 / p95: ${formatMs(status.p50Ms)} / ${formatMs(status.p95Ms ?? status.p50Ms)}`);

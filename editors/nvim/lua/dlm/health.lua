@@ -135,15 +135,22 @@ function M.check()
     health.info(('server: %s %s'):format(info.name, info.version or '(no version given)'))
   end
   local status, why = status_of(client)
-  -- The server loads its model in the background after `initialized`.
+  -- The server loads its model in the background after `initialized`; a load that failed
+  -- is in the status's loadError (a running client's showMessage has gone by already).
+  local function failed()
+    if status and type(status.loadError) == 'string' and #errors == 0 then
+      errors[1] = status.loadError
+    end
+    return #errors > 0
+  end
   local loaded = status and status.loaded
-  if status and not loaded then
+  if status and not loaded and not failed() then
     wait(M.timeout_ms, function()
-      if #errors > 0 then
+      if failed() then
         return true
       end
       status, why = status_of(client)
-      return not status or status.loaded
+      return not status or status.loaded or failed()
     end)
     loaded = status and status.loaded
   end

@@ -357,9 +357,14 @@ function M.status()
     if err then
       return notify(err.message, vim.log.levels.WARN)
     end
+    -- JSON null arrives as nil (not vim.NIL) in a response's fields
+    if type(result.loadError) == 'string' then
+      return vim.notify(('dlm-lsp: model %s failed to load: %s'):format(result.model,
+        result.loadError), vim.log.levels.ERROR)
+    end
     vim.notify(('dlm-lsp: model %s (%s) on %s, p50 %s ms over %s fills'):format(
       result.model, result.loaded and 'loaded' or 'loading', result.device,
-      result.p50Ms == vim.NIL and '-' or result.p50Ms, result.fills or 0))
+      type(result.p50Ms) == 'number' and result.p50Ms or '-', result.fills or 0))
   end)
 end
 
@@ -388,7 +393,9 @@ end
 ---@param buf integer?
 ---@return string
 function M.statusline(buf)
-  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
+  -- lualine calls a component with its own table first: anything but a buffer number is
+  -- the current buffer
+  buf = (type(buf) ~= 'number' or buf == 0) and api.nvim_get_current_buf() or buf
   if not M.client(buf) then
     return ''
   end

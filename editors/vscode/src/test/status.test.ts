@@ -14,6 +14,12 @@ describe("status bar", () => {
     assert.equal(statusText("running", loaded), "$(sparkle) dlm: default · cpu · 95 ms");
   });
 
+  it("says a model that failed to load failed, with the reason in the tooltip", () => {
+    const failed = { model: "/models/mine", loaded: false, loadError: "model '/models/mine' not found", device: "auto" };
+    assert.equal(statusText("running", failed), "$(error) dlm: mine failed to load");
+    assert.match(statusTooltip("running", failed), /load failed: model '\/models\/mine' not found/);
+  });
+
   it("says the model is loading until the server has it", () => {
     assert.equal(statusText("running", { model: "/models/mine", loaded: false, device: "auto" }),
                  "$(loading~spin) dlm: loading mine");
