@@ -528,18 +528,20 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
         ls.begin_progress(token, job, "dlm-lsp: filling holes", f"0 of {count}")
     try:
         state = HoleFilling(original)
+        valid = []  # each fill's syntax verdict (None: unchecked), for the editor to warn
         for done, hole in enumerate(holes, 1):
             start, end = state.current(hole)
             result = await ls.fill(job, state.text, start, end, language_id=doc.language_id,
                                    options=InfillOptions(), is_hole=True)
             state.accept(hole, result.candidates[0].text)
+            valid.append(result.candidates[0].valid)
             if token is not None:
                 ls.work_done_progress.report(token, types.WorkDoneProgressReport(
                     message=f"{done} of {count}", percentage=100 * done // len(holes)))
         edits = [types.TextEdit(offset_range(doc, s, e), fill) for s, e, fill in state.fills]
         applied = await ls.apply_edits(job, edits, "dlm-lsp: fill holes")
         return {"applied": applied, "holes": len(holes), "version": job.version,
-                "fills": [fill for _, _, fill in state.fills]}
+                "fills": [fill for _, _, fill in state.fills], "valid": valid}
     finally:
         ls.jobs.finish(job)
         if token is not None:
@@ -564,10 +566,11 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
     job, result = await ls.fill_range(uri, rng, InfillOptions(),
                                       token=await ls.progress_token("rewrite"),
                                       supersedable=False)
-    fill = result.candidates[0].text
-    applied = await ls.apply_edits(job, [types.TextEdit(rng, fill)], "dlm-lsp: rewrite selection")
-    return {"applied": applied, "version": job.version, "text": fill,
-            "range": to_plain(rng)}
+    best = result.candidates[0]
+    applied = await ls.apply_edits(job, [types.TextEdit(rng, best.text)],
+                                   "dlm-lsp: rewrite selection")
+    return {"applied": applied, "version": job.version, "text": best.text,
+            "range": to_plain(rng), "valid": best.valid}
 
 
 @feature(types.SHUTDOWN)

@@ -184,6 +184,40 @@ result.cursor = vim.api.nvim_win_get_cursor(0)
         lines[:8] + [typed + edit["newText"] + "\n"] + lines[8:])
 
 
+def test_an_applied_fill_that_does_not_parse_is_warned_of(tmp_path, model_dir):
+    """An explicit fill is applied even when no candidate parsed (the random test model's
+    never do here), and the user is told: a silent `return first first ...` is a bug
+    planted in their file."""
+    path = tmp_path / "broken.py"
+    path.write_text("def f(x):\n    return (x, <FILL>\n\n\ny = f(1) + <FILL>\n", encoding="utf-8")
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+dlm.configure({{ repairRounds = 0, fallback = false }})
+local said = {{}}
+vim.notify = function(message, level)
+  if level == vim.log.levels.WARN then said[#said + 1] = message end
+end
+vim.api.nvim_win_set_cursor(0, {{ 2, 12 }})
+local done = false
+dlm.fill({{ range = 0, on_done = function(applied, answer)
+  result.applied, result.valid, done = applied, answer.candidates[1].valid, true
+end }})
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm/infill')
+result.after_fill = said
+said, done = {{}}, false
+dlm.fill_holes(function(err, answer) result.holes, done = answer, true end)
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.fillHoles')
+result.after_holes = said
+""")
+    assert result["applied"] is True and result["valid"] is False
+    assert result["after_fill"] == ["dlm: the fill does not parse (the syntax check rejected "
+                                    "it); u undoes it"]
+    holes = result["holes"]
+    assert holes["applied"] is True and holes["holes"] == 1 and len(holes["valid"]) == 1
+    warned = [m for m in result["after_holes"] if "parse" in m]
+    assert bool(warned) == (holes["valid"] == [False]), (warned, holes)
+
+
 def test_fill_of_a_visual_selection_replaces_the_selection_only(tmp_path, model_dir):
     path, before = _complete_fixture(tmp_path)
     result = run_nvim(tmp_path, model_dir, f"""

@@ -106,3 +106,18 @@ export function holeNear(lineText: string, character: number, marker: string): [
   }
   return best;
 }
+
+/**
+ * What to warn about after applying fills the syntax check rejected, or undefined.
+ * An explicit fill is applied even when no candidate parsed (the best one is still a
+ * draft worth editing), so the user must be told to look at it: `valid` is a
+ * `dlm/infill` candidate's verdict, a `dlm.rewriteSelection` result's, or
+ * `dlm.fillHoles`' list of them (null where nothing was checked: no warning).
+ */
+export function syntaxWarning(valid: boolean | null | undefined | (boolean | null)[]): string | undefined {
+  const verdicts = Array.isArray(valid) ? valid : [valid];
+  const bad = verdicts.filter((v) => v === false).length;
+  if (bad === 0) return undefined;
+  if (verdicts.length === 1) return "the fill does not parse (the syntax check rejected it)";
+  return `${bad} of ${verdicts.length} fills do not parse (the syntax check rejected them)`;
+}

@@ -26,7 +26,7 @@ import {
 
 import { Debouncer, Superseder } from "./debounce";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { checkResult, holeNear, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { parseAddress, serverCommand, serverSettingKeys, serverSettings, toggleScope, withToken } from "./settings";
 import { type ClientState, type ServerStatus, statusText, statusTooltip } from "./status";
 
@@ -57,6 +57,7 @@ interface CommandResult {
   message?: string;
   fills?: string[];
   text?: string;
+  valid?: boolean | null | (boolean | null)[];
 }
 
 let extension: DlmExtension | undefined;
@@ -312,6 +313,7 @@ class DlmExtension implements vscode.Disposable {
     const edit = new vscode.WorkspaceEdit();
     edit.set(document.uri, await client.protocol2CodeConverter.asTextEdits(result.edits));
     const applied = await vscode.workspace.applyEdit(edit);
+    if (applied) this.warnIfUnparsed(result.candidates?.[0]?.valid);
     if (result.stats?.ms !== undefined) this.lastMs = result.stats.ms;
     this.record("fillSelection", { applied, stats: result.stats, text: document.getText(), version: document.version });
   }
@@ -388,7 +390,17 @@ class DlmExtension implements vscode.Disposable {
     } else if (done) {
       vscode.window.setStatusBarMessage(`dlm: ${done}`, 4000);
     }
+    if (result?.applied) this.warnIfUnparsed(result.valid);
     this.record(name, { result, text: document.getText(), version: document.version, uri: document.uri.toString() });
+  }
+
+  /** An applied fill that does not parse is said, not left for the user to find. */
+  private warnIfUnparsed(valid: CommandResult["valid"]): void {
+    const warning = syntaxWarning(valid);
+    if (!warning) return;
+    this.output.warn(warning);
+    void vscode.window.showWarningMessage(`dlm-lsp: ${warning}; Undo takes it back.`);
+    this.record("unparsed", { warning });
   }
 
   private async showStatus(): Promise<void> {

@@ -197,6 +197,21 @@ local function require_client(buf)
   return client
 end
 
+--- Warn of applied fills the syntax check rejected: an explicit fill is applied even when
+--- no candidate parsed (the best is still a draft worth editing), so the user must be told
+--- to look.  `valid` is a candidate's verdict, or dlm.fillHoles' list of them; nil (JSON
+--- null) means unchecked.
+local function warn_unparsed(valid)
+  local verdicts = type(valid) == 'table' and valid or { valid }
+  local bad = #vim.tbl_filter(function(v) return v == false end, verdicts)
+  if bad == 0 then
+    return
+  end
+  local what = #verdicts == 1 and 'the fill does not parse'
+    or ('%d of %d fills do not parse'):format(bad, #verdicts)
+  notify(what .. ' (the syntax check rejected it); u undoes it', vim.log.levels.WARN)
+end
+
 local function quiet_error(err)
   -- -32800: cancelled or superseded; -32801: the buffer changed: nothing to apply, no error.
   return err.code == -32800 or err.code == -32801
@@ -240,6 +255,7 @@ function M.infill(buf, range, opts)
     local s = result.stats or {}
     notify(('filled %s tokens in %s steps, %s ms (%s)'):format(s.used or s.tokens or '?',
       s.steps or '?', s.ms or '?', s.path or s.kind or ''))
+    warn_unparsed((result.candidates or {})[1] and result.candidates[1].valid)
     done(true)
   end, buf)
 end
@@ -316,6 +332,9 @@ local function execute(buf, command, arguments, on_done)
         notify('nothing applied: ' .. (result.message or 'the buffer changed meanwhile'))
       elseif result and result.holes then
         notify(('filled %d hole%s'):format(result.holes, result.holes == 1 and '' or 's'))
+      end
+      if result and result.applied then
+        warn_unparsed(result.valid)
       end
       if on_done then
         on_done(err, result)

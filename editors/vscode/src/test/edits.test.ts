@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, type Range,
+  applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
+  type Range,
 } from "../edits";
 
 const at = (line: number, character: number) => ({ line, character });
@@ -113,5 +114,23 @@ describe("holeNear: which hole a cursor means", () => {
   it("is none on a line without markers", () => {
     assert.equal(holeNear("    return n", 4, "<FILL>"), undefined);
     assert.equal(holeNear("anything", 0, ""), undefined);
+  });
+});
+
+describe("syntaxWarning", () => {
+  it("says nothing of fills that parse or were not checked", () => {
+    assert.equal(syntaxWarning(true), undefined);
+    assert.equal(syntaxWarning(null), undefined);
+    assert.equal(syntaxWarning(undefined), undefined);
+    assert.equal(syntaxWarning([true, null, true]), undefined);
+  });
+
+  it("warns of one fill that does not parse", () => {
+    assert.match(syntaxWarning(false) ?? "", /^the fill does not parse/);
+    assert.match(syntaxWarning([false]) ?? "", /^the fill does not parse/);
+  });
+
+  it("counts the holes whose fills do not parse", () => {
+    assert.match(syntaxWarning([true, false, null, false]) ?? "", /^2 of 4 fills do not parse/);
   });
 });
