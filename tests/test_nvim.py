@@ -265,17 +265,21 @@ def test_a_fill_for_an_older_version_is_not_applied(tmp_path, model_dir):
     result = run_nvim(tmp_path, model_dir, f"""
 local buf = open('{path}')
 vim.api.nvim_win_set_cursor(0, {{ 5, 6 }}) -- on the hole
+dlm.config.notify, result.said = true, {{}}
+vim.notify = function(message) table.insert(result.said, message) end
 local done = false
 dlm.fill({{ range = 0, on_done = function(applied)
   result.applied, done = applied, true
 end }})
--- The user types while the server fills: the answer is for text that is gone.
+-- The user types while the server fills: the answer is for text that is gone (the server
+-- may notice first, -32801, or the plugin, from the answer's version: it reads the same).
 vim.api.nvim_buf_set_lines(buf, 0, 0, false, {{ '# typed meanwhile' }})
 assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm/infill')
 result.text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\\n') .. '\\n'
 """)
     assert result["applied"] is False
     assert result["text"] == "# typed meanwhile\n" + FIXTURE.read_text(encoding="utf-8")
+    assert [m for m in result["said"] if "fill dropped" in m] == result["said"] != []
 
 
 # `:checkhealth dlm`, waited for until it reports on the model; its lines in result.report.

@@ -368,6 +368,9 @@ class DlmExtension implements vscode.Disposable {
     } catch (error) {
       if (error instanceof ResponseError && (error.code === REQUEST_CANCELLED || error.code === CONTENT_MODIFIED)) {
         this.output.info(`${title}: ${error.message}`);
+        // a changed document is said as the extension's own stale check says it: the same
+        // event reads the same whichever side noticed it first
+        if (error.code === CONTENT_MODIFIED) vscode.window.setStatusBarMessage(`dlm: ${error.message}`, 4000);
         this.record("dropped", { code: error.code, message: error.message });
         return undefined;
       }

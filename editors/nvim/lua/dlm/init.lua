@@ -212,9 +212,16 @@ local function warn_unparsed(valid)
   notify(what .. ' (the syntax check rejected it); u undoes it', vim.log.levels.WARN)
 end
 
-local function quiet_error(err)
-  -- -32800: cancelled or superseded; -32801: the buffer changed: nothing to apply, no error.
-  return err.code == -32800 or err.code == -32801
+--- Say what an error answer to an explicit command means.  -32800 (cancelled or
+--- superseded) is the user's own doing: nothing.  -32801 (the buffer changed) is no error
+--- either, but said as the plugin's own stale check says it ("fill dropped: ..."), so the
+--- same event reads the same whichever side noticed it first.
+local function report_error(err)
+  if err.code == -32801 then
+    notify(err.message)
+  elseif err.code ~= -32800 then
+    notify(err.message, vim.log.levels.WARN)
+  end
 end
 
 --- Fill `range` (an LSP range) of `buf` with dlm/infill and apply the edit if still fresh.
@@ -241,9 +248,7 @@ function M.infill(buf, range, opts)
       end
     end
     if err then
-      if not quiet_error(err) then
-        notify(err.message, vim.log.levels.WARN)
-      end
+      report_error(err)
       return done(false)
     end
     local why = edits.stale(snap, result.version)
@@ -325,9 +330,7 @@ local function execute(buf, command, arguments, on_done)
     function(err, result)
       clear_draft(buf)
       if err then
-        if not quiet_error(err) then
-          notify(err.message, vim.log.levels.WARN)
-        end
+        report_error(err)
       elseif result and result.applied == false then
         notify('nothing applied: ' .. (result.message or 'the buffer changed meanwhile'))
       elseif result and result.holes then
