@@ -7,7 +7,7 @@ import logging
 import sys
 
 from dlm_lsp import __version__
-from dlm_lsp.config import STRATEGIES
+from dlm_lsp.config import DEVICES, STRATEGIES
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -71,7 +71,7 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
     """How a benchmark's fills are made: the model, where, and the engine's settings."""
     parser.add_argument("--model", default="default")
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
     parser.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
     parser.add_argument("--seed", type=int, default=0)
@@ -104,7 +104,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser, limit: int | None = None
                        sandbox: bool = False) -> None:
     """The options every curve benchmark shares: model, device, seed, outputs."""
     parser.add_argument("--model", default="default")
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="every number, as JSON")
     if limit is not None:
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     fill.add_argument("--language", help="an LSP language id (python, typescript, go, ...); "
                       "default: from the file's extension")
     fill.add_argument("--model", default="default")
-    fill.add_argument("--device", default="auto")
+    fill.add_argument("--device", default="auto", choices=DEVICES)
     fill.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
     fill.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
     fill.add_argument("--seed", type=int, default=0)
@@ -263,13 +263,13 @@ def main(argv: list[str] | None = None) -> int:
                         "with --server)")
     status.add_argument("--ca-file", default="", help="CA of an https service's certificate")
     status.add_argument("--model", default="default")
-    status.add_argument("--device", default="auto")
+    status.add_argument("--device", default="auto", choices=DEVICES)
 
     bench = sub.add_parser("bench", help="benchmarks on fixed task sets")
     kinds = bench.add_subparsers(dest="bench", required=True)
     strat = kinds.add_parser("strategies", help="quality and cost of each unmasking strategy")
     strat.add_argument("--model", default="default")
-    strat.add_argument("--device", default="auto")
+    strat.add_argument("--device", default="auto", choices=DEVICES)
     strat.add_argument("--split", default="single-line")
     strat.add_argument("--limit", type=int, default=100)
     strat.add_argument("--steps", type=int, default=8)
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     syntax = kinds.add_parser("syntax", help="syntax-valid rate of fills, with and without "
                               "validation + repair (HumanEval multi-line and the fixtures)")
     syntax.add_argument("--model", default="default")
-    syntax.add_argument("--device", default="auto")
+    syntax.add_argument("--device", default="auto", choices=DEVICES)
     syntax.add_argument("--limit", type=int, default=40, help="HumanEval multi-line tasks")
     syntax.add_argument("--json", dest="json_out", metavar="OUT")
     _add_curve_commands(kinds)

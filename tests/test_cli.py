@@ -170,3 +170,26 @@ def test_status_here_reports_the_model_and_its_step_cost(model_dir):
     lines = dict(line.split(None, 1) for line in out.stdout.splitlines())
     assert lines["device"] == "cpu" and float(lines["stepMsAt256Tokens"]) > 0
     assert int(lines["parameters"]) > 0
+
+
+def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What `dlm-lsp ARGV` prints when it refuses ARGV as a usage error (exit 2), run
+    in this process: a traceback would fail the test instead of exiting."""
+    from dlm_lsp.cli import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [
+    ["fill", str(FIXTURE)], ["status"], ["bench", "strategies"], ["bench", "humaneval"],
+    ["bench", "heldout"], ["bench", "syntax"], ["bench", "sweep"], ["bench", "latency"],
+    ["bench", "throughput"], ["bench", "samples"], ["models", "check", ".", "--load"],
+])
+def test_every_command_refuses_a_device_the_settings_would_refuse(command, capsys):
+    """The devices are the `device` setting's (auto, cpu, cuda), not whatever torch
+    parses later into a traceback."""
+    said = usage_error([*command, "--device", "gpu"], capsys)
+    assert "invalid choice: 'gpu'" in said and "cuda" in said

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from dlm_lsp.config import DEVICES
 from dlm_lsp.models.checkpoint import Checkpoint
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.registry import FAMILIES, conventions, detect, family_named
@@ -161,7 +162,7 @@ def main(argv: list[str]) -> int:
     check.add_argument("directory")
     check.add_argument("--family", help="skip detection: treat it as this family")
     check.add_argument("--load", action="store_true", help="also load it and time a forward pass")
-    check.add_argument("--device", default="auto")
+    check.add_argument("--device", default="auto", choices=DEVICES)
     check.add_argument("--precision", default="auto")
     args = parser.parse_args(argv)
     if args.action != "check":
