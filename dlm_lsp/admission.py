@@ -91,3 +91,8 @@ def reaches_beyond_this_machine(host: str) -> bool:
         return not ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:  # a host name: it may be any interface
         return True
+
+
+def host_port(host: str, port: int) -> str:
+    """HOST:PORT as a user writes it back to `--tcp`, an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

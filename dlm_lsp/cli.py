@@ -15,12 +15,24 @@ def _serve(args: argparse.Namespace) -> int:
     from dlm_lsp.server import server
 
     if args.tcp:
-        host, _, port = args.tcp.rpartition(":")
-        server.start_tcp(host or "127.0.0.1", int(port),
-                         Gate.from_environment(args.max_clients, args.admission_seconds))
+        server.start_tcp(*args.tcp, Gate.from_environment(args.max_clients,
+                                                          args.admission_seconds))
     else:
         server.start_io()
     return 0
+
+
+def _address(text: str) -> tuple[str, int]:
+    """HOST:PORT as (host, port), checked while parsing, so a typo is a usage error and
+    not a traceback from the socket.  The host defaults to 127.0.0.1 (":2087" or "2087")
+    and may be an IPv6 address in brackets ("[::1]:2087"), the form URLs use."""
+    host, _, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    number = int(port) if port.isdecimal() else -1
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"HOST:PORT with a port from 0 to 65535, got {text!r}")
+    return host or "127.0.0.1", number
 
 
 def _positive_seconds(text: str) -> float:
@@ -221,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dlm-lsp", description="Language server for code infilling with masked-diffusion "
         "language models. With no command it serves LSP over stdio.")
-    parser.add_argument("--tcp", metavar="HOST:PORT", help="serve LSP over TCP instead of stdio")
+    parser.add_argument("--tcp", type=_address, metavar="HOST:PORT",
+                        help="serve LSP over TCP instead of stdio")
     parser.add_argument("--max-clients", type=_positive, default=64, metavar="N",
                         help="with --tcp: connections served at once (default 64); the token "
                         "clients must send, if any, is the environment variable "
@@ -255,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
 
     status = sub.add_parser("status", help="device, model and step cost here, or a running "
                             "server's queue, latency and caches (--tcp)")
-    status.add_argument("--server", metavar="HOST:PORT", help="ask a server started with --tcp")
+    status.add_argument("--server", type=_address, metavar="HOST:PORT",
+                        help="ask a server started with --tcp")
     status.add_argument("--remote", metavar="URL", help="show a service started with "
                         "serve-remote: its replicas, queue and latency")
     status.add_argument("--token", default="", help="the service's or server's token (default: "

@@ -17,7 +17,7 @@ import socket
 import sys
 from typing import Any
 
-from dlm_lsp.admission import TOKEN_ENV, TOKEN_OPTION
+from dlm_lsp.admission import TOKEN_ENV, TOKEN_OPTION, host_port
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.framing import Client, ResponseError
@@ -79,7 +79,7 @@ def remote_status(url: str, token: str = "", ca_file: str = "") -> list[str]:
     return lines
 
 
-def main(tcp: str | None, model: str, device: str, remote: str | None = None,
+def main(tcp: tuple[str, int] | None, model: str, device: str, remote: str | None = None,
          token: str = "", ca_file: str = "") -> int:
     if remote:
         from dlm_lsp.backends import BackendError
@@ -91,11 +91,10 @@ def main(tcp: str | None, model: str, device: str, remote: str | None = None,
             return 1
         return 0
     if tcp:
-        host, _, port = tcp.rpartition(":")
         try:
-            status = query_server(host or "127.0.0.1", int(port), token=token)
+            status = query_server(*tcp, token=token)
         except (OSError, ResponseError) as exc:  # not listening, refused (token, full), gone
-            print(f"dlm-lsp status: {tcp}: {exc}", file=sys.stderr)
+            print(f"dlm-lsp status: {host_port(*tcp)}: {exc}", file=sys.stderr)
             return 1
     else:
         status = local_status(model, device)

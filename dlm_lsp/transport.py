@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 
-from dlm_lsp.admission import TOKEN_ENV, Gate, reaches_beyond_this_machine
+from dlm_lsp.admission import TOKEN_ENV, Gate, host_port, reaches_beyond_this_machine
 from dlm_lsp.jobs import CLIENT_LEFT
 from dlm_lsp.protocol import MAX_MESSAGE_BYTES, oversized_body
 
@@ -143,7 +143,12 @@ async def _serve_tcp(make_server: Callable[[], DlmServer], live: dict[DlmServer,
             live.pop(server, None)
             server.release()
 
-    tcp = await asyncio.start_server(connection, host, port)
+    try:
+        tcp = await asyncio.start_server(connection, host, port)
+    except OSError as exc:  # the port is taken, the host is not this machine's or unknown
+        print(f"dlm-lsp: cannot listen on {host_port(host, port)}: {exc.strerror or exc}",
+              file=sys.stderr, flush=True)
+        raise SystemExit(2) from exc  # out of the event loop, to _run's exit code
     where = ", ".join(":".join(map(str, s.getsockname()[:2])) for s in tcp.sockets)
     asks = "clients must send its token" if gate.token else "no token asked"
     # whoever starts a team server sees where it listens, whatever the log level
@@ -155,8 +160,8 @@ async def _serve_tcp(make_server: Callable[[], DlmServer], live: dict[DlmServer,
 
 def _run(servers: Callable[[], list[DlmServer]], serve: Coroutine[Any, Any, None]) -> None:
     """Run the event loop until `serve` ends, `exit` arrives, or a signal; then end the
-    process with code 0, or 1 after `exit` without `shutdown` (as LSP asks) or when the
-    server could not run (a TCP port taken)."""
+    process with code 0, 1 after `exit` without `shutdown` (as LSP asks) or when the
+    server could not run, or 2 when it could not listen where --tcp said (a port taken)."""
     code = 0
     try:
         asyncio.run(_until_signalled(servers, serve))
@@ -164,7 +169,7 @@ def _run(servers: Callable[[], list[DlmServer]], serve: Coroutine[Any, Any, None
         code = exc.code if isinstance(exc.code, int) else 0
     except BrokenPipeError:
         log.error("the client's pipe is closed")
-    except Exception:  # e.g. the TCP port is taken
+    except Exception:
         log.exception("dlm-lsp stopped")
         code = 1
     finally:

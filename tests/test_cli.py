@@ -193,3 +193,31 @@ def test_every_command_refuses_a_device_the_settings_would_refuse(command, capsy
     parses later into a traceback."""
     said = usage_error([*command, "--device", "gpu"], capsys)
     assert "invalid choice: 'gpu'" in said and "cuda" in said
+
+
+@pytest.mark.parametrize(("text", "address"), [
+    ("127.0.0.1:2087", ("127.0.0.1", 2087)), (":2087", ("127.0.0.1", 2087)),
+    ("[::1]:2087", ("::1", 2087)), ("0.0.0.0:0", ("0.0.0.0", 0)),
+    ("localhost:65535", ("localhost", 65535)),
+])
+def test_an_address_is_host_and_port_with_ipv6_brackets_stripped(text, address):
+    from dlm_lsp.cli import _address
+
+    assert _address(text) == address
+
+
+@pytest.mark.parametrize("option", [["--tcp"], ["status", "--server"]])
+@pytest.mark.parametrize("text", ["foo", "127.0.0.1:99999", "127.0.0.1:-1", "host:", "[::1]"])
+def test_an_address_without_a_port_from_0_to_65535_is_a_usage_error(option, text, capsys):
+    assert f"HOST:PORT with a port from 0 to 65535, got {text!r}" in usage_error(
+        [*option, text], capsys)
+
+
+def test_serving_on_a_taken_port_says_so_in_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = run_cli("--tcp", f"127.0.0.1:{port}")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"dlm-lsp: cannot listen on 127.0.0.1:{port}: " in out.stderr
