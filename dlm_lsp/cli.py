@@ -194,17 +194,24 @@ COMMANDS = {"sweep": "dlm_lsp.bench.sweep", "latency": "dlm_lsp.bench.latency",
 
 
 def _bench(args: argparse.Namespace) -> int:
+    """Run a benchmark; what stops one before it measures anything (no such model, a
+    baseline or plotting library not installed) is one line and a usage error's status."""
+    from dlm_lsp.bench.autoregressive import MissingBaseline
+    from dlm_lsp.bench.plots import MissingMatplotlib
+    from dlm_lsp.models import ModelLoadError
+
+    try:
+        return _run_bench(args)
+    except (MissingBaseline, MissingMatplotlib, ModelLoadError) as exc:
+        print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run_bench(args: argparse.Namespace) -> int:
     if args.bench in COMMANDS:
         import importlib
 
-        from dlm_lsp.bench.autoregressive import MissingBaseline
-        from dlm_lsp.bench.plots import MissingMatplotlib
-
-        try:
-            return importlib.import_module(COMMANDS[args.bench]).command(args)
-        except (MissingBaseline, MissingMatplotlib) as exc:
-            print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
-            return 2
+        return importlib.import_module(COMMANDS[args.bench]).command(args)
     if args.bench == "syntax":
         from dlm_lsp.bench.syntax_rate import main as syntax_main
 

@@ -97,7 +97,13 @@ def main(tcp: tuple[str, int] | None, model: str, device: str, remote: str | Non
             print(f"dlm-lsp status: {host_port(*tcp)}: {exc}", file=sys.stderr)
             return 1
     else:
-        status = local_status(model, device)
+        from dlm_lsp.models import ModelLoadError
+
+        try:
+            status = local_status(model, device)
+        except ModelLoadError as exc:  # no such model, or CUDA asked for and absent
+            print(f"dlm-lsp status: {exc}", file=sys.stderr)
+            return 2
     width = max(len(k) for k in status)
     for key, value in status.items():
         print(f"{key:<{width}}  {value}")

@@ -221,3 +221,19 @@ def test_serving_on_a_taken_port_says_so_in_one_line():
         out = run_cli("--tcp", f"127.0.0.1:{port}")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert f"dlm-lsp: cannot listen on 127.0.0.1:{port}: " in out.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["status"], ["bench", "heldout", "--limit", "1"], ["bench", "humaneval", "--limit", "1"],
+    ["bench", "strategies", "--limit", "1"], ["bench", "syntax", "--limit", "1"],
+    ["bench", "samples", "--limit", "1"], ["bench", "sweep", "--limit", "1"],
+    ["bench", "latency", "--lengths", "4"], ["bench", "throughput", "--concurrency", "1"],
+])
+def test_a_missing_model_is_named_in_one_line_as_fill_names_it(command, tmp_path, capsys):
+    from dlm_lsp.cli import main
+
+    absent = tmp_path / "absent"
+    assert main([*command, "--model", str(absent), "--device", "cpu"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"dlm-lsp {command[0]}") and str(absent) in said
+    assert len(said.splitlines()) == 1
