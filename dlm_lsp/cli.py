@@ -195,14 +195,16 @@ COMMANDS = {"sweep": "dlm_lsp.bench.sweep", "latency": "dlm_lsp.bench.latency",
 
 def _bench(args: argparse.Namespace) -> int:
     """Run a benchmark; what stops one before it measures anything (no such model, a
-    baseline or plotting library not installed) is one line and a usage error's status."""
+    baseline or plotting library not installed, an option it cannot use) is one line and
+    a usage error's status."""
     from dlm_lsp.bench.autoregressive import MissingBaseline
+    from dlm_lsp.bench.pass_at_1 import UsageError
     from dlm_lsp.bench.plots import MissingMatplotlib
     from dlm_lsp.models import ModelLoadError
 
     try:
         return _run_bench(args)
-    except (MissingBaseline, MissingMatplotlib, ModelLoadError) as exc:
+    except (MissingBaseline, MissingMatplotlib, ModelLoadError, UsageError) as exc:
         print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
         return 2
 

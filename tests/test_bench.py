@@ -166,11 +166,38 @@ def test_humaneval_runs_the_engine_with_extra_server_settings(model_dir, tmp_pat
     assert "2 steps, contextCache True, precision bf16 | 2 |" in capsys.readouterr().out
 
 
-def test_humaneval_refuses_settings_it_would_ignore():
-    with pytest.raises(SystemExit, match="unknown setting '--settings.precisoin'"):
-        main(["bench", "humaneval", "--limit", "1", "--settings", '{"precisoin": "bf16"}'])
-    with pytest.raises(SystemExit, match="not JSON"):
-        main(["bench", "humaneval", "--limit", "1", "--settings", "{precision: bf16}"])
+@pytest.mark.parametrize(("settings", "says"), [
+    ('{"precisoin": "bf16"}', "unknown setting '--settings.precisoin'"),
+    ('{"precision": "fp64"}', "setting '--settings.precision' = 'fp64' should be one of"),
+    ("{precision: bf16}", "--settings is not JSON"),
+])
+@pytest.mark.parametrize("bench", ["humaneval", "heldout"])
+def test_a_setting_the_engine_would_not_use_is_a_usage_error(bench, settings, says, capsys):
+    """A misspelt setting would be a run measured without it: refused (exit 2, as for
+    any bad option), and not said to be "ignored" or to keep a default."""
+    assert main(["bench", bench, "--limit", "1", "--settings", settings]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"dlm-lsp bench {bench}: ") and says in said
+    assert "ignored" not in said and "kept" not in said
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (None, "cannot read --baseline"), ("{", "cannot read --baseline"),
+    ("[]", "is not a report"), ('{"pass_at_1": "high"}', "is not a report"),
+])
+def test_a_baseline_that_cannot_be_compared_to_is_refused_before_any_task_runs(
+        tmp_path, monkeypatch, capsys, content, says):
+    """Found only after the run, it cost the run and exited 1: "pass@1 fell"."""
+    import dlm_lsp.bench.pass_at_1 as pass_at_1
+
+    stored = tmp_path / "baseline.json"
+    if content is not None:
+        stored.write_text(content)
+    monkeypatch.setattr(pass_at_1, "run_benchmark",
+                        lambda config: pytest.fail("ran the tasks before reading the baseline"))
+    assert main(["bench", "humaneval", "--empty", "--baseline", str(stored)]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("dlm-lsp bench humaneval: ") and says in said and str(stored) in said
 
 
 @pytest.mark.parametrize(("mode", "baseline", "margin", "status"), [

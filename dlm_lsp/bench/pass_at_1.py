@@ -257,18 +257,42 @@ def check_baseline(report: Report, baseline: dict, margin: float) -> tuple[bool,
                   f"(margin {margin} points){note}")
 
 
+class UsageError(Exception):
+    """An option the command cannot use (--settings it does not know, a --baseline it
+    cannot read): refused before any task is filled, with argparse's status (2)."""
+
+
 def engine_settings(text: str | None) -> dict:
-    """`--settings` JSON (camelCase server settings) as checked snake_case keywords."""
+    """`--settings` JSON (camelCase server settings) as checked snake_case keywords.
+
+    Strict, unlike the server's settings: a misspelt one would be a run measured
+    without it, so nothing is ignored."""
     if not text:
         return {}
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise SystemExit(f"--settings is not JSON: {exc}") from exc
-    _, problems = from_json(ServerConfig, data, where="--settings")
+        raise UsageError(f"--settings is not JSON: {exc}") from exc
+    _, problems = from_json(ServerConfig, data, where="--settings", strict=True)
     if problems:
-        raise SystemExit("; ".join(problems))
+        raise UsageError("; ".join(problems))
     return {snake(key): value for key, value in data.items()}
+
+
+def read_stored_report(path: str) -> dict:
+    """The `--baseline` report, read before any task runs: found unreadable only after
+    the run, it cost the whole run and exited 1, which reads as a regression."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            stored = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read --baseline {path}: "
+                         f"{getattr(exc, 'strerror', None) or exc}") from exc
+    pass_at_1 = stored.get("pass_at_1") if isinstance(stored, dict) else None
+    if not isinstance(pass_at_1, (int, float)) or isinstance(pass_at_1, bool):
+        raise UsageError(f"--baseline {path} is not a report written by "
+                         "`bench humaneval --json`")
+    return stored
 
 
 def command(args: argparse.Namespace) -> int:
@@ -280,6 +304,7 @@ def command(args: argparse.Namespace) -> int:
                          model=args.model, device=args.device,
                          sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers),
                          engine=engine_settings(args.settings))
+    stored = read_stored_report(args.baseline) if args.baseline else None
     report = run_benchmark(config)
     beside = ()
     if args.baseline_model:  # the same tasks, machine and sandbox, filled by another model
@@ -295,9 +320,8 @@ def command(args: argparse.Namespace) -> int:
         print(f"self-check failed: canonical fills pass {report.pass_at_1}%, below "
               f"{SELF_CHECK_BAR}%: the harness is broken", file=sys.stderr)
         status = 1
-    if args.baseline:
-        with open(args.baseline, encoding="utf-8") as handle:
-            ok, message = check_baseline(report, json.load(handle), args.margin)
+    if stored is not None:
+        ok, message = check_baseline(report, stored, args.margin)
         print(message, file=sys.stderr)
         status = status or (0 if ok else 1)
     return status
