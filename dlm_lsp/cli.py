@@ -275,8 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("serve-remote", help="serve the engine to many language servers with Ray "
                    "Serve (dlm-lsp serve-remote --help)")
 
-    status = sub.add_parser("status", help="device, model and step cost here, or a running "
-                            "server's queue, latency and caches (--tcp)")
+    about = ("device, model and step cost here, or a running server's queue, latency and "
+             "caches (--server), or a serve-remote service's replicas (--remote)")
+    status = sub.add_parser("status", help=about, description=about)
     status.add_argument("--server", type=_address, metavar="HOST:PORT",
                         help="ask a server started with --tcp")
     status.add_argument("--remote", metavar="URL", help="show a service started with "

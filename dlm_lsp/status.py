@@ -20,6 +20,7 @@ from typing import Any
 from dlm_lsp.admission import TOKEN_ENV, TOKEN_OPTION, host_port
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine
+from dlm_lsp.errors import UNAUTHORIZED
 from dlm_lsp.framing import Client, ResponseError
 
 
@@ -94,6 +95,9 @@ def main(tcp: tuple[str, int] | None, model: str, device: str, remote: str | Non
         try:
             status = query_server(*tcp, token=token)
         except (OSError, ResponseError) as exc:  # not listening, refused (token, full), gone
+            if (isinstance(exc, ResponseError) and exc.error.get("code") == UNAUTHORIZED
+                    and not (token or os.environ.get(TOKEN_ENV))):  # the editor's words don't fit
+                exc = f"the server asks for a token: pass --token or set {TOKEN_ENV}"
             print(f"dlm-lsp status: {host_port(*tcp)}: {exc}", file=sys.stderr)
             return 1
     else:

@@ -183,3 +183,17 @@ def test_a_connection_not_yet_admitted_is_no_client_and_keeps_no_setting_from_ap
     status = client.call("dlm/status", {})["result"]
     assert status["clients"] == 1 and status["model"] == str(model_dir), status
     hang_up(idle)
+
+
+def test_status_without_the_token_says_how_to_give_it_on_the_command_line(gated, monkeypatch,
+                                                                           capsys):
+    """Not the editor's initializationOptions.token: `status` has --token for it."""
+    from dlm_lsp.cli import main
+
+    port, _ = gated
+    hang_up(tcp_connection(port)[1])  # once it listens
+    monkeypatch.delenv("DLM_LSP_TCP_TOKEN", raising=False)
+    assert main(["status", "--server", f"127.0.0.1:{port}"]) == 1
+    said = capsys.readouterr().err
+    assert "--token" in said and "DLM_LSP_TCP_TOKEN" in said
+    assert "initializationOptions" not in said

@@ -237,3 +237,13 @@ def test_a_missing_model_is_named_in_one_line_as_fill_names_it(command, tmp_path
     said = capsys.readouterr().err
     assert said.startswith(f"dlm-lsp {command[0]}") and str(absent) in said
     assert len(said.splitlines()) == 1
+
+
+def test_status_help_names_the_option_that_asks_a_running_server(capsys):
+    from dlm_lsp.cli import main
+
+    for argv in (["--help"], ["status", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        said = " ".join(capsys.readouterr().out.split())
+        assert "caches (--server)" in said and "caches (--tcp)" not in said
