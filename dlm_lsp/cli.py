@@ -253,7 +253,9 @@ def main(argv: list[str] | None = None) -> int:
                         "within S seconds is closed (default 10); so are the oldest of those "
                         "waiting, past --max-clients of them")
     parser.add_argument("--stdio", action="store_true", help="serve LSP over stdio (the default)")
-    parser.add_argument("--log-level", default="WARNING", help="logging level for stderr")
+    parser.add_argument("--log-level", default="WARNING", type=str.upper,
+                        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+                        help="logging level for stderr (any case)")
     parser.add_argument("--version", action="version", version=f"dlm-lsp {__version__}")
     sub = parser.add_subparsers(dest="command")
 
@@ -291,10 +293,12 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = sub.add_parser("bench", help="benchmarks on fixed task sets")
     kinds = bench.add_subparsers(dest="bench", required=True)
+    from dlm_lsp.bench.humaneval import ALIASES, SPLITS
+
     strat = kinds.add_parser("strategies", help="quality and cost of each unmasking strategy")
     strat.add_argument("--model", default="default")
     strat.add_argument("--device", default="auto", choices=DEVICES)
-    strat.add_argument("--split", default="single-line")
+    strat.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES])
     strat.add_argument("--limit", type=int, default=100)
     strat.add_argument("--steps", type=int, default=8)
     strat.add_argument("--json", dest="json_out", metavar="OUT")
@@ -312,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_curve_commands(kinds)
 
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr)
     if args.command == "fill":
         return _fill(args)
     if args.command == "status":

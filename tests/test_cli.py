@@ -247,3 +247,18 @@ def test_status_help_names_the_option_that_asks_a_running_server(capsys):
             main(argv)
         said = " ".join(capsys.readouterr().out.split())
         assert "caches (--server)" in said and "caches (--tcp)" not in said
+
+
+def test_a_log_level_is_one_of_logging_s_in_any_case():
+    from dlm_lsp.cli import main
+
+    with pytest.raises(SystemExit) as ran:  # parsed before --version ends the run
+        main(["--log-level", "debug", "--version"])
+    assert ran.value.code == 0
+    out = run_cli("--log-level", "foo", stdin="")  # a process: a level let through serves stdio
+    assert out.returncode == 2 and "invalid choice: 'FOO'" in out.stderr
+
+
+def test_bench_strategies_takes_the_splits_bench_humaneval_takes(capsys):
+    said = usage_error(["bench", "strategies", "--split", "foo"], capsys)
+    assert "invalid choice: 'foo'" in said and "random-span" in said and "multi" in said
