@@ -14,7 +14,7 @@ from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import HoleFilling, find_holes
 from dlm_lsp.models import ModelLoadError
-from dlm_lsp.validation import LANGUAGES, language_for
+from dlm_lsp.validation import LANGUAGE_IDS, LANGUAGES, language_for
 
 
 def fill_file(path: str, model: str = "default", device: str = "auto", steps: int | None = None,
@@ -25,7 +25,8 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     language id such as `python` or `typescriptreact`), else the file's extension."""
     if language is not None and language_for(language) is None:
         print(f"dlm-lsp fill: unknown language {language!r}; one of: "
-              f"{', '.join(sorted(LANGUAGES))}", file=sys.stderr)
+              f"{', '.join(sorted(LANGUAGES))}; or the LSP ids and aliases "
+              f"{', '.join(LANGUAGE_IDS)}", file=sys.stderr)
         return 2
     source = None if path == "-" else Path(path)  # None: standard input
     if source is None and write:

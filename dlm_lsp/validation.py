@@ -81,6 +81,7 @@ _LANGUAGE_IDS: dict[str, str] = {
     "c#": "csharp", "cs": "csharp", "rb": "ruby",
     "shellscript": "bash", "sh": "bash", "shell": "bash", "kt": "kotlin",
 }
+LANGUAGE_IDS: tuple[str, ...] = tuple(sorted(set(_LANGUAGE_IDS) - set(LANGUAGES)))  # the others
 
 # .h is mapped to C: clients normally send a languageId, which takes precedence.
 _EXTENSIONS: dict[str, str] = {

@@ -70,6 +70,9 @@ def test_fill_reads_standard_input_as_the_file_it_names(model_dir):
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--language", "cobol"], "unknown language 'cobol'; one of: bash, c, cpp, csharp, go"),
+    (["--language", "cobol"], "javascriptreact"),  # the LSP ids it takes too
+    (["--language", "cobol"], "shellscript"),
+    (["--language", "cobol"], "typescriptreact"),
     (["--write"], "--write needs a file"),
 ])
 def test_fill_from_standard_input_refuses_what_it_cannot_do(model_dir, args, says):
