@@ -43,8 +43,14 @@ def ending_near(text: str, start: int, end: int) -> str:
     after = _BREAK.search(text, end)
     if after is not None:
         return after.group()
-    before = [m.group() for m in _BREAK.finditer(text, 0, start)]
-    return before[-1] if before else "\n"
+    # the last break before `start`, found from the end: listing every break of the prefix
+    # cost a pass over a 10 MB document for a fill on its last line
+    last = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start))
+    if last < 0:
+        return "\n"
+    if text[last] == "\n" and last > 0 and text[last - 1] == "\r":
+        return "\r\n"
+    return text[last]
 
 
 def normalize(text: str, start: int, end: int) -> Normalized:

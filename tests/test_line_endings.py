@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dlm_lsp.line_endings import ending_near, normalize
 
@@ -37,3 +41,18 @@ def test_in_a_file_of_mixed_endings_the_span_s_own_line_decides() -> None:
     assert ending_near(text, text.index("c"), text.index("c")) == "\r\n"
     assert ending_near("x = 1\r\ny", 9, 9) == "\r\n"  # the last line: the break before it
     assert ending_near("x", 0, 1) == "\n"
+
+
+_ALPHABET = st.sampled_from(["\r", "\n", "\r\n", "a", " "])
+
+
+@given(st.lists(_ALPHABET, max_size=12).map("".join), st.data())
+def test_on_the_last_line_the_ending_is_the_last_whole_break_before_the_span(text, data):
+    """Found from the end (a fill on a 10 MB file's last line once listed every break of
+    it): the same as the last break a scan of the text before the span finds."""
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    breaks = re.findall(r"\r\n|\r|\n", text[:start])
+    after = re.search(r"\r\n|\r|\n", text[end:])
+    want = after.group() if after else (breaks[-1] if breaks else "\n")
+    assert ending_near(text, start, end) == want
