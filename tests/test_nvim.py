@@ -391,6 +391,41 @@ dlm.setup({{ server = '127.0.0.1:{port}', token = 'right', settings = {{ model =
         server.close()
 
 
+def test_a_wrong_token_is_one_clear_error_and_checkhealth_says_why(tmp_path, model_dir):
+    """A shared server refuses `initialize` without its token; Neovim 0.11 would raise a Lua
+    error naming its own client.lua. The user is told which server refused, and why."""
+    from rpc import ServerProcess, free_port, tcp_connection
+
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}", env={"DLM_LSP_TCP_TOKEN": "right"})
+    try:
+        tcp_connection(port)  # listening
+        path, _ = _complete_fixture(tmp_path)
+        result = run_nvim(tmp_path, model_dir, f"""
+local said = {{}}
+vim.notify = function(message, level) said[#said + 1] = {{ message, level }} end
+dlm.setup({{ server = '127.0.0.1:{port}', token = 'wrong', settings = {{ model = model }},
+  notify = false }})
+vim.v.errmsg = ''
+vim.cmd.edit('{path}')
+assert(vim.wait(20000, function() return #said > 0 or vim.v.errmsg ~= '' end, 20),
+  'nothing said of the refusal')
+vim.wait(500)
+result.said = said
+result.errmsg = vim.v.errmsg
+result.clients = #vim.lsp.get_clients({{ name = dlm.name }})
+""" + _CHECKHEALTH.replace("text:find('model', 1, true)", "text:find('refused', 1, true)"))
+        assert result["errmsg"] == "", result["errmsg"]
+        assert result["said"][0] == [f"dlm: the shared server at 127.0.0.1:{port} refused this "
+                                     "editor: wrong token for this dlm-lsp server", 4]  # ERROR
+        assert result["clients"] == 0
+        report = "\n".join(result["report"])
+        assert "ERROR" in report and "wrong token for this dlm-lsp server" in report, report
+        assert "DLM_LSP_TCP_TOKEN" in report
+    finally:
+        server.close()
+
+
 def lua_string(text: str) -> str:
     """`text` as a Lua string literal, byte for byte (JSON's escapes, `\\u001c`, are not
     Lua's: a suggestion of the random test model holds control and non-ASCII bytes)."""

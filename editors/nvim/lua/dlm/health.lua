@@ -85,6 +85,12 @@ local function get_client(errors)
   if not wait(M.timeout_ms, function()
     return client.initialized or client:is_stopped()
   end) or client:is_stopped() then
+    if dlm.refused then
+      health.error(dlm.refused, 'set the token the server was started with: setup{ token = ... } '
+        .. 'or $DLM_LSP_TCP_TOKEN (or wait for a client to leave, past its --max-clients)')
+      client:stop(true)
+      return nil
+    end
     health.error('the server did not answer `initialize`', dlm.config.server and {
       'a shared server refuses a client without its token (setup{ token = ... } or '
         .. '$DLM_LSP_TCP_TOKEN) and clients past its --max-clients; its terminal says which',

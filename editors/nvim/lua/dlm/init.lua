@@ -141,6 +141,39 @@ function M.parse_address(address)
   return host:gsub('^%[(.*)%]$', '%1'), tonumber(port)
 end
 
+--- Why the shared server refused this editor's `initialize` (wrong token, too many clients).
+M.refused = nil
+
+--- Wrap an RPC `cmd` so that an `initialize` refused by a shared server is one clear message.
+--- Neovim 0.11 asserts on an `initialize` error, which prints a Lua traceback naming its own
+--- client.lua and not what to do; a shared server refuses a wrong token (-32006) and clients
+--- past its --max-clients that way.  The connection is closed instead, so the client stops.
+---@param connect fun(dispatchers: table): table
+---@param address string
+function M.refusal_reported(connect, address)
+  return function(dispatchers)
+    local rpc = connect(dispatchers)
+    local request = rpc.request
+    rpc.request = function(method, params, callback, notify_reply_callback)
+      if method == 'initialize' then
+        local answer = callback
+        callback = function(err, result)
+          if not err then
+            M.refused = nil
+            return answer(err, result)
+          end
+          M.refused = ('the shared server at %s refused this editor: %s'):format(address,
+            err.message or tostring(err))
+          vim.notify('dlm: ' .. M.refused, vim.log.levels.ERROR)
+          rpc.terminate()
+        end
+      end
+      return request(method, params, callback, notify_reply_callback)
+    end
+    return rpc
+  end
+end
+
 --- How to reach the server: a connection to `server` when set, else the command `cmd`.
 local function server_cmd()
   if M.config.server then
@@ -148,7 +181,7 @@ local function server_cmd()
     if not host then
       error('dlm: ' .. why)
     end
-    return vim.lsp.rpc.connect(host, port)
+    return M.refusal_reported(vim.lsp.rpc.connect(host, port), ('%s:%d'):format(host, port))
   end
   return M.config.cmd
 end
