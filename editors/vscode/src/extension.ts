@@ -27,7 +27,9 @@ import {
 import { Debouncer, Superseder } from "./debounce";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
-import { parseAddress, serverCommand, serverSettingKeys, serverSettings, toggleScope, withToken } from "./settings";
+import {
+  parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
+} from "./settings";
 import { type ClientState, type ServerStatus, statusText, statusTooltip } from "./status";
 
 const INFILL = "dlm/infill";
@@ -166,6 +168,9 @@ class DlmExtension implements vscode.Disposable {
       initializationOptions: withToken(this.serverSettings(), address,
                                        config.get<string>("server.token", ""), process.env),
       outputChannel: this.output,
+      // a refused `initialize` (a shared server's token) is reported once, below, with what to
+      // do; the client's own popup would repeat the bare message
+      initializationFailedHandler: () => false,
       middleware: {
         provideInlineCompletionItems: (document, position, context, token, next) =>
           this.inlineCompletion(document, position, context, token, next),
@@ -187,8 +192,7 @@ class DlmExtension implements vscode.Disposable {
       this.setState("failed");
       this.record("serverFailed", { message: String(error) });
       const open = "Open settings";
-      const hint = address ? "Start `dlm-lsp --tcp` there, or clear dlm.server.address."
-        : "Set dlm.server.path to the server executable.";
+      const hint = startFailureHint(address, error);
       void vscode.window.showErrorMessage(
         `dlm-lsp could not start ${address ? what : `"${command}"`}: ${messageOf(error)}. ${hint}`,
         open).then((choice) => {

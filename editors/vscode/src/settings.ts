@@ -77,6 +77,27 @@ export function withToken(settings: Record<string, unknown>, address: string, to
   return address.trim() && value ? { ...settings, token: value } : settings;
 }
 
+/** JSON-RPC codes a shared server refuses `initialize` with (dlm_lsp/errors.py). */
+export const SERVER_BUSY = -32004;
+export const UNAUTHORIZED = -32006;
+
+/**
+ * What to do when the server could not be started or reached: the fix depends on why.
+ * A shared server that refused the token, or is at its --max-clients, is running and
+ * reachable, so "start it, or clear the address" would send the user the wrong way.
+ */
+export function startFailureHint(address: string, error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (address.trim() && code === UNAUTHORIZED) {
+    return "Set dlm.server.token (or DLM_LSP_TCP_TOKEN) to the token that server was started with.";
+  }
+  if (address.trim() && code === SERVER_BUSY) {
+    return "That server is serving its most clients (its --max-clients); try again later.";
+  }
+  return address.trim() ? "Start `dlm-lsp --tcp` there, or clear dlm.server.address."
+    : "Set dlm.server.path to the server executable.";
+}
+
 /** Where a setting is defined, as `WorkspaceConfiguration.inspect` reports it. */
 export interface Inspected<T> {
   globalValue?: T;

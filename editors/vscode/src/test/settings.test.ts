@@ -3,7 +3,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 
-import { parseAddress, serverCommand, serverSettingKeys, serverSettings, toggleScope, withToken } from "../settings";
+import {
+  parseAddress, serverCommand, serverSettingKeys, serverSettings, SERVER_BUSY, startFailureHint, toggleScope,
+  UNAUTHORIZED, withToken,
+} from "../settings";
 
 // Compiled to out/test/, so the manifest is two folders up.
 const manifest = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
@@ -117,5 +120,23 @@ describe("toggling a setting", () => {
     assert.equal(toggleScope({ globalValue: false }), "user");
     assert.equal(toggleScope({}), "user");
     assert.equal(toggleScope(undefined), "user");
+  });
+});
+
+describe("startFailureHint: what to do when the server cannot be reached or refuses", () => {
+  it("names the token setting when a shared server refuses the token", () => {
+    const refused = Object.assign(new Error("wrong token for this dlm-lsp server"), { code: UNAUTHORIZED });
+    assert.match(startFailureHint("gpu:2087", refused), /dlm\.server\.token/);
+  });
+
+  it("says to wait when a shared server is at its --max-clients", () => {
+    const busy = Object.assign(new Error("serving 64 clients"), { code: SERVER_BUSY });
+    assert.match(startFailureHint("gpu:2087", busy), /try again later/);
+  });
+
+  it("says to start the server, or to set the executable, otherwise", () => {
+    assert.match(startFailureHint("gpu:2087", new Error("connect ECONNREFUSED")), /Start `dlm-lsp --tcp` there/);
+    assert.match(startFailureHint("", Object.assign(new Error("spawn ENOENT"), { code: "ENOENT" })),
+                 /dlm\.server\.path/);
   });
 });
