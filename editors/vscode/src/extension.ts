@@ -30,7 +30,7 @@ import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, typ
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
-import { type ClientState, type ServerStatus, statusText, statusTooltip } from "./status";
+import { type ClientState, loadSettled, type ServerStatus, statusText, statusTooltip } from "./status";
 
 const INFILL = "dlm/infill";
 const STATUS = "dlm/status";
@@ -242,7 +242,7 @@ class DlmExtension implements vscode.Disposable {
     if (this.serverKeys.some((key) => event.affectsConfiguration(`dlm.${key}`)) && this.client) {
       void this.client.sendNotification(DidChangeConfigurationNotification.type,
                                         { settings: { dlm: this.serverSettings() } });
-      this.scheduleStatus(500);
+      this.pollStatus(0, 500);  // a new model loads: show it loading, then loaded or failed
     }
   }
 
@@ -498,14 +498,16 @@ class DlmExtension implements vscode.Disposable {
     this.statusTimer = setTimeout(() => void this.refreshStatus(), delayMs);
   }
 
-  /** Ask every second until the model is loaded (the server loads it after `initialized`). */
-  private pollStatus(attempt: number): void {
+  /** Ask every second until the model has loaded or failed to (the server loads it after
+   *  `initialized`, and again when a model setting changes); 3 minutes at most. */
+  private pollStatus(attempt: number, firstMs = 100): void {
+    if (this.statusTimer) clearTimeout(this.statusTimer);
     if (attempt > 180) return;
     this.statusTimer = setTimeout(async () => {
       await this.refreshStatus();
       if (this.status?.loaded) this.record("modelLoaded", { status: this.status });
-      else this.pollStatus(attempt + 1);
-    }, attempt === 0 ? 100 : 1000);
+      if (!loadSettled(this.status)) this.pollStatus(attempt + 1);
+    }, attempt === 0 ? firstMs : 1000);
   }
 
   // ---- reporting ---------------------------------------------------------------------------

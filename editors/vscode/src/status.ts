@@ -20,6 +20,11 @@ export interface ServerStatus {
 
 export type ClientState = "starting" | "running" | "stopped" | "failed";
 
+/** Whether the model's load has ended, loaded or failed: polling dlm/status can stop. */
+export function loadSettled(status: ServerStatus | undefined): boolean {
+  return !!status && (status.loaded || !!status.loadError);
+}
+
 /** A model setting can be a directory: show its last path component. */
 export function modelLabel(model: string | undefined): string {
   if (!model) return "?";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { formatMs, modelLabel, statusText, statusTooltip } from "../status";
+import { formatMs, loadSettled, modelLabel, statusText, statusTooltip } from "../status";
 
 describe("status bar", () => {
   const loaded = { model: "default", loaded: true, device: "cpu", p50Ms: 95.4, p95Ms: 140, fills: 3 };
@@ -60,5 +60,18 @@ describe("status bar", () => {
     assert.match(statusTooltip("running", loaded, 120, false), /inline suggestions: off/);
     assert.doesNotMatch(statusTooltip("running", loaded, 120), /suggestions: off/);
     assert.match(statusText("stopped", loaded, 120, false), /stopped/);  // a worse state wins
+  });
+});
+
+describe("loadSettled: when polling dlm/status can stop", () => {
+  it("stops once the model has loaded, or its load has failed", () => {
+    assert.equal(loadSettled({ model: "default", loaded: true, device: "cpu" }), true);
+    assert.equal(loadSettled({ model: "/m", loaded: false, loadError: "not found", device: "auto" }), true);
+  });
+
+  it("keeps asking while the model is loading, or before any answer", () => {
+    assert.equal(loadSettled({ model: "default", loaded: false, device: "auto" }), false);
+    assert.equal(loadSettled({ model: "default", loaded: false, loadError: null, device: "auto" }), false);
+    assert.equal(loadSettled(undefined), false);
   });
 });
