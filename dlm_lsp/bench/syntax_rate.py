@@ -20,7 +20,10 @@ from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import find_holes
 from dlm_lsp.validation import language_for, validate_fill
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+# Inside the package, so an installed `dlm-lsp bench syntax` has them: in a checkout this is
+# a link to the repository's fixtures/ (the README's example files), and a built wheel or
+# sdist holds copies of them here.
+FIXTURES = Path(__file__).resolve().parent / "data" / "fixtures"
 
 
 @dataclass(frozen=True)
