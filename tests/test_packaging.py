@@ -72,20 +72,26 @@ def test_the_wheel_holds_the_package_and_nothing_of_the_repository_around_it(dis
     assert dists["wheel"].stat().st_size < MAX_BYTES
 
 
-def test_an_installed_package_finds_its_data_in_itself(dists, tmp_path):
-    """The wheel unpacked as pip installs it, and imported from a directory away from
-    this tree."""
+def test_an_installed_package_finds_its_data_in_itself_and_no_commit_of_another_repository(
+        dists, tmp_path):
+    """The wheel unpacked as pip installs it, into a virtual environment that sits inside
+    some other git repository, and imported from a directory away from this tree."""
     project = tmp_path / "project"
     site = project / ".venv" / "site-packages"
     site.mkdir(parents=True)
     with zipfile.ZipFile(dists["wheel"]) as wheel:
         wheel.extractall(site)
+    git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "another project"],
+                   check=True)
     probe = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import dlm_lsp
 from dlm_lsp.bench import sandbox
 from dlm_lsp.bench.humaneval import load_tasks
+from dlm_lsp.bench.machine import source_revision
 from dlm_lsp.bench.syntax_rate import fixture_tasks
 from dlm_lsp.models import DEFAULT_MODEL_DIR
 from dlm_lsp.training.contamination import HUMANEVAL_DATA
@@ -96,6 +102,7 @@ print(json.dumps({
     "contamination": str(HUMANEVAL_DATA),
     "fixtures": sorted(t.uri for t in fixture_tasks()),
     "sandbox child": sandbox._child_source(),
+    "revision": source_revision(),
 }))
 """
     done = subprocess.run([sys.executable, "-I", "-c", probe, str(site)], cwd=tmp_path,
@@ -111,3 +118,4 @@ print(json.dumps({
     assert len(found["fixtures"]) >= len(list((ROOT / "fixtures").iterdir()))
     assert all(uri.startswith(site.as_uri()) for uri in found["fixtures"])
     assert found["sandbox child"] == (ROOT / "dlm_lsp/bench/sandbox_child.py").read_text()
+    assert found["revision"] is None

@@ -67,10 +67,15 @@ def machine_line(machine: dict[str, object]) -> str:
 
 
 def source_revision() -> str | None:
-    """The checkout's git commit, `+dirty` with uncommitted changes to dlm_lsp; else None."""
+    """The checkout's git commit, `+dirty` with uncommitted changes to dlm_lsp; else None.
+
+    Only when the package runs from the top of a checkout: an installed copy (in
+    site-packages, or a virtual environment) may sit inside some other repository,
+    whose commit says nothing about this code."""
     root = str(Path(__file__).resolve().parents[2])
     try:
-        head = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel",
+                               "--short=12", "HEAD"],
                               capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "dlm_lsp"],
                                capture_output=True, text=True, timeout=10)
@@ -78,4 +83,7 @@ def source_revision() -> str | None:
         return None
     if head.returncode != 0:
         return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    top, commit = head.stdout.splitlines()
+    if Path(top).resolve() != Path(root):
+        return None
+    return commit + ("+dirty" if dirty.stdout.strip() else "")
