@@ -28,6 +28,11 @@ MAX_BYTES = 64 * 2**20  # a wheel a user downloads, model included
 def dists(tmp_path_factory) -> dict[str, Path]:
     """The wheel and sdist of a copy of this tree, built by setuptools' PEP 517 hooks (what
     `pip wheel .` and `python -m build` call, without fetching anything)."""
+    import setuptools
+
+    if int(setuptools.__version__.split(".")[0]) < 77:
+        pytest.fail(f"setuptools {setuptools.__version__}: the build needs >= 77 "
+                    "(the dev extra installs it)")
     tree, out = tmp_path_factory.mktemp("tree"), tmp_path_factory.mktemp("dist")
     for name in SOURCES:
         source = ROOT / name
@@ -70,6 +75,18 @@ def test_the_wheel_holds_the_package_and_nothing_of_the_repository_around_it(dis
     assert tops == {"dlm_lsp", "dlm_lsp-0.1.0.dist-info"}
     assert not [n for n in wheel_names if "__pycache__" in n or n.endswith((".pyc", ".pyo"))]
     assert dists["wheel"].stat().st_size < MAX_BYTES
+
+
+def test_the_licence_is_an_spdx_expression_and_the_bundled_datas_licence_travels_along(
+        dists, wheel_names):
+    with zipfile.ZipFile(dists["wheel"]) as wheel:
+        metadata = wheel.read("dlm_lsp-0.1.0.dist-info/METADATA").decode()
+    headers = metadata.split("\n\n", 1)[0].splitlines()
+    assert "License-Expression: MIT" in headers
+    assert not any(line.startswith("License:") for line in headers)  # the deprecated field
+    licence = "dlm_lsp/bench/data/humaneval_infilling/LICENSE"
+    assert f"License-File: {licence}" in headers
+    assert f"dlm_lsp-0.1.0.dist-info/licenses/{licence}" in wheel_names
 
 
 def test_an_installed_package_finds_its_data_in_itself_and_no_commit_of_another_repository(
