@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a build reads; build outputs, caches and editors' dependencies are left behind.
-SOURCES = ["pyproject.toml", "README.md", "dlm_lsp", "fixtures", "tests"]
+SOURCES = ["pyproject.toml", "README.md", "MANIFEST.in", "dlm_lsp", "fixtures", "tests"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
 MAX_BYTES = 64 * 2**20  # a wheel a user downloads, model included
 
@@ -87,6 +88,16 @@ def test_the_licence_is_an_spdx_expression_and_the_bundled_datas_licence_travels
     licence = "dlm_lsp/bench/data/humaneval_infilling/LICENSE"
     assert f"License-File: {licence}" in headers
     assert f"dlm_lsp-0.1.0.dist-info/licenses/{licence}" in wheel_names
+
+
+def test_the_sdist_builds_the_package_without_a_partial_test_suite(dists):
+    with tarfile.open(dists["sdist"]) as sdist:
+        names = [name.split("/", 1)[1] for name in sdist.getnames() if "/" in name]
+    assert "pyproject.toml" in names
+    assert "dlm_lsp/weights/default/model.safetensors" in names
+    assert "dlm_lsp/bench/data/fixtures/hello.py" in names
+    # setuptools adds tests/test_*.py by default, without conftest.py and the helpers
+    assert not [name for name in names if name.startswith("tests/")]
 
 
 def test_an_installed_package_finds_its_data_in_itself_and_no_commit_of_another_repository(
