@@ -109,10 +109,11 @@ def test_an_installed_package_finds_its_data_in_itself_and_no_commit_of_another_
     site.mkdir(parents=True)
     with zipfile.ZipFile(dists["wheel"]) as wheel:
         wheel.extractall(site)
-    git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@example.org"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "another project"],
-                   check=True)
+    if shutil.which("git"):  # without git no commit can be misreported
+        git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "another project"],
+                       check=True)
     probe = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
