@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a build reads; build outputs, caches and editors' dependencies are left behind.
-SOURCES = ["pyproject.toml", "README.md", "MANIFEST.in", "dlm_lsp", "fixtures", "tests"]
+SOURCES = ["pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "dlm_lsp", "fixtures", "tests"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
 MAX_BYTES = 64 * 2**20  # a wheel a user downloads, model included
 
@@ -78,16 +78,16 @@ def test_the_wheel_holds_the_package_and_nothing_of_the_repository_around_it(dis
     assert dists["wheel"].stat().st_size < MAX_BYTES
 
 
-def test_the_licence_is_an_spdx_expression_and_the_bundled_datas_licence_travels_along(
+def test_the_licence_is_an_spdx_expression_and_both_licence_texts_travel_along(
         dists, wheel_names):
     with zipfile.ZipFile(dists["wheel"]) as wheel:
         metadata = wheel.read("dlm_lsp-0.1.0.dist-info/METADATA").decode()
     headers = metadata.split("\n\n", 1)[0].splitlines()
     assert "License-Expression: MIT" in headers
     assert not any(line.startswith("License:") for line in headers)  # the deprecated field
-    licence = "dlm_lsp/bench/data/humaneval_infilling/LICENSE"
-    assert f"License-File: {licence}" in headers
-    assert f"dlm_lsp-0.1.0.dist-info/licenses/{licence}" in wheel_names
+    for licence in ("LICENSE", "dlm_lsp/bench/data/humaneval_infilling/LICENSE"):
+        assert f"License-File: {licence}" in headers
+        assert f"dlm_lsp-0.1.0.dist-info/licenses/{licence}" in wheel_names
 
 
 def test_the_sdist_builds_the_package_without_a_partial_test_suite(dists):
