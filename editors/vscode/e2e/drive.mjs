@@ -15,6 +15,7 @@ const { values: args } = parseArgs({
     cdp: { type: "string" }, events: { type: "string" }, fixture: { type: "string" },
     file: { type: "string" }, shots: { type: "string", default: "." },
     marker: { type: "string", default: "<FILL>" },
+    refused: { type: "boolean", default: false },  // the shared server refuses our token
   },
 });
 
@@ -168,6 +169,7 @@ async function main() {
   }
   log(`${name} open`);
 
+  if (args.refused) return refused();
   await until("the extension to start the server", event("serverStarted"), 60000, 500);
   const loaded = await until("the model to load", event("modelLoaded"), 120000, 500);
   log(`server up: ${JSON.stringify(loaded.status)}`);
@@ -288,6 +290,33 @@ async function main() {
   const drafts = events().filter((e) => e.event === "draft").length;
   console.log(JSON.stringify({ passed: problems.length === 0, problems, fill, statusBar, ghost, partly, inserted, drafts, paused,
                                result: filled.result }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
+/** The texts of the notifications on screen: toasts, or the notification center's list. */
+const notifications = (where) => page.evaluate(
+  `[...document.querySelectorAll('${where} .notification-list-item-message')].map(e => e.textContent)`);
+
+/** A shared server that refuses the token: one error that says which setting to fix. */
+async function refused() {
+  const failed = await until("the extension to report the refusal", event("serverFailed"), 60000, 500);
+  await until("the error notification", async () =>
+    (await notifications(".notification-toast")).some((t) => t.includes("wrong token")), 20000);
+  await sleep(2000); // a second popup (the language client's own) would be out by now
+  await palette("Notifications: Show Notifications"); // all of them, toasts hidden or not
+  await sleep(1000);
+  const shown = (await notifications(".notifications-center")).filter((t) => t.includes("wrong token"));
+  const statusBar = await dlmStatusBar();
+  await page.screenshot(join(args.shots, "refused.png"));
+  const problems = [];
+  if (!/wrong token/.test(failed.message)) problems.push(`not the token's refusal: ${failed.message}`);
+  // The language client's own "couldn't create connection" cannot be turned off; ours says what to do.
+  if (!shown.some((t) => t.includes("dlm.server.token"))) problems.push(`no hint at dlm.server.token: ${JSON.stringify(shown)}`);
+  if (shown.some((t) => /restart/i.test(t))) problems.push(`a refused client was restarted: ${JSON.stringify(shown)}`);
+  if (shown.length > 2) problems.push(`${shown.length} notifications of one refusal: ${JSON.stringify(shown)}`);
+  if (!/failed/.test(statusBar)) problems.push(`the status bar does not say it failed: ${statusBar}`);
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, shown, statusBar }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
 }

@@ -20,6 +20,9 @@
 #   editors/vscode/e2e/run.sh          # exit 0: passed
 #   editors/vscode/e2e/run.sh --tcp    # the same, through a shared `dlm-lsp --tcp` server (with a token)
 #                                      # that the extension connects to (dlm.server.address)
+#   editors/vscode/e2e/run.sh --tcp-wrong-token
+#                                      # that server refuses the extension's token: one error
+#                                      # notification naming dlm.server.token, status bar "failed"
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -67,9 +70,12 @@ cp "$REPO/fixtures/hello.py" "$WORK/workspace/hello.py"
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ADDRESS=""
 TOKEN=""
-if [ "${1:-}" = "--tcp" ]; then  # a shared server that asks for a token, as a team's would
-  ADDRESS="127.0.0.1:$(free_port)"
+SERVER_TOKEN=""
+if [ "${1:-}" = "--tcp" ] || [ "${1:-}" = "--tcp-wrong-token" ]; then  # a shared server that
+  ADDRESS="127.0.0.1:$(free_port)"                                     # asks for a token
   TOKEN="e2e-$(free_port)-$(free_port)"
+  SERVER_TOKEN="$TOKEN"
+  [ "$1" = "--tcp-wrong-token" ] && SERVER_TOKEN="not-$TOKEN"
 fi
 cat > "$WORK/user/User/settings.json" <<EOF
 {
@@ -109,7 +115,7 @@ cleanup() {
 trap cleanup EXIT
 
 if [ -n "$ADDRESS" ]; then  # the shared server the extension connects to
-  DLM_LSP_TCP_TOKEN="$TOKEN" OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 "$PYTHON" -m dlm_lsp --tcp "$ADDRESS" \
+  DLM_LSP_TCP_TOKEN="$SERVER_TOKEN" OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 "$PYTHON" -m dlm_lsp --tcp "$ADDRESS" \
     > "$WORK/server.log" 2>&1 &
   PIDS+=($!)
   log "shared server on $ADDRESS"
@@ -134,4 +140,5 @@ PIDS+=($!)
 
 # 5. The user's part, and the check.
 node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
-  --fixture "$REPO/fixtures/hello.py" --file "$WORK/workspace/hello.py" --shots "$WORK"
+  --fixture "$REPO/fixtures/hello.py" --file "$WORK/workspace/hello.py" --shots "$WORK" \
+  $([ "${1:-}" = "--tcp-wrong-token" ] && echo --refused)

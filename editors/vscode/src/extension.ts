@@ -13,7 +13,9 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as vscode from "vscode";
 import {
+  CloseAction,
   DidChangeConfigurationNotification,
+  type ErrorHandler,
   ExecuteCommandRequest,
   LanguageClient,
   type LanguageClientOptions,
@@ -162,21 +164,30 @@ class DlmExtension implements vscode.Disposable {
     // the editor's context menu and key offer the fill commands only where the server is:
     // elsewhere they could only fail ("document ... is not open")
     void vscode.commands.executeCommand("setContext", LANGUAGES_CONTEXT, languages);
+    let fallback: ErrorHandler | undefined;  // the client's own, made once the client exists
     const clientOptions: LanguageClientOptions = {
       documentSelector: languages.flatMap((language) => [
         { scheme: "file", language }, { scheme: "untitled", language }]),
       initializationOptions: withToken(this.serverSettings(), address,
                                        config.get<string>("server.token", ""), process.env),
       outputChannel: this.output,
-      // a refused `initialize` (a shared server's token) is reported once, below, with what to
-      // do; the client's own popup would repeat the bare message
+      // a refused `initialize` (a shared server's token) is reported below, with what to do;
+      // the client's own popup would repeat the bare message ...
       initializationFailedHandler: () => false,
+      // ... and the connection the server then closes is no crash: restarting would only be
+      // refused again (and say "Restarting server failed").  Once running, the usual restarts.
+      errorHandler: {
+        error: (error, message, count) => fallback!.error(error, message, count),
+        closed: () => this.state === "running" ? fallback!.closed()
+          : { action: CloseAction.DoNotRestart, handled: true },
+      },
       middleware: {
         provideInlineCompletionItems: (document, position, context, token, next) =>
           this.inlineCompletion(document, position, context, token, next),
       },
     };
     const client = new LanguageClient("dlm", "dlm-lsp", serverOptions, clientOptions);
+    fallback = client.createDefaultErrorHandler();
     // Inline completion is LSP 3.18; older client versions keep it among the proposed features.
     client.registerProposedFeatures();
     client.onNotification(DRAFT, (params: DraftParams) => this.showDraft(params));
