@@ -280,6 +280,9 @@ class Denoising:
         self.budget = sum(k for _, _, k in self.plan)
         self.steps, self.early_stopped = 0, False
         self.block, self.b_step, self.previous = 0, 0, None
+        # positions the current block's schedule spreads over its steps: those masked when
+        # the block starts (a refinement or a repair starts partly masked), plus growth
+        self.total = 0
         self.breaks: torch.Tensor | None = None  # line-break ids, where a one-line fill ends
         if cfg.single_line and cfg.stop_when_settled:
             self.breaks = torch.tensor(sorted(model.tokenizer.line_break_ids), device=device)
@@ -338,7 +341,10 @@ class Denoising:
         conf = probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)  # (B, N)
         score = self.strategy(probs, chosen, self.gen).float()
         commit = torch.zeros_like(masked)
-        k = self.schedule(b_step, block_steps, int(masked.sum(1).max()), end - start)
+        remaining = int(masked.sum(1).max())
+        if b_step == 0:
+            self.total = remaining
+        k = self.schedule(b_step, block_steps, remaining, self.total)
         for r in range(rows):
             picked = _row_commits(cfg, order, r, masked[r].tolist(), score[r].tolist(),
                                   conf[r].tolist(), forced[r], k, block_steps - b_step)
@@ -384,6 +390,7 @@ class Denoising:
             self.logp = torch.cat([self.logp[:, :i], self.logp.new_zeros(1, 2),
                                    self.logp[:, i + 1:]], 1)
             self.hi += 1
+            self.total += 1
             self.order.n += 1
             if self.order.first_line_end[0] > i:
                 self.order.first_line_end[0] += 1

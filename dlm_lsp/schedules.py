@@ -2,6 +2,8 @@
 
 A schedule spreads a span of N tokens over a budget of S steps by a masking
 curve m(t): after step s, about N * m((s+1)/S) positions are still masked.
+N is what is masked when the loop (or a semi-autoregressive block) starts: the
+whole span, or the masked part of a refinement or a repair.
 `linear` (m = 1 - t) commits an equal share at every step.  `cosine`
 (m = cos(pi/2 t), as in MaskGIT) and `back` (m = 1 - t^2) commit few tokens
 early, when the model knows least, and many late; `front` (m = (1 - t)^2)

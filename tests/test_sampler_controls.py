@@ -99,6 +99,22 @@ def test_commits_per_step_follow_the_schedule(tok, schedule, n, steps):
     assert no_masks(out, model) and out.steps == len(expected) <= steps
 
 
+@pytest.mark.parametrize("schedule", list(schedules.SCHEDULES))
+def test_a_partly_masked_span_spreads_its_masked_positions_on_the_schedule(tok, schedule):
+    """A refinement or a repair starts with only some positions masked: the schedule's
+    curve is over those, as if they were the whole span (not over the span's length,
+    which made `front` commit one a step and leave most for the last)."""
+    mask = FakeModel(tok).mask_id
+    old = [100 + i for i in range(40)]
+    start = tuple(mask if i % 3 == 0 and i < 36 else t for i, t in enumerate(old))  # 12 masked
+    partly = SpanLayout(tok.encode(PREFIX), 40, tok.encode("\n"), init_ids=start)
+    _, new, _ = watch(tok, fixed(tok), partly, steps=6, schedule=schedule)
+    _, whole, _ = watch(tok, fixed(tok), layout(tok, 12), steps=6, schedule=schedule)
+    committed = [len(x) for x in new]
+    committed[0] -= 40 - 12  # the old code is there from the start
+    assert committed == [len(x) for x in whole]
+
+
 def test_front_loaded_commits_more_early_than_back_loaded(tok):
     _, front, _ = watch(tok, fixed(tok), layout(tok, 32), steps=8, schedule="front")
     _, back, _ = watch(tok, fixed(tok), layout(tok, 32), steps=8, schedule="back")
