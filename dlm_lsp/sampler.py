@@ -3,9 +3,10 @@
 The span starts masked (or, to refine existing code, partly masked).  At each
 step the model scores every position; each masked position proposes a token
 (greedy, or sampled at the row's temperature within the top-p nucleus), the
-*strategy* ranks the masked positions, and the *schedule* (or a confidence
-threshold) says how many of the best to commit, within a per-step cap, keeping
-positions committed together `spacing` apart.  Committed tokens stay, unless
+*strategy* ranks the masked positions, and the *schedule* says how many of the
+best to commit (or a confidence threshold: those at least that confident, in the
+strategy's order), within a per-step cap, keeping positions committed together
+`spacing` apart.  Committed tokens stay, unless
 re-masking is on: then committed tokens the model has come to doubt are masked
 again, under a budget that shrinks to zero, so the loop still ends within its
 step budget (the last step of the budget commits everything left).
@@ -211,7 +212,14 @@ def _row_commits(cfg: SamplerConfig, order: _Order, r: int, masked: list[bool],
     eligible = [m and i >= end for i, m in enumerate(masked)]
     floor = math.ceil(remaining / steps_left)
     if cfg.threshold is not None:
-        k = max(1, sum(1 for i, ok in enumerate(eligible) if ok and conf[i] >= cfg.threshold))
+        confident = [ok and conf[i] >= cfg.threshold for i, ok in enumerate(eligible)]
+        if any(confident):  # the confident positions, whatever the strategy: it orders them
+            k = sum(confident) if cfg.max_per_step is None else min(sum(confident),
+                                                                  cfg.max_per_step)
+            taken = pick(score, confident, forced, max(k, len(forced)), cfg.spacing, 0)
+            # others only where the budget needs them
+            return pick(score, eligible, taken, max(len(taken), floor), cfg.spacing, floor)
+        k = 1  # none is confident enough: the strategy's best
     else:
         k = schedule_k
     if cfg.max_per_step is not None:

@@ -128,6 +128,27 @@ def test_threshold_commits_every_confident_position_at_once(tok):
     assert new[0] == {0, 2, 4}
 
 
+@pytest.mark.parametrize("strategy", ["confidence", "margin", "entropy", "random",
+                                      "left-to-right"])
+def test_threshold_commits_the_confident_positions_whatever_the_strategy(tok, strategy):
+    """The strategy orders the positions; the threshold says which commit.  (The
+    strategy's first k used to commit, k being how many were confident: with `random`
+    or `left-to-right` those were other positions.)"""
+    lay = layout(tok, 8)
+    strengths = [0, 0, 0, 0, 0, 20, 20, 0]  # only positions 5 and 6 are near-certain
+    _, new, _ = watch(tok, peaked(tok, lay, strengths), lay, steps=8, threshold=0.9,
+                      strategy=strategy)
+    assert new[0] == {5, 6}
+
+
+def test_spacing_never_puts_an_unsure_position_in_place_of_a_confident_one(tok):
+    lay = layout(tok, 8)
+    strengths = [20, 20, 20, 0, 0, 0, 0, 0]  # 0-2 near-certain; spacing keeps 1 for later
+    _, new, _ = watch(tok, peaked(tok, lay, strengths), lay, steps=8, threshold=0.9,
+                      spacing=1)
+    assert new[0] == {0, 2}
+
+
 def test_threshold_commits_at_least_one_position_per_step(tok):
     lay = layout(tok, 4)
     _, new, _ = watch(tok, peaked(tok, lay, [1, 1, 1, 1]), lay, steps=4, threshold=0.99)
