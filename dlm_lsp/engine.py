@@ -58,10 +58,20 @@ def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
         # the autoregressive baseline spends one step per token: the server's early stop
         # (on by default) is for the parallel strategies; a request may still ask for it
         controls["early_stop"] = False
-    return SamplerConfig(steps=steps, strategy=strategy, schedule=setting(opt, cfg, "schedule"),
-                         temperatures=temps, max_tokens=cfg.max_span_tokens,
-                         single_line=single_line,
-                         **{k: v for k, v in controls.items() if v is not None})
+    sampler = SamplerConfig(steps=steps, strategy=strategy,
+                            schedule=setting(opt, cfg, "schedule"), temperatures=temps,
+                            max_tokens=cfg.max_span_tokens, single_line=single_line,
+                            **{k: v for k, v in controls.items() if v is not None})
+    return strictly_left_to_right(sampler, steps) if strategy == "left-to-right" else sampler
+
+
+def strictly_left_to_right(sampler: SamplerConfig, steps: int) -> SamplerConfig:
+    """`sampler` run left to right, one token a step over a budget of a step per token: the
+    baseline and the retry.  The controls that commit several positions in a step (the
+    schedule's curve, a threshold) or take commits back (re-masking) are the parallel
+    strategies'; on this run they would break its order and its budget."""
+    return replace(sampler, strategy="left-to-right", steps=steps, schedule="linear",
+                   threshold=None, remask=0.0)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -331,7 +341,7 @@ class Engine:
         if (run.checked and repair.fallback and strategy != "left-to-right"
                 and plan.n_masked <= repair.fallback_max_tokens
                 and not any(c.valid for c in candidates) and run.affords(layout.n_masked)):
-            retry = replace(sampler, strategy="left-to-right", steps=layout.n_masked,
+            retry = replace(strictly_left_to_right(sampler, layout.n_masked),
                             temperatures=sampler.temperatures[:1])
             candidates += run.candidates(run.denoise(layout, retry, seed), LEFT_TO_RIGHT)
         candidates.sort(key=lambda c: (c.valid is False, -c.score))

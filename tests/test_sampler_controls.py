@@ -18,6 +18,7 @@ from fakes import FakeModel, Planted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import dlm_lsp.passes as passes_module
 from dlm_lsp import schedules
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
@@ -473,3 +474,55 @@ def test_the_left_to_right_baseline_keeps_one_step_per_token_unless_asked_to_sto
     asked = engine.infill(replace(request, options=replace(request.options, early_stop=True)))
     assert asked.early_stopped and asked.steps < baseline.steps
     assert baseline.candidates[0].text == asked.candidates[0].text == "x + 1"
+
+
+def _commits_per_step(monkeypatch) -> list[tuple[str, list[int]]]:
+    """Record, for each denoising run of the engine, its strategy and how many positions
+    each of its steps committed."""
+    runs: list[tuple[str, list[int]]] = []
+    real = passes_module.denoise
+
+    def spy(model, layout, cfg, seed, on_step=None, *rest, **kw):
+        masked = [layout.n_masked]
+        runs.append((cfg.strategy, []))
+
+        def step(i, n, span):
+            masked.append(int((span[0] == model.mask_id).sum()))
+            runs[-1][1].append(masked[-2] - masked[-1])
+            if on_step is not None:
+                on_step(i, n, span)
+        return real(model, layout, cfg, seed, step, *rest, **kw)
+    monkeypatch.setattr(passes_module, "denoise", spy)
+    return runs
+
+
+PARALLEL = dict(schedule="front", threshold=0.05, remask=1.0, remask_below=1.0)
+
+
+def test_left_to_right_is_one_token_per_step_whatever_the_parallel_controls(
+        model_dir, monkeypatch):
+    """The baseline's budget is a step per token: the schedule, a threshold and re-masking
+    (server settings meant for the parallel strategies) do not apply to it."""
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                                 **PARALLEL))
+    request = InfillRequest("y = \n", 4, 4, "python", options=InfillOptions(
+        length=10, strategy="left-to-right", stop_when_settled=False))
+    Planted(engine, request, broken="x + 1", good="x + 1")
+    runs = _commits_per_step(monkeypatch)
+    result = engine.infill(request)
+    [(strategy, commits)] = runs
+    assert strategy == "left-to-right" and commits == [1] * result.tokens == [1] * result.steps
+
+
+def test_the_retry_after_repair_is_strictly_left_to_right(model_dir, monkeypatch):
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                                 **PARALLEL))
+    request = InfillRequest("def add(a, b):\n    return \n\nprint(add(1, 2))\n", 26, 26,
+                            "python", options=InfillOptions(
+                                length=8, steps=4, repair_rounds=0, stop_when_settled=False))
+    Planted(engine, request)  # always the broken fill: the retry runs
+    runs = _commits_per_step(monkeypatch)
+    assert engine.infill(request).path == "diffusion"  # nothing valid came of it
+    [(first, _), (retry, commits)] = runs
+    assert (first, retry) == ("confidence", "left-to-right")
+    assert commits == [1] * len(commits) and sum(commits) >= 8
