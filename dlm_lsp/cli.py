@@ -7,7 +7,7 @@ import logging
 import sys
 
 from dlm_lsp import __version__
-from dlm_lsp.config import DEVICES, STRATEGIES
+from dlm_lsp.config import DEVICES, STRATEGIES, InfillOptions, from_json
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -52,6 +52,15 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seed(text: str) -> int:
+    """A seed the `seed` setting takes: a larger one failed every fill with a traceback."""
+    value = int(text)
+    problems = from_json(InfillOptions, {"seed": value}, strict=True)[1]
+    if problems:
+        raise argparse.ArgumentTypeError(problems[0])
+    return value
+
+
 def _fill(args: argparse.Namespace) -> int:
     from dlm_lsp.fill import fill_file
 
@@ -86,7 +95,7 @@ def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
     parser.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=_seed, default=0)
     parser.add_argument("--length", choices=("oracle", "policy"), default="oracle",
                         help="oracle: the canonical middle's token count; policy: the server's "
                         "length policy")
@@ -117,7 +126,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser, limit: int | None = None
     """The options every curve benchmark shares: model, device, seed, outputs."""
     parser.add_argument("--model", default="default")
     parser.add_argument("--device", default="auto", choices=DEVICES)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=_seed, default=0)
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="every number, as JSON")
     if limit is not None:
         parser.add_argument("--limit", type=int, default=limit,
@@ -267,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     fill.add_argument("--device", default="auto", choices=DEVICES)
     fill.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
     fill.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
-    fill.add_argument("--seed", type=int, default=0)
+    fill.add_argument("--seed", type=_seed, default=0)
     fill.add_argument("--marker", default="<FILL>")
     fill.add_argument("--write", action="store_true", help="write the filled file back")
 

@@ -161,6 +161,9 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "device": (lambda v: v in DEVICES, f"one of {', '.join(DEVICES)}"),
     "precision": (lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
     "candidates": (lambda v: v is None or 1 <= v <= 16, "an integer from 1 to 16"),
+    # torch's generators take 64 bits; repair rounds seed with seed + round
+    "seed": (lambda v: v is None or -(1 << 63) <= v < 1 << 63,
+             "an integer from -2**63 to 2**63 - 1"),
     "temperature": (lambda v: v is None or 0 <= v <= 5, "a number from 0 to 5"),
     "max_span_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
     "single_line_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),

@@ -89,6 +89,13 @@ def test_fill_refuses_a_bad_option_with_a_usage_error(args, says):
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("command", [["fill", str(FIXTURE)], ["bench", "humaneval"],
+                                     ["bench", "sweep"]])
+def test_a_seed_the_settings_would_refuse_is_a_usage_error(command, capsys):
+    said = usage_error([*command, "--seed", str(2**64)], capsys)
+    assert "'seed'" in said and "2**63 - 1" in said
+
+
 @pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf", "soon"])
 def test_serving_refuses_an_admission_time_that_is_not_a_positive_number(seconds):
     out = run_cli("--tcp", "127.0.0.1:0", "--admission-seconds", seconds)

@@ -163,6 +163,17 @@ def test_infill_option_range_checks_apply() -> None:
     assert len(problems) == 2
 
 
+@pytest.mark.parametrize("cls", [ServerConfig, InfillOptions])
+def test_a_seed_the_random_generator_cannot_take_is_refused(cls: type) -> None:
+    """torch seeds take 64 bits, and repair rounds add their number to the seed: a larger
+    seed was accepted and then failed every fill ("Overflow when unpacking long long")."""
+    for seed in (2**64, 2**64 - 1, -(2**63) - 1):
+        config, problems = from_json(cls, {"seed": seed})
+        assert config.seed == cls().seed and len(problems) == 1 and "'seed'" in problems[0]
+    for seed in (2**63 - 1, -(2**63), -5, 0):
+        assert from_json(cls, {"seed": seed}) == (dataclasses.replace(cls(), seed=seed), [])
+
+
 # --- overlaying and writing back ----------------------------------------------------------
 
 
