@@ -44,7 +44,10 @@ SPECIALS = {  # added after the BPE vocabulary, in id order, as the published to
     "llada": ["<|startoftext|>", "<|endoftext|>", "<|mdm_mask|>", "<|eot_id|>"],
 }
 MASK = {"llada": "<|mdm_mask|>"}
-END = {"diffucoder": "<|dlm_pad|>", "dreamon": "<|delete|>"}
+# DreamOn's delete signal is <|endoftext|> (DreamLM/DreamOn: src/trainer/sft_expand_dataset.py
+# pads the middle with eos, eval/generator.py deletes eos); its tokenizer here also has a token
+# named <|delete|> (DreamOn's blog names one), which must not become the span's end
+END = {"diffucoder": "<|dlm_pad|>"}
 BOS = {"dream": "<|beginoftext|>", "dreamon": "<|beginoftext|>", "llada": "<|startoftext|>"}
 SHAPE = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
          "num_attention_heads": 4, "num_key_value_heads": 2}
@@ -83,6 +86,9 @@ def _tokenizer_files(bpe, family: str, out: Path, slow: bool) -> dict[str, int]:
                   "bos_token": BOS.get(family), "mask_token": MASK.get(family, "<|mask|>"),
                   "added_tokens_decoder": {str(i): {"content": t, "special": True}
                                            for t, i in ids.items()}}
+    if family == "llada":  # LLaDA-8B-Instruct's tokenizer_config.json names no mask_token:
+        del tok_config["mask_token"]  # config.json's mask_token_id does (a copy of the hub
+        # files: monash-yann/dllm-research, models/LLaDA-8B-Instruct)
     if slow:  # Dream's layout: a slow tokenizer whose class lives in remote code
         backend.model.save(str(out))  # vocab.json, merges.txt
         tok_config |= {"tokenizer_class": "DreamTokenizer",
@@ -121,10 +127,11 @@ def _write_dream(bpe, family: str, out: Path) -> Path:
     vocab = len(bpe.get_vocab()) + len(ids) + EXTRA_ROWS
     _qwen2(vocab).to(torch.bfloat16).save_pretrained(out)
     (out / "config.json").write_text(json.dumps(_dream_config(vocab, ids), indent=2))
-    if family == "dreamon":
+    if family == "dreamon":  # the keys DreamOn's DreamOnGenerationConfig reads (it takes
+        # delete_token_id from eos_token_id; no published generation_config.json was read)
         (out / "generation_config.json").write_text(json.dumps(
-            {"expand_token_id": ids["<|expand|>"], "delete_token_id": ids["<|delete|>"],
-             "mask_token_id": ids["<|mask|>"], "eos_token_id": ids["<|endoftext|>"]}))
+            {"expand_token_id": ids["<|expand|>"], "mask_token_id": ids["<|mask|>"],
+             "eos_token_id": ids["<|endoftext|>"]}))
     return out
 
 
@@ -296,11 +303,23 @@ def test_embedding_rows_beyond_the_tokenizer_are_dropped(models):
     assert model.logits(_ids(model)).shape[-1] == model.tokenizer.vocab_size
 
 
-def test_dreamon_names_its_expand_token_and_ends_spans_with_delete(models):
+def test_dreamon_names_its_expand_token_and_ends_spans_with_end_of_text_as_it_deletes(models):
+    """DreamOn was trained to predict <|endoftext|> where the span should shrink, so that,
+    not a token that merely has "delete" in its name, is the span's end."""
     model = models["dreamon"]
-    assert model.expand_id == model.tokenizer.token_id("<|expand|>")
-    assert model.pad_id == model.tokenizer.token_id("<|delete|>")
+    tok = model.tokenizer
+    assert model.expand_id == tok.token_id("<|expand|>")
+    assert tok.token_id("<|delete|>") is not None  # present, yet not the span's end
+    assert model.pad_id == model.conventions.delete_id == tok.token_id("<|endoftext|>")
     assert all(models[f].expand_id is None for f in FAMILY_NAMES if f != "dreamon")
+
+
+def test_a_delete_token_id_in_dreamons_generation_config_is_honoured(checkpoints, tmp_path):
+    named = _copy(checkpoints, "dreamon", tmp_path)
+    gen = json.loads((named / "generation_config.json").read_text())
+    delete = Checkpoint.read(named).load_tokenizer().token_id("<|delete|>")
+    (named / "generation_config.json").write_text(json.dumps(gen | {"delete_token_id": delete}))
+    assert load_model(str(named), "cpu").pad_id == delete
 
 
 def _rms_norm(x, weight, eps=1e-5):

@@ -72,16 +72,20 @@ DREAMON = Family(
     QWEN2, shifted=True, mask_token="<|mask|>", bos_token="<|beginoftext|>", eos_after=True,
     context_length=2048,
     layout="<|beginoftext|> prefix <|mask|>... suffix <|endoftext|> (DreamOn's quickstart). "
-    "DreamOn grows a span with <|expand|> (one mask becomes two) and shrinks it with "
-    "<|delete|>: our sampler grows a single-row span the same way up to maxSpanTokens "
-    "(never on the budget's last step), and the delete token is the span's pad, so "
-    "deletes are trimmed (as its pad_delete_to_right does).",
-    verified="layout from demo/quickstart.py; <|expand|> is id 151667 and the delete signal "
-    "follows the middle as end-of-text tokens in training (src/trainer/sft_expand_dataset.py);"
-    " expand is blocked by a -1e9 logit once the budget is spent (generation code)",
-    assumed="expand/delete ids from generation_config.json (expand_token_id, "
-    "delete_token_id) when present, else the tokens <|expand|> / <|delete|>, else "
-    "<|endoftext|> for delete")
+    "DreamOn grows a span with <|expand|> (one mask becomes two) and shrinks it with its "
+    "delete signal, the end-of-text token: our sampler grows a single-row span the same way "
+    "up to maxSpanTokens (never on the budget's last step), and <|endoftext|> is the span's "
+    "pad, so deletes are trimmed (as its pad_delete_to_right does).",
+    verified="layout from demo/quickstart.py; <|expand|> is id 151667 (eval/evaluate.py); "
+    "the delete signal is the end-of-text token: training appends it after the middle "
+    "(src/trainer/sft_expand_dataset.py), eval/generator.py deletes eos tokens "
+    "(delete_eos_token) and its generation config sets delete_token_id from eos_token_id, "
+    "so a token merely named <|delete|> is never the span's end; expand is blocked by a "
+    "-1e9 logit once the budget is spent (generation code)",
+    assumed="the expand id from generation_config.json (expand_token_id) when present, else "
+    "the token <|expand|>; a delete_token_id in generation_config.json is honoured (its "
+    "generation config accepts one); the published tokenizer and generation_config.json "
+    "were not read")
 
 DIFFUCODER = Family(
     "diffucoder", "DiffuCoder 7B (Apple): Dream architecture trained from Qwen2.5-Coder",
@@ -232,8 +236,10 @@ def conventions(family: Family, checkpoint: Checkpoint, tokenizer: Tokenizer) ->
     expand_id = delete_id = None
     if family is DREAMON:
         expand_id = _expand_id(checkpoint, tokenizer)
+        # DreamOn deletes end-of-text tokens (its training pads the middle with them and its
+        # generation config sets delete_token_id = eos_token_id), not a "<|delete|>" token
         delete = checkpoint.generation_config.get("delete_token_id")
-        delete_id = delete if isinstance(delete, int) else tokenizer.token_id("<|delete|>")
+        delete_id = delete if isinstance(delete, int) else eos_id
         end_id = delete_id
     end_id = _first(end_id, eos_id)
     if end_id is None:
