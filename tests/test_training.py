@@ -6,6 +6,7 @@ import email.message
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -362,6 +363,92 @@ def test_a_tiny_run_never_writes_over_the_shipped_model(capsys):
     assert "needs --out" in capsys.readouterr().err
 
 
+
+def _signal_in_step(monkeypatch, step: int, *signals: int) -> None:
+    """Send `signals` to this process during training step `step`, as a Ctrl-C typed in
+    the terminal (or a `kill`) arrives in the middle of a step."""
+    real, calls = train_module.row_losses, []
+
+    def row_losses(module, batch):
+        calls.append(1)
+        if len(calls) == step:
+            for sig in signals:
+                if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+                    pytest.fail(f"training takes {signal.Signals(sig).name} as Python's "
+                                "default does: the run would die with nothing saved")
+                os.kill(os.getpid(), sig)
+        return real(module, batch)
+    monkeypatch.setattr(train_module, "row_losses", row_losses)
+
+
+def _cli_args(source_dir: Path, out: Path) -> list[str]:
+    """A tiny run on the test sources with a budget no test waits for."""
+    return ["--tiny", "--out", str(out), "--no-stdlib", "--extra-root", str(source_dir),
+            "--vocab-size", "400", "--seconds", "600", "--max-steps", "100000"]
+
+
+def test_ctrl_c_while_training_ends_the_step_then_saves_and_says_where(
+        source_dir, tmp_path, monkeypatch, capsys):
+    """A long run stopped with Ctrl-C keeps what it learnt: the step under way ends, the
+    model is evaluated and saved as if the clock had run out, and the stats say so."""
+    _signal_in_step(monkeypatch, 3, signal.SIGINT)
+    out = tmp_path / "stopped"
+    stats = train(tiny_config(source_dir, out, seconds=600.0, max_steps=100_000))
+    assert stats["steps"] == 3 and stats["interrupted"] == "SIGINT"
+    assert json.loads((out / "config.json").read_text())["training"]["interrupted"] == "SIGINT"
+    model = TinyModel.load(out, torch.device("cpu"))
+    assert torch.isfinite(model.logits(torch.tensor([model.tokenizer.encode("x = 1\n")]))).all()
+    captured = capsys.readouterr()
+    assert f"saving to {out}" in captured.err
+    assert f"stopped by SIGINT after 3 steps; saved to {out}" in captured.out
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "handler restored"
+
+
+def test_a_stopped_run_exits_128_plus_the_signal_after_saving(source_dir, tmp_path,
+                                                              monkeypatch, capsys):
+    """SIGTERM (a job scheduler, `timeout`) is handled like Ctrl-C; the exit status says
+    the run was cut short, as an interrupted command's does."""
+    _signal_in_step(monkeypatch, 2, signal.SIGTERM)
+    out = tmp_path / "terminated"
+    assert main(_cli_args(source_dir, out)) == 128 + signal.SIGTERM
+    assert json.loads((out / "config.json").read_text())["training"]["interrupted"] == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_second_ctrl_c_quits_without_saving_in_one_line(source_dir, tmp_path,
+                                                          monkeypatch, capsys):
+    """The way out of a run started by mistake (say, over the shipped model): a second
+    Ctrl-C before the save leaves the output folder as it was."""
+    _signal_in_step(monkeypatch, 2, signal.SIGINT, signal.SIGINT)
+    out = tmp_path / "abandoned"
+    assert main(_cli_args(source_dir, out)) == 130
+    err = capsys.readouterr().err
+    assert not (out / "model.safetensors").exists()
+    assert err.splitlines()[-1] == ("dlm-lsp train: stopped by a second SIGINT before saving; "
+                                    "nothing saved")
+    assert "Traceback" not in err
+
+
+
+def test_signals_during_the_save_wait_for_it(source_dir, tmp_path, monkeypatch, capsys):
+    """Ctrl-C pressed twice while the model is written must not leave config.json of the
+    new model beside the weights of the old one (or none)."""
+    real = train_module._save
+
+    def save(*args):
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+        real(*args)
+    monkeypatch.setattr(train_module, "_save", save)
+    out = tmp_path / "whole"
+    try:
+        stats = train(tiny_config(source_dir, out, max_steps=2))
+    except KeyboardInterrupt:
+        pytest.fail("a signal broke off the save")
+    assert json.loads((out / "config.json").read_text())["training"] == stats
+    TinyModel.load(out, torch.device("cpu"))
+
+
 # --- contamination, duplicates and licences ------------------------------------------
 
 
@@ -565,6 +652,22 @@ def test_gpu_run_works_end_to_end_at_tiny_size_without_the_server_s_dependencies
     engine = Engine(ServerConfig(model=str(out), device="cpu"))
     result = engine.infill(InfillRequest("total = price\nlog.info(x)\n", 5, 5, "python"))
     assert result.candidates and result.steps >= 1
+
+
+def test_gpu_run_stopped_by_the_device_s_timeout_keeps_and_checks_its_model(
+        pattern_dir, tmp_path, monkeypatch, capsys):
+    """The GPU machine's time limit ends a run with a signal: the model trained so far is
+    saved and verified, and the status is not the 0 of a run that spent its budget."""
+    from dlm_lsp.training import gpu_run
+
+    _signal_in_step(monkeypatch, 5, signal.SIGTERM)
+    out = tmp_path / "out"
+    assert gpu_run.main(["--out", str(out), "--size", "tiny", "--no-stdlib",
+                         "--no-site-packages", "--extra-root", str(pattern_dir),
+                         "--device", "cpu", "--max-steps", "100000"]) == 128 + signal.SIGTERM
+    stdout = capsys.readouterr().out
+    assert "gpu_run: stopped by SIGTERM after" in stdout and "gpu_run: done" not in stdout
+    assert json.loads((out / "config.json").read_text())["training"]["steps"] == 5
 
 
 def test_cpu_bf16_is_dropped_with_a_warning_where_the_cpu_only_emulates_it(

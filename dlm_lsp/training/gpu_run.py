@@ -69,6 +69,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sys
 import time
 import traceback
@@ -192,7 +193,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run, print a summary, and exit 0 only when the output loads and fits."""
+    """Run, print a summary, and exit 0 only when the output loads and fits and the run
+    was not stopped by a signal (SIGINT, SIGTERM: it then saves what it has, exit 128 + N)."""
     started = time.monotonic()
     args = build_parser().parse_args(argv)
     cfg = config_from_args(args)
@@ -210,12 +212,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_run: failed after {time.monotonic() - started:.0f}s: {exc}; any interim "
               f"save is in {cfg.out_dir}", file=sys.stderr, flush=True)
         return 1
+    except KeyboardInterrupt as exc:  # a second signal: train() did not save
+        print(f"gpu_run: interrupted after {time.monotonic() - started:.0f}s: "
+              f"{exc or 'before training'}", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT
     summary = {k: stats[k] for k in ("parameters", "tokens_seen", "steps", "seconds",
                                      "tokens_per_second", "final_train_loss", "heldout_loss",
                                      "heldout_infill_loss", "contaminated_files", "device")}
     print("gpu_run: " + json.dumps(summary), flush=True)
     for name, size in listing:
         print(f"gpu_run: {name} {size:,} bytes", flush=True)
+    if stats["interrupted"] is not None:  # saved and verified, but not the whole budget
+        print(f"gpu_run: stopped by {stats['interrupted']} after "
+              f"{time.monotonic() - started:.0f}s; {cfg.out_dir} holds the model so far",
+              flush=True)
+        return 128 + signal.Signals[stats["interrupted"]]
     print(f"gpu_run: done in {time.monotonic() - started:.0f}s", flush=True)
     return 0
 

@@ -20,7 +20,9 @@ import argparse
 import copy
 import json
 import math
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -267,6 +269,52 @@ def _check(cfg: TrainConfig) -> None:
 LOSS_EMA_DECAY = 0.98  # the reported train loss averages roughly the last 50 steps
 
 
+class _StopSignals:
+    """SIGINT (Ctrl-C) and SIGTERM during training end it early, as the clock would.
+
+    A twenty-minute run stopped with Ctrl-C used to end in a traceback with nothing
+    saved: what it had learnt is worth keeping, so the first signal lets the current
+    step finish, and the run then evaluates and saves as usual and says it was
+    stopped.  A second signal before the save starts quits without saving (the way
+    out of a run started by mistake); once a save has started, signals wait for it,
+    so the folder is never left half written.  Signals are caught only in the main
+    thread, and one ignored when the run started (`nohup`) stays ignored.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.received: signal.Signals | None = None  # the first signal
+        self.saving = False
+        self.saved_step: int | None = None  # of the last interim save
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        if self.saving:
+            print(f"{name}: saving to {self.out} first", file=sys.stderr, flush=True)
+            return
+        if self.received is not None:
+            kept = ("nothing saved" if self.saved_step is None else
+                    f"{self.out} holds the interim save of step {self.saved_step}")
+            raise KeyboardInterrupt(f"stopped by a second {name} before saving; {kept}")
+        self.received = signal.Signals(signum)
+        print(f"{name}: stopping after this step, then evaluating and saving to {self.out} "
+              "(again to quit without saving)", file=sys.stderr, flush=True)
+
+
 @dataclass
 class _Evaluator:
     """Held-out losses on fixed batches: all rows as configured, and infill rows at t = 1."""
@@ -327,8 +375,10 @@ class _Window:
 
 def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, seconds: float,
               device: torch.device, amp_dtype: torch.dtype | None,
-              heldout: _Evaluator, interim_save: Callable[[dict], None]) -> dict:
-    """The optimisation loop: runs until `seconds` (or max_steps) are spent, printing progress.
+              heldout: _Evaluator, interim_save: Callable[[dict], None],
+              stopped: Callable[[], bool] = lambda: False) -> dict:
+    """The optimisation loop: runs until `seconds` (or max_steps) are spent, or until
+    `stopped()` (a signal, `_StopSignals`), printing progress.
 
     Progress through the schedules is the larger of the time and step fractions.
     Nothing in a step waits for the device; losses are read back only for a
@@ -342,7 +392,8 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
     ema = torch.zeros((), device=device)
     window = _Window(device)
     start = last_save = last_eval = time.monotonic()
-    while (elapsed := time.monotonic() - start) < seconds and step != cfg.max_steps:
+    while ((elapsed := time.monotonic() - start) < seconds and step != cfg.max_steps
+           and not stopped()):
         progress = max(elapsed / seconds, step / (cfg.max_steps or math.inf))
         lr = learning_rate(cfg, step, progress)
         for group in optimizer.param_groups:
@@ -453,49 +504,58 @@ def train(cfg: TrainConfig) -> dict:
           f"for {seconds:.0f}s, batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
           f"{initial['heldout_loss']}", flush=True)
 
-    def interim(progress: dict) -> None:
-        _save(module, tokenizer, cfg, {**progress, "interim": True})
+    with _StopSignals(cfg.out_dir) as stop:
+        def interim(progress: dict) -> None:
+            stop.saving = True
+            _save(module, tokenizer, cfg, {**progress, "interim": True})
+            stop.saving, stop.saved_step = False, progress["steps"]
 
-    run = _optimise(module, sampler, cfg, seconds, device, amp_dtype, heldout, interim)
-    final = heldout(module)
-    stats = {
-        "tokens_seen": run["tokens_seen"],
-        "steps": run["steps"],
-        "seconds": round(run["seconds"], 1),
-        "tokens_per_second": round(run["tokens_seen"] / max(run["seconds"], 1e-9), 1),
-        "final_train_loss": round(run["final_train_loss"], 4),
-        **final,
-        "initial_heldout_loss": initial["heldout_loss"],
-        "initial_heldout_infill_loss": initial["heldout_infill_loss"],
-        "device": describe_device(device),
-        "precision": "bf16 autocast" if amp_dtype is not None else "float32",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "parameters": module.num_parameters(),
-        "batch_size": cfg.batch_size,
-        "seq_len": cfg.seq_len,
-        "lr": cfg.lr,
-        "seed": cfg.seed,
-        "rows": {**vars(rows), "infill_schedule": cfg.infill_schedule},
-        "tokenizer": _describe_tokenizer(tokenizer),
-        "train_files": len(corpus.train),
-        "train_tokens": len(train_stream),
-        "heldout_tokens": len(heldout_stream),
-        "contaminated_files": len(corpus.contaminated),
-        "contaminated_paths": corpus.contaminated[:50],
-        "duplicate_files": corpus.duplicates,
-        "sources": corpus.origins,
-        "prep_seconds": round(prep_seconds, 1),
-        "wall_seconds": round(time.monotonic() - run_started, 1),  # up to the save
-        "init_from": None if cfg.init_from is None else str(cfg.init_from),
-        "cumulative_tokens_seen": run["tokens_seen"] + int(
-            previous.get("cumulative_tokens_seen", previous.get("tokens_seen", 0))),
-        "torch": torch.__version__,
-        "loss_curve": run["loss_curve"],
-    }
-    _save(module, tokenizer, cfg, stats)
-    print(f"saved to {cfg.out_dir} after {time.monotonic() - run_started:.0f}s: held-out loss "
-          f"{initial['heldout_loss']} -> {stats['heldout_loss']}, held-out infill loss "
-          f"{initial['heldout_infill_loss']} -> {stats['heldout_infill_loss']}", flush=True)
+        run = _optimise(module, sampler, cfg, seconds, device, amp_dtype, heldout, interim,
+                        stopped=lambda: stop.received is not None)
+        final = heldout(module)
+        stop.saving = True
+        stats = {
+            "tokens_seen": run["tokens_seen"],
+            "steps": run["steps"],
+            "seconds": round(run["seconds"], 1),
+            "tokens_per_second": round(run["tokens_seen"] / max(run["seconds"], 1e-9), 1),
+            "final_train_loss": round(run["final_train_loss"], 4),
+            **final,
+            "initial_heldout_loss": initial["heldout_loss"],
+            "initial_heldout_infill_loss": initial["heldout_infill_loss"],
+            "device": describe_device(device),
+            "precision": "bf16 autocast" if amp_dtype is not None else "float32",
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "parameters": module.num_parameters(),
+            "batch_size": cfg.batch_size,
+            "seq_len": cfg.seq_len,
+            "lr": cfg.lr,
+            "seed": cfg.seed,
+            "rows": {**vars(rows), "infill_schedule": cfg.infill_schedule},
+            "tokenizer": _describe_tokenizer(tokenizer),
+            "train_files": len(corpus.train),
+            "train_tokens": len(train_stream),
+            "heldout_tokens": len(heldout_stream),
+            "contaminated_files": len(corpus.contaminated),
+            "contaminated_paths": corpus.contaminated[:50],
+            "duplicate_files": corpus.duplicates,
+            "sources": corpus.origins,
+            "prep_seconds": round(prep_seconds, 1),
+            "wall_seconds": round(time.monotonic() - run_started, 1),  # up to the save
+            "init_from": None if cfg.init_from is None else str(cfg.init_from),
+            "cumulative_tokens_seen": run["tokens_seen"] + int(
+                previous.get("cumulative_tokens_seen", previous.get("tokens_seen", 0))),
+            "torch": torch.__version__,
+            "interrupted": None if stop.received is None else stop.received.name,
+            "loss_curve": run["loss_curve"],
+        }
+        _save(module, tokenizer, cfg, stats)
+    stopped = "" if stop.received is None else \
+        f"stopped by {stop.received.name} after {stats['steps']} steps; "
+    print(f"{stopped}saved to {cfg.out_dir} after {time.monotonic() - run_started:.0f}s: "
+          f"held-out loss {initial['heldout_loss']} -> {stats['heldout_loss']}, held-out "
+          f"infill loss {initial['heldout_infill_loss']} -> {stats['heldout_infill_loss']}",
+          flush=True)
     return stats
 
 
@@ -566,15 +626,23 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the process exit status."""
+    """Command-line entry point; returns the process exit status.
+
+    A run stopped by a signal saved what it had (`_StopSignals`) and still exits
+    128 + the signal's number (130 for Ctrl-C), as an interrupted command does, so a
+    script can tell it from a run that spent its whole budget."""
     try:
         stats = train(config_from_args(build_parser().parse_args(argv)))
     except (TrainingError, ModelLoadError, FileNotFoundError) as exc:
         print(f"dlm-lsp train: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        print(f"dlm-lsp train: {exc or 'interrupted before training started; nothing saved'}",
+              file=sys.stderr)
+        return 128 + signal.SIGINT
     print(json.dumps({k: v for k, v in stats.items() if k not in ("loss_curve", "sources")},
                      indent=2))
-    return 0
+    return 0 if stats["interrupted"] is None else 128 + signal.Signals[stats["interrupted"]]
 
 
 if __name__ == "__main__":
