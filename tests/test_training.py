@@ -449,6 +449,35 @@ def test_signals_during_the_save_wait_for_it(source_dir, tmp_path, monkeypatch, 
     TinyModel.load(out, torch.device("cpu"))
 
 
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--batch-size", "0"], "--batch-size must be at least 1"),
+    (["--seq-len", "4"], "--seq-len 4 cannot hold an infilling row's middle and pads"),
+    (["--lr", "-1"], "--lr must be positive"),
+    (["--seconds", "nan"], "--seconds must be positive"),
+    (["--threads", "0"], "--threads must be at least 1"),
+    (["--vocab-size", "10"], "--vocab-size must exceed 258"),
+    (["--d-model", "0"], "--d-model must be at least 1"),
+    (["--device", "gpu"], "--device gpu: not a torch device"),
+    (["--shard-mib", "0.001"], "--shard-mib: tensor embed.weight"),
+    (["--out", "{file}"], "is a file, not a folder"),
+    (["--out", "{file}/model"], "cannot write there (Not a directory)"),
+])
+def test_nonsense_values_are_one_line_before_any_training(args, says, source_dir, tmp_path,
+                                                          capsys):
+    """Each of these raised a traceback, most only after reading the sources and training
+    a tokenizer (minutes in the shipped recipe), a bad --out or --shard-mib only at the
+    save, after the whole budget; --threads 0 was silently ignored."""
+    file = tmp_path / "a-file"
+    file.write_text("not a folder\n")
+    args = [a.format(file=file) for a in args]
+    assert main([*_cli_args(source_dir, tmp_path / "out"), "--max-steps", "2", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("dlm-lsp train: ") and says in captured.err
+    assert len(captured.err.splitlines()) == 1
+    assert "training " not in captured.out and not (tmp_path / "out" / "config.json").exists()
+
+
 # --- contamination, duplicates and licences ------------------------------------------
 
 

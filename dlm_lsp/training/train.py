@@ -22,6 +22,7 @@ import json
 import math
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -37,9 +38,10 @@ from dlm_lsp.models.tiny import (
     TinyDenoiser,
     TinyModel,
     cpu_has_native_bf16,
+    plan_shards,
     save_tiny,
 )
-from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
+from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, SPECIAL_TOKENS, Tokenizer
 from dlm_lsp.training.data import (
     Corpus,
     SourceConfig,
@@ -148,7 +150,14 @@ def _cpu_bf16(cfg: TrainConfig) -> bool:
 def resolve_device(name: str) -> torch.device:
     """The torch device for a config name, "auto" choosing the fastest available."""
     if name != "auto":
-        return torch.device(name)
+        try:
+            device = torch.device(name)
+        except RuntimeError as exc:
+            raise TrainingError(f"--device {name}: not a torch device (auto, cpu, cuda, "
+                                "cuda:N, mps)") from exc
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise TrainingError(f"--device {name}: this torch has no CUDA device")
+        return device
     if torch.cuda.is_available():
         return torch.device("cuda")
     if torch.backends.mps.is_available():
@@ -251,10 +260,33 @@ def _save(module: TinyDenoiser, tokenizer: Tokenizer, cfg: TrainConfig, stats: d
 
 
 def _check(cfg: TrainConfig) -> None:
-    if cfg.seconds <= 0:
+    """Refuse what would fail or mean nothing, before a minute goes into reading files and
+    training a tokenizer: batch 0, --seq-len below an infilling row, --lr -1 and the like
+    once raised their traceback only there, and a bad --shard-mib only at the save."""
+    if not cfg.seconds > 0:  # nan too
         raise TrainingError("--seconds must be positive")
     if cfg.max_steps is not None and cfg.max_steps <= 0:
         raise TrainingError("--max-steps must be positive")
+    if cfg.batch_size < 1:
+        raise TrainingError("--batch-size must be at least 1")
+    if not cfg.lr > 0:
+        raise TrainingError("--lr must be positive")
+    if cfg.threads is not None and cfg.threads < 1:
+        raise TrainingError("--threads must be at least 1")
+    if cfg.max_shard_bytes is not None and cfg.max_shard_bytes <= 0:
+        raise TrainingError("--shard-mib must be positive")
+    room = cfg.rows.max_middle + cfg.rows.max_pads
+    if cfg.seq_len < room:
+        raise TrainingError(f"--seq-len {cfg.seq_len} cannot hold an infilling row's middle "
+                            f"and pads ({cfg.rows.max_middle} + {cfg.rows.max_pads} tokens); "
+                            f"use at least {room}")
+    if cfg.init_from is None and cfg.vocab_size <= 256 + len(SPECIAL_TOKENS):
+        raise TrainingError(f"--vocab-size must exceed {256 + len(SPECIAL_TOKENS)}: the 256 "
+                            "bytes and the special tokens")
+    for flag, value in (("--d-model", cfg.d_model), ("--layers", cfg.n_layers),
+                        ("--heads", cfg.n_heads)):
+        if cfg.init_from is None and value < 1:
+            raise TrainingError(f"{flag} must be at least 1")
     if cfg.wall_seconds is not None and cfg.wall_seconds <= cfg.export_reserve:
         raise TrainingError(f"--wall-seconds must exceed the {cfg.export_reserve:.0f}s "
                             "kept for evaluation and saving")
@@ -264,6 +296,32 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"d_model {cfg.d_model} is not divisible by n_heads {cfg.n_heads}")
     if cfg.init_from is not None and not Path(cfg.init_from).is_dir():
         raise TrainingError(f"--init-from {cfg.init_from} is not a directory")
+
+
+def _check_out(out: Path) -> None:
+    """Make sure the model can be written to `out` (creating the folder), before any
+    training: a file there, or a folder that cannot be written, failed only at the save,
+    after the whole budget, with a traceback."""
+    if out.exists() and not out.is_dir():
+        raise TrainingError(f"--out {out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise TrainingError(f"--out {out}: cannot write there "
+                            f"({exc.strerror or exc})") from exc
+
+
+def _check_shards(module: TinyDenoiser, cfg: TrainConfig) -> None:
+    """Refuse a --shard-mib that a tensor of this model cannot fit, before training."""
+    if cfg.max_shard_bytes is None:
+        return
+    sizes = {k: v.numel() * 2 for k, v in module.state_dict().items()}  # saved in fp16
+    try:
+        plan_shards(sizes, cfg.max_shard_bytes)
+    except ValueError as exc:
+        raise TrainingError(f"--shard-mib: {exc}") from exc
 
 
 LOSS_EMA_DECAY = 0.98  # the reported train loss averages roughly the last 50 steps
@@ -457,6 +515,7 @@ def train(cfg: TrainConfig) -> dict:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
+    _check_out(Path(cfg.out_dir))
     use_bf16 = device.type == "cuda" or (device.type == "cpu" and _cpu_bf16(cfg))
     amp_dtype = torch.bfloat16 if use_bf16 else None
     if device.type == "cuda":
@@ -467,6 +526,7 @@ def train(cfg: TrainConfig) -> dict:
           f"{time.monotonic() - run_started:.1f}s; dropped {len(corpus.contaminated)} sharing "
           f"text with HumanEval, {corpus.duplicates} duplicates", flush=True)
     module, tokenizer, previous = _model_and_tokenizer(cfg, corpus, device)
+    _check_shards(module, cfg)
     if cfg.seq_len > module.cfg.max_length:
         raise TrainingError(f"seq_len {cfg.seq_len} exceeds the model's max_length "
                             f"{module.cfg.max_length}")
