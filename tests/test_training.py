@@ -167,6 +167,19 @@ def test_byte_cap_limits_the_corpus(source_dir):
     assert 0 < total <= 1200
 
 
+
+def test_a_named_root_without_python_files_is_an_error_not_a_silent_no_op(source_dir,
+                                                                        tmp_path):
+    """`--extra-root` at a mistyped folder (say, the project's docs) trained on the
+    standard library alone and said nothing; `--no-stdlib` alone said 'no readable
+    Python source files found under ' and named nothing."""
+    (tmp_path / "README.txt").write_text("no code here\n")
+    with pytest.raises(FileNotFoundError, match=f"source root {tmp_path} holds no .py files"):
+        collect_sources(SourceConfig(extra_roots=[source_dir, tmp_path]))
+    with pytest.raises(FileNotFoundError, match="no sources: .* --extra-root"):
+        collect_sources(SourceConfig(include_stdlib=False))
+
+
 # --- tokenizer ----------------------------------------------------------------
 
 

@@ -135,13 +135,18 @@ def _candidates(cfg: SourceConfig) -> list[tuple[str, Path, Distribution]]:
     a candidate (see `licences`).
     """
     found: list[tuple[str, Path, Distribution]] = []
+    if not cfg.include_stdlib and not cfg.extra_roots and not cfg.include_site_packages:
+        raise FileNotFoundError("no sources: without the standard library, name a folder "
+                                "with --extra-root (or add --site-packages)")
     for i, root in enumerate(source_roots(cfg)):
         if not root.is_dir():
             raise FileNotFoundError(f"source root {root} is not a directory")
         origin = STDLIB if cfg.include_stdlib and i == 0 else Distribution(
             root.as_posix(), "", "as given by --extra-root", True)
-        found.extend((path.relative_to(root).as_posix(), path, origin)
-                     for path in python_files(root, cfg.skip_dirs))
+        files = python_files(root, cfg.skip_dirs)
+        if not files:  # a mistyped folder would otherwise be trained without, silently
+            raise FileNotFoundError(f"source root {root} holds no .py files")
+        found.extend((path.relative_to(root).as_posix(), path, origin) for path in files)
     if cfg.include_site_packages:
         for root in site_packages_dirs():
             found.extend((rel, root / rel, dist)
