@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import signal
 import sys
+import threading
+import time
+from collections.abc import Iterator
 
 from dlm_lsp import __version__
 from dlm_lsp.config import DEVICES, STRATEGIES, InfillOptions, from_json
@@ -211,11 +216,37 @@ def _bench(args: argparse.Namespace) -> int:
     from dlm_lsp.bench.plots import MissingMatplotlib
     from dlm_lsp.models import ModelLoadError
 
+    began = time.monotonic()
     try:
-        return _run_bench(args)
+        with _terminate_as_interrupt():
+            return _run_bench(args)
     except (MissingBaseline, MissingMatplotlib, ModelLoadError, UsageError) as exc:
         print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # sandboxed programs were ended (sandbox.run_programs)
+        name = str(exc) if str(exc) == "SIGTERM" else "SIGINT"
+        print(f"dlm-lsp bench {args.bench}: stopped by {name} after "
+              f"{time.monotonic() - began:.0f}s; no report written", file=sys.stderr)
+        return 128 + signal.Signals[name]
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (`timeout`, a CI job cancelled, `kill`) raises KeyboardInterrupt("SIGTERM")
+    meanwhile, as Ctrl-C does: the default handler killed a benchmark at once, leaving
+    the sandboxed programs it had under way running and their folders in /tmp."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _run_bench(args: argparse.Namespace) -> int:

@@ -272,3 +272,35 @@ def test_a_log_level_is_one_of_logging_s_in_any_case():
 def test_bench_strategies_takes_the_splits_bench_humaneval_takes(capsys):
     said = usage_error(["bench", "strategies", "--split", "foo"], capsys)
     assert "invalid choice: 'foo'" in said and "random-span" in said and "multi" in said
+
+
+@pytest.mark.parametrize(("sig", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupted_benchmark_says_so_in_one_line_and_writes_no_report(
+        sig, status, tmp_path, monkeypatch, capsys):
+    """Ctrl-C was a traceback; SIGTERM killed the benchmark where it stood, leaving its
+    sandboxed programs running (sandbox.run_programs ends them when interrupted)."""
+    import os
+    import signal
+
+    from dlm_lsp.bench import pass_at_1
+    from dlm_lsp.cli import main
+
+    def interrupted(sources, config):
+        number = signal.Signals[sig]
+        if signal.getsignal(number) is signal.SIG_DFL:
+            pytest.fail(f"{sig} would kill the benchmark where it stands")
+        os.kill(os.getpid(), number)
+        time.sleep(5)  # the handler raises first
+        pytest.fail(f"{sig} was not taken as an interruption")
+    monkeypatch.setattr(pass_at_1, "run_programs", interrupted)
+    report = tmp_path / "report.json"
+    try:
+        ran = main(["bench", "humaneval", "--self-check", "--limit", "2", "--json", str(report)])
+    except KeyboardInterrupt:
+        pytest.fail("the interruption escaped as a traceback")
+    assert ran == status
+    said = capsys.readouterr().err
+    assert said.startswith(f"dlm-lsp bench humaneval: stopped by {sig} after ")
+    assert said.rstrip().endswith("no report written") and len(said.splitlines()) == 1
+    assert not report.exists()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"

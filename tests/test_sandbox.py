@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -359,3 +361,39 @@ def test_the_working_directory_is_a_small_file_system_of_its_own():
                "    raise SystemExit('a gigabyte reserved')\n")
     outcome = run_program(program, KERNEL_ONLY)
     assert outcome.passed, outcome.detail
+
+
+def _our_programs() -> list[int]:
+    """Processes of this test process that run a sandboxed program (alive or unreaped)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(Path("/proc", pid, "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = Path("/proc", pid, "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and b"program.py" in command:
+            found.append(int(pid))
+    return found
+
+
+def test_an_interrupted_benchmark_ends_the_programs_under_way_at_once(monkeypatch, tmp_path):
+    """Ctrl-C reaches the benchmark, not its programs (each has a session of its own): they
+    ran on to their timeout while the interrupted benchmark waited for them, and a SIGTERM
+    that killed the benchmark left them running and their folders behind."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the sandbox makes folders
+    sleepers = ["import time\ntime.sleep(60)\n"] * 3
+
+    def interrupt_once_running() -> None:
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.glob("dlm-sandbox-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # both workers' programs are started
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=interrupt_once_running, daemon=True).start()
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_programs(sleepers, SandboxConfig(timeout_s=20.0, workers=2))
+    assert time.monotonic() - began < 15, "waited for the programs' timeout"
+    assert _our_programs() == []
+    assert list(tmp_path.glob("dlm-sandbox-*")) == []

@@ -50,6 +50,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -252,24 +253,50 @@ def _classify(returncode: int, timed_out: bool, outcome: dict, token: str,
     return "error", f"exited with code {returncode} before its tests finished {last[0]}".strip()
 
 
-def run_program(source: str, config: SandboxConfig | None = None) -> Outcome:
+class _Running:
+    """The programs a `run_programs` call has under way, so an interrupted benchmark can
+    end them at once.  A group leader stays registered until just before it is reaped,
+    so its process-group id cannot have been reused when `kill` reaches it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pids: set[int] = set()
+
+    def add(self, pid: int) -> None:
+        with self._lock:
+            self._pids.add(pid)
+
+    def discard(self, pid: int) -> None:
+        with self._lock:
+            self._pids.discard(pid)
+
+    def kill(self) -> None:
+        with self._lock:
+            for pid in self._pids:
+                _kill_group(pid)
+
+
+def run_program(source: str, config: SandboxConfig | None = None,
+                running: _Running | None = None) -> Outcome:
     """Execute one program in the sandbox; its tests pass when it runs to the end."""
     config = config or SandboxConfig()
-    return _run(source, config, _isolation(config))
+    return _run(source, config, _isolation(config), running)
 
 
-def _run(source: str, config: SandboxConfig, isolation: str) -> Outcome:
+def _run(source: str, config: SandboxConfig, isolation: str,
+         running: _Running | None = None) -> Outcome:
     """One program; a failure of the sandbox itself is that program's error, not the
     end of a whole benchmark."""
     began = time.perf_counter()
     try:
-        return _run_in(source, config, isolation)
+        return _run_in(source, config, isolation, running)
     except Exception as exc:  # noqa: BLE001 - e.g. a working directory the program mangled
         return Outcome(False, "error", f"the sandbox failed: {type(exc).__name__}: {exc}",
                        round(time.perf_counter() - began, 3), "", isolation)
 
 
-def _run_in(source: str, config: SandboxConfig, isolation: str) -> Outcome:
+def _run_in(source: str, config: SandboxConfig, isolation: str,
+            running: _Running | None = None) -> Outcome:
     token = secrets.token_hex(16)
     # The program's directory sits in one only this user can enter, which holds the
     # captured output: the program may open its own directory to everyone (it may
@@ -305,12 +332,16 @@ def _run_in(source: str, config: SandboxConfig, isolation: str) -> Outcome:
         finally:
             os.close(write_fd)
             os.close(token_fd)
+        if running is not None:
+            running.add(child.pid)
         timed_out = not _wait_unreaped(child.pid, began + config.timeout_s)
         # The group leader is a zombie at most, so its pid (the group id) cannot have been
         # reused: this kills the program on timeout, else anything it left behind.  In
         # the namespaces, the leader is `unshare`, whose death (--kill-child) ends every
         # process of the program's PID namespace, in whatever group or session.
         _kill_group(child.pid)
+        if running is not None:
+            running.discard(child.pid)
         child.wait()
         seconds = time.perf_counter() - began
         try:
@@ -328,7 +359,24 @@ def _run_in(source: str, config: SandboxConfig, isolation: str) -> Outcome:
 
 
 def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) -> list[Outcome]:
-    """Execute many programs, `config.workers` at a time; outcomes in input order."""
+    """Execute many programs, `config.workers` at a time; outcomes in input order.
+
+    When the caller is interrupted (Ctrl-C, or SIGTERM made an exception by the
+    command), the programs not started are dropped and those under way are killed
+    before this returns: they run in sessions of their own, which a terminal's Ctrl-C
+    does not reach, so they would otherwise run on to their timeout (the process
+    waiting for them), or outlive the process and leave their folders in /tmp.
+    """
     config = config or SandboxConfig()
+    running = _Running()
     with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
-        return list(pool.map(lambda source: run_program(source, config), sources))
+        futures = [pool.submit(run_program, source, config, running) for source in sources]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            while not all(future.done() for future in futures):
+                running.kill()  # again for a program a worker was starting meanwhile
+                time.sleep(0.01)
+            raise
