@@ -66,6 +66,25 @@ def _seed(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    """A count where 0 has a meaning (all); a negative one is a usage error."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def _points(text: str) -> float:
+    """A --margin: percentage points, 0 or more (a negative one fails every run)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"0 or more percentage points, got {text!r}")
+    return value
+
+
 def _fill(args: argparse.Namespace) -> int:
     from dlm_lsp.fill import fill_file
 
@@ -78,18 +97,20 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
     from dlm_lsp.bench.humaneval import ALIASES, SPLITS
 
     parser.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES])
-    parser.add_argument("--limit", type=int, help="an evenly spaced fixed sample of N tasks")
+    parser.add_argument("--limit", type=_positive,
+                        help="an evenly spaced fixed sample of N tasks")
     _add_fill_arguments(parser)
     harness = parser.add_mutually_exclusive_group()
     harness.add_argument("--self-check", action="store_true",
                          help="fill with the canonical middle (must pass >= 99%%)")
     harness.add_argument("--empty", action="store_true", help="fill with nothing (the floor)")
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per program")
-    parser.add_argument("--workers", type=int, default=2, help="programs run side by side")
+    parser.add_argument("--timeout", type=_positive_seconds, default=5.0,
+                        help="seconds per program")
+    parser.add_argument("--workers", type=_positive, default=2, help="programs run side by side")
     parser.add_argument("--json", dest="json_out", metavar="OUT")
     parser.add_argument("--markdown", dest="markdown_out", metavar="OUT")
     parser.add_argument("--baseline", metavar="FILE", help="a stored --json report to compare to")
-    parser.add_argument("--margin", type=float, default=0.0,
+    parser.add_argument("--margin", type=_points, default=0.0,
                         help="with --baseline: fail when pass@1 drops by more points than this")
     _add_baseline_model(parser)
 
@@ -112,7 +133,7 @@ def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_heldout_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--limit", type=int, default=200,
+    parser.add_argument("--limit", type=_count, default=200,
                         help="lines, evenly spread over all candidates (0: all)")
     _add_fill_arguments(parser)
     parser.add_argument("--json", dest="json_out", metavar="OUT")
@@ -134,11 +155,13 @@ def _add_run_arguments(parser: argparse.ArgumentParser, limit: int | None = None
     parser.add_argument("--seed", type=_seed, default=0)
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="every number, as JSON")
     if limit is not None:
-        parser.add_argument("--limit", type=int, default=limit,
+        parser.add_argument("--limit", type=_positive, default=limit,
                             help="an evenly spaced fixed sample of N tasks")
     if sandbox:
-        parser.add_argument("--timeout", type=float, default=5.0, help="seconds per program")
-        parser.add_argument("--workers", type=int, default=2, help="programs run side by side")
+        parser.add_argument("--timeout", type=_positive_seconds, default=5.0,
+                            help="seconds per program")
+        parser.add_argument("--workers", type=_positive, default=2,
+                            help="programs run side by side")
 
 
 def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
@@ -157,7 +180,7 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
                              "task kind and strategy, with saturation and collapse points")
     _add_run_arguments(sweep, limit=30, sandbox=True)
     sweep.add_argument("--kinds", nargs="+", default=list(KINDS), choices=[*KINDS, *ALIASES])
-    sweep.add_argument("--steps", nargs="+", type=int, default=list(BUDGETS),
+    sweep.add_argument("--steps", nargs="+", type=_positive, default=list(BUDGETS),
                        help="step budgets to sweep")
     sweep.add_argument("--strategies", nargs="+", default=list(DIFFUSION_STRATEGIES),
                        choices=STRATEGIES)
@@ -172,10 +195,11 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
     latency = kinds.add_parser("latency", help="ms per fill against span length: diffusion at "
                                "a fixed budget vs left to right")
     _add_run_arguments(latency)
-    latency.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
-    latency.add_argument("--steps", type=int, default=16, help="the diffusion budget")
+    latency.add_argument("--lengths", nargs="+", type=_positive, default=list(LENGTHS))
+    latency.add_argument("--steps", type=_positive, default=16, help="the diffusion budget")
     latency.add_argument("--strategy", default="confidence", choices=STRATEGIES)
-    latency.add_argument("--repeats", type=int, default=3, help="fills per point (median)")
+    latency.add_argument("--repeats", type=_positive, default=3,
+                         help="fills per point (median)")
     _add_baseline_model(latency)
     latency.add_argument("--plot", metavar="PNG")
     latency.add_argument("--markdown", dest="markdown_out", metavar="OUT")
@@ -183,10 +207,12 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
     throughput = kinds.add_parser("throughput", help="fills per second, p50/p95 and batch "
                                   "occupancy as concurrent requests grow")
     _add_run_arguments(throughput)
-    throughput.add_argument("--concurrency", nargs="+", type=int, default=list(CONCURRENCY))
-    throughput.add_argument("--fills-per-thread", type=int, default=4)
-    throughput.add_argument("--tokens", type=int, default=16, help="span length of each fill")
-    throughput.add_argument("--steps", type=int, default=8)
+    throughput.add_argument("--concurrency", nargs="+", type=_positive,
+                            default=list(CONCURRENCY))
+    throughput.add_argument("--fills-per-thread", type=_positive, default=4)
+    throughput.add_argument("--tokens", type=_positive, default=16,
+                            help="span length of each fill")
+    throughput.add_argument("--steps", type=_positive, default=8)
     throughput.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES),
                             help="batched: the batching worker; alone: batchRows 0")
     throughput.add_argument("--plot", metavar="PNG")
@@ -196,7 +222,8 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
                                "the reference and the left-to-right baseline")
     _add_run_arguments(samples, limit=10, sandbox=True)
     samples.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES])
-    samples.add_argument("--steps", type=int, help="default: the server's per-kind budget")
+    samples.add_argument("--steps", type=_positive,
+                         help="default: the server's per-kind budget")
     samples.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
     _add_baseline_model(samples)
     samples.add_argument("--out", metavar="OUT.md", help="default: print the sheet")
@@ -212,15 +239,20 @@ def _bench(args: argparse.Namespace) -> int:
     baseline or plotting library not installed, an option it cannot use) is one line and
     a usage error's status."""
     from dlm_lsp.bench.autoregressive import MissingBaseline
+    from dlm_lsp.bench.output import OutputError, check_writable
     from dlm_lsp.bench.pass_at_1 import UsageError
     from dlm_lsp.bench.plots import MissingMatplotlib
     from dlm_lsp.models import ModelLoadError
 
     began = time.monotonic()
     try:
+        for attribute, option in (("json_out", "--json"), ("markdown_out", "--markdown"),
+                                  ("out", "--out")):
+            if getattr(args, attribute, None):
+                check_writable(option, getattr(args, attribute))
         with _terminate_as_interrupt():
             return _run_bench(args)
-    except (MissingBaseline, MissingMatplotlib, ModelLoadError, UsageError) as exc:
+    except (MissingBaseline, MissingMatplotlib, ModelLoadError, UsageError, OutputError) as exc:
         print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # sandboxed programs were ended (sandbox.run_programs)
@@ -339,8 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     strat.add_argument("--model", default="default")
     strat.add_argument("--device", default="auto", choices=DEVICES)
     strat.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES])
-    strat.add_argument("--limit", type=int, default=100)
-    strat.add_argument("--steps", type=int, default=8)
+    strat.add_argument("--limit", type=_positive, default=100)
+    strat.add_argument("--steps", type=_positive, default=8)
     strat.add_argument("--json", dest="json_out", metavar="OUT")
     _add_humaneval_arguments(kinds.add_parser(
         "humaneval", help="pass@1: run each fill against the task's tests in a sandbox"))
@@ -351,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
                               "validation + repair (HumanEval multi-line and the fixtures)")
     syntax.add_argument("--model", default="default")
     syntax.add_argument("--device", default="auto", choices=DEVICES)
-    syntax.add_argument("--limit", type=int, default=40, help="HumanEval multi-line tasks")
+    syntax.add_argument("--limit", type=_positive, default=40,
+                        help="HumanEval multi-line tasks")
     syntax.add_argument("--json", dest="json_out", metavar="OUT")
     _add_curve_commands(kinds)
 

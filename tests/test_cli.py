@@ -304,3 +304,38 @@ def test_an_interrupted_benchmark_says_so_in_one_line_and_writes_no_report(
     assert said.rstrip().endswith("no report written") and len(said.splitlines()) == 1
     assert not report.exists()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"
+
+
+@pytest.mark.parametrize("argv", [
+    ["strategies", "--limit", "0"], ["strategies", "--steps", "-1"],
+    ["humaneval", "--limit", "0"], ["humaneval", "--timeout", "0"],
+    ["humaneval", "--workers", "0"], ["humaneval", "--margin", "-1"],
+    ["heldout", "--limit", "-1"], ["syntax", "--limit", "0"], ["sweep", "--steps", "0"],
+    ["sweep", "--limit", "0"], ["latency", "--lengths", "0"], ["latency", "--repeats", "0"],
+    ["throughput", "--concurrency", "0"], ["throughput", "--fills-per-thread", "0"],
+    ["throughput", "--tokens", "0"], ["samples", "--limit", "0"], ["samples", "--steps", "0"],
+])
+def test_a_count_below_one_is_a_usage_error_not_a_traceback_or_an_empty_run(argv, capsys):
+    """--limit 0 divided by zero, --repeats 0 took the median of nothing, --steps -1 and
+    --concurrency 0 ran and printed tables of zeros, --timeout 0 failed every program,
+    --margin -1 called an unchanged pass@1 a regression."""
+    # a model that does not exist: refused while parsing, nothing is loaded or run
+    said = usage_error(["bench", *argv, "--model", "/no/such/model"], capsys)
+    assert f"argument {argv[1]}:" in said
+
+
+@pytest.mark.parametrize("option", ["--json", "--markdown"])
+def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(option, tmp_path,
+                                                                        capsys):
+    """It was a traceback after every task had run."""
+    from dlm_lsp.cli import main
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for path, says in ((tmp_path / "missing" / "r.json", "no folder"),
+                       (a_file / "r.json", "no folder"), (tmp_path, "is a folder")):
+        assert main(["bench", "humaneval", "--self-check", "--limit", "1",
+                     option, str(path)]) == 2
+        captured = capsys.readouterr()
+        assert captured.err.startswith(f"dlm-lsp bench humaneval: {option} {path}")
+        assert says in captured.err and captured.out == ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -16,6 +17,24 @@ from pathlib import Path
 from typing import TypeVar
 
 R = TypeVar("R")
+
+
+class OutputError(Exception):
+    """A report file that could not be written: found before the run, not after it."""
+
+
+def check_writable(option: str, path: str | Path) -> None:
+    """Refuse a report path that cannot be written before the benchmark runs: a missing
+    folder (or a file where one should be) raised its traceback only when the report
+    was written, after every task had run."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise OutputError(f"{option} {path} is a folder; name a file")
+    if not folder.is_dir():
+        raise OutputError(f"{option} {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise OutputError(f"{option} {path}: cannot write there")
 
 
 def write_json(path: str | Path, report: object) -> None:
