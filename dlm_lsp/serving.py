@@ -14,8 +14,10 @@ with different step budgets simply leave the batch when their own loop ends.
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +59,19 @@ class BatchStats:
         return self.rows / self.passes if self.passes else 0.0
 
 
+_LIVE: weakref.WeakSet[StepBatcher] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_batchers() -> None:
+    """Let every worker finish its forward pass before the interpreter abandons daemon
+    threads: a process leaving while one was inside torch (Ctrl-C during a benchmark's
+    fill) was aborted by torch's C++ runtime, 'terminate called without an active
+    exception', SIGABRT, instead of exiting with its status."""
+    for batcher in list(_LIVE):
+        batcher.close()
+
+
 class StepBatcher:
     """The model's one worker thread; `run` may be called from any number of threads."""
 
@@ -69,6 +84,7 @@ class StepBatcher:
         self._running = 0
         self._thread = threading.Thread(target=self._work, name="dlm-batcher", daemon=True)
         self._thread.start()
+        _LIVE.add(self)
 
     def run(self, state: Denoising, should_stop: Callable[[], bool] | None = None) -> Denoised:
         """Step `state` to the end among the other running requests; raise Cancelled

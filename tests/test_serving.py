@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -149,3 +153,30 @@ def test_a_failing_request_fails_alone(model) -> None:
         assert good.steps == 2
     finally:
         batcher.close()
+
+
+INTERRUPTED_MID_FILL = """
+import os, signal, sys, threading
+from dlm_lsp.models import load_model
+from dlm_lsp.sampler import Denoising, SamplerConfig
+from dlm_lsp.serving import StepBatcher
+from dlm_lsp.span import build_layout
+model = load_model(sys.argv[1], "cpu")
+layout = build_layout(model.tokenizer, "def f(x):\\n" * 40, "\\n", 600, 400,
+                      max_length=model.max_length)
+threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+StepBatcher(model).run(Denoising(model, layout, SamplerConfig(steps=600), 0))
+"""
+
+
+def test_a_process_interrupted_mid_fill_exits_instead_of_aborting(model_dir):
+    """Ctrl-C during a benchmark's fill left the worker inside torch as the interpreter
+    shut down: torch's C++ runtime aborted the process (SIGABRT, 'terminate called
+    without an active exception') rather than letting it exit with its status."""
+    repo = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_MID_FILL, str(model_dir)],
+                          cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                          capture_output=True, text=True, timeout=120)
+    assert "KeyboardInterrupt" in done.stderr, done.stderr
+    assert "terminate called" not in done.stderr
+    assert done.returncode in (1, -signal.SIGINT), done.returncode
