@@ -25,6 +25,7 @@ from dlm_lsp.passes import (
     MASK_PLACEHOLDER,
     InfillRun,
     caches_context,
+    checked_span,
     document_for,
     repair_config,
 )
@@ -387,7 +388,7 @@ class Engine:
         candidates = []
         for text, score, used, path in zip(found.texts, found.scores, found.used, found.paths,
                                            strict=True):
-            check = (document.validate(req.start, req.end, text)
+            check = (document.validate(*checked_span(req), text)
                      if isinstance(document, ParsedDocument) else None)
             candidates.append(Candidate(text, check.valid if check else None, score, used,
                                         path, [], check))

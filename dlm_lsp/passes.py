@@ -67,13 +67,36 @@ def context_cache(model: DiffusionModel, cfg: ServerConfig,
                         bf16=getattr(model, "precision", "fp32") == "bf16")
 
 
+def checked_span(req: InfillRequest) -> tuple[int, int]:
+    """The span a fill is validated over, in `checked_text(req)`: the request's, except
+    that a hole's is empty, where its marker stood.
+
+    A marker is not the user's code.  In most grammars it parses as one error node over
+    exactly the replaced text, and validation excuses a fill that sits inside damage the
+    document already had there (see dlm_lsp/validation.py): checked against the
+    document with its marker, every fill that parsed as one error node passed
+    (`total += (` in a Java loop, `=` after `return` in TypeScript).
+    """
+    return (req.start, req.start) if req.is_hole else (req.start, req.end)
+
+
+def checked_text(text: str, req: InfillRequest, offset: int = 0) -> str:
+    """`text` (the request's document, or the part of it from `offset` on) without a
+    hole's marker: the text fills are checked and cut against (see checked_span)."""
+    if not req.is_hole:
+        return text
+    return text[:req.start - offset] + text[req.end - offset:]
+
+
 def document_for(req: InfillRequest, cfg: ServerConfig) -> ParsedDocument | str:
-    """The request's document parsed for validation (from its last version's tree),
-    or why its fills go unchecked (validation off, no grammar for the language)."""
+    """The request's document parsed for validation (from its last version's tree), a
+    hole's marker taken out (see checked_span), or why its fills go unchecked
+    (validation off, no grammar for the language)."""
     if not cfg.validate:
         return "validation is off (setting 'validate')"
     language = language_for(req.language_id, req.uri)
-    document = parsed_document(req.text, language or req.language_id, req.uri)
+    document = parsed_document(checked_text(req.text, req), language or req.language_id,
+                               req.uri)
     return document if isinstance(document, ParsedDocument) else document.reason
 
 
@@ -100,7 +123,9 @@ def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, languag
         text = reindented(text, req, language, local)
         if plan.kind == MULTI_LINE:
             lines, low = local
-            text = truncate_to_units(lines, req.start - low, req.end - low, text, language)
+            start, end = checked_span(req)
+            text = truncate_to_units(checked_text(lines, req, low), start - low, end - low,
+                                     text, language)
     if tail and text.strip() and not text.endswith(tail):
         text += tail
     return text
@@ -186,7 +211,7 @@ class InfillRun:
     def validate(self, fill: str) -> Validation | None:
         if self.document is None:
             return None
-        return self.document.validate(self.req.start, self.req.end, fill)
+        return self.document.validate(*checked_span(self.req), fill)
 
     def denoise(self, layout: SpanLayout, sampler: SamplerConfig, seed: int,
                 with_drafts: bool = False) -> Denoised:

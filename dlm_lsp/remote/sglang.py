@@ -34,7 +34,7 @@ from typing import Any
 from dlm_lsp.backends import BackendError
 from dlm_lsp.config import ServerConfig, setting
 from dlm_lsp.line_endings import for_the_model, restored
-from dlm_lsp.passes import document_for, reindented, shape_fill
+from dlm_lsp.passes import checked_span, document_for, reindented, shape_fill
 from dlm_lsp.policy import SpanPlan, local_text, plan_span
 from dlm_lsp.remote.http import Unreachable, token
 from dlm_lsp.remote.retry import Lost, ServerBackend, stop_if_asked
@@ -189,7 +189,7 @@ class SGLangEngine(ServerBackend):
         tail = borrowed_line_break(req.text[:req.end], req.text[req.end:])
         fill = shape_fill(fill, req, plan, tail, language, local)
         document = document_for(req, cfg)
-        check = (document.validate(req.start, req.end, fill)
+        check = (document.validate(*checked_span(req), fill)
                  if isinstance(document, ParsedDocument) else None)
         used = int(meta.get("completion_tokens") or 0)
         candidate = Candidate(fill, check.valid if check else None, 0.0, used, path, [], check)

@@ -1,0 +1,77 @@
+"""Specification of filling code in the brace languages, as an editor user meets it.
+
+The shipped model knows only Python, so what matters here is what the server does
+around the model: which fills it accepts, where their lines go, where it cuts them.
+A fake model writes a chosen fill (tests/fakes.py) so that each verdict is about the
+server, not the model's luck.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import Planted
+
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.validation import validate_fill
+
+
+@pytest.fixture
+def engine(model_dir: Path) -> Engine:
+    return Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
+
+
+def _hole(text: str, language: str, uri: str) -> InfillRequest:
+    start = text.index("<FILL>")
+    return InfillRequest(text, start, start + len("<FILL>"), language, uri,
+                         InfillOptions(length=12, steps=4, repair_rounds=0, fallback=False),
+                         is_hole=True)
+
+
+# (language, document with a hole, a fill that breaks it, a fill that does not)
+HOLES = [
+    ("java", "class A {\n    int sum(int[] xs) {\n        int total = 0;\n"
+             "        for (int x : xs) {\n            <FILL>\n        }\n"
+             "        return total;\n    }\n}\n", "total +=", "total += x;"),
+    ("c", "int sum(int *xs, int n) {\n    int total = 0;\n"
+          "    for (int i = 0; i < n; i++) {\n        <FILL>\n    }\n"
+          "    return total;\n}\n", "total +=", "total += xs[i];"),
+    ("javascript", "function sum(xs) {\n  let total = 0;\n  for (const x of xs) {\n"
+                   "    <FILL>\n  }\n  return total;\n}\n", "x +", "total += x;"),
+    ("typescript", "function norm(p: { x: number }): number {\n  return <FILL>;\n}\n",
+     "=", "p.x"),
+    ("rust", "fn max_of(xs: &[i32]) -> i32 {\n    let mut best = xs[0];\n"
+             "    for &x in xs {\n        best = <FILL>;\n    }\n    best\n}\n", "#", "x"),
+]
+
+
+@pytest.mark.parametrize(("language", "text", "broken", "good"), HOLES)
+def test_a_hole_s_fill_that_breaks_the_code_is_rejected(
+        engine: Engine, language: str, text: str, broken: str, good: str) -> None:
+    """The marker is not the user's code: in these grammars it parses as one error node
+    over exactly the hole, and a fill that parsed as one error node there was excused
+    as damage the document already had."""
+    request = _hole(text, language, f"file:///t.{language}")
+    start, end = request.start, request.end
+    without_marker = text[:start] + text[end:]
+    assert not validate_fill(without_marker, start, start, broken, language).valid
+    planted = Planted(engine, request, broken=broken, good=good)
+    [rejected] = engine.infill(request).candidates
+    assert (rejected.text, rejected.valid) == (broken, False)
+    assert rejected.check is not None and rejected.check.new_errors
+    planted.fixed = True
+    [accepted] = engine.infill(request).candidates
+    assert (accepted.text, accepted.valid) == (good, True)
+
+
+def test_a_hole_s_multi_line_fill_is_cut_to_its_longest_valid_start(engine: Engine) -> None:
+    """Cutting to whole units keeps the longest start that adds no error: judged with
+    the marker in place, a start ending in a stray `(` passed (one error node over the
+    hole) and the fill was cut there, broken, instead of before it."""
+    text = "function sum(xs) {\n  let total = 0;\n  for (const x of xs) {\n    <FILL>\n  }\n}\n"
+    request = _hole(text, "javascript", "file:///t.js")
+    Planted(engine, request, broken="total\n    (\n    total += x;")
+    [best] = engine.infill(request).candidates
+    assert (best.text, best.valid) == ("total", True)
