@@ -16,6 +16,9 @@ character ranges of the candidate document, where the fill occupies [start, star
   errors -- overlapping the replaced text: the fill then sits inside code that was
   already broken.  Damage that merely borders the hole is the fill's to repair, which
   also means an empty fill is invalid where the hole itself is incomplete (`x = |`).
+* On the first code line below the fill's (where line breaks are white space, an
+  incomplete line shows its error there), an error is the fill's when the document
+  without the span's lines lacks it (see _Below).
 """
 
 from __future__ import annotations
@@ -335,9 +338,14 @@ class ParsedDocument:
         removed = original if end == start else _Baseline(
             [e for e, _ in _errors(*self._parse_with(start, end, ""))], 0)
         reach = (_skip_blanks_back(text, start), start + len(fill) + _blanks_at(text, end))
-        new = sorted((self._at_fill(where, error, start), (error.start, error.end))
-                     for error, where in candidate
-                     if _is_new(error, removed, original, start, len(fill), reach))
+        below = _Below(self, start, end, len(fill))
+        new = []
+        for error, where in candidate:
+            if below.left_incomplete(error):  # reported where the fill leaves its line
+                new.append((self._fill_end(start, fill), (error.start, error.end)))
+            elif _is_new(error, removed, original, start, len(fill), reach):
+                new.append((self._at_fill(where, error, start), (error.start, error.end)))
+        new.sort()
         if not new:
             return self._confirmed(start, end, fill, f"no new syntax errors ({len(candidate)} "
                                                      "pre-existing ignored)")
@@ -370,6 +378,13 @@ class ParsedDocument:
         if where[0] >= line:  # it starts on the fill's line: that is precise enough
             return where
         return line, start - (self.text.rfind("\n", 0, start) + 1)
+
+    def _fill_end(self, start: int, fill: str) -> tuple[int, int]:
+        """(line, column) where `fill`, written at `start`, ends."""
+        line = self.text.count("\n", 0, start) + fill.count("\n")
+        if "\n" in fill:
+            return line, len(fill) - fill.rfind("\n") - 1
+        return line, start - (self.text.rfind("\n", 0, start) + 1) + len(fill)
 
     def _line_starts(self) -> list[int]:
         if self._lines is None:
@@ -482,6 +497,49 @@ _BLANKS = re.compile(r"[ \t]*")
 def _blanks_at(text: str, at: int) -> int:
     """How many spaces and tabs start text[at:]."""
     return _BLANKS.match(text, at).end() - at
+
+
+_SPACE = re.compile(r"\s*")
+
+
+class _Below:
+    """Errors that a line left incomplete at the fill causes on the code line below.
+
+    Where line breaks are only white space (all the brace languages), a line left
+    incomplete (`const x = |`, `x := |`) is an error on the next line with code: the
+    `return` that cannot follow `=`, or (after recovery reads `return` as a name) the
+    code after it.  The original document has that error too, at the same place, so it
+    passed as damage away from the fill: an empty fill, or `a +`, was accepted there.
+    Such an error is the fill's when the document with the span's lines taken out
+    lacks it: those lines cause it, and the fill did not complete them.  (A line below
+    that is broken on its own stays broken without them, and the usual rules judge it.)
+    """
+
+    def __init__(self, document: ParsedDocument, start: int, end: int, size: int):
+        self.document, self.start, self.end = document, start, end
+        self.shift = size - (end - start)  # from document to filled-document offsets
+        text = document.text
+        self.next_code = _SPACE.match(text, end).end()
+        next_end = text.find("\n", self.next_code)
+        self.next_end = len(text) if next_end == -1 else next_end
+        self.line_start = text.rfind("\n", 0, start) + 1
+        self.applies = ("\n" in text[end:self.next_code]
+                        and bool(text[self.line_start:start].strip()))
+        self._without: list[_Error] | None = None
+
+    def left_incomplete(self, error: _Error) -> bool:
+        """Whether `error`, of the filled document, is one the fill's line causes below
+        it (see above); never when nothing precedes the span on its line."""
+        if not (self.applies and self.next_code + self.shift <= error.start
+                <= self.next_end + self.shift):
+            return False
+        text = self.document.text
+        line_end = text.find("\n", self.end) + 1
+        if self._without is None:
+            self._without = [e for e, _ in _errors(*self.document._parse_with(
+                self.line_start, line_end, ""))]
+        moved = error.start - self.shift - (line_end - self.line_start)
+        return not any(old.kind == error.kind and old.start == moved for old in self._without)
 
 
 class _Baseline(NamedTuple):

@@ -63,6 +63,47 @@ def test_empty_fill_that_leaves_the_hole_incomplete_is_invalid() -> None:
     assert result.new_errors == ((1, 0),)
 
 
+# A line left incomplete at the cursor, with code on the lines below: where line breaks
+# are white space, the error shows on the next code line, not at the cursor.
+INCOMPLETE = [
+    ("javascript", "function f(a) {\n  const x = ⟦⟧\n  return x;\n}\n", "a + 1;"),
+    ("typescript", "function f(a: number) {\n  const x = ⟦⟧\n  return x;\n}\n", "a + 1;"),
+    ("go", "package main\n\nfunc f(a int) int {\n\tx := ⟦⟧\n\treturn x\n}\n", "a + 1"),
+    ("rust", "fn f(a: i32) -> i32 {\n    let x = ⟦⟧\n    x\n}\n", "a + 1;"),
+    ("java", "class A {\n    int f(int a) {\n        int x = ⟦⟧\n        return x;\n    }\n}\n",
+     "a + 1;"),
+    ("c", "int f(int a) {\n    int x = ⟦⟧\n    return x;\n}\n", "a + 1;"),
+    ("cpp", "int f(int a) {\n    int x = ⟦⟧\n    return x;\n}\n", "a + 1;"),
+]
+
+
+@pytest.mark.parametrize(("language", "marked", "whole"), INCOMPLETE)
+def test_a_fill_that_leaves_the_cursor_s_line_incomplete_is_invalid_where_it_ends(
+        language: str, marked: str, whole: str) -> None:
+    text, start, _ = _span(marked)
+    line, column = text.count("\n", 0, start), start - text.rfind("\n", 0, start) - 1
+    assert _fill(marked, whole, language).valid
+    for fill in ("", "a +"):
+        result = _fill(marked, fill, language)
+        assert not result.valid, fill
+        assert result.new_errors == ((line, column + len(fill)),), fill
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("javascript", "function f(a) {\n  a = 1;⟦⟧\n  ) ) ;\n  return a;\n}\n", " a++;"),
+    ("go", "package main\n\nfunc f(a int) int {\n\ta = 1⟦⟧\n\t) ) ;\n\treturn a\n}\n", "; a++"),
+    ("rust", "fn f(mut a: i32) -> i32 {\n    a = 1;⟦⟧\n    ) ) ;\n    a\n}\n", " a += 1;"),
+    ("java", "class A {\n    int f(int a) {\n        a = 1;⟦⟧\n        ) ) ;\n        return a;\n"
+             "    }\n}\n", " a++;"),
+    ("c", "int f(int a) {\n    a = 1;⟦⟧\n    ) ) ;\n    return a;\n}\n", " a++;"),
+])
+def test_a_line_below_the_cursor_broken_on_its_own_is_not_blamed_on_the_fill(
+        language: str, marked: str, fill: str) -> None:
+    for each in ("", fill):
+        result = _fill(marked, each, language)
+        assert result.valid and "pre-existing" in result.reason, each
+
+
 def test_empty_fill_where_the_span_was_optional_is_valid() -> None:
     assert _fill("x = f(1⟦, 2⟧)\n", "", "python").valid
 
