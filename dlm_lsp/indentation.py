@@ -209,14 +209,17 @@ def _frame(before: str, first: str, rest: list[str], tab: int, python: bool) -> 
 def reindent(fill: str, text: str, start: int, end: int, language: str | None = None) -> str:
     """Put the fill's lines after the first on the document's indentation.
 
-    The first line continues the cursor's line and is never touched; nor is anything but
-    leading whitespace.  Tabs or spaces follow the document (`detect_indent`; `language`
+    The first line continues the cursor's line and keeps its level; nothing but leading
+    whitespace is touched.  Tabs or spaces follow the document (`detect_indent`; `language`
     only picks the default for a document with no indented line).  The level moves only on
     clear evidence that the fill was written against another base (see `_frame`); the
     moved lines keep their structure, one fill step becoming one document step.  A blank
     line's whitespace is dropped, as formatters do (a line of spaces is noise, and a
     linter's warning).  Lines inside multi-line strings are treated like code: no grammar
-    is consulted here.
+    is consulted here.  Where the cursor stands in its line's indentation, the first
+    line's own leading whitespace is indentation too, written in the document's tabs or
+    spaces at its width: kept as the model wrote it, four spaces after a Go file's tabs
+    made a line of both.
     """
     if "\n" not in fill:
         return fill
@@ -226,6 +229,9 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     tab = style.width if not style.tabs else _fill_unit(rest, 4)
     before, _ = _line_bounds(text, start, end)
     frame = _frame(before, first, rest, tab, canonical in ("python", None))
+    lead = _leading(first)
+    if not before.strip() and lead and first.strip():
+        first = _blanks(_width(lead, tab), style, tab) + first[len(lead):]
     out = [first]
     for i, line in enumerate(rest):
         if not line.strip() and i < len(rest) - 1:
@@ -236,6 +242,10 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
         if frame is not None and i < frame.stop and line.strip() and column >= frame.base:
             steps, extra = divmod(column - frame.base, frame.unit)
             column = frame.target + steps * tab + extra
-        new = "\t" * (column // tab) + " " * (column % tab) if style.tabs else " " * column
-        out.append(new + line[len(blanks):])
+        out.append(_blanks(column, style, tab) + line[len(blanks):])
     return "\n".join(out)
+
+
+def _blanks(column: int, style: IndentStyle, tab: int) -> str:
+    """Leading whitespace `column` wide in the document's style (tabs `tab` columns wide)."""
+    return "\t" * (column // tab) + " " * (column % tab) if style.tabs else " " * column

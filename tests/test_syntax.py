@@ -377,6 +377,23 @@ def test_spaces_become_tabs_in_a_tab_document() -> None:
         "y := 2\n\tif y > x {\n\t\ty--\n\t}\n\treturn x + y")
 
 
+@pytest.mark.parametrize(("marked", "first"), [
+    ("package main\n\nfunc f(xs []int) int {\n\tt := 0\n\tfor _, x := range xs {\n\t\t⟦⟧\n"
+     "\t}\n\treturn t\n}\n", "\tt += x"),  # in the line's indentation, after a '{'
+    ("package main\n\nfunc f(xs []int) int {\n\tt := 0\n\tfor _, x := range xs {\n⟦⟧\n"
+     "\t}\n\treturn t\n}\n", "\tt += x"),  # at column 0
+])
+def test_a_tab_document_s_fill_has_no_spaces_in_its_first_line_s_indentation(
+        marked: str, first: str) -> None:
+    fill = "    t += x\n    if x > 0 {\n        t++\n    }"
+    result = _reindent(marked, fill, "go")
+    assert result.split("\n")[0] == first  # its width kept: one tab for the fill's step
+    text, start, end = _span(marked)
+    filled = text[:start] + result + text[end:]
+    leading = [line[:len(line) - len(line.lstrip())] for line in filled.split("\n")]
+    assert all(" " not in blanks for blanks in leading), filled
+
+
 def test_tabs_become_spaces_in_a_space_document() -> None:
     fill = "z = 2\n\tif z:\n\t\tz += 1\n\treturn z"
     assert _reindent("def f(x):\n    y = 1\n    ⟦⟧\n", fill, "python") == (
