@@ -81,10 +81,48 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]))
 
 
+def _line_comments(language: str | None) -> tuple[str, ...]:
+    """What starts a line comment in `language` (a canonical name; None: unknown).
+
+    `#` is code in the brace languages (JavaScript's private fields `this.#x`, C's
+    preprocessor, Rust's attributes), `//` in Python (floor division), and Lua's
+    comments start with `--`; a language not known here gets both `#` and `//`.
+    """
+    if language in ("python", "ruby", "bash"):
+        return ("#",)
+    if language == "lua":
+        return ("--",)
+    if language == "php":
+        return ("#", "//")
+    return ("#", "//") if language is None else ("//",)
+
+
+def _code_end(line: str, comments: tuple[str, ...]) -> int:
+    """Where the line comment of `line` starts (its length if none), outside quotes.
+
+    A rough lexer for any language: strings end at their quote or the line's end.
+    """
+    index, quote = 0, ""
+    while index < len(line):
+        ch = line[index]
+        if quote:
+            if ch == "\\":
+                index += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif line.startswith(comments, index):
+            return index
+        index += 1
+    return len(line)
+
+
 # --- the cursor's column ----------------------------------------------------------------------
 
 
-def to_cursor_column(fill: str, text: str, start: int, end: int) -> str:
+def to_cursor_column(fill: str, text: str, start: int, end: int,
+                     language: str | None = None) -> str:
     """A fill whose first line starts deeper than the cursor, moved back to the cursor's
     column together with the lines below it that share the deeper base.
 
@@ -96,7 +134,8 @@ def to_cursor_column(fill: str, text: str, start: int, end: int) -> str:
     belongs deeper), before code that goes on at the deeper level (the span replaced a
     block's header, say), with the cursor at column 0 (blank lines are often left
     unindented, so that column says nothing), and when a later line of the fill comes
-    back left of the deeper base (the fill means both levels).
+    back left of the deeper base (the fill means both levels).  `language` (an LSP id or
+    canonical name) says what starts a comment on the line above.
     """
     before, _ = _line_bounds(text, start, end)
     first, *rest = fill.split("\n")
@@ -104,7 +143,8 @@ def to_cursor_column(fill: str, text: str, start: int, end: int) -> str:
     if not before or before.strip() or not extra or not first.strip():
         return fill
     above = text[:start - len(before)].rstrip().rsplit("\n", 1)[-1]
-    if above.split("#", 1)[0].split("//", 1)[0].rstrip().endswith(_OPENERS):
+    comments = _line_comments(language_for(language) if language else None)
+    if above[:_code_end(above, comments)].rstrip().endswith(_OPENERS):
         return fill
     deeper = before + extra
     below = next((line for line in text[end:].split("\n")[1:] if line.strip()), "")
@@ -127,14 +167,13 @@ def _fill_unit(lines: list[str], default: int) -> int:
     return min((step for step in steps if step in (2, 4, 8)), default=default)
 
 
-def _bracket_depths(line: str) -> tuple[int, int]:
-    """(closers leading the line, net bracket change), skipping quoted text and comments.
-
-    A rough lexer for any language: strings end at their quote or the line's end.
-    """
+def _bracket_depths(line: str, comments: tuple[str, ...]) -> tuple[int, int]:
+    """(closers leading the line, net bracket change), skipping quoted text and the line
+    comment (`comments`: what starts one, see _line_comments)."""
     leading = len(line.lstrip()) - len(line.lstrip().lstrip(")]}"))
     net, index, quote = 0, 0, ""
-    while index < len(line):
+    end = _code_end(line, comments)
+    while index < end:
         ch = line[index]
         if quote:
             if ch == "\\":
@@ -143,8 +182,6 @@ def _bracket_depths(line: str) -> tuple[int, int]:
                 quote = ""
         elif ch in "\"'`":
             quote = ch
-        elif ch == "#" or line.startswith("//", index):
-            break
         elif ch in "([{":
             net += 1
         elif ch in ")]}":
@@ -163,7 +200,8 @@ class _Frame:
     stop: int  # lines from this index on (of the lines after the first) keep their level
 
 
-def _frame(before: str, first: str, rest: list[str], tab: int, python: bool) -> _Frame | None:
+def _frame(before: str, first: str, rest: list[str], tab: int,
+           language: str | None) -> _Frame | None:
     """Whether the fill was written against another base, and which of its lines move.
 
     Two signs of a foreign base: the cursor's line ends in a header (':' or an opening
@@ -180,7 +218,9 @@ def _frame(before: str, first: str, rest: list[str], tab: int, python: bool) -> 
     line_base = _width(_leading(before), tab)
     cursor = line_base if before.strip() else _width(before, tab)
     unit = _fill_unit(rest, tab)
-    head = (before + first).rstrip()
+    comments, python = _line_comments(language), language in ("python", None)
+    head = before + first
+    head = head[:_code_end(head, comments)].rstrip()  # a header's comment is not its end
     nested = widths[code[0]]
     if rest[code[0]].lstrip()[:1] in _CLOSERS:
         return None
@@ -192,10 +232,10 @@ def _frame(before: str, first: str, rest: list[str], tab: int, python: bool) -> 
         base, target = nested, cursor
     else:
         return None
-    depth = max(0, _bracket_depths(head)[1])
+    depth = max(0, _bracket_depths(head, comments)[1])
     headers = {base} if head.endswith(":") else set()
     for i in code:
-        leading, net = _bracket_depths(rest[i])
+        leading, net = _bracket_depths(rest[i], comments)
         word = rest[i].split(maxsplit=1)[0].rstrip(":")
         dedent = python and word in _PY_CONTINUATIONS and widths[i] not in headers
         if widths[i] < base or leading > depth or dedent:
@@ -228,7 +268,7 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     style = detect_indent(text[:start] + text[end:], canonical)
     tab = style.width if not style.tabs else _fill_unit(rest, 4)
     before, _ = _line_bounds(text, start, end)
-    frame = _frame(before, first, rest, tab, canonical in ("python", None))
+    frame = _frame(before, first, rest, tab, canonical)
     lead = _leading(first)
     if not before.strip() and lead and first.strip():
         first = _blanks(_width(lead, tab), style, tab) + first[len(lead):]

@@ -118,7 +118,7 @@ def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, languag
     backend's fills are shaped here, so they read alike."""
     if local is not None:
         lines, low = local
-        text = to_cursor_column(text, lines, req.start - low, req.end - low)
+        text = to_cursor_column(text, lines, req.start - low, req.end - low, language)
     if language is not None and local is not None and "\n" in text:
         text = reindented(text, req, language, local)
         if plan.kind == MULTI_LINE:

@@ -423,6 +423,41 @@ def test_closer_of_the_enclosing_block_keeps_its_level() -> None:
     assert _reindent(marked, fill, "javascript") == fill
 
 
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    # `#` is code in JavaScript (a private field), not a comment hiding the `{`
+    ("javascript", "class S {\n  #items = [];\n  push(x) {\n    ⟦⟧\n  }\n}\n",
+     "this.#items.push({\n  value: x,\n});\nreturn this.#items.length;",
+     "this.#items.push({\n      value: x,\n    });\n    return this.#items.length;"),
+    # `//` is floor division in Python, not a comment hiding the `[`
+    ("python", "def f(n):\n    if n:\n        ⟦⟧\n    return n\n",
+     "x = g(n // 2, [\n    1,\n])\nreturn x",
+     "x = g(n // 2, [\n            1,\n        ])\n        return x"),
+    # a `{` in a comment opens no block (`//` in C, `--` in Lua)
+    ("c", "int f(void) {\n    if (x) {\n        ⟦⟧\n    }\n}\n",
+     "int a[] = {1, 2}; // {\nfor (;;) {\n    a[0]++;\n}\nreturn a[0];",
+     "int a[] = {1, 2}; // {\n        for (;;) {\n            a[0]++;\n        }\n"
+     "        return a[0];"),
+    ("lua", "function f(t)\n  if t then\n    ⟦⟧\n  end\nend\n",
+     "local n = #t -- count {\nfor i = 1, n do\n  print(t[i])\nend",
+     "local n = #t -- count {\n    for i = 1, n do\n      print(t[i])\n    end"),
+])
+def test_brackets_and_comments_are_read_with_the_language_s_comment_syntax(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    assert _reindent(marked, fill, language) == expected
+
+
+@pytest.mark.parametrize(("language", "above", "moved"), [
+    ("javascript", "  if (this.#ready) {", False),  # '#' is code: the line opens a block
+    ("python", "    if n // 2:", False),  # '//' divides: the line opens a block
+    ("javascript", "  f(); // {", True),  # a '{' in a comment opens nothing
+])
+def test_the_line_above_is_read_with_the_language_s_comment_syntax(
+        language: str, above: str, moved: bool) -> None:
+    text, start, end = _span(f"x\n{above}\n    ⟦⟧\n")
+    fill = "  y = 1\n      z = 2"
+    assert (to_cursor_column(fill, text, start, end, language) != fill) == moved
+
+
 def test_python_dedent_past_the_block_is_left_for_truncation() -> None:
     marked = "def f(x):\n    if x:\n        ⟦⟧\n"
     fill = "y = 1\n        return y\n    else:\n        return 2"
