@@ -414,6 +414,7 @@ def test_ctrl_c_while_training_ends_the_step_then_saves_and_says_where(
     captured = capsys.readouterr()
     assert f"saving to {out}" in captured.err
     assert f"stopped by SIGINT after 3 steps; saved to {out}" in captured.out
+    assert "for 600s or 100000 steps" in captured.out  # the run says both of its limits
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "handler restored"
 
 
@@ -722,3 +723,16 @@ def test_cpu_bf16_is_dropped_with_a_warning_where_the_cpu_only_emulates_it(
                               cpu_bf16=True))
     assert stats["precision"] == "float32"
     assert "--cpu-bf16 ignored" in capsys.readouterr().err
+
+
+def test_the_device_line_counts_threads_in_english():
+    from dlm_lsp.training.train import describe_device
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert describe_device(torch.device("cpu")) == "cpu (1 thread)"
+        torch.set_num_threads(2)
+        assert describe_device(torch.device("cpu")) == "cpu (2 threads)"
+    finally:
+        torch.set_num_threads(before)

@@ -170,7 +170,8 @@ def describe_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
     if device.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
+        threads = torch.get_num_threads()
+        return f"cpu ({threads} thread{'' if threads == 1 else 's'})"
     return device.type
 
 
@@ -561,7 +562,8 @@ def train(cfg: TrainConfig) -> dict:
         seconds = min(seconds, left)
     prep_seconds = time.monotonic() - run_started
     print(f"training {module.num_parameters():,} parameters on {describe_device(device)} "
-          f"for {seconds:.0f}s, batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
+          f"for {seconds:.0f}s{f' or {cfg.max_steps} steps' if cfg.max_steps else ''}, "
+          f"batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
           f"{initial['heldout_loss']}", flush=True)
 
     with _StopSignals(cfg.out_dir) as stop:
