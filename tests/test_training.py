@@ -6,6 +6,7 @@ import email.message
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from dlm_lsp.training.gpu_run import export_plan, full_config
 from dlm_lsp.training.licences import classify, python_files_by_distribution, site_packages_dirs
 from dlm_lsp.training.objective import masked_diffusion_loss
 from dlm_lsp.training.rows import RowConfig, RowSampler
-from dlm_lsp.training.train import TrainConfig, learning_rate, main, train
+from dlm_lsp.training.train import TrainConfig, TrainingError, learning_rate, main, train
 
 SOURCES = {
     "geometry.py": '''
@@ -736,3 +737,32 @@ def test_the_device_line_counts_threads_in_english():
         assert describe_device(torch.device("cpu")) == "cpu (2 threads)"
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("held", ["published", "config-not-json", "bare-weights"])
+def test_a_folder_holding_another_model_is_refused_before_training_and_left_whole(
+        source_dir, tmp_path, held):
+    """A save deletes the folder's *.safetensors; `--out` at a downloaded checkpoint (a
+    typo away from a new folder) would have lost its shards after the whole budget."""
+    out = tmp_path / "dream"
+    out.mkdir()
+    shard = out / "model-00001-of-00004.safetensors"
+    shard.write_bytes(b"a 4 GB shard")
+    if held == "published":
+        (out / "config.json").write_text('{"model_type": "Dream"}')
+    elif held == "config-not-json":
+        (out / "config.json").write_text("not json")
+    with pytest.raises(TrainingError, match="choose another folder"):
+        train(tiny_config(source_dir, out))
+    assert shard.read_bytes() == b"a 4 GB shard"
+
+
+def test_a_model_of_our_own_is_replaced_and_its_stale_card_pointed_out(trained, source_dir,
+                                                                       tmp_path, capsys):
+    out = tmp_path / "again"
+    shutil.copytree(trained[0], out)
+    (out / "MODEL_CARD.md").write_text("# the model that was here\n")
+    stats = train(tiny_config(source_dir, out, max_steps=2))
+    assert json.loads((out / "config.json").read_text())["training"]["steps"] == stats["steps"]
+    assert f"note: {out / 'MODEL_CARD.md'} describes the model that was there" in \
+        capsys.readouterr().err

@@ -34,6 +34,7 @@ import torch
 
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tiny import (
+    MODEL_TYPE,
     TinyConfig,
     TinyDenoiser,
     TinyModel,
@@ -299,12 +300,30 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"--init-from {cfg.init_from} is not a directory")
 
 
+def _other_model(out: Path) -> str | None:
+    """What `out` holds that is not a model `dlm-lsp train` wrote (a published checkpoint,
+    weights of unknown kind), or None: an empty folder, or one of our own to replace."""
+    config = out / "config.json"
+    if config.is_file():
+        try:
+            kind = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        except (OSError, ValueError, AttributeError):
+            return "a config.json that is not a model's"
+        return None if kind == MODEL_TYPE else f"a model of type {kind!r}"
+    weights = sorted(p.name for p in out.glob("*.safetensors")) if out.is_dir() else []
+    return f"weights without a config.json ({weights[0]})" if weights else None
+
+
 def _check_out(out: Path) -> None:
     """Make sure the model can be written to `out` (creating the folder), before any
     training: a file there, or a folder that cannot be written, failed only at the save,
     after the whole budget, with a traceback."""
     if out.exists() and not out.is_dir():
         raise TrainingError(f"--out {out} is a file, not a folder")
+    other = _other_model(out)
+    if other:  # a save deletes the folder's *.safetensors: a download's shards among them
+        raise TrainingError(f"--out {out} holds {other}, which this run's save would "
+                            "overwrite (its weights deleted); choose another folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out):
@@ -618,6 +637,11 @@ def train(cfg: TrainConfig) -> dict:
           f"held-out loss {initial['heldout_loss']} -> {stats['heldout_loss']}, held-out "
           f"infill loss {initial['heldout_infill_loss']} -> {stats['heldout_infill_loss']}",
           flush=True)
+    card = Path(cfg.out_dir) / "MODEL_CARD.md"
+    if card.is_file():  # kept, as a record, but it no longer describes these weights
+        print(f"note: {card} describes the model that was there before this run; update it "
+              "(every number it needs is in config.json's \"training\")", file=sys.stderr,
+              flush=True)
     return stats
 
 
