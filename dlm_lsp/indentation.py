@@ -10,6 +10,7 @@ the text, roughly.  The text helpers here are shared with `dlm_lsp.span_hints` a
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from dlm_lsp.validation import language_for
@@ -97,8 +98,9 @@ def _line_comments(language: str | None) -> tuple[str, ...]:
     return ("#", "//") if language is None else ("//",)
 
 
-def _code_end(line: str, comments: tuple[str, ...]) -> int:
-    """Where the line comment of `line` starts (its length if none), outside quotes.
+def _unquoted(line: str, comments: tuple[str, ...]) -> Iterator[tuple[int, str | None]]:
+    """(index, character) of each character of `line` outside quotes; at the line comment
+    (`comments`: what starts one) (index, None), and no more.
 
     A rough lexer for any language: strings end at their quote or the line's end.
     """
@@ -113,9 +115,16 @@ def _code_end(line: str, comments: tuple[str, ...]) -> int:
         elif ch in "\"'`":
             quote = ch
         elif line.startswith(comments, index):
-            return index
+            yield index, None
+            return
+        else:
+            yield index, ch
         index += 1
-    return len(line)
+
+
+def _code_end(line: str, comments: tuple[str, ...]) -> int:
+    """Where the line comment of `line` starts (its length if none), outside quotes."""
+    return next((index for index, ch in _unquoted(line, comments) if ch is None), len(line))
 
 
 # --- the cursor's column ----------------------------------------------------------------------
@@ -171,23 +180,8 @@ def _bracket_depths(line: str, comments: tuple[str, ...]) -> tuple[int, int]:
     """(closers leading the line, net bracket change), skipping quoted text and the line
     comment (`comments`: what starts one, see _line_comments)."""
     leading = len(line.lstrip()) - len(line.lstrip().lstrip(")]}"))
-    net, index, quote = 0, 0, ""
-    end = _code_end(line, comments)
-    while index < end:
-        ch = line[index]
-        if quote:
-            if ch == "\\":
-                index += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'`":
-            quote = ch
-        elif ch in "([{":
-            net += 1
-        elif ch in ")]}":
-            net -= 1
-        index += 1
-    return leading, net
+    code = [ch for _, ch in _unquoted(line, comments) if ch is not None]
+    return leading, sum(ch in "([{" for ch in code) - sum(ch in ")]}" for ch in code)
 
 
 @dataclass(frozen=True)
