@@ -18,6 +18,7 @@ from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import find_holes
+from dlm_lsp.passes import checked_span, checked_text
 from dlm_lsp.validation import language_for, validate_fill
 
 # Inside the package, so an installed `dlm-lsp bench syntax` has them: in a checkout this is
@@ -79,15 +80,13 @@ def run(engine: Engine, tasks: list[SyntaxTask], setting: str, seed: int = 0) ->
     """Fill every task; count fills that the tree-sitter check accepts."""
     row = SyntaxRow(setting)
     for task in tasks:
-        result = engine.infill(InfillRequest(task.text, task.start, task.end, None, task.uri,
-                                             InfillOptions(seed=seed, kind=task.kind),
-                                             is_hole=task.hole))
+        req = InfillRequest(task.text, task.start, task.end, None, task.uri,
+                            InfillOptions(seed=seed, kind=task.kind), is_hole=task.hole)
+        result = engine.infill(req)
         fill = result.candidates[0].text
-        # a hole's marker is not code: the fill is checked where it stood (passes.checked_span)
-        text, end = task.text, task.end
-        if task.hole:
-            text, end = text[:task.start] + text[task.end:], task.start
-        verdict = validate_fill(text, task.start, end, fill, language_for(None, task.uri))
+        # a hole's marker is not code: the fill is checked where it stood, as the engine does
+        verdict = validate_fill(checked_text(req.text, req), *checked_span(req), fill,
+                                language_for(None, task.uri))
         row.tasks += 1
         row.valid += int(verdict.valid)
         row.ms += result.ms
