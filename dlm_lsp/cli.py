@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import signal
 import sys
 import threading
@@ -40,14 +41,19 @@ def _address(text: str) -> tuple[str, int]:
     return host or "127.0.0.1", number
 
 
-def _positive_seconds(text: str) -> float:
+def _finite(text: str, least: float, strict: bool, wanted: str) -> float:
+    """A finite float above `least` (or at least `least`, unless `strict`); nan fails."""
     try:
         value = float(text)
     except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"a positive number of seconds, got {text!r}")
+        value = math.nan
+    if not (value > least if strict else value >= least) or value == math.inf:
+        raise argparse.ArgumentTypeError(f"{wanted}, got {text!r}")
     return value
+
+
+def _positive_seconds(text: str) -> float:
+    return _finite(text, 0.0, True, "a positive number of seconds")
 
 
 def _positive(text: str) -> int:
@@ -76,13 +82,7 @@ def _count(text: str) -> int:
 
 def _points(text: str) -> float:
     """A --margin: percentage points, 0 or more (a negative one fails every run)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"0 or more percentage points, got {text!r}")
-    return value
+    return _finite(text, 0.0, False, "0 or more percentage points")
 
 
 def _fill(args: argparse.Namespace) -> int:
