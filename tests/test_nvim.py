@@ -417,11 +417,67 @@ result.clients = #vim.lsp.get_clients({{ name = dlm.name }})
 """ + _CHECKHEALTH.replace("text:find('model', 1, true)", "text:find('refused', 1, true)"))
         assert result["errmsg"] == "", result["errmsg"]
         assert result["said"][0] == [f"dlm: the shared server at 127.0.0.1:{port} refused this "
-                                     "editor: wrong token for this dlm-lsp server", 4]  # ERROR
+                                     "editor: wrong token for this dlm-lsp server; set the token "
+                                     "it was started with (setup{ token = ... } or "
+                                     "$DLM_LSP_TCP_TOKEN), then :DlmRestart", 4]  # ERROR
         assert result["clients"] == 0
         report = "\n".join(result["report"])
         assert "ERROR" in report and "wrong token for this dlm-lsp server" in report, report
         assert "DLM_LSP_TCP_TOKEN" in report
+    finally:
+        server.close()
+
+
+def test_a_refusing_server_is_asked_once_not_for_every_buffer_until_the_user_retries(
+        tmp_path, model_dir):
+    """Each buffer opened used to connect again and be refused again: five files, five
+    connections and five errors. The refusal is remembered for that address and token;
+    :DlmRestart asks again, and so does setup() with the right token, for every buffer."""
+    from rpc import ServerProcess, free_port, tcp_connection
+
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}", env={"DLM_LSP_TCP_TOKEN": "right"})
+    try:
+        tcp_connection(port)  # listening
+        paths = [tmp_path / f"f{i}.py" for i in range(3)]
+        for path in paths:
+            path.write_text("x = 1\n", encoding="utf-8")
+        result = run_nvim(tmp_path, model_dir, f"""
+local said = {{}}
+vim.notify = function(message, level) said[#said + 1] = message end
+local function attached()
+  return #vim.tbl_filter(function(buf) return dlm.client(buf) ~= nil end,
+    vim.api.nvim_list_bufs())
+end
+dlm.setup({{ server = '127.0.0.1:{port}', token = 'wrong', settings = {{ model = model }},
+  notify = false }})
+vim.cmd.edit('{paths[0]}')
+assert(vim.wait(20000, function() return #said > 0 end, 20), 'nothing said of the refusal')
+vim.cmd.edit('{paths[1]}')
+vim.cmd.edit('{paths[2]}')
+vim.wait(2000, function() return #said > 1 end, 20)  -- a second refusal would come in ms
+result.said_after_three = #said
+vim.cmd('DlmFill')  -- in a buffer left unattached: says why
+result.fill_said = said[#said]
+local before = #said
+vim.cmd('DlmRestart')
+assert(vim.wait(20000, function() return #said > before end, 20), 'DlmRestart asked nothing')
+result.restart_said = said[#said]
+dlm.setup({{ server = '127.0.0.1:{port}', token = 'right', settings = {{ model = model }},
+  notify = false }})
+assert(vim.wait(20000, function() return attached() == 3 end, 20), 'not every buffer attached')
+result.clients = #vim.lsp.get_clients({{ name = dlm.name }})
+result.said = said
+""")
+        refusal = (f"dlm: the shared server at 127.0.0.1:{port} refused this editor: wrong "
+                   "token for this dlm-lsp server; set the token it was started with "
+                   "(setup{ token = ... } or $DLM_LSP_TCP_TOKEN), then :DlmRestart")
+        assert result["said_after_three"] == 1
+        assert result["fill_said"] == refusal
+        assert result["restart_said"] == refusal
+        assert result["said"] == [refusal] * 3  # the first buffer's, :DlmFill's, :DlmRestart's
+        assert server.log().count("refused a TCP client") == 2  # three buffers, then :DlmRestart
+        assert result["clients"] == 1
     finally:
         server.close()
 

@@ -4,8 +4,8 @@
 ---
 --- Commands: :DlmFill (selection, the <FILL> hole at the cursor, or insert at
 --- the cursor), :DlmRewrite [expand] (selection or current line), :DlmFillHoles,
---- :DlmStatus, :DlmToggle [on|off] (pause ghost text); ghost text while typing (accept
---- with <Tab>); `:checkhealth dlm`.
+--- :DlmStatus, :DlmToggle [on|off] (pause ghost text), :DlmRestart; ghost text while typing
+--- (accept with <Tab>); `:checkhealth dlm`.
 --- Every edit is applied only to the buffer version it was computed for.
 local M = {}
 
@@ -144,13 +144,24 @@ end
 --- Why the shared server refused this editor's `initialize` (wrong token, too many clients).
 M.refused = nil
 
+--- The address and token the shared server refused (connection_key()).  A buffer opened
+--- later does not ask it again: a refusal is one connection and one message, not one per
+--- buffer.  Only the user asks again: :DlmRestart, setup(), configure() or :checkhealth.
+local refused_for = nil
+
+--- What decides whether a shared server serves this editor: where it is and the token sent.
+local function connection_key()
+  return ('%s %s'):format(M.config.server, M.config.token or vim.env.DLM_LSP_TCP_TOKEN or '')
+end
+
 --- Wrap an RPC `cmd` so that an `initialize` refused by a shared server is one clear message.
 --- Neovim 0.11 asserts on an `initialize` error, which prints a Lua traceback naming its own
 --- client.lua and not what to do; a shared server refuses a wrong token (-32006) and clients
 --- past its --max-clients that way.  The connection is closed instead, so the client stops.
 ---@param connect fun(dispatchers: table): table
 ---@param address string
-function M.refusal_reported(connect, address)
+---@param key string? connection_key() of this connection, remembered when it is refused
+function M.refusal_reported(connect, address, key)
   return function(dispatchers)
     local rpc = connect(dispatchers)
     local request = rpc.request
@@ -159,11 +170,15 @@ function M.refusal_reported(connect, address)
         local answer = callback
         callback = function(err, result)
           if not err then
-            M.refused = nil
+            M.refused, refused_for = nil, nil
             return answer(err, result)
           end
-          M.refused = ('the shared server at %s refused this editor: %s'):format(address,
-            err.message or tostring(err))
+          local retry = err.code == -32006
+            and 'set the token it was started with (setup{ token = ... } or $DLM_LSP_TCP_TOKEN), then :DlmRestart'
+            or ':DlmRestart tries again'
+          M.refused = ('the shared server at %s refused this editor: %s; %s'):format(address,
+            err.message or tostring(err), retry)
+          refused_for = key
           vim.notify('dlm: ' .. M.refused, vim.log.levels.ERROR)
           rpc.terminate()
         end
@@ -181,7 +196,8 @@ local function server_cmd()
     if not host then
       error('dlm: ' .. why)
     end
-    return M.refusal_reported(vim.lsp.rpc.connect(host, port), ('%s:%d'):format(host, port))
+    return M.refusal_reported(vim.lsp.rpc.connect(host, port), ('%s:%d'):format(host, port),
+      connection_key())
   end
   return M.config.cmd
 end
@@ -200,10 +216,14 @@ function M.lsp_config(overrides)
   }, overrides or {})
 end
 
---- Start (or reuse) the server for `buf` and attach to it.
+--- Start (or reuse) the server for `buf` and attach to it; nothing when the shared server
+--- refused this address and token already (M.refused says why).
 ---@param buf integer
 ---@return integer? client_id
 function M.attach(buf)
+  if M.config.server and refused_for == connection_key() then
+    return nil
+  end
   local root = vim.fs.root(buf, M.config.root_markers) or vim.fn.getcwd()
   return vim.lsp.start(M.lsp_config({
     root_dir = root,
@@ -213,18 +233,59 @@ function M.attach(buf)
   }), { bufnr = buf })
 end
 
---- Send new server settings (merged into the current ones) to the running server.
+--- Attach every loaded buffer of the configured filetypes (those attached already keep
+--- their client).
+local function attach_loaded()
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(buf) and vim.tbl_contains(M.config.filetypes, vim.bo[buf].filetype) then
+      M.attach(buf)
+    end
+  end
+end
+
+--- Send new server settings (merged into the current ones) to the running server; after a
+--- shared server refused this editor, a settings change asks it again.
 function M.configure(settings)
   M.config.settings = vim.tbl_extend('force', M.config.settings or {}, settings or {})
   for _, client in ipairs(vim.lsp.get_clients({ name = M.name })) do
     client:notify('workspace/didChangeConfiguration', { settings = { dlm = M.config.settings } })
   end
+  if refused_for then
+    refused_for = nil
+    attach_loaded()
+  end
+end
+
+--- :DlmRestart — stop the server (or the connection to a shared one) and start it again for
+--- every loaded buffer of the configured filetypes: after a shared server refused this editor
+--- (a wrong token, or its --max-clients reached), after the server exited, or after
+--- installing a new version.
+function M.restart()
+  refused_for = nil
+  local clients = vim.lsp.get_clients({ name = M.name })
+  for _, client in ipairs(clients) do
+    client:stop()
+  end
+  -- wait until they are gone: an old client detaching from a buffer after the new one
+  -- attached would take the buffer's ghost text with it (LspDetach)
+  local function gone()
+    return vim.iter(clients):all(function(client) return not vim.lsp.get_client_by_id(client.id) end)
+  end
+  if not vim.wait(3000, gone, 20) then
+    for _, client in ipairs(clients) do
+      client:stop(true)
+    end
+    vim.wait(1000, gone, 20)
+  end
+  attach_loaded()
 end
 
 local function require_client(buf)
   local client = M.client(buf)
   if not client then
-    notify('no dlm-lsp server attached to this buffer (filetype ' .. vim.bo[buf].filetype .. ')',
+    -- a buffer left unattached because the shared server refused this editor: say so
+    notify(M.config.server and refused_for and M.refused
+      or ('no dlm-lsp server attached to this buffer (filetype ' .. vim.bo[buf].filetype .. ')'),
       vim.log.levels.WARN)
   end
   return client
@@ -481,6 +542,9 @@ local function create_commands()
   api.nvim_create_user_command('DlmStatus', function()
     M.status()
   end, { desc = 'dlm-lsp: model, device and latency of the server' })
+  api.nvim_create_user_command('DlmRestart', function()
+    M.restart()
+  end, { desc = 'dlm-lsp: stop the server (or connection) and start it again' })
   api.nvim_create_user_command('DlmToggle', function(cmd)
     local on = ({ on = true, off = false })[cmd.args]
     if on == nil and cmd.args ~= '' then
@@ -543,6 +607,7 @@ function M.setup(opts)
       error('dlm: ' .. why)
     end
   end
+  refused_for = nil -- new settings: a shared server that refused the old ones is asked again
   create_commands()
   create_mappings()
   local group = api.nvim_create_augroup('dlm.attach', { clear = true })
@@ -553,11 +618,7 @@ function M.setup(opts)
       M.attach(args.buf)
     end,
   })
-  for _, buf in ipairs(api.nvim_list_bufs()) do
-    if api.nvim_buf_is_loaded(buf) and vim.tbl_contains(M.config.filetypes, vim.bo[buf].filetype) then
-      M.attach(buf)
-    end
-  end
+  attach_loaded()
 end
 
 return M
