@@ -110,6 +110,11 @@ class Engine:
         self._cost: StepCost | None = None
         self._batcher: StepBatcher | None = None
         self._lock = threading.Lock()
+        # Held through a model load, which takes seconds to minutes, so that `_lock` is not:
+        # status() answers "loading" meanwhile instead of blocking the server's event loop
+        # (and with it every other request and TCP client) until the load ends.  Whatever
+        # changes the model or its settings takes it first, then `_lock`.
+        self._loading = threading.Lock()
         self._alone = threading.Lock()
         self.recent = RecentFills()
         # (ms, span tokens denoised) of recent fills, for status
@@ -131,21 +136,24 @@ class Engine:
     @property
     def model(self) -> DiffusionModel:
         """The model, loaded on first use (raises ModelLoadError with a clear message)."""
-        with self._lock:
-            if self._model is None:
-                try:
-                    self._model = load_model(self.config.model,
-                                             self._fallback_device or self.config.device,
-                                             self.config.precision, self.config.cuda_graphs)
-                except ModelLoadError as exc:
+        with self._loading:
+            with self._lock:
+                if self._model is not None:
+                    return self._model
+                config, device = self.config, self._fallback_device or self.config.device
+            try:
+                model = load_model(config.model, device, config.precision, config.cuda_graphs)
+            except ModelLoadError as exc:
+                with self._lock:
                     self._load_error = str(exc)
-                    raise
-                self._load_error = None
-            return self._model
+                raise
+            with self._lock:
+                self._model, self._load_error = model, None
+            return model
 
     def reconfigure(self, config: ServerConfig) -> None:
         """Adopt new settings; the model is reloaded only if one of LOADED_WITH changed."""
-        with self._lock:
+        with self._loading, self._lock:
             if _loaded_with(config) != _loaded_with(self.config):
                 self._model = None
                 self._cost = None
@@ -251,7 +259,7 @@ class Engine:
     def _after_oom(self, tried: list[str]) -> str | None:
         """Make the next try fit in memory: halve the rows per shared forward pass (once per
         fill), then move the model to the CPU; None when neither is left."""
-        with self._lock:
+        with self._loading, self._lock:
             model = self._model
             rows = self._row_cap or self.config.batch_rows
             if torch.cuda.is_available():

@@ -294,6 +294,42 @@ def test_missing_model_directory_raises_model_load_error_naming_the_path(
     assert str(missing) in str(info.value)
 
 
+def test_status_answers_loading_while_the_model_loads_instead_of_waiting_for_it(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dlm/status is answered on the server's event loop: while a big checkpoint loaded, it
+    waited for the load (the same lock), so the whole server stood still, an editor never
+    saw "loading", and Neovim's :checkhealth said "no answer to dlm/status in 10 s"."""
+    import threading
+
+    import dlm_lsp.engine as engine_module
+
+    release, loading = threading.Event(), threading.Event()
+    real_load = engine_module.load_model
+
+    def slow_load(*args, **kwargs):
+        loading.set()
+        assert release.wait(30), "the test never let the load finish"
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "load_model", slow_load)
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    loader = threading.Thread(target=lambda: eng.model, daemon=True)
+    loader.start()
+    try:
+        assert loading.wait(30)
+        answers: list[dict] = []
+        asker = threading.Thread(target=lambda: answers.append(eng.status()), daemon=True)
+        asker.start()
+        asker.join(5)
+        assert answers, "status() waited for the model load"
+        assert answers[0]["loaded"] is False and answers[0]["loadError"] is None
+        assert answers[0]["model"] == str(model_dir) and answers[0]["device"] == "cpu"
+    finally:
+        release.set()
+        loader.join(30)
+    assert eng.status()["loaded"] is True
+
+
 def test_reconfigure_keeps_the_model_unless_model_or_device_change(
         model_dir: Path, tmp_path: Path) -> None:
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
