@@ -332,6 +332,62 @@ result.seconds = (vim.uv.hrtime() - began) / 1e9
     assert result["seconds"] < 10, "checkhealth waited for a load that had already failed"
 
 
+def test_after_the_server_exits_commands_say_so_and_dlm_restart_starts_it_again(tmp_path,
+                                                                               model_dir):
+    """A server that exited (or a connection to a shared one that dropped) left the buffer
+    without a client, and each command said only "no dlm-lsp server attached to this buffer
+    (filetype python)", with no way back short of reopening the file. They now name
+    :DlmRestart, which starts it again; with a server running, it replaces it, and the
+    buffer's ghost text follows the new one (a shared server answers `initialize` within
+    milliseconds: the old client's late detach took the ghost text away)."""
+    from rpc import ServerProcess, free_port, tcp_connection
+
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}")
+    try:
+        tcp_connection(port)  # listening
+        path, _ = _complete_fixture(tmp_path)
+        result = run_nvim(tmp_path, model_dir, f"""
+dlm.setup({{ server = '127.0.0.1:{port}', settings = {{ model = model }}, notify = false }})
+local said = {{}}
+vim.notify = function(message) said[#said + 1] = message end
+local buf = open('{path}')
+local first = dlm.client(buf)
+first.rpc.terminate()  -- the connection drops, as when the server exits
+assert(vim.wait(10000, function() return dlm.client(buf) == nil end, 20), 'still attached')
+vim.cmd('DlmStatus')
+result.status_said = said[#said]
+local function restarted(old)
+  vim.cmd('DlmRestart')
+  assert(vim.wait(30000, function()
+    local client = dlm.client(buf)
+    return client ~= nil and client.id ~= old.id and client.initialized
+  end, 20), 'DlmRestart started no server')
+  vim.wait(300)  -- long enough for a late detach of the old client
+  return dlm.client(buf)
+end
+local second = restarted(first)
+local third = restarted(second)  -- with the server running
+result.clients = #vim.lsp.get_clients({{ name = dlm.name }})
+result.third_is_used = dlm.client(buf).id == third.id
+local ok, ghost = pcall(vim.api.nvim_get_autocmds,
+  {{ group = ('dlm.ghost.%d'):format(buf), event = 'TextChangedI' }})
+result.ghost_autocmds = ok and #ghost or 0
+vim.cmd.enew()
+vim.bo.filetype = 'text'  -- no server for it: :DlmRestart would not help
+vim.cmd('DlmFill')
+result.text_said = said[#said]
+""")
+        assert result["status_said"] == ("dlm: no dlm-lsp server attached to this buffer (it "
+                                         "exited, or did not start); :DlmRestart starts it")
+        assert result["text_said"] == ("dlm: no dlm-lsp server for this buffer: filetype text "
+                                       "is not in setup{ filetypes }")
+        assert result["clients"] == 1 and result["third_is_used"] is True
+        assert result["ghost_autocmds"] == 1  # typing still asks the new server for ghost text
+    finally:
+        server.close()
+
+
 def test_a_shared_tcp_server_is_used_instead_of_starting_one(tmp_path, model_dir):
     from rpc import ServerProcess, free_port, hang_up, tcp_connection
 

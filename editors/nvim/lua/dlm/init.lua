@@ -280,15 +280,22 @@ function M.restart()
   attach_loaded()
 end
 
+--- The buffer's dlm client, or nil after saying why there is none and what to do.
 local function require_client(buf)
   local client = M.client(buf)
-  if not client then
-    -- a buffer left unattached because the shared server refused this editor: say so
-    notify(M.config.server and refused_for and M.refused
-      or ('no dlm-lsp server attached to this buffer (filetype ' .. vim.bo[buf].filetype .. ')'),
-      vim.log.levels.WARN)
+  if client then
+    return client
   end
-  return client
+  local filetype = vim.bo[buf].filetype
+  if not vim.tbl_contains(M.config.filetypes, filetype) then
+    notify(('no dlm-lsp server for this buffer: filetype %s is not in setup{ filetypes }'):format(
+      filetype == '' and '(none)' or filetype), vim.log.levels.WARN)
+  elseif M.config.server and refused_for then
+    notify(M.refused, vim.log.levels.WARN) -- left unattached: the shared server refused us
+  else
+    notify('no dlm-lsp server attached to this buffer (it exited, or did not start); '
+      .. ':DlmRestart starts it', vim.log.levels.WARN)
+  end
 end
 
 --- Warn of applied fills the syntax check rejected: an explicit fill is applied even when
