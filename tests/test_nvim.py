@@ -447,6 +447,25 @@ dlm.setup({{ server = '127.0.0.1:{port}', token = 'right', settings = {{ model =
         server.close()
 
 
+def test_checkhealth_says_at_once_when_nothing_listens_at_the_shared_server_s_address(
+        tmp_path, model_dir):
+    """Neovim 0.11 leaves a client whose connection failed waiting for `initialize`: the
+    check waited 60 s, then said the server did not answer and blamed the token."""
+    from rpc import free_port
+
+    port = free_port()  # nothing listens there
+    result = run_nvim(tmp_path, model_dir, f"""
+dlm.setup({{ server = '127.0.0.1:{port}', token = 'right', notify = false }})
+local began = vim.uv.hrtime()
+""" + _CHECKHEALTH.replace("text:find('model', 1, true)", "text:find('ERROR', 1, true)") + """
+result.seconds = (vim.uv.hrtime() - began) / 1e9
+""", timeout=90)
+    report = "\n".join(result["report"])
+    assert f"ERROR could not connect to 127.0.0.1:{port}: ECONNREFUSED" in report, report
+    assert f"dlm-lsp --tcp 127.0.0.1:{port}" in report and "token" not in report.split("ERROR")[1]
+    assert result["seconds"] < 10
+
+
 def test_a_wrong_token_is_one_clear_error_and_checkhealth_says_why(tmp_path, model_dir):
     """A shared server refuses `initialize` without its token; Neovim 0.11 would raise a Lua
     error naming its own client.lua. The user is told which server refused, and why."""

@@ -53,6 +53,25 @@ local function check_executable(cmd)
   return true
 end
 
+--- Whether a shared server listens at host:port, or why not.  Neovim 0.11's
+--- vim.lsp.rpc.connect only warns of a connection that failed and leaves its client waiting
+--- for the answer to `initialize` for ever: the check waited its whole timeout (60 s), then
+--- blamed the token.
+local function reachable(host, port)
+  local info = vim.uv.getaddrinfo(host, nil)
+  local tcp = vim.uv.new_tcp()
+  local done, err = false, nil
+  tcp:connect(info and info[1] and info[1].addr or host, port, function(e)
+    done, err = true, e
+  end)
+  local answered = wait(5000, function() return done end)
+  tcp:close()
+  if not answered then
+    return false, 'no answer in 5 s'
+  end
+  return err == nil, err
+end
+
 --- A client to ask: the running one, or a temporary one (returned as `temporary`).
 local function get_client(errors)
   local dlm = require('dlm')
@@ -128,6 +147,14 @@ function M.check()
     local token = dlm.config.token or vim.env.DLM_LSP_TCP_TOKEN
     health.info(('connecting to a shared server at %s:%d (not starting `cmd`), %s'):format(
       host, port, (token and token ~= '') and 'sending a token' or 'without a token'))
+    local listening, why_not = reachable(host, port)
+    if not listening and not dlm.client() then
+      health.error(('could not connect to %s:%d: %s'):format(host, port, why_not), {
+        'is `dlm-lsp --tcp ' .. host .. ':' .. port .. '` running?',
+        'setup{ server = ... } must be its address',
+      })
+      return
+    end
   elseif not check_executable(dlm.config.cmd) then
     return
   end
