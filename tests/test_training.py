@@ -596,6 +596,26 @@ def test_a_save_replaces_the_weights_of_an_earlier_one(tokenizer, tmp_path):
     load_model(str(tmp_path), "cpu")
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+@pytest.mark.parametrize("shard_bytes", [None, 60_000])
+def test_every_file_a_save_writes_gets_the_mode_the_umask_gives(tokenizer, tmp_path, umask,
+                                                                 shard_bytes):
+    """The weights were 0600 (safetensors' temporary file, renamed into place) beside a
+    config.json and tokenizer.json of 0644: a model saved for others to use was not
+    readable by them."""
+    import os
+
+    previous = os.umask(umask)
+    try:
+        written = save_tiny(_small_model(tokenizer), tokenizer, tmp_path,
+                            max_shard_bytes=shard_bytes)
+    finally:
+        os.umask(previous)
+    assert any(p.suffix == ".safetensors" for p in written)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in written} == {
+        p.name: oct(0o666 & ~umask) for p in written}
+
+
 def test_a_shard_the_index_names_must_exist(tokenizer, tmp_path):
     save_tiny(_small_model(tokenizer), tokenizer, tmp_path, max_shard_bytes=60_000)
     next(tmp_path.glob("model-00002-*.safetensors")).unlink()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -188,6 +189,17 @@ def _remove_weights(directory: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _save_weights(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """safetensors writes through a private temporary file (mode 0600) that it renames into
+    place, so the weights of a saved model were unreadable to anyone else while config.json
+    and tokenizer.json beside them followed the umask (0644 under the usual 022).  The file
+    gets the mode a newly created file gets; the umask can only be read by setting it."""
+    save_file(tensors, str(path))
+    umask = os.umask(0o022)
+    os.umask(umask)
+    path.chmod(0o666 & ~umask)
+
+
 def save_tiny(model: TinyDenoiser, tokenizer: Tokenizer, directory: str | Path,
               dtype: torch.dtype = torch.float16, extra: dict | None = None,
               max_shard_bytes: int | None = None) -> list[Path]:
@@ -210,12 +222,12 @@ def save_tiny(model: TinyDenoiser, tokenizer: Tokenizer, directory: str | Path,
     shards = [list(sizes)] if max_shard_bytes is None else plan_shards(sizes, max_shard_bytes)
     _remove_weights(out)
     if len(shards) == 1:
-        save_file(state, str(out / WEIGHTS_FILE))
+        _save_weights(state, out / WEIGHTS_FILE)
         return [*written, out / WEIGHTS_FILE]
     weight_map = {}
     for i, names in enumerate(shards, start=1):
         name = SHARD_PATTERN.format(i, len(shards))
-        save_file({k: state[k] for k in names}, str(out / name))
+        _save_weights({k: state[k] for k in names}, out / name)
         weight_map.update(dict.fromkeys(names, name))
         written.append(out / name)
     index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map}
