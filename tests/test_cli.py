@@ -339,3 +339,16 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(option, 
         captured = capsys.readouterr()
         assert captured.err.startswith(f"dlm-lsp bench humaneval: {option} {path}")
         assert says in captured.err and captured.out == ""
+
+
+@pytest.mark.parametrize("argv", [["models"], ["models", "list"]])
+def test_listing_the_model_families_does_not_import_torch(argv):
+    """`dlm-lsp models` prints a static list, and it imported torch (1.5 s) to do it."""
+    probe = ("import sys\nfrom dlm_lsp.cli import main\nstatus = main(sys.argv[1:])\n"
+             "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
+             "raise SystemExit(status)\n")
+    out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "dream:" in out.stdout and "llada:" in out.stdout  # the families are listed
+    assert out.stdout.rstrip().endswith("no torch")

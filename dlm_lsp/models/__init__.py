@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from dlm_lsp.models.checkpoint import locate
+from dlm_lsp.models.checkpoint import MODEL_TYPE, locate
 from dlm_lsp.models.interface import DiffusionModel, ModelLoadError
 from dlm_lsp.models.registry import FAMILIES, split_spec
-from dlm_lsp.models.tiny import MODEL_TYPE, TinyModel
+
+if TYPE_CHECKING:
+    import torch
+
+# torch (1.5 s) is imported by the functions that load a model, not with the package:
+# `dlm-lsp models` reads the registry, a submodule, and prints a static list.
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "weights" / "default"
 
@@ -19,6 +23,8 @@ __all__ = ["DEFAULT_MODEL_DIR", "DiffusionModel", "ModelLoadError", "load_model"
 
 def pick_device(device: str) -> torch.device:
     """Resolve auto/cpu/cuda, failing clearly when CUDA is asked for but absent."""
+    import torch
+
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -38,6 +44,8 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto",
     published checkpoint whose family the registry detects from config.json, or
     that a prefix names ("dream:/models/dream-coder", see registry.split_spec).
     """
+    from dlm_lsp.models.tiny import TinyModel
+
     if spec == "default":
         return TinyModel.load(DEFAULT_MODEL_DIR, pick_device(device), name=spec,
                               precision=precision, graphs=graphs)

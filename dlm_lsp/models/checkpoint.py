@@ -23,13 +23,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from dlm_lsp.models.interface import ModelLoadError
-from dlm_lsp.models.tiny import INDEX_FILE, WEIGHTS_FILE
 from dlm_lsp.models.tokenizer import Tokenizer
 
+if TYPE_CHECKING:  # torch takes 1.5 s to import: `dlm-lsp models` lists families without it
+    import torch
+
+MODEL_TYPE = "dlm-tiny"  # config.json's model_type of our own models (models/tiny.py)
+WEIGHTS_FILE = "model.safetensors"  # a model in one file
+INDEX_FILE = "model.safetensors.index.json"  # or shards listed here (Hugging Face's layout)
 CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"
 TOKENIZER_FILE = "tokenizer.json"

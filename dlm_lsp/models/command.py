@@ -18,13 +18,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import torch
-
 from dlm_lsp.config import DEVICES
-from dlm_lsp.models.checkpoint import Checkpoint
+from dlm_lsp.models.checkpoint import MODEL_TYPE, Checkpoint
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.registry import FAMILIES, conventions, detect, family_named
-from dlm_lsp.models.tiny import MODEL_TYPE
 
 
 @dataclass
@@ -103,6 +100,8 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
 
 def time_forward(report: Report, device: str, precision: str) -> None:
     """Load the model for real and time one forward pass of 256 tokens."""
+    import torch
+
     from dlm_lsp.models import load_model
 
     spec = f"{report.family}:{report.directory}"

@@ -10,11 +10,12 @@ shift the family uses internally.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
-
-import torch
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from dlm_lsp.models.tokenizer import Tokenizer
+
+if TYPE_CHECKING:  # annotations only: `dlm-lsp models` lists families without torch
+    import torch
 
 
 class ModelLoadError(RuntimeError):

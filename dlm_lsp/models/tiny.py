@@ -23,11 +23,10 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from dlm_lsp.config import PRECISIONS
+from dlm_lsp.models.checkpoint import INDEX_FILE, MODEL_TYPE, WEIGHTS_FILE
 from dlm_lsp.models.graphs import Capture, GraphConfig, ShapeGraphs, cuda_capture
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
-
-MODEL_TYPE = "dlm-tiny"
 
 
 @dataclass
@@ -155,8 +154,6 @@ class TinyDenoiser(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-WEIGHTS_FILE = "model.safetensors"  # a model in one file
-INDEX_FILE = "model.safetensors.index.json"  # or shards listed here (Hugging Face's layout)
 SHARD_PATTERN = "model-{:05d}-of-{:05d}.safetensors"
 HEADER_ALLOWANCE = 256  # bytes of safetensors header per tensor, counted into a shard's size
 
