@@ -242,6 +242,7 @@ def _bench(args: argparse.Namespace) -> int:
     from dlm_lsp.bench.output import OutputError, check_writable
     from dlm_lsp.bench.pass_at_1 import UsageError
     from dlm_lsp.bench.plots import MissingMatplotlib
+    from dlm_lsp.bench.progress import Stopped, signal_name
     from dlm_lsp.models import ModelLoadError
 
     began = time.monotonic()
@@ -256,9 +257,11 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # sandboxed programs were ended (sandbox.run_programs)
-        name = str(exc) if str(exc) == "SIGTERM" else "SIGINT"
+        name = signal_name(exc)
+        done = (f"partial report of {exc.partial.finished} of {exc.partial.planned} "
+                f"{exc.partial.unit}" if isinstance(exc, Stopped) else "no report written")
         print(f"dlm-lsp bench {args.bench}: stopped by {name} after "
-              f"{time.monotonic() - began:.0f}s; no report written", file=sys.stderr)
+              f"{time.monotonic() - began:.0f}s; {done}", file=sys.stderr)
         return 128 + signal.Signals[name]
 
 

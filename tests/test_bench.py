@@ -295,3 +295,94 @@ def test_heldout_command_fills_lines_with_the_model(model_dir, tmp_path, capsys)
     assert report["tasks"] == len(report["results"]) == 3 and report["files"] >= 1
     assert all(r["steps"] >= 1 and isinstance(r["valid"], bool) for r in report["results"])
     assert "oracle length, 2 steps |" in capsys.readouterr().out
+
+
+# --- progress on stderr, and the report of a stopped run ------------------------------
+
+
+def test_progress_prints_at_most_every_few_seconds_and_always_at_the_end(capsys):
+    from dlm_lsp.bench.progress import Progress
+
+    now = [100.0]
+    progress = Progress("humaneval", 200, "tasks", every_s=5.0, clock=lambda: now[0])
+    for done, at in ((10, 101.0), (20, 104.9), (37, 141.0), (40, 142.0), (50, 146.5)):
+        now[0] = at
+        progress.update(done, f"{done // 3} passed")
+    now[0] = 150.2
+    progress.finish(200, "66 passed")
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stdout is the report's
+    assert captured.err.splitlines() == ["humaneval: 37/200 tasks, 12 passed, 41 s",
+                                         "humaneval: 50/200 tasks, 16 passed, 46 s",
+                                         "humaneval: 200/200 tasks, 66 passed, 50 s"]
+
+
+def test_humaneval_shows_progress_on_stderr_and_keeps_stdout_the_report(capsys):
+    assert main(["bench", "humaneval", "--self-check", "--limit", "3"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1].startswith(
+        "humaneval (self-check): 3/3 tasks, 3 passed, ")
+    assert captured.out.startswith("HumanEval-Infilling single-line, 3 tasks")
+    assert "partial" not in captured.out and "tasks, 3 passed" not in captured.out
+
+
+def _signal_on_call(sig: str, call: int, then=None):
+    """A stand-in that sends `sig` to this process on its `call`-th call (as Ctrl-C or
+    `kill` would, through the command's handler), and otherwise does what `then` does."""
+    import os
+    import signal
+    import time
+
+    calls = []
+
+    def stand_in(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == call:
+            os.kill(os.getpid(), signal.Signals[sig])
+            time.sleep(5)  # the handler raises first
+            pytest.fail(f"{sig} was not taken as an interruption")
+        return then(*args, **kwargs)
+    return stand_in
+
+
+SIGNALS = [("SIGINT", 130), ("SIGTERM", 143)]
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_stopped_humaneval_run_reports_the_tasks_it_finished_marked_partial(
+        sig, status, tmp_path, monkeypatch, capsys):
+    """Ctrl-C or SIGTERM threw away every task measured; the partial report must not
+    read as a complete one: not in the text, the table row, the JSON or the exit status."""
+    monkeypatch.setattr(pass_at_1, "CHUNK_TASKS", 2)
+    monkeypatch.setattr(pass_at_1, "run_programs",
+                        _signal_on_call(sig, 2, then=pass_at_1.run_programs))
+    out, summary = tmp_path / "run.json", tmp_path / "run.md"
+    assert main(["bench", "humaneval", "--self-check", "--limit", "5", "--json", str(out),
+                 "--markdown", str(summary)]) == status
+    captured = capsys.readouterr()
+    first = f"partial: 2 of 5 tasks, stopped by {sig}; the numbers below cover only these"
+    assert captured.out.splitlines()[0] == first
+    assert "| canonical middle (self-check) (partial: 2 of 5) | 2 | 100.0 |" in captured.out
+    assert summary.read_text() == captured.out
+    report = json.loads(out.read_text())
+    assert report["partial"] == {"finished": 2, "planned": 5, "unit": "tasks", "signal": sig}
+    assert report["tasks"] == len(report["results"]) == 2 and report["pass_at_1"] == 100.0
+    said = captured.err.splitlines()[-1]
+    assert said.startswith(f"dlm-lsp bench humaneval: stopped by {sig} after ")
+    assert said.endswith("; partial report of 2 of 5 tasks")
+    assert "self-check failed" not in captured.err
+
+
+def test_a_complete_humaneval_report_says_it_is_not_partial(tmp_path):
+    out = tmp_path / "run.json"
+    assert main(["bench", "humaneval", "--empty", "--limit", "2", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["partial"] is None
+
+
+def test_a_partial_report_is_refused_as_a_baseline(tmp_path, capsys):
+    stored = tmp_path / "baseline.json"
+    stored.write_text(json.dumps({"pass_at_1": 100.0, "partial": {
+        "finished": 2, "planned": 5, "unit": "tasks", "signal": "SIGINT"}}))
+    assert main(["bench", "humaneval", "--self-check", "--limit", "1",
+                 "--baseline", str(stored)]) == 2
+    assert "is the partial report of a stopped run" in capsys.readouterr().err

@@ -12,6 +12,10 @@ Two harness checks need no model and bound every model's number:
 model, is broken); `empty` fills nothing, the floor a model has to beat
 (some removed lines are not needed by the tests).
 
+Fills and programs take turns, a chunk of tasks at a time (`run_benchmark`), so
+progress on stderr can say how many passed, and a run stopped by Ctrl-C or
+SIGTERM reports the tasks whose programs ran, marked partial (`progress.py`).
+
 A stored report is a baseline: with `--baseline FILE --margin X` the command
 exits non-zero when pass@1 fell by more than X percentage points.
 
@@ -27,6 +31,7 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 from dlm_lsp.bench.autoregressive import BASELINES, load_baseline
@@ -41,11 +46,13 @@ from dlm_lsp.bench.filling import (
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
+from dlm_lsp.bench.progress import Partial, Progress, Stopped, signal_name
 from dlm_lsp.bench.sandbox import (
     ISOLATION_LEVELS,
     ISOLATION_WORDS,
     NONE,
     REASONS,
+    Outcome,
     SandboxConfig,
     run_programs,
 )
@@ -54,6 +61,11 @@ from dlm_lsp.config import ServerConfig, camel, from_json, snake
 FILLS = ("model", "canonical", "empty", *BASELINES)  # a baseline: its autoregressive model
 SELF_CHECK_BAR = 99.0  # percent of canonical fills that must pass for the harness to be trusted
 FAILURES_LISTED = 10
+# Fills and their programs take turns: a chunk's programs run once it has this many fills,
+# or once its fills took this long (a slow model's progress shows up, and a stop loses
+# at most that much filling), workers side by side.
+CHUNK_TASKS = 32
+CHUNK_FILL_S = 5.0
 
 
 @dataclass
@@ -115,6 +127,7 @@ class Report:
     network_isolated: bool  # every program ran in an empty network namespace
     results: list[TaskResult]
     isolation: str = NONE  # the weakest sandbox isolation any program ran under (sandbox.py)
+    partial: Partial | None = None  # a run stopped by a signal: what these numbers cover
 
 
 def program_for(task: Task, fill: str) -> str:
@@ -122,24 +135,26 @@ def program_for(task: Task, fill: str) -> str:
     return f"{task.prefix}{fill}{task.suffix}\n\n{task.test}\n\ncheck({task.entry_point})\n"
 
 
-def _fills(config: BenchConfig,
-           tasks: list[Task]) -> tuple[list[Fill], str | None, str | None, str | None]:
-    """Each task's fill, the model's name, its device and its precision (None without
-    a model)."""
+FilledBy = tuple[str | None, str | None, str | None]  # model name, device, precision (or None)
+
+
+def _filler(config: BenchConfig) -> tuple[Callable[[Task], Fill], Callable[[], FilledBy]]:
+    """How each task is filled, and what filled them, asked once they are: a fill that
+    runs out of GPU memory moves the engine's model to the CPU."""
     if config.fill == "canonical":
-        return [Fill(t.middle, None, 0, 0.0, "canonical") for t in tasks], None, None, None
+        return (lambda t: Fill(t.middle, None, 0, 0.0, "canonical")), lambda: (None, None, None)
     if config.fill == "empty":
-        return [Fill("", None, 0, 0.0, "empty") for _ in tasks], None, None, None
+        return (lambda t: Fill("", None, 0, 0.0, "empty")), lambda: (None, None, None)
     if config.fill in BASELINES:
         baseline = load_baseline(config.fill, config.device)
-        return ([baseline.fill(task) for task in tasks], baseline.name, baseline.device,
-                getattr(baseline, "precision", None))
+        return baseline.fill, lambda: (baseline.name, baseline.device,
+                                       getattr(baseline, "precision", None))
     if config.fill != "model":
         raise ValueError(f"unknown fill {config.fill!r}; choose from {', '.join(FILLS)}")
     engine = bench_engine(config.model, config.device, **config.engine)
-    fills = [fill_task(engine, task, config.settings) for task in tasks]
-    return (fills, engine.model.name, str(engine.model.device),
-            getattr(engine.model, "precision", None))
+    return (lambda task: fill_task(engine, task, config.settings),
+            lambda: (engine.model.name, str(engine.model.device),
+                     getattr(engine.model, "precision", None)))
 
 
 def passes_by_fill(tasks: list[Task], fill_sets: list[list[str]],
@@ -160,16 +175,44 @@ def passes_by_fill(tasks: list[Task], fill_sets: list[list[str]],
 
 
 def run_benchmark(config: BenchConfig) -> Report:
-    """Fill every task, then run every program in the sandbox; tally the report."""
+    """Fill the tasks and run their programs in the sandbox, a chunk at a time; tally.
+
+    A chunk's fills, then its programs: the two never overlap, so a fill's time is the
+    model's alone, while progress (stderr) counts the tasks that passed.  Stopped by a
+    signal, the report covers the tasks whose programs ran, marked `partial`; stopped
+    before any had, the interruption goes on and no report is made.
+    """
     began = time.perf_counter()
     tasks = load_tasks(config.split, config.limit)
-    fills, model, device, precision = _fills(config, tasks)
-    outcomes = run_programs([program_for(t, f.text) for t, f in zip(tasks, fills, strict=True)],
-                            config.sandbox)
+    fill, about = _filler(config)
+    what = {"model": "", "canonical": " (self-check)"}.get(config.fill, f" ({config.fill})")
+    progress = Progress(f"humaneval{what}",
+                        len(tasks), "tasks")
+    done: list[tuple[Task, Fill, Outcome]] = []
+    partial = None
+    try:
+        while len(done) < len(tasks):
+            chunk: list[tuple[Task, Fill]] = []
+            started = time.perf_counter()
+            for task in tasks[len(done):len(done) + CHUNK_TASKS]:
+                chunk.append((task, fill(task)))
+                if time.perf_counter() - started >= CHUNK_FILL_S:
+                    break
+            outcomes = run_programs([program_for(t, f.text) for t, f in chunk], config.sandbox)
+            done += [(t, f, o) for (t, f), o in zip(chunk, outcomes, strict=True)]
+            progress.update(len(done), f"{sum(o.passed for *_, o in done)} passed")
+    except KeyboardInterrupt as exc:
+        if not done:
+            raise
+        partial = Partial(len(done), len(tasks), "tasks", signal_name(exc))
+    else:
+        progress.finish(len(done), f"{sum(o.passed for *_, o in done)} passed")
+    model, device, precision = about()
+    outcomes = [o for *_, o in done]
     results = [TaskResult(t.task_id, o.passed, o.reason, o.detail, exact_match(f.text, t.middle),
                           round(edit_similarity(f.text, t.middle), 4), f.steps, round(f.ms, 1),
                           round(1000 * o.seconds, 1), f.text, f.path)
-               for t, f, o in zip(tasks, fills, outcomes, strict=True)]
+               for t, f, o in done]
     n = max(1, len(results))
     passed = sum(r.passed for r in results)
     reasons = Counter(r.reason for r in results)
@@ -189,7 +232,8 @@ def run_benchmark(config: BenchConfig) -> Report:
         paths=dict(Counter(r.path for r in results)),
         network_isolated=isolation != NONE,
         results=results,
-        isolation=isolation)
+        isolation=isolation,
+        partial=partial)
 
 
 def describe_run(config: BenchConfig) -> str:
@@ -214,7 +258,8 @@ TABLE_HEAD = ("| fill | tasks | pass@1 % | exact match % | edit similarity % | m
 
 def table_row(report: Report) -> str:
     """The report as one row under TABLE_HEAD."""
-    return (f"| {describe_run(report.config)} | {report.tasks} | {report.pass_at_1} | "
+    label = describe_run(report.config) + (report.partial.mark() if report.partial else "")
+    return (f"| {label} | {report.tasks} | {report.pass_at_1} | "
             f"{report.exact_match} | {report.edit_similarity} | {report.mean_steps} | "
             f"{report.ms_per_task} | {report.sandbox_ms_per_task} | {report.wall_s} |")
 
@@ -237,7 +282,10 @@ def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
     if cfg.fill == "canonical":
         failures = [r for r in report.results if not r.passed][:FAILURES_LISTED]
         lines += [f"- {r.task_id}: {r.reason} {r.detail}" for r in failures]
-    return "\n".join(lines) + "\n"
+    stopped = [f"{run.partial}; the numbers below cover only these"
+               + (f" (row {describe_run(run.config)})" if beside else "")
+               for run in (report, *beside) if run.partial]
+    return "\n".join([*stopped, *lines]) + "\n"
 
 
 def check_baseline(report: Report, baseline: dict, margin: float) -> tuple[bool, str]:
@@ -292,6 +340,9 @@ def read_stored_report(path: str) -> dict:
     if not isinstance(pass_at_1, (int, float)) or isinstance(pass_at_1, bool):
         raise UsageError(f"--baseline {path} is not a report written by "
                          "`bench humaneval --json`")
+    if stored.get("partial"):
+        raise UsageError(f"--baseline {path} is the partial report of a stopped run; "
+                         "compare to a complete one")
     return stored
 
 
@@ -307,14 +358,17 @@ def command(args: argparse.Namespace) -> int:
     stored = read_stored_report(args.baseline) if args.baseline else None
     report = run_benchmark(config)
     beside = ()
-    if args.baseline_model:  # the same tasks, machine and sandbox, filled by another model
-        beside = (run_benchmark(replace(config, fill=args.baseline_model)),)
+    if args.baseline_model and not report.partial:  # the same tasks, machine and sandbox,
+        beside = (run_benchmark(replace(config, fill=args.baseline_model)),)  # another model
     summary = to_markdown(report, beside)
     print(summary, end="")
     if args.json_out:
         write_json(args.json_out, {**asdict(report), "beside": [asdict(r) for r in beside]})
     if args.markdown_out:
         write_text(args.markdown_out, summary)
+    stopped = next((run.partial for run in (report, *beside) if run.partial), None)
+    if stopped:  # no bar is checked on a part of the tasks
+        raise Stopped(stopped)
     status = 0
     if fill == "canonical" and report.pass_at_1 < SELF_CHECK_BAR:
         print(f"self-check failed: canonical fills pass {report.pass_at_1}%, below "
