@@ -64,6 +64,9 @@ def test_bench_command_prints_a_row_per_strategy_and_writes_json(model_dir, tmp_
     assert ltr["mean_steps"] > rows[0]["mean_steps"] == 2.0  # one pass per token vs. budget
     for strategy in STRATEGIES:
         assert f"| {strategy} |" in done.stdout
+    total = 2 * len(STRATEGIES)  # progress: on stderr, the last line at the end
+    assert done.stderr.splitlines()[-1].startswith(f"strategies: {total}/{total} fills, ")
+    assert "fills, " not in done.stdout
 
 
 def test_the_program_is_the_filled_solution_then_its_tests_then_the_check_call():
@@ -213,11 +216,15 @@ def test_regression_mode_fails_only_when_pass_at_1_drops_by_more_than_the_margin
                  "--margin", str(margin)]) == status
 
 
-def test_syntax_bench_counts_valid_fills_with_and_without_repair(model_dir, tmp_path) -> None:
+def test_syntax_bench_counts_valid_fills_with_and_without_repair(model_dir, tmp_path,
+                                                                 capsys) -> None:
     out = tmp_path / "syntax.json"
     assert cli_main(["bench", "syntax", "--model", str(model_dir), "--device", "cpu",
                      "--limit", "2", "--json", str(out)]) == 0
+    total = 2 * (2 + len(fixture_tasks()))  # progress: on stderr, the last line at the end
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"syntax: {total}/{total} fills")
     rows = json.loads(out.read_text())
+    assert all(r["partial"] is None for r in rows)
     assert {r["setting"] for r in rows} == {"model only (validation off)",
                                             "validation + repair + fallback"}
     fixtures = [r for r in rows if r["set"].startswith("fixtures")]
@@ -386,3 +393,86 @@ def test_a_partial_report_is_refused_as_a_baseline(tmp_path, capsys):
     assert main(["bench", "humaneval", "--self-check", "--limit", "1",
                  "--baseline", str(stored)]) == 2
     assert "is the partial report of a stopped run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_stopped_heldout_run_reports_the_lines_it_filled_marked_partial(
+        sig, status, model_dir, tmp_path, monkeypatch, capsys):
+    from dlm_lsp.bench import heldout
+    from dlm_lsp.bench.filling import Fill
+
+    monkeypatch.setattr(heldout, "fill_task", _signal_on_call(
+        sig, 3, then=lambda engine, task, settings: Fill(task.middle, True, 1, 1.0)))
+    out = tmp_path / "heldout.json"
+    assert main(["bench", "heldout", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "5", "--json", str(out)]) == status
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"partial: 2 of 5 lines, stopped by {sig}; ")
+    assert "oracle length (partial: 2 of 5) | " in captured.out
+    report = json.loads(out.read_text())
+    assert report["partial"] == {"finished": 2, "planned": 5, "unit": "lines", "signal": sig}
+    assert report["tasks"] == len(report["results"]) == 2 and report["exact_match"] == 100.0
+    assert captured.err.rstrip().endswith("; partial report of 2 of 5 lines")
+
+
+def test_heldout_shows_progress_on_stderr(model_dir, monkeypatch, capsys):
+    from dlm_lsp.bench import heldout
+    from dlm_lsp.bench.filling import Fill
+
+    monkeypatch.setattr(heldout, "fill_task",
+                        lambda engine, task, settings: Fill(task.middle, True, 1, 1.0))
+    assert main(["bench", "heldout", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "3"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1].startswith("heldout: 3/3 lines, 3 exact, ")
+    assert "heldout:" not in captured.out
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_stopped_strategies_run_keeps_the_rows_done_and_the_one_under_way_marked(
+        sig, status, model_dir, tmp_path, monkeypatch, capsys):
+    from dlm_lsp.bench import strategies
+    from dlm_lsp.bench.filling import Fill
+
+    # 3 tasks a strategy: the 5th fill is the second of the second strategy
+    monkeypatch.setattr(strategies, "fill_task", _signal_on_call(
+        sig, 5, then=lambda engine, task, settings: Fill(task.middle, True, 1, 1.0)))
+    out = tmp_path / "strategies.json"
+    assert main(["bench", "strategies", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "3", "--steps", "2", "--json", str(out)]) == status
+    captured = capsys.readouterr()
+    total = 3 * len(STRATEGIES)
+    assert captured.out.startswith(f"partial: 4 of {total} fills, stopped by {sig}; ")
+    assert f"| {STRATEGIES[0]} | 100.0 |" in captured.out
+    assert f"| {STRATEGIES[1]} (partial: 1 of 3 tasks) | 100.0 |" in captured.out
+    assert f"| {STRATEGIES[2]} " not in captured.out
+    report = json.loads(out.read_text())
+    assert report["partial"] == {"finished": 4, "planned": total, "unit": "fills",
+                                 "signal": sig}
+    assert [(r["strategy"], r["tasks"]) for r in report["rows"]] == [
+        (STRATEGIES[0], 3), (STRATEGIES[1], 1)]
+    assert captured.err.rstrip().endswith(f"; partial report of 4 of {total} fills")
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_stopped_syntax_run_writes_its_rows_each_marked_partial(
+        sig, status, model_dir, tmp_path, monkeypatch, capsys):
+    from dlm_lsp.bench import syntax_rate
+
+    class Signalling(syntax_rate.Engine):  # the 4th fill: the second fixture, model only
+        infill = _signal_on_call(sig, 4, then=syntax_rate.Engine.infill)
+    monkeypatch.setattr(syntax_rate, "Engine", Signalling)
+    monkeypatch.setattr(syntax_rate, "fixture_tasks", lambda: fixture_tasks()[:2])
+    out = tmp_path / "syntax.json"
+    assert cli_main(["bench", "syntax", "--model", str(model_dir), "--device", "cpu",
+                     "--limit", "1", "--json", str(out)]) == status
+    captured = capsys.readouterr()
+    rows = json.loads(out.read_text())
+    partial = {"finished": 3, "planned": 6, "unit": "fills", "signal": sig}
+    assert [(r["set"].split()[0], r["tasks"], r["partial"]) for r in rows] == [
+        ("HumanEval", 1, partial), ("HumanEval", 1, partial), ("fixtures", 1, partial)]
+    printed = captured.out.splitlines()
+    assert printed[2].endswith(" (partial: 1 of 2 tasks)")
+    assert printed[-1] == (f"partial: 3 of 6 fills, stopped by {sig}; the rows above cover "
+                           "only these")
+    assert captured.err.rstrip().endswith("; partial report of 3 of 6 fills")

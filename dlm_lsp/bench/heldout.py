@@ -19,7 +19,9 @@ as a request would (the whole file as context, validation and repair on unless
 leaves it to the server).  Reported: exact match (whitespace around the line
 ignored), the share of fills that add no syntax error to the file (tree-sitter,
 the server's own check, so an empty fill counts as valid: hence the share of
-empty fills beside it), steps and time.  No code runs.
+empty fills beside it), steps and time.  No code runs.  Progress goes to stderr; a
+run stopped by Ctrl-C or SIGTERM reports the lines it filled, marked partial
+(`progress.py`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from dlm_lsp.bench.filling import (
 from dlm_lsp.bench.humaneval import Task
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
+from dlm_lsp.bench.progress import Partial, Progress, Stopped, signal_name
 from dlm_lsp.training.data import SourceConfig, heldout_rank, python_files, read_source
 
 MIN_CHARS, MAX_CHARS = 8, 100  # a line's content (after its indentation) to be a task
@@ -120,27 +123,39 @@ class HeldoutReport:
     machine: dict
     revision: str | None
     results: list[dict] = field(default_factory=list)
+    partial: Partial | None = None  # a run stopped by a signal: what these numbers cover
 
 
 def run(model: str = "default", device: str = "auto", limit: int | None = 200,
         settings: FillSettings | None = None, engine_settings: dict | None = None,
         stdlib: Path | None = None) -> HeldoutReport:
-    """Fill every task once and count."""
+    """Fill every task once and count; stopped by a signal, count the lines filled so far
+    (none: the interruption goes on)."""
     settings = settings or FillSettings()
     files = heldout_files(stdlib)
     tasks = line_tasks(files, limit)
     engine = bench_engine(model, device, **(engine_settings or {}))
-    results = []
-    for task in tasks:
-        began = time.perf_counter()
-        fill = fill_task(engine, task, settings)
-        results.append({"task_id": task.task_id, "middle": task.middle, "fill": fill.text,
-                        "exact": exact_match(fill.text, task.middle),
-                        "similarity": round(edit_similarity(fill.text, task.middle), 4),
-                        "valid": fill.valid,
-                        "steps": fill.steps, "ms": round((time.perf_counter() - began) * 1000,
-                                                         1),
-                        "path": fill.path})
+    results: list[dict] = []
+    progress = Progress("heldout", len(tasks), "lines")
+    partial = None
+    try:
+        for task in tasks:
+            began = time.perf_counter()
+            fill = fill_task(engine, task, settings)
+            results.append({"task_id": task.task_id, "middle": task.middle, "fill": fill.text,
+                            "exact": exact_match(fill.text, task.middle),
+                            "similarity": round(edit_similarity(fill.text, task.middle), 4),
+                            "valid": fill.valid,
+                            "steps": fill.steps,
+                            "ms": round((time.perf_counter() - began) * 1000, 1),
+                            "path": fill.path})
+            progress.update(len(results), f"{sum(r['exact'] for r in results)} exact")
+    except KeyboardInterrupt as exc:
+        if not results:
+            raise
+        partial = Partial(len(results), len(tasks), "lines", signal_name(exc))
+    else:
+        progress.finish(len(results), f"{sum(r['exact'] for r in results)} exact")
     n = max(len(results), 1)
     machine = describe_machine(str(engine.model.device))
     return HeldoutReport(
@@ -154,7 +169,7 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
         mean_steps=round(sum(r["steps"] for r in results) / n, 2),
         ms_per_fill=round(sum(r["ms"] for r in results) / n, 1),
         settings=settings, engine=dict(engine_settings or {}), machine=machine,
-        revision=source_revision(), results=results)
+        revision=source_revision(), results=results, partial=partial)
 
 
 TABLE_HEAD = ("| fill | files | tasks | exact match % | edit similarity % | syntax valid % "
@@ -168,13 +183,15 @@ def table_row(report: HeldoutReport) -> str:
     label += "" if s.steps is None else f", {s.steps} steps"
     label += "" if s.repair else ", no repair"
     label += "".join(f", {k} {v}" for k, v in sorted(report.engine.items()))
+    label += report.partial.mark() if report.partial else ""
     return (f"| {label} | {report.files} | {report.tasks} | {report.exact_match} | "
             f"{report.edit_similarity} | {report.syntax_valid} | {report.empty} | "
             f"{report.mean_steps} | {report.ms_per_fill} |")
 
 
 def to_markdown(report: HeldoutReport) -> str:
-    return (f"Held-out standard-library lines, model {report.model} ({report.precision}); "
+    stopped = f"{report.partial}; the numbers below cover only these\n" if report.partial else ""
+    return (f"{stopped}Held-out standard-library lines, model {report.model} ({report.precision}); "
             f"{machine_line(report.machine)}; {report.machine['date']}, code "
             f"{report.revision or 'unknown'}\n\n{TABLE_HEAD}\n{table_row(report)}\n")
 
@@ -197,4 +214,6 @@ def command(args: argparse.Namespace) -> int:
         write_json(args.json_out, asdict(report))
     if args.markdown_out:
         write_text(args.markdown_out, summary)
+    if report.partial:
+        raise Stopped(report.partial)
     return 0

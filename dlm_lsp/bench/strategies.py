@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from dlm_lsp.bench.filling import FillSettings, bench_engine, exact_match, fill_task
+from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
 from dlm_lsp.bench.humaneval import Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.progress import Partial, Progress, Stopped, signal_name
 from dlm_lsp.config import STRATEGIES
 from dlm_lsp.engine import Engine
 
@@ -36,38 +38,83 @@ class StrategyRow:
     ms_per_fill: float
 
 
-def run_strategy(engine: Engine, tasks: list[Task], strategy: str, steps: int) -> StrategyRow:
-    """Fill every task with one strategy; tally the table row."""
+def run_strategy(engine: Engine, tasks: list[Task], strategy: str, steps: int,
+                 done: list[tuple[Fill, float]] | None = None,
+                 on_fill: Callable[[], None] | None = None) -> StrategyRow:
+    """Fill every task with one strategy; tally the table row.  Each fill goes into
+    `done` as it comes, with the seconds since the first began, so that a stopped run
+    can tally the fills it finished (`tally`)."""
     settings = FillSettings(strategy=strategy, steps=steps, repair=False)
+    done = [] if done is None else done
     began = time.perf_counter()
-    fills = [fill_task(engine, task, settings) for task in tasks]
-    seconds = time.perf_counter() - began
-    n = max(1, len(tasks))
-    exact = sum(exact_match(f.text, t.middle) for f, t in zip(fills, tasks, strict=True))
+    for task in tasks:
+        fill = fill_task(engine, task, settings)
+        done.append((fill, time.perf_counter() - began))
+        if on_fill:
+            on_fill()
+    return tally(strategy, tasks, done)
+
+
+def tally(strategy: str, tasks: list[Task], done: list[tuple[Fill, float]]) -> StrategyRow:
+    """The row of the fills in `done`, those of the first len(done) tasks."""
+    fills = [fill for fill, _ in done]
+    seconds = done[-1][1] if done else 0.0
+    n = max(1, len(fills))
+    exact = sum(exact_match(f.text, t.middle)
+                for f, t in zip(fills, tasks[:len(fills)], strict=True))
     valid = sum(f.valid is True for f in fills)
     empty = sum(not f.text.strip() for f in fills)
-    return StrategyRow(strategy, len(tasks), round(100 * exact / n, 1), round(100 * valid / n, 1),
-                       round(100 * empty / n, 1), round(sum(f.steps for f in fills) / n, 1),
-                       round(1000 * seconds / n, 1))
+    return StrategyRow(strategy, len(fills), round(100 * exact / n, 1),
+                       round(100 * valid / n, 1), round(100 * empty / n, 1),
+                       round(sum(f.steps for f in fills) / n, 1), round(1000 * seconds / n, 1))
 
 
 def main(model: str, device: str, split: str, limit: int | None, steps: int,
          json_out: str | None) -> int:
-    """Print the table (markdown) for every strategy, optionally writing JSON too."""
+    """Print the table (markdown) for every strategy, optionally writing JSON too.
+
+    Progress goes to stderr.  Stopped by a signal, the table has the strategies done
+    and the one under way over the tasks it filled, marked partial (`progress.py`)."""
     engine = bench_engine(model, device)
     tasks = load_tasks(split, limit)
-    rows = [run_strategy(engine, tasks, s, steps) for s in STRATEGIES]
+    progress = Progress("strategies", len(STRATEGIES) * len(tasks), "fills")
+    rows: list[StrategyRow] = []
+    done: list[tuple[Fill, float]] = []
+    partial = None
+
+    def filled() -> None:
+        progress.update(len(rows) * len(tasks) + len(done), STRATEGIES[len(rows)])
+    try:
+        for strategy in STRATEGIES:
+            done = []
+            rows.append(run_strategy(engine, tasks, strategy, steps, done, filled))
+    except KeyboardInterrupt as exc:
+        if done and strategy not in {r.strategy for r in rows}:
+            rows.append(tally(strategy, tasks, done))
+        if not rows:
+            raise
+        partial = Partial(sum(r.tasks for r in rows), len(STRATEGIES) * len(tasks), "fills",
+                          signal_name(exc))
+    else:
+        progress.finish(len(rows) * len(tasks))
     machine = describe_machine(str(engine.model.device))
     where = f"{engine.model.name} on {machine_line(machine)}"
+    if partial:
+        print(f"{partial}; the numbers below cover only these")
     print(f"HumanEval-Infilling {split}, {len(tasks)} tasks, oracle length, greedy, "
           f"seed 0, {steps} steps (left-to-right: one per token); {where}")
     print("| strategy | exact match % | syntax valid % | empty % | forward passes | ms per fill |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r.strategy} | {r.exact_match} | {r.syntax_valid} | {r.empty} | "
+        label = r.strategy + (f" (partial: {r.tasks} of {len(tasks)} tasks)"
+                              if r.tasks < len(tasks) else "")
+        print(f"| {label} | {r.exact_match} | {r.syntax_valid} | {r.empty} | "
               f"{r.mean_steps} | {r.ms_per_fill} |")
     if json_out:
         with open(json_out, "w", encoding="utf-8") as handle:
             json.dump({"split": split, "steps": steps, "model": engine.model.name,
-                       "machine": machine, "rows": [asdict(r) for r in rows]}, handle, indent=2)
+                       "machine": machine, "rows": [asdict(r) for r in rows],
+                       "partial": asdict(partial) if partial else None}, handle, indent=2)
+    if partial:
+        raise Stopped(partial)
     return 0

@@ -5,16 +5,22 @@ The same tasks are filled twice with the same seeds: once with validation off
 once with validation, syntax-guided repair and the left-to-right fallback on
 (what the server returns).  Tasks are HumanEval-Infilling multi-line (Python)
 and every `<FILL>` hole of the multi-language fixtures, each with the server's
-own length policy, as an editor user would get them.
+own length policy, as an editor user would get them.  Each row is printed when it
+is done, and progress goes to stderr; a run stopped by Ctrl-C or SIGTERM prints and
+writes the rows it has, the one under way over the tasks it filled, marked partial
+(`progress.py`).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dlm_lsp.bench.humaneval import load_tasks
+from dlm_lsp.bench.progress import Partial, Progress, Stopped, signal_name
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import find_holes
@@ -76,9 +82,12 @@ def fixture_tasks(directory: Path = FIXTURES, marker: str = "<FILL>") -> list[Sy
     return tasks
 
 
-def run(engine: Engine, tasks: list[SyntaxTask], setting: str, seed: int = 0) -> SyntaxRow:
-    """Fill every task; count fills that the tree-sitter check accepts."""
-    row = SyntaxRow(setting)
+def run(engine: Engine, tasks: list[SyntaxTask], setting: str, seed: int = 0,
+        done: list[tuple[bool, float, str]] | None = None,
+        on_fill: Callable[[], None] | None = None) -> SyntaxRow:
+    """Fill every task; count fills that the tree-sitter check accepts.  Each fill's
+    (valid, ms, path) goes into `done` as it comes, for a stopped run to `tally`."""
+    done = [] if done is None else done
     for task in tasks:
         req = InfillRequest(task.text, task.start, task.end, None, task.uri,
                             InfillOptions(seed=seed, kind=task.kind), is_hole=task.hole)
@@ -87,28 +96,64 @@ def run(engine: Engine, tasks: list[SyntaxTask], setting: str, seed: int = 0) ->
         # a hole's marker is not code: the fill is checked where it stood, as the engine does
         verdict = validate_fill(checked_text(req.text, req), *checked_span(req), fill,
                                 language_for(None, task.uri))
-        row.tasks += 1
-        row.valid += int(verdict.valid)
-        row.ms += result.ms
-        row.paths[result.path] = row.paths.get(result.path, 0) + 1
-    row.ms /= max(1, row.tasks)
-    return row
+        done.append((verdict.valid, result.ms, result.path))
+        if on_fill:
+            on_fill()
+    return tally(setting, done)
+
+
+def tally(setting: str, done: list[tuple[bool, float, str]]) -> SyntaxRow:
+    """The row of the fills in `done`: (valid, ms, path) each."""
+    return SyntaxRow(setting, len(done), sum(int(valid) for valid, _, _ in done),
+                     sum(ms for _, ms, _ in done) / max(1, len(done)),
+                     dict(Counter(path for _, _, path in done)))
+
+
+def _print_row(name: str, row: SyntaxRow, mark: str = "") -> None:
+    print(f"{name:24} {row.setting:32} valid {row.valid}/{row.tasks} ({row.rate:.0%}), "
+          f"{row.ms:.0f} ms/fill, paths {row.paths}{mark}", flush=True)
 
 
 def main(model: str, device: str, limit: int | None, out: str | None) -> int:
     base = ServerConfig(model=model, device=device)
     settings = {"model only (validation off)": replace(base, validate=False),
                 "validation + repair + fallback": base}
-    table = []
+    table: list[dict] = []
     fixtures = fixture_tasks()
     languages = {language_for(None, task.uri) for task in fixtures}
-    for name, tasks in (("HumanEval multi-line", humaneval_tasks(limit)),
-                        (f"fixtures ({len(languages)} languages)", fixtures)):
-        for setting, config in settings.items():
-            row = run(Engine(config), tasks, setting)
+    sets = (("HumanEval multi-line", humaneval_tasks(limit)),
+            (f"fixtures ({len(languages)} languages)", fixtures))
+    progress = Progress("syntax", len(settings) * sum(len(tasks) for _, tasks in sets),
+                        "fills")
+    done: list[tuple[bool, float, str]] = []
+    partial = None
+
+    def filled() -> None:
+        progress.update(sum(entry["tasks"] for entry in table) + len(done),
+                        f"{name}, {setting}")
+    try:
+        for name, tasks in sets:
+            for setting, config in settings.items():
+                done = []
+                row = run(Engine(config), tasks, setting, done=done, on_fill=filled)
+                table.append({"set": name, **asdict(row), "rate": row.rate})
+                _print_row(name, row)
+    except KeyboardInterrupt as exc:
+        if done and (name, setting) not in {(e["set"], e["setting"]) for e in table}:
+            row = tally(setting, done)
             table.append({"set": name, **asdict(row), "rate": row.rate})
-            print(f"{name:24} {setting:32} valid {row.valid}/{row.tasks} ({row.rate:.0%}), "
-                  f"{row.ms:.0f} ms/fill, paths {row.paths}", flush=True)
+            _print_row(name, row, f" (partial: {row.tasks} of {len(tasks)} tasks)")
+        if not table:
+            raise
+        partial = Partial(sum(entry["tasks"] for entry in table), progress.total, "fills",
+                          signal_name(exc))
+        print(f"{partial}; the rows above cover only these", flush=True)
+    else:
+        progress.finish(progress.total)
+    for entry in table:  # a stopped run's file says so in every row
+        entry["partial"] = asdict(partial) if partial else None
     if out:
         Path(out).write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
+    if partial:
+        raise Stopped(partial)
     return 0
