@@ -98,11 +98,25 @@ def _line_comments(language: str | None) -> tuple[str, ...]:
     return ("#", "//") if language is None else ("//",)
 
 
-def _unquoted(line: str, comments: tuple[str, ...]) -> Iterator[tuple[int, str | None]]:
+def _lifetimes(language: str | None) -> bool:
+    """Whether a `'` that quotes no single character is a name's mark in `language`: Rust's
+    lifetimes and loop labels (`<'a>`, `&'static str`, `'outer: loop {`), which never close."""
+    return language == "rust"
+
+
+def _char_literal(line: str, index: int) -> bool:
+    """Whether the `'` at `index` starts a character literal: `'x'` or an escape (`'\\''`)."""
+    return line[index + 1:index + 2] == "\\" or line[index + 2:index + 3] == "'"
+
+
+def _unquoted(line: str, comments: tuple[str, ...],
+              lifetimes: bool = False) -> Iterator[tuple[int, str | None]]:
     """(index, character) of each character of `line` outside quotes; at the line comment
     (`comments`: what starts one) (index, None), and no more.
 
-    A rough lexer for any language: strings end at their quote or the line's end.
+    A rough lexer for any language: strings end at their quote or the line's end.  With
+    `lifetimes` (see _lifetimes) a `'` quotes only a character literal: read as a
+    string's quote, `&'a str {` would hide its brace.
     """
     index, quote = 0, ""
     while index < len(line):
@@ -112,6 +126,8 @@ def _unquoted(line: str, comments: tuple[str, ...]) -> Iterator[tuple[int, str |
                 index += 1
             elif ch == quote:
                 quote = ""
+        elif ch == "'" and lifetimes and not _char_literal(line, index):
+            yield index, ch
         elif ch in "\"'`":
             quote = ch
         elif line.startswith(comments, index):
@@ -122,9 +138,10 @@ def _unquoted(line: str, comments: tuple[str, ...]) -> Iterator[tuple[int, str |
         index += 1
 
 
-def _code_end(line: str, comments: tuple[str, ...]) -> int:
+def _code_end(line: str, comments: tuple[str, ...], lifetimes: bool = False) -> int:
     """Where the line comment of `line` starts (its length if none), outside quotes."""
-    return next((index for index, ch in _unquoted(line, comments) if ch is None), len(line))
+    return next((index for index, ch in _unquoted(line, comments, lifetimes) if ch is None),
+                len(line))
 
 
 # --- the cursor's column ----------------------------------------------------------------------
@@ -152,8 +169,9 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     if not before or before.strip() or not extra or not first.strip():
         return fill
     above = text[:start - len(before)].rstrip().rsplit("\n", 1)[-1]
-    comments = _line_comments(language_for(language) if language else None)
-    if above[:_code_end(above, comments)].rstrip().endswith(_OPENERS):
+    canonical = language_for(language) if language else None
+    comments = _line_comments(canonical)
+    if above[:_code_end(above, comments, _lifetimes(canonical))].rstrip().endswith(_OPENERS):
         return fill
     deeper = before + extra
     below = next((line for line in text[end:].split("\n")[1:] if line.strip()), "")
@@ -176,11 +194,12 @@ def _fill_unit(lines: list[str], default: int) -> int:
     return min((step for step in steps if step in (2, 4, 8)), default=default)
 
 
-def _bracket_depths(line: str, comments: tuple[str, ...]) -> tuple[int, int]:
+def _bracket_depths(line: str, comments: tuple[str, ...],
+                    lifetimes: bool = False) -> tuple[int, int]:
     """(closers leading the line, net bracket change), skipping quoted text and the line
-    comment (`comments`: what starts one, see _line_comments)."""
+    comment (`comments`: what starts one, see _line_comments; `lifetimes`: _lifetimes)."""
     leading = len(line.lstrip()) - len(line.lstrip().lstrip(")]}"))
-    code = [ch for _, ch in _unquoted(line, comments) if ch is not None]
+    code = [ch for _, ch in _unquoted(line, comments, lifetimes) if ch is not None]
     return leading, sum(ch in "([{" for ch in code) - sum(ch in ")]}" for ch in code)
 
 
@@ -213,8 +232,9 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     cursor = line_base if before.strip() else _width(before, tab)
     unit = _fill_unit(rest, tab)
     comments, python = _line_comments(language), language in ("python", None)
+    lifetimes = _lifetimes(language)
     head = before + first
-    head = head[:_code_end(head, comments)].rstrip()  # a header's comment is not its end
+    head = head[:_code_end(head, comments, lifetimes)].rstrip()  # a header's comment is not its end
     nested = widths[code[0]]
     if rest[code[0]].lstrip()[:1] in _CLOSERS:
         return None
@@ -226,10 +246,10 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
         base, target = nested, cursor
     else:
         return None
-    depth = max(0, _bracket_depths(head, comments)[1])
+    depth = max(0, _bracket_depths(head, comments, lifetimes)[1])
     headers = {base} if head.endswith(":") else set()
     for i in code:
-        leading, net = _bracket_depths(rest[i], comments)
+        leading, net = _bracket_depths(rest[i], comments, lifetimes)
         word = rest[i].split(maxsplit=1)[0].rstrip(":")
         dedent = python and word in _PY_CONTINUATIONS and widths[i] not in headers
         if widths[i] < base or leading > depth or dedent:

@@ -450,12 +450,27 @@ def test_brackets_and_comments_are_read_with_the_language_s_comment_syntax(
     ("javascript", "  if (this.#ready) {", False),  # '#' is code: the line opens a block
     ("python", "    if n // 2:", False),  # '//' divides: the line opens a block
     ("javascript", "  f(); // {", True),  # a '{' in a comment opens nothing
+    ("rust", "  fn name(&self) -> &'a str { // borrowed", False),  # a lifetime is no quote
+    ("rust", "  let c = '{'; // {", True),  # a character literal's '{' opens nothing
 ])
 def test_the_line_above_is_read_with_the_language_s_comment_syntax(
         language: str, above: str, moved: bool) -> None:
     text, start, end = _span(f"x\n{above}\n    ⟦⟧\n")
     fill = "  y = 1\n      z = 2"
     assert (to_cursor_column(fill, text, start, end, language) != fill) == moved
+
+
+@pytest.mark.parametrize("head", [
+    "fn name(&self) -> &'a str {",  # a lifetime: no string starts at its quote
+    "fn new() -> &'static str {",
+    "'outer: for x in xs {",  # a loop label
+    "if c == '\\'' || c == '}' {",  # character literals still hide what they quote
+])
+def test_rust_lifetimes_and_labels_are_not_quotes_when_brackets_are_counted(head: str) -> None:
+    marked = "impl<'a> P<'a> {\n    fn f(&mut self) {\n        ⟦⟧\n    }\n}\n"
+    fill = f"{head}\n    g();\n}}\nh();"  # written at column 0, four-space steps
+    assert _reindent(marked, fill, "rust") == (
+        f"{head}\n            g();\n        }}\n        h();")
 
 
 def test_python_dedent_past_the_block_is_left_for_truncation() -> None:
