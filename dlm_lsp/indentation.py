@@ -157,11 +157,17 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     block.  A model that goes on at a deeper level (continuing the block above, as the
     shipped model does after `return n` in fixtures/hello.py) writes where it was not
     asked to.  Left alone: after a line that opens a block (`if x:`, `{`; its body
-    belongs deeper), before code that goes on at the deeper level (the span replaced a
-    block's header, say), with the cursor at column 0 (blank lines are often left
-    unindented, so that column says nothing), and when a later line of the fill comes
-    back left of the deeper base (the fill means both levels).  `language` (an LSP id or
-    canonical name) says what starts a comment on the line above.
+    belongs deeper) where the cursor is not right of that line's indentation, before
+    code that goes on at the deeper level (the span replaced a block's header, say), with
+    the cursor at column 0 (blank lines are often left unindented, so that column says
+    nothing), and when a later line of the fill comes back left of the deeper base (the
+    fill means both levels).  A cursor right of the opening line's indentation already
+    stands in the body, as an editor puts it after `function f() {`: a model that
+    indents once more there writes the body a level too deep (the shipped model does
+    after the `{` of fixtures/hello.js, .scala, .swift and .sh).  Python, and a language
+    not known here, keep the earlier rule (any opening line above leaves the fill alone),
+    which their tests pin.  `language` (an LSP id or canonical name) says what starts a
+    comment on the line above.
     """
     before, _ = _line_bounds(text, start, end)
     first, *rest = fill.split("\n")
@@ -171,7 +177,9 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     above = text[:start - len(before)].rstrip().rsplit("\n", 1)[-1]
     canonical = language_for(language) if language else None
     comments = _line_comments(canonical)
-    if above[:_code_end(above, comments, _lifetimes(canonical))].rstrip().endswith(_OPENERS):
+    header = above[:_code_end(above, comments, _lifetimes(canonical))].rstrip()
+    in_body = canonical not in ("python", None) and _width(before) > _width(_leading(header))
+    if header.endswith(_OPENERS) and not in_body:
         return fill
     deeper = before + extra
     below = next((line for line in text[end:].split("\n")[1:] if line.strip()), "")

@@ -455,7 +455,7 @@ def test_brackets_and_comments_are_read_with_the_language_s_comment_syntax(
 ])
 def test_the_line_above_is_read_with_the_language_s_comment_syntax(
         language: str, above: str, moved: bool) -> None:
-    text, start, end = _span(f"x\n{above}\n    ⟦⟧\n")
+    text, start, end = _span(f"x\n{above}\n  ⟦⟧\n")  # the cursor not in the block's body
     fill = "  y = 1\n      z = 2"
     assert (to_cursor_column(fill, text, start, end, language) != fill) == moved
 
@@ -507,6 +507,28 @@ def test_a_fill_deeper_than_its_hole_moves_back_to_the_hole_s_column() -> None:
 
 def test_tabs_move_back_as_spaces_do() -> None:
     assert _at_column("if (a) {\n\t\tb();\n\t⟦⟧\n}\n", "\tc();\n\t\td();") == "c();\n\td();"
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("javascript", "function f() {\n  ⟦⟧\n}\n", "  x();\n    if (a) {\n      y();\n    }",
+     "x();\n  if (a) {\n    y();\n  }"),
+    ("go", "func f() int {\n\t⟦⟧\n\treturn t\n}\n", "\tt := 0\n\t\tt++", "t := 0\n\tt++"),
+    ("rust", "fn f() -> i32 {\n    ⟦⟧\n}\n", "    let t = 0;\n        t", "let t = 0;\n    t"),
+])
+def test_a_brace_block_s_fill_starts_at_a_cursor_that_already_stands_in_the_body(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    text, start, end = _span(marked)
+    assert to_cursor_column(fill, text, start, end, language) == expected
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("javascript", "  if (a) {\n  ⟦⟧\n", "  b();\n    c();"),  # at the header's column
+    ("python", "def f(n):\n    ⟦⟧\n", "    x = 1\n        y = 2"),  # Python keeps its rule
+])
+def test_a_fill_after_a_block_s_opening_line_keeps_its_indentation_outside_the_body(
+        language: str, marked: str, fill: str) -> None:
+    text, start, end = _span(marked)
+    assert to_cursor_column(fill, text, start, end, language) == fill
 
 
 @pytest.mark.parametrize(("marked", "fill"), [
