@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlm_lsp.validation import language_for
 
 _PAIRS = {"{": "}", "(": ")", "[": "]", "${": "}"}
 _CLOSERS = frozenset(_PAIRS.values())
 _OPENERS = (":", "{", "(", "[")  # a line ending so opens a block (or a bracket) below it
+# A line ending so opens a block whose body sits one indentation unit deeper (after '(' or
+# '[' the next line may be a continuation, which styles indent by other amounts).
+_BLOCK_OPENERS = (":", "{")
 # Python dedents that continue a statement rather than leave the block.
 _PY_CONTINUATIONS = ("else", "elif", "except", "finally", "case")
 
@@ -28,6 +31,8 @@ class IndentStyle:
 
     tabs: bool
     width: int
+    # whether the document showed it (False: the default for a text with no indented line)
+    measured: bool = field(default=True, compare=False)
 
     @property
     def unit(self) -> str:
@@ -75,10 +80,10 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
             steps[width - previous] += 1
         previous = width
     if tab_lines > space_lines or (tab_lines == space_lines == 0 and language == "go"):
-        return IndentStyle(True, 4)
+        return IndentStyle(True, 4, measured=tab_lines > 0)
     wide = {step: count for step, count in steps.items() if 1 < step <= 8}
     if not wide:
-        return IndentStyle(False, 4)
+        return IndentStyle(False, 4, measured=False)
     return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]))
 
 
@@ -268,6 +273,48 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     return _Frame(base, target, unit, len(rest))
 
 
+def _on_document_unit(head: str, rest: list[str], unit: int,
+                      language: str | None) -> list[int] | None:
+    """The columns of the lines after the fill's first (`head`: the cursor's line with that
+    first line) with the fill's own block step made the document's `unit`; None where the
+    fill shows no other step.
+
+    The fill's step is how far the line after one that opens a block (`{`, `:`) sits right
+    of it; a fill with no such line, or with two different steps, says nothing.  Each line
+    right of the head's indentation moves with its enclosing line: as many document steps
+    right of where that one went as it sat fill steps right of it (what is left over, a
+    continuation's alignment, kept).  Lines at or left of the head's indentation are on the
+    document's levels (the fill back in the cursor's block or an outer one) and stay.
+    """
+    comments, lifetimes = _line_comments(language), _lifetimes(language)
+    widths = [len(_leading(line)) for line in rest]
+    anchor = len(_leading(head))
+    code = [i for i, line in enumerate(rest) if line.strip()]
+    steps: set[int] = set()
+    above, width = head, anchor
+    for i in code:
+        opens = above[:_code_end(above, comments, lifetimes)].rstrip().endswith(_BLOCK_OPENERS)
+        if opens and widths[i] > width:  # not an empty block's closer
+            steps.add(widths[i] - width)
+        above, width = rest[i], widths[i]
+    if len(steps) != 1 or (step := steps.pop()) == unit or step not in (2, 4, 8):
+        return None
+    levels = [(anchor, anchor)]  # (the fill's column, the document's) of the open levels
+    for i in code:
+        if widths[i] <= anchor:
+            levels = [(widths[i], widths[i])]
+            continue
+        while levels[-1][0] > widths[i]:
+            levels.pop()
+        old, new = levels[-1]
+        if old < widths[i]:
+            count, extra = divmod(widths[i] - old, step)
+            new = new + count * unit + extra
+            levels.append((widths[i], new))
+        widths[i] = new
+    return widths
+
+
 def reindent(fill: str, text: str, start: int, end: int, language: str | None = None) -> str:
     """Put the fill's lines after the first on the document's indentation.
 
@@ -275,7 +322,10 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     whitespace is touched.  Tabs or spaces follow the document (`detect_indent`; `language`
     only picks the default for a document with no indented line).  The level moves only on
     clear evidence that the fill was written against another base (see `_frame`); the
-    moved lines keep their structure, one fill step becoming one document step.  A blank
+    moved lines keep their structure, one fill step becoming one document step.  Where the
+    level stays, a document indented with spaces gets its own step too: a fill that opens
+    its blocks four spaces deeper is put on a two-space document's two (see
+    `_on_document_unit`; a tab document's tab already stands for the fill's step).  A blank
     line's whitespace is dropped, as formatters do (a line of spaces is noise, and a
     linter's warning).  Lines inside multi-line strings are treated like code: no grammar
     is consulted here.  Where the cursor stands in its line's indentation, the first
@@ -291,6 +341,10 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     tab = style.width if not style.tabs else _fill_unit(rest, 4)
     before, _ = _line_bounds(text, start, end)
     frame = _frame(before, first, rest, tab, canonical)
+    spaced = not style.tabs and style.measured and not any("\t" in _leading(line)
+                                                          for line in [before + first, *rest])
+    columns = _on_document_unit(before + first, rest, style.width, canonical) if (
+        frame is None and spaced) else None
     lead = _leading(first)
     if not before.strip() and lead and first.strip():
         first = _blanks(_width(lead, tab), style, tab) + first[len(lead):]
@@ -304,6 +358,8 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
         if frame is not None and i < frame.stop and line.strip() and column >= frame.base:
             steps, extra = divmod(column - frame.base, frame.unit)
             column = frame.target + steps * tab + extra
+        elif columns is not None and line.strip():
+            column = columns[i]
         out.append(_blanks(column, style, tab) + line[len(blanks):])
     return "\n".join(out)
 

@@ -400,6 +400,40 @@ def test_tabs_become_spaces_in_a_space_document() -> None:
         "z = 2\n    if z:\n        z += 1\n    return z")
 
 
+# (level below the cursor's, code) of a fill whose blocks nest; its first line continues
+# the cursor's line, and documents open their blocks by `unit` (⟦⟧ on a blank body line)
+_NESTED = {
+    "python": ("def f(a):\n{u}b = 1\n{u}if a:\n{u}{u}b += 1\n{u}⟦⟧\n",
+               [(0, "if b:"), (1, "for x in a:"), (2, "b += x"), (0, "return b")]),
+    "javascript": ("function f(a) {\n{u}let b = 1;\n{u}if (a) {\n{u}{u}b++;\n{u}}\n{u}⟦⟧\n}\n",
+                   [(0, "if (b) {"), (1, "for (const x of a) {"), (2, "b += x;"), (1, "}"),
+                    (0, "}"), (0, "return b;")]),
+}
+
+
+@pytest.mark.parametrize("language", sorted(_NESTED))
+@pytest.mark.parametrize("unit", ["  ", "    ", "\t"])
+@pytest.mark.parametrize("fill_unit", ["  ", "    "])
+def test_a_fill_s_blocks_open_by_the_document_s_step(language: str, unit: str,
+                                                     fill_unit: str) -> None:
+    marked, lines = _NESTED[language]
+    cursor = fill_unit if unit == "\t" else unit  # a tab stands for the fill's step
+    fill = "\n".join([lines[0][1]] + [cursor + fill_unit * level + code
+                                      for level, code in lines[1:]])
+    assert _reindent(marked.replace("{u}", unit), fill, language).split("\n") == (
+        [lines[0][1]] + [unit * (1 + level) + code for level, code in lines[1:]])
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("python", "x = 1\n⟦⟧\n", "if x:\n  y = 2\n  z = 3"),  # no indented line: no step known
+    ("java", "class A {\n  void f() {\n    ⟦⟧\n  }\n}\n",  # no block opens in the fill:
+     "int x = foo(\n        a, b);\n    return x;"),  # a continuation's indentation is its own
+])
+def test_a_fill_keeps_its_step_where_a_step_is_not_known(language: str, marked: str,
+                                                         fill: str) -> None:
+    assert _reindent(marked, fill, language) == fill
+
+
 def test_fill_on_a_different_base_is_shifted_to_the_cursor_line() -> None:
     fill = "if y:\n    z = 2\nelse:\n    z = 3\nreturn z"
     assert _reindent("def f(x):\n    y = 1\n    ⟦⟧\n", fill) == (
