@@ -169,10 +169,11 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     fill means both levels).  A cursor right of the opening line's indentation already
     stands in the body, as an editor puts it after `function f() {`: a model that
     indents once more there writes the body a level too deep (the shipped model does
-    after the `{` of fixtures/hello.js, .scala, .swift and .sh).  Python, and a language
-    not known here, keep the earlier rule (any opening line above leaves the fill alone),
-    which their tests pin.  `language` (an LSP id or canonical name) says what starts a
-    comment on the line above.
+    after the `{` of fixtures/hello.js, .scala, .swift and .sh), and in Python a fill
+    below `def f(xs):` that returns to the body's level (`return t`) would dedent to no
+    level at all.  A language not known here keeps the earlier rule (any opening line
+    above leaves the fill alone).  `language` (an LSP id or canonical name) says what
+    starts a comment on the line above.
     """
     before, _ = _line_bounds(text, start, end)
     first, *rest = fill.split("\n")
@@ -183,7 +184,7 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     canonical = language_for(language) if language else None
     comments = _line_comments(canonical)
     header = above[:_code_end(above, comments, _lifetimes(canonical))].rstrip()
-    in_body = canonical not in ("python", None) and _width(before) > _width(_leading(header))
+    in_body = canonical is not None and _width(before) > _width(_leading(header))
     if header.endswith(_OPENERS) and not in_body:
         return fill
     deeper = before + extra
@@ -327,8 +328,9 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     its blocks four spaces deeper is put on a two-space document's two (see
     `_on_document_unit`; a tab document's tab already stands for the fill's step).  A blank
     line's whitespace is dropped, as formatters do (a line of spaces is noise, and a
-    linter's warning).  Lines inside multi-line strings are treated like code: no grammar
-    is consulted here.  Where the cursor stands in its line's indentation, the first
+    linter's warning); the last line's too when no code follows the span on its line (it
+    would indent nothing).  Lines inside multi-line strings are treated like code: no
+    grammar is consulted here.  Where the cursor stands in its line's indentation, the first
     line's own leading whitespace is indentation too, written in the document's tabs or
     spaces at its width: kept as the model wrote it, four spaces after a Go file's tabs
     made a line of both.
@@ -339,7 +341,7 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     canonical = language_for(language) if language else None
     style = detect_indent(text[:start] + text[end:], canonical)
     tab = style.width if not style.tabs else _fill_unit(rest, 4)
-    before, _ = _line_bounds(text, start, end)
+    before, after = _line_bounds(text, start, end)
     frame = _frame(before, first, rest, tab, canonical)
     spaced = not style.tabs and style.measured and not any("\t" in _leading(line)
                                                           for line in [before + first, *rest])
@@ -350,9 +352,9 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
         first = _blanks(_width(lead, tab), style, tab) + first[len(lead):]
     out = [first]
     for i, line in enumerate(rest):
-        if not line.strip() and i < len(rest) - 1:
+        if not line.strip() and (i < len(rest) - 1 or not after.strip()):
             out.append("")  # a blank line carries no indentation (the last one indents
-            continue  # the suffix that follows it on its line)
+            continue  # the suffix that follows it on its line, if any)
         blanks = _leading(line)
         column = _width(blanks, tab)
         if frame is not None and i < frame.stop and line.strip() and column >= frame.base:

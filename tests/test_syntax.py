@@ -528,6 +528,12 @@ def test_blank_lines_of_a_fill_carry_no_whitespace_but_its_last_line_keeps_it() 
         "y = 1", "", "    z = 2", "", "    "]
 
 
+def test_a_fill_s_last_line_of_blanks_is_dropped_when_nothing_follows_it_on_its_line() -> None:
+    fill = "y = 1\n       \n    z = 2\n\n       "  # it would indent nothing: trailing spaces
+    assert _reindent("def f(x):\n    ⟦⟧\n    return y\n", fill, "python").split("\n") == [
+        "y = 1", "", "    z = 2", "", ""]
+
+
 def _at_column(marked: str, fill: str) -> str:
     text, start, end = _span(marked)
     return to_cursor_column(fill, text, start, end)
@@ -546,10 +552,13 @@ def test_tabs_move_back_as_spaces_do() -> None:
 @pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
     ("javascript", "function f() {\n  ⟦⟧\n}\n", "  x();\n    if (a) {\n      y();\n    }",
      "x();\n  if (a) {\n    y();\n  }"),
+    # left deeper, the fill's dedent to `return t` would match no level: IndentationError
+    ("python", "def total(xs):\n    ⟦⟧\n    return t\n", "    t = 0\n        for x in xs:\n"
+     "            t += x", "t = 0\n    for x in xs:\n        t += x"),
     ("go", "func f() int {\n\t⟦⟧\n\treturn t\n}\n", "\tt := 0\n\t\tt++", "t := 0\n\tt++"),
     ("rust", "fn f() -> i32 {\n    ⟦⟧\n}\n", "    let t = 0;\n        t", "let t = 0;\n    t"),
 ])
-def test_a_brace_block_s_fill_starts_at_a_cursor_that_already_stands_in_the_body(
+def test_a_block_s_fill_starts_at_a_cursor_that_already_stands_in_the_body(
         language: str, marked: str, fill: str, expected: str) -> None:
     text, start, end = _span(marked)
     assert to_cursor_column(fill, text, start, end, language) == expected
@@ -557,7 +566,8 @@ def test_a_brace_block_s_fill_starts_at_a_cursor_that_already_stands_in_the_body
 
 @pytest.mark.parametrize(("language", "marked", "fill"), [
     ("javascript", "  if (a) {\n  ⟦⟧\n", "  b();\n    c();"),  # at the header's column
-    ("python", "def f(n):\n    ⟦⟧\n", "    x = 1\n        y = 2"),  # Python keeps its rule
+    ("python", "def f(n):\n⟦⟧\n", "    x = 1\n        y = 2"),  # a cursor at column 0 too
+    ("python", "    if n:\n    ⟦⟧\n", "    x = 1\n    y = 2"),
 ])
 def test_a_fill_after_a_block_s_opening_line_keeps_its_indentation_outside_the_body(
         language: str, marked: str, fill: str) -> None:
