@@ -324,6 +324,17 @@ def test_progress_prints_at_most_every_few_seconds_and_always_at_the_end(capsys)
                                          "humaneval: 200/200 tasks, 66 passed, 50 s"]
 
 
+def test_progress_does_not_repeat_its_last_line_at_the_end(capsys):
+    from dlm_lsp.bench.progress import Progress
+
+    now = [0.0]
+    progress = Progress("heldout", 2, "lines", every_s=5.0, clock=lambda: now[0])
+    now[0] = 6.0
+    progress.update(2, "0 exact")  # the last task, 5 s after the start
+    progress.finish(2, "0 exact")
+    assert capsys.readouterr().err.splitlines() == ["heldout: 2/2 lines, 0 exact, 6 s"]
+
+
 def test_humaneval_shows_progress_on_stderr_and_keeps_stdout_the_report(capsys):
     assert main(["bench", "humaneval", "--self-check", "--limit", "3"]) == 0
     captured = capsys.readouterr()

@@ -68,14 +68,20 @@ class Progress:
         self.label, self.total, self.unit, self.every_s, self.clock = (label, total, unit,
                                                                        every_s, clock)
         self.began = self.last = clock()
+        self.said: tuple[int, str] | None = None  # the count and details last printed
 
     def update(self, done: int, detail: str = "") -> None:
         """Print the line if `every_s` seconds have passed since the last one (or the start)."""
         if self.clock() - self.last >= self.every_s:
-            self.finish(done, detail)
+            self._print(done, detail)
 
     def finish(self, done: int, detail: str = "") -> None:
-        """Print the line now."""
+        """Print the line now, unless the last one already said the same count."""
+        if self.said != (done, detail):
+            self._print(done, detail)
+
+    def _print(self, done: int, detail: str) -> None:
         self.last = now = self.clock()
+        self.said = (done, detail)
         print(f"{self.label}: {done}/{self.total} {self.unit}{', ' + detail if detail else ''}, "
               f"{now - self.began:.0f} s", file=sys.stderr, flush=True)
