@@ -111,9 +111,10 @@ class Engine:
         self._batcher: StepBatcher | None = None
         self._lock = threading.Lock()
         # Held through a model load, which takes seconds to minutes, so that `_lock` is not:
-        # status() answers "loading" meanwhile instead of blocking the server's event loop
-        # (and with it every other request and TCP client) until the load ends.  Whatever
-        # changes the model or its settings takes it first, then `_lock`.
+        # status() and reconfigure(), called on the server's event loop, never wait for a
+        # load (that stood the whole server, every request and TCP client, still until the
+        # load ended).  One load at a time: a load whose settings changed meanwhile is
+        # thrown away and done again (see `model`).
         self._loading = threading.Lock()
         self._alone = threading.Lock()
         self.recent = RecentFills()
@@ -135,25 +136,42 @@ class Engine:
 
     @property
     def model(self) -> DiffusionModel:
-        """The model, loaded on first use (raises ModelLoadError with a clear message)."""
+        """The model, loaded on first use (raises ModelLoadError with a clear message).
+
+        The settings may change during the load (reconfigure does not wait for it): then
+        the model just loaded, or its error, is of settings no longer in effect, so it is
+        dropped and the load done again with the new ones.  The model returned is always
+        the one the settings in effect ask for."""
         with self._loading:
-            with self._lock:
-                if self._model is not None:
-                    return self._model
-                config, device = self.config, self._fallback_device or self.config.device
-            try:
-                model = load_model(config.model, device, config.precision, config.cuda_graphs)
-            except ModelLoadError as exc:
+            while True:
                 with self._lock:
-                    self._load_error = str(exc)
-                raise
-            with self._lock:
-                self._model, self._load_error = model, None
-            return model
+                    if self._model is not None:
+                        return self._model
+                    config, wanted = self.config, self._load_key()
+                try:
+                    model = load_model(config.model, wanted[-1], config.precision,
+                                       config.cuda_graphs)
+                except ModelLoadError as exc:
+                    with self._lock:
+                        if self._load_key() == wanted:
+                            self._load_error = str(exc)
+                            raise
+                    continue
+                with self._lock:
+                    if self._load_key() == wanted:
+                        self._model, self._load_error = model, None
+                        return model
+                del model  # outdated: let it go before the next load
+
+    def _load_key(self) -> tuple:
+        """What a load depends on, the device last (call with `_lock` held)."""
+        return (*_loaded_with(self.config), self._fallback_device or self.config.device)
 
     def reconfigure(self, config: ServerConfig) -> None:
-        """Adopt new settings; the model is reloaded only if one of LOADED_WITH changed."""
-        with self._loading, self._lock:
+        """Adopt new settings; the model is reloaded only if one of LOADED_WITH changed.
+        Never waits for a load in progress (see `model`): the server calls it on its event
+        loop, which must go on answering meanwhile."""
+        with self._lock:
             if _loaded_with(config) != _loaded_with(self.config):
                 self._model = None
                 self._cost = None

@@ -107,11 +107,11 @@ class Connection:
 
 
 class ServerProcess:
-    """`python -m dlm_lsp` over stdio, its stderr kept in a temporary file."""
+    """`python -m dlm_lsp` (or `command`) over stdio, its stderr kept in a temporary file."""
 
-    def __init__(self, *args: str, env: dict | None = None):
+    def __init__(self, *args: str, env: dict | None = None, command: list[str] = SERVER):
         self.stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([*SERVER, *args], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([*command, *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr,
                                      env={**os.environ, **(env or {})})
         stdin, stdout = self.proc.stdin, self.proc.stdout

@@ -334,6 +334,49 @@ def test_status_answers_loading_while_the_model_loads_instead_of_waiting_for_it(
     assert eng.status()["loaded"] is True
 
 
+def test_new_settings_during_a_load_do_not_wait_for_it_and_the_load_is_done_again(
+        model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server reconfigures on its event loop: waiting there for a load stood the whole
+    server still until the load ended.  The load begun with the old settings cannot be
+    kept (nor its error reported): the model is the one the settings in effect ask for."""
+    import threading
+    import time
+
+    import dlm_lsp.engine as engine_module
+
+    release, loads = threading.Event(), []
+    real_load = engine_module.load_model
+
+    def gated_load(spec, device, precision, graphs):
+        loads.append((spec, precision))
+        assert release.wait(30), "the test never let the load finish"
+        return real_load(spec, device, precision, graphs)
+
+    monkeypatch.setattr(engine_module, "load_model", gated_load)
+    missing = str(tmp_path / "no-such-model")
+    eng = Engine(ServerConfig(model=missing, device="cpu"))
+    got: list = []
+    loader = threading.Thread(target=lambda: got.append(eng.model), daemon=True)
+    loader.start()
+    try:
+        wait_until = time.monotonic() + 30
+        while not loads and time.monotonic() < wait_until:
+            time.sleep(0.01)
+        changer = threading.Thread(target=lambda: eng.reconfigure(ServerConfig(
+            model=str(model_dir), device="cpu", precision="fp32")), daemon=True)
+        changer.start()
+        changer.join(5)
+        assert not changer.is_alive(), "reconfigure waited for the model load"
+        assert eng.status()["model"] == str(model_dir)
+    finally:
+        release.set()
+        loader.join(30)
+    [model] = got  # not the missing model's error: those settings were no longer in effect
+    assert (model.name, model.precision) == (str(model_dir), "fp32")
+    assert loads == [(missing, "auto"), (str(model_dir), "fp32")]
+    assert eng.model is model and eng.status()["loadError"] is None
+
+
 def test_reconfigure_keeps_the_model_unless_model_or_device_change(
         model_dir: Path, tmp_path: Path) -> None:
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
