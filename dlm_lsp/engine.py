@@ -116,6 +116,7 @@ class Engine:
         # load ended).  One load at a time: a load whose settings changed meanwhile is
         # thrown away and done again (see `model`).
         self._loading = threading.Lock()
+        self._calibrating = threading.Lock()  # see step_cost
         self._alone = threading.Lock()
         self.recent = RecentFills()
         # (ms, span tokens denoised) of recent fills, for status
@@ -240,13 +241,23 @@ class Engine:
             "cudaGraphs": _graph_status(model),
         }
 
-    def step_cost(self) -> StepCost:
-        """The model's per-step cost on its device, calibrated on first use."""
-        model = self.model
-        with self._lock:
-            if self._cost is None:
-                self._cost = calibrate(model)
-            return self._cost
+    def step_cost(self, model: DiffusionModel | None = None) -> StepCost:
+        """The per-step cost of `model` (by default the current one) on its device,
+        calibrated on first use.  Calibrating times 16 forward passes (seconds, minutes
+        for a 7B model on a CPU), so it does not hold `_lock`, which status() and
+        reconfigure() take on the server's event loop; `_calibrating` keeps it to one at a
+        time (two at once would time each other).  The cost is kept only for the model
+        in use: one that new settings replaced meanwhile is timed for its own fill only."""
+        model = self.model if model is None else model
+        with self._calibrating:
+            with self._lock:
+                if self._cost is not None and model is self._model:
+                    return self._cost
+            cost = calibrate(model)
+            with self._lock:
+                if model is self._model:
+                    self._cost = cost
+            return cost
 
     def infill(self, req: InfillRequest) -> InfillResult:
         """Denoise the span and return validated, ranked candidates.
@@ -329,7 +340,7 @@ class Engine:
         target = opt.latency_ms or {SINGLE_LINE: cfg.latency_ms_single_line,
                                     MULTI_LINE: cfg.latency_ms_multi_line,
                                     REWRITE: cfg.latency_ms_rewrite}[plan.kind]
-        step_ms = None if target is None else self._step_ms(cfg, layout, rows, length)
+        step_ms = None if target is None else self._step_ms(model, cfg, layout, rows, length)
         if step_ms is not None and strategy != "left-to-right":
             steps = steps_within(target, step_ms, plan.n_masked,
                                  (time.perf_counter() - began) * 1000)
@@ -382,12 +393,13 @@ class Engine:
         self._remember(req, key, result)
         return result
 
-    def _step_ms(self, cfg: ServerConfig, layout: SpanLayout, rows: int, length: int) -> float:
-        """The predicted time of one of this fill's steps: a full pass, or with the
-        context cache the mean over a refresh cycle, whose other steps run only the span
-        and the context beside it."""
-        cost = self.step_cost()
-        if not caches_context(self.model, cfg):
+    def _step_ms(self, model: DiffusionModel, cfg: ServerConfig, layout: SpanLayout, rows: int,
+                 length: int) -> float:
+        """The predicted time of one of this fill's steps on `model`, the one it runs on: a
+        full pass, or with the context cache the mean over a refresh cycle, whose other
+        steps run only the span and the context beside it."""
+        cost = self.step_cost(model)
+        if not caches_context(model, cfg):
             return cost.step_ms(rows, length)
         return cost.cycle_ms(rows, length, layout.n_masked + 2 * cfg.cache_window,
                              cfg.cache_refresh)

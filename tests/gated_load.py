@@ -1,9 +1,12 @@
-"""`python -m dlm_lsp` whose model loads wait for a gate: the server as it is while a big
-checkpoint loads (minutes for a 7B one), without a big checkpoint.
+"""`python -m dlm_lsp` whose model loads and step-cost calibrations wait for a gate: the
+server as it is while a big checkpoint loads (minutes for a 7B one) or is timed (16 forward
+passes: seconds to minutes), without a big checkpoint.
 
-Each load appends "begin SPEC DEVICE" to the file named by DLM_TEST_LOAD_LOG, waits until
-the file named by DLM_TEST_LOAD_GATE exists (checking every 50 ms), loads, and appends
-"end SPEC DEVICE".  Usage: python tests/gated_load.py [dlm-lsp arguments].
+Each load appends "begin SPEC DEVICE (PRECISION, GRAPHS)" to the file named by
+DLM_TEST_LOAD_LOG, waits until the file named by DLM_TEST_LOAD_GATE exists (checking every
+50 ms), loads, and appends "end ..." likewise.  Each calibration appends "calibrate begin",
+waits for DLM_TEST_CALIBRATION_GATE where that is set, and appends "calibrate end".
+Usage: python tests/gated_load.py [dlm-lsp arguments].
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import dlm_lsp.engine as engine  # noqa: E402
 from dlm_lsp.cli import main  # noqa: E402
 
-_real_load = engine.load_model
+_real_load, _real_calibrate = engine.load_model, engine.calibrate
 
 
 def _note(line: str) -> None:
@@ -26,15 +29,27 @@ def _note(line: str) -> None:
         log.write(line + "\n")
 
 
+def _wait_for(gate: str | None) -> None:
+    while gate is not None and not os.path.exists(gate):
+        time.sleep(0.05)
+
+
 def gated_load(spec: str, device: str = "auto", *args, **kwargs):
     _note(f"begin {spec} {device} {args}")
-    while not os.path.exists(os.environ["DLM_TEST_LOAD_GATE"]):
-        time.sleep(0.05)
+    _wait_for(os.environ["DLM_TEST_LOAD_GATE"])
     model = _real_load(spec, device, *args, **kwargs)
     _note(f"end {spec} {device} {args}")
     return model
 
 
+def gated_calibrate(*args, **kwargs):
+    _note("calibrate begin")
+    _wait_for(os.environ.get("DLM_TEST_CALIBRATION_GATE"))
+    cost = _real_calibrate(*args, **kwargs)
+    _note("calibrate end")
+    return cost
+
+
 if __name__ == "__main__":
-    engine.load_model = gated_load
+    engine.load_model, engine.calibrate = gated_load, gated_calibrate
     sys.exit(main(sys.argv[1:]))

@@ -9,6 +9,7 @@ dropped), single-line fills stay on one line, candidates are ranked, and errors
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -340,7 +341,6 @@ def test_new_settings_during_a_load_do_not_wait_for_it_and_the_load_is_done_agai
     server still until the load ended.  The load begun with the old settings cannot be
     kept (nor its error reported): the model is the one the settings in effect ask for."""
     import threading
-    import time
 
     import dlm_lsp.engine as engine_module
 
@@ -359,8 +359,8 @@ def test_new_settings_during_a_load_do_not_wait_for_it_and_the_load_is_done_agai
     loader = threading.Thread(target=lambda: got.append(eng.model), daemon=True)
     loader.start()
     try:
-        wait_until = time.monotonic() + 30
-        while not loads and time.monotonic() < wait_until:
+        deadline = time.monotonic() + 30
+        while not loads and time.monotonic() < deadline:
             time.sleep(0.01)
         changer = threading.Thread(target=lambda: eng.reconfigure(ServerConfig(
             model=str(model_dir), device="cpu", precision="fp32")), daemon=True)
@@ -375,6 +375,44 @@ def test_new_settings_during_a_load_do_not_wait_for_it_and_the_load_is_done_agai
     assert (model.name, model.precision) == (str(model_dir), "fp32")
     assert loads == [(missing, "auto"), (str(model_dir), "fp32")]
     assert eng.model is model and eng.status()["loadError"] is None
+
+
+def test_a_step_cost_timed_on_a_model_the_settings_replaced_is_not_kept_for_the_new_one(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calibrating no longer holds the lock that reconfigure takes, so the settings can
+    change while it runs: its cost is the old model's, and the new model is timed anew."""
+    import threading
+
+    import dlm_lsp.engine as engine_module
+
+    release, timed = threading.Event(), []
+    real_calibrate = engine_module.calibrate
+
+    def gated_calibrate(model):
+        timed.append(model)
+        assert release.wait(30), "the test never let the calibration finish"
+        return real_calibrate(model, lengths=(8,), repeats=1)
+
+    monkeypatch.setattr(engine_module, "calibrate", gated_calibrate)
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    old = eng.model
+    timer = threading.Thread(target=eng.step_cost, daemon=True)
+    timer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not timed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        changer = threading.Thread(target=lambda: eng.reconfigure(ServerConfig(
+            model=str(model_dir), device="cpu", precision="fp32")), daemon=True)
+        changer.start()
+        changer.join(5)
+        assert not changer.is_alive(), "reconfigure waited for the calibration"
+    finally:
+        release.set()
+        timer.join(30)
+    assert eng.status()["stepMs"] is None  # the old model's cost is not the new one's
+    eng.step_cost()
+    assert timed == [old, eng.model] and eng.status()["stepMs"] is not None
 
 
 def test_reconfigure_keeps_the_model_unless_model_or_device_change(

@@ -1,13 +1,15 @@
 """The real server while its model loads (seconds to minutes for a published checkpoint):
 it goes on answering, and the model it ends up with is the one the settings ask for.
 
-The server runs as tests/gated_load.py: each model load waits until the test lets it go.
+The server runs as tests/gated_load.py: each model load, and each timing of the model's
+step cost, waits until the test lets it go.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,22 +19,41 @@ URI = "file:///work/loading.py"
 TEXT = "def area(w, h):\n    return \n"
 
 
+@dataclass
+class Gated:
+    """The server, its gates (touch one to let the loads, or the calibrations, run) and its
+    log: a 'begin SPEC DEVICE (PRECISION, GRAPHS)' and an 'end ...' line per load, a
+    'calibrate begin' and a 'calibrate end' line per step-cost calibration."""
+
+    server: ServerProcess
+    load: Path
+    calibration: Path
+    log: Path
+
+    def loads(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+
 @pytest.fixture
 def gated(tmp_path: Path):
-    """(server, gate, load log): touch `gate` to let the loads run; the log has a
-    'begin SPEC DEVICE (PRECISION, GRAPHS)' and an 'end ...' line per load."""
-    gate, log = tmp_path / "gate", tmp_path / "loads.log"
-    server = ServerProcess(command=[sys.executable, str(Path(__file__).with_name("gated_load.py"))],
-                           env={"DLM_TEST_LOAD_GATE": str(gate), "DLM_TEST_LOAD_LOG": str(log)})
+    load, calibration, log = (tmp_path / "load-gate", tmp_path / "calibration-gate",
+                              tmp_path / "loads.log")
+    server = ServerProcess(
+        command=[sys.executable, str(Path(__file__).with_name("gated_load.py"))],
+        env={"DLM_TEST_LOAD_GATE": str(load), "DLM_TEST_LOAD_LOG": str(log),
+             "DLM_TEST_CALIBRATION_GATE": str(calibration)})
+    gates = Gated(server, load, calibration, log)
     try:
-        yield server, gate, log
+        yield gates
     finally:
-        gate.touch()
-        server.close()
+        gates.load.touch()
+        gates.calibration.touch()
+        gates.server.close()
 
 
-def load_log(log: Path) -> list[str]:
-    return log.read_text().splitlines() if log.exists() else []
+def fill_params(**options) -> dict:
+    return {"textDocument": {"uri": URI}, "options": options,
+            "range": {"start": {"line": 1, "character": 11}, "end": {"line": 1, "character": 11}}}
 
 
 def wait_until(predicate, timeout: float = 30.0) -> None:
@@ -46,22 +67,34 @@ def test_a_settings_change_during_the_load_is_answered_at_once_and_loads_the_new
         gated, model_dir):
     """A didChangeConfiguration that arrived during the load waited for it on the event
     loop, so nothing (dlm/status included) was answered until the load ended."""
-    server, gate, log = gated
-    client = server.client
+    client = gated.server.client
     client.initialize({"model": str(model_dir), "device": "cpu"})
-    wait_until(lambda: load_log(log))  # the first load has begun, and waits
+    wait_until(gated.loads)  # the first load has begun, and waits
     client.notify("workspace/didChangeConfiguration", {"settings": {"dlm": {"precision": "fp32"}}})
     status = client.call("dlm/status", {}, timeout=5)["result"]
     assert status["loaded"] is False and status["loadError"] is None
     client.open(URI, TEXT)
-    fill = client.request("dlm/infill", {"textDocument": {"uri": URI},
-                                         "range": {"start": {"line": 1, "character": 11},
-                                                   "end": {"line": 1, "character": 11}},
-                                         "options": {"length": 2, "steps": 2}})
-    gate.touch()
+    fill = client.request("dlm/infill", fill_params(length=2, steps=2))
+    gated.load.touch()
     assert "result" in client.response(fill)
     assert client.call("dlm/status", {})["result"]["loaded"] is True
     # the load begun with the old settings was done again with the new ones, never two at once
-    loads = load_log(log)
+    loads = gated.loads()
     assert [line.split()[0] for line in loads] == ["begin", "end", "begin", "end"], loads
     assert "'auto'" in loads[0] and all("'fp32'" in line for line in loads[2:]), loads
+
+
+def test_status_is_answered_while_the_step_cost_is_calibrated(gated, model_dir):
+    """A latency target times the model's forward passes on first use (16 of them, minutes
+    for a 7B model on a CPU); that held the lock dlm/status takes on the event loop."""
+    gated.load.touch()
+    client = gated.server.client
+    client.initialize({"model": str(model_dir), "device": "cpu"})
+    client.open(URI, TEXT)
+    fill = client.request("dlm/infill", fill_params(length=2, latencyMs=60000))
+    wait_until(lambda: "calibrate begin" in gated.loads())
+    status = client.call("dlm/status", {}, timeout=5)["result"]
+    assert status["loaded"] is True and status["stepMs"] is None  # not timed yet
+    gated.calibration.touch()
+    assert client.response(fill)["result"]["stats"]["predictedMs"] > 0
+    assert client.call("dlm/status", {})["result"]["stepMs"] > 0
