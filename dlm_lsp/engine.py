@@ -19,7 +19,7 @@ import torch
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, setting
 from dlm_lsp.costs import StepCost, calibrate, steps_within
 from dlm_lsp.line_endings import for_the_model, restored
-from dlm_lsp.models import DiffusionModel, ModelLoadError, load_model
+from dlm_lsp.models import DiffusionModel, ModelLoadError, device_name, load_model
 from dlm_lsp.passes import (
     CANDIDATE_TEMPERATURE,
     MASK_PLACEHOLDER,
@@ -218,9 +218,11 @@ class Engine:
     def status(self) -> dict[str, Any]:
         """What the engine is doing, for `dlm/status`: the model and device (without
         loading them) or why the model failed to load, queue depth, recent latency,
-        throughput and cache hit rate."""
+        throughput and cache hit rate.  Before the model is loaded, the device is the one
+        it loads on ("auto" resolved: editors show it as where the model runs)."""
         with self._lock:
             model, batcher, cost, error = self._model, self._batcher, self._cost, self._load_error
+            planned = self._fallback_device or self.config.device
         fills = list(self.recent_fills)
         ms = sorted(m for m, _ in fills)
 
@@ -229,7 +231,7 @@ class Engine:
         stats = batcher.stats if batcher is not None else None
         return {
             "model": self.config.model, "loaded": model is not None, "loadError": error,
-            "device": str(model.device) if model is not None else self.config.device,
+            "device": str(model.device) if model is not None else device_name(planned),
             "queueDepth": batcher.depth if batcher is not None else 0,
             "fills": len(ms), "p50Ms": percentile(0.5), "p95Ms": percentile(0.95),
             "tokensPerSecond": round(sum(t for _, t in fills) / max(sum(ms) / 1000, 1e-9), 1)

@@ -335,6 +335,17 @@ def test_status_answers_loading_while_the_model_loads_instead_of_waiting_for_it(
     assert eng.status()["loaded"] is True
 
 
+@pytest.mark.parametrize("cuda", [False, True])
+def test_status_before_the_load_names_the_device_the_model_will_load_on(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, cuda: bool) -> None:
+    """Editors show `device` as where the model runs (Neovim's :DlmStatus said "(loading)
+    on auto"): the setting "auto" is resolved as the load resolves it."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    status = Engine(ServerConfig(model=str(model_dir), device="auto")).status()
+    assert status["loaded"] is False and status["device"] == ("cuda" if cuda else "cpu")
+    assert Engine(ServerConfig(model=str(model_dir), device="cpu")).status()["device"] == "cpu"
+
+
 def test_new_settings_during_a_load_do_not_wait_for_it_and_the_load_is_done_again(
         model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The server reconfigures on its event loop: waiting there for a load stood the whole

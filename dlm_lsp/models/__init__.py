@@ -18,7 +18,17 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "weights" / "default"
 
-__all__ = ["DEFAULT_MODEL_DIR", "DiffusionModel", "ModelLoadError", "load_model", "pick_device"]
+__all__ = ["DEFAULT_MODEL_DIR", "DiffusionModel", "ModelLoadError", "device_name", "load_model",
+           "pick_device"]
+
+
+def device_name(device: str) -> str:
+    """The device a model set to `device` loads on, "auto" resolved as `pick_device` does,
+    without failing (a "cuda" that is absent stays "cuda": the load says what is wrong).
+    For what dlm/status shows before the model is loaded: "auto" says nothing."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
 
 
 def pick_device(device: str) -> torch.device:
@@ -26,7 +36,7 @@ def pick_device(device: str) -> torch.device:
     import torch
 
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(device_name(device))
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelLoadError("device 'cuda' was requested but CUDA is not available here; "
                              "set device to 'auto' or 'cpu'")
