@@ -557,6 +557,47 @@ result.said = said
         server.close()
 
 
+def test_a_missing_server_executable_is_said_once_not_for_every_buffer_until_the_user_retries(
+        tmp_path, model_dir):
+    """With `cmd` not found, Neovim said "Spawning language server with cmd: ... failed"
+    once per buffer opened, and :DlmRestart again once per open buffer. Now one message of
+    ours names the executable and the fix; :DlmRestart, configure() and setup() look again."""
+    paths = [tmp_path / f"f{i}.py" for i in range(3)]
+    for path in paths:
+        path.write_text("x = 1\n", encoding="utf-8")
+    result = run_nvim(tmp_path, model_dir, f"""
+local said = {{}}
+vim.notify = function(message, level) said[#said + 1] = {{ message, level }} end
+local function attached()
+  return #vim.tbl_filter(function(buf) return dlm.client(buf) ~= nil end,
+    vim.api.nvim_list_bufs())
+end
+dlm.setup({{ cmd = {{ 'no-such-dlm-lsp' }}, settings = {{ model = model }}, notify = false }})
+vim.cmd.edit('{paths[0]}')
+vim.cmd.edit('{paths[1]}')
+vim.cmd.edit('{paths[2]}')
+result.said_after_three = #said
+vim.cmd('DlmFill')  -- in a buffer left unattached: says why
+vim.cmd('DlmRestart')
+result.said_after_restart = #said
+dlm.configure({{ steps = 4 }})
+dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model }}, notify = false }})
+assert(vim.wait(30000, function() return attached() == 3 end, 20), 'not every buffer attached')
+result.clients = #vim.lsp.get_clients({{ name = dlm.name }})
+result.said = said
+""")
+    missing = ("dlm: the server command `no-such-dlm-lsp` is not found (not on PATH, or not "
+               "executable): install dlm-lsp, or give its path: setup{ cmd = { "
+               "\"/path/to/.venv/bin/dlm-lsp\" } }; then :DlmRestart")
+    error, warn = 4, 3  # vim.log.levels
+    assert result["said_after_three"] == 1
+    assert result["said_after_restart"] == 3
+    # the first buffer's, :DlmFill's, :DlmRestart's, configure()'s; none after setup()
+    assert result["said"] == [[missing, error], [missing, warn], [missing, error],
+                              [missing, error]]
+    assert result["clients"] == 1
+
+
 def lua_string(text: str) -> str:
     """`text` as a Lua string literal, byte for byte (JSON's escapes, `\\u001c`, are not
     Lua's: a suggestion of the random test model holds control and non-ASCII bytes)."""

@@ -189,6 +189,39 @@ function M.refusal_reported(connect, address, key)
   end
 end
 
+--- Why the server command cannot start: its executable is not found (M.missing says which).
+M.missing = nil
+
+--- The `cmd` (cmd_key()) whose executable was not found.  As with a refusing shared server,
+--- a buffer opened later does not try it again (Neovim said "Spawning language server ...
+--- failed" once per buffer opened, and again per open buffer on :DlmRestart): one message,
+--- ours, naming the executable and the fix.  :DlmRestart, setup() and configure() try again.
+local missing_for = nil
+
+local function cmd_key()
+  return vim.inspect(M.config.cmd)
+end
+
+--- Whether `cmd` can be started; when its executable is not found, say so (once per `cmd`
+--- until the user tries again) and what to do.  A `cmd` that is not a list of strings (a
+--- function) is the user's own: Neovim says what it could not start.
+local function startable()
+  local cmd = M.config.cmd
+  if missing_for ~= nil and missing_for == cmd_key() then
+    return false
+  end
+  if type(cmd) ~= 'table' or type(cmd[1]) ~= 'string' or vim.fn.executable(cmd[1]) == 1 then
+    missing_for, M.missing = nil, nil
+    return true
+  end
+  M.missing = ('the server command `%s` is not found (not on PATH, or not executable): '
+    .. 'install dlm-lsp, or give its path: setup{ cmd = { "/path/to/.venv/bin/dlm-lsp" } }; '
+    .. 'then :DlmRestart'):format(cmd[1])
+  missing_for = cmd_key()
+  vim.notify('dlm: ' .. M.missing, vim.log.levels.ERROR)
+  return false
+end
+
 --- How to reach the server: a connection to `server` when set, else the command `cmd`.
 local function server_cmd()
   if M.config.server then
@@ -217,11 +250,15 @@ function M.lsp_config(overrides)
 end
 
 --- Start (or reuse) the server for `buf` and attach to it; nothing when the shared server
---- refused this address and token already (M.refused says why).
+--- refused this address and token already (M.refused says why), or when the executable of
+--- `cmd` is not found (M.missing says which).
 ---@param buf integer
 ---@return integer? client_id
 function M.attach(buf)
   if M.config.server and refused_for == connection_key() then
+    return nil
+  end
+  if not M.config.server and not startable() then
     return nil
   end
   local root = vim.fs.root(buf, M.config.root_markers) or vim.fn.getcwd()
@@ -250,18 +287,18 @@ function M.configure(settings)
   for _, client in ipairs(vim.lsp.get_clients({ name = M.name })) do
     client:notify('workspace/didChangeConfiguration', { settings = { dlm = M.config.settings } })
   end
-  if refused_for then
-    refused_for = nil
+  if refused_for or missing_for then
+    refused_for, missing_for = nil, nil
     attach_loaded()
   end
 end
 
 --- :DlmRestart — stop the server (or the connection to a shared one) and start it again for
 --- every loaded buffer of the configured filetypes: after a shared server refused this editor
---- (a wrong token, or its --max-clients reached), after the server exited, or after
---- installing a new version.
+--- (a wrong token, or its --max-clients reached), after the server exited or its executable
+--- was not found, or after installing a new version.
 function M.restart()
-  refused_for = nil
+  refused_for, missing_for = nil, nil
   local clients = vim.lsp.get_clients({ name = M.name })
   for _, client in ipairs(clients) do
     client:stop()
@@ -292,6 +329,8 @@ local function require_client(buf)
       filetype == '' and '(none)' or filetype), vim.log.levels.WARN)
   elseif M.config.server and refused_for then
     notify(M.refused, vim.log.levels.WARN) -- left unattached: the shared server refused us
+  elseif not M.config.server and missing_for then
+    notify(M.missing, vim.log.levels.WARN) -- left unattached: `cmd` is not found
   else
     notify('no dlm-lsp server attached to this buffer (it exited, or did not start); '
       .. ':DlmRestart starts it', vim.log.levels.WARN)
@@ -614,7 +653,9 @@ function M.setup(opts)
       error('dlm: ' .. why)
     end
   end
-  refused_for = nil -- new settings: a shared server that refused the old ones is asked again
+  -- new settings: a shared server that refused the old ones is asked again, and a `cmd`
+  -- that was not found is looked for again
+  refused_for, missing_for = nil, nil
   create_commands()
   create_mappings()
   local group = api.nvim_create_augroup('dlm.attach', { clear = true })
