@@ -27,6 +27,8 @@ def device_name(device: str) -> str:
     without failing (a "cuda" that is absent stays "cuda": the load says what is wrong).
     For what dlm/status shows before the model is loaded: "auto" says nothing."""
     if device == "auto":
+        import torch
+
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
 
