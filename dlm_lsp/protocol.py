@@ -4,12 +4,14 @@
 it drops a request whose params fail lsprotocol's parsing (it logs and never
 answers, so the client waits forever), ignores messages that are not JSON-RPC
 2.0 objects and requests that arrive after `shutdown`, and logs a warning for
-every `$/cancelRequest` that comes after its request finished (a flood of
-them is normal).  JSON-RPC requires an answer to every request: here each one
-gets its result or a well-formed error (-32600 invalid request, -32602
-invalid params), and the connection goes on.  Over TCP a connection is first
-admitted (`admission.py`: the server's token, its number of clients); until
-then only `initialize` is read.
+every `$/cancelRequest` that comes after its request finished (a flood of them
+is normal), and keeps the future of every notification it runs as a coroutine
+or a generator (didChange among them) for as long as the server runs. JSON-RPC
+requires an answer to every request: here each one gets its result or a
+well-formed error (-32600 invalid request, -32602 invalid params), and the
+connection goes on. Over TCP a connection is first admitted (`admission.py`:
+the server's token, its number of clients); until then only `initialize` is
+read.
 
 pygls hands custom-method params over as nested namedtuples; we turn them back
 into plain JSON, check them, and structure the standard parts (ranges) with
@@ -317,6 +319,31 @@ class DlmProtocol(LanguageServerProtocol):
             self.refuse(msg_id, code, text)
         if self.writer is not None:
             self.writer.close()
+
+    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any,
+                         args: tuple[Any, ...] | None = None,
+                         kwargs: dict[str, Any] | None = None) -> None:
+        """Run a handler as pygls does, and let go of its future once it is done.
+
+        pygls 2.1 files the future of every handler that is a coroutine, a thread
+        function or a generator in `_request_futures`, and only a request's answer takes
+        it out.  A notification's (didOpen, didChange, didClose: generators;
+        initialized, didChangeConfiguration: coroutines) is filed under a made-up id
+        and stayed for good: a server open all day kept one per keystroke (20,000
+        didChange: +41 MiB).  A request's entry is still removed by its answer, first.
+        """
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        future = self._request_futures.get(msg_id)
+        if future is not None:
+            future.add_done_callback(lambda done: self._forget_future(msg_id, done))
+
+    def _forget_future(self, msg_id: Any, future: Any) -> None:
+        """Remove a finished handler's future, unless another now holds its id.  A
+        cancelled one is left to whoever cancelled it (`$/cancelRequest` and
+        `drop_connection` take it out first; `shutdown` cancels while it walks the dict,
+        where removing it would break the walk)."""
+        if not future.cancelled() and self._request_futures.get(msg_id) is future:
+            del self._request_futures[msg_id]
 
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
         """Answer a request.  An error the handler raised on purpose (a JsonRpcException:

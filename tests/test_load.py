@@ -9,11 +9,13 @@ server's memory stays bounded.  `DLM_LSP_SOAK=1` runs the same load for
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
 import time
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 from rpc import ServerProcess, error_code, free_port, hang_up, tcp_connection
@@ -282,3 +284,44 @@ def test_the_per_document_caches_are_bounded(model_dir):
     assert len(validation._DOCUMENTS) <= 16  # parsed trees, for incremental reparsing
     assert len(engine.recent._exact) <= engine.recent.size  # recent fills (LRU)
     assert len(engine.recent._typed) <= engine.recent.size
+
+
+def test_a_long_session_s_notifications_leave_nothing_behind_in_the_protocol():
+    """pygls 2.1 files the future of every notification it runs as a coroutine or a
+    generator (didOpen, didChange, didClose, didChangeConfiguration) under a made-up
+    id among the requests in flight, and nothing removes it: a server open all day
+    kept one per keystroke (20,000 didChange: 20,000 futures, +41 MiB of RSS).  Once
+    a notification is handled, nothing of it stays."""
+    import json
+
+    from dlm_lsp.server import build_server
+
+    ls = build_server()
+    sent: list[bytes] = []
+    ls.protocol.set_writer(SimpleNamespace(write=sent.append), include_headers=False)
+
+    async def session() -> None:
+        def receive(message: dict) -> None:
+            body = json.dumps({"jsonrpc": "2.0", **message})
+            ls.protocol.handle_message(json.loads(body, object_hook=ls.protocol.structure_message))
+
+        receive({"id": 1, "method": "initialize",
+                 "params": {"processId": None, "rootUri": None, "capabilities": {}}})
+        for k in range(20):
+            receive({"method": "textDocument/didOpen", "params": {"textDocument": {
+                "uri": uri(k), "languageId": "python", "version": 1, "text": TEXT}}})
+            for version in range(2, 6):
+                receive({"method": "textDocument/didChange", "params": {
+                    "textDocument": {"uri": uri(k), "version": version},
+                    "contentChanges": [{"range": cursor(4, 0), "text": "y"}]}})
+            receive({"method": "workspace/didChangeConfiguration",
+                     "params": {"settings": {"steps": k % 4 + 1}}})
+            receive({"method": "textDocument/didClose",
+                     "params": {"textDocument": {"uri": uri(k)}}})
+        for _ in range(10):  # let the coroutine handlers finish
+            await asyncio.sleep(0)
+
+    asyncio.run(session())
+    assert json.loads(sent[0])["id"] == 1  # initialize was answered
+    assert ls.config.steps == 4 and not ls.workspace.text_documents
+    assert ls.protocol._request_futures == {}
