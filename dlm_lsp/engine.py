@@ -376,9 +376,12 @@ class Engine:
         candidates = run.candidates(out, LEFT_TO_RIGHT if strategy == "left-to-right"
                                     else DIFFUSION)
         repair = repair_config(cfg, opt)
-        if run.checked and not any(c.valid for c in candidates):
+        # an error that no fill here can mend is not worth repair and the retry
+        hopeless = (run.checked and not any(c.valid for c in candidates)
+                    and run.beyond_reach(candidates))
+        if run.checked and not hopeless and not any(c.valid for c in candidates):
             candidates = run.repair(candidates, repair, sampler, seed)
-        if (run.checked and repair.fallback and strategy != "left-to-right"
+        if (run.checked and not hopeless and repair.fallback and strategy != "left-to-right"
                 and plan.n_masked <= repair.fallback_max_tokens
                 and not any(c.valid for c in candidates) and run.affords(layout.n_masked)):
             retry = replace(strictly_left_to_right(sampler, layout.n_masked),

@@ -10,6 +10,7 @@ and cut to whole units, `dlm_lsp/units.py`) before it is validated; `shape_fill`
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ from dlm_lsp.policy import MULTI_LINE, SpanPlan
 from dlm_lsp.repair import (
     REPAIR,
     RepairConfig,
+    closing,
     culprits,
     positions_to_remask,
     raw_offset,
@@ -42,6 +44,7 @@ from dlm_lsp.validation import ParsedDocument, Validation, language_for, parsed_
 if TYPE_CHECKING:
     from dlm_lsp.engine import Engine
 
+_BLANKS = re.compile(r"[ \t]*")
 CANDIDATE_TEMPERATURE = 0.8  # extra candidates sample at least this hot, or they would all agree
 
 
@@ -212,6 +215,58 @@ class InfillRun:
         if self.document is None:
             return None
         return self.document.validate(*checked_span(self.req), fill)
+
+    def beyond_reach(self, candidates: list[Candidate]) -> bool:
+        """Whether the error that rejects every candidate is one no single-line fill here can
+        mend, so that repair and the left-to-right retry (~20 passes) would be spent for
+        nothing.
+
+        A single-line fill at a cursor after code is often rejected for damage the line
+        already has away from the cursor: `if x = 3: foo(|)`, or `for i in xs: x|` above an
+        indented line. The document as it is (the empty fill) has the same error at the
+        same place, and it is blamed because it sits on the fill's line or just below it
+        (see python_syntax: a fill must complete its line). It is taken for out of reach
+        when the empty fill, each candidate, and what closes the brackets the line leaves
+        open (how a fill mends `result = foo(a, |`, whose error CPython reports at the `(`;
+        and the quote of an open string) all get that same rejection, away from the fill's
+        text and its blanks. Only after code on the line: at the start of a line the fill
+        may begin any statement (the opener of the broken line below).
+        """
+        req = self.req
+        if (not self.plan.single_line or self.document is None
+                or any(c.check is None or c.valid is not False for c in candidates)):
+            return False
+        start, end = checked_span(req)
+        text = self.document.text
+        line_start = text.rfind("\n", 0, start) + 1
+        before = text[line_start:start]
+        if not before.strip():
+            return False
+        reach = (start - (len(before) - len(before.rstrip(" \t"))), _BLANKS.match(text, end).end())
+        line_end = text.find("\n", end)
+        closers = closing(before + text[end:len(text) if line_end == -1 else line_end])
+
+        def error(fill: str, check: Validation | None = None) -> tuple | None:
+            """The rejection of `fill` in the document's own coordinates, or None where
+            it is valid or an error meets the fill (the fill's own doing)."""
+            check = check or self.document.validate(start, end, fill)
+            if check.valid:
+                return None
+            moved = []
+            for a, b in check.new_ranges:
+                if b > start and a < start + len(fill):  # inside the fill
+                    return None
+                if a >= start + len(fill):
+                    a, b = a - len(fill) + end - start, b - len(fill) + end - start
+                if b >= reach[0] and a <= reach[1]:  # at the fill or beside it on its line
+                    return None
+                moved.append((a, b))
+            return tuple(sorted(moved)), check.reason.partition(" (")[2]
+
+        found = error("")
+        return found is not None and all(
+            error(fill) == found for fill in ([closers] if closers else [])) and all(
+            error(c.text, c.check) == found for c in candidates)
 
     def denoise(self, layout: SpanLayout, sampler: SamplerConfig, seed: int,
                 with_drafts: bool = False) -> Denoised:

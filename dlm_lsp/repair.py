@@ -119,14 +119,12 @@ def raw_offset(raw: str, shown: str, offset: int) -> int:
 
 
 _PAIRS = {")": "(", "]": "[", "}": "{"}
+_CLOSERS = {opener: closer for closer, opener in _PAIRS.items()}
 
 
-def unmatched_openers(text: str) -> list[int]:
-    """Offsets of the brackets `text` opens and never closes (quotes skipped, roughly).
-
-    A parser notices a missing `)` only where the code ends, far from the `(`
-    that caused it; repair then re-masks the opener too.
-    """
+def _left_open(text: str) -> tuple[list[tuple[str, int]], str | None]:
+    """The brackets `text` opens and never closes, with their offsets, and the quote of
+    a string it leaves open (None), read roughly: quotes skip brackets."""
     stack: list[tuple[str, int]] = []
     quote = None
     for i, ch in enumerate(text):
@@ -139,4 +137,20 @@ def unmatched_openers(text: str) -> list[int]:
             stack.append((ch, i))
         elif ch in _PAIRS and stack and stack[-1][0] == _PAIRS[ch]:
             stack.pop()
-    return [i for _, i in stack]
+    return stack, quote
+
+
+def unmatched_openers(text: str) -> list[int]:
+    """Offsets of the brackets `text` opens and never closes (quotes skipped, roughly).
+
+    A parser notices a missing `)` only where the code ends, far from the `(`
+    that caused it; repair then re-masks the opener too.
+    """
+    return [i for _, i in _left_open(text)[0]]
+
+
+def closing(text: str) -> str:
+    """What closes the string and the brackets `text` leaves open, innermost first: how
+    a fill written after `text` mends an error reported at an opener."""
+    stack, quote = _left_open(text)
+    return (quote or "") + "".join(_CLOSERS[ch] for ch, _ in reversed(stack))

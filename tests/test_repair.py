@@ -22,6 +22,7 @@ from dlm_lsp.repair import (
     LEFT_TO_RIGHT,
     REPAIR,
     RepairConfig,
+    closing,
     culprits,
     positions_to_remask,
     raw_offset,
@@ -60,6 +61,13 @@ def test_unmatched_openers_are_the_brackets_never_closed() -> None:
     assert unmatched_openers("f(a, [1, 2], g(x)") == [1]
     assert unmatched_openers("s = ')(' + (") == [11]  # brackets in strings do not count
     assert unmatched_openers("{ a: [1] }") == []
+
+
+def test_closing_closes_the_string_then_the_brackets_left_open_innermost_first() -> None:
+    assert closing("    print(a, [b, (c") == ")])"
+    assert closing('s = "abc') == '"'
+    assert closing('foo("(", [1') == "])"  # a bracket inside a string is not open
+    assert closing("f(a)[0]") == ""
 
 
 def test_no_positions_outside_the_span() -> None:
@@ -208,6 +216,53 @@ def test_the_result_and_its_forward_passes_count_every_path(
     _spy_paths(monkeypatch, planted, fix_on=LEFT_TO_RIGHT)
     result = engine.infill(request)
     assert result.steps == planted.fake.calls
+
+
+# A line whose error no single-line fill at the cursor can mend: the document as it is
+# has it, at the same place, away from the cursor; whatever the model writes, it stays.
+OUT_OF_REACH = [
+    # typed after a `for` line that has its body: the line below is an unexpected indent
+    "def main():\n    for i in range(10): x|\n        print(i)\n    return 1\n",
+    # an `=` in a condition, before the cursor
+    "def f(x):\n    if x = 3: foo(|)\n    return x\n",
+    # the cursor in a comment after code that is broken
+    "def f(a):\n    x = a +  # note|\n    return x\n",
+]
+
+
+@pytest.mark.parametrize("doc", OUT_OF_REACH)
+def test_an_error_no_single_line_fill_can_mend_spends_no_repair_and_no_retry(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, doc: str) -> None:
+    """Repair and the left-to-right retry would spend ~20 passes to offer nothing."""
+    request = _request(doc, kind="single-line")
+    planted = Planted(engine, request, broken="y", good="z")
+    runs = _spy_paths(monkeypatch, planted, fix_on=REPAIR)
+    result = engine.infill(request)
+    assert [kind for kind, _ in runs] == [DIFFUSION]
+    assert (result.candidates[0].text, result.candidates[0].valid) == ("y", False)
+    assert (result.path, result.repair_rounds, result.steps) == (DIFFUSION, 0, planted.fake.calls)
+
+
+# Lines where the model's first fill has the document's own error, and a fill mends it.
+MENDABLE = [
+    # CPython reports the unclosed `(` at the `(`: the fill closes it
+    ("def f(a, b):\n    result = foo(a, |\n    return result\n", "b", "b)"),
+    ("def f(a):\n    s = 'abc|\n    return s\n", "d", "d'"),
+    # at the start of a line the fill may begin any statement: here the header of the
+    # block below (bench heldout's lines are of this kind)
+    ("def f(x):\n    y = 1\n    |\n        return y\n", "y = 2", "if x:"),
+]
+
+
+@pytest.mark.parametrize(("doc", "broken", "good"), MENDABLE)
+def test_an_error_a_single_line_fill_can_mend_still_gets_repair(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, doc: str, broken: str,
+        good: str) -> None:
+    request = _request(doc, kind="single-line")
+    runs = _spy_paths(monkeypatch, Planted(engine, request, broken=broken, good=good),
+                      fix_on=REPAIR)
+    engine.infill(request)
+    assert [kind for kind, _ in runs][:2] == [DIFFUSION, REPAIR]
 
 
 # --- the offered fill: re-indented and cut to whole units -------------------------------
