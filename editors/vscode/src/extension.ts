@@ -27,6 +27,7 @@ import {
 } from "vscode-languageclient/node";
 
 import { Debouncer, Superseder } from "./debounce";
+import { type Launch, Lifecycle } from "./lifecycle";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import {
@@ -46,6 +47,23 @@ const CONTENT_MODIFIED = -32801;
 // Client settings whose change needs a new server process.
 const RESTART_SETTINGS = ["dlm.server.path", "dlm.server.args", "dlm.server.env",
                           "dlm.server.address", "dlm.server.token", "dlm.languages"];
+/** A shared server answers `initialize` at once; past this, it is not going to. */
+const SHARED_SERVER_ANSWER_MS = 20000;
+
+/**
+ * The language client, quiet while its start is ours to report: a failed start is said
+ * once, by the extension, with what to do; the client's own "couldn't create connection
+ * to server" beside it only repeated the bare error (it stays in the dlm-lsp output).
+ */
+class DlmClient extends LanguageClient {
+  quiet = true;
+  override error(message: string, data?: unknown, showNotification?: boolean | "force"): void {
+    super.error(message, data, this.quiet ? false : showNotification);
+  }
+}
+
+/** The failure was already said (a failed start); the command adds nothing. */
+class AlreadyReported extends Error {}
 
 interface InfillResult {
   version?: number | null;
@@ -69,7 +87,10 @@ let extension: DlmExtension | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   extension = new DlmExtension(context);
   context.subscriptions.push(extension);
-  await extension.start();
+  // not awaited: VS Code holds the extension's commands until activate() returns, and a
+  // start can take long or hang (DLM: Restart server must work meanwhile); the commands
+  // that need the server wait for the start themselves
+  void extension.start();
 }
 
 export async function deactivate(): Promise<void> {
@@ -77,8 +98,10 @@ export async function deactivate(): Promise<void> {
 }
 
 class DlmExtension implements vscode.Disposable {
-  private client: LanguageClient | undefined;
-  private starting: Promise<LanguageClient | undefined> | undefined;
+  private readonly lifecycle: Lifecycle<DlmClient>;
+  /** What the start in progress starts, for its failure message. */
+  private launching: { address: string; what: string; command: string; args: string[] } =
+    { address: "", what: "", command: "", args: [] };
   private state: ClientState = "starting";
   private status: ServerStatus | undefined;
   private lastMs: number | undefined;
@@ -99,6 +122,10 @@ class DlmExtension implements vscode.Disposable {
 
   constructor(context: vscode.ExtensionContext) {
     this.serverKeys = serverSettingKeys(context.extension.packageJSON);
+    this.lifecycle = new Lifecycle(() => this.launch(), {
+      started: (client) => this.started(client),
+      failed: (error) => this.startFailed(error),
+    });
     this.statusItem.command = "dlm-lsp.showStatus";
     this.statusItem.show();
     this.render();
@@ -132,11 +159,15 @@ class DlmExtension implements vscode.Disposable {
 
   /** Start the language client (once; concurrent callers share the start). */
   start(): Promise<LanguageClient | undefined> {
-    this.starting ??= this.startClient();
-    return this.starting;
+    return this.lifecycle.start();
   }
 
-  private async startClient(): Promise<LanguageClient | undefined> {
+  private get client(): DlmClient | undefined {
+    return this.lifecycle.client;
+  }
+
+  /** The next client, not started yet; undefined (and said) when the settings cannot make one. */
+  private launch(): Launch<DlmClient> | undefined {
     const config = this.config();
     const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
     const { command, args } = serverCommand(config.get<string>("server.path", "dlm-lsp"),
@@ -145,26 +176,31 @@ class DlmExtension implements vscode.Disposable {
     const address = config.get<string>("server.address", "").trim();
     let serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio, options: { env } };
     let what = `${command} ${args.join(" ")}`;
+    let socket: net.Socket | undefined;
+    let abandoned = false;
     if (address) {  // a shared `dlm-lsp --tcp` server: connect instead of starting one
       const parsed = parseAddress(address);
       if ("error" in parsed) {
         this.setState("failed");
         void vscode.window.showErrorMessage(`dlm-lsp: ${parsed.error}`);
-        this.starting = undefined;
         return undefined;
       }
       serverOptions = () => new Promise<StreamInfo>((resolve, reject) => {
-        const socket = net.connect(parsed.port, parsed.host);
-        socket.once("connect", () => resolve({ reader: socket, writer: socket }));
+        if (abandoned) return reject(new Error("abandoned"));
+        socket = net.connect(parsed.port, parsed.host);
+        socket.once("connect", () => resolve({ reader: socket!, writer: socket! }));
         socket.once("error", reject);
+        socket.once("close", () => reject(new Error(`the connection to ${address} closed`)));
       });
       what = `a connection to ${parsed.host}:${parsed.port}`;
     }
+    this.launching = { address, what, command, args };
     const languages = config.get<string[]>("languages", []);
     // the editor's context menu and key offer the fill commands only where the server is:
     // elsewhere they could only fail ("document ... is not open")
     void vscode.commands.executeCommand("setContext", LANGUAGES_CONTEXT, languages);
     let fallback: ErrorHandler | undefined;  // the client's own, made once the client exists
+    let client: DlmClient | undefined;
     const clientOptions: LanguageClientOptions = {
       documentSelector: languages.flatMap((language) => [
         { scheme: "file", language }, { scheme: "untitled", language }]),
@@ -178,7 +214,7 @@ class DlmExtension implements vscode.Disposable {
       // refused again (and say "Restarting server failed").  Once running, the usual restarts.
       errorHandler: {
         error: (error, message, count) => fallback!.error(error, message, count),
-        closed: () => this.state === "running" ? fallback!.closed()
+        closed: () => client?.state === State.Running ? fallback!.closed()
           : { action: CloseAction.DoNotRestart, handled: true },
       },
       middleware: {
@@ -186,44 +222,57 @@ class DlmExtension implements vscode.Disposable {
           this.inlineCompletion(document, position, context, token, next),
       },
     };
-    const client = new LanguageClient("dlm", "dlm-lsp", serverOptions, clientOptions);
+    client = new DlmClient("dlm", "dlm-lsp", serverOptions, clientOptions);
     fallback = client.createDefaultErrorHandler();
     // Inline completion is LSP 3.18; older client versions keep it among the proposed features.
     client.registerProposedFeatures();
     client.onNotification(DRAFT, (params: DraftParams) => this.showDraft(params));
+    const self = client;
     client.onDidChangeState((e) => {
+      if (this.client !== self) return;  // its start is not over, or it was replaced
       if (e.newState === State.Running) this.setState("running");
-      else if (e.newState === State.Stopped && this.state === "running") this.setState("stopped");
+      else if (e.newState !== State.Starting && this.state === "running") this.setState("stopped");
     });
     this.output.info(`starting ${what}`);
     this.setState("starting");
-    try {
-      await client.start();
-    } catch (error) {
-      this.setState("failed");
-      this.record("serverFailed", { message: String(error) });
-      const open = "Open settings";
-      const hint = startFailureHint(address, error);
-      void vscode.window.showErrorMessage(
-        `dlm-lsp could not start ${address ? what : `"${command}"`}: ${messageOf(error)}. ${hint}`,
-        open).then((choice) => {
-        if (choice === open) void vscode.commands.executeCommand("workbench.action.openSettings", "dlm.server");
-      });
-      this.starting = undefined;
-      return undefined;
-    }
-    this.client = client;
+    return {
+      client,
+      // a start in progress cannot be stopped: end its connection, and it fails
+      abandon: () => {
+        abandoned = true;
+        if (socket) socket.destroy();
+        else self.serverProcess?.kill();
+      },
+      deadlineMs: address ? SHARED_SERVER_ANSWER_MS : undefined,
+    };
+  }
+
+  private started(client: DlmClient): void {
+    client.quiet = false;
+    this.status = undefined;
     this.setState("running");
-    this.record("serverStarted", { command, args });
+    this.record("serverStarted", { command: this.launching.command, args: this.launching.args });
     this.pollStatus(0);
-    return client;
+  }
+
+  private startFailed(error: unknown): void {
+    const { address, what, command } = this.launching;
+    this.setState("failed");
+    this.record("serverFailed", { message: String(error) });
+    this.output.error(`could not start ${what}: ${messageOf(error)}`);
+    const open = "Open settings";
+    const hint = startFailureHint(address, error);
+    void vscode.window.showErrorMessage(
+      `dlm-lsp could not start ${address ? what : `"${command}"`}: ${messageOf(error)}. ${hint}`,
+      open).then((choice) => {
+      if (choice === open) void vscode.commands.executeCommand("workbench.action.openSettings", "dlm.server");
+    });
   }
 
   async stop(): Promise<void> {
-    const client = this.client;
-    this.client = undefined;
-    this.starting = undefined;
-    if (client) await client.stop().catch(() => undefined);
+    // requests still waiting on it fail as it stops: nothing the user must be told
+    if (this.client) this.client.quiet = true;
+    await this.lifecycle.stop();
     this.setState("stopped");
   }
 
@@ -234,7 +283,7 @@ class DlmExtension implements vscode.Disposable {
 
   private async readyClient(): Promise<LanguageClient> {
     const client = this.client ?? (await this.start());
-    if (!client) throw new Error("the dlm-lsp server is not running (see the dlm-lsp output)");
+    if (!client) throw new AlreadyReported("the dlm-lsp server could not start");
     return client;
   }
 
@@ -526,6 +575,7 @@ class DlmExtension implements vscode.Disposable {
   private reportError(command: string, error: unknown): void {
     this.output.error(`${command}: ${messageOf(error)}`);
     this.record("error", { command, message: messageOf(error) });
+    if (error instanceof AlreadyReported) return;
     void vscode.window.showWarningMessage(`dlm-lsp: ${messageOf(error)}`);
   }
 

@@ -9,6 +9,8 @@
  * server never sees a key it would reject as unknown.
  */
 
+import { StartTimeout } from "./lifecycle";
+
 export const SERVER_SECTION_ID = "dlm.server";
 export const PREFIX = "dlm.";
 
@@ -80,6 +82,8 @@ export function withToken(settings: Record<string, unknown>, address: string, to
 /** JSON-RPC codes a shared server refuses `initialize` with (dlm_lsp/errors.py). */
 export const SERVER_BUSY = -32004;
 export const UNAUTHORIZED = -32006;
+/** vscode-jsonrpc's code for a request whose connection closed before the answer came. */
+export const PENDING_RESPONSE_REJECTED = -32097;
 
 /**
  * What to do when the server could not be started or reached: the fix depends on why.
@@ -93,6 +97,16 @@ export function startFailureHint(address: string, error: unknown): string {
   }
   if (address.trim() && code === SERVER_BUSY) {
     return "That server is serving its most clients (its --max-clients); try again later.";
+  }
+  // something listens there but never answers (a stuck server, another program)
+  if (address.trim() && error instanceof StartTimeout) {
+    return "Is `dlm-lsp --tcp` running there, and not stuck? Or clear dlm.server.address.";
+  }
+  // the executable ran and exited (a Python without the server's packages, a crash at
+  // import): it is found, so pointing at dlm.server.path would send the user the wrong way
+  if (code === PENDING_RESPONSE_REJECTED) {
+    return address.trim() ? "The server there closed the connection before it answered: is it `dlm-lsp --tcp`?"
+      : "The server exited before it answered; the dlm-lsp output says why.";
   }
   return address.trim() ? "Start `dlm-lsp --tcp` there, or clear dlm.server.address."
     : "Set dlm.server.path to the server executable.";

@@ -4,9 +4,10 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 
 import {
-  parseAddress, serverCommand, serverSettingKeys, serverSettings, SERVER_BUSY, startFailureHint, toggleScope,
-  UNAUTHORIZED, withToken,
+  parseAddress, PENDING_RESPONSE_REJECTED, serverCommand, serverSettingKeys, serverSettings, SERVER_BUSY,
+  startFailureHint, toggleScope, UNAUTHORIZED, withToken,
 } from "../settings";
+import { StartTimeout } from "../lifecycle";
 
 // Compiled to out/test/, so the manifest is two folders up.
 const manifest = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
@@ -132,6 +133,23 @@ describe("startFailureHint: what to do when the server cannot be reached or refu
   it("says to wait when a shared server is at its --max-clients", () => {
     const busy = Object.assign(new Error("serving 64 clients"), { code: SERVER_BUSY });
     assert.match(startFailureHint("gpu:2087", busy), /try again later/);
+  });
+
+  it("says a server that exited before it answered exited, instead of 'set dlm.server.path' to the executable it ran", () => {
+    // e.g. dlm.server.path a Python without the server's packages: ModuleNotFoundError at import
+    const exited = Object.assign(new Error("Pending response rejected since connection got disposed"),
+                                 { code: PENDING_RESPONSE_REJECTED });
+    const hint = startFailureHint("", exited);
+    assert.match(hint, /exited before it answered/);
+    assert.match(hint, /dlm-lsp output/);
+    assert.doesNotMatch(hint, /dlm\.server\.path/);
+    assert.match(startFailureHint("gpu:2087", exited), /closed the connection before it answered/);
+  });
+
+  it("asks whether the shared server is running and not stuck when nothing answered in time", () => {
+    const hint = startFailureHint("gpu:2087", new StartTimeout(20000));
+    assert.match(hint, /not stuck/);
+    assert.match(hint, /dlm\.server\.address/);
   });
 
   it("says to start the server, or to set the executable, otherwise", () => {
