@@ -33,7 +33,9 @@ import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, typ
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
-import { type ClientState, loadSettled, type ServerStatus, statusText, statusTooltip } from "./status";
+import {
+  type ClientState, loadSettled, RESTART_HINT, type ServerStatus, statusText, statusTooltip,
+} from "./status";
 
 const INFILL = "dlm/infill";
 const STATUS = "dlm/status";
@@ -62,6 +64,8 @@ class DlmClient extends LanguageClient {
   }
 }
 
+/** A command found the server stopped (it exited, and the client gave up restarting it). */
+class ServerStopped extends Error {}
 /** The failure was already said (a failed start); the command adds nothing. */
 class AlreadyReported extends Error {}
 
@@ -230,8 +234,14 @@ class DlmExtension implements vscode.Disposable {
     const self = client;
     client.onDidChangeState((e) => {
       if (this.client !== self) return;  // its start is not over, or it was replaced
-      if (e.newState === State.Running) this.setState("running");
-      else if (e.newState !== State.Starting && this.state === "running") this.setState("stopped");
+      if (e.newState === State.Running) {
+        // the client restarted a server that exited: a new process, loading its model again
+        this.status = undefined;
+        this.setState("running");
+        this.pollStatus(0);
+      } else {
+        this.setState(e.newState === State.Starting ? "starting" : "stopped");
+      }
     });
     this.output.info(`starting ${what}`);
     this.setState("starting");
@@ -284,6 +294,11 @@ class DlmExtension implements vscode.Disposable {
   private async readyClient(): Promise<LanguageClient> {
     const client = this.client ?? (await this.start());
     if (!client) throw new AlreadyReported("the dlm-lsp server could not start");
+    // a server that exited for good (the client restarts it a few times, then gives up):
+    // "Client is not running" would leave the user no way back
+    if (client.state !== State.Running && client.state !== State.Starting) {
+      throw new ServerStopped("the dlm-lsp server has stopped (its output says why)");
+    }
     return client;
   }
 
@@ -472,7 +487,9 @@ class DlmExtension implements vscode.Disposable {
 
   private async showStatus(): Promise<void> {
     await this.refreshStatus();
-    this.output.info(JSON.stringify(this.status ?? {}, null, 2));
+    // a server that is not running has no status: an earlier one's would mislead
+    if (this.state === "running") this.output.info(JSON.stringify(this.status ?? {}, null, 2));
+    else this.output.info(`the dlm-lsp server is ${this.state === "starting" ? "starting" : `${this.state}: ${RESTART_HINT}`}`);
     this.output.show(true);
   }
 
@@ -576,6 +593,12 @@ class DlmExtension implements vscode.Disposable {
     this.output.error(`${command}: ${messageOf(error)}`);
     this.record("error", { command, message: messageOf(error) });
     if (error instanceof AlreadyReported) return;
+    if (error instanceof ServerStopped) {
+      const restart = "Restart server";
+      void vscode.window.showWarningMessage(`dlm-lsp: ${messageOf(error)}; ${RESTART_HINT}.`, restart)
+        .then((choice) => { if (choice === restart) void vscode.commands.executeCommand("dlm-lsp.restartServer"); });
+      return;
+    }
     void vscode.window.showWarningMessage(`dlm-lsp: ${messageOf(error)}`);
   }
 

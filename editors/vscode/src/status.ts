@@ -20,6 +20,9 @@ export interface ServerStatus {
 
 export type ClientState = "starting" | "running" | "stopped" | "failed";
 
+/** The way back from a server that stopped or failed: said wherever that shows. */
+export const RESTART_HINT = "DLM: Restart server starts it again";
+
 /** Whether the model's load has ended, loaded or failed: polling dlm/status can stop. */
 export function loadSettled(status: ServerStatus | undefined): boolean {
   return !!status && (status.loaded || !!status.loadError);
@@ -63,6 +66,8 @@ export function statusText(state: ClientState, status?: ServerStatus, lastMs?: n
 export function statusTooltip(state: ClientState, status?: ServerStatus, lastMs?: number,
                               inline = true): string {
   const lines = [`dlm-lsp: ${state}`];
+  // the status of a server that is gone would describe another process
+  if (state === "stopped" || state === "failed") return [...lines, RESTART_HINT].join("\n");
   if (!inline) lines.push("inline suggestions: off (DLM: Toggle inline suggestions)");
   if (status) {
     lines.push(`model: ${status.model ?? "?"} (${status.loaded ? "loaded" : "not loaded yet"})`);

@@ -31,6 +31,14 @@ describe("status bar", () => {
     assert.match(statusText("failed", loaded), /failed/);
   });
 
+  it("says how to start a stopped or failed server again, and shows no status of the server that is gone", () => {
+    for (const state of ["stopped", "failed"] as const) {
+      const tooltip = statusTooltip(state, loaded, 120);
+      assert.match(tooltip, /DLM: Restart server/);
+      assert.doesNotMatch(tooltip, /model: default \(loaded\)|last fill|fills: 3/);
+    }
+  });
+
   it("names a model directory by its last component", () => {
     assert.equal(modelLabel("/home/me/models/tiny/"), "tiny");
     assert.equal(modelLabel("C:\\models\\big"), "big");
