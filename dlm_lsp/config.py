@@ -168,15 +168,15 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "max_span_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
     "single_line_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
     "multi_line_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
-    "max_context_tokens": (lambda v: 0 <= v <= 1 << 20, "a non-negative integer"),
-    "timeout_ms": (lambda v: v > 0, "a positive number of milliseconds"),
+    "max_context_tokens": (lambda v: 0 <= v <= 1 << 20, "an integer from 0 to 1048576"),
+    "timeout_ms": (lambda v: v > 0, "a positive integer (milliseconds)"),
     "batch_rows": (lambda v: 0 <= v <= 256, "an integer from 0 to 256"),
     "cache_refresh": (lambda v: 1 <= v <= 1024, "an integer from 1 to 1024"),
     "cache_window": (lambda v: 0 <= v <= 4096, "an integer from 0 to 4096"),
-    "latency_ms": (lambda v: v is None or v > 0, "a positive number of milliseconds"),
-    "latency_ms_single_line": (lambda v: v is None or v > 0, "a positive number of ms"),
-    "latency_ms_multi_line": (lambda v: v is None or v > 0, "a positive number of ms"),
-    "latency_ms_rewrite": (lambda v: v is None or v > 0, "a positive number of ms"),
+    "latency_ms": (lambda v: v is None or v > 0, "a positive integer (milliseconds)"),
+    "latency_ms_single_line": (lambda v: v is None or v > 0, "a positive integer (milliseconds)"),
+    "latency_ms_multi_line": (lambda v: v is None or v > 0, "a positive integer (milliseconds)"),
+    "latency_ms_rewrite": (lambda v: v is None or v > 0, "a positive integer (milliseconds)"),
     "hole_marker": (lambda v: len(v) > 0 and "\n" not in v, "a non-empty one-line string"),
     "model": (lambda v: len(v) > 0, "a model name or directory"),
     "max_open_documents": (lambda v: v >= 1, "a positive integer"),
@@ -184,7 +184,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "backend": (lambda v: v in BACKENDS, f"one of {', '.join(BACKENDS)}"),
     "remote_url": (lambda v: v == "" or re.match(r"https?://[^/\s]+", v) is not None,
                    "an http:// or https:// URL"),
-    "remote_connect_ms": (lambda v: v > 0, "a positive number of milliseconds"),
+    "remote_connect_ms": (lambda v: v > 0, "a positive integer (milliseconds)"),
     "remote_retries": (lambda v: 0 <= v <= 10, "an integer from 0 to 10"),
 }
 
@@ -223,6 +223,20 @@ def _type_ok(value: Any, hint: Any) -> bool:
     return False
 
 
+# What a value of each JSON type is called in a message (a field without a check beyond
+# its type accepts any value of it).
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def accepted(name: str, hint: Any) -> str:
+    """What a good value of field `name` looks like, for a message: its check's words, else
+    its type's (a value of the wrong type should say what would have been right)."""
+    if name in _CHECKS:
+        return _CHECKS[name][1]
+    words = [_TYPE_WORDS[t] for t in getattr(hint, "__args__", (hint,)) if t in _TYPE_WORDS]
+    return " or ".join(words)
+
+
 def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
               strict: bool = False) -> tuple[T, list[str]]:
     """Overlay camelCase `data` onto `base` (or defaults); return the result and problems.
@@ -250,7 +264,8 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
             setattr(result, name, defaults[name])
             continue
         if not _type_ok(value, hints[name]):
-            problems.append(f"setting '{label}' has the wrong type ({value!r}){kept}")
+            problems.append(f"setting '{label}' = {value!r} has the wrong type: it should be "
+                            f"{accepted(name, hints[name])}{kept}")
             continue
         if isinstance(value, int) and float in getattr(hints[name], "__args__", (hints[name],)):
             value = float(value)

@@ -100,8 +100,10 @@ class DlmServer(LanguageServer):
         self.pending_problems: list[str] = []
         self._progress_count = 0  # server-initiated progress tokens made so far
 
-    def apply_settings(self, data: Any, base: ServerConfig | None = None) -> list[str]:
-        """Overlay client settings (camelCase, optionally under "dlm") onto the config."""
+    def apply_settings(self, data: Any, initial: bool = False) -> list[str]:
+        """Overlay client settings (camelCase, optionally under "dlm") onto the config, or
+        with `initial` (initializationOptions) onto the defaults: a wrong value there is
+        said to keep the default, as there is no value of the user's to keep."""
         section: list[str] = []
         if isinstance(data, dict) and "dlm" in data:
             if isinstance(data["dlm"], dict):
@@ -109,7 +111,7 @@ class DlmServer(LanguageServer):
             else:  # e.g. null: not an unknown setting, a section that is not an object
                 section = [f"settings 'dlm' should be an object, got {data['dlm']!r}; ignored"]
                 data = {key: value for key, value in data.items() if key != "dlm"}
-        config, problems = from_json(ServerConfig, data, base or self.config)
+        config, problems = from_json(ServerConfig, data, None if initial else self.config)
         problems = section + problems
         self.engine = switch_backend(self.engine, self.config, config, self.make_backend)
         self.config = config
@@ -373,7 +375,7 @@ def command(name: str) -> Callable[[Callable], Callable]:
 @feature(types.INITIALIZE)
 def initialize(ls: DlmServer, params: types.InitializeParams) -> None:
     """Read initializationOptions; problems are shown once the client is ready."""
-    ls.pending_problems = ls.apply_settings(params.initialization_options, ServerConfig())
+    ls.pending_problems = ls.apply_settings(params.initialization_options, initial=True)
 
 
 @feature(types.INITIALIZED)

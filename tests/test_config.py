@@ -54,6 +54,44 @@ def test_wrong_type_keeps_the_default_and_names_the_setting() -> None:
     assert "'maxSpanTokens'" in problems[0] and "wrong type" in problems[0]
 
 
+@pytest.mark.parametrize(("data", "problem"), [
+    ({"steps": "8"}, "setting 'steps' = '8' has the wrong type: it should be an integer from "
+                     "1 to 4096; default kept"),
+    ({"strategy": 1}, "setting 'strategy' = 1 has the wrong type: it should be one of "
+                      "confidence, margin, entropy, random, left-to-right; default kept"),
+    ({"drafts": "true"}, "setting 'drafts' = 'true' has the wrong type: it should be true or "
+                         "false; default kept"),
+    ({"earlyStop": 0}, "setting 'earlyStop' = 0 has the wrong type: it should be true or "
+                       "false; default kept"),
+    ({"remoteToken": 5}, "setting 'remoteToken' = 5 has the wrong type: it should be a string; "
+                         "default kept"),
+    ({"timeoutMs": 1.5}, "setting 'timeoutMs' = 1.5 has the wrong type: it should be a positive "
+                         "integer (milliseconds); default kept"),
+])
+def test_a_value_of_the_wrong_type_says_what_the_setting_accepts(data, problem) -> None:
+    """"has the wrong type ('8')" left the user guessing what the right one is."""
+    assert from_json(ServerConfig, data) == (ServerConfig(), [problem])
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(ServerConfig)])
+def test_every_setting_says_what_it_accepts_when_given_the_wrong_type(field: str) -> None:
+    wrong = [{"nested": 1}] if field != "model" else 5  # no setting takes a list
+    _, [problem] = from_json(ServerConfig, {camel(field): wrong})
+    assert problem.startswith(f"setting '{camel(field)}' = ")
+    assert " has the wrong type: it should be " in problem and problem.endswith("default kept")
+    assert not problem.split("should be ")[1].startswith(";")  # words, not nothing
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    ({"maxContextTokens": 2**21}, "an integer from 0 to 1048576"),  # said "non-negative"
+    ({"latencyMsSingleLine": 0}, "a positive integer (milliseconds)"),  # 150.5 is refused
+    ({"remoteConnectMs": -1}, "a positive integer (milliseconds)"),
+])
+def test_a_refused_value_is_told_the_range_that_is_really_accepted(data, words) -> None:
+    _, [problem] = from_json(ServerConfig, data)
+    assert f"should be {words}; default kept" in problem
+
+
 def test_out_of_range_value_keeps_the_default_and_says_what_is_allowed() -> None:
     cfg, problems = from_json(ServerConfig, {"candidates": 17})
     assert cfg.candidates == ServerConfig().candidates

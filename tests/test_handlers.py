@@ -111,3 +111,17 @@ def test_a_dlm_section_that_is_not_an_object_is_said_to_be_so(section):
     problems = ls.apply_settings({"dlm": section, "steps": 4})
     assert problems == [f"settings 'dlm' should be an object, got {section!r}; ignored"]
     assert ls.config.steps == 4
+
+
+def test_a_wrong_value_at_initialize_keeps_the_default_and_a_later_one_the_value():
+    """At initialize there is no value of the user's to keep: the message said "value kept"."""
+    ls = server.build_server()
+    server.initialize(ls, types.InitializeParams(
+        capabilities=types.ClientCapabilities(),
+        initialization_options={"candidates": 3, "strategy": "sideways"}))
+    assert ls.pending_problems == [
+        "setting 'strategy' = 'sideways' should be one of confidence, margin, entropy, random, "
+        "left-to-right; default kept"]
+    assert ls.apply_settings({"dlm": {"candidates": 17}}) == [
+        "setting 'candidates' = 17 should be an integer from 1 to 16; value kept"]
+    assert (ls.config.candidates, ls.config.strategy) == (3, "confidence")
