@@ -23,6 +23,16 @@ LOCAL, REMOTE, SGLANG = "local", "remote", "sglang"
 ENDPOINT = ("backend", "remote_url", "remote_token", "remote_ca_file")
 
 
+def endpoint(config: ServerConfig) -> tuple:
+    """Where fills run, as far as the settings say: the backend, and for a service its
+    address and key.  The local engine has no address: the remote settings mean nothing
+    to it (a user may fill them in before switching), and a change of one must not
+    replace it, which would drop its loaded model and its figures."""
+    if config.backend == LOCAL:
+        return (LOCAL,)
+    return tuple(getattr(config, name) for name in ENDPOINT)
+
+
 class BackendError(RuntimeError):
     """The service a backend talks to could not give a fill; the message says why and
     what to change (unreachable, refused the token, lost the replica, ...)."""
@@ -71,7 +81,7 @@ def switch_backend(current: Backend, old: ServerConfig, new: ServerConfig,
                    make: BackendFactory = make_backend) -> Backend:
     """`current` reconfigured, or a new backend (from `make`) when the settings moved to
     another endpoint."""
-    if all(getattr(old, name) == getattr(new, name) for name in ENDPOINT):
+    if endpoint(old) == endpoint(new):
         current.reconfigure(new)
         return current
     current.close()

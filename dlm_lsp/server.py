@@ -29,11 +29,11 @@ from pygls.lsp.server import LanguageServer
 from dlm_lsp import __version__
 from dlm_lsp.admission import Gate
 from dlm_lsp.backends import (
-    ENDPOINT,
     LOCAL,
     Backend,
     BackendError,
     BackendFactory,
+    endpoint,
     make_backend,
     switch_backend,
 )
@@ -393,7 +393,8 @@ async def did_change_configuration(ls: DlmServer,
     got ready at once, so a wrong path is reported now and not at the next fill."""
     before = ls.config
     ls.warn(ls.apply_settings(params.settings))
-    if any(getattr(before, name) != getattr(ls.config, name) for name in ENDPOINT + LOADED_WITH):
+    if endpoint(before) != endpoint(ls.config) or any(
+            getattr(before, name) != getattr(ls.config, name) for name in LOADED_WITH):
         await ls.preload()
 
 

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -85,6 +86,18 @@ def test_a_new_endpoint_builds_a_new_backend_and_other_changes_keep_it():
     assert same is local and local.config.steps_single_line == 4
     moved = switch_backend(local, old, ServerConfig(backend="remote", remote_url="http://h:1"))
     assert isinstance(moved, RemoteEngine)
+
+
+@pytest.mark.parametrize("change", [{"remote_url": "http://h:1"}, {"remote_token": "t"},
+                                    {"remote_ca_file": "/ca.pem"}])
+def test_the_remote_settings_pick_a_service_only_once_backend_names_one(change):
+    """Under the local backend they mean nothing, and replacing the engine lost its model."""
+    old = ServerConfig()
+    local = make_backend(old)
+    assert switch_backend(local, old, replace(old, **change)) is local
+    remote = ServerConfig(backend="remote", remote_url="http://h:0")
+    service = make_backend(remote)
+    assert switch_backend(service, remote, replace(remote, **change)) is not service
 
 
 class Script(BaseHTTPRequestHandler):

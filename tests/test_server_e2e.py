@@ -610,6 +610,25 @@ async def test_a_new_model_setting_is_loaded_at_once_and_a_wrong_one_reported_at
     assert "ready on cpu" in loads(client)["dlm-lsp/load/3"][-1].message
 
 
+async def test_remote_settings_under_the_local_backend_keep_the_loaded_model(client):
+    """A user filling in the service's address before switching `backend` to it: the local
+    engine was replaced at each such change, its model loaded again (seconds to minutes
+    for a large one) and its figures in dlm/status lost."""
+    await wait_for(lambda: len(loads(client)) == 1 and all(map(ended, loads(client).values())))
+    open_doc(client)
+    await infill(client, rng(4, 4, 4, 4), options={"length": 2})
+    for change in ({"remoteUrl": "http://127.0.0.1:9"}, {"remoteToken": "t"},
+                   {"remoteCaFile": "/no/ca.pem"}):
+        told = len(client.messages)
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"dlm": {**change, "steps": 0}}))  # the warning: the change was handled
+        await wait_for(lambda: len(client.messages) > told)  # noqa: B023 - awaited here
+    status = await client.protocol.send_request_async("dlm/status", {})
+    assert status.loaded and status.fills == 1
+    await asyncio.sleep(0.3)  # a load would have begun by now
+    assert len(loads(client)) == 1
+
+
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
 async def plain_client(lsp_client: LanguageClient, model_dir):
     """A client that declares no capabilities at all (no work-done progress)."""
