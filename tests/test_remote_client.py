@@ -294,7 +294,23 @@ def test_an_unreachable_service_falls_back_to_the_local_engine_when_allowed(mode
     want = Engine(ServerConfig(model=str(model_dir))).infill(InfillRequest(TEXT, AT, AT,
                                                                            "python"))
     assert [c.text for c in got.candidates] == [c.text for c in want.candidates]
-    assert engine.fallbacks == 1 and "ran on the local engine" in engine.notices[0]
+    assert engine.fallbacks == 1 and "run on the local engine" in engine.notices[0]
+
+
+def test_falling_back_is_told_once_an_outage_not_at_every_fill(model_dir):
+    """Ghost text asks for a fill at each pause in typing: a message at each fallback was
+    a new pop-up every few seconds while the service was down."""
+    httpd = serving([status(503, "down"), status(503, "down"), stream(RESULT),
+                     status(503, "down")])
+    engine = client(httpd, remote_retries=0, remote_fallback=True, model=str(model_dir))
+    told = []
+    for _ in range(4):
+        engine.infill(InfillRequest(TEXT, AT, AT, "python"))
+        told.append([n for n in engine.notices if "remoteFallback" in n])
+        engine.notices.clear()
+    assert [len(notices) for notices in told] == [1, 0, 0, 1]  # again after it answered
+    assert "fills run on the local engine until it answers" in told[0][0]
+    assert engine.fallbacks == 3 and engine.fills == 1
 
 
 def test_the_editor_is_told_when_the_service_is_unreachable(model_dir: Path):

@@ -107,6 +107,9 @@ class ServerBackend:
         self.config = config
         self.notices: deque[str] = deque(maxlen=16)
         self._local: Any = None  # the local engine, made on the first fallback
+        # Whether the user was told that fills run locally: once an outage, not at every
+        # fill (ghost text asks at each pause in typing), again after the server answered.
+        self._told_fallback = False
         self.fills = self.retries = self.fallbacks = 0
         self.recent_fills: deque[float] = deque(maxlen=512)  # ms, as this client saw them
         self._pool = ConnectionPool()
@@ -155,6 +158,7 @@ class ServerBackend:
                 return self._fall_back(req, exc, attempt + 1)
             self.fills += 1
             self.recent_fills.append((time.perf_counter() - began) * 1000)
+            self._told_fallback = False
             return result
         raise AssertionError("unreachable: the loop returns or raises")
 
@@ -168,8 +172,10 @@ class ServerBackend:
         if self._local is None:
             self._local = Engine(self.config)
         self.fallbacks += 1
-        self.notices.append(f"{exc}: this fill ran on the local engine (setting "
-                            "remoteFallback)")
+        if not self._told_fallback:
+            self._told_fallback = True
+            self.notices.append(f"{exc}: fills run on the local engine until it answers "
+                                "(setting remoteFallback; dlm/status counts them)")
         return self._local.infill(req)
 
     @staticmethod
