@@ -134,59 +134,84 @@ PROCESS_SETTINGS = frozenset({
     "remote_token", "remote_ca_file", "remote_connect_ms", "remote_retries", "remote_fallback"})
 
 
-# Value checks beyond the type: name -> (predicate, what a good value looks like).
+@dataclass(frozen=True)
+class Range:
+    """A number's bounds, as data: the server checks values with it, and the VS Code
+    extension's manifest states the same bounds (editors/vscode/scripts/sync_settings.py),
+    so that its Settings UI refuses what the server would.  `above`: `low` itself is out."""
+
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+
+    def __call__(self, value: float | None) -> bool:
+        if value is None:
+            return True
+        if self.low is not None and not (value > self.low if self.above else value >= self.low):
+            return False
+        return self.high is None or value <= self.high
+
+
+# Value checks beyond the type: name -> (predicate, what a good value looks like); a
+# number's predicate is its Range.
 _CHECKS: dict[str, tuple[Any, str]] = {
-    "steps": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),
-    "steps_single_line": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
-    "steps_multi_line": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
-    "steps_rewrite": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
-    "top_p": (lambda v: v is None or 0 < v <= 1, "a number above 0, at most 1"),
-    "threshold": (lambda v: v is None or 0 < v <= 1, "a probability above 0, at most 1"),
-    "max_per_step": (lambda v: v is None or v >= 1, "a positive integer"),
-    "spacing": (lambda v: v is None or 0 <= v <= 64, "an integer from 0 to 64"),
-    "remask": (lambda v: v is None or 0 <= v <= 1, "a number from 0 to 1"),
-    "remask_below": (lambda v: v is None or 0 <= v <= 1, "a probability from 0 to 1"),
-    "ltr_tokens": (lambda v: v is None or 0 <= v <= 4096, "an integer from 0 to 4096"),
-    "block_size": (lambda v: v is None or v >= 1, "a positive integer"),
-    "early_stop_logprob": (lambda v: v is None or v <= 0, "a log-probability (<= 0)"),
-    "strength": (lambda v: v is None or 0 <= v <= 1, "a number from 0 to 1"),
-    "repair_rounds": (lambda v: v is None or 0 <= v <= 16, "an integer from 0 to 16"),
-    "fallback_max_tokens": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "steps": (Range(1, 4096), "an integer from 1 to 4096"),
+    "steps_single_line": (Range(1, 4096), "an integer from 1 to 4096"),
+    "steps_multi_line": (Range(1, 4096), "an integer from 1 to 4096"),
+    "steps_rewrite": (Range(1, 4096), "an integer from 1 to 4096"),
+    "top_p": (Range(0, 1, above=True), "a number above 0, at most 1"),
+    "threshold": (Range(0, 1, above=True), "a probability above 0, at most 1"),
+    "max_per_step": (Range(1), "a positive integer"),
+    "spacing": (Range(0, 64), "an integer from 0 to 64"),
+    "remask": (Range(0, 1), "a number from 0 to 1"),
+    "remask_below": (Range(0, 1), "a probability from 0 to 1"),
+    "ltr_tokens": (Range(0, 4096), "an integer from 0 to 4096"),
+    "block_size": (Range(1), "a positive integer"),
+    "early_stop_logprob": (Range(high=0), "a log-probability (<= 0)"),
+    "strength": (Range(0, 1), "a number from 0 to 1"),
+    "repair_rounds": (Range(0, 16), "an integer from 0 to 16"),
+    "fallback_max_tokens": (Range(1, 4096), "an integer from 1 to 4096"),
     "refine_order": (lambda v: v is None or v in REFINE_ORDERS,
                      f"one of {', '.join(REFINE_ORDERS)}"),
-    "length": (lambda v: v is None or 1 <= v <= 4096, "an integer from 1 to 4096"),
+    "length": (Range(1, 4096), "an integer from 1 to 4096"),
     "kind": (lambda v: v is None or v in KINDS, f"one of {', '.join(KINDS)}"),
     "strategy": (lambda v: v is None or v in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
     "schedule": (lambda v: v is None or v in SCHEDULES, f"one of {', '.join(SCHEDULES)}"),
     "device": (lambda v: v in DEVICES, f"one of {', '.join(DEVICES)}"),
     "precision": (lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
-    "candidates": (lambda v: v is None or 1 <= v <= 16, "an integer from 1 to 16"),
+    "candidates": (Range(1, 16), "an integer from 1 to 16"),
     # torch's generators take 64 bits; repair rounds seed with seed + round
-    "seed": (lambda v: v is None or -(1 << 63) <= v < 1 << 63,
+    "seed": (Range(-(1 << 63), (1 << 63) - 1),
              "an integer from -2**63 to 2**63 - 1"),
-    "temperature": (lambda v: v is None or 0 <= v <= 5, "a number from 0 to 5"),
-    "max_span_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
-    "single_line_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
-    "multi_line_tokens": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
-    "max_context_tokens": (lambda v: 0 <= v <= 1 << 20, "an integer from 0 to 1048576"),
-    "timeout_ms": (lambda v: v > 0, "a positive integer (milliseconds)"),
-    "batch_rows": (lambda v: 0 <= v <= 256, "an integer from 0 to 256"),
-    "cache_refresh": (lambda v: 1 <= v <= 1024, "an integer from 1 to 1024"),
-    "cache_window": (lambda v: 0 <= v <= 4096, "an integer from 0 to 4096"),
-    "latency_ms": (lambda v: v is None or v > 0, "a positive integer (milliseconds)"),
-    "latency_ms_single_line": (lambda v: v is None or v > 0, "a positive integer (milliseconds)"),
-    "latency_ms_multi_line": (lambda v: v is None or v > 0, "a positive integer (milliseconds)"),
-    "latency_ms_rewrite": (lambda v: v is None or v > 0, "a positive integer (milliseconds)"),
+    "temperature": (Range(0, 5), "a number from 0 to 5"),
+    "max_span_tokens": (Range(1, 4096), "an integer from 1 to 4096"),
+    "single_line_tokens": (Range(1, 4096), "an integer from 1 to 4096"),
+    "multi_line_tokens": (Range(1, 4096), "an integer from 1 to 4096"),
+    "max_context_tokens": (Range(0, 1 << 20), "an integer from 0 to 1048576"),
+    "timeout_ms": (Range(0, above=True), "a positive integer (milliseconds)"),
+    "batch_rows": (Range(0, 256), "an integer from 0 to 256"),
+    "cache_refresh": (Range(1, 1024), "an integer from 1 to 1024"),
+    "cache_window": (Range(0, 4096), "an integer from 0 to 4096"),
+    "latency_ms": (Range(0, above=True), "a positive integer (milliseconds)"),
+    "latency_ms_single_line": (Range(0, above=True), "a positive integer (milliseconds)"),
+    "latency_ms_multi_line": (Range(0, above=True), "a positive integer (milliseconds)"),
+    "latency_ms_rewrite": (Range(0, above=True), "a positive integer (milliseconds)"),
     "hole_marker": (lambda v: len(v) > 0 and "\n" not in v, "a non-empty one-line string"),
     "model": (lambda v: len(v) > 0, "a model name or directory"),
-    "max_open_documents": (lambda v: v >= 1, "a positive integer"),
-    "max_queued_requests": (lambda v: v >= 1, "a positive integer"),
+    "max_open_documents": (Range(1), "a positive integer"),
+    "max_queued_requests": (Range(1), "a positive integer"),
     "backend": (lambda v: v in BACKENDS, f"one of {', '.join(BACKENDS)}"),
     "remote_url": (lambda v: v == "" or re.match(r"https?://[^/\s]+", v) is not None,
                    "an http:// or https:// URL"),
-    "remote_connect_ms": (lambda v: v > 0, "a positive integer (milliseconds)"),
-    "remote_retries": (lambda v: 0 <= v <= 10, "an integer from 0 to 10"),
+    "remote_connect_ms": (Range(0, above=True), "a positive integer (milliseconds)"),
+    "remote_retries": (Range(0, 10), "an integer from 0 to 10"),
 }
+
+
+def value_range(name: str) -> Range | None:
+    """The bounds of a number setting or option (None where it has none)."""
+    check = _CHECKS.get(name)
+    return check[0] if check is not None and isinstance(check[0], Range) else None
 
 
 def setting(options: InfillOptions, config: ServerConfig, name: str) -> Any:

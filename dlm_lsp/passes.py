@@ -134,11 +134,14 @@ def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, languag
     return text
 
 
+# RepairConfig's fields and the settings that set them
+REPAIR_SETTINGS = (("rounds", "repair_rounds"), ("fallback", "fallback"),
+                   ("fallback_max_tokens", "fallback_max_tokens"))
+
+
 def repair_config(cfg: ServerConfig, opt: InfillOptions) -> RepairConfig:
     """The request's repair settings over the server's, over RepairConfig's defaults."""
-    chosen = {name: setting(opt, cfg, key) for name, key in
-              (("rounds", "repair_rounds"), ("fallback", "fallback"),
-               ("fallback_max_tokens", "fallback_max_tokens"))}
+    chosen = {name: setting(opt, cfg, key) for name, key in REPAIR_SETTINGS}
     return RepairConfig(**{k: v for k, v in chosen.items() if v is not None})
 
 

@@ -7,6 +7,7 @@ Chromium, ~600 MB of tools) is `editors/vscode/e2e/run.sh`, outside pytest.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -16,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from dlm_lsp.config import ServerConfig, camel
+from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, camel, from_json
+from dlm_lsp.engine import sampler_config
+from dlm_lsp.passes import repair_config
 
 EXTENSION = Path(__file__).resolve().parent.parent / "editors" / "vscode"
 
@@ -35,11 +38,85 @@ def manifest_sections() -> dict[str, dict]:
     return {s["id"]: s for s in package["contributes"]["configuration"]}
 
 
-def test_package_json_contributes_every_server_setting_with_its_type_and_default():
+def test_package_json_contributes_every_server_setting_as_the_server_and_readme_say():
+    """Types, defaults, allowed values, bounds and the README's descriptions: four
+    descriptions had gone stale when only the first three were compared."""
     sync = load_sync_settings()
     have = sync.schema_only(manifest_sections()[sync.SECTION_ID])
     want = sync.schema_only(sync.settings_section())
     assert have == want, "run: python3 editors/vscode/scripts/sync_settings.py"
+
+
+def server_properties() -> dict[str, dict]:
+    """camelCase server setting -> its package.json property."""
+    return {key.removeprefix("dlm."): prop
+            for key, prop in manifest_sections()["dlm.server"]["properties"].items()}
+
+
+def readme_defaults() -> dict[str, object]:
+    """camelCase setting -> the default the README's Configuration table documents."""
+    text = (EXTENSION.parent.parent / "README.md").read_text(encoding="utf-8")
+    table = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    found = {}
+    for row in table.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("`"):
+            for name in re.findall(r"`(\w+)`", cells[0]):
+                found[name] = json.loads(cells[1].strip("`"))
+    return found
+
+
+def test_every_server_switch_is_a_checkbox_in_the_settings_ui():
+    """VS Code's Settings UI shows ["boolean", "null"] as "Edit in settings.json" only:
+    earlyStop, stopWhenSettled, ltrFirstLine and fallback could not be switched there."""
+    switches = [key for key, prop in server_properties().items() if "boolean" in prop["type"]]
+    assert {"earlyStop", "stopWhenSettled", "ltrFirstLine", "fallback"} <= set(switches)
+    for key in switches:
+        assert server_properties()[key]["type"] == "boolean", key
+
+
+def test_the_defaults_vs_code_shows_and_sends_are_the_ones_the_readme_documents():
+    """package.json said null for ten controls whose default the README gives (topP 1.0,
+    remaskBelow 0.5, repairRounds 2, ...): the Settings UI showed an empty box."""
+    documented = readme_defaults()
+    assert sorted(documented) == sorted(server_properties())
+    for key, prop in server_properties().items():
+        assert prop["default"] == documented[key], key
+
+
+def test_sending_vs_code_s_defaults_changes_nothing_on_the_server():
+    """The extension sends every setting at its shown default: the fills must be those
+    of a client that sends nothing."""
+    defaults = {key: prop["default"] for key, prop in server_properties().items()}
+    sent, problems = from_json(ServerConfig, defaults)
+    assert problems == []
+    plain = ServerConfig()
+    assert sampler_config(sent, InfillOptions(), 16, sent.strategy) == sampler_config(
+        plain, InfillOptions(), 16, plain.strategy)
+    assert repair_config(sent, InfillOptions()) == repair_config(plain, InfillOptions())
+    controls = {f.name for f in dataclasses.fields(SamplingControls)}
+    for f in dataclasses.fields(ServerConfig):
+        if f.name not in controls:
+            assert getattr(sent, f.name) == getattr(plain, f.name), f.name
+
+
+def test_the_settings_ui_bounds_are_the_ones_the_server_checks():
+    """The Settings UI refuses, as it is typed, exactly what the server would refuse."""
+    bounded = 0
+    for key, prop in server_properties().items():
+        step = 1 if "integer" in prop["type"] else 0.5
+        edges = []
+        if "minimum" in prop:
+            edges += [(prop["minimum"], True), (prop["minimum"] - step, False)]
+        if "exclusiveMinimum" in prop:
+            edges += [(prop["exclusiveMinimum"], False),
+                      (prop["exclusiveMinimum"] + step, True)]
+        if "maximum" in prop:
+            edges += [(prop["maximum"], True), (prop["maximum"] + step, False)]
+        for value, accepted in edges:
+            assert (from_json(ServerConfig, {key: value})[1] == []) == accepted, (key, value)
+        bounded += bool(edges)
+    assert bounded >= 30  # every number setting with a range (candidates, steps, ...)
 
 
 def test_server_settings_use_the_wire_names_the_server_reads():

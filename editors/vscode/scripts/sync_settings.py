@@ -3,11 +3,14 @@
 The server's settings are defined once, in `dlm_lsp.config.ServerConfig`.  The
 extension contributes one VS Code setting per field (`dlm.<camelCase name>`) so
 the Settings UI can show and check them; this script writes that section of
-package.json from the dataclass (type, default, allowed values) and takes each
-description from the README's Configuration table, falling back to the comment
-beside the field.  `--check` changes nothing and exits 1 when package.json has
-drifted (a field added, renamed, retyped or given a new default), which is what
-tests/test_vscode.py runs.
+package.json from the dataclass (type, default, allowed values, bounds) and takes
+each description from the README's Configuration table, falling back to the comment
+beside the field.  A denoising control the server leaves unset (None: "the sampler's
+own default") shows the value a fill then uses, as the README does, and a switch is
+a plain boolean: VS Code's Settings UI shows a checkbox for `boolean` but only "Edit
+in settings.json" for `["boolean", "null"]`.  `--check` changes nothing and exits 1
+when package.json has drifted (a field added, renamed, retyped, given a new default,
+bounds or description), which is what tests/test_vscode.py runs.
 
     python3 editors/vscode/scripts/sync_settings.py          # rewrite package.json
     python3 editors/vscode/scripts/sync_settings.py --check  # exit 1 on drift
@@ -26,6 +29,8 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from dlm_lsp import config as server_config
+from dlm_lsp.engine import sampler_config
+from dlm_lsp.passes import REPAIR_SETTINGS, repair_config
 
 EXTENSION = Path(__file__).resolve().parent.parent
 PACKAGE_JSON = EXTENSION / "package.json"
@@ -59,6 +64,35 @@ def json_type(hint: Any) -> str | list[str]:
     args = hint.__args__ if isinstance(hint, types.UnionType) else (hint,)
     names = [JSON_TYPES[a] for a in args]
     return names[0] if len(names) == 1 else names
+
+
+def effective_defaults() -> dict[str, Any]:
+    """snake_case field -> the value a fill uses when the setting is left out: the
+    server's default, or for a control it leaves unset, the sampler's or repair's own."""
+    config, options = server_config.ServerConfig(), server_config.InfillOptions()
+    sampler = sampler_config(config, options, 1, config.strategy)
+    repair = repair_config(config, options)
+    found = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    for f in dataclasses.fields(server_config.SamplingControls):
+        if found[f.name] is None and hasattr(sampler, f.name):
+            found[f.name] = getattr(sampler, f.name)
+    for name, key in REPAIR_SETTINGS:
+        if found[key] is None:
+            found[key] = getattr(repair, name)
+    return found
+
+
+def bounds(field: str) -> dict[str, Any]:
+    """A number setting's bounds as JSON schema keywords (VS Code checks them as typed)."""
+    span = server_config.value_range(field)
+    if span is None:
+        return {}
+    found: dict[str, Any] = {}
+    if span.low is not None:
+        found["exclusiveMinimum" if span.above else "minimum"] = span.low
+    if span.high is not None:
+        found["maximum"] = span.high
+    return found
 
 
 def readme_descriptions() -> dict[str, str]:
@@ -102,10 +136,14 @@ def settings_section() -> dict[str, Any]:
     rank = {name: i for i, name in enumerate(described)}
     fields = sorted(dataclasses.fields(server_config.ServerConfig),
                     key=lambda f: rank.get(server_config.camel(f.name), len(rank)))
+    defaults = effective_defaults()
     properties: dict[str, Any] = {}
     for order, field in enumerate(fields):
         name = server_config.camel(field.name)
-        prop: dict[str, Any] = {"type": json_type(hints[field.name]), "default": field.default}
+        kind, default = json_type(hints[field.name]), defaults[field.name]
+        if kind == ["boolean", "null"] and default is not None:
+            kind = "boolean"  # a checkbox; null (the default) is never needed from VS Code
+        prop: dict[str, Any] = {"type": kind, "default": default, **bounds(field.name)}
         if (values := allowed_values(field.name)) is not None:
             prop["enum"] = list(values)
         meaning = described.get(name) or comments.get(field.name) or "see the dlm-lsp README"
@@ -117,9 +155,10 @@ def settings_section() -> dict[str, Any]:
 
 
 def schema_only(section: dict[str, Any]) -> dict[str, Any]:
-    """What must match the server: names, types, defaults and allowed values."""
-    keep = ("type", "default", "enum")
-    return {k: {f: v.get(f) for f in keep} for k, v in section.get("properties", {}).items()}
+    """What must match the server and the README: names, types, defaults, allowed values,
+    bounds, descriptions and their order (a stale description misleads as a stale default
+    does: the Settings UI is where VS Code users read them)."""
+    return dict(section.get("properties", {}))
 
 
 def main() -> int:
