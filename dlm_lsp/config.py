@@ -273,8 +273,9 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
     problems: list[str] = []
     if data is None:
         return result, problems
-    if not isinstance(data, dict):
-        return result, [f"{where or cls.__name__} should be an object, got {type(data).__name__}"]
+    if not isinstance(data, dict):  # named as the user knows it, not by our class name
+        told = f"{where or 'settings'} should be an object, got {type(data).__name__}"
+        return result, [told if strict else f"{told}; ignored"]
     hints = get_type_hints(cls)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     kept = "" if strict else "; default kept" if base is None else "; value kept"

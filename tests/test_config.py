@@ -140,9 +140,12 @@ def test_strict_problems_do_not_claim_the_value_was_ignored() -> None:
 
 @pytest.mark.parametrize("data", [[1, 2], "steps", 3])
 def test_data_that_is_not_an_object_is_reported_and_defaults_kept(data: object) -> None:
+    """Named as the user knows it: the message said "ServerConfig should be an object"."""
     cfg, problems = from_json(ServerConfig, data)
     assert cfg == ServerConfig()
-    assert problems == [f"ServerConfig should be an object, got {type(data).__name__}"]
+    assert problems == [f"settings should be an object, got {type(data).__name__}; ignored"]
+    _, problems = from_json(InfillOptions, data, where="options", strict=True)
+    assert problems == [f"options should be an object, got {type(data).__name__}"]
 
 
 def test_problems_are_labelled_with_where_the_settings_came_from() -> None:
