@@ -86,3 +86,19 @@ def test_per_kind_latency_targets_come_from_the_settings(engine: Engine) -> None
                               fallback=False, latency_ms_multi_line=11))
     eng._model, eng._cost = engine.model, engine.step_cost()
     assert 1 < _infill(eng).steps <= 5  # the hole is alone on its line: multi-line
+
+
+def test_timing_the_model_s_step_does_not_eat_the_first_fill_s_target(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    import dlm_lsp.engine as engine_module
+
+    def slow_calibration(model):  # timing a large model's step takes a while, once
+        time.sleep(0.3)
+        return StepCost(2.0, 0.0)
+    monkeypatch.setattr(engine_module, "calibrate", slow_calibration)
+    eng = Engine(ServerConfig(model=engine.config.model, device="cpu", repair_rounds=0,
+                              fallback=False, reuse_fills=False))
+    eng._model = engine.model
+    assert _infill(eng, latency_ms=41).steps > 1  # 0.3 s of timing left it 1 step
