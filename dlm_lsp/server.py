@@ -183,7 +183,7 @@ class DlmServer(LanguageServer):
         wants_steps = token is not None or (self.config.drafts and draft_range is not None)
         request = InfillRequest(text, start, end, language_id, job.uri, options, is_hole,
                                 should_stop=job.stopped, on_draft=on_step if wants_steps else None)
-        future = loop.run_in_executor(self.worker, self.engine.infill, request)
+        future = loop.run_in_executor(self.worker, self._infill, request)
         try:
             return await asyncio.wait_for(future, self.config.timeout_ms / 1000)
         except asyncio.CancelledError:
@@ -207,6 +207,24 @@ class DlmServer(LanguageServer):
             self._show_notices()
             if token is not None:
                 self.end_progress(token, job)
+
+    def _infill(self, request: InfillRequest) -> InfillResult:
+        """The engine's fill, on a worker thread.  A document closed while its fill ran
+        was forgotten by didClose, but the fill may have parsed it or remembered its result
+        after that, which put them back until evicted (a soak session ended with 4 parsed
+        documents kept, 1 open); so a fill that ends on a document no longer open forgets
+        it again.  Forgetting only drops caches: a document opened again meanwhile is
+        parsed anew."""
+        try:
+            return self.engine.infill(request)
+        finally:
+            if request.uri and find_document(self.workspace, request.uri) is None:
+                self.forget(request.uri)
+
+    def forget(self, uri: str) -> None:
+        """Drop what is kept of a closed document: its recent fills and its parse tree."""
+        self.engine.forget(uri)
+        forget_document(uri)
 
     def begin_progress(self, token: Any, job: Job, title: str, message: str | None = None) -> None:
         """Begin work-done progress for `job` on `token` (the client's, or one from
@@ -422,8 +440,7 @@ def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
 def did_close(ls: DlmServer, params: types.DidCloseTextDocumentParams) -> None:
     """Nothing can be applied to a closed document, and nothing of it is kept."""
     ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CLOSED)
-    ls.engine.forget(params.text_document.uri)
-    forget_document(params.text_document.uri)
+    ls.forget(params.text_document.uri)
 
 
 @feature(INFILL)

@@ -325,3 +325,88 @@ def test_a_long_session_s_notifications_leave_nothing_behind_in_the_protocol():
     assert json.loads(sent[0])["id"] == 1  # initialize was answered
     assert ls.config.steps == 4 and not ls.workspace.text_documents
     assert ls.protocol._request_futures == {}
+
+
+class _Session:
+    """A server in this process, fed messages as if read from a client; what it writes
+    back is kept (as JSON) in `sent`."""
+
+    def __init__(self) -> None:
+        import json
+
+        from dlm_lsp.server import build_server
+
+        self.ls = build_server()
+        self.sent: list[dict] = []
+        self.ls.protocol.set_writer(
+            SimpleNamespace(write=lambda body: self.sent.append(json.loads(body))),
+            include_headers=False)
+
+    def receive(self, message: dict) -> None:
+        import json
+
+        body = json.dumps({"jsonrpc": "2.0", **message})
+        protocol = self.ls.protocol
+        protocol.handle_message(json.loads(body, object_hook=protocol.structure_message))
+
+    async def answer(self, msg_id: int, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [m for m in self.sent if m.get("id") == msg_id and "method" not in m]
+            if found:
+                return found[0]
+            await asyncio.sleep(0.02)
+        raise TimeoutError(f"no answer to {msg_id} in {timeout} s")
+
+
+@pytest.mark.parametrize("held", ["parse", "remember"])
+def test_a_fill_under_way_when_its_document_is_closed_leaves_nothing_of_it_behind(
+        model_dir, monkeypatch, held):
+    """didClose forgets a document's parse tree and recent fills, but a fill of it may
+    still be running: one that parsed the document (or remembered its result) after the
+    close put them back, and they stayed until evicted (a soak session ended with 4
+    parsed documents kept, 1 open).  Here the fill is held just before it parses the
+    document, or before it remembers its result, while the document is closed."""
+    import threading
+
+    import dlm_lsp.engine as engine_module
+
+    reached, go = threading.Event(), threading.Event()
+
+    def held_until_closed(real):
+        def gated(*args, **kwargs):
+            reached.set()
+            go.wait(30)
+            return real(*args, **kwargs)
+        return gated
+    if held == "parse":
+        monkeypatch.setattr(engine_module, "document_for",
+                            held_until_closed(engine_module.document_for))
+    else:
+        monkeypatch.setattr(Engine, "_remember", held_until_closed(Engine._remember))
+    session, closed = _Session(), f"file:///work/closed%20during%20{held}.py"
+    options = {"model": str(model_dir), "repairRounds": 0, "fallback": False}
+
+    async def run() -> dict:
+        session.receive({"id": 1, "method": "initialize", "params": {
+            "processId": None, "rootUri": None, "capabilities": {},
+            "initializationOptions": options}})
+        session.receive({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": closed, "languageId": "python", "version": 1, "text": TEXT}}})
+        session.receive({"id": 2, "method": "dlm/infill", "params": {
+            "textDocument": {"uri": closed}, "range": cursor(3, 12),
+            "options": {"length": 2, "steps": 1}}})
+        assert await asyncio.get_running_loop().run_in_executor(None, reached.wait, 60)
+        session.receive({"method": "textDocument/didClose",
+                         "params": {"textDocument": {"uri": closed}}})
+        go.set()
+        return await session.answer(2)
+
+    try:
+        reply = asyncio.run(run())
+    finally:
+        go.set()
+        session.ls.release()
+    assert error_code(reply) in (-32800, -32801)  # dropped: the document was closed
+    assert closed not in validation._DOCUMENTS
+    assert closed not in session.ls.engine.recent._typed
