@@ -134,14 +134,13 @@ class DlmServer(LanguageServer):
             ready = await loading
         except (ModelLoadError, BackendError) as exc:
             if token is not None:
-                self.work_done_progress.end(token, types.WorkDoneProgressEnd(
-                    message="failed (see the error message)"))
+                self.finish_progress(token, "failed (see the error message)")
             self.window_show_message(types.ShowMessageParams(
                 types.MessageType.Error, f"dlm-lsp: {exc}"))
             return
         took = f"{ready} ({time.perf_counter() - began:.1f} s)"
         if token is not None:
-            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=took))
+            self.finish_progress(token, took)
         self.window_log_message(types.LogMessageParams(types.MessageType.Info, f"dlm-lsp: {took}"))
 
     async def progress_token(self, kind: str) -> str | None:
@@ -236,7 +235,13 @@ class DlmServer(LanguageServer):
 
     def end_progress(self, token: Any, job: Job) -> None:
         """End `job`'s progress with why it stopped, or "done"."""
-        self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=job.reason or "done"))
+        self.finish_progress(token, job.reason or "done")
+
+    def finish_progress(self, token: Any, message: str) -> None:
+        """End the progress on `token` and let go of it: pygls keeps a future for each
+        token until it is removed (a model load's progress ended without that, and each
+        load left one behind for as long as the server ran)."""
+        self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
         self.work_done_progress.tokens.pop(token, None)
 
     def _show_notices(self) -> None:

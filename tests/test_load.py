@@ -10,6 +10,7 @@ server's memory stays bounded.  `DLM_LSP_SOAK=1` runs the same load for
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -332,22 +333,36 @@ class _Session:
     back is kept (as JSON) in `sent`."""
 
     def __init__(self) -> None:
-        import json
-
         from dlm_lsp.server import build_server
 
         self.ls = build_server()
         self.sent: list[dict] = []
-        self.ls.protocol.set_writer(
-            SimpleNamespace(write=lambda body: self.sent.append(json.loads(body))),
-            include_headers=False)
+        self.ls.protocol.set_writer(SimpleNamespace(write=self._written), include_headers=False)
+
+    def _written(self, body: bytes) -> None:
+        """Keep what the server wrote; accept its requests (progress tokens) at once."""
+        message = json.loads(body)
+        self.sent.append(message)
+        if "method" in message and "id" in message:
+            asyncio.get_running_loop().call_soon(
+                self.receive, {"id": message["id"], "result": None})
 
     def receive(self, message: dict) -> None:
-        import json
-
         body = json.dumps({"jsonrpc": "2.0", **message})
         protocol = self.ls.protocol
         protocol.handle_message(json.loads(body, object_hook=protocol.structure_message))
+
+    def logged_lines(self, word: str) -> list[str]:
+        return [m["params"]["message"] for m in self.sent
+                if m.get("method") == "window/logMessage" and word in m["params"]["message"]]
+
+    async def logged(self, word: str, count: int, timeout: float = 60.0) -> None:
+        """Wait until `count` log messages of the server contain `word`."""
+        deadline = time.monotonic() + timeout
+        while len(self.logged_lines(word)) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{count} log messages with {word!r} not seen in {timeout} s")
+            await asyncio.sleep(0.02)
 
     async def answer(self, msg_id: int, timeout: float = 60.0) -> dict:
         deadline = time.monotonic() + timeout
@@ -410,3 +425,38 @@ def test_a_fill_under_way_when_its_document_is_closed_leaves_nothing_of_it_behin
     assert error_code(reply) in (-32800, -32801)  # dropped: the document was closed
     assert closed not in validation._DOCUMENTS
     assert closed not in session.ls.engine.recent._typed
+
+
+def test_model_loads_one_after_another_leave_no_progress_token_behind(model_dir):
+    """Each model load (at `initialized`, and after each settings change that reloads the
+    model) is shown as work-done progress on a token of the server's own.  pygls keeps a
+    future for every token it created until someone removes it; the load's progress ended
+    without removing it, so each load left one behind for as long as the server ran.
+    Four loads and one that fails here."""
+    session = _Session()
+    loads = 4
+
+    async def run() -> None:
+        session.receive({"id": 1, "method": "initialize", "params": {
+            "processId": None, "rootUri": None,
+            "capabilities": {"window": {"workDoneProgress": True}},
+            "initializationOptions": {"model": str(model_dir)}}})
+        session.receive({"method": "initialized", "params": {}})
+        for precision in ["fp32", "auto", "fp32"][:loads - 1]:
+            await session.logged("ready", len(session.logged_lines("ready")) + 1)
+            session.receive({"method": "workspace/didChangeConfiguration",
+                             "params": {"settings": {"precision": precision}}})
+        await session.logged("ready", loads)
+        session.receive({"method": "workspace/didChangeConfiguration",  # a load that fails
+                         "params": {"settings": {"model": str(model_dir / "absent")}}})
+        while not [m for m in session.sent if m.get("method") == "window/showMessage"]:
+            await asyncio.sleep(0.02)
+
+    try:
+        asyncio.run(run())
+    finally:
+        session.ls.release()
+    ends = [m for m in session.sent if m.get("method") == "$/progress"
+            and m["params"]["value"]["kind"] == "end"]
+    assert len(ends) == loads + 1  # each load was shown, and its progress ended
+    assert session.ls.work_done_progress.tokens == {}
