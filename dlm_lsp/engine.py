@@ -127,6 +127,7 @@ class Engine:
         self._loading = threading.Lock()
         self._calibrating = threading.Lock()  # see step_cost
         self._alone = threading.Lock()
+        self._closed = False  # see close
         self.recent = RecentFills()
         # (ms, span tokens denoised) of recent fills, for status
         self.recent_fills: deque[tuple[float, int]] = deque(maxlen=512)
@@ -202,11 +203,17 @@ class Engine:
         self.recent.forget(uri)
 
     def close(self) -> None:
-        """Stop the batching worker; the engine is not used after this."""
+        """Stop the batching worker; the engine is not used for new fills after this, and a
+        fill of it still under way goes on alone (a new worker would keep the model for as
+        long as the process runs).  The server calls this on its event loop (the backend
+        switched away from local), so the worker is told to stop and not waited for: it
+        ends after its forward pass in progress, seconds for a big model on a CPU, and
+        joining it there held `_lock` (status(), reconfigure()) and the server that long."""
         with self._lock:
-            if self._batcher is not None:
-                self._batcher.close()
-                self._batcher = None
+            self._closed = True
+            batcher, self._batcher = self._batcher, None
+        if batcher is not None:
+            batcher.stop()
 
     def batcher(self, model: DiffusionModel | None = None) -> StepBatcher | None:
         """The model's batching worker (None when `batch_rows` is 0: each request alone).
@@ -214,11 +221,11 @@ class Engine:
         the model it began with, not in a batch of the new one."""
         model = self.model if model is None else model
         with self._lock:
-            if self.config.batch_rows == 0 or model is not self._model:
+            if self._closed or self.config.batch_rows == 0 or model is not self._model:
                 return None
             if self._batcher is None or self._batcher.model is not model:
                 if self._batcher is not None:
-                    self._batcher.close()
+                    self._batcher.stop()  # not waited for with `_lock` held (see close)
                 self._batcher = StepBatcher(model, BatchConfig(self.config.batch_rows))
             self._batcher.config.max_rows = min(self.config.batch_rows,
                                                 self._row_cap or self.config.batch_rows)

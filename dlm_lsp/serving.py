@@ -101,10 +101,16 @@ class StepBatcher:
         assert job.result is not None
         return job.result
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Tell the worker to stop: it cancels its requests and ends once the forward pass
+        in progress is done, without anyone waiting for that (a pass can take seconds)."""
         with self._wake:
             self._closed = True
             self._wake.notify()
+
+    def close(self) -> None:
+        """Stop the worker and wait (at most 5 s) for it to end."""
+        self.stop()
         self._thread.join(timeout=5)
 
     @property

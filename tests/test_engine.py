@@ -521,3 +521,97 @@ def test_a_file_with_other_line_endings_is_filled_as_with_newlines_and_keeps_its
     assert plain.plan.kind == other.plan.kind == MULTI_LINE
     assert [c.text for c in other.candidates] == [
         c.text.replace("\n", ending) for c in plain.candidates]
+
+
+def test_closing_the_engine_does_not_wait_for_the_forward_pass_in_progress(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server closes the engine on its event loop (the backend switched away from
+    local).  close() joined the batching worker, which ends only between forward passes,
+    for up to 5 s (a 7B model's pass on a CPU can take that long), holding the lock that
+    status() and reconfigure() take: the whole server stood still meanwhile.  The worker
+    is told to stop and ends after its pass on its own; the fill in it is cancelled.  A
+    fill of the closed engine that comes to denoise later runs alone: it starts no new
+    worker (which would keep the model in memory for as long as the process runs)."""
+    import threading
+
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
+    model = eng.model
+    in_pass, release = threading.Event(), threading.Event()
+    real_hidden = model.hidden
+
+    def held_pass(ids: torch.Tensor) -> torch.Tensor:
+        in_pass.set()
+        assert release.wait(30), "the test never let the pass finish"
+        return real_hidden(ids)
+
+    monkeypatch.setattr(model, "hidden", held_pass)
+    outcome: list = []
+
+    def fill() -> None:
+        try:
+            outcome.append(eng.infill(_request("x = |\n", steps=2, candidates=1)))
+        except Cancelled as exc:
+            outcome.append(exc)
+
+    filler = threading.Thread(target=fill, daemon=True)
+    filler.start()
+    try:
+        assert in_pass.wait(30)
+        worker = eng._batcher._thread
+        began = time.monotonic()
+        closer = threading.Thread(target=eng.close, daemon=True)
+        closer.start()
+        closer.join(2)
+        assert not closer.is_alive(), "close() waited for the forward pass"
+        assert eng.status()["loaded"] and time.monotonic() - began < 2
+    finally:
+        release.set()
+        filler.join(30)
+    assert isinstance(outcome[0], Cancelled)  # the worker stopped after its pass
+    worker.join(5)
+    assert not worker.is_alive()
+    assert eng.batcher(model) is None  # a closed engine starts no new worker
+    monkeypatch.setattr(model, "hidden", real_hidden)
+    before = set(threading.enumerate())
+    assert eng.infill(_request("x = |\n", steps=2, candidates=1)).candidates  # alone
+    assert not [t for t in set(threading.enumerate()) - before if t.name == "dlm-batcher"]
+
+
+def test_a_new_model_s_fill_does_not_wait_for_the_old_model_s_forward_pass(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After settings that reload the model, the first fill of the new model replaces the
+    old model's batching worker.  It joined the old worker (up to 5 s, for the old pass
+    in progress) holding `_lock`: that fill, and status() on the event loop, waited."""
+    import contextlib
+    import threading
+
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
+    old = eng.model
+    in_pass, release = threading.Event(), threading.Event()
+    real_hidden = old.hidden
+
+    def held_pass(ids: torch.Tensor) -> torch.Tensor:
+        in_pass.set()
+        assert release.wait(30), "the test never let the pass finish"
+        return real_hidden(ids)
+
+    monkeypatch.setattr(old, "hidden", held_pass)
+
+    def fill() -> None:
+        with contextlib.suppress(Cancelled):  # (its worker was replaced)
+            eng.infill(_request("x = |\n", steps=2, candidates=1))
+
+    filler = threading.Thread(target=fill, daemon=True)
+    filler.start()
+    try:
+        assert in_pass.wait(30)
+        eng.reconfigure(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                                     precision="fp32"))
+        assert eng.model is not old
+        began = time.monotonic()
+        assert eng.infill(_request("y = |\n", steps=2, candidates=1)).candidates
+        assert eng.status()["loaded"]
+        assert time.monotonic() - began < 2, "the new model's fill waited for the old pass"
+    finally:
+        release.set()
+        filler.join(30)
