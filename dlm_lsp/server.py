@@ -158,6 +158,8 @@ class DlmServer(LanguageServer):
         created = asyncio.ensure_future(self.work_done_progress.create_async(token))
         done, _ = await asyncio.wait([created], timeout=2.0)
         if not done or created.exception() is not None:
+            # a client that accepts it later still makes pygls register (and keep) the token
+            created.add_done_callback(lambda _: self.work_done_progress.tokens.pop(token, None))
             return None
         return token
 

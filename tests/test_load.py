@@ -332,9 +332,10 @@ class _Session:
     """A server in this process, fed messages as if read from a client; what it writes
     back is kept (as JSON) in `sent`."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer_after: float = 0.0) -> None:
         from dlm_lsp.server import build_server
 
+        self.answer_after = answer_after  # seconds before the server's requests are accepted
         self.ls = build_server()
         self.sent: list[dict] = []
         self.ls.protocol.set_writer(SimpleNamespace(write=self._written), include_headers=False)
@@ -344,8 +345,8 @@ class _Session:
         message = json.loads(body)
         self.sent.append(message)
         if "method" in message and "id" in message:
-            asyncio.get_running_loop().call_soon(
-                self.receive, {"id": message["id"], "result": None})
+            asyncio.get_running_loop().call_later(
+                self.answer_after, self.receive, {"id": message["id"], "result": None})
 
     def receive(self, message: dict) -> None:
         body = json.dumps({"jsonrpc": "2.0", **message})
@@ -459,4 +460,27 @@ def test_model_loads_one_after_another_leave_no_progress_token_behind(model_dir)
     ends = [m for m in session.sent if m.get("method") == "$/progress"
             and m["params"]["value"]["kind"] == "end"]
     assert len(ends) == loads + 1  # each load was shown, and its progress ended
+    assert session.ls.work_done_progress.tokens == {}
+
+
+def test_a_progress_token_the_client_accepts_too_late_is_not_kept(model_dir):
+    """The server waits 2 s for the client to accept a progress token of its own, then
+    works without progress.  A client that accepts it later still made pygls register the
+    token, which nothing ended or removed: one kept for each such load or command."""
+    session = _Session(answer_after=2.5)
+
+    async def run() -> None:
+        session.receive({"id": 1, "method": "initialize", "params": {
+            "processId": None, "rootUri": None,
+            "capabilities": {"window": {"workDoneProgress": True}},
+            "initializationOptions": {"model": str(model_dir)}}})
+        session.receive({"method": "initialized", "params": {}})
+        await session.logged("ready", 1)
+        await asyncio.sleep(1.0)  # the late acceptance arrives
+
+    try:
+        asyncio.run(run())
+    finally:
+        session.ls.release()
+    assert not [m for m in session.sent if m.get("method") == "$/progress"]  # none shown
     assert session.ls.work_done_progress.tokens == {}
