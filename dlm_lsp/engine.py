@@ -224,8 +224,8 @@ class Engine:
             if self._closed or self.config.batch_rows == 0 or model is not self._model:
                 return None
             if self._batcher is None or self._batcher.model is not model:
-                if self._batcher is not None:
-                    self._batcher.stop()  # not waited for with `_lock` held (see close)
+                if self._batcher is not None:  # its fills end on their model (see retire);
+                    self._batcher.retire()  # not waited for with `_lock` held (see close)
                 self._batcher = StepBatcher(model, BatchConfig(self.config.batch_rows))
             self._batcher.config.max_rows = min(self.config.batch_rows,
                                                 self._row_cap or self.config.batch_rows)

@@ -80,7 +80,7 @@ class StepBatcher:
         self.stats = BatchStats()
         self._waiting: deque[_Job] = deque()
         self._wake = threading.Condition()
-        self._closed = False
+        self._closed = self._retiring = False
         self._running = 0
         self._thread = threading.Thread(target=self._work, name="dlm-batcher", daemon=True)
         self._thread.start()
@@ -100,6 +100,14 @@ class StepBatcher:
             raise job.error
         assert job.result is not None
         return job.result
+
+    def retire(self) -> None:
+        """Take no more requests once those waiting or running are done, then end: the
+        worker of a model that new settings replaced, whose fills end on it (each began
+        on that model; cancelling them told their clients "fill stopped" with no reason)."""
+        with self._wake:
+            self._retiring = True
+            self._wake.notify()
 
     def stop(self) -> None:
         """Tell the worker to stop: it cancels its requests and ends once the forward pass
@@ -123,8 +131,11 @@ class StepBatcher:
         while True:
             self._running = len(running)
             with self._wake:
-                while not self._waiting and not running and not self._closed:
+                while (not self._waiting and not running and not self._closed
+                       and not self._retiring):
                     self._wake.wait()
+                if self._retiring and not self._waiting and not running:
+                    self._closed = True  # retired: its last request is answered
                 if self._closed:
                     for job in running + list(self._waiting):
                         job.error = Cancelled()
