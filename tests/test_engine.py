@@ -523,6 +523,23 @@ def test_a_file_with_other_line_endings_is_filled_as_with_newlines_and_keeps_its
         c.text.replace("\n", ending) for c in plain.candidates]
 
 
+def _hold_passes(model, monkeypatch: pytest.MonkeyPatch):
+    """(in_pass, release): the model's forward passes wait for `release`; `in_pass` is
+    set once one has begun."""
+    import threading
+
+    in_pass, release = threading.Event(), threading.Event()
+    real_hidden = model.hidden
+
+    def held_pass(ids: torch.Tensor) -> torch.Tensor:
+        in_pass.set()
+        assert release.wait(30), "the test never let the pass finish"
+        return real_hidden(ids)
+
+    monkeypatch.setattr(model, "hidden", held_pass)
+    return in_pass, release
+
+
 def test_closing_the_engine_does_not_wait_for_the_forward_pass_in_progress(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The server closes the engine on its event loop (the backend switched away from
@@ -536,15 +553,8 @@ def test_closing_the_engine_does_not_wait_for_the_forward_pass_in_progress(
 
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
     model = eng.model
-    in_pass, release = threading.Event(), threading.Event()
     real_hidden = model.hidden
-
-    def held_pass(ids: torch.Tensor) -> torch.Tensor:
-        in_pass.set()
-        assert release.wait(30), "the test never let the pass finish"
-        return real_hidden(ids)
-
-    monkeypatch.setattr(model, "hidden", held_pass)
+    in_pass, release = _hold_passes(model, monkeypatch)
     outcome: list = []
 
     def fill() -> None:
@@ -586,15 +596,7 @@ def test_a_new_model_s_fill_does_not_wait_for_the_old_model_s_forward_pass(
 
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
     old = eng.model
-    in_pass, release = threading.Event(), threading.Event()
-    real_hidden = old.hidden
-
-    def held_pass(ids: torch.Tensor) -> torch.Tensor:
-        in_pass.set()
-        assert release.wait(30), "the test never let the pass finish"
-        return real_hidden(ids)
-
-    monkeypatch.setattr(old, "hidden", held_pass)
+    in_pass, release = _hold_passes(old, monkeypatch)
 
     old_fill = []
 
