@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from dlm_lsp.config import ServerConfig, camel
-from dlm_lsp.engine import LOADED_WITH, Engine, reloads
+from dlm_lsp.engine import LOADED_WITH, Engine
 from dlm_lsp.results import InfillRequest, InfillResult
 
 ENGINE_SETTINGS = (*LOADED_WITH, "batch_rows")
@@ -98,12 +98,8 @@ class SharedEngine:
             if others == 0:
                 self.engine.reconfigure(config)
                 return
-            # settings that would load the same model here ("cpu" for an "auto" that is
-            # the CPU) are no change, so nothing to say
-            same_model = not reloads(self.engine.config, config)
             kept = {camel(name): getattr(self.engine.config, name) for name in ENGINE_SETTINGS
-                    if getattr(config, name) != getattr(self.engine.config, name)
-                    and not (same_model and name in LOADED_WITH)}
+                    if getattr(config, name) != getattr(self.engine.config, name)}
         if kept:
             kept_text = ", ".join(f"{name} {value!r}" for name, value in kept.items())
             self.setting_problems.append(

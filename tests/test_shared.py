@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-import torch
-
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.results import InfillRequest
 from dlm_lsp.shared import EnginePool
@@ -45,15 +42,3 @@ def test_a_lone_client_sets_the_engine_and_a_sharing_one_is_told_it_cannot(
     one.close()  # alone now: what it asked for applies
     assert two.engine.config.precision == "bf16" and two.setting_problems == []
     assert two.status()["clients"] == 1
-
-
-def test_a_sharing_client_that_asks_for_the_same_model_in_other_words_is_told_nothing(
-        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # "auto" is the CPU
-    pool = EnginePool()
-    base = ServerConfig(model=str(model_dir), device="auto", cuda_graphs=True)
-    pool.join(base)
-    two = pool.join(replace(base, device="cpu", cuda_graphs=False))
-    assert two.setting_problems == []
-    three = pool.join(replace(base, device="cpu", batch_rows=2))
-    assert "batchRows" in three.setting_problems[0] and "device" not in three.setting_problems[0]
