@@ -88,16 +88,7 @@ LOADED_WITH = ("model", "device", "precision", "cuda_graphs")
 
 
 def _loaded_with(cfg: ServerConfig) -> tuple:
-    """What the model loaded for `cfg` depends on: the device as it resolves ("auto" on a
-    machine without CUDA is "cpu"), and CUDA graphs only where they can run, so that
-    neither `device: "cpu"` there nor `cudaGraphs` on a CPU reloads the same model."""
-    device = device_name(cfg.device)
-    return (cfg.model, device, cfg.precision, cfg.cuda_graphs if device != "cpu" else None)
-
-
-def reloads(before: ServerConfig, after: ServerConfig) -> bool:
-    """Whether going from settings `before` to `after` loads another model."""
-    return _loaded_with(before) != _loaded_with(after)
+    return tuple(getattr(cfg, name) for name in LOADED_WITH)
 
 
 def _graph_status(model: DiffusionModel | None) -> dict[str, Any] | None:
@@ -183,7 +174,7 @@ class Engine:
         Never waits for a load in progress (see `model`): the server calls it on its event
         loop, which must go on answering meanwhile."""
         with self._lock:
-            if reloads(self.config, config):
+            if _loaded_with(config) != _loaded_with(self.config):
                 self._model = None
                 self._cost = None
                 self._row_cap = self._fallback_device = self._load_error = None

@@ -39,7 +39,7 @@ from dlm_lsp.backends import (
 )
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json
 from dlm_lsp.documents import find_document, offset_range, open_document, range_offsets
-from dlm_lsp.engine import Cancelled, InfillRequest, InfillResult, OutOfMemory, reloads
+from dlm_lsp.engine import LOADED_WITH, Cancelled, InfillRequest, InfillResult, OutOfMemory
 from dlm_lsp.errors import (
     BACKEND_FAILED,
     MODEL_UNAVAILABLE,
@@ -418,7 +418,8 @@ async def did_change_configuration(ls: DlmServer,
     got ready at once, so a wrong path is reported now and not at the next fill."""
     before = ls.config
     ls.warn(ls.apply_settings(params.settings))
-    if endpoint(before) != endpoint(ls.config) or reloads(before, ls.config):
+    if endpoint(before) != endpoint(ls.config) or any(
+            getattr(before, name) != getattr(ls.config, name) for name in LOADED_WITH):
         await ls.preload()
 
 

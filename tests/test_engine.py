@@ -426,18 +426,6 @@ def test_a_step_cost_timed_on_a_model_the_settings_replaced_is_not_kept_for_the_
     assert timed == [old, eng.model] and eng.status()["stepMs"] is not None
 
 
-@pytest.mark.parametrize("change", [{"device": "cpu"}, {"cuda_graphs": False}])
-def test_settings_that_load_the_same_model_do_not_reload_it(
-        model_dir: Path, monkeypatch: pytest.MonkeyPatch, change: dict) -> None:
-    """Without CUDA, "auto" is the CPU and CUDA graphs cannot run: saying so is no change."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    eng = Engine(ServerConfig(model=str(model_dir), device="auto", cuda_graphs=True))
-    model = eng.model
-    eng.reconfigure(ServerConfig(model=str(model_dir), **{"device": "auto",
-                                                         "cuda_graphs": True, **change}))
-    assert eng._model is model
-
-
 def test_reconfigure_keeps_the_model_unless_model_or_device_change(
         model_dir: Path, tmp_path: Path) -> None:
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
