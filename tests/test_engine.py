@@ -346,6 +346,21 @@ def test_status_before_the_load_names_the_device_the_model_will_load_on(
     assert Engine(ServerConfig(model=str(model_dir), device="cpu")).status()["device"] == "cpu"
 
 
+def _reconfigure_once_begun(eng: Engine, begun: list, model_dir: Path, what: str) -> None:
+    """Once `begun` has an entry (the gated work started), change the settings (to fp32,
+    a reload) from another thread: reconfigure must return without waiting for `what`."""
+    import threading
+
+    deadline = time.monotonic() + 30
+    while not begun and time.monotonic() < deadline:
+        time.sleep(0.01)
+    changer = threading.Thread(target=lambda: eng.reconfigure(ServerConfig(
+        model=str(model_dir), device="cpu", precision="fp32")), daemon=True)
+    changer.start()
+    changer.join(5)
+    assert not changer.is_alive(), f"reconfigure waited for {what}"
+
+
 def test_new_settings_during_a_load_do_not_wait_for_it_and_the_load_is_done_again(
         model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The server reconfigures on its event loop: waiting there for a load stood the whole
@@ -370,14 +385,7 @@ def test_new_settings_during_a_load_do_not_wait_for_it_and_the_load_is_done_agai
     loader = threading.Thread(target=lambda: got.append(eng.model), daemon=True)
     loader.start()
     try:
-        deadline = time.monotonic() + 30
-        while not loads and time.monotonic() < deadline:
-            time.sleep(0.01)
-        changer = threading.Thread(target=lambda: eng.reconfigure(ServerConfig(
-            model=str(model_dir), device="cpu", precision="fp32")), daemon=True)
-        changer.start()
-        changer.join(5)
-        assert not changer.is_alive(), "reconfigure waited for the model load"
+        _reconfigure_once_begun(eng, loads, model_dir, "the model load")
         assert eng.status()["model"] == str(model_dir)
     finally:
         release.set()
@@ -410,14 +418,7 @@ def test_a_step_cost_timed_on_a_model_the_settings_replaced_is_not_kept_for_the_
     timer = threading.Thread(target=eng.step_cost, daemon=True)
     timer.start()
     try:
-        deadline = time.monotonic() + 30
-        while not timed and time.monotonic() < deadline:
-            time.sleep(0.01)
-        changer = threading.Thread(target=lambda: eng.reconfigure(ServerConfig(
-            model=str(model_dir), device="cpu", precision="fp32")), daemon=True)
-        changer.start()
-        changer.join(5)
-        assert not changer.is_alive(), "reconfigure waited for the calibration"
+        _reconfigure_once_begun(eng, timed, model_dir, "the calibration")
     finally:
         release.set()
         timer.join(30)
