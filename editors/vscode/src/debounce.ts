@@ -19,7 +19,7 @@ export interface Timers {
   clearTimeout(handle: unknown): void;
 }
 
-const realTimers: Timers = {
+export const realTimers: Timers = {
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };

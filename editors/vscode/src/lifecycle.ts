@@ -19,6 +19,10 @@
  * No `vscode` import: unit-tested with fake clients.
  */
 
+import { realTimers, type Timers } from "./debounce";
+
+export type { Timers };
+
 /** What the lifecycle needs of a language client. */
 export interface Startable {
   start(): Promise<void>;
@@ -41,16 +45,6 @@ export class StartTimeout extends Error {
     this.name = "StartTimeout";
   }
 }
-
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-const realTimers: Timers = {
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-};
 
 /** How long a stop waits for an abandoned start to end before it goes on regardless. */
 export const ABANDON_WAIT_MS = 5000;
