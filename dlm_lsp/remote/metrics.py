@@ -12,8 +12,29 @@ from typing import Any
 
 import ray
 
-BOARD = "dlm-lsp-metrics"  # the named actor replicas publish their counters to
+NAMESPACE = "dlm-lsp"  # the Ray namespace of the boards
 GONE_AFTER_S = 5.0  # a replica silent this long is left out of the metrics
+
+
+def board_name(app: str) -> str:
+    """The board of one Serve application: two services on one shared cluster (two
+    `--name`s) keep their counters apart."""
+    return f"dlm-lsp-metrics-{app}"
+
+
+def create_board(app: str) -> Any:
+    """Create the application's board; the driver does this before any replica starts.
+    Replicas only look it up (`find_board`): two replicas that each got-or-created it at
+    start raced, and the one that lost could keep a handle whose calls never returned
+    (a CI run saw one replica's `/v1/metrics` time out for four minutes, and the other
+    replica never heard of it)."""
+    return MetricsBoard.options(name=board_name(app), namespace=NAMESPACE,
+                                get_if_exists=True, lifetime="detached").remote()
+
+
+def find_board(app: str) -> Any:
+    """The application's board, created by the driver (raises ValueError if it is not)."""
+    return ray.get_actor(board_name(app), namespace=NAMESPACE)
 
 
 @ray.remote(num_cpus=0)

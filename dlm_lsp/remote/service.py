@@ -16,6 +16,7 @@ can answer for all of them.
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at run
 # time, through Ray Serve's wrapper, and needs them as real types.
 import asyncio
+import contextlib
 import hmac
 import logging
 import os
@@ -38,7 +39,7 @@ from dlm_lsp.engine import Engine, OutOfMemory
 from dlm_lsp.models import ModelLoadError
 from dlm_lsp.models.registry import split_spec
 from dlm_lsp.remote import wire
-from dlm_lsp.remote.metrics import BOARD, MetricsBoard, prometheus
+from dlm_lsp.remote.metrics import create_board, find_board, prometheus
 from dlm_lsp.results import InfillRequest
 from dlm_lsp.sampler import Cancelled
 
@@ -92,8 +93,7 @@ class EngineReplica:
         context = serve.get_replica_context()
         self.replica = context.replica_id.unique_id
         self.counts = {"fills": 0, "cancelled": 0, "failed": 0, "inFlight": 0}
-        self.board = MetricsBoard.options(name=BOARD, namespace="dlm-lsp", get_if_exists=True,
-                                          lifetime="detached").remote()
+        self.board: Any = None  # looked up on first use, and again after it failed (_board)
         threading.Thread(target=self._publish_forever, daemon=True,
                          name="dlm-metrics").start()
 
@@ -212,14 +212,25 @@ class EngineReplica:
     def _publish_forever(self) -> None:
         while True:
             try:
-                self.board.publish.remote(self.replica, self._stats())
+                # waited for, so that a handle whose calls go nowhere shows (and is replaced)
+                ray.get(self._board().publish.remote(self.replica, self._stats()), timeout=5)
             except Exception:  # the board restarts with the cluster; keep trying
                 log.debug("could not publish metrics", exc_info=True)
+                self.board = None
             time.sleep(PUBLISH_EVERY_S)
+
+    def _board(self) -> Any:
+        if self.board is None:
+            self.board = find_board(self.service.name)
+        return self.board
 
     async def _live(self) -> list[dict[str, Any]]:
         """Every live replica's latest counters (this one's fresh)."""
-        others = await asyncio.wait_for(self.board.live.remote(), 5)
+        try:
+            others = await asyncio.wait_for(self._board().live.remote(), 5)
+        except Exception:
+            self.board = None  # looked up afresh next time, in case this handle went bad
+            raise
         return [self._stats()] + [r for r in others if r["replica"] != self.replica]
 
 
@@ -257,6 +268,7 @@ def deploy(cfg: ServiceConfig) -> str:
         http.update(ssl_certfile=cfg.ssl_certfile, ssl_keyfile=cfg.ssl_keyfile)
     serve.start(http_options=http)
     options = deployment_options(cfg, ray.cluster_resources().get("GPU", 0))
+    create_board(cfg.name)  # before the replicas, which only look it up
     serve.run(EngineReplica.options(**options).bind(asdict(cfg)), name=cfg.name,
               route_prefix="/")
     return f"{'https' if cfg.ssl_certfile else 'http'}://{cfg.host}:{cfg.port}"
@@ -300,6 +312,8 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
     stopped.wait()
     if cfg.address is not None:  # a shared cluster keeps running: take only our app off it
         serve.delete(cfg.name)
+        with contextlib.suppress(ValueError):  # detached: it would outlive the app
+            ray.kill(find_board(cfg.name))
     ray.shutdown()  # a Ray instance started here ends with its replicas
     return 0
 
