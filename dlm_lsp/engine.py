@@ -194,22 +194,26 @@ class Engine:
         self.recent.forget(uri)
 
     def close(self) -> None:
-        """Stop the batching worker; the engine is not used for new fills after this, and a
-        fill of it still under way goes on alone (a new worker would keep the model for as
-        long as the process runs).  The server calls this on its event loop (the backend
-        switched away from local), so the worker is told to stop and not waited for: it
-        ends after its forward pass in progress, seconds for a big model on a CPU, and
+        """Retire the batching worker; the engine is not used for new fills after this, and a
+        fill of it still under way ends on its model: the worker finishes the passes it has
+        taken (cancelling them told the client "fill stopped" with no reason), and the
+        fill's later passes, or one the worker ended before taking, run alone (a new worker
+        would keep the model for as long as the process runs).  The server calls this on
+        its event loop (the backend switched away from local), so the worker is not waited
+        for: its forward pass in progress takes seconds for a big model on a CPU, and
         joining it there held `_lock` (status(), reconfigure()) and the server that long."""
         with self._lock:
             self._closed = True
             batcher, self._batcher = self._batcher, None
         if batcher is not None:
-            batcher.stop()
+            batcher.retire()
 
     def batcher(self, model: DiffusionModel | None = None) -> StepBatcher | None:
         """The model's batching worker (None when `batch_rows` is 0: each request alone).
         A fill of `model` after the settings replaced it gets None too: it ends alone on
-        the model it began with, not in a batch of the new one."""
+        the model it began with, not in a batch of the new one.  The worker handed out may
+        end before the fill gives it a pass (close() or new settings retired it): its
+        `run` then raises WorkerClosed, and the fill runs that pass alone (InfillRun)."""
         model = self.model if model is None else model
         with self._lock:
             if self._closed or self.config.batch_rows == 0 or model is not self._model:

@@ -37,6 +37,7 @@ from dlm_lsp.repair import (
 )
 from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
+from dlm_lsp.serving import WorkerClosed
 from dlm_lsp.span import SpanLayout
 from dlm_lsp.units import truncate_to_units
 from dlm_lsp.validation import ParsedDocument, Validation, language_for, parsed_document
@@ -285,14 +286,20 @@ class InfillRun:
 
         batcher = engine.batcher(self.model)
         cache = context_cache(self.model, engine.config_for(req), layout)
-        if batcher is None or cache is not None:
+        out = None
+        if batcher is not None and cache is None:
+            try:
+                out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
+                              syntax_ok, batcher.run)
+            except WorkerClosed:
+                # it ended after the engine handed it out (closed, or retired by new
+                # settings) and never took this pass: the pass runs alone, from its start
+                out = None
+        if out is None:
             # alone: without batching, or with a context cache (its store is this request's)
             with engine._alone:
                 out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
                               syntax_ok, forward=cache)
-        else:
-            out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
-                          syntax_ok, batcher.run)
         self.passes += out.steps
         return out
 

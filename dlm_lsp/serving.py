@@ -28,6 +28,12 @@ from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.sampler import Cancelled, Denoised, Denoising
 
 
+class WorkerClosed(RuntimeError):
+    """The worker had ended (stopped, or retired with nothing left to run) when a request
+    came: it never took the request, whose state is as it was, so the caller may run it
+    alone (a fill handed the worker just before it ended: see Engine.batcher)."""
+
+
 @dataclass
 class BatchConfig:
     """How the worker groups requests."""
@@ -88,11 +94,11 @@ class StepBatcher:
 
     def run(self, state: Denoising, should_stop: Callable[[], bool] | None = None) -> Denoised:
         """Step `state` to the end among the other running requests; raise Cancelled
-        if `should_stop` says so between two steps."""
+        if `should_stop` says so between two steps, WorkerClosed if the worker has ended."""
         job = _Job(state, should_stop)
         with self._wake:
             if self._closed:
-                raise RuntimeError("the batching worker is closed")
+                raise WorkerClosed("the batching worker is closed")
             self._waiting.append(job)
             self._wake.notify()
         job.done.wait()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -535,9 +536,10 @@ def test_closing_the_engine_does_not_wait_for_the_forward_pass_in_progress(
     local).  close() joined the batching worker, which ends only between forward passes,
     for up to 5 s (a 7B model's pass on a CPU can take that long), holding the lock that
     status() and reconfigure() take: the whole server stood still meanwhile.  The worker
-    is told to stop and ends after its pass on its own; the fill in it is cancelled.  A
-    fill of the closed engine that comes to denoise later runs alone: it starts no new
-    worker (which would keep the model in memory for as long as the process runs)."""
+    is retired, not waited for: the fill in it ends on its model (it was cancelled, and
+    the client told "fill stopped" with no reason), then the worker ends.  A fill of the
+    closed engine that comes to denoise later runs alone: it starts no new worker (which
+    would keep the model in memory for as long as the process runs)."""
     import threading
 
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
@@ -566,7 +568,8 @@ def test_closing_the_engine_does_not_wait_for_the_forward_pass_in_progress(
     finally:
         release.set()
         filler.join(30)
-    assert isinstance(outcome[0], Cancelled)  # the worker stopped after its pass
+    assert not isinstance(outcome[0], Cancelled), "the fill under way was cancelled"
+    assert outcome[0].candidates  # it ended on its model
     worker.join(5)
     assert not worker.is_alive()
     assert eng.batcher(model) is None  # a closed engine starts no new worker
@@ -608,3 +611,37 @@ def test_a_new_model_s_fill_does_not_wait_for_the_old_model_s_forward_pass(
         filler.join(30)
     # ... and the fill that began on the old model ends on it, not cancelled
     assert old_fill and old_fill[0].candidates
+
+
+@pytest.mark.parametrize("how", ["closed", "replaced"])
+def test_a_fill_whose_worker_ends_before_it_takes_the_fill_goes_on_alone(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """The engine hands a fill its model's batching worker, and the fill gives it its
+    steps a moment later: in between, the engine may close (the backend switched away
+    from local) or new settings' first fill may retire the worker, which, having no fill
+    of its own, ends.  The fill then failed with RuntimeError 'the batching worker is
+    closed', an internal error to the client.  It goes on alone on the model it began
+    with (see Engine.close and Engine.batcher), with the fill it would have had."""
+    config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False)
+    options = {"length": 6, "steps": 3, "candidates": 2}
+    expected = [c.text for c in Engine(config).infill(_request("x = |\n", **options)).candidates]
+    eng = Engine(config)
+    hand_out, handed = eng.batcher, []
+
+    def worker_ends_once_handed_out(model=None):
+        worker = hand_out(model)
+        if worker is not None and not handed:
+            handed.append(worker)
+            if how == "closed":
+                eng.close()
+            else:  # the new model's first fill retires the old model's worker
+                eng.reconfigure(replace(config, precision="fp32"))
+                assert hand_out() is not worker
+            worker._thread.join(5)
+            assert not worker._thread.is_alive()
+        return worker
+
+    monkeypatch.setattr(eng, "batcher", worker_ends_once_handed_out)
+    result = eng.infill(_request("x = |\n", **options))
+    assert handed, "the fill was never handed a worker"
+    assert [c.text for c in result.candidates] == expected

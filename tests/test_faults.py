@@ -192,6 +192,37 @@ def test_a_fill_dropped_for_an_edit_is_answered_without_a_traceback_in_the_log(s
     assert "Traceback" not in serving.log()  # editors drop most requests: no noise
 
 
+def test_shutdown_during_a_fill_cancels_it_and_exit_ends_the_process(serving):
+    """`shutdown` stops the fills in flight at their next step and pygls cancels their
+    requests: each is answered -32800 (not an internal error), and the `exit` that
+    follows ends the process with code 0."""
+    client = serving.client
+    fill = slow_infill(client)
+    progress_seen(client)
+    assert "result" in client.call("shutdown")
+    assert error_code(client.response(fill, timeout=10)) == -32800
+    client.notify("exit", None)
+    assert serving.wait(timeout=10) == 0
+    assert "Traceback" not in serving.log()
+
+
+def test_a_fill_under_way_when_the_backend_switches_away_from_local_ends_with_its_fill(
+        serving):
+    """Switching `backend` closes the local engine (Engine.close); a fill it was running
+    ends on its model and is answered with its fill.  Its batching worker was stopped,
+    which cancelled the fill: the client got -32800 "fill stopped: " with no reason."""
+    client = serving.client
+    fill = client.request("dlm/infill", {**infill_params(length=40, steps=40),
+                                         "workDoneToken": "switch"})
+    progress_seen(client, "switch")
+    client.notify("workspace/didChangeConfiguration", {"settings": {"dlm": {
+        "backend": "remote", "remoteUrl": "http://127.0.0.1:9"}}})
+    reply = client.response(fill, timeout=30)
+    assert "result" in reply, reply
+    assert reply["result"]["stats"]["steps"] > 3  # it went on past the switch
+    assert "Traceback" not in serving.log()
+
+
 def test_exit_after_shutdown_ends_the_process_with_code_0_even_with_stdin_open(serving):
     client = serving.client
     assert "result" in client.call("shutdown")
