@@ -3,12 +3,16 @@
 A model writes a block at whatever indentation it likes; the document decides.
 `reindent` moves a multi-line fill's lines (all but the first, which continues
 the cursor's line) onto the document's unit and level, changing only leading
-whitespace.  It needs no grammar: brackets and Python block words are read from
-the text, roughly.  The text helpers here are shared with `dlm_lsp.span_hints` and `dlm_lsp.units`.
+whitespace, and writes that whitespace as the block around the span does (its
+tabs or spaces, the enclosing lines' own whitespace: Python rejects a block
+whose lines begin with other characters, TabError).  It needs no grammar:
+brackets and Python block words are read from the text, roughly.  The text
+helpers here are shared with `dlm_lsp.span_hints` and `dlm_lsp.units`.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -85,6 +89,46 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     if not wide:
         return IndentStyle(False, 4, measured=False)
     return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]))
+
+
+def _enclosing(text: str, start: int, end: int, language: str | None) -> list[str]:
+    """The leading whitespace of the lines that enclose the span, innermost first.
+
+    The innermost is the span's own line (unless it is blank with the cursor at column
+    0: blank lines are often left unindented), else the code line above it; then each
+    code line above that sits left of all those below it (the block headers), down
+    to column 0.  Comment lines are passed over (Python does not check their indentation).
+    Widths are compared with tabs of 8 columns, as Python's tokenizer does."""
+    before, after = _line_bounds(text, start, end)
+    comments = _line_comments(language)
+    if (before + after).strip():
+        own = [before + after]  # the span's line: its indentation
+    else:  # a blank line: where the cursor stands on it, unless at column 0
+        own = [before] if before else []
+    above = text[:start - len(before)].split("\n")[-2::-1][:5000]  # nearest first
+    levels: list[str] = []
+    code_above = (ln for ln in above if ln[:_code_end(ln, comments)].strip())  # lazily:
+    for code in itertools.chain(own, code_above):  # most walks end a few lines up
+        lead = _leading(code)
+        if not levels or _width(lead) < _width(levels[-1]):
+            levels.append(lead)
+            if not lead:
+                break
+    return levels
+
+
+def _block_style(document: IndentStyle, levels: list[str]) -> IndentStyle:
+    """The indentation of the block the span is in (`levels`: `_enclosing`'s): the
+    document's, unless that block is written in the other characters (a tab-indented
+    function in a file of spaces, or the other way round)."""
+    block = levels[0] if levels else ""
+    if not block or ("\t" in block) == document.tabs:
+        return document
+    if "\t" in block:
+        return IndentStyle(True, 4)
+    outer = next((level for level in levels[1:] if block.startswith(level)), "")
+    step = len(block) - len(outer)
+    return IndentStyle(False, step if 1 < step <= 8 else 4)
 
 
 def _line_comments(language: str | None) -> tuple[str, ...]:
@@ -320,8 +364,11 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     """Put the fill's lines after the first on the document's indentation.
 
     The first line continues the cursor's line and keeps its level; nothing but leading
-    whitespace is touched.  Tabs or spaces follow the document (`detect_indent`; `language`
-    only picks the default for a document with no indented line).  The level moves only on
+    whitespace is touched.  Tabs or spaces follow the block the span is in, else the
+    document (`_block_style`, `detect_indent`; `language` only picks the default for a
+    document with no indented line), and each line begins with the whitespace of the
+    enclosing line it sits under, character for character (`_indentation`: a tab-indented
+    Python function in a file of spaces gets tabs, not a TabError).  The level moves only on
     clear evidence that the fill was written against another base (see `_frame`); the
     moved lines keep their structure, one fill step becoming one document step.  Where the
     level stays, a document indented with spaces gets its own step too: a fill that opens
@@ -331,7 +378,7 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     linter's warning); the last line's too when no code follows the span on its line (it
     would indent nothing).  Lines inside multi-line strings are treated like code: no
     grammar is consulted here.  Where the cursor stands in its line's indentation, the first
-    line's own leading whitespace is indentation too, written in the document's tabs or
+    line's own leading whitespace is indentation too, written in the block's tabs or
     spaces at its width: kept as the model wrote it, four spaces after a Go file's tabs
     made a line of both.
     """
@@ -339,7 +386,8 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
         return fill
     first, *rest = fill.split("\n")
     canonical = language_for(language) if language else None
-    style = detect_indent(text[:start] + text[end:], canonical)
+    levels = _enclosing(text, start, end, canonical)
+    style = _block_style(detect_indent(text[:start] + text[end:], canonical), levels)
     tab = style.width if not style.tabs else _fill_unit(rest, 4)
     before, after = _line_bounds(text, start, end)
     frame = _frame(before, first, rest, tab, canonical)
@@ -349,7 +397,10 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
         frame is None and spaced) else None
     lead = _leading(first)
     if not before.strip() and lead and first.strip():
-        first = _blanks(_width(lead, tab), style, tab) + first[len(lead):]
+        blanks = _indentation(_width(before + lead, tab), levels, style.tabs, tab)
+        if not blanks.startswith(before):
+            blanks = before + _blanks(_width(lead, tab), style.tabs, tab)
+        first = blanks[len(before):] + first[len(lead):]
     out = [first]
     for i, line in enumerate(rest):
         if not line.strip() and (i < len(rest) - 1 or not after.strip()):
@@ -362,10 +413,23 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
             column = frame.target + steps * tab + extra
         elif columns is not None and line.strip():
             column = columns[i]
-        out.append(_blanks(column, style, tab) + line[len(blanks):])
+        out.append(_indentation(column, levels, style.tabs, tab) + line[len(blanks):])
     return "\n".join(out)
 
 
-def _blanks(column: int, style: IndentStyle, tab: int) -> str:
-    """Leading whitespace `column` wide in the document's style (tabs `tab` columns wide)."""
-    return "\t" * (column // tab) + " " * (column % tab) if style.tabs else " " * column
+def _indentation(column: int, levels: list[str], tabs: bool, tab: int) -> str:
+    """Leading whitespace `column` wide: the whitespace of the deepest enclosing line
+    (`levels`, innermost first) not right of it, as the document wrote it, and the rest in
+    the block's tabs (`tab` columns wide) or spaces.  A line of a Python block must
+    begin as the lines around it do, character for character: four spaces where they
+    have a tab (or the reverse) is a TabError whatever the widths."""
+    for level in levels:
+        width = _width(level, tab)
+        if width <= column and not (tabs and width % tab and column > width):
+            return level + _blanks(column - width, tabs, tab)
+    return _blanks(column, tabs, tab)
+
+
+def _blanks(column: int, tabs: bool, tab: int) -> str:
+    """Leading whitespace `column` wide, in tabs (`tab` columns wide) or spaces."""
+    return "\t" * (column // tab) + " " * (column % tab) if tabs else " " * column

@@ -400,6 +400,38 @@ def test_tabs_become_spaces_in_a_space_document() -> None:
         "z = 2\n    if z:\n        z += 1\n    return z")
 
 
+_SPACES = "def a(x):\n    if x:\n        return 1\n    return 2\n\n\n"  # most of the file
+_TABS = _SPACES.replace("    ", "\t")
+
+
+@pytest.mark.parametrize(("marked", "fill", "expected"), [
+    # a tab-indented function in a file of spaces: the fill in spaces, or in tabs
+    (_SPACES + "def f(x):\n\ty = 1\n\t⟦⟧\n", "if x:\n        y = 2\n    return y",
+     "if x:\n\t\ty = 2\n\treturn y"),
+    (_SPACES + "def f(x):\n\ty = 1\n\t⟦⟧\n", "if x:\n\t\ty = 2\n\treturn y",
+     "if x:\n\t\ty = 2\n\treturn y"),
+    (_SPACES + "def f(x):\n\ty = 1\n⟦⟧\n", "\tif x:\n\t\ty = 2\n\treturn y",  # column 0
+     "\tif x:\n\t\ty = 2\n\treturn y"),
+    # a space-indented function in a file of tabs
+    (_TABS + "def f(x):\n    y = 1\n    ⟦⟧\n", "if x:\n\t\ty = 2\n\treturn y",
+     "if x:\n        y = 2\n    return y"),
+    # a method body that goes on from its class's spaces with a tab (valid Python 3)
+    ("class A:\n    x = 1\n\n    def f(self):\n    \ty = 1\n    \t⟦⟧\n",
+     "if y:\n        y = 2\n    return y", "if y:\n    \t\ty = 2\n    \treturn y"),
+    ("class A:\n    x = 1\n\n    def f(self):\n    \ty = 1\n⟦⟧\n",  # column 0
+     "    \tif y:\n    \t\ty = 2\n    \treturn y", "    \tif y:\n    \t\ty = 2\n    \treturn y"),
+], ids=["tab-block-spaced-fill", "tab-block-tabbed-fill", "tab-block-column-0",
+        "space-block-in-tab-file", "tab-after-class-spaces", "tab-after-class-spaces-column-0"])
+def test_a_python_fill_is_indented_in_its_block_s_own_characters(marked: str, fill: str,
+                                                                  expected: str) -> None:
+    """The tabs or spaces of the block the fill goes in, not those of most of the file:
+    Python rejects a block whose lines begin with other characters (TabError)."""
+    result = _reindent(marked, fill, "python")
+    assert result == expected
+    text, start, end = _span(marked)
+    compile(text[:start] + result + text[end:], "filled.py", "exec")  # no TabError
+
+
 # (level below the cursor's, code) of a fill whose blocks nest; its first line continues
 # the cursor's line, and documents open their blocks by `unit` (⟦⟧ on a blank body line)
 _NESTED = {
