@@ -83,12 +83,32 @@ def _is_oom(exc: BaseException) -> bool:
 SMALLER_BATCH, ON_CPU = "a smaller batch", "the CPU"  # the ways out of memory, in order
 
 
-# The settings a loaded model depends on: changing one reloads it.
+# The settings a loaded model depends on, as the user writes them (what they load: see
+# `_placement`).
 LOADED_WITH = ("model", "device", "precision", "cuda_graphs")
 
 
 def _loaded_with(cfg: ServerConfig) -> tuple:
     return tuple(getattr(cfg, name) for name in LOADED_WITH)
+
+
+def _placement(cfg: ServerConfig, fallback: str | None = None) -> tuple:
+    """The model that settings `cfg` load, told apart as far as a load tells them apart:
+    the checkpoint, the device ("auto" resolved as the loader resolves it), the precision,
+    and the CUDA graphs switch only on CUDA, the one device that replays them.  Settings
+    that say the same in other words ("cpu" where "auto" is the CPU, `cudaGraphs` on a
+    CPU) place the model alike, and reloading it for them cost seconds to minutes for a
+    big checkpoint, and its timed step cost.
+
+    `fallback` is the device the engine moved the model to on its own, out of memory
+    (see `Engine._after_oom`).  No settings ask for such a model, so it is placed apart
+    from any: the settings' next change ends the fallback with a load of what they ask,
+    the device that ran out of memory tried again.  Also when they now name the CPU it
+    runs on: one load more, after a fallback only, for a rule that holds whatever the
+    devices are called (the tests' GPU, DLM_LSP_FAULTS=oom-gpu, is the CPU itself)."""
+    device = fallback or device_name(cfg.device)
+    return (cfg.model, device, cfg.precision, cfg.cuda_graphs if device == "cuda" else None,
+            fallback is not None)
 
 
 def _graph_status(model: DiffusionModel | None) -> dict[str, Any] | None:
@@ -150,8 +170,9 @@ class Engine:
                     if self._model is not None:
                         return self._model
                     config, wanted = self.config, self._load_key()
+                    device = self._fallback_device or config.device
                 try:
-                    model = load_model(config.model, wanted[-1], config.precision,
+                    model = load_model(config.model, device, config.precision,
                                        config.cuda_graphs)
                 except ModelLoadError as exc:
                     with self._lock:
@@ -166,19 +187,28 @@ class Engine:
                 del model  # outdated: let it go before the next load
 
     def _load_key(self) -> tuple:
-        """What a load depends on, the device last (call with `_lock` held)."""
-        return (*_loaded_with(self.config), self._fallback_device or self.config.device)
+        """The placement of the model loaded, or to load, now (call with `_lock` held): a
+        load whose key is no longer this one is of settings no longer in effect."""
+        return _placement(self.config, self._fallback_device)
 
-    def reconfigure(self, config: ServerConfig) -> None:
-        """Adopt new settings; the model is reloaded only if one of LOADED_WITH changed.
-        Never waits for a load in progress (see `model`): the server calls it on its event
-        loop, which must go on answering meanwhile."""
+    def reconfigure(self, config: ServerConfig) -> bool:
+        """Adopt new settings; returns whether they place the model elsewhere (see
+        `_placement`), in which case it is loaded again at its next use, and what was
+        learnt of the old one (its step cost, the rows that fit in a pass, a load error)
+        goes with it.  A fallback to the CPU lasts until one of LOADED_WITH changes as
+        written: a device setting of "cuda" where "auto" was is a request to try the GPU
+        again.  Never waits for a load in progress (see `model`): the server calls it on
+        its event loop, which must go on answering meanwhile."""
         with self._lock:
-            if _loaded_with(config) != _loaded_with(self.config):
+            same_settings = _loaded_with(config) == _loaded_with(self.config)
+            fallback = self._fallback_device if same_settings else None
+            reload = _placement(config, fallback) != self._load_key()
+            if reload:
                 self._model = None
                 self._cost = None
                 self._row_cap = self._fallback_device = self._load_error = None
             self.config = config
+            return reload
 
     def config_for(self, req: InfillRequest) -> ServerConfig:
         """The settings a request's fill runs with: its own (a remote client's), else ours."""
@@ -277,8 +307,9 @@ class Engine:
 
         Out of memory, the fill is tried again with fewer rows per shared forward
         pass, then (from an accelerator) on the CPU; only when nothing is left to
-        try is OutOfMemory raised.  Both changes last until the model or device
-        setting changes, and are said in `notices`.
+        try is OutOfMemory raised.  The CPU lasts until one of LOADED_WITH changes, the
+        smaller batch until settings load another model (see `reconfigure`); both are
+        said in `notices`.
         """
         began = time.perf_counter()
         tried: list[str] = []

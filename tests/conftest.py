@@ -21,3 +21,24 @@ from tiny_model import write_random_model  # noqa: E402
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised tiny denoiser with its tokenizer, saved like a real model."""
     return write_random_model(tmp_path_factory.mktemp("models") / "tiny", d_model=96)
+
+
+@pytest.fixture
+def cuda_machine(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """A machine with CUDA as far as the engine can tell, on any machine: torch says CUDA
+    is there ("auto" resolves to it), and the engine's loads give the model on the CPU
+    whatever device they ask for.  Each load's (device, cudaGraphs) is recorded."""
+    import torch
+
+    import dlm_lsp.engine as engine_module
+    from dlm_lsp.models import load_model
+
+    loads: list[tuple[str, bool]] = []
+
+    def load_on_the_cpu(spec: str, device: str, precision: str, graphs: bool):
+        loads.append((device, graphs))
+        return load_model(spec, "cpu", precision, graphs)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(engine_module, "load_model", load_on_the_cpu)
+    return loads

@@ -439,6 +439,69 @@ def test_reconfigure_keeps_the_model_unless_model_or_device_change(
         eng.model  # noqa: B018
 
 
+@pytest.mark.parametrize("cuda, before, after", [
+    (False, "auto", "cpu"), (False, "cpu", "auto"), (True, "auto", "cuda"),
+    (True, "cuda", "auto")])
+def test_naming_the_device_auto_resolves_to_keeps_the_model_and_its_step_cost(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, cuda_machine: list, cuda: bool,
+        before: str, after: str) -> None:
+    """"auto" is the GPU where CUDA is, else the CPU: saying which loaded the same model
+    again (seconds to minutes for a big checkpoint) and timed its step again."""
+    import dlm_lsp.engine as engine_module
+
+    real_calibrate = engine_module.calibrate
+    monkeypatch.setattr(engine_module, "calibrate",
+                        lambda model: real_calibrate(model, lengths=(8,), repeats=1))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    eng = Engine(ServerConfig(model=str(model_dir), device=before))
+    model, cost = eng.model, eng.step_cost()
+    assert eng.reconfigure(ServerConfig(model=str(model_dir), device=after)) is False
+    assert eng.model is model and eng.step_cost() is cost
+    assert eng.status()["stepMs"] is not None and cuda_machine == [(before, True)]
+
+
+def test_a_device_setting_that_resolves_elsewhere_reloads_the_model(
+        model_dir: Path, cuda_machine: list) -> None:
+    eng = Engine(ServerConfig(model=str(model_dir), device="auto"))  # the GPU here
+    model = eng.model
+    assert eng.reconfigure(ServerConfig(model=str(model_dir), device="cpu"))
+    assert eng.model is not model and cuda_machine == [("auto", True), ("cpu", True)]
+
+
+def test_settings_that_place_the_model_alike_during_its_load_keep_what_it_loads(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load whose settings changed meanwhile is thrown away and done again (see the
+    test above): not when the new settings load the same model."""
+    import threading
+
+    import dlm_lsp.engine as engine_module
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    release, loads = threading.Event(), []
+    real_load = engine_module.load_model
+
+    def gated_load(spec, device, precision, graphs):
+        loads.append(device)
+        assert release.wait(30), "the test never let the load finish"
+        return real_load(spec, device, precision, graphs)
+
+    monkeypatch.setattr(engine_module, "load_model", gated_load)
+    eng = Engine(ServerConfig(model=str(model_dir), device="auto"))
+    got: list = []
+    loader = threading.Thread(target=lambda: got.append(eng.model), daemon=True)
+    loader.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not loads and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not eng.reconfigure(ServerConfig(model=str(model_dir), device="cpu",
+                                                cuda_graphs=False))
+    finally:
+        release.set()
+        loader.join(30)
+    assert loads == ["auto"] and eng.model is got[0]
+
+
 def test_a_fill_at_the_start_of_a_code_line_is_a_whole_line_of_its_own(
         engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _record_denoise(monkeypatch)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import signal
 import time
+from dataclasses import replace
 
 import pytest
 from rpc import ServerProcess, error_code
@@ -126,6 +127,24 @@ def test_out_of_memory_on_a_gpu_falls_back_to_the_cpu_and_says_so(monkeypatch, m
     assert len(notices) == 2 and "runs on the CPU" in notices[1]
     engine.reconfigure(ServerConfig(model=str(model_dir), device="auto"))
     assert engine.status()["loaded"] is False  # a new device setting tries again from scratch
+
+
+def test_after_a_fallback_to_the_cpu_any_change_of_the_device_setting_tries_the_gpu_again(
+        monkeypatch, model_dir, cuda_machine):
+    """"auto" is the same GPU as "cuda" here, and a settings change that only says so loads
+    no other model, but after a fallback it is the user asking for the GPU again: the
+    fallback ends with a load on it.  A change of a fill setting keeps the fallback."""
+    monkeypatch.setenv("DLM_LSP_FAULTS", "oom-gpu")
+    config = ServerConfig(model=str(model_dir), device="cuda", repair_rounds=0, fallback=False)
+    engine = Engine(config)
+    engine.model  # noqa: B018 - loaded on the GPU, which then runs out of memory
+    engine.infill(request())
+    assert cuda_machine == [("cuda", True), ("cpu", True)]
+    assert not engine.reconfigure(replace(config, seed=1))
+    assert engine.status()["loaded"] is True and engine.status()["device"] == "cpu"
+    assert engine.reconfigure(replace(config, device="auto"))
+    engine.model  # noqa: B018
+    assert cuda_machine[-1] == ("auto", True)
 
 
 def test_out_of_memory_everywhere_is_a_clear_error_naming_what_was_tried(monkeypatch,

@@ -149,11 +149,29 @@ def test_fills_through_the_engine_are_the_same_with_graphs(model_dir: Path,
         graphed.close()
 
 
-def test_switching_cuda_graphs_reloads_the_model(model_dir: Path) -> None:
-    engine = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+@pytest.mark.parametrize("device", ["cuda", "auto"])
+def test_switching_cuda_graphs_on_cuda_reloads_the_model(model_dir: Path, cuda_machine: list,
+                                                        device: str) -> None:
+    engine = Engine(ServerConfig(model=str(model_dir), device=device))
     first = engine.model
-    engine.reconfigure(ServerConfig(model=str(model_dir), device="cpu", cuda_graphs=False))
+    assert engine.reconfigure(ServerConfig(model=str(model_dir), device=device,
+                                           cuda_graphs=False))
     assert engine.model is not first
+    assert cuda_machine == [(device, True), (device, False)]
+    engine.close()
+
+
+@pytest.mark.parametrize("cuda, device", [(False, "cpu"), (False, "auto"), (True, "cpu")])
+def test_switching_cuda_graphs_off_cuda_keeps_the_model(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, cuda: bool, device: str) -> None:
+    """Steps replay as graphs only on CUDA: on a CPU the switch changes nothing that a
+    reload (seconds to minutes for a big checkpoint) would change."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    engine = Engine(ServerConfig(model=str(model_dir), device=device))
+    first = engine.model
+    assert not engine.reconfigure(ServerConfig(model=str(model_dir), device=device,
+                                               cuda_graphs=False))
+    assert engine.model is first
     engine.close()
 
 
