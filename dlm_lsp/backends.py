@@ -46,8 +46,9 @@ class Backend(Protocol):
     def infill(self, req: InfillRequest) -> InfillResult:
         """Fill the request's span (blocking; stops when `req.should_stop()` turns true)."""
 
-    def reconfigure(self, config: ServerConfig) -> None:
-        """Adopt new settings of the same backend and endpoint."""
+    def reconfigure(self, config: ServerConfig) -> bool:
+        """Adopt new settings of the same backend and endpoint; whether that leaves
+        something to get ready (`preload`): a model the new settings load anew."""
 
     def preload(self) -> str:
         """Get ready for the first fill (load a model, reach a service); say where fills run."""
@@ -78,11 +79,11 @@ BackendFactory = Callable[[ServerConfig], Backend]
 
 
 def switch_backend(current: Backend, old: ServerConfig, new: ServerConfig,
-                   make: BackendFactory = make_backend) -> Backend:
+                   make: BackendFactory = make_backend) -> tuple[Backend, bool]:
     """`current` reconfigured, or a new backend (from `make`) when the settings moved to
-    another endpoint."""
+    another endpoint; and whether it is to be got ready (`preload`): a new one always,
+    `current` when its reconfigure says so."""
     if endpoint(old) == endpoint(new):
-        current.reconfigure(new)
-        return current
+        return current, current.reconfigure(new)
     current.close()
-    return make(new)
+    return make(new), True

@@ -33,13 +33,12 @@ from dlm_lsp.backends import (
     Backend,
     BackendError,
     BackendFactory,
-    endpoint,
     make_backend,
     switch_backend,
 )
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json
 from dlm_lsp.documents import find_document, offset_range, open_document, range_offsets
-from dlm_lsp.engine import LOADED_WITH, Cancelled, InfillRequest, InfillResult, OutOfMemory
+from dlm_lsp.engine import Cancelled, InfillRequest, InfillResult, OutOfMemory
 from dlm_lsp.errors import (
     BACKEND_FAILED,
     MODEL_UNAVAILABLE,
@@ -100,10 +99,12 @@ class DlmServer(LanguageServer):
         self.pending_problems: list[str] = []
         self._progress_count = 0  # server-initiated progress tokens made so far
 
-    def apply_settings(self, data: Any, initial: bool = False) -> list[str]:
+    def apply_settings(self, data: Any, initial: bool = False) -> tuple[list[str], bool]:
         """Overlay client settings (camelCase, optionally under "dlm") onto the config, or
         with `initial` (initializationOptions) onto the defaults: a wrong value there is
-        said to keep the default, as there is no value of the user's to keep."""
+        said to keep the default, as there is no value of the user's to keep.  Returns
+        the problems, and whether the backend is to be got ready (`preload`): a new one,
+        or a model the settings load anew (see switch_backend)."""
         section: list[str] = []
         if isinstance(data, dict) and "dlm" in data:
             if isinstance(data["dlm"], dict):
@@ -113,10 +114,11 @@ class DlmServer(LanguageServer):
                 data = {key: value for key, value in data.items() if key != "dlm"}
         config, problems = from_json(ServerConfig, data, None if initial else self.config)
         problems = section + problems
-        self.engine = switch_backend(self.engine, self.config, config, self.make_backend)
+        self.engine, to_load = switch_backend(self.engine, self.config, config,
+                                              self.make_backend)
         self.config = config
         # a shared engine (TCP, several clients) may keep settings this client asked for
-        return problems + getattr(self.engine, "setting_problems", [])
+        return problems + getattr(self.engine, "setting_problems", []), to_load
 
     async def preload(self) -> None:
         """Load the model off the event loop, so that the first fill is fast, and show it:
@@ -400,7 +402,7 @@ def command(name: str) -> Callable[[Callable], Callable]:
 @feature(types.INITIALIZE)
 def initialize(ls: DlmServer, params: types.InitializeParams) -> None:
     """Read initializationOptions; problems are shown once the client is ready."""
-    ls.pending_problems = ls.apply_settings(params.initialization_options, initial=True)
+    ls.pending_problems, _ = ls.apply_settings(params.initialization_options, initial=True)
 
 
 @feature(types.INITIALIZED)
@@ -415,11 +417,12 @@ async def initialized(ls: DlmServer, params: types.InitializedParams) -> None:
 async def did_change_configuration(ls: DlmServer,
                                    params: types.DidChangeConfigurationParams) -> None:
     """Apply changed settings on top of the current ones; a new model (or service) is
-    got ready at once, so a wrong path is reported now and not at the next fill."""
-    before = ls.config
-    ls.warn(ls.apply_settings(params.settings))
-    if endpoint(before) != endpoint(ls.config) or any(
-            getattr(before, name) != getattr(ls.config, name) for name in LOADED_WITH):
+    got ready at once, so a wrong path is reported now and not at the next fill.  Settings
+    that load the model already loaded ("cpu" where "auto" is the CPU) are no new model:
+    the engine keeps it (Engine.reconfigure), and no load is shown."""
+    problems, to_load = ls.apply_settings(params.settings)
+    ls.warn(problems)
+    if to_load:
         await ls.preload()
 
 

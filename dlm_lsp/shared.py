@@ -88,16 +88,16 @@ class SharedEngine:
             while self.engine.notices:  # e.g. an out-of-memory fallback: tell this client
                 self.notices.append(self.engine.notices.popleft())
 
-    def reconfigure(self, config: ServerConfig) -> None:
+    def reconfigure(self, config: ServerConfig) -> bool:
         """Adopt a client's settings: all of them when it is the only client, else only
-        its fill settings (and a notice naming the engine settings that stay)."""
+        its fill settings (and a notice naming the engine settings that stay).  Whether
+        the engine has a model to load again: never while shared, as it keeps its own."""
         self.config = config
         self.setting_problems = []
         with self.pool.lock:
             others = sum(1 for view in self.pool.clients() if view is not self)
             if others == 0:
-                self.engine.reconfigure(config)
-                return
+                return self.engine.reconfigure(config)
             kept = {camel(name): getattr(self.engine.config, name) for name in ENGINE_SETTINGS
                     if getattr(config, name) != getattr(self.engine.config, name)}
         if kept:
@@ -105,6 +105,7 @@ class SharedEngine:
             self.setting_problems.append(
                 f"this server is shared with {others} other client(s), so its engine keeps "
                 f"its settings: {kept_text}")
+        return False
 
     def preload(self) -> str:
         return self.engine.preload()

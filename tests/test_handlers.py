@@ -108,7 +108,7 @@ def test_suggest_invalid_offers_rejected_fills_too():
 def test_a_dlm_section_that_is_not_an_object_is_said_to_be_so(section):
     """Not "unknown setting 'dlm'": the section is known, its value is what is wrong."""
     ls = server.build_server()
-    problems = ls.apply_settings({"dlm": section, "steps": 4})
+    problems, _ = ls.apply_settings({"dlm": section, "steps": 4})
     assert problems == [f"settings 'dlm' should be an object, got {section!r}; ignored"]
     assert ls.config.steps == 4
 
@@ -122,6 +122,6 @@ def test_a_wrong_value_at_initialize_keeps_the_default_and_a_later_one_the_value
     assert ls.pending_problems == [
         "setting 'strategy' = 'sideways' should be one of confidence, margin, entropy, random, "
         "left-to-right; default kept"]
-    assert ls.apply_settings({"dlm": {"candidates": 17}}) == [
+    assert ls.apply_settings({"dlm": {"candidates": 17}})[0] == [
         "setting 'candidates' = 17 should be an integer from 1 to 16; value kept"]
     assert (ls.config.candidates, ls.config.strategy) == (3, "confidence")

@@ -82,10 +82,11 @@ def test_backend_settings_are_checked():
 def test_a_new_endpoint_builds_a_new_backend_and_other_changes_keep_it():
     old = ServerConfig()
     local = make_backend(old)
-    same = switch_backend(local, old, ServerConfig(steps_single_line=4))
+    same, _ = switch_backend(local, old, ServerConfig(steps_single_line=4))
     assert same is local and local.config.steps_single_line == 4
-    moved = switch_backend(local, old, ServerConfig(backend="remote", remote_url="http://h:1"))
-    assert isinstance(moved, RemoteEngine)
+    moved, to_load = switch_backend(local, old, ServerConfig(backend="remote",
+                                                             remote_url="http://h:1"))
+    assert isinstance(moved, RemoteEngine) and to_load
 
 
 @pytest.mark.parametrize("change", [{"remote_url": "http://h:1"}, {"remote_token": "t"},
@@ -94,10 +95,20 @@ def test_the_remote_settings_pick_a_service_only_once_backend_names_one(change):
     """Under the local backend they mean nothing, and replacing the engine lost its model."""
     old = ServerConfig()
     local = make_backend(old)
-    assert switch_backend(local, old, replace(old, **change)) is local
+    assert switch_backend(local, old, replace(old, **change)) == (local, False)
     remote = ServerConfig(backend="remote", remote_url="http://h:0")
     service = make_backend(remote)
-    assert switch_backend(service, remote, replace(remote, **change)) is not service
+    assert switch_backend(service, remote, replace(remote, **change))[0] is not service
+
+
+@pytest.mark.parametrize("change", [{"model": "/other"}, {"device": "cpu"},
+                                    {"precision": "fp32"}, {"cuda_graphs": False}])
+def test_model_settings_under_a_service_leave_nothing_to_load(change):
+    """The service fills with its own model whatever a client's settings say (wire.py):
+    a change of them was shown as a model load, and the service reached again."""
+    remote = ServerConfig(backend="remote", remote_url="http://h:0")
+    service = make_backend(remote)
+    assert switch_backend(service, remote, replace(remote, **change)) == (service, False)
 
 
 class Script(BaseHTTPRequestHandler):

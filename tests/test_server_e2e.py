@@ -9,6 +9,7 @@ import time
 
 import pytest
 import pytest_lsp
+import torch
 from lsp_helpers import apply_edits, assert_only_inside, utf16_offset
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -625,6 +626,25 @@ async def test_remote_settings_under_the_local_backend_keep_the_loaded_model(cli
         await wait_for(lambda: len(client.messages) > told)  # noqa: B023 - awaited here
     status = await client.protocol.send_request_async("dlm/status", {})
     assert status.loaded and status.fills == 1
+    await asyncio.sleep(0.3)  # a load would have begun by now
+    assert len(loads(client)) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='"auto" is the CPU only without CUDA')
+async def test_settings_that_load_the_same_model_keep_it_and_show_no_load(client):
+    """Without CUDA, "auto" is the CPU, where steps do not replay as CUDA graphs: saying
+    "cpu", or switching cudaGraphs off, showed a load and loaded the same model again
+    (seconds to minutes for a big checkpoint), its step cost timed anew."""
+    await wait_for(lambda: len(loads(client)) == 1 and all(map(ended, loads(client).values())))
+    open_doc(client)
+    await infill(client, rng(4, 4, 4, 4), options={"length": 2, "latencyMs": 60_000})
+    for change in ({"device": "cpu"}, {"cudaGraphs": False}):
+        told = len(client.messages)
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"dlm": {**change, "steps": 0}}))  # the warning: the change was handled
+        await wait_for(lambda: len(client.messages) > told)  # noqa: B023 - awaited here
+    status = await client.protocol.send_request_async("dlm/status", {})
+    assert status.loaded and status.stepMs is not None
     await asyncio.sleep(0.3)  # a load would have begun by now
     assert len(loads(client)) == 1
 

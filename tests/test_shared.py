@@ -42,3 +42,17 @@ def test_a_lone_client_sets_the_engine_and_a_sharing_one_is_told_it_cannot(
     one.close()  # alone now: what it asked for applies
     assert two.engine.config.precision == "bf16" and two.setting_problems == []
     assert two.status()["clients"] == 1
+
+
+def test_a_sharing_client_has_no_model_load_to_show(model_dir: Path) -> None:
+    """The engine keeps its settings while shared, so the server shows no load for the
+    client's new ones; a client alone gets the engine's own answer."""
+    pool = EnginePool()
+    base = ServerConfig(model=str(model_dir), device="cpu")
+    one = pool.join(base)
+    model = one.engine.model
+    two = pool.join(base)
+    assert two.reconfigure(replace(base, precision="fp32")) is False
+    assert one.engine.model is model
+    two.close()
+    assert one.reconfigure(replace(base, precision="fp32")) is True

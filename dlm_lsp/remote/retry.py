@@ -122,11 +122,14 @@ class ServerBackend:
 
     # -- the Backend methods both share ---------------------------------------------------
 
-    def reconfigure(self, config: ServerConfig) -> None:
-        """Adopt new fill settings (the server and key stay: see `switch_backend`)."""
+    def reconfigure(self, config: ServerConfig) -> bool:
+        """Adopt new fill settings (the server and key stay: see `switch_backend`).  The
+        server keeps its own model whatever ours say, so there is nothing to get ready:
+        the local fallback's model, if any, is loaded when a fill falls back."""
         self.config = config
         if self._local is not None:
             self._local.reconfigure(config)
+        return False
 
     def forget(self, uri: str) -> None:
         """Nothing of a document is kept here (the local fallback may keep some)."""

@@ -89,12 +89,13 @@ class SGLangEngine(ServerBackend):
         req, lines = for_the_model(req)  # the prompt with \n line breaks, as for our engine
         return restored(self._with_retries(req, lambda: self._once(req, began)), lines)
 
-    def reconfigure(self, config: ServerConfig) -> None:
+    def reconfigure(self, config: ServerConfig) -> bool:
         """Adopt new fill settings (the server and key are the same: see switch_backend);
         the server's model is asked again at the next fill."""
-        super().reconfigure(config)
+        to_load = super().reconfigure(config)
         with self._lock:
             self._info = None
+        return to_load
 
     def preload(self) -> str:
         """Reach the server now and say which model it serves."""
