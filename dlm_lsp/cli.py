@@ -258,8 +258,7 @@ def _bench(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt as exc:  # sandboxed programs were ended (sandbox.run_programs)
         name = signal_name(exc)
-        done = (f"partial report of {exc.partial.finished} of {exc.partial.planned} "
-                f"{exc.partial.unit}" if isinstance(exc, Stopped) else "no report written")
+        done = exc.report if isinstance(exc, Stopped) else "no report written"
         print(f"dlm-lsp bench {args.bench}: stopped by {name} after "
               f"{time.monotonic() - began:.0f}s; {done}", file=sys.stderr)
         return 128 + signal.Signals[name]

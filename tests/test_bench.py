@@ -335,6 +335,32 @@ def test_progress_does_not_repeat_its_last_line_at_the_end(capsys):
     assert capsys.readouterr().err.splitlines() == ["heldout: 2/2 lines, 0 exact, 6 s"]
 
 
+def test_a_stoppable_loop_keeps_what_it_finished_and_lets_a_stop_before_anything_go_on(
+        capsys):
+    """The one place every benchmark decides what a stop keeps (`progress.Stoppable`)."""
+    from dlm_lsp.bench.progress import Partial, Progress, Stoppable
+
+    done: list[int] = []
+    with Stoppable(Progress("bench", 3, "tasks", every_s=1e9), lambda: len(done),
+                   lambda: f"{sum(done)} passed") as loop:
+        done += [1, 1, 0]
+    assert loop.partial is None
+    assert capsys.readouterr().err.startswith("bench: 3/3 tasks, 2 passed, ")
+
+    kept: list[str] = []
+    with Stoppable(Progress("bench", 5, "fills"), lambda: len(kept),
+                   on_stop=lambda: kept.append("the one under way")) as loop:
+        kept.append("a whole one")
+        raise KeyboardInterrupt("SIGTERM")
+    assert loop.partial == Partial(2, 5, "fills", "SIGTERM") and kept[-1] == "the one under way"
+    assert capsys.readouterr().err == ""  # a stopped run prints no last progress line
+
+    with pytest.raises(KeyboardInterrupt), Stoppable(Progress("bench", 5, "fills"), lambda: 0):
+        raise KeyboardInterrupt  # nothing finished: no report
+    with pytest.raises(ValueError), Stoppable(Progress("bench", 5, "fills"), lambda: 1):
+        raise ValueError("not a stop")
+
+
 def test_humaneval_shows_progress_on_stderr_and_keeps_stdout_the_report(capsys):
     assert main(["bench", "humaneval", "--self-check", "--limit", "3"]) == 0
     captured = capsys.readouterr()

@@ -44,7 +44,7 @@ from dlm_lsp.bench.filling import (
 from dlm_lsp.bench.humaneval import Task
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
-from dlm_lsp.bench.progress import Partial, Progress, Stopped, signal_name
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.training.data import SourceConfig, heldout_rank, python_files, read_source
 
 MIN_CHARS, MAX_CHARS = 8, 100  # a line's content (after its indentation) to be a task
@@ -137,8 +137,8 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
     engine = bench_engine(model, device, **(engine_settings or {}))
     results: list[dict] = []
     progress = Progress("heldout", len(tasks), "lines")
-    partial = None
-    try:
+    with Stoppable(progress, lambda: len(results),
+                   lambda: f"{sum(r['exact'] for r in results)} exact") as loop:
         for task in tasks:
             began = time.perf_counter()
             fill = fill_task(engine, task, settings)
@@ -149,13 +149,7 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
                             "steps": fill.steps,
                             "ms": round((time.perf_counter() - began) * 1000, 1),
                             "path": fill.path})
-            progress.update(len(results), f"{sum(r['exact'] for r in results)} exact")
-    except KeyboardInterrupt as exc:
-        if not results:
-            raise
-        partial = Partial(len(results), len(tasks), "lines", signal_name(exc))
-    else:
-        progress.finish(len(results), f"{sum(r['exact'] for r in results)} exact")
+            loop.update()
     n = max(len(results), 1)
     machine = describe_machine(str(engine.model.device))
     return HeldoutReport(
@@ -169,7 +163,7 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
         mean_steps=round(sum(r["steps"] for r in results) / n, 2),
         ms_per_fill=round(sum(r["ms"] for r in results) / n, 1),
         settings=settings, engine=dict(engine_settings or {}), machine=machine,
-        revision=source_revision(), results=results, partial=partial)
+        revision=source_revision(), results=results, partial=loop.partial)
 
 
 TABLE_HEAD = ("| fill | files | tasks | exact match % | edit similarity % | syntax valid % "

@@ -46,7 +46,7 @@ from dlm_lsp.bench.filling import (
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
-from dlm_lsp.bench.progress import Partial, Progress, Stopped, signal_name
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.bench.sandbox import (
     ISOLATION_LEVELS,
     ISOLATION_WORDS,
@@ -189,8 +189,8 @@ def run_benchmark(config: BenchConfig) -> Report:
     progress = Progress(f"humaneval{what}",
                         len(tasks), "tasks")
     done: list[tuple[Task, Fill, Outcome]] = []
-    partial = None
-    try:
+    with Stoppable(progress, lambda: len(done),
+                   lambda: f"{sum(o.passed for *_, o in done)} passed") as loop:
         while len(done) < len(tasks):
             chunk: list[tuple[Task, Fill]] = []
             started = time.perf_counter()
@@ -200,13 +200,7 @@ def run_benchmark(config: BenchConfig) -> Report:
                     break
             outcomes = run_programs([program_for(t, f.text) for t, f in chunk], config.sandbox)
             done += [(t, f, o) for (t, f), o in zip(chunk, outcomes, strict=True)]
-            progress.update(len(done), f"{sum(o.passed for *_, o in done)} passed")
-    except KeyboardInterrupt as exc:
-        if not done:
-            raise
-        partial = Partial(len(done), len(tasks), "tasks", signal_name(exc))
-    else:
-        progress.finish(len(done), f"{sum(o.passed for *_, o in done)} passed")
+            loop.update()
     model, device, precision = about()
     outcomes = [o for *_, o in done]
     results = [TaskResult(t.task_id, o.passed, o.reason, o.detail, exact_match(f.text, t.middle),
@@ -233,7 +227,7 @@ def run_benchmark(config: BenchConfig) -> Report:
         network_isolated=isolation != NONE,
         results=results,
         isolation=isolation,
-        partial=partial)
+        partial=loop.partial)
 
 
 def describe_run(config: BenchConfig) -> str:

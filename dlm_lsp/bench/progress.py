@@ -12,7 +12,8 @@ the JSON (`"partial"`, null in a complete run) and onto the first line and the
 table rows of the text, so the numbers of 37 tasks are not read as those of 200.
 The benchmark then raises `Stopped`, and the command line exits 128 + the signal
 as for any interrupted benchmark.  A run stopped before it finished anything
-writes no report.
+writes no report.  Every benchmark's loop runs under `Stoppable`, which makes
+that choice in one place.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 
 EVERY_S = 5.0  # seconds at least between two progress lines
 
@@ -54,9 +56,12 @@ class Stopped(KeyboardInterrupt):
     """Raised by a benchmark stopped by a signal once it has printed (and written) the
     report of what it finished: still an interruption, so the command exits 128 + N."""
 
-    def __init__(self, partial: Partial) -> None:
+    def __init__(self, partial: Partial, report: str | None = None) -> None:
         super().__init__(partial.signal)
         self.partial = partial
+        # what was printed and written, for the command line's last line
+        self.report = report or (f"partial report of {partial.finished} of {partial.planned} "
+                                 f"{partial.unit}")
 
 
 class Progress:
@@ -85,3 +90,44 @@ class Progress:
         self.said = (done, detail)
         print(f"{self.label}: {done}/{self.total} {self.unit}{', ' + detail if detail else ''}, "
               f"{now - self.began:.0f} s", file=sys.stderr, flush=True)
+
+
+class Stoppable:
+    """The loop of a benchmark, which a signal stops without losing what it finished.
+
+    `with Stoppable(progress, finished) as loop:` around it.  Ended normally, it
+    prints the last progress line.  Interrupted, it first lets `on_stop` keep the unit
+    under way (a strategy's row over the tasks it filled), then, if `finished()` counts
+    any of `progress`'s units, holds the interruption back as `loop.partial` for the
+    report to say; if none, the interruption goes on and no report is made.
+    """
+
+    def __init__(self, progress: Progress, finished: Callable[[], int],
+                 detail: Callable[[], str] = lambda: "",
+                 on_stop: Callable[[], None] | None = None) -> None:
+        self.progress, self.finished, self.detail, self.on_stop = (progress, finished, detail,
+                                                                   on_stop)
+        self.partial: Partial | None = None
+
+    def update(self) -> None:
+        """A progress line, if it is time for one: `finished()` units and `detail()`."""
+        self.progress.update(self.finished(), self.detail())
+
+    def __enter__(self) -> Stoppable:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> bool:
+        if error is None:
+            self.progress.finish(self.finished(), self.detail())
+            return False
+        if not isinstance(error, KeyboardInterrupt):
+            return False
+        if self.on_stop is not None:
+            self.on_stop()
+        finished = self.finished()
+        if not finished:
+            return False
+        self.partial = Partial(finished, self.progress.total, self.progress.unit,
+                               signal_name(error))
+        return True

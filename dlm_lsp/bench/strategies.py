@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
 from dlm_lsp.bench.humaneval import Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.bench.progress import Partial, Progress, Stopped, signal_name
+from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import STRATEGIES
 from dlm_lsp.engine import Engine
 
@@ -80,23 +80,19 @@ def main(model: str, device: str, split: str, limit: int | None, steps: int,
     progress = Progress("strategies", len(STRATEGIES) * len(tasks), "fills")
     rows: list[StrategyRow] = []
     done: list[tuple[Fill, float]] = []
-    partial = None
 
     def filled() -> None:
         progress.update(len(rows) * len(tasks) + len(done), STRATEGIES[len(rows)])
-    try:
+
+    def keep_the_one_under_way() -> None:  # over the tasks it filled
+        if done and strategy not in {r.strategy for r in rows}:
+            rows.append(tally(strategy, tasks, done))
+    with Stoppable(progress, lambda: sum(r.tasks for r in rows),
+                   on_stop=keep_the_one_under_way) as loop:
         for strategy in STRATEGIES:
             done = []
             rows.append(run_strategy(engine, tasks, strategy, steps, done, filled))
-    except KeyboardInterrupt as exc:
-        if done and strategy not in {r.strategy for r in rows}:
-            rows.append(tally(strategy, tasks, done))
-        if not rows:
-            raise
-        partial = Partial(sum(r.tasks for r in rows), len(STRATEGIES) * len(tasks), "fills",
-                          signal_name(exc))
-    else:
-        progress.finish(len(rows) * len(tasks))
+    partial = loop.partial
     machine = describe_machine(str(engine.model.device))
     where = f"{engine.model.name} on {machine_line(machine)}"
     if partial:

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dlm_lsp.bench.humaneval import load_tasks
-from dlm_lsp.bench.progress import Partial, Progress, Stopped, signal_name
+from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import find_holes
@@ -126,30 +126,27 @@ def main(model: str, device: str, limit: int | None, out: str | None) -> int:
     progress = Progress("syntax", len(settings) * sum(len(tasks) for _, tasks in sets),
                         "fills")
     done: list[tuple[bool, float, str]] = []
-    partial = None
 
     def filled() -> None:
         progress.update(sum(entry["tasks"] for entry in table) + len(done),
                         f"{name}, {setting}")
-    try:
+
+    def keep_the_row_under_way() -> None:  # over the tasks it filled
+        if done and (name, setting) not in {(e["set"], e["setting"]) for e in table}:
+            row = tally(setting, done)
+            table.append({"set": name, **asdict(row), "rate": row.rate})
+            _print_row(name, row, f" (partial: {row.tasks} of {len(tasks)} tasks)")
+    with Stoppable(progress, lambda: sum(entry["tasks"] for entry in table),
+                   on_stop=keep_the_row_under_way) as loop:
         for name, tasks in sets:
             for setting, config in settings.items():
                 done = []
                 row = run(Engine(config), tasks, setting, done=done, on_fill=filled)
                 table.append({"set": name, **asdict(row), "rate": row.rate})
                 _print_row(name, row)
-    except KeyboardInterrupt as exc:
-        if done and (name, setting) not in {(e["set"], e["setting"]) for e in table}:
-            row = tally(setting, done)
-            table.append({"set": name, **asdict(row), "rate": row.rate})
-            _print_row(name, row, f" (partial: {row.tasks} of {len(tasks)} tasks)")
-        if not table:
-            raise
-        partial = Partial(sum(entry["tasks"] for entry in table), progress.total, "fills",
-                          signal_name(exc))
+    partial = loop.partial
+    if partial:
         print(f"{partial}; the rows above cover only these", flush=True)
-    else:
-        progress.finish(progress.total)
     for entry in table:  # a stopped run's file says so in every row
         entry["partial"] = asdict(partial) if partial else None
     if out:
