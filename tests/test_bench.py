@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from signals import SIGNALS, signal_on_call
 
 from dlm_lsp.bench import pass_at_1
 from dlm_lsp.bench.filling import FillSettings, edit_similarity, exact_match, fill_task, levenshtein
@@ -370,28 +371,6 @@ def test_humaneval_shows_progress_on_stderr_and_keeps_stdout_the_report(capsys):
     assert "partial" not in captured.out and "tasks, 3 passed" not in captured.out
 
 
-def _signal_on_call(sig: str, call: int, then=None):
-    """A stand-in that sends `sig` to this process on its `call`-th call (as Ctrl-C or
-    `kill` would, through the command's handler), and otherwise does what `then` does."""
-    import os
-    import signal
-    import time
-
-    calls = []
-
-    def stand_in(*args, **kwargs):
-        calls.append(args)
-        if len(calls) == call:
-            os.kill(os.getpid(), signal.Signals[sig])
-            time.sleep(5)  # the handler raises first
-            pytest.fail(f"{sig} was not taken as an interruption")
-        return then(*args, **kwargs)
-    return stand_in
-
-
-SIGNALS = [("SIGINT", 130), ("SIGTERM", 143)]
-
-
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)
 def test_a_stopped_humaneval_run_reports_the_tasks_it_finished_marked_partial(
         sig, status, tmp_path, monkeypatch, capsys):
@@ -399,7 +378,7 @@ def test_a_stopped_humaneval_run_reports_the_tasks_it_finished_marked_partial(
     read as a complete one: not in the text, the table row, the JSON or the exit status."""
     monkeypatch.setattr(pass_at_1, "CHUNK_TASKS", 2)
     monkeypatch.setattr(pass_at_1, "run_programs",
-                        _signal_on_call(sig, 2, then=pass_at_1.run_programs))
+                        signal_on_call(sig, 2, then=pass_at_1.run_programs))
     out, summary = tmp_path / "run.json", tmp_path / "run.md"
     assert main(["bench", "humaneval", "--self-check", "--limit", "5", "--json", str(out),
                  "--markdown", str(summary)]) == status
@@ -438,7 +417,7 @@ def test_a_stopped_heldout_run_reports_the_lines_it_filled_marked_partial(
     from dlm_lsp.bench import heldout
     from dlm_lsp.bench.filling import Fill
 
-    monkeypatch.setattr(heldout, "fill_task", _signal_on_call(
+    monkeypatch.setattr(heldout, "fill_task", signal_on_call(
         sig, 3, then=lambda engine, task, settings: Fill(task.middle, True, 1, 1.0)))
     out = tmp_path / "heldout.json"
     assert main(["bench", "heldout", "--model", str(model_dir), "--device", "cpu",
@@ -472,7 +451,7 @@ def test_a_stopped_strategies_run_keeps_the_rows_done_and_the_one_under_way_mark
     from dlm_lsp.bench.filling import Fill
 
     # 3 tasks a strategy: the 5th fill is the second of the second strategy
-    monkeypatch.setattr(strategies, "fill_task", _signal_on_call(
+    monkeypatch.setattr(strategies, "fill_task", signal_on_call(
         sig, 5, then=lambda engine, task, settings: Fill(task.middle, True, 1, 1.0)))
     out = tmp_path / "strategies.json"
     assert main(["bench", "strategies", "--model", str(model_dir), "--device", "cpu",
@@ -497,7 +476,7 @@ def test_a_stopped_syntax_run_writes_its_rows_each_marked_partial(
     from dlm_lsp.bench import syntax_rate
 
     class Signalling(syntax_rate.Engine):  # the 4th fill: the second fixture, model only
-        infill = _signal_on_call(sig, 4, then=syntax_rate.Engine.infill)
+        infill = signal_on_call(sig, 4, then=syntax_rate.Engine.infill)
     monkeypatch.setattr(syntax_rate, "Engine", Signalling)
     monkeypatch.setattr(syntax_rate, "fixture_tasks", lambda: fixture_tasks()[:2])
     out = tmp_path / "syntax.json"

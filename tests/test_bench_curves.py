@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from signals import signal_on_call
 
 from dlm_lsp.bench import autoregressive, pass_at_1
 from dlm_lsp.bench.autoregressive import ARModel, continue_prefix, heal, missing
@@ -155,6 +156,34 @@ def test_humaneval_runs_the_baseline_model_beside_on_the_same_tasks(monkeypatch,
     printed = capsys.readouterr().out
     assert "| canonical middle (self-check) | 2 |" in printed
     assert "| SmolLM2-135M-Instruct (Q4_1 GGUF, autoregressive), prefix only" in printed
+
+
+@pytest.mark.parametrize(("where", "sig", "status"), [("loads", "SIGINT", 130),
+                                                      ("fills", "SIGTERM", 143)])
+def test_a_stop_while_the_baseline_model_runs_keeps_the_models_finished_report(
+        where, sig, status, monkeypatch, tmp_path, capsys):
+    """The model's report was finished, and the stop threw it away with the baseline's."""
+    fake = ARModel("fake AR", CharCodec(), scripted("\n    pass\n"), "cpu")
+    if where == "fills":
+        monkeypatch.setattr(fake, "fill", signal_on_call(sig, 1))
+    monkeypatch.setattr(pass_at_1, "load_baseline", signal_on_call(sig, 1) if where == "loads"
+                        else lambda name, device: fake)
+    out = tmp_path / "run.json"
+    assert main(["bench", "humaneval", "--self-check", "--limit", "2", "--baseline-model",
+                 "smollm2", "--json", str(out)]) == status
+    report = json.loads(out.read_text())
+    assert report["partial"] is None and report["tasks"] == 2 and report["pass_at_1"] == 100.0
+    beside, = report["beside"]
+    assert beside["partial"] == {"finished": 0, "planned": 2, "unit": "tasks", "signal": sig}
+    assert beside["tasks"] == 0 and beside["results"] == []
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"partial: 0 of 2 tasks, stopped by {sig}; the numbers "
+                                   "below cover only these (row SmolLM2")
+    assert "| canonical middle (self-check) | 2 | 100.0 |" in captured.out
+    assert "autoregressive), prefix only, healed boundary, greedy (partial: 0 of 2) | 0 | - |" \
+        in captured.out
+    assert captured.err.rstrip().endswith(
+        "; the model's report complete, the baseline model's partial: 0 of 2 tasks")
 
 
 @pytest.mark.skipif(NO_SMOLLM2 is not None, reason=NO_SMOLLM2 or "")

@@ -21,7 +21,9 @@ exits non-zero when pass@1 fell by more than X percentage points.
 
 `--baseline-model smollm2` also fills the same tasks with an autoregressive
 model a user could pick instead (`autoregressive.py`: prefix only, healed
-boundary, greedy), on the same machine, and reports it beside the model.
+boundary, greedy), on the same machine, and reports it beside the model.  A
+stop while it loads or fills keeps the model's finished report; the baseline
+model's row is the partial one (`run_beside`).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from dlm_lsp.bench.filling import (
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
-from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, signal_name
 from dlm_lsp.bench.sandbox import (
     ISOLATION_LEVELS,
     ISOLATION_WORDS,
@@ -201,7 +203,26 @@ def run_benchmark(config: BenchConfig) -> Report:
             outcomes = run_programs([program_for(t, f.text) for t, f in chunk], config.sandbox)
             done += [(t, f, o) for (t, f), o in zip(chunk, outcomes, strict=True)]
             loop.update()
-    model, device, precision = about()
+    return tally(config, done, about(), began, loop.partial)
+
+
+def run_beside(config: BenchConfig, planned: int) -> Report:
+    """A run beside the model's (a baseline model on its `planned` tasks).  Stopped
+    before it finished a task (while its model loads, say), it is a report of none,
+    marked partial: the interruption no longer takes the model's finished report with it.
+    """
+    began = time.perf_counter()
+    try:
+        return run_benchmark(config)
+    except KeyboardInterrupt as exc:
+        return tally(config, [], (None, None, None), began,
+                     Partial(0, planned, "tasks", signal_name(exc)))
+
+
+def tally(config: BenchConfig, done: list[tuple[Task, Fill, Outcome]], filled_by: FilledBy,
+          began: float, partial: Partial | None) -> Report:
+    """The report of the tasks `done`, filled by (model, device, precision) `filled_by`."""
+    model, device, precision = filled_by
     outcomes = [o for *_, o in done]
     results = [TaskResult(t.task_id, o.passed, o.reason, o.detail, exact_match(f.text, t.middle),
                           round(edit_similarity(f.text, t.middle), 4), f.steps, round(f.ms, 1),
@@ -227,7 +248,7 @@ def run_benchmark(config: BenchConfig) -> Report:
         network_isolated=isolation != NONE,
         results=results,
         isolation=isolation,
-        partial=loop.partial)
+        partial=partial)
 
 
 def describe_run(config: BenchConfig) -> str:
@@ -253,9 +274,11 @@ TABLE_HEAD = ("| fill | tasks | pass@1 % | exact match % | edit similarity % | m
 def table_row(report: Report) -> str:
     """The report as one row under TABLE_HEAD."""
     label = describe_run(report.config) + (report.partial.mark() if report.partial else "")
-    return (f"| {label} | {report.tasks} | {report.pass_at_1} | "
-            f"{report.exact_match} | {report.edit_similarity} | {report.mean_steps} | "
-            f"{report.ms_per_task} | {report.sandbox_ms_per_task} | {report.wall_s} |")
+    numbers = [report.pass_at_1, report.exact_match, report.edit_similarity,
+               report.mean_steps, report.ms_per_task, report.sandbox_ms_per_task]
+    cells = [label, report.tasks, *(numbers if report.tasks else ["-"] * len(numbers)),
+             report.wall_s]  # a run stopped before its first task measured nothing
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
 
 
 def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
@@ -268,7 +291,7 @@ def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
              + f"; {machine_line(report.machine)}; "
              f"{report.machine['date']}, code {report.revision or 'unknown'}",
              "", TABLE_HEAD, table_row(report), *(table_row(r) for r in beside), ""]
-    for run in (report, *beside):
+    for run in (r for r in (report, *beside) if r.tasks):
         label = f" ({describe_run(run.config)})" if beside else ""
         lines.append(f"Outcomes{label}: " + ", ".join(f"{k} {v}" for k, v in run.reasons.items())
                      + "; fills by path: " + ", ".join(f"{k} {v}" for k, v in run.paths.items())
@@ -353,7 +376,7 @@ def command(args: argparse.Namespace) -> int:
     report = run_benchmark(config)
     beside = ()
     if args.baseline_model and not report.partial:  # the same tasks, machine and sandbox,
-        beside = (run_benchmark(replace(config, fill=args.baseline_model)),)  # another model
+        beside = (run_beside(replace(config, fill=args.baseline_model), report.tasks),)
     summary = to_markdown(report, beside)
     print(summary, end="")
     if args.json_out:
@@ -362,7 +385,9 @@ def command(args: argparse.Namespace) -> int:
         write_text(args.markdown_out, summary)
     stopped = next((run.partial for run in (report, *beside) if run.partial), None)
     if stopped:  # no bar is checked on a part of the tasks
-        raise Stopped(stopped)
+        raise Stopped(stopped, None if report.partial else (
+            f"the model's report complete, the baseline model's partial: {stopped.finished} "
+            f"of {stopped.planned} {stopped.unit}"))
     status = 0
     if fill == "canonical" and report.pass_at_1 < SELF_CHECK_BAR:
         print(f"self-check failed: canonical fills pass {report.pass_at_1}%, below "

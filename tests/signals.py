@@ -1,0 +1,27 @@
+"""Ctrl-C and SIGTERM in the middle of a benchmark, sent by a stand-in for one of its steps."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import pytest
+
+SIGNALS = [("SIGINT", 130), ("SIGTERM", 143)]  # the signal, and the command's exit status
+
+
+def signal_on_call(sig: str, call: int, then: Callable | None = None) -> Callable:
+    """A stand-in that sends `sig` to this process on its `call`-th call (as Ctrl-C or
+    `kill` would, through the command's handler), and otherwise does what `then` does."""
+    calls = []
+
+    def stand_in(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == call:
+            os.kill(os.getpid(), signal.Signals[sig])
+            time.sleep(5)  # the handler raises first
+            pytest.fail(f"{sig} was not taken as an interruption")
+        return then(*args, **kwargs)
+    return stand_in
