@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from signals import signal_on_call
+from signals import SIGNALS, signal_on_call
 
 from dlm_lsp.bench import autoregressive, pass_at_1
 from dlm_lsp.bench.autoregressive import ARModel, continue_prefix, heal, missing
@@ -197,7 +197,8 @@ def test_smollm2_loads_offline_and_fills_a_line_it_knows(tmp_path):
 
 # --- the curve benchmarks, end to end on a tiny model ----------------------------------------
 
-def test_sweep_writes_every_point_its_marks_and_the_left_to_right_baseline(model_dir, tmp_path):
+def test_sweep_writes_every_point_its_marks_and_the_left_to_right_baseline(model_dir, tmp_path,
+                                                                         capsys):
     out, md = tmp_path / "sweep.json", tmp_path / "sweep.md"
     assert main(["bench", "sweep", "--model", str(model_dir), "--device", "cpu", "--limit", "2",
                  "--steps", "1", "2", "--strategies", "confidence", "random",
@@ -220,6 +221,38 @@ def test_sweep_writes_every_point_its_marks_and_the_left_to_right_baseline(model
     assert set(report["floors"]) == {"single-line", "multi-line"}
     assert report["fills"] == 2 * 2 * (2 * 2 + 1)
     assert "| confidence |" in md.read_text() and "Left-to-right" in md.read_text()
+    assert report["partial"] is None
+    progress = capsys.readouterr().err.splitlines()[-1]  # on stderr, the last line at the end
+    assert progress.startswith("sweep: 10/10 points, multi-line left-to-right per token: ")
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_stopped_sweep_reports_the_points_it_finished_marked_partial(
+        sig, status, model_dir, tmp_path, monkeypatch, capsys):
+    """A stopped sweep lost every point; now it keeps those whose programs ran."""
+    from dlm_lsp.bench import sweep
+    from dlm_lsp.bench.filling import Fill
+
+    # one task a kind, 3 budgets and left to right: the 2nd fill is single-line at budget 2
+    monkeypatch.setattr(sweep, "fill_task", signal_on_call(
+        sig, 2, then=lambda engine, task, settings: Fill(task.middle, True, 1, 1.0)))
+    out, md = tmp_path / "sweep.json", tmp_path / "sweep.md"
+    assert main(["bench", "sweep", "--model", str(model_dir), "--device", "cpu", "--limit", "1",
+                 "--steps", "1", "2", "4", "--strategies", "confidence", "--json", str(out),
+                 "--markdown", str(md)]) == status
+    report = json.loads(out.read_text())
+    assert report["partial"] == {"finished": 1, "planned": 8, "unit": "points", "signal": sig}
+    curve, = report["curves"]
+    assert (curve["kind"], curve["strategy"]) == ("single-line", "confidence")
+    assert [(p["budget"], p["pass_at_1"]) for p in curve["points"]] == [(1, 100.0)]
+    assert list(report["floors"]) == ["single-line"] and report["left_to_right"] == []
+    captured = capsys.readouterr()
+    assert captured.out == md.read_text()
+    assert captured.out.startswith(f"partial: 1 of 8 points, stopped by {sig}; the numbers "
+                                   "below cover only these\n")
+    assert "| confidence (partial: 1 of 3 budgets) | 100.0 (1 ms, 1) | - | - |" in captured.out
+    assert "multi-line" not in captured.out.split("\n", 2)[2]  # not begun: not shown
+    assert captured.err.rstrip().endswith("; partial report of 1 of 8 points")
 
 
 def test_sweep_plots_one_png_per_kind(model_dir, tmp_path):

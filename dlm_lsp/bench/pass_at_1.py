@@ -159,21 +159,27 @@ def _filler(config: BenchConfig) -> tuple[Callable[[Task], Fill], Callable[[], F
                      getattr(engine.model, "precision", None)))
 
 
-def passes_by_fill(tasks: list[Task], fill_sets: list[list[str]],
-                   sandbox: SandboxConfig) -> dict[tuple[str, str], bool]:
+def passes_by_fill(tasks: list[Task], fill_sets: list[list[str]], sandbox: SandboxConfig,
+                   known: dict[tuple[str, str], bool] | None = None
+                   ) -> dict[tuple[str, str], bool]:
     """Whether each (task id, fill) passes its tests; each distinct program runs once.
 
     Benchmarks that fill the same tasks many ways (budgets, strategies, models)
     repeat fills, a weak model's empty one most of all: running each distinct
-    program once turns a sweep's thousand fills into a few hundred programs.
+    program once turns a sweep's thousand fills into a few hundred programs.  The
+    verdicts go into `known` (returned), whose programs are not run again: a sweep
+    judges each point as it comes, so that a stop keeps the points finished.
     """
+    known = {} if known is None else known
     distinct: dict[tuple[str, str], Task] = {}
     for fills in fill_sets:
         for task, text in zip(tasks, fills, strict=True):
-            distinct.setdefault((task.task_id, text), task)
+            if (task.task_id, text) not in known:
+                distinct.setdefault((task.task_id, text), task)
     keys = list(distinct)
     outcomes = run_programs([program_for(distinct[k], k[1]) for k in keys], sandbox)
-    return {k: o.passed for k, o in zip(keys, outcomes, strict=True)}
+    known.update((k, o.passed) for k, o in zip(keys, outcomes, strict=True))
+    return known
 
 
 def run_benchmark(config: BenchConfig) -> Report:

@@ -83,7 +83,7 @@ def plot_sweep(report: SweepReport, directory: str | Path) -> list[Path]:
     """
     paths = []
     budgets = list(report.config.budgets)
-    for kind in report.config.kinds:
+    for kind in report.floors:  # the kinds measured (a stopped sweep may lack some)
         plt, fig, (quality, latency) = _figure(f"{kind}: step budget sweep, {_where(report)}")
         for curve in (c for c in report.curves if c.kind == kind):
             xs = [p.budget for p in curve.points]

@@ -17,12 +17,14 @@ Every curve is marked (`curves.py`): where more steps stop helping
 (saturation) and where quality falls apart (collapse), on pass@1 and on exact
 match.  The empty fill's pass@1 is each kind's floor: some removed lines are
 not needed by the tests, so a curve at the floor shows cost, not quality.
+
+Progress goes to stderr, a point at a time; a sweep stopped by Ctrl-C or SIGTERM
+reports the points it finished, marked partial (`progress.py`).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -33,6 +35,7 @@ from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, percent, publish
 from dlm_lsp.bench.pass_at_1 import passes_by_fill
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.bench.sandbox import SandboxConfig
 from dlm_lsp.engine import Engine
 
@@ -105,6 +108,7 @@ class SweepReport:
     fills: int  # model fills made
     programs: int  # distinct programs run in the sandbox
     wall_s: float
+    partial: Partial | None = None  # a sweep stopped by a signal: the points it covers
 
 
 def _point(kind: str, strategy: str, budget: int | None, tasks: list[Task], fills: list[Fill],
@@ -122,46 +126,61 @@ def _point(kind: str, strategy: str, budget: int | None, tasks: list[Task], fill
         median_ms=round(median([f.ms for f in fills]), 1))
 
 
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def run_sweep(config: SweepConfig, engine: Engine | None = None) -> SweepReport:
-    """Fill every kind's tasks at every (strategy, budget), judge them, mark the curves."""
+    """Fill every kind's tasks at every (strategy, budget), judge them, mark the curves.
+
+    Each point's programs run once its fills are made (those of a fill already judged
+    on this kind are not run again), so a stop loses at most the point under way: the
+    report covers the points finished, marked partial (`progress.py`).
+    """
     began = time.perf_counter()
     engine = engine or bench_engine(config.model, config.device)
     runs = [(s, b) for s in config.strategies for b in config.budgets]
     if config.left_to_right:
         runs.append((LEFT_TO_RIGHT, None))
-    curves, ltr, floors, made, programs = [], [], {}, 0, 0
-    for kind in config.kinds:
-        tasks = load_tasks(kind, config.limit)
-        fills: dict[tuple[str, int | None], list[Fill]] = {}
-        for strategy, budget in runs:
-            settings = FillSettings(strategy=strategy, steps=budget, seed=config.seed,
-                                    repair=False)
-            fills[strategy, budget] = [fill_task(engine, t, settings) for t in tasks]
-            made += len(tasks)
-            _log(f"sweep {kind} {strategy} {budget or 'per token'}: "
-                 f"{sum(f.ms for f in fills[strategy, budget]) / 1000:.1f} s")
-        empty = [""] * len(tasks)
-        texts = [[f.text for f in run] for run in fills.values()]
-        passed = passes_by_fill(tasks, [*texts, empty], config.sandbox)
-        programs += len(passed)
-        floors[kind] = percent(sum(passed[t.task_id, ""] for t in tasks), len(tasks))
-        for strategy in config.strategies:
-            points = [_point(kind, strategy, b, tasks, fills[strategy, b], passed)
-                      for b in config.budgets]
-            marks = {m: mark_curve([p.budget for p in points], [getattr(p, m) for p in points],
-                                   m, config.epsilon, config.ratio) for m in METRICS}
-            above = max(p.pass_at_1 for p in points) > floors[kind]
-            curves.append(SweepCurve(kind, strategy, points, marks, above))
-        if config.left_to_right:
-            ltr.append(_point(kind, LEFT_TO_RIGHT, None, tasks, fills[LEFT_TO_RIGHT, None],
-                              passed))
+    progress = Progress("sweep", len(config.kinds) * len(runs), "points")
+    points: list[SweepPoint] = []
+    floors: dict[str, float] = {}
+    passed: dict[tuple[str, str], bool] = {}  # task ids differ between kinds
+    made = 0
+
+    def latest() -> str:  # the progress line's details: the last point measured
+        if not points:
+            return ""
+        p = points[-1]
+        return (f"{p.kind} {p.strategy} {p.budget or 'per token'}: pass@1 {p.pass_at_1}%, "
+                f"{p.ms_per_fill:.0f} ms per fill")
+    with Stoppable(progress, lambda: len(points), latest) as loop:
+        for kind in config.kinds:
+            tasks = load_tasks(kind, config.limit)
+            passes_by_fill(tasks, [[""] * len(tasks)], config.sandbox, known=passed)
+            floors[kind] = percent(sum(passed[t.task_id, ""] for t in tasks), len(tasks))
+            for strategy, budget in runs:
+                settings = FillSettings(strategy=strategy, steps=budget, seed=config.seed,
+                                        repair=False)
+                fills = [fill_task(engine, t, settings) for t in tasks]
+                made += len(tasks)
+                passes_by_fill(tasks, [[f.text for f in fills]], config.sandbox, known=passed)
+                points.append(_point(kind, strategy, budget, tasks, fills, passed))
+                loop.update()
+    floors = {kind: floor for kind, floor in floors.items()  # a stop may come before
+              if any(p.kind == kind for p in points)}  # a kind's first point
+    curves = [_curve(config, kind, strategy, points, floors[kind])
+              for kind in floors for strategy in config.strategies
+              if any(p.kind == kind and p.strategy == strategy for p in points)]
+    ltr = [p for p in points if p.strategy == LEFT_TO_RIGHT]
     return SweepReport(config, describe_machine(str(engine.model.device)), source_revision(),
-                       engine.model.name, floors, curves, ltr, made, programs,
-                       round(time.perf_counter() - began, 1))
+                       engine.model.name, floors, curves, ltr, made, len(passed),
+                       round(time.perf_counter() - began, 1), loop.partial)
+
+
+def _curve(config: SweepConfig, kind: str, strategy: str, points: list[SweepPoint],
+           floor: float) -> SweepCurve:
+    """One strategy's points on one kind (those measured, budgets ascending), marked."""
+    mine = [p for p in points if p.kind == kind and p.strategy == strategy]
+    marks = {m: mark_curve([p.budget for p in mine], [getattr(p, m) for p in mine],
+                           m, config.epsilon, config.ratio) for m in METRICS}
+    return SweepCurve(kind, strategy, mine, marks, max(p.pass_at_1 for p in mine) > floor)
 
 
 def _mark_text(marks: CurveMarks) -> tuple[str, str]:
@@ -170,7 +189,8 @@ def _mark_text(marks: CurveMarks) -> tuple[str, str]:
 
 
 def to_markdown(report: SweepReport) -> str:
-    """Per kind: pass@1 % (ms per fill) at each budget, the marks, the baseline and floor."""
+    """Per kind: pass@1 % (ms per fill) at each budget, the marks, the baseline and floor.
+    A stopped sweep's kinds, curves and cells not measured are left out or "-"."""
     cfg = report.config
     lines = [f"Step-budget sweep: HumanEval-Infilling, {cfg.limit or 'all'} tasks per kind, "
              f"oracle length, greedy, seed {cfg.seed}, no repair; model {report.model}; "
@@ -179,17 +199,23 @@ def to_markdown(report: SweepReport) -> str:
              f"points of the best pass@1 (flat: the whole curve is); collapse: largest budget "
              f"under it below {cfg.ratio:g} x the best. {report.fills} fills, "
              f"{report.programs} distinct programs, {report.wall_s} s.", ""]
+    if report.partial:
+        lines.insert(0, f"{report.partial}; the numbers below cover only these")
     budgets = " | ".join(str(b) for b in cfg.budgets)
-    for kind in cfg.kinds:
+    for kind in report.floors:
         lines += [f"**{kind}** (empty-fill floor: pass@1 {report.floors[kind]}%); cells: "
                   "pass@1 % (ms per fill, mean steps)", "",
                   f"| strategy | {budgets} | saturation | collapse |",
                   "| --- |" + " --- |" * (len(cfg.budgets) + 2)]
         for curve in (c for c in report.curves if c.kind == kind):
-            cells = " | ".join(f"{p.pass_at_1} ({p.ms_per_fill:.0f} ms, {p.mean_steps:g})"
-                               for p in curve.points)
+            at = {p.budget: p for p in curve.points}
+            cells = " | ".join(f"{at[b].pass_at_1} ({at[b].ms_per_fill:.0f} ms, "
+                               f"{at[b].mean_steps:g})" if b in at else "-"
+                               for b in cfg.budgets)
+            label = curve.strategy + (f" (partial: {len(at)} of {len(cfg.budgets)} budgets)"
+                                      if len(at) < len(cfg.budgets) else "")
             saturation, collapse = _mark_text(curve.marks["pass_at_1"])
-            lines.append(f"| {curve.strategy} | {cells} | {saturation} | {collapse} |")
+            lines.append(f"| {label} | {cells} | {saturation} | {collapse} |")
         if not any(c.above_floor for c in report.curves if c.kind == kind):
             lines.append(f"\nNo strategy beats the empty fill on {kind} at any budget: the "
                          "marks locate noise around the floor, not a knee in quality.")
@@ -208,6 +234,8 @@ def command(args: argparse.Namespace) -> int:
                          seed=args.seed, epsilon=args.epsilon, ratio=args.ratio,
                          model=args.model, device=args.device,
                          sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers))
-    publish(lambda: run_sweep(config), to_markdown, args.json_out, args.markdown_out,
-            "plot_sweep", args.plots)
+    report = publish(lambda: run_sweep(config), to_markdown, args.json_out,
+                     args.markdown_out, "plot_sweep", args.plots)
+    if report.partial:
+        raise Stopped(report.partial)
     return 0
