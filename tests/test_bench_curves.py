@@ -272,7 +272,7 @@ def test_plots_without_matplotlib_fail_before_the_run_with_the_fix(monkeypatch, 
 
 
 def test_latency_grows_with_the_span_for_left_to_right_not_for_a_fixed_budget(model_dir,
-                                                                              tmp_path):
+                                                                              tmp_path, capsys):
     out = tmp_path / "latency.json"
     args = ["bench", "latency", "--model", str(model_dir), "--device", "cpu", "--lengths", "8",
             "32", "--steps", "4", "--repeats", "1", "--json", str(out)]
@@ -289,6 +289,55 @@ def test_latency_grows_with_the_span_for_left_to_right_not_for_a_fixed_budget(mo
     assert passes[diffusion, 8] <= 4 and passes[diffusion, 32] <= 4
     assert passes[ltr, 32] > passes[ltr, 8] and passes[ltr, 32] > 8
     assert set(report["growth"]) == {diffusion, ltr}
+    assert report["partial"] is None and {p["fills"] for p in report["points"]} == {1}
+    progress = capsys.readouterr().err.splitlines()[-1]  # on stderr, the last line at the end
+    assert progress.startswith(f"latency: 4/4 fills, 32 tokens, {ltr}: ")
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_stopped_latency_run_reports_the_fills_it_timed_marked_partial(
+        sig, status, model_dir, tmp_path, monkeypatch, capsys):
+    from dlm_lsp.bench import latency
+
+    def timed(engine, tokens, strategy, steps, seed):  # ms: the span's tokens
+        return float(tokens), tokens if strategy == "left-to-right" else steps
+    # 2 warm-ups, then 2 repeats a point: the 8th call is the second at 16 tokens, diffusion
+    monkeypatch.setattr(latency, "_infill_ms", signal_on_call(sig, 8, then=timed))
+    out = tmp_path / "latency.json"
+    assert main(["bench", "latency", "--model", str(model_dir), "--device", "cpu", "--lengths",
+                 "8", "16", "--steps", "2", "--repeats", "2", "--json", str(out)]) == status
+    report = json.loads(out.read_text())
+    assert report["partial"] == {"finished": 5, "planned": 8, "unit": "fills", "signal": sig}
+    diffusion, ltr = report["methods"]
+    assert [(p["method"], p["tokens"], p["fills"]) for p in report["points"]] == [
+        (diffusion, 8, 2), (ltr, 8, 2), (diffusion, 16, 1)]
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"partial: 5 of 8 fills, stopped by {sig}; ")
+    assert "| 8 | 8 (2) | 8 (8) |\n| 16 | 16 (2) (partial: 1 of 2 fills) | - |\n" in captured.out
+    assert f"x2.0 for {diffusion} (8 to 16 tokens), x1.0 for {ltr} (8 to 8 tokens)." in (
+        captured.out)
+    assert captured.err.rstrip().endswith("; partial report of 5 of 8 fills")
+
+
+def test_a_latency_run_stopped_while_the_baseline_model_runs_keeps_the_models_points(
+        model_dir, tmp_path, monkeypatch, capsys):
+    from dlm_lsp.bench import latency
+
+    fake = ARModel("fake AR", CharCodec(), scripted(""), "cpu", short="fake")
+    monkeypatch.setattr(fake, "time_tokens", signal_on_call(  # the 1st: its warm-up
+        "SIGINT", 2, then=lambda prefix, tokens: (1.0, tokens)))
+    monkeypatch.setattr(latency, "load_baseline", lambda name, device: fake)
+    monkeypatch.setattr(latency, "_infill_ms", lambda engine, tokens, strategy, steps, seed:
+                        (1.0, steps))
+    out = tmp_path / "latency.json"
+    assert main(["bench", "latency", "--model", str(model_dir), "--device", "cpu", "--lengths",
+                 "8", "--steps", "2", "--repeats", "1", "--baseline-model", "smollm2",
+                 "--json", str(out)]) == 130
+    report = json.loads(out.read_text())
+    assert report["partial"]["finished"] == 2 and report["partial"]["planned"] == 3
+    assert [p["method"] for p in report["points"]] == [
+        "diffusion, confidence, 2 steps", "left-to-right (same model)"]
+    assert capsys.readouterr().out.startswith("partial: 2 of 3 fills, stopped by SIGINT; ")
 
 
 def test_throughput_reports_rows_per_pass_batched_and_none_alone(model_dir, tmp_path):

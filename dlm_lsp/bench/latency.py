@@ -19,14 +19,15 @@ every one computed (the benchmark engine never answers from its recent
 fills, and each fill has its own seed).  Repair and the fallback are off:
 only the decoding is timed.  So is the stop of a settled fill: left to right,
 it would end at the model's first pad, and the baseline here writes the whole
-span, as SmolLM2 writes all its tokens.
+span, as SmolLM2 writes all its tokens.  Progress goes to stderr; a run stopped by
+Ctrl-C or SIGTERM reports the fills it timed, marked partial (`progress.py`).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dlm_lsp.bench.autoregressive import ARModel, load_baseline
@@ -34,6 +35,7 @@ from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.grids import LEFT_TO_RIGHT, LENGTHS
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, publish
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
 
@@ -77,6 +79,7 @@ class LatencyPoint:
     median_ms: float
     min_ms: float
     ms_per_step: float
+    fills: int  # fills the median is over: the repeats, fewer in a stopped run's last point
 
 
 @dataclass
@@ -91,6 +94,7 @@ class LatencyReport:
     points: list[LatencyPoint]
     growth: dict[str, float] = field(default_factory=dict)  # method -> ms at longest / shortest
     wall_s: float = 0.0
+    partial: Partial | None = None  # a run stopped by a signal: the fills it covers
 
 
 def _infill_ms(engine: Engine, tokens: int, strategy: str, steps: int,
@@ -106,40 +110,53 @@ def _point(method: str, tokens: int, runs: list[tuple[float, int]]) -> LatencyPo
     steps = int(median([s for _, s in runs]))
     ms = median(times)
     return LatencyPoint(method, tokens, steps, round(ms, 1), round(min(times), 1),
-                        round(ms / max(1, steps), 2))
+                        round(ms / max(1, steps), 2), len(runs))
 
 
 def run_latency(config: LatencyConfig, engine: Engine | None = None,
                 baseline: ARModel | None = None) -> LatencyReport:
-    """Time every decoder at every span length."""
+    """Time every decoder at every span length.  Stopped by a signal, report the points
+    measured, the one under way over the fills it made, marked partial (`progress.py`)."""
     began = time.perf_counter()
     engine = engine or bench_engine(config.model, config.device,
                                     max_span_tokens=max(config.lengths))
     if config.baseline_model and baseline is None:
         baseline = load_baseline(config.baseline_model, config.device)
-    diffusion = f"diffusion, {config.strategy}, {config.steps} steps"
-    decoders = {diffusion: config.strategy}
-    if config.left_to_right:
-        decoders[f"{LEFT_TO_RIGHT} (same model)"] = LEFT_TO_RIGHT
-    prefix = DOCUMENT[:CURSOR]
     seeds = iter(range(config.seed, config.seed + 1_000_000))
-    for strategy in decoders.values():  # warm-up: first passes pay for allocation
-        _infill_ms(engine, min(config.lengths), strategy, config.steps, next(seeds))
-    points = []
-    for tokens in config.lengths:
-        for method, strategy in decoders.items():
-            runs = [_infill_ms(engine, tokens, strategy, config.steps, next(seeds))
-                    for _ in range(config.repeats)]
+    timers: dict[str, Callable[[int], tuple[float, int]]] = {
+        f"diffusion, {config.strategy}, {config.steps} steps":
+            lambda tokens: _infill_ms(engine, tokens, config.strategy, config.steps,
+                                      next(seeds))}
+    if config.left_to_right:
+        timers[f"{LEFT_TO_RIGHT} (same model)"] = lambda tokens: _infill_ms(
+            engine, tokens, LEFT_TO_RIGHT, config.steps, next(seeds))
+    if baseline is not None:
+        timers[f"{baseline.short or baseline.name} (autoregressive, KV cache)"] = (
+            lambda tokens: baseline.time_tokens(DOCUMENT[:CURSOR], tokens))
+    for time_fill in timers.values():  # warm-up: first passes pay for allocation
+        time_fill(min(config.lengths))
+    progress = Progress("latency", len(config.lengths) * len(timers) * config.repeats, "fills")
+    points: list[LatencyPoint] = []
+    runs: list[tuple[float, int]] = []  # the fills of the point under way
+
+    def latest() -> str:  # the progress line's details: the last point measured
+        if not points:
+            return ""
+        p = points[-1]
+        return f"{p.tokens} tokens, {p.method}: {p.median_ms:.0f} ms"
+
+    def keep_the_point_under_way() -> None:  # over the fills it made
+        if runs and (method, tokens) not in {(p.method, p.tokens) for p in points}:
             points.append(_point(method, tokens, runs))
-        if baseline is not None:
-            if tokens == config.lengths[0]:
-                baseline.time_tokens(prefix, tokens)  # warm-up
-            runs = [baseline.time_tokens(prefix, tokens) for _ in range(config.repeats)]
-            points.append(_point(f"{baseline.short or baseline.name} (autoregressive, KV cache)",
-                                 tokens, runs))
-        print(f"latency {tokens} tokens: " + ", ".join(
-            f"{p.method} {p.median_ms:.0f} ms" for p in points if p.tokens == tokens),
-            file=sys.stderr, flush=True)
+    with Stoppable(progress, lambda: sum(p.fills for p in points), latest,
+                   keep_the_point_under_way) as loop:
+        for tokens in config.lengths:
+            for method, time_fill in timers.items():
+                runs = []
+                for _ in range(config.repeats):
+                    runs.append(time_fill(tokens))
+                    progress.update(sum(p.fills for p in points) + len(runs), latest())
+                points.append(_point(method, tokens, runs))
     methods = list(dict.fromkeys(p.method for p in points))
     growth = {}
     for method in methods:
@@ -147,26 +164,37 @@ def run_latency(config: LatencyConfig, engine: Engine | None = None,
         growth[method] = round(ms[-1] / ms[0], 1) if ms and ms[0] else 0.0
     return LatencyReport(config, describe_machine(str(engine.model.device)), source_revision(),
                          engine.model.name, methods, points, growth,
-                         round(time.perf_counter() - began, 1))
+                         round(time.perf_counter() - began, 1), loop.partial)
 
 
 def to_markdown(report: LatencyReport) -> str:
-    """A table: span length by decoder, median ms per fill (forward passes)."""
+    """A table: span length by decoder, median ms per fill (forward passes).  A stopped
+    run's lengths not begun are left out, its points not measured are "-"."""
     cfg = report.config
     lines = [f"Latency per fill against span length: model {report.model}, median of "
              f"{cfg.repeats} fills, {machine_line(report.machine)}; {report.machine['date']}, "
              f"code {report.revision or 'unknown'}. Cells: median ms per fill (forward passes).",
              "", "| span tokens | " + " | ".join(report.methods) + " |",
              "| --- |" + " --- |" * len(report.methods)]
-    for tokens in cfg.lengths:
+    if report.partial:
+        lines.insert(0, f"{report.partial}; the numbers below cover only these")
+    at = {(p.method, p.tokens): p for p in report.points}
+    for tokens in dict.fromkeys(p.tokens for p in report.points):
         cells = []
         for method in report.methods:
-            p = next(p for p in report.points if p.method == method and p.tokens == tokens)
-            cells.append(f"{p.median_ms:.0f} ({p.steps})")
+            p = at.get((method, tokens))
+            cells.append("-" if p is None else f"{p.median_ms:.0f} ({p.steps})" + (
+                f" (partial: {p.fills} of {cfg.repeats} fills)" if p.fills < cfg.repeats
+                else ""))
         lines.append(f"| {tokens} | " + " | ".join(cells) + " |")
-    first, last = cfg.lengths[0], cfg.lengths[-1]
-    lines += ["", f"From {first} to {last} tokens the time per fill grew " + ", ".join(
-        f"x{g} for {m}" for m, g in report.growth.items()) + "."]
+    spans = {m: [p.tokens for p in report.points if p.method == m] for m in report.methods}
+    if all(span == list(cfg.lengths) for span in spans.values()):
+        lines += ["", f"From {cfg.lengths[0]} to {cfg.lengths[-1]} tokens the time per fill "
+                  "grew " + ", ".join(f"x{g} for {m}" for m, g in report.growth.items()) + "."]
+    else:  # a stopped run: each decoder over the lengths it measured
+        lines += ["", "The time per fill grew " + ", ".join(
+            f"x{g} for {m} ({spans[m][0]} to {spans[m][-1]} tokens)"
+            for m, g in report.growth.items()) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -176,6 +204,8 @@ def command(args: argparse.Namespace) -> int:
                            strategy=args.strategy, repeats=args.repeats,
                            baseline_model=args.baseline_model, seed=args.seed,
                            model=args.model, device=args.device)
-    publish(lambda: run_latency(config), to_markdown, args.json_out, args.markdown_out,
-            "plot_latency", args.plot)
+    report = publish(lambda: run_latency(config), to_markdown, args.json_out,
+                     args.markdown_out, "plot_latency", args.plot)
+    if report.partial:
+        raise Stopped(report.partial)
     return 0
