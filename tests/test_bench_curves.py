@@ -340,7 +340,7 @@ def test_a_latency_run_stopped_while_the_baseline_model_runs_keeps_the_models_po
     assert capsys.readouterr().out.startswith("partial: 2 of 3 fills, stopped by SIGINT; ")
 
 
-def test_throughput_reports_rows_per_pass_batched_and_none_alone(model_dir, tmp_path):
+def test_throughput_reports_rows_per_pass_batched_and_none_alone(model_dir, tmp_path, capsys):
     out = tmp_path / "throughput.json"
     assert main(["bench", "throughput", "--model", str(model_dir), "--device", "cpu",
                  "--concurrency", "1", "3", "--fills-per-thread", "1", "--steps", "2",
@@ -352,6 +352,46 @@ def test_throughput_reports_rows_per_pass_batched_and_none_alone(model_dir, tmp_
     assert batched[0]["occupancy"] == 1.0 and 1.0 <= batched[1]["occupancy"] <= 3.0
     assert all(p["occupancy"] is None for p in points if p["mode"] == "alone")
     assert all(p["fills_per_s"] > 0 and p["p95_ms"] >= p["p50_ms"] > 0 for p in points)
+    progress = capsys.readouterr().err.splitlines()[-1]  # on stderr, the last line at the end
+    assert progress.startswith("throughput: 8/8 fills, alone x3: ")
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_stopped_throughput_run_reports_the_fills_finished_before_the_signal(
+        sig, status, model_dir, tmp_path, monkeypatch, capsys):
+    """The fill under way when the signal came is stopped, not waited for or counted."""
+    import os
+    import signal
+    import time
+
+    from dlm_lsp.bench import throughput
+    from dlm_lsp.sampler import Cancelled
+
+    calls = []
+
+    def fill(engine, config, seed, should_stop=None):
+        calls.append(seed)  # 2 warm-ups, then 2 fills a point, one thread: the 6th is the
+        if len(calls) == 6:  # second alone
+            os.kill(os.getpid(), signal.Signals[sig])
+            waited = time.monotonic()
+            while not should_stop():
+                assert time.monotonic() - waited < 5, "the fill under way was not stopped"
+                time.sleep(0.01)
+            raise Cancelled()
+        return config.steps
+    monkeypatch.setattr(throughput, "_fill", fill)
+    out = tmp_path / "throughput.json"
+    assert main(["bench", "throughput", "--model", str(model_dir), "--device", "cpu",
+                 "--concurrency", "1", "--fills-per-thread", "2", "--steps", "2",
+                 "--json", str(out)]) == status
+    report = json.loads(out.read_text())
+    assert report["partial"] == {"finished": 3, "planned": 4, "unit": "fills", "signal": sig}
+    assert [(p["mode"], p["fills"]) for p in report["points"]] == [("batched", 2), ("alone", 1)]
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"partial: 3 of 4 fills, stopped by {sig}; ")
+    assert "| alone (partial: 1 of 2 fills) | 1 | " in captured.out
+    assert "| batched | 1 | " in captured.out
+    assert captured.err.rstrip().endswith("; partial report of 3 of 4 fills")
 
 
 def test_the_sample_sheet_shows_each_task_with_reference_and_left_to_right(model_dir,

@@ -62,9 +62,11 @@ def _line(ax, xs: list, ys: list, label: str, **style):
 
 
 def _where(report) -> str:
-    """The model, device and threads a figure's numbers come from, for its title."""
+    """The model, device and threads a figure's numbers come from, for its title, and
+    "(partial: 7 of 50)" for a run stopped before it measured every point."""
     return (f"{report.model} ({report.machine.get('device')}, "
-            f"{report.machine.get('torch_threads')} threads)")
+            f"{report.machine.get('torch_threads')} threads)"
+            + (report.partial.mark() if report.partial else ""))
 
 
 def _log2_axis(ax, ticks: list[int], label: str) -> None:

@@ -13,14 +13,17 @@ another) is the comparison.
 
 Every request is computed (no reuse of recent fills, and each has its own
 seed); repair and the fallback are off, so every fill costs its budget.
+Progress goes to stderr; a run stopped by Ctrl-C or SIGTERM reports the fills
+finished before the signal (those under way are stopped at their next step),
+marked partial (`progress.py`).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dlm_lsp.bench.filling import bench_engine
@@ -28,8 +31,11 @@ from dlm_lsp.bench.grids import CONCURRENCY, MODES
 from dlm_lsp.bench.latency import CURSOR, DOCUMENT
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import publish, quantile
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
+
+WAIT_S = 0.5  # how often the thread waiting for a point's callers looks up (progress)
 
 
 @dataclass
@@ -74,6 +80,7 @@ class ThroughputReport:
     modes: list[str]
     points: list[ThroughputPoint]
     wall_s: float
+    partial: Partial | None = None  # a run stopped by a signal: the fills it covers
 
 
 class _Seeds:
@@ -88,59 +95,109 @@ class _Seeds:
             return self._next
 
 
-def _fill(engine: Engine, config: ThroughputConfig, seed: int) -> int:
+def _fill(engine: Engine, config: ThroughputConfig, seed: int,
+          should_stop: Callable[[], bool] | None = None) -> int:
     options = InfillOptions(length=config.tokens, steps=config.steps, strategy=config.strategy,
                             seed=seed, repair_rounds=0, fallback=False)
-    return engine.infill(InfillRequest(DOCUMENT, CURSOR, CURSOR, "python",
-                                       options=options)).steps
+    return engine.infill(InfillRequest(DOCUMENT, CURSOR, CURSOR, "python", options=options,
+                                       should_stop=should_stop)).steps
 
 
-def measure(engine: Engine, config: ThroughputConfig, mode: str, threads: int,
-            seeds: _Seeds) -> ThroughputPoint:
-    """`threads` callers at once, each filling `fills_per_thread` times; count what it cost."""
-    batcher = engine.batcher()
-    before = (batcher.stats.passes, batcher.stats.rows) if batcher else (0, 0)
-    start = threading.Barrier(threads + 1)
-    times: list[float] = []
-    steps: list[int] = []
-    errors: list[BaseException] = []
+class Load:
+    """One point: `threads` callers at once on one engine, each filling `fills_per_thread`
+    times in a row.
 
-    def caller() -> None:
-        start.wait()
-        for _ in range(config.fills_per_thread):
+    Stopped (a signal in the thread that waits for them), the callers start no other
+    fill and those under way end at their next step; the point is then the fills
+    finished before the signal, over the time until it.
+    """
+
+    def __init__(self, engine: Engine, config: ThroughputConfig, mode: str, threads: int,
+                 seeds: _Seeds) -> None:
+        self.engine, self.config, self.mode, self.threads, self.seeds = (engine, config, mode,
+                                                                         threads, seeds)
+        self.batcher = engine.batcher()
+        self.before = self._counters()
+        self.fills: list[tuple[float, int]] = []  # (ms as the caller saw it, steps) each
+        self.errors: list[BaseException] = []
+        self.stopping = threading.Event()
+        self.began: float | None = None
+        self.kept = 0  # the fills the point counts: all, or those before the signal
+        self.ended = 0.0
+        self.after = self.before
+
+    def _counters(self) -> tuple[int, int]:
+        """The batching worker's forward passes and rows so far."""
+        return (self.batcher.stats.passes, self.batcher.stats.rows) if self.batcher else (0, 0)
+
+    def run(self, waiting: Callable[[], None]) -> None:
+        """Start the callers together and wait for them, calling `waiting` now and then."""
+        start = threading.Barrier(self.threads + 1)
+        workers = [threading.Thread(target=self._caller, args=(start,))
+                   for _ in range(self.threads)]
+        try:
+            for worker in workers:
+                worker.start()
+            start.wait()
+            self.began = time.perf_counter()
+            for worker in workers:
+                while worker.is_alive():
+                    worker.join(timeout=WAIT_S)
+                    waiting()
+        except KeyboardInterrupt:
+            self._end()
+            self.stopping.set()
+            start.abort()  # callers not yet at the start do not begin
+            for worker in workers:
+                if worker.is_alive():
+                    worker.join()
+            raise
+        self._end()
+        if self.errors:
+            raise self.errors[0]
+
+    def _end(self) -> None:
+        self.ended, self.after = time.perf_counter(), self._counters()
+        self.kept = len(self.fills) if self.began is not None else 0
+
+    def _caller(self, start: threading.Barrier) -> None:
+        try:
+            start.wait()
+        except threading.BrokenBarrierError:  # stopped before the callers began
+            return
+        for _ in range(self.config.fills_per_thread):
+            if self.stopping.is_set():
+                return
             began = time.perf_counter()
             try:
-                steps.append(_fill(engine, config, seeds.take()))
+                steps = _fill(self.engine, self.config, self.seeds.take(), self.stopping.is_set)
             except BaseException as exc:  # reported after the join, not lost in a thread
-                errors.append(exc)
+                self.errors.append(exc)
                 return
-            times.append((time.perf_counter() - began) * 1000)
+            self.fills.append(((time.perf_counter() - began) * 1000, steps))
 
-    workers = [threading.Thread(target=caller) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    start.wait()
-    began = time.perf_counter()
-    for worker in workers:
-        worker.join()
-    wall = time.perf_counter() - began
-    if errors:
-        raise errors[0]
-    if batcher:
-        passes, rows = batcher.stats.passes - before[0], batcher.stats.rows - before[1]
-    else:
-        passes = rows = sum(steps)  # one request at a time: one row per pass
-    return ThroughputPoint(mode, threads, len(times), round(wall, 2),
-                           round(len(times) / wall, 2), round(quantile(times, 0.5), 1),
-                           round(quantile(times, 0.95), 1), passes, rows,
-                           round(rows / passes, 2) if batcher and passes else None)
+    def point(self) -> ThroughputPoint:
+        """What the fills kept cost."""
+        assert self.began is not None
+        times = [ms for ms, _ in self.fills[:self.kept]]
+        wall = self.ended - self.began
+        if self.batcher:
+            passes, rows = self.after[0] - self.before[0], self.after[1] - self.before[1]
+        else:  # one request at a time: one row per pass
+            passes = rows = sum(steps for _, steps in self.fills[:self.kept])
+        return ThroughputPoint(self.mode, self.threads, len(times), round(wall, 2),
+                               round(len(times) / wall, 2), round(quantile(times, 0.5), 1),
+                               round(quantile(times, 0.95), 1), passes, rows,
+                               round(rows / passes, 2) if self.batcher and passes else None)
 
 
 def run_throughput(config: ThroughputConfig) -> ThroughputReport:
     """Every mode at every concurrency level, each mode on its own engine.
 
     The modes take turns at each level (not one whole sweep after the other),
-    so on a shared machine both see the same background load.
+    so on a shared machine both see the same background load.  Stopped by a
+    signal, the report has the points measured and the one under way over the fills
+    it finished, marked partial (`progress.py`).
     """
     began = time.perf_counter()
     seeds = _Seeds(config.seed)
@@ -148,21 +205,42 @@ def run_throughput(config: ThroughputConfig) -> ThroughputReport:
                for mode in config.modes}
     for engine in engines.values():
         _fill(engine, config, seeds.take())  # warm-up
-    points = []
-    for threads in config.concurrency:
-        for mode, engine in engines.items():
-            points.append(measure(engine, config, mode, threads, seeds))
-            p = points[-1]
-            print(f"throughput {mode} x{threads}: {p.fills_per_s} fills/s, p50 {p.p50_ms} ms, "
-                  f"occupancy {p.occupancy}", file=sys.stderr, flush=True)
+    progress = Progress("throughput", len(config.modes) * config.fills_per_thread
+                        * sum(config.concurrency), "fills")
+    points: list[ThroughputPoint] = []
+    load: Load | None = None
+
+    def latest() -> str:  # the progress line's details: the last point measured
+        if not points:
+            return ""
+        p = points[-1]
+        return (f"{p.mode} x{p.concurrency}: {p.fills_per_s} fills/s, p50 {p.p50_ms} ms, "
+                f"occupancy {p.occupancy}")
+
+    def waiting() -> None:
+        progress.update(sum(p.fills for p in points) + len(load.fills), latest())
+
+    def keep_the_point_under_way() -> None:  # over the fills it finished
+        if load is not None and load.kept and (load.mode, load.threads) not in {
+                (p.mode, p.concurrency) for p in points}:
+            points.append(load.point())
+    try:
+        with Stoppable(progress, lambda: sum(p.fills for p in points), latest,
+                       keep_the_point_under_way) as loop:
+            for threads in config.concurrency:
+                for mode, engine in engines.items():
+                    load = Load(engine, config, mode, threads, seeds)
+                    load.run(waiting)
+                    points.append(load.point())
+    finally:
+        for engine in engines.values():
+            if engine.batcher() is not None:
+                engine.batcher().close()
     model = next(iter(engines.values())).model
-    for engine in engines.values():
-        if engine.batcher() is not None:
-            engine.batcher().close()
     points.sort(key=lambda p: config.modes.index(p.mode))  # grouped by mode, levels in order
     return ThroughputReport(config, describe_machine(str(model.device)), source_revision(),
                             model.name, list(config.modes), points,
-                            round(time.perf_counter() - began, 1))
+                            round(time.perf_counter() - began, 1), loop.partial)
 
 
 def to_markdown(report: ThroughputReport) -> str:
@@ -174,9 +252,14 @@ def to_markdown(report: ThroughputReport) -> str:
              f"{report.revision or 'unknown'}.", "",
              "| mode | concurrent requests | fills/s | p50 ms | p95 ms | forward passes | "
              "rows per pass |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    if report.partial:
+        lines.insert(0, f"{report.partial}; the numbers below cover only these")
     for p in report.points:
         occupancy = "-" if p.occupancy is None else f"{p.occupancy}"
-        lines.append(f"| {p.mode} | {p.concurrency} | {p.fills_per_s} | {p.p50_ms:.0f} | "
+        planned = p.concurrency * cfg.fills_per_thread
+        mode = p.mode + (f" (partial: {p.fills} of {planned} fills)" if p.fills < planned
+                         else "")
+        lines.append(f"| {mode} | {p.concurrency} | {p.fills_per_s} | {p.p50_ms:.0f} | "
                      f"{p.p95_ms:.0f} | {p.passes} | {occupancy} |")
     return "\n".join(lines) + "\n"
 
@@ -187,6 +270,8 @@ def command(args: argparse.Namespace) -> int:
                               fills_per_thread=args.fills_per_thread, tokens=args.tokens,
                               steps=args.steps, modes=tuple(args.modes), seed=args.seed,
                               model=args.model, device=args.device)
-    publish(lambda: run_throughput(config), to_markdown, args.json_out, args.markdown_out,
-            "plot_throughput", args.plot)
+    report = publish(lambda: run_throughput(config), to_markdown, args.json_out,
+                     args.markdown_out, "plot_throughput", args.plot)
+    if report.partial:
+        raise Stopped(report.partial)
     return 0
