@@ -395,7 +395,7 @@ def test_a_stopped_throughput_run_reports_the_fills_finished_before_the_signal(
 
 
 def test_the_sample_sheet_shows_each_task_with_reference_and_left_to_right(model_dir,
-                                                                           tmp_path):
+                                                                           tmp_path, capsys):
     sheet = tmp_path / "samples.md"
     assert main(["bench", "samples", "--model", str(model_dir), "--device", "cpu",
                  "--limit", "2", "--steps", "2", "--out", str(sheet)]) == 0
@@ -403,3 +403,33 @@ def test_the_sample_sheet_shows_each_task_with_reference_and_left_to_right(model
     for task in pass_at_1.load_tasks("single-line", limit=2):
         assert f"## {task.task_id}" in text and task.middle.strip() in text
     assert "| reference | 2/2 | 2/2 |" in text and "left-to-right (same model)" in text
+    progress = capsys.readouterr().err.splitlines()[-2]  # on stderr, the last before "wrote"
+    assert progress.startswith("samples: 2/2 tasks, ") and " diffusion fills pass, " in progress
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_sample_sheet_stopped_while_the_baseline_model_fills_keeps_the_tasks_finished(
+        sig, status, model_dir, tmp_path, monkeypatch, capsys):
+    from dlm_lsp.bench import samples
+    from dlm_lsp.bench.filling import Fill
+
+    fake = ARModel("fake AR", CharCodec(), scripted(""), "cpu")
+    monkeypatch.setattr(fake, "fill", signal_on_call(  # the second task's
+        sig, 2, then=lambda task: Fill("    pass\n", None, 1, 1.0, "autoregressive")))
+    monkeypatch.setattr(samples, "load_baseline", lambda name, device: fake)
+    monkeypatch.setattr(samples, "fill_task",
+                        lambda engine, task, settings: Fill(task.middle, True, 1, 1.0))
+    sheet, out = tmp_path / "samples.md", tmp_path / "samples.json"
+    assert main(["bench", "samples", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "3", "--baseline-model", "smollm2", "--out", str(sheet),
+                 "--json", str(out)]) == status
+    first, second, _ = pass_at_1.load_tasks("single-line", limit=3)
+    text = sheet.read_text()
+    assert f"partial: 1 of 3 tasks, stopped by {sig}; the sheet below covers only these" in text
+    assert f"## {first.task_id}" in text and f"## {second.task_id}" not in text
+    assert "| reference (partial: 1 of 3) | 1/1 | 1/1 |" in text
+    assert "| fake AR (partial: 1 of 3) | 0/1 | 0/1 |" in text
+    report = json.loads(out.read_text())
+    assert report["partial"] == {"finished": 1, "planned": 3, "unit": "tasks", "signal": sig}
+    assert [t["task_id"] for t in report["tasks"]] == [first.task_id]
+    assert capsys.readouterr().err.rstrip().endswith("; partial report of 1 of 3 tasks")

@@ -7,6 +7,10 @@ strategy and per-kind budget, oracle length, repair on, as a user gets it),
 the left-to-right fill of the same model, and optionally an autoregressive
 baseline model (`--baseline-model smollm2`), each with whether it passes
 the task's tests in the sandbox and whether it is the reference.
+
+A task is filled every way and its programs run before the next task's turn, so
+a sheet stopped by Ctrl-C or SIGTERM (the baseline model's fills included) has
+the tasks finished, marked partial (`progress.py`); progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dlm_lsp.bench.autoregressive import load_baseline
@@ -22,6 +27,7 @@ from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
 from dlm_lsp.bench.pass_at_1 import passes_by_fill
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.bench.sandbox import SandboxConfig
 from dlm_lsp.engine import Engine
 
@@ -81,42 +87,52 @@ class SampleSheet:
     columns: list[str]
     tasks: list[SampleTask]
     wall_s: float
+    partial: Partial | None = None  # a run stopped by a signal: the tasks it covers
 
 
-def _columns(config: SamplesConfig, engine: Engine,
-             tasks: list[Task]) -> tuple[dict[str, list[Fill]], str]:
+def _columns(config: SamplesConfig, engine: Engine) -> dict[str, Callable[[Task], Fill]]:
+    """How each column fills a task (a baseline model is loaded here, before any fill)."""
     steps = f"{config.steps} steps" if config.steps else "server budget"
-    diffusion = f"diffusion ({config.strategy or 'server strategy'}, {steps})"
-    columns = {REFERENCE: [Fill(t.middle, None, 0, 0.0, REFERENCE) for t in tasks]}
-    settings = FillSettings(strategy=config.strategy, steps=config.steps, seed=config.seed)
-    columns[diffusion] = [fill_task(engine, t, settings) for t in tasks]
+    diffusion = FillSettings(strategy=config.strategy, steps=config.steps, seed=config.seed)
     ltr = FillSettings(strategy="left-to-right", seed=config.seed)
-    columns["left-to-right (same model)"] = [fill_task(engine, t, ltr) for t in tasks]
+    columns: dict[str, Callable[[Task], Fill]] = {
+        REFERENCE: lambda t: Fill(t.middle, None, 0, 0.0, REFERENCE),
+        f"diffusion ({config.strategy or 'server strategy'}, {steps})":
+            lambda t: fill_task(engine, t, diffusion),
+        "left-to-right (same model)": lambda t: fill_task(engine, t, ltr)}
     if config.baseline_model:
         baseline = load_baseline(config.baseline_model, config.device)
-        columns[baseline.name] = [baseline.fill(t) for t in tasks]
-    return columns, diffusion
+        columns[baseline.name] = baseline.fill
+    return columns
 
 
 def make_sheet(config: SamplesConfig, engine: Engine | None = None) -> SampleSheet:
-    """Fill the tasks every way, run every distinct program once, collect the sheet."""
+    """Fill each task every way and run its distinct programs, a task at a time; collect
+    the sheet.  Stopped by a signal, the sheet has the tasks finished, marked partial
+    (`progress.py`)."""
     began = time.perf_counter()
     engine = engine or bench_engine(config.model, config.device)
     tasks = load_tasks(config.split, config.limit)
-    columns, _ = _columns(config, engine, tasks)
-    passed = passes_by_fill(tasks, [[f.text for f in fills] for fills in columns.values()],
-                            config.sandbox)
-    rows = []
-    for i, task in enumerate(tasks):
-        fills = [Sample(name, f[i].text, passed[task.task_id, f[i].text],
-                        exact_match(f[i].text, task.middle), f[i].steps, round(f[i].ms, 1))
-                 for name, f in columns.items()]
-        rows.append(SampleTask(task.task_id,
-                               "".join(task.prefix.splitlines(True)[-CONTEXT_BEFORE:]),
-                               "".join(task.suffix.splitlines(True)[:CONTEXT_AFTER]), fills))
+    columns = _columns(config, engine)
+    rows: list[SampleTask] = []
+
+    def passing() -> str:  # the progress line's details (fills[1]: after the reference)
+        return f"{sum(r.fills[1].passed for r in rows)} diffusion fills pass"
+    with Stoppable(Progress("samples", len(tasks), "tasks"), lambda: len(rows),
+                   passing) as loop:
+        for task in tasks:
+            fills = {name: fill(task) for name, fill in columns.items()}
+            passed = passes_by_fill([task], [[f.text] for f in fills.values()], config.sandbox)
+            rows.append(SampleTask(
+                task.task_id, "".join(task.prefix.splitlines(True)[-CONTEXT_BEFORE:]),
+                "".join(task.suffix.splitlines(True)[:CONTEXT_AFTER]),
+                [Sample(name, f.text, passed[task.task_id, f.text],
+                        exact_match(f.text, task.middle), f.steps, round(f.ms, 1))
+                 for name, f in fills.items()]))
+            loop.update()
     return SampleSheet(config, describe_machine(str(engine.model.device)), source_revision(),
                        engine.model.name, list(columns), rows,
-                       round(time.perf_counter() - began, 1))
+                       round(time.perf_counter() - began, 1), loop.partial)
 
 
 def _aligned(fills: list[Sample]) -> list[str]:
@@ -140,9 +156,12 @@ def to_markdown(sheet: SampleSheet) -> str:
              f"{machine_line(sheet.machine)}; {sheet.machine['date']}, code "
              f"{sheet.revision or 'unknown'}.", "",
              "| fill | passes tests | exact match |", "| --- | --- | --- |"]
+    if sheet.partial:
+        lines[2:2] = [f"{sheet.partial}; the sheet below covers only these", ""]
+    mark = sheet.partial.mark() if sheet.partial else ""
     for column in sheet.columns:
         fills = [f for t in sheet.tasks for f in t.fills if f.column == column]
-        lines.append(f"| {column} | {sum(f.passed for f in fills)}/{n} | "
+        lines.append(f"| {column}{mark} | {sum(f.passed for f in fills)}/{n} | "
                      f"{sum(f.exact for f in fills)}/{n} |")
     for task in sheet.tasks:
         marks = "; ".join(f"{f.column}: {'passes' if f.passed else 'fails'}"
@@ -170,4 +189,6 @@ def command(args: argparse.Namespace) -> int:
         print(text, end="")
     if args.json_out:
         write_json(args.json_out, sheet)
+    if sheet.partial:
+        raise Stopped(sheet.partial)
     return 0
