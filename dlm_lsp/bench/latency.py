@@ -35,7 +35,7 @@ from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.grids import LEFT_TO_RIGHT, LENGTHS
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, publish
-from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, latest
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
 
@@ -138,24 +138,19 @@ def run_latency(config: LatencyConfig, engine: Engine | None = None,
     progress = Progress("latency", len(config.lengths) * len(timers) * config.repeats, "fills")
     points: list[LatencyPoint] = []
     runs: list[tuple[float, int]] = []  # the fills of the point under way
-
-    def latest() -> str:  # the progress line's details: the last point measured
-        if not points:
-            return ""
-        p = points[-1]
-        return f"{p.tokens} tokens, {p.method}: {p.median_ms:.0f} ms"
+    detail = latest(points, lambda p: f"{p.tokens} tokens, {p.method}: {p.median_ms:.0f} ms")
 
     def keep_the_point_under_way() -> None:  # over the fills it made
         if runs and (method, tokens) not in {(p.method, p.tokens) for p in points}:
             points.append(_point(method, tokens, runs))
-    with Stoppable(progress, lambda: sum(p.fills for p in points), latest,
+    with Stoppable(progress, lambda: sum(p.fills for p in points), detail,
                    keep_the_point_under_way) as loop:
         for tokens in config.lengths:
             for method, time_fill in timers.items():
                 runs = []
                 for _ in range(config.repeats):
                     runs.append(time_fill(tokens))
-                    progress.update(sum(p.fills for p in points) + len(runs), latest())
+                    progress.update(sum(p.fills for p in points) + len(runs), detail())
                 points.append(_point(method, tokens, runs))
     methods = list(dict.fromkeys(p.method for p in points))
     growth = {}

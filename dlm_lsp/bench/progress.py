@@ -23,6 +23,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TypeVar
+
+T = TypeVar("T")
 
 EVERY_S = 5.0  # seconds at least between two progress lines
 
@@ -90,6 +93,12 @@ class Progress:
         self.said = (done, detail)
         print(f"{self.label}: {done}/{self.total} {self.unit}{', ' + detail if detail else ''}, "
               f"{now - self.began:.0f} s", file=sys.stderr, flush=True)
+
+
+def latest(measured: list[T], say: Callable[[T], str]) -> Callable[[], str]:
+    """A progress line's details: the last of `measured` (a curve's point) as `say` puts
+    it, nothing before the first."""
+    return lambda: say(measured[-1]) if measured else ""
 
 
 class Stoppable:

@@ -35,7 +35,7 @@ from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, percent, publish
 from dlm_lsp.bench.pass_at_1 import passes_by_fill
-from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, latest
 from dlm_lsp.bench.sandbox import SandboxConfig
 from dlm_lsp.engine import Engine
 
@@ -143,14 +143,9 @@ def run_sweep(config: SweepConfig, engine: Engine | None = None) -> SweepReport:
     floors: dict[str, float] = {}
     passed: dict[tuple[str, str], bool] = {}  # task ids differ between kinds
     made = 0
-
-    def latest() -> str:  # the progress line's details: the last point measured
-        if not points:
-            return ""
-        p = points[-1]
-        return (f"{p.kind} {p.strategy} {p.budget or 'per token'}: pass@1 {p.pass_at_1}%, "
-                f"{p.ms_per_fill:.0f} ms per fill")
-    with Stoppable(progress, lambda: len(points), latest) as loop:
+    detail = latest(points, lambda p: f"{p.kind} {p.strategy} {p.budget or 'per token'}: "
+                    f"pass@1 {p.pass_at_1}%, {p.ms_per_fill:.0f} ms per fill")
+    with Stoppable(progress, lambda: len(points), detail) as loop:
         for kind in config.kinds:
             tasks = load_tasks(kind, config.limit)
             passes_by_fill(tasks, [[""] * len(tasks)], config.sandbox, known=passed)

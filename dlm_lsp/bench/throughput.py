@@ -31,7 +31,7 @@ from dlm_lsp.bench.grids import CONCURRENCY, MODES
 from dlm_lsp.bench.latency import CURSOR, DOCUMENT
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import publish, quantile
-from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, latest
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
 
@@ -209,23 +209,18 @@ def run_throughput(config: ThroughputConfig) -> ThroughputReport:
                         * sum(config.concurrency), "fills")
     points: list[ThroughputPoint] = []
     load: Load | None = None
-
-    def latest() -> str:  # the progress line's details: the last point measured
-        if not points:
-            return ""
-        p = points[-1]
-        return (f"{p.mode} x{p.concurrency}: {p.fills_per_s} fills/s, p50 {p.p50_ms} ms, "
-                f"occupancy {p.occupancy}")
+    detail = latest(points, lambda p: f"{p.mode} x{p.concurrency}: {p.fills_per_s} fills/s, "
+                    f"p50 {p.p50_ms} ms, occupancy {p.occupancy}")
 
     def waiting() -> None:
-        progress.update(sum(p.fills for p in points) + len(load.fills), latest())
+        progress.update(sum(p.fills for p in points) + len(load.fills), detail())
 
     def keep_the_point_under_way() -> None:  # over the fills it finished
         if load is not None and load.kept and (load.mode, load.threads) not in {
                 (p.mode, p.concurrency) for p in points}:
             points.append(load.point())
     try:
-        with Stoppable(progress, lambda: sum(p.fills for p in points), latest,
+        with Stoppable(progress, lambda: sum(p.fills for p in points), detail,
                        keep_the_point_under_way) as loop:
             for threads in config.concurrency:
                 for mode, engine in engines.items():
