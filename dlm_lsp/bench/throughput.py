@@ -131,26 +131,32 @@ class Load:
         return (self.batcher.stats.passes, self.batcher.stats.rows) if self.batcher else (0, 0)
 
     def run(self, waiting: Callable[[], None]) -> None:
-        """Start the callers together and wait for them, calling `waiting` now and then."""
+        """Start the callers together and wait for them, calling `waiting` now and then.
+
+        Each caller says it has ended with an event, not its thread's join: on Python
+        3.11 a join that a signal interrupts marks the thread as ended while it runs on,
+        so the callers were not waited for, and the process could exit with one inside
+        a forward pass (torch then aborts it: "terminate called without an active
+        exception").
+        """
         start = threading.Barrier(self.threads + 1)
-        workers = [threading.Thread(target=self._caller, args=(start,))
-                   for _ in range(self.threads)]
+        ended = [threading.Event() for _ in range(self.threads)]
+        workers = [threading.Thread(target=self._caller, args=(start, end)) for end in ended]
         try:
             for worker in workers:
                 worker.start()
             start.wait()
             self.began = time.perf_counter()
-            for worker in workers:
-                while worker.is_alive():
-                    worker.join(timeout=WAIT_S)
+            for end in ended:
+                while not end.wait(WAIT_S):
                     waiting()
         except KeyboardInterrupt:
             self._end()
             self.stopping.set()
             start.abort()  # callers not yet at the start do not begin
-            for worker in workers:
-                if worker.is_alive():
-                    worker.join()
+            for worker, end in zip(workers, ended, strict=True):
+                if worker.ident is not None:  # started: it ends at its fill's next step
+                    end.wait()
             raise
         self._end()
         if self.errors:
@@ -160,21 +166,21 @@ class Load:
         self.ended, self.after = time.perf_counter(), self._counters()
         self.kept = len(self.fills) if self.began is not None else 0
 
-    def _caller(self, start: threading.Barrier) -> None:
+    def _caller(self, start: threading.Barrier, end: threading.Event) -> None:
         try:
             start.wait()
-        except threading.BrokenBarrierError:  # stopped before the callers began
-            return
-        for _ in range(self.config.fills_per_thread):
-            if self.stopping.is_set():
-                return
-            began = time.perf_counter()
-            try:
+            for _ in range(self.config.fills_per_thread):
+                if self.stopping.is_set():
+                    return
+                began = time.perf_counter()
                 steps = _fill(self.engine, self.config, self.seeds.take(), self.stopping.is_set)
-            except BaseException as exc:  # reported after the join, not lost in a thread
-                self.errors.append(exc)
-                return
-            self.fills.append(((time.perf_counter() - began) * 1000, steps))
+                self.fills.append(((time.perf_counter() - began) * 1000, steps))
+        except threading.BrokenBarrierError:  # stopped before the callers began
+            pass
+        except BaseException as exc:  # reported once the callers end, not lost in a thread
+            self.errors.append(exc)
+        finally:
+            end.set()
 
     def point(self) -> ThroughputPoint:
         """What the fills kept cost."""
