@@ -352,3 +352,22 @@ def test_listing_the_model_families_does_not_import_torch(argv):
     assert out.returncode == 0, out.stderr
     assert "dream:" in out.stdout and "llada:" in out.stdout  # the families are listed
     assert out.stdout.rstrip().endswith("no torch")
+
+
+@pytest.mark.parametrize("lost", ["tokenizer.json", "model.safetensors"])
+def test_models_check_fails_on_one_of_our_own_models_with_a_file_lost(lost, model_dir, tmp_path,
+                                                                       capsys):
+    """A directory of `dlm-lsp train` that lost its tokenizer or weights (a partial copy of
+    a trained model) was said to be "ok: the server can load it", and the server could not."""
+    import shutil
+
+    from dlm_lsp.cli import main
+
+    broken = tmp_path / "copy"
+    shutil.copytree(model_dir, broken)
+    (broken / lost).unlink()
+    assert main(["models", "check", str(broken)]) == 1
+    said = capsys.readouterr().err
+    assert lost in said and "ok:" not in said
+    assert main(["models", "check", str(model_dir)]) == 0  # the directory it was copied from
+    assert "ok: the server can load it" in capsys.readouterr().err

@@ -59,7 +59,7 @@ def _no_tokenizer(directory):
 
 @pytest.mark.parametrize("damage, reason", [
     (_truncate, "header"), (_corrupt_config, "config.json"), (_junk_weights, "header"),
-    (_no_tokenizer, "No such file")])
+    (_no_tokenizer, "no tokenizer.json")])
 def test_a_damaged_model_fails_to_load_with_a_clear_error(model_dir, tmp_path, damage, reason):
     broken = tmp_path / "broken"
     shutil.copytree(model_dir, broken)

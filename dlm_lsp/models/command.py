@@ -62,7 +62,8 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
         return report
     report.model_type = checkpoint.model_type
     if checkpoint.model_type == MODEL_TYPE and family_name is None:
-        report.family = MODEL_TYPE  # our own model: TinyModel.load checks it when it loads
+        report.family = MODEL_TYPE
+        _load_our_own(report)
         return report
     try:
         tokenizer = checkpoint.load_tokenizer()
@@ -96,6 +97,23 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
     if conv.mask_id >= config.vocab_size:
         report.problems.append(f"mask id {conv.mask_id} is outside the model's vocabulary")
     return report
+
+
+def _load_our_own(report: Report) -> None:
+    """Check one of our own models by loading it on the CPU, as the server would: it is
+    small (tens of MB at most), and only a load finds what a partial copy lacks (its
+    tokenizer, its weights or a shard), which a check that read config.json alone passed."""
+    import torch
+
+    from dlm_lsp.models.tiny import TinyModel
+
+    try:
+        model = TinyModel.load(report.directory, torch.device("cpu"), graphs=False)
+    except ModelLoadError as exc:
+        report.problems.append(str(exc))
+        return
+    report.tokenizer_vocab = model.tokenizer.vocab_size
+    report.parameters = sum(p.numel() for p in model.module.parameters())
 
 
 def time_forward(report: Report, device: str, precision: str) -> None:

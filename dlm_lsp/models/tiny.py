@@ -332,6 +332,8 @@ class TinyModel:
         path = Path(directory)
         try:
             cfg = TinyConfig.from_dict(json.loads((path / "config.json").read_text()))
+            if not (path / "tokenizer.json").is_file():  # tokenizers' error names no file
+                raise FileNotFoundError("no tokenizer.json")
             tokenizer = Tokenizer.from_file(path / "tokenizer.json")
             state = load_weights(path)
             module = TinyDenoiser(cfg)
