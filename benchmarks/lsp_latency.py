@@ -31,6 +31,7 @@ from pathlib import Path
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.framing import Client
+from dlm_lsp.quantiles import quantile
 
 
 def _initialized(client: Client, options: dict) -> Client:
@@ -68,8 +69,8 @@ def start_tcp_server(options: dict, clients: int) -> tuple[subprocess.Popen, lis
     return proc, [_initialized(Client.over_socket(sock), options) for sock in socks]
 
 
-def _p95(sorted_ms: list[float]) -> float:
-    return sorted_ms[int(0.95 * (len(sorted_ms) - 1))]
+def _p95(ms: list[float]) -> float:
+    return quantile(ms, 0.95) or 0.0
 
 
 def cursors(text: str, count: int) -> list[tuple[int, int]]:

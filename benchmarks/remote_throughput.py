@@ -23,6 +23,7 @@ from pathlib import Path
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.config import ServerConfig
+from dlm_lsp.quantiles import status_ms
 from dlm_lsp.remote.client import RemoteEngine
 from dlm_lsp.remote.launch import LocalService
 from dlm_lsp.results import InfillRequest
@@ -75,7 +76,7 @@ def load(url: str, text: str, points: list[int], clients: int, seconds: float,
     return {"fills": len(times), "errors": len(errors), "firstError": errors[:1],
             "seconds": round(wall, 1), "fillsPerSecond": round(len(times) / wall, 2),
             "p50Ms": round(statistics.median(times), 1) if times else None,
-            "p95Ms": round(times[int(0.95 * (len(times) - 1))], 1) if times else None}
+            "p95Ms": status_ms(times, 0.95)}
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ from dlm_lsp.passes import (
     repair_config,
 )
 from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, SpanPlan, local_text, plan_span
+from dlm_lsp.quantiles import status_ms
 from dlm_lsp.recent import RecentFills, Remembered
 from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
@@ -265,16 +266,13 @@ class Engine:
             model, batcher, cost, error = self._model, self._batcher, self._cost, self._load_error
             planned = self._fallback_device or self.config.device
         fills = list(self.recent_fills)
-        ms = sorted(m for m, _ in fills)
-
-        def percentile(p: float) -> float | None:
-            return round(ms[min(len(ms) - 1, int(p * len(ms)))], 1) if ms else None
+        ms = [m for m, _ in fills]
         stats = batcher.stats if batcher is not None else None
         return {
             "model": self.config.model, "loaded": model is not None, "loadError": error,
             "device": str(model.device) if model is not None else device_name(planned),
             "queueDepth": batcher.depth if batcher is not None else 0,
-            "fills": len(ms), "p50Ms": percentile(0.5), "p95Ms": percentile(0.95),
+            "fills": len(ms), "p50Ms": status_ms(ms, 0.5), "p95Ms": status_ms(ms, 0.95),
             "tokensPerSecond": round(sum(t for _, t in fills) / max(sum(ms) / 1000, 1e-9), 1)
             if ms else None,
             "batchOccupancy": round(stats.occupancy, 2) if stats else None,

@@ -7,7 +7,6 @@ left out of the file and the file reads back with the same names.
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import sys
@@ -15,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import TypeVar
+
+from dlm_lsp.quantiles import quantile as nearest_rank
 
 R = TypeVar("R")
 
@@ -54,12 +55,9 @@ def percent(count: int | float, total: int) -> float:
 
 
 def quantile(values: list[float], q: float) -> float:
-    """The q-quantile of the values (nearest-rank on sorted values, as latency reports use)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
-    return ordered[rank]
+    """The q-quantile of the values (dlm_lsp.quantiles), 0 for no values."""
+    found = nearest_rank(values, q)
+    return 0.0 if found is None else found
 
 
 def median(values: list[float]) -> float:

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from dlm_lsp.backends import BackendError
 from dlm_lsp.config import ServerConfig
+from dlm_lsp.quantiles import status_ms
 from dlm_lsp.remote.http import StopWatch, Unreachable, connect, token
 from dlm_lsp.remote.wire import TOKEN_VARIABLE
 from dlm_lsp.results import InfillRequest, InfillResult
@@ -57,11 +58,6 @@ def pause(req: InfillRequest, seconds: float) -> bool:
             return False
         time.sleep(PAUSE_POLL_S)
     return True
-
-
-def percentile(ms: list[float], p: float) -> float | None:
-    """The `p` quantile of sorted latencies, rounded for `dlm/status` (None when empty)."""
-    return round(ms[min(len(ms) - 1, int(p * len(ms)))], 1) if ms else None
 
 
 class ConnectionPool:
@@ -202,10 +198,10 @@ class ServerBackend:
 
     def _figures(self) -> dict[str, Any]:
         """This client's part of `dlm/status`: its fills, retries, fallbacks and latency."""
-        ms = sorted(self.recent_fills)
+        ms = list(self.recent_fills)
         return {"backend": self.BACKEND, "url": self.config.remote_url, "fills": self.fills,
                 "retries": self.retries, "fallbacks": self.fallbacks,
-                "p50Ms": percentile(ms, 0.5), "p95Ms": percentile(ms, 0.95)}
+                "p50Ms": status_ms(ms, 0.5), "p95Ms": status_ms(ms, 0.95)}
 
     # -- requests -------------------------------------------------------------------------
 
