@@ -19,7 +19,13 @@ import torch
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, setting
 from dlm_lsp.costs import StepCost, calibrate, steps_within
 from dlm_lsp.line_endings import for_the_model, restored
-from dlm_lsp.models import DiffusionModel, ModelLoadError, device_name, load_model
+from dlm_lsp.models import (
+    DiffusionModel,
+    ModelLoadError,
+    device_name,
+    load_model,
+    precision_name,
+)
 from dlm_lsp.passes import (
     CANDIDATE_TEMPERATURE,
     MASK_PLACEHOLDER,
@@ -95,11 +101,13 @@ def _loaded_with(cfg: ServerConfig) -> tuple:
 
 def _placement(cfg: ServerConfig, fallback: str | None = None) -> tuple:
     """The model that settings `cfg` load, told apart as far as a load tells them apart:
-    the checkpoint, the device ("auto" resolved as the loader resolves it), the precision,
-    and the CUDA graphs switch only on CUDA, the one device that replays them.  Settings
-    that say the same in other words ("cpu" where "auto" is the CPU, `cudaGraphs` on a
-    CPU) place the model alike, and reloading it for them cost seconds to minutes for a
-    big checkpoint, and its timed step cost.
+    the checkpoint, the device ("auto" resolved as the loader resolves it), the precision
+    on that device ("auto" resolved likewise: bf16 on CUDA and on a CPU with native bf16,
+    else fp32), and the CUDA graphs switch only on CUDA, the one device that replays
+    them.  Settings that say the same in other words ("cpu" where "auto" is the CPU,
+    "fp32" where "auto" is fp32, `cudaGraphs` on a CPU) place the model alike, and
+    reloading it for them cost seconds to minutes for a big checkpoint, and its timed
+    step cost.
 
     `fallback` is the device the engine moved the model to on its own, out of memory
     (see `Engine._after_oom`).  No settings ask for such a model, so it is placed apart
@@ -108,8 +116,8 @@ def _placement(cfg: ServerConfig, fallback: str | None = None) -> tuple:
     runs on: one load more, after a fallback only, for a rule that holds whatever the
     devices are called (the tests' GPU, DLM_LSP_FAULTS=oom-gpu, is the CPU itself)."""
     device = fallback or device_name(cfg.device)
-    return (cfg.model, device, cfg.precision, cfg.cuda_graphs if device == "cuda" else None,
-            fallback is not None)
+    return (cfg.model, device, precision_name(cfg.precision, device),
+            cfg.cuda_graphs if device == "cuda" else None, fallback is not None)
 
 
 def _graph_status(model: DiffusionModel | None) -> dict[str, Any] | None:

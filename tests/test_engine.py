@@ -348,15 +348,16 @@ def test_status_before_the_load_names_the_device_the_model_will_load_on(
 
 
 def _reconfigure_once_begun(eng: Engine, begun: list, model_dir: Path, what: str) -> None:
-    """Once `begun` has an entry (the gated work started), change the settings (to fp32,
-    a reload) from another thread: reconfigure must return without waiting for `what`."""
+    """Once `begun` has an entry (the gated work started), change the settings (to bf16,
+    a reload from the tests' fp32) from another thread: reconfigure must return without
+    waiting for `what`."""
     import threading
 
     deadline = time.monotonic() + 30
     while not begun and time.monotonic() < deadline:
         time.sleep(0.01)
     changer = threading.Thread(target=lambda: eng.reconfigure(ServerConfig(
-        model=str(model_dir), device="cpu", precision="fp32")), daemon=True)
+        model=str(model_dir), device="cpu", precision="bf16")), daemon=True)
     changer.start()
     changer.join(5)
     assert not changer.is_alive(), f"reconfigure waited for {what}"
@@ -392,8 +393,8 @@ def test_new_settings_during_a_load_do_not_wait_for_it_and_the_load_is_done_agai
         release.set()
         loader.join(30)
     [model] = got  # not the missing model's error: those settings were no longer in effect
-    assert (model.name, model.precision) == (str(model_dir), "fp32")
-    assert loads == [(missing, "auto"), (str(model_dir), "fp32")]
+    assert (model.name, model.precision) == (str(model_dir), "bf16")
+    assert loads == [(missing, "auto"), (str(model_dir), "bf16")]
     assert eng.model is model and eng.status()["loadError"] is None
 
 
@@ -414,7 +415,7 @@ def test_a_step_cost_timed_on_a_model_the_settings_replaced_is_not_kept_for_the_
         return real_calibrate(model, lengths=(8,), repeats=1)
 
     monkeypatch.setattr(engine_module, "calibrate", gated_calibrate)
-    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", precision="fp32"))
     old = eng.model
     timer = threading.Thread(target=eng.step_cost, daemon=True)
     timer.start()
@@ -649,7 +650,8 @@ def test_a_new_model_s_fill_does_not_wait_for_the_old_model_s_forward_pass(
     in progress) holding `_lock`: that fill, and status() on the event loop, waited."""
     import threading
 
-    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                              precision="fp32"))
     old = eng.model
     in_pass, release = _hold_passes(old, monkeypatch)
 
@@ -663,7 +665,7 @@ def test_a_new_model_s_fill_does_not_wait_for_the_old_model_s_forward_pass(
     try:
         assert in_pass.wait(30)
         eng.reconfigure(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
-                                     precision="fp32"))
+                                     precision="bf16"))
         assert eng.model is not old
         began = time.monotonic()
         assert eng.infill(_request("y = |\n", steps=2, candidates=1)).candidates
@@ -685,7 +687,8 @@ def test_a_fill_whose_worker_ends_before_it_takes_the_fill_goes_on_alone(
     of its own, ends.  The fill then failed with RuntimeError 'the batching worker is
     closed', an internal error to the client.  It goes on alone on the model it began
     with (see Engine.close and Engine.batcher), with the fill it would have had."""
-    config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False)
+    config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                          precision="fp32")
     options = {"length": 6, "steps": 3, "candidates": 2}
     expected = [c.text for c in Engine(config).infill(_request("x = |\n", **options)).candidates]
     eng = Engine(config)
@@ -698,7 +701,7 @@ def test_a_fill_whose_worker_ends_before_it_takes_the_fill_goes_on_alone(
             if how == "closed":
                 eng.close()
             else:  # the new model's first fill retires the old model's worker
-                eng.reconfigure(replace(config, precision="fp32"))
+                eng.reconfigure(replace(config, precision="bf16"))
                 assert hand_out() is not worker
             worker._thread.join(5)
             assert not worker._thread.is_alive()

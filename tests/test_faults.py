@@ -129,11 +129,17 @@ def test_out_of_memory_on_a_gpu_falls_back_to_the_cpu_and_says_so(monkeypatch, m
     assert engine.status()["loaded"] is False  # a new device setting tries again from scratch
 
 
-def test_after_a_fallback_to_the_cpu_any_change_of_the_device_setting_tries_the_gpu_again(
-        monkeypatch, model_dir, cuda_machine):
-    """"auto" is the same GPU as "cuda" here, and a settings change that only says so loads
-    no other model, but after a fallback it is the user asking for the GPU again: the
-    fallback ends with a load on it.  A change of a fill setting keeps the fallback."""
+@pytest.mark.parametrize("change", [{"device": "auto"}, {"precision": "bf16"}])
+def test_after_a_fallback_to_the_cpu_any_change_of_a_model_setting_tries_the_gpu_again(
+        monkeypatch, model_dir, cuda_machine, change):
+    """"auto" is the same GPU as "cuda" here, and bf16 is what precision "auto" is on it: a
+    settings change that only says so loads no other model, but after a fallback it is the
+    user asking for the GPU again: the fallback ends with a load on it.  A change of a fill
+    setting keeps the fallback.  The CPU computes bf16 natively, so that "bf16" is what the
+    fallback runs in too: it ends even so."""
+    from dlm_lsp.models import tiny
+
+    monkeypatch.setattr(tiny, "cpu_has_native_bf16", lambda: True)
     monkeypatch.setenv("DLM_LSP_FAULTS", "oom-gpu")
     config = ServerConfig(model=str(model_dir), device="cuda", repair_rounds=0, fallback=False)
     engine = Engine(config)
@@ -142,9 +148,9 @@ def test_after_a_fallback_to_the_cpu_any_change_of_the_device_setting_tries_the_
     assert cuda_machine == [("cuda", True), ("cpu", True)]
     assert not engine.reconfigure(replace(config, seed=1))
     assert engine.status()["loaded"] is True and engine.status()["device"] == "cpu"
-    assert engine.reconfigure(replace(config, device="auto"))
+    assert engine.reconfigure(replace(config, **change))
     engine.model  # noqa: B018
-    assert cuda_machine[-1] == ("auto", True)
+    assert cuda_machine[-1] == (change.get("device", "cuda"), True)
 
 
 def test_out_of_memory_everywhere_is_a_clear_error_naming_what_was_tried(monkeypatch,

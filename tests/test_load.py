@@ -441,9 +441,9 @@ def test_model_loads_one_after_another_leave_no_progress_token_behind(model_dir)
         session.receive({"id": 1, "method": "initialize", "params": {
             "processId": None, "rootUri": None,
             "capabilities": {"window": {"workDoneProgress": True}},
-            "initializationOptions": {"model": str(model_dir)}}})
+            "initializationOptions": {"model": str(model_dir), "precision": "fp32"}}})
         session.receive({"method": "initialized", "params": {}})
-        for precision in ["fp32", "auto", "fp32"][:loads - 1]:
+        for precision in ["bf16", "fp32", "bf16"][:loads - 1]:
             await session.logged("ready", len(session.logged_lines("ready")) + 1)
             session.receive({"method": "workspace/didChangeConfiguration",
                              "params": {"settings": {"precision": precision}}})

@@ -68,9 +68,9 @@ def test_a_settings_change_during_the_load_is_answered_at_once_and_loads_the_new
     """A didChangeConfiguration that arrived during the load waited for it on the event
     loop, so nothing (dlm/status included) was answered until the load ended."""
     client = gated.server.client
-    client.initialize({"model": str(model_dir), "device": "cpu"})
+    client.initialize({"model": str(model_dir), "device": "cpu", "precision": "fp32"})
     wait_until(gated.loads)  # the first load has begun, and waits
-    client.notify("workspace/didChangeConfiguration", {"settings": {"dlm": {"precision": "fp32"}}})
+    client.notify("workspace/didChangeConfiguration", {"settings": {"dlm": {"precision": "bf16"}}})
     status = client.call("dlm/status", {}, timeout=5)["result"]
     assert status["loaded"] is False and status["loadError"] is None
     client.open(URI, TEXT)
@@ -81,7 +81,7 @@ def test_a_settings_change_during_the_load_is_answered_at_once_and_loads_the_new
     # the load begun with the old settings was done again with the new ones, never two at once
     loads = gated.loads()
     assert [line.split()[0] for line in loads] == ["begin", "end", "begin", "end"], loads
-    assert "'auto'" in loads[0] and all("'fp32'" in line for line in loads[2:]), loads
+    assert "'fp32'" in loads[0] and all("'bf16'" in line for line in loads[2:]), loads
 
 
 def test_status_is_answered_while_the_step_cost_is_calibrated(gated, model_dir):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,47 @@ def test_the_engine_serves_fills_in_the_configured_precision(model_dir: Path) ->
     assert engine.model.precision == "bf16" and result.steps >= 1
     engine.reconfigure(ServerConfig(model=str(model_dir), device="cpu", precision="fp32"))
     assert engine.model.precision == "fp32"  # a new precision reloads the model
+
+
+def _engine_timing_cheaply(monkeypatch: pytest.MonkeyPatch, config: ServerConfig) -> Engine:
+    """An engine whose step cost is timed on one short length (the real one takes seconds)."""
+    import dlm_lsp.engine as engine_module
+
+    real_calibrate = engine_module.calibrate
+    monkeypatch.setattr(engine_module, "calibrate",
+                        lambda model: real_calibrate(model, lengths=(8,), repeats=1))
+    return Engine(config)
+
+
+@pytest.mark.parametrize("cuda, native, before, after", [
+    (False, False, "auto", "fp32"), (False, False, "fp32", "auto"),
+    (False, True, "auto", "bf16"), (False, True, "bf16", "auto"),
+    (True, False, "auto", "bf16"), (True, False, "bf16", "auto")])
+def test_naming_the_precision_auto_resolves_to_keeps_the_model_and_its_step_cost(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, cuda_machine: list, cuda: bool,
+        native: bool, before: str, after: str) -> None:
+    """"auto" is bf16 on CUDA and on a CPU with native bf16, else fp32: saying which loaded
+    the same model again (seconds to minutes for a big checkpoint) and timed its step
+    again."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(tiny, "cpu_has_native_bf16", lambda: native)
+    config = ServerConfig(model=str(model_dir), precision=before)
+    eng = _engine_timing_cheaply(monkeypatch, config)
+    model, cost = eng.model, eng.step_cost()
+    assert eng.reconfigure(replace(config, precision=after)) is False
+    assert eng.model is model and eng.step_cost() is cost
+    assert eng.status()["stepMs"] is not None and len(cuda_machine) == 1
+
+
+@pytest.mark.parametrize("native, before, after", [
+    (False, "auto", "bf16"), (True, "auto", "fp32"), (False, "fp32", "bf16")])
+def test_a_precision_setting_that_resolves_to_another_reloads_the_model(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, native: bool, before: str,
+        after: str) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(tiny, "cpu_has_native_bf16", lambda: native)
+    config = ServerConfig(model=str(model_dir), precision=before)
+    eng = Engine(config)
+    model = eng.model
+    assert eng.reconfigure(replace(config, precision=after))
+    assert eng.model is not model and eng.model.precision == after

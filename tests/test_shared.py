@@ -48,11 +48,11 @@ def test_a_sharing_client_has_no_model_load_to_show(model_dir: Path) -> None:
     """The engine keeps its settings while shared, so the server shows no load for the
     client's new ones; a client alone gets the engine's own answer."""
     pool = EnginePool()
-    base = ServerConfig(model=str(model_dir), device="cpu")
+    base = ServerConfig(model=str(model_dir), device="cpu", precision="fp32")
     one = pool.join(base)
     model = one.engine.model
     two = pool.join(base)
-    assert two.reconfigure(replace(base, precision="fp32")) is False
+    assert two.reconfigure(replace(base, precision="bf16")) is False
     assert one.engine.model is model
     two.close()
-    assert one.reconfigure(replace(base, precision="fp32")) is True
+    assert one.reconfigure(replace(base, precision="bf16")) is True

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "weights" / "default"
 
 __all__ = ["DEFAULT_MODEL_DIR", "DiffusionModel", "ModelLoadError", "device_name", "load_model",
-           "pick_device"]
+           "pick_device", "precision_name"]
 
 
 def device_name(device: str) -> str:
@@ -31,6 +31,20 @@ def device_name(device: str) -> str:
 
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
+
+
+def precision_name(precision: str, device: str) -> str:
+    """The precision a model set to `precision` runs in on `device` (as `device_name`
+    says it), "auto" resolved as the loader resolves it (tiny.resolve_precision), without
+    failing (an unknown precision stays as written: the load says what is wrong)."""
+    import torch
+
+    from dlm_lsp.models.tiny import resolve_precision
+
+    try:
+        return resolve_precision(precision, torch.device(device))
+    except (ModelLoadError, RuntimeError):  # RuntimeError: torch knows no such device
+        return precision
 
 
 def pick_device(device: str) -> torch.device:
