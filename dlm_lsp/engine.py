@@ -120,6 +120,18 @@ def _placement(cfg: ServerConfig, fallback: str | None = None) -> tuple:
             cfg.cuda_graphs if device == "cuda" else None, fallback is not None)
 
 
+def loads_apart(current: ServerConfig, asked: ServerConfig) -> list[str]:
+    """The settings of LOADED_WITH in which `asked` loads another model than `current`
+    (see `_placement`), not those that only reword `current`'s ("cpu" where its "auto" is
+    the CPU): for a client sharing an engine of `current`, what it asks for in vain.  Each
+    is taken on its own, on `current`'s others; together they place the model elsewhere
+    exactly when one of them does, since the device each resolves on is `current`'s
+    unless the device itself is among them."""
+    placed = _placement(current)
+    return [name for name in LOADED_WITH
+            if _placement(replace(current, **{name: getattr(asked, name)})) != placed]
+
+
 def _graph_status(model: DiffusionModel | None) -> dict[str, Any] | None:
     """What the CUDA graphs of a model have done (None where steps run eagerly)."""
     graphs = getattr(model, "graphs", None)

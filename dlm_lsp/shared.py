@@ -13,7 +13,9 @@ Settings split as they do for the remote service: a client's fill settings
 engine's own settings (`ENGINE_SETTINGS`: which model, where, in what precision,
 how many rows a pass) belong to the process: a client that is alone applies
 them, as over stdio (also when the others leave); while others are connected, a
-client that asks for different ones is told that they stay as they are.  Only
+client that asks for different ones is told that they stay as they are.  Different
+in what they load (`engine.loads_apart`): a client's "cpu" where the engine's "auto"
+is the CPU asks for the model it already gets, and is told nothing.  Only
 admitted clients count (`join`'s `counted`): a connection that has not sent its `initialize`
 yet (a port scan, a slow client; closed after admission.py's time) is no one's
 company, or it would keep the first real client's model setting from applying.
@@ -28,7 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from dlm_lsp.config import ServerConfig, camel
-from dlm_lsp.engine import LOADED_WITH, Engine
+from dlm_lsp.engine import LOADED_WITH, Engine, loads_apart
 from dlm_lsp.results import InfillRequest, InfillResult
 
 ENGINE_SETTINGS = (*LOADED_WITH, "batch_rows")
@@ -90,7 +92,8 @@ class SharedEngine:
 
     def reconfigure(self, config: ServerConfig) -> bool:
         """Adopt a client's settings: all of them when it is the only client, else only
-        its fill settings (and a notice naming the engine settings that stay).  Whether
+        its fill settings (and a notice naming the engine settings that stay: those that
+        would load another model, see `loads_apart`, or set other rows a pass).  Whether
         the engine has a model to load again: never while shared, as it keeps its own."""
         self.config = config
         self.setting_problems = []
@@ -98,8 +101,12 @@ class SharedEngine:
             others = sum(1 for view in self.pool.clients() if view is not self)
             if others == 0:
                 return self.engine.reconfigure(config)
-            kept = {camel(name): getattr(self.engine.config, name) for name in ENGINE_SETTINGS
-                    if getattr(config, name) != getattr(self.engine.config, name)}
+            current = self.engine.config
+            apart = set(loads_apart(current, config)) | {
+                name for name in ENGINE_SETTINGS
+                if name not in LOADED_WITH and getattr(config, name) != getattr(current, name)}
+            kept = {camel(name): getattr(current, name) for name in ENGINE_SETTINGS
+                    if name in apart}
         if kept:
             kept_text = ", ".join(f"{name} {value!r}" for name, value in kept.items())
             self.setting_problems.append(

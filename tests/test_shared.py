@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from dlm_lsp.config import InfillOptions, ServerConfig
+import pytest
+import torch
+
+from dlm_lsp.config import InfillOptions, ServerConfig, camel
+from dlm_lsp.models import tiny
 from dlm_lsp.results import InfillRequest
-from dlm_lsp.shared import EnginePool
+from dlm_lsp.shared import ENGINE_SETTINGS, EnginePool
 
 TEXT = "def area(w, h):\n    return \n"
 
@@ -31,13 +35,13 @@ def test_clients_share_one_engine_but_fill_with_their_own_settings(model_dir: Pa
 def test_a_lone_client_sets_the_engine_and_a_sharing_one_is_told_it_cannot(
         model_dir: Path) -> None:
     pool = EnginePool()
-    base = ServerConfig(model=str(model_dir), device="cpu")
+    base = ServerConfig(model=str(model_dir), device="cpu", precision="fp32")
     one = pool.join(base)
     one.reconfigure(replace(base, batch_rows=4))  # alone: as over stdio
     assert one.engine.config.batch_rows == 4 and one.setting_problems == []
     two = pool.join(replace(base, precision="bf16", batch_rows=4))
-    assert two.engine.config.precision == "auto"
-    assert "precision 'auto'" in two.setting_problems[0]
+    assert two.engine.config.precision == "fp32"
+    assert "precision 'fp32'" in two.setting_problems[0]
     assert "batchRows" not in two.setting_problems[0]  # what agrees is not mentioned
     one.close()  # alone now: what it asked for applies
     assert two.engine.config.precision == "bf16" and two.setting_problems == []
@@ -56,3 +60,28 @@ def test_a_sharing_client_has_no_model_load_to_show(model_dir: Path) -> None:
     assert one.engine.model is model
     two.close()
     assert one.reconfigure(replace(base, precision="bf16")) is True
+
+
+@pytest.mark.parametrize("cuda, asked, told", [
+    (False, {"device": "cpu"}, set()),
+    (False, {"precision": "fp32"}, set()),
+    (False, {"cuda_graphs": False}, set()),
+    (False, {"device": "cpu", "precision": "fp32", "cuda_graphs": False}, set()),
+    (False, {"device": "cpu", "precision": "bf16", "batch_rows": 2}, {"precision", "batch_rows"}),
+    (True, {"device": "cuda", "precision": "bf16"}, set()),
+    (True, {"device": "cpu"}, {"device"}),
+    (True, {"device": "cuda", "cuda_graphs": False}, {"cuda_graphs"})])
+def test_a_sharing_client_is_told_only_of_engine_settings_that_load_another_model(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, cuda: bool, asked: dict,
+        told: set[str]) -> None:
+    """The engine's "auto" is the CPU, in fp32, without graphs (or the GPU, in bf16, with
+    them): a client asking for it in other words gets the model it asks for, and was told
+    that the engine keeps its own settings."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(tiny, "cpu_has_native_bf16", lambda: False)
+    pool = EnginePool()
+    base = ServerConfig(model=str(model_dir), device="auto", precision="auto")
+    pool.join(base)
+    two = pool.join(replace(base, **asked))
+    said = " ".join(two.setting_problems)
+    assert {name for name in ENGINE_SETTINGS if f"{camel(name)} " in said} == told
