@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import converters, types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.protocol.language_server import _prepare_command_arguments
 
@@ -36,6 +36,7 @@ from dlm_lsp.admission import NOT_INITIALIZED, Gate, take_token
 from dlm_lsp.config import InfillOptions, from_json
 from dlm_lsp.documents import apply_change, find_document
 from dlm_lsp.engine import InfillResult
+from dlm_lsp.jobs import SHUTTING_DOWN
 
 log = logging.getLogger(__name__)
 
@@ -349,8 +350,18 @@ class DlmProtocol(LanguageServerProtocol):
         """Answer a request.  An error the handler raised on purpose (a JsonRpcException:
         cancelled, stale, busy, timed out, ...) is answered and logged in one line; pygls
         would log a traceback at ERROR for each, and an editor cancels most of its
-        requests while the user types."""
-        error = None if future.cancelled() else future.exception()
+        requests while the user types.
+
+        `shutdown` cancels every request handler still running (pygls' lsp_shutdown),
+        and pygls answered each "Request with id N is canceled", which says neither why
+        nor that the server stopped it.  Here that answer says why, with the same
+        -32800.  They are fills (the other requests are answered at once), which the
+        server's own shutdown handler stopped first; after `shutdown` no
+        `$/cancelRequest` is read, so a request cancelled now was cancelled by it."""
+        if future.cancelled() and self._shutdown:
+            error: BaseException | None = JsonRpcRequestCancelled(f"fill stopped: {SHUTTING_DOWN}")
+        else:
+            error = None if future.cancelled() else future.exception()
         if not isinstance(error, JsonRpcException):
             super()._send_handler_result(future, msg_id=msg_id)
             return

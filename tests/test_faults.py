@@ -219,16 +219,28 @@ def test_a_fill_dropped_for_an_edit_is_answered_without_a_traceback_in_the_log(s
 
 def test_shutdown_during_a_fill_cancels_it_and_exit_ends_the_process(serving):
     """`shutdown` stops the fills in flight at their next step and pygls cancels their
-    requests: each is answered -32800 (not an internal error), and the `exit` that
-    follows ends the process with code 0."""
+    requests: each is answered -32800 saying why (pygls said "Request with id N is
+    canceled"), not an internal error, and the `exit` that follows ends the process with
+    code 0."""
     client = serving.client
     fill = slow_infill(client)
     progress_seen(client)
     assert "result" in client.call("shutdown")
-    assert error_code(client.response(fill, timeout=10)) == -32800
+    reply = client.response(fill, timeout=10)
+    assert error_code(reply) == -32800
+    assert reply["error"]["message"] == "fill stopped: the server is shutting down"
     client.notify("exit", None)
     assert serving.wait(timeout=10) == 0
     assert "Traceback" not in serving.log()
+
+
+def test_a_fill_the_client_cancels_is_not_said_to_be_stopped_by_a_shutdown(serving):
+    client = serving.client
+    fill = slow_infill(client)
+    progress_seen(client)
+    client.notify("$/cancelRequest", {"id": fill})
+    reply = client.response(fill, timeout=10)
+    assert error_code(reply) == -32800 and "shutting down" not in reply["error"]["message"]
 
 
 def test_a_fill_under_way_when_the_backend_switches_away_from_local_ends_with_its_fill(
