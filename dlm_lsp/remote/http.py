@@ -94,6 +94,11 @@ class StopWatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop watching, and wait for the watcher, which ends at once.  A plain join, as
+        it runs on the fill's thread and never on the main one (the server fills on its
+        worker threads; no command fills through a service), where alone a signal
+        handler runs and can interrupt it (Python 3.11 then marks a thread still running
+        as ended: see bench/throughput.py, Load.run); and the watcher only waits."""
         self._done.set()
         if self._thread is not None:
             self._thread.join()
