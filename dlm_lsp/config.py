@@ -263,17 +263,22 @@ def accepted(name: str, hint: Any) -> str:
 
 
 def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
-              strict: bool = False) -> tuple[T, list[str]]:
+              strict: bool = False, said: Any = None) -> tuple[T, list[str]]:
     """Overlay camelCase `data` onto `base` (or defaults); return the result and problems.
 
     Each problem says what became of the value (ignored, or the value kept), since
     settings go on without it; `strict` leaves that out, for a caller that refuses
-    the whole request instead."""
+    the whole request instead.  `said` is what the client sent before, whose problems
+    it was told then: a value the same as there is applied (or not) as ever but not
+    told again (editors send the whole section at every change, so a wrong value the
+    user left alone was told again whenever any other setting changed)."""
     result = dataclasses.replace(base) if base is not None else cls()
     problems: list[str] = []
     if data is None:
         return result, problems
     if not isinstance(data, dict):  # named as the user knows it, not by our class name
+        if _same(data, said):
+            return result, problems
         told = f"{where or 'settings'} should be an object, got {type(data).__name__}"
         return result, [told if strict else f"{told}; ignored"]
     hints = get_type_hints(cls)
@@ -283,24 +288,32 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
     for key, value in data.items():
         name = snake(key)
         label = f"{where}.{key}" if where else key
+        problem = None
         if name not in defaults:
-            problems.append(f"unknown setting '{label}'{ignored}")
-            continue
-        if value is None:  # null is "the default", also where None is a value of its own
+            problem = f"unknown setting '{label}'{ignored}"
+        elif value is None:  # null is "the default", also where None is a value of its own
             setattr(result, name, defaults[name])
-            continue
-        if not _type_ok(value, hints[name]):
-            problems.append(f"setting '{label}' = {value!r} has the wrong type: it should be "
-                            f"{accepted(name, hints[name])}{kept}")
-            continue
-        if isinstance(value, int) and float in getattr(hints[name], "__args__", (hints[name],)):
-            value = float(value)
-        check = _CHECKS.get(name)
-        if check and not check[0](value):
-            problems.append(f"setting '{label}' = {value!r} should be {check[1]}{kept}")
-            continue
-        setattr(result, name, value)
+        elif not _type_ok(value, hints[name]):
+            problem = (f"setting '{label}' = {value!r} has the wrong type: it should be "
+                       f"{accepted(name, hints[name])}{kept}")
+        else:
+            if isinstance(value, int) and float in getattr(hints[name], "__args__", (hints[name],)):
+                value = float(value)
+            check = _CHECKS.get(name)
+            if check and not check[0](value):
+                problem = f"setting '{label}' = {value!r} should be {check[1]}{kept}"
+            else:
+                setattr(result, name, value)
+        if problem is not None and not (isinstance(said, dict) and key in said
+                                        and _same(said[key], data[key])):
+            problems.append(problem)
     return result, problems
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two JSON values are the same value, as a message names it: 1, 1.0 and
+    true are equal in Python but three different values of a setting."""
+    return type(a) is type(b) and repr(a) == repr(b)
 
 
 def to_json(obj: Any) -> dict[str, Any]:

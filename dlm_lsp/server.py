@@ -97,14 +97,20 @@ class DlmServer(LanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dlm-engine")
         self.jobs = Jobs()
         self.pending_problems: list[str] = []
+        # the settings the client has sent (each change overlaid, as on the config): a
+        # problem with a value it sends again unchanged was told already
+        self.sent_settings: Any = None
         self._progress_count = 0  # server-initiated progress tokens made so far
 
     def apply_settings(self, data: Any, initial: bool = False) -> tuple[list[str], bool]:
         """Overlay client settings (camelCase, optionally under "dlm") onto the config, or
         with `initial` (initializationOptions) onto the defaults: a wrong value there is
-        said to keep the default, as there is no value of the user's to keep.  Returns
-        the problems, and whether the backend is to be got ready (`preload`): a new one,
-        or a model the settings load anew (see switch_backend)."""
+        said to keep the default, as there is no value of the user's to keep.  A wrong
+        value is said once, not again while the client sends it unchanged: VS Code and
+        Neovim send the whole section at every change, and a value the user had not
+        touched was warned about whenever any other setting changed.  Returns the
+        problems, and whether the backend is to be got ready (`preload`): a new one, or a
+        model the settings load anew (see switch_backend)."""
         section: list[str] = []
         if isinstance(data, dict) and "dlm" in data:
             if isinstance(data["dlm"], dict):
@@ -112,8 +118,13 @@ class DlmServer(LanguageServer):
             else:  # e.g. null: not an unknown setting, a section that is not an object
                 section = [f"settings 'dlm' should be an object, got {data['dlm']!r}; ignored"]
                 data = {key: value for key, value in data.items() if key != "dlm"}
-        config, problems = from_json(ServerConfig, data, None if initial else self.config)
+        config, problems = from_json(ServerConfig, data, None if initial else self.config,
+                                     said=self.sent_settings)
         problems = section + problems
+        if isinstance(self.sent_settings, dict) and isinstance(data, dict):
+            self.sent_settings = {**self.sent_settings, **data}
+        elif data is not None:  # null changes no setting
+            self.sent_settings = data
         self.engine, to_load = switch_backend(self.engine, self.config, config,
                                               self.make_backend)
         self.config = config

@@ -132,6 +132,39 @@ def test_a_bad_change_keeps_the_current_value_and_says_so() -> None:
     assert problems == ["setting 'candidates' = 17 should be an integer from 1 to 16; value kept"]
 
 
+def test_a_wrong_value_sent_again_unchanged_is_applied_as_ever_but_not_told_again() -> None:
+    """Editors send the whole section at every change: `said` is what was sent before."""
+    current = dataclasses.replace(ServerConfig(), candidates=3)
+    said = {"candidates": 17, "strategy": "sideways", "bogus": 1, "seed": 5}
+    cfg, problems = from_json(ServerConfig, {**said, "seed": 7}, current, said=said)
+    assert problems == []
+    assert (cfg.candidates, cfg.strategy, cfg.seed) == (3, "confidence", 7)
+
+
+def test_a_wrong_value_that_changed_is_told_even_if_one_was_before() -> None:
+    said = {"candidates": 17, "steps": 1}
+    _, problems = from_json(ServerConfig, {"candidates": 18, "steps": 0, "bogus": 1},
+                            ServerConfig(), said=said)
+    assert problems == [
+        "setting 'candidates' = 18 should be an integer from 1 to 16; value kept",
+        "setting 'steps' = 0 should be an integer from 1 to 4096; value kept",
+        "unknown setting 'bogus' ignored"]
+
+
+@pytest.mark.parametrize(("before", "now"), [(1, True), (0, False), (1, 1.0), ([1], [True])])
+def test_values_python_finds_equal_are_different_values_of_a_setting(before, now) -> None:
+    """steps = true after steps = 1 is a new (wrong) value, though True == 1."""
+    _, problems = from_json(ServerConfig, {"steps": now}, ServerConfig(), said={"steps": before})
+    assert len(problems) == 1 and f"= {now!r} has the wrong type" in problems[0]
+
+
+def test_settings_that_are_not_an_object_are_told_once() -> None:
+    _, problems = from_json(ServerConfig, [1, 2], said=[1, 2])
+    assert problems == []
+    _, problems = from_json(ServerConfig, [1, 3], said=[1, 2])
+    assert problems == ["settings should be an object, got list; ignored"]
+
+
 def test_strict_problems_do_not_claim_the_value_was_ignored() -> None:
     _, problems = from_json(InfillOptions, {"bogus": 1, "steps": 0}, where="options", strict=True)
     assert problems == ["unknown setting 'options.bogus'",

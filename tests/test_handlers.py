@@ -125,3 +125,37 @@ def test_a_wrong_value_at_initialize_keeps_the_default_and_a_later_one_the_value
     assert ls.apply_settings({"dlm": {"candidates": 17}})[0] == [
         "setting 'candidates' = 17 should be an integer from 1 to 16; value kept"]
     assert (ls.config.candidates, ls.config.strategy) == (3, "confidence")
+
+
+def test_a_wrong_setting_is_told_once_not_at_every_change_of_another_one():
+    """VS Code and Neovim send the whole section at every change: `steps` = 0, told at
+    initialize, was told again whenever the user changed any other setting."""
+    ls = server.build_server()
+    sent = {"steps": 0, "temperature": 0.0}
+    server.initialize(ls, types.InitializeParams(capabilities=types.ClientCapabilities(),
+                                                 initialization_options=sent))
+    assert ls.pending_problems == [
+        "setting 'steps' = 0 should be an integer from 1 to 4096; default kept"]
+    for temperature in (0.5, 0.7):
+        sent = {**sent, "temperature": temperature}
+        assert ls.apply_settings({"dlm": sent}) == []
+        assert (ls.config.temperature, ls.config.steps) == (temperature, None)
+
+
+def test_a_wrong_setting_is_told_again_when_the_user_changes_it():
+    ls = server.build_server()
+    ls.apply_settings({"steps": 0}, initial=True)
+    told = "setting 'steps' = {!r} should be an integer from 1 to 4096; value kept"
+    assert ls.apply_settings({"dlm": {"steps": -1}}) == [told.format(-1)]  # another wrong one
+    assert ls.apply_settings({"dlm": {"steps": 4}}) == []
+    assert ls.apply_settings({"dlm": {"steps": 0}}) == [told.format(0)]  # wrong again
+    assert ls.config.steps == 4
+
+
+def test_a_client_that_sends_only_what_changed_is_not_told_again_either():
+    """Settings overlay the current ones: a value sent once stays what the client sent."""
+    ls = server.build_server()
+    assert len(ls.apply_settings({"dlm": {"strategy": "sideways"}})) == 1
+    assert ls.apply_settings({"dlm": {"temperature": 0.5}}) == []
+    assert ls.apply_settings(None) == []
+    assert ls.apply_settings({"dlm": {"strategy": "sideways", "temperature": 0.7}}) == []

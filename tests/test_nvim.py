@@ -259,6 +259,27 @@ result.left = #vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {{}})
     assert result["left"] == 0
 
 
+def test_a_wrong_setting_is_told_once_not_at_every_later_configure(tmp_path, model_dir):
+    """dlm.configure() sends all the settings merged: the server told `steps` = 0 again at
+    every change of another setting."""
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+for _, change in ipairs({{ {{ steps = 0 }}, {{ temperature = 0.5 }}, {{ temperature = 0.7 }} }}) do
+  dlm.configure(change)
+end
+-- answered after the three changes were handled
+dlm.client(buf):request_sync('dlm/status', vim.empty_dict(), 5000, buf)
+vim.wait(200)
+-- Neovim echoes a server's warnings into the message history
+result.said = vim.split(vim.api.nvim_exec2('messages', {{ output = true }}).output, '\\n')
+""")
+    assert [m for m in result["said"] if "steps" in m] == [
+        "LSP[dlm][Warning] dlm-lsp settings: setting 'steps' = 0 should be an integer from 1 "
+        "to 4096; value kept"]
+
+
 def test_a_fill_for_an_older_version_is_not_applied(tmp_path, model_dir):
     path = tmp_path / "hello.py"
     shutil.copy(FIXTURE, path)

@@ -618,11 +618,12 @@ async def test_remote_settings_under_the_local_backend_keep_the_loaded_model(cli
     await wait_for(lambda: len(loads(client)) == 1 and all(map(ended, loads(client).values())))
     open_doc(client)
     await infill(client, rng(4, 4, 4, 4), options={"length": 2})
-    for change in ({"remoteUrl": "http://127.0.0.1:9"}, {"remoteToken": "t"},
-                   {"remoteCaFile": "/no/ca.pem"}):
+    for wrong, change in enumerate(({"remoteUrl": "http://127.0.0.1:9"}, {"remoteToken": "t"},
+                                    {"remoteCaFile": "/no/ca.pem"})):
         told = len(client.messages)
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"dlm": {**change, "steps": 0}}))  # the warning: the change was handled
+            # the warning about a new wrong value each time: the change was handled
+            settings={"dlm": {**change, "steps": -wrong}}))
         await wait_for(lambda: len(client.messages) > told)  # noqa: B023 - awaited here
     status = await client.protocol.send_request_async("dlm/status", {})
     assert status.loaded and status.fills == 1
@@ -681,6 +682,20 @@ async def test_bad_configuration_is_reported_and_defaults_are_kept(client):
     open_doc(client)
     result = await infill(client, rng(4, 4, 4, 4), options={"length": 4})
     assert result.stats.steps == 4  # multi-line default (16) clamped to the 4 tokens + head
+
+
+async def test_a_wrong_setting_is_told_once_though_every_change_sends_it_again(client):
+    """As VS Code and Neovim do: the whole section at every change, the wrong `steps`
+    with it; it was told again at each change of another setting."""
+    section = {"steps": 0, "temperature": 0.0}
+    for temperature in (0.0, 0.5, 0.7):
+        section = {**section, "temperature": temperature}
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"dlm": section}))
+    status = await client.protocol.send_request_async("dlm/status", {})  # all handled by now
+    assert status is not None
+    assert [m.message for m in client.messages if "steps" in m.message] == [
+        "dlm-lsp settings: setting 'steps' = 0 should be an integer from 1 to 4096; value kept"]
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
