@@ -28,6 +28,7 @@ import {
 
 import { Debouncer, Superseder } from "./debounce";
 import { type Launch, Lifecycle } from "./lifecycle";
+import { Follower } from "./poll";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import {
@@ -110,6 +111,9 @@ class DlmExtension implements vscode.Disposable {
   private status: ServerStatus | undefined;
   private lastMs: number | undefined;
   private statusTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Asks dlm/status until the model's load has ended (its own timer: a one-off
+   *  refresh after a fill must not end it, as it did when they shared one). */
+  private readonly load = new Follower(() => this.loadEnded());
   private readonly output = vscode.window.createOutputChannel("dlm-lsp", { log: true });
   private readonly statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
   private readonly debouncer = new Debouncer(() => this.config().get<number>("inline.debounceMs", 250));
@@ -152,6 +156,7 @@ class DlmExtension implements vscode.Disposable {
 
   dispose(): void {
     if (this.statusTimer) clearTimeout(this.statusTimer);
+    this.load.stop();
     for (const d of this.disposables) d.dispose();
   }
 
@@ -238,8 +243,9 @@ class DlmExtension implements vscode.Disposable {
         // the client restarted a server that exited: a new process, loading its model again
         this.status = undefined;
         this.setState("running");
-        this.pollStatus(0);
+        this.load.follow(100);
       } else {
+        this.load.stop();
         this.setState(e.newState === State.Starting ? "starting" : "stopped");
       }
     });
@@ -262,7 +268,7 @@ class DlmExtension implements vscode.Disposable {
     this.status = undefined;
     this.setState("running");
     this.record("serverStarted", { command: this.launching.command, args: this.launching.args });
-    this.pollStatus(0);
+    this.load.follow(100);
   }
 
   private startFailed(error: unknown): void {
@@ -282,6 +288,7 @@ class DlmExtension implements vscode.Disposable {
   async stop(): Promise<void> {
     // requests still waiting on it fail as it stops: nothing the user must be told
     if (this.client) this.client.quiet = true;
+    this.load.stop();
     await this.lifecycle.stop();
     this.setState("stopped");
   }
@@ -317,7 +324,7 @@ class DlmExtension implements vscode.Disposable {
     if (this.serverKeys.some((key) => event.affectsConfiguration(`dlm.${key}`)) && this.client) {
       void this.client.sendNotification(DidChangeConfigurationNotification.type,
                                         { settings: { dlm: this.serverSettings() } });
-      this.pollStatus(0, 500);  // a new model loads: show it loading, then loaded or failed
+      this.load.follow(500);  // a new model loads: show it loading, then loaded or failed
     }
   }
 
@@ -575,16 +582,13 @@ class DlmExtension implements vscode.Disposable {
     this.statusTimer = setTimeout(() => void this.refreshStatus(), delayMs);
   }
 
-  /** Ask every second until the model has loaded or failed to (the server loads it after
-   *  `initialized`, and again when a model setting changes); 3 minutes at most. */
-  private pollStatus(attempt: number, firstMs = 100): void {
-    if (this.statusTimer) clearTimeout(this.statusTimer);
-    if (attempt > 180) return;
-    this.statusTimer = setTimeout(async () => {
-      await this.refreshStatus();
-      if (this.status?.loaded) this.record("modelLoaded", { status: this.status });
-      if (!loadSettled(this.status)) this.pollStatus(attempt + 1);
-    }, attempt === 0 ? firstMs : 1000);
+  /** One question of `load` (poll.ts): whether the model's load has ended, loaded or
+   *  failed, or there is no load to follow (the server is not running). */
+  private async loadEnded(): Promise<boolean> {
+    if (this.state !== "running") return true;
+    await this.refreshStatus();
+    if (this.status?.loaded) this.record("modelLoaded", { status: this.status });
+    return loadSettled(this.status);
   }
 
   // ---- reporting ---------------------------------------------------------------------------
