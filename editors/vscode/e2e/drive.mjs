@@ -186,6 +186,22 @@ async function main() {
   const { problems, fill } = check(before, filled.text, filled.result);
   if (!/dlm: .*cpu|dlm: .*cuda/.test(statusBar)) problems.push(`status bar shows no model/device: "${statusBar}"`);
 
+  // Fill holes again: no hole is left, no fill runs, and the status bar keeps the last
+  // fill's latency (it showed the few milliseconds of the command that did nothing).
+  await sleep(1500); // anything the fill's edit set off has ended
+  // the extension's item (model · device · latency), not the messages beside it ("filled 1 hole")
+  const item = async () => (await dlmStatusBar()).split(" | ").filter((t) => /cpu|cuda/.test(t)).join(" | ");
+  const statusBarBefore = await item();
+  await palette("DLM: Fill holes");
+  const again = await until("the second Fill holes", () => events().filter((e) => e.event === "fillHoles")[1],
+                            30000, 500).catch((error) => (problems.push(error.message), undefined));
+  await sleep(1000);
+  const statusBarAgain = await item();
+  if (again && again.result?.holes !== 0) problems.push(`a second Fill holes found holes: ${JSON.stringify(again.result)}`);
+  if (statusBarAgain !== statusBarBefore) {
+    problems.push(`a Fill holes that found none changed the status bar: "${statusBarBefore}" -> "${statusBarAgain}"`);
+  }
+
   // Ghost text: open a new line in the loop of main() (Enter at the end of its `for` line,
   // which VS Code indents), wait for the suggestion, take its first word with Ctrl+Right
   // (VS Code's own editor.action.inlineSuggest.acceptNextWord: the rest stays shown), the

@@ -4,7 +4,8 @@
 # code-server (VS Code's open-source build, from npm) serves the workbench;
 # headless Chromium loads it; drive.mjs presses the keys a user would (open
 # fixtures/hello.py, run "DLM: Fill holes" from the command palette) and checks
-# that the document changed only inside the <FILL> hole; then opens a new line
+# that the document changed only inside the <FILL> hole, and that running it again
+# (no hole left) leaves the status bar's last fill as it was; then opens a new line
 # in a loop, waits for the server's ghost text, takes its first word with
 # Ctrl+Right and the rest with Tab, and checks that it landed at the cursor; runs "DLM: Fill selection" at the end of
 # the file and checks that it inserted only there and previewed its drafts; last, pauses ghost

@@ -35,7 +35,8 @@ import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
 import {
-  type ClientState, loadSettled, RESTART_HINT, type ServerStatus, statusText, statusTooltip,
+  type ClientState, type FillAnswer, fillLatency, loadSettled, RESTART_HINT, type ServerStatus, statusText,
+  statusTooltip,
 } from "./status";
 
 const INFILL = "dlm/infill";
@@ -400,7 +401,6 @@ class DlmExtension implements vscode.Disposable {
     edit.set(document.uri, await client.protocol2CodeConverter.asTextEdits(result.edits));
     const applied = await vscode.workspace.applyEdit(edit);
     if (applied) this.warnIfUnparsed(result.candidates?.[0]?.valid);
-    if (result.stats?.ms !== undefined) this.lastMs = result.stats.ms;
     this.record("fillSelection", { applied, stats: result.stats, text: document.getText(), version: document.version });
   }
 
@@ -436,21 +436,25 @@ class DlmExtension implements vscode.Disposable {
    * Run one explicit request with a cancellable progress notification,
    * cancelling an earlier one for the same document.  Cancelled or stale
    * answers (-32800, -32801) resolve to undefined: nothing to apply, no error.
+   * An answer that says a fill ran is the status bar's "last fill" (`fillLatency`).
    */
-  private async request<T>(client: LanguageClient, document: vscode.TextDocument, title: string,
-                           send: (token: vscode.CancellationToken) => Promise<T>): Promise<T | undefined> {
+  private async request<T extends FillAnswer>(client: LanguageClient, document: vscode.TextDocument, title: string,
+                                              send: (token: vscode.CancellationToken) => Promise<T>,
+  ): Promise<T | undefined> {
     const key = document.uri.toString();
     const source = new vscode.CancellationTokenSource();
     this.inFlight.begin(key, source);
     this.render();  // the icon spins while a suggestion is computed
     const started = Date.now();
     try {
-      return await vscode.window.withProgress(
+      const answer = await vscode.window.withProgress(
         { location: vscode.ProgressLocation.Notification, title, cancellable: true },
         (_progress, token) => {
           token.onCancellationRequested(() => source.cancel());
           return send(source.token);
         });
+      this.lastMs = fillLatency(answer, Date.now() - started) ?? this.lastMs;
+      return answer;
     } catch (error) {
       if (error instanceof ResponseError && (error.code === REQUEST_CANCELLED || error.code === CONTENT_MODIFIED)) {
         this.output.info(`${title}: ${error.message}`);
@@ -462,7 +466,6 @@ class DlmExtension implements vscode.Disposable {
       }
       throw error;
     } finally {
-      this.lastMs = Date.now() - started;
       this.inFlight.end(key, source);
       source.dispose();
       this.clearDraft(key);

@@ -28,6 +28,25 @@ export function loadSettled(status: ServerStatus | undefined): boolean {
   return !!status && (status.loaded || !!status.loadError);
 }
 
+/** What an explicit fill's answer says of the fill: the holes it found (Fill holes), the
+ *  server's own timing of it (dlm/infill's stats). */
+export interface FillAnswer {
+  holes?: number;
+  stats?: { ms?: number };
+}
+
+/**
+ * The "last fill" latency of an explicit fill (a command) that took `elapsedMs`: the
+ * server's timing where it gave one, else the time the command took; undefined where
+ * no fill ran, which must leave "last fill" as it was.  A Fill holes that found no
+ * holes answers in a few milliseconds, and "last fill: 4 ms" claimed a fill as fast
+ * as no model is; nor did a cancelled or failed request (no answer) fill anything.
+ */
+export function fillLatency(answer: FillAnswer | undefined, elapsedMs: number): number | undefined {
+  if (!answer || answer.holes === 0) return undefined;
+  return answer.stats?.ms ?? elapsedMs;
+}
+
 /** A model setting can be a directory: show its last path component. */
 export function modelLabel(model: string | undefined): string {
   if (!model) return "?";

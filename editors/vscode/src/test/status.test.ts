@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { formatMs, loadSettled, modelLabel, statusText, statusTooltip } from "../status";
+import { fillLatency, formatMs, loadSettled, modelLabel, statusText, statusTooltip } from "../status";
 
 describe("status bar", () => {
   const loaded = { model: "default", loaded: true, device: "cpu", p50Ms: 95.4, p95Ms: 140, fills: 3 };
@@ -81,5 +81,21 @@ describe("loadSettled: when polling dlm/status can stop", () => {
     assert.equal(loadSettled({ model: "default", loaded: false, device: "auto" }), false);
     assert.equal(loadSettled({ model: "default", loaded: false, loadError: null, device: "auto" }), false);
     assert.equal(loadSettled(undefined), false);
+  });
+});
+
+describe("fillLatency: which commands set \"last fill\"", () => {
+  it("a Fill holes that found no holes leaves it as it was: no fill ran", () => {
+    assert.equal(fillLatency({ holes: 0 }, 4), undefined);
+  });
+
+  it("a cancelled or failed request (no answer) leaves it as it was", () => {
+    assert.equal(fillLatency(undefined, 900), undefined);
+  });
+
+  it("a fill that ran sets it: the server's own timing where it gave one, else the command's", () => {
+    assert.equal(fillLatency({ stats: { ms: 312.5 } }, 340), 312.5);
+    assert.equal(fillLatency({ holes: 2 }, 1800), 1800);
+    assert.equal(fillLatency({}, 950), 950);  // Rewrite block: a fill ran whether applied or not
   });
 });
