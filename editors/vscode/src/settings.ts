@@ -84,6 +84,9 @@ export const SERVER_BUSY = -32004;
 export const UNAUTHORIZED = -32006;
 /** vscode-jsonrpc's code for a request whose connection closed before the answer came. */
 export const PENDING_RESPONSE_REJECTED = -32097;
+/** ... and for one it could not send: the process had exited already ("Cannot call write
+ *  after a stream was destroyed"), which of the two depends on which came first. */
+export const MESSAGE_WRITE_ERROR = -32099;
 
 /**
  * What to do when the server could not be started or reached: the fix depends on why.
@@ -104,7 +107,7 @@ export function startFailureHint(address: string, error: unknown): string {
   }
   // the executable ran and exited (a Python without the server's packages, a crash at
   // import): it is found, so pointing at dlm.server.path would send the user the wrong way
-  if (code === PENDING_RESPONSE_REJECTED) {
+  if (code === PENDING_RESPONSE_REJECTED || code === MESSAGE_WRITE_ERROR) {
     return address.trim() ? "The server there closed the connection before it answered: is it `dlm-lsp --tcp`?"
       : "The server exited before it answered; the dlm-lsp output says why.";
   }

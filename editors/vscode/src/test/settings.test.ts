@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 
 import {
-  parseAddress, PENDING_RESPONSE_REJECTED, serverCommand, serverSettingKeys, serverSettings, SERVER_BUSY,
+  MESSAGE_WRITE_ERROR, parseAddress, PENDING_RESPONSE_REJECTED, serverCommand, serverSettingKeys, serverSettings, SERVER_BUSY,
   startFailureHint, toggleScope, UNAUTHORIZED, withToken,
 } from "../settings";
 import { StartTimeout } from "../lifecycle";
@@ -144,6 +144,15 @@ describe("startFailureHint: what to do when the server cannot be reached or refu
     assert.match(hint, /dlm-lsp output/);
     assert.doesNotMatch(hint, /dlm\.server\.path/);
     assert.match(startFailureHint("gpu:2087", exited), /closed the connection before it answered/);
+  });
+
+  it("says so too when the server exited before initialize could even be sent to it", () => {
+    // a process that exits at once: which error comes depends on which the client sees first
+    const gone = Object.assign(new Error("Cannot call write after a stream was destroyed"),
+                               { code: MESSAGE_WRITE_ERROR });
+    assert.match(startFailureHint("", gone), /exited before it answered/);
+    assert.doesNotMatch(startFailureHint("", gone), /dlm\.server\.path/);
+    assert.match(startFailureHint("gpu:2087", gone), /closed the connection before it answered/);
   });
 
   it("asks whether the shared server is running and not stuck when nothing answered in time", () => {
