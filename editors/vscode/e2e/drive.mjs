@@ -6,7 +6,7 @@
 //
 //   node drive.mjs --cdp PORT --events events.jsonl --fixture hello.py --file ws/hello.py --shots DIR
 
-import { readFileSync, writeFileSync, existsSync } from "node:fs";
+import { readFileSync, writeFileSync, existsSync, rmSync } from "node:fs";
 import { basename, join } from "node:path";
 import { parseArgs } from "node:util";
 
@@ -16,6 +16,7 @@ const { values: args } = parseArgs({
     file: { type: "string" }, shots: { type: "string", default: "." },
     marker: { type: "string", default: "<FILL>" },
     refused: { type: "boolean", default: false },  // the shared server refuses our token
+    crash: { type: "string" },  // a folder: the server's pid, and `refuse` to make starts fail
   },
 });
 
@@ -172,6 +173,7 @@ async function main() {
   if (args.refused) return refused();
   await until("the extension to start the server", event("serverStarted"), 60000, 500);
   const loaded = await until("the model to load", event("modelLoaded"), 120000, 500);
+  if (args.crash) return crashed();
   log(`server up: ${JSON.stringify(loaded.status)}`);
 
   await palette("DLM: Fill holes");
@@ -334,6 +336,55 @@ async function refused() {
   if (shown.length > 1) problems.push(`${shown.length} notifications of one refusal: ${JSON.stringify(shown)}`);
   if (!/failed/.test(statusBar)) problems.push(`the status bar does not say it failed: ${statusBar}`);
   console.log(JSON.stringify({ passed: problems.length === 0, problems, shown, statusBar }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
+/**
+ * The server exits while running, and the language client's restart of it fails: one
+ * notification, the extension's (not the client's "Restarting server failed" and
+ * "couldn't create connection to server" beside it), whose Restart server button starts
+ * the server again once it can start.
+ */
+async function crashed() {
+  const problems = [];
+  writeFileSync(join(args.crash, "refuse"), "");
+  const killed = Date.now();
+  process.kill(Number(readFileSync(join(args.crash, "pid"), "utf8")), "SIGKILL");
+  await until("a notification of the failed restart", async () => (await notifications(".notification-toast")).length > 0,
+              60000, 500);
+  await sleep(3000); // all of them are out by now
+  await palette("Notifications: Show Notifications"); // all of them, toasts hidden or not
+  await sleep(1000);
+  const shown = await notifications(".notifications-center");
+  const statusBar = await dlmStatusBar();
+  await page.screenshot(join(args.shots, "crashed.png"));
+  const ended = events().find((e) => e.event === "restartEnded");
+  if (ended?.kind !== "restartFailed") problems.push(`the extension did not say the restart failed: ${JSON.stringify(ended)}`);
+  if (shown.length !== 1) problems.push(`${shown.length} notifications of one failed restart: ${JSON.stringify(shown)}`);
+  if (!shown.every((t) => t.startsWith("dlm-lsp: the server exited"))) problems.push(`not ours: ${JSON.stringify(shown)}`);
+  if (!/failed/.test(statusBar)) problems.push(`the status bar does not say it failed: ${statusBar}`);
+  // the way back: the notification's button, once the server can start again
+  rmSync(join(args.crash, "refuse"));
+  const button = await page.evaluate(`(() => {
+    const b = [...document.querySelectorAll('.notifications-center .monaco-button')]
+      .find((e) => e.textContent.trim() === 'Restart server');
+    if (!b) return null;
+    const r = b.getBoundingClientRect();
+    return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
+  })()`);
+  let restarted = "";
+  if (!button) {
+    problems.push("the notification has no Restart server button");
+  } else {
+    await page.click(button.x, button.y);
+    restarted = await until("the server to run again", async () => {
+      const text = await dlmStatusBar();
+      const loadedAgain = events().some((e) => e.event === "modelLoaded" && e.time > killed);
+      return loadedAgain && /cpu|cuda/.test(text) && text;
+    }, 120000, 500).catch((error) => (problems.push(error.message), ""));
+  }
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, shown, statusBar, restarted }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
 }

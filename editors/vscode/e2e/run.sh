@@ -24,6 +24,10 @@
 #   editors/vscode/e2e/run.sh --tcp-wrong-token
 #                                      # that server refuses the extension's token: one error
 #                                      # notification naming dlm.server.token, status bar "failed"
+#   editors/vscode/e2e/run.sh --crash  # the server is killed once its model has loaded, and
+#                                      # the language client's restart of it fails: one error
+#                                      # notification, the extension's, whose Restart server
+#                                      # button starts it again
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -78,12 +82,28 @@ if [ "${1:-}" = "--tcp" ] || [ "${1:-}" = "--tcp-wrong-token" ]; then  # a share
   SERVER_TOKEN="$TOKEN"
   [ "$1" = "--tcp-wrong-token" ] && SERVER_TOKEN="not-$TOKEN"
 fi
+SERVER_PATH=$(command -v "$PYTHON")
+SERVER_ARGS='["-m", "dlm_lsp"]'
+CRASH=""
+if [ "${1:-}" = "--crash" ]; then  # a server the driver kills; while $CRASH/refuse exists,
+  CRASH="$WORK/crash"              # a start fails at once
+  mkdir -p "$CRASH"
+  cat > "$CRASH/server.sh" <<EOF
+#!/usr/bin/env bash
+[ -e "$CRASH/refuse" ] && { echo "the test refuses this start" >&2; exit 3; }
+echo \$\$ > "$CRASH/pid"
+exec "$SERVER_PATH" -m dlm_lsp
+EOF
+  chmod +x "$CRASH/server.sh"
+  SERVER_PATH="$CRASH/server.sh"
+  SERVER_ARGS='[]'
+fi
 cat > "$WORK/user/User/settings.json" <<EOF
 {
   "dlm.server.address": "$ADDRESS",
   "dlm.server.token": "$TOKEN",
-  "dlm.server.path": "$(command -v "$PYTHON")",
-  "dlm.server.args": ["-m", "dlm_lsp"],
+  "dlm.server.path": "$SERVER_PATH",
+  "dlm.server.args": $SERVER_ARGS,
   "dlm.server.env": { "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1" },
   "dlm.inline.debounceMs": 100,
   "dlm.drafts": true,
@@ -142,4 +162,4 @@ PIDS+=($!)
 # 5. The user's part, and the check.
 node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
   --fixture "$REPO/fixtures/hello.py" --file "$WORK/workspace/hello.py" --shots "$WORK" \
-  $([ "${1:-}" = "--tcp-wrong-token" ] && echo --refused)
+  $([ "${1:-}" = "--tcp-wrong-token" ] && echo --refused) $([ -n "$CRASH" ] && echo --crash "$CRASH")

@@ -29,6 +29,7 @@ import {
 import { Debouncer, Superseder } from "./debounce";
 import { type Launch, Lifecycle } from "./lifecycle";
 import { Follower } from "./poll";
+import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import {
@@ -53,16 +54,30 @@ const RESTART_SETTINGS = ["dlm.server.path", "dlm.server.args", "dlm.server.env"
                           "dlm.server.address", "dlm.server.token", "dlm.languages"];
 /** A shared server answers `initialize` at once; past this, it is not going to. */
 const SHARED_SERVER_ANSWER_MS = 20000;
+/** How often the client restarts a server that exited, within 3 minutes, before it gives up. */
+const MAX_RESTARTS = 4;
 
 /**
  * The language client, quiet while its start is ours to report: a failed start is said
  * once, by the extension, with what to do; the client's own "couldn't create connection
  * to server" beside it only repeated the bare error (it stays in the dlm-lsp output).
+ * So is it whenever it is not running: its restarts of a server that exited, which it
+ * makes through `start()`, end in words of the extension's (restarts.ts), not in its
+ * "Restarting server failed" beside "couldn't create connection to server".
  */
 class DlmClient extends LanguageClient {
   quiet = true;
+  restarts = new Restarts(() => undefined);
   override error(message: string, data?: unknown, showNotification?: boolean | "force"): void {
-    super.error(message, data, this.quiet ? false : showNotification);
+    super.error(message, data, this.quiet || this.state !== State.Running ? false : showNotification);
+  }
+  override async start(): Promise<void> {
+    try {
+      await super.start();
+    } catch (error) {
+      this.restarts.startFailed(error);
+      throw error;
+    }
   }
 }
 
@@ -221,11 +236,16 @@ class DlmExtension implements vscode.Disposable {
       // the client's own popup would repeat the bare message ...
       initializationFailedHandler: () => false,
       // ... and the connection the server then closes is no crash: restarting would only be
-      // refused again (and say "Restarting server failed").  Once running, the usual restarts.
+      // refused again (and say "Restarting server failed").  Once running, the usual restarts,
+      // whose end (given up, or a restart that failed) the extension says (restarts.ts).
       errorHandler: {
         error: (error, message, count) => fallback!.error(error, message, count),
-        closed: () => client?.state === State.Running ? fallback!.closed()
-          : { action: CloseAction.DoNotRestart, handled: true },
+        closed: async () => {
+          if (client?.state !== State.Running) return { action: CloseAction.DoNotRestart, handled: true };
+          const decision = await fallback!.closed();
+          client.restarts.closed(decision.action === CloseAction.Restart);
+          return { ...decision, handled: true };
+        },
       },
       middleware: {
         provideInlineCompletionItems: (document, position, context, token, next) =>
@@ -233,7 +253,8 @@ class DlmExtension implements vscode.Disposable {
       },
     };
     client = new DlmClient("dlm", "dlm-lsp", serverOptions, clientOptions);
-    fallback = client.createDefaultErrorHandler();
+    client.restarts = new Restarts((ending) => this.restartEnded(ending));
+    fallback = client.createDefaultErrorHandler(MAX_RESTARTS);
     // Inline completion is LSP 3.18; older client versions keep it among the proposed features.
     client.registerProposedFeatures();
     client.onNotification(DRAFT, (params: DraftParams) => this.showDraft(params));
@@ -242,12 +263,17 @@ class DlmExtension implements vscode.Disposable {
       if (this.client !== self) return;  // its start is not over, or it was replaced
       if (e.newState === State.Running) {
         // the client restarted a server that exited: a new process, loading its model again
+        self.restarts.running();
         this.status = undefined;
         this.setState("running");
         this.load.follow(100);
       } else {
         this.load.stop();
-        this.setState(e.newState === State.Starting ? "starting" : "stopped");
+        // a restart of the client's own that failed is "failed", also once its process is
+        // gone (the client then goes on from StartFailed to Stopped)
+        if (e.newState === State.Starting) this.setState("starting");
+        else if (e.newState === State.StartFailed) this.setState("failed");
+        else if (this.state !== "failed") this.setState("stopped");
       }
     });
     this.output.info(`starting ${what}`);
@@ -286,9 +312,35 @@ class DlmExtension implements vscode.Disposable {
     });
   }
 
+  /** The client's own restarting of a server that exited ended badly: said once, here,
+   *  with the way back (the client's own words for it are kept to the output). */
+  private restartEnded(ending: Ending): void {
+    const error = ending.kind === "restartFailed" ? ending.error : undefined;
+    this.record("restartEnded", { kind: ending.kind, message: messageOf(error ?? ""),
+                                  code: (error as { code?: unknown } | undefined)?.code });
+    const { address, what, command } = this.launching;
+    const exited = address ? `the connection to ${address} closed` : "the server exited";
+    const restart = "Restart server";
+    let text: string;
+    if (ending.kind === "gaveUp") {
+      text = `dlm-lsp: ${exited} ${MAX_RESTARTS + 1} times in 3 minutes; no more automatic restarts `
+        + `(the dlm-lsp output says why). ${RESTART_HINT}.`;
+    } else {
+      text = `dlm-lsp: ${exited}, and starting ${address ? what : `"${command}"`} again failed: `
+        + `${messageOf(ending.error)}. ${startFailureHint(address, ending.error)}`;
+    }
+    this.output.error(text);
+    void vscode.window.showErrorMessage(text, restart).then((choice) => {
+      if (choice === restart) void vscode.commands.executeCommand("dlm-lsp.restartServer");
+    });
+  }
+
   async stop(): Promise<void> {
     // requests still waiting on it fail as it stops: nothing the user must be told
-    if (this.client) this.client.quiet = true;
+    if (this.client) {
+      this.client.quiet = true;
+      this.client.restarts.stopped();
+    }
     this.load.stop();
     await this.lifecycle.stop();
     this.setState("stopped");
