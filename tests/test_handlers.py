@@ -138,7 +138,7 @@ def test_a_wrong_setting_is_told_once_not_at_every_change_of_another_one():
         "setting 'steps' = 0 should be an integer from 1 to 4096; default kept"]
     for temperature in (0.5, 0.7):
         sent = {**sent, "temperature": temperature}
-        assert ls.apply_settings({"dlm": sent}) == []
+        assert ls.apply_settings({"dlm": sent})[0] == []
         assert (ls.config.temperature, ls.config.steps) == (temperature, None)
 
 
@@ -146,16 +146,16 @@ def test_a_wrong_setting_is_told_again_when_the_user_changes_it():
     ls = server.build_server()
     ls.apply_settings({"steps": 0}, initial=True)
     told = "setting 'steps' = {!r} should be an integer from 1 to 4096; value kept"
-    assert ls.apply_settings({"dlm": {"steps": -1}}) == [told.format(-1)]  # another wrong one
-    assert ls.apply_settings({"dlm": {"steps": 4}}) == []
-    assert ls.apply_settings({"dlm": {"steps": 0}}) == [told.format(0)]  # wrong again
+    assert ls.apply_settings({"dlm": {"steps": -1}})[0] == [told.format(-1)]  # another wrong one
+    assert ls.apply_settings({"dlm": {"steps": 4}})[0] == []
+    assert ls.apply_settings({"dlm": {"steps": 0}})[0] == [told.format(0)]  # wrong again
     assert ls.config.steps == 4
 
 
 def test_a_client_that_sends_only_what_changed_is_not_told_again_either():
     """Settings overlay the current ones: a value sent once stays what the client sent."""
     ls = server.build_server()
-    assert len(ls.apply_settings({"dlm": {"strategy": "sideways"}})) == 1
-    assert ls.apply_settings({"dlm": {"temperature": 0.5}}) == []
-    assert ls.apply_settings(None) == []
-    assert ls.apply_settings({"dlm": {"strategy": "sideways", "temperature": 0.7}}) == []
+    assert len(ls.apply_settings({"dlm": {"strategy": "sideways"}})[0]) == 1
+    assert ls.apply_settings({"dlm": {"temperature": 0.5}})[0] == []
+    assert ls.apply_settings(None)[0] == []
+    assert ls.apply_settings({"dlm": {"strategy": "sideways", "temperature": 0.7}})[0] == []
