@@ -100,6 +100,8 @@ class DlmServer(LanguageServer):
         # the settings the client has sent (each change overlaid, as on the config): a
         # problem with a value it sends again unchanged was told already
         self.sent_settings: Any = None
+        # what a shared engine last said it keeps of this client's settings (told once)
+        self.engine_told: list[str] = []
         self._progress_count = 0  # server-initiated progress tokens made so far
 
     def apply_settings(self, data: Any, initial: bool = False) -> tuple[list[str], bool]:
@@ -128,8 +130,11 @@ class DlmServer(LanguageServer):
         self.engine, to_load = switch_backend(self.engine, self.config, config,
                                               self.make_backend)
         self.config = config
-        # a shared engine (TCP, several clients) may keep settings this client asked for
-        return problems + getattr(self.engine, "setting_problems", []), to_load
+        # a shared engine (TCP, several clients) may keep settings this client asked for;
+        # said again only when that changes, for the same reason as wrong values above
+        kept, told = getattr(self.engine, "setting_problems", []), self.engine_told
+        self.engine_told = kept
+        return problems + [note for note in kept if note not in told], to_load
 
     async def preload(self) -> None:
         """Load the model off the event loop, so that the first fill is fast, and show it:

@@ -11,6 +11,7 @@ import torch
 from dlm_lsp.config import InfillOptions, ServerConfig, camel
 from dlm_lsp.models import tiny
 from dlm_lsp.results import InfillRequest
+from dlm_lsp.server import build_server
 from dlm_lsp.shared import ENGINE_SETTINGS, EnginePool
 
 TEXT = "def area(w, h):\n    return \n"
@@ -46,6 +47,24 @@ def test_a_lone_client_sets_the_engine_and_a_sharing_one_is_told_it_cannot(
     one.close()  # alone now: what it asked for applies
     assert two.engine.config.precision == "bf16" and two.setting_problems == []
     assert two.status()["clients"] == 1
+
+
+def test_a_sharing_client_is_told_once_until_what_the_engine_keeps_changes(
+        model_dir: Path) -> None:
+    """Editors send every setting at each change: the note that the engine keeps its
+    precision is not told again when only a fill setting changed."""
+    pool = EnginePool()
+    base = {"model": str(model_dir), "device": "cpu"}
+    pool.join(ServerConfig(**base, precision="fp32"))
+    ls = build_server(pool.join)
+    problems = ls.apply_settings({**base, "precision": "bf16"}, initial=True)[0]
+    assert ["precision 'fp32'" in p for p in problems] == [True]
+    assert ls.apply_settings({"dlm": {**base, "precision": "bf16", "steps": 3}})[0] == []
+    problems = ls.apply_settings({"dlm": {"batchRows": 2}})[0]  # something else kept: told
+    assert ["batchRows 16" in p for p in problems] == [True]
+    assert ls.apply_settings({"dlm": {"precision": "fp32", "batchRows": 16}})[0] == []
+    problems = ls.apply_settings({"dlm": {"precision": "bf16"}})[0]  # asked again: told
+    assert ["precision 'fp32'" in p for p in problems] == [True]
 
 
 def test_a_sharing_client_has_no_model_load_to_show(model_dir: Path) -> None:
