@@ -217,7 +217,10 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     below `def f(xs):` that returns to the body's level (`return t`) would dedent to no
     level at all.  A language not known here keeps the earlier rule (any opening line
     above leaves the fill alone).  `language` (an LSP id or canonical name) says what
-    starts a comment on the line above.
+    starts a comment on the line above.  Depths are compared in columns, not characters:
+    a model may indent in spaces a block written in tabs (or the reverse), a tab counting
+    as one of the fill's own steps; a moved line's whitespace past the cursor's is
+    written in the cursor's tabs or spaces.
     """
     before, _ = _line_bounds(text, start, end)
     first, *rest = fill.split("\n")
@@ -231,13 +234,17 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     in_body = canonical is not None and _width(before) > _width(_leading(header))
     if header.endswith(_OPENERS) and not in_body:
         return fill
-    deeper = before + extra
+    tab = _fill_unit(fill.split("\n"), 4)  # a tab is one of the fill's steps (`extra` is one)
+    deeper = _width(before + extra, tab)
     below = next((line for line in text[end:].split("\n")[1:] if line.strip()), "")
-    if below.startswith(deeper):
+    if _width(_leading(below), tab) >= deeper:
         return fill  # the code after the span goes on at the deeper level too
-    if any(line.strip() and not line.startswith(deeper) for line in rest):
+    widths = [_width(_leading(line), tab) for line in rest]
+    if any(line.strip() and width < deeper for line, width in zip(rest, widths, strict=True)):
         return fill
-    moved = [before + line[len(deeper):] if line.strip() else line for line in rest]
+    tabs = before.endswith("\t")  # the rest in the cursor's characters, from a tab stop
+    moved = [before + _blanks(width - deeper, tabs, tab) + line.lstrip(" \t") if line.strip()
+             else line for line, width in zip(rest, widths, strict=True)]
     return "\n".join([first[len(extra):], *moved])
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 
 from dlm_lsp.indentation import IndentStyle, detect_indent, reindent, to_cursor_column
+from dlm_lsp.passes import shape_fill
+from dlm_lsp.policy import SpanPlan, local_text
+from dlm_lsp.results import InfillRequest
 from dlm_lsp.span_hints import MULTI_LINE, SINGLE_LINE, SpanHint, span_kind
 from dlm_lsp.syntax import enclosing_node_range
 from dlm_lsp.units import truncate_to_units
@@ -615,10 +618,65 @@ def test_a_fill_after_a_block_s_opening_line_keeps_its_indentation_outside_the_b
     ("x = 1\ny = ⟦⟧\n", "  2\n"),  # after code on the line
     ("x = 1\n    ⟦⟧\n", "y = 2\n    z = 3"),  # not deeper
     ("class A:\n    x = 1\n\n    ⟦⟧\n        return 2\n", "    y = 1"),  # code below is deeper
+    # the same in columns where a tab block gets a fill in spaces
+    ("def f(n):\n\tif n:\n\t\tn += 1\n\t⟦⟧\n", "    x = 1\n    y = 2"),
+    ("class A:\n\tx = 1\n\n\t⟦⟧\n\t\treturn 2\n", "    y = 1"),
 ])
 def test_a_fill_keeps_its_indentation_where_the_cursor_column_says_nothing_else(
         marked: str, fill: str) -> None:
     assert _at_column(marked, fill) == fill
+
+
+def _shaped(marked: str, fill: str, language: str | None) -> str:
+    """The multi-line fill as every backend offers it (`shape_fill`: at the cursor's column,
+    re-indented, cut to whole units)."""
+    text, start, end = _span(marked)
+    req = InfillRequest(text, start, end, language)
+    return shape_fill(fill, req, SpanPlan(MULTI_LINE, 48, 8, False), "", language,
+                      local_text(text, start, end))
+
+
+_TAB_BODY = "def f(x):\n\ty = 1\n\t⟦⟧\n"  # a cursor in a tab-indented function's body
+
+
+@pytest.mark.parametrize(("marked", "fill", "expected"), [
+    # the model takes the cursor's tab for one of its steps and indents in spaces
+    (_TAB_BODY, "    if x:\n            y = 2\n        return y", "if x:\n\t\ty = 2\n\treturn y"),
+    (_TAB_BODY, "  if x:\n      y = 2\n    return y", "if x:\n\t\ty = 2\n\treturn y"),
+    (_SPACES + _TAB_BODY, "    if x:\n            y = 2\n        return y",
+     "if x:\n\t\ty = 2\n\treturn y"),
+    (_TAB_BODY, "    if x:\n\t\t\ty = 2\n\t\treturn y", "if x:\n\t\ty = 2\n\treturn y"),
+    # tabs below a cursor in a space-indented body
+    ("def f(x):\n    y = 1\n    ⟦⟧\n", "\tif x:\n\t\t\ty = 2\n\t\treturn y",
+     "if x:\n        y = 2\n    return y"),
+    # a method body that goes on from its class's spaces with a tab
+    ("class A:\n    x = 1\n\n    def f(self):\n    \ty = 1\n    \t⟦⟧\n",
+     "    if y:\n                y = 2\n            return y",
+     "if y:\n    \t\ty = 2\n    \treturn y"),
+], ids=["spaces-at-a-tab", "two-space-steps-at-a-tab", "tab-block-in-a-file-of-spaces",
+        "spaces-then-tabs-at-a-tab", "tabs-at-spaces", "tab-after-class-spaces"])
+def test_a_fill_deeper_than_the_cursor_in_other_characters_moves_back_by_its_columns(
+        marked: str, fill: str, expected: str) -> None:
+    """Depth in columns: eight spaces under a cursor after a tab are one level below
+    "\t    ", not a line that comes back left of it (left deeper: IndentationError)."""
+    result = _shaped(marked, fill, "python")
+    assert result == expected  # the fill's levels, in the block's own characters
+    text, start, end = _span(marked)
+    compile(text[:start] + result + text[end:], "filled.py", "exec")
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("go", "func f() int {\n\tt := 0\n\t⟦⟧\n}\n",  # gofmt's tabs
+     "    for i := range 3 {\n            t += i\n        }\n        return t",
+     "for i := range 3 {\n\t\tt += i\n\t}\n\treturn t"),
+    ("bash", "f() {\n\tlocal n=1\n\t⟦⟧\n}\n", "    if [ -n \"$n\" ]; then\n"
+     "            echo \"$n\"\n        fi", "if [ -n \"$n\" ]; then\n\t\techo \"$n\"\n\tfi"),
+    # a Makefile (no grammar here: the move alone) runs only the lines that begin with a tab
+    (None, "all:\n\techo a\n\t⟦⟧\n", "    echo b\n        echo c", "echo b\n\techo c"),
+], ids=["go", "bash", "makefile"])
+def test_a_tab_indented_block_s_fill_in_spaces_moves_back_in_tabs(
+        language: str | None, marked: str, fill: str, expected: str) -> None:
+    assert _shaped(marked, fill, language) == expected
 
 
 def test_single_line_fill_is_not_reindented() -> None:
