@@ -36,7 +36,7 @@ from dlm_lsp.admission import NOT_INITIALIZED, Gate, take_token
 from dlm_lsp.config import InfillOptions, from_json
 from dlm_lsp.documents import apply_change, find_document
 from dlm_lsp.engine import InfillResult
-from dlm_lsp.jobs import SHUTTING_DOWN
+from dlm_lsp.jobs import CLIENT_CANCELLED, SHUTTING_DOWN
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +199,11 @@ class DlmProtocol(LanguageServerProtocol):
     refused = False  # answered once and closing: what it sent after is dropped
     initialize_seen = False  # this connection's initialize came (one is allowed)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # request handlers that `$/cancelRequest` cancelled, until they are answered
+        self._cancelled_by_client: set[Any] = set()
+
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
         """Stop the process (pygls' way), or over TCP end only this connection."""
@@ -352,16 +357,22 @@ class DlmProtocol(LanguageServerProtocol):
         would log a traceback at ERROR for each, and an editor cancels most of its
         requests while the user types.
 
-        `shutdown` cancels every request handler still running (pygls' lsp_shutdown),
-        and pygls answered each "Request with id N is canceled", which says neither why
-        nor that the server stopped it.  Here that answer says why, with the same
-        -32800.  They are fills (the other requests are answered at once), which the
-        server's own shutdown handler stopped first; after `shutdown` no
-        `$/cancelRequest` is read, so a request cancelled now was cancelled by it."""
-        if future.cancelled() and self._shutdown:
-            error: BaseException | None = JsonRpcRequestCancelled(f"fill stopped: {SHUTTING_DOWN}")
-        else:
-            error = None if future.cancelled() else future.exception()
+        A request handler cancelled by the client (`$/cancelRequest`) or by `shutdown`
+        (pygls' lsp_shutdown cancels every one still running) was answered by pygls
+        "Request with id N is canceled", which says neither why nor who.  Here that
+        answer says which, with the same -32800, as a fill stopped between its steps
+        says its reason.  They are fills (the other requests are answered at once);
+        after `shutdown` no `$/cancelRequest` is read, so a request cancelled then and
+        not before by the client was cancelled by the shutdown.  One cancelled as its
+        client went away (drop_connection) keeps pygls' answer: nobody reads it."""
+        by_client = future in self._cancelled_by_client
+        self._cancelled_by_client.discard(future)
+        error: BaseException | None = None
+        if future.cancelled() and (by_client or self._shutdown):
+            why = CLIENT_CANCELLED if by_client else SHUTTING_DOWN
+            error = JsonRpcRequestCancelled(f"fill stopped: {why}")
+        elif not future.cancelled():
+            error = future.exception()
         if not isinstance(error, JsonRpcException):
             super()._send_handler_result(future, msg_id=msg_id)
             return
@@ -376,12 +387,13 @@ class DlmProtocol(LanguageServerProtocol):
                                                                   "message": text}})
 
     def _handle_cancel_notification(self, msg_id: int | str) -> None:
-        """Cancel a request in flight; one that already finished is not worth a warning."""
+        """Cancel a request in flight, and remember who did for its answer; one that
+        already finished is not worth a warning."""
         future = self._request_futures.pop(msg_id, None)
         if future is None:
             log.debug("$/cancelRequest for %r, which is not in flight", msg_id)
-        else:
-            future.cancel()
+        elif future.cancel():
+            self._cancelled_by_client.add(future)
 
     def drop_connection(self) -> list[asyncio.Future]:
         """Forget the client that went away: cancel what it was waiting for or owed us, so

@@ -234,13 +234,18 @@ def test_shutdown_during_a_fill_cancels_it_and_exit_ends_the_process(serving):
     assert "Traceback" not in serving.log()
 
 
-def test_a_fill_the_client_cancels_is_not_said_to_be_stopped_by_a_shutdown(serving):
+def test_a_fill_the_client_cancels_is_answered_that_the_client_cancelled_it(serving):
+    """`$/cancelRequest` is answered -32800 saying who stopped the fill, as a cancel of its
+    progress is (pygls said "Request with id N is canceled"), and not that the server is
+    shutting down; the server serves on."""
     client = serving.client
     fill = slow_infill(client)
     progress_seen(client)
     client.notify("$/cancelRequest", {"id": fill})
     reply = client.response(fill, timeout=10)
-    assert error_code(reply) == -32800 and "shutting down" not in reply["error"]["message"]
+    assert error_code(reply) == -32800
+    assert reply["error"]["message"] == "fill stopped: cancelled by the client"
+    assert "result" in client.call("dlm/infill", infill_params())
 
 
 def test_a_fill_under_way_when_the_backend_switches_away_from_local_ends_with_its_fill(

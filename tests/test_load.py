@@ -328,6 +328,36 @@ def test_a_long_session_s_notifications_leave_nothing_behind_in_the_protocol():
     assert ls.protocol._request_futures == {}
 
 
+@pytest.mark.parametrize("then_shutdown", [False, True])
+def test_requests_the_client_cancels_are_answered_so_and_leave_nothing_behind(
+        then_shutdown: bool) -> None:
+    """Each request `$/cancelRequest` cancels is answered -32800 "fill stopped: cancelled
+    by the client", also where `shutdown` came before its handler ended (the answer is
+    sent then, but the client stopped it first); what the protocol keeps to say so goes
+    with the answer (an editor cancels most of its ghost-text requests while the user
+    types)."""
+    session = _Session()
+
+    async def run() -> None:
+        session.receive({"id": 1, "method": "initialize",
+                         "params": {"processId": None, "rootUri": None, "capabilities": {}}})
+        for k in range(2, 202):
+            session.receive({"id": k, "method": "dlm/infill", "params": {
+                "textDocument": {"uri": uri(k)}, "range": cursor(3, 12)}})
+            session.receive({"method": "$/cancelRequest", "params": {"id": k}})
+        if then_shutdown:
+            session.receive({"id": 1000, "method": "shutdown"})
+        for _ in range(10):  # let the cancelled handlers end
+            await asyncio.sleep(0)
+
+    asyncio.run(run())
+    answers = {m["id"]: m.get("error") for m in session.sent if "method" not in m}
+    assert {k: (e["code"], e["message"]) for k, e in answers.items() if 1 < k < 1000} == {
+        k: (-32800, "fill stopped: cancelled by the client") for k in range(2, 202)}
+    assert session.ls.protocol._cancelled_by_client == set()
+    assert session.ls.protocol._request_futures == {}
+
+
 class _Session:
     """A server in this process, fed messages as if read from a client; what it writes
     back is kept (as JSON) in `sent`."""
