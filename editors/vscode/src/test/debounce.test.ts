@@ -1,29 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { Debouncer, Superseder, type Timers } from "../debounce";
-
-/** A clock that only moves when the test says so. */
-class FakeTimers implements Timers {
-  now = 0;
-  private pending: { at: number; fn: () => void; id: number }[] = [];
-  private nextId = 0;
-  setTimeout(fn: () => void, ms: number): unknown {
-    const id = this.nextId++;
-    this.pending.push({ at: this.now + ms, fn, id });
-    return id;
-  }
-  clearTimeout(handle: unknown): void {
-    this.pending = this.pending.filter((t) => t.id !== handle);
-  }
-  async advance(ms: number): Promise<void> {
-    this.now += ms;
-    const due = this.pending.filter((t) => t.at <= this.now);
-    this.pending = this.pending.filter((t) => t.at > this.now);
-    for (const t of due) t.fn();
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-}
+import { Debouncer, Superseder } from "../debounce";
+import { FakeTimers } from "./fake_timers";
 
 /** A cancellation token the test can cancel. */
 function token() {
