@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -41,10 +42,12 @@ def _initialized(client: Client, options: dict) -> Client:
     return client
 
 
-def start_server(options: dict) -> tuple[subprocess.Popen, Client]:
-    """`python -m dlm_lsp` over stdio, initialized with `options`."""
+def start_server(options: dict, env: dict[str, str] | None = None,
+                 ) -> tuple[subprocess.Popen, Client]:
+    """`python -m dlm_lsp` over stdio, initialized with `options`; `env`: more variables
+    of its environment (benchmarks/soak.py sets the allocator's)."""
     proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE)
+                            stdout=subprocess.PIPE, env={**os.environ, **(env or {})})
     return proc, _initialized(Client.over_pipes(proc.stdin, proc.stdout), options)
 
 
