@@ -13,10 +13,14 @@ import time
 from collections.abc import Iterator
 
 from dlm_lsp import __version__
+from dlm_lsp.allocator import cap_arenas
 from dlm_lsp.config import DEVICES, STRATEGIES, InfillOptions, from_json
 
 
 def _serve(args: argparse.Namespace) -> int:
+    """Serve LSP.  The allocator is set first: before the server (torch included) is
+    imported and before any worker thread allocates."""
+    cap_arenas()
     from dlm_lsp.admission import Gate
     from dlm_lsp.server import server
 
