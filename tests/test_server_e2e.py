@@ -639,10 +639,11 @@ async def test_settings_that_load_the_same_model_keep_it_and_show_no_load(client
     await wait_for(lambda: len(loads(client)) == 1 and all(map(ended, loads(client).values())))
     open_doc(client)
     await infill(client, rng(4, 4, 4, 4), options={"length": 2, "latencyMs": 60_000})
-    for change in ({"device": "cpu"}, {"cudaGraphs": False}):
+    for wrong, change in enumerate(({"device": "cpu"}, {"cudaGraphs": False})):
         told = len(client.messages)
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"dlm": {**change, "steps": 0}}))  # the warning: the change was handled
+            # a new wrong value's warning (each is told once): the change was handled
+            settings={"dlm": {**change, "steps": -wrong}}))
         await wait_for(lambda: len(client.messages) > told)  # noqa: B023 - awaited here
     status = await client.protocol.send_request_async("dlm/status", {})
     assert status.loaded and status.stepMs is not None
