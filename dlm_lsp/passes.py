@@ -284,17 +284,17 @@ class InfillRun:
             verdict = self.validate(self.fill_text(ids, layout))
             return verdict is None or verdict.valid
 
-        batcher = engine.batcher(self.model)
         cache = context_cache(self.model, engine.config_for(req), layout)
+        # a pass with a context cache runs alone: no batching worker is started for it
+        batcher = engine.batcher(self.model) if cache is None else None
         out = None
-        if batcher is not None and cache is None:
+        if batcher is not None:
             try:
                 out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
                               syntax_ok, batcher.run)
             except WorkerClosed:
-                # it ended after the engine handed it out (closed, or retired by new
+                pass  # it ended after the engine handed it out (closed, or retired by new
                 # settings) and never took this pass: the pass runs alone, from its start
-                out = None
         if out is None:
             # alone: without batching, or with a context cache (its store is this request's)
             with engine._alone:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,18 @@ def test_the_engine_uses_the_cache_when_switched_on(
     approximate = fill(context_cache=True, cache_refresh=4)
     assert approximate.steps == plain.steps
     assert [c.full_passes for c in made] == [exact.steps, 1]  # steps 1..4: one full pass
+
+
+def test_a_cached_fill_starts_no_batching_worker(model_dir: Path) -> None:
+    """A pass with a context cache runs alone (the cache is its own), so the engine's
+    batching worker, a thread that keeps the model, is not started for it."""
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                                 repair_rounds=0, fallback=False, context_cache=True))
+    text = PREFIX + SUFFIX
+    engine.infill(InfillRequest(text, len(PREFIX), len(PREFIX), "python",
+                                options=InfillOptions(length=8, steps=4)))
+    assert engine._batcher is None
+    engine.reconfigure(replace(engine.config, context_cache=False))
+    engine.infill(InfillRequest(text, len(PREFIX), len(PREFIX), "python",
+                                options=InfillOptions(length=8, steps=4)))
+    assert engine._batcher is not None  # without the cache, fills share the worker
