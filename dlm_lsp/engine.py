@@ -110,11 +110,13 @@ def _placement(cfg: ServerConfig, fallback: str | None = None) -> tuple:
     step cost.
 
     `fallback` is the device the engine moved the model to on its own, out of memory
-    (see `Engine._after_oom`).  No settings ask for such a model, so it is placed apart
-    from any: the settings' next change ends the fallback with a load of what they ask,
-    the device that ran out of memory tried again.  Also when they now name the CPU it
-    runs on: one load more, after a fallback only, for a rule that holds whatever the
-    devices are called (the tests' GPU, DLM_LSP_FAULTS=oom-gpu, is the CPU itself)."""
+    (see `Engine._after_oom`).  No settings asked for that move, so the model is placed
+    apart from any that do not name its device: the settings' next change ends the
+    fallback with a load of what they ask, the device that ran out of memory tried
+    again, also where "auto" now resolves to the CPU it runs on (a rule that holds
+    whatever the devices are called: the tests' GPU, DLM_LSP_FAULTS=oom-gpu, is the CPU
+    itself).  Settings that name that device ("cpu") ask for the model where it runs:
+    `Engine.reconfigure` places them with the fallback, and it stays."""
     device = fallback or device_name(cfg.device)
     return (cfg.model, device, precision_name(cfg.precision, device),
             cfg.cuda_graphs if device == "cuda" else None, fallback is not None)
@@ -218,11 +220,15 @@ class Engine:
         learnt of the old one (its step cost, the rows that fit in a pass, a load error)
         goes with it.  A fallback to the CPU lasts until one of LOADED_WITH changes as
         written: a device setting of "cuda" where "auto" was is a request to try the GPU
-        again.  Never waits for a load in progress (see `model`): the server calls it on
-        its event loop, which must go on answering meanwhile."""
+        again.  One of "cpu", the device the model fell back to, asks for the model where
+        it runs: it is kept, not loaded there again (the fallback goes on, now as asked),
+        unless the model or precision changes with it.  Never waits for a load in
+        progress (see `model`): the server calls it on its event loop, which must go on
+        answering meanwhile."""
         with self._lock:
-            same_settings = _loaded_with(config) == _loaded_with(self.config)
-            fallback = self._fallback_device if same_settings else None
+            fallback = self._fallback_device
+            if _loaded_with(config) != _loaded_with(self.config) and config.device != fallback:
+                fallback = None
             reload = _placement(config, fallback) != self._load_key()
             if reload:
                 self._model = None
@@ -325,9 +331,9 @@ class Engine:
 
         Out of memory, the fill is tried again with fewer rows per shared forward
         pass, then (from an accelerator) on the CPU; only when nothing is left to
-        try is OutOfMemory raised.  The CPU lasts until one of LOADED_WITH changes, the
-        smaller batch until settings load another model (see `reconfigure`); both are
-        said in `notices`.
+        try is OutOfMemory raised.  The CPU lasts until one of LOADED_WITH changes (a
+        device setting of "cpu" keeps it), the smaller batch until settings load another
+        model (see `reconfigure`); both are said in `notices`.
         """
         began = time.perf_counter()
         tried: list[str] = []

@@ -153,6 +153,29 @@ def test_after_a_fallback_to_the_cpu_any_change_of_a_model_setting_tries_the_gpu
     assert cuda_machine[-1] == (change.get("device", "cuda"), True)
 
 
+def test_after_a_fallback_to_the_cpu_a_device_setting_of_cpu_keeps_the_model(
+        monkeypatch, model_dir, cuda_machine):
+    """The user asks for the model where it runs: it was loaded on the CPU again (seconds
+    to minutes for a big checkpoint), and the load shown.  Its fills go on there, and
+    a later change tries the GPU again as after any fallback."""
+    monkeypatch.setenv("DLM_LSP_FAULTS", "oom-gpu")
+    config = ServerConfig(model=str(model_dir), device="cuda", repair_rounds=0, fallback=False)
+    engine = Engine(config)
+    engine.model  # noqa: B018 - loaded on the GPU, which then runs out of memory
+    engine.infill(request())
+    fell_back = engine.model
+    on_the_cpu = replace(config, device="cpu")
+    assert not engine.reconfigure(on_the_cpu)
+    assert engine.model is fell_back and engine.infill(request()).candidates
+    assert not engine.reconfigure(replace(on_the_cpu, cuda_graphs=False))  # none on a CPU
+    assert engine.model is fell_back
+    assert cuda_machine == [("cuda", True), ("cpu", True)]
+    assert engine.reconfigure(config)
+    engine.model  # noqa: B018
+    assert cuda_machine[-1] == ("cuda", True)
+    engine.close()
+
+
 def test_out_of_memory_everywhere_is_a_clear_error_naming_what_was_tried(monkeypatch,
                                                                           model_dir):
     engine = engine_with_faults(monkeypatch, model_dir, "oom")
