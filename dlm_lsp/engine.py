@@ -25,6 +25,7 @@ from dlm_lsp.models import (
     device_name,
     load_model,
     precision_name,
+    uses_graphs,
 )
 from dlm_lsp.passes import (
     CANDIDATE_TEMPERATURE,
@@ -104,10 +105,11 @@ def _placement(cfg: ServerConfig, fallback: str | None = None) -> tuple:
     the checkpoint, the device ("auto" resolved as the loader resolves it), the precision
     on that device ("auto" resolved likewise: bf16 on CUDA and on a CPU with native bf16,
     else fp32), and the CUDA graphs switch only on CUDA, the one device that replays
-    them.  Settings that say the same in other words ("cpu" where "auto" is the CPU,
-    "fp32" where "auto" is fp32, `cudaGraphs` on a CPU) place the model alike, and
-    reloading it for them cost seconds to minutes for a big checkpoint, and its timed
-    step cost.
+    them, and only for a model that replays them (our own, `uses_graphs`: a published
+    checkpoint runs eagerly whatever the switch says).  Settings that say the same in
+    other words ("cpu" where "auto" is the CPU, "fp32" where "auto" is fp32, `cudaGraphs`
+    on a CPU or for a published checkpoint) place the model alike, and reloading it for
+    them cost seconds to minutes for a big checkpoint, and its timed step cost.
 
     `fallback` is the device the engine moved the model to on its own, out of memory
     (see `Engine._after_oom`).  No settings asked for that move, so the model is placed
@@ -118,8 +120,9 @@ def _placement(cfg: ServerConfig, fallback: str | None = None) -> tuple:
     itself).  Settings that name that device ("cpu") ask for the model where it runs:
     `Engine.reconfigure` places them with the fallback, and it stays."""
     device = fallback or device_name(cfg.device)
+    graphs = device == "cuda" and uses_graphs(cfg.model)
     return (cfg.model, device, precision_name(cfg.precision, device),
-            cfg.cuda_graphs if device == "cuda" else None, fallback is not None)
+            cfg.cuda_graphs if graphs else None, fallback is not None)
 
 
 def loads_apart(current: ServerConfig, asked: ServerConfig) -> list[str]:

@@ -175,6 +175,42 @@ def test_switching_cuda_graphs_off_cuda_keeps_the_model(
     engine.close()
 
 
+def _published(tmp_path: Path) -> Path:
+    """A published checkpoint as far as a load first reads it: config.json names its family."""
+    directory = tmp_path / "dream-coder"
+    directory.mkdir()
+    (directory / "config.json").write_text('{"model_type": "dream"}')
+    return directory
+
+
+@pytest.mark.parametrize("device, prefix", [("cuda", ""), ("auto", ""), ("cuda", "dream:")])
+def test_switching_cuda_graphs_on_cuda_keeps_a_published_checkpoint(
+        tmp_path: Path, cuda_machine: list, device: str, prefix: str) -> None:
+    """Only our own models replay graphs; a published one runs eagerly whatever the
+    switch says, and was loaded again for it (minutes for a 7B checkpoint)."""
+    config = ServerConfig(model=f"{prefix}{_published(tmp_path)}", device=device)
+    engine = Engine(config)
+    assert not engine.reconfigure(ServerConfig(model=config.model, device=device,
+                                               cuda_graphs=False))
+    assert cuda_machine == []  # settings alone: nothing was loaded to tell
+    engine.close()
+
+
+@pytest.mark.parametrize("spec, uses", [
+    ("default", True), ("{ours}", True), ("dlm-tiny:{ours}", True), ("{published}", False),
+    ("dream:{ours}", False), ("owner/not-fetched", True), ("{tmp}", True)])
+def test_a_model_is_told_to_replay_graphs_as_it_loads(
+        model_dir: Path, tmp_path: Path, spec: str, uses: bool) -> None:
+    """Our own family replays graphs, whatever names it ("dlm-tiny:" or config.json); a
+    published family, named or detected, does not.  A model that cannot be told of
+    without a load (a hub id fetched only then, a directory that is no model) counts as
+    one that does: the switch reloads it, as it did before models were told apart."""
+    from dlm_lsp.models import uses_graphs
+
+    named = spec.format(ours=model_dir, published=_published(tmp_path), tmp=tmp_path)
+    assert uses_graphs(named) is uses
+
+
 def test_graphs_are_used_on_cuda_only(model_dir: Path) -> None:
     assert load_model(str(model_dir), "cpu").graphs is None
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from dlm_lsp.models.checkpoint import MODEL_TYPE, locate
 from dlm_lsp.models.interface import DiffusionModel, ModelLoadError
-from dlm_lsp.models.registry import FAMILIES, split_spec
+from dlm_lsp.models.registry import FAMILIES, Family, split_spec
 
 if TYPE_CHECKING:
     import torch
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "weights" / "default"
 
 __all__ = ["DEFAULT_MODEL_DIR", "DiffusionModel", "ModelLoadError", "device_name", "load_model",
-           "pick_device", "precision_name"]
+           "pick_device", "precision_name", "uses_graphs"]
 
 
 def device_name(device: str) -> str:
@@ -75,9 +75,8 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto",
     if spec == "default":
         return TinyModel.load(DEFAULT_MODEL_DIR, pick_device(device), name=spec,
                               precision=precision, graphs=graphs)
-    head, sep, rest = spec.partition(":")
-    ours = bool(sep) and head.lower() == MODEL_TYPE  # `dlm-lsp models` lists our family too
-    family, target = (None, rest) if ours else split_spec(spec)
+    head, sep, _ = spec.partition(":")
+    ours, family, target = _named_family(spec)
     try:
         path = locate(target)
     except ModelLoadError as exc:
@@ -85,18 +84,55 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto",
             raise ModelLoadError(f"{exc} ('{head}:' names no model family: "
                                  f"{', '.join([MODEL_TYPE, *FAMILIES])})") from exc
         raise
-    config_file = path / "config.json"
-    try:
-        model_type = json.loads(config_file.read_text()).get("model_type")
-    except (OSError, ValueError, AttributeError) as exc:
-        raise ModelLoadError(f"model '{spec}': cannot read {config_file}: {exc}") from exc
+    model_type = _model_type(spec, path)
     if ours and model_type != MODEL_TYPE:
-        raise ModelLoadError(f"model '{spec}': {config_file} has model_type {model_type!r}, "
-                             f"not {MODEL_TYPE!r}: this is not a model `dlm-lsp train` wrote; "
-                             "leave the family out to detect it")
+        raise ModelLoadError(f"model '{spec}': {path / 'config.json'} has model_type "
+                             f"{model_type!r}, not {MODEL_TYPE!r}: this is not a model "
+                             "`dlm-lsp train` wrote; leave the family out to detect it")
     if model_type == MODEL_TYPE and family is None:
         return TinyModel.load(path, pick_device(device), name=spec, precision=precision,
                               graphs=graphs)
     from dlm_lsp.models.hf import load_checkpoint  # imports transformers: only when needed
 
     return load_checkpoint(path, pick_device(device), precision, family=family, name=spec)
+
+
+def uses_graphs(spec: str) -> bool:
+    """Whether model `spec` replays its steps as CUDA graphs on a GPU where `cudaGraphs`
+    lets it: whether `load_model` loads it as one of our own models, told from the spec
+    and its directory's config.json without loading it.  Published checkpoints run
+    eagerly, so the switch changes nothing of them.  A model this cannot tell of, a hub
+    id (only a load fetches it) or a directory without a readable config.json (whose
+    load fails), counts as one that does."""
+    if spec == "default":
+        return True
+    ours, family, target = _named_family(spec)
+    if ours or family is not None:
+        return ours
+    path = Path(target).expanduser()
+    if not path.is_dir():
+        return True
+    try:
+        return _model_type(spec, path) == MODEL_TYPE
+    except ModelLoadError:
+        return True
+
+
+def _named_family(spec: str) -> tuple[bool, Family | None, str]:
+    """What a spec's prefix names, and the model it names: (ours, None, rest) for our own
+    family ("dlm-tiny:DIR"; `dlm-lsp models` lists it with the others), (False, family,
+    rest) for a published one, (False, None, spec) where it names none."""
+    head, sep, rest = spec.partition(":")
+    if sep and head.lower() == MODEL_TYPE:
+        return True, None, rest
+    family, target = split_spec(spec)
+    return False, family, target
+
+
+def _model_type(spec: str, path: Path) -> object:
+    """config.json's model_type in model directory `path` (None where it has none)."""
+    config_file = path / "config.json"
+    try:
+        return json.loads(config_file.read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ModelLoadError(f"model '{spec}': cannot read {config_file}: {exc}") from exc
