@@ -277,7 +277,7 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
     if data is None:
         return result, problems
     if not isinstance(data, dict):  # named as the user knows it, not by our class name
-        if _same(data, said):
+        if same_value(data, said):
             return result, problems
         told = f"{where or 'settings'} should be an object, got {type(data).__name__}"
         return result, [told if strict else f"{told}; ignored"]
@@ -305,12 +305,12 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
             else:
                 setattr(result, name, value)
         if problem is not None and not (isinstance(said, dict) and key in said
-                                        and _same(said[key], data[key])):
+                                        and same_value(said[key], data[key])):
             problems.append(problem)
     return result, problems
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     """Whether two JSON values are the same value, as a message names it: 1, 1.0 and
     true are equal in Python but three different values of a setting."""
     return type(a) is type(b) and repr(a) == repr(b)

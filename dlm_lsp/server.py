@@ -36,7 +36,7 @@ from dlm_lsp.backends import (
     make_backend,
     switch_backend,
 )
-from dlm_lsp.config import InfillOptions, ServerConfig, from_json
+from dlm_lsp.config import InfillOptions, ServerConfig, from_json, same_value
 from dlm_lsp.documents import find_document, offset_range, open_document, range_offsets
 from dlm_lsp.engine import Cancelled, InfillRequest, InfillResult, OutOfMemory
 from dlm_lsp.errors import (
@@ -78,6 +78,7 @@ from dlm_lsp.transport import serve_stdio, serve_tcp
 from dlm_lsp.validation import forget_document, language_for
 
 log = logging.getLogger(__name__)
+NOT_SENT = object()  # a client's "dlm" section before it sent one (null is a section sent)
 
 
 class DlmServer(LanguageServer):
@@ -100,6 +101,9 @@ class DlmServer(LanguageServer):
         # the settings the client has sent (each change overlaid, as on the config): a
         # problem with a value it sends again unchanged was told already
         self.sent_settings: Any = None
+        # the "dlm" section it last sent, whatever it was: one that is not an object is
+        # told once, as a wrong value is
+        self.sent_section: Any = NOT_SENT
         # what a shared engine last said it keeps of this client's settings (told once)
         self.engine_told: list[str] = []
         self._progress_count = 0  # server-initiated progress tokens made so far
@@ -108,17 +112,21 @@ class DlmServer(LanguageServer):
         """Overlay client settings (camelCase, optionally under "dlm") onto the config, or
         with `initial` (initializationOptions) onto the defaults: a wrong value there is
         said to keep the default, as there is no value of the user's to keep.  A wrong
-        value is said once, not again while the client sends it unchanged: VS Code and
-        Neovim send the whole section at every change, and a value the user had not
-        touched was warned about whenever any other setting changed.  Returns the
+        value is said once, not again while the client sends it unchanged (nor is a "dlm"
+        section that is not an object): VS Code and Neovim send the whole section at
+        every change, and a value the user had not touched was warned about whenever any
+        other setting changed.  Returns the
         problems, and whether the backend is to be got ready (`preload`): a new one, or a
         model the settings load anew (see switch_backend)."""
         section: list[str] = []
         if isinstance(data, dict) and "dlm" in data:
-            if isinstance(data["dlm"], dict):
-                data = data["dlm"]
+            before = self.sent_section
+            sent = self.sent_section = data["dlm"]
+            if isinstance(sent, dict):
+                data = sent
             else:  # e.g. null: not an unknown setting, a section that is not an object
-                section = [f"settings 'dlm' should be an object, got {data['dlm']!r}; ignored"]
+                if not same_value(sent, before):
+                    section = [f"settings 'dlm' should be an object, got {sent!r}; ignored"]
                 data = {key: value for key, value in data.items() if key != "dlm"}
         config, problems = from_json(ServerConfig, data, None if initial else self.config,
                                      said=self.sent_settings)

@@ -113,6 +113,23 @@ def test_a_dlm_section_that_is_not_an_object_is_said_to_be_so(section):
     assert ls.config.steps == 4
 
 
+def test_a_dlm_section_that_is_not_an_object_is_told_once_as_a_wrong_value_is():
+    """Editors send the section at every change: `"dlm": 5` was told at each of them.
+    It is told again when it becomes another wrong section, or is mended and broken
+    again; 1 and true are different sections, though Python finds them equal."""
+    ls = server.build_server()
+    told = "settings 'dlm' should be an object, got {!r}; ignored"
+    assert ls.apply_settings({"dlm": None}, initial=True)[0] == [told.format(None)]
+    assert ls.apply_settings({"dlm": None})[0] == []
+    assert ls.apply_settings({"dlm": 1, "steps": 4})[0] == [told.format(1)]
+    assert ls.apply_settings({"dlm": 1, "steps": 5})[0] == []
+    assert ls.config.steps == 5  # the settings beside it are applied as ever
+    assert ls.apply_settings({"dlm": True})[0] == [told.format(True)]
+    assert ls.apply_settings({"dlm": [1]})[0] == [told.format([1])]
+    assert ls.apply_settings({"dlm": {"steps": 6}})[0] == []
+    assert ls.apply_settings({"dlm": [1]})[0] == [told.format([1])]
+
+
 def test_a_wrong_value_at_initialize_keeps_the_default_and_a_later_one_the_value():
     """At initialize there is no value of the user's to keep: the message said "value kept"."""
     ls = server.build_server()
