@@ -1077,3 +1077,36 @@ def test_native_statusline_shows_neovims_request_in_flight(tmp_path, model_dir):
         nvim.wait_for(f"{status} == 'dlm: …'")
     finally:
         nvim.close()
+
+
+def test_the_readme_documents_setup_s_defaults_and_the_commands_setup_defines(tmp_path):
+    """editors/README.md's `setup()` block runs as written and gives the plugin's own
+    defaults, and its command list is the commands setup() creates: a user copying the
+    block or looking for a command reads what the plugin does."""
+    readme = (ROOT / "editors" / "README.md").read_text(encoding="utf-8")
+    neovim = readme.split("\n## Neovim", 1)[1]
+    block = re.search(r"`setup\(\)` options and their defaults:\s*```lua\n(.*?)\n```",
+                      neovim, re.S).group(1)
+    documented = re.findall(r"^- `:(Dlm\w+)", neovim.split("\nCommands:", 1)[1], re.M)
+    script = tmp_path / "script.lua"
+    script.write_text(f"""
+vim.opt.rtp:prepend({lua_string(str(PLUGIN))})
+local dlm = require('dlm')
+local setup, given = dlm.setup, nil
+dlm.setup = function(opts) given = opts end
+assert(loadstring({lua_string(block)}))()
+dlm.setup = setup
+dlm.setup({{}})
+local commands = vim.tbl_keys(vim.api.nvim_get_commands({{}}))
+local f = assert(io.open({lua_string(str(tmp_path / "out.json"))}, 'w'))
+f:write(vim.json.encode({{ same = vim.deep_equal(given, dlm.defaults), given = given,
+  defaults = dlm.defaults, commands = commands }}))
+f:close()
+""", encoding="utf-8")
+    proc = subprocess.run([NVIM, "--headless", "--clean", "-l", str(script)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    assert result["same"], (result["given"], result["defaults"])
+    defined = sorted(c for c in result["commands"] if c.startswith("Dlm"))
+    assert sorted(documented) == defined

@@ -171,3 +171,59 @@ def test_extension_typechecks_builds_and_passes_its_unit_tests(tmp_path):
     assert test.returncode == 0, test.stdout[-6000:] + test.stderr[-3000:]
     assert (copy / "dist" / "extension.js").exists()
     assert "# fail 0" in test.stdout or "ℹ fail 0" in test.stdout
+
+
+EDITORS_README = EXTENSION.parent / "README.md"
+
+
+def contributed_commands() -> dict[str, dict]:
+    package = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
+    return {c["command"]: c for c in package["contributes"]["commands"]}
+
+
+def test_the_commands_contributed_are_the_ones_the_extension_registers():
+    """A contributed command the extension never registers fails with "command not found";
+    one it registers without contributing it is missing from the palette."""
+    source = (EXTENSION / "src" / "extension.ts").read_text(encoding="utf-8")
+    registered = set(re.findall(r'command\("(dlm-lsp\.\w+)", \(\) =>', source))
+    assert registered == set(contributed_commands())
+    package = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
+    used = [*package["contributes"]["menus"]["editor/context"],
+            *package["contributes"]["keybindings"]]
+    assert {item["command"] for item in used} <= registered
+
+
+def test_the_editor_readme_names_every_command_as_the_palette_shows_it_with_its_key():
+    """editors/README.md tells users what to type in the palette (`DLM: Fill selection`)
+    and which key runs it."""
+    readme = EDITORS_README.read_text(encoding="utf-8")
+    titles = {command: f"**{c['category']}: {c['title']}**"
+              for command, c in contributed_commands().items()}
+    for title in titles.values():
+        assert title in readme, title
+    package = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
+    for binding in package["contributes"]["keybindings"]:
+        key = "+".join(part.capitalize() for part in binding["key"].split("+"))
+        assert f"{titles[binding['command']]} (`{key}`)" in readme, binding
+
+
+def test_every_client_setting_the_extension_reads_is_contributed_and_documented():
+    """A key misspelt in the code is never set (VS Code keeps the fallback whatever the user
+    writes); one left out of editors/README.md is found only in the Settings UI, and a
+    default the README gives must be the one the Settings UI shows."""
+    client = manifest_sections()["dlm.client"]["properties"]
+    server = manifest_sections()["dlm.server"]["properties"]
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (EXTENSION / "src").glob("*.ts"))
+    read = set(re.findall(r'config(?:\(\))?\.get(?:<[^>]+>)?\("([\w.]+)"', source))
+    restarting = re.search(r"RESTART_SETTINGS = \[([^\]]+)\]", source).group(1)
+    read |= {key.removeprefix("dlm.") for key in re.findall(r'"([\w.]+)"', restarting)}
+    assert {"server.path", "inline.debounceMs", "holeMarker"} <= read
+    for key in read:
+        assert f"dlm.{key}" in client or f"dlm.{key}" in server, key
+    readme = EDITORS_README.read_text(encoding="utf-8")
+    for key, prop in client.items():
+        assert f"`{key}`" in readme, key
+        given = re.search(rf"`{re.escape(key)}`\s+\(([^)`;]+)\)", readme)
+        if given:
+            assert json.loads(given.group(1)) == prop["default"], key
+
