@@ -227,3 +227,17 @@ def test_every_client_setting_the_extension_reads_is_contributed_and_documented(
         if given:
             assert json.loads(given.group(1)) == prop["default"], key
 
+
+def test_the_trace_setting_says_it_needs_the_output_s_trace_log_level():
+    """vscode-languageclient 11 (the version bundled) traces the LSP messages only while the output
+    channel's log level is Trace (then `dlm.trace.server: "off"` still traces them):
+    "messages" or "verbose" alone logged nothing, as the description promised."""
+    source = (EXTENSION / "src" / "extension.ts").read_text(encoding="utf-8")
+    assert 'new DlmClient("dlm", "dlm-lsp"' in source  # the client reads `dlm.trace.server`
+    lock = json.loads((EXTENSION / "package-lock.json").read_text(encoding="utf-8"))
+    major = int(lock["packages"]["node_modules/vscode-languageclient"]["version"].split(".")[0])
+    assert major >= 11
+    trace = manifest_sections()["dlm.client"]["properties"]["dlm.trace.server"]
+    assert "Trace" in trace["markdownDescription"] and "log level" in trace["markdownDescription"]
+    assert "log level" in EDITORS_README.read_text(encoding="utf-8").split(
+        "`dlm.trace.server`", 1)[1][:400]
