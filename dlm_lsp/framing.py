@@ -3,8 +3,9 @@
 `frame` puts a message on the wire; `MessageReader` takes bytes as they arrive and
 hands back complete bodies; `Client` is a small blocking JSON-RPC client over a
 socket or a pair of pipes, for the tools that talk to a running server
-(`dlm-lsp status --server`, benchmarks/lsp_latency.py).  The server reads with
-pygls's loop, which transport.py bounds (see `BoundedReader` there).
+(`dlm-lsp status --server`, benchmarks/lsp_latency.py).  The server reads header
+lines with `HeaderReader`, which finds the next message again after bytes that are
+not one (transport.py reads the bodies, bounded: see `BoundedReader` there).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -55,6 +57,69 @@ def _content_length(header: bytes) -> int:
     if length is None:
         raise FramingError(f"no Content-Length in the header {header[:200]!r}")
     return length
+
+
+# A header field's name (an HTTP token) and its colon, at the start of a line.
+_FIELD = re.compile(rb"[A-Za-z0-9!#$%&'*+.^_`|~-]+[ \t]*:")
+_CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:", re.IGNORECASE)
+
+
+class HeaderReader:
+    """The server's header lines in, one at a time; each message's body length out.
+
+    pygls's reader takes only `Content-Length: N\\r\\n` spelt exactly so, and after
+    one message whose framing is off (a Content-Length that does not match its body,
+    a lower-case header name, no header at all) it never reads another: the rest of
+    the stream is taken for header lines that never hold a Content-Length, and every
+    later request goes unanswered while the process runs on.  Here header names
+    ignore case (as HTTP's, whose header format LSP takes), and what is not a header
+    is skipped up to the next Content-Length field, which is found again even in the
+    middle of a line: the tail of a body that was longer than announced runs into the
+    next header with no line break between them (a JSON body holds none).  What was
+    skipped is told once, when the next message begins (`take_skipped`).
+    """
+
+    def __init__(self) -> None:
+        self._block: list[bytes] = []  # the header lines of the message being read
+        self._skipped = 0  # bytes skipped since the last message that was read
+        self._why = ""
+
+    def feed(self, line: bytes) -> int | None:
+        """The body length that `line` ends a header with, or None: more lines are due."""
+        if not line.strip():
+            if not self._block:  # a line break between messages
+                return None
+            block, self._block = self._block, []
+            try:
+                return _content_length(b"\r\n".join(x.rstrip(b"\r\n") for x in block))
+            except FramingError as exc:
+                self.skip(sum(map(len, block)) + len(line), str(exc))
+                return None
+        # the last one: a document's text may hold the words, JSON-escaped on this line
+        found = next(reversed(list(_CONTENT_LENGTH.finditer(line))), None)
+        if found is not None and found.start() > 0:
+            # a header that begins after the tail of a body longer than announced (or
+            # after a body sent with no header): what was read before it is no message
+            self.skip(sum(map(len, self._block)) + found.start(),
+                      f"{line[:min(found.start(), 60)]!r} where a header was due")
+            self._block = [line[found.start():]]
+        elif self._block or _FIELD.match(line):
+            self._block.append(line)
+        else:
+            self.skip(len(line), f"{line[:60]!r} where a header was due")
+        return None
+
+    def skip(self, size: int, why: str) -> None:
+        """Count `size` bytes read that belong to no message (the first reason is kept)."""
+        self._why = self._why or why
+        self._skipped += size
+
+    def take_skipped(self) -> tuple[int, str] | None:
+        """(bytes, why) skipped since this was last asked, or None if nothing was."""
+        if not self._why:
+            return None
+        taken, self._skipped, self._why = (self._skipped, self._why), 0, ""
+        return taken
 
 
 class MessageReader:

@@ -1,7 +1,11 @@
 """How bytes reach the protocol: stdio and TCP, bounded messages, signals, exit.
 
-pygls 2.1's own transport has four gaps that a hostile or unlucky client hits:
+pygls 2.1's own transport has five gaps that a hostile or unlucky client hits:
 
+* one message framed wrong (a Content-Length that does not match its body, a
+  header name in lower case, a body with no header) and it never reads another
+  message: the server runs on and answers nothing.  Here `HeaderReader`
+  (framing.py) finds the next message again, and what was skipped is answered;
 * a message is allocated at its announced Content-Length before a byte of it
   arrives: `Content-Length: 1000000000000` raises MemoryError and ends the
   server.  `BoundedReader` skips a body over MAX_MESSAGE_BYTES in chunks and
@@ -23,17 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 
 from dlm_lsp.admission import TOKEN_ENV, Gate, host_port, reaches_beyond_this_machine
+from dlm_lsp.framing import HeaderReader
 from dlm_lsp.jobs import CLIENT_LEFT
 from dlm_lsp.protocol import MAX_MESSAGE_BYTES, oversized_body
 
@@ -44,6 +51,7 @@ log = logging.getLogger(__name__)
 
 TERMINATING = "the server is terminating (signal)"
 _CHUNK = 1 << 20
+_LINE_LIMIT = 1 << 16  # asyncio's StreamReader reads no longer line (the TCP servers' default)
 GRACE_S = 2.0  # how long stopped fills may take to answer (signal, client gone)
 
 
@@ -95,8 +103,49 @@ def serve_tcp(make_server: Callable[[], DlmServer], host: str, port: int,
 
 
 async def _read(server: DlmServer, reader: Any) -> None:
-    await run_async(stop_event=threading.Event(), reader=reader, protocol=server.protocol,
-                    logger=log, error_handler=server.report_server_error)
+    """Hand each message of the stream to the protocol, until the stream ends.  Bytes
+    that are no message are skipped (see HeaderReader), logged, and answered once the
+    next message is found, with a parse error and a null id, as JSON-RPC answers a
+    message it cannot read (which request they held, if any, cannot be known)."""
+    headers = HeaderReader()
+    while True:
+        try:
+            line = await reader.readline()
+        except ValueError:  # over asyncio's line limit (TCP): no header line is so long
+            headers.skip(_LINE_LIMIT, f"a line of {_LINE_LIMIT >> 10} KiB or more")
+            continue
+        if not line:
+            break
+        length = headers.feed(line)
+        if length is None:
+            continue
+        if (skipped := headers.take_skipped()) is not None:
+            size, why = skipped
+            text = (f"skipped {size} bytes that were no LSP message (first: {why}); "
+                    "is a Content-Length wrong?")
+            log.error("%s", text)
+            server.protocol.refuse(None, types.ErrorCodes.ParseError, text)
+        body = await reader.readexactly(length) if length else b""
+        if length and not body:
+            break
+        _handle(server, body)
+
+
+def _handle(server: DlmServer, body: bytes) -> None:
+    """One message body to the protocol.  JSON that cannot be read is said in one log
+    line (pygls logged a traceback for each) and answered by report_server_error."""
+    protocol = server.protocol
+    try:
+        message = json.loads(body, object_hook=protocol.structure_message)
+    except (ValueError, RecursionError) as exc:
+        log.warning("unreadable JSON: %s", exc)
+        server.report_server_error(exc, JsonRpcException)
+        return
+    try:
+        protocol.handle_message(message)
+    except Exception as exc:  # noqa: BLE001 -- as pygls' loop: report and read on
+        log.exception("unable to handle a message")
+        server.report_server_error(exc, JsonRpcException)
 
 
 async def _serve_tcp(make_server: Callable[[], DlmServer], live: dict[DlmServer, None],

@@ -13,6 +13,7 @@ import pytest
 from dlm_lsp.framing import (
     Client,
     FramingError,
+    HeaderReader,
     MessageReader,
     ResponseError,
     frame,
@@ -85,6 +86,67 @@ def test_a_missing_or_invalid_content_length_is_a_clear_error(header):
         reader.feed(header + b"\r\n{}")
     with pytest.raises(ValueError):  # and stays one: the stream cannot be read on
         reader.feed(frame(SECOND))
+
+
+def _server_reads(data: bytes) -> tuple[list[bytes], list[tuple[int, str] | None]]:
+    """The bodies the server's HeaderReader finds in `data` read as a stream (header
+    lines, then each body by its length), and what it said was skipped before each."""
+    headers, bodies, skipped = HeaderReader(), [], []
+    while data:
+        end = data.find(b"\n") + 1 or len(data)
+        line, data = data[:end], data[end:]
+        length = headers.feed(line)
+        if length is not None:
+            bodies.append(data[:length])
+            skipped.append(headers.take_skipped())
+            data = data[length:]
+    return bodies, skipped
+
+
+@pytest.mark.parametrize("header", [
+    b"content-length: %d\r\n\r\n", b"CONTENT-LENGTH:%d\r\n\r\n", b"Content-Length: %d\n\n",
+    b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\nContent-Length: %d\r\n\r\n",
+    b"\r\nContent-Length: %d\r\n\r\n",  # a line break between messages
+])
+def test_the_server_reads_any_spelling_of_a_header_that_says_the_length(header):
+    body = json.dumps(FIRST).encode()
+    assert _server_reads(header % len(body) + body + frame(SECOND)) == (
+        [body, json.dumps(SECOND).encode()], [None, None])
+
+
+@pytest.mark.parametrize("framed, skipped", [
+    # a Content-Length 3 short of the body: the body's tail runs into the next header
+    (lambda body: b"Content-Length: %d\r\n\r\n" % (len(body) - 3) + body, 3),
+    # 3 past the body: the next header's start is read into the body, so that whole
+    # message (its header cut, its body) is skipped
+    (lambda body: b"Content-Length: %d\r\n\r\n" % (len(body) + 3) + body,
+     len(frame(SECOND)) - 3),
+    (lambda body: body, "all"),  # a body without a header
+    (lambda body: b"Content-Length: x\r\n\r\n" + body, "all"),  # a header without a length
+    (lambda body: b"no header\r\n", "all"),
+], ids=["short-length", "long-length", "no-header", "bad-length", "junk-line"])
+def test_after_what_is_no_message_the_server_finds_the_next_one_and_says_what_it_skipped(
+        framed, skipped):
+    """pygls never read another message after one of these; the server's reader skips
+    what is not a message, up to the next header (found mid-line too), and says so
+    when that next message begins."""
+    junk = framed(json.dumps(FIRST).encode())
+    bodies, said = _server_reads(junk + frame(SECOND) + frame(FIRST))
+    assert json.loads(bodies[-1]) == FIRST
+    [(size, why)] = filter(None, said)  # told once, with a reason
+    assert why
+    if skipped == "all":  # nothing of the junk was read as a body
+        assert size == len(junk) and [json.loads(b) for b in bodies] == [SECOND, FIRST]
+    else:
+        assert size == skipped
+
+
+def test_a_document_that_holds_a_header_is_no_place_to_read_on_from():
+    """When the reader looks for the next header mid-line, it takes the last one: a
+    body's text may hold "Content-Length: " (JSON-escaped, on the same line)."""
+    body = json.dumps({**FIRST, "params": {"text": "Content-Length: 3\r\n\r\nabc"}}).encode()
+    bodies, said = _server_reads(body + frame(SECOND))
+    assert bodies == [json.dumps(SECOND).encode()] and said[0][0] == len(body)
 
 
 def test_read_messages_stops_at_the_end_of_the_stream():

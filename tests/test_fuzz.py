@@ -10,13 +10,14 @@ are derandomized and bounded, so this runs in CI in well under a minute.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from rpc import ServerProcess, error_code, frame
+from rpc import ServerProcess, error_code, frame, free_port, hang_up, tcp_connection
 
 
 def fuzz(examples: int) -> settings:
@@ -417,3 +418,58 @@ def test_framing_with_crlf_variants_and_split_writes_still_reads(server):
     for i in range(0, len(data), 7):
         client._write(data[i:i + 7])
     assert "result" in client.response("split")
+
+
+def _status_body(msg_id: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "dlm/status"}).encode()
+
+
+WRONGLY_FRAMED = {  # a dlm/status request, framed as no LSP message should be
+    "short-length": lambda body: b"Content-Length: %d\r\n\r\n" % (len(body) - 3) + body,
+    "long-length": lambda body: b"Content-Length: %d\r\n\r\n" % (len(body) + 3) + body,
+    "no-header": lambda body: body,
+    "bad-length": lambda body: b"Content-Length: many\r\n\r\n" + body,
+}
+
+
+def _read_on_after_framing_error(client, framed) -> None:
+    """Send a wrongly framed request and then good ones: the good ones are answered
+    (the first of them may be lost with the bad one: a Content-Length past the body
+    swallows its header), and everything else the server sent is a -32700 with a
+    null id (what was skipped, or a body that was no JSON)."""
+    client.messages.clear()
+    client._write(framed(_status_body("lost")))  # as it is, with no header added
+    for msg_id in ("next-1", "next-2"):
+        client.send(_status_body(msg_id))
+    assert "result" in client.response("next-2", timeout=30)
+    others = [m for m in client.messages if m.get("id") not in ("next-1", "next-2")
+              and "method" not in m]
+    assert others and all(m["id"] is None and error_code(m) == -32700 for m in others)
+
+
+@pytest.mark.parametrize("framed", WRONGLY_FRAMED.values(), ids=WRONGLY_FRAMED)
+def test_after_a_wrongly_framed_message_the_server_reads_on_and_says_so(server, framed):
+    """pygls' reader answered nothing ever again (the process ran on, deaf)."""
+    _read_on_after_framing_error(server.client, framed)
+    assert "skipped" in server.log() or "unreadable JSON" in server.log()
+    assert_alive(server)
+
+
+@pytest.mark.parametrize("header", [b"content-length: %d\r\n\r\n", b"Content-Length:%d\r\n\r\n",
+                                    b"Content-Length: %d\n\n"])
+def test_a_header_in_another_spelling_is_read(server, header):
+    body = _status_body("spelt")
+    server.client._write(header % len(body) + body)
+    assert "result" in server.client.response("spelt")
+
+
+def test_a_tcp_connection_reads_on_after_a_wrongly_framed_message(model_dir):
+    port = free_port()
+    process = ServerProcess("--tcp", f"127.0.0.1:{port}")
+    try:
+        client, sock = tcp_connection(port)
+        client.initialize({"model": str(model_dir)})
+        _read_on_after_framing_error(client, WRONGLY_FRAMED["short-length"])
+        hang_up(sock)
+    finally:
+        process.close()
