@@ -530,6 +530,36 @@ def test_a_new_version_reparsed_from_the_old_tree_equals_a_fresh_parse() -> None
     assert validation.parsed_document(text, "python", uri) is previous  # same version: reused
 
 
+def test_a_fill_judged_again_on_the_same_version_is_not_parsed_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Repairs and the retry write texts already judged, the early stop's text is judged
+    again as a candidate: each verdict cost parses and CPython's compile."""
+    text, start, end = _span("def add(a, b):\n    return ⟦⟧\n")
+    document = validation.parsed_document(text, "python", "file:///again.py")
+    parses = []
+    errors = validation._errors
+    monkeypatch.setattr(validation, "_errors", lambda *a: parses.append(1) or errors(*a))
+    first = document.validate(start, end, "a + (b")
+    counted = len(parses)
+    assert counted > 0
+    assert document.validate(start, end, "a + (b") == first
+    assert len(parses) == counted
+    assert document.validate(start, end, "a + b").valid  # another fill is judged anew
+    assert len(parses) > counted
+
+
+def test_a_new_version_judges_a_fill_against_its_own_text() -> None:
+    """Verdicts are kept per version: after an edit the same fill at the same offsets is
+    judged on the new text, not answered from the old one."""
+    uri = "file:///edited.py"
+    old = validation.parsed_document("a = \n", "python", uri)
+    assert old.validate(4, 4, "1").valid
+    new = validation.parsed_document("def \n", "python", uri)  # same length, other code
+    assert new is not old
+    assert not new.validate(4, 4, "1").valid
+    assert validation.validate_fill("a = \n", 4, 4, "1", "python", uri).valid  # and back
+
+
 @pytest.mark.parametrize("language", sorted(CASES))
 def test_a_preexisting_error_elsewhere_does_not_make_a_good_fill_invalid_in_each_language(
         language: str) -> None:
