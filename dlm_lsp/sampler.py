@@ -36,6 +36,7 @@ no special step: the model's delete token is its pad, which trimming removes.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,12 +144,21 @@ def pick(score: list[float], eligible: list[bool], forced: list[int], k: int, sp
     return taken
 
 
+@functools.lru_cache(maxsize=32)  # each at most 8 bytes per vocabulary entry
+def _allowed(chain: HeadChain, done: int, positions_left: int,
+             device: torch.device) -> torch.Tensor:
+    """`chain.allowed` as an index tensor, made once: a common head (a space, an
+    indentation) allows thousands of tokens, and indexing the logits with that Python
+    list cost about a millisecond each time; heads recur (see `head_chain`)."""
+    return torch.tensor(chain.allowed(done, positions_left), dtype=torch.long, device=device)
+
+
 def head_tokens(chain: HeadChain, logits: torch.Tensor) -> list[int]:
     """The most likely token chain (under `logits` (N, V)) that spells the head exactly."""
     tokens, done, n = [], 0, logits.shape[0]
     while done < len(chain.head):
-        ids = chain.allowed(done, n - len(tokens))
-        best = ids[int(logits[len(tokens), ids].argmax())]
+        ids = _allowed(chain, done, n - len(tokens), logits.device)
+        best = int(ids[logits[len(tokens)].index_select(0, ids).argmax()])
         tokens.append(best)
         done = chain.advance(done, chain.texts[best])
     return tokens

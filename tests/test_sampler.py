@@ -18,8 +18,8 @@ from fakes import FakeModel
 from dlm_lsp import schedules, strategies
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.models.tokenizer import MASK_TOKEN, Tokenizer
-from dlm_lsp.sampler import Cancelled, Denoised, SamplerConfig, denoise
-from dlm_lsp.span import SpanLayout, build_layout
+from dlm_lsp.sampler import Cancelled, Denoised, SamplerConfig, denoise, head_tokens
+from dlm_lsp.span import SpanLayout, build_layout, head_chain
 
 STRATEGY_NAMES = list(strategies.STRATEGIES)
 
@@ -377,6 +377,27 @@ def test_head_is_reproduced_when_the_model_prefers_one_character_tokens(
     make = _prefers([tok.token_id("Ġ"), tok.token_id("Ċ")], tok.vocab_size)
     out = _run(FakeModel(tok, make), layout, steps=4)
     assert tok.decode(out.span_ids[0].tolist()).startswith(layout.head)
+
+
+def test_head_tokens_are_the_likeliest_allowed_chain_and_its_ids_are_gathered_once(
+        tok: Tokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chain's allowed ids become an index once per (chain, place, room): a head of
+    spaces allows thousands of tokens, and listing them every step cost a millisecond."""
+    chain = head_chain(tok, "    ")
+    logits = torch.randn(6, tok.vocab_size, generator=torch.Generator().manual_seed(1))
+    done, expected = 0, []
+    while done < len(chain.head):  # the specification: the best allowed token, in turn
+        ids = chain.allowed(done, 6 - len(expected))
+        expected.append(max(ids, key=lambda i: float(logits[len(expected), i])))
+        done = chain.advance(done, chain.texts[expected[-1]])
+    asked: list[tuple[int, int]] = []
+    listed = chain.allowed
+    monkeypatch.setattr(chain, "allowed",
+                        lambda done, left: asked.append((done, left)) or listed(done, left))
+    assert head_tokens(chain, logits) == expected
+    first = len(asked)
+    assert head_tokens(chain, logits) == expected
+    assert len(asked) == first, "the same head at the same place: its ids are not listed again"
 
 
 def test_a_head_no_token_chain_can_spell_is_refused_clearly(tok: Tokenizer) -> None:
