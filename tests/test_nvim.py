@@ -468,6 +468,20 @@ dlm.setup({{ server = '127.0.0.1:{port}', token = 'right', settings = {{ model =
         server.close()
 
 
+def test_checkhealth_advises_the_quick_start_install_torch_first_when_the_server_is_missing(
+        tmp_path, model_dir):
+    """It advised `pip install -e /path/to/dlm-lsp`, which on a venv without torch pulls
+    PyPI's multi-GB CUDA torch: the README's Quick start installs torch first."""
+    result = run_nvim(tmp_path, model_dir, """
+dlm.setup({ cmd = { 'no-such-dlm-lsp' }, notify = false })
+""" + _CHECKHEALTH.replace("text:find('model', 1, true)", "text:find('ERROR', 1, true)"))
+    report = " ".join(" ".join(result["report"]).split())
+    assert "ERROR server executable `no-such-dlm-lsp` not found" in report, report
+    assert "Quick start" in report, report
+    torch, server = report.find("pip install torch=="), report.find("pip install -e")
+    assert -1 < torch < server, report
+
+
 def test_checkhealth_says_at_once_when_nothing_listens_at_the_shared_server_s_address(
         tmp_path, model_dir):
     """Neovim 0.11 leaves a client whose connection failed waiting for `initialize`: the

@@ -43,8 +43,13 @@ local function check_executable(cmd)
   end
   local path = vim.fn.exepath(cmd[1])
   if path == '' then
+    -- torch first, as the README's Quick start does: a bare `pip install -e` on a venv
+    -- without torch pulls PyPI's CUDA build, gigabytes, even on a machine without a GPU
     health.error(('server executable `%s` not found'):format(cmd[1]), {
-      'install the server: pip install -e /path/to/dlm-lsp',
+      'install the server as the README\'s Quick start does, torch first: '
+        .. '`.venv/bin/pip install torch==2.13.0 && .venv/bin/pip install -e /path/to/dlm-lsp` '
+        .. '(a bare `pip install -e` pulls a multi-GB CUDA torch; the Quick start says which '
+        .. 'torch to take with a GPU, or for the CPU elsewhere)',
       'or point `cmd` at it: require("dlm").setup({ cmd = { "/path/to/.venv/bin/dlm-lsp" } })',
     })
     return false
