@@ -155,6 +155,20 @@ def test_fill_commands_are_offered_in_the_menu_and_key_only_for_the_server_s_lan
         assert f"editorLangId in {key}" in item.get("when", ""), item
 
 
+def test_the_extension_activates_at_startup_for_languages_added_to_dlm_languages():
+    """Its `onLanguage` events are fixed at build time, the default languages': a user who
+    added Haskell to dlm.languages and opened only Haskell files got no activation, so no
+    ghost text and no status bar. It also activates once VS Code has started (the server
+    waits for a file of dlm.languages: src/languages.ts); the defaults still activate it
+    as soon as one opens."""
+    package = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
+    events = package["activationEvents"]
+    assert "onStartupFinished" in events
+    client = package["contributes"]["configuration"][0]["properties"]
+    defaults = client["dlm.languages"]["default"]
+    assert {f"onLanguage:{language}" for language in defaults} <= set(events)
+
+
 NPM = shutil.which("npm")
 
 

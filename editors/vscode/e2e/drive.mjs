@@ -17,6 +17,8 @@ const { values: args } = parseArgs({
     marker: { type: "string", default: "<FILL>" },
     refused: { type: "boolean", default: false },  // the shared server refuses our token
     crash: { type: "string" },  // a folder: the server's pid, and `refuse` to make starts fail
+    "late-language": { type: "string" },  // the open file's language, added to dlm.languages late
+    settings: { type: "string" },  // the workspace's settings.json (to add it there)
   },
 });
 
@@ -171,6 +173,7 @@ async function main() {
   log(`${name} open`);
 
   if (args.refused) return refused();
+  if (args["late-language"]) return lateLanguage(args["late-language"]);
   await until("the extension to start the server", event("serverStarted"), 60000, 500);
   const loaded = await until("the model to load", event("modelLoaded"), 120000, 500);
   if (args.crash) return crashed();
@@ -385,6 +388,71 @@ async function crashed() {
     }, 120000, 500).catch((error) => (problems.push(error.message), ""));
   }
   console.log(JSON.stringify({ passed: problems.length === 0, problems, shown, statusBar, restarted }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
+/**
+ * Only a file of a language that dlm.languages lacks is open: the extension is active
+ * (it shows that the server is not started, and a click on it says why) but starts no
+ * server, a Python process importing torch.  Adding the language to dlm.languages, as a
+ * user who wants it would, starts the server, which then fills the file's hole.
+ */
+async function lateLanguage(language) {
+  const problems = [];
+  await until("the extension to activate", event("activated"), 60000, 500);
+  await sleep(5000); // a start (the server process) would be under way by now
+  if (events().some((e) => e.event === "launching")) {
+    problems.push(`a server was started with no file of dlm.languages open: ${JSON.stringify(events())}`);
+  }
+  const idle = await until("the status bar to say the server is not started", async () => {
+    const text = await dlmStatusBar();
+    return /not started/.test(text) && text;
+  }, 10000).catch(async (error) => (problems.push(`${error.message}: "${await dlmStatusBar()}"`), ""));
+  // a click on it says why, in the dlm-lsp output
+  const item = await page.evaluate(`(() => {
+    const e = [...document.querySelectorAll('.statusbar-item')].find((e) => /not started/.test(e.textContent));
+    if (!e) return null;
+    const r = e.getBoundingClientRect();
+    return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
+  })()`);
+  let why = "";
+  if (item) {
+    await page.click(item.x, item.y);
+    why = await until("the output to say why the server is not started", async () => {
+      const text = (await page.evaluate("[...document.querySelectorAll('.part.panel .view-line')].map(e => e.textContent).join(' ')"))
+        .replace(/\u00a0/g, " "); // the editor shows spaces as nbsp
+      return /not started/.test(text) && text;
+    }, 10000).catch((error) => (problems.push(error.message), ""));
+    if (why && !(why.includes("dlm.languages") && why.includes(language))) {
+      problems.push(`the output does not say that ${language} is not in dlm.languages: ${JSON.stringify(why)}`);
+    }
+  }
+  await page.screenshot(join(args.shots, "not-started.png"));
+
+  // The user adds the language (here in the workspace's settings.json; the Settings UI
+  // writes the same).
+  const extension = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+  const defaults = extension.contributes.configuration.flatMap((c) => Object.entries(c.properties))
+    .find(([key]) => key === "dlm.languages")[1].default;
+  const settings = JSON.parse(readFileSync(args.settings, "utf8"));
+  settings["dlm.languages"] = [...defaults, language];
+  writeFileSync(args.settings, JSON.stringify(settings, null, 2));
+  log(`added ${language} to dlm.languages`);
+  await until("the extension to start the server", event("serverStarted"), 60000, 500);
+  const loaded = await until("the model to load", event("modelLoaded"), 120000, 500);
+  log(`server up: ${JSON.stringify(loaded.status)}`);
+  await palette("DLM: Fill holes");
+  const filled = await until("the fill", event("fillHoles"), 90000, 500);
+  await sleep(1000); // the status bar refreshes after each fill
+  const statusBar = await dlmStatusBar();
+  await page.screenshot(join(args.shots, "after-fill.png"));
+  const { problems: fillProblems, fill } = check(readFileSync(args.fixture, "utf8"), filled.text, filled.result);
+  problems.push(...fillProblems);
+  if (!/dlm: .*cpu|dlm: .*cuda/.test(statusBar)) problems.push(`status bar shows no model/device: "${statusBar}"`);
+  const errors = events().filter((e) => e.event === "error");
+  if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, idle, why, fill, statusBar }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
 }

@@ -28,6 +28,12 @@
 #                                      # the language client's restart of it fails: one error
 #                                      # notification, the extension's, whose Restart server
 #                                      # button starts it again
+#   editors/vscode/e2e/run.sh --late-language
+#                                      # only a Perl file is open, and Perl is not in
+#                                      # dlm.languages: the extension is active but starts no
+#                                      # server (the status bar says "not started", and its
+#                                      # click says why); adding perl to dlm.languages starts
+#                                      # it, and Fill holes fills the Perl file's hole
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -72,6 +78,28 @@ VSIX="$EXT/dist/dlm-lsp.vsix"
 rm -rf "$WORK"
 mkdir -p "$WORK/workspace" "$WORK/user/User" "$WORK/extensions" "$WORK/chromium"
 cp "$REPO/fixtures/hello.py" "$WORK/workspace/hello.py"
+FIXTURE="$REPO/fixtures/hello.py"
+FILE="$WORK/workspace/hello.py"
+if [ "${1:-}" = "--late-language" ]; then  # a language VS Code knows that dlm.languages lacks
+  FIXTURE="$WORK/hello.pl"
+  FILE="$WORK/workspace/hello.pl"
+  cat > "$FIXTURE" <<'EOF'
+sub fibonacci {
+    my ($n) = @_;
+    return $n if $n < 2;
+    <FILL>
+}
+
+for my $i (0 .. 9) {
+    print "$i ", fibonacci($i), "\n";
+}
+EOF
+  cp "$FIXTURE" "$FILE"
+  # where the driver adds perl to dlm.languages: VS Code follows this file's changes (in
+  # code-server, not those of the user settings.json)
+  mkdir -p "$WORK/workspace/.vscode"
+  echo '{}' > "$WORK/workspace/.vscode/settings.json"
+fi
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ADDRESS=""
 TOKEN=""
@@ -161,5 +189,6 @@ PIDS+=($!)
 
 # 5. The user's part, and the check.
 node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
-  --fixture "$REPO/fixtures/hello.py" --file "$WORK/workspace/hello.py" --shots "$WORK" \
-  $([ "${1:-}" = "--tcp-wrong-token" ] && echo --refused) $([ -n "$CRASH" ] && echo --crash "$CRASH")
+  --fixture "$FIXTURE" --file "$FILE" --shots "$WORK" \
+  $([ "${1:-}" = "--tcp-wrong-token" ] && echo --refused) $([ -n "$CRASH" ] && echo --crash "$CRASH") \
+  $([ "${1:-}" = "--late-language" ] && echo --late-language perl --settings "$WORK/workspace/.vscode/settings.json")

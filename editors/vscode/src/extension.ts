@@ -32,6 +32,7 @@ import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { documentSelector, idleReason, restartsOnSettingsChange, startsNow } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
@@ -108,10 +109,9 @@ let extension: DlmExtension | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   extension = new DlmExtension(context);
   context.subscriptions.push(extension);
-  // not awaited: VS Code holds the extension's commands until activate() returns, and a
-  // start can take long or hang (DLM: Restart server must work meanwhile); the commands
-  // that need the server wait for the start themselves
-  void extension.start();
+  // activated at startup too (onStartupFinished: a language added to dlm.languages has no
+  // onLanguage event), so the server starts only once an open document is its own
+  extension.wake();
 }
 
 export async function deactivate(): Promise<void> {
@@ -123,7 +123,7 @@ class DlmExtension implements vscode.Disposable {
   /** What the start in progress starts, for its failure message. */
   private launching: { address: string; what: string; command: string; args: string[] } =
     { address: "", what: "", command: "", args: [] };
-  private state: ClientState = "starting";
+  private state: ClientState = "idle";
   private status: ServerStatus | undefined;
   private lastMs: number | undefined;
   private statusTimer: ReturnType<typeof setTimeout> | undefined;
@@ -153,6 +153,7 @@ class DlmExtension implements vscode.Disposable {
     this.statusItem.command = "dlm-lsp.showStatus";
     this.statusItem.show();
     this.render();
+    this.offerCommands();
     const command = (id: string, run: () => Promise<unknown>) =>
       vscode.commands.registerCommand(id, () => run().catch((error) => this.reportError(id, error)));
     this.disposables.push(
@@ -164,6 +165,7 @@ class DlmExtension implements vscode.Disposable {
       command("dlm-lsp.showStatus", () => this.showStatus()),
       command("dlm-lsp.toggleInline", () => this.toggleInline()),
       vscode.workspace.onDidChangeConfiguration((e) => this.configurationChanged(e)),
+      vscode.workspace.onDidOpenTextDocument(() => this.wake()),
       vscode.workspace.onDidChangeTextDocument((e) => this.documentChanged(e.document)),
       vscode.workspace.onDidCloseTextDocument((d) => this.documentChanged(d)),
     );
@@ -180,11 +182,30 @@ class DlmExtension implements vscode.Disposable {
     return vscode.workspace.getConfiguration("dlm");
   }
 
+  private languages(): string[] {
+    return this.config().get<string[]>("languages", []);
+  }
+
+  /** The editor's context menu and key offer the fill commands only where the server is (or
+   *  starts, for them): elsewhere they could only fail ("document ... is not open"). */
+  private offerCommands(): void {
+    const languages = this.languages();
+    void vscode.commands.executeCommand("setContext", LANGUAGES_CONTEXT, languages);
+  }
+
   // ---- the server process ------------------------------------------------------------------
 
   /** Start the language client (once; concurrent callers share the start). */
   start(): Promise<LanguageClient | undefined> {
     return this.lifecycle.start();
+  }
+
+  /** Start the server if it was never started and an open document is now its own. */
+  wake(): void {
+    // not awaited: VS Code holds the extension's commands until activate() returns, and a
+    // start can take long or hang (DLM: Restart server must work meanwhile); the commands
+    // that need the server wait for the start themselves
+    if (startsNow(this.state, this.languages(), vscode.workspace.textDocuments)) void this.start();
   }
 
   private get client(): DlmClient | undefined {
@@ -220,15 +241,10 @@ class DlmExtension implements vscode.Disposable {
       what = `a connection to ${parsed.host}:${parsed.port}`;
     }
     this.launching = { address, what, command, args };
-    const languages = config.get<string[]>("languages", []);
-    // the editor's context menu and key offer the fill commands only where the server is:
-    // elsewhere they could only fail ("document ... is not open")
-    void vscode.commands.executeCommand("setContext", LANGUAGES_CONTEXT, languages);
     let fallback: ErrorHandler | undefined;  // the client's own, made once the client exists
     let client: DlmClient | undefined;
     const clientOptions: LanguageClientOptions = {
-      documentSelector: languages.flatMap((language) => [
-        { scheme: "file", language }, { scheme: "untitled", language }]),
+      documentSelector: documentSelector(this.languages()),
       initializationOptions: withToken(this.serverSettings(), address,
                                        config.get<string>("server.token", ""), process.env),
       outputChannel: this.output,
@@ -277,6 +293,7 @@ class DlmExtension implements vscode.Disposable {
       }
     });
     this.output.info(`starting ${what}`);
+    this.record("launching", { what });
     this.setState("starting");
     return {
       client,
@@ -370,8 +387,12 @@ class DlmExtension implements vscode.Disposable {
   private configurationChanged(event: vscode.ConfigurationChangeEvent): void {
     if (!event.affectsConfiguration("dlm")) return;
     if (event.affectsConfiguration("dlm.inline.enabled")) this.render();
+    if (event.affectsConfiguration("dlm.languages")) this.offerCommands();
     if (RESTART_SETTINGS.some((key) => event.affectsConfiguration(key))) {
-      void this.restart();
+      // an idle server stays so, unless the change made an open document its own
+      if (restartsOnSettingsChange(this.state, this.languages(), vscode.workspace.textDocuments)) {
+        void this.restart();
+      }
       return;
     }
     if (this.serverKeys.some((key) => event.affectsConfiguration(`dlm.${key}`)) && this.client) {
@@ -551,6 +572,7 @@ class DlmExtension implements vscode.Disposable {
     await this.refreshStatus();
     // a server that is not running has no status: an earlier one's would mislead
     if (this.state === "running") this.output.info(JSON.stringify(this.status ?? {}, null, 2));
+    else if (this.state === "idle") this.output.info(idleReason(this.languages(), vscode.workspace.textDocuments));
     else this.output.info(`the dlm-lsp server is ${this.state === "starting" ? "starting" : `${this.state}: ${RESTART_HINT}`}`);
     this.output.show(true);
   }

@@ -18,10 +18,14 @@ export interface ServerStatus {
   queueDepth?: number;
 }
 
-export type ClientState = "starting" | "running" | "stopped" | "failed";
+/** `idle`: not started yet, no open document being the server's (languages.ts). */
+export type ClientState = "idle" | "starting" | "running" | "stopped" | "failed";
 
 /** The way back from a server that stopped or failed: said wherever that shows. */
 export const RESTART_HINT = "DLM: Restart server starts it again";
+
+/** What starts a server that was never started: said in the idle status bar's tooltip. */
+export const IDLE_HINT = "it starts when a file of dlm.languages is open, or a DLM command needs it (click: why)";
 
 /** Whether the model's load has ended, loaded or failed: polling dlm/status can stop. */
 export function loadSettled(status: ServerStatus | undefined): boolean {
@@ -66,6 +70,8 @@ export function formatMs(ms: number): string {
  */
 export function statusText(state: ClientState, status?: ServerStatus, lastMs?: number,
                            inline = true, busy = false): string {
+  // not "starting": nothing is, and a spinner would turn for ever in a window of other files
+  if (state === "idle") return "$(circle-outline) dlm: not started";
   if (state === "failed") return "$(error) dlm: server failed";
   if (state === "stopped") return "$(circle-slash) dlm: stopped";
   if (state === "starting" || !status) return "$(loading~spin) dlm: starting";
@@ -84,6 +90,7 @@ export function statusText(state: ClientState, status?: ServerStatus, lastMs?: n
 /** The tooltip: everything known, one fact per line. */
 export function statusTooltip(state: ClientState, status?: ServerStatus, lastMs?: number,
                               inline = true): string {
+  if (state === "idle") return ["dlm-lsp: not started", IDLE_HINT].join("\n");
   const lines = [`dlm-lsp: ${state}`];
   // the status of a server that is gone would describe another process
   if (state === "stopped" || state === "failed") return [...lines, RESTART_HINT].join("\n");

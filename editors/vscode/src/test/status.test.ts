@@ -31,6 +31,14 @@ describe("status bar", () => {
     assert.match(statusText("failed", loaded), /failed/);
   });
 
+  it("says a server never started is not started, without a spinner, and what starts it", () => {
+    assert.equal(statusText("idle"), "$(circle-outline) dlm: not started");
+    const tooltip = statusTooltip("idle");
+    assert.match(tooltip, /not started/);
+    assert.match(tooltip, /dlm\.languages/);
+    assert.match(tooltip, /click/);
+  });
+
   it("says how to start a stopped or failed server again, and shows no status of the server that is gone", () => {
     for (const state of ["stopped", "failed"] as const) {
       const tooltip = statusTooltip(state, loaded, 120);

@@ -1,0 +1,72 @@
+/**
+ * Which documents the server is for (`dlm.languages`), and so when it is started.
+ *
+ * VS Code activates an extension on the events its package.json lists, and that list is
+ * fixed when the extension is built: `onLanguage:python` and the other defaults.  A
+ * language the user added to `dlm.languages` (say Haskell) activated nothing, so a user
+ * who opened only Haskell files got no ghost text and no status bar until a DLM command
+ * ran.  The extension now also activates once VS Code has started (`onStartupFinished`),
+ * but the server is a Python process that imports torch (~5 s, ~400 MB): it starts only
+ * once a document it serves is open (or a DLM command needs it), never for a window of
+ * other files.  Until then it is idle, and says why.
+ *
+ * No `vscode` import: unit-tested with plain objects.
+ */
+
+import type { ClientState } from "./status";
+
+/** The URI schemes of the documents the server is sent: files on disk and unsaved ones
+ *  (not a git diff's or an output channel's). */
+export const SERVED_SCHEMES = ["file", "untitled"] as const;
+
+/** What the decision needs of an open document (a `vscode.TextDocument` is one). */
+export interface OpenDocument {
+  languageId: string;
+  uri: { scheme: string };
+}
+
+/** The language client's document selector: the documents of `languages` it syncs. */
+export function documentSelector(languages: readonly string[]): { scheme: string; language: string }[] {
+  return languages.flatMap((language) => SERVED_SCHEMES.map((scheme) => ({ scheme, language })));
+}
+
+/** Whether the server is sent `document` (the selector above, as a predicate). */
+export function serves(languages: readonly string[], document: OpenDocument): boolean {
+  return (SERVED_SCHEMES as readonly string[]).includes(document.uri.scheme) && languages.includes(document.languageId);
+}
+
+/**
+ * Whether a server that was never started (`idle`) starts now, with `documents` open: as
+ * soon as one of them is the server's.  Once started (or failed, or stopped) it is not
+ * started again by opening a file: a start that failed is said once, not at every file.
+ */
+export function startsNow(state: ClientState, languages: readonly string[],
+                          documents: Iterable<OpenDocument>): boolean {
+  if (state !== "idle") return false;
+  for (const document of documents) if (serves(languages, document)) return true;
+  return false;
+}
+
+/**
+ * Whether a change of the settings that make the server (`dlm.languages`, `dlm.server.*`)
+ * restarts it: a server that was started, to apply them, and an idle one when the change
+ * makes it the server of an open document (a language added to `dlm.languages`); an idle
+ * one that still serves nothing open stays idle.
+ */
+export function restartsOnSettingsChange(state: ClientState, languages: readonly string[],
+                                         documents: Iterable<OpenDocument>): boolean {
+  return state !== "idle" || startsNow(state, languages, documents);
+}
+
+/** Why the server is not started, and what starts it (DLM: Show server status, a click
+ *  on the status bar). */
+export function idleReason(languages: readonly string[], documents: Iterable<OpenDocument>): string {
+  const open = new Set<string>();
+  for (const document of documents) {
+    if ((SERVED_SCHEMES as readonly string[]).includes(document.uri.scheme)) open.add(document.languageId);
+  }
+  const files = open.size ? `the open files are ${[...open].sort().join(", ")}` : "no file is open";
+  return `the dlm-lsp server is not started: ${files}, and dlm.languages is ${languages.join(", ") || "empty"}. `
+    + "It starts when a file of one of those languages is open, when the language of an open file is added "
+    + "to dlm.languages, or when DLM: Fill selection, Rewrite block, Fill holes or Restart server runs.";
+}

@@ -1,0 +1,81 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { documentSelector, idleReason, restartsOnSettingsChange, serves, startsNow } from "../languages";
+import type { ClientState } from "../status";
+
+const file = (languageId: string, scheme = "file") => ({ languageId, uri: { scheme } });
+const defaults = ["python", "go", "rust"];
+
+describe("documentSelector and serves: the documents the server is sent", () => {
+  it("selects files and unsaved documents of every listed language", () => {
+    assert.deepEqual(documentSelector(["python", "haskell"]), [
+      { scheme: "file", language: "python" }, { scheme: "untitled", language: "python" },
+      { scheme: "file", language: "haskell" }, { scheme: "untitled", language: "haskell" }]);
+  });
+
+  it("serves exactly what the selector selects", () => {
+    assert.ok(serves(defaults, file("python")));
+    assert.ok(serves(defaults, file("go", "untitled")));
+    assert.ok(!serves(defaults, file("haskell")));
+    assert.ok(!serves(defaults, file("python", "git")));  // a diff's old side: never sent
+  });
+});
+
+describe("startsNow: an idle server starts once an open document is its own", () => {
+  it("starts for a document of a listed language", () => {
+    assert.ok(startsNow("idle", defaults, [file("markdown"), file("python")]));
+  });
+
+  it("does not start in a window of other languages (onStartupFinished activates it everywhere)", () => {
+    assert.ok(!startsNow("idle", defaults, [file("haskell"), file("markdown")]));
+    assert.ok(!startsNow("idle", defaults, []));
+  });
+
+  it("does not start for a listed language that only another scheme shows", () => {
+    assert.ok(!startsNow("idle", defaults, [file("python", "git"), file("python", "output")]));
+  });
+
+  it("starts for a language the user added to dlm.languages, which has no onLanguage event", () => {
+    assert.ok(startsNow("idle", [...defaults, "haskell"], [file("haskell")]));
+  });
+
+  it("starts only a server never started: a failed or stopped one is not started again by a file", () => {
+    for (const state of ["starting", "running", "stopped", "failed"] as ClientState[]) {
+      assert.ok(!startsNow(state, defaults, [file("python")]), state);
+    }
+  });
+});
+
+describe("restartsOnSettingsChange: dlm.languages or dlm.server.* changed", () => {
+  it("starts an idle server when the change makes an open document its own", () => {
+    assert.ok(!startsNow("idle", defaults, [file("haskell")]));
+    assert.ok(restartsOnSettingsChange("idle", [...defaults, "haskell"], [file("haskell")]));
+  });
+
+  it("leaves an idle server idle when still nothing open is its own", () => {
+    assert.ok(!restartsOnSettingsChange("idle", [...defaults, "haskell"], [file("markdown")]));
+  });
+
+  it("restarts a server that was started, to apply the change, whatever is open", () => {
+    for (const state of ["starting", "running", "stopped", "failed"] as ClientState[]) {
+      assert.ok(restartsOnSettingsChange(state, defaults, []), state);
+    }
+  });
+});
+
+describe("idleReason: why the server is not started (a click on the status bar)", () => {
+  it("names the open files' languages, dlm.languages, and what starts it", () => {
+    const reason = idleReason(defaults, [file("haskell"), file("markdown", "untitled"), file("haskell"),
+                                         file("python", "git")]);
+    assert.match(reason, /not started/);
+    assert.match(reason, /the open files are haskell, markdown,/);
+    assert.match(reason, /dlm\.languages is python, go, rust/);
+    assert.match(reason, /added to dlm\.languages/);
+    assert.match(reason, /Restart server/);
+  });
+
+  it("says so when no file is open, or dlm.languages is empty", () => {
+    assert.match(idleReason([], []), /no file is open, and dlm\.languages is empty/);
+  });
+});
