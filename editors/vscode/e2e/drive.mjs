@@ -429,6 +429,18 @@ async function lateLanguage(language) {
     }
   }
   await page.screenshot(join(args.shots, "not-started.png"));
+  // a fill command from the palette says which setting to add the language to, and
+  // starts nothing (the server is never sent such a file: it could only fail)
+  await palette("DLM: Fill holes");
+  const refused = await until("the fill command to say the language is not served", event("notServed"), 10000, 250)
+    .catch((error) => (problems.push(error.message), undefined));
+  if (refused && !refused.reason.includes(language)) {
+    problems.push(`the fill command's refusal does not name ${language}: ${JSON.stringify(refused)}`);
+  }
+  await sleep(2000);
+  if (events().some((e) => e.event === "launching")) {
+    problems.push(`a fill command started the server for a ${language} file: ${JSON.stringify(events())}`);
+  }
 
   // The user adds the language (here in the workspace's settings.json; the Settings UI
   // writes the same).

@@ -32,7 +32,7 @@ import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
-import { documentSelector, idleReason, restartsOnSettingsChange, startsNow } from "./languages";
+import { documentSelector, idleReason, restartsOnSettingsChange, startsNow, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
@@ -446,9 +446,21 @@ class DlmExtension implements vscode.Disposable {
 
   // ---- commands ----------------------------------------------------------------------------
 
+  /** The active editor if the server serves its document; else says why (a warning) and
+   *  starts nothing: the palette offers the fill commands in every file. */
+  private servedEditor(): vscode.TextEditor | undefined {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) return undefined;
+    const why = unservedReason(this.languages(), editor.document);
+    if (why === undefined) return editor;
+    void vscode.window.showWarningMessage(`dlm-lsp: ${why}.`);
+    this.record("notServed", { reason: why });
+    return undefined;
+  }
+
   /** dlm/infill on the selection, the hole at the cursor, or at the cursor; applied only if fresh. */
   private async fillSelection(): Promise<void> {
-    const editor = vscode.window.activeTextEditor;
+    const editor = this.servedEditor();
     if (!editor) return;
     const client = await this.readyClient();
     const document = editor.document;
@@ -479,7 +491,7 @@ class DlmExtension implements vscode.Disposable {
 
   /** dlm.rewriteSelection on the selection (or the cursor's line), grown to the enclosing block. */
   private async rewriteBlock(): Promise<void> {
-    const editor = vscode.window.activeTextEditor;
+    const editor = this.servedEditor();
     if (!editor) return;
     const client = await this.readyClient();
     const document = editor.document;
@@ -494,7 +506,7 @@ class DlmExtension implements vscode.Disposable {
 
   /** dlm.fillHoles on the active document: the server applies one edit for all holes. */
   private async fillHoles(): Promise<void> {
-    const editor = vscode.window.activeTextEditor;
+    const editor = this.servedEditor();
     if (!editor) return;
     const client = await this.readyClient();
     const document = editor.document;

@@ -36,6 +36,23 @@ export function serves(languages: readonly string[], document: OpenDocument): bo
 }
 
 /**
+ * Why a fill command cannot run on `document`, or undefined where it can.  The context
+ * menu and the key binding are offered only in files of `dlm.languages`, but the command
+ * palette offers the commands everywhere: run there, a fill started the server and then
+ * failed with "document ... is not open" (the server is never sent such a document).
+ */
+export function unservedReason(languages: readonly string[], document: OpenDocument): string | undefined {
+  if (!(SERVED_SCHEMES as readonly string[]).includes(document.uri.scheme)) {
+    return `dlm fills files and unsaved documents, not a ${document.uri.scheme} view`;
+  }
+  if (!languages.includes(document.languageId)) {
+    return `${document.languageId} is not one of dlm.languages (${languages.join(", ") || "none"}): `
+      + "add it there to fill this file";
+  }
+  return undefined;
+}
+
+/**
  * Whether a server that was never started (`idle`) starts now, with `documents` open: as
  * soon as one of them is the server's.  Once started (or failed, or stopped) it is not
  * started again by opening a file: a start that failed is said once, not at every file.
@@ -68,5 +85,5 @@ export function idleReason(languages: readonly string[], documents: Iterable<Ope
   const files = open.size ? `the open files are ${[...open].sort().join(", ")}` : "no file is open";
   return `the dlm-lsp server is not started: ${files}, and dlm.languages is ${languages.join(", ") || "empty"}. `
     + "It starts when a file of one of those languages is open, when the language of an open file is added "
-    + "to dlm.languages, or when DLM: Fill selection, Rewrite block, Fill holes or Restart server runs.";
+    + "to dlm.languages, or when DLM: Restart server runs.";
 }

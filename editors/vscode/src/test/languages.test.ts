@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { documentSelector, idleReason, restartsOnSettingsChange, serves, startsNow } from "../languages";
+import { documentSelector, idleReason, restartsOnSettingsChange, serves, startsNow, unservedReason } from "../languages";
 import type { ClientState } from "../status";
 
 const file = (languageId: string, scheme = "file") => ({ languageId, uri: { scheme } });
@@ -77,5 +77,27 @@ describe("idleReason: why the server is not started (a click on the status bar)"
 
   it("says so when no file is open, or dlm.languages is empty", () => {
     assert.match(idleReason([], []), /no file is open, and dlm\.languages is empty/);
+  });
+});
+
+describe("unservedReason: a fill command run from the palette outside the server's documents", () => {
+  it("lets a file or unsaved document of a listed language through", () => {
+    assert.equal(unservedReason(defaults, file("python")), undefined);
+    assert.equal(unservedReason(defaults, file("rust", "untitled")), undefined);
+  });
+
+  it("names the language and the setting to add it to, for a language not listed", () => {
+    const why = unservedReason(defaults, file("haskell"));
+    assert.match(why ?? "", /^haskell is not one of dlm\.languages \(python, go, rust\)/);
+  });
+
+  it("says a view of another scheme is never filled, whatever its language", () => {
+    assert.match(unservedReason(defaults, file("python", "git")) ?? "", /not a git view/);
+  });
+
+  it("agrees with serves on every case", () => {
+    for (const doc of [file("python"), file("haskell"), file("go", "output"), file("rust", "untitled")]) {
+      assert.equal(unservedReason(defaults, doc) === undefined, serves(defaults, doc));
+    }
   });
 });
