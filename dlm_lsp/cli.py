@@ -265,7 +265,8 @@ def _bench(args: argparse.Namespace) -> int:
         done = exc.report if isinstance(exc, Stopped) else "no report written"
         print(f"dlm-lsp bench {args.bench}: stopped by {name} after "
               f"{time.monotonic() - began:.0f}s; {done}", file=sys.stderr)
-        return 128 + signal.Signals[name]
+        failed = exc.status if isinstance(exc, Stopped) else 0  # a bar checked, and failed
+        return failed or 128 + signal.Signals[name]
 
 
 @contextlib.contextmanager

@@ -186,6 +186,35 @@ def test_a_stop_while_the_baseline_model_runs_keeps_the_models_finished_report(
         "; the model's report complete, the baseline model's partial: 0 of 2 tasks")
 
 
+@pytest.mark.parametrize(("fill", "bar", "stored", "sig", "status", "verdict"), [
+    ("--self-check", 99.0, 100.0, "SIGINT", 130, "pass@1 100.0% against 100.0% in the baseline"),
+    ("--empty", 99.0, 100.0, "SIGTERM", 1, "regression: pass@1 "),
+    ("--self-check", 100.5, None, "SIGTERM", 1, "self-check failed: canonical fills pass"),
+])
+def test_a_stop_while_the_baseline_model_runs_checks_the_models_report_as_a_whole_run_does(
+        fill, bar, stored, sig, status, verdict, monkeypatch, tmp_path, capsys):
+    """The model's report is complete: a regression in it (or a broken harness) exits 1,
+    as in a whole run, not 130/143 as if nothing could be said; a bar met leaves the
+    stop's status."""
+    fake = ARModel("fake AR", CharCodec(), scripted("\n    pass\n"), "cpu")
+    monkeypatch.setattr(fake, "fill", signal_on_call(sig, 1))
+    monkeypatch.setattr(pass_at_1, "load_baseline", lambda name, device: fake)
+    monkeypatch.setattr(pass_at_1, "SELF_CHECK_BAR", bar)
+    out, baseline = tmp_path / "run.json", tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"pass_at_1": stored}))
+    compare = [] if stored is None else ["--baseline", str(baseline)]
+    assert main(["bench", "humaneval", fill, "--limit", "2", "--baseline-model", "smollm2",
+                 "--json", str(out), *compare]) == status
+    report = json.loads(out.read_text())
+    assert report["partial"] is None and report["beside"][0]["partial"]["signal"] == sig
+    err = capsys.readouterr().err
+    assert verdict in err
+    if verdict.startswith("regression"):
+        assert report["pass_at_1"] < stored  # the empty fill fails some of its 2 tasks
+    assert err.rstrip().endswith(
+        "; the model's report complete, the baseline model's partial: 0 of 2 tasks")
+
+
 @pytest.mark.skipif(NO_SMOLLM2 is not None, reason=NO_SMOLLM2 or "")
 def test_smollm2_loads_offline_and_fills_a_line_it_knows(tmp_path):
     task = next(t for t in pass_at_1.load_tasks("single-line")

@@ -19,11 +19,17 @@ SIGTERM reports the tasks whose programs ran, marked partial (`progress.py`).
 A stored report is a baseline: with `--baseline FILE --margin X` the command
 exits non-zero when pass@1 fell by more than X percentage points.
 
+The exit status: 1 when a bar fails (the self-check's, the baseline's), else 0;
+128 + N when a signal stopped the run (`progress.py`), and then no bar is
+checked on the part of the tasks that ran.
+
 `--baseline-model smollm2` also fills the same tasks with an autoregressive
 model a user could pick instead (`autoregressive.py`: prefix only, healed
 boundary, greedy), on the same machine, and reports it beside the model.  A
 stop while it loads or fills keeps the model's finished report; the baseline
-model's row is the partial one (`run_beside`).
+model's row is the partial one (`run_beside`).  The model's report being
+complete, its bars are checked as in a whole run: one that fails exits 1 (the
+stop does not hide a regression), else the stop's 128 + N.
 """
 
 from __future__ import annotations
@@ -389,18 +395,27 @@ def command(args: argparse.Namespace) -> int:
         write_json(args.json_out, {**asdict(report), "beside": [asdict(r) for r in beside]})
     if args.markdown_out:
         write_text(args.markdown_out, summary)
-    stopped = next((run.partial for run in (report, *beside) if run.partial), None)
-    if stopped:  # no bar is checked on a part of the tasks
-        raise Stopped(stopped, None if report.partial else (
-            f"the model's report complete, the baseline model's partial: {stopped.finished} "
-            f"of {stopped.planned} {stopped.unit}"))
+    if report.partial:  # no bar is checked on a part of the tasks
+        raise Stopped(report.partial)
+    status = check_bars(report, stored, args.margin)
+    stopped = next((run.partial for run in beside if run.partial), None)
+    if stopped:  # the model's report is complete: its bars were checked as in a whole run
+        raise Stopped(stopped, "the model's report complete, the baseline model's partial: "
+                      f"{stopped.finished} of {stopped.planned} {stopped.unit}", status)
+    return status
+
+
+def check_bars(report: Report, stored: dict | None, margin: float) -> int:
+    """The exit status a complete model report earns: 1 when the self-check's canonical
+    fills pass below SELF_CHECK_BAR or pass@1 fell more than `margin` points below the
+    `stored` report, else 0; each verdict goes to stderr."""
     status = 0
-    if fill == "canonical" and report.pass_at_1 < SELF_CHECK_BAR:
+    if report.config.fill == "canonical" and report.pass_at_1 < SELF_CHECK_BAR:
         print(f"self-check failed: canonical fills pass {report.pass_at_1}%, below "
               f"{SELF_CHECK_BAR}%: the harness is broken", file=sys.stderr)
         status = 1
     if stored is not None:
-        ok, message = check_baseline(report, stored, args.margin)
+        ok, message = check_baseline(report, stored, margin)
         print(message, file=sys.stderr)
         status = status or (0 if ok else 1)
     return status

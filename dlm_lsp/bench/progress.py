@@ -11,9 +11,10 @@ what it finished, and the report it builds from that says so: `Partial` goes int
 the JSON (`"partial"`, null in a complete run) and onto the first line and the
 table rows of the text, so the numbers of 37 tasks are not read as those of 200.
 The benchmark then raises `Stopped`, and the command line exits 128 + the signal
-as for any interrupted benchmark.  A run stopped before it finished anything
-writes no report.  Every benchmark's loop runs under `Stoppable`, which makes
-that choice in one place.
+as for any interrupted benchmark (unless a bar checked on a complete part of the
+run failed: then 1, as a complete run that failed it).  A run stopped before it
+finished anything writes no report.  Every benchmark's loop runs under
+`Stoppable`, which makes that choice in one place.
 """
 
 from __future__ import annotations
@@ -57,11 +58,16 @@ class Partial:
 
 class Stopped(KeyboardInterrupt):
     """Raised by a benchmark stopped by a signal once it has printed (and written) the
-    report of what it finished: still an interruption, so the command exits 128 + N."""
+    report of what it finished: still an interruption, so the command exits 128 + N.
 
-    def __init__(self, partial: Partial, report: str | None = None) -> None:
+    `status` is the exit status of the checks a complete part of the run passed or
+    failed (`bench humaneval`'s bars on the model's report, when the stop came while
+    `--baseline-model` ran): a failed check (1) is the status, as in a complete run,
+    so that a stop does not turn a regression into a mere interruption."""
+
+    def __init__(self, partial: Partial, report: str | None = None, status: int = 0) -> None:
         super().__init__(partial.signal)
-        self.partial = partial
+        self.partial, self.status = partial, status
         # what was printed and written, for the command line's last line
         self.report = report or (f"partial report of {partial.finished} of {partial.planned} "
                                  f"{partial.unit}")
