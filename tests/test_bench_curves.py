@@ -284,6 +284,29 @@ def test_a_stopped_sweep_reports_the_points_it_finished_marked_partial(
     assert captured.err.rstrip().endswith("; partial report of 1 of 8 points")
 
 
+@pytest.mark.parametrize(("option", "names", "repeated"), [
+    ("--kinds", ["single", "single-line"], "single-line"),
+    ("--kinds", ["multi-line", "single", "multi-line"], "multi-line"),
+    ("--strategies", ["confidence", "random", "confidence"], "confidence"),
+])
+def test_a_sweep_naming_a_kind_or_strategy_twice_is_refused_before_the_model_loads(
+        option, names, repeated, monkeypatch, capsys):
+    """Swept twice, a kind had one floor and its curves held both runs' points
+    (budgets 1, 2, 1, 2) marked as one: a usage error names the repeat instead."""
+    from dlm_lsp.bench import sweep
+
+    monkeypatch.setattr(sweep, "bench_engine", lambda *a, **k: pytest.fail("model loaded"))
+    assert main(["bench", "sweep", "--limit", "1", "--steps", "1", option, *names]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dlm-lsp bench sweep: {option} names {repeated} more than once")
+
+
+def test_a_repeated_budget_is_one_point_of_the_curve():
+    from dlm_lsp.bench.sweep import SweepConfig
+
+    assert SweepConfig(budgets=(4, 1, 4, 2)).budgets == (1, 2, 4)
+
+
 def test_sweep_plots_one_png_per_kind(model_dir, tmp_path):
     pytest.importorskip("matplotlib")
     assert main(["bench", "sweep", "--model", str(model_dir), "--device", "cpu", "--limit", "1",
