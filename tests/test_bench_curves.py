@@ -393,6 +393,9 @@ def test_a_latency_run_stopped_while_the_baseline_model_runs_keeps_the_models_po
 
 
 def test_throughput_reports_rows_per_pass_batched_and_none_alone(model_dir, tmp_path, capsys):
+    import threading
+
+    workers_before = set(threading.enumerate())
     out = tmp_path / "throughput.json"
     assert main(["bench", "throughput", "--model", str(model_dir), "--device", "cpu",
                  "--concurrency", "1", "3", "--fills-per-thread", "1", "--steps", "2",
@@ -406,6 +409,8 @@ def test_throughput_reports_rows_per_pass_batched_and_none_alone(model_dir, tmp_
     assert all(p["fills_per_s"] > 0 and p["p95_ms"] >= p["p50_ms"] > 0 for p in points)
     progress = capsys.readouterr().err.splitlines()[-1]  # on stderr, the last line at the end
     assert progress.startswith("throughput: 8/8 fills, alone x3: ")
+    assert not [t for t in threading.enumerate()  # the batching worker was closed, joined
+                if t.name == "dlm-batcher" and t not in workers_before]
 
 
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)

@@ -233,10 +233,10 @@ def run_throughput(config: ThroughputConfig) -> ThroughputReport:
                     load = Load(engine, config, mode, threads, seeds)
                     load.run(waiting)
                     points.append(load.point())
-    finally:
-        for engine in engines.values():
-            if engine.batcher() is not None:
-                engine.batcher().close()
+    finally:  # the batching workers end before the report (None: batching off)
+        for batcher in (engine.batcher() for engine in engines.values()):
+            if batcher is not None:
+                batcher.close()
     model = next(iter(engines.values())).model
     points.sort(key=lambda p: config.modes.index(p.mode))  # grouped by mode, levels in order
     return ThroughputReport(config, describe_machine(str(model.device)), source_revision(),
