@@ -21,7 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
-from lsp_latency import cursors, start_server
+from lsp_latency import cursors, stdio_server
 from validation_large import build_document
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
@@ -41,9 +41,8 @@ def main() -> None:
     parser.add_argument("--at", choices=("assignments", "between"), default="assignments")
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="also write the numbers")
     args = parser.parse_args()
-    proc, client = start_server({"reuseFills": False})
     rows = []
-    try:
+    with stdio_server({"reuseFills": False}) as (_, client):
         for k, megabytes in enumerate(args.mb):
             text = build_document(megabytes)
             uri = f"file:///bench/size{k}.py"
@@ -83,10 +82,6 @@ def main() -> None:
         if args.json_out:
             Path(args.json_out).write_text(json.dumps({"machine": machine, "rows": rows},
                                                       indent=1) + "\n")
-    finally:
-        client.close()
-        proc.kill()
-        proc.wait()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import sysconfig
 import time
 from pathlib import Path
 
-from lsp_latency import _p95, cursors, start_server
+from lsp_latency import _p95, cursors, stdio_server
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
 
@@ -58,12 +58,11 @@ def main() -> None:
     args = parser.parse_args()
     source = Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py"
     settings = {"model": args.model, "reuseFills": False, **json.loads(args.settings)}
-    proc, client = start_server(settings)
     text = source.read_text()
     blank_text, blank_points = new_lines(text, args.requests)
     kinds = {"mid-line": ("file:///bench/mid.py", text, cursors(text, args.requests)),
              "new line": ("file:///bench/new.py", blank_text, blank_points)}
-    try:
+    with stdio_server(settings) as (_, client):
         for uri, body, _ in kinds.values():
             client.notify("textDocument/didOpen", {"textDocument": {
                 "uri": uri, "languageId": "python", "version": 1, "text": body}})
@@ -92,10 +91,6 @@ def main() -> None:
                   f"p95 {_p95(ms):.0f} ms")
         if args.json_out:
             Path(args.json_out).write_text(json.dumps(report, indent=1) + "\n")
-    finally:
-        client.close()
-        proc.kill()
-        proc.wait()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ On a GPU, the serving targets' shape (32-token spans, 16 clients at once):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -28,6 +29,7 @@ import sys
 import sysconfig
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
@@ -49,6 +51,21 @@ def start_server(options: dict, env: dict[str, str] | None = None,
     proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, env={**os.environ, **(env or {})})
     return proc, _initialized(Client.over_pipes(proc.stdin, proc.stdout), options)
+
+
+@contextlib.contextmanager
+def stdio_server(options: dict, env: dict[str, str] | None = None,
+                 ) -> Iterator[tuple[subprocess.Popen, Client]]:
+    """`start_server` for a `with` block: however the block ends (done, an error, Ctrl-C),
+    the client is closed and the server killed and waited for, so no server outlives
+    the script that measured it."""
+    proc, client = start_server(options, env)
+    try:
+        yield proc, client
+    finally:
+        client.close()
+        proc.kill()
+        proc.wait()
 
 
 def start_tcp_server(options: dict, clients: int) -> tuple[subprocess.Popen, list[Client]]:

@@ -45,7 +45,7 @@ from collections import Counter
 from pathlib import Path
 
 from ghost_text import new_lines
-from lsp_latency import _p95, cursors, start_server
+from lsp_latency import _p95, cursors, stdio_server
 
 from dlm_lsp.bench.machine import describe_machine, load_average, machine_line
 from dlm_lsp.framing import Client, ResponseError
@@ -202,9 +202,8 @@ def main() -> None:
     points = []  # 40 single-line cursors and, after every 4th, a multi-line one
     for k, point in enumerate(cursors(blank_text, 40)):  # new_lines adds no line
         points += [point, *blank_points[k // 4:k // 4 + 1]] if k % 4 == 3 else [point]
-    proc, client = start_server(settings, env)
     uris = [f"file:///soak/editor{k}.py" for k in range(args.concurrent)]
-    try:
+    with stdio_server(settings, env) as (proc, client):
         for uri in uris:
             client.notify("textDocument/didOpen", {"textDocument": {
                 "uri": uri, "languageId": "python", "version": 1, "text": blank_text}})
@@ -253,10 +252,6 @@ def main() -> None:
                 "samples": samples,
                 "fills": [[round(end - began, 2), round(ms, 1)] for end, ms in fills]},
                 indent=1) + "\n")
-    finally:
-        client.close()
-        proc.kill()
-        proc.wait()
 
 
 if __name__ == "__main__":

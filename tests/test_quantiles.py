@@ -1,28 +1,13 @@
 """Latency quantiles: one rule (nearest rank) for `dlm/status`, the benchmarks and the
 scripts in benchmarks/."""
 
-import importlib.util
 import statistics
-import sys
-from pathlib import Path
 
 import pytest
+from benchmark_scripts import script
 
 from dlm_lsp.bench.output import quantile as bench_quantile
 from dlm_lsp.quantiles import quantile, status_ms
-
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def script(name: str):
-    sys.path.insert(0, str(BENCHMARKS))  # the scripts import each other by name
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
 
 
 def test_a_quantile_is_the_value_at_its_nearest_rank():
