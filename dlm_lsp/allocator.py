@@ -17,6 +17,13 @@ arenas (glibc settles its limit once it has made 8).  A user who set
 `MALLOC_ARENA_MAX` (or `glibc.malloc.arena_max` in `GLIBC_TUNABLES`) keeps their
 choice; other C libraries (macOS, musl) have their own allocators, and nothing is
 done there.
+
+A `serve-remote` replica is a long-lived server too, with more threads that fill (a
+pool of up to `max_ongoing_requests`), but Ray starts its process: by the time the
+replica's code runs, Ray's own threads have made all 16 arenas of a 2-core machine
+and glibc has settled its limit, so `cap_arenas` there changes nothing.  The
+replica gets `arena_environment()` instead, as variables of its process from its
+start (Ray's runtime_env), where glibc reads them before any arena is made.
 """
 
 from __future__ import annotations
@@ -44,13 +51,26 @@ def glibc() -> Any | None:
     return ctypes.CDLL(None)
 
 
+def user_chose(environ: Mapping[str, str]) -> bool:
+    """Whether the user set the number of arenas (MALLOC_ARENA_MAX, or the tunable)."""
+    return "MALLOC_ARENA_MAX" in environ \
+        or "glibc.malloc.arena_max" in environ.get("GLIBC_TUNABLES", "")
+
+
+def arena_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The variables that cap the arenas of a process started for us (a Ray replica),
+    none when the user chose a number in `environ`: a replica Ray starts on this machine
+    then inherits it, and one on another node keeps that node's.  Harmless under other
+    C libraries, which do not read it."""
+    return {} if user_chose(environ) else {"MALLOC_ARENA_MAX": str(ARENA_MAX)}
+
+
 def cap_arenas(environ: Mapping[str, str] = os.environ,
                find_glibc: Callable[[], Any | None] | None = None) -> bool:
     """At most ARENA_MAX malloc arenas, unless the user chose a number; True when set.
     `find_glibc` (default: `glibc`) gives the C library to set, None where it is not
     glibc."""
-    if "MALLOC_ARENA_MAX" in environ \
-            or "glibc.malloc.arena_max" in environ.get("GLIBC_TUNABLES", ""):
+    if user_chose(environ):
         return False
     libc = (find_glibc or glibc)()
     if libc is None:

@@ -37,6 +37,12 @@ def test_a_number_of_arenas_the_user_set_is_kept(environ):
     assert libc.calls == []
 
 
+def test_a_process_started_for_the_server_gets_the_cap_as_a_variable_unless_the_user_chose():
+    assert allocator.arena_environment({}) == {"MALLOC_ARENA_MAX": str(allocator.ARENA_MAX)}
+    assert allocator.arena_environment({"MALLOC_ARENA_MAX": "8"}) == {}
+    assert allocator.arena_environment({"GLIBC_TUNABLES": "glibc.malloc.arena_max=8"}) == {}
+
+
 @pytest.mark.parametrize("confstr", [None, "musl 1.2"])
 def test_other_c_libraries_are_left_alone(monkeypatch, confstr):
     """macOS and musl do not know CS_GNU_LIBC_VERSION (ValueError), nor Windows confstr."""

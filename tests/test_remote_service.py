@@ -300,7 +300,8 @@ def test_the_metrics_are_prometheus_text_for_every_replica(service):
 def test_replicas_take_one_gpu_each_and_autoscale_between_the_configured_bounds():
     from dlm_lsp.remote.service import ServiceConfig, deployment_options
 
-    fixed = deployment_options(ServiceConfig(replicas=3), cluster_gpus=0)
+    fixed = deployment_options(ServiceConfig(replicas=3), cluster_gpus=0,
+                               environ={"MALLOC_ARENA_MAX": "4"})
     assert fixed["num_replicas"] == 3 and "autoscaling_config" not in fixed
     assert fixed["ray_actor_options"] == {"num_cpus": 1.0, "num_gpus": 0.0}
     on_gpus = deployment_options(ServiceConfig(min_replicas=2, max_replicas=8), cluster_gpus=8)
@@ -309,6 +310,29 @@ def test_replicas_take_one_gpu_each_and_autoscale_between_the_configured_bounds(
                                              "max_replicas": 8, "target_ongoing_requests": 8.0}
     shared = deployment_options(ServiceConfig(gpus_per_replica=0.5), cluster_gpus=1)
     assert shared["ray_actor_options"]["num_gpus"] == 0.5
+
+
+@pytest.mark.parametrize(("environ", "variables"), [
+    ({}, {"MALLOC_ARENA_MAX": "2"}),
+    ({"MALLOC_ARENA_MAX": "8"}, None),
+    ({"GLIBC_TUNABLES": "glibc.malloc.arena_max=8"}, None),
+])
+def test_replicas_start_with_their_malloc_arenas_capped_unless_the_user_chose(environ,
+                                                                              variables):
+    """Capped from inside the replica it came too late (Ray's threads had made 16 arenas):
+    the cap is a variable of the replica's process from its start."""
+    from dlm_lsp.remote.service import ServiceConfig, deployment_options
+
+    actor = deployment_options(ServiceConfig(), cluster_gpus=0, environ=environ)[
+        "ray_actor_options"]
+    assert actor.get("runtime_env", {}).get("env_vars") == variables
+
+
+def test_each_replica_process_runs_with_the_arena_cap(service):
+    for replica in service.replicas():
+        environ = Path(f"/proc/{replica['pid']}/environ").read_bytes().split(b"\0")
+        chosen = os.environ.get("MALLOC_ARENA_MAX", "2")  # a user's choice reaches it
+        assert f"MALLOC_ARENA_MAX={chosen}".encode() in environ
 
 
 def _serve_remote(*args: str) -> subprocess.CompletedProcess:

@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from ray import serve
 
+from dlm_lsp.allocator import arena_environment
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, OutOfMemory
 from dlm_lsp.models import ModelLoadError
@@ -234,14 +236,19 @@ class EngineReplica:
         return [self._stats()] + [r for r in others if r["replica"] != self.replica]
 
 
-def deployment_options(cfg: ServiceConfig, cluster_gpus: float) -> dict[str, Any]:
-    """Ray Serve options: replica count or autoscaling bounds, and each replica's share
-    of the cluster (one GPU per replica when there are GPUs)."""
+def deployment_options(cfg: ServiceConfig, cluster_gpus: float,
+                       environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """Ray Serve options: replica count or autoscaling bounds, each replica's share of
+    the cluster (one GPU per replica when there are GPUs), and the variables that cap
+    its malloc arenas from its start unless `environ` chose (`allocator.py`)."""
     gpus = cfg.gpus_per_replica if cfg.gpus_per_replica is not None else (
         1.0 if cluster_gpus >= 1 else 0.0)
-    options: dict[str, Any] = {
-        "ray_actor_options": {"num_cpus": cfg.cpus_per_replica, "num_gpus": gpus},
-        "max_ongoing_requests": cfg.max_ongoing_requests}
+    actor: dict[str, Any] = {"num_cpus": cfg.cpus_per_replica, "num_gpus": gpus}
+    variables = arena_environment(environ)
+    if variables:
+        actor["runtime_env"] = {"env_vars": variables}
+    options: dict[str, Any] = {"ray_actor_options": actor,
+                               "max_ongoing_requests": cfg.max_ongoing_requests}
     if cfg.max_replicas is not None:
         low = cfg.min_replicas if cfg.min_replicas is not None else 1
         options["autoscaling_config"] = {
