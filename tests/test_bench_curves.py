@@ -307,6 +307,26 @@ def test_a_repeated_budget_is_one_point_of_the_curve():
     assert SweepConfig(budgets=(4, 1, 4, 2)).budgets == (1, 2, 4)
 
 
+def test_a_throughput_run_naming_a_mode_twice_is_refused_before_the_model_loads(monkeypatch,
+                                                                                capsys):
+    """One engine per mode: a mode named twice ran once and was counted twice in the
+    planned fills (the progress line and a partial report were off)."""
+    from dlm_lsp.bench import throughput
+
+    monkeypatch.setattr(throughput, "bench_engine", lambda *a, **k: pytest.fail("model loaded"))
+    assert main(["bench", "throughput", "--modes", "batched", "alone", "batched"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dlm-lsp bench throughput: --modes names batched more than once")
+
+
+def test_a_repeated_concurrency_or_span_length_is_one_point_in_the_order_given():
+    from dlm_lsp.bench.latency import LatencyConfig
+    from dlm_lsp.bench.throughput import ThroughputConfig
+
+    assert ThroughputConfig(concurrency=(4, 1, 4, 8, 1)).concurrency == (4, 1, 8)
+    assert LatencyConfig(lengths=(16, 8, 16)).lengths == (16, 8)
+
+
 def test_sweep_plots_one_png_per_kind(model_dir, tmp_path):
     pytest.importorskip("matplotlib")
     assert main(["bench", "sweep", "--model", str(model_dir), "--device", "cpu", "--limit", "1",

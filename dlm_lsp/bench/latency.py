@@ -35,6 +35,7 @@ from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.grids import LEFT_TO_RIGHT, LENGTHS
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, publish
+from dlm_lsp.bench.pass_at_1 import distinct
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, latest
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
@@ -67,6 +68,9 @@ class LatencyConfig:
     seed: int = 0
     model: str = "default"
     device: str = "auto"
+
+    def __post_init__(self) -> None:
+        self.lengths = distinct(self.lengths)  # a length given twice is one point
 
 
 @dataclass

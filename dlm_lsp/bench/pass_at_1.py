@@ -339,6 +339,29 @@ class UsageError(Exception):
     cannot read): refused before any task is filled, with argparse's status (2)."""
 
 
+def refuse_repeats(option: str, names: tuple[str, ...], note: str = "") -> None:
+    """A name given twice to a list option (`bench sweep --kinds single single-line`,
+    `bench throughput --modes batched batched`) is refused.
+
+    Run twice, its points were told apart by nothing: a sweep's kind had one floor and
+    its curves each held both runs' points (budgets 1, 2, 1, 2), marked as one curve; a
+    throughput mode's engine was one and its fills counted twice in the progress line.
+    A greedy run's fills repeat anyway, at twice the time.  Dropping the repeat would
+    hide a slip (`single single` for `single multi`), so it is a usage error, before the
+    model loads.  A number on an axis (a budget, a length, a concurrency) is not a name:
+    repeats of it are merged (`distinct`).
+    """
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise UsageError(f"{option} names {', '.join(repeated)} more than once{note}; "
+                         "each is run once, so name it once")
+
+
+def distinct(values: tuple[int, ...]) -> tuple[int, ...]:
+    """`values` with repeats merged, in their order: a point on an axis is measured once."""
+    return tuple(dict.fromkeys(values))
+
+
 def engine_settings(text: str | None) -> dict:
     """`--settings` JSON (camelCase server settings) as checked snake_case keywords.
 

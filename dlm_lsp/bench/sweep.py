@@ -34,7 +34,7 @@ from dlm_lsp.bench.grids import BUDGETS, DIFFUSION_STRATEGIES, KINDS, LEFT_TO_RI
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, percent, publish
-from dlm_lsp.bench.pass_at_1 import UsageError, passes_by_fill
+from dlm_lsp.bench.pass_at_1 import passes_by_fill, refuse_repeats
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, latest
 from dlm_lsp.bench.sandbox import SandboxConfig
 from dlm_lsp.engine import Engine
@@ -60,27 +60,12 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         self.kinds = tuple(ALIASES.get(k, k) for k in self.kinds)
-        _refuse_repeats("--kinds", self.kinds, " (single is single-line, multi multi-line)")
-        _refuse_repeats("--strategies", self.strategies)
+        refuse_repeats("--kinds", self.kinds, " (single is single-line, multi multi-line)")
+        refuse_repeats("--strategies", self.strategies)
         self.budgets = tuple(sorted(set(self.budgets)))
         if LEFT_TO_RIGHT in self.strategies:  # named as a strategy: it is the baseline
             self.strategies = tuple(s for s in self.strategies if s != LEFT_TO_RIGHT)
             self.left_to_right = True
-
-
-def _refuse_repeats(option: str, names: tuple[str, ...], note: str = "") -> None:
-    """A kind or strategy named twice (`--kinds single single-line`) is refused.
-
-    Swept twice, its points were told apart by nothing: the kind's floor was one, its
-    curves each held both runs' points (budgets 1, 2, 1, 2), marked as one curve, and
-    a greedy sweep's fills repeat anyway, at twice the time.  Dropping the repeat would
-    hide a slip (`single single` for `single multi`), so it is a usage error, before the
-    model loads.  A budget is a number on the curve's axis: repeats of it are merged.
-    """
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise UsageError(f"{option} names {', '.join(repeated)} more than once{note}; "
-                         "each is swept once, so name it once")
 
 
 @dataclass

@@ -31,6 +31,7 @@ from dlm_lsp.bench.grids import CONCURRENCY, MODES
 from dlm_lsp.bench.latency import CURSOR, DOCUMENT
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import publish, quantile
+from dlm_lsp.bench.pass_at_1 import distinct, refuse_repeats
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, latest
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
@@ -51,6 +52,10 @@ class ThroughputConfig:
     seed: int = 0
     model: str = "default"
     device: str = "auto"
+
+    def __post_init__(self) -> None:
+        refuse_repeats("--modes", self.modes)  # one engine per mode: a repeat was counted twice
+        self.concurrency = distinct(self.concurrency)
 
 
 @dataclass
