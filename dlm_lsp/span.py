@@ -204,8 +204,10 @@ class HeadChain:
 @functools.lru_cache(maxsize=256)
 def head_chain(tokenizer: Tokenizer, head: str) -> HeadChain:
     """The HeadChain of `head` for a tokenizer, built once: the engine checks it, the
-    sampler follows it, and the same heads (a line break, an indentation) recur."""
-    return HeadChain(tokenizer.token_texts, head, tokenizer.sorted_texts)
+    sampler follows it, and the same heads (a line break, an indentation) recur.  It
+    reads the tokens' whole texts: a lone byte token decodes to U+FFFD on its own, and
+    must not pass for a U+FFFD the head holds."""
+    return HeadChain(tokenizer.whole_texts, head, tokenizer.sorted_texts)
 
 
 def sorted_texts(token_texts: list[str]) -> list[tuple[str, int]]:
