@@ -3,7 +3,10 @@
 All passes share the infill's layout; the first decides the candidates, and
 when none is valid (and the document has a grammar) repair rounds re-mask
 what the new syntax errors point at (`dlm_lsp/repair.py`), then one retry runs
-strictly left to right.  Each candidate is shaped for the document (re-indented
+strictly left to right.  The same rounds write again the positions whose bytes make
+no whole character (a lone byte of `中`), with or without a grammar, when no candidate
+is whole; their text leaves such bytes out (`Tokenizer.decode`), so a fill never
+writes U+FFFD of broken bytes.  Each candidate is shaped for the document (re-indented
 and cut to whole units, `dlm_lsp/units.py`) before it is validated; `shape_fill` and
 `document_for` do that for the SGLang backend's fills too, so both read alike.
 """
@@ -197,15 +200,21 @@ class InfillRun:
         return text.split("\n", 1)[0] if self.plan.single_line else text
 
     def draft(self, ids: list[int], head: str) -> str:
-        """The span as it stands: committed tokens as text, masked ones as placeholders."""
+        """The span as it stands: committed tokens as text, masked ones as placeholders.
+        Each run of committed tokens is decoded as one (the bytes of a character may be
+        two tokens), without the bytes that make no character yet."""
         model = self.model
-        texts = model.tokenizer.token_texts
-        pieces = []
+        pieces: list[str] = []
+        run: list[int] = []
         for i in ids:
             if i == model.pad_id:
                 break
-            pieces.append(MASK_PLACEHOLDER if i == model.mask_id else texts[i])
-        draft = "".join(pieces)
+            if i == model.mask_id:
+                pieces += [model.tokenizer.decode(run), MASK_PLACEHOLDER]
+                run = []
+            else:
+                run.append(i)
+        draft = "".join(pieces) + model.tokenizer.decode(run)
         return draft[len(head):] if draft.startswith(head) else draft
 
     def fill_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
@@ -304,35 +313,42 @@ class InfillRun:
         return out
 
     def candidates(self, out: Denoised, path: str) -> list[Candidate]:
-        """Decode and validate each row of a denoising run."""
+        """Decode and validate each row of a denoising run; the bytes a row holds that make
+        no whole character are left out of its text and their positions kept (`broken`)."""
         found = []
         for ids, score in zip(out.span_ids.tolist(), out.scores.tolist(), strict=True):
             text = self.fill_text(ids)
             verdict = self.validate(text)
+            broken = self.model.tokenizer.broken(ids[:self.content_length(ids)])
             found.append(Candidate(text, verdict.valid if verdict else None, score,
                                    self.used(ids), path,
-                                   ids, verdict))
+                                   ids, verdict, tuple(broken)))
         return found
 
     def repair(self, candidates: list[Candidate], cfg: RepairConfig, sampler: SamplerConfig,
-               seed: int) -> list[Candidate]:
-        """Re-mask what the new syntax errors point at and denoise it again, best candidate
-        first, until one is valid or `cfg.rounds` rounds are spent."""
+               seed: int, syntax: bool = True) -> list[Candidate]:
+        """Re-mask what the new syntax errors point at (with `syntax`) and the tokens whose
+        bytes make no character, and denoise them again, best candidate first, until one
+        is whole (and valid) or `cfg.rounds` rounds are spent."""
+        def mended(c: Candidate) -> bool:
+            return not c.broken and (c.valid or not syntax)
+
         candidates = sorted(candidates, key=lambda c: -c.score)
         for index, candidate in enumerate(candidates):
-            while (self.repair_rounds < cfg.rounds and not candidate.valid
+            while (self.repair_rounds < cfg.rounds and not mended(candidate)
                    and self.affords(min(sampler.steps, 2 * cfg.margin + 1))):
-                fixed = self._repair_once(candidate, cfg, sampler, seed + self.repair_rounds)
+                fixed = self._repair_once(candidate, cfg, sampler, seed + self.repair_rounds,
+                                          syntax)
                 self.repair_rounds += 1
                 if fixed is None:
                     break
                 candidate = candidates[index] = fixed
-            if candidate.valid or self.repair_rounds >= cfg.rounds:
+            if mended(candidate) or self.repair_rounds >= cfg.rounds:
                 break
         return candidates
 
     def _repair_once(self, candidate: Candidate, cfg: RepairConfig, sampler: SamplerConfig,
-                     seed: int) -> Candidate | None:
+                     seed: int, syntax: bool = True) -> Candidate | None:
         model, layout = self.model, self.layout
         ids = list(candidate.ids)
         offsets = token_offsets(model.tokenizer, ids[:self.content_length(ids)])
@@ -342,10 +358,13 @@ class InfillRun:
         start = self.req.start
         # error ranges of the filled document, moved into the decoded span's coordinates
         raw = self.raw_text(ids)
-        errors = [(raw_offset(raw, candidate.text, a - start) + head,
-                   raw_offset(raw, candidate.text, b - start) + head)
-                  for a, b in candidate.check.new_ranges]
-        blamed = culprits(offsets, used, 0, errors, ids)
+        check = candidate.check if syntax else None
+        errors = [] if check is None or check.valid else [
+            (raw_offset(raw, candidate.text, a - start) + head,
+             raw_offset(raw, candidate.text, b - start) + head) for a, b in check.new_ranges]
+        # a token whose bytes make no character is to blame as a syntax error's token is
+        blamed = culprits(offsets, used, 0, errors, ids) + [
+            (i, ids[i]) for i in candidate.broken]
         # a token blamed again after a round that could rewrite it came back unchanged:
         # the same context gives the same greedy choice, so the next round may not write it
         self.banned += [c for c in blamed if c in self.blamed and c not in self.banned]
@@ -356,8 +375,11 @@ class InfillRun:
         protected = 0 if reopened else protected
         if any(b >= head + len(raw) - 1 for _, b in errors):  # broken where the fill ends:
             errors += [(head + i, head + i + 1) for i in unmatched_openers(raw)]  # the cause?
+        margin = range(-cfg.margin, cfg.margin + 1)
+        around_broken = {i + d for i in candidate.broken for d in margin
+                         if protected <= i + d < len(ids)}
         chosen = sorted(set(positions_to_remask(offsets, used, protected, errors, len(ids),
-                                                cfg.margin)) | set(reopened))
+                                                cfg.margin)) | around_broken | set(reopened))
         if not chosen:
             return None
         for i in chosen:

@@ -8,6 +8,8 @@ the cause often sits just before the place the parser noticed it) and denoise
 them again with everything else in the span as context.  The engine does this
 for up to `rounds` rounds, and when no candidate is valid after that it retries
 once strictly left to right (`fallback`), on spans of at most `fallback_max_tokens`.
+The rounds also re-mask, with the same margin, the tokens whose bytes make no whole
+character (see `dlm_lsp/models/tokenizer.py`).
 """
 
 from __future__ import annotations

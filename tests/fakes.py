@@ -47,6 +47,7 @@ class Planted:
                               request.options.length, engine.config.max_context_tokens,
                               max_length=self.fake.max_length)
         self.start, self.n = layout.span_start, layout.n_masked
+        self.head_ids = tok.encode(layout.head) if layout.head else []  # the prefix's edge
 
         def spelled(fill: str) -> list[int]:
             ids = tok.encode(layout.head + fill)
@@ -54,6 +55,11 @@ class Planted:
         self.targets = {False: spelled(broken), True: spelled(good)}
         self.fixed = False
         engine._model = self.fake
+
+    def spelled(self, fill: list[int]) -> list[int]:
+        """The span's ids for the fill's own ids: the head's tokens first, pads after."""
+        ids = self.head_ids + fill
+        return ids + [self.fake.pad_id] * (self.n - len(ids))
 
     def logits(self, ids: torch.Tensor) -> torch.Tensor:
         out = torch.zeros(*ids.shape, self.fake.vocab)

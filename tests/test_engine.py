@@ -219,8 +219,9 @@ def test_drafts_are_reported_each_step_and_end_unmasked(engine: Engine) -> None:
 # --- ranking ------------------------------------------------------------------------------
 
 
-def _key(c) -> tuple[bool, float]:
-    return (c.valid is False, -c.score)
+def _key(c) -> tuple[bool, bool, float]:
+    """Valid first; of those as valid, the ones whose text lost no broken bytes; by score."""
+    return (c.valid is False, bool(c.broken), -c.score)
 
 
 def test_candidates_are_ranked_valid_first_then_by_score(
