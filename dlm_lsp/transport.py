@@ -1,6 +1,6 @@
 """How bytes reach the protocol: stdio and TCP, bounded messages, signals, exit.
 
-pygls 2.1's own transport has five gaps that a hostile or unlucky client hits:
+pygls 2.1's own transport has six gaps that a hostile or unlucky client hits:
 
 * one message framed wrong (a Content-Length that does not match its body, a
   header name in lower case, a body with no header) and it never reads another
@@ -10,6 +10,10 @@ pygls 2.1's own transport has five gaps that a hostile or unlucky client hits:
   arrives: `Content-Length: 1000000000000` raises MemoryError and ends the
   server.  `BoundedReader` skips a body over MAX_MESSAGE_BYTES in chunks and
   hands on a stand-in that the protocol answers with an error;
+* over stdio a header line is read whole, however long: a run of bytes with no
+  line break (junk on stdin, a client gone wrong) is all held in memory while it
+  arrives.  `StdinLines` reads a line at most _LINE_LIMIT bytes at a time, as
+  asyncio's stream reader does over TCP, and a longer one is skipped as junk;
 * its TCP server has one protocol object for all connections: a second client
   takes over the answers meant for the first, and any client that disconnects
   ends the server (so `dlm-lsp status --server` would stop the server it asked).
@@ -83,10 +87,31 @@ class BoundedReader:
             return b""
 
 
+class StdinLines(StdinAsyncReader):
+    """pygls' stdin reader with the line limit of asyncio's stream reader (TCP's): a
+    line is read at most _LINE_LIMIT bytes at a time, and a piece of a longer one
+    raises ValueError, as asyncio's readline does, so `_read` skips it.  No header
+    line is so long; pygls read the line whole, and 50 MB without a line break held
+    those 50 MB (and more, copied) before a byte was looked at.  Bodies are read by
+    length (`readexactly`), never line by line."""
+
+    def readline(self) -> Any:
+        return self.loop.run_in_executor(self.executor, _bounded_line, self.stdin)
+
+
+def _bounded_line(stdin: Any) -> bytes:
+    """The next line of `stdin`, or ValueError for the next _LINE_LIMIT bytes of a line
+    longer than that (read and dropped)."""
+    line = stdin.readline(_LINE_LIMIT)
+    if len(line) == _LINE_LIMIT and not line.endswith(b"\n"):
+        raise ValueError(f"a line of over {_LINE_LIMIT} bytes")
+    return line
+
+
 def serve_stdio(server: DlmServer, stdin: Any = None, stdout: Any = None) -> None:
     """Serve one client over stdio until it leaves, sends `exit`, or a signal comes."""
     server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
-    reader = BoundedReader(StdinAsyncReader(stdin or sys.stdin.buffer, server.thread_pool))
+    reader = BoundedReader(StdinLines(stdin or sys.stdin.buffer, server.thread_pool))
     _run(lambda: [server], _read(server, reader))
 
 
@@ -111,7 +136,7 @@ async def _read(server: DlmServer, reader: Any) -> None:
     while True:
         try:
             line = await reader.readline()
-        except ValueError:  # over asyncio's line limit (TCP): no header line is so long
+        except ValueError:  # over the line limit (StdinLines, asyncio's over TCP)
             headers.skip(_LINE_LIMIT, f"a line of {_LINE_LIMIT >> 10} KiB or more")
             continue
         if not line:

@@ -170,6 +170,33 @@ def test_a_message_over_the_size_limit_is_skipped_and_answered(server):
     assert_alive(server)
 
 
+def test_a_line_of_fifty_megabytes_on_stdin_is_skipped_in_bounded_memory():
+    """pygls read a header line whole, however long: 50 MB with no line break were held
+    (and copied) in memory before a byte was looked at.  Read a bounded piece at a
+    time (as asyncio reads TCP), the junk is skipped and answered once, and the request
+    right after it, on the same line, is read.  No model: the request is answered
+    "not initialized", which is an answer all the same."""
+    junk = 50_000_000
+    process = ServerProcess()
+    try:
+        client = process.client
+        assert error_code(client.call("dlm/status", {})) == -32002  # up and reading
+        _, peak_before = process.memory_kib()
+        chunk = b"x" * (1 << 20)
+        for start in range(0, junk, len(chunk)):
+            client._write(chunk[:junk - start])
+        client.send({"jsonrpc": "2.0", "id": "after", "method": "dlm/status", "params": {}})
+        assert error_code(client.response("after", timeout=60)) == -32002
+        _, peak_after = process.memory_kib()
+        skipped = [m for m in client.messages if "id" in m and m["id"] is None]
+        assert [error_code(m) for m in skipped] == [-32700]  # told once
+        assert f"skipped {junk} bytes" in skipped[0]["error"]["message"]
+        # KiB: +1 MiB measured (it was +96 MiB: the line, and a copy of it, whole)
+        assert peak_after - peak_before < 20 << 10, (peak_before, peak_after)
+    finally:
+        process.close()
+
+
 def test_floods_of_cancels_and_unknown_methods_leave_the_server_responsive(server):
     client = server.client
     slow = client.request("dlm/infill", {"textDocument": {"uri": URI}, "range": {
