@@ -182,13 +182,17 @@ def apply_change(doc: TextDocument, change: types.TextDocumentContentChangeEvent
     """The document's text after one `didChange` content change.
 
     A range outside the text is clamped to it (the editor's edit cannot be
-    refused: it is a notification), as pygls does, but on LSP lines.
+    refused: it is a notification), as pygls does, but on LSP lines.  A range whose
+    end comes before its start is taken with its ends swapped, as the reference
+    implementation (vscode-languageserver-textdocument's getWellformedRange, which
+    most servers follow) takes it: inserted at the start, as it was, the edit left text
+    that the client had replaced, and our copy then differed from the client's.
     """
     if not isinstance(change, types.TextDocumentContentChangePartial):
         return change.text
     lines = _lines(doc)
-    start = lines.clamped_offset(change.range.start)
-    end = max(start, lines.clamped_offset(change.range.end))
+    start, end = sorted((lines.clamped_offset(change.range.start),
+                         lines.clamped_offset(change.range.end)))
     text = lines.text[:start] + change.text + lines.text[end:]
     _LINES[doc] = lines.edited(start, end, text)  # the document's next text, if it takes it
     return text

@@ -49,3 +49,25 @@ def test_a_position_inside_a_character_names_the_encoding_positions_count_in() -
 
     with pytest.raises(JsonRpcInvalidParams, match=r"\(positions count utf-16 code units\)"):
         Lines('s = "😀"', UTF16).offset(types.Position(0, 6), "range start")
+
+
+def _change(doc: TextDocument, start: tuple[int, int], end: tuple[int, int], text: str) -> str:
+    return apply_change(doc, types.TextDocumentContentChangePartial(
+        range=types.Range(types.Position(*start), types.Position(*end)), text=text))
+
+
+def test_a_change_whose_end_comes_before_its_start_replaces_the_range_between_them() -> None:
+    """As vscode-languageserver-textdocument takes it (its ends swapped); it was an insert
+    at its start, which kept the text the client had replaced."""
+    doc = TextDocument("file:///a.py", "def f(x):\n    return x\n")
+    assert _change(doc, (1, 12), (1, 4), "pass") == "def f(x):\n    pass\n"
+    assert _change(doc, (1, 4), (0, 4), "g(y):\n    ") == "def g(y):\n    return x\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces, pieces, st.data())
+def test_a_change_is_the_same_edit_whichever_end_comes_first(text, inserted, data) -> None:
+    doc = TextDocument("file:///a.py", text)
+    ends = st.tuples(st.integers(0, 8), st.integers(0, 8))  # some outside the text: clamped
+    a, b = data.draw(ends), data.draw(ends)
+    assert _change(doc, b, a, inserted) == _change(doc, a, b, inserted)
