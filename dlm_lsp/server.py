@@ -504,7 +504,7 @@ async def inline_completion(ls: DlmServer,
     completion item selected in the editor, each suggestion is that item's text and
     then a fill made after it, over the item's range."""
     rng = types.Range(params.position, params.position)
-    selected = params.context.selected_completion_info if params.context else None
+    selected = _selected_item(ls, params)
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
                                     token=params.work_done_token, accepted=selected)
     texts = _suggestions(ls, result)
@@ -512,6 +512,39 @@ async def inline_completion(ls: DlmServer,
         texts, rng = [selected.text + text for text in texts], selected.range
     return types.InlineCompletionList(
         items=[types.InlineCompletionItem(insert_text=text, range=rng) for text in texts])
+
+
+def _selected_item(ls: DlmServer, params: types.InlineCompletionParams
+                   ) -> types.SelectedCompletionInfo | None:
+    """The completion item the editor shows selected (`selectedCompletionInfo`), if its
+    range is one it could replace: a range of the document that holds the cursor, as
+    the item's word does (`os.path.jo|`).  Another is a client's mistake, and taken as
+    given it would splice the item's text somewhere else than the ghost text goes, or
+    refuse the request (a range past the text): the item is left out, as if none were
+    selected, and the mistake logged.  The document and the cursor are checked by
+    `fill_range` as for any fill."""
+    selected = params.context.selected_completion_info if params.context else None
+    doc = find_document(ls.workspace, params.text_document.uri)
+    if selected is None or doc is None:
+        return selected
+    cursor = types.Range(params.position, params.position)
+    try:
+        at, _ = range_offsets(doc, cursor)
+    except JsonRpcInvalidParams:  # fill_range refuses the request for it
+        return selected
+    item = selected.range
+    try:
+        low, high = range_offsets(doc, item)
+    except JsonRpcInvalidParams as exc:
+        why = str(exc)
+    else:
+        if low <= at <= high:
+            return selected
+        why = "it does not hold the cursor"
+    log.warning("inline completion at %d:%d: the selected completion item's range "
+                "%d:%d-%d:%d is left out (%s)", params.position.line, params.position.character,
+                item.start.line, item.start.character, item.end.line, item.end.character, why)
+    return None
 
 
 @feature(types.TEXT_DOCUMENT_COMPLETION)

@@ -7,12 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 from lsprotocol import types
+from pygls.workspace import Workspace
 
 from dlm_lsp import server
 from dlm_lsp.config import ServerConfig
 
 DOC = types.TextDocumentIdentifier(uri="file:///work/a.py")
-AT = types.Position(line=1, character=4)
+TEXT = "def f(x):\n    retu\n"
+AT = types.Position(line=1, character=8)  # `retu|`
 
 
 class Filled:
@@ -25,6 +27,8 @@ class Filled:
         self.valid = list(valid) + [True] * (len(self.texts) - len(valid))
         self.accepted = None
         self.config = ServerConfig(**settings)
+        self.workspace = Workspace(None)
+        self.workspace.put_text_document(types.TextDocumentItem(DOC.uri, "python", 1, TEXT))
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None):
         assert uri == DOC.uri and rng.start == rng.end == AT
@@ -64,13 +68,33 @@ def test_a_completion_item_is_offered_only_for_a_fill_with_text(text, offered):
 def test_ghost_text_extends_the_completion_item_the_editor_has_selected():
     """The fill is asked for as if the item were applied (the server fills after it);
     the ghost text is the item's text and the fill, over the item's range."""
-    word = types.Range(types.Position(1, 0), AT)  # `retu|` with `return` selected
+    word = types.Range(types.Position(1, 4), AT)  # `retu|` with `return` selected
     selected = types.SelectedCompletionInfo(range=word, text="return")
     filled = Filled(" x + 1")
     [item] = ghost(filled, selected).items
     assert filled.accepted == selected
     assert item.insert_text == "return x + 1" and item.range == word
     assert ghost(Filled("  "), selected).items == []  # nothing past the item: nothing to add
+
+
+@pytest.mark.parametrize("start, end, why", [
+    ((0, 0), (0, 3), "does not hold the cursor"),  # `def`, a line above
+    ((1, 9), (1, 12), "past the end of its line"),
+    ((1, 4), (5, 0), "outside the document"),
+    ((1, 8), (1, 4), "before its start")])
+def test_a_selected_item_whose_range_is_not_at_the_cursor_is_left_out_and_logged(
+        caplog, start, end, why):
+    """Its range is the text the item replaces, which holds the cursor; another is a
+    client's mistake: the ghost text is made as if no item were selected, not spliced
+    into the wrong place (or refused, for a range past the text)."""
+    selected = types.SelectedCompletionInfo(
+        range=types.Range(types.Position(*start), types.Position(*end)), text="return")
+    filled = Filled(" x + 1")
+    with caplog.at_level("WARNING", logger="dlm_lsp.server"):
+        [item] = ghost(filled, selected).items
+    assert filled.accepted is None
+    assert item.insert_text == " x + 1" and item.range == types.Range(AT, AT)
+    assert "selected completion item" in caplog.text and why in caplog.text
 
 
 def test_each_distinct_candidate_is_a_ghost_text_to_cycle_through_best_first():

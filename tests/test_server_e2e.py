@@ -200,6 +200,25 @@ async def test_ghost_text_with_a_selected_completion_is_the_fill_after_that_item
         ("join" + after_join[0].insert_text, item_range)]
 
 
+async def test_a_selected_completion_off_the_cursor_is_ghost_text_without_it(client):
+    """A selected item's range that is not one of the document's around the cursor (here
+    past its line's end) is a client's mistake: the request was refused for it (-32602),
+    or the item spliced in elsewhere; it is answered as if no item were selected."""
+    text = "import os\n\nname = os.path.jo\nprint(name)\n"
+    open_doc(client, text)
+
+    async def ghost(selected=None) -> list[tuple[str, types.Range]]:
+        answer = await client.text_document_inline_completion_async(
+            types.InlineCompletionParams(
+                text_document=types.TextDocumentIdentifier(URI), position=types.Position(2, 17),
+                context=types.InlineCompletionContext(
+                    types.InlineCompletionTriggerKind.Automatic, selected)))
+        return [(item.insert_text, item.range) for item in answer.items]
+
+    past_the_line = types.Range(types.Position(2, 15), types.Position(2, 40))
+    assert await ghost(types.SelectedCompletionInfo(past_the_line, "join")) == await ghost()
+
+
 async def test_with_several_candidates_each_distinct_one_is_a_ghost_text(client):
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"dlm": {"candidates": 3}}))
