@@ -183,6 +183,26 @@ def _published(tmp_path: Path) -> Path:
     return directory
 
 
+def _hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models: dict[str, str]) -> None:
+    """A local hub cache in `tmp_path` that holds, for each hub id of `models`, the
+    snapshot a download leaves (refs/main names it) with a config.json of that
+    model_type; the cache huggingface_hub reads is this one (HF_HUB_CACHE, read once
+    at its import: the test sets its constant too)."""
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hub"
+    for repo_id, model_type in models.items():
+        repo = cache / f"models--{repo_id.replace('/', '--')}"
+        commit = "0123456789abcdef0123456789abcdef01234567"
+        (repo / "refs").mkdir(parents=True)
+        (repo / "refs" / "main").write_text(commit)
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text(
+            f'{{"model_type": "{model_type}"}}')
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+
+
 @pytest.mark.parametrize("device, prefix", [("cuda", ""), ("auto", ""), ("cuda", "dream:")])
 def test_switching_cuda_graphs_on_cuda_keeps_a_published_checkpoint(
         tmp_path: Path, cuda_machine: list, device: str, prefix: str) -> None:
@@ -209,6 +229,33 @@ def test_a_model_is_told_to_replay_graphs_as_it_loads(
 
     named = spec.format(ours=model_dir, published=_published(tmp_path), tmp=tmp_path)
     assert uses_graphs(named) is uses
+
+
+def test_switching_cuda_graphs_on_cuda_keeps_a_published_checkpoint_named_by_hub_id(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cuda_machine: list) -> None:
+    """A hub id is told by the config.json of its snapshot in the local hub cache (no
+    network: the cache is read as a file tree); it was loaded again for the switch."""
+    _hub_cache(tmp_path, monkeypatch, {"Dream-org/Dream-Coder": "dream"})
+    engine = Engine(ServerConfig(model="Dream-org/Dream-Coder", device="cuda"))
+    assert not engine.reconfigure(ServerConfig(model="Dream-org/Dream-Coder", device="cuda",
+                                               cuda_graphs=False))
+    assert cuda_machine == []
+    engine.close()
+
+
+@pytest.mark.parametrize("spec, uses", [
+    ("Dream-org/Dream-Coder", False), ("me/tiny-coder", True), ("owner/not-fetched", True),
+    ("Dream-org/Dream-Coder/config.json", True)])
+def test_a_hub_id_is_told_by_its_config_in_the_local_hub_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, uses: bool) -> None:
+    """A published checkpoint in the cache runs eagerly, one of our own replays graphs;
+    one not in the cache, or no hub id, cannot be told of and counts as one that does."""
+    from dlm_lsp.models import uses_graphs
+
+    _hub_cache(tmp_path, monkeypatch, {"Dream-org/Dream-Coder": "dream",
+                                       "me/tiny-coder": "dlm-tiny"})
+    monkeypatch.chdir(tmp_path)  # no directory of the spec's name beside the test run
+    assert uses_graphs(spec) is uses
 
 
 def test_graphs_are_used_on_cuda_only(model_dir: Path) -> None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlm_lsp.models.checkpoint import MODEL_TYPE, locate
+from dlm_lsp.models.checkpoint import MODEL_TYPE, cached_snapshot, locate
 from dlm_lsp.models.interface import DiffusionModel, ModelLoadError
 from dlm_lsp.models.registry import FAMILIES, Family, split_spec
 
@@ -100,10 +100,11 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto",
 def uses_graphs(spec: str) -> bool:
     """Whether model `spec` replays its steps as CUDA graphs on a GPU where `cudaGraphs`
     lets it: whether `load_model` loads it as one of our own models, told from the spec
-    and its directory's config.json without loading it.  Published checkpoints run
-    eagerly, so the switch changes nothing of them.  A model this cannot tell of, a hub
-    id (only a load fetches it) or a directory without a readable config.json (whose
-    load fails), counts as one that does."""
+    and its directory's config.json without loading it (a hub id's: its snapshot in the
+    local hub cache, `checkpoint.cached_snapshot`).  Published checkpoints run eagerly,
+    so the switch changes nothing of them.  A model this cannot tell of, a hub id not in
+    the cache (only a load fetches it) or a directory without a readable config.json
+    (whose load fails), counts as one that does."""
     if spec == "default":
         return True
     ours, family, target = _named_family(spec)
@@ -111,6 +112,8 @@ def uses_graphs(spec: str) -> bool:
         return ours
     path = Path(target).expanduser()
     if not path.is_dir():
+        path = cached_snapshot(target)
+    if path is None:
         return True
     try:
         return _model_type(spec, path) == MODEL_TYPE

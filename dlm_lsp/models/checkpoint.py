@@ -234,6 +234,22 @@ def locate(spec: str) -> Path:
     return _download(spec)
 
 
+def cached_snapshot(spec: str) -> Path | None:
+    """The local hub cache's snapshot of hub id `spec` that holds its config.json, read
+    from the cache alone (never the network, online or not), or None where there is
+    none: no such snapshot, not a hub id, no huggingface_hub.  For telling what a model
+    is without fetching or loading it; the snapshot is the one a load takes offline
+    (online, a load may fetch a newer one)."""
+    if not HUB_ID.match(spec) or spec.startswith((".", "~")):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    found = try_to_load_from_cache(spec, CONFIG_FILE)
+    return Path(found).parent if isinstance(found, str) else None
+
+
 def _download(repo_id: str) -> Path:
     """A hub checkpoint's local snapshot (the cache only, when offline)."""
     target = suggested_directory(repo_id)
