@@ -59,14 +59,27 @@ _LINE_LIMIT = 1 << 16  # asyncio's StreamReader reads no longer line (the TCP se
 GRACE_S = 2.0  # how long stopped fills may take to answer (signal, client gone)
 
 
+class LineTooLong(ValueError):
+    """A piece of a line longer than _LINE_LIMIT: junk, as no header line is so long."""
+
+
 class BoundedReader:
     """An async message reader that never allocates more than MAX_MESSAGE_BYTES at once."""
 
     def __init__(self, reader: Any):
         self.reader = reader
 
-    def readline(self) -> Any:
-        return self.reader.readline()
+    async def readline(self) -> bytes:
+        """The next header line; LineTooLong for a piece of a line over the limit.
+        asyncio says that with a bare ValueError, and a closed stream says ValueError
+        too: taken for junk to skip, that would be read again for ever."""
+        try:
+            return await self.reader.readline()
+        except ValueError as exc:
+            if isinstance(exc, LineTooLong) or isinstance(exc.__context__,
+                                                          asyncio.LimitOverrunError):
+                raise LineTooLong(str(exc)) from exc
+            raise
 
     async def readexactly(self, n: int) -> bytes:
         """The body of `n` bytes, or a stand-in for one over the limit (b"" at the end)."""
@@ -90,8 +103,8 @@ class BoundedReader:
 class StdinLines(StdinAsyncReader):
     """pygls' stdin reader with the line limit of asyncio's stream reader (TCP's): a
     line is read at most _LINE_LIMIT bytes at a time, and a piece of a longer one
-    raises ValueError, as asyncio's readline does, so `_read` skips it.  No header
-    line is so long; pygls read the line whole, and 50 MB without a line break held
+    raises LineTooLong (asyncio's readline, a ValueError), so `_read` skips it.  No
+    header line is so long; pygls read the line whole, and 50 MB without a line break held
     those 50 MB (and more, copied) before a byte was looked at.  Bodies are read by
     length (`readexactly`), never line by line."""
 
@@ -100,11 +113,11 @@ class StdinLines(StdinAsyncReader):
 
 
 def _bounded_line(stdin: Any) -> bytes:
-    """The next line of `stdin`, or ValueError for the next _LINE_LIMIT bytes of a line
+    """The next line of `stdin`, or LineTooLong for the next _LINE_LIMIT bytes of a line
     longer than that (read and dropped)."""
     line = stdin.readline(_LINE_LIMIT)
     if len(line) == _LINE_LIMIT and not line.endswith(b"\n"):
-        raise ValueError(f"a line of over {_LINE_LIMIT} bytes")
+        raise LineTooLong(f"a line of over {_LINE_LIMIT} bytes")
     return line
 
 
@@ -136,9 +149,12 @@ async def _read(server: DlmServer, reader: Any) -> None:
     while True:
         try:
             line = await reader.readline()
-        except ValueError:  # over the line limit (StdinLines, asyncio's over TCP)
+        except LineTooLong:  # over the line limit (StdinLines, asyncio's over TCP)
             headers.skip(_LINE_LIMIT, f"a line of {_LINE_LIMIT >> 10} KiB or more")
             continue
+        except ValueError as exc:  # a stream closed under us: its end, as b"" is
+            log.warning("the client's stream cannot be read (%s): taken as its end", exc)
+            break
         if not line:
             break
         length = headers.feed(line)
