@@ -48,7 +48,7 @@ class SamplingControls:
     early_stop_logprob: float | None = None  # the quality bar of an early stop; -1.0
     stop_when_settled: bool | None = None  # end once no step can change the text; on
     strength: float | None = None  # rewrites: share of the old code to re-mask (None: all)
-    repair_rounds: int | None = None  # repair rounds for invalid or broken-byte fills; 2
+    repair_rounds: int | None = None  # repair rounds for invalid or broken-character fills; 2
     fallback: bool | None = None  # retry left to right when no fill is valid; on
     fallback_max_tokens: int | None = None  # ... but only spans this short (a pass a token); 16
 

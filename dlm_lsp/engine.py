@@ -453,8 +453,8 @@ class Engine:
         # an error that no fill here can mend is not worth repair and the retry
         hopeless = (run.checked and not any(c.valid for c in candidates)
                     and run.beyond_reach(candidates))
-        # syntax repair when nothing is valid; with or without a grammar, bytes that make
-        # no whole character are written again unless a candidate is whole (and valid)
+        # syntax repair when nothing is valid; with or without a grammar, what a fill leaves
+        # out (broken bytes, stray controls) is written again unless one is whole (and valid)
         syntax = run.checked and not hopeless and not any(c.valid for c in candidates)
         if syntax or not any(c.valid is not False and not c.broken for c in candidates):
             candidates = run.repair(candidates, repair, sampler, seed, syntax)
@@ -464,7 +464,7 @@ class Engine:
             retry = replace(strictly_left_to_right(sampler, layout.n_masked),
                             temperatures=sampler.temperatures[:1])
             candidates += run.candidates(run.denoise(layout, retry, seed), LEFT_TO_RIGHT)
-        # of two fills as valid, one that lost broken bytes is the worse
+        # of two fills as valid, one that lost characters (broken bytes, controls) is the worse
         candidates.sort(key=lambda c: (c.valid is False, bool(c.broken), -c.score))
         candidates = candidates[:len(sampler.temperatures)]  # as many as were asked for
         ms = (time.perf_counter() - began) * 1000

@@ -4,9 +4,10 @@ All passes share the infill's layout; the first decides the candidates, and
 when none is valid (and the document has a grammar) repair rounds re-mask
 what the new syntax errors point at (`dlm_lsp/repair.py`), then one retry runs
 strictly left to right.  The same rounds write again the positions whose bytes make
-no whole character (a lone byte of `中`), with or without a grammar, when no candidate
-is whole; their text leaves such bytes out (`Tokenizer.decode`), so a fill never
-writes U+FFFD of broken bytes.  Each candidate is shaped for the document (re-indented
+no whole character (a lone byte of `中`) or a control character the model was not
+shown (`dlm_lsp/characters.py`), with or without a grammar, when no candidate is whole;
+their text leaves those out (`Tokenizer.decode`), so a fill never writes U+FFFD of
+broken bytes nor a stray control character.  Each candidate is shaped for the document (re-indented
 and cut to whole units, `dlm_lsp/units.py`) before it is validated; `shape_fill` and
 `document_for` do that for the SGLang backend's fills too, so both read alike.
 """
@@ -16,10 +17,12 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import torch
 
+from dlm_lsp.characters import left_out
 from dlm_lsp.config import InfillOptions, ServerConfig, setting
 from dlm_lsp.indentation import reindent, to_cursor_column
 from dlm_lsp.models.cache import CacheConfig, ContextCache
@@ -189,11 +192,24 @@ class InfillRun:
         """Span positions the fill really used: up to the first pad, beyond the head."""
         return max(0, self.content_length(ids) - self.layout.head_tokens)
 
+    @cached_property
+    def leave_out(self) -> frozenset[str]:
+        """The control characters the fill leaves out: those the model was not shown (the
+        context either side, the head, a rewrite's old code; `dlm_lsp/characters.py`)."""
+        tok, layout, req = self.model.tokenizer, self.layout, self.req
+        return left_out(tok.decode(layout.prefix_ids) + layout.head + req.text[req.start:req.end]
+                        + tok.decode(layout.suffix_ids))
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of `ids` as a fill may write it: without the bytes that make no whole
+        character and the control characters it leaves out."""
+        return self.model.tokenizer.decode(ids, self.leave_out)
+
     def raw_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
         """The fill as the model wrote it: decoded up to its first pad, the head dropped
         (the prefix's edge, written again), cut to one line if asked."""
         head = (layout or self.layout).head
-        text = self.model.tokenizer.decode(ids[:self.content_length(ids)])
+        text = self.decode(ids[:self.content_length(ids)])
         if not text.startswith(head):
             return ""  # cannot happen by construction; never duplicate the prefix's edge
         text = text[len(head):]
@@ -202,7 +218,8 @@ class InfillRun:
     def draft(self, ids: list[int], head: str) -> str:
         """The span as it stands: committed tokens as text, masked ones as placeholders.
         Each run of committed tokens is decoded as one (the bytes of a character may be
-        two tokens), without the bytes that make no character yet."""
+        two tokens), without the bytes that make no character yet and the control
+        characters the fill leaves out."""
         model = self.model
         pieces: list[str] = []
         run: list[int] = []
@@ -210,11 +227,11 @@ class InfillRun:
             if i == model.pad_id:
                 break
             if i == model.mask_id:
-                pieces += [model.tokenizer.decode(run), MASK_PLACEHOLDER]
+                pieces += [self.decode(run), MASK_PLACEHOLDER]
                 run = []
             else:
                 run.append(i)
-        draft = "".join(pieces) + model.tokenizer.decode(run)
+        draft = "".join(pieces) + self.decode(run)
         return draft[len(head):] if draft.startswith(head) else draft
 
     def fill_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
@@ -314,12 +331,14 @@ class InfillRun:
 
     def candidates(self, out: Denoised, path: str) -> list[Candidate]:
         """Decode and validate each row of a denoising run; the bytes a row holds that make
-        no whole character are left out of its text and their positions kept (`broken`)."""
+        no whole character, and the control characters it may not write, are left out of
+        its text and their positions kept (`broken`)."""
         found = []
         for ids, score in zip(out.span_ids.tolist(), out.scores.tolist(), strict=True):
             text = self.fill_text(ids)
             verdict = self.validate(text)
-            broken = self.model.tokenizer.broken(ids[:self.content_length(ids)])
+            broken = self.model.tokenizer.broken(ids[:self.content_length(ids)],
+                                                 self.leave_out)
             found.append(Candidate(text, verdict.valid if verdict else None, score,
                                    self.used(ids), path,
                                    ids, verdict, tuple(broken)))
@@ -328,8 +347,8 @@ class InfillRun:
     def repair(self, candidates: list[Candidate], cfg: RepairConfig, sampler: SamplerConfig,
                seed: int, syntax: bool = True) -> list[Candidate]:
         """Re-mask what the new syntax errors point at (with `syntax`) and the tokens whose
-        bytes make no character, and denoise them again, best candidate first, until one
-        is whole (and valid) or `cfg.rounds` rounds are spent."""
+        text the fill leaves out (`Candidate.broken`), and denoise them again, best
+        candidate first, until one is whole (and valid) or `cfg.rounds` rounds are spent."""
         def mended(c: Candidate) -> bool:
             return not c.broken and (c.valid or not syntax)
 
@@ -351,7 +370,7 @@ class InfillRun:
                      seed: int, syntax: bool = True) -> Candidate | None:
         model, layout = self.model, self.layout
         ids = list(candidate.ids)
-        offsets = token_offsets(model.tokenizer, ids[:self.content_length(ids)])
+        offsets = token_offsets(model.tokenizer, ids[:self.content_length(ids)], self.leave_out)
         used = len(offsets) - 1
         head = len(layout.head)
         protected = next((i for i, at in enumerate(offsets) if at >= head), used) if head else 0
@@ -362,7 +381,7 @@ class InfillRun:
         errors = [] if check is None or check.valid else [
             (raw_offset(raw, candidate.text, a - start) + head,
              raw_offset(raw, candidate.text, b - start) + head) for a, b in check.new_ranges]
-        # a token whose bytes make no character is to blame as a syntax error's token is
+        # a token the fill's text leaves out is to blame as a syntax error's token is
         blamed = culprits(offsets, used, 0, errors, ids) + [
             (i, ids[i]) for i in candidate.broken]
         # a token blamed again after a round that could rewrite it came back unchanged:

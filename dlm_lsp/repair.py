@@ -9,7 +9,8 @@ them again with everything else in the span as context.  The engine does this
 for up to `rounds` rounds, and when no candidate is valid after that it retries
 once strictly left to right (`fallback`), on spans of at most `fallback_max_tokens`.
 The rounds also re-mask, with the same margin, the tokens whose bytes make no whole
-character (see `dlm_lsp/models/tokenizer.py`).
+character (see `dlm_lsp/models/tokenizer.py`) or hold a control character the fill
+leaves out (`dlm_lsp/characters.py`).
 """
 
 from __future__ import annotations
@@ -37,13 +38,15 @@ class RepairConfig:
     fallback_max_tokens: int = 16
 
 
-def token_offsets(tokenizer: Tokenizer, ids: list[int]) -> list[int]:
-    """Character offset where each token's text starts in decode(ids), plus the end.
+def token_offsets(tokenizer: Tokenizer, ids: list[int],
+                  leave_out: frozenset[str] = frozenset()) -> list[int]:
+    """Character offset where each token's text starts in decode(ids, leave_out), plus
+    the end.
 
     Decoding prefixes (not summing token lengths) keeps the offsets right for
     byte tokens that only together make one character.
     """
-    return [len(tokenizer.decode(ids[:i])) for i in range(len(ids) + 1)]
+    return [len(tokenizer.decode(ids[:i], leave_out)) for i in range(len(ids) + 1)]
 
 
 def positions_to_remask(offsets: list[int], used: int, protected: int,

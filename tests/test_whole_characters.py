@@ -1,4 +1,5 @@
-"""Specification: a fill never writes U+FFFD made of bytes that make no character.
+"""Specification: a fill never writes U+FFFD made of bytes that make no character, nor a
+control character the model was not shown.
 
 A byte-level BPE has tokens that are single bytes of a multi-byte character, and
 a diffusion model commits positions in parallel: a span can end up holding a lead
@@ -7,6 +8,10 @@ tokenizers library decodes those to U+FFFD, which an editor would write into the
 user's file.  Such bytes are left out of the text, and the positions holding them
 are written again by repair while its rounds last.  A U+FFFD that is its own three
 bytes (text the user has) is a character like any other and is kept.
+
+A control character (`\x10`, `\x1d`: random tiny models write them) is left out and
+written again the same way, unless it is a tab, a line feed, or one the document around
+the span holds (a form feed between pages).
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models
 
 import dlm_lsp.passes as passes_module
+from dlm_lsp.characters import CONTROLS, left_out
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.repair import DIFFUSION, REPAIR
-from dlm_lsp.span import head_chain
+from dlm_lsp.span import build_layout, head_chain
 
 REPLACEMENT = "\ufffd"
 
@@ -105,15 +111,58 @@ def test_the_head_s_u_fffd_is_never_spelled_by_a_lone_byte(engine: Engine, head:
             assert tok.broken([i]) == [], tok.token_bytes[i]
 
 
+def test_a_control_character_is_left_out_as_a_broken_byte_is(engine: Engine) -> None:
+    tok = engine.model.tokenizer
+    ids = tok.encode("x = ") + [byte_token(tok, 0x10)] + tok.encode("y")
+    assert tok.decode(ids) == "x = \x10y", "left out only when asked"
+    assert (tok.decode(ids, CONTROLS), tok.broken(ids, CONTROLS)) == ("x = y", [len(ids) - 2])
+
+
+def test_tabs_and_line_feeds_are_never_left_out(engine: Engine) -> None:
+    tok = engine.model.tokenizer
+    ids = tok.encode("if x:\n\treturn 1\n")
+    assert (tok.decode(ids, CONTROLS), tok.broken(ids, CONTROLS)) == ("if x:\n\treturn 1\n", [])
+
+
+def test_a_c1_control_spelled_in_two_byte_tokens_is_left_out(engine: Engine) -> None:
+    """U+0085 is two bytes (C2 85): each byte token holds part of it."""
+    tok = engine.model.tokenizer
+    ids = tok.encode("a") + [byte_token(tok, b) for b in "\x85".encode()] + tok.encode("b")
+    assert (tok.decode(ids, CONTROLS), tok.broken(ids, CONTROLS)) == ("ab", [1, 2])
+
+
+def test_a_control_character_the_model_was_shown_is_not_left_out() -> None:
+    """A form feed between a file's pages may be written again where the file has them;
+    a carriage return never is (the model sees `\\n` line breaks only)."""
+    seen = "int f(void);\n\x0c\nint g(void);\n"
+    assert "\x0c" not in left_out(seen)
+    assert {"\x00", "\x10", "\x1b", "\r", "\x7f", "\x85"} <= left_out(seen)
+    assert {"\t", "\n"}.isdisjoint(left_out(seen))
+
+
+def _run(engine: Engine, request: InfillRequest) -> passes_module.InfillRun:
+    """An infill run of `request` on its own layout, its fills unchecked."""
+    prefix, suffix = request.text[:request.start], request.text[request.end:]
+    layout = build_layout(engine.model.tokenizer, prefix, suffix, request.options.length,
+                          engine.config.max_context_tokens)
+    return passes_module.InfillRun(engine, engine.model, request, None, layout, "",
+                                   "unchecked", None, None)
+
+
 def test_a_draft_shows_a_character_split_over_tokens_whole(engine: Engine) -> None:
     tok, model = engine.model.tokenizer, engine.model
-    request = _request('s = "|"\n', length=6)
-    run = passes_module.InfillRun(engine, model, request, None, None, "", "unchecked",
-                                  None, None)
+    run = _run(engine, _request('s = "|"\n', length=6))
     ids = [byte_token(tok, b) for b in "é".encode()] + [model.mask_id, byte_token(tok, 0xE4),
                                                       model.mask_id, model.pad_id]
     masked = passes_module.MASK_PLACEHOLDER
     assert run.draft(ids, "") == f"é{masked}{masked}", "the lone 0xE4 shows nothing"
+
+
+def test_a_draft_leaves_out_control_characters(engine: Engine) -> None:
+    tok, model = engine.model.tokenizer, engine.model
+    run = _run(engine, _request('s = "|"\n', length=6))
+    ids = tok.encode("a") + [byte_token(tok, 0x1D), model.mask_id] + tok.encode("b")
+    assert run.draft(ids, "") == f"a{passes_module.MASK_PLACEHOLDER}b"
 
 
 # --- the engine: broken bytes are written again, then left out -----------------------------
@@ -222,3 +271,45 @@ def test_of_two_valid_fills_the_one_with_broken_bytes_ranks_last(
     result = engine.infill(request)
     assert [(c.text, bool(c.broken)) for c in result.candidates] == [
         ("first", False), ("first", True)]
+
+
+# --- control characters: written again, then left out; a document's own are kept ---------
+
+
+@pytest.mark.parametrize("language", ["python", "plaintext"])
+def test_a_control_character_is_written_again_by_a_repair_round(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, language: str) -> None:
+    tok = engine.model.tokenizer
+    request = _request('s = "|"\n', language)
+    first = tok.encode("first") + [byte_token(tok, 0x10)] + tok.encode("x")
+    planted = _plant(engine, request, first, tok.encode("first x"))
+    runs = _spy_repairs(monkeypatch, planted)
+    result = engine.infill(request)
+    [best] = result.candidates
+    assert (best.text, best.path, best.broken, result.repair_rounds) == (
+        "first x", REPAIR, (), 1)
+    at = len(planted.head_ids) + len(tok.encode("first"))  # the control's position
+    assert runs == [list(range(at - 2, at + 3))], "the control, a margin either side"
+
+
+def test_with_repair_off_a_control_character_is_left_out_at_once(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    tok = engine.model.tokenizer
+    request = _request('s = "|"\n', repair_rounds=0)
+    first = tok.encode("first") + [byte_token(tok, 0x1D)] + tok.encode("x")
+    runs = _spy_repairs(monkeypatch, _plant(engine, request, first, tok.encode("y")))
+    result = engine.infill(request)
+    [best] = result.candidates
+    assert (best.text, bool(best.broken), result.path, runs) == ("firstx", True, DIFFUSION, [])
+
+
+def test_a_control_character_the_document_holds_beside_the_span_is_written(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A form feed, as between a file's pages: the fill may go on with the file's own."""
+    tok = engine.model.tokenizer
+    request = _request('PAGE = "\x0c"\ns = "|"\n')
+    fill = tok.encode("a") + [byte_token(tok, 0x0C)] + tok.encode("b")
+    runs = _spy_repairs(monkeypatch, _plant(engine, request, fill, tok.encode("y")))
+    result = engine.infill(request)
+    [best] = result.candidates
+    assert (best.text, best.broken, best.path, runs) == ("a\x0cb", (), DIFFUSION, [])

@@ -14,7 +14,9 @@ it to U+FFFD, which an editor would then write into the user's file.  So `decode
 leaves out the bytes that make no character and `broken` says which tokens held
 them (the engine writes those positions again, see `dlm_lsp/passes.py`).  A
 U+FFFD that is its own three bytes (EF BF BD, in the user's text) is a character
-like any other and stays.
+like any other and stays.  Both also take characters the caller leaves out as if
+their bytes were broken: the control characters a fill may not write
+(`dlm_lsp/characters.py`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer as _Backend
 from tokenizers import decoders
+
+from dlm_lsp.characters import without
 
 MASK_TOKEN = "<|mask|>"
 PAD_TOKEN = "<|pad|>"
@@ -44,6 +48,18 @@ def _byte_level_bytes() -> dict[str, int]:
     others = [b for b in range(256) if b not in table.values()]
     table.update({chr(0x100 + n): b for n, b in enumerate(others)})
     return table
+
+
+def _byte_ranges(text: str, at: int, chars: frozenset[str]) -> list[tuple[int, int]]:
+    """The [start, end) byte ranges of the characters in `chars` that `text`, whose UTF-8
+    starts at byte `at`, holds."""
+    found = []
+    for ch in text:
+        size = len(ch.encode("utf-8"))
+        if ch in chars:
+            found.append((at, at + size))
+        at += size
+    return found
 
 
 class Tokenizer:
@@ -74,36 +90,44 @@ class Tokenizer:
         enc = self.backend.encode(text, add_special_tokens=False)
         return enc.ids, [tuple(o) for o in enc.offsets]
 
-    def decode(self, ids: list[int]) -> str:
+    def decode(self, ids: list[int], leave_out: frozenset[str] = frozenset()) -> str:
         """Text of `ids`, keeping special tokens out and spaces as they are, and leaving
-        out the bytes that make no whole character (see the module docstring)."""
+        out the bytes that make no whole character (see the module docstring) and the
+        characters in `leave_out`."""
         text = self.backend.decode(ids, skip_special_tokens=True)
-        if "\ufffd" not in text:  # the common case: nothing can be broken
-            return text
+        if "\ufffd" not in text:  # the common case: no byte can be broken
+            return without(text, leave_out)
         broken = self.broken(ids)
         if not broken:
-            return text  # each U+FFFD is one the text holds
+            return without(text, leave_out)  # each U+FFFD is one the text holds
         if self._byte_level:  # the decoder only joins the tokens' bytes: so can we
-            return b"".join(self.token_bytes[i] for i in ids).decode("utf-8", "ignore")
-        # a byte-fallback token is one byte: leaving the broken ones out leaves their bytes
-        gone = set(broken)
-        return self.backend.decode([i for k, i in enumerate(ids) if k not in gone],
-                                   skip_special_tokens=True)
+            text = b"".join(self.token_bytes[i] for i in ids).decode("utf-8", "ignore")
+        else:  # a byte-fallback token is one byte: leaving the broken ones out leaves their bytes
+            gone = set(broken)
+            text = self.backend.decode([i for k, i in enumerate(ids) if k not in gone],
+                                       skip_special_tokens=True)
+        return without(text, leave_out)
 
-    def broken(self, ids: list[int]) -> list[int]:
+    def broken(self, ids: list[int], leave_out: frozenset[str] = frozenset()) -> list[int]:
         """Indices in `ids` of the tokens holding bytes that make no whole character
-        (a lone lead byte, a continuation byte with no lead): what decode leaves out."""
+        (a lone lead byte, a continuation byte with no lead) or one of `leave_out`: what
+        decode leaves out."""
         pieces = [self.token_bytes[i] for i in ids]
         data = b"".join(pieces)
-        bad: list[tuple[int, int]] = []
+        bad: list[tuple[int, int]] = []  # [start, end) byte ranges
         at = 0
         while True:
             try:
-                data[at:].decode("utf-8")
-                break
+                whole, wrong = data[at:].decode("utf-8"), None
             except UnicodeDecodeError as exc:  # [start, end): one ill-formed sequence
-                bad.append((at + exc.start, at + exc.end))
-                at += exc.end
+                whole = data[at:at + exc.start].decode("utf-8")
+                wrong = (at + exc.start, at + exc.end)
+            if not leave_out.isdisjoint(whole):
+                bad += _byte_ranges(whole, at, leave_out)
+            if wrong is None:
+                break
+            bad.append(wrong)
+            at = wrong[1]
         if not bad:
             return []
         found, start = [], 0
