@@ -7,7 +7,9 @@ strictly left to right.  The same rounds write again the positions whose bytes m
 no whole character (a lone byte of `中`) or a control character the model was not
 shown (`dlm_lsp/characters.py`), with or without a grammar, when no candidate is whole;
 their text leaves those out (`Tokenizer.decode`), so a fill never writes U+FFFD of
-broken bytes nor a stray control character.  Each candidate is shaped for the document (re-indented
+broken bytes nor a stray control character.  Only positions whose text the fill shows
+count: not those past a single-line fill's line break or past the units a multi-line
+one keeps.  Each candidate is shaped for the document (re-indented
 and cut to whole units, `dlm_lsp/units.py`) before it is validated; `shape_fill` and
 `document_for` do that for the SGLang backend's fills too, so both read alike.
 """
@@ -205,6 +207,31 @@ class InfillRun:
         character and the control characters it leaves out."""
         return self.model.tokenizer.decode(ids, self.leave_out)
 
+    def flawed(self, ids: list[int], fill: str) -> list[int]:
+        """The span positions whose text the offered `fill` would show but leaves out
+        (bytes that make no whole character, a control character it may not write).
+
+        A position past the line break that ends a single-line fill, or past the units a
+        multi-line one keeps, writes nothing the user sees: writing it again would cost
+        a repair round for nothing.
+        """
+        content = ids[:self.content_length(ids)]
+        flawed = self.model.tokenizer.broken(content, self.leave_out)
+        if not flawed:
+            return []
+        offsets = token_offsets(self.model.tokenizer, content, self.leave_out)
+        head = len(self.layout.head)
+        written = self.decode(content)
+        if not written.startswith(self.layout.head):
+            return flawed  # cannot happen (see raw_text): all of it counts
+        raw = written[head:].split("\n", 1)[0] if self.plan.single_line else written[head:]
+        # the first character the fill does not show, in the decoded span
+        cut = head + raw_offset(raw, fill, len(fill))
+        # the positions before the token that holds it, and that one if it starts before
+        shown = next((k + 1 if offsets[k] < cut else k for k in range(len(content))
+                      if offsets[k + 1] > cut), len(content))
+        return [k for k in flawed if k < shown]
+
     def raw_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
         """The fill as the model wrote it: decoded up to its first pad, the head dropped
         (the prefix's edge, written again), cut to one line if asked."""
@@ -332,13 +359,12 @@ class InfillRun:
     def candidates(self, out: Denoised, path: str) -> list[Candidate]:
         """Decode and validate each row of a denoising run; the bytes a row holds that make
         no whole character, and the control characters it may not write, are left out of
-        its text and their positions kept (`broken`)."""
+        its text, and the positions holding them that its text would show kept (`broken`)."""
         found = []
         for ids, score in zip(out.span_ids.tolist(), out.scores.tolist(), strict=True):
             text = self.fill_text(ids)
             verdict = self.validate(text)
-            broken = self.model.tokenizer.broken(ids[:self.content_length(ids)],
-                                                 self.leave_out)
+            broken = self.flawed(ids, text)
             found.append(Candidate(text, verdict.valid if verdict else None, score,
                                    self.used(ids), path,
                                    ids, verdict, tuple(broken)))

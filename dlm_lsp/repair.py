@@ -10,7 +10,7 @@ for up to `rounds` rounds, and when no candidate is valid after that it retries
 once strictly left to right (`fallback`), on spans of at most `fallback_max_tokens`.
 The rounds also re-mask, with the same margin, the tokens whose bytes make no whole
 character (see `dlm_lsp/models/tokenizer.py`) or hold a control character the fill
-leaves out (`dlm_lsp/characters.py`).
+leaves out (`dlm_lsp/characters.py`), where the fill shows them.
 """
 
 from __future__ import annotations

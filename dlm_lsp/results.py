@@ -41,8 +41,9 @@ class Candidate:
     ids: list[int] = field(default_factory=list, repr=False)  # the span as denoised
     check: Validation | None = field(default=None, repr=False)  # None when unchecked
     # span positions whose bytes made no whole character, or a control character the model
-    # was not shown: left out of `text` (a fill never writes U+FFFD of broken bytes nor a
-    # stray control), and written again by repair while its rounds last
+    # was not shown, where `text` would show them: left out of it (a fill never writes
+    # U+FFFD of broken bytes nor a stray control), and written again by repair while its
+    # rounds last
     broken: tuple[int, ...] = ()
 
 

@@ -11,7 +11,9 @@ bytes (text the user has) is a character like any other and is kept.
 
 A control character (`\x10`, `\x1d`: random tiny models write them) is left out and
 written again the same way, unless it is a tab, a line feed, or one the document around
-the span holds (a form feed between pages).
+the span holds (a form feed between pages).  Only what the fill shows counts: a broken
+byte past a single-line fill's line break is never written into the file, and is not
+worth a repair round.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.repair import DIFFUSION, REPAIR
+from dlm_lsp.results import InfillResult
 from dlm_lsp.span import build_layout, head_chain
 
 REPLACEMENT = "\ufffd"
@@ -313,3 +316,63 @@ def test_a_control_character_the_document_holds_beside_the_span_is_written(
     result = engine.infill(request)
     [best] = result.candidates
     assert (best.text, best.broken, best.path, runs) == ("a\x0cb", (), DIFFUSION, [])
+
+
+# --- only what the fill shows counts ---------------------------------------------------------
+
+
+def _passes(engine: Engine, request: InfillRequest, fill: list[int],
+            monkeypatch: pytest.MonkeyPatch) -> tuple[InfillResult, list[list[int]], Planted]:
+    """The result of a fill the model writes as `fill` ("again" in a repair run), its
+    repair runs, and the model (its forward passes: `.fake.calls`)."""
+    planted = _plant(engine, request, fill, engine.model.tokenizer.encode("again"))
+    with monkeypatch.context() as patch:
+        runs = _spy_repairs(patch, planted)
+        result = engine.infill(request)
+    if not runs:
+        assert result.candidates[0].ids == planted.spelled(fill), "the model wrote `fill`"
+    return result, runs, planted
+
+
+@pytest.mark.parametrize("flaw", [[0xBF], [0xE4], [0x10]], ids=["continuation", "lead", "control"])
+def test_a_flaw_past_a_single_line_fill_s_line_break_costs_no_repair_round(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, flaw: list[int]) -> None:
+    """The fill is cut at its line break: what the model wrote after it is never shown,
+    and the fill costs the passes it costs without the flaw."""
+    tok = engine.model.tokenizer
+    request = _request("x = |\n", kind="single-line")
+    whole = tok.encode("first\n") + tok.encode("y") * (1 + len(flaw))
+    flawed = tok.encode("first\n") + [byte_token(tok, b) for b in flaw] + tok.encode("y")
+    _, _, without_flaw = _passes(engine, request, whole, monkeypatch)
+    result, runs, planted = _passes(engine, request, flawed, monkeypatch)
+    [best] = result.candidates
+    assert (best.text, best.broken, best.path, runs) == ("first", (), DIFFUSION, [])
+    assert (result.repair_rounds, planted.fake.calls) == (0, without_flaw.fake.calls)
+
+
+def test_a_flaw_before_a_single_line_fill_s_line_break_is_written_again(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lone byte just before the break writes nothing, but where the fill shows text."""
+    tok = engine.model.tokenizer
+    request = _request("x = |\n", kind="single-line")
+    result, runs, planted = _passes(engine, request, tok.encode("first") + [
+        byte_token(tok, 0xE4)] + tok.encode("\ny"), monkeypatch)
+    at = len(planted.head_ids) + len(tok.encode("first"))  # the lone byte's position
+    assert (result.repair_rounds, len(runs)) == (1, 1) and at in runs[0]
+
+
+def test_a_flaw_in_code_a_multi_line_fill_cuts_off_costs_no_repair_round(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multi-line fill ends with the block it was asked for (the suffix closes it): code
+    the model went on to write after it is cut off, whatever it holds."""
+    tok = engine.model.tokenizer
+    request = _request("function f() {\n  |\n}\n", "javascript", kind="multi-line",
+                       length=16)
+    tail = tok.encode("foo(1);\n")
+    flawed = tok.encode("return 1;\n}\n") + [byte_token(tok, 0xBF)] + tail
+    _, _, without_flaw = _passes(engine, request, tok.encode("return 1;\n}\n") + tail
+                                 + tail[-1:], monkeypatch)
+    result, runs, planted = _passes(engine, request, flawed, monkeypatch)
+    [best] = result.candidates
+    assert (best.text, best.broken, best.path, runs) == ("return 1;", (), DIFFUSION, [])
+    assert (result.repair_rounds, planted.fake.calls) == (0, without_flaw.fake.calls)
