@@ -255,6 +255,26 @@ def test_a_fill_inside_a_line_stops_where_the_line_goes_on_as_before(fake):
     assert result.candidates[0].text == "2" and result.candidates[0].valid is True
 
 
+def test_broken_bytes_and_control_characters_are_left_out_of_fills_and_drafts(fake):
+    """SGLang decodes the model's tokens itself: bytes that make no whole character arrive
+    as U+FFFD, which the document does not hold, and the served model's ids are not ours
+    to decode again."""
+    fake.answer = ANSWER.replace("result = 0", "res\ufffdult\x10 = 0\x1d")
+    drafts: list[str] = []
+    result = engine(fake.url).infill(request(on_draft=lambda *d: drafts.append(d[2])))
+    assert result.candidates[0].text == FILL and result.candidates[0].valid
+    assert drafts[-1].startswith("result = 0\n")
+    assert not any(ch in draft for draft in drafts for ch in "\ufffd\x10\x1d")
+
+
+def test_a_u_fffd_or_a_control_character_the_document_holds_is_kept(fake):
+    """A form feed between pages, a U+FFFD in a string: the model may copy what it was shown."""
+    text = '# \x0c \ufffd\n' + DOC
+    fake.answer = ANSWER.replace("result = 0", "result = '\ufffd\x0c'")
+    result = engine(fake.url).infill(request(text, CURSOR + len('# \x0c \ufffd\n')))
+    assert result.candidates[0].text == FILL.replace("result = 0", "result = '\ufffd\x0c'")
+
+
 def test_drafts_arrive_as_the_streamed_text_grows(fake):
     drafts: list[tuple[int, int, str]] = []
     engine(fake.url).infill(request(on_draft=lambda *d: drafts.append(d)))

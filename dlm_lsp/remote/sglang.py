@@ -14,7 +14,7 @@ From there a fill is what a local fill is: cut at the first line break for a sin
 fill, re-indented and cut to whole syntactic units for a multi-line one, the borrowed
 line break put back, and validated against the document (`dlm_lsp.passes`).  Repair
 rounds and the left-to-right retry need the model's tokens and are not available; a
-fill gives one candidate.
+fill gives one candidate.  It leaves out what a local fill leaves out (`_left_out`).
 
 Closing the connection cancels the fill (SGLang aborts a request whose client has gone);
 a fill that met a connection error, an HTTP 5xx or a stream that ended early is sent
@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from dlm_lsp.backends import BackendError
+from dlm_lsp.characters import left_out, without
 from dlm_lsp.config import ServerConfig, setting
 from dlm_lsp.line_endings import for_the_model, restored
 from dlm_lsp.passes import checked_span, document_for, reindented, shape_fill
@@ -147,6 +148,7 @@ class SGLangEngine(ServerBackend):
               plan: SpanPlan) -> tuple[str, dict[str, Any], int]:
         """Read the event stream to its end, passing each update on as a draft."""
         text, meta, chunks, finished = "", {}, 0, False
+        unwanted = _left_out(prompt)
         while True:
             line = response.readline()
             if not line:
@@ -173,7 +175,7 @@ class SGLangEngine(ServerBackend):
                                    f"{reason.get('message', 'no reason given')}")
             finished = reason is not None
             if req.on_draft is not None:
-                draft = continuation(text, prompt, meta)
+                draft = continuation(without(text, unwanted), prompt, meta)
                 draft = draft.split("\n", 1)[0] if plan.single_line else draft
                 req.on_draft(int(meta.get("completion_tokens") or chunks), plan.n_masked, draft)
 
@@ -184,6 +186,7 @@ class SGLangEngine(ServerBackend):
         # the continuation goes on the document's indentation first, so that the code
         # after the gap, written again, is recognised line for line
         local = None if plan.single_line else local_text(req.text, req.start, req.end)
+        text = without(text, _left_out(prompt))
         fill = before_suffix(reindented(continuation(text, prompt, meta), req, language,
                                         local), prompt)
         fill = fill.split("\n", 1)[0] if plan.single_line else fill
@@ -258,6 +261,21 @@ class SGLangEngine(ServerBackend):
         if key not in self._told:
             self._told.add(key)
             self.notices.append(notice)
+
+
+def _left_out(prompt: Prompt) -> frozenset[str]:
+    """What a fill from the served model leaves out: the control characters its prompt
+    does not hold, as a local fill does (`dlm_lsp/characters.py`), and U+FFFD unless
+    the prompt holds one.
+
+    SGLang decodes the model's tokens itself, so bytes that make no whole character (a
+    lone byte of `中`, which a block-diffusion model commits as ours does, see
+    `Tokenizer.decode`) arrive as U+FFFD, as a real one would.  The `output_ids` beside
+    the text are the served model's, whose tokenizer is on the server: ours cannot
+    decode them again.  A model writes a real U+FFFD by copying one it was shown, so
+    where the prompt holds none, each is broken bytes.
+    """
+    return left_out(prompt.text, also=frozenset("\ufffd"))
 
 
 def _message(data: bytes | dict[str, Any]) -> str:
