@@ -1,4 +1,5 @@
-"""The characters a fill may write: no control character the model was not shown.
+"""The characters a fill may write: no control character (nor bidirectional control)
+the model was not shown.
 
 A byte-level vocabulary has a token for every byte, so a model can write any
 control character (Unicode category Cc: U+0000-U+001F, U+007F-U+009F), and random
@@ -15,18 +16,28 @@ its own pattern goes on, and a fill that writes one writes what the file already
 writes.  The carriage return is never one of them: the model sees `\\n` line breaks
 only and a fill gets the document's own back (`dlm_lsp/line_endings.py`), so a `\\r`
 a model writes is always a stray one.
+
+The invisible bidirectional controls (embeddings, overrides and isolates, U+202A-U+202E
+and U+2066-U+2069, and the marks U+200E, U+200F and U+061C) follow the same rule.  They
+reorder how a line is shown without changing what the compiler reads, so code that
+reads as a comment can run ("Trojan Source", CVE-2021-42574); a fill must not bring one
+the user did not have.  A document that holds one (a string of Arabic or Hebrew text)
+may get it again.
 """
 
 from __future__ import annotations
 
 KEPT = frozenset("\t\n")  # the control characters code is made of: always written
 CONTROLS = frozenset(chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]) - KEPT
+BIDI = frozenset(chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A),
+                                  0x200E, 0x200F, 0x061C])
+UNSEEN = CONTROLS | BIDI  # what a fill writes only where the model was shown it
 
 
 def left_out(seen: str, also: frozenset[str] = frozenset()) -> frozenset[str]:
     """The characters a fill written after `seen` (what the model was shown) leaves out:
-    the control characters, and `also`, that `seen` does not hold."""
-    return (CONTROLS | also).difference(seen)
+    the control and bidirectional characters, and `also`, that `seen` does not hold."""
+    return (UNSEEN | also).difference(seen)
 
 
 def without(text: str, chars: frozenset[str]) -> str:

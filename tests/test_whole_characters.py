@@ -27,7 +27,7 @@ from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models
 
 import dlm_lsp.passes as passes_module
-from dlm_lsp.characters import CONTROLS, left_out
+from dlm_lsp.characters import BIDI, CONTROLS, left_out
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.models.tokenizer import Tokenizer
@@ -141,6 +141,31 @@ def test_a_control_character_the_model_was_shown_is_not_left_out() -> None:
     assert "\x0c" not in left_out(seen)
     assert {"\x00", "\x10", "\x1b", "\r", "\x7f", "\x85"} <= left_out(seen)
     assert {"\t", "\n"}.isdisjoint(left_out(seen))
+
+
+def test_a_bidirectional_control_is_left_out_unless_the_model_was_shown_one() -> None:
+    """A right-to-left override makes a line display other than it compiles (Trojan
+    Source); a file holding Hebrew text in a string with its own marks may get them."""
+    assert {"\u202e", "\u2066", "\u2069", "\u200f", "\u061c"} <= left_out("x = 1\n")
+    hebrew = 's = "\u202b\u05e9\u05dc\u05d5\u05dd\u202c"\n'
+    assert {"\u202b", "\u202c"}.isdisjoint(left_out(hebrew))
+    assert "\u202e" in left_out(hebrew), "only the ones it holds"
+    assert BIDI.isdisjoint(CONTROLS) and "\u05e9" not in left_out("")
+
+
+def test_a_bidirectional_override_the_model_writes_is_written_again_by_repair(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    tok = engine.model.tokenizer
+    request = _request('x = 1|\n')
+    override = [byte_token(tok, b) for b in "\u202e".encode()]
+    first = tok.encode("  # ") + override + tok.encode("ok")
+    planted = _plant(engine, request, first, tok.encode("  # ok"))
+    runs = _spy_repairs(monkeypatch, planted)
+    result = engine.infill(request)
+    [best] = result.candidates
+    assert (best.text, best.path, best.broken, result.repair_rounds) == (
+        "  # ok", REPAIR, (), 1)
+    assert runs, "the override's positions were written again"
 
 
 def _run(engine: Engine, request: InfillRequest) -> passes_module.InfillRun:
