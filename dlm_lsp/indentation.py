@@ -209,18 +209,21 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     belongs deeper) where the cursor is not right of that line's indentation, before
     code that goes on at the deeper level (the span replaced a block's header, say), with
     the cursor at column 0 (blank lines are often left unindented, so that column says
-    nothing), and when a later line of the fill comes back left of the deeper base (the
-    fill means both levels).  A cursor right of the opening line's indentation already
-    stands in the body, as an editor puts it after `function f() {`: a model that
-    indents once more there writes the body a level too deep (the shipped model does
-    after the `{` of fixtures/hello.js, .scala, .swift and .sh), and in Python a fill
-    below `def f(xs):` that returns to the body's level (`return t`) would dedent to no
-    level at all.  A language not known here keeps the earlier rule (any opening line
-    above leaves the fill alone).  `language` (an LSP id or canonical name) says what
-    starts a comment on the line above.  Depths are compared in columns, not characters:
-    a model may indent in spaces a block written in tabs (or the reverse), a tab counting
-    as one of the fill's own steps; a moved line's whitespace past the cursor's is
-    written in the cursor's tabs or spaces.
+    nothing), and when a later line of the fill comes back left of the deeper base but
+    not of the cursor (the fill means both levels).  A line left of the cursor's column
+    has left its block (a Python dedent to module code, a closer) and stays where the
+    model wrote it: `    return ys` then `x = 1` at column 0 is `return ys` at the
+    cursor, `x = 1` still at column 0 (which `dlm_lsp.units` cuts off).  A cursor right
+    of the opening line's indentation already stands in the body, as an editor puts it
+    after `function f() {`: a model that indents once more there writes the body a
+    level too deep (the shipped model does after the `{` of fixtures/hello.js, .scala,
+    .swift and .sh), and in Python a fill below `def f(xs):` that returns to the body's
+    level (`return t`) would dedent to no level at all.  A language not known here keeps
+    the earlier rule (any opening line above leaves the fill alone).  `language` (an LSP
+    id or canonical name) says what starts a comment on the line above.  Depths are
+    compared in columns, not characters: a model may indent in spaces a block written in
+    tabs (or the reverse), a tab counting as one of the fill's own steps; a moved line's
+    whitespace past the cursor's is written in the cursor's tabs or spaces.
     """
     before, _ = _line_bounds(text, start, end)
     first, *rest = fill.split("\n")
@@ -240,11 +243,14 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     if _width(_leading(below), tab) >= deeper:
         return fill  # the code after the span goes on at the deeper level too
     widths = [_width(_leading(line), tab) for line in rest]
-    if any(line.strip() and width < deeper for line, width in zip(rest, widths, strict=True)):
+    column = _width(before, tab)
+    if any(line.strip() and column <= width < deeper
+           for line, width in zip(rest, widths, strict=True)):
         return fill
     tabs = before.endswith("\t")  # the rest in the cursor's characters, from a tab stop
-    moved = [before + _blanks(width - deeper, tabs, tab) + line.lstrip(" \t") if line.strip()
-             else line for line, width in zip(rest, widths, strict=True)]
+    moved = [before + _blanks(width - deeper, tabs, tab) + line.lstrip(" \t")
+             if line.strip() and width >= deeper else line
+             for line, width in zip(rest, widths, strict=True)]
     return "\n".join([first[len(extra):], *moved])
 
 
@@ -285,9 +291,13 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     Two signs of a foreign base: the cursor's line ends in a header (':' or an opening
     bracket) and the next line is not indented past it, so the header sat one fill step
     above that line; or the lines right after the first sit left of the cursor's column.
-    The moved stretch ends at the first line that belongs to an outer block: one that
-    dedents past the base, closes a bracket opened before the fill, or is a Python
-    `else`/`elif`/`except`/`finally`/`case` with no header of the fill at its level.
+    Not that second sign in Python, outside brackets: there a line left of the cursor's
+    column is a dedent (the model was shown the cursor's indentation), and leaves the
+    block (`x = 1` at column 0 after `return xs` is module code, which `dlm_lsp.units`
+    cuts off); moved into the block it would mean other code.  The moved stretch ends at
+    the first line that belongs to an outer block: one that dedents past the base,
+    closes a bracket opened before the fill, or is a Python `else`/`elif`/`except`/
+    `finally`/`case` with no header of the fill at its level.
     """
     code = [i for i, line in enumerate(rest) if line.strip()]
     if not code:
@@ -303,15 +313,15 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     nested = widths[code[0]]
     if rest[code[0]].lstrip()[:1] in _CLOSERS:
         return None
+    depth = max(0, _bracket_depths(head, comments, lifetimes)[1])
     if head.endswith(_OPENERS):
         if nested > line_base:
             return None
         base, target = nested - unit, line_base
-    elif nested < cursor:
+    elif nested < cursor and (language != "python" or depth > 0):
         base, target = nested, cursor
     else:
         return None
-    depth = max(0, _bracket_depths(head, comments, lifetimes)[1])
     headers = {base} if head.endswith(":") else set()
     for i in code:
         leading, net = _bracket_depths(rest[i], comments, lifetimes)

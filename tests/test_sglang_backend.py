@@ -214,6 +214,21 @@ def test_a_multi_line_fill_is_cut_to_the_gap_reindented_and_validated(fake):
     assert best.used == math.ceil(ANSWER.index("```") / 3)  # tokens up to the stop string
 
 
+def test_a_fill_written_from_column_0_is_moved_onto_the_cursor_s_block(fake):
+    """A served model writes the cursor's line itself, often at column 0: its lines are
+    on that base, not dedents out of the function."""
+    fake.answer = ANSWER.replace("\n  ", "\n")
+    [best] = engine(fake.url).infill(request()).candidates
+    assert (best.text, best.valid) == (FILL, True)
+
+
+def test_a_line_left_of_the_model_s_own_indentation_leaves_the_block(fake):
+    """Module code the model wrote below the body stays module code: the fill ends there."""
+    fake.answer = "\n  result = sum(items)\nprint(total([1]))\n```"
+    [best] = engine(fake.url).infill(request()).candidates
+    assert (best.text, best.valid) == ("result = sum(items)", True)
+
+
 def test_the_request_is_a_llada2_prompt_with_the_fill_settings_and_the_key(fake):
     engine(fake.url, temperature=0.3, top_p=0.9).infill(
         request(options=InfillOptions(length=40)))

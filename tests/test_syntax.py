@@ -679,5 +679,51 @@ def test_a_tab_indented_block_s_fill_in_spaces_moves_back_in_tabs(
     assert _shaped(marked, fill, language) == expected
 
 
+_AFTER_RETURN = "def f(xs):\n    ys = xs\n    ⟦⟧\n\n\nprint(f(1))\n"  # a cursor in the body
+
+
+@pytest.mark.parametrize(("marked", "fill", "expected"), [
+    (_AFTER_RETURN, "return ys\nx = 1\n", "return ys"),
+    (_AFTER_RETURN, "return ys\n\nx = 1", "return ys"),
+    ("def f(xs):\n    return xs\n    ⟦⟧\n", "y = 1\nx = 1\n", "y = 1"),
+    # its first line deeper than the cursor: moved back, the module code still left behind
+    (_AFTER_RETURN, "    return ys\nx = 1\n", "return ys"),
+    ("def f(xs):\n    ⟦⟧\n", "    return xs\nx = 1", "return xs"),
+], ids=["after-the-return", "after-a-blank-line", "after-return-xs", "deeper-first-line",
+        "deeper-first-line-below-the-header"])
+def test_a_python_fill_s_module_code_is_cut_off_not_moved_into_the_body(
+        marked: str, fill: str, expected: str) -> None:
+    """A line at column 0 below a cursor in a function's body is a dedent (the model was
+    shown the cursor's indentation): the fill has left the block there and ends, as
+    `dlm_lsp.units` says.  Moved to the cursor's column, `x = 1` would run in the
+    function, where the model did not write it."""
+    assert _shaped(marked, fill, "python") == expected
+
+
+@pytest.mark.parametrize(("marked", "fill"), [
+    ("def f(xs):\n    return xs\n⟦⟧\n", "x = 1\ny = 2"),
+    ("def f(xs):\n    return xs\n⟦⟧\n", "\nx = 1\n"),
+    ("def f(xs):\n    ys = xs\n⟦⟧\n", "    return ys\nx = 1\n"),
+], ids=["module-code", "after-a-blank-line", "body-then-module-code"])
+def test_a_python_fill_at_column_0_keeps_its_module_code_at_column_0(marked: str,
+                                                                     fill: str) -> None:
+    """At column 0 the cursor stands at module level: module code is in its block."""
+    assert _shaped(marked, fill, "python") == fill
+
+
+def test_a_python_continuation_left_of_the_cursor_inside_brackets_moves_to_it() -> None:
+    """Inside brackets indentation means nothing: a line the model wrote at column 0
+    there is on another base, not a dedent, and goes to the cursor's column."""
+    fill = "ys = g(xs,\n1)\nreturn ys"
+    assert _reindent("def f(xs):\n    ys = xs\n    ⟦⟧\n", fill, "python") == (
+        "ys = g(xs,\n    1)\n    return ys")
+
+
+def test_a_brace_language_fill_left_of_the_cursor_is_still_moved_to_it() -> None:
+    """Indentation is layout in JavaScript: a fill written from column 0 is moved."""
+    marked = "function f(a) {\n    let b = 1;\n    ⟦⟧\n}\n"
+    assert _reindent(marked, "b++;\nreturn b;", "javascript") == "b++;\n    return b;"
+
+
 def test_single_line_fill_is_not_reindented() -> None:
     assert _reindent("def f(x):\n    return ⟦⟧\n", "\tx") == "\tx"

@@ -124,13 +124,22 @@ def build_prompt(req: InfillRequest, plan: SpanPlan, cfg: ServerConfig, language
 
 
 def _drop_head(text: str, head: str) -> str:
-    """The continuation from the cursor on: the head the model wrote first taken off (when
-    it wrote the line break but other indentation, the document's indentation wins)."""
+    """The continuation from the cursor on: the head the model wrote first taken off.
+
+    When it wrote the line break but other indentation, the document's indentation wins:
+    the lines it wrote at or right of its own are moved with its first line onto the
+    cursor's (the model wrote from that base, column 0 often), and a line left of it
+    stays where it is (a dedent out of the cursor's block, which shaping does not move
+    back into it: in Python a line left of the cursor is a dedent, `dlm_lsp.indentation`)."""
     if text.startswith(head):
         return text[len(head):]
     if "\n" in head:
         text = re.sub(r"\A[ \t]*\r?\n", "", text, count=1)
-    return text.lstrip(" \t")
+    own = text[:len(text) - len(text.lstrip(" \t"))]
+    cursor = head.rsplit("\n", 1)[-1]
+    first, *rest = text[len(own):].split("\n")
+    return "\n".join([first, *(cursor + line[len(own):] if line.strip() and line.startswith(own)
+                                else line for line in rest)])
 
 
 def _unfenced(text: str, prompt: Prompt, meta: dict[str, Any]) -> str:
