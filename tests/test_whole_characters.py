@@ -153,21 +153,6 @@ def test_a_bidirectional_control_is_left_out_unless_the_model_was_shown_one() ->
     assert BIDI.isdisjoint(CONTROLS) and "\u05e9" not in left_out("")
 
 
-def test_a_bidirectional_override_the_model_writes_is_written_again_by_repair(
-        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    tok = engine.model.tokenizer
-    request = _request('x = 1|\n')
-    override = [byte_token(tok, b) for b in "\u202e".encode()]
-    first = tok.encode("  # ") + override + tok.encode("ok")
-    planted = _plant(engine, request, first, tok.encode("  # ok"))
-    runs = _spy_repairs(monkeypatch, planted)
-    result = engine.infill(request)
-    [best] = result.candidates
-    assert (best.text, best.path, best.broken, result.repair_rounds) == (
-        "  # ok", REPAIR, (), 1)
-    assert runs, "the override's positions were written again"
-
-
 def _run(engine: Engine, request: InfillRequest) -> passes_module.InfillRun:
     """An infill run of `request` on its own layout, its fills unchecked."""
     prefix, suffix = request.text[:request.start], request.text[request.end:]
@@ -305,19 +290,22 @@ def test_of_two_valid_fills_the_one_with_broken_bytes_ranks_last(
 
 
 @pytest.mark.parametrize("language", ["python", "plaintext"])
+@pytest.mark.parametrize("control", ["\x10", "\u202e"], ids=["C0", "right-to-left override"])
 def test_a_control_character_is_written_again_by_a_repair_round(
-        engine: Engine, monkeypatch: pytest.MonkeyPatch, language: str) -> None:
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, language: str, control: str) -> None:
+    """A bidirectional override (Trojan Source) is three byte tokens here, a C0 one."""
     tok = engine.model.tokenizer
     request = _request('s = "|"\n', language)
-    first = tok.encode("first") + [byte_token(tok, 0x10)] + tok.encode("x")
+    spelled = [byte_token(tok, b) for b in control.encode()]
+    first = tok.encode("first") + spelled + tok.encode("x")
     planted = _plant(engine, request, first, tok.encode("first x"))
     runs = _spy_repairs(monkeypatch, planted)
     result = engine.infill(request)
     [best] = result.candidates
     assert (best.text, best.path, best.broken, result.repair_rounds) == (
         "first x", REPAIR, (), 1)
-    at = len(planted.head_ids) + len(tok.encode("first"))  # the control's position
-    assert runs == [list(range(at - 2, at + 3))], "the control, a margin either side"
+    at = len(planted.head_ids) + len(tok.encode("first"))  # the control's first position
+    assert runs == [list(range(at - 2, at + len(spelled) + 2))], "it, a margin either side"
 
 
 def test_with_repair_off_a_control_character_is_left_out_at_once(
