@@ -641,7 +641,7 @@ class DlmExtension implements vscode.Disposable {
   /**
    * Turn ghost text off or on (`dlm.inline.enabled`, written where it is defined, the
    * user settings by default, so it lasts), as Copilot's toggle does: commands, completion items and the server
-   * keep working; only the automatic requests while typing stop.
+   * keep working; ghost text stops, also when asked for (Trigger Inline Suggestion).
    */
   private async toggleInline(): Promise<void> {
     const config = this.config();
