@@ -13,6 +13,7 @@ helpers here are shared with `dlm_lsp.span_hints` and `dlm_lsp.units`.
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ _OPENERS = (":", "{", "(", "[")  # a line ending so opens a block (or a bracket)
 _BLOCK_OPENERS = (":", "{")
 # Python dedents that continue a statement rather than leave the block.
 _PY_CONTINUATIONS = ("else", "elif", "except", "finally", "case")
+# Keywords that close a block at the block's own indentation, by canonical language.
+_KEYWORD_CLOSERS = {"ruby": ("end",), "lua": ("end",), "bash": ("fi", "done", "esac")}
 
 
 @dataclass(frozen=True)
@@ -296,8 +299,12 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     block (`x = 1` at column 0 after `return xs` is module code, which `dlm_lsp.units`
     cuts off); moved into the block it would mean other code.  The moved stretch ends at
     the first line that belongs to an outer block: one that dedents past the base,
-    closes a bracket opened before the fill, or is a Python `else`/`elif`/`except`/
-    `finally`/`case` with no header of the fill at its level.
+    closes a bracket opened before the fill, is a Python `else`/`elif`/`except`/
+    `finally`/`case` with no header of the fill at its level, or is a closing keyword
+    (Ruby's and Lua's `end`, shell's `fi`/`done`/`esac`) at the base with no block of the
+    fill open there: that closes the cursor's block, whose closer the suffix already
+    holds, and kept where the model wrote it (left of the cursor) `dlm_lsp.units` ends
+    the fill before it; moved onto the cursor's column it would be a second closer.
     """
     code = [i for i, line in enumerate(rest) if line.strip()]
     if not code:
@@ -313,6 +320,7 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     nested = widths[code[0]]
     if rest[code[0]].lstrip()[:1] in _CLOSERS:
         return None
+    closers = _KEYWORD_CLOSERS.get(language or "", ())
     depth = max(0, _bracket_depths(head, comments, lifetimes)[1])
     if head.endswith(_OPENERS):
         if nested > line_base:
@@ -323,12 +331,15 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     else:
         return None
     headers = {base} if head.endswith(":") else set()
+    opened = head.endswith(_OPENERS)  # whether the line above opened a block at the base
     for i in code:
         leading, net = _bracket_depths(rest[i], comments, lifetimes)
         word = rest[i].split(maxsplit=1)[0].rstrip(":")
         dedent = python and word in _PY_CONTINUATIONS and widths[i] not in headers
-        if widths[i] < base or leading > depth or dedent:
+        closes = re.match(r"\w*", rest[i].lstrip())[0] in closers and widths[i] <= base
+        if widths[i] < base or leading > depth or dedent or (closes and not opened):
             return _Frame(base, target, unit, i)
+        opened = widths[i] > base  # a closer right after the block's body is its own
         depth += net
         if rest[i].rstrip().endswith(":"):
             headers.add(widths[i])

@@ -75,3 +75,17 @@ def test_a_hole_s_multi_line_fill_is_cut_to_its_longest_valid_start(engine: Engi
     Planted(engine, request, broken="total\n    (\n    total += x;")
     [best] = engine.infill(request).candidates
     assert (best.text, best.valid) == ("total", True)
+
+
+def test_a_ruby_fill_s_end_left_of_the_cursor_ends_the_fill(engine: Engine) -> None:
+    """A model that writes the method's `end` (and code after it) at column 0 below a
+    cursor in the body has left the block: the fill ends before the `end`, which the
+    document already has.  It was moved onto the cursor's column with what followed, a
+    second `end` with `puts 2` in the method."""
+    text = "def f(a)\n  x = a\n  \nend\n\nputs f(1)\n"
+    at = text.index("  \nend") + 2
+    request = InfillRequest(text, at, at, "ruby", "file:///t.rb",
+                            InfillOptions(length=24, steps=4, repair_rounds=0, fallback=False))
+    Planted(engine, request, broken="y = 1\nend\n\nputs 2")
+    [best] = engine.infill(request).candidates
+    assert (best.text, best.valid) == ("y = 1", True)

@@ -727,3 +727,46 @@ def test_a_brace_language_fill_left_of_the_cursor_is_still_moved_to_it() -> None
 
 def test_single_line_fill_is_not_reindented() -> None:
     assert _reindent("def f(x):\n    return ⟦⟧\n", "\tx") == "\tx"
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("ruby", "def f(a)\n  x = a\n  ⟦⟧\nend\n\nputs f(1)\n", "y = 1\nend\n\nputs 2", "y = 1"),
+    ("ruby", "def f(a)\n  x = a\n  ⟦⟧\nend\n", "y = 1\nz = 2\nend\n\nputs 2",
+     "y = 1\n  z = 2"),
+    ("lua", "local function f(a)\n  local x = a\n  ⟦⟧\nend\n", "local y = 1\nend\nprint(2)",
+     "local y = 1"),
+    ("ruby", "def f(a)\n  x = a\n  ⟦⟧\nend\n", "y = a\nif y\n  y += 1\nend\nend\nputs 2",
+     "y = a\n  if y\n    y += 1\n  end"),
+    ("bash", "if true; then\n  x=1\n  ⟦⟧\nfi\n\necho 2\n", "y=1\nfi\n\necho 3", "y=1"),
+    ("bash", "for i in 1 2; do\n  x=1\n  ⟦⟧\ndone\n", "y=1\ndone\necho 3", "y=1"),
+], ids=["ruby-end", "ruby-end-after-moved-lines", "lua-end", "ruby-end-after-its-own-block",
+        "bash-fi", "bash-done"])
+def test_a_keyword_block_fill_s_closer_left_of_the_cursor_ends_it(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """An `end` (`fi`, `done`) the model wrote left of the cursor's column, with no block
+    of its own open, closes the cursor's block, whose closer the suffix already holds:
+    the fill ends before it, as a Python fill ends at a dedent.  Moved onto the cursor's
+    column with the lines above it, it was a second closer and the code after it ran in
+    the block."""
+    assert _shaped(marked, fill, language) == expected
+
+
+def test_a_lua_end_left_of_the_cursor_stays_where_the_model_wrote_it() -> None:
+    """Lua's grammar cut the moved `end` off too, but reindent alone must not move it."""
+    marked = "local function f(a)\n  local x = a\n  ⟦⟧\nend\n"
+    fill = "local y = 1\nend\nprint(2)"
+    assert _reindent(marked, fill, "lua") == fill
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("ruby", "def f(a)\n  if a\n    x = a\n    ⟦⟧\n  end\nend\n", "y = a\nif y\n  y += 1\nend\ny",
+     "y = a\n    if y\n      y += 1\n    end\n    y"),
+    ("bash", "f() {\n  if true; then\n    x=1\n    ⟦⟧\n  fi\n}\n",
+     "y=2\nfor i in 1 2; do\n  echo $i\ndone\necho $y",
+     "y=2\n    for i in 1 2; do\n      echo $i\n    done\n    echo $y"),
+], ids=["ruby-if", "bash-for"])
+def test_a_keyword_block_fill_s_own_closer_moves_with_its_block(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """A closer right after a block the fill opened is the fill's own: written from
+    column 0, it moves onto the cursor's column with the rest."""
+    assert _shaped(marked, fill, language) == expected
