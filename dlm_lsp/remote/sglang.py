@@ -146,14 +146,15 @@ class SGLangEngine(ServerBackend):
 
     def _read(self, req: InfillRequest, response: http.client.HTTPResponse, prompt: Prompt,
               plan: SpanPlan) -> tuple[str, dict[str, Any], int]:
-        """Read the event stream to its end, passing each update on as a draft."""
+        """Read the event stream to its end, passing each update on as a draft; the text
+        comes without what a fill leaves out (`_left_out`)."""
         text, meta, chunks, finished = "", {}, 0, False
         unwanted = _left_out(prompt)
         while True:
             line = response.readline()
             if not line:
                 if finished:
-                    return text, meta, chunks
+                    return without(text, unwanted), meta, chunks
                 raise Lost(f"{self._at()} ended the fill's stream before it finished")
             line = line.strip()
             if not line.startswith(b"data:"):
@@ -161,7 +162,7 @@ class SGLangEngine(ServerBackend):
             data = line[len(b"data:"):].strip()
             if data == b"[DONE]":
                 if finished:
-                    return text, meta, chunks
+                    return without(text, unwanted), meta, chunks
                 raise Lost(f"{self._at()} ended the fill without finishing it")
             message = json.loads(data)
             if "error" in message:
@@ -186,7 +187,6 @@ class SGLangEngine(ServerBackend):
         # the continuation goes on the document's indentation first, so that the code
         # after the gap, written again, is recognised line for line
         local = None if plan.single_line else local_text(req.text, req.start, req.end)
-        text = without(text, _left_out(prompt))
         fill = before_suffix(reindented(continuation(text, prompt, meta), req, language,
                                         local), prompt)
         fill = fill.split("\n", 1)[0] if plan.single_line else fill
