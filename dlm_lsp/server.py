@@ -115,9 +115,9 @@ class DlmServer(LanguageServer):
         value is said once, not again while the client sends it unchanged (nor is a "dlm"
         section that is not an object): VS Code and Neovim send the whole section at
         every change, and a value the user had not touched was warned about whenever any
-        other setting changed.  Returns the
-        problems, and whether the backend is to be got ready (`preload`): a new one, or a
-        model the settings load anew (see switch_backend)."""
+        other setting changed.  Returns the problems, and whether the backend is to be got
+        ready (`preload`): a new one, or a model the settings load anew (see
+        switch_backend)."""
         section: list[str] = []
         if isinstance(data, dict) and "dlm" in data:
             before = self.sent_section
