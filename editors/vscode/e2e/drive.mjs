@@ -393,9 +393,11 @@ async function crashed() {
 }
 
 /**
- * Only a file of a language that dlm.languages lacks is open: the extension is active
- * (it shows that the server is not started, and a click on it says why) but starts no
- * server, a Python process importing torch.  Adding the language to dlm.languages, as a
+ * Only a file of a language that dlm.languages lacks is open: the extension is active but
+ * starts no server, a Python process importing torch, and shows nothing in the status bar
+ * (DLM: Show server status says why); a fill command run there says which setting to add
+ * the language to, and then the status bar says "not started" in that file, and its click
+ * why.  Adding the language to dlm.languages, as a
  * user who wants it would, starts the server, which then fills the file's hole.
  */
 async function lateLanguage(language) {
@@ -405,38 +407,54 @@ async function lateLanguage(language) {
   if (events().some((e) => e.event === "launching")) {
     problems.push(`a server was started with no file of dlm.languages open: ${JSON.stringify(events())}`);
   }
-  const idle = await until("the status bar to say the server is not started", async () => {
-    const text = await dlmStatusBar();
+  // nothing in the status bar: the extension has nothing to say of a Perl file (it showed
+  // "dlm: not started" in every window)
+  const hidden = await dlmStatusBar();
+  if (hidden) problems.push(`the status bar shows dlm with no file of dlm.languages open: "${hidden}"`);
+  // DLM: Show server status says why, in the dlm-lsp output, with the item hidden
+  await palette("DLM: Show server status");
+  const output = async () => (await page.evaluate(
+    "[...document.querySelectorAll('.part.panel .view-line')].map(e => e.textContent).join(' ')"))
+    .replace(/\u00a0/g, " "); // the editor shows spaces as nbsp
+  const why = await until("the output to say why the server is not started", async () => {
+    const text = await output();
     return /not started/.test(text) && text;
-  }, 10000).catch(async (error) => (problems.push(`${error.message}: "${await dlmStatusBar()}"`), ""));
-  // a click on it says why, in the dlm-lsp output
-  const item = await page.evaluate(`(() => {
-    const e = [...document.querySelectorAll('.statusbar-item')].find((e) => /not started/.test(e.textContent));
-    if (!e) return null;
-    const r = e.getBoundingClientRect();
-    return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
-  })()`);
-  let why = "";
-  if (item) {
-    await page.click(item.x, item.y);
-    why = await until("the output to say why the server is not started", async () => {
-      const text = (await page.evaluate("[...document.querySelectorAll('.part.panel .view-line')].map(e => e.textContent).join(' ')"))
-        .replace(/\u00a0/g, " "); // the editor shows spaces as nbsp
-      return /not started/.test(text) && text;
-    }, 10000).catch((error) => (problems.push(error.message), ""));
-    if (why && !(why.includes("dlm.languages") && why.includes(language))) {
-      problems.push(`the output does not say that ${language} is not in dlm.languages: ${JSON.stringify(why)}`);
-    }
+  }, 10000).catch((error) => (problems.push(error.message), ""));
+  if (why && !(why.includes("dlm.languages") && why.includes(language))) {
+    problems.push(`the output does not say that ${language} is not in dlm.languages: ${JSON.stringify(why)}`);
   }
-  await page.screenshot(join(args.shots, "not-started.png"));
   // a fill command from the palette says which setting to add the language to, and
-  // starts nothing (the server is never sent such a file: it could only fail)
+  // starts nothing (the server is never sent such a file: it could only fail) ...
   await palette("DLM: Fill holes");
   const refused = await until("the fill command to say the language is not served", event("notServed"), 10000, 250)
     .catch((error) => (problems.push(error.message), undefined));
   if (refused && !refused.reason.includes(language)) {
     problems.push(`the fill command's refusal does not name ${language}: ${JSON.stringify(refused)}`);
   }
+  // ... and the status bar, in the file the user wants dlm for, says it is not started ...
+  const idle = await until("the status bar to say the server is not started", async () => {
+    const text = await dlmStatusBar();
+    return /not started/.test(text) && text;
+  }, 10000).catch(async (error) => (problems.push(`${error.message}: "${await dlmStatusBar()}"`), ""));
+  // ... and a click on it says why again
+  const item = await page.evaluate(`(() => {
+    const e = [...document.querySelectorAll('.statusbar-item')].find((e) => /not started/.test(e.textContent));
+    if (!e) return null;
+    const r = e.getBoundingClientRect();
+    return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
+  })()`);
+  // the time of the last "not started" line on screen (the panel shows the latest lines)
+  const told = (text) => [...text.matchAll(/(\d+:\d+:\d+\.\d+) \[info\] the dlm-lsp server is not started/g)].pop()?.[1];
+  let whyAgain = "";
+  if (item) {
+    const before = told(await output());
+    await page.click(item.x, item.y);
+    whyAgain = await until("the click to say why again", async () => {
+      const text = await output();
+      return told(text) && told(text) !== before && text;
+    }, 10000).catch((error) => (problems.push(error.message), ""));
+  }
+  await page.screenshot(join(args.shots, "not-started.png"));
   await sleep(2000);
   if (events().some((e) => e.event === "launching")) {
     problems.push(`a fill command started the server for a ${language} file: ${JSON.stringify(events())}`);
@@ -464,7 +482,8 @@ async function lateLanguage(language) {
   if (!/dlm: .*cpu|dlm: .*cuda/.test(statusBar)) problems.push(`status bar shows no model/device: "${statusBar}"`);
   const errors = events().filter((e) => e.event === "error");
   if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
-  console.log(JSON.stringify({ passed: problems.length === 0, problems, idle, why, fill, statusBar }, null, 2));
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, hidden, idle, why, whyAgain, fill, statusBar },
+                             null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
 }

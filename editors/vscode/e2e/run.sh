@@ -31,9 +31,11 @@
 #   editors/vscode/e2e/run.sh --late-language
 #                                      # only a Perl file is open, and Perl is not in
 #                                      # dlm.languages: the extension is active but starts no
-#                                      # server (the status bar says "not started", and its
-#                                      # click says why); adding perl to dlm.languages starts
-#                                      # it, and Fill holes fills the Perl file's hole
+#                                      # server and shows nothing in the status bar (DLM: Show
+#                                      # server status says why); Fill holes there names the
+#                                      # setting, and the status bar then says "not started"
+#                                      # and its click why; adding perl to dlm.languages
+#                                      # starts it, and Fill holes fills the Perl file's hole
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -37,8 +37,8 @@ import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
 import {
-  type ClientState, type FillAnswer, fillLatency, loadSettled, RESTART_HINT, type ServerStatus, statusText,
-  statusTooltip,
+  type ClientState, type FillAnswer, fillLatency, loadSettled, RESTART_HINT, type ServerStatus, statusShown,
+  statusText, statusTooltip,
 } from "./status";
 
 const INFILL = "dlm/infill";
@@ -132,6 +132,9 @@ class DlmExtension implements vscode.Disposable {
   private readonly load = new Follower(() => this.loadEnded());
   private readonly output = vscode.window.createOutputChannel("dlm-lsp", { log: true });
   private readonly statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  /** The documents (URIs) a fill command was refused in: an idle status item shows there
+   *  (status.statusShown), so that its click can say why. */
+  private readonly refused = new Set<string>();
   private readonly debouncer = new Debouncer(() => this.config().get<number>("inline.debounceMs", 250));
   private readonly inFlight = new Superseder<vscode.CancellationTokenSource>();
   private readonly drafts = new DraftBoard();
@@ -151,7 +154,6 @@ class DlmExtension implements vscode.Disposable {
       failed: (error) => this.startFailed(error),
     });
     this.statusItem.command = "dlm-lsp.showStatus";
-    this.statusItem.show();
     this.render();
     this.offerCommands();
     const command = (id: string, run: () => Promise<unknown>) =>
@@ -167,7 +169,8 @@ class DlmExtension implements vscode.Disposable {
       vscode.workspace.onDidChangeConfiguration((e) => this.configurationChanged(e)),
       vscode.workspace.onDidOpenTextDocument(() => this.wake()),
       vscode.workspace.onDidChangeTextDocument((e) => this.documentChanged(e.document)),
-      vscode.workspace.onDidCloseTextDocument((d) => this.documentChanged(d)),
+      vscode.workspace.onDidCloseTextDocument((d) => this.documentClosed(d)),
+      vscode.window.onDidChangeActiveTextEditor(() => this.render()),
     );
     this.record("activated", {});
   }
@@ -387,7 +390,10 @@ class DlmExtension implements vscode.Disposable {
   private configurationChanged(event: vscode.ConfigurationChangeEvent): void {
     if (!event.affectsConfiguration("dlm")) return;
     if (event.affectsConfiguration("dlm.inline.enabled")) this.render();
-    if (event.affectsConfiguration("dlm.languages")) this.offerCommands();
+    if (event.affectsConfiguration("dlm.languages")) {
+      this.offerCommands();
+      this.render();  // the active document may be the server's now, or no longer
+    }
     if (RESTART_SETTINGS.some((key) => event.affectsConfiguration(key))) {
       // an idle server stays so, unless the change made an open document its own
       if (restartsOnSettingsChange(this.state, this.languages(), vscode.workspace.textDocuments)) {
@@ -454,6 +460,8 @@ class DlmExtension implements vscode.Disposable {
     const why = unservedReason(this.languages(), editor.document);
     if (why === undefined) return editor;
     void vscode.window.showWarningMessage(`dlm-lsp: ${why}.`);
+    this.refused.add(editor.document.uri.toString());
+    this.render();
     this.record("notServed", { reason: why });
     return undefined;
   }
@@ -624,6 +632,11 @@ class DlmExtension implements vscode.Disposable {
     this.clearDraft(document.uri.toString());
   }
 
+  private documentClosed(document: vscode.TextDocument): void {
+    this.documentChanged(document);
+    this.refused.delete(document.uri.toString());
+  }
+
   // ---- status bar --------------------------------------------------------------------------
 
   private setState(state: ClientState): void {
@@ -636,6 +649,12 @@ class DlmExtension implements vscode.Disposable {
     this.statusItem.text = statusText(this.state, this.status, this.lastMs, inline,
                                       this.inFlight.size > 0);
     this.statusItem.tooltip = statusTooltip(this.state, this.status, this.lastMs, inline);
+    const active = vscode.window.activeTextEditor?.document;
+    if (statusShown(this.state, this.languages(), active, !!active && this.refused.has(active.uri.toString()))) {
+      this.statusItem.show();
+    } else {
+      this.statusItem.hide();
+    }
   }
 
   /**

@@ -4,6 +4,8 @@
  * (`p50Ms` of `dlm/status`) when the extension has not timed one itself.
  */
 
+import { type OpenDocument, serves } from "./languages";
+
 /** The fields of a `dlm/status` result that the status bar shows. */
 export interface ServerStatus {
   model?: string;
@@ -26,6 +28,25 @@ export const RESTART_HINT = "DLM: Restart server starts it again";
 
 /** What starts a server that was never started: said in the idle status bar's tooltip. */
 export const IDLE_HINT = "it starts when a file of dlm.languages is open, or a DLM command needs it (click: why)";
+
+/**
+ * Whether the status bar item shows, with `active` the document of the editor the user is
+ * looking at (none: a settings page, an empty window) and `asked` whether a fill command
+ * was refused in it (languages.unservedReason).  The extension activates in every window
+ * (onStartupFinished), and an idle item read "dlm: not started" in windows of Markdown or
+ * JSON that dlm will never serve: noise, where language extensions show their status only
+ * in their languages.  So an idle server shows only where it has something to say: in a
+ * document it serves (it is about to start there), or one a fill command was refused in,
+ * whose user wants dlm there and can click it to learn why not.  A server that was started
+ * shows everywhere: it holds a model (~400 MB) whatever the user looks at, and a failed or
+ * stopped one says how to start it again.  DLM: Show server status says why the server is
+ * idle whether the item shows or not.
+ */
+export function statusShown(state: ClientState, languages: readonly string[], active: OpenDocument | undefined,
+                            asked = false): boolean {
+  if (state !== "idle") return true;
+  return active !== undefined && (asked || serves(languages, active));
+}
 
 /** Whether the model's load has ended, loaded or failed: polling dlm/status can stop. */
 export function loadSettled(status: ServerStatus | undefined): boolean {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { fillLatency, formatMs, loadSettled, modelLabel, statusText, statusTooltip } from "../status";
+import { type ClientState, fillLatency, formatMs, loadSettled, modelLabel, statusShown, statusText, statusTooltip } from "../status";
 
 describe("status bar", () => {
   const loaded = { model: "default", loaded: true, device: "cpu", p50Ms: 95.4, p95Ms: 140, fills: 3 };
@@ -76,6 +76,39 @@ describe("status bar", () => {
     assert.match(statusTooltip("running", loaded, 120, false), /inline suggestions: off/);
     assert.doesNotMatch(statusTooltip("running", loaded, 120), /suggestions: off/);
     assert.match(statusText("stopped", loaded, 120, false), /stopped/);  // a worse state wins
+  });
+});
+
+describe("statusShown: where the status bar item shows", () => {
+  const languages = ["python", "go"];
+  const file = (languageId: string, scheme = "file") => ({ languageId, uri: { scheme } });
+
+  it("hides an idle server in a document it does not serve: a window of Markdown or JSON shows nothing", () => {
+    assert.equal(statusShown("idle", languages, file("markdown")), false);
+    assert.equal(statusShown("idle", languages, file("json", "untitled")), false);
+    assert.equal(statusShown("idle", languages, file("python", "git")), false);  // a diff's old side: never sent
+  });
+
+  it("hides an idle server with no editor in front (a settings page, an empty window)", () => {
+    assert.equal(statusShown("idle", languages, undefined), false);
+    assert.equal(statusShown("idle", languages, undefined, true), false);
+  });
+
+  it("shows an idle server in a document it serves", () => {
+    assert.equal(statusShown("idle", languages, file("python")), true);
+    assert.equal(statusShown("idle", languages, file("go", "untitled")), true);
+  });
+
+  it("shows an idle server in a document a fill command was refused in, whose click says why", () => {
+    assert.equal(statusShown("idle", languages, file("perl"), true), true);
+  });
+
+  it("shows a server that was started whatever the editor, or none: it holds a model, or says how to start again", () => {
+    for (const state of ["starting", "running", "stopped", "failed"] as ClientState[]) {
+      assert.equal(statusShown(state, languages, file("markdown")), true, state);
+      assert.equal(statusShown(state, languages, undefined), true, state);
+      assert.equal(statusShown(state, [], file("json")), true, state);
+    }
   });
 });
 
