@@ -50,7 +50,8 @@ log() { echo "[e2e] $*" >&2; }
 
 command -v chromium >/dev/null || { log "needs chromium: apt-get install -y chromium libkrb5-dev"; exit 2; }
 # torch first, as the README's Quick start does: a bare `pip install -e` pulls a multi-GB CUDA torch
-"$PYTHON" -c "import dlm_lsp" 2>/dev/null || {
+# (from /, so that the checkout's own dlm_lsp/ does not pass for an install without torch)
+(cd / && "$PYTHON" -c "import torch, dlm_lsp") 2>/dev/null || {
   log "needs the server, installed as the README's Quick start does, torch first:" \
       "$PYTHON -m pip install torch==2.13.0 && $PYTHON -m pip install -e $REPO"
   exit 2
