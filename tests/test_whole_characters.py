@@ -9,11 +9,12 @@ user's file.  Such bytes are left out of the text, and the positions holding the
 are written again by repair while its rounds last.  A U+FFFD that is its own three
 bytes (text the user has) is a character like any other and is kept.
 
-A control character (`\x10`, `\x1d`: random tiny models write them) is left out and
-written again the same way, unless it is a tab, a line feed, or one the document around
-the span holds (a form feed between pages).  Only what the fill shows counts: a broken
-byte past a single-line fill's line break is never written into the file, and is not
-worth a repair round.
+A control character (`\x10`, `\x1d`: random tiny models write them), a bidirectional
+control or an invisible character (a zero width space) is left out and written again the
+same way, unless it is a tab, a line feed, or one the document around the span holds (a
+form feed between pages, the zero width non-joiner of Persian text).  Only what the fill
+shows counts: a broken byte past a single-line fill's line break is never written into
+the file, and is not worth a repair round.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models
 
 import dlm_lsp.passes as passes_module
-from dlm_lsp.characters import BIDI, CONTROLS, left_out
+from dlm_lsp.characters import BIDI, CONTROLS, INVISIBLE, left_out
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.models.tokenizer import Tokenizer
@@ -151,6 +152,28 @@ def test_a_bidirectional_control_is_left_out_unless_the_model_was_shown_one() ->
     assert {"\u202b", "\u202c"}.isdisjoint(left_out(hebrew))
     assert "\u202e" in left_out(hebrew), "only the ones it holds"
     assert BIDI.isdisjoint(CONTROLS) and "\u05e9" not in left_out("")
+
+
+def test_an_invisible_character_is_left_out_unless_the_model_was_shown_one() -> None:
+    """A zero width space, a word joiner, a soft hyphen, a Hangul filler (a letter: it
+    makes an identifier in JavaScript) draw nothing: code that reads right and is not."""
+    invisible = {"\u200b", "\u2060", "\ufeff", "\u00ad", "\u180e", "\u3164", "\ufe0f",
+                 "\u200c", "\u200d"}
+    assert invisible <= left_out("x = 1\n")
+    assert INVISIBLE.isdisjoint(BIDI | CONTROLS)
+
+
+@pytest.mark.parametrize("text, joiner", [
+    ('label = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"\n', "\u200c"),  # Persian
+    ('family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"\n', "\u200d"),  # one emoji
+], ids=["ZWNJ in Persian", "ZWJ in an emoji"])
+def test_a_joiner_the_document_holds_in_its_text_may_be_written_again(
+        text: str, joiner: str) -> None:
+    """ZWNJ and ZWJ are text too: a file whose strings hold them may get more; a file
+    that holds none gets none, and the other joiner only where it holds that one."""
+    assert joiner not in left_out(text)
+    assert ({"\u200c", "\u200d"} - {joiner}) <= left_out(text)
+    assert "\u200b" in left_out(text), "only the ones it holds"
 
 
 def _run(engine: Engine, request: InfillRequest) -> passes_module.InfillRun:
@@ -290,10 +313,12 @@ def test_of_two_valid_fills_the_one_with_broken_bytes_ranks_last(
 
 
 @pytest.mark.parametrize("language", ["python", "plaintext"])
-@pytest.mark.parametrize("control", ["\x10", "\u202e"], ids=["C0", "right-to-left override"])
+@pytest.mark.parametrize("control", ["\x10", "\u202e", "\u200b"],
+                         ids=["C0", "right-to-left override", "zero width space"])
 def test_a_control_character_is_written_again_by_a_repair_round(
         engine: Engine, monkeypatch: pytest.MonkeyPatch, language: str, control: str) -> None:
-    """A bidirectional override (Trojan Source) is three byte tokens here, a C0 one."""
+    """A bidirectional override (Trojan Source) or a zero width space is three byte
+    tokens here, a C0 control one."""
     tok = engine.model.tokenizer
     request = _request('s = "|"\n', language)
     spelled = [byte_token(tok, b) for b in control.encode()]
@@ -319,16 +344,18 @@ def test_with_repair_off_a_control_character_is_left_out_at_once(
     assert (best.text, bool(best.broken), result.path, runs) == ("firstx", True, DIFFUSION, [])
 
 
+@pytest.mark.parametrize("char", ["\x0c", "\u200c"], ids=["form feed", "ZWNJ"])
 def test_a_control_character_the_document_holds_beside_the_span_is_written(
-        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A form feed, as between a file's pages: the fill may go on with the file's own."""
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, char: str) -> None:
+    """A form feed, as between a file's pages, or the zero width non-joiner of a Persian
+    string: the fill may go on with the file's own."""
     tok = engine.model.tokenizer
-    request = _request('PAGE = "\x0c"\ns = "|"\n')
-    fill = tok.encode("a") + [byte_token(tok, 0x0C)] + tok.encode("b")
+    request = _request(f'PAGE = "{char}"\ns = "|"\n')
+    fill = tok.encode("a") + [byte_token(tok, b) for b in char.encode()] + tok.encode("b")
     runs = _spy_repairs(monkeypatch, _plant(engine, request, fill, tok.encode("y")))
     result = engine.infill(request)
     [best] = result.candidates
-    assert (best.text, best.broken, best.path, runs) == ("a\x0cb", (), DIFFUSION, [])
+    assert (best.text, best.broken, best.path, runs) == (f"a{char}b", (), DIFFUSION, [])
 
 
 # --- only what the fill shows counts ---------------------------------------------------------
