@@ -62,6 +62,9 @@ def _content_length(header: bytes) -> int:
 # A header field's name (an HTTP token) and its colon, at the start of a line.
 _FIELD = re.compile(rb"[A-Za-z0-9!#$%&'*+.^_`|~-]+[ \t]*:")
 _CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:", re.IGNORECASE)
+# The bytes of a line over the reader's limit kept for the line after it: a Content-Length
+# field the limit cuts in two is found whole when it starts in them (it takes ~20).
+_CUT_TAIL = 64
 
 
 class HeaderReader:
@@ -75,17 +78,22 @@ class HeaderReader:
     ignore case (as HTTP's, whose header format LSP takes), and what is not a header
     is skipped up to the next Content-Length field, which is found again even in the
     middle of a line: the tail of a body that was longer than announced runs into the
-    next header with no line break between them (a JSON body holds none).  What was
-    skipped is told once, when the next message begins (`take_skipped`).
+    next header with no line break between them (a JSON body holds none).  A line too
+    long to be a header arrives in pieces (`feed_part`), skipped but for the last bytes,
+    which may hold the start of a header the rest of the line ends.  What was skipped
+    is told once, with its exact size, when the next message begins (`take_skipped`).
     """
 
     def __init__(self) -> None:
         self._block: list[bytes] = []  # the header lines of the message being read
+        self._cut = b""  # the end of a line over the limit: the next line goes on from it
         self._skipped = 0  # bytes skipped since the last message that was read
         self._why = ""
 
     def feed(self, line: bytes) -> int | None:
         """The body length that `line` ends a header with, or None: more lines are due."""
+        if self._cut:
+            line, self._cut = self._cut + line, b""
         if not line.strip():
             if not self._block:  # a line break between messages
                 return None
@@ -108,6 +116,16 @@ class HeaderReader:
         else:
             self.skip(len(line), f"{line[:60]!r} where a header was due")
         return None
+
+    def feed_part(self, piece: bytes, why: str) -> None:
+        """A piece of a line over the reader's limit: no header line is so long, so it is
+        skipped, and the header being read with it.  Its last _CUT_TAIL bytes go on to
+        the next line: junk and a header may share a line (see the class docstring),
+        and the limit may cut that header's Content-Length in two."""
+        data = self._cut + piece
+        self._cut = data[-_CUT_TAIL:]
+        self.skip(sum(map(len, self._block)) + len(data) - len(self._cut), why)
+        self._block = []
 
     def skip(self, size: int, why: str) -> None:
         """Count `size` bytes read that belong to no message (the first reason is kept)."""

@@ -13,7 +13,8 @@ pygls 2.1's own transport has six gaps that a hostile or unlucky client hits:
 * over stdio a header line is read whole, however long: a run of bytes with no
   line break (junk on stdin, a client gone wrong) is all held in memory while it
   arrives.  `StdinLines` reads a line at most _LINE_LIMIT bytes at a time, as
-  asyncio's stream reader does over TCP, and a longer one is skipped as junk;
+  asyncio's stream reader does over TCP (`StreamLines`), and a longer one is
+  skipped as junk, up to a header that may end it;
 * its TCP server has one protocol object for all connections: a second client
   takes over the answers meant for the first, and any client that disconnects
   ends the server (so `dlm-lsp status --server` would stop the server it asked).
@@ -60,7 +61,12 @@ GRACE_S = 2.0  # how long stopped fills may take to answer (signal, client gone)
 
 
 class LineTooLong(ValueError):
-    """A piece of a line longer than _LINE_LIMIT: junk, as no header line is so long."""
+    """A piece of a line longer than _LINE_LIMIT: junk, as no header line is so long,
+    though the header of the next message may start at its end."""
+
+    def __init__(self, piece: bytes):
+        super().__init__(f"a line of over {_LINE_LIMIT} bytes")
+        self.piece = piece
 
 
 class BoundedReader:
@@ -70,16 +76,8 @@ class BoundedReader:
         self.reader = reader
 
     async def readline(self) -> bytes:
-        """The next header line; LineTooLong for a piece of a line over the limit.
-        asyncio says that with a bare ValueError, and a closed stream says ValueError
-        too: taken for junk to skip, that would be read again for ever."""
-        try:
-            return await self.reader.readline()
-        except ValueError as exc:
-            if isinstance(exc, LineTooLong) or isinstance(exc.__context__,
-                                                          asyncio.LimitOverrunError):
-                raise LineTooLong(str(exc)) from exc
-            raise
+        """The next header line; LineTooLong for a piece of a line over the limit."""
+        return await self.reader.readline()
 
     async def readexactly(self, n: int) -> bytes:
         """The body of `n` bytes, or a stand-in for one over the limit (b"" at the end)."""
@@ -113,12 +111,34 @@ class StdinLines(StdinAsyncReader):
 
 
 def _bounded_line(stdin: Any) -> bytes:
-    """The next line of `stdin`, or LineTooLong for the next _LINE_LIMIT bytes of a line
-    longer than that (read and dropped)."""
+    """The next line of `stdin`, or LineTooLong with the next _LINE_LIMIT bytes of a line
+    longer than that."""
     line = stdin.readline(_LINE_LIMIT)
     if len(line) == _LINE_LIMIT and not line.endswith(b"\n"):
-        raise LineTooLong(f"a line of over {_LINE_LIMIT} bytes")
+        raise LineTooLong(line)
     return line
+
+
+class StreamLines:
+    """A TCP connection's asyncio stream reader, whose line over the limit comes as
+    LineTooLong pieces with their bytes, as StdinLines' do.  asyncio's own readline
+    drops such a line with a bare ValueError (a closed stream says ValueError too), and
+    with it all its buffer holds, up to twice the limit and more: a header after the
+    junk went with it, and how many bytes were dropped could not be said."""
+
+    def __init__(self, stream: asyncio.StreamReader):
+        self.stream = stream
+
+    async def readline(self) -> bytes:
+        try:
+            return await self.stream.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:  # the end, without a line break
+            return exc.partial
+        except asyncio.LimitOverrunError as exc:  # the bytes it found no line break in
+            raise LineTooLong(await self.stream.readexactly(exc.consumed)) from None
+
+    async def readexactly(self, n: int) -> bytes:
+        return await self.stream.readexactly(n)
 
 
 def serve_stdio(server: DlmServer, stdin: Any = None, stdout: Any = None) -> None:
@@ -149,8 +169,8 @@ async def _read(server: DlmServer, reader: Any) -> None:
     while True:
         try:
             line = await reader.readline()
-        except LineTooLong:  # over the line limit (StdinLines, asyncio's over TCP)
-            headers.skip(_LINE_LIMIT, f"a line of {_LINE_LIMIT >> 10} KiB or more")
+        except LineTooLong as exc:  # over the line limit (StdinLines, StreamLines)
+            headers.feed_part(exc.piece, f"a line of {_LINE_LIMIT >> 10} KiB or more")
             continue
         except ValueError as exc:  # a stream closed under us: its end, as b"" is
             log.warning("the client's stream cannot be read (%s): taken as its end", exc)
@@ -221,7 +241,7 @@ async def _serve_tcp(make_server: Callable[[], DlmServer], live: dict[DlmServer,
             other.protocol.admitted for other in live if other is not server)
         live[server] = None
         try:
-            await _read(server, BoundedReader(reader))
+            await _read(server, BoundedReader(StreamLines(reader)))
         except asyncio.CancelledError:  # the process is ending (a signal); Python 3.11's
             pass  # stream callback would log a cancelled connection as an error
         finally:

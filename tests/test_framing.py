@@ -88,12 +88,18 @@ def test_a_missing_or_invalid_content_length_is_a_clear_error(header):
         reader.feed(frame(SECOND))
 
 
-def _server_reads(data: bytes) -> tuple[list[bytes], list[tuple[int, str] | None]]:
+def _server_reads(data: bytes, limit: int | None = None
+                  ) -> tuple[list[bytes], list[tuple[int, str] | None]]:
     """The bodies the server's HeaderReader finds in `data` read as a stream (header
-    lines, then each body by its length), and what it said was skipped before each."""
+    lines, at most `limit` bytes at a time as the server reads them, then each body by
+    its length), and what it said was skipped before each."""
     headers, bodies, skipped = HeaderReader(), [], []
     while data:
         end = data.find(b"\n") + 1 or len(data)
+        if limit is not None and end > limit:  # a piece of a line over the limit
+            headers.feed_part(data[:limit], "a long line")
+            data = data[limit:]
+            continue
         line, data = data[:end], data[end:]
         length = headers.feed(line)
         if length is not None:
@@ -139,6 +145,32 @@ def test_after_what_is_no_message_the_server_finds_the_next_one_and_says_what_it
         assert size == len(junk) and [json.loads(b) for b in bodies] == [SECOND, FIRST]
     else:
         assert size == skipped
+
+
+HEADER = frame(SECOND)[:frame(SECOND).index(b"\r\n\r\n") + 4]  # where the limit may fall
+
+
+@pytest.mark.parametrize("cut", range(len(HEADER) + 1))
+def test_a_header_that_junk_s_over_long_line_cuts_in_two_is_found(cut):
+    """The server reads a line at most 64 KiB at a time and skips a longer one as junk,
+    though the next message's header may begin on its last piece (junk and a header share
+    a line when a body is longer than announced) and go on past the limit: that message
+    is read all the same, and the count of what was skipped is exact."""
+    limit = 1 << 16
+    junk = b"x" * (3 * limit - cut)  # the limit falls `cut` bytes into the header
+    junk_line = b"no header\r\n"  # skipped too, counted with it; a line break is not
+    for before, counted in ((b"", 0), (b"\r\n" + junk_line, len(junk_line))):
+        bodies, said = _server_reads(before + junk + frame(SECOND) + frame(FIRST), limit)
+        assert [json.loads(b) for b in bodies] == [SECOND, FIRST]
+        assert said[0][0] == counted + len(junk) and said[1] is None
+
+
+def test_a_header_begun_before_an_over_long_line_is_skipped_with_it():
+    """No header line is 64 KiB long: the header it was part of is no header either."""
+    limit = 1 << 16
+    broken = b"Content-Length: 5\r\n" + b"x" * (2 * limit) + b"\r\nhello"
+    bodies, said = _server_reads(broken + frame(SECOND), limit)
+    assert [json.loads(b) for b in bodies] == [SECOND] and said[0][0] == len(broken)
 
 
 def test_a_document_that_holds_a_header_is_no_place_to_read_on_from():

@@ -197,6 +197,27 @@ def test_a_line_of_fifty_megabytes_on_stdin_is_skipped_in_bounded_memory():
         process.close()
 
 
+def test_a_request_whose_header_the_line_limit_cuts_in_two_is_answered():
+    """Junk with no line break is read 64 KiB at a time and skipped, and the request
+    right after it, on the same line, is read: also when the 64 KiB cut falls inside
+    its header (that request was lost, the cut's tail skipped with the junk).  No model:
+    "not initialized" is an answer all the same."""
+    limit = 1 << 16
+    process = ServerProcess()
+    try:
+        client = process.client
+        for cut in (1, 7, 16, 19):  # bytes of its "Content-Length: NN\r\n" before the cut
+            client.messages.clear()
+            junk = 3 * limit - cut
+            client._write(b"x" * junk)
+            client.send({"jsonrpc": "2.0", "id": f"cut-{cut}", "method": "dlm/status"})
+            assert error_code(client.response(f"cut-{cut}", timeout=30)) == -32002
+            [skipped] = [m for m in client.messages if "id" in m and m["id"] is None]
+            assert f"skipped {junk} bytes" in skipped["error"]["message"]
+    finally:
+        process.close()
+
+
 def test_floods_of_cancels_and_unknown_methods_leave_the_server_responsive(server):
     client = server.client
     slow = client.request("dlm/infill", {"textDocument": {"uri": URI}, "range": {

@@ -1,5 +1,6 @@
 """How the server's read loop (dlm_lsp.transport) takes header lines: a line over the
-limit is junk to skip, a stream that cannot be read any more is the end of it."""
+limit is junk to skip, counted to the byte, up to a header at its end; a stream that
+cannot be read any more is the end of it."""
 
 from __future__ import annotations
 
@@ -12,22 +13,65 @@ from dlm_lsp import transport
 from dlm_lsp.framing import frame
 
 
-def test_an_over_long_line_over_tcp_is_said_as_line_too_long_and_the_next_line_is_read():
+def test_an_over_long_line_over_tcp_comes_as_line_too_long_with_its_bytes_then_the_next_line():
+    """asyncio's readline dropped the line and all its buffer held: the count of what was
+    skipped was a guess, and a header at the line's end was lost."""
+    junk = b"x" * (3 * transport._LINE_LIMIT) + b"\n"
+
     async def lines() -> list[object]:
         stream = asyncio.StreamReader(limit=transport._LINE_LIMIT)
-        stream.feed_data(b"x" * (3 * transport._LINE_LIMIT) + b"\n" + frame({"id": 1}))
+        stream.feed_data(junk + frame({"id": 1}))
         stream.feed_eof()
-        reader = transport.BoundedReader(stream)
+        reader = transport.BoundedReader(transport.StreamLines(stream))
         got: list[object] = []
-        for _ in range(2):
+        for _ in range(3):
             try:
                 got.append(await reader.readline())
-            except transport.LineTooLong:
-                got.append("too long")
+            except transport.LineTooLong as exc:
+                got.append(("too long", exc.piece))
         return got
 
     header = frame({"id": 1}).split(b"\r\n")[0] + b"\r\n"
-    assert asyncio.run(lines()) == ["too long", header]
+    assert asyncio.run(lines()) == [("too long", junk[:-1]), b"\n", header]
+
+
+class _Server:
+    """What the read loop asks of a server: the messages it handles, the refusals it sends."""
+
+    def __init__(self) -> None:
+        self.handled: list[dict] = []
+        self.refused: list[tuple] = []
+        self.protocol = types.SimpleNamespace(
+            structure_message=lambda message: message, handle_message=self.handled.append,
+            refuse=lambda *refusal: self.refused.append(refusal))
+
+
+@pytest.mark.parametrize("arrives", ["at once", "junk first"])
+@pytest.mark.parametrize("junk", [3 * transport._LINE_LIMIT + 12345,  # a header after it
+                                  3 * transport._LINE_LIMIT - 5])  # the limit cuts it
+def test_over_tcp_junk_of_any_length_is_counted_exactly_and_the_next_message_read(
+        arrives: str, junk: int) -> None:
+    """The -32700 answer says how many bytes were no message: over TCP it said 64 KiB for
+    each piece asyncio dropped, whatever the piece held (up to its whole buffer)."""
+    message = {"jsonrpc": "2.0", "id": "after", "method": "dlm/status"}
+
+    async def serve() -> _Server:
+        server = _Server()
+        stream = asyncio.StreamReader(limit=transport._LINE_LIMIT)
+        reading = asyncio.ensure_future(
+            transport._read(server, transport.BoundedReader(transport.StreamLines(stream))))
+        stream.feed_data(b"x" * junk)
+        if arrives == "junk first":  # read before the rest arrives: no line break in it
+            await asyncio.sleep(0.05)
+        stream.feed_data(frame(message))
+        stream.feed_eof()
+        await asyncio.wait_for(reading, 5)
+        return server
+
+    server = asyncio.run(serve())
+    assert server.handled == [message]
+    [(msg_id, code, text)] = server.refused
+    assert msg_id is None and code == -32700 and f"skipped {junk} bytes" in text
 
 
 class _Closed:
