@@ -73,8 +73,10 @@ UNSEEN = CONTROLS | BIDI | INVISIBLE  # what a fill writes only where the model 
 def left_out(seen: str, also: frozenset[str] = frozenset()) -> frozenset[str]:
     """The characters a fill written after `seen` (what the model was shown) leaves out:
     the control, bidirectional and invisible characters, and `also`, that `seen` does
-    not hold."""
-    return (UNSEEN | also).difference(seen)
+    not hold.  A U+FEFF that opens `seen` is a byte order mark some clients send with a
+    file's text (VS Code and Neovim strip it): it says how the file is encoded, so it does
+    not license a zero width no-break space in the middle of the fill."""
+    return (UNSEEN | also).difference(seen.removeprefix("\ufeff"))
 
 
 def without(text: str, chars: frozenset[str]) -> str:

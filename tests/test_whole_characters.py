@@ -163,6 +163,13 @@ def test_an_invisible_character_is_left_out_unless_the_model_was_shown_one() -> 
     assert INVISIBLE.isdisjoint(BIDI | CONTROLS)
 
 
+def test_a_byte_order_mark_opening_the_file_does_not_count_as_shown() -> None:
+    """Some clients send a file's leading BOM with its text: that marks the encoding, and a
+    U+FEFF written mid-code is still invisible; one inside the text counts as shown."""
+    assert "\ufeff" in left_out("\ufeffx = 1\n")
+    assert "\ufeff" not in left_out('x = "\ufeff"\n')
+
+
 @pytest.mark.parametrize("text, joiner", [
     ('label = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"\n', "\u200c"),  # Persian
     ('family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"\n', "\u200d"),  # one emoji
