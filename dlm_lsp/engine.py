@@ -389,13 +389,14 @@ class Engine:
         tok = model.tokenizer
         language = language_for(req.language_id, req.uri)
         plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole, language)
-        prefix, suffix = req.text[:req.start], req.text[req.end:]
+        # the context the model is shown: a notebook cell's other cells around the cell
+        prefix, suffix = req.shown_prefix(), req.shown_suffix()
         if req.start == req.end and req.uri and cfg.reuse_fills:
             rest = self.recent.typed_along(req.uri, prefix, suffix, opt)
             if rest is not None:
                 return self._reused(req, plan, Remembered((rest,), (0.0,), (0,), (REUSED,),
                                                           0, 0), "typed", began)
-        tail = borrowed_line_break(req.text[:req.end], suffix)
+        tail = borrowed_line_break(req.text[:req.end], req.text[req.end:])
         layout = build_layout(tok, prefix, tail + suffix, plan.n_masked,
                               cfg.max_context_tokens, max_length=model.max_length)
         if layout.head and not head_chain(tok, layout.head).reproducible:
@@ -499,7 +500,7 @@ class Engine:
                                         tuple(c.path for c in cands), result.steps,
                                         result.tokens))
         if req.start == req.end and req.uri and cands[0].text:
-            self.recent.remember_typed(req.uri, req.text[:req.start], req.text[req.end:],
+            self.recent.remember_typed(req.uri, req.shown_prefix(), req.shown_suffix(),
                                        cands[0].text, req.options)
 
     def _reused(self, req: InfillRequest, plan: SpanPlan, found: Remembered, how: str,

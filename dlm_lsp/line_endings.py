@@ -53,13 +53,18 @@ def ending_near(text: str, start: int, end: int) -> str:
     return text[last]
 
 
+def _with_newlines(text: str) -> str:
+    """`text` with every line break as `\n`."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def normalize(text: str, start: int, end: int) -> Normalized:
     """`text` with every line break as `\n`, and [start, end) moved with it (a `\r\n`
     before an offset is one character shorter)."""
     if "\r" not in text:
         return Normalized(text, start, end, "\n")
     ending = ending_near(text, start, end)
-    return Normalized(text.replace("\r\n", "\n").replace("\r", "\n"),
+    return Normalized(_with_newlines(text),
                       start - text.count("\r\n", 0, start), end - text.count("\r\n", 0, end),
                       ending)
 
@@ -68,11 +73,12 @@ def for_the_model(req: InfillRequest) -> tuple[InfillRequest, Normalized]:
     """`req` with `\n` line breaks (its drafts shown with the file's own), and what
     `restored` needs to give its fills the file's line breaks back."""
     lines = normalize(req.text, req.start, req.end)
-    if lines.text is req.text:
+    if lines.text is req.text and "\r" not in req.before and "\r" not in req.after:
         return req, lines
     draft = req.on_draft
-    return replace(req, text=lines.text, start=lines.start, end=lines.end, on_draft=None
-                   if draft is None else (lambda step, steps, text: draft(
+    return replace(req, text=lines.text, start=lines.start, end=lines.end,
+                   before=_with_newlines(req.before), after=_with_newlines(req.after),
+                   on_draft=None if draft is None else (lambda step, steps, text: draft(
                        step, steps, lines.restore(text)))), lines
 
 

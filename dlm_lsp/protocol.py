@@ -37,6 +37,7 @@ from dlm_lsp.config import InfillOptions, from_json
 from dlm_lsp.documents import apply_change, find_document
 from dlm_lsp.engine import InfillResult
 from dlm_lsp.jobs import CLIENT_CANCELLED, SHUTTING_DOWN
+from dlm_lsp.notebooks import apply_notebook_change
 
 log = logging.getLogger(__name__)
 
@@ -435,6 +436,15 @@ class DlmProtocol(LanguageServerProtocol):
                     apply_change(doc, change)))
             doc.version = params.text_document.version
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def lsp_notebook_document__did_change(
+            self, params: types.DidChangeNotebookDocumentParams) -> Generator[Any, Any, None]:
+        """Apply a notebook's change, its cells' edits on LSP lines (see notebooks.py),
+        then call the server's handler."""
+        apply_notebook_change(self.workspace, params)
+        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CHANGE)) is not None:
             yield handler, (params,), None
 
 

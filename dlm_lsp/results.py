@@ -27,6 +27,19 @@ class InfillRequest:
     # A remote client's settings for this fill, in place of the engine's own; the model,
     # device and precision stay the engine's (see dlm_lsp/remote/service.py).
     config: ServerConfig | None = None
+    # Code the model is shown around `text` that the fill does not change: a notebook
+    # cell's other code cells (dlm_lsp/notebooks.py).  Only the model sees it; the span,
+    # the syntax check, the span's plan and the fill's shape are the document's alone.
+    before: str = ""
+    after: str = ""
+
+    def shown_prefix(self) -> str:
+        """What the model is shown before the span."""
+        return self.before + self.text[:self.start]
+
+    def shown_suffix(self) -> str:
+        """What the model is shown after the span."""
+        return self.text[self.end:] + self.after
 
 
 @dataclass

@@ -58,6 +58,7 @@ from dlm_lsp.jobs import (
     Jobs,
 )
 from dlm_lsp.models import ModelLoadError
+from dlm_lsp.notebooks import NOTEBOOK_SYNC, cell_context, cells_of, changed_cells
 from dlm_lsp.policy import local_text
 from dlm_lsp.protocol import (
     DRAFT,
@@ -89,7 +90,7 @@ class DlmServer(LanguageServer):
     def __init__(self, backend_factory: BackendFactory = make_backend) -> None:
         super().__init__("dlm-lsp", __version__,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
-                         protocol_cls=DlmProtocol)
+                         notebook_document_sync=NOTEBOOK_SYNC, protocol_cls=DlmProtocol)
         self.config = ServerConfig()
         self.make_backend = backend_factory
         self.engine: Backend = backend_factory(self.config)
@@ -198,7 +199,9 @@ class DlmServer(LanguageServer):
     async def fill(self, job: Job, text: str, start: int, end: int, *, language_id: str | None,
                    options: InfillOptions, token: Any = None, is_hole: bool = False,
                    draft_range: types.Range | None = None) -> InfillResult:
-        """Run one infill on the worker thread, honouring cancel, timeout and progress."""
+        """Run one infill on the worker thread, honouring cancel, timeout and progress.
+        A notebook cell's fill is shown the notebook's other code cells around `text`
+        (notebooks.py), as they are when it starts."""
         loop = asyncio.get_running_loop()
         if token is not None:
             self.begin_progress(token, job, "dlm-lsp: denoising")
@@ -208,8 +211,10 @@ class DlmServer(LanguageServer):
                                       draft)
 
         wants_steps = token is not None or (self.config.drafts and draft_range is not None)
+        before, after = cell_context(self.workspace, job.uri)
         request = InfillRequest(text, start, end, language_id, job.uri, options, is_hole,
-                                should_stop=job.stopped, on_draft=on_step if wants_steps else None)
+                                should_stop=job.stopped, on_draft=on_step if wants_steps else None,
+                                before=before, after=after)
         future = loop.run_in_executor(self.worker, self._infill, request)
         try:
             return await asyncio.wait_for(future, self.config.timeout_ms / 1000)
@@ -476,6 +481,46 @@ def did_close(ls: DlmServer, params: types.DidCloseTextDocumentParams) -> None:
     """Nothing can be applied to a closed document, and nothing of it is kept."""
     ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CLOSED)
     ls.forget(params.text_document.uri)
+
+
+@feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+def did_open_notebook(ls: DlmServer, params: types.DidOpenNotebookDocumentParams) -> None:
+    """A notebook's cells are documents, kept as `did_open` keeps one: past
+    `maxOpenDocuments`, the notebook is dropped whole (a cell of it alone would be filled
+    without the others) and the user told; cells opened again make their fills stale."""
+    for uri in cells_of(params):
+        ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
+    limit = ls.config.max_open_documents
+    if len(ls.workspace.text_documents) > limit:
+        uri = params.notebook_document.uri
+        ls.workspace.remove_notebook_document(types.DidCloseNotebookDocumentParams(
+            types.NotebookDocumentIdentifier(uri), [
+                types.TextDocumentIdentifier(cell) for cell in cells_of(params)]))
+        ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, (
+            f"dlm-lsp keeps at most {limit} open documents (setting maxOpenDocuments): "
+            f"notebook {uri} and its {len(params.cell_text_documents)} cells were not "
+            "opened; close other documents first")))
+
+
+@feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+def did_change_notebook(ls: DlmServer, params: types.DidChangeNotebookDocumentParams) -> None:
+    """A cell's edit makes the fills in flight for it stale, as a document's does; a cell
+    taken out is closed.  An edit of another cell leaves a cell's fills be: their edits
+    are the cell's, still of its version (their context was the notebook as it was)."""
+    changed, closed = changed_cells(params)
+    for uri in changed:
+        ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
+    for uri in closed:
+        ls.jobs.stop_document(uri, DOCUMENT_CLOSED)
+        ls.forget(uri)
+
+
+@feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+def did_close_notebook(ls: DlmServer, params: types.DidCloseNotebookDocumentParams) -> None:
+    """A closed notebook's cells are closed documents."""
+    for uri in cells_of(params):
+        ls.jobs.stop_document(uri, DOCUMENT_CLOSED)
+        ls.forget(uri)
 
 
 @feature(INFILL)

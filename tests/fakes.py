@@ -43,7 +43,9 @@ class Planted:
         tok = engine.model.tokenizer
         self.fake = FakeModel(tok, self.logits)
         prefix, suffix = request.text[:request.start], request.text[request.end:]
-        layout = build_layout(tok, prefix, borrowed_line_break(prefix, suffix) + suffix,
+        tail = borrowed_line_break(prefix, suffix)
+        # the model is shown the context around the document too (a notebook's other cells)
+        layout = build_layout(tok, request.shown_prefix(), tail + request.shown_suffix(),
                               request.options.length, engine.config.max_context_tokens,
                               max_length=self.fake.max_length)
         self.start, self.n = layout.span_start, layout.n_masked

@@ -60,8 +60,20 @@ def test_a_request_carries_the_clients_fill_settings_but_never_its_model_or_limi
     assert drafts is False and problems == []
 
 
+def test_a_request_carries_the_code_shown_around_its_document():
+    """A notebook cell's other cells (`before`, `after`) reach the service's model too."""
+    req = InfillRequest(TEXT, AT, AT, "python", before="import os\n\n", after="\n\nmain()")
+    body = json.loads(json.dumps(wire.request_json(req, ServerConfig())))
+    got, _, _ = wire.request_from_json(body, ServerConfig())
+    assert (got.before, got.after) == ("import os\n\n", "\n\nmain()")
+    del body["before"], body["after"]  # an older client's request: the document alone
+    got, _, _ = wire.request_from_json(body, ServerConfig())
+    assert (got.before, got.after) == ("", "")
+
+
 @pytest.mark.parametrize("change, says", [
     ({"protocol": 99}, "update dlm-lsp"),
+    ({"after": None}, "'before' and 'after' must be strings"),
     ({"start": 5, "end": 2}, "start <= end"),
     ({"end": 10_000}, "offsets into 'text'"),
     ({"text": 42}, "'text' must be a string"),

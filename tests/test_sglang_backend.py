@@ -253,6 +253,18 @@ def test_a_crlf_file_is_sent_with_newlines_and_its_fill_comes_back_with_crlf(fak
     assert result.candidates[0].text == FILL.replace("\n", "\r\n")
 
 
+def test_a_notebook_cell_s_prompt_shows_the_other_cells_around_it_with_newlines(fake):
+    """The cells above come before the document in the answer's start, those below after
+    it in the code after the gap; their `\r\n` are sent as `\n`, as the document's are."""
+    engine(fake.url).infill(request(before="import math\r\n\r\n",
+                                    after="\r\n\r\nprint(total([1]))"))
+    [(_, _, _, body)] = [r for r in fake.requests if r[1] == "/generate"]
+    prompt = body["text"]
+    assert "\r" not in prompt
+    assert prompt.endswith("```python\nimport math\n\ndef total(items):")
+    assert "    return result\n\n\nprint(total([1]))\n```" in prompt
+
+
 def test_a_fill_that_breaks_the_syntax_is_marked_invalid_with_where(fake):
     text = "def f(a):\n    return a + \n"
     fake.answer = " (a *\nprint(a)\n"

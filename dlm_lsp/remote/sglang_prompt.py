@@ -111,7 +111,7 @@ def _task(plan: SpanPlan, language: str, suffix: str, old: str) -> str:
 def build_prompt(req: InfillRequest, plan: SpanPlan, cfg: ServerConfig, language: str | None,
                  chat: ChatFormat) -> Prompt:
     """The prompt for one fill: the code before the gap as the start of the answer."""
-    prefix, suffix = _near(req.text[:req.start], req.text[req.end:], cfg.max_context_tokens)
+    prefix, suffix = _near(req.shown_prefix(), req.shown_suffix(), cfg.max_context_tokens)
     head = _HEAD.search(prefix).group()
     before = prefix[:len(prefix) - len(head)]
     line_before = req.text[req.text.rfind("\n", 0, req.start) + 1:req.start]

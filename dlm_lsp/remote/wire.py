@@ -1,8 +1,10 @@
 """The remote engine's protocol: an infill request and its streamed answer as JSON.
 
 `POST /v1/infill` carries what a local fill gets: the document text, the span (Python
-string offsets), language, uri, the request's options, and the client's settings
-(all but those that belong to a process: model, device, timeouts, ...; see
+string offsets), the code the model is shown around the document (`before`, `after`:
+a notebook cell's other cells; a service older than them ignores them, and fills the
+cell alone), language, uri, the request's options, and the client's settings (all but
+those that belong to a process: model, device, timeouts, ...; see
 `PROCESS_SETTINGS`), so a fill through the service is the fill the client would have
 made locally with the same seed.  The answer is newline-delimited JSON: a `draft`
 line per denoising step when drafts were asked for, then exactly one `result` or
@@ -51,6 +53,7 @@ def request_json(req: InfillRequest, config: ServerConfig) -> dict[str, Any]:
     """The body of `POST /v1/infill` for one request under the client's settings."""
     return {"protocol": PROTOCOL, "text": req.text, "start": req.start, "end": req.end,
             "languageId": req.language_id, "uri": req.uri, "isHole": req.is_hole,
+            "before": req.before, "after": req.after,
             "options": _set_options(req.options), "settings": fill_settings(config),
             "drafts": req.on_draft is not None}
 
@@ -71,6 +74,9 @@ def request_from_json(data: Any, base: ServerConfig) -> tuple[InfillRequest, boo
     for key in ("languageId", "uri"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise BadRequest(f"'{key}' must be a string or null")
+    before, after = data.get("before", ""), data.get("after", "")  # a notebook's other cells
+    if not (isinstance(before, str) and isinstance(after, str)):
+        raise BadRequest("'before' and 'after' must be strings")
     options, problems = from_json(InfillOptions, data.get("options"), where="options")
     settings = data.get("settings") or {}
     fixed = {camel(name) for name in PROCESS_SETTINGS}
@@ -78,7 +84,7 @@ def request_from_json(data: Any, base: ServerConfig) -> tuple[InfillRequest, boo
     config, more = from_json(ServerConfig, {k: v for k, v in settings.items() if k not in fixed}
                              if isinstance(settings, dict) else settings, base, "settings")
     req = InfillRequest(text, start, end, data.get("languageId"), data.get("uri"), options,
-                        bool(data.get("isHole")), config=config)
+                        bool(data.get("isHole")), config=config, before=before, after=after)
     return req, bool(data.get("drafts")), problems + more
 
 

@@ -1,0 +1,113 @@
+"""Notebook cells: what a fill in one cell is shown of the others (LSP 3.17 notebooks).
+
+A client with notebook sync (VS Code) sends a notebook as one `notebookDocument/didOpen`
+that lists its cells in order, each cell a text document of its own, and each later
+edit as a `notebookDocument/didChange`; pygls keeps the notebooks, and the cells among
+the text documents.  A fill asked for in a cell is the cell's: its range, its version,
+its edit, its stale check.  What the notebook adds is context: the model is shown the
+notebook's other code cells of the cell's language, those above it as its prefix and
+those below as its suffix, a blank line between cells, as the notebook reads as one
+script (`jupyter nbconvert --to script`).  A cell alone is often a line or two; the
+imports and the definitions it uses sit in the cells above.  Markdown cells are prose,
+not code, and a cell of another language (`%%sql` written as an SQL cell) is no code of
+this one: both are left out.
+
+The syntax check sees the cell alone, not the joined text: the cell is what a fill
+changes, and it is what the kernel compiles, one cell at a time.  In the joined text
+another cell's state decides the verdict: a bracket left open in a cell above (one being
+typed) runs on into this cell, and a fill that is fine in it is rejected (`sum(x)` after
+`total = `, under a cell `x = [`).  It also parses a cell, not the whole notebook.
+
+Without notebook sync (a client that sends cells as plain text documents, Neovim) no
+notebook is known, the context is empty, and a cell is filled as a document of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import unquote
+
+import attrs
+from lsprotocol import types
+from pygls.workspace import Workspace
+
+from dlm_lsp.documents import apply_change, find_document
+
+log = logging.getLogger(__name__)
+
+# Advertised at initialize: every notebook, every cell (the client may send fewer: the
+# VS Code extension sends the code cells of `dlm.languages`); the server picks its own.
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[types.NotebookDocumentFilterWithNotebook(notebook="*")], save=False)
+
+CELL_BREAK = "\n\n"  # between cells: a blank line
+
+
+def cell_context(workspace: Workspace, uri: str) -> tuple[str, str]:
+    """The code shown before and after the cell at `uri`: the notebook's other code cells
+    of its language, in notebook order; ("", "") for a document that is no known cell."""
+    notebook = workspace.get_notebook_document(cell_uri=uri)
+    doc = find_document(workspace, uri)
+    if notebook is None or doc is None:
+        return "", ""
+    above: list[str] = []
+    below: list[str] | None = None  # None until the cell itself is passed
+    for cell in notebook.cells:
+        if unquote(cell.document) == unquote(uri):
+            below = []
+            continue
+        other = find_document(workspace, cell.document)
+        if (cell.kind != types.NotebookCellKind.Code or other is None
+                or other.language_id != doc.language_id or not other.source.strip()):
+            continue
+        (above if below is None else below).append(other.source.rstrip("\r\n"))
+    if below is None:  # the notebook does not list it (a client's mistake): the cell alone
+        return "", ""
+    return ("".join(text + CELL_BREAK for text in above),
+            "".join(CELL_BREAK + text for text in below))
+
+
+def cells_of(params: types.DidOpenNotebookDocumentParams | types.DidCloseNotebookDocumentParams
+             ) -> list[str]:
+    """The uris of the cells a notebook's didOpen or didClose carries."""
+    return [cell.uri for cell in params.cell_text_documents]
+
+
+def changed_cells(params: types.DidChangeNotebookDocumentParams) -> tuple[list[str], list[str]]:
+    """The cells a notebook change (re)opened or edited, and those it closed."""
+    cells = params.change.cells
+    if cells is None:
+        return [], []
+    structure = cells.structure
+    opened = [cell.uri for cell in structure.did_open or []] if structure else []
+    closed = [cell.uri for cell in structure.did_close or []] if structure else []
+    edited = [change.document.uri for change in cells.text_content or []]
+    return opened + edited, closed
+
+
+def apply_notebook_change(workspace: Workspace,
+                          params: types.DidChangeNotebookDocumentParams) -> None:
+    """Apply a notebook change: pygls updates the cells' order, kinds and open cells;
+    the cells' text edits go through `documents.apply_change`, on LSP lines, as a text
+    document's do (pygls splits lines as `str.splitlines` does: a form feed in a cell
+    would move every later edit of it).  A change to a notebook that is not kept (one
+    opened past maxOpenDocuments) is dropped, as a text document's is."""
+    uri = params.notebook_document.uri
+    if workspace.get_notebook_document(notebook_uri=uri) is None:
+        log.warning("notebookDocument/didChange for %s, which is not open", uri)
+        return
+    cells = params.change.cells
+    texts = (cells.text_content or []) if cells is not None else []
+    if cells is not None:
+        params = attrs.evolve(params, change=attrs.evolve(
+            params.change, cells=attrs.evolve(cells, text_content=None)))
+    workspace.update_notebook_document(params)
+    for text in texts:
+        doc = find_document(workspace, text.document.uri)
+        if doc is None:
+            log.warning("a notebook change edits cell %s, which is not open", text.document.uri)
+            continue
+        for change in text.changes:
+            doc.apply_change(types.TextDocumentContentChangeWholeDocument(
+                apply_change(doc, change)))
+        doc.version = text.document.version

@@ -1,0 +1,274 @@
+"""Notebook cells (LSP 3.17 notebook sync): a fill in a cell is shown the notebook's other
+code cells, and stays the cell's: its range, its version, its edit.  The server runs in
+this process, fed the JSON a VS Code client sends; its model is a fake that records what
+it is shown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+from fakes import FakeModel, Planted
+
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine
+from dlm_lsp.results import InfillRequest
+from dlm_lsp.server import build_server
+
+NOTEBOOK = "file:///work/analysis%20one.ipynb"
+
+
+def cell(n: int) -> str:
+    """A cell's uri as VS Code writes it (its fragment percent-encoded)."""
+    return f"vscode-notebook-cell:/work/analysis%20one.ipynb#W{n}sZmlsZQ%3D%3D"
+
+
+CELLS = [  # (kind: 2 code, 1 markup; language; text), in notebook order
+    (2, "python", "import math"),
+    (1, "markdown", "## Areas of circles"),
+    (2, "python", "def area(r):\n    return HOLE"),
+    (2, "sql", "SELECT radius FROM circles"),
+    (2, "python", ""),
+    (2, "python", "print(area(2))\n"),
+]
+TARGET = cell(2)
+# what VS Code's client says of notebooks (pygls advertises notebook sync only to a
+# client that has it)
+CAPABILITIES = {"notebookDocument": {"synchronization": {}}}
+
+
+def did_open(cells=CELLS) -> dict:
+    return {"method": "notebookDocument/didOpen", "params": {
+        "notebookDocument": {"uri": NOTEBOOK, "notebookType": "jupyter-notebook", "version": 1,
+                             "cells": [{"kind": kind, "document": cell(n)}
+                                       for n, (kind, _, _) in enumerate(cells)]},
+        "cellTextDocuments": [{"uri": cell(n), "languageId": language, "version": 1,
+                               "text": text} for n, (_, language, text) in enumerate(cells)]}}
+
+
+def edit_cell(n: int, version: int, line: int, character: int, text: str) -> dict:
+    """A notebook change typing `text` into cell `n` at line:character."""
+    at = {"line": line, "character": character}
+    return {"method": "notebookDocument/didChange", "params": {
+        "notebookDocument": {"uri": NOTEBOOK, "version": version},
+        "change": {"cells": {"textContent": [{
+            "document": {"uri": cell(n), "version": version},
+            "changes": [{"range": {"start": at, "end": at}, "text": text}]}]}}}}
+
+
+class Session:
+    """The server in this process, fed JSON messages as from a client; what it writes
+    back is kept in `sent`, and its requests (progress, applyEdit) are accepted."""
+
+    def __init__(self, model_dir, **settings) -> None:
+        self.ls = build_server()
+        self.sent: list[dict] = []
+        self.ls.protocol.set_writer(SimpleNamespace(write=self._written), include_headers=False)
+        self.receive({"id": 0, "method": "initialize", "params": {
+            "processId": None, "rootUri": None, "capabilities": CAPABILITIES,
+            "initializationOptions": {"model": str(model_dir), "repairRounds": 0,
+                                      "fallback": False, "reuseFills": False,
+                                      "holeMarker": "HOLE", **settings}}})
+        self.shown: list[str] = []  # what the model was shown, pass by pass
+        self.hold = threading.Event()
+        self.hold.set()
+        tok = self.ls.engine.model.tokenizer
+
+        def record(ids: torch.Tensor) -> torch.Tensor:
+            self.shown.append(tok.decode(ids[0].tolist()))
+            self.hold.wait(30)
+            return torch.zeros(*ids.shape, tok.vocab_size)
+        self.ls.engine._model = FakeModel(tok, record)
+
+    def _written(self, body: bytes) -> None:
+        message = json.loads(body)
+        self.sent.append(message)
+        if "method" in message and "id" in message:
+            applied = {"applied": True} if message["method"] == "workspace/applyEdit" else None
+            asyncio.get_running_loop().call_soon(
+                self.receive, {"id": message["id"], "result": applied})
+
+    def receive(self, message: dict) -> None:
+        protocol = self.ls.protocol
+        protocol.handle_message(json.loads(json.dumps({"jsonrpc": "2.0", **message}),
+                                           object_hook=protocol.structure_message))
+
+    async def answer(self, msg_id: int, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for message in self.sent:
+                if message.get("id") == msg_id and "method" not in message:
+                    return message
+            await asyncio.sleep(0.02)
+        raise TimeoutError(f"no answer to {msg_id} in {timeout} s")
+
+    def requests(self, method: str) -> list[dict]:
+        return [m["params"] for m in self.sent if m.get("method") == method]
+
+    def cell_text(self, n: int) -> str:
+        return self.ls.workspace.get_text_document(cell(n)).source
+
+
+@pytest.fixture
+def session(model_dir):
+    session = Session(model_dir)
+    yield session
+    session.hold.set()
+    session.ls.release()
+
+
+def infill(msg_id: int, uri: str, line: int, character: int, version: int | None = None):
+    at = {"line": line, "character": character}
+    document = {"uri": uri} if version is None else {"uri": uri, "version": version}
+    return {"id": msg_id, "method": "dlm/infill", "params": {
+        "textDocument": document, "range": {"start": at, "end": at},
+        "options": {"length": 4, "steps": 1}}}
+
+
+def test_the_server_advertises_notebook_sync_for_every_notebook(session):
+    [init] = [m for m in session.sent if m.get("id") == 0]
+    sync = init["result"]["capabilities"]["notebookDocumentSync"]
+    assert sync["notebookSelector"] == [{"notebook": "*"}]
+
+
+def test_a_cell_s_fill_is_shown_the_code_cells_of_its_language_above_and_below(session):
+    """The cells above are the prefix, those below the suffix, a blank line between; the
+    markdown cell, the SQL cell and the empty cell are left out."""
+    async def run() -> dict:
+        session.receive(did_open())
+        session.receive(infill(1, TARGET, 1, 11))
+        return await session.answer(1)
+
+    reply = asyncio.run(run())
+    assert reply["result"]["version"] == 1
+    shown = session.shown[0]
+    assert "import math\n\ndef area(r):\n    return" in shown
+    assert "HOLE\n\nprint(area(2))" in shown
+    assert "Areas of circles" not in shown and "SELECT" not in shown
+
+
+def test_a_document_outside_any_notebook_is_shown_alone(session):
+    """A client without notebook sync sends a cell as a plain text document: unchanged."""
+    async def run() -> dict:
+        session.receive({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": TARGET, "languageId": "python", "version": 1, "text": CELLS[2][2]}}})
+        session.receive(infill(1, TARGET, 1, 11))
+        return await session.answer(1)
+
+    assert "result" in asyncio.run(run())
+    assert "import math" not in session.shown[0] and "print(area" not in session.shown[0]
+
+
+def test_holes_filled_in_a_cell_are_applied_to_that_cell_at_its_version(session):
+    async def run() -> dict:
+        session.receive(did_open())
+        session.receive(edit_cell(2, 2, 0, 0, "# radius r\n"))
+        session.receive({"id": 1, "method": "workspace/executeCommand", "params": {
+            "command": "dlm.fillHoles", "arguments": [TARGET]}})
+        return await session.answer(1)
+
+    reply = asyncio.run(run())
+    assert reply["result"]["applied"] is True and reply["result"]["version"] == 2
+    [params] = session.requests("workspace/applyEdit")
+    [change] = params["edit"]["documentChanges"]
+    assert change["textDocument"] == {"uri": TARGET, "version": 2}
+    [edit] = change["edits"]
+    assert edit["range"] == {"start": {"line": 2, "character": 11},
+                             "end": {"line": 2, "character": 15}}  # the marker, in the cell
+    assert "import math\n\n# radius r\ndef area(r):" in session.shown[0]
+
+
+def test_a_cell_edited_while_its_fill_runs_drops_the_fill(session):
+    """The version check of text documents holds for cells: the fill is for version 1,
+    and the cell is at 2 when it ends."""
+    async def run() -> dict:
+        session.receive(did_open())
+        session.hold.clear()
+        session.receive(infill(1, TARGET, 1, 11))
+        while not session.shown:
+            await asyncio.sleep(0.01)
+        session.receive(edit_cell(2, 2, 1, 11, "r"))
+        session.hold.set()
+        return await session.answer(1)
+
+    reply = asyncio.run(run())
+    assert reply["error"]["code"] == -32801  # content modified: nothing to apply
+    assert session.cell_text(2) == "def area(r):\n    return rHOLE"
+
+
+def test_another_cell_s_edit_leaves_a_cell_s_fill_be(session):
+    """Its edit is still of the cell's version; the context it saw was the notebook's then."""
+    async def run() -> dict:
+        session.receive(did_open())
+        session.hold.clear()
+        session.receive(infill(1, TARGET, 1, 11))
+        while not session.shown:
+            await asyncio.sleep(0.01)
+        session.receive(edit_cell(0, 2, 0, 11, ", cmath"))
+        session.hold.set()
+        return await session.answer(1)
+
+    assert asyncio.run(run())["result"]["version"] == 1
+    assert session.cell_text(0) == "import math, cmath"
+
+
+def test_a_cell_s_edits_count_lines_as_lsp_does(session):
+    """A form feed is no line break in LSP (pygls' own notebook update split lines at it,
+    and put the edit a line too low)."""
+    cells = [(2, "python", "x = 1\f\ny = 2\n")]
+
+    async def run() -> None:
+        session.receive(did_open(cells))
+        session.receive(edit_cell(0, 2, 1, 0, "z = 3\n"))
+
+    asyncio.run(run())
+    assert session.cell_text(0) == "x = 1\f\nz = 3\ny = 2\n"
+
+
+def test_a_closed_notebook_s_cells_are_closed_documents(session):
+    async def run() -> dict:
+        session.receive(did_open())
+        session.receive({"method": "notebookDocument/didClose", "params": {
+            "notebookDocument": {"uri": NOTEBOOK},
+            "cellTextDocuments": [{"uri": cell(n)} for n in range(len(CELLS))]}})
+        session.receive(infill(1, TARGET, 1, 11))
+        return await session.answer(1)
+
+    reply = asyncio.run(run())
+    assert reply["error"]["code"] == -32602 and "is not open" in reply["error"]["message"]
+    assert session.ls.workspace.notebook_documents == {}
+
+
+def test_a_notebook_past_max_open_documents_is_not_kept_and_the_user_told(model_dir):
+    session = Session(model_dir, maxOpenDocuments=4)
+    try:
+        async def run() -> None:
+            session.receive(did_open())
+
+        asyncio.run(run())
+        assert session.ls.workspace.notebook_documents == {}
+        assert session.ls.workspace.text_documents == {}
+        [told] = [m["message"] for m in session.requests("window/showMessage")
+                  if "maxOpenDocuments" in m["message"]]
+        assert "6 cells were not opened" in told
+    finally:
+        session.ls.release()
+
+
+def test_a_cell_is_checked_alone_not_with_the_cells_above(model_dir):
+    """The kernel compiles each cell alone: a bracket left open in a cell above (one being
+    typed) does not make a fill below it broken (checked in the joined text, this fill
+    was rejected: the list ran on into it)."""
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0,
+                                 fallback=False, reuse_fills=False))
+    text = "total = "
+    request = InfillRequest(text, len(text), len(text), "python", TARGET,
+                            InfillOptions(length=12, steps=12), before="x = [\n\n")
+    Planted(engine, request, broken="sum(x)")
+    [best] = engine.infill(request).candidates
+    assert (best.text, best.valid) == ("sum(x)", True)
