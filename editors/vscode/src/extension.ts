@@ -32,7 +32,7 @@ import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
-import { documentSelector, idleReason, restartsOnSettingsChange, startsNow, unservedReason } from "./languages";
+import { documentSelector, idleReason, restartsOnSettingsChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
@@ -248,6 +248,8 @@ class DlmExtension implements vscode.Disposable {
     let client: DlmClient | undefined;
     const clientOptions: LanguageClientOptions = {
       documentSelector: documentSelector(this.languages()),
+      // a notebook's cells go as one notebook document (LSP 3.17), its code cells of dlm.languages
+      notebookDocumentOptions: { filterCells: (_notebook, cells) => syncedCells(this.languages(), cells) },
       initializationOptions: withToken(this.serverSettings(), address,
                                        config.get<string>("server.token", ""), process.env),
       outputChannel: this.output,

@@ -15,9 +15,28 @@
 
 import type { ClientState } from "./status";
 
-/** The URI schemes of the documents the server is sent: files on disk and unsaved ones
- *  (not a git diff's or an output channel's). */
-export const SERVED_SCHEMES = ["file", "untitled"] as const;
+/** The URI schemes of the documents the server is sent: files on disk, unsaved ones and
+ *  the cells of notebooks (not a git diff's or an output channel's). */
+export const SERVED_SCHEMES = ["file", "untitled", "vscode-notebook-cell"] as const;
+
+/** `vscode.NotebookCellKind.Code` (a markdown cell is `Markup`, 1). */
+export const CODE_CELL = 2;
+
+/** What the cell filter needs of a notebook cell (a `vscode.NotebookCell` is one). */
+export interface NotebookCell {
+  kind: number;
+  document: { languageId: string };
+}
+
+/**
+ * The cells of a notebook the client sends the server (`notebookDocumentOptions.filterCells`):
+ * its code cells of `languages`.  The server advertises notebook sync for every cell and
+ * picks a cell's context itself (the code cells of its language); markdown and the cells
+ * of other languages would only be kept there, and counted against maxOpenDocuments.
+ */
+export function syncedCells<Cell extends NotebookCell>(languages: readonly string[], cells: Cell[]): Cell[] {
+  return cells.filter((cell) => cell.kind === CODE_CELL && languages.includes(cell.document.languageId));
+}
 
 /** What the decision needs of an open document (a `vscode.TextDocument` is one). */
 export interface OpenDocument {
@@ -43,7 +62,7 @@ export function serves(languages: readonly string[], document: OpenDocument): bo
  */
 export function unservedReason(languages: readonly string[], document: OpenDocument): string | undefined {
   if (!(SERVED_SCHEMES as readonly string[]).includes(document.uri.scheme)) {
-    return `dlm fills files and unsaved documents, not a ${document.uri.scheme} view`;
+    return `dlm fills files, unsaved documents and notebook cells, not a ${document.uri.scheme} view`;
   }
   if (!languages.includes(document.languageId)) {
     return `${document.languageId} is not one of dlm.languages (${languages.join(", ") || "none"}): `

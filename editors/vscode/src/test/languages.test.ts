@@ -1,24 +1,43 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { documentSelector, idleReason, restartsOnSettingsChange, serves, startsNow, unservedReason } from "../languages";
+import {
+  CODE_CELL, documentSelector, idleReason, restartsOnSettingsChange, serves, startsNow, syncedCells, unservedReason,
+} from "../languages";
 import type { ClientState } from "../status";
 
 const file = (languageId: string, scheme = "file") => ({ languageId, uri: { scheme } });
 const defaults = ["python", "go", "rust"];
 
 describe("documentSelector and serves: the documents the server is sent", () => {
-  it("selects files and unsaved documents of every listed language", () => {
+  it("selects files, unsaved documents and notebook cells of every listed language", () => {
     assert.deepEqual(documentSelector(["python", "haskell"]), [
       { scheme: "file", language: "python" }, { scheme: "untitled", language: "python" },
-      { scheme: "file", language: "haskell" }, { scheme: "untitled", language: "haskell" }]);
+      { scheme: "vscode-notebook-cell", language: "python" },
+      { scheme: "file", language: "haskell" }, { scheme: "untitled", language: "haskell" },
+      { scheme: "vscode-notebook-cell", language: "haskell" }]);
   });
 
   it("serves exactly what the selector selects", () => {
     assert.ok(serves(defaults, file("python")));
     assert.ok(serves(defaults, file("go", "untitled")));
+    assert.ok(serves(defaults, file("python", "vscode-notebook-cell")));  // a notebook's cell
     assert.ok(!serves(defaults, file("haskell")));
     assert.ok(!serves(defaults, file("python", "git")));  // a diff's old side: never sent
+  });
+});
+
+describe("syncedCells: the cells of a notebook the server is sent", () => {
+  const cell = (kind: number, languageId: string) => ({ kind, document: { languageId } });
+
+  it("sends the code cells of the listed languages, in notebook order", () => {
+    const cells = [cell(CODE_CELL, "python"), cell(1, "markdown"), cell(CODE_CELL, "sql"),
+      cell(CODE_CELL, "go"), cell(CODE_CELL, "python")];
+    assert.deepEqual(syncedCells(defaults, cells), [cells[0], cells[3], cells[4]]);
+  });
+
+  it("sends no markdown cell, even where markdown is a listed language", () => {
+    assert.deepEqual(syncedCells(["markdown"], [cell(1, "markdown")]), []);
   });
 });
 
@@ -81,9 +100,10 @@ describe("idleReason: why the server is not started (a click on the status bar)"
 });
 
 describe("unservedReason: a fill command run from the palette outside the server's documents", () => {
-  it("lets a file or unsaved document of a listed language through", () => {
+  it("lets a file, unsaved document or notebook cell of a listed language through", () => {
     assert.equal(unservedReason(defaults, file("python")), undefined);
     assert.equal(unservedReason(defaults, file("rust", "untitled")), undefined);
+    assert.equal(unservedReason(defaults, file("python", "vscode-notebook-cell")), undefined);
   });
 
   it("names the language and the setting to add it to, for a language not listed", () => {
