@@ -30,6 +30,22 @@ _BLOCK_OPENERS = (":", "{")
 _PY_CONTINUATIONS = ("else", "elif", "except", "finally", "case")
 # Keywords that close a block at the block's own indentation, by canonical language.
 _KEYWORD_CLOSERS = {"ruby": ("end",), "lua": ("end",), "bash": ("fi", "done", "esac")}
+# Keywords that start a block's next clause at the block's own indentation, ending the
+# clause above (as Python's continuations do): Ruby's `else` of an `if`, `when` of a
+# `case`, `rescue` of a `def`; shell's `;;` that ends a case arm.
+_KEYWORD_CONTINUATIONS = {"ruby": ("else", "elsif", "when", "in", "rescue", "ensure"),
+                          "lua": ("else", "elseif"),
+                          "bash": ("else", "elif", ";;", ";&", ";;&")}
+# What a line that opens a keyword block starts with, or ends with (after its comment is
+# taken off), by canonical language: Ruby's `def`, `if`, `x = case y`, a block `do |x|`;
+# Lua's `then`, `do`, `function f(a)`; shell's `then`, `do`, `case $x in`.
+_KEYWORD_HEADS = {"ruby": re.compile(r"(def|class|module|for)\b|(.*\s=\s*)?(if|unless|while"
+                                     r"|until|case|begin)\b|.*\bdo(\s*\|[^|]*\|)?$"),
+                  "lua": re.compile(r".*(\b(then|do)|\bfunction\b[\w.: ]*\([^()]*\))$"),
+                  "bash": re.compile(r".*(\b(then|do)|^case\b.*\bin)$")}
+
+# A shell case arm's pattern, `a)` or `*.md|*.txt)`, at the start of a line
+_CASE_LABEL = re.compile(r"\s*[^\s()#][^()]*\)")
 
 
 @dataclass(frozen=True)
@@ -196,6 +212,23 @@ def _code_end(line: str, comments: tuple[str, ...], lifetimes: bool = False) -> 
                 len(line))
 
 
+def _opens_keyword_block(code: str, language: str | None) -> bool:
+    """Whether a line's `code` (stripped, its comment off) opens a block that `language`
+    closes with a keyword (see _KEYWORD_HEADS): not a block closed on its own line
+    (`def f; 1; end`, `if x; then y; fi`), nor Ruby's endless method (`def f(x) = x`)."""
+    heads = _KEYWORD_HEADS.get(language or "")
+    if heads is None or not heads.match(code):
+        return False
+    if re.search(rf"\b({'|'.join(_KEYWORD_CLOSERS[language or ''])})$", code):
+        return False
+    return not re.match(r"def\s+[\w.]+[?!]?(\([^)]*\))?\s*=\s", code)
+
+
+def _keyword(line: str) -> str:
+    """The word (or shell's case-arm end, `;;`) a line starts with."""
+    return re.match(r";;&?|;&|\w*", line.lstrip())[0]
+
+
 # --- the cursor's column ----------------------------------------------------------------------
 
 
@@ -292,8 +325,11 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     """Whether the fill was written against another base, and which of its lines move.
 
     Two signs of a foreign base: the cursor's line ends in a header (':' or an opening
-    bracket) and the next line is not indented past it, so the header sat one fill step
-    above that line; or the lines right after the first sit left of the cursor's column.
+    bracket, or opens a block its language closes with a keyword: Ruby's `def g`, Lua's
+    `function g()`, shell's `if ...; then`) and the next line is not indented past it, so
+    the header sat one fill step above that line (or at its column, when that line is
+    the header's own closer or next clause); or the lines right after the first sit left
+    of the cursor's column.
     Not that second sign in Python, outside brackets: there a line left of the cursor's
     column is a dedent (the model was shown the cursor's indentation), and leaves the
     block (`x = 1` at column 0 after `return xs` is module code, which `dlm_lsp.units`
@@ -301,10 +337,13 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     the first line that belongs to an outer block: one that dedents past the base,
     closes a bracket opened before the fill, is a Python `else`/`elif`/`except`/
     `finally`/`case` with no header of the fill at its level, or is a closing keyword
-    (Ruby's and Lua's `end`, shell's `fi`/`done`/`esac`) at the base with no block of the
-    fill open there: that closes the cursor's block, whose closer the suffix already
-    holds, and kept where the model wrote it (left of the cursor) `dlm_lsp.units` ends
-    the fill before it; moved onto the cursor's column it would be a second closer.
+    (Ruby's and Lua's `end`, shell's `fi`/`done`/`esac`) or a next clause's (Ruby's
+    `else`/`elsif`/`when`/`rescue`/`ensure`, Lua's `else`/`elseif`, shell's `else`/`elif`
+    and a case arm's `;;`) at the base with no block of the fill open there: that closes
+    the cursor's block (or its clause), whose closer the suffix already holds, and kept
+    where the model wrote it (left of the cursor) `dlm_lsp.units` ends the fill before
+    it; moved onto the cursor's column it would be a second closer, or an `else` in the
+    body of the `if` it belongs to.
     """
     code = [i for i, line in enumerate(rest) if line.strip()]
     if not code:
@@ -321,27 +360,39 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     if rest[code[0]].lstrip()[:1] in _CLOSERS:
         return None
     closers = _KEYWORD_CLOSERS.get(language or "", ())
+    continuations = _KEYWORD_CONTINUATIONS.get(language or "", ())
     depth = max(0, _bracket_depths(head, comments, lifetimes)[1])
-    if head.endswith(_OPENERS):
+    keyword_head = _opens_keyword_block(head.lstrip(), language)
+    if head.endswith(_OPENERS) or keyword_head:
         if nested > line_base:
             return None
-        base, target = nested - unit, line_base
+        # the header's own closer (or next clause) right below it sits at its column
+        own = _keyword(rest[code[0]]) in closers + continuations
+        base, target = nested if own else nested - unit, line_base
     elif nested < cursor and (language != "python" or depth > 0):
         base, target = nested, cursor
     else:
         return None
-    headers = {base} if head.endswith(":") else set()
-    opened = head.endswith(_OPENERS)  # whether the line above opened a block at the base
+    headers = {base} if head.endswith(":") or keyword_head else set()
+    opened = head.endswith(_OPENERS) or keyword_head  # the line above opened a block at the base
     for i in code:
         leading, net = _bracket_depths(rest[i], comments, lifetimes)
+        if language == "bash" and _CASE_LABEL.match(rest[i]):
+            net += 1  # `a)` labels a case arm: its `)` closes no bracket
         word = rest[i].split(maxsplit=1)[0].rstrip(":")
         dedent = python and word in _PY_CONTINUATIONS and widths[i] not in headers
-        closes = re.match(r"\w*", rest[i].lstrip())[0] in closers and widths[i] <= base
-        if widths[i] < base or leading > depth or dedent or (closes and not opened):
+        keyword = _keyword(rest[i])
+        # a closer or next clause at the base, of no block the fill opened there
+        leaves = (keyword in closers + continuations and widths[i] <= base
+                  and not opened and widths[i] not in headers)
+        if widths[i] < base or leading > depth or dedent or leaves:
             return _Frame(base, target, unit, i)
+        if keyword in closers:
+            headers.discard(widths[i])
         opened = widths[i] > base  # a closer right after the block's body is its own
         depth += net
-        if rest[i].rstrip().endswith(":"):
+        if rest[i].rstrip().endswith(":") or (closers and _opens_keyword_block(
+                rest[i][:_code_end(rest[i], comments, lifetimes)].strip(), language)):
             headers.add(widths[i])
     return _Frame(base, target, unit, len(rest))
 

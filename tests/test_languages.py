@@ -89,3 +89,22 @@ def test_a_ruby_fill_s_end_left_of_the_cursor_ends_the_fill(engine: Engine) -> N
     Planted(engine, request, broken="y = 1\nend\n\nputs 2")
     [best] = engine.infill(request).candidates
     assert (best.text, best.valid) == ("y = 1", True)
+
+
+@pytest.mark.parametrize(("language", "uri", "text", "broken", "expected"), [
+    ("ruby", "file:///t.rb", "if a\n  x = 1\n  \nend\n", "y = 2\nelse\n  z = 3", "y = 2"),
+    ("ruby", "file:///t.rb", "class A\n  def f\n  end\n  \nend\n", "def g\n  2\nend",
+     "def g\n    2\n  end"),
+], ids=["else-of-the-cursor-s-if", "a-method-s-own-end"])
+def test_a_ruby_fill_s_clauses_and_closers_go_with_their_own_block(
+        engine: Engine, language: str, uri: str, text: str, broken: str,
+        expected: str) -> None:
+    """An `else` the model wrote at the `if`'s column is the `if`'s next clause: the fill
+    ends before it (it was moved into the body).  A method the fill opens keeps its
+    `end`, moved with it onto the cursor's column (it was cut off, the fill invalid)."""
+    at = text.index("  \nend") + 2
+    request = InfillRequest(text, at, at, language, uri,
+                            InfillOptions(length=24, steps=4, repair_rounds=0, fallback=False))
+    Planted(engine, request, broken=broken)
+    [best] = engine.infill(request).candidates
+    assert (best.text, best.valid) == (expected, True)

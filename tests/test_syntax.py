@@ -770,3 +770,88 @@ def test_a_keyword_block_fill_s_own_closer_moves_with_its_block(
     """A closer right after a block the fill opened is the fill's own: written from
     column 0, it moves onto the cursor's column with the rest."""
     assert _shaped(marked, fill, language) == expected
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("ruby", "if a\n  x = 1\n  ⟦⟧\nend\n", "y = 2\nelse\n  z = 3"),
+    ("ruby", "if a\n  x = 1\n  ⟦⟧\nend\n", "y = 2\nelsif b\n  z = 3"),
+    ("ruby", "case a\nwhen 1\n  x = 1\n  ⟦⟧\nend\n", "y = 2\nwhen 2\n  z = 3"),
+    ("ruby", "def f(a)\n  x = 1\n  ⟦⟧\nrescue\n  nil\nend\n", "y = 2\nrescue\n  z = 3"),
+    ("ruby", "def f(a)\n  x = 1\n  ⟦⟧\nend\n", "y = 2\nensure\n  z = 3"),
+    ("lua", "if a then\n  x = 1\n  ⟦⟧\nend\n", "y = 2\nelse\n  z = 3"),
+    ("lua", "if a then\n  x = 1\n  ⟦⟧\nend\n", "y = 2\nelseif b then\n  z = 3"),
+    ("bash", "if true; then\n  x=1\n  ⟦⟧\nfi\n", "y=2\nelse\n  z=3"),
+    ("bash", "if true; then\n  x=1\n  ⟦⟧\nfi\n", "y=2\nelif false; then\n  z=3"),
+    ("bash", "case $a in\n  a)\n    x=1\n    ⟦⟧\n    ;;\nesac\n", "y=2\n;;\nb)\n  z=3"),
+], ids=["ruby-else", "ruby-elsif", "ruby-when", "ruby-rescue", "ruby-ensure", "lua-else",
+        "lua-elseif", "bash-else", "bash-elif", "bash-case-arm-end"])
+def test_a_keyword_block_fill_s_next_clause_left_of_the_cursor_ends_it(
+        language: str, marked: str, fill: str) -> None:
+    """An `else` (`elsif`, `when`, `rescue`, `elif`...) the model wrote left of the
+    cursor's column, with no block of its own open there, is the next clause of the
+    cursor's block: the fill ends before it, as a Python fill ends at such an `else`.
+    It was moved into the block's body with what followed (`y = 2\\n  else\\n    z = 3`
+    below `if a`), an `else` indented as a statement of the `if`'s body."""
+    assert _reindent(marked, fill, language) == fill
+    assert _shaped(marked, fill, language) == fill.split("\n", 1)[0]
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("ruby", "def f(a)\n  x = a\n  ⟦⟧\nend\n", "case a\nwhen 1\n  x\nelse\n  y\nend",
+     "case a\n  when 1\n    x\n  else\n    y\n  end"),
+    ("ruby", "def f(a)\n  x = a\n  ⟦⟧\nend\n", "y = 2\ncase a\nwhen 1\n  x\nend",
+     "y = 2\n  case a\n  when 1\n    x\n  end"),
+    ("ruby", "def f(a)\n  x = a\n  ⟦⟧\nend\n", "y = 2\nbegin\n  x\nrescue\n  y\nend",
+     "y = 2\n  begin\n    x\n  rescue\n    y\n  end"),
+    ("ruby", "def f(a)\n  x = a\n  ⟦⟧\nend\n", "y = if a\n  1\nelse\n  2\nend",
+     "y = if a\n    1\n  else\n    2\n  end"),
+    ("lua", "local function f(a)\n  local x = a\n  ⟦⟧\nend\n",
+     "if x then\n  x = 1\nelse\n  x = 2\nend", "if x then\n    x = 1\n  else\n    x = 2\n  end"),
+    ("bash", "f() {\n  x=1\n  ⟦⟧\n}\n", "if true; then\n  echo 1\nelse\n  echo 2\nfi",
+     "if true; then\n    echo 1\n  else\n    echo 2\n  fi"),
+], ids=["ruby-case-when", "ruby-when-below-its-case", "ruby-begin-rescue", "ruby-assigned-if",
+        "lua-if-else", "bash-if-else"])
+def test_a_keyword_block_fill_s_own_next_clause_moves_with_its_block(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """An `else` (`when`, `rescue`) of a block the fill opened is the fill's own: written
+    from column 0, it moves onto the cursor's column with its header and closer."""
+    assert _shaped(marked, fill, language) == expected
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("ruby", "class A\n  def f\n  end\n  ⟦⟧\nend\n", "def g\n  2\nend", "def g\n    2\n  end"),
+    ("ruby", "class A\n  def f\n  end\n  ⟦⟧\nend\n", "def g\nend", "def g\n  end"),
+    ("ruby", "def f(xs)\n  y = 0\n  ⟦⟧\nend\n", "xs.each do |x|\n  y += x\nend",
+     "xs.each do |x|\n    y += x\n  end"),
+    ("lua", "local function f(a)\n  local x = a\n  ⟦⟧\nend\n",
+     "local function g()\n  return 2\nend", "local function g()\n    return 2\n  end"),
+    ("bash", "f() {\n  x=1\n  ⟦⟧\n}\n", "if true; then\n  echo 1\nfi",
+     "if true; then\n    echo 1\n  fi"),
+    ("bash", "f() {\n  x=1\n  ⟦⟧\n}\n", "for i in 1 2; do\n  echo $i\ndone",
+     "for i in 1 2; do\n    echo $i\n  done"),
+], ids=["ruby-def", "ruby-empty-def", "ruby-do-block", "lua-function", "bash-if", "bash-for"])
+def test_a_keyword_block_fill_that_opens_its_block_on_the_cursor_s_line_keeps_its_closer(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """A fill whose first line opens a block (`def g`, `function g()`, `if ...; then`)
+    and whose body is not indented past the cursor's column was written from column 0,
+    as one after a `{` or `:` is: its lines move onto the cursor's column, its own `end`
+    with them.  The `end` stayed at column 0, where units took it for the cursor's
+    block's and cut it off (`def g\\n  2`, a method with no `end`); a `fi` stayed there
+    too, the `if`'s body at the `if`'s own column."""
+    assert _shaped(marked, fill, language) == expected
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("ruby", "x = 1\n⟦⟧\nputs x\n", "def g\n  2\nend", "def g\n  2\nend"),
+    ("lua", "local x = 1\n⟦⟧\nprint(x)\n", "function g()\n  return 2\nend",
+     "function g()\n  return 2\nend"),
+    ("bash", "x=1\n⟦⟧\necho $x\n", "if true; then\n  echo 1\nfi", "if true; then\n  echo 1\nfi"),
+    ("ruby", "class A\n  ⟦⟧\nend\n", "def g(x) = x\nend", "def g(x) = x"),
+], ids=["ruby-def", "lua-function", "bash-if", "ruby-endless-def"])
+def test_a_keyword_block_fill_at_column_0_or_without_a_block_stays_as_written(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """At column 0 a fill's block is already where it belongs, its closer kept; Ruby's
+    endless method opens no block, so an `end` below it is the class's and ends the
+    fill."""
+    assert _reindent(marked, fill, language) == fill
+    assert _shaped(marked, fill, language) == expected
