@@ -22,12 +22,16 @@ from dlm_lsp.validation import ParsedDocument
 
 
 def _brackets(root: Node, descend: Callable[[Node], bool]) -> Iterator[Node]:
-    """Bracket tokens in document order, entering only subtrees that `descend` accepts."""
+    """Bracket tokens in document order, entering only subtrees that `descend` accepts.
+
+    Not a shell case arm's `a)` (or `(a)`): its `)` closes no bracket, and read as one
+    it closed the cursor's block, cutting a fill's `case` at its first arm."""
     stack = [root]
     while stack:
         node = stack.pop()
         if node.child_count == 0:
-            if (node.type in _PAIRS or node.type in _CLOSERS) and not node.is_missing:
+            if ((node.type in _PAIRS or node.type in _CLOSERS) and not node.is_missing
+                    and node.parent.type != "case_item"):
                 yield node
         elif node is root or descend(node):
             stack.extend(reversed(node.children))

@@ -855,3 +855,18 @@ def test_a_keyword_block_fill_at_column_0_or_without_a_block_stays_as_written(
     fill."""
     assert _reindent(marked, fill, language) == fill
     assert _shaped(marked, fill, language) == expected
+
+
+_SHELL_CASE = "case $x in\n    a)\n      echo a\n      ;;\n    (b) echo b ;;\n  esac"
+
+
+@pytest.mark.parametrize(("fill", "expected"), [
+    (_SHELL_CASE, _SHELL_CASE),
+    ("case $x in\n  a)\n    echo a\n    ;;\nesac",
+     "case $x in\n    a)\n      echo a\n      ;;\n  esac"),
+], ids=["at-the-cursor-s-column", "from-column-0"])
+def test_a_shell_fill_s_case_is_kept_whole(fill: str, expected: str) -> None:
+    """A case arm's `a)` closes no bracket: a fill's `case` keeps its arms and `esac`.
+    The `)` was read as closing the function's `{`, and the fill cut at its first arm
+    (`case $x in\\n    a`)."""
+    assert _shaped("f() {\n  x=1\n  ⟦⟧\n}\n", fill, "bash") == expected
