@@ -38,11 +38,12 @@ _KEYWORD_CONTINUATIONS = {"ruby": ("else", "elsif", "when", "in", "rescue", "ens
                           "bash": ("else", "elif", ";;", ";&", ";;&")}
 # What a line that opens a keyword block starts with, or ends with (after its comment is
 # taken off), by canonical language: Ruby's `def`, `if`, `x = case y`, a block `do |x|`;
-# Lua's `then`, `do`, `function f(a)`; shell's `then`, `do`, `case $x in`.
+# Lua's `then`, `do`, `function f(a)`; shell's `; then`, `; do`, `case $x in` (a clause's
+# `else`, `when 1` opens its body too).
 _KEYWORD_HEADS = {"ruby": re.compile(r"(def|class|module|for)\b|(.*\s=\s*)?(if|unless|while"
                                      r"|until|case|begin)\b|.*\bdo(\s*\|[^|]*\|)?$"),
                   "lua": re.compile(r".*(\b(then|do)|\bfunction\b[\w.: ]*\([^()]*\))$"),
-                  "bash": re.compile(r".*(\b(then|do)|^case\b.*\bin)$")}
+                  "bash": re.compile(r"((.*;)?\s*(then|do)|case\b.*\bin)$")}
 
 # A shell case arm's pattern, `a)` or `*.md|*.txt)`, at the start of a line
 _CASE_LABEL = re.compile(r"\s*[^\s()#][^()]*\)")
@@ -217,7 +218,8 @@ def _opens_keyword_block(code: str, language: str | None) -> bool:
     closes with a keyword (see _KEYWORD_HEADS): not a block closed on its own line
     (`def f; 1; end`, `if x; then y; fi`), nor Ruby's endless method (`def f(x) = x`)."""
     heads = _KEYWORD_HEADS.get(language or "")
-    if heads is None or not heads.match(code):
+    clause = _keyword(code) in _KEYWORD_CONTINUATIONS.get(language or "", ())
+    if heads is None or not (heads.match(code) or (clause and code[:1].isalpha())):
         return False
     if re.search(rf"\b({'|'.join(_KEYWORD_CLOSERS[language or ''])})$", code):
         return False
@@ -326,10 +328,11 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
 
     Two signs of a foreign base: the cursor's line ends in a header (':' or an opening
     bracket, or opens a block its language closes with a keyword: Ruby's `def g`, Lua's
-    `function g()`, shell's `if ...; then`) and the next line is not indented past it, so
-    the header sat one fill step above that line (or at its column, when that line is
-    the header's own closer or next clause); or the lines right after the first sit left
-    of the cursor's column.
+    `function g()`, shell's `if ...; then`, or a clause's body: `else`, `when 1`, whose
+    closer and next clause are the cursor's block's) and the next line is not indented
+    past it, so the header sat one fill step above that line (or at its column, when
+    that line is the header's own closer or next clause); or the lines right after the
+    first sit left of the cursor's column.
     Not that second sign in Python, outside brackets: there a line left of the cursor's
     column is a dedent (the model was shown the cursor's indentation), and leaves the
     block (`x = 1` at column 0 after `return xs` is module code, which `dlm_lsp.units`
@@ -373,7 +376,9 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
         base, target = nested, cursor
     else:
         return None
-    headers = {base} if head.endswith(":") or keyword_head else set()
+    # a clause the cursor's line starts (`else`) is the cursor's block's, its closer too
+    clause = keyword_head and _keyword(head) in continuations
+    headers = {base} if head.endswith(":") or (keyword_head and not clause) else set()
     opened = head.endswith(_OPENERS) or keyword_head  # the line above opened a block at the base
     for i in code:
         leading, net = _bracket_depths(rest[i], comments, lifetimes)
@@ -384,7 +389,7 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
         keyword = _keyword(rest[i])
         # a closer or next clause at the base, of no block the fill opened there
         leaves = (keyword in closers + continuations and widths[i] <= base
-                  and not opened and widths[i] not in headers)
+                  and (clause or not opened) and widths[i] not in headers)
         if widths[i] < base or leading > depth or dedent or leaves:
             return _Frame(base, target, unit, i)
         if keyword in closers:

@@ -870,3 +870,32 @@ def test_a_shell_fill_s_case_is_kept_whole(fill: str, expected: str) -> None:
     The `)` was read as closing the function's `{`, and the fill cut at its first arm
     (`case $x in\\n    a`)."""
     assert _shaped("f() {\n  x=1\n  ⟦⟧\n}\n", fill, "bash") == expected
+
+
+_RUBY_ELSE = "def f(a)\n  if a\n    x = 1\n  else⟦⟧\n  end\nend\n"  # a cursor after `else`
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("ruby", _RUBY_ELSE, "\n  y = 2\n  z = 3", "\n    y = 2\n    z = 3"),
+    ("ruby", _RUBY_ELSE, "\n  y = 2\nend\nputs 1", "\n    y = 2"),
+    ("ruby", "def f(a)\n  case a\n  when 1⟦⟧\n  end\nend\n", "\n  y = 2\nwhen 2\n  z",
+     "\n    y = 2"),
+    ("lua", "local function f(a)\n  if a then\n    x = 1\n  else⟦⟧\n  end\nend\n",
+     "\n  y = 2\nend", "\n    y = 2"),
+], ids=["ruby-else-body", "ruby-else-then-the-if-s-end", "ruby-when-then-the-next-when",
+        "lua-else-then-the-if-s-end"])
+def test_a_fill_after_a_keyword_clause_s_head_is_its_body(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """A cursor right after `else` (`when 1`) stands where the clause's body begins, as
+    after Python's `else:`: a body written from column 0 moves one step past the
+    clause's column (it stayed at the `else`'s own column), and the block's `end` or
+    next clause below it is the cursor's block's, which the suffix holds: the fill ends
+    before it."""
+    assert _shaped(marked, fill, language) == expected
+
+
+def test_a_shell_line_ending_in_the_word_do_opens_no_block() -> None:
+    """`do` and `then` open a shell block after `;` or alone on their line; `echo to do`
+    is a command, and the line below it at the cursor's column stays there."""
+    marked = "f() {\n  x=1\n  ⟦⟧\n}\n"
+    assert _shaped(marked, "echo to do\n  y=2", "bash") == "echo to do\n  y=2"
