@@ -94,6 +94,10 @@ def _bracket_cut(removed: _Doc, filled: _Doc, start: int, fill: str) -> int | No
 # both, a fill line indented less than the cursor's block has left the block.  Brace
 # languages end blocks with brackets, which `_bracket_cut` reads.
 _DEDENT_ENDS = frozenset({"python", "ruby", "lua", "bash"})
+# Bracketed nodes that are blocks all the same: a shell function's `{ ... }` body, where
+# `if` ... `fi` is written as anywhere else.  Inside other brackets (a call's arguments, a
+# Lua table) a line's indentation says nothing and no dedent is read.
+_BRACED_BLOCKS = {"bash": "compound_statement"}
 
 
 def _dedent_cut(filled: _Doc, start: int, fill: str, base: int) -> int | None:
@@ -133,7 +137,8 @@ def truncate_to_units(text: str, start: int, end: int, fill: str, language: str 
 
     First the block: a fill that closes the bracket the cursor is in stops before that
     closer when the suffix has one (else right after it), and a Python, Ruby, Lua or
-    shell fill stops before a line that dedents past the cursor's block.  Then
+    shell fill outside brackets (but for a shell function's braces) stops before a line
+    that dedents past the cursor's block.  Then
     statements: the longest prefix ending at a line boundary whose parse adds no errors
     is kept.  A single-line fill, an unknown language, or a fill that is already whole
     comes back unchanged.
@@ -145,7 +150,9 @@ def truncate_to_units(text: str, start: int, end: int, fill: str, language: str 
     removed = _parse(parser, text[:start] + text[end:])
     filled = _parse(parser, text[:start] + fill + text[end:])
     cuts = [_bracket_cut(removed, filled, start, fill)]
-    if canonical in _DEDENT_ENDS and _container(removed, removed.byte(start)) is None:
+    container = _container(removed, removed.byte(start))
+    braced = container is not None and container.type == _BRACED_BLOCKS.get(canonical)
+    if canonical in _DEDENT_ENDS and (container is None or braced):
         before, _ = _line_bounds(text, start, end)
         if canonical == "python":
             base = _width(_span_hint(removed, start, canonical).indent)

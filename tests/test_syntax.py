@@ -899,3 +899,16 @@ def test_a_shell_line_ending_in_the_word_do_opens_no_block() -> None:
     is a command, and the line below it at the cursor's column stays there."""
     marked = "f() {\n  x=1\n  ⟦⟧\n}\n"
     assert _shaped(marked, "echo to do\n  y=2", "bash") == "echo to do\n  y=2"
+
+
+@pytest.mark.parametrize(("marked", "fill", "expected"), [
+    ("f() {\n  if true; then\n    x=1\n    ⟦⟧\n  fi\n}\n", "y=2\nfi\necho 3", "y=2"),
+    ("f() {\n  if true; then\n    x=1\n  else⟦⟧\n  fi\n}\n", "\n  y=2\nfi", "\n    y=2"),
+], ids=["in-the-if-s-body", "after-the-if-s-else"])
+def test_a_shell_fill_in_a_function_s_braces_ends_at_its_block_s_closer(
+        marked: str, fill: str, expected: str) -> None:
+    """A shell function's `{ ... }` body is a block like any other: a `fi` the model wrote
+    left of the cursor's column ends the fill, as it does outside a function.  The
+    braces were taken for brackets, inside which no dedent is read, and the `fi` kept:
+    a second `fi`, and `echo 3` in the function."""
+    assert _shaped(marked, fill, "bash") == expected
