@@ -183,37 +183,32 @@ def test_holes_filled_in_a_cell_are_applied_to_that_cell_at_its_version(session)
     assert "import math\n\n# radius r\ndef area(r):" in session.shown[0]
 
 
-def test_a_cell_edited_while_its_fill_runs_drops_the_fill(session):
-    """The version check of text documents holds for cells: the fill is for version 1,
-    and the cell is at 2 when it ends."""
+def fill_while(session, edit: dict) -> dict:
+    """The answer to a fill of TARGET's hole during which the client sends `edit`."""
     async def run() -> dict:
         session.receive(did_open())
         session.hold.clear()
         session.receive(infill(1, TARGET, 1, 11))
         while not session.shown:
             await asyncio.sleep(0.01)
-        session.receive(edit_cell(2, 2, 1, 11, "r"))
+        session.receive(edit)
         session.hold.set()
         return await session.answer(1)
 
-    reply = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_a_cell_edited_while_its_fill_runs_drops_the_fill(session):
+    """The version check of text documents holds for cells: the fill is for version 1,
+    and the cell is at 2 when it ends."""
+    reply = fill_while(session, edit_cell(2, 2, 1, 11, "r"))
     assert reply["error"]["code"] == -32801  # content modified: nothing to apply
     assert session.cell_text(2) == "def area(r):\n    return rHOLE"
 
 
 def test_another_cell_s_edit_leaves_a_cell_s_fill_be(session):
     """Its edit is still of the cell's version; the context it saw was the notebook's then."""
-    async def run() -> dict:
-        session.receive(did_open())
-        session.hold.clear()
-        session.receive(infill(1, TARGET, 1, 11))
-        while not session.shown:
-            await asyncio.sleep(0.01)
-        session.receive(edit_cell(0, 2, 0, 11, ", cmath"))
-        session.hold.set()
-        return await session.answer(1)
-
-    assert asyncio.run(run())["result"]["version"] == 1
+    assert fill_while(session, edit_cell(0, 2, 0, 11, ", cmath"))["result"]["version"] == 1
     assert session.cell_text(0) == "import math, cmath"
 
 
