@@ -19,6 +19,7 @@ const { values: args } = parseArgs({
     crash: { type: "string" },  // a folder: the server's pid, and `refuse` to make starts fail
     "late-language": { type: "string" },  // the open file's language, added to dlm.languages late
     settings: { type: "string" },  // the workspace's settings.json (to add it there)
+    notebook: { type: "boolean", default: false },  // --file is a notebook, --fixture its cell with the hole
   },
 });
 
@@ -178,6 +179,7 @@ async function main() {
   const loaded = await until("the model to load", event("modelLoaded"), 120000, 500);
   if (args.crash) return crashed();
   log(`server up: ${JSON.stringify(loaded.status)}`);
+  if (args.notebook) return notebook();
 
   await palette("DLM: Fill holes");
   log("ran DLM: Fill holes");
@@ -484,6 +486,76 @@ async function lateLanguage(language) {
   if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
   console.log(JSON.stringify({ passed: problems.length === 0, problems, hidden, idle, why, whyAgain, fill, statusBar },
                              null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
+/**
+ * A notebook's cell: click into the cell with the hole, run Fill holes (the edit must
+ * change that cell only, inside the hole), then open a new line below the cell's `for`
+ * line, as the default run does in hello.py, wait for ghost text in the cell, accept it
+ * with Tab, and check (Fill holes again records the cell's text) that the cell holds it.
+ * The ghost text is checked in the cell's own editor: a notebook's cells are editors of
+ * their own, inside `.notebook-editor`, and the focused one is `.cell-editor-focus`.
+ */
+async function notebook() {
+  const problems = [];
+  /** Where to click to put the cursor at the end of the cell's line holding `text` (the
+   *  editor shows its spaces as nbsp). */
+  const lineEnd = (text) => () => page.evaluate(`(() => {
+    const line = [...document.querySelectorAll('.notebook-editor .cell-editor-part .view-line')]
+      .find((e) => e.textContent.replace(/\u00a0/g, " ").includes(${JSON.stringify(text)}));
+    if (!line) return null;
+    const r = line.getBoundingClientRect();
+    return { x: r.x + r.width - 5, y: r.y + r.height / 2 };
+  })()`);
+  const cell = await until("the cell with the hole", lineEnd(args.marker), 30000);
+  await page.click(cell.x, cell.y);
+  await sleep(1000);
+  await palette("DLM: Fill holes");
+  log("ran DLM: Fill holes in the cell");
+  const filled = await until("the fill", event("fillHoles"), 90000, 500);
+  const { problems: fillProblems, fill } = check(readFileSync(args.fixture, "utf8"), filled.text, filled.result);
+  problems.push(...fillProblems);
+  if (!filled.uri?.startsWith("vscode-notebook-cell:")) problems.push(`the fill was not a cell's: ${filled.uri}`);
+  await page.screenshot(join(args.shots, "notebook-after-fill.png"));
+
+  // Ghost text: a new line below the `for` line (VS Code indents it), in the loop's body.
+  // (At the end of a cell, after a `for` line with no body, the shipped model writes
+  // blanks: no suggestion, in a notebook as in a file.)
+  const forLine = await until("the cell's for line", lineEnd("for r in range(3):"), 10000);
+  await page.click(forLine.x, forLine.y);
+  await sleep(500);
+  await page.press("End", "End", 35);
+  await page.press("Enter", "Enter", 13, 0, "\r");
+  const shown = `[...document.querySelectorAll('.notebook-editor .cell-editor-focus .ghost-text-decoration, '
+    + '.notebook-editor .cell-editor-focus .ghost-text')]
+    .map(e => [e.getBoundingClientRect(), e.textContent])
+    .sort(([a], [b]) => a.top - b.top || a.left - b.left).map(([, t]) => t).join('')`;
+  const bare = (text) => text.replace(/[\s\u00a0]/g, "");
+  const ghost = await until("ghost text in the cell", async () => bare(await page.evaluate(shown)) && page.evaluate(shown),
+                            45000).catch((error) => (problems.push(error.message), ""));
+  await page.screenshot(join(args.shots, "notebook-ghost-text.png"));
+  if (ghost) {
+    await page.press("Tab", "Tab", 9);
+    await sleep(1000);
+    await palette("DLM: Fill holes");  // no hole is left: it only records the cell's text
+    const again = await until("the second Fill holes", () => events().filter((e) => e.event === "fillHoles")[1],
+                              30000, 500).catch((error) => (problems.push(error.message), undefined));
+    const lines = filled.text.split("\n");
+    const row = lines.findIndex((line) => line.includes("for r in range(3):"));
+    const head = lines.slice(0, row + 1).join("\n") + "\n";
+    const rest = "\n" + lines.slice(row + 1).join("\n");
+    const text = again?.text ?? "";
+    const added = text.startsWith(head) && text.endsWith(rest) ? text.slice(head.length, text.length - rest.length) : null;
+    if (again && (added === null || bare(added) !== bare(ghost))) {
+      problems.push(`the cell does not hold the accepted suggestion ${JSON.stringify(ghost)} on the new line: ${JSON.stringify(text)}`);
+    }
+    if (again && again.uri !== filled.uri) problems.push(`the suggestion went to ${again.uri}, not the cell ${filled.uri}`);
+  }
+  const errors = events().filter((e) => e.event === "error");
+  if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, fill, ghost }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
 }

@@ -36,6 +36,13 @@
 #                                      # setting, and the status bar then says "not started"
 #                                      # and its click why; adding perl to dlm.languages
 #                                      # starts it, and Fill holes fills the Perl file's hole
+#   editors/vscode/e2e/run.sh --notebook
+#                                      # a Jupyter notebook (circles.ipynb): Fill holes in its
+#                                      # third cell edits that cell only, and a new line in
+#                                      # the cell's loop gets ghost text, which Tab puts in
+#                                      # the cell (suggestInvalid: the shipped model's
+#                                      # suggestion there does not parse; it is the way to
+#                                      # the cell and back that is checked)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -108,6 +115,20 @@ EOF
   mkdir -p "$WORK/workspace/.vscode"
   echo '{}' > "$WORK/workspace/.vscode/settings.json"
 fi
+if [ "${1:-}" = "--notebook" ]; then  # a Jupyter notebook: a cell with a hole, between others
+  FIXTURE="$WORK/cell.py"              # the cell with the hole, as the check reads it
+  FILE="$WORK/workspace/circles.ipynb"
+  printf 'def area(r):\n    return <FILL>\n\n\nfor r in range(3):\n    print(r, area(r))' > "$FIXTURE"
+  "$PYTHON" - "$FIXTURE" "$FILE" <<'EOF'
+import json, sys
+cell = open(sys.argv[1]).read()
+def code(text): return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": text}
+cells = [code("import math"), {"cell_type": "markdown", "metadata": {}, "source": "## Areas of circles"},
+         code(cell), code("print(area(2))")]
+json.dump({"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4,
+           "nbformat_minor": 5}, open(sys.argv[2], "w"), indent=1)
+EOF
+fi
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ADDRESS=""
 TOKEN=""
@@ -151,7 +172,9 @@ cat > "$WORK/user/User/settings.json" <<EOF
   "extensions.autoUpdate": false,
   "telemetry.telemetryLevel": "off",
   "git.openRepositoryInParentFolders": "never",
-  "chat.disableAIFeatures": true
+  "chat.disableAIFeatures": true$([ "${1:-}" = "--notebook" ] && echo ',
+  "workbench.editorAssociations": { "*.ipynb": "jupyter-notebook" },
+  "dlm.suggestInvalid": true')
 }
 EOF
 export PATH="$NODE24/bin:$PATH"
@@ -199,4 +222,5 @@ PIDS+=($!)
 node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
   --fixture "$FIXTURE" --file "$FILE" --shots "$WORK" \
   $([ "${1:-}" = "--tcp-wrong-token" ] && echo --refused) $([ -n "$CRASH" ] && echo --crash "$CRASH") \
-  $([ "${1:-}" = "--late-language" ] && echo --late-language perl --settings "$WORK/workspace/.vscode/settings.json")
+  $([ "${1:-}" = "--late-language" ] && echo --late-language perl --settings "$WORK/workspace/.vscode/settings.json") \
+  $([ "${1:-}" = "--notebook" ] && echo --notebook)
