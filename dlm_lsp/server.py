@@ -490,29 +490,49 @@ def did_open_notebook(ls: DlmServer, params: types.DidOpenNotebookDocumentParams
     without the others) and the user told; cells opened again make their fills stale."""
     for uri in cells_of(params):
         ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
-    limit = ls.config.max_open_documents
-    if len(ls.workspace.text_documents) > limit:
-        uri = params.notebook_document.uri
-        ls.workspace.remove_notebook_document(types.DidCloseNotebookDocumentParams(
-            types.NotebookDocumentIdentifier(uri), [
-                types.TextDocumentIdentifier(cell) for cell in cells_of(params)]))
-        ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, (
-            f"dlm-lsp keeps at most {limit} open documents (setting maxOpenDocuments): "
-            f"notebook {uri} and its {len(params.cell_text_documents)} cells were not "
-            "opened; close other documents first")))
+    uri = params.notebook_document.uri
+    _drop_notebook_past_limit(ls, uri, cells_of(params), (
+        f"notebook {uri} and its {len(params.cell_text_documents)} cells were not opened; "
+        "close other documents first"))
 
 
 @feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
 def did_change_notebook(ls: DlmServer, params: types.DidChangeNotebookDocumentParams) -> None:
     """A cell's edit makes the fills in flight for it stale, as a document's does; a cell
     taken out is closed.  An edit of another cell leaves a cell's fills be: their edits
-    are the cell's, still of its version (their context was the notebook as it was)."""
+    are the cell's, still of its version (their context was the notebook as it was).
+    Cells added are documents too: past `maxOpenDocuments` the notebook is dropped whole,
+    as at its opening, and its cells closed."""
     changed, closed = changed_cells(params)
     for uri in changed:
         ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
     for uri in closed:
         ls.jobs.stop_document(uri, DOCUMENT_CLOSED)
         ls.forget(uri)
+    uri = params.notebook_document.uri
+    notebook = ls.workspace.get_notebook_document(notebook_uri=uri)
+    if notebook is None:  # not kept (opened past the limit): its change was dropped
+        return
+    cells = [cell.document for cell in notebook.cells]
+    if _drop_notebook_past_limit(ls, uri, cells, (
+            f"notebook {uri} and its {len(cells)} cells were closed: the cells added to it "
+            "passed the limit; close other documents and open it again")):
+        for cell in cells:
+            ls.jobs.stop_document(cell, DOCUMENT_CLOSED)
+            ls.forget(cell)
+
+
+def _drop_notebook_past_limit(ls: DlmServer, uri: str, cells: list[str], told: str) -> bool:
+    """Drop notebook `uri` and its `cells` if the documents kept pass `maxOpenDocuments`,
+    telling the user `told`; whether it was dropped."""
+    limit = ls.config.max_open_documents
+    if len(ls.workspace.text_documents) <= limit:
+        return False
+    ls.workspace.remove_notebook_document(types.DidCloseNotebookDocumentParams(
+        types.NotebookDocumentIdentifier(uri), [types.TextDocumentIdentifier(c) for c in cells]))
+    ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, (
+        f"dlm-lsp keeps at most {limit} open documents (setting maxOpenDocuments): {told}")))
+    return True
 
 
 @feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)

@@ -267,3 +267,52 @@ def test_a_cell_is_checked_alone_not_with_the_cells_above(model_dir):
     Planted(engine, request, broken="sum(x)")
     [best] = engine.infill(request).candidates
     assert (best.text, best.valid) == ("sum(x)", True)
+
+
+def add_cell(n: int, version: int, at: int, text: str) -> dict:
+    """A notebook change inserting code cell `n` (python, `text`) at index `at`."""
+    return {"method": "notebookDocument/didChange", "params": {
+        "notebookDocument": {"uri": NOTEBOOK, "version": version},
+        "change": {"cells": {"structure": {
+            "array": {"start": at, "deleteCount": 0, "cells": [{"kind": 2, "document": cell(n)}]},
+            "didOpen": [{"uri": cell(n), "languageId": "python", "version": 1, "text": text}]}}}}}
+
+
+def test_cells_added_past_max_open_documents_close_the_notebook_and_the_user_told(model_dir):
+    """A cell added is a document kept, as one opened with the notebook: the notebook
+    opened at the limit, the cell added passes it, and the notebook is dropped whole as
+    at its opening (its cells would be filled without the new one)."""
+    session = Session(model_dir, maxOpenDocuments=len(CELLS))
+    try:
+        async def run() -> dict:
+            session.receive(did_open())
+            session.receive(add_cell(len(CELLS), 2, 3, "r = 2"))
+            session.receive(infill(1, TARGET, 1, 11))
+            return await session.answer(1)
+
+        reply = asyncio.run(run())
+        assert reply["error"]["code"] == -32602 and "is not open" in reply["error"]["message"]
+        assert session.ls.workspace.notebook_documents == {}
+        assert session.ls.workspace.text_documents == {}
+        [told] = [m["message"] for m in session.requests("window/showMessage")
+                  if "maxOpenDocuments" in m["message"]]
+        assert "7 cells were closed" in told
+    finally:
+        session.ls.release()
+
+
+def test_cells_added_within_max_open_documents_are_shown_to_the_fills(model_dir):
+    session = Session(model_dir, maxOpenDocuments=len(CELLS) + 1)
+    try:
+        async def run() -> dict:
+            session.receive(did_open())
+            session.receive(add_cell(len(CELLS), 2, 2, "r = 2"))
+            session.receive(infill(1, TARGET, 1, 11))
+            return await session.answer(1)
+
+        assert "result" in asyncio.run(run())
+        assert "import math\n\nr = 2\n\ndef area(r):" in session.shown[0]
+        assert not [m for m in session.requests("window/showMessage")
+                    if "maxOpenDocuments" in m["message"]]
+    finally:
+        session.ls.release()
