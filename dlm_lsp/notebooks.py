@@ -6,8 +6,9 @@ edit as a `notebookDocument/didChange`; pygls keeps the notebooks, and the cells
 the text documents.  A fill asked for in a cell is the cell's: its range, its version,
 its edit, its stale check.  What the notebook adds is context: the model is shown the
 notebook's other code cells of the cell's language, those above it as its prefix and
-those below as its suffix, a blank line between cells, as the notebook reads as one
-script (`jupyter nbconvert --to script`).  A cell alone is often a line or two; the
+those below as its suffix, one blank line between cells, as the notebook reads as one
+script (`jupyter nbconvert --to script`); the line breaks a cell opens or ends with are
+part of that blank line, not added to it.  A cell alone is often a line or two; the
 imports and the definitions it uses sit in the cells above.  Markdown cells are prose,
 not code, and a cell of another language (`%%sql` written as an SQL cell) is no code of
 this one: both are left out.
@@ -25,6 +26,7 @@ notebook is known, the context is empty, and a cell is filled as a document of i
 from __future__ import annotations
 
 import logging
+import re
 from urllib.parse import unquote
 
 import attrs
@@ -42,10 +44,14 @@ NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
 
 CELL_BREAK = "\n\n"  # between cells: a blank line
 
+# the blank lines (whitespace only) that open a text
+_LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t\f]*(?:\r\n|\r|\n))+")
 
-def cell_context(workspace: Workspace, uri: str) -> tuple[str, str]:
-    """The code shown before and after the cell at `uri`: the notebook's other code cells
-    of its language, in notebook order; ("", "") for a document that is no known cell."""
+
+def cell_context(workspace: Workspace, uri: str, text: str) -> tuple[str, str]:
+    """The code shown before and after `text`, the cell at `uri`: the notebook's other
+    code cells of its language, in notebook order, exactly one blank line between cells;
+    ("", "") for a document that is no known cell."""
     notebook = workspace.get_notebook_document(cell_uri=uri)
     doc = find_document(workspace, uri)
     if notebook is None or doc is None:
@@ -60,11 +66,28 @@ def cell_context(workspace: Workspace, uri: str) -> tuple[str, str]:
         if (cell.kind != types.NotebookCellKind.Code or other is None
                 or other.language_id != doc.language_id or not other.source.strip()):
             continue
-        (above if below is None else below).append(other.source.rstrip("\r\n"))
+        (above if below is None else below).append(_trimmed(other.source))
     if below is None:  # the notebook does not list it (a client's mistake): the cell alone
         return "", ""
-    return ("".join(text + CELL_BREAK for text in above),
-            "".join(CELL_BREAK + text for text in below))
+    # the cell's own text is shown as it is: the line breaks it opens or ends with are
+    # part of the blank line between it and its neighbours, not added to it
+    opening = text[:len(text) - len(text.lstrip("\r\n"))]
+    ending = text[len(text.rstrip("\r\n")):]
+    before = CELL_BREAK.join(above) + _rest_of_break(opening) if above else ""
+    after = _rest_of_break(ending) + CELL_BREAK.join(below) if below else ""
+    return before, after
+
+
+def _trimmed(source: str) -> str:
+    """Another cell's code without the blank lines around it: the separator is the only
+    blank line between cells."""
+    return _LEADING_BLANK_LINES.sub("", source).rstrip()
+
+
+def _rest_of_break(breaks: str) -> str:
+    """What CELL_BREAK adds beside `breaks`, a cell's own run of line breaks."""
+    count = len(re.findall(r"\r\n|\r|\n", breaks))
+    return CELL_BREAK[:max(0, len(CELL_BREAK) - count)]
 
 
 def cells_of(params: types.DidOpenNotebookDocumentParams | types.DidCloseNotebookDocumentParams

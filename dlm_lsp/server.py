@@ -211,7 +211,7 @@ class DlmServer(LanguageServer):
                                       draft)
 
         wants_steps = token is not None or (self.config.drafts and draft_range is not None)
-        before, after = cell_context(self.workspace, job.uri)
+        before, after = cell_context(self.workspace, job.uri, text)
         request = InfillRequest(text, start, end, language_id, job.uri, options, is_hole,
                                 should_stop=job.stopped, on_draft=on_step if wants_steps else None,
                                 before=before, after=after)

@@ -152,6 +152,41 @@ def test_a_cell_s_fill_is_shown_the_code_cells_of_its_language_above_and_below(s
     assert "Areas of circles" not in shown and "SELECT" not in shown
 
 
+@pytest.mark.parametrize("target", [
+    "def area(r):\n    return HOLE\n",
+    "\n\ndef area(r):\n    return HOLE\n\n",
+    "\r\ndef area(r):\r\n    return HOLE\r\n",
+])
+def test_a_cell_s_own_line_breaks_at_its_ends_are_part_of_the_one_blank_line(session, target):
+    """They were added to the blank line between cells: two or three blank lines."""
+    cells = [(2, "python", "import math"), (2, "python", target), (2, "python", "print(area(2))")]
+
+    async def run() -> dict:
+        session.receive(did_open(cells))
+        line = target.replace("\r\n", "\n").split("\n").index("    return HOLE")
+        session.receive(infill(1, cell(1), line, 11))
+        return await session.answer(1)
+
+    assert "result" in asyncio.run(run())
+    assert "import math\n\ndef area(r):\n    return" in session.shown[0]
+    assert "HOLE\n\nprint(area(2))" in session.shown[0]
+
+
+def test_blank_lines_around_another_cell_s_code_are_left_out(session):
+    cells = [(2, "python", "\n  \nimport math\n\n   \n"),
+             (2, "python", "def area(r):\n    return HOLE"),
+             (2, "python", "\n\nprint(area(2))\n\n"), (2, "python", "area(3)")]
+
+    async def run() -> dict:
+        session.receive(did_open(cells))
+        session.receive(infill(1, cell(1), 1, 11))
+        return await session.answer(1)
+
+    assert "result" in asyncio.run(run())
+    assert "import math\n\ndef area(r):\n    return" in session.shown[0]
+    assert "HOLE\n\nprint(area(2))\n\narea(3)" in session.shown[0]
+
+
 def test_a_document_outside_any_notebook_is_shown_alone(session):
     """A client without notebook sync sends a cell as a plain text document: unchanged."""
     async def run() -> dict:
