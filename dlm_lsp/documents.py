@@ -30,6 +30,7 @@ from pygls.workspace import TextDocument, Workspace
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # two UTF-16 code units each
+_WORD_END = re.compile(r"\w+\Z")  # letters, digits and `_` up to a given end
 UTF8, UTF16, UTF32 = (types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16,
                       types.PositionEncodingKind.Utf32)
 
@@ -176,6 +177,18 @@ def offset_range(doc: TextDocument, start: int, end: int) -> types.Range:
     """The client range of string offsets (start, end)."""
     lines = _lines(doc)
     return types.Range(lines.position(start), lines.position(end))
+
+
+def word_before(doc: TextDocument, position: types.Position) -> tuple[types.Range, str]:
+    """The word (letters, digits, `_`) the cursor's line holds just before `position`, and
+    its range up to the position (empty where no word ends there): the text a client
+    filters completion items by.  -32602 for a position not in the document."""
+    lines = _lines(doc)
+    at = lines.offset(position, "position")
+    line_start, _ = lines.content(position.line)
+    found = _WORD_END.search(lines.text, line_start, at)
+    start = found.start() if found else at
+    return types.Range(lines.position(start), position), lines.text[start:at]
 
 
 def apply_change(doc: TextDocument, change: types.TextDocumentContentChangeEvent) -> str:

@@ -149,6 +149,29 @@ def infill_result(version: int | None, rng: types.Range, result: InfillResult) -
     }
 
 
+def completion_items(texts: list[str], typed: types.Range, word: str
+                     ) -> list[types.CompletionItem]:
+    """The fills `texts` (best first) as completion items at a cursor after `word`, typed
+    over the range `typed`: each replaces the word with the word and the fill.  Clients
+    filter the items they are given by the word before the cursor, and not all of them as
+    VS Code does (against the text from the edit's start): Emacs' eglot matches it against
+    the label's start, Helix fuzzily against the label, so an item inserted at the cursor
+    after `ret` read `urn x` and was never shown.  Its label is its first line, then:
+    `return x`, and with no word typed the fill's first line with text.  A multi-line item
+    shows whole in its documentation."""
+    items = []
+    for rank, text in enumerate(texts):
+        new_text = word + text
+        label = new_text.split("\n")[0].rstrip() if word else text.strip().splitlines()[0]
+        items.append(types.CompletionItem(
+            label=label[:80], kind=types.CompletionItemKind.Snippet, detail="dlm-lsp fill",
+            sort_text=f"{rank:02d}",
+            documentation=new_text if "\n" in new_text.strip() else None,
+            insert_text_format=types.InsertTextFormat.PlainText,
+            text_edit=types.TextEdit(typed, new_text)))
+    return items
+
+
 # What the transport puts in place of a message body too large to read (see transport.py).
 OVERSIZED = "dlm-lsp/oversized"
 MAX_MESSAGE_BYTES = 64 << 20  # a 10 MB document, JSON-escaped, fits many times over

@@ -37,7 +37,13 @@ from dlm_lsp.backends import (
     switch_backend,
 )
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json, same_value
-from dlm_lsp.documents import find_document, offset_range, open_document, range_offsets
+from dlm_lsp.documents import (
+    find_document,
+    offset_range,
+    open_document,
+    range_offsets,
+    word_before,
+)
 from dlm_lsp.engine import Cancelled, InfillRequest, InfillResult, OutOfMemory
 from dlm_lsp.errors import (
     BACKEND_FAILED,
@@ -69,6 +75,7 @@ from dlm_lsp.protocol import (
     DlmProtocol,
     command_flag,
     command_target,
+    completion_items,
     infill_result,
     parse_infill_params,
     to_plain,
@@ -615,18 +622,14 @@ def _selected_item(ls: DlmServer, params: types.InlineCompletionParams
 @feature(types.TEXT_DOCUMENT_COMPLETION)
 async def completion(ls: DlmServer, params: types.CompletionParams) -> types.CompletionList:
     """The same fills as completion items (one per distinct candidate, best first), for
-    clients without inline completion; a multi-line fill shows whole in its documentation."""
+    clients without inline completion; each takes in the word typed before the cursor,
+    which clients filter items by (`completion_items`)."""
+    uri = params.text_document.uri
+    typed, word = word_before(open_document(ls.workspace, uri), params.position)
     rng = types.Range(params.position, params.position)
-    _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
-                                    token=params.work_done_token)
-    items = [types.CompletionItem(label=text.strip().splitlines()[0][:80],
-                                  kind=types.CompletionItemKind.Snippet,
-                                  detail="dlm-lsp fill", sort_text=f"{rank:02d}",
-                                  documentation=text if "\n" in text.strip() else None,
-                                  insert_text_format=types.InsertTextFormat.PlainText,
-                                  text_edit=types.TextEdit(rng, text))
-             for rank, text in enumerate(_suggestions(ls, result))]
-    return types.CompletionList(is_incomplete=True, items=items)
+    _, result = await ls.fill_range(uri, rng, InfillOptions(), token=params.work_done_token)
+    return types.CompletionList(is_incomplete=True,
+                                items=completion_items(_suggestions(ls, result), typed, word))
 
 
 def _suggestions(ls: DlmServer, result: InfillResult) -> list[str]:

@@ -22,8 +22,9 @@ class Filled:
     syntax check's verdict in `valid` (True: passed, False: rejected, None: unchecked)."""
 
     def __init__(self, text: str, *others: str, valid: tuple[bool | None, ...] = (),
-                 **settings):
+                 at: types.Position = AT, **settings):
         self.texts = [text, *others]  # the candidates, best first
+        self.at = at  # where the fills are asked for
         self.valid = list(valid) + [True] * (len(self.texts) - len(valid))
         self.accepted = None
         self.config = ServerConfig(**settings)
@@ -31,7 +32,7 @@ class Filled:
         self.workspace.put_text_document(types.TextDocumentItem(DOC.uri, "python", 1, TEXT))
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None):
-        assert uri == DOC.uri and rng.start == rng.end == AT
+        assert uri == DOC.uri and rng.start == rng.end == self.at
         self.accepted = accepted
         return None, SimpleNamespace(candidates=[
             SimpleNamespace(text=t, valid=v) for t, v in zip(self.texts, self.valid, strict=True)])
@@ -61,8 +62,40 @@ def test_ghost_text_is_offered_only_for_a_fill_with_text(text, offered):
 def test_a_completion_item_is_offered_only_for_a_fill_with_text(text, offered):
     params = types.CompletionParams(text_document=DOC, position=AT)
     answer = asyncio.run(server.completion(Filled(text), params))
-    assert [item.text_edit.new_text for item in answer.items] == ([text] if offered else [])
+    assert [item.text_edit.new_text for item in answer.items] == (
+        ["retu" + text] if offered else [])
     assert answer.is_incomplete  # the next keystroke asks again
+
+
+WORD = types.Range(types.Position(1, 4), AT)  # `retu` before the cursor
+
+
+def test_a_completion_item_takes_in_the_word_typed_before_the_cursor():
+    """Clients filter items by the word before the cursor: Emacs' eglot matches it against
+    the label's start, Helix fuzzily against the label (VS Code against the text from the
+    edit's start), so an item `rn x` inserted at `retu|` was never shown there.  It
+    replaces the word with the word and the fill, and its label is the line as it will
+    read."""
+    params = types.CompletionParams(text_document=DOC, position=AT)
+    [item] = asyncio.run(server.completion(Filled("rn x + 1"), params)).items
+    assert item.label == "return x + 1"
+    assert item.text_edit.range == WORD and item.text_edit.new_text == "return x + 1"
+
+
+def test_a_completion_item_of_a_fill_that_starts_a_new_line_is_labelled_by_the_word():
+    params = types.CompletionParams(text_document=DOC, position=AT)
+    [item] = asyncio.run(server.completion(Filled("\n    y = 2"), params)).items
+    assert item.label == "retu" and item.text_edit.range == WORD
+    assert item.documentation == "retu\n    y = 2"  # shown whole
+
+
+@pytest.mark.parametrize("line, character", [(1, 4), (2, 0)])  # `    |retu`, the last line
+def test_a_completion_item_with_no_word_before_the_cursor_inserts_there(line, character):
+    at = types.Position(line, character)
+    params = types.CompletionParams(text_document=DOC, position=at)
+    [item] = asyncio.run(server.completion(Filled("  x = 1", at=at), params)).items
+    assert item.label == "x = 1"  # its text, from the first character that shows
+    assert item.text_edit.range == types.Range(at, at) and item.text_edit.new_text == "  x = 1"
 
 
 def test_ghost_text_extends_the_completion_item_the_editor_has_selected():
@@ -107,8 +140,8 @@ def test_each_distinct_candidate_is_a_completion_item_best_first():
     answer = asyncio.run(server.completion(Filled("a + 1", "", "a + 1", "b\n    c", " "),
                                            params))
     assert [(i.label, i.text_edit.new_text, i.sort_text) for i in answer.items] == [
-        ("a + 1", "a + 1", "00"), ("b", "b\n    c", "01")]
-    assert [i.documentation for i in answer.items] == [None, "b\n    c"]  # shown whole
+        ("retua + 1", "retua + 1", "00"), ("retub", "retub\n    c", "01")]
+    assert [i.documentation for i in answer.items] == [None, "retub\n    c"]  # shown whole
 
 
 def test_a_fill_the_syntax_check_rejected_is_no_suggestion():
