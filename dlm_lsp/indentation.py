@@ -146,9 +146,36 @@ def _block_style(document: IndentStyle, levels: list[str]) -> IndentStyle:
         return document
     if "\t" in block:
         return IndentStyle(True, 4)
+    return IndentStyle(False, _block_step(levels) or 4)
+
+
+def _block_step(levels: list[str]) -> int | None:
+    """How far the block the span is in sits right of the line that encloses it
+    (`levels`: `_enclosing`'s), in spaces; None unless a step of 2 to 8."""
+    block = levels[0] if levels else ""
     outer = next((level for level in levels[1:] if block.startswith(level)), "")
     step = len(block) - len(outer)
-    return IndentStyle(False, step if 1 < step <= 8 else 4)
+    return step if 1 < step <= 8 else None
+
+
+def _unshown_style(style: IndentStyle, levels: list[str]) -> IndentStyle:
+    """The unit of a document of spaces that shows none (`style` not measured: no line
+    of it is indented by a step): the step of the cursor's own line, if it shows one.
+
+    An editor indents a new line in a block by its step, so `function t.f()` with the
+    cursor two spaces in on the line below is a two-space file, and a fill's block
+    there nests by two more: the default four put a fill's `return` four past its
+    `if`, in a file whose every other level is two apart.  The editor's step, not the
+    fill's: it is what the user's file goes on with (the span hint reads it too,
+    `span_hints._deeper`).  With the cursor at column 0 (a new file's first block opened
+    on the cursor's line) the default stays, not the fill's own step: the span hint,
+    and so Python's dedent cut in `dlm_lsp.units`, puts that block's body one default
+    step in, and a fill kept at two spaces there was cut to nothing.  Tabs are the
+    document's unit already (`_block_style`)."""
+    if style.tabs or style.measured:
+        return style
+    step = _block_step(levels)
+    return style if step is None else IndentStyle(False, step)
 
 
 def _line_comments(language: str | None) -> tuple[str, ...]:
@@ -449,8 +476,9 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
 
     The first line continues the cursor's line and keeps its level; nothing but leading
     whitespace is touched.  Tabs or spaces follow the block the span is in, else the
-    document (`_block_style`, `detect_indent`; `language` only picks the default for a
-    document with no indented line), and each line begins with the whitespace of the
+    document (`_block_style`, `detect_indent`; a document with no indented line has the
+    step of the cursor's blank line, `_unshown_style`, else `language`'s default), and
+    each line begins with the whitespace of the
     enclosing line it sits under, character for character (`_indentation`: a tab-indented
     Python function in a file of spaces gets tabs, not a TabError).  The level moves only on
     clear evidence that the fill was written against another base (see `_frame`); the
@@ -472,6 +500,7 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     canonical = language_for(language) if language else None
     levels = _enclosing(text, start, end, canonical)
     style = _block_style(detect_indent(text[:start] + text[end:], canonical), levels)
+    style = _unshown_style(style, levels)
     tab = style.width if not style.tabs else _fill_unit(rest, 4)
     before, after = _line_bounds(text, start, end)
     frame = _frame(before, first, rest, tab, canonical)

@@ -108,3 +108,30 @@ def test_a_ruby_fill_s_clauses_and_closers_go_with_their_own_block(
     Planted(engine, request, broken=broken)
     [best] = engine.infill(request).candidates
     assert (best.text, best.valid) == (expected, True)
+
+
+@pytest.mark.parametrize(("language", "uri", "head", "closer", "block"), [
+    ("lua", "file:///t.lua", "function t.f(x)", "end", "if x then\n{u}return 2\nend"),
+    ("ruby", "file:///t.rb", "def f(x)", "end", "if x\n{u}return 2\nend"),
+    ("javascript", "file:///t.js", "function f(x) {", "}", "if (x) {\n{u}return 2;\n}"),
+    ("python", "file:///t.py", "def f(x):", "", "if x:\n{u}return 2\nreturn 3"),
+])
+@pytest.mark.parametrize("step", ["  ", "    "])
+def test_a_fill_nests_by_the_cursor_s_step_in_a_file_that_shows_no_other(
+        engine: Engine, language: str, uri: str, head: str, closer: str, block: str,
+        step: str) -> None:
+    """A file with no indented line but the cursor's, which holds only the indentation
+    the editor gave it (a new file's first function): that indentation is the file's
+    step, and a block the fill opens nests by it, not by the model's own two spaces
+    nor by a default.  The fill below, written from column 0, was moved onto the
+    cursor's column with four spaces a level, its `return` four past its `if` in a
+    file whose other level is two apart."""
+    text = f"{head}\n{step}\n{closer}\n" if closer else f"{head}\n{step}\n"
+    at = len(head) + 1 + len(step)
+    request = InfillRequest(text, at, at, language, uri,
+                            InfillOptions(length=24, steps=4, repair_rounds=0, fallback=False))
+    Planted(engine, request, broken=block.replace("{u}", "  "))
+    [best] = engine.infill(request).candidates
+    first, *rest = block.split("\n")
+    expected = "\n".join([first, *(step + line.replace("{u}", step) for line in rest)])
+    assert (best.text, best.valid) == (expected, True)

@@ -469,6 +469,38 @@ def test_a_fill_keeps_its_step_where_a_step_is_not_known(language: str, marked: 
     assert _reindent(marked, fill, language) == fill
 
 
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("javascript", "function f(x) {\n  ⟦⟧\n}\n", "if (x) {\n      return 2;\n  }",
+     "if (x) {\n    return 2;\n  }"),
+    ("python", "def f(x):\n  ⟦⟧\n", "if x:\n      return 2\n  return 3",
+     "if x:\n    return 2\n  return 3"),
+])
+def test_the_cursor_s_indentation_is_the_step_of_a_file_that_shows_no_other(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """The editor indented the cursor's blank line by the file's step (two here), and no
+    other line shows one: a fill that nests by four from the cursor's column is put on
+    two, as in a file whose lines show two.  It kept its four: the unit of a file with
+    no indented line was taken for unknown."""
+    assert _reindent(marked, fill, language) == expected
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("python", "def f(x):⟦⟧\n", "\nif x:\n  return 2\nreturn 3",
+     "\n    if x:\n        return 2\n    return 3"),
+    ("lua", "function f(x)⟦⟧\nend\n", "\nif x then\n  return 2\nend",
+     "\n    if x then\n        return 2\n    end"),
+])
+def test_a_block_opened_on_the_cursor_s_line_of_a_new_file_gets_the_default_step(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """With the cursor at column 0 nothing shows the file's step, the model's own two
+    included: the body goes one default step in, where the span hint puts it (and with
+    it Python's dedent cut, which cut a body kept at two to nothing)."""
+    result = _reindent(marked, fill, language)
+    assert result == expected
+    text, start, end = _span(marked)
+    assert truncate_to_units(text, start, end, result, language) == result
+
+
 def test_fill_on_a_different_base_is_shifted_to_the_cursor_line() -> None:
     fill = "if y:\n    z = 2\nelse:\n    z = 3\nreturn z"
     assert _reindent("def f(x):\n    y = 1\n    ⟦⟧\n", fill) == (
