@@ -1124,3 +1124,53 @@ f:close()
     assert result["same"], (result["given"], result["defaults"])
     defined = sorted(c for c in result["commands"] if c.startswith("Dlm"))
     assert sorted(documented) == defined
+
+
+
+# What a user of Neovim's own LSP completion sets (`:h vim.lsp.completion`): the menu shows
+# even for one item (without it Vim inserts a lone match at once, no menu: nothing to accept)
+# with the first item selected, so <C-y> accepts it.
+_MENU = "vim.o.completeopt = 'menuone,noinsert'\n"
+
+
+@pytest.mark.parametrize(("typed", "ask"), [
+    ("", "<C-x><C-o>"),  # omnifunc: vim.lsp.omnifunc, set by Neovim when the server attaches
+    ("ret", "<C-x><C-o>"),
+    ("ret", "<Cmd>lua vim.lsp.completion.get()<CR>"),  # after vim.lsp.completion.enable()
+])
+def test_an_item_accepted_from_neovims_own_completion_inserts_the_whole_fill_once(
+        tmp_path, model_dir, typed, ask):
+    """Below `for i in range(10):` a new line, `typed` on it, Neovim's completion asked and
+    its dlm item accepted with <C-y>: the line holds what was typed before the word, then
+    the item's text (the word typed and the fill, whole: Neovim 0.11 inserts a plain-text
+    item only up to its first space, `return` for `return n`), and nothing else changed."""
+    path, before = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, _MENU + "require('dlm').toggle(false)\n"
+                      + f"vim.cmd.edit('{path}')\n")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.lua("vim.lsp.completion.enable(true, require('dlm').client(0).id, 0)")
+        nvim.send("9Go" + typed)
+        nvim.wait_for("vim.fn.line('.') == 10 and "
+                      f"vim.endswith(vim.api.nvim_get_current_line(), {lua_string(typed)})")
+        line = nvim.value("vim.api.nvim_get_current_line()")  # autoindented, then `typed`
+        nvim.send(ask)
+        nvim.wait_for("vim.fn.complete_info({'pum_visible'}).pum_visible == 1", timeout=60)
+        info = nvim.value("vim.fn.complete_info({'items', 'selected'})")
+        nvim.send("<C-y>")
+        nvim.wait_for("vim.fn.mode(1) == 'i'")
+        text, cursor = nvim.buffer_text(), nvim.value("vim.api.nvim_win_get_cursor(0)")
+    finally:
+        nvim.close()
+    assert info["selected"] == 0
+    item = info["items"][0]["user_data"]["nvim"]["lsp"]["completion_item"]
+    edit = item["textEdit"]
+    start = len(line) - len(typed)
+    assert edit["range"]["start"] == {"line": 9, "character": start}  # ASCII: UTF-16 = bytes
+    assert edit["range"]["end"] == {"line": 9, "character": len(line)}
+    fill = edit["newText"][len(typed):]
+    assert edit["newText"] == typed + fill and fill.strip()
+    lines = before.split("\n")
+    assert text == "\n".join(lines[:9] + [line + fill] + lines[9:])
+    last = (line + fill).split("\n")
+    assert cursor == [9 + len(last), len(last[-1].encode())]  # after the fill

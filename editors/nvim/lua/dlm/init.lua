@@ -12,6 +12,7 @@ local M = {}
 local api = vim.api
 local edits = require('dlm.edits')
 local ghost = require('dlm.ghost')
+local completion = require('dlm.completion')
 
 M.defaults = {
   -- The server command: `dlm-lsp` on PATH, or e.g. { '/path/to/.venv/bin/dlm-lsp' }.
@@ -266,6 +267,7 @@ function M.attach(buf)
     root_dir = root,
     on_attach = function(client, bufnr)
       ghost.attach(client, bufnr, M.config.inline)
+      completion.attach(client, bufnr)
     end,
   }), { bufnr = buf })
 end
