@@ -20,6 +20,7 @@ so our copy of a document stays the editor's copy.
 from __future__ import annotations
 
 import re
+import unicodedata
 import weakref
 from bisect import bisect_right
 from urllib.parse import unquote
@@ -30,7 +31,6 @@ from pygls.workspace import TextDocument, Workspace
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # two UTF-16 code units each
-_WORD_END = re.compile(r"\w+\Z")  # letters, digits and `_` up to a given end
 UTF8, UTF16, UTF32 = (types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16,
                       types.PositionEncodingKind.Utf32)
 
@@ -179,15 +179,24 @@ def offset_range(doc: TextDocument, start: int, end: int) -> types.Range:
     return types.Range(lines.position(start), lines.position(end))
 
 
+def _in_word(char: str) -> bool:
+    """Whether `char` can be part of an identifier: a letter or digit of any script, a
+    connector such as `_`, or a combining mark (`e` + U+0301 is an `é`), as Python's
+    identifiers (XID_Continue) and the words editors filter completion items by."""
+    return char.isalnum() or unicodedata.category(char) in ("Pc", "Mn", "Mc")
+
+
 def word_before(doc: TextDocument, position: types.Position) -> tuple[types.Range, str]:
-    """The word (letters, digits, `_`) the cursor's line holds just before `position`, and
-    its range up to the position (empty where no word ends there): the text a client
-    filters completion items by.  -32602 for a position not in the document."""
+    """The word (letters, digits, `_`, combining marks: `_in_word`) the cursor's line holds
+    just before `position`, and its range up to the position (empty where no word ends
+    there): the text a client filters completion items by.  -32602 for a position not in
+    the document."""
     lines = _lines(doc)
     at = lines.offset(position, "position")
     line_start, _ = lines.content(position.line)
-    found = _WORD_END.search(lines.text, line_start, at)
-    start = found.start() if found else at
+    start = at
+    while start > line_start and _in_word(lines.text[start - 1]):
+        start -= 1
     return types.Range(lines.position(start), position), lines.text[start:at]
 
 

@@ -233,3 +233,76 @@ def test_a_client_that_sends_only_what_changed_is_not_told_again_either():
     assert ls.apply_settings({"dlm": {"temperature": 0.5}})[0] == []
     assert ls.apply_settings(None)[0] == []
     assert ls.apply_settings({"dlm": {"strategy": "sideways", "temperature": 0.7}})[0] == []
+
+
+def complete_at(text: str, at: types.Position, fill: str, encoding=types.PositionEncodingKind.Utf16
+                ) -> types.CompletionItem:
+    """The one completion item for `fill` at `at` in a document of `text`, positions in
+    `encoding`."""
+    filled = Filled(fill, at=at)
+    filled.workspace = Workspace(None, position_encoding=encoding)
+    filled.workspace.put_text_document(types.TextDocumentItem(DOC.uri, "python", 1, text))
+    params = types.CompletionParams(text_document=DOC, position=at)
+    [item] = asyncio.run(server.completion(filled, params)).items
+    return item
+
+
+UTF8, UTF16 = types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16
+
+
+@pytest.mark.parametrize(("word", "encoding", "width"), [
+    ("café", UTF16, 6), ("café", UTF8, 7),  # é: one UTF-16 unit, two UTF-8 bytes
+    ("变量", UTF16, 4), ("变量", UTF8, 8),  # three bytes each
+    ("x𝑥", UTF16, 5), ("x𝑥", UTF8, 7),  # 𝑥: two UTF-16 units (a surrogate pair), four bytes
+    ("cafe\u0301", UTF16, 7), ("cafe\u0301", UTF8, 8),  # e and a combining acute accent
+])
+def test_a_non_ascii_identifier_before_the_cursor_is_the_word_taken_in(word, encoding, width):
+    """Python identifiers hold letters of any script and combining marks (XID_Continue), and
+    editors count them in their words: the item replaces all of the word, its range counted
+    in the client's position encoding.  A decomposed `é` (e + U+0301, as macOS writes
+    names) ended the word at the mark: the item went in at the cursor, labelled by the fill
+    alone, which eglot and Helix filter out."""
+    at = types.Position(1, width)
+    item = complete_at(f"def f(x):\n  {word}\n", at, " = x", encoding)
+    assert item.text_edit.range == types.Range(types.Position(1, 2), at)
+    assert item.text_edit.new_text == item.label == f"{word} = x"
+
+
+@pytest.mark.parametrize(("line", "word"), [("self.", ""), ("self.ab", "ab")])
+def test_after_a_dot_the_word_is_the_attribute_typed_so_far(line, word):
+    """`.` ends no word: after `self.` the item goes in at the cursor, after `self.ab` it
+    replaces `ab` (what editors filter member completions by), never `self.`."""
+    at = types.Position(1, 2 + len(line))
+    item = complete_at(f"def f(self):\n  {line}\n", at, "cd")
+    assert item.text_edit.range == types.Range(types.Position(1, at.character - len(word)), at)
+    assert item.text_edit.new_text == item.label == word + "cd"
+
+
+def test_a_word_the_cursor_is_inside_is_replaced_only_up_to_the_cursor():
+    """At `re|turn` the fill is made for the gap between `re` and `turn` (the model is
+    shown `turn` after it), so the item replaces `re` and leaves `turn` where it is."""
+    at = types.Position(1, 4)
+    item = complete_at("def f(x):\n  return\n", at, "ally_re")
+    assert item.text_edit.range == types.Range(types.Position(1, 2), at)
+    assert item.text_edit.new_text == "really_re"
+
+
+def test_a_fill_that_starts_a_new_line_is_labelled_by_its_first_line_with_text():
+    at = types.Position(1, 0)
+    item = complete_at("def f(x):\n\n", at, "\n    y = 2")
+    assert item.label == "y = 2" and item.text_edit.new_text == "\n    y = 2"
+    assert item.text_edit.range == types.Range(at, at)
+
+
+def test_a_long_fill_is_labelled_by_its_first_80_characters_and_inserted_whole():
+    fill = "rn " + " + ".join(f"x{i}" for i in range(40))
+    item = complete_at(TEXT, AT, fill)
+    assert item.label == ("retu" + fill)[:80] and item.text_edit.new_text == "retu" + fill
+
+
+def test_a_fill_is_plain_text_so_dollars_and_braces_go_in_as_written():
+    """Not a snippet: `$1`, `${1}` and `\\` in a fill (a shell script, a template string)
+    are the code's own, and a client expanding a snippet would take them for tab stops."""
+    item = complete_at(TEXT, AT, 'rn f"${1}" + "$1\\\\"')
+    assert item.insert_text_format == types.InsertTextFormat.PlainText
+    assert item.text_edit.new_text == 'return f"${1}" + "$1\\\\"'
