@@ -158,7 +158,9 @@ def completion_items(texts: list[str], typed: types.Range, word: str
     the label's start, Helix fuzzily against the label, so an item inserted at the cursor
     after `ret` read `urn x` and was never shown.  Its label is its first line, then:
     `return x`, and with no word typed the fill's first line with text.  A multi-line item
-    shows whole in its documentation."""
+    shows whole in its documentation.  Its later lines already stand at their columns in
+    the document (the fill was re-indented there), so it is inserted as is: VS Code would
+    add the cursor line's indentation to each of them."""
     items = []
     for rank, text in enumerate(texts):
         new_text = word + text
@@ -168,6 +170,7 @@ def completion_items(texts: list[str], typed: types.Range, word: str
             sort_text=f"{rank:02d}",
             documentation=new_text if "\n" in new_text.strip() else None,
             insert_text_format=types.InsertTextFormat.PlainText,
+            insert_text_mode=types.InsertTextMode.AsIs,
             text_edit=types.TextEdit(typed, new_text)))
     return items
 

@@ -89,6 +89,15 @@ def test_a_completion_item_of_a_fill_that_starts_a_new_line_is_labelled_by_the_w
     assert item.documentation == "retu\n    y = 2"  # shown whole
 
 
+def test_a_multi_line_completion_item_keeps_the_indentation_the_fill_was_given():
+    """The fill's later lines carry their own columns in the document (the server
+    re-indents them), so a client must not add the cursor line's indentation to them, as
+    VS Code does to an item that does not say `asIs` (its `keepWhitespace`)."""
+    params = types.CompletionParams(text_document=DOC, position=AT)
+    [item] = asyncio.run(server.completion(Filled("rn [\n        1,\n    ]"), params)).items
+    assert item.insert_text_mode == types.InsertTextMode.AsIs
+
+
 @pytest.mark.parametrize("line, character", [(1, 4), (2, 0)])  # `    |retu`, the last line
 def test_a_completion_item_with_no_word_before_the_cursor_inserts_there(line, character):
     at = types.Position(line, character)
