@@ -168,10 +168,10 @@ def _unshown_style(style: IndentStyle, levels: list[str]) -> IndentStyle:
     `if`, in a file whose every other level is two apart.  The editor's step, not the
     fill's: it is what the user's file goes on with (the span hint reads it too,
     `span_hints._deeper`).  With the cursor at column 0 (a new file's first block opened
-    on the cursor's line) the default stays, not the fill's own step: the span hint,
-    and so Python's dedent cut in `dlm_lsp.units`, puts that block's body one default
-    step in, and a fill kept at two spaces there was cut to nothing.  Tabs are the
-    document's unit already (`_block_style`)."""
+    on the cursor's line) the default stays, where the span hint puts that block's body,
+    not the fill's own step; a fill whose body is right of the header keeps its depth
+    there, which Python's dedent cut in `dlm_lsp.units` then reads as the block's.  Tabs
+    are the document's unit already (`_block_style`)."""
     if style.tabs or style.measured:
         return style
     step = _block_step(levels)

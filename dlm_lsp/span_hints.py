@@ -45,6 +45,10 @@ class SpanHint:
     indent: str  # the indentation the fill's new lines belong at
     node_type: str  # the node that decided: 'block', 'arguments', 'ERROR', ...
     owner_type: str | None = None  # what owns that node: 'function_definition', ...
+    # None when `indent` was read from the document or the cursor's line; else the
+    # indentation of the line that opens the block, `indent` being a guessed default unit
+    # past it (a document that shows no step, the cursor not standing deeper)
+    guessed_past: str | None = None
 
 
 def _nonblank_line(text: str, index: int, step: int) -> tuple[int, str] | None:
@@ -119,12 +123,13 @@ def _body_lines(owner: str | None, empty: bool) -> int:
     return 8
 
 
-def _deeper(indent: str, style: IndentStyle, before: str = "") -> str:
+def _deeper(indent: str, style: IndentStyle, before: str = "") -> tuple[str, str | None]:
     """One level below `indent`, unless the cursor already stands deeper on a blank line:
-    the editor's own indentation is better evidence than a guessed unit."""
+    the editor's own indentation is better evidence than a guessed unit.  With it, `indent`
+    if the level is a guess (the document shows no unit), else None (`guessed_past`)."""
     if not before.strip() and _width(before) > _width(indent):
-        return before
-    return indent + style.unit
+        return before, None
+    return indent + style.unit, None if style.measured else indent
 
 
 def _container_hint(doc: _Doc, node: Node, offset: int, style: IndentStyle,
@@ -134,15 +139,15 @@ def _container_hint(doc: _Doc, node: Node, offset: int, style: IndentStyle,
     above = [m for m in members if m.end_byte <= offset]
     below = [m for m in members if m.start_byte >= offset]
     if above or below:
-        indent = doc.line_indent(above[-1] if above else below[0])
+        indent, guessed_past = doc.line_indent(above[-1] if above else below[0]), None
     else:
-        indent = _deeper(doc.line_indent(node.children[0]), style, before)
+        indent, guessed_past = _deeper(doc.line_indent(node.children[0]), style, before)
     owner = node.parent.type if node.parent is not None else None
     if node.type in _BODIES:
         lines = _body_lines(owner, not _members(node))
     else:
         lines = 4  # an argument list, array or literal: a few elements
-    return SpanHint(MULTI_LINE, lines, indent, node.type, owner)
+    return SpanHint(MULTI_LINE, lines, indent, node.type, owner, guessed_past)
 
 
 def _opener_hint(doc: _Doc, line_start: int, line_end: int, line: str, canonical: str,
@@ -155,9 +160,9 @@ def _opener_hint(doc: _Doc, line_start: int, line_end: int, line: str, canonical
     owner_node = body.parent if body is not None else token.parent
     owner = owner_node.type if owner_node is not None else None
     empty = body is None or not _members(body)
-    indent = _deeper(_leading(line), style, before)
+    indent, guessed_past = _deeper(_leading(line), style, before)
     return SpanHint(MULTI_LINE, _body_lines(owner, empty), indent,
-                    body.type if body is not None else "block", owner)
+                    body.type if body is not None else "block", owner, guessed_past)
 
 
 def _python_block_hint(doc: _Doc, start: int, before: str) -> SpanHint:

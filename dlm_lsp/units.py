@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from tree_sitter import Node, Parser
 
 from dlm_lsp.indentation import _CLOSERS, _PAIRS, _leading, _line_bounds, _width
-from dlm_lsp.span_hints import _span_hint
+from dlm_lsp.span_hints import SpanHint, _span_hint
 from dlm_lsp.syntax import _container, _Doc, _grammar, _is_comment, _parse
 from dlm_lsp.validation import ParsedDocument
 
@@ -118,6 +118,25 @@ def _dedent_cut(filled: _Doc, start: int, fill: str, base: int) -> int | None:
     return None
 
 
+def _python_base(hint: SpanHint, fill: str, before: str) -> int:
+    """The column a Python fill's lines keep while they stay in the cursor's block.
+
+    The span hint's indentation (the cursor's column when the fill writes code on the
+    cursor's blank line).  Where the hint only guessed it, a default unit past the line
+    that opens the block (a new file's first block, opened on the cursor's line: no line
+    shows the file's step), the fill's first code line below says it if it stands right
+    of that line, as it does for Python: `def f(x):` then `  return 2` is a body two in,
+    not a dedent out of a block four in, which cut the fill to nothing."""
+    first, *below = fill.split("\n")
+    base = _width(hint.indent)
+    if first.strip():  # the fill's code starts on the cursor's line
+        return base if before.strip() else min(base, _width(before))
+    body = _width(_leading(next((line for line in below if line.strip()), "")))
+    if hint.guessed_past is not None and body > _width(hint.guessed_past):
+        return body
+    return base
+
+
 def _end_at(kept: str, text: str, start: int, end: int) -> str:
     """A cut fill ends at its last code; a line break follows if the suffix's line has code."""
     before, after = _line_bounds(text, start, end)
@@ -155,9 +174,7 @@ def truncate_to_units(text: str, start: int, end: int, fill: str, language: str 
     if canonical in _DEDENT_ENDS and (container is None or braced):
         before, _ = _line_bounds(text, start, end)
         if canonical == "python":
-            base = _width(_span_hint(removed, start, canonical).indent)
-            if not before.strip() and fill.split("\n", 1)[0].strip():
-                base = min(base, _width(before))
+            base = _python_base(_span_hint(removed, start, canonical), fill, before)
         else:  # no block hint is read for these grammars: the cursor's line is in the block
             base = _width(_leading(before))
         cuts.append(_dedent_cut(filled, start, fill, base))

@@ -135,3 +135,22 @@ def test_a_fill_nests_by_the_cursor_s_step_in_a_file_that_shows_no_other(
     first, *rest = block.split("\n")
     expected = "\n".join([first, *(step + line.replace("{u}", step) for line in rest)])
     assert (best.text, best.valid) == (expected, True)
+
+
+@pytest.mark.parametrize(("text", "broken", "expected"), [
+    ("def f(x):\n", "\n  return 2", "\n  return 2"),
+    ("def f(x):", "\n  if x:\n    return 2\n  return 3", "\n  if x:\n    return 2\n  return 3"),
+    ("def f(x):\n", "\n  return 2\nx = 1", "\n  return 2"),
+], ids=["a-body", "a-block-in-it", "then-module-code"])
+def test_a_new_python_file_s_first_body_at_two_spaces_is_kept(
+        engine: Engine, text: str, broken: str, expected: str) -> None:
+    """At the end of `def f(x):`, the file's only line, a body the model writes two spaces
+    in is a body: nothing in the file says its step is not two, so reindent keeps it.
+    The dedent cut took the block's depth from the span hint's default four, read the
+    body as leaving the block, and the fill came back empty."""
+    at = len("def f(x):")
+    request = InfillRequest(text, at, at, "python", "file:///t.py",
+                            InfillOptions(length=24, steps=4, repair_rounds=0, fallback=False))
+    Planted(engine, request, broken=broken)
+    [best] = engine.infill(request).candidates
+    assert (best.text, best.valid) == (expected, True)

@@ -69,6 +69,21 @@ def test_end_of_a_block_header_line_is_multi_line_one_level_deeper() -> None:
     assert hint.indent == "    " and hint.owner_type == "function_definition"
 
 
+@pytest.mark.parametrize(("marked", "indent", "guessed_past"), [
+    ("def f(x):⟦⟧\n", "    ", ""),
+    ("class A:\n  def f(self):⟦⟧\n", "    ", None),
+    ("def f(x):\n  ⟦⟧\n", "  ", None),
+], ids=["no-line-shows-a-step", "the-file-shows-two", "the-editor-indented-the-line"])
+def test_a_body_s_indentation_says_whether_it_is_a_guess(
+        marked: str, indent: str, guessed_past: str | None) -> None:
+    """Below a header in a file with no indented line the body's indentation is the
+    header's plus a default unit, which nothing in the file confirms: the hint names the
+    header's indentation it guessed past, so that a fill's own body may say otherwise.
+    A step the file shows, or the editor's indentation of the cursor's line, is measured."""
+    hint = _kind(marked, "python")
+    assert hint is not None and (hint.indent, hint.guessed_past) == (indent, guessed_past)
+
+
 def test_a_colon_that_opens_no_block_is_not_a_header() -> None:
     hint = _kind("f = lambda x:⟦⟧\n", "python")
     assert hint is not None and hint.kind == SINGLE_LINE
@@ -499,6 +514,23 @@ def test_a_block_opened_on_the_cursor_s_line_of_a_new_file_gets_the_default_step
     assert result == expected
     text, start, end = _span(marked)
     assert truncate_to_units(text, start, end, result, language) == result
+
+
+@pytest.mark.parametrize(("marked", "fill", "expected"), [
+    ("def f(x):⟦⟧\n", "\n  return 2", "\n  return 2"),
+    ("def f(x):⟦⟧\n", "\n  if x:\n    return 2\n  return 3", "\n  if x:\n    return 2\n  return 3"),
+    ("import os\ndef f(x):⟦⟧\n", "\n  return 2\n\ndef g():\n  pass", "\n  return 2"),
+    ("def f(x):\n⟦⟧\n", "\n  return 2\nx = 1", "\n  return 2"),
+    ("def f(x):⟦⟧\n", "\nreturn 2", ""),
+], ids=["a-body-at-two", "a-block-in-it", "then-a-definition", "cursor-below-header",
+        "no-body"])
+def test_a_new_file_s_first_body_is_as_deep_as_the_fill_writes_it(
+        marked: str, fill: str, expected: str) -> None:
+    """No line of the file shows its step, so a block opened on the cursor's line has its
+    body where the fill's first line below puts it, if right of the header: a body two
+    spaces in was taken for a dedent out of a block four in (the span hint's guess) and
+    cut to nothing.  A line back at the header's column still leaves the block."""
+    assert _truncate(marked, fill, "python") == expected
 
 
 def test_fill_on_a_different_base_is_shifted_to_the_cursor_line() -> None:
