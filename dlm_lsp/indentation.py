@@ -349,6 +349,28 @@ class _Frame:
     stop: int  # lines from this index on (of the lines after the first) keep their level
 
 
+def _closer_column(rest: list[str], code: list[int], widths: dict[int, int],
+                   language: str | None) -> int | None:
+    """The column of the keyword that closes the block the fill's first line opens (the
+    first closer with no block opened below that line still open), if the fill has one.
+
+    Ruby, Lua and shell close the innermost open block whatever a closer's column, so
+    this one is that block's own, wherever the model wrote it."""
+    comments = _line_comments(language)
+    closers = _KEYWORD_CLOSERS.get(language or "", ())
+    depth = 1
+    for i in code:
+        keyword = _keyword(rest[i])
+        if keyword in closers:
+            depth -= 1
+            if depth == 0:
+                return widths[i]
+        elif keyword not in _KEYWORD_CONTINUATIONS.get(language or "", ()) and (
+                _opens_keyword_block(rest[i][:_code_end(rest[i], comments)].strip(), language)):
+            depth += 1  # a next clause (`else`) goes on in the block it is in
+    return None
+
+
 def _frame(before: str, first: str, rest: list[str], tab: int,
            language: str | None) -> _Frame | None:
     """Whether the fill was written against another base, and which of its lines move.
@@ -358,8 +380,13 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     `function g()`, shell's `if ...; then`, or a clause's body: `else`, `when 1`, whose
     closer and next clause are the cursor's block's) and the next line is not indented
     past it, so the header sat one fill step above that line (or at its column, when
-    that line is the header's own closer or next clause); or the lines right after the
-    first sit left of the cursor's column.
+    that line is the header's own closer or next clause), or, where the fill's first line
+    opens a keyword block on the cursor's blank line and its body sits deeper, the block's
+    own closer sits left of the cursor's column (`if x then`, `    return 2`, `end` at
+    column 0 below a cursor two in: the `end` closes the `if`, whatever its column, so
+    the fill was written from column 0; read as written from the cursor's column, that
+    `end` was the cursor's block's, cut, and the `if` left open); or the lines right
+    after the first sit left of the cursor's column.
     Not that second sign in Python, outside brackets: there a line left of the cursor's
     column is a dedent (the model was shown the cursor's indentation), and leaves the
     block (`x = 1` at column 0 after `return xs` is module code, which `dlm_lsp.units`
@@ -393,18 +420,24 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     continuations = _KEYWORD_CONTINUATIONS.get(language or "", ())
     depth = max(0, _bracket_depths(head, comments, lifetimes)[1])
     keyword_head = _opens_keyword_block(head.lstrip(), language)
+    # a clause the cursor's line starts (`else`) is the cursor's block's, its closer too
+    clause = keyword_head and _keyword(head) in continuations
     if head.endswith(_OPENERS) or keyword_head:
-        if nested > line_base:
-            return None
-        # the header's own closer (or next clause) right below it sits at its column
-        own = _keyword(rest[code[0]]) in closers + continuations
-        base, target = nested if own else nested - unit, line_base
+        if nested > line_base:  # the body is deeper: written from the cursor's column,
+            own = None  # unless the fill's block's own closer shows another
+            if keyword_head and not clause and not before.strip():
+                own = _closer_column(rest, code, widths, language)
+            if own is None or own >= line_base:
+                return None
+            base, target = own, line_base
+        else:
+            # the header's own closer (or next clause) right below it sits at its column
+            own_line = _keyword(rest[code[0]]) in closers + continuations
+            base, target = nested if own_line else nested - unit, line_base
     elif nested < cursor and (language != "python" or depth > 0):
         base, target = nested, cursor
     else:
         return None
-    # a clause the cursor's line starts (`else`) is the cursor's block's, its closer too
-    clause = keyword_head and _keyword(head) in continuations
     headers = {base} if head.endswith(":") or (keyword_head and not clause) else set()
     opened = head.endswith(_OPENERS) or keyword_head  # the line above opened a block at the base
     for i in code:

@@ -154,3 +154,31 @@ def test_a_new_python_file_s_first_body_at_two_spaces_is_kept(
     Planted(engine, request, broken=broken)
     [best] = engine.infill(request).candidates
     assert (best.text, best.valid) == (expected, True)
+
+
+@pytest.mark.parametrize(("language", "uri", "text", "broken", "expected"), [
+    ("lua", "file:///t.lua", "function t.f()\n  \nend\n", "if x then\n    return 2\nend",
+     "if x then\n    return 2\n  end"),
+    ("lua", "file:///t.lua", "function t.f()\n  \nend\n",
+     "if x then\n    for i = 1, 2 do\n        y()\n    end\nend\nend",
+     "if x then\n    for i = 1, 2 do\n      y()\n    end\n  end"),
+    ("ruby", "file:///t.rb", "def f\n  \nend\n", "if x\n    2\nelse\n    3\nend",
+     "if x\n    2\n  else\n    3\n  end"),
+    ("shellscript", "file:///t.sh", "f() {\n  \n}\n", "if x; then\n    echo 2\nfi",
+     "if x; then\n    echo 2\n  fi"),
+], ids=["lua-if", "lua-nested-then-the-function-s-end", "ruby-if-else", "shell-if"])
+def test_a_block_the_fill_opens_keeps_its_closer_written_left_of_the_cursor(
+        engine: Engine, language: str, uri: str, text: str, broken: str,
+        expected: str) -> None:
+    """A fill written from column 0, four spaces a level, below a cursor two in: its body
+    sits right of the cursor, as if written from there, but the `end` of the block its
+    first line opens is at column 0.  Those languages close the innermost open block
+    whatever the column, so that `end` is the block's own: the fill moves onto the
+    cursor's column with it, on the file's two.  The `end` was taken for the cursor's
+    block's and cut, leaving an `if` with no `end`; a second `end` is the function's."""
+    at = text.index("  \n") + 2
+    request = InfillRequest(text, at, at, language, uri,
+                            InfillOptions(length=32, steps=4, repair_rounds=0, fallback=False))
+    Planted(engine, request, broken=broken)
+    [best] = engine.infill(request).candidates
+    assert (best.text, best.valid) == (expected, True)

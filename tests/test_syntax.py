@@ -533,6 +533,14 @@ def test_a_new_file_s_first_body_is_as_deep_as_the_fill_writes_it(
     assert _truncate(marked, fill, "python") == expected
 
 
+def test_the_end_of_a_block_the_document_opens_is_not_moved_as_the_fill_s_own() -> None:
+    """At the end of `function g()`, whose `end` the document holds, an `end` the fill
+    writes left of the cursor's line closes no block of the fill's: it stays where it
+    was written (`dlm_lsp.units` ends the fill before it), not moved onto g's column."""
+    marked = "do\n  function g()⟦⟧\n  end\nend\n"
+    assert _reindent(marked, "\n    return 2\nend", "lua") == "\n    return 2\nend"
+
+
 def test_fill_on_a_different_base_is_shifted_to_the_cursor_line() -> None:
     fill = "if y:\n    z = 2\nelse:\n    z = 3\nreturn z"
     assert _reindent("def f(x):\n    y = 1\n    ⟦⟧\n", fill) == (
