@@ -26,6 +26,8 @@ from lsp_helpers import assert_only_inside
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "hello.py"
+# the server whose fills are the text a test plants, when the test lets them end
+SCRIPTED = [sys.executable, str(ROOT / "tests" / "scripted_fills.py")]
 
 
 def find_emacs() -> tuple[str | None, str]:
@@ -46,11 +48,11 @@ pytestmark = pytest.mark.skipif(EMACS is None, reason=WHY_NOT)
 
 
 
-def readme_block() -> str:
-    """The Emacs Lisp block of editors/README.md's Emacs section, as a user copies it."""
+def readme_block(n: int = 0) -> str:
+    """The `n`th Emacs Lisp block of editors/README.md's Emacs section, as a user copies it."""
     readme = (ROOT / "editors" / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Emacs (eglot)", 1)[1]
-    return section.split("```elisp\n", 1)[1].split("```", 1)[0]
+    section = readme.split("### Emacs (eglot)", 1)[1].split("\n### ", 1)[0]
+    return section.split("```elisp\n")[n + 1].split("```", 1)[0]
 
 
 # Every script starts as a user's init.el would: the README's block, loaded as written,
@@ -90,14 +92,18 @@ PRELUDE = r"""
 
 
 def run_emacs(tmp_path: Path, model_dir: Path, file: Path, body: str,
-              timeout: float = 120) -> dict:
-    """Run PRELUDE + body in batch Emacs visiting `file`; return the `result` it wrote."""
+              timeout: float = 120, server: list[str] | None = None,
+              env: dict[str, str] | None = None) -> dict:
+    """Run PRELUDE + body in batch Emacs visiting `file`; return the `result` it wrote.
+    `server` is the command eglot starts (default `python -m dlm_lsp`), `env` more of
+    its environment (and Emacs')."""
     script = tmp_path / "script.el"
     script.write_text(PRELUDE + body + "\n(finish)\n", encoding="utf-8")
     block = tmp_path / "readme-block.el"
     block.write_text(readme_block(), encoding="utf-8")
     out = tmp_path / "result.json"
-    env = {**os.environ, "DLM_SERVER": json.dumps([sys.executable, "-m", "dlm_lsp"]),
+    server = server or [sys.executable, "-m", "dlm_lsp"]
+    env = {**os.environ, **(env or {}), "DLM_SERVER": json.dumps(server),
            "DLM_MODEL": str(model_dir), "DLM_FILE": str(file), "DLM_OUT": str(out),
            "DLM_README_BLOCK": str(block),
            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
@@ -187,3 +193,106 @@ def test_code_action_rewrite_selection_changes_only_the_region(tmp_path, model_d
     after = path.read_text(encoding="utf-8")
     assert_only_inside(before, after, start, end)
     assert after == before[:start] + result["answer"]["text"] + before[end:]
+
+
+def test_a_multi_line_item_is_inserted_at_the_columns_the_server_gave(tmp_path, model_dir):
+    """eglot inserts a multi-line item's text as it is (plain text, `insertTextMode`
+    asIs): its later lines stay at the columns the server wrote them at, none re-indented
+    by python-mode, even one left of the cursor's column."""
+    path = tmp_path / "hello.py"
+    before = FIXTURE.read_text(encoding="utf-8").replace("<FILL>", "")
+    path.write_text(before, encoding="utf-8")
+    fill = "x = 1\n    if x:\n        return x\n  # two"
+    (tmp_path / "fill.txt").write_text(fill, encoding="utf-8")
+    cursor = before.index("    \n\n\ndef main") + 4
+    result = run_emacs(tmp_path, model_dir, path, f"""
+(goto-char {cursor + 1})
+(completion-at-point)
+(setq result (plist-put result :text (text)))
+""", server=SCRIPTED, env={"DLM_TEST_FILL": str(tmp_path / "fill.txt")})
+    assert result["text"] == before[:cursor] + fill + before[cursor:]
+
+
+# A command that outlasts eglot's wait (`jsonrpc-default-request-timeout`, 10 s; 2 s
+# here): the fill waits for the gate the script opens after eglot gave up, and after
+# the buffer was edited, or not: not at all; with the edit sent to the server (eglot
+# sends didChange after half a second idle); with the edit not yet sent.
+EDITS = {
+    "unedited": "",
+    "edited": '(goto-char (point-min)) (insert "# edited\\n") '
+              '(eglot--signal-textDocument/didChange)',
+    "edited, not yet sent": '(goto-char (point-min)) (insert "# edited\\n")',
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_command_past_eglots_timeout_applies_its_edit_to_the_unedited_buffer_only(
+        tmp_path, model_dir, edit):
+    """eglot says "Timed out" and forgets the command; the fill goes on.  Its edit,
+    still for the version it was computed for, is applied when the buffer is as it was;
+    after an edit the server drops it (the edit reached it) or eglot refuses it (the
+    version is not the buffer's): nothing of it lands in the edited buffer, and the
+    user is told nothing more."""
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    before = path.read_text(encoding="utf-8")
+    fill = "return fibonacci(n - 1) + fibonacci(n - 2)"
+    (tmp_path / "fill.txt").write_text(fill, encoding="utf-8")
+    gate, log = tmp_path / "gate", tmp_path / "fill.log"
+    result = run_emacs(tmp_path, model_dir, path, f"""
+(setq jsonrpc-default-request-timeout 2)
+(setq result (plist-put result :error
+  (condition-case err
+      (progn (eglot-code-actions (point-min) (point-min) "refactor.rewrite" t) nil)
+    (error (error-message-string err)))))
+{EDITS[edit]}
+(with-temp-file "{gate}" (insert "open"))
+(let ((deadline (+ (float-time) 20)))  ; the fill ends, then its edit (if any) is handled
+  (while (and (not (string-match-p "end\\\\|stopped"
+                                   (with-temp-buffer (insert-file-contents "{log}")
+                                                     (buffer-string))))
+              (< (float-time) deadline))
+    (accept-process-output nil 0.05)))
+(let ((deadline (+ (float-time) 2)))
+  (while (< (float-time) deadline) (accept-process-output nil 0.05)))
+(setq result (plist-put result :messages (with-current-buffer "*Messages*" (buffer-string))))
+(setq result (plist-put result :text (text)))
+""", server=SCRIPTED, env={"DLM_TEST_FILL": str(tmp_path / "fill.txt"),
+                           "DLM_TEST_FILL_GATE": str(gate), "DLM_TEST_FILL_LOG": str(log)})
+    assert "Timed out" in result["error"]
+    ran = log.read_text().split()
+    if edit == "unedited":
+        assert ran == ["begin", "end"]
+        assert result["text"] == before.replace("<FILL>", fill)
+        assert "Edit successful" in result["messages"]
+        return
+    edited = "# edited\n" + before
+    assert result["text"] == edited, "nothing of the fill lands in the edited buffer"
+    assert "Edit successful" not in result["messages"]
+    # the server stopped the fill for the edit it was sent; an edit not yet sent let
+    # the fill end, and eglot refused its edit for the old version
+    assert ran == (["begin", "stopped"] if edit == "edited" else ["begin", "end"])
+
+
+def test_workspace_configuration_changes_the_servers_settings(tmp_path, model_dir):
+    """The README's `eglot-workspace-configuration` (its `dlm` section; the model replaced
+    by a second copy of the test's) reaches the server as didChangeConfiguration when
+    `eglot-signal-didChangeConfiguration` is run: the server loads that model."""
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    other = tmp_path / "other-model"
+    other.symlink_to(model_dir)
+    block = tmp_path / "settings.el"
+    block.write_text(readme_block(1), encoding="utf-8")
+    result = run_emacs(tmp_path, model_dir, path, f"""
+(load "{block}" nil t t)
+(let ((section (plist-get (default-value 'eglot-workspace-configuration) :dlm)))
+  (unless section (error "the README's eglot-workspace-configuration has no :dlm section"))
+  (setq-default eglot-workspace-configuration
+                (list :dlm (plist-put (copy-sequence section) :model "{other}"))))
+(eglot-signal-didChangeConfiguration (eglot-current-server))
+(setq result (plist-put result :now
+                        (plist-get (jsonrpc-request (eglot-current-server) :dlm/status nil)
+                                   :model)))
+""")
+    assert result["now"] == str(other)

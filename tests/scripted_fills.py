@@ -1,0 +1,59 @@
+"""`python -m dlm_lsp` whose fills are the text a test plants, when the test lets them end:
+the server as it is with a model that writes a known fill (several lines, say) and one
+that takes its time (a large model on a CPU), without such a model.
+
+Each fill runs the real engine (the tiny test model), then its best candidate's text is
+replaced by the text in the file named by DLM_TEST_FILL (the model's own candidates are
+dropped).  Where DLM_TEST_FILL_GATE is set, a fill first appends "begin" to the file named
+by DLM_TEST_FILL_LOG and waits until the gate file exists (checking every 50 ms), stopping
+as the engine does when the server stops it (an edit, a cancel); it appends "end" once it
+has its result, or "stopped" when it was stopped, waiting or in the engine.
+Usage: python tests/scripted_fills.py [dlm-lsp arguments].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's dlm_lsp
+
+import dlm_lsp.engine as engine  # noqa: E402
+from dlm_lsp.cli import main  # noqa: E402
+
+_real_infill = engine.Engine.infill
+
+
+def _note(line: str) -> None:
+    with open(os.environ["DLM_TEST_FILL_LOG"], "a") as log:
+        log.write(line + "\n")
+
+
+def scripted_infill(self, req):
+    gate = os.environ.get("DLM_TEST_FILL_GATE")
+    if gate is not None:
+        _note("begin")
+        while not os.path.exists(gate):
+            if req.should_stop is not None and req.should_stop():
+                _note("stopped")
+                raise engine.Cancelled()
+            time.sleep(0.05)
+    try:
+        result = _real_infill(self, req)
+    except engine.Cancelled:
+        if gate is not None:
+            _note("stopped")
+        raise
+    text = Path(os.environ["DLM_TEST_FILL"]).read_text(encoding="utf-8")
+    best = dataclasses.replace(result.candidates[0], text=text, valid=None)
+    if gate is not None:
+        _note("end")
+    return dataclasses.replace(result, candidates=[best])
+
+
+if __name__ == "__main__":
+    engine.Engine.infill = scripted_infill
+    sys.exit(main(sys.argv[1:]))
