@@ -16,7 +16,17 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from dlm_lsp.indentation import IndentStyle, _leading, _line_bounds, _width, detect_indent
+from dlm_lsp.indentation import (
+    IndentStyle,
+    _bracket_depths,
+    _code_end,
+    _leading,
+    _line_bounds,
+    _line_comments,
+    _opens_keyword_block,
+    _width,
+    detect_indent,
+)
 from dlm_lsp.syntax import (
     _BODIES,
     _container,
@@ -165,6 +175,38 @@ def _opener_hint(doc: _Doc, line_start: int, line_end: int, line: str, canonical
                     body.type if body is not None else "block", owner, guessed_past)
 
 
+def _keyword_opener_hint(doc: _Doc, line_start: int, offset: int, before: str,
+                         canonical: str, style: IndentStyle) -> SpanHint | None:
+    """A multi-line hint for the body of a block that the line from byte `line_start` to
+    `offset`, its end (its text `before`), opens with a keyword its language closes with
+    one: Ruby's `def g`, Lua's `function g()`, shell's `if x; then` (see
+    indentation._KEYWORD_HEADS).
+
+    No bracket token says so, so the line's text is read, as reindent reads it; a line
+    still inside a bracket it opened (`def g(a,`) is an argument list, not a header.
+    Read as single-line, a fill that writes the body (`\n    return 2`) kept its first
+    line only: nothing."""
+    comments = _line_comments(canonical)
+    code = before[:_code_end(before, comments)].strip()
+    if not _opens_keyword_block(code, canonical) or _bracket_depths(code, comments)[1] > 0:
+        return None
+    token = _last_code_token(doc, line_start, offset)
+    header = line_start + len(_leading(before))  # where the header's code starts
+    # the node the header opens: the innermost one past the cursor (its closer below),
+    # else the outermost one the header's line starts (a block not closed yet)
+    owner: Node | None = None
+    node = token.parent if token is not None else None
+    while node is not None and node.parent is not None and node.start_byte >= header:
+        owner = node
+        if node.end_byte > offset:
+            break
+        node = node.parent
+    owner_type = owner.type if owner is not None else None
+    indent, guessed_past = _deeper(_leading(before), style)
+    return SpanHint(MULTI_LINE, _body_lines(owner_type, True), indent,
+                    owner_type or doc.root.type, owner_type, guessed_past)
+
+
 def _python_block_hint(doc: _Doc, start: int, before: str) -> SpanHint:
     """Python blocks have no brackets: the indentation the cursor stands at picks one.
 
@@ -216,10 +258,11 @@ def span_kind(text: str, start: int, end: int, language: str | None) -> SpanHint
     """Single-line or multi-line for the span [start, end), from the syntax tree around it.
 
     Code on the cursor's line makes a single-line fill (an unfinished expression, argument
-    list or condition), except at the end of a line that opens a block (`def f():`, `{`),
-    whose body is multi-line.  A blank line is multi-line, indented like the block or
-    bracketed list it is in.  The span's own text is ignored (a hole marker, or code to
-    replace).  None when there is no grammar for `language`.
+    list or condition), except at the end of a line that opens a block (`def f():`, `{`,
+    Ruby's `def g`, Lua's `function g()`, shell's `if x; then`), whose body is
+    multi-line.  A blank line is multi-line, indented like the block or bracketed list it
+    is in.  The span's own text is ignored (a hole marker, or code to replace).  None when
+    there is no grammar for `language`.
     """
     grammar = _grammar(language)
     if grammar is None:
@@ -247,6 +290,8 @@ def _span_hint(doc: _Doc, start: int, canonical: str) -> SpanHint:
     if before.strip() and (not after.strip() or (canonical != "python" and closers_only)):
         line_start = offset - len(before.encode("utf-8", "surrogatepass"))
         hint = _opener_hint(doc, line_start, offset, before, canonical, style, "")
+        if hint is None and not after.strip():
+            hint = _keyword_opener_hint(doc, line_start, offset, before, canonical, style)
         if hint is not None:
             return hint
     node = doc.root.named_descendant_for_byte_range(offset, offset)

@@ -182,3 +182,26 @@ def test_a_block_the_fill_opens_keeps_its_closer_written_left_of_the_cursor(
     Planted(engine, request, broken=broken)
     [best] = engine.infill(request).candidates
     assert (best.text, best.valid) == (expected, True)
+
+
+@pytest.mark.parametrize(("language", "uri", "text", "header", "broken", "expected"), [
+    ("lua", "file:///t.lua", "do\n  function g()\n  end\nend\n", "function g()",
+     "\n    return 2\nend", "\n    return 2"),
+    ("ruby", "file:///t.rb", "class A\n  def g\n  end\nend\n", "def g",
+     "\n    2\nend", "\n    2"),
+    ("shellscript", "file:///t.sh", "f() {\n  if true; then\n  fi\n}\n", "then",
+     "\n    echo 2\nfi", "\n    echo 2"),
+], ids=["lua-function", "ruby-def", "shell-then"])
+def test_a_fill_at_the_end_of_a_keyword_block_header_writes_its_body(
+        engine: Engine, language: str, uri: str, text: str, header: str, broken: str,
+        expected: str) -> None:
+    """At the end of `function g()` (`def g`, `then`) whose `end` the document holds, the
+    fill is the block's body: the model's `end` below it is the document's, cut.  The
+    line was taken for an unfinished statement (single-line), so only the fill's first
+    line was kept: an empty fill, offered as valid."""
+    at = text.index(header) + len(header)
+    request = InfillRequest(text, at, at, language, uri,
+                            InfillOptions(length=24, steps=4, repair_rounds=0, fallback=False))
+    Planted(engine, request, broken=broken)
+    [best] = engine.infill(request).candidates
+    assert (best.text, best.valid) == (expected, True)

@@ -69,6 +69,35 @@ def test_end_of_a_block_header_line_is_multi_line_one_level_deeper() -> None:
     assert hint.indent == "    " and hint.owner_type == "function_definition"
 
 
+@pytest.mark.parametrize(("language", "marked", "owner"), [
+    ("lua", "do\n  function g()⟦⟧\n  end\nend\n", "function_declaration"),
+    ("lua", "do\n  if x then⟦⟧\n  end\nend\n", "if_statement"),
+    ("ruby", "class A\n  def g⟦⟧\n  end\nend\n", "method"),
+    ("ruby", "class A\n  xs.each do |x|⟦⟧\n  end\nend\n", "do_block"),
+    ("bash", "f() {\n  if true; then⟦⟧\n  fi\n}\n", "if_statement"),
+], ids=["lua-function", "lua-then", "ruby-def", "ruby-do-block", "bash-then"])
+def test_end_of_a_keyword_block_header_line_is_multi_line_one_level_deeper(
+        language: str, marked: str, owner: str) -> None:
+    """Ruby, Lua and shell headers end with no bracket (`def g`, `function g()`, `then`),
+    and were read as an unfinished statement: single-line, so a fill writing the body
+    (`\n    return 2`) kept only its first line, nothing."""
+    hint = _kind(marked, language)
+    assert hint is not None and hint.kind == MULTI_LINE
+    assert (hint.indent, hint.owner_type) == ("    ", owner)
+
+
+@pytest.mark.parametrize(("language", "marked"), [
+    ("ruby", "def g(a, ⟦⟧\n"),
+    ("ruby", "x = 1 # def g⟦⟧\n"),
+    ("bash", "echo to do⟦⟧\n"),
+    ("lua", "if x then y()⟦⟧\n"),
+], ids=["inside-a-parameter-list", "in-a-comment", "shell-words", "code-after-then"])
+def test_a_line_that_opens_no_keyword_block_stays_single_line(language: str,
+                                                              marked: str) -> None:
+    hint = _kind(marked, language)
+    assert hint is not None and hint.kind == SINGLE_LINE
+
+
 @pytest.mark.parametrize(("marked", "indent", "guessed_past"), [
     ("def f(x):⟦⟧\n", "    ", ""),
     ("class A:\n  def f(self):⟦⟧\n", "    ", None),
