@@ -371,6 +371,25 @@ def _closer_column(rest: list[str], code: list[int], widths: dict[int, int],
     return None
 
 
+def _bracket_closer_column(rest: list[str], code: list[int], widths: dict[int, int],
+                           language: str | None) -> int | None:
+    """The column of the line whose leading closer closes the innermost bracket the fill's
+    first line leaves open (`{` of `if (x) {`), if a line starts so.
+
+    A bracket closes its match whatever the closer's column, so this closer is that
+    block's own, wherever the model wrote it (as _closer_column's keyword is)."""
+    comments, lifetimes = _line_comments(language), _lifetimes(language)
+    depth = 0  # brackets opened below the first line, still open
+    for i in code:
+        leading, net = _bracket_depths(rest[i], comments, lifetimes)
+        if leading > depth:
+            return widths[i]
+        depth += net
+        if depth < 0:
+            return None  # closed inside a line: no column shows it
+    return None
+
+
 def _frame(before: str, first: str, rest: list[str], tab: int,
            language: str | None) -> _Frame | None:
     """Whether the fill was written against another base, and which of its lines move.
@@ -385,8 +404,12 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     own closer sits left of the cursor's column (`if x then`, `    return 2`, `end` at
     column 0 below a cursor two in: the `end` closes the `if`, whatever its column, so
     the fill was written from column 0; read as written from the cursor's column, that
-    `end` was the cursor's block's, cut, and the `if` left open); or the lines right
-    after the first sit left of the cursor's column.
+    `end` was the cursor's block's, cut, and the `if` left open), or where the fill's
+    first line on the cursor's blank line leaves a bracket open and its closer sits left
+    of the cursor's column (`if (x) {`, `    return 2;`, `}` at column 0: that `}` closes
+    the `if` whatever its column; it stayed left of the block it closes, and a Python
+    `)` there was cut as a dedent); or the lines right after the first sit left of the
+    cursor's column.
     Not that second sign in Python, outside brackets: there a line left of the cursor's
     column is a dedent (the model was shown the cursor's indentation), and leaves the
     block (`x = 1` at column 0 after `return xs` is module code, which `dlm_lsp.units`
@@ -427,6 +450,8 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
             own = None  # unless the fill's block's own closer shows another
             if keyword_head and not clause and not before.strip():
                 own = _closer_column(rest, code, widths, language)
+            elif depth > 0 and not before.strip():
+                own = _bracket_closer_column(rest, code, widths, language)
             if own is None or own >= line_base:
                 return None
             base, target = own, line_base

@@ -184,6 +184,29 @@ def test_a_block_the_fill_opens_keeps_its_closer_written_left_of_the_cursor(
     assert (best.text, best.valid) == (expected, True)
 
 
+@pytest.mark.parametrize(("language", "uri", "text", "broken", "expected"), [
+    ("javascript", "file:///t.js", "function f() {\n  \n}\n", "if (x) {\n    return 2;\n}",
+     "if (x) {\n    return 2;\n  }"),
+    ("c", "file:///t.c", "int f(int x) {\n  \n}\n", "if (x) {\n    return 2;\n}",
+     "if (x) {\n    return 2;\n  }"),
+    ("go", "file:///t.go", "package main\n\nfunc f(x bool) int {\n  \n}\n",
+     "if x {\n    return 2\n}\n}", "if x {\n    return 2\n  }"),
+], ids=["javascript-if", "c-if", "go-if-then-the-function-s-brace"])
+def test_a_brace_block_the_fill_opens_moves_with_its_closer_written_left_of_the_cursor(
+        engine: Engine, language: str, uri: str, text: str, broken: str,
+        expected: str) -> None:
+    """The same fill in a brace language: its `}` at column 0 closes the `if` whatever its
+    column, so the fill was written from column 0 and moves onto the cursor's column
+    with it, on the file's two.  The `}` stayed at column 0, valid but left of the block
+    it closes (and of the function's body); a second `}` is the function's, cut."""
+    at = text.index("  \n") + 2
+    request = InfillRequest(text, at, at, language, uri,
+                            InfillOptions(length=32, steps=4, repair_rounds=0, fallback=False))
+    Planted(engine, request, broken=broken)
+    [best] = engine.infill(request).candidates
+    assert (best.text, best.valid) == (expected, True)
+
+
 @pytest.mark.parametrize(("language", "uri", "text", "header", "broken", "expected"), [
     ("lua", "file:///t.lua", "do\n  function g()\n  end\nend\n", "function g()",
      "\n    return 2\nend", "\n    return 2"),

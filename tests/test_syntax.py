@@ -873,6 +873,38 @@ def test_a_keyword_block_fill_s_own_closer_moves_with_its_block(
     assert _shaped(marked, fill, language) == expected
 
 
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("javascript", "function f() {\n  ⟦⟧\n}\n", "if (x) {\n    return 2;\n}",
+     "if (x) {\n    return 2;\n  }"),
+    ("javascript", "function f() {\n  ⟦⟧\n}\n",
+     "if (x) {\n    for (;;) {\n        y();\n    }\n}\n}",
+     "if (x) {\n    for (;;) {\n      y();\n    }\n  }"),
+    ("javascript", "function f() {\n  ⟦⟧\n}\n", "if (x) {\n    a();\n} else {\n    b();\n}",
+     "if (x) {\n    a();\n  } else {\n    b();\n  }"),
+    ("c", "int f(int x) {\n  ⟦⟧\n}\n", "g(\n    x,\n);\nreturn x;",
+     "g(\n    x,\n  );\n  return x;"),
+    ("python", "def f(x):\n    ⟦⟧\n", "return g(\n        x,\n)", "return g(\n        x,\n    )"),
+], ids=["js-if", "js-nested-then-the-function-s-brace", "js-if-else", "c-call-then-code",
+        "python-call"])
+def test_a_bracket_the_fill_opens_moves_with_its_closer_written_left_of_the_cursor(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """A fill written from column 0, four spaces a level, below a cursor two in: its body
+    sits right of the cursor, as if written from there, but the closer of the bracket its
+    first line opens is at column 0.  A bracket closes its match whatever the column, so
+    the fill was written from column 0: it moves onto the cursor's column, on the file's
+    step.  The `}` stayed at column 0, left of the block it closes; in Python the `)` was
+    read as a dedent out of the body and cut, leaving the call open."""
+    assert _shaped(marked, fill, language) == expected
+
+
+def test_a_brace_the_document_s_line_opens_does_not_show_the_fill_s_base() -> None:
+    """At the end of `if (x) {`, a `}` the fill writes at column 0 closes the document's
+    brace, not one of the fill's: it says nothing of where the fill was written from,
+    and the body stays one step into the `if` (read as the fill's own, it went two)."""
+    marked = "function f() {\n  if (x) {⟦⟧\n  }\n}\n"
+    assert _shaped(marked, "\n      return 2;\n}", "javascript") == "\n    return 2;"
+
+
 @pytest.mark.parametrize(("language", "marked", "fill"), [
     ("ruby", "if a\n  x = 1\n  ⟦⟧\nend\n", "y = 2\nelse\n  z = 3"),
     ("ruby", "if a\n  x = 1\n  ⟦⟧\nend\n", "y = 2\nelsif b\n  z = 3"),
