@@ -23,6 +23,15 @@ def engine(model_dir: Path) -> Engine:
     return Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
 
 
+def planted_fill(engine: Engine, text: str, at: int, language: str, uri: str, broken: str,
+                 length: int = 24):
+    """The best candidate of a fill at `at` whose model writes `broken` (repair off)."""
+    request = InfillRequest(text, at, at, language, uri, InfillOptions(
+        length=length, steps=4, repair_rounds=0, fallback=False))
+    Planted(engine, request, broken=broken)
+    return engine.infill(request).candidates[0]
+
+
 def _hole(text: str, language: str, uri: str) -> InfillRequest:
     start = text.index("<FILL>")
     return InfillRequest(text, start, start + len("<FILL>"), language, uri,
@@ -84,10 +93,7 @@ def test_a_ruby_fill_s_end_left_of_the_cursor_ends_the_fill(engine: Engine) -> N
     second `end` with `puts 2` in the method."""
     text = "def f(a)\n  x = a\n  \nend\n\nputs f(1)\n"
     at = text.index("  \nend") + 2
-    request = InfillRequest(text, at, at, "ruby", "file:///t.rb",
-                            InfillOptions(length=24, steps=4, repair_rounds=0, fallback=False))
-    Planted(engine, request, broken="y = 1\nend\n\nputs 2")
-    [best] = engine.infill(request).candidates
+    best = planted_fill(engine, text, at, "ruby", "file:///t.rb", "y = 1\nend\n\nputs 2")
     assert (best.text, best.valid) == ("y = 1", True)
 
 
@@ -103,10 +109,7 @@ def test_a_ruby_fill_s_clauses_and_closers_go_with_their_own_block(
     ends before it (it was moved into the body).  A method the fill opens keeps its
     `end`, moved with it onto the cursor's column (it was cut off, the fill invalid)."""
     at = text.index("  \nend") + 2
-    request = InfillRequest(text, at, at, language, uri,
-                            InfillOptions(length=24, steps=4, repair_rounds=0, fallback=False))
-    Planted(engine, request, broken=broken)
-    [best] = engine.infill(request).candidates
+    best = planted_fill(engine, text, at, language, uri, broken)
     assert (best.text, best.valid) == (expected, True)
 
 
@@ -128,10 +131,7 @@ def test_a_fill_nests_by_the_cursor_s_step_in_a_file_that_shows_no_other(
     file whose other level is two apart."""
     text = f"{head}\n{step}\n{closer}\n" if closer else f"{head}\n{step}\n"
     at = len(head) + 1 + len(step)
-    request = InfillRequest(text, at, at, language, uri,
-                            InfillOptions(length=24, steps=4, repair_rounds=0, fallback=False))
-    Planted(engine, request, broken=block.replace("{u}", "  "))
-    [best] = engine.infill(request).candidates
+    best = planted_fill(engine, text, at, language, uri, block.replace("{u}", "  "))
     first, *rest = block.split("\n")
     expected = "\n".join([first, *(step + line.replace("{u}", step) for line in rest)])
     assert (best.text, best.valid) == (expected, True)
@@ -149,10 +149,7 @@ def test_a_new_python_file_s_first_body_at_two_spaces_is_kept(
     The dedent cut took the block's depth from the span hint's default four, read the
     body as leaving the block, and the fill came back empty."""
     at = len("def f(x):")
-    request = InfillRequest(text, at, at, "python", "file:///t.py",
-                            InfillOptions(length=24, steps=4, repair_rounds=0, fallback=False))
-    Planted(engine, request, broken=broken)
-    [best] = engine.infill(request).candidates
+    best = planted_fill(engine, text, at, "python", "file:///t.py", broken)
     assert (best.text, best.valid) == (expected, True)
 
 
@@ -177,10 +174,7 @@ def test_a_block_the_fill_opens_keeps_its_closer_written_left_of_the_cursor(
     cursor's column with it, on the file's two.  The `end` was taken for the cursor's
     block's and cut, leaving an `if` with no `end`; a second `end` is the function's."""
     at = text.index("  \n") + 2
-    request = InfillRequest(text, at, at, language, uri,
-                            InfillOptions(length=32, steps=4, repair_rounds=0, fallback=False))
-    Planted(engine, request, broken=broken)
-    [best] = engine.infill(request).candidates
+    best = planted_fill(engine, text, at, language, uri, broken, length=32)
     assert (best.text, best.valid) == (expected, True)
 
 
@@ -200,10 +194,7 @@ def test_a_brace_block_the_fill_opens_moves_with_its_closer_written_left_of_the_
     with it, on the file's two.  The `}` stayed at column 0, valid but left of the block
     it closes (and of the function's body); a second `}` is the function's, cut."""
     at = text.index("  \n") + 2
-    request = InfillRequest(text, at, at, language, uri,
-                            InfillOptions(length=32, steps=4, repair_rounds=0, fallback=False))
-    Planted(engine, request, broken=broken)
-    [best] = engine.infill(request).candidates
+    best = planted_fill(engine, text, at, language, uri, broken, length=32)
     assert (best.text, best.valid) == (expected, True)
 
 
@@ -223,8 +214,5 @@ def test_a_fill_at_the_end_of_a_keyword_block_header_writes_its_body(
     line was taken for an unfinished statement (single-line), so only the fill's first
     line was kept: an empty fill, offered as valid."""
     at = text.index(header) + len(header)
-    request = InfillRequest(text, at, at, language, uri,
-                            InfillOptions(length=24, steps=4, repair_rounds=0, fallback=False))
-    Planted(engine, request, broken=broken)
-    [best] = engine.infill(request).candidates
+    best = planted_fill(engine, text, at, language, uri, broken)
     assert (best.text, best.valid) == (expected, True)
