@@ -8,7 +8,8 @@ dropped).  Where DLM_TEST_FILL_GATE is set, a fill first appends "begin" to the 
 by DLM_TEST_FILL_LOG and waits until the gate file exists (checking every 50 ms), stopping
 as the engine does when the server stops it (an edit, a cancel); it appends "end" once it
 has its result, or "stopped" when it was stopped, waiting or in the engine.
-Usage: python tests/scripted_fills.py [dlm-lsp arguments].
+Usage: python tests/scripted_fills.py [dlm-lsp arguments]; tests/test_emacs.py and
+editors/vscode/e2e/run.sh --completion run it as an editor's server.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ const { values: args } = parseArgs({
     "late-language": { type: "string" },  // the open file's language, added to dlm.languages late
     settings: { type: "string" },  // the workspace's settings.json (to add it there)
     notebook: { type: "boolean", default: false },  // --file is a notebook, --fixture its cell with the hole
+    completion: { type: "string" },  // the server's planted fill, after `ret` on --fixture's blank indented line
   },
 });
 
@@ -180,6 +181,7 @@ async function main() {
   if (args.crash) return crashed();
   log(`server up: ${JSON.stringify(loaded.status)}`);
   if (args.notebook) return notebook();
+  if (args.completion) return completion(readFileSync(args.completion, "utf8"));
 
   await palette("DLM: Fill holes");
   log("ran DLM: Fill holes");
@@ -556,6 +558,74 @@ async function notebook() {
   const errors = events().filter((e) => e.event === "error");
   if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
   console.log(JSON.stringify({ passed: problems.length === 0, problems, fill, ghost }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
+/**
+ * The completion item, with a fill the server plants (tests/scripted_fills.py): type
+ * `ret` at the end of the fixture's indented blank line, in a function, trigger
+ * suggestions with Ctrl+Space, accept the dlm item (label `return [`, detail "dlm-lsp
+ * fill") with Enter, save, and compare the file with the fixture holding `ret` and the
+ * fill there, byte for byte: `ret` not doubled (the item replaces the word it takes in),
+ * and the fill's later lines at the columns the server wrote them at, not moved right by
+ * the cursor line's indentation (VS Code's default for an item without insertTextMode
+ * asIs).  Ghost text is off (dlm.inline.enabled), so that Enter can only take the item.
+ */
+async function completion(fill) {
+  const problems = [];
+  const before = readFileSync(args.fixture, "utf8");
+  const lines = before.split("\n");
+  const row = lines.findIndex((line) => line.length > 0 && !line.trim());
+  const cursor = lines.slice(0, row + 1).join("\n").length;
+  const expected = before.slice(0, cursor) + "ret" + fill + before.slice(cursor);
+  await quickInput(page, () => page.press("g", "KeyG", 71, 2)); // Go to Line
+  await page.type(String(row + 1));
+  await page.press("Enter", "Enter", 13, 0, "\r");
+  await sleep(500);
+  await page.press("End", "End", 35);
+  await page.type("ret");
+  await sleep(500);
+  await page.press(" ", "Space", 32, 2); // Ctrl+Space: editor.action.triggerSuggest
+  // the suggest widget's rows: label, and the detail VS Code shows beside the focused one
+  const rows = () => page.evaluate(`[...document.querySelectorAll('.suggest-widget .monaco-list-row')]
+    .map((r) => ({ label: (r.querySelector('.label-name') || {}).textContent || '',
+                   detail: (r.querySelector('.details-label') || {}).textContent || '',
+                   focused: r.classList.contains('focused') }))`);
+  const label = "ret" + fill.split("\n")[0];
+  const shown = await until(`the item ${JSON.stringify(label)} in the suggest widget`, async () => {
+    const list = await rows();
+    return list.some((r) => r.label === label) && list;
+  }, 60000).catch((error) => (problems.push(error.message), null));
+  await page.screenshot(join(args.shots, "completion-shown.png"));
+  let chosen = null;
+  if (shown) {
+    for (let step = 0; step < shown.length; step++) { // down to the dlm item
+      const list = await rows();
+      chosen = list.find((r) => r.focused);
+      if (chosen?.label === label) break;
+      await page.press("ArrowDown", "ArrowDown", 40);
+      await sleep(200);
+    }
+    if (chosen?.label !== label) problems.push(`could not select the dlm item: ${JSON.stringify(await rows())}`);
+    else if (chosen.detail && chosen.detail !== "dlm-lsp fill") problems.push(`the item's detail: ${JSON.stringify(chosen.detail)}`);
+    await page.press("Enter", "Enter", 13, 0, "\r");
+  }
+  // Accepting is asynchronous: save until the file holds more than the typed `ret`.
+  const typed = before.slice(0, cursor) + "ret" + before.slice(cursor);
+  const saved = await until("the accepted item in the saved file", async () => {
+    await page.press("s", "KeyS", 83, 2);
+    await sleep(300);
+    const text = readFileSync(args.file, "utf8");
+    return text !== before && text !== typed && text;
+  }, 15000, 700).catch((error) => (problems.push(`${error.message}: ${JSON.stringify(readFileSync(args.file, "utf8"))}`), ""));
+  await page.screenshot(join(args.shots, "completion-accepted.png"));
+  if (saved && saved !== expected) {
+    problems.push(`the saved file is not the fixture with \`ret\` and the fill: expected ${JSON.stringify(expected)}, got ${JSON.stringify(saved)}`);
+  }
+  const errors = events().filter((e) => e.event === "error");
+  if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, shown, chosen, saved }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
 }

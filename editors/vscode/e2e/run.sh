@@ -43,6 +43,12 @@
 #                                      # the cell (suggestInvalid: the shipped model's
 #                                      # suggestion there does not parse; it is the way to
 #                                      # the cell and back that is checked)
+#   editors/vscode/e2e/run.sh --completion
+#                                      # the server is tests/scripted_fills.py, whose fill is
+#                                      # a planted multi-line one: `ret` typed on an indented
+#                                      # line in a function, Ctrl+Space, the dlm item (`return [`)
+#                                      # accepted with Enter; the saved file must hold `ret` once
+#                                      # and the fill's later lines at the server's columns
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -129,6 +135,16 @@ json.dump({"cells": cells, "metadata": {"language_info": {"name": "python"}}, "n
            "nbformat_minor": 5}, open(sys.argv[2], "w"), indent=1)
 EOF
 fi
+FILL=""
+if [ "${1:-}" = "--completion" ]; then  # a function with an indented blank line to type on,
+  FIXTURE="$WORK/numbers.py"             # and the fill the server will give there
+  FILE="$WORK/workspace/numbers.py"
+  printf 'def numbers():\n    """The numbers the server plants as its fill."""\n    \n\n\nprint(numbers())\n' > "$FIXTURE"
+  cp "$FIXTURE" "$FILE"
+  rm "$WORK/workspace/hello.py"
+  FILL="$WORK/fill.txt"                  # what follows `ret`, at the columns the server gives
+  printf 'urn [\n        1,\n        2,\n    ]' > "$FILL"
+fi
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ADDRESS=""
 TOKEN=""
@@ -141,6 +157,11 @@ if [ "${1:-}" = "--tcp" ] || [ "${1:-}" = "--tcp-wrong-token" ]; then  # a share
 fi
 SERVER_PATH=$(command -v "$PYTHON")
 SERVER_ARGS='["-m", "dlm_lsp"]'
+SERVER_ENV='"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"'
+if [ -n "$FILL" ]; then  # the server with a planted fill (tests/scripted_fills.py)
+  SERVER_ARGS="[\"$REPO/tests/scripted_fills.py\"]"
+  SERVER_ENV="$SERVER_ENV, \"DLM_TEST_FILL\": \"$FILL\""
+fi
 CRASH=""
 if [ "${1:-}" = "--crash" ]; then  # a server the driver kills; while $CRASH/refuse exists,
   CRASH="$WORK/crash"              # a start fails at once
@@ -161,7 +182,7 @@ cat > "$WORK/user/User/settings.json" <<EOF
   "dlm.server.token": "$TOKEN",
   "dlm.server.path": "$SERVER_PATH",
   "dlm.server.args": $SERVER_ARGS,
-  "dlm.server.env": { "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1" },
+  "dlm.server.env": { $SERVER_ENV },
   "dlm.inline.debounceMs": 100,
   "dlm.drafts": true,
   "editor.inlineSuggest.enabled": true,
@@ -174,7 +195,8 @@ cat > "$WORK/user/User/settings.json" <<EOF
   "git.openRepositoryInParentFolders": "never",
   "chat.disableAIFeatures": true$([ "${1:-}" = "--notebook" ] && echo ',
   "workbench.editorAssociations": { "*.ipynb": "jupyter-notebook" },
-  "dlm.suggestInvalid": true')
+  "dlm.suggestInvalid": true')$([ -n "$FILL" ] && echo ',
+  "dlm.inline.enabled": false')
 }
 EOF
 export PATH="$NODE24/bin:$PATH"
@@ -223,4 +245,4 @@ node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
   --fixture "$FIXTURE" --file "$FILE" --shots "$WORK" \
   $([ "${1:-}" = "--tcp-wrong-token" ] && echo --refused) $([ -n "$CRASH" ] && echo --crash "$CRASH") \
   $([ "${1:-}" = "--late-language" ] && echo --late-language perl --settings "$WORK/workspace/.vscode/settings.json") \
-  $([ "${1:-}" = "--notebook" ] && echo --notebook)
+  $([ "${1:-}" = "--notebook" ] && echo --notebook) $([ -n "$FILL" ] && echo --completion "$FILL")
