@@ -260,6 +260,12 @@ class DlmServer(LanguageServer):
             if request.uri and find_document(self.workspace, request.uri) is None:
                 self.forget(request.uri)
 
+    def close_document(self, uri: str) -> None:
+        """Nothing can be applied to a closed document (its fills stop), and nothing of it
+        is kept: a text document's didClose, and a notebook's cells as they close."""
+        self.jobs.stop_document(uri, DOCUMENT_CLOSED)
+        self.forget(uri)
+
     def forget(self, uri: str) -> None:
         """Drop what is kept of a closed document: its recent fills and its parse tree."""
         self.engine.forget(uri)
@@ -486,8 +492,7 @@ def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
 @feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: DlmServer, params: types.DidCloseTextDocumentParams) -> None:
     """Nothing can be applied to a closed document, and nothing of it is kept."""
-    ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CLOSED)
-    ls.forget(params.text_document.uri)
+    ls.close_document(params.text_document.uri)
 
 
 @feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
@@ -514,8 +519,7 @@ def did_change_notebook(ls: DlmServer, params: types.DidChangeNotebookDocumentPa
     for uri in changed:
         ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
     for uri in closed:
-        ls.jobs.stop_document(uri, DOCUMENT_CLOSED)
-        ls.forget(uri)
+        ls.close_document(uri)
     uri = params.notebook_document.uri
     notebook = ls.workspace.get_notebook_document(notebook_uri=uri)
     if notebook is None:  # not kept (opened past the limit): its change was dropped
@@ -525,8 +529,7 @@ def did_change_notebook(ls: DlmServer, params: types.DidChangeNotebookDocumentPa
             f"notebook {uri} and its {len(cells)} cells were closed: the cells added to it "
             "passed the limit; close other documents and open it again")):
         for cell in cells:
-            ls.jobs.stop_document(cell, DOCUMENT_CLOSED)
-            ls.forget(cell)
+            ls.close_document(cell)
 
 
 def _drop_notebook_past_limit(ls: DlmServer, uri: str, cells: list[str], told: str) -> bool:
@@ -546,8 +549,7 @@ def _drop_notebook_past_limit(ls: DlmServer, uri: str, cells: list[str], told: s
 def did_close_notebook(ls: DlmServer, params: types.DidCloseNotebookDocumentParams) -> None:
     """A closed notebook's cells are closed documents."""
     for uri in cells_of(params):
-        ls.jobs.stop_document(uri, DOCUMENT_CLOSED)
-        ls.forget(uri)
+        ls.close_document(uri)
 
 
 @feature(INFILL)
