@@ -23,6 +23,7 @@ import re
 import unicodedata
 import weakref
 from bisect import bisect_right
+from collections.abc import Sequence
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -218,3 +219,17 @@ def apply_change(doc: TextDocument, change: types.TextDocumentContentChangeEvent
     text = lines.text[:start] + change.text + lines.text[end:]
     _LINES[doc] = lines.edited(start, end, text)  # the document's next text, if it takes it
     return text
+
+
+def apply_changes(workspace: Workspace, document: types.VersionedTextDocumentIdentifier,
+                  changes: Sequence[types.TextDocumentContentChangeEvent]) -> bool:
+    """Apply a didChange's content changes (a text document's, or a notebook cell's) in
+    order, each by `apply_change` on LSP lines, and take the version they make; False
+    where the document is not open (nothing applied)."""
+    doc = find_document(workspace, document.uri)
+    if doc is None:
+        return False
+    for change in changes:
+        doc.apply_change(types.TextDocumentContentChangeWholeDocument(apply_change(doc, change)))
+    doc.version = document.version
+    return True

@@ -33,7 +33,7 @@ import attrs
 from lsprotocol import types
 from pygls.workspace import Workspace
 
-from dlm_lsp.documents import apply_change, find_document
+from dlm_lsp.documents import apply_changes, find_document
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def changed_cells(params: types.DidChangeNotebookDocumentParams) -> tuple[list[s
 def apply_notebook_change(workspace: Workspace,
                           params: types.DidChangeNotebookDocumentParams) -> None:
     """Apply a notebook change: pygls updates the cells' order, kinds and open cells;
-    the cells' text edits go through `documents.apply_change`, on LSP lines, as a text
+    the cells' text edits go through `documents.apply_changes`, on LSP lines, as a text
     document's do (pygls splits lines as `str.splitlines` does: a form feed in a cell
     would move every later edit of it).  A change to a notebook that is not kept (one
     opened past maxOpenDocuments) is dropped, as a text document's is."""
@@ -126,11 +126,5 @@ def apply_notebook_change(workspace: Workspace,
             params.change, cells=attrs.evolve(cells, text_content=None)))
     workspace.update_notebook_document(params)
     for text in texts:
-        doc = find_document(workspace, text.document.uri)
-        if doc is None:
+        if not apply_changes(workspace, text.document, text.changes):
             log.warning("a notebook change edits cell %s, which is not open", text.document.uri)
-            continue
-        for change in text.changes:
-            doc.apply_change(types.TextDocumentContentChangeWholeDocument(
-                apply_change(doc, change)))
-        doc.version = text.document.version

@@ -34,7 +34,7 @@ from pygls.protocol.language_server import _prepare_command_arguments
 
 from dlm_lsp.admission import NOT_INITIALIZED, Gate, take_token
 from dlm_lsp.config import InfillOptions, from_json
-from dlm_lsp.documents import apply_change, find_document
+from dlm_lsp.documents import apply_changes
 from dlm_lsp.engine import InfillResult
 from dlm_lsp.jobs import CLIENT_CANCELLED, SHUTTING_DOWN
 from dlm_lsp.notebooks import apply_notebook_change
@@ -453,14 +453,8 @@ class DlmProtocol(LanguageServerProtocol):
     def lsp_text_document__did_change(
             self, params: types.DidChangeTextDocumentParams) -> Generator[Any, Any, None]:
         """Apply edits on LSP lines (see documents.py), then call the server's handler."""
-        doc = find_document(self.workspace, params.text_document.uri)
-        if doc is None:
+        if not apply_changes(self.workspace, params.text_document, params.content_changes):
             log.warning("didChange for %s, which is not open", params.text_document.uri)
-        else:
-            for change in params.content_changes:
-                doc.apply_change(types.TextDocumentContentChangeWholeDocument(
-                    apply_change(doc, change)))
-            doc.version = params.text_document.version
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
             yield handler, (params,), None
 
