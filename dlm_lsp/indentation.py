@@ -240,13 +240,16 @@ def _code_end(line: str, comments: tuple[str, ...], lifetimes: bool = False) -> 
                 len(line))
 
 
-def _opens_keyword_block(code: str, language: str | None) -> bool:
-    """Whether a line's `code` (stripped, its comment off) opens a block that `language`
-    closes with a keyword (see _KEYWORD_HEADS): not a block closed on its own line
+def _opens_keyword_block(line: str, language: str | None) -> bool:
+    """Whether a `line` (its comment is not read) opens a block that `language` closes
+    with a keyword (see _KEYWORD_HEADS): not a block closed on its own line
     (`def f; 1; end`, `if x; then y; fi`), nor Ruby's endless method (`def f(x) = x`)."""
     heads = _KEYWORD_HEADS.get(language or "")
+    if heads is None:
+        return False
+    code = line[:_code_end(line, _line_comments(language))].strip()
     clause = _keyword(code) in _KEYWORD_CONTINUATIONS.get(language or "", ())
-    if heads is None or not (heads.match(code) or (clause and code[:1].isalpha())):
+    if not (heads.match(code) or (clause and code[:1].isalpha())):
         return False
     if re.search(rf"\b({'|'.join(_KEYWORD_CLOSERS[language or ''])})$", code):
         return False
@@ -356,7 +359,6 @@ def _closer_column(rest: list[str], code: list[int], widths: dict[int, int],
 
     Ruby, Lua and shell close the innermost open block whatever a closer's column, so
     this one is that block's own, wherever the model wrote it."""
-    comments = _line_comments(language)
     closers = _KEYWORD_CLOSERS.get(language or "", ())
     depth = 1
     for i in code:
@@ -366,7 +368,7 @@ def _closer_column(rest: list[str], code: list[int], widths: dict[int, int],
             if depth == 0:
                 return widths[i]
         elif keyword not in _KEYWORD_CONTINUATIONS.get(language or "", ()) and (
-                _opens_keyword_block(rest[i][:_code_end(rest[i], comments)].strip(), language)):
+                _opens_keyword_block(rest[i], language)):
             depth += 1  # a next clause (`else`) goes on in the block it is in
     return None
 
@@ -442,7 +444,7 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     closers = _KEYWORD_CLOSERS.get(language or "", ())
     continuations = _KEYWORD_CONTINUATIONS.get(language or "", ())
     depth = max(0, _bracket_depths(head, comments, lifetimes)[1])
-    keyword_head = _opens_keyword_block(head.lstrip(), language)
+    keyword_head = _opens_keyword_block(head, language)
     # a clause the cursor's line starts (`else`) is the cursor's block's, its closer too
     clause = keyword_head and _keyword(head) in continuations
     if head.endswith(_OPENERS) or keyword_head:
@@ -481,8 +483,7 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
             headers.discard(widths[i])
         opened = widths[i] > base  # a closer right after the block's body is its own
         depth += net
-        if rest[i].rstrip().endswith(":") or (closers and _opens_keyword_block(
-                rest[i][:_code_end(rest[i], comments, lifetimes)].strip(), language)):
+        if rest[i].rstrip().endswith(":") or _opens_keyword_block(rest[i], language):
             headers.add(widths[i])
     return _Frame(base, target, unit, len(rest))
 
