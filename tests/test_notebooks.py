@@ -274,6 +274,16 @@ def test_a_closed_notebook_s_cells_are_closed_documents(session):
     assert session.ls.workspace.notebook_documents == {}
 
 
+def dropped_whole(session) -> str:
+    """What the user was told of a notebook dropped past maxOpenDocuments (told once),
+    nothing of it, cells included, being kept."""
+    assert session.ls.workspace.notebook_documents == {}
+    assert session.ls.workspace.text_documents == {}
+    [told] = [m["message"] for m in session.requests("window/showMessage")
+              if "maxOpenDocuments" in m["message"]]
+    return told
+
+
 def test_a_notebook_past_max_open_documents_is_not_kept_and_the_user_told(model_dir):
     session = Session(model_dir, maxOpenDocuments=4)
     try:
@@ -281,11 +291,7 @@ def test_a_notebook_past_max_open_documents_is_not_kept_and_the_user_told(model_
             session.receive(did_open())
 
         asyncio.run(run())
-        assert session.ls.workspace.notebook_documents == {}
-        assert session.ls.workspace.text_documents == {}
-        [told] = [m["message"] for m in session.requests("window/showMessage")
-                  if "maxOpenDocuments" in m["message"]]
-        assert "6 cells were not opened" in told
+        assert "6 cells were not opened" in dropped_whole(session)
     finally:
         session.ls.release()
 
@@ -327,11 +333,7 @@ def test_cells_added_past_max_open_documents_close_the_notebook_and_the_user_tol
 
         reply = asyncio.run(run())
         assert reply["error"]["code"] == -32602 and "is not open" in reply["error"]["message"]
-        assert session.ls.workspace.notebook_documents == {}
-        assert session.ls.workspace.text_documents == {}
-        [told] = [m["message"] for m in session.requests("window/showMessage")
-                  if "maxOpenDocuments" in m["message"]]
-        assert "7 cells were closed" in told
+        assert "7 cells were closed" in dropped_whole(session)
     finally:
         session.ls.release()
 
