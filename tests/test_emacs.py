@@ -145,21 +145,28 @@ def test_completion_at_point_inserts_the_fill_at_the_cursor(tmp_path, model_dir,
     assert new_line.startswith("    " + label) and len(label) > len(typed)  # labels stop at 80
 
 
+def run_rewrite_action(beg: str, end: str) -> str:
+    """Elisp: note the titles of the code actions eglot is offered between `beg` and
+    `end`, run the refactor.rewrite one (as `C-u M-x eglot-code-actions` with that kind
+    does), note the command's answer, and save."""
+    return f"""
+(setq result (plist-put result :titles
+  (vconcat (mapcar (lambda (a) (plist-get a :title))
+                   (eglot-code-actions {beg} {end})))))
+(advice-add 'eglot-execute-command :filter-return
+            (lambda (answer) (setq result (plist-put result :answer answer)) answer))
+(eglot-code-actions {beg} {end} "refactor.rewrite" t)
+(save-buffer)
+"""
+
+
 def test_code_action_fill_holes_replaces_the_hole_and_nothing_else(tmp_path, model_dir):
     """`C-u M-x eglot-code-actions`, kind refactor.rewrite: the one action, "Fill 1 hole
     with dlm-lsp", runs dlm.fillHoles, whose workspace/applyEdit eglot applies."""
     path = tmp_path / "hello.py"
     shutil.copy(FIXTURE, path)
     before = path.read_text(encoding="utf-8")
-    result = run_emacs(tmp_path, model_dir, path, """
-(setq result (plist-put result :titles
-  (vconcat (mapcar (lambda (a) (plist-get a :title))
-                   (eglot-code-actions (point-min) (point-min))))))
-(advice-add 'eglot-execute-command :filter-return
-            (lambda (answer) (setq result (plist-put result :answer answer)) answer))
-(eglot-code-actions (point-min) (point-min) "refactor.rewrite" t)
-(save-buffer)
-""")
+    result = run_emacs(tmp_path, model_dir, path, run_rewrite_action("(point-min)", "(point-min)"))
     assert result["titles"] == ["Fill 1 hole with dlm-lsp"]
     assert result["answer"]["applied"] is True
     after = path.read_text(encoding="utf-8")
@@ -180,14 +187,7 @@ def test_code_action_rewrite_selection_changes_only_the_region(tmp_path, model_d
 (transient-mark-mode 1)
 (goto-char {start + 1})
 (push-mark {end + 1} t t)  ; the region: from the point to the mark, active
-(setq result (plist-put result :titles
-  (vconcat (mapcar (lambda (a) (plist-get a :title))
-                   (eglot-code-actions (region-beginning) (region-end))))))
-(advice-add 'eglot-execute-command :filter-return
-            (lambda (answer) (setq result (plist-put result :answer answer)) answer))
-(eglot-code-actions (region-beginning) (region-end) "refactor.rewrite" t)
-(save-buffer)
-""")
+""" + run_rewrite_action("(region-beginning)", "(region-end)"))
     assert result["titles"] == ["Rewrite selection with dlm-lsp"]
     assert result["answer"]["applied"] is True
     after = path.read_text(encoding="utf-8")
