@@ -63,6 +63,62 @@ class IndentStyle:
         return "\t" if self.tabs else " " * self.width
 
 
+@dataclass(frozen=True)
+class FreeLines:
+    """Lines of a fill whose leading whitespace is no indentation level (indexes into
+    `fill.split("\\n")`; line 0 continues the cursor's line), found in a parse of the
+    document with the fill (`dlm_lsp.syntax.free_lines`): the text rules here cannot tell.
+
+    No level is read from them (`read`): a model writes a heredoc's `EOF`, a SQL string's
+    lines, a Go raw string's at column 0, and C its `#if` in a function; read as code, such
+    a line said the whole fill was written from column 0 and moved every code line a level
+    deeper.  `literal` lines start inside a string or a heredoc: their whitespace is the
+    string's content, so `place_literals` gives each back as the model wrote it, moved
+    only with the line its string opens on (the value in `literal`; None for a heredoc,
+    whose terminator must stay where it was written).  `passive` lines (inside a block
+    comment, preprocessor directives) move with the code around them."""
+
+    literal: dict[int, int | None] = field(default_factory=dict)
+    passive: frozenset[int] = frozenset()
+    # line -> where on it a string begins that goes on below it (`s = [[`, `R"(`: read as
+    # code, that line ended in an opening bracket, a block's header)
+    opens: dict[int, int] = field(default_factory=dict)
+
+    def read(self, lines: list[str]) -> list[str]:
+        """The fill's `lines` as a level is read from them: the free ones blank, a line
+        that opens a string cut where the string begins."""
+        return ["" if index in self.literal or index in self.passive
+                else line[:self.opens[index]] if index in self.opens else line
+                for index, line in enumerate(lines)]
+
+
+def place_literals(raw: str, shaped: str, text: str, start: int, end: int,
+                   free: FreeLines) -> str:
+    """The shaped fill with each literal line (`free.literal`) as the model wrote it in
+    `raw`, moved as the line its string opens on was moved: the whitespace they share
+    (that line's indentation) rewritten as that line's is now, the rest kept, so a
+    docstring's lines stay under its quotes, and a line left of its opening line (a SQL
+    query at column 0) or of a heredoc stays where it was.  Line 0 is read with the
+    cursor's line before the span [start, end) of `text`."""
+    if not free.literal:
+        return shaped
+    before, _ = _line_bounds(text, start, end)
+    old, new = raw.split("\n"), shaped.split("\n")
+    if len(old) != len(new):
+        return shaped
+    for index, opener in free.literal.items():
+        if index == 0 or index >= len(old):
+            continue
+        new[index] = old[index]
+        if opener is None:
+            continue
+        was = _leading(before + old[0] if opener == 0 else old[opener])
+        now = _leading(before + new[0] if opener == 0 else new[opener])
+        if old[index].startswith(was) and (old[index].strip() or was):
+            new[index] = now + old[index][len(was):]
+    return "\n".join(new)
+
+
 # --- text helpers ---------------------------------------------------------------------------
 
 
@@ -265,7 +321,7 @@ def _keyword(line: str) -> str:
 
 
 def to_cursor_column(fill: str, text: str, start: int, end: int,
-                     language: str | None = None) -> str:
+                     language: str | None = None, free: FreeLines | None = None) -> str:
     """A fill whose first line starts deeper than the cursor, moved back to the cursor's
     column together with the lines below it that share the deeper base.
 
@@ -291,12 +347,14 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     id or canonical name) says what starts a comment on the line above.  Depths are
     compared in columns, not characters: a model may indent in spaces a block written in
     tabs (or the reverse), a tab counting as one of the fill's own steps; a moved line's
-    whitespace past the cursor's is written in the cursor's tabs or spaces.
+    whitespace past the cursor's is written in the cursor's tabs or spaces.  No depth is
+    read from the `free` lines (see FreeLines); they move with the others.
     """
     before, _ = _line_bounds(text, start, end)
     first, *rest = fill.split("\n")
     extra = _leading(first)
-    if not before or before.strip() or not extra or not first.strip():
+    free = free or FreeLines()
+    if not before or before.strip() or not extra or not first.strip() or 0 in free.literal:
         return fill
     above = text[:start - len(before)].rstrip().rsplit("\n", 1)[-1]
     canonical = language_for(language) if language else None
@@ -305,7 +363,8 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     in_body = canonical is not None and _width(before) > _width(_leading(header))
     if header.endswith(_OPENERS) and not in_body:
         return fill
-    tab = _fill_unit(fill.split("\n"), 4)  # a tab is one of the fill's steps (`extra` is one)
+    read = free.read([first, *rest])[1:]
+    tab = _fill_unit([first, *read], 4)  # a tab is one of the fill's steps (`extra` is one)
     deeper = _width(before + extra, tab)
     below = next((line for line in text[end:].split("\n")[1:] if line.strip()), "")
     if _width(_leading(below), tab) >= deeper:
@@ -313,7 +372,7 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     widths = [_width(_leading(line), tab) for line in rest]
     column = _width(before, tab)
     if any(line.strip() and column <= width < deeper
-           for line, width in zip(rest, widths, strict=True)):
+           for line, width in zip(read, widths, strict=True)):
         return fill
     tabs = before.endswith("\t")  # the rest in the cursor's characters, from a tab stop
     moved = [before + _blanks(width - deeper, tabs, tab) + line.lstrip(" \t")
@@ -530,7 +589,8 @@ def _on_document_unit(head: str, rest: list[str], unit: int,
     return widths
 
 
-def reindent(fill: str, text: str, start: int, end: int, language: str | None = None) -> str:
+def reindent(fill: str, text: str, start: int, end: int, language: str | None = None,
+             free: FreeLines | None = None) -> str:
     """Put the fill's lines after the first on the document's indentation.
 
     The first line continues the cursor's line and keeps its level; nothing but leading
@@ -547,28 +607,32 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     `_on_document_unit`; a tab document's tab already stands for the fill's step).  A blank
     line's whitespace is dropped, as formatters do (a line of spaces is noise, and a
     linter's warning); the last line's too when no code follows the span on its line (it
-    would indent nothing).  Lines inside multi-line strings are treated like code: no
-    grammar is consulted here.  Where the cursor stands in its line's indentation, the first
-    line's own leading whitespace is indentation too, written in the block's tabs or
-    spaces at its width: kept as the model wrote it, four spaces after a Go file's tabs
-    made a line of both.
+    would indent nothing).  No grammar is read here: the lines inside strings, heredocs
+    and block comments come in `free`, from a parse.  Where the cursor stands in its
+    line's indentation, the first line's own leading whitespace is indentation too,
+    written in the block's tabs or spaces at its width: kept as the model wrote it, four
+    spaces after a Go file's tabs made a line of both.  The `free` lines (see FreeLines)
+    say nothing of the fill's base or step: they are moved by the rules the others set,
+    and re-stepped not at all.
     """
     if "\n" not in fill:
         return fill
     first, *rest = fill.split("\n")
+    free = free or FreeLines()
+    head, *read = free.read([first, *rest])
     canonical = language_for(language) if language else None
     levels = _enclosing(text, start, end, canonical)
     style = _block_style(detect_indent(text[:start] + text[end:], canonical), levels)
     style = _unshown_style(style, levels)
-    tab = style.width if not style.tabs else _fill_unit(rest, 4)
+    tab = style.width if not style.tabs else _fill_unit(read, 4)
     before, after = _line_bounds(text, start, end)
-    frame = _frame(before, first, rest, tab, canonical)
+    frame = _frame(before, head, read, tab, canonical)
     spaced = not style.tabs and style.measured and not any("\t" in _leading(line)
-                                                          for line in [before + first, *rest])
-    columns = _on_document_unit(before + first, rest, style.width, canonical) if (
+                                                          for line in [before + first, *read])
+    columns = _on_document_unit(before + head, read, style.width, canonical) if (
         frame is None and spaced) else None
     lead = _leading(first)
-    if not before.strip() and lead and first.strip():
+    if not before.strip() and lead and first.strip() and 0 not in free.literal:
         blanks = _indentation(_width(before + lead, tab), levels, style.tabs, tab)
         if not blanks.startswith(before):
             blanks = before + _blanks(_width(lead, tab), style.tabs, tab)
@@ -583,7 +647,7 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
         if frame is not None and i < frame.stop and line.strip() and column >= frame.base:
             steps, extra = divmod(column - frame.base, frame.unit)
             column = frame.target + steps * tab + extra
-        elif columns is not None and line.strip():
+        elif columns is not None and read[i].strip():
             column = columns[i]
         out.append(_indentation(column, levels, style.tabs, tab) + line[len(blanks):])
     return "\n".join(out)

@@ -26,7 +26,7 @@ import torch
 
 from dlm_lsp.characters import left_out
 from dlm_lsp.config import InfillOptions, ServerConfig, setting
-from dlm_lsp.indentation import reindent, to_cursor_column
+from dlm_lsp.indentation import FreeLines, place_literals, reindent, to_cursor_column
 from dlm_lsp.models.cache import CacheConfig, ContextCache
 from dlm_lsp.models.hf import HFDiffusionModel
 from dlm_lsp.models.hf_cache import HFContextCache
@@ -47,6 +47,7 @@ from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
 from dlm_lsp.serving import WorkerClosed
 from dlm_lsp.span import SpanLayout
+from dlm_lsp.syntax import free_lines
 from dlm_lsp.units import truncate_to_units
 from dlm_lsp.validation import ParsedDocument, Validation, language_for, parsed_document
 
@@ -112,14 +113,25 @@ def document_for(req: InfillRequest, cfg: ServerConfig) -> ParsedDocument | str:
     return document if isinstance(document, ParsedDocument) else document.reason
 
 
+def fill_free_lines(text: str, req: InfillRequest, language: str | None,
+                    local: tuple[str, int] | None) -> FreeLines:
+    """The lines of a multi-line fill whose indentation is no level (indentation.FreeLines),
+    against the lines around the span (`local`; None for a single-line fill)."""
+    if language is None or local is None or "\n" not in text:
+        return FreeLines()
+    lines, low = local
+    return free_lines(lines, req.start - low, req.end - low, text, language)
+
+
 def reindented(text: str, req: InfillRequest, language: str | None,
-               local: tuple[str, int] | None) -> str:
+               local: tuple[str, int] | None, free: FreeLines | None = None) -> str:
     """A multi-line fill on the document's indentation, against the lines around the span
-    (`local`, from `policy.local_text`; None for a single-line fill)."""
+    (`local`, from `policy.local_text`; None for a single-line fill); no level is read
+    from the `free` lines (see fill_free_lines)."""
     if language is None or local is None or "\n" not in text:
         return text
     lines, low = local
-    return reindent(text, lines, req.start - low, req.end - low, language)
+    return reindent(text, lines, req.start - low, req.end - low, language, free)
 
 
 def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, language: str | None,
@@ -127,17 +139,21 @@ def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, languag
     """A fill as it will be offered: at the cursor's column (`to_cursor_column`, multi-line
     plans), on the document's indentation, cut to whole syntactic units (multi-line
     fills, where there is a grammar), with the borrowed line break (`tail`) back.  Every
-    backend's fills are shaped here, so they read alike."""
+    backend's fills are shaped here, so they read alike.  Lines whose indentation is no
+    level (in a string, a heredoc, a block comment; a `#if`) are not read for one, and a
+    string's lines are given back as written (`FreeLines`, `place_literals`)."""
+    raw, free = text, fill_free_lines(text, req, language, local)
     if local is not None:
         lines, low = local
-        text = to_cursor_column(text, lines, req.start - low, req.end - low, language)
-    if language is not None and local is not None and "\n" in text:
-        text = reindented(text, req, language, local)
-        if plan.kind == MULTI_LINE:
-            lines, low = local
-            start, end = checked_span(req)
-            text = truncate_to_units(checked_text(lines, req, low), start - low, end - low,
-                                     text, language)
+        start, end = req.start - low, req.end - low
+        text = to_cursor_column(text, lines, start, end, language, free)
+        if language is not None and "\n" in text:
+            text = reindent(text, lines, start, end, language, free)
+            text = place_literals(raw, text, lines, start, end, free)
+            if plan.kind == MULTI_LINE:
+                start, end = checked_span(req)
+                text = truncate_to_units(checked_text(lines, req, low), start - low, end - low,
+                                         text, language)
     if tail and text.strip() and not text.endswith(tail):
         text += tail
     return text

@@ -10,6 +10,8 @@ the body around an offset -- so that the steps themselves stay one job each:
 * `truncate_to_units` (`dlm_lsp/units.py`) -- cut a multi-line fill to whole syntactic units.
 * `enclosing_node_range` (here: it is one tree query) -- grow a selection to the
   statement-level code around it.
+* `free_lines` (here: one tree query) -- the lines of a fill in a string, heredoc or block
+  comment, or a `#if`, whose indentation is no level.
 (`reindent`, which puts the fill's lines on the document's indentation, lives in
 `dlm_lsp/indentation.py`: it needs no tree.)
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node, Parser
 
-from dlm_lsp.indentation import _PAIRS
+from dlm_lsp.indentation import _PAIRS, FreeLines
 from dlm_lsp.validation import _LOCK, _parser, language_for
 
 # Nodes whose named children are statements, members or items: the units a rewrite grows to.
@@ -90,6 +92,58 @@ def _grammar(language: str | None) -> tuple[str, Parser] | None:
 
 def _is_comment(node: Node) -> bool:
     return "comment" in node.type
+
+
+def _is_literal(node: Node) -> bool:
+    """A string of any grammar (Python's triple quotes, JS's template, Rust's and C++'s raw
+    strings, Java's text block, Lua's long string), or a heredoc (shell, Ruby, PHP)."""
+    return any(kind in node.type for kind in ("string", "heredoc", "nowdoc"))
+
+
+def _is_heredoc(node: Node) -> bool:
+    return "heredoc" in node.type or "nowdoc" in node.type
+
+
+def free_lines(text: str, start: int, end: int, fill: str, language: str | None) -> FreeLines:
+    """The lines of `fill`, put in place of [start, end), whose indentation is no level
+    (see indentation.FreeLines): each line that starts inside a string or heredoc opened
+    above it (with the fill line that string opens on, if the fill's: None for a heredoc,
+    or for one opened before the fill), inside a block comment opened above it, or with a
+    preprocessor directive (C's `#if`, `#endif`: written at column 0 in any block)."""
+    grammar = _grammar(language)
+    if grammar is None or "\n" not in fill:
+        return FreeLines()
+    doc = _parse(grammar[1], text[:start] + fill + text[end:])
+    starts = [0]
+    for line in fill.split("\n")[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    literal: dict[int, int | None] = {}
+    passive: set[int] = set()
+    opens: dict[int, int] = {}
+    for index, at in enumerate(starts):
+        offset = doc.byte(start + at)
+        node = doc.root.descendant_for_byte_range(offset, offset)
+        while node is not None and not (node.start_byte < offset
+                                        and (_is_literal(node) or _is_comment(node))):
+            node = node.parent
+        if node is not None and _is_literal(node):
+            opened = doc.char(node.start_byte) - start
+            opener = next((i for i, s in enumerate(starts) if s > opened), len(starts)) - 1
+            own = opened >= 0 and not _is_heredoc(node)
+            literal[index] = opener if own else None
+            if own:
+                column = opened - starts[opener]
+                opens[opener] = min(opens.get(opener, column), column)
+        elif node is not None:
+            passive.add(index)
+        else:
+            line = fill[at:].split("\n", 1)[0]
+            code = doc.byte(start + at + len(line) - len(line.lstrip(" \t")))
+            token = doc.root.descendant_for_byte_range(code, code)
+            if line.strip() and token is not None and token.type.startswith("#") and (
+                    token.parent is not None and token.parent.type.startswith("preproc")):
+                passive.add(index)
+    return FreeLines(literal, frozenset(passive), opens)
 
 
 def _container(doc: _Doc, offset: int) -> Node | None:

@@ -17,7 +17,7 @@ from tree_sitter import Node, Parser
 
 from dlm_lsp.indentation import _CLOSERS, _PAIRS, _leading, _line_bounds, _width
 from dlm_lsp.span_hints import SpanHint, _span_hint
-from dlm_lsp.syntax import _container, _Doc, _grammar, _is_comment, _parse
+from dlm_lsp.syntax import _container, _Doc, _grammar, _is_comment, _is_literal, _parse
 from dlm_lsp.validation import ParsedDocument
 
 
@@ -101,7 +101,8 @@ _BRACED_BLOCKS = {"bash": "compound_statement"}
 
 
 def _dedent_cut(filled: _Doc, start: int, fill: str, base: int) -> int | None:
-    """The first fill line indented less than the block, outside strings (a fill index)."""
+    """The first fill line indented less than the block, outside strings, heredocs and
+    comments (a fill index): a heredoc's `EOF` stands at column 0 in any block."""
     line_start = fill.find("\n") + 1
     while line_start > 0:
         line_end = fill.find("\n", line_start)
@@ -110,7 +111,7 @@ def _dedent_cut(filled: _Doc, start: int, fill: str, base: int) -> int | None:
         if stripped and _width(_leading(line)) < base:
             first = filled.byte(start + line_start + len(_leading(line)))
             node: Node | None = filled.root.descendant_for_byte_range(first, first + 1)
-            while node is not None and "string" not in node.type and not _is_comment(node):
+            while node is not None and not _is_literal(node) and not _is_comment(node):
                 node = node.parent
             if node is None:
                 return line_start

@@ -229,6 +229,26 @@ def test_a_line_left_of_the_model_s_own_indentation_leaves_the_block(fake):
     assert (best.text, best.valid) == ("result = sum(items)", True)
 
 
+def test_a_string_s_lines_keep_their_columns_where_the_model_s_code_moves(fake):
+    """The model's two-space body goes on the document's four; a line inside its string
+    moves with the line the string opens on, or stays, left of it (see
+    indentation.FreeLines): it is the string's text, not a level."""
+    fake.answer = "\n  sql = '''\n  SELECT 1\n'''\n  result = sql\n  return result\n```"
+    [best] = engine(fake.url).infill(request()).candidates
+    assert (best.text, best.valid) == ("sql = '''\n    SELECT 1\n'''\n    result = sql", True)
+
+
+def test_a_template_string_s_lines_at_column_0_are_no_sign_of_the_model_s_base(fake):
+    """Read as code, the template's column-0 lines said the model wrote from column 0:
+    its code went a level deeper and the string's text changed."""
+    fake.answer = "\n  const s = `\nabc\n`;\n  return s;\n}\n```"
+    doc = "function f() {\n    \n}\n"
+    at = doc.index("    \n") + 4
+    [best] = engine(fake.url).infill(
+        InfillRequest(doc, at, at, "javascript", "file:///t.js")).candidates
+    assert (best.text, best.valid) == ("const s = `\nabc\n`;\n    return s;", True)
+
+
 def test_the_request_is_a_llada2_prompt_with_the_fill_settings_and_the_key(fake):
     engine(fake.url, temperature=0.3, top_p=0.9).infill(
         request(options=InfillOptions(length=40)))

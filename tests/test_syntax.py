@@ -1045,3 +1045,69 @@ def test_a_shell_fill_in_a_function_s_braces_ends_at_its_block_s_closer(
     braces were taken for brackets, inside which no dedent is read, and the `fi` kept:
     a second `fi`, and `echo 3` in the function."""
     assert _shaped(marked, fill, "bash") == expected
+
+
+# --- lines whose indentation is no level: strings, heredocs, block comments, `#if` ------------
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("bash", "f() {\n    ⟦⟧\n}\n", "cat <<EOF\nhello\n  world\nEOF\n    echo done"),
+    ("bash", "if true; then\n\t⟦⟧\nfi\n", "cat <<-EOF\n\thello\n\tEOF\n\techo done"),
+    ("ruby", "def f\n  ⟦⟧\nend\n", "x = <<TXT\nhi\nTXT\n  puts x"),
+    ("javascript", "function f() {\n  ⟦⟧\n}\n", "const s = `\nabc\n  def\n`;\n  return s;"),
+    ("go", "package m\n\nfunc f() string {\n\t⟦⟧\n}\n", "s := `\nabc\n`\n\treturn s"),
+    ("rust", "fn f() -> &'static str {\n    ⟦⟧\n}\n", 'let s = r"\nabc\n";\n    s'),
+    ("lua", "function f()\n  ⟦⟧\nend\n", "local s = [[\nabc\n]]\n  return s"),
+    ("cpp", "const char* f() {\n    ⟦⟧\n}\n", 'const char* s = R"(\nabc\n)";\n    return s;'),
+    ("python", "def f():\n    ⟦⟧\n", "sql = '''\nSELECT *\n  FROM t\n'''\n    return sql"),
+    ("c", "int f(int x) {\n    ⟦⟧\n}\n", "x++;\n#if A\n    x--;\n#endif\n    return x;"),
+], ids=["shell-heredoc", "shell-tab-heredoc", "ruby-heredoc", "js-template", "go-raw-string",
+        "rust-raw-string", "lua-long-string", "cpp-raw-string", "python-sql", "c-if"])
+def test_a_string_s_heredoc_s_or_directive_s_column_0_says_nothing_of_the_fill_s_base(
+        language: str, marked: str, fill: str) -> None:
+    """A line that starts inside a string or heredoc has content for whitespace, and a
+    directive stands at column 0 in any block: the fill's code here is at the cursor's
+    column, so it stays, and so does each of those lines.  Read as code, their column 0
+    said the fill was written from column 0: every code line went a level deeper, a
+    heredoc's `EOF` moved off column 0 (the heredoc then ran to the end of the file),
+    a string's lines were indented (its value changed), or the fill was cut at them."""
+    assert _shaped(marked, fill, language) == fill
+
+
+def test_a_docstring_s_lines_move_with_the_line_that_opens_it() -> None:
+    """A string's lines right of its opening line's indentation were written with it:
+    put on a two-space class, the method's docstring stays under its quotes."""
+    marked = "class A:\n  def g(self):\n    return 1\n\n  ⟦⟧\n"
+    fill = 'def f(self):\n      """Doc.\n\n      More.\n      """\n      return 2'
+    assert _shaped(marked, fill, "python") == (
+        'def f(self):\n    """Doc.\n\n    More.\n    """\n    return 2')
+
+
+def test_a_string_s_blank_line_keeps_its_whitespace() -> None:
+    """A blank line's whitespace is dropped, but in a string it is the string's text."""
+    fill = 's = """\n    a\n    \n    b\n    """\n    return s'
+    assert _shaped("def f():\n    ⟦⟧\n", fill, "python") == fill
+
+
+def test_a_block_comment_s_lines_move_with_the_code_around_them() -> None:
+    """A comment's ` * ` lines sit one column right of the code they describe, at column
+    1 here: they are no sign of the fill's base, but they go where its code goes."""
+    marked = "function f() {\n  let a = 1;\n  ⟦⟧\n}\n"
+    assert _shaped(marked, "/*\n * hi\n */\nreturn a;", "javascript") == (
+        "/*\n   * hi\n   */\n  return a;")
+
+
+def test_a_heredoc_line_at_column_0_is_no_dedent() -> None:
+    """Below a cursor in a shell function, a line left of its column ends the fill (a
+    `fi` the model wrote for an outer block), unless it is inside a heredoc."""
+    text = "f() {\n    \n}\n"
+    fill = "cat <<EOF\nhello\nEOF\n    echo done"
+    assert truncate_to_units(text, 10, 10, fill, "bash") == fill
+
+
+def test_a_heredoc_stays_where_it_was_written_when_its_command_moves() -> None:
+    """A fill written from column 0 moves to the cursor's column, a heredoc's command with
+    it, but not the heredoc: its `EOF` must stand at column 0 to end it."""
+    marked = "f() {\n    x=0\n    ⟦⟧\n}\n"
+    assert _shaped(marked, "x=1\ncat <<EOF\nhi\nEOF\necho", "bash") == (
+        "x=1\n    cat <<EOF\nhi\nEOF\n    echo")
