@@ -75,8 +75,8 @@ class FreeLines:
     deeper.  `literal` lines start inside a string or a heredoc: their whitespace is the
     string's content, so `place_literals` gives each back as the model wrote it, moved
     only with the line its string opens on (the value in `literal`; None for a heredoc,
-    whose terminator must stay where it was written).  `passive` lines (inside a block
-    comment, preprocessor directives) move with the code around them."""
+    whose terminator must stay where it was written).  `passive` lines (comments, a block
+    comment's inner lines, preprocessor directives) move with the code around them."""
 
     literal: dict[int, int | None] = field(default_factory=dict)
     passive: frozenset[int] = frozenset()

@@ -109,7 +109,7 @@ def free_lines(text: str, start: int, end: int, fill: str, language: str | None)
     (see indentation.FreeLines): each line that starts inside a string or heredoc opened
     above it (with the fill line that string opens on, if the fill's: None for a heredoc,
     or for one opened before the fill), inside a block comment opened above it, or with a
-    preprocessor directive (C's `#if`, `#endif`: written at column 0 in any block)."""
+    comment or a preprocessor directive (`_column_free`)."""
     grammar = _grammar(language)
     if grammar is None or "\n" not in fill:
         return FreeLines()
@@ -136,14 +136,23 @@ def free_lines(text: str, start: int, end: int, fill: str, language: str | None)
                 opens[opener] = min(opens.get(opener, column), column)
         elif node is not None:
             passive.add(index)
-        else:
-            line = fill[at:].split("\n", 1)[0]
-            code = doc.byte(start + at + len(line) - len(line.lstrip(" \t")))
-            token = doc.root.descendant_for_byte_range(code, code)
-            if line.strip() and token is not None and token.type.startswith("#") and (
-                    token.parent is not None and token.parent.type.startswith("preproc")):
-                passive.add(index)
+        elif index > 0 and _column_free(doc, start + at, fill[at:].split("\n", 1)[0]):
+            passive.add(index)
     return FreeLines(literal, frozenset(passive), opens)
+
+
+def _column_free(doc: _Doc, at: int, line: str) -> bool:
+    """Whether `line` (at character `at` of the document) starts with a comment or a
+    preprocessor directive: code that may stand at any column (C's `#if`, and a comment
+    an editor put at column 0 over code two levels in, as JetBrains' do)."""
+    if not line.strip():
+        return False
+    code = doc.byte(at + len(line) - len(line.lstrip(" \t")))
+    token = doc.root.descendant_for_byte_range(code, code)
+    if token is None or token.start_byte != code:
+        return False
+    return _is_comment(token) or (token.type.startswith("#") and token.parent is not None
+                                  and token.parent.type.startswith("preproc"))
 
 
 def _container(doc: _Doc, offset: int) -> Node | None:

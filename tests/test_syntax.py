@@ -1061,12 +1061,17 @@ def test_a_shell_fill_in_a_function_s_braces_ends_at_its_block_s_closer(
     ("cpp", "const char* f() {\n    ⟦⟧\n}\n", 'const char* s = R"(\nabc\n)";\n    return s;'),
     ("python", "def f():\n    ⟦⟧\n", "sql = '''\nSELECT *\n  FROM t\n'''\n    return sql"),
     ("c", "int f(int x) {\n    ⟦⟧\n}\n", "x++;\n#if A\n    x--;\n#endif\n    return x;"),
+    ("javascript", "function f() {\n  let a = 1;\n  ⟦⟧\n}\n", "a++;\n// a note\n  return a;"),
+    ("go", "package m\n\nfunc f() {\n\t⟦⟧\n}\n", "x := 1\n// a note\n\t_ = x"),
+    ("ruby", "def f\n  x = 0\n  ⟦⟧\nend\n", "x += 1\n=begin\nc\n=end\n  x"),
 ], ids=["shell-heredoc", "shell-tab-heredoc", "ruby-heredoc", "js-template", "go-raw-string",
-        "rust-raw-string", "lua-long-string", "cpp-raw-string", "python-sql", "c-if"])
+        "rust-raw-string", "lua-long-string", "cpp-raw-string", "python-sql", "c-if",
+        "js-comment", "go-comment", "ruby-begin-end"])
 def test_a_string_s_heredoc_s_or_directive_s_column_0_says_nothing_of_the_fill_s_base(
         language: str, marked: str, fill: str) -> None:
     """A line that starts inside a string or heredoc has content for whitespace, and a
-    directive stands at column 0 in any block: the fill's code here is at the cursor's
+    directive or a comment stands at column 0 in any block (JetBrains' editors comment
+    code out there; Ruby's `=begin` must): the fill's code here is at the cursor's
     column, so it stays, and so does each of those lines.  Read as code, their column 0
     said the fill was written from column 0: every code line went a level deeper, a
     heredoc's `EOF` moved off column 0 (the heredoc then ran to the end of the file),
