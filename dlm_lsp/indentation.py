@@ -521,6 +521,8 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
             own_line = _keyword(rest[code[0]]) in closers + continuations
             base, target = nested if own_line else nested - unit, line_base
     elif nested < cursor and (language != "python" or depth > 0):
+        if python and _statement_column(rest, code, depth, comments) >= cursor:
+            return None  # a continuation at column 0, then code at the cursor's column
         base, target = nested, cursor
     else:
         return None
@@ -545,6 +547,22 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
         if rest[i].rstrip().endswith(":") or _opens_keyword_block(rest[i], language):
             headers.add(widths[i])
     return _Frame(base, target, unit, len(rest))
+
+
+def _statement_column(rest: list[str], code: list[int], depth: int,
+                      comments: tuple[str, ...]) -> int:
+    """The column of the first line (of `rest`, after a first line that leaves `depth`
+    brackets open) that starts outside brackets: -1 if none does.
+
+    Inside brackets a Python line's column is free: one written at column 0 below a
+    cursor four in says the fill came from column 0 only if the next statement does too
+    (`1)` then `return ys`, both at 0); with the statement at the cursor's column the
+    model wrote there, and moving it a level deeper broke the fill."""
+    for i in code:
+        if depth <= 0:
+            return _width(_leading(rest[i]))
+        depth += _bracket_depths(rest[i], comments)[1]
+    return -1
 
 
 def _on_document_unit(head: str, rest: list[str], unit: int,

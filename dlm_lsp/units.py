@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterator
 
 from tree_sitter import Node, Parser
 
-from dlm_lsp.indentation import _CLOSERS, _PAIRS, _leading, _line_bounds, _width
+from dlm_lsp.indentation import (
+    _CLOSERS,
+    _PAIRS,
+    _bracket_depths,
+    _leading,
+    _line_bounds,
+    _width,
+)
 from dlm_lsp.span_hints import SpanHint, _span_hint
 from dlm_lsp.syntax import _container, _Doc, _grammar, _is_comment, _is_literal, _parse
 from dlm_lsp.validation import ParsedDocument
@@ -100,9 +107,11 @@ _DEDENT_ENDS = frozenset({"python", "ruby", "lua", "bash"})
 _BRACED_BLOCKS = {"bash": "compound_statement"}
 
 
-def _dedent_cut(filled: _Doc, start: int, fill: str, base: int) -> int | None:
+def _dedent_cut(filled: _Doc, start: int, fill: str, base: int,
+                python: bool = False) -> int | None:
     """The first fill line indented less than the block, outside strings, heredocs and
-    comments (a fill index): a heredoc's `EOF` stands at column 0 in any block."""
+    comments (a fill index): a heredoc's `EOF` stands at column 0 in any block.  Nor,
+    with `python`, a line inside brackets or after a backslash: its column is free."""
     line_start = fill.find("\n") + 1
     while line_start > 0:
         line_end = fill.find("\n", line_start)
@@ -113,10 +122,19 @@ def _dedent_cut(filled: _Doc, start: int, fill: str, base: int) -> int | None:
             node: Node | None = filled.root.descendant_for_byte_range(first, first + 1)
             while node is not None and not _is_literal(node) and not _is_comment(node):
                 node = node.parent
-            if node is None:
+            if node is None and not (python and _continues(fill[:line_start - 1])):
                 return line_start
         line_start = line_end + 1 if line_end != -1 else 0
     return None
+
+
+def _continues(above: str) -> bool:
+    """Whether a line goes on the statement of the fill's lines `above` it: they leave a
+    bracket open, or end in a backslash (Python's `#` comments).  Read from the text:
+    tree-sitter-python takes `(1 +` then `2)` at column 0 in a block for an error, which
+    Python does not."""
+    depth = sum(_bracket_depths(line, ("#",))[1] for line in above.split("\n"))
+    return depth > 0 or above.rstrip(" \t").endswith("\\")
 
 
 def _python_base(hint: SpanHint, fill: str, before: str) -> int:
@@ -178,7 +196,7 @@ def truncate_to_units(text: str, start: int, end: int, fill: str, language: str 
             base = _python_base(_span_hint(removed, start, canonical), fill, before)
         else:  # no block hint is read for these grammars: the cursor's line is in the block
             base = _width(_leading(before))
-        cuts.append(_dedent_cut(filled, start, fill, base))
+        cuts.append(_dedent_cut(filled, start, fill, base, canonical == "python"))
     found = [cut for cut in cuts if cut is not None and fill[cut:].strip()]
     body = _end_at(fill[:min(found)], text, start, end) if found else fill
 

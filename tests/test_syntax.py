@@ -1116,3 +1116,14 @@ def test_a_heredoc_stays_where_it_was_written_when_its_command_moves() -> None:
     marked = "f() {\n    x=0\n    ⟦⟧\n}\n"
     assert _shaped(marked, "x=1\ncat <<EOF\nhi\nEOF\necho", "bash") == (
         "x=1\n    cat <<EOF\nhi\nEOF\n    echo")
+
+
+@pytest.mark.parametrize("fill", ["y = (1 +\n2)\n    return y", "y = 1 + \\\n2\n    return y"],
+                         ids=["in-brackets", "after-a-backslash"])
+def test_a_python_continuation_at_column_0_above_code_at_the_cursor_s_column_stays(
+        fill: str) -> None:
+    """A Python line that goes on a statement may stand at any column; with the next
+    statement at the cursor's column the model wrote the fill there.  Read as a sign of a
+    fill from column 0 it moved `return y` a level too deep, and read as a dedent it cut
+    the fill in half a statement."""
+    assert _shaped("def f():\n    x = 0\n    ⟦⟧\n", fill, "python") == fill
