@@ -55,7 +55,8 @@ _INSIDE_BLOCK = "if 1:\n"  # makes an indented chunk a block of its own
 
 
 class Rejection(NamedTuple):
-    """Where CPython rejects the filled document, in its coordinates."""
+    """Where a second parser (CPython, bash) rejects the filled document, in its
+    coordinates."""
 
     line: int  # 0-based
     column: int  # 0-based, characters

@@ -35,7 +35,8 @@ from typing import NamedTuple
 
 from tree_sitter import Language, Node, Parser, Tree
 
-from dlm_lsp.python_syntax import PythonSyntax
+from dlm_lsp.bash_syntax import BashSyntax, bash_for
+from dlm_lsp.python_syntax import PythonSyntax, Rejection
 
 
 @dataclass(frozen=True)
@@ -282,8 +283,9 @@ class ParsedDocument:
     """
 
     def __init__(self, text: str, language: str, parser: Parser,
-                 previous: ParsedDocument | None = None):
+                 previous: ParsedDocument | None = None, bash: str | None = None):
         self.text, self.language, self._parser = text, language, parser
+        self.bash = bash  # the bash that confirms a shell fill (bash_syntax), or None
         self.data = _encode(text)
         old_tree = None
         if previous is not None and previous.language == language:
@@ -296,6 +298,7 @@ class ParsedDocument:
         self._lines: list[int] | None = None
         self._windows: dict[tuple[int, int], ParsedDocument] = {}
         self._python: PythonSyntax | None = None
+        self._shell: BashSyntax | None = None
         self._verdicts: dict[tuple[int, int, str], Validation] = {}
         self.windowed = True  # large documents validate in a window (a window itself never)
 
@@ -374,17 +377,37 @@ class ParsedDocument:
                           new_ranges=tuple(sorted({span for _, span in new})))
 
     def _confirmed(self, start: int, end: int, fill: str, reason: str) -> Validation:
-        """tree-sitter's pass, unless CPython rejects a Python fill (see python_syntax)."""
+        """tree-sitter's pass, unless CPython rejects a Python fill (see python_syntax) or
+        bash a shell fill (see bash_syntax)."""
         if self.language == "python":
             if self._python is None:
                 self._python = PythonSyntax(self.text, self.tree.root_node, self._line_starts())
             rejected = self._python.rejects(start, end, fill)
             if rejected is not None:
-                return Validation(True, False, self.language, ((rejected.line, rejected.column),),
-                                  reason=f"{_introduced(1, rejected.line, rejected.column)}"
-                                         f" (Python: {rejected.message})",
-                                  new_ranges=((rejected.start, rejected.end),))
-        return Validation(True, True, self.language, reason=reason)
+                return self._rejected(rejected, "Python")
+        return self._bash_confirmed(start, end, fill,
+                                    Validation(True, True, self.language, reason=reason))
+
+    def _bash_confirmed(self, start: int, end: int, fill: str, passed: Validation) -> Validation:
+        """`passed`, unless bash rejects the fill of a shell document (see bash_syntax).
+
+        bash reads the commands around the span in the whole document, also where
+        tree-sitter judged a window of it: a window's edges cut through the functions
+        that hold it, which bash would report at its first line, for every fill."""
+        if self.bash is None:
+            return passed
+        if self._shell is None:
+            self._shell = BashSyntax(self.text, self.tree.root_node, self._line_starts(),
+                                     self.bash)
+        rejected = self._shell.rejects(start, end, fill)
+        return passed if rejected is None else self._rejected(rejected, "bash")
+
+    def _rejected(self, rejected: Rejection, parser: str) -> Validation:
+        """The verdict of a second parser that rejects a fill tree-sitter passed."""
+        return Validation(True, False, self.language, ((rejected.line, rejected.column),),
+                          reason=f"{_introduced(1, rejected.line, rejected.column)}"
+                                 f" ({parser}: {rejected.message})",
+                          new_ranges=((rejected.start, rejected.end),))
 
     def _at_fill(self, where: tuple[int, int], error: _Error, start: int) -> tuple[int, int]:
         """Where to report an error: one that began on an earlier line and runs into the
@@ -458,7 +481,7 @@ class ParsedDocument:
             self._windows = {key: part}
         verdict = part.validate(start - low, end - low, fill)
         if verdict.valid:
-            return verdict
+            return self._bash_confirmed(start, end, fill, verdict)
         shift = bisect.bisect_right(self._line_starts(), low) - 1
         return replace(verdict, new_errors=tuple((line + shift, column)
                                                  for line, column in verdict.new_errors),
@@ -637,7 +660,9 @@ def parsed_document(text: str, language: str | None,
                     uri: str | None = None) -> ParsedDocument | Validation:
     """The document parsed (from its previous version's tree, when `uri` was seen before).
 
-    Returns an unchecked Validation instead when the language has no usable grammar.
+    Returns an unchecked Validation instead when the language has no usable grammar.  A
+    shell document's fills are confirmed by bash where it is bash's or sh's (its shebang,
+    its file name) and bash is installed (bash_syntax.bash_for).
     """
     canonical, parser, why = canonical_language(language)
     if parser is None:
@@ -646,7 +671,8 @@ def parsed_document(text: str, language: str | None,
         previous = _DOCUMENTS.get(uri) if uri is not None else None
     if previous is not None and previous.text == text and previous.language == canonical:
         return previous
-    document = ParsedDocument(text, canonical, parser, previous)
+    document = ParsedDocument(text, canonical, parser, previous,
+                              bash=bash_for(text, uri) if canonical == "bash" else None)
     if uri is not None:
         with _LOCK:
             _DOCUMENTS[uri] = document

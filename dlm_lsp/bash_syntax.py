@@ -1,0 +1,326 @@
+"""bash's own parser (`bash -n`) as a second opinion on shell fills.
+
+tree-sitter-bash is lenient: it accepts text bash cannot parse.  A heredoc whose
+terminator is indented (`    EOF` under `cat <<EOF`; `<<-EOF` allows leading tabs
+only) never ends for bash, so the `}` of the function around it and the rest of
+the script become heredoc text; tree-sitter ends it anyway and calls the fill
+valid.  It also passes `fi`, `done`, `esac`, `}` or `then` where nothing is open,
+`;;` outside a `case`, `elif` after `else`, a `then` or `do` with no command in its
+body, a redirection with no target, `[[ -n ]]`.  So a fill in a bash or POSIX sh
+script that tree-sitter passes is parsed again by `bash -n`, which reads the
+commands and runs none of them.
+
+As with python_syntax, the text parsed ("the chunk") is whole lines: the
+top-level commands that meet the span, with one either side, commands that
+share a line kept together; when that is longer than CHUNK_CHARS, the commands
+of the function body (`{ ... }`) or loop body (`do ... done`) that holds the
+span, if any.  A script broken elsewhere thus leaves the check working (bash
+stops at a file's first error), and the cost does not grow with the script.  The
+filled chunk is parsed first, and the chunk as it is only when that fails, once
+per span and document version.  bash reports a line and no column.  What counts
+against the fill, with the chunk as it is (the span's old text) as baseline:
+
+* the chunk parses as it is: the filled chunk must parse too;
+* it does not: the fill is blamed only when bash now fails on an *earlier* line
+  than it did, or when the old failure sat on the span's lines (or after them
+  with only blank and comment lines between: bash notices an empty `then` body
+  at its `fi`) and the new one sits on the fill's lines the same way, or when
+  the fill wrote a line that would end a heredoc left open to the end (its
+  delimiter with blanks around it).  Damage elsewhere in the chunk is the user's.
+
+A heredoc that runs to the end counts as a failure though bash only warns of it
+(at the top level bash then feeds the rest of the script to the command as text);
+it is placed at the heredoc's `<<` line, and reported at the line that was meant
+to end it when there is one.
+
+`bash -n` is run with extglob on (`-O extglob`): it changes how bash parses
+`@(a|b)` patterns, and scripts that use them enable it in a line `bash -n` does
+not run (or, like bash-completion's, are sourced by a shell that has it on);
+without it their patterns are syntax errors.  Other options a script may set
+(`set -o posix`) change little of what parses and are left as bash starts.
+
+Safety: bash is the one found on PATH, given the text on its standard input (an
+anonymous in-memory file, or an unlinked temporary file where there is none), a
+cleared environment (no BASH_ENV, ENV, SHELLOPTS, BASHOPTS or exported
+functions), `--norc --noprofile`, and TIMEOUT seconds.  If it cannot be run, or
+says something this module does not understand, there is no verdict and
+tree-sitter's stands.  Without bash on PATH (Windows, minimal containers) the
+check is not made.
+
+Only the request's whole document is checked this way (validation.parsed_document
+decides, `bash_for`): the dialect is read from its shebang and file name, which
+the lines around a span that units.py judges do not show, and a process per
+prefix there would cost more than it tells.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from typing import BinaryIO, NamedTuple
+
+from tree_sitter import Node
+
+from dlm_lsp.python_syntax import Rejection
+
+# The commands handed to bash are cut at this size (characters); past it the check
+# moves into the function or loop body that holds the span, where there is one.
+CHUNK_CHARS = 20_000
+TIMEOUT = 2.0  # seconds; past it, no verdict
+
+# The shells a shebang may name for the check to apply: bash and the POSIX sh family
+# (bash parses a superset of it).  zsh, ksh, fish, csh and others have grammars of
+# their own that bash would reject.
+_CHECKED_SHELLS = frozenset({"bash", "sh", "dash", "ash"})
+# File names of other shells' scripts (and of bats tests: bash with `@test` blocks), where
+# there is no shebang to say.
+_OTHER_SUFFIXES = (".zsh", ".zsh-theme", ".ksh", ".mksh", ".csh", ".tcsh", ".fish", ".bats")
+_OTHER_NAMES = frozenset({".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".kshrc",
+                          ".mkshrc", ".cshrc", ".tcshrc", ".login", ".logout"})
+
+# bash's messages, as it writes them with argv[0] "bash" and no locale
+_MESSAGE = re.compile(r"bash: line (\d+): (.*)")
+_HEREDOC = re.compile(r"warning: here-document at line (\d+) delimited by end-of-file "
+                      r"\(wanted `(.*)'\)")
+_COMMENT_OR_BLANK = re.compile(r"[ \t]*(#.*)?")
+
+_NO_VERDICT = object()  # bash could not be run, or said something not understood
+
+
+def interpreter(text: str) -> str | None:
+    """The program a script's shebang names (through `env`), or None without one."""
+    if not text.startswith("#!"):
+        return None
+    words = text[2:].split("\n", 1)[0].split()
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+    return os.path.basename(words[0]) if words else None
+
+
+def bash_for(text: str, uri: str | None) -> str | None:
+    """The bash to check a shell document with: None when it is another shell's
+    script (by its shebang, else its file name) or no bash is on PATH."""
+    named = interpreter(text)
+    if named is not None:
+        if named not in _CHECKED_SHELLS:
+            return None
+    elif uri:
+        name = uri.split("?", 1)[0].split("#", 1)[0].replace("\\", "/").rsplit("/", 1)[-1]
+        if name.lower() in _OTHER_NAMES or name.lower().endswith(_OTHER_SUFFIXES):
+            return None
+    return shutil.which("bash")
+
+
+class _Failure(NamedTuple):
+    """bash's first objection to a text, rows counted from its first line (0-based)."""
+
+    row: int  # where the damage starts, for comparing failures
+    shown: int  # where to report it (a heredoc's would-be terminator, else `row`)
+    message: str  # bash's, for all but a heredoc left open
+    delimiter: str | None = None  # a heredoc left open: the line that would end it
+
+    def said(self, top: int) -> str:
+        """The message, on the lines of a document whose row `top` is the text's first."""
+        if self.delimiter is None:
+            return self.message
+        return (f"here-document at line {top + self.row + 1} delimited by end-of-file "
+                f"(wanted `{self.delimiter}')")
+
+
+def _stdin(data: bytes) -> BinaryIO:
+    """`data` in a file bash reads as its standard input: in memory where the system
+    allows, else a temporary file only this user can read, unlinked at once.  A pipe
+    would do, but bash reads a pipe a byte at a time (9x slower on an 11,000-line script)."""
+    if hasattr(os, "memfd_create"):
+        handle: BinaryIO = os.fdopen(os.memfd_create("dlm-lsp-bash-check", os.MFD_CLOEXEC),
+                                     "w+b")
+    else:
+        handle = tempfile.TemporaryFile()
+    handle.write(data)
+    handle.seek(0)
+    return handle
+
+
+def run_bash(bash: str, source: str) -> subprocess.CompletedProcess[bytes] | None:
+    """`bash -n` over `source` (see the module's Safety), or None when it cannot run."""
+    try:
+        with _stdin(source.encode("utf-8", "surrogatepass")) as script:
+            return subprocess.run(["bash", "--norc", "--noprofile", "-O", "extglob", "-n"],
+                                  executable=bash, stdin=script, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, env={"LC_ALL": "C"},
+                                  timeout=TIMEOUT, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _failure(bash: str, source: str) -> _Failure | None | object:
+    """bash's first objection to `source`, None when it parses, or _NO_VERDICT."""
+    done = run_bash(bash, source)
+    if done is None:
+        return _NO_VERDICT
+    for line in done.stderr.decode("utf-8", "replace").splitlines():
+        said = _MESSAGE.fullmatch(line)
+        if said is None:
+            continue
+        message = said.group(2)
+        heredoc = _HEREDOC.fullmatch(message)
+        if heredoc is not None:
+            row, delimiter = int(heredoc.group(1)) - 1, heredoc.group(2)
+            return _Failure(row, _terminator(source, row, delimiter), message, delimiter)
+        if not message.startswith("warning:"):
+            return _Failure(int(said.group(1)) - 1, int(said.group(1)) - 1, message)
+    # bash -n goes on after some errors (a `[[ ]]` it cannot parse) and exits 0: the message
+    # decides; a failing exit with none understood (not a script, no such shell) says nothing
+    return None if done.returncode == 0 else _NO_VERDICT
+
+
+def _terminator(source: str, opener: int, delimiter: str) -> int:
+    """The first line below a heredoc's `<<` line that was meant to end it (its delimiter
+    with blanks around it), else the `<<` line."""
+    for row, line in enumerate(source.split("\n")[opener + 1:], opener + 1):
+        if line.strip() == delimiter:
+            return row
+    return opener
+
+
+def _groups(body: Node) -> list[tuple[int, int]]:
+    """The rows of the commands in `body`, commands that share a row taken together."""
+    groups: list[tuple[int, int]] = []
+    for child in body.named_children:
+        first, last = child.start_point[0], child.end_point[0]
+        if child.end_point[1] == 0 and last > first:
+            last -= 1  # it ends with its line break
+        if groups and first <= groups[-1][1]:
+            groups[-1] = (groups[-1][0], max(last, groups[-1][1]))
+        else:
+            groups.append((first, last))
+    return groups
+
+
+def _around(body: Node, first: int, last: int) -> tuple[int, int]:
+    """The rows of the commands of `body` that meet rows [first, last], one either side
+    (with the span's own rows); all of it when tree-sitter found no commands in it (the
+    whole script one ERROR node)."""
+    groups = _groups(body)
+    if not groups:
+        return first, last
+    if body.is_error:
+        return min(first, groups[0][0]), max(last, groups[-1][1])
+    hit = [i for i, (a, b) in enumerate(groups) if a <= last and b >= first]
+    if hit:
+        low, high = max(0, hit[0] - 1), min(len(groups) - 1, hit[-1] + 1)
+    else:  # blank lines or comments between commands: their neighbours
+        after = next((i for i, (a, _) in enumerate(groups) if a > last), len(groups))
+        low, high = max(0, after - 1), min(len(groups) - 1, after)
+    return min(first, groups[low][0]), max(last, groups[high][1])
+
+
+def _inner_body(body: Node, first: int, last: int) -> Node | None:
+    """The function or loop body (`{ ... }`, `do ... done`) below `body`'s command that
+    holds rows [first, last] strictly inside its braces, nearest first."""
+    holders = [c for c in body.named_children
+               if c.start_point[0] < first and last < c.end_point[0]]
+    stack = holders[:1]
+    while stack:
+        node = stack.pop()
+        if node.type in ("compound_statement", "do_group"):
+            if node.start_point[0] < first and last < node.end_point[0]:
+                return node
+            continue
+        stack.extend(c for c in node.named_children
+                     if c.start_point[0] <= first and last <= c.end_point[0])
+    return None
+
+
+class BashSyntax:
+    """bash's verdict on fills of one version of a shell document."""
+
+    def __init__(self, text: str, root: Node, line_starts: list[int], bash: str):
+        self.text, self.root, self.lines, self.bash = text, root, line_starts, bash
+        self._chunks: dict[tuple[int, int], tuple[int, int]] = {}
+        self._as_it_is: dict[tuple[int, int], _Failure | None | object] = {}
+
+    def _row(self, offset: int) -> int:
+        return bisect.bisect_right(self.lines, offset) - 1
+
+    def _line_end(self, row: int) -> int:
+        return self.lines[row + 1] if row + 1 < len(self.lines) else len(self.text)
+
+    def _chunk(self, start: int, end: int) -> tuple[int, int]:
+        """The whole lines [low, high) of the commands around [start, end)."""
+        key = (start, end)
+        if key not in self._chunks:
+            self._chunks[key] = self._find_chunk(start, end)
+        return self._chunks[key]
+
+    def _find_chunk(self, start: int, end: int) -> tuple[int, int]:
+        first, last = self._row(start), self._row(end)
+        body = self.root
+        top, bottom = _around(body, first, last)
+        while self._line_end(bottom) - self.lines[top] > CHUNK_CHARS:
+            inner = _inner_body(body, first, last)
+            if inner is None:
+                break
+            body = inner
+            rows = _around(body, first, last)
+            if rows[0] <= body.start_point[0] or rows[1] >= body.end_point[0]:
+                break  # a command shares a line with the braces: keep the outer chunk
+            top, bottom = rows
+        return self.lines[top], self._line_end(bottom)
+
+    def _failure_as_it_is(self, low: int, high: int) -> _Failure | None | object:
+        """bash's verdict on lines [low, high) as they are, asked once per chunk."""
+        key = (low, high)
+        if key not in self._as_it_is:
+            self._as_it_is[key] = _failure(self.bash, self.text[low:high])
+        return self._as_it_is[key]
+
+    def rejects(self, start: int, end: int, fill: str) -> Rejection | None:
+        """bash's objection to `fill` written over [start, end), or None."""
+        low, high = self._chunk(start, end)
+        source = self.text[low:start] + fill + self.text[end:high]
+        failure = _failure(self.bash, source)
+        if not isinstance(failure, _Failure):  # it parses, or bash said nothing clear
+            return None
+        old = self._failure_as_it_is(low, high)
+        if old is _NO_VERDICT or (isinstance(old, _Failure) and not self._blamed(
+                old, low, high, failure, source, start, end, fill)):
+            return None
+        lines = source.split("\n")
+        row = min(failure.shown, len(lines) - 1)  # bash's end of file can be a line further
+        line = lines[row]
+        column = len(line) - len(line.lstrip(" \t"))
+        at = low + sum(len(text) + 1 for text in lines[:row])
+        top = self._row(low)
+        return Rejection(top + row, column, at + column, at + max(column, len(line.rstrip())),
+                         failure.said(top))
+
+    def _blamed(self, old: _Failure, low: int, high: int, new: _Failure, source: str,
+                start: int, end: int, fill: str) -> bool:
+        """With lines [low, high) failing as they are (`old`): whether `new`, the failure
+        of the filled lines `source`, is the fill's doing (rows count from `low`'s line)."""
+        top = self._row(low)
+        first, last = self._row(start) - top, self._row(end) - top
+        fill_last = first + fill.count("\n")
+        if (new.shown != new.row and first <= new.shown <= fill_last
+                and not (old.shown != old.row and first <= old.shown <= last)):
+            return True  # the fill wrote a heredoc's end where it ends nothing
+        moved = (old.row if old.row < first else first if old.row <= last
+                 else old.row + fill_last - last)
+        if new.row < moved:  # bash now stops earlier than it did
+            return True
+        return (_beside(self.text[low:high].split("\n"), first, last, old.row)
+                and _beside(source.split("\n"), first, fill_last, new.row))
+
+
+def _beside(lines: list[str], first: int, last: int, row: int) -> bool:
+    """Whether `row` is one of rows [first, last], or below them with only blank and
+    comment lines between (bash notices an empty body, or the end of the text, there)."""
+    if first <= row <= last:
+        return True
+    return row > last and all(_COMMENT_OR_BLANK.fullmatch(line)
+                              for line in lines[last + 1:row])

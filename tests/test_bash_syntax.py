@@ -1,0 +1,253 @@
+"""Specification of dlm_lsp.bash_syntax: `bash -n` confirms what tree-sitter passes.
+
+tree-sitter-bash accepts some text bash rejects; a fill in a bash or sh script is
+valid only when bash's parser agrees, judged on the commands around the span and
+never blaming the user's own damage.  Documents mark the span as ⟦old text⟧ (⟦⟧
+for an insertion point), as in test_validation.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dlm_lsp import bash_syntax, validation
+from dlm_lsp.bash_syntax import CHUNK_CHARS
+from dlm_lsp.validation import Validation, validate_fill
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on PATH")
+
+
+def _fill(marked: str, fill: str, uri: str | None = None) -> Validation:
+    start = marked.index("⟦")
+    end = marked.index("⟧") - 1
+    return validate_fill(marked.replace("⟦", "").replace("⟧", ""), start, end, fill, "bash",
+                         uri)
+
+
+def _filled(marked: str, fill: str) -> str:
+    return marked.replace("⟦", "").split("⟧")[0] + fill + marked.split("⟧")[1]
+
+
+# --- heredocs -----------------------------------------------------------------------------
+
+
+FUNCTION = "f() {\n    echo start\n⟦⟧\n}\necho hi\n"
+
+
+def test_a_heredoc_whose_terminator_is_indented_is_rejected() -> None:
+    """bash ends `<<EOF` only at a line that is exactly `EOF`: the `}` and the rest of
+    the script became heredoc text, and tree-sitter ended the heredoc anyway."""
+    fill = "    cat <<EOF\nhello\n    EOF"
+    result = _fill(FUNCTION, fill)
+    assert not result.valid
+    assert "(bash: here-document at line 3 delimited by end-of-file (wanted `EOF'))" \
+        in result.reason
+    assert result.new_errors == ((4, 4),)  # the line meant to end it, for repair to re-mask
+    [(a, b)] = result.new_ranges
+    assert _filled(FUNCTION, fill)[a:b] == "EOF"
+
+
+def test_the_same_heredoc_ended_at_column_0_is_accepted() -> None:
+    assert _fill(FUNCTION, "    cat <<EOF\nhello\nEOF").valid
+
+
+def test_a_dash_heredoc_may_indent_its_terminator_with_tabs_not_spaces() -> None:
+    assert _fill(FUNCTION, "\tcat <<-EOF\n\thello\n\tEOF").valid
+    result = _fill(FUNCTION, "    cat <<-EOF\n    hello\n    EOF")
+    assert not result.valid
+    assert result.new_errors == ((4, 4),)
+
+
+def test_a_terminator_the_fill_writes_for_the_user_s_open_heredoc_must_end_it() -> None:
+    """The heredoc is open to the end as the document is, so bash fails there either way;
+    a line the fill meant to end it with is still the fill's."""
+    marked = "f() {\n    cat <<EOF\nhello\n⟦⟧\n}\necho hi\n"
+    assert _fill(marked, "EOF").valid
+    result = _fill(marked, "    EOF")
+    assert not result.valid
+    assert result.new_errors == ((3, 4),)
+
+
+# --- other text tree-sitter lets through --------------------------------------------------
+
+
+@pytest.mark.parametrize("fill", ["fi", "done", "esac", "}", "then echo a", "echo a;;",
+                                  "echo a >", "if true; then then echo a; fi"])
+def test_commands_bash_cannot_parse_are_rejected(fill: str) -> None:
+    result = _fill("x=1\n⟦⟧\necho b\n", fill)
+    assert not result.valid
+    assert "(bash: syntax error near unexpected token" in result.reason
+    assert result.new_errors == ((1, 0),)
+
+
+def test_a_conditional_bash_cannot_parse_is_rejected_though_bash_n_exits_0() -> None:
+    """bash reports it, goes on parsing and exits 0 under -n; run, the script stops there."""
+    result = _fill("x=1\n⟦⟧\necho b\n", "[[ -n ]] && echo set")
+    assert not result.valid
+    assert "(bash: unexpected argument `]]' to conditional unary operator)" in result.reason
+
+
+def test_an_elif_after_else_is_rejected() -> None:
+    marked = "if [ -n \"$a\" ]; then\n  echo a\nelse\n  echo b\n⟦⟧\nfi\n"
+    assert _fill(marked, "  echo c").valid
+    result = _fill(marked, "elif [ -n \"$b\" ]; then")
+    assert not result.valid
+    assert "unexpected token `elif'" in result.reason
+
+
+def test_a_then_body_left_empty_must_be_filled_with_a_command() -> None:
+    """bash notices the empty body at its `fi`, on the line below the span."""
+    marked = "if [ -f x ]; then\n  ⟦⟧\nfi\necho b\n"
+    assert _fill(marked, "rm x").valid
+    for fill in ("", "# later"):
+        result = _fill(marked, fill)
+        assert not result.valid, repr(fill)
+        assert result.new_errors == ((2, 0),)
+
+
+# --- the user's damage is not the fill's --------------------------------------------------
+
+
+def test_a_script_broken_elsewhere_does_not_reject_a_good_fill() -> None:
+    marked = "f() {\n  ⟦⟧\n  echo a\n  echo b;;\n}\n"
+    assert _fill(marked, "local x=1").valid
+    result = _fill(marked, "fi")  # bash now stops earlier: the fill's doing
+    assert not result.valid
+    assert result.new_errors == ((1, 2),)
+
+
+def test_a_script_broken_above_still_has_its_fills_checked() -> None:
+    """bash stops at the first error in a file; the commands around the span are
+    parsed on their own, so damage far above does not hide the fill's."""
+    body = "".join(f"echo {i}\n" for i in range(30))
+    marked = f"done\n{body}g() {{\n  ⟦⟧\n}}\n{body}"
+    assert _fill(marked, "echo g").valid
+    result = _fill(marked, "fi")
+    assert not result.valid
+    assert result.new_errors == ((32, 2),)
+
+
+def test_a_function_too_big_to_parse_whole_is_checked_in_its_body() -> None:
+    body = "".join(f"  echo {i} line of output for the log\n" for i in range(600))
+    marked = f"main() {{\n  esac\n{body}  ⟦⟧\n  echo end\n}}\nmain \"$@\"\n"
+    assert len(marked) > CHUNK_CHARS
+    assert _fill(marked, "echo x").valid
+    result = _fill(marked, "fi")
+    assert not result.valid
+    assert result.new_errors == ((602, 2),)
+
+
+# --- extglob ------------------------------------------------------------------------------
+
+
+EXTGLOB = ("#!/bin/bash\nshopt -s extglob\n\ncase $1 in\n  @(start|stop)) echo ok ;;\n"
+           "esac\n⟦⟧\n")
+
+
+def test_a_script_that_enables_extglob_keeps_its_patterns_and_its_fills() -> None:
+    """`bash -n` runs no `shopt -s extglob`: without extglob on, bash cannot parse
+    `@(a|b)`, and every fill in such a script would be blamed or unchecked."""
+    assert _fill(EXTGLOB, "echo done").valid
+    assert _fill(EXTGLOB, "[[ $2 == +([0-9]) ]] && echo number").valid
+    assert "(bash: " in _fill(EXTGLOB, "fi").reason
+
+
+# --- where bash is asked, and how ---------------------------------------------------------
+
+
+def test_a_zsh_script_is_not_checked_by_bash() -> None:
+    """VS Code's `shellscript` language is zsh's too; zsh parses what bash rejects."""
+    marked = "x=1\n⟦⟧\necho b\n"
+    assert not _fill(marked, "fi", "file:///home/u/build.sh").valid
+    assert _fill(marked, "fi", "file:///home/u/prompt.zsh").valid
+    assert _fill(marked, "fi", "file:///home/u/.zshrc").valid
+    assert _fill("#!/usr/bin/env zsh\n" + marked, "fi", "file:///home/u/tool").valid
+    assert not _fill("#!/bin/sh\n" + marked, "fi", "file:///home/u/tool").valid
+
+
+def test_without_bash_on_path_tree_sitter_s_verdict_stands(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    marked = "x=1\n⟦⟧\necho b\n"
+    assert not _fill(marked, "fi").valid
+    monkeypatch.setenv("PATH", str(tmp_path))
+    result = _fill(marked, "fi")
+    assert result.valid and result.checked
+    assert not _fill(marked, "echo 'a").valid  # tree-sitter still checks
+
+
+@pytest.mark.parametrize("trouble", [subprocess.TimeoutExpired("bash", 2.0),
+                                     OSError("no such file")])
+def test_a_bash_that_cannot_answer_leaves_tree_sitter_s_verdict(
+        monkeypatch: pytest.MonkeyPatch, trouble: Exception) -> None:
+    asked: list[object] = []
+
+    def failing(*args: object, **kwargs: object) -> None:
+        asked.append(args)
+        raise trouble
+
+    monkeypatch.setattr(bash_syntax.subprocess, "run", failing)
+    result = _fill("x=1\n⟦⟧\necho b\n", "fi")
+    assert asked and result.valid and result.checked
+
+
+def test_bash_gets_no_startup_files_and_a_cleared_environment(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    startup = tmp_path / "startup.sh"
+    startup.write_text(f"touch {marker}\n")
+    for name in ("BASH_ENV", "ENV"):
+        monkeypatch.setenv(name, str(startup))
+    monkeypatch.setenv("SHELLOPTS", "noclobber")
+    calls: list[tuple[list[str], dict]] = []
+    run = subprocess.run
+
+    def recording(args: list[str], **kwargs: object) -> subprocess.CompletedProcess:
+        calls.append((args, kwargs))
+        return run(args, **kwargs)
+
+    monkeypatch.setattr(bash_syntax.subprocess, "run", recording)
+    assert not _fill("x=1\n⟦⟧\necho b\n", "fi").valid
+    assert calls
+    for args, kwargs in calls:
+        assert {"--norc", "--noprofile", "-n"} <= set(args)
+        assert kwargs["env"] == {"LC_ALL": "C"}  # no BASH_ENV, ENV, SHELLOPTS, functions
+        assert kwargs["timeout"] == bash_syntax.TIMEOUT
+    assert not marker.exists()
+
+
+def test_the_document_as_it_is_is_asked_once_and_only_when_a_fill_fails(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sources: list[str] = []
+    run_bash = bash_syntax.run_bash
+
+    def counting(bash: str, source: str) -> subprocess.CompletedProcess | None:
+        sources.append(source)
+        return run_bash(bash, source)
+
+    monkeypatch.setattr(bash_syntax, "run_bash", counting)
+    text = "x=1\n\necho b\n"
+    document = validation.parsed_document(text, "bash")
+    assert document.validate(4, 4, "echo a").valid
+    assert sources == ["x=1\necho a\necho b\n"]  # it parses: no baseline needed
+    assert not document.validate(4, 4, "fi").valid
+    assert not document.validate(4, 4, "done").valid
+    assert sources.count(text) == 1
+
+
+def test_a_large_document_is_read_by_bash_around_the_span_not_in_tree_sitter_s_window(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tree-sitter judges a large document in a window; one that cuts through a function
+    starts inside an `if` and ends inside another, where bash stops at once, always."""
+    monkeypatch.setattr(validation, "WINDOW_ABOVE", 1_000)
+    monkeypatch.setattr(validation, "WINDOW_LINES", 20)
+    block = "  if [ -n \"$x\" ]; then\n" + "    echo x\n" * 30 + "  fi\n"
+    marked = f"main() {{\n{block * 3}  ⟦⟧\n{block * 3}}}\nmain\n"
+    assert _fill(marked, "echo x").valid
+    result = _fill(marked, "fi")
+    assert not result.valid
+    assert result.new_errors == ((97, 2),)
+    assert "first at line 98," in result.reason and "(bash: " in result.reason
