@@ -28,8 +28,30 @@ from dlm_lsp.syntax import _container, _Doc, _grammar, _is_comment, _is_literal,
 from dlm_lsp.validation import ParsedDocument
 
 
-def _brackets(root: Node, descend: Callable[[Node], bool]) -> Iterator[Node]:
-    """Bracket tokens in document order, entering only subtrees that `descend` accepts.
+def _bracket(node: Node) -> str | None:
+    """The bracket a token opens or closes (`(`, `)`, `${`...), or None.
+
+    A token spelled with a prefix, shell's `$(`, Ruby's `#{` and `%w(`, Swift's `\\(`, is
+    the bracket it ends with where a later token of the same node is that bracket's
+    closer: its `)` or `}` closes it, not a bracket around it.  Not `$((` (closed by
+    `))`) nor Lua's `[[` (by `]]`), which close no bracket of their own kind."""
+    kind = node.type
+    if kind in _PAIRS or kind in _CLOSERS:
+        return kind
+    if len(kind) < 2 or kind[-1] not in _PAIRS:
+        return None
+    closer = _PAIRS[kind[-1]]
+    sibling = node.next_sibling
+    while sibling is not None:
+        if sibling.type == closer:
+            return kind[-1]
+        sibling = sibling.next_sibling
+    return None
+
+
+def _brackets(root: Node, descend: Callable[[Node], bool]) -> Iterator[tuple[str, Node]]:
+    """Bracket tokens in document order, as (the bracket, the token) (see `_bracket`),
+    entering only subtrees that `descend` accepts.
 
     Not a shell case arm's `a)` (or `(a)`): its `)` closes no bracket, and read as one
     it closed the cursor's block, cutting a fill's `case` at its first arm."""
@@ -37,9 +59,9 @@ def _brackets(root: Node, descend: Callable[[Node], bool]) -> Iterator[Node]:
     while stack:
         node = stack.pop()
         if node.child_count == 0:
-            if ((node.type in _PAIRS or node.type in _CLOSERS) and not node.is_missing
-                    and node.parent.type != "case_item"):
-                yield node
+            kind = _bracket(node)
+            if kind is not None and not node.is_missing and node.parent.type != "case_item":
+                yield kind, node
         elif node is root or descend(node):
             stack.extend(reversed(node.children))
 
@@ -55,18 +77,18 @@ def _closed_by_suffix(doc: _Doc, offset: int) -> tuple[str | None, bool]:
 
     open_before: list[str] = []
     open_after: list[str] = []
-    for token in _brackets(doc.root, descend):
+    for kind, token in _brackets(doc.root, descend):
         if token.start_byte < offset:
-            if token.type in _PAIRS:
-                open_before.append(token.type)
-            elif open_before and _PAIRS[open_before[-1]] == token.type:
+            if kind in _PAIRS:
+                open_before.append(kind)
+            elif open_before and _PAIRS[open_before[-1]] == kind:
                 open_before.pop()
-        elif token.type in _PAIRS:
-            open_after.append(token.type)
-        elif open_after and _PAIRS[open_after[-1]] == token.type:
+        elif kind in _PAIRS:
+            open_after.append(kind)
+        elif open_after and _PAIRS[open_after[-1]] == kind:
             open_after.pop()
         elif open_before:
-            return open_before[-1], _PAIRS[open_before[-1]] == token.type
+            return open_before[-1], _PAIRS[open_before[-1]] == kind
     return (open_before[-1] if open_before else None), False
 
 
@@ -79,16 +101,16 @@ def _bracket_cut(removed: _Doc, filled: _Doc, start: int, fill: str) -> int | No
     first = filled.byte(start)
     last = first + len(fill.encode("utf-8", "surrogatepass"))
     depth = 0
-    for token in _brackets(filled.root,
-                           lambda node: node.end_byte > first and node.start_byte < last):
+    for kind, token in _brackets(filled.root,
+                                 lambda node: node.end_byte > first and node.start_byte < last):
         if not first <= token.start_byte < last:
             continue
-        depth += 1 if token.type in _PAIRS else -1
+        depth += 1 if kind in _PAIRS else -1
         if depth >= 0:
             continue
         at = filled.char(token.start_byte) - start
         opener, closed = _closed_by_suffix(removed, removed.byte(start))
-        if opener is not None and not closed and _PAIRS[opener] == token.type:
+        if opener is not None and not closed and _PAIRS[opener] == kind:
             line_end = fill.find("\n", at)
             return len(fill) if line_end == -1 else line_end
         line_start = fill.rfind("\n", 0, at) + 1

@@ -328,6 +328,19 @@ def test_braces_inside_strings_do_not_count() -> None:
         "const s = `}${a}` + '}';\n  return s;")
 
 
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("bash", "#!/bin/sh\n⟦⟧\nexec $prog\n", "prog=$(basename $0)\ndir=$(dirname $0)"),
+    ("ruby", "def f(env)\n  ⟦⟧\nend\n", "servers = %w(puma thin)\n  warn \"#{env} dropped\""),
+    ("swift", "func f() -> String {\n    ⟦⟧\n}\n", 'let s = "\\(a)"\n    return "\\(s)!"'),
+])
+def test_a_bracket_spelled_with_a_prefix_opens_what_its_closer_closes(
+        language: str, marked: str, fill: str) -> None:
+    """Shell's `$(`, Ruby's `#{` and `%w(`, Swift's `\\(` are tokens of their own, not
+    `(` or `{`: their `)` or `}` was read as closing the cursor's bracket, so a fill of
+    whole statements was cut inside its first one (`prog=$(basename $0`)."""
+    assert _truncate(marked, fill, language) == fill
+
+
 def test_cut_fill_before_a_code_line_keeps_its_line_break() -> None:
     fill = "  a++;\n  a--;\n}\nfunction g() {\n"
     result = _truncate("function f(a) {\n⟦⟧  return a;\n}\n", fill, "javascript")
