@@ -26,6 +26,8 @@ _OPENERS = (":", "{", "(", "[")  # a line ending so opens a block (or a bracket)
 # A line ending so opens a block whose body sits one indentation unit deeper (after '(' or
 # '[' the next line may be a continuation, which styles indent by other amounts).
 _BLOCK_OPENERS = (":", "{")
+# Languages whose blocks open with a line ending in ':' (None: not known, it may be one)
+_COLON_BLOCKS = ("python", None)
 # Python dedents that continue a statement rather than leave the block.
 _PY_CONTINUATIONS = ("else", "elif", "except", "finally", "case")
 # Keywords that close a block at the block's own indentation, by canonical language.
@@ -144,10 +146,18 @@ def _line_bounds(text: str, start: int, end: int) -> tuple[str, str]:
 
 def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     """The document's indentation: tabs if most indented lines start with one, else the most
-    common step between consecutive lines (steps of 1 are mostly ` *` comment lines)."""
+    common step from a line that opens a block to the line below it (steps of 1 are mostly
+    ` *` comment lines).
+
+    Only below a block's opener: a statement's continuation is indented by its own amount
+    (Google's Java style nests blocks by two and continues four in, and its continuations
+    can outnumber its blocks); a document with no such step falls back on the others'."""
     tab_lines = space_lines = 0
     steps: Counter[int] = Counter()
-    previous = 0
+    opened: Counter[int] = Counter()  # the steps below a line that opens a block
+    comments, lifetimes = _line_comments(language), _lifetimes(language)
+    openers = _block_openers(language)
+    previous, above = 0, ""
     for line in text.split("\n", 5000)[:5000]:
         if not line.strip():
             continue
@@ -158,10 +168,14 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
         width = _width(_leading(line))
         if width > previous and "\t" not in _leading(line):
             steps[width - previous] += 1
-        previous = width
+            code = above[:_code_end(above, comments, lifetimes)].rstrip()
+            if code.endswith(openers) or _opens_keyword_block(above, language):
+                opened[width - previous] += 1
+        previous, above = width, line
     if tab_lines > space_lines or (tab_lines == space_lines == 0 and language == "go"):
         return IndentStyle(True, 4, measured=tab_lines > 0)
-    wide = {step: count for step, count in steps.items() if 1 < step <= 8}
+    blocks = {step: count for step, count in opened.items() if 1 < step <= 8}
+    wide = blocks or {step: count for step, count in steps.items() if 1 < step <= 8}
     if not wide:
         return IndentStyle(False, 4, measured=False)
     return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]))
@@ -248,6 +262,14 @@ def _line_comments(language: str | None) -> tuple[str, ...]:
     if language == "php":
         return ("#", "//")
     return ("#", "//") if language is None else ("//",)
+
+
+def _block_openers(language: str | None) -> tuple[str, ...]:
+    """What a line of `language` (canonical; None: unknown) ends with to open a block below
+    it: `{`, and `:` where a colon opens one (Python; an unknown language may be one).
+    Elsewhere a line ending in `:` opens none: a `case 1:` with `case 2:` below it at its
+    column, C++'s `public:` beside its members."""
+    return _BLOCK_OPENERS if language in _COLON_BLOCKS else ("{",)
 
 
 def _lifetimes(language: str | None) -> bool:
@@ -640,10 +662,10 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     head, *read = free.read([first, *rest])
     canonical = language_for(language) if language else None
     levels = _enclosing(text, start, end, canonical)
+    before, after = _line_bounds(text, start, end)
     style = _block_style(detect_indent(text[:start] + text[end:], canonical), levels)
     style = _unshown_style(style, levels)
     tab = style.width if not style.tabs else _fill_unit(read, 4)
-    before, after = _line_bounds(text, start, end)
     frame = _frame(before, head, read, tab, canonical)
     spaced = not style.tabs and style.measured and not any("\t" in _leading(line)
                                                           for line in [before + first, *read])

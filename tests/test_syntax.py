@@ -430,6 +430,24 @@ def test_document_indentation_is_detected() -> None:
     assert IndentStyle(False, 2).unit == "  " and IndentStyle(True, 4).unit == "\t"
 
 
+GOOGLE_JAVA = ("class A {\n  void f() {\n"
+               "    assertThat(gson.toJson(x))\n        .isEqualTo(\"a\");\n"
+               "    assertThat(gson.toJson(y))\n        .isEqualTo(\"b\");\n"
+               "    assertThat(z)\n        .isTrue();\n    ⟦⟧\n  }\n}\n")
+
+
+def test_a_continuation_s_indentation_is_not_the_document_s_step() -> None:
+    """A block's step is measured below the line that opens it: Google's Java style nests
+    blocks by two and continues a statement four in, and its continuations outnumbered
+    its blocks, so the file read as four a level."""
+    assert detect_indent(_span(GOOGLE_JAVA)[0], "java") == IndentStyle(False, 2)
+
+
+def test_a_fill_in_a_file_whose_continuations_step_further_keeps_the_file_s_step() -> None:
+    fill = "for (int i = 0; i < 3; ++i) {\n      list.add(i);\n    }"
+    assert _reindent(GOOGLE_JAVA, fill, "java") == fill
+
+
 def test_spaces_become_tabs_in_a_tab_document() -> None:
     marked = "package main\n\nfunc f() int {\n\tx := 1\n\t⟦⟧\n}\n"
     fill = "y := 2\n    if y > x {\n        y--\n    }\n    return x + y"
