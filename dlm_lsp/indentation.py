@@ -151,7 +151,8 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
 
     Only below a block's opener: a statement's continuation is indented by its own amount
     (Google's Java style nests blocks by two and continues four in, and its continuations
-    can outnumber its blocks); a document with no such step falls back on the others'."""
+    can outnumber its blocks).  A document whose only steps are other lines' shows no step
+    (`measured` False): its widest evidence is a continuation's."""
     tab_lines = space_lines = 0
     steps: Counter[int] = Counter()
     opened: Counter[int] = Counter()  # the steps below a line that opens a block
@@ -178,7 +179,8 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     wide = blocks or {step: count for step, count in steps.items() if 1 < step <= 8}
     if not wide:
         return IndentStyle(False, 4, measured=False)
-    return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]))
+    return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]),
+                       measured=bool(blocks))
 
 
 def _enclosing(text: str, start: int, end: int, language: str | None) -> list[str]:
@@ -635,8 +637,8 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
 
     The first line continues the cursor's line and keeps its level; nothing but leading
     whitespace is touched.  Tabs or spaces follow the block the span is in, else the
-    document (`_block_style`, `detect_indent`; a document with no indented line has the
-    step of the cursor's blank line, `_unshown_style`, else `language`'s default), and
+    document (`_block_style`, `detect_indent`; a document whose blocks show no step has
+    that of the cursor's blank line, `_unshown_style`, else `language`'s default), and
     each line begins with the whitespace of the
     enclosing line it sits under, character for character (`_indentation`: a tab-indented
     Python function in a file of spaces gets tabs, not a TabError).  The level moves only on
@@ -664,7 +666,7 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     levels = _enclosing(text, start, end, canonical)
     before, after = _line_bounds(text, start, end)
     style = _block_style(detect_indent(text[:start] + text[end:], canonical), levels)
-    style = _unshown_style(style, levels)
+    style = _unshown_style(style, levels if before else [])  # the cursor's own line's step
     tab = style.width if not style.tabs else _fill_unit(read, 4)
     frame = _frame(before, head, read, tab, canonical)
     spaced = not style.tabs and style.measured and not any("\t" in _leading(line)

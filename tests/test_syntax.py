@@ -448,6 +448,16 @@ def test_a_fill_in_a_file_whose_continuations_step_further_keeps_the_file_s_step
     assert _reindent(GOOGLE_JAVA, fill, "java") == fill
 
 
+def test_a_document_whose_only_step_is_a_continuation_s_shows_no_step() -> None:
+    """Lodash's one-function modules: with the function's body the fill, the only indented
+    line left is `    CLONE_SYMBOLS_FLAG = 4;`, the second of a `var` statement, whose
+    four spaces moved the fill's body from two to four."""
+    marked = "var CLONE_DEEP_FLAG = 1,\n    CLONE_SYMBOLS_FLAG = 4;\n\n⟦⟧\n\nmodule.exports = f;\n"
+    assert not detect_indent(_span(marked)[0], "javascript").measured
+    fill = "function f(value) {\n  return baseClone(value, CLONE_DEEP_FLAG);\n}"
+    assert _reindent(marked, fill, "javascript") == fill
+
+
 def test_spaces_become_tabs_in_a_tab_document() -> None:
     marked = "package main\n\nfunc f() int {\n\tx := 1\n\t⟦⟧\n}\n"
     fill = "y := 2\n    if y > x {\n        y--\n    }\n    return x + y"
