@@ -274,6 +274,11 @@ def _block_openers(language: str | None) -> tuple[str, ...]:
     return _BLOCK_OPENERS if language in _COLON_BLOCKS else ("{",)
 
 
+def _openers(language: str | None) -> tuple[str, ...]:
+    """What a line of `language` ends with to open a block or a bracket below it."""
+    return (*_block_openers(language), "(", "[")
+
+
 def _lifetimes(language: str | None) -> bool:
     """Whether a `'` that quotes no single character is a name's mark in `language`: Rust's
     lifetimes and loop labels (`<'a>`, `&'static str`, `'outer: loop {`), which never close."""
@@ -479,8 +484,8 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
            language: str | None) -> _Frame | None:
     """Whether the fill was written against another base, and which of its lines move.
 
-    Two signs of a foreign base: the cursor's line ends in a header (':' or an opening
-    bracket, or opens a block its language closes with a keyword: Ruby's `def g`, Lua's
+    Two signs of a foreign base: the cursor's line ends in a header (Python's ':' or an
+    opening bracket, or opens a block its language closes with a keyword: Ruby's `def g`, Lua's
     `function g()`, shell's `if ...; then`, or a clause's body: `else`, `when 1`, whose
     closer and next clause are the cursor's block's) and the next line is not indented
     past it, so the header sat one fill step above that line (or at its column, when
@@ -530,7 +535,9 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     keyword_head = _opens_keyword_block(head, language)
     # a clause the cursor's line starts (`else`) is the cursor's block's, its closer too
     clause = keyword_head and _keyword(head) in continuations
-    if head.endswith(_OPENERS) or keyword_head:
+    openers = _openers(language)
+    colon = ":" in openers  # whether a line ending in ':' opens a block
+    if head.endswith(openers) or keyword_head:
         if nested > line_base:  # the body is deeper: written from the cursor's column,
             own = None  # unless the fill's block's own closer shows another
             if keyword_head and not clause and not before.strip():
@@ -550,8 +557,8 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
         base, target = nested, cursor
     else:
         return None
-    headers = {base} if head.endswith(":") or (keyword_head and not clause) else set()
-    opened = head.endswith(_OPENERS) or keyword_head  # the line above opened a block at the base
+    headers = {base} if (colon and head.endswith(":")) or (keyword_head and not clause) else set()
+    opened = head.endswith(openers) or keyword_head  # the line above opened a block at the base
     for i in code:
         leading, net = _bracket_depths(rest[i], comments, lifetimes)
         if language == "bash" and _CASE_LABEL.match(rest[i]):
@@ -568,7 +575,7 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
             headers.discard(widths[i])
         opened = widths[i] > base  # a closer right after the block's body is its own
         depth += net
-        if rest[i].rstrip().endswith(":") or _opens_keyword_block(rest[i], language):
+        if (colon and rest[i].rstrip().endswith(":")) or _opens_keyword_block(rest[i], language):
             headers.add(widths[i])
     return _Frame(base, target, unit, len(rest))
 

@@ -628,6 +628,22 @@ def test_header_body_written_at_the_wrong_level_moves_one_document_step_deeper()
         "if (a) {\n        b++;\n    }\n    return b;")
 
 
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("java", "class A {\n  String f(int s) {\n    switch (s) {\n      ⟦⟧\n      default:\n"
+             "        return \"b\";\n    }\n  }\n}\n",
+     "case 1:\n      case 2:\n        return \"a\";"),
+    ("c", "int f(int s) {\n    switch (s) {\n    ⟦⟧\n    }\n    return 0;\n}\n",
+     "case 1:\n    case 2:\n        return 1;"),
+    ("cpp", "class A {\n  ⟦⟧\n  int y;\n};\n", "public:\n  int x;"),
+])
+def test_a_line_ending_in_a_colon_opens_no_block_outside_python(
+        language: str, marked: str, fill: str) -> None:
+    """A `case 1:` with `case 2:` below it at its column, or C++'s `public:` with its
+    members, is written at the document's columns: read as a Python header whose body
+    sat at its column, every line below it moved a step right."""
+    assert _reindent(marked, fill, language) == fill
+
+
 def test_closer_of_the_enclosing_block_keeps_its_level() -> None:
     marked = "function f(a) {\n    let b = 1;\n    ⟦⟧\n"
     fill = "b++;\n}\nfunction g() {"
