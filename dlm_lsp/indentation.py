@@ -47,6 +47,8 @@ _KEYWORD_HEADS = {"ruby": re.compile(r"(def|class|module|for)\b|(.*\s=\s*)?(if|u
                   "lua": re.compile(r".*(\b(then|do)|\bfunction\b[\w.: ]*\([^()]*\))$"),
                   "bash": re.compile(r"((.*;)?\s*(then|do)|case\b.*\bin)$")}
 
+# A switch's label, `case 1:` or `default:`, at the start of a line
+_SWITCH_LABEL = re.compile(r"\s*(case\b|default\s*:)")
 # A shell case arm's pattern, `a)` or `*.md|*.txt)`, at the start of a line
 _CASE_LABEL = re.compile(r"\s*[^\s()#][^()]*\)")
 
@@ -489,7 +491,9 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     `function g()`, shell's `if ...; then`, or a clause's body: `else`, `when 1`, whose
     closer and next clause are the cursor's block's) and the next line is not indented
     past it, so the header sat one fill step above that line (or at its column, when
-    that line is the header's own closer or next clause), or, where the fill's first line
+    that line is the header's own closer or next clause, or the first label of a switch
+    the header opens with a brace: gofmt, the Linux kernel and Swift write `case 1:` at
+    the column of its `switch`), or, where the fill's first line
     opens a keyword block on the cursor's blank line and its body sits deeper, the block's
     own closer sits left of the cursor's column (`if x then`, `    return 2`, `end` at
     column 0 below a cursor two in: the `end` closes the `if`, whatever its column, so
@@ -548,8 +552,10 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
                 return None
             base, target = own, line_base
         else:
-            # the header's own closer (or next clause) right below it sits at its column
-            own_line = _keyword(rest[code[0]]) in closers + continuations
+            # the header's own closer (or next clause) right below it sits at its column,
+            # and so may the first label of a switch's braces (gofmt, the Linux kernel, Swift)
+            own_line = _keyword(rest[code[0]]) in closers + continuations or (
+                head.endswith("{") and _SWITCH_LABEL.match(rest[code[0]]) is not None)
             base, target = nested if own_line else nested - unit, line_base
     elif nested < cursor and (language != "python" or depth > 0):
         if python and _statement_column(rest, code, depth, comments) >= cursor:

@@ -644,6 +644,22 @@ def test_a_line_ending_in_a_colon_opens_no_block_outside_python(
     assert _reindent(marked, fill, language) == fill
 
 
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("go", "package main\n\nfunc f(s string) int {\n\t⟦⟧\n\treturn 0\n}\n",
+     "switch s {\n\tcase \"a\", \"b\":\n\t\treturn 1\n\tdefault:\n\t\treturn 2\n\t}"),
+    ("c", "int f(int s)\n{\n\t⟦⟧\n\treturn 0;\n}\n",
+     "switch (s) {\n\tcase 1:\n\t\treturn 1;\n\tdefault:\n\t\treturn 2;\n\t}"),
+    ("swift", "func f(_ s: Int) -> Int {\n    ⟦⟧\n}\n",
+     "switch s {\n    case 1:\n        return 1\n    default:\n        return 2\n    }"),
+])
+def test_a_switch_s_labels_at_its_own_column_are_the_document_s(
+        language: str, marked: str, fill: str) -> None:
+    """gofmt, the Linux kernel and Swift write a switch's `case` and `default` at the
+    column of its `switch`: a label right below the `{` at its column is no body written
+    a step too far left, and moving it (and all below) a step right broke the style."""
+    assert _reindent(marked, fill, language) == fill
+
+
 def test_closer_of_the_enclosing_block_keeps_its_level() -> None:
     marked = "function f(a) {\n    let b = 1;\n    ⟦⟧\n"
     fill = "b++;\n}\nfunction g() {"
