@@ -164,25 +164,27 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     for line in text.split("\n", 5000)[:5000]:
         if not line.strip():
             continue
-        if line[0] == "\t":
+        lead = _leading(line)
+        if lead[:1] == "\t":
             tab_lines += 1
-        elif line[0] == " ":
+        elif lead[:1] == " ":
             space_lines += 1
-        width = _width(_leading(line))
-        if width > previous and "\t" not in _leading(line):
-            steps[width - previous] += 1
+        spaces = "\t" not in lead
+        width = len(lead) if spaces else _width(lead)
+        step = width - previous
+        if 1 < step <= 8 and spaces:
+            steps[step] += 1
             code = above[:_code_end(above, comments, lifetimes)].rstrip()
-            if code.endswith(openers) or _opens_keyword_block(above, language):
-                opened[width - previous] += 1
+            if code.endswith(openers) or _opens_keyword_block(code, language):
+                opened[step] += 1
         previous, above = width, line
     if tab_lines > space_lines or (tab_lines == space_lines == 0 and language == "go"):
         return IndentStyle(True, 4, measured=tab_lines > 0)
-    blocks = {step: count for step, count in opened.items() if 1 < step <= 8}
-    wide = blocks or {step: count for step, count in steps.items() if 1 < step <= 8}
+    wide = opened or steps
     if not wide:
         return IndentStyle(False, 4, measured=False)
     return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]),
-                       measured=bool(blocks))
+                       measured=bool(opened))
 
 
 def _enclosing(text: str, start: int, end: int, language: str | None) -> list[str]:
@@ -323,6 +325,8 @@ def _unquoted(line: str, comments: tuple[str, ...],
 
 def _code_end(line: str, comments: tuple[str, ...], lifetimes: bool = False) -> int:
     """Where the line comment of `line` starts (its length if none), outside quotes."""
+    if not any(mark in line for mark in comments):
+        return len(line)  # most lines: no need to lex them
     return next((index for index, ch in _unquoted(line, comments, lifetimes) if ch is None),
                 len(line))
 
