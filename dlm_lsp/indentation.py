@@ -148,8 +148,9 @@ def _line_bounds(text: str, start: int, end: int) -> tuple[str, str]:
 
 def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     """The document's indentation: tabs if most indented lines start with one, else the most
-    common step from a line that opens a block to the line below it (steps of 1 are mostly
-    ` *` comment lines).
+    common step from a line that opens a block to the line below it.  A block comment's
+    ` * ` lines are not counted: a tab-indented C header's doc comments start with a
+    space, and outnumbered its code's tabs.
 
     Only below a block's opener: a statement's continuation is indented by its own amount
     (Google's Java style nests blocks by two and continues four in, and its continuations
@@ -162,8 +163,8 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     openers = _block_openers(language)
     previous, above = 0, ""
     for line in text.split("\n", 5000)[:5000]:
-        if not line.strip():
-            continue
+        if not line.strip() or line.lstrip(" \t")[:1] == "*":
+            continue  # a block comment's ` * ` lines say nothing of the code's indentation
         lead = _leading(line)
         if lead[:1] == "\t":
             tab_lines += 1

@@ -430,6 +430,15 @@ def test_document_indentation_is_detected() -> None:
     assert IndentStyle(False, 2).unit == "  " and IndentStyle(True, 4).unit == "\t"
 
 
+def test_a_c_header_s_doc_comments_do_not_outvote_its_tabs() -> None:
+    """` * ` lines of block comments start with a space at column 0; in a tab-indented
+    header with more comment lines than code lines they made it a file of spaces, and a
+    fill's tab-indented body was rewritten in spaces."""
+    doc = "/**\n * The frobnicator.\n *\n * It frobs.\n */\n"
+    text = doc + "struct f {\n\tint a;\n};\n" + doc + "int g(void) {\n\treturn 1;\n}\n"
+    assert detect_indent(text, "c").tabs
+
+
 GOOGLE_JAVA = ("class A {\n  void f() {\n"
                "    assertThat(gson.toJson(x))\n        .isEqualTo(\"a\");\n"
                "    assertThat(gson.toJson(y))\n        .isEqualTo(\"b\");\n"
