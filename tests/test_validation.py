@@ -6,6 +6,9 @@ Documents are written with the span marked as ⟦old text⟧ (⟦⟧ for an inse
 
 from __future__ import annotations
 
+import bisect
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -456,6 +459,41 @@ def test_a_span_between_definitions_is_validated_in_a_window_not_the_whole_file(
     for fill in (f"{indent}x = 1\n", f"{indent}x = (1\n", f"{indent}return\n"):
         assert document.validate(at, at, fill).valid == whole.validate(at, at, fill).valid, fill
     assert not document.validate(at, at, f"{indent}x = (1\n").valid
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+def test_a_window_spans_its_rows_from_the_start_of_the_first_to_the_end_of_the_last(
+        language: str, windowed) -> None:
+    """Spans at every offset of a document, at its first and last lines too, with and
+    without a final line break, within a line and over many: the window is the lines
+    `window_rows` chooses for the span's lines, whole, as the document's line starts
+    give them (found without listing them, see the test below)."""
+    marked, good, _ = CASES[language]
+    whole = marked.replace("⟦⟧", good)
+    for text in (whole * 6, (whole * 6).rstrip("\n")):
+        starts = [0] + [i + 1 for i, char in enumerate(text) if char == "\n"]
+        document = validation.parsed_document(text, language)
+        for start, size in itertools.product(range(len(text) + 1), (0, 3, 150)):
+            end = min(len(text), start + size)
+            first = bisect.bisect_right(starts, start) - 1
+            last = bisect.bisect_right(starts, end) - 1
+            top, bottom = document.window_rows(first, last, starts[first], starts[last])
+            assert top <= first <= last <= bottom
+            assert document.window(start, end) == (
+                starts[top], starts[bottom + 1] if bottom + 1 < len(starts) else len(text))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.text(alphabet="a\n\r", max_size=30), st.data())
+def test_a_window_edge_is_found_by_stepping_lines_from_the_span_s(text: str, data) -> None:
+    """Every line's start (the text's length past its last line), stepped to from any
+    line, up or down, is where the text's line breaks put it: a window's edges are found
+    this way, without listing the lines of a whole document."""
+    starts = [0] + [i + 1 for i, char in enumerate(text) if char == "\n"]
+    known = data.draw(st.integers(0, len(starts) - 1))
+    row = data.draw(st.integers(0, len(starts) + 2))
+    expected = starts[row] if row < len(starts) else len(text)
+    assert validation._row_start(text, row, known, starts[known]) == expected
 
 
 @pytest.mark.parametrize("text", ["x = 1\n", "x = 1\n\n\n", "", "\n", "# only a comment\n"])
