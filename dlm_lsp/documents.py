@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 import unicodedata
 import weakref
-from bisect import bisect_right
 from collections.abc import Sequence
 from urllib.parse import unquote
 
+import numpy as np
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import TextDocument, Workspace
@@ -81,12 +81,20 @@ def _index(line: str, units: int, encoding: str) -> int | None:
 
 
 class Lines:
-    """A text's LSP lines: where each starts and where its content ends."""
+    """A text's LSP lines: where each starts and where its content ends.
 
-    def __init__(self, text: str, encoding: str, starts: list[int] | None = None):
+    The starts are an int64 array: a keystroke moves every line start after it, and
+    a list of Python ints took 2-3 ms to rebuild for that in a 30,000-line file (on
+    the event loop, per change), and 36 bytes a line to keep, against 8 here."""
+
+    def __init__(self, text: str, encoding: str, starts: np.ndarray | None = None):
         self.text, self.encoding = text, encoding
-        self.starts = starts if starts is not None else (
-            [0] + [m.end() for m in _LINE_BREAK.finditer(text)])
+        self.starts = starts if starts is not None else np.array(
+            [0] + [m.end() for m in _LINE_BREAK.finditer(text)], dtype=np.int64)
+
+    def _line_of(self, offset: int) -> int:
+        """The line `offset` is on (a line break is on the line it ends)."""
+        return int(np.searchsorted(self.starts, offset, side="right")) - 1
 
     def edited(self, start: int, end: int, text: str) -> Lines:
         """The lines of `text`, which is this text with [start, end) replaced, found by
@@ -95,20 +103,21 @@ class Lines:
         edit and ends past the line after it, so a `\r` and a `\n` that the edit brings
         together (or apart) are read as one line break (or two)."""
         delta = len(text) - len(self.text)
-        first = max(0, bisect_right(self.starts, start) - 2)
-        after = bisect_right(self.starts, end + 1)  # the first line start past the edit
-        tail = [at + delta for at in self.starts[after:]]
-        stop = tail[0] if tail else len(text)
-        middle = [m.end() for m in _LINE_BREAK.finditer(text, self.starts[first], stop)
-                  if not tail or m.end() < stop]  # the tail's first start is kept there
-        return Lines(text, self.encoding, self.starts[:first + 1] + middle + tail)
+        first = max(0, self._line_of(start) - 1)
+        after = self._line_of(end + 1) + 1  # the first line start past the edit
+        tail = self.starts[after:] + delta
+        stop = int(tail[0]) if len(tail) else len(text)
+        middle = [m.end() for m in _LINE_BREAK.finditer(text, int(self.starts[first]), stop)
+                  if not len(tail) or m.end() < stop]  # the tail's first start is kept there
+        return Lines(text, self.encoding, np.concatenate(
+            (self.starts[:first + 1], np.array(middle, dtype=np.int64), tail)))
 
     def content(self, line: int) -> tuple[int, int]:
         """(start, end) offsets of a line without its line break."""
-        start = self.starts[line]
+        start = int(self.starts[line])
         if line + 1 == len(self.starts):
             return start, len(self.text)
-        end = self.starts[line + 1]
+        end = int(self.starts[line + 1])
         return start, end - (2 if self.text[max(start, end - 2):end] == "\r\n" else 1)
 
     def offset(self, pos: types.Position, what: str) -> int:
@@ -146,8 +155,8 @@ class Lines:
 
     def position(self, offset: int) -> types.Position:
         """The client position of a string offset."""
-        line = bisect_right(self.starts, offset) - 1
-        start = self.starts[line]
+        line = self._line_of(offset)
+        start = int(self.starts[line])
         return types.Position(line, _units(self.text[start:offset], self.encoding))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.workspace import TextDocument
@@ -15,7 +15,7 @@ pieces = st.lists(st.sampled_from(["a", "é", "😀", " ", "\r", "\n", "\r\n"]),
 
 
 def test_lines_start_after_each_kind_of_line_break() -> None:
-    assert Lines("a\nb\r\nc\rd", "utf-16").starts == [0, 2, 5, 7]
+    assert Lines("a\nb\r\nc\rd", "utf-16").starts.tolist() == [0, 2, 5, 7]
 
 
 @settings(max_examples=400, deadline=None)
@@ -24,7 +24,8 @@ def test_lines_after_an_edit_are_the_lines_of_the_new_text(text, inserted, data)
     start = data.draw(st.integers(0, len(text)))
     end = data.draw(st.integers(start, len(text)))
     new = text[:start] + inserted + text[end:]
-    assert Lines(text, "utf-16").edited(start, end, new).starts == Lines(new, "utf-16").starts
+    edited = Lines(text, "utf-16").edited(start, end, new)
+    assert edited.starts.tolist() == Lines(new, "utf-16").starts.tolist()
 
 
 def test_a_document_s_lines_follow_its_changes() -> None:
@@ -37,8 +38,26 @@ def test_a_document_s_lines_follow_its_changes() -> None:
         doc.apply_change(types.TextDocumentContentChangeWholeDocument(apply_change(doc, change)))
         kept = _LINES[doc]
         assert kept.text is doc.source  # the lines found around the edit are the text's
-        assert kept.starts == Lines(doc.source, "utf-16").starts
+        assert kept.starts.tolist() == Lines(doc.source, "utf-16").starts.tolist()
     assert doc.source == "x = 1\r\n\r\n\r\n"
+
+
+@settings(max_examples=100, deadline=None)
+@given(pieces, pieces, st.data())
+def test_offsets_and_positions_are_python_integers_after_edits(text, inserted, data) -> None:
+    """Line starts are kept in an array of int64 (documents.Lines); what leaves it is an
+    int, as lsprotocol's Position takes (it refuses numpy's integers) and JSON writes."""
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    lines = Lines(text, "utf-16").edited(start, end, text[:start] + inserted + text[end:])
+    at = data.draw(st.integers(0, len(lines.text)))
+    assume(lines.text[at - 1:at + 1] != "\r\n")  # inside a line break: no position
+    position = lines.position(at)
+    line_start, line_end = lines.content(position.line)
+    offsets = (lines.offset(position, "position"), lines.clamped_offset(position),
+               line_start, line_end)
+    assert all(type(value) is int for value in (position.line, position.character, *offsets))
+    assert lines.offset(position, "position") == at
 
 
 def test_a_position_inside_a_character_names_the_encoding_positions_count_in() -> None:
