@@ -24,6 +24,7 @@ character ranges of the candidate document, where the fill occupies [start, star
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import re
 import threading
@@ -213,14 +214,17 @@ class _Place(NamedTuple):
     point: tuple[int, int]  # (row, byte column)
 
 
-def _place(text: str, data: bytes, offset: int) -> _Place:
-    """Byte offset and point of character `offset`; bytes are characters in ASCII text."""
-    ascii_text = len(data) == len(text)
-    byte = offset if ascii_text else len(_encode(text[:offset]))
-    row = text.count("\n", 0, offset)
-    line = text.rfind("\n", 0, offset) + 1
-    line_byte = line if ascii_text else len(_encode(text[:line]))
-    return _Place(byte, (row, byte - line_byte))
+_BYTE_BLOCK = 1 << 16  # characters between the byte offsets a document not in ASCII keeps
+
+
+def _encode_blocks(text: str) -> tuple[bytes, list[int] | None]:
+    """`text` in UTF-8, and the byte offset of every _BYTE_BLOCK-th character in it (up
+    to the end), so that a character's byte offset is found by encoding at most a block
+    (`ParsedDocument._byte`); None for ASCII text, whose bytes are its characters."""
+    if text.isascii():
+        return _encode(text), None
+    blocks = [_encode(text[at:at + _BYTE_BLOCK]) for at in range(0, len(text), _BYTE_BLOCK)]
+    return b"".join(blocks), list(itertools.accumulate(map(len, blocks), initial=0))
 
 
 def _end_place(start: _Place, inserted: str) -> _Place:
@@ -285,7 +289,7 @@ class ParsedDocument:
                  previous: ParsedDocument | None = None, bash: str | None = None):
         self.text, self.language, self._parser = text, language, parser
         self.bash = bash  # the bash that confirms a shell fill (bash_syntax), or None
-        self.data = _encode(text)
+        self.data, self._blocks = _encode_blocks(text)
         old_tree = None
         if previous is not None and previous.language == language:
             prefix, suffix = _common_ends(previous.text, text)
@@ -301,10 +305,24 @@ class ParsedDocument:
         self._verdicts: dict[tuple[int, int, str], Validation] = {}
         self.windowed = True  # large documents validate in a window (a window itself never)
 
+    def _byte(self, offset: int) -> int:
+        """The byte offset of character `offset`: where its block starts, and the block's
+        characters before it encoded.  Encoding the text up to it cost ~1 ms a MB, four
+        times a version (its edit, its window) in a large document that is not ASCII."""
+        if self._blocks is None:
+            return offset
+        block = offset // _BYTE_BLOCK
+        return self._blocks[block] + len(_encode(self.text[block * _BYTE_BLOCK:offset]))
+
+    def _place(self, offset: int) -> _Place:
+        """Byte offset and point of character `offset`."""
+        byte, line = self._byte(offset), self.text.rfind("\n", 0, offset) + 1
+        return _Place(byte, (self.text.count("\n", 0, offset), byte - self._byte(line)))
+
     def _edited(self, start: int, end: int, inserted: str) -> tuple[Tree, _Place, _Place]:
         """A copy of this document's tree told that [start, end) became `inserted`,
         and where start and end are in it."""
-        first, last = _place(self.text, self.data, start), _place(self.text, self.data, end)
+        first, last = self._place(start), self._place(end)
         new_end = _end_place(first, inserted)
         tree = self.tree.copy()
         tree.edit(first.byte, last.byte, new_end.byte, first.point, last.point, new_end.point)
@@ -464,8 +482,7 @@ class ParsedDocument:
             # full parse of it for every new version.
             top, bottom = first, last
             before, after = _children_around(
-                chosen, _place(self.text, self.data, first_start).byte,
-                _place(self.text, self.data, last_start).byte)
+                chosen, self._byte(first_start), self._byte(last_start))
         else:
             top, bottom = min(first, chosen.start_point[0]), max(last, chosen.end_point[0])
             before, after = chosen.prev_sibling, chosen.next_sibling

@@ -550,6 +550,25 @@ def test_the_common_ends_of_two_versions_are_those_a_character_scan_finds(
         assert validation._common_ends(new, old) == _naive_common_ends(new, old)
 
 
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(["a", "\n", "é", "中", "😀", "\ud800"]), max_size=30).map("".join),
+       st.sampled_from([1, 3, 1 << 16]))
+def test_a_character_s_byte_offset_and_point_are_those_of_the_text_encoded_up_to_it(
+        text: str, block: int) -> None:
+    """At every offset, in text with characters of one to four bytes (and a lone
+    surrogate, as editors can send), found from the start of its block of characters
+    (a document not in ASCII keeps one every _BYTE_BLOCK), blocks of one and more."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(validation, "_BYTE_BLOCK", block)
+        document = validation.ParsedDocument(text, "python", validation._parser("python"))
+        assert document.data == text.encode("utf-8", "surrogatepass")
+        for offset in range(len(text) + 1):
+            byte = len(text[:offset].encode("utf-8", "surrogatepass"))
+            line = text[:text.rfind("\n", 0, offset) + 1].encode("utf-8", "surrogatepass")
+            assert document._place(offset) == (
+                byte, (text.count("\n", 0, offset), byte - len(line)))
+
+
 EDITS = [(0, 0, "import os\n"), (10, 12, ""), (25, 25, "(\n"), (25, 27, ""), (5, 5, "é")]
 
 
