@@ -17,7 +17,8 @@ line (an editor that does not; the fill is the run with all its indentation).
 
 Two differences are shaping's on purpose (`Outcome.documented`): a blank line's
 whitespace is dropped, and a file with no indented line gets the default indentation
-(four spaces; Go's tabs), not the fill's.  Spans with a line whose indentation
+(four spaces; Go's tabs; a fill's own tabs, where it is indented with them), not the
+fill's.  Spans with a line whose indentation
 carries no level are counted apart (`EXCEPTIONS`): a line inside a multi-line
 string, a block comment or a heredoc, a preprocessor directive, a label, a Python
 line inside brackets.
@@ -295,7 +296,8 @@ class Outcome:
     def documented(self) -> bool:
         """Different only as shaping means to be: a blank line's whitespace dropped (a line
         of spaces is noise, `indentation.reindent`), or, in a file with no indented line,
-        the default indentation for the fill's (`indentation.detect_indent`)."""
+        the default indentation for the fill's (`indentation.detect_indent`; a fill
+        indented with tabs keeps them)."""
         if _bare_blank_lines(self.got) == _bare_blank_lines(self.span.text):
             return True
         document = self.asked.document

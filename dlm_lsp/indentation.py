@@ -163,7 +163,7 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     openers = _block_openers(language)
     previous, above = 0, ""
     for line in text.split("\n", 5000)[:5000]:
-        if not line.strip() or line.lstrip(" \t")[:1] == "*":
+        if not line.strip() or line.lstrip(" \t")[:1] == "*":  # `_counted`, inlined: every line
             continue  # a block comment's ` * ` lines say nothing of the code's indentation
         lead = _leading(line)
         if lead[:1] == "\t":
@@ -186,6 +186,12 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
         return IndentStyle(False, 4, measured=False)
     return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]),
                        measured=bool(opened))
+
+
+def _counted(line: str) -> bool:
+    """Whether a line says anything of the document's indentation: not a blank one, nor a
+    block comment's ` * ` line (a tab-indented C file's comments start with a space)."""
+    return bool(line.strip()) and line.lstrip(" \t")[:1] != "*"
 
 
 def _enclosing(text: str, start: int, end: int, language: str | None) -> list[str]:
@@ -253,6 +259,24 @@ def _unshown_style(style: IndentStyle, levels: list[str]) -> IndentStyle:
         return style
     step = _block_step(levels)
     return style if step is None else IndentStyle(False, step)
+
+
+def _unindented_style(style: IndentStyle, document: str, fill: list[str]) -> IndentStyle:
+    """The tabs of a fill whose indented lines all start with one, in a document with no
+    indented line (`style` the default: not measured, spaces).
+
+    Nothing in the document says tabs or spaces, and the fill's tabs are evidence where
+    the default is none: a C header whose only indented lines were the fill's (a struct's
+    members, the document's comment lines ` * `) had its tabs rewritten as four spaces.
+    A fill in spaces keeps its own already (no step of the document's to put it on); the
+    cursor's own line's whitespace, the editor's, still decides (`_block_style`)."""
+    if style.tabs or style.measured:
+        return style
+    leads = {_leading(line)[:1] for line in fill if line.strip()} - {""}
+    if leads != {"\t"} or any(_leading(line) for line in document.split("\n")
+                               if _counted(line)):
+        return style
+    return IndentStyle(True, style.width, measured=False)
 
 
 def _line_comments(language: str | None) -> tuple[str, ...]:
@@ -656,10 +680,11 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     The first line continues the cursor's line and keeps its level; nothing but leading
     whitespace is touched.  Tabs or spaces follow the block the span is in, else the
     document (`_block_style`, `detect_indent`; a document whose blocks show no step has
-    that of the cursor's blank line, `_unshown_style`, else `language`'s default), and
-    each line begins with the whitespace of the
-    enclosing line it sits under, character for character (`_indentation`: a tab-indented
-    Python function in a file of spaces gets tabs, not a TabError).  The level moves only on
+    that of the cursor's blank line, `_unshown_style`, else `language`'s default; one
+    with no indented line, the tabs of a fill indented with tabs, `_unindented_style`),
+    and each line begins with the whitespace of the enclosing line it sits under,
+    character for character (`_indentation`: a tab-indented Python function in a file of
+    spaces gets tabs, not a TabError).  The level moves only on
     clear evidence that the fill was written against another base (see `_frame`); the
     moved lines keep their structure, one fill step becoming one document step.  Where the
     level stays, a document indented with spaces gets its own step too: a fill that opens
@@ -683,7 +708,9 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     canonical = language_for(language) if language else None
     levels = _enclosing(text, start, end, canonical)
     before, after = _line_bounds(text, start, end)
-    style = _block_style(detect_indent(text[:start] + text[end:], canonical), levels)
+    document = text[:start] + text[end:]
+    style = _unindented_style(detect_indent(document, canonical), document, [head, *read])
+    style = _block_style(style, levels)
     style = _unshown_style(style, levels if before else [])  # the cursor's own line's step
     tab = style.width if not style.tabs else _fill_unit(read, 4)
     frame = _frame(before, head, read, tab, canonical)

@@ -563,6 +563,25 @@ def test_a_fill_keeps_its_step_where_a_step_is_not_known(language: str, marked: 
     assert _reindent(marked, fill, language) == fill
 
 
+_UNINDENTED_C = "/*\n * A point.\n */\nstruct point {\n⟦⟧\n};\n"  # comment lines only
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("c", _UNINDENTED_C, "\tint x;\n\tint y;"),  # a header's only indented lines, the fill's
+    ("python", "x = 1\n⟦⟧\n", "if x:\n\ty = 2\n\tz = 3"),
+])
+def test_a_fill_in_tabs_keeps_them_where_no_line_of_the_document_is_indented(
+        language: str, marked: str, fill: str) -> None:
+    """Nothing in the document says tabs or spaces, and the fill's tabs say tabs: they
+    were rewritten in the default four spaces (/usr/include/linux/ppdev.h's struct)."""
+    assert _reindent(marked, fill, language) == fill
+
+
+def test_the_editor_s_spaces_on_the_cursor_s_line_outweigh_the_fill_s_tabs() -> None:
+    marked = _UNINDENTED_C.replace("⟦⟧", "  ⟦⟧")
+    assert _reindent(marked, "int x;\n\tint y;", "c") == "int x;\n  int y;"
+
+
 @pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
     ("javascript", "function f(x) {\n  ⟦⟧\n}\n", "if (x) {\n      return 2;\n  }",
      "if (x) {\n    return 2;\n  }"),
