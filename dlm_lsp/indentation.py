@@ -55,12 +55,16 @@ _CASE_LABEL = re.compile(r"\s*[^\s()#][^()]*\)")
 
 @dataclass(frozen=True)
 class IndentStyle:
-    """A document's indentation unit: one tab, or `width` spaces."""
+    """A document's indentation unit: one tab, or `width` spaces; with `gnu`, `width`
+    columns, each 8 columns of a line's indentation written as a tab (GNU style)."""
 
     tabs: bool
     width: int
     # whether the document showed it (False: the default for a text with no indented line)
     measured: bool = field(default=True, compare=False)
+    # GNU style (GNU Emacs's default, libstdc++, GNU C and shell): levels of `width` (2 or 4)
+    # spaces, a tab standing for 8 columns, so `\t    x` is 12 columns in, 3 levels of 4
+    gnu: bool = False
 
     @property
     def unit(self) -> str:
@@ -155,10 +159,12 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     Only below a block's opener: a statement's continuation is indented by its own amount
     (Google's Java style nests blocks by two and continues four in, and its continuations
     can outnumber its blocks).  A document whose only steps are other lines' shows no step
-    (`measured` False): its widest evidence is a continuation's."""
-    tab_lines = space_lines = 0
+    (`measured` False): its widest evidence is a continuation's.  A document whose tabs
+    are 8 columns beside levels of two or four is GNU style (`gnu`, `_gnu_step`)."""
+    tab_lines = space_lines = wide_tabs = 0
     steps: Counter[int] = Counter()
     opened: Counter[int] = Counter()  # the steps below a line that opens a block
+    tabbed: list[tuple[int, str]] = []  # (step, the line above) of lines led by tabs
     comments, lifetimes = _line_comments(language), _lifetimes(language)
     openers = _block_openers(language)
     previous, above = 0, ""
@@ -178,7 +184,16 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
             code = above[:_code_end(above, comments, lifetimes)].rstrip()
             if code.endswith(openers) or _opens_keyword_block(code, language):
                 opened[step] += 1
+        elif not spaces and lead[:1] == "\t":
+            after = lead.lstrip("\t")  # led by tabs, then spaces only:
+            if "\t" not in after and len(after) >= 8:
+                wide_tabs += 1  # a tab that is not every 8 columns of the line's
+            elif "\t" not in after and 1 < step <= 8:
+                tabbed.append((step, above))
         previous, above = width, line
+    gnu = _gnu_step(tabbed, wide_tabs, opened, steps, language)
+    if gnu is not None:
+        return IndentStyle(False, gnu, gnu=True)
     if tab_lines > space_lines or (tab_lines == space_lines == 0 and language == "go"):
         return IndentStyle(True, 4, measured=tab_lines > 0)
     wide = opened or steps
@@ -186,6 +201,46 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
         return IndentStyle(False, 4, measured=False)
     return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]),
                        measured=bool(opened))
+
+
+def _gnu_step(tabbed: list[tuple[int, str]], wide_tabs: int, opened: Counter[int],
+              steps: Counter[int], language: str | None) -> int | None:
+    """The step of a GNU-style document, levels two or four columns apart with every 8
+    columns of a line's indentation written as a tab (as GNU Emacs writes C and shell);
+    None for any other.  `detect_indent` gives: `tabbed`, (step, the line above) of the
+    lines led by tabs, then spaces, 2 to 8 columns right of the line above (a tab 8
+    columns); `wide_tabs`, how many lines have 8 spaces or more after their tabs; the
+    steps of its lines of spaces, below a block's opener (`opened`) and all (`steps`).
+
+    GNU style when more of the `tabbed` lines sit 2 to 6 columns right of a line that
+    opens their block (`\tif x; then` above `\t    y`, `      {` above `\tz;`) than a tab
+    right of one (a tab document's levels) and than the `wide_tabs` (a bundle's modules
+    one tab in, their levels in spaces after it); where none is below an opener, the
+    same of those below other lines (libstdc++'s declarations go on a tab in below a line
+    six columns in); and when the step the blocks show, lines of spaces and of tabs
+    together, is 2 or 4.  A file of tabs whose continuations are aligned with spaces
+    (`\t\t    b)`, the Linux kernel) stays one of tabs, and so does a tab-indented function
+    in a file of spaces.  Not Python, whose tokenizer rejects blocks that mix them so
+    (TabError).  Most documents have no line led by tabs less than a tab right of the
+    line above, and are answered before a line is read again."""
+    if language == "python" or all(step == 8 for step, _ in tabbed):
+        return None
+    comments, lifetimes = _line_comments(language), _lifetimes(language)
+    openers = _block_openers(language)
+    counts = {True: [0, 0], False: [0, 0]}  # [GNU steps, a tab's], below an opener or not
+    gnu: Counter[int] = Counter()  # the GNU steps below an opener
+    for step, above in tabbed:
+        code = above[:_code_end(above, comments, lifetimes)].rstrip()
+        opens = code.endswith(openers) or _opens_keyword_block(code, language)
+        counts[opens][step == 8] += 1
+        if opens and step < 8:
+            gnu[step] += 1
+    shown, against = counts[True] if any(counts[True]) else counts[False]
+    both = (opened + gnu) or steps
+    if shown <= against + wide_tabs or not both:
+        return None
+    step = max(sorted(both), key=lambda step: both[step])
+    return step if step in (2, 4) else None
 
 
 def _counted(line: str) -> bool:
@@ -223,8 +278,13 @@ def _enclosing(text: str, start: int, end: int, language: str | None) -> list[st
 def _block_style(document: IndentStyle, levels: list[str]) -> IndentStyle:
     """The indentation of the block the span is in (`levels`: `_enclosing`'s): the
     document's, unless that block is written in the other characters (a tab-indented
-    function in a file of spaces, or the other way round)."""
+    function in a file of spaces, or the other way round; in a GNU-style document, a
+    block 8 columns in or more written in spaces, where GNU style starts with a tab)."""
     block = levels[0] if levels else ""
+    if document.gnu:
+        if "\t" in block or _width(block) < 8:
+            return document
+        return IndentStyle(False, _block_step(levels) or document.width)
     if not block or ("\t" in block) == document.tabs:
         return document
     if "\t" in block:
@@ -406,7 +466,8 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     the earlier rule (any opening line above leaves the fill alone).  `language` (an LSP
     id or canonical name) says what starts a comment on the line above.  Depths are
     compared in columns, not characters: a model may indent in spaces a block written in
-    tabs (or the reverse), a tab counting as one of the fill's own steps; a moved line's
+    tabs (or the reverse), a tab counting as one of the fill's own steps (8 columns in a
+    GNU-style document, `detect_indent`: `\t    x` is 12 columns in); a moved line's
     whitespace past the cursor's is written in the cursor's tabs or spaces.  No depth is
     read from the `free` lines (see FreeLines); they move with the others.
     """
@@ -424,7 +485,9 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     if header.endswith(_OPENERS) and not in_body:
         return fill
     read = free.read([first, *rest])[1:]
-    tab = _fill_unit([first, *read], 4)  # a tab is one of the fill's steps (`extra` is one)
+    # a tab is one of the fill's steps (`extra` is one), or a GNU-style document's 8 columns
+    gnu = detect_indent(text[:start] + text[end:], canonical).gnu
+    tab = 8 if gnu else _fill_unit([first, *read], 4)
     deeper = _width(before + extra, tab)
     below = next((line for line in text[end:].split("\n")[1:] if line.strip()), "")
     if _width(_leading(below), tab) >= deeper:
@@ -444,10 +507,11 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
 # --- reindent -------------------------------------------------------------------------------
 
 
-def _fill_unit(lines: list[str], default: int) -> int:
-    """The step the fill's own space indentation moves in."""
-    widths = sorted({len(_leading(line)) for line in lines
-                     if line.strip() and "\t" not in _leading(line)})
+def _fill_unit(lines: list[str], default: int, tab: int | None = None) -> int:
+    """The step the fill's own space indentation moves in; with `tab` (a GNU-style
+    document's 8 columns a tab), its lines with tabs too."""
+    widths = sorted({_width(_leading(line), tab or 8) for line in lines
+                     if line.strip() and (tab or "\t" not in _leading(line))})
     steps = [b - a for a, b in zip([0, *widths], widths, strict=False) if b > a]
     return min((step for step in steps if step in (2, 4, 8)), default=default)
 
@@ -511,9 +575,12 @@ def _bracket_closer_column(rest: list[str], code: list[int], widths: dict[int, i
     return None
 
 
-def _frame(before: str, first: str, rest: list[str], tab: int,
-           language: str | None) -> _Frame | None:
+def _frame(before: str, first: str, rest: list[str], tab: int, language: str | None,
+           unit: int | None = None) -> _Frame | None:
     """Whether the fill was written against another base, and which of its lines move.
+
+    Columns are read with a tab `tab` wide; the fill's step is `unit`, else that of its
+    lines of spaces, a tab one step (`_fill_unit`).
 
     Two signs of a foreign base: the cursor's line ends in a header (Python's ':' or an
     opening bracket, or opens a block its language closes with a keyword: Ruby's `def g`, Lua's
@@ -554,7 +621,7 @@ def _frame(before: str, first: str, rest: list[str], tab: int,
     widths = {i: _width(_leading(rest[i]), tab) for i in code}
     line_base = _width(_leading(before), tab)
     cursor = line_base if before.strip() else _width(before, tab)
-    unit = _fill_unit(rest, tab)
+    unit = unit or _fill_unit(rest, tab)
     comments, python = _line_comments(language), language in ("python", None)
     lifetimes = _lifetimes(language)
     head = before + first
@@ -645,8 +712,8 @@ def _on_document_unit(head: str, rest: list[str], unit: int,
     document's levels (the fill back in the cursor's block or an outer one) and stay.
     """
     comments, lifetimes = _line_comments(language), _lifetimes(language)
-    widths = [len(_leading(line)) for line in rest]
-    anchor = len(_leading(head))
+    widths = [_width(_leading(line)) for line in rest]  # a tab 8 columns (GNU style)
+    anchor = _width(_leading(head))
     code = [i for i, line in enumerate(rest) if line.strip()]
     steps: set[int] = set()
     above, width = head, anchor
@@ -684,7 +751,9 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     with no indented line, the tabs of a fill indented with tabs, `_unindented_style`),
     and each line begins with the whitespace of the enclosing line it sits under,
     character for character (`_indentation`: a tab-indented Python function in a file of
-    spaces gets tabs, not a TabError).  The level moves only on
+    spaces gets tabs, not a TabError).  In a GNU-style document a tab is 8 columns, the
+    fill's and the document's, and a line's whitespace is its column alone, a tab for
+    each 8 and spaces for the rest (`\t    x` for 12).  The level moves only on
     clear evidence that the fill was written against another base (see `_frame`); the
     moved lines keep their structure, one fill step becoming one document step.  Where the
     level stays, a document indented with spaces gets its own step too: a fill that opens
@@ -712,17 +781,24 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     style = _unindented_style(detect_indent(document, canonical), document, [head, *read])
     style = _block_style(style, levels)
     style = _unshown_style(style, levels if before else [])  # the cursor's own line's step
-    tab = style.width if not style.tabs else _fill_unit(read, 4)
-    frame = _frame(before, head, read, tab, canonical)
-    spaced = not style.tabs and style.measured and not any("\t" in _leading(line)
-                                                          for line in [before + first, *read])
+    # the columns of a tab (a tab document's: one of the fill's steps) and of a level
+    tab = 8 if style.gnu else style.width if not style.tabs else _fill_unit(read, 4)
+    step = style.width if style.gnu else tab
+    frame = _frame(before, head, read, tab, canonical,
+                   _fill_unit(read, step, tab) if style.gnu else None)
+    spaced = style.measured and (style.gnu or not style.tabs and not any(
+        "\t" in _leading(line) for line in [before + first, *read]))
     columns = _on_document_unit(before + head, read, style.width, canonical) if (
         frame is None and spaced) else None
+    # the enclosing lines whose whitespace a line begins with: none for a GNU-style line,
+    # written by its column alone (the lines' characters are Python's rule, TabError, and
+    # a GNU file's line of 8 spaces is a slip)
+    tabs, copied = (True, []) if style.gnu else (style.tabs, levels)
     lead = _leading(first)
     if not before.strip() and lead and first.strip() and 0 not in free.literal:
-        blanks = _indentation(_width(before + lead, tab), levels, style.tabs, tab)
+        blanks = _indentation(_width(before + lead, tab), copied, tabs, tab)
         if not blanks.startswith(before):
-            blanks = before + _blanks(_width(lead, tab), style.tabs, tab)
+            blanks = before + _blanks(_width(lead, tab), tabs, tab)
         first = blanks[len(before):] + first[len(lead):]
     out = [first]
     for i, line in enumerate(rest):
@@ -733,10 +809,10 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
         column = _width(blanks, tab)
         if frame is not None and i < frame.stop and line.strip() and column >= frame.base:
             steps, extra = divmod(column - frame.base, frame.unit)
-            column = frame.target + steps * tab + extra
+            column = frame.target + steps * step + extra
         elif columns is not None and read[i].strip():
             column = columns[i]
-        out.append(_indentation(column, levels, style.tabs, tab) + line[len(blanks):])
+        out.append(_indentation(column, copied, tabs, tab) + line[len(blanks):])
     return "\n".join(out)
 
 

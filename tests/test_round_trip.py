@@ -10,7 +10,8 @@ must come back as it was.  Spans whose lines carry no indentation level of their
 (inside a multi-line string, a block comment or a heredoc, a preprocessor directive, a
 label, a Python line inside brackets) are left out: shaping does not read them yet.
 
-The files: fixtures/round_trip/, one per language with a grammar, and fixtures/hello.*
+The files: fixtures/round_trip/, one per language with a grammar (and wordfreq.c, C in
+GNU style: levels of two, every 8 columns of indentation a tab), and fixtures/hello.*
 with the line of their hole left out.  The same script measures large corpora
 (README, Benchmarks); its fills are checked here to be the engine's own.
 """

@@ -881,6 +881,116 @@ def test_a_tab_indented_block_s_fill_in_spaces_moves_back_in_tabs(
     assert _shaped(marked, fill, language) == expected
 
 
+# GNU style (GNU Emacs's default, GNU C and shell, libstdc++): levels four or two columns
+# apart, each 8 columns of a line's indentation written as a tab, so `\t    ` is 12 columns
+_GNU_SHELL = ("while [ -n \"$1\" ]; do\n    case \"$1\" in\n"
+              "\t--version)\n\t    echo_version=yes\n\t    ;;\n"
+              "\t--help)\n\t    if [ -n \"$2\" ]; then\n\t\tusage \"$2\"\n\t    fi\n\t    ;;\n"
+              "    esac\n    shift\ndone\n")
+_GNU_ARM = _GNU_SHELL.replace("\t    echo_version=yes\n\t    ;;\n", "\t    ⟦⟧\n")
+# libstdc++: a declaration goes on a tab in, 8 columns, below a line 6 columns in
+_GNU_CPP = ("namespace std\n{\n  template<typename _Tp>\n    struct node\n    {\n    protected:\n"
+            "      typedef typename allocator<_Tp>::pointer\n\tpointer;\n\n      ⟦⟧\n    };\n}\n")
+
+
+def test_a_gnu_style_document_reads_a_tab_as_8_columns_beside_levels_of_spaces() -> None:
+    assert detect_indent(_GNU_SHELL, "bash") == IndentStyle(False, 4, gnu=True)
+    assert detect_indent(_span(_GNU_CPP)[0], "cpp") == IndentStyle(False, 2, gnu=True)
+
+
+@pytest.mark.parametrize(("language", "text"), [
+    # the Linux kernel's: a tab a level, continuations aligned with spaces after the tabs
+    # (here beside an initializer two spaces in)
+    ("c", "static int ops[] = {\n  1, 2,\n};\n\nint f(int a,\n\t  int b)\n{\n\tif (a &&\n"
+          "\t    b)\n\t\treturn 1;\n\treturn 0;\n}\n"),
+    # a tab-indented function in a file of spaces
+    ("bash", "f() {\n    if [ -n \"$1\" ]; then\n        echo \"$1\"\n    fi\n}\n\n"
+             "g() {\n\tif [ -n \"$1\" ]; then\n\t\techo \"$1\"\n\tfi\n}\n"),
+    # Python rejects a block whose lines mix them so (TabError): its own rule stands
+    ("python", "def f(x):\n    if x:\n\treturn 1\n    return 2\n"),
+    # a bundle's module one tab in, its own levels in spaces after it (json5's dist)
+    ("javascript", "(function () {\n\tfunction parse(text) {\n\t  var i = 0;\n"
+                   "\t  while (i < text.length) {\n\t    switch (text[i]) {\n"
+                   "\t      case \"{\":\n\t        depth++;\n\t        push(i);\n"
+                   "\t        break;\n\t      default:\n\t        i++;\n\t        continue;\n"
+                   "\t    }\n\t  }\n\t}\n})();\n"),
+    # levels three columns apart: not GNU's two or four
+    ("c", "int\nf (void)\n{\n   if (x)\n      {\n\t y ();\n      }\n}\n"),
+], ids=["kernel", "tab-function-in-spaces", "python", "bundle", "three-column-levels"])
+def test_tabs_beside_spaces_are_not_gnu_style_unless_a_tab_is_8_columns_of_its_levels(
+        language: str, text: str) -> None:
+    assert not detect_indent(text, language).gnu
+
+
+@pytest.mark.parametrize(("marked", "fill", "expected"), [
+    (_GNU_ARM, "echo_version=yes\n\t    ;;", "echo_version=yes\n\t    ;;"),
+    (_GNU_ARM, "echo_version=yes\n            ;;", "echo_version=yes\n\t    ;;"),  # in spaces
+    (_GNU_ARM.replace("\t    ⟦⟧", "⟦⟧"), "\t    echo_version=yes\n\t    ;;",  # column 0
+     "\t    echo_version=yes\n\t    ;;"),
+    (_GNU_ARM, "if [ -n \"$2\" ]; then\n\t\techo_version=yes\n\t    fi\n\t    ;;",
+     "if [ -n \"$2\" ]; then\n\t\techo_version=yes\n\t    fi\n\t    ;;"),
+    # below an arm whose line the file slipped into 8 spaces: not copied onto its body's
+    (_GNU_ARM.replace("\t--version)\n\t    ⟦⟧", "        --prefix)\n\t    ⟦⟧"),
+     "echo_prefix=yes\n\t    if [ -n \"$2\" ]; then\n\t\tprefix=\"$2\"\n\t    fi",
+     "echo_prefix=yes\n\t    if [ -n \"$2\" ]; then\n\t\tprefix=\"$2\"\n\t    fi"),
+], ids=["gnu-fill", "fill-in-spaces", "column-0", "nested", "below-a-slip"])
+def test_a_gnu_style_shell_fill_is_written_a_tab_for_each_8_columns(marked: str, fill: str,
+                                                                    expected: str) -> None:
+    """`\t    echo_version=yes` (12 columns) came back `\t\t` (16): the tab was read as one
+    of the fill's steps, four columns (/usr/bin/libgcrypt-config, gcore)."""
+    assert _shaped(marked, fill, "bash") == expected
+
+
+def test_a_block_in_spaces_8_columns_in_keeps_them_in_a_gnu_style_document() -> None:
+    """A function in spaces, another hand's, in a GNU-style script (/usr/bin/pg_buildext):
+    where its lines 8 columns in and more begin with spaces, the fill's do too."""
+    marked = _GNU_SHELL + ("\nupdate() {\n    for v in $(versions); do\n"
+                           "        if [ -n \"$v\" ]; then\n            echo \"$v\"\n"
+                           "            ⟦⟧\n        fi\n    done\n}\n")
+    fill = "x=1\n            if [ -n \"$x\" ]; then\n                echo \"$x\"\n            fi"
+    assert _shaped(marked, fill, "bash") == fill
+
+
+def test_a_declaration_going_on_a_tab_in_stays_there_in_a_gnu_style_header() -> None:
+    """A tab, 8 columns, below a line 6 columns in: it came back at 2 (a tab read as two
+    columns, the file's step)."""
+    fill = "typedef typename allocator<_Tp>::reference\n\treference;"
+    assert _shaped(_GNU_CPP, fill, "cpp") == fill
+
+
+def test_a_fill_on_another_step_is_put_on_a_gnu_style_document_s_in_its_columns() -> None:
+    """The fill nests by four, in tabs of 8 columns and spaces; the file by two: put on
+    two, the line 8 columns in written as a tab (the fill's tabs left it unread)."""
+    marked = ("int\nf (int n)\n{\n  int i;\n\n  for (i = 0; i < n; i++)\n    {\n"
+              "      if (i > 2)\n\treturn i;\n    }\n  ⟦⟧\n}\n")
+    fill = ("while (n > 0) {\n      if (n % 2) {\n\t  if (n > 9) {\n\t      n--;\n\t  }\n"
+            "      }\n      n /= 2;\n  }")
+    assert _shaped(marked, fill, "c") == (
+        "while (n > 0) {\n    if (n % 2) {\n      if (n > 9) {\n\tn--;\n      }\n"
+        "    }\n    n /= 2;\n  }")
+
+
+def test_a_fill_on_another_base_moves_by_its_own_step_in_a_gnu_style_document() -> None:
+    """Written from column 8 (its lines left of the cursor's, 14): moved onto the cursor's
+    column, its step of four (read from its tabs too) put on the file's two; read as a
+    step of a tab, `c ();` went two levels deeper, not one."""
+    marked = ("void\nf (int a, int b)\n{\n  while (a)\n    {\n      if (b)\n\t{\n"
+              "\t  while (b)\n\t    {\n\t      b--;\n\t      ⟦⟧\n\t    }\n\t}\n    }\n}\n")
+    assert _shaped(marked, "a--;\n\tif (b)\n\t    c ();", "c") == (
+        "a--;\n\t      if (b)\n\t\tc ();")
+
+
+def test_a_fill_deeper_than_the_cursor_moves_back_by_gnu_style_columns() -> None:
+    """Below a cursor a tab in, a fill whose first line is four columns deeper and whose
+    `if` body is 16 columns in: read as steps of four (a tab one of them), the body was
+    flattened onto its `if`."""
+    marked = ("f() {\n    if [ -n \"$1\" ]; then\n\techo \"$1\"\n    fi\n"
+              "    while read -r x; do\n\t⟦⟧\n    done\n}\n")
+    fill = "    echo \"$x\"\n\t    if [ \"$x\" = q ]; then\n\t\tbreak\n\t    fi"
+    assert _shaped(marked, fill, "bash") == (
+        "echo \"$x\"\n\tif [ \"$x\" = q ]; then\n\t    break\n\tfi")
+
+
 _AFTER_RETURN = "def f(xs):\n    ys = xs\n    ⟦⟧\n\n\nprint(f(1))\n"  # a cursor in the body
 
 
