@@ -15,3 +15,19 @@ def test_a_server_started_for_a_with_block_ends_with_it_even_when_the_block_fail
         assert proc.poll() is None  # initialized: the server answered
         raise RuntimeError("the measurement failed")
     assert proc.poll() is not None  # ended and waited for: no server outlives the script
+
+
+def test_typing_cost_types_into_the_same_site_in_the_middle_of_every_size():
+    """typing_cost.py compares sizes of a file: the model must see the same context
+    (its class and the fixed code around it) at every size, and the cursor must be in
+    the class's empty method, not at the first `|` of the filler (as it once was)."""
+    typing_cost = script("typing_cost")
+    for site, _, filler in typing_cost.LANGUAGES.values():
+        built = [typing_cost.build(site(), filler(), lines) for lines in (3000, 12000)]
+        for (text, at), lines in zip(built, (3000, 12000), strict=True):
+            assert text.count("\n") + 1 >= lines
+            assert lines // 4 < text.count("\n", 0, at) < 3 * lines // 4
+            assert text[text.rfind("\n", 0, at):at].strip() == ""  # its blank body line
+            assert text[:at].rstrip().endswith(("def total(self, kind=None):", "total(kind) {"))
+        (small, a), (big, b) = built
+        assert small[a - 6000:a + 6000] == big[b - 6000:b + 6000]
