@@ -175,6 +175,19 @@ def completion_items(texts: list[str], typed: types.Range, word: str
     return items
 
 
+def inline_items(texts: list[str], cursor: types.Range,
+                 selected: types.SelectedCompletionInfo | None = None
+                 ) -> list[types.InlineCompletionItem]:
+    """The fills `texts` (best first) as ghost text at the empty range `cursor`: each
+    inserted there.  With a completion item `selected` in the editor (the fills were made
+    after its text, as if it were applied), each is the item's text and the fill, over
+    the item's range: ghost text that extends the item, which an editor shows, instead
+    of contradicting it."""
+    if selected is not None:
+        texts, cursor = [selected.text + text for text in texts], selected.range
+    return [types.InlineCompletionItem(insert_text=text, range=cursor) for text in texts]
+
+
 # What the transport puts in place of a message body too large to read (see transport.py).
 OVERSIZED = "dlm-lsp/oversized"
 MAX_MESSAGE_BYTES = 64 << 20  # a 10 MB document, JSON-escaped, fits many times over

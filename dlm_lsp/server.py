@@ -77,6 +77,7 @@ from dlm_lsp.protocol import (
     command_target,
     completion_items,
     infill_result,
+    inline_items,
     parse_infill_params,
     to_plain,
 )
@@ -581,11 +582,8 @@ async def inline_completion(ls: DlmServer,
     selected = _selected_item(ls, params)
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
                                     token=params.work_done_token, accepted=selected)
-    texts = _suggestions(ls, result)
-    if selected is not None:
-        texts, rng = [selected.text + text for text in texts], selected.range
-    return types.InlineCompletionList(
-        items=[types.InlineCompletionItem(insert_text=text, range=rng) for text in texts])
+    return types.InlineCompletionList(items=inline_items(_suggestions(ls, result), rng,
+                                                         selected))
 
 
 def _selected_item(ls: DlmServer, params: types.InlineCompletionParams

@@ -1,0 +1,84 @@
+"""The oracle round trip of the other requests: code a file had, written back, comes back.
+
+tests/test_round_trip.py holds multi-line fills at a blank line to it.  Here the other
+requests an editor makes (benchmarks/request_round_trip.py): a cursor after code on a
+line (the rest of the line the fill), in the middle of a line, a hole there, the end of a
+line that opens a block (its body the fill), selections rewritten (whole lines, with
+their last line break, from their code, starting or ending inside a line, grown by
+`expand`), a completion item and ghost text (alone, and extending a selected item).  For
+each, a model that writes exactly the code the file had there gets, once the server's
+edit is applied, the file as it was.  Sites are sampled from fixtures/round_trip/ and
+fixtures/hello.* (their hole's line left out), a few a kind a file; every fourth one's
+fill is the planted model's through the engine, checked to be the script's.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from benchmark_scripts import script
+from fakes import Planted
+
+from dlm_lsp.config import ServerConfig
+from dlm_lsp.engine import Engine
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+shaping = script("shaping_round_trip")
+requests = script("request_round_trip")
+FILES = sorted((FIXTURES / "round_trip").iterdir()) + sorted(FIXTURES.glob("hello.*"))
+PER_FILE = 4  # sites a kind a file
+
+
+def without_holes(path: Path) -> str:
+    """The file's text, without the lines that hold a hole marker."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    return "\n".join(line for line in lines if shaping.HOLE not in line)
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir: Path) -> Engine:
+    """An engine whose spans hold the longest fill here whole (maxSpanTokens past 128)."""
+    return Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                               max_span_tokens=512))
+
+
+def chosen(path: Path) -> list[tuple[str, object]]:
+    """(kind, site) of a file: PER_FILE sites of each kind, seeded by the file's name."""
+    language = shaping.language_of(path)
+    found = requests.sites(path, language, without_holes(path))
+    assert found is not None, f"{path.name} does not parse cleanly"
+    rng = random.Random(path.name)
+    picked = []
+    for kind in requests.KINDS:
+        options = found.found.get(requests._SITES.get(kind, kind), [])
+        for start, end in rng.sample(options, min(PER_FILE, len(options))):
+            site = found.site(kind, start, end)
+            if site is not None and site.span.exception is None:
+                picked.append((kind, site))
+    return picked
+
+
+def test_every_kind_has_sites_in_every_language() -> None:
+    kinds = {kind for path in FILES for kind, _ in chosen(path)}
+    assert kinds == set(requests.KINDS)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda path: path.name)
+def test_code_a_file_had_written_back_comes_back_unchanged_whatever_the_request(
+        engine: Engine, path: Path) -> None:
+    tokenizer = engine.model.tokenizer
+    wrong = []
+    for index, (kind, site) in enumerate(chosen(path)):
+        asked = requests.ask(site, kind)
+        # room for the whole fill and the prefix's edge the span takes in
+        request = shaping.request(site.span, asked, len(tokenizer.encode(asked.fill)) + 16)
+        fill = shaping.offered(request, asked.fill)
+        if index % 4 == 0:
+            Planted(engine, request, broken=asked.fill)
+            assert engine.infill(request).candidates[0].text == fill, (kind, asked.fill)
+        outcome = shaping.Outcome(site.span, asked, requests.applied(asked, site, fill))
+        if not outcome.identical:
+            wrong.append(f"line {site.span.line}, {kind}:\n{shaping.diff(outcome)}")
+    assert not wrong, f"{len(wrong)} fills changed:\n\n" + "\n\n".join(wrong[:4])
