@@ -154,7 +154,12 @@ def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, languag
                 start, end = checked_span(req)
                 text = truncate_to_units(checked_text(lines, req, low), start - low, end - low,
                                          text, language)
-    if tail and text.strip() and not text.endswith(tail):
+    # The borrowed line break follows the fill in what the model was shown.  At a cursor
+    # it is new, and only a fill with code gets it (blanks get no line of their own); at
+    # a selection that ended in it, it is the document's own, and comes back whatever
+    # the fill: a rewrite written as nothing or blanks joined the lines either side.
+    replaced = req.text[req.start:req.end].endswith(tail)
+    if tail and (text.strip() or replaced) and not text.endswith(tail):
         text += tail
     return text
 

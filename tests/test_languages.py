@@ -216,3 +216,25 @@ def test_a_fill_at_the_end_of_a_keyword_block_header_writes_its_body(
     at = text.index(header) + len(header)
     best = planted_fill(engine, text, at, language, uri, broken)
     assert (best.text, best.valid) == (expected, True)
+
+
+DOC_COMMENT = "/// Sums.\n///\n/// Returns 0 when empty.\nfn f() {}\n"
+
+
+@pytest.mark.parametrize(("start", "written", "expected"), [
+    (DOC_COMMENT.index("///\n") + 3, "", DOC_COMMENT),
+    (3, "  ", DOC_COMMENT.replace(" Sums.", "  ")),
+], ids=["a-line-break-written-as-nothing", "a-line-s-end-written-as-blanks"])
+def test_a_rewrite_keeps_the_line_break_its_selection_ended_in(
+        engine: Engine, start: int, written: str, expected: str) -> None:
+    """A selection that ends in a line break before code is shown to the model with that
+    line break in the suffix, and the fill gets it back after: it is the document's.  It
+    came back only after a fill with code, so a rewrite the model wrote as nothing or
+    blanks joined the lines either side (`///` and the comment line below it: a
+    selection from the end of a Rust doc comment's blank line to the next line)."""
+    end = DOC_COMMENT.index("\n", start) + 1
+    request = InfillRequest(DOC_COMMENT, start, end, "rust", "file:///t.rs",
+                            InfillOptions(length=8, steps=4, repair_rounds=0, fallback=False))
+    Planted(engine, request, broken=written)
+    best = engine.infill(request).candidates[0]
+    assert DOC_COMMENT[:start] + best.text + DOC_COMMENT[end:] == expected
