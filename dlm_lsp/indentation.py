@@ -47,6 +47,7 @@ _KEYWORD_HEADS = {"ruby": re.compile(r"(def|class|module|for)\b|(.*\s=\s*)?(if|u
                   "lua": re.compile(r".*(\b(then|do)|\bfunction\b[\w.: ]*\([^()]*\))$"),
                   "bash": re.compile(r"((.*;)?\s*(then|do)|case\b.*\bin)$")}
 
+_STATEMENT_LINES = 200  # lines above a header read for the statement it continues
 # A switch's label, `case 1:` or `default:`, at the start of a line
 _SWITCH_LABEL = re.compile(r"\s*(case\b|default\s*:)")
 # A shell case arm's pattern, `a)` or `*.md|*.txt)`, at the start of a line
@@ -576,11 +577,14 @@ def _bracket_closer_column(rest: list[str], code: list[int], widths: dict[int, i
 
 
 def _frame(before: str, first: str, rest: list[str], tab: int, language: str | None,
-           unit: int | None = None) -> _Frame | None:
+           unit: int | None = None, statement: str | None = None) -> _Frame | None:
     """Whether the fill was written against another base, and which of its lines move.
 
     Columns are read with a tab `tab` wide; the fill's step is `unit`, else that of its
-    lines of spaces, a tab one step (`_fill_unit`).
+    lines of spaces, a tab one step (`_fill_unit`).  A header's level is that of the line
+    its statement begins on (`statement`, see `_statement_indent`; else the cursor's
+    line's own): the body of `def f(a,` / `      b):` sits a step right of the `def`,
+    not of the line that ends in `:`.
 
     Two signs of a foreign base: the cursor's line ends in a header (Python's ':' or an
     opening bracket, or opens a block its language closes with a keyword: Ruby's `def g`, Lua's
@@ -621,6 +625,7 @@ def _frame(before: str, first: str, rest: list[str], tab: int, language: str | N
     widths = {i: _width(_leading(rest[i]), tab) for i in code}
     line_base = _width(_leading(before), tab)
     cursor = line_base if before.strip() else _width(before, tab)
+    header_base = line_base if statement is None else _width(statement, tab)
     unit = unit or _fill_unit(rest, tab)
     comments, python = _line_comments(language), language in ("python", None)
     lifetimes = _lifetimes(language)
@@ -638,21 +643,21 @@ def _frame(before: str, first: str, rest: list[str], tab: int, language: str | N
     openers = _openers(language)
     colon = ":" in openers  # whether a line ending in ':' opens a block
     if head.endswith(openers) or keyword_head:
-        if nested > line_base:  # the body is deeper: written from the cursor's column,
+        if nested > header_base:  # the body is deeper: written from the cursor's column,
             own = None  # unless the fill's block's own closer shows another
             if keyword_head and not clause and not before.strip():
                 own = _closer_column(rest, code, widths, language)
             elif depth > 0 and not before.strip():
                 own = _bracket_closer_column(rest, code, widths, language)
-            if own is None or own >= line_base:
+            if own is None or own >= header_base:
                 return None
-            base, target = own, line_base
+            base, target = own, header_base
         else:
             # the header's own closer (or next clause) right below it sits at its column,
             # and so may the first label of a switch's braces (gofmt, the Linux kernel, Swift)
             own_line = _keyword(rest[code[0]]) in closers + continuations or (
                 head.endswith("{") and _SWITCH_LABEL.match(rest[code[0]]) is not None)
-            base, target = nested if own_line else nested - unit, line_base
+            base, target = nested if own_line else nested - unit, header_base
     elif nested < cursor and (language != "python" or depth > 0):
         if python and _statement_column(rest, code, depth, comments) >= cursor:
             return None  # a continuation at column 0, then code at the cursor's column
@@ -680,6 +685,41 @@ def _frame(before: str, first: str, rest: list[str], tab: int, language: str | N
         if (colon and rest[i].rstrip().endswith(":")) or _opens_keyword_block(rest[i], language):
             headers.add(widths[i])
     return _Frame(base, target, unit, len(rest))
+
+
+def _statement_indent(text: str, line_start: int, line: str, language: str | None) -> str:
+    """The indentation of the line that the statement of `line` (the line of `text` from
+    `line_start`, up to the cursor) begins on: its own, unless it continues a statement
+    begun above, as far up as that goes.
+
+    A line continues the one above it where it closes a bracket left open there (`def
+    f(a,` above `      b):`, a Swift or PHP parameter list aligned under its `(`), or
+    where it sits right of a code line that opens no block (gofmt's `if a &&` above
+    `\t\tb {`, TypeScript's `interface A` above `    extends B {`): a step right of a
+    line that opens no block is a continuation, as `detect_indent` reads a document.
+    No grammar is read: a line right of a `#if` or a C++ `public:` reads as a
+    continuation too, which only leaves a fill's level where the model wrote it."""
+    comments, lifetimes = _line_comments(language), _lifetimes(language)
+    openers = _block_openers(language)
+    code = line[:_code_end(line, comments, lifetimes)]
+    lead, owed, depth = _leading(line), 0, 0
+    for ch in (ch for _, ch in _unquoted(code, comments, lifetimes) if ch is not None):
+        depth += (ch in "([{") - (ch in ")]}")
+        owed = max(owed, -depth)  # closers of brackets a line above opened
+    above = text[:line_start].split("\n")[-2::-1][:_STATEMENT_LINES]  # nearest first
+    for previous in above:
+        code = previous[:_code_end(previous, comments, lifetimes)].rstrip()
+        if not code.strip():
+            continue
+        if owed > 0:  # inside the bracket: the line that opened it begins the statement
+            owed -= _bracket_depths(code, comments, lifetimes)[1]
+            lead = _leading(previous)
+        elif _width(_leading(previous)) < _width(lead) and not (
+                code.endswith(openers) or _opens_keyword_block(code, language)):
+            lead = _leading(previous)
+        else:
+            break
+    return lead
 
 
 def _statement_column(rest: list[str], code: list[int], depth: int,
@@ -784,8 +824,11 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     # the columns of a tab (a tab document's: one of the fill's steps) and of a level
     tab = 8 if style.gnu else style.width if not style.tabs else _fill_unit(read, 4)
     step = style.width if style.gnu else tab
+    statement = None
+    if before.strip():  # the cursor's line holds code: the statement it is part of
+        statement = _statement_indent(text, start - len(before), before, canonical)
     frame = _frame(before, head, read, tab, canonical,
-                   _fill_unit(read, step, tab) if style.gnu else None)
+                   _fill_unit(read, step, tab) if style.gnu else None, statement)
     spaced = style.measured and (style.gnu or not style.tabs and not any(
         "\t" in _leading(line) for line in [before + first, *read]))
     columns = _on_document_unit(before + head, read, style.width, canonical) if (

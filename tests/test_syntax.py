@@ -688,6 +688,24 @@ def test_a_switch_s_labels_at_its_own_column_are_the_document_s(
     assert _reindent(marked, fill, language) == fill
 
 
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("python", "def f(a,\n      b):⟦⟧\n    return a\n", "\n    x = a + b"),
+    ("go", "func f(a, b bool) int {\n\tif a &&\n\t\tb {⟦⟧\n\t}\n\treturn 0\n}\n",
+     "\n\t\treturn 1"),
+    ("swift", "    func on(queue: Queue,\n            perform handler: Handler) -> Self {⟦⟧\n"
+              "    }\n", "\n        handler()\n        return self"),
+    ("typescript", "export interface A\n    extends B {⟦⟧\n}\n", "\n    size: number;"),
+], ids=["python-parameters", "go-condition", "swift-parameters", "typescript-extends"])
+def test_a_block_whose_header_continues_a_statement_is_a_step_right_of_the_statement(
+        language: str, marked: str, fill: str) -> None:
+    """A header line that continues a statement (a parameter list aligned under its `(`,
+    gofmt's condition on two lines, an `extends` on its own line) opens a body a step
+    right of the line the statement begins on, left of the header or at its column:
+    read as one step right of the header, a body written where the file has it was
+    moved a step further (`def f(a,` / `      b):` put its body twelve columns in)."""
+    assert _reindent(marked, fill, language) == fill
+
+
 def test_closer_of_the_enclosing_block_keeps_its_level() -> None:
     marked = "function f(a) {\n    let b = 1;\n    ⟦⟧\n"
     fill = "b++;\n}\nfunction g() {"
