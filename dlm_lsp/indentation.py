@@ -50,6 +50,9 @@ _KEYWORD_HEADS = {"ruby": re.compile(r"(def|class|module|for)\b|(.*\s=\s*)?(if|u
 _STATEMENT_LINES = 200  # lines above a header read for the statement it continues
 # A switch's label, `case 1:` or `default:`, at the start of a line
 _SWITCH_LABEL = re.compile(r"\s*(case\b|default\s*:)")
+# A C++ class's access label, `public:` (Qt's `public slots:`, `signals:`), likewise
+_ACCESS_LABEL = re.compile(r"\s*((public|protected|private)(\s+(slots|Q_SLOTS))?|signals"
+                           r"|Q_SIGNALS)\s*:(?!:)")
 # A shell case arm's pattern, `a)` or `*.md|*.txt)`, at the start of a line
 _CASE_LABEL = re.compile(r"\s*[^\s()#][^()]*\)")
 
@@ -593,7 +596,8 @@ def _frame(before: str, first: str, rest: list[str], tab: int, language: str | N
     past it, so the header sat one fill step above that line (or at its column, when
     that line is the header's own closer or next clause, or the first label of a switch
     the header opens with a brace: gofmt, the Linux kernel and Swift write `case 1:` at
-    the column of its `switch`), or, where the fill's first line
+    the column of its `switch`, as LLVM, Qt and GNU write C++'s `public:` at its
+    class's), or, where the fill's first line
     opens a keyword block on the cursor's blank line and its body sits deeper, the block's
     own closer sits left of the cursor's column (`if x then`, `    return 2`, `end` at
     column 0 below a cursor two in: the `end` closes the `if`, whatever its column, so
@@ -654,9 +658,11 @@ def _frame(before: str, first: str, rest: list[str], tab: int, language: str | N
             base, target = own, header_base
         else:
             # the header's own closer (or next clause) right below it sits at its column,
-            # and so may the first label of a switch's braces (gofmt, the Linux kernel, Swift)
+            # and so may the first label of a switch's braces (gofmt, the Linux kernel,
+            # Swift) or of a C++ class's (`public:` where LLVM, Qt and GNU put it)
+            labels = (_SWITCH_LABEL, _ACCESS_LABEL) if language == "cpp" else (_SWITCH_LABEL,)
             own_line = _keyword(rest[code[0]]) in closers + continuations or (
-                head.endswith("{") and _SWITCH_LABEL.match(rest[code[0]]) is not None)
+                head.endswith("{") and any(label.match(rest[code[0]]) for label in labels))
             base, target = nested if own_line else nested - unit, header_base
     elif nested < cursor and (language != "python" or depth > 0):
         if python and _statement_column(rest, code, depth, comments) >= cursor:

@@ -688,6 +688,19 @@ def test_a_switch_s_labels_at_its_own_column_are_the_document_s(
     assert _reindent(marked, fill, language) == fill
 
 
+@pytest.mark.parametrize(("marked", "fill"), [
+    ("class Queue {⟦⟧\nprivate:\n  int size_;\n};\n", "\npublic:\n  void push(int x);"),
+    ("namespace n\n{\n  class Queue\n  {⟦⟧\n  private:\n    int size_;\n  };\n}\n",
+     "\n  public:\n    void push(int x);"),
+], ids=["llvm", "gnu"])
+def test_a_cpp_class_s_access_label_at_its_column_is_the_document_s(
+        marked: str, fill: str) -> None:
+    """LLVM, Qt and GNU write `public:` at the column of its class (or of the class's
+    own `{`): a label right below the `{` at its column is no body written a step too
+    far left, and the fill was moved a step right, its members two steps."""
+    assert _reindent(marked, fill, "cpp") == fill
+
+
 @pytest.mark.parametrize(("language", "marked", "fill"), [
     ("python", "def f(a,\n      b):⟦⟧\n    return a\n", "\n    x = a + b"),
     ("go", "func f(a, b bool) int {\n\tif a &&\n\t\tb {⟦⟧\n\t}\n\treturn 0\n}\n",
