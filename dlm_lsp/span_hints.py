@@ -24,6 +24,7 @@ from dlm_lsp.indentation import (
     _line_bounds,
     _line_comments,
     _opens_keyword_block,
+    _unquoted,
     _width,
     detect_indent,
 )
@@ -183,12 +184,17 @@ def _keyword_opener_hint(doc: _Doc, line_start: int, offset: int, before: str,
     indentation._KEYWORD_HEADS).
 
     No bracket token says so, so the line's text is read, as reindent reads it; a line
-    still inside a bracket it opened (`def g(a,`) is an argument list, not a header.
-    Read as single-line, a fill that writes the body (`\n    return 2`) kept its first
-    line only: nothing."""
+    still inside a bracket it opened (`def g(a,`) is an argument list, not a header,
+    unless what follows that bracket opens the block itself: a callback passed to a
+    call, Lua's `set('n', 'x', function()`, Ruby's `run(xs.map do |x|`.  Read as
+    single-line, a fill that writes the body (`\n    return 2`) kept its first line
+    only: nothing."""
     comments = _line_comments(canonical)
     code = before[:_code_end(before, comments)].strip()
-    if not _opens_keyword_block(code, canonical) or _bracket_depths(code, comments)[1] > 0:
+    if not _opens_keyword_block(code, canonical):
+        return None
+    if _bracket_depths(code, comments)[1] > 0 and not _opens_keyword_block(
+            _after_open_bracket(code, comments), canonical):
         return None
     token = _last_code_token(doc, line_start, offset)
     header = line_start + len(_leading(before))  # where the header's code starts
@@ -205,6 +211,17 @@ def _keyword_opener_hint(doc: _Doc, line_start: int, offset: int, before: str,
     indent, guessed_past = _deeper(_leading(before), style)
     return SpanHint(MULTI_LINE, _body_lines(owner_type, True), indent,
                     owner_type or doc.root.type, owner_type, guessed_past)
+
+
+def _after_open_bracket(code: str, comments: tuple[str, ...]) -> str:
+    """The text of a line of code after the last bracket it leaves open."""
+    opened: list[int] = []
+    for index, ch in _unquoted(code, comments):
+        if ch is not None and ch in "([{":
+            opened.append(index)
+        elif ch is not None and ch in ")]}" and opened:
+            opened.pop()
+    return code[opened[-1] + 1:].strip() if opened else code
 
 
 def _python_block_hint(doc: _Doc, start: int, before: str) -> SpanHint:

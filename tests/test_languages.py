@@ -205,7 +205,9 @@ def test_a_brace_block_the_fill_opens_moves_with_its_closer_written_left_of_the_
      "\n    2\nend", "\n    2"),
     ("shellscript", "file:///t.sh", "f() {\n  if true; then\n  fi\n}\n", "then",
      "\n    echo 2\nfi", "\n    echo 2"),
-], ids=["lua-function", "ruby-def", "shell-then"])
+    ("lua", "file:///t.lua", "map('n', ']]', function()\nend)\n", "function()",
+     "\n  jump(1)\nend)", "\n  jump(1)"),
+], ids=["lua-function", "ruby-def", "shell-then", "lua-callback"])
 def test_a_fill_at_the_end_of_a_keyword_block_header_writes_its_body(
         engine: Engine, language: str, uri: str, text: str, header: str, broken: str,
         expected: str) -> None:

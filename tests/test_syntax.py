@@ -75,12 +75,17 @@ def test_end_of_a_block_header_line_is_multi_line_one_level_deeper() -> None:
     ("ruby", "class A\n  def g⟦⟧\n  end\nend\n", "method"),
     ("ruby", "class A\n  xs.each do |x|⟦⟧\n  end\nend\n", "do_block"),
     ("bash", "f() {\n  if true; then⟦⟧\n  fi\n}\n", "if_statement"),
-], ids=["lua-function", "lua-then", "ruby-def", "ruby-do-block", "bash-then"])
+    ("lua", "do\n  map('n', ']]', function()⟦⟧\n  end)\nend\n", "function_definition"),
+    ("ruby", "class A\n  run(xs.map do |x|⟦⟧\n  end)\nend\n", "do_block"),
+], ids=["lua-function", "lua-then", "ruby-def", "ruby-do-block", "bash-then",
+        "lua-callback", "ruby-block-in-a-call"])
 def test_end_of_a_keyword_block_header_line_is_multi_line_one_level_deeper(
         language: str, marked: str, owner: str) -> None:
     """Ruby, Lua and shell headers end with no bracket (`def g`, `function g()`, `then`),
     and were read as an unfinished statement: single-line, so a fill writing the body
-    (`\n    return 2`) kept only its first line, nothing."""
+    (`\n    return 2`) kept only its first line, nothing.  So was a callback passed to
+    a call, whose header leaves the call's bracket open (Neovim's `vim.keymap.set('n',
+    ']]', function()`)."""
     hint = _kind(marked, language)
     assert hint is not None and hint.kind == MULTI_LINE
     assert (hint.indent, hint.owner_type) == ("    ", owner)
