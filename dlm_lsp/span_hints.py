@@ -281,7 +281,7 @@ def span_kind(text: str, start: int, end: int, language: str | None) -> SpanHint
     is in.  The span's own text is ignored (a hole marker, or code to replace).  None when
     there is no grammar for `language`.
     """
-    grammar = _grammar(language)
+    grammar = _grammar(language, text)
     if grammar is None:
         return None
     canonical, parser = grammar

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from tree_sitter import Node, Parser
 
 from dlm_lsp.indentation import _PAIRS, FreeLines
-from dlm_lsp.validation import _LOCK, _parser, language_for
+from dlm_lsp.validation import _LOCK, _parser, language_for, part_parser
 
 # Nodes whose named children are statements, members or items: the units a rewrite grows to.
 _BODIES = frozenset({
@@ -79,11 +79,14 @@ def _parse(parser: Parser, text: str) -> _Doc:
     return _Doc(text, data, tree.root_node)
 
 
-def _grammar(language: str | None) -> tuple[str, Parser] | None:
+def _grammar(language: str | None, text: str | None = None) -> tuple[str, Parser] | None:
+    """The canonical name of `language` and the parser for `text`, the lines around a span
+    (`validation.part_parser`: PHP lines below the opening tag are PHP code); None
+    without a grammar."""
     canonical = language_for(language) if language else None
     if canonical is None:
         return None
-    parser = _parser(canonical)
+    parser = _parser(canonical) if text is None else part_parser(canonical, text)
     return None if isinstance(parser, str) else (canonical, parser)
 
 
@@ -110,7 +113,7 @@ def free_lines(text: str, start: int, end: int, fill: str, language: str | None)
     above it (with the fill line that string opens on, if the fill's: None for a heredoc,
     or for one opened before the fill), inside a block comment opened above it, or with a
     comment or a preprocessor directive (`_column_free`)."""
-    grammar = _grammar(language)
+    grammar = _grammar(language, text)
     if grammar is None or "\n" not in fill:
         return FreeLines()
     doc = _parse(grammar[1], text[:start] + fill + text[end:])
@@ -189,7 +192,7 @@ def enclosing_node_range(text: str, start: int, end: int,
     body's members grows to those members, not the whole body.  The range starts at the
     line start when the code starts its line, and always contains the selection.
     """
-    grammar = _grammar(language)
+    grammar = _grammar(language, text)
     if grammar is None:
         return None
     doc = _parse(grammar[1], text)

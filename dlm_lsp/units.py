@@ -203,7 +203,7 @@ def truncate_to_units(text: str, start: int, end: int, fill: str, language: str 
     is kept.  A single-line fill, an unknown language, or a fill that is already whole
     comes back unchanged.
     """
-    grammar = _grammar(language)
+    grammar = _grammar(language, text)
     if grammar is None or "\n" not in fill:
         return fill
     canonical, parser = grammar

@@ -137,16 +137,37 @@ def language_for(language_id: str | None, uri: str | None = None) -> str | None:
 
 def _parser(language: str) -> Parser | str:
     """Build the parser lazily so importing this module never pays for nine grammars."""
-    if language not in _PARSERS:
-        module_name, function = _GRAMMARS[language]
+    return _loaded(language, language, *_GRAMMARS[language])
+
+
+def _loaded(key: str, language: str, module_name: str, function: str) -> Parser | str:
+    """The parser of grammar `function` of `module_name`, built once under `key`."""
+    if key not in _PARSERS:
         try:
             capsule = getattr(importlib.import_module(module_name), function)()
-            _PARSERS[language] = Parser(Language(capsule))
+            _PARSERS[key] = Parser(Language(capsule))
         except (ImportError, AttributeError, ValueError) as exc:
-            _PARSERS[language] = (
+            _PARSERS[key] = (
                 f"grammar package {module_name!r} for {language!r} is missing or unusable: {exc}"
             )
-    return _PARSERS[language]
+    return _PARSERS[key]
+
+
+_PHP_TAGS = ("<?php", "<?=", "?>")
+
+
+def part_parser(language: str, text: str) -> Parser | str:
+    """The parser for `text`, a part of a document of `language` (the lines around a
+    span, a large document's window): the language's, but a part of a PHP document with
+    no tag in it (`<?php`, `?>`: lines below the document's opening tag) is PHP code, read
+    with tree-sitter-php's grammar for code alone.  The grammar of .php files reads a
+    text with no tag as the HTML around one: a cursor's lines 300 below the tag were one
+    `text` node, with no block, bracket or statement in them."""
+    if language == "php" and not any(tag in text for tag in _PHP_TAGS):
+        parser = _loaded("php code", language, "tree_sitter_php", "language_php_only")
+        if not isinstance(parser, str):
+            return parser
+    return _parser(language)
 
 
 def _error_nodes(node: Node, nested: bool) -> list[Node]:
@@ -506,7 +527,10 @@ class ParsedDocument:
         key = (low, high)
         part = self._windows.get(key)
         if part is None:
-            part = ParsedDocument(self.text[low:high], self.language, self._parser)
+            text = self.text[low:high]
+            parser = part_parser(self.language, text)
+            part = ParsedDocument(text, self.language,
+                                  self._parser if isinstance(parser, str) else parser)
             part.windowed = False
             self._windows = {key: part}
         verdict = part.validate(start - low, end - low, fill)

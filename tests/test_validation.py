@@ -434,6 +434,20 @@ def test_windowed_validation_gives_the_whole_document_s_verdict(language: str, w
     assert all(a <= start + len(bad) and b >= start for a, b in verdict.new_ranges)  # at the fill
 
 
+def test_a_php_window_below_the_opening_tag_is_read_as_php(windowed) -> None:
+    """A large PHP document's window holds no `<?php` once it is below the tag: read by
+    the grammar of .php files as the HTML around a tag, it was one `text` node, and
+    every fill in it passed."""
+    marked, good, bad = CASES["php"]
+    body = marked.removeprefix("<?php\n")
+    text, start, end = _span("<?php\n" + body.replace("⟦⟧", good) * 30 + body)
+    document = validation.parsed_document(text, "php")
+    low, _ = document.window(start, end)
+    assert low > 0
+    assert document.validate(start, end, good).valid
+    assert not document.validate(start, end, bad).valid
+
+
 BETWEEN_DEFINITIONS = {
     # a blank line between two top-level functions: the module is the only node around it
     "module": ("".join(f"def f{i}(a):\n    b = a + {i}\n    return b\n\n\n" for i in range(40)),
