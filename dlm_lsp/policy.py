@@ -53,13 +53,21 @@ def task_kind(text: str, start: int, end: int, is_hole: bool = False) -> str:
 
 
 def local_text(text: str, start: int, end: int, lines: int = LOCAL_LINES) -> tuple[str, int]:
-    """The whole lines within `lines` of the span, and the offset where they start."""
+    """The whole lines within `lines` of the span, and the offset where they start.
+
+    They are parsed on their own, so they begin where a parse can begin: at the
+    document's start or the least indented line in reach (`_outermost_line`).  The line
+    `lines` above the span may be inside a block comment (a license header's ` * `
+    lines, a Javadoc's) or a module docstring: parsed from there, the comment's prose
+    was read as code, an apostrophe in it opened a string, and the code below was read
+    as that string (the end of `fun f() {` 310 lines down a Kotlin file was a
+    single-line fill)."""
     low = start
     for _ in range(lines + 1):
         low = text.rfind("\n", 0, low)
         if low == -1:
             break
-    low += 1
+    low = _outermost_line(text, low + 1, lines)
     high = end
     for _ in range(lines + 1):
         high = text.find("\n", high + 1)
@@ -67,6 +75,29 @@ def local_text(text: str, start: int, end: int, lines: int = LOCAL_LINES) -> tup
             high = len(text)
             break
     return text[low:high], low
+
+
+def _outermost_line(text: str, low: int, lines: int) -> int:
+    """The document's start, if it is within `lines` lines above the line at `low` (a
+    license header or a module docstring is then read whole); else the start of the
+    nearest of the least indented lines from that line up to `lines` lines above it:
+    the outermost code in reach (a top-level definition, a class's member), where a
+    parse of the lines from it on reads what a parse of the whole document reads.
+    Lines that start with a block comment's `*` or with a closer say nothing of a level
+    and are passed over; `low` if every line is."""
+    best, least, at = low, None, low
+    for _ in range(lines + 1):
+        if at == 0:
+            return 0
+        line_end = text.find("\n", at)
+        line = text[at:len(text) if line_end == -1 else line_end]
+        code = line.lstrip(" \t")
+        if code and code[0] not in "*)]}":
+            width = len(line) - len(code)
+            if least is None or width < least:
+                best, least = at, width
+        at = text.rfind("\n", 0, at - 1) + 1
+    return best
 
 
 def plan_span(text: str, start: int, end: int, config: ServerConfig, options: InfillOptions,

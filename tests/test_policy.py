@@ -9,6 +9,7 @@ import pytest
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.policy import (
+    LOCAL_LINES,
     MULTI_LINE,
     REWRITE,
     SINGLE_LINE,
@@ -209,6 +210,33 @@ def test_local_text_holds_whole_lines_around_the_span() -> None:
     local, low = local_text(text, at, at, lines=3)
     assert local.splitlines() == [f"line {i}" for i in range(497, 504)]
     assert text[low:low + len(local)] == local
+
+
+LICENSE = "/*\n" + "".join(f" * Licensed under the Apache License, line {i}: \"AS IS\", "
+                           "isn't it.\n" for i in range(14)) + " */\n"
+
+
+@pytest.mark.parametrize(("language", "above", "function"), [
+    ("kotlin", LICENSE + "package a\n\n" + "".join(f"val x{i} = {i}\n" for i in range(292)),
+     "fun f() {\n}\n"),
+    ("java", LICENSE + "package a;\n\nclass A {\n" + "".join(
+        f"  /**\n   * The {i}th, isn't it.\n   */\n  int x{i} = 1;\n" for i in range(300)),
+     "\n  void f() {\n  }\n}\n"),
+], ids=["a-license-header", "javadocs-in-a-class"])
+def test_the_lines_around_a_cursor_do_not_start_inside_a_block_comment(
+        tok, language: str, above: str, function: str) -> None:
+    """The span hint parses the lines around the cursor; 300 lines up may be a block
+    comment's inside, whose prose (`isn't`) was read as code: the rest was a string,
+    and the end of `void f() {` a single-line fill.  They start at the least indented
+    line in reach instead (the comment's `/*`, a member's)."""
+    text = above + function
+    at = len(above) + function.index("{") + 1
+    boundary = text.split("\n")[text.count("\n", 0, at) - LOCAL_LINES]
+    assert boundary.lstrip().startswith("*")  # 300 lines up: inside a comment
+    local, low = local_text(text, at, at)
+    assert not local.lstrip(" \t").startswith("*") and text[low:low + len(local)] == local
+    plan = plan_span(text, at, at, ServerConfig(), InfillOptions(), tok, language=language)
+    assert plan.kind == MULTI_LINE
 
 
 def test_the_request_s_kind_overrides_the_policy(tok) -> None:

@@ -874,6 +874,23 @@ def _shaped(marked: str, fill: str, language: str | None) -> str:
                       local_text(text, start, end))
 
 
+MODULE_DOCSTRING = '"""A module.\n\n' + "".join(
+    f"It isn't line {i}: \"a\" or 'b'.\n" for i in range(30)) + '"""\n\n'
+
+
+def test_a_fill_300_lines_below_a_module_docstring_is_shaped_as_the_file_reads() -> None:
+    """The lines around the cursor are parsed on their own (`policy.local_text`); 300
+    lines up was inside the module's docstring, whose prose starts at column 0, and
+    parsed from there (an apostrophe opened a string) the fill's call was cut after its
+    arguments, its `)` and the `return` below it left out (configparser.py)."""
+    marked = (MODULE_DOCSTRING + "".join(f"x{i} = {i}\n" for i in range(270))
+              + "class A:\n    @property\n    def f(self):\n        \"\"\"Deprecated.\"\"\"\n"
+              "        ⟦⟧\n\n    def g(self):\n        pass\n")
+    fill = "warnings.warn(\n    \"a\", stacklevel=2\n)\nreturn self.source"
+    assert _shaped(marked, fill, "python") == (
+        "warnings.warn(\n            \"a\", stacklevel=2\n        )\n        return self.source")
+
+
 _TAB_BODY = "def f(x):\n\ty = 1\n\t⟦⟧\n"  # a cursor in a tab-indented function's body
 
 
