@@ -792,7 +792,9 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
 
     The first line continues the cursor's line and keeps its level; nothing but leading
     whitespace is touched.  Tabs or spaces follow the block the span is in, else the
-    document (`_block_style`, `detect_indent`; a document whose blocks show no step has
+    document, the span's text in it: a rewrite's old code is the user's indentation as
+    much as any other line, and the caller takes a hole's marker out (`_block_style`,
+    `detect_indent`; a document whose blocks show no step has
     that of the cursor's blank line, `_unshown_style`, else `language`'s default; one
     with no indented line, the tabs of a fill indented with tabs, `_unindented_style`),
     and each line begins with the whitespace of the enclosing line it sits under,
@@ -823,7 +825,7 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     canonical = language_for(language) if language else None
     levels = _enclosing(text, start, end, canonical)
     before, after = _line_bounds(text, start, end)
-    document = text[:start] + text[end:]
+    document = text  # the span's text in it (see above)
     style = _unindented_style(detect_indent(document, canonical), document, [head, *read])
     style = _block_style(style, levels)
     style = _unshown_style(style, levels if before else [])  # the cursor's own line's step

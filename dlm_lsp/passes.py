@@ -127,10 +127,15 @@ def reindented(text: str, req: InfillRequest, language: str | None,
                local: tuple[str, int] | None, free: FreeLines | None = None) -> str:
     """A multi-line fill on the document's indentation, against the lines around the span
     (`local`, from `policy.local_text`; None for a single-line fill); no level is read
-    from the `free` lines (see fill_free_lines)."""
+    from the `free` lines (see fill_free_lines).  The span's text is read as the
+    document's (a rewrite's old code is the user's indentation), but for a hole's marker,
+    which is taken out."""
     if language is None or local is None or "\n" not in text:
         return text
     lines, low = local
+    if req.is_hole:
+        return reindent(text, checked_text(lines, req, low), req.start - low,
+                        req.start - low, language, free)
     return reindent(text, lines, req.start - low, req.end - low, language, free)
 
 
@@ -148,7 +153,7 @@ def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, languag
         start, end = req.start - low, req.end - low
         text = to_cursor_column(text, lines, start, end, language, free)
         if language is not None and "\n" in text:
-            text = reindent(text, lines, start, end, language, free)
+            text = reindented(text, req, language, local, free)
             text = place_literals(raw, text, lines, start, end, free)
             if plan.kind == MULTI_LINE:
                 start, end = checked_span(req)

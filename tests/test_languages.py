@@ -240,3 +240,22 @@ def test_a_rewrite_keeps_the_line_break_its_selection_ended_in(
     Planted(engine, request, broken=written)
     best = engine.infill(request).candidates[0]
     assert DOC_COMMENT[:start] + best.text + DOC_COMMENT[end:] == expected
+
+
+SCRIPT = ('if [ -z "$SOURCED" ]; then\n    set "$0" "$@"\nfi\n\n'
+          'start() {\n\tSTATUS=0\n\trun || STATUS=$?\n\treturn $STATUS\n}\n')
+
+
+@pytest.mark.parametrize("selected", ["start() {", "\tSTATUS=0"], ids=["function", "body"])
+def test_a_rewrite_is_indented_as_the_code_it_replaces(engine: Engine, selected: str) -> None:
+    """A selection is the user's code until the rewrite replaces it: its lines are the
+    document's indentation as much as any other's.  Read without them, a small script
+    whose only tab-indented code is the function selected showed one line of spaces
+    (the `set` at its top), and the function written back as it was came back in spaces."""
+    start = SCRIPT.index(selected)
+    end = SCRIPT.index("\n}") + (2 if selected.startswith("start") else 0)
+    request = InfillRequest(SCRIPT, start, end, "shellscript", "file:///t.sh",
+                            InfillOptions(length=48, steps=4, repair_rounds=0, fallback=False))
+    Planted(engine, request, broken=SCRIPT[start:end])
+    best = engine.infill(request).candidates[0]
+    assert SCRIPT[:start] + best.text + SCRIPT[end:] == SCRIPT
