@@ -164,8 +164,11 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     (Google's Java style nests blocks by two and continues four in, and its continuations
     can outnumber its blocks).  A document whose only steps are other lines' shows no step
     (`measured` False): its widest evidence is a continuation's.  A document whose tabs
-    are 8 columns beside levels of two or four is GNU style (`gnu`, `_gnu_step`)."""
+    are 8 columns beside levels of two or four is GNU style (`gnu`, `_gnu_step`).  The
+    lines inside a Go raw string are text, not the code's (`_go_raw_after`): cobra's shell
+    and PowerShell completion scripts, 200 lines in spaces, outnumbered the file's tabs."""
     tab_lines = space_lines = wide_tabs = 0
+    raw_strings, raw = language == "go", False  # a raw string's lines: not counted
     steps: Counter[int] = Counter()
     opened: Counter[int] = Counter()  # the steps below a line that opens a block
     tabbed: list[tuple[int, str]] = []  # (step, the line above) of lines led by tabs
@@ -173,6 +176,12 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     openers = _block_openers(language)
     previous, above = 0, ""
     for line in text.split("\n", 5000)[:5000]:
+        if raw_strings and "`" in line:  # opens or closes a raw string, or both
+            raw, inside = _go_raw_after(line, raw), raw
+            if inside:
+                continue
+        elif raw:
+            continue
         if not line.strip() or line.lstrip(" \t")[:1] == "*":  # `_counted`, inlined: every line
             continue  # a block comment's ` * ` lines say nothing of the code's indentation
         lead = _leading(line)
@@ -205,6 +214,30 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
         return IndentStyle(False, 4, measured=False)
     return IndentStyle(False, max(sorted(wide), key=lambda step: wide[step]),
                        measured=bool(opened))
+
+
+def _go_raw_after(line: str, raw: bool) -> bool:
+    """Whether a Go raw string (backquoted) is open after `line`, one being open before it
+    or not: a backquote opens or closes one outside quotes and comments (a struct tag's
+    pair opens none; a PowerShell script's backquotes inside `+"..."+` are its text)."""
+    index, quote = 0, ""
+    while index < len(line):
+        ch = line[index]
+        if raw:
+            raw = ch != "`"
+        elif quote:
+            if ch == "\\":
+                index += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "`":
+            raw = True
+        elif line.startswith("//", index):
+            break
+        index += 1
+    return raw
 
 
 def _gnu_step(tabbed: list[tuple[int, str]], wide_tabs: int, opened: Counter[int],

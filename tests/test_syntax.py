@@ -444,6 +444,22 @@ def test_a_c_header_s_doc_comments_do_not_outvote_its_tabs() -> None:
     assert detect_indent(text, "c").tabs
 
 
+GO_SCRIPT = ("package cmd\n\ntype Flag struct {\n\tName string `json:\"name\"`\n}\n\n"
+             "func gen(name string) string {\n\treturn fmt.Sprintf(`# completion for %s\n"
+             + "".join(f"    if ($x -eq {i}) {{\n        `+\"`t\"+`\n    }}\n"
+                       for i in range(20))
+             + "`, name)\n}\n\nfunc run() {\n\tgen(\"a\")\n}\n")
+
+
+def test_a_go_raw_string_s_lines_are_not_the_file_s_indentation() -> None:
+    """A raw string's lines are text: cobra writes its shell and PowerShell completion
+    scripts, hundreds of lines in spaces, in raw strings, and they outnumbered the file's
+    tabs (a fill's or a rewrite's body came back in spaces).  A struct tag's backquotes
+    open no raw string, nor does one in a string spliced into it (PowerShell's `t)."""
+    assert GO_SCRIPT.count("\n    ") > GO_SCRIPT.count("\n\t")  # spaces outnumber tabs
+    assert detect_indent(GO_SCRIPT, "go").tabs
+
+
 GOOGLE_JAVA = ("class A {\n  void f() {\n"
                "    assertThat(gson.toJson(x))\n        .isEqualTo(\"a\");\n"
                "    assertThat(gson.toJson(y))\n        .isEqualTo(\"b\");\n"
