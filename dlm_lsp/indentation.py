@@ -48,6 +48,11 @@ _KEYWORD_HEADS = {"ruby": re.compile(r"(def|class|module|for)\b|(.*\s=\s*)?(if|u
                   "bash": re.compile(r"((.*;)?\s*(then|do)|case\b.*\bin)$")}
 
 _STATEMENT_LINES = 200  # lines above a header read for the statement it continues
+# What a line that leaves its statement open ends with, and what one that goes on with the
+# statement above starts with (a leading `.`, `->`, `&&`: Swift's, Kotlin's, JavaScript's)
+# (not `=` nor `?`, which end a shell line of its own: `X=`, `RESULT=$?`)
+_CONTINUED = (",", "(", "[", "&&", "||", "+", "->", "=>", "\\")
+_CONTINUING = (".", "->", "&&", "||", "?")
 # A switch's label, `case 1:` or `default:`, at the start of a line
 _SWITCH_LABEL = re.compile(r"\s*(case\b|default\s*:)")
 # A C++ class's access label, `public:` (Qt's `public slots:`, `signals:`), likewise
@@ -732,33 +737,44 @@ def _statement_indent(text: str, line_start: int, line: str, language: str | Non
     begun above, as far up as that goes.
 
     A line continues the one above it where it closes a bracket left open there (`def
-    f(a,` above `      b):`, a Swift or PHP parameter list aligned under its `(`), or
-    where it sits right of a code line that opens no block (gofmt's `if a &&` above
-    `\t\tb {`, TypeScript's `interface A` above `    extends B {`): a step right of a
-    line that opens no block is a continuation, as `detect_indent` reads a document.
-    No grammar is read: a line right of a `#if` or a C++ `public:` reads as a
-    continuation too, which only leaves a fill's level where the model wrote it."""
+    f(a,` above `      b):`, a Swift or PHP parameter list aligned under its `(`), where
+    that line ends in a comma or an operator (Swift's `if` conditions, one a line), where
+    it starts with one (Swift's `        -> Self {` below its parameters), or where it
+    sits right of a code line that opens no block (gofmt's `if a &&` above `\t\tb {`,
+    TypeScript's `interface A` above `    extends B {`): a step right of a line that opens
+    no block is a continuation, as `detect_indent` reads a document.  No grammar is
+    read: a line right of a `#if` or a C++ `public:` reads as a continuation too, which
+    only leaves a fill's level where the model wrote it."""
     comments, lifetimes = _line_comments(language), _lifetimes(language)
     openers = _block_openers(language)
-    code = line[:_code_end(line, comments, lifetimes)]
-    lead, owed, depth = _leading(line), 0, 0
-    for ch in (ch for _, ch in _unquoted(code, comments, lifetimes) if ch is not None):
-        depth += (ch in "([{") - (ch in ")]}")
-        owed = max(owed, -depth)  # closers of brackets a line above opened
+    lead = _leading(line)
+    code = line[:_code_end(line, comments, lifetimes)].strip()
+    owed = _owed(code, comments, lifetimes)
     above = text[:line_start].split("\n")[-2::-1][:_STATEMENT_LINES]  # nearest first
     for previous in above:
-        code = previous[:_code_end(previous, comments, lifetimes)].rstrip()
-        if not code.strip():
+        previous_code = previous[:_code_end(previous, comments, lifetimes)].rstrip()
+        if not previous_code.strip():
             continue
         if owed > 0:  # inside the bracket: the line that opened it begins the statement
-            owed -= _bracket_depths(code, comments, lifetimes)[1]
-            lead = _leading(previous)
-        elif _width(_leading(previous)) < _width(lead) and not (
-                code.endswith(openers) or _opens_keyword_block(code, language)):
-            lead = _leading(previous)
-        else:
+            owed -= _bracket_depths(previous_code, comments, lifetimes)[1]
+        elif not (previous_code.endswith(_CONTINUED) or code.startswith(_CONTINUING) or (
+                _width(_leading(previous)) < _width(lead) and not (
+                    previous_code.endswith(openers)
+                    or _opens_keyword_block(previous_code, language)))):
             break
+        else:
+            owed = _owed(previous_code.strip(), comments, lifetimes)
+        lead, code = _leading(previous), previous_code.strip()
     return lead
+
+
+def _owed(code: str, comments: tuple[str, ...], lifetimes: bool) -> int:
+    """How many brackets opened on lines above a line of `code` closes."""
+    owed = depth = 0
+    for ch in (ch for _, ch in _unquoted(code, comments, lifetimes) if ch is not None):
+        depth += (ch in "([{") - (ch in ")]}")
+        owed = max(owed, -depth)
+    return owed
 
 
 def _statement_column(rest: list[str], code: list[int], depth: int,

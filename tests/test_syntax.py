@@ -709,6 +709,15 @@ def test_a_switch_s_labels_at_its_own_column_are_the_document_s(
     assert _reindent(marked, fill, language) == fill
 
 
+def test_a_shell_line_ending_in_a_question_mark_or_an_equals_sign_is_a_whole_command(
+        ) -> None:
+    """`RESULT=$?` and `X=` end with what ends a line that goes on elsewhere (`a ?`,
+    `x =`): read so, the `else` below was a continuation of the `if` body's last
+    command, and the `else` body written at its column moved a step right."""
+    marked = "if test -z \"$*\"; then\n  run\n  RESULT=$?\nelse⟦⟧\n  RESULT=$?\nfi\n"
+    assert _reindent(marked, "\n  run \"$@\"", "bash") == "\n  run \"$@\""
+
+
 @pytest.mark.parametrize(("marked", "fill"), [
     ("class Queue {⟦⟧\nprivate:\n  int size_;\n};\n", "\npublic:\n  void push(int x);"),
     ("namespace n\n{\n  class Queue\n  {⟦⟧\n  private:\n    int size_;\n  };\n}\n",
@@ -729,12 +738,18 @@ def test_a_cpp_class_s_access_label_at_its_column_is_the_document_s(
     ("swift", "    func on(queue: Queue,\n            perform handler: Handler) -> Self {⟦⟧\n"
               "    }\n", "\n        handler()\n        return self"),
     ("typescript", "export interface A\n    extends B {⟦⟧\n}\n", "\n    size: number;"),
-], ids=["python-parameters", "go-condition", "swift-parameters", "typescript-extends"])
+    ("swift", "    func get(_ url: URL,\n             queue: Queue)\n        -> Self {⟦⟧\n    }\n",
+     "\n        return self"),
+    ("swift", "func f() {\n    if\n        let a = x,\n        let b = y {⟦⟧\n    }\n}\n",
+     "\n        use(a, b)"),
+], ids=["python-parameters", "go-condition", "swift-parameters", "typescript-extends",
+        "swift-result-type", "swift-conditions"])
 def test_a_block_whose_header_continues_a_statement_is_a_step_right_of_the_statement(
         language: str, marked: str, fill: str) -> None:
     """A header line that continues a statement (a parameter list aligned under its `(`,
-    gofmt's condition on two lines, an `extends` on its own line) opens a body a step
-    right of the line the statement begins on, left of the header or at its column:
+    gofmt's condition on two lines, an `extends` or a result type on its own line, a
+    Swift `if` with its conditions one a line) opens a body a step right of the line
+    the statement begins on, left of the header or at its column:
     read as one step right of the header, a body written where the file has it was
     moved a step further (`def f(a,` / `      b):` put its body twelve columns in)."""
     assert _reindent(marked, fill, language) == fill
