@@ -24,6 +24,7 @@ from dlm_lsp.indentation import (
     _line_bounds,
     _line_comments,
     _opens_keyword_block,
+    _statement_indent,
     _unquoted,
     _width,
     detect_indent,
@@ -171,7 +172,10 @@ def _opener_hint(doc: _Doc, line_start: int, line_end: int, line: str, canonical
     owner_node = body.parent if body is not None else token.parent
     owner = owner_node.type if owner_node is not None else None
     empty = body is None or not _members(body)
-    indent, guessed_past = _deeper(_leading(line), style, before)
+    # a header that continues a statement (`class A(B,` / `        C):`) opens a body a
+    # step right of the line the statement begins on, as reindent reads it
+    statement = _statement_indent(doc.text, doc.char(line_start), line, canonical)
+    indent, guessed_past = _deeper(statement, style, before)
     return SpanHint(MULTI_LINE, _body_lines(owner, empty), indent,
                     body.type if body is not None else "block", owner, guessed_past)
 

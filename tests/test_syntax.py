@@ -91,6 +91,20 @@ def test_end_of_a_keyword_block_header_line_is_multi_line_one_level_deeper(
     assert (hint.indent, hint.owner_type) == ("    ", owner)
 
 
+def test_a_header_that_continues_a_statement_opens_a_body_a_step_right_of_the_statement(
+        ) -> None:
+    """The standard library's codecs write `class IncrementalDecoder(mbc.Multibyte...,` and
+    `                         codecs.IncrementalDecoder):` (aligned under the `(`): the
+    body is four in, a step right of the `class`.  Read as a step right of the line that
+    ends in `:`, 29 in, the body written where the file has it was a dedent out of the
+    block, and the unit cut left nothing."""
+    marked = ("class Codec:\n    x = 1\n\nclass IncrementalDecoder(Multibyte,\n"
+              "                         codecs.IncrementalDecoder):⟦⟧\n\nclass B:\n    y = 2\n")
+    hint = _kind(marked, "python")
+    assert hint is not None and (hint.kind, hint.indent) == (MULTI_LINE, "    ")
+    assert _truncate(marked, "\n    codec = codec", "python") == "\n    codec = codec"
+
+
 @pytest.mark.parametrize(("language", "marked"), [
     ("ruby", "def g(a, ⟦⟧\n"),
     ("ruby", "x = 1 # def g⟦⟧\n"),
