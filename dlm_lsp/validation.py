@@ -153,17 +153,24 @@ def _loaded(key: str, language: str, module_name: str, function: str) -> Parser 
     return _PARSERS[key]
 
 
-_PHP_TAGS = ("<?php", "<?=", "?>")
+def _starts_in_php(text: str) -> bool:
+    """Whether a part of a PHP document starts in its code: no tag opens before the first
+    that closes (`?>`), or none is there at all."""
+    opening = min((at for at in (text.find("<?php"), text.find("<?=")) if at >= 0),
+                  default=-1)
+    closing = text.find("?>")
+    return opening == -1 or -1 < closing < opening
 
 
 def part_parser(language: str, text: str) -> Parser | str:
     """The parser for `text`, a part of a document of `language` (the lines around a
-    span, a large document's window): the language's, but a part of a PHP document with
-    no tag in it (`<?php`, `?>`: lines below the document's opening tag) is PHP code, read
-    with tree-sitter-php's grammar for code alone.  The grammar of .php files reads a
-    text with no tag as the HTML around one: a cursor's lines 300 below the tag were one
-    `text` node, with no block, bracket or statement in them."""
-    if language == "php" and not any(tag in text for tag in _PHP_TAGS):
+    span, a large document's window): the language's, but a part of a PHP document that
+    starts below a `<?php` (no tag opens before the first that closes, if any) is PHP
+    code, read with tree-sitter-php's grammar for code alone.  The grammar of .php files
+    reads the text before a tag as HTML: a cursor's lines 300 below the file's `<?php`,
+    to the `?>` that ends it or not, were one `text` node, with no block, bracket or
+    statement in them."""
+    if language == "php" and _starts_in_php(text):
         parser = _loaded("php code", language, "tree_sitter_php", "language_php_only")
         if not isinstance(parser, str):
             return parser

@@ -192,15 +192,17 @@ def test_the_kind_of_block_caps_a_multi_line_fill_s_length(tok) -> None:
     assert _plan_in(tok, "x = f(1,\n      |\n", None).n_masked == ServerConfig().multi_line_tokens
 
 
-@pytest.mark.parametrize("line", [10, 400])
+@pytest.mark.parametrize(("line", "end"), [(10, ""), (400, ""), (400, "?>\n")],
+                         ids=["near-the-tag", "far-below-it", "far-below-it-closed"])
 def test_a_php_function_s_body_is_multi_line_however_far_below_the_opening_tag(
-        tok, line: int) -> None:
+        tok, line: int, end: str) -> None:
     """The span hint parses only the lines around the cursor (`local_text`): 300 lines
-    below `<?php` they hold no tag, and the grammar of .php files read them as the HTML
-    around one, a single `text` node: the end of `function f() {` was a single-line fill
-    there, cut at its first line break (a body written below it came back empty)."""
+    below `<?php` they hold no opening tag (the `?>` that ends the file, if any), and the
+    grammar of .php files read them as the HTML around one, a single `text` node: the
+    end of `function f() {` was a single-line fill there, cut at its first line break (a
+    body written below it came back empty)."""
     above = "".join(f"$x{i} = {i};\n" for i in range(line))
-    marked = f"<?php\n{above}function f() {{|\n}}\n"
+    marked = f"<?php\n{above}function f() {{|\n}}\n{end}"
     assert _plan_in(tok, marked, "php").kind == MULTI_LINE
 
 
