@@ -46,6 +46,9 @@ to the step that made it (`stages`).
 
     python benchmarks/request_round_trip.py DIR_OR_FILE... [--per-language 200]
         [--kinds line-end rewrite-mid ...] [--seed 0]
+
+The sites of all the kinds asked are drawn in one seeded sequence, so `--kinds` draws
+another sample than the default (all kinds), which benchmarks/results/ reports.
 """
 
 from __future__ import annotations
