@@ -750,7 +750,7 @@ def _statement_indent(text: str, line_start: int, line: str, language: str | Non
     lead = _leading(line)
     code = line[:_code_end(line, comments, lifetimes)].strip()
     owed = _owed(code, comments, lifetimes)
-    above = text[:line_start].split("\n")[-2::-1][:_STATEMENT_LINES]  # nearest first
+    above = text[:line_start].rsplit("\n", _STATEMENT_LINES + 1)[-2::-1][:_STATEMENT_LINES]
     for previous in above:
         previous_code = previous[:_code_end(previous, comments, lifetimes)].rstrip()
         if not previous_code.strip():
