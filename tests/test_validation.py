@@ -640,3 +640,26 @@ def test_a_preexisting_error_elsewhere_does_not_make_a_good_fill_invalid_in_each
     assert validate_fill(text, start, end, good, language).valid
     verdict = validate_fill(text, start, end, bad, language)
     assert not verdict.valid, "a second, new break is still seen"
+
+
+def test_the_parse_trees_kept_are_bounded_by_size_and_the_latest_is_always_kept(monkeypatch):
+    """A tree costs tens of bytes a character, so the trees kept for incremental
+    reparsing are bounded by the characters their documents hold, not only by count;
+    the document parsed last stays however large, or its next keystroke would be
+    parsed from nothing."""
+    from collections import OrderedDict
+
+    monkeypatch.setattr(validation, "_DOCUMENTS", OrderedDict())
+    monkeypatch.setattr(validation, "_KEEP_CHARACTERS", 1000)
+    small = "x = 1\n" * 50  # 300 characters
+    for name in "abc":
+        validation.parsed_document(small, "python", f"file:///{name}.py")
+    assert list(validation._DOCUMENTS) == ["file:///a.py", "file:///b.py", "file:///c.py"]
+    validation.parsed_document(small, "python", "file:///d.py")  # 1,200 characters
+    assert list(validation._DOCUMENTS) == ["file:///b.py", "file:///c.py", "file:///d.py"]
+    big = "y = 2\n" * 400  # 2,400 characters: over the bound alone
+    kept = validation.parsed_document(big, "python", "file:///big.py")
+    assert list(validation._DOCUMENTS) == ["file:///big.py"]
+    edited = big + "z = 3\n"
+    assert validation.parsed_document(edited, "python", "file:///big.py").text == edited
+    assert validation._DOCUMENTS["file:///big.py"] is not kept  # its next version, kept
