@@ -874,6 +874,9 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     canonical = language_for(language) if language else None
     levels = _enclosing(text, start, end, canonical)
     before, after = _line_bounds(text, start, end)
+    body = _body_below(text, end, before, after)
+    if body is not None:  # the block the fill opens has lines already: it goes among them
+        levels = [body, *levels]
     document = text  # the span's text in it (see above)
     style = _unindented_style(detect_indent(document, canonical), document, [head, *read])
     style = _block_style(style, levels)
@@ -914,6 +917,26 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
             column = columns[i]
         out.append(_indentation(column, copied, tabs, tab) + line[len(blanks):])
     return "\n".join(out)
+
+
+def _body_below(text: str, end: int, before: str, after: str) -> str | None:
+    """The leading whitespace of the first line below a span at the end of a code line,
+    where that line sits right of the span's: the body the line opens (or its
+    continuation), which the fill's lines join.  A struct whose members are written with
+    tabs in a file of spaces (X11's headers, perf's scripts) got its new first members
+    in spaces, above the tab-indented rest.  None where code follows the span on its
+    line, the line is blank, or the line below is not deeper."""
+    if after.strip() or not before.strip():
+        return None
+    at = text.find("\n", end)
+    while at != -1:
+        line_end = text.find("\n", at + 1)
+        line = text[at + 1:len(text) if line_end == -1 else line_end]
+        if line.strip():
+            lead = _leading(line)
+            return lead if _width(lead) > _width(_leading(before)) else None
+        at = line_end
+    return None
 
 
 def _indentation(column: int, levels: list[str], tabs: bool, tab: int) -> str:

@@ -564,6 +564,36 @@ def test_a_python_fill_is_indented_in_its_block_s_own_characters(marked: str, fi
     compile(text[:start] + result + text[end:], "filled.py", "exec")  # no TabError
 
 
+_C_SPACES = "struct a {\n    int x;\n    int y;\n};\n\nstruct b {\n    int z;\n};\n\n"
+
+
+@pytest.mark.parametrize(("marked", "language", "fill", "expected"), [
+    # the end of a header whose body, below the fill, is in tabs in a file of spaces
+    (_SPACES + "def f(x):⟦⟧\n\treturn x\n", "python", "\n    y = 1\n    x += y",
+     "\n\ty = 1\n\tx += y"),
+    (_C_SPACES + "typedef struct {⟦⟧\n\tCARD16 zero;\n} Req;\n", "c",
+     "\n    CARD8 reqType;\n    CARD8 data;", "\n\tCARD8 reqType;\n\tCARD8 data;"),
+    # and the other way round: a body of spaces in a file of tabs
+    (_TABS + "def f(x):⟦⟧\n    return x\n", "python", "\n\ty = 1\n\tx += y",
+     "\n    y = 1\n    x += y"),
+    # a body that already goes on from its header's tab with spaces (valid Python 3)
+    ("class A:\n\tx = 1\n\n\tdef f(self):⟦⟧\n\t    return 1\n", "python",
+     "\n\t\ty = 1", "\n\t    y = 1"),
+], ids=["python-tab-body-below", "c-tab-members-below", "space-body-below-in-tab-file",
+        "tab-and-spaces-body-below"])
+def test_a_fill_at_the_end_of_a_header_joins_the_body_below_it(marked: str, language: str,
+                                                               fill: str, expected: str):
+    """At the end of a line that opens a block with lines already in it, the fill's
+    lines go among those lines, so they begin with their whitespace: tabs where they
+    have tabs, whatever most of the file has (X11's headers write some structs' members
+    with tabs in files of spaces; perf's scripts some functions)."""
+    result = _reindent(marked, fill, language)
+    assert result == expected
+    if language == "python":
+        text, start, end = _span(marked)
+        compile(text[:start] + result + text[end:], "filled.py", "exec")  # no TabError
+
+
 # (level below the cursor's, code) of a fill whose blocks nest; its first line continues
 # the cursor's line, and documents open their blocks by `unit` (⟦⟧ on a blank body line)
 _NESTED = {
