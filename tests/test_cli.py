@@ -259,6 +259,16 @@ def test_status_help_names_the_option_that_asks_a_running_server(capsys):
         assert "caches (--server)" in said and "caches (--tcp)" not in said
 
 
+def test_a_precision_the_settings_would_refuse_is_a_usage_error_of_models_check(capsys):
+    """`models check DIR --load --precision fp16` loaded nothing and reported a problem
+    (exit 1), as if the checkpoint were broken; --device was already checked as typed."""
+    from dlm_lsp.models.command import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["check", "nowhere", "--load", "--precision", "fp16"])
+    assert stop.value.code == 2 and "invalid choice: 'fp16'" in capsys.readouterr().err
+
+
 def test_a_log_level_is_one_of_logging_s_in_any_case():
     from dlm_lsp.cli import main
 
@@ -371,3 +381,17 @@ def test_models_check_fails_on_one_of_our_own_models_with_a_file_lost(lost, mode
     assert lost in said and "ok:" not in said
     assert main(["models", "check", str(model_dir)]) == 0  # the directory it was copied from
     assert "ok: the server can load it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where, family", [("nowhere", None), ("nowhere", "dream"),
+                                           ("model", "nosuch")])
+def test_models_check_names_no_family_where_it_found_none(where, family, model_dir, capsys):
+    """A directory that is no model printed `family   (detected)`, a blank where the family
+    goes; a family named with --family that does not exist was `(detected)` too."""
+    from dlm_lsp.cli import main
+
+    directory = str(model_dir) if where == "model" else where
+    assert main(["models", "check", directory, *(["--family", family] if family else [])]) == 1
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split() == ["directory", directory]
+    assert [row for row in rows if row.startswith("family")] == []

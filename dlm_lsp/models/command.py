@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from dlm_lsp.config import DEVICES
+from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.models.checkpoint import MODEL_TYPE, Checkpoint
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.registry import FAMILIES, conventions, detect, family_named
@@ -137,8 +137,9 @@ def time_forward(report: Report, device: str, precision: str) -> None:
 
 
 def print_report(report: Report) -> None:
-    rows = {"directory": report.directory,
-            "family": f"{report.family} ({'detected' if report.detected else 'named'})",
+    rows = {"directory": report.directory,  # a family only where one was found
+            "family": report.family and f"{report.family} "
+                      f"({'detected' if report.detected else 'named'})",
             "model_type": report.model_type, "logits shifted": report.shifted,
             "mask": report.mask, "span end": report.end, "framing": report.framing,
             "tokenizer vocabulary": report.tokenizer_vocab, "model vocabulary": report.model_vocab,
@@ -170,18 +171,27 @@ def print_families() -> None:
         print(f"  assumed: {family.assumed}\n")
 
 
-def main(argv: list[str]) -> int:
-    """Entry point of `dlm-lsp models`."""
-    parser = argparse.ArgumentParser(prog="dlm-lsp models", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="action")
+def parser() -> argparse.ArgumentParser:
+    """The options of `dlm-lsp models`; a device or precision the server would refuse is a
+    usage error here too, not a problem found in the checkpoint."""
+    p = argparse.ArgumentParser(prog="dlm-lsp models", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="action")
     sub.add_parser("list", help="the supported families (the default)")
     check = sub.add_parser("check", help="check a checkpoint directory")
-    check.add_argument("directory")
+    check.add_argument("directory", help="a directory written by dlm-lsp train, or a published "
+                       "checkpoint's (config.json, tokenizer, *.safetensors)")
     check.add_argument("--family", help="skip detection: treat it as this family")
     check.add_argument("--load", action="store_true", help="also load it and time a forward pass")
-    check.add_argument("--device", default="auto", choices=DEVICES)
-    check.add_argument("--precision", default="auto")
-    args = parser.parse_args(argv)
+    check.add_argument("--device", default="auto", choices=DEVICES,
+                       help="with --load: where (default: auto, cuda when available)")
+    check.add_argument("--precision", default="auto", choices=PRECISIONS,
+                       help="with --load: the server's precision setting (default: auto)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of `dlm-lsp models`."""
+    args = parser().parse_args(argv)
     if args.action != "check":
         print_families()
         return 0
