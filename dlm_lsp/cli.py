@@ -16,6 +16,24 @@ from dlm_lsp import __version__
 from dlm_lsp.allocator import cap_arenas
 from dlm_lsp.config import DEVICES, STRATEGIES, InfillOptions, from_json
 
+# What the options several commands share mean, said once (`--help` is where a user
+# looks first; the README's Configuration table says the same of the settings).
+MODEL_HELP = ("'default' (the model shipped in the package), a model directory, FAMILY:DIR, "
+              "or a hub id (downloaded only when online); default: default")
+DEVICE_HELP = "auto: cuda when available, else cpu (default: auto)"
+SEED_HELP = "seed of every random choice: same seed, same fills (default 0)"
+JSON_HELP = "also write the report as JSON to this file"
+MARKDOWN_HELP = "also write the report as markdown to this file"
+PLOT_HELP = "draw the curve into this PNG (needs matplotlib: the bench extra)"
+SPLIT_HELP = ("a HumanEval-Infilling task set (default: single-line; single and multi are "
+              "short for single-line and multi-line)")
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model and --device, as every command that loads a model takes them."""
+    parser.add_argument("--model", default="default", help=MODEL_HELP)
+    parser.add_argument("--device", default="auto", choices=DEVICES, help=DEVICE_HELP)
+
 
 def _serve(args: argparse.Namespace) -> int:
     """Serve LSP.  The allocator is set first: before the server (torch included) is
@@ -100,9 +118,10 @@ def _fill(args: argparse.Namespace) -> int:
 def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
     from dlm_lsp.bench.humaneval import ALIASES, SPLITS
 
-    parser.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES])
+    parser.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES],
+                        help=SPLIT_HELP)
     parser.add_argument("--limit", type=_positive,
-                        help="an evenly spaced fixed sample of N tasks")
+                        help="an evenly spaced fixed sample of N tasks (default: all)")
     _add_fill_arguments(parser)
     harness = parser.add_mutually_exclusive_group()
     harness.add_argument("--self-check", action="store_true",
@@ -111,8 +130,8 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=_positive_seconds, default=5.0,
                         help="seconds per program")
     parser.add_argument("--workers", type=_positive, default=2, help="programs run side by side")
-    parser.add_argument("--json", dest="json_out", metavar="OUT")
-    parser.add_argument("--markdown", dest="markdown_out", metavar="OUT")
+    parser.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
+    parser.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
     parser.add_argument("--baseline", metavar="FILE", help="a stored --json report to compare to")
     parser.add_argument("--margin", type=_points, default=0.0,
                         help="with --baseline: fail when pass@1 drops by more points than this")
@@ -121,11 +140,10 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
     """How a benchmark's fills are made: the model, where, and the engine's settings."""
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--device", default="auto", choices=DEVICES)
+    _add_model_arguments(parser)
     parser.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
     parser.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
-    parser.add_argument("--seed", type=_seed, default=0)
+    parser.add_argument("--seed", type=_seed, default=0, help=SEED_HELP)
     parser.add_argument("--length", choices=("oracle", "policy"), default="oracle",
                         help="oracle: the canonical middle's token count; policy: the server's "
                         "length policy")
@@ -140,8 +158,8 @@ def _add_heldout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=_count, default=200,
                         help="lines, evenly spread over all candidates (0: all)")
     _add_fill_arguments(parser)
-    parser.add_argument("--json", dest="json_out", metavar="OUT")
-    parser.add_argument("--markdown", dest="markdown_out", metavar="OUT")
+    parser.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
+    parser.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
 
 
 def _add_baseline_model(parser: argparse.ArgumentParser) -> None:
@@ -154,13 +172,12 @@ def _add_baseline_model(parser: argparse.ArgumentParser) -> None:
 def _add_run_arguments(parser: argparse.ArgumentParser, limit: int | None = None,
                        sandbox: bool = False) -> None:
     """The options every curve benchmark shares: model, device, seed, outputs."""
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--device", default="auto", choices=DEVICES)
-    parser.add_argument("--seed", type=_seed, default=0)
+    _add_model_arguments(parser)
+    parser.add_argument("--seed", type=_seed, default=0, help=SEED_HELP)
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="every number, as JSON")
     if limit is not None:
         parser.add_argument("--limit", type=_positive, default=limit,
-                            help="an evenly spaced fixed sample of N tasks")
+                            help=f"an evenly spaced fixed sample of N tasks (default {limit})")
     if sandbox:
         parser.add_argument("--timeout", type=_positive_seconds, default=5.0,
                             help="seconds per program")
@@ -183,49 +200,60 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
     sweep = kinds.add_parser("sweep", help="pass@1 and latency against the step budget, per "
                              "task kind and strategy, with saturation and collapse points")
     _add_run_arguments(sweep, limit=30, sandbox=True)
-    sweep.add_argument("--kinds", nargs="+", default=list(KINDS), choices=[*KINDS, *ALIASES])
+    sweep.add_argument("--kinds", nargs="+", default=list(KINDS), choices=[*KINDS, *ALIASES],
+                       help=f"task kinds (default: {' '.join(KINDS)})")
     sweep.add_argument("--steps", nargs="+", type=_positive, default=list(BUDGETS),
-                       help="step budgets to sweep")
+                       help=f"step budgets to sweep (default: {' '.join(map(str, BUDGETS))})")
     sweep.add_argument("--strategies", nargs="+", default=list(DIFFUSION_STRATEGIES),
-                       choices=STRATEGIES)
+                       choices=STRATEGIES, help="unmasking strategies (default: "
+                       f"{' '.join(DIFFUSION_STRATEGIES)}; the left-to-right point is added "
+                       "unless --no-ltr)")
     sweep.add_argument("--no-ltr", action="store_true", help="leave out the left-to-right point")
     sweep.add_argument("--epsilon", type=float, default=2.0,
                        help="saturation: within this many pass@1 points of the best")
     sweep.add_argument("--ratio", type=float, default=0.5,
                        help="collapse: below this share of the best")
-    sweep.add_argument("--plots", metavar="DIR", help="write sweep-<kind>.png here")
-    sweep.add_argument("--markdown", dest="markdown_out", metavar="OUT")
+    sweep.add_argument("--plots", metavar="DIR", help="write sweep-<kind>.png here (needs "
+                       "matplotlib: the bench extra)")
+    sweep.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
 
     latency = kinds.add_parser("latency", help="ms per fill against span length: diffusion at "
                                "a fixed budget vs left to right")
     _add_run_arguments(latency)
-    latency.add_argument("--lengths", nargs="+", type=_positive, default=list(LENGTHS))
+    latency.add_argument("--lengths", nargs="+", type=_positive, default=list(LENGTHS),
+                         help="span lengths in tokens (default: "
+                         f"{' '.join(map(str, LENGTHS))})")
     latency.add_argument("--steps", type=_positive, default=16, help="the diffusion budget")
-    latency.add_argument("--strategy", default="confidence", choices=STRATEGIES)
+    latency.add_argument("--strategy", default="confidence", choices=STRATEGIES,
+                         help="the diffusion fills' strategy (default: confidence)")
     latency.add_argument("--repeats", type=_positive, default=3,
                          help="fills per point (median)")
     _add_baseline_model(latency)
-    latency.add_argument("--plot", metavar="PNG")
-    latency.add_argument("--markdown", dest="markdown_out", metavar="OUT")
+    latency.add_argument("--plot", metavar="PNG", help=PLOT_HELP)
+    latency.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
 
     throughput = kinds.add_parser("throughput", help="fills per second, p50/p95 and batch "
                                   "occupancy as concurrent requests grow")
     _add_run_arguments(throughput)
     throughput.add_argument("--concurrency", nargs="+", type=_positive,
-                            default=list(CONCURRENCY))
-    throughput.add_argument("--fills-per-thread", type=_positive, default=4)
+                            default=list(CONCURRENCY), help="concurrent requests, a level "
+                            f"each (default: {' '.join(map(str, CONCURRENCY))})")
+    throughput.add_argument("--fills-per-thread", type=_positive, default=4,
+                            help="fills each concurrent request makes in turn (default 4)")
     throughput.add_argument("--tokens", type=_positive, default=16,
                             help="span length of each fill")
-    throughput.add_argument("--steps", type=_positive, default=8)
+    throughput.add_argument("--steps", type=_positive, default=8,
+                            help="step budget of each fill (default 8)")
     throughput.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES),
                             help="batched: the batching worker; alone: batchRows 0")
-    throughput.add_argument("--plot", metavar="PNG")
-    throughput.add_argument("--markdown", dest="markdown_out", metavar="OUT")
+    throughput.add_argument("--plot", metavar="PNG", help=PLOT_HELP)
+    throughput.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
 
     samples = kinds.add_parser("samples", help="a markdown sheet of fills side by side with "
                                "the reference and the left-to-right baseline")
     _add_run_arguments(samples, limit=10, sandbox=True)
-    samples.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES])
+    samples.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES],
+                         help=SPLIT_HELP)
     samples.add_argument("--steps", type=_positive,
                          help="default: the server's per-kind budget")
     samples.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
@@ -303,21 +331,9 @@ def _run_bench(args: argparse.Namespace) -> int:
                            args.json_out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of `dlm-lsp` and `python -m dlm_lsp`."""
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["train"]:  # the trainer parses its own options, --help included
-        from dlm_lsp.training.train import main as train_main
-
-        return train_main(argv[1:])
-    if argv[:1] == ["models"]:  # families and checkpoint checks parse their own options
-        from dlm_lsp.models.command import main as models_main
-
-        return models_main(argv[1:])
-    if argv[:1] == ["serve-remote"]:  # the service parses its own options
-        from dlm_lsp.remote.command import main as remote_main
-
-        return remote_main(argv[1:])
+def build_parser() -> argparse.ArgumentParser:
+    """`dlm-lsp`'s options and those of its commands but `train`, `models` and
+    `serve-remote`, which parse their own (`dlm-lsp train --help`)."""
     parser = argparse.ArgumentParser(
         prog="dlm-lsp", description="Language server for code infilling with masked-diffusion "
         "language models. With no command it serves LSP over stdio.")
@@ -342,12 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     fill.add_argument("file", help="the file; - reads standard input")
     fill.add_argument("--language", help="an LSP language id (python, typescript, go, ...); "
                       "default: from the file's extension")
-    fill.add_argument("--model", default="default")
-    fill.add_argument("--device", default="auto", choices=DEVICES)
+    _add_model_arguments(fill)
     fill.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
     fill.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
-    fill.add_argument("--seed", type=_seed, default=0)
-    fill.add_argument("--marker", default="<FILL>")
+    fill.add_argument("--seed", type=_seed, default=0, help=SEED_HELP)
+    fill.add_argument("--marker", default="<FILL>",
+                      help="the text that marks a hole (default: <FILL>)")
     fill.add_argument("--write", action="store_true", help="write the filled file back")
 
     sub.add_parser("train", help="train the project's own model (dlm-lsp train --help)")
@@ -367,20 +383,24 @@ def main(argv: list[str] | None = None) -> int:
                         "the variable DLM_LSP_REMOTE_TOKEN with --remote, DLM_LSP_TCP_TOKEN "
                         "with --server)")
     status.add_argument("--ca-file", default="", help="CA of an https service's certificate")
-    status.add_argument("--model", default="default")
-    status.add_argument("--device", default="auto", choices=DEVICES)
+    status.add_argument("--model", default="default", help="without --server or --remote: "
+                        "the model to load and time here; " + MODEL_HELP)
+    status.add_argument("--device", default="auto", choices=DEVICES,
+                        help="without --server or --remote: " + DEVICE_HELP)
 
     bench = sub.add_parser("bench", help="benchmarks on fixed task sets")
     kinds = bench.add_subparsers(dest="bench", required=True)
     from dlm_lsp.bench.humaneval import ALIASES, SPLITS
 
     strat = kinds.add_parser("strategies", help="quality and cost of each unmasking strategy")
-    strat.add_argument("--model", default="default")
-    strat.add_argument("--device", default="auto", choices=DEVICES)
-    strat.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES])
-    strat.add_argument("--limit", type=_positive, default=100)
-    strat.add_argument("--steps", type=_positive, default=8)
-    strat.add_argument("--json", dest="json_out", metavar="OUT")
+    _add_model_arguments(strat)
+    strat.add_argument("--split", default="single-line", choices=[*SPLITS, *ALIASES],
+                       help=SPLIT_HELP)
+    strat.add_argument("--limit", type=_positive, default=100,
+                       help="an evenly spaced fixed sample of N tasks (default 100)")
+    strat.add_argument("--steps", type=_positive, default=8,
+                       help="step budget of each diffusion fill (default 8)")
+    strat.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
     _add_humaneval_arguments(kinds.add_parser(
         "humaneval", help="pass@1: run each fill against the task's tests in a sandbox"))
     _add_heldout_arguments(kinds.add_parser(
@@ -388,14 +408,30 @@ def main(argv: list[str] | None = None) -> int:
         "standard-library files (no model of ours trained on them)"))
     syntax = kinds.add_parser("syntax", help="syntax-valid rate of fills, with and without "
                               "validation + repair (HumanEval multi-line and the fixtures)")
-    syntax.add_argument("--model", default="default")
-    syntax.add_argument("--device", default="auto", choices=DEVICES)
+    _add_model_arguments(syntax)
     syntax.add_argument("--limit", type=_positive, default=40,
-                        help="HumanEval multi-line tasks")
-    syntax.add_argument("--json", dest="json_out", metavar="OUT")
+                        help="HumanEval multi-line tasks (default 40; the fixtures' holes too)")
+    syntax.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
     _add_curve_commands(kinds)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `dlm-lsp` and `python -m dlm_lsp`."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["train"]:  # the trainer parses its own options, --help included
+        from dlm_lsp.training.train import main as train_main
+
+        return train_main(argv[1:])
+    if argv[:1] == ["models"]:  # families and checkpoint checks parse their own options
+        from dlm_lsp.models.command import main as models_main
+
+        return models_main(argv[1:])
+    if argv[:1] == ["serve-remote"]:  # the service parses its own options
+        from dlm_lsp.remote.command import main as remote_main
+
+        return remote_main(argv[1:])
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
     if args.command == "fill":
         return _fill(args)

@@ -18,7 +18,8 @@ def parser() -> argparse.ArgumentParser:
                    "every node (default: default)")
     p.add_argument("--device", choices=DEVICES, help="default: auto (cuda where a replica has "
                    "a GPU)")
-    p.add_argument("--precision", choices=PRECISIONS)
+    p.add_argument("--precision", choices=PRECISIONS, help="default: auto (bf16 on CUDA and "
+                   "on CPUs with native bf16, else fp32)")
     p.add_argument("--replicas", type=int, help="fixed number of replicas (default 1)")
     p.add_argument("--min-replicas", type=int, help="autoscaling lower bound")
     p.add_argument("--max-replicas", type=int, help="autoscaling upper bound (turns "
