@@ -98,6 +98,9 @@ def main(tcp: tuple[str, int] | None, model: str, device: str, remote: str | Non
             if (isinstance(exc, ResponseError) and exc.error.get("code") == UNAUTHORIZED
                     and not (token or os.environ.get(TOKEN_ENV))):  # the editor's words don't fit
                 exc = f"the server asks for a token: pass --token or set {TOKEN_ENV}"
+            elif isinstance(exc, ConnectionRefusedError):  # "[Errno 111]" says nothing of --tcp
+                exc = (f"no server listens there (connection refused); --server asks one "
+                       f"started with `dlm-lsp --tcp {host_port(*tcp)}`")
             print(f"dlm-lsp status: {host_port(*tcp)}: {exc}", file=sys.stderr)
             return 1
     else:

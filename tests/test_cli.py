@@ -174,6 +174,18 @@ def test_status_asks_a_running_server(model_dir):
                            "jobsInFlight", "openDocuments"}
 
 
+def test_status_of_a_server_that_is_not_there_says_how_one_is_started(capsys):
+    """`status --server` at a port where nothing listens printed `[Errno 111] Connection
+    refused`: the user is told what --server wants, a server started with --tcp."""
+    from dlm_lsp.cli import main
+
+    port = free_port()
+    assert main(["status", "--server", f"127.0.0.1:{port}"]) == 1
+    said = capsys.readouterr().err
+    assert f"127.0.0.1:{port}" in said and "Errno" not in said
+    assert f"dlm-lsp --tcp 127.0.0.1:{port}" in said
+
+
 def test_status_here_reports_the_model_and_its_step_cost(model_dir):
     out = subprocess.run([sys.executable, "-m", "dlm_lsp", "status", "--model", str(model_dir),
                           "--device", "cpu"], capture_output=True, text=True, timeout=120)
