@@ -143,8 +143,13 @@ class StreamLines:
 
 def serve_stdio(server: DlmServer, stdin: Any = None, stdout: Any = None) -> None:
     """Serve one client over stdio until it leaves, sends `exit`, or a signal comes."""
+    stdin = stdin or sys.stdin.buffer
+    if stdin.isatty():  # a person typed `dlm-lsp`, not an editor: silence looked like a hang
+        print("dlm-lsp: serving LSP over stdio, for an editor to start (editors/README.md); "
+              "Ctrl-D ends it, `dlm-lsp --help` lists the commands (fill, status, bench, ...)",
+              file=sys.stderr, flush=True)
     server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
-    reader = BoundedReader(StdinLines(stdin or sys.stdin.buffer, server.thread_pool))
+    reader = BoundedReader(StdinLines(stdin, server.thread_pool))
     _run(lambda: [server], _read(server, reader))
 
 

@@ -150,6 +150,31 @@ def _receive(sock: socket.socket) -> dict:
     return json.loads(bodies[0])
 
 
+def test_started_in_a_terminal_it_says_it_waits_for_an_editor_and_ctrl_d_ends_it():
+    """`dlm-lsp` typed in a terminal sat silent, waiting for LSP messages: a user who
+    tried the README's "stdio, no arguments" could not tell it from a hang."""
+    import os
+    import pty
+
+    terminal, its_end = pty.openpty()
+    server = subprocess.Popen([sys.executable, "-m", "dlm_lsp"], stdin=its_end,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(its_end)
+    try:
+        os.write(terminal, b"\x04")  # Ctrl-D on an empty line: the end of its input
+        _, said = server.communicate(timeout=120)
+    finally:
+        os.close(terminal)
+    assert server.returncode == 0
+    assert "serving LSP over stdio" in said and "Ctrl-D" in said and "--help" in said
+
+
+def test_started_by_an_editor_it_writes_nothing_but_lsp(tmp_path):
+    """An editor's pipes get no greeting: stderr is its log, and nothing but messages."""
+    out = run_cli(stdin="")
+    assert out.returncode == 0 and out.stdout == "" and "serving" not in out.stderr
+
+
 def test_tcp_mode_answers_initialize(model_dir):
     with _tcp_server() as port, _once_listening(
             lambda: socket.create_connection(("127.0.0.1", port), timeout=30)) as sock:
