@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,19 @@ def test_package_json_contributes_every_server_setting_as_the_server_and_readme_
     sync = load_sync_settings()
     have = sync.schema_only(manifest_sections()[sync.SECTION_ID])
     want = sync.schema_only(sync.settings_section())
-    assert have == want, "run: python3 editors/vscode/scripts/sync_settings.py"
+    assert have == want, f"run: {sync.RUN}"
+
+
+def test_the_sync_script_run_without_the_server_installed_says_which_python_to_use():
+    """editors/README.md said `python3 editors/vscode/scripts/sync_settings.py`, and a python3
+    without the server failed with a traceback (No module named 'dlm_lsp')."""
+    bare = subprocess.run([sys.executable, "-I", "-S",  # no site-packages: no dlm_lsp, no torch
+                           str(EXTENSION / "scripts" / "sync_settings.py"), "--check"],
+                          capture_output=True, text=True, timeout=60)
+    assert bare.returncode == 1 and "Traceback" not in bare.stderr
+    sync = load_sync_settings()
+    assert "is not installed for" in bare.stderr and sync.RUN in bare.stderr
+    assert sync.RUN in EDITORS_README.read_text(encoding="utf-8")
 
 
 def server_properties() -> dict[str, dict]:

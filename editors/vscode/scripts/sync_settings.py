@@ -12,8 +12,11 @@ in settings.json" for `["boolean", "null"]`.  `--check` changes nothing and exit
 when package.json has drifted (a field added, renamed, retyped, given a new default,
 bounds or description), which is what tests/test_vscode.py runs.
 
-    python3 editors/vscode/scripts/sync_settings.py          # rewrite package.json
-    python3 editors/vscode/scripts/sync_settings.py --check  # exit 1 on drift
+    .venv/bin/python editors/vscode/scripts/sync_settings.py          # rewrite package.json
+    .venv/bin/python editors/vscode/scripts/sync_settings.py --check  # exit 1 on drift
+
+from the repository's root, with the Python the server is installed in (the README's
+Quick start puts it in .venv): the script imports the server, torch included.
 """
 
 from __future__ import annotations
@@ -28,9 +31,16 @@ import types
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from dlm_lsp import config as server_config
-from dlm_lsp.engine import sampler_config
-from dlm_lsp.passes import REPAIR_SETTINGS, repair_config
+RUN = ".venv/bin/python editors/vscode/scripts/sync_settings.py"
+
+try:
+    from dlm_lsp import config as server_config
+    from dlm_lsp.engine import sampler_config
+    from dlm_lsp.passes import REPAIR_SETTINGS, repair_config
+except ModuleNotFoundError as missing:  # a python3 without the server: say which Python
+    sys.exit(f"sync_settings.py reads the server's settings from dlm_lsp, and {missing.name} "
+             f"is not installed for {sys.executable}: run it with the Python dlm-lsp is "
+             f"installed in, from the repository's root: {RUN}")
 
 EXTENSION = Path(__file__).resolve().parent.parent
 PACKAGE_JSON = EXTENSION / "package.json"
@@ -177,7 +187,7 @@ def main() -> int:
             if have.get(key) != want.get(key):
                 print(f"{key}: package.json {have.get(key)} != server {want.get(key)}",
                       file=sys.stderr)
-        print("run: python3 editors/vscode/scripts/sync_settings.py", file=sys.stderr)
+        print(f"run: {RUN}", file=sys.stderr)
         return 1
     sections[index] = wanted
     PACKAGE_JSON.write_text(json.dumps(package, indent=2, ensure_ascii=False) + "\n",
