@@ -140,9 +140,20 @@ def test_a_missing_baseline_is_a_clear_error_not_a_download(monkeypatch, capsys)
     assert "unknown baseline" in missing("gpt-9")
 
 
+def test_a_missing_baseline_is_said_before_the_model_s_tasks_run(monkeypatch, capsys):
+    """`bench humaneval --limit 200 --baseline-model smollm2` ran the shipped model's 200
+    tasks (minutes) and only then said the baseline was not installed, its report lost."""
+    monkeypatch.setattr(autoregressive, "missing", lambda name: "not installed: pip install x")
+    ran = []
+    monkeypatch.setattr(pass_at_1, "run_benchmark", ran.append)
+    assert main(["bench", "humaneval", "--limit", "1", "--baseline-model", "smollm2"]) == 2
+    assert ran == [] and "not installed: pip install x" in capsys.readouterr().err
+
+
 def test_humaneval_runs_the_baseline_model_beside_on_the_same_tasks(monkeypatch, tmp_path,
                                                                    capsys):
     fake = ARModel("fake AR", CharCodec(), scripted("\n    pass\n"), "cpu")
+    monkeypatch.setattr(autoregressive, "missing", lambda name: None)  # installed
     monkeypatch.setattr(pass_at_1, "load_baseline", lambda name, device: fake)
     out = tmp_path / "run.json"
     assert main(["bench", "humaneval", "--self-check", "--limit", "2", "--baseline-model",
@@ -166,6 +177,7 @@ def test_a_stop_while_the_baseline_model_runs_keeps_the_models_finished_report(
     fake = ARModel("fake AR", CharCodec(), scripted("\n    pass\n"), "cpu")
     if where == "fills":
         monkeypatch.setattr(fake, "fill", signal_on_call(sig, 1))
+    monkeypatch.setattr(autoregressive, "missing", lambda name: None)  # installed
     monkeypatch.setattr(pass_at_1, "load_baseline", signal_on_call(sig, 1) if where == "loads"
                         else lambda name, device: fake)
     out = tmp_path / "run.json"
@@ -198,6 +210,7 @@ def test_a_stop_while_the_baseline_model_runs_checks_the_models_report_as_a_whol
     stop's status."""
     fake = ARModel("fake AR", CharCodec(), scripted("\n    pass\n"), "cpu")
     monkeypatch.setattr(fake, "fill", signal_on_call(sig, 1))
+    monkeypatch.setattr(autoregressive, "missing", lambda name: None)  # installed
     monkeypatch.setattr(pass_at_1, "load_baseline", lambda name, device: fake)
     monkeypatch.setattr(pass_at_1, "SELF_CHECK_BAR", bar)
     out, baseline = tmp_path / "run.json", tmp_path / "baseline.json"

@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
+from dlm_lsp.bench import autoregressive
 from dlm_lsp.bench.autoregressive import BASELINES, load_baseline
 from dlm_lsp.bench.filling import (
     Fill,
@@ -408,6 +409,10 @@ def command(args: argparse.Namespace) -> int:
                          sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers),
                          engine=engine_settings(args.settings))
     stored = read_stored_report(args.baseline) if args.baseline else None
+    if args.baseline_model:  # told before the model's tasks (minutes of them), not after
+        problem = autoregressive.missing(args.baseline_model)
+        if problem:
+            raise autoregressive.MissingBaseline(problem)
     report = run_benchmark(config)
     beside = ()
     if args.baseline_model and not report.partial:  # the same tasks, machine and sandbox,
