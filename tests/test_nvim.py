@@ -611,9 +611,11 @@ dlm.setup({{ cmd = {{ 'no-such-dlm-lsp' }}, settings = {{ model = model }}, noti
 vim.cmd.edit('{paths[0]}')
 vim.cmd.edit('{paths[1]}')
 vim.cmd.edit('{paths[2]}')
+vim.wait(500, function() return false end, 20)  -- the error is said once the edit is over
 result.said_after_three = #said
 vim.cmd('DlmFill')  -- in a buffer left unattached: says why
 vim.cmd('DlmRestart')
+vim.wait(500, function() return false end, 20)
 result.said_after_restart = #said
 dlm.configure({{ steps = 4 }})
 dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model }}, notify = false }})
@@ -631,6 +633,27 @@ result.said = said
     assert result["said"] == [[missing, error], [missing, warn], [missing, error],
                               [missing, error]]
     assert result["clients"] == 1
+
+
+def test_a_missing_server_executable_is_one_plain_error_not_a_traceback_of_the_file_opened(
+        tmp_path, model_dir):
+    """The message was said inside the FileType autocommand that filetype detection runs
+    through nvim_cmd, which raises an error message: opening a Python file showed "Error
+    executing lua callback: ... filetype.lua:36: ... Vim(append):dlm: the server command
+    ... stack traceback", and `:edit` itself failed."""
+    path = tmp_path / "f.py"
+    path.write_text("x = 1\n", encoding="utf-8")
+    result = run_nvim(tmp_path, model_dir, f"""
+dlm.setup({{ cmd = {{ 'no-such-dlm-lsp' }}, settings = {{ model = model }}, notify = false }})
+result.opened, result.why = pcall(vim.cmd.edit, '{path}')
+vim.wait(500, function() return false end, 20)
+result.messages = vim.fn.execute('messages')
+""")
+    assert result["opened"] is True, result["why"]
+    said = [line for line in result["messages"].splitlines() if "no-such-dlm-lsp" in line]
+    assert said == ["dlm: the server command `no-such-dlm-lsp` is not found (not on PATH, or "
+                    "not executable): install dlm-lsp, or give its path: setup{ cmd = { "
+                    "\"/path/to/.venv/bin/dlm-lsp\" } }; then :DlmRestart"]
 
 
 def lua_string(text: str) -> str:

@@ -219,7 +219,11 @@ local function startable()
     .. 'install dlm-lsp, or give its path: setup{ cmd = { "/path/to/.venv/bin/dlm-lsp" } }; '
     .. 'then :DlmRestart'):format(cmd[1])
   missing_for = cmd_key()
-  vim.notify('dlm: ' .. M.missing, vim.log.levels.ERROR)
+  -- said once the autocommand that got here is over: an error message said inside the
+  -- FileType autocommand, which filetype detection runs through nvim_cmd, is raised as a Lua
+  -- error, and opening the file showed a traceback around it
+  local said = 'dlm: ' .. M.missing
+  vim.schedule(function() vim.notify(said, vim.log.levels.ERROR) end)
   return false
 end
 
