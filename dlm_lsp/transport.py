@@ -144,7 +144,8 @@ class StreamLines:
 def serve_stdio(server: DlmServer, stdin: Any = None, stdout: Any = None) -> None:
     """Serve one client over stdio until it leaves, sends `exit`, or a signal comes."""
     stdin = stdin or sys.stdin.buffer
-    if getattr(stdin, "isatty", bool)():  # a person typed `dlm-lsp`, not an editor: silence looked like a hang
+    # a person typed `dlm-lsp`, not an editor: silence looked like a hang
+    if getattr(stdin, "isatty", bool)():
         print("dlm-lsp: serving LSP over stdio, for an editor to start (editors/README.md); "
               "Ctrl-D ends it, `dlm-lsp --help` lists the commands (fill, status, bench, ...)",
               file=sys.stderr, flush=True)
