@@ -6,9 +6,9 @@
  * language the user added to `dlm.languages` (say Haskell) activated nothing, so a user
  * who opened only Haskell files got no ghost text and no status bar until a DLM command
  * ran.  The extension now also activates once VS Code has started (`onStartupFinished`),
- * but the server is a Python process that imports torch (~5 s, ~400 MB): it starts only
- * once a document it serves is open (or a DLM command needs it), never for a window of
- * other files.  Until then it is idle, and says why.
+ * but the server is a Python process that imports torch (~5 s, ~300 MB with the shipped
+ * model): it starts only once a document it serves is open (or a DLM command needs it),
+ * never for a window of other files.  Until then it is idle, and says why.
  *
  * No `vscode` import: unit-tested with plain objects.
  */

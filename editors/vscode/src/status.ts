@@ -38,9 +38,9 @@ export const IDLE_HINT = "it starts when a file of dlm.languages is open, or a D
  * in their languages.  So an idle server shows only where it has something to say: in a
  * document it serves (it is about to start there), or one a fill command was refused in,
  * whose user wants dlm there and can click it to learn why not.  A server that was started
- * shows everywhere: it holds a model (~400 MB) whatever the user looks at, and a failed or
- * stopped one says how to start it again.  DLM: Show server status says why the server is
- * idle whether the item shows or not.
+ * shows everywhere: it holds a model (~300 MB with the shipped one) whatever the user
+ * looks at, and a failed or stopped one says how to start it again.  DLM: Show server
+ * status says why the server is idle whether the item shows or not.
  */
 export function statusShown(state: ClientState, languages: readonly string[], active: OpenDocument | undefined,
                             asked = false): boolean {
