@@ -178,7 +178,8 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     opened: Counter[int] = Counter()  # the steps below a line that opens a block
     tabbed: list[tuple[int, str]] = []  # (step, the line above) of lines led by tabs
     comments, lifetimes = _line_comments(language), _lifetimes(language)
-    openers = _block_openers(language)
+    # a Python line ending in `{` opens a dict or set, whose lines are a continuation
+    openers = (":",) if language == "python" else _block_openers(language)
     previous, above = 0, ""
     for line in text.split("\n", 5000)[:5000]:
         if raw_strings and "`" in line:  # opens or closes a raw string, or both

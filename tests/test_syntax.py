@@ -502,6 +502,23 @@ def test_a_document_whose_only_step_is_a_continuation_s_shows_no_step() -> None:
     assert _reindent(marked, fill, "javascript") == fill
 
 
+def test_a_python_dict_s_lines_are_no_step_of_the_document() -> None:
+    """A Python line ending in `{` opens a dict or set, not a block: its lines are a
+    continuation, four in where the blocks nest by two (a two-space notebook's cell
+    holding `_hoppish = {` above a function whose body is the span read as four)."""
+    text = "_hoppish = {\n    'connection', 'keep-alive',\n}.__contains__\n\ndef f(name):\n"
+    assert not detect_indent(text, "python").measured
+    assert detect_indent("x = {\n    1: 2,\n}\n\nif x:\n  y = 1\n", "python") == (
+        IndentStyle(False, 2))
+
+
+@pytest.mark.parametrize("marked", ["x = {\n    'a': 1,\n}\n\ndef f(y):⟦⟧",
+                                    "x = {\n    'a': 1,\n}\n\ndef f(y):\n  ⟦⟧"])
+def test_a_two_space_body_below_a_python_dict_comes_back_at_two(marked: str) -> None:
+    fill = "z = y\n  return z" if marked.endswith("  ⟦⟧") else "\n  z = y\n  return z"
+    assert _shaped(marked, fill, "python") == fill
+
+
 def test_spaces_become_tabs_in_a_tab_document() -> None:
     marked = "package main\n\nfunc f() int {\n\tx := 1\n\t⟦⟧\n}\n"
     fill = "y := 2\n    if y > x {\n        y--\n    }\n    return x + y"
