@@ -97,6 +97,14 @@ def _last_pretoken_start(tokenizer: Tokenizer, text: str) -> int:
         previous, size = (start if start > low else None), size * 4
 
 
+# The most characters of the prefix moved into the span as its head.  The head is there
+# for the merges a BPE makes across the span's edge, which reach a token or two back (our
+# vocabulary's longest token is 64 characters).  A pre-token can be far longer: a run of
+# brackets nested thousands deep, of blank lines, of `=`.  Moved whole, its chain took
+# time and memory quadratic in its length (27 s and 2 GB at 4,000 `[`), and its tokens
+# outgrew the span and the model's sequence; past this, its last characters are the head.
+HEAD_MAX_CHARS = 64
+
 CHARS_PER_TOKEN = 16  # far more than code ever takes per token: cropping never cuts context
 
 
@@ -122,14 +130,17 @@ def build_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
                  max_length: int | None = None) -> SpanLayout:
     """Tokenize prefix and suffix around `n_masked` masked positions.
 
-    The prefix's last pre-token becomes the head (see module docstring) and its
-    positions are added to the span.  Context is cropped to `max_context`
-    tokens, giving the prefix up to two thirds when both sides are long.
+    The prefix's last pre-token becomes the head (see module docstring), at most its
+    last HEAD_MAX_CHARS characters, and its positions are added to the span.  Context
+    is cropped to `max_context` tokens, giving the prefix up to two thirds when both
+    sides are long.
     `move_head=False` keeps the prefix whole, for a head that no vocabulary
     entry can start (the sampler could not reproduce it).  With `max_length`,
     the context shrinks further so the whole sequence fits the model.
     """
-    cut = _last_pretoken_start(tokenizer, prefix) if move_head else len(prefix)
+    cut = len(prefix)
+    if move_head:
+        cut = max(_last_pretoken_start(tokenizer, prefix), len(prefix) - HEAD_MAX_CHARS)
     head = prefix[cut:]
     before, suffix = _near(prefix[:cut], suffix, max_context)
     prefix_ids = tokenizer.encode(before) if before else []

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from dlm_lsp.models.tokenizer import Tokenizer
-from dlm_lsp.span import HEAD_TAIL_CHARS, HeadChain, SpanLayout, _last_pretoken_start, build_layout
+from dlm_lsp.span import (
+    HEAD_MAX_CHARS,
+    HEAD_TAIL_CHARS,
+    HeadChain,
+    SpanLayout,
+    _last_pretoken_start,
+    build_layout,
+)
 
 # prefixes whose last characters a byte-level BPE would merge with what follows
 EDGE_PREFIXES = ["y = ret", "x = foo(", "def f():\n    ", "a = 1\n", "abc", "x  "]
@@ -69,6 +76,17 @@ def test_head_is_character_based_even_after_non_ascii_text(tok: Tokenizer) -> No
 def test_span_grows_by_the_head_s_tokens(tok: Tokenizer, prefix: str) -> None:
     layout = build_layout(tok, prefix, "", 4, 100)
     assert layout.n_masked == 4 + len(tok.encode(layout.head))
+
+
+@pytest.mark.parametrize("prefix", ["x = " + "[" * 20_000, "x = 1" + "\n" * 5_000 + "    "])
+def test_a_pre_token_thousands_of_characters_long_moves_only_its_end(tok: Tokenizer,
+                                                                    prefix: str) -> None:
+    """Brackets nested 20,000 deep, or thousands of blank lines, are one pre-token: moved
+    whole, its chain of tokens took minutes and gigabytes, and outgrew the span."""
+    layout = build_layout(tok, prefix, "\n", 8, 300)
+    assert layout.head == prefix[-HEAD_MAX_CHARS:]
+    assert prefix.endswith(tok.decode(layout.prefix_ids) + layout.head)
+    assert layout.n_masked <= 8 + HEAD_MAX_CHARS
 
 
 def test_empty_prefix_has_no_head_and_no_prefix_ids(tok: Tokenizer) -> None:
