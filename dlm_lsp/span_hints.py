@@ -38,6 +38,7 @@ from dlm_lsp.syntax import (
     _members,
     _parse,
 )
+from dlm_lsp.trees import ancestors
 
 # The same strings as dlm_lsp.policy's kinds (not imported: policy will import this module).
 SINGLE_LINE, MULTI_LINE = "single-line", "multi-line"
@@ -115,13 +116,14 @@ def _opens_body(token: Node | None, line: str, canonical: str) -> bool:
 
 def _inside_text(doc: _Doc, offset: int) -> Node | None:
     """The string or comment that byte `offset` lies strictly inside, if any."""
-    node: Node | None = doc.root.descendant_for_byte_range(offset, offset)
-    while node is not None and node.start_byte < offset < node.end_byte:
+    leaf = doc.root.descendant_for_byte_range(offset, offset)
+    for node in ancestors(doc.root, leaf) if leaf is not None else []:
+        if not node.start_byte < offset < node.end_byte:
+            return None
         if node.type in ("interpolation", "template_substitution"):
             return None  # code inside an f-string or template literal
         if node.type.endswith(("string", "string_literal")) or _is_comment(node):
             return node
-        node = node.parent
     return None
 
 
@@ -205,12 +207,14 @@ def _keyword_opener_hint(doc: _Doc, line_start: int, offset: int, before: str,
     # the node the header opens: the innermost one past the cursor (its closer below),
     # else the outermost one the header's line starts (a block not closed yet)
     owner: Node | None = None
-    node = token.parent if token is not None else None
-    while node is not None and node.parent is not None and node.start_byte >= header:
+    # the nodes holding the token, below the root
+    holding = ancestors(doc.root, token)[1:-1] if token is not None else []
+    for node in holding:
+        if node.start_byte < header:
+            break
         owner = node
         if node.end_byte > offset:
             break
-        node = node.parent
     owner_type = owner.type if owner is not None else None
     indent, guessed_past = _deeper(_leading(before), style)
     return SpanHint(MULTI_LINE, _body_lines(owner_type, True), indent,
@@ -246,12 +250,12 @@ def _python_block_hint(doc: _Doc, start: int, before: str) -> SpanHint:
         target = min(_width(_leading(previous[1])), _width(_leading(following[1])))
     anchor = doc.byte(previous[0] + len(previous[1].rstrip()))
     node = doc.root.descendant_for_byte_range(anchor - 1, anchor)
-    while node is not None:
+    chain = ancestors(doc.root, node) if node is not None else []
+    for at, node in enumerate(chain):
         if (node.type == "block" and node.end_byte > node.start_byte
                 and doc.starts_line(node) and _width(doc.line_indent(node)) <= target):
-            owner = node.parent.type if node.parent is not None else None
+            owner = chain[at + 1].type if at + 1 < len(chain) else None
             return SpanHint(MULTI_LINE, 8, doc.line_indent(node), "block", owner)
-        node = node.parent
     return SpanHint(MULTI_LINE, 8, "", doc.root.type)
 
 
@@ -315,12 +319,11 @@ def _span_hint(doc: _Doc, start: int, canonical: str) -> SpanHint:
             hint = _keyword_opener_hint(doc, line_start, offset, before, canonical, style)
         if hint is not None:
             return hint
-    node = doc.root.named_descendant_for_byte_range(offset, offset)
-    while node is not None and node.parent is not None and not (
-            node.start_byte < offset < node.end_byte):
-        node = node.parent
-    node = node or doc.root
-    owner = node.parent.type if node.parent is not None else None
-    return SpanHint(SINGLE_LINE, 1, _leading(before), node.type, owner)
+    chain = ancestors(doc.root, doc.root.named_descendant_for_byte_range(offset, offset)
+                      or doc.root)
+    at = next((at for at, node in enumerate(chain[:-1])
+               if node.start_byte < offset < node.end_byte), len(chain) - 1)
+    owner = chain[at + 1].type if at + 1 < len(chain) else None
+    return SpanHint(SINGLE_LINE, 1, _leading(before), chain[at].type, owner)
 
 

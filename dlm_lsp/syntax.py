@@ -22,11 +22,13 @@ fill, so callers always keep their text-only fallback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tree_sitter import Node, Parser
 
 from dlm_lsp.indentation import _PAIRS, FreeLines
+from dlm_lsp.trees import ancestors
 from dlm_lsp.validation import _LOCK, _parser, language_for, part_parser
 
 # Nodes whose named children are statements, members or items: the units a rewrite grows to.
@@ -125,10 +127,9 @@ def free_lines(text: str, start: int, end: int, fill: str, language: str | None)
     opens: dict[int, int] = {}
     for index, at in enumerate(starts):
         offset = doc.byte(start + at)
-        node = doc.root.descendant_for_byte_range(offset, offset)
-        while node is not None and not (node.start_byte < offset
-                                        and (_is_literal(node) or _is_comment(node))):
-            node = node.parent
+        node = _innermost(doc.root, doc.root.descendant_for_byte_range(offset, offset),
+                          lambda n, offset=offset: n.start_byte < offset
+                          and (_is_literal(n) or _is_comment(n)))
         if node is not None and _is_literal(node):
             opened = doc.char(node.start_byte) - start
             opener = next((i for i, s in enumerate(starts) if s > opened), len(starts)) - 1
@@ -158,18 +159,24 @@ def _column_free(doc: _Doc, at: int, line: str) -> bool:
                                   and token.parent.type.startswith("preproc"))
 
 
+def _innermost(root: Node, node: Node | None, wanted: Callable[[Node], bool]) -> Node | None:
+    """The innermost of `node` and the nodes holding it that is `wanted`, if any (see
+    trees.ancestors: walking up by `.parent` is quadratic in the depth)."""
+    if node is None:
+        return None
+    return next((n for n in ancestors(root, node) if wanted(n)), None)
+
+
 def _container(doc: _Doc, offset: int) -> Node | None:
     """The innermost bracketed node strictly around byte `offset` (a missing closer counts)."""
-    node = doc.root.descendant_for_byte_range(offset, offset)
-    while node is not None:
+
+    def bracketed(node: Node) -> bool:
         children = node.children
-        if (len(children) >= 2 and children[0].type in _PAIRS
+        return (len(children) >= 2 and children[0].type in _PAIRS
                 and children[0].end_byte <= offset
                 and children[-1].type == _PAIRS[children[0].type]
-                and offset <= children[-1].start_byte):
-            return node
-        node = node.parent
-    return None
+                and offset <= children[-1].start_byte)
+    return _innermost(doc.root, doc.root.descendant_for_byte_range(offset, offset), bracketed)
 
 
 def _members(node: Node) -> list[Node]:
@@ -197,19 +204,22 @@ def enclosing_node_range(text: str, start: int, end: int,
         return None
     doc = _parse(grammar[1], text)
     first, last = doc.byte(start), doc.byte(end)
-    node = doc.root.named_descendant_for_byte_range(first, last) or doc.root
-    while node.parent is not None and node.type not in _BODIES and not (
-            node.parent.type in _BODIES or node.parent.parent is None):
-        node = node.parent
+    chain = ancestors(doc.root, doc.root.named_descendant_for_byte_range(first, last)
+                      or doc.root)
+    at = 0  # chain[at + 1] is chain[at]'s parent
+    while at + 1 < len(chain) and chain[at].type not in _BODIES and not (
+            chain[at + 1].type in _BODIES or at + 2 == len(chain)):
+        at += 1
+    node, top = chain[at], at + 1 == len(chain)
     lo, hi = node.start_byte, node.end_byte
-    if node.type in _BODIES or node.parent is None:
+    if node.type in _BODIES or top:
         if first < last:
             inside = [m for m in _members(node) if m.start_byte < last and m.end_byte > first]
         else:
             inside = [m for m in _members(node) if m.start_byte <= first < m.end_byte]
         if inside:
             lo, hi = inside[0].start_byte, inside[-1].end_byte
-        elif node.parent is None:
+        elif top:
             return None  # between top-level code: nothing to grow to
     line_start = doc.data.rfind(b"\n", 0, lo) + 1
     if not doc.data[line_start:lo].strip():

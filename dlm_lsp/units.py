@@ -25,6 +25,7 @@ from dlm_lsp.indentation import (
 )
 from dlm_lsp.span_hints import SpanHint, _span_hint
 from dlm_lsp.syntax import _container, _Doc, _grammar, _is_comment, _is_literal, _parse
+from dlm_lsp.trees import ancestors
 from dlm_lsp.validation import ParsedDocument
 
 
@@ -55,15 +56,16 @@ def _brackets(root: Node, descend: Callable[[Node], bool]) -> Iterator[tuple[str
 
     Not a shell case arm's `a)` (or `(a)`): its `)` closes no bracket, and read as one
     it closed the cursor's block, cutting a fill's `case` at its first arm."""
-    stack = [root]
+    stack: list[tuple[Node, Node | None]] = [(root, None)]  # a node and its parent
     while stack:
-        node = stack.pop()
+        node, parent = stack.pop()
         if node.child_count == 0:
             kind = _bracket(node)
-            if kind is not None and not node.is_missing and node.parent.type != "case_item":
+            if (kind is not None and not node.is_missing
+                    and (parent is None or parent.type != "case_item")):
                 yield kind, node
         elif node is root or descend(node):
-            stack.extend(reversed(node.children))
+            stack.extend((child, node) for child in reversed(node.children))
 
 
 def _closed_by_suffix(doc: _Doc, offset: int) -> tuple[str | None, bool]:
@@ -141,10 +143,10 @@ def _dedent_cut(filled: _Doc, start: int, fill: str, base: int,
         stripped = line.strip()
         if stripped and _width(_leading(line)) < base:
             first = filled.byte(start + line_start + len(_leading(line)))
-            node: Node | None = filled.root.descendant_for_byte_range(first, first + 1)
-            while node is not None and not _is_literal(node) and not _is_comment(node):
-                node = node.parent
-            if node is None and not (python and _continues(fill[:line_start - 1])):
+            node = filled.root.descendant_for_byte_range(first, first + 1)
+            inside = node is not None and any(_is_literal(n) or _is_comment(n)
+                                              for n in ancestors(filled.root, node))
+            if not inside and not (python and _continues(fill[:line_start - 1])):
                 return line_start
         line_start = line_end + 1 if line_end != -1 else 0
     return None
