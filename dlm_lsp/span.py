@@ -24,7 +24,7 @@ import bisect
 import functools
 from dataclasses import dataclass
 
-from dlm_lsp.models.tokenizer import Tokenizer
+from dlm_lsp.models.tokenizer import Tokenizer, encodable
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def _last_pretoken_start(tokenizer: Tokenizer, text: str) -> int:
     size, previous = HEAD_TAIL_CHARS, None
     while True:
         low = max(0, len(text) - size)
-        pieces = pre.pre_tokenize_str(text[low:])
+        pieces = pre.pre_tokenize_str(encodable(text[low:]))
         start = low + pieces[-1][1][0] if pieces else len(text)
         if low == 0 or (start > low and start == previous):
             return start

@@ -129,6 +129,16 @@ def test_fill_after_a_non_ascii_word_is_inserted_exactly(
     _assert_inserted_exactly(engine, req, engine.infill(req), calls)
 
 
+@pytest.mark.parametrize("marked", ['s = "\ud800|"\n', 's = "\ud800"\nx = |\n',
+                                    '[s = "\ud800"]\n'])
+def test_a_document_holding_a_lone_surrogate_is_filled(engine: Engine, marked: str) -> None:
+    """JSON may spell a lone surrogate (`"\\ud800"`), which Python reads as a character
+    UTF-8 cannot write: the tokenizer refused the text, and every fill of the document
+    (its cursor after the surrogate, below it, or a selection of it) failed."""
+    result = engine.infill(_request(marked))
+    assert result.candidates and "\ud800" not in result.candidates[0].text
+
+
 def test_fill_is_inserted_exactly_when_the_model_prefers_short_tokens(
         engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     model, calls = engine.model, _record_denoise(monkeypatch)

@@ -34,6 +34,19 @@ MASK_TOKEN = "<|mask|>"
 PAD_TOKEN = "<|pad|>"
 SPECIAL_TOKENS = (PAD_TOKEN, MASK_TOKEN)
 _BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a byte token of a byte-fallback BPE
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """`text` as the tokenizers library takes it: with each lone surrogate as U+FFFD.
+
+    JSON may spell a lone surrogate (`"\\ud800"`), and Python reads it as a character of
+    its own, which UTF-8 cannot write: tokenizers refused the whole text (TypeError,
+    UnicodeEncodeError), and every fill of a document holding one failed.  One character
+    for one, so offsets into `text` hold."""
+    if text.isascii():
+        return text
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _byte_level_bytes() -> dict[str, int]:
@@ -83,11 +96,11 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`, without any special tokens added."""
-        return self.backend.encode(text, add_special_tokens=False).ids
+        return self.backend.encode(encodable(text), add_special_tokens=False).ids
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Token ids and the (start, end) character range of each in `text`."""
-        enc = self.backend.encode(text, add_special_tokens=False)
+        enc = self.backend.encode(encodable(text), add_special_tokens=False)
         return enc.ids, [tuple(o) for o in enc.offsets]
 
     def decode(self, ids: list[int], leave_out: frozenset[str] = frozenset()) -> str:
