@@ -14,11 +14,14 @@ Where the language has a grammar, the syntax tree at the cursor decides instead
 line is still a single-line fill, the end of a `def f():` line opens a
 multi-line body, and the kind of block caps the length (`max_lines`, at about
 TOKENS_PER_LINE tokens a line).  Only the lines around the cursor are parsed
-for this (`local_text`), so the cost does not grow with the document.
+for this (`local_text`), within so many characters too, so the cost grows neither
+with the document nor with its longest line; a cursor in a line longer than that
+(a minified bundle's) is left to the text.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from dlm_lsp.config import InfillOptions, ServerConfig
@@ -27,6 +30,7 @@ from dlm_lsp.span_hints import span_kind
 
 TOKENS_PER_LINE = 12  # a line of code is ~8-12 tokens of our BPE; the cap errs long
 LOCAL_LINES = 300  # lines either side of the span that syntax decisions look at
+LOCAL_CHARS = 30_000  # and characters: 100 a line, where code has 30 to 40
 
 SINGLE_LINE, MULTI_LINE, REWRITE = "single-line", "multi-line", "rewrite"
 
@@ -52,8 +56,11 @@ def task_kind(text: str, start: int, end: int, is_hole: bool = False) -> str:
     return MULTI_LINE if not before.strip() and not after.strip() else SINGLE_LINE
 
 
-def local_text(text: str, start: int, end: int, lines: int = LOCAL_LINES) -> tuple[str, int]:
-    """The whole lines within `lines` of the span, and the offset where they start.
+def local_text(text: str, start: int, end: int, lines: int = LOCAL_LINES,
+               chars: int = LOCAL_CHARS) -> tuple[str, int] | None:
+    """The whole lines within `lines` of the span and `chars` characters of its own
+    lines, and the offset where they start; None where the span's own lines run on
+    further than `chars` before or after it (syntax decisions are then left to the text).
 
     They are parsed on their own, so they begin where a parse can begin: at the
     document's start or the least indented line in reach (`_outermost_line`).  The line
@@ -61,42 +68,62 @@ def local_text(text: str, start: int, end: int, lines: int = LOCAL_LINES) -> tup
     lines, a Javadoc's) or a module docstring: parsed from there, the comment's prose
     was read as code, an apostrophe in it opened a string, and the code below was read
     as that string (the end of `fun f() {` 310 lines down a Kotlin file was a
-    single-line fill)."""
-    low = start
-    for _ in range(lines + 1):
-        low = text.rfind("\n", 0, low)
-        if low == -1:
+    single-line fill).
+
+    Lines are not all short: a minified bundle is one line of megabytes, a generated
+    module may hold a table of 500,000 characters on one line.  Taken whole, such a line
+    was parsed again for the hint and for every fill shaped (9 s of a ghost-text request
+    below a 555,000-character line; a cursor inside a 1 MB line, 0.6 s for the hint)."""
+    first = text.rfind("\n", 0, start) + 1  # where the span's first line starts
+    last = text.find("\n", end)
+    last = len(text) if last == -1 else last  # and where its last line ends
+    if start - first > chars or last - end > chars:
+        return None
+    top, floor = first, first - chars
+    for _ in range(lines):
+        if top == 0:
             break
-    low = _outermost_line(text, low + 1, lines)
-    high = end
+        above = text.rfind("\n", 0, top - 1) + 1
+        if above < floor:
+            break
+        top = above
+    low = _outermost_line(text, top, lines, top - chars)
+    high, ceiling = end, last + chars
     for _ in range(lines + 1):
-        high = text.find("\n", high + 1)
-        if high == -1:
-            high = len(text)
+        found = text.find("\n", high + 1)
+        found = len(text) if found == -1 else found
+        if found > ceiling:
+            break
+        high = found
+        if found == len(text):
             break
     return text[low:high], low
 
 
-def _outermost_line(text: str, low: int, lines: int) -> int:
+_INDENTATION = re.compile(r"[ \t]*")
+
+
+def _outermost_line(text: str, low: int, lines: int, floor: int) -> int:
     """The document's start, if it is within `lines` lines above the line at `low` (a
     license header or a module docstring is then read whole); else the start of the
     nearest of the least indented lines from that line up to `lines` lines above it:
     the outermost code in reach (a top-level definition, a class's member), where a
     parse of the lines from it on reads what a parse of the whole document reads.
     Lines that start with a block comment's `*` or with a closer say nothing of a level
-    and are passed over; `low` if every line is."""
+    and are passed over; `low` if every line is.  No line starting before `floor` is in
+    reach."""
     best, least, at = low, None, low
     for _ in range(lines + 1):
         if at == 0:
             return 0
-        line_end = text.find("\n", at)
-        line = text[at:len(text) if line_end == -1 else line_end]
-        code = line.lstrip(" \t")
-        if code and code[0] not in "*)]}":
-            width = len(line) - len(code)
+        code = _INDENTATION.match(text, at).end()
+        if code < len(text) and text[code] not in "\n*)]}":
+            width = code - at
             if least is None or width < least:
                 best, least = at, width
         at = text.rfind("\n", 0, at - 1) + 1
+        if at < floor:
+            break
     return best
 
 
@@ -107,8 +134,9 @@ def plan_span(text: str, start: int, end: int, config: ServerConfig, options: In
     kind = options.kind or task_kind(text, start, end, is_hole)
     hint = None
     if kind != REWRITE and language is not None and options.kind is None:
-        local, low = local_text(text, start, end)
-        hint = span_kind(local, start - low, end - low, language)
+        local = local_text(text, start, end)
+        if local is not None:
+            hint = span_kind(local[0], start - local[1], end - local[1], language)
         kind = hint.kind if hint is not None else kind
     if options.length is not None:
         n = options.length

@@ -711,10 +711,11 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
         doc = open_document(ls.workspace, uri)
         start, end = range_offsets(doc, rng)
         language = language_for(doc.language_id, uri)
-        local, low = local_text(doc.source, start, end)
-        found = enclosing_node_range(local, start - low, end - low, language)
+        local = local_text(doc.source, start, end)  # None in a line of megabytes: kept
+        found = None if local is None else enclosing_node_range(
+            local[0], start - local[1], end - local[1], language)
         if found is not None:
-            rng = offset_range(doc, found[0] + low, found[1] + low)
+            rng = offset_range(doc, found[0] + local[1], found[1] + local[1])
     if rng.start == rng.end:
         raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
     # server-initiated progress, step by step, that the user can cancel

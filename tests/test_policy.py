@@ -9,6 +9,7 @@ import pytest
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.policy import (
+    LOCAL_CHARS,
     LOCAL_LINES,
     MULTI_LINE,
     REWRITE,
@@ -212,6 +213,36 @@ def test_local_text_holds_whole_lines_around_the_span() -> None:
     local, low = local_text(text, at, at, lines=3)
     assert local.splitlines() == [f"line {i}" for i in range(497, 504)]
     assert text[low:low + len(local)] == local
+
+
+TABLE = "TABLE = {" + ", ".join(f'"key{k}": {k}' for k in range(40_000)) + "}\n"
+CODE = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(100))
+
+
+@pytest.mark.parametrize("where", ["above", "below", "outermost-above"])
+def test_the_lines_around_a_span_stop_before_a_line_of_half_a_megabyte(where: str) -> None:
+    """A generated module's table on one line, 600,000 characters: taken whole, it was
+    parsed again for the hint and for every fill shaped (9 s of a request).  Nor is it
+    the outermost line in reach, 400 indented lines up."""
+    site = "def lookup(key):\n    \n"
+    text = {"above": CODE + TABLE + site + CODE, "below": CODE + site + TABLE + CODE,
+            "outermost-above": TABLE + "    x = 1\n" * 400 + site}[where]
+    at = text.index(site) + site.index("    \n") + 4
+    local, low = local_text(text, at, at)
+    assert TABLE not in local and len(local) <= 3 * LOCAL_CHARS
+    assert text[low:low + len(local)] == local and (low == 0 or text[low - 1] == "\n")
+    assert "def lookup(key):\n    " in local
+
+
+def test_a_cursor_in_a_line_of_megabytes_is_left_to_the_text(tok: Tokenizer) -> None:
+    """A minified bundle is one line: its lines around the cursor were all of it, parsed
+    for the hint at every request (0.6 s a megabyte)."""
+    bundle = "".join(f"function a{k}(t){{return t+{k}}}" for k in range(40_000))
+    at = bundle.index("return", len(bundle) // 2)
+    assert local_text(bundle, at, at) is None
+    plan = plan_span(bundle, at, at, ServerConfig(), InfillOptions(), tok,
+                     language="javascript")
+    assert plan.kind == task_kind(bundle, at, at) == SINGLE_LINE
 
 
 LICENSE = "/*\n" + "".join(f" * Licensed under the Apache License, line {i}: \"AS IS\", "

@@ -453,6 +453,22 @@ async def test_rewrite_selection_can_expand_to_the_enclosing_statement(client: L
     assert client.protocol._converter.unstructure(edit.range) == statement
 
 
+async def test_a_selection_in_a_line_of_megabytes_is_not_grown(client: LanguageClient):
+    """A minified bundle is one line, and its statement around a selection the whole
+    bundle: grown to it, the rewrite replaced all of it (and parsing it for that, every
+    time, took seconds).  The selection is rewritten as it is."""
+    applied = accept_applied_edits(client)
+    bundle = "".join(f"function a{k}(t){{return t+{k}}}" for k in range(8_000)) + "\n"
+    open_doc(client, bundle)
+    at = bundle.index("return", len(bundle) // 2)
+    selected = rng(0, at, 0, at + 6)
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.rewriteSelection", [{"uri": URI, "range": selected, "expand": True}]))
+    assert result["range"] == selected
+    [edit] = applied[0].document_changes[0].edits
+    assert client.protocol._converter.unstructure(edit.range) == selected
+
+
 async def test_cancel_mid_denoise_stops_the_loop_and_server_stays_healthy(client):
     open_doc(client)
     future = slow_infill(client, "cancel-me", "req-cancel")
