@@ -19,6 +19,7 @@ from dlm_lsp.policy import (
     plan_span,
     task_kind,
 )
+from dlm_lsp.span import CHARS_PER_TOKEN
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +135,40 @@ def test_length_is_clamped_to_max_span_tokens(tok: Tokenizer) -> None:
 def test_rewrite_length_is_clamped_to_max_span_tokens(tok: Tokenizer) -> None:
     cfg = ServerConfig(max_span_tokens=4)
     assert _plan("[x = 1 + 2 + 3 + 4 + 5 + 6]", tok, cfg).n_masked == 4
+
+
+class _Counting:
+    """A tokenizer that remembers how many characters it was given to encode."""
+
+    def __init__(self, tok: Tokenizer) -> None:
+        self.tok, self.encoded = tok, []
+
+    def encode(self, text: str) -> list[int]:
+        self.encoded.append(len(text))
+        return self.tok.encode(text)
+
+
+def test_a_selected_megabyte_is_sized_without_tokenizing_all_of_it(tok: Tokenizer) -> None:
+    """A rewrite takes at most maxSpanTokens: a selected megabyte took 1.8 s to tokenize
+    for a count the cap cut to 128."""
+    text = "".join(f"value_{i} = compute({i})\n" for i in range(40_000))
+    counting, cfg = _Counting(tok), ServerConfig()
+    plan = plan_span(text, 0, len(text), cfg, InfillOptions(), counting)
+    assert plan.kind == REWRITE and plan.n_masked == cfg.max_span_tokens
+    assert max(counting.encoded) <= CHARS_PER_TOKEN * cfg.max_span_tokens
+
+
+class _Coarse:
+    """A tokenizer of tokens a hundred characters long."""
+
+    def encode(self, text: str) -> list[int]:
+        return [0] * -(-len(text) // 100)
+
+
+def test_a_selection_of_fewer_tokens_than_its_start_suggests_is_counted_whole() -> None:
+    text, start, end = _at(f"x = 1\n[{'y' * 5_000}]\n")
+    plan = plan_span(text, start, end, ServerConfig(), InfillOptions(), _Coarse())
+    assert plan.n_masked == 50 + 8
 
 
 def test_per_kind_default_steps_follow_the_config(tok: Tokenizer) -> None:
