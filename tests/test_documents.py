@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
+from dlm_lsp import documents
 from dlm_lsp.documents import _LINES, Lines, apply_change
 
 # texts of letters, blanks and every kind of line break, so that edits join and split them
@@ -90,3 +91,55 @@ def test_a_change_is_the_same_edit_whichever_end_comes_first(text, inserted, dat
     ends = st.tuples(st.integers(0, 8), st.integers(0, 8))  # some outside the text: clamped
     a, b = data.draw(ends), data.draw(ends)
     assert _change(doc, b, a, inserted) == _change(doc, a, b, inserted)
+
+
+class _Reading:
+    """A spy on a module function of dlm_lsp.documents: the lengths of the texts it read."""
+
+    def __init__(self, monkeypatch, name: str) -> None:
+        self.lengths: list[int] = []
+        real = getattr(documents, name)
+
+        def spy(text, *args):
+            self.lengths.append(len(text))
+            return real(text, *args)
+        monkeypatch.setattr(documents, name, spy)
+
+
+BUNDLE = "".join(f"function a{k}(t){{return t+{k}}}" for k in range(100_000))  # 3 MB, a line
+
+
+def test_a_position_in_a_line_of_megabytes_is_read_from_the_line_s_start_to_it(
+        monkeypatch) -> None:
+    """A minified bundle is one line: a position was read from the whole line, twice, for
+    each end of each keystroke's range (0.2-0.3 s of each didChange)."""
+    units, index = _Reading(monkeypatch, "_units"), _Reading(monkeypatch, "_index")
+    for encoding in ("utf-8", "utf-16", "utf-32"):
+        lines = Lines("é = 1\n" + BUNDLE, encoding)
+        assert lines.offset(types.Position(1, 1000), "position") == 6 + 1000
+        assert lines.clamped_offset(types.Position(1, 2000)) == 6 + 2000
+    assert max(units.lengths + index.lengths) <= 2000
+
+
+def test_an_edit_in_a_line_of_megabytes_scans_only_the_edit_for_line_breaks(monkeypatch) -> None:
+    """The lines after an edit were found by scanning the lines around it, all 3 MB of a
+    bundle's for each keystroke."""
+    scanned: list[int] = []
+
+    class Scanning:
+        def __init__(self, pattern) -> None:
+            self.pattern = pattern
+
+        def finditer(self, text, pos=0, endpos=None):
+            scanned.append((len(text) if endpos is None else endpos) - pos)
+            return self.pattern.finditer(text, pos, len(text) if endpos is None else endpos)
+    for name in ("_LINE_BREAK", "_BREAK_CHARACTER"):
+        if hasattr(documents, name):
+            monkeypatch.setattr(documents, name, Scanning(getattr(documents, name)))
+    text, at = "x = 1\n" + BUNDLE + "\n", 6 + len(BUNDLE) // 2
+    lines = Lines(text, "utf-16")
+    scanned.clear()
+    new = text[:at] + "\n  " + text[at:]
+    edited = lines.edited(at, at, new)
+    assert edited.starts.tolist() == [0, 6, at + 1, len(new)]
+    assert max(scanned) <= 10
