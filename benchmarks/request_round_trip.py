@@ -66,7 +66,6 @@ from pygls.workspace import TextDocument
 from shaping_round_trip import (
     HOLE,
     MAX_CHARS,
-    MAX_FILE,
     MAX_LINES,
     Ask,
     Outcome,
@@ -75,6 +74,7 @@ from shaping_round_trip import (
     diff,
     exception,
     offered,
+    parsed_file,
     request,
     runs,
 )
@@ -94,7 +94,7 @@ from dlm_lsp.policy import MULTI_LINE, local_text, plan_span
 from dlm_lsp.protocol import completion_items, inline_items
 from dlm_lsp.results import InfillRequest
 from dlm_lsp.span import borrowed_line_break
-from dlm_lsp.syntax import _Doc, _grammar, _parse, enclosing_node_range
+from dlm_lsp.syntax import _Doc, enclosing_node_range
 from dlm_lsp.units import truncate_to_units
 from dlm_lsp.validation import language_for
 
@@ -192,17 +192,10 @@ class Sites:
 def sites(path: Path, language: str, text: str | None = None) -> Sites | None:
     """The sites of a file; None for a file that does not parse cleanly, holds a hole
     marker or `\\r`, or is too large."""
-    grammar = _grammar(language)
-    if text is None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-    if grammar is None or len(text) > MAX_FILE or "\r" in text or HOLE in text:
+    read = parsed_file(path, language, text)
+    if read is None:
         return None
-    doc = _parse(grammar[1], text)
-    if doc.root.has_error:
-        return None
+    text, doc = read
     found: dict[str, dict[tuple[int, int], None]] = defaultdict(dict)
     for leaf in _leaves(doc.root):
         at = doc.char(leaf.start_byte)

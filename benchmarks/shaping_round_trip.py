@@ -211,9 +211,9 @@ def exception(doc: _Doc, start: int, end: int, language: str) -> str | None:
     return None
 
 
-def spans(path: Path, language: str, text: str | None = None) -> list[Span] | None:
-    """The spans of a file (`text`, else read), each with its exception if any; None for
-    a file that does not parse cleanly, holds a hole marker or `\\r`, or is too large."""
+def parsed_file(path: Path, language: str, text: str | None = None) -> tuple[str, _Doc] | None:
+    """A file's text (`text`, else read) and its parse; None for a file that cannot be
+    read, does not parse cleanly, holds a hole marker or `\r`, or is too large."""
     grammar = _grammar(language)
     if text is None:
         try:
@@ -223,8 +223,16 @@ def spans(path: Path, language: str, text: str | None = None) -> list[Span] | No
     if grammar is None or len(text) > MAX_FILE or "\r" in text or HOLE in text:
         return None
     doc = _parse(grammar[1], text)
-    if doc.root.has_error:
+    return None if doc.root.has_error else (text, doc)
+
+
+def spans(path: Path, language: str, text: str | None = None) -> list[Span] | None:
+    """The spans of a file (`text`, else read), each with its exception if any; None for
+    a file that does not parse cleanly, holds a hole marker or `\\r`, or is too large."""
+    read = parsed_file(path, language, text)
+    if read is None:
         return None
+    text, doc = read
     found: dict[tuple[int, int], Span] = {}
     for start, end in runs(doc, language):
         lines = doc.data[start:end]
