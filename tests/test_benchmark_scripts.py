@@ -31,3 +31,28 @@ def test_typing_cost_types_into_the_same_site_in_the_middle_of_every_size():
             assert text[:at].rstrip().endswith(("def total(self, kind=None):", "total(kind) {"))
         (small, a), (big, b) = built
         assert small[a - 6000:a + 6000] == big[b - 6000:b + 6000]
+
+
+def test_pathological_documents_ask_where_each_case_says():
+    """pathological_documents.py's cursors: inside the innermost brackets, in the middle of
+    a minified line, on the blank line below a generated table; and its editor reads a
+    position as the server does (UTF-16, an emoji two units)."""
+    bench = script("pathological_documents")
+    cases = bench.cases()
+    nested = cases["nested-brackets-5000"]()
+    inner = nested.cursors[1][1]
+    assert nested.text[inner - 1:inner + 1] == "[]"
+    bundle = cases["minified-1mb"]()
+    assert bundle.text.count("\n") == 0 and bundle.text[:bundle.cursors[0][1]].endswith("return")
+    table = cases["long-line"]()
+    at = table.cursors[0][1]
+    line_start = table.text.rfind("\n", 0, at) + 1
+    assert table.text[line_start:at].strip() == "" and at - line_start == 4
+    above = table.text[:line_start].split("\n")[-6:]
+    assert max(map(len, above)) > 500_000  # the table, a few lines up
+    text = "x = '😀'\nyé = 1\n"
+    for offset in range(len(text) + 1):
+        line, character = bench.line_of(text, offset)
+        client = object.__new__(bench.Client)
+        client.texts = {"u": text}
+        assert client.offset("u", {"line": line, "character": character}) == offset
