@@ -315,6 +315,8 @@ def stages(req: InfillRequest, fill: str) -> list[tuple[str, str]]:
     if plan.single_line:
         return [("the single-line cut", fill.split("\n", 1)[0])]
     local = local_text(req.text, req.start, req.end)
+    if local is None:  # the span's line runs past policy.LOCAL_CHARS: shaped by the text
+        return [("no lines around the span", fill)]
     lines, low = local
     free = fill_free_lines(fill, req, language, local)
     moved = to_cursor_column(fill, lines, req.start - low, req.end - low, language, free)

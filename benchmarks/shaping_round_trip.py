@@ -147,7 +147,10 @@ def stages(req: InfillRequest, fill: str) -> list[tuple[str, str]]:
                      req.is_hole, language)
     if plan.kind != MULTI_LINE:
         return [("single-line plan", fill.split("\n", 1)[0])]
-    lines, low = local_text(req.text, req.start, req.end)
+    local = local_text(req.text, req.start, req.end)
+    if local is None:  # the span's line runs past policy.LOCAL_CHARS: shaped by the text
+        return [("no lines around the span", fill)]
+    lines, low = local
     moved = to_cursor_column(fill, lines, req.start - low, req.end - low, language)
     again = reindented(moved, req, language, (lines, low))
     start, end = checked_span(req)
