@@ -171,10 +171,15 @@ def test_cancelling_in_the_editor_stops_the_fill_on_the_replica(service, model_d
                                     and r["cancelled"] > before.get(r["replica"], 0)
                                     and r["inFlight"] == 0), None),
                       "the replica to count the fill as cancelled")
+        # the pass running when the cancel came may still end and be counted (13 == 12
+        # once on a loaded CI machine), but none starts after it
         passes = after["forwardPasses"]
         time.sleep(1.5)
         now = next(r for r in service.replicas() if r["replica"] == holder["replica"])
-        assert now["forwardPasses"] == passes  # nothing more was denoised for it
+        assert now["forwardPasses"] <= passes + 1
+        time.sleep(1.5)
+        later = next(r for r in service.replicas() if r["replica"] == holder["replica"])
+        assert later["forwardPasses"] == now["forwardPasses"]  # nothing more was denoised
         assert passes < 400
     finally:
         server.close()
