@@ -71,10 +71,10 @@ from shaping_round_trip import (
     Outcome,
     Span,
     corpus,
-    diff,
     exception,
     offered,
     parsed_file,
+    print_examples,
     request,
     runs,
 )
@@ -395,11 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             n = tally(outcomes)
             print(f"| {language} | {kind} | {n['asked']} | {n['identical']} "
                   f"| {n['documented']} | {n['differing']} | {n['excepted']} |", flush=True)
-    for key, found in sorted(examples.items(), key=lambda item: -len(item[1])):
-        print(f"\n### {key}: {len(found)} fills\n")
-        for outcome in found[:args.examples]:
-            print(f"{outcome.span.path}:{outcome.span.line}, {outcome.asked.mode}")
-            print(diff(outcome), end="\n\n")
+    print_examples(examples, args.examples)
     return 0
 
 

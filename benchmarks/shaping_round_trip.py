@@ -365,6 +365,15 @@ def tally(outcomes: list[Outcome]) -> dict[str, int]:
             "excepted identical": sum(o.identical for o in excepted)}
 
 
+def print_examples(examples: dict[str, list[Outcome]], count: int) -> None:
+    """The differing fills by cause, most first: `count` diffs of each."""
+    for key, found in sorted(examples.items(), key=lambda item: -len(item[1])):
+        print(f"\n### {key}: {len(found)} fills\n")
+        for outcome in found[:count]:
+            print(f"{outcome.span.path}:{outcome.span.line}, {outcome.asked.mode}")
+            print(diff(outcome), end="\n\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", help="directories or files to sample")
@@ -391,11 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {language} | {len(files[language])} | {n['spans']} | {n['asked']} "
               f"| {n['identical']} | {n['documented']} | {n['differing']} "
               f"| {n['excepted identical']} / {n['excepted']} |", flush=True)
-    for key, found in sorted(examples.items(), key=lambda item: -len(item[1])):
-        print(f"\n### {key}: {len(found)} fills\n")
-        for outcome in found[:args.examples]:
-            print(f"{outcome.span.path}:{outcome.span.line}, {outcome.asked.mode}")
-            print(diff(outcome), end="\n\n")
+    print_examples(examples, args.examples)
     return 0
 
 
