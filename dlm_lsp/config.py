@@ -152,6 +152,8 @@ class Range:
         return self.high is None or value <= self.high
 
 
+MAX_SPAN_TOKENS = Range(1, 4096)  # the longest span a fill may write (maxSpanTokens)
+
 # Value checks beyond the type: name -> (predicate, what a good value looks like); a
 # number's predicate is its Range.
 _CHECKS: dict[str, tuple[Any, str]] = {
@@ -184,7 +186,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "seed": (Range(-(1 << 63), (1 << 63) - 1),
              "an integer from -2**63 to 2**63 - 1"),
     "temperature": (Range(0, 5), "a number from 0 to 5"),
-    "max_span_tokens": (Range(1, 4096), "an integer from 1 to 4096"),
+    "max_span_tokens": (MAX_SPAN_TOKENS, "an integer from 1 to 4096"),
     "single_line_tokens": (Range(1, 4096), "an integer from 1 to 4096"),
     "multi_line_tokens": (Range(1, 4096), "an integer from 1 to 4096"),
     "max_context_tokens": (Range(0, 1 << 20), "an integer from 0 to 1048576"),

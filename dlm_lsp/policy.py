@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.config import MAX_SPAN_TOKENS, InfillOptions, ServerConfig
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.span import CHARS_PER_TOKEN
 from dlm_lsp.span_hints import span_kind
@@ -44,6 +44,16 @@ class SpanPlan:
     n_masked: int
     steps: int
     single_line: bool  # cut the fill at its first line break
+
+
+class SpanTooLong(Exception):
+    """A rewrite's selection holds more tokens than a fill may write (`maxSpanTokens`).
+
+    Its rewrite could only be shorter than the selection: a whole file selected came
+    back as 128 tokens of code in place of a megabyte.  So it is refused, and the
+    message says how to go on (select less, or allow longer spans).  Not a ValueError:
+    the remote client reads one raised while it reads a service's answer as a broken
+    stream, and would send the fill again."""
 
 
 def task_kind(text: str, start: int, end: int, is_hole: bool = False) -> str:
@@ -153,7 +163,13 @@ def plan_span(text: str, start: int, end: int, config: ServerConfig, options: In
     if options.length is not None:
         n = options.length
     elif kind == REWRITE:
-        n = _tokens_at_least(tokenizer, text[start:end], config.max_span_tokens) + 8
+        n = _tokens_at_least(tokenizer, text[start:end], config.max_span_tokens + 1)
+        if n > config.max_span_tokens:
+            raise SpanTooLong(
+                f"the selection is at least {n:,} tokens, more than a rewrite may write "
+                f"(maxSpanTokens, {config.max_span_tokens}): select less, or raise "
+                f"maxSpanTokens (up to {MAX_SPAN_TOKENS.high})")
+        n += 8
     else:
         n = config.single_line_tokens if kind == SINGLE_LINE else config.multi_line_tokens
         if hint is not None and kind == MULTI_LINE:

@@ -65,7 +65,7 @@ from dlm_lsp.jobs import (
 )
 from dlm_lsp.models import ModelLoadError
 from dlm_lsp.notebooks import NOTEBOOK_SYNC, cell_context, cells_of, changed_cells
-from dlm_lsp.policy import local_text
+from dlm_lsp.policy import SpanTooLong, local_text
 from dlm_lsp.protocol import (
     DRAFT,
     FILL_HOLES,
@@ -241,6 +241,8 @@ class DlmServer(LanguageServer):
             raise JsonRpcException(f"model unavailable: {exc}", code=MODEL_UNAVAILABLE) from exc
         except OutOfMemory as exc:
             raise JsonRpcException(str(exc), code=OUT_OF_MEMORY) from exc
+        except SpanTooLong as exc:
+            raise JsonRpcInvalidParams(str(exc)) from exc
         except BackendError as exc:
             raise JsonRpcException(str(exc), code=BACKEND_FAILED) from exc
         finally:

@@ -15,6 +15,7 @@ from dlm_lsp.policy import (
     REWRITE,
     SINGLE_LINE,
     SpanPlan,
+    SpanTooLong,
     local_text,
     plan_span,
     task_kind,
@@ -132,9 +133,11 @@ def test_length_is_clamped_to_max_span_tokens(tok: Tokenizer) -> None:
     assert _plan("def f():\n    |\n", tok, cfg).n_masked == 10  # default 48 clamped too
 
 
-def test_rewrite_length_is_clamped_to_max_span_tokens(tok: Tokenizer) -> None:
+def test_a_rewrite_s_room_to_grow_is_clamped_to_max_span_tokens(tok: Tokenizer) -> None:
+    """A rewrite may write 8 tokens more than its selection, but never past the cap."""
     cfg = ServerConfig(max_span_tokens=4)
-    assert _plan("[x = 1 + 2 + 3 + 4 + 5 + 6]", tok, cfg).n_masked == 4
+    assert len(tok.encode("x")) < 4
+    assert _plan("[x] = 1", tok, cfg).n_masked == 4
 
 
 class _Counting:
@@ -148,14 +151,33 @@ class _Counting:
         return self.tok.encode(text)
 
 
-def test_a_selected_megabyte_is_sized_without_tokenizing_all_of_it(tok: Tokenizer) -> None:
-    """A rewrite takes at most maxSpanTokens: a selected megabyte took 1.8 s to tokenize
-    for a count the cap cut to 128."""
+def test_a_selection_longer_than_a_rewrite_may_write_is_refused(tok: Tokenizer) -> None:
+    """A rewrite writes at most maxSpanTokens tokens, so a longer selection could only
+    come back shorter: it is refused, naming the setting, instead of being replaced by
+    128 tokens.  A selected megabyte is not tokenized whole to find that out (that took
+    1.8 s)."""
     text = "".join(f"value_{i} = compute({i})\n" for i in range(40_000))
     counting, cfg = _Counting(tok), ServerConfig()
-    plan = plan_span(text, 0, len(text), cfg, InfillOptions(), counting)
-    assert plan.kind == REWRITE and plan.n_masked == cfg.max_span_tokens
-    assert max(counting.encoded) <= CHARS_PER_TOKEN * cfg.max_span_tokens
+    with pytest.raises(SpanTooLong, match=r"maxSpanTokens, 128\).*raise maxSpanTokens"):
+        plan_span(text, 0, len(text), cfg, InfillOptions(), counting)
+    assert max(counting.encoded) <= CHARS_PER_TOKEN * (cfg.max_span_tokens + 1)
+
+
+def test_a_selection_of_as_many_tokens_as_a_rewrite_may_write_is_planned(tok) -> None:
+    text = "".join(f"v{i} = f({i})\n" for i in range(200))
+    tokens = len(tok.encode(text))
+    plan = plan_span(text, 0, len(text), ServerConfig(max_span_tokens=tokens), InfillOptions(),
+                     tok)
+    assert plan.kind == REWRITE and plan.n_masked == tokens
+    with pytest.raises(SpanTooLong, match=f"at least {tokens:,} tokens"):
+        plan_span(text, 0, len(text), ServerConfig(max_span_tokens=tokens - 1), InfillOptions(),
+                  tok)
+
+
+def test_a_rewrite_of_a_length_the_request_gives_is_not_refused(tok: Tokenizer) -> None:
+    text = "".join(f"v{i} = f({i})\n" for i in range(200))
+    plan = plan_span(text, 0, len(text), ServerConfig(), InfillOptions(length=32), tok)
+    assert plan.kind == REWRITE and plan.n_masked == 32
 
 
 class _Coarse:

@@ -5,6 +5,7 @@ Ray Serve service is in test_remote_service.py)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -19,7 +20,7 @@ from rpc import ServerProcess, free_port
 from dlm_lsp.backends import BackendError, make_backend, switch_backend
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json
 from dlm_lsp.engine import Engine
-from dlm_lsp.policy import SpanPlan
+from dlm_lsp.policy import SpanPlan, SpanTooLong
 from dlm_lsp.remote import wire
 from dlm_lsp.remote.client import RemoteEngine
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
@@ -279,6 +280,17 @@ def test_what_retrying_cannot_fix_is_not_retried(reply, says):
     httpd = serving([reply])
     with pytest.raises(BackendError, match=says):
         client(httpd).infill(InfillRequest(TEXT, AT, AT))
+    assert len(httpd.bodies) == 1
+
+
+def test_a_selection_the_service_finds_too_long_is_refused_as_a_local_fill_would_be():
+    """The replica's refusal reaches the server as the local engine's (-32602, saying
+    which setting to raise), not as a broken stream tried again."""
+    says = "the selection is at least 200 tokens, more than ... (maxSpanTokens, 128)"
+    httpd = serving([stream(wire.line("error", {"kind": wire.SPAN_TOO_LONG,
+                                                "message": says}))] * 3)
+    with pytest.raises(SpanTooLong, match=re.escape(says)):
+        client(httpd).infill(InfillRequest(TEXT, 0, len(TEXT)))
     assert len(httpd.bodies) == 1
 
 

@@ -430,7 +430,7 @@ async def test_rewrite_selection_applies_an_edit_within_the_selection(client: La
 async def test_cancelling_a_rewrite_s_progress_stops_it_and_applies_nothing(client):
     applied = accept_applied_edits(client)
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"dlm": {"stepsRewrite": 400}}))
+        settings={"dlm": {"stepsRewrite": 400, "maxSpanTokens": 1024}}))
     text = "x = [" + ", ".join(str(i) for i in range(300)) + "]\n"
     open_doc(client, text)
     token = await cancel_midway(client, "dlm.rewriteSelection", [URI, rng(0, 4, 0, 900)],
@@ -439,6 +439,26 @@ async def test_cancelling_a_rewrite_s_progress_stops_it_and_applies_nothing(clie
     steps = client.progress_reports[token][1:-1]
     total = int(steps[0].message.rsplit(" ", 1)[1])
     assert len(steps) < total  # stopped before its last step
+
+
+async def test_a_selection_longer_than_a_rewrite_may_write_is_refused_and_nothing_applied(
+        client: LanguageClient):
+    """A rewrite writes at most maxSpanTokens tokens: a longer selection could only come
+    back shorter (a selected file became 128 tokens of code), so the command refuses it
+    and says which setting to raise."""
+    applied = accept_applied_edits(client)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"maxSpanTokens": 12}}))
+    text = "x = [" + ", ".join(str(i) for i in range(40)) + "]\n"
+    open_doc(client, text)
+    with pytest.raises(JsonRpcException) as err:
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            "dlm.rewriteSelection", [URI, rng(0, 0, 0, len(text) - 1)]))
+    assert err.value.code == -32602 and "maxSpanTokens" in err.value.message
+    assert applied == []
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.rewriteSelection", [URI, rng(0, 4, 0, 8)]))  # "[0, " is within the cap
+    assert result["applied"] is True and len(applied) == 1
 
 
 async def test_rewrite_selection_can_expand_to_the_enclosing_statement(client: LanguageClient):

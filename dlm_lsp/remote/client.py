@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from dlm_lsp.backends import BackendError
+from dlm_lsp.policy import SpanTooLong
 from dlm_lsp.remote import wire
 from dlm_lsp.remote.retry import Lost, ServerBackend
 from dlm_lsp.results import InfillRequest, InfillResult
@@ -110,5 +111,7 @@ class RemoteEngine(ServerBackend):
             return Cancelled()
         if kind == wire.OUT_OF_MEMORY:
             return OutOfMemory(f"remote engine: {text}")
+        if kind == wire.SPAN_TOO_LONG:
+            return SpanTooLong(text)
         return BackendError(f"the remote engine at {self.config.remote_url} could not fill: "
                             f"{text}")

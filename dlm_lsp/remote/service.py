@@ -40,6 +40,7 @@ from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, OutOfMemory
 from dlm_lsp.models import ModelLoadError
 from dlm_lsp.models.registry import split_spec
+from dlm_lsp.policy import SpanTooLong
 from dlm_lsp.remote import wire
 from dlm_lsp.remote.metrics import create_board, find_board, prometheus
 from dlm_lsp.results import InfillRequest
@@ -184,6 +185,8 @@ class EngineReplica:
         except ModelLoadError as exc:
             self.counts["failed"] += 1
             return wire.line("error", {"kind": wire.MODEL_UNAVAILABLE, "message": str(exc)})
+        except SpanTooLong as exc:  # the client's request, not the replica, is at fault
+            return wire.line("error", {"kind": wire.SPAN_TOO_LONG, "message": str(exc)})
         except Exception as exc:  # anything else: say so on the stream, keep serving
             log.exception("fill failed")
             self.counts["failed"] += 1

@@ -30,8 +30,8 @@ INFILL_PATH, HEALTH_PATH, METRICS_PATH = "/v1/infill", "/v1/health", "/v1/metric
 TOKEN_VARIABLE = "DLM_LSP_REMOTE_TOKEN"  # where the token is read from when not configured
 
 # Error kinds of an `error` line (the HTTP status was already 200 when they happen).
-CANCELLED, OUT_OF_MEMORY, MODEL_UNAVAILABLE, FAILED = (
-    "cancelled", "out-of-memory", "model-unavailable", "failed")
+CANCELLED, OUT_OF_MEMORY, MODEL_UNAVAILABLE, SPAN_TOO_LONG, FAILED = (
+    "cancelled", "out-of-memory", "model-unavailable", "span-too-long", "failed")
 
 
 class BadRequest(ValueError):
