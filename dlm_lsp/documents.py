@@ -81,6 +81,19 @@ def _index(line: str, units: int, encoding: str) -> int | None:
     return index
 
 
+def _line_starts(text: str) -> np.ndarray:
+    """Where each line of `text` starts.  A text without `\r` (nearly every one) is
+    scanned by numpy, a character an array element: a regex match a line took 0.34-0.57 s
+    on the event loop for a 1,000,000-line file's first didChange, numpy ~0.1 s."""
+    if "\r" not in text:
+        if text.isascii():
+            chars = np.frombuffer(text.encode("ascii"), np.uint8)
+        else:  # four bytes a character, so that an element's index is its offset
+            chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+        return np.concatenate((np.zeros(1, np.int64), np.flatnonzero(chars == 10) + 1))
+    return np.array([0] + [m.end() for m in _LINE_BREAK.finditer(text)], dtype=np.int64)
+
+
 class Lines:
     """A text's LSP lines: where each starts and where its content ends.
 
@@ -90,8 +103,7 @@ class Lines:
 
     def __init__(self, text: str, encoding: str, starts: np.ndarray | None = None):
         self.text, self.encoding = text, encoding
-        self.starts = starts if starts is not None else np.array(
-            [0] + [m.end() for m in _LINE_BREAK.finditer(text)], dtype=np.int64)
+        self.starts = starts if starts is not None else _line_starts(text)
 
     def _line_of(self, offset: int) -> int:
         """The line `offset` is on (a line break is on the line it ends)."""

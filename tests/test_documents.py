@@ -20,6 +20,17 @@ def test_lines_start_after_each_kind_of_line_break() -> None:
 
 
 @settings(max_examples=400, deadline=None)
+@given(st.one_of(pieces, st.lists(st.sampled_from(["a", "é", "😀", "\ud800", " ", "\n"]),
+                                  max_size=40).map("".join)))
+def test_a_line_starts_after_a_line_feed_or_a_carriage_return_alone(text) -> None:
+    """Texts without a carriage return are scanned another way (numpy, for speed),
+    ASCII or not: every kind of text must give the same starts."""
+    expected = [0] + [i + 1 for i, c in enumerate(text)
+                      if c == "\n" or (c == "\r" and text[i + 1:i + 2] != "\n")]
+    assert Lines(text, "utf-16").starts.tolist() == expected
+
+
+@settings(max_examples=400, deadline=None)
 @given(pieces, pieces, st.data())
 def test_lines_after_an_edit_are_the_lines_of_the_new_text(text, inserted, data) -> None:
     start = data.draw(st.integers(0, len(text)))
