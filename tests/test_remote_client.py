@@ -294,6 +294,17 @@ def test_a_selection_the_service_finds_too_long_is_refused_as_a_local_fill_would
     assert len(httpd.bodies) == 1
 
 
+def test_a_document_holding_a_lone_surrogate_reaches_the_service_as_it_is():
+    """JSON may spell one (`"\\ud800"`) and UTF-8 cannot write it: the body failed to
+    encode, so no fill of such a document reached the service.  It is sent escaped, as
+    JSON spells it, and the service reads the editor's text, offsets and all."""
+    text = "s = '\ud800'\n" + TEXT
+    httpd = serving([stream(RESULT)])
+    at = len("s = '\ud800'\n") + AT
+    assert client(httpd).infill(InfillRequest(text, at, at)) == a_result()
+    assert httpd.bodies[0]["text"] == text
+
+
 def test_cancelling_a_waiting_fill_closes_its_connection():
     """A fill queued on the service sends nothing for a while; a stop must not wait."""
     listener = socket.create_server(("127.0.0.1", 0))

@@ -322,6 +322,15 @@ def test_a_u_fffd_or_a_control_character_the_document_holds_is_kept(fake):
     assert result.candidates[0].text == FILL.replace("result = 0", "result = '\ufffd\x0c'")
 
 
+def test_a_lone_surrogate_in_the_document_reaches_the_model_as_u_fffd(fake):
+    """JSON may spell one (`"\\ud800"`), UTF-8 cannot write it: the request failed before
+    it was sent.  The served model reads U+FFFD there, as a local fill's does."""
+    text = "# \ud800\n" + DOC
+    engine(fake.url).infill(request(text, CURSOR + len("# \ud800\n")))
+    [(_, _, _, body)] = [r for r in fake.requests if r[1] == "/generate"]
+    assert "# \ufffd\n" in body["text"] and "\ud800" not in body["text"]
+
+
 def test_drafts_arrive_as_the_streamed_text_grows(fake):
     drafts: list[tuple[int, int, str]] = []
     engine(fake.url).infill(request(on_draft=lambda *d: drafts.append(d)))

@@ -34,7 +34,7 @@ class RemoteEngine(ServerBackend):
 
     def infill(self, req: InfillRequest) -> InfillResult:
         """Fill the span on the service, as the local engine would fill it there."""
-        body = json.dumps(wire.request_json(req, self.config), ensure_ascii=False).encode()
+        body = wire.request_body(req, self.config)
         return self._with_retries(req, lambda: self._post(
             req, wire.INFILL_PATH, body, "application/x-ndjson",
             lambda response: self._read(req, response)))

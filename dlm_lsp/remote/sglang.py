@@ -35,6 +35,7 @@ from dlm_lsp.backends import BackendError
 from dlm_lsp.characters import left_out, without
 from dlm_lsp.config import ServerConfig, setting
 from dlm_lsp.line_endings import for_the_model, restored
+from dlm_lsp.models.tokenizer import encodable
 from dlm_lsp.passes import checked_span, document_for, fill_free_lines, reindented, shape_fill
 from dlm_lsp.policy import SpanPlan, local_text, plan_span
 from dlm_lsp.remote.http import Unreachable, token
@@ -136,8 +137,10 @@ class SGLangEngine(ServerBackend):
         top_p = setting(req.options, cfg, "top_p")
         if top_p is not None:
             params["top_p"] = top_p
-        body = json.dumps({"text": prompt.text, "sampling_params": params, "stream": True},
-                          ensure_ascii=False).encode()
+        # a lone surrogate (JSON spells one) as U+FFFD: UTF-8 cannot write it, and the
+        # served model reads what a local fill's does there
+        body = json.dumps({"text": encodable(prompt.text), "sampling_params": params,
+                           "stream": True}, ensure_ascii=False).encode()
         text, meta, chunks = self._post(req, GENERATE_PATH, body, "text/event-stream",
                                         lambda response: self._read(req, response, prompt,
                                                                     plan))

@@ -58,6 +58,18 @@ def request_json(req: InfillRequest, config: ServerConfig) -> dict[str, Any]:
             "drafts": req.on_draft is not None}
 
 
+def request_body(req: InfillRequest, config: ServerConfig) -> bytes:
+    """`request_json` as UTF-8.  A document may hold a lone surrogate (JSON spells one,
+    `"\\ud800"`, and Python reads it as a character), which UTF-8 cannot write: such a
+    body is sent with JSON's escapes instead, so the service reads the editor's text,
+    offsets and all (its engine reads the surrogate as U+FFFD, as a local one does)."""
+    data = request_json(req, config)
+    try:
+        return json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(data).encode()
+
+
 def request_from_json(data: Any, base: ServerConfig) -> tuple[InfillRequest, bool, list[str]]:
     """The request, whether drafts were asked for, and the settings it had that this
     service does not know (a newer client); raises BadRequest when it cannot be used."""
