@@ -70,7 +70,11 @@ class Gate:
         if not isinstance(given, str) or not given:
             return UNAUTHORIZED, ("this dlm-lsp server asks for a token: set it in the editor "
                                  "(initializationOptions.token)")
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
+        # either may hold a lone surrogate: JSON spells one, and os.environ reads bytes
+        # that are not UTF-8 as such (surrogateescape); compared as they are, not refused
+        # by a UnicodeEncodeError
+        if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"),
+                                   self.token.encode("utf-8", "surrogatepass")):
             return UNAUTHORIZED, "wrong token for this dlm-lsp server"
         return None
 

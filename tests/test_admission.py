@@ -25,9 +25,17 @@ def test_a_gate_with_token_asks_for_exactly_that_token():
     gate = Gate(TOKEN)
     assert gate.refusal({"token": TOKEN, "model": "default"}, 0) is None
     for options in (None, {}, {"token": ""}, {"token": 1}, {"token": TOKEN + "x"},
-                    {"token": TOKEN[:-1]}, {"dlm": {"token": TOKEN}}):
+                    {"token": TOKEN[:-1]}, {"dlm": {"token": TOKEN}},
+                    {"token": TOKEN + "\ud800"}):  # JSON may spell a lone surrogate
         refusal = gate.refusal(options, 0)
         assert refusal is not None and refusal[0] == UNAUTHORIZED, options
+
+
+def test_a_token_read_from_the_environment_with_undecodable_bytes_is_asked_for_as_it_is():
+    """os.environ reads bytes that are not UTF-8 as lone surrogates (surrogateescape)."""
+    token = "s\udcffcret"
+    assert Gate(token).refusal({"token": token}, 0) is None
+    assert Gate(token).refusal({"token": "s\udcfecret"}, 0)[0] == UNAUTHORIZED
 
 
 def test_only_loopback_addresses_stay_on_this_machine():
