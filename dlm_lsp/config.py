@@ -133,6 +133,8 @@ PROCESS_SETTINGS = frozenset({
     "hole_marker", "max_open_documents", "max_queued_requests", "backend", "remote_url",
     "remote_token", "remote_ca_file", "remote_connect_ms", "remote_retries", "remote_fallback"})
 
+SECRETS = frozenset({"remote_token"})  # a problem with one is said without its value
+
 
 @dataclass(frozen=True)
 class Range:
@@ -153,6 +155,12 @@ class Range:
 
 
 MAX_SPAN_TOKENS = Range(1, 4096)  # the longest span a fill may write (maxSpanTokens)
+
+
+def visible_ascii(text: str) -> bool:
+    """Whether `text` can travel in an HTTP header as it is, as a token does."""
+    return all("!" <= c <= "~" for c in text)
+
 
 # Value checks beyond the type: name -> (predicate, what a good value looks like); a
 # number's predicate is its Range.
@@ -205,6 +213,9 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "backend": (lambda v: v in BACKENDS, f"one of {', '.join(BACKENDS)}"),
     "remote_url": (lambda v: v == "" or re.match(r"https?://[^/\s]+", v) is not None,
                    "an http:// or https:// URL"),
+    # it travels in an HTTP header, which holds visible ASCII: a "€" in it made every
+    # fill fail as a broken connection, tried again
+    "remote_token": (visible_ascii, "a string of visible ASCII characters without spaces"),
     "remote_connect_ms": (Range(0, above=True), "a positive integer (milliseconds)"),
     "remote_retries": (Range(0, 10), "an integer from 0 to 10"),
 }
@@ -290,20 +301,21 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
     for key, value in data.items():
         name = snake(key)
         label = f"{where}.{key}" if where else key
+        shown = "(hidden)" if name in SECRETS else repr(value)  # never echo a secret
         problem = None
         if name not in defaults:
             problem = f"unknown setting '{label}'{ignored}"
         elif value is None:  # null is "the default", also where None is a value of its own
             setattr(result, name, defaults[name])
         elif not _type_ok(value, hints[name]):
-            problem = (f"setting '{label}' = {value!r} has the wrong type: it should be "
+            problem = (f"setting '{label}' = {shown} has the wrong type: it should be "
                        f"{accepted(name, hints[name])}{kept}")
         else:
             if isinstance(value, int) and float in getattr(hints[name], "__args__", (hints[name],)):
                 value = float(value)
             check = _CHECKS.get(name)
             if check and not check[0](value):
-                problem = f"setting '{label}' = {value!r} should be {check[1]}{kept}"
+                problem = f"setting '{label}' = {shown} should be {check[1]}{kept}"
             else:
                 setattr(result, name, value)
         if problem is not None and not (isinstance(said, dict) and key in said

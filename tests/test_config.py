@@ -63,14 +63,23 @@ def test_wrong_type_keeps_the_default_and_names_the_setting() -> None:
                          "false; default kept"),
     ({"earlyStop": 0}, "setting 'earlyStop' = 0 has the wrong type: it should be true or "
                        "false; default kept"),
-    ({"remoteToken": 5}, "setting 'remoteToken' = 5 has the wrong type: it should be a string; "
-                         "default kept"),
+    ({"remoteToken": 5}, "setting 'remoteToken' = (hidden) has the wrong type: it should be a "
+                         "string of visible ASCII characters without spaces; default kept"),
     ({"timeoutMs": 1.5}, "setting 'timeoutMs' = 1.5 has the wrong type: it should be a positive "
                          "integer (milliseconds); default kept"),
 ])
 def test_a_value_of_the_wrong_type_says_what_the_setting_accepts(data, problem) -> None:
     """"has the wrong type ('8')" left the user guessing what the right one is."""
     assert from_json(ServerConfig, data) == (ServerConfig(), [problem])
+
+
+def test_a_token_an_http_header_cannot_carry_is_refused_without_showing_it() -> None:
+    """A "€" in remoteToken made every fill fail as a broken connection, tried again; the
+    problem is said without the token, as a message an editor shows must be."""
+    assert from_json(ServerConfig, {"remoteToken": "€uro-secret"}) == (ServerConfig(), [
+        "setting 'remoteToken' = (hidden) should be a string of visible ASCII characters "
+        "without spaces; default kept"])
+    assert from_json(ServerConfig, {"remoteToken": "a-b_c.d~e+f/g="})[1] == []
 
 
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(ServerConfig)])

@@ -305,6 +305,18 @@ def test_a_document_holding_a_lone_surrogate_reaches_the_service_as_it_is():
     assert httpd.bodies[0]["text"] == text
 
 
+def test_a_token_variable_an_http_header_cannot_carry_is_said_to_and_not_sent(monkeypatch):
+    """It failed every fill as a broken connection, tried again ('latin-1' codec ...)."""
+    monkeypatch.setenv(wire.TOKEN_VARIABLE, "€uro")
+    httpd = serving([stream(RESULT)])
+    engine = RemoteEngine(ServerConfig(backend="remote",
+                                       remote_url=f"http://127.0.0.1:{httpd.server_port}"))
+    with pytest.raises(BackendError, match=f"{wire.TOKEN_VARIABLE} holds characters an HTTP "
+                                           "header cannot carry"):
+        engine.infill(InfillRequest(TEXT, AT, AT))
+    assert httpd.bodies == [] and engine.retries == 0
+
+
 def test_cancelling_a_waiting_fill_closes_its_connection():
     """A fill queued on the service sends nothing for a while; a stop must not wait."""
     listener = socket.create_server(("127.0.0.1", 0))

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from dlm_lsp.backends import BackendError
+from dlm_lsp.config import visible_ascii
 
 WATCH_INTERVAL_S = 0.02  # how often a request in flight checks for cancellation
 
@@ -39,8 +40,15 @@ def endpoint(url: str, setting: str = "remoteUrl") -> tuple[str, str, int, str]:
 
 
 def token(configured: str, variable: str) -> str:
-    """The bearer token: the setting, else the environment variable, else none."""
-    return configured or os.environ.get(variable, "")
+    """The bearer token: the setting, else the environment variable, else none.  An HTTP
+    header carries visible ASCII only: the setting is checked as settings are, and a
+    variable holding anything else is said to, where the fill failed as a broken
+    connection, tried again."""
+    secret = configured or os.environ.get(variable, "")
+    if not visible_ascii(secret):
+        raise BackendError(f"{variable} holds characters an HTTP header cannot carry: a "
+                           "token is visible ASCII characters without spaces")
+    return secret
 
 
 def connect(url: str, connect_s: float, ca_file: str = "",
