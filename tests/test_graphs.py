@@ -10,8 +10,10 @@ where a GPU is present.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -276,6 +278,17 @@ def test_cuda_graph_replays_match_eager_steps(model_dir: Path, precision: str) -
         torch.testing.assert_close(graphed.hidden(ids), eager.hidden(ids), rtol=0, atol=1e-2)
     assert graphed.graphs.stats.failed is None
     assert graphed.graphs.stats.replays == 3
+
+
+def test_a_rotation_table_grown_for_a_longer_sequence_leaves_the_old_one_alive() -> None:
+    """A span past max_length (maxSpanTokens raised) still grows the table; a graph
+    captured earlier reads the old one by its address, so it must not be freed."""
+    from dlm_lsp.models import tiny
+
+    first = weakref.ref(tiny._rotation(8, 12_345.0, 16, torch.device("cpu"), torch.float32)[0])
+    grown = tiny._rotation(8, 12_345.0, 1 << 16, torch.device("cpu"), torch.float32)
+    gc.collect()
+    assert grown[0].shape[0] >= 1 << 16 and first() is not None
 
 
 def test_rotation_tables_cover_the_longest_sequence_before_any_capture(model_dir: Path) -> None:

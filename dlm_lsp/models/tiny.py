@@ -52,6 +52,12 @@ class TinyConfig:
 # a step runs every layer's rotation twice, and computing the angles each time cost
 # about a seventh of a cached step of the shipped model on a CPU.
 _ROTATIONS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+# Tables a longer sequence replaced, kept alive: a captured CUDA graph keeps the address
+# of the table it read, not the tensor, so a table freed under it would be read as
+# whatever the allocator put there next (`use_graphs` builds them for max_length first,
+# but a span past it, maxSpanTokens raised, still grew them).  Each is at most half the
+# size of the one after it.
+_RETIRED: list[tuple[torch.Tensor, torch.Tensor]] = []
 
 
 def _rotation(d: int, base: float, end: int, device: torch.device,
@@ -65,6 +71,8 @@ def _rotation(d: int, base: float, end: int, device: torch.device,
         inv = base ** (-torch.arange(0, d, 2, device=device, dtype=torch.float32) / d)
         at = torch.arange(0, size, device=device, dtype=torch.float32)
         ang = at[:, None] * inv[None]  # (N, D/2)
+        if table is not None:
+            _RETIRED.append(table)
         table = _ROTATIONS[key] = (ang.cos().to(dtype), ang.sin().to(dtype))
     return table
 
