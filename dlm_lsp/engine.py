@@ -36,7 +36,15 @@ from dlm_lsp.passes import (
     document_for,
     repair_config,
 )
-from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, SpanPlan, local_text, plan_span
+from dlm_lsp.policy import (
+    MULTI_LINE,
+    REWRITE,
+    SINGLE_LINE,
+    SpanPlan,
+    local_text,
+    plan_span,
+    span_reach,
+)
 from dlm_lsp.quantiles import status_ms
 from dlm_lsp.recent import RecentFills, Remembered
 from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
@@ -388,7 +396,8 @@ class Engine:
         model, cfg, opt = self.model, self.config_for(req), req.options
         tok = model.tokenizer
         language = language_for(req.language_id, req.uri)
-        plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole, language)
+        plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole, language,
+                         span_reach(model.max_length))
         # the context the model is shown: a notebook cell's other cells around the cell
         prefix, suffix = req.shown_prefix(), req.shown_suffix()
         if req.start == req.end and req.uri and cfg.reuse_fills:

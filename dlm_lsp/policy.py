@@ -32,6 +32,7 @@ from dlm_lsp.span_hints import span_kind
 TOKENS_PER_LINE = 12  # a line of code is ~8-12 tokens of our BPE; the cap errs long
 LOCAL_LINES = 300  # lines either side of the span that syntax decisions look at
 LOCAL_CHARS = 30_000  # and characters: 100 a line, where code has 30 to 40
+MIN_CONTEXT_TOKENS = 64  # of a model's length, kept for context however long the span
 
 SINGLE_LINE, MULTI_LINE, REWRITE = "single-line", "multi-line", "rewrite"
 
@@ -149,10 +150,22 @@ def _tokens_at_least(tokenizer: Tokenizer, text: str, enough: int) -> int:
     return count if count >= enough or len(head) == len(text) else len(tokenizer.encode(text))
 
 
+def span_reach(max_length: int) -> int:
+    """The longest span a model that reads `max_length` tokens may write: all but
+    MIN_CONTEXT_TOKENS of them, left for the code around it."""
+    return max(1, max_length - MIN_CONTEXT_TOKENS)
+
+
 def plan_span(text: str, start: int, end: int, config: ServerConfig, options: InfillOptions,
               tokenizer: Tokenizer, is_hole: bool = False,
-              language: str | None = None) -> SpanPlan:
-    """Choose the number of masked tokens and the step budget for a span."""
+              language: str | None = None, reach: int | None = None) -> SpanPlan:
+    """Choose the number of masked tokens and the step budget for a span.
+
+    No span is longer than `maxSpanTokens`, nor than `reach`, the most the model can
+    write and still read some context (`span_reach`): a span past what the model reads
+    ran it on positions it never saw (the shipped model reads 512; 4,097 tokens took a
+    minute of a CPU for noise).  A rewrite of a longer selection is refused."""
+    limit = config.max_span_tokens if reach is None else min(config.max_span_tokens, reach)
     kind = options.kind or task_kind(text, start, end, is_hole)
     hint = None
     if kind != REWRITE and language is not None and options.kind is None:
@@ -163,18 +176,20 @@ def plan_span(text: str, start: int, end: int, config: ServerConfig, options: In
     if options.length is not None:
         n = options.length
     elif kind == REWRITE:
-        n = _tokens_at_least(tokenizer, text[start:end], config.max_span_tokens + 1)
-        if n > config.max_span_tokens:
-            raise SpanTooLong(
-                f"the selection is at least {n:,} tokens, more than a rewrite may write "
-                f"(maxSpanTokens, {config.max_span_tokens}): select less, or raise "
-                f"maxSpanTokens (up to {MAX_SPAN_TOKENS.high})")
+        n = _tokens_at_least(tokenizer, text[start:end], limit + 1)
+        if n > limit:
+            most = (f"maxSpanTokens, {limit}): select less, or raise maxSpanTokens (up to "
+                    f"{MAX_SPAN_TOKENS.high})" if limit == config.max_span_tokens else
+                    f"{limit} for this model, which reads {limit + MIN_CONTEXT_TOKENS} in all): "
+                    "select less, or use a model that reads more")
+            raise SpanTooLong(f"the selection is at least {n:,} tokens, more than a rewrite "
+                              f"may write ({most}")
         n += 8
     else:
         n = config.single_line_tokens if kind == SINGLE_LINE else config.multi_line_tokens
         if hint is not None and kind == MULTI_LINE:
             n = min(n, hint.max_lines * TOKENS_PER_LINE)
-    n = max(1, min(n, config.max_span_tokens))
+    n = max(1, min(n, limit))
     strategy = options.strategy or config.strategy
     if strategy == "left-to-right":
         steps = n

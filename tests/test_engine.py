@@ -21,7 +21,7 @@ from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import MASK_PLACEHOLDER, Engine, InfillRequest, OutOfMemory
 from dlm_lsp.indentation import to_cursor_column
 from dlm_lsp.models import ModelLoadError
-from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE
+from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, span_reach
 from dlm_lsp.sampler import Cancelled
 from dlm_lsp.span import borrowed_line_break
 from dlm_lsp.validation import ParsedDocument, Validation
@@ -154,9 +154,13 @@ def test_fill_is_inserted_exactly_when_the_model_prefers_short_tokens(
     _assert_inserted_exactly(engine, req, engine.infill(req), calls)
 
 
+@pytest.mark.parametrize("length", [4, 4096])
 def test_sequence_never_exceeds_the_model_s_max_length(
-        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", max_context_tokens=100_000))
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, length: int) -> None:
+    """Nor does a span past it (maxSpanTokens raised): 4,097 tokens ran the shipped
+    model, which reads 512, on positions it never saw, for a minute of a CPU."""
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", max_context_tokens=100_000,
+                              max_span_tokens=4096))
     model = eng.model
     lengths: list[int] = []
     real = model.hidden  # every forward pass of the engine starts here
@@ -167,9 +171,9 @@ def test_sequence_never_exceeds_the_model_s_max_length(
         return real(ids)
     monkeypatch.setattr(model, "hidden", spy)
     text = "x = 1\n" * 400 + "y = 2  # " + "#" * 24
-    eng.infill(InfillRequest(text + "\n", len(text), len(text), "python",
-                             options=InfillOptions(length=4, steps=2)))
-    assert lengths
+    result = eng.infill(InfillRequest(text + "\n", len(text), len(text), "python",
+                                      options=InfillOptions(length=length, steps=2)))
+    assert lengths and result.plan.n_masked == min(length, span_reach(model.max_length))
 
 
 # --- shape of the fills -------------------------------------------------------------------

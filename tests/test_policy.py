@@ -11,6 +11,7 @@ from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.policy import (
     LOCAL_CHARS,
     LOCAL_LINES,
+    MIN_CONTEXT_TOKENS,
     MULTI_LINE,
     REWRITE,
     SINGLE_LINE,
@@ -18,6 +19,7 @@ from dlm_lsp.policy import (
     SpanTooLong,
     local_text,
     plan_span,
+    span_reach,
     task_kind,
 )
 from dlm_lsp.span import CHARS_PER_TOKEN
@@ -172,6 +174,19 @@ def test_a_selection_of_as_many_tokens_as_a_rewrite_may_write_is_planned(tok) ->
     with pytest.raises(SpanTooLong, match=f"at least {tokens:,} tokens"):
         plan_span(text, 0, len(text), ServerConfig(max_span_tokens=tokens - 1), InfillOptions(),
                   tok)
+
+
+def test_no_span_is_longer_than_the_model_can_write_beside_some_context(tok) -> None:
+    """A model that reads 512 tokens writes at most 448 of them in one span, whatever
+    maxSpanTokens allows; a rewrite of a longer selection is refused, saying so."""
+    text = "".join(f"v{i} = f({i})\n" for i in range(400))
+    cfg, reach = ServerConfig(max_span_tokens=4096), span_reach(512)
+    assert reach == 512 - MIN_CONTEXT_TOKENS
+    plan = plan_span(text, 0, 0, cfg, InfillOptions(length=4096), tok, reach=reach)
+    assert plan.n_masked == reach
+    with pytest.raises(SpanTooLong, match=f"more than a rewrite may write \\({reach} for this "
+                                          "model, which reads 512 in all\\)"):
+        plan_span(text, 0, len(text), cfg, InfillOptions(), tok, reach=reach)
 
 
 def test_a_rewrite_of_a_length_the_request_gives_is_not_refused(tok: Tokenizer) -> None:
