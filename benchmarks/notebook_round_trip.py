@@ -8,13 +8,17 @@ shape and its check are the cell's, and a cell is often a few lines, with little
 indentation of its own to go by.  Here Python files are made notebooks, their top-level
 statements split into cells (a few a cell, a function or class often alone; a markdown
 cell now and then, which the fill is not shown) and, as notebooks are often indented by
-two, the same files re-indented to two spaces (`two_spaces`).  Every kind of request of
-the two round trips (`KINDS`: the blank line's three modes, then request_round_trip's) is
-asked in cells, with the other cells as the server shows them (`notebooks.cell_context`
-over a pygls workspace holding the notebook), and the cell, the edit applied, must be
-the cell as it was.  Counted as there: a blank line's whitespace dropped and an
-unindented document's default indentation are documented, and spans whose lines carry
-no level (`shaping_round_trip.EXCEPTIONS`) are counted apart.
+two or by tabs, the same files re-indented so (`reindented_by`).  Every kind of request
+of the two round trips (`KINDS`: the blank line's three modes, then request_round_trip's)
+is asked in cells, with the other cells as the server shows them
+(`notebooks.cell_context` over a pygls workspace holding the notebook), and the cell,
+the edit applied, must be the cell as it was.  The model writes the cell's code, and in
+the two-space and tab notebooks also that code nested by four spaces (`in_fours`), as a
+model that read mostly PEP 8 code writes it: a cell with no unit of its own (`bare`)
+must get the notebook's.  Counted as there: a blank line's whitespace dropped and the
+default indentation of a cell with no indented line, in a notebook with none either,
+are documented, and spans whose lines carry no level (`shaping_round_trip.EXCEPTIONS`)
+are counted apart.
 
     python benchmarks/notebook_round_trip.py DIR_OR_FILE... [--per-kind 200] [--seed 0]
         [--max-cell-lines 10]
@@ -44,20 +48,36 @@ import shaping_round_trip as shaping
 from lsprotocol import types
 from pygls.workspace import Workspace
 
+from dlm_lsp.indentation import _bracket_depths
 from dlm_lsp.notebooks import cell_context
 
 KINDS = tuple(f"blank-line {mode}" for mode in shaping.MODES) + requests.KINDS
 MAX_CELL_STATEMENTS = 3  # top-level statements a cell, at most
 MARKDOWN = "Some prose about the code below."
+# How a notebook is indented: its files' own way, or re-indented by a unit a level
+INDENTS = {"as written": None, "two spaces": "  ", "tabs": "\t"}
+# What the model writes: the code the cell had, or that code nested by four spaces a level
+# from the cursor's line (`in_fours`), as a model that read mostly PEP 8 code writes it
+CELLS, FOURS = "the cell's code", "in four spaces"
+# The notebooks asked in, and how the model writes there (four spaces in a notebook of
+# four spaces is the cell's code)
+VARIANTS = (("as written", CELLS), ("two spaces", CELLS), ("two spaces", FOURS),
+            ("tabs", FOURS))
 
 
 # --- making notebooks --------------------------------------------------------------------
 
 
 def two_spaces(text: str) -> str | None:
-    """A Python file re-indented by two spaces a level, its code otherwise as it was (the
-    lines inside strings untouched, a continuation line moved by its statement's change);
-    None for a file that does not tokenize or whose code the move would change."""
+    """A Python file re-indented by two spaces a level (see `reindented_by`)."""
+    return reindented_by(text, "  ")
+
+
+def reindented_by(text: str, unit: str) -> str | None:
+    """A Python file re-indented by `unit` (two spaces, a tab) a level, its code otherwise
+    as it was (the lines inside strings untouched, a continuation line moved by its
+    statement's change, what it has past its statement's level in spaces); None for a
+    file that does not tokenize or whose code the move would change."""
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
         tree = ast.dump(ast.parse(text))
@@ -88,7 +108,7 @@ def two_spaces(text: str) -> str | None:
         width = len(line.expandtabs(8)) - len(line.expandtabs(8).lstrip(" \t"))
         stack = levels[row]
         level = max(k for k, at in enumerate(stack) if at <= width) if width else 0
-        out.append(" " * (2 * level + width - stack[level]) + line.lstrip(" \t"))
+        out.append(unit * level + " " * (width - stack[level]) + line.lstrip(" \t"))
     again = "\n".join(out)
     try:
         return again if ast.dump(ast.parse(again)) == tree else None
@@ -129,9 +149,11 @@ class Notebook:
     cells: list[tuple[str, str]]  # (kind, text)
     workspace: Workspace
     uris: list[str]
+    indent: str = "as written"  # how its cells are indented (INDENTS)
 
     @classmethod
-    def open(cls, path: str, cells: list[tuple[str, str]]) -> Notebook:
+    def open(cls, path: str, cells: list[tuple[str, str]],
+             indent: str = "as written") -> Notebook:
         """The notebook opened as a client with notebook sync opens it (didOpen)."""
         uri = Path(path).absolute().as_uri() + ".ipynb"
         uris = [f"vscode-notebook-cell:{Path(path).absolute()}.ipynb#C{i}"
@@ -144,7 +166,7 @@ class Notebook:
                 for (kind, _), cell in zip(cells, uris, strict=True)]),
             [types.TextDocumentItem(cell, "python" if kind == "code" else "markdown", 1, text)
              for (kind, text), cell in zip(cells, uris, strict=True)]))
-        return cls(path, cells, workspace, uris)
+        return cls(path, cells, workspace, uris, indent)
 
     def code_cells(self) -> list[int]:
         return [i for i, (kind, _) in enumerate(self.cells) if kind == "code"]
@@ -181,10 +203,55 @@ def cell_sites(notebook: Notebook, cell: int) -> dict[str, list[requests.Site]]:
     return found
 
 
-def ask(site: CellSite) -> shaping.Ask:
+def ask(site: CellSite, writes: str = CELLS) -> shaping.Ask:
+    """The cell as the request leaves it, and the fill the model writes (`writes`)."""
     if site.kind.startswith("blank-line "):
-        return shaping.ask(site.site.span, site.kind.split(" ", 1)[1])
-    return requests.ask(site.site, site.kind)
+        asked = shaping.ask(site.site.span, site.kind.split(" ", 1)[1])
+    else:
+        asked = requests.ask(site.site, site.kind)
+    unit = INDENTS[site.notebook.indent]
+    if writes == FOURS and unit is not None:
+        asked = replace(asked, fill=in_fours(asked.fill, asked.document, asked.start, unit))
+    return asked
+
+
+def in_fours(fill: str, document: str, start: int, unit: str) -> str:
+    """`fill`, at `start` of `document`, as a model that nests by four spaces writes it
+    where the notebook nests by `unit`: its first line where the cell has it (the cursor's
+    line goes on with it), and each line below, past that line's whitespace, `unit` a
+    level, written four spaces a level, what is left over kept.  A line inside brackets
+    or after a backslash is an alignment, no level: it moves as its statement's line
+    did, where both are led by spaces (`two_spaces` moved it so)."""
+    first = document[document.rfind("\n", 0, start) + 1:start] + fill.split("\n", 1)[0]
+    base = first[:len(first) - len(first.lstrip(" \t"))]
+    out, depth, above, moved = [], 0, "", 0  # moved: how far the statement's line moved
+    for index, line in enumerate(fill.split("\n")):
+        lead = line[:len(line) - len(line.lstrip(" \t"))]
+        continued = depth > 0 or above.rstrip().endswith("\\")
+        if line.strip():
+            depth, above = depth + _bracket_depths(line, ("#",))[1], line
+        if continued and line.strip() and "\t" not in lead:
+            out.append(" " * max(0, len(lead) + moved) + line[len(lead):])
+            continue
+        if index == 0 or continued or not line.strip() or not lead.startswith(base):
+            moved = 0
+            out.append(line)
+            continue
+        rest, levels = lead[len(base):], 0
+        while rest.startswith(unit):
+            rest, levels = rest[len(unit):], levels + 1
+        written = base + "    " * levels + rest
+        moved = len(written) - len(lead) if "\t" not in written else 0
+        out.append(written + line[len(lead):])
+    return "\n".join(out)
+
+
+def bare(site: CellSite) -> bool:
+    """Whether the cell shows no indentation of its own: no line of it but the span's
+    begins with whitespace (the notebook's other cells may)."""
+    text = site.site.span.text
+    outside = text[:site.site.start] + text[site.site.end:]
+    return not any(line.strip() and line[:1] in " \t" for line in outside.split("\n"))
 
 
 def request(site: CellSite, asked: shaping.Ask, length: int = shaping.SPAN_TOKENS):
@@ -195,22 +262,39 @@ def request(site: CellSite, asked: shaping.Ask, length: int = shaping.SPAN_TOKEN
                    after=after)
 
 
-def outcome(site: CellSite, fill: str, asked: shaping.Ask) -> shaping.Outcome:
+@dataclass(frozen=True)
+class CellOutcome(shaping.Outcome):
+    """A fill's outcome in a cell: the shaping round trip's, except that the default
+    indentation of a document with no indented line is documented only where the
+    notebook shows none either (`shown`: the other cells as the fill is shown them)."""
+
+    shown: str = ""
+
+    @property
+    def documented(self) -> bool:
+        if shaping._bare_blank_lines(self.got) == shaping._bare_blank_lines(self.span.text):
+            return True
+        return super().documented and not any(
+            line.strip() and line[:1] in " \t" for line in self.shown.split("\n"))
+
+
+def outcome(site: CellSite, fill: str, asked: shaping.Ask, shown: str = "") -> CellOutcome:
     """The cell the user gets with the offered `fill`."""
     if site.kind.startswith("blank-line "):
         got = asked.document[:asked.start] + fill + asked.document[asked.end:]
     else:
         got = requests.applied(asked, site.site, fill)
-    return shaping.Outcome(site.site.span, asked, got)
+    return CellOutcome(site.site.span, asked, got, shown)
 
 
-def round_trip(site: CellSite) -> shaping.Outcome:
-    asked = ask(site)
-    return outcome(site, shaping.offered(request(site, asked), asked.fill), asked)
+def round_trip(site: CellSite, writes: str = CELLS) -> CellOutcome:
+    asked = ask(site, writes)
+    req = request(site, asked)
+    return outcome(site, shaping.offered(req, asked.fill), asked, req.before + req.after)
 
 
 def notebooks(paths: list[Path], rng: random.Random, indent: str) -> list[Notebook]:
-    """The files as notebooks (`indent`: "as written" or "two spaces"), those that parse."""
+    """The files as notebooks (`indent`: one of INDENTS), those that parse."""
     found = []
     for path in paths:
         try:
@@ -219,16 +303,17 @@ def notebooks(paths: list[Path], rng: random.Random, indent: str) -> list[Notebo
             continue
         if len(text) > shaping.MAX_FILE or "\r" in text or shaping.HOLE in text:
             continue
-        if indent == "two spaces":
-            text = two_spaces(text)
-            if text is None or not any(line.startswith("  ") for line in text.split("\n")):
+        if INDENTS[indent] is not None:
+            text = reindented_by(text, INDENTS[indent])
+            if text is None or not any(line.startswith(INDENTS[indent])
+                                       for line in text.split("\n")):
                 continue
         try:
             cells = split_cells(text, rng)
         except (SyntaxError, ValueError):
             continue
         if len(cells) > 1:
-            found.append(Notebook.open(str(path), cells))
+            found.append(Notebook.open(str(path), cells, indent))
     return found
 
 
@@ -265,20 +350,29 @@ def main(argv: list[str] | None = None) -> int:
                         help="only cells this short (a notebook's cells are a few lines)")
     args = parser.parse_args(argv)
     paths = shaping.corpus(args.roots).get("python", [])
-    print("| notebook | kind | fills | identical | documented | differing | excepted |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| notebook | model writes | kind | fills | identical | documented | differing "
+          "| excepted | in bare cells | bare differing |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     examples: dict[str, list[shaping.Outcome]] = defaultdict(list)
-    for indent in ("as written", "two spaces"):
-        chosen = sample(paths, indent, args.per_kind, random.Random(f"{args.seed}:{indent}"),
-                        args.max_cell_lines)
+    chosen = {}
+    for indent, writes in VARIANTS:
+        if indent not in chosen:
+            chosen[indent] = sample(paths, indent, args.per_kind,
+                                    random.Random(f"{args.seed}:{indent}"), args.max_cell_lines)
         for kind in args.kinds:
-            outcomes = [round_trip(site) for site in chosen[kind]]
-            for found in outcomes:
-                if found.span.exception is None and not found.documented:
-                    examples[f"{indent}, {kind}"].append(found)
+            sites = chosen[indent][kind]
+            outcomes = [round_trip(site, writes) for site in sites]
+            differing = [not found.documented and found.span.exception is None
+                         for found in outcomes]
+            for found, wrong in zip(outcomes, differing, strict=True):
+                if wrong:
+                    examples[f"{indent}, {writes}, {kind}"].append(found)
             n = requests.tally(outcomes)
-            print(f"| {indent} | {kind} | {n['asked']} | {n['identical']} "
-                  f"| {n['documented']} | {n['differing']} | {n['excepted']} |", flush=True)
+            in_bare = [bare(site) and site.site.span.exception is None for site in sites]
+            bare_wrong = sum(a and b for a, b in zip(in_bare, differing, strict=True))
+            print(f"| {indent} | {writes} | {kind} | {n['asked']} | {n['identical']} "
+                  f"| {n['documented']} | {n['differing']} | {n['excepted']} "
+                  f"| {sum(in_bare)} | {bare_wrong} |", flush=True)
     for key, found in sorted(examples.items(), key=lambda item: -len(item[1])):
         print(f"\n### {key}: {len(found)} fills\n")
         for one in found[:args.examples]:
