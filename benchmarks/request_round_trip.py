@@ -89,7 +89,13 @@ from dlm_lsp.indentation import (
     place_literals,
     to_cursor_column,
 )
-from dlm_lsp.passes import checked_span, checked_text, fill_free_lines, reindented
+from dlm_lsp.passes import (
+    checked_span,
+    checked_text,
+    fill_free_lines,
+    reindented,
+    shown_style,
+)
 from dlm_lsp.policy import MULTI_LINE, local_text, plan_span
 from dlm_lsp.protocol import completion_items, inline_items
 from dlm_lsp.results import InfillRequest
@@ -320,7 +326,8 @@ def stages(req: InfillRequest, fill: str) -> list[tuple[str, str]]:
     lines, low = local
     free = fill_free_lines(fill, req, language, local)
     moved = to_cursor_column(fill, lines, req.start - low, req.end - low, language, free)
-    again = reindented(moved, req, language, local, free)
+    shown = shown_style(req, language)  # a notebook's other cells' indentation
+    again = reindented(moved, req, language, local, free, shown)
     placed = place_literals(fill, again, lines, req.start - low, req.end - low, free)
     found = [("to_cursor_column", moved), ("reindent", again), ("place_literals", placed)]
     if plan.kind == MULTI_LINE:

@@ -46,7 +46,7 @@ from tree_sitter import Node
 
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.indentation import detect_indent, to_cursor_column
-from dlm_lsp.passes import checked_span, checked_text, reindented, shape_fill
+from dlm_lsp.passes import checked_span, checked_text, reindented, shape_fill, shown_style
 from dlm_lsp.policy import MULTI_LINE, local_text, plan_span
 from dlm_lsp.results import InfillRequest
 from dlm_lsp.span import borrowed_line_break
@@ -137,7 +137,7 @@ def offered(req: InfillRequest, fill: str) -> str:
     tail = borrowed_line_break(req.text[:req.end], req.text[req.end:])
     local = None if plan.single_line else local_text(req.text, req.start, req.end)
     raw = fill.split("\n", 1)[0] if plan.single_line else fill
-    return shape_fill(raw, req, plan, tail, language, local)
+    return shape_fill(raw, req, plan, tail, language, local, shown_style(req, language))
 
 
 def stages(req: InfillRequest, fill: str) -> list[tuple[str, str]]:
@@ -152,7 +152,8 @@ def stages(req: InfillRequest, fill: str) -> list[tuple[str, str]]:
         return [("no lines around the span", fill)]
     lines, low = local
     moved = to_cursor_column(fill, lines, req.start - low, req.end - low, language)
-    again = reindented(moved, req, language, (lines, low))
+    shown = shown_style(req, language)  # a notebook's other cells' indentation
+    again = reindented(moved, req, language, (lines, low), shown=shown)
     start, end = checked_span(req)
     cut = truncate_to_units(checked_text(lines, req, low), start - low, end - low, again,
                             language)

@@ -222,6 +222,32 @@ def detect_indent(text: str, language: str | None = None) -> IndentStyle:
                        measured=bool(opened))
 
 
+def _or_shown(style: IndentStyle, shown: IndentStyle | None, text: str) -> IndentStyle:
+    """A document's indentation (`style`, `detect_indent`'s of `text`), or where the
+    document shows no unit (not `measured`) that of the code shown around it (`shown`: a
+    notebook cell's other cells, `dlm_lsp.notebooks`), where that shows one; but not
+    its tabs or spaces where a line of the document is led by the others.
+
+    A notebook's cell is a document of a few lines, often a header and the body a fill
+    writes (`def f(x):`, the cursor below it): alone it says nothing of the notebook's
+    unit, and a fill kept the model's four spaces in a notebook whose every other cell
+    nests by two (or by tabs).  A cell that shows a unit of its own keeps it: the cell is
+    what the kernel compiles (reading the whole notebook's unit instead made a two-space
+    notebook with a cell of a long four-space dict a four-space one).  A cell whose only
+    indented line is a continuation shows no unit but does show its characters: one
+    aligned with spaces in a notebook of tabs stays one of spaces (taken as tabs, a
+    `from x import \\` whose next line sat five spaces in came back a tab and a space).
+    Only `reindent` reads it: the unit cut's span hint, in a document with no unit, only
+    guesses one and takes the block's column from the fill as re-indented
+    (`units._python_base`), so it follows `reindent` whichever unit that wrote."""
+    if style.measured or shown is None or not shown.measured:
+        return style
+    if shown.tabs != style.tabs and any(_leading(line) for line in text.split("\n")
+                                        if _counted(line)):
+        return style
+    return shown
+
+
 def _go_raw_after(line: str, raw: bool) -> bool:
     """Whether a Go raw string (backquoted) is open after `line`, one being open before it
     or not: a backquote opens or closes one outside quotes and comments (a struct tag's
@@ -837,7 +863,7 @@ def _on_document_unit(head: str, rest: list[str], unit: int,
 
 
 def reindent(fill: str, text: str, start: int, end: int, language: str | None = None,
-             free: FreeLines | None = None) -> str:
+             free: FreeLines | None = None, shown: IndentStyle | None = None) -> str:
     """Put the fill's lines after the first on the document's indentation.
 
     The first line continues the cursor's line and keeps its level; nothing but leading
@@ -865,7 +891,8 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     written in the block's tabs or spaces at its width: kept as the model wrote it, four
     spaces after a Go file's tabs made a line of both.  The `free` lines (see FreeLines)
     say nothing of the fill's base or step: they are moved by the rules the others set,
-    and re-stepped not at all.
+    and re-stepped not at all.  A document that shows no unit of its own takes that of
+    the code shown around it (`shown`, see `_or_shown`: a notebook cell's other cells).
     """
     if "\n" not in fill:
         return fill
@@ -879,7 +906,8 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     if body is not None:  # the block the fill opens has lines already: it goes among them
         levels = [body, *levels]
     document = text  # the span's text in it (see above)
-    style = _unindented_style(detect_indent(document, canonical), document, [head, *read])
+    style = _or_shown(detect_indent(document, canonical), shown, document)
+    style = _unindented_style(style, document, [head, *read])
     style = _block_style(style, levels)
     style = _unshown_style(style, levels if before else [])  # the cursor's own line's step
     # the columns of a tab (a tab document's: one of the fill's steps) and of a level

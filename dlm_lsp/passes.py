@@ -26,7 +26,14 @@ import torch
 
 from dlm_lsp.characters import left_out
 from dlm_lsp.config import InfillOptions, ServerConfig, setting
-from dlm_lsp.indentation import FreeLines, place_literals, reindent, to_cursor_column
+from dlm_lsp.indentation import (
+    FreeLines,
+    IndentStyle,
+    detect_indent,
+    place_literals,
+    reindent,
+    to_cursor_column,
+)
 from dlm_lsp.models.cache import CacheConfig, ContextCache
 from dlm_lsp.models.hf import HFDiffusionModel
 from dlm_lsp.models.hf_cache import HFContextCache
@@ -123,37 +130,52 @@ def fill_free_lines(text: str, req: InfillRequest, language: str | None,
     return free_lines(lines, req.start - low, req.end - low, text, language)
 
 
+def shown_style(req: InfillRequest, language: str | None) -> IndentStyle | None:
+    """The indentation of the code the model is shown around the request's document (a
+    notebook cell's other cells, `notebooks.cell_context`), which the shaping of a fill
+    in a document that shows none of its own reads (`indentation._or_shown`); None where
+    nothing is shown around it: any document but a notebook's cell.  Read once a request
+    (up to `detect_indent`'s 5,000 lines of the notebook), not once a candidate."""
+    shown = req.before + req.after
+    if language is None or not shown.strip():
+        return None
+    return detect_indent(shown, language)
+
+
 def reindented(text: str, req: InfillRequest, language: str | None,
-               local: tuple[str, int] | None, free: FreeLines | None = None) -> str:
+               local: tuple[str, int] | None, free: FreeLines | None = None,
+               shown: IndentStyle | None = None) -> str:
     """A multi-line fill on the document's indentation, against the lines around the span
     (`local`, from `policy.local_text`; None for a single-line fill); no level is read
     from the `free` lines (see fill_free_lines).  The span's text is read as the
     document's (a rewrite's old code is the user's indentation), but for a hole's marker,
-    which is taken out."""
+    which is taken out; `shown` is `shown_style`'s."""
     if language is None or local is None or "\n" not in text:
         return text
     lines, low = local
     if req.is_hole:
         return reindent(text, checked_text(lines, req, low), req.start - low,
-                        req.start - low, language, free)
-    return reindent(text, lines, req.start - low, req.end - low, language, free)
+                        req.start - low, language, free, shown)
+    return reindent(text, lines, req.start - low, req.end - low, language, free, shown)
 
 
 def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, language: str | None,
-               local: tuple[str, int] | None) -> str:
+               local: tuple[str, int] | None, shown: IndentStyle | None = None) -> str:
     """A fill as it will be offered: at the cursor's column (`to_cursor_column`, multi-line
     plans), on the document's indentation, cut to whole syntactic units (multi-line
     fills, where there is a grammar), with the borrowed line break (`tail`) back.  Every
     backend's fills are shaped here, so they read alike.  Lines whose indentation is no
     level (in a string, a heredoc, a block comment; a `#if`) are not read for one, and a
-    string's lines are given back as written (`FreeLines`, `place_literals`)."""
+    string's lines are given back as written (`FreeLines`, `place_literals`).  A notebook
+    cell with no indentation of its own is re-indented on its notebook's (`shown`, from
+    `shown_style`)."""
     raw, free = text, fill_free_lines(text, req, language, local)
     if local is not None:
         lines, low = local
         start, end = req.start - low, req.end - low
         text = to_cursor_column(text, lines, start, end, language, free)
         if language is not None and "\n" in text:
-            text = reindented(text, req, language, local, free)
+            text = reindented(text, req, language, local, free, shown)
             text = place_literals(raw, text, lines, start, end, free)
             if plan.kind == MULTI_LINE:
                 start, end = checked_span(req)
@@ -197,6 +219,7 @@ class InfillRun:
         self.unchecked = document if isinstance(document, str) else ""
         # multi-line fills are reindented and truncated against the lines around the span
         self.language, self.local = language, local
+        self.shown = shown_style(req, language)  # a notebook's indentation, for a bare cell
         self.checked = self.document is not None
         self.passes = 0  # forward passes, all denoising runs together
         self.repair_rounds = 0
@@ -292,7 +315,7 @@ class InfillRun:
         syntactic units (multi-line fills, where there is a grammar), with the borrowed
         line break back."""
         return shape_fill(self.raw_text(ids, layout), self.req, self.plan, self.tail,
-                          self.language, self.local)
+                          self.language, self.local, self.shown)
 
     def validate(self, fill: str) -> Validation | None:
         if self.document is None:

@@ -8,9 +8,12 @@ are asked every request of the round trips in every code cell, with the other ce
 the server shows them, and a model that writes exactly the code the cell had gets the
 cell back as it was.  The files: fixtures/notebook/analysis.py, a notebook in two spaces
 (percent format: `# %%` opens a cell) with a cell that holds a dict's four-space lines
-above a function, and
-fixtures/round_trip/inventory.py as written and re-indented by two.  Every eighth fill
-is the planted model's through the engine, checked to be the script's.
+above a function and a cell that is a function alone, no indentation of its own but
+its body's, and
+fixtures/round_trip/inventory.py as written and re-indented by two.  In the two-space
+notebooks the model also writes the code nested by four spaces, as a model that read
+mostly PEP 8 code does, and gets the notebook's two back.  Every eighth fill is the
+planted model's through the engine, checked to be the script's.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ notebooks = script("notebook_round_trip")
 NOTEBOOKS = {"analysis": (FIXTURES / "notebook" / "analysis.py", False),
              "inventory": (FIXTURES / "round_trip" / "inventory.py", False),
              "inventory in two spaces": (FIXTURES / "round_trip" / "inventory.py", True)}
+# the notebooks, each with how the model writes there (notebook_round_trip.VARIANTS): the
+# cell's code, and in the two-space ones that code nested by four spaces
+ASKED = [(name, notebooks.CELLS) for name in NOTEBOOKS] + [
+    ("analysis", notebooks.FOURS), ("inventory in two spaces", notebooks.FOURS)]
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +66,12 @@ def notebook(name: str):
     split by a generator seeded with its name."""
     path, two_spaces = NOTEBOOKS[name]
     text = path.read_text(encoding="utf-8")
-    if text.startswith("# %%"):
-        return notebooks.Notebook.open(str(path), percent_cells(text))
+    if text.startswith("# %%"):  # a notebook in two spaces
+        return notebooks.Notebook.open(str(path), percent_cells(text), "two spaces")
     if two_spaces:
         text = notebooks.two_spaces(text)
-    return notebooks.Notebook.open(str(path), notebooks.split_cells(text, random.Random(name)))
+    return notebooks.Notebook.open(str(path), notebooks.split_cells(text, random.Random(name)),
+                                   "two spaces" if two_spaces else "as written")
 
 
 def test_re_indenting_by_two_changes_no_code_and_leaves_strings_be() -> None:
@@ -82,9 +90,18 @@ def test_a_file_s_cells_are_its_statements_in_order() -> None:
     assert len(code) > 3 and not any(text != text.strip("\n") for text in code)
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_model_nesting_by_four_writes_a_two_space_notebook_s_body_by_four() -> None:
+    """What the model writes in the two-space notebooks: each line below the first four
+    spaces a level past it, a continuation moved with its statement."""
+    document = "def f(xs):\n  "
+    fill = "for x in xs:\n    total(x,\n          1)\n  return 0"
+    assert notebooks.in_fours(fill, document, len(document), "  ") == (
+        "for x in xs:\n      total(x,\n            1)\n  return 0")
+
+
+@pytest.mark.parametrize(("name", "writes"), ASKED)
 def test_code_a_cell_had_written_back_comes_back_unchanged_whatever_the_request(
-        engine: Engine, name: str) -> None:
+        engine: Engine, name: str, writes: str) -> None:
     built = notebook(name)
     tokenizer = engine.model.tokenizer
     wrong, asked_for = [], set()
@@ -95,7 +112,7 @@ def test_code_a_cell_had_written_back_comes_back_unchanged_whatever_the_request(
                 if site.span.exception is not None:
                     continue
                 found = notebooks.CellSite(built, cell, kind, site)
-                asked = notebooks.ask(found)
+                asked = notebooks.ask(found, writes)
                 # room for the whole fill and the prefix's edge the span takes in
                 request = notebooks.request(found, asked, len(tokenizer.encode(asked.fill)) + 16)
                 assert request.before or request.after  # the other cells are shown

@@ -353,3 +353,59 @@ def test_cells_added_within_max_open_documents_are_shown_to_the_fills(model_dir)
                     if "maxOpenDocuments" in m["message"]]
     finally:
         session.ls.release()
+
+
+# cells above a cell, as the server shows them: a notebook nesting by two spaces, by tabs
+TWO_SPACES = "def sign(x):\n  if x < 0:\n    return -1\n  return 1\n\n"
+TABS = "def sign(x):\n\tif x < 0:\n\t\treturn -1\n\treturn 1\n\n"
+BODY_IN_FOURS = "\n    for x in xs:\n        print(x)"  # what a model of PEP 8 code writes
+
+
+def body_after_header(model_dir, cell: str, before: str) -> str:
+    """The best fill at the end of `cell` (a header) with `before` shown above it, when the
+    model writes BODY_IN_FOURS."""
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0,
+                                 fallback=False, reuse_fills=False))
+    request = InfillRequest(cell, len(cell), len(cell), "python", TARGET,
+                            InfillOptions(length=24, steps=24), before=before)
+    Planted(engine, request, broken=BODY_IN_FOURS)
+    return engine.infill(request).candidates[0].text
+
+
+@pytest.mark.parametrize(("before", "unit"), [(TWO_SPACES, "  "), (TABS, "\t")],
+                         ids=["two spaces", "tabs"])
+def test_a_cell_with_no_indentation_of_its_own_is_indented_as_its_notebook(
+        model_dir, before, unit):
+    """A cell that is a header alone (`def show(xs):`, the cursor at its end) says nothing
+    of the notebook's unit; the notebook's other cells do, and the body the model writes
+    four spaces a level goes on the notebook's two, or its tabs (it kept the model's
+    four, a cell unlike every other)."""
+    fill = body_after_header(model_dir, "def show(xs):", before)
+    assert fill == f"\n{unit}for x in xs:\n{unit * 2}print(x)"
+
+
+def test_a_cell_with_indentation_of_its_own_keeps_it_in_any_notebook(model_dir):
+    """The cell is what the kernel compiles: its own unit (four here) wins over the
+    notebook's two."""
+    cell = "def first(xs):\n    return xs[0]\n\ndef show(xs):"
+    assert body_after_header(model_dir, cell, TWO_SPACES) == BODY_IN_FOURS
+
+
+def test_a_continuation_is_no_unit_of_the_cell_s_own(model_dir):
+    """A line aligned under its bracket shows the cell's alignment, not a block's step: a
+    cell whose only indented line is one goes on the notebook's unit too."""
+    cell = "total = sum(a,\n            b)\ndef show(xs):"
+    assert body_after_header(model_dir, cell, TWO_SPACES) == "\n  for x in xs:\n    print(x)"
+
+
+def test_a_cell_led_by_spaces_in_a_notebook_of_tabs_stays_in_spaces(model_dir):
+    """Its continuation shows no unit, but it shows the cell's characters, which win over
+    the notebook's as its unit would."""
+    cell = "total = sum(a,\n            b)\ndef show(xs):"
+    assert body_after_header(model_dir, cell, TABS) == BODY_IN_FOURS
+
+
+def test_a_document_outside_a_notebook_reads_its_own_indentation_alone(model_dir):
+    """Nothing shown around it, a header alone keeps the model's own unit, as before
+    notebooks were read."""
+    assert body_after_header(model_dir, "def show(xs):", "") == BODY_IN_FOURS

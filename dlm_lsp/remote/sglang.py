@@ -36,7 +36,14 @@ from dlm_lsp.characters import left_out, without
 from dlm_lsp.config import ServerConfig, setting
 from dlm_lsp.line_endings import for_the_model, restored
 from dlm_lsp.models.tokenizer import encodable
-from dlm_lsp.passes import checked_span, document_for, fill_free_lines, reindented, shape_fill
+from dlm_lsp.passes import (
+    checked_span,
+    document_for,
+    fill_free_lines,
+    reindented,
+    shape_fill,
+    shown_style,
+)
 from dlm_lsp.policy import SpanPlan, local_text, plan_span
 from dlm_lsp.remote.http import Unreachable, token
 from dlm_lsp.remote.retry import Lost, ServerBackend, stop_if_asked
@@ -190,12 +197,13 @@ class SGLangEngine(ServerBackend):
         # the continuation goes on the document's indentation first, so that the code
         # after the gap, written again, is recognised line for line
         local = None if plan.single_line else local_text(req.text, req.start, req.end)
-        written = continuation(text, prompt, meta)
+        written, shown = continuation(text, prompt, meta), shown_style(req, language)
         fill = before_suffix(reindented(written, req, language, local,
-                                        fill_free_lines(written, req, language, local)), prompt)
+                                        fill_free_lines(written, req, language, local), shown),
+                             prompt)
         fill = fill.split("\n", 1)[0] if plan.single_line else fill
         tail = borrowed_line_break(req.text[:req.end], req.text[req.end:])
-        fill = shape_fill(fill, req, plan, tail, language, local)
+        fill = shape_fill(fill, req, plan, tail, language, local, shown)
         document = document_for(req, cfg)
         check = (document.validate(*checked_span(req), fill)
                  if isinstance(document, ParsedDocument) else None)
