@@ -17,7 +17,10 @@ The syntax check sees the cell alone, not the joined text: the cell is what a fi
 changes, and it is what the kernel compiles, one cell at a time.  In the joined text
 another cell's state decides the verdict: a bracket left open in a cell above (one being
 typed) runs on into this cell, and a fill that is fine in it is rejected (`sum(x)` after
-`total = `, under a cell `x = [`).  It also parses a cell, not the whole notebook.
+`total = `, under a cell `x = [`).  It also parses a cell, not the whole notebook.  The
+plan and the shape read the cell too, but that a cell with no indentation unit of its
+own (a header alone, the body the fill writes) is re-indented on the unit of the other
+cells (`passes.shown_style`): alone it kept the model's four spaces in a notebook of two.
 
 Without notebook sync (a client that sends cells as plain text documents, Neovim) no
 notebook is known, the context is empty, and a cell is filled as a document of its own.
