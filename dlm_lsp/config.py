@@ -13,6 +13,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_type_hints
+from urllib.parse import urlsplit
 
 STRATEGIES = ("confidence", "margin", "entropy", "random", "left-to-right")
 SCHEDULES = ("linear", "cosine", "front", "back")
@@ -157,6 +158,24 @@ class Range:
 MAX_SPAN_TOKENS = Range(1, 4096)  # the longest span a fill may write (maxSpanTokens)
 
 
+def url_problem(url: str) -> str | None:
+    """What makes `url` unusable as a service's address, or None.  A port that is no
+    port reached the connection as a ValueError, and a fill failed with an internal
+    error (or was tried again as a broken connection); a user and password in it were
+    never sent (the service takes a bearer token)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or re.search(r"\s", url):
+        return "is not an http:// or https:// URL"
+    try:
+        parts.port  # noqa: B018 -- reading it checks it
+    except ValueError as exc:
+        return f"has no port number 0-65535 ({exc})"
+    if parts.username is not None or parts.password is not None:
+        return ("carries a user name or password, which is never sent: give the service's "
+                "token as remoteToken")
+    return None
+
+
 def visible_ascii(text: str) -> bool:
     """Whether `text` can travel in an HTTP header as it is, as a token does."""
     return all("!" <= c <= "~" for c in text)
@@ -211,8 +230,8 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "max_open_documents": (Range(1), "a positive integer"),
     "max_queued_requests": (Range(1), "a positive integer"),
     "backend": (lambda v: v in BACKENDS, f"one of {', '.join(BACKENDS)}"),
-    "remote_url": (lambda v: v == "" or re.match(r"https?://[^/\s]+", v) is not None,
-                   "an http:// or https:// URL"),
+    "remote_url": (lambda v: v == "" or url_problem(v) is None,
+                   "an http:// or https:// URL with a valid port and no user or password"),
     # it travels in an HTTP header, which holds visible ASCII: a "€" in it made every
     # fill fail as a broken connection, tried again
     "remote_token": (visible_ascii, "a string of visible ASCII characters without spaces"),

@@ -25,7 +25,7 @@ import pytest
 from rpc import ServerProcess, free_port
 
 from dlm_lsp.backends import BackendError
-from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.config import InfillOptions, ServerConfig, from_json
 from dlm_lsp.remote.sglang import SGLangEngine
 from dlm_lsp.results import InfillRequest
 from dlm_lsp.sampler import Cancelled
@@ -391,11 +391,18 @@ def test_an_unreachable_server_is_a_quick_clear_error():
     assert f"cannot reach {url}" in str(err.value) and "remoteUrl" in str(err.value)
 
 
-@pytest.mark.parametrize("url, words", [("", "set 'remoteUrl'"),
-                                        ("ftp://gpu-box", "not an http:// or https:// URL")])
+@pytest.mark.parametrize("url, words", [
+    ("", "set 'remoteUrl'"),
+    ("ftp://gpu-box", "not an http:// or https:// URL"),
+    ("http://gpu-box:99999", r"no port number 0-65535"),  # was a bare ValueError
+    ("http://gpu-box:3000O", r"no port number 0-65535"),
+    ("http://me:pw@gpu-box:30000", "user name or password, which is never sent"),
+])
 def test_a_bad_url_says_what_is_wrong(url, words):
     with pytest.raises(BackendError, match=words):
         engine(url).infill(request())
+    if url:  # and the setting is refused before it is used
+        assert "setting 'remoteUrl'" in from_json(ServerConfig, {"remoteUrl": url})[1][0]
 
 
 def test_a_server_that_is_not_sglang_is_named_by_the_setting():

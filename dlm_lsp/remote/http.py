@@ -19,7 +19,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from dlm_lsp.backends import BackendError
-from dlm_lsp.config import visible_ascii
+from dlm_lsp.config import url_problem, visible_ascii
 
 WATCH_INTERVAL_S = 0.02  # how often a request in flight checks for cancellation
 
@@ -32,9 +32,10 @@ def endpoint(url: str, setting: str = "remoteUrl") -> tuple[str, str, int, str]:
     """(scheme, host, port, path prefix) of a service URL; BackendError when unusable."""
     if not url:
         raise BackendError(f"no service URL: set '{setting}' (e.g. http://gpu-box:8000)")
+    problem = url_problem(url)
+    if problem is not None:
+        raise BackendError(f"'{setting}' {url!r} {problem}")
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BackendError(f"'{setting}' {url!r} is not an http:// or https:// URL")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
 
