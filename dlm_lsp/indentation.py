@@ -60,6 +60,10 @@ _ACCESS_LABEL = re.compile(r"\s*((public|protected|private)(\s+(slots|Q_SLOTS))?
                            r"|Q_SIGNALS)\s*:(?!:)")
 # A shell case arm's pattern, `a)` or `*.md|*.txt)`, at the start of a line
 _CASE_LABEL = re.compile(r"\s*[^\s()#][^()]*\)")
+# A line that opens a namespace or a linkage block (`namespace a::b {`, `inline namespace
+# v1`, `extern "C" {`), whose `{` may be on the line below; a namespace alias is none
+_NAMESPACE_HEAD = re.compile(r'\s*((inline\s+)?namespace\b[^;{}()=]*|extern\s+"C(\+\+)?"\s*)'
+                             r"\{?\s*$")
 
 
 @dataclass(frozen=True)
@@ -645,7 +649,8 @@ def _bracket_closer_column(rest: list[str], code: list[int], widths: dict[int, i
 
 
 def _frame(before: str, first: str, rest: list[str], tab: int, language: str | None,
-           unit: int | None = None, statement: str | None = None) -> _Frame | None:
+           unit: int | None = None, statement: str | None = None,
+           flush: bool = False) -> _Frame | None:
     """Whether the fill was written against another base, and which of its lines move.
 
     Columns are read with a tab `tab` wide; the fill's step is `unit`, else that of its
@@ -726,7 +731,7 @@ def _frame(before: str, first: str, rest: list[str], tab: int, language: str | N
             # and so may the first label of a switch's braces (gofmt, the Linux kernel,
             # Swift) or of a C++ class's (`public:` where LLVM, Qt and GNU put it)
             labels = (_SWITCH_LABEL, _ACCESS_LABEL) if language == "cpp" else (_SWITCH_LABEL,)
-            own_line = _keyword(rest[code[0]]) in closers + continuations or (
+            own_line = flush or _keyword(rest[code[0]]) in closers + continuations or (
                 head.endswith("{") and any(label.match(rest[code[0]]) for label in labels))
             base, target = nested if own_line else nested - unit, header_base
     elif nested < cursor and (language != "python" or depth > 0):
@@ -916,8 +921,9 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     statement = None
     if before.strip():  # the cursor's line holds code: the statement it is part of
         statement = _statement_indent(text, start - len(before), before, canonical)
+    flush = bool(before.strip()) and _flush_body(text, start - len(before), canonical)
     frame = _frame(before, head, read, tab, canonical,
-                   _fill_unit(read, step, tab) if style.gnu else None, statement)
+                   _fill_unit(read, step, tab) if style.gnu else None, statement, flush)
     spaced = style.measured and (style.gnu or not style.tabs and not any(
         "\t" in _leading(line) for line in [before + first, *read]))
     columns = _on_document_unit(before + head, read, style.width, canonical) if (
@@ -965,6 +971,61 @@ def _body_below(text: str, end: int, before: str, after: str) -> str | None:
             lead = _leading(line)
             return lead if _width(lead) > _width(_leading(before)) else None
         at = line_end
+    return None
+
+
+def _flush_body(text: str, line_start: int, language: str | None) -> bool:
+    """Whether the line of `text` at `line_start` (or the line above it, where it is a
+    lone `{`) opens a namespace or an `extern "C"` block (`_NAMESPACE_HEAD`) whose body
+    the document writes at the header's column: that block's first line below the
+    header does, or, where it has none (the fill is all of it), more of the window's
+    other such blocks do than do not.
+
+    Google's and LLVM's styles, and C headers' `extern "C" {`, do not indent these
+    bodies: a fill written there at the header's column is no body a step too far left,
+    and moving it (and all below it) a step right broke the file's style (KDE's kate,
+    `namespace dap` / `{` / `Bus::Bus(...)` at column 0).  Read from the text alone: a
+    comment or a preprocessor line says nothing of a level and is passed over."""
+    line = text[line_start:].split("\n", 1)[0]  # most lines are no header: read no more
+    if language == "python" or (line.strip() != "{" and not _NAMESPACE_HEAD.match(line)):
+        return False
+    lines = text.split("\n")
+    header = at = text.count("\n", 0, line_start)
+    if lines[at].strip() == "{":
+        header = next((i for i in range(at - 1, -1, -1) if lines[i].strip()), at)
+    if not _NAMESPACE_HEAD.match(lines[header]) or _opened(lines, header) is None:
+        return False
+    own = _body_at_header(lines, header)
+    if own is not None:
+        return own
+    votes = Counter(_body_at_header(lines, i) for i, line in enumerate(lines)
+                    if i != header and _NAMESPACE_HEAD.match(line))
+    return votes[True] > votes[False]
+
+
+def _opened(lines: list[str], header: int) -> int | None:
+    """The index of the first line below a namespace header `lines[header]`, where it
+    opens a block (its `{` on it or alone on the next line); None where it opens none."""
+    if lines[header].rstrip().endswith("{"):
+        return header + 1
+    below = next((i for i in range(header + 1, len(lines)) if lines[i].strip()), None)
+    return below + 1 if below is not None and lines[below].strip() == "{" else None
+
+
+def _body_at_header(lines: list[str], header: int) -> bool | None:
+    """Whether the first line of the block that `lines[header]` opens sits at the header's
+    column (or left of it); None where the header opens no block or the block shows no
+    line (its closer comes first, or the window ends)."""
+    first = _opened(lines, header)
+    if first is None:
+        return None
+    for line in lines[first:]:
+        code = line.strip()
+        if not code or code.startswith(("#", "//", "/*", "*")):
+            continue
+        if code.startswith("}"):
+            return None
+        return _width(_leading(line)) <= _width(_leading(lines[header]))
     return None
 
 

@@ -792,6 +792,46 @@ def test_a_cpp_class_s_access_label_at_its_column_is_the_document_s(
     assert _reindent(marked, fill, "cpp") == fill
 
 
+# Google's and LLVM's styles: a namespace's body at the column of `namespace`
+_FLUSH_NAMESPACES = ("namespace a {\n\nint g() {\n  return 1;\n}\n\n}  // namespace a\n\n"
+                     "namespace b {⟦⟧\n}  // namespace b\n")
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("cpp", "namespace dap {⟦⟧\n\nint g() {\n  return 1;\n}\n\n}  // namespace dap\n",
+     "\nint f() {\n  return 0;\n}"),
+    # KDE's kate: the `{` on a line of its own
+    ("cpp", "#include \"bus.h\"\n\nnamespace dap\n{⟦⟧\n\nBus::State Bus::state() const\n{\n"
+            "    return m_state;\n}\n}\n", "\nBus::Bus(QObject *parent)\n    : QObject(parent)\n"
+                                            "{\n}"),
+    # the fill is all of the body: the file's other namespaces say where it goes
+    ("cpp", _FLUSH_NAMESPACES, "\nint f() {\n  return 0;\n}"),
+    ("c", "#ifdef __cplusplus\nextern \"C\" {⟦⟧\n#endif\n\nint g(void);\n\n#ifdef __cplusplus\n"
+          "}\n#endif\n", "\nint f(void);"),
+], ids=["namespace", "namespace-brace-below", "namespace-elsewhere", "extern-c"])
+def test_a_namespace_body_at_the_header_s_column_is_the_document_s(
+        language: str, marked: str, fill: str) -> None:
+    """Google's and LLVM's styles write a namespace's body (and C headers their `extern
+    "C"` block's) at the column of its header: a fill there at the end of the header,
+    where the file's namespaces keep that column, is no body written a step too far
+    left, and moving it a step right broke the file's style."""
+    assert _reindent(marked, fill, language) == fill
+
+
+def test_a_namespace_body_at_a_blank_line_stays_at_the_header_s_column() -> None:
+    marked = "namespace a {\n\nint g() {\n  return 1;\n}\n\n⟦⟧\n\n}  // namespace a\n"
+    fill = "int f() {\n  return 0;\n}"
+    assert _shaped(marked, fill, "cpp") == fill
+
+
+def test_a_namespace_body_goes_a_step_right_where_the_file_indents_namespaces() -> None:
+    """The rule is the file's: where its namespaces' bodies are a step in, a body the
+    model writes at the header's column is moved there, as any block's."""
+    marked = "namespace a {\n  int g() {\n    return 1;\n  }\n}\n\nnamespace b {⟦⟧\n}\n"
+    assert _reindent(marked, "\nint f() {\n  return 0;\n}", "cpp") == (
+        "\n  int f() {\n    return 0;\n  }")
+
+
 @pytest.mark.parametrize(("language", "marked", "fill"), [
     ("python", "def f(a,\n      b):⟦⟧\n    return a\n", "\n    x = a + b"),
     ("go", "func f(a, b bool) int {\n\tif a &&\n\t\tb {⟦⟧\n\t}\n\treturn 0\n}\n",
