@@ -109,6 +109,8 @@ def local_text(text: str, start: int, end: int, lines: int = LOCAL_LINES,
         high = found
         if found == len(text):
             break
+    if high < len(text):
+        high = _outermost_end(text, last, high)
     return text[low:high], low
 
 
@@ -136,6 +138,47 @@ def _outermost_line(text: str, low: int, lines: int, floor: int) -> int:
         at = text.rfind("\n", 0, at - 1) + 1
         if at < floor:
             break
+    return best
+
+
+# What a line that closes a block or goes on with the line above starts with: a bracket
+# (an Allman `{` too), a block comment's `*`, a case arm's `;;`, a closing or next-clause
+# keyword, `#endif`
+_CLOSING = re.compile(r"[ \t]*([{}()\[\]*;]|(end|fi|done|esac|else|elif|elsif|elseif|when"
+                      r"|rescue|ensure|except|finally|catch)\b|#\s*(endif|else|elif)\b)")
+
+
+def _outermost_end(text: str, last: int, high: int) -> int:
+    """Where the lines around a span end, the last of them ending at `high`: after the
+    last of the least indented lines below the span's (whose last line ends at `last`)
+    that end a statement, a line whose next code line begins one no deeper (not a
+    closer, an Allman `{`, `else`, `;;`: `_CLOSING`) and that is no decorator or
+    annotation (which goes with the line below it), so that a parse of the lines reads
+    no construct cut in half: at the least indented level in reach, as `_outermost_line`
+    chooses where they begin.  `high` where no line below the span ends a statement so.
+
+    The lines below a span ended wherever their count did: inside a shell `case` 300
+    lines below the cursor, the parse read the cursor's `else` as inside a string, and a
+    fill of its block was cut as a single-line one (xdg-screensaver).  Only the lines in
+    reach are read again (and the first code line after them, if near), so the lines
+    never grow: a parse of them costs no more than it did."""
+    below, stop = high + 1, min(len(text), high + LOCAL_CHARS)
+    while below < stop and text[(blank := _INDENTATION.match(text, below).end()):blank + 1] == "\n":
+        below = blank + 1  # the first code line after them, if near
+    code = _INDENTATION.match(text, below).end() if below < stop else below
+    after = code - below if code < stop else -1  # its width; -1: none near
+    best, least, at, end = high, None, text.rfind("\n", 0, high) + 1, high
+    while at > last:
+        code = _INDENTATION.match(text, at).end()
+        if text[code] != "\n":
+            width = code - at
+            if (after <= width and (least is None or width < least) and text[code] not in "*@"
+                    and (after < 0 or not _CLOSING.match(text, below))):
+                best, least = end, width
+                if least == 0:
+                    break  # none is less indented: the last such line is found
+            after, below = width, at
+        end, at = at - 1, text.rfind("\n", 0, at - 1) + 1
     return best
 
 

@@ -23,6 +23,7 @@ from dlm_lsp.policy import (
     task_kind,
 )
 from dlm_lsp.span import CHARS_PER_TOKEN
+from dlm_lsp.syntax import _grammar, _parse
 
 
 @pytest.fixture(scope="module")
@@ -342,6 +343,45 @@ def test_the_lines_around_a_cursor_do_not_start_inside_a_block_comment(
     assert not local.lstrip(" \t").startswith("*") and text[low:low + len(local)] == local
     plan = plan_span(text, at, at, ServerConfig(), InfillOptions(), tok, language=language)
     assert plan.kind == MULTI_LINE
+
+
+# 300 lines below the cursor fall inside a construct: a shell `case`, a C `switch`, between
+# a Python decorator and its method
+SHELL_CASE = ("f() {\n  if [ -n \"$1\" ]; then\n    echo \"$1\"\n  else|\n    echo none\n"
+              "  fi\n}\n\n" + "".join(f"g{i}() {{\n  echo {i}\n}}\n\n" for i in range(70))
+              + "run() {\n  case \"$1\" in\n"
+              + "".join(f"    a{i})\n      echo {i}\n      ;;\n" for i in range(40))
+              + "  esac\n}\n")
+C_SWITCH = ("int f(int a)\n{\n    if (a) {|\n        return 1;\n    }\n    return 0;\n}\n\n"
+            + "".join(f"int g{i}(void)\n{{\n    return {i};\n}}\n\n" for i in range(56))
+            + "int run(int a)\n{\n    switch (a) {\n"
+            + "".join(f"    case {i}:\n        return {i};\n" for i in range(60))
+            + "    }\n    return 0;\n}\n")
+PYTHON_DECORATED = ("class A:\n    def f(self):\n        |\n        y = 1\n        y = 2\n"
+                    "        return 0\n\n" + "".join(f"    @property\n    def x{i}(self):\n"
+                                                    f"        return {i}\n\n" for i in range(100)))
+
+
+@pytest.mark.parametrize(("language", "marked", "cut"), [
+    ("bash", SHELL_CASE, "run() {"), ("c", C_SWITCH, "int run(int a)"),
+    ("python", PYTHON_DECORATED, "    @property\n    def x74"),
+], ids=["shell-case", "c-switch", "python-decorator"])
+def test_the_lines_around_a_span_end_after_a_whole_construct(language: str, marked: str,
+                                                            cut: str) -> None:
+    """The span hint parses the lines around the cursor; 300 lines down may be inside a
+    construct, and read cut in half it is an error, whose recovery may reach back to the
+    cursor (xdg-screensaver: the end of an `else` 300 lines above a cut `case` was read as
+    inside a string, and a fill of its body cut as a single-line one).  The lines end
+    instead after the last line in reach at the least indented level that ends a
+    statement (a function's `}`, a method's `return`, not a decorator): they parse as the
+    document does, without an error."""
+    text, at, _ = _at(marked)
+    local, low = local_text(text, at, at)
+    assert text[low:low + len(local)] == local and text[low + len(local)] == "\n"
+    _, parser = _grammar(language, text)
+    assert not _parse(parser, text).root.has_error
+    assert not _parse(parser, local).root.has_error
+    assert text[low + len(local):].lstrip("\n").startswith(cut)  # the construct cut in half
 
 
 def test_the_request_s_kind_overrides_the_policy(tok) -> None:
