@@ -64,6 +64,8 @@ _CASE_LABEL = re.compile(r"\s*[^\s()#][^()]*\)")
 # v1`, `extern "C" {`), whose `{` may be on the line below; a namespace alias is none
 _NAMESPACE_HEAD = re.compile(r'\s*((inline\s+)?namespace\b[^;{}()=]*|extern\s+"C(\+\+)?"\s*)'
                              r"\{?\s*$")
+# A shell `case ... in`, whose arms' patterns some scripts write at its column (ncurses's)
+_CASE_HEAD = re.compile(r"\s*case\b.*\bin\s*$")
 
 
 @dataclass(frozen=True)
@@ -976,37 +978,39 @@ def _body_below(text: str, end: int, before: str, after: str) -> str | None:
 
 def _flush_body(text: str, line_start: int, language: str | None) -> bool:
     """Whether the line of `text` at `line_start` (or the line above it, where it is a
-    lone `{`) opens a namespace or an `extern "C"` block (`_NAMESPACE_HEAD`) whose body
-    the document writes at the header's column: that block's first line below the
-    header does, or, where it has none (the fill is all of it), more of the window's
-    other such blocks do than do not.
+    lone `{`) opens a namespace or an `extern "C"` block (`_NAMESPACE_HEAD`), or a shell
+    `case` (`_CASE_HEAD`), whose body the document writes at the header's column: that
+    block's first line below the header does, or, where it has none (the fill is all
+    of it), more of the window's other such blocks do than do not.
 
     Google's and LLVM's styles, and C headers' `extern "C" {`, do not indent these
-    bodies: a fill written there at the header's column is no body a step too far left,
-    and moving it (and all below it) a step right broke the file's style (KDE's kate,
-    `namespace dap` / `{` / `Bus::Bus(...)` at column 0).  Read from the text alone: a
-    comment or a preprocessor line says nothing of a level and is passed over."""
+    bodies, nor ncurses's and autoconf's scripts their case arms' patterns: a fill
+    written there at the header's column is no body a step too far left, and moving it
+    (and all below it) a step right broke the file's style (KDE kate's `namespace dap` /
+    `{` / `Bus::Bus(...)` at column 0).  Read from the text alone: a comment or a
+    preprocessor line says nothing of a level and is passed over."""
+    heads = _CASE_HEAD if language == "bash" else _NAMESPACE_HEAD
     line = text[line_start:].split("\n", 1)[0]  # most lines are no header: read no more
-    if language == "python" or (line.strip() != "{" and not _NAMESPACE_HEAD.match(line)):
+    if language == "python" or (line.strip() != "{" and not heads.match(line)):
         return False
     lines = text.split("\n")
     header = at = text.count("\n", 0, line_start)
     if lines[at].strip() == "{":
         header = next((i for i in range(at - 1, -1, -1) if lines[i].strip()), at)
-    if not _NAMESPACE_HEAD.match(lines[header]) or _opened(lines, header) is None:
+    if not heads.match(lines[header]) or _opened(lines, header) is None:
         return False
     own = _body_at_header(lines, header)
     if own is not None:
         return own
     votes = Counter(_body_at_header(lines, i) for i, line in enumerate(lines)
-                    if i != header and _NAMESPACE_HEAD.match(line))
+                    if i != header and heads.match(line))
     return votes[True] > votes[False]
 
 
 def _opened(lines: list[str], header: int) -> int | None:
-    """The index of the first line below a namespace header `lines[header]`, where it
-    opens a block (its `{` on it or alone on the next line); None where it opens none."""
-    if lines[header].rstrip().endswith("{"):
+    """The index of the first line below a header `lines[header]`, where it opens a block
+    (its `{` on it or alone on the next line, a shell `case`'s `in`); None where none."""
+    if lines[header].rstrip().endswith("{") or _CASE_HEAD.match(lines[header]):
         return header + 1
     below = next((i for i in range(header + 1, len(lines)) if lines[i].strip()), None)
     return below + 1 if below is not None and lines[below].strip() == "{" else None
@@ -1015,7 +1019,7 @@ def _opened(lines: list[str], header: int) -> int | None:
 def _body_at_header(lines: list[str], header: int) -> bool | None:
     """Whether the first line of the block that `lines[header]` opens sits at the header's
     column (or left of it); None where the header opens no block or the block shows no
-    line (its closer comes first, or the window ends)."""
+    line (its closer, `}` or `esac`, comes first, or the window ends)."""
     first = _opened(lines, header)
     if first is None:
         return None
@@ -1023,7 +1027,7 @@ def _body_at_header(lines: list[str], header: int) -> bool | None:
         code = line.strip()
         if not code or code.startswith(("#", "//", "/*", "*")):
             continue
-        if code.startswith("}"):
+        if code.startswith("}") or _keyword(code) == "esac":
             return None
         return _width(_leading(line)) <= _width(_leading(lines[header]))
     return None

@@ -818,6 +818,26 @@ def test_a_namespace_body_at_the_header_s_column_is_the_document_s(
     assert _reindent(marked, fill, language) == fill
 
 
+# ncurses's and autoconf's scripts: a case arm's pattern at the column of its `case`
+_FLUSH_ARMS = ("for opt in \"$@\"; do\n\tcase $opt in\n\t--help)\n\t\tusage\n\t\t;;\n\tesac\ndone\n"
+               "if [ -n \"$dir\" ]; then\n\tcase $dir in⟦⟧\n\tesac\nfi\n")
+
+
+@pytest.mark.parametrize(("arms", "expected"), [
+    ("\t--help)\n\t\tusage\n\t\t;;",) * 2,
+    ("  --help)\n    usage\n    ;;", "    --help)\n      usage\n      ;;"),
+], ids=["at-the-case-column", "indented"])
+def test_a_shell_case_s_arms_go_where_the_file_s_other_cases_put_them(
+        arms: str, expected: str) -> None:
+    """A fill at the end of `case $dir in` whose arms the model writes at the column of
+    the `case` is where a script that writes its other cases' patterns so has them
+    (ncurses6-config), not a body a step too far left; in a script whose arms are a
+    step in, the fill's arms move there, as any block's."""
+    marked = _FLUSH_ARMS if arms.startswith("\t") else (
+        "case $1 in\n  a)\n    run\n    ;;\nesac\nif true; then\n  case $dir in⟦⟧\n  esac\nfi\n")
+    assert _reindent(marked, "\n" + arms, "bash") == "\n" + expected
+
+
 def test_a_namespace_body_at_a_blank_line_stays_at_the_header_s_column() -> None:
     marked = "namespace a {\n\nint g() {\n  return 1;\n}\n\n⟦⟧\n\n}  // namespace a\n"
     fill = "int f() {\n  return 0;\n}"
