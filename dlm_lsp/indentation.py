@@ -928,7 +928,11 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
                    _fill_unit(read, step, tab) if style.gnu else None, statement, flush)
     spaced = style.measured and (style.gnu or not style.tabs and not any(
         "\t" in _leading(line) for line in [before + first, *read]))
-    columns = _on_document_unit(before + head, read, style.width, canonical) if (
+    unit = style.width  # the document's step, unless the block's lines below show its own
+    if body is not None:
+        shown = _width(body) - _width(_leading(before) if statement is None else statement)
+        unit = shown if shown in (2, 4, 8) else unit
+    columns = _on_document_unit(before + head, read, unit, canonical) if (
         frame is None and spaced) else None
     # the enclosing lines whose whitespace a line begins with: none for a GNU-style line,
     # written by its column alone (the lines' characters are Python's rule, TabError, and

@@ -838,6 +838,21 @@ def test_a_shell_case_s_arms_go_where_the_file_s_other_cases_put_them(
     assert _reindent(marked, "\n" + arms, "bash") == "\n" + expected
 
 
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("bash", "f() {\n    a\n}\n\ng() {\n    b\n}\n\ndo_resume()\n{⟦⟧\n  lock\n}\n",
+     "\n  unlock"),
+    ("javascript", "function f() {\n    a();\n}\nfunction g() {⟦⟧\n        b();\n}\n",
+     "\n        if (c) {\n                d();\n        }"),
+], ids=["two-in-a-file-of-four", "eight-in-a-file-of-four"])
+def test_a_fill_at_a_header_s_end_takes_the_step_its_block_s_lines_below_show(
+        language: str, marked: str, fill: str) -> None:
+    """The block a fill opens at the end of its header may have lines already, a step in
+    other than the file's (a function two spaces in, in a script of four: xdg-screensaver;
+    perf's eight in a file of two): the fill goes among them at their step, not re-stepped
+    to the file's."""
+    assert _reindent(marked, fill, language) == fill
+
+
 def test_a_namespace_body_at_a_blank_line_stays_at_the_header_s_column() -> None:
     marked = "namespace a {\n\nint g() {\n  return 1;\n}\n\n⟦⟧\n\n}  // namespace a\n"
     fill = "int f() {\n  return 0;\n}"
