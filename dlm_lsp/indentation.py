@@ -669,7 +669,9 @@ def _frame(before: str, first: str, rest: list[str], tab: int, language: str | N
     that line is the header's own closer or next clause, or the first label of a switch
     the header opens with a brace: gofmt, the Linux kernel and Swift write `case 1:` at
     the column of its `switch`, as LLVM, Qt and GNU write C++'s `public:` at its
-    class's), or, where the fill's first line
+    class's; or the header opens a block its document writes at the header's column,
+    `flush`: a namespace, a shell case's arms, see `_flush_body`), or, where the fill's
+    first line
     opens a keyword block on the cursor's blank line and its body sits deeper, the block's
     own closer sits left of the cursor's column (`if x then`, `    return 2`, `end` at
     column 0 below a cursor two in: the `end` closes the `if`, whatever its column, so
@@ -889,7 +891,8 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     moved lines keep their structure, one fill step becoming one document step.  Where the
     level stays, a document indented with spaces gets its own step too: a fill that opens
     its blocks four spaces deeper is put on a two-space document's two (see
-    `_on_document_unit`; a tab document's tab already stands for the fill's step).  A blank
+    `_on_document_unit`; a tab document's tab already stands for the fill's step), or,
+    at the end of a header whose block has lines below it, on the step those lines show.  A blank
     line's whitespace is dropped, as formatters do (a line of spaces is noise, and a
     linter's warning); the last line's too when no code follows the span on its line (it
     would indent nothing).  No grammar is read here: the lines inside strings, heredocs
