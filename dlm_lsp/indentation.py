@@ -933,7 +933,7 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
         "\t" in _leading(line) for line in [before + first, *read]))
     unit = style.width  # the document's step, unless the block's lines below show its own
     if body is not None:
-        shown = _width(body) - _width(_leading(before) if statement is None else statement)
+        shown = _width(body) - _width(_leading(before))  # as the fill's step is read
         unit = shown if shown in (2, 4, 8) else unit
     columns = _on_document_unit(before + head, read, unit, canonical) if (
         frame is None and spaced) else None

@@ -843,7 +843,10 @@ def test_a_shell_case_s_arms_go_where_the_file_s_other_cases_put_them(
      "\n  unlock"),
     ("javascript", "function f() {\n    a();\n}\nfunction g() {⟦⟧\n        b();\n}\n",
      "\n        if (c) {\n                d();\n        }"),
-], ids=["two-in-a-file-of-four", "eight-in-a-file-of-four"])
+    # a header that continues a statement: the step is read from the header's line
+    ("kotlin", "fun f() {\n  metadata(\"a\")\n    .apply {⟦⟧\n      check()\n    }\n}\n",
+     "\n      a()\n      b()"),
+], ids=["two-in-a-file-of-four", "eight-in-a-file-of-four", "continued-header"])
 def test_a_fill_at_a_header_s_end_takes_the_step_its_block_s_lines_below_show(
         language: str, marked: str, fill: str) -> None:
     """The block a fill opens at the end of its header may have lines already, a step in
