@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from dlm_lsp import __version__
 from dlm_lsp.allocator import cap_arenas
-from dlm_lsp.config import DEVICES, STRATEGIES, InfillOptions, from_json
+from dlm_lsp.config import DEVICES, STRATEGIES, InfillOptions, ServerConfig, from_json
 
 # What the options several commands share mean, said once (`--help` is where a user
 # looks first; the README's Configuration table says the same of the settings).
@@ -92,6 +92,15 @@ def _seed(text: str) -> int:
     if problems:
         raise argparse.ArgumentTypeError(problems[0])
     return value
+
+
+def _marker(text: str) -> str:
+    """A hole marker the `holeMarker` setting takes: an empty one found no holes in any
+    file, and said "no  holes"."""
+    problems = from_json(ServerConfig, {"holeMarker": text}, strict=True)[1]
+    if problems:
+        raise argparse.ArgumentTypeError(problems[0])
+    return text
 
 
 def _count(text: str) -> int:
@@ -362,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
     fill.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
     fill.add_argument("--seed", type=_seed, default=0, help=SEED_HELP)
-    fill.add_argument("--marker", default="<FILL>",
+    fill.add_argument("--marker", type=_marker, default="<FILL>",
                       help="the text that marks a hole (default: <FILL>)")
     fill.add_argument("--write", action="store_true", help="write the filled file back")
 
