@@ -13,12 +13,12 @@ of the two round trips (`KINDS`: the blank line's three modes, then request_roun
 is asked in cells, with the other cells as the server shows them
 (`notebooks.cell_context` over a pygls workspace holding the notebook), and the cell,
 the edit applied, must be the cell as it was.  The model writes the cell's code, and in
-the two-space and tab notebooks also that code nested by four spaces (`in_fours`), as a
-model that read mostly PEP 8 code writes it: a cell with no unit of its own (`bare`)
-must get the notebook's.  Counted as there: a blank line's whitespace dropped and the
-default indentation of a cell with no indented line, in a notebook with none either,
-are documented, and spans whose lines carry no level (`shaping_round_trip.EXCEPTIONS`)
-are counted apart.
+the two-space and tab notebooks also that code nested by four spaces
+(`shaping_round_trip.in_fours`), as a model that read mostly PEP 8 code writes it: a
+cell with no unit of its own (`bare`) must get the notebook's.  Counted as there: a
+blank line's whitespace dropped and the default indentation of a cell with no indented
+line, in a notebook with none either, are documented, and spans whose lines carry no
+level (`shaping_round_trip.EXCEPTIONS`) are counted apart.
 
     python benchmarks/notebook_round_trip.py DIR_OR_FILE... [--per-kind 200] [--seed 0]
         [--max-cell-lines 10]
@@ -48,7 +48,6 @@ import shaping_round_trip as shaping
 from lsprotocol import types
 from pygls.workspace import Workspace
 
-from dlm_lsp.indentation import _bracket_depths
 from dlm_lsp.notebooks import cell_context
 
 KINDS = tuple(f"blank-line {mode}" for mode in shaping.MODES) + requests.KINDS
@@ -57,7 +56,8 @@ MARKDOWN = "Some prose about the code below."
 # How a notebook is indented: its files' own way, or re-indented by a unit a level
 INDENTS = {"as written": None, "two spaces": "  ", "tabs": "\t"}
 # What the model writes: the code the cell had, or that code nested by four spaces a level
-# from the cursor's line (`in_fours`), as a model that read mostly PEP 8 code writes it
+# from the cursor's line (`shaping_round_trip.in_fours`), as a model that read mostly PEP 8
+# code writes it
 CELLS, FOURS = "the cell's code", "in four spaces"
 # The notebooks asked in, and how the model writes there (four spaces in a notebook of
 # four spaces is the cell's code)
@@ -211,39 +211,9 @@ def ask(site: CellSite, writes: str = CELLS) -> shaping.Ask:
         asked = requests.ask(site.site, site.kind)
     unit = INDENTS[site.notebook.indent]
     if writes == FOURS and unit is not None:
-        asked = replace(asked, fill=in_fours(asked.fill, asked.document, asked.start, unit))
+        asked = replace(asked, fill=shaping.in_fours(asked.fill, asked.document, asked.start,
+                                                     unit))
     return asked
-
-
-def in_fours(fill: str, document: str, start: int, unit: str) -> str:
-    """`fill`, at `start` of `document`, as a model that nests by four spaces writes it
-    where the notebook nests by `unit`: its first line where the cell has it (the cursor's
-    line goes on with it), and each line below, past that line's whitespace, `unit` a
-    level, written four spaces a level, what is left over kept.  A line inside brackets
-    or after a backslash is an alignment, no level: it moves as its statement's line
-    did, where both are led by spaces (`two_spaces` moved it so)."""
-    first = document[document.rfind("\n", 0, start) + 1:start] + fill.split("\n", 1)[0]
-    base = first[:len(first) - len(first.lstrip(" \t"))]
-    out, depth, above, moved = [], 0, "", 0  # moved: how far the statement's line moved
-    for index, line in enumerate(fill.split("\n")):
-        lead = line[:len(line) - len(line.lstrip(" \t"))]
-        continued = depth > 0 or above.rstrip().endswith("\\")
-        if line.strip():
-            depth, above = depth + _bracket_depths(line, ("#",))[1], line
-        if continued and line.strip() and "\t" not in lead:
-            out.append(" " * max(0, len(lead) + moved) + line[len(lead):])
-            continue
-        if index == 0 or continued or not line.strip() or not lead.startswith(base):
-            moved = 0
-            out.append(line)
-            continue
-        rest, levels = lead[len(base):], 0
-        while rest.startswith(unit):
-            rest, levels = rest[len(unit):], levels + 1
-        written = base + "    " * levels + rest
-        moved = len(written) - len(lead) if "\t" not in written else 0
-        out.append(written + line[len(lead):])
-    return "\n".join(out)
 
 
 def bare(site: CellSite) -> bool:

@@ -58,7 +58,8 @@ import random
 import re
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lsprotocol import types
@@ -67,17 +68,21 @@ from shaping_round_trip import (
     HOLE,
     MAX_CHARS,
     MAX_LINES,
+    MODES,
     Ask,
     Outcome,
     Span,
     corpus,
     exception,
+    in_fours,
+    kept_lines,
     offered,
     parsed_file,
     print_examples,
     request,
     runs,
 )
+from shaping_round_trip import ask as ask_blank_line
 from tree_sitter import Node
 
 from dlm_lsp.config import ServerConfig
@@ -86,6 +91,7 @@ from dlm_lsp.indentation import (
     _code_end,
     _line_comments,
     _opens_keyword_block,
+    detect_indent,
     place_literals,
     to_cursor_column,
 )
@@ -112,9 +118,14 @@ REWRITE_MID, EXPAND = "rewrite-mid", "expand"
 COMPLETION, INLINE, INLINE_SELECTED = "completion", "inline", "inline-selected"
 KINDS = (LINE_END, MID_LINE, MID_LINE_HOLE, AFTER_HEADER, REWRITE_LINES, REWRITE_LINE_BREAK,
          REWRITE_CODE, REWRITE_MID, EXPAND, COMPLETION, INLINE, INLINE_SELECTED)
+# the blank line's requests (shaping_round_trip.MODES), asked at the rewrite-lines sites
+BLANK_LINE = tuple(f"blank-line {mode}" for mode in MODES)
+# the kinds asked with the model in four spaces (--in-fours): those whose fill is lines
+FOURS_KINDS = (*BLANK_LINE, AFTER_HEADER, REWRITE_LINES, REWRITE_LINE_BREAK, REWRITE_CODE)
 # kinds asked at another's sites
 _SITES = {MID_LINE_HOLE: MID_LINE, REWRITE_LINE_BREAK: REWRITE_LINES,
-          REWRITE_CODE: REWRITE_LINES, INLINE: LINE_END, INLINE_SELECTED: COMPLETION}
+          REWRITE_CODE: REWRITE_LINES, INLINE: LINE_END, INLINE_SELECTED: COMPLETION,
+          **dict.fromkeys(BLANK_LINE, REWRITE_LINES)}
 # sites whose lines' indentation shaping reads: counted apart with an exception
 _LEVELS = (AFTER_HEADER, REWRITE_LINES, REWRITE_MID, EXPAND)
 _WORD = re.compile(r"[^\W\d]\w*")  # a word a completion item is filtered by
@@ -253,6 +264,8 @@ def ask(site: Site, kind: str) -> Ask:
     cursor; for inline-selected, the document is the one the server fills: the word's
     completion item applied (`DlmServer.fill_range`), the cursor after it."""
     text, start, end = site.span.text, site.start, site.end
+    if kind in BLANK_LINE:
+        return ask_blank_line(site.span, kind.split(" ", 1)[1])
     if kind == MID_LINE_HOLE:
         return Ask(kind, text[:start] + HOLE + text[end:], start, start + len(HOLE),
                    text[start:end], True)
@@ -305,10 +318,32 @@ def applied(asked: Ask, site: Site, fill: str) -> str:
     return apply_change(doc, types.TextDocumentContentChangePartial(edit.range, edit.new_text))
 
 
-def round_trip(site: Site, kind: str) -> Outcome:
+def round_trip(site: Site, kind: str, fours: bool = False) -> Outcome:
+    """The file the user gets at `site` asked as `kind`; with `fours`, from a model that
+    writes the code nested by four spaces a level (`in_fours`, in a file that is not)."""
     asked = ask(site, kind)
+    if fours:
+        asked = written_in_fours(asked, site.span.language)
     fill = offered(request(site.span, asked), asked.fill)
     return Outcome(site.span, asked, applied(asked, site, fill))
+
+
+def written_in_fours(asked: Ask, language: str) -> Ask:
+    """`asked` with the fill a model nesting by four spaces writes in place of the file's
+    code (`shaping_round_trip.in_fours`, on the file's unit): the lines whose indentation
+    is no level as the file has them (`kept_lines`)."""
+    unit = detect_indent(asked.document, language).unit
+    kept = kept_lines(asked.document, asked.start, asked.end, asked.fill, language)
+    return replace(asked, fill=in_fours(asked.fill, asked.document, asked.start, unit,
+                                        language, kept))
+
+
+def not_in_fours(found: Sites) -> bool:
+    """Whether a file nests by another unit than four spaces (two, eight, a tab): where a
+    model that writes four spaces a level is re-indented.  A file that shows no unit, or
+    GNU style (tabs for 8 columns of levels of two or four), is passed over."""
+    style = detect_indent(found.doc.text, found.language)
+    return style.measured and not style.gnu and style.unit != "    "
 
 
 def stages(req: InfillRequest, fill: str) -> list[tuple[str, str]]:
@@ -349,8 +384,10 @@ def cause(outcome: Outcome) -> str:
 
 
 def sample(files: list[Path], language: str, kinds: list[str], count: int,
-           rng: random.Random, per_file: int = 3) -> dict[str, list[Site]]:
-    """`count` sites a kind, at most `per_file` a file, files in a seeded order."""
+           rng: random.Random, per_file: int = 3,
+           fits: Callable[[Sites], bool] | None = None) -> dict[str, list[Site]]:
+    """`count` sites a kind, at most `per_file` a file, files in a seeded order; only in
+    the files that `fits` (if given)."""
     order = list(files)
     rng.shuffle(order)
     wanted = {_SITES.get(kind, kind) for kind in kinds}
@@ -359,7 +396,7 @@ def sample(files: list[Path], language: str, kinds: list[str], count: int,
         if all(len(found) >= count for found in chosen.values()):
             break
         found = sites(path, language)
-        if found is None:
+        if found is None or (fits is not None and not fits(found)):
             continue
         for kind in sorted(wanted):
             options, have = found.found.get(kind, []), chosen[kind]
@@ -383,8 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--examples", type=int, default=2, help="diffs shown per kind")
     parser.add_argument("--languages", nargs="*", help="only these (canonical names)")
-    parser.add_argument("--kinds", nargs="*", choices=KINDS, default=list(KINDS))
+    parser.add_argument("--kinds", nargs="*", choices=KINDS + BLANK_LINE,
+                        help="the kinds asked (default: KINDS; with --in-fours, FOURS_KINDS)")
+    parser.add_argument("--in-fours", action="store_true",
+                        help="in files that nest by two spaces or tabs, the model writes "
+                             "four spaces a level (in_fours)")
     args = parser.parse_args(argv)
+    args.kinds = args.kinds or list(FOURS_KINDS if args.in_fours else KINDS)
     files = corpus(args.roots)
     print("| language | kind | fills | identical | documented | differing | excepted |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -393,9 +435,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.languages and language not in args.languages:
             continue
         chosen = sample(files[language], language, args.kinds, args.per_language,
-                        random.Random(f"{args.seed}:{language}"))
+                        random.Random(f"{args.seed}:{language}"),
+                        fits=not_in_fours if args.in_fours else None)
         for kind in args.kinds:
-            outcomes = [round_trip(site, kind) for site in chosen[kind]]
+            outcomes = [round_trip(site, kind, args.in_fours) for site in chosen[kind]]
             for outcome in outcomes:
                 if outcome.span.exception is None and not outcome.documented:
                     examples[f"{language}, {kind}, {cause(outcome)}"].append(outcome)

@@ -45,12 +45,25 @@ from pathlib import Path
 from tree_sitter import Node
 
 from dlm_lsp.config import InfillOptions, ServerConfig
-from dlm_lsp.indentation import detect_indent, to_cursor_column
+from dlm_lsp.indentation import (
+    _bracket_depths,
+    _line_comments,
+    detect_indent,
+    to_cursor_column,
+)
 from dlm_lsp.passes import checked_span, checked_text, reindented, shape_fill, shown_style
 from dlm_lsp.policy import MULTI_LINE, local_text, plan_span
 from dlm_lsp.results import InfillRequest
 from dlm_lsp.span import borrowed_line_break
-from dlm_lsp.syntax import _BODIES, _container, _Doc, _grammar, _members, _parse
+from dlm_lsp.syntax import (
+    _BODIES,
+    _container,
+    _Doc,
+    _grammar,
+    _members,
+    _parse,
+    free_lines,
+)
 from dlm_lsp.units import truncate_to_units
 from dlm_lsp.validation import language_for
 
@@ -287,6 +300,63 @@ def sample(files: list[Path], language: str, count: int, rng: random.Random,
         if found:
             chosen += rng.sample(found, min(per_file, len(found), count - len(chosen)))
     return chosen
+
+
+# --- a model that nests by four spaces ------------------------------------------------------
+
+
+def in_fours(fill: str, document: str, start: int, unit: str, language: str = "python",
+             kept: frozenset[int] = frozenset()) -> str:
+    """`fill`, at `start` of `document`, as a model that nests by four spaces writes it
+    where the document nests by `unit` (two spaces, a tab): its first line where the
+    document has it (the cursor's line goes on with it), and each line below, past that
+    line's whitespace, `unit` a level, written four spaces a level, what is left over
+    kept.  A line after a backslash, or in Python inside brackets, is an alignment, no
+    level: it moves as its statement's line did, where both are led by spaces
+    (notebook_round_trip's `reindented_by` moved it so).  Elsewhere a line inside
+    brackets is written by levels too: a formatter's hanging indent is one (prettier's,
+    gofmt's), and a block in a call's lambda is levels.  The `kept` lines (indexes into
+    `fill.split("\n")`: a string's, a heredoc's, a block comment's inner lines, a
+    directive; `kept_lines`) are no level and stay as they are."""
+    first = document[document.rfind("\n", 0, start) + 1:start] + fill.split("\n", 1)[0]
+    base = first[:len(first) - len(first.lstrip(" \t"))]
+    comments = _line_comments(language)
+    out, depth, above, moved = [], 0, "", 0  # moved: how far the statement's line moved
+    for index, line in enumerate(fill.split("\n")):
+        if index in kept:
+            out.append(line)
+            continue
+        lead = line[:len(line) - len(line.lstrip(" \t"))]
+        continued = depth > 0 or above.rstrip().endswith("\\")
+        if line.strip():
+            above = line
+            if language == "python":
+                depth += _bracket_depths(line, comments)[1]
+        if continued and line.strip() and "\t" not in lead:
+            out.append(" " * max(0, len(lead) + moved) + line[len(lead):])
+            continue
+        if index == 0 or continued or not line.strip() or not lead.startswith(base):
+            moved = 0
+            out.append(line)
+            continue
+        rest, levels = lead[len(base):], 0
+        while rest.startswith(unit):
+            rest, levels = rest[len(unit):], levels + 1
+        written = base + "    " * levels + rest
+        moved = len(written) - len(lead) if "\t" not in written else 0
+        out.append(written + line[len(lead):])
+    return "\n".join(out)
+
+
+def kept_lines(text: str, start: int, end: int, fill: str, language: str) -> frozenset[int]:
+    """The lines of `fill`, in place of `text[start:end]`, that `in_fours` keeps as they
+    are: those whose indentation is no level (`syntax.free_lines`), but a comment line
+    that starts a comment (`//`, `#`, `/*`): the model writes it at its level."""
+    free = free_lines(text, start, end, fill, language)
+    starts = ("/*", *_line_comments(language))
+    lines = fill.split("\n")
+    return frozenset(set(free.literal) | {index for index in free.passive
+                                          if not lines[index].lstrip().startswith(starts)})
 
 
 # --- the round trip -------------------------------------------------------------------------

@@ -95,7 +95,7 @@ def test_a_model_nesting_by_four_writes_a_two_space_notebook_s_body_by_four() ->
     spaces a level past it, a continuation moved with its statement."""
     document = "def f(xs):\n  "
     fill = "for x in xs:\n    total(x,\n          1)\n  return 0"
-    assert notebooks.in_fours(fill, document, len(document), "  ") == (
+    assert shaping.in_fours(fill, document, len(document), "  ") == (
         "for x in xs:\n      total(x,\n            1)\n  return 0")
 
 
