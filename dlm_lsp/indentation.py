@@ -829,8 +829,8 @@ def _statement_column(rest: list[str], code: list[int], depth: int,
     return -1
 
 
-def _on_document_unit(head: str, rest: list[str], unit: int,
-                      language: str | None) -> list[int] | None:
+def _on_document_unit(head: str, rest: list[str], unit: int, language: str | None,
+                      remarks: frozenset[int] = frozenset()) -> list[int] | None:
     """The columns of the lines after the fill's first (`head`: the cursor's line with that
     first line) with the fill's own block step made the document's `unit`; None where the
     fill shows no other step.
@@ -841,6 +841,14 @@ def _on_document_unit(head: str, rest: list[str], unit: int,
     right of where that one went as it sat fill steps right of it (what is left over, a
     continuation's alignment, kept).  Lines at or left of the head's indentation are on the
     document's levels (the fill back in the cursor's block or an outer one) and stay.
+
+    The `remarks` (indexes into `rest`: lines that start a comment) are moved as the code
+    at their column is, and a comment first below a header shows the step as a code line
+    does (a block's first statement taken out leaves a comment alone in the fill); but
+    they open no level and a code line below one reads its step from the line above the
+    comment: a comment at column 0 (JetBrains') under a header says nothing of the step.
+    A line after a backslash continues its statement at the column its writer chose, no
+    level: it moves as far as its statement's first line did.
     """
     comments, lifetimes = _line_comments(language), _lifetimes(language)
     widths = [_width(_leading(line)) for line in rest]  # a tab 8 columns (GNU style)
@@ -848,25 +856,38 @@ def _on_document_unit(head: str, rest: list[str], unit: int,
     code = [i for i, line in enumerate(rest) if line.strip()]
     steps: set[int] = set()
     above, width = head, anchor
+    continued: set[int] = set()  # lines after a backslash
     for i in code:
         opens = above[:_code_end(above, comments, lifetimes)].rstrip().endswith(_BLOCK_OPENERS)
-        if opens and widths[i] > width:  # not an empty block's closer
+        if opens and widths[i] > width and i not in continued:  # not an empty block's closer
             steps.add(widths[i] - width)
-        above, width = rest[i], widths[i]
+        if i not in remarks:
+            above, width = rest[i], widths[i]
+            if rest[i].rstrip().endswith("\\"):
+                continued.add(next((j for j in code if j > i), -1))
     if len(steps) != 1 or (step := steps.pop()) == unit or step not in (2, 4, 8):
         return None
     levels = [(anchor, anchor)]  # (the fill's column, the document's) of the open levels
+    moved = 0  # how far the last line that began a statement moved
     for i in code:
-        if widths[i] <= anchor:
-            levels = [(widths[i], widths[i])]
+        if i in continued:
+            widths[i] = max(0, widths[i] + moved)
             continue
-        while levels[-1][0] > widths[i]:
-            levels.pop()
-        old, new = levels[-1]
+        if widths[i] <= anchor:
+            if i not in remarks:
+                levels, moved = [(widths[i], widths[i])], 0
+            continue
+        open_levels = levels if i not in remarks else list(levels)
+        while open_levels[-1][0] > widths[i]:
+            open_levels.pop()
+        old, new = open_levels[-1]
         if old < widths[i]:
             count, extra = divmod(widths[i] - old, step)
             new = new + count * unit + extra
-            levels.append((widths[i], new))
+            if i not in remarks:
+                levels.append((widths[i], new))
+        if i not in remarks:
+            moved = new - widths[i]
         widths[i] = new
     return widths
 
@@ -935,8 +956,12 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     if body is not None:
         shown = _width(body) - _width(_leading(before))  # as the fill's step is read
         unit = shown if shown in (2, 4, 8) else unit
-    columns = _on_document_unit(before + head, read, unit, canonical) if (
-        frame is None and spaced) else None
+    # the comment lines (free, and read blank) are moved with the code at their column
+    remarks = frozenset(i for i, line in enumerate(rest) if i + 1 in free.passive
+                        and line.lstrip().startswith(("/*", *_line_comments(canonical))))
+    columns = _on_document_unit(before + head, [rest[i] if i in remarks else line for
+                                                i, line in enumerate(read)],
+                                unit, canonical, remarks) if frame is None and spaced else None
     # the enclosing lines whose whitespace a line begins with: none for a GNU-style line,
     # written by its column alone (the lines' characters are Python's rule, TabError, and
     # a GNU file's line of 8 spaces is a slip)
@@ -957,7 +982,7 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
         if frame is not None and i < frame.stop and line.strip() and column >= frame.base:
             steps, extra = divmod(column - frame.base, frame.unit)
             column = frame.target + steps * step + extra
-        elif columns is not None and read[i].strip():
+        elif columns is not None and (read[i].strip() or i in remarks):
             column = columns[i]
         out.append(_indentation(column, copied, tabs, tab) + line[len(blanks):])
     return "\n".join(out)

@@ -856,6 +856,50 @@ def test_a_fill_at_a_header_s_end_takes_the_step_its_block_s_lines_below_show(
     assert _reindent(marked, fill, language) == fill
 
 
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    # a comment alone at the header's end, among the block's lines two in (zustand)
+    ("typescript", "function f() {⟦⟧\n  b();\n}\n", "\n    // why", "\n  // why"),
+    ("typescript", "function f() {\n  a();\n}\nfunction g() {⟦⟧\n}\n",
+     "\n    // why\n    if (x) {\n        // and why\n        a();\n    }",
+     "\n  // why\n  if (x) {\n    // and why\n    a();\n  }"),
+    ("python", "def f():\n  a = 1\n\ndef g():⟦⟧\n",
+     "\n    # why\n    for x in a:\n        # and why\n        b(x)",
+     "\n  # why\n  for x in a:\n    # and why\n    b(x)"),
+    # a comment an editor put at column 0 (JetBrains') stays there, and the code below it
+    # reads its step from the header
+    ("typescript", "function f() {\n  a();\n}\nfunction g() {⟦⟧\n}\n",
+     "\n// off\n    a();\n    if (x) {\n// off\n        b();\n    }",
+     "\n// off\n  a();\n  if (x) {\n// off\n    b();\n  }"),
+], ids=["alone-among-lines-below", "ts", "python", "column-0"])
+def test_a_comment_line_is_re_stepped_with_the_code_around_it(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """A model that nests by four writes its comments at its levels, as its code: on a
+    file of two, a comment line at one of the fill's levels goes to the document's level
+    the code at that level goes to; it stayed four in, and a comment alone (the first
+    statement of a block, taken out) said nothing of the fill's step (zustand's
+    persist.ts; the standard library's dis.py in a notebook of two)."""
+    assert _shaped(marked, fill, language) == expected
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("python", "def f():\n  a = 1\n  ⟦⟧\n",
+     "if a:\n      b = a + \\\n          1\n      c = 2",
+     "if a:\n    b = a + \\\n        1\n    c = 2"),
+    ("bash", "f() {\n  a\n}\ng() {⟦⟧\n}\n",
+     "\n    if [ -n \"$1\" ]; then\n        run --a \\\n            --b \\\n"
+     "            --c\n    fi",
+     "\n  if [ -n \"$1\" ]; then\n    run --a \\\n        --b \\\n        --c\n  fi"),
+], ids=["python", "bash"])
+def test_a_backslash_continuation_moves_with_its_statement(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """A line after a backslash continues its statement at the column the writer chose
+    (aligned, or some spaces in): no level.  Where the fill's levels are re-stepped to
+    the document's, it moves as far as its statement's first line did; read as levels, a
+    continuation eight in under a statement four in went two in, not six (runpy.py and
+    shell scripts, the model in four spaces in a file of two)."""
+    assert _shaped(marked, fill, language) == expected
+
+
 def test_a_namespace_body_at_a_blank_line_stays_at_the_header_s_column() -> None:
     marked = "namespace a {\n\nint g() {\n  return 1;\n}\n\n⟦⟧\n\n}  // namespace a\n"
     fill = "int f() {\n  return 0;\n}"
