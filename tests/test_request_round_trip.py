@@ -9,7 +9,10 @@ their last line break, from their code, starting or ending inside a line, grown 
 each, a model that writes exactly the code the file had there gets, once the server's
 edit is applied, the file as it was.  Sites are sampled from fixtures/round_trip/ and
 fixtures/hello.* (their hole's line left out), a few a kind a file; every fourth one's
-fill is the planted model's through the engine, checked to be the script's.
+fill is the planted model's through the engine, checked to be the script's.  In the
+files that nest by two spaces or by tabs, a model that writes four spaces a level
+(`shaping_round_trip.in_fours`) gets the file's unit back at every request whose fill
+is lines (`request_round_trip.FOURS_KINDS`).
 """
 
 from __future__ import annotations
@@ -44,20 +47,28 @@ def engine(model_dir: Path) -> Engine:
                                max_span_tokens=512))
 
 
-def chosen(path: Path) -> list[tuple[str, object]]:
+def chosen(path: Path, kinds: tuple[str, ...] = requests.KINDS) -> list[tuple[str, object]]:
     """(kind, site) of a file: PER_FILE sites of each kind, seeded by the file's name."""
-    language = shaping.language_of(path)
-    found = requests.sites(path, language, without_holes(path))
-    assert found is not None, f"{path.name} does not parse cleanly"
+    found = parsed(path)
     rng = random.Random(path.name)
     picked = []
-    for kind in requests.KINDS:
+    for kind in kinds:
         options = found.found.get(requests._SITES.get(kind, kind), [])
         for start, end in rng.sample(options, min(PER_FILE, len(options))):
             site = found.site(kind, start, end)
             if site is not None and site.span.exception is None:
                 picked.append((kind, site))
     return picked
+
+
+def parsed(path: Path):
+    found = requests.sites(path, shaping.language_of(path), without_holes(path))
+    assert found is not None, f"{path.name} does not parse cleanly"
+    return found
+
+
+# the files that nest by two spaces or by tabs (GNU style passed over, as the script does)
+NOT_IN_FOURS = [path for path in FILES if requests.not_in_fours(parsed(path))]
 
 
 def test_every_kind_has_sites_in_every_language() -> None:
@@ -81,4 +92,46 @@ def test_code_a_file_had_written_back_comes_back_unchanged_whatever_the_request(
         outcome = shaping.Outcome(site.span, asked, requests.applied(asked, site, fill))
         if not outcome.identical:
             wrong.append(f"line {site.span.line}, {kind}:\n{shaping.diff(outcome)}")
+    assert not wrong, f"{len(wrong)} fills changed:\n\n" + "\n\n".join(wrong[:4])
+
+
+def test_files_of_two_spaces_and_of_tabs_are_asked_with_the_model_in_fours() -> None:
+    assert {path.name for path in NOT_IN_FOURS} >= {"cache.js", "events.lua", "shop.rb",
+                                                     "server.go", "queue.c", "Panel.tsx"}
+
+
+def shows_its_step(asked, language: str) -> bool:
+    """Whether a fill (with the cursor's line) has a line that opens a block and a deeper
+    line right below it: the only evidence of the unit it nests by.  A fill without one
+    (a statement and its continuation) is kept as the model wrote it."""
+    lines = (asked.document[asked.document.rfind("\n", 0, asked.start) + 1:asked.start]
+             + asked.fill).split("\n")
+    width = [len(line) - len(line.lstrip()) for line in lines]
+    return any(requests._opens_block(lines[i], language) and lines[i + 1].strip()
+               and width[i + 1] > width[i] for i in range(len(lines) - 1))
+
+
+@pytest.mark.parametrize("path", NOT_IN_FOURS, ids=lambda path: path.name)
+def test_code_a_model_nesting_by_four_writes_comes_back_on_the_file_s_unit(
+        engine: Engine, path: Path) -> None:
+    """Where the fill shows the step it nests by (`shows_its_step`), its levels, its
+    comments and its backslash continuations go on the file's unit (`assert checked`:
+    the files' sites hold such fills)."""
+    tokenizer = engine.model.tokenizer
+    language = shaping.language_of(path)
+    wrong, checked = [], 0
+    for index, (kind, site) in enumerate(chosen(path, requests.FOURS_KINDS)):
+        asked = requests.written_in_fours(requests.ask(site, kind), language)
+        if not shows_its_step(asked, language):
+            continue
+        checked += 1
+        request = shaping.request(site.span, asked, len(tokenizer.encode(asked.fill)) + 16)
+        fill = shaping.offered(request, asked.fill)
+        if index % 4 == 0:
+            Planted(engine, request, broken=asked.fill)
+            assert engine.infill(request).candidates[0].text == fill, (kind, asked.fill)
+        outcome = shaping.Outcome(site.span, asked, requests.applied(asked, site, fill))
+        if not outcome.identical:
+            wrong.append(f"line {site.span.line}, {kind}:\n{shaping.diff(outcome)}")
+    assert checked >= 4
     assert not wrong, f"{len(wrong)} fills changed:\n\n" + "\n\n".join(wrong[:4])
