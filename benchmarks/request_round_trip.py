@@ -373,14 +373,30 @@ def stages(req: InfillRequest, fill: str) -> list[tuple[str, str]]:
     return found + [("the borrowed line break", offered(req, fill))] if tail else found
 
 
-def cause(outcome: Outcome) -> str:
-    """The step that changed the fill (see `stages`), or the edit that did."""
-    fill = outcome.asked.fill
+def cause(outcome: Outcome, fours: bool = False) -> str:
+    """The step that changed the fill (see `stages`), or the edit that did; with `fours`
+    (the model in four spaces), whether the fill showed the step it nests by."""
+    fill, found = outcome.asked.fill, "the edit"
     for name, after in stages(request(outcome.span, outcome.asked), fill):
         if after != fill:
-            return name
+            found = name
+            break
         fill = after
-    return "the edit"
+    if fours and not shows_its_step(outcome.asked, outcome.span.language):
+        return f"{found}, the fill shows no step"
+    return found
+
+
+def shows_its_step(asked: Ask, language: str) -> bool:
+    """Whether a fill (with the cursor's line) has a line that opens a block and a deeper
+    line right below it: the only evidence of the unit it nests by.  A fill without one
+    (a statement and its continuation, a run of statements of one level) is kept as the
+    model wrote it."""
+    lines = (asked.document[asked.document.rfind("\n", 0, asked.start) + 1:asked.start]
+             + asked.fill).split("\n")
+    width = [len(line) - len(line.lstrip()) for line in lines]
+    return any(_opens_block(lines[i], language) and lines[i + 1].strip()
+               and width[i + 1] > width[i] for i in range(len(lines) - 1))
 
 
 def sample(files: list[Path], language: str, kinds: list[str], count: int,
@@ -441,7 +457,8 @@ def main(argv: list[str] | None = None) -> int:
             outcomes = [round_trip(site, kind, args.in_fours) for site in chosen[kind]]
             for outcome in outcomes:
                 if outcome.span.exception is None and not outcome.documented:
-                    examples[f"{language}, {kind}, {cause(outcome)}"].append(outcome)
+                    examples[f"{language}, {kind}, {cause(outcome, args.in_fours)}"].append(
+                        outcome)
             n = tally(outcomes)
             print(f"| {language} | {kind} | {n['asked']} | {n['identical']} "
                   f"| {n['documented']} | {n['differing']} | {n['excepted']} |", flush=True)

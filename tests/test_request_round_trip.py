@@ -100,29 +100,18 @@ def test_files_of_two_spaces_and_of_tabs_are_asked_with_the_model_in_fours() -> 
                                                      "server.go", "queue.c", "Panel.tsx"}
 
 
-def shows_its_step(asked, language: str) -> bool:
-    """Whether a fill (with the cursor's line) has a line that opens a block and a deeper
-    line right below it: the only evidence of the unit it nests by.  A fill without one
-    (a statement and its continuation) is kept as the model wrote it."""
-    lines = (asked.document[asked.document.rfind("\n", 0, asked.start) + 1:asked.start]
-             + asked.fill).split("\n")
-    width = [len(line) - len(line.lstrip()) for line in lines]
-    return any(requests._opens_block(lines[i], language) and lines[i + 1].strip()
-               and width[i + 1] > width[i] for i in range(len(lines) - 1))
-
-
 @pytest.mark.parametrize("path", NOT_IN_FOURS, ids=lambda path: path.name)
 def test_code_a_model_nesting_by_four_writes_comes_back_on_the_file_s_unit(
         engine: Engine, path: Path) -> None:
-    """Where the fill shows the step it nests by (`shows_its_step`), its levels, its
-    comments and its backslash continuations go on the file's unit (`assert checked`:
-    the files' sites hold such fills)."""
+    """Where the fill shows the step it nests by (`request_round_trip.shows_its_step`),
+    its levels, its comments and its backslash continuations go on the file's unit
+    (`assert checked`: the files' sites hold such fills)."""
     tokenizer = engine.model.tokenizer
     language = shaping.language_of(path)
     wrong, checked = [], 0
     for index, (kind, site) in enumerate(chosen(path, requests.FOURS_KINDS)):
         asked = requests.written_in_fours(requests.ask(site, kind), language)
-        if not shows_its_step(asked, language):
+        if not requests.shows_its_step(asked, language):
             continue
         checked += 1
         request = shaping.request(site.span, asked, len(tokenizer.encode(asked.fill)) + 16)
