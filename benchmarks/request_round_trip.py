@@ -44,8 +44,17 @@ indentation shaping reads (after-header, the rewrites) are counted apart when a 
 of them carries no level (`shaping_round_trip.EXCEPTIONS`).  A difference is put down
 to the step that made it (`stages`).
 
+With `--in-fours` the model writes four spaces a level, as the shipped model and most
+published ones do, in the files whose own unit is another (two spaces, eight, a tab:
+`not_in_fours`): the code below the fill's first line nested by four
+(`shaping_round_trip.in_fours`; the lines whose indentation is no level as the file has
+them, `kept_lines`), at the requests whose fill is lines (`FOURS_KINDS`: the blank
+line's three modes at the rewrite-lines sites, after-header, the whole-line rewrites).
+The file must still come back as it was; a differing fill's cause says whether the fill
+showed the step it nests by (`shows_its_step`).
+
     python benchmarks/request_round_trip.py DIR_OR_FILE... [--per-language 200]
-        [--kinds line-end rewrite-mid ...] [--seed 0]
+        [--kinds line-end rewrite-mid ...] [--seed 0] [--in-fours]
 
 The sites of all the kinds asked are drawn in one seeded sequence, so `--kinds` draws
 another sample than the default (all kinds), which benchmarks/results/ reports.
