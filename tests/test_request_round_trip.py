@@ -81,22 +81,25 @@ def test_every_kind_has_sites_in_every_language() -> None:
     assert kinds == set(requests.KINDS)
 
 
+def _written_back(engine: Engine, site, kind: str, asked, index: int) -> str | None:
+    """How the file differs once the server's edit of `asked.fill` at `site` is applied
+    (None: not at all); every fourth fill also through the engine, the planted model's."""
+    # room for the whole fill and the prefix's edge the span takes in
+    length = len(engine.model.tokenizer.encode(asked.fill)) + 16
+    request = shaping.request(site.span, asked, length)
+    fill = shaping.offered(request, asked.fill)
+    if index % 4 == 0:
+        Planted(engine, request, broken=asked.fill)
+        assert engine.infill(request).candidates[0].text == fill, (kind, asked.fill)
+    outcome = shaping.Outcome(site.span, asked, requests.applied(asked, site, fill))
+    return None if outcome.identical else f"line {site.span.line}, {kind}:\n{shaping.diff(outcome)}"
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda path: path.name)
 def test_code_a_file_had_written_back_comes_back_unchanged_whatever_the_request(
         engine: Engine, path: Path) -> None:
-    tokenizer = engine.model.tokenizer
-    wrong = []
-    for index, (kind, site) in enumerate(chosen(path)):
-        asked = requests.ask(site, kind)
-        # room for the whole fill and the prefix's edge the span takes in
-        request = shaping.request(site.span, asked, len(tokenizer.encode(asked.fill)) + 16)
-        fill = shaping.offered(request, asked.fill)
-        if index % 4 == 0:
-            Planted(engine, request, broken=asked.fill)
-            assert engine.infill(request).candidates[0].text == fill, (kind, asked.fill)
-        outcome = shaping.Outcome(site.span, asked, requests.applied(asked, site, fill))
-        if not outcome.identical:
-            wrong.append(f"line {site.span.line}, {kind}:\n{shaping.diff(outcome)}")
+    wrong = [why for index, (kind, site) in enumerate(chosen(path))
+             if (why := _written_back(engine, site, kind, requests.ask(site, kind), index))]
     assert not wrong, f"{len(wrong)} fills changed:\n\n" + "\n\n".join(wrong[:4])
 
 
@@ -111,7 +114,6 @@ def test_code_a_model_nesting_by_four_writes_comes_back_on_the_file_s_unit(
     """Where the fill shows the step it nests by (`request_round_trip.shows_its_step`),
     its levels, its comments and its backslash continuations go on the file's unit
     (`assert checked`: the files' sites hold such fills)."""
-    tokenizer = engine.model.tokenizer
     language = shaping.language_of(path)
     wrong, checked = [], 0
     for index, (kind, site) in enumerate(chosen(path, requests.FOURS_KINDS)):
@@ -119,13 +121,7 @@ def test_code_a_model_nesting_by_four_writes_comes_back_on_the_file_s_unit(
         if not requests.shows_its_step(asked, language):
             continue
         checked += 1
-        request = shaping.request(site.span, asked, len(tokenizer.encode(asked.fill)) + 16)
-        fill = shaping.offered(request, asked.fill)
-        if index % 4 == 0:
-            Planted(engine, request, broken=asked.fill)
-            assert engine.infill(request).candidates[0].text == fill, (kind, asked.fill)
-        outcome = shaping.Outcome(site.span, asked, requests.applied(asked, site, fill))
-        if not outcome.identical:
-            wrong.append(f"line {site.span.line}, {kind}:\n{shaping.diff(outcome)}")
+        if why := _written_back(engine, site, kind, asked, index):
+            wrong.append(why)
     assert checked >= 4
     assert not wrong, f"{len(wrong)} fills changed:\n\n" + "\n\n".join(wrong[:4])
