@@ -270,6 +270,19 @@ def test_out_of_tries_the_error_says_what_happened_and_which_setting_to_change()
     assert len(httpd.bodies) == 2
 
 
+def test_retries_stop_where_their_pause_would_outlast_the_fills_timeout():
+    """remoteRetries 10 pause 256 s in all: against a service that is down, every fill
+    ran into timeoutMs (-32003) and never said why it failed, nor fell back."""
+    url = f"http://127.0.0.1:{free_port()}"
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url=url, remote_retries=10,
+                                       timeout_ms=1000))
+    began = time.monotonic()
+    gave_up = lambda: time.monotonic() - began > 10  # noqa: E731 -- the old code's way out
+    with pytest.raises(BackendError, match=r"cannot reach .*tried 3 times.*remoteUrl"):
+        engine.infill(InfillRequest(TEXT, AT, AT, should_stop=gave_up))
+    assert time.monotonic() - began < 1.0  # pauses of 0.25 and 0.5 s; 1 s would pass it
+
+
 @pytest.mark.parametrize("reply, says", [
     (status(401), "refused the token"),
     (status(400, "bad infill request: 'text' must be a string"), "'text' must be a string"),

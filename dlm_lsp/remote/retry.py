@@ -6,7 +6,9 @@ A fill is a pure function of its request and seed, so a fill that did not finish
 simply be sent again.  Failures fall in three kinds, and the requests made here sort
 them: `Unreachable` (no connection: see `http.connect`) and `Lost` (the server took the
 fill but failed it, restarted or went away mid-stream) are tried again, up to
-`remoteRetries` times with a doubling pause that a stop cuts short; any other
+`remoteRetries` times with a doubling pause that a stop cuts short and that is not
+taken where it would end past the fill's `timeoutMs` (ten pauses add up to 256 s: the
+fill could only time out, never saying why it failed nor falling back); any other
 `BackendError` (a refused key, a rejected request) is not, as trying again cannot fix
 it.  Out of tries, `remoteFallback` fills on the local engine instead and says so;
 without it the error names the setting to look at.
@@ -141,15 +143,19 @@ class ServerBackend:
     # -- retries and the fallback ---------------------------------------------------------
 
     def _with_retries(self, req: InfillRequest, once: Callable[[], InfillResult]) -> InfillResult:
-        """`once()`, tried again while the server is unreachable or loses the fill, then
-        the local engine's fill (with `remoteFallback`) or the last error."""
+        """`once()`, tried again while the server is unreachable or loses the fill and
+        the pause before the next try ends within `timeoutMs`, then the local engine's
+        fill (with `remoteFallback`) or the last error."""
         began = time.perf_counter()
+        deadline = began + self.config.timeout_ms / 1000
         tries = 1 + self.config.remote_retries
         for attempt in range(tries):
             try:
                 result = once()
             except (Unreachable, Lost) as exc:
-                if attempt + 1 < tries and pause(req, RETRY_PAUSE_S * 2 ** attempt):
+                wait = RETRY_PAUSE_S * 2 ** attempt
+                if (attempt + 1 < tries and time.perf_counter() + wait < deadline
+                        and pause(req, wait)):
                     self.retries += 1
                     continue
                 if req.should_stop is not None and req.should_stop():
