@@ -225,7 +225,9 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "latency_ms_single_line": (Range(0, above=True), "a positive integer (milliseconds)"),
     "latency_ms_multi_line": (Range(0, above=True), "a positive integer (milliseconds)"),
     "latency_ms_rewrite": (Range(0, above=True), "a positive integer (milliseconds)"),
-    "hole_marker": (lambda v: len(v) > 0 and "\n" not in v, "a non-empty one-line string"),
+    # LSP breaks lines at "\r" too: a marker "\r" made every line end of a CRLF file a hole
+    "hole_marker": (lambda v: len(v) > 0 and not set(v) & {"\n", "\r"},
+                    "a non-empty string without a line break"),
     "model": (lambda v: len(v) > 0, "a model name or directory"),
     "max_open_documents": (Range(1), "a positive integer"),
     "max_queued_requests": (Range(1), "a positive integer"),

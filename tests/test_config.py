@@ -82,6 +82,15 @@ def test_a_token_an_http_header_cannot_carry_is_refused_without_showing_it() -> 
     assert from_json(ServerConfig, {"remoteToken": "a-b_c.d~e+f/g="})[1] == []
 
 
+@pytest.mark.parametrize("marker", ["\n", "\r", "<FILL>\r", "a\r\nb"])
+def test_a_hole_marker_holding_a_line_break_is_refused(marker: str) -> None:
+    """LSP breaks lines at \\r as at \\n: a marker "\\r" was taken, and in a CRLF file
+    "fill holes" replaced the first half of every line break, an edit ending past its line."""
+    assert from_json(ServerConfig, {"holeMarker": marker}) == (ServerConfig(), [
+        f"setting 'holeMarker' = {marker!r} should be a non-empty string without a line "
+        "break; default kept"])
+
+
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(ServerConfig)])
 def test_every_setting_says_what_it_accepts_when_given_the_wrong_type(field: str) -> None:
     wrong = [{"nested": 1}] if field != "model" else 5  # no setting takes a list
