@@ -471,6 +471,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="model directory (default: a tiny random one)")
     parser.add_argument("--only", nargs="*", help="cases that set one of these (camelCase)")
+    parser.add_argument("--sets", nargs="*", default=["edges", "odd", "options", "loads"],
+                        help="which cases: edges (each setting's bounds), odd (values that "
+                             "interact), options (dlm/infill's), loads (a server each)")
     parser.add_argument("--json", help="write every case's outcome here")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="settings-edges-"))
@@ -479,8 +482,10 @@ def main() -> None:
         model = str(write_random_model(tmp / "tiny", d_model=96))
     else:
         model = args.model
-    cases = (setting_cases(ServerConfig) + odd_cases() + setting_cases(InfillOptions)
-             + load_cases(model, tmp))
+    sets = {"edges": lambda: setting_cases(ServerConfig), "odd": odd_cases,
+            "options": lambda: setting_cases(InfillOptions),
+            "loads": lambda: load_cases(model, tmp)}
+    cases = [case for name in args.sets for case in sets[name]()]
     if args.only:
         cases = [c for c in cases if c.values.keys() & set(args.only)]
     sweep = Sweep(model, 60)
@@ -490,8 +495,10 @@ def main() -> None:
         outcome = sweep.run(case)
         outcomes.append(outcome)
         mark = "FAIL" if outcome.problems else "ok  "
-        print(f"{k:4}/{len(cases)} {mark} {outcome.slowest_s:6.2f} s  {case.label}"[:160],
-              flush=True)
+        errors = sorted({f"{kind} {answer}" for kind, answer in outcome.answers.items()
+                         if answer != "ok"})
+        print(f"{k:4}/{len(cases)} {mark} {outcome.slowest_s:6.2f} s  {case.label}"[:150]
+              + (f"  [{'; '.join(errors)}]" if errors else ""), flush=True)
         for problem in outcome.problems:
             print(f"           {problem}"[:1600], flush=True)
     if sweep.server is not None:
