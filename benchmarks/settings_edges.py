@@ -22,12 +22,16 @@ server is alive and the next ordinary fill works.
     OMP_NUM_THREADS=1 python benchmarks/settings_edges.py
     OMP_NUM_THREADS=1 python benchmarks/settings_edges.py --only maxSpanTokens holeMarker
 
-`--json FILE` writes every case's outcome.
+`--tcp` asks on a TCP server that another client shares (its engine keeps its own
+settings, and applies the client's fill settings to its fills alone); `--sets` picks
+sets of cases, `--only NAME...` the cases that set one of these; `--json FILE` writes
+every case's outcome.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import re
@@ -41,7 +45,7 @@ from typing import Any, get_type_hints
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from rpc import ServerProcess  # noqa: E402
+from rpc import ServerProcess, free_port, hang_up, tcp_connection  # noqa: E402
 
 from dlm_lsp.config import (  # noqa: E402
     _CHECKS,
@@ -275,11 +279,18 @@ class Sweep:
         new, self.log_seen = log[self.log_seen:], len(log)
         return new
 
-    def configure(self, values: dict) -> list[str]:
+    def configure(self, values: dict, warned: bool = False) -> list[str]:
+        """Send `values`; the messages that came of them.  The notification's handler is a
+        task, which a request read with it (a sync one, as dlm/status) may be answered
+        before: the warning that `warned` expects is waited for (5 s at most)."""
         client = self.server.client
         before = len(client.shown())
         client.notify("workspace/didChangeConfiguration", {"settings": {"dlm": values}})
-        client.call("dlm/status", {}, timeout=60)  # the notification was handled
+        client.call("dlm/status", {}, timeout=60)
+        client.call("dlm/status", {}, timeout=60)  # read after the handler's task has run
+        if warned:
+            with contextlib.suppress(TimeoutError):
+                client.wait(lambda _: len(client.shown()) > before, timeout=5)
         return client.shown()[before:]
 
     def requests(self, case: Case, outcome: Outcome, timeout_ms: int) -> None:
@@ -404,6 +415,8 @@ class Sweep:
         if case.as_options:
             return
         bad = refused(case)
+        # a shared engine's note of the settings it keeps (SharedSweep) is no warning
+        shown = [s for s in shown if "is shared with" not in s]
         said = " ".join(shown)
         for key in bad:
             if f"'{key}'" not in said:
@@ -450,7 +463,7 @@ class Sweep:
             if loads:
                 self.check_warnings(case, shown, outcome)
         if not loads and not case.as_options:
-            shown = self.configure(case.values)
+            shown = self.configure(case.values, warned=bool(refused(case)))
             self.check_warnings(case, shown, outcome)
         try:
             self.requests(case, outcome, timeout_ms)
@@ -467,6 +480,53 @@ class Sweep:
         return outcome
 
 
+class Connected:
+    """One client's connection to a TCP server, as Sweep uses a ServerProcess."""
+
+    def __init__(self, process: ServerProcess, port: int) -> None:
+        self.process, self.proc = process, process.proc
+        self.client, self.sock = tcp_connection(port)
+
+    def log(self) -> str:
+        return self.process.log()
+
+    def close(self) -> None:
+        hang_up(self.sock)
+
+
+class SharedSweep(Sweep):
+    """The sweep's client on a TCP server (`--tcp`) shared with another client that sits
+    idle: the engine then keeps its own settings, tells the client which, and applies
+    the client's fill settings to its fills alone (dlm_lsp/shared.py).  Each server
+    start of the stdio sweep is a new connection here; cases that load a model are left
+    out (the engine keeps its model while shared)."""
+
+    def __init__(self, model: str, timeout_s: float) -> None:
+        super().__init__(model, timeout_s)
+        self.process: ServerProcess | None = None
+
+    def start(self, init: dict) -> list[str]:
+        if self.process is None or self.process.proc.poll() is not None:
+            self.port = free_port()
+            self.process = ServerProcess("--tcp", f"127.0.0.1:{self.port}")
+            self.other = Connected(self.process, self.port)
+            self.other.client.initialize({"model": self.model, **BASE})
+        if self.server is not None:
+            self.server.close()
+        self.server = Connected(self.process, self.port)
+        self.log_seen = len(self.process.log())
+        self.applied = []
+        client = self.server.client
+        client.apply_edit = lambda params: self.applied.append(params) or False
+        client.initialize({"model": self.model, **BASE, **init})
+        time.sleep(0.3)
+        return client.shown()
+
+    def finish(self) -> None:
+        if self.process is not None:
+            self.process.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="model directory (default: a tiny random one)")
@@ -474,6 +534,8 @@ def main() -> None:
     parser.add_argument("--sets", nargs="*", default=["edges", "odd", "options", "loads"],
                         help="which cases: edges (each setting's bounds), odd (values that "
                              "interact), options (dlm/infill's), loads (a server each)")
+    parser.add_argument("--tcp", action="store_true",
+                        help="ask on a TCP server shared with another client (no loads)")
     parser.add_argument("--json", help="write every case's outcome here")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="settings-edges-"))
@@ -488,7 +550,9 @@ def main() -> None:
     cases = [case for name in args.sets for case in sets[name]()]
     if args.only:
         cases = [c for c in cases if c.values.keys() & set(args.only)]
-    sweep = Sweep(model, 60)
+    sweep = SharedSweep(model, 60) if args.tcp else Sweep(model, 60)
+    if args.tcp:
+        cases = [c for c in cases if c.as_options or not LOADS & c.values.keys()]
     outcomes = []
     began = time.monotonic()
     for k, case in enumerate(cases, 1):
@@ -503,6 +567,8 @@ def main() -> None:
             print(f"           {problem}"[:1600], flush=True)
     if sweep.server is not None:
         sweep.server.close()
+    if isinstance(sweep, SharedSweep):
+        sweep.finish()
     failed = [o for o in outcomes if o.problems]
     print(f"\n{len(outcomes)} cases, {len(failed)} failed, "
           f"{time.monotonic() - began:.0f} s")
