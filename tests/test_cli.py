@@ -90,11 +90,11 @@ def test_fill_refuses_a_bad_option_with_a_usage_error(args, says):
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("marker", ["", "<FILL\n>"])
+@pytest.mark.parametrize("marker", ["", "<FILL\n>", "\r"])
 def test_a_marker_the_settings_would_refuse_is_a_usage_error(marker, capsys):
     """An empty one found no holes in any file ("no  holes")."""
     said = usage_error(["fill", str(FIXTURE), "--marker", marker], capsys)
-    assert "'holeMarker'" in said and "non-empty one-line string" in said
+    assert "'holeMarker'" in said and "non-empty string without a line break" in said
 
 
 @pytest.mark.parametrize("command", [["fill", str(FIXTURE)], ["bench", "humaneval"],
