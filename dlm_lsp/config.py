@@ -176,9 +176,24 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+# What a string setting must match whole, as a regular expression both Python and
+# JavaScript read alike: the server checks it, and the VS Code extension's manifest
+# states it (editors/vscode/scripts/sync_settings.py), so that its Settings UI refuses
+# what the server would (a holeMarker of "\r" was typed in and then refused).
+PATTERNS = {
+    "hole_marker": r"[^\r\n]+",  # a line break LSP counts would make line ends holes
+    "remote_token": r"[!-~]*",  # visible ASCII: an HTTP header carries it
+}
+
+
+def matches(name: str, text: str) -> bool:
+    """Whether `text` is a value the string setting `name` takes (its PATTERNS entry)."""
+    return re.fullmatch(PATTERNS[name], text) is not None
+
+
 def visible_ascii(text: str) -> bool:
     """Whether `text` can travel in an HTTP header as it is, as a token does."""
-    return all("!" <= c <= "~" for c in text)
+    return matches("remote_token", text)
 
 
 # Value checks beyond the type: name -> (predicate, what a good value looks like); a
@@ -226,7 +241,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "latency_ms_multi_line": (Range(0, above=True), "a positive integer (milliseconds)"),
     "latency_ms_rewrite": (Range(0, above=True), "a positive integer (milliseconds)"),
     # LSP breaks lines at "\r" too: a marker "\r" made every line end of a CRLF file a hole
-    "hole_marker": (lambda v: len(v) > 0 and not set(v) & {"\n", "\r"},
+    "hole_marker": (lambda v: matches("hole_marker", v),
                     "a non-empty string without a line break"),
     "model": (lambda v: len(v) > 0, "a model name or directory"),
     "max_open_documents": (Range(1), "a positive integer"),

@@ -132,6 +132,22 @@ def test_the_settings_ui_bounds_are_the_ones_the_server_checks():
     assert bounded >= 30  # every number setting with a range (candidates, steps, ...)
 
 
+@pytest.mark.parametrize(("key", "values"), [
+    ("holeMarker", ["<FILL>", "??", "é", "\u2028", "", "\r", "\n", "a\r\nb"]),
+    ("remoteToken", ["", "a-b_c.d~e+f/g=", "tok en", "€uro", "\t", "s\udcffcret"]),
+])
+def test_the_settings_ui_patterns_take_what_the_server_takes(key, values):
+    """VS Code checks a string setting's `pattern` as it is typed (a search, so it is
+    anchored): it must take exactly the values the server takes."""
+    prop = server_properties()[key]
+    pattern = re.compile(prop["pattern"])
+    assert pattern.pattern.startswith("^") and pattern.pattern.endswith("$")
+    for value in values:
+        taken = from_json(ServerConfig, {key: value})[1] == []
+        assert (pattern.search(value) is not None) == taken, (key, value)
+    assert prop["patternErrorMessage"].startswith("should be ")
+
+
 def test_server_settings_use_the_wire_names_the_server_reads():
     server = manifest_sections()["dlm.server"]["properties"]
     fields = [f.name for f in ServerConfig.__dataclass_fields__.values()]

@@ -156,6 +156,9 @@ def settings_section() -> dict[str, Any]:
         prop: dict[str, Any] = {"type": kind, "default": default, **bounds(field.name)}
         if (values := allowed_values(field.name)) is not None:
             prop["enum"] = list(values)
+        if field.name in server_config.PATTERNS:  # anchored: JSON schema's is a search
+            prop["pattern"] = f"^(?:{server_config.PATTERNS[field.name]})$"
+            prop["patternErrorMessage"] = "should be " + server_config.accepted(field.name, str)
         meaning = described.get(name) or comments.get(field.name) or "see the dlm-lsp README"
         extra = f" {IN_THE_EDITOR[name]}" if name in IN_THE_EDITOR else ""
         prop["markdownDescription"] = f"{meaning}\n\nServer setting `{name}`.{extra}"
