@@ -105,21 +105,21 @@ def cases() -> dict[str, Case]:
         built[fn.__name__.replace("_", "-")] = fn
         return fn
 
+    def bundle(name: str, megabytes: int, file: str) -> Case:
+        """A minified bundle of one line, asked in its middle and at its end."""
+        text = minified(megabytes * 1_000_000)
+        mid = text.index("return n}", len(text) // 2) + len("return")
+        return Case(name, f"file:///p/{file}", "javascript", text,
+                    [("mid-line", mid), ("end", len(text))], (mid - 40, mid + 40),
+                    about=f"one line of {megabytes} MB")
+
     @case
     def minified_1mb() -> Case:
-        text = minified(1_000_000)
-        mid = text.index("return n}", len(text) // 2) + len("return")
-        return Case("minified-1mb", "file:///p/bundle.min.js", "javascript", text,
-                     [("mid-line", mid), ("end", len(text))], (mid - 40, mid + 40),
-                     about="one line of 1 MB")
+        return bundle("minified-1mb", 1, "bundle.min.js")
 
     @case
     def minified_3mb() -> Case:
-        text = minified(3_000_000)
-        mid = text.index("return n}", len(text) // 2) + len("return")
-        return Case("minified-3mb", "file:///p/vendor.min.js", "javascript", text,
-                     [("mid-line", mid), ("end", len(text))], (mid - 40, mid + 40),
-                     about="one line of 3 MB")
+        return bundle("minified-3mb", 3, "vendor.min.js")
 
     @case
     def long_line() -> Case:
