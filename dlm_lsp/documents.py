@@ -42,12 +42,44 @@ def find_document(workspace: Workspace, uri: str) -> TextDocument | None:
     return workspace.text_documents.get(unquote(uri))
 
 
-def open_document(workspace: Workspace, uri: str) -> TextDocument:
-    """The open document at `uri`, or a clear error when the client never opened it."""
+class Refused:
+    """The documents the server would not keep (past `maxOpenDocuments`), each with what
+    the user was told then.  A request for one is answered with that, not with "not
+    open": the editor did open it, and "send didOpen" tells its user nothing they can
+    do.  Forgotten when the editor closes the document or opens it again; at most LIMIT
+    are remembered (the oldest go first), so a client opening files without end cannot
+    grow it."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._told: dict[str, str] = {}
+
+    def add(self, uri: str, told: str) -> None:
+        key = unquote(uri)
+        self._told.pop(key, None)
+        self._told[key] = told
+        while len(self._told) > self.LIMIT:
+            del self._told[next(iter(self._told))]
+
+    def discard(self, uri: str) -> None:
+        self._told.pop(unquote(uri), None)
+
+    def get(self, uri: str) -> str | None:
+        """What the user was told when `uri` was refused, or None if it was not."""
+        return self._told.get(unquote(uri))
+
+
+def open_document(workspace: Workspace, uri: str, refused: Refused | None = None
+                  ) -> TextDocument:
+    """The open document at `uri`, or a clear error when it is not: one the client never
+    opened, or one the server refused to keep (what the user was told then)."""
     doc = find_document(workspace, uri)
     if doc is None:
+        told = refused.get(uri) if refused is not None else None
         raise JsonRpcInvalidParams(
-            f"document {uri} is not open: send textDocument/didOpen before asking for a fill")
+            f"document {uri} is not open: send textDocument/didOpen before asking for a fill"
+            if told is None else told)
     return doc
 
 

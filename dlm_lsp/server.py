@@ -25,6 +25,7 @@ from pygls.exceptions import (
     JsonRpcRequestCancelled,
 )
 from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
 
 from dlm_lsp import __version__
 from dlm_lsp.admission import Gate
@@ -38,6 +39,7 @@ from dlm_lsp.backends import (
 )
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json, same_value
 from dlm_lsp.documents import (
+    Refused,
     find_document,
     offset_range,
     open_document,
@@ -116,6 +118,7 @@ class DlmServer(LanguageServer):
         # what a shared engine last said it keeps of this client's settings (told once)
         self.engine_told: list[str] = []
         self._progress_count = 0  # server-initiated progress tokens made so far
+        self.refused = Refused()  # documents not kept past maxOpenDocuments
 
     def apply_settings(self, data: Any, initial: bool = False) -> tuple[list[str], bool]:
         """Overlay client settings (camelCase, optionally under "dlm") onto the config, or
@@ -268,6 +271,22 @@ class DlmServer(LanguageServer):
         is kept: a text document's didClose, and a notebook's cells as they close."""
         self.jobs.stop_document(uri, DOCUMENT_CLOSED)
         self.forget(uri)
+        self.refused.discard(uri)
+
+    def document(self, uri: str) -> TextDocument:
+        """The open document at `uri`, or an error that says why it is not
+        (`open_document`)."""
+        return open_document(self.workspace, uri, self.refused)
+
+    def refuse(self, uris: list[str], what: str) -> None:
+        """Remember that `uris` were not kept past `maxOpenDocuments`, so that a request
+        for one says so (and what to do), not that the editor never opened it; `what`
+        says what happened to them."""
+        told = (f"{what}: dlm-lsp keeps at most "
+                f"{self.config.max_open_documents} open documents (setting "
+                "maxOpenDocuments); close other documents, then close it and open it again")
+        for uri in uris:
+            self.refused.add(uri, told)
 
     def forget(self, uri: str) -> None:
         """Drop what is kept of a closed document: its recent fills and its parse tree."""
@@ -344,7 +363,7 @@ class DlmServer(LanguageServer):
         as if that item were applied, right after it, so that the ghost text can extend
         the item instead of contradicting it (an editor hides one that does).
         """
-        doc = open_document(self.workspace, uri)
+        doc = self.document(uri)
         if version is not None and version != doc.version:
             raise JsonRpcContentModified(
                 f"request is for version {version} but the document is at {doc.version}")
@@ -482,11 +501,13 @@ def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
     """Keep at most `maxOpenDocuments` documents: past that, drop the new one and say so.
     A document opened again (its text may be new whatever its version says) makes the
     fills in flight for it stale, as an edit does."""
-    ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CHANGED)
+    uri = params.text_document.uri
+    ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
+    ls.refused.discard(uri)
     limit = ls.config.max_open_documents
     if len(ls.workspace.text_documents) > limit:
-        uri = params.text_document.uri
         ls.workspace.remove_text_document(uri)
+        ls.refuse([uri], f"{uri} was not opened")
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, (
             f"dlm-lsp keeps at most {limit} open documents (setting maxOpenDocuments): "
             f"{uri} was not opened; close other documents first")))
@@ -505,10 +526,12 @@ def did_open_notebook(ls: DlmServer, params: types.DidOpenNotebookDocumentParams
     without the others) and the user told; cells opened again make their fills stale."""
     for uri in cells_of(params):
         ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
+        ls.refused.discard(uri)
     uri = params.notebook_document.uri
-    _drop_notebook_past_limit(ls, uri, cells_of(params), (
-        f"notebook {uri} and its {len(params.cell_text_documents)} cells were not opened; "
-        "close other documents first"))
+    if _drop_notebook_past_limit(ls, uri, cells_of(params), (
+            f"notebook {uri} and its {len(params.cell_text_documents)} cells were not opened; "
+            "close other documents first")):
+        ls.refuse(cells_of(params), f"this cell's notebook {uri} was not opened")
 
 
 @feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
@@ -533,6 +556,8 @@ def did_change_notebook(ls: DlmServer, params: types.DidChangeNotebookDocumentPa
             "passed the limit; close other documents and open it again")):
         for cell in cells:
             ls.close_document(cell)
+        ls.refuse(cells, f"this cell's notebook {uri} was closed when cells added to it "
+                         "passed the limit")
 
 
 def _drop_notebook_past_limit(ls: DlmServer, uri: str, cells: list[str], told: str) -> bool:
@@ -579,8 +604,12 @@ async def inline_completion(ls: DlmServer,
     is no suggestion: ghost text of empty lines would only push the code down; nor is
     one the syntax check rejected (`_suggestions`).  With a
     completion item selected in the editor, each suggestion is that item's text and
-    then a fill made after it, over the item's range."""
+    then a fill made after it, over the item's range.  A document not kept past
+    `maxOpenDocuments` gets none, not an error at every keystroke (the user was told
+    when it was opened)."""
     rng = types.Range(params.position, params.position)
+    if ls.refused.get(params.text_document.uri) is not None:
+        return types.InlineCompletionList(items=[])
     selected = _selected_item(ls, params)
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
                                     token=params.work_done_token, accepted=selected)
@@ -625,9 +654,12 @@ def _selected_item(ls: DlmServer, params: types.InlineCompletionParams
 async def completion(ls: DlmServer, params: types.CompletionParams) -> types.CompletionList:
     """The same fills as completion items (one per distinct candidate, best first), for
     clients without inline completion; each takes in the word typed before the cursor,
-    which clients filter items by (`completion_items`)."""
+    which clients filter items by (`completion_items`).  A document not kept past
+    `maxOpenDocuments` gets none, as for ghost text."""
     uri = params.text_document.uri
-    typed, word = word_before(open_document(ls.workspace, uri), params.position)
+    if ls.refused.get(uri) is not None:
+        return types.CompletionList(is_incomplete=False, items=[])
+    typed, word = word_before(ls.document(uri), params.position)
     rng = types.Range(params.position, params.position)
     _, result = await ls.fill_range(uri, rng, InfillOptions(), token=params.work_done_token)
     return types.CompletionList(is_incomplete=True,
@@ -648,9 +680,13 @@ def _suggestions(ls: DlmServer, result: InfillResult) -> list[str]:
 @feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
     code_action_kinds=[types.CodeActionKind.RefactorRewrite]))
 def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    """Offer "Fill holes" when the document has markers, "Rewrite selection" on a selection."""
+    """Offer "Fill holes" when the document has markers, "Rewrite selection" on a
+    selection; nothing in a document not kept past `maxOpenDocuments` (editors ask at
+    every move of the cursor, and the user was told when it was opened)."""
     uri = params.text_document.uri
-    doc = open_document(ls.workspace, uri)
+    if ls.refused.get(uri) is not None:
+        return []
+    doc = ls.document(uri)
     actions = []
     holes = find_holes(doc.source, ls.config.hole_marker)
     if holes:
@@ -670,7 +706,7 @@ def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.Cod
 async def fill_holes(ls: DlmServer, *args: Any) -> dict:
     """Replace every hole marker, each conditioned on the text around it, in one edit."""
     uri, _ = command_target(args, FILL_HOLES, needs_range=False)
-    doc = open_document(ls.workspace, uri)
+    doc = ls.document(uri)
     original = doc.source
     holes = find_holes(original, ls.config.hole_marker)
     if not holes:
@@ -710,7 +746,7 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
     """Re-generate the selected block and apply it through workspace/applyEdit."""
     uri, rng = command_target(args, REWRITE_SELECTION, needs_range=True)
     if command_flag(args, "expand", 2):  # to the smallest enclosing statement or definition
-        doc = open_document(ls.workspace, uri)
+        doc = ls.document(uri)
         start, end = range_offsets(doc, rng)
         language = language_for(doc.language_id, uri)
         local = local_text(doc.source, start, end)  # None in a line of megabytes: kept

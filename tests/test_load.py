@@ -186,6 +186,49 @@ def test_past_the_limits_a_document_or_a_fill_is_refused_with_a_clear_error(mode
         server.close()
 
 
+def test_a_document_refused_past_max_open_documents_is_said_so_until_opened_again(model_dir):
+    """The editor did open it, so "not open, send didOpen" would tell its user nothing to
+    do: an asked fill names the limit and what to do; ghost text, completion and code
+    actions (asked at every keystroke) get nothing, not an error each time.  Closed, it
+    is forgotten; opened again with room to spare, it is filled."""
+    server = ServerProcess()
+    try:
+        client = server.client
+        client.initialize({"model": str(model_dir), "maxOpenDocuments": 1,
+                           "repairRounds": 0, "fallback": False})
+        client.open(uri(0), TEXT)
+        client.open(uri(1), TEXT)
+        client.wait(lambda ms: any("maxOpenDocuments" in m.get("params", {}).get("message", "")
+                                   for m in ms))
+        doc = {"uri": uri(1)}
+        reply = client.call("dlm/infill", {"textDocument": doc, "range": cursor(3, 12)})
+        message = reply["error"]["message"]
+        assert error_code(reply) == -32602 and "not open:" not in message
+        assert uri(1) in message and "maxOpenDocuments" in message and "open it again" in message
+        at = {"textDocument": doc, "position": {"line": 3, "character": 12}}
+        ghost = client.call("textDocument/inlineCompletion",
+                            {**at, "context": {"triggerKind": 2}})
+        assert ghost["result"]["items"] == []
+        assert client.call("textDocument/completion", at)["result"]["items"] == []
+        actions = client.call("textDocument/codeAction", {
+            "textDocument": doc, "range": cursor(0, 0) | {"end": {"line": 1, "character": 0}},
+            "context": {"diagnostics": []}})
+        assert actions["result"] == []
+        never = client.call("dlm/infill", {"textDocument": {"uri": uri(2)},
+                                           "range": cursor(0, 0)})
+        assert "not open: send textDocument/didOpen" in never["error"]["message"]
+
+        client.notify("textDocument/didClose", {"textDocument": doc})  # closed: forgotten
+        gone = client.call("dlm/infill", {"textDocument": doc, "range": cursor(3, 12)})
+        assert "not open: send textDocument/didOpen" in gone["error"]["message"]
+        client.notify("textDocument/didClose", {"textDocument": {"uri": uri(0)}})
+        client.open(uri(1), TEXT)
+        assert "result" in client.call("dlm/infill", {"textDocument": doc,
+                                                      "range": cursor(3, 12)})
+    finally:
+        server.close()
+
+
 def test_tcp_serves_clients_at_once_on_one_engine_and_outlives_each(model_dir):
     port = free_port()
     server = ServerProcess("--tcp", f"127.0.0.1:{port}")

@@ -287,10 +287,13 @@ def dropped_whole(session) -> str:
 def test_a_notebook_past_max_open_documents_is_not_kept_and_the_user_told(model_dir):
     session = Session(model_dir, maxOpenDocuments=4)
     try:
-        async def run() -> None:
+        async def run() -> dict:
             session.receive(did_open())
+            session.receive(infill(1, TARGET, 1, 11))
+            return await session.answer(1)
 
-        asyncio.run(run())
+        told = asyncio.run(run())["error"]["message"]
+        assert f"notebook {NOTEBOOK} was not opened" in told and "maxOpenDocuments" in told
         assert "6 cells were not opened" in dropped_whole(session)
     finally:
         session.ls.release()
@@ -332,7 +335,9 @@ def test_cells_added_past_max_open_documents_close_the_notebook_and_the_user_tol
             return await session.answer(1)
 
         reply = asyncio.run(run())
-        assert reply["error"]["code"] == -32602 and "is not open" in reply["error"]["message"]
+        told = reply["error"]["message"]  # the editor did open the cell: not "not open"
+        assert reply["error"]["code"] == -32602 and "is not open" not in told
+        assert f"notebook {NOTEBOOK} was closed" in told and "maxOpenDocuments" in told
         assert "7 cells were closed" in dropped_whole(session)
     finally:
         session.ls.release()
