@@ -56,6 +56,12 @@ class Backend(Protocol):
     def status(self) -> dict[str, Any]:
         """What `dlm/status` shows."""
 
+    def rewrite_refusal(self, selected: str) -> str | None:
+        """Why a rewrite of `selected` would be refused as too long (`policy.SpanTooLong`),
+        where that is plain now, without loading a model or asking a server, and cheap:
+        code actions ask at every move of a selection.  None where it would not be, or
+        cannot be told yet."""
+
     def forget(self, uri: str) -> None:
         """Drop what is kept of a closed document."""
 

@@ -43,6 +43,7 @@ from dlm_lsp.policy import (
     SpanPlan,
     local_text,
     plan_span,
+    rewrite_refusal,
     span_reach,
 )
 from dlm_lsp.quantiles import status_ms
@@ -256,6 +257,16 @@ class Engine:
         """Load the model now (raises ModelLoadError) and say where it runs."""
         model = self.model
         return f"model {model.name} ready on {model.device}"
+
+    def rewrite_refusal(self, selected: str) -> str | None:
+        """Why a rewrite of `selected` would be refused as too long, told by the loaded
+        model's tokenizer and length; None until a model is loaded (a code action does
+        not wait for a load)."""
+        model = self._model
+        if model is None:
+            return None
+        return rewrite_refusal(selected, self.config, model.tokenizer,
+                               span_reach(model.max_length))
 
     def forget(self, uri: str) -> None:
         """Drop what is kept of a closed document (its recent fills)."""

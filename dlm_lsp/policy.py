@@ -21,6 +21,7 @@ with the document nor with its longest line; a cursor in a line longer than that
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -193,6 +194,38 @@ def _tokens_at_least(tokenizer: Tokenizer, text: str, enough: int) -> int:
     return count if count >= enough or len(head) == len(text) else len(tokenizer.encode(text))
 
 
+class LengthEstimate:
+    """Stands in for a tokenizer where only a count of tokens is needed and the model's
+    tokenizer is elsewhere (a server's): `chars_per_token` characters a token."""
+
+    def __init__(self, chars_per_token: float):
+        self.chars_per_token = chars_per_token
+
+    def encode(self, text: str) -> list[int]:
+        return [0] * math.ceil(len(text) / self.chars_per_token)
+
+
+def _too_long(n: int, limit: int, config: ServerConfig) -> str:
+    """What a rewrite of at least `n` tokens, past `limit`, is refused with: which limit
+    it passes and how to go on."""
+    most = (f"maxSpanTokens, {limit}): select less, or raise maxSpanTokens (up to "
+            f"{MAX_SPAN_TOKENS.high})" if limit == config.max_span_tokens else
+            f"{limit} for this model, which reads {limit + MIN_CONTEXT_TOKENS} in all): "
+            "select less, or use a model that reads more")
+    return f"the selection is at least {n:,} tokens, more than a rewrite may write ({most}"
+
+
+def rewrite_refusal(selected: str, config: ServerConfig, tokenizer: Tokenizer,
+                    reach: int | None = None) -> str | None:
+    """Why a rewrite of `selected` would be refused as too long (`plan_span`), or None
+    where it would not be or that is not plain from its first characters: only
+    CHARS_PER_TOKEN characters a token of them are counted, so that an editor can be
+    told before it asks (code actions are asked for at every move of a selection)."""
+    limit = config.max_span_tokens if reach is None else min(config.max_span_tokens, reach)
+    n = len(tokenizer.encode(selected[:CHARS_PER_TOKEN * (limit + 1)]))
+    return _too_long(n, limit, config) if n > limit else None
+
+
 def span_reach(max_length: int) -> int:
     """The longest span a model that reads `max_length` tokens may write: all but
     MIN_CONTEXT_TOKENS of them, left for the code around it."""
@@ -221,12 +254,7 @@ def plan_span(text: str, start: int, end: int, config: ServerConfig, options: In
     elif kind == REWRITE:
         n = _tokens_at_least(tokenizer, text[start:end], limit + 1)
         if n > limit:
-            most = (f"maxSpanTokens, {limit}): select less, or raise maxSpanTokens (up to "
-                    f"{MAX_SPAN_TOKENS.high})" if limit == config.max_span_tokens else
-                    f"{limit} for this model, which reads {limit + MIN_CONTEXT_TOKENS} in all): "
-                    "select less, or use a model that reads more")
-            raise SpanTooLong(f"the selection is at least {n:,} tokens, more than a rewrite "
-                              f"may write ({most}")
+            raise SpanTooLong(_too_long(n, limit, config))
         n += 8
     else:
         n = config.single_line_tokens if kind == SINGLE_LINE else config.multi_line_tokens

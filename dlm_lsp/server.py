@@ -696,10 +696,35 @@ def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.Cod
     if params.range.start != params.range.end:
         title = "Rewrite selection with dlm-lsp"
         rng = ls.protocol._converter.unstructure(params.range)
-        actions.append(types.CodeAction(title, kind=types.CodeActionKind.RefactorRewrite,
-                                        command=types.Command(title, REWRITE_SELECTION,
-                                                              arguments=[uri, rng])))
+        action = types.CodeAction(title, kind=types.CodeActionKind.RefactorRewrite,
+                                  command=types.Command(title, REWRITE_SELECTION,
+                                                        arguments=[uri, rng]))
+        why = _too_long_to_rewrite(ls, doc, params.range)
+        if why is None:
+            actions.append(action)
+        elif _shows_disabled(ls):
+            action.disabled = types.CodeActionDisabled(why)
+            actions.append(action)
     return actions
+
+
+def _too_long_to_rewrite(ls: DlmServer, doc: TextDocument, rng: types.Range) -> str | None:
+    """Why a rewrite of `rng` would be refused as too long, where the backend can tell
+    now (`rewrite_refusal`): offered anyway, the command would only say so after the
+    user chose it.  A range the document does not hold is left to the command."""
+    try:
+        start, end = range_offsets(doc, rng)
+    except JsonRpcInvalidParams:
+        return None
+    return ls.engine.rewrite_refusal(doc.source[start:end])
+
+
+def _shows_disabled(ls: DlmServer) -> bool:
+    """Whether the client shows a code action it cannot run, with the reason
+    (`codeAction.disabledSupport`); one that does not gets none."""
+    caps = ls.client_capabilities.text_document
+    action = caps.code_action if caps is not None else None
+    return bool(action is not None and action.disabled_support)
 
 
 @command(FILL_HOLES)

@@ -122,6 +122,9 @@ class SharedEngine:
             clients = len(self.pool.clients())
         return {**self.engine.status(), "clients": clients}
 
+    def rewrite_refusal(self, selected: str) -> str | None:
+        return self.engine.rewrite_refusal(selected)
+
     def forget(self, uri: str) -> None:
         self.engine.forget(uri)
 

@@ -15,10 +15,12 @@ from dlm_lsp.policy import (
     MULTI_LINE,
     REWRITE,
     SINGLE_LINE,
+    LengthEstimate,
     SpanPlan,
     SpanTooLong,
     local_text,
     plan_span,
+    rewrite_refusal,
     span_reach,
     task_kind,
 )
@@ -188,6 +190,34 @@ def test_no_span_is_longer_than_the_model_can_write_beside_some_context(tok) -> 
     with pytest.raises(SpanTooLong, match=f"more than a rewrite may write \\({reach} for this "
                                           "model, which reads 512 in all\\)"):
         plan_span(text, 0, len(text), cfg, InfillOptions(), tok, reach=reach)
+
+
+@pytest.mark.parametrize("lines", [1, 20, 100, 400, 20_000])
+@pytest.mark.parametrize("reach", [None, 64])
+def test_a_rewrite_is_told_too_long_before_it_is_asked_for_as_plan_span_refuses_it(
+        tok: Tokenizer, lines: int, reach: int | None) -> None:
+    """What a code action is told (`rewrite_refusal`) is what the rewrite would be refused
+    with, and a rewrite that would be planned is not told anything."""
+    text = "".join(f"value_{i} = compute({i})\n" for i in range(lines))
+    cfg = ServerConfig()
+    told = rewrite_refusal(text, cfg, tok, reach)
+    try:
+        plan_span(text, 0, len(text), cfg, InfillOptions(), tok, reach=reach)
+    except SpanTooLong as exc:
+        assert told == str(exc)
+    else:
+        assert told is None
+
+
+def test_a_rewrite_is_told_too_long_from_its_first_characters_only(tok: Tokenizer) -> None:
+    text = "".join(f"value_{i} = compute({i})\n" for i in range(40_000))
+    counting, cfg = _Counting(tok), ServerConfig()
+    assert "maxSpanTokens, 128" in rewrite_refusal(text, cfg, counting)
+    assert max(counting.encoded) <= CHARS_PER_TOKEN * (cfg.max_span_tokens + 1)
+
+
+def test_a_length_estimate_counts_characters_a_token() -> None:
+    assert [len(LengthEstimate(4).encode("x" * n)) for n in (0, 1, 4, 5, 9)] == [0, 1, 1, 2, 3]
 
 
 def test_a_rewrite_of_a_length_the_request_gives_is_not_refused(tok: Tokenizer) -> None:

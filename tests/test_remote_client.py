@@ -307,6 +307,15 @@ def test_a_selection_the_service_finds_too_long_is_refused_as_a_local_fill_would
     assert len(httpd.bodies) == 1
 
 
+def test_a_rewrite_is_told_too_long_before_asking_only_where_no_tokenizer_could_fit_it():
+    """The service's model and tokenizer are not here: a code action is told a rewrite is
+    too long only where even 16 characters a token would pass maxSpanTokens (128), so
+    that no selection the service could rewrite is shown disabled."""
+    engine = RemoteEngine(ServerConfig(backend="remote"))
+    assert engine.rewrite_refusal("x" * 16 * 128) is None
+    assert "maxSpanTokens, 128" in engine.rewrite_refusal("x" * (16 * 128 + 1))
+
+
 def test_a_document_holding_a_lone_surrogate_reaches_the_service_as_it_is():
     """JSON may spell one (`"\\ud800"`) and UTF-8 cannot write it: the body failed to
     encode, so no fill of such a document reached the service.  It is sent escaped, as

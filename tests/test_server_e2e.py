@@ -248,19 +248,55 @@ async def test_completion_offers_the_fill_as_one_item(client: LanguageClient):
         assert item.text_edit.new_text.strip()
 
 
+async def code_actions(client: LanguageClient, sl: int, sc: int, el: int, ec: int) -> list:
+    """The code actions offered for a range of URI, as the raw JSON: lsprotocol's
+    client-side decoding of `(Command | CodeAction)[]` mistakes a CodeAction for a
+    Command."""
+    msg_id = f"code-actions-{sl}-{sc}-{el}-{ec}"
+    future = client.protocol.send_request("textDocument/codeAction", types.CodeActionParams(
+        types.TextDocumentIdentifier(URI), types.Range(types.Position(sl, sc),
+                                                       types.Position(el, ec)),
+        types.CodeActionContext(diagnostics=[])), msg_id=msg_id)
+    client.protocol._result_types.pop(msg_id, None)
+    return await asyncio.wrap_future(future)
+
+
 async def test_code_actions_offer_fill_holes_and_rewrite(client: LanguageClient):
     open_doc(client, "x = <FILL>\ny = 2\n")
-    # Read the raw JSON: lsprotocol's client-side decoding of `(Command | CodeAction)[]`
-    # mistakes a CodeAction for a Command.
-    future = client.protocol.send_request("textDocument/codeAction", types.CodeActionParams(
-        types.TextDocumentIdentifier(URI), types.Range(types.Position(1, 0), types.Position(1, 5)),
-        types.CodeActionContext(diagnostics=[])), msg_id="code-actions")
-    client.protocol._result_types.pop("code-actions", None)
-    actions = await asyncio.wrap_future(future)
+    actions = await code_actions(client, 1, 0, 1, 5)
     assert [a["command"]["command"] for a in actions] == ["dlm.fillHoles", "dlm.rewriteSelection"]
     assert actions[0]["command"]["arguments"] == [URI]
     assert actions[1]["command"]["arguments"] == [URI, rng(1, 0, 1, 5)]
     assert all(a["kind"] == "refactor.rewrite" for a in actions)
+
+
+LONG = "".join(f"value_{i} = compute({i}, {i + 1})\n" for i in range(300))
+
+
+async def test_rewrite_of_a_selection_too_long_is_offered_disabled_with_the_reason(client):
+    """Offered as any other, it would only be refused after the user chose it: a client
+    that shows disabled actions (VS Code) gets it greyed, with the reason the command
+    gives; a selection the model can rewrite is offered as before."""
+    open_doc(client, LONG)
+    await wait_for(lambda: any("ready on" in m.message for m in client.log_messages))
+    [action] = await code_actions(client, 0, 0, 300, 0)
+    assert action["command"]["command"] == "dlm.rewriteSelection"
+    with pytest.raises(JsonRpcException) as refused:
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            "dlm.rewriteSelection", action["command"]["arguments"]))
+    assert "maxSpanTokens" in action["disabled"]["reason"]
+    assert refused.value.message.endswith(action["disabled"]["reason"])
+    [short] = await code_actions(client, 0, 0, 2, 0)
+    assert short["command"]["command"] == "dlm.rewriteSelection" and "disabled" not in short
+
+
+async def test_rewrite_of_a_selection_too_long_is_not_offered_where_disabled_is_not_shown(
+        plain_client):
+    open_doc(plain_client, LONG)
+    await wait_for(lambda: any("ready on" in m.message for m in plain_client.log_messages))
+    assert await code_actions(plain_client, 0, 0, 300, 0) == []
+    [short] = await code_actions(plain_client, 0, 0, 2, 0)
+    assert short["command"]["command"] == "dlm.rewriteSelection" and "disabled" not in short
 
 
 async def test_fill_holes_replaces_each_marker_through_apply_edit(client: LanguageClient):

@@ -26,6 +26,7 @@ from rpc import ServerProcess, free_port
 
 from dlm_lsp.backends import BackendError
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json
+from dlm_lsp.policy import SpanTooLong
 from dlm_lsp.remote.sglang import SGLangEngine
 from dlm_lsp.results import InfillRequest
 from dlm_lsp.sampler import Cancelled
@@ -361,6 +362,18 @@ def test_a_wrong_key_is_refused_with_the_setting_to_change(fake):
 def test_no_key_where_the_server_wants_one_says_so(fake):
     with pytest.raises(BackendError, match="wants an API key .*remoteToken"):
         engine(fake.url, remote_token="").preload()
+
+
+def test_a_rewrite_is_told_too_long_before_asking_as_the_fill_would_refuse_it(fake):
+    """The SGLang backend sizes a rewrite from its characters (3.5 a token): a code action
+    is told what the fill would be refused with, and nothing where it would run."""
+    text = "".join(f"value_{i} = {i}\n" for i in range(60))
+    sglang = engine(fake.url)
+    told = sglang.rewrite_refusal(text)
+    with pytest.raises(SpanTooLong) as refused:
+        sglang.infill(InfillRequest(text, 0, len(text), "python", URI))
+    assert told == str(refused.value) and "maxSpanTokens, 128" in told
+    assert sglang.rewrite_refusal(text[:200]) is None
 
 
 def test_a_rewrite_shows_the_old_code_and_is_sized_from_it(fake):

@@ -29,11 +29,13 @@ from typing import Any, TypeVar
 
 from dlm_lsp.backends import BackendError
 from dlm_lsp.config import ServerConfig
+from dlm_lsp.policy import LengthEstimate, rewrite_refusal
 from dlm_lsp.quantiles import status_ms
 from dlm_lsp.remote.http import StopWatch, Unreachable, connect, token
 from dlm_lsp.remote.wire import TOKEN_VARIABLE
 from dlm_lsp.results import InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled
+from dlm_lsp.span import CHARS_PER_TOKEN
 
 RETRY_PAUSE_S = 0.25  # first pause before a retry; doubles each time
 STATUS_TIMEOUT_S = 2.0  # `dlm/status` and the start-up check never wait longer
@@ -100,6 +102,9 @@ class ServerBackend:
     BACKEND = ""  # the `backend` setting, as `dlm/status` shows it
     SERVER = ""  # how messages name the server: "<SERVER> at <remoteUrl>"
     LABEL = ""  # how `dlm/status` names an unreachable server: "<LABEL> at <remoteUrl>"
+    # the served model's tokenizer is on the server: a rewrite is judged too long here only
+    # on a count of tokens it cannot be above (span.CHARS_PER_TOKEN characters a token)
+    LENGTH: Any = LengthEstimate(CHARS_PER_TOKEN)
 
     def __init__(self, config: ServerConfig):
         self.config = config
@@ -128,6 +133,11 @@ class ServerBackend:
         if self._local is not None:
             self._local.reconfigure(config)
         return False
+
+    def rewrite_refusal(self, selected: str) -> str | None:
+        """Why a rewrite of `selected` would be refused as too long, counted by `LENGTH`
+        (the server may still refuse one that passes here)."""
+        return rewrite_refusal(selected, self.config, self.LENGTH)
 
     def forget(self, uri: str) -> None:
         """Nothing of a document is kept here (the local fallback may keep some)."""

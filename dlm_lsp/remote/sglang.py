@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import math
 import threading
 import time
 from typing import Any
@@ -44,7 +43,7 @@ from dlm_lsp.passes import (
     shape_fill,
     shown_style,
 )
-from dlm_lsp.policy import SpanPlan, local_text, plan_span
+from dlm_lsp.policy import LengthEstimate, SpanPlan, local_text, plan_span
 from dlm_lsp.remote.http import Unreachable, token
 from dlm_lsp.remote.retry import Lost, ServerBackend, stop_if_asked
 from dlm_lsp.remote.sglang_prompt import (
@@ -68,18 +67,13 @@ MODEL_INFO_PATHS = ("/model_info", "/get_model_info")  # the second is the older
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 
 
-class _LengthEstimate:
-    """Stands in for the tokenizer where the length policy counts a rewrite's tokens (the
-    served model's tokenizer is on the server)."""
-
-    def encode(self, text: str) -> list[int]:
-        return [0] * math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
 class SGLangEngine(ServerBackend):
     """A `Backend` that sends every fill to an SGLang server's `/generate`."""
 
     BACKEND = "sglang"
+    # where the length policy counts a rewrite's tokens (the served model's tokenizer is
+    # on the server): the same count its refusal is told from (`rewrite_refusal`)
+    LENGTH = LengthEstimate(CHARS_PER_TOKEN)
     SERVER = "the SGLang server"
     LABEL = "SGLang"
 
@@ -132,7 +126,7 @@ class SGLangEngine(ServerBackend):
         info = self._model_info()
         chat = chat_format(info)
         language = language_for(req.language_id, req.uri)
-        plan = plan_span(req.text, req.start, req.end, cfg, req.options, _LengthEstimate(),
+        plan = plan_span(req.text, req.start, req.end, cfg, req.options, self.LENGTH,
                          req.is_hole, language)
         if (req.options.candidates or cfg.candidates) > 1:
             self._tell_once("candidates", "the SGLang backend gives one candidate per fill "
