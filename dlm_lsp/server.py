@@ -83,6 +83,7 @@ from dlm_lsp.protocol import (
     parse_infill_params,
     to_plain,
 )
+from dlm_lsp.results import Candidate
 from dlm_lsp.shared import EnginePool
 from dlm_lsp.syntax import enclosing_node_range
 from dlm_lsp.transport import serve_stdio, serve_tcp
@@ -781,15 +782,34 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
             rng = offset_range(doc, found[0] + local[1], found[1] + local[1])
     if rng.start == rng.end:
         raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
+    doc = ls.document(uri)
+    start, end = range_offsets(doc, rng)
+    selected = doc.source[start:end]
     # server-initiated progress, step by step, that the user can cancel
     job, result = await ls.fill_range(uri, rng, InfillOptions(),
                                       token=await ls.progress_token("rewrite"),
                                       supersedable=False)
-    best = result.candidates[0]
+    answer = {"version": job.version, "range": to_plain(rng)}
+    best = _best_rewrite(result.candidates, selected)
+    if best is None:
+        return {**answer, "applied": False, "text": result.candidates[0].text,
+                "valid": result.candidates[0].valid,
+                "message": "the model wrote only whitespace for the selection, which would "
+                           "delete it; nothing applied"}
     applied = await ls.apply_edits(job, [types.TextEdit(rng, best.text)],
                                    "dlm-lsp: rewrite selection")
-    return {"applied": applied, "version": job.version, "text": best.text,
-            "range": to_plain(rng), "valid": best.valid}
+    return {**answer, "applied": applied, "text": best.text, "valid": best.valid}
+
+
+def _best_rewrite(candidates: list[Candidate], selected: str) -> Candidate | None:
+    """The candidate a rewrite applies: the best that writes something where the selection
+    held code.  A rewrite is applied even where the syntax check rejected it (a draft
+    worth editing; the editor warns), but whitespace in place of code is no draft: it
+    deletes the selection, which the user did not ask for (the model ended the span at
+    once).  None where every candidate is that."""
+    if not selected.strip():
+        return candidates[0]
+    return next((c for c in candidates if c.text.strip()), None)
 
 
 @feature(types.SHUTDOWN)

@@ -11,6 +11,7 @@ from pygls.workspace import Workspace
 
 from dlm_lsp import server
 from dlm_lsp.config import ServerConfig
+from dlm_lsp.documents import Refused, open_document
 
 DOC = types.TextDocumentIdentifier(uri="file:///work/a.py")
 TEXT = "def f(x):\n    retu\n"
@@ -30,6 +31,10 @@ class Filled:
         self.config = ServerConfig(**settings)
         self.workspace = Workspace(None)
         self.workspace.put_text_document(types.TextDocumentItem(DOC.uri, "python", 1, TEXT))
+        self.refused = Refused()
+
+    def document(self, uri):
+        return open_document(self.workspace, uri, self.refused)
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None):
         assert uri == DOC.uri and rng.start == rng.end == self.at
@@ -315,3 +320,58 @@ def test_a_fill_is_plain_text_so_dollars_and_braces_go_in_as_written():
     item = complete_at(TEXT, AT, 'rn f"${1}" + "$1\\\\"')
     assert item.insert_text_format == types.InsertTextFormat.PlainText
     assert item.text_edit.new_text == 'return f"${1}" + "$1\\\\"'
+
+
+class Rewritten(Filled):
+    """A server whose rewrite of `SELECTION` comes back as the given candidates, and
+    which records the edits it would ask the editor to apply."""
+
+    SELECTION = {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 8}}
+
+    def __init__(self, text: str, *others: str, selected: str = "retu"):
+        super().__init__(text, *others)
+        self.workspace.put_text_document(types.TextDocumentItem(
+            DOC.uri, "python", 2, f"def f(x):\n    {selected}\n"))
+        self.applied: list[list[types.TextEdit]] = []
+
+    async def progress_token(self, kind):
+        return None
+
+    async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None,
+                         supersedable=True):
+        assert rng == types.Range(types.Position(1, 4), types.Position(1, 8))
+        return SimpleNamespace(uri=uri, version=2), SimpleNamespace(candidates=[
+            SimpleNamespace(text=t, valid=v) for t, v in zip(self.texts, self.valid, strict=True)])
+
+    async def apply_edits(self, job, edits, label):
+        self.applied.append(edits)
+        return True
+
+
+def rewrite(filled: Rewritten) -> dict:
+    return asyncio.run(server.rewrite_selection(filled, DOC.uri, Rewritten.SELECTION))
+
+
+@pytest.mark.parametrize(("text", "offered"), FILLS)
+def test_a_rewrite_of_only_whitespace_is_not_applied_in_place_of_code(text, offered):
+    """The model ended the span at once: applied, the selection would only be deleted,
+    which no one asks a rewrite for (a fill the syntax check rejected is still applied,
+    as a draft worth editing, and the editor warns)."""
+    rewritten = Rewritten(text)
+    result = rewrite(rewritten)
+    assert result["applied"] is offered and result["text"] == text
+    assert [[edit.new_text for edit in edits] for edits in rewritten.applied] == (
+        [[text]] if offered else [])
+    if not offered:
+        assert "only whitespace" in result["message"] and "nothing applied" in result["message"]
+
+
+def test_a_rewrite_applies_the_best_candidate_that_writes_something():
+    rewritten = Rewritten("  \n", "return x", "x")
+    assert rewrite(rewritten)["text"] == "return x"
+    assert [edit.new_text for edit in rewritten.applied[0]] == ["return x"]
+
+
+def test_a_rewrite_of_whitespace_may_write_whitespace():
+    rewritten = Rewritten("  ", selected="    ")
+    assert rewrite(rewritten)["applied"] is True and rewritten.applied
