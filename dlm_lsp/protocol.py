@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from dlm_lsp.documents import apply_changes
 from dlm_lsp.engine import InfillResult
 from dlm_lsp.jobs import CLIENT_CANCELLED, SHUTTING_DOWN
 from dlm_lsp.notebooks import apply_notebook_change
+from dlm_lsp.results import Candidate
 
 log = logging.getLogger(__name__)
 
@@ -131,16 +132,43 @@ def command_flag(args: tuple[Any, ...], name: str, position: int) -> bool:
     return value
 
 
-def infill_result(version: int | None, rng: types.Range, result: InfillResult) -> dict:
-    """The JSON result of `dlm/infill`: the best fill as an edit, all candidates, stats."""
-    best = result.candidates[0]
+NOTHING_WRITTEN = ("the model wrote only whitespace in place of the selected code, which "
+                   "would delete it; nothing applied")
+
+
+def writing_first(candidates: Sequence[Candidate], replaced: str) -> list[Candidate]:
+    """`candidates` (best first) with those of only whitespace after the rest where they
+    would replace code (`replaced`): such a fill deletes the code, which no one asks a
+    rewrite for (the model ended the span at once; the shipped model rewrote `break` as
+    a space), where a fill the syntax check rejected is still a draft worth editing."""
+    if not replaced.strip():
+        return list(candidates)
+    return sorted(candidates, key=lambda c: not c.text.strip())
+
+
+def deletes_code(best: Candidate, replaced: str) -> bool:
+    """Whether applying `best` (the first of `writing_first`) would only delete code: every
+    candidate was whitespace."""
+    return bool(replaced.strip()) and not best.text.strip()
+
+
+def infill_result(version: int | None, rng: types.Range, result: InfillResult,
+                  replaced: str = "") -> dict:
+    """The JSON result of `dlm/infill`: the best fill as an edit, all candidates, stats.
+    The edit is the first candidate's, candidates of only whitespace put last where the
+    range held code (`replaced`); where every one is that, no edit, and a `message`
+    says why (`writing_first`)."""
+    candidates = writing_first(result.candidates, replaced)
+    best = candidates[0]
+    nothing = deletes_code(best, replaced)
     return {
         "version": version,
-        "edits": [_converter.unstructure(types.TextEdit(rng, best.text))],
+        "edits": [] if nothing else [_converter.unstructure(types.TextEdit(rng, best.text))],
+        **({"message": NOTHING_WRITTEN} if nothing else {}),
         "candidates": [{"text": c.text, "valid": c.valid, "score": round(c.score, 4),
                         "used": c.used, "path": c.path,
                         "errors": [list(at) for at in c.check.new_errors] if c.check else []}
-                       for c in result.candidates],
+                       for c in candidates],
         "stats": {"steps": result.steps, "tokens": result.tokens, "used": best.used,
                   "ms": round(result.ms, 1), "kind": result.plan.kind,
                   "earlyStopped": result.early_stopped, "path": result.path,

@@ -72,18 +72,20 @@ from dlm_lsp.protocol import (
     DRAFT,
     FILL_HOLES,
     INFILL,
+    NOTHING_WRITTEN,
     REWRITE_SELECTION,
     STATUS,
     DlmProtocol,
     command_flag,
     command_target,
     completion_items,
+    deletes_code,
     infill_result,
     inline_items,
     parse_infill_params,
     to_plain,
+    writing_first,
 )
-from dlm_lsp.results import Candidate
 from dlm_lsp.shared import EnginePool
 from dlm_lsp.syntax import enclosing_node_range
 from dlm_lsp.transport import serve_stdio, serve_tcp
@@ -586,7 +588,15 @@ async def infill(ls: DlmServer, params: Any) -> dict:
     """`dlm/infill`: fill (or replace) a range and return the edit and candidates."""
     p = parse_infill_params(params)
     job, result = await ls.fill_range(p.uri, p.range, p.options, p.version, p.work_done_token)
-    return infill_result(job.version, p.range, result)
+    return infill_result(job.version, p.range, result, _replaced(ls, p.uri, p.range))
+
+
+def _replaced(ls: DlmServer, uri: str, rng: types.Range) -> str:
+    """The text a fill of `rng` replaces, read right after the fill: `fill_range` has
+    just checked that the document is still at the fill's version."""
+    doc = ls.document(uri)
+    start, end = range_offsets(doc, rng)
+    return doc.source[start:end]
 
 
 @feature(STATUS)
@@ -782,34 +792,19 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
             rng = offset_range(doc, found[0] + local[1], found[1] + local[1])
     if rng.start == rng.end:
         raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
-    doc = ls.document(uri)
-    start, end = range_offsets(doc, rng)
-    selected = doc.source[start:end]
     # server-initiated progress, step by step, that the user can cancel
     job, result = await ls.fill_range(uri, rng, InfillOptions(),
                                       token=await ls.progress_token("rewrite"),
                                       supersedable=False)
-    answer = {"version": job.version, "range": to_plain(rng)}
-    best = _best_rewrite(result.candidates, selected)
-    if best is None:
-        return {**answer, "applied": False, "text": result.candidates[0].text,
-                "valid": result.candidates[0].valid,
-                "message": "the model wrote only whitespace for the selection, which would "
-                           "delete it; nothing applied"}
+    selected = _replaced(ls, uri, rng)
+    best = writing_first(result.candidates, selected)[0]
+    answer = {"version": job.version, "text": best.text, "range": to_plain(rng),
+              "valid": best.valid}
+    if deletes_code(best, selected):
+        return {**answer, "applied": False, "message": NOTHING_WRITTEN}
     applied = await ls.apply_edits(job, [types.TextEdit(rng, best.text)],
                                    "dlm-lsp: rewrite selection")
-    return {**answer, "applied": applied, "text": best.text, "valid": best.valid}
-
-
-def _best_rewrite(candidates: list[Candidate], selected: str) -> Candidate | None:
-    """The candidate a rewrite applies: the best that writes something where the selection
-    held code.  A rewrite is applied even where the syntax check rejected it (a draft
-    worth editing; the editor warns), but whitespace in place of code is no draft: it
-    deletes the selection, which the user did not ask for (the model ended the span at
-    once).  None where every candidate is that."""
-    if not selected.strip():
-        return candidates[0]
-    return next((c for c in candidates if c.text.strip()), None)
+    return {**answer, "applied": applied}
 
 
 @feature(types.SHUTDOWN)

@@ -12,6 +12,8 @@ from pygls.workspace import Workspace
 from dlm_lsp import server
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.documents import Refused, open_document
+from dlm_lsp.policy import REWRITE, SpanPlan
+from dlm_lsp.results import Candidate, InfillResult
 
 DOC = types.TextDocumentIdentifier(uri="file:///work/a.py")
 TEXT = "def f(x):\n    retu\n"
@@ -340,8 +342,9 @@ class Rewritten(Filled):
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None,
                          supersedable=True):
         assert rng == types.Range(types.Position(1, 4), types.Position(1, 8))
-        return SimpleNamespace(uri=uri, version=2), SimpleNamespace(candidates=[
-            SimpleNamespace(text=t, valid=v) for t, v in zip(self.texts, self.valid, strict=True)])
+        candidates = [Candidate(t, v, 0.0) for t, v in zip(self.texts, self.valid, strict=True)]
+        return SimpleNamespace(uri=uri, version=2), InfillResult(
+            candidates, SpanPlan(REWRITE, 8, 8, False), steps=8, tokens=8, ms=1.0)
 
     async def apply_edits(self, job, edits, label):
         self.applied.append(edits)
@@ -375,3 +378,20 @@ def test_a_rewrite_applies_the_best_candidate_that_writes_something():
 def test_a_rewrite_of_whitespace_may_write_whitespace():
     rewritten = Rewritten("  ", selected="    ")
     assert rewrite(rewritten)["applied"] is True and rewritten.applied
+
+
+def infill_selection(rewritten: Rewritten) -> dict:
+    params = {"textDocument": {"uri": DOC.uri}, "range": Rewritten.SELECTION}
+    return asyncio.run(server.infill(rewritten, params))
+
+
+def test_a_fill_of_a_selection_puts_whitespace_candidates_last_and_edits_with_the_first():
+    result = infill_selection(Rewritten("  \n", "return x", "", "x"))
+    assert [c["text"] for c in result["candidates"]] == ["return x", "x", "  \n", ""]
+    assert [e["newText"] for e in result["edits"]] == ["return x"] and "message" not in result
+
+
+def test_a_fill_of_a_selection_of_only_whitespace_candidates_has_no_edit_and_says_why():
+    result = infill_selection(Rewritten("  \n", ""))
+    assert result["edits"] == [] and "nothing applied" in result["message"]
+    assert [c["text"] for c in result["candidates"]] == ["  \n", ""]

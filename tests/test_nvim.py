@@ -95,14 +95,16 @@ def nvim_env(model_dir: Path, out: Path) -> dict[str, str]:
             "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "DLM_NATIVE": "0"}
 
 
-def run_nvim(tmp_path: Path, model_dir: Path, body: str, timeout: float = 60) -> dict:
-    """Run PRELUDE + body in headless Neovim; return the `result` table it wrote."""
+def run_nvim(tmp_path: Path, model_dir: Path, body: str, timeout: float = 60,
+             env: dict[str, str] | None = None) -> dict:
+    """Run PRELUDE + body in headless Neovim; return the `result` table it wrote.  `env`
+    is added to nvim_env's (e.g. DLM_SERVER: another server command)."""
     script = tmp_path / "script.lua"
     script.write_text(PRELUDE + body + "\nfinish()\n", encoding="utf-8")
     out = tmp_path / "result.json"
     proc = subprocess.run([NVIM, "--headless", "--clean", "-l", str(script)], cwd=tmp_path,
-                          env=nvim_env(model_dir, out), capture_output=True, text=True,
-                          timeout=timeout)
+                          env={**nvim_env(model_dir, out), **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0 and out.exists(), (
         f"nvim exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}")
     return json.loads(out.read_text(encoding="utf-8"))
@@ -231,6 +233,28 @@ vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci
                              "end": {"line": 9, "character": 29}}
     after = path.read_text(encoding="utf-8")
     assert after == before[:start] + edit["newText"] + before[start + len("fibonacci(i)"):]
+
+
+def test_a_fill_of_a_selection_that_would_only_delete_it_is_not_applied_and_said(tmp_path,
+                                                                              model_dir):
+    """The server gives no edit where every candidate is whitespace in place of code (it
+    would delete the selection): the plugin applies nothing and says why, as a warning
+    (the user asked for a fill and got none)."""
+    planted = tmp_path / "fill.txt"
+    planted.write_text("  ", encoding="utf-8")
+    path, before = _complete_fixture(tmp_path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+local said = {{}}
+vim.notify = function(message) said[#said + 1] = message end
+vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci(i))`
+""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 10, line2 = 10") + """
+result.said = said
+""", env={"DLM_SERVER": json.dumps([sys.executable, str(ROOT / "tests" / "scripted_fills.py")]),
+          "DLM_TEST_FILL": str(planted)})
+    assert result["applied"] is False and result["answer"]["edits"] == []
+    assert any("nothing applied" in m and "whitespace" in m for m in result["said"])
+    assert path.read_text(encoding="utf-8") == before
 
 
 def test_drafts_are_previewed_while_denoising_and_cleared_after(tmp_path, model_dir):

@@ -46,12 +46,17 @@ export function rangeContains(outer: Range, inner: Range): boolean {
   return comparePositions(outer.start, inner.start) <= 0 && comparePositions(inner.end, outer.end) <= 0;
 }
 
-/** The verdict on a whole result: fresh, and every edit inside the requested range. */
+/**
+ * The verdict on a whole result: fresh, with an edit (the server gives none, with a
+ * `message`, where every candidate was whitespace in place of code), and every edit
+ * inside the requested range.
+ */
 export function checkResult(requested: { version: number; range: Range }, answer: {
-  version?: number | null; edits: TextEdit[];
+  version?: number | null; edits: TextEdit[]; message?: string;
 }, currentVersion: number): Verdict {
   const fresh = checkVersion(requested.version, answer.version, currentVersion);
   if (!fresh.apply) return fresh;
+  if (answer.edits.length === 0 && answer.message) return { apply: false, reason: answer.message };
   const outside = answer.edits.find((e) => !rangeContains(requested.range, e.range));
   if (outside) return { apply: false, reason: "an edit lies outside the requested range" };
   return { apply: true };

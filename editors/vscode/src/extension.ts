@@ -90,6 +90,8 @@ class AlreadyReported extends Error {}
 interface InfillResult {
   version?: number | null;
   edits: LspTextEdit[];
+  /** why there is no edit: every candidate was whitespace in place of code */
+  message?: string;
   candidates?: { text: string; valid: boolean }[];
   stats?: { ms?: number; steps?: number; tokens?: number; kind?: string; path?: string };
 }

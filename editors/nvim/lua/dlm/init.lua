@@ -402,6 +402,10 @@ function M.infill(buf, range, opts)
       notify('fill dropped: ' .. why)
       return done(false)
     end
+    if #result.edits == 0 and result.message then -- whitespace only, in place of code
+      notify('nothing applied: ' .. result.message, vim.log.levels.WARN)
+      return done(false)
+    end
     vim.lsp.util.apply_text_edits(result.edits, buf, client.offset_encoding)
     local s = result.stats or {}
     notify(('filled %s tokens in %s steps, %s ms (%s)'):format(s.used or s.tokens or '?',

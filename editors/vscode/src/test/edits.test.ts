@@ -47,6 +47,12 @@ describe("checkResult", () => {
     const verdict = checkResult(requested, { version: 2, edits: [] }, 3);
     assert.equal(verdict.apply, false);
   });
+
+  it("applies nothing where the server gave no edit, saying the server's reason", () => {
+    const message = "the model wrote only whitespace in place of the selected code";
+    assert.deepEqual(checkResult(requested, { version: 2, edits: [], message }, 2),
+      { apply: false, reason: message });
+  });
 });
 
 describe("ranges and offsets", () => {
