@@ -120,6 +120,16 @@ def command_target(args: tuple[Any, ...], command: str,
     return uri, parse_range(rng) if rng is not None else None
 
 
+def command_version(args: tuple[Any, ...], command: str) -> int | None:
+    """The document version a command's range was taken in (`version` in its object form),
+    or None where it names none: the command then acts on the document as it is."""
+    plain = to_plain(list(args))
+    version = plain[0].get("version") if plain and isinstance(plain[0], dict) else None
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise JsonRpcInvalidParams(f"{command}'s 'version' should be an integer, got {version!r}")
+    return version
+
+
 def command_flag(args: tuple[Any, ...], name: str, position: int) -> bool:
     """A boolean option of a command: `name` in its object form, else argument `position`."""
     plain = to_plain(list(args))

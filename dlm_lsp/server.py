@@ -78,6 +78,7 @@ from dlm_lsp.protocol import (
     DlmProtocol,
     command_flag,
     command_target,
+    command_version,
     completion_items,
     deletes_code,
     infill_result,
@@ -281,6 +282,15 @@ class DlmServer(LanguageServer):
         (`open_document`)."""
         return open_document(self.workspace, uri, self.refused)
 
+    def at_version(self, uri: str, version: int | None) -> TextDocument:
+        """The open document at `uri`, if it is at `version` (any, where None): a range
+        taken in another version may cover other text now."""
+        doc = self.document(uri)
+        if version is not None and version != doc.version:
+            raise JsonRpcContentModified(
+                f"request is for version {version} but the document is at {doc.version}")
+        return doc
+
     def refuse(self, uris: list[str], what: str) -> None:
         """Remember that `uris` were not kept past `maxOpenDocuments`, so that a request
         for one says so (and what to do), not that the editor never opened it; `what`
@@ -366,10 +376,7 @@ class DlmServer(LanguageServer):
         as if that item were applied, right after it, so that the ghost text can extend
         the item instead of contradicting it (an editor hides one that does).
         """
-        doc = self.document(uri)
-        if version is not None and version != doc.version:
-            raise JsonRpcContentModified(
-                f"request is for version {version} but the document is at {doc.version}")
+        doc = self.at_version(uri, version)
         text, draft_range = doc.source, rng
         start, end = range_offsets(doc, rng)
         if accepted is not None:
@@ -706,10 +713,13 @@ def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.Cod
                                         command=types.Command(title, FILL_HOLES, arguments=[uri])))
     if params.range.start != params.range.end:
         title = "Rewrite selection with dlm-lsp"
-        rng = ls.protocol._converter.unstructure(params.range)
+        # the version the range is of: chosen after an edit, from a menu still shown, the
+        # rewrite is refused, not made of whatever text the range now covers
+        target = {"uri": uri, "range": ls.protocol._converter.unstructure(params.range),
+                  "version": doc.version}
         action = types.CodeAction(title, kind=types.CodeActionKind.RefactorRewrite,
                                   command=types.Command(title, REWRITE_SELECTION,
-                                                        arguments=[uri, rng]))
+                                                        arguments=[target]))
         why = _too_long_to_rewrite(ls, doc, params.range)
         if why is None:
             actions.append(action)
@@ -781,8 +791,9 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
 async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
     """Re-generate the selected block and apply it through workspace/applyEdit."""
     uri, rng = command_target(args, REWRITE_SELECTION, needs_range=True)
+    version = command_version(args, REWRITE_SELECTION)
+    doc = ls.at_version(uri, version)
     if command_flag(args, "expand", 2):  # to the smallest enclosing statement or definition
-        doc = ls.document(uri)
         start, end = range_offsets(doc, rng)
         language = language_for(doc.language_id, uri)
         local = local_text(doc.source, start, end)  # None in a line of megabytes: kept
@@ -793,7 +804,7 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
     if rng.start == rng.end:
         raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
     # server-initiated progress, step by step, that the user can cancel
-    job, result = await ls.fill_range(uri, rng, InfillOptions(),
+    job, result = await ls.fill_range(uri, rng, InfillOptions(), version,
                                       token=await ls.progress_token("rewrite"),
                                       supersedable=False)
     selected = _replaced(ls, uri, rng)

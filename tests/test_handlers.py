@@ -7,11 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcContentModified, JsonRpcInvalidParams
 from pygls.workspace import Workspace
 
-from dlm_lsp import server
+from dlm_lsp import protocol, server
 from dlm_lsp.config import ServerConfig
-from dlm_lsp.documents import Refused, open_document
+from dlm_lsp.documents import Refused
 from dlm_lsp.policy import REWRITE, SpanPlan
 from dlm_lsp.results import Candidate, InfillResult
 
@@ -35,8 +36,8 @@ class Filled:
         self.workspace.put_text_document(types.TextDocumentItem(DOC.uri, "python", 1, TEXT))
         self.refused = Refused()
 
-    def document(self, uri):
-        return open_document(self.workspace, uri, self.refused)
+    document = server.DlmServer.document  # the server's own lookups, on this workspace
+    at_version = server.DlmServer.at_version
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None):
         assert uri == DOC.uri and rng.start == rng.end == self.at
@@ -395,3 +396,26 @@ def test_a_fill_of_a_selection_of_only_whitespace_candidates_has_no_edit_and_say
     result = infill_selection(Rewritten("  \n", ""))
     assert result["edits"] == [] and "nothing applied" in result["message"]
     assert [c["text"] for c in result["candidates"]] == ["  \n", ""]
+
+
+@pytest.mark.parametrize(("arguments", "version"), [
+    ([DOC.uri, Rewritten.SELECTION], None),
+    ([{"uri": DOC.uri, "range": Rewritten.SELECTION}], None),
+    ([{"uri": DOC.uri, "range": Rewritten.SELECTION, "version": 7}], 7),
+])
+def test_a_command_s_version_is_the_one_its_object_form_names(arguments, version):
+    assert protocol.command_version(tuple(arguments), "dlm.rewriteSelection") == version
+
+
+@pytest.mark.parametrize("version", ["7", 7.5, True])
+def test_a_command_s_version_that_is_no_integer_is_refused(version):
+    with pytest.raises(JsonRpcInvalidParams, match="'version' should be an integer"):
+        protocol.command_version(({"uri": DOC.uri, "version": version},), "dlm.rewriteSelection")
+
+
+def test_a_rewrite_for_another_version_of_the_document_is_refused_and_nothing_applied():
+    rewritten = Rewritten("return x")
+    with pytest.raises(JsonRpcContentModified, match="version 1 but the document is at 2"):
+        asyncio.run(server.rewrite_selection(rewritten, {
+            "uri": DOC.uri, "range": Rewritten.SELECTION, "version": 1}))
+    assert rewritten.applied == []

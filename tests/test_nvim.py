@@ -257,6 +257,41 @@ result.said = said
     assert path.read_text(encoding="utf-8") == before
 
 
+def test_rewrite_of_a_visual_selection_replaces_it_at_the_version_it_was_taken_in(tmp_path,
+                                                                                 model_dir):
+    """:DlmRewrite names the buffer's version with the selection, which the server
+    rewrites only at that version; the planted fill replaces the selection and nothing
+    else."""
+    planted = tmp_path / "fill.txt"
+    planted.write_text("fib(i)", encoding="utf-8")
+    path, before = _complete_fixture(tmp_path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci(i))`
+local client = vim.lsp.get_clients({{ bufnr = buf }})[1]
+local request = client.request
+client.request = function(self, method, params, ...)
+  if method == 'workspace/executeCommand' then result.sent = params.arguments[1] end
+  return request(self, method, params, ...)
+end
+result.taken_in = vim.lsp.util.buf_versions[buf]
+local done = false
+dlm.rewrite({{ range = 2, line1 = 10, line2 = 10, fargs = {{}}, on_done = function(err, answer)
+  result.err, result.answer, done = err, answer, true
+end }})
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.rewriteSelection')
+result.version = vim.lsp.util.buf_versions[buf]
+vim.cmd('write')
+""", env={"DLM_SERVER": json.dumps([sys.executable, str(ROOT / "tests" / "scripted_fills.py")]),
+          "DLM_TEST_FILL": str(planted)})
+    assert result.get("err") is None and result["answer"]["applied"] is True
+    assert result["sent"]["version"] == result["taken_in"] == result["answer"]["version"]
+    assert result["version"] > result["taken_in"]  # the rewrite made the next one
+    start = before.index("fibonacci(i))")
+    after = path.read_text(encoding="utf-8")
+    assert after == before[:start] + "fib(i)" + before[start + len("fibonacci(i)"):]
+
+
 def test_drafts_are_previewed_while_denoising_and_cleared_after(tmp_path, model_dir):
     path = tmp_path / "hello.py"
     shutil.copy(FIXTURE, path)

@@ -266,7 +266,8 @@ async def test_code_actions_offer_fill_holes_and_rewrite(client: LanguageClient)
     actions = await code_actions(client, 1, 0, 1, 5)
     assert [a["command"]["command"] for a in actions] == ["dlm.fillHoles", "dlm.rewriteSelection"]
     assert actions[0]["command"]["arguments"] == [URI]
-    assert actions[1]["command"]["arguments"] == [URI, rng(1, 0, 1, 5)]
+    assert actions[1]["command"]["arguments"] == [{"uri": URI, "range": rng(1, 0, 1, 5),
+                                                   "version": 1}]
     assert all(a["kind"] == "refactor.rewrite" for a in actions)
 
 
@@ -297,6 +298,28 @@ async def test_rewrite_of_a_selection_too_long_is_not_offered_where_disabled_is_
     assert await code_actions(plain_client, 0, 0, 300, 0) == []
     [short] = await code_actions(plain_client, 0, 0, 2, 0)
     assert short["command"]["command"] == "dlm.rewriteSelection" and "disabled" not in short
+
+
+async def test_a_rewrite_chosen_after_the_document_changed_is_refused_not_made_elsewhere(
+        client: LanguageClient):
+    """The action names the version its range is of: run from a menu still shown after an
+    edit, the range may cover other text now, so the rewrite is refused (-32801) and
+    nothing applied; the same action run at its version is applied."""
+    applied = accept_applied_edits(client)
+    open_doc(client, "x = 1\ny = 2\n")
+    [action] = await code_actions(client, 1, 0, 1, 5)
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(version=2, uri=URI),
+        [types.TextDocumentContentChangePartial(rng_at(0, 0), "z = 0\n")]))
+    with pytest.raises(JsonRpcException) as stale:
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            "dlm.rewriteSelection", action["command"]["arguments"]))
+    assert stale.value.code == -32801 and "version 1" in stale.value.message
+    assert applied == []
+    [fresh] = await code_actions(client, 1, 0, 1, 5)
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.rewriteSelection", fresh["command"]["arguments"]))
+    assert result["version"] == 2 and len(applied) == 1
 
 
 async def test_fill_holes_replaces_each_marker_through_apply_edit(client: LanguageClient):

@@ -510,7 +510,12 @@ class DlmExtension implements vscode.Disposable {
     const selection = editor.selection;
     const range = selection.isEmpty ? document.lineAt(selection.active.line).range : selection;
     const expand = this.config().get<boolean>("rewrite.expand", true);
-    const args = [{ uri: document.uri.toString(), range: client.code2ProtocolConverter.asRange(range), expand }];
+    // the version the range is of: a keystroke that reaches the server first makes it refuse
+    // the rewrite (-32801, said like a stale fill) instead of rewriting other text
+    const args = [{
+      uri: document.uri.toString(), range: client.code2ProtocolConverter.asRange(range), expand,
+      version: document.version,
+    }];
     const result = await this.request<CommandResult>(client, document, "dlm: rewriting", (token) =>
       client.sendRequest(ExecuteCommandRequest.type, { command: REWRITE_SELECTION, arguments: args }, token));
     this.reportCommand("rewriteBlock", document, result, result?.applied ? "rewritten" : "");

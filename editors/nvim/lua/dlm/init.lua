@@ -509,8 +509,11 @@ function M.rewrite(cmd)
     range = edits.range(buf, row - 1, 0, row - 1, #api.nvim_get_current_line(), client.offset_encoding)
   end
   local expand = vim.tbl_contains(cmd.fargs or {}, 'expand') or cmd.bang == true
-  execute(buf, 'dlm.rewriteSelection', { { uri = vim.uri_from_bufnr(buf), range = range, expand = expand } },
-    cmd.on_done)
+  -- the version the range is of: an edit that reaches the server first makes it refuse the
+  -- rewrite instead of rewriting other text
+  local target = { uri = vim.uri_from_bufnr(buf), range = range, expand = expand,
+    version = edits.snapshot(buf).version }
+  execute(buf, 'dlm.rewriteSelection', { target }, cmd.on_done)
 end
 
 --- :DlmFillHoles — fill every hole marker of the buffer in one edit.
