@@ -507,6 +507,28 @@ def _opens_keyword_block(line: str, language: str | None) -> bool:
     return not re.match(r"def\s+[\w.]+[?!]?(\([^)]*\))?\s*=\s", code)
 
 
+def _keyword_steps(text: str, language: str | None) -> frozenset[int]:
+    """The steps by which `text`'s keyword blocks (`_KEYWORD_HEADS`) nest: how far the
+    first code line below each line that opens one sits right of it (a tab 8 columns, as
+    `_on_document_unit` reads a fill's); none for a language without them.  Every step
+    shown, not the most common: one block the writer nested otherwise is enough to say
+    that a fill nested so may be the writer's (`_on_document_unit`)."""
+    if language not in _KEYWORD_HEADS:
+        return frozenset()
+    comments, lifetimes = _line_comments(language), _lifetimes(language)
+    shown: set[int] = set()
+    above, width = "", 0
+    for line in text.split("\n", 5000)[:5000]:
+        if not line.strip() or comments and line.lstrip().startswith(comments):
+            continue
+        now = _width(_leading(line))
+        if now > width and _opens_keyword_block(
+                above[:_code_end(above, comments, lifetimes)].rstrip(), language):
+            shown.add(now - width)
+        above, width = line, now
+    return frozenset(shown)
+
+
 def _keyword(line: str) -> str:
     """The word (or shell's case-arm end, `;;`) a line starts with."""
     return re.match(r";;&?|;&|\w*", line.lstrip())[0]
@@ -830,16 +852,17 @@ def _statement_column(rest: list[str], code: list[int], depth: int,
 
 
 def _on_document_unit(head: str, rest: list[str], unit: int, language: str | None,
-                      remarks: frozenset[int] = frozenset()) -> list[int] | None:
+                      remarks: frozenset[int] = frozenset(), text: str = "") -> list[int] | None:
     """The columns of the lines after the fill's first (`head`: the cursor's line with that
     first line) with the fill's own block step made the document's `unit`; None where the
     fill shows no other step.
 
-    The fill's step is how far the line after one that opens a block (`{`, `:`) sits right
-    of it; a fill with no such line, or with two different steps, says nothing.  Each line
-    right of the head's indentation moves with its enclosing line: as many document steps
-    right of where that one went as it sat fill steps right of it (what is left over, a
-    continuation's alignment, kept).  Lines at or left of the head's indentation are on the
+    The fill's step is how far the line after one that opens a block (`{`, `:`, a keyword
+    head: Lua's `then`, Ruby's `do`, shell's `then`) sits right of it; a fill with no
+    such line, or with two different steps, says nothing.  Each line right of the head's
+    indentation moves with its enclosing line: as many document steps right of where
+    that one went as it sat fill steps right of it (what is left over, a continuation's
+    alignment, kept).  Lines at or left of the head's indentation are on the
     document's levels (the fill back in the cursor's block or an outer one) and stay.
 
     The `remarks` (indexes into `rest`: lines that start a comment) are moved as the code
@@ -849,22 +872,35 @@ def _on_document_unit(head: str, rest: list[str], unit: int, language: str | Non
     comment: a comment at column 0 (JetBrains') under a header says nothing of the step.
     A line after a backslash continues its statement at the column its writer chose, no
     level: it moves as far as its statement's first line did.
+
+    A step below a keyword head that the document's own keyword blocks nest by somewhere
+    (`_keyword_steps` of its `text`) says nothing either.  Scripts often write a block
+    unlike the rest of the file (perf's tests `then` / eight in, fakeroot's `do` / four
+    in, ripgrep's brew formula `if` and `elsif` four in, all in files of two): that block
+    rewritten, or its twin clause, is the writer's step, and re-stepping it to the
+    file's changed the file.  A fill nested by four in a file whose keyword blocks nest
+    by two alone still shows its step and goes on the file's.
     """
     comments, lifetimes = _line_comments(language), _lifetimes(language)
     widths = [_width(_leading(line)) for line in rest]  # a tab 8 columns (GNU style)
     anchor = _width(_leading(head))
     code = [i for i, line in enumerate(rest) if line.strip()]
     steps: set[int] = set()
+    keyword_steps: set[int] = set()  # below a keyword head (`then`, `do`, `def g`)
     above, width = head, anchor
     continued: set[int] = set()  # lines after a backslash
     for i in code:
-        opens = above[:_code_end(above, comments, lifetimes)].rstrip().endswith(_BLOCK_OPENERS)
+        code_of = above[:_code_end(above, comments, lifetimes)].rstrip()
+        braced = code_of.endswith(_BLOCK_OPENERS)
+        opens = braced or _opens_keyword_block(code_of, language)
         if opens and widths[i] > width and i not in continued:  # not an empty block's closer
-            steps.add(widths[i] - width)
+            (steps if braced else keyword_steps).add(widths[i] - width)
         if i not in remarks:
             above, width = rest[i], widths[i]
             if rest[i].rstrip().endswith("\\"):
                 continued.add(next((j for j in code if j > i), -1))
+    if keyword_steps:
+        steps |= keyword_steps - _keyword_steps(text, language)
     if len(steps) != 1 or (step := steps.pop()) == unit or step not in (2, 4, 8):
         return None
     levels = [(anchor, anchor)]  # (the fill's column, the document's) of the open levels
@@ -959,9 +995,11 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     # the comment lines (free, and read blank) are moved with the code at their column
     remarks = frozenset(i for i, line in enumerate(rest) if i + 1 in free.passive
                         and line.lstrip().startswith(("/*", *_line_comments(canonical))))
-    columns = _on_document_unit(before + head, [rest[i] if i in remarks else line for
-                                                i, line in enumerate(read)],
-                                unit, canonical, remarks) if frame is None and spaced else None
+    columns = None
+    if frame is None and spaced:
+        columns = _on_document_unit(before + head, [rest[i] if i in remarks else line for
+                                                    i, line in enumerate(read)],
+                                    unit, canonical, remarks, document)
     # the enclosing lines whose whitespace a line begins with: none for a GNU-style line,
     # written by its column alone (the lines' characters are Python's rule, TabError, and
     # a GNU file's line of 8 spaces is a slip)

@@ -900,6 +900,57 @@ def test_a_backslash_continuation_moves_with_its_statement(
     assert _shaped(marked, fill, language) == expected
 
 
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("lua", "local function f()\n  if x then\n    a()\n  end\n  ⟦⟧\nend\n",
+     "for _, v in ipairs(t) do\n      if v then\n          return v\n      end\n  end",
+     "for _, v in ipairs(t) do\n    if v then\n      return v\n    end\n  end"),
+    ("ruby", "class A\n  def f\n    a\n  end\n\n  ⟦⟧\nend\n",
+     "def g(x)\n      x.each do |y|\n          b(y)\n      end\n  end",
+     "def g(x)\n    x.each do |y|\n      b(y)\n    end\n  end"),
+    ("bash", "f() {\n  if a; then\n    b\n  fi\n  ⟦⟧\n}\n",
+     "for x in \"$@\"; do\n      if [ -n \"$x\" ]; then\n          echo \"$x\"\n      fi\n  done",
+     "for x in \"$@\"; do\n    if [ -n \"$x\" ]; then\n      echo \"$x\"\n    fi\n  done"),
+    # the cursor's own header: a body four in below `then`, one line
+    ("bash", "f() {\n  if a; then\n    b\n  fi\n  if c; then⟦⟧\n  fi\n}\n",
+     "\n      d", "\n    d"),
+], ids=["lua", "ruby", "bash", "bash-header"])
+def test_a_fill_s_keyword_blocks_are_re_stepped_as_its_brace_blocks(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """Lua's, Ruby's and shell's blocks open with a keyword (`then`, `do`, `def g`): a
+    fill nested by four in a file whose keyword blocks nest by two shows its step below
+    them, as a brace language's below `{`, and goes on the file's (nvim's runtime, the
+    model in four spaces).  Only `{` and `:` were read as opening a block, so such a fill
+    showed no step and kept its four spaces a level."""
+    assert _shaped(marked, fill, language) == expected
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    # ripgrep's brew formula: `if` and `elsif` four in, in a file of two
+    ("ruby", "class RipgrepBin < Formula\n  version '15.0.0'\n\n  if OS.mac?\n"
+     "      url \"a.tar.gz\"\n      sha256 \"af78\"\n  elsif OS.linux?⟦⟧\n  end\n\n"
+     "  def install\n    bin.install \"rg\"\n  end\nend\n",
+     "\n      url \"b.tar.gz\"\n      sha256 \"33e1\""),
+    # perf's tests: functions of two, an `if` / `then` eight in
+    ("bash", "cleanup() {\n  rm -f \"$file\"\n}\n\nrun() {\n  perf record -- \"$@\"\n}\n\n"
+     "report() {\n  perf report\n}\n\nif ! [ -x \"$(command -v gcc)\" ]; then\n"
+     "        echo \"skip: no gcc\"\n        exit 2\nfi\n\nif [ \"$a\" = \"$b\" ];\nthen⟦⟧\n"
+     "else\n        echo PASS\nfi\n",
+     "\n        echo FAIL\n        exit 1"),
+    # a selection rewritten: the `if` it holds is the document's own eight in
+    ("bash", "cleanup() {\n  rm -f \"$file\"\n}\n\n⟦if ! [ -x \"$(command -v gcc)\" ]; then\n"
+     "        echo \"skip: no gcc\"\n        exit 2\nfi⟧\n",
+     "if ! [ -x \"$(command -v gcc)\" ]; then\n        echo \"skip: no gcc\"\n        exit 2\nfi"),
+], ids=["ruby-elsif", "bash-then", "bash-rewrite"])
+def test_a_keyword_block_nested_by_a_step_the_file_s_own_show_is_kept_as_written(
+        language: str, marked: str, fill: str) -> None:
+    """A script that writes one block unlike the rest of the file (ripgrep's brew
+    formula, perf's tests, fakeroot's `do` / four in) has that step in its own keyword
+    blocks: a fill nested by it, the block rewritten or its twin clause, is the writer's
+    and stays.  Re-stepped to the file's unit as a model's four, it changed the file (15
+    fills of the exact-code request round trip)."""
+    assert _shaped(marked, fill, language) == fill
+
+
 def test_a_namespace_body_at_a_blank_line_stays_at_the_header_s_column() -> None:
     marked = "namespace a {\n\nint g() {\n  return 1;\n}\n\n⟦⟧\n\n}  // namespace a\n"
     fill = "int f() {\n  return 0;\n}"
