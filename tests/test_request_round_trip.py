@@ -10,8 +10,8 @@ each, a model that writes exactly the code the file had there gets, once the ser
 edit is applied, the file as it was.  Sites are sampled from fixtures/round_trip/ and
 fixtures/hello.* (their hole's line left out), a few a kind a file; every fourth one's
 fill is the planted model's through the engine, checked to be the script's.  In the
-files that nest by two spaces or by tabs (not Lua's or Ruby's yet), a model that writes
-four spaces a level (`shaping_round_trip.in_fours`) gets the file's unit back at every
+files that nest by two spaces or by tabs (Lua's and Ruby's keyword blocks too), a model
+that writes four spaces a level (`shaping_round_trip.in_fours`) gets the file's unit back at every
 request whose fill is lines and shows its step (`request_round_trip.FOURS_KINDS`).
 """
 
@@ -26,7 +26,6 @@ from fakes import Planted
 
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine
-from dlm_lsp.indentation import _KEYWORD_HEADS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 shaping = script("shaping_round_trip")
@@ -68,12 +67,8 @@ def parsed(path: Path):
     return found
 
 
-# the files that nest by two spaces or by tabs (GNU style passed over, as the script does),
-# but Lua's and Ruby's: a fill's step is read below `{` and `:` only, not below a keyword
-# head (`then`, `do`, `def g`), so there a fill nested by four keeps its four (left: read
-# there, it re-stepped blocks that shell scripts write unlike the rest of their file)
-NOT_IN_FOURS = [path for path in FILES if requests.not_in_fours(parsed(path))
-                and shaping.language_of(path) not in _KEYWORD_HEADS]
+# the files that nest by two spaces or by tabs (GNU style passed over, as the script does)
+NOT_IN_FOURS = [path for path in FILES if requests.not_in_fours(parsed(path))]
 
 
 def test_every_kind_has_sites_in_every_language() -> None:
@@ -105,7 +100,8 @@ def test_code_a_file_had_written_back_comes_back_unchanged_whatever_the_request(
 
 def test_files_of_two_spaces_and_of_tabs_are_asked_with_the_model_in_fours() -> None:
     assert {path.name for path in NOT_IN_FOURS} >= {"cache.js", "store.ts", "Ledger.java",
-                                                     "server.go", "queue.c", "Panel.tsx"}
+                                                     "server.go", "queue.c", "Panel.tsx",
+                                                     "events.lua", "shop.rb"}
 
 
 @pytest.mark.parametrize("path", NOT_IN_FOURS, ids=lambda path: path.name)
