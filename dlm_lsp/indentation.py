@@ -507,12 +507,14 @@ def _opens_keyword_block(line: str, language: str | None) -> bool:
     return not re.match(r"def\s+[\w.]+[?!]?(\([^)]*\))?\s*=\s", code)
 
 
-def _keyword_steps(text: str, language: str | None) -> frozenset[int]:
-    """The steps by which `text`'s keyword blocks (`_KEYWORD_HEADS`) nest: how far the
-    first code line below each line that opens one sits right of it (a tab 8 columns, as
-    `_on_document_unit` reads a fill's); none for a language without them.  Every step
-    shown, not the most common: one block the writer nested otherwise is enough to say
-    that a fill nested so may be the writer's (`_on_document_unit`)."""
+def _block_steps(text: str, language: str | None) -> frozenset[int]:
+    """The steps by which the blocks of `text` in a language with keyword blocks
+    (`_KEYWORD_HEADS`) nest, below a keyword head or a `{`: how far the first code line
+    below each line that opens one sits right of it (a tab 8 columns, as
+    `_on_document_unit` reads a fill's); none for another language.  Every step shown,
+    not the most common: one block the writer nested otherwise is enough to say that a
+    fill nested so may be the writer's (`_on_document_unit`).  A shell function's `{`
+    counts: sensible-editor's `then` / a tab shows its step only in its functions'."""
     if language not in _KEYWORD_HEADS:
         return frozenset()
     comments, lifetimes = _line_comments(language), _lifetimes(language)
@@ -522,8 +524,8 @@ def _keyword_steps(text: str, language: str | None) -> frozenset[int]:
         if not line.strip() or comments and line.lstrip().startswith(comments):
             continue
         now = _width(_leading(line))
-        if now > width and _opens_keyword_block(
-                above[:_code_end(above, comments, lifetimes)].rstrip(), language):
+        code = above[:_code_end(above, comments, lifetimes)].rstrip()
+        if now > width and (code.endswith("{") or _opens_keyword_block(code, language)):
             shown.add(now - width)
         above, width = line, now
     return frozenset(shown)
@@ -873,13 +875,13 @@ def _on_document_unit(head: str, rest: list[str], unit: int, language: str | Non
     A line after a backslash continues its statement at the column its writer chose, no
     level: it moves as far as its statement's first line did.
 
-    A step below a keyword head that the document's own keyword blocks nest by somewhere
-    (`_keyword_steps` of its `text`) says nothing either.  Scripts often write a block
+    A step below a keyword head that the document's own blocks nest by somewhere
+    (`_block_steps` of its `text`) says nothing either.  Scripts often write a block
     unlike the rest of the file (perf's tests `then` / eight in, fakeroot's `do` / four
     in, ripgrep's brew formula `if` and `elsif` four in, all in files of two): that block
     rewritten, or its twin clause, is the writer's step, and re-stepping it to the
-    file's changed the file.  A fill nested by four in a file whose keyword blocks nest
-    by two alone still shows its step and goes on the file's.
+    file's changed the file.  A fill nested by four in a file whose blocks nest by two
+    alone still shows its step and goes on the file's.
     """
     comments, lifetimes = _line_comments(language), _lifetimes(language)
     widths = [_width(_leading(line)) for line in rest]  # a tab 8 columns (GNU style)
@@ -900,7 +902,7 @@ def _on_document_unit(head: str, rest: list[str], unit: int, language: str | Non
             if rest[i].rstrip().endswith("\\"):
                 continued.add(next((j for j in code if j > i), -1))
     if keyword_steps:
-        steps |= keyword_steps - _keyword_steps(text, language)
+        steps |= keyword_steps - _block_steps(text, language)
     if len(steps) != 1 or (step := steps.pop()) == unit or step not in (2, 4, 8):
         return None
     levels = [(anchor, anchor)]  # (the fill's column, the document's) of the open levels

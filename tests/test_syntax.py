@@ -940,14 +940,21 @@ def test_a_fill_s_keyword_blocks_are_re_stepped_as_its_brace_blocks(
     ("bash", "cleanup() {\n  rm -f \"$file\"\n}\n\n⟦if ! [ -x \"$(command -v gcc)\" ]; then\n"
      "        echo \"skip: no gcc\"\n        exit 2\nfi⟧\n",
      "if ! [ -x \"$(command -v gcc)\" ]; then\n        echo \"skip: no gcc\"\n        exit 2\nfi"),
-], ids=["ruby-elsif", "bash-then", "bash-rewrite"])
+    # sensible-editor: `then` / a tab, as its functions' `{` / a tab, beside `if` / four
+    ("bash", "IsError()\n{\n\t[ \"$1\" -ne 126 ]\n}\n\nRun()\n{\n\t\"$@\"\n\tret=$?\n}\n\n"
+     "nano ()\n{\n    if [ -z \"$TERM\" ]; then\n\treturn 126\n    else\n\tcommand nano \"$@\"\n"
+     "    fi\n}\n\n⟦⟧\n\n# fix\nif [ -n \"$HOME\" ]; then\n    if [ -r ~/.e ]; then\n\t. ~/.e\n"
+     "    fi\nfi\n",
+     "if [ -n \"$VISUAL\" ]; then\n\tRun \"$VISUAL\" \"$@\"\nfi"),
+], ids=["ruby-elsif", "bash-then", "bash-rewrite", "bash-brace-step"])
 def test_a_keyword_block_nested_by_a_step_the_file_s_own_show_is_kept_as_written(
         language: str, marked: str, fill: str) -> None:
     """A script that writes one block unlike the rest of the file (ripgrep's brew
-    formula, perf's tests, fakeroot's `do` / four in) has that step in its own keyword
-    blocks: a fill nested by it, the block rewritten or its twin clause, is the writer's
-    and stays.  Re-stepped to the file's unit as a model's four, it changed the file (15
-    fills of the exact-code request round trip)."""
+    formula, perf's tests, fakeroot's `do` / four in) has that step in its own blocks: a
+    fill nested by it, the block rewritten or its twin clause, is the writer's and
+    stays.  Re-stepped to the file's unit as a model's four, it changed the file (15
+    fills of the exact-code request round trip; sensible-editor's `then` / a tab, whose
+    step only its functions' `{` show, at a blank line)."""
     assert _shaped(marked, fill, language) == fill
 
 
