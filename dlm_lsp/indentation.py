@@ -47,6 +47,10 @@ _KEYWORD_HEADS = {"ruby": re.compile(r"(def|class|module|for)\b|(.*\s=\s*)?(if|u
                   "lua": re.compile(r".*(\b(then|do)|\bfunction\b[\w.: ]*\([^()]*\))$"),
                   "bash": re.compile(r"((.*;)?\s*(then|do)|case\b.*\bin)$")}
 
+# The step the shipped model (trained on Python) and most published models nest by: the
+# only one read below a keyword head (`_on_document_unit`), where files vary the most
+_MODEL_STEP = 4
+
 _STATEMENT_LINES = 200  # lines above a header read for the statement it continues
 # What a line that leaves its statement open ends with, and what one that goes on with the
 # statement above starts with (a leading `.`, `->`, `&&`: Swift's, Kotlin's, JavaScript's)
@@ -880,8 +884,11 @@ def _on_document_unit(head: str, rest: list[str], unit: int, language: str | Non
     unlike the rest of the file (perf's tests `then` / eight in, fakeroot's `do` / four
     in, ripgrep's brew formula `if` and `elsif` four in, all in files of two): that block
     rewritten, or its twin clause, is the writer's step, and re-stepping it to the
-    file's changed the file.  A fill nested by four in a file whose blocks nest by two
-    alone still shows its step and goes on the file's.
+    file's changed the file.  Nor does one other than four, the step the shipped model
+    and most published ones nest by (`_MODEL_STEP`): a keyword block two in in a script
+    of four (bzdiff's case arms) or a tab in in one of two (exim4-base's) is no model's
+    but the writer's, and the fill is kept.  A fill nested by four in a file whose blocks
+    nest by two alone still shows its step and goes on the file's.
     """
     comments, lifetimes = _line_comments(language), _lifetimes(language)
     widths = [_width(_leading(line)) for line in rest]  # a tab 8 columns (GNU style)
@@ -902,7 +909,10 @@ def _on_document_unit(head: str, rest: list[str], unit: int, language: str | Non
             if rest[i].rstrip().endswith("\\"):
                 continued.add(next((j for j in code if j > i), -1))
     if keyword_steps:
-        steps |= keyword_steps - _block_steps(text, language)
+        shown = keyword_steps - _block_steps(text, language)
+        if shown - {_MODEL_STEP}:  # no model's step: the writer's own
+            return None
+        steps |= shown
     if len(steps) != 1 or (step := steps.pop()) == unit or step not in (2, 4, 8):
         return None
     levels = [(anchor, anchor)]  # (the fill's column, the document's) of the open levels

@@ -958,6 +958,25 @@ def test_a_keyword_block_nested_by_a_step_the_file_s_own_show_is_kept_as_written
     assert _shaped(marked, fill, language) == fill
 
 
+@pytest.mark.parametrize(("marked", "fill"), [
+    # bzdiff: a case's arms two in, in a script of four
+    ("prog=`basename $0`\ncase \"$prog\" in⟦⟧\nesac\n\nfor f in \"$@\"; do\n"
+     "    if [ -f \"$f\" ]; then\n        cat \"$f\"\n    fi\ndone\n",
+     "\n  *cmp) comp=${CMP-cmp}   ;;\n  *)    comp=${DIFF-diff} ;;"),
+    # test_arm_spe_fork.sh: `then` / eight in, in a script of two
+    ("f() {\n  a\n}\n\nif [ \"$x\" = \"$y\" ];\nthen⟦⟧\nfi\n\nif [ -n \"$z\" ]; then\n  b\nfi\n",
+     "\n        echo FAIL\n        exit 1"),
+], ids=["two-in-four", "eight-in-two"])
+def test_a_keyword_block_nested_by_no_model_s_step_is_kept_as_written(
+        marked: str, fill: str) -> None:
+    """A model nests by four (the shipped one, most published ones): a fill whose keyword
+    block is two in in a script of four, or eight in in one of two, was written so by
+    the file's writer, even where the document shows that step nowhere else (the block
+    was the file's only one), and stays.  Re-stepped to the file's unit, it changed the
+    file (bzdiff's case arms; the request round trip's exact code, seed 1)."""
+    assert _shaped(marked, fill, "bash") == fill
+
+
 def test_a_namespace_body_at_a_blank_line_stays_at_the_header_s_column() -> None:
     marked = "namespace a {\n\nint g() {\n  return 1;\n}\n\n⟦⟧\n\n}  // namespace a\n"
     fill = "int f() {\n  return 0;\n}"
