@@ -23,6 +23,7 @@ character ranges of the candidate document, where the fill occupies [start, star
 
 from __future__ import annotations
 
+import bisect
 import importlib
 import itertools
 import os
@@ -37,6 +38,7 @@ from tree_sitter import Language, Node, Parser, Tree
 
 from dlm_lsp.bash_syntax import BashSyntax, bash_for
 from dlm_lsp.python_syntax import PythonSyntax, Rejection
+from dlm_lsp.trees import ancestors
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ _EXTENSIONS: dict[str, str] = {
 # every top-level node, ~80 ms on a 5 MB file, more than a denoising step.
 WINDOW_ABOVE = 200_000  # characters
 WINDOW_LINES = 400  # the window's syntax node spans at most this many lines
-WINDOW_MAX_CHARS = 200_000  # a window longer than this is none (see _validate_in_window)
+WINDOW_MAX_CHARS = 200_000  # a window of lines longer than this is cut inside them, if at all
 KEEP_VERDICTS = 256  # verdicts a document version keeps (a fill meets its text repeatedly)
 
 # One parser per language, built on first use; a string records why a grammar failed to load.
@@ -343,6 +345,15 @@ class ParsedDocument:
         block = offset // _BYTE_BLOCK
         return self._blocks[block] + len(_encode(self.text[block * _BYTE_BLOCK:offset]))
 
+    def _char(self, byte: int) -> int:
+        """The character offset of byte `byte` (a character's first byte): the block it
+        lies in, and that block's bytes before it decoded (see `_byte`)."""
+        if self._blocks is None:
+            return byte
+        block = bisect.bisect_right(self._blocks, byte) - 1
+        before = self.data[self._blocks[block]:byte]
+        return block * _BYTE_BLOCK + len(before.decode("utf-8", "surrogatepass"))
+
     def _place(self, offset: int) -> _Place:
         """Byte offset and point of character `offset`."""
         byte, line = self._byte(offset), self.text.rfind("\n", 0, offset) + 1
@@ -398,6 +409,9 @@ class ParsedDocument:
             low, high = self.window(start, end)
             if high - low <= WINDOW_MAX_CHARS:
                 return self._validate_in_window(start, end, fill, low, high)
+            inside = self._validate_inside_lines(start, end, fill)
+            if inside is not None:
+                return inside
         candidate = _errors(*self._parse_with(start, end, fill))
         if not candidate:  # the common case: no need for a baseline at all
             return self._confirmed(start, end, fill, "no syntax errors")
@@ -537,9 +551,18 @@ class ParsedDocument:
         A window is whole lines, and a line may be megabytes (a minified bundle is one):
         a window longer than WINDOW_MAX_CHARS, parsed afresh for each version, cost more than
         the document's own tree, which each version reparses incrementally from the last
-        (a 1 MB bundle's window 0.9 s a keystroke, its tree 0.07 s), so the document is
-        validated whole instead (`_validate`).
+        (a 1 MB bundle's window 0.9 s a keystroke, its tree 0.07 s), so the window is cut
+        inside the line instead (`_validate_inside_lines`), or the document validated
+        whole where no cut reads as it does (`_validate`).
         """
+        verdict = self._part(low, high).validate(start - low, end - low, fill)
+        if verdict.valid:
+            return self._bash_confirmed(start, end, fill, verdict)
+        line_start = self.text.rfind("\n", 0, low) + 1
+        return _moved(verdict, self.text.count("\n", 0, low), low - line_start, low)
+
+    def _part(self, low: int, high: int) -> ParsedDocument:
+        """text[low:high] parsed on its own, the last window's kept."""
         key = (low, high)
         part = self._windows.get(key)
         if part is None:
@@ -549,14 +572,83 @@ class ParsedDocument:
                                   self._parser if isinstance(parser, str) else parser)
             part.windowed = False
             self._windows = {key: part}
-        verdict = part.validate(start - low, end - low, fill)
-        if verdict.valid:
-            return self._bash_confirmed(start, end, fill, verdict)
-        shift = self.text.count("\n", 0, low)
-        return replace(verdict, new_errors=tuple((line + shift, column)
-                                                 for line, column in verdict.new_errors),
-                       new_ranges=tuple((a + low, b + low) for a, b in verdict.new_ranges),
-                       reason=_shift_reason(verdict, shift))
+        return part
+
+    def _validate_inside_lines(self, start: int, end: int, fill: str) -> Validation | None:
+        """Validate in a window cut inside the span's line, where its whole lines are too
+        long for one (a minified bundle is one line of megabytes); None where no cut
+        reads as the document does.
+
+        The document's tree is reparsed from the last version's, but each fill's reparse
+        still walks the bundle's one node: ~0.35 s a parse at 3 MB, two or three a round
+        of a rewrite whose candidates fail.  The window is the largest node holding the
+        span within WINDOW_MAX_CHARS (a function, a statement of the bundle's body) with
+        its named neighbours, so its edges are the tree's own boundaries, and it is used
+        only where it reads as the document does there: its errors are the document's
+        inside it, no more, no fewer (an object's pairs or a list's items cut out of
+        their brackets read as broken code), and where the fill leaves the nodes at its
+        edges as they were (`_reads_around`): damage that goes on past it is seen whole."""
+        cut = self._cut_inside_lines(start, end)
+        if cut is None:
+            return None
+        low, high = cut
+        theirs = []
+        for error in self.errors:
+            if error.end > low and error.start < high:
+                if error.start < low or error.end > high:
+                    return None  # damage across the cut: the window cannot read it
+                theirs.append((error.kind, error.start - low, error.end - low))
+        part = self._part(low, high)
+        if ([(e.kind, e.start, e.end) for e in part.errors] != theirs
+                or not part._reads_around(start - low, end - low, fill)):
+            return None
+        return self._validate_in_window(start, end, fill, low, high)
+
+    def _reads_around(self, start: int, end: int, fill: str) -> bool:
+        """Whether the first and last nodes of this text that lie wholly outside [start,
+        end) read the same with `fill` there: the same type over the same text.  A fill
+        that makes the node after it read otherwise may go on doing so past a cut window
+        (`f(){}` replaced by `n+` makes the next declaration an operand, and the one
+        after that cannot follow it): the document is validated whole then."""
+        tree, _, _ = self._parse_with(start, end, fill)
+        old, new = self.tree.root_node, tree.root_node
+        if not (old.child_count and new.child_count):
+            return old.child_count == new.child_count
+        shift = len(_encode(fill)) - (self._byte(end) - self._byte(start))
+        head, tail = old.child(0), old.child(old.child_count - 1)
+        if head.end_byte <= self._byte(start):
+            moved = new.child(0)
+            if (moved.type, moved.start_byte, moved.end_byte) != (
+                    head.type, head.start_byte, head.end_byte):
+                return False
+        if tail.start_byte >= self._byte(end):
+            moved = new.child(new.child_count - 1)
+            if (moved.type, moved.start_byte, moved.end_byte) != (
+                    tail.type, tail.start_byte + shift, tail.end_byte + shift):
+                return False
+        return True
+
+    def _cut_inside_lines(self, start: int, end: int) -> tuple[int, int] | None:
+        """The character range of the largest node holding [start, end) within
+        WINDOW_MAX_CHARS, with its named siblings either side where they fit too (see
+        `_validate_inside_lines`); None where no node but the root holds the span."""
+        root = self.tree.root_node
+        first, last = self._byte(start), self._byte(end)
+        inner = root.named_descendant_for_byte_range(first, last) or root
+        chosen = None
+        for node in ancestors(root, inner):  # one descent (a bundle nests deep)
+            if node == root or node.end_byte - node.start_byte > WINDOW_MAX_CHARS:
+                break
+            chosen = node
+        if chosen is None:
+            return None
+        low, high = chosen.start_byte, chosen.end_byte
+        before, after = chosen.prev_named_sibling, chosen.next_named_sibling
+        if before is not None and high - before.start_byte <= WINDOW_MAX_CHARS:
+            low = before.start_byte
+        if after is not None and after.end_byte - low <= WINDOW_MAX_CHARS:
+            high = after.end_byte
+        return self._char(low), self._char(high)
 
 
 def _row_start(text: str, row: int, known: int, known_start: int) -> int:
@@ -598,16 +690,27 @@ def _first_child_ending_after(parent: Node, last: Node | None, byte: int) -> Nod
 
 def _introduced(count: int, line: int, column: int) -> str:
     """The reason of a rejected fill (0-based line and column), one wording for
-    tree-sitter's and CPython's verdicts: `_shift_reason` rewrites its line number."""
-    return (f"fill introduces {count} syntax error(s), first at line {line + 1}, "
-            f"column {column + 1}")
+    tree-sitter's and CPython's verdicts: `_moved` rewrites its line and column."""
+    return f"fill introduces {count} syntax error(s), {_at(line, column)}"
 
 
-def _shift_reason(verdict: Validation, shift: int) -> str:
-    """The window's reason with the document's line number (any detail after it kept)."""
-    line, _ = verdict.new_errors[0]
-    return verdict.reason.replace(f"first at line {line + 1},", f"first at line "
-                                  f"{line + shift + 1},", 1)
+def _at(line: int, column: int) -> str:
+    return f"first at line {line + 1}, column {column + 1}"
+
+
+def _moved(verdict: Validation, lines: int, columns: int, chars: int) -> Validation:
+    """A window's verdict in the document's coordinates: the window starts `lines` lines
+    and `chars` characters into it, `columns` into its first line (0 for whole lines);
+    the reason says the document's line and column (any detail after them kept)."""
+
+    def place(line: int, column: int) -> tuple[int, int]:
+        return line + lines, column + columns if line == 0 else column
+
+    line, column = verdict.new_errors[0]
+    return replace(verdict, new_errors=tuple(place(*where) for where in verdict.new_errors),
+                   new_ranges=tuple((a + chars, b + chars) for a, b in verdict.new_ranges),
+                   reason=verdict.reason.replace(_at(line, column), _at(*place(line, column)),
+                                                 1))
 
 
 def _skip_blanks_back(text: str, at: int) -> int:

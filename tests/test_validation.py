@@ -448,22 +448,118 @@ def test_a_php_window_below_the_opening_tag_is_read_as_php(windowed) -> None:
     assert not document.validate(start, end, bad).valid
 
 
-def test_a_document_whose_window_would_be_too_long_is_validated_whole(monkeypatch) -> None:
-    """A minified bundle is one line, so the window around a span in it (whole lines) was
-    all of it, parsed afresh for each version (0.9 s a keystroke at 1 MB), where the
-    document's own tree is reparsed from the last version's: it is validated whole."""
+def _bundle(functions: int = 400, text: str = "") -> str:
+    """A minified bundle: one line, one function around small functions and objects."""
+    return ("!function(){var e={};" + "".join(
+        f'function a{k}(t,n){{if(!t)return n;for(var o=0;o<t.length;o++)n+=t[o]*{k};'
+        f'return n}}e.f{k}=a{k};var s{k}={{id:{k},name:"{text}n{k}"}};'
+        for k in range(functions)) + "module.exports=e}();\n")
+
+
+@pytest.fixture
+def one_line_too_long(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Windows of whole lines at most 1,000 characters, from documents of 1,000 on: the
+    texts cut out and parsed on their own are listed."""
     monkeypatch.setattr(validation, "WINDOW_ABOVE", 1_000)
     monkeypatch.setattr(validation, "WINDOW_MAX_CHARS", 1_000)
     parts: list[str] = []
     monkeypatch.setattr(validation, "part_parser", lambda language, text: (
         parts.append(text), validation._parser(language))[1])
-    bundle = "".join(f"function a{k}(t){{return t+{k}}}" for k in range(400)) + "\n"
-    at = bundle.index("t+", len(bundle) // 2) + 2
+    return parts
+
+
+def _whole(text: str, language: str) -> validation.ParsedDocument:
+    whole = validation.ParsedDocument(text, language, validation._parser(language))
+    whole.windowed = False
+    return whole
+
+
+@pytest.mark.parametrize("text", ["", "é中😀"])
+def test_a_fill_in_a_line_too_long_for_a_window_is_validated_in_a_cut_of_it(
+        text: str, one_line_too_long: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A minified bundle is one line, so a window of whole lines around a span in it was
+    all of it, and the document was validated whole: each fill reparsed the bundle's one
+    node (0.35 s at 3 MB).  The window is cut inside the line now, at the boundaries of
+    the functions and statements around the span, and says the document's line and
+    column (the characters before it may be of one to four bytes)."""
+    monkeypatch.setattr(validation, "_BYTE_BLOCK", 7)
+    bundle = _bundle(text=text)
+    at = bundle.index("return n}", len(bundle) // 2) + len("return")
     document = validation.parsed_document(bundle, "javascript")
-    assert document.validate(at, at, "1+").valid
-    verdict = document.validate(at, at, "1)")
-    assert not verdict.valid and verdict.new_errors[0][0] == 0
-    assert parts == [], "no window was cut out and parsed"
+    assert document.validate(at, at, " n+1;").valid
+    verdict = document.validate(at, at, " n)")
+    whole = _whole(bundle, "javascript").validate(at, at, " n)")
+    assert not verdict.valid
+    assert (verdict.new_errors, verdict.new_ranges, verdict.reason) == (
+        whole.new_errors, whole.new_ranges, whole.reason)
+    assert one_line_too_long and all(len(part) <= 1_000 for part in one_line_too_long)
+    assert all(part in bundle and part.startswith(("function", "e.f", "var"))
+               for part in one_line_too_long), "cut at the tree's own boundaries"
+
+
+def test_a_cut_window_gives_the_whole_document_s_verdict(one_line_too_long) -> None:
+    """At every offset of a function in the middle of the bundle, written over and
+    inserted: brackets, strings and comments left open, statements and expressions."""
+    bundle = _bundle(12)
+    low = bundle.index("function a6(")
+    high = bundle.index("function a7(")
+    document = validation.parsed_document(bundle, "javascript")
+    whole = _whole(bundle, "javascript")
+    fills = ["", "n+1", "1)", "}", "{", "'", "/*", ";var q=2;"]
+    for at, size, fill in itertools.product(range(low, high), (0, 2), fills):
+        assert document.validate(at, at + size, fill).valid == whole.validate(
+            at, at + size, fill).valid, (bundle[at:at + size], fill)
+    assert one_line_too_long
+
+
+def test_a_fill_that_makes_the_code_after_a_cut_read_otherwise_is_validated_whole(
+        one_line_too_long) -> None:
+    """A function written over with `n+` makes the next one an operand, and the one
+    after that cannot follow it: in a window that ends with the next one, nothing was
+    wrong."""
+    bundle = "".join(f"function a{k}(t){{return t+{k}}}" for k in range(400)) + "\n"
+    start = bundle.index("function a202(")
+    end = bundle.index("function a203(")
+    assert not validation.parsed_document(bundle, "javascript").validate(
+        start, end, "n+").valid
+
+
+def test_a_closer_taken_out_with_the_span_is_missed_at_the_end_of_a_cut(
+        one_line_too_long) -> None:
+    """`99}` of the bundle's last function written over with `n+` leaves it open to the
+    window's end; the text without the span is missing the same `}` there, which
+    excused it."""
+    bundle = "!function(){" + "".join(f"function a{k}(t){{return t+{k}}}"
+                                      for k in range(400)) + "}();\n"
+    at = bundle.index("99}}();")
+    document = validation.parsed_document(bundle, "javascript")
+    assert document.validate(at, at + 3, "1}").valid
+    assert not document.validate(at, at + 3, "n+").valid
+
+
+def test_damage_already_in_a_long_line_is_not_the_fill_s(one_line_too_long) -> None:
+    """A function broken far away and the one next to the span: the cut reads as the
+    document does, their errors are in its baselines."""
+    bundle = _bundle().replace("function a5(t,n){", "function a5(t,n{", 1)
+    at = bundle.index("return n}", len(bundle) // 2) + len("return")
+    near = bundle.rfind("for(var o=0;", 0, at - 200)
+    bundle = bundle[:near] + "for(var o=0;;" + bundle[near + len("for(var o=0;"):]
+    at += 1
+    document = validation.parsed_document(bundle, "javascript")
+    assert document.errors, "the document is broken"
+    assert document.validate(at, at, " n+1;").valid
+    assert not document.validate(at, at, " n)").valid
+
+
+def test_a_cut_that_does_not_read_as_the_document_is_not_used(one_line_too_long) -> None:
+    """A dictionary's pairs cut out of their braces are broken code: a fill in a line of
+    them is validated in the whole document, as before."""
+    table = "T = {" + ", ".join(f'"k{k}": [{k}, {k + 1}]' for k in range(600)) + "}\n"
+    at = table.index("[300,") + 1
+    document = validation.parsed_document(table, "python")
+    assert document._validate_inside_lines(at, at, "1, ") is None
+    assert document.validate(at, at, "1, ").valid
+    assert not document.validate(at, at, "1, (").valid
 
 
 BETWEEN_DEFINITIONS = {
