@@ -599,11 +599,13 @@ async def infill(ls: DlmServer, params: Any) -> dict:
 
 
 def _replaced(ls: DlmServer, uri: str, rng: types.Range) -> str:
-    """The text a fill of `rng` replaces, read right after the fill: `fill_range` has
-    just checked that the document is still at the fill's version."""
+    """The code a fill of `rng` replaces, read right after the fill: `fill_range` has
+    just checked that the document is still at the fill's version.  A hole marker is
+    none: nothing may be what goes there (`f(<FILL>)`), as `dlm.fillHoles` fills it."""
     doc = ls.document(uri)
     start, end = range_offsets(doc, rng)
-    return doc.source[start:end]
+    replaced = doc.source[start:end]
+    return "" if replaced == ls.config.hole_marker else replaced
 
 
 @feature(STATUS)

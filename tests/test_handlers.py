@@ -333,6 +333,8 @@ class Rewritten(Filled):
 
     def __init__(self, text: str, *others: str, selected: str = "retu"):
         super().__init__(text, *others)
+        self.selection = {"start": {"line": 1, "character": 4},
+                          "end": {"line": 1, "character": 4 + len(selected)}}
         self.workspace.put_text_document(types.TextDocumentItem(
             DOC.uri, "python", 2, f"def f(x):\n    {selected}\n"))
         self.applied: list[list[types.TextEdit]] = []
@@ -342,7 +344,8 @@ class Rewritten(Filled):
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None,
                          supersedable=True):
-        assert rng == types.Range(types.Position(1, 4), types.Position(1, 8))
+        assert rng == types.Range(types.Position(1, 4),
+                                  types.Position(1, self.selection["end"]["character"]))
         candidates = [Candidate(t, v, 0.0) for t, v in zip(self.texts, self.valid, strict=True)]
         return SimpleNamespace(uri=uri, version=2), InfillResult(
             candidates, SpanPlan(REWRITE, 8, 8, False), steps=8, tokens=8, ms=1.0)
@@ -353,7 +356,7 @@ class Rewritten(Filled):
 
 
 def rewrite(filled: Rewritten) -> dict:
-    return asyncio.run(server.rewrite_selection(filled, DOC.uri, Rewritten.SELECTION))
+    return asyncio.run(server.rewrite_selection(filled, DOC.uri, filled.selection))
 
 
 @pytest.mark.parametrize(("text", "offered"), FILLS)
@@ -382,7 +385,7 @@ def test_a_rewrite_of_whitespace_may_write_whitespace():
 
 
 def infill_selection(rewritten: Rewritten) -> dict:
-    params = {"textDocument": {"uri": DOC.uri}, "range": Rewritten.SELECTION}
+    params = {"textDocument": {"uri": DOC.uri}, "range": rewritten.selection}
     return asyncio.run(server.infill(rewritten, params))
 
 
@@ -419,3 +422,10 @@ def test_a_rewrite_for_another_version_of_the_document_is_refused_and_nothing_ap
         asyncio.run(server.rewrite_selection(rewritten, {
             "uri": DOC.uri, "range": Rewritten.SELECTION, "version": 1}))
     assert rewritten.applied == []
+
+
+def test_a_fill_of_a_hole_marker_may_be_only_whitespace():
+    """Nothing may be what goes in a hole (`f(<FILL>)`), as dlm.fillHoles fills it: the
+    marker is no code that an empty fill would delete."""
+    result = infill_selection(Rewritten("", selected="<FILL>"))
+    assert [e["newText"] for e in result["edits"]] == [""] and "message" not in result
