@@ -21,6 +21,7 @@ const { values: args } = parseArgs({
     settings: { type: "string" },  // the workspace's settings.json (to add it there)
     notebook: { type: "boolean", default: false },  // --file is a notebook, --fixture its cell with the hole
     completion: { type: "string" },  // the server's planted fill, after `ret` on --fixture's blank indented line
+    rewrite: { type: "string" },  // the file the server reads its planted fill from, each fill
   },
 });
 
@@ -182,6 +183,7 @@ async function main() {
   log(`server up: ${JSON.stringify(loaded.status)}`);
   if (args.notebook) return notebook();
   if (args.completion) return completion(readFileSync(args.completion, "utf8"));
+  if (args.rewrite) return rewrite(args.rewrite);
 
   await palette("DLM: Fill holes");
   log("ran DLM: Fill holes");
@@ -626,6 +628,181 @@ async function completion(fill) {
   const errors = events().filter((e) => e.event === "error");
   if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
   console.log(JSON.stringify({ passed: problems.length === 0, problems, shown, chosen, saved }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
+/** Put the cursor at the code of line `row` (0-based) with Go to Line (column 1) and
+ *  Home (VS Code's goes to the line's first character that is not whitespace). */
+async function goToLine(row) {
+  await quickInput(page, () => page.press("g", "KeyG", 71, 2));
+  await page.type(String(row + 1));
+  await page.press("Enter", "Enter", 13, 0, "\r");
+  await sleep(500);
+  await page.press("Home", "Home", 36);
+}
+
+/** Select the code of line `row`, from its first character that is not whitespace to its end. */
+async function selectCode(row) {
+  await goToLine(row);
+  await page.press("End", "End", 35, 8);
+}
+
+/** Save until the file on disk is `expected` (an edit is applied asynchronously); the
+ *  file's text either way. */
+async function savedAs(expected, timeoutMs = 10000) {
+  await until("the saved file to be as expected", async () => {
+    await page.press("s", "KeyS", 83, 2);
+    await sleep(300);
+    return readFileSync(args.file, "utf8") === expected;
+  }, timeoutMs, 700).catch(() => undefined);
+  return readFileSync(args.file, "utf8");
+}
+
+/** The rows of the shown action menu (Refactor, quick fix): text, whether disabled
+ *  (`option-disabled`: drawn faded, not runnable), tooltip; null where none is shown. */
+const actionMenu = () => page.evaluate(`(() => {
+  const widget = [...document.querySelectorAll('.action-widget')].find((w) => w.getBoundingClientRect().height > 0);
+  if (!widget) return null;
+  return [...widget.querySelectorAll('.monaco-list-row')].map((r) => ({
+    text: r.textContent.replace(/\u00a0/g, " ").trim(), header: r.classList.contains('group-header'),
+    disabled: r.classList.contains('option-disabled'), title: r.title || '' }));
+})()`);
+
+/** The lightbulb, where the editor shows one (a content widget, or a glyph in the gutter:
+ *  `codicon-gutter-lightbulb`, VS Code's default now). */
+const lightbulb = () => page.evaluate(`[...document.querySelectorAll(
+  '.part.editor .lightBulbWidget, .part.editor [class*="lightbulb"], .part.editor [class*="light-bulb"]')]
+  .some((e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0
+                 && getComputedStyle(e).visibility !== 'hidden'; })`);
+
+/** What the editor says in its message widget (e.g. "No code actions available"). */
+const editorMessage = () => page.evaluate(
+  "[...document.querySelectorAll('.monaco-editor-overlaymessage')].map((e) => e.textContent).join(' | ')");
+
+/**
+ * "DLM: Rewrite block" with fills the server plants (tests/scripted_fills.py reads the
+ * file `fillFile` at each fill), the cursor on the function's `result += x` line (the
+ * statement that line holds, from its line start: what the command grows it to):
+ *  a. a fill of whitespace only applies nothing: the saved file is the fixture, byte for
+ *     byte, and the status bar says why (the model wrote only whitespace);
+ *  b. a fill of code replaces that line and nothing else, at the version the command was
+ *     asked at (the result's `version`).
+ * Then the code actions, which ask for no fill: a selection of the function gets "Rewrite
+ * selection with dlm-lsp" in the Refactor menu (Ctrl+Shift+R); one of the 300 lines below,
+ * more tokens than maxSpanTokens, gets it disabled: VS Code draws the row faded (under its
+ * title, not the reason), leaves it out of the quick fix menu (Ctrl+.) and the lightbulb,
+ * which show only actions that can run, and shows the server's reason where a keybinding
+ * applies the rewrite at once (editor.action.codeAction, refactor.rewrite, apply "first").
+ */
+async function rewrite(fillFile) {
+  const problems = [];
+  const before = readFileSync(args.fixture, "utf8");
+  const lines = before.split("\n");
+  const row = lines.findIndex((line) => line.trim() === "result += x");
+  const rewrites = () => events().filter((e) => e.event === "rewriteBlock");
+
+  // a. whitespace: nothing applied, and the status bar says why
+  writeFileSync(fillFile, "  ");
+  await selectCode(row);
+  await palette("DLM: Rewrite block");
+  log("ran DLM: Rewrite block (planted fill: whitespace)");
+  const blank = await until("the first rewrite", () => rewrites()[0], 90000, 500);
+  const told = await until("the status bar to say nothing was applied", async () => {
+    const text = await dlmStatusBar();
+    return /nothing applied/.test(text) && text;
+  }, 5000, 200).catch(async (error) => (problems.push(`${error.message}: "${await dlmStatusBar()}"`), ""));
+  if (told && !/only whitespace/.test(told)) problems.push(`the status bar does not say why: "${told}"`);
+  await page.screenshot(join(args.shots, "rewrite-whitespace.png"));
+  if (blank.result?.applied !== false || !/only whitespace/.test(blank.result?.message ?? "")) {
+    problems.push(`a rewrite of whitespace was not refused with a message: ${JSON.stringify(blank.result)}`);
+  }
+  await sleep(1000); // an edit, had one been sent, would have landed
+  const unchanged = await savedAs(before, 3000);
+  if (unchanged !== before) problems.push(`a rewrite of whitespace changed the file: ${JSON.stringify(unchanged.slice(0, 200))}`);
+
+  // b. code: the line replaced by the planted text, nothing else, at the version asked at
+  const planted = "        result += 2 * x  # the planted rewrite";
+  writeFileSync(fillFile, planted);
+  await selectCode(row);
+  await palette("DLM: Rewrite block");
+  log("ran DLM: Rewrite block (planted fill: code)");
+  const written = await until("the second rewrite", () => rewrites()[1], 90000, 500);
+  const expected = [...lines.slice(0, row), planted, ...lines.slice(row + 1)].join("\n");
+  const saved = await savedAs(expected);
+  await page.screenshot(join(args.shots, "rewrite-applied.png"));
+  const range = { start: { line: row, character: 0 }, end: { line: row, character: lines[row].length } };
+  if (!written.result?.applied) problems.push(`the rewrite was not applied: ${JSON.stringify(written.result)}`);
+  if (JSON.stringify(written.result?.range) !== JSON.stringify(range)) {
+    problems.push(`the rewrite's range is not the line's statement: ${JSON.stringify(written.result?.range)}`);
+  }
+  if (written.result?.version !== blank.version) {  // the first rewrite left the version as it was
+    problems.push(`the rewrite was made at version ${written.result?.version}, not ${blank.version}, where it was asked`);
+  }
+  if (saved !== expected) {
+    problems.push(`the saved file is not the fixture with the line rewritten: expected ${JSON.stringify(expected.slice(0, 200))}, `
+                  + `got ${JSON.stringify(saved.slice(0, 200))}`);
+  }
+
+  // c. the Refactor menu: a short selection (the function) offers the rewrite ...
+  const openRefactor = async () => {
+    await page.press("R", "KeyR", 82, 2 | 8); // Ctrl+Shift+R: editor.action.refactor
+    return until("the Refactor menu", actionMenu, 10000).catch(async (error) => {
+      problems.push(`${error.message} (editor says: "${await editorMessage()}")`);
+      return null;
+    });
+  };
+  await goToLine(0);
+  for (let i = 0; i < 5; i++) await page.press("ArrowDown", "ArrowDown", 40, 8);
+  await sleep(1500);
+  const short = await openRefactor();
+  await page.screenshot(join(args.shots, "refactor-short.png"));
+  await page.press("Escape", "Escape", 27);
+  const offered = short?.find((r) => r.text.includes("Rewrite selection with dlm-lsp"));
+  if (short && (!offered || offered.disabled)) {
+    problems.push(`a short selection's Refactor menu has no runnable rewrite: ${JSON.stringify(short)}`);
+  }
+  // ... and one of the 300 lines shows it disabled, with the reason, and only there
+  const first = lines.findIndex((line) => line.startsWith("SQUARE_001")); // b kept the lines where they were
+  // selected from the end of the file up, so that the view shows its start, where a
+  // lightbulb would be drawn
+  await page.press("End", "End", 35, 2); // Ctrl+End
+  await page.press("Home", "Home", 36, 2 | 8); // Ctrl+Shift+Home: select to the start
+  for (let i = 0; i < first; i++) await page.press("ArrowDown", "ArrowDown", 40, 8);
+  await sleep(3000); // the code actions are asked for, the lightbulb updated
+  const bulb = await lightbulb();
+  await page.screenshot(join(args.shots, "selection-long.png"));
+  if (bulb) problems.push("the editor shows a lightbulb on the long selection");
+  await page.press(".", "Period", 190, 2); // Ctrl+.: editor.action.quickFix
+  await sleep(2000);
+  const quickFix = await actionMenu();
+  const quickFixMessage = await editorMessage();
+  await page.screenshot(join(args.shots, "quickfix-long.png"));
+  await page.press("Escape", "Escape", 27);
+  if (quickFix?.some((r) => /dlm-lsp|maxSpanTokens/.test(r.text))) {
+    problems.push(`the quick fix menu offers the rewrite of a selection too long: ${JSON.stringify(quickFix)}`);
+  }
+  await sleep(500);
+  const long = await openRefactor();
+  await page.screenshot(join(args.shots, "refactor-long.png"));
+  await page.press("Escape", "Escape", 27);
+  const faded = long?.find((r) => r.text.includes("Rewrite selection with dlm-lsp"));
+  if (long && (!faded || !faded.disabled)) {
+    problems.push(`the Refactor menu does not show the rewrite disabled: ${JSON.stringify(long)}`);
+  }
+  // the reason: VS Code shows it where a keybinding would apply the action at once (here
+  // Ctrl+Alt+R, editor.action.codeAction for refactor.rewrite, apply "first", which
+  // run.sh binds), in the editor's message widget
+  await page.press("r", "KeyR", 82, 1 | 2);
+  const reason = await until("the editor to say why the rewrite is disabled", async () => {
+    const text = await editorMessage();
+    return /maxSpanTokens/.test(text) && text;
+  }, 10000).catch(async (error) => (problems.push(`${error.message}: "${await editorMessage()}"`), ""));
+  await page.screenshot(join(args.shots, "rewrite-reason.png"));
+  const errors = events().filter((e) => e.event === "error");
+  if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, told, blank: blank.result,
+                               written: written.result, short, bulb, quickFix, quickFixMessage, long, reason }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
 }

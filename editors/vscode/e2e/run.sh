@@ -49,6 +49,21 @@
 #                                      # line in a function, Ctrl+Space, the dlm item (`return [`)
 #                                      # accepted with Enter; the saved file must hold `ret` once
 #                                      # and the fill's later lines at the server's columns
+#   editors/vscode/e2e/run.sh --rewrite
+#                                      # the server is tests/scripted_fills.py (the shipped
+#                                      # model, its fills replaced by the text the driver
+#                                      # plants): "DLM: Rewrite block" on the code of a line in
+#                                      # a function, its fill "  ", applies nothing (the saved
+#                                      # file is the fixture, the status bar says the model
+#                                      # wrote only whitespace); with a fill of code, it
+#                                      # replaces that line's statement and nothing else, at
+#                                      # the version it was asked at; then a short selection's
+#                                      # Refactor menu (Ctrl+Shift+R) offers "Rewrite selection
+#                                      # with dlm-lsp", and one of 300 lines (more tokens than
+#                                      # maxSpanTokens) gets no lightbulb, nothing in the quick
+#                                      # fix menu (Ctrl+.), the action faded in the Refactor
+#                                      # menu, and its reason in the editor from a key that
+#                                      # applies it at once (Ctrl+Alt+R, bound here)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -144,6 +159,24 @@ if [ "${1:-}" = "--completion" ]; then  # a function with an indented blank line
   rm "$WORK/workspace/hello.py"
   FILL="$WORK/fill.txt"                  # what follows `ret`, at the columns the server gives
   printf 'urn [\n        1,\n        2,\n    ]' > "$FILL"
+fi
+if [ "${1:-}" = "--rewrite" ]; then    # a function to rewrite a line of, and 300 lines too
+  FIXTURE="$WORK/totals.py"              # long to rewrite at once (more than maxSpanTokens)
+  FILE="$WORK/workspace/totals.py"
+  {
+    printf 'def total(xs):\n    result = 0\n    for x in xs:\n        result += x\n    return result\n\n\n'
+    for i in $(seq 1 300); do printf 'SQUARE_%03d = %d * %d\n' "$i" "$i" "$i"; done
+    printf '\nprint(total([SQUARE_001, SQUARE_002]))\n'
+  } > "$FIXTURE"
+  cp "$FIXTURE" "$FILE"
+  rm "$WORK/workspace/hello.py"
+  FILL="$WORK/fill.txt"                  # the driver plants each rewrite's text here
+  : > "$FILL"
+  # a user's key for the rewrite applied at once, where VS Code says why it is disabled
+  cat > "$WORK/user/User/keybindings.json" <<'EOF'
+[{ "key": "ctrl+alt+r", "command": "editor.action.codeAction",
+   "args": { "kind": "refactor.rewrite", "apply": "first" }, "when": "editorTextFocus" }]
+EOF
 fi
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ADDRESS=""
@@ -245,4 +278,5 @@ node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
   --fixture "$FIXTURE" --file "$FILE" --shots "$WORK" \
   $([ "${1:-}" = "--tcp-wrong-token" ] && echo --refused) $([ -n "$CRASH" ] && echo --crash "$CRASH") \
   $([ "${1:-}" = "--late-language" ] && echo --late-language perl --settings "$WORK/workspace/.vscode/settings.json") \
-  $([ "${1:-}" = "--notebook" ] && echo --notebook) $([ -n "$FILL" ] && echo --completion "$FILL")
+  $([ "${1:-}" = "--notebook" ] && echo --notebook) $([ "${1:-}" = "--completion" ] && echo --completion "$FILL") \
+  $([ "${1:-}" = "--rewrite" ] && echo --rewrite "$FILL")
