@@ -198,12 +198,23 @@ def enclosing_node_range(text: str, start: int, end: int,
     in a body (a statement, definition, member or item); a selection spanning several of a
     body's members grows to those members, not the whole body.  The range starts at the
     line start when the code starts its line, and always contains the selection.
+
+    The node is found from the selection's code, without the whitespace at its ends: a
+    whole line (what both editors send for the cursor's line) starts in its indentation,
+    outside its statement's node, and grown from there `result = 0` in a method became
+    the whole method.
     """
     grammar = _grammar(language, text)
     if grammar is None:
         return None
     doc = _parse(grammar[1], text)
-    first, last = doc.byte(start), doc.byte(end)
+    selected = text[start:end]
+    if selected.strip():
+        code_start = start + len(selected) - len(selected.lstrip())
+        code_end = end - (len(selected) - len(selected.rstrip()))
+    else:
+        code_start, code_end = start, end
+    first, last = doc.byte(code_start), doc.byte(code_end)
     chain = ancestors(doc.root, doc.root.named_descendant_for_byte_range(first, last)
                       or doc.root)
     at = 0  # chain[at + 1] is chain[at]'s parent

@@ -395,6 +395,22 @@ def test_selection_across_statements_grows_to_those_statements_only() -> None:
     assert _enclosing(marked, "python") == "    y = 1\n    z = 2"
 
 
+@pytest.mark.parametrize("marked", [
+    "class A:\n    def total(self, xs):\n⟦        result = 0⟧\n        return result\n",
+    "class A:\n    def total(self, xs):\n⟦        result = 0\n⟧        return result\n",
+    "class A:\n    def total(self, xs):\n        ⟦result = 0  ⟧\n        return result\n",
+])
+def test_a_whole_line_selected_grows_to_its_own_statement_not_the_one_around_it(marked):
+    """Both editors send the cursor's line from column 0: its indentation lies outside
+    its statement's node, and grown from there the line became its whole method."""
+    assert _enclosing(marked, "python").strip() == "result = 0"
+
+
+def test_a_whole_line_in_a_loop_grows_to_that_line_not_the_loop() -> None:
+    marked = "def f(xs):\n    r = 0\n    for x in xs:\n⟦        r += x⟧\n    return r\n"
+    assert _enclosing(marked, "python") == "        r += x"
+
+
 def test_enclosing_range_always_contains_the_selection() -> None:
     text, start, end = _span("def f(x):\n⟦    y = 1\n⟧    return y\n")
     found = enclosing_node_range(text, start, end, "python")
