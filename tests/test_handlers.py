@@ -14,6 +14,7 @@ from dlm_lsp import protocol, server
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.documents import Refused
 from dlm_lsp.policy import REWRITE, SpanPlan
+from dlm_lsp.repair import DIFFUSION, REPAIR
 from dlm_lsp.results import Candidate, InfillResult
 
 DOC = types.TextDocumentIdentifier(uri="file:///work/a.py")
@@ -346,7 +347,9 @@ class Rewritten(Filled):
                          supersedable=True):
         assert rng == types.Range(types.Position(1, 4),
                                   types.Position(1, self.selection["end"]["character"]))
-        candidates = [Candidate(t, v, 0.0) for t, v in zip(self.texts, self.valid, strict=True)]
+        # the best from the model's own path, the others from repair's
+        candidates = [Candidate(t, v, 0.0, path=DIFFUSION if i == 0 else REPAIR) for i, (t, v)
+                      in enumerate(zip(self.texts, self.valid, strict=True))]
         return SimpleNamespace(uri=uri, version=2), InfillResult(
             candidates, SpanPlan(REWRITE, 8, 8, False), steps=8, tokens=8, ms=1.0)
 
@@ -393,6 +396,7 @@ def test_a_fill_of_a_selection_puts_whitespace_candidates_last_and_edits_with_th
     result = infill_selection(Rewritten("  \n", "return x", "", "x"))
     assert [c["text"] for c in result["candidates"]] == ["return x", "x", "  \n", ""]
     assert [e["newText"] for e in result["edits"]] == ["return x"] and "message" not in result
+    assert result["stats"]["path"] == result["candidates"][0]["path"] == REPAIR
 
 
 def test_a_fill_of_a_selection_of_only_whitespace_candidates_has_no_edit_and_says_why():
