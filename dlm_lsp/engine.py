@@ -40,6 +40,7 @@ from dlm_lsp.policy import (
     MULTI_LINE,
     REWRITE,
     SINGLE_LINE,
+    LengthEstimate,
     SpanPlan,
     local_text,
     plan_span,
@@ -52,7 +53,13 @@ from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled, SamplerConfig, refine_start
 from dlm_lsp.serving import BatchConfig, StepBatcher
-from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
+from dlm_lsp.span import (
+    CHARS_PER_TOKEN,
+    SpanLayout,
+    borrowed_line_break,
+    build_layout,
+    head_chain,
+)
 from dlm_lsp.validation import ParsedDocument, language_for
 
 __all__ = ["Cancelled", "Candidate", "Engine", "InfillRequest", "InfillResult",
@@ -99,6 +106,8 @@ def _is_oom(exc: BaseException) -> bool:
 
 SMALLER_BATCH, ON_CPU = "a smaller batch", "the CPU"  # the ways out of memory, in order
 
+
+BEFORE_LOAD = LengthEstimate(CHARS_PER_TOKEN)  # counts a rewrite's tokens until a model is loaded
 
 # The settings a loaded model depends on, as the user writes them (what they load: see
 # `_placement`).
@@ -260,11 +269,15 @@ class Engine:
 
     def rewrite_refusal(self, selected: str) -> str | None:
         """Why a rewrite of `selected` would be refused as too long, told by the loaded
-        model's tokenizer and length; None until a model is loaded (a code action does
-        not wait for a load)."""
+        model's tokenizer and length.  Until a model is loaded (a code action does not
+        wait for a load) only `maxSpanTokens` is known, and a selection is counted at
+        CHARS_PER_TOKEN characters a token, as a remote server's is: no tokenizer of
+        code writes fewer tokens, so what is told disabled now the command refuses, and
+        a shorter selection may still be told once the model is loaded.  (It was offered
+        enabled, and refused when chosen, while the model loaded.)"""
         model = self._model
         if model is None:
-            return None
+            return rewrite_refusal(selected, self.config, BEFORE_LOAD)
         return rewrite_refusal(selected, self.config, model.tokenizer,
                                span_reach(model.max_length))
 

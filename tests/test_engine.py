@@ -315,6 +315,19 @@ def test_missing_model_directory_raises_model_load_error_naming_the_path(
     assert str(missing) in str(info.value)
 
 
+def test_before_the_model_loads_a_selection_plainly_too_long_is_told_without_loading_it(
+        tmp_path: Path) -> None:
+    """A code action asked while the model loads (or failed to) is not kept waiting, and a
+    selection longer than `maxSpanTokens` at 16 characters a token is told disabled then,
+    as the command would refuse it; a shorter one waits for the model's own count."""
+    eng = Engine(ServerConfig(model=str(tmp_path / "no-such-model"), device="cpu",
+                              max_span_tokens=64))
+    told = eng.rewrite_refusal("x = 1\n" * (16 * 64 // 6 + 1))
+    assert told is not None and "maxSpanTokens, 64" in told
+    assert eng.rewrite_refusal("x = 1\n" * (16 * 64 // 6 - 1)) is None
+    assert eng._model is None and eng._load_error is None  # nothing was loaded or tried
+
+
 def test_status_answers_loading_while_the_model_loads_instead_of_waiting_for_it(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """dlm/status is answered on the server's event loop: while a big checkpoint loaded, it
