@@ -47,6 +47,15 @@ says something this module does not understand, there is no verdict and
 tree-sitter's stands.  Without bash on PATH (Windows, minimal containers) the
 check is not made.
 
+A script whose shebang names POSIX sh (`sh`, `dash`, `ash`) runs under dash on Debian
+and Ubuntu, which rejects bash's own syntax: arrays, `function f {`, `<<<`, `select`,
+`for ((...))`, `<(...)`.  bash parses all of them, so a fill written in bash passed
+and broke the script where /bin/sh is dash.  Where `dash` is on PATH and the whole
+script as it is parses with `dash -n` (a script that already uses bash's syntax is
+run by a bash, whatever its shebang says), a fill bash passes is parsed again by
+`dash -n`, on the same chunk and with the same baseline.  dash is given the same
+cleared environment and timeout.
+
 Only the request's whole document is checked this way (validation.parsed_document
 decides, `bash_for`): the dialect is read from its shebang and file name, which
 the lines around a span that units.py judges do not show, and a process per
@@ -82,8 +91,13 @@ _OTHER_SUFFIXES = (".zsh", ".zsh-theme", ".ksh", ".mksh", ".csh", ".tcsh", ".fis
 _OTHER_NAMES = frozenset({".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".kshrc",
                           ".mkshrc", ".cshrc", ".tcshrc", ".login", ".logout"})
 
+# The POSIX sh family, whose scripts dash also checks (see the module's docstring).
+_POSIX_SHELLS = frozenset({"sh", "dash", "ash"})
+
 # bash's messages, as it writes them with argv[0] "bash" and no locale
 _MESSAGE = re.compile(r"bash: line (\d+): (.*)")
+# dash's, with argv[0] "dash": "dash: 3: Syntax error: "(" unexpected"
+_DASH_MESSAGE = re.compile(r"dash: (\d+): (.*)")
 _HEREDOC = re.compile(r"warning: here-document at line (\d+) delimited by end-of-file "
                       r"\(wanted `(.*)'\)")
 _COMMENT_OR_BLANK = re.compile(r"[ \t]*(#.*)?")
@@ -147,12 +161,20 @@ def _stdin(data: bytes) -> BinaryIO:
 
 def run_bash(bash: str, source: str) -> subprocess.CompletedProcess[bytes] | None:
     """`bash -n` over `source` (see the module's Safety), or None when it cannot run."""
+    return _run(["bash", "--norc", "--noprofile", "-O", "extglob", "-n"], bash, source)
+
+
+def run_dash(dash: str, source: str) -> subprocess.CompletedProcess[bytes] | None:
+    """`dash -n` over `source`, as bash is run, or None when it cannot run."""
+    return _run(["dash", "-n"], dash, source)
+
+
+def _run(args: list[str], program: str, source: str) -> subprocess.CompletedProcess[bytes] | None:
     try:
         with _stdin(source.encode("utf-8", "surrogatepass")) as script:
-            return subprocess.run(["bash", "--norc", "--noprofile", "-O", "extglob", "-n"],
-                                  executable=bash, stdin=script, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, env={"LC_ALL": "C"},
-                                  timeout=TIMEOUT, check=False)
+            return subprocess.run(args, executable=program, stdin=script,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  env={"LC_ALL": "C"}, timeout=TIMEOUT, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -175,6 +197,21 @@ def _failure(bash: str, source: str) -> _Failure | None | object:
             return _Failure(int(said.group(1)) - 1, int(said.group(1)) - 1, message)
     # bash -n goes on after some errors (a `[[ ]]` it cannot parse) and exits 0: the message
     # decides; a failing exit with none understood (not a script, no such shell) says nothing
+    return None if done.returncode == 0 else _NO_VERDICT
+
+
+def _dash_failure(dash: str, source: str) -> _Failure | None | object:
+    """dash's first objection to `source`, None when it parses, or _NO_VERDICT.  dash
+    reads a heredoc left open to the end as text and says nothing (bash's check finds
+    those), and names a line past the last for an end of file it did not expect."""
+    done = run_dash(dash, source)
+    if done is None:
+        return _NO_VERDICT
+    for line in done.stderr.decode("utf-8", "replace").splitlines():
+        said = _DASH_MESSAGE.fullmatch(line)
+        if said is not None:
+            row = int(said.group(1)) - 1
+            return _Failure(row, row, said.group(2))
     return None if done.returncode == 0 else _NO_VERDICT
 
 
@@ -241,8 +278,11 @@ class BashSyntax:
 
     def __init__(self, text: str, root: Node, line_starts: list[int], bash: str):
         self.text, self.root, self.lines, self.bash = text, root, line_starts, bash
+        # dash checks a POSIX sh script too, once it is known to parse whole with dash
+        self.dash = shutil.which("dash") if interpreter(text) in _POSIX_SHELLS else None
+        self._posix: bool | None = None
         self._chunks: dict[tuple[int, int], tuple[int, int]] = {}
-        self._as_it_is: dict[tuple[int, int], _Failure | None | object] = {}
+        self._as_it_is: dict[tuple[str, int, int], _Failure | None | object] = {}
 
     def _row(self, offset: int) -> int:
         return bisect.bisect_right(self.lines, offset) - 1
@@ -272,21 +312,42 @@ class BashSyntax:
             top, bottom = rows
         return self.lines[top], self._line_end(bottom)
 
-    def _failure_as_it_is(self, low: int, high: int) -> _Failure | None | object:
-        """bash's verdict on lines [low, high) as they are, asked once per chunk."""
-        key = (low, high)
+    def _verdict(self, parser: str, source: str) -> _Failure | None | object:
+        """`parser`'s ("bash" or "dash") first objection to `source`."""
+        return _failure(self.bash, source) if parser == "bash" else _dash_failure(
+            self.dash or "dash", source)
+
+    def _failure_as_it_is(self, parser: str, low: int, high: int) -> _Failure | None | object:
+        """`parser`'s verdict on lines [low, high) as they are, asked once per chunk."""
+        key = (parser, low, high)
         if key not in self._as_it_is:
-            self._as_it_is[key] = _failure(self.bash, self.text[low:high])
+            self._as_it_is[key] = self._verdict(parser, self.text[low:high])
         return self._as_it_is[key]
 
+    def _held_to_posix(self) -> bool:
+        """Whether fills are checked by dash too: a POSIX sh script, dash on PATH, and the
+        whole script parsing with it as it is (asked once, at the first fill bash passes)."""
+        if self.dash is None:
+            return False
+        if self._posix is None:
+            self._posix = _dash_failure(self.dash, self.text) is None
+        return self._posix
+
     def rejects(self, start: int, end: int, fill: str) -> Rejection | None:
-        """bash's objection to `fill` written over [start, end), or None."""
+        """bash's objection to `fill` written over [start, end), else dash's where the
+        script is held to POSIX sh, or None."""
+        rejected = self._rejects("bash", start, end, fill)
+        if rejected is None and self._held_to_posix():
+            rejected = self._rejects("dash", start, end, fill)
+        return rejected
+
+    def _rejects(self, parser: str, start: int, end: int, fill: str) -> Rejection | None:
         low, high = self._chunk(start, end)
         source = self.text[low:start] + fill + self.text[end:high]
-        failure = _failure(self.bash, source)
-        if not isinstance(failure, _Failure):  # it parses, or bash said nothing clear
+        failure = self._verdict(parser, source)
+        if not isinstance(failure, _Failure):  # it parses, or the shell said nothing clear
             return None
-        old = self._failure_as_it_is(low, high)
+        old = self._failure_as_it_is(parser, low, high)
         if old is _NO_VERDICT or (isinstance(old, _Failure) and not self._blamed(
                 old, low, high, failure, source, start, end, fill)):
             return None
@@ -297,7 +358,7 @@ class BashSyntax:
         at = low + sum(len(text) + 1 for text in lines[:row])
         top = self._row(low)
         return Rejection(top + row, column, at + column, at + max(column, len(line.rstrip())),
-                         failure.said(top))
+                         failure.said(top), parser)
 
     def _blamed(self, old: _Failure, low: int, high: int, new: _Failure, source: str,
                 start: int, end: int, fill: str) -> bool:

@@ -63,6 +63,7 @@ class Rejection(NamedTuple):
     start: int  # character range of the error in the filled document
     end: int
     message: str
+    parser: str = "Python"  # which parser said it, as the verdict names it
 
 
 class _Chunk(NamedTuple):

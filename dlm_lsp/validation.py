@@ -451,7 +451,8 @@ class ParsedDocument:
                                     Validation(True, True, self.language, reason=reason))
 
     def _bash_confirmed(self, start: int, end: int, fill: str, passed: Validation) -> Validation:
-        """`passed`, unless bash rejects the fill of a shell document (see bash_syntax).
+        """`passed`, unless bash (or dash, for a POSIX sh script) rejects the fill of a shell
+        document (see bash_syntax).
 
         bash reads the commands around the span in the whole document, also where
         tree-sitter judged a window of it: a window's edges cut through the functions
@@ -462,7 +463,7 @@ class ParsedDocument:
             self._shell = BashSyntax(self.text, self.tree.root_node, self._line_starts(),
                                      self.bash)
         rejected = self._shell.rejects(start, end, fill)
-        return passed if rejected is None else self._rejected(rejected, "bash")
+        return passed if rejected is None else self._rejected(rejected, rejected.parser)
 
     def _rejected(self, rejected: Rejection, parser: str) -> Validation:
         """The verdict of a second parser that rejects a fill tree-sitter passed."""

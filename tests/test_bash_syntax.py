@@ -194,22 +194,29 @@ def test_a_bash_that_cannot_answer_leaves_tree_sitter_s_verdict(
     assert asked and result.valid and result.checked
 
 
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], dict]]:
+    """The arguments of every process the check runs (each still runs)."""
+    made: list[tuple[list[str], dict]] = []
+    run = subprocess.run
+
+    def recording(args: list[str], **kwargs: object) -> subprocess.CompletedProcess:
+        made.append((args, kwargs))
+        return run(args, **kwargs)
+
+    monkeypatch.setattr(bash_syntax.subprocess, "run", recording)
+    return made
+
+
 def test_bash_gets_no_startup_files_and_a_cleared_environment(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        calls: list[tuple[list[str], dict]]) -> None:
     marker = tmp_path / "ran"
     startup = tmp_path / "startup.sh"
     startup.write_text(f"touch {marker}\n")
     for name in ("BASH_ENV", "ENV"):
         monkeypatch.setenv(name, str(startup))
     monkeypatch.setenv("SHELLOPTS", "noclobber")
-    calls: list[tuple[list[str], dict]] = []
-    run = subprocess.run
-
-    def recording(args: list[str], **kwargs: object) -> subprocess.CompletedProcess:
-        calls.append((args, kwargs))
-        return run(args, **kwargs)
-
-    monkeypatch.setattr(bash_syntax.subprocess, "run", recording)
     assert not _fill("x=1\n⟦⟧\necho b\n", "fi").valid
     assert calls
     for args, kwargs in calls:
@@ -251,3 +258,63 @@ def test_a_large_document_is_read_by_bash_around_the_span_not_in_tree_sitter_s_w
     assert not result.valid
     assert result.new_errors == ((97, 2),)
     assert "first at line 98," in result.reason and "(bash: " in result.reason
+
+
+# --- POSIX sh scripts ----------------------------------------------------------------------
+
+
+needs_dash = pytest.mark.skipif(shutil.which("dash") is None, reason="no dash on PATH")
+SH_SCRIPT = "#!/bin/sh\nset -e\nx=1\n⟦⟧\necho \"$x\"\n"
+BASHISMS = ["a=(1 2)", "function g { echo a; }", "cat <<< \"$x\"",
+            "select y in a b; do echo \"$y\"; done", "for ((i = 0; i < 3; i++)); do echo; done",
+            "diff <(ls) <(ls -a)"]
+
+
+@needs_dash
+@pytest.mark.parametrize("fill", BASHISMS)
+def test_a_posix_sh_script_gets_no_fill_in_bash_s_own_syntax(fill: str) -> None:
+    """/bin/sh is dash on Debian and Ubuntu: bash parses these, dash fails on them, so
+    the fill would break the script there."""
+    result = _fill(SH_SCRIPT, fill)
+    assert not result.valid
+    assert "(dash: Syntax error: " in result.reason
+    assert result.new_errors[0][0] == 3  # the fill's line
+    assert _fill(SH_SCRIPT.replace("#!/bin/sh", "#!/bin/bash"), fill).valid
+    assert _fill(SH_SCRIPT.replace("#!/bin/sh\n", ""), fill).valid  # no shebang: bash's file
+
+
+@needs_dash
+@pytest.mark.parametrize("shebang", ["#!/bin/sh", "#!/usr/bin/env sh", "#!/bin/dash"])
+def test_posix_fills_in_a_posix_sh_script_are_accepted(shebang: str) -> None:
+    script = SH_SCRIPT.replace("#!/bin/sh", shebang)
+    for fill in ["[ -n \"$x\" ] && echo yes", "f() {\n  echo \"$1\"\n}", "y=$((x + 1))",
+                 "cat <<EOF\n$x\nEOF"]:
+        assert _fill(script, fill).valid, fill
+    assert not _fill(script, "a=(1 2)").valid
+
+
+@needs_dash
+def test_an_sh_script_already_in_bash_s_syntax_is_held_to_bash_only() -> None:
+    """A `#!/bin/sh` script that uses arrays runs under a bash wherever it works at all
+    (its /bin/sh is bash): a fill in the same syntax is no new damage."""
+    script = "#!/bin/sh\nitems=(a b)\nx=1\n\n\n\n⟦⟧\necho \"$x\"\n"
+    assert _fill(script, "a=(1 2)").valid
+    assert not _fill(script, "fi").valid  # bash still checks
+
+
+def test_without_dash_on_path_a_posix_sh_script_is_checked_by_bash(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "bash").symlink_to(shutil.which("bash"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert _fill(SH_SCRIPT, "a=(1 2)").valid
+    assert not _fill(SH_SCRIPT, "fi").valid
+
+
+@needs_dash
+def test_dash_gets_a_cleared_environment_and_the_timeout(
+        calls: list[tuple[list[str], dict]]) -> None:
+    assert not _fill(SH_SCRIPT, "a=(1 2)").valid
+    dash = [(args, kwargs) for args, kwargs in calls if args[0] == "dash"]
+    assert dash and all(args == ["dash", "-n"] for args, _ in dash)
+    assert all(kwargs["env"] == {"LC_ALL": "C"} and kwargs["timeout"] == bash_syntax.TIMEOUT
+               for _, kwargs in dash)
