@@ -582,17 +582,19 @@ class ParsedDocument:
 
         The document's tree is reparsed from the last version's, but each fill's reparse
         still walks the bundle's one node: ~0.35 s a parse at 3 MB, two or three a round
-        of a rewrite whose candidates fail.  The window is the largest node holding the
-        span within WINDOW_MAX_CHARS (a function, a statement of the bundle's body) with
-        its named neighbours, so its edges are the tree's own boundaries, and it is used
-        only where it reads as the document does there: its errors are the document's
-        inside it, no more, no fewer (an object's pairs or a list's items cut out of
-        their brackets read as broken code), and where the fill leaves the nodes at its
-        edges as they were (`_reads_around`): damage that goes on past it is seen whole."""
-        cut = self._cut_inside_lines(start, end)
-        if cut is None:
+        of a rewrite whose candidates fail.  The window is cut at the tree's own
+        boundaries (`_cut_inside_lines`: a function, a statement of the bundle's body,
+        with its neighbours) and used only where it reads as the document does there:
+        its top-level nodes are the document's nodes it was cut at (a list's items cut
+        out of their brackets read as one expression, in which `1; 2` is code), its
+        errors are the document's inside it, no more, no fewer (an object's pairs cut out
+        of their braces read as broken code), and the fill leaves the nodes at its edges
+        as they were (`_reads_around`): damage that goes on past it
+        is seen whole."""
+        nodes = self._cut_inside_lines(start, end)
+        if nodes is None:
             return None
-        low, high = cut
+        low, high = self._char(nodes[0].start_byte), self._char(nodes[-1].end_byte)
         theirs = []
         for error in self.errors:
             if error.end > low and error.start < high:
@@ -600,7 +602,10 @@ class ParsedDocument:
                     return None  # damage across the cut: the window cannot read it
                 theirs.append((error.kind, error.start - low, error.end - low))
         part = self._part(low, high)
-        if ([(e.kind, e.start, e.end) for e in part.errors] != theirs
+        shift = nodes[0].start_byte
+        if ([(n.type, n.start_byte, n.end_byte) for n in part.tree.root_node.named_children]
+                != [(n.type, n.start_byte - shift, n.end_byte - shift) for n in nodes]
+                or [(e.kind, e.start, e.end) for e in part.errors] != theirs
                 or not part._reads_around(start - low, end - low, fill)):
             return None
         return self._validate_in_window(start, end, fill, low, high)
@@ -629,10 +634,11 @@ class ParsedDocument:
                 return False
         return True
 
-    def _cut_inside_lines(self, start: int, end: int) -> tuple[int, int] | None:
-        """The character range of the largest node holding [start, end) within
-        WINDOW_MAX_CHARS, with its named siblings either side where they fit too (see
-        `_validate_inside_lines`); None where no node but the root holds the span."""
+    def _cut_inside_lines(self, start: int, end: int) -> list[Node] | None:
+        """The named nodes, siblings in the document's tree, that a window inside lines
+        is cut at, in order (see `_validate_inside_lines`): the largest node holding
+        [start, end) within WINDOW_MAX_CHARS, with its named neighbours either side where
+        they fit too; None where no node but the root holds the span."""
         root = self.tree.root_node
         first, last = self._byte(start), self._byte(end)
         inner = root.named_descendant_for_byte_range(first, last) or root
@@ -643,13 +649,17 @@ class ParsedDocument:
             chosen = node
         if chosen is None:
             return None
-        low, high = chosen.start_byte, chosen.end_byte
-        before, after = chosen.prev_named_sibling, chosen.next_named_sibling
+        head = tail = chosen
+        high = tail.end_byte
+        before, after = head.prev_named_sibling, tail.next_named_sibling
         if before is not None and high - before.start_byte <= WINDOW_MAX_CHARS:
-            low = before.start_byte
-        if after is not None and after.end_byte - low <= WINDOW_MAX_CHARS:
-            high = after.end_byte
-        return self._char(low), self._char(high)
+            head = before
+        if after is not None and after.end_byte - head.start_byte <= WINDOW_MAX_CHARS:
+            tail = after
+        nodes = [head]
+        while nodes[-1] != tail:
+            nodes.append(nodes[-1].next_named_sibling)
+        return nodes
 
 
 def _row_start(text: str, row: int, known: int, known_start: int) -> int:

@@ -562,6 +562,24 @@ def test_a_cut_that_does_not_read_as_the_document_is_not_used(one_line_too_long)
     assert not document.validate(at, at, "1, (").valid
 
 
+@pytest.mark.parametrize("items", [
+    ",".join(str(k * 7) for k in range(600)),  # numbers
+    ",".join(f"(t)=>t+{k}" for k in range(300)),  # arrow functions
+])
+def test_a_list_s_items_cut_out_of_their_brackets_are_no_window(items: str,
+                                                                one_line_too_long) -> None:
+    """A list's items, cut out of their brackets, read as one expression of commas, in
+    which `1; 2` is code: a fill that ends one item's statement there was accepted,
+    which the list cannot hold.  A cut whose top-level nodes are not the document's
+    nodes it was cut at (the items) is not used."""
+    text = f"const N=[{items}];\n"
+    at = text.index(",", len(text) // 2) + 1
+    document = validation.parsed_document(text, "javascript")
+    assert not document.validate(at, at, "1; 2,").valid
+    assert document._validate_inside_lines(at, at, "1; 2,") is None
+    assert document.validate(at, at, "1, 2,").valid
+
+
 BETWEEN_DEFINITIONS = {
     # a blank line between two top-level functions: the module is the only node around it
     "module": ("".join(f"def f{i}(a):\n    b = a + {i}\n    return b\n\n\n" for i in range(40)),
