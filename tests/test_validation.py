@@ -562,6 +562,45 @@ def test_a_cut_that_does_not_read_as_the_document_is_not_used(one_line_too_long)
     assert not document.validate(at, at, "1, (").valid
 
 
+def test_a_span_across_statements_of_a_long_line_is_validated_in_a_cut_of_them(
+        one_line_too_long: list[str]) -> None:
+    """A rewrite selected over the end of one function of a bundle and into the
+    statements after it lies in no node but the bundle's body: the document was
+    validated whole, two parses of the bundle a candidate (0.7 s at 3 MB).  The window
+    is the run of statements the span covers, with one either side, and gives the
+    whole document's verdicts."""
+    bundle = _bundle()
+    at = bundle.index("return n}", len(bundle) // 2) + len("return")
+    start, end = at - 20, at + 40  # from inside the for loop to inside `var s..={...}`
+    document = validation.parsed_document(bundle, "javascript")
+    whole = _whole(bundle, "javascript")
+    assert bundle[start:end] == '+)n+=t[o]*203;return n}e.f203=a203;var s203={id:203,name:"n2'
+    good, bad = '+)n+=t[o];return n}e.f=a203;var q={name:"n2', '+)n+=t[o]*203;return n}e.f203=a'
+    for fill in (good, bad, " #\n  #\n"):
+        verdict, expected = document.validate(start, end, fill), whole.validate(start, end, fill)
+        assert (verdict.valid, verdict.new_errors, verdict.reason) == (
+            expected.valid, expected.new_errors, expected.reason)
+    assert document.validate(start, end, good).valid
+    assert not document.validate(start, end, bad).valid
+    assert one_line_too_long, "validated in a cut"
+    for part in one_line_too_long:
+        assert len(part) <= 1_000 and part in bundle
+        assert part.startswith("var s") and part.endswith("return n}"), "whole statements"
+
+
+def test_a_span_in_the_blanks_before_a_statement_too_long_to_cut_is_validated_whole(
+        one_line_too_long) -> None:
+    """The run of statements a span covers starts at the first that ends after it: a
+    span in the blanks before it lies outside the run where the statement before is too
+    long to join it, and the document is validated whole."""
+    text = ("var big=[" + "1," * 495 + "1];  var x=1;var y=2;") * 3 + "\n"
+    at = text.index("  var x") + 1
+    document = validation.parsed_document(text, "javascript")
+    assert document.validate(at, at, "q").valid == _whole(text, "javascript").validate(
+        at, at, "q").valid
+    assert document.validate(at, at, " ").valid
+
+
 @pytest.mark.parametrize("items", [
     ",".join(str(k * 7) for k in range(600)),  # numbers
     ",".join(f"(t)=>t+{k}" for k in range(300)),  # arrow functions
