@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import faulthandler
 import json
+import re
 import sys
 import sysconfig
 import threading
@@ -216,6 +217,22 @@ def cases() -> dict[str, Case]:
         return Case("holes-10000", "file:///p/holes.py", "python", text,
                     [("first hole", text.index("<FILL>"))], holes=True,
                     about="10,000 <FILL> holes")
+
+    @case
+    def holes_200() -> Case:
+        """A normal file with holes to fill: 200 right-hand sides of `return` and `=`
+        lines of difflib.py (2,056 lines), evenly spread, written as markers."""
+        lines = stdlib("difflib.py").split("\n")
+        statement = re.compile(r"^(\s+(?:return |[\w.]+ [-+]?= ))(\S.*)$")
+        whole = [k for k, line in enumerate(lines) if (found := statement.match(line))
+                 and all(found[2].count(a) == found[2].count(b) for a, b in ("()", "[]", "{}"))
+                 and not found[2].endswith(("\\", ",", ":")) and '"""' not in found[2]]
+        for k in (whole[n * len(whole) // 200] for n in range(200)):
+            lines[k] = statement.sub(r"\1<FILL>", lines[k])
+        text = "\n".join(lines)
+        return Case("holes-200", "file:///p/difflib_holes.py", "python", text,
+                    [("first hole", text.index("<FILL>"))], holes=True,
+                    about="200 <FILL> holes in a 2,056-line module")
 
     @case
     def edges() -> Case:

@@ -50,6 +50,10 @@ def test_pathological_documents_ask_where_each_case_says():
     assert table.text[line_start:at].strip() == "" and at - line_start == 4
     above = table.text[:line_start].split("\n")[-6:]
     assert max(map(len, above)) > 500_000  # the table, a few lines up
+    holes = cases["holes-200"]()
+    assert holes.text.count("\n") == 2_056 and holes.text.count("<FILL>") == 200
+    assert all(line.endswith(("return <FILL>", " = <FILL>", "= <FILL>"))
+               for line in holes.text.split("\n") if "<FILL>" in line)
     text = "x = '😀'\nyé = 1\n"
     for offset in range(len(text) + 1):
         line, character = bench.line_of(text, offset)
