@@ -417,9 +417,9 @@ class ParsedDocument:
             return self._confirmed(start, end, fill, "no syntax errors")
         # The document as it is, and the document with the span removed; for an
         # insertion they are the same text.
-        original = _Baseline(self.errors, end - start)
+        original = _Baseline(self.errors, end - start, start, len(fill))
         removed = original if end == start else _Baseline(
-            [e for e, _ in _errors(*self._parse_with(start, end, ""))], 0)
+            [e for e, _ in _errors(*self._parse_with(start, end, ""))], 0, start, len(fill))
         reach = (_skip_blanks_back(text, start), start + len(fill) + _blanks_at(text, end))
         below = _Below(self, start, end, len(fill))
         new = []
@@ -806,11 +806,22 @@ class _Below:
         return not any(old.kind == error.kind and old.start == moved for old in self._without)
 
 
-class _Baseline(NamedTuple):
-    """A parse of the document with `middle` characters where the candidate has the fill."""
+class _Baseline:
+    """A parse of the document with `middle` characters where the candidate has the fill,
+    its errors listed by kind and by where they start in the candidate (`at`).
 
-    errors: list[_Error]
-    middle: int
+    A baseline error explains a candidate's only where both are of one kind and start at
+    one place (`_explains`), so each is compared with those alone: compared with every
+    one, a document of 200 hole markers (each an error) cost 40,000 comparisons a
+    verdict, a quarter of a hole's validation."""
+
+    def __init__(self, errors: list[_Error], middle: int, hole: int, size: int):
+        self.middle = middle
+        self.at: dict[tuple[str, int], list[_Error]] = {}
+        for old in errors:
+            mapped = _map(old.start, old.end, hole, middle, size)
+            if mapped is not None:
+                self.at.setdefault((old.kind, mapped[0]), []).append(old)
 
 
 def _map(start: int, end: int, hole: int, middle: int, size: int) -> tuple[int, int] | None:
@@ -856,7 +867,7 @@ def _is_new(error: _Error, removed: _Baseline, original: _Baseline, hole: int, s
     # vouch for damage there; away from the fill either parse may.
     bases = (original,) if touches else (removed, original)
     return not any(_explains(old, error, touches, hole, base.middle, size)
-                   for base in bases for old in base.errors)
+                   for base in bases for old in base.at.get((error.kind, error.start), ()))
 
 
 def canonical_language(language: str | None) -> tuple[str | None, Parser | None, str]:

@@ -170,6 +170,27 @@ def test_fill_adding_damage_inside_an_already_broken_region_is_blamed() -> None:
     assert not _fill(marked, "[5", "python").valid
 
 
+def test_each_error_is_compared_only_with_the_baseline_s_at_its_place(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file of holes to fill is broken at every marker still in it: the 300 errors of a
+    fill at one of them are each compared with the baseline errors of their kind at
+    their place, not with all 300 (90,000 comparisons a verdict, each in Python), and
+    still excuse the markers and blame the fill's own damage."""
+    text = "".join(f"def f{k}(x):\n    return <FILL>\n\n\n" for k in range(300))
+    at = text.index("<FILL>", len(text) // 2)
+    text = text[:at] + text[at + len("<FILL>"):]  # the hole being filled, its marker out
+    compared = []
+    explains = validation._explains
+    monkeypatch.setattr(validation, "_explains",
+                        lambda *args: compared.append(args) or explains(*args))
+    document = validation.parsed_document(text, "python")
+    assert len(document.errors) >= 299
+    assert document.validate(at, at, "x + 1").valid
+    verdict = document.validate(at, at, "(x + 1")
+    assert not verdict.valid and verdict.new_errors[0][0] == text.count("\n", 0, at)
+    assert len(compared) <= 4 * len(document.errors)
+
+
 def test_fill_identical_to_the_span_in_a_valid_document_is_valid() -> None:
     assert _fill("fn main() {\n    let x = ⟦1 + 2⟧;\n}\n", "1 + 2", "rust").valid
 
