@@ -215,14 +215,21 @@ def _too_long(n: int, limit: int, config: ServerConfig) -> str:
     return f"the selection is at least {n:,} tokens, more than a rewrite may write ({most}"
 
 
+_CR = re.compile(r"\r\n?")  # a line break that the model is shown as `\n`
+
+
 def rewrite_refusal(selected: str, config: ServerConfig, tokenizer: Tokenizer,
                     reach: int | None = None) -> str | None:
     """Why a rewrite of `selected` would be refused as too long (`plan_span`), or None
     where it would not be or that is not plain from its first characters: only
     CHARS_PER_TOKEN characters a token of them are counted, so that an editor can be
-    told before it asks (code actions are asked for at every move of a selection)."""
+    told before it asks (code actions are asked for at every move of a selection).
+    They are counted with `\n` line breaks, as every backend sizes the rewrite from the
+    text the model is shown (line_endings.py): with a Windows file's `\r`s, a selection
+    the command would rewrite was told too long."""
     limit = config.max_span_tokens if reach is None else min(config.max_span_tokens, reach)
-    n = len(tokenizer.encode(selected[:CHARS_PER_TOKEN * (limit + 1)]))
+    head = CHARS_PER_TOKEN * (limit + 1)
+    n = len(tokenizer.encode(_CR.sub("\n", selected[:2 * head])[:head]))
     return _too_long(n, limit, config) if n > limit else None
 
 

@@ -376,6 +376,23 @@ def test_a_rewrite_is_told_too_long_before_asking_as_the_fill_would_refuse_it(fa
     assert sglang.rewrite_refusal(text[:200]) is None
 
 
+@pytest.mark.parametrize("lines", [56, 57])  # 448 and 456 characters with \n: 128, 131 tokens
+def test_a_crlf_selection_is_told_too_long_as_the_fill_counts_it_with_newlines(fake, lines):
+    """The fill sizes a rewrite from the text the model is shown, its line breaks `\n`
+    (line_endings.py): counted with its `\r`s, a selection of a Windows file was told
+    too long (greyed in the editor) where the command would rewrite it."""
+    text = "value=1\r\n" * lines
+    sglang = engine(fake.url)
+    told = sglang.rewrite_refusal(text)
+    try:
+        sglang.infill(InfillRequest(text, 0, len(text), "python", URI))
+    except SpanTooLong as refused:
+        assert told == str(refused)
+    else:
+        assert told is None
+    assert (told is None) == (lines == 56)
+
+
 def test_a_rewrite_shows_the_old_code_and_is_sized_from_it(fake):
     text = "def f(x):\n    return x+1\n"
     fake.answer = " x + 1\n```"
