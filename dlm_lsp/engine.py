@@ -267,19 +267,19 @@ class Engine:
         model = self.model
         return f"model {model.name} ready on {model.device}"
 
-    def rewrite_refusal(self, selected: str) -> str | None:
+    def rewrite_refusal(self, selected: str, config: ServerConfig | None = None) -> str | None:
         """Why a rewrite of `selected` would be refused as too long, told by the loaded
-        model's tokenizer and length.  Until a model is loaded (a code action does not
+        model's tokenizer and length, under `config` (a client's own, whose fills carry
+        it: `config_for`), else ours.  Until a model is loaded (a code action does not
         wait for a load) only `maxSpanTokens` is known, and a selection is counted at
         CHARS_PER_TOKEN characters a token, as a remote server's is: no tokenizer of
         code writes fewer tokens, so what is told disabled now the command refuses, and
         a shorter selection may still be told once the model is loaded.  (It was offered
         enabled, and refused when chosen, while the model loaded.)"""
-        model = self._model
+        cfg, model = config or self.config, self._model
         if model is None:
-            return rewrite_refusal(selected, self.config, BEFORE_LOAD)
-        return rewrite_refusal(selected, self.config, model.tokenizer,
-                               span_reach(model.max_length))
+            return rewrite_refusal(selected, cfg, BEFORE_LOAD)
+        return rewrite_refusal(selected, cfg, model.tokenizer, span_reach(model.max_length))
 
     def forget(self, uri: str) -> None:
         """Drop what is kept of a closed document (its recent fills)."""

@@ -123,7 +123,8 @@ class SharedEngine:
         return {**self.engine.status(), "clients": clients}
 
     def rewrite_refusal(self, selected: str) -> str | None:
-        return self.engine.rewrite_refusal(selected)
+        """Told by this client's `maxSpanTokens`, which its rewrites are refused by."""
+        return self.engine.rewrite_refusal(selected, self.config)
 
     def forget(self, uri: str) -> None:
         self.engine.forget(uri)

@@ -104,3 +104,21 @@ def test_a_sharing_client_is_told_only_of_engine_settings_that_load_another_mode
     two = pool.join(replace(base, **asked))
     said = " ".join(two.setting_problems)
     assert {name for name in ENGINE_SETTINGS if f"{camel(name)} " in said} == told
+
+
+@pytest.mark.parametrize("loaded", [False, True])
+def test_a_sharing_client_is_told_too_long_to_rewrite_by_its_own_max_span_tokens(
+        model_dir: Path, loaded: bool) -> None:
+    """`maxSpanTokens` is a fill setting, each client's own: a code action is told too
+    long by the limit the client's rewrite is refused with, not by the engine's (the
+    first client's), before the model is loaded and after."""
+    pool = EnginePool()
+    base = ServerConfig(model=str(model_dir), device="cpu")
+    one = pool.join(replace(base, max_span_tokens=32))
+    two = pool.join(replace(base, max_span_tokens=900))
+    if loaded:
+        one.preload()
+    text = "".join(f"value_{i} = compute({i})\n" for i in range(50))  # ~1,100 characters
+    told = one.rewrite_refusal(text)
+    assert told is not None and "maxSpanTokens, 32" in told
+    assert two.rewrite_refusal(text) is None
