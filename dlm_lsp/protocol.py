@@ -122,7 +122,8 @@ def command_target(args: tuple[Any, ...], command: str,
 
 def command_version(args: tuple[Any, ...], command: str) -> int | None:
     """The document version a command's range was taken in (`version` in its object form),
-    or None where it names none: the command then acts on the document as it is."""
+    or None where it names none: the command then acts on the document as it is when
+    the command comes (an edit after that moves the text under the range)."""
     plain = to_plain(list(args))
     version = plain[0].get("version") if plain and isinstance(plain[0], dict) else None
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):

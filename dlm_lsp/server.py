@@ -805,8 +805,10 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
             rng = offset_range(doc, found[0] + local[1], found[1] + local[1])
     if rng.start == rng.end:
         raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
-    # server-initiated progress, step by step, that the user can cancel
-    job, result = await ls.fill_range(uri, rng, InfillOptions(), version,
+    # server-initiated progress, step by step, that the user can cancel; the fill is of the
+    # version the range is of, also where the command names none: an edit that comes while
+    # the progress token is asked for (up to 2 s) moves the text under the range
+    job, result = await ls.fill_range(uri, rng, InfillOptions(), doc.version,
                                       token=await ls.progress_token("rewrite"),
                                       supersedable=False)
     selected = _replaced(ls, uri, rng)

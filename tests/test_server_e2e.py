@@ -447,9 +447,11 @@ async def mute_client(lsp_client: LanguageClient, model_dir):
     window/workDoneProgress/create."""
     lsp_client.protocol.fm.features.pop(types.WINDOW_WORK_DONE_PROGRESS_CREATE, None)
     done = asyncio.Event()
+    lsp_client.tokens_asked = []  # the tokens the server asked to create, in order
 
     @lsp_client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
     async def not_until_the_test_is_over(params: types.WorkDoneProgressCreateParams) -> None:
+        lsp_client.tokens_asked.append(params.token)
         await done.wait()
 
     await start(lsp_client, {"model": str(model_dir), "repairRounds": 0, "fallback": False})
@@ -467,6 +469,30 @@ async def test_a_client_that_never_accepts_progress_still_gets_its_holes_filled(
         "dlm.fillHoles", [URI]))
     assert result["applied"] is True and time.monotonic() - began < 10
     assert not any(reports for reports in mute_client.progress_reports.values())
+
+
+@pytest.mark.parametrize("expand", [False, True])
+async def test_a_rewrite_is_of_the_version_it_was_asked_at_even_when_it_names_none(
+        mute_client, expand):
+    """The command waits for its progress token (up to 2 s, where the client does not
+    answer) before the fill starts: an edit that comes meanwhile moves the text under
+    its range (the range grown by `expand` was found in the text as it was), so the
+    rewrite is refused (-32801) rather than made of whatever the range covers by then,
+    as with a version named."""
+    applied = accept_applied_edits(mute_client)
+    open_doc(mute_client, "x = 1\ny = 2\n")
+    asked = mute_client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.rewriteSelection", [{"uri": URI, "range": rng(1, 0, 1, 5), "expand": expand}]))
+    rewrite = asyncio.ensure_future(asked)
+    # the command is in, waiting for its progress token
+    await wait_for(lambda: any("rewrite" in t for t in mute_client.tokens_asked))
+    mute_client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(version=2, uri=URI),
+        [types.TextDocumentContentChangePartial(rng_at(0, 0), "z = 0\n")]))
+    with pytest.raises(JsonRpcException) as stale:
+        await rewrite
+    assert stale.value.code == -32801 and "version 1" in stale.value.message
+    assert applied == []
 
 
 async def test_rewrite_selection_applies_an_edit_within_the_selection(client: LanguageClient):
