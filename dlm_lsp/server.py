@@ -368,13 +368,19 @@ class DlmServer(LanguageServer):
     async def fill_range(self, uri: str, rng: types.Range, options: InfillOptions,
                          version: int | None = None, token: Any = None,
                          accepted: types.SelectedCompletionInfo | None = None,
-                         supersedable: bool = True) -> tuple[Job, InfillResult]:
+                         supersedable: bool = True,
+                         progress: str | None = None) -> tuple[Job, InfillResult]:
         """Fill one range of an open document, returning only a result that is still fresh.
 
         `accepted` is a completion item the editor shows selected while it asks for ghost
         text (inline completion's `selectedCompletionInfo`): the fill is made for the text
         as if that item were applied, right after it, so that the ghost text can extend
         the item instead of contradicting it (an editor hides one that does).
+
+        `progress` asks the client for a progress token of that kind (`progress_token`)
+        once the request is checked and its job registered: a request refused before
+        leaves no token the client waits on, and an edit or a close while the client
+        answers (up to 2 s) stops the job, which then says so as any fill's does.
         """
         doc = self.at_version(uri, version)
         text, draft_range = doc.source, rng
@@ -386,6 +392,8 @@ class DlmServer(LanguageServer):
             draft_range = None  # the drafts' place is not in the editor's text yet
         job = self.start_job(uri, doc.version, supersedable)
         try:
+            if progress is not None:
+                token = await self.progress_token(progress)
             result = await self.fill(job, text, start, end, language_id=doc.language_id,
                                      options=options, token=token, draft_range=draft_range)
             self.check_fresh(job)
@@ -806,11 +814,9 @@ async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
     if rng.start == rng.end:
         raise JsonRpcInvalidParams("dlm.rewriteSelection needs a non-empty selection")
     # server-initiated progress, step by step, that the user can cancel; the fill is of the
-    # version the range is of, also where the command names none: an edit that comes while
-    # the progress token is asked for (up to 2 s) moves the text under the range
+    # version the range is of, also where the command names none
     job, result = await ls.fill_range(uri, rng, InfillOptions(), doc.version,
-                                      token=await ls.progress_token("rewrite"),
-                                      supersedable=False)
+                                      supersedable=False, progress="rewrite")
     selected = _replaced(ls, uri, rng)
     best = writing_first(result.candidates, selected)[0]
     answer = {"version": job.version, "text": best.text, "range": to_plain(rng),

@@ -340,11 +340,8 @@ class Rewritten(Filled):
             DOC.uri, "python", 2, f"def f(x):\n    {selected}\n"))
         self.applied: list[list[types.TextEdit]] = []
 
-    async def progress_token(self, kind):
-        return None
-
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None,
-                         supersedable=True):
+                         supersedable=True, progress=None):
         assert rng == types.Range(types.Position(1, 4),
                                   types.Position(1, self.selection["end"]["character"]))
         # the best from the model's own path, the others from repair's

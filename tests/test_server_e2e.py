@@ -491,8 +491,38 @@ async def test_a_rewrite_is_of_the_version_it_was_asked_at_even_when_it_names_no
         [types.TextDocumentContentChangePartial(rng_at(0, 0), "z = 0\n")]))
     with pytest.raises(JsonRpcException) as stale:
         await rewrite
-    assert stale.value.code == -32801 and "version 1" in stale.value.message
+    assert stale.value.code == -32801 and "document changed" in stale.value.message
     assert applied == []
+
+
+async def test_a_rewrite_of_a_document_closed_while_it_waits_for_its_progress_says_so(
+        mute_client):
+    """Closed while the command waits for its progress token, the document was open when
+    the command came: the rewrite is dropped as any fill of a closed document is (-32801,
+    "closed"), not refused as if the client had never sent didOpen."""
+    open_doc(mute_client, "x = 1\ny = 2\n")
+    rewrite = asyncio.ensure_future(mute_client.workspace_execute_command_async(
+        types.ExecuteCommandParams("dlm.rewriteSelection", [URI, rng(1, 0, 1, 5)])))
+    await wait_for(lambda: any("rewrite" in t for t in mute_client.tokens_asked))
+    mute_client.text_document_did_close(types.DidCloseTextDocumentParams(
+        types.TextDocumentIdentifier(URI)))
+    with pytest.raises(JsonRpcException) as dropped:
+        await rewrite
+    assert dropped.value.code == -32801 and "closed" in dropped.value.message
+    assert "didOpen" not in dropped.value.message
+
+
+async def test_a_rewrite_refused_before_its_fill_ends_the_progress_it_asked_for(client):
+    """A progress token the client was asked to create is ended, whatever stops the
+    rewrite: one refused after it was created (a range past its line's end, the server
+    busy) left the client's progress waiting for good, and pygls' entry for it."""
+    open_doc(client, "x = 1\n")
+    with pytest.raises(JsonRpcException) as refused:
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            "dlm.rewriteSelection", [URI, rng(0, 0, 0, 40)]))
+    assert refused.value.code == -32602 and "past the end of its line" in refused.value.message
+    for token, progress in server_progress(client, "rewrite").items():
+        assert progress and isinstance(progress[-1], types.WorkDoneProgressEnd), token
 
 
 async def test_rewrite_selection_applies_an_edit_within_the_selection(client: LanguageClient):
