@@ -94,6 +94,7 @@ from dlm_lsp.validation import forget_document, language_for
 
 log = logging.getLogger(__name__)
 NOT_SENT = object()  # a client's "dlm" section before it sent one (null is a section sent)
+FAILED = "failed (see the error message)"  # how a progress ends where its work failed
 
 
 class DlmServer(LanguageServer):
@@ -176,7 +177,7 @@ class DlmServer(LanguageServer):
             ready = await loading
         except (ModelLoadError, BackendError) as exc:
             if token is not None:
-                self.finish_progress(token, "failed (see the error message)")
+                self.finish_progress(token, FAILED)
             self.window_show_message(types.ShowMessageParams(
                 types.MessageType.Error, f"dlm-lsp: {exc}"))
             return
@@ -231,8 +232,11 @@ class DlmServer(LanguageServer):
                                 should_stop=job.stopped, on_draft=on_step if wants_steps else None,
                                 before=before, after=after)
         future = loop.run_in_executor(self.worker, self._infill, request)
+        done = False
         try:
-            return await asyncio.wait_for(future, self.config.timeout_ms / 1000)
+            result = await asyncio.wait_for(future, self.config.timeout_ms / 1000)
+            done = True
+            return result
         except asyncio.CancelledError:
             job.stop(CLIENT_CANCELLED)
             raise
@@ -255,7 +259,7 @@ class DlmServer(LanguageServer):
         finally:
             self._show_notices()
             if token is not None:
-                self.end_progress(token, job)
+                self.end_progress(token, job, done)
 
     def _infill(self, request: InfillRequest) -> InfillResult:
         """The engine's fill, on a worker thread.  A document closed while its fill ran
@@ -314,9 +318,11 @@ class DlmServer(LanguageServer):
         self.work_done_progress.tokens[token].add_done_callback(
             lambda _: job.stop(CLIENT_CANCELLED))
 
-    def end_progress(self, token: Any, job: Job) -> None:
-        """End `job`'s progress with why it stopped, or "done"."""
-        self.finish_progress(token, job.reason or "done")
+    def end_progress(self, token: Any, job: Job, done: bool = True) -> None:
+        """End `job`'s progress with why it stopped, or "done" where it was not stopped and
+        is `done`: a fill that failed (a rewrite refused as too long, the model unavailable)
+        ended its progress "done" beside the error it was answered with."""
+        self.finish_progress(token, job.reason or ("done" if done else FAILED))
 
     def finish_progress(self, token: Any, message: str) -> None:
         """End the progress on `token` and let go of it: pygls keeps a future for each

@@ -576,6 +576,23 @@ async def test_a_selection_longer_than_a_rewrite_may_write_is_refused_and_nothin
     assert result["applied"] is True and len(applied) == 1
 
 
+async def test_a_rewrite_refused_as_too_long_does_not_end_its_progress_as_done(client):
+    """The progress the editor shows ends with what happened: a rewrite the server
+    refused ended its progress "done" while the command failed."""
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"maxSpanTokens": 12}}))
+    text = "x = [" + ", ".join(str(i) for i in range(40)) + "]\n"
+    open_doc(client, text)
+    with pytest.raises(JsonRpcException) as refused:
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            "dlm.rewriteSelection", [URI, rng(0, 0, 0, len(text) - 1)]))
+    assert "maxSpanTokens" in refused.value.message
+    [progress] = server_progress(client, "rewrite").values()
+    end = progress[-1]
+    assert isinstance(end, types.WorkDoneProgressEnd) and end.message != "done"
+    assert "failed" in end.message
+
+
 async def test_rewrite_selection_can_expand_to_the_enclosing_statement(client: LanguageClient):
     applied = accept_applied_edits(client)
     open_doc(client)
