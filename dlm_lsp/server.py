@@ -781,6 +781,7 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
     count = f"{len(holes)} hole{'s' * (len(holes) > 1)}"
     if token is not None:
         ls.begin_progress(token, job, "dlm-lsp: filling holes", f"0 of {count}")
+    filled = False  # every hole, and the edit asked for
     try:
         state = HoleFilling(original)
         valid = []  # each fill's syntax verdict (None: unchecked), for the editor to warn
@@ -795,12 +796,13 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
                     message=f"{done} of {count}", percentage=100 * done // len(holes)))
         edits = [types.TextEdit(offset_range(doc, s, e), fill) for s, e, fill in state.fills]
         applied = await ls.apply_edits(job, edits, "dlm-lsp: fill holes")
+        filled = True
         return {"applied": applied, "holes": len(holes), "version": job.version,
                 "fills": [fill for _, _, fill in state.fills], "valid": valid}
     finally:
         ls.jobs.finish(job)
         if token is not None:
-            ls.end_progress(token, job)
+            ls.end_progress(token, job, filled)
 
 
 @command(REWRITE_SELECTION)

@@ -593,6 +593,20 @@ async def test_a_rewrite_refused_as_too_long_does_not_end_its_progress_as_done(c
     assert "failed" in end.message
 
 
+async def test_a_hole_filling_that_failed_does_not_end_its_progress_as_done(client, tmp_path):
+    """As a fill's progress: the holes' ended "done" where the model could not be loaded."""
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"model": str(tmp_path / "no-such-model")}}))
+    open_doc(client, "a = <FILL>\n")
+    with pytest.raises(JsonRpcException) as failed:
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            "dlm.fillHoles", [URI]))
+    assert "model unavailable" in failed.value.message
+    [progress] = server_progress(client, "holes").values()
+    assert isinstance(progress[-1], types.WorkDoneProgressEnd)
+    assert progress[-1].message == "failed (see the error message)"
+
+
 async def test_rewrite_selection_can_expand_to_the_enclosing_statement(client: LanguageClient):
     applied = accept_applied_edits(client)
     open_doc(client)
