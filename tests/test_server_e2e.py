@@ -556,12 +556,8 @@ async def test_cancelling_a_rewrite_s_progress_stops_it_and_applies_nothing(clie
     assert len(steps) < total  # stopped before its last step
 
 
-async def test_a_selection_longer_than_a_rewrite_may_write_is_refused_and_nothing_applied(
-        client: LanguageClient):
-    """A rewrite writes at most maxSpanTokens tokens: a longer selection could only come
-    back shorter (a selected file became 128 tokens of code), so the command refuses it
-    and says which setting to raise."""
-    applied = accept_applied_edits(client)
+async def _rewrite_too_long(client: LanguageClient) -> JsonRpcException:
+    """The error of a rewrite of a line of 40 numbers at maxSpanTokens 12."""
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"dlm": {"maxSpanTokens": 12}}))
     text = "x = [" + ", ".join(str(i) for i in range(40)) + "]\n"
@@ -569,7 +565,17 @@ async def test_a_selection_longer_than_a_rewrite_may_write_is_refused_and_nothin
     with pytest.raises(JsonRpcException) as err:
         await client.workspace_execute_command_async(types.ExecuteCommandParams(
             "dlm.rewriteSelection", [URI, rng(0, 0, 0, len(text) - 1)]))
-    assert err.value.code == -32602 and "maxSpanTokens" in err.value.message
+    return err.value
+
+
+async def test_a_selection_longer_than_a_rewrite_may_write_is_refused_and_nothing_applied(
+        client: LanguageClient):
+    """A rewrite writes at most maxSpanTokens tokens: a longer selection could only come
+    back shorter (a selected file became 128 tokens of code), so the command refuses it
+    and says which setting to raise."""
+    applied = accept_applied_edits(client)
+    err = await _rewrite_too_long(client)
+    assert err.code == -32602 and "maxSpanTokens" in err.message
     assert applied == []
     result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
         "dlm.rewriteSelection", [URI, rng(0, 4, 0, 8)]))  # "[0, " is within the cap
@@ -579,14 +585,7 @@ async def test_a_selection_longer_than_a_rewrite_may_write_is_refused_and_nothin
 async def test_a_rewrite_refused_as_too_long_does_not_end_its_progress_as_done(client):
     """The progress the editor shows ends with what happened: a rewrite the server
     refused ended its progress "done" while the command failed."""
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"dlm": {"maxSpanTokens": 12}}))
-    text = "x = [" + ", ".join(str(i) for i in range(40)) + "]\n"
-    open_doc(client, text)
-    with pytest.raises(JsonRpcException) as refused:
-        await client.workspace_execute_command_async(types.ExecuteCommandParams(
-            "dlm.rewriteSelection", [URI, rng(0, 0, 0, len(text) - 1)]))
-    assert "maxSpanTokens" in refused.value.message
+    assert "maxSpanTokens" in (await _rewrite_too_long(client)).message
     [progress] = server_progress(client, "rewrite").values()
     end = progress[-1]
     assert isinstance(end, types.WorkDoneProgressEnd) and end.message != "done"
