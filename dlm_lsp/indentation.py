@@ -610,12 +610,15 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
 # --- reindent -------------------------------------------------------------------------------
 
 
-def _fill_unit(lines: list[str], default: int, tab: int | None = None) -> int:
+def _fill_unit(lines: list[str], default: int, tab: int | None = None, base: int = 0) -> int:
     """The step the fill's own space indentation moves in; with `tab` (a GNU-style
-    document's 8 columns a tab), its lines with tabs too."""
-    widths = sorted({_width(_leading(line), tab or 8) for line in lines
-                     if line.strip() and (tab or "\t" not in _leading(line))})
-    steps = [b - a for a, b in zip([0, *widths], widths, strict=False) if b > a]
+    document's 8 columns a tab), its lines with tabs too.  Steps are read from `base`
+    (the fill's own level, where it is known), not from column 0: a class's members four
+    past a `public:` two in are a step of four, not two."""
+    widths = sorted({width for line in lines
+                     if line.strip() and (tab or "\t" not in _leading(line))
+                     and (width := _width(_leading(line), tab or 8)) >= base})
+    steps = [b - a for a, b in zip([base, *widths], widths, strict=False) if b > a]
     return min((step for step in steps if step in (2, 4, 8)), default=default)
 
 
@@ -732,7 +735,7 @@ def _frame(before: str, first: str, rest: list[str], tab: int, language: str | N
     line_base = _width(_leading(before), tab)
     cursor = line_base if before.strip() else _width(before, tab)
     header_base = line_base if statement is None else _width(statement, tab)
-    unit = unit or _fill_unit(rest, tab)
+    given, unit = unit, unit or _fill_unit(rest, tab)
     comments, python = _line_comments(language), language in ("python", None)
     lifetimes = _lifetimes(language)
     head = before + first
@@ -765,6 +768,8 @@ def _frame(before: str, first: str, rest: list[str], tab: int, language: str | N
             labels = (_SWITCH_LABEL, _ACCESS_LABEL) if language == "cpp" else (_SWITCH_LABEL,)
             own_line = flush or _keyword(rest[code[0]]) in closers + continuations or (
                 head.endswith("{") and any(label.match(rest[code[0]]) for label in labels))
+            if own_line and given is None:  # the fill's step, read from that line's column
+                unit = _fill_unit(rest, tab, base=nested)
             base, target = nested if own_line else nested - unit, header_base
     elif nested < cursor and (language != "python" or depth > 0):
         if python and _statement_column(rest, code, depth, comments) >= cursor:

@@ -808,6 +808,24 @@ def test_a_cpp_class_s_access_label_at_its_column_is_the_document_s(
     assert _reindent(marked, fill, "cpp") == fill
 
 
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    # libstdc++ (GNU): `public:` at the column of its class's `{`, two in
+    ("cpp", "namespace n\n{\n  class Queue\n  {⟦⟧\n  private:\n    int size_;\n  };\n}\n",
+     "\n  public:\n      void push(int x);\n\n      /// Pops.\n      void pop();",
+     "\n  public:\n    void push(int x);\n\n    /// Pops.\n    void pop();"),
+    # a clause right below its header, two in: Ruby's `else` of an empty `if`
+    ("ruby", "def f(x)\n  if x⟦⟧\n  end\nend\n", "\n  else\n      g(x)", "\n  else\n    g(x)"),
+], ids=["cpp-gnu", "ruby-else"])
+def test_a_fill_below_its_header_s_own_line_is_re_stepped_from_that_line(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """A fill whose first line is at its header's column (a C++ access label, a next
+    clause) is re-stepped from that column: a model nesting by four writes the members
+    four past a `public:` two in, and that step was read from column 0 (the label two
+    in, the members six: a step of two, the file's), so they kept their four spaces a
+    level (libstdc++'s pb_ds sample policies, the request round trip in four spaces)."""
+    assert _reindent(marked, fill, language) == expected
+
+
 # Google's and LLVM's styles: a namespace's body at the column of `namespace`
 _FLUSH_NAMESPACES = ("namespace a {\n\nint g() {\n  return 1;\n}\n\n}  // namespace a\n\n"
                      "namespace b {⟦⟧\n}  // namespace b\n")
