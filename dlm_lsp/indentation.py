@@ -894,6 +894,11 @@ def _on_document_unit(head: str, rest: list[str], unit: int, language: str | Non
     of four (bzdiff's case arms) or a tab in in one of two (exim4-base's) is no model's
     but the writer's, and the fill is kept.  A fill nested by four in a file whose blocks
     nest by two alone still shows its step and goes on the file's.
+
+    A fill that opens no block may still nest its continuations (a call's arguments one
+    a line, a value below its `=`): where the document's continuations nest by that step
+    written four spaces a level, and not by the step itself, it is read as the fill's,
+    and one step of it becomes the document's continuation step (`_continued_in_fours`).
     """
     comments, lifetimes = _line_comments(language), _lifetimes(language)
     widths = [_width(_leading(line)) for line in rest]  # a tab 8 columns (GNU style)
@@ -901,6 +906,7 @@ def _on_document_unit(head: str, rest: list[str], unit: int, language: str | Non
     code = [i for i, line in enumerate(rest) if line.strip()]
     steps: set[int] = set()
     keyword_steps: set[int] = set()  # below a keyword head (`then`, `do`, `def g`)
+    continuation_steps: set[int] = set()  # below a line that opens no block
     above, width = head, anchor
     continued: set[int] = set()  # lines after a backslash
     for i in code:
@@ -909,6 +915,8 @@ def _on_document_unit(head: str, rest: list[str], unit: int, language: str | Non
         opens = braced or _opens_keyword_block(code_of, language)
         if opens and widths[i] > width and i not in continued:  # not an empty block's closer
             (steps if braced else keyword_steps).add(widths[i] - width)
+        elif widths[i] > width and i not in continued and i not in remarks:
+            continuation_steps.add(widths[i] - width)
         if i not in remarks:
             above, width = rest[i], widths[i]
             if rest[i].rstrip().endswith("\\"):
@@ -918,6 +926,11 @@ def _on_document_unit(head: str, rest: list[str], unit: int, language: str | Non
         if shown - {_MODEL_STEP}:  # no model's step: the writer's own
             return None
         steps |= shown
+    if not steps and not keyword_steps:
+        unit_and_step = _continued_in_fours(continuation_steps, unit, language, text)
+        if unit_and_step is None:
+            return None
+        unit, steps = unit_and_step[0], {unit_and_step[1]}
     if len(steps) != 1 or (step := steps.pop()) == unit or step not in (2, 4, 8):
         return None
     levels = [(anchor, anchor)]  # (the fill's column, the document's) of the open levels
@@ -943,6 +956,52 @@ def _on_document_unit(head: str, rest: list[str], unit: int, language: str | Non
             moved = new - widths[i]
         widths[i] = new
     return widths
+
+
+def _continued_in_fours(shown: set[int], unit: int, language: str | None,
+                        text: str) -> tuple[int, int] | None:
+    """(the document's step, the fill's) for a fill that shows no block step but nests
+    its continuations (`shown`: how far a line sits right of one that opens no block) by
+    one step, where that step is the document's own continuation step written four
+    spaces a level: the step, times `unit` over four (`_MODEL_STEP`), is one the
+    document's continuations nest by somewhere, the step itself none (`_continuation_steps`
+    of `text`).  None otherwise, and in Python (its bracketed lines are aligned, no level).
+
+    A continuation is nested by the file's own rule (prettier's and ktfmt's one unit,
+    Google Java's two), which a model that nests by four writes in its own: a call's
+    arguments one a line four in, a chained `.then()` eight, in files of two (lodash,
+    okio, gson).  A fill of one such statement shows no block step, and was kept.  A
+    fill nested as the document nests it is one of its steps already and stays; one
+    whose step is shown neither scaled nor as written is no evidence either way."""
+    if language in _COLON_BLOCKS or len(shown) != 1 or unit == _MODEL_STEP:
+        return None
+    (step,) = shown
+    if step not in (_MODEL_STEP, 2 * _MODEL_STEP) or step * unit % _MODEL_STEP:
+        return None
+    scaled = step * unit // _MODEL_STEP
+    found = _continuation_steps(text, language)
+    return (scaled, step) if scaled in found and step not in found else None
+
+
+def _continuation_steps(text: str, language: str | None) -> frozenset[int]:
+    """The steps by which the lines of `text` continue a line that opens no block: how far
+    each code line sits right of the code line above it, where that line does not end in
+    `{` nor open a keyword block (a tab 8 columns).  Every step shown, not the most
+    common, as `_block_steps` reads a block's."""
+    comments, lifetimes = _line_comments(language), _lifetimes(language)
+    shown: set[int] = set()
+    above, width = "", 0
+    for line in text.split("\n", 5000)[:5000]:
+        if not _counted(line) or comments and line.lstrip().startswith(comments):
+            continue
+        now = _width(_leading(line))
+        if now > width:
+            code = above[:_code_end(above, comments, lifetimes)].rstrip()
+            if not (code.endswith(_block_openers(language))
+                    or _opens_keyword_block(code, language)):
+                shown.add(now - width)
+        above, width = line, now
+    return frozenset(shown)
 
 
 def reindent(fill: str, text: str, start: int, end: int, language: str | None = None,

@@ -826,6 +826,52 @@ def test_a_fill_below_its_header_s_own_line_is_re_stepped_from_that_line(
     assert _reindent(marked, fill, language) == expected
 
 
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    # prettier: a call's arguments one a line, one step in, in a file of two
+    ("javascript", "function f(a) {\n  const x = g(\n    a,\n  );\n  ⟦⟧\n  return x;\n}\n",
+     "const y = h(\n      a,\n      b,\n  );", "const y = h(\n    a,\n    b,\n  );"),
+    # Google Java (gson): blocks two in, a continuation four, written eight
+    ("java", "class A {\n  void f() {\n    Gson gson =\n        new GsonBuilder().create();\n"
+             "    ⟦⟧\n  }\n}\n",
+     "Gson other =\n            new GsonBuilder()\n                    .create();",
+     "Gson other =\n        new GsonBuilder()\n            .create();"),
+    # a Lua call's arguments, a call in them
+    ("lua", "local function f(x)\n  health.ok(\n    x\n  )\nend\n\nlocal function g(p)\n"
+            "  ⟦⟧\nend\n",
+     "health.error(\n      string.format(\n          'failed: %s',\n          p\n      )\n  )",
+     "health.error(\n    string.format(\n      'failed: %s',\n      p\n    )\n  )"),
+], ids=["javascript", "java", "lua"])
+def test_a_fill_s_continuations_written_in_fours_are_re_stepped(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """A fill of one statement continued on the lines below (a call's arguments one a
+    line, a value below its `=`) shows no block step, only its continuations': nested
+    by four where the document's continuations nest by its unit (prettier, ktfmt), or
+    by eight where they nest by two of its units (Google Java), they are the document's
+    written by a model that nests by four, and go on the document's.  They kept their
+    four spaces a level (481 of the 597 fills of the request round trip in four spaces
+    that still differed)."""
+    assert _reindent(marked, fill, language) == expected
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    # lodash: `var a,` and its next name four in, in a file of two, as the fill
+    ("javascript", "var a = require('./a'),\n    b = require('./b');\n\nfunction f() {\n"
+                   "  return g(\n    a\n  );\n}\n⟦⟧\n",
+     "var c = require('./c'),\n    d = require('./d');"),
+    # a document that continues no line: nothing says what the fill's step is
+    ("javascript", "function f() {\n  return 1;\n}\n⟦⟧\n", "const y = h(\n    a,\n);"),
+    # Python: a bracket's lines are aligned, no level (PEP 8)
+    ("python", "def f(a):\n  return g(\n    a)\n⟦⟧\n", "x = h(\n    a)"),
+], ids=["step-shown", "nothing-shown", "python"])
+def test_a_fill_s_continuations_are_kept_without_the_document_s_evidence(
+        language: str, marked: str, fill: str) -> None:
+    """A continuation nested by a step the document's own continuations show somewhere
+    is the writer's (lodash's `var a,` / `    b` four in, in files of two), and one the
+    document shows no continuation to compare with says nothing: both are kept, as a
+    Python bracket's lines, whose column is an alignment."""
+    assert _reindent(marked, fill, language) == fill
+
+
 # Google's and LLVM's styles: a namespace's body at the column of `namespace`
 _FLUSH_NAMESPACES = ("namespace a {\n\nint g() {\n  return 1;\n}\n\n}  // namespace a\n\n"
                      "namespace b {⟦⟧\n}  // namespace b\n")
