@@ -272,10 +272,13 @@ class Engine:
         model's tokenizer and length, under `config` (a client's own, whose fills carry
         it: `config_for`), else ours.  Until a model is loaded (a code action does not
         wait for a load) only `maxSpanTokens` is known, and a selection is counted at
-        CHARS_PER_TOKEN characters a token, as a remote server's is: no tokenizer of
-        code writes fewer tokens, so what is told disabled now the command refuses, and
-        a shorter selection may still be told once the model is loaded.  (It was offered
-        enabled, and refused when chosen, while the model loaded.)"""
+        CHARS_PER_TOKEN characters a token, as a remote server's is: code tokenizes at
+        3-4 characters a token, so what is told disabled now the command refuses, and a
+        shorter selection may still be told once the model is loaded.  (It was offered
+        enabled, and refused when chosen, while the model loaded.)  Only a selection
+        mostly of long runs of one character, which tokenizers hold as single tokens (the
+        shipped one has 64 `#` and a line break with 47 spaces), can be fewer tokens than
+        that count: 34 lines of 60 spaces and `x` are 105 tokens, counted 132."""
         cfg, model = config or self.config, self._model
         if model is None:
             return rewrite_refusal(selected, cfg, BEFORE_LOAD)

@@ -103,7 +103,8 @@ class ServerBackend:
     SERVER = ""  # how messages name the server: "<SERVER> at <remoteUrl>"
     LABEL = ""  # how `dlm/status` names an unreachable server: "<LABEL> at <remoteUrl>"
     # the served model's tokenizer is on the server: a rewrite is judged too long here only
-    # on a count of tokens it cannot be above (span.CHARS_PER_TOKEN characters a token)
+    # on a count of tokens real code is far above (span.CHARS_PER_TOKEN characters a
+    # token, where code runs 3-4; only long runs of one character go past 16 a token)
     LENGTH: Any = LengthEstimate(CHARS_PER_TOKEN)
 
     def __init__(self, config: ServerConfig):
