@@ -131,13 +131,14 @@ def command_version(args: tuple[Any, ...], command: str) -> int | None:
     return version
 
 
-def command_flag(args: tuple[Any, ...], name: str, position: int) -> bool:
-    """A boolean option of a command: `name` in its object form, else argument `position`."""
+def command_flag(args: tuple[Any, ...], name: str, position: int | None = None) -> bool:
+    """A boolean option of a command: `name` in its object form, else argument `position`
+    (None: the option has no place in the list form)."""
     plain = to_plain(list(args))
     if plain and isinstance(plain[0], dict):
         value = plain[0].get(name, False)
     else:
-        value = plain[position] if len(plain) > position else False
+        value = plain[position] if position is not None and len(plain) > position else False
     if not isinstance(value, bool):
         raise JsonRpcInvalidParams(f"'{name}' should be true or false, got {value!r}")
     return value

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -94,6 +94,7 @@ from dlm_lsp.validation import forget_document, language_for
 
 log = logging.getLogger(__name__)
 NOT_SENT = object()  # a client's "dlm" section before it sent one (null is a section sent)
+REPORT = "report"  # a command's option: say what it did not apply (`told`)
 FAILED = "failed (see the error message)"  # how a progress ends where its work failed
 
 
@@ -726,13 +727,14 @@ def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.Cod
     if holes:
         title = f"Fill {len(holes)} hole{'s' * (len(holes) > 1)} with dlm-lsp"
         actions.append(types.CodeAction(title, kind=types.CodeActionKind.RefactorRewrite,
-                                        command=types.Command(title, FILL_HOLES, arguments=[uri])))
+                                        command=types.Command(title, FILL_HOLES, arguments=[
+                                            {"uri": uri, REPORT: True}])))
     if params.range.start != params.range.end:
         title = "Rewrite selection with dlm-lsp"
         # the version the range is of: chosen after an edit, from a menu still shown, the
         # rewrite is refused, not made of whatever text the range now covers
         target = {"uri": uri, "range": ls.protocol._converter.unstructure(params.range),
-                  "version": doc.version}
+                  "version": doc.version, REPORT: True}
         action = types.CodeAction(title, kind=types.CodeActionKind.RefactorRewrite,
                                   command=types.Command(title, REWRITE_SELECTION,
                                                         arguments=[target]))
@@ -764,9 +766,37 @@ def _shows_disabled(ls: DlmServer) -> bool:
     return bool(action is not None and action.disabled_support)
 
 
+async def told(ls: DlmServer, args: tuple[Any, ...], what: str,
+               work: Callable[..., Awaitable[dict]]) -> dict:
+    """`work`, a command's, and, where its arguments ask (`report`, which the server's
+    code actions set), what it did not apply said with window/showMessage.  An editor
+    runs a code action's command and shows nothing of its result (VS Code's lightbulb,
+    Neovim's `vim.lsp.buf.code_action`, Helix, eglot), nor of a -32801, which it drops
+    as a request an edit made moot: a rewrite chosen from the menu that wrote only
+    whitespace, or that came after an edit, did nothing without a word.  The editor
+    integrations' own commands show the result themselves, and do not ask."""
+    if not command_flag(args, REPORT):
+        return await work(ls, *args)
+    try:
+        result = await work(ls, *args)
+    except JsonRpcContentModified as exc:
+        ls.window_show_message(types.ShowMessageParams(
+            types.MessageType.Warning, f"dlm-lsp: {what}: {exc.message}"))
+        raise
+    if result.get("applied") is False:
+        ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, (
+            f"dlm-lsp: {what}: "
+            f"{result.get('message') or 'the editor did not apply the edit'}")))
+    return result
+
+
 @command(FILL_HOLES)
 async def fill_holes(ls: DlmServer, *args: Any) -> dict:
     """Replace every hole marker, each conditioned on the text around it, in one edit."""
+    return await told(ls, args, "fill holes", _fill_holes)
+
+
+async def _fill_holes(ls: DlmServer, *args: Any) -> dict:
     uri, _ = command_target(args, FILL_HOLES, needs_range=False)
     doc = ls.document(uri)
     original = doc.source
@@ -808,6 +838,10 @@ async def fill_holes(ls: DlmServer, *args: Any) -> dict:
 @command(REWRITE_SELECTION)
 async def rewrite_selection(ls: DlmServer, *args: Any) -> dict:
     """Re-generate the selected block and apply it through workspace/applyEdit."""
+    return await told(ls, args, "rewrite selection", _rewrite_selection)
+
+
+async def _rewrite_selection(ls: DlmServer, *args: Any) -> dict:
     uri, rng = command_target(args, REWRITE_SELECTION, needs_range=True)
     version = command_version(args, REWRITE_SELECTION)
     doc = ls.at_version(uri, version)

@@ -373,6 +373,21 @@ def test_a_rewrite_of_only_whitespace_is_not_applied_in_place_of_code(text, offe
         assert "only whitespace" in result["message"] and "nothing applied" in result["message"]
 
 
+def test_a_rewrite_run_from_the_code_action_says_why_nothing_was_applied():
+    """The code action's command asks (`report`): editors show nothing of its result."""
+    rewritten = Rewritten("  \n")
+    told: list[types.ShowMessageParams] = []
+    rewritten.window_show_message = told.append
+    asked = {"uri": DOC.uri, "range": rewritten.selection}
+    asyncio.run(server.rewrite_selection(rewritten, asked))
+    assert told == []  # an editor integration's own command shows the result itself
+    result = asyncio.run(server.rewrite_selection(rewritten, {**asked, "report": True}))
+    [said] = told
+    assert said.type == types.MessageType.Warning
+    assert said.message == f"dlm-lsp: rewrite selection: {result['message']}"
+    assert rewritten.applied == []
+
+
 def test_a_rewrite_applies_the_best_candidate_that_writes_something():
     rewritten = Rewritten("  \n", "return x", "x")
     assert rewrite(rewritten)["text"] == "return x"

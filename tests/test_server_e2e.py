@@ -265,9 +265,9 @@ async def test_code_actions_offer_fill_holes_and_rewrite(client: LanguageClient)
     open_doc(client, "x = <FILL>\ny = 2\n")
     actions = await code_actions(client, 1, 0, 1, 5)
     assert [a["command"]["command"] for a in actions] == ["dlm.fillHoles", "dlm.rewriteSelection"]
-    assert actions[0]["command"]["arguments"] == [URI]
+    assert actions[0]["command"]["arguments"] == [{"uri": URI, "report": True}]
     assert actions[1]["command"]["arguments"] == [{"uri": URI, "range": rng(1, 0, 1, 5),
-                                                   "version": 1}]
+                                                   "version": 1, "report": True}]
     assert all(a["kind"] == "refactor.rewrite" for a in actions)
 
 
@@ -304,7 +304,8 @@ async def test_a_rewrite_chosen_after_the_document_changed_is_refused_not_made_e
         client: LanguageClient):
     """The action names the version its range is of: run from a menu still shown after an
     edit, the range may cover other text now, so the rewrite is refused (-32801) and
-    nothing applied; the same action run at its version is applied."""
+    nothing applied, and the user is told (editors drop a -32801 unshown); the same
+    action run at its version is applied."""
     applied = accept_applied_edits(client)
     open_doc(client, "x = 1\ny = 2\n")
     [action] = await code_actions(client, 1, 0, 1, 5)
@@ -316,10 +317,34 @@ async def test_a_rewrite_chosen_after_the_document_changed_is_refused_not_made_e
             "dlm.rewriteSelection", action["command"]["arguments"]))
     assert stale.value.code == -32801 and "version 1" in stale.value.message
     assert applied == []
+    [told] = [m for m in client.messages if m.type == types.MessageType.Warning]
+    assert told.message == f"dlm-lsp: rewrite selection: {stale.value.message}"
     [fresh] = await code_actions(client, 1, 0, 1, 5)
     result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
         "dlm.rewriteSelection", fresh["command"]["arguments"]))
     assert result["version"] == 2 and len(applied) == 1
+
+
+async def test_fill_holes_from_the_code_action_says_when_the_editor_did_not_apply_it(
+        client: LanguageClient):
+    """The editor runs the action's command and shows nothing of its result: where the
+    edit was not applied (the client refused it), the server says so."""
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def refuse(params: types.ApplyWorkspaceEditParams):
+        return types.ApplyWorkspaceEditResult(applied=False)
+
+    open_doc(client, "x = <FILL>\n")
+    [action] = await code_actions(client, 0, 0, 0, 0)
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.fillHoles", action["command"]["arguments"]))
+    assert result["applied"] is False
+    await wait_for(lambda: client.messages)
+    assert [(m.type, m.message) for m in client.messages] == [(
+        types.MessageType.Warning, "dlm-lsp: fill holes: the editor did not apply the edit")]
+    await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.fillHoles", [URI]))  # an integration's own command: it shows the result itself
+    assert len(client.messages) == 1
 
 
 async def test_fill_holes_replaces_each_marker_through_apply_edit(client: LanguageClient):
