@@ -48,7 +48,9 @@ def scripted_infill(self, req):
         if gate is not None:
             _note("stopped")
         raise
-    text = Path(os.environ["DLM_TEST_FILL"]).read_text(encoding="utf-8")
+    # as planted, line breaks too: a fill for a `\r\n` file is sent with `\r\n` breaks
+    with open(os.environ["DLM_TEST_FILL"], encoding="utf-8", newline="") as planted:
+        text = planted.read()
     best = dataclasses.replace(result.candidates[0], text=text, valid=None)
     if gate is not None:
         _note("end")

@@ -732,11 +732,13 @@ class RemoteNvim:
     keys go in with `--remote-send`, state comes back with `--remote-expr`.
     (A `-l` script cannot enter Insert mode, which ghost text needs.)"""
 
-    def __init__(self, tmp_path: Path, model_dir: Path, setup: str, native: bool = False):
+    def __init__(self, tmp_path: Path, model_dir: Path, setup: str, native: bool = False,
+                 env: dict[str, str] | None = None):
         self.sock = str(tmp_path / "nvim.sock")
         script = tmp_path / "setup.lua"
         script.write_text(PRELUDE + setup, encoding="utf-8")
-        env = {**nvim_env(model_dir, tmp_path / "unused.json"), "DLM_NATIVE": str(int(native))}
+        env = {**nvim_env(model_dir, tmp_path / "unused.json"), "DLM_NATIVE": str(int(native)),
+               **(env or {})}
         self.log = open(tmp_path / "nvim.log", "w")  # closed in close()
         self.proc = subprocess.Popen([NVIM, "--headless", "--clean", "--listen", self.sock,
                                       "-S", str(script)], cwd=tmp_path, env=env,
@@ -1256,3 +1258,36 @@ def test_an_item_accepted_from_neovims_own_completion_inserts_the_whole_fill_onc
     assert text == "\n".join(lines[:9] + [line + fill] + lines[9:])
     last = (line + fill).split("\n")
     assert cursor == [9 + len(last), len(last[-1].encode())]  # after the fill
+
+
+def test_an_item_accepted_in_a_dos_file_inserts_its_lines_without_carriage_returns(
+        tmp_path, model_dir):
+    """In a `fileformat=dos` buffer the server writes a multi-line fill's breaks as the
+    file's `\\r\\n` (planted here as it sends them); the accepted item's lines go into the
+    buffer without a `\\r` (shown as ^M, written back as `\\r\\r\\n`)."""
+    planted = tmp_path / "fill.txt"
+    planted.write_bytes(b"urn [\r\n            1,\r\n        ]")
+    path = tmp_path / "dos.py"
+    path.write_bytes(b"def main():\r\n    for i in range(10):\r\n        print(i)\r\n")
+    nvim = RemoteNvim(tmp_path, model_dir, _MENU + "require('dlm').toggle(false)\n"
+                      + f"vim.cmd.edit('{path}')\n",
+                      env={"DLM_SERVER": json.dumps([sys.executable,
+                                                     str(ROOT / "tests" / "scripted_fills.py")]),
+                           "DLM_TEST_FILL": str(planted)})
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        fileformat = nvim.lua("vim.bo.fileformat").strip()
+        nvim.send("3Goret")
+        nvim.wait_for("vim.fn.line('.') == 4 and "
+                      "vim.endswith(vim.api.nvim_get_current_line(), 'ret')")
+        nvim.send("<C-x><C-o>")
+        nvim.wait_for("vim.fn.complete_info({'pum_visible'}).pum_visible == 1", timeout=60)
+        nvim.send("<C-y>")
+        nvim.wait_for("vim.fn.mode(1) == 'i' and vim.fn.line('$') == 6")
+        nvim.send("<Esc>:w<CR>")
+        nvim.wait_for("not vim.bo.modified")
+    finally:
+        nvim.close()
+    assert fileformat == "dos"
+    assert path.read_bytes() == (b"def main():\r\n    for i in range(10):\r\n        print(i)\r\n"
+                                 b"        return [\r\n            1,\r\n        ]\r\n")

@@ -58,7 +58,9 @@ function M.attach(client, buf)
       if not text then
         return
       end
-      local lines = vim.split(text, '\n', { plain = true })
+      -- a fill for a `fileformat=dos` buffer comes with its `\r\n` breaks; a buffer's lines
+      -- hold none (a kept `\r` shows as ^M and is written back as `\r\r\n`)
+      local lines = vim.split((text:gsub('\r\n?', '\n')), '\n', { plain = true })
       api.nvim_buf_set_text(buf, row, first, row, col, lines)
       local last_col = #lines == 1 and first + #lines[1] or #lines[#lines]
       api.nvim_win_set_cursor(0, { row + #lines, last_col })
