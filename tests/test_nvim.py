@@ -807,6 +807,49 @@ def test_ghost_text_appears_when_typing_pauses_and_tab_accepts_it(tmp_path, mode
     assert text == typed[:at] + suggestion + typed[at:]
 
 
+# Another language server of the buffer's (pyright, say), in-process: it answers `initialize`
+# and `shutdown`, and exits when told to.
+_OTHER_SERVER = """
+function _G.other_server(dispatchers)
+  local closing, id = false, 0
+  return {
+    request = function(method, _, callback)
+      id = id + 1
+      if method == 'initialize' then callback(nil, { capabilities = {} })
+      elseif method == 'shutdown' then callback(nil, vim.NIL) end
+      return true, id
+    end,
+    notify = function(method)
+      if method == 'exit' then closing = true; dispatchers.on_exit(0, 15) end
+      return true
+    end,
+    is_closing = function() return closing end,
+    terminate = function() closing = true end,
+  }
+end
+"""
+
+
+def test_ghost_text_goes_on_after_another_language_server_leaves_the_buffer(tmp_path,
+                                                                            model_dir):
+    """Another server of the buffer stopping (`:LspRestart` of pyright, a crash) detaches
+    it from the buffer, not dlm: typing then still gets ghost text."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, _OTHER_SERVER + f"vim.cmd.edit('{path}')\n")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.lua("vim.lsp.start({ name = 'other', cmd = other_server }, { bufnr = 0 }) ~= nil")
+        nvim.wait_for("#vim.lsp.get_clients({ name = 'other', bufnr = 0 }) == 1")
+        nvim.lua("vim.lsp.get_clients({ name = 'other' })[1]:stop()")
+        nvim.wait_for("#vim.lsp.get_clients({ name = 'other' }) == 0")
+        nvim.send("9GA x")
+        nvim.wait_for(VISIBLE)
+        attached = nvim.value("require('dlm').client(0) ~= nil")
+    finally:
+        nvim.close()
+    assert attached
+
+
 def test_dlm_toggle_pauses_ghost_text_everywhere_and_resumes_it(tmp_path, model_dir):
     """Paused, the suggestion shown goes away and typing asks the server for nothing (its
     fill count stays put); resumed, typing brings ghost text back."""

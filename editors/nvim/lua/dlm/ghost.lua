@@ -398,8 +398,12 @@ function M.attach(client, buf, opts)
   api.nvim_create_autocmd({ 'BufUnload', 'LspDetach' }, {
     group = group,
     buffer = buf,
-    callback = function()
-      M.detach(buf)
+    callback = function(args)
+      -- LspDetach is every server's: another one of the buffer's leaving (pyright
+      -- restarted) is no reason to stop suggesting
+      if args.event == 'BufUnload' or args.data.client_id == client.id then
+        M.detach(buf)
+      end
     end,
   })
   return mode
