@@ -4,8 +4,9 @@
  * its length, so sending each keystroke's request would queue work that is
  * stale before it starts.  `Debouncer` lets only the newest request of a burst
  * through, after a quiet period; `Superseder` cancels a request still in flight
- * once a newer one for the same document goes out.  Neither imports `vscode`,
- * so both are unit-tested with plain objects.
+ * once a newer one for the same document goes out; `InFlight` keeps ghost text's
+ * requests and the user's commands apart.  None imports `vscode`, so all are
+ * unit-tested with plain objects.
  */
 
 /** The part of a CancellationToken that these helpers use. */
@@ -95,5 +96,44 @@ export class Superseder<T extends Cancellable> {
 
   get size(): number {
     return this.inFlight.size;
+  }
+}
+
+/**
+ * The requests in flight per document: the suggestions VS Code asks for on its own (ghost
+ * text) and the commands the user ran (Fill selection, Rewrite block, Fill holes).  A
+ * command supersedes the document's suggestion and its earlier command, and a suggestion
+ * an earlier suggestion; a suggestion never cancels a command, nor does turning
+ * suggestions off.  They once shared one `Superseder`: a keystroke's suggestion whose
+ * debounce ended after a command began, or DLM: Toggle inline suggestions while Fill holes
+ * ran, cancelled the command the user waited for, and nothing said so (a cancel is no
+ * error).  The server keeps commands apart from suggestions likewise (jobs.py).
+ */
+export class InFlight<T extends Cancellable> {
+  private readonly suggestions = new Superseder<T>();
+  private readonly commands = new Superseder<T>();
+
+  beginSuggestion(key: string, request: T): void {
+    this.suggestions.begin(key, request);
+  }
+
+  beginCommand(key: string, request: T): void {
+    this.suggestions.cancel(key);  // its fill would be stale once the command's edit lands
+    this.commands.begin(key, request);
+  }
+
+  /** Forget `request` once it has finished (a newer request for the key is kept). */
+  end(key: string, request: T): void {
+    this.suggestions.end(key, request);
+    this.commands.end(key, request);
+  }
+
+  /** Cancel every suggestion in flight (suggestions were turned off); commands go on. */
+  cancelSuggestions(): void {
+    this.suggestions.cancelAll();
+  }
+
+  get size(): number {
+    return this.suggestions.size + this.commands.size;
   }
 }

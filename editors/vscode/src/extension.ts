@@ -26,7 +26,7 @@ import {
   TransportKind,
 } from "vscode-languageclient/node";
 
-import { Debouncer, Superseder } from "./debounce";
+import { Debouncer, InFlight } from "./debounce";
 import { type Launch, Lifecycle } from "./lifecycle";
 import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
@@ -138,7 +138,7 @@ class DlmExtension implements vscode.Disposable {
    *  (status.statusShown), so that its click can say why. */
   private readonly refused = new Set<string>();
   private readonly debouncer = new Debouncer(() => this.config().get<number>("inline.debounceMs", 250));
-  private readonly inFlight = new Superseder<vscode.CancellationTokenSource>();
+  private readonly inFlight = new InFlight<vscode.CancellationTokenSource>();
   private readonly drafts = new DraftBoard();
   private readonly serverKeys: string[];
   private readonly draftDecoration = vscode.window.createTextEditorDecorationType({
@@ -434,7 +434,7 @@ class DlmExtension implements vscode.Disposable {
     const key = document.uri.toString();
     const source = new vscode.CancellationTokenSource();
     const forward = token.onCancellationRequested(() => source.cancel());
-    this.inFlight.begin(key, source);
+    this.inFlight.beginSuggestion(key, source);
     this.render();  // the icon spins while a suggestion is computed
     const started = Date.now();
     try {
@@ -536,7 +536,8 @@ class DlmExtension implements vscode.Disposable {
 
   /**
    * Run one explicit request with a cancellable progress notification,
-   * cancelling an earlier one for the same document.  Cancelled or stale
+   * cancelling an earlier one for the same document and its ghost text's request
+   * (a suggestion asked for meanwhile leaves it running: `InFlight`).  Cancelled or stale
    * answers (-32800, -32801) resolve to undefined: nothing to apply, no error.
    * An answer that says a fill ran is the status bar's "last fill" (`fillLatency`).
    */
@@ -545,7 +546,7 @@ class DlmExtension implements vscode.Disposable {
   ): Promise<T | undefined> {
     const key = document.uri.toString();
     const source = new vscode.CancellationTokenSource();
-    this.inFlight.begin(key, source);
+    this.inFlight.beginCommand(key, source);
     this.render();  // the icon spins while a suggestion is computed
     const started = Date.now();
     try {
@@ -679,7 +680,7 @@ class DlmExtension implements vscode.Disposable {
                      user: vscode.ConfigurationTarget.Global }[
       toggleScope(config.inspect<boolean>("inline.enabled"))];
     await config.update("inline.enabled", on, target);
-    if (!on) this.inFlight.cancelAll();  // the server stops those fills at their next step
+    if (!on) this.inFlight.cancelSuggestions();  // the server stops those fills at their next step
     void vscode.window.showInformationMessage(`dlm-lsp: inline suggestions ${on ? "on" : "off"}`);
   }
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { Debouncer, Superseder } from "../debounce";
+import { Debouncer, InFlight, Superseder } from "../debounce";
 import { FakeTimers } from "./fake_timers";
 
 /** A cancellation token the test can cancel. */
@@ -124,5 +124,58 @@ describe("Superseder", () => {
     inFlight.begin("file:///b.py", b);
     inFlight.cancelAll();
     assert.deepEqual([a.cancelled, b.cancelled, inFlight.size], [true, true, 0]);
+  });
+});
+
+describe("InFlight: ghost text's suggestions and the commands the user ran", () => {
+  const request = () => ({ cancelled: false, cancel() { this.cancelled = true; } });
+
+  it("a suggestion asked for while a command runs in the document leaves the command running", () => {
+    const inFlight = new InFlight<ReturnType<typeof request>>();
+    const command = request();
+    inFlight.beginCommand("file:///a.py", command);  // Fill holes, seconds on a CPU
+    inFlight.beginSuggestion("file:///a.py", request());  // a keystroke's, its debounce over
+    assert.equal(command.cancelled, false);
+    assert.equal(inFlight.size, 2);
+  });
+
+  it("a command cancels the document's suggestion in flight, and its earlier command", () => {
+    const inFlight = new InFlight<ReturnType<typeof request>>();
+    const suggestion = request();
+    const first = request();
+    inFlight.beginSuggestion("u", suggestion);
+    inFlight.beginCommand("u", first);
+    const second = request();
+    inFlight.beginCommand("u", second);
+    assert.deepEqual([suggestion.cancelled, first.cancelled, second.cancelled], [true, true, false]);
+  });
+
+  it("a newer suggestion supersedes the one in flight", () => {
+    const inFlight = new InFlight<ReturnType<typeof request>>();
+    const first = request();
+    inFlight.beginSuggestion("u", first);
+    inFlight.beginSuggestion("u", request());
+    assert.equal(first.cancelled, true);
+  });
+
+  it("turning suggestions off cancels the suggestions, not the commands", () => {
+    const inFlight = new InFlight<ReturnType<typeof request>>();
+    const command = request();
+    const suggestion = request();
+    inFlight.beginCommand("file:///a.py", command);
+    inFlight.beginSuggestion("file:///b.py", suggestion);
+    inFlight.cancelSuggestions();
+    assert.deepEqual([command.cancelled, suggestion.cancelled, inFlight.size], [false, true, 1]);
+  });
+
+  it("forgets each request once it ends", () => {
+    const inFlight = new InFlight<ReturnType<typeof request>>();
+    const command = request();
+    const suggestion = request();
+    inFlight.beginCommand("u", command);
+    inFlight.beginSuggestion("u", suggestion);
+    inFlight.end("u", suggestion);
+    inFlight.end("u", command);
+    assert.equal(inFlight.size, 0);
   });
 });
