@@ -318,6 +318,29 @@ result.left = #vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {{}})
     assert result["left"] == 0
 
 
+def test_a_long_draft_is_cut_between_characters_not_inside_one(tmp_path, model_dir):
+    """A draft's still-masked tokens are `░` (three bytes in UTF-8): a preview longer than
+    80 characters is cut to 79 of them and `…`, never inside one (its first bytes alone
+    showed as `<e2><96>`)."""
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    draft = "x=" + "░" * 100  # 79 bytes end inside the 26th `░`
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+dlm.lsp_config().handlers['dlm/draft'](nil, {{
+  textDocument = {{ uri = vim.uri_from_bufnr(buf), version = vim.lsp.util.buf_versions[buf] }},
+  range = {{ start = {{ line = 4, character = 4 }}, ['end'] = {{ line = 4, character = 10 }} }},
+  text = {lua_string(draft)}, step = 2, steps = 8,
+}})
+local ns = vim.api.nvim_get_namespaces()['dlm.draft']
+local marks = vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {{ details = true }})
+result.marks = #marks
+result.label = {{ marks[1][4].virt_text[1][1]:byte(1, -1) }}
+""")
+    assert result["marks"] == 1
+    assert bytes(result["label"]).decode("utf-8") == " " + draft[:79] + "…"
+
+
 def test_a_wrong_setting_is_told_once_not_at_every_later_configure(tmp_path, model_dir):
     """dlm.configure() sends all the settings merged: the server told `steps` = 0 again at
     every change of another setting."""

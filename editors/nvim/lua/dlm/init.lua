@@ -116,8 +116,10 @@ local function on_draft(_, params)
     col = params.range['end'].character -- a private helper that may move: ASCII columns agree
   end
   local label = params.text:gsub('\r?\n', ' ⏎ ')
-  if #label > 80 then
-    label = label:sub(1, 79) .. '…'
+  -- in characters, not bytes: a draft's masked tokens are `░`, three bytes each, and a cut
+  -- at a byte count left part of one (shown as <e2><96>)
+  if vim.fn.strchars(label) > 80 then
+    label = vim.fn.strcharpart(label, 0, 79) .. '…'
   end
   api.nvim_buf_clear_namespace(buf, draft_ns, 0, -1)
   pcall(api.nvim_buf_set_extmark, buf, draft_ns, row, col, {
