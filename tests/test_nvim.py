@@ -830,6 +830,34 @@ def test_ghost_text_appears_when_typing_pauses_and_tab_accepts_it(tmp_path, mode
     assert text == typed[:at] + suggestion + typed[at:]
 
 
+def test_the_keys_do_what_the_user_mapped_them_to_where_no_suggestion_is_shown(tmp_path,
+                                                                              model_dir):
+    """A user's own Insert-mode mappings of the plugin's keys, made before setup() (a
+    completion menu's or a snippet's <Tab>), still work where no suggestion is shown: the
+    key falls back to them, not to the bare key (a Tab).  Here <Tab> types `SNIP`, <M-]>
+    is a Lua <expr> mapping, <M-[> a Vimscript one, <M-Right> one to another mapping."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"""
+vim.keymap.set('i', '<Tab>', 'SNIP')
+vim.keymap.set('i', '<M-]>', function() return 'NEXT' end, {{ expr = true }})
+vim.cmd([[inoremap <expr> <M-[> toupper('prev')]])
+vim.cmd([[inoremap <C-g>w WORD]])
+vim.cmd([[imap <M-Right> <C-g>w]])
+dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model }},
+  notify = false, inline = {{ native = false }} }})
+dlm.toggle(false)
+vim.cmd.edit('{path}')
+""")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("13Go<Tab><M-]><M-[><M-Right>")
+        nvim.wait_for("vim.endswith(vim.api.nvim_get_current_line(), 'D')")
+        line = nvim.value("vim.api.nvim_get_current_line()")
+    finally:
+        nvim.close()
+    assert line.strip() == "SNIPNEXTPREVWORD"  # after the line's autoindent
+
+
 # Another language server of the buffer's (pyright, say), in-process: it answers `initialize`
 # and `shutdown`, and exits when told to.
 _OTHER_SERVER = """

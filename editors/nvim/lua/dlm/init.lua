@@ -36,7 +36,7 @@ M.defaults = {
     enabled = true,
     native = 'auto', -- 'auto': vim.lsp.inline_completion where Neovim has it (0.12+); false: extmarks
     debounce_ms = 250,
-    accept = '<Tab>', -- insert-mode key that accepts the suggestion (else types itself); false: none
+    accept = '<Tab>', -- insert-mode key that accepts the suggestion (else what it did before); false: none
     -- keys that accept its next word / the rest of its line (as copilot.vim's); false: none.
     -- Extmark mode only: Neovim's native inline completion takes a suggestion whole.
     accept_word = '<M-Right>',
@@ -621,6 +621,51 @@ local function create_commands()
   })
 end
 
+--- What `key` did in Insert mode before the plugin mapped it, as a function giving the keys
+--- an <expr> mapping returns for it; nil where it was not mapped (the key types itself).
+--- A user's global mapping of <Tab> (a completion menu's, a snippet's jump) was replaced by
+--- the accept key's, which typed a bare Tab wherever no suggestion was shown.
+---@param key string
+---@return (fun(): string)?
+local function mapped_before(key)
+  local before = vim.fn.maparg(key, 'i', false, true)
+  if vim.tbl_isempty(before) or before.buffer == 1 or vim.startswith(before.desc or '', 'dlm-lsp') then
+    return nil -- a buffer's own mapping is its own (it wins over ours); ours, of an earlier setup()
+  end
+  return function()
+    local keys -- as typed (termcodes replaced)
+    if before.callback then
+      keys = before.callback()
+      if before.expr ~= 1 or type(keys) ~= 'string' then
+        return '' -- it did its work
+      end
+      keys = before.replace_keycodes == 1 and vim.keycode(keys) or keys
+    elseif before.expr == 1 then
+      keys = vim.api.nvim_eval(before.rhs)
+    else
+      keys = vim.keycode(before.rhs)
+    end
+    if before.noremap == 1 then
+      return keys -- as ours: not mapped again
+    end
+    api.nvim_feedkeys(keys, 'm', false) -- mapped again, as its own were
+    return ''
+  end
+end
+
+--- Map `key` in Insert mode to `body`, an <expr> body that gives the key back where it has
+--- nothing to do: the key then does what it did before (`mapped_before`), else types itself.
+local function map(key, body, desc)
+  local before = mapped_before(key)
+  vim.keymap.set('i', key, function()
+    local keys = body()
+    if keys == key and before then
+      return before()
+    end
+    return vim.keycode(keys)
+  end, { expr = true, replace_keycodes = false, silent = true, desc = desc })
+end
+
 local function create_mappings()
   local inline = M.config.inline
   local mode = ghost.mode(inline)
@@ -628,33 +673,33 @@ local function create_mappings()
     return
   end
   if inline.accept then
-    vim.keymap.set('i', inline.accept, function()
+    map(inline.accept, function()
       return ghost.accept_or_feed(inline.accept, mode)
-    end, { expr = true, silent = true, desc = 'dlm-lsp: accept the suggestion' })
+    end, 'dlm-lsp: accept the suggestion')
   end
   for unit, key in pairs({ word = inline.accept_word, line = inline.accept_line }) do
     if key and mode == 'extmark' then
-      vim.keymap.set('i', key, function()
+      map(key, function()
         return ghost.accept_part_or_feed(key, unit)
-      end, { expr = true, silent = true, desc = 'dlm-lsp: accept the suggestion\'s next ' .. unit })
+      end, 'dlm-lsp: accept the suggestion\'s next ' .. unit)
     end
   end
   for step, key in pairs({ [1] = inline.next, [-1] = inline.prev }) do
     if key then
-      vim.keymap.set('i', key, function()
+      map(key, function()
         return ghost.cycle_or_feed(key, step, mode)
-      end, { expr = true, silent = true, desc = 'dlm-lsp: show another suggestion' })
+      end, 'dlm-lsp: show another suggestion')
     end
   end
   if inline.dismiss and mode == 'extmark' then
-    vim.keymap.set('i', inline.dismiss, function()
+    map(inline.dismiss, function()
       local buf = api.nvim_get_current_buf()
       if ghost.visible(buf) then
         ghost.clear(buf, true)
         return ''
       end
       return inline.dismiss
-    end, { expr = true, silent = true, desc = 'dlm-lsp: dismiss the suggestion' })
+    end, 'dlm-lsp: dismiss the suggestion')
   end
 end
 
