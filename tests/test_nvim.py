@@ -858,6 +858,34 @@ vim.cmd.edit('{path}')
     assert line.strip() == "SNIPNEXTPREVWORD"  # after the line's autoindent
 
 
+def test_a_suggestion_s_draft_preview_goes_once_it_is_answered(tmp_path, model_dir):
+    """With `drafts = true` the server previews ghost text's fills too; once the suggestion
+    is answered its last draft goes, as a command's does (it stayed at the line's end,
+    `… 8/8`, until the next command)."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"""
+vim.cmd.edit('{path}')
+_G.previews = 0
+local set_extmark = vim.api.nvim_buf_set_extmark
+vim.api.nvim_buf_set_extmark = function(b, n, ...)
+  if n == vim.api.nvim_get_namespaces()['dlm.draft'] then _G.previews = _G.previews + 1 end
+  return set_extmark(b, n, ...)
+end
+""")
+    drafts = ("#vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_get_namespaces()['dlm.draft'], "
+              "0, -1, {})")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.lua("require('dlm').configure({ drafts = true })")
+        nvim.send("9GA x")
+        nvim.wait_for(VISIBLE)
+        nvim.wait_for(f"{drafts} == 0", timeout=5)
+        previews = nvim.value("_G.previews")
+    finally:
+        nvim.close()
+    assert previews >= 1  # it was previewed
+
+
 # Another language server of the buffer's (pyright, say), in-process: it answers `initialize`
 # and `shutdown`, and exits when told to.
 _OTHER_SERVER = """

@@ -134,6 +134,26 @@ local function clear_draft(buf)
   end
 end
 
+--- The suggestions' requests (ghost text, Neovim's own or ours, and completion items).
+local SUGGESTIONS = { ['textDocument/inlineCompletion'] = true, ['textDocument/completion'] = true }
+
+--- With `drafts = true` the server previews a suggestion's fill as it does a command's:
+--- clear the preview once the suggestion is answered or cancelled, as the commands'
+--- callbacks do theirs (it stayed at the line's end, `… 8/8`, until the next command).
+local function clear_drafts_of_suggestions(client, buf)
+  api.nvim_create_autocmd('LspRequest', {
+    group = api.nvim_create_augroup(('dlm.draft.%d'):format(buf), { clear = true }),
+    buffer = buf,
+    callback = function(args)
+      local request = args.data.request
+      if args.data.client_id == client.id and request.type ~= 'pending'
+        and SUGGESTIONS[request.method] then
+        clear_draft(buf)
+      end
+    end,
+  })
+end
+
 --- 'HOST:PORT' as host and port, or nil and why not.
 ---@param address string
 function M.parse_address(address)
@@ -274,6 +294,7 @@ function M.attach(buf)
     on_attach = function(client, bufnr)
       ghost.attach(client, bufnr, M.config.inline)
       completion.attach(client, bufnr)
+      clear_drafts_of_suggestions(client, bufnr)
     end,
   }), { bufnr = buf })
 end
