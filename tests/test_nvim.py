@@ -292,6 +292,23 @@ vim.cmd('write')
     assert after == before[:start] + "fib(i)" + before[start + len("fibonacci(i)"):]
 
 
+def test_buffers_of_two_projects_share_one_server(tmp_path, model_dir):
+    """A server is one model in memory (~300 MB with the shipped one, seconds to load),
+    and it reads no project root: a file of a second project (another `root_markers`
+    root) is served by the server already running, not by a second one."""
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for root in roots:
+        (root / ".git").mkdir(parents=True)
+        shutil.copy(FIXTURE, root / "hello.py")
+    result = run_nvim(tmp_path, model_dir, f"""
+local first = open('{roots[0] / "hello.py"}')
+local second = open('{roots[1] / "hello.py"}')
+result.clients = #vim.lsp.get_clients({{ name = 'dlm' }})
+result.same = dlm.client(first).id == dlm.client(second).id
+""")
+    assert result == {"clients": 1, "same": True}
+
+
 def test_drafts_are_previewed_while_denoising_and_cleared_after(tmp_path, model_dir):
     path = tmp_path / "hello.py"
     shutil.copy(FIXTURE, path)

@@ -28,6 +28,7 @@ M.defaults = {
     'go', 'rust', 'java', 'c', 'cpp', 'cs', 'ruby', 'php', 'sh', 'bash', 'lua', 'kotlin',
     'scala', 'swift',
   },
+  -- the root the server is told of; one server serves the buffers of every root
   root_markers = { '.git', 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml' },
   -- Server settings in camelCase (README "Configuration"), sent as initializationOptions;
   -- change them later with require('dlm').configure({ ... }).
@@ -296,7 +297,16 @@ function M.attach(buf)
       completion.attach(client, bufnr)
       clear_drafts_of_suggestions(client, bufnr)
     end,
-  }), { bufnr = buf })
+  }), {
+    bufnr = buf,
+    -- one server for every buffer, whatever its root: the server reads none, and Neovim's
+    -- own rule (a client per root) started a second process (a second model in memory,
+    -- loaded again) or a second connection to a shared server (one more of its
+    -- --max-clients) for a file of another project
+    reuse_client = function(client, config)
+      return client.name == config.name and not client:is_stopped()
+    end,
+  })
 end
 
 --- Attach every loaded buffer of the configured filetypes (those attached already keep
