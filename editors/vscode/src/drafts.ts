@@ -16,10 +16,11 @@ export interface DraftParams {
   steps: number;
 }
 
-/** One line of preview: line breaks shown as ⏎, cut to `maxChars` with an ellipsis. */
+/** One line of preview: line breaks shown as ⏎, cut to `maxChars` characters (code points:
+ *  a cut by UTF-16 units could leave half of one, such as an emoji) with an ellipsis. */
 export function draftLabel(text: string, maxChars = 80): string {
-  const flat = text.replace(/\r?\n/g, " ⏎ ").replace(/\s+$/, "");
-  return flat.length > maxChars ? flat.slice(0, maxChars - 1) + "…" : flat;
+  const flat = Array.from(text.replace(/\r?\n/g, " ⏎ ").replace(/\s+$/, ""));
+  return flat.length > maxChars ? flat.slice(0, maxChars - 1).join("") + "…" : flat.join("");
 }
 
 /** The progress suffix, e.g. "3/8". */

@@ -20,6 +20,11 @@ describe("draftLabel: a draft on one line", () => {
     assert.ok(label.endsWith("…"));
   });
 
+  it("cuts between characters, never inside one written as two UTF-16 units", () => {
+    const label = draftLabel("x".repeat(18) + "😀😀😀", 20);  // 😀 is a surrogate pair
+    assert.equal(label, "x".repeat(18) + "😀…");
+  });
+
   it("keeps the still-masked positions visible", () => {
     assert.equal(draftLabel("ret░░ n"), "ret░░ n");
     assert.equal(draftProgress(draft(3)), "3/8");
