@@ -235,6 +235,22 @@ vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci
     assert after == before[:start] + edit["newText"] + before[start + len("fibonacci(i)"):]
 
 
+def test_with_selection_exclusive_a_visual_fill_leaves_the_character_after_it(tmp_path,
+                                                                             model_dir):
+    """With `selection=exclusive` (`:behave mswin`) the `'>` mark is on the character after
+    the selection, which is not selected: the fill's range ends before it."""
+    path, _ = _complete_fixture(tmp_path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+vim.o.selection = 'exclusive'
+vim.cmd('normal! 10G0ffvf)y') -- in `print(i, fibonacci(i))`; `f)` goes past the first `)`
+result.selected = vim.fn.getreg('"')
+""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 10, line2 = 10"))
+    assert result["selected"] == "fibonacci(i)"
+    edit = result["answer"]["edits"][0]
+    assert edit["range"] == {"start": {"line": 9, "character": 17},
+                             "end": {"line": 9, "character": 29}}
+
 def test_a_fill_of_a_selection_that_would_only_delete_it_is_not_applied_and_said(tmp_path,
                                                                               model_dir):
     """The server gives no edit where every candidate is whitespace in place of code (it

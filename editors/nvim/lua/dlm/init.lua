@@ -459,6 +459,9 @@ local function selection_range(buf, cmd, encoding)
   if charwise then
     local last = api.nvim_buf_get_lines(buf, vend[1] - 1, vend[1], false)[1] or ''
     local char_end = vend[2] < #last and vim.str_utf_end(last, vend[2] + 1) + vend[2] + 1 or #last
+    if vim.o.selection == 'exclusive' then
+      char_end = math.min(vend[2], #last) -- `'>` is on the character after the selection
+    end
     return edits.range(buf, vstart[1] - 1, vstart[2], vend[1] - 1, char_end, encoding)
   end
   local last = api.nvim_buf_get_lines(buf, cmd.line2 - 1, cmd.line2, false)[1] or ''
