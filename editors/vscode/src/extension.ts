@@ -460,10 +460,10 @@ class DlmExtension implements vscode.Disposable {
    *  starts nothing: the palette offers the fill commands in every file. */
   private servedEditor(): vscode.TextEditor | undefined {
     const editor = vscode.window.activeTextEditor;
-    if (!editor) return undefined;
-    const why = unservedReason(this.languages(), editor.document);
+    const why = unservedReason(this.languages(), editor?.document);
     if (why === undefined) return editor;
     void vscode.window.showWarningMessage(`dlm-lsp: ${why}.`);
+    if (!editor) return undefined;
     this.refused.add(editor.document.uri.toString());
     this.render();
     this.record("notServed", { reason: why });

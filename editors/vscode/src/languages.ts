@@ -60,7 +60,11 @@ export function serves(languages: readonly string[], document: OpenDocument): bo
  * palette offers the commands everywhere: run there, a fill started the server and then
  * failed with "document ... is not open" (the server is never sent such a document).
  */
-export function unservedReason(languages: readonly string[], document: OpenDocument): string | undefined {
+export function unservedReason(languages: readonly string[], document: OpenDocument | undefined,
+): string | undefined {
+  // run from the palette with no text editor active (a settings page, a notebook with no
+  // cell being edited): the command did nothing and said nothing
+  if (!document) return "no text editor is active: click into a file or a notebook cell to fill it";
   if (!(SERVED_SCHEMES as readonly string[]).includes(document.uri.scheme)) {
     return `dlm fills files, unsaved documents and notebook cells, not a ${document.uri.scheme} view`;
   }

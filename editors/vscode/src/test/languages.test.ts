@@ -111,6 +111,10 @@ describe("unservedReason: a fill command run from the palette outside the server
     assert.match(why ?? "", /^haskell is not one of dlm\.languages \(python, go, rust\)/);
   });
 
+  it("says there is no editor to fill, run with none active (the palette offers the commands)", () => {
+    assert.match(unservedReason(defaults, undefined) ?? "", /^no text editor is active: click into a file or a notebook cell/);
+  });
+
   it("says a view of another scheme is never filled, whatever its language", () => {
     assert.match(unservedReason(defaults, file("python", "git")) ?? "", /not a git view/);
   });
