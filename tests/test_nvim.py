@@ -876,8 +876,10 @@ vim.keymap.set('i', '<M-]>', function() return 'NEXT' end, {{ expr = true }})
 vim.cmd([[inoremap <expr> <M-[> toupper('prev')]])
 vim.cmd([[inoremap <C-g>w WORD]])
 vim.cmd([[imap <M-Right> <C-g>w]])
-dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model }},
-  notify = false, inline = {{ native = false }} }})
+for _ = 1, 2 do -- a second setup() (a config sourced again) finds the plugin's own mappings
+  dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model }},
+    notify = false, inline = {{ native = false }} }})
+end
 dlm.toggle(false)
 vim.cmd.edit('{path}')
 """)

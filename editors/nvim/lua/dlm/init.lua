@@ -655,6 +655,10 @@ local function create_commands()
   })
 end
 
+--- The user's Insert-mode mappings of the plugin's keys from before setup() (maparg()'s
+--- dicts, {} for none), kept for a later setup() call, which finds the plugin's own.
+local users_mappings = {}
+
 --- What `key` did in Insert mode before the plugin mapped it, as a function giving the keys
 --- an <expr> mapping returns for it; nil where it was not mapped (the key types itself).
 --- A user's global mapping of <Tab> (a completion menu's, a snippet's jump) was replaced by
@@ -663,8 +667,13 @@ end
 ---@return (fun(): string)?
 local function mapped_before(key)
   local before = vim.fn.maparg(key, 'i', false, true)
-  if vim.tbl_isempty(before) or before.buffer == 1 or vim.startswith(before.desc or '', 'dlm-lsp') then
-    return nil -- a buffer's own mapping is its own (it wins over ours); ours, of an earlier setup()
+  if vim.startswith(before.desc or '', 'dlm-lsp') then
+    before = users_mappings[key] or {} -- ours, of an earlier setup(): the user's from before it
+  else
+    users_mappings[key] = before
+  end
+  if vim.tbl_isempty(before) or before.buffer == 1 then
+    return nil -- a buffer's own mapping is its own (it wins over ours)
   end
   return function()
     local keys -- as typed (termcodes replaced)
