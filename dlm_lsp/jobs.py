@@ -6,10 +6,14 @@ client cancels, when a newer request arrives for the same document, when the
 document changes, closes or is opened again, or when the job runs out of time;
 the reason is kept so the client is told which of these happened.
 
-Only suggestions (inline completion, completion, `dlm/infill`) are superseded:
-the editor asks for one on its own at every pause, so the newest is the one
-the user waits for.  A command the user ran (fill holes, rewrite) is not, or
-the ghost text asked for meanwhile would throw its work away.
+Only fills the editor asks for are superseded: suggestions (inline completion,
+completion), which it asks for on its own at every pause, so the newest is the
+one the user waits for, and `dlm/infill`, by a newer `dlm/infill` or command.  A
+suggestion supersedes only suggestions: an explicit fill (`dlm/infill`, which
+VS Code's Fill selection and Neovim's `:DlmFill` send) given within the debounce
+after a keystroke was stopped by the ghost text the keystroke asked for, with
+nothing to show.  A command the user ran (fill holes, rewrite) is never
+superseded, or the ghost text asked for meanwhile would throw its work away.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ class Job:
 
     uri: str
     version: int | None
-    supersedable: bool = True  # a suggestion; False: a command, stopped only on purpose
+    supersedable: bool = True  # False: a command, stopped only on purpose
+    suggestion: bool = False  # asked by the editor on its own (ghost text, completion)
     _stop: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
 
@@ -62,12 +67,14 @@ class Jobs:
         self._by_uri: dict[str, set[Job]] = {}
         self._lock = threading.Lock()
 
-    def start(self, uri: str, version: int | None, supersedable: bool = True) -> Job:
-        """Register a new job, stopping the older suggestions for the same document."""
-        job = Job(uri, version, supersedable)
+    def start(self, uri: str, version: int | None, supersedable: bool = True,
+              suggestion: bool = False) -> Job:
+        """Register a new job, stopping the older ones it supersedes for the same document
+        (see the module's docstring)."""
+        job = Job(uri, version, supersedable, suggestion)
         with self._lock:
             for old in self._by_uri.get(unquote(uri), ()):
-                if old.supersedable:
+                if old.supersedable and (old.suggestion or not suggestion):
                     old.stop(SUPERSEDED)
             self._by_uri.setdefault(unquote(uri), set()).add(job)
         return job

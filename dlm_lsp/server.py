@@ -352,14 +352,15 @@ class DlmServer(LanguageServer):
                 "range": self.protocol._converter.unstructure(rng),
                 "text": draft, "step": step, "steps": steps})
 
-    def start_job(self, uri: str, version: int | None, supersedable: bool = True) -> Job:
+    def start_job(self, uri: str, version: int | None, supersedable: bool = True,
+                  suggestion: bool = False) -> Job:
         """Register a fill, unless `maxQueuedRequests` fills are running or waiting already."""
         limit = self.config.max_queued_requests
         if self.jobs.in_flight() >= limit:
             raise JsonRpcException(
                 f"server busy: {limit} fills are running or waiting (setting "
                 "maxQueuedRequests); try again when some have finished", code=SERVER_BUSY)
-        return self.jobs.start(uri, version, supersedable)
+        return self.jobs.start(uri, version, supersedable, suggestion)
 
     def check_fresh(self, job: Job) -> None:
         """Refuse a result computed for a document version that is no longer current."""
@@ -375,8 +376,8 @@ class DlmServer(LanguageServer):
     async def fill_range(self, uri: str, rng: types.Range, options: InfillOptions,
                          version: int | None = None, token: Any = None,
                          accepted: types.SelectedCompletionInfo | None = None,
-                         supersedable: bool = True,
-                         progress: str | None = None) -> tuple[Job, InfillResult]:
+                         supersedable: bool = True, progress: str | None = None,
+                         suggestion: bool = False) -> tuple[Job, InfillResult]:
         """Fill one range of an open document, returning only a result that is still fresh.
 
         `accepted` is a completion item the editor shows selected while it asks for ghost
@@ -397,7 +398,7 @@ class DlmServer(LanguageServer):
             text = text[:low] + accepted.text + text[high:]
             start = end = low + len(accepted.text)
             draft_range = None  # the drafts' place is not in the editor's text yet
-        job = self.start_job(uri, doc.version, supersedable)
+        job = self.start_job(uri, doc.version, supersedable, suggestion)
         try:
             if progress is not None:
                 token = await self.progress_token(progress)
@@ -647,7 +648,8 @@ async def inline_completion(ls: DlmServer,
         return types.InlineCompletionList(items=[])
     selected = _selected_item(ls, params)
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
-                                    token=params.work_done_token, accepted=selected)
+                                    token=params.work_done_token, accepted=selected,
+                                    suggestion=True)
     return types.InlineCompletionList(items=inline_items(_suggestions(ls, result), rng,
                                                          selected))
 
@@ -696,7 +698,8 @@ async def completion(ls: DlmServer, params: types.CompletionParams) -> types.Com
         return types.CompletionList(is_incomplete=False, items=[])
     typed, word = word_before(ls.document(uri), params.position)
     rng = types.Range(params.position, params.position)
-    _, result = await ls.fill_range(uri, rng, InfillOptions(), token=params.work_done_token)
+    _, result = await ls.fill_range(uri, rng, InfillOptions(), token=params.work_done_token,
+                                    suggestion=True)
     return types.CompletionList(is_incomplete=True,
                                 items=completion_items(_suggestions(ls, result), typed, word))
 

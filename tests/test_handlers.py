@@ -40,7 +40,8 @@ class Filled:
     document = server.DlmServer.document  # the server's own lookups, on this workspace
     at_version = server.DlmServer.at_version
 
-    async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None):
+    async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None,
+                         suggestion=False):
         assert uri == DOC.uri and rng.start == rng.end == self.at
         self.accepted = accepted
         return None, SimpleNamespace(candidates=[

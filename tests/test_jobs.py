@@ -42,6 +42,19 @@ def test_a_command_is_not_superseded_but_still_stops_on_an_edit() -> None:
     assert command.reason == DOCUMENT_CHANGED
 
 
+def test_a_suggestion_supersedes_only_suggestions() -> None:
+    """Ghost text asked for after a keystroke does not stop the fill the user asked for
+    (`dlm/infill`) just before; that fill, and a newer one, stop the older suggestions."""
+    jobs = Jobs()
+    ghost = jobs.start(A, 1, suggestion=True)
+    asked = jobs.start(A, 1)
+    assert ghost.reason == SUPERSEDED
+    later_ghost = jobs.start(A, 1, suggestion=True)
+    assert not asked.stopped()
+    asked_again = jobs.start(A, 1)
+    assert asked.reason == later_ghost.reason == SUPERSEDED and not asked_again.stopped()
+
+
 def test_starting_a_job_leaves_other_documents_jobs_running() -> None:
     jobs = Jobs()
     other = jobs.start(B, 1)

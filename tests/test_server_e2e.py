@@ -685,6 +685,24 @@ async def test_newer_request_for_the_document_supersedes_the_older(client):
     assert len(newer.edits) == 1
 
 
+async def test_ghost_text_asked_after_a_fill_the_user_asked_for_does_not_stop_it(client):
+    """Fill selection (`dlm/infill`) given within the debounce after a keystroke: the ghost
+    text that keystroke asks for is a suggestion, and stops only suggestions."""
+    open_doc(client)
+    client.progress_reports["asked"] = []
+    asked = client.protocol.send_request("dlm/infill", {
+        "textDocument": {"uri": URI}, "range": rng(4, 4, 4, 4), "workDoneToken": "asked",
+        "options": {"length": 24, "steps": 24, "strategy": "confidence"}}, msg_id="asked")
+    await wait_for(lambda: len(reports(client, "asked")) >= 1)
+    ghost = await client.text_document_inline_completion_async(types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(URI), position=types.Position(4, 4),
+        context=types.InlineCompletionContext(
+            trigger_kind=types.InlineCompletionTriggerKind.Automatic)))
+    assert ghost is not None
+    result = await asyncio.wrap_future(asked)
+    assert len(result["edits"] if isinstance(result, dict) else result.edits) == 1
+
+
 async def test_document_edited_during_infill_gets_no_stale_edit(client):
     open_doc(client)
     future = slow_infill(client, "stale", "req-stale")
