@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from dlm_lsp.validation import language_for
@@ -521,18 +521,25 @@ def _block_steps(text: str, language: str | None) -> frozenset[int]:
     counts: sensible-editor's `then` / a tab shows its step only in its functions'."""
     if language not in _KEYWORD_HEADS:
         return frozenset()
+    return frozenset(step for code, step in _steps_right(text, language, str.strip)
+                     if code.endswith("{") or _opens_keyword_block(code, language))
+
+
+def _steps_right(text: str, language: str | None,
+                 counted: Callable[[str], object]) -> Iterator[tuple[str, int]]:
+    """(the code of a line, how far right of it the next line sits) for each line of
+    `text` (its first 5,000) that the next sits right of; lines `counted` refuses and
+    comment lines are passed over (a tab 8 columns).  The walk `_block_steps` and
+    `_continuation_steps` read the document's steps from."""
     comments, lifetimes = _line_comments(language), _lifetimes(language)
-    shown: set[int] = set()
     above, width = "", 0
     for line in text.split("\n", 5000)[:5000]:
-        if not line.strip() or comments and line.lstrip().startswith(comments):
+        if not counted(line) or comments and line.lstrip().startswith(comments):
             continue
         now = _width(_leading(line))
-        code = above[:_code_end(above, comments, lifetimes)].rstrip()
-        if now > width and (code.endswith("{") or _opens_keyword_block(code, language)):
-            shown.add(now - width)
+        if now > width:
+            yield above[:_code_end(above, comments, lifetimes)].rstrip(), now - width
         above, width = line, now
-    return frozenset(shown)
 
 
 def _keyword(line: str) -> str:
@@ -988,20 +995,9 @@ def _continuation_steps(text: str, language: str | None) -> frozenset[int]:
     each code line sits right of the code line above it, where that line does not end in
     `{` nor open a keyword block (a tab 8 columns).  Every step shown, not the most
     common, as `_block_steps` reads a block's."""
-    comments, lifetimes = _line_comments(language), _lifetimes(language)
-    shown: set[int] = set()
-    above, width = "", 0
-    for line in text.split("\n", 5000)[:5000]:
-        if not _counted(line) or comments and line.lstrip().startswith(comments):
-            continue
-        now = _width(_leading(line))
-        if now > width:
-            code = above[:_code_end(above, comments, lifetimes)].rstrip()
-            if not (code.endswith(_block_openers(language))
-                    or _opens_keyword_block(code, language)):
-                shown.add(now - width)
-        above, width = line, now
-    return frozenset(shown)
+    return frozenset(step for code, step in _steps_right(text, language, _counted)
+                     if not (code.endswith(_block_openers(language))
+                             or _opens_keyword_block(code, language)))
 
 
 def reindent(fill: str, text: str, start: int, end: int, language: str | None = None,
