@@ -40,7 +40,7 @@ from dlm_lsp.policy import (
     MULTI_LINE,
     REWRITE,
     SINGLE_LINE,
-    LengthEstimate,
+    WITHOUT_TOKENIZER,
     SpanPlan,
     local_text,
     plan_span,
@@ -53,13 +53,7 @@ from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled, SamplerConfig, refine_start
 from dlm_lsp.serving import BatchConfig, StepBatcher
-from dlm_lsp.span import (
-    CHARS_PER_TOKEN,
-    SpanLayout,
-    borrowed_line_break,
-    build_layout,
-    head_chain,
-)
+from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
 from dlm_lsp.validation import ParsedDocument, language_for
 
 __all__ = ["Cancelled", "Candidate", "Engine", "InfillRequest", "InfillResult",
@@ -106,8 +100,6 @@ def _is_oom(exc: BaseException) -> bool:
 
 SMALLER_BATCH, ON_CPU = "a smaller batch", "the CPU"  # the ways out of memory, in order
 
-
-BEFORE_LOAD = LengthEstimate(CHARS_PER_TOKEN)  # counts a rewrite's tokens until a model is loaded
 
 # The settings a loaded model depends on, as the user writes them (what they load: see
 # `_placement`).
@@ -272,16 +264,16 @@ class Engine:
         model's tokenizer and length, under `config` (a client's own, whose fills carry
         it: `config_for`), else ours.  Until a model is loaded (a code action does not
         wait for a load) only `maxSpanTokens` is known, and a selection is counted at
-        CHARS_PER_TOKEN characters a token, as a remote server's is: code tokenizes at
-        3-4 characters a token, so what is told disabled now the command refuses, and a
-        shorter selection may still be told once the model is loaded.  (It was offered
-        enabled, and refused when chosen, while the model loaded.)  Only a selection
+        CHARS_PER_TOKEN characters a token (`WITHOUT_TOKENIZER`), as a remote server's is:
+        code tokenizes at 3-4 characters a token, so what is told disabled now the command
+        refuses, and a shorter selection may still be told once the model is loaded.  (It
+        was offered enabled, and refused when chosen, while the model loaded.)  Only a selection
         mostly of long runs of one character, which tokenizers hold as single tokens (the
         shipped one has 64 `#` and a line break with 47 spaces), can be fewer tokens than
         that count: 34 lines of 60 spaces and `x` are 105 tokens, counted 132."""
         cfg, model = config or self.config, self._model
         if model is None:
-            return rewrite_refusal(selected, cfg, BEFORE_LOAD)
+            return rewrite_refusal(selected, cfg, WITHOUT_TOKENIZER)
         return rewrite_refusal(selected, cfg, model.tokenizer, span_reach(model.max_length))
 
     def forget(self, uri: str) -> None:

@@ -205,6 +205,12 @@ class LengthEstimate:
         return [0] * math.ceil(len(text) / self.chars_per_token)
 
 
+# A selection's tokens where the model's tokenizer is not at hand (before a model is
+# loaded, or on a server): CHARS_PER_TOKEN characters a token, where code runs 3-4 (only
+# long runs of one character, indentation or banners, go past it)
+WITHOUT_TOKENIZER = LengthEstimate(CHARS_PER_TOKEN)
+
+
 def _too_long(n: int, limit: int, config: ServerConfig) -> str:
     """What a rewrite of at least `n` tokens, past `limit`, is refused with: which limit
     it passes and how to go on."""

@@ -29,13 +29,12 @@ from typing import Any, TypeVar
 
 from dlm_lsp.backends import BackendError
 from dlm_lsp.config import ServerConfig
-from dlm_lsp.policy import LengthEstimate, rewrite_refusal
+from dlm_lsp.policy import WITHOUT_TOKENIZER, rewrite_refusal
 from dlm_lsp.quantiles import status_ms
 from dlm_lsp.remote.http import StopWatch, Unreachable, connect, token
 from dlm_lsp.remote.wire import TOKEN_VARIABLE
 from dlm_lsp.results import InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled
-from dlm_lsp.span import CHARS_PER_TOKEN
 
 RETRY_PAUSE_S = 0.25  # first pause before a retry; doubles each time
 STATUS_TIMEOUT_S = 2.0  # `dlm/status` and the start-up check never wait longer
@@ -103,9 +102,8 @@ class ServerBackend:
     SERVER = ""  # how messages name the server: "<SERVER> at <remoteUrl>"
     LABEL = ""  # how `dlm/status` names an unreachable server: "<LABEL> at <remoteUrl>"
     # the served model's tokenizer is on the server: a rewrite is judged too long here only
-    # on a count of tokens real code is far above (span.CHARS_PER_TOKEN characters a
-    # token, where code runs 3-4; only long runs of one character go past 16 a token)
-    LENGTH: Any = LengthEstimate(CHARS_PER_TOKEN)
+    # on a count of tokens real code is far above (`WITHOUT_TOKENIZER`)
+    LENGTH: Any = WITHOUT_TOKENIZER
 
     def __init__(self, config: ServerConfig):
         self.config = config
