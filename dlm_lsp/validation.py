@@ -29,6 +29,7 @@ import itertools
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -114,6 +115,8 @@ KEEP_VERDICTS = 256  # verdicts a document version keeps (a fill meets its text 
 _PARSERS: dict[str, Parser | str] = {}
 # Parsers are not safe to share between threads, and the server may validate concurrently.
 _LOCK = threading.Lock()
+# Text longer than this is handed to tree-sitter in chunks of this size (see `parse`).
+PARSE_CHUNK = 1 << 16  # bytes: ~20-40 ms of parsing on the CI machine
 
 
 class _Error(NamedTuple):
@@ -123,6 +126,29 @@ class _Error(NamedTuple):
     start: int
     end: int
     inner: tuple[tuple[str, int, int], ...]  # nested error nodes, the shape of the damage
+
+
+def parse(parser: Parser, data: bytes, old_tree: Tree | None = None) -> Tree:
+    """`parser.parse(data, old_tree)`, letting the server's other threads run meanwhile.
+
+    tree-sitter holds Python's GIL for a whole parse, and parsing a large file from
+    nothing takes seconds (a 3 MB bundle: 1-4 s on the CI machine); the server's event
+    loop, which reads the editor's messages on another thread, answered nothing for that
+    long: no `$/cancelRequest`, no status, no fill of another document.  Given the text
+    through a read callback instead, tree-sitter asks for it a chunk at a time, and each
+    call hands the GIL over (`time.sleep(0)`), so the loop waits one chunk at most.  The
+    tree is the same; a small text is given whole, as the callback costs more than it
+    saves there.  The caller holds `_LOCK`.
+    """
+    if len(data) <= PARSE_CHUNK:
+        return parser.parse(data, old_tree) if old_tree else parser.parse(data)
+    whole = memoryview(data)
+
+    def read(offset: int, _point: tuple[int, int]) -> bytes:
+        time.sleep(0)  # let a waiting thread take the GIL
+        return bytes(whole[offset:offset + PARSE_CHUNK])
+
+    return parser.parse(read, old_tree) if old_tree else parser.parse(read)
 
 
 def language_for(language_id: str | None, uri: str | None = None) -> str | None:
@@ -327,7 +353,7 @@ class ParsedDocument:
             old_tree, _, _ = previous._edited(prefix, len(previous.text) - suffix,
                                               text[prefix:len(text) - suffix])
         with _LOCK:
-            self.tree = parser.parse(self.data, old_tree) if old_tree else parser.parse(self.data)
+            self.tree = parse(parser, self.data, old_tree)
         self._original: list[_Error] | None = None
         self._lines: list[int] | None = None
         self._windows: dict[tuple[int, int], ParsedDocument] = {}
@@ -373,7 +399,7 @@ class ParsedDocument:
         tree, first, last = self._edited(start, end, inserted)
         data = self.data[:first.byte] + _encode(inserted) + self.data[last.byte:]
         with _LOCK:
-            parsed = self._parser.parse(data, tree)
+            parsed = parse(self._parser, data, tree)
         return parsed, data, self.text[:start] + inserted + self.text[end:]
 
     @property

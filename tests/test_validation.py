@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import sys
+import threading
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -855,3 +858,52 @@ def test_the_parse_trees_kept_are_bounded_by_size_and_the_latest_is_always_kept(
     edited = big + "z = 3\n"
     assert validation.parsed_document(edited, "python", "file:///big.py").text == edited
     assert validation._DOCUMENTS["file:///big.py"] is not kept  # its next version, kept
+
+
+# --- a long parse lets the server's other threads run --------------------------------------
+
+
+def test_a_large_text_parses_to_the_same_tree_in_chunks(monkeypatch) -> None:
+    monkeypatch.setattr(validation, "PARSE_CHUNK", 1024)
+    parser = validation._parser("javascript")
+    data = _bundle(400).encode()
+    whole = parser.parse(data)
+    assert str(validation.parse(parser, data).root_node) == str(whole.root_node)
+    middle = data.index(b"n+=t[o]*200;") + len(b"n+=t[o]*")
+    edited = data[:middle] + b"7" + data[middle:]
+    old = whole.copy()
+    point = (0, middle)
+    old.edit(middle, middle, middle + 1, point, point, (0, middle + 1))
+    assert (str(validation.parse(parser, edited, old).root_node)
+            == str(parser.parse(edited).root_node))
+
+
+def test_other_threads_run_while_a_large_text_parses(monkeypatch) -> None:
+    """tree-sitter holds the GIL for a whole parse: the server's event loop answered no
+    message (a cancel, a status) for the seconds a large file's first parse took."""
+    monkeypatch.setattr(validation, "PARSE_CHUNK", 4096)
+    parser = validation._parser("javascript")
+    data = _bundle(4000).encode()  # ~110 chunks
+    parsing, done, ticks = threading.Event(), threading.Event(), []
+
+    def ticker() -> None:
+        parsing.wait()
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.0001)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0002)  # a waiting thread asks for the GIL after 0.2 ms
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    try:
+        parsing.set()
+        time.sleep(0.01)
+        started = time.perf_counter()
+        validation.parse(parser, data)
+        ended = time.perf_counter()
+    finally:
+        done.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert sum(started < tick < ended for tick in ticks) >= 10
