@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from cli_parsers import command_parsers
 from rpc import frame, free_port
 
 from dlm_lsp.framing import MessageReader
@@ -302,30 +303,6 @@ def test_status_help_names_the_option_that_asks_a_running_server(capsys):
             main(argv)
         said = " ".join(capsys.readouterr().out.split())
         assert "caches (--server)" in said and "caches (--tcp)" not in said
-
-
-def command_parsers() -> dict[str, argparse.ArgumentParser]:
-    """Every parser a user reaches: `dlm-lsp` and its commands, and the commands that
-    parse their own options."""
-    from dlm_lsp.cli import build_parser
-    from dlm_lsp.models.command import parser as models_parser
-    from dlm_lsp.remote.command import parser as remote_parser
-    from dlm_lsp.training.train import build_parser as train_parser
-
-    found: dict[str, argparse.ArgumentParser] = {}
-
-    def walk(prog: str, parser: argparse.ArgumentParser) -> None:
-        found[prog] = parser
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    walk(f"{prog} {name}", sub)
-
-    walk("dlm-lsp", build_parser())
-    walk("dlm-lsp models", models_parser())
-    walk("dlm-lsp train", train_parser())
-    walk("dlm-lsp serve-remote", remote_parser())
-    return found
 
 
 def test_every_option_of_every_command_says_in_its_help_what_it_is():

@@ -1,0 +1,119 @@
+"""The documentation works as written: what it links to or names exists, and the
+commands it shows take the options it shows.
+
+A user copies a command from the README, the editors' README, the model card or a
+benchmark report and runs it; a path or an option renamed in the code and not in the
+prose is an error message (or a 404) at the first try.  The editors' setup blocks and the
+settings table have tests of their own (tests/test_other_editors.py, test_emacs.py,
+test_nvim.py, test_vscode.py); these cover what every document shows.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from cli_parsers import command_parsers
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", ROOT / "editors" / "README.md",
+        ROOT / "editors" / "vscode" / "README.md",
+        ROOT / "dlm_lsp" / "weights" / "default" / "MODEL_CARD.md",
+        *sorted((ROOT / "benchmarks" / "results").glob("*.md"))]
+# a path into the repository, as the documents write one in backticks
+REPO_PATH = re.compile(r"(?:dlm_lsp|benchmarks|editors|tests|fixtures)/[\w./*-]*")
+# where a shell command ends and the next (or a comment) begins
+COMMAND_END = re.compile(r"\s(?:\||;|&&|#|>|2>)\s")
+# `dlm-lsp` itself (also a path's last part, /path/to/.venv/bin/dlm-lsp), python -m dlm_lsp,
+# or a span that begins with a `bench` command, as the benchmark tables write one
+DLM_LSP = re.compile(r"(?:^|[\s/])(?:dlm-lsp|-m dlm_lsp)(?=\s|$)|^(?=bench\s)")
+# a script or module the documents run with python (or bash)
+SCRIPT = re.compile(r"(benchmarks/\w+\.(?:py|sh)|-m dlm_lsp(?:\.\w+)+)")
+
+
+def code_spans(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every code span of `path`, a span broken over lines joined with
+    spaces, and every line of its fenced blocks."""
+    spans, prose, fenced = [], [], False
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            prose.append("")
+        elif fenced:
+            spans.append((number, line))
+            prose.append("")
+        else:
+            prose.append(line)
+    text = "\n".join(prose)
+    for span in re.finditer(r"`([^`]+)`", text):
+        spans.append((text.count("\n", 0, span.start()) + 1, " ".join(span.group(1).split())))
+    return spans
+
+
+def options_shown(command: str) -> list[str]:
+    """The `--options` of `command` up to where it ends, bare of `[...]` and `=value`."""
+    command = COMMAND_END.split(f" {command} ", 1)[0]
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unpaired quote: a fragment of prose, not a command
+        words = command.split()
+    return [word.strip("[]").split("=", 1)[0] for word in words
+            if word.strip("[").startswith("--")]
+
+
+def test_every_path_the_documents_link_or_name_exists():
+    missing = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://", "mailto:", "#")):
+                continue
+            if not (doc.parent / target.split("#", 1)[0]).exists():
+                missing.append(f"{doc.relative_to(ROOT)}: link {target}")
+        for line, span in code_spans(doc):
+            if REPO_PATH.fullmatch(span) and not (
+                    any(ROOT.glob(span)) or any(doc.parent.glob(span))):
+                missing.append(f"{doc.relative_to(ROOT)}:{line}: {span}")
+    assert missing == []
+
+
+def test_every_dlm_lsp_command_the_documents_show_takes_the_options_they_show():
+    """Each `dlm-lsp [command ...] --option` names commands and options that exist."""
+    parsers = command_parsers()
+    wrong = []
+    for doc in DOCS:
+        for line, span in code_spans(doc):
+            for found in DLM_LSP.finditer(span):
+                words = COMMAND_END.split(f" {span[found.end():]} ", 1)[0].split()
+                prog = "dlm-lsp"
+                for word in words:
+                    if word.startswith("-") or f"{prog} {word}" not in parsers:
+                        break
+                    prog = f"{prog} {word}"
+                known = {name for action in parsers[prog]._actions
+                         for name in action.option_strings}
+                wrong += [f"{doc.relative_to(ROOT)}:{line}: {prog} {option}"
+                          for option in options_shown(span[found.end():])
+                          if option not in known]
+    assert wrong == []
+
+
+def test_every_script_the_documents_run_takes_the_options_they_show():
+    """benchmarks/*.py and `python -m dlm_lsp.*` modules: each option shown is one the
+    script defines (its parser spells it out: `add_argument("--option"`)."""
+    wrong = []
+    for doc in DOCS:
+        for line, span in code_spans(doc):
+            for found in SCRIPT.finditer(span):
+                name = found.group(1)
+                script = ROOT / (name if name.startswith("benchmarks/")
+                                 else name.removeprefix("-m ").replace(".", "/") + ".py")
+                if not script.exists():
+                    wrong.append(f"{doc.relative_to(ROOT)}:{line}: {name} does not exist")
+                    continue
+                source = script.read_text(encoding="utf-8")
+                wrong += [f"{doc.relative_to(ROOT)}:{line}: {name} {option}"
+                          for option in options_shown(span[found.end():])
+                          if f'"{option}"' not in source]
+    assert wrong == []
