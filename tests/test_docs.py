@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
+import pytest
 from cli_parsers import command_parsers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +32,10 @@ COMMAND_END = re.compile(r"\s(?:\||;|&&|#|>|2>)\s")
 DLM_LSP = re.compile(r"(?:^|[\s/])(?:dlm-lsp|-m dlm_lsp)(?=\s|$)|^(?=bench\s)")
 # a script or module the documents run with python (or bash)
 SCRIPT = re.compile(r"(benchmarks/\w+\.(?:py|sh)|-m dlm_lsp(?:\.\w+)+)")
+# a commit as the documents name one: 7 to 40 hex digits, a digit and a letter among them
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+# commits a report names and says were never merged
+NEVER_MERGED = {"426c34b"}
 
 
 def code_spans(path: Path) -> list[tuple[int, str]]:
@@ -117,3 +123,21 @@ def test_every_script_the_documents_run_takes_the_options_they_show():
                           for option in options_shown(span[found.end():])
                           if f'"{option}"' not in source]
     assert wrong == []
+
+
+def test_every_commit_the_documents_name_is_in_this_repository_s_history():
+    """Reports name the commit each run measured.  A helper's branch is merged under new
+    hashes, and four reports written there named 12 commits `git show` could not find."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.strip()
+    if shallow == "true":
+        pytest.skip("a shallow clone lacks the history")
+    named = sorted({commit for doc in DOCS
+                    for commit in COMMIT.findall(doc.read_text(encoding="utf-8"))}
+                   - NEVER_MERGED)
+    found = subprocess.run(["git", "cat-file", "--batch-check"], cwd=ROOT, text=True,
+                           input="".join(f"{commit}^{{commit}}\n" for commit in named),
+                           capture_output=True, check=True).stdout.splitlines()
+    assert [line.split()[0] for line in found if line.endswith(" missing")] == []
