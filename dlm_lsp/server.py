@@ -200,12 +200,25 @@ class DlmServer(LanguageServer):
         token = f"dlm-lsp/{kind}/{self._progress_count}"
         # not wait_for: cancelling pygls' create_async can leave its future in a bad state
         created = asyncio.ensure_future(self.work_done_progress.create_async(token))
-        done, _ = await asyncio.wait([created], timeout=2.0)
+        try:
+            done, _ = await asyncio.wait([created], timeout=2.0)
+        except asyncio.CancelledError:  # $/cancelRequest of the request that asked
+            self._unused_token(created, token)
+            raise
         if not done or created.exception() is not None:
-            # a client that accepts it later still makes pygls register (and keep) the token
-            created.add_done_callback(lambda _: self.work_done_progress.tokens.pop(token, None))
+            self._unused_token(created, token)
             return None
         return token
+
+    def _unused_token(self, created: asyncio.Future, token: str) -> None:
+        """Let go of `token` once the client has answered its creation (`created`), as
+        nothing will use it: pygls registers a token the client accepts however late, and
+        keeps it until it is removed (one for each command cancelled while it waited)."""
+        def forget(answer: asyncio.Future) -> None:
+            if not answer.cancelled():
+                answer.exception()  # retrieved: a refusal is no error of ours to log
+            self.work_done_progress.tokens.pop(token, None)
+        created.add_done_callback(forget)
 
     def warn(self, problems: list[str]) -> None:
         """Tell the user about configuration problems (defaults were kept)."""
@@ -626,9 +639,12 @@ def _replaced(ls: DlmServer, uri: str, rng: types.Range) -> str:
 
 @feature(STATUS)
 def status(ls: DlmServer, params: Any) -> dict:
-    """`dlm/status`: the engine's device, model, queue, latency, throughput and caches."""
+    """`dlm/status`: the engine's device, model, queue, latency, throughput and caches, and
+    what this server holds: its jobs, open documents and progress tokens (each let go of
+    when done; a count that only grows is a leak)."""
     return {"version": __version__, **ls.engine.status(), "jobsInFlight": ls.jobs.in_flight(),
-            "openDocuments": len(ls.workspace.text_documents)}
+            "openDocuments": len(ls.workspace.text_documents),
+            "progressTokens": len(ls.work_done_progress.tokens)}
 
 
 @feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
@@ -808,14 +824,16 @@ async def _fill_holes(ls: DlmServer, *args: Any) -> dict:
         return {"applied": False, "holes": 0, "version": doc.version,
                 "message": f"no {ls.config.hole_marker} holes in {uri}"}
     job = ls.start_job(uri, doc.version, supersedable=False)
-    # server-initiated progress, hole by hole, that the user can cancel (the command's
-    # params carry no workDoneToken that pygls would hand to this handler)
-    token = await ls.progress_token("holes")
-    count = f"{len(holes)} hole{'s' * (len(holes) > 1)}"
-    if token is not None:
-        ls.begin_progress(token, job, "dlm-lsp: filling holes", f"0 of {count}")
+    token = None
     filled = False  # every hole, and the edit asked for
     try:
+        # server-initiated progress, hole by hole, that the user can cancel (the command's
+        # params carry no workDoneToken that pygls would hand to this handler); a cancel
+        # while the client answers ends the job as any other does
+        token = await ls.progress_token("holes")
+        count = f"{len(holes)} hole{'s' * (len(holes) > 1)}"
+        if token is not None:
+            ls.begin_progress(token, job, "dlm-lsp: filling holes", f"0 of {count}")
         state = HoleFilling(original)
         valid = []  # each fill's syntax verdict (None: unchecked), for the editor to warn
         for done, hole in enumerate(holes, 1):

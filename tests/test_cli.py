@@ -204,7 +204,7 @@ def test_status_asks_a_running_server(model_dir):
     assert status["model"] == "default" and status["queueDepth"] == 0
     assert status["fills"] == 0 and status["p50Ms"] is None
     assert set(status) >= {"device", "tokensPerSecond", "batchOccupancy", "cacheHitRate",
-                           "jobsInFlight", "openDocuments"}
+                           "jobsInFlight", "openDocuments", "progressTokens"}
 
 
 def test_status_of_a_server_that_is_not_there_says_how_one_is_started(capsys):

@@ -473,6 +473,7 @@ async def mute_client(lsp_client: LanguageClient, model_dir):
     lsp_client.protocol.fm.features.pop(types.WINDOW_WORK_DONE_PROGRESS_CREATE, None)
     done = asyncio.Event()
     lsp_client.tokens_asked = []  # the tokens the server asked to create, in order
+    lsp_client.answer_progress = done  # set: the client answers (null) at last
 
     @lsp_client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
     async def not_until_the_test_is_over(params: types.WorkDoneProgressCreateParams) -> None:
@@ -535,6 +536,45 @@ async def test_a_rewrite_of_a_document_closed_while_it_waits_for_its_progress_sa
         await rewrite
     assert dropped.value.code == -32801 and "closed" in dropped.value.message
     assert "didOpen" not in dropped.value.message
+
+
+async def cancel_while_asking_for_progress(client: LanguageClient, command: str,
+                                           arguments: list, kind: str) -> dict:
+    """Send `command`, cancel it (`$/cancelRequest`) while the server waits for the client
+    to accept its progress token (`dlm-lsp/<kind>/N`), then accept that token: the
+    server's dlm/status once the late answer is in."""
+    future = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
+                                          types.ExecuteCommandParams(command, arguments),
+                                          msg_id=f"{kind}-cancelled")
+    await wait_for(lambda: any(kind in str(t) for t in client.tokens_asked))
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=f"{kind}-cancelled"))
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wrap_future(future)
+    assert err.value.code == -32800
+    client.answer_progress.set()
+    await asyncio.sleep(0.5)  # the client's answer has reached the server by now
+    return await client.protocol.send_request_async("dlm/status", {})
+
+
+async def test_a_rewrite_cancelled_while_its_progress_token_is_asked_for_keeps_no_token(
+        mute_client):
+    """A token the client accepts after the command asking for it was cancelled is let
+    go of: pygls registered it on the late answer and kept it for as long as the server
+    ran, as no progress of the cancelled command ever ended it."""
+    open_doc(mute_client, "x = 1\ny = 2\n")
+    status = await cancel_while_asking_for_progress(
+        mute_client, "dlm.rewriteSelection", [URI, rng(1, 0, 1, 5)], "rewrite")
+    assert status.progressTokens == 0 and status.jobsInFlight == 0
+
+
+async def test_filling_holes_cancelled_while_its_progress_token_is_asked_for_ends_its_job(
+        mute_client):
+    """Cancelled while it waits for its progress token, `dlm.fillHoles` lets go of its
+    job (it counted against maxQueuedRequests for good) and of the token."""
+    open_doc(mute_client, "a = <FILL>\n")
+    status = await cancel_while_asking_for_progress(mute_client, "dlm.fillHoles", [URI],
+                                                    "holes")
+    assert status.jobsInFlight == 0 and status.progressTokens == 0
 
 
 async def test_a_rewrite_refused_before_its_fill_ends_the_progress_it_asked_for(client):
