@@ -360,6 +360,7 @@ class ParsedDocument:
         self._python: PythonSyntax | None = None
         self._shell: BashSyntax | None = None
         self._verdicts: dict[tuple[int, int, str], Validation] = {}
+        self._lines_out: dict[tuple[int, int], list[_Error]] = {}  # see `errors_without`
         self.windowed = True  # large documents validate in a window (a window itself never)
 
     def _byte(self, offset: int) -> int:
@@ -409,6 +410,22 @@ class ParsedDocument:
             self._original = [e for e, _ in _errors(self.tree, self.data, self.text)]
         return self._original
 
+    def errors_without(self, start: int, end: int) -> list[_Error]:
+        """The errors of this version with [start, end) taken out, found once per range:
+        each candidate at a span asks it (the span's baseline, and `_Below`'s of the
+        span's lines), and each ask was a parse of the whole document (a hole's second
+        candidate cost two parses instead of one, in a file whose 200 hole markers are
+        errors).  Kept with the version, as its verdicts are, so never read for another
+        text."""
+        key = (start, end)
+        found = self._lines_out.get(key)
+        if found is None:
+            found = [e for e, _ in _errors(*self._parse_with(start, end, ""))]
+            if len(self._lines_out) >= KEEP_VERDICTS:
+                self._lines_out.clear()  # one call, safe beside another fill's thread
+            self._lines_out[key] = found
+        return found
+
     def validate(self, start: int, end: int, fill: str) -> Validation:
         """Report the errors that `fill`, written over [start, end), introduces.
 
@@ -445,7 +462,7 @@ class ParsedDocument:
         # insertion they are the same text.
         original = _Baseline(self.errors, end - start, start, len(fill))
         removed = original if end == start else _Baseline(
-            [e for e, _ in _errors(*self._parse_with(start, end, ""))], 0, start, len(fill))
+            self.errors_without(start, end), 0, start, len(fill))
         reach = (_skip_blanks_back(text, start), start + len(fill) + _blanks_at(text, end))
         below = _Below(self, start, end, len(fill))
         new = []
@@ -826,8 +843,7 @@ class _Below:
         text = self.document.text
         line_end = text.find("\n", self.end) + 1
         if self._without is None:
-            self._without = [e for e, _ in _errors(*self.document._parse_with(
-                self.line_start, line_end, ""))]
+            self._without = self.document.errors_without(self.line_start, line_end)
         moved = error.start - self.shift - (line_end - self.line_start)
         return not any(old.kind == error.kind and old.start == moved for old in self._without)
 

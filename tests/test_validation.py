@@ -907,3 +907,33 @@ def test_other_threads_run_while_a_large_text_parses(monkeypatch) -> None:
         thread.join()
         sys.setswitchinterval(interval)
     assert sum(started < tick < ended for tick in ticks) >= 10
+
+
+# --- what a version keeps between candidates ---------------------------------------------
+
+LEFT_INCOMPLETE = "function f(a) {\n  const x = ⟦⟧\n  %s\n  return x;\n}\n"
+
+
+def test_candidates_at_one_span_parse_the_document_without_its_lines_once(monkeypatch) -> None:
+    """Each candidate at a span is judged against the document with the span's lines taken
+    out (a line left incomplete errs on the line below): one parse of the version for
+    them all, not one each (in a file of 200 hole markers, a second whole parse a hole)."""
+    text, start, _ = _span(LEFT_INCOMPLETE % "return x;")
+    document = validation.parsed_document(text, "javascript")
+    parses = []
+    parse_with = validation.ParsedDocument._parse_with
+    monkeypatch.setattr(validation.ParsedDocument, "_parse_with",
+                        lambda self, *edit: parses.append(edit) or parse_with(self, *edit))
+    verdicts = [document.validate(start, start, fill) for fill in ("", "a +", "a")]
+    assert [v.valid for v in verdicts] == [False, False, True]
+    assert len(set(parses)) == len(parses)  # each candidate's own, and the lines' once
+
+
+def test_an_edit_below_the_span_is_read_by_the_next_version_s_verdict() -> None:
+    """The lines taken out are parsed again for a new version: a line below that the edit
+    broke on its own is no longer blamed on the line left incomplete at the span."""
+    uri = "file:///w/left_incomplete.js"
+    before, start, _ = _span(LEFT_INCOMPLETE % "return x;")
+    assert not validate_fill(before, start, start, "", "javascript", uri).valid
+    after, start, _ = _span(LEFT_INCOMPLETE % "x = = 1;")
+    assert validate_fill(after, start, start, "", "javascript", uri).valid
