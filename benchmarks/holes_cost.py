@@ -1,0 +1,97 @@
+"""What filling a hole costs outside the model, in CPU time, in-process.
+
+`pathological_documents.py --cases holes-200` times `dlm.fillHoles` through the server
+in wall time: ~4 minutes for its 200 holes, and on a shared machine the wall time
+outside the model's forward passes doubled from one run to the next (other jobs'
+threads, not ours).  This fills the first `--holes` holes of the same document the way
+the command does (left to right, each hole's fill in the text before the next is
+asked, `holes.HoleFilling`) on the engine directly, and reports the process's CPU time
+less the CPU time of the model's forward passes (`hidden` and `head`, timed on the
+thread that runs them), a hole: what the server spends around the model.
+
+    OMP_NUM_THREADS=1 python benchmarks/holes_cost.py --holes 20 --runs 3
+
+`--fills-out FILE` writes each hole's candidates (text, verdict), to check that a
+change leaves them byte-identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+
+from pathological_documents import cases
+
+from dlm_lsp.config import ServerConfig
+from dlm_lsp.engine import Engine
+from dlm_lsp.holes import HoleFilling, find_holes
+from dlm_lsp.results import InfillOptions, InfillRequest
+from dlm_lsp.validation import forget_document
+
+
+class ModelCpu:
+    """CPU seconds spent inside the model's forward passes, on whichever thread runs them."""
+
+    def __init__(self, model: object) -> None:
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+        for name in ("hidden", "head"):
+            original = getattr(model, name)
+
+            def timed(*args, _original=original, **kwargs):
+                began = time.thread_time()
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    with self._lock:
+                        self.seconds += time.thread_time() - began
+            setattr(model, name, timed)
+
+
+def fill_holes(engine: Engine, text: str, uri: str, count: int) -> list[list]:
+    """Fill the first `count` holes as dlm.fillHoles does; each hole's candidates."""
+    state, found = HoleFilling(text), []
+    for hole in find_holes(text, engine.config.hole_marker)[:count]:
+        start, end = state.current(hole)
+        result = engine.infill(InfillRequest(state.text, start, end, "python", uri,
+                                             InfillOptions(), is_hole=True))
+        state.accept(hole, result.candidates[0].text)
+        found.append([[c.text, c.valid] for c in result.candidates])
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--holes", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--fills-out", metavar="FILE", help="write every hole's candidates")
+    args = parser.parse_args()
+    case = cases()["holes-200"]()
+    per_hole, fills = [], None
+    for run in range(args.runs):
+        # each run on an engine of its own, the document parsed afresh: the same work
+        engine = Engine(ServerConfig())
+        forget_document(case.uri)
+        model = ModelCpu(engine.model)
+        fill_holes(engine, "def f(x):\n    return <FILL>\n", "file:///warm-up.py", 1)
+        model.seconds, began = 0.0, time.process_time()
+        found = fill_holes(engine, case.text, case.uri, args.holes)
+        outside = (time.process_time() - began - model.seconds) * 1000 / len(found)
+        per_hole.append(outside)
+        print(f"run {run + 1}: {outside:.1f} ms CPU a hole outside the model "
+              f"({model.seconds * 1000 / len(found):.0f} ms in it)", flush=True)
+        if fills is not None and found != fills:
+            print("  the fills differ from the first run's")
+        fills = found
+    print(f"{args.holes} holes of holes-200, {args.runs} runs: min {min(per_hole):.1f}, "
+          f"median {statistics.median(per_hole):.1f} ms CPU a hole outside the model")
+    if args.fills_out:
+        with open(args.fills_out, "w") as out:
+            json.dump(fills, out)
+
+
+if __name__ == "__main__":
+    main()
