@@ -20,35 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import threading
 import time
 
-from pathological_documents import cases
+from pathological_documents import ForwardTime, cases
 
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.holes import HoleFilling, find_holes
 from dlm_lsp.results import InfillOptions, InfillRequest
 from dlm_lsp.validation import forget_document
-
-
-class ModelCpu:
-    """CPU seconds spent inside the model's forward passes, on whichever thread runs them."""
-
-    def __init__(self, model: object) -> None:
-        self.seconds = 0.0
-        self._lock = threading.Lock()
-        for name in ("hidden", "head"):
-            original = getattr(model, name)
-
-            def timed(*args, _original=original, **kwargs):
-                began = time.thread_time()
-                try:
-                    return _original(*args, **kwargs)
-                finally:
-                    with self._lock:
-                        self.seconds += time.thread_time() - began
-            setattr(model, name, timed)
 
 
 def fill_holes(engine: Engine, text: str, uri: str, count: int) -> list[list]:
@@ -75,14 +55,16 @@ def main() -> None:
         # each run on an engine of its own, the document parsed afresh: the same work
         engine = Engine(ServerConfig())
         forget_document(case.uri)
-        model = ModelCpu(engine.model)
+        model = ForwardTime(engine.model, clock=time.thread_time)
         fill_holes(engine, "def f(x):\n    return <FILL>\n", "file:///warm-up.py", 1)
-        model.seconds, began = 0.0, time.process_time()
+        model.take()
+        began = time.process_time()
         found = fill_holes(engine, case.text, case.uri, args.holes)
-        outside = (time.process_time() - began - model.seconds) * 1000 / len(found)
+        inside = model.take()
+        outside = ((time.process_time() - began) * 1000 - inside) / len(found)
         per_hole.append(outside)
         print(f"run {run + 1}: {outside:.1f} ms CPU a hole outside the model "
-              f"({model.seconds * 1000 / len(found):.0f} ms in it)", flush=True)
+              f"({inside / len(found):.0f} ms in it)", flush=True)
         if fills is not None and found != fills:
             print("  the fills differ from the first run's")
         fills = found
