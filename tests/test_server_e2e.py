@@ -454,16 +454,16 @@ async def test_ghost_text_asked_for_meanwhile_does_not_stop_a_command(client):
     accept_applied_edits(client)
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"dlm": {"stepsMultiLine": 48}}))
-    open_doc(client, "".join(f"v{i} = <FILL>\n" for i in range(8)) + "\n")
+    open_doc(client, "".join(f"v{i} = <FILL>\n" for i in range(24)) + "\n")
     future = asyncio.ensure_future(client.workspace_execute_command_async(
         types.ExecuteCommandParams("dlm.fillHoles", [URI])))
     await wait_for(lambda: any(len(r) > 1 for r in server_progress(client, "holes").values()))
     await client.text_document_inline_completion_async(types.InlineCompletionParams(
         types.InlineCompletionContext(types.InlineCompletionTriggerKind.Automatic),
-        types.TextDocumentIdentifier(URI), types.Position(8, 0)))
+        types.TextDocumentIdentifier(URI), types.Position(24, 0)))
     assert not future.done()  # the ghost text came while the holes were being filled
     result = await future
-    assert result["applied"] is True and result["holes"] == 8
+    assert result["applied"] is True and result["holes"] == 24
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
