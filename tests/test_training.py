@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.models import ModelLoadError, load_model
+from dlm_lsp.models.command import inspect
 from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser, TinyModel, plan_shards, save_tiny
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN
 from dlm_lsp.training import train as train_module
@@ -621,6 +622,18 @@ def test_a_shard_the_index_names_must_exist(tokenizer, tmp_path):
     next(tmp_path.glob("model-00002-*.safetensors")).unlink()
     with pytest.raises(ModelLoadError, match="could not load"):
         load_model(str(tmp_path), "cpu")
+
+
+def test_a_tokenizer_with_more_ids_than_the_model_is_refused_at_load(tokenizer, tmp_path):
+    """A tokenizer.json from another model loaded, `models check` said ok, and the first
+    fill ended in an IndexError from the embedding."""
+    torch.manual_seed(0)
+    smaller = TinyDenoiser(TinyConfig(vocab_size=tokenizer.vocab_size - 100, d_model=64,
+                                      n_layers=2, n_heads=2, max_length=64))
+    save_tiny(smaller, tokenizer, tmp_path)
+    with pytest.raises(ModelLoadError, match="vocabulary sizes disagree"):
+        load_model(str(tmp_path), "cpu")
+    assert "vocabulary sizes disagree" in inspect(str(tmp_path)).problems[0]
 
 
 def test_a_tensor_larger_than_the_shard_limit_is_refused():

@@ -343,6 +343,10 @@ class TinyModel:
             if not (path / "tokenizer.json").is_file():  # tokenizers' error names no file
                 raise FileNotFoundError("no tokenizer.json")
             tokenizer = Tokenizer.from_file(path / "tokenizer.json")
+            if tokenizer.vocab_size > cfg.vocab_size:  # else the first fill: an IndexError
+                raise ValueError(f"tokenizer.json has {tokenizer.vocab_size} ids but the model "
+                                 f"only {cfg.vocab_size} (vocabulary sizes disagree: a "
+                                 "tokenizer from another model?)")
             state = load_weights(path)
             module = TinyDenoiser(cfg)
             module.load_state_dict({k: v.float() for k, v in state.items()})
