@@ -481,6 +481,19 @@ def test_an_embedding_that_disagrees_with_config_vocab_is_named(checkpoints, tmp
         load_model(str(broken), "cpu")
 
 
+@pytest.mark.parametrize("family", ["dream", "llada"])
+def test_a_config_value_of_the_wrong_type_is_named_not_a_traceback(checkpoints, tmp_path,
+                                                                     family):
+    broken = _copy(checkpoints, family, tmp_path)
+    config = json.loads((broken / "config.json").read_text())
+    key = "d_model" if family == "llada" else "hidden_size"
+    config[key] = str(config[key])  # "32": transformers' validation refuses a string
+    (broken / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match=r"config\.json: .*hidden_size"):
+        load_model(str(broken), "cpu")
+    assert "config.json" in inspect(str(broken)).problems[0]
+
+
 def test_a_tokenizer_larger_than_the_model_is_refused(checkpoints, tmp_path):
     broken = _copy(checkpoints, "open-dcoder", tmp_path)
     tok = json.loads((broken / "tokenizer.json").read_text())

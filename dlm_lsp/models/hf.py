@@ -101,7 +101,22 @@ def _need(cfg: dict, key: str, path: Path):
 
 
 def arch_config(family: Family, checkpoint: Checkpoint):
-    """The transformers config of the network described by the checkpoint's config.json."""
+    """The transformers config of the network described by the checkpoint's config.json.
+
+    A value of the wrong type there ("hidden_size": "4096", a hand-edited file) is
+    refused by transformers' own validation with an exception of huggingface_hub's,
+    which `dlm-lsp fill` and `models check` printed as a traceback: it becomes a
+    ModelLoadError that names the file."""
+    try:
+        return _arch_config(family, checkpoint)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - transformers' config validation raises its own
+        raise ModelLoadError(f"{checkpoint.path / 'config.json'}: {type(exc).__name__}: "
+                             f"{exc}".replace("\n", " ")) from exc
+
+
+def _arch_config(family: Family, checkpoint: Checkpoint):
     tf = _transformers()
     cfg, path = checkpoint.config, checkpoint.path
     common = {"attn_implementation": "sdpa", "is_causal": False, "use_cache": False}
