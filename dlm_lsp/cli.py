@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from dlm_lsp import __version__
 from dlm_lsp.allocator import cap_arenas
@@ -425,6 +425,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _until_interrupted(command: str, run: Callable[[], int]) -> int:
+    """Run a command that may take minutes (loading a 7B model, filling a file's holes,
+    calibrating a step): Ctrl-C there was a traceback from wherever the work stood; it
+    is one line and 130, as an interrupted benchmark's (nothing is written before the
+    end: `fill --write` leaves the file as it was)."""
+    began = time.monotonic()
+    try:
+        return run()
+    except KeyboardInterrupt:
+        print(f"dlm-lsp {command}: stopped by SIGINT after {time.monotonic() - began:.0f}s",
+              file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `dlm-lsp` and `python -m dlm_lsp`."""
     argv = sys.argv[1:] if argv is None else argv
@@ -435,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["models"]:  # families and checkpoint checks parse their own options
         from dlm_lsp.models.command import main as models_main
 
-        return models_main(argv[1:])
+        return _until_interrupted("models", lambda: models_main(argv[1:]))
     if argv[:1] == ["serve-remote"]:  # the service parses its own options
         from dlm_lsp.remote.command import main as remote_main
 
@@ -443,12 +457,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
     if args.command == "fill":
-        return _fill(args)
+        return _until_interrupted("fill", lambda: _fill(args))
     if args.command == "status":
         from dlm_lsp.status import main as status_main
 
-        return status_main(args.server, args.model, args.device, args.remote, args.token,
-                           args.ca_file)
+        return _until_interrupted("status", lambda: status_main(
+            args.server, args.model, args.device, args.remote, args.token, args.ca_file))
     if args.command == "bench":
         return _bench(args)
     return _serve(args)

@@ -374,6 +374,34 @@ def test_an_interrupted_benchmark_says_so_in_one_line_and_writes_no_report(
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"
 
 
+@pytest.mark.parametrize(("argv", "where"), [
+    (["fill", "FILE", "--model", "MODEL"], "dlm_lsp.engine.Engine.infill"),
+    (["status", "--model", "MODEL"], "dlm_lsp.engine.Engine.step_cost"),
+    (["models", "check", "MODEL", "--load"], "dlm_lsp.models.command.time_forward"),
+])
+def test_ctrl_c_in_a_long_command_says_so_in_one_line_and_exits_130(
+        argv, where, model_dir, tmp_path, monkeypatch, capsys):
+    """Ctrl-C while `fill` filled, `status` timed a step or `models check --load` loaded
+    a model was a traceback from wherever the work stood."""
+    from dlm_lsp.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # what Python's SIGINT handler raises
+    monkeypatch.setattr(where, interrupted)
+    holes = tmp_path / "holes.py"
+    holes.write_text("def f(x):\n    return <FILL>\n")
+    argv = [{"FILE": str(holes), "MODEL": str(model_dir)}.get(a, a) for a in argv]
+    try:
+        status = main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("the interruption escaped as a traceback")
+    said = capsys.readouterr()
+    assert status == 130 and said.out == ""
+    assert said.err.startswith(f"dlm-lsp {argv[0]}: stopped by SIGINT after ")
+    assert len(said.err.splitlines()) == 1
+    assert holes.read_text() == "def f(x):\n    return <FILL>\n"
+
+
 @pytest.mark.parametrize("argv", [
     ["strategies", "--limit", "0"], ["strategies", "--steps", "-1"],
     ["humaneval", "--limit", "0"], ["humaneval", "--timeout", "0"],
