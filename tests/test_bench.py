@@ -204,6 +204,22 @@ def test_a_baseline_that_cannot_be_compared_to_is_refused_before_any_task_runs(
     assert said.startswith("dlm-lsp bench humaneval: ") and says in said and str(stored) in said
 
 
+def test_programs_the_sandbox_could_not_run_fail_the_run_and_are_named(monkeypatch, capsys):
+    """A sandbox that could not start programs (user namespaces used up, /tmp full) gave a
+    pass@1 of its failures, exit 0: a broken machine read as a weak model."""
+    from dlm_lsp.bench.sandbox import Outcome
+
+    def broken(sources, config):
+        return [Outcome(False, "sandbox", "the sandbox failed: OSError: no space", 0.0)
+                for _ in sources]
+    monkeypatch.setattr(pass_at_1, "run_programs", broken)
+    assert main(["bench", "humaneval", "--empty", "--limit", "2"]) == 1
+    captured = capsys.readouterr()
+    assert "Outcomes: sandbox 2" in captured.out
+    assert "sandbox failed: 2 of 2 programs never ran" in captured.err
+    assert "OSError: no space" in captured.err
+
+
 @pytest.mark.parametrize(("mode", "baseline", "margin", "status"), [
     ("--self-check", 100.0, 0.0, 0),  # no drop
     ("--empty", 100.0, 5.0, 1),  # a 100-point drop

@@ -139,6 +139,30 @@ def test_requiring_a_network_namespace_where_none_works_is_an_error(monkeypatch)
     assert not run_program("pass\n", QUICK).network_isolated  # otherwise it runs without
 
 
+def test_a_namespace_the_kernel_refuses_is_the_sandboxs_failure_not_the_programs(
+        monkeypatch, tmp_path):
+    """`unshare` exits 1 when the user namespaces are used up (max_user_namespaces): every
+    program was an "error", a fail of the model's in pass@1 with no word of the harness."""
+    refusing = tmp_path / "unshare"
+    refusing.write_text("#!/bin/sh\necho 'unshare: unshare failed: No space left on device' "
+                        ">&2\nexit 1\n")
+    refusing.chmod(0o755)
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: sandbox.NETWORK)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(refusing))
+    outcome = run_program("pass\n", QUICK)
+    assert outcome.reason == "sandbox" and "No space left on device" in outcome.detail
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: sandbox.NONE)
+    assert run_program("import os\nos._exit(1)\n", QUICK).reason == "error"  # the program's
+
+
+def test_a_harness_that_cannot_start_the_program_says_the_sandbox_failed(monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(sandbox.tempfile, "mkdtemp", full)
+    outcome = run_program("pass\n", QUICK)
+    assert outcome.reason == "sandbox" and outcome.detail.startswith("the sandbox failed")
+
+
 def test_programs_run_side_by_side_and_outcomes_keep_their_order():
     programs = ["import time\ntime.sleep(0.6)\nassert True\n",
                 "import time\ntime.sleep(0.6)\nassert False\n"]

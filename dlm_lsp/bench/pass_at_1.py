@@ -61,6 +61,7 @@ from dlm_lsp.bench.sandbox import (
     ISOLATION_WORDS,
     NONE,
     REASONS,
+    SANDBOX,
     Outcome,
     SandboxConfig,
     run_programs,
@@ -102,7 +103,7 @@ class TaskResult:
 
     task_id: str
     passed: bool
-    reason: str  # passed | failed | timeout | error | blocked
+    reason: str  # passed | failed | timeout | error | blocked | sandbox (sandbox.REASONS)
     detail: str
     exact: bool
     similarity: float  # edit similarity to the canonical middle, 0..1
@@ -434,10 +435,17 @@ def command(args: argparse.Namespace) -> int:
 
 
 def check_bars(report: Report, stored: dict | None, margin: float) -> int:
-    """The exit status a complete model report earns: 1 when the self-check's canonical
-    fills pass below SELF_CHECK_BAR or pass@1 fell more than `margin` points below the
-    `stored` report, else 0; each verdict goes to stderr."""
+    """The exit status a complete model report earns: 1 when the sandbox failed to run
+    a program, when the self-check's canonical fills pass below SELF_CHECK_BAR or pass@1
+    fell more than `margin` points below the `stored` report, else 0; each verdict goes
+    to stderr."""
     status = 0
+    unrun = [r for r in report.results if r.reason == SANDBOX]
+    if unrun:  # a verdict on this machine's sandbox, not on the fills: not a result to keep
+        print(f"sandbox failed: {len(unrun)} of {report.tasks} programs never ran, counted "
+              f"as failures in pass@1 ({unrun[0].task_id}: {unrun[0].detail})",
+              file=sys.stderr)
+        status = 1
     if report.config.fill == "canonical" and report.pass_at_1 < SELF_CHECK_BAR:
         print(f"self-check failed: canonical fills pass {report.pass_at_1}%, below "
               f"{SELF_CHECK_BAR}%: the harness is broken", file=sys.stderr)

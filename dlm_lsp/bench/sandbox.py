@@ -57,9 +57,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlm_lsp.bench.sandbox_child import ISOLATE, NO_HOOK
+from dlm_lsp.bench.sandbox_child import ISOLATE, NO_HOOK, STARTED
 
-REASONS = ("passed", "failed", "timeout", "error", "blocked")
+# "sandbox": the program never ran, the harness failed (no temporary directory, `unshare`
+# or the namespaces refused, no process): a verdict on the machine, not on the program
+REASONS = ("passed", "failed", "timeout", "error", "blocked", "sandbox")
+SANDBOX = "sandbox"
 # Isolation levels, strongest first, and the `unshare` arguments of each.
 NAMESPACES, NETWORK, NONE = "namespaces", "network", "none"
 ISOLATION_LEVELS = (NONE, NETWORK, NAMESPACES)  # weakest first
@@ -210,8 +213,9 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _read_outcome(fd: int) -> dict:
-    """The child's last outcome line on the pipe, or {} when it wrote none."""
+def _read_outcome(fd: int) -> tuple[dict, bool]:
+    """The child's last outcome line on the pipe ({} when it wrote none), and whether it
+    said the program started."""
     os.set_blocking(fd, False)
     data = b""
     try:
@@ -222,19 +226,22 @@ def _read_outcome(fd: int) -> dict:
             data += chunk
     except BlockingIOError:
         pass
+    started = STARTED in data
     for line in reversed(data.decode("utf-8", "replace").splitlines()):
         try:
             outcome = json.loads(line)
         except ValueError:
             continue
         if isinstance(outcome, dict) and outcome.get("reason") in REASONS:
-            return outcome
-    return {}
+            return outcome, started
+    return {}, started
 
 
 def _classify(returncode: int, timed_out: bool, outcome: dict, token: str,
-              config: SandboxConfig, output: str) -> tuple[str, str]:
-    """(reason, detail) from how the child ended and what it reported."""
+              config: SandboxConfig, output: str, started: bool) -> tuple[str, str]:
+    """(reason, detail) from how the child ended and what it reported; a child that
+    ended on its own, reporting nothing, before the program started, is the sandbox's
+    failure (`unshare` refused: the program's "error" lowered pass@1 with no word of it)."""
     if timed_out:
         return "timeout", f"killed after {config.timeout_s:g} s"
     if returncode < 0:
@@ -250,6 +257,9 @@ def _classify(returncode: int, timed_out: bool, outcome: dict, token: str,
     if reason is not None:
         return reason, str(outcome.get("detail", ""))
     last = output.strip().splitlines()[-1:] or [""]
+    if not started:
+        return SANDBOX, f"the sandbox failed: exited with code {returncode} before the " \
+            f"program started {last[0]}".strip()
     return "error", f"exited with code {returncode} before its tests finished {last[0]}".strip()
 
 
@@ -291,7 +301,7 @@ def _run(source: str, config: SandboxConfig, isolation: str,
     try:
         return _run_in(source, config, isolation, running)
     except Exception as exc:  # noqa: BLE001 - e.g. a working directory the program mangled
-        return Outcome(False, "error", f"the sandbox failed: {type(exc).__name__}: {exc}",
+        return Outcome(False, SANDBOX, f"the sandbox failed: {type(exc).__name__}: {exc}",
                        round(time.perf_counter() - began, 3), "", isolation)
 
 
@@ -345,7 +355,7 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
         child.wait()
         seconds = time.perf_counter() - began
         try:
-            outcome = _read_outcome(read_fd)
+            outcome, started = _read_outcome(read_fd)
         finally:
             os.close(read_fd)
         with output:  # read through the descriptor the child wrote to, never by its name
@@ -354,7 +364,8 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
     finally:
         _remove(outer)
     text = text[:config.output_chars]
-    reason, detail = _classify(child.returncode, timed_out, outcome, token, config, text)
+    reason, detail = _classify(child.returncode, timed_out, outcome, token, config, text,
+                               started)
     return Outcome(reason == "passed", reason, detail, round(seconds, 3), text, isolation)
 
 

@@ -16,7 +16,9 @@ them as monitoring), which is why the parent adds resource limits and, where
 the kernel allows, namespaces.
 
 The outcome travels on a pipe (file descriptor FD), not on stdout, so that a
-program printing anything cannot forge it; a pass carries a token the parent
+program printing anything cannot forge it, after a line that says the program
+started (a child that ends without it failed in the harness, not in the
+program); a pass carries a token the parent
 writes on a second pipe (TOKEN_FD), read and closed before the program runs,
 so a program that exits early (`sys.exit(0)`, `os._exit(0)`) never counts as
 having passed its tests.  (The token was an environment variable, and
@@ -48,6 +50,7 @@ PASSED, FAILED, ERROR, BLOCKED = 0, 1, 2, 3
 ISOLATE = "isolate"  # an argument after the fds: set up the namespaces (`isolate`)
 NO_HOOK = "no-hook"  # an argument after the fds: no audit hook (to test the kernel's part alone)
 DETAIL_CHARS = 300
+STARTED = b'{"started": true}\n'  # on the outcome pipe just before the program runs
 
 # Refused outright: processes, signals to other processes, resource limits, raw memory.
 REFUSED_EVENTS = frozenset({
@@ -246,8 +249,8 @@ def main() -> None:
     if ISOLATE in sys.argv[4:]:
         try:
             isolate(root)
-        except OSError as exc:
-            _finish(fd, ERROR, "error", f"sandbox isolation failed: {exc}")
+        except OSError as exc:  # the harness's failure, not the program's
+            _finish(fd, ERROR, "sandbox", f"sandbox isolation failed: {exc}")
     try:
         code = compile(source, path, "exec")
     except (SyntaxError, ValueError) as exc:
@@ -255,6 +258,9 @@ def main() -> None:
     sys.dont_write_bytecode = True
     if NO_HOOK not in sys.argv[4:]:
         sys.addaudithook(_audit_hook(root, fd))
+    # From here on what goes wrong is the program's: the parent counts a child that ends
+    # without this line (`unshare` refused, the interpreter could not start) as the sandbox's
+    _write(fd, STARTED)
     runner = sys.modules["__main__"]  # noqa: F841 - keeps this module alive while it runs
     program = types.ModuleType("__main__")  # `import __main__` finds the program, not us
     sys.modules["__main__"] = program
