@@ -481,3 +481,38 @@ def test_models_check_names_no_family_where_it_found_none(where, family, model_d
     rows = capsys.readouterr().out.splitlines()
     assert rows[0].split() == ["directory", directory]
     assert [row for row in rows if row.startswith("family")] == []
+
+
+def test_models_check_of_a_mistyped_path_says_it_is_no_directory(tmp_path, capsys):
+    """It said "... has no config.json: not a model directory" of a path that is not there."""
+    from dlm_lsp.cli import main
+
+    assert main(["models", "check", str(tmp_path / "Dream-Codr")]) == 1
+    assert f"problem: {tmp_path / 'Dream-Codr'} is not a directory\n" in capsys.readouterr().err
+
+
+def test_models_check_of_a_hub_id_checks_its_cached_snapshot_or_says_where_to_put_it(
+        model_dir, tmp_path, monkeypatch, capsys):
+    """The `model` setting takes a hub id; `models check` read one as a directory name and
+    said "owner/name has no config.json", cached or not."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    from dlm_lsp.cli import main
+
+    cache, commit = tmp_path / "hub", "0123456789abcdef0123456789abcdef01234567"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    assert main(["models", "check", "someone/tiny-dlm"]) == 1
+    said = capsys.readouterr().err
+    assert "someone/tiny-dlm is not a directory here, nor a hub id in the local hub cache" in said
+    assert "--local-dir ~/models/tiny-dlm" in said
+    repo = cache / "models--someone--tiny-dlm"
+    shutil.copytree(model_dir, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    assert main(["models", "check", "someone/tiny-dlm"]) == 0
+    captured = capsys.readouterr()
+    assert "ok: the server can load it" in captured.err
+    assert f"directory                {repo / 'snapshots' / commit}" in captured.out

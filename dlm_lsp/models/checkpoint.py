@@ -218,6 +218,11 @@ def _offline() -> bool:
     return flag in {"1", "ON", "YES", "TRUE"}
 
 
+def is_hub_id(spec: str) -> bool:
+    """Whether a model spec that is no directory reads as a hub id ("owner/name")."""
+    return bool(HUB_ID.match(spec)) and not spec.startswith((".", "~"))
+
+
 def suggested_directory(repo_id: str) -> Path:
     """Where to put a checkpoint downloaded elsewhere: ~/models/<name>."""
     return MODELS_HOME / repo_id.rsplit("/", 1)[-1]
@@ -228,7 +233,7 @@ def locate(spec: str) -> Path:
     path = Path(spec).expanduser()
     if path.is_dir():
         return path
-    if not HUB_ID.match(spec) or spec.startswith((".", "~")):
+    if not is_hub_id(spec):
         raise ModelLoadError(f"model '{spec}' not found: {path} is not a directory. Use "
                              "'default', a model directory or a hub id (owner/name).")
     return _download(spec)
@@ -240,7 +245,7 @@ def cached_snapshot(spec: str) -> Path | None:
     none: no such snapshot, not a hub id, no huggingface_hub.  For telling what a model
     is without fetching or loading it; the snapshot is the one a load takes offline
     (online, a load may fetch a newer one)."""
-    if not HUB_ID.match(spec) or spec.startswith((".", "~")):
+    if not is_hub_id(spec):
         return None
     try:
         from huggingface_hub import try_to_load_from_cache

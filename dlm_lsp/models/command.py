@@ -17,9 +17,16 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dlm_lsp.config import DEVICES, PRECISIONS
-from dlm_lsp.models.checkpoint import MODEL_TYPE, Checkpoint
+from dlm_lsp.models.checkpoint import (
+    MODEL_TYPE,
+    Checkpoint,
+    cached_snapshot,
+    is_hub_id,
+    suggested_directory,
+)
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.registry import FAMILIES, conventions, detect, family_named
 
@@ -52,9 +59,33 @@ def _token(tokenizer, i: int | None) -> str:
     return f"{i} ({text})" if text else str(i)
 
 
+def _local(spec: str) -> tuple[str | None, str]:
+    """The directory `models check` reads for `spec`, or None and why there is none.
+
+    A hub id, which the `model` setting takes, is its snapshot in the local hub cache
+    (never fetched): it was read as a directory name, "owner/name has no config.json",
+    as was a mistyped path, which is no directory at all."""
+    if Path(spec).expanduser().is_dir():
+        return str(Path(spec).expanduser()), ""
+    snapshot = cached_snapshot(spec)
+    if snapshot is not None:
+        return str(snapshot), ""
+    if not is_hub_id(spec):
+        return None, f"{spec} is not a directory"
+    return None, (f"{spec} is not a directory here, nor a hub id in the local hub cache; "
+                  f"`models check` reads local files only: run `hf download {spec} "
+                  f"--local-dir {suggested_directory(spec)}` and check that directory")
+
+
 def inspect(directory: str, family_name: str | None = None) -> Report:
-    """Check a checkpoint directory without loading its weights."""
+    """Check a checkpoint directory (or a hub id's cached snapshot) without loading its
+    weights."""
     report = Report(directory)
+    local, problem = _local(directory)
+    if local is None:
+        report.problems.append(problem)
+        return report
+    report.directory = directory = local
     try:
         checkpoint = Checkpoint.read(directory)
     except ModelLoadError as exc:
