@@ -6,6 +6,7 @@ handy tool for scripts: the same engine and length policy as the server.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,9 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
         print(f"dlm-lsp fill: no {marker} holes in {path if source else 'standard input'}",
               file=sys.stderr)
         return 1
+    if write and not os.access(source, os.W_OK):  # before the model loads and fills
+        print(f"dlm-lsp fill: cannot write {path} (--write)", file=sys.stderr)
+        return 2
     engine = Engine(ServerConfig(model=model, device=device, hole_marker=marker))
     try:
         model_obj = engine.model
@@ -66,7 +70,14 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     print(f"# {len(holes)} hole(s) filled by {model_obj.name} on {model_obj.device} in "
           f"{time.perf_counter() - began:.2f} s", file=sys.stderr)
     if source is not None and write:
-        source.write_text(state.text, encoding="utf-8")
+        try:
+            source.write_text(state.text, encoding="utf-8")
+        except OSError as exc:  # a full disk, a file made read-only meanwhile: a traceback
+            # that lost the fills; they go to stdout instead, as without --write
+            print(f"dlm-lsp fill: cannot write {path}: {exc}; the filled file is on standard "
+                  "output", file=sys.stderr)
+            sys.stdout.write(state.text)
+            return 1
     else:
         sys.stdout.write(state.text)
     return 0

@@ -516,3 +516,39 @@ def test_models_check_of_a_hub_id_checks_its_cached_snapshot_or_says_where_to_pu
     captured = capsys.readouterr()
     assert "ok: the server can load it" in captured.err
     assert f"directory                {repo / 'snapshots' / commit}" in captured.out
+
+
+def test_fill_write_to_a_file_it_cannot_write_is_refused_before_the_model_loads(
+        model_dir, tmp_path, monkeypatch, capsys):
+    """It loaded the model and filled every hole, then ended in a PermissionError
+    traceback (as root, a read-only file system is what os.access reports)."""
+    from dlm_lsp import fill
+    from dlm_lsp.cli import main
+
+    holes = tmp_path / "holes.py"
+    holes.write_text("def f(x):\n    return <FILL>\n")
+    monkeypatch.setattr(fill.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(fill, "Engine", lambda *args: pytest.fail("the model was loaded"))
+    assert main(["fill", str(holes), "--model", str(model_dir), "--write"]) == 2
+    assert capsys.readouterr().err == f"dlm-lsp fill: cannot write {holes} (--write)\n"
+
+
+def test_fill_write_that_fails_at_the_end_keeps_the_fills_on_standard_output(
+        model_dir, tmp_path, monkeypatch, capsys):
+    """A full disk at the write was a traceback, and the fills were lost with it."""
+    from pathlib import Path
+
+    from dlm_lsp.cli import main
+
+    holes = tmp_path / "holes.py"
+    holes.write_text("def f(x):\n    return <FILL>\n")
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(Path, "write_text", full)
+    assert main(["fill", str(holes), "--model", str(model_dir), "--steps", "2", "--write"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("def f(x):\n    return ") and "<FILL>" not in captured.out
+    assert captured.err.splitlines()[-1] == (
+        f"dlm-lsp fill: cannot write {holes}: [Errno 28] No space left on device; the filled "
+        "file is on standard output")
