@@ -427,9 +427,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _until_interrupted(command: str, run: Callable[[], int]) -> int:
     """Run a command that may take minutes (loading a 7B model, filling a file's holes,
-    calibrating a step): Ctrl-C there was a traceback from wherever the work stood; it
-    is one line and 130, as an interrupted benchmark's (nothing is written before the
-    end: `fill --write` leaves the file as it was)."""
+    calibrating a step, starting Ray and its replicas): Ctrl-C there was a traceback
+    from wherever the work stood; it is one line and 130, as an interrupted benchmark's
+    (nothing is written before the end: `fill --write` leaves the file as it was; a Ray
+    instance started here ends at exit, as Ray's own exit handler shuts it down)."""
     began = time.monotonic()
     try:
         return run()
@@ -453,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["serve-remote"]:  # the service parses its own options
         from dlm_lsp.remote.command import main as remote_main
 
-        return remote_main(argv[1:])
+        return _until_interrupted("serve-remote", lambda: remote_main(argv[1:]))
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
     if args.command == "fill":

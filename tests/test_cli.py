@@ -378,12 +378,17 @@ def test_an_interrupted_benchmark_says_so_in_one_line_and_writes_no_report(
     (["fill", "FILE", "--model", "MODEL"], "dlm_lsp.engine.Engine.infill"),
     (["status", "--model", "MODEL"], "dlm_lsp.engine.Engine.step_cost"),
     (["models", "check", "MODEL", "--load"], "dlm_lsp.models.command.time_forward"),
+    (["serve-remote", "--model", "MODEL"], "dlm_lsp.remote.service.deploy"),
 ])
 def test_ctrl_c_in_a_long_command_says_so_in_one_line_and_exits_130(
         argv, where, model_dir, tmp_path, monkeypatch, capsys):
-    """Ctrl-C while `fill` filled, `status` timed a step or `models check --load` loaded
-    a model was a traceback from wherever the work stood."""
+    """Ctrl-C while `fill` filled, `status` timed a step, `models check --load` loaded
+    a model or `serve-remote` started its replicas was a traceback from wherever the
+    work stood."""
     from dlm_lsp.cli import main
+
+    if argv[0] == "serve-remote":
+        pytest.importorskip("ray")
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt  # what Python's SIGINT handler raises
