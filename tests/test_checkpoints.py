@@ -609,6 +609,17 @@ def test_our_family_may_be_named_and_is_then_checked(checkpoints):
         load_model(f"dlm-tiny:{checkpoints['llada']}", "cpu")
 
 
+def test_models_check_takes_our_family_by_name_as_the_loader_does(checkpoints, capsys):
+    """`--family dlm-tiny` was "unknown model family 'dlm-tiny'", exit 1, though `dlm-lsp
+    models` lists it and the loader takes "dlm-tiny:DIR"."""
+    from dlm_lsp.models import DEFAULT_MODEL_DIR
+
+    assert models_main(["check", str(DEFAULT_MODEL_DIR), "--family", "dlm-tiny"]) == 0
+    assert "dlm-tiny (named)" in capsys.readouterr().out
+    assert models_main(["check", str(checkpoints["llada"]), "--family", "dlm-tiny"]) == 1
+    assert "not 'dlm-tiny'" in capsys.readouterr().err
+
+
 def test_models_check_fails_on_a_partial_checkpoint(checkpoints, tmp_path, capsys):
     broken = _copy(checkpoints, "open-dcoder", tmp_path)
     sorted(broken.glob("model-*.safetensors"))[0].unlink()

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlm_lsp.models.checkpoint import MODEL_TYPE, cached_snapshot, locate
+from dlm_lsp.models.checkpoint import MODEL_TYPE, cached_snapshot, locate, not_ours
 from dlm_lsp.models.interface import DiffusionModel, ModelLoadError
 from dlm_lsp.models.registry import FAMILIES, Family, split_spec
 
@@ -86,9 +86,7 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto",
         raise
     model_type = _model_type(spec, path)
     if ours and model_type != MODEL_TYPE:
-        raise ModelLoadError(f"model '{spec}': {path / 'config.json'} has model_type "
-                             f"{model_type!r}, not {MODEL_TYPE!r}: this is not a model "
-                             "`dlm-lsp train` wrote; leave the family out to detect it")
+        raise ModelLoadError(f"model '{spec}': {not_ours(path, model_type)}")
     if model_type == MODEL_TYPE and family is None:
         return TinyModel.load(path, pick_device(device), name=spec, precision=precision,
                               graphs=graphs)

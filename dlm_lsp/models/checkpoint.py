@@ -45,6 +45,13 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 MODELS_HOME = Path("~/models")  # where error messages suggest putting a downloaded checkpoint
 
 
+def not_ours(path: Path, model_type: object) -> str:
+    """Why a directory named as one of our own models ("dlm-tiny:DIR", `models check
+    --family dlm-tiny`) is not one."""
+    return (f"{path / CONFIG_FILE} has model_type {model_type!r}, not {MODEL_TYPE!r}: this "
+            "is not a model `dlm-lsp train` wrote; leave the family out to detect it")
+
+
 def _read_json(path: Path, required: bool = False) -> dict:
     """A JSON object from `path`; {} when it is absent and not required."""
     if not path.is_file():

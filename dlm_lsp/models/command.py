@@ -25,6 +25,7 @@ from dlm_lsp.models.checkpoint import (
     Checkpoint,
     cached_snapshot,
     is_hub_id,
+    not_ours,
     suggested_directory,
 )
 from dlm_lsp.models.interface import ModelLoadError
@@ -92,9 +93,15 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
         report.problems.append(str(exc))
         return report
     report.model_type = checkpoint.model_type
-    if checkpoint.model_type == MODEL_TYPE and family_name is None:
-        report.family = MODEL_TYPE
+    # our own family may be named too, as the loader's "dlm-tiny:DIR" names it (it was
+    # "unknown model family 'dlm-tiny'", though `dlm-lsp models` lists it)
+    ours = family_name is not None and family_name.lower() == MODEL_TYPE
+    if checkpoint.model_type == MODEL_TYPE and (family_name is None or ours):
+        report.family, report.detected = MODEL_TYPE, not ours
         _load_our_own(report)
+        return report
+    if ours:
+        report.problems.append(not_ours(checkpoint.path, checkpoint.model_type))
         return report
     try:
         tokenizer = checkpoint.load_tokenizer()
