@@ -207,10 +207,34 @@ def test_a_process_that_leaves_the_group_does_not_outlive_the_run():
 
 @NAMESPACES
 def test_the_program_sees_only_its_own_processes():
-    program = ("import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
-               "assert os.getpid() == 1 and pids == ['1'], pids\n")
+    """Its own, and the namespace's first process, which waits for it (below)."""
+    program = ("import os\npids = sorted(p for p in os.listdir('/proc') if p.isdigit())\n"
+               "assert os.getpid() == 2 and pids == ['1', '2'], pids\n")
     outcome = run_program(program, QUICK)
     assert outcome.passed, outcome.detail
+
+
+@pytest.mark.parametrize("isolation", [sandbox.NONE, sandbox.isolation_available()])
+def test_a_signal_the_program_sends_itself_ends_it_in_every_isolation(monkeypatch, isolation):
+    """Run as the first process of its PID namespace, the program was spared every signal
+    it had no handler for (the kernel's rule for a namespace's init): its own alarm or
+    raise_signal(SIGTERM) let it run on and pass, where without the namespaces it was
+    killed, an error."""
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    program = "import signal\nsignal.raise_signal(signal.SIGTERM)\n"
+    outcome = run_program(program, QUICK)
+    assert (outcome.reason, outcome.detail) == ("error", "killed by SIGTERM")
+
+
+@pytest.mark.parametrize("isolation", [sandbox.NONE, sandbox.isolation_available()])
+def test_the_cpu_time_limit_is_a_timeout_in_every_isolation(monkeypatch, isolation):
+    """SIGXCPU was ignored by the namespace's init: the program burnt on to the wall clock
+    (or, with threads on many cores, to the hard limit's SIGKILL, "an error")."""
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    program = ("import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_CPU)\n"
+               "resource.setrlimit(resource.RLIMIT_CPU, (1, hard))\nwhile True:\n    pass\n")
+    outcome = run_program(program, KERNEL_ONLY)  # the hook refuses setrlimit
+    assert (outcome.reason, outcome.detail) == ("timeout", "CPU time limit")
 
 
 @pytest.fixture

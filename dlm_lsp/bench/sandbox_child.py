@@ -33,7 +33,9 @@ live, replaces /dev with one that has only null, zero, full, random and
 urandom, and then moves into a user namespace of its own (which owns none of
 these mounts) with no-new-privileges, so that nothing the program does, hook or
 no hook, can write outside its directory, reach the usual local sockets, or
-undo this.  NO_HOOK leaves the hook out, for the tests of the
+undo this.  The program then runs in a child of this process, which stays the
+PID namespace's init (`_wait_as_init`): signals end the program as they would
+outside the namespaces.  NO_HOOK leaves the hook out, for the tests of the
 kernel's part alone.
 """
 
@@ -229,6 +231,36 @@ def isolate(root: str) -> None:
         del sys.modules[name]  # the program's `import ctypes` loads it anew, past the hook
 
 
+def _wait_as_init(fd: int) -> None:
+    """Fork: the program runs in the child; this process, the first of the PID
+    namespace (its init), waits for it and says how it ended when a signal ended it.
+
+    The kernel spares a namespace's init every signal it has no handler for, unless
+    sent from an ancestor namespace.  Run as init, a program ran on through its own
+    alarm or raise_signal(SIGTERM), and passed where without the namespaces it was
+    killed, an error; and the CPU limit's SIGXCPU was ignored, so the program burnt on
+    to the wall clock or, with threads on many cores, to the hard limit's SIGKILL (an
+    error, not a timeout).  The child is an ordinary process: signals end it as they
+    end a program outside.  Orphans it leaves are reaped here; this process ends when
+    the program does, and the namespace with it.
+    """
+    import signal
+
+    program = os.fork()
+    if program == 0:
+        return
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == program:
+            break
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        if number == signal.SIGXCPU:
+            _finish(fd, ERROR, "timeout", "CPU time limit")
+        _finish(fd, ERROR, "error", f"killed by {signal.Signals(number).name}")
+    _exit(os.waitstatus_to_exitcode(status))
+
+
 def _describe(exc: BaseException, path: str) -> str:
     """`Type: message (line N: code)`, the line being the program's last in the traceback."""
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -251,6 +283,7 @@ def main() -> None:
             isolate(root)
         except OSError as exc:  # the harness's failure, not the program's
             _finish(fd, ERROR, "sandbox", f"sandbox isolation failed: {exc}")
+        _wait_as_init(fd)
     try:
         code = compile(source, path, "exec")
     except (SyntaxError, ValueError) as exc:
