@@ -220,6 +220,22 @@ def test_programs_the_sandbox_could_not_run_fail_the_run_and_are_named(monkeypat
     assert "OSError: no space" in captured.err
 
 
+def test_the_curves_warn_of_programs_the_sandbox_could_not_run(monkeypatch, capsys):
+    """`bench sweep` and `samples` keep only pass or fail: a broken sandbox was a curve of
+    failures with no word of it."""
+    from dlm_lsp.bench.sandbox import Outcome
+
+    def broken(sources, config):
+        return [Outcome(False, "sandbox", "the sandbox failed: OSError: no space", 0.0)
+                for _ in sources]
+    monkeypatch.setattr(pass_at_1, "run_programs", broken)
+    verdicts = pass_at_1.passes_by_fill(HANDFUL[:2], [["", "x"]], pass_at_1.SandboxConfig())
+    assert not any(verdicts.values())
+    assert capsys.readouterr().err == ("warning: the sandbox could not run 2 of 2 programs, "
+                                       "counted as failures (the sandbox failed: OSError: no "
+                                       "space)\n")
+
+
 @pytest.mark.parametrize(("mode", "baseline", "margin", "status"), [
     ("--self-check", 100.0, 0.0, 0),  # no drop
     ("--empty", 100.0, 5.0, 1),  # a 100-point drop

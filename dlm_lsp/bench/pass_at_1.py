@@ -170,7 +170,8 @@ def _filler(config: BenchConfig) -> tuple[Callable[[Task], Fill], Callable[[], F
 def passes_by_fill(tasks: list[Task], fill_sets: list[list[str]], sandbox: SandboxConfig,
                    known: dict[tuple[str, str], bool] | None = None
                    ) -> dict[tuple[str, str], bool]:
-    """Whether each (task id, fill) passes its tests; each distinct program runs once.
+    """Whether each (task id, fill) passes its tests; each distinct program runs once
+    (programs the sandbox could not run fail, with a warning on stderr).
 
     Benchmarks that fill the same tasks many ways (budgets, strategies, models)
     repeat fills, a weak model's empty one most of all: running each distinct
@@ -186,6 +187,10 @@ def passes_by_fill(tasks: list[Task], fill_sets: list[list[str]], sandbox: Sandb
                 distinct.setdefault((task.task_id, text), task)
     keys = list(distinct)
     outcomes = run_programs([program_for(distinct[k], k[1]) for k in keys], sandbox)
+    unrun = [o for o in outcomes if o.reason == SANDBOX]
+    if unrun:  # the verdicts keep no reason: said here, or a broken sandbox read as a weak model
+        print(f"warning: the sandbox could not run {len(unrun)} of {len(outcomes)} programs, "
+              f"counted as failures ({unrun[0].detail})", file=sys.stderr)
     known.update((k, o.passed) for k, o in zip(keys, outcomes, strict=True))
     return known
 
