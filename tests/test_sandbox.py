@@ -251,6 +251,42 @@ def victim_dir():
         path.rmdir()
 
 
+@pytest.fixture
+def home_dir(monkeypatch):
+    """A home directory for the sandbox to hide, inside the user's real one (the usual
+    place of a home, outside the directories hidden anyway: /tmp, /run, ...)."""
+    import shutil
+
+    path = Path(tempfile.mkdtemp(prefix=".dlm-sandbox-home-", dir=Path.home()))
+    monkeypatch.setenv("HOME", str(path))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+@NAMESPACES
+def test_the_users_home_is_out_of_sight(home_dir):
+    """A program read what the user could, keys and tokens in the home included (and a
+    failed assertion carried up to 300 characters of them into the report)."""
+    secret = home_dir / ".ssh" / "id_ed25519"
+    secret.parent.mkdir()
+    secret.write_text("PRIVATE KEY")
+    program = (f"import os\nassert not os.path.exists({str(secret)!r})\n"
+               f"assert os.listdir({str(home_dir)!r}) == []\n")
+    outcome = run_program(program, KERNEL_ONLY)
+    assert outcome.passed, outcome.detail
+
+
+@NAMESPACES
+def test_the_interpreter_in_the_home_stays_in_sight():
+    """A Python under the home (pyenv, a virtual environment in a project) is bound back:
+    a module not imported before the program runs still imports."""
+    program = "import decimal, fractions, sqlite3, email.mime.text\n"
+    outcome = run_program(program, QUICK)
+    assert outcome.passed, outcome.detail
+
+
 @NAMESPACES
 def test_nothing_outside_the_working_directory_can_be_written(victim_dir, tmp_path):
     """Every route the hook does not see (mkfifo, sqlite's own open, fchmod) ends at a

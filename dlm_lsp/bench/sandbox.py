@@ -20,8 +20,10 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   process (a child that leaves the process group with `setsid` dies too), and
   a file system that is read-only everywhere, with a fresh small tmpfs as
   the working directory, empty file systems over /tmp and /run, where local
-  sockets live, and a /dev of five harmless devices; the child then moves into
-  a user namespace of its own, so the program cannot undo any of it
+  sockets live, and over the user's home directory (keys, tokens; the
+  interpreter's own directories in it stay), and a /dev of five harmless
+  devices; the child then moves into a user namespace of its own, so the
+  program cannot undo any of it
   (`sandbox_child.isolate`).
   Where only `unshare --user --net` works, the network namespace alone;
 - in every case, an audit hook installed before the program runs that refuses
@@ -31,8 +33,9 @@ The hook guards against accidents and casual escapes; it runs in the program's
 own interpreter, so a program that sets out to can get around it (CPython
 documents audit hooks as monitoring, not a boundary).  What holds then is what
 the kernel enforces: the limits and, where available, the namespaces.  Reading
-is not isolated: the program runs as the calling user and can read what that
-user can.  And a program can always report a pass it did not earn by finding
+is isolated only that far: the program runs as the calling user and can read
+what that user can outside the home directory (inside it too, without the
+namespaces).  And a program can always report a pass it did not earn by finding
 the token in its own process's memory; the token stops accidental early exits,
 not a program written to cheat (`Outcome.isolation` says what held).
 """
@@ -325,7 +328,7 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
         if isolation != NONE:
             command = [shutil.which("unshare") or "unshare", *UNSHARE_ARGS[isolation], *command]
         if isolation == NAMESPACES:
-            command.append(ISOLATE)
+            command += [ISOLATE, os.path.expanduser("~")]  # the home to hide
         if not config.hook:
             command.append(NO_HOOK)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": work, "TMPDIR": work}

@@ -1,7 +1,7 @@
 """The sandbox's child process: runs one untrusted program behind an audit hook.
 
 `sandbox.py` starts this file's source as `python -I -B -c SOURCE PROGRAM FD
-TOKEN_FD [ISOLATE] [NO_HOOK]` in a fresh temporary directory.  Everything here
+TOKEN_FD [ISOLATE HOME] [NO_HOOK]` in a fresh temporary directory.  Everything here
 runs before the untrusted code: it reads the program, installs an audit hook
 (`sys.addaudithook`; hooks cannot be removed once added) and only then
 executes the program.
@@ -29,7 +29,8 @@ this process in new user, network, PID and mount namespaces, as their root),
 `isolate` first makes every mount read-only, gives the program a fresh
 64 MiB tmpfs as its working directory (no set-user-ID, devices or programs
 run from it), lays empty file systems over the directories where sockets
-live, replaces /dev with one that has only null, zero, full, random and
+live and over the user's home HOME (but the interpreter's directories in
+it), replaces /dev with one that has only null, zero, full, random and
 urandom, and then moves into a user namespace of its own (which owns none of
 these mounts) with no-new-privileges, so that nothing the program does, hook or
 no hook, can write outside its directory, reach the usual local sockets, or
@@ -49,7 +50,7 @@ import traceback
 import types
 
 PASSED, FAILED, ERROR, BLOCKED = 0, 1, 2, 3
-ISOLATE = "isolate"  # an argument after the fds: set up the namespaces (`isolate`)
+ISOLATE = "isolate"  # an argument after the fds, then the home: set up the namespaces
 NO_HOOK = "no-hook"  # an argument after the fds: no audit hook (to test the kernel's part alone)
 DETAIL_CHARS = 300
 STARTED = b'{"started": true}\n'  # on the outcome pipe just before the program runs
@@ -185,8 +186,31 @@ def _mount_points() -> list[tuple[str, int]]:
     return points
 
 
-def isolate(root: str) -> None:
-    """Read-only file system but `root`, socket directories hidden, privileges dropped.
+def _hide_home(home: str, call) -> None:
+    """Lay an empty file system over the user's home directory, where keys and tokens
+    live (~/.ssh, ~/.aws, ~/.netrc, a hub token), keeping in sight only the
+    directories of the interpreter and its import path that lie inside it (a Python
+    built by pyenv, a virtual environment in a project): those are bound back, by the
+    descriptors opened before the home was covered.  A home of "/" is left alone."""
+    if not home.startswith(os.sep) or not os.path.isdir(home):
+        return
+    home = os.path.realpath(home)
+    if home == os.sep:
+        return
+    wanted = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path}
+    kept = sorted({os.path.realpath(p) for p in wanted if p and os.path.isdir(p)})
+    kept = [p for p in kept if p.startswith(home + os.sep)]
+    handles = {p: os.open(p, os.O_PATH) for p in kept}
+    call("mount", b"tmpfs", home, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k")
+    for path, fd in handles.items():
+        os.makedirs(path, exist_ok=True)
+        call("mount", f"/proc/self/fd/{fd}", path, None, MS_BIND, None)
+        os.close(fd)
+
+
+def isolate(root: str, home: str = "") -> None:
+    """Read-only file system but `root`, socket directories and the user's `home`
+    hidden, privileges dropped.
 
     Runs as the root of fresh user and mount namespaces, before the audit hook
     (it needs ctypes).  Raises OSError at the first step the kernel refuses; the
@@ -213,6 +237,7 @@ def isolate(root: str) -> None:
         os.close(fd)
     for name, target in DEVICE_LINKS.items():
         os.symlink(target, f"/dev/{name}")
+    _hide_home(home, call)
     # The working directory becomes a small tmpfs of its own: the disk under it stays
     # untouched (fallocate could reserve gigabytes past the file-size limit), nothing in
     # it can be set-user-ID or a device, and it is gone with the namespace.
@@ -280,7 +305,7 @@ def main() -> None:
         source = handle.read()  # before `isolate` lays a fresh directory over it
     if ISOLATE in sys.argv[4:]:
         try:
-            isolate(root)
+            isolate(root, sys.argv[sys.argv.index(ISOLATE, 4) + 1])
         except OSError as exc:  # the harness's failure, not the program's
             _finish(fd, ERROR, "sandbox", f"sandbox isolation failed: {exc}")
         _wait_as_init(fd)
