@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -441,7 +442,23 @@ def _until_interrupted(command: str, run: Callable[[], int]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `dlm-lsp` and `python -m dlm_lsp`."""
+    """Entry point of `dlm-lsp` and `python -m dlm_lsp`.
+
+    A reader that stops early (`dlm-lsp models | head`, a pager quit) closes the pipe
+    under stdout: that was a BrokenPipeError traceback (or Python's "Exception ignored"
+    at exit, status 120).  It ends the command quietly with the status a shell gives
+    a command that SIGPIPE ends, 141; what was left to print goes nowhere."""
+    try:
+        try:
+            return _main(argv)
+        finally:  # on SystemExit too: a flush at exit raises where no one catches it
+            sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["train"]:  # the trainer parses its own options, --help included
         from dlm_lsp.training.train import main as train_main

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -557,3 +558,16 @@ def test_fill_write_that_fails_at_the_end_keeps_the_fills_on_standard_output(
     assert captured.err.splitlines()[-1] == (
         f"dlm-lsp fill: cannot write {holes}: [Errno 28] No space left on device; the filled "
         "file is on standard output")
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    """`dlm-lsp models | head -1` printed a BrokenPipeError traceback (or Python's
+    "Exception ignored" at exit, status 120)."""
+    read, write = os.pipe()
+    os.close(read)  # a reader that has gone: the first write fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "dlm_lsp", "models"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")  # 141: what SIGPIPE's end gives
