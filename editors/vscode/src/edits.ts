@@ -3,9 +3,10 @@
  *
  * A fill is computed against one version of a document.  The extension applies
  * it only when (1) the server says it answered for the version we asked about,
- * (2) the document is still at that version, and (3) every edit lies inside
- * the range we asked to fill: anything else would overwrite what the user
- * typed meanwhile or text the user never offered to the model.
+ * (2) the document is still at that version when the edit is applied
+ * (`applyIfFresh`), and (3) every edit lies inside the range we asked to fill:
+ * anything else would overwrite what the user typed meanwhile or text the user
+ * never offered to the model.
  */
 
 export interface Position {
@@ -60,6 +61,33 @@ export function checkResult(requested: { version: number; range: Range }, answer
   const outside = answer.edits.find((e) => !rangeContains(requested.range, e.range));
   if (outside) return { apply: false, reason: "an edit lies outside the requested range" };
   return { apply: true };
+}
+
+/** Said when VS Code itself refused the edit: the document moved on after the last check. */
+export const REFUSED_AS_STALE = "the document changed before the edit could be applied";
+
+/**
+ * Apply a fill the way that cannot land on another version of the document than the one
+ * it was computed for: the edits are converted first (`convert` may await), then the
+ * verdict is taken on the document's version *now*, and `apply` is called in the same
+ * synchronous stretch.  VS Code's `workspace.applyEdit` stamps each text edit with the
+ * version the extension host sees at that call, and its main thread refuses an edit whose
+ * document has moved past it (`apply` then resolves false); so nothing may await between
+ * the last look at `currentVersion` and `apply`.  The check used to come before the
+ * conversion's await: a keystroke that reached the extension host meanwhile was stamped
+ * as the fill's version, and the fill landed on text it was not computed for.
+ */
+export async function applyIfFresh<T>(requested: { version: number; range: Range },
+                                      answer: { version?: number | null; edits: TextEdit[]; message?: string },
+                                      currentVersion: () => number,
+                                      convert: (edits: TextEdit[]) => T | Promise<T>,
+                                      apply: (converted: T) => PromiseLike<boolean>): Promise<Verdict> {
+  const before = checkResult(requested, answer, currentVersion());
+  if (!before.apply) return before;  // no conversion for an answer that cannot be applied
+  const converted = await convert(answer.edits);
+  const now = checkResult(requested, answer, currentVersion());
+  if (!now.apply) return now;
+  return (await apply(converted)) ? { apply: true } : { apply: false, reason: REFUSED_AS_STALE };
 }
 
 /** String index of an LSP position (positions past a line's end clamp to it). */

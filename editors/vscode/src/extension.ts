@@ -31,7 +31,7 @@ import { type Launch, Lifecycle } from "./lifecycle";
 import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { checkResult, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { applyIfFresh, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, restartsOnSettingsChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
@@ -487,18 +487,23 @@ class DlmExtension implements vscode.Disposable {
     const result = await this.request<InfillResult>(client, document, "dlm: filling", (token) =>
       client.sendRequest(INFILL, { textDocument: { uri: document.uri.toString(), version }, range: requested }, token));
     if (!result) return;
-    const verdict = checkResult({ version, range: requested }, result, document.version);
+    // applied only to `version`: checked after the edits' conversion, with no await
+    // before applyEdit, which VS Code refuses once the document moved on (edits.ts)
+    const verdict = await applyIfFresh({ version, range: requested }, result, () => document.version,
+                                       (edits) => client.protocol2CodeConverter.asTextEdits(edits),
+                                       (edits) => {
+                                         const edit = new vscode.WorkspaceEdit();
+                                         edit.set(document.uri, edits);
+                                         return vscode.workspace.applyEdit(edit);
+                                       });
     if (!verdict.apply) {
       this.output.info(`fill not applied: ${verdict.reason}`);
       vscode.window.setStatusBarMessage(`dlm: fill dropped (${verdict.reason})`, 4000);
       this.record("fillSelection", { applied: false, reason: verdict.reason });
       return;
     }
-    const edit = new vscode.WorkspaceEdit();
-    edit.set(document.uri, await client.protocol2CodeConverter.asTextEdits(result.edits));
-    const applied = await vscode.workspace.applyEdit(edit);
-    if (applied) this.warnIfUnparsed(result.candidates?.[0]?.valid);
-    this.record("fillSelection", { applied, stats: result.stats, text: document.getText(), version: document.version });
+    this.warnIfUnparsed(result.candidates?.[0]?.valid);
+    this.record("fillSelection", { applied: true, stats: result.stats, text: document.getText(), version: document.version });
   }
 
   /** dlm.rewriteSelection on the selection (or the cursor's line), grown to the enclosing block. */

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
+  applyIfFresh, applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
   type Range,
 } from "../edits";
 
@@ -52,6 +52,49 @@ describe("checkResult", () => {
     const message = "the model wrote only whitespace in place of the selected code";
     assert.deepEqual(checkResult(requested, { version: 2, edits: [], message }, 2),
       { apply: false, reason: message });
+  });
+});
+
+describe("applyIfFresh: a fill is applied to the version it was computed for, or not at all", () => {
+  const requested = { version: 2, range: range(3, 4, 3, 10) };
+  const answer = { version: 2, edits: [{ range: range(3, 4, 3, 10), newText: "x" }] };
+  /** A document whose version a test moves, and the edits `apply` was called with. */
+  const fake = () => {
+    const doc = { version: 2, applied: [] as unknown[] };
+    return { doc, current: () => doc.version, apply: async (edits: unknown) => (doc.applied.push(edits), true) };
+  };
+
+  it("applies the converted edits to a document still at the requested version", async () => {
+    const { doc, current, apply } = fake();
+    const verdict = await applyIfFresh(requested, answer, current, (edits) => edits.map((e) => e.newText), apply);
+    assert.deepEqual(verdict, { apply: true });
+    assert.deepEqual(doc.applied, [["x"]]);
+  });
+
+  it("applies nothing when the document changes while the edits are converted", async () => {
+    const { doc, current, apply } = fake();
+    const converting = async (edits: typeof answer.edits) => {
+      await Promise.resolve();
+      doc.version = 3;  // a keystroke reached the extension host during the conversion's await
+      return edits;
+    };
+    const verdict = await applyIfFresh(requested, answer, current, converting, apply);
+    assert.deepEqual(doc.applied, []);
+    assert.match(!verdict.apply ? verdict.reason : "", /the document changed \(version 2 -> 3\)/);
+  });
+
+  it("says the document changed when VS Code refuses the edit", async () => {
+    const verdict = await applyIfFresh(requested, answer, () => 2, (edits) => edits, async () => false);
+    assert.deepEqual(verdict, { apply: false, reason: "the document changed before the edit could be applied" });
+  });
+
+  it("neither converts nor applies an answer that was stale on arrival", async () => {
+    let converted = false;
+    const { doc, apply } = fake();
+    const verdict = await applyIfFresh(requested, answer, () => 3, (edits) => { converted = true; return edits; }, apply);
+    assert.equal(verdict.apply, false);
+    assert.equal(converted, false);
+    assert.deepEqual(doc.applied, []);
   });
 });
 
