@@ -49,6 +49,13 @@
 #                                      # line in a function, Ctrl+Space, the dlm item (`return [`)
 #                                      # accepted with Enter; the saved file must hold `ret` once
 #                                      # and the fill's later lines at the server's columns
+#   editors/vscode/e2e/run.sh --typing
+#                                      # the server is tests/scripted_fills.py, its fills held
+#                                      # 1.5 s; ghost text on: `total` typed on an indented
+#                                      # line, a key every 40 ms; VS Code gives up on the ghost
+#                                      # text after 750 ms and asks for completion items there,
+#                                      # which must wait for the ghost text's fill (none is
+#                                      # stopped) and show it as the dlm item
 #   editors/vscode/e2e/run.sh --rewrite
 #                                      # the server is tests/scripted_fills.py (the shipped
 #                                      # model, its fills replaced by the text the driver
@@ -151,6 +158,19 @@ json.dump({"cells": cells, "metadata": {"language_info": {"name": "python"}}, "n
 EOF
 fi
 FILL=""
+FILL_LOG=""
+if [ "${1:-}" = "--typing" ]; then  # a function with an indented blank line to type a word on,
+  FIXTURE="$WORK/numbers.py"         # ghost text on, and a log of the fills the server begins
+  FILE="$WORK/workspace/numbers.py"
+  printf 'def numbers():\n    """The numbers the server plants as its fill."""\n    \n\n\nprint(numbers())\n' > "$FIXTURE"
+  cp "$FIXTURE" "$FILE"
+  rm "$WORK/workspace/hello.py"
+  FILL="$WORK/fill.txt"
+  printf ' = [1, 2]' > "$FILL"
+  FILL_LOG="$WORK/fills.log"
+  : > "$FILL_LOG"
+  : > "$WORK/gate"                   # open: the driver closes it before it types
+fi
 if [ "${1:-}" = "--completion" ]; then  # a function with an indented blank line to type on,
   FIXTURE="$WORK/numbers.py"             # and the fill the server will give there
   FILE="$WORK/workspace/numbers.py"
@@ -195,6 +215,9 @@ if [ -n "$FILL" ]; then  # the server with a planted fill (tests/scripted_fills.
   SERVER_ARGS="[\"$REPO/tests/scripted_fills.py\"]"
   SERVER_ENV="$SERVER_ENV, \"DLM_TEST_FILL\": \"$FILL\""
 fi
+if [ -n "$FILL_LOG" ]; then
+  SERVER_ENV="$SERVER_ENV, \"DLM_TEST_FILL_GATE\": \"$WORK/gate\", \"DLM_TEST_FILL_LOG\": \"$FILL_LOG\""
+fi
 CRASH=""
 if [ "${1:-}" = "--crash" ]; then  # a server the driver kills; while $CRASH/refuse exists,
   CRASH="$WORK/crash"              # a start fails at once
@@ -228,7 +251,7 @@ cat > "$WORK/user/User/settings.json" <<EOF
   "git.openRepositoryInParentFolders": "never",
   "chat.disableAIFeatures": true$([ "${1:-}" = "--notebook" ] && echo ',
   "workbench.editorAssociations": { "*.ipynb": "jupyter-notebook" },
-  "dlm.suggestInvalid": true')$([ -n "$FILL" ] && echo ',
+  "dlm.suggestInvalid": true')$([ -n "$FILL" ] && [ -z "$FILL_LOG" ] && echo ',
   "dlm.inline.enabled": false')
 }
 EOF
@@ -279,4 +302,4 @@ node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
   $([ "${1:-}" = "--tcp-wrong-token" ] && echo --refused) $([ -n "$CRASH" ] && echo --crash "$CRASH") \
   $([ "${1:-}" = "--late-language" ] && echo --late-language perl --settings "$WORK/workspace/.vscode/settings.json") \
   $([ "${1:-}" = "--notebook" ] && echo --notebook) $([ "${1:-}" = "--completion" ] && echo --completion "$FILL") \
-  $([ "${1:-}" = "--rewrite" ] && echo --rewrite "$FILL")
+  $([ "${1:-}" = "--rewrite" ] && echo --rewrite "$FILL") $([ -n "$FILL_LOG" ] && echo --typing "$FILL_LOG")

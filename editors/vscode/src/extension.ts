@@ -19,6 +19,7 @@ import {
   ExecuteCommandRequest,
   LanguageClient,
   type LanguageClientOptions,
+  type ProvideCompletionItemsSignature,
   ResponseError,
   type ServerOptions,
   State,
@@ -26,7 +27,7 @@ import {
   TransportKind,
 } from "vscode-languageclient/node";
 
-import { Debouncer, InFlight } from "./debounce";
+import { Debouncer, Handover, InFlight } from "./debounce";
 import { type Launch, Lifecycle } from "./lifecycle";
 import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
@@ -139,6 +140,8 @@ class DlmExtension implements vscode.Disposable {
   private readonly refused = new Set<string>();
   private readonly debouncer = new Debouncer(() => this.config().get<number>("inline.debounceMs", 250));
   private readonly inFlight = new InFlight<vscode.CancellationTokenSource>();
+  /** One fill for a ghost text and a completion request of the same place. */
+  private readonly handover = new Handover<vscode.CancellationTokenSource>();
   private readonly drafts = new DraftBoard();
   private readonly serverKeys: string[];
   private readonly draftDecoration = vscode.window.createTextEditorDecorationType({
@@ -273,6 +276,8 @@ class DlmExtension implements vscode.Disposable {
       middleware: {
         provideInlineCompletionItems: (document, position, context, token, next) =>
           this.inlineCompletion(document, position, context, token, next),
+        provideCompletionItem: (document, position, context, token, next) =>
+          this.completion(document, position, context, token, next),
       },
     };
     client = new DlmClient("dlm", "dlm-lsp", serverOptions, clientOptions);
@@ -432,8 +437,15 @@ class DlmExtension implements vscode.Disposable {
     const automatic = context.triggerKind === vscode.InlineCompletionTriggerKind.Automatic;
     if (automatic && !(await this.debouncer.wait(token))) return null;
     const key = document.uri.toString();
+    // with a completion item selected, the fill is another than a completion request's
+    const at = context.selectedCompletionInfo ? undefined : place(document, position);
+    if (at !== undefined) {
+      await this.handover.waitFor(key, at);  // a completion request's fill of this place
+      if (token.isCancellationRequested) return null;
+    }
     const source = new vscode.CancellationTokenSource();
-    const forward = token.onCancellationRequested(() => source.cancel());
+    if (at !== undefined) this.handover.begin(key, at, source);
+    const forward = token.onCancellationRequested(() => this.handover.cancel(key, source));
     this.inFlight.beginSuggestion(key, source);
     this.render();  // the icon spins while a suggestion is computed
     const started = Date.now();
@@ -448,9 +460,35 @@ class DlmExtension implements vscode.Disposable {
     } finally {
       forward.dispose();
       this.inFlight.end(key, source);
+      this.handover.end(key, source);
       source.dispose();
       this.clearDraft(key);
       this.render();
+    }
+  }
+
+  /**
+   * Completion items (the suggest widget's) go through the language client's own provider;
+   * this middleware makes one with the ghost text's request of the same place: whichever
+   * goes second waits for the first's fill, which the server answers it from (`Handover`).
+   */
+  private async completion(document: vscode.TextDocument, position: vscode.Position,
+                           context: vscode.CompletionContext, token: vscode.CancellationToken,
+                           next: ProvideCompletionItemsSignature,
+  ): Promise<vscode.CompletionItem[] | vscode.CompletionList | null | undefined> {
+    const key = document.uri.toString();
+    const at = place(document, position);
+    await this.handover.waitFor(key, at);
+    if (token.isCancellationRequested) return null;
+    const source = new vscode.CancellationTokenSource();
+    this.handover.begin(key, at, source);
+    const forward = token.onCancellationRequested(() => this.handover.cancel(key, source));
+    try {
+      return await next(document, position, context, source.token);
+    } finally {
+      forward.dispose();
+      this.handover.end(key, source);
+      source.dispose();
     }
   }
 
@@ -737,6 +775,11 @@ class DlmExtension implements vscode.Disposable {
       this.output.warn(`cannot write ${this.e2eLog}: ${messageOf(error)}`);
     }
   }
+}
+
+/** Where a suggestion is asked for: the document's version and the cursor. */
+function place(document: vscode.TextDocument, position: vscode.Position): string {
+  return `${document.version}:${position.line}:${position.character}`;
 }
 
 function messageOf(error: unknown): string {

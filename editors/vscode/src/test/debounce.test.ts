@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { Debouncer, InFlight, Superseder } from "../debounce";
+import { Debouncer, Handover, InFlight, Superseder } from "../debounce";
 import { FakeTimers } from "./fake_timers";
 
 /** A cancellation token the test can cancel. */
@@ -177,5 +177,66 @@ describe("InFlight: ghost text's suggestions and the commands the user ran", () 
     inFlight.end("u", suggestion);
     inFlight.end("u", command);
     assert.equal(inFlight.size, 0);
+  });
+});
+
+describe("Handover: a ghost text and a completion request of one place share one fill", () => {
+  const request = () => ({ cancelled: false, cancel() { this.cancelled = true; } });
+  const settled = async (promise: Promise<void> | undefined) => {
+    let done = false;
+    void promise?.then(() => { done = true; });
+    await new Promise((resolve) => setImmediate(resolve));
+    return done;
+  };
+
+  it("keeps the first request running when VS Code gives up on it for the other kind's of its place", async () => {
+    const handover = new Handover<ReturnType<typeof request>>();
+    const ghost = request();
+    handover.begin("a.py", "6:2:9", ghost);
+    const waiting = handover.waitFor("a.py", "6:2:9");
+    handover.cancel("a.py", ghost);  // VS Code: 750 ms without ghost text, suggestions instead
+    assert.equal(ghost.cancelled, false);
+    assert.equal(await settled(waiting), false);
+    handover.end("a.py", ghost);
+    assert.equal(await settled(waiting), true);  // the second request goes now, answered from the fill
+  });
+
+  it("passes VS Code's cancellation on when no completion request waits", () => {
+    const handover = new Handover<ReturnType<typeof request>>();
+    const ghost = request();
+    handover.begin("a.py", "6:2:9", ghost);
+    handover.cancel("a.py", ghost);
+    assert.equal(ghost.cancelled, true);
+  });
+
+  it("lets a completion request of another place, version or document go at once", () => {
+    const handover = new Handover<ReturnType<typeof request>>();
+    const ghost = request();
+    handover.begin("a.py", "6:2:9", ghost);
+    assert.equal(handover.waitFor("a.py", "7:2:10"), undefined);
+    assert.equal(handover.waitFor("b.py", "6:2:9"), undefined);
+    handover.cancel("a.py", ghost);
+    assert.equal(ghost.cancelled, true);  // nobody waited for it
+  });
+
+  it("lets it go at once once the ghost text's request has ended", () => {
+    const handover = new Handover<ReturnType<typeof request>>();
+    const ghost = request();
+    handover.begin("a.py", "6:2:9", ghost);
+    handover.end("a.py", ghost);
+    assert.equal(handover.waitFor("a.py", "6:2:9"), undefined);
+  });
+
+  it("waits for the newest request of a document, not an older one ending", async () => {
+    const handover = new Handover<ReturnType<typeof request>>();
+    const old = request();
+    const newer = request();
+    handover.begin("a.py", "5:2:8", old);
+    handover.begin("a.py", "6:2:9", newer);
+    const waiting = handover.waitFor("a.py", "6:2:9");
+    handover.end("a.py", old);
+    assert.equal(await settled(waiting), false);
+    handover.end("a.py", newer);
+    assert.equal(await settled(waiting), true);
   });
 });
