@@ -369,12 +369,14 @@ class Engine:
         tried: list[str] = []
         req, lines = for_the_model(req)  # \r\n or \r line breaks: the model sees \n
         while True:
+            with self._lock:
+                ran_under = (self._row_cap or self.config.batch_rows, self._fallback_device)
             try:
                 return restored(self._infill(req, began), lines)
             except (RuntimeError, MemoryError) as exc:
                 if not _is_oom(exc):
                     raise
-                way_out = self._after_oom(tried)
+                way_out = self._after_oom(tried, *ran_under)
                 if way_out is None:
                     self._faults.discard("oom-once")
                     also = f" (tried again with {' and on '.join(tried)})" if tried else ""
@@ -383,19 +385,29 @@ class Engine:
                         "fewer candidates, a shorter span, or device 'cpu'") from exc
                 tried.append(way_out)
 
-    def _after_oom(self, tried: list[str]) -> str | None:
+    def _after_oom(self, tried: list[str], rows: int, fallback: str | None) -> str | None:
         """Make the next try fit in memory: halve the rows per shared forward pass (once per
-        fill), then move the model to the CPU; None when neither is left."""
+        fill), then move the model to the CPU; None when neither is left.  `rows` and
+        `fallback` are what the failed try ran under.  Fills that shared the pass that ran
+        out of memory all come here: the rows are halved from what they ran under, not
+        once per fill (four fills in one pass took 16 rows to 1, for good), and a fill
+        whose try ran on the accelerator before another moved the model to the CPU is
+        tried again there (it was told it ran out of memory, with the CPU ready)."""
         with self._loading, self._lock:
             model = self._model
-            rows = self._row_cap or self.config.batch_rows
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             if SMALLER_BATCH not in tried and rows > 1:
-                self._row_cap = rows // 2
-                self.notices.append(f"out of memory: now at most {self._row_cap} rows per "
-                                    "forward pass (setting batchRows)")
+                now = self._row_cap or self.config.batch_rows
+                if rows // 2 < now:
+                    self._row_cap = rows // 2
+                    self.notices.append(f"out of memory: now at most {self._row_cap} rows "
+                                        "per forward pass (setting batchRows)")
                 return SMALLER_BATCH
+            if ON_CPU in tried:
+                return None
+            if fallback is None and self._fallback_device is not None:
+                return ON_CPU  # another fill moved the model meanwhile
             on_accelerator = (model is not None and model.device.type != "cpu") or (
                 "oom-gpu" in self._faults)
             if self._fallback_device is None and on_accelerator:

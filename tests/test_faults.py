@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import shutil
 import signal
+import threading
 import time
 from dataclasses import replace
 
 import pytest
+import torch
 from rpc import ServerProcess, error_code
 
 from dlm_lsp.config import InfillOptions, ServerConfig
@@ -174,6 +176,79 @@ def test_after_a_fallback_to_the_cpu_a_device_setting_of_cpu_keeps_the_model(
     engine.model  # noqa: B018
     assert cuda_machine[-1] == ("cuda", True)
     engine.close()
+
+
+def _together(fill, count: int) -> list:
+    """`fill()` from `count` threads at once; what each returned or raised."""
+    out: list = [None] * count
+
+    def one(i: int) -> None:
+        try:
+            out[i] = fill()
+        except Exception as exc:  # noqa: BLE001 -- the test looks at it
+            out[i] = exc
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return out
+
+
+def test_fills_that_run_out_of_memory_in_one_shared_pass_halve_the_rows_once(model_dir):
+    """Fills share a forward pass that runs out of memory: the rows a pass are halved once
+    (16 to 8), and each fill is tried again.  Each fill halved them: four took 16 to 1,
+    for as long as the model stayed loaded, and the user was told four times."""
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0,
+                                 fallback=False, reuse_fills=False))
+    model, batcher, fills = engine.model, engine.batcher(), 4
+    real_hidden, real_run = model.hidden, batcher.run
+    arrived, failed = threading.Semaphore(0), threading.Event()
+
+    def run(state, should_stop=None):
+        arrived.release()
+        return real_run(state, should_stop)
+
+    def short_of_memory(ids):
+        if not failed.is_set():
+            if ids.shape[0] == 1:  # the first fill's first pass waits for the others
+                for _ in range(fills):
+                    arrived.acquire(timeout=10)
+            else:  # the first pass they share
+                failed.set()
+                raise torch.OutOfMemoryError("CUDA out of memory (a test's)")
+        return real_hidden(ids)
+    model.hidden, batcher.run = short_of_memory, run
+    try:
+        results = _together(lambda: engine.infill(request()), fills)
+        rows = engine.batcher().config.max_rows
+    finally:
+        del model.hidden
+        engine.close()
+    assert failed.is_set() and all(r.candidates for r in results), results
+    assert rows == 8
+    assert [n for n in engine.notices if "rows per forward pass" in n] == [
+        "out of memory: now at most 8 rows per forward pass (setting batchRows)"]
+
+
+def test_a_fill_out_of_memory_on_a_gpu_that_another_fill_left_is_tried_on_the_cpu(
+        monkeypatch, model_dir):
+    """Two fills run out of memory on the GPU together, twice: the first to come back moves
+    the model to the CPU, and the other is tried again there too.  It was answered "out of
+    memory" with the model already on the CPU."""
+    engine = engine_with_faults(monkeypatch, model_dir, "oom-gpu")
+    real, both = engine._infill, threading.Barrier(2, timeout=10)
+
+    def on_a_small_gpu(req, began):
+        if engine._fallback_device is None:  # both tries fail before either falls back
+            both.wait()
+            raise torch.OutOfMemoryError("CUDA out of memory (a test's)")
+        return real(req, began)
+    monkeypatch.setattr(engine, "_infill", on_a_small_gpu)
+    results = _together(lambda: engine.infill(request()), 2)
+    assert [type(r).__name__ for r in results] == ["InfillResult", "InfillResult"], results
+    assert engine.model.device.type == "cpu"
+    assert [n for n in engine.notices if "runs on the CPU" in n] != []
 
 
 def test_out_of_memory_everywhere_is_a_clear_error_naming_what_was_tried(monkeypatch,
