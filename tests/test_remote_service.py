@@ -5,6 +5,7 @@ to compare against."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -357,3 +358,30 @@ def test_replicas_that_cannot_load_the_model_end_the_service_with_their_error(tm
     assert done.returncode == 1
     assert "the replicas could not start" in done.stderr
     assert f"cannot read {tmp_path}/config.json" in done.stdout + done.stderr
+
+
+def test_what_a_replica_s_engine_changed_on_its_own_is_told_in_one_result_not_in_each(
+        model_dir):
+    """An out-of-memory fallback is said once, in the next fill's result: the replica sent
+    its engine's notices without taking them, so every later fill of every client carried
+    them again, and each editor showed the warning at every fill."""
+    from concurrent.futures import Future
+
+    from dlm_lsp.engine import Engine
+    from dlm_lsp.remote.service import EngineReplica
+
+    class Replica(EngineReplica.func_or_class):
+        def __del__(self) -> None:  # Ray Serve's wrapper makes this a coroutine
+            pass
+
+    replica = object.__new__(Replica)  # its code, without Ray Serve to start it
+    replica.engine = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    replica.counts = {"fills": 0, "cancelled": 0, "failed": 0, "inFlight": 0}
+    replica.engine.notices.append("out of memory: now at most 8 rows per forward pass")
+    request = InfillRequest("x = ", 4, 4, "python", "file:///a.py")
+    told = []
+    for _ in range(2):
+        future: Future = Future()
+        future.set_result(replica.engine.infill(request))
+        told.append(json.loads(replica._outcome(future, []))["result"]["notices"])
+    assert told == [["out of memory: now at most 8 rows per forward pass"], []]

@@ -193,8 +193,16 @@ class EngineReplica:
             return wire.line("error", {"kind": wire.FAILED,
                                        "message": f"{type(exc).__name__}: {exc}"})
         self.counts["fills"] += 1
-        return wire.line("result", wire.result_json(result, notices + list(
-            self.engine.notices)))
+        return wire.line("result", wire.result_json(result, notices + self._taken_notices()))
+
+    def _taken_notices(self) -> list[str]:
+        """What the engine changed on its own (an out-of-memory fallback), taken to tell
+        the client of this fill, as a shared TCP engine does (`SharedEngine.infill`): left
+        in place, each was sent with every later fill, and the editors showed it at each."""
+        taken = []
+        while self.engine.notices:
+            taken.append(self.engine.notices.popleft())
+        return taken
 
     # -- bookkeeping ---------------------------------------------------------------------
 
