@@ -135,7 +135,6 @@ class StepBatcher:
     def _work(self) -> None:
         running: list[_Job] = []
         while True:
-            self._running = len(running)
             with self._wake:
                 while (not self._waiting and not running and not self._closed
                        and not self._retiring):
@@ -151,6 +150,8 @@ class StepBatcher:
                 self._waiting.clear()
             # finished jobs are answered, cancelled ones dropped, before the next pass
             running = [job for job in running if self._keep(job)]
+            # counted from here, so that a request is in `depth` from its first pass on
+            self._running = len(running)
             for group in self._groups(running):
                 self._step(group)
 

@@ -138,6 +138,25 @@ def test_cancellation_frees_the_slot_within_one_step(model) -> None:
         batcher.close()
 
 
+def test_a_request_counts_in_the_queue_depth_from_its_first_pass(model) -> None:
+    """`dlm/status` and the service's metrics read `depth`: a request in its first pass
+    was counted nowhere (it had left the waiting list and was counted as running only
+    from its second pass), so one fill of one pass always showed a depth of 0."""
+    batcher = StepBatcher(model)
+    real, depths = model.hidden, []
+
+    def counted(ids: torch.Tensor) -> torch.Tensor:
+        depths.append(batcher.depth)
+        return real(ids)
+    model.hidden = counted
+    try:
+        batcher.run(Denoising(model, _layout(model, PREFIXES[0]), SamplerConfig(steps=2), 0))
+    finally:
+        del model.hidden
+        batcher.close()
+    assert depths == [1, 1]
+
+
 def test_a_failing_request_fails_alone(model) -> None:
     batcher = StepBatcher(model)
 
