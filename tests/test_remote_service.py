@@ -360,6 +360,17 @@ def test_replicas_that_cannot_load_the_model_end_the_service_with_their_error(tm
     assert f"cannot read {tmp_path}/config.json" in done.stdout + done.stderr
 
 
+def bare_replica() -> Any:
+    """A replica's object, not started (no Ray Serve, no model, no metrics published):
+    each test sets the attributes the code it calls reads."""
+    from dlm_lsp.remote.service import EngineReplica
+
+    class Replica(EngineReplica.func_or_class):
+        def __del__(self) -> None:  # Ray Serve's wrapper makes this a coroutine
+            pass
+    return object.__new__(Replica)
+
+
 def test_what_a_replica_s_engine_changed_on_its_own_is_told_in_one_result_not_in_each(
         model_dir):
     """An out-of-memory fallback is said once, in the next fill's result: the replica sent
@@ -368,13 +379,7 @@ def test_what_a_replica_s_engine_changed_on_its_own_is_told_in_one_result_not_in
     from concurrent.futures import Future
 
     from dlm_lsp.engine import Engine
-    from dlm_lsp.remote.service import EngineReplica
-
-    class Replica(EngineReplica.func_or_class):
-        def __del__(self) -> None:  # Ray Serve's wrapper makes this a coroutine
-            pass
-
-    replica = object.__new__(Replica)  # its code, without Ray Serve to start it
+    replica = bare_replica()
     replica.engine = Engine(ServerConfig(model=str(model_dir), device="cpu"))
     replica.counts = {"fills": 0, "cancelled": 0, "failed": 0, "inFlight": 0}
     replica.engine.notices.append("out of memory: now at most 8 rows per forward pass")
@@ -385,3 +390,22 @@ def test_what_a_replica_s_engine_changed_on_its_own_is_told_in_one_result_not_in
         future.set_result(replica.engine.infill(request))
         told.append(json.loads(replica._outcome(future, []))["result"]["notices"])
     assert told == [["out of memory: now at most 8 rows per forward pass"], []]
+
+
+def test_the_service_s_queue_depth_counts_each_fill_a_replica_holds_once():
+    """A replica holds one fill, in its batching worker: the depth is 1.  The replica's
+    fills in flight and its worker's depth (a part of them) were added up: 2."""
+    import asyncio
+    from types import SimpleNamespace
+
+    replica = bare_replica()
+    replica.token = ""
+    replica.engine = SimpleNamespace(config=ServerConfig(), status=lambda: {"device": "cpu"})
+    one_fill = {"replica": "a", "pid": 1, "queueDepth": 1, "inFlight": 1}
+
+    async def live() -> list[dict]:
+        return [one_fill]
+    replica._live = live
+    request = SimpleNamespace(headers={"accept": "application/json"})
+    answer = asyncio.run(replica.metrics(request))
+    assert json.loads(answer.body)["queueDepth"] == 1

@@ -58,7 +58,7 @@ _METRICS = {
     "cancelled": ("counter", "Fills stopped because their client went away or cancelled."),
     "failed": ("counter", "Fills that ended in an error."),
     "inFlight": ("gauge", "Fills the replica holds now."),
-    "queueDepth": ("gauge", "Fills waiting in the replica's batching worker."),
+    "queueDepth": ("gauge", "Fills waiting or running in the replica's batching worker."),
     "forwardPasses": ("counter", "Batched forward passes run."),
     "batchOccupancy": ("gauge", "Mean rows per forward pass over the batch limit."),
     "p50Ms": ("gauge", "Median fill time in milliseconds (recent fills)."),

@@ -128,8 +128,8 @@ class EngineReplica:
             return JSONResponse({"model": self.engine.config.model,
                                  "device": self.engine.status()["device"],
                                  "replicas": len(live),
-                                 "queueDepth": sum(r["queueDepth"] + r["inFlight"]
-                                                   for r in live),
+                                 # the fills each holds: its worker's depth is a part
+                                 "queueDepth": sum(r["inFlight"] for r in live),
                                  "replicaStats": live})
         return PlainTextResponse(prometheus(live))
 
