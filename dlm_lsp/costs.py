@@ -49,6 +49,28 @@ class StepCost:
         return steps_within(latency_ms, self.step_ms(batch, length), most, overhead_ms)
 
 
+def shared_step_ms(cost: StepCost, rows: int, length: int, others: list[tuple[int, int]],
+                   max_rows: int) -> float:
+    """The predicted time of one step of a request (`rows` x `length`) that the batching
+    worker runs beside `others` ((rows, length) each): the worker steps every request it
+    holds once a round, so the request's step lasts the whole round, a pass per group of
+    one length and at most `max_rows` rows.  On a CPU a pass costs about its rows' tokens
+    (four fills at once took four times as long a step): a step budget timed as if the
+    request ran alone gave four fills with a 300 ms target 3.8 s each."""
+    by_length: dict[int, list[int]] = {}
+    for r, n in [(rows, length), *others]:
+        by_length.setdefault(n, []).append(r)
+    total = 0.0
+    for n, each in by_length.items():
+        passes, in_pass = 1, 0  # the worker's grouping (serving.StepBatcher._groups)
+        for r in each:
+            if in_pass and in_pass + r > max_rows:
+                passes, in_pass = passes + 1, 0
+            in_pass += r
+        total += passes * cost.base_ms + cost.per_token_ms * sum(each) * n
+    return total
+
+
 def steps_within(latency_ms: float, step_ms: float, most: int, overhead_ms: float = 0.0) -> int:
     """The most steps (at least 1, at most `most`) of `step_ms` each that fit the target."""
     room = latency_ms - overhead_ms

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, setting
-from dlm_lsp.costs import StepCost, calibrate, steps_within
+from dlm_lsp.costs import StepCost, calibrate, shared_step_ms, steps_within
 from dlm_lsp.line_endings import for_the_model, restored
 from dlm_lsp.models import (
     DiffusionModel,
@@ -520,11 +520,17 @@ class Engine:
     def _step_ms(self, model: DiffusionModel, cfg: ServerConfig, layout: SpanLayout, rows: int,
                  length: int) -> float:
         """The predicted time of one of this fill's steps on `model`, the one it runs on: a
-        full pass, or with the context cache the mean over a refresh cycle, whose other
-        steps run only the span and the context beside it."""
+        full pass, shared with the requests the batching worker holds as the fill starts
+        (`shared_step_ms`; those that come later still slow it), or with the context cache
+        the mean over a refresh cycle, whose other steps run only the span and the context
+        beside it."""
         cost = self.step_cost(model)
         if not caches_context(model, cfg):
-            return cost.step_ms(rows, length)
+            batcher = self.batcher(model)
+            others = batcher.load() if batcher is not None else []
+            if not others:
+                return cost.step_ms(rows, length)
+            return shared_step_ms(cost, rows, length, others, batcher.config.max_rows)
         return cost.cycle_ms(rows, length, layout.n_masked + 2 * cfg.cache_window,
                              cfg.cache_refresh)
 

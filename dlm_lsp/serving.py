@@ -87,7 +87,7 @@ class StepBatcher:
         self._waiting: deque[_Job] = deque()
         self._wake = threading.Condition()
         self._closed = self._retiring = False
-        self._running = 0
+        self._running: list[tuple[int, int]] = []  # (rows, length) of each running job
         self._thread = threading.Thread(target=self._work, name="dlm-batcher", daemon=True)
         self._thread.start()
         _LIVE.add(self)
@@ -130,7 +130,14 @@ class StepBatcher:
     @property
     def depth(self) -> int:
         """Requests waiting or running."""
-        return len(self._waiting) + self._running
+        return len(self._waiting) + len(self._running)
+
+    def load(self) -> list[tuple[int, int]]:
+        """(rows, sequence length) of each request waiting or running: what the coming
+        passes hold besides a request that joins now (see `costs.shared_step_ms`)."""
+        with self._wake:
+            waiting = [(job.state.rows, job.state.inputs.shape[1]) for job in self._waiting]
+        return waiting + self._running
 
     def _work(self) -> None:
         running: list[_Job] = []
@@ -151,7 +158,7 @@ class StepBatcher:
             # finished jobs are answered, cancelled ones dropped, before the next pass
             running = [job for job in running if self._keep(job)]
             # counted from here, so that a request is in `depth` from its first pass on
-            self._running = len(running)
+            self._running = [(job.state.rows, job.state.inputs.shape[1]) for job in running]
             for group in self._groups(running):
                 self._step(group)
 

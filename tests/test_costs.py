@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import dlm_lsp.costs as costs
 from dlm_lsp.config import InfillOptions, ServerConfig
-from dlm_lsp.costs import StepCost, calibrate, fit
+from dlm_lsp.costs import StepCost, calibrate, fit, shared_step_ms
 from dlm_lsp.engine import Engine, InfillRequest
 
 
@@ -102,3 +102,27 @@ def test_timing_the_model_s_step_does_not_eat_the_first_fill_s_target(
                               fallback=False, reuse_fills=False))
     eng._model = engine.model
     assert _infill(eng, latency_ms=41).steps > 1  # 0.3 s of timing left it 1 step
+
+
+def test_a_step_shared_with_other_requests_lasts_the_worker_s_whole_round() -> None:
+    """The worker steps every request it holds once a round: one pass per sequence length
+    (and per `max_rows` rows), each costing its base and all its rows' tokens."""
+    cost = StepCost(2.0, 0.01)
+    assert shared_step_ms(cost, 1, 100, [], 16) == pytest.approx(cost.step_ms(1, 100))
+    same_length = shared_step_ms(cost, 1, 100, [(3, 100)], 16)
+    assert same_length == pytest.approx(2.0 + 0.01 * 4 * 100)  # one pass of 4 rows
+    assert shared_step_ms(cost, 1, 100, [(3, 100)], 2) == pytest.approx(same_length + 2.0)
+    assert shared_step_ms(cost, 1, 100, [(2, 50)], 16) == pytest.approx(
+        cost.step_ms(1, 100) + cost.step_ms(2, 50))
+
+
+def test_a_latency_target_buys_fewer_steps_while_other_requests_share_the_passes(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps timed as if the fill ran alone overran the target by as many times as the
+    worker held requests (four fills with a 300 ms target took 3.8 s each on a CPU)."""
+    alone = _infill(engine, latency_ms=41)
+    others = [(1, 900), (1, 901), (1, 902)]  # three passes of 2 ms more a round
+    monkeypatch.setattr(engine.batcher(), "load", lambda: others)
+    shared = _infill(engine, latency_ms=41)
+    assert alone.steps > 10 and 1 <= shared.steps <= 5  # 41 ms / 8 ms a round
+    assert shared.predicted_ms == pytest.approx(8.0 * shared.steps)

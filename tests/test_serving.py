@@ -157,6 +157,25 @@ def test_a_request_counts_in_the_queue_depth_from_its_first_pass(model) -> None:
     assert depths == [1, 1]
 
 
+def test_the_load_is_the_rows_and_length_of_each_request_held(model) -> None:
+    """What a latency target's step budget is timed against (costs.shared_step_ms)."""
+    batcher = StepBatcher(model)
+    real, loads = model.hidden, []
+
+    def seen(ids: torch.Tensor) -> torch.Tensor:
+        loads.append(batcher.load())
+        return real(ids)
+    model.hidden = seen
+    state = Denoising(model, _layout(model, PREFIXES[0]), SamplerConfig(
+        steps=1, temperatures=(0.0, 0.5)), 0)
+    try:
+        batcher.run(state)
+    finally:
+        del model.hidden
+        batcher.close()
+    assert loads == [[(2, state.inputs.shape[1])]]
+
+
 def test_a_failing_request_fails_alone(model) -> None:
     batcher = StepBatcher(model)
 
