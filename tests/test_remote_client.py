@@ -262,6 +262,13 @@ def test_a_failed_or_lost_replica_is_tried_again():
     assert len(httpd.bodies) == 3 and engine.retries == 2
 
 
+def test_an_answer_cut_off_within_a_line_is_a_lost_replica_tried_again():
+    httpd = serving([stream(b'{"draft": {"step": 1, "st'), stream(RESULT)])
+    engine = client(httpd)
+    assert engine.infill(InfillRequest(TEXT, AT, AT)) == a_result()
+    assert engine.retries == 1
+
+
 def test_out_of_tries_the_error_says_what_happened_and_which_setting_to_change():
     httpd = serving([stream(wire.line("draft", {"step": 1, "steps": 8, "text": "x"}))])
     with pytest.raises(BackendError, match=r"lost before it finished.*tried 2 times.*"
@@ -288,6 +295,10 @@ def test_retries_stop_where_their_pause_would_outlast_the_fills_timeout():
     (status(400, "bad infill request: 'text' must be a string"), "'text' must be a string"),
     (stream(wire.line("error", {"kind": wire.MODEL_UNAVAILABLE, "message": "no weights"})),
      "could not fill: no weights"),
+    # another server at remoteUrl, or a service whose answers this version cannot read
+    (stream(b"<html>It works!</html>\n"), "cannot read.*dlm-lsp serve-remote service"),
+    (stream(b'{"result": {"text": "x = 1"}}\n'), "cannot read.*KeyError 'plan'"),
+    (stream(b'{"draft": [1, 2]}\n'), "cannot read.*TypeError"),
 ])
 def test_what_retrying_cannot_fix_is_not_retried(reply, says):
     httpd = serving([reply])

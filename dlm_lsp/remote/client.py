@@ -86,22 +86,40 @@ class RemoteEngine(ServerBackend):
                            f"(HTTP {response.status}): {str(detail)[:300]}")
 
     def _read(self, req: InfillRequest, response: http.client.HTTPResponse) -> InfillResult:
-        """Pass each draft line on until the result line (or an error line) comes."""
+        """Pass each draft line on until the result line (or an error line) comes.
+
+        A line cut short is a replica lost mid-answer (tried again); a whole line that
+        is not the protocol's is an answer no retry can mend, said as such: a server
+        that is no dlm-lsp service, or one whose answers this version cannot read, made
+        KeyErrors and TypeErrors the editor showed as internal errors, or undecodable
+        lines tried again as broken connections."""
         while True:
             raw = response.readline()
-            if not raw:
+            if not raw or not raw.endswith(b"\n"):
                 raise Lost(f"the replica of {self.config.remote_url} serving this fill was "
                            "lost before it finished")
-            message = json.loads(raw)
-            if "draft" in message:
+            try:
+                message = json.loads(raw)
+                draft, result, error = (message.get(kind) for kind in ("draft", "result",
+                                                                        "error"))
+                if draft is not None:
+                    draft = (draft["step"], draft["steps"], draft["text"])
+                elif result is not None:
+                    notices = list(result.get("notices", ()))
+                    result = wire.result_from_json(result)
+            except (ValueError, LookupError, TypeError, AttributeError) as exc:
+                raise BackendError(
+                    f"{self._at()} answered what this client cannot read ({raw[:80]!r}: "
+                    f"{type(exc).__name__} {exc}): is remoteUrl a dlm-lsp serve-remote "
+                    "service, of the same version as this dlm-lsp?") from exc
+            if draft is not None:
                 if req.on_draft is not None:
-                    draft = message["draft"]
-                    req.on_draft(draft["step"], draft["steps"], draft["text"])
-            elif "result" in message:
-                self.notices.extend(message["result"].get("notices", ()))
-                return wire.result_from_json(message["result"])
-            elif "error" in message:
-                raise self._error(message["error"])
+                    req.on_draft(*draft)
+            elif result is not None:
+                self.notices.extend(notices)
+                return result
+            elif error is not None:
+                raise self._error(error)
 
     def _error(self, error: dict[str, Any]) -> Exception:
         """The exception a local fill would have raised for a replica's `error` line."""
