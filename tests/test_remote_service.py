@@ -409,3 +409,21 @@ def test_the_service_s_queue_depth_counts_each_fill_a_replica_holds_once():
     request = SimpleNamespace(headers={"accept": "application/json"})
     answer = asyncio.run(replica.metrics(request))
     assert json.loads(answer.body)["queueDepth"] == 1
+
+
+def test_a_replica_is_healthy_while_the_metrics_board_is_gone():
+    """The board (a detached actor) is not restarted when its node goes: the health route
+    asked it for the replica count and answered HTTP 500 on every replica, which still
+    served fills."""
+    import asyncio
+    from types import SimpleNamespace
+
+    replica = bare_replica()
+    replica.replica = "a"
+    replica.engine = SimpleNamespace(config=ServerConfig(), status=lambda: {"device": "cpu"})
+
+    async def board_gone() -> list[dict]:
+        raise ValueError("Failed to look up actor with name 'dlm-lsp-metrics-dlm-lsp'")
+    replica._live = board_gone
+    health = asyncio.run(replica.health())
+    assert health["status"] == "ok" and health["replicas"] is None

@@ -116,8 +116,18 @@ class EngineReplica:
 
     @app.get(wire.HEALTH_PATH)
     async def health(self) -> dict[str, Any]:
+        """This replica serves.  The count of live replicas comes from the metrics board,
+        a detached actor that Ray does not restart when its node goes: without it the
+        count is null, and the replica still healthy (it was HTTP 500 on every replica,
+        for load balancers and the clients' start-up check, while fills were served)."""
+        try:
+            replicas: int | None = len(await self._live())
+        except Exception:  # noqa: BLE001 -- whatever became of the board
+            log.warning("metrics board unreachable: health without the replica count",
+                        exc_info=True)
+            replicas = None
         return {"status": "ok", "model": self.engine.config.model,
-                "device": self.engine.status()["device"], "replicas": len(await self._live()),
+                "device": self.engine.status()["device"], "replicas": replicas,
                 "replica": self.replica}
 
     @app.get(wire.METRICS_PATH)
