@@ -411,19 +411,28 @@ def test_the_service_s_queue_depth_counts_each_fill_a_replica_holds_once():
     assert json.loads(answer.body)["queueDepth"] == 1
 
 
-def test_a_replica_is_healthy_while_the_metrics_board_is_gone():
-    """The board (a detached actor) is not restarted when its node goes: the health route
-    asked it for the replica count and answered HTTP 500 on every replica, which still
-    served fills."""
+def test_while_the_metrics_board_is_gone_a_replica_is_healthy_and_tells_its_own_metrics():
+    """The board (a detached actor) is not restarted when its node goes: health and
+    metrics asked it and answered HTTP 500 on every replica, which still served fills
+    (load balancers took them out; each client's dlm/status said the service was
+    unreachable)."""
     import asyncio
     from types import SimpleNamespace
 
     replica = bare_replica()
-    replica.replica = "a"
+    replica.replica, replica.token = "a", ""
     replica.engine = SimpleNamespace(config=ServerConfig(), status=lambda: {"device": "cpu"})
+    own = {"replica": "a", "pid": 1, "queueDepth": 0, "inFlight": 1}
+    replica._stats = lambda: own
 
     async def board_gone() -> list[dict]:
         raise ValueError("Failed to look up actor with name 'dlm-lsp-metrics-dlm-lsp'")
     replica._live = board_gone
     health = asyncio.run(replica.health())
     assert health["status"] == "ok" and health["replicas"] is None
+    as_json = SimpleNamespace(headers={"accept": "application/json"})
+    metrics = json.loads(asyncio.run(replica.metrics(as_json)).body)
+    assert (metrics["replicas"], metrics["replicaStats"]) == (None, [own])
+    text = asyncio.run(replica.metrics(SimpleNamespace(headers={}))).body.decode()
+    assert 'dlm_lsp_in_flight{replica="a",pid="1"} 1' in text
+    assert "dlm_lsp_replicas" not in text  # unknown, not 1

@@ -67,8 +67,10 @@ _METRICS = {
 }
 
 
-def prometheus(replicas: list[dict[str, Any]]) -> str:
-    """The replicas' counters in the Prometheus text exposition format."""
+def prometheus(replicas: list[dict[str, Any]], whole: bool = True) -> str:
+    """The replicas' counters in the Prometheus text exposition format, and their count
+    where they are every live replica (`whole`; else one replica's own, the count
+    unknown: left out)."""
     out = []
     for key, (kind, text) in _METRICS.items():
         name = "dlm_lsp_" + "".join("_" + c.lower() if c.isupper() else c for c in key)
@@ -77,6 +79,7 @@ def prometheus(replicas: list[dict[str, Any]]) -> str:
         for r in replicas:
             if r.get(key) is not None:
                 out.append(f'{name}{{replica="{r["replica"]}",pid="{r["pid"]}"}} {r[key]}')
-    out += ["# HELP dlm_lsp_replicas Live replicas.", "# TYPE dlm_lsp_replicas gauge",
-            f"dlm_lsp_replicas {len(replicas)}"]
+    if whole:
+        out += ["# HELP dlm_lsp_replicas Live replicas.", "# TYPE dlm_lsp_replicas gauge",
+                f"dlm_lsp_replicas {len(replicas)}"]
     return "\n".join(out) + "\n"

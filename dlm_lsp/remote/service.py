@@ -116,32 +116,23 @@ class EngineReplica:
 
     @app.get(wire.HEALTH_PATH)
     async def health(self) -> dict[str, Any]:
-        """This replica serves.  The count of live replicas comes from the metrics board,
-        a detached actor that Ray does not restart when its node goes: without it the
-        count is null, and the replica still healthy (it was HTTP 500 on every replica,
-        for load balancers and the clients' start-up check, while fills were served)."""
-        try:
-            replicas: int | None = len(await self._live())
-        except Exception:  # noqa: BLE001 -- whatever became of the board
-            log.warning("metrics board unreachable: health without the replica count",
-                        exc_info=True)
-            replicas = None
+        live, whole = await self._gathered()
         return {"status": "ok", "model": self.engine.config.model,
-                "device": self.engine.status()["device"], "replicas": replicas,
-                "replica": self.replica}
+                "device": self.engine.status()["device"],
+                "replicas": len(live) if whole else None, "replica": self.replica}
 
     @app.get(wire.METRICS_PATH)
     async def metrics(self, request: Request) -> Any:
         self._authorize(request)
-        live = await self._live()
+        live, whole = await self._gathered()
         if "json" in request.headers.get("accept", ""):
             return JSONResponse({"model": self.engine.config.model,
                                  "device": self.engine.status()["device"],
-                                 "replicas": len(live),
+                                 "replicas": len(live) if whole else None,
                                  # the fills each holds: its worker's depth is a part
                                  "queueDepth": sum(r["inFlight"] for r in live),
                                  "replicaStats": live})
-        return PlainTextResponse(prometheus(live))
+        return PlainTextResponse(prometheus(live, whole))
 
     # -- the fill ------------------------------------------------------------------------
 
@@ -246,6 +237,19 @@ class EngineReplica:
         if self.board is None:
             self.board = find_board(self.service.name)
         return self.board
+
+    async def _gathered(self) -> tuple[list[dict[str, Any]], bool]:
+        """Every live replica's counters and True, or this replica's alone and False
+        where the metrics board cannot be asked: a detached actor, which Ray does not
+        restart when its node goes.  Health and metrics failed (HTTP 500) on every
+        replica then, while fills were served: load balancers took the replicas out,
+        and `dlm/status` of each client said the service was unreachable."""
+        try:
+            return await self._live(), True
+        except Exception:  # noqa: BLE001 -- whatever became of the board
+            log.warning("metrics board unreachable: this replica's counters alone",
+                        exc_info=True)
+            return [self._stats()], False
 
     async def _live(self) -> list[dict[str, Any]]:
         """Every live replica's latest counters (this one's fresh)."""
