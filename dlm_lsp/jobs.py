@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from enum import Enum
 from urllib.parse import unquote
 
 SUPERSEDED = "superseded by a newer request for the same document"
@@ -31,14 +32,27 @@ CLIENT_LEFT = "the client disconnected"
 SHUTTING_DOWN = "the server is shutting down"
 
 
+class Kind(Enum):
+    """Who asked for a fill, which decides what a newer fill of the document stops."""
+
+    SUGGESTION = "suggestion"  # the editor, on its own: ghost text, completion items
+    FILL = "fill"  # the user: `dlm/infill` (Fill selection, :DlmFill)
+    COMMAND = "command"  # the user: fill holes, rewrite; stopped only on purpose
+
+    def supersedes(self, older: Kind) -> bool:
+        """Whether a fill of this kind stops an `older` one of the same document."""
+        if older is Kind.COMMAND:
+            return False
+        return older is Kind.SUGGESTION or self is not Kind.SUGGESTION
+
+
 @dataclass(eq=False)
 class Job:
     """One infill (or one batch of hole fills) against one document version."""
 
     uri: str
     version: int | None
-    supersedable: bool = True  # False: a command, stopped only on purpose
-    suggestion: bool = False  # asked by the editor on its own (ghost text, completion)
+    kind: Kind = Kind.FILL
     _stop: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
 
@@ -67,14 +81,13 @@ class Jobs:
         self._by_uri: dict[str, set[Job]] = {}
         self._lock = threading.Lock()
 
-    def start(self, uri: str, version: int | None, supersedable: bool = True,
-              suggestion: bool = False) -> Job:
+    def start(self, uri: str, version: int | None, kind: Kind = Kind.FILL) -> Job:
         """Register a new job, stopping the older ones it supersedes for the same document
         (see the module's docstring)."""
-        job = Job(uri, version, supersedable, suggestion)
+        job = Job(uri, version, kind)
         with self._lock:
             for old in self._by_uri.get(unquote(uri), ()):
-                if old.supersedable and (old.suggestion or not suggestion):
+                if kind.supersedes(old.kind):
                     old.stop(SUPERSEDED)
             self._by_uri.setdefault(unquote(uri), set()).add(job)
         return job

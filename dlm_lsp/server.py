@@ -64,6 +64,7 @@ from dlm_lsp.jobs import (
     TIMED_OUT,
     Job,
     Jobs,
+    Kind,
 )
 from dlm_lsp.models import ModelLoadError
 from dlm_lsp.notebooks import NOTEBOOK_SYNC, cell_context, cells_of, changed_cells
@@ -365,15 +366,14 @@ class DlmServer(LanguageServer):
                 "range": self.protocol._converter.unstructure(rng),
                 "text": draft, "step": step, "steps": steps})
 
-    def start_job(self, uri: str, version: int | None, supersedable: bool = True,
-                  suggestion: bool = False) -> Job:
+    def start_job(self, uri: str, version: int | None, kind: Kind = Kind.FILL) -> Job:
         """Register a fill, unless `maxQueuedRequests` fills are running or waiting already."""
         limit = self.config.max_queued_requests
         if self.jobs.in_flight() >= limit:
             raise JsonRpcException(
                 f"server busy: {limit} fills are running or waiting (setting "
                 "maxQueuedRequests); try again when some have finished", code=SERVER_BUSY)
-        return self.jobs.start(uri, version, supersedable, suggestion)
+        return self.jobs.start(uri, version, kind)
 
     def check_fresh(self, job: Job) -> None:
         """Refuse a result computed for a document version that is no longer current."""
@@ -389,8 +389,8 @@ class DlmServer(LanguageServer):
     async def fill_range(self, uri: str, rng: types.Range, options: InfillOptions,
                          version: int | None = None, token: Any = None,
                          accepted: types.SelectedCompletionInfo | None = None,
-                         supersedable: bool = True, progress: str | None = None,
-                         suggestion: bool = False) -> tuple[Job, InfillResult]:
+                         kind: Kind = Kind.FILL,
+                         progress: str | None = None) -> tuple[Job, InfillResult]:
         """Fill one range of an open document, returning only a result that is still fresh.
 
         `accepted` is a completion item the editor shows selected while it asks for ghost
@@ -411,7 +411,7 @@ class DlmServer(LanguageServer):
             text = text[:low] + accepted.text + text[high:]
             start = end = low + len(accepted.text)
             draft_range = None  # the drafts' place is not in the editor's text yet
-        job = self.start_job(uri, doc.version, supersedable, suggestion)
+        job = self.start_job(uri, doc.version, kind)
         try:
             if progress is not None:
                 token = await self.progress_token(progress)
@@ -665,7 +665,7 @@ async def inline_completion(ls: DlmServer,
     selected = _selected_item(ls, params)
     _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
                                     token=params.work_done_token, accepted=selected,
-                                    suggestion=True)
+                                    kind=Kind.SUGGESTION)
     return types.InlineCompletionList(items=inline_items(_suggestions(ls, result), rng,
                                                          selected))
 
@@ -715,7 +715,7 @@ async def completion(ls: DlmServer, params: types.CompletionParams) -> types.Com
     typed, word = word_before(ls.document(uri), params.position)
     rng = types.Range(params.position, params.position)
     _, result = await ls.fill_range(uri, rng, InfillOptions(), token=params.work_done_token,
-                                    suggestion=True)
+                                    kind=Kind.SUGGESTION)
     return types.CompletionList(is_incomplete=True,
                                 items=completion_items(_suggestions(ls, result), typed, word))
 
@@ -823,7 +823,7 @@ async def _fill_holes(ls: DlmServer, *args: Any) -> dict:
     if not holes:
         return {"applied": False, "holes": 0, "version": doc.version,
                 "message": f"no {ls.config.hole_marker} holes in {uri}"}
-    job = ls.start_job(uri, doc.version, supersedable=False)
+    job = ls.start_job(uri, doc.version, kind=Kind.COMMAND)
     token = None
     filled = False  # every hole, and the edit asked for
     try:
@@ -879,7 +879,7 @@ async def _rewrite_selection(ls: DlmServer, *args: Any) -> dict:
     # server-initiated progress, step by step, that the user can cancel; the fill is of the
     # version the range is of, also where the command names none
     job, result = await ls.fill_range(uri, rng, InfillOptions(), doc.version,
-                                      supersedable=False, progress="rewrite")
+                                      kind=Kind.COMMAND, progress="rewrite")
     selected = _replaced(ls, uri, rng)
     best = writing_first(result.candidates, selected)[0]
     answer = {"version": job.version, "text": best.text, "range": to_plain(rng),

@@ -13,6 +13,7 @@ from pygls.workspace import Workspace
 from dlm_lsp import protocol, server
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.documents import Refused
+from dlm_lsp.jobs import Kind
 from dlm_lsp.policy import REWRITE, SpanPlan
 from dlm_lsp.repair import DIFFUSION, REPAIR
 from dlm_lsp.results import Candidate, InfillResult
@@ -41,7 +42,7 @@ class Filled:
     at_version = server.DlmServer.at_version
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None,
-                         suggestion=False):
+                         kind=Kind.FILL):
         assert uri == DOC.uri and rng.start == rng.end == self.at
         self.accepted = accepted
         return None, SimpleNamespace(candidates=[
@@ -342,7 +343,7 @@ class Rewritten(Filled):
         self.applied: list[list[types.TextEdit]] = []
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None,
-                         supersedable=True, progress=None):
+                         kind=Kind.FILL, progress=None):
         assert rng == types.Range(types.Position(1, 4),
                                   types.Position(1, self.selection["end"]["character"]))
         # the best from the model's own path, the others from repair's

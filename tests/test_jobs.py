@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dlm_lsp.jobs import (
     CLIENT_CANCELLED,
     DOCUMENT_CHANGED,
@@ -10,6 +12,7 @@ from dlm_lsp.jobs import (
     TIMED_OUT,
     Job,
     Jobs,
+    Kind,
 )
 
 A, B = "file:///a.py", "file:///b.py"
@@ -34,7 +37,7 @@ def test_starting_a_job_supersedes_older_jobs_for_the_same_document() -> None:
 
 def test_a_command_is_not_superseded_but_still_stops_on_an_edit() -> None:
     jobs = Jobs()
-    command = jobs.start(A, 1, supersedable=False)
+    command = jobs.start(A, 1, Kind.COMMAND)
     suggestion = jobs.start(A, 1)
     jobs.start(A, 1)
     assert not command.stopped() and suggestion.reason == SUPERSEDED
@@ -46,13 +49,31 @@ def test_a_suggestion_supersedes_only_suggestions() -> None:
     """Ghost text asked for after a keystroke does not stop the fill the user asked for
     (`dlm/infill`) just before; that fill, and a newer one, stop the older suggestions."""
     jobs = Jobs()
-    ghost = jobs.start(A, 1, suggestion=True)
+    ghost = jobs.start(A, 1, Kind.SUGGESTION)
     asked = jobs.start(A, 1)
     assert ghost.reason == SUPERSEDED
-    later_ghost = jobs.start(A, 1, suggestion=True)
+    later_ghost = jobs.start(A, 1, Kind.SUGGESTION)
     assert not asked.stopped()
     asked_again = jobs.start(A, 1)
     assert asked.reason == later_ghost.reason == SUPERSEDED and not asked_again.stopped()
+
+
+@pytest.mark.parametrize(("newer", "older", "stops"), [
+    (Kind.SUGGESTION, Kind.SUGGESTION, True),
+    (Kind.SUGGESTION, Kind.FILL, False),
+    (Kind.SUGGESTION, Kind.COMMAND, False),
+    (Kind.FILL, Kind.SUGGESTION, True),
+    (Kind.FILL, Kind.FILL, True),
+    (Kind.FILL, Kind.COMMAND, False),
+    (Kind.COMMAND, Kind.SUGGESTION, True),
+    (Kind.COMMAND, Kind.FILL, True),
+    (Kind.COMMAND, Kind.COMMAND, False),
+])
+def test_what_a_newer_fill_of_each_kind_stops(newer: Kind, older: Kind, stops: bool) -> None:
+    jobs = Jobs()
+    old = jobs.start(A, 1, older)
+    jobs.start(A, 1, newer)
+    assert old.stopped() is stops
 
 
 def test_starting_a_job_leaves_other_documents_jobs_running() -> None:
