@@ -6,11 +6,11 @@ handy tool for scripts: the same engine and length policy as the server.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
+from dlm_lsp.atomic_write import unwritable, write_atomically
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import HoleFilling, find_holes
@@ -43,8 +43,9 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
         print(f"dlm-lsp fill: no {marker} holes in {path if source else 'standard input'}",
               file=sys.stderr)
         return 1
-    if write and not os.access(source, os.W_OK):  # before the model loads and fills
-        print(f"dlm-lsp fill: cannot write {path} (--write)", file=sys.stderr)
+    why = unwritable(source) if write else None
+    if why:  # before the model loads and fills
+        print(f"dlm-lsp fill: cannot write {path} (--write): {why}", file=sys.stderr)
         return 2
     engine = Engine(ServerConfig(model=model, device=device, hole_marker=marker))
     try:
@@ -71,7 +72,7 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
           f"{time.perf_counter() - began:.2f} s", file=sys.stderr)
     if source is not None and write:
         try:
-            source.write_text(state.text, encoding="utf-8")
+            write_atomically(source, state.text)  # the old text or the new, never a part
         except OSError as exc:  # a full disk, a file made read-only meanwhile: a traceback
             # that lost the fills; they go to stdout instead, as without --write
             print(f"dlm-lsp fill: cannot write {path}: {exc}; the filled file is on standard "

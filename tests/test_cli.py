@@ -533,31 +533,64 @@ def test_fill_write_to_a_file_it_cannot_write_is_refused_before_the_model_loads(
 
     holes = tmp_path / "holes.py"
     holes.write_text("def f(x):\n    return <FILL>\n")
-    monkeypatch.setattr(fill.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
     monkeypatch.setattr(fill, "Engine", lambda *args: pytest.fail("the model was loaded"))
     assert main(["fill", str(holes), "--model", str(model_dir), "--write"]) == 2
-    assert capsys.readouterr().err == f"dlm-lsp fill: cannot write {holes} (--write)\n"
+    assert capsys.readouterr().err == (f"dlm-lsp fill: cannot write {holes} (--write): the "
+                                       "file is not writable\n")
 
 
-def test_fill_write_that_fails_at_the_end_keeps_the_fills_on_standard_output(
+def test_fill_write_in_a_folder_it_cannot_write_is_refused_before_the_model_loads(
         model_dir, tmp_path, monkeypatch, capsys):
-    """A full disk at the write was a traceback, and the fills were lost with it."""
-    from pathlib import Path
-
+    """The new text is written to a temporary file beside the old one and renamed over
+    it: a writable file in a folder that is not fails there, after every fill."""
+    from dlm_lsp import fill
     from dlm_lsp.cli import main
 
     holes = tmp_path / "holes.py"
     holes.write_text("def f(x):\n    return <FILL>\n")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: real_access(path, mode) and
+                        Path(path) != tmp_path)  # as root, every folder is writable
+    monkeypatch.setattr(fill, "Engine", lambda *args: pytest.fail("the model was loaded"))
+    assert main(["fill", str(holes), "--model", str(model_dir), "--write"]) == 2
+    assert capsys.readouterr().err == (
+        f"dlm-lsp fill: cannot write {holes} (--write): its folder {tmp_path} is not "
+        "writable (the new text is written there first)\n")
 
-    def full(*args, **kwargs):
-        raise OSError(28, "No space left on device")
-    monkeypatch.setattr(Path, "write_text", full)
-    assert main(["fill", str(holes), "--model", str(model_dir), "--steps", "2", "--write"]) == 1
-    captured = capsys.readouterr()
-    assert captured.out.startswith("def f(x):\n    return ") and "<FILL>" not in captured.out
-    assert captured.err.splitlines()[-1] == (
-        f"dlm-lsp fill: cannot write {holes}: [Errno 28] No space left on device; the filled "
-        "file is on standard output")
+
+def _file_size_limit(size: int) -> Callable[[], None]:
+    """A child's preexec_fn: writes past `size` bytes fail with EFBIG (a full disk's
+    part-way failure), not the SIGXFSZ that would kill it."""
+    import resource
+    import signal
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.getrlimit(
+            resource.RLIMIT_FSIZE)[1]))
+    return limit
+
+
+def test_fill_write_that_fails_part_way_leaves_the_file_as_it_was_and_prints_the_fills(
+        model_dir, tmp_path):
+    """The file was truncated and then written: a write that failed part-way (a full
+    disk) left the user's file cut short, the code after the cut lost (a traceback lost
+    the fills too).  Now it is the old text, and the fills are on standard output."""
+    holes = tmp_path / "holes.py"
+    original = "# a long header\n" * 40 + "def f(x):\n    return <FILL>\n"
+    holes.write_text(original)
+    done = subprocess.run(
+        [sys.executable, "-m", "dlm_lsp", "fill", str(holes), "--model", str(model_dir),
+         "--steps", "2", "--write"], capture_output=True, text=True, timeout=120,
+        preexec_fn=_file_size_limit(100))
+    assert done.returncode == 1, done.stderr
+    assert holes.read_text() == original
+    assert done.stdout.startswith(original.split("<FILL>")[0]) and "<FILL>" not in done.stdout
+    assert done.stderr.splitlines()[-1] == (
+        f"dlm-lsp fill: cannot write {holes}: [Errno 27] File too large; the filled file is on "
+        "standard output")
+    assert [p.name for p in tmp_path.iterdir()] == ["holes.py"]  # no temporary file left
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly():
