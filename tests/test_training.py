@@ -494,6 +494,39 @@ def test_nonsense_values_are_one_line_before_any_training(args, says, source_dir
     assert "training " not in captured.out and not (tmp_path / "out" / "config.json").exists()
 
 
+@pytest.mark.parametrize("args", [["--shard-mib", "0.001"], ["--extra-root", "{missing}"],
+                                  ["--wall-seconds", "100.001", "--seconds", "100"]])
+def test_a_run_refused_after_the_out_check_leaves_no_out_folder_behind(
+        args, source_dir, tmp_path, monkeypatch, capsys):
+    """--out was created (parents too: as root, `--out /nonexistent/x` made /nonexistent)
+    when it was checked, before checks that come once the sources are read and the model
+    is built, so a run refused by one of those left an empty folder."""
+    from dlm_lsp.training import train as train_module
+
+    clock = iter(range(0, 10**6, 50))  # 50 s a reading: preparation spends the wall clock
+    if "--wall-seconds" in args:
+        monkeypatch.setattr(train_module.time, "monotonic", lambda: next(clock))
+    out = tmp_path / "new" / "model"
+    args = [a.format(missing=tmp_path / "missing") for a in args]
+    assert main([*_cli_args(source_dir, out), *args]) == 2
+    assert capsys.readouterr().err.startswith("dlm-lsp train: ")
+    assert not (tmp_path / "new").exists()
+
+
+def test_the_out_folder_is_made_as_training_starts_not_at_the_first_save(
+        source_dir, tmp_path, monkeypatch):
+    """Made at the save (hours in), a folder that cannot be made (the permissions of a
+    parent changed meanwhile) would fail the run only after its whole budget."""
+    real, seen = train_module.row_losses, []
+
+    def row_losses(module, batch):
+        seen.append((tmp_path / "new" / "model").is_dir())
+        return real(module, batch)
+    monkeypatch.setattr(train_module, "row_losses", row_losses)
+    assert main([*_cli_args(source_dir, tmp_path / "new" / "model"), "--max-steps", "1"]) == 0
+    assert seen[0] is True
+
+
 # --- contamination, duplicates and licences ------------------------------------------
 
 

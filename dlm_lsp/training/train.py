@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import errno
 import json
 import math
+import os
 import signal
 import sys
 import tempfile
@@ -315,22 +317,39 @@ def _other_model(out: Path) -> str | None:
 
 
 def _check_out(out: Path) -> None:
-    """Make sure the model can be written to `out` (creating the folder), before any
-    training: a file there, or a folder that cannot be written, failed only at the save,
-    after the whole budget, with a traceback."""
+    """Make sure the model can be written to `out`, before any training: a file there, or
+    a folder that cannot be written, failed only at the save, after the whole budget,
+    with a traceback.  Nothing is created here (`_make_out` does, once the run starts):
+    the folder was made at this check, so a run refused by a later one (an --extra-root
+    that is not there, a bad --shard-mib) left an empty folder, and its parents."""
     if out.exists() and not out.is_dir():
         raise TrainingError(f"--out {out} is a file, not a folder")
     other = _other_model(out)
     if other:  # a save deletes the folder's *.safetensors: a download's shards among them
         raise TrainingError(f"--out {out} holds {other}, which this run's save would "
                             "overwrite (its weights deleted); choose another folder")
+    nearest = out.absolute()  # the folder, or the closest parent there is to create it in
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
+        if not nearest.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        with tempfile.TemporaryFile(dir=nearest):
             pass
     except OSError as exc:
-        raise TrainingError(f"--out {out}: cannot write there "
-                            f"({exc.strerror or exc})") from exc
+        raise _cannot_write(out, exc) from exc
+
+
+def _cannot_write(out: Path, exc: OSError) -> TrainingError:
+    return TrainingError(f"--out {out}: cannot write there ({exc.strerror or exc})")
+
+
+def _make_out(out: Path) -> None:
+    """Create the --out folder as the run starts, after every check that may refuse it."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cannot_write(out, exc) from exc
 
 
 def _check_shards(module: TinyDenoiser, cfg: TrainConfig) -> None:
@@ -579,6 +598,7 @@ def train(cfg: TrainConfig) -> dict:
             raise TrainingError(f"data preparation used the whole --wall-seconds "
                                 f"{cfg.wall_seconds:.0f}; raise it or lower --data-bytes")
         seconds = min(seconds, left)
+    _make_out(Path(cfg.out_dir))
     prep_seconds = time.monotonic() - run_started
     print(f"training {module.num_parameters():,} parameters on {describe_device(device)} "
           f"for {seconds:.0f}s{f' or {cfg.max_steps} steps' if cfg.max_steps else ''}, "
