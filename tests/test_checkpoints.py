@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import sysconfig
 from pathlib import Path
@@ -618,6 +619,39 @@ def test_models_check_takes_our_family_by_name_as_the_loader_does(checkpoints, c
     assert "dlm-tiny (named)" in capsys.readouterr().out
     assert models_main(["check", str(checkpoints["llada"]), "--family", "dlm-tiny"]) == 1
     assert "not 'dlm-tiny'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("", "model '' is empty: use 'default', a model directory, FAMILY:DIR"),
+    ("dream:", "model 'dream:' names no directory after 'dream:' (FAMILY:DIR"),
+    ("dlm-tiny:", "model 'dlm-tiny:' names no directory after 'dlm-tiny:'"),
+])
+def test_a_spec_with_no_directory_is_an_error_not_the_current_directory(
+        spec, says, checkpoints, monkeypatch):
+    """"" or "dream:" read as the path "", the current directory: a model there loaded."""
+    monkeypatch.chdir(checkpoints["dream"])
+    with pytest.raises(ModelLoadError, match=re.escape(says)):
+        load_model(spec, "cpu")
+
+
+def test_models_check_takes_a_family_named_as_the_loader_takes_it(checkpoints, capsys):
+    """`models check dream:DIR` said "dream:DIR is not a directory", though the `model`
+    setting takes it; it reads as `check DIR --family dream`."""
+    assert models_main(["check", f"dream:{checkpoints['dream']}"]) == 0
+    out = capsys.readouterr().out
+    assert "dream (named)" in out and f"directory                {checkpoints['dream']}" in out
+    assert models_main(["check", f"dream:{checkpoints['dream']}", "--family", "Dream"]) == 0
+    capsys.readouterr()
+    assert models_main(["check", f"dream:{checkpoints['dream']}", "--family", "llada"]) == 1
+    assert ("problem: 'dream:" + str(checkpoints["dream"]) + "' names family dream, "
+            "--family llada: give one") in capsys.readouterr().err
+
+
+def test_models_check_of_a_spec_with_no_directory_says_so(checkpoints, monkeypatch, capsys):
+    monkeypatch.chdir(checkpoints["dream"])  # it was checked as the current directory
+    assert models_main(["check", "dream:"]) == 1
+    assert "problem: model 'dream:' names no directory after 'dream:'" in \
+        capsys.readouterr().err
 
 
 def test_models_check_fails_on_a_partial_checkpoint(checkpoints, tmp_path, capsys):

@@ -353,6 +353,14 @@ def test_a_model_directory_that_is_not_there_is_refused_before_ray_starts():
     assert "/no/such/model is not a directory" in done.stderr
 
 
+@pytest.mark.parametrize("spec", ["", "dream:"])
+def test_a_model_with_no_directory_is_refused_before_ray_starts(spec):
+    """It named the replicas' working directory, loaded on every node (or not)."""
+    done = _serve_remote("--model", spec)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"dlm-lsp serve-remote: model '{spec}' ")
+
+
 def test_replicas_that_cannot_load_the_model_end_the_service_with_their_error(tmp_path):
     done = _serve_remote("--model", str(tmp_path))  # a directory without a model in it
     assert done.returncode == 1

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "weights" / "default"
 
-__all__ = ["DEFAULT_MODEL_DIR", "DiffusionModel", "ModelLoadError", "device_name", "load_model",
-           "pick_device", "precision_name", "uses_graphs"]
+__all__ = ["DEFAULT_MODEL_DIR", "DiffusionModel", "ModelLoadError", "device_name",
+           "empty_spec", "load_model", "named_family", "pick_device", "precision_name",
+           "uses_graphs"]
 
 
 def device_name(device: str) -> str:
@@ -76,7 +77,10 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto",
         return TinyModel.load(DEFAULT_MODEL_DIR, pick_device(device), name=spec,
                               precision=precision, graphs=graphs)
     head, sep, _ = spec.partition(":")
-    ours, family, target = _named_family(spec)
+    ours, family, target = named_family(spec)
+    problem = empty_spec(spec)
+    if problem:
+        raise ModelLoadError(problem)
     try:
         path = locate(target)
     except ModelLoadError as exc:
@@ -105,9 +109,11 @@ def uses_graphs(spec: str) -> bool:
     (whose load fails), counts as one that does."""
     if spec == "default":
         return True
-    ours, family, target = _named_family(spec)
+    ours, family, target = named_family(spec)
     if ours or family is not None:
         return ours
+    if not target:  # "" names no model (the load says so), not the current directory
+        return True
     path = Path(target).expanduser()
     if not path.is_dir():
         path = cached_snapshot(target)
@@ -119,7 +125,7 @@ def uses_graphs(spec: str) -> bool:
         return True
 
 
-def _named_family(spec: str) -> tuple[bool, Family | None, str]:
+def named_family(spec: str) -> tuple[bool, Family | None, str]:
     """What a spec's prefix names, and the model it names: (ours, None, rest) for our own
     family ("dlm-tiny:DIR"; `dlm-lsp models` lists it with the others), (False, family,
     rest) for a published one, (False, None, spec) where it names none."""
@@ -128,6 +134,21 @@ def _named_family(spec: str) -> tuple[bool, Family | None, str]:
         return True, None, rest
     family, target = split_spec(spec)
     return False, family, target
+
+
+def empty_spec(spec: str) -> str | None:
+    """Why a spec names no model at all, or None: "" or "dream:" read as the path "",
+    which is the current directory, and loaded whatever was there (a model directory
+    by chance, else an error about its config.json)."""
+    ours, family, target = named_family(spec)
+    if target:
+        return None
+    if ours or family is not None:
+        head = spec.partition(":")[0]
+        return (f"model '{spec}' names no directory after '{head}:' (FAMILY:DIR, e.g. "
+                f"'{head}:~/models/x')")
+    return ("model '' is empty: use 'default', a model directory, FAMILY:DIR or a hub id "
+            "(owner/name)")
 
 
 def _model_type(spec: str, path: Path) -> object:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlm_lsp.config import DEVICES, PRECISIONS
+from dlm_lsp.models import empty_spec, named_family
 from dlm_lsp.models.checkpoint import (
     MODEL_TYPE,
     Checkpoint,
@@ -78,10 +79,32 @@ def _local(spec: str) -> tuple[str | None, str]:
                   f"--local-dir {suggested_directory(spec)}` and check that directory")
 
 
+def _family_named(spec: str, family_name: str | None) -> tuple[str | None, str]:
+    """The family and directory of `spec`, which may name its family as the `model`
+    setting does ("dream:DIR", "dlm-tiny:DIR"; it was read as a directory name, "not a
+    directory"), or with --family (`family_name`), or both if they agree."""
+    problem = empty_spec(spec)
+    if problem:  # "" was the current directory
+        raise ModelLoadError(problem)
+    ours, family, directory = named_family(spec)
+    if not ours and family is None:
+        return family_name, spec
+    named = MODEL_TYPE if ours else family.name
+    if family_name is not None and named != (
+            MODEL_TYPE if family_name.lower() == MODEL_TYPE else family_named(family_name).name):
+        raise ModelLoadError(f"'{spec}' names family {named}, --family {family_name}: give one")
+    return named, directory
+
+
 def inspect(directory: str, family_name: str | None = None) -> Report:
     """Check a checkpoint directory (or a hub id's cached snapshot) without loading its
     weights."""
     report = Report(directory)
+    try:
+        family_name, directory = _family_named(directory, family_name)
+    except ModelLoadError as exc:
+        report.problems.append(str(exc))
+        return report
     local, problem = _local(directory)
     if local is None:
         report.problems.append(problem)
@@ -217,7 +240,9 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="the supported families (the default)")
     check = sub.add_parser("check", help="check a checkpoint directory")
     check.add_argument("directory", help="a directory written by dlm-lsp train, or a published "
-                       "checkpoint's (config.json, tokenizer, *.safetensors)")
+                       "checkpoint's (config.json, tokenizer, *.safetensors); FAMILY:DIR "
+                       "names its family, as --family does; a hub id checks its cached "
+                       "snapshot")
     check.add_argument("--family", help="skip detection: treat it as this family")
     check.add_argument("--load", action="store_true", help="also load it and time a forward pass")
     check.add_argument("--device", default="auto", choices=DEVICES,

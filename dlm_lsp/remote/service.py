@@ -38,7 +38,7 @@ from ray import serve
 from dlm_lsp.allocator import arena_environment
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, OutOfMemory
-from dlm_lsp.models import ModelLoadError
+from dlm_lsp.models import ModelLoadError, empty_spec
 from dlm_lsp.models.registry import split_spec
 from dlm_lsp.policy import SpanTooLong
 from dlm_lsp.remote import wire
@@ -312,6 +312,9 @@ def model_problem(spec: str) -> str | None:
     replicas, which say why they failed)."""
     if spec == "default":
         return None
+    problem = empty_spec(spec)
+    if problem:  # it named the replicas' working directory
+        return problem
     _, target = split_spec(spec)
     if target.startswith(("/", ".", "~")) and not Path(target).expanduser().is_dir():
         return f"--model {spec}: {target} is not a directory (it must exist on every node)"
