@@ -568,6 +568,47 @@ def test_a_hub_id_offline_says_where_to_put_the_files(monkeypatch, tmp_path):
         load_model("Dream-org/Dream-Coder-v0-Instruct-7B", "cpu")
 
 
+def _error_loading(spec: str, cwd: Path) -> str:
+    """What loading `spec` from directory `cwd` fails with."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        with pytest.raises(ModelLoadError) as caught:
+            load_model(spec, "cpu")
+    return str(caught.value)
+
+
+def test_a_mistyped_relative_path_says_there_is_no_such_directory_and_no_cached_hub_id(
+        monkeypatch, tmp_path):
+    """"models/dreem" reads as a hub id: the error spoke of downloading alone, not of the
+    directory that is not there."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    assert _error_loading("models/dreem", tmp_path).startswith(
+        f"model 'models/dreem' not found: {tmp_path / 'models' / 'dreem'} is not a directory, "
+        "and as a hub id it is not in the local hub cache (offline: HF_HUB_OFFLINE=1). If it "
+        "is a hub id: ")
+
+
+def test_a_hub_id_shaped_path_that_cannot_be_downloaded_says_both_readings(
+        monkeypatch, tmp_path):
+    import huggingface_hub
+
+    def not_found(*args, **kwargs):
+        raise ConnectionError("huggingface.co cannot be reached")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", not_found)
+    assert _error_loading("models/dreem", tmp_path).startswith(
+        f"model 'models/dreem' not found: {tmp_path / 'models' / 'dreem'} is not a directory, "
+        "and as a hub id it could not be downloaded (ConnectionError: huggingface.co cannot be "
+        "reached). If it is a hub id: ")
+
+
+def test_a_relative_path_that_is_not_there_is_said_with_its_absolute_path(tmp_path):
+    assert _error_loading("./models/dreem", tmp_path).startswith(
+        f"model './models/dreem' not found: {tmp_path / 'models' / 'dreem'} is not a "
+        "directory. Use 'default'")
+
+
 # --- dlm-lsp models ---------------------------------------------------------------------------
 
 

@@ -235,13 +235,20 @@ def suggested_directory(repo_id: str) -> Path:
     return MODELS_HOME / repo_id.rsplit("/", 1)[-1]
 
 
+def not_a_directory(spec: str) -> str:
+    """That `spec` is no directory, with the absolute path looked at: a mistyped relative
+    path ("models/dreem") reads as a hub id, and an error about hub ids alone did not say
+    that there was no such directory, nor where it was looked for."""
+    return f"{os.path.abspath(Path(spec).expanduser())} is not a directory"
+
+
 def locate(spec: str) -> Path:
     """The directory of a model spec: the directory itself, or a hub id's snapshot."""
     path = Path(spec).expanduser()
     if path.is_dir():
         return path
     if not is_hub_id(spec):
-        raise ModelLoadError(f"model '{spec}' not found: {path} is not a directory. Use "
+        raise ModelLoadError(f"model '{spec}' not found: {not_a_directory(spec)}. Use "
                              "'default', a model directory or a hub id (owner/name).")
     return _download(spec)
 
@@ -263,22 +270,23 @@ def cached_snapshot(spec: str) -> Path | None:
 
 
 def _download(repo_id: str) -> Path:
-    """A hub checkpoint's local snapshot (the cache only, when offline)."""
+    """A hub checkpoint's local snapshot (the cache only, when offline); the error of one
+    that cannot be had says both readings of the spec, a path and a hub id."""
     target = suggested_directory(repo_id)
-    how = (f"On a machine with access run `hf download {repo_id} --local-dir {target}` "
-           f"(huggingface-cli download before huggingface_hub 1.0), copy that directory here "
-           f"and set model to {target}")
+    how = (f"If it is a hub id: on a machine with access run `hf download {repo_id} "
+           f"--local-dir {target}` (huggingface-cli download before huggingface_hub 1.0), "
+           f"copy that directory here and set model to {target}")
+    missing = f"model '{repo_id}' not found: {not_a_directory(repo_id)}, and as a hub id"
     try:
         from huggingface_hub import snapshot_download
     except ImportError as exc:
-        raise ModelLoadError(f"model '{repo_id}' is not a directory here, and fetching it "
-                             f"needs huggingface_hub (pip install -e '.[hf]'). {how}") from exc
+        raise ModelLoadError(f"{missing} fetching it needs huggingface_hub (pip install -e "
+                             f"'.[hf]'). {how}") from exc
     offline = _offline()
     try:
         return Path(snapshot_download(repo_id, allow_patterns=DOWNLOAD_PATTERNS,
                                       local_files_only=offline))
     except Exception as exc:  # hub errors: offline, not found, gated, network
-        where = "offline (HF_HUB_OFFLINE=1) and not in the local hub cache" if offline else \
-            f"could not be downloaded ({type(exc).__name__}: {exc})"
-        raise ModelLoadError(f"model '{repo_id}' is not a directory here and {where}. "
-                             f"{how}") from exc
+        where = "it is not in the local hub cache (offline: HF_HUB_OFFLINE=1)" if offline \
+            else f"it could not be downloaded ({type(exc).__name__}: {exc})"
+        raise ModelLoadError(f"{missing} {where}. {how}") from exc

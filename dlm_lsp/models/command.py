@@ -26,6 +26,7 @@ from dlm_lsp.models.checkpoint import (
     Checkpoint,
     cached_snapshot,
     is_hub_id,
+    not_a_directory,
     not_ours,
     suggested_directory,
 )
@@ -73,10 +74,11 @@ def _local(spec: str) -> tuple[str | None, str]:
     if snapshot is not None:
         return str(snapshot), ""
     if not is_hub_id(spec):
-        return None, f"{spec} is not a directory"
-    return None, (f"{spec} is not a directory here, nor a hub id in the local hub cache; "
-                  f"`models check` reads local files only: run `hf download {spec} "
-                  f"--local-dir {suggested_directory(spec)}` and check that directory")
+        return None, not_a_directory(spec)
+    return None, (f"{not_a_directory(spec)}, and {spec} is not a hub id in the local hub "
+                  f"cache; `models check` reads local files only: if it is a hub id, run "
+                  f"`hf download {spec} --local-dir {suggested_directory(spec)}` and check "
+                  "that directory")
 
 
 def _family_named(spec: str, family_name: str | None) -> tuple[str | None, str]:
