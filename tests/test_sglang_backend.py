@@ -128,6 +128,8 @@ class FakeSGLang:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
+                if kind == "raw":  # these bytes as the whole answer: no [DONE]
+                    return self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(args[0]), args[0]))
                 if kind == "error":
                     self._event({"error": {"message": args[0]}})
                 else:
@@ -478,6 +480,29 @@ def test_an_error_in_the_stream_is_reported(fake):
     with pytest.raises(BackendError, match="longer than the model's context length"):
         engine(fake.url).infill(request())
     assert len(fake.generated()) == 1  # not a failure that another try would mend
+
+
+def test_a_stream_cut_within_a_line_is_a_lost_fill_tried_again(fake):
+    fake.replies.append(("raw", b'data: {"text": "\\n  res'))
+    backend = engine(fake.url)
+    assert backend.infill(request()).candidates[0].text == FILL
+    assert len(fake.generated()) == 2 and backend.status()["retries"] == 1
+
+
+@pytest.mark.parametrize("answer, says", [
+    (b"<html>It works!</html>\n", r"<html>It works!</html>'?: ValueError not a server-sent"),
+    (b"data: Internal Server Error\n\n", "JSONDecodeError"),
+    (b"data: [1, 2]\n\n", "TypeError an update that is a list"),
+    (b'data: {"text": "x", "meta_info": [1]}\n\n', "TypeError meta_info that is a list"),
+    (b'data: {"text": "x", "meta_info": {"completion_tokens": "many"}}\n\n',
+     "ValueError invalid literal"),
+])
+def test_an_answer_that_is_not_sglang_s_says_so_and_is_not_retried(fake, answer, says):
+    fake.replies.extend([("raw", answer)] * 3)
+    with pytest.raises(BackendError, match=f"cannot read.*{says}.*is remoteUrl the address "
+                                           "of an SGLang server"):
+        engine(fake.url, remote_retries=2).infill(request())
+    assert len(fake.generated()) == 1
 
 
 def test_an_older_server_with_incremental_streaming_gives_the_same_fill():

@@ -29,6 +29,8 @@ class RemoteEngine(ServerBackend):
     BACKEND = "remote"
     SERVER = "the remote engine"
     LABEL = "remote engine"
+    UNREADABLE = ("is remoteUrl a dlm-lsp serve-remote service, of the same version as this "
+                  "dlm-lsp?")
 
     # -- Backend -------------------------------------------------------------------------
 
@@ -93,12 +95,13 @@ class RemoteEngine(ServerBackend):
         that is no dlm-lsp service, or one whose answers this version cannot read, made
         KeyErrors and TypeErrors the editor showed as internal errors, or undecodable
         lines tried again as broken connections."""
+        lost = (f"the replica of {self.config.remote_url} serving this fill was lost "
+                "before it finished")
         while True:
-            raw = response.readline()
-            if not raw or not raw.endswith(b"\n"):
-                raise Lost(f"the replica of {self.config.remote_url} serving this fill was "
-                           "lost before it finished")
-            try:
+            raw = self._whole_line(response, lost)
+            if not raw:
+                raise Lost(lost)
+            with self._reading(raw):
                 message = json.loads(raw)
                 draft, result, error = (message.get(kind) for kind in ("draft", "result",
                                                                         "error"))
@@ -107,11 +110,6 @@ class RemoteEngine(ServerBackend):
                 elif result is not None:
                     notices = list(result.get("notices", ()))
                     result = wire.result_from_json(result)
-            except (ValueError, LookupError, TypeError, AttributeError) as exc:
-                raise BackendError(
-                    f"{self._at()} answered what this client cannot read ({raw[:80]!r}: "
-                    f"{type(exc).__name__} {exc}): is remoteUrl a dlm-lsp serve-remote "
-                    "service, of the same version as this dlm-lsp?") from exc
             if draft is not None:
                 if req.on_draft is not None:
                     req.on_draft(*draft)

@@ -9,9 +9,9 @@ fill but failed it, restarted or went away mid-stream) are tried again, up to
 `remoteRetries` times with a doubling pause that a stop cuts short and that is not
 taken where it would end past the fill's `timeoutMs` (ten pauses add up to 256 s: the
 fill could only time out, never saying why it failed nor falling back); any other
-`BackendError` (a refused key, a rejected request) is not, as trying again cannot fix
-it.  Out of tries, `remoteFallback` fills on the local engine instead and says so;
-without it the error names the setting to look at.
+`BackendError` (a refused key, a rejected request, an answer it cannot read: `_reading`)
+is not, as trying again cannot fix it.  Out of tries, `remoteFallback` fills on the
+local engine instead and says so; without it the error names the setting to look at.
 
 A subclass says how one try goes (`_once`) and how the server's HTTP status reads
 (`_check`); it names the server for messages (`SERVER`) and for `dlm/status` (`BACKEND`).
@@ -24,7 +24,8 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from dlm_lsp.backends import BackendError
@@ -104,6 +105,8 @@ class ServerBackend:
     # the served model's tokenizer is on the server: a rewrite is judged too long here only
     # on a count of tokens real code is far above (`WITHOUT_TOKENIZER`)
     LENGTH: Any = WITHOUT_TOKENIZER
+    # what to check when a whole line of the server's answer is not of its protocol
+    UNREADABLE = ""
 
     def __init__(self, config: ServerConfig):
         self.config = config
@@ -280,6 +283,29 @@ class ServerBackend:
                 self._pool.give((conn, prefix))
             else:
                 conn.close()
+
+    @staticmethod
+    def _whole_line(response: http.client.HTTPResponse, lost: str) -> bytes:
+        """The next line of a streamed answer, b"" at its end; `Lost` (tried again) for
+        a line cut short: the server or the connection went away within it."""
+        raw = response.readline()
+        if raw and not raw.endswith(b"\n"):
+            raise Lost(lost)
+        return raw
+
+    @contextmanager
+    def _reading(self, raw: bytes) -> Iterator[None]:
+        """Around the reading of one whole line of an answer: a line not of the server's
+        protocol (another server's page, an answer of another version) is a `BackendError`
+        that shows it and says what to check (`UNREADABLE`), not retried.  Left alone, a
+        parse error read as a broken connection (`_post`), tried again to no end, and a
+        KeyError or TypeError reached the editor as an internal error."""
+        try:
+            yield
+        except (ValueError, LookupError, TypeError, AttributeError) as exc:
+            raise BackendError(f"{self._at()} answered what this client cannot read "
+                               f"({raw[:80]!r}: {type(exc).__name__} {exc}): "
+                               f"{self.UNREADABLE}") from exc
 
     def _get(self, *paths: str) -> dict[str, Any]:
         """A small JSON GET with a short timeout; the next path when one is not found."""

@@ -18,8 +18,10 @@ fill gives one candidate.  It leaves out what a local fill leaves out (`_left_ou
 
 Closing the connection cancels the fill (SGLang aborts a request whose client has gone);
 a fill that met a connection error, an HTTP 5xx or a stream that ended early is sent
-again up to `remoteRetries` times.  The key is sent as `Authorization: Bearer <key>`,
-SGLang's `--api-key` convention; retries and the fallback are `retry.py`'s.
+again up to `remoteRetries` times; an answer that is not SGLang's (a line that is no
+server-sent event of its shape) is an error that says so, not tried again.  The key is
+sent as `Authorization: Bearer <key>`, SGLang's `--api-key` convention; retries and the
+fallback are `retry.py`'s.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ from dlm_lsp.validation import ParsedDocument, language_for
 GENERATE_PATH = "/generate"
 MODEL_INFO_PATHS = ("/model_info", "/get_model_info")  # the second is the older name
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+# event-stream lines that carry nothing for a fill: comments and the fields besides data
+_PASSED_OVER = (b":", b"event:", b"id:", b"retry:")
 
 
 class SGLangEngine(ServerBackend):
@@ -76,6 +80,8 @@ class SGLangEngine(ServerBackend):
     LENGTH = LengthEstimate(CHARS_PER_TOKEN)
     SERVER = "the SGLang server"
     LABEL = "SGLang"
+    UNREADABLE = ("is remoteUrl the address of an SGLang server (`python -m "
+                  "sglang.launch_server`), e.g. http://gpu-box:30000?")
 
     def __init__(self, config: ServerConfig):
         super().__init__(config)
@@ -151,30 +157,46 @@ class SGLangEngine(ServerBackend):
     def _read(self, req: InfillRequest, response: http.client.HTTPResponse, prompt: Prompt,
               plan: SpanPlan) -> tuple[str, dict[str, Any], int]:
         """Read the event stream to its end, passing each update on as a draft; the text
-        comes without what a fill leaves out (`_left_out`)."""
+        comes without what a fill leaves out (`_left_out`).
+
+        A line cut short is the server or the connection lost mid-answer (tried again); a
+        whole line that is not a server-sent event of SGLang's (an HTML page, an update
+        of another shape) is an answer no retry can mend, said as such (`_reading`).
+        Comments and the event fields SGLang does not send (`event:`, `id:`, `retry:`)
+        are passed over, as the format allows."""
         text, meta, chunks, finished = "", {}, 0, False
         unwanted = _left_out(prompt)
+        ended = f"{self._at()} ended the fill's stream before it finished"
         while True:
-            line = response.readline()
+            line = self._whole_line(response, ended)
             if not line:
                 if finished:
                     return without(text, unwanted), meta, chunks
-                raise Lost(f"{self._at()} ended the fill's stream before it finished")
+                raise Lost(ended)
             line = line.strip()
-            if not line.startswith(b"data:"):
+            if not line or line.startswith(_PASSED_OVER):
                 continue
-            data = line[len(b"data:"):].strip()
-            if data == b"[DONE]":
-                if finished:
-                    return without(text, unwanted), meta, chunks
-                raise Lost(f"{self._at()} ended the fill without finishing it")
-            message = json.loads(data)
-            if "error" in message:
-                raise BackendError(f"{self._at()} could not fill: {_message(message)}")
-            text = _grown(text, message)
-            meta = message.get("meta_info") or {}
+            with self._reading(line):
+                if not line.startswith(b"data:"):
+                    raise ValueError("not a server-sent event")
+                data = line[len(b"data:"):].strip()
+                if data == b"[DONE]":
+                    if finished:
+                        return without(text, unwanted), meta, chunks
+                    raise Lost(f"{self._at()} ended the fill without finishing it")
+                message = json.loads(data)
+                if not isinstance(message, dict):
+                    raise TypeError(f"an update that is a {type(message).__name__}, not an "
+                                    "object")
+                if "error" in message:
+                    raise BackendError(f"{self._at()} could not fill: {_message(message)}")
+                meta = {} if message.get("meta_info") is None else message["meta_info"]
+                if not isinstance(meta, dict):
+                    raise TypeError(f"meta_info that is a {type(meta).__name__}, not an object")
+                text = _grown(text, message)
+                step = int(meta.get("completion_tokens") or chunks + 1)
+                reason = meta.get("finish_reason")
             chunks += 1
-            reason = meta.get("finish_reason")
             if isinstance(reason, dict) and reason.get("type") == "abort":
                 raise BackendError(f"{self._at()} aborted the fill: "
                                    f"{reason.get('message', 'no reason given')}")
@@ -182,7 +204,7 @@ class SGLangEngine(ServerBackend):
             if req.on_draft is not None:
                 draft = continuation(without(text, unwanted), prompt, meta)
                 draft = draft.split("\n", 1)[0] if plan.single_line else draft
-                req.on_draft(int(meta.get("completion_tokens") or chunks), plan.n_masked, draft)
+                req.on_draft(step, plan.n_masked, draft)
 
     def _result(self, req: InfillRequest, cfg: ServerConfig, plan: SpanPlan,
                 language: str | None, prompt: Prompt, text: str, meta: dict[str, Any],
