@@ -237,7 +237,9 @@ class Engine:
         it runs: it is kept, not loaded there again (the fallback goes on, now as asked),
         unless the model or precision changes with it.  Never waits for a load in
         progress (see `model`): the server calls it on its event loop, which must go on
-        answering meanwhile."""
+        answering meanwhile.  `batch_rows` 0 retires the batching worker (its fills end
+        on it): left alone, it waited for good for fills that now run alone."""
+        retired = None
         with self._lock:
             fallback = self._fallback_device
             if _loaded_with(config) != _loaded_with(self.config) and config.device != fallback:
@@ -247,8 +249,12 @@ class Engine:
                 self._model = None
                 self._cost = None
                 self._row_cap = self._fallback_device = self._load_error = None
+            if config.batch_rows == 0:
+                retired, self._batcher = self._batcher, None
             self.config = config
-            return reload
+        if retired is not None:
+            retired.retire()
+        return reload
 
     def config_for(self, req: InfillRequest) -> ServerConfig:
         """The settings a request's fill runs with: its own (a remote client's), else ours."""

@@ -706,6 +706,27 @@ def test_a_new_model_s_fill_does_not_wait_for_the_old_model_s_forward_pass(
     assert old_fill and old_fill[0].candidates
 
 
+def test_batch_rows_set_to_0_ends_the_batching_worker_and_fills_run_alone(
+        model_dir: Path) -> None:
+    """batchRows 0 means each request alone (README's settings table).  Set at run time,
+    the fills ran alone but the worker that served them so far was left waiting for a
+    fill that never came, a thread kept for as long as the process ran (and counted in
+    `dlm/status`).  New settings of 0 retire it: it ends once its fills are done."""
+    import threading
+
+    config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False)
+    eng = Engine(config)
+    assert eng.infill(_request("x = |\n", steps=2, candidates=1)).candidates
+    worker = eng._batcher._thread
+    eng.reconfigure(replace(config, batch_rows=0))
+    worker.join(5)
+    assert not worker.is_alive(), "the batching worker outlived batchRows 0"
+    before = set(threading.enumerate())
+    assert eng.infill(_request("y = |\n", steps=2, candidates=1)).candidates
+    assert not [t for t in set(threading.enumerate()) - before if t.name == "dlm-batcher"]
+    assert eng.status()["forwardPasses"] == 0
+
+
 @pytest.mark.parametrize("how", ["closed", "replaced"])
 def test_a_fill_whose_worker_ends_before_it_takes_the_fill_goes_on_alone(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
