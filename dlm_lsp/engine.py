@@ -237,8 +237,9 @@ class Engine:
         it runs: it is kept, not loaded there again (the fallback goes on, now as asked),
         unless the model or precision changes with it.  Never waits for a load in
         progress (see `model`): the server calls it on its event loop, which must go on
-        answering meanwhile.  `batch_rows` 0 retires the batching worker (its fills end
-        on it): left alone, it waited for good for fills that now run alone."""
+        answering meanwhile.  A reload, or `batch_rows` 0, retires the batching worker
+        (its fills end on it): left alone, it waited for good for fills that now run
+        alone, or kept the old model in memory while the next fill loaded the new one."""
         retired = None
         with self._lock:
             fallback = self._fallback_device
@@ -249,7 +250,7 @@ class Engine:
                 self._model = None
                 self._cost = None
                 self._row_cap = self._fallback_device = self._load_error = None
-            if config.batch_rows == 0:
+            if reload or config.batch_rows == 0:
                 retired, self._batcher = self._batcher, None
             self.config = config
         if retired is not None:

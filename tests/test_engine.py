@@ -727,6 +727,23 @@ def test_batch_rows_set_to_0_ends_the_batching_worker_and_fills_run_alone(
     assert eng.status()["forwardPasses"] == 0
 
 
+def test_settings_that_reload_the_model_end_the_old_model_s_batching_worker(
+        model_dir: Path) -> None:
+    """The old model's worker was replaced only at the new model's first fill, after that
+    fill had loaded the new model: until then the worker kept the old model (for good,
+    were no fill to come), and both were in memory while the new one loaded (a device
+    with room for one ran out of memory).  Settings that reload the model retire its
+    worker at once: it ends once its fills are done."""
+    config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                          precision="fp32")
+    eng = Engine(config)
+    assert eng.infill(_request("x = |\n", steps=2, candidates=1)).candidates
+    worker = eng._batcher._thread
+    assert eng.reconfigure(replace(config, precision="bf16"))
+    worker.join(5)
+    assert not worker.is_alive(), "the old model's worker outlived the new settings"
+
+
 @pytest.mark.parametrize("how", ["closed", "replaced"])
 def test_a_fill_whose_worker_ends_before_it_takes_the_fill_goes_on_alone(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
