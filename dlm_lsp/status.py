@@ -70,14 +70,25 @@ def remote_status(url: str, token: str = "", ca_file: str = "") -> list[str]:
     service = engine.service_metrics()
     replicas = service.get("replicaStats", [])
     lines = [f"service     {url}", f"model       {service.get('model')}",
-             f"device      {service.get('device')}", f"replicas    {len(replicas)} live",
-             f"queueDepth  {service.get('queueDepth')}", ""]
+             f"device      {service.get('device')}", *_counts(service), ""]
     rows = [[str(r.get(c)) for c in REPLICA_COLUMNS] for r in replicas]
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
               for i, c in enumerate(REPLICA_COLUMNS)]
     for row in [list(REPLICA_COLUMNS), *rows]:
         lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     return lines
+
+
+def _counts(service: dict[str, Any]) -> list[str]:
+    """The replica count and queue depth lines.  Without its metrics board the service
+    answers with one replica's counters and a null count: the rows are then not the
+    service's replicas (their count was shown as "1 live" of a service of many)."""
+    if service.get("replicas") is None:
+        return ["replicas    unknown (the service's metrics board is gone: the row below "
+                "is the answering replica's alone)",
+                f"queueDepth  {service.get('queueDepth')} on the answering replica"]
+    return [f"replicas    {service.get('replicas')} live",
+            f"queueDepth  {service.get('queueDepth')}"]
 
 
 def main(tcp: tuple[str, int] | None, model: str, device: str, remote: str | None = None,

@@ -220,6 +220,27 @@ def test_status_of_a_server_that_is_not_there_says_how_one_is_started(capsys):
     assert f"dlm-lsp --tcp 127.0.0.1:{port}" in said
 
 
+def test_status_of_a_service_without_its_metrics_board_says_the_replica_count_is_unknown(
+        monkeypatch, capsys):
+    """Without its metrics board a service answers /v1/metrics with the answering
+    replica's counters alone and a null replica count; `status --remote` counted the rows
+    and said "1 live" of a service that may run many."""
+    from dlm_lsp.cli import main
+    from dlm_lsp.remote.client import RemoteEngine
+
+    one = {"replica": "a1", "pid": 4242, "device": "cuda:0", "inFlight": 3}
+    monkeypatch.setattr(RemoteEngine, "service_metrics", lambda self: {
+        "model": "m", "device": "cuda:0", "replicas": None, "queueDepth": 3,
+        "replicaStats": [one]})
+    assert main(["status", "--remote", "http://gpu-box:8000"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not [line for line in lines if "live" in line]
+    counts = [line for line in lines if line.startswith(("replicas ", "queueDepth "))]
+    assert counts == ["replicas    unknown (the service's metrics board is gone: the row "
+                      "below is the answering replica's alone)",
+                      "queueDepth  3 on the answering replica"]
+
+
 def test_status_here_reports_the_model_and_its_step_cost(model_dir):
     out = subprocess.run([sys.executable, "-m", "dlm_lsp", "status", "--model", str(model_dir),
                           "--device", "cpu"], capture_output=True, text=True, timeout=120)
