@@ -58,6 +58,7 @@ class FakeSGLang:
                            "weight_version": "default", "model_type": model_type,
                            "architectures": list(architectures)}
         self.model_info_path, self.sglang = model_info_path, sglang
+        self.info_body: bytes | None = None  # these bytes as /model_info's answer
         self.replies: deque[tuple] = deque()  # scripted answers to /generate, then `answer`
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []  # method, path, ...
         self.disconnected = threading.Event()
@@ -98,7 +99,8 @@ class FakeSGLang:
                 if fake.api_key and not exempt and (
                         self.headers.get("Authorization") != f"Bearer {fake.api_key}"):
                     return self._json(401, {"error": "Unauthorized"})
-                routes = {("GET", fake.model_info_path): lambda: self._json(200, fake.model_info),
+                routes = {("GET", fake.model_info_path): lambda: self._json(200, fake.model_info)
+                          if fake.info_body is None else self._raw(fake.info_body),
                           ("GET", "/get_model_info"): lambda: self._json(200, fake.model_info),
                           ("GET", "/server_info"): lambda: self._json(200, {
                               "model_path": fake.model_info["model_path"], "tp_size": 4,
@@ -109,6 +111,12 @@ class FakeSGLang:
                 if route is None:
                     return self._json(404, {"detail": "Not Found"})
                 route()
+
+            def _raw(self, payload: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def _json(self, status: int, data: Any) -> None:
                 payload = json.dumps(data).encode()
@@ -503,6 +511,18 @@ def test_an_answer_that_is_not_sglang_s_says_so_and_is_not_retried(fake, answer,
                                            "of an SGLang server"):
         engine(fake.url, remote_retries=2).infill(request())
     assert len(fake.generated()) == 1
+
+
+@pytest.mark.parametrize("body, says", [
+    (b"<!DOCTYPE html><html>Welcome</html>", "JSONDecodeError"),
+    (b'["LLaDA2.0-mini"]', "TypeError an answer to /model_info that is a list"),
+])
+def test_model_info_that_is_not_sglang_s_says_so_and_is_not_retried(fake, body, says):
+    fake.info_body = body
+    with pytest.raises(BackendError, match=f"cannot read.*{says}.*is remoteUrl the address "
+                                           "of an SGLang server"):
+        engine(fake.url, remote_retries=2).infill(request())
+    assert sum(path == "/model_info" for _, path, _, _ in fake.requests) == 1
 
 
 def test_an_older_server_with_incremental_streaming_gives_the_same_fill():

@@ -308,7 +308,10 @@ class ServerBackend:
                                f"{self.UNREADABLE}") from exc
 
     def _get(self, *paths: str) -> dict[str, Any]:
-        """A small JSON GET with a short timeout; the next path when one is not found."""
+        """A small JSON GET with a short timeout; the next path when one is not found.
+        An answer that is not a JSON object is said as such (`_reading`): it was taken
+        for no answer at all (Unreachable, tried again), or raised AttributeError where
+        it was read."""
         for i, path in enumerate(paths):
             conn, prefix = self._connect(min(STATUS_TIMEOUT_S,
                                              self.config.remote_connect_ms / 1000))
@@ -319,10 +322,16 @@ class ServerBackend:
                 if response.status == 404 and i + 1 < len(paths):
                     continue
                 self._check(response, path)
-                return json.loads(response.read())
+                raw = response.read()
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 raise Unreachable(f"{self._at()} did not answer {path}: "
                                   f"{exc or type(exc).__name__}") from exc
             finally:
                 conn.close()
+            with self._reading(raw):
+                answer = json.loads(raw)
+                if not isinstance(answer, dict):
+                    raise TypeError(f"an answer to {path} that is a {type(answer).__name__}, "
+                                    "not an object")
+            return answer
         raise AssertionError("unreachable: the last path returns or raises")
