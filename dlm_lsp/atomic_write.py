@@ -42,7 +42,7 @@ def write_atomically(path: Path, text: str, encoding: str = "utf-8") -> None:
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
                                          suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding=encoding) as out:
+        with os.fdopen(handle, "w", encoding=encoding, newline="") as out:  # endings as given
             out.write(text)
             out.flush()
             os.fsync(out.fileno())

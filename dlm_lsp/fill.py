@@ -34,7 +34,10 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
         print("dlm-lsp fill: --write needs a file, not standard input", file=sys.stderr)
         return 2
     try:
-        text = sys.stdin.read() if source is None else source.read_text(encoding="utf-8")
+        # bytes, decoded: Python's text mode reads `\r\n` as `\n`, and the file went back
+        # (or out) with every line ending changed; the engine fills `\r\n` text as it is
+        data = sys.stdin.buffer.read() if source is None else source.read_bytes()
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         print(f"dlm-lsp fill: cannot read {path}: {exc}", file=sys.stderr)
         return 2
@@ -77,8 +80,20 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
             # that lost the fills; they go to stdout instead, as without --write
             print(f"dlm-lsp fill: cannot write {path}: {exc}; the filled file is on standard "
                   "output", file=sys.stderr)
-            sys.stdout.write(state.text)
+            _print(state.text)
             return 1
     else:
-        sys.stdout.write(state.text)
+        _print(state.text)
     return 0
+
+
+def _print(text: str) -> None:
+    """Write the filled text to standard output as it is: its line endings unchanged
+    (text mode would write `\n` as the platform's)."""
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:  # a text-only stream put in its place
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    out.write(text.encode("utf-8"))
+    out.flush()

@@ -546,6 +546,25 @@ def test_models_check_of_a_hub_id_checks_its_cached_snapshot_or_says_where_to_pu
     assert f"directory                {repo / 'snapshots' / commit}" in captured.out
 
 
+def test_fill_keeps_a_windows_file_s_line_endings(model_dir, tmp_path):
+    """A file read in Python's text mode came back with every `\r\n` turned to `\n`:
+    `fill --write` rewrote each line of a Windows file, and so did `fill FILE > out`."""
+    crlf = FIXTURE.read_bytes().replace(b"\n", b"\r\n")
+    holes = tmp_path / "hello.py"
+    holes.write_bytes(crlf)
+    printed = subprocess.run([sys.executable, "-m", "dlm_lsp", "fill", str(holes), "--model",
+                              str(model_dir), "--steps", "4"], capture_output=True, timeout=120)
+    piped = subprocess.run([sys.executable, "-m", "dlm_lsp", "fill", "-", "--language",
+                            "python", "--model", str(model_dir), "--steps", "4"],
+                           input=crlf, capture_output=True, timeout=120)
+    written = run_cli("fill", str(holes), "--model", str(model_dir), "--steps", "4", "--write")
+    assert printed.returncode == piped.returncode == written.returncode == 0, written.stderr
+    before, after = crlf.split(b"<FILL>")
+    for out in (printed.stdout, piped.stdout, holes.read_bytes()):
+        assert out.startswith(before) and out.endswith(after)
+        assert out.count(b"\n") == out.count(b"\r\n")  # no bare line feed, in the fill too
+
+
 def test_fill_write_to_a_file_it_cannot_write_is_refused_before_the_model_loads(
         model_dir, tmp_path, monkeypatch, capsys):
     """It loaded the model and filled every hole, then ended in a PermissionError
