@@ -6,8 +6,10 @@
  * through, after a quiet period; `Superseder` cancels a request still in flight
  * once a newer one for the same document goes out; `InFlight` keeps ghost text's
  * requests and the user's commands apart; `Handover` lets a ghost text and a
- * completion request of the same place share one fill.  None imports `vscode`, so
- * all are unit-tested with plain objects.
+ * completion request of the same place share one fill; `Keystrokes` tells the
+ * completion requests VS Code makes as the user types from those the user asks for,
+ * and `CompletionGate` holds back the former for the quiet period.
+ * None imports `vscode`, so all are unit-tested with plain objects.
  */
 
 /** The part of a CancellationToken that these helpers use. */
@@ -191,5 +193,68 @@ export class Handover<T extends Cancellable> {
     if (entry?.place !== place) return undefined;
     entry.waited = true;
     return entry.ended;
+  }
+}
+
+/** VS Code's CompletionTriggerKind.Invoke: a request for completion items that is neither
+ *  a trigger character's nor a retrigger of an incomplete list. */
+export const INVOKE = 0;
+
+/**
+ * Which completion requests come from typing, to wait out the ghost text's quiet period
+ * (`Debouncer`) before they are sent.  With `editor.quickSuggestions: "on"` VS Code asks
+ * for completion items `editor.quickSuggestionsDelay` (10 ms) after a keystroke, long
+ * before the ghost text's debounce ends: each such request began a fill, which the next
+ * keystroke's stopped (3 fills began for one typed word, 2 stopped).  A trigger character's
+ * request and a retrigger of an incomplete list (the server's lists are) are typing's by
+ * their kind; a quick suggestion and Ctrl+Space both come as Invoke, and only timing tells
+ * them apart: a quick suggestion follows a change of its document by the quick
+ * suggestions' delay, as seen in the extension host too (the change reaches it first, on
+ * the same channel), while Ctrl+Space comes when the user asks.  An Invoke within
+ * `windowMs` of a change counts as typing; one that is the user's but that quick (a key,
+ * then Ctrl+Space at once) only waits the quiet period.
+ */
+export class Keystrokes {
+  private readonly last = new Map<string, number>();
+
+  /** `windowMs` is read at each request, so a change of the delay applies at once. */
+  constructor(private readonly windowMs: () => number, private readonly now: () => number = Date.now) {}
+
+  /** Document `key` (a URI) changed. */
+  typed(key: string): void {
+    this.last.set(key, this.now());
+  }
+
+  /** Document `key` closed. */
+  forget(key: string): void {
+    this.last.delete(key);
+  }
+
+  /** Whether a completion request in `key` of `triggerKind` (VS Code's
+   *  CompletionTriggerKind) was made for typing, not asked for by the user. */
+  fromTyping(key: string, triggerKind: number): boolean {
+    if (triggerKind !== INVOKE) return true;
+    const at = this.last.get(key);
+    return at !== undefined && this.now() - at <= this.windowMs();
+  }
+}
+
+/**
+ * When a completion request goes to the server: one made for typing (`Keystrokes`) after
+ * the quiet period, the newest of its burst only (`Debouncer`, the completion requests'
+ * own: sharing the ghost text's, each kind would drop the other's request); one the user
+ * asked for at once.  VS Code asks for nothing more while its request waits, so a request
+ * the user typed past meanwhile is of a place that is gone: it is not sent either (a fill
+ * there would be of the middle of the word).
+ */
+export class CompletionGate {
+  constructor(private readonly keystrokes: Keystrokes, private readonly debouncer: Debouncer) {}
+
+  /** Whether to send the request for `key` of `triggerKind`; `version` reads the
+   *  document's version (it must be the same after the wait). */
+  async admit(key: string, triggerKind: number, version: () => number, token?: CancelSignal): Promise<boolean> {
+    if (!this.keystrokes.fromTyping(key, triggerKind)) return true;
+    const asked = version();
+    return (await this.debouncer.wait(token)) && version() === asked;
   }
 }

@@ -27,7 +27,7 @@ import {
   TransportKind,
 } from "vscode-languageclient/node";
 
-import { Debouncer, Handover, InFlight } from "./debounce";
+import { CompletionGate, Debouncer, Handover, InFlight, Keystrokes } from "./debounce";
 import { type Launch, Lifecycle } from "./lifecycle";
 import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
@@ -56,6 +56,9 @@ const RESTART_SETTINGS = ["dlm.server.path", "dlm.server.args", "dlm.server.env"
                           "dlm.server.address", "dlm.server.token", "dlm.languages"];
 /** A shared server answers `initialize` at once; past this, it is not going to. */
 const SHARED_SERVER_ANSWER_MS = 20000;
+/** How long past `editor.quickSuggestionsDelay` after a change a completion request of kind
+ *  Invoke still counts as the change's quick suggestion, not the user's Ctrl+Space. */
+const QUICK_SUGGESTION_MARGIN_MS = 100;
 /** How often the client restarts a server that exited, within 3 minutes, before it gives up. */
 const MAX_RESTARTS = 4;
 
@@ -139,6 +142,11 @@ class DlmExtension implements vscode.Disposable {
    *  (status.statusShown), so that its click can say why. */
   private readonly refused = new Set<string>();
   private readonly debouncer = new Debouncer(() => this.config().get<number>("inline.debounceMs", 250));
+  private readonly keystrokes = new Keystrokes(() => vscode.workspace.getConfiguration("editor")
+    .get<number>("quickSuggestionsDelay", 10) + QUICK_SUGGESTION_MARGIN_MS);
+  /** Completion requests made for typing wait out the ghost text's quiet period. */
+  private readonly completionGate = new CompletionGate(
+    this.keystrokes, new Debouncer(() => this.config().get<number>("inline.debounceMs", 250)));
   private readonly inFlight = new InFlight<vscode.CancellationTokenSource>();
   /** One fill for a ghost text and a completion request of the same place. */
   private readonly handover = new Handover<vscode.CancellationTokenSource>();
@@ -173,7 +181,11 @@ class DlmExtension implements vscode.Disposable {
       command("dlm-lsp.toggleInline", () => this.toggleInline()),
       vscode.workspace.onDidChangeConfiguration((e) => this.configurationChanged(e)),
       vscode.workspace.onDidOpenTextDocument(() => this.wake()),
-      vscode.workspace.onDidChangeTextDocument((e) => this.documentChanged(e.document)),
+      vscode.workspace.onDidChangeTextDocument((e) => {
+        // a save changes the dirty state only: no keystroke
+        if (e.contentChanges.length > 0) this.keystrokes.typed(e.document.uri.toString());
+        this.documentChanged(e.document);
+      }),
       vscode.workspace.onDidCloseTextDocument((d) => this.documentClosed(d)),
       vscode.window.onDidChangeActiveTextEditor(() => this.render()),
     );
@@ -471,6 +483,8 @@ class DlmExtension implements vscode.Disposable {
    * Completion items (the suggest widget's) go through the language client's own provider;
    * this middleware makes one with the ghost text's request of the same place: whichever
    * goes second waits for the first's fill, which the server answers it from (`Handover`).
+   * A request made for typing first waits out the ghost text's quiet period, so a burst of
+   * keystrokes sends one; one the user asked for (Ctrl+Space) goes at once (`CompletionGate`).
    */
   private async completion(document: vscode.TextDocument, position: vscode.Position,
                            context: vscode.CompletionContext, token: vscode.CancellationToken,
@@ -478,6 +492,7 @@ class DlmExtension implements vscode.Disposable {
   ): Promise<vscode.CompletionItem[] | vscode.CompletionList | null | undefined> {
     const key = document.uri.toString();
     const at = place(document, position);
+    if (!(await this.completionGate.admit(key, context.triggerKind, () => document.version, token))) return null;
     await this.handover.waitFor(key, at);
     if (token.isCancellationRequested) return null;
     const source = new vscode.CancellationTokenSource();
@@ -688,6 +703,7 @@ class DlmExtension implements vscode.Disposable {
   private documentClosed(document: vscode.TextDocument): void {
     this.documentChanged(document);
     this.refused.delete(document.uri.toString());
+    this.keystrokes.forget(document.uri.toString());
   }
 
   // ---- status bar --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { Debouncer, Handover, InFlight, Superseder } from "../debounce";
+import { CompletionGate, Debouncer, Handover, InFlight, Keystrokes, Superseder } from "../debounce";
 import { FakeTimers } from "./fake_timers";
 
 /** A cancellation token the test can cancel. */
@@ -238,5 +238,123 @@ describe("Handover: a ghost text and a completion request of one place share one
     assert.equal(await settled(waiting), false);
     handover.end("a.py", newer);
     assert.equal(await settled(waiting), true);
+  });
+});
+
+const INVOKE = 0, TRIGGER_CHARACTER = 1, INCOMPLETE = 2;  // VS Code's CompletionTriggerKind
+
+describe("Keystrokes", () => {
+  const doc = "file:///a.py";
+
+  it("counts an Invoke right after a change of its document as typing's (a quick suggestion)", () => {
+    const timers = new FakeTimers();
+    const keystrokes = new Keystrokes(() => 110, () => timers.now);
+    keystrokes.typed(doc);
+    timers.now += 10;
+    assert.equal(keystrokes.fromTyping(doc, INVOKE), true);
+  });
+
+  it("counts an Invoke past the window after a change as the user's (Ctrl+Space)", () => {
+    const timers = new FakeTimers();
+    const keystrokes = new Keystrokes(() => 110, () => timers.now);
+    keystrokes.typed(doc);
+    timers.now += 111;
+    assert.equal(keystrokes.fromTyping(doc, INVOKE), false);
+  });
+
+  it("counts an Invoke in a document not changed as the user's", () => {
+    assert.equal(new Keystrokes(() => 110).fromTyping(doc, INVOKE), false);
+  });
+
+  it("does not count a change of another document", () => {
+    const timers = new FakeTimers();
+    const keystrokes = new Keystrokes(() => 110, () => timers.now);
+    keystrokes.typed("file:///b.py");
+    assert.equal(keystrokes.fromTyping(doc, INVOKE), false);
+  });
+
+  it("forgets a closed document's last change", () => {
+    const timers = new FakeTimers();
+    const keystrokes = new Keystrokes(() => 110, () => timers.now);
+    keystrokes.typed(doc);
+    keystrokes.forget(doc);
+    assert.equal(keystrokes.fromTyping(doc, INVOKE), false);
+  });
+
+  it("counts a trigger character's request and an incomplete list's retrigger as typing's at any time", () => {
+    const keystrokes = new Keystrokes(() => 110);
+    assert.deepEqual([keystrokes.fromTyping(doc, TRIGGER_CHARACTER), keystrokes.fromTyping(doc, INCOMPLETE)],
+                     [true, true]);
+  });
+});
+
+describe("CompletionGate", () => {
+  const doc = "file:///a.py";
+  function gate(timers: FakeTimers) {
+    const keystrokes = new Keystrokes(() => 110, () => timers.now);
+    return { keystrokes, gate: new CompletionGate(keystrokes, new Debouncer(() => 250, timers)) };
+  }
+
+  it("sends one completion request for a burst of quick suggestions, the last, after the quiet period", async () => {
+    // VS Code's quick suggestion 10 ms after each keystroke, a key every 40 ms, each request
+    // at the document's version then (as when the previous was answered before the next key)
+    const timers = new FakeTimers();
+    const { keystrokes, gate: g } = gate(timers);
+    const sent: boolean[] = [];
+    let settled = 0;
+    for (let version = 1; version <= 3; version++) {
+      keystrokes.typed(doc);
+      await timers.run(10);
+      const at = version;
+      void g.admit(doc, INVOKE, () => at).then((go) => { sent[at - 1] = go; settled++; });
+      await timers.run(30);
+    }
+    await timers.run(249 - 30);
+    assert.equal(settled, 2);  // the last is still waiting out its quiet period
+    await timers.run(1);
+    assert.deepEqual(sent, [false, false, true]);
+  });
+
+  it("sends the user's request (Ctrl+Space) at once", async () => {
+    const timers = new FakeTimers();
+    const { keystrokes, gate: g } = gate(timers);
+    keystrokes.typed(doc);
+    await timers.run(1000);
+    assert.equal(await g.admit(doc, INVOKE, () => 1), true);
+    assert.equal(timers.waiting, 0);
+  });
+
+  it("holds back a trigger character's request for the quiet period", async () => {
+    const timers = new FakeTimers();
+    const { gate: g } = gate(timers);
+    let go: boolean | undefined;
+    void g.admit(doc, TRIGGER_CHARACTER, () => 1).then((v) => (go = v));
+    await timers.run(249);
+    assert.equal(go, undefined);
+    await timers.run(1);
+    assert.equal(go, true);
+  });
+
+  it("does not send a request the user typed past while it waited", async () => {
+    const timers = new FakeTimers();
+    const { keystrokes, gate: g } = gate(timers);
+    let version = 1;
+    keystrokes.typed(doc);
+    const result = g.admit(doc, INVOKE, () => version);
+    await timers.run(40);
+    version = 2;  // a keystroke: VS Code asks nothing more while its request waits
+    keystrokes.typed(doc);
+    await timers.run(250);
+    assert.equal(await result, false);
+  });
+
+  it("drops a request VS Code cancels while it waits", async () => {
+    const timers = new FakeTimers();
+    const { keystrokes, gate: g } = gate(timers);
+    keystrokes.typed(doc);
+    const t = token();
+    const result = g.admit(doc, INVOKE, () => 1, t);
+    t.cancel();
+    assert.equal(await result, false);
   });
 });
