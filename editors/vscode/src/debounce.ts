@@ -250,11 +250,17 @@ export class Keystrokes {
 export class CompletionGate {
   constructor(private readonly keystrokes: Keystrokes, private readonly debouncer: Debouncer) {}
 
-  /** Whether to send the request for `key` of `triggerKind`; `version` reads the
-   *  document's version (it must be the same after the wait). */
-  async admit(key: string, triggerKind: number, version: () => number, token?: CancelSignal): Promise<boolean> {
+  /**
+   * Whether to send the request for `key` of `triggerKind`; `version` reads the document's
+   * version (it must be the same after the wait).  The user's request is answered `true`
+   * at once, not as a promise: giving up on ghost text, VS Code asks for completion items
+   * and cancels the ghost text's request in one batch of messages, and the completion
+   * request must tell the `Handover` that it waits for that fill before the cancel is seen
+   * (awaited, the cancel came first: the fill was stopped, and a second one began).
+   */
+  admit(key: string, triggerKind: number, version: () => number, token?: CancelSignal): true | Promise<boolean> {
     if (!this.keystrokes.fromTyping(key, triggerKind)) return true;
     const asked = version();
-    return (await this.debouncer.wait(token)) && version() === asked;
+    return this.debouncer.wait(token).then((go) => go && version() === asked);
   }
 }

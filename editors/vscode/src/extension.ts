@@ -492,7 +492,9 @@ class DlmExtension implements vscode.Disposable {
   ): Promise<vscode.CompletionItem[] | vscode.CompletionList | null | undefined> {
     const key = document.uri.toString();
     const at = place(document, position);
-    if (!(await this.completionGate.admit(key, context.triggerKind, () => document.version, token))) return null;
+    // not awaited unless it waits: `waitFor` must come before any cancel VS Code sent along
+    const admitted = this.completionGate.admit(key, context.triggerKind, () => document.version, token);
+    if (admitted !== true && !(await admitted)) return null;
     await this.handover.waitFor(key, at);
     if (token.isCancellationRequested) return null;
     const source = new vscode.CancellationTokenSource();

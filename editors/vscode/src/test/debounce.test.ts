@@ -306,7 +306,7 @@ describe("CompletionGate", () => {
       keystrokes.typed(doc);
       await timers.run(10);
       const at = version;
-      void g.admit(doc, INVOKE, () => at).then((go) => { sent[at - 1] = go; settled++; });
+      void Promise.resolve(g.admit(doc, INVOKE, () => at)).then((go) => { sent[at - 1] = go; settled++; });
       await timers.run(30);
     }
     await timers.run(249 - 30);
@@ -324,11 +324,19 @@ describe("CompletionGate", () => {
     assert.equal(timers.waiting, 0);
   });
 
+  it("decides on the user's request before anything else runs, not as a promise", () => {
+    // VS Code cancels the ghost text's request in the same batch of messages as it asks for
+    // completion items, which must first say that they wait for its fill
+    const timers = new FakeTimers();
+    const { gate: g } = gate(timers);
+    assert.equal(g.admit(doc, INVOKE, () => 1), true);
+  });
+
   it("holds back a trigger character's request for the quiet period", async () => {
     const timers = new FakeTimers();
     const { gate: g } = gate(timers);
     let go: boolean | undefined;
-    void g.admit(doc, TRIGGER_CHARACTER, () => 1).then((v) => (go = v));
+    void Promise.resolve(g.admit(doc, TRIGGER_CHARACTER, () => 1)).then((v) => (go = v));
     await timers.run(249);
     assert.equal(go, undefined);
     await timers.run(1);
