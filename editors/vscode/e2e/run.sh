@@ -56,6 +56,17 @@
 #                                      # text after 750 ms and asks for completion items there,
 #                                      # which must wait for the ghost text's fill (none is
 #                                      # stopped) and show it as the dlm item
+#   editors/vscode/e2e/run.sh --typing-quick
+#                                      # the same with `editor.quickSuggestions` "on" (VS Code's
+#                                      # default before): completion items are asked for at the
+#                                      # first keystroke, and must wait out the quiet period, so
+#                                      # that the word's keystrokes begin one fill, none stopped.
+#                                      # Its check of the dlm item fails today: VS Code asks
+#                                      # once while its request waits, the word is typed past
+#                                      # that request's place, which then gets nothing, and
+#                                      # VS Code does not ask again at the word's end
+#                                      # (measured: one fill began, none stopped, in 3 of 4
+#                                      # runs; the item showed in none)
 #   editors/vscode/e2e/run.sh --rewrite
 #                                      # the server is tests/scripted_fills.py (the shipped
 #                                      # model, its fills replaced by the text the driver
@@ -72,6 +83,9 @@
 #                                      # menu, and its reason in the editor from a key that
 #                                      # applies it at once (Ctrl+Alt+R, bound here)
 set -euo pipefail
+
+QUICK=""
+if [ "${1:-}" = "--typing-quick" ]; then QUICK=1; set -- --typing "${@:2}"; fi
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 EXT=$(dirname "$HERE")
@@ -249,7 +263,8 @@ cat > "$WORK/user/User/settings.json" <<EOF
   "extensions.autoUpdate": false,
   "telemetry.telemetryLevel": "off",
   "git.openRepositoryInParentFolders": "never",
-  "chat.disableAIFeatures": true$([ "${1:-}" = "--notebook" ] && echo ',
+  "chat.disableAIFeatures": true$([ -n "$QUICK" ] && echo ',
+  "editor.quickSuggestions": { "other": "on", "comments": "off", "strings": "off" }')$([ "${1:-}" = "--notebook" ] && echo ',
   "workbench.editorAssociations": { "*.ipynb": "jupyter-notebook" },
   "dlm.suggestInvalid": true')$([ -n "$FILL" ] && [ -z "$FILL_LOG" ] && echo ',
   "dlm.inline.enabled": false')

@@ -245,18 +245,20 @@ const INVOKE = 0, TRIGGER_CHARACTER = 1, INCOMPLETE = 2;  // VS Code's Completio
 
 describe("Keystrokes", () => {
   const doc = "file:///a.py";
+  function clocked() {
+    const timers = new FakeTimers();
+    return { timers, keystrokes: new Keystrokes(() => 110, () => timers.now) };
+  }
 
   it("counts an Invoke right after a change of its document as typing's (a quick suggestion)", () => {
-    const timers = new FakeTimers();
-    const keystrokes = new Keystrokes(() => 110, () => timers.now);
+    const { timers, keystrokes } = clocked();
     keystrokes.typed(doc);
     timers.now += 10;
     assert.equal(keystrokes.fromTyping(doc, INVOKE), true);
   });
 
   it("counts an Invoke past the window after a change as the user's (Ctrl+Space)", () => {
-    const timers = new FakeTimers();
-    const keystrokes = new Keystrokes(() => 110, () => timers.now);
+    const { timers, keystrokes } = clocked();
     keystrokes.typed(doc);
     timers.now += 111;
     assert.equal(keystrokes.fromTyping(doc, INVOKE), false);
@@ -267,15 +269,13 @@ describe("Keystrokes", () => {
   });
 
   it("does not count a change of another document", () => {
-    const timers = new FakeTimers();
-    const keystrokes = new Keystrokes(() => 110, () => timers.now);
+    const { keystrokes } = clocked();
     keystrokes.typed("file:///b.py");
     assert.equal(keystrokes.fromTyping(doc, INVOKE), false);
   });
 
   it("forgets a closed document's last change", () => {
-    const timers = new FakeTimers();
-    const keystrokes = new Keystrokes(() => 110, () => timers.now);
+    const { keystrokes } = clocked();
     keystrokes.typed(doc);
     keystrokes.forget(doc);
     assert.equal(keystrokes.fromTyping(doc, INVOKE), false);
