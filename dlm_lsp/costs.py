@@ -19,6 +19,7 @@ import torch
 
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.sampler import span_forward
+from dlm_lsp.serving import passes_of
 
 CALIBRATION_LENGTHS = (64, 256)  # sequence lengths timed, at batch 1 and 2
 CALIBRATION_REPEATS = 3  # passes per shape; the fastest counts (the others saw noise)
@@ -57,17 +58,11 @@ def shared_step_ms(cost: StepCost, rows: int, length: int, others: list[tuple[in
     one length and at most `max_rows` rows.  On a CPU a pass costs about its rows' tokens
     (four fills at once took four times as long a step): a step budget timed as if the
     request ran alone gave four fills with a 300 ms target 3.8 s each."""
-    by_length: dict[int, list[int]] = {}
-    for r, n in [(rows, length), *others]:
-        by_length.setdefault(n, []).append(r)
+    shapes = [(rows, length), *others]
     total = 0.0
-    for n, each in by_length.items():
-        passes, in_pass = 1, 0  # the worker's grouping (serving.StepBatcher._groups)
-        for r in each:
-            if in_pass and in_pass + r > max_rows:
-                passes, in_pass = passes + 1, 0
-            in_pass += r
-        total += passes * cost.base_ms + cost.per_token_ms * sum(each) * n
+    for group in passes_of(shapes, max_rows):  # the worker's own packing
+        n = shapes[group[0]][1]
+        total += cost.base_ms + cost.per_token_ms * sum(shapes[i][0] for i in group) * n
     return total
 
 

@@ -49,6 +49,34 @@ class _Job:
     result: Denoised | None = None
     error: BaseException | None = None
 
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, sequence length): what it puts in a forward pass."""
+        return self.state.rows, self.state.inputs.shape[1]
+
+
+def passes_of(shapes: list[tuple[int, int]], max_rows: int) -> list[list[int]]:
+    """How the worker packs requests of these (rows, sequence length) into forward passes:
+    the indices of each pass's requests, one sequence length a pass (no padding), at
+    most `max_rows` rows (a request larger than that alone), in their order.  The worker
+    steps by it (`StepBatcher._groups`), and a latency target's budget is timed by it
+    (`costs.shared_step_ms`)."""
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, (_, length) in enumerate(shapes):
+        by_length[length].append(i)
+    passes = []
+    for same in by_length.values():
+        group: list[int] = []
+        rows = 0
+        for i in same:
+            if group and rows + shapes[i][0] > max_rows:
+                passes.append(group)
+                group, rows = [], 0
+            group.append(i)
+            rows += shapes[i][0]
+        passes.append(group)
+    return passes
+
 
 @dataclass
 class BatchStats:
@@ -136,7 +164,7 @@ class StepBatcher:
         """(rows, sequence length) of each request waiting or running: what the coming
         passes hold besides a request that joins now (see `costs.shared_step_ms`)."""
         with self._wake:
-            waiting = [(job.state.rows, job.state.inputs.shape[1]) for job in self._waiting]
+            waiting = [job.shape for job in self._waiting]
         return waiting + self._running
 
     def _work(self) -> None:
@@ -158,7 +186,7 @@ class StepBatcher:
             # finished jobs are answered, cancelled ones dropped, before the next pass
             running = [job for job in running if self._keep(job)]
             # counted from here, so that a request is in `depth` from its first pass on
-            self._running = [(job.state.rows, job.state.inputs.shape[1]) for job in running]
+            self._running = [job.shape for job in running]
             for group in self._groups(running):
                 self._step(group)
 
@@ -181,21 +209,8 @@ class StepBatcher:
 
     def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
         """Jobs of the same sequence length, in batches of at most max_rows rows."""
-        by_length: dict[int, list[_Job]] = defaultdict(list)
-        for job in jobs:
-            by_length[job.state.inputs.shape[1]].append(job)
-        groups = []
-        for same in by_length.values():
-            group: list[_Job] = []
-            rows = 0
-            for job in same:
-                if group and rows + job.state.rows > self.config.max_rows:
-                    groups.append(group)
-                    group, rows = [], 0
-                group.append(job)
-                rows += job.state.rows
-            groups.append(group)
-        return groups
+        return [[jobs[i] for i in group]
+                for group in passes_of([job.shape for job in jobs], self.config.max_rows)]
 
     def _step(self, group: list[_Job]) -> None:
         """One forward pass for a group, each job advancing on its own rows."""
