@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlm_lsp.models.checkpoint import MODEL_TYPE, cached_snapshot, locate, not_ours
+from dlm_lsp.models.checkpoint import MODEL_TYPE, local_directory, locate, not_ours
 from dlm_lsp.models.interface import DiffusionModel, ModelLoadError
 from dlm_lsp.models.registry import FAMILIES, Family, split_spec
 
@@ -103,7 +103,7 @@ def uses_graphs(spec: str) -> bool:
     """Whether model `spec` replays its steps as CUDA graphs on a GPU where `cudaGraphs`
     lets it: whether `load_model` loads it as one of our own models, told from the spec
     and its directory's config.json without loading it (a hub id's: its snapshot in the
-    local hub cache, `checkpoint.cached_snapshot`).  Published checkpoints run eagerly,
+    local hub cache, `checkpoint.local_directory`).  Published checkpoints run eagerly,
     so the switch changes nothing of them.  A model this cannot tell of, a hub id not in
     the cache (only a load fetches it) or a directory without a readable config.json
     (whose load fails), counts as one that does."""
@@ -114,9 +114,7 @@ def uses_graphs(spec: str) -> bool:
         return ours
     if not target:  # "" names no model (the load says so), not the current directory
         return True
-    path = Path(target).expanduser()
-    if not path.is_dir():
-        path = cached_snapshot(target)
+    path = local_directory(target)
     if path is None:
         return True
     try:

@@ -269,6 +269,14 @@ def cached_snapshot(spec: str) -> Path | None:
     return Path(found).parent if isinstance(found, str) else None
 
 
+def local_directory(spec: str) -> Path | None:
+    """The model directory `spec` names on this machine without fetching anything: the
+    directory itself, or a hub id's snapshot in the local hub cache; None for neither.
+    For telling what a model is before (or without) loading it."""
+    path = Path(spec).expanduser()
+    return path if path.is_dir() else cached_snapshot(spec)
+
+
 def _download(repo_id: str) -> Path:
     """A hub checkpoint's local snapshot (the cache only, when offline); the error of one
     that cannot be had says both readings of the spec, a path and a hub id."""

@@ -17,15 +17,14 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.models import empty_spec, named_family
 from dlm_lsp.models.checkpoint import (
     MODEL_TYPE,
     Checkpoint,
-    cached_snapshot,
     is_hub_id,
+    local_directory,
     not_a_directory,
     not_ours,
     suggested_directory,
@@ -68,11 +67,9 @@ def _local(spec: str) -> tuple[str | None, str]:
     A hub id, which the `model` setting takes, is its snapshot in the local hub cache
     (never fetched): it was read as a directory name, "owner/name has no config.json",
     as was a mistyped path, which is no directory at all."""
-    if Path(spec).expanduser().is_dir():
-        return str(Path(spec).expanduser()), ""
-    snapshot = cached_snapshot(spec)
-    if snapshot is not None:
-        return str(snapshot), ""
+    local = local_directory(spec)
+    if local is not None:
+        return str(local), ""
     if not is_hub_id(spec):
         return None, not_a_directory(spec)
     return None, (f"{not_a_directory(spec)}, and {spec} is not a hub id in the local hub "
@@ -81,7 +78,12 @@ def _local(spec: str) -> tuple[str | None, str]:
                   "that directory")
 
 
-def _family_named(spec: str, family_name: str | None) -> tuple[str | None, str]:
+def _names_ours(family_name: str) -> bool:
+    """Whether --family names our own family (as "dlm-tiny:DIR" does for the loader)."""
+    return family_name.lower() == MODEL_TYPE
+
+
+def _spec_family(spec: str, family_name: str | None) -> tuple[str | None, str]:
     """The family and directory of `spec`, which may name its family as the `model`
     setting does ("dream:DIR", "dlm-tiny:DIR"; it was read as a directory name, "not a
     directory"), or with --family (`family_name`), or both if they agree."""
@@ -93,7 +95,7 @@ def _family_named(spec: str, family_name: str | None) -> tuple[str | None, str]:
         return family_name, spec
     named = MODEL_TYPE if ours else family.name
     if family_name is not None and named != (
-            MODEL_TYPE if family_name.lower() == MODEL_TYPE else family_named(family_name).name):
+            MODEL_TYPE if _names_ours(family_name) else family_named(family_name).name):
         raise ModelLoadError(f"'{spec}' names family {named}, --family {family_name}: give one")
     return named, directory
 
@@ -103,7 +105,7 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
     weights."""
     report = Report(directory)
     try:
-        family_name, directory = _family_named(directory, family_name)
+        family_name, directory = _spec_family(directory, family_name)
     except ModelLoadError as exc:
         report.problems.append(str(exc))
         return report
@@ -120,7 +122,7 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
     report.model_type = checkpoint.model_type
     # our own family may be named too, as the loader's "dlm-tiny:DIR" names it (it was
     # "unknown model family 'dlm-tiny'", though `dlm-lsp models` lists it)
-    ours = family_name is not None and family_name.lower() == MODEL_TYPE
+    ours = family_name is not None and _names_ours(family_name)
     if checkpoint.model_type == MODEL_TYPE and (family_name is None or ours):
         report.family, report.detected = MODEL_TYPE, not ours
         _load_our_own(report)
