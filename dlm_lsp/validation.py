@@ -360,7 +360,7 @@ class ParsedDocument:
         self._python: PythonSyntax | None = None
         self._shell: BashSyntax | None = None
         self._verdicts: dict[tuple[int, int, str], Validation] = {}
-        self._lines_out: dict[tuple[int, int], list[_Error]] = {}  # see `errors_without`
+        self._errors_without: dict[tuple[int, int], list[_Error]] = {}  # see `errors_without`
         self.windowed = True  # large documents validate in a window (a window itself never)
 
     def _byte(self, offset: int) -> int:
@@ -418,12 +418,12 @@ class ParsedDocument:
         errors).  Kept with the version, as its verdicts are, so never read for another
         text."""
         key = (start, end)
-        found = self._lines_out.get(key)
+        found = self._errors_without.get(key)
         if found is None:
             found = [e for e, _ in _errors(*self._parse_with(start, end, ""))]
-            if len(self._lines_out) >= KEEP_VERDICTS:
-                self._lines_out.clear()  # one call, safe beside another fill's thread
-            self._lines_out[key] = found
+            if len(self._errors_without) >= KEEP_VERDICTS:
+                self._errors_without.clear()  # one call, safe beside another fill's thread
+            self._errors_without[key] = found
         return found
 
     def validate(self, start: int, end: int, fill: str) -> Validation:
@@ -832,7 +832,6 @@ class _Below:
         self.line_start = text.rfind("\n", 0, start) + 1
         self.applies = ("\n" in text[end:self.next_code]
                         and bool(text[self.line_start:start].strip()))
-        self._without: list[_Error] | None = None
 
     def left_incomplete(self, error: _Error) -> bool:
         """Whether `error`, of the filled document, is one the fill's line causes below
@@ -842,10 +841,9 @@ class _Below:
             return False
         text = self.document.text
         line_end = text.find("\n", self.end) + 1
-        if self._without is None:
-            self._without = self.document.errors_without(self.line_start, line_end)
+        without = self.document.errors_without(self.line_start, line_end)  # kept there
         moved = error.start - self.shift - (line_end - self.line_start)
-        return not any(old.kind == error.kind and old.start == moved for old in self._without)
+        return not any(old.kind == error.kind and old.start == moved for old in without)
 
 
 class _Baseline:
