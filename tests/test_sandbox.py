@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -155,6 +158,37 @@ def test_a_namespace_the_kernel_refuses_is_the_sandboxs_failure_not_the_programs
     assert run_program("import os\nos._exit(1)\n", QUICK).reason == "error"  # the program's
 
 
+def test_where_the_kernel_allows_the_namespaces_the_sandbox_uses_them():
+    """The namespace tests below skip where the sandbox's probe finds no namespaces: a
+    sandbox that failed to set them up (the interpreter's directories out of sight, say)
+    would skip them all, with this machine's kernel as the excuse."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run(
+            [unshare, *sandbox.UNSHARE_ARGS[sandbox.NAMESPACES], "true"],
+            capture_output=True, check=False).returncode != 0:
+        pytest.skip("user, PID and mount namespaces are not allowed here")
+    assert sandbox.isolation_available() == sandbox.NAMESPACES
+
+
+@pytest.mark.skipif(not sandbox.network_namespace_available(),
+                    reason="unprivileged network namespaces are not allowed here")
+def test_where_the_namespaces_are_refused_programs_run_in_the_network_namespace_alone(
+        monkeypatch, tmp_path):
+    """The fallback: an `unshare` that refuses a PID namespace (as a kernel that allows
+    only network namespaces does) leaves the network namespace, and the outcome says so."""
+    real = shutil.which("unshare")
+    refusing = tmp_path / "unshare"
+    refusing.write_text(f'#!/bin/sh\ncase " $* " in *" --pid "*) exit 1;; esac\n'
+                        f'exec {real} "$@"\n')
+    refusing.chmod(0o755)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(refusing))
+    probe = sandbox.isolation_available.__wrapped__  # probed afresh, the cache left alone
+    monkeypatch.setattr(sandbox, "isolation_available", probe)
+    assert probe() == sandbox.NETWORK
+    outcome = run_program("assert open('/proc/net/dev').read().count(':') == 1\n", QUICK)
+    assert outcome.passed and outcome.isolation == sandbox.NETWORK, outcome.detail
+
+
 def test_a_harness_that_cannot_start_the_program_says_the_sandbox_failed(monkeypatch):
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
@@ -241,27 +275,10 @@ def test_the_cpu_time_limit_is_a_timeout_in_every_isolation(monkeypatch, isolati
 
 
 @pytest.fixture
-def victim_dir():
-    """A directory outside the hidden ones (/tmp, /run, ...), next to these tests."""
-    path = Path(__file__).resolve().parent / f".sandbox-victim-{secrets.token_hex(4)}"
-    path.mkdir()
-    (path / "keep").write_text("keep")
-    try:
-        yield path
-    finally:
-        for child in path.iterdir():
-            child.unlink()
-        path.rmdir()
-
-
-@pytest.fixture
-def home_dir(monkeypatch):
-    """A home directory for the sandbox to hide, inside the user's real one (the usual
-    place of a home, outside the directories hidden anyway: /tmp, /run, ...)."""
-    import shutil
-
+def home_dir():
+    """A directory in the user's home (the usual place of keys and tokens, outside the
+    directories out of sight anyway: /tmp, /run, ...)."""
     path = Path(tempfile.mkdtemp(prefix=".dlm-sandbox-home-", dir=Path.home()))
-    monkeypatch.setenv("HOME", str(path))
     try:
         yield path
     finally:
@@ -276,7 +293,7 @@ def test_the_users_home_is_out_of_sight(home_dir):
     secret.parent.mkdir()
     secret.write_text("PRIVATE KEY")
     program = (f"import os\nassert not os.path.exists({str(secret)!r})\n"
-               f"assert os.listdir({str(home_dir)!r}) == []\n")
+               f"assert not os.path.exists({str(home_dir)!r})\n")
     outcome = run_program(program, KERNEL_ONLY)
     assert outcome.passed, outcome.detail
 
@@ -290,33 +307,125 @@ def test_the_interpreter_in_the_home_stays_in_sight():
     assert outcome.passed, outcome.detail
 
 
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    """A virtual environment of this interpreter, made here: the sandbox shows a program
+    its interpreter's directories, and this user may write these outside it.  Its
+    site-packages is a link to a directory elsewhere (as some installations lay them
+    out), holding one module."""
+    path = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True,
+                   capture_output=True)
+    site = next(path.glob("lib/python*/site-packages"))
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "dlm_sandbox_probe.py").write_text("ANSWER = 42\n")
+    site.rmdir()
+    site.symlink_to(elsewhere)
+    return path
+
+
+@pytest.fixture
+def in_venv(venv, monkeypatch):
+    """Run the sandbox's programs with `venv`'s interpreter; a folder in it to write to."""
+    monkeypatch.setattr(sandbox.sys, "executable", str(venv / "bin" / "python"))
+    victim = venv / f"victim-{secrets.token_hex(4)}"
+    victim.mkdir()
+    (victim / "keep").write_text("keep")
+    victim.chmod(0o777)  # open to every user: only the mount can refuse
+    try:
+        yield victim
+    finally:
+        shutil.rmtree(victim)
+
+
 @NAMESPACES
-def test_nothing_outside_the_working_directory_can_be_written(victim_dir, tmp_path):
+def test_a_virtual_environments_interpreter_runs_with_its_packages(venv, in_venv):
+    program = (f"import sys, json, sqlite3\nassert sys.prefix == {str(venv)!r}, sys.prefix\n"
+               "assert sys.base_prefix != sys.prefix\n"
+               "import dlm_sandbox_probe\nassert dlm_sandbox_probe.ANSWER == 42\n")
+    outcome = run_program(program, QUICK)
+    assert outcome.passed, outcome.detail + outcome.output
+
+
+@NAMESPACES
+def test_nothing_outside_the_working_directory_can_be_written(in_venv):
     """Every route the hook does not see (mkfifo, sqlite's own open, fchmod) ends at a
-    read-only mount; the working directory stays writable."""
+    read-only mount, in the interpreter's own directories (in sight, and the user's to
+    write outside) and at the root; the working directory stays writable."""
     program = f"""
 import os, sqlite3
 assert os.statvfs('/').f_flag & os.ST_RDONLY
+assert open(os.path.join({str(in_venv)!r}, 'keep')).read() == 'keep'  # in sight
 refused = 0
-for target in ({str(victim_dir)!r}, {str(tmp_path)!r}):
+for target in ({str(in_venv)!r}, '/'):
     attempts = [lambda: open(os.path.join(target, 'a'), 'w'),
                 lambda: os.mkfifo(os.path.join(target, 'b')),
                 lambda: sqlite3.connect(os.path.join(target, 'c')).execute('create table t (x)'),
-                lambda: os.fchmod(os.open(os.path.join(target, 'keep'), os.O_RDONLY), 0o777)]
+                lambda: os.mkdir(os.path.join(target, 'd'))]
     for attempt in attempts:
         try:
             attempt()
         except (OSError, sqlite3.OperationalError):
             refused += 1
-assert refused == 8, refused
+try:
+    os.fchmod(os.open(os.path.join({str(in_venv)!r}, 'keep'), os.O_RDONLY), 0o777)
+except OSError:
+    refused += 1
+assert refused == 9, refused
 open('inside', 'w').write('fine')
 """
-    (tmp_path / "keep").write_text("keep")
     outcome = run_program(program, KERNEL_ONLY)
     assert outcome.passed, outcome.detail + outcome.output
-    for place in (victim_dir, tmp_path):
-        assert sorted(p.name for p in place.iterdir()) == ["keep"]
-        assert (place / "keep").stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in in_venv.iterdir()) == ["keep"]
+    assert (in_venv / "keep").stat().st_mode & 0o777 == 0o644
+
+
+@pytest.fixture
+def outside_dir():
+    """A fresh directory outside the user's home, /tmp and the sandbox's allow-list: beside
+    the checkout where that is none of those, else in /srv or /opt where this user may
+    write (the old sandbox hid only the home, /tmp and /run), else in /var/tmp."""
+    checkout = Path(__file__).resolve().parents[1]
+    hidden_anyway = (Path("/tmp").resolve(), Path.home().resolve())
+    places = [checkout.parent, Path("/srv"), Path("/opt"), Path("/var/tmp")]
+    for place in places:
+        if place in hidden_anyway or any(h in place.parents for h in hidden_anyway):
+            continue
+        try:
+            path = Path(tempfile.mkdtemp(prefix=".dlm-sandbox-outside-", dir=place))
+        except OSError:
+            continue
+        break
+    else:
+        pytest.skip("no directory outside /tmp and the home to write to")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+@NAMESPACES
+def test_a_file_outside_the_allow_list_cannot_be_read(outside_dir):
+    """Only the home, /tmp and /run were hidden: a program read the user's other projects,
+    /srv, /work and the rest."""
+    secret = outside_dir / "secret.txt"
+    secret.write_text("not for the program")
+    secret.chmod(0o644)
+    program = (f"try:\n    text = open({str(secret)!r}).read()\nexcept OSError:\n    pass\n"
+               "else:\n    raise SystemExit('read: ' + text)\n"
+               f"import os\nassert not os.path.exists({str(outside_dir)!r})\n")
+    outcome = run_program(program, KERNEL_ONLY)
+    assert outcome.passed, outcome.detail + outcome.output
+
+
+@NAMESPACES
+def test_etc_holds_only_the_loaders_cache_and_the_local_time_zone():
+    """/etc's files readable by the user (and, run as root, /etc/shadow) were in sight."""
+    expected = sorted(n for n in ("ld.so.cache", "localtime") if os.path.lexists(f"/etc/{n}"))
+    program = (f"import os, time\nassert sorted(os.listdir('/etc')) == {expected!r}, "
+               "os.listdir('/etc')\ntime.localtime()\n")
+    outcome = run_program(program, KERNEL_ONLY)
+    assert outcome.passed, outcome.detail + outcome.output
 
 
 @NAMESPACES

@@ -18,11 +18,15 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   (`unshare --user --net --pid --mount`): an empty network (a loopback device
   that is down), a process tree of its own that dies whole with its first
   process (a child that leaves the process group with `setsid` dies too), and
-  a file system that is read-only everywhere, with a fresh small tmpfs as
-  the working directory, empty file systems over /tmp and /run, where local
-  sockets live, and over the user's home directory (keys, tokens; the
-  interpreter's own directories in it stay), and a /dev of five harmless
-  devices; the child then moves into a user namespace of its own, so the
+  a root file system of its own that holds, read-only, only what programs
+  and the interpreter need: the system's /usr and /lib (with /bin and /sbin),
+  the dynamic loader's cache and the local time zone from /etc, the
+  interpreter's own directories (its prefixes: a virtual environment's and
+  the installation's, wherever they are), /proc of its PID namespace, a /dev
+  of five harmless devices, and a fresh small tmpfs as the working directory.
+  The rest of the host is out of sight: the user's home (keys, tokens),
+  other projects, /etc's other files, /tmp and /run, where local sockets
+  live.  The child then moves into a user namespace of its own, so the
   program cannot undo any of it
   (`sandbox_child.isolate`).
   Where only `unshare --user --net` works, the network namespace alone;
@@ -32,10 +36,10 @@ program runs in its own short-lived child (`sandbox_child.py`) with
 The hook guards against accidents and casual escapes; it runs in the program's
 own interpreter, so a program that sets out to can get around it (CPython
 documents audit hooks as monitoring, not a boundary).  What holds then is what
-the kernel enforces: the limits and, where available, the namespaces.  Reading
-is isolated only that far: the program runs as the calling user and can read
-what that user can outside the home directory (inside it too, without the
-namespaces).  And a program can always report a pass it did not earn by finding
+the kernel enforces: the limits and, where available, the namespaces.  Without
+the namespaces (the network's alone, or none) reading is not isolated: the
+program runs as the calling user and can read whatever that user can.  And a
+program can always report a pass it did not earn by finding
 the token in its own process's memory; the token stops accidental early exits,
 not a program written to cheat (`Outcome.isolation` says what held).
 """
@@ -70,7 +74,8 @@ SANDBOX = "sandbox"
 NAMESPACES, NETWORK, NONE = "namespaces", "network", "none"
 ISOLATION_LEVELS = (NONE, NETWORK, NAMESPACES)  # weakest first
 ISOLATION_WORDS = {
-    NAMESPACES: "namespaces (no network, its own processes, read-only file system)",
+    NAMESPACES: "namespaces (no network, its own processes, a read-only file system of only "
+                "the system's and Python's own files)",
     NETWORK: "a network namespace only",
     NONE: "none (the audit hook and the limits only)",
 }
@@ -328,7 +333,7 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
         if isolation != NONE:
             command = [shutil.which("unshare") or "unshare", *UNSHARE_ARGS[isolation], *command]
         if isolation == NAMESPACES:
-            command += [ISOLATE, os.path.expanduser("~")]  # the home to hide
+            command.append(ISOLATE)
         if not config.hook:
             command.append(NO_HOOK)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": work, "TMPDIR": work}

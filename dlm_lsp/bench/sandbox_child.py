@@ -1,7 +1,7 @@
 """The sandbox's child process: runs one untrusted program behind an audit hook.
 
 `sandbox.py` starts this file's source as `python -I -B -c SOURCE PROGRAM FD
-TOKEN_FD [ISOLATE HOME] [NO_HOOK]` in a fresh temporary directory.  Everything here
+TOKEN_FD [ISOLATE] [NO_HOOK]` in a fresh temporary directory.  Everything here
 runs before the untrusted code: it reads the program, installs an audit hook
 (`sys.addaudithook`; hooks cannot be removed once added) and only then
 executes the program.
@@ -26,17 +26,19 @@ having passed its tests.  (The token was an environment variable, and
 
 With ISOLATE among the arguments after the descriptors (the parent started
 this process in new user, network, PID and mount namespaces, as their root),
-`isolate` first makes every mount read-only, gives the program a fresh
-64 MiB tmpfs as its working directory (no set-user-ID, devices or programs
-run from it), lays empty file systems over the directories where sockets
-live and over the user's home HOME (but the interpreter's directories in
-it), replaces /dev with one that has only null, zero, full, random and
-urandom, and then moves into a user namespace of its own (which owns none of
-these mounts) with no-new-privileges, so that nothing the program does, hook or
-no hook, can write outside its directory, reach the usual local sockets, or
-undo this.  The program then runs in a child of this process, which stays the
-PID namespace's init (`_wait_as_init`): signals end the program as they would
-outside the namespaces.  NO_HOOK leaves the hook out, for the tests of the
+`isolate` first builds the program a root file system of its own, a tmpfs
+holding read-only binds of only the system's programs and libraries, two
+files of /etc, the interpreter's own directories, /proc, a /dev of null,
+zero, full, random and urandom, and a fresh 64 MiB tmpfs as its working
+directory (no set-user-ID, devices or programs run from it); it moves into
+it with pivot_root, which leaves nothing of the old root to climb back to,
+and then into a user namespace of its own (which owns none of these mounts)
+with no-new-privileges, so that nothing the program does, hook or no hook,
+can read the rest of the host (the user's home, other projects, sockets in
+/tmp and /run), write outside its directory, or undo this.  The program then
+runs in a child of this process, which stays the PID namespace's init
+(`_wait_as_init`): signals end the program as they would outside the
+namespaces.  NO_HOOK leaves the hook out, for the tests of the
 kernel's part alone.
 """
 
@@ -50,7 +52,7 @@ import traceback
 import types
 
 PASSED, FAILED, ERROR, BLOCKED = 0, 1, 2, 3
-ISOLATE = "isolate"  # an argument after the fds, then the home: set up the namespaces
+ISOLATE = "isolate"  # an argument after the fds: set up the namespaces
 NO_HOOK = "no-hook"  # an argument after the fds: no audit hook (to test the kernel's part alone)
 DETAIL_CHARS = 300
 STARTED = b'{"started": true}\n'  # on the outcome pipe just before the program runs
@@ -158,16 +160,24 @@ def _audit_hook(root: str, fd: int, *, refusal=_refusal, finish=_finish):
     return hook
 
 
-# Directories laid over with an empty, read-only file system: Unix sockets (a network
-# namespace does not cover them: X11, D-Bus, Docker) and shared memory live there.
-HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/var/run")
-# /dev is replaced by one holding only these devices (and its usual links): as the
-# host's root, a program could otherwise open the disks' block devices for writing.
+# The program's root file system is built afresh, a tmpfs that holds only these, each a
+# read-only bind of the host's (or its symbolic link, as on a merged /usr): the system's
+# programs and libraries, the two files of /etc the dynamic loader and the C library's
+# time functions read, the interpreter's own directories (`_interpreter_dirs`), /proc of
+# the program's PID namespace, a /dev of harmless devices, and the working directory.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
+# /dev holds only these devices (and its usual links): as the host's root, a program
+# could otherwise open the disks' block devices for writing.
 DEVICES = ("null", "zero", "full", "random", "urandom")
 DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
                 "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
-CLONE_NEWUSER, PR_SET_NO_NEW_PRIVS = 0x10000000, 38
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
+MNT_DETACH, CLONE_NEWUSER, PR_SET_NO_NEW_PRIVS = 2, 0x10000000, 38
+# glibc has no pivot_root(): the system call's number, by machine
+PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "loongarch64": 41,
+              "ppc64le": 203, "ppc64": 203, "s390x": 217, "i686": 217, "armv7l": 218}
+NEW_ROOT_TMPFS = b"size=1m,nr_inodes=4096,mode=755"  # directories, links and mount points
 WORK_TMPFS = b"size=64m,nr_inodes=8192,mode=700"  # the working directory, when isolated
 # A mount's flags that a user namespace may not drop when it remounts it.
 _KEPT = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
@@ -186,31 +196,89 @@ def _mount_points() -> list[tuple[str, int]]:
     return points
 
 
-def _hide_home(home: str, call) -> None:
-    """Lay an empty file system over the user's home directory, where keys and tokens
-    live (~/.ssh, ~/.aws, ~/.netrc, a hub token), keeping in sight only the
-    directories of the interpreter and its import path that lie inside it (a Python
-    built by pyenv, a virtual environment in a project): those are bound back, by the
-    descriptors opened before the home was covered.  A home of "/" is left alone."""
-    if not home.startswith(os.sep) or not os.path.isdir(home):
-        return
-    home = os.path.realpath(home)
-    if home == os.sep:
-        return
-    wanted = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path}
-    kept = sorted({os.path.realpath(p) for p in wanted if p and os.path.isdir(p)})
-    kept = [p for p in kept if p.startswith(home + os.sep)]
-    handles = {p: os.open(p, os.O_PATH) for p in kept}
-    call("mount", b"tmpfs", home, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k")
-    for path, fd in handles.items():
-        os.makedirs(path, exist_ok=True)
-        call("mount", f"/proc/self/fd/{fd}", path, None, MS_BIND, None)
-        os.close(fd)
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
-def isolate(root: str, home: str = "") -> None:
-    """Read-only file system but `root`, socket directories and the user's `home`
-    hidden, privileges dropped.
+def _interpreter_dirs() -> list[str]:
+    """The directories this interpreter reads its modules from, by their real paths: its
+    prefixes (a virtual environment's and the installation's, which hold the standard
+    library and site-packages, in a home directory too, as pyenv puts them) and the
+    import path's entries inside them (a site-packages that is a link elsewhere).
+
+    An entry outside every prefix is left out: it is what a `.pth` file added, such as an
+    editable install's source tree, the user's own project, which a benchmark's program
+    never imports.  A prefix of "/" would bring back everything and is left out too.
+    """
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    wanted = prefixes | {p for p in sys.path if any(_under(p, q) for q in prefixes)}
+    real = {os.path.realpath(p) for p in wanted if p and os.path.isdir(p)}
+    return sorted(real - {os.sep})
+
+
+def _allowed() -> tuple[dict[str, str], list[str], list[str]]:
+    """What the new root holds of the host's: ({link: target}, directories, files), none
+    of the directories inside another (a bind of the outer one brings it)."""
+    links, directories = {}, []
+    for path in (*SYSTEM_DIRS, *ETC_FILES):
+        if os.path.islink(path):
+            links[path] = os.readlink(path)
+    for path in (*(p for p in SYSTEM_DIRS if p not in links), *_interpreter_dirs()):
+        if os.path.isdir(path) and not any(_under(path, d) for d in directories):
+            directories.append(path)
+    files = [p for p in ETC_FILES if p not in links and os.path.isfile(p)]
+    return links, directories, files
+
+
+def _pivot_root(call) -> None:
+    """Make the current directory the root and let go of the old one entirely (the
+    man page's `pivot_root(".", ".")`): unlike chroot, nothing is left to climb back to
+    for a program that holds the capabilities of its own user namespace."""
+    import platform
+
+    number = PIVOT_ROOT.get(platform.machine())
+    if number is None:
+        raise OSError(0, f"pivot_root: no system call number for {platform.machine()}")
+    call("syscall", number, b".", b".")
+    call("umount2", b".", MNT_DETACH)
+
+
+def _build_root(new: str, root: str, call) -> None:
+    """Mount the program's root file system at `new`: a tmpfs holding `_allowed`'s
+    links, and its directories and files bound (with the mounts under them; `isolate`
+    makes every one read-only after the pivot), /proc, a /dev of `DEVICES`, and the
+    working directory `root` at its own path inside."""
+    links, directories, files = _allowed()
+    call("mount", b"tmpfs", new, b"tmpfs", MS_NOSUID | MS_NODEV, NEW_ROOT_TMPFS)
+    for link, target in links.items():
+        os.makedirs(new + os.path.dirname(link), exist_ok=True)
+        os.symlink(target, new + link)
+    for directory in (*directories, "/proc"):
+        os.makedirs(new + directory)
+        call("mount", directory, new + directory, None, MS_BIND | MS_REC, None)
+    for path in files:
+        os.makedirs(new + os.path.dirname(path), exist_ok=True)
+        open(new + path, "w").close()
+        call("mount", path, new + path, None, MS_BIND, None)
+    os.mkdir(new + "/dev")
+    call("mount", b"tmpfs", new + "/dev", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k")
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            open(f"{new}/dev/{name}", "w").close()
+            call("mount", f"/dev/{name}", f"{new}/dev/{name}", None, MS_BIND, None)
+    for name, target in DEVICE_LINKS.items():
+        os.symlink(target, f"{new}/dev/{name}")
+    # The working directory becomes a small tmpfs of its own: the disk under it stays
+    # untouched (fallocate could reserve gigabytes past the file-size limit), nothing in
+    # it can be set-user-ID or a device, and it is gone with the namespace.
+    os.makedirs(new + root)
+    call("mount", b"tmpfs", new + root, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+         WORK_TMPFS)
+
+
+def isolate(root: str) -> None:
+    """A root file system of only what the program needs, read-only but `root`, and
+    privileges dropped.
 
     Runs as the root of fresh user and mount namespaces, before the audit hook
     (it needs ctypes).  Raises OSError at the first step the kernel refuses; the
@@ -226,26 +294,14 @@ def isolate(root: str, home: str = "") -> None:
             number = ctypes.get_errno()
             raise OSError(number, f"{name}{tuple(args)}: {os.strerror(number)}")
 
-    devices = {name: os.open(f"/dev/{name}", os.O_PATH) for name in DEVICES
-               if os.path.exists(f"/dev/{name}")}
-    for directory in (*HIDDEN_DIRS, "/dev"):
-        if os.path.isdir(directory) and not os.path.islink(directory):
-            call("mount", b"tmpfs", directory, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k")
-    for name, fd in devices.items():  # bind the device itself, as the fd still names it
-        open(f"/dev/{name}", "w").close()
-        call("mount", f"/proc/self/fd/{fd}", f"/dev/{name}", None, MS_BIND, None)
-        os.close(fd)
-    for name, target in DEVICE_LINKS.items():
-        os.symlink(target, f"/dev/{name}")
-    _hide_home(home, call)
-    # The working directory becomes a small tmpfs of its own: the disk under it stays
-    # untouched (fallocate could reserve gigabytes past the file-size limit), nothing in
-    # it can be set-user-ID or a device, and it is gone with the namespace.
-    os.makedirs(root, exist_ok=True)  # where a tmpfs now hides it
-    call("mount", b"tmpfs", root, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, WORK_TMPFS)
+    # The new root is a tmpfs laid over the working directory for now (any directory
+    # would do: it becomes "/", and the working directory gets its own tmpfs inside).
+    new = root
+    _build_root(new, root, call)
+    os.chdir(new)
+    _pivot_root(call)
     for target, flags in _mount_points():
-        # a mount under a new tmpfs (/dev/pts, ...) is out of sight: nothing to remount
-        if target != root and os.path.lexists(target):
+        if target != root:
             call("mount", None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None)
     os.chdir(root)
     # A user namespace of its own owns none of these mounts: the program cannot remount
@@ -305,7 +361,7 @@ def main() -> None:
         source = handle.read()  # before `isolate` lays a fresh directory over it
     if ISOLATE in sys.argv[4:]:
         try:
-            isolate(root, sys.argv[sys.argv.index(ISOLATE, 4) + 1])
+            isolate(root)
         except OSError as exc:  # the harness's failure, not the program's
             _finish(fd, ERROR, "sandbox", f"sandbox isolation failed: {exc}")
         _wait_as_init(fd)
