@@ -386,10 +386,12 @@ def outside_dir():
     the checkout where that is none of those, else in /srv or /opt where this user may
     write (the old sandbox hid only the home, /tmp and /run), else in /var/tmp."""
     checkout = Path(__file__).resolve().parents[1]
-    hidden_anyway = (Path("/tmp").resolve(), Path.home().resolve())
+    # hidden by the old sandbox too, or in sight in this one
+    unsuitable = [Path(p).resolve() for p in ("/tmp", Path.home(), "/usr", sys.prefix,
+                                              sys.base_prefix)]
     places = [checkout.parent, Path("/srv"), Path("/opt"), Path("/var/tmp")]
     for place in places:
-        if place in hidden_anyway or any(h in place.parents for h in hidden_anyway):
+        if any(u == place or u in place.parents for u in unsuitable):
             continue
         try:
             path = Path(tempfile.mkdtemp(prefix=".dlm-sandbox-outside-", dir=place))
