@@ -7,6 +7,13 @@ temporary file in the same directory (the same file system, so the rename is
 atomic), flushed to disk, with the old file's permission bits (and its owner, where
 this process may set it), then renamed over the old one.  A symbolic link is
 written through: its target is replaced and the link stays a link.
+
+A rename makes a new file, though, and some files are more than their text: one
+with other hard links (`ln`) would be split from them, the other names keeping the
+old text, and one with extended attributes (an ACL, a label, a tag) would lose them.
+Such a file is written in place instead, its inode kept: the new text, encoded in
+full before the file is touched, is written over the old from the start, the file
+cut to its length and flushed to disk.
 """
 
 from __future__ import annotations
@@ -23,12 +30,29 @@ def target_of(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def written_in_place(path: Path) -> bool:
+    """Whether a rename would lose what the file is besides its text: another hard
+    link to it, or an extended attribute (ACLs are kept as extended attributes)."""
+    target = target_of(path)
+    if os.stat(target).st_nlink > 1:
+        return True
+    if not hasattr(os, "listxattr"):  # not on macOS' Python
+        return False
+    try:
+        return bool(os.listxattr(target))
+    except OSError:  # a file system without extended attributes
+        return False
+
+
 def unwritable(path: Path) -> str | None:
     """Why `write_atomically(path, ...)` would fail, or None: the file must be writable,
-    and so must its directory, where the temporary file is made and renamed."""
+    and, unless it is written in place, so must its directory, where the temporary
+    file is made and renamed."""
     target = target_of(path)
     if not os.access(target, os.W_OK):
         return "the file is not writable"
+    if written_in_place(target):
+        return None
     if not os.access(target.parent, os.W_OK | os.X_OK):
         return f"its folder {target.parent} is not writable (the new text is written there first)"
     return None
@@ -36,8 +60,12 @@ def unwritable(path: Path) -> str | None:
 
 def write_atomically(path: Path, text: str, encoding: str = "utf-8") -> None:
     """Write `text` to `path` (its target, if a link) through a temporary file renamed over
-    it; on an OSError the file is as it was and no temporary file is left behind."""
+    it, or in place where a rename would lose a hard link or an extended attribute.
+    Renamed, on an OSError the file is as it was and no temporary file is left behind."""
     target = target_of(path)
+    if written_in_place(target):
+        _write_in_place(target, text.encode(encoding))
+        return
     mode = os.stat(target)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
                                          suffix=".tmp")
@@ -55,3 +83,17 @@ def write_atomically(path: Path, text: str, encoding: str = "utf-8") -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _write_in_place(target: Path, data: bytes) -> None:
+    """Overwrite the file's bytes from the start, then cut it to `data`'s length: not
+    truncated first, so a new text no longer than the old needs no new disk space."""
+    fd = os.open(target, os.O_WRONLY)
+    try:
+        view = memoryview(data)
+        while view:  # os.write may write fewer bytes than asked
+            view = view[os.write(fd, view):]
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from dlm_lsp.atomic_write import write_atomically
+from dlm_lsp.atomic_write import unwritable, write_atomically
 
 
 def test_the_file_gets_the_new_text_and_keeps_its_permission_bits(tmp_path):
@@ -46,3 +46,59 @@ def test_a_failed_write_leaves_the_file_and_no_temporary_file(tmp_path, monkeypa
         write_atomically(code, "new\n")
     assert code.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["code.py"]
+
+
+def test_a_hard_linked_file_is_written_in_place_and_every_name_gets_the_new_text(tmp_path):
+    """Renamed over, the new text would have been a new file under one name only, the
+    file's other links (`ln`) keeping the old text, split from it for good."""
+    code = tmp_path / "code.py"
+    code.write_text("old text\n")
+    other = tmp_path / "linked.py"
+    os.link(code, other)
+    inode = code.stat().st_ino
+    write_atomically(code, "new\n")
+    assert other.read_text() == "new\n" and code.read_text() == "new\n"
+    assert code.stat().st_ino == inode and code.stat().st_nlink == 2
+
+
+def _tagged(path):
+    """`path` with an extended attribute set, or a skip where the file system has none."""
+    try:
+        os.setxattr(path, "user.dlm_lsp_test", b"kept")
+    except (AttributeError, OSError) as exc:
+        pytest.skip(f"no user extended attributes here: {exc}")
+    return path
+
+
+def test_a_file_with_extended_attributes_is_written_in_place_and_keeps_them(tmp_path):
+    """A new file renamed over it would have had none of the old one's extended
+    attributes (its ACL, its labels)."""
+    code = tmp_path / "code.py"
+    code.write_text("old\n")
+    _tagged(code)
+    inode = code.stat().st_ino
+    write_atomically(code, "new\n")
+    assert code.read_text() == "new\n" and code.stat().st_ino == inode
+    assert os.getxattr(code, "user.dlm_lsp_test") == b"kept"
+
+
+def test_a_plain_file_is_replaced_by_a_new_one(tmp_path):
+    """One link and no extended attributes: nothing a rename loses, so the write is
+    atomic (a new inode)."""
+    code = tmp_path / "code.py"
+    code.write_text("old\n")
+    inode = code.stat().st_ino
+    write_atomically(code, "new\n")
+    assert code.read_text() == "new\n" and code.stat().st_ino != inode
+
+
+def test_a_file_written_in_place_does_not_need_a_writable_folder(tmp_path, monkeypatch):
+    """Its new text goes nowhere but into the file, so a read-only folder is no reason to
+    refuse --write."""
+    code = tmp_path / "code.py"
+    code.write_text("old\n")
+    os.link(code, tmp_path / "linked.py")
+    monkeypatch.setattr(os, "access", lambda path, mode: os.path.isfile(path))
+    assert unwritable(code) is None
+    (tmp_path / "linked.py").unlink()
+    assert "not writable" in unwritable(code)
