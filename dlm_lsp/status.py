@@ -64,9 +64,11 @@ REPLICA_COLUMNS = ("replica", "pid", "device", "inFlight", "queueDepth", "fills"
 def remote_status(url: str, token: str = "", ca_file: str = "") -> list[str]:
     """Lines describing a `dlm-lsp serve-remote` service: its model and each replica."""
     from dlm_lsp.remote.client import RemoteEngine
+    from dlm_lsp.remote.http import Names
 
     engine = RemoteEngine(ServerConfig(backend="remote", remote_url=url, remote_token=token,
-                                       remote_ca_file=ca_file))
+                                       remote_ca_file=ca_file),
+                          Names(url="--remote", token="--token", ca_file="--ca-file"))
     service = engine.service_metrics()
     replicas = service.get("replicaStats", [])
     lines = [f"service     {url}", f"model       {service.get('model')}",

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -239,6 +240,73 @@ def test_status_of_a_service_without_its_metrics_board_says_the_replica_count_is
     assert counts == ["replicas    unknown (the service's metrics board is gone: the row "
                       "below is the answering replica's alone)",
                       "queueDepth  3 on the answering replica"]
+
+
+@contextlib.contextmanager
+def _service_answering(code: int, body: bytes = b"") -> Iterator[str]:
+    """The URL of a service that answers every GET with HTTP `code` and `body`."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Answering(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server hook
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+    with ThreadingHTTPServer(("127.0.0.1", 0), Answering) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        finally:
+            httpd.shutdown()
+
+
+def _status_remote_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    from dlm_lsp.cli import main
+
+    assert main(["status", *argv]) == 1
+    said = capsys.readouterr().err
+    assert "remoteUrl" not in said and "remoteToken" not in said and "remoteCaFile" not in said
+    return said
+
+
+def test_status_of_a_service_at_a_url_that_is_not_one_names_the_remote_option(capsys):
+    """The command line has no setting `remoteUrl`: the error named the editor's setting
+    where the user had typed `--remote`."""
+    said = _status_remote_error(["--remote", "gpu-box:8000"], capsys)
+    assert "'--remote' 'gpu-box:8000' is not an http:// or https:// URL" in said
+
+
+def test_status_of_a_service_with_a_ca_file_it_cannot_read_names_the_ca_file_option(
+        tmp_path, capsys):
+    missing = tmp_path / "ca.pem"
+    said = _status_remote_error(["--remote", "https://127.0.0.1:9", "--ca-file", str(missing)],
+                                capsys)
+    assert f"cannot use the CA file {str(missing)!r} (--ca-file)" in said
+
+
+def test_status_of_a_service_that_refuses_the_token_names_the_token_option(capsys):
+    with _service_answering(401) as url:
+        said = _status_remote_error(["--remote", url, "--token", "wrong"], capsys)
+    assert "refused the token (HTTP 401): set --token or DLM_LSP_REMOTE_TOKEN" in said
+
+
+def test_status_with_a_token_no_http_header_can_carry_names_the_token_option(capsys):
+    """No setting check saw `--token`: the error named the environment variable, which
+    the user had not set."""
+    with _service_answering(401) as url:
+        said = _status_remote_error(["--remote", url, "--token", "two words"], capsys)
+    assert "--token holds characters an HTTP header cannot carry" in said
+
+
+def test_status_of_a_server_that_is_no_dlm_lsp_service_names_the_remote_option(capsys):
+    with _service_answering(200, b"<html>a web page</html>") as url:
+        said = _status_remote_error(["--remote", url], capsys)
+    assert "is --remote a dlm-lsp serve-remote service" in said
 
 
 def test_status_here_reports_the_model_and_its_step_cost(model_dir):

@@ -29,7 +29,7 @@ class RemoteEngine(ServerBackend):
     BACKEND = "remote"
     SERVER = "the remote engine"
     LABEL = "remote engine"
-    UNREADABLE = ("is remoteUrl a dlm-lsp serve-remote service, of the same version as this "
+    UNREADABLE = ("is {url} a dlm-lsp serve-remote service, of the same version as this "
                   "dlm-lsp?")
 
     # -- Backend -------------------------------------------------------------------------
@@ -80,7 +80,7 @@ class RemoteEngine(ServerBackend):
         if response.status in (401, 403):
             raise BackendError(
                 f"the remote engine at {url} refused the token (HTTP {response.status}): set "
-                f"remoteToken or {wire.TOKEN_VARIABLE} to the service's token")
+                f"{self.names.token} or {wire.TOKEN_VARIABLE} to the service's token")
         if response.status >= 500 or response.status == 429:
             raise Lost(f"the remote engine at {url} failed (HTTP {response.status}: "
                        f"{str(detail)[:200]})")

@@ -16,6 +16,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from dlm_lsp.backends import BackendError
@@ -24,11 +25,24 @@ from dlm_lsp.config import url_problem, visible_ascii
 WATCH_INTERVAL_S = 0.02  # how often a request in flight checks for cancellation
 
 
+@dataclass(frozen=True)
+class Names:
+    """How messages name what reaches a service: the language server's settings, or
+    the options of a command (`dlm-lsp status --remote URL` has no `remoteUrl`)."""
+
+    url: str = "remoteUrl"
+    token: str = "remoteToken"
+    ca_file: str = "remoteCaFile"
+
+
+SETTINGS = Names()  # the editor's settings
+
+
 class Unreachable(BackendError):
     """No connection to the service (refused, no route, name unknown, connect timeout)."""
 
 
-def endpoint(url: str, setting: str = "remoteUrl") -> tuple[str, str, int, str]:
+def endpoint(url: str, setting: str = SETTINGS.url) -> tuple[str, str, int, str]:
     """(scheme, host, port, path prefix) of a service URL; BackendError when unusable."""
     if not url:
         raise BackendError(f"no service URL: set '{setting}' (e.g. http://gpu-box:8000)")
@@ -40,31 +54,32 @@ def endpoint(url: str, setting: str = "remoteUrl") -> tuple[str, str, int, str]:
     return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
 
 
-def token(configured: str, variable: str) -> str:
+def token(configured: str, variable: str, setting: str = SETTINGS.token) -> str:
     """The bearer token: the setting, else the environment variable, else none.  An HTTP
     header carries visible ASCII only: the setting is checked as settings are, and a
-    variable holding anything else is said to, where the fill failed as a broken
-    connection, tried again."""
+    token holding anything else (the variable's, or a command's option, which no setting
+    check saw) is said to, where the fill failed as a broken connection, tried again."""
     secret = configured or os.environ.get(variable, "")
     if not visible_ascii(secret):
-        raise BackendError(f"{variable} holds characters an HTTP header cannot carry: a "
-                           "token is visible ASCII characters without spaces")
+        raise BackendError(f"{setting if configured else variable} holds characters an HTTP "
+                           "header cannot carry: a token is visible ASCII characters without "
+                           "spaces")
     return secret
 
 
 def connect(url: str, connect_s: float, ca_file: str = "",
-            setting: str = "remoteUrl") -> tuple[http.client.HTTPConnection, str]:
+            names: Names = SETTINGS) -> tuple[http.client.HTTPConnection, str]:
     """An open connection to the service and the URL's path prefix.
 
     The timeout covers the connection only: reads then wait as long as the fill takes
     (the language server's own timeout stops them through `should_stop`)."""
-    scheme, host, port, prefix = endpoint(url, setting)
+    scheme, host, port, prefix = endpoint(url, names.url)
     if scheme == "https":
         try:
             context = ssl.create_default_context(cafile=ca_file or None)
         except (OSError, ssl.SSLError) as exc:
-            raise BackendError(f"cannot use the CA file {ca_file!r} (remoteCaFile): {exc}") \
-                from exc
+            raise BackendError(f"cannot use the CA file {ca_file!r} ({names.ca_file}): "
+                               f"{exc}") from exc
         conn: http.client.HTTPConnection = http.client.HTTPSConnection(
             host, port, timeout=connect_s, context=context)
     else:
@@ -74,7 +89,7 @@ def connect(url: str, connect_s: float, ca_file: str = "",
     except ssl.SSLError as exc:
         conn.close()
         raise BackendError(f"TLS with {url} failed: {exc.reason or exc} (for a private CA, "
-                           "set remoteCaFile)") from exc
+                           f"set {names.ca_file})") from exc
     except OSError as exc:  # refused, unreachable, unknown name, timed out
         conn.close()
         why = "timed out" if isinstance(exc, TimeoutError) else (

@@ -32,7 +32,7 @@ from dlm_lsp.backends import BackendError
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.policy import WITHOUT_TOKENIZER, rewrite_refusal
 from dlm_lsp.quantiles import status_ms
-from dlm_lsp.remote.http import StopWatch, Unreachable, connect, token
+from dlm_lsp.remote.http import SETTINGS, Names, StopWatch, Unreachable, connect, token
 from dlm_lsp.remote.wire import TOKEN_VARIABLE
 from dlm_lsp.results import InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled
@@ -105,11 +105,13 @@ class ServerBackend:
     # the served model's tokenizer is on the server: a rewrite is judged too long here only
     # on a count of tokens real code is far above (`WITHOUT_TOKENIZER`)
     LENGTH: Any = WITHOUT_TOKENIZER
-    # what to check when a whole line of the server's answer is not of its protocol
+    # what to check when a whole line of the server's answer is not of its protocol; {url}:
+    # how the user gave the server's URL (`names.url`)
     UNREADABLE = ""
 
-    def __init__(self, config: ServerConfig):
+    def __init__(self, config: ServerConfig, names: Names = SETTINGS):
         self.config = config
+        self.names = names  # how messages name the URL, token and CA file the user gave
         self.notices: deque[str] = deque(maxlen=16)
         self._local: Any = None  # the local engine, made on the first fallback
         # Whether the user was told that fills run locally: once an outage, not at every
@@ -229,14 +231,14 @@ class ServerBackend:
     def _headers(self, accept: str) -> dict[str, str]:
         """A JSON request's headers, with the key as `Authorization: Bearer` when set."""
         headers = {"Content-Type": "application/json", "Accept": accept}
-        secret = token(self.config.remote_token, TOKEN_VARIABLE)
+        secret = token(self.config.remote_token, TOKEN_VARIABLE, self.names.token)
         if secret:
             headers["Authorization"] = f"Bearer {secret}"
         return headers
 
     def _connect(self, connect_s: float | None = None) -> tuple[http.client.HTTPConnection, str]:
         return connect(self.config.remote_url, connect_s or self.config.remote_connect_ms / 1000,
-                       self.config.remote_ca_file)
+                       self.config.remote_ca_file, self.names)
 
     def _post(self, req: InfillRequest, path: str, body: bytes, accept: str,
               read: Callable[[http.client.HTTPResponse], T]) -> T:
@@ -305,7 +307,7 @@ class ServerBackend:
         except (ValueError, LookupError, TypeError, AttributeError) as exc:
             raise BackendError(f"{self._at()} answered what this client cannot read "
                                f"({raw[:80]!r}: {type(exc).__name__} {exc}): "
-                               f"{self.UNREADABLE}") from exc
+                               f"{self.UNREADABLE.format(url=self.names.url)}") from exc
 
     def _get(self, *paths: str) -> dict[str, Any]:
         """A small JSON GET with a short timeout; the next path when one is not found.

@@ -80,7 +80,7 @@ class SGLangEngine(ServerBackend):
     LENGTH = LengthEstimate(CHARS_PER_TOKEN)
     SERVER = "the SGLang server"
     LABEL = "SGLang"
-    UNREADABLE = ("is remoteUrl the address of an SGLang server (`python -m "
+    UNREADABLE = ("is {url} the address of an SGLang server (`python -m "
                   "sglang.launch_server`), e.g. http://gpu-box:30000?")
 
     def __init__(self, config: ServerConfig):
