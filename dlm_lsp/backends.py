@@ -33,6 +33,17 @@ def endpoint(config: ServerConfig) -> tuple:
     return tuple(getattr(config, name) for name in ENDPOINT)
 
 
+def take_notices(notices: deque[str]) -> list[str]:
+    """Empty a backend's `notices` and return them, oldest first, for the client of the
+    fill they came with: left in place, each went with every later fill and the editors
+    showed it at each.  One at a time (`popleft`), as a fill on another thread may add one
+    meanwhile: a copy and a `clear()` would lose a notice added between the two."""
+    taken = []
+    while notices:
+        taken.append(notices.popleft())
+    return taken
+
+
 class BackendError(RuntimeError):
     """The service a backend talks to could not give a fill; the message says why and
     what to change (unreachable, refused the token, lost the replica, ...)."""

@@ -36,6 +36,7 @@ from dlm_lsp.backends import (
     BackendFactory,
     make_backend,
     switch_backend,
+    take_notices,
 )
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json, same_value
 from dlm_lsp.documents import (
@@ -348,9 +349,9 @@ class DlmServer(LanguageServer):
 
     def _show_notices(self) -> None:
         """Tell the user what the engine changed on its own (e.g. after running out of memory)."""
-        while self.engine.notices:
+        for notice in take_notices(self.engine.notices):
             self.window_show_message(types.ShowMessageParams(
-                types.MessageType.Warning, f"dlm-lsp: {self.engine.notices.popleft()}"))
+                types.MessageType.Warning, f"dlm-lsp: {notice}"))
 
     def _report_step(self, job: Job, token: Any, rng: types.Range | None, step: int, steps: int,
                      draft: str) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from dlm_lsp.backends import take_notices
 from dlm_lsp.config import ServerConfig, camel
 from dlm_lsp.engine import LOADED_WITH, Engine, loads_apart
 from dlm_lsp.results import InfillRequest, InfillResult
@@ -87,8 +88,8 @@ class SharedEngine:
         try:
             return self.engine.infill(replace(req, config=self.config))
         finally:
-            while self.engine.notices:  # e.g. an out-of-memory fallback: tell this client
-                self.notices.append(self.engine.notices.popleft())
+            # e.g. an out-of-memory fallback: tell this client
+            self.notices.extend(take_notices(self.engine.notices))
 
     def reconfigure(self, config: ServerConfig) -> bool:
         """Adopt a client's settings: all of them when it is the only client, else only

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from dlm_lsp.backends import take_notices
 from dlm_lsp.config import InfillOptions, ServerConfig, camel
 from dlm_lsp.models import tiny
 from dlm_lsp.results import InfillRequest
@@ -122,3 +123,14 @@ def test_a_sharing_client_is_told_too_long_to_rewrite_by_its_own_max_span_tokens
     told = one.rewrite_refusal(text)
     assert told is not None and "maxSpanTokens, 32" in told
     assert two.rewrite_refusal(text) is None
+
+
+def test_notices_are_taken_once_oldest_first_and_none_is_left() -> None:
+    """What the server shows, the shared engine hands to its client and the service sends
+    with a fill: each notice once, in the order the backend said them."""
+    from collections import deque
+
+    notices = deque(["out of memory: now at most 4 rows", "falling back to the cpu"])
+    assert take_notices(notices) == ["out of memory: now at most 4 rows",
+                                     "falling back to the cpu"]
+    assert not notices and take_notices(notices) == []

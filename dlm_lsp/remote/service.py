@@ -36,6 +36,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from ray import serve
 
 from dlm_lsp.allocator import arena_environment
+from dlm_lsp.backends import take_notices
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, OutOfMemory
 from dlm_lsp.models import ModelLoadError, empty_spec
@@ -194,16 +195,10 @@ class EngineReplica:
             return wire.line("error", {"kind": wire.FAILED,
                                        "message": f"{type(exc).__name__}: {exc}"})
         self.counts["fills"] += 1
-        return wire.line("result", wire.result_json(result, notices + self._taken_notices()))
-
-    def _taken_notices(self) -> list[str]:
-        """What the engine changed on its own (an out-of-memory fallback), taken to tell
-        the client of this fill, as a shared TCP engine does (`SharedEngine.infill`): left
-        in place, each was sent with every later fill, and the editors showed it at each."""
-        taken = []
-        while self.engine.notices:
-            taken.append(self.engine.notices.popleft())
-        return taken
+        # what the engine changed on its own (an out-of-memory fallback) is told to the
+        # client of this fill, as a shared TCP engine does (`SharedEngine.infill`)
+        return wire.line("result", wire.result_json(
+            result, notices + take_notices(self.engine.notices)))
 
     # -- bookkeeping ---------------------------------------------------------------------
 
