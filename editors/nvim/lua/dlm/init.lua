@@ -13,6 +13,7 @@ local api = vim.api
 local edits = require('dlm.edits')
 local ghost = require('dlm.ghost')
 local completion = require('dlm.completion')
+local debounce = require('dlm.debounce')
 
 M.defaults = {
   -- The server command: `dlm-lsp` on PATH, or e.g. { '/path/to/.venv/bin/dlm-lsp' }.
@@ -48,6 +49,12 @@ M.defaults = {
     prev = '<M-[>',
     dismiss = '<C-]>', -- insert-mode key that hides it (extmark mode only); false: none
     hl_group = 'Comment',
+  },
+  completion = {
+    -- Completion requests Neovim (`vim.lsp.completion` with autotrigger) or a completion
+    -- plugin sends on its own as you type wait until typing pauses this long, as ghost
+    -- text does: each would start a fill that the next key stops. 0: sent at once.
+    debounce_ms = 250,
   },
   -- Show dlm/draft notifications (server setting drafts = true) as virtual text while denoising.
   draft_preview = true,
@@ -268,7 +275,7 @@ end
 function M.lsp_config(overrides)
   return vim.tbl_extend('force', {
     name = M.name,
-    cmd = server_cmd(),
+    cmd = debounce.cmd(server_cmd(), M.config.completion.debounce_ms),
     init_options = server_settings(),
     handlers = {
       ['workspace/applyEdit'] = edits.apply_workspace_edit,
