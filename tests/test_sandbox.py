@@ -380,6 +380,24 @@ open('inside', 'w').write('fine')
     assert (in_venv / "keep").stat().st_mode & 0o777 == 0o644
 
 
+@NAMESPACES
+def test_a_temporary_directory_inside_the_interpreters_prefix_still_works(
+        venv, in_venv, monkeypatch):
+    """TMPDIR inside a directory the new root binds (here the virtual environment): the
+    bind brought the new root's own tmpfs in again at the working directory's path, and
+    building the root failed on it ("File exists"), every program the sandbox's failure.
+    The working directory is still a small tmpfs of its own, the rest read-only."""
+    monkeypatch.setattr(tempfile, "tempdir", str(in_venv))  # where the sandbox makes folders
+    program = (f"import os\nassert os.getcwd().startswith({str(in_venv)!r}), os.getcwd()\n"
+               "assert os.statvfs('.').f_blocks * os.statvfs('.').f_frsize <= 64 << 20\n"
+               "open('inside', 'w').write('fine')\n"
+               f"try:\n    open(os.path.join({str(in_venv)!r}, 'a'), 'w')\n"
+               "except OSError:\n    pass\nelse:\n    raise SystemExit('wrote beside')\n")
+    outcome = run_program(program, KERNEL_ONLY)
+    assert outcome.passed and outcome.isolation == sandbox.NAMESPACES, outcome.detail
+    assert sorted(p.name for p in in_venv.iterdir()) == ["keep"]
+
+
 @pytest.fixture
 def outside_dir():
     """A fresh directory outside the user's home, /tmp and the sandbox's allow-list: beside

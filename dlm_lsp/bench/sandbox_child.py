@@ -271,7 +271,12 @@ def _build_root(new: str, root: str, call) -> None:
     # The working directory becomes a small tmpfs of its own: the disk under it stays
     # untouched (fallocate could reserve gigabytes past the file-size limit), nothing in
     # it can be set-user-ID or a device, and it is gone with the namespace.
-    os.makedirs(new + root)
+    if any(_under(root, d) for d in directories):
+        # The working directory lies in a directory bound above (TMPDIR inside the
+        # interpreter's prefix, say): that recursive bind brought in the new root's own
+        # tmpfs, mounted there, again; without it, the host's directory is the mount point.
+        call("umount2", new + root, MNT_DETACH)
+    os.makedirs(new + root, exist_ok=True)
     call("mount", b"tmpfs", new + root, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
          WORK_TMPFS)
 
