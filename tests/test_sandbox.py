@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import secrets
 import shutil
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dlm_lsp.bench import sandbox
+from dlm_lsp.bench import humaneval, sandbox
 from dlm_lsp.bench.sandbox import SandboxConfig, run_program, run_programs
 
 QUICK = SandboxConfig(timeout_s=1.0)
@@ -189,6 +190,22 @@ def test_where_the_namespaces_are_refused_programs_run_in_the_network_namespace_
     assert outcome.passed and outcome.isolation == sandbox.NETWORK, outcome.detail
 
 
+def test_the_isolation_probe_imports_every_module_the_benchmarks_programs_import():
+    """The probe passed on `assert True`, which needs no module the interpreter had not
+    loaded before the namespaces' root hid the rest (below)."""
+    imported = set()
+    for split in humaneval.SPLITS:
+        programs = {t.task_id.split("/")[2]: t.prefix + t.middle + t.suffix + t.test
+                    for t in humaneval.load_tasks(split)}  # one whole program per problem
+        for program in programs.values():
+            for node in ast.walk(ast.parse(program)):
+                if isinstance(node, ast.Import):
+                    imported |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom):
+                    imported.add((node.module or "").split(".")[0])
+    assert imported and imported <= set(sandbox.PROBE_MODULES), imported
+
+
 def test_a_harness_that_cannot_start_the_program_says_the_sandbox_failed(monkeypatch):
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
@@ -272,6 +289,35 @@ def test_the_cpu_time_limit_is_a_timeout_in_every_isolation(monkeypatch, isolati
                "resource.setrlimit(resource.RLIMIT_CPU, (1, hard))\nwhile True:\n    pass\n")
     outcome = run_program(program, KERNEL_ONLY)  # the hook refuses setrlimit
     assert (outcome.reason, outcome.detail) == ("timeout", "CPU time limit")
+
+
+@pytest.fixture
+def venv_reading_outside(tmp_path_factory):
+    """A virtual environment whose interpreter imports a module from a directory outside
+    the namespaces' root (through a `.pth` file, as a module or library of an interpreter
+    laid out elsewhere, in a Nix store say, is out of its sight)."""
+    path = tmp_path_factory.mktemp("venv-outside")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True,
+                   capture_output=True)
+    outside = tmp_path_factory.mktemp("outside")  # under the temporary directory: hidden
+    (outside / "dlm_sandbox_outside.py").write_text("ANSWER = 42\n")
+    site = next(path.glob("lib/python*/site-packages"))
+    (site / "outside.pth").write_text(f"{outside}\n")
+    return path
+
+
+@NAMESPACES
+def test_a_module_the_namespaces_hide_makes_the_probe_fall_back_and_say_why(
+        venv_reading_outside, monkeypatch, capsys):
+    """Such a machine ran every program in the namespaces, where each failed on import: the
+    model's fills were all errors.  Now it runs them in the network namespace alone."""
+    monkeypatch.setattr(sandbox.sys, "executable", str(venv_reading_outside / "bin" / "python"))
+    monkeypatch.setattr(sandbox, "PROBE_MODULES",
+                        (*sandbox.PROBE_MODULES, "dlm_sandbox_outside"))
+    probe = sandbox.isolation_available.__wrapped__  # probed afresh, the cache left alone
+    assert probe() == sandbox.NETWORK
+    said = capsys.readouterr().err
+    assert "'namespaces' fails" in said and "dlm_sandbox_outside" in said, said
 
 
 @pytest.fixture

@@ -120,14 +120,49 @@ class Outcome:
         return self.isolation != NONE
 
 
+# What the benchmarks' programs import: every module the prompts, tests and canonical
+# solutions of HumanEval-Infilling import (math, typing, copy, random, collections, re,
+# string, hashlib), and others a model's fill reaches for.  Most load an extension module
+# or a system library (hashlib's libcrypto, decimal's libmpdec) when imported, which the
+# namespaces' root may not show where they lie outside its allow-list.
+PROBE_MODULES = ("math", "typing", "copy", "random", "collections", "re", "string", "hashlib",
+                 "itertools", "functools", "operator", "heapq", "bisect", "json", "fractions",
+                 "decimal", "statistics", "datetime", "unicodedata")
+
+
+def _probe_program() -> str:
+    """Imports `PROBE_MODULES`, failing with the name and error of each that does not
+    import, and makes an md5 (HumanEval 162's), which needs libcrypto where the interpreter
+    has no md5 of its own (not for security: a FIPS-mode OpenSSL refuses it otherwise, in
+    every isolation alike, and the probe would give up the namespaces for nothing)."""
+    return ("import importlib\nmissing = []\n"
+            f"for name in {PROBE_MODULES!r}:\n"
+            "    try:\n        importlib.import_module(name)\n"
+            "    except Exception as exc:\n"
+            "        missing.append(f'{name} ({type(exc).__name__}: {exc})')\n"
+            "assert not missing, 'cannot import ' + ', '.join(missing)\n"
+            "import hashlib\nhashlib.md5(b'', usedforsecurity=False).hexdigest()\n")
+
+
 @functools.lru_cache(maxsize=1)
 def isolation_available() -> str:
-    """The strongest isolation that works here (checked once, by running a program in it)."""
+    """The strongest isolation that works here, checked once by running a program in it
+    that imports what benchmark programs import (`_probe_program`); a level that fails
+    says why on stderr.
+
+    The probe was `assert True`, which needs nothing the interpreter had not loaded before
+    the namespaces' root hid the rest: where the interpreter's extension modules or the
+    libraries they load lie outside that root (a Nix store, a library directory reached
+    through a link out of /usr), it passed while every real program failed on its first
+    import, an error of the model's in pass@1."""
     if shutil.which("unshare") is None:
         return NONE
-    for level in (NAMESPACES, NETWORK):  # _run reports a failure as the program's error
-        if _run("assert True\n", SandboxConfig(timeout_s=30.0), level).passed:
+    for level, weaker in ((NAMESPACES, NETWORK), (NETWORK, NONE)):
+        outcome = _run(_probe_program(), SandboxConfig(timeout_s=30.0), level)
+        if outcome.passed:
             return level
+        print(f"sandbox: isolation {level!r} fails here ({outcome.reason}: "
+              f"{outcome.detail}); falling back to {weaker!r}", file=sys.stderr)
     return NONE
 
 
