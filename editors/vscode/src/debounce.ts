@@ -156,19 +156,30 @@ export class InFlight<T extends Cancellable> {
  *    before the ghost text's debounce ends: each such request still begins a fill, which the
  *    next keystroke stops (3 fills began for the word, 2 stopped; 2 and 1 with the handover,
  *    one run each).
- * The waiting request's own cancellation by VS Code is not passed on to the server while
- * another waits for it.
+ * VS Code's cancellation of a request is passed on to the server once nobody waits for its
+ * fill: the waiting requests' own cancellations count (a completion request VS Code gave up
+ * on while it waited left the ghost text's fill running to its end, for no one), and a
+ * waiting request VS Code cancels stops waiting at once.  VS Code 1.139 asks for completion
+ * items and then cancels the ghost text's request in one go (its suggest model's
+ * `_waitForInlineCompletionsAndTrigger`); should the cancel reach the extension first, the
+ * fill was stopped and begun again by the completion request: a cancel nobody waits for is
+ * passed on `graceMs` later, unless a request of the place comes to wait meanwhile.  The
+ * fill runs that much longer for nothing when none comes; a keystroke's change stops it at
+ * the server anyway.
  */
 export class Handover<T extends Cancellable> {
   private readonly requests = new Map<string, {
-    place: string; request: T; ended: Promise<void>; end: () => void; waited: boolean;
+    place: string; request: T; ended: Promise<void>; end: () => void;
+    waiters: number; givenUp: boolean; grace: unknown;
   }>();
+
+  constructor(private readonly graceMs: number, private readonly timers: Timers = realTimers) {}
 
   /** A suggestion request for `place` in `key` (a document URI) is sent. */
   begin(key: string, place: string, request: T): void {
     let end = () => {};
     const ended = new Promise<void>((resolve) => { end = resolve; });
-    this.requests.set(key, { place, request, ended, end, waited: false });
+    this.requests.set(key, { place, request, ended, end, waiters: 0, givenUp: false, grace: undefined });
   }
 
   /** It has ended (answered, failed or cancelled): whoever waits for it goes on. */
@@ -176,23 +187,59 @@ export class Handover<T extends Cancellable> {
     const entry = this.requests.get(key);
     if (entry?.request !== request) return;
     this.requests.delete(key);
+    if (entry.grace !== undefined) this.timers.clearTimeout(entry.grace);
     entry.end();
   }
 
-  /** VS Code no longer wants it: cancelled, unless another request waits for its fill. */
+  /** VS Code no longer wants it: cancelled once no other request waits for its fill (after
+   *  `graceMs`, for one about to). */
   cancel(key: string, request: T): void {
     const entry = this.requests.get(key);
-    if (entry?.request === request && entry.waited) return;
-    request.cancel();
+    if (entry?.request !== request) {
+      request.cancel();
+      return;
+    }
+    if (entry.givenUp) return;
+    entry.givenUp = true;
+    entry.grace = this.timers.setTimeout(() => {
+      entry.grace = undefined;
+      this.release(key, request);
+    }, this.graceMs);
   }
 
-  /** For a request of `place` about to be sent: when the one in flight for that place
-   *  ends, or undefined where none of that place is in flight (send it at once). */
-  waitFor(key: string, place: string): Promise<void> | undefined {
+  /**
+   * For a request of `place` about to be sent: when the one in flight for that place ends,
+   * or when `token` (the waiting request's) is cancelled, whichever comes first; undefined
+   * where none of that place is in flight (send it at once).
+   */
+  waitFor(key: string, place: string, token?: CancelSignal): Promise<void> | undefined {
     const entry = this.requests.get(key);
     if (entry?.place !== place) return undefined;
-    entry.waited = true;
-    return entry.ended;
+    if (token?.isCancellationRequested) return Promise.resolve();
+    entry.waiters++;
+    return new Promise<void>((resolve) => {
+      let waiting = true;
+      const leave = () => {
+        if (!waiting) return;
+        waiting = false;
+        subscription?.dispose();
+        entry.waiters--;
+        resolve();
+      };
+      const subscription = token?.onCancellationRequested?.(() => {
+        leave();
+        this.release(key, entry.request);
+      });
+      void entry.ended.then(leave);
+    });
+  }
+
+  /** Cancel `request` if VS Code gave up on it, its grace is over and nobody waits for it. */
+  private release(key: string, request: T): void {
+    const entry = this.requests.get(key);
+    if (entry?.request === request && entry.givenUp && entry.grace === undefined && entry.waiters === 0) {
+      request.cancel();
+    }
   }
 }
 

@@ -59,6 +59,9 @@ const SHARED_SERVER_ANSWER_MS = 20000;
 /** How long past `editor.quickSuggestionsDelay` after a change a completion request of kind
  *  Invoke still counts as the change's quick suggestion, not the user's Ctrl+Space. */
 const QUICK_SUGGESTION_MARGIN_MS = 100;
+/** How long a suggestion request VS Code cancelled goes on, for a request of the other
+ *  kind at its place sent along with the cancel to take over its fill (`Handover`). */
+const HANDOVER_GRACE_MS = 50;
 /** How often the client restarts a server that exited, within 3 minutes, before it gives up. */
 const MAX_RESTARTS = 4;
 
@@ -149,7 +152,7 @@ class DlmExtension implements vscode.Disposable {
     this.keystrokes, new Debouncer(() => this.config().get<number>("inline.debounceMs", 250)));
   private readonly inFlight = new InFlight<vscode.CancellationTokenSource>();
   /** One fill for a ghost text and a completion request of the same place. */
-  private readonly handover = new Handover<vscode.CancellationTokenSource>();
+  private readonly handover = new Handover<vscode.CancellationTokenSource>(HANDOVER_GRACE_MS);
   private readonly drafts = new DraftBoard();
   private readonly serverKeys: string[];
   private readonly draftDecoration = vscode.window.createTextEditorDecorationType({
@@ -452,7 +455,7 @@ class DlmExtension implements vscode.Disposable {
     // with a completion item selected, the fill is another than a completion request's
     const at = context.selectedCompletionInfo ? undefined : place(document, position);
     if (at !== undefined) {
-      await this.handover.waitFor(key, at);  // a completion request's fill of this place
+      await this.handover.waitFor(key, at, token);  // a completion request's fill of this place
       if (token.isCancellationRequested) return null;
     }
     const source = new vscode.CancellationTokenSource();
@@ -495,7 +498,7 @@ class DlmExtension implements vscode.Disposable {
     // not awaited unless it waits: `waitFor` must come before any cancel VS Code sent along
     const admitted = this.completionGate.admit(key, context.triggerKind, () => document.version, token);
     if (admitted !== true && !(await admitted)) return null;
-    await this.handover.waitFor(key, at);
+    await this.handover.waitFor(key, at, token);
     if (token.isCancellationRequested) return null;
     const source = new vscode.CancellationTokenSource();
     this.handover.begin(key, at, source);

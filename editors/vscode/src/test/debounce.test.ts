@@ -188,55 +188,124 @@ describe("Handover: a ghost text and a completion request of one place share one
     await new Promise((resolve) => setImmediate(resolve));
     return done;
   };
+  const GRACE = 50;
+  function handover() {
+    const timers = new FakeTimers();
+    return { timers, handover: new Handover<ReturnType<typeof request>>(GRACE, timers) };
+  }
 
   it("keeps the first request running when VS Code gives up on it for the other kind's of its place", async () => {
-    const handover = new Handover<ReturnType<typeof request>>();
+    const { timers, handover: h } = handover();
     const ghost = request();
-    handover.begin("a.py", "6:2:9", ghost);
-    const waiting = handover.waitFor("a.py", "6:2:9");
-    handover.cancel("a.py", ghost);  // VS Code: 750 ms without ghost text, suggestions instead
+    h.begin("a.py", "6:2:9", ghost);
+    const waiting = h.waitFor("a.py", "6:2:9", token());
+    h.cancel("a.py", ghost);  // VS Code: 750 ms without ghost text, suggestions instead
+    await timers.run(1000);
     assert.equal(ghost.cancelled, false);
     assert.equal(await settled(waiting), false);
-    handover.end("a.py", ghost);
+    h.end("a.py", ghost);
     assert.equal(await settled(waiting), true);  // the second request goes now, answered from the fill
   });
 
-  it("passes VS Code's cancellation on when no completion request waits", () => {
-    const handover = new Handover<ReturnType<typeof request>>();
+  /** A ghost text's request of 6:2:9 that VS Code cancelled just under `GRACE` ago. */
+  async function givenUp() {
+    const { timers, handover: h } = handover();
     const ghost = request();
-    handover.begin("a.py", "6:2:9", ghost);
-    handover.cancel("a.py", ghost);
+    h.begin("a.py", "6:2:9", ghost);
+    h.cancel("a.py", ghost);
+    await timers.run(GRACE - 1);
+    return { timers, h, ghost };
+  }
+
+  it("keeps it running for a request of its place that comes just after VS Code's cancel", async () => {
+    const { timers, h, ghost } = await givenUp();
+    const waiting = h.waitFor("a.py", "6:2:9", token());
+    await timers.run(1000);
+    assert.equal(ghost.cancelled, false);
+    h.end("a.py", ghost);
+    assert.equal(await settled(waiting), true);
+  });
+
+  it("passes VS Code's cancellation on once the grace is over and no request waits", async () => {
+    const { timers, ghost } = await givenUp();
+    assert.equal(ghost.cancelled, false);
+    await timers.run(1);
     assert.equal(ghost.cancelled, true);
   });
 
-  it("lets a completion request of another place, version or document go at once", () => {
-    const handover = new Handover<ReturnType<typeof request>>();
+  it("passes VS Code's cancellation on once the request waiting for the fill is cancelled too", async () => {
+    const { timers, handover: h } = handover();
     const ghost = request();
-    handover.begin("a.py", "6:2:9", ghost);
-    assert.equal(handover.waitFor("a.py", "7:2:10"), undefined);
-    assert.equal(handover.waitFor("b.py", "6:2:9"), undefined);
-    handover.cancel("a.py", ghost);
+    const completion = token();
+    h.begin("a.py", "6:2:9", ghost);
+    const waiting = h.waitFor("a.py", "6:2:9", completion);
+    h.cancel("a.py", ghost);
+    await timers.run(1000);
+    completion.cancel();  // VS Code gave up on the completion request too: nobody wants the fill
+    assert.equal(ghost.cancelled, true);
+    assert.equal(await settled(waiting), true);
+  });
+
+  it("stops a request waiting for the fill as soon as it is cancelled, the fill going on for VS Code", async () => {
+    const { handover: h } = handover();
+    const ghost = request();
+    const completion = token();
+    h.begin("a.py", "6:2:9", ghost);
+    const waiting = h.waitFor("a.py", "6:2:9", completion);
+    completion.cancel();
+    assert.equal(await settled(waiting), true);
+    assert.equal(ghost.cancelled, false);  // VS Code still wants the ghost text
+  });
+
+  it("keeps the fill while one of two waiting requests is still wanted", async () => {
+    const { timers, handover: h } = handover();
+    const ghost = request();
+    const first = token();
+    h.begin("a.py", "6:2:9", ghost);
+    void h.waitFor("a.py", "6:2:9", first);
+    void h.waitFor("a.py", "6:2:9", token());
+    h.cancel("a.py", ghost);
+    first.cancel();
+    await timers.run(1000);
+    assert.equal(ghost.cancelled, false);
+  });
+
+  it("lets a completion request of another place, version or document go at once", async () => {
+    const { timers, handover: h } = handover();
+    const ghost = request();
+    h.begin("a.py", "6:2:9", ghost);
+    assert.equal(h.waitFor("a.py", "7:2:10"), undefined);
+    assert.equal(h.waitFor("b.py", "6:2:9"), undefined);
+    h.cancel("a.py", ghost);
+    await timers.run(GRACE);
     assert.equal(ghost.cancelled, true);  // nobody waited for it
   });
 
-  it("lets it go at once once the ghost text's request has ended", () => {
-    const handover = new Handover<ReturnType<typeof request>>();
+  it("passes on at once the cancel of a request it does not hold (one of no place)", () => {
+    const { handover: h } = handover();
     const ghost = request();
-    handover.begin("a.py", "6:2:9", ghost);
-    handover.end("a.py", ghost);
-    assert.equal(handover.waitFor("a.py", "6:2:9"), undefined);
+    h.cancel("a.py", ghost);
+    assert.equal(ghost.cancelled, true);
+  });
+
+  it("lets it go at once once the ghost text's request has ended", () => {
+    const { handover: h } = handover();
+    const ghost = request();
+    h.begin("a.py", "6:2:9", ghost);
+    h.end("a.py", ghost);
+    assert.equal(h.waitFor("a.py", "6:2:9"), undefined);
   });
 
   it("waits for the newest request of a document, not an older one ending", async () => {
-    const handover = new Handover<ReturnType<typeof request>>();
+    const { handover: h } = handover();
     const old = request();
     const newer = request();
-    handover.begin("a.py", "5:2:8", old);
-    handover.begin("a.py", "6:2:9", newer);
-    const waiting = handover.waitFor("a.py", "6:2:9");
-    handover.end("a.py", old);
+    h.begin("a.py", "5:2:8", old);
+    h.begin("a.py", "6:2:9", newer);
+    const waiting = h.waitFor("a.py", "6:2:9");
+    h.end("a.py", old);
     assert.equal(await settled(waiting), false);
-    handover.end("a.py", newer);
+    h.end("a.py", newer);
     assert.equal(await settled(waiting), true);
   });
 });
