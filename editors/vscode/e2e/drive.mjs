@@ -818,7 +818,9 @@ async function rewrite(fillFile) {
  * at the same place: that request began a second fill of the same text, which stopped the
  * ghost text's (the server's log: begin, begin, stopped, end).  Now it waits for the ghost
  * text's fill, which the server answers it from: no fill is stopped, and the planted fill
- * is the dlm item in the suggest widget.
+ * is the dlm item in the suggest widget.  With `editor.quickSuggestions` "on" (run.sh
+ * --typing-quick) VS Code asks for completion items at the first key instead, and not
+ * again while that request waits: it is answered at the word's end, the same checks.
  */
 async function typing(fillLog) {
   const problems = [];

@@ -59,14 +59,12 @@
 #   editors/vscode/e2e/run.sh --typing-quick
 #                                      # the same with `editor.quickSuggestions` "on" (VS Code's
 #                                      # default before): completion items are asked for at the
-#                                      # first keystroke, and must wait out the quiet period, so
-#                                      # that the word's keystrokes begin one fill, none stopped.
-#                                      # Its check of the dlm item fails today: VS Code asks
-#                                      # once while its request waits, the word is typed past
-#                                      # that request's place, which then gets nothing, and
-#                                      # VS Code does not ask again at the word's end
-#                                      # (measured: one fill began, none stopped, in 3 of 4
-#                                      # runs; the item showed in none)
+#                                      # first keystroke, and must wait until typing pauses, so
+#                                      # that the word's keystrokes begin one fill, none stopped;
+#                                      # VS Code asks nothing more while that request waits, so
+#                                      # it is answered for the word's end, where the dlm item
+#                                      # must show (it showed in 1 of 8 runs when such a
+#                                      # request typed past got nothing)
 #   editors/vscode/e2e/run.sh --rewrite
 #                                      # the server is tests/scripted_fills.py (the shipped
 #                                      # model, its fills replaced by the text the driver

@@ -27,8 +27,9 @@ import {
   TransportKind,
 } from "vscode-languageclient/node";
 
-import { CompletionGate, Debouncer, Handover, InFlight, Keystrokes } from "./debounce";
+import { type Admission, CompletionGate, Debouncer, Handover, InFlight, Keystrokes } from "./debounce";
 import { type Launch, Lifecycle } from "./lifecycle";
+import { answerAt, reachBack } from "./reach";
 import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
@@ -486,30 +487,69 @@ class DlmExtension implements vscode.Disposable {
    * Completion items (the suggest widget's) go through the language client's own provider;
    * this middleware makes one with the ghost text's request of the same place: whichever
    * goes second waits for the first's fill, which the server answers it from (`Handover`).
-   * A request made for typing first waits out the ghost text's quiet period, so a burst of
-   * keystrokes sends one; one the user asked for (Ctrl+Space) goes at once (`CompletionGate`).
+   * A request made for typing first waits until typing pauses, so a burst of keystrokes
+   * sends one; one the user asked for (Ctrl+Space) goes at once (`CompletionGate`).  A
+   * request the user typed past meanwhile (VS Code asks nothing more while one waits) is
+   * answered for the cursor, its items' ranges reaching back to where it was asked
+   * (reach.ts); so is one whose answer came back empty because typing went on during its
+   * fill (the server stops the fill at a change).
    */
   private async completion(document: vscode.TextDocument, position: vscode.Position,
                            context: vscode.CompletionContext, token: vscode.CancellationToken,
                            next: ProvideCompletionItemsSignature,
   ): Promise<vscode.CompletionItem[] | vscode.CompletionList | null | undefined> {
     const key = document.uri.toString();
-    const at = place(document, position);
     // not awaited unless it waits: `waitFor` must come before any cancel VS Code sent along
     const admitted = this.completionGate.admit(key, context.triggerKind, () => document.version, token);
-    if (admitted !== true && !(await admitted)) return null;
-    await this.handover.waitFor(key, at, token);
+    let admission: Admission = admitted === true ? "asked" : await admitted;
+    let at = position;
+    while (admission) {
+      if (admission === "typedPast") {
+        const cursor = answerAt(position, this.cursorIn(document));
+        if (!cursor) return null;
+        at = new vscode.Position(cursor.line, cursor.character);
+      }
+      const version = document.version;
+      const result = await this.completionAt(key, document, at, context, token, next).catch((error: unknown) => {
+        if (document.version === version) throw error;
+        return null;  // stopped by the change
+      });
+      if (token.isCancellationRequested) return null;
+      if (!CompletionGate.askAgain(itemsOf(result).length, version, document.version)) {
+        return at === position ? result : reachedBack(result, position, at);
+      }
+      // at the cursor once typing pauses: the place asked at is gone, whatever quiet says
+      admission = (await this.completionGate.quiet(() => document.version, token)) && "typedPast";
+    }
+    return null;
+  }
+
+  /** The completion request for `at` in `document`, sent once the other kind's request of
+   *  that place (if any) has its fill; null when `token` is cancelled first. */
+  private async completionAt(key: string, document: vscode.TextDocument, at: vscode.Position,
+                             context: vscode.CompletionContext, token: vscode.CancellationToken,
+                             next: ProvideCompletionItemsSignature,
+  ): Promise<vscode.CompletionItem[] | vscode.CompletionList | null | undefined> {
+    const where = place(document, at);
+    await this.handover.waitFor(key, where, token);
     if (token.isCancellationRequested) return null;
     const source = new vscode.CancellationTokenSource();
-    this.handover.begin(key, at, source);
+    this.handover.begin(key, where, source);
     const forward = token.onCancellationRequested(() => this.handover.cancel(key, source));
     try {
-      return await next(document, position, context, source.token);
+      return await next(document, at, context, source.token);
     } finally {
       forward.dispose();
       this.handover.end(key, source);
       source.dispose();
     }
+  }
+
+  /** The cursor of the active editor if it shows `document` and selects nothing. */
+  private cursorIn(document: vscode.TextDocument): vscode.Position | undefined {
+    const editor = vscode.window.activeTextEditor;
+    if (editor?.document !== document || !editor.selection.isEmpty) return undefined;
+    return editor.selection.active;
   }
 
   // ---- commands ----------------------------------------------------------------------------
@@ -801,6 +841,35 @@ class DlmExtension implements vscode.Disposable {
 /** Where a suggestion is asked for: the document's version and the cursor. */
 function place(document: vscode.TextDocument, position: vscode.Position): string {
   return `${document.version}:${position.line}:${position.character}`;
+}
+
+function itemsOf(result: vscode.CompletionItem[] | vscode.CompletionList | null | undefined): vscode.CompletionItem[] {
+  return !result ? [] : Array.isArray(result) ? result : result.items;
+}
+
+/** The answer to a completion request for `cursor` as the answer to one VS Code made at
+ *  `asked`, earlier in the word: each item's ranges reach back to `asked` (reach.ts); an
+ *  item whose range cannot is left out (VS Code would replace other text with it). */
+function reachedBack(result: vscode.CompletionItem[] | vscode.CompletionList | null | undefined,
+                     asked: vscode.Position, cursor: vscode.Position,
+): vscode.CompletionItem[] | vscode.CompletionList | null | undefined {
+  const move = (range: vscode.Range) => {
+    const span = reachBack(range, asked, cursor);
+    return span && new vscode.Range(span.start.line, span.start.character, span.end.line, span.end.character);
+  };
+  const items = itemsOf(result).filter((item) => {
+    const range = item.range;
+    if (range === undefined) return true;  // VS Code's own: the word at `asked`
+    if (range instanceof vscode.Range) {
+      item.range = move(range);
+      return item.range !== undefined;
+    }
+    const inserting = move(range.inserting);
+    const replacing = move(range.replacing);
+    item.range = inserting && replacing && { inserting, replacing };
+    return item.range !== undefined;
+  });
+  return !result || Array.isArray(result) ? items : new vscode.CompletionList(items, result.isIncomplete);
 }
 
 function messageOf(error: unknown): string {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { CompletionGate, Debouncer, Handover, InFlight, Keystrokes, Superseder } from "../debounce";
+import { type Admission, CompletionGate, Debouncer, Handover, InFlight, Keystrokes, Superseder } from "../debounce";
 import { FakeTimers } from "./fake_timers";
 
 /** A cancellation token the test can cancel. */
@@ -369,7 +369,7 @@ describe("CompletionGate", () => {
     // at the document's version then (as when the previous was answered before the next key)
     const timers = new FakeTimers();
     const { keystrokes, gate: g } = gate(timers);
-    const sent: boolean[] = [];
+    const sent: (Admission | true)[] = [];
     let settled = 0;
     for (let version = 1; version <= 3; version++) {
       keystrokes.typed(doc);
@@ -381,7 +381,7 @@ describe("CompletionGate", () => {
     await timers.run(249 - 30);
     assert.equal(settled, 2);  // the last is still waiting out its quiet period
     await timers.run(1);
-    assert.deepEqual(sent, [false, false, true]);
+    assert.deepEqual(sent, [false, false, "asked"]);
   });
 
   it("sends the user's request (Ctrl+Space) at once", async () => {
@@ -404,25 +404,31 @@ describe("CompletionGate", () => {
   it("holds back a trigger character's request for the quiet period", async () => {
     const timers = new FakeTimers();
     const { gate: g } = gate(timers);
-    let go: boolean | undefined;
+    let go: Admission | true | undefined;
     void Promise.resolve(g.admit(doc, TRIGGER_CHARACTER, () => 1)).then((v) => (go = v));
     await timers.run(249);
     assert.equal(go, undefined);
     await timers.run(1);
-    assert.equal(go, true);
+    assert.equal(go, "asked");
   });
 
-  it("does not send a request the user typed past while it waited", async () => {
+  it("holds a request the user types past until the document stays unchanged a quiet period, then sends it for the cursor", async () => {
+    // VS Code asks at a word's first key, and nothing more while its request waits
     const timers = new FakeTimers();
     const { keystrokes, gate: g } = gate(timers);
     let version = 1;
     keystrokes.typed(doc);
-    const result = g.admit(doc, INVOKE, () => version);
-    await timers.run(40);
-    version = 2;  // a keystroke: VS Code asks nothing more while its request waits
-    keystrokes.typed(doc);
-    await timers.run(250);
-    assert.equal(await result, false);
+    let go: Admission | true | undefined;
+    void Promise.resolve(g.admit(doc, INVOKE, () => version)).then((v) => (go = v));
+    for (let key = 0; key < 10; key++) {  // a key every 100 ms, for a second
+      await timers.run(100);
+      version++;
+      keystrokes.typed(doc);
+    }
+    await timers.run(249);
+    assert.equal(go, undefined);  // a quiet period after the last key has not passed
+    await timers.run(251);  // one waited through with no change: within two of the last key
+    assert.equal(go, "typedPast");
   });
 
   it("drops a request VS Code cancels while it waits", async () => {
@@ -433,5 +439,25 @@ describe("CompletionGate", () => {
     const result = g.admit(doc, INVOKE, () => 1, t);
     t.cancel();
     assert.equal(await result, false);
+  });
+
+  it("drops a request typed past when VS Code cancels it while typing goes on", async () => {
+    const timers = new FakeTimers();
+    const { keystrokes, gate: g } = gate(timers);
+    let version = 1;
+    keystrokes.typed(doc);
+    const t = token();
+    const result = g.admit(doc, INVOKE, () => version, t);
+    await timers.run(200);
+    version++;
+    await timers.run(100);  // waiting again, for the pause after that key
+    t.cancel();
+    assert.equal(await result, false);
+  });
+
+  it("asks again for an answer with no item to text since typed over, not for one of the text asked", () => {
+    assert.equal(CompletionGate.askAgain(0, 4, 6), true);   // the server stopped its fill at the change
+    assert.equal(CompletionGate.askAgain(0, 4, 4), false);  // the model had nothing to offer there
+    assert.equal(CompletionGate.askAgain(1, 4, 6), false);  // items VS Code filters by the word typed on
   });
 });
