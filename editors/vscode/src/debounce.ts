@@ -243,9 +243,9 @@ export class Handover<T extends Cancellable> {
   }
 }
 
-/** VS Code's CompletionTriggerKind.Invoke: a request for completion items that is neither
- *  a trigger character's nor a retrigger of an incomplete list. */
-export const INVOKE = 0;
+/** VS Code's CompletionTriggerKind.TriggerCharacter: a request for completion items made
+ *  as a trigger character was typed. */
+export const TRIGGER_CHARACTER = 1;
 
 /**
  * Which completion requests come from typing, to wait out the ghost text's quiet period
@@ -253,13 +253,17 @@ export const INVOKE = 0;
  * for completion items `editor.quickSuggestionsDelay` (10 ms) after a keystroke, long
  * before the ghost text's debounce ends: each such request began a fill, which the next
  * keystroke's stopped (3 fills began for one typed word, 2 stopped).  A trigger character's
- * request and a retrigger of an incomplete list (the server's lists are) are typing's by
- * their kind; a quick suggestion and Ctrl+Space both come as Invoke, and only timing tells
- * them apart: a quick suggestion follows a change of its document by the quick
- * suggestions' delay, as seen in the extension host too (the change reaches it first, on
- * the same channel), while Ctrl+Space comes when the user asks.  An Invoke within
+ * request is typing's by its kind; a quick suggestion and Ctrl+Space both come as Invoke,
+ * and only timing tells them apart: a quick suggestion follows a change of its document by
+ * the quick suggestions' delay, as seen in the extension host too (the change reaches it
+ * first, on the same channel), while Ctrl+Space comes when the user asks.  An Invoke within
  * `windowMs` of a change counts as typing; one that is the user's but that quick (a key,
- * then Ctrl+Space at once) only waits the quiet period.
+ * then Ctrl+Space at once) only waits the quiet period.  So does a retrigger of an
+ * incomplete list (the server's lists are): VS Code makes one at a keystroke, and one when
+ * an answer comes after the cursor moved on from where it was asked, as the answer to a
+ * request typed past does (`CompletionGate`), once typing has paused; counted as typing,
+ * that one waited a quiet period more (100 ms in e2e/run.sh --typing-quick) to be answered
+ * from the fill just made.
  */
 export class Keystrokes {
   private readonly last = new Map<string, number>();
@@ -280,7 +284,7 @@ export class Keystrokes {
   /** Whether a completion request in `key` of `triggerKind` (VS Code's
    *  CompletionTriggerKind) was made for typing, not asked for by the user. */
   fromTyping(key: string, triggerKind: number): boolean {
-    if (triggerKind !== INVOKE) return true;
+    if (triggerKind === TRIGGER_CHARACTER) return true;
     const at = this.last.get(key);
     return at !== undefined && this.now() - at <= this.windowMs();
   }
