@@ -10,10 +10,14 @@ written through: its target is replaced and the link stays a link.
 
 A rename makes a new file, though, and some files are more than their text: one
 with other hard links (`ln`) would be split from them, the other names keeping the
-old text, and one with extended attributes (an ACL, a label, a tag) would lose them.
-Such a file is written in place instead, its inode kept: the new text, encoded in
-full before the file is touched, is written over the old from the start, the file
-cut to its length and flushed to disk.
+old text, and one with extended attributes (an ACL, an SELinux label, a tag) would
+lose them.  A file's extended attributes are copied onto the temporary file before
+the rename; where one cannot be (a label this process may not set, a file system
+without them), or the file has other links, or its folder is not writable, it is
+written in place instead, its inode kept: the new text, encoded in full before the
+file is touched, is written over the old from the start, the file cut to its length
+and flushed to disk.  (Writing every labelled file in place would have made the
+write non-atomic for every file on an SELinux system, where all files carry one.)
 """
 
 from __future__ import annotations
@@ -30,18 +34,29 @@ def target_of(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def _attributes(target: Path) -> dict[str, bytes]:
+    """The file's extended attributes by name ({} where the platform or file system has
+    none; ACLs are kept as extended attributes)."""
+    if not hasattr(os, "listxattr"):  # not on macOS' Python
+        return {}
+    try:
+        return {name: os.getxattr(target, name) for name in os.listxattr(target)}
+    except OSError:  # a file system without extended attributes
+        return {}
+
+
+def _folder_writable(target: Path) -> bool:
+    return os.access(target.parent, os.W_OK | os.X_OK)
+
+
 def written_in_place(path: Path) -> bool:
-    """Whether a rename would lose what the file is besides its text: another hard
-    link to it, or an extended attribute (ACLs are kept as extended attributes)."""
+    """Whether the file must be written in place before any rename is tried: another hard
+    link to it would be split from it, or its folder cannot take a temporary file and
+    the file has extended attributes, which make it writable in place instead."""
     target = target_of(path)
     if os.stat(target).st_nlink > 1:
         return True
-    if not hasattr(os, "listxattr"):  # not on macOS' Python
-        return False
-    try:
-        return bool(os.listxattr(target))
-    except OSError:  # a file system without extended attributes
-        return False
+    return bool(_attributes(target)) and not _folder_writable(target)
 
 
 def unwritable(path: Path) -> str | None:
@@ -51,22 +66,21 @@ def unwritable(path: Path) -> str | None:
     target = target_of(path)
     if not os.access(target, os.W_OK):
         return "the file is not writable"
-    if written_in_place(target):
+    if written_in_place(target) or _folder_writable(target):
         return None
-    if not os.access(target.parent, os.W_OK | os.X_OK):
-        return f"its folder {target.parent} is not writable (the new text is written there first)"
-    return None
+    return f"its folder {target.parent} is not writable (the new text is written there first)"
 
 
 def write_atomically(path: Path, text: str, encoding: str = "utf-8") -> None:
     """Write `text` to `path` (its target, if a link) through a temporary file renamed over
-    it, or in place where a rename would lose a hard link or an extended attribute.
+    it, with the old file's mode, owner and extended attributes, or in place where a
+    rename would split a hard link or lose an attribute the new file cannot take.
     Renamed, on an OSError the file is as it was and no temporary file is left behind."""
     target = target_of(path)
     if written_in_place(target):
         _write_in_place(target, text.encode(encoding))
         return
-    mode = os.stat(target)
+    mode, attributes = os.stat(target), _attributes(target)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
                                          suffix=".tmp")
     try:
@@ -78,11 +92,26 @@ def write_atomically(path: Path, text: str, encoding: str = "utf-8") -> None:
                 with contextlib.suppress(OSError):  # only root may give a file away
                     os.chown(temporary, mode.st_uid, mode.st_gid)
             os.chmod(temporary, stat.S_IMODE(mode.st_mode))  # after chown, which clears setuid
+            copied = _copy_attributes(attributes, out.fileno())  # after chmod: an ACL wins
+        if not copied:
+            os.unlink(temporary)
+            _write_in_place(target, text.encode(encoding))
+            return
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _copy_attributes(attributes: dict[str, bytes], fd: int) -> bool:
+    """Give the file `fd` each of `attributes`; False at the first one it cannot take."""
+    try:
+        for name, value in attributes.items():
+            os.setxattr(fd, name, value)
+    except OSError:
+        return False
+    return True
 
 
 def _write_in_place(target: Path, data: bytes) -> None:

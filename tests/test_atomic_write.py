@@ -70,16 +70,35 @@ def _tagged(path):
     return path
 
 
-def test_a_file_with_extended_attributes_is_written_in_place_and_keeps_them(tmp_path):
+def test_a_file_with_extended_attributes_is_replaced_atomically_and_keeps_them(tmp_path):
     """A new file renamed over it would have had none of the old one's extended
-    attributes (its ACL, its labels)."""
+    attributes (its ACL, its labels); written in place for them, every file of an
+    SELinux system (all carry a label) would have lost the atomic write."""
     code = tmp_path / "code.py"
     code.write_text("old\n")
     _tagged(code)
     inode = code.stat().st_ino
     write_atomically(code, "new\n")
+    assert code.read_text() == "new\n" and code.stat().st_ino != inode
+    assert os.getxattr(code, "user.dlm_lsp_test") == b"kept"
+
+
+def test_a_file_whose_attribute_the_new_file_cannot_take_is_written_in_place(tmp_path,
+                                                                             monkeypatch):
+    """A label this process may not set on a new file would be lost by the rename; in
+    place, the file keeps it, and no temporary file is left behind."""
+    code = tmp_path / "code.py"
+    code.write_text("old text\n")
+    _tagged(code)
+    inode = code.stat().st_ino
+
+    def refused(fd, name, value, *args):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "setxattr", refused)
+    write_atomically(code, "new\n")
     assert code.read_text() == "new\n" and code.stat().st_ino == inode
     assert os.getxattr(code, "user.dlm_lsp_test") == b"kept"
+    assert [p.name for p in tmp_path.iterdir()] == ["code.py"]
 
 
 def test_a_plain_file_is_replaced_by_a_new_one(tmp_path):
@@ -102,3 +121,17 @@ def test_a_file_written_in_place_does_not_need_a_writable_folder(tmp_path, monke
     assert unwritable(code) is None
     (tmp_path / "linked.py").unlink()
     assert "not writable" in unwritable(code)
+
+
+def test_a_file_with_extended_attributes_in_a_read_only_folder_is_written_in_place(
+        tmp_path, monkeypatch):
+    """No temporary file can be made beside it, and in place it keeps its attributes, so
+    --write goes ahead rather than refusing."""
+    code = tmp_path / "code.py"
+    code.write_text("old\n")
+    _tagged(code)
+    inode = code.stat().st_ino
+    monkeypatch.setattr(os, "access", lambda path, mode: os.path.isfile(path))
+    assert unwritable(code) is None
+    write_atomically(code, "new\n")
+    assert code.read_text() == "new\n" and code.stat().st_ino == inode
