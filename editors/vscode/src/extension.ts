@@ -58,8 +58,12 @@ const RESTART_SETTINGS = ["dlm.server.path", "dlm.server.args", "dlm.server.env"
 /** A shared server answers `initialize` at once; past this, it is not going to. */
 const SHARED_SERVER_ANSWER_MS = 20000;
 /** How long past `editor.quickSuggestionsDelay` after a change a completion request of kind
- *  Invoke still counts as the change's quick suggestion, not the user's Ctrl+Space. */
-const QUICK_SUGGESTION_MARGIN_MS = 100;
+ *  Invoke still counts as the change's quick suggestion, not the user's Ctrl+Space.  At 100
+ *  ms, a loaded machine (load 6-7 on 2 cores) delivered a quick suggestion later than that in
+ *  2 of 9 runs of e2e/run.sh --typing-quick: taken for Ctrl+Space, it began a fill that the
+ *  next key stopped.  Too wide costs little: a Ctrl+Space pressed that soon after a key
+ *  waits the ghost text's quiet period (`dlm.inline.debounceMs`) before it is sent. */
+const QUICK_SUGGESTION_MARGIN_MS = 300;
 /** How long a suggestion request VS Code cancelled goes on, for a request of the other
  *  kind at its place sent along with the cancel to take over its fill (`Handover`). */
 const HANDOVER_GRACE_MS = 50;
