@@ -289,6 +289,18 @@ def test_logits_are_the_raw_models_shifted_by_one_exactly_where_the_family_shift
     assert torch.equal(out, rows[..., :model.tokenizer.vocab_size])
 
 
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_a_row_padded_beside_a_longer_one_has_its_states_alone(models, family):
+    """What lets the batching worker share a pass between fills of different lengths."""
+    model = models[family]
+    short, long = _ids(model, "x = 1\n"), _ids(model)
+    n = short.shape[1]
+    padded = torch.cat([torch.cat([short, short.new_full((1, long.shape[1] - n), 7)], 1), long])
+    out = model.hidden(padded, torch.tensor([n, long.shape[1]]))
+    torch.testing.assert_close(out[:1, :n], model.hidden(short))
+    torch.testing.assert_close(out[1:], model.hidden(long))
+
+
 def test_open_dcoder_without_a_bos_keeps_position_0s_own_row(models):
     model = models["open-dcoder"]
     ids = _ids(model)

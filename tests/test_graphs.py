@@ -57,6 +57,12 @@ def graphed(model_dir: Path):
     return model
 
 
+def test_rows_of_different_lengths_share_no_pass_while_steps_replay_as_graphs(
+        model, graphed) -> None:
+    """Each length replays its own graph; a padded pass would run eagerly, slower."""
+    assert model.padded_rows and not graphed.padded_rows
+
+
 def test_replayed_steps_give_the_eager_hidden_states(model, graphed) -> None:
     for seed, (batch, length) in enumerate([(1, 40), (1, 40), (2, 40), (1, 40), (2, 40),
                                             (2, 40), (1, 64)]):

@@ -265,6 +265,9 @@ class HFDiffusionModel:
         self._before = torch.tensor(conv.before, dtype=torch.long, device=device)
         self._after = torch.tensor(conv.after, dtype=torch.long, device=device)
         self.native = native
+        # rows of different lengths share a pass, padded (`hidden`): transformers' own
+        # classes take a padding mask, and with is_causal False build it for both ways
+        self.padded_rows = native
         if not native:  # a checkpoint's own class: no known split into network and head
             self.hidden = self.head = None  # type: ignore[assignment]
 
@@ -299,13 +302,36 @@ class HFDiffusionModel:
         return self._scores(self._aligned(raw, ids.shape[1]))
 
     @torch.no_grad()
-    def hidden(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def hidden(self, input_ids: torch.Tensor, lengths: torch.Tensor | None = None
+               ) -> torch.Tensor:
         """The network's last hidden states (B, T, H), row i aligned with token i, so
         the output head can run on the span's rows alone (`head`): at a 150k-token
-        vocabulary the logits of every position cost more memory than the network."""
+        vocabulary the logits of every position cost more memory than the network.
+        With `lengths`, row i holds lengths[i] tokens and pad after them: each row is
+        framed around its own tokens (DreamOn's end-of-text right after them), then
+        padded, and the padding mask keeps every query off the pad."""
         ids = input_ids.to(self.device)
-        raw = self.module.model(input_ids=self.frame(ids), use_cache=False).last_hidden_state
-        return self._aligned(raw, ids.shape[1])
+        if lengths is None:
+            raw = self.module.model(input_ids=self.frame(ids), use_cache=False)
+        else:
+            framed, mask = self._padded_frame(ids, lengths.tolist())
+            raw = self.module.model(input_ids=framed, attention_mask=mask, use_cache=False)
+        return self._aligned(raw.last_hidden_state, ids.shape[1])
+
+    def _padded_frame(self, ids: torch.Tensor, lengths: list[int]
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row framed around its first lengths[i] tokens, padded on the right to one
+        length, and the (B, T') mask of its real tokens (1) and pad (0)."""
+        before, after = self._before, self._after
+        width = len(before) + ids.shape[1] + len(after)
+        framed = torch.full((ids.shape[0], width), self.pad_id, dtype=ids.dtype,
+                            device=ids.device)
+        mask = torch.zeros_like(framed)
+        for i, n in enumerate(lengths):
+            row = torch.cat([before, ids[i, :n], after])
+            framed[i, :len(row)] = row
+            mask[i, :len(row)] = 1
+        return framed, mask
 
     @torch.no_grad()
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
