@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 
 import torch
 
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.sampler import span_forward
-from dlm_lsp.serving import passes_of
 
 CALIBRATION_LENGTHS = (64, 256)  # sequence lengths timed, at batch 1 and 2
 CALIBRATION_REPEATS = 3  # passes per shape; the fastest counts (the others saw noise)
@@ -50,20 +50,75 @@ class StepCost:
         return steps_within(latency_ms, self.step_ms(batch, length), most, overhead_ms)
 
 
+def passes_of(shapes: list[tuple[int, int]], max_rows: int,
+              cost: StepCost | None = None) -> list[list[int]]:
+    """How the batching worker packs requests of these (rows, sequence length) into forward
+    passes: the indices of each pass's requests, at most `max_rows` rows a pass (a request
+    larger than that alone), ordered by their first request.  The worker steps by it
+    (`StepBatcher._groups`), and a latency target's budget is timed by it (`round_ms`).
+
+    Requests of one length share a pass.  Without `cost` (a model that cannot pad a row,
+    or none known) that is all.  With it, a pass of shorter rows joins a longer one,
+    padded to its length (the pad masked for every query, `TinyModel.hidden`), where the
+    cost model predicts the one pass faster than the two: padding costs the short rows'
+    tokens up to the longer length, sharing saves a pass's fixed cost.  So it pays for
+    lengths close together, or on a device where a pass costs little more than its base
+    (a GPU), and not for a short fill beside a long one on a CPU, where a pass costs
+    about its tokens: there the short fill's pass would cost the long one's."""
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, (_, length) in enumerate(shapes):
+        by_length[length].append(i)
+    passes = []
+    for same in by_length.values():
+        group: list[int] = []
+        rows = 0
+        for i in same:
+            if group and rows + shapes[i][0] > max_rows:
+                passes.append(group)
+                group, rows = [], 0
+            group.append(i)
+            rows += shapes[i][0]
+        passes.append(group)
+    if cost is None:
+        return passes
+
+    def rows_of(p: list[int]) -> int:
+        return sum(shapes[i][0] for i in p)
+
+    def length_of(p: list[int]) -> int:
+        return max(shapes[i][1] for i in p)
+
+    merged: list[list[int]] = []
+    for p in sorted(passes, key=length_of, reverse=True):  # each may join a longer one
+        rows, length = rows_of(p), length_of(p)
+        joins = [q for q in merged if rows_of(q) + rows <= max_rows
+                 and cost.step_ms(rows_of(q) + rows, length_of(q))
+                 < cost.step_ms(rows_of(q), length_of(q)) + cost.step_ms(rows, length)]
+        if joins:  # the one padding it least
+            min(joins, key=length_of).extend(p)
+        else:
+            merged.append(list(p))
+    return sorted((sorted(p) for p in merged), key=min)
+
+
+def round_ms(cost: StepCost, shapes: list[tuple[int, int]], max_rows: int,
+             pads: bool = False) -> float:
+    """The predicted time of one round of the batching worker over requests of these
+    (rows, length): it steps every request once a round, a pass per group of
+    `passes_of` (with the cost when the model `pads` rows), each costing its base and
+    all its rows at its longest length."""
+    return sum(cost.step_ms(sum(shapes[i][0] for i in p), max(shapes[i][1] for i in p))
+               for p in passes_of(shapes, max_rows, cost if pads else None))
+
+
 def shared_step_ms(cost: StepCost, rows: int, length: int, others: list[tuple[int, int]],
-                   max_rows: int) -> float:
+                   max_rows: int, pads: bool = False) -> float:
     """The predicted time of one step of a request (`rows` x `length`) that the batching
-    worker runs beside `others` ((rows, length) each): the worker steps every request it
-    holds once a round, so the request's step lasts the whole round, a pass per group of
-    one length and at most `max_rows` rows.  On a CPU a pass costs about its rows' tokens
+    worker runs beside `others` ((rows, length) each): the request's step lasts the
+    worker's whole round (`round_ms`).  On a CPU a pass costs about its rows' tokens
     (four fills at once took four times as long a step): a step budget timed as if the
     request ran alone gave four fills with a 300 ms target 3.8 s each."""
-    shapes = [(rows, length), *others]
-    total = 0.0
-    for group in passes_of(shapes, max_rows):  # the worker's own packing
-        n = shapes[group[0]][1]
-        total += cost.base_ms + cost.per_token_ms * sum(shapes[i][0] for i in group) * n
-    return total
+    return round_ms(cost, [(rows, length), *others], max_rows, pads)
 
 
 def steps_within(latency_ms: float, step_ms: float, most: int, overhead_ms: float = 0.0) -> int:

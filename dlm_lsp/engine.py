@@ -52,7 +52,7 @@ from dlm_lsp.recent import RecentFills, Remembered
 from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled, SamplerConfig, refine_start
-from dlm_lsp.serving import BatchConfig, StepBatcher
+from dlm_lsp.serving import BatchConfig, StepBatcher, Target
 from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
 from dlm_lsp.validation import ParsedDocument, language_for
 
@@ -315,7 +315,8 @@ class Engine:
             if self._batcher is None or self._batcher.model is not model:
                 if self._batcher is not None:  # its fills end on their model (see retire);
                     self._batcher.retire()  # not waited for with `_lock` held (see close)
-                self._batcher = StepBatcher(model, BatchConfig(self.config.batch_rows))
+                self._batcher = StepBatcher(model, BatchConfig(self.config.batch_rows),
+                                            lambda: self.step_cost(model))
             self._batcher.config.max_rows = min(self.config.batch_rows,
                                                 self._row_cap or self.config.batch_rows)
             return self._batcher
@@ -492,8 +493,7 @@ class Engine:
         run = InfillRun(self, model, req, plan, layout, tail, self._document(req), language,
                         local)
         if step_ms is not None:
-            run.deadline = budget_from + target / 1000
-            run.step_ms = step_ms
+            run.target = Target(budget_from + target / 1000, step_ms)
         out = run.denoise(layout, sampler, seed, with_drafts=True)
         candidates = run.candidates(out, LEFT_TO_RIGHT if strategy == "left-to-right"
                                     else DIFFUSION)
@@ -516,7 +516,9 @@ class Engine:
         candidates.sort(key=lambda c: (c.valid is False, bool(c.broken), -c.score))
         candidates = candidates[:len(sampler.temperatures)]  # as many as were asked for
         ms = (time.perf_counter() - began) * 1000
-        predicted = None if step_ms is None else round(step_ms * (out.steps + extra_passes), 1)
+        # a step's time as the batching worker last timed it (the rounds it shared)
+        predicted = None if run.target is None else round(
+            run.target.step_ms * (out.steps + extra_passes), 1)
         best = candidates[0]
         syntax = best.check.reason if best.check is not None else f"not checked: {run.unchecked}"
         result = InfillResult(candidates, plan, run.passes + extra_passes, layout.n_masked, ms,
@@ -537,7 +539,8 @@ class Engine:
             others = batcher.load() if batcher is not None else []
             if not others:
                 return cost.step_ms(rows, length)
-            return shared_step_ms(cost, rows, length, others, batcher.config.max_rows)
+            return shared_step_ms(cost, rows, length, others, batcher.config.max_rows,
+                                  batcher.pads)
         return cost.cycle_ms(rows, length, layout.n_masked + 2 * cfg.cache_window,
                              cfg.cache_refresh)
 

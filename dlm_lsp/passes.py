@@ -16,6 +16,7 @@ and cut to whole units, `dlm_lsp/units.py`) before it is validated; `shape_fill`
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from dataclasses import replace
@@ -52,7 +53,7 @@ from dlm_lsp.repair import (
 )
 from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
-from dlm_lsp.serving import WorkerClosed
+from dlm_lsp.serving import Target, WorkerClosed
 from dlm_lsp.span import SpanLayout
 from dlm_lsp.syntax import free_lines
 from dlm_lsp.units import truncate_to_units
@@ -225,14 +226,13 @@ class InfillRun:
         self.repair_rounds = 0
         self.blamed: set[tuple[int, int]] = set()  # (position, token) an error started in
         self.banned: list[tuple[int, int]] = []  # those written again: repairs may not
-        self.deadline: float | None = None  # perf_counter time a latency target ends at
-        self.step_ms = 0.0  # predicted time of one pass, with a deadline
+        self.target: Target | None = None  # a latency target: deadline and step time
 
     def affords(self, steps: int) -> bool:
         """Whether `steps` more passes fit before the latency target (always, without one)."""
-        if self.deadline is None:
+        if self.target is None:
             return True
-        return time.perf_counter() + steps * self.step_ms / 1000 <= self.deadline
+        return time.perf_counter() + steps * self.target.step_ms / 1000 <= self.target.deadline
 
     def content_length(self, ids: list[int]) -> int:
         """Span positions before the first pad."""
@@ -392,8 +392,11 @@ class InfillRun:
         out = None
         if batcher is not None:
             try:
+                # with a latency target the worker cuts the steps its shared rounds overrun
+                run = batcher.run if self.target is None else functools.partial(
+                    batcher.run, target=self.target)
                 out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
-                              syntax_ok, batcher.run)
+                              syntax_ok, run)
             except WorkerClosed:
                 pass  # it ended after the engine handed it out (closed, or retired by new
                 # settings) and never took this pass: the pass runs alone, from its start

@@ -315,6 +315,27 @@ class Denoising:
         """The (rows, T) sequence to score next."""
         return self.x
 
+    @property
+    def steps_left(self) -> int:
+        """The steps the budget still allows (the last commits everything left)."""
+        return 0 if self.done else sum(k for _, _, k in self.plan[self.block:]) - self.b_step
+
+    def shorten(self, steps: int) -> None:
+        """Take at most `steps` more steps (at least one a block left): a serving worker
+        that finds the fill sharing its passes with more requests than its budget was
+        timed for (`StepBatcher`) cuts it so that it still meets its latency target.
+        The blocks left share the steps as `blocks` shares a budget; the block under way
+        keeps the steps it has taken, and its schedule spreads what is masked over the
+        steps it has left."""
+        if self.done or steps >= self.steps_left:
+            return
+        rest = self.plan[self.block:]
+        start, end = rest[0][0], rest[-1][1]
+        shares = blocks(end - start, max(1, steps), self.cfg.block_size)
+        self.plan[self.block:] = [(start + s, start + e, k + (self.b_step if i == 0 else 0))
+                                  for i, (s, e, k) in enumerate(shares)]
+        self.budget = sum(k for _, _, k in self.plan)
+
     def _masked(self) -> torch.Tensor:
         start, end, _ = self.plan[self.block]
         masked = self.x[:, self.lo:self.hi] == self.model.mask_id

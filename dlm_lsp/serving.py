@@ -4,12 +4,20 @@ Diffusion fills are many small forward passes.  When several requests are in
 flight (several editors on a team server, or candidates of one editor), running
 them one after another leaves the device idle between tiny passes; running
 them together costs little more than one.  The worker holds a set of running
-`Denoising` states.  Before each forward pass it admits waiting requests and
-drops cancelled ones (the slot is free before the next pass: cancellation costs
-at most the step in flight), groups the states by sequence length so shapes
-stay few and no padding can change a result, concatenates each group's rows
-into one batch, and hands each state its own rows of the logits.  Requests
+`Denoising` states.  Before each round of forward passes it admits waiting
+requests and drops cancelled ones (the slot is free before the next pass:
+cancellation costs at most the step in flight), packs the states into passes
+(`costs.passes_of`: one sequence length a pass, and, for a model that masks a
+padded row's pad (`padded_rows`), shorter rows padded into a longer row's pass
+where the cost model says one pass is faster than two), concatenates each pass's
+rows into one batch, and hands each state its own rows of the logits.  Requests
 with different step budgets simply leave the batch when their own loop ends.
+
+A fill with a latency target (`Target`) was given the steps that fit it beside
+what the worker held as it started; fills that start together each saw the
+others missing.  So the worker times every round it runs: a fill whose round
+now lasts longer than its steps can afford is cut (`Denoising.shorten`) to the
+steps that still fit, and never lengthened.  A fill alone is never touched.
 """
 
 from __future__ import annotations
@@ -18,12 +26,13 @@ import atexit
 import threading
 import time
 import weakref
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
+from dlm_lsp.costs import StepCost, passes_of, round_ms, steps_within
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.sampler import Cancelled, Denoised, Denoising
 
@@ -42,9 +51,20 @@ class BatchConfig:
 
 
 @dataclass
+class Target:
+    """A fill's latency target as the worker keeps it: the time its passes should end by
+    and the predicted time of one of its steps, which the worker raises to the time of
+    the rounds it shares (the fill's repairs are afforded by it: `InfillRun.affords`)."""
+
+    deadline: float  # time.perf_counter() seconds
+    step_ms: float
+
+
+@dataclass
 class _Job:
     state: Denoising
     should_stop: Callable[[], bool] | None
+    target: Target | None = None
     done: threading.Event = field(default_factory=threading.Event)
     result: Denoised | None = None
     error: BaseException | None = None
@@ -55,29 +75,6 @@ class _Job:
         return self.state.rows, self.state.inputs.shape[1]
 
 
-def passes_of(shapes: list[tuple[int, int]], max_rows: int) -> list[list[int]]:
-    """How the worker packs requests of these (rows, sequence length) into forward passes:
-    the indices of each pass's requests, one sequence length a pass (no padding), at
-    most `max_rows` rows (a request larger than that alone), in their order.  The worker
-    steps by it (`StepBatcher._groups`), and a latency target's budget is timed by it
-    (`costs.shared_step_ms`)."""
-    by_length: dict[int, list[int]] = defaultdict(list)
-    for i, (_, length) in enumerate(shapes):
-        by_length[length].append(i)
-    passes = []
-    for same in by_length.values():
-        group: list[int] = []
-        rows = 0
-        for i in same:
-            if group and rows + shapes[i][0] > max_rows:
-                passes.append(group)
-                group, rows = [], 0
-            group.append(i)
-            rows += shapes[i][0]
-        passes.append(group)
-    return passes
-
-
 @dataclass
 class BatchStats:
     """What the worker has done: passes, rows per pass, requests served."""
@@ -85,6 +82,7 @@ class BatchStats:
     passes: int = 0
     rows: int = 0
     requests: int = 0
+    padded: int = 0  # passes whose rows were of different lengths, padded to the longest
     busy_s: float = 0.0
 
     @property
@@ -109,8 +107,14 @@ def _close_live_batchers() -> None:
 class StepBatcher:
     """The model's one worker thread; `run` may be called from any number of threads."""
 
-    def __init__(self, model: DiffusionModel, config: BatchConfig | None = None):
-        self.model, self.config = model, config or BatchConfig()
+    def __init__(self, model: DiffusionModel, config: BatchConfig | None = None,
+                 cost: Callable[[], StepCost] | None = None):
+        """`cost` gives the model's step cost (calibrated on first call): the worker asks
+        for it only to pack rows of different lengths together or to time a round for a
+        fill's latency target.  Without it neither happens."""
+        self.model, self.config, self._cost = model, config or BatchConfig(), cost
+        # rows of different lengths may share a pass: the model masks a padded row's pad
+        self.pads = bool(getattr(model, "padded_rows", False))
         self.stats = BatchStats()
         self._waiting: deque[_Job] = deque()
         self._wake = threading.Condition()
@@ -120,10 +124,12 @@ class StepBatcher:
         self._thread.start()
         _LIVE.add(self)
 
-    def run(self, state: Denoising, should_stop: Callable[[], bool] | None = None) -> Denoised:
+    def run(self, state: Denoising, should_stop: Callable[[], bool] | None = None,
+            target: Target | None = None) -> Denoised:
         """Step `state` to the end among the other running requests; raise Cancelled
-        if `should_stop` says so between two steps, WorkerClosed if the worker has ended."""
-        job = _Job(state, should_stop)
+        if `should_stop` says so between two steps, WorkerClosed if the worker has ended.
+        With a `target`, its steps are cut where the rounds it shares would overrun it."""
+        job = _Job(state, should_stop, target)
         with self._wake:
             if self._closed:
                 raise WorkerClosed("the batching worker is closed")
@@ -186,9 +192,40 @@ class StepBatcher:
             # finished jobs are answered, cancelled ones dropped, before the next pass
             running = [job for job in running if self._keep(job)]
             # counted from here, so that a request is in `depth` from its first pass on
-            self._running = [job.shape for job in running]
-            for group in self._groups(running):
+            self._running = shapes = [job.shape for job in running]
+            cost = self._round_cost(running)
+            self._retime(running, shapes, cost)
+            for group in self._groups(running, cost):
                 self._step(group)
+
+    def _round_cost(self, running: list[_Job]) -> StepCost | None:
+        """The model's step cost where this round needs it: to pack rows of different
+        lengths (a model that pads them) or to time fills with a target beside others."""
+        if self._cost is None or len(running) < 2:
+            return None
+        mixed = self.pads and len({job.shape[1] for job in running}) > 1
+        if not mixed and not any(job.target is not None for job in running):
+            return None
+        try:
+            return self._cost()
+        except Exception:  # noqa: BLE001 -- timing failed: pack by length, keep budgets
+            self._cost = None
+            return None
+
+    def _retime(self, running: list[_Job], shapes: list[tuple[int, int]],
+                cost: StepCost | None) -> None:
+        """Cut the steps of each fill with a target to those that fit its deadline at this
+        round's predicted time: every request takes one step a round."""
+        if cost is None or len(running) < 2:
+            return
+        round_time = round_ms(cost, shapes, self.config.max_rows, self.pads)
+        now = time.perf_counter()
+        for job in running:
+            if job.target is None:
+                continue
+            job.target.step_ms = max(job.target.step_ms, round_time)
+            left = (job.target.deadline - now) * 1000
+            job.state.shorten(steps_within(left, round_time, job.state.steps_left))
 
     def _keep(self, job: _Job) -> bool:
         """Whether a job stays in the batch; finished and cancelled ones are answered."""
@@ -207,10 +244,26 @@ class StepBatcher:
         job.done.set()
         return False
 
-    def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
-        """Jobs of the same sequence length, in batches of at most max_rows rows."""
+    def _groups(self, jobs: list[_Job], cost: StepCost | None = None) -> list[list[_Job]]:
+        """The jobs of each forward pass, at most max_rows rows: those of one sequence
+        length, and with a `cost` (a model that pads) shorter ones where that pays."""
         return [[jobs[i] for i in group]
-                for group in passes_of([job.shape for job in jobs], self.config.max_rows)]
+                for group in passes_of([job.shape for job in jobs], self.config.max_rows,
+                                       cost if self.pads else None)]
+
+    def _inputs(self, group: list[_Job]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The pass's rows, and, where their lengths differ, each row's length: shorter
+        rows are padded on the right, so each keeps its positions."""
+        lengths = [job.state.inputs.shape[1] for job in group]
+        longest = max(lengths)
+        if min(lengths) == longest:
+            return torch.cat([job.state.inputs for job in group]), None
+        rows = [torch.nn.functional.pad(job.state.inputs, (0, longest - n),
+                                        value=self.model.pad_id)
+                for job, n in zip(group, lengths, strict=True)]
+        per_row = [n for job, n in zip(group, lengths, strict=True)
+                   for _ in range(job.state.rows)]
+        return torch.cat(rows), torch.tensor(per_row)
 
     def _step(self, group: list[_Job]) -> None:
         """One forward pass for a group, each job advancing on its own rows."""
@@ -218,8 +271,12 @@ class StepBatcher:
         hidden, head = getattr(self.model, "hidden", None), getattr(self.model, "head", None)
         spans_only = hidden is not None and head is not None
         try:
-            inputs = torch.cat([job.state.inputs for job in group])
-            out = hidden(inputs) if spans_only else self.model.logits(inputs)
+            inputs, lengths = self._inputs(group)
+            if lengths is not None:
+                out = hidden(inputs, lengths)
+                self.stats.padded += 1
+            else:
+                out = hidden(inputs) if spans_only else self.model.logits(inputs)
         except BaseException as exc:  # noqa: BLE001 -- e.g. out of memory: fail this group
             for job in group:
                 job.error = exc

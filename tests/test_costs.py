@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 import dlm_lsp.costs as costs
 from dlm_lsp.config import InfillOptions, ServerConfig
-from dlm_lsp.costs import StepCost, calibrate, fit, shared_step_ms
+from dlm_lsp.costs import StepCost, calibrate, fit, passes_of, round_ms, shared_step_ms
 from dlm_lsp.engine import Engine, InfillRequest
 
 
@@ -116,13 +117,62 @@ def test_a_step_shared_with_other_requests_lasts_the_worker_s_whole_round() -> N
         cost.step_ms(1, 100) + cost.step_ms(2, 50))
 
 
+def test_requests_of_one_length_share_a_pass_and_others_keep_apart_without_a_cost() -> None:
+    assert passes_of([(1, 100), (2, 50), (3, 100)], 16) == [[0, 2], [1]]
+    assert passes_of([(1, 100), (2, 100), (3, 100)], 4) == [[0, 1], [2]]
+
+
+def test_a_shorter_pass_joins_a_longer_one_where_its_padding_costs_less_than_a_pass() -> None:
+    cost = StepCost(5.0, 0.05)  # a pass's base is 100 tokens' worth
+    assert passes_of([(1, 400), (1, 350)], 16, cost) == [[0, 1]]  # 50 pad tokens
+    assert passes_of([(1, 400), (1, 100)], 16, cost) == [[0], [1]]  # 300 pad tokens
+    assert passes_of([(8, 400), (9, 390)], 16, cost) == [[0], [1]]  # 17 rows: no room
+    # each joins the pass that pads it least
+    assert passes_of([(1, 400), (1, 300), (1, 390), (1, 280)], 16, cost) == [[0, 2], [1, 3]]
+
+
+def test_a_round_with_padded_passes_costs_each_pass_at_its_longest_row() -> None:
+    cost = StepCost(5.0, 0.05)
+    assert round_ms(cost, [(1, 400), (1, 350)], 16, pads=True) == pytest.approx(
+        cost.step_ms(2, 400))
+    assert round_ms(cost, [(1, 400), (1, 350)], 16) == pytest.approx(
+        cost.step_ms(1, 400) + cost.step_ms(1, 350))
+
+
 def test_a_latency_target_buys_fewer_steps_while_other_requests_share_the_passes(
         engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     """Steps timed as if the fill ran alone overran the target by as many times as the
     worker held requests (four fills with a 300 ms target took 3.8 s each on a CPU)."""
     alone = _infill(engine, latency_ms=41)
-    others = [(1, 900), (1, 901), (1, 902)]  # three passes of 2 ms more a round
+    # three passes of 2 ms more a round: each as many rows as a pass holds
+    others = [(16, 900), (16, 901), (16, 902)]
     monkeypatch.setattr(engine.batcher(), "load", lambda: others)
     shared = _infill(engine, latency_ms=41)
     assert alone.steps > 10 and 1 <= shared.steps <= 5  # 41 ms / 8 ms a round
     assert shared.predicted_ms == pytest.approx(8.0 * shared.steps)
+
+
+def test_fills_that_start_together_each_get_the_steps_of_a_shared_round(engine: Engine) -> None:
+    """Each was timed as it started, against a worker that held neither yet: both took
+    the steps of a fill alone and overran their target by as many times as fills ran."""
+    eng = Engine(ServerConfig(model=engine.config.model, device="cpu", repair_rounds=0,
+                              fallback=False, reuse_fills=False))
+    eng._model = engine.model
+    eng._cost = StepCost(0.0, 0.5)  # a pass costs its tokens: two rows, twice one
+    try:
+        alone = _infill(eng, latency_ms=200)
+        start, results = threading.Barrier(2), []
+
+        def one() -> None:
+            start.wait()
+            results.append(_infill(eng, latency_ms=200))
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    finally:
+        eng.close()
+    assert alone.steps >= 9
+    assert len(results) == 2 and all(r.steps <= alone.steps // 2 + 1 for r in results), (
+        alone.steps, [r.steps for r in results])

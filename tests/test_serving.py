@@ -7,20 +7,30 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from dlm_lsp.costs import StepCost
 from dlm_lsp.models import load_model
 from dlm_lsp.sampler import Cancelled, Denoising, SamplerConfig, denoise
-from dlm_lsp.serving import BatchConfig, StepBatcher
+from dlm_lsp.serving import BatchConfig, StepBatcher, Target
 from dlm_lsp.span import build_layout
 
 
 @pytest.fixture(scope="module")
 def model(model_dir: Path):
     return load_model(str(model_dir), "cpu")
+
+
+@pytest.fixture(scope="module")
+def model32(model_dir: Path):
+    """In float32 everywhere: a padded row sums its attention over more keys, in another
+    order, and under bf16 (the default on a CPU that has it) a random model's flat
+    logits flip on that (benchmarks/padded_fills.py counts it for the shipped model)."""
+    return load_model(str(model_dir), "cpu", precision="fp32")
 
 
 PREFIXES = ["def add(a, b):\n    return ", "x = [i * i for i in ", "import os\n\nprint(",
@@ -35,12 +45,13 @@ def _alone(model, layout, cfg: SamplerConfig, seed: int) -> list[list[int]]:
     return denoise(model, layout, cfg, seed).span_ids.tolist()
 
 
-def _together(batcher: StepBatcher, states: list[Denoising]) -> list[list[list[int]]]:
+def _together(batcher: StepBatcher, states: list[Denoising],
+              target: Target | None = None) -> list[list[list[int]]]:
     """Run the states on the batcher from one thread each, all at once."""
     out: list = [None] * len(states)
 
     def one(i: int) -> None:
-        out[i] = batcher.run(states[i]).span_ids.tolist()
+        out[i] = batcher.run(states[i], target=target).span_ids.tolist()
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(states))]
     for t in threads:
         t.start()
@@ -113,6 +124,135 @@ def test_a_request_joins_a_running_batch_without_changing_either_result(model) -
         batcher.close()
     assert results["long"] == _alone(model, long_layout, long_cfg, 3)
     assert results["short"] == _alone(model, short_layout, short_cfg, 7)
+
+
+SHARING_PAYS = StepCost(1000.0, 0.0)  # a pass's base outweighs any padding
+PADDING_DOES_NOT_PAY = StepCost(0.0, 1.0)  # a pass costs its tokens, pad included
+
+# the same span after contexts of different lengths
+UNEVEN = ["x = ", "def add(a, b):\n    total = a + b\n    return ", "import os\n" * 12 + "print("]
+
+
+def test_a_padded_row_s_states_do_not_depend_on_its_pad(model32) -> None:
+    model = model32
+    """The model is bidirectional: a pad key left unmasked would change every query."""
+    ids = torch.randint(2, model.tokenizer.vocab_size, (1, 20))
+    pad_a = torch.cat([ids, torch.full((1, 12), model.pad_id)], 1)
+    pad_b = torch.cat([ids, torch.randint(2, model.tokenizer.vocab_size, (1, 12))], 1)
+    lengths = torch.tensor([20])
+    assert torch.equal(model.hidden(pad_a, lengths)[:, :20], model.hidden(pad_b, lengths)[:, :20])
+    torch.testing.assert_close(model.hidden(pad_a, lengths)[:, :20], model.hidden(ids))
+
+
+def test_requests_of_different_lengths_share_a_padded_pass_where_it_pays(model32) -> None:
+    model = model32
+    layouts = [_layout(model, p) for p in UNEVEN]
+    assert len({lay.span_end + len(lay.suffix_ids) for lay in layouts}) == 3
+    cfg = SamplerConfig(steps=4)
+    batcher = StepBatcher(model, cost=lambda: SHARING_PAYS)
+    try:
+        got = _together(batcher, [Denoising(model, lay, cfg, i) for i, lay in enumerate(layouts)])
+    finally:
+        batcher.close()
+    assert got == [_alone(model, lay, cfg, i) for i, lay in enumerate(layouts)]
+    assert batcher.stats.padded > 0 and batcher.stats.passes < 3 * 4
+
+
+def test_requests_of_different_lengths_keep_apart_where_padding_costs_more(model) -> None:
+    layouts = [_layout(model, p) for p in UNEVEN]
+    batcher = StepBatcher(model, cost=lambda: PADDING_DOES_NOT_PAY)
+    try:
+        _together(batcher, [Denoising(model, lay, SamplerConfig(steps=4), i)
+                            for i, lay in enumerate(layouts)])
+    finally:
+        batcher.close()
+    assert batcher.stats.padded == 0 and batcher.stats.passes == 3 * 4
+
+
+def test_a_model_that_cannot_pad_keeps_lengths_apart(model) -> None:
+    """A published checkpoint run with its own code has no padded forward (`padded_rows`);
+    the worker still times their rounds for their latency targets."""
+    batcher = StepBatcher(model, cost=lambda: SHARING_PAYS)
+    batcher.pads = False
+    far = Target(time.perf_counter() + 3600, 1.0)
+    try:
+        _together(batcher, [Denoising(model, _layout(model, p), SamplerConfig(steps=4), i)
+                            for i, p in enumerate(UNEVEN)], far)
+    finally:
+        batcher.close()
+    assert batcher.stats.padded == 0 and batcher.stats.passes == 3 * 4
+
+
+@pytest.mark.parametrize("block_size", [None, 4])
+def test_a_shortened_fill_ends_within_its_new_budget_with_every_position_written(
+        model, block_size) -> None:
+    state = Denoising(model, _layout(model, PREFIXES[0], n=16),
+                      SamplerConfig(steps=12, block_size=block_size, stop_when_settled=False), 0)
+    forward = model.logits
+    for _ in range(2):
+        state.advance(forward(state.inputs))
+    blocks_left = len(state.plan) - state.block
+    assert state.steps_left > blocks_left
+    state.shorten(1)  # at least a step for each block left, the one under way included
+    left = state.steps_left
+    assert left == blocks_left
+    while not state.done:
+        state.advance(forward(state.inputs))
+    assert state.steps == 2 + left
+    assert model.mask_id not in state.result().span_ids.flatten().tolist()
+
+
+def _steps_with_target(batcher: StepBatcher, states: list[Denoising], step_ms: float) -> list:
+    """Run the states at once, each with a target of 8 steps of `step_ms` from now, all
+    admitted in one round: a one-step request without a target holds the worker's first
+    pass until they have queued."""
+    out: list = [None] * len(states)
+    deadline = time.perf_counter() + 8 * step_ms / 1000
+    model, holding, queued = batcher.model, threading.Event(), threading.Event()
+    real = model.hidden
+
+    def held(ids: torch.Tensor, *lengths) -> torch.Tensor:
+        holding.set()
+        queued.wait(5)
+        return real(ids, *lengths)
+    model.hidden = held
+    first = threading.Thread(target=batcher.run, args=(
+        Denoising(model, states[0].layout, SamplerConfig(steps=1), 0),))
+    first.start()
+    holding.wait(5)
+
+    def one(i: int) -> None:
+        out[i] = batcher.run(states[i], target=Target(deadline, step_ms)).steps
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(states))]
+    try:
+        for t in threads:
+            t.start()
+        while batcher.depth < 1 + len(states):
+            time.sleep(0.01)
+        queued.set()
+        for t in [first, *threads]:
+            t.join(timeout=60)
+    finally:
+        del model.hidden
+    return out
+
+
+def test_fills_with_a_target_are_cut_to_the_steps_the_rounds_they_share_afford(model) -> None:
+    """Fills that started together were each timed against an empty worker: every one
+    kept the steps of a fill alone and all overran their target."""
+    layout = _layout(model, PREFIXES[0], n=16)
+    length = layout.span_end + len(layout.suffix_ids)
+    cost = StepCost(0.0, 100.0)  # a pass costs 100 ms a token: two rows, twice one
+    batcher = StepBatcher(model, cost=lambda: cost)
+    try:
+        states = [Denoising(model, layout, SamplerConfig(steps=8), i) for i in range(2)]
+        together = _steps_with_target(batcher, states, cost.step_ms(1, length))
+        alone = _steps_with_target(batcher, [Denoising(model, layout, SamplerConfig(steps=8), 0)],
+                                   cost.step_ms(1, length))
+    finally:
+        batcher.close()
+    assert alone == [8]  # a fill alone is never touched
+    assert together == [4, 4] or together == [3, 3], together  # a round lasts two steps
 
 
 def test_cancellation_frees_the_slot_within_one_step(model) -> None:
