@@ -256,6 +256,11 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
                             help="step budget of each fill (default 8)")
     throughput.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES),
                             help="batched: the batching worker; alone: batchRows 0")
+    throughput.add_argument("--beside-long", action="store_true",
+                            help="every other concurrent request fills a long document "
+                            "(the model's whole context): small fills beside large ones")
+    throughput.add_argument("--latency-ms", type=_positive, help="a latency target for "
+                            "each fill, its steps chosen to fit it (default: none, --steps)")
     throughput.add_argument("--plot", metavar="PNG", help=PLOT_HELP)
     throughput.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
 

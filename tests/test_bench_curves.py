@@ -446,6 +446,33 @@ def test_throughput_reports_rows_per_pass_batched_and_none_alone(model_dir, tmp_
                 if t.name == "dlm-batcher" and t not in workers_before]
 
 
+def test_throughput_beside_long_fills_with_a_target_reports_short_and_long_p50(
+        model_dir, tmp_path, capsys, monkeypatch):
+    from dlm_lsp.bench import throughput
+
+    documents = []
+    real = throughput._fill
+
+    def fill(engine, config, seed, should_stop=None, long=False):
+        documents.append(long)
+        return real(engine, config, seed, should_stop, long)
+    monkeypatch.setattr(throughput, "_fill", fill)
+    out = tmp_path / "throughput.json"
+    assert main(["bench", "throughput", "--model", str(model_dir), "--device", "cpu",
+                 "--concurrency", "2", "--fills-per-thread", "1", "--steps", "2",
+                 "--tokens", "4", "--modes", "batched", "--beside-long", "--latency-ms",
+                 "5000", "--json", str(out)]) == 0
+    [point] = json.loads(out.read_text())["points"]
+    assert point["p50_short_ms"] > 0 and point["p50_long_ms"] > 0
+    assert sorted(documents[1:]) == [False, True]  # after the warm-up: one fill each
+    printed = capsys.readouterr().out
+    assert "| short p50 ms | long p50 ms |" in printed
+    assert "steps from a 5000 ms latency target" in printed
+    assert len(throughput.LONG_DOCUMENT) > 9 * len(throughput.DOCUMENT)
+    assert throughput.LONG_DOCUMENT[throughput.LONG_CURSOR:] == (
+        throughput.DOCUMENT[throughput.CURSOR:])
+
+
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)
 def test_a_stopped_throughput_run_reports_the_fills_finished_before_the_signal(
         sig, status, model_dir, tmp_path, monkeypatch, capsys):
@@ -460,7 +487,7 @@ def test_a_stopped_throughput_run_reports_the_fills_finished_before_the_signal(
 
     calls, stopped = [], []
 
-    def fill(engine, config, seed, should_stop=None):
+    def fill(engine, config, seed, should_stop=None, long=False):
         calls.append(seed)  # 2 warm-ups, then 2 fills a point, one thread: the 6th is the
         if len(calls) == 6:  # second alone
             os.kill(os.getpid(), signal.Signals[sig])

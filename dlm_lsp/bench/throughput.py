@@ -11,6 +11,16 @@ the batch occupancy (rows per forward pass) from the worker's own counters.
 The same load with batching off (`batchRows` 0: each fill alone, one after
 another) is the comparison.
 
+With `--beside-long`, every other caller fills a long document instead
+(`LONG_DOCUMENT`: the same function after enough code to fill the model's
+context), so small fills run beside large ones, whose sequences differ in
+length: the report gives each kind's p50 too.  Fills of different lengths share a
+pass only where the cost model says a padded pass is faster than two
+(`costs.passes_of`).
+
+With `--latency-ms`, each fill's steps come from that latency target (the
+callers start together: what the batching worker's timing of shared rounds is for).
+
 Every request is computed (no reuse of recent fills, and each has its own
 seed); repair and the fallback are off, so every fill costs its budget.
 Progress goes to stderr; a run stopped by Ctrl-C or SIGTERM reports the fills
@@ -37,6 +47,10 @@ from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
 
 WAIT_S = 0.5  # how often the thread waiting for a point's callers looks up (progress)
+# The bench document after 60 small functions: its context fills the model's 448 tokens.
+LONG_DOCUMENT = "".join(f"def helper_{i}(x):\n    return x + {i}\n\n\n"
+                        for i in range(60)) + DOCUMENT
+LONG_CURSOR = len(LONG_DOCUMENT) - len(DOCUMENT) + CURSOR
 
 
 @dataclass
@@ -52,6 +66,8 @@ class ThroughputConfig:
     seed: int = 0
     model: str = "default"
     device: str = "auto"
+    beside_long: bool = False  # every other caller fills LONG_DOCUMENT
+    latency_ms: int | None = None  # a latency target: each fill's steps from it, not `steps`
 
     def __post_init__(self) -> None:
         refuse_repeats("--modes", self.modes)  # one engine per mode: a repeat was counted twice
@@ -72,6 +88,9 @@ class ThroughputPoint:
     passes: int  # forward passes the model ran
     rows: int  # rows in them
     occupancy: float | None  # rows per pass (None without the batching worker)
+    # with --beside-long: the p50 of the short document's fills and of the long one's
+    p50_short_ms: float | None = None
+    p50_long_ms: float | None = None
 
 
 @dataclass
@@ -101,10 +120,12 @@ class _Seeds:
 
 
 def _fill(engine: Engine, config: ThroughputConfig, seed: int,
-          should_stop: Callable[[], bool] | None = None) -> int:
+          should_stop: Callable[[], bool] | None = None, long: bool = False) -> int:
     options = InfillOptions(length=config.tokens, steps=config.steps, strategy=config.strategy,
-                            seed=seed, repair_rounds=0, fallback=False)
-    return engine.infill(InfillRequest(DOCUMENT, CURSOR, CURSOR, "python", options=options,
+                            seed=seed, repair_rounds=0, fallback=False,
+                            latency_ms=config.latency_ms)
+    text, at = (LONG_DOCUMENT, LONG_CURSOR) if long else (DOCUMENT, CURSOR)
+    return engine.infill(InfillRequest(text, at, at, "python", options=options,
                                        should_stop=should_stop)).steps
 
 
@@ -123,7 +144,8 @@ class Load:
                                                                          threads, seeds)
         self.batcher = engine.batcher()
         self.before = self._counters()
-        self.fills: list[tuple[float, int]] = []  # (ms as the caller saw it, steps) each
+        # (ms as the caller saw it, steps, of the long document) each
+        self.fills: list[tuple[float, int, bool]] = []
         self.errors: list[BaseException] = []
         self.stopping = threading.Event()
         self.began: float | None = None
@@ -146,7 +168,8 @@ class Load:
         """
         start = threading.Barrier(self.threads + 1)
         ended = [threading.Event() for _ in range(self.threads)]
-        workers = [threading.Thread(target=self._caller, args=(start, end)) for end in ended]
+        workers = [threading.Thread(target=self._caller, args=(
+            start, end, self.config.beside_long and i % 2 == 1)) for i, end in enumerate(ended)]
         try:
             for worker in workers:
                 worker.start()
@@ -171,15 +194,16 @@ class Load:
         self.ended, self.after = time.perf_counter(), self._counters()
         self.kept = len(self.fills) if self.began is not None else 0
 
-    def _caller(self, start: threading.Barrier, end: threading.Event) -> None:
+    def _caller(self, start: threading.Barrier, end: threading.Event, long: bool) -> None:
         try:
             start.wait()
             for _ in range(self.config.fills_per_thread):
                 if self.stopping.is_set():
                     return
                 began = time.perf_counter()
-                steps = _fill(self.engine, self.config, self.seeds.take(), self.stopping.is_set)
-                self.fills.append(((time.perf_counter() - began) * 1000, steps))
+                steps = _fill(self.engine, self.config, self.seeds.take(), self.stopping.is_set,
+                              long)
+                self.fills.append(((time.perf_counter() - began) * 1000, steps, long))
         except threading.BrokenBarrierError:  # stopped before the callers began
             pass
         except BaseException as exc:  # reported once the callers end, not lost in a thread
@@ -190,16 +214,22 @@ class Load:
     def point(self) -> ThroughputPoint:
         """What the fills kept cost."""
         assert self.began is not None
-        times = [ms for ms, _ in self.fills[:self.kept]]
+        kept = self.fills[:self.kept]
+        times = [ms for ms, _, _ in kept]
         wall = self.ended - self.began
         if self.batcher:
             passes, rows = self.after[0] - self.before[0], self.after[1] - self.before[1]
         else:  # one request at a time: one row per pass
-            passes = rows = sum(steps for _, steps in self.fills[:self.kept])
+            passes = rows = sum(steps for _, steps, _ in kept)
+
+        def p50(long: bool) -> float | None:
+            mine = [ms for ms, _, of_long in kept if of_long == long]
+            return round(quantile(mine, 0.5), 1) if self.config.beside_long and mine else None
         return ThroughputPoint(self.mode, self.threads, len(times), round(wall, 2),
                                round(len(times) / wall, 2), round(quantile(times, 0.5), 1),
                                round(quantile(times, 0.95), 1), passes, rows,
-                               round(rows / passes, 2) if self.batcher and passes else None)
+                               round(rows / passes, 2) if self.batcher and passes else None,
+                               p50(False), p50(True))
 
 
 def run_throughput(config: ThroughputConfig) -> ThroughputReport:
@@ -252,12 +282,19 @@ def run_throughput(config: ThroughputConfig) -> ThroughputReport:
 def to_markdown(report: ThroughputReport) -> str:
     """A table: mode and concurrency, fills per second, p50/p95, rows per pass."""
     cfg = report.config
-    lines = [f"Throughput: {cfg.tokens}-token fills, {cfg.steps} steps, {cfg.strategy}, "
+    budget = f"{cfg.steps} steps" if cfg.latency_ms is None else (
+        f"steps from a {cfg.latency_ms} ms latency target")
+    lines = [f"Throughput: {cfg.tokens}-token fills, {budget}, {cfg.strategy}, "
              f"{cfg.fills_per_thread} fills per thread; model {report.model}; "
              f"{machine_line(report.machine)}; {report.machine['date']}, code "
              f"{report.revision or 'unknown'}.", "",
              "| mode | concurrent requests | fills/s | p50 ms | p95 ms | forward passes | "
              "rows per pass |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    if cfg.beside_long:
+        lines[0] += (" Every other caller fills a long document (its context the model's "
+                     "whole): p50 of the short and of the long fills.")
+        lines[2] += " short p50 ms | long p50 ms |"
+        lines[3] += " --- | --- |"
     if report.partial:
         lines.insert(0, f"{report.partial}; the numbers below cover only these")
     for p in report.points:
@@ -265,8 +302,12 @@ def to_markdown(report: ThroughputReport) -> str:
         planned = p.concurrency * cfg.fills_per_thread
         mode = p.mode + (f" (partial: {p.fills} of {planned} fills)" if p.fills < planned
                          else "")
-        lines.append(f"| {mode} | {p.concurrency} | {p.fills_per_s} | {p.p50_ms:.0f} | "
-                     f"{p.p95_ms:.0f} | {p.passes} | {occupancy} |")
+        row = (f"| {mode} | {p.concurrency} | {p.fills_per_s} | {p.p50_ms:.0f} | "
+               f"{p.p95_ms:.0f} | {p.passes} | {occupancy} |")
+        if cfg.beside_long:
+            row += "".join(" - |" if ms is None else f" {ms:.0f} |"
+                           for ms in (p.p50_short_ms, p.p50_long_ms))
+        lines.append(row)
     return "\n".join(lines) + "\n"
 
 
@@ -275,7 +316,8 @@ def command(args: argparse.Namespace) -> int:
     config = ThroughputConfig(concurrency=tuple(args.concurrency),
                               fills_per_thread=args.fills_per_thread, tokens=args.tokens,
                               steps=args.steps, modes=tuple(args.modes), seed=args.seed,
-                              model=args.model, device=args.device)
+                              model=args.model, device=args.device,
+                              beside_long=args.beside_long, latency_ms=args.latency_ms)
     report = publish(lambda: run_throughput(config), to_markdown, args.json_out,
                      args.markdown_out, "plot_throughput", args.plot)
     if report.partial:
