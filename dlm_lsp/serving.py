@@ -111,7 +111,10 @@ class StepBatcher:
                  cost: Callable[[], StepCost] | None = None):
         """`cost` gives the model's step cost (calibrated on first call): the worker asks
         for it only to pack rows of different lengths together or to time a round for a
-        fill's latency target.  Without it neither happens."""
+        fill's latency target.  Without it neither happens.  The first round that needs
+        it waits for the calibration (16 passes of at most 256 tokens, once per model:
+        well under a second for the shipped model on a CPU, about a fill's worth for a
+        large model on a CPU)."""
         self.model, self.config, self._cost = model, config or BatchConfig(), cost
         # rows of different lengths may share a pass: the model masks a padded row's pad
         self.pads = bool(getattr(model, "padded_rows", False))
