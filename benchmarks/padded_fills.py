@@ -64,12 +64,14 @@ def main() -> None:
     parser.add_argument("--model", default="default", help="model to fill with (default: "
                         "the shipped one)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                        help="as the setting (default auto: bf16 where the CPU has it)")
     parser.add_argument("--limit", type=int, default=50, help="tasks of each split (default 50)")
     parser.add_argument("--tokens", type=int, default=16, help="span tokens a fill (default 16)")
     parser.add_argument("--steps", type=int, default=16, help="steps a fill (default 16)")
     parser.add_argument("--json", type=Path, help="write the counts here")
     args = parser.parse_args()
-    model = load_model(args.model, args.device)
+    model = load_model(args.model, args.device, args.precision)
     cfg = SamplerConfig(steps=args.steps)
     # the companion: the longest prefix of the sample, cut to the model's context
     tasks = [t for split in ("single-line", "multi-line") for t in load_tasks(split, args.limit)]
