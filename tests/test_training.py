@@ -446,6 +446,18 @@ def test_a_second_ctrl_c_quits_without_saving_in_one_line(source_dir, tmp_path,
 
 
 
+def test_ctrl_c_before_training_says_nothing_was_saved(source_dir, tmp_path, monkeypatch,
+                                                       capsys):
+    """Ctrl-C while the sources are read raises Python's own KeyboardInterrupt, which has
+    no text: the run ended on a bare "dlm-lsp train: " line."""
+    def collect_sources(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(train_module, "collect_sources", collect_sources)
+    assert main(_cli_args(source_dir, tmp_path / "out")) == 130
+    assert capsys.readouterr().err == ("dlm-lsp train: interrupted before training started; "
+                                       "nothing saved\n")
+
+
 def test_signals_during_the_save_wait_for_it(source_dir, tmp_path, monkeypatch, capsys):
     """Ctrl-C pressed twice while the model is written must not leave config.json of the
     new model beside the weights of the old one (or none)."""

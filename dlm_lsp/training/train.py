@@ -743,7 +743,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dlm-lsp train: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        print(f"dlm-lsp train: {exc or 'interrupted before training started; nothing saved'}",
+        # str(): a Ctrl-C's own KeyboardInterrupt has no text, but is still true
+        print(f"dlm-lsp train: {str(exc) or 'interrupted before training started; nothing saved'}",
               file=sys.stderr)
         return 128 + signal.SIGINT
     print(json.dumps({k: v for k, v in stats.items() if k not in ("loss_curve", "sources")},
