@@ -263,6 +263,11 @@ def _save(module: TinyDenoiser, tokenizer: Tokenizer, cfg: TrainConfig, stats: d
               extra={"training": stats}, max_shard_bytes=cfg.max_shard_bytes)
 
 
+# Far above any vocabulary a code model uses (Qwen's is 151,646), and small enough for
+# the tokenizer trainer's tables.
+MAX_VOCAB = 2**20
+
+
 def _check(cfg: TrainConfig) -> None:
     """Refuse what would fail or mean nothing, before a minute goes into reading files and
     training a tokenizer: batch 0, --seq-len below an infilling row, --lr -1 and the like
@@ -284,9 +289,14 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"--seq-len {cfg.seq_len} cannot hold an infilling row's middle "
                             f"and pads ({cfg.rows.max_middle} + {cfg.rows.max_pads} tokens); "
                             f"use at least {room}")
+    if cfg.data_bytes <= 0:  # took no file at all, and blamed the sources for it
+        raise TrainingError("--data-bytes must be positive")
     if cfg.init_from is None and cfg.vocab_size <= 256 + len(SPECIAL_TOKENS):
         raise TrainingError(f"--vocab-size must exceed {256 + len(SPECIAL_TOKENS)}: the 256 "
                             "bytes and the special tokens")
+    if cfg.init_from is None and cfg.vocab_size > MAX_VOCAB:  # the BPE trainer sizes its
+        # tables by it: --vocab-size 1000000000 aborted the process (a Rust out-of-memory)
+        raise TrainingError(f"--vocab-size must be at most {MAX_VOCAB:,}")
     for flag, value in (("--d-model", cfg.d_model), ("--layers", cfg.n_layers),
                         ("--heads", cfg.n_heads)):
         if cfg.init_from is None and value < 1:
