@@ -373,6 +373,27 @@ def test_cli_reports_a_missing_warm_start_directory(tmp_path, capsys):
     assert "not a directory" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("files", "says"), [
+    ({"code.py": "x = 1\n"}, "holds no saved model (no config.json)"),
+    ({"config.json": '{"model_type": "qwen2"}', "tokenizer.json": "{}"},
+     "holds a model of type 'qwen2'; only a model that dlm-lsp train wrote"),
+    ({"config.json": '{"model_type": "dlm-tiny"}'}, "could not load model"),
+])
+def test_a_warm_start_folder_that_is_not_our_model_is_refused_before_reading_sources(
+        files, says, source_dir, tmp_path, capsys):
+    """Found only after the sources were read (the standard library: seconds to minutes),
+    and a downloaded checkpoint was told apart only by a missing tokenizer.json."""
+    init = tmp_path / "init"
+    init.mkdir()
+    for name, text in files.items():
+        (init / name).write_text(text)
+    args = [*_cli_args(source_dir, tmp_path / "out"), "--init-from", str(init)]
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("dlm-lsp train: ") and says in captured.err
+    assert "sources:" not in captured.out
+
+
 def test_a_tiny_run_never_writes_over_the_shipped_model(capsys):
     assert main(["--tiny"]) == 2
     assert "needs --out" in capsys.readouterr().err

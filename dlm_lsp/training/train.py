@@ -222,17 +222,35 @@ def _tokenizer_sample(corpus: Corpus, limit: int) -> list[str]:
     return texts
 
 
-def _model_and_tokenizer(cfg: TrainConfig, corpus: Corpus,
-                         device: torch.device) -> tuple[TinyDenoiser, Tokenizer, dict]:
+def _warm_start(cfg: TrainConfig, device: torch.device) -> TinyModel | None:
+    """The --init-from model, loaded before the sources are read: a folder that is not
+    one `dlm-lsp train` wrote (a downloaded checkpoint, the data folder named by mistake)
+    was found out only after reading them and training nothing, in a message about a
+    missing config.json or tokenizer.json, which for a checkpoint of another kind read
+    as if the folder were merely incomplete."""
+    if cfg.init_from is None:
+        return None
+    init = Path(cfg.init_from)
+    if not (init / "config.json").is_file():
+        raise TrainingError(f"--init-from {init} holds no saved model (no config.json); name "
+                            "a folder that dlm-lsp train wrote")
+    other = _other_model(init)
+    if other:
+        raise TrainingError(f"--init-from {init} holds {other}; only a model that dlm-lsp "
+                            "train wrote can be trained further")
+    return TinyModel.load(init, device)
+
+
+def _model_and_tokenizer(cfg: TrainConfig, corpus: Corpus, device: torch.device,
+                         warm: TinyModel | None) -> tuple[TinyDenoiser, Tokenizer, dict]:
     """A fresh model with a newly trained tokenizer, or the warm-start checkpoint.
 
     Returns the module, its tokenizer and the checkpoint's previous training stats.
     """
-    if cfg.init_from is not None:
-        loaded = TinyModel.load(cfg.init_from, device)
+    if warm is not None:
         config = json.loads((Path(cfg.init_from) / "config.json").read_text())
-        print(f"warm start from {cfg.init_from} (shape {loaded.module.cfg})", flush=True)
-        return loaded.module, loaded.tokenizer, config.get("training", {})
+        print(f"warm start from {cfg.init_from} (shape {warm.module.cfg})", flush=True)
+        return warm.module, warm.tokenizer, config.get("training", {})
     started = time.monotonic()
     sample = _tokenizer_sample(corpus, cfg.tokenizer_bytes)
     tokenizer = train_tokenizer(sample, cfg.vocab_size, split_lines=cfg.split_lines)
@@ -570,11 +588,12 @@ def train(cfg: TrainConfig) -> dict:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
 
+    warm = _warm_start(cfg, device)
     corpus = _corpus(cfg)
     print(f"sources: {len(corpus.train) + len(corpus.heldout)} files in "
           f"{time.monotonic() - run_started:.1f}s; dropped {len(corpus.contaminated)} sharing "
           f"text with HumanEval, {corpus.duplicates} duplicates", flush=True)
-    module, tokenizer, previous = _model_and_tokenizer(cfg, corpus, device)
+    module, tokenizer, previous = _model_and_tokenizer(cfg, corpus, device, warm)
     _check_shards(module, cfg)
     if cfg.seq_len > module.cfg.max_length:
         raise TrainingError(f"seq_len {cfg.seq_len} exceeds the model's max_length "
