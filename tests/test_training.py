@@ -387,11 +387,25 @@ def test_a_warm_start_folder_that_is_not_our_model_is_refused_before_reading_sou
     init.mkdir()
     for name, text in files.items():
         (init / name).write_text(text)
-    args = [*_cli_args(source_dir, tmp_path / "out"), "--init-from", str(init)]
-    assert main(args) == 2
+    assert main(_warm_cli_args(source_dir, tmp_path / "out", init)) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("dlm-lsp train: ") and says in captured.err
     assert "sources:" not in captured.out
+
+
+@pytest.mark.parametrize(("args", "flags"), [
+    (["--d-model", "128"], "--d-model"),
+    (["--layers", "4", "--vocab-size", "900"], "--vocab-size, --layers"),
+])
+def test_shape_flags_with_a_warm_start_are_refused_not_ignored(args, flags, trained, source_dir,
+                                                               tmp_path, capsys):
+    """The warm-started model keeps its shape: `--init-from M --layers 4` trained M's one
+    layer on, saying nothing of the flag."""
+    assert main([*_warm_cli_args(source_dir, tmp_path / "out", trained[0]), "--max-steps", "2",
+                 *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dlm-lsp train: {flags}: a warm start keeps the shape")
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_tiny_run_never_writes_over_the_shipped_model(capsys):
@@ -421,6 +435,13 @@ def _cli_args(source_dir: Path, out: Path) -> list[str]:
     """A tiny run on the test sources with a budget no test waits for."""
     return ["--tiny", "--out", str(out), "--no-stdlib", "--extra-root", str(source_dir),
             "--vocab-size", "400", "--seconds", "600", "--max-steps", "100000"]
+
+
+def _warm_cli_args(source_dir: Path, out: Path, init: Path) -> list[str]:
+    """`_cli_args` continuing the model in `init` (whose shape no flag may change)."""
+    args = _cli_args(source_dir, out)
+    at = args.index("--vocab-size")
+    return [*args[:at], *args[at + 2:], "--init-from", str(init)]
 
 
 def test_ctrl_c_while_training_ends_the_step_then_saves_and_says_where(

@@ -708,6 +708,12 @@ _FLAGS = {
     "log_every": float, "save_every": float,
 }
 _FLAG_NAMES = {"n_layers": "--layers", "n_heads": "--heads"}
+_SHAPE = ("vocab_size", "d_model", "n_layers", "n_heads", "max_length")  # fixed by --init-from
+
+
+def _flag(name: str) -> str:
+    """The command-line flag of a TrainConfig field in `_FLAGS`."""
+    return _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -721,7 +727,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None,
                    help=f"output model directory (default preset only: {d.out_dir})")
     p.add_argument("--init-from", type=Path, default=None,
-                   help="saved model directory to keep training (keeps its tokenizer)")
+                   help="saved model directory to keep training (keeps its shape and tokenizer)")
     p.add_argument("--extra-root", type=Path, action="append", default=[],
                    help="another directory of .py files to train on (repeatable)")
     p.add_argument("--no-stdlib", action="store_true", help="do not train on the stdlib")
@@ -736,8 +742,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bf16 autocast on CPU where native (avx512_bf16 or AMX); "
                    "ignored with a warning elsewhere, where it is ~20x slower")
     for name, kind in _FLAGS.items():
-        flag = _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
-        p.add_argument(flag, dest=name, type=kind, default=None,
+        p.add_argument(_flag(name), dest=name, type=kind, default=None,
                        help=f"default: the preset's (shipped recipe: {getattr(d, name)})")
     return p
 
@@ -750,6 +755,12 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """
     if args.out is None and args.preset != "default":
         raise TrainingError(f"--preset {args.preset} needs --out")
+    reshaping = [_flag(name) for name in _SHAPE if getattr(args, name) is not None]
+    if args.init_from is not None and reshaping:  # were ignored: a 1-layer model trained on
+        raise TrainingError(f"{', '.join(reshaping)}: a warm start keeps the shape and "
+                            f"tokenizer of the model in --init-from {args.init_from}; drop "
+                            f"{'it' if len(reshaping) == 1 else 'them'}, or train a new model "
+                            "without --init-from")
     base = PRESETS[args.preset]()
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
     return replace(
