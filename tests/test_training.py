@@ -408,6 +408,17 @@ def test_shape_flags_with_a_warm_start_are_refused_not_ignored(args, flags, trai
     assert not (tmp_path / "out").exists()
 
 
+def test_a_seq_len_beyond_the_warm_start_s_context_is_refused_before_reading_sources(
+        trained, source_dir, tmp_path, capsys):
+    """Found only once the sources were read, in the field's name (seq_len)."""
+    args = [*_warm_cli_args(source_dir, tmp_path / "out", trained[0]), "--seq-len", "65"]
+    assert main([*args, "--max-steps", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == (f"dlm-lsp train: --seq-len 65 exceeds the max_length 64 of the "
+                            f"model in --init-from {trained[0]}\n")
+    assert "sources:" not in captured.out
+
+
 def test_a_tiny_run_never_writes_over_the_shipped_model(capsys):
     assert main(["--tiny"]) == 2
     assert "needs --out" in capsys.readouterr().err

@@ -238,7 +238,11 @@ def _warm_start(cfg: TrainConfig, device: torch.device) -> TinyModel | None:
     if other:
         raise TrainingError(f"--init-from {init} holds {other}; only a model that dlm-lsp "
                             "train wrote can be trained further")
-    return TinyModel.load(init, device)
+    warm = TinyModel.load(init, device)
+    if cfg.seq_len > warm.max_length:
+        raise TrainingError(f"--seq-len {cfg.seq_len} exceeds the max_length {warm.max_length} "
+                            f"of the model in --init-from {init}")
+    return warm
 
 
 def _model_and_tokenizer(cfg: TrainConfig, corpus: Corpus, device: torch.device,
@@ -595,9 +599,6 @@ def train(cfg: TrainConfig) -> dict:
           f"text with HumanEval, {corpus.duplicates} duplicates", flush=True)
     module, tokenizer, previous = _model_and_tokenizer(cfg, corpus, device, warm)
     _check_shards(module, cfg)
-    if cfg.seq_len > module.cfg.max_length:
-        raise TrainingError(f"seq_len {cfg.seq_len} exceeds the model's max_length "
-                            f"{module.cfg.max_length}")
     mask_id, pad_id = tokenizer.token_id(MASK_TOKEN), tokenizer.token_id(PAD_TOKEN)
     if mask_id is None or pad_id is None:
         raise TrainingError(f"tokenizer lacks {MASK_TOKEN} or {PAD_TOKEN}")
