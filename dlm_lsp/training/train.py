@@ -327,9 +327,9 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"--wall-seconds must exceed the {cfg.export_reserve:.0f}s "
                             "kept for evaluation and saving")
     if cfg.init_from is None and cfg.seq_len > cfg.max_length:
-        raise TrainingError(f"seq_len {cfg.seq_len} exceeds max_length {cfg.max_length}")
+        raise TrainingError(f"--seq-len {cfg.seq_len} exceeds --max-length {cfg.max_length}")
     if cfg.init_from is None and cfg.d_model % cfg.n_heads:
-        raise TrainingError(f"d_model {cfg.d_model} is not divisible by n_heads {cfg.n_heads}")
+        raise TrainingError(f"--d-model {cfg.d_model} is not divisible by --heads {cfg.n_heads}")
     if cfg.init_from is not None and not Path(cfg.init_from).is_dir():
         raise TrainingError(f"--init-from {cfg.init_from} is not a directory")
 
