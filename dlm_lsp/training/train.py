@@ -323,7 +323,7 @@ def _check(cfg: TrainConfig) -> None:
                         ("--heads", cfg.n_heads)):
         if cfg.init_from is None and value < 1:
             raise TrainingError(f"{flag} must be at least 1")
-    if cfg.wall_seconds is not None and cfg.wall_seconds <= cfg.export_reserve:
+    if cfg.wall_seconds is not None and not cfg.wall_seconds > cfg.export_reserve:  # nan too
         raise TrainingError(f"--wall-seconds must exceed the {cfg.export_reserve:.0f}s "
                             "kept for evaluation and saving")
     if cfg.init_from is None and cfg.seq_len > cfg.max_length:
