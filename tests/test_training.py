@@ -499,6 +499,30 @@ def test_a_second_ctrl_c_quits_without_saving_in_one_line(source_dir, tmp_path,
 
 
 
+def test_a_loss_that_becomes_nan_ends_the_run_in_one_line(source_dir, tmp_path, capsys):
+    """It ended in a FloatingPointError traceback (exit 1 all the same)."""
+    args = [*_cli_args(source_dir, tmp_path / "out"), "--lr", "1e30", "--log-every", "0",
+            "--max-steps", "20"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("dlm-lsp train: training loss became nan at step ")
+    assert len(err.splitlines()) == 1
+
+
+def test_weights_that_became_nan_are_not_saved_over_the_model_there(
+        trained, source_dir, tmp_path, capsys):
+    """Diverged after the last progress line, a run saved nan weights over --out."""
+    out = tmp_path / "kept"
+    shutil.copytree(trained[0], out)
+    before = (out / "model.safetensors").read_bytes()
+    args = [*_warm_cli_args(source_dir, out, out), "--lr", "1e30", "--log-every", "100",
+            "--max-steps", "5"]
+    assert main(args) == 1
+    assert capsys.readouterr().err == ("dlm-lsp train: the weights became nan or infinite by "
+                                       f"step 5; nothing saved to {out}; try a lower --lr\n")
+    assert (out / "model.safetensors").read_bytes() == before
+
+
 def test_ctrl_c_before_training_says_nothing_was_saved(source_dir, tmp_path, monkeypatch,
                                                        capsys):
     """Ctrl-C while the sources are read raises Python's own KeyboardInterrupt, which has

@@ -565,6 +565,16 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
             "final_train_loss": final, "loss_curve": curve}
 
 
+def _check_finite(module: TinyDenoiser, steps: int, out: Path) -> None:
+    """Refuse to save weights that are no longer numbers.  The loss is checked only at
+    progress lines and interim saves, so a run that diverged between the last of them
+    and the end (a short run, a large --lr) saved a model of nan over --out, a good
+    model there (--init-from M --out M) among them."""
+    if not all(bool(torch.isfinite(p).all()) for p in module.parameters()):
+        raise FloatingPointError(f"the weights became nan or infinite by step {steps}; "
+                                 f"nothing saved to {out}; try a lower --lr")
+
+
 def _corpus(cfg: TrainConfig) -> Corpus:
     return collect_sources(SourceConfig(
         include_stdlib=cfg.include_stdlib, include_site_packages=cfg.include_site_packages,
@@ -643,6 +653,7 @@ def train(cfg: TrainConfig) -> dict:
 
         run = _optimise(module, sampler, cfg, seconds, device, amp_dtype, heldout, interim,
                         stopped=lambda: stop.received is not None)
+        _check_finite(module, run["steps"], cfg.out_dir)
         final = heldout(module)
         stop.saving = True
         stats = {
@@ -783,6 +794,9 @@ def main(argv: list[str] | None = None) -> int:
     except (TrainingError, ModelLoadError, FileNotFoundError) as exc:
         print(f"dlm-lsp train: {exc}", file=sys.stderr)
         return 2
+    except FloatingPointError as exc:  # the run diverged: not a usage error
+        print(f"dlm-lsp train: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:
         # str(): a Ctrl-C's own KeyboardInterrupt has no text, but is still true
         print(f"dlm-lsp train: {str(exc) or 'interrupted before training started; nothing saved'}",
