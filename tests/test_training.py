@@ -874,6 +874,20 @@ def test_gpu_run_stopped_by_the_device_s_timeout_keeps_and_checks_its_model(
     assert json.loads((out / "config.json").read_text())["training"]["steps"] == 5
 
 
+def test_gpu_run_interrupted_before_training_says_so(pattern_dir, tmp_path, monkeypatch,
+                                                    capsys):
+    """Ctrl-C's own KeyboardInterrupt has no text: the line ended after the colon."""
+    from dlm_lsp.training import gpu_run
+
+    def collect_sources(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(train_module, "collect_sources", collect_sources)
+    assert gpu_run.main(["--out", str(tmp_path / "out"), "--size", "tiny", "--no-stdlib",
+                         "--no-site-packages", "--extra-root", str(pattern_dir),
+                         "--device", "cpu"]) == 130
+    assert capsys.readouterr().err.endswith("s: before training\n")
+
+
 def test_cpu_bf16_is_dropped_with_a_warning_where_the_cpu_only_emulates_it(
         trained, source_dir, tmp_path, monkeypatch, capsys):
     """Emulated bf16 trained ~20x slower than fp32 on an AVX2 CPU: asking for it there

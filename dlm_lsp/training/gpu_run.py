@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as exc:  # a second signal: train() did not save
         print(f"gpu_run: interrupted after {time.monotonic() - started:.0f}s: "
-              f"{exc or 'before training'}", file=sys.stderr, flush=True)
+              f"{str(exc) or 'before training'}", file=sys.stderr, flush=True)
         return 128 + signal.SIGINT
     summary = {k: stats[k] for k in ("parameters", "tokens_seen", "steps", "seconds",
                                      "tokens_per_second", "final_train_loss", "heldout_loss",
