@@ -419,6 +419,15 @@ def test_a_seq_len_beyond_the_warm_start_s_context_is_refused_before_reading_sou
     assert "sources:" not in captured.out
 
 
+def test_init_from_default_continues_the_shipped_model(tmp_path):
+    """As fill --model default names it: inside site-packages, its folder is no path a user
+    knows (the README's dlm_lsp/weights/default works only from a checkout)."""
+    args = train_module.build_parser().parse_args(["--init-from", "default",
+                                                   "--out", str(tmp_path)])
+    assert train_module.config_from_args(args).init_from == train_module.DEFAULT_OUT
+    assert (train_module.DEFAULT_OUT / "config.json").is_file()
+
+
 def test_a_tiny_run_never_writes_over_the_shipped_model(capsys):
     assert main(["--tiny"]) == 2
     assert "needs --out" in capsys.readouterr().err

@@ -739,7 +739,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None,
                    help=f"output model directory (default preset only: {d.out_dir})")
     p.add_argument("--init-from", type=Path, default=None,
-                   help="saved model directory to keep training (keeps its shape and tokenizer)")
+                   help="saved model directory to keep training, or 'default' for the shipped "
+                   "model, as in fill --model (keeps its shape and tokenizer)")
     p.add_argument("--extra-root", type=Path, action="append", default=[],
                    help="another directory of .py files to train on (repeatable)")
     p.add_argument("--no-stdlib", action="store_true", help="do not train on the stdlib")
@@ -774,9 +775,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
                             f"{'it' if len(reshaping) == 1 else 'them'}, or train a new model "
                             "without --init-from")
     base = PRESETS[args.preset]()
+    # The name fill --model takes: where the package lives is no path a user knows.
+    init_from = DEFAULT_OUT if args.init_from == Path("default") else args.init_from
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
     return replace(
-        base, **given, out_dir=args.out or base.out_dir, init_from=args.init_from,
+        base, **given, out_dir=args.out or base.out_dir, init_from=init_from,
         include_stdlib=not args.no_stdlib, extra_roots=args.extra_root,
         include_site_packages=args.site_packages, decontaminate=not args.keep_contaminated,
         threads=args.threads, cpu_bf16=args.cpu_bf16,
