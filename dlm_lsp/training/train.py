@@ -304,6 +304,11 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError("--lr must be positive")
     if cfg.threads is not None and cfg.threads < 1:
         raise TrainingError("--threads must be at least 1")
+    cpus = os.cpu_count() or 1
+    if cfg.threads is not None and cfg.threads > cpus:  # --threads 100000 crashed (exit 139)
+        raise TrainingError(f"--threads {cfg.threads}: this machine has {cpus} CPUs")
+    if not -2**63 <= cfg.seed < 2**64:  # what torch's generators take
+        raise TrainingError(f"--seed must be at least {-2**63} and below 2**64")
     if cfg.max_shard_bytes is not None and cfg.max_shard_bytes <= 0:
         raise TrainingError("--shard-mib must be positive")
     room = cfg.rows.max_middle + cfg.rows.max_pads
@@ -783,7 +788,14 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         include_stdlib=not args.no_stdlib, extra_roots=args.extra_root,
         include_site_packages=args.site_packages, decontaminate=not args.keep_contaminated,
         threads=args.threads, cpu_bf16=args.cpu_bf16,
-        max_shard_bytes=None if args.shard_mib is None else int(args.shard_mib * 2**20))
+        max_shard_bytes=None if args.shard_mib is None else _shard_bytes(args.shard_mib))
+
+
+def _shard_bytes(mib: float) -> int:
+    """--shard-mib in bytes; inf and nan, which int() turns into a traceback, refused."""
+    if not 0 < mib < math.inf:
+        raise TrainingError("--shard-mib must be positive")
+    return int(mib * 2**20)
 
 
 def main(argv: list[str] | None = None) -> int:
