@@ -101,6 +101,10 @@ class ServerConfig(SamplingControls):
     candidates: int = 1
     seed: int = 0
     batch_rows: int = 16  # rows per shared forward pass across requests; 0: each request alone
+    # requests of different lengths share a pass too, padded, where the step cost says it
+    # pays; off: a padded row's logits differ in the last bits, so a fill's tokens could
+    # depend on what it shared a pass with
+    batch_padding: bool = False
     reuse_fills: bool = True  # answer repeated requests and typing-along from recent fills
     context_cache: bool = False  # reuse the context's keys/values between steps (approximate)
     cache_refresh: int = 4  # with the cache: a full forward pass every this many steps
@@ -130,8 +134,8 @@ class ServerConfig(SamplingControls):
 # The settings that belong to this process, not to a fill: a remote engine applies the
 # rest of a client's settings to that client's fills (see dlm_lsp/remote/wire.py).
 PROCESS_SETTINGS = frozenset({
-    "model", "device", "precision", "cuda_graphs", "batch_rows", "timeout_ms", "drafts",
-    "hole_marker", "max_open_documents", "max_queued_requests", "backend", "remote_url",
+    "model", "device", "precision", "cuda_graphs", "batch_rows", "batch_padding", "timeout_ms",
+    "drafts", "hole_marker", "max_open_documents", "max_queued_requests", "backend", "remote_url",
     "remote_token", "remote_ca_file", "remote_connect_ms", "remote_retries", "remote_fallback"})
 
 SECRETS = frozenset({"remote_token"})  # a problem with one is said without its value

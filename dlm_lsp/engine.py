@@ -319,6 +319,7 @@ class Engine:
                                             lambda: self.step_cost(model))
             self._batcher.config.max_rows = min(self.config.batch_rows,
                                                 self._row_cap or self.config.batch_rows)
+            self._batcher.config.pad = self.config.batch_padding
             return self._batcher
 
     def status(self) -> dict[str, Any]:

@@ -48,6 +48,11 @@ class BatchConfig:
     """How the worker groups requests."""
 
     max_rows: int = 16  # rows (candidates of all requests) per forward pass
+    # Rows of different lengths may share a pass, padded (setting batchPadding).  Off by
+    # default: a padded row's logits differ from its logits alone in the last bits, so a
+    # fill's tokens could depend on what it shared a pass with (a test of the remote
+    # service, whose replicas' fills must equal a local server's, failed on it in CI).
+    pad: bool = False
 
 
 @dataclass
@@ -116,8 +121,8 @@ class StepBatcher:
         well under a second for the shipped model on a CPU, about a fill's worth for a
         large model on a CPU)."""
         self.model, self.config, self._cost = model, config or BatchConfig(), cost
-        # rows of different lengths may share a pass: the model masks a padded row's pad
-        self.pads = bool(getattr(model, "padded_rows", False))
+        # the model can mask a padded row's pad (see `pads`)
+        self.model_pads = bool(getattr(model, "padded_rows", False))
         self.stats = BatchStats()
         self._waiting: deque[_Job] = deque()
         self._wake = threading.Condition()
@@ -126,6 +131,12 @@ class StepBatcher:
         self._thread = threading.Thread(target=self._work, name="dlm-batcher", daemon=True)
         self._thread.start()
         _LIVE.add(self)
+
+    @property
+    def pads(self) -> bool:
+        """Whether rows of different lengths may share a pass: the settings allow it
+        (`BatchConfig.pad`, read at each round) and the model masks a padded row's pad."""
+        return self.config.pad and self.model_pads
 
     def run(self, state: Denoising, should_stop: Callable[[], bool] | None = None,
             target: Target | None = None) -> Denoised:

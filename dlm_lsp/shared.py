@@ -34,7 +34,7 @@ from dlm_lsp.config import ServerConfig, camel
 from dlm_lsp.engine import LOADED_WITH, Engine, loads_apart
 from dlm_lsp.results import InfillRequest, InfillResult
 
-ENGINE_SETTINGS = (*LOADED_WITH, "batch_rows")
+ENGINE_SETTINGS = (*LOADED_WITH, "batch_rows", "batch_padding")
 
 
 class EnginePool:

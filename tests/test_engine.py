@@ -727,6 +727,18 @@ def test_batch_rows_set_to_0_ends_the_batching_worker_and_fills_run_alone(
     assert eng.status()["forwardPasses"] == 0
 
 
+def test_batch_padding_is_off_by_default_and_the_setting_reaches_the_batching_worker(
+        model_dir: Path) -> None:
+    """Padded, a fill's tokens could depend on what it shared a pass with, so rows of
+    different lengths share one only when batchPadding says so, also set at run time."""
+    config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False)
+    eng = Engine(config)
+    assert eng.infill(_request("x = |\n", steps=2, candidates=1)).candidates
+    assert not eng.batcher().pads
+    eng.reconfigure(replace(config, batch_padding=True))
+    assert eng.batcher().pads
+
+
 def test_settings_that_reload_the_model_end_the_old_model_s_batching_worker(
         model_dir: Path) -> None:
     """The old model's worker was replaced only at the new model's first fill, after that

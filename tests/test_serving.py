@@ -149,7 +149,7 @@ def test_requests_of_different_lengths_share_a_padded_pass_where_it_pays(model32
     layouts = [_layout(model, p) for p in UNEVEN]
     assert len({lay.span_end + len(lay.suffix_ids) for lay in layouts}) == 3
     cfg = SamplerConfig(steps=4)
-    batcher = StepBatcher(model, cost=lambda: SHARING_PAYS)
+    batcher = StepBatcher(model, BatchConfig(pad=True), cost=lambda: SHARING_PAYS)
     try:
         got = _together(batcher, [Denoising(model, lay, cfg, i) for i, lay in enumerate(layouts)])
     finally:
@@ -158,9 +158,23 @@ def test_requests_of_different_lengths_share_a_padded_pass_where_it_pays(model32
     assert batcher.stats.padded > 0 and batcher.stats.passes < 3 * 4
 
 
+def test_requests_of_different_lengths_keep_apart_unless_padding_is_asked_for(model) -> None:
+    """batchPadding is off by default: padded, a row's logits differ from its logits
+    alone in the last bits, and a fill's tokens could depend on what it shared a pass
+    with (a replica's fills differed from a local server's in CI)."""
+    layouts = [_layout(model, p) for p in UNEVEN]
+    batcher = StepBatcher(model, cost=lambda: SHARING_PAYS)
+    try:
+        _together(batcher, [Denoising(model, lay, SamplerConfig(steps=4), i)
+                            for i, lay in enumerate(layouts)])
+    finally:
+        batcher.close()
+    assert batcher.stats.padded == 0 and batcher.stats.passes == 3 * 4
+
+
 def test_requests_of_different_lengths_keep_apart_where_padding_costs_more(model) -> None:
     layouts = [_layout(model, p) for p in UNEVEN]
-    batcher = StepBatcher(model, cost=lambda: PADDING_DOES_NOT_PAY)
+    batcher = StepBatcher(model, BatchConfig(pad=True), cost=lambda: PADDING_DOES_NOT_PAY)
     try:
         _together(batcher, [Denoising(model, lay, SamplerConfig(steps=4), i)
                             for i, lay in enumerate(layouts)])
@@ -172,8 +186,8 @@ def test_requests_of_different_lengths_keep_apart_where_padding_costs_more(model
 def test_a_model_that_cannot_pad_keeps_lengths_apart(model) -> None:
     """A published checkpoint run with its own code has no padded forward (`padded_rows`);
     the worker still times their rounds for their latency targets."""
-    batcher = StepBatcher(model, cost=lambda: SHARING_PAYS)
-    batcher.pads = False
+    batcher = StepBatcher(model, BatchConfig(pad=True), cost=lambda: SHARING_PAYS)
+    batcher.model_pads = False
     far = Target(time.perf_counter() + 3600, 1.0)
     try:
         _together(batcher, [Denoising(model, _layout(model, p), SamplerConfig(steps=4), i)
