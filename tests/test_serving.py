@@ -16,7 +16,7 @@ import torch
 from dlm_lsp.costs import StepCost
 from dlm_lsp.models import load_model
 from dlm_lsp.sampler import Cancelled, Denoising, SamplerConfig, denoise
-from dlm_lsp.serving import BatchConfig, StepBatcher, Target
+from dlm_lsp.serving import BatchConfig, BatchStats, StepBatcher, Target
 from dlm_lsp.span import build_layout
 
 
@@ -158,29 +158,28 @@ def test_requests_of_different_lengths_share_a_padded_pass_where_it_pays(model32
     assert batcher.stats.padded > 0 and batcher.stats.passes < 3 * 4
 
 
+def _uneven_stats(model, config: BatchConfig | None, cost: StepCost) -> BatchStats:
+    """The worker's counts after the UNEVEN requests ran together, 4 steps each."""
+    batcher = StepBatcher(model, config, cost=lambda: cost)
+    try:
+        _together(batcher, [Denoising(model, _layout(model, p), SamplerConfig(steps=4), i)
+                            for i, p in enumerate(UNEVEN)])
+    finally:
+        batcher.close()
+    return batcher.stats
+
+
 def test_requests_of_different_lengths_keep_apart_unless_padding_is_asked_for(model) -> None:
     """batchPadding is off by default: padded, a row's logits differ from its logits
     alone in the last bits, and a fill's tokens could depend on what it shared a pass
     with (a replica's fills differed from a local server's in CI)."""
-    layouts = [_layout(model, p) for p in UNEVEN]
-    batcher = StepBatcher(model, cost=lambda: SHARING_PAYS)
-    try:
-        _together(batcher, [Denoising(model, lay, SamplerConfig(steps=4), i)
-                            for i, lay in enumerate(layouts)])
-    finally:
-        batcher.close()
-    assert batcher.stats.padded == 0 and batcher.stats.passes == 3 * 4
+    stats = _uneven_stats(model, None, SHARING_PAYS)
+    assert stats.padded == 0 and stats.passes == 3 * 4
 
 
 def test_requests_of_different_lengths_keep_apart_where_padding_costs_more(model) -> None:
-    layouts = [_layout(model, p) for p in UNEVEN]
-    batcher = StepBatcher(model, BatchConfig(pad=True), cost=lambda: PADDING_DOES_NOT_PAY)
-    try:
-        _together(batcher, [Denoising(model, lay, SamplerConfig(steps=4), i)
-                            for i, lay in enumerate(layouts)])
-    finally:
-        batcher.close()
-    assert batcher.stats.padded == 0 and batcher.stats.passes == 3 * 4
+    stats = _uneven_stats(model, BatchConfig(pad=True), PADDING_DOES_NOT_PAY)
+    assert stats.padded == 0 and stats.passes == 3 * 4
 
 
 def test_a_model_that_cannot_pad_keeps_lengths_apart(model) -> None:
