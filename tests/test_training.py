@@ -953,3 +953,15 @@ def test_a_model_of_our_own_is_replaced_and_its_stale_card_pointed_out(trained, 
     assert json.loads((out / "config.json").read_text())["training"]["steps"] == stats["steps"]
     assert f"note: {out / 'MODEL_CARD.md'} describes the model that was there" in \
         capsys.readouterr().err
+
+
+def test_a_corpus_of_one_file_says_it_holds_nothing_out(tmp_path, capsys):
+    """With one source file no file is held out, and the run ended on 'held-out loss
+    None -> None', which did not say why."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "only.py").write_text("def add(a, b):\n    return a + b\n" * 40)
+    out = tmp_path / "out"
+    assert main([*_cli_args(tmp_path / "src", out), "--max-steps", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "None" not in printed
+    assert "held-out loss none (a single source file: nothing held out) -> none" in printed

@@ -290,6 +290,12 @@ def _save(module: TinyDenoiser, tokenizer: Tokenizer, cfg: TrainConfig, stats: d
 MAX_VOCAB = 2**20
 
 
+def _heldout(loss: float | None) -> str:
+    """A held-out loss as a progress line says it: a corpus of one file holds none out
+    (`collect_sources` holds one out of two or more), and "None -> None" said nothing."""
+    return "none (a single source file: nothing held out)" if loss is None else str(loss)
+
+
 def _check(cfg: TrainConfig) -> None:
     """Refuse what would fail or mean nothing, before a minute goes into reading files and
     training a tokenizer: batch 0, --seq-len below an infilling row, --lr -1 and the like
@@ -648,7 +654,7 @@ def train(cfg: TrainConfig) -> dict:
     print(f"training {module.num_parameters():,} parameters on {describe_device(device)} "
           f"for {seconds:.0f}s{f' or {cfg.max_steps} steps' if cfg.max_steps else ''}, "
           f"batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
-          f"{initial['heldout_loss']}", flush=True)
+          f"{_heldout(initial['heldout_loss'])}", flush=True)
 
     with _StopSignals(cfg.out_dir) as stop:
         def interim(progress: dict) -> None:
@@ -700,9 +706,10 @@ def train(cfg: TrainConfig) -> dict:
     stopped = "" if stop.received is None else \
         f"stopped by {stop.received.name} after {stats['steps']} steps; "
     print(f"{stopped}saved to {cfg.out_dir} after {time.monotonic() - run_started:.0f}s: "
-          f"held-out loss {initial['heldout_loss']} -> {stats['heldout_loss']}, held-out "
-          f"infill loss {initial['heldout_infill_loss']} -> {stats['heldout_infill_loss']}",
-          flush=True)
+          f"held-out loss {_heldout(initial['heldout_loss'])} -> "
+          f"{_heldout(stats['heldout_loss'])}, held-out infill loss "
+          f"{_heldout(initial['heldout_infill_loss'])} -> "
+          f"{_heldout(stats['heldout_infill_loss'])}", flush=True)
     card = Path(cfg.out_dir) / "MODEL_CARD.md"
     if card.is_file():  # kept, as a record, but it no longer describes these weights
         print(f"note: {card} describes the model that was there before this run; update it "
