@@ -270,7 +270,6 @@ def load_weights(directory: str | Path) -> dict[str, torch.Tensor]:
 class TinyModel:
     """Adapter exposing a TinyDenoiser through the DiffusionModel interface."""
 
-
     def __init__(self, module: TinyDenoiser, tokenizer: Tokenizer, name: str,
                  device: torch.device, precision: str = "auto"):
         self.precision = resolve_precision(precision, device)
