@@ -49,14 +49,13 @@ def _folder_writable(target: Path) -> bool:
     return os.access(target.parent, os.W_OK | os.X_OK)
 
 
-def written_in_place(path: Path) -> bool:
-    """Whether the file must be written in place before any rename is tried: another hard
-    link to it would be split from it, or its folder cannot take a temporary file and
-    the file has extended attributes, which make it writable in place instead."""
-    target = target_of(path)
+def _in_place(target: Path, attributes: dict[str, bytes]) -> bool:
+    """Whether the file `target`, with these extended attributes, must be written in place
+    before any rename is tried: another hard link to it would be split from it, or its
+    folder cannot take a temporary file and its attributes make it writable in place."""
     if os.stat(target).st_nlink > 1:
         return True
-    return bool(_attributes(target)) and not _folder_writable(target)
+    return bool(attributes) and not _folder_writable(target)
 
 
 def unwritable(path: Path) -> str | None:
@@ -66,7 +65,7 @@ def unwritable(path: Path) -> str | None:
     target = target_of(path)
     if not os.access(target, os.W_OK):
         return "the file is not writable"
-    if written_in_place(target) or _folder_writable(target):
+    if _in_place(target, _attributes(target)) or _folder_writable(target):
         return None
     return f"its folder {target.parent} is not writable (the new text is written there first)"
 
@@ -77,10 +76,11 @@ def write_atomically(path: Path, text: str, encoding: str = "utf-8") -> None:
     rename would split a hard link or lose an attribute the new file cannot take.
     Renamed, on an OSError the file is as it was and no temporary file is left behind."""
     target = target_of(path)
-    if written_in_place(target):
+    attributes = _attributes(target)  # read once: the decision and the copy
+    if _in_place(target, attributes):
         _write_in_place(target, text.encode(encoding))
         return
-    mode, attributes = os.stat(target), _attributes(target)
+    mode = os.stat(target)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
                                          suffix=".tmp")
     try:
