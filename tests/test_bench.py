@@ -220,6 +220,26 @@ def test_programs_the_sandbox_could_not_run_fail_the_run_and_are_named(monkeypat
     assert "OSError: no space" in captured.err
 
 
+def test_the_report_says_which_isolation_the_run_used_and_why_it_fell_back(
+        monkeypatch, tmp_path, capsys):
+    """The probe's reason for a weaker isolation went to stderr only: a stored report of
+    programs run with less isolation did not say why."""
+    from dlm_lsp.bench import sandbox
+
+    def ran(sources, config):
+        return [sandbox.Outcome(True, "passed", "", 0.0, "", sandbox.NETWORK) for _ in sources]
+    monkeypatch.setattr(pass_at_1, "run_programs", ran)
+    monkeypatch.setattr(sandbox, "probe_isolation",
+                        lambda: sandbox.Isolation(sandbox.NETWORK, "'namespaces': the reason"))
+    out = tmp_path / "run.json"
+    assert main(["bench", "humaneval", "--empty", "--limit", "2", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["isolation"] == "network"
+    assert report["isolation_fallback"] == "'namespaces': the reason"
+    assert ("sandbox isolation: a network namespace only (fell back: 'namespaces': the "
+            "reason).") in capsys.readouterr().out
+
+
 def test_the_curves_warn_of_programs_the_sandbox_could_not_run(monkeypatch, capsys):
     """`bench sweep` and `samples` keep only pass or fail: a broken sandbox was a curve of
     failures with no word of it."""

@@ -183,11 +183,54 @@ def test_where_the_namespaces_are_refused_programs_run_in_the_network_namespace_
                         f'exec {real} "$@"\n')
     refusing.chmod(0o755)
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(refusing))
-    probe = sandbox.isolation_available.__wrapped__  # probed afresh, the cache left alone
-    monkeypatch.setattr(sandbox, "isolation_available", probe)
-    assert probe() == sandbox.NETWORK
+    probe = sandbox.probe_isolation.__wrapped__  # probed afresh, the cache left alone
+    monkeypatch.setattr(sandbox, "probe_isolation", probe)
+    assert probe().level == sandbox.NETWORK
     outcome = run_program("assert open('/proc/net/dev').read().count(':') == 1\n", QUICK)
     assert outcome.passed and outcome.isolation == sandbox.NETWORK, outcome.detail
+
+
+def test_no_unshare_command_falls_back_to_no_isolation_and_says_so_loudly(
+        monkeypatch, capsys):
+    """A machine without `unshare` ran model-written code with the limits alone, and
+    neither stderr nor the report said a word of it."""
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    found = sandbox.probe_isolation.__wrapped__()  # probed afresh, the cache left alone
+    assert found.level == sandbox.NONE
+    assert "no `unshare` command" in found.fallback
+    said = capsys.readouterr().err
+    assert "no `unshare` command" in said and "falling back to 'none'" in said
+    assert sandbox.NO_ISOLATION_WARNING in said
+
+
+@pytest.mark.skipif(not sandbox.network_namespace_available(),
+                    reason="unprivileged network namespaces are not allowed here")
+def test_a_machine_with_no_known_pivot_root_number_leaves_the_namespaces_out_and_says_why(
+        monkeypatch, capsys):
+    """Such a machine fell back to the network namespace alone with only a child's
+    `[Errno 0]` on stderr; the probe now names the machine, and the report keeps it."""
+    monkeypatch.setattr(sandbox, "pivot_root_number", lambda: None)
+    monkeypatch.setattr(sandbox, "interpreter_abi", lambda: ("mips64", 64))
+    found = sandbox.probe_isolation.__wrapped__()
+    assert found == sandbox.Isolation(sandbox.NETWORK, "'namespaces': no pivot_root system "
+                                      "call number known for mips64 (64-bit Python)")
+    said = capsys.readouterr().err
+    assert "mips64" in said and "falling back to 'network'" in said
+    assert sandbox.NO_ISOLATION_WARNING not in said  # the network namespace still holds
+
+
+@pytest.mark.parametrize(("abi", "number"), [
+    (("x86_64", 64), 155), (("aarch64", 64), 41), (("riscv64", 64), 41),
+    (("ppc64le", 64), 203), (("s390x", 64), 217), (("i686", 32), 217),
+    (("x86_64", 32), None),  # i386's or x32's ABI on a 64-bit kernel: the name cannot tell
+    (("mips64", 64), None),
+])
+def test_pivot_roots_number_follows_the_interpreters_abi_not_the_kernels_name_alone(
+        monkeypatch, abi, number):
+    from dlm_lsp.bench import sandbox_child
+
+    monkeypatch.setattr(sandbox_child, "interpreter_abi", lambda: abi)
+    assert sandbox_child.pivot_root_number() == number
 
 
 def test_the_isolation_probe_imports_every_module_the_benchmarks_programs_import():
@@ -314,8 +357,8 @@ def test_a_module_the_namespaces_hide_makes_the_probe_fall_back_and_say_why(
     monkeypatch.setattr(sandbox.sys, "executable", str(venv_reading_outside / "bin" / "python"))
     monkeypatch.setattr(sandbox, "PROBE_MODULES",
                         (*sandbox.PROBE_MODULES, "dlm_sandbox_outside"))
-    probe = sandbox.isolation_available.__wrapped__  # probed afresh, the cache left alone
-    assert probe() == sandbox.NETWORK
+    probe = sandbox.probe_isolation.__wrapped__  # probed afresh, the cache left alone
+    assert probe().level == sandbox.NETWORK
     said = capsys.readouterr().err
     assert "'namespaces' fails" in said and "dlm_sandbox_outside" in said, said
 

@@ -64,6 +64,7 @@ from dlm_lsp.bench.sandbox import (
     SANDBOX,
     Outcome,
     SandboxConfig,
+    fallback_reason,
     run_programs,
 )
 from dlm_lsp.config import ServerConfig, camel, from_json, snake
@@ -137,6 +138,7 @@ class Report:
     network_isolated: bool  # every program ran in an empty network namespace
     results: list[TaskResult]
     isolation: str = NONE  # the weakest sandbox isolation any program ran under (sandbox.py)
+    isolation_fallback: str = ""  # why not a stronger one: the probe's reasons (sandbox.py)
     partial: Partial | None = None  # a run stopped by a signal: what these numbers cover
 
 
@@ -267,6 +269,7 @@ def tally(config: BenchConfig, done: list[tuple[Task, Fill, Outcome]], filled_by
         network_isolated=isolation != NONE,
         results=results,
         isolation=isolation,
+        isolation_fallback=fallback_reason(config.sandbox) if outcomes else "",
         partial=partial)
 
 
@@ -314,7 +317,9 @@ def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
         label = f" ({describe_run(run.config)})" if beside else ""
         lines.append(f"Outcomes{label}: " + ", ".join(f"{k} {v}" for k, v in run.reasons.items())
                      + "; fills by path: " + ", ".join(f"{k} {v}" for k, v in run.paths.items())
-                     + f"; sandbox isolation: {ISOLATION_WORDS[run.isolation]}.")
+                     + f"; sandbox isolation: {ISOLATION_WORDS[run.isolation]}"
+                     + (f" (fell back: {run.isolation_fallback})."
+                        if run.isolation_fallback else "."))
     if cfg.fill == "canonical":
         failures = [r for r in report.results if not r.passed][:FAILURES_LISTED]
         lines += [f"- {r.task_id}: {r.reason} {r.detail}" for r in failures]

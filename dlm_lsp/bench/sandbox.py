@@ -29,7 +29,10 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   live.  The child then moves into a user namespace of its own, so the
   program cannot undo any of it
   (`sandbox_child.isolate`).
-  Where only `unshare --user --net` works, the network namespace alone;
+  Where only `unshare --user --net` works, the network namespace alone; where
+  that fails too (no `unshare`, user namespaces refused), none.  The level is
+  probed once (`probe_isolation`); each fallback says why on stderr and in the
+  benchmark's report;
 - in every case, an audit hook installed before the program runs that refuses
   sockets, processes, ctypes and writes outside the working directory.
 
@@ -64,7 +67,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlm_lsp.bench.sandbox_child import ISOLATE, NO_HOOK, STARTED
+from dlm_lsp.bench.sandbox_child import (
+    ISOLATE,
+    NO_HOOK,
+    STARTED,
+    interpreter_abi,
+    pivot_root_number,
+)
 
 # "sandbox": the program never ran, the harness failed (no temporary directory, `unshare`
 # or the namespaces refused, no process): a verdict on the machine, not on the program
@@ -144,26 +153,65 @@ def _probe_program() -> str:
             "import hashlib\nhashlib.md5(b'', usedforsecurity=False).hexdigest()\n")
 
 
+@dataclass(frozen=True)
+class Isolation:
+    """What the probe found: the strongest level that works here and, where that is not
+    the strongest of all, why each stronger one was left (one line, for the reports)."""
+
+    level: str
+    fallback: str = ""  # "" when NAMESPACES works
+
+
+NO_ISOLATION_WARNING = (
+    "sandbox: WARNING: model-written programs will run with no isolation, only the audit "
+    "hook, resource limits and a timeout: as your user, able to read whatever you can")
+
+
 @functools.lru_cache(maxsize=1)
-def isolation_available() -> str:
+def probe_isolation() -> Isolation:
     """The strongest isolation that works here, checked once by running a program in it
-    that imports what benchmark programs import (`_probe_program`); a level that fails
-    says why on stderr.
+    that imports what benchmark programs import (`_probe_program`); each level left says
+    why on stderr, and no isolation at all says so loudly.
 
     The probe was `assert True`, which needs nothing the interpreter had not loaded before
     the namespaces' root hid the rest: where the interpreter's extension modules or the
     libraries they load lie outside that root (a Nix store, a library directory reached
     through a link out of /usr), it passed while every real program failed on its first
-    import, an error of the model's in pass@1."""
+    import, an error of the model's in pass@1.  No `unshare`, or a machine with no known
+    pivot_root number, fell back with no word at all, and the reasons reached only
+    stderr: the reports now keep them (`Isolation.fallback`)."""
+    reasons: list[str] = []
+
+    def leave(levels: tuple[str, ...], weaker: str, why: str) -> None:
+        named = " and ".join(map(repr, levels))
+        reasons.append(f"{named}: {why}")
+        print(f"sandbox: isolation {named} {'fails' if len(levels) == 1 else 'fail'} here "
+              f"({why}); falling back to {weaker!r}", file=sys.stderr)
+
+    found = NONE
     if shutil.which("unshare") is None:
-        return NONE
-    for level, weaker in ((NAMESPACES, NETWORK), (NETWORK, NONE)):
-        outcome = _run(_probe_program(), SandboxConfig(timeout_s=30.0), level)
-        if outcome.passed:
-            return level
-        print(f"sandbox: isolation {level!r} fails here ({outcome.reason}: "
-              f"{outcome.detail}); falling back to {weaker!r}", file=sys.stderr)
-    return NONE
+        leave((NAMESPACES, NETWORK), NONE,
+              "no `unshare` command (util-linux) on the PATH")
+    else:
+        for level, weaker in ((NAMESPACES, NETWORK), (NETWORK, NONE)):
+            if level == NAMESPACES and pivot_root_number() is None:
+                machine, bits = interpreter_abi()
+                leave((level,), weaker, "no pivot_root system call number known for "
+                      f"{machine} ({bits}-bit Python)")
+                continue
+            outcome = _run(_probe_program(), SandboxConfig(timeout_s=30.0), level)
+            if outcome.passed:
+                found = level
+                break
+            leave((level,), weaker, f"{outcome.reason}: {outcome.detail}")
+    if found == NONE:
+        print(NO_ISOLATION_WARNING, file=sys.stderr)
+    return Isolation(found, "; ".join(reasons))
+
+
+def isolation_available() -> str:
+    """The strongest isolation level that works here (`probe_isolation`)."""
+    return probe_isolation().level
 
 
 def network_namespace_available() -> bool:
@@ -228,6 +276,12 @@ def _isolation(config: SandboxConfig) -> str:
         raise RuntimeError("a network namespace was required, but `unshare --user --net` "
                            "does not work here")
     return available
+
+
+def fallback_reason(config: SandboxConfig) -> str:
+    """Why programs run under `config` got less than the strongest isolation ("" when
+    they did not, or when the caller chose none: `network_namespace=False`)."""
+    return "" if config.network_namespace is False else probe_isolation().fallback
 
 
 def _remove(work: str) -> None:

@@ -174,9 +174,15 @@ DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
                 "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MNT_DETACH, CLONE_NEWUSER, PR_SET_NO_NEW_PRIVS = 2, 0x10000000, 38
-# glibc has no pivot_root(): the system call's number, by machine
-PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "loongarch64": 41,
-              "ppc64le": 203, "ppc64": 203, "s390x": 217, "i686": 217, "armv7l": 218}
+# glibc has no pivot_root(): the system call's number, from the kernel's tables, by
+# machine (`uname -m`) and the interpreter's word size.  A pair not here has no number
+# (mips and sparc, whose numbers we have not checked; a 32-bit interpreter on a 64-bit
+# kernel, whose ABI the machine's name does not tell: i386's or x32's on x86_64, say),
+# and the parent leaves the namespaces out, saying why.
+PIVOT_ROOT = {("x86_64", 64): 155, ("aarch64", 64): 41, ("arm64", 64): 41,
+              ("riscv64", 64): 41, ("loongarch64", 64): 41, ("ppc64le", 64): 203,
+              ("ppc64", 64): 203, ("s390x", 64): 217, ("i386", 32): 217, ("i686", 32): 217,
+              ("armv7l", 32): 218}
 NEW_ROOT_TMPFS = b"size=1m,nr_inodes=4096,mode=755"  # directories, links and mount points
 WORK_TMPFS = b"size=64m,nr_inodes=8192,mode=700"  # the working directory, when isolated
 # A mount's flags that a user namespace may not drop when it remounts it.
@@ -230,15 +236,24 @@ def _allowed() -> tuple[dict[str, str], list[str], list[str]]:
     return links, directories, files
 
 
+def interpreter_abi() -> tuple[str, int]:
+    """(machine, word size in bits) of this interpreter: what picks a system call's number."""
+    return os.uname().machine, 64 if sys.maxsize > 2**32 else 32
+
+
+def pivot_root_number() -> int | None:
+    """pivot_root's system call number here, None where `PIVOT_ROOT` knows none."""
+    return PIVOT_ROOT.get(interpreter_abi())
+
+
 def _pivot_root(call) -> None:
     """Make the current directory the root and let go of the old one entirely (the
     man page's `pivot_root(".", ".")`): unlike chroot, nothing is left to climb back to
     for a program that holds the capabilities of its own user namespace."""
-    import platform
-
-    number = PIVOT_ROOT.get(platform.machine())
-    if number is None:
-        raise OSError(0, f"pivot_root: no system call number for {platform.machine()}")
+    number = pivot_root_number()
+    if number is None:  # the parent's probe (`sandbox.probe_isolation`) left them out
+        machine, bits = interpreter_abi()
+        raise OSError(0, f"pivot_root: no system call number for {machine} ({bits}-bit)")
     call("syscall", number, b".", b".")
     call("umount2", b".", MNT_DETACH)
 
