@@ -26,6 +26,10 @@ SEED_HELP = "seed of every random choice: same seed, same fills (default 0)"
 JSON_HELP = "also write the report as JSON to this file"
 MARKDOWN_HELP = "also write the report as markdown to this file"
 PLOT_HELP = "draw the curve into this PNG (needs matplotlib: the bench extra)"
+REQUIRE_ISOLATION_HELP = ("refuse to run model-written code (exit 2) unless the sandbox's "
+                          "namespaces work here (no network, a file system of only the "
+                          "system's and Python's files), instead of falling back to less "
+                          "isolation")
 SPLIT_HELP = ("a HumanEval-Infilling task set (default: single-line; single and multi are "
               "short for single-line and multi-line)")
 
@@ -140,6 +144,7 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=_positive_seconds, default=5.0,
                         help="seconds per program")
     parser.add_argument("--workers", type=_positive, default=2, help="programs run side by side")
+    parser.add_argument("--require-isolation", action="store_true", help=REQUIRE_ISOLATION_HELP)
     parser.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
     parser.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
     parser.add_argument("--baseline", metavar="FILE", help="a stored --json report to compare to")
@@ -193,6 +198,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser, limit: int | None = None
                             help="seconds per program")
         parser.add_argument("--workers", type=_positive, default=2,
                             help="programs run side by side")
+        parser.add_argument("--require-isolation", action="store_true",
+                            help=REQUIRE_ISOLATION_HELP)
 
 
 def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
@@ -290,6 +297,7 @@ def _bench(args: argparse.Namespace) -> int:
     from dlm_lsp.bench.pass_at_1 import UsageError
     from dlm_lsp.bench.plots import MissingMatplotlib
     from dlm_lsp.bench.progress import Stopped, signal_name
+    from dlm_lsp.bench.sandbox import IsolationRefused
     from dlm_lsp.models import ModelLoadError
 
     began = time.monotonic()
@@ -300,7 +308,8 @@ def _bench(args: argparse.Namespace) -> int:
                 check_writable(option, getattr(args, attribute))
         with _terminate_as_interrupt():
             return _run_bench(args)
-    except (MissingBaseline, MissingMatplotlib, ModelLoadError, UsageError, OutputError) as exc:
+    except (MissingBaseline, MissingMatplotlib, ModelLoadError, UsageError, OutputError,
+            IsolationRefused) as exc:
         print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # sandboxed programs were ended (sandbox.run_programs)

@@ -240,6 +240,29 @@ def test_the_report_says_which_isolation_the_run_used_and_why_it_fell_back(
             "reason).") in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("bench", "runs"), [("humaneval", "pass_at_1.run_benchmark"),
+                                             ("sweep", "sweep.run_sweep"),
+                                             ("samples", "samples.make_sheet")])
+def test_require_isolation_refuses_to_run_any_program_without_the_namespaces(
+        monkeypatch, capsys, bench, runs):
+    """Without namespaces the benchmarks ran model-written code with the limits alone,
+    and there was no way to say no: `--require-isolation` exits 2 before any task."""
+    import importlib
+
+    from dlm_lsp.bench import sandbox
+
+    module, name = runs.split(".")
+    monkeypatch.setattr(importlib.import_module(f"dlm_lsp.bench.{module}"), name,
+                        lambda config: pytest.fail("ran the tasks without the namespaces"))
+    monkeypatch.setattr(sandbox, "probe_isolation", lambda: sandbox.Isolation(
+        sandbox.NONE, "'namespaces' and 'network': no `unshare` command"))
+    assert main(["bench", bench, "--limit", "1", "--require-isolation"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"dlm-lsp bench {bench}: sandbox isolation 'namespaces' is "
+                           "required, but only 'none' works here"), said
+    assert "no `unshare` command" in said
+
+
 def test_the_curves_warn_of_programs_the_sandbox_could_not_run(monkeypatch, capsys):
     """`bench sweep` and `samples` keep only pass or fail: a broken sandbox was a curve of
     failures with no word of it."""

@@ -233,6 +233,17 @@ def test_pivot_roots_number_follows_the_interpreters_abi_not_the_kernels_name_al
     assert sandbox_child.pivot_root_number() == number
 
 
+def test_required_isolation_where_only_a_weaker_level_works_runs_no_program(monkeypatch):
+    """The fallback is refused, not taken: `--require-isolation` of the benchmarks."""
+    monkeypatch.setattr(sandbox, "probe_isolation",
+                        lambda: sandbox.Isolation(sandbox.NETWORK, "'namespaces': the reason"))
+    with pytest.raises(sandbox.IsolationRefused, match="'namespaces': the reason"):
+        run_program("pass\n", SandboxConfig(timeout_s=1.0, required=sandbox.NAMESPACES))
+    with pytest.raises(sandbox.IsolationRefused, match="'namespaces' is required"):
+        sandbox.checked_config(1.0, 1, require_isolation=True)
+    assert sandbox.checked_config(1.0, 1, require_isolation=False).required == sandbox.NONE
+
+
 def test_the_isolation_probe_imports_every_module_the_benchmarks_programs_import():
     """The probe passed on `assert True`, which needs no module the interpreter had not
     loaded before the namespaces' root hid the rest (below)."""

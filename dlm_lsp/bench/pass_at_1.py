@@ -64,6 +64,7 @@ from dlm_lsp.bench.sandbox import (
     SANDBOX,
     Outcome,
     SandboxConfig,
+    checked_config,
     fallback_reason,
     run_programs,
 )
@@ -417,7 +418,8 @@ def command(args: argparse.Namespace) -> int:
                             length=args.length, repair=not args.no_repair)
     config = BenchConfig(split=args.split, limit=args.limit, fill=fill, settings=settings,
                          model=args.model, device=args.device,
-                         sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers),
+                         sandbox=checked_config(args.timeout, args.workers,
+                                                args.require_isolation),
                          engine=engine_settings(args.settings))
     stored = read_stored_report(args.baseline) if args.baseline else None
     if args.baseline_model:  # told before the model's tasks (minutes of them), not after

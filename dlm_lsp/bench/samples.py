@@ -28,7 +28,7 @@ from dlm_lsp.bench.machine import describe_machine, machine_line, source_revisio
 from dlm_lsp.bench.output import write_json, write_text
 from dlm_lsp.bench.pass_at_1 import passes_by_fill
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
-from dlm_lsp.bench.sandbox import SandboxConfig
+from dlm_lsp.bench.sandbox import SandboxConfig, checked_config
 from dlm_lsp.engine import Engine
 
 CONTEXT_BEFORE, CONTEXT_AFTER = 4, 2  # lines of code shown around the gap
@@ -179,7 +179,8 @@ def command(args: argparse.Namespace) -> int:
                            strategy=args.strategy, seed=args.seed,
                            baseline_model=args.baseline_model, model=args.model,
                            device=args.device,
-                           sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers))
+                           sandbox=checked_config(args.timeout, args.workers,
+                                                  args.require_isolation))
     sheet = make_sheet(config)
     text = to_markdown(sheet)
     if args.out:

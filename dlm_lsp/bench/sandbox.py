@@ -32,7 +32,7 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   Where only `unshare --user --net` works, the network namespace alone; where
   that fails too (no `unshare`, user namespaces refused), none.  The level is
   probed once (`probe_isolation`); each fallback says why on stderr and in the
-  benchmark's report;
+  benchmark's report, and `SandboxConfig.required` refuses to run below a level;
 - in every case, an audit hook installed before the program runs that refuses
   sockets, processes, ctypes and writes outside the working directory.
 
@@ -108,6 +108,9 @@ class SandboxConfig:
     # None: the strongest isolation available; True: namespaces required (at least the
     # network's); False: none (the audit hook and the limits only)
     network_namespace: bool | None = None
+    # the weakest isolation accepted (`ISOLATION_LEVELS`): where the probe finds only a
+    # weaker one, no program runs (IsolationRefused) instead of the sandbox falling back
+    required: str = NONE
     hook: bool = True  # False: no audit hook, to test what the kernel enforces alone
     workers: int = 2  # programs run at the same time by `run_programs`
 
@@ -164,7 +167,12 @@ class Isolation:
 
 NO_ISOLATION_WARNING = (
     "sandbox: WARNING: model-written programs will run with no isolation, only the audit "
-    "hook, resource limits and a timeout: as your user, able to read whatever you can")
+    "hook, resource limits and a timeout: as your user, able to read whatever you can; "
+    "--require-isolation refuses to run them so")
+
+
+class IsolationRefused(RuntimeError):
+    """The isolation found here is weaker than `SandboxConfig.required`."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -275,7 +283,21 @@ def _isolation(config: SandboxConfig) -> str:
     if config.network_namespace and available == NONE:
         raise RuntimeError("a network namespace was required, but `unshare --user --net` "
                            "does not work here")
+    if ISOLATION_LEVELS.index(available) < ISOLATION_LEVELS.index(config.required):
+        raise IsolationRefused(
+            f"sandbox isolation {config.required!r} is required, but only {available!r} "
+            f"works here ({probe_isolation().fallback}); model-written programs were not run")
     return available
+
+
+def checked_config(timeout_s: float, workers: int, require_isolation: bool) -> SandboxConfig:
+    """A benchmark command's sandbox; with `require_isolation`, the namespaces must work,
+    checked here (IsolationRefused), before any model loads or task is filled."""
+    config = SandboxConfig(timeout_s=timeout_s, workers=workers,
+                           required=NAMESPACES if require_isolation else NONE)
+    if require_isolation:
+        _isolation(config)
+    return config
 
 
 def fallback_reason(config: SandboxConfig) -> str:

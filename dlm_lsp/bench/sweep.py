@@ -36,7 +36,7 @@ from dlm_lsp.bench.machine import describe_machine, machine_line, source_revisio
 from dlm_lsp.bench.output import median, percent, publish
 from dlm_lsp.bench.pass_at_1 import passes_by_fill, refuse_repeats
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, latest
-from dlm_lsp.bench.sandbox import SandboxConfig
+from dlm_lsp.bench.sandbox import SandboxConfig, checked_config
 from dlm_lsp.engine import Engine
 
 METRICS = ("pass_at_1", "exact_match")
@@ -230,7 +230,8 @@ def command(args: argparse.Namespace) -> int:
                          strategies=tuple(args.strategies), left_to_right=not args.no_ltr,
                          seed=args.seed, epsilon=args.epsilon, ratio=args.ratio,
                          model=args.model, device=args.device,
-                         sandbox=SandboxConfig(timeout_s=args.timeout, workers=args.workers))
+                         sandbox=checked_config(args.timeout, args.workers,
+                                                args.require_isolation))
     report = publish(lambda: run_sweep(config), to_markdown, args.json_out,
                      args.markdown_out, "plot_sweep", args.plots)
     if report.partial:
