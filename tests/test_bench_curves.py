@@ -527,6 +527,27 @@ def test_the_sample_sheet_shows_each_task_with_reference_and_left_to_right(model
     assert progress.startswith("samples: 2/2 tasks, ") and " diffusion fills pass, " in progress
 
 
+@pytest.mark.parametrize("bench", [
+    ["sweep", "--kinds", "single", "--steps", "1", "--strategies", "confidence", "--no-ltr"],
+    ["samples", "--steps", "1"]])
+def test_sweep_and_samples_reports_say_which_isolation_ran_the_programs_and_why(
+        model_dir, tmp_path, monkeypatch, capsys, bench):
+    """Their reports kept each program's verdict alone: a sweep run with no isolation
+    (no `unshare` here, say) read as one run in the namespaces."""
+    from dlm_lsp.bench import sandbox
+
+    monkeypatch.setattr(sandbox, "probe_isolation", lambda: sandbox.Isolation(
+        sandbox.NONE, "'namespaces' and 'network': the reason"))
+    out = tmp_path / "report.json"
+    assert main(["bench", *bench, "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "1", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["isolation"] == "none"
+    assert report["isolation_fallback"] == "'namespaces' and 'network': the reason"
+    assert ("sandbox isolation: none (the audit hook and the limits only) (fell back: "
+            "'namespaces' and 'network': the reason).") in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)
 def test_a_sample_sheet_stopped_while_the_baseline_model_fills_keeps_the_tasks_finished(
         sig, status, model_dir, tmp_path, monkeypatch, capsys):

@@ -58,7 +58,6 @@ from dlm_lsp.bench.output import write_json, write_text
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, signal_name
 from dlm_lsp.bench.sandbox import (
     ISOLATION_LEVELS,
-    ISOLATION_WORDS,
     NONE,
     REASONS,
     SANDBOX,
@@ -66,6 +65,7 @@ from dlm_lsp.bench.sandbox import (
     SandboxConfig,
     checked_config,
     fallback_reason,
+    isolation_text,
     run_programs,
 )
 from dlm_lsp.config import ServerConfig, camel, from_json, snake
@@ -318,9 +318,7 @@ def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
         label = f" ({describe_run(run.config)})" if beside else ""
         lines.append(f"Outcomes{label}: " + ", ".join(f"{k} {v}" for k, v in run.reasons.items())
                      + "; fills by path: " + ", ".join(f"{k} {v}" for k, v in run.paths.items())
-                     + f"; sandbox isolation: {ISOLATION_WORDS[run.isolation]}"
-                     + (f" (fell back: {run.isolation_fallback})."
-                        if run.isolation_fallback else "."))
+                     + f"; {isolation_text(run.isolation, run.isolation_fallback)}.")
     if cfg.fill == "canonical":
         failures = [r for r in report.results if not r.passed][:FAILURES_LISTED]
         lines += [f"- {r.task_id}: {r.reason} {r.detail}" for r in failures]

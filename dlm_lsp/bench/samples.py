@@ -28,7 +28,13 @@ from dlm_lsp.bench.machine import describe_machine, machine_line, source_revisio
 from dlm_lsp.bench.output import write_json, write_text
 from dlm_lsp.bench.pass_at_1 import passes_by_fill
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
-from dlm_lsp.bench.sandbox import SandboxConfig, checked_config
+from dlm_lsp.bench.sandbox import (
+    NONE,
+    SandboxConfig,
+    checked_config,
+    isolation_text,
+    isolation_used,
+)
 from dlm_lsp.engine import Engine
 
 CONTEXT_BEFORE, CONTEXT_AFTER = 4, 2  # lines of code shown around the gap
@@ -88,6 +94,8 @@ class SampleSheet:
     tasks: list[SampleTask]
     wall_s: float
     partial: Partial | None = None  # a run stopped by a signal: the tasks it covers
+    isolation: str = NONE  # the sandbox's isolation level (sandbox.py)
+    isolation_fallback: str = ""  # why not a stronger one: the probe's reasons
 
 
 def _columns(config: SamplesConfig, engine: Engine) -> dict[str, Callable[[Task], Fill]]:
@@ -132,7 +140,8 @@ def make_sheet(config: SamplesConfig, engine: Engine | None = None) -> SampleShe
             loop.update()
     return SampleSheet(config, describe_machine(str(engine.model.device)), source_revision(),
                        engine.model.name, list(columns), rows,
-                       round(time.perf_counter() - began, 1), loop.partial)
+                       round(time.perf_counter() - began, 1), loop.partial,
+                       *isolation_used(config.sandbox))
 
 
 def _aligned(fills: list[Sample]) -> list[str]:
@@ -154,7 +163,8 @@ def to_markdown(sheet: SampleSheet) -> str:
     lines = [f"# Sample fills: HumanEval-Infilling {cfg.split}", "",
              f"{n} fixed tasks, oracle length, greedy, seed {cfg.seed}; model {sheet.model}; "
              f"{machine_line(sheet.machine)}; {sheet.machine['date']}, code "
-             f"{sheet.revision or 'unknown'}.", "",
+             f"{sheet.revision or 'unknown'}; "
+             f"{isolation_text(sheet.isolation, sheet.isolation_fallback)}.", "",
              "| fill | passes tests | exact match |", "| --- | --- | --- |"]
     if sheet.partial:
         lines[2:2] = [f"{sheet.partial}; the sheet below covers only these", ""]

@@ -306,6 +306,18 @@ def fallback_reason(config: SandboxConfig) -> str:
     return "" if config.network_namespace is False else probe_isolation().fallback
 
 
+def isolation_used(config: SandboxConfig) -> tuple[str, str]:
+    """(level, why it fell back) of every program run under `config` here: for the
+    reports that keep only each program's verdict (`bench sweep`, `samples`)."""
+    return _isolation(config), fallback_reason(config)
+
+
+def isolation_text(level: str, fallback: str) -> str:
+    """A summary's `sandbox isolation: ...`: the level in words and, after a fallback, why."""
+    return (f"sandbox isolation: {ISOLATION_WORDS[level]}"
+            + (f" (fell back: {fallback})" if fallback else ""))
+
+
 def _remove(work: str) -> None:
     """Delete the working directory whatever the program left there: a tree too deep for
     shutil.rmtree's recursion (RecursionError) is removed by `rm -rf`."""

@@ -36,7 +36,13 @@ from dlm_lsp.bench.machine import describe_machine, machine_line, source_revisio
 from dlm_lsp.bench.output import median, percent, publish
 from dlm_lsp.bench.pass_at_1 import passes_by_fill, refuse_repeats
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, latest
-from dlm_lsp.bench.sandbox import SandboxConfig, checked_config
+from dlm_lsp.bench.sandbox import (
+    NONE,
+    SandboxConfig,
+    checked_config,
+    isolation_text,
+    isolation_used,
+)
 from dlm_lsp.engine import Engine
 
 METRICS = ("pass_at_1", "exact_match")
@@ -111,6 +117,8 @@ class SweepReport:
     programs: int  # distinct programs run in the sandbox
     wall_s: float
     partial: Partial | None = None  # a sweep stopped by a signal: the points it covers
+    isolation: str = NONE  # the sandbox's isolation level (sandbox.py)
+    isolation_fallback: str = ""  # why not a stronger one: the probe's reasons
 
 
 def _point(kind: str, strategy: str, budget: int | None, tasks: list[Task], fills: list[Fill],
@@ -168,7 +176,8 @@ def run_sweep(config: SweepConfig, engine: Engine | None = None) -> SweepReport:
     ltr = [p for p in points if p.strategy == LEFT_TO_RIGHT]
     return SweepReport(config, describe_machine(str(engine.model.device)), source_revision(),
                        engine.model.name, floors, curves, ltr, made, len(passed),
-                       round(time.perf_counter() - began, 1), loop.partial)
+                       round(time.perf_counter() - began, 1), loop.partial,
+                       *isolation_used(config.sandbox))
 
 
 def _curve(config: SweepConfig, kind: str, strategy: str, points: list[SweepPoint],
@@ -195,7 +204,8 @@ def to_markdown(report: SweepReport) -> str:
              f"{report.revision or 'unknown'}. Saturation: first budget within {cfg.epsilon} "
              f"points of the best pass@1 (flat: the whole curve is); collapse: largest budget "
              f"under it below {cfg.ratio:g} x the best. {report.fills} fills, "
-             f"{report.programs} distinct programs, {report.wall_s} s.", ""]
+             f"{report.programs} distinct programs, {report.wall_s} s; "
+             f"{isolation_text(report.isolation, report.isolation_fallback)}.", ""]
     if report.partial:
         lines.insert(0, f"{report.partial}; the numbers below cover only these")
     budgets = " | ".join(str(b) for b in cfg.budgets)
