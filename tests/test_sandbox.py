@@ -216,7 +216,8 @@ def test_a_machine_with_no_known_pivot_root_number_leaves_the_namespaces_out_and
                                       "call number known for mips64 (64-bit Python)")
     said = capsys.readouterr().err
     assert "mips64" in said and "falling back to 'network'" in said
-    assert sandbox.NO_ISOLATION_WARNING not in said  # the network namespace still holds
+    assert sandbox.NO_ISOLATION_WARNING not in said  # the network namespace still holds,
+    assert sandbox.FILES_IN_VIEW_WARNING in said  # but the user's files are in view
 
 
 @pytest.mark.parametrize(("abi", "number"), [

@@ -169,6 +169,10 @@ NO_ISOLATION_WARNING = (
     "sandbox: WARNING: model-written programs will run with no isolation, only the audit "
     "hook, resource limits and a timeout: as your user, able to read whatever you can; "
     "--require-isolation refuses to run them so")
+FILES_IN_VIEW_WARNING = (
+    "sandbox: WARNING: model-written programs will run with no network but no root of their "
+    "own either: as your user, able to read whatever you can; --require-isolation refuses "
+    "to run them so")
 
 
 class IsolationRefused(RuntimeError):
@@ -179,7 +183,7 @@ class IsolationRefused(RuntimeError):
 def probe_isolation() -> Isolation:
     """The strongest isolation that works here, checked once by running a program in it
     that imports what benchmark programs import (`_probe_program`); each level left says
-    why on stderr, and no isolation at all says so loudly.
+    why on stderr, and a level that leaves the user's files readable says so loudly.
 
     The probe was `assert True`, which needs nothing the interpreter had not loaded before
     the namespaces' root hid the rest: where the interpreter's extension modules or the
@@ -212,8 +216,8 @@ def probe_isolation() -> Isolation:
                 found = level
                 break
             leave((level,), weaker, f"{outcome.reason}: {outcome.detail}")
-    if found == NONE:
-        print(NO_ISOLATION_WARNING, file=sys.stderr)
+    if found != NAMESPACES:
+        print(NO_ISOLATION_WARNING if found == NONE else FILES_IN_VIEW_WARNING, file=sys.stderr)
     return Isolation(found, "; ".join(reasons))
 
 
