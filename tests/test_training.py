@@ -564,23 +564,48 @@ def test_signals_during_the_save_wait_for_it(source_dir, tmp_path, monkeypatch, 
 
 
 
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--eval-every", "-1"), ("--save-every", "-600"), ("--log-every", "-10"),
+    ("--eval-every", "inf"), ("--log-every", "nan"), ("--seconds", "inf"), ("--seconds", "nan"),
+    ("--seconds", "0"), ("--wall-seconds", "nan"), ("--max-steps", "0"), ("--seq-len", "0"),
+    ("--batch-size", "0"), ("--lr", "-1"), ("--lr", "inf"), ("--data-bytes", "0"),
+    ("--vocab-size", "10"), ("--vocab-size", "1048577"), ("--d-model", "0"), ("--layers", "0"),
+    ("--heads", "-2"), ("--max-length", "0"), ("--seed", str(2**64)), ("--threads", "0"),
+    ("--threads", str(os.cpu_count() + 1)), ("--shard-mib", "inf"), ("--shard-mib", "nan"),
+    ("--shard-mib", "-1"),
+])
+def test_a_value_no_run_can_use_is_a_usage_error_naming_its_flag(flag, value, source_dir,
+                                                                  tmp_path, capsys):
+    """Refused while the command line is parsed (exit 2, as any bad option), so before
+    anything is read or built: negative --eval-every, --save-every and --log-every and
+    --seconds inf were taken (the intervals ran as 0, inf never decayed the rate)."""
+    args = [*_cli_args(source_dir, tmp_path / "out"), "--max-steps", "2", flag, value]
+    with pytest.raises(SystemExit) as refused:
+        main(args)
+    assert refused.value.code == 2
+    assert f"dlm-lsp train: error: argument {flag}: " in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("eval_every", -1.0, "--eval-every must be a finite number of seconds, 0 or more, got -1.0"),
+    ("seconds", math.inf, "--seconds must be a positive, finite number of seconds, got inf"),
+    ("n_layers", 0, "--layers must be a whole number, 1 or more, got 0"),
+])
+def test_a_config_built_in_code_is_held_to_the_flags_values(field, value, says, source_dir,
+                                                           tmp_path):
+    """The GPU run and other callers build a TrainConfig without the parser."""
+    with pytest.raises(TrainingError) as refused:
+        train(tiny_config(source_dir, tmp_path / "out", max_steps=2, **{field: value}))
+    assert str(refused.value) == says
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("args", "says"), [
-    (["--batch-size", "0"], "--batch-size must be at least 1"),
     (["--seq-len", "4"], "--seq-len 4 cannot hold an infilling row's middle and pads"),
-    (["--lr", "-1"], "--lr must be positive"),
-    (["--seconds", "nan"], "--seconds must be positive"),
-    (["--wall-seconds", "nan"], "--wall-seconds must exceed the"),
-    (["--threads", "0"], "--threads must be at least 1"),
-    (["--threads", str(os.cpu_count() + 1)], f"--threads {os.cpu_count() + 1}: this machine has"),
-    (["--seed", str(2**64)], "--seed must be at least"),
-    (["--shard-mib", "inf"], "--shard-mib must be positive"),
-    (["--shard-mib", "nan"], "--shard-mib must be positive"),
-    (["--vocab-size", "10"], "--vocab-size must exceed 258"),
-    (["--vocab-size", "1048577"], "--vocab-size must be at most 1,048,576"),
-    (["--data-bytes", "0"], "--data-bytes must be positive"),
+    (["--wall-seconds", "20"], "--wall-seconds must exceed the"),
     (["--max-length", "20"], "--seq-len 32 exceeds --max-length 20"),
     (["--heads", "3"], "--d-model 64 is not divisible by --heads 3"),
-    (["--d-model", "0"], "--d-model must be at least 1"),
     (["--device", "gpu"], "--device gpu: not a torch device"),
     (["--shard-mib", "0.001"], "--shard-mib: tensor embed.weight"),
     (["--out", "{file}"], "is a file, not a folder"),

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -299,22 +300,15 @@ def _heldout(loss: float | None) -> str:
 def _check(cfg: TrainConfig) -> None:
     """Refuse what would fail or mean nothing, before a minute goes into reading files and
     training a tokenizer: batch 0, --seq-len below an infilling row, --lr -1 and the like
-    once raised their traceback only there, and a bad --shard-mib only at the save."""
-    if not cfg.seconds > 0:  # nan too
-        raise TrainingError("--seconds must be positive")
-    if cfg.max_steps is not None and cfg.max_steps <= 0:
-        raise TrainingError("--max-steps must be positive")
-    if cfg.batch_size < 1:
-        raise TrainingError("--batch-size must be at least 1")
-    if not cfg.lr > 0:
-        raise TrainingError("--lr must be positive")
-    if cfg.threads is not None and cfg.threads < 1:
-        raise TrainingError("--threads must be at least 1")
-    cpus = os.cpu_count() or 1
-    if cfg.threads is not None and cfg.threads > cpus:  # --threads 100000 crashed (exit 139)
-        raise TrainingError(f"--threads {cfg.threads}: this machine has {cpus} CPUs")
-    if not -2**63 <= cfg.seed < 2**64:  # what torch's generators take
-        raise TrainingError(f"--seed must be at least {-2**63} and below 2**64")
+    once raised their traceback only there, and a bad --shard-mib only at the save.
+
+    A flag's own values are the parser's (`_FLAGS`), checked here again for a config built
+    in code; what follows them depends on several fields."""
+    for name, values in [*_FLAGS.items(), ("threads", _THREADS)]:
+        value = getattr(cfg, name)
+        shaped = cfg.init_from is not None and name in _SHAPE  # the checkpoint's shape wins
+        if value is not None and not shaped and not values.allowed(value):
+            raise TrainingError(f"{_flag(name)} must be {values.wanted}, got {value!r}")
     if cfg.max_shard_bytes is not None and cfg.max_shard_bytes <= 0:
         raise TrainingError("--shard-mib must be positive")
     room = cfg.rows.max_middle + cfg.rows.max_pads
@@ -322,18 +316,6 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"--seq-len {cfg.seq_len} cannot hold an infilling row's middle "
                             f"and pads ({cfg.rows.max_middle} + {cfg.rows.max_pads} tokens); "
                             f"use at least {room}")
-    if cfg.data_bytes <= 0:  # took no file at all, and blamed the sources for it
-        raise TrainingError("--data-bytes must be positive")
-    if cfg.init_from is None and cfg.vocab_size <= 256 + len(SPECIAL_TOKENS):
-        raise TrainingError(f"--vocab-size must exceed {256 + len(SPECIAL_TOKENS)}: the 256 "
-                            "bytes and the special tokens")
-    if cfg.init_from is None and cfg.vocab_size > MAX_VOCAB:  # the BPE trainer sizes its
-        # tables by it: --vocab-size 1000000000 aborted the process (a Rust out-of-memory)
-        raise TrainingError(f"--vocab-size must be at most {MAX_VOCAB:,}")
-    for flag, value in (("--d-model", cfg.d_model), ("--layers", cfg.n_layers),
-                        ("--heads", cfg.n_heads)):
-        if cfg.init_from is None and value < 1:
-            raise TrainingError(f"{flag} must be at least 1")
     if cfg.wall_seconds is not None and not cfg.wall_seconds > cfg.export_reserve:  # nan too
         raise TrainingError(f"--wall-seconds must exceed the {cfg.export_reserve:.0f}s "
                             "kept for evaluation and saving")
@@ -724,13 +706,56 @@ def _describe_tokenizer(tokenizer: Tokenizer) -> str:
     return f"byte-level BPE, {tokenizer.vocab_size} ids, {apart}"
 
 
+@dataclass(frozen=True)
+class _Values:
+    """The values a flag's field can take, checked twice from this one rule: while the
+    command line is parsed (an argparse usage error naming the flag, exit 2, before
+    anything is read or built) and by `_check` for a TrainConfig built in code.
+
+    Negative --eval-every, --save-every and --log-every, --seq-len 0, --seconds inf and
+    the like were taken: --seconds inf never decays the learning rate, and the negative
+    intervals ran as if they were 0 without saying so.
+    """
+
+    kind: Callable[[str], object]
+    allowed: Callable[[Any], bool]
+    wanted: str  # the values allowed, as "must be ..." or "got ..." completes it
+
+    def parse(self, text: str) -> object:
+        """An argparse type: the value, or an ArgumentTypeError saying what is wanted."""
+        try:
+            value = self.kind(text)
+        except ValueError:
+            value = None
+        if value is None or not self.allowed(value):
+            raise argparse.ArgumentTypeError(f"{self.wanted}, got {text!r}")
+        return value
+
+
+_SECONDS = _Values(float, lambda v: 0 < v < math.inf, "a positive, finite number of seconds")
+_INTERVAL = _Values(float, lambda v: 0 <= v < math.inf, "a finite number of seconds, 0 or more")
+_COUNT = _Values(int, lambda v: v >= 1, "a whole number, 1 or more")
+
 # Flags that override a preset's value only when given (their parser default is None).
 _FLAGS = {
-    "seconds": float, "max_steps": int, "wall_seconds": float, "device": str, "data_bytes": int,
-    "vocab_size": int, "d_model": int, "n_layers": int, "n_heads": int, "max_length": int,
-    "seq_len": int, "batch_size": int, "lr": float, "seed": int, "eval_every": float,
-    "log_every": float, "save_every": float,
+    "seconds": _SECONDS, "max_steps": _COUNT, "wall_seconds": _SECONDS,
+    "device": _Values(str, lambda v: True, "a torch device"), "data_bytes": _COUNT,
+    # The tokenizer needs the 256 bytes and the special tokens; the BPE trainer sizes its
+    # tables by it: --vocab-size 1000000000 aborted the process (a Rust out-of-memory).
+    "vocab_size": _Values(int, lambda v: 256 + len(SPECIAL_TOKENS) < v <= MAX_VOCAB,
+                          f"a whole number above {256 + len(SPECIAL_TOKENS)} (the 256 bytes "
+                          f"and the special tokens) and at most {MAX_VOCAB:,}"),
+    "d_model": _COUNT, "n_layers": _COUNT, "n_heads": _COUNT, "max_length": _COUNT,
+    "seq_len": _COUNT, "batch_size": _COUNT,
+    "lr": _Values(float, lambda v: 0 < v < math.inf, "a positive, finite number"),
+    "seed": _Values(int, lambda v: -2**63 <= v < 2**64,  # what torch's generators take
+                    f"a whole number from {-2**63} to 2**64 - 1"),
+    "eval_every": _INTERVAL, "log_every": _INTERVAL, "save_every": _INTERVAL,
 }
+# Flags set apart from the preset mechanism, with the same checks.
+_THREADS = _Values(int, lambda v: 1 <= v <= (os.cpu_count() or 1),  # 100000 crashed (139)
+                   f"a whole number from 1 to {os.cpu_count() or 1}, this machine's CPUs")
+_SHARD_MIB = _Values(float, lambda v: 0 < v < math.inf, "a positive, finite number of MiB")
 _FLAG_NAMES = {"n_layers": "--layers", "n_heads": "--heads"}
 _SHAPE = ("vocab_size", "d_model", "n_layers", "n_heads", "max_length")  # fixed by --init-from
 
@@ -760,14 +785,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also train on installed packages under permissive licences")
     p.add_argument("--keep-contaminated", action="store_true",
                    help="keep files that share text with HumanEval (not for shipped models)")
-    p.add_argument("--shard-mib", type=float, default=None,
+    p.add_argument("--shard-mib", type=_SHARD_MIB.parse, default=None,
                    help="save the weights in shards of at most this many MiB")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=_THREADS.parse, default=None, help="torch CPU threads")
     p.add_argument("--cpu-bf16", action="store_true",
                    help="bf16 autocast on CPU where native (avx512_bf16 or AMX); "
                    "ignored with a warning elsewhere, where it is ~20x slower")
-    for name, kind in _FLAGS.items():
-        p.add_argument(_flag(name), dest=name, type=kind, default=None,
+    for name, values in _FLAGS.items():
+        p.add_argument(_flag(name), dest=name, type=values.parse, default=None,
                        help=f"default: the preset's (shipped recipe: {getattr(d, name)})")
     return p
 
@@ -795,14 +820,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         include_stdlib=not args.no_stdlib, extra_roots=args.extra_root,
         include_site_packages=args.site_packages, decontaminate=not args.keep_contaminated,
         threads=args.threads, cpu_bf16=args.cpu_bf16,
-        max_shard_bytes=None if args.shard_mib is None else _shard_bytes(args.shard_mib))
-
-
-def _shard_bytes(mib: float) -> int:
-    """--shard-mib in bytes; inf and nan, which int() turns into a traceback, refused."""
-    if not 0 < mib < math.inf:
-        raise TrainingError("--shard-mib must be positive")
-    return int(mib * 2**20)
+        max_shard_bytes=None if args.shard_mib is None else int(args.shard_mib * 2**20))
 
 
 def main(argv: list[str] | None = None) -> int:
