@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import email.message
 import json
 import math
@@ -510,6 +511,7 @@ def test_a_second_ctrl_c_quits_without_saving_in_one_line(source_dir, tmp_path,
 
 def test_a_loss_that_becomes_nan_ends_the_run_in_one_line(source_dir, tmp_path, capsys):
     """It ended in a FloatingPointError traceback (exit 1 all the same)."""
+    (tmp_path / "out").mkdir()  # there before the run: kept, and nothing said of it
     args = [*_cli_args(source_dir, tmp_path / "out"), "--lr", "1e30", "--log-every", "0",
             "--max-steps", "20"]
     assert main(args) == 1
@@ -657,6 +659,46 @@ def test_the_out_folder_is_made_as_training_starts_not_at_the_first_save(
     monkeypatch.setattr(train_module, "row_losses", row_losses)
     assert main([*_cli_args(source_dir, tmp_path / "new" / "model"), "--max-steps", "1"]) == 0
     assert seen[0] is True
+
+
+_DIVERGES = ["--lr", "1e30", "--log-every", "0", "--max-steps", "20"]
+
+
+@pytest.mark.parametrize("failure", ["nan", "second ctrl-c", "error"])
+def test_a_run_that_fails_before_saving_removes_the_out_folder_it_made_and_says_so(
+        failure, source_dir, tmp_path, monkeypatch, capsys):
+    """A diverged run, a second Ctrl-C before the first save, or any error once training
+    had started left the empty folder it had created for --out, parents too."""
+    extra = []
+    if failure == "nan":
+        extra = _DIVERGES
+    elif failure == "second ctrl-c":
+        _signal_in_step(monkeypatch, 2, signal.SIGINT, signal.SIGINT)
+    else:
+        def row_losses(module, batch):
+            raise RuntimeError("out of memory")
+        monkeypatch.setattr(train_module, "row_losses", row_losses)
+    out = tmp_path / "new" / "model"
+    with pytest.raises(RuntimeError) if failure == "error" else contextlib.nullcontext():
+        main([*_cli_args(source_dir, out), *extra])
+    assert not (tmp_path / "new").exists()
+    assert (f"note: removed {tmp_path / 'new'} (made for --out {out}): this run created it "
+            "and saved nothing in it\n") in capsys.readouterr().err
+
+
+def test_a_failed_run_keeps_an_out_folder_that_was_there_before(source_dir, tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    assert main([*_cli_args(source_dir, out), *_DIVERGES]) == 1
+    assert out.is_dir() and "note: removed" not in capsys.readouterr().err
+
+
+def test_a_failed_run_keeps_the_folder_it_made_once_an_interim_save_is_in_it(
+        source_dir, tmp_path, monkeypatch, capsys):
+    _signal_in_step(monkeypatch, 3, signal.SIGINT, signal.SIGINT)
+    out = tmp_path / "new"
+    assert main([*_cli_args(source_dir, out), "--save-every", "1e-9"]) == 130
+    assert (out / "config.json").is_file() and "note: removed" not in capsys.readouterr().err
 
 
 # --- contamination, duplicates and licences ------------------------------------------

@@ -344,7 +344,7 @@ def _other_model(out: Path) -> str | None:
 def _check_out(out: Path) -> None:
     """Make sure the model can be written to `out`, before any training: a file there, or
     a folder that cannot be written, failed only at the save, after the whole budget,
-    with a traceback.  Nothing is created here (`_make_out` does, once the run starts):
+    with a traceback.  Nothing is created here (`_OutFolder` does, once the run starts):
     the folder was made at this check, so a run refused by a later one (an --extra-root
     that is not there, a bad --shard-mib) left an empty folder, and its parents."""
     if out.exists() and not out.is_dir():
@@ -369,12 +369,50 @@ def _cannot_write(out: Path, exc: OSError) -> TrainingError:
     return TrainingError(f"--out {out}: cannot write there ({exc.strerror or exc})")
 
 
-def _make_out(out: Path) -> None:
-    """Create the --out folder as the run starts, after every check that may refuse it."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _cannot_write(out, exc) from exc
+class _OutFolder:
+    """The --out folder, created as the run starts (after every check that may refuse it),
+    and removed again if the run fails before anything is saved into it.
+
+    A run that diverged, was stopped by a second Ctrl-C before its first save, or failed
+    in any other way once training had started left the empty folder it had created
+    (and the parents it had made for it).  Only folders this run made are removed, and
+    only while empty (`rmdir`): one that was there before, or that holds an interim save
+    or anything else, is kept.
+    """
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.made: list[Path] = []  # deepest first
+
+    def __enter__(self) -> _OutFolder:
+        target = self.out.absolute()
+        for folder in reversed([target, *target.parents]):
+            if folder.is_dir():
+                continue
+            try:
+                folder.mkdir()
+            except FileExistsError:  # made meanwhile by someone else: not ours to remove
+                continue
+            except OSError as exc:
+                raise _cannot_write(self.out, exc) from exc
+            self.made.insert(0, folder)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is None:
+            return
+        removed = []
+        for folder in self.made:
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (a save, a file of someone else's): kept
+                break
+            removed.append(folder)
+        if removed:
+            what = (f"{self.out}" if len(removed) == 1 else
+                    f"{removed[-1]} (made for --out {self.out})")
+            print(f"note: removed {what}: this run created it and saved nothing in it",
+                  file=sys.stderr, flush=True)
 
 
 def _check_shards(module: TinyDenoiser, cfg: TrainConfig) -> None:
@@ -631,14 +669,13 @@ def train(cfg: TrainConfig) -> dict:
             raise TrainingError(f"data preparation used the whole --wall-seconds "
                                 f"{cfg.wall_seconds:.0f}; raise it or lower --data-bytes")
         seconds = min(seconds, left)
-    _make_out(Path(cfg.out_dir))
     prep_seconds = time.monotonic() - run_started
-    print(f"training {module.num_parameters():,} parameters on {describe_device(device)} "
-          f"for {seconds:.0f}s{f' or {cfg.max_steps} steps' if cfg.max_steps else ''}, "
-          f"batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
-          f"{_heldout(initial['heldout_loss'])}", flush=True)
+    with _OutFolder(Path(cfg.out_dir)), _StopSignals(cfg.out_dir) as stop:
+        print(f"training {module.num_parameters():,} parameters on {describe_device(device)} "
+              f"for {seconds:.0f}s{f' or {cfg.max_steps} steps' if cfg.max_steps else ''}, "
+              f"batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
+              f"{_heldout(initial['heldout_loss'])}", flush=True)
 
-    with _StopSignals(cfg.out_dir) as stop:
         def interim(progress: dict) -> None:
             stop.saving = True
             _save(module, tokenizer, cfg, {**progress, "interim": True})
