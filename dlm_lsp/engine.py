@@ -342,6 +342,9 @@ class Engine:
             if ms else None,
             "batchOccupancy": round(stats.occupancy, 2) if stats else None,
             "forwardPasses": stats.passes if stats else 0,
+            # batchPadding at work: passes that padded shorter rows, and the fills they held
+            "paddedPasses": stats.padded if stats else 0,
+            "paddedFills": stats.padded_fills if stats else 0,
             "cacheHitRate": round(self.recent.hit_rate, 3),
             "stepMs": round(cost.step_ms(1, 256), 2) if cost is not None else None,
             "cudaGraphs": _graph_status(model),

@@ -71,6 +71,7 @@ class _Job:
     should_stop: Callable[[], bool] | None
     target: Target | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    padded: bool = False  # it has run in a padded pass (counted in `BatchStats.padded_fills`)
     result: Denoised | None = None
     error: BaseException | None = None
 
@@ -88,6 +89,7 @@ class BatchStats:
     rows: int = 0
     requests: int = 0
     padded: int = 0  # passes whose rows were of different lengths, padded to the longest
+    padded_fills: int = 0  # requests that ran in at least one of those passes
     busy_s: float = 0.0
 
     @property
@@ -279,6 +281,15 @@ class StepBatcher:
                    for _ in range(job.state.rows)]
         return torch.cat(rows), torch.tensor(per_row)
 
+    def _count_padded(self, group: list[_Job]) -> None:
+        """Count a padded pass and the requests in it not counted before (`dlm/status`
+        shows both: how often batchPadding shared a pass, and how many fills it reached)."""
+        self.stats.padded += 1
+        for job in group:
+            if not job.padded:
+                job.padded = True
+                self.stats.padded_fills += 1
+
     def _step(self, group: list[_Job]) -> None:
         """One forward pass for a group, each job advancing on its own rows."""
         began = time.perf_counter()
@@ -288,7 +299,7 @@ class StepBatcher:
             inputs, lengths = self._inputs(group)
             if lengths is not None:
                 out = hidden(inputs, lengths)
-                self.stats.padded += 1
+                self._count_padded(group)
             else:
                 out = hidden(inputs) if spans_only else self.model.logits(inputs)
         except BaseException as exc:  # noqa: BLE001 -- e.g. out of memory: fail this group

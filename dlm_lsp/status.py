@@ -2,12 +2,13 @@
 
 With `--server HOST:PORT` it asks a running server (`dlm-lsp --tcp ...`) for
 `dlm/status` over a short JSON-RPC session of its own: the device, model, queue
-depth, recent p50/p95 latency, tokens per second, batch occupancy and cache hit
-rate.  Without it, it loads the configured model here and reports the device,
-the model's size and the calibrated cost of a denoising step, with the step
-budgets that default latency targets would buy: what to expect before starting
-an editor.  With `--remote URL` it shows a shared service (`dlm-lsp serve-remote`):
-its model, device, queue and each live replica's counters.
+depth, recent p50/p95 latency, tokens per second, batch occupancy, the padded
+passes (`batchPadding`) and the fills that ran in them, and cache hit rate.
+Without it, it loads the configured model here and reports the device, the
+model's size and the calibrated cost of a denoising step, with the step budgets
+that default latency targets would buy: what to expect before starting an editor.
+With `--remote URL` it shows a shared service (`dlm-lsp serve-remote`): its model,
+device, queue and each live replica's counters.
 """
 
 from __future__ import annotations

@@ -205,8 +205,9 @@ def test_status_asks_a_running_server(model_dir):
         status = _once_listening(lambda: query_server("127.0.0.1", port))
     assert status["model"] == "default" and status["queueDepth"] == 0
     assert status["fills"] == 0 and status["p50Ms"] is None
-    assert set(status) >= {"device", "tokensPerSecond", "batchOccupancy", "cacheHitRate",
-                           "jobsInFlight", "openDocuments", "progressTokens"}
+    assert set(status) >= {"device", "tokensPerSecond", "batchOccupancy", "paddedPasses",
+                           "paddedFills", "cacheHitRate", "jobsInFlight", "openDocuments",
+                           "progressTokens"}
 
 
 def test_status_of_a_server_that_is_not_there_says_how_one_is_started(capsys):

@@ -727,6 +727,20 @@ def test_batch_rows_set_to_0_ends_the_batching_worker_and_fills_run_alone(
     assert eng.status()["forwardPasses"] == 0
 
 
+def test_status_shows_the_padded_passes_and_the_fills_that_ran_in_them(model_dir: Path) -> None:
+    """Beside the batching worker's passes and occupancy: how often batchPadding shared a
+    pass between rows of different lengths, and how many fills it reached."""
+    from types import SimpleNamespace
+
+    from dlm_lsp.serving import BatchStats
+
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    eng._batcher = SimpleNamespace(stats=BatchStats(passes=9, rows=12, padded=3, padded_fills=5),
+                                   depth=0)
+    status = eng.status()
+    assert (status["forwardPasses"], status["paddedPasses"], status["paddedFills"]) == (9, 3, 5)
+
+
 def test_batch_padding_is_off_by_default_and_the_setting_reaches_the_batching_worker(
         model_dir: Path) -> None:
     """Padded, a fill's tokens could depend on what it shared a pass with, so rows of

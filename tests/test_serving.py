@@ -158,6 +158,20 @@ def test_requests_of_different_lengths_share_a_padded_pass_where_it_pays(model32
     assert batcher.stats.padded > 0 and batcher.stats.passes < 3 * 4
 
 
+def test_the_worker_counts_its_padded_passes_and_the_fills_that_ran_in_them(model) -> None:
+    """`dlm/status` shows both (batchPadding at work); the fills that started together
+    share every pass, padded, while a one-step request alone ahead of them is not counted."""
+    batcher = StepBatcher(model, BatchConfig(pad=True), cost=lambda: SHARING_PAYS)
+    far = 3600_000 / 8  # a step's ms: the target is an hour away, no step is cut
+    try:
+        _steps_with_target(batcher, [Denoising(model, _layout(model, p), SamplerConfig(
+            steps=4, stop_when_settled=False), i) for i, p in enumerate(UNEVEN)], far)
+    finally:
+        batcher.close()
+    assert batcher.stats.padded_fills == len(UNEVEN)
+    assert batcher.stats.padded == 4 and batcher.stats.passes == 1 + 4
+
+
 def _uneven_stats(model, config: BatchConfig | None, cost: StepCost) -> BatchStats:
     """The worker's counts after the UNEVEN requests ran together, 4 steps each."""
     batcher = StepBatcher(model, config, cost=lambda: cost)
