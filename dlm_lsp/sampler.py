@@ -296,6 +296,8 @@ class Denoising:
         self.cap = n + max(0, min((cfg.max_tokens or n) - n, room))
         self.plan = blocks(n, max(1, cfg.steps), cfg.block_size)
         self.budget = sum(k for _, _, k in self.plan)
+        self.asked = self.budget  # the steps it was given: `regain` never goes past them
+        self.cut = False  # `shorten` took steps off its budget
         self.steps, self.early_stopped = 0, False
         self.block, self.b_step, self.previous = 0, 0, None
         # positions the current block's schedule spreads over its steps: those masked when
@@ -329,6 +331,22 @@ class Denoising:
         steps it has left."""
         if self.done or steps >= self.steps_left:
             return
+        self.cut = True
+        self._replan(steps)
+
+    def regain(self, steps: int) -> None:
+        """Take up to `steps` more steps again, after `shorten` cut them: the worker that cut
+        the fill for the passes it shared finds its rounds cheaper again (the other fills
+        ended) and gives it back what its target affords, never more than the steps the
+        fill was given (`asked`, the steps taken counted).  A fill never cut keeps its plan."""
+        steps = min(steps, self.asked - self.steps)
+        if not self.cut or self.done or steps <= self.steps_left:
+            return
+        self._replan(steps)
+
+    def _replan(self, steps: int) -> None:
+        """Share `steps` among the blocks left as `blocks` shares a budget; the block under
+        way keeps the steps it has taken."""
         rest = self.plan[self.block:]
         start, end = rest[0][0], rest[-1][1]
         shares = blocks(end - start, max(1, steps), self.cfg.block_size)

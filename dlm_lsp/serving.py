@@ -17,7 +17,9 @@ A fill with a latency target (`Target`) was given the steps that fit it beside
 what the worker held as it started; fills that start together each saw the
 others missing.  So the worker times every round it runs: a fill whose round
 now lasts longer than its steps can afford is cut (`Denoising.shorten`) to the
-steps that still fit, and never lengthened.  A fill alone is never touched.
+steps that still fit, and given steps back (`Denoising.regain`) when its rounds
+get cheaper again as the others end, never more than it was given.  A fill alone
+from start to end is never touched.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class _Job:
     target: Target | None = None
     done: threading.Event = field(default_factory=threading.Event)
     padded: bool = False  # it has run in a padded pass (counted in `BatchStats.padded_fills`)
+    round_ms: float | None = None  # the predicted passes of the round it was last timed in
     result: Denoised | None = None
     error: BaseException | None = None
 
@@ -216,11 +219,14 @@ class StepBatcher:
 
     def _round_cost(self, running: list[_Job]) -> StepCost | None:
         """The model's step cost where this round needs it: to pack rows of different
-        lengths (a model that pads them) or to time fills with a target beside others."""
-        if self._cost is None or len(running) < 2:
+        lengths (a model that pads them), to time fills with a target beside others, or
+        to give a fill that was cut and is alone now the steps it can afford again."""
+        if self._cost is None or not running:
             return None
-        mixed = self.pads and len({job.shape[1] for job in running}) > 1
-        if not mixed and not any(job.target is not None for job in running):
+        shared = len(running) > 1
+        mixed = shared and self.pads and len({job.shape[1] for job in running}) > 1
+        if not mixed and not any(job.target is not None and (shared or job.state.cut)
+                                 for job in running):
             return None
         try:
             return self._cost()
@@ -230,18 +236,28 @@ class StepBatcher:
 
     def _retime(self, running: list[_Job], shapes: list[tuple[int, int]],
                 cost: StepCost | None) -> None:
-        """Cut the steps of each fill with a target to those that fit its deadline at this
-        round's predicted time: every request takes one step a round."""
-        if cost is None or len(running) < 2:
+        """Fit the steps of each fill with a target to its deadline at this round's
+        predicted time (every request takes one step a round): cut where the round is
+        shared, and where the round got cheaper than the one the fill was last timed in
+        (fills it shared with ended), give a fill cut before the steps it can afford
+        again, up to those it was given.  Only a change of company gives steps back:
+        a round that merely ran faster than predicted does not (each round would then
+        add a step).  A fill alone from start to end is never touched."""
+        if cost is None:
             return
         round_time = round_ms(cost, shapes, self.config.max_rows, self.pads)
-        now = time.perf_counter()
+        shared, now = len(running) > 1, time.perf_counter()
         for job in running:
             if job.target is None:
                 continue
             job.target.step_ms = max(job.target.step_ms, round_time)
             left = (job.target.deadline - now) * 1000
-            job.state.shorten(steps_within(left, round_time, job.state.steps_left))
+            fits = steps_within(left, round_time, job.state.asked)
+            if shared:
+                job.state.shorten(fits)
+            if job.round_ms is not None and round_time < job.round_ms:
+                job.state.regain(fits)
+            job.round_ms = round_time
 
     def _keep(self, job: _Job) -> bool:
         """Whether a job stays in the batch; finished and cancelled ones are answered."""

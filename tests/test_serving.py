@@ -231,10 +231,18 @@ def test_a_shortened_fill_ends_within_its_new_budget_with_every_position_written
 
 def _steps_with_target(batcher: StepBatcher, states: list[Denoising], step_ms: float) -> list:
     """Run the states at once, each with a target of 8 steps of `step_ms` from now, all
-    admitted in one round: a one-step request without a target holds the worker's first
-    pass until they have queued."""
+    admitted in one round (`_admitted_together`)."""
+    return _admitted_together(batcher, states, [step_ms] * len(states), 8)
+
+
+def _admitted_together(batcher: StepBatcher, states: list[Denoising],
+                       step_ms: list[float | None], steps: int) -> list:
+    """Run the states at once, each with a target of `steps` steps of its `step_ms` from
+    now (none where None), all admitted in one round: a one-step request without a
+    target holds the worker's first pass until they have queued.  The steps each took."""
     out: list = [None] * len(states)
-    deadline = time.perf_counter() + 8 * step_ms / 1000
+    began = time.perf_counter()
+    targets = [None if ms is None else Target(began + steps * ms / 1000, ms) for ms in step_ms]
     model, holding, queued = batcher.model, threading.Event(), threading.Event()
     real = model.hidden
 
@@ -249,7 +257,7 @@ def _steps_with_target(batcher: StepBatcher, states: list[Denoising], step_ms: f
     holding.wait(5)
 
     def one(i: int) -> None:
-        out[i] = batcher.run(states[i], target=Target(deadline, step_ms)).steps
+        out[i] = batcher.run(states[i], target=targets[i]).steps
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(states))]
     try:
         for t in threads:
@@ -280,6 +288,40 @@ def test_fills_with_a_target_are_cut_to_the_steps_the_rounds_they_share_afford(m
         batcher.close()
     assert alone == [8]  # a fill alone is never touched
     assert together == [4, 4] or together == [3, 3], together  # a round lasts two steps
+
+
+def _cut_then_alone(model, steps_afforded: int) -> int:
+    """The steps of a fill given 8 whose target affords `steps_afforded` of its steps
+    alone, which shares its first round (the time of two steps) with a one-step fill.
+    The cost model's steps last seconds, the real ones milliseconds: the deadline is
+    as far at the second round as at the first, less a hair."""
+    layout = _layout(model, PREFIXES[0], n=16)
+    cost = StepCost(0.0, 100.0)  # a pass costs 100 ms a token: two rows, twice one
+    batcher = StepBatcher(model, cost=lambda: cost)
+    step_ms = cost.step_ms(1, layout.span_end + len(layout.suffix_ids))
+    try:
+        targeted, brief = _admitted_together(
+            batcher, [Denoising(model, layout, SamplerConfig(steps=8), 0),
+                      Denoising(model, layout, SamplerConfig(steps=1), 1)],
+            [step_ms, None], steps_afforded)
+    finally:
+        batcher.close()
+    assert brief == 1
+    return targeted
+
+
+def test_a_cut_fill_alone_again_regains_its_steps_but_never_more_than_it_was_given(
+        model) -> None:
+    """Cut to 4 for the round it shared, it used to end with those 4: alone again after
+    one step, it could afford 9 in all, and takes the 8 it was given."""
+    assert _cut_then_alone(model, 10) == 8
+
+
+def test_a_cut_fill_alone_again_regains_only_the_steps_its_target_still_affords(
+        model) -> None:
+    """Cut to 2 for the round it shared (a hair less than 6 steps' time, rounds of two),
+    it used to end with those 2: alone again after one step, it can afford 5 more."""
+    assert _cut_then_alone(model, 6) == 6
 
 
 def test_cancellation_frees_the_slot_within_one_step(model) -> None:
