@@ -74,7 +74,8 @@ class _Job:
     target: Target | None = None
     done: threading.Event = field(default_factory=threading.Event)
     padded: bool = False  # it has run in a padded pass (counted in `BatchStats.padded_fills`)
-    round_ms: float | None = None  # the predicted passes of the round it was last timed in
+    passes_ms: float | None = None  # the predicted passes of the round it was last timed in
+    sampler_ms: float | None = None  # its sampler's own time a step, as measured (see _step)
     result: Denoised | None = None
     error: BaseException | None = None
 
@@ -133,6 +134,7 @@ class StepBatcher:
         self._wake = threading.Condition()
         self._closed = self._retiring = False
         self._running: list[tuple[int, int]] = []  # (rows, length) of each running job
+        self._sampler_ms = 0.0  # a sampler step's time, the worker's latest (see _note_sampler)
         self._thread = threading.Thread(target=self._work, name="dlm-batcher", daemon=True)
         self._thread.start()
         _LIVE.add(self)
@@ -245,7 +247,10 @@ class StepBatcher:
         add a step).  A fill alone from start to end is never touched."""
         if cost is None:
             return
-        round_time = round_ms(cost, shapes, self.config.max_rows, self.pads)
+        passes = round_ms(cost, shapes, self.config.max_rows, self.pads)
+        # the cost model times forward passes; each fill's step also runs its sampler
+        round_time = passes + sum(self._sampler_ms if job.sampler_ms is None
+                                  else job.sampler_ms for job in running)
         shared, now = len(running) > 1, time.perf_counter()
         for job in running:
             if job.target is None:
@@ -255,9 +260,9 @@ class StepBatcher:
             fits = steps_within(left, round_time, job.state.asked)
             if shared:
                 job.state.shorten(fits)
-            if job.round_ms is not None and round_time < job.round_ms:
+            if job.passes_ms is not None and passes < job.passes_ms:
                 job.state.regain(fits)
-            job.round_ms = round_time
+            job.passes_ms = passes
 
     def _keep(self, job: _Job) -> bool:
         """Whether a job stays in the batch; finished and cancelled ones are answered."""
@@ -297,6 +302,14 @@ class StepBatcher:
                    for _ in range(job.state.rows)]
         return torch.cat(rows), torch.tensor(per_row)
 
+    def _note_sampler(self, job: _Job, ms: float) -> None:
+        """Keep a running mean of the time a fill's sampler takes for one step (choosing,
+        committing, its checks: a few ms on a CPU), which `_retime` adds to the cost
+        model's passes: without it, four fills with a 300 ms target sharing their rounds
+        ended at about 323 ms.  A fill not measured yet counts the worker's latest."""
+        job.sampler_ms = ms if job.sampler_ms is None else (job.sampler_ms + ms) / 2
+        self._sampler_ms = job.sampler_ms
+
     def _count_padded(self, group: list[_Job]) -> None:
         """Count a padded pass and the requests in it not counted before (`dlm/status`
         shows both: how often batchPadding shared a pass, and how many fills it reached)."""
@@ -332,7 +345,11 @@ class StepBatcher:
                 # hidden states: the output head runs on this job's span alone
                 mine = head(out[at:at + rows, state.lo:state.hi]) if spans_only else (
                     out[at:at + rows])
+                if mine.is_cuda:  # the pass's kernels end here, not in the sampler's time
+                    torch.cuda.synchronize(mine.device)
+                advancing = time.perf_counter()
                 job.state.advance(mine)
+                self._note_sampler(job, (time.perf_counter() - advancing) * 1000)
             except BaseException as exc:  # noqa: BLE001
                 job.error = exc
                 job.done.set()

@@ -290,6 +290,27 @@ def test_fills_with_a_target_are_cut_to_the_steps_the_rounds_they_share_afford(m
     assert together == [4, 4] or together == [3, 3], together  # a round lasts two steps
 
 
+def test_a_round_s_time_counts_each_fill_s_sampler_beside_the_predicted_passes(model) -> None:
+    """The cost model times forward passes only: fills whose sampler takes its own time
+    each step (here 50 ms, the passes next to nothing) were never cut and ran 8 rounds
+    of 100 ms for a 400 ms target.  Measured from their first step on, a round lasts
+    100 ms, and each is cut to the 4 steps (fewer, as the clock ran) that fit."""
+    layout = _layout(model, PREFIXES[0], n=16)
+    batcher = StepBatcher(model, cost=lambda: StepCost(0.0, 0.0))
+    states = [Denoising(model, layout, SamplerConfig(steps=8, stop_when_settled=False), i)
+              for i in range(2)]
+    for state in states:
+        def slow(logits, advance=state.advance) -> None:
+            time.sleep(0.05)
+            advance(logits)
+        state.advance = slow
+    try:
+        steps = _admitted_together(batcher, states, [50.0, 50.0], 8)
+    finally:
+        batcher.close()
+    assert max(steps) <= 4, steps
+
+
 def _cut_then_alone(model, steps_afforded: int) -> int:
     """The steps of a fill given 8 whose target affords `steps_afforded` of its steps
     alone, which shares its first round (the time of two steps) with a one-step fill.
