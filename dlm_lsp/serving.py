@@ -306,7 +306,9 @@ class StepBatcher:
         """Keep a running mean of the time a fill's sampler takes for one step (choosing,
         committing, its checks: a few ms on a CPU), which `_retime` adds to the cost
         model's passes: without it, four fills with a 300 ms target sharing their rounds
-        ended at about 323 ms.  A fill not measured yet counts the worker's latest."""
+        ended at about 323 ms.  A fill not measured yet (or without a target, whose steps
+        are not timed: on a GPU timing means waiting for the pass) counts the worker's
+        latest."""
         job.sampler_ms = ms if job.sampler_ms is None else (job.sampler_ms + ms) / 2
         self._sampler_ms = job.sampler_ms
 
@@ -345,11 +347,13 @@ class StepBatcher:
                 # hidden states: the output head runs on this job's span alone
                 mine = head(out[at:at + rows, state.lo:state.hi]) if spans_only else (
                     out[at:at + rows])
-                if mine.is_cuda:  # the pass's kernels end here, not in the sampler's time
+                timed = job.target is not None  # only a target's rounds are timed
+                if timed and mine.is_cuda:  # the pass's kernels end here, not in the sampler's
                     torch.cuda.synchronize(mine.device)
                 advancing = time.perf_counter()
                 job.state.advance(mine)
-                self._note_sampler(job, (time.perf_counter() - advancing) * 1000)
+                if timed:
+                    self._note_sampler(job, (time.perf_counter() - advancing) * 1000)
             except BaseException as exc:  # noqa: BLE001
                 job.error = exc
                 job.done.set()
