@@ -60,6 +60,8 @@ _METRICS = {
     "inFlight": ("gauge", "Fills the replica holds now."),
     "queueDepth": ("gauge", "Fills waiting or running in the replica's batching worker."),
     "forwardPasses": ("counter", "Batched forward passes run."),
+    "paddedPasses": ("counter", "Forward passes that padded shorter rows (batchPadding)."),
+    "paddedFills": ("counter", "Fills that ran in at least one padded pass."),
     "batchOccupancy": ("gauge", "Mean rows per forward pass over the batch limit."),
     "p50Ms": ("gauge", "Median fill time in milliseconds (recent fills)."),
     "p95Ms": ("gauge", "95th percentile fill time in milliseconds (recent fills)."),

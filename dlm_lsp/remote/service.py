@@ -216,7 +216,8 @@ class EngineReplica:
                 "queueDepth": status["queueDepth"], "p50Ms": status["p50Ms"],
                 "p95Ms": status["p95Ms"], "tokensPerSecond": status["tokensPerSecond"],
                 "batchOccupancy": status["batchOccupancy"],
-                "forwardPasses": status["forwardPasses"], **self.counts}
+                "forwardPasses": status["forwardPasses"], "paddedPasses": status["paddedPasses"],
+                "paddedFills": status["paddedFills"], **self.counts}
 
     def _publish_forever(self) -> None:
         while True:
