@@ -955,6 +955,32 @@ def test_gpu_run_stopped_by_the_device_s_timeout_keeps_and_checks_its_model(
     assert json.loads((out / "config.json").read_text())["training"]["steps"] == 5
 
 
+@pytest.mark.parametrize("flags", [["--shard-mib", "nan"], ["--max-steps", "0"],
+                                   ["--wall-seconds", "-1"], ["--data-bytes", "0"]])
+def test_gpu_run_refuses_the_values_train_refuses_naming_the_flag(flags, tmp_path, capsys):
+    """`--shard-mib nan` ended the GPU kit in a traceback from int(), `--max-steps 0` in
+    another: its flags now take train's own checks, a usage error before anything runs."""
+    from dlm_lsp.training import gpu_run
+
+    with pytest.raises(SystemExit) as exit_:
+        gpu_run.main(["--out", str(tmp_path / "out"), "--size", "tiny", *flags])
+    assert exit_.value.code == 2
+    assert f"argument {flags[0]}: " in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_gpu_run_says_a_training_error_in_one_line(pattern_dir, tmp_path, capsys):
+    """A run our checks refuse (a device torch cannot name, say) is one
+    line of ours, not a traceback whose last line repeats it."""
+    from dlm_lsp.training import gpu_run
+
+    assert gpu_run.main(["--out", str(tmp_path / "out"), "--size", "tiny", "--no-stdlib",
+                         "--no-site-packages", "--extra-root", str(pattern_dir),
+                         "--device", "nonsense"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "gpu_run: failed after" in err
+
+
 def test_gpu_run_interrupted_before_training_says_so(pattern_dir, tmp_path, monkeypatch,
                                                     capsys):
     """Ctrl-C's own KeyboardInterrupt has no text: the line ended after the colon."""

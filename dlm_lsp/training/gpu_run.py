@@ -80,7 +80,13 @@ import torch
 
 from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser, TinyModel, plan_shards
 from dlm_lsp.training.rows import RowConfig
-from dlm_lsp.training.train import TrainConfig, TrainingError, tiny_preset, train
+from dlm_lsp.training.train import (
+    TrainConfig,
+    TrainingError,
+    tiny_preset,
+    train,
+    value_type,
+)
 
 MIB = 2**20
 RETURN_FILES = 8  # what comes back from the GPU machine: files ...
@@ -161,20 +167,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m dlm_lsp.training.gpu_run",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="output folder ($OUT)")
-    p.add_argument("--wall-seconds", type=float, default=None,
+    p.add_argument("--wall-seconds", type=value_type("wall_seconds"), default=None,
                    help="whole run, corpus build and export included (default 420)")
     p.add_argument("--size", choices=("full", "tiny"), default="full",
                    help="tiny: the same run at the tiny preset's size (tests)")
     p.add_argument("--init-from", type=Path, default=None,
                    help="continue this saved model (its shape and tokenizer)")
     p.add_argument("--device", default=None, help="default: cuda when available")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
-    p.add_argument("--data-bytes", type=int, default=None, help="cap on source bytes read")
+    p.add_argument("--max-steps", type=value_type("max_steps"), default=None,
+                   help="stop after this many steps")
+    p.add_argument("--data-bytes", type=value_type("data_bytes"), default=None,
+                   help="cap on source bytes read")
     p.add_argument("--no-stdlib", action="store_true")
     p.add_argument("--no-site-packages", action="store_true")
     p.add_argument("--extra-root", type=Path, action="append", default=[],
                    help="another directory of .py files (repeatable)")
-    p.add_argument("--shard-mib", type=float, default=None, help="shard limit (default 15)")
+    p.add_argument("--shard-mib", type=value_type("shard_mib"), default=None,
+                   help="shard limit (default 15)")
     return p
 
 
@@ -208,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         stats = train(cfg)
         listing = verify(cfg.out_dir)
     except Exception as exc:  # the one GPU run must say what went wrong, whatever it was
-        traceback.print_exc()
+        if not isinstance(exc, TrainingError):  # ours say it in their line
+            traceback.print_exc()
         print(f"gpu_run: failed after {time.monotonic() - started:.0f}s: {exc}; any interim "
               f"save is in {cfg.out_dir}", file=sys.stderr, flush=True)
         return 1

@@ -815,6 +815,13 @@ _FLAG_NAMES = {"n_layers": "--layers", "n_heads": "--heads"}
 _SHAPE = ("vocab_size", "d_model", "n_layers", "n_heads", "max_length")  # fixed by --init-from
 
 
+def value_type(name: str) -> Callable[[str], object]:
+    """The argparse type of the TrainConfig field `name`'s flag, for another command that
+    takes the same values (`gpu_run`), so that it refuses the same ones, naming the flag:
+    there `--shard-mib nan` was a traceback from int(), `--max-steps 0` another."""
+    return {**_FLAGS, "threads": _THREADS, "shard_mib": _SHARD_MIB}[name].parse
+
+
 def _flag(name: str) -> str:
     """The command-line flag of a TrainConfig field in `_FLAGS`."""
     return _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
