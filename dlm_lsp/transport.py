@@ -76,8 +76,15 @@ class BoundedReader:
         self.reader = reader
 
     async def readline(self) -> bytes:
-        """The next header line; LineTooLong for a piece of a line over the limit."""
-        return await self.reader.readline()
+        """The next header line; LineTooLong for a piece of a line over the limit; b""
+        at the end, a connection reset by the client included (an editor killed, or one
+        that closed with answers unread: the kernel sends a reset, not an end of file),
+        which is a disconnect like any other, not an error to log with a traceback."""
+        try:
+            return await self.reader.readline()
+        except ConnectionError as exc:
+            log.info("the client reset the connection (%s): taken as its end", exc)
+            return b""
 
     async def readexactly(self, n: int) -> bytes:
         """The body of `n` bytes, or a stand-in for one over the limit (b"" at the end)."""
@@ -94,7 +101,7 @@ class BoundedReader:
     async def _read(self, n: int) -> bytes:
         try:
             return await self.reader.readexactly(n)
-        except asyncio.IncompleteReadError:  # a TCP client left mid-message
+        except (asyncio.IncompleteReadError, ConnectionError):  # a TCP client left mid-message
             return b""
 
 

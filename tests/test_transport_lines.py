@@ -92,3 +92,31 @@ def test_a_stream_closed_under_the_read_loop_ends_it_instead_of_being_skipped_fo
     server = types.SimpleNamespace(protocol=None)
     asyncio.run(asyncio.wait_for(transport._read(server, transport.BoundedReader(closed)), 5))
     assert closed.calls == 1
+
+
+async def _read_until_reset(fed: bytes) -> tuple[_Server, asyncio.Task]:
+    """The read loop over a TCP stream that delivers `fed`, then is reset by the peer
+    (an editor killed, a client that closes with unread answers: the kernel sends RST)."""
+    server = _Server()
+    stream = asyncio.StreamReader(limit=transport._LINE_LIMIT)
+    reading = asyncio.ensure_future(
+        transport._read(server, transport.BoundedReader(transport.StreamLines(stream))))
+    stream.feed_data(fed)
+    await asyncio.sleep(0.05)  # read what came before the reset
+    stream.set_exception(ConnectionResetError(104, "Connection reset by peer"))
+    await asyncio.wait_for(reading, 5)
+    return server, reading
+
+
+def test_a_connection_reset_between_messages_ends_the_read_loop_as_its_end_does():
+    """The reset escaped the loop: asyncio logged "Unhandled exception in
+    client_connected_cb" with a traceback at ERROR for an ordinary disconnect."""
+    message = {"jsonrpc": "2.0", "id": 1, "method": "dlm/status"}
+    server, reading = asyncio.run(_read_until_reset(frame(message)))
+    assert server.handled == [message] and reading.exception() is None
+
+
+def test_a_connection_reset_mid_message_ends_the_read_loop_without_the_message():
+    body = frame({"jsonrpc": "2.0", "id": 1, "method": "dlm/status"})
+    server, reading = asyncio.run(_read_until_reset(body[:-5]))
+    assert server.handled == [] and server.refused == [] and reading.exception() is None
