@@ -650,6 +650,20 @@ def test_models_check_loads_our_own_model_and_times_a_forward_pass(capsys):
     assert "dlm-tiny (detected)" in out and "forward ms (256 tokens)" in out
 
 
+def test_models_check_default_checks_the_shipped_model_as_fill_model_default_loads_it(
+        tmp_path, monkeypatch, capsys):
+    """`models check default` said "<cwd>/default is not a directory", though `default`
+    names the shipped model everywhere else (`fill --model`, `train --init-from`, the
+    `model` setting); a folder named default in the current directory does not win."""
+    from dlm_lsp.models import DEFAULT_MODEL_DIR
+
+    (tmp_path / "default").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert models_main(["check", "default"]) == 0
+    out = capsys.readouterr().out
+    assert f"directory                {DEFAULT_MODEL_DIR}" in out and "dlm-tiny (detected)" in out
+
+
 def test_a_prefix_that_names_no_family_is_said_to_be_so(tmp_path):
     with pytest.raises(ModelLoadError, match="'drem:' names no model family: dlm-tiny, dream"):
         load_model(f"drem:{tmp_path / 'absent'}", "cpu")

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from dlm_lsp.config import DEVICES, PRECISIONS
-from dlm_lsp.models import empty_spec, named_family
+from dlm_lsp.models import DEFAULT_MODEL_DIR, empty_spec, named_family
 from dlm_lsp.models.checkpoint import (
     MODEL_TYPE,
     Checkpoint,
@@ -66,7 +66,11 @@ def _local(spec: str) -> tuple[str | None, str]:
 
     A hub id, which the `model` setting takes, is its snapshot in the local hub cache
     (never fetched): it was read as a directory name, "owner/name has no config.json",
-    as was a mistyped path, which is no directory at all."""
+    as was a mistyped path, which is no directory at all.  "default" is the shipped
+    model, as the loader and `fill --model default` take it (it was read as the
+    directory ./default)."""
+    if spec == "default":
+        return str(DEFAULT_MODEL_DIR), ""
     local = local_directory(spec)
     if local is not None:
         return str(local), ""
@@ -243,7 +247,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="action")
     sub.add_parser("list", help="the supported families (the default)")
     check = sub.add_parser("check", help="check a checkpoint directory")
-    check.add_argument("directory", help="a directory written by dlm-lsp train, or a published "
+    check.add_argument("directory", help="'default' (the model shipped in the package), a "
+                       "directory written by dlm-lsp train, or a published "
                        "checkpoint's (config.json, tokenizer, *.safetensors); FAMILY:DIR "
                        "names its family, as --family does; a hub id checks its cached "
                        "snapshot")
