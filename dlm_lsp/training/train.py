@@ -439,6 +439,12 @@ class _StopSignals:
     out of a run started by mistake); once a save has started, signals wait for it,
     so the folder is never left half written.  Signals are caught only in the main
     thread, and one ignored when the run started (`nohup`) stays ignored.
+
+    Python runs a handler between bytecodes, so signals that come while the main thread
+    is inside one long operation (a backward pass: seconds on a CPU) make one call of
+    it: two quick Ctrl-C were taken for one, and the run saved.  The signals are counted
+    where they arrive instead, through a wakeup file descriptor, whose byte per signal
+    the kernel-level handler writes at once.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -449,24 +455,48 @@ class _StopSignals:
         self.saving = False
         self.saved_step: int | None = None  # of the last interim save
         self._previous: dict[int, object] = {}
+        self._wakeup: tuple[int, int] | None = None  # the pipe the signals are counted in
+        self._previous_wakeup = -1
 
     def __enter__(self) -> _StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 if signal.getsignal(sig) is not signal.SIG_IGN:
                     self._previous[sig] = signal.signal(sig, self._handle)
+            if self._previous:
+                self._wakeup = os.pipe()
+                for fd in self._wakeup:
+                    os.set_blocking(fd, False)
+                self._previous_wakeup = signal.set_wakeup_fd(self._wakeup[1],
+                                                             warn_on_full_buffer=False)
         return self
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(self._previous_wakeup)
+            for fd in self._wakeup:
+                os.close(fd)
+            self._wakeup = None
+
+    def _arrived(self) -> int:
+        """How many of our signals came since the last look (at least the one handled)."""
+        if self._wakeup is None:
+            return 1
+        try:
+            data = os.read(self._wakeup[0], 4096)
+        except BlockingIOError:
+            return 1
+        return max(1, sum(byte in self.SIGNALS for byte in data))
 
     def _handle(self, signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
+        arrived = self._arrived()
         if self.saving:
             print(f"{name}: saving to {self.out} first", file=sys.stderr, flush=True)
             return
-        if self.received is not None:
+        if self.received is not None or arrived > 1:
             kept = ("nothing saved" if self.saved_step is None else
                     f"{self.out} holds the interim save of step {self.saved_step}")
             raise KeyboardInterrupt(f"stopped by a second {name} before saving; {kept}")
