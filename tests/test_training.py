@@ -551,6 +551,20 @@ def test_two_ctrl_c_during_one_long_operation_still_quit_without_saving(tmp_path
             time.sleep(0.01)
 
 
+def test_where_no_wakeup_pipe_can_be_set_ctrl_c_still_stops_the_run(tmp_path, monkeypatch):
+    """Windows' set_wakeup_fd takes only a socket: training must still start, and a
+    Ctrl-C still stop it (each handler call then counts as one signal)."""
+    def refuse(fd, **kwargs):
+        if fd != -1:
+            raise ValueError("the fd 5 must be in non-blocking mode")
+        return -1
+    monkeypatch.setattr(train_module.signal, "set_wakeup_fd", refuse)
+    with train_module._StopSignals(tmp_path) as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
+    assert stop.received == signal.SIGINT
+
+
 def test_a_loss_that_becomes_nan_ends_the_run_in_one_line(source_dir, tmp_path, capsys):
     """It ended in a FloatingPointError traceback (exit 1 all the same)."""
     (tmp_path / "out").mkdir()  # there before the run: kept, and nothing said of it

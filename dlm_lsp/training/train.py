@@ -464,12 +464,22 @@ class _StopSignals:
                 if signal.getsignal(sig) is not signal.SIG_IGN:
                     self._previous[sig] = signal.signal(sig, self._handle)
             if self._previous:
-                self._wakeup = os.pipe()
-                for fd in self._wakeup:
-                    os.set_blocking(fd, False)
-                self._previous_wakeup = signal.set_wakeup_fd(self._wakeup[1],
-                                                             warn_on_full_buffer=False)
+                self._count_signals()
         return self
+
+    def _count_signals(self) -> None:
+        """Set the wakeup pipe up; where it cannot be (Windows takes only a socket, and
+        only Python 3.12 makes a pipe non-blocking there), each call counts as one."""
+        pipe = os.pipe()
+        try:
+            for fd in pipe:
+                os.set_blocking(fd, False)
+            self._previous_wakeup = signal.set_wakeup_fd(pipe[1], warn_on_full_buffer=False)
+        except (OSError, ValueError):
+            for fd in pipe:
+                os.close(fd)
+            return
+        self._wakeup = pipe
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
