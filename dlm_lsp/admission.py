@@ -41,6 +41,10 @@ TOKEN_OPTION = "token"  # initializationOptions.token
 NOT_INITIALIZED = types.ErrorCodes.ServerNotInitialized
 
 
+def _clients(n: int) -> str:
+    return f"{n} client" if n == 1 else f"{n} clients"
+
+
 @dataclass
 class Gate:
     """What a TCP connection must pass before it is served."""
@@ -58,11 +62,16 @@ class Gate:
         connections may wait for admission as may be served."""
         return cls(os.environ.get(TOKEN_ENV) or None, max_clients, admission_s, max_clients)
 
+    def describe(self) -> str:
+        """What the server's start line says of its gate, for whoever starts a team server."""
+        asks = "clients must send its token" if self.token else "no token asked"
+        return f"{asks}; at most {_clients(self.max_clients)} at once"
+
     def refusal(self, options: Any, clients: int) -> tuple[int, str] | None:
         """Why an `initialize` with these initializationOptions is refused while `clients`
         other connections are served (code and message), or None to serve it."""
         if clients >= self.max_clients:
-            return SERVER_BUSY, (f"this dlm-lsp server is serving {clients} clients, its most "
+            return SERVER_BUSY, (f"this dlm-lsp server is serving {_clients(clients)}, its most "
                                  "(--max-clients); try again later")
         if self.token is None:
             return None

@@ -273,10 +273,9 @@ async def _serve_tcp(make_server: Callable[[], DlmServer], live: dict[DlmServer,
               file=sys.stderr, flush=True)
         raise SystemExit(2) from exc  # out of the event loop, to _run's exit code
     where = ", ".join(":".join(map(str, s.getsockname()[:2])) for s in tcp.sockets)
-    asks = "clients must send its token" if gate.token else "no token asked"
     # whoever starts a team server sees where it listens, whatever the log level
-    print(f"dlm-lsp: serving LSP over TCP on {where} ({asks}; at most {gate.max_clients} "
-          "clients at once)", file=sys.stderr, flush=True)
+    print(f"dlm-lsp: serving LSP over TCP on {where} ({gate.describe()})", file=sys.stderr,
+          flush=True)
     async with tcp:
         await tcp.serve_forever()
 

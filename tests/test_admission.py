@@ -21,6 +21,16 @@ def test_a_gate_without_token_serves_everyone_up_to_its_number_of_clients():
     assert code == SERVER_BUSY and "2 clients" in text
 
 
+def test_a_server_of_one_client_says_client_not_clients():
+    """`--max-clients 1` printed "at most 1 clients at once" and refused the next one with
+    "serving 1 clients"."""
+    gate = Gate(None, max_clients=1)
+    assert gate.describe() == "no token asked; at most 1 client at once"
+    assert "is serving 1 client, its most (--max-clients)" in gate.refusal({}, 1)[1]
+    assert Gate(TOKEN, max_clients=2).describe() == ("clients must send its token; at most "
+                                                     "2 clients at once")
+
+
 def test_a_gate_with_token_asks_for_exactly_that_token():
     gate = Gate(TOKEN)
     assert gate.refusal({"token": TOKEN, "model": "default"}, 0) is None
