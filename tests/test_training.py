@@ -505,11 +505,19 @@ def test_a_second_ctrl_c_quits_without_saving_in_one_line(source_dir, tmp_path,
     out = tmp_path / "abandoned"
     assert main(_cli_args(source_dir, out)) == 130
     err = capsys.readouterr().err
-    assert not (out / "model.safetensors").exists()
+    assert not out.exists(), "the folder the run made for its save is left behind, empty"
     assert err.splitlines()[-1] == ("dlm-lsp train: stopped by a second SIGINT before saving; "
                                     "nothing saved")
     assert "Traceback" not in err
 
+
+def test_a_second_ctrl_c_leaves_a_folder_that_was_there_as_it_was(source_dir, tmp_path,
+                                                                 monkeypatch, capsys):
+    _signal_in_step(monkeypatch, 2, signal.SIGINT, signal.SIGINT)
+    out = tmp_path / "mine"
+    out.mkdir()
+    assert main(_cli_args(source_dir, out)) == 130
+    assert out.is_dir() and list(out.iterdir()) == []
 
 
 def _two_signals_during_one_long_operation(sig: signal.Signals) -> None:
