@@ -18,6 +18,7 @@ from typing import TypeVar
 import pytest
 from cli_parsers import command_parsers
 from rpc import frame, free_port
+from tiny_model import write_random_model
 
 from dlm_lsp.framing import MessageReader
 
@@ -317,6 +318,16 @@ def test_status_here_reports_the_model_and_its_step_cost(model_dir):
     lines = dict(line.split(None, 1) for line in out.stdout.splitlines())
     assert lines["device"] == "cpu" and float(lines["stepMsAt256Tokens"]) > 0
     assert int(lines["parameters"]) > 0
+
+
+def test_status_here_reports_step_costs_only_at_lengths_the_model_takes(tmp_path):
+    """A model of 128 tokens was reported at 256 and 512 tokens, neither of which it can
+    run; it is reported at its own length."""
+    from dlm_lsp.status import local_status
+
+    short = write_random_model(tmp_path / "short", max_length=128)
+    status = local_status(str(short), "cpu")
+    assert [key for key in status if key.startswith("stepMsAt")] == ["stepMsAt128Tokens"]
 
 
 def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
