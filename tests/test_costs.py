@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -152,15 +153,29 @@ def test_a_latency_target_buys_fewer_steps_while_other_requests_share_the_passes
     assert shared.predicted_ms == pytest.approx(8.0 * shared.steps)
 
 
-def test_fills_that_start_together_each_get_the_steps_of_a_shared_round(engine: Engine) -> None:
+def test_fills_that_start_together_each_get_the_steps_of_a_shared_round(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each was timed as it started, against a worker that held neither yet: both took
-    the steps of a fill alone and overran their target by as many times as fills ran."""
+    the steps of a fill alone and overran their target by as many times as fills ran.
+    The worker's first pass waits until both are queued: on a loaded machine one fill's
+    preparation could outlast the other's first steps, and a fill that ran alone for a
+    while rightly kept more steps (2 of 8 runs failed so under load 3; 12 of 12 pass now)."""
     eng = Engine(ServerConfig(model=engine.config.model, device="cpu", repair_rounds=0,
                               fallback=False, reuse_fills=False))
     eng._model = engine.model
     eng._cost = StepCost(0.0, 0.5)  # a pass costs its tokens: two rows, twice one
     try:
         alone = _infill(eng, latency_ms=200)
+        batcher, real, queued = eng.batcher(), eng.model.hidden, threading.Event()
+
+        def held(*args: object) -> object:
+            waited = time.monotonic() + 10
+            while not queued.is_set() and time.monotonic() < waited:
+                if batcher.depth >= 2:
+                    queued.set()
+                time.sleep(0.002)
+            return real(*args)
+        monkeypatch.setattr(eng.model, "hidden", held)
         start, results = threading.Barrier(2), []
 
         def one() -> None:
