@@ -53,6 +53,7 @@ from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled, SamplerConfig, refine_start
 from dlm_lsp.serving import BatchConfig, StepBatcher, Target
+from dlm_lsp.slowdown import LoadFactor
 from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
 from dlm_lsp.validation import ParsedDocument, language_for
 
@@ -173,6 +174,8 @@ class Engine:
         # thrown away and done again (see `model`).
         self._loading = threading.Lock()
         self._calibrating = threading.Lock()  # see step_cost
+        # passes measured against the cost model: how much slower they run under load
+        self.load_factor = LoadFactor()
         self._alone = threading.Lock()
         self._closed = False  # see close
         self.recent = RecentFills()
@@ -316,7 +319,7 @@ class Engine:
                 if self._batcher is not None:  # its fills end on their model (see retire);
                     self._batcher.retire()  # not waited for with `_lock` held (see close)
                 self._batcher = StepBatcher(model, BatchConfig(self.config.batch_rows),
-                                            lambda: self.step_cost(model))
+                                            lambda: self.step_cost(model), self.load_factor)
             self._batcher.config.max_rows = min(self.config.batch_rows,
                                                 self._row_cap or self.config.batch_rows)
             self._batcher.config.pad = self.config.batch_padding
@@ -347,6 +350,8 @@ class Engine:
             "paddedFills": stats.padded_fills if stats else 0,
             "cacheHitRate": round(self.recent.hit_rate, 3),
             "stepMs": round(cost.step_ms(1, 256), 2) if cost is not None else None,
+            # measured / predicted passes (1 on a quiet machine): what scales step budgets
+            "loadFactor": round(self.load_factor.value, 2),
             "cudaGraphs": _graph_status(model),
         }
 
@@ -366,6 +371,7 @@ class Engine:
             with self._lock:
                 if model is self._model:
                     self._cost = cost
+                    self.load_factor.clear()  # its ratios were to the cost replaced
             return cost
 
     def infill(self, req: InfillRequest) -> InfillResult:
@@ -465,7 +471,10 @@ class Engine:
                                     MULTI_LINE: cfg.latency_ms_multi_line,
                                     REWRITE: cfg.latency_ms_rewrite}[plan.kind]
         timing = time.perf_counter()
-        step_ms = None if target is None else self._step_ms(model, cfg, layout, rows, length)
+        # predicted passes scaled by the load factor: on a loaded machine passes run slower
+        # than calibrated (the factor is 1 on a quiet one: budgets are the cost model's own)
+        step_ms = None if target is None else (
+            self._step_ms(model, cfg, layout, rows, length) * self.load_factor.value)
         # The first fill with a target times the model's step (16 passes, once per model):
         # counted against this fill's target, that left it one step, a poor fill that was
         # late anyway.  The target is the denoising's; the reported time still says all.

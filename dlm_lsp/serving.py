@@ -20,6 +20,11 @@ now lasts longer than its steps can afford is cut (`Denoising.shorten`) to the
 steps that still fit, and given steps back (`Denoising.regain`) when its rounds
 get cheaper again as the others end, never more than it was given.  A fill alone
 from start to end is never touched.
+
+The passes of a fill with a target are timed too (the time of the pass, its
+samplers' time left out) against the cost model's prediction, into the engine's
+`LoadFactor`: on a loaded machine passes run slower than calibrated, and both the
+engine's budgets and this retiming scale the predicted passes by that factor.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import torch
 from dlm_lsp.costs import StepCost, passes_of, round_ms, steps_within
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.sampler import Cancelled, Denoised, Denoising
+from dlm_lsp.slowdown import LoadFactor
 
 
 class WorkerClosed(RuntimeError):
@@ -119,14 +125,19 @@ class StepBatcher:
     """The model's one worker thread; `run` may be called from any number of threads."""
 
     def __init__(self, model: DiffusionModel, config: BatchConfig | None = None,
-                 cost: Callable[[], StepCost] | None = None):
+                 cost: Callable[[], StepCost] | None = None,
+                 load_factor: LoadFactor | None = None):
         """`cost` gives the model's step cost (calibrated on first call): the worker asks
         for it only to pack rows of different lengths together or to time a round for a
         fill's latency target.  Without it neither happens.  The first round that needs
         it waits for the calibration (16 passes of at most 256 tokens, once per model:
         well under a second for the shipped model on a CPU, about a fill's worth for a
-        large model on a CPU)."""
+        large model on a CPU).  `load_factor` is where the passes of fills with a target
+        are timed against the cost (and what scales the rounds' predicted time); without
+        it, the worker keeps its own, which starts at 1."""
         self.model, self.config, self._cost = model, config or BatchConfig(), cost
+        self.load_factor = load_factor or LoadFactor()
+        self._known_cost: StepCost | None = None  # `_cost`'s answer, asked once
         # the model can mask a padded row's pad (see `pads`)
         self.model_pads = bool(getattr(model, "padded_rows", False))
         self.stats = BatchStats()
@@ -217,24 +228,25 @@ class StepBatcher:
             cost = self._round_cost(running)
             self._retime(running, shapes, cost)
             for group in self._groups(running, cost):
-                self._step(group)
+                self._step(group, cost)
 
     def _round_cost(self, running: list[_Job]) -> StepCost | None:
         """The model's step cost where this round needs it: to pack rows of different
-        lengths (a model that pads them), to time fills with a target beside others, or
-        to give a fill that was cut and is alone now the steps it can afford again."""
+        lengths (a model that pads them), or for fills with a target (their passes are
+        timed against it, and beside others, or cut and alone again, retimed).  Asked of
+        `_cost` once: the engine's calibrates a model it no longer serves at each call."""
         if self._cost is None or not running:
             return None
-        shared = len(running) > 1
-        mixed = shared and self.pads and len({job.shape[1] for job in running}) > 1
-        if not mixed and not any(job.target is not None and (shared or job.state.cut)
-                                 for job in running):
+        mixed = len(running) > 1 and self.pads and len({job.shape[1] for job in running}) > 1
+        if not mixed and not any(job.target is not None for job in running):
             return None
-        try:
-            return self._cost()
-        except Exception:  # noqa: BLE001 -- timing failed: pack by length, keep budgets
-            self._cost = None
-            return None
+        if self._known_cost is None:
+            try:
+                self._known_cost = self._cost()
+            except Exception:  # noqa: BLE001 -- timing failed: pack by length, keep budgets
+                self._cost = None
+                return None
+        return self._known_cost
 
     def _retime(self, running: list[_Job], shapes: list[tuple[int, int]],
                 cost: StepCost | None) -> None:
@@ -244,14 +256,19 @@ class StepBatcher:
         (fills it shared with ended), give a fill cut before the steps it can afford
         again, up to those it was given.  Only a change of company gives steps back:
         a round that merely ran faster than predicted does not (each round would then
-        add a step).  A fill alone from start to end is never touched."""
-        if cost is None:
+        add a step).  A fill alone from start to end is never touched.
+
+        The predicted passes are scaled by the load factor (passes measured slower than
+        calibrated); whether the round got cheaper compares them unscaled: a lighter load
+        is not a change of company (and the engine's budget already had the factor)."""
+        shared = len(running) > 1
+        if cost is None or not (shared or any(job.state.cut for job in running)):
             return
         passes = round_ms(cost, shapes, self.config.max_rows, self.pads)
         # the cost model times forward passes; each fill's step also runs its sampler
-        round_time = passes + sum(self._sampler_ms if job.sampler_ms is None
-                                  else job.sampler_ms for job in running)
-        shared, now = len(running) > 1, time.perf_counter()
+        round_time = passes * self.load_factor.value + sum(
+            self._sampler_ms if job.sampler_ms is None else job.sampler_ms for job in running)
+        now = time.perf_counter()
         for job in running:
             if job.target is None:
                 continue
@@ -321,8 +338,14 @@ class StepBatcher:
                 job.padded = True
                 self.stats.padded_fills += 1
 
-    def _step(self, group: list[_Job]) -> None:
-        """One forward pass for a group, each job advancing on its own rows."""
+    def _step(self, group: list[_Job], cost: StepCost | None = None) -> None:
+        """One forward pass for a group, each job advancing on its own rows.  With a `cost`
+        and a fill with a target among them, the pass is timed against its prediction
+        (`_note_pass`)."""
+        # the pass as the cost model predicts it: all its rows, at its longest length
+        predicted = None if cost is None or all(job.target is None for job in group) else (
+            cost.step_ms(sum(job.state.rows for job in group), max(job.shape[1] for job in group)))
+        sampling = 0.0  # seconds of the samplers' own steps, not the pass's
         began = time.perf_counter()
         hidden, head = getattr(self.model, "hidden", None), getattr(self.model, "head", None)
         spans_only = hidden is not None and head is not None
@@ -347,15 +370,22 @@ class StepBatcher:
                 # hidden states: the output head runs on this job's span alone
                 mine = head(out[at:at + rows, state.lo:state.hi]) if spans_only else (
                     out[at:at + rows])
-                timed = job.target is not None  # only a target's rounds are timed
-                if timed and mine.is_cuda:  # the pass's kernels end here, not in the sampler's
+                # only a target's rounds are timed: where the pass is, its kernels end here,
+                # not in the sampler's
+                if predicted is not None and mine.is_cuda:
                     torch.cuda.synchronize(mine.device)
                 advancing = time.perf_counter()
                 job.state.advance(mine)
-                if timed:
-                    self._note_sampler(job, (time.perf_counter() - advancing) * 1000)
+                if predicted is not None:
+                    sampled = time.perf_counter() - advancing
+                    sampling += sampled
+                    if job.target is not None:
+                        self._note_sampler(job, sampled * 1000)
             except BaseException as exc:  # noqa: BLE001
                 job.error = exc
                 job.done.set()
             at += rows
-        self.stats.busy_s += time.perf_counter() - began
+        took = time.perf_counter() - began
+        self.stats.busy_s += took
+        if predicted is not None:
+            self.load_factor.note((took - sampling) * 1000, predicted)

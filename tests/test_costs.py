@@ -16,6 +16,7 @@ import dlm_lsp.costs as costs
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.costs import StepCost, calibrate, fit, passes_of, round_ms, shared_step_ms
 from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.slowdown import LoadConfig, LoadFactor
 
 
 def test_fit_recovers_an_exact_line() -> None:
@@ -59,6 +60,8 @@ def engine(model_dir: Path) -> Engine:
                               fallback=False, reuse_fills=False))
     eng.model  # noqa: B018 -- loaded before the tests: loading counts against a target
     eng._cost = StepCost(2.0, 0.0)  # a known cost instead of this machine's: 2 ms a step
+    # its passes' ratio to that made-up cost says nothing of this machine's load: kept at 1
+    eng.load_factor = LoadFactor(LoadConfig(highest=1.0))
     return eng
 
 
@@ -81,6 +84,34 @@ def test_the_prediction_is_steps_times_the_cost_of_a_step(engine: Engine) -> Non
     assert result.predicted_ms == pytest.approx(2.0 * result.steps)
     no_target = _infill(engine, steps=4)
     assert (no_target.steps, no_target.predicted_ms) == (4, None)
+
+
+def _measured(ratio: float) -> LoadFactor:
+    """A load factor whose passes all ran `ratio` times as long as predicted."""
+    factor = LoadFactor()
+    for _ in range(8):
+        factor.note(2.0 * ratio, 2.0)
+    return factor
+
+
+def test_on_a_loaded_machine_a_latency_target_buys_steps_of_the_measured_time(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Passes measured at twice the calibrated time: a step counts 4 ms, not 2, and the
+    fill takes at most half the steps (it overran its target by that factor)."""
+    monkeypatch.setattr(engine, "load_factor", _measured(2.0))
+    result = _infill(engine, latency_ms=21)
+    assert 1 <= result.steps <= 5  # at most 21 ms / 4 ms
+    assert result.predicted_ms == pytest.approx(4.0 * result.steps)
+
+
+def test_on_a_quiet_machine_a_latency_target_buys_the_cost_model_s_steps(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Passes a little slower than the fastest calibration pass, as on a quiet machine:
+    a step still counts the cost model's 2 ms."""
+    monkeypatch.setattr(engine, "load_factor", _measured(1.3))
+    result = _infill(engine, latency_ms=21)
+    assert 5 < result.steps <= 10
+    assert result.predicted_ms == pytest.approx(2.0 * result.steps)
 
 
 def test_per_kind_latency_targets_come_from_the_settings(engine: Engine) -> None:

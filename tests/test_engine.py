@@ -741,6 +741,27 @@ def test_status_shows_the_padded_passes_and_the_fills_that_ran_in_them(model_dir
     assert (status["forwardPasses"], status["paddedPasses"], status["paddedFills"]) == (9, 3, 5)
 
 
+def test_status_shows_the_load_factor_that_scales_step_budgets(model_dir: Path) -> None:
+    """Passes measured at twice their predicted time (another job on the cores): the
+    factor shows, 1 before any pass is measured."""
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    assert eng.status()["loadFactor"] == 1.0
+    for _ in range(4):
+        eng.load_factor.note(20.0, 10.0)
+    assert eng.status()["loadFactor"] == 2.0
+
+
+def test_a_new_calibration_forgets_the_passes_timed_against_the_old_one(
+        model_dir: Path) -> None:
+    """Their ratios were to the cost model replaced (new settings loaded another model,
+    or the model moved to the CPU after running out of memory)."""
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    for _ in range(4):
+        eng.load_factor.note(30.0, 10.0)
+    eng.step_cost()
+    assert eng.load_factor.value == 1.0
+
+
 def test_batch_padding_is_off_by_default_and_the_setting_reaches_the_batching_worker(
         model_dir: Path) -> None:
     """Padded, a fill's tokens could depend on what it shared a pass with, so rows of

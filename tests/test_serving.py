@@ -17,6 +17,7 @@ from dlm_lsp.costs import StepCost
 from dlm_lsp.models import load_model
 from dlm_lsp.sampler import Cancelled, Denoising, SamplerConfig, denoise
 from dlm_lsp.serving import BatchConfig, BatchStats, StepBatcher, Target
+from dlm_lsp.slowdown import LoadFactor
 from dlm_lsp.span import build_layout
 
 
@@ -309,6 +310,86 @@ def test_a_round_s_time_counts_each_fill_s_sampler_beside_the_predicted_passes(m
     finally:
         batcher.close()
     assert max(steps) <= 4, steps
+
+
+class _Loaded(LoadFactor):
+    """A load factor fixed at `value`, whatever the passes measure."""
+
+    def __init__(self, value: float):
+        super().__init__()
+        self._value = value
+
+    @property
+    def value(self) -> float:
+        return self._value
+
+    def note(self, measured_ms: float, predicted_ms: float) -> None:
+        pass
+
+
+def test_fills_sharing_rounds_on_a_loaded_machine_are_cut_to_what_the_slower_rounds_afford(
+        model) -> None:
+    """Passes running twice as long as calibrated: the rounds the worker predicted fit the
+    target took twice that (four fills with a 300 ms target took a median 135 ms a round
+    against 65 ms predicted).  Two fills given 8 steps share rounds of two steps' time,
+    twice that under the load: each keeps 2 of its 8 (4 on a quiet machine)."""
+    layout = _layout(model, PREFIXES[0], n=16)
+    cost = StepCost(0.0, 100.0)  # a pass costs 100 ms a token: two rows, twice one
+    batcher = StepBatcher(model, cost=lambda: cost, load_factor=_Loaded(2.0))
+    try:
+        states = [Denoising(model, layout, SamplerConfig(steps=8), i) for i in range(2)]
+        together = _steps_with_target(batcher, states,
+                                      cost.step_ms(1, layout.span_end + len(layout.suffix_ids)))
+    finally:
+        batcher.close()
+    assert together == [2, 2] or together == [1, 1], together
+
+
+def _factor_after(model, cost: StepCost, target: bool, pass_s: float = 0.0,
+                  sampler_s: float = 0.0) -> float:
+    """The worker's load factor after one fill of 4 steps whose passes take `pass_s` more
+    than they do and whose sampler takes `sampler_s` a step, with a target or without."""
+    batcher = StepBatcher(model, cost=lambda: cost)
+    real = model.hidden
+
+    def slow(ids: torch.Tensor, *lengths) -> torch.Tensor:
+        time.sleep(pass_s)
+        return real(ids, *lengths)
+    model.hidden = slow
+    state = Denoising(model, _layout(model, PREFIXES[0]),
+                      SamplerConfig(steps=4, stop_when_settled=False), 0)
+
+    def slow_advance(logits, advance=state.advance) -> None:
+        time.sleep(sampler_s)
+        advance(logits)
+    state.advance = slow_advance
+    far = Target(time.perf_counter() + 3600, 1.0) if target else None
+    try:
+        assert batcher.run(state, target=far).steps == 4
+    finally:
+        del model.hidden
+        batcher.close()
+    return batcher.load_factor.value
+
+
+def test_the_worker_times_a_target_s_passes_against_the_cost_model(model) -> None:
+    """Passes of 40 ms and more where the cost model says 20 ms: a factor of 2 or more."""
+    assert _factor_after(model, StepCost(20.0, 0.0), True, pass_s=0.04) >= 2.0
+
+
+def test_passes_as_fast_as_predicted_leave_the_factor_at_one(model) -> None:
+    assert _factor_after(model, StepCost(1000.0, 0.0), True) == 1.0
+
+
+def test_the_sampler_s_time_is_not_counted_as_the_pass_s(model) -> None:
+    """The cost model predicts passes; the sampler's own time is added to a round apart
+    (`_note_sampler`): counted twice, a slow sampler would have read as a loaded machine."""
+    assert _factor_after(model, StepCost(20.0, 0.0), True, sampler_s=0.05) == 1.0
+
+
+def test_the_passes_of_fills_without_a_target_are_not_timed(model) -> None:
+    """On a GPU timing a pass means waiting for it: fills without a target need not."""
+    assert _factor_after(model, StepCost(20.0, 0.0), False, pass_s=0.04) == 1.0
 
 
 def _cut_then_alone(model, steps_afforded: int) -> int:
