@@ -1,0 +1,80 @@
+"""Fills with a latency target on a machine loaded after calibration.
+
+A server calibrates its step cost once, usually on a quiet machine; load that comes
+later (another job on the cores) makes passes slower than calibrated, and fills
+overran their targets by that factor.  `dlm-lsp bench throughput --latency-ms`
+calibrates at its warm-up fill, under whatever load is already there, so it cannot
+show that case: this script calibrates and warms up first, then starts `--load`
+busy-loop processes (killed at the end, whatever happens), then runs `--concurrency`
+callers of `--fills` fills each with the target, and prints one line: p50 and p95
+of the fills' times, the share over the target, mean steps a fill, and the engine's
+load factor (`-` on code without one).
+
+    PYTHONPATH=. python benchmarks/latency_under_load.py --load 2 --concurrency 4
+
+Results: benchmarks/results/latency-under-load-cpu.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+from dlm_lsp.bench.filling import bench_engine
+from dlm_lsp.bench.throughput import ThroughputConfig, _fill
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--load", type=int, default=0, help="busy-loop processes started")
+    parser.add_argument("--concurrency", type=int, default=1, help="callers at once")
+    parser.add_argument("--fills", type=int, default=40, help="fills each caller makes")
+    parser.add_argument("--latency-ms", type=int, default=300)
+    parser.add_argument("--tokens", type=int, default=16, help="span length of each fill")
+    args = parser.parse_args()
+    config = ThroughputConfig(latency_ms=args.latency_ms, tokens=args.tokens)
+    engine = bench_engine("default", "cpu", batch_rows=16)
+    engine.step_cost()  # calibrated before the load starts
+    for seed in range(3):
+        _fill(engine, config, 10_000 + seed)  # warm-up, quiet too
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(args.load)]
+    fills: list[tuple[float, int]] = []
+    lock = threading.Lock()
+
+    def caller(k: int) -> None:
+        for j in range(args.fills):
+            began = time.perf_counter()
+            steps = _fill(engine, config, 1000 * k + j)
+            with lock:
+                fills.append(((time.perf_counter() - began) * 1000, steps))
+    try:
+        time.sleep(0.5 if busy else 0.0)  # the load under way
+        threads = [threading.Thread(target=caller, args=(k,)) for k in range(args.concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+        batcher = engine.batcher()
+        if batcher is not None:
+            batcher.close()
+    ms = sorted(m for m, _ in fills)
+    factor = getattr(engine, "load_factor", None)
+    print(f"load {args.load}, {args.concurrency} callers, {len(ms)} fills, target "
+          f"{args.latency_ms} ms: p50 {statistics.median(ms):.0f} ms, p95 "
+          f"{ms[min(len(ms) - 1, int(0.95 * len(ms)))]:.0f} ms, over target "
+          f"{sum(m > args.latency_ms for m in ms) / len(ms):.0%}, mean steps "
+          f"{statistics.mean(s for _, s in fills):.2f}, load factor "
+          f"{'-' if factor is None else f'{factor.value:.2f}'}")
+
+
+if __name__ == "__main__":
+    main()
