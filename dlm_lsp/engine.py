@@ -473,8 +473,8 @@ class Engine:
         timing = time.perf_counter()
         # predicted passes scaled by the load factor: on a loaded machine passes run slower
         # than calibrated (the factor is 1 on a quiet one: budgets are the cost model's own)
-        step_ms = None if target is None else (
-            self._step_ms(model, cfg, layout, rows, length) * self.load_factor.value)
+        cost_ms = None if target is None else self._step_ms(model, cfg, layout, rows, length)
+        step_ms = None if cost_ms is None else cost_ms * self.load_factor.value
         # The first fill with a target times the model's step (16 passes, once per model):
         # counted against this fill's target, that left it one step, a poor fill that was
         # late anyway.  The target is the denoising's; the reported time still says all.
@@ -506,7 +506,7 @@ class Engine:
         run = InfillRun(self, model, req, plan, layout, tail, self._document(req), language,
                         local)
         if step_ms is not None:
-            run.target = Target(budget_from + target / 1000, step_ms)
+            run.target = Target(budget_from + target / 1000, step_ms, cost_ms)
         out = run.denoise(layout, sampler, seed, with_drafts=True)
         candidates = run.candidates(out, LEFT_TO_RIGHT if strategy == "left-to-right"
                                     else DIFFUSION)

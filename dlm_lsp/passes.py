@@ -403,8 +403,16 @@ class InfillRun:
         if out is None:
             # alone: without batching, or with a context cache (its store is this request's)
             with engine._alone:
+                began = time.perf_counter()
                 out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
                               syntax_ok, forward=cache)
+                # a target's run is timed for the load factor (in the worker each pass is):
+                # all of it, its sampler's steps and checks too (~1.1x the predicted
+                # passes on a quiet CPU, under the factor's threshold)
+                predicted = None if self.target is None else self.target.predicted_ms
+                if predicted is not None:
+                    engine.load_factor.note((time.perf_counter() - began) * 1000,
+                                            out.steps * predicted)
         self.passes += out.steps
         return out
 

@@ -71,6 +71,9 @@ class Target:
 
     deadline: float  # time.perf_counter() seconds
     step_ms: float
+    # the cost model's own step, before the load factor: a fill run alone (without the
+    # worker) times its passes against it (`InfillRun.denoise`)
+    predicted_ms: float | None = None
 
 
 @dataclass

@@ -6,8 +6,9 @@ work shares (another job on the CPU's cores, a GPU serving someone else) passes 
 about twice that long, and fills overran their targets by about that factor: rounds
 of four fills took a median 135 ms against 65 ms predicted
 (benchmarks/results/batching-lengths-cpu.md).  The batching worker times the passes
-of fills with a target anyway; `LoadFactor` keeps the ratio of those measured to
-predicted times and scales the predicted step by its recent median, so budgets
+of fills with a target anyway, and a fill with a target run alone (no worker, or a
+context cache) times its denoising; `LoadFactor` keeps the ratio of those measured
+to predicted times and scales the predicted step by its recent median, so budgets
 follow the load.
 
 A quiet machine keeps its budgets exactly: the factor is never below 1 (a pass

@@ -114,6 +114,26 @@ def test_on_a_quiet_machine_a_latency_target_buys_the_cost_model_s_steps(
     assert result.predicted_ms == pytest.approx(2.0 * result.steps)
 
 
+def _alone_factor(engine: Engine, **options) -> float:
+    """The load factor of an engine without the batching worker (`batchRows` 0) whose cost
+    model predicts next to nothing (0.01 ms a step), after one fill."""
+    eng = Engine(ServerConfig(model=engine.config.model, device="cpu", repair_rounds=0,
+                              fallback=False, reuse_fills=False, batch_rows=0))
+    eng._model, eng._cost = engine.model, StepCost(0.01, 0.0)
+    _infill(eng, **options)
+    return eng.load_factor.value
+
+
+def test_a_fill_run_alone_times_its_passes_for_the_load_factor(engine: Engine) -> None:
+    """Without the worker (batchRows 0, or a context cache) no pass was timed: the
+    factor stayed 1 however slow the passes ran."""
+    assert _alone_factor(engine, latency_ms=50) == LoadConfig().highest
+
+
+def test_a_fill_run_alone_without_a_target_is_not_timed(engine: Engine) -> None:
+    assert _alone_factor(engine, steps=4) == 1.0
+
+
 def test_per_kind_latency_targets_come_from_the_settings(engine: Engine) -> None:
     eng = Engine(ServerConfig(model=engine.config.model, device="cpu", repair_rounds=0,
                               fallback=False, latency_ms_multi_line=11))
