@@ -35,9 +35,11 @@ def main() -> None:
     parser.add_argument("--fills", type=int, default=40, help="fills each caller makes")
     parser.add_argument("--latency-ms", type=int, default=300)
     parser.add_argument("--tokens", type=int, default=16, help="span length of each fill")
+    parser.add_argument("--batch-rows", type=int, default=16,
+                        help="the setting batchRows: 0 runs each fill alone, without the worker")
     args = parser.parse_args()
     config = ThroughputConfig(latency_ms=args.latency_ms, tokens=args.tokens)
-    engine = bench_engine("default", "cpu", batch_rows=16)
+    engine = bench_engine("default", "cpu", batch_rows=args.batch_rows)
     engine.step_cost()  # calibrated before the load starts
     for seed in range(3):
         _fill(engine, config, 10_000 + seed)  # warm-up, quiet too
