@@ -343,8 +343,8 @@ class StepBatcher:
 
     def _step(self, group: list[_Job], cost: StepCost | None = None) -> None:
         """One forward pass for a group, each job advancing on its own rows.  With a `cost`
-        and a fill with a target among them, the pass is timed against its prediction
-        (`_note_pass`)."""
+        and a fill with a target among them, the pass (without the samplers' own steps) is
+        timed against the cost's prediction, into `load_factor`."""
         # the pass as the cost model predicts it: all its rows, at its longest length
         predicted = None if cost is None or all(job.target is None for job in group) else (
             cost.step_ms(sum(job.state.rows for job in group), max(job.shape[1] for job in group)))
