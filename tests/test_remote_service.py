@@ -371,6 +371,27 @@ def test_replicas_that_cannot_load_the_model_end_the_service_with_their_error(tm
     assert f"cannot read {tmp_path}/config.json" in done.stdout + done.stderr
 
 
+def test_without_address_the_service_starts_its_own_ray_even_beside_a_running_cluster(
+        monkeypatch):
+    """A Ray cluster on the same machine (`ray start`, or RAY_ADDRESS) was joined by
+    `serve-remote` without --address, which then failed there with a ValueError traceback
+    (num_cpus may not be given to a cluster joined): that flag alone joins one."""
+    from dlm_lsp.remote import service
+
+    asked = []
+
+    def init(**kwargs: Any) -> None:
+        asked.append(kwargs.get("address"))
+        raise RuntimeError("stop here")
+    monkeypatch.setattr(service.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(service.ray, "init", init)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6391")
+    for address in (None, "auto"):
+        with pytest.raises(RuntimeError, match="stop here"):
+            service.deploy(service.ServiceConfig(address=address))
+    assert asked == ["local", "auto"]
+
+
 def bare_replica() -> Any:
     """A replica's object, not started (no Ray Serve, no model, no metrics published):
     each test sets the attributes the code it calls reads."""

@@ -286,7 +286,10 @@ def deploy(cfg: ServiceConfig) -> str:
     """Start (or join) Ray, deploy the replicas and wait until they serve; the URL."""
     if not ray.is_initialized():
         if cfg.address is None:  # a one-machine instance, on loopback unless told otherwise
-            ray.init(num_cpus=cfg.num_cpus, include_dashboard=False,
+            # "local": a new instance even where a Ray cluster runs on this machine
+            # (`ray start`, or RAY_ADDRESS set): without it ray.init joined that cluster,
+            # refused num_cpus there, and serve-remote ended in a ValueError traceback
+            ray.init(address="local", num_cpus=cfg.num_cpus, include_dashboard=False,
                      _node_ip_address="127.0.0.1" if cfg.host in ("127.0.0.1", "localhost")
                      else None, object_store_memory=128 << 20)
         else:
