@@ -445,14 +445,20 @@ def _until_interrupted(command: str, run: Callable[[], int]) -> int:
     calibrating a step, starting Ray and its replicas): Ctrl-C there was a traceback
     from wherever the work stood; it is one line and 130, as an interrupted benchmark's
     (nothing is written before the end: `fill --write` leaves the file as it was; a Ray
-    instance started here ends at exit, as Ray's own exit handler shuts it down)."""
+    instance started here ends at exit, as Ray's own exit handler shuts it down).
+    SIGTERM is the same line and 143: the default handler killed the command silently,
+    mid-write a `fill --write` left its temporary file beside the user's."""
+    from dlm_lsp.bench.progress import signal_name
+
     began = time.monotonic()
     try:
-        return run()
-    except KeyboardInterrupt:
-        print(f"dlm-lsp {command}: stopped by SIGINT after {time.monotonic() - began:.0f}s",
+        with _terminate_as_interrupt():
+            return run()
+    except KeyboardInterrupt as exc:
+        name = signal_name(exc)
+        print(f"dlm-lsp {command}: stopped by {name} after {time.monotonic() - began:.0f}s",
               file=sys.stderr)
-        return 128 + signal.SIGINT
+        return 128 + signal.Signals[name]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -509,6 +509,40 @@ def test_ctrl_c_in_a_long_command_says_so_in_one_line_and_exits_130(
     assert holes.read_text() == "def f(x):\n    return <FILL>\n"
 
 
+@pytest.mark.parametrize(("argv", "where"), [
+    (["fill", "FILE", "--write", "--model", "MODEL"], "dlm_lsp.engine.Engine.infill"),
+    (["status", "--model", "MODEL"], "dlm_lsp.engine.Engine.step_cost"),
+    (["models", "check", "MODEL", "--load"], "dlm_lsp.models.command.time_forward"),
+])
+def test_sigterm_in_a_long_command_says_so_in_one_line_and_exits_143(
+        argv, where, model_dir, tmp_path, monkeypatch, capsys):
+    """SIGTERM (`timeout`, `kill`) while `fill` filled, `status` timed a step or `models
+    check --load` loaded a model killed the command with no word: the benchmarks'
+    line and 128 + 15 (bench handles SIGTERM so already)."""
+    import os
+    import signal
+
+    from dlm_lsp.cli import main
+
+    def terminated(*args, **kwargs):
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            pytest.fail("SIGTERM would kill the command where it stands")
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises first
+        pytest.fail("SIGTERM was not taken as an interruption")
+    monkeypatch.setattr(where, terminated)
+    holes = tmp_path / "holes.py"
+    holes.write_text("def f(x):\n    return <FILL>\n")
+    argv = [{"FILE": str(holes), "MODEL": str(model_dir)}.get(a, a) for a in argv]
+    status = main(argv)
+    said = capsys.readouterr()
+    assert status == 143 and said.out == ""
+    assert said.err.startswith(f"dlm-lsp {argv[0]}: stopped by SIGTERM after ")
+    assert len(said.err.splitlines()) == 1
+    assert holes.read_text() == "def f(x):\n    return <FILL>\n"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"
+
+
 @pytest.mark.parametrize("argv", [
     ["strategies", "--limit", "0"], ["strategies", "--steps", "-1"],
     ["humaneval", "--limit", "0"], ["humaneval", "--timeout", "0"],
