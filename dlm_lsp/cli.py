@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from dlm_lsp import __version__
 from dlm_lsp.allocator import cap_arenas
@@ -306,8 +306,7 @@ def _bench(args: argparse.Namespace) -> int:
                                   ("out", "--out")):
             if getattr(args, attribute, None):
                 check_writable(option, getattr(args, attribute))
-        with _terminate_as_interrupt():
-            return _run_bench(args)
+        return _run_bench(args)  # SIGTERM is an interruption here too (main)
     except (MissingBaseline, MissingMatplotlib, ModelLoadError, UsageError, OutputError,
             IsolationRefused) as exc:
         print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
@@ -440,25 +439,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _until_interrupted(command: str, run: Callable[[], int]) -> int:
-    """Run a command that may take minutes (loading a 7B model, filling a file's holes,
-    calibrating a step, starting Ray and its replicas): Ctrl-C there was a traceback
-    from wherever the work stood; it is one line and 130, as an interrupted benchmark's
-    (nothing is written before the end: `fill --write` leaves the file as it was; a Ray
-    instance started here ends at exit, as Ray's own exit handler shuts it down).
-    SIGTERM is the same line and 143: the default handler killed the command silently,
-    mid-write a `fill --write` left its temporary file beside the user's."""
+NAMED = ("fill", "status", "models", "train", "serve-remote", "bench")  # in its stop line
+
+
+def _stopped(argv: list[str], interrupt: KeyboardInterrupt, began: float) -> int:
+    """Say in one line which command a signal stopped, and after how long; 128 + its
+    number is the exit status, as a shell gives a command the signal kills."""
     from dlm_lsp.bench.progress import signal_name
 
-    began = time.monotonic()
-    try:
-        with _terminate_as_interrupt():
-            return run()
-    except KeyboardInterrupt as exc:
-        name = signal_name(exc)
-        print(f"dlm-lsp {command}: stopped by {name} after {time.monotonic() - began:.0f}s",
-              file=sys.stderr)
-        return 128 + signal.Signals[name]
+    command = f" {argv[0]}" if argv[:1] and argv[0] in NAMED else ""
+    if argv[:1] == ["bench"] and argv[1:2] and argv[1] in (*COMMANDS, "syntax", "strategies"):
+        command += f" {argv[1]}"
+    name = signal_name(interrupt)
+    print(f"dlm-lsp{command}: stopped by {name} after {time.monotonic() - began:.0f}s",
+          file=sys.stderr)
+    return 128 + signal.Signals[name]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -467,19 +462,31 @@ def main(argv: list[str] | None = None) -> int:
     A reader that stops early (`dlm-lsp models | head`, a pager quit) closes the pipe
     under stdout: that was a BrokenPipeError traceback (or Python's "Exception ignored"
     at exit, status 120).  It ends the command quietly with the status a shell gives
-    a command that SIGPIPE ends, 141; what was left to print goes nowhere."""
+    a command that SIGPIPE ends, 141; what was left to print goes nowhere.
+
+    Ctrl-C or SIGTERM that a command does not handle itself (loading a 7B model,
+    filling a file's holes, timing a step, starting Ray's replicas, or importing torch
+    and the rest for the first second or two of any command) is one line and 130
+    (143), as an interrupted benchmark's: it was a traceback from wherever the work
+    stood, or for SIGTERM no word at all.  Nothing is written before a command's end:
+    `fill --write` leaves the file as it was; a Ray instance started here ends at
+    exit, as Ray's own exit handler shuts it down."""
+    argv = sys.argv[1:] if argv is None else argv
+    began = time.monotonic()
     try:
         try:
-            return _main(argv)
+            with _terminate_as_interrupt():
+                return _main(argv)
         finally:  # on SystemExit too: a flush at exit raises where no one catches it
             sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    except KeyboardInterrupt as exc:
+        return _stopped(argv, exc, began)
 
 
-def _main(argv: list[str] | None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["train"]:  # the trainer parses its own options, --help included
         from dlm_lsp.training.train import main as train_main
 
@@ -487,20 +494,20 @@ def _main(argv: list[str] | None) -> int:
     if argv[:1] == ["models"]:  # families and checkpoint checks parse their own options
         from dlm_lsp.models.command import main as models_main
 
-        return _until_interrupted("models", lambda: models_main(argv[1:]))
+        return models_main(argv[1:])
     if argv[:1] == ["serve-remote"]:  # the service parses its own options
         from dlm_lsp.remote.command import main as remote_main
 
-        return _until_interrupted("serve-remote", lambda: remote_main(argv[1:]))
+        return remote_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
     if args.command == "fill":
-        return _until_interrupted("fill", lambda: _fill(args))
+        return _fill(args)
     if args.command == "status":
         from dlm_lsp.status import main as status_main
 
-        return _until_interrupted("status", lambda: status_main(
-            args.server, args.model, args.device, args.remote, args.token, args.ca_file))
+        return status_main(args.server, args.model, args.device, args.remote, args.token,
+                           args.ca_file)
     if args.command == "bench":
         return _bench(args)
     return _serve(args)

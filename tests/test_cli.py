@@ -543,6 +543,46 @@ def test_sigterm_in_a_long_command_says_so_in_one_line_and_exits_143(
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"
 
 
+@pytest.mark.parametrize(("argv", "module", "sig"), [
+    (["train", "--tiny"], "dlm_lsp.training.train", "SIGINT"),
+    (["status"], "dlm_lsp.status", "SIGINT"),
+    (["models", "check", "DIR"], "dlm_lsp.models.command", "SIGTERM"),
+    (["bench", "humaneval", "--limit", "1"], "dlm_lsp.bench.pass_at_1", "SIGINT"),
+    (["serve-remote"], "dlm_lsp.remote.command", "SIGTERM"),
+])
+def test_a_signal_while_a_command_imports_its_modules_says_so_in_one_line(
+        argv, module, sig, monkeypatch, capsys):
+    """The first second or two of a command import torch and the rest, before the
+    command's own handler: Ctrl-C there was a KeyboardInterrupt traceback from inside
+    some library, and SIGTERM killed it with no word."""
+    import os
+    import signal
+    import sys
+
+    from dlm_lsp.cli import main
+
+    class SignalOnImport:
+        def find_spec(self, name, path=None, target=None):
+            if name == module:
+                if signal.getsignal(signal.Signals[sig]) is signal.SIG_DFL:
+                    pytest.fail(f"{sig} would kill the command with no word")
+                os.kill(os.getpid(), signal.Signals[sig])  # Ctrl-C's own handler raises
+                time.sleep(5)
+            return None
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.setattr(sys, "meta_path", [SignalOnImport(), *sys.meta_path])
+    try:
+        status = main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("the interruption escaped as a traceback")
+    said = capsys.readouterr().err
+    command = " ".join(argv[:2] if argv[0] == "bench" else argv[:1])
+    assert status == 128 + signal.Signals[sig]
+    assert said.startswith(f"dlm-lsp {command}: stopped by {sig} after ")
+    assert len(said.splitlines()) == 1
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"
+
+
 @pytest.mark.parametrize("argv", [
     ["strategies", "--limit", "0"], ["strategies", "--steps", "-1"],
     ["humaneval", "--limit", "0"], ["humaneval", "--timeout", "0"],

@@ -610,6 +610,27 @@ def test_ctrl_c_before_training_says_nothing_was_saved(source_dir, tmp_path, mon
                                        "nothing saved\n")
 
 
+def test_sigterm_before_training_says_nothing_was_saved_and_exits_143(
+        source_dir, tmp_path, monkeypatch, capsys):
+    """SIGTERM while the sources are read (before the run's own handlers) killed
+    `dlm-lsp train` with no word; then, taken as an interruption, it said
+    "dlm-lsp train: SIGTERM" and exited 130, as Ctrl-C does."""
+    from dlm_lsp.cli import main as cli_main
+
+    def collect_sources(*args):
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            pytest.fail("SIGTERM would kill the run with no word")
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises first
+        pytest.fail("SIGTERM was not taken as an interruption")
+    monkeypatch.setattr(train_module, "collect_sources", collect_sources)
+    out = tmp_path / "out"
+    assert cli_main(["train", *_cli_args(source_dir, out)]) == 143
+    assert capsys.readouterr().err == ("dlm-lsp train: interrupted by SIGTERM before training "
+                                       "started; nothing saved\n")
+    assert not out.exists()
+
+
 def test_signals_during_the_save_wait_for_it(source_dir, tmp_path, monkeypatch, capsys):
     """Ctrl-C pressed twice while the model is written must not leave config.json of the
     new model beside the weights of the old one (or none)."""

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from dlm_lsp.bench.progress import signal_name
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tiny import (
     MODEL_TYPE,
@@ -940,10 +941,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dlm-lsp train: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
-        # str(): a Ctrl-C's own KeyboardInterrupt has no text, but is still true
-        print(f"dlm-lsp train: {str(exc) or 'interrupted before training started; nothing saved'}",
-              file=sys.stderr)
-        return 128 + signal.SIGINT
+        # A Ctrl-C's own KeyboardInterrupt has no text; SIGTERM's, from the command
+        # line's handler (cli._terminate_as_interrupt), is its name; a second signal's
+        # (_StopSignals) says what was kept.
+        name = signal_name(exc)
+        said = str(exc) if str(exc) not in ("", name) else (
+            "interrupted before training started; nothing saved" if name == "SIGINT" else
+            f"interrupted by {name} before training started; nothing saved")
+        print(f"dlm-lsp train: {said}", file=sys.stderr)
+        return 128 + signal.Signals[name]
     print(json.dumps({k: v for k, v in stats.items() if k not in ("loss_curve", "sources")},
                      indent=2))
     return 0 if stats["interrupted"] is None else 128 + signal.Signals[stats["interrupted"]]
