@@ -511,6 +511,17 @@ def test_a_second_ctrl_c_quits_without_saving_in_one_line(source_dir, tmp_path,
     assert "Traceback" not in err
 
 
+def test_a_second_sigterm_quits_without_saving_with_status_143(source_dir, tmp_path,
+                                                              monkeypatch, capsys):
+    """Two SIGTERMs (a scheduler that insists) quit without saving as two Ctrl-C do, but
+    the run exited 130, the status of Ctrl-C."""
+    _signal_in_step(monkeypatch, 2, signal.SIGTERM, signal.SIGTERM)
+    out = tmp_path / "abandoned"
+    assert main(_cli_args(source_dir, out)) == 143
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "dlm-lsp train: stopped by a second SIGTERM before saving; nothing saved")
+
+
 def test_a_second_ctrl_c_leaves_a_folder_that_was_there_as_it_was(source_dir, tmp_path,
                                                                  monkeypatch, capsys):
     _signal_in_step(monkeypatch, 2, signal.SIGINT, signal.SIGINT)

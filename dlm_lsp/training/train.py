@@ -430,6 +430,15 @@ def _check_shards(module: TinyDenoiser, cfg: TrainConfig) -> None:
 LOSS_EMA_DECAY = 0.98  # the reported train loss averages roughly the last 50 steps
 
 
+class _SecondSignal(KeyboardInterrupt):
+    """A second signal before the save: the run quits without saving, and exits 128 +
+    this signal's number (a second SIGTERM exited 130, as if Ctrl-C had been pressed)."""
+
+    def __init__(self, message: str, received: signal.Signals):
+        super().__init__(message)
+        self.received = received
+
+
 class _StopSignals:
     """SIGINT (Ctrl-C) and SIGTERM during training end it early, as the clock would.
 
@@ -510,7 +519,8 @@ class _StopSignals:
         if self.received is not None or arrived > 1:
             kept = ("nothing saved" if self.saved_step is None else
                     f"{self.out} holds the interim save of step {self.saved_step}")
-            raise KeyboardInterrupt(f"stopped by a second {name} before saving; {kept}")
+            raise _SecondSignal(f"stopped by a second {name} before saving; {kept}",
+                                signal.Signals(signum))
         self.received = signal.Signals(signum)
         print(f"{name}: stopping after this step, then evaluating and saving to {self.out} "
               "(again to quit without saving)", file=sys.stderr, flush=True)
@@ -944,7 +954,7 @@ def main(argv: list[str] | None = None) -> int:
         # A Ctrl-C's own KeyboardInterrupt has no text; SIGTERM's, from the command
         # line's handler (cli._terminate_as_interrupt), is its name; a second signal's
         # (_StopSignals) says what was kept.
-        name = signal_name(exc)
+        name = exc.received.name if isinstance(exc, _SecondSignal) else signal_name(exc)
         said = str(exc) if str(exc) not in ("", name) else (
             "interrupted before training started; nothing saved" if name == "SIGINT" else
             f"interrupted by {name} before training started; nothing saved")
