@@ -28,6 +28,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from dlm_lsp.held_signals import held_signals
+
 
 def target_of(path: Path) -> Path:
     """The file a write to `path` replaces: `path` itself, or a symbolic link's target."""
@@ -116,13 +118,16 @@ def _copy_attributes(attributes: dict[str, bytes], fd: int) -> bool:
 
 def _write_in_place(target: Path, data: bytes) -> None:
     """Overwrite the file's bytes from the start, then cut it to `data`'s length: not
-    truncated first, so a new text no longer than the old needs no new disk space."""
-    fd = os.open(target, os.O_WRONLY)
-    try:
-        view = memoryview(data)
-        while view:  # os.write may write fewer bytes than asked
-            view = view[os.write(fd, view):]
-        os.ftruncate(fd, len(data))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    truncated first, so a new text no longer than the old needs no new disk space.
+    Ctrl-C and SIGTERM wait for the end (`held_signals`): between the write and the cut,
+    a shorter new text was followed by the old text's tail."""
+    with held_signals():
+        fd = os.open(target, os.O_WRONLY)
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write fewer bytes than asked
+                view = view[os.write(fd, view):]
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _import_torch_whole() -> None:
-    """Import torch with SIGINT and SIGTERM held until it is in, then let them in.
+    """Import torch with SIGINT and SIGTERM held until it is in (`held_signals`).
 
     torch's C initialisation imports numpy and carries on without it on any exception
     there: a Ctrl-C in that window was lost (the command ran on to the end, status 0),
@@ -495,14 +495,10 @@ def _import_torch_whole() -> None:
     per process" traceback.  Held, the signal stops the command a second later at most,
     once torch is in (`main` says so in one line).  Only the commands that import torch
     anyway call this: `models`, `--help` and the like stay quick."""
-    if threading.current_thread() is not threading.main_thread():
+    from dlm_lsp.held_signals import held_signals
+
+    with held_signals():
         import torch  # noqa: F401
-        return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        import torch  # noqa: F401
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _main(argv: list[str]) -> int:

@@ -61,6 +61,27 @@ def test_a_hard_linked_file_is_written_in_place_and_every_name_gets_the_new_text
     assert code.stat().st_ino == inode and code.stat().st_nlink == 2
 
 
+def test_ctrl_c_while_a_file_is_written_in_place_waits_for_the_whole_new_text(
+        tmp_path, monkeypatch):
+    """Ctrl-C right after the bytes went in and before the cut to length left a shorter
+    new text followed by the old text's tail: neither the old file nor the new."""
+    import signal
+
+    code = tmp_path / "code.py"
+    code.write_text("x = <FILL>  # a long line the fill makes shorter\n")
+    os.link(code, tmp_path / "linked.py")  # written in place
+    real_write = os.write
+
+    def write_then_ctrl_c(fd, data):
+        written = real_write(fd, data)
+        os.kill(os.getpid(), signal.SIGINT)
+        return written
+    monkeypatch.setattr(os, "write", write_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(code, "x = 1\n")
+    assert code.read_text() == "x = 1\n"
+
+
 def _tagged(path):
     """`path` with an extended attribute set, or a skip where the file system has none."""
     try:
