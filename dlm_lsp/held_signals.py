@@ -2,30 +2,43 @@
 
 Python raises KeyboardInterrupt between any two bytecodes, and some code cannot take
 it there: torch's C initialisation swallows the exception while it imports numpy (the
-Ctrl-C is lost, or numpy is left half loaded), and a file overwritten in place is
-part new text, part old between the write and the cut to length.  Blocked (the
-kernel keeps the signal pending), a signal arrives the moment the operation ends and
-stops the command there, as it would have a moment earlier.
+Ctrl-C is lost, or numpy is left half loaded), and a file overwritten in place, or a
+report being written, is cut short.  Meanwhile a signal is only noted, and sent again
+the moment the block ends, to the handlers that were there: it stops the command
+there, as it would have a moment earlier.
+
+The signals are held by Python's handlers, not by the thread's signal mask: a mask
+holds them off the main thread only, and the kernel then hands a signal sent to the
+process to any other thread (the engine's worker, torch's pool), whose arrival Python
+still turns into a KeyboardInterrupt in the main thread.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator
 
-HELD = {signal.SIGINT, signal.SIGTERM}
+HELD = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
 def held_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends (where the platform can block them:
-    not on Windows, whose Python has no pthread_sigmask)."""
-    if not hasattr(signal, "pthread_sigmask"):
+    """SIGINT and SIGTERM wait until the block ends (in the main thread, the only one
+    where Python runs signal handlers; elsewhere the block runs as it is)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    arrived: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        arrived.append(signum)
+    before = {sig: signal.signal(sig, note) for sig in HELD}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for sig, handler in before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if arrived:  # the first one, as the handlers there would have taken it
+            signal.raise_signal(arrived[0])
