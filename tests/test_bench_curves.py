@@ -574,3 +574,25 @@ def test_a_sample_sheet_stopped_while_the_baseline_model_fills_keeps_the_tasks_f
     assert report["partial"] == {"finished": 1, "planned": 3, "unit": "tasks", "signal": sig}
     assert [t["task_id"] for t in report["tasks"]] == [first.task_id]
     assert capsys.readouterr().err.rstrip().endswith("; partial report of 1 of 3 tasks")
+
+
+def test_ctrl_c_while_a_report_is_written_leaves_it_whole(tmp_path, monkeypatch):
+    """Ctrl-C (a second one, after the partial report was begun, or one at the end of a
+    run) while `--json` was written left the file cut short: JSON that did not parse."""
+    import os
+    import pathlib
+    import signal
+
+    from dlm_lsp.bench.output import write_json
+
+    real = pathlib.Path.write_text
+
+    def write_half_then_ctrl_c(self, text, encoding=None):
+        real(self, text[:len(text) // 2], encoding=encoding)
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(self, text, encoding=encoding)
+    monkeypatch.setattr(pathlib.Path, "write_text", write_half_then_ctrl_c)
+    report = tmp_path / "report.json"
+    with pytest.raises(KeyboardInterrupt):
+        write_json(report, {"tasks": 64, "partial": {"finished": 64, "planned": 200}})
+    assert json.loads(report.read_text())["tasks"] == 64

@@ -15,6 +15,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from dlm_lsp.held_signals import held_signals
 from dlm_lsp.quantiles import quantile as nearest_rank
 
 R = TypeVar("R")
@@ -41,12 +42,16 @@ def check_writable(option: str, path: str | Path) -> None:
 def write_json(path: str | Path, report: object) -> None:
     """Write a report (a dataclass or plain data) as indented JSON."""
     data = asdict(report) if is_dataclass(report) and not isinstance(report, type) else report
-    Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(data, indent=1) + "\n")
 
 
 def write_text(path: str | Path, text: str) -> None:
-    """Write a markdown summary (or any text) as UTF-8."""
-    Path(path).write_text(text, encoding="utf-8")
+    """Write a markdown summary (or any text) as UTF-8.  Ctrl-C and SIGTERM wait for the
+    write to end (`held_signals`): one that came while the report was written (a
+    partial one after the first Ctrl-C, or a whole run's at its end) left the file cut
+    short, JSON that no longer parsed."""
+    with held_signals():
+        Path(path).write_text(text, encoding="utf-8")
 
 
 def percent(count: int | float, total: int) -> float:
