@@ -486,24 +486,11 @@ def main(argv: list[str] | None = None) -> int:
         return _stopped(argv, exc, began)
 
 
-def _import_torch_whole() -> None:
-    """Import torch with SIGINT and SIGTERM held until it is in (`held_signals`).
-
-    torch's C initialisation imports numpy and carries on without it on any exception
-    there: a Ctrl-C in that window was lost (the command ran on to the end, status 0),
-    or left numpy half-loaded for a later import's "cannot load module more than once
-    per process" traceback.  Held, the signal stops the command a second later at most,
-    once torch is in (`main` says so in one line).  Only the commands that import torch
-    anyway call this: `models`, `--help` and the like stay quick."""
-    from dlm_lsp.held_signals import held_signals
-
-    with held_signals():
-        import torch  # noqa: F401
-
-
 def _main(argv: list[str]) -> int:
+    from dlm_lsp.held_signals import import_torch
+
     if argv[:1] == ["train"]:  # the trainer parses its own options, --help included
-        _import_torch_whole()
+        import_torch()  # before the trainer's modules import it (held_signals)
         from dlm_lsp.training.train import main as train_main
 
         return train_main(argv[1:])
@@ -517,7 +504,7 @@ def _main(argv: list[str]) -> int:
         return remote_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
-    _import_torch_whole()  # fill, status, bench and the server all load a model
+    import_torch()  # fill, status, bench and the server all load a model (held_signals)
     if args.command == "fill":
         return _fill(args)
     if args.command == "status":

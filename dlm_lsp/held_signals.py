@@ -19,6 +19,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+from types import ModuleType
 
 HELD = (signal.SIGINT, signal.SIGTERM)
 
@@ -42,3 +43,14 @@ def held_signals() -> Iterator[None]:
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         if arrived:  # the first one, as the handlers there would have taken it
             signal.raise_signal(arrived[0])
+
+
+def import_torch() -> ModuleType:
+    """torch, imported with the signals held: its C initialisation imports numpy and
+    carries on without it on any exception there, so a Ctrl-C in that window was lost
+    (the command ran on to the end, status 0), or left numpy half loaded for a later
+    import's "cannot load module more than once per process" traceback.  Held, the
+    signal stops the command once torch is in, a second later at most."""
+    with held_signals():
+        import torch
+    return torch

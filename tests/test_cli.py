@@ -618,10 +618,14 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(option, 
         assert says in captured.err and captured.out == ""
 
 
-def test_ctrl_c_while_torch_imports_numpy_stops_the_command(tmp_path):
+@pytest.mark.parametrize("argv", [["fill", "--write", "FILE"], ["models", "check", "MODEL"]])
+def test_ctrl_c_while_torch_imports_numpy_stops_the_command(argv, tmp_path):
     """torch's C initialisation imports numpy and swallows what that raises: Ctrl-C
     there was lost and `fill` ran on to the end with status 0 (seen about once in seven
-    signals sent half a second into `fill --write`)."""
+    signals sent half a second into `fill --write`), as did `models check` (SIGTERM
+    0.3 s into `models check --load`)."""
+    from dlm_lsp.models import DEFAULT_MODEL_DIR
+
     probe = ("import os, signal, sys\n"
              "class SignalOnNumpy:\n"
              "    def find_spec(self, name, path=None, target=None):\n"
@@ -633,10 +637,11 @@ def test_ctrl_c_while_torch_imports_numpy_stops_the_command(tmp_path):
              "raise SystemExit(main(sys.argv[1:]))\n")
     holes = tmp_path / "holes.py"
     holes.write_text("def f(x):\n    return <FILL>\n")
-    out = subprocess.run([sys.executable, "-c", probe, "fill", "--write", str(holes)],
+    argv = [{"FILE": str(holes), "MODEL": str(DEFAULT_MODEL_DIR)}.get(a, a) for a in argv]
+    out = subprocess.run([sys.executable, "-c", probe, *argv],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 130, out.stderr
-    assert out.stderr.startswith("dlm-lsp fill: stopped by SIGINT after ")
+    assert out.stderr.startswith(f"dlm-lsp {argv[0]}: stopped by SIGINT after ")
     assert len(out.stderr.splitlines()) == 1 and out.stdout == ""
     assert holes.read_text() == "def f(x):\n    return <FILL>\n"
 

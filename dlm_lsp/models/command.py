@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from dlm_lsp.config import DEVICES, PRECISIONS
+from dlm_lsp.held_signals import import_torch
 from dlm_lsp.models import DEFAULT_MODEL_DIR, empty_spec, named_family
 from dlm_lsp.models.checkpoint import (
     MODEL_TYPE,
@@ -172,7 +173,7 @@ def _load_our_own(report: Report) -> None:
     """Check one of our own models by loading it on the CPU, as the server would: it is
     small (tens of MB at most), and only a load finds what a partial copy lacks (its
     tokenizer, its weights or a shard), which a check that read config.json alone passed."""
-    import torch
+    torch = import_torch()  # a Ctrl-C meanwhile is not lost (held_signals)
 
     from dlm_lsp.models.tiny import TinyModel
 
@@ -187,7 +188,7 @@ def _load_our_own(report: Report) -> None:
 
 def time_forward(report: Report, device: str, precision: str) -> None:
     """Load the model for real and time one forward pass of 256 tokens."""
-    import torch
+    torch = import_torch()
 
     from dlm_lsp.models import load_model
 
