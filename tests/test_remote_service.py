@@ -298,9 +298,10 @@ def test_the_metrics_are_prometheus_text_for_every_replica(service):
     with urllib.request.urlopen(request, timeout=5, context=service.context) as reply:
         text = reply.read().decode()
     assert "# TYPE dlm_lsp_fills_total counter" in text
-    for counter in ("forward_passes", "padded_passes", "padded_fills"):  # per replica
+    for metric in ("forward_passes_total", "padded_passes_total", "padded_fills_total",
+                   "load_factor"):  # per replica
         assert len([line for line in text.splitlines()
-                    if line.startswith(f"dlm_lsp_{counter}_total{{")]) == 2, counter
+                    if line.startswith(f"dlm_lsp_{metric}{{")]) == 2, metric
     assert "dlm_lsp_replicas 2" in text
     assert len({line.split('replica="')[1].split('"')[0] for line in text.splitlines()
                 if line.startswith("dlm_lsp_in_flight{")}) == 2

@@ -62,6 +62,7 @@ _METRICS = {
     "forwardPasses": ("counter", "Batched forward passes run."),
     "paddedPasses": ("counter", "Forward passes that padded shorter rows (batchPadding)."),
     "paddedFills": ("counter", "Fills that ran in at least one padded pass."),
+    "loadFactor": ("gauge", "Measured over predicted forward-pass time (1 on a quiet machine)."),
     "batchOccupancy": ("gauge", "Mean rows per forward pass over the batch limit."),
     "p50Ms": ("gauge", "Median fill time in milliseconds (recent fills)."),
     "p95Ms": ("gauge", "95th percentile fill time in milliseconds (recent fills)."),

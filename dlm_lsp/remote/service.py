@@ -217,7 +217,8 @@ class EngineReplica:
                 "p95Ms": status["p95Ms"], "tokensPerSecond": status["tokensPerSecond"],
                 "batchOccupancy": status["batchOccupancy"],
                 "forwardPasses": status["forwardPasses"], "paddedPasses": status["paddedPasses"],
-                "paddedFills": status["paddedFills"], **self.counts}
+                "paddedFills": status["paddedFills"], "loadFactor": status["loadFactor"],
+                **self.counts}
 
     def _publish_forever(self) -> None:
         while True:
