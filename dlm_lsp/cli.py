@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dlm_lsp import __version__
 from dlm_lsp.allocator import cap_arenas
 from dlm_lsp.config import DEVICES, STRATEGIES, InfillOptions, ServerConfig, from_json
+from dlm_lsp.held_signals import signal_name
 
 # What the options several commands share mean, said once (`--help` is where a user
 # looks first; the README's Configuration table says the same of the settings).
@@ -296,7 +297,7 @@ def _bench(args: argparse.Namespace) -> int:
     from dlm_lsp.bench.output import OutputError, check_writable
     from dlm_lsp.bench.pass_at_1 import UsageError
     from dlm_lsp.bench.plots import MissingMatplotlib
-    from dlm_lsp.bench.progress import Stopped, signal_name
+    from dlm_lsp.bench.progress import Stopped
     from dlm_lsp.bench.sandbox import IsolationRefused
     from dlm_lsp.models import ModelLoadError
 
@@ -445,8 +446,6 @@ NAMED = ("fill", "status", "models", "train", "serve-remote", "bench")  # in its
 def _stopped(argv: list[str], interrupt: KeyboardInterrupt, began: float) -> int:
     """Say in one line which command a signal stopped, and after how long; 128 + its
     number is the exit status, as a shell gives a command the signal kills."""
-    from dlm_lsp.bench.progress import signal_name
-
     command = f" {argv[0]}" if argv[:1] and argv[0] in NAMED else ""
     if argv[:1] == ["bench"] and argv[1:2] and argv[1] in (*COMMANDS, "syntax", "strategies"):
         command += f" {argv[1]}"

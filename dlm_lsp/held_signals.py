@@ -45,6 +45,12 @@ def held_signals() -> Iterator[None]:
             signal.raise_signal(arrived[0])
 
 
+def signal_name(interrupt: KeyboardInterrupt) -> str:
+    """The signal behind an interruption: SIGTERM when the command line's handler raised
+    it (`cli._terminate_as_interrupt`), else SIGINT (Ctrl-C)."""
+    return "SIGTERM" if str(interrupt) == "SIGTERM" else "SIGINT"
+
+
 def import_torch() -> ModuleType:
     """torch, imported with the signals held: its C initialisation imports numpy and
     carries on without it on any exception there, so a Ctrl-C in that window was lost

@@ -55,7 +55,7 @@ from dlm_lsp.bench.filling import (
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import write_json, write_text
-from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, signal_name
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.bench.sandbox import (
     ISOLATION_LEVELS,
     NONE,
@@ -69,6 +69,7 @@ from dlm_lsp.bench.sandbox import (
     run_programs,
 )
 from dlm_lsp.config import ServerConfig, camel, from_json, snake
+from dlm_lsp.held_signals import signal_name
 
 FILLS = ("model", "canonical", "empty", *BASELINES)  # a baseline: its autoregressive model
 SELF_CHECK_BAR = 99.0  # percent of canonical fills that must pass for the harness to be trusted

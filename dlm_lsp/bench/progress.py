@@ -26,15 +26,11 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
+from dlm_lsp.held_signals import signal_name
+
 T = TypeVar("T")
 
 EVERY_S = 5.0  # seconds at least between two progress lines
-
-
-def signal_name(interrupt: KeyboardInterrupt) -> str:
-    """The signal behind an interruption: SIGTERM when the command line's handler raised
-    it (`cli._terminate_as_interrupt`), else SIGINT (Ctrl-C)."""
-    return "SIGTERM" if str(interrupt) == "SIGTERM" else "SIGINT"
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from dlm_lsp.bench.progress import signal_name
+from dlm_lsp.held_signals import signal_name
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tiny import (
     MODEL_TYPE,
