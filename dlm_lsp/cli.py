@@ -294,7 +294,7 @@ def _bench(args: argparse.Namespace) -> int:
     baseline or plotting library not installed, an option it cannot use) is one line and
     a usage error's status."""
     from dlm_lsp.bench.autoregressive import MissingBaseline
-    from dlm_lsp.bench.output import OutputError, check_writable
+    from dlm_lsp.bench.output import OutputError, StoppedAfterWriting, check_writable
     from dlm_lsp.bench.pass_at_1 import UsageError
     from dlm_lsp.bench.plots import MissingMatplotlib
     from dlm_lsp.bench.progress import Stopped
@@ -314,7 +314,8 @@ def _bench(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt as exc:  # sandboxed programs were ended (sandbox.run_programs)
         name = signal_name(exc)
-        done = exc.report if isinstance(exc, Stopped) else "no report written"
+        done = exc.report if isinstance(exc, (Stopped, StoppedAfterWriting)) \
+            else "no report written"
         print(f"dlm-lsp bench {args.bench}: stopped by {name} after "
               f"{time.monotonic() - began:.0f}s; {done}", file=sys.stderr)
         failed = exc.status if isinstance(exc, Stopped) else 0  # a bar checked, and failed

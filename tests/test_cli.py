@@ -476,6 +476,34 @@ def test_an_interrupted_benchmark_says_so_in_one_line_and_writes_no_report(
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"
 
 
+@pytest.mark.parametrize(("sig", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_benchmark_stopped_while_writing_its_report_names_the_file_it_wrote(
+        sig, status, tmp_path, monkeypatch, capsys):
+    """The signal waits for the report's write (output.write_text), so the file is whole:
+    the last line said "no report written" of it."""
+    import json
+    import os
+    import pathlib
+    import signal
+
+    from dlm_lsp.cli import main
+
+    report = tmp_path / "report.json"
+    write = pathlib.Path.write_text
+
+    def signalled_meanwhile(self, *args, **kwargs):
+        if self == report:
+            os.kill(os.getpid(), signal.Signals[sig])
+        return write(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "write_text", signalled_meanwhile)
+    ran = main(["bench", "humaneval", "--self-check", "--limit", "2", "--json", str(report)])
+    assert ran == status
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said.startswith(f"dlm-lsp bench humaneval: stopped by {sig} after ")
+    assert said.endswith(f"; report written to {report}")
+    assert json.loads(report.read_text())["tasks"] == 2, "the whole report"
+
+
 @pytest.mark.parametrize(("argv", "where"), [
     (["fill", "FILE", "--model", "MODEL"], "dlm_lsp.engine.Engine.infill"),
     (["status", "--model", "MODEL"], "dlm_lsp.engine.Engine.step_cost"),

@@ -45,13 +45,26 @@ def write_json(path: str | Path, report: object) -> None:
     write_text(path, json.dumps(data, indent=1) + "\n")
 
 
+class StoppedAfterWriting(KeyboardInterrupt):
+    """A signal held while a report was written, raised once the file was whole: the
+    command line's last line said "no report written" of a file that was there."""
+
+    def __init__(self, interrupt: KeyboardInterrupt, path: str | Path) -> None:
+        super().__init__(*interrupt.args)  # the signal's name stays readable (signal_name)
+        self.report = f"report written to {path}"  # for the command line's last line
+
+
 def write_text(path: str | Path, text: str) -> None:
     """Write a markdown summary (or any text) as UTF-8.  Ctrl-C and SIGTERM wait for the
     write to end (`held_signals`): one that came while the report was written (a
     partial one after the first Ctrl-C, or a whole run's at its end) left the file cut
-    short, JSON that no longer parsed."""
-    with held_signals():
-        Path(path).write_text(text, encoding="utf-8")
+    short, JSON that no longer parsed.  The signal then stops the command as
+    `StoppedAfterWriting`, which names the file."""
+    try:
+        with held_signals():
+            Path(path).write_text(text, encoding="utf-8")
+    except KeyboardInterrupt as exc:  # only as the block ends: the file is whole
+        raise StoppedAfterWriting(exc, path) from None
 
 
 def percent(count: int | float, total: int) -> float:
