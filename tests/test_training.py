@@ -1034,6 +1034,21 @@ def test_gpu_run_works_end_to_end_at_tiny_size_without_the_server_s_dependencies
     assert result.candidates and result.steps >= 1
 
 
+def test_gpu_run_stopped_by_a_second_sigterm_exits_143_without_saving(
+        pattern_dir, tmp_path, monkeypatch, capsys):
+    """A second SIGTERM (the device's limit, then a kill) quits as `dlm-lsp train` does,
+    with SIGTERM's status: it exited 130, the status of Ctrl-C."""
+    from dlm_lsp.training import gpu_run
+
+    _signal_in_step(monkeypatch, 2, signal.SIGTERM, signal.SIGTERM)
+    out = tmp_path / "out"
+    assert gpu_run.main(["--out", str(out), "--size", "tiny", "--no-stdlib",
+                         "--no-site-packages", "--extra-root", str(pattern_dir),
+                         "--device", "cpu", "--max-steps", "100000"]) == 128 + signal.SIGTERM
+    assert "stopped by a second SIGTERM before saving" in capsys.readouterr().err
+    assert not (out / "config.json").exists()
+
+
 def test_gpu_run_stopped_by_the_device_s_timeout_keeps_and_checks_its_model(
         pattern_dir, tmp_path, monkeypatch, capsys):
     """The GPU machine's time limit ends a run with a signal: the model trained so far is

@@ -83,6 +83,7 @@ from dlm_lsp.training.rows import RowConfig
 from dlm_lsp.training.train import (
     TrainConfig,
     TrainingError,
+    stopping_signal,
     tiny_preset,
     train,
     value_type,
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # a second signal: train() did not save
         print(f"gpu_run: interrupted after {time.monotonic() - started:.0f}s: "
               f"{str(exc) or 'before training'}", file=sys.stderr, flush=True)
-        return 128 + signal.SIGINT
+        return 128 + stopping_signal(exc)
     summary = {k: stats[k] for k in ("parameters", "tokens_seen", "steps", "seconds",
                                      "tokens_per_second", "final_train_loss", "heldout_loss",
                                      "heldout_infill_loss", "contaminated_files", "device")}

@@ -439,6 +439,15 @@ class _SecondSignal(KeyboardInterrupt):
         self.received = received
 
 
+def stopping_signal(interrupt: KeyboardInterrupt) -> signal.Signals:
+    """The signal that stopped a run: a second signal's own (`_SecondSignal`), else the
+    one the interruption names (`signal_name`); the exit status is 128 + its number, for
+    `dlm-lsp train` and `gpu_run` alike."""
+    if isinstance(interrupt, _SecondSignal):
+        return interrupt.received
+    return signal.Signals[signal_name(interrupt)]
+
+
 class _StopSignals:
     """SIGINT (Ctrl-C) and SIGTERM during training end it early, as the clock would.
 
@@ -954,7 +963,7 @@ def main(argv: list[str] | None = None) -> int:
         # A Ctrl-C's own KeyboardInterrupt has no text; SIGTERM's, from the command
         # line's handler (cli._terminate_as_interrupt), is its name; a second signal's
         # (_StopSignals) says what was kept.
-        name = exc.received.name if isinstance(exc, _SecondSignal) else signal_name(exc)
+        name = stopping_signal(exc).name
         said = str(exc) if str(exc) not in ("", name) else (
             "interrupted before training started; nothing saved" if name == "SIGINT" else
             f"interrupted by {name} before training started; nothing saved")
