@@ -674,6 +674,26 @@ def test_ctrl_c_while_torch_imports_numpy_stops_the_command(argv, tmp_path):
     assert holes.read_text() == "def f(x):\n    return <FILL>\n"
 
 
+def test_serve_remote_imports_numpy_only_with_the_signals_held():
+    """torch's C initialisation swallows a Ctrl-C raised in numpy's import; the service's
+    modules import torch (the engine's) unheld, with numpy loaded by Ray Serve just
+    before: an import order away from a lost Ctrl-C.  The probe ends the process at
+    numpy's import, before Ray starts."""
+    probe = ("import os, signal, sys\n"
+             "class AtNumpy:\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             "        if name == 'numpy':\n"
+             "            live = signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+             "            print('live' if live else 'held', flush=True)\n"
+             "            os._exit(0)\n"
+             "sys.meta_path.insert(0, AtNumpy())\n"
+             "from dlm_lsp.cli import main\n"
+             "raise SystemExit(main(sys.argv[1:]))\n")
+    out = subprocess.run([sys.executable, "-c", probe, "serve-remote", "--num-cpus", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout == "held\n", out.stderr
+
+
 @pytest.mark.parametrize("argv", [["models"], ["models", "list"]])
 def test_listing_the_model_families_does_not_import_torch(argv):
     """`dlm-lsp models` prints a static list, and it imported torch (1.5 s) to do it."""

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from dlm_lsp.config import DEVICES, PRECISIONS
+from dlm_lsp.held_signals import import_torch
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,6 +52,10 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         p.error("--ssl-certfile and --ssl-keyfile go together")
+    # The service's modules import torch (the engine's), after Ray Serve has imported
+    # numpy today; first, and held, a Ctrl-C cannot fall into torch's numpy import,
+    # whatever Ray imports (held_signals)
+    import_torch()
     try:
         from dlm_lsp.remote.service import serve_until_stopped, service_config
     except ImportError as exc:
