@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dlm_lsp.bench.humaneval import load_tasks
+from dlm_lsp.bench.output import write_text
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
@@ -150,7 +151,7 @@ def main(model: str, device: str, limit: int | None, out: str | None) -> int:
     for entry in table:  # a stopped run's file says so in every row
         entry["partial"] = asdict(partial) if partial else None
     if out:
-        Path(out).write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
+        write_text(out, json.dumps(table, indent=2) + "\n")  # whole, even if signalled
     if partial:
         raise Stopped(partial)
     return 0
