@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import signal
 import time
 from collections.abc import Callable
@@ -25,3 +26,15 @@ def signal_on_call(sig: str, call: int, then: Callable | None = None) -> Callabl
             pytest.fail(f"{sig} was not taken as an interruption")
         return then(*args, **kwargs)
     return stand_in
+
+
+def signal_while_writing(monkeypatch: pytest.MonkeyPatch, sig: str, path: pathlib.Path) -> None:
+    """Send `sig` to this process as `path` is written (`Path.write_text`), just before
+    the bytes go out: a signal that comes while a report file is written."""
+    write = pathlib.Path.write_text
+
+    def signalled_meanwhile(self, *args, **kwargs):
+        if self == path:
+            os.kill(os.getpid(), signal.Signals[sig])
+        return write(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "write_text", signalled_meanwhile)

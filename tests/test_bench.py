@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from signals import SIGNALS, signal_on_call
+from signals import SIGNALS, signal_on_call, signal_while_writing
 
 from dlm_lsp.bench import pass_at_1
 from dlm_lsp.bench.filling import FillSettings, edit_similarity, exact_match, fill_task, levenshtein
@@ -574,21 +574,11 @@ def test_a_syntax_run_signalled_while_writing_its_json_writes_it_whole(
         sig, status, model_dir, tmp_path, monkeypatch, capsys):
     """`bench syntax` wrote its file without holding the signals, as the other benchmarks
     do (output.write_text): a signal then left no file, or a file cut short."""
-    import os
-    import pathlib
-    import signal
-
     from dlm_lsp.bench import syntax_rate
 
     monkeypatch.setattr(syntax_rate, "fixture_tasks", lambda: fixture_tasks()[:1])
     out = tmp_path / "syntax.json"
-    write = pathlib.Path.write_text
-
-    def signalled_meanwhile(self, *args, **kwargs):
-        if self == out:
-            os.kill(os.getpid(), signal.Signals[sig])
-        return write(self, *args, **kwargs)
-    monkeypatch.setattr(pathlib.Path, "write_text", signalled_meanwhile)
+    signal_while_writing(monkeypatch, sig, out)
     assert cli_main(["bench", "syntax", "--model", str(model_dir), "--device", "cpu",
                      "--limit", "1", "--json", str(out)]) == status
     assert [row["partial"] for row in json.loads(out.read_text())] == [None] * 4

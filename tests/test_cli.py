@@ -482,20 +482,13 @@ def test_a_benchmark_stopped_while_writing_its_report_names_the_file_it_wrote(
     """The signal waits for the report's write (output.write_text), so the file is whole:
     the last line said "no report written" of it."""
     import json
-    import os
-    import pathlib
-    import signal
+
+    from signals import signal_while_writing
 
     from dlm_lsp.cli import main
 
     report = tmp_path / "report.json"
-    write = pathlib.Path.write_text
-
-    def signalled_meanwhile(self, *args, **kwargs):
-        if self == report:
-            os.kill(os.getpid(), signal.Signals[sig])
-        return write(self, *args, **kwargs)
-    monkeypatch.setattr(pathlib.Path, "write_text", signalled_meanwhile)
+    signal_while_writing(monkeypatch, sig, report)
     ran = main(["bench", "humaneval", "--self-check", "--limit", "2", "--json", str(report)])
     assert ran == status
     said = capsys.readouterr().err.splitlines()[-1]
