@@ -583,3 +583,13 @@ def test_a_syntax_run_signalled_while_writing_its_json_writes_it_whole(
                      "--limit", "1", "--json", str(out)]) == status
     assert [row["partial"] for row in json.loads(out.read_text())] == [None] * 4
     assert capsys.readouterr().err.rstrip().endswith(f"; report written to {out}")
+
+
+def test_the_machine_line_counts_threads_in_english():
+    """Reports of one-thread runs said "(1 threads)"."""
+    from dlm_lsp.bench.machine import machine_line
+
+    machine = {"cpu": "AMD EPYC", "cores": 2, "arch": "x86_64", "torch": "2.13.0+cpu",
+               "torch_threads": 1, "device": "cpu", "load_average": None}
+    assert "torch 2.13.0+cpu (1 thread), cpu" in machine_line(machine)
+    assert "(2 threads)" in machine_line({**machine, "torch_threads": 2})

@@ -1117,6 +1117,13 @@ def test_cpu_bf16_is_dropped_with_a_warning_where_the_cpu_only_emulates_it(
     assert "--cpu-bf16 ignored" in capsys.readouterr().err
 
 
+def test_the_training_line_counts_its_step_limit_in_english():
+    """`--max-steps 1` printed "for 600s or 1 steps"."""
+    from dlm_lsp.training.train import _or_steps
+
+    assert (_or_steps(None), _or_steps(1), _or_steps(2)) == ("", " or 1 step", " or 2 steps")
+
+
 def test_the_device_line_counts_threads_in_english():
     from dlm_lsp.training.train import describe_device
 

@@ -62,8 +62,9 @@ def machine_line(machine: dict[str, object]) -> str:
     where = machine.get("gpu") or machine.get("device") or "cpu"
     load = machine.get("load_average")
     load_text = f", load {load[0]}" if load else ""
+    threads = machine["torch_threads"]
     return (f"{machine['cpu']}, {machine['cores']} cores {machine['arch']}, torch "
-            f"{machine['torch']} ({machine['torch_threads']} threads), {where}{load_text}")
+            f"{machine['torch']} ({threads} thread{'s' * (threads != 1)}), {where}{load_text}")
 
 
 def source_revision() -> str | None:

@@ -170,6 +170,13 @@ def resolve_device(name: str) -> torch.device:
     return torch.device("cpu")
 
 
+def _or_steps(max_steps: int | None) -> str:
+    """The training line's step limit beside its seconds, in English ("or 1 step")."""
+    if not max_steps:
+        return ""
+    return f" or {max_steps} step{'s' * (max_steps != 1)}"
+
+
 def describe_device(device: torch.device) -> str:
     """A human-readable device name for the saved training stats."""
     if device.type == "cuda":
@@ -749,7 +756,7 @@ def train(cfg: TrainConfig) -> dict:
     prep_seconds = time.monotonic() - run_started
     with _OutFolder(Path(cfg.out_dir)), _StopSignals(cfg.out_dir) as stop:
         print(f"training {module.num_parameters():,} parameters on {describe_device(device)} "
-              f"for {seconds:.0f}s{f' or {cfg.max_steps} steps' if cfg.max_steps else ''}, "
+              f"for {seconds:.0f}s{_or_steps(cfg.max_steps)}, "
               f"batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
               f"{_heldout(initial['heldout_loss'])}", flush=True)
 
