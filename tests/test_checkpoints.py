@@ -664,6 +664,19 @@ def test_models_check_default_checks_the_shipped_model_as_fill_model_default_loa
     assert f"directory                {DEFAULT_MODEL_DIR}" in out and "dlm-tiny (detected)" in out
 
 
+def test_models_check_reads_default_after_a_prefix_as_the_directory_the_loader_loads(
+        checkpoints, tmp_path, monkeypatch):
+    """Only the whole spec "default" is the shipped model: "dlm-tiny:default" names the
+    directory ./default (FAMILY:DIR) for the loader, but `models check` checked the
+    shipped model and said it loads."""
+    shutil.copytree(checkpoints["llada"], tmp_path / "default")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelLoadError, match="not 'dlm-tiny'"):
+        load_model("dlm-tiny:default", "cpu")
+    report = inspect("dlm-tiny:default")
+    assert report.directory == "default" and "not 'dlm-tiny'" in " ".join(report.problems)
+
+
 def test_a_prefix_that_names_no_family_is_said_to_be_so(tmp_path):
     with pytest.raises(ModelLoadError, match="'drem:' names no model family: dlm-tiny, dream"):
         load_model(f"drem:{tmp_path / 'absent'}", "cpu")

@@ -17,10 +17,11 @@ if TYPE_CHECKING:
 # `dlm-lsp models` reads the registry, a submodule, and prints a static list.
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "weights" / "default"
+DEFAULT_SPEC = "default"  # the spec that names the shipped model
 
-__all__ = ["DEFAULT_MODEL_DIR", "DiffusionModel", "ModelLoadError", "device_name",
-           "empty_spec", "load_model", "named_family", "pick_device", "precision_name",
-           "uses_graphs"]
+__all__ = ["DEFAULT_MODEL_DIR", "DEFAULT_SPEC", "DiffusionModel", "ModelLoadError",
+           "device_name", "empty_spec", "load_model", "pick_device", "precision_name",
+           "resolve_spec", "shipped_directory", "uses_graphs"]
 
 
 def device_name(device: str) -> str:
@@ -62,7 +63,7 @@ def pick_device(device: str) -> torch.device:
 
 def load_model(spec: str, device: str = "auto", precision: str = "auto",
                graphs: bool = True) -> DiffusionModel:
-    """Load the shipped default (`spec == "default"`), a model directory or a hub id,
+    """Load the shipped default ("default"), a model directory or a hub id (`resolve_spec`),
     running in `precision` (auto, fp32, bf16; see tiny.resolve_precision).  Our own
     models replay their steps as CUDA graphs on a GPU unless `graphs` is False
     (models/graphs.py); published checkpoints run eagerly.
@@ -73,11 +74,8 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto",
     """
     from dlm_lsp.models.tiny import TinyModel
 
-    if spec == "default":
-        return TinyModel.load(DEFAULT_MODEL_DIR, pick_device(device), name=spec,
-                              precision=precision, graphs=graphs)
     head, sep, _ = spec.partition(":")
-    ours, family, target = named_family(spec)
+    ours, family, target = resolve_spec(spec)
     problem = empty_spec(spec)
     if problem:
         raise ModelLoadError(problem)
@@ -107,9 +105,7 @@ def uses_graphs(spec: str) -> bool:
     so the switch changes nothing of them.  A model this cannot tell of, a hub id not in
     the cache (only a load fetches it) or a directory without a readable config.json
     (whose load fails), counts as one that does."""
-    if spec == "default":
-        return True
-    ours, family, target = named_family(spec)
+    ours, family, target = resolve_spec(spec)
     if ours or family is not None:
         return ours
     if not target:  # "" names no model (the load says so), not the current directory
@@ -123,10 +119,24 @@ def uses_graphs(spec: str) -> bool:
         return True
 
 
-def named_family(spec: str) -> tuple[bool, Family | None, str]:
-    """What a spec's prefix names, and the model it names: (ours, None, rest) for our own
-    family ("dlm-tiny:DIR"; `dlm-lsp models` lists it with the others), (False, family,
-    rest) for a published one, (False, None, spec) where it names none."""
+def shipped_directory(spec: str) -> Path | None:
+    """The shipped model's directory where `spec` names it, else None.  Only the whole
+    spec "default" does: "./default", or "dlm-tiny:default" (FAMILY:DIR), name a
+    directory called default, as any other path does."""
+    return DEFAULT_MODEL_DIR if spec == DEFAULT_SPEC else None
+
+
+def resolve_spec(spec: str) -> tuple[bool, Family | None, str]:
+    """What a model spec names, the one reading of a spec that the loader, `uses_graphs`,
+    `models check` and `serve-remote` share: (ours, family, target), `target` being the
+    directory or hub id to load.  (ours, None, rest) for our own family named by its
+    prefix ("dlm-tiny:DIR"; `dlm-lsp models` lists it with the others), (False, family,
+    rest) for a published one, (False, None, the shipped model's directory) for
+    "default", whose family is detected as any directory's is, and (False, None, spec)
+    where no prefix names a family."""
+    shipped = shipped_directory(spec)
+    if shipped is not None:
+        return False, None, str(shipped)
     head, sep, rest = spec.partition(":")
     if sep and head.lower() == MODEL_TYPE:
         return True, None, rest
@@ -138,7 +148,7 @@ def empty_spec(spec: str) -> str | None:
     """Why a spec names no model at all, or None: "" or "dream:" read as the path "",
     which is the current directory, and loaded whatever was there (a model directory
     by chance, else an error about its config.json)."""
-    ours, family, target = named_family(spec)
+    ours, family, target = resolve_spec(spec)
     if target:
         return None
     if ours or family is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.held_signals import import_torch
-from dlm_lsp.models import DEFAULT_MODEL_DIR, empty_spec, named_family
+from dlm_lsp.models import empty_spec, resolve_spec
 from dlm_lsp.models.checkpoint import (
     MODEL_TYPE,
     Checkpoint,
@@ -67,11 +67,8 @@ def _local(spec: str) -> tuple[str | None, str]:
 
     A hub id, which the `model` setting takes, is its snapshot in the local hub cache
     (never fetched): it was read as a directory name, "owner/name has no config.json",
-    as was a mistyped path, which is no directory at all.  "default" is the shipped
-    model, as the loader and `fill --model default` take it (it was read as the
-    directory ./default)."""
-    if spec == "default":
-        return str(DEFAULT_MODEL_DIR), ""
+    as was a mistyped path, which is no directory at all.  `spec` is resolved already
+    (`resolve_spec`): "default" came as the shipped model's directory."""
     local = local_directory(spec)
     if local is not None:
         return str(local), ""
@@ -89,15 +86,17 @@ def _names_ours(family_name: str) -> bool:
 
 
 def _spec_family(spec: str, family_name: str | None) -> tuple[str | None, str]:
-    """The family and directory of `spec`, which may name its family as the `model`
-    setting does ("dream:DIR", "dlm-tiny:DIR"; it was read as a directory name, "not a
-    directory"), or with --family (`family_name`), or both if they agree."""
+    """The family and directory of `spec` (`resolve_spec`: "default" is the shipped
+    model's directory, "dlm-tiny:default" one called default, as the loader reads
+    them), which may name its family as the `model` setting does ("dream:DIR",
+    "dlm-tiny:DIR"; it was read as a directory name, "not a directory"), or with
+    --family (`family_name`), or both if they agree."""
     problem = empty_spec(spec)
     if problem:  # "" was the current directory
         raise ModelLoadError(problem)
-    ours, family, directory = named_family(spec)
+    ours, family, directory = resolve_spec(spec)
     if not ours and family is None:
-        return family_name, spec
+        return family_name, directory
     named = MODEL_TYPE if ours else family.name
     if family_name is not None and named != (
             MODEL_TYPE if _names_ours(family_name) else family_named(family_name).name):
