@@ -365,6 +365,16 @@ def test_a_model_with_no_directory_is_refused_before_ray_starts(spec):
     assert done.stderr.startswith(f"dlm-lsp serve-remote: model '{spec}' ")
 
 
+def test_our_family_s_prefix_before_a_missing_directory_is_refused_as_any_family_s():
+    """"dlm-tiny:/no/such/model" was taken whole for a hub id: Ray started, and every
+    replica failed to load it; "dream:/no/such/model" was refused at once."""
+    from dlm_lsp.remote.service import model_problem
+
+    for spec in ("dream:/no/such/model", "dlm-tiny:/no/such/model"):
+        assert model_problem(spec) == (f"--model {spec}: /no/such/model is not a directory "
+                                       "(it must exist on every node)")
+
+
 def test_replicas_that_cannot_load_the_model_end_the_service_with_their_error(tmp_path):
     done = _serve_remote("--model", str(tmp_path))  # a directory without a model in it
     assert done.returncode == 1

@@ -39,8 +39,7 @@ from dlm_lsp.allocator import arena_environment
 from dlm_lsp.backends import take_notices
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, OutOfMemory
-from dlm_lsp.models import ModelLoadError, empty_spec
-from dlm_lsp.models.registry import split_spec
+from dlm_lsp.models import ModelLoadError, empty_spec, resolve_spec
 from dlm_lsp.policy import SpanTooLong
 from dlm_lsp.remote import wire
 from dlm_lsp.remote.metrics import create_board, find_board, prometheus
@@ -309,13 +308,13 @@ def deploy(cfg: ServiceConfig) -> str:
 def model_problem(spec: str) -> str | None:
     """Why `--model` cannot be served, when that shows before Ray starts: a local path
     that is not a directory (it must exist on every node; hub ids are left to the
-    replicas, which say why they failed)."""
-    if spec == "default":
-        return None
+    replicas, which say why they failed).  "default" is the shipped model's directory,
+    and "dlm-tiny:DIR" is checked as "dream:DIR" is (`resolve_spec`: it was taken whole
+    for a hub id, so a missing DIR started Ray and failed in every replica)."""
     problem = empty_spec(spec)
     if problem:  # it named the replicas' working directory
         return problem
-    _, target = split_spec(spec)
+    _, _, target = resolve_spec(spec)
     if target.startswith(("/", ".", "~")) and not Path(target).expanduser().is_dir():
         return f"--model {spec}: {target} is not a directory (it must exist on every node)"
     return None
