@@ -432,6 +432,14 @@ def test_init_from_default_continues_the_shipped_model(tmp_path):
     assert (train_module.DEFAULT_OUT / "config.json").is_file()
 
 
+def test_init_from_a_path_to_a_directory_called_default_is_that_directory(tmp_path):
+    """As fill --model ./default takes it: read as a Path, "./default" was "default" and
+    warm-started the shipped model."""
+    args = train_module.build_parser().parse_args(["--init-from", "./default",
+                                                   "--out", str(tmp_path)])
+    assert train_module.config_from_args(args).init_from == Path("default")
+
+
 def test_a_tiny_run_never_writes_over_the_shipped_model(capsys):
     assert main(["--tiny"]) == 2
     assert "needs --out" in capsys.readouterr().err

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from dlm_lsp.held_signals import signal_name
+from dlm_lsp.models import DEFAULT_MODEL_DIR, shipped_directory
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tiny import (
     MODEL_TYPE,
@@ -58,7 +59,7 @@ from dlm_lsp.training.data import (
 from dlm_lsp.training.objective import autocast_for, evaluate, row_losses
 from dlm_lsp.training.rows import Batch, RowConfig, RowSampler
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "weights" / "default"
+DEFAULT_OUT = DEFAULT_MODEL_DIR  # the default preset trains the shipped model
 EVAL_SEED = 1234  # held-out rows and masks are drawn from this seed in every run
 
 
@@ -904,7 +905,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="same as --preset tiny: seconds on a CPU, proves the pipeline")
     p.add_argument("--out", type=Path, default=None,
                    help=f"output model directory (default preset only: {d.out_dir})")
-    p.add_argument("--init-from", type=Path, default=None,
+    p.add_argument("--init-from", default=None,  # a spec, as "default" and "./default" differ
                    help="saved model directory to keep training, or 'default' for the shipped "
                    "model, as in fill --model (keeps its shape and tokenizer)")
     p.add_argument("--extra-root", type=Path, action="append", default=[],
@@ -941,8 +942,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
                             f"{'it' if len(reshaping) == 1 else 'them'}, or train a new model "
                             "without --init-from")
     base = PRESETS[args.preset]()
-    # The name fill --model takes: where the package lives is no path a user knows.
-    init_from = DEFAULT_OUT if args.init_from == Path("default") else args.init_from
+    # The name fill --model takes: where the package lives is no path a user knows.  Read
+    # as the loader reads it (`shipped_directory`): as a Path, "./default" was "default"
+    # too and warm-started the shipped model, not the directory ./default it names.
+    init_from = None if args.init_from is None else (shipped_directory(args.init_from)
+                                                     or Path(args.init_from))
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
     return replace(
         base, **given, out_dir=args.out or base.out_dir, init_from=init_from,
