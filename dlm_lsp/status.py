@@ -8,7 +8,8 @@ Without it, it loads the configured model here and reports the device, the
 model's size and the calibrated cost of a denoising step, with the step budgets
 that default latency targets would buy: what to expect before starting an editor.
 With `--remote URL` it shows a shared service (`dlm-lsp serve-remote`): its model,
-device, queue and each live replica's counters.
+device, queue and each live replica's counters (fills and latency, then forward and
+padded passes and load factor).
 """
 
 from __future__ import annotations
@@ -61,8 +62,16 @@ def local_status(model: str = "default", device: str = "auto") -> dict[str, Any]
     }
 
 
-REPLICA_COLUMNS = ("replica", "pid", "device", "inFlight", "queueDepth", "fills", "cancelled",
-                   "failed", "p50Ms", "p95Ms", "tokensPerSecond", "batchOccupancy")
+# Each live replica's counters under the names `dlm/status` gives them (as `status
+# --server` prints them), in two tables keyed by replica so that each fits in 100
+# columns: the fills it took and their latency, then its batching worker's passes
+# (padded ones: `batchPadding`) and how much slower than calibrated they ran.
+REPLICA_TABLES = (
+    ("replica", "pid", "device", "inFlight", "queueDepth", "fills", "cancelled", "failed",
+     "p50Ms", "p95Ms"),
+    ("replica", "tokensPerSecond", "batchOccupancy", "forwardPasses", "paddedPasses",
+     "paddedFills", "loadFactor"),
+)
 
 
 def remote_status(url: str, token: str = "", ca_file: str = "") -> list[str]:
@@ -76,13 +85,19 @@ def remote_status(url: str, token: str = "", ca_file: str = "") -> list[str]:
     service = engine.service_metrics()
     replicas = service.get("replicaStats", [])
     lines = [f"service     {url}", f"model       {service.get('model')}",
-             f"device      {service.get('device')}", *_counts(service), ""]
-    rows = [[str(r.get(c)) for c in REPLICA_COLUMNS] for r in replicas]
-    widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
-              for i, c in enumerate(REPLICA_COLUMNS)]
-    for row in [list(REPLICA_COLUMNS), *rows]:
-        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+             f"device      {service.get('device')}", *_counts(service)]
+    for columns in REPLICA_TABLES:
+        lines += ["", *_table(columns, replicas)]
     return lines
+
+
+def _table(columns: tuple[str, ...], replicas: list[dict[str, Any]]) -> list[str]:
+    """A header line and one line per replica, each column as wide as its widest value."""
+    rows = [[str(r.get(c)) for c in columns] for r in replicas]
+    widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
+              for i, c in enumerate(columns)]
+    return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+            for row in [list(columns), *rows]]
 
 
 def _counts(service: dict[str, Any]) -> list[str]:

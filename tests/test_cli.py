@@ -244,6 +244,47 @@ def test_status_of_a_service_without_its_metrics_board_says_the_replica_count_is
                       "queueDepth  3 on the answering replica"]
 
 
+# one replica of a busy service, as GET /v1/metrics tells it (remote/service.py `_stats`)
+BUSY_REPLICA = {"replica": "k2j4h1x9", "pid": 1234567, "device": "cuda:0", "inFlight": 12,
+                "queueDepth": 9, "fills": 123456, "cancelled": 23456, "failed": 12,
+                "p50Ms": 1234.5, "p95Ms": 12345.6, "tokensPerSecond": 12345.6,
+                "batchOccupancy": 0.87, "forwardPasses": 12345678, "paddedPasses": 1234567,
+                "paddedFills": 123456, "loadFactor": 1.23}
+
+
+def _status_remote_of(monkeypatch, capsys, replicas: list[dict]) -> list[str]:
+    """What `status --remote` prints of a service whose live replicas are `replicas`."""
+    from dlm_lsp.cli import main
+    from dlm_lsp.remote.client import RemoteEngine
+
+    monkeypatch.setattr(RemoteEngine, "service_metrics", lambda self: {
+        "model": "m", "device": "cuda:0", "replicas": len(replicas), "queueDepth": 9,
+        "replicaStats": replicas})
+    assert main(["status", "--remote", "http://gpu-box:8000"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_status_of_a_service_shows_each_replica_s_forward_passes_and_load_factor(
+        monkeypatch, capsys):
+    """The replicas publish their passes, padded passes and the fills in them, and load
+    factor (as `status --server` shows a server's), but the rows left them out."""
+    lines = _status_remote_of(monkeypatch, capsys, [BUSY_REPLICA])
+    at = next(i for i, line in enumerate(lines) if "forwardPasses" in line.split())
+    shown = dict(zip(lines[at].split(), lines[at + 1].split(), strict=True))
+    assert {name: shown[name] for name in ("forwardPasses", "paddedPasses", "paddedFills",
+                                           "loadFactor")} == {
+        "forwardPasses": "12345678", "paddedPasses": "1234567", "paddedFills": "123456",
+        "loadFactor": "1.23"}
+
+
+def test_status_of_a_service_fits_each_busy_replica_in_100_columns(monkeypatch, capsys):
+    """One row of twelve counters took 124 columns: it wrapped in a terminal of 100."""
+    lines = _status_remote_of(monkeypatch, capsys, [BUSY_REPLICA, {**BUSY_REPLICA,
+                                                                   "replica": "p9q8r7s6"}])
+    assert max(len(line) for line in lines) <= 100
+    assert sum(line.startswith("p9q8r7s6 ") for line in lines) == 2  # a row in each table
+
+
 @contextlib.contextmanager
 def _service_answering(code: int, body: bytes = b"") -> Iterator[str]:
     """The URL of a service that answers every GET with HTTP `code` and `body`."""

@@ -281,8 +281,8 @@ def test_dlm_lsp_status_shows_the_service_and_each_replica(service):
     lines = done.stdout.splitlines()
     assert "replicas    2 live" in lines
     header = next(i for i, line in enumerate(lines) if line.startswith("replica "))
-    pids = {r["pid"] for r in service.replicas()}
-    assert {int(line.split()[1]) for line in lines[header + 1:]} == pids
+    rows = lines[header + 1:lines.index("", header)]
+    assert {int(line.split()[1]) for line in rows} == {r["pid"] for r in service.replicas()}
 
 
 def test_https_without_the_services_ca_is_a_clear_error(service):
