@@ -728,6 +728,22 @@ def test_serve_remote_imports_numpy_only_with_the_signals_held():
     assert out.stdout == "held\n", out.stderr
 
 
+@pytest.mark.parametrize("missing", ["ray", "fastapi"])
+def test_serve_remote_without_ray_serve_says_so_before_importing_torch(missing):
+    """It imported torch (a second or more) before finding Ray Serve missing."""
+    probe = ("import sys\n"
+             f"sys.modules[{missing!r}] = None  # as if not installed: no import, no spec\n"
+             "from dlm_lsp.cli import main\nstatus = main(sys.argv[1:])\n"
+             "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
+             "raise SystemExit(status)\n")
+    out = subprocess.run([sys.executable, "-c", probe, "serve-remote"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr == (f"dlm-lsp serve-remote needs Ray Serve ({missing} is missing): "
+                          "pip install 'dlm-lsp[remote]'\n")
+    assert out.stdout == "no torch\n"
+
+
 @pytest.mark.parametrize("argv", [["models"], ["models", "list"]])
 def test_listing_the_model_families_does_not_import_torch(argv):
     """`dlm-lsp models` prints a static list, and it imported torch (1.5 s) to do it."""

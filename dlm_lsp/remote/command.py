@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 
 from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.held_signals import import_torch
+
+# What the service imports from outside the project (ray.serve comes with ray), looked
+# for before torch's import, a second or more: without them the command only says so.
+SERVICE_PACKAGES = ("ray", "fastapi")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -52,14 +57,22 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         p.error("--ssl-certfile and --ssl-keyfile go together")
+    missing = next((name for name in SERVICE_PACKAGES if importlib.util.find_spec(name) is None),
+                   None)
+    if missing:  # found without importing it: the answer is immediate
+        return _needs_ray_serve(missing)
     # The service's modules import torch (the engine's), after Ray Serve has imported
     # numpy today; first, and held, a Ctrl-C cannot fall into torch's numpy import,
     # whatever Ray imports (held_signals)
     import_torch()
     try:
         from dlm_lsp.remote.service import serve_until_stopped, service_config
-    except ImportError as exc:
-        print(f"dlm-lsp serve-remote needs Ray Serve ({exc.name} is missing): "
-              "pip install 'dlm-lsp[remote]'", file=sys.stderr)
-        return 2
+    except ImportError as exc:  # a package Ray Serve needs in its turn
+        return _needs_ray_serve(exc.name)
     return serve_until_stopped(service_config(args))
+
+
+def _needs_ray_serve(missing: str | None) -> int:
+    print(f"dlm-lsp serve-remote needs Ray Serve ({missing} is missing): "
+          "pip install 'dlm-lsp[remote]'", file=sys.stderr)
+    return 2
