@@ -314,10 +314,10 @@ def _bench(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt as exc:  # sandboxed programs were ended (sandbox.run_programs)
         name = signal_name(exc)
-        done = exc.report if isinstance(exc, (Stopped, StoppedAfterWriting)) \
-            else "no report written"
+        reported = isinstance(exc, (Stopped, StoppedAfterWriting))
         print(f"dlm-lsp bench {args.bench}: stopped by {name} after "
-              f"{time.monotonic() - began:.0f}s; {done}", file=sys.stderr)
+              f"{time.monotonic() - began:.0f}s; "
+              f"{exc.report if reported else 'no report written'}", file=sys.stderr)
         failed = exc.status if isinstance(exc, Stopped) else 0  # a bar checked, and failed
         return failed or 128 + signal.Signals[name]
 

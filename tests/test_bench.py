@@ -467,7 +467,7 @@ def test_a_stopped_humaneval_run_reports_the_tasks_it_finished_marked_partial(
     assert report["tasks"] == len(report["results"]) == 2 and report["pass_at_1"] == 100.0
     said = captured.err.splitlines()[-1]
     assert said.startswith(f"dlm-lsp bench humaneval: stopped by {sig} after ")
-    assert said.endswith("; partial report of 2 of 5 tasks")
+    assert said.endswith(f"; partial report of 2 of 5 tasks written to {out} and {summary}")
     assert "self-check failed" not in captured.err
 
 
@@ -503,7 +503,7 @@ def test_a_stopped_heldout_run_reports_the_lines_it_filled_marked_partial(
     report = json.loads(out.read_text())
     assert report["partial"] == {"finished": 2, "planned": 5, "unit": "lines", "signal": sig}
     assert report["tasks"] == len(report["results"]) == 2 and report["exact_match"] == 100.0
-    assert captured.err.rstrip().endswith("; partial report of 2 of 5 lines")
+    assert captured.err.rstrip().endswith(f"; partial report of 2 of 5 lines written to {out}")
 
 
 def test_heldout_shows_progress_on_stderr(model_dir, monkeypatch, capsys):
@@ -542,7 +542,8 @@ def test_a_stopped_strategies_run_keeps_the_rows_done_and_the_one_under_way_mark
                                  "signal": sig}
     assert [(r["strategy"], r["tasks"]) for r in report["rows"]] == [
         (STRATEGIES[0], 3), (STRATEGIES[1], 1)]
-    assert captured.err.rstrip().endswith(f"; partial report of 4 of {total} fills")
+    assert captured.err.rstrip().endswith(
+        f"; partial report of 4 of {total} fills written to {out}")
 
 
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)
@@ -566,7 +567,7 @@ def test_a_stopped_syntax_run_writes_its_rows_each_marked_partial(
     assert printed[2].endswith(" (partial: 1 of 2 tasks)")
     assert printed[-1] == (f"partial: 3 of 6 fills, stopped by {sig}; the rows above cover "
                            "only these")
-    assert captured.err.rstrip().endswith("; partial report of 3 of 6 fills")
+    assert captured.err.rstrip().endswith(f"; partial report of 3 of 6 fills written to {out}")
 
 
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)
@@ -583,6 +584,42 @@ def test_a_syntax_run_signalled_while_writing_its_json_writes_it_whole(
                      "--limit", "1", "--json", str(out)]) == status
     assert [row["partial"] for row in json.loads(out.read_text())] == [None] * 4
     assert capsys.readouterr().err.rstrip().endswith(f"; report written to {out}")
+
+
+def test_a_strategies_run_signalled_while_writing_its_json_writes_it_whole(
+        model_dir, tmp_path, monkeypatch, capsys):
+    """`bench strategies` wrote its --json with open() and no signal held: a Ctrl-C
+    meanwhile left the file cut short."""
+    from dlm_lsp.bench import strategies
+    from dlm_lsp.bench.filling import Fill
+
+    monkeypatch.setattr(strategies, "fill_task",
+                        lambda engine, task, settings: Fill(task.middle, True, 1, 1.0))
+    out = tmp_path / "strategies.json"
+    signal_while_writing(monkeypatch, "SIGINT", out)
+    assert main(["bench", "strategies", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "1", "--steps", "2", "--json", str(out)]) == 130
+    assert len(json.loads(out.read_text())["rows"]) == len(STRATEGIES)
+    assert capsys.readouterr().err.rstrip().endswith(f"; report written to {out}")
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_partial_run_signalled_again_while_writing_says_its_report_is_partial(
+        sig, status, tmp_path, monkeypatch, capsys):
+    """A second Ctrl-C while the partial report was written ended on "report written
+    to run.json", as if the run were complete; the files say partial, so must the line."""
+    monkeypatch.setattr(pass_at_1, "CHUNK_TASKS", 2)
+    monkeypatch.setattr(pass_at_1, "run_programs",
+                        signal_on_call(sig, 2, then=pass_at_1.run_programs))
+    out, summary = tmp_path / "run.json", tmp_path / "run.md"
+    signal_while_writing(monkeypatch, sig, out)
+    assert main(["bench", "humaneval", "--self-check", "--limit", "5", "--json", str(out),
+                 "--markdown", str(summary)]) == status
+    captured = capsys.readouterr()
+    assert json.loads(out.read_text())["partial"]["finished"] == 2
+    assert summary.read_text() == captured.out
+    assert captured.err.splitlines()[-1].endswith(
+        f"; partial report of 2 of 5 tasks written to {out} and {summary}")
 
 
 def test_the_machine_line_counts_threads_in_english():

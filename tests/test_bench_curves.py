@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from signals import SIGNALS, signal_on_call
+from signals import SIGNALS, signal_on_call, signal_while_writing
 
 from dlm_lsp.bench import autoregressive, pass_at_1
 from dlm_lsp.bench.autoregressive import ARModel, continue_prefix, heal, missing
@@ -195,7 +195,8 @@ def test_a_stop_while_the_baseline_model_runs_keeps_the_models_finished_report(
     assert "autoregressive), prefix only, healed boundary, greedy (partial: 0 of 2) | 0 | - |" \
         in captured.out
     assert captured.err.rstrip().endswith(
-        "; the model's report complete, the baseline model's partial: 0 of 2 tasks")
+        "; the model's complete report and the baseline model's partial one (0 of 2 tasks) "
+        f"written to {out}")
 
 
 @pytest.mark.parametrize(("fill", "bar", "stored", "sig", "status", "verdict"), [
@@ -225,7 +226,8 @@ def test_a_stop_while_the_baseline_model_runs_checks_the_models_report_as_a_whol
     if verdict.startswith("regression"):
         assert report["pass_at_1"] < stored  # the empty fill fails some of its 2 tasks
     assert err.rstrip().endswith(
-        "; the model's report complete, the baseline model's partial: 0 of 2 tasks")
+        "; the model's complete report and the baseline model's partial one (0 of 2 tasks) "
+        f"written to {out}")
 
 
 @pytest.mark.skipif(NO_SMOLLM2 is not None, reason=NO_SMOLLM2 or "")
@@ -294,7 +296,8 @@ def test_a_stopped_sweep_reports_the_points_it_finished_marked_partial(
                                    "below cover only these\n")
     assert "| confidence (partial: 1 of 3 budgets) | 100.0 (1 ms, 1) | - | - |" in captured.out
     assert "multi-line" not in captured.out.split("\n", 2)[2]  # not begun: not shown
-    assert captured.err.rstrip().endswith("; partial report of 1 of 8 points")
+    assert captured.err.rstrip().endswith(
+        f"; partial report of 1 of 8 points written to {out} and {md}")
 
 
 @pytest.mark.parametrize(("option", "names", "repeated"), [
@@ -380,6 +383,34 @@ def test_latency_grows_with_the_span_for_left_to_right_not_for_a_fixed_budget(mo
 
 
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_signal_while_the_json_is_written_waits_for_the_markdown_and_the_plot_too(
+        sig, status, model_dir, tmp_path, monkeypatch, capsys):
+    """The signals were held one file at a time: one that came while --json was written
+    stopped the run there, and --markdown and --plot were never written."""
+    from dlm_lsp.bench import latency, plots
+
+    def draw(report, path):  # a stand-in for matplotlib (the bench extra)
+        with open(path, "wb") as png:
+            png.write(b"\x89PNG")
+        return path
+    monkeypatch.setattr(plots, "require_matplotlib", lambda: None)
+    monkeypatch.setattr(plots, "plot_latency", draw)
+    monkeypatch.setattr(latency, "_infill_ms", lambda engine, tokens, strategy, steps, seed: (
+        1.0, steps))
+    out, md, png = tmp_path / "latency.json", tmp_path / "latency.md", tmp_path / "latency.png"
+    signal_while_writing(monkeypatch, sig, out)
+    assert main(["bench", "latency", "--model", str(model_dir), "--device", "cpu", "--lengths",
+                 "8", "--steps", "2", "--repeats", "1", "--json", str(out), "--markdown",
+                 str(md), "--plot", str(png)]) == status
+    captured = capsys.readouterr()
+    assert json.loads(out.read_text())["partial"] is None
+    assert md.read_text() == captured.out and png.read_bytes() == b"\x89PNG"
+    said = captured.err.splitlines()[-1]
+    assert said.startswith(f"dlm-lsp bench latency: stopped by {sig} after ")
+    assert said.endswith(f"; report written to {out}, {md} and {png}")
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
 def test_a_stopped_latency_run_reports_the_fills_it_timed_marked_partial(
         sig, status, model_dir, tmp_path, monkeypatch, capsys):
     from dlm_lsp.bench import latency
@@ -401,7 +432,7 @@ def test_a_stopped_latency_run_reports_the_fills_it_timed_marked_partial(
     assert "| 8 | 8 (2) | 8 (8) |\n| 16 | 16 (2) (partial: 1 of 2 fills) | - |\n" in captured.out
     assert f"x2.0 for {diffusion} (8 to 16 tokens), x1.0 for {ltr} (8 to 8 tokens)." in (
         captured.out)
-    assert captured.err.rstrip().endswith("; partial report of 5 of 8 fills")
+    assert captured.err.rstrip().endswith(f"; partial report of 5 of 8 fills written to {out}")
 
 
 def test_a_latency_run_stopped_while_the_baseline_model_runs_keeps_the_models_points(
@@ -511,7 +542,7 @@ def test_a_stopped_throughput_run_reports_the_fills_finished_before_the_signal(
     assert captured.out.startswith(f"partial: 3 of 4 fills, stopped by {sig}; ")
     assert "| alone (partial: 1 of 2 fills) | 1 | " in captured.out
     assert "| batched | 1 | " in captured.out
-    assert captured.err.rstrip().endswith("; partial report of 3 of 4 fills")
+    assert captured.err.rstrip().endswith(f"; partial report of 3 of 4 fills written to {out}")
 
 
 def test_the_sample_sheet_shows_each_task_with_reference_and_left_to_right(model_dir,
@@ -573,7 +604,8 @@ def test_a_sample_sheet_stopped_while_the_baseline_model_fills_keeps_the_tasks_f
     report = json.loads(out.read_text())
     assert report["partial"] == {"finished": 1, "planned": 3, "unit": "tasks", "signal": sig}
     assert [t["task_id"] for t in report["tasks"]] == [first.task_id]
-    assert capsys.readouterr().err.rstrip().endswith("; partial report of 1 of 3 tasks")
+    assert capsys.readouterr().err.rstrip().endswith(
+        f"; partial report of 1 of 3 tasks written to {sheet} and {out}")
 
 
 def test_ctrl_c_while_a_report_is_written_leaves_it_whole(tmp_path, monkeypatch):
@@ -583,7 +615,7 @@ def test_ctrl_c_while_a_report_is_written_leaves_it_whole(tmp_path, monkeypatch)
     import pathlib
     import signal
 
-    from dlm_lsp.bench.output import write_json
+    from dlm_lsp.bench.output import writing_reports
 
     real = pathlib.Path.write_text
 
@@ -593,6 +625,6 @@ def test_ctrl_c_while_a_report_is_written_leaves_it_whole(tmp_path, monkeypatch)
         return real(self, text, encoding=encoding)
     monkeypatch.setattr(pathlib.Path, "write_text", write_half_then_ctrl_c)
     report = tmp_path / "report.json"
-    with pytest.raises(KeyboardInterrupt):
-        write_json(report, {"tasks": 64, "partial": {"finished": 64, "planned": 200}})
+    with pytest.raises(KeyboardInterrupt), writing_reports() as files:
+        files.json(report, {"tasks": 64, "partial": {"finished": 64, "planned": 200}})
     assert json.loads(report.read_text())["tasks"] == 64

@@ -43,7 +43,7 @@ from dlm_lsp.bench.filling import (
 )
 from dlm_lsp.bench.humaneval import Task
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
-from dlm_lsp.bench.output import write_json, write_text
+from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.training.data import SourceConfig, heldout_rank, python_files, read_source
 
@@ -204,10 +204,11 @@ def command(args: argparse.Namespace) -> int:
         return 1
     summary = to_markdown(report)
     print(summary, end="")
-    if args.json_out:
-        write_json(args.json_out, asdict(report))
-    if args.markdown_out:
-        write_text(args.markdown_out, summary)
+    with writing_reports(report.partial) as files:
+        if args.json_out:
+            files.json(args.json_out, asdict(report))
+        if args.markdown_out:
+            files.text(args.markdown_out, summary)
     if report.partial:
-        raise Stopped(report.partial)
+        raise Stopped(report.partial, files.said())
     return 0

@@ -6,15 +6,17 @@ left out of the file and the file reads back with the same names.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from dlm_lsp.bench.progress import Partial, Stopped
 from dlm_lsp.held_signals import held_signals
 from dlm_lsp.quantiles import quantile as nearest_rank
 
@@ -45,26 +47,71 @@ def write_json(path: str | Path, report: object) -> None:
     write_text(path, json.dumps(data, indent=1) + "\n")
 
 
-class StoppedAfterWriting(KeyboardInterrupt):
-    """A signal held while a report was written, raised once the file was whole: the
-    command line's last line said "no report written" of a file that was there."""
-
-    def __init__(self, interrupt: KeyboardInterrupt, path: str | Path) -> None:
-        super().__init__(*interrupt.args)  # the signal's name stays readable (signal_name)
-        self.report = f"report written to {path}"  # for the command line's last line
-
-
 def write_text(path: str | Path, text: str) -> None:
-    """Write a markdown summary (or any text) as UTF-8.  Ctrl-C and SIGTERM wait for the
-    write to end (`held_signals`): one that came while the report was written (a
-    partial one after the first Ctrl-C, or a whole run's at its end) left the file cut
-    short, JSON that no longer parsed.  The signal then stops the command as
-    `StoppedAfterWriting`, which names the file."""
+    """Write a markdown summary (or any text) as UTF-8 (in `writing_reports`, which
+    keeps it whole)."""
+    Path(path).write_text(text, encoding="utf-8")
+
+
+class StoppedAfterWriting(KeyboardInterrupt):
+    """A signal held while the report files were written, raised once they were whole:
+    the command line's last line said "no report written" of files that were there.
+    `report` is that line's end (`ReportFiles.said`)."""
+
+    def __init__(self, interrupt: KeyboardInterrupt, report: str) -> None:
+        super().__init__(*interrupt.args)  # the signal's name stays readable (signal_name)
+        self.report = report
+
+
+class ReportFiles:
+    """The files one run's report goes to (--json, --markdown, plots), as they are
+    written, and what the report is: complete, or partial (`Partial.report`)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.written: list[str] = []
+
+    def json(self, path: str | Path, report: object) -> None:
+        write_json(path, report)
+        self.written.append(str(path))
+
+    def text(self, path: str | Path, text: str) -> None:
+        write_text(path, text)
+        self.written.append(str(path))
+
+    def plot(self, plot: str, report: object, to: str) -> None:
+        """Draw with `plot`, a function of `plots.py`, into `to` (a file, or a folder of them)."""
+        from dlm_lsp.bench import plots
+
+        drawn = getattr(plots, plot)(report, to)
+        for path in drawn if isinstance(drawn, list) else [drawn]:
+            print(f"wrote {path}", file=sys.stderr)
+            self.written.append(str(path))
+
+    def said(self) -> str:
+        """The report and every file it went to, for the last line of a stopped run:
+        "partial report of 37 of 200 tasks written to run.json and run.md"."""
+        if not self.written:
+            return self.what
+        *first, last = self.written
+        return f"{self.what} written to {', '.join(first)}{' and ' if first else ''}{last}"
+
+
+@contextlib.contextmanager
+def writing_reports(partial: Partial | None = None,
+                    what: str | None = None) -> Iterator[ReportFiles]:
+    """Write a run's report files with Ctrl-C and SIGTERM held across all of them
+    (`held_signals`).  A signal in the middle of one left it cut short (JSON that no
+    longer parsed), and one held a file at a time stopped the run between its JSON and
+    its markdown, which were then never written.  The signal now stops the command once
+    every file is whole, as `StoppedAfterWriting`, whose line names them all and says
+    whether the report is `partial` (`what` words it otherwise; "report" by default)."""
+    files = ReportFiles(what or (partial.report if partial else "report"))
     try:
         with held_signals():
-            Path(path).write_text(text, encoding="utf-8")
-    except KeyboardInterrupt as exc:  # only as the block ends: the file is whole
-        raise StoppedAfterWriting(exc, path) from None
+            yield files
+    except KeyboardInterrupt as exc:  # only as the block ends: every file is whole
+        raise StoppedAfterWriting(exc, files.said()) from None
 
 
 def percent(count: int | float, total: int) -> float:
@@ -86,7 +133,8 @@ def median(values: list[float]) -> float:
 def publish(run: Callable[[], R], summarise: Callable[[R], str], json_out: str | None = None,
             markdown_out: str | None = None, plot: str | None = None,
             plot_to: str | None = None) -> R:
-    """Run a benchmark, print its summary and write what was asked: JSON, markdown, plots.
+    """Run a benchmark, print its summary and write what was asked: JSON, markdown, plots
+    (`writing_reports`); a report the run's `partial` marks then raises `Stopped`.
 
     `plot` names the function of `plots.py` that draws the report into `plot_to`;
     matplotlib is checked before the run, so a missing extra costs no wasted run.
@@ -98,14 +146,14 @@ def publish(run: Callable[[], R], summarise: Callable[[R], str], json_out: str |
     report = run()
     summary = summarise(report)
     print(summary, end="")
-    if json_out:
-        write_json(json_out, report)
-    if markdown_out:
-        write_text(markdown_out, summary)
-    if plot and plot_to:
-        from dlm_lsp.bench import plots
-
-        drawn = getattr(plots, plot)(report, plot_to)
-        for path in drawn if isinstance(drawn, list) else [drawn]:
-            print(f"wrote {path}", file=sys.stderr)
+    partial = getattr(report, "partial", None)
+    with writing_reports(partial) as files:
+        if json_out:
+            files.json(json_out, report)
+        if markdown_out:
+            files.text(markdown_out, summary)
+        if plot and plot_to:
+            files.plot(plot, report, plot_to)
+    if partial:
+        raise Stopped(partial, files.said())
     return report

@@ -54,7 +54,7 @@ from dlm_lsp.bench.filling import (
 )
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
-from dlm_lsp.bench.output import write_json, write_text
+from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.bench.sandbox import (
     ISOLATION_LEVELS,
@@ -431,17 +431,20 @@ def command(args: argparse.Namespace) -> int:
         beside = (run_beside(replace(config, fill=args.baseline_model), report.tasks),)
     summary = to_markdown(report, beside)
     print(summary, end="")
-    if args.json_out:
-        write_json(args.json_out, {**asdict(report), "beside": [asdict(r) for r in beside]})
-    if args.markdown_out:
-        write_text(args.markdown_out, summary)
-    if report.partial:  # no bar is checked on a part of the tasks
-        raise Stopped(report.partial)
-    status = check_bars(report, stored, args.margin)
     stopped = next((run.partial for run in beside if run.partial), None)
+    what = None if not stopped else ("the model's complete report and the baseline model's "
+                                     f"partial one ({stopped.finished} of {stopped.planned} "
+                                     f"{stopped.unit})")
+    with writing_reports(report.partial, what) as files:
+        if args.json_out:
+            files.json(args.json_out, {**asdict(report), "beside": [asdict(r) for r in beside]})
+        if args.markdown_out:
+            files.text(args.markdown_out, summary)
+    if report.partial:  # no bar is checked on a part of the tasks
+        raise Stopped(report.partial, files.said())
+    status = check_bars(report, stored, args.margin)
     if stopped:  # the model's report is complete: its bars were checked as in a whole run
-        raise Stopped(stopped, "the model's report complete, the baseline model's partial: "
-                      f"{stopped.finished} of {stopped.planned} {stopped.unit}", status)
+        raise Stopped(stopped, files.said(), status)
     return status
 
 

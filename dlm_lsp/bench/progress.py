@@ -47,6 +47,12 @@ class Partial:
         return (f"partial: {self.finished} of {self.planned} {self.unit}, stopped by "
                 f"{self.signal}")
 
+    @property
+    def report(self) -> str:
+        """What a stopped run's last line calls its report: "partial report of 37 of 200
+        tasks"."""
+        return f"partial report of {self.finished} of {self.planned} {self.unit}"
+
     def mark(self, finished: int | None = None) -> str:
         """The few words a table row of this run carries: "(partial: 37 of 200)"."""
         return f" (partial: {self.finished if finished is None else finished} of {self.planned})"
@@ -65,8 +71,7 @@ class Stopped(KeyboardInterrupt):
         super().__init__(partial.signal)
         self.partial, self.status = partial, status
         # what was printed and written, for the command line's last line
-        self.report = report or (f"partial report of {partial.finished} of {partial.planned} "
-                                 f"{partial.unit}")
+        self.report = report or partial.report
 
 
 class Progress:

@@ -25,7 +25,7 @@ from dlm_lsp.bench.autoregressive import load_baseline
 from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
-from dlm_lsp.bench.output import write_json, write_text
+from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.pass_at_1 import passes_by_fill
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.bench.sandbox import (
@@ -193,13 +193,14 @@ def command(args: argparse.Namespace) -> int:
                                                   args.require_isolation))
     sheet = make_sheet(config)
     text = to_markdown(sheet)
-    if args.out:
-        write_text(args.out, text)
-        print(f"wrote {args.out}", file=sys.stderr)
-    else:
+    if not args.out:
         print(text, end="")
-    if args.json_out:
-        write_json(args.json_out, sheet)
+    with writing_reports(sheet.partial) as files:
+        if args.out:
+            files.text(args.out, text)
+            print(f"wrote {args.out}", file=sys.stderr)
+        if args.json_out:
+            files.json(args.json_out, sheet)
     if sheet.partial:
-        raise Stopped(sheet.partial)
+        raise Stopped(sheet.partial, files.said())
     return 0

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
 from dlm_lsp.bench.humaneval import Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import STRATEGIES
 from dlm_lsp.engine import Engine
@@ -106,11 +107,12 @@ def main(model: str, device: str, split: str, limit: int | None, steps: int,
                               if r.tasks < len(tasks) else "")
         print(f"| {label} | {r.exact_match} | {r.syntax_valid} | {r.empty} | "
               f"{r.mean_steps} | {r.ms_per_fill} |")
-    if json_out:
-        with open(json_out, "w", encoding="utf-8") as handle:
-            json.dump({"split": split, "steps": steps, "model": engine.model.name,
-                       "machine": machine, "rows": [asdict(r) for r in rows],
-                       "partial": asdict(partial) if partial else None}, handle, indent=2)
+    with writing_reports(partial) as files:
+        if json_out:
+            files.text(json_out, json.dumps(
+                {"split": split, "steps": steps, "model": engine.model.name,
+                 "machine": machine, "rows": [asdict(r) for r in rows],
+                 "partial": asdict(partial) if partial else None}, indent=2))
     if partial:
-        raise Stopped(partial)
+        raise Stopped(partial, files.said())
     return 0

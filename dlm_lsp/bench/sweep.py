@@ -35,7 +35,7 @@ from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, percent, publish
 from dlm_lsp.bench.pass_at_1 import passes_by_fill, refuse_repeats
-from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped, latest
+from dlm_lsp.bench.progress import Partial, Progress, Stoppable, latest
 from dlm_lsp.bench.sandbox import (
     NONE,
     SandboxConfig,
@@ -242,8 +242,6 @@ def command(args: argparse.Namespace) -> int:
                          model=args.model, device=args.device,
                          sandbox=checked_config(args.timeout, args.workers,
                                                 args.require_isolation))
-    report = publish(lambda: run_sweep(config), to_markdown, args.json_out,
-                     args.markdown_out, "plot_sweep", args.plots)
-    if report.partial:
-        raise Stopped(report.partial)
+    publish(lambda: run_sweep(config), to_markdown, args.json_out,
+            args.markdown_out, "plot_sweep", args.plots)
     return 0

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dlm_lsp.bench.humaneval import load_tasks
-from dlm_lsp.bench.output import write_text
+from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
@@ -150,8 +150,9 @@ def main(model: str, device: str, limit: int | None, out: str | None) -> int:
         print(f"{partial}; the rows above cover only these", flush=True)
     for entry in table:  # a stopped run's file says so in every row
         entry["partial"] = asdict(partial) if partial else None
-    if out:
-        write_text(out, json.dumps(table, indent=2) + "\n")  # whole, even if signalled
+    with writing_reports(partial) as files:
+        if out:
+            files.text(out, json.dumps(table, indent=2) + "\n")
     if partial:
-        raise Stopped(partial)
+        raise Stopped(partial, files.said())
     return 0
