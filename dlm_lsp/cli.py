@@ -318,7 +318,7 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"dlm-lsp bench {args.bench}: stopped by {name} after "
               f"{time.monotonic() - began:.0f}s; "
               f"{exc.report if reported else 'no report written'}", file=sys.stderr)
-        failed = exc.status if isinstance(exc, Stopped) else 0  # a bar checked, and failed
+        failed = exc.status if reported else 0  # a bar checked, and failed
         return failed or 128 + signal.Signals[name]
 
 

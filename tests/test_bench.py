@@ -622,6 +622,26 @@ def test_a_partial_run_signalled_again_while_writing_says_its_report_is_partial(
         f"; partial report of 2 of 5 tasks written to {out} and {summary}")
 
 
+@pytest.mark.parametrize("sig", [sig for sig, _ in SIGNALS])
+def test_a_signal_while_a_complete_humaneval_report_is_written_still_fails_a_bar_with_1(
+        sig, tmp_path, monkeypatch, capsys):
+    """The stop came before the bars were checked: 130/143, which a CI job reads as
+    cancelled, for a run whose every task had run and whose self-check failed.  The report
+    is whole and complete, so its bars are checked as in a whole run, and a failed one is
+    the status (as when the stop comes while --baseline-model runs); a bar met leaves the
+    signal's 128 + N (tests/test_cli.py)."""
+    monkeypatch.setattr(pass_at_1, "SELF_CHECK_BAR", 100.5)  # canonical fills pass 100%
+    out = tmp_path / "run.json"
+    signal_while_writing(monkeypatch, sig, out)
+    assert main(["bench", "humaneval", "--self-check", "--limit", "2", "--json",
+                 str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith("self-check failed: canonical fills pass 100.0%")
+    assert err[-1].startswith(f"dlm-lsp bench humaneval: stopped by {sig} after ")
+    assert err[-1].endswith(f"; report written to {out}")
+    assert json.loads(out.read_text())["tasks"] == 2
+
+
 def test_the_machine_line_counts_threads_in_english():
     """Reports of one-thread runs said "(1 threads)"."""
     from dlm_lsp.bench.machine import machine_line

@@ -56,11 +56,14 @@ def write_text(path: str | Path, text: str) -> None:
 class StoppedAfterWriting(KeyboardInterrupt):
     """A signal held while the report files were written, raised once they were whole:
     the command line's last line said "no report written" of files that were there.
-    `report` is that line's end (`ReportFiles.said`)."""
 
-    def __init__(self, interrupt: KeyboardInterrupt, report: str) -> None:
+    `report` is that line's end (`ReportFiles.said`); `status` is the exit status of
+    checks made on a complete report after it was written (`bench humaneval`'s bars),
+    which a stop must not hide, as `progress.Stopped.status`."""
+
+    def __init__(self, interrupt: KeyboardInterrupt, report: str, status: int = 0) -> None:
         super().__init__(*interrupt.args)  # the signal's name stays readable (signal_name)
-        self.report = report
+        self.report, self.status = report, status
 
 
 class ReportFiles:

@@ -21,7 +21,11 @@ exits non-zero when pass@1 fell by more than X percentage points.
 
 The exit status: 1 when a bar fails (the self-check's, the baseline's), else 0;
 128 + N when a signal stopped the run (`progress.py`), and then no bar is
-checked on the part of the tasks that ran.
+checked on the part of the tasks that ran.  A signal that comes once every task
+has run, while the report files are written, waits for them to be whole; the
+report being complete, its bars are then checked as in a whole run, and a failed
+one exits 1 rather than 128 + N: a CI job that reads 130 or 143 as "cancelled"
+must not miss a regression that was measured in full.
 
 `--baseline-model smollm2` also fills the same tasks with an autoregressive
 model a user could pick instead (`autoregressive.py`: prefix only, healed
@@ -54,7 +58,7 @@ from dlm_lsp.bench.filling import (
 )
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
-from dlm_lsp.bench.output import writing_reports
+from dlm_lsp.bench.output import StoppedAfterWriting, writing_reports
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.bench.sandbox import (
     ISOLATION_LEVELS,
@@ -435,11 +439,17 @@ def command(args: argparse.Namespace) -> int:
     what = None if not stopped else ("the model's complete report and the baseline model's "
                                      f"partial one ({stopped.finished} of {stopped.planned} "
                                      f"{stopped.unit})")
-    with writing_reports(report.partial, what) as files:
-        if args.json_out:
-            files.json(args.json_out, {**asdict(report), "beside": [asdict(r) for r in beside]})
-        if args.markdown_out:
-            files.text(args.markdown_out, summary)
+    try:
+        with writing_reports(report.partial, what) as files:
+            if args.json_out:
+                files.json(args.json_out,
+                           {**asdict(report), "beside": [asdict(r) for r in beside]})
+            if args.markdown_out:
+                files.text(args.markdown_out, summary)
+    except StoppedAfterWriting as stop:  # the files are whole, and so is a complete report:
+        if not report.partial:  # its bars are checked, and a failed one is the status
+            stop.status = check_bars(report, stored, args.margin)
+        raise
     if report.partial:  # no bar is checked on a part of the tasks
         raise Stopped(report.partial, files.said())
     status = check_bars(report, stored, args.margin)
