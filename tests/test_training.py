@@ -1202,3 +1202,18 @@ def test_each_held_out_evaluation_says_when_it_starts_and_what_it_found_in_how_l
                                            f"loss {stats['heldout_infill_loss']} in ")
     assert lines[starts[0] + 2].startswith("training ")
     assert lines[starts[1] + 2].startswith("saved to ")
+
+
+def test_a_periodic_evaluation_says_when_it_starts_and_its_progress_line_keeps_its_result(
+        source_dir, tmp_path, capsys):
+    """--eval-every's evaluations printed no line of their own: one as long as those before
+    and after training showed nothing moving until the progress line that carries it."""
+    train(tiny_config(source_dir, tmp_path / "out", max_steps=2, log_every=0.0,
+                      eval_every=1e-9))
+    lines = capsys.readouterr().out.splitlines()
+    progress = [i for i, line in enumerate(lines) if line.startswith("step ")]
+    assert [lines[i - 1] for i in progress] == [
+        f"evaluating held-out loss at step {step} on 8 rows and 8 infilling rows..."
+        for step in (1, 2)]
+    assert all(re.fullmatch(r"step +\d+  loss .*  held-out [\d.]+", lines[i])
+               for i in progress)

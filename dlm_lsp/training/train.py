@@ -558,16 +558,29 @@ class _Evaluator:
                 "heldout_infill_loss": _rounded(evaluate(module, self.infill, self.device)
                                                 if self.infill else None)}
 
+    def starting(self, when: str) -> bool:
+        """Say that an evaluation starts, `when` ("before training", "at step 400"), and
+        return whether there is anything to evaluate (nothing held out: nothing to wait
+        for, nor to say)."""
+        rows = sum(len(b.inputs) for b in self.mixed)
+        if rows:
+            print(f"evaluating held-out loss {when} on {rows} rows and "
+                  f"{sum(len(b.inputs) for b in self.infill)} infilling rows...", flush=True)
+        return bool(rows)
+
+    def periodic(self, module: TinyDenoiser, step: int) -> dict[str, float | None]:
+        """An --eval-every evaluation: its start line, then the losses for the progress
+        line, which says them.  It printed nothing of its own, so a long one (as long as
+        the ones before and after training) showed nothing moving until that line came."""
+        self.starting(f"at step {step}")
+        return self(module)
+
     def announced(self, module: TinyDenoiser, when: str) -> dict[str, float | None]:
         """The losses, with a line as the evaluation starts and one with its result and
         time: before and after training they ran in silence, 27 s and 15 s in the default
-        recipe on a busy 2-core CPU, so the run looked hung there.  The periodic ones
-        (--eval-every) need no line of their own: the progress line they join says it."""
-        rows = sum(len(b.inputs) for b in self.mixed)
-        if not rows:  # nothing held out: nothing to wait for, nor to say
+        recipe on a busy 2-core CPU, so the run looked hung there."""
+        if not self.starting(when):
             return self(module)
-        print(f"evaluating held-out loss {when} on {rows} rows and "
-              f"{sum(len(b.inputs) for b in self.infill)} infilling rows...", flush=True)
         started = time.monotonic()
         losses = self(module)
         print(f"held-out loss {losses['heldout_loss']}, infill loss "
@@ -661,7 +674,7 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
         if now - window.started >= cfg.log_every:
             point = window.point(step, now - start, lr)
             if cfg.eval_every > 0 and now - last_eval >= cfg.eval_every:
-                point.update(heldout(module))
+                point.update(heldout.periodic(module, step))
                 last_eval = now
             curve.append(point)
             rate = window.tokens / max(now - window.started, 1e-9)
