@@ -805,6 +805,28 @@ def test_a_failed_run_keeps_the_folder_it_made_once_an_interim_save_is_in_it(
     assert (out / "config.json").is_file() and "note: removed" not in capsys.readouterr().err
 
 
+def test_an_error_in_the_final_save_keeps_its_traceback_and_the_interim_save_whole(
+        source_dir, tmp_path, monkeypatch):
+    """An error is a bug, and keeps its traceback; but the final save it broke off wrote
+    its config.json (of a finished run) over the interim save, whose weights it had deleted."""
+    from dlm_lsp.models import tiny
+
+    real, calls = tiny.save_file, []
+
+    def save_file(tensors, path):
+        calls.append(path)
+        if len(calls) == 4:  # after the interim saves of steps 1, 2 and 3
+            raise RuntimeError("a bug in the save")
+        real(tensors, path)
+    monkeypatch.setattr(tiny, "save_file", save_file)
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="a bug in the save"):
+        main([*_cli_args(source_dir, out), "--max-steps", "3", "--save-every", "1e-9"])
+    training = json.loads((out / "config.json").read_text())["training"]
+    assert (training["interim"], training["steps"]) == (True, 3)
+    TinyModel.load(out, torch.device("cpu"))
+
+
 # --- contamination, duplicates and licences ------------------------------------------
 
 
@@ -926,6 +948,40 @@ def test_every_file_a_save_writes_gets_the_mode_the_umask_gives(tokenizer, tmp_p
     assert any(p.suffix == ".safetensors" for p in written)
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in written} == {
         p.name: oct(0o666 & ~umask) for p in written}
+
+
+@pytest.mark.parametrize(("shard_bytes", "failing"), [(None, 1), (60_000, 1), (60_000, 2)])
+def test_a_save_that_fails_partway_leaves_the_earlier_save_whole(tokenizer, tmp_path,
+                                                                  monkeypatch, shard_bytes,
+                                                                  failing):
+    """A save that failed while writing the weights (a full disk, memory running out)
+    left the new config.json beside no weights, or beside some of the new shards: a
+    folder that looks like a model and is none, the earlier model in it lost."""
+    from dlm_lsp.models import tiny
+
+    earlier = _small_model(tokenizer)
+    save_tiny(earlier, tokenizer, tmp_path, extra={"training": {"steps": 1}})
+    before = sorted(p.name for p in tmp_path.iterdir())
+    real, files = tiny.save_file, []
+
+    def save_file(tensors, path):
+        files.append(path)
+        if len(files) == failing:
+            raise OSError(28, "No space left on device")
+        real(tensors, path)
+    monkeypatch.setattr(tiny, "save_file", save_file)
+    later = _small_model(tokenizer)
+    with torch.no_grad():
+        for tensor in later.parameters():
+            tensor.add_(1.0)
+    with pytest.raises(OSError, match="No space left"):
+        save_tiny(later, tokenizer, tmp_path, extra={"training": {"steps": 2}},
+                  max_shard_bytes=shard_bytes)
+    assert len(files) == failing  # the failure came where the test meant it to
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert json.loads((tmp_path / "config.json").read_text())["training"] == {"steps": 1}
+    loaded = TinyModel.load(tmp_path, torch.device("cpu")).module.state_dict()
+    assert all(torch.equal(loaded[k], v.half().float()) for k, v in earlier.state_dict().items())
 
 
 def test_a_shard_the_index_names_must_exist(tokenizer, tmp_path):

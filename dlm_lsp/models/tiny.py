@@ -13,6 +13,8 @@ import functools
 import json
 import math
 import os
+import shutil
+import tempfile
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -195,11 +197,10 @@ def plan_shards(sizes: dict[str, int], max_bytes: int) -> list[list[str]]:
     return shards
 
 
-def _remove_weights(directory: Path) -> None:
-    """Delete the weights of an earlier save, so one file and shards never mix."""
-    for path in [directory / WEIGHTS_FILE, directory / INDEX_FILE,
-                 *directory.glob("model-*-of-*.safetensors")]:
-        path.unlink(missing_ok=True)
+def _weight_files(directory: Path) -> list[Path]:
+    """The weights of a save in `directory`: one file, or the index and its shards."""
+    return [p for p in [directory / WEIGHTS_FILE, directory / INDEX_FILE,
+                        *sorted(directory.glob("model-*-of-*.safetensors"))] if p.is_file()]
 
 
 def _save_weights(tensors: dict[str, torch.Tensor], path: Path) -> None:
@@ -223,29 +224,52 @@ def save_tiny(model: TinyDenoiser, tokenizer: Tokenizer, directory: str | Path,
     (`{"metadata": {"total_size": N}, "weight_map": {tensor: shard file}}`, the
     layout Hugging Face uses), because some channels carry only files up to a size.
     Returns the files written.
+
+    Every file is written into a hidden folder inside `directory` first and moved into
+    place only once all of them are whole, config.json last: a save that failed while
+    writing (a full disk, memory running out, any error) left the new config.json beside
+    no weights or some of the new shards, a folder that looked like a model and was none,
+    with the model saved there before lost.  It now leaves the earlier save as it was.
     """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    config = {"model_type": MODEL_TYPE, **asdict(model.cfg), **(extra or {})}
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    tokenizer.backend.save(str(out / "tokenizer.json"))
+    staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=out))
+    try:
+        names = _write_save(model, tokenizer, staging, dtype, extra, max_shard_bytes)
+        for stale in _weight_files(out):  # an earlier save's: one file and shards never mix
+            if stale.name not in names:
+                stale.unlink()
+        for name in names:  # config.json last: it is what makes the folder a model
+            os.replace(staging / name, out / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / name for name in names]
+
+
+def _write_save(model: TinyDenoiser, tokenizer: Tokenizer, out: Path, dtype: torch.dtype,
+                extra: dict | None, max_shard_bytes: int | None) -> list[str]:
+    """Write a whole save into the empty folder `out`; returns its file names, in the
+    order they are to be moved into place (config.json last)."""
     state = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
     sizes = {k: v.numel() * v.element_size() for k, v in state.items()}
-    written = [out / "config.json", out / "tokenizer.json"]
     shards = [list(sizes)] if max_shard_bytes is None else plan_shards(sizes, max_shard_bytes)
-    _remove_weights(out)
+    tokenizer.backend.save(str(out / "tokenizer.json"))
     if len(shards) == 1:
         _save_weights(state, out / WEIGHTS_FILE)
-        return [*written, out / WEIGHTS_FILE]
-    weight_map = {}
-    for i, names in enumerate(shards, start=1):
-        name = SHARD_PATTERN.format(i, len(shards))
-        _save_weights({k: state[k] for k in names}, out / name)
-        weight_map.update(dict.fromkeys(names, name))
-        written.append(out / name)
-    index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map}
-    (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
-    return [*written, out / INDEX_FILE]
+        weights = [WEIGHTS_FILE]
+    else:
+        weights, weight_map = [], {}
+        for i, names in enumerate(shards, start=1):
+            name = SHARD_PATTERN.format(i, len(shards))
+            _save_weights({k: state[k] for k in names}, out / name)
+            weight_map.update(dict.fromkeys(names, name))
+            weights.append(name)
+        index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map}
+        (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
+        weights.append(INDEX_FILE)
+    config = {"model_type": MODEL_TYPE, **asdict(model.cfg), **(extra or {})}
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return ["tokenizer.json", *weights, "config.json"]
 
 
 def load_weights(directory: str | Path) -> dict[str, torch.Tensor]:
