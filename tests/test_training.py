@@ -780,7 +780,7 @@ def test_a_run_that_fails_before_saving_removes_the_out_folder_it_made_and_says_
         _signal_in_step(monkeypatch, 2, signal.SIGINT, signal.SIGINT)
     else:
         def row_losses(module, batch):
-            raise RuntimeError("out of memory")
+            raise RuntimeError("a bug")
         monkeypatch.setattr(train_module, "row_losses", row_losses)
     out = tmp_path / "new" / "model"
     with pytest.raises(RuntimeError) if failure == "error" else contextlib.nullcontext():
@@ -825,6 +825,62 @@ def test_an_error_in_the_final_save_keeps_its_traceback_and_the_interim_save_who
     training = json.loads((out / "config.json").read_text())["training"]
     assert (training["interim"], training["steps"]) == (True, 3)
     TinyModel.load(out, torch.device("cpu"))
+
+
+def _out_of_memory_in_step(monkeypatch, step: int, kind: str) -> None:
+    """Training step `step` runs out of memory: on a GPU (torch's OutOfMemoryError, its
+    text as CUDA words it), in Python (MemoryError), or in torch's CPU allocator (the real
+    error, from a tensor no machine can hold)."""
+    real, calls = train_module.row_losses, []
+
+    def row_losses(module, batch):
+        calls.append(1)
+        if len(calls) == step:
+            if kind == "gpu":
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. "
+                                             "GPU 0 has a total capacity of 139.80 GiB")
+            if kind == "python":
+                raise MemoryError
+            torch.empty(2**48, dtype=torch.uint8)
+        return real(module, batch)
+    monkeypatch.setattr(train_module, "row_losses", row_losses)
+
+
+@pytest.mark.parametrize("kind", ["gpu", "python", "cpu allocator"])
+def test_running_out_of_memory_in_training_is_one_line_saying_what_to_do_and_what_was_kept(
+        kind, source_dir, tmp_path, monkeypatch, capsys):
+    """It ended in a traceback of torch's internals, as a bug does, naming no flag."""
+    _out_of_memory_in_step(monkeypatch, 3, kind)
+    out = tmp_path / "out"
+    assert main([*_cli_args(source_dir, out), "--save-every", "1e-9"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        "dlm-lsp train: out of the machine's memory once training had started"
+        + {"gpu": " (tried to allocate 2.00 gib)", "python": "",
+           "cpu allocator": f" (tried to allocate {2**48} bytes)"}[kind]
+        + "; try a smaller --batch-size or --seq-len, or a smaller model (--d-model, "
+        f"--layers); {out} holds the interim save of step 2")
+    training = json.loads((out / "config.json").read_text())["training"]
+    assert (training["interim"], training["steps"]) == (True, 2)
+    TinyModel.load(out, torch.device("cpu"))
+
+
+def test_a_gpu_out_of_memory_names_the_device_and_a_warm_start_no_shape_flags(
+        trained, source_dir, tmp_path, monkeypatch, capsys):
+    """The shape flags are refused beside --init-from: naming them would send the user to
+    a usage error."""
+    def warm_start(cfg, device):
+        raise torch.OutOfMemoryError("MPS backend out of memory (MPS allocated: 17.95 GiB). "
+                                     "Tried to allocate 20.00 MiB on private pool.")
+    monkeypatch.setattr(train_module, "resolve_device", lambda name: torch.device("mps"))
+    monkeypatch.setattr(train_module, "_warm_start", warm_start)
+    out = tmp_path / "out"
+    assert main([*_warm_cli_args(source_dir, out, trained[0])]) == 1
+    assert capsys.readouterr().err == (
+        "dlm-lsp train: out of MPS device memory before training (tried to allocate 20.00 "
+        f"mib); try a smaller --data-bytes, --batch-size or --seq-len; nothing saved to {out}\n")
+    assert not out.exists()
 
 
 # --- contamination, duplicates and licences ------------------------------------------
@@ -1153,6 +1209,21 @@ def test_gpu_run_says_a_training_error_in_one_line(pattern_dir, tmp_path, capsys
                          "--device", "nonsense"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and "gpu_run: failed after" in err
+
+
+def test_gpu_run_says_running_out_of_memory_in_one_line(pattern_dir, tmp_path, monkeypatch,
+                                                        capsys):
+    from dlm_lsp.training import gpu_run
+
+    _out_of_memory_in_step(monkeypatch, 2, "gpu")
+    assert gpu_run.main(["--out", str(tmp_path / "out"), "--size", "tiny", "--no-stdlib",
+                         "--no-site-packages", "--extra-root", str(pattern_dir),
+                         "--device", "cpu", "--max-steps", "100000"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert re.search(r"gpu_run: failed after \d+s: out of the machine's memory once training "
+                     r"had started .*; try a smaller --batch-size .*; nothing saved to \S+$",
+                     err)
 
 
 def test_gpu_run_interrupted_before_training_says_so(pattern_dir, tmp_path, monkeypatch,

@@ -81,6 +81,7 @@ import torch
 from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser, TinyModel, plan_shards
 from dlm_lsp.training.rows import RowConfig
 from dlm_lsp.training.train import (
+    OutOfMemory,
     TrainConfig,
     TrainingError,
     stopping_signal,
@@ -218,10 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         stats = train(cfg)
         listing = verify(cfg.out_dir)
     except Exception as exc:  # the one GPU run must say what went wrong, whatever it was
-        if not isinstance(exc, TrainingError):  # ours say it in their line
+        if not isinstance(exc, (TrainingError, OutOfMemory)):  # ours say it in their line
             traceback.print_exc()
-        print(f"gpu_run: failed after {time.monotonic() - started:.0f}s: {exc}; any interim "
-              f"save is in {cfg.out_dir}", file=sys.stderr, flush=True)
+        kept = "" if isinstance(exc, OutOfMemory) else \
+            f"; any interim save is in {cfg.out_dir}"  # OutOfMemory says what it kept
+        print(f"gpu_run: failed after {time.monotonic() - started:.0f}s: {exc}{kept}",
+              file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt as exc:  # a second signal: train() did not save
         print(f"gpu_run: interrupted after {time.monotonic() - started:.0f}s: "

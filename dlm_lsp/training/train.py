@@ -17,17 +17,19 @@ Run as `python -m dlm_lsp.training.train --seconds 1200` or `dlm-lsp train ...`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import errno
 import json
 import math
 import os
+import re
 import signal
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -65,6 +67,12 @@ EVAL_SEED = 1234  # held-out rows and masks are drawn from this seed in every ru
 
 class TrainingError(Exception):
     """A run cannot start as configured; the message says what to change."""
+
+
+class OutOfMemory(Exception):
+    """The run ran out of memory (the device's or the machine's); the message says when,
+    which flags make it smaller, and what the run saved (exit status 1, not a usage
+    error: the same flags may fit another machine)."""
 
 
 @dataclass
@@ -694,6 +702,48 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
             "final_train_loss": final, "loss_curve": curve}
 
 
+# torch raises its OutOfMemoryError on a GPU; its CPU allocator (torch 2.13) a plain
+# RuntimeError, told apart only by its text.
+_CPU_ALLOCATOR_FAILED = re.compile(r"DefaultCPUAllocator: (can't allocate|not enough) memory")
+_TRIED = re.compile(r"tried to allocate (\d+ bytes|[\d.]+ [KMGT]iB)", re.IGNORECASE)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` says memory ran out: torch's OutOfMemoryError, Python's MemoryError,
+    or torch's CPU allocator failing."""
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(exc, RuntimeError) and bool(_CPU_ALLOCATOR_FAILED.search(str(exc))))
+
+
+@contextlib.contextmanager
+def _memory_errors(cfg: TrainConfig, device: torch.device, when: str,
+                   saved_step: Callable[[], int | None] = lambda: None) -> Iterator[None]:
+    """Turn running out of memory into `OutOfMemory`, whose one line says what to do.
+
+    It ended in a traceback of torch's internals, as a bug would (and other errors still
+    do): a CUDA out-of-memory at the first step of a batch too large for the GPU read
+    like a crash, and did not say which flags make a run smaller, nor what was kept."""
+    try:
+        yield
+    except Exception as exc:
+        if not _out_of_memory(exc):
+            raise
+        gpu = device.type != "cpu" and isinstance(exc, torch.OutOfMemoryError)
+        memory = f"{device.type.upper()} device memory" if gpu else "the machine's memory"
+        smaller = "--batch-size or --seq-len"
+        if when == "before training":  # reading and tokenizing the sources too
+            smaller = "--data-bytes, " + smaller
+        tried = _TRIED.search(str(exc))
+        if tried:
+            when += f" ({tried.group(0).lower()})"
+        if cfg.init_from is None:  # a warm start keeps its model's shape
+            smaller += ", or a smaller model (--d-model, --layers)"
+        step = saved_step()
+        kept = (f"nothing saved to {cfg.out_dir}" if step is None else
+                f"{cfg.out_dir} holds the interim save of step {step}")
+        raise OutOfMemory(f"out of {memory} {when}; try a smaller {smaller}; {kept}") from exc
+
+
 def _check_finite(module: TinyDenoiser, steps: int, out: Path) -> None:
     """Refuse to save weights that are no longer numbers.  The loss is checked only at
     progress lines and interim saves, so a run that diverged between the last of them
@@ -731,34 +781,35 @@ def train(cfg: TrainConfig) -> dict:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
 
-    warm = _warm_start(cfg, device)
-    corpus = _corpus(cfg)
-    print(f"sources: {len(corpus.train) + len(corpus.heldout)} files in "
-          f"{time.monotonic() - run_started:.1f}s; dropped {len(corpus.contaminated)} sharing "
-          f"text with HumanEval, {corpus.duplicates} duplicates", flush=True)
-    module, tokenizer, previous = _model_and_tokenizer(cfg, corpus, device, warm)
-    _check_shards(module, cfg)
-    mask_id, pad_id = tokenizer.token_id(MASK_TOKEN), tokenizer.token_id(PAD_TOKEN)
-    if mask_id is None or pad_id is None:
-        raise TrainingError(f"tokenizer lacks {MASK_TOKEN} or {PAD_TOKEN}")
+    with _memory_errors(cfg, device, "before training"):
+        warm = _warm_start(cfg, device)
+        corpus = _corpus(cfg)
+        print(f"sources: {len(corpus.train) + len(corpus.heldout)} files in "
+              f"{time.monotonic() - run_started:.1f}s; dropped {len(corpus.contaminated)} sharing "
+              f"text with HumanEval, {corpus.duplicates} duplicates", flush=True)
+        module, tokenizer, previous = _model_and_tokenizer(cfg, corpus, device, warm)
+        _check_shards(module, cfg)
+        mask_id, pad_id = tokenizer.token_id(MASK_TOKEN), tokenizer.token_id(PAD_TOKEN)
+        if mask_id is None or pad_id is None:
+            raise TrainingError(f"tokenizer lacks {MASK_TOKEN} or {PAD_TOKEN}")
 
-    started = time.monotonic()
-    train_stream = encode_stream(tokenizer, corpus.train)
-    heldout_stream = encode_stream(tokenizer, corpus.heldout)
-    print(f"data: {len(corpus.train)} train files ({len(train_stream):,} tokens), "
-          f"{len(corpus.heldout)} held-out ({len(heldout_stream):,} tokens), "
-          f"tokenized in {time.monotonic() - started:.1f}s", flush=True)
+        started = time.monotonic()
+        train_stream = encode_stream(tokenizer, corpus.train)
+        heldout_stream = encode_stream(tokenizer, corpus.heldout)
+        print(f"data: {len(corpus.train)} train files ({len(train_stream):,} tokens), "
+              f"{len(corpus.heldout)} held-out ({len(heldout_stream):,} tokens), "
+              f"tokenized in {time.monotonic() - started:.1f}s", flush=True)
 
-    rows = replace(cfg.rows, seq_len=cfg.seq_len)
-    sampler = RowSampler(train_stream, line_start_flags(train_stream, tokenizer),
-                         mask_id, pad_id, rows, seed=cfg.seed)
-    heldout = _Evaluator(
-        _fixed_batches(heldout_stream, tokenizer, rows, cfg.eval_rows, cfg.batch_size),
-        _fixed_batches(heldout_stream, tokenizer,
-                       replace(rows, infill_fraction=1.0, full_mask_fraction=1.0),
-                       cfg.eval_rows, cfg.batch_size),
-        device)
-    initial = heldout.announced(module, "before training")
+        rows = replace(cfg.rows, seq_len=cfg.seq_len)
+        sampler = RowSampler(train_stream, line_start_flags(train_stream, tokenizer),
+                             mask_id, pad_id, rows, seed=cfg.seed)
+        heldout = _Evaluator(
+            _fixed_batches(heldout_stream, tokenizer, rows, cfg.eval_rows, cfg.batch_size),
+            _fixed_batches(heldout_stream, tokenizer,
+                           replace(rows, infill_fraction=1.0, full_mask_fraction=1.0),
+                           cfg.eval_rows, cfg.batch_size),
+            device)
+        initial = heldout.announced(module, "before training")
 
     seconds = cfg.seconds
     if cfg.wall_seconds is not None:
@@ -768,7 +819,8 @@ def train(cfg: TrainConfig) -> dict:
                                 f"{cfg.wall_seconds:.0f}; raise it or lower --data-bytes")
         seconds = min(seconds, left)
     prep_seconds = time.monotonic() - run_started
-    with _OutFolder(Path(cfg.out_dir)), _StopSignals(cfg.out_dir) as stop:
+    with _OutFolder(Path(cfg.out_dir)), _StopSignals(cfg.out_dir) as stop, \
+            _memory_errors(cfg, device, "once training had started", lambda: stop.saved_step):
         print(f"training {module.num_parameters():,} parameters on {describe_device(device)} "
               f"for {seconds:.0f}s{_or_steps(cfg.max_steps)}, "
               f"batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
@@ -980,7 +1032,7 @@ def main(argv: list[str] | None = None) -> int:
     except (TrainingError, ModelLoadError, FileNotFoundError) as exc:
         print(f"dlm-lsp train: {exc}", file=sys.stderr)
         return 2
-    except FloatingPointError as exc:  # the run diverged: not a usage error
+    except (FloatingPointError, OutOfMemory) as exc:  # diverged, or too large: not usage
         print(f"dlm-lsp train: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
