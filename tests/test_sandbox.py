@@ -138,9 +138,67 @@ def test_the_network_namespace_has_only_a_loopback_device():
 
 def test_requiring_a_network_namespace_where_none_works_is_an_error(monkeypatch):
     monkeypatch.setattr(sandbox, "isolation_available", lambda: sandbox.NONE)
-    with pytest.raises(RuntimeError, match="network namespace"):
-        run_program("pass\n", SandboxConfig(network_namespace=True))
+    with pytest.raises(sandbox.IsolationRefused, match="'network' is required"):
+        run_program("pass\n", SandboxConfig(required=sandbox.NETWORK))
     assert not run_program("pass\n", QUICK).network_isolated  # otherwise it runs without
+
+
+def test_required_is_the_one_way_to_ask_for_isolation():
+    """`network_namespace=True` said what `required='network'` says (two fields for one
+    wish, which could disagree); it is gone, and a caller still passing it is told so."""
+    with pytest.raises(TypeError, match="network_namespace"):
+        SandboxConfig(network_namespace=True)  # type: ignore[call-arg]
+
+
+def test_a_required_level_the_sandbox_does_not_know_is_refused_at_once():
+    """A misspelt level failed only as the first program was to run, in tuple.index."""
+    with pytest.raises(ValueError, match="'none', 'network', 'namespaces', got 'namespace'"):
+        SandboxConfig(required="namespace")
+
+
+@pytest.fixture
+def unwarned(monkeypatch):
+    """No isolation here (no `unshare`), probed afresh, and its warning not yet said in
+    this process."""
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sandbox, "probe_isolation", sandbox.probe_isolation.__wrapped__)
+    monkeypatch.setattr(sandbox, "_WARNED", sandbox._Once())
+
+
+def test_a_library_caller_is_warned_in_its_own_terms_once(unwarned, capsys):
+    """The warning named the command line's --require-isolation to a caller of
+    `run_program`, who has no such flag."""
+    run_program("pass\n", QUICK)
+    run_programs(["pass\n", "pass\n"], QUICK)
+    said = capsys.readouterr().err
+    assert said.count("WARNING") == 1
+    assert sandbox.isolation_warning(sandbox.NONE, "SandboxConfig(required='namespaces')") \
+        in said
+    assert "--require-isolation" not in said
+
+
+def test_a_benchmark_command_is_warned_with_its_flag_before_any_program_runs(unwarned,
+                                                                             capsys):
+    config = sandbox.checked_config(1.0, 1, require_isolation=False)
+    said = capsys.readouterr().err
+    assert sandbox.isolation_warning(sandbox.NONE, "--require-isolation") in said
+    run_program("pass\n", config)
+    assert "WARNING" not in capsys.readouterr().err  # said once, in the command's terms
+
+
+def test_run_programs_finds_the_isolation_once_before_its_workers_start(monkeypatch):
+    """Each worker looked it up as its program started: the first workers, at once, each
+    ran the probe (its cache is filled only when a probe ends) and printed its lines."""
+    looked = []
+
+    def probe():
+        looked.append(threading.current_thread().name)
+        return sandbox.Isolation(sandbox.NONE, "the reason")
+    monkeypatch.setattr(sandbox, "probe_isolation", probe)
+    monkeypatch.setattr(sandbox, "_WARNED", sandbox._Once())
+    outcomes = run_programs(["pass\n"] * 4, SandboxConfig(timeout_s=5.0, workers=2))
+    assert all(outcome.passed for outcome in outcomes)
+    assert looked == [threading.current_thread().name]
 
 
 def test_a_namespace_the_kernel_refuses_is_the_sandboxs_failure_not_the_programs(
@@ -195,12 +253,15 @@ def test_no_unshare_command_falls_back_to_no_isolation_and_says_so_loudly(
     """A machine without `unshare` ran model-written code with the limits alone, and
     neither stderr nor the report said a word of it."""
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sandbox, "_WARNED", sandbox._Once())
     found = sandbox.probe_isolation.__wrapped__()  # probed afresh, the cache left alone
+    monkeypatch.setattr(sandbox, "probe_isolation", lambda: found)
+    run_program("pass\n", QUICK)  # the warning comes as programs are to run
     assert found.level == sandbox.NONE
     assert "no `unshare` command" in found.fallback
     said = capsys.readouterr().err
     assert "no `unshare` command" in said and "falling back to 'none'" in said
-    assert sandbox.NO_ISOLATION_WARNING in said
+    assert sandbox.isolation_warning(sandbox.NONE) in said
 
 
 @pytest.mark.skipif(not sandbox.network_namespace_available(),
@@ -211,13 +272,16 @@ def test_a_machine_with_no_known_pivot_root_number_leaves_the_namespaces_out_and
     `[Errno 0]` on stderr; the probe now names the machine, and the report keeps it."""
     monkeypatch.setattr(sandbox, "pivot_root_number", lambda: None)
     monkeypatch.setattr(sandbox, "interpreter_abi", lambda: ("mips64", 64))
+    monkeypatch.setattr(sandbox, "_WARNED", sandbox._Once())
     found = sandbox.probe_isolation.__wrapped__()
+    monkeypatch.setattr(sandbox, "probe_isolation", lambda: found)
+    run_program("pass\n", QUICK)  # the warning comes as programs are to run
     assert found == sandbox.Isolation(sandbox.NETWORK, "'namespaces': no pivot_root system "
                                       "call number known for mips64 (64-bit Python)")
     said = capsys.readouterr().err
     assert "mips64" in said and "falling back to 'network'" in said
-    assert sandbox.NO_ISOLATION_WARNING not in said  # the network namespace still holds,
-    assert sandbox.FILES_IN_VIEW_WARNING in said  # but the user's files are in view
+    assert sandbox.isolation_warning(sandbox.NONE) not in said  # no network, still,
+    assert sandbox.isolation_warning(sandbox.NETWORK) in said  # but the user's files in view
 
 
 @pytest.mark.parametrize(("abi", "number"), [

@@ -105,14 +105,19 @@ class SandboxConfig:
     extra_processes: int = 32  # RLIMIT_NPROC headroom over the user's running tasks
     output_chars: int = 2000  # captured stdout + stderr kept in the outcome
     open_files: int = 64  # descriptors (each memfd could hold file_bytes of memory)
-    # None: the strongest isolation available; True: namespaces required (at least the
-    # network's); False: none (the audit hook and the limits only)
-    network_namespace: bool | None = None
-    # the weakest isolation accepted (`ISOLATION_LEVELS`): where the probe finds only a
-    # weaker one, no program runs (IsolationRefused) instead of the sandbox falling back
+    # Programs run in the strongest isolation that works here (`probe_isolation`).  This is
+    # the weakest one accepted (`ISOLATION_LEVELS`): where the probe finds only a weaker
+    # one, no program runs (IsolationRefused) instead of the sandbox falling back.  NETWORK
+    # says what `network_namespace=True` said, a field this one replaced (the two
+    # overlapped); its False, no namespaces even where they work, is no longer offered.
     required: str = NONE
     hook: bool = True  # False: no audit hook, to test what the kernel enforces alone
     workers: int = 2  # programs run at the same time by `run_programs`
+
+    def __post_init__(self) -> None:
+        if self.required not in ISOLATION_LEVELS:  # found out only as programs were to run
+            raise ValueError(f"SandboxConfig.required must be one of "
+                             f"{', '.join(map(repr, ISOLATION_LEVELS))}, got {self.required!r}")
 
 
 @dataclass(frozen=True)
@@ -165,14 +170,45 @@ class Isolation:
     fallback: str = ""  # "" when NAMESPACES works
 
 
-NO_ISOLATION_WARNING = (
-    "sandbox: WARNING: model-written programs will run with no isolation, only the audit "
-    "hook, resource limits and a timeout: as your user, able to read whatever you can; "
-    "--require-isolation refuses to run them so")
-FILES_IN_VIEW_WARNING = (
-    "sandbox: WARNING: model-written programs will run with no network but no root of their "
-    "own either: as your user, able to read whatever you can; --require-isolation refuses "
-    "to run them so")
+# How a caller refuses to run programs below the namespaces, as the warning names it: a
+# library caller's way, or the command line's (`checked_config`).
+LIBRARY_REFUSAL = f"SandboxConfig(required={NAMESPACES!r})"
+COMMAND_REFUSAL = "--require-isolation"
+
+
+def isolation_warning(level: str, refusal: str = LIBRARY_REFUSAL) -> str:
+    """The warning that programs will run below the namespaces, at `level` (NONE or
+    NETWORK), naming `refusal`, the way to refuse that."""
+    how = ("no isolation, only the audit hook, resource limits and a timeout" if level == NONE
+           else "no network but no root of their own either")
+    return (f"sandbox: WARNING: model-written programs will run with {how}: as your user, "
+            f"able to read whatever you can; {refusal} refuses to run them so")
+
+
+class _Once:
+    """Whether something was done yet in this process, claimed by one thread only."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+
+    def claim(self) -> bool:
+        """True the first time only."""
+        with self._lock:
+            first, self._done = not self._done, True
+            return first
+
+
+_WARNED = _Once()  # the warning is said once a process, where the isolation is first used
+
+
+def _warn(level: str, refusal: str) -> None:
+    """Say, once, that programs will run below the namespaces, and how to refuse that.
+
+    The probe said it, naming the command line's --require-isolation, to library callers of
+    `run_program` too, who have no such flag; the caller now names its own way."""
+    if level != NAMESPACES and _WARNED.claim():
+        print(isolation_warning(level, refusal), file=sys.stderr)
 
 
 class IsolationRefused(RuntimeError):
@@ -183,7 +219,8 @@ class IsolationRefused(RuntimeError):
 def probe_isolation() -> Isolation:
     """The strongest isolation that works here, checked once by running a program in it
     that imports what benchmark programs import (`_probe_program`); each level left says
-    why on stderr, and a level that leaves the user's files readable says so loudly.
+    why on stderr (and a level that leaves the user's files readable says so loudly where
+    programs are to run at it: `_warn`).
 
     The probe was `assert True`, which needs nothing the interpreter had not loaded before
     the namespaces' root hid the rest: where the interpreter's extension modules or the
@@ -216,8 +253,6 @@ def probe_isolation() -> Isolation:
                 found = level
                 break
             leave((level,), weaker, f"{outcome.reason}: {outcome.detail}")
-    if found != NAMESPACES:
-        print(NO_ISOLATION_WARNING if found == NONE else FILES_IN_VIEW_WARNING, file=sys.stderr)
     return Isolation(found, "; ".join(reasons))
 
 
@@ -280,34 +315,32 @@ def _limits(config: SandboxConfig) -> Callable[[], None]:
     return apply
 
 
-def _isolation(config: SandboxConfig) -> str:
-    if config.network_namespace is False:
-        return NONE
+def _isolation(config: SandboxConfig, refusal: str = LIBRARY_REFUSAL) -> str:
+    """The level programs run at under `config`: the strongest that works here, refused
+    (IsolationRefused) below `config.required`, and warned of below the namespaces."""
     available = isolation_available()
-    if config.network_namespace and available == NONE:
-        raise RuntimeError("a network namespace was required, but `unshare --user --net` "
-                           "does not work here")
     if ISOLATION_LEVELS.index(available) < ISOLATION_LEVELS.index(config.required):
         raise IsolationRefused(
             f"sandbox isolation {config.required!r} is required, but only {available!r} "
             f"works here ({probe_isolation().fallback}); model-written programs were not run")
+    _warn(available, refusal)
     return available
 
 
 def checked_config(timeout_s: float, workers: int, require_isolation: bool) -> SandboxConfig:
-    """A benchmark command's sandbox; with `require_isolation`, the namespaces must work,
-    checked here (IsolationRefused), before any model loads or task is filled."""
+    """A benchmark command's sandbox, checked here, before any model loads or task is
+    filled: with `require_isolation`, the namespaces must work (IsolationRefused); without,
+    a weaker isolation is warned of now, naming the command's --require-isolation."""
     config = SandboxConfig(timeout_s=timeout_s, workers=workers,
                            required=NAMESPACES if require_isolation else NONE)
-    if require_isolation:
-        _isolation(config)
+    _isolation(config, COMMAND_REFUSAL)
     return config
 
 
 def fallback_reason(config: SandboxConfig) -> str:
     """Why programs run under `config` got less than the strongest isolation ("" when
-    they did not, or when the caller chose none: `network_namespace=False`)."""
-    return "" if config.network_namespace is False else probe_isolation().fallback
+    they did not)."""
+    return probe_isolation().fallback
 
 
 def isolation_used(config: SandboxConfig) -> tuple[str, str]:
@@ -514,9 +547,10 @@ def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) ->
     waiting for them), or outlive the process and leave their folders in /tmp.
     """
     config = config or SandboxConfig()
+    isolation = _isolation(config)  # probed here once, not by the first workers at once
     running = _Running()
     with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
-        futures = [pool.submit(run_program, source, config, running) for source in sources]
+        futures = [pool.submit(_run, source, config, isolation, running) for source in sources]
         try:
             return [future.result() for future in futures]
         except BaseException:
