@@ -69,6 +69,7 @@ from dlm_lsp.jobs import (
 )
 from dlm_lsp.models import ModelLoadError
 from dlm_lsp.notebooks import NOTEBOOK_SYNC, cell_context, cells_of, changed_cells
+from dlm_lsp.offers import Offers
 from dlm_lsp.policy import SpanTooLong, local_text
 from dlm_lsp.protocol import (
     DRAFT,
@@ -127,6 +128,7 @@ class DlmServer(LanguageServer):
         self.engine_told: list[str] = []
         self._progress_count = 0  # server-initiated progress tokens made so far
         self.refused = Refused()  # documents not kept past maxOpenDocuments
+        self.offers = Offers()  # the suggestions last offered, to tell one accepted
 
     def apply_settings(self, data: Any, initial: bool = False) -> tuple[list[str], bool]:
         """Overlay client settings (camelCase, optionally under "dlm") onto the config, or
@@ -322,8 +324,10 @@ class DlmServer(LanguageServer):
             self.refused.add(uri, told)
 
     def forget(self, uri: str) -> None:
-        """Drop what is kept of a closed document: its recent fills and its parse tree."""
+        """Drop what is kept of a closed document: its recent fills, its parse tree and
+        the suggestions it was offered."""
         self.engine.forget(uri)
+        self.offers.forget(uri)
         forget_document(uri)
 
     def begin_progress(self, token: Any, job: Job, title: str, message: str | None = None) -> None:
@@ -405,13 +409,9 @@ class DlmServer(LanguageServer):
         answers (up to 2 s) stops the job, which then says so as any fill's does.
         """
         doc = self.at_version(uri, version)
-        text, draft_range = doc.source, rng
-        start, end = range_offsets(doc, rng)
-        if accepted is not None:
-            low, high = range_offsets(doc, accepted.range)
-            text = text[:low] + accepted.text + text[high:]
-            start = end = low + len(accepted.text)
-            draft_range = None  # the drafts' place is not in the editor's text yet
+        text, start, end = spliced(doc, rng, accepted)
+        # the drafts' place is not in the editor's text yet after an item not applied
+        draft_range = rng if accepted is None else None
         job = self.start_job(uri, doc.version, kind)
         try:
             if progress is not None:
@@ -422,6 +422,24 @@ class DlmServer(LanguageServer):
             return job, result
         finally:
             self.jobs.finish(job)
+
+    async def suggest(self, uri: str, rng: types.Range, token: Any = None,
+                      selected: types.SelectedCompletionInfo | None = None) -> list[str]:
+        """The fills to offer at the cursor `rng` as ghost text or completion items, best
+        first (`_suggestions`), with a completion item `selected` after its text
+        (`fill_range`).  None, and no fill, where the editor asks at the end of a fill it
+        was just offered and the user accepted (or selected), which the model had ended
+        itself: the model has said what goes there (offers.py)."""
+        text, at, _ = spliced(self.document(uri), rng, selected)
+        if self.offers.accepted(uri, text, at):
+            log.debug("suggestion at %d:%d: the end of an accepted fill, no fill made",
+                      rng.start.line, rng.start.character)
+            return []
+        _, result = await self.fill_range(uri, rng, InfillOptions(), token=token,
+                                          accepted=selected, kind=Kind.SUGGESTION)
+        texts = _suggestions(self, result)
+        self.offers.offered(uri, text, at, result, texts)
+        return texts
 
     async def apply_edits(self, job: Job, edits: list[types.TextEdit], label: str) -> bool:
         """Ask the client to apply edits to exactly the version they were computed for."""
@@ -664,11 +682,8 @@ async def inline_completion(ls: DlmServer,
     if ls.refused.get(params.text_document.uri) is not None:
         return types.InlineCompletionList(items=[])
     selected = _selected_item(ls, params)
-    _, result = await ls.fill_range(params.text_document.uri, rng, InfillOptions(),
-                                    token=params.work_done_token, accepted=selected,
-                                    kind=Kind.SUGGESTION)
-    return types.InlineCompletionList(items=inline_items(_suggestions(ls, result), rng,
-                                                         selected))
+    texts = await ls.suggest(params.text_document.uri, rng, params.work_done_token, selected)
+    return types.InlineCompletionList(items=inline_items(texts, rng, selected))
 
 
 def _selected_item(ls: DlmServer, params: types.InlineCompletionParams
@@ -715,10 +730,22 @@ async def completion(ls: DlmServer, params: types.CompletionParams) -> types.Com
         return types.CompletionList(is_incomplete=False, items=[])
     typed, word = word_before(ls.document(uri), params.position)
     rng = types.Range(params.position, params.position)
-    _, result = await ls.fill_range(uri, rng, InfillOptions(), token=params.work_done_token,
-                                    kind=Kind.SUGGESTION)
-    return types.CompletionList(is_incomplete=True,
-                                items=completion_items(_suggestions(ls, result), typed, word))
+    texts = await ls.suggest(uri, rng, params.work_done_token)
+    return types.CompletionList(is_incomplete=True, items=completion_items(texts, typed, word))
+
+
+def spliced(doc: TextDocument, rng: types.Range,
+            accepted: types.SelectedCompletionInfo | None = None) -> tuple[str, int, int]:
+    """The text a fill of `rng` in `doc` is made in, and the span's offsets there: the
+    document's own, or with a completion item `accepted` as if it were applied, the
+    span right after its text (`DlmServer.fill_range`)."""
+    text = doc.source
+    start, end = range_offsets(doc, rng)
+    if accepted is not None:
+        low, high = range_offsets(doc, accepted.range)
+        text = text[:low] + accepted.text + text[high:]
+        start = end = low + len(accepted.text)
+    return text, start, end
 
 
 def _suggestions(ls: DlmServer, result: InfillResult) -> list[str]:

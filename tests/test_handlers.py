@@ -14,6 +14,7 @@ from dlm_lsp import protocol, server
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.documents import Refused
 from dlm_lsp.jobs import Kind
+from dlm_lsp.offers import Offers
 from dlm_lsp.policy import REWRITE, SpanPlan
 from dlm_lsp.repair import DIFFUSION, REPAIR
 from dlm_lsp.results import Candidate, InfillResult
@@ -25,28 +26,37 @@ AT = types.Position(line=1, character=8)  # `retu|`
 
 class Filled:
     """A server whose every fill comes back as `text` (and `others`), each with the
-    syntax check's verdict in `valid` (True: passed, False: rejected, None: unchecked)."""
+    syntax check's verdict in `valid` (True: passed, False: rejected, None: unchecked),
+    and each ended by the model before its span of 16 tokens, unless `whole` (it used
+    them all); `fills` counts the fills made."""
 
     def __init__(self, text: str, *others: str, valid: tuple[bool | None, ...] = (),
-                 at: types.Position = AT, **settings):
+                 at: types.Position = AT, whole: bool = False, **settings):
         self.texts = [text, *others]  # the candidates, best first
         self.at = at  # where the fills are asked for
         self.valid = list(valid) + [True] * (len(self.texts) - len(valid))
+        self.used = 16 if whole else 3
         self.accepted = None
+        self.fills = 0
         self.config = ServerConfig(**settings)
         self.workspace = Workspace(None)
         self.workspace.put_text_document(types.TextDocumentItem(DOC.uri, "python", 1, TEXT))
         self.refused = Refused()
+        self.offers = Offers()
 
     document = server.DlmServer.document  # the server's own lookups, on this workspace
     at_version = server.DlmServer.at_version
+    suggest = server.DlmServer.suggest
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None,
                          kind=Kind.FILL):
         assert uri == DOC.uri and rng.start == rng.end == self.at
+        assert kind is Kind.SUGGESTION
         self.accepted = accepted
-        return None, SimpleNamespace(candidates=[
-            SimpleNamespace(text=t, valid=v) for t, v in zip(self.texts, self.valid, strict=True)])
+        self.fills += 1
+        return None, SimpleNamespace(tokens=16, reused="", candidates=[
+            SimpleNamespace(text=t, valid=v, used=self.used)
+            for t, v in zip(self.texts, self.valid, strict=True)])
 
 
 FILLS = [("x = 1", True), ("\n    y = 2\n", True), ("#", True), ("", False), ("   ", False),
@@ -447,3 +457,89 @@ def test_a_fill_of_a_hole_marker_may_be_only_whitespace():
     marker is no code that an empty fill would delete."""
     result = infill_selection(Rewritten("", selected="<FILL>"))
     assert [e["newText"] for e in result["edits"]] == [""] and "message" not in result
+
+
+def edit(filled: Filled, text: str, version: int = 2) -> None:
+    """The document becomes `text` (the user accepted a suggestion, or typed)."""
+    filled.workspace.put_text_document(types.TextDocumentItem(DOC.uri, "python", version, text))
+
+
+def ghost_at(filled: Filled, at: types.Position, selected=None):
+    filled.at = at
+    params = types.InlineCompletionParams(
+        text_document=DOC, position=at, context=types.InlineCompletionContext(
+            trigger_kind=types.InlineCompletionTriggerKind.Automatic,
+            selected_completion_info=selected))
+    return asyncio.run(server.inline_completion(filled, params))
+
+
+ACCEPTED = "def f(x):\n    return x\n"  # TEXT with `rn x` inserted at `retu|`
+END = types.Position(1, 12)  # `return x|`
+
+
+def test_ghost_text_accepted_whole_asks_for_no_fill_at_its_end():
+    """Tab inserts the ghost text and VS Code asks again at its end: the model ended that
+    fill before its span, so it has said what goes there, and a fill would only ask again."""
+    filled = Filled("rn x")
+    assert [item.insert_text for item in ghost(filled).items] == ["rn x"]
+    edit(filled, ACCEPTED)
+    assert ghost_at(filled, END).items == []
+    assert filled.fills == 1
+
+
+def test_a_completion_item_accepted_asks_for_no_fill_at_its_end():
+    filled = Filled("rn x")
+    params = types.CompletionParams(text_document=DOC, position=AT)
+    [item] = asyncio.run(server.completion(filled, params)).items
+    edit(filled, ACCEPTED)  # the item's edit: `retu` replaced by `return x`
+    assert item.text_edit.new_text == "return x"
+    assert ghost_at(filled, END).items == []
+    completion = types.CompletionParams(text_document=DOC, position=END)
+    assert asyncio.run(server.completion(filled, completion)).items == []
+    assert filled.fills == 1
+
+
+def test_ghost_text_after_a_selected_completion_item_of_the_fill_makes_no_fill():
+    """VS Code asks for ghost text after the item its suggest widget has selected, as soon
+    as it is selected: the item is the fill, so that is a fill after the fill."""
+    filled = Filled("rn x")
+    asyncio.run(server.completion(filled, types.CompletionParams(text_document=DOC, position=AT)))
+    selected = types.SelectedCompletionInfo(range=WORD, text="return x")
+    assert ghost_at(filled, AT, selected).items == []
+    assert filled.fills == 1
+
+
+def test_a_fill_that_used_its_whole_span_is_continued_after_it_is_accepted():
+    """Cut short by its span, the fill may not be all of the middle: the next fill is the rest."""
+    filled = Filled("rn x", whole=True)
+    ghost(filled)
+    edit(filled, ACCEPTED)
+    assert [item.insert_text for item in ghost_at(filled, END).items] == ["rn x"]
+    assert filled.fills == 2
+
+
+def test_typing_after_an_accepted_fill_asks_for_a_fill_again():
+    filled = Filled("rn x")
+    ghost(filled)
+    edit(filled, "def f(x):\n    return x \n")  # a space typed after it
+    assert [item.insert_text for item in ghost_at(filled, types.Position(1, 13)).items] == ["rn x"]
+    assert filled.fills == 2
+
+
+def test_a_fill_only_partly_accepted_asks_for_a_fill_at_the_cursor():
+    """Ctrl+Right takes a word of the ghost text: the rest is asked for (the engine's recent
+    fills answer that, without the model)."""
+    filled = Filled("rn x + 1")
+    ghost(filled)
+    edit(filled, "def f(x):\n    return x\n")  # `rn x` of `rn x + 1`
+    assert ghost_at(filled, END).items != []
+    assert filled.fills == 2
+
+
+def test_ghost_text_after_another_selected_item_is_filled():
+    """An item of another provider selected at the place of the dlm item is no fill of ours."""
+    filled = Filled("rn x")
+    asyncio.run(server.completion(filled, types.CompletionParams(text_document=DOC, position=AT)))
+    selected = types.SelectedCompletionInfo(range=WORD, text="return")
+    assert [item.insert_text for item in ghost_at(filled, AT, selected).items] == ["returnrn x"]
+    assert filled.fills == 2
