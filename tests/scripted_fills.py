@@ -4,10 +4,14 @@ that takes its time (a large model on a CPU), without such a model.
 
 Each fill runs the real engine (the tiny test model), then its best candidate's text is
 replaced by the text in the file named by DLM_TEST_FILL (the model's own candidates are
-dropped).  Where DLM_TEST_FILL_GATE is set, a fill first appends "begin" to the file named
-by DLM_TEST_FILL_LOG and waits until the gate file exists (checking every 50 ms), stopping
-as the engine does when the server stops it (an edit, a cancel); it appends "end" once it
-has its result, or "stopped" when it was stopped, waiting or in the engine.
+dropped), a fill the model ended before its span did (`used` below the span's tokens), as
+a whole planted answer is.  Where DLM_TEST_FILL_PLACES is set, each fill the server asks
+the engine for appends its place to the file it names: the text of the cursor's line up
+to the cursor, as a JSON string.  Where DLM_TEST_FILL_GATE is set, a fill first appends
+"begin" to the file named by DLM_TEST_FILL_LOG and waits until the gate file exists
+(checking every 50 ms), stopping as the engine does when the server stops it (an edit, a
+cancel); it appends "end" once it has its result, or "stopped" when it was stopped,
+waiting or in the engine.
 Usage: python tests/scripted_fills.py [dlm-lsp arguments]; tests/test_emacs.py and
 editors/vscode/e2e/run.sh --completion run it as an editor's server.
 """
@@ -15,6 +19,7 @@ editors/vscode/e2e/run.sh --completion run it as an editor's server.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -34,6 +39,11 @@ def _note(line: str) -> None:
 
 
 def scripted_infill(self, req):
+    places = os.environ.get("DLM_TEST_FILL_PLACES")
+    if places is not None:
+        line = req.text[req.text.rfind("\n", 0, req.start) + 1:req.start]
+        with open(places, "a", encoding="utf-8") as log:
+            log.write(json.dumps(line) + "\n")
     gate = os.environ.get("DLM_TEST_FILL_GATE")
     if gate is not None:
         _note("begin")
@@ -51,7 +61,8 @@ def scripted_infill(self, req):
     # as planted, line breaks too: a fill for a `\r\n` file is sent with `\r\n` breaks
     with open(os.environ["DLM_TEST_FILL"], encoding="utf-8", newline="") as planted:
         text = planted.read()
-    best = dataclasses.replace(result.candidates[0], text=text, valid=None)
+    best = dataclasses.replace(result.candidates[0], text=text, valid=None,
+                               used=min(result.candidates[0].used, max(result.tokens - 1, 0)))
     if gate is not None:
         _note("end")
     return dataclasses.replace(result, candidates=[best])

@@ -592,10 +592,6 @@ async function completion(fill) {
   await sleep(500);
   await page.press(" ", "Space", 32, 2); // Ctrl+Space: editor.action.triggerSuggest
   // the suggest widget's rows: label, and the detail VS Code shows beside the focused one
-  const rows = () => page.evaluate(`[...document.querySelectorAll('.suggest-widget .monaco-list-row')]
-    .map((r) => ({ label: (r.querySelector('.label-name') || {}).textContent || '',
-                   detail: (r.querySelector('.details-label') || {}).textContent || '',
-                   focused: r.classList.contains('focused') }))`);
   const label = "ret" + fill.split("\n")[0];
   const shown = await until(`the item ${JSON.stringify(label)} in the suggest widget`, async () => {
     const list = await rows();
@@ -604,13 +600,7 @@ async function completion(fill) {
   await page.screenshot(join(args.shots, "completion-shown.png"));
   let chosen = null;
   if (shown) {
-    for (let step = 0; step < shown.length; step++) { // down to the dlm item
-      const list = await rows();
-      chosen = list.find((r) => r.focused);
-      if (chosen?.label === label) break;
-      await page.press("ArrowDown", "ArrowDown", 40);
-      await sleep(200);
-    }
+    chosen = await focusItem(label, shown.length);
     if (chosen?.label !== label) problems.push(`could not select the dlm item: ${JSON.stringify(await rows())}`);
     else if (chosen.detail && chosen.detail !== "dlm-lsp fill") problems.push(`the item's detail: ${JSON.stringify(chosen.detail)}`);
     await page.press("Enter", "Enter", 13, 0, "\r");
@@ -632,6 +622,25 @@ async function completion(fill) {
   console.log(JSON.stringify({ passed: problems.length === 0, problems, shown, chosen, saved }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
+}
+
+/** The suggest widget's rows: label, and the detail VS Code shows beside the focused one. */
+const rows = () => page.evaluate(`[...document.querySelectorAll('.suggest-widget .monaco-list-row')]
+  .map((r) => ({ label: (r.querySelector('.label-name') || {}).textContent || '',
+                 detail: (r.querySelector('.details-label') || {}).textContent || '',
+                 focused: r.classList.contains('focused') }))`);
+
+/** Move the suggest widget's focus down (at most `count` rows) to the item `label`; the
+ *  focused row then, which is that item's unless it could not be reached. */
+async function focusItem(label, count) {
+  let focused = null;
+  for (let step = 0; step < count; step++) {
+    focused = (await rows()).find((r) => r.focused);
+    if (focused?.label === label) break;
+    await page.press("ArrowDown", "ArrowDown", 40);
+    await sleep(200);
+  }
+  return focused;
 }
 
 /** Put the cursor at the code of line `row` (0-based) with Go to Line (column 1) and
@@ -821,6 +830,10 @@ async function rewrite(fillFile) {
  * is the dlm item in the suggest widget.  With `editor.quickSuggestions` "on" (run.sh
  * --typing-quick) VS Code asks for completion items at the first key instead, and not
  * again while that request waits: it is answered at the word's end, the same checks.
+ * Then the item, accepted with Enter, sets off no fill at its end: VS Code asks for ghost
+ * text there as soon as the item is selected (after its text) and again once it is in, and
+ * each began a fill of the model's (the first of them a second fill of the word's place,
+ * the second answered from it), whose fill had ended there (offers.py).
  */
 async function typing(fillLog) {
   const problems = [];
@@ -851,9 +864,30 @@ async function typing(fillLog) {
   await page.screenshot(join(args.shots, "typing.png"));
   const log = fills();
   if (log.includes("stopped")) problems.push(`a fill was stopped, its work thrown away: ${JSON.stringify(log)}`);
+  // Accept the item with Enter: VS Code asks for ghost text after it, while it is selected
+  // and once it is in: the model ended that fill there, so none is made (offers.py).
+  let accepted = "";
+  if (shown) {
+    const chosen = await focusItem(label, shown.length);
+    if (chosen?.label !== label) problems.push(`could not select the dlm item: ${JSON.stringify(await rows())}`);
+    await page.press("Enter", "Enter", 13, 0, "\r");
+    const line = (text) => text.split("\n")[row];
+    accepted = await until("the accepted item in the saved file", async () => {
+      await page.press("s", "KeyS", 83, 2);
+      await sleep(300);
+      return line(readFileSync(args.file, "utf8")).trim() === label && line(readFileSync(args.file, "utf8"));
+    }, 15000, 700).catch((error) => (problems.push(`${error.message}: ${JSON.stringify(readFileSync(args.file, "utf8"))}`), ""));
+    await sleep(2000);  // the debounce and VS Code's request after it, many times over
+    await page.screenshot(join(args.shots, "typing-accepted.png"));
+  }
+  const placesLog = join(dirname(fillLog), "places.log");  // run.sh's DLM_TEST_FILL_PLACES
+  const places = (existsSync(placesLog) ? readFileSync(placesLog, "utf8") : "").split("\n").filter(Boolean)
+    .map((p) => JSON.parse(p));
+  const past = places.filter((p) => p.trim() === label);
+  if (past.length) problems.push(`${past.length} fill(s) made at the end of the dlm item, selected or accepted: ${JSON.stringify(places)}`);
   const errors = events().filter((e) => e.event === "error");
   if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
-  console.log(JSON.stringify({ passed: problems.length === 0, problems, log, shown }, null, 2));
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, log, shown, accepted, places }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
 }

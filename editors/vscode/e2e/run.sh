@@ -55,7 +55,9 @@
 #                                      # line, a key every 40 ms; VS Code gives up on the ghost
 #                                      # text after 750 ms and asks for completion items there,
 #                                      # which must wait for the ghost text's fill (none is
-#                                      # stopped) and show it as the dlm item
+#                                      # stopped) and show it as the dlm item; the item,
+#                                      # selected and accepted with Enter, sets off no fill
+#                                      # at its end (the fill it is ended there)
 #   editors/vscode/e2e/run.sh --typing-quick
 #                                      # the same with `editor.quickSuggestions` "on" (VS Code's
 #                                      # default before): completion items are asked for at the
@@ -229,6 +231,7 @@ if [ -n "$FILL" ]; then  # the server with a planted fill (tests/scripted_fills.
 fi
 if [ -n "$FILL_LOG" ]; then
   SERVER_ENV="$SERVER_ENV, \"DLM_TEST_FILL_GATE\": \"$WORK/gate\", \"DLM_TEST_FILL_LOG\": \"$FILL_LOG\""
+  SERVER_ENV="$SERVER_ENV, \"DLM_TEST_FILL_PLACES\": \"$WORK/places.log\""
 fi
 CRASH=""
 if [ "${1:-}" = "--crash" ]; then  # a server the driver kills; while $CRASH/refuse exists,
