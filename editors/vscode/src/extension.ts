@@ -40,7 +40,7 @@ import {
 } from "./settings";
 import {
   type ClientState, type FillAnswer, fillLatency, loadSettled, RESTART_HINT, type ServerStatus, statusShown,
-  statusText, statusTooltip,
+  statusText, statusTooltip, suggestionLatency,
 } from "./status";
 
 const INFILL = "dlm/infill";
@@ -473,7 +473,8 @@ class DlmExtension implements vscode.Disposable {
       const result = await next(document, position, context, source.token);
       if (!this.config().get<boolean>("inline.enabled", true)) return null;  // turned off meanwhile
       if (!source.token.isCancellationRequested) {
-        this.lastMs = Date.now() - started;
+        const items = Array.isArray(result) ? result.length : result?.items.length ?? 0;
+        this.lastMs = suggestionLatency(items, Date.now() - started) ?? this.lastMs;
         this.scheduleStatus(200);
       }
       return result;

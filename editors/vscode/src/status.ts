@@ -72,6 +72,18 @@ export function fillLatency(answer: FillAnswer | undefined, elapsedMs: number): 
   return answer.stats?.ms ?? elapsedMs;
 }
 
+/**
+ * The "last fill" latency of a ghost text request answered with `items` suggestions after
+ * `elapsedMs`: undefined where it offered none, which leaves "last fill" as it was.  Asked
+ * at the end of a suggestion the user just accepted, the server answers at once with none
+ * and runs no fill (its offers.py): "last fill: 3 ms" after each Tab claimed a fill as fast
+ * as no model is.  (A fill that offered nothing, its text only whitespace, is not counted
+ * either: nothing was shown for it.)
+ */
+export function suggestionLatency(items: number, elapsedMs: number): number | undefined {
+  return items > 0 ? elapsedMs : undefined;
+}
+
 /** A model setting can be a directory: show its last path component. */
 export function modelLabel(model: string | undefined): string {
   if (!model) return "?";

@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { type ClientState, fillLatency, formatMs, loadSettled, modelLabel, statusShown, statusText, statusTooltip } from "../status";
+import {
+  type ClientState, fillLatency, formatMs, loadSettled, modelLabel, statusShown, statusText, statusTooltip,
+  suggestionLatency,
+} from "../status";
 
 describe("status bar", () => {
   const loaded = { model: "default", loaded: true, device: "cpu", p50Ms: 95.4, p95Ms: 140, fills: 3 };
@@ -138,5 +141,15 @@ describe("fillLatency: which commands set \"last fill\"", () => {
     assert.equal(fillLatency({ stats: { ms: 312.5 } }, 340), 312.5);
     assert.equal(fillLatency({ holes: 2 }, 1800), 1800);
     assert.equal(fillLatency({}, 950), 950);  // Rewrite block: a fill ran whether applied or not
+  });
+});
+
+describe("suggestionLatency: which ghost text answers set \"last fill\"", () => {
+  it("one with suggestions sets it to the time it took", () => {
+    assert.equal(suggestionLatency(2, 340), 340);
+  });
+
+  it("one with none leaves it as it was: the server answers at an accepted fill's end with no fill", () => {
+    assert.equal(suggestionLatency(0, 3), undefined);
   });
 });
