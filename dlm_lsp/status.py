@@ -103,10 +103,11 @@ def _table(columns: tuple[str, ...], replicas: list[dict[str, Any]]) -> list[str
 def _counts(service: dict[str, Any]) -> list[str]:
     """The replica count and queue depth lines.  Without its metrics board the service
     answers with one replica's counters and a null count: the rows are then not the
-    service's replicas (their count was shown as "1 live" of a service of many)."""
+    service's replicas (their count was shown as "1 live" of a service of many).  That
+    replica has a row in each of the `REPLICA_TABLES`, so the words speak of both."""
     if service.get("replicas") is None:
-        return ["replicas    unknown (the service's metrics board is gone: the row below "
-                "is the answering replica's alone)",
+        return ["replicas    unknown (the service's metrics board is gone: the tables below "
+                "hold the answering replica's row alone)",
                 f"queueDepth  {service.get('queueDepth')} on the answering replica"]
     return [f"replicas    {service.get('replicas')} live",
             f"queueDepth  {service.get('queueDepth')}"]

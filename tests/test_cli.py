@@ -239,8 +239,8 @@ def test_status_of_a_service_without_its_metrics_board_says_the_replica_count_is
     lines = capsys.readouterr().out.splitlines()
     assert not [line for line in lines if "live" in line]
     counts = [line for line in lines if line.startswith(("replicas ", "queueDepth "))]
-    assert counts == ["replicas    unknown (the service's metrics board is gone: the row "
-                      "below is the answering replica's alone)",
+    assert counts == ["replicas    unknown (the service's metrics board is gone: the "
+                      "tables below hold the answering replica's row alone)",
                       "queueDepth  3 on the answering replica"]
 
 
