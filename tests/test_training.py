@@ -1040,6 +1040,70 @@ def test_a_save_that_fails_partway_leaves_the_earlier_save_whole(tokenizer, tmp_
     assert all(torch.equal(loaded[k], v.half().float()) for k, v in earlier.state_dict().items())
 
 
+def _leftover_of_a_killed_save(folder: Path) -> Path:
+    """The hidden folder a save killed by SIGKILL while writing its weights leaves."""
+    leftover = folder / ".saving-k1ll3d"
+    leftover.mkdir()
+    (leftover / "tokenizer.json").write_text("{}")
+    (leftover / "model.safetensors").write_bytes(b"half a tensor")
+    return leftover
+
+
+def test_a_save_removes_the_hidden_folder_a_killed_save_left(tokenizer, tmp_path):
+    """A save killed outright never reached its clean-up: its hidden folder, weights
+    and all, stayed in the model folder through every later save."""
+    save_tiny(_small_model(tokenizer), tokenizer, tmp_path)
+    _leftover_of_a_killed_save(tmp_path)
+    save_tiny(_small_model(tokenizer), tokenizer, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer.json"]
+
+
+def test_a_model_folder_with_a_killed_save_s_leftover_still_loads(tokenizer, tmp_path):
+    save_tiny(_small_model(tokenizer), tokenizer, tmp_path)
+    leftover = _leftover_of_a_killed_save(tmp_path)
+    (leftover / "config.json").write_text("not json")
+    assert load_model(str(tmp_path), "cpu").tokenizer.vocab_size == tokenizer.vocab_size
+    assert inspect(str(tmp_path)).problems == []
+
+
+def test_a_second_save_into_a_folder_waits_for_the_first_and_keeps_its_files(
+        tokenizer, tmp_path, monkeypatch):
+    """Two saves into one folder can run at once (two train runs with one --out): the
+    second must not take the first's hidden folder for a killed save's and remove it
+    under it, and their files must not mix."""
+    from dlm_lsp.models import tiny
+
+    real, writing, go_on = tiny.save_file, threading.Event(), threading.Event()
+
+    def save_file(tensors, path):
+        if not writing.is_set():  # the first save pauses at its weights
+            writing.set()
+            go_on.wait(30)
+        real(tensors, path)
+    monkeypatch.setattr(tiny, "save_file", save_file)
+    first = threading.Thread(target=save_tiny, args=(_small_model(tokenizer), tokenizer,
+                                                     tmp_path),
+                             kwargs={"extra": {"training": {"steps": 1}}})
+    first.start()
+    assert writing.wait(30)
+    [staging] = tmp_path.glob(".saving-*")
+    second = threading.Thread(target=save_tiny, args=(_small_model(tokenizer), tokenizer,
+                                                      tmp_path),
+                              kwargs={"extra": {"training": {"steps": 2}}})
+    second.start()
+    second.join(1.0)
+    try:
+        assert second.is_alive() and staging.is_dir()
+    finally:
+        go_on.set()
+        first.join(30)
+        second.join(30)
+    assert json.loads((tmp_path / "config.json").read_text())["training"] == {"steps": 2}
+    assert not list(tmp_path.glob(".saving-*"))
+    load_model(str(tmp_path), "cpu")
+
+
 def test_a_shard_the_index_names_must_exist(tokenizer, tmp_path):
     save_tiny(_small_model(tokenizer), tokenizer, tmp_path, max_shard_bytes=60_000)
     next(tmp_path.glob("model-00002-*.safetensors")).unlink()

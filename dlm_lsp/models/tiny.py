@@ -9,13 +9,15 @@ deliberately small so that it trains in minutes and runs on two CPU cores.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import math
 import os
 import shutil
 import tempfile
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -230,10 +232,52 @@ def save_tiny(model: TinyDenoiser, tokenizer: Tokenizer, directory: str | Path,
     writing (a full disk, memory running out, any error) left the new config.json beside
     no weights or some of the new shards, a folder that looked like a model and was none,
     with the model saved there before lost.  It now leaves the earlier save as it was.
+    A save that is killed outright (SIGKILL, power lost) leaves its hidden folder behind
+    (loaders read only the files they name, so the model still loads); the next save
+    into the folder removes it (`_saving_into`).
     """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=out))
+    with _saving_into(out):
+        return _save_into(model, tokenizer, out, dtype, extra, max_shard_bytes)
+
+
+STAGING_PREFIX = ".saving-"
+
+
+@contextmanager
+def _saving_into(out: Path) -> Iterator[None]:
+    """Hold the folder `out` for one save, and remove the hidden folders that saves
+    killed before they could clean up left there.
+
+    Two saves into one folder can run at once (two `dlm-lsp train --out X` runs, nothing
+    stops them), and a leftover folder cannot be told from a live save's by its look, so
+    each save holds an exclusive lock on `out` (flock, which the system drops when its
+    process dies, SIGKILL included) for its whole length: a second save waits for the
+    first to finish, rather than mixing its files with the first's, and every hidden
+    folder found while holding the lock is a dead save's.  Where the file system has no
+    such locks (NFS, which emulates flock with byte-range locks that a folder cannot
+    take), the save goes ahead unlocked and removes nothing: a leftover there may be a
+    live save's.
+    """
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # no flock on this file system: unlocked, and nothing removed
+            pass
+        else:
+            for stale in out.glob(f"{STAGING_PREFIX}*"):
+                shutil.rmtree(stale, ignore_errors=True)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
+
+
+def _save_into(model: TinyDenoiser, tokenizer: Tokenizer, out: Path, dtype: torch.dtype,
+               extra: dict | None, max_shard_bytes: int | None) -> list[Path]:
+    """`save_tiny` once the folder is held: write into a hidden folder, then move."""
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
     try:
         names = _write_save(model, tokenizer, staging, dtype, extra, max_shard_bytes)
         for stale in _weight_files(out):  # an earlier save's: one file and shards never mix
