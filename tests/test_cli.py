@@ -728,9 +728,12 @@ def test_serve_remote_imports_numpy_only_with_the_signals_held():
     assert out.stdout == "held\n", out.stderr
 
 
-@pytest.mark.parametrize("missing", ["ray", "fastapi"])
+@pytest.mark.parametrize("missing", ["ray", "fastapi", "starlette", "uvicorn", "pydantic",
+                                     "grpc"])
 def test_serve_remote_without_ray_serve_says_so_before_importing_torch(missing):
-    """It imported torch (a second or more) before finding Ray Serve missing."""
+    """It imported torch (a second or more) before finding Ray Serve missing; and of
+    what `ray.serve` imports from Ray's serve extra it looked only for fastapi: a
+    missing uvicorn (say) was found only by the service's import, after torch's."""
     probe = ("import sys\n"
              f"sys.modules[{missing!r}] = None  # as if not installed: no import, no spec\n"
              "from dlm_lsp.cli import main\nstatus = main(sys.argv[1:])\n"

@@ -9,9 +9,15 @@ import sys
 from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.held_signals import import_torch
 
-# What the service imports from outside the project (ray.serve comes with ray), looked
-# for before torch's import, a second or more: without them the command only says so.
-SERVICE_PACKAGES = ("ray", "fastapi")
+# What the service imports from outside the project, looked for before torch's import, a
+# second or more: without them the command only says so.  ray.serve comes with ray, and
+# importing it (its HTTP proxy among its modules) fails without the packages of Ray's
+# `serve` extra listed after fastapi (grpc: grpcio), which the extra of every Ray from
+# 2.40 (pyproject's `remote`) brings.  Ray 2.60's ray.serve also needs grpcio-reflection
+# and opentelemetry, which 2.40's extra does not bring: they are left to the import's own
+# failure, after torch's, which says the same, rather than refuse a service that runs
+# without them.
+SERVICE_PACKAGES = ("ray", "fastapi", "starlette", "uvicorn", "pydantic", "grpc")
 
 
 def parser() -> argparse.ArgumentParser:
