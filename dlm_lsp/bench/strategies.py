@@ -12,7 +12,6 @@ passes, and wall time.  Execution-based pass@1 belongs to `bench humaneval`
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -109,10 +108,9 @@ def main(model: str, device: str, split: str, limit: int | None, steps: int,
               f"{r.mean_steps} | {r.ms_per_fill} |")
     with writing_reports(partial) as files:
         if json_out:
-            files.text(json_out, json.dumps(
-                {"split": split, "steps": steps, "model": engine.model.name,
-                 "machine": machine, "rows": [asdict(r) for r in rows],
-                 "partial": asdict(partial) if partial else None}, indent=2))
+            files.json(json_out, {"split": split, "steps": steps, "model": engine.model.name,
+                                  "machine": machine, "rows": [asdict(r) for r in rows],
+                                  "partial": asdict(partial) if partial else None})
     if partial:
         raise Stopped(partial, files.said())
     return 0
