@@ -603,18 +603,22 @@ def test_a_strategies_run_signalled_while_writing_its_json_writes_it_whole(
     assert capsys.readouterr().err.rstrip().endswith(f"; report written to {out}")
 
 
-def test_a_strategies_json_is_written_as_every_other_report(model_dir, tmp_path,
-                                                           monkeypatch):
-    """`bench strategies --json` wrote indent 2 and no final line break, where every other
-    report (output.write_json) writes indent 1 and ends its last line."""
-    from dlm_lsp.bench import strategies
+@pytest.mark.parametrize("command", [["strategies", "--steps", "2"], ["syntax"]],
+                         ids=["strategies", "syntax"])
+def test_a_bench_json_is_written_as_every_other_report(command, model_dir, tmp_path,
+                                                      monkeypatch):
+    """`bench strategies --json` wrote indent 2 and no final line break, and `bench
+    syntax --json` indent 2, where every other report (output.write_json) writes indent 1
+    and ends its last line."""
+    from dlm_lsp.bench import strategies, syntax_rate
     from dlm_lsp.bench.filling import Fill
 
     monkeypatch.setattr(strategies, "fill_task",
                         lambda engine, task, settings: Fill(task.middle, True, 1, 1.0))
-    out = tmp_path / "strategies.json"
-    assert main(["bench", "strategies", "--model", str(model_dir), "--device", "cpu",
-                 "--limit", "1", "--steps", "2", "--json", str(out)]) == 0
+    monkeypatch.setattr(syntax_rate, "fixture_tasks", lambda: fixture_tasks()[:1])
+    out = tmp_path / "report.json"
+    assert main(["bench", *command, "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "1", "--json", str(out)]) == 0
     text = out.read_text()
     assert text == json.dumps(json.loads(text), indent=1) + "\n"
 

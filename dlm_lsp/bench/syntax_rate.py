@@ -13,7 +13,6 @@ writes the rows it has, the one under way over the tasks it filled, marked parti
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -152,7 +151,7 @@ def main(model: str, device: str, limit: int | None, out: str | None) -> int:
         entry["partial"] = asdict(partial) if partial else None
     with writing_reports(partial) as files:
         if out:
-            files.text(out, json.dumps(table, indent=2) + "\n")
+            files.json(out, table)
     if partial:
         raise Stopped(partial, files.said())
     return 0
