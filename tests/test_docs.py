@@ -10,6 +10,7 @@ test_nvim.py, test_vscode.py); these cover what every document shows.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import subprocess
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from cli_parsers import command_parsers
+
+from dlm_lsp.config import REFINE_ORDERS, SCHEDULES, STRATEGIES, InfillOptions, ServerConfig, camel
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", ROOT / "editors" / "README.md",
@@ -144,3 +147,49 @@ def test_every_commit_the_documents_name_is_in_this_repository_s_history():
                              capture_output=True, check=True).stdout.split()
     assert [commit for commit in named
             if not any(full.startswith(commit) for full in history)] == []
+
+
+def readme_section(title: str) -> str:
+    """The text of the README's `## title` section, up to the next one."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def wire_names(cls: type) -> set[str]:
+    return {camel(field.name) for field in dataclasses.fields(cls)}
+
+
+def listed_after(words: str, text: str) -> set[str]:
+    """The code spans of `text` from `words` up to the next `;`, `(` or `.`."""
+    found = re.search(re.escape(words) + r"([^;(.]*)", " ".join(text.split()))
+    assert found, f"the section no longer says which controls are {words.rstrip(':')}"
+    return set(re.findall(r"`(\w+)`", found.group(1)))
+
+
+def test_the_controls_said_to_be_only_settings_or_only_request_options_are_so():
+    """"Every control is a setting and a per-request option", said the Denoising
+    controls, then named `latencyMs` as the latency target: sent as a setting (in
+    initializationOptions, or VS Code's settings.json) it was "unknown setting
+    'latencyMs' ignored"; the setting is per task kind (`latencyMsSingleLine`, ...)."""
+    section = readme_section("Denoising controls")
+    settings, options = wire_names(ServerConfig), wire_names(InfillOptions)
+    settings_only = listed_after("settings only:", section)
+    options_only = listed_after("request options only:", section)
+    assert settings_only and settings_only <= settings - options
+    assert options_only == options - settings
+
+
+def test_every_control_the_denoising_section_names_is_both_a_setting_and_an_option():
+    """The rest of what the section names in code spans is a control both ways, a value
+    one of them takes, or a field of `dlm/status` (What the server speaks)."""
+    section = readme_section("Denoising controls")
+    status_row = next(row for row in readme_section("What the server speaks").splitlines()
+                      if row.startswith("| `dlm/status`"))
+    status_fields = set(re.search(r"Result `\{([^}]*)\}`", status_row).group(1)
+                        .replace(" ", "").split(","))
+    exceptions = (listed_after("settings only:", section)
+                  | listed_after("request options only:", section))
+    values = {*STRATEGIES, *SCHEDULES, *REFINE_ORDERS}
+    named = set(re.findall(r"`([a-z][A-Za-z]*)`", section))
+    both = wire_names(ServerConfig) & wire_names(InfillOptions)
+    assert sorted(named - both - exceptions - values - status_fields) == []
