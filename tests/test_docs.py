@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from cli_parsers import command_parsers
+from rpc import ServerProcess
 
 from dlm_lsp.config import REFINE_ORDERS, SCHEDULES, STRATEGIES, InfillOptions, ServerConfig, camel
 
@@ -193,3 +194,45 @@ def test_every_control_the_denoising_section_names_is_both_a_setting_and_an_opti
     named = set(re.findall(r"`([a-z][A-Za-z]*)`", section))
     both = wire_names(ServerConfig) & wire_names(InfillOptions)
     assert sorted(named - both - exceptions - values - status_fields) == []
+
+
+def top_level_names(braced: str) -> set[str]:
+    """The member names of a `{name, name?: ..., name: {...}}` shape as the README writes
+    a result, outside its nested braces and brackets."""
+    depth, outside = 0, []
+    for ch in braced.strip()[1:-1]:
+        depth += (ch in "[{") - (ch in "]}")
+        if depth == 0 and ch not in "]}":
+            outside.append(ch)
+    return {part.split(":")[0].strip().rstrip("?") for part in "".join(outside).split(",")}
+
+
+def documented_result(method: str) -> str:
+    """The `Result {...}` shape the README's "What the server speaks" gives `method`."""
+    row = next(row for row in readme_section("What the server speaks").splitlines()
+               if row.startswith(f"| `{method}`"))
+    return re.search(r"Result `(\{.*?\})`", row).group(1)
+
+
+def test_the_results_of_infill_and_status_have_the_members_the_readme_lists():
+    """A client is written against the README's result shapes: a member renamed or added
+    in the server and not there is a client reading a name that is never sent."""
+    infill = documented_result("dlm/infill")
+    candidate = re.search(r"candidates: \[(\{[^}]*\})\]", infill).group(1)
+    stats = re.search(r"stats: (\{[^}]*\})", infill).group(1)
+    server = ServerProcess()
+    try:
+        client = server.client
+        client.initialize({"candidates": 2})
+        client.open("file:///docs/a.py", "def add(a, b):\n    \n")
+        at = {"line": 1, "character": 4}
+        filled = client.call("dlm/infill", {"textDocument": {"uri": "file:///docs/a.py"},
+                                            "range": {"start": at, "end": at}}, timeout=120)
+        status = client.call("dlm/status", {})["result"]
+    finally:
+        server.close()
+    result = filled["result"]
+    assert set(result) - {"message"} == top_level_names(infill)
+    assert {name for c in result["candidates"] for name in c} == top_level_names(candidate)
+    assert set(result["stats"]) == top_level_names(stats)
+    assert set(status) == top_level_names(documented_result("dlm/status"))
