@@ -467,9 +467,11 @@ class Engine:
         steps = layout.n_masked if strategy == "left-to-right" else plan.steps
         rows = opt.candidates or cfg.candidates
         length = len(layout.prefix_ids) + layout.n_masked + len(layout.suffix_ids)
-        target = opt.latency_ms or {SINGLE_LINE: cfg.latency_ms_single_line,
-                                    MULTI_LINE: cfg.latency_ms_multi_line,
-                                    REWRITE: cfg.latency_ms_rewrite}[plan.kind]
+        # the request's own budget (its target, else its steps) over the server's target for
+        # the kind: with latencyMsSingleLine set, a request's `steps` was dropped
+        target = opt.latency_ms if opt.latency_ms is not None or opt.steps is not None else {
+            SINGLE_LINE: cfg.latency_ms_single_line, MULTI_LINE: cfg.latency_ms_multi_line,
+            REWRITE: cfg.latency_ms_rewrite}[plan.kind]
         timing = time.perf_counter()
         # predicted passes scaled by the load factor: on a loaded machine passes run slower
         # than calibrated (the factor is 1 on a quiet one: budgets are the cost model's own)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -85,6 +86,19 @@ def test_the_prediction_is_steps_times_the_cost_of_a_step(engine: Engine) -> Non
     no_target = _infill(engine, steps=4)
     assert (no_target.steps, no_target.predicted_ms) == (4, None)
 
+
+
+def test_a_request_s_own_steps_win_over_the_server_s_latency_target_for_its_kind(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request's option overrides the server's setting (Denoising controls): with
+    latencyMsSingleLine set, a request's `steps: 12` was dropped and the fill had the
+    1 step a 40 ms target bought.  The request's own `latencyMs` still picks the budget."""
+    targets = {"latency_ms_single_line": 5, "latency_ms_multi_line": 5, "latency_ms_rewrite": 5}
+    monkeypatch.setattr(engine, "config", dataclasses.replace(engine.config, **targets))
+    asked = _infill(engine, steps=4)
+    assert (asked.steps, asked.predicted_ms) == (4, None)
+    assert _infill(engine).steps < 4  # without its own steps, the setting's target decides
+    assert _infill(engine, steps=4, latency_ms=1000).steps == 24
 
 def _measured(ratio: float) -> LoadFactor:
     """A load factor whose passes all ran `ratio` times as long as predicted."""
