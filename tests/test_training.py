@@ -1184,6 +1184,29 @@ def test_gpu_recipe_fits_what_comes_back_from_the_gpu_machine(tmp_path):
     assert (cfg.d_model, cfg.n_layers, cfg.seq_len, cfg.vocab_size) == (512, 8, 512, 8192)
 
 
+def _gpu_run_config(tmp_path, *flags):
+    from dlm_lsp.training import gpu_run
+
+    return gpu_run.config_from_args(gpu_run.build_parser().parse_args(
+        ["--out", str(tmp_path / "out"), *flags]))
+
+
+def test_gpu_run_init_from_default_continues_the_shipped_model_as_train_does(tmp_path):
+    """Read as a Path, "default" was a folder ./default beside the repository's root."""
+    cfg = _gpu_run_config(tmp_path, "--init-from", "default")
+    assert cfg.init_from == train_module.DEFAULT_OUT
+    files, size = export_plan(cfg)  # the shipped model's shape: 5.2M parameters, one file
+    assert files == 3 and size < 12 * 2**20  # a new model at the GPU size: 7 files, ~57 MiB
+
+
+def test_gpu_run_init_from_a_path_to_a_directory_called_default_is_that_directory(tmp_path):
+    assert _gpu_run_config(tmp_path, "--init-from", "./default").init_from == Path("default")
+
+
+def test_gpu_run_trains_a_new_model_without_init_from(tmp_path):
+    assert _gpu_run_config(tmp_path).init_from is None
+
+
 # The GPU machine has torch, tokenizers, safetensors and numpy, and runs the module
 # from a copy of the repository: the run must never import the server's dependencies.
 BLOCKED_IMPORTS = """

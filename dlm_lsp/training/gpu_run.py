@@ -56,9 +56,11 @@ held-out losses stay comparable between recipes.  Progress lines report plain
 and infilling losses apart, and held-out losses every minute, so the next run
 can rebalance.
 
-`--init-from DIR` continues a saved model instead, in its own shape and with its
-own tokenizer (an earlier GPU run's output, say; the shipped 5.2M-parameter
-default also works, but a small model leaves most of this budget unused).
+Without `--init-from` the run trains a new model at this size; `--init-from DIR`
+continues a saved model instead, in its own shape and with its own tokenizer (an
+earlier GPU run's output, say).  `--init-from default` names the shipped model, as
+in `dlm-lsp train` (`train.init_directory`; "./default" is a directory called
+default), but a 5.2M-parameter model leaves most of this budget unused.
 `--size tiny` runs the same path at the tiny preset's size, which the test
 suite uses to prove this command end to end on a CPU.
 """
@@ -84,6 +86,7 @@ from dlm_lsp.training.train import (
     OutOfMemory,
     TrainConfig,
     TrainingError,
+    init_directory,
     stopping_signal,
     tiny_preset,
     train,
@@ -173,8 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="whole run, corpus build and export included (default 420)")
     p.add_argument("--size", choices=("full", "tiny"), default="full",
                    help="tiny: the same run at the tiny preset's size (tests)")
-    p.add_argument("--init-from", type=Path, default=None,
-                   help="continue this saved model (its shape and tokenizer)")
+    p.add_argument("--init-from", type=init_directory, default=None,
+                   help="continue this saved model (its shape and tokenizer), or 'default' "
+                   "for the shipped model, as in dlm-lsp train (default: a new model)")
     p.add_argument("--device", default=None, help="default: cuda when available")
     p.add_argument("--max-steps", type=value_type("max_steps"), default=None,
                    help="stop after this many steps")

@@ -955,6 +955,15 @@ def value_type(name: str) -> Callable[[str], object]:
     return {**_FLAGS, "threads": _THREADS, "shard_mib": _SHARD_MIB}[name].parse
 
 
+def init_directory(spec: str) -> Path:
+    """The directory an --init-from value names, for `train` and `gpu_run` alike: "default"
+    is the shipped model, the name fill --model takes (where the package lives is no path
+    a user knows).  Read as the loader reads a spec (`shipped_directory`): as a Path,
+    "./default" was "default" too and warm-started the shipped model, not the directory
+    ./default it names; and gpu_run, which took a Path, looked for ./default."""
+    return shipped_directory(spec) or Path(spec)
+
+
 def _flag(name: str) -> str:
     """The command-line flag of a TrainConfig field in `_FLAGS`."""
     return _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
@@ -1007,11 +1016,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
                             f"{'it' if len(reshaping) == 1 else 'them'}, or train a new model "
                             "without --init-from")
     base = PRESETS[args.preset]()
-    # The name fill --model takes: where the package lives is no path a user knows.  Read
-    # as the loader reads it (`shipped_directory`): as a Path, "./default" was "default"
-    # too and warm-started the shipped model, not the directory ./default it names.
-    init_from = None if args.init_from is None else (shipped_directory(args.init_from)
-                                                     or Path(args.init_from))
+    init_from = None if args.init_from is None else init_directory(args.init_from)
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
     return replace(
         base, **given, out_dir=args.out or base.out_dir, init_from=init_from,
