@@ -701,6 +701,34 @@ def test_models_check_takes_our_family_by_name_as_the_loader_does(checkpoints, c
     assert "not 'dlm-tiny'" in capsys.readouterr().err
 
 
+def test_models_check_default_with_a_published_family_says_it_is_not_one(capsys):
+    """`models check default --family dream` read the shipped model as a Dream checkpoint
+    and failed on "no token to end a span", as if the model were broken."""
+    from dlm_lsp.models import DEFAULT_MODEL_DIR
+
+    assert models_main(["check", "default", "--family", "dream"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"problem: {DEFAULT_MODEL_DIR / 'config.json'} has model_type 'dlm-tiny': this is a "
+        "model `dlm-lsp train` wrote, not a dream checkpoint; leave the family out (or name "
+        "dlm-tiny) to load it as one\n1 problem(s)\n")
+    assert "family" not in captured.out
+
+
+def test_models_check_of_our_model_with_an_unknown_family_names_the_known_ones(capsys):
+    from dlm_lsp.models import DEFAULT_MODEL_DIR
+
+    assert models_main(["check", str(DEFAULT_MODEL_DIR), "--family", "drem"]) == 1
+    assert "problem: unknown model family 'drem'; known: dream" in capsys.readouterr().err
+
+
+def test_loading_our_model_as_a_published_family_says_it_is_not_one():
+    from dlm_lsp.models import DEFAULT_MODEL_DIR
+
+    with pytest.raises(ModelLoadError, match="not a dream checkpoint; leave the family out"):
+        load_model(f"dream:{DEFAULT_MODEL_DIR}", "cpu")
+
+
 @pytest.mark.parametrize("spec, says", [
     ("", "model '' is empty: use 'default', a model directory, FAMILY:DIR"),
     ("dream:", "model 'dream:' names no directory after 'dream:' (FAMILY:DIR"),

@@ -6,7 +6,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlm_lsp.models.checkpoint import MODEL_TYPE, local_directory, locate, not_ours
+from dlm_lsp.models.checkpoint import (
+    MODEL_TYPE,
+    local_directory,
+    locate,
+    not_ours,
+    ours_as_published,
+)
 from dlm_lsp.models.interface import DiffusionModel, ModelLoadError
 from dlm_lsp.models.registry import FAMILIES, Family, split_spec
 
@@ -92,6 +98,8 @@ def load_model(spec: str, device: str = "auto", precision: str = "auto",
     if model_type == MODEL_TYPE and family is None:
         return TinyModel.load(path, pick_device(device), name=spec, precision=precision,
                               graphs=graphs)
+    if model_type == MODEL_TYPE:
+        raise ModelLoadError(f"model '{spec}': {ours_as_published(path, family.name)}")
     from dlm_lsp.models.hf import load_checkpoint  # imports transformers: only when needed
 
     return load_checkpoint(path, pick_device(device), precision, family=family, name=spec)

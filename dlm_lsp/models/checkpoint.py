@@ -52,6 +52,16 @@ def not_ours(path: Path, model_type: object) -> str:
             "is not a model `dlm-lsp train` wrote; leave the family out to detect it")
 
 
+def ours_as_published(path: Path, family: str) -> str:
+    """Why a model `dlm-lsp train` wrote (the shipped one among them) is not read as the
+    published family `family` ("dream:DIR", `models check default --family dream`): read
+    as one, it failed on whichever of that family's conventions came first ("no token to
+    end a span"), as if the model were broken rather than the family wrong."""
+    return (f"{path / CONFIG_FILE} has model_type {MODEL_TYPE!r}: this is a model `dlm-lsp "
+            f"train` wrote, not a {family} checkpoint; leave the family out (or name "
+            f"{MODEL_TYPE}) to load it as one")
+
+
 def _read_json(path: Path, required: bool = False) -> dict:
     """A JSON object from `path`; {} when it is absent and not required."""
     if not path.is_file():

@@ -28,6 +28,7 @@ from dlm_lsp.models.checkpoint import (
     local_directory,
     not_a_directory,
     not_ours,
+    ours_as_published,
     suggested_directory,
 )
 from dlm_lsp.models.interface import ModelLoadError
@@ -133,6 +134,14 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
         return report
     if ours:
         report.problems.append(not_ours(checkpoint.path, checkpoint.model_type))
+        return report
+    if checkpoint.model_type == MODEL_TYPE:  # and a published family is named
+        try:
+            family = family_named(family_name)
+        except ModelLoadError as exc:  # an unknown name is the first thing to say
+            report.problems.append(str(exc))
+        else:
+            report.problems.append(ours_as_published(checkpoint.path, family.name))
         return report
     try:
         tokenizer = checkpoint.load_tokenizer()
