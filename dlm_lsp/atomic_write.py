@@ -15,9 +15,13 @@ lose them.  A file's extended attributes are copied onto the temporary file befo
 the rename; where one cannot be (a label this process may not set, a file system
 without them), or the file has other links, or its folder is not writable, it is
 written in place instead, its inode kept: the new text, encoded in full before the
-file is touched, is written over the old from the start, the file cut to its length
-and flushed to disk.  (Writing every labelled file in place would have made the
-write non-atomic for every file on an SELinux system, where all files carry one.)
+file is touched, is written over the old from the first byte that differs, the file
+cut to its length and flushed to disk.  (Writing every labelled file in place would
+have made the write non-atomic for every file on an SELinux system, where all files
+carry one.)  That write can fail part way (a full disk, an I/O error), which left the
+file part-written, neither text; the old bytes, read before it, are then written
+back, so a failed write in place too leaves the file as it was.  Only where putting
+them back fails as well is the file left part-written, and `PartWritten` says so.
 """
 
 from __future__ import annotations
@@ -29,6 +33,19 @@ import tempfile
 from pathlib import Path
 
 from dlm_lsp.held_signals import held_signals
+
+
+class PartWritten(OSError):
+    """A write in place that failed part way and whose old text could not be written
+    back either: the file holds neither text (its path is in the message)."""
+
+    def __init__(self, path: Path, error: OSError, again: OSError) -> None:
+        super().__init__(error.errno, error.strerror)
+        self.path, self.error, self.again = path, error, again
+
+    def __str__(self) -> str:
+        return (f"{self.error}; writing its old text back failed too ({self.again}): "
+                f"{self.path} is left part-written")
 
 
 def target_of(path: Path) -> Path:
@@ -76,7 +93,8 @@ def write_atomically(path: Path, text: str, encoding: str = "utf-8") -> None:
     """Write `text` to `path` (its target, if a link) through a temporary file renamed over
     it, with the old file's mode, owner and extended attributes, or in place where a
     rename would split a hard link or lose an attribute the new file cannot take.
-    Renamed, on an OSError the file is as it was and no temporary file is left behind."""
+    On an OSError the file is as it was and no temporary file is left behind, except
+    on `PartWritten` (an OSError too), where a write in place could not be undone."""
     target = target_of(path)
     attributes = _attributes(target)  # read once: the decision and the copy
     if _in_place(target, attributes):
@@ -117,17 +135,65 @@ def _copy_attributes(attributes: dict[str, bytes], fd: int) -> bool:
 
 
 def _write_in_place(target: Path, data: bytes) -> None:
-    """Overwrite the file's bytes from the start, then cut it to `data`'s length: not
-    truncated first, so a new text no longer than the old needs no new disk space.
+    """Overwrite the file's bytes from the first that differs, then cut it to `data`'s
+    length: not truncated first, so a new text no longer than the old needs no new disk
+    space.  A write that fails part way writes the old bytes back (`_write_back`).
     Ctrl-C and SIGTERM wait for the end (`held_signals`): between the write and the cut,
     a shorter new text was followed by the old text's tail."""
     with held_signals():
-        fd = os.open(target, os.O_WRONLY)
+        fd = os.open(target, os.O_RDWR)  # read too: the old bytes, to put back on a failure
         try:
-            view = memoryview(data)
-            while view:  # os.write may write fewer bytes than asked
-                view = view[os.write(fd, view):]
-            os.ftruncate(fd, len(data))
-            os.fsync(fd)
+            old = _read_all(fd)
+            start = reached = _common_prefix(old, data)
+            cut = False
+            try:
+                os.lseek(fd, start, os.SEEK_SET)
+                view = memoryview(data)[start:]
+                while view:  # os.write may write fewer bytes than asked
+                    written = os.write(fd, view)
+                    reached += written
+                    view = view[written:]
+                os.ftruncate(fd, len(data))
+                cut = True
+                os.fsync(fd)
+            except OSError as error:
+                end = len(old) if cut else min(reached, len(old))  # what was overwritten
+                try:
+                    _write_back(fd, old, start, end, resize=cut or reached > len(old))
+                except OSError as again:
+                    raise PartWritten(target, error, again) from error
+                raise
         finally:
             os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """How many leading bytes `a` and `b` share: a write from there on leaves the file's
+    head untouched (and a fill near the end rewrites little)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:  # bisect on slices: each comparison runs at memcmp's speed
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _write_back(fd: int, old: bytes, start: int, end: int, resize: bool) -> None:
+    """Put the old bytes `start`..`end` back (those a failed write replaced), the file
+    back to the old length where the write or the cut changed it, and flush it."""
+    os.lseek(fd, start, os.SEEK_SET)
+    view = memoryview(old)[start:end]
+    while view:
+        view = view[os.write(fd, view):]
+    if resize:
+        os.ftruncate(fd, len(old))
+    os.fsync(fd)

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlm_lsp.atomic_write import unwritable, write_atomically
+from dlm_lsp.atomic_write import PartWritten, unwritable, write_atomically
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import HoleFilling, find_holes
@@ -78,8 +78,9 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
             write_atomically(source, state.text)  # the old text or the new, never a part
         except OSError as exc:  # a full disk, a file made read-only meanwhile: a traceback
             # that lost the fills; they go to stdout instead, as without --write
-            print(f"dlm-lsp fill: cannot write {path}: {exc}; the filled file is on standard "
-                  "output", file=sys.stderr)
+            kept = "" if isinstance(exc, PartWritten) else "; it is as it was"
+            print(f"dlm-lsp fill: cannot write {path}: {exc}{kept}; the filled file is on "
+                  "standard output", file=sys.stderr)
             _print(state.text)
             return 1
     else:

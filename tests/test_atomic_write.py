@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from dlm_lsp.atomic_write import unwritable, write_atomically
+from dlm_lsp.atomic_write import PartWritten, unwritable, write_atomically
 
 
 def test_the_file_gets_the_new_text_and_keeps_its_permission_bits(tmp_path):
@@ -80,6 +80,83 @@ def test_ctrl_c_while_a_file_is_written_in_place_waits_for_the_whole_new_text(
     with pytest.raises(KeyboardInterrupt):
         write_atomically(code, "x = 1\n")
     assert code.read_text() == "x = 1\n"
+
+
+def _failing_writes(monkeypatch, fails):
+    """os.write writing half of what it is given on its first call, then failing with
+    ENOSPC on the calls numbered in `fails` (a disk that fills part way)."""
+    real_write, calls = os.write, []
+
+    def write(fd, data):
+        calls.append(bytes(data))
+        if len(calls) in fails:
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data[:max(1, len(data) // 2)] if len(calls) == 1 else data)
+    monkeypatch.setattr(os, "write", write)
+    return calls
+
+
+def _hard_linked(tmp_path, text):
+    code = tmp_path / "code.py"
+    code.write_text(text)
+    os.link(code, tmp_path / "linked.py")  # written in place
+    return code
+
+
+def test_a_write_in_place_that_fails_part_way_writes_the_old_text_back(tmp_path, monkeypatch):
+    """The file was left with the new text's first bytes over the old: neither text."""
+    code = _hard_linked(tmp_path, "x = <FILL>\n" + "# the rest of the file\n" * 20)
+    inode = code.stat().st_ino
+    _failing_writes(monkeypatch, fails={2})
+    with pytest.raises(OSError, match="No space left") as raised:
+        write_atomically(code, "x = some_long_value_to_fill_in\n" + "# the rest\n")
+    assert not isinstance(raised.value, PartWritten)
+    assert code.read_text() == "x = <FILL>\n" + "# the rest of the file\n" * 20
+    assert code.stat().st_ino == inode and code.stat().st_nlink == 2
+
+
+def test_a_write_in_place_that_grew_the_file_and_failed_cuts_it_back(tmp_path, monkeypatch):
+    code = _hard_linked(tmp_path, "x = <FILL>\n")
+    _failing_writes(monkeypatch, fails={2})
+    with pytest.raises(OSError, match="No space left"):
+        write_atomically(code, "x = " + "a_much_longer_fill_than_the_hole " * 8 + "\n")
+    assert code.read_text() == "x = <FILL>\n"
+
+
+def test_a_write_in_place_that_fails_after_the_cut_writes_back_the_cut_off_tail(
+        tmp_path, monkeypatch):
+    """The flush can fail (EIO) after the file was cut to a shorter new text."""
+    code = _hard_linked(tmp_path, "x = <FILL>  # a long line the fill makes shorter\n")
+    real_fsync, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="Input/output error"):
+        write_atomically(code, "x = 1\n")
+    assert code.read_text() == "x = <FILL>  # a long line the fill makes shorter\n"
+
+
+def test_a_write_in_place_starts_at_the_first_byte_that_changes(tmp_path, monkeypatch):
+    """The file's head, the same in both texts, is never rewritten, so it cannot be lost."""
+    code = _hard_linked(tmp_path, "head\nx = <FILL>\n")
+    calls = _failing_writes(monkeypatch, fails=set())
+    write_atomically(code, "head\nx = 1\n")
+    assert calls[0] == b"1\n" and code.read_text() == "head\nx = 1\n"
+
+
+def test_a_write_in_place_whose_old_text_cannot_be_written_back_says_so_with_its_path(
+        tmp_path, monkeypatch):
+    code = _hard_linked(tmp_path, "x = <FILL>\n" + "# the rest of the file\n" * 20)
+    _failing_writes(monkeypatch, fails={2, 3})
+    with pytest.raises(PartWritten) as raised:
+        write_atomically(code, "x = some_long_value_to_fill_in\n")
+    assert str(raised.value) == (
+        "[Errno 28] No space left on device; writing its old text back failed too ([Errno 28] "
+        f"No space left on device): {code} is left part-written")
 
 
 def _tagged(path):

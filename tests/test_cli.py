@@ -912,9 +912,53 @@ def test_fill_write_that_fails_part_way_leaves_the_file_as_it_was_and_prints_the
     assert holes.read_text() == original
     assert done.stdout.startswith(original.split("<FILL>")[0]) and "<FILL>" not in done.stdout
     assert done.stderr.splitlines()[-1] == (
-        f"dlm-lsp fill: cannot write {holes}: [Errno 27] File too large; the filled file is on "
-        "standard output")
+        f"dlm-lsp fill: cannot write {holes}: [Errno 27] File too large; it is as it was; the "
+        "filled file is on standard output")
     assert [p.name for p in tmp_path.iterdir()] == ["holes.py"]  # no temporary file left
+
+
+def _fill_hard_linked_file_with_failing_flushes(model_dir, tmp_path, monkeypatch, capsys,
+                                                 failures: int) -> tuple[Path, int, str]:
+    """`fill --write` of a hard-linked file (written in place), the first `failures`
+    flushes to disk failing with EIO: (the file, the exit status, the last stderr line)."""
+    from dlm_lsp.cli import main
+
+    holes = tmp_path / "holes.py"
+    holes.write_text("def f(x):\n    return <FILL>  # a comment after the hole\n")
+    os.link(holes, tmp_path / "linked.py")
+    real_fsync, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) <= failures:
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+    status = main(["fill", str(holes), "--model", str(model_dir), "--steps", "2", "--write"])
+    return holes, status, capsys.readouterr().err.splitlines()[-1]
+
+
+def test_fill_write_in_place_that_fails_part_way_leaves_the_file_as_it_was(
+        model_dir, tmp_path, monkeypatch, capsys):
+    """A file with other hard links is written in place: a write that failed there left
+    it part-written (here: cut to the filled text, never flushed)."""
+    holes, status, said = _fill_hard_linked_file_with_failing_flushes(
+        model_dir, tmp_path, monkeypatch, capsys, failures=1)
+    assert status == 1
+    assert holes.read_text() == "def f(x):\n    return <FILL>  # a comment after the hole\n"
+    assert said == (f"dlm-lsp fill: cannot write {holes}: [Errno 5] Input/output error; it is "
+                    "as it was; the filled file is on standard output")
+
+
+def test_fill_write_in_place_that_cannot_be_undone_says_the_file_is_part_written(
+        model_dir, tmp_path, monkeypatch, capsys):
+    holes, status, said = _fill_hard_linked_file_with_failing_flushes(
+        model_dir, tmp_path, monkeypatch, capsys, failures=2)
+    assert status == 1
+    assert said == (f"dlm-lsp fill: cannot write {holes}: [Errno 5] Input/output error; "
+                    "writing its old text back failed too ([Errno 5] Input/output error): "
+                    f"{os.path.realpath(holes)} is left part-written; the filled file is on "
+                    "standard output")
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly():
