@@ -236,3 +236,33 @@ def test_the_results_of_infill_and_status_have_the_members_the_readme_lists():
     assert {name for c in result["candidates"] for name in c} == top_level_names(candidate)
     assert set(result["stats"]) == top_level_names(stats)
     assert set(status) == top_level_names(documented_result("dlm/status"))
+
+
+def test_the_remote_status_sample_is_what_status_remote_prints(monkeypatch):
+    """Scale out shows `dlm-lsp status --remote` after 48 fills.  The sample began at the
+    replica tables, while the command prints the service's address, model, device,
+    replica count and queue depth first: given the sample's own values, the command must
+    print the sample line for line."""
+    from dlm_lsp.remote.client import RemoteEngine
+    from dlm_lsp.status import remote_status
+
+    section = readme_section("Scale out: a shared GPU service")
+    block = section.split("dlm-lsp status --remote URL", 1)[1].split("```text\n", 1)[1]
+    sample = [line.removeprefix("  ") for line in block.split("```", 1)[0].rstrip().splitlines()]
+    assert sample[0].startswith("service "), "the sample leaves out the service's lines"
+    head = dict(line.split(None, 1) for line in sample[:sample.index("")])
+    replicas: dict[str, dict[str, str]] = {}
+    table: list[str] = []
+    for line in sample[sample.index(""):]:
+        if not line:
+            table = []
+        elif not table:
+            table = line.split()
+        else:
+            replicas.setdefault(line.split()[0], {}).update(zip(table, line.split(),
+                                                                strict=True))
+    service = {"model": head["model"], "device": head["device"],
+               "replicas": int(head["replicas"].removesuffix(" live")),
+               "queueDepth": int(head["queueDepth"]), "replicaStats": list(replicas.values())}
+    monkeypatch.setattr(RemoteEngine, "service_metrics", lambda self: service)
+    assert remote_status(head["service"]) == sample
