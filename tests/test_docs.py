@@ -10,7 +10,10 @@ test_nvim.py, test_vscode.py); these cover what every document shows.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import json
 import re
 import shlex
 import subprocess
@@ -266,3 +269,23 @@ def test_the_remote_status_sample_is_what_status_remote_prints(monkeypatch):
                "queueDepth": int(head["queueDepth"]), "replicaStats": list(replicas.values())}
     monkeypatch.setattr(RemoteEngine, "service_metrics", lambda self: service)
     assert remote_status(head["service"]) == sample
+
+
+def test_the_progress_and_stop_lines_the_benchmarks_section_quotes_are_printed_so():
+    """Benchmarks quotes a `bench` command's progress line and what a stopped run says
+    (its first line, its table rows, its JSON and its last line), for a run stopped at 64
+    of 200 tasks.  Made by the code from the same numbers, each must be what it quotes."""
+    from dlm_lsp.bench.output import ReportFiles
+    from dlm_lsp.bench.progress import Partial, Progress
+
+    spans = {span for _, span in code_spans(ROOT / "README.md")}
+    clock = iter([0.0, 41.0])
+    progress = Progress("humaneval", 200, "tasks", clock=lambda: next(clock))
+    partial = Partial(64, 200, "tasks", "SIGINT")
+    files = ReportFiles(partial.report)
+    files.written += ["run.json", "run.md"]
+    with contextlib.redirect_stderr(io.StringIO()) as stderr:
+        progress.finish(64, "12 passed")
+    printed = [stderr.getvalue().strip(), str(partial), partial.mark().strip(), files.said(),
+               '"partial": ' + json.dumps(dataclasses.asdict(partial))]
+    assert [line for line in printed if " ".join(line.split()) not in spans] == []
