@@ -289,3 +289,18 @@ def test_the_progress_and_stop_lines_the_benchmarks_section_quotes_are_printed_s
     printed = [stderr.getvalue().strip(), str(partial), partial.mark().strip(), files.said(),
                '"partial": ' + json.dumps(dataclasses.asdict(partial))]
     assert [line for line in printed if " ".join(line.split()) not in spans] == []
+
+
+def test_every_extra_the_documents_install_is_one_the_package_declares():
+    """`pip install -e ".[remote]"`, `dlm-lsp[bench]`, "the `bench-ar` extra": an extra
+    pip does not know is only a warning, and the command a user copied then installs
+    the package without what the section needs."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+                   ["project"]["optional-dependencies"])
+    named = {(doc.relative_to(ROOT), extra) for doc in DOCS
+             for found in re.finditer(r'(?:\.|dlm-lsp)\[([\w,-]+)\]|`([\w-]+)` extra',
+                                      doc.read_text(encoding="utf-8"))
+             for extra in (found.group(1) or found.group(2)).split(",")}
+    assert named
+    assert [f"{doc}: {extra}" for doc, extra in sorted(named) if extra not in declared] == []
