@@ -670,3 +670,17 @@ def test_the_machine_line_counts_threads_in_english():
                "torch_threads": 1, "device": "cpu", "load_average": None}
     assert "torch 2.13.0+cpu (1 thread), cpu" in machine_line(machine)
     assert "(2 threads)" in machine_line({**machine, "torch_threads": 2})
+
+
+def test_a_heldout_row_names_the_extra_settings_as_settings_spells_them():
+    """`--settings '{"maxContextTokens": 240}'` labelled a heldout row
+    `max_context_tokens 240`, and a humaneval row `maxContextTokens 240`: the two
+    tables of one comparison named the same setting two ways, one not a setting's name."""
+    from dlm_lsp.bench.filling import FillSettings
+    from dlm_lsp.bench.heldout import HeldoutReport, table_row
+
+    report = HeldoutReport("default", "cpu", "bf16", 34, 200, 0.0, 10.0, 50.0, 28.0, 12.72,
+                           890.3, FillSettings(), {"max_context_tokens": 240,
+                                                   "context_cache": True}, {}, None)
+    assert table_row(report).startswith("| server default strategy, oracle length, "
+                                         "contextCache True, maxContextTokens 240 |")

@@ -45,6 +45,7 @@ from dlm_lsp.bench.humaneval import Task
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
+from dlm_lsp.config import camel
 from dlm_lsp.training.data import SourceConfig, heldout_rank, python_files, read_source
 
 MIN_CHARS, MAX_CHARS = 8, 100  # a line's content (after its indentation) to be a task
@@ -176,7 +177,7 @@ def table_row(report: HeldoutReport) -> str:
     label = f"{s.strategy or 'server default strategy'}, {s.length} length"
     label += "" if s.steps is None else f", {s.steps} steps"
     label += "" if s.repair else ", no repair"
-    label += "".join(f", {k} {v}" for k, v in sorted(report.engine.items()))
+    label += "".join(f", {camel(k)} {v}" for k, v in sorted(report.engine.items()))
     label += report.partial.mark() if report.partial else ""
     return (f"| {label} | {report.files} | {report.tasks} | {report.exact_match} | "
             f"{report.edit_similarity} | {report.syntax_valid} | {report.empty} | "
