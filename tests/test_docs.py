@@ -23,7 +23,15 @@ import pytest
 from cli_parsers import command_parsers
 from rpc import ServerProcess
 
-from dlm_lsp.config import REFINE_ORDERS, SCHEDULES, STRATEGIES, InfillOptions, ServerConfig, camel
+from dlm_lsp.config import (
+    REFINE_ORDERS,
+    SCHEDULES,
+    STRATEGIES,
+    InfillOptions,
+    ServerConfig,
+    camel,
+    from_json,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", ROOT / "editors" / "README.md",
@@ -304,3 +312,17 @@ def test_every_extra_the_documents_install_is_one_the_package_declares():
              for extra in (found.group(1) or found.group(2)).split(",")}
     assert named
     assert [f"{doc}: {extra}" for doc, extra in sorted(named) if extra not in declared] == []
+
+
+def test_the_settings_scale_out_gives_an_editor_are_settings_the_server_takes():
+    """The section's ```json blocks are what a user pastes into the editor's dlm-lsp
+    settings (`<the token>` standing for the token): each name and value must be taken,
+    not "unknown setting ... ignored", or the editor fills on the local engine."""
+    section = readme_section("Scale out: a shared GPU service")
+    blocks = [json.loads(block.split("```", 1)[0])
+              for block in section.split("```json\n")[1:]]
+    assert len(blocks) == 2
+    for settings in blocks:
+        pasted = {name: "s3cret" if str(value).startswith("<") else value
+                  for name, value in settings.items()}
+        assert from_json(ServerConfig, pasted)[1] == []
