@@ -60,3 +60,22 @@ def test_pathological_documents_ask_where_each_case_says():
         client = object.__new__(bench.Client)
         client.texts = {"u": text}
         assert client.offset("u", {"line": line, "character": character}) == offset
+
+
+def test_the_settings_sweep_has_the_cases_the_readme_counts(tmp_path):
+    """The README counts the cases `settings_edges.py` runs (every set, and those a TCP
+    server asks); a setting added since is two or more cases the README's "all pass"
+    does not cover, as `batchPadding` was."""
+    import re
+    from pathlib import Path
+
+    from dlm_lsp.config import InfillOptions, ServerConfig
+
+    edges = script("settings_edges")
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"The script has (\d+) and (\d+) cases", " ".join(readme.split()))
+    assert said, "the README no longer counts the sweep's cases"
+    cases = (edges.setting_cases(ServerConfig) + edges.odd_cases()
+             + edges.setting_cases(InfillOptions) + edges.load_cases("tiny", tmp_path))
+    over_tcp = [c for c in cases if c.as_options or not edges.LOADS & c.values.keys()]
+    assert (len(cases), len(over_tcp)) == (int(said.group(1)), int(said.group(2)))
