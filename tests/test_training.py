@@ -363,6 +363,75 @@ def test_warm_restart_keeps_the_tokenizer(trained, source_dir, tmp_path, monkeyp
     assert stats["precision"] == "bf16 autocast" and math.isfinite(stats["heldout_loss"])
 
 
+def test_a_continued_run_keeps_the_earlier_runs_and_adds_itself_to_their_totals(
+        trained, source_dir, tmp_path):
+    """A continued run's stats replaced the earlier run's: a model trained in three GPU
+    sessions kept the record of the last alone, which its model card has to report."""
+    out, first = trained
+    second = train(tiny_config(source_dir, tmp_path / "second", init_from=out, max_steps=3))
+    third = train(tiny_config(source_dir, tmp_path / "third", init_from=tmp_path / "second",
+                              max_steps=2))
+    assert [(run["tokens_seen"], run["heldout_loss"], run["init_from"])
+            for run in third["earlier_runs"]] == [
+        (first["tokens_seen"], first["heldout_loss"], None),
+        (second["tokens_seen"], second["heldout_loss"], str(out))]
+    assert third["earlier_runs"][0]["sources"] == first["sources"]
+    runs = (first, second, third)
+    assert third["cumulative_tokens_seen"] == sum(run["tokens_seen"] for run in runs)
+    assert third["cumulative_seconds"] == pytest.approx(sum(run["seconds"] for run in runs),
+                                                        abs=0.1)
+
+
+def test_a_continued_run_draws_rows_the_run_before_it_did_not(source_dir, tmp_path,
+                                                              monkeypatch):
+    """Every run drew its rows from --seed: one continuing a model on the same corpus saw
+    the rows of the run before it, masks included, in the same order."""
+    first_batches = []
+
+    class Recording(RowSampler):
+        def sample(self, *args, **kwargs):
+            batch = super().sample(*args, **kwargs)
+            first_batches.append(batch.inputs)
+            return batch
+    monkeypatch.setattr(train_module, "RowSampler", Recording)
+    train(tiny_config(source_dir, tmp_path / "first", max_steps=1, eval_rows=0))
+    stats = train(tiny_config(source_dir, tmp_path / "second", init_from=tmp_path / "first",
+                              max_steps=1, eval_rows=0))
+    assert len(first_batches) == 2 and not torch.equal(first_batches[0], first_batches[1])
+    assert (stats["seed"], stats["row_seed"]) == (0, 1)
+
+
+def test_an_interim_save_of_a_continued_run_keeps_its_history(trained, source_dir, tmp_path,
+                                                              monkeypatch):
+    """A run killed after an interim save leaves that save as its model: it must not
+    lose the earlier runs' record either."""
+    saved, real = [], train_module._save
+
+    def _save(module, tokenizer, cfg, stats):
+        saved.append(stats)
+        real(module, tokenizer, cfg, stats)
+    monkeypatch.setattr(train_module, "_save", _save)
+    out, first = trained
+    train(tiny_config(source_dir, tmp_path / "again", init_from=out, max_steps=2,
+                      save_every=1e-9))
+    interim = saved[0]
+    assert interim["interim"] and interim["init_from"] == str(out)
+    assert [run["tokens_seen"] for run in interim["earlier_runs"]] == [first["tokens_seen"]]
+    assert interim["cumulative_tokens_seen"] == first["tokens_seen"] + interim["tokens_seen"]
+
+
+def test_the_shipped_bootstrap_s_hand_recorded_first_run_joins_the_history():
+    """The shipped model's config.json records its first run under "previous_run"."""
+    from dlm_lsp.training.lineage import Lineage
+
+    lineage = Lineage.of({"tokens_seen": 5, "seconds": 2.0, "loss_curve": [],
+                          "cumulative_tokens_seen": 8,
+                          "previous_run": {"tokens_seen": 3, "seconds": 1.0}})
+    assert lineage.earlier == ({"tokens_seen": 3, "seconds": 1.0},
+                               {"tokens_seen": 5, "seconds": 2.0})
+    assert (lineage.tokens_seen, lineage.seconds) == (8, 3.0)
+
+
 def test_learning_rate_warms_up_then_decays_over_the_time_budget():
     cfg = TrainConfig(lr=1e-3, min_lr_ratio=0.1, warmup_steps=100, warmup_fraction=0.05)
     assert learning_rate(cfg, 0, 0.0) == pytest.approx(1e-5)

@@ -58,6 +58,7 @@ from dlm_lsp.training.data import (
     line_start_flags,
     train_tokenizer,
 )
+from dlm_lsp.training.lineage import Lineage
 from dlm_lsp.training.objective import autocast_for, evaluate, row_losses
 from dlm_lsp.training.rows import Batch, RowConfig, RowSampler
 
@@ -695,7 +696,8 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
         if cfg.save_every > 0 and now - last_save >= cfg.save_every:
             if not math.isfinite(float(ema)):  # never overwrite a good save with a broken one
                 raise FloatingPointError(f"training loss became {float(ema)} by step {step}")
-            interim_save({"steps": step, "tokens_seen": tokens, "loss_curve": curve})
+            interim_save({"steps": step, "tokens_seen": tokens, "seconds": round(now - start, 1),
+                          "loss_curve": curve})
             last_save = time.monotonic()
     final = float(ema) / (1 - LOSS_EMA_DECAY ** step) if step else float("nan")
     return {"steps": step, "tokens_seen": tokens, "seconds": time.monotonic() - start,
@@ -788,6 +790,8 @@ def train(cfg: TrainConfig) -> dict:
               f"{time.monotonic() - run_started:.1f}s; dropped {len(corpus.contaminated)} sharing "
               f"text with HumanEval, {corpus.duplicates} duplicates", flush=True)
         module, tokenizer, previous = _model_and_tokenizer(cfg, corpus, device, warm)
+        lineage = Lineage.of(previous)
+        row_seed = lineage.row_seed(cfg.seed)
         _check_shards(module, cfg)
         mask_id, pad_id = tokenizer.token_id(MASK_TOKEN), tokenizer.token_id(PAD_TOKEN)
         if mask_id is None or pad_id is None:
@@ -802,7 +806,7 @@ def train(cfg: TrainConfig) -> dict:
 
         rows = replace(cfg.rows, seq_len=cfg.seq_len)
         sampler = RowSampler(train_stream, line_start_flags(train_stream, tokenizer),
-                             mask_id, pad_id, rows, seed=cfg.seed)
+                             mask_id, pad_id, rows, seed=row_seed)
         heldout = _Evaluator(
             _fixed_batches(heldout_stream, tokenizer, rows, cfg.eval_rows, cfg.batch_size),
             _fixed_batches(heldout_stream, tokenizer,
@@ -826,9 +830,13 @@ def train(cfg: TrainConfig) -> dict:
               f"batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
               f"{_heldout(initial['heldout_loss'])}", flush=True)
 
+        init_from = None if cfg.init_from is None else str(cfg.init_from)
+
         def interim(progress: dict) -> None:
             stop.saving = True
-            _save(module, tokenizer, cfg, {**progress, "interim": True})
+            carried = lineage.stats(progress["tokens_seen"], progress["seconds"])
+            _save(module, tokenizer, cfg,
+                  {**progress, "interim": True, "init_from": init_from, **carried})
             stop.saving, stop.saved_step = False, progress["steps"]
 
         run = _optimise(module, sampler, cfg, seconds, device, amp_dtype, heldout, interim,
@@ -853,6 +861,7 @@ def train(cfg: TrainConfig) -> dict:
             "seq_len": cfg.seq_len,
             "lr": cfg.lr,
             "seed": cfg.seed,
+            "row_seed": row_seed,
             "rows": {**vars(rows), "infill_schedule": cfg.infill_schedule},
             "tokenizer": _describe_tokenizer(tokenizer),
             "train_files": len(corpus.train),
@@ -864,9 +873,8 @@ def train(cfg: TrainConfig) -> dict:
             "sources": corpus.origins,
             "prep_seconds": round(prep_seconds, 1),
             "wall_seconds": round(time.monotonic() - run_started, 1),  # up to the save
-            "init_from": None if cfg.init_from is None else str(cfg.init_from),
-            "cumulative_tokens_seen": run["tokens_seen"] + int(
-                previous.get("cumulative_tokens_seen", previous.get("tokens_seen", 0))),
+            "init_from": init_from,
+            **lineage.stats(run["tokens_seen"], run["seconds"]),
             "torch": torch.__version__,
             "interrupted": None if stop.received is None else stop.received.name,
             "loss_curve": run["loss_curve"],
