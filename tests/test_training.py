@@ -1253,11 +1253,16 @@ def test_gpu_recipe_fits_what_comes_back_from_the_gpu_machine(tmp_path):
     assert (cfg.d_model, cfg.n_layers, cfg.seq_len, cfg.vocab_size) == (512, 8, 512, 8192)
 
 
-def _gpu_run_config(tmp_path, *flags):
+def _gpu_run_start(tmp_path, *flags):
+    """The TrainConfig of a gpu_run with these flags, and where it starts."""
     from dlm_lsp.training import gpu_run
 
     return gpu_run.config_from_args(gpu_run.build_parser().parse_args(
         ["--out", str(tmp_path / "out"), *flags]))
+
+
+def _gpu_run_config(tmp_path, *flags):
+    return _gpu_run_start(tmp_path, *flags)[0]
 
 
 def test_gpu_run_init_from_default_continues_the_shipped_model_as_train_does(tmp_path):
@@ -1272,8 +1277,67 @@ def test_gpu_run_init_from_a_path_to_a_directory_called_default_is_that_director
     assert _gpu_run_config(tmp_path, "--init-from", "./default").init_from == Path("default")
 
 
-def test_gpu_run_trains_a_new_model_without_init_from(tmp_path):
-    assert _gpu_run_config(tmp_path).init_from is None
+@pytest.fixture(scope="module")
+def tiny_gpu_model(pattern_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new model of gpu_run's tiny size, as an earlier GPU run would leave it."""
+    from dlm_lsp.training import gpu_run
+
+    out = tmp_path_factory.mktemp("gpu-tiny") / "model"
+    assert gpu_run.main(["--out", str(out), "--size", "tiny", "--init-from", "none",
+                         "--no-stdlib", "--no-site-packages", "--extra-root", str(pattern_dir),
+                         "--device", "cpu", "--max-steps", "20"]) == 0
+    return out
+
+
+def _ship(monkeypatch, folder: Path) -> None:
+    """Make `folder` the shipped model for this test (dlm_lsp/weights is never touched)."""
+    import dlm_lsp.models
+
+    monkeypatch.setattr(dlm_lsp.models, "DEFAULT_MODEL_DIR", folder)
+
+
+def test_gpu_run_continues_the_shipped_model_of_its_size_by_default_and_says_so(
+        tiny_gpu_model, pattern_dir, tmp_path, monkeypatch, capsys):
+    """Without --init-from, a run whose size is the shipped model's continues it: each
+    GPU session improves the model the last one shipped instead of starting over."""
+    from dlm_lsp.training import gpu_run
+
+    _ship(monkeypatch, tiny_gpu_model)
+    capsys.readouterr()
+    out = tmp_path / "out"
+    assert gpu_run.main(["--out", str(out), "--size", "tiny", "--no-stdlib",
+                         "--no-site-packages", "--extra-root", str(pattern_dir),
+                         "--device", "cpu", "--max-steps", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith(f"gpu_run: continuing the shipped model in {tiny_gpu_model} "
+                               "(d 64 x 1 layers, 2 heads, 128 tokens, ")
+    assert lines[1].endswith("it has --size tiny's shape (--init-from none trains a new model)")
+    training = json.loads((out / "config.json").read_text())["training"]
+    assert training["init_from"] == str(tiny_gpu_model)
+    assert (out / "tokenizer.json").read_text() == (tiny_gpu_model / "tokenizer.json").read_text()
+
+
+def test_gpu_run_trains_a_new_model_when_the_shipped_one_is_another_shape_and_says_why(
+        trained, tmp_path, monkeypatch):
+    """The shipped 5.2M-parameter CPU bootstrap is smaller than --size full: continuing it
+    would leave most of the GPU's budget unused, so the run trains a new model of its
+    size, and its first line says so (and how to continue the shipped one anyway)."""
+    _ship(monkeypatch, trained[0])  # d 32, 1 layer, 64 tokens: not the tiny size's shape
+    cfg, start = _gpu_run_start(tmp_path, "--size", "tiny")
+    assert cfg.init_from is None and start.init_from is None
+    assert re.fullmatch(
+        rf"the shipped model in {re.escape(str(trained[0]))} is d 32 x 1 layers, 2 heads, 64 "
+        r"tokens, \d+ ids, [\d,]+ parameters, not --size tiny's d 64 x 1 layers, 2 heads, 128 "
+        r"tokens, 512 ids, [\d,]+ parameters: training a new model \(--init-from default "
+        r"continues it anyway\)", start.why)
+
+
+def test_gpu_run_init_from_none_trains_a_new_model_even_at_the_shipped_model_s_size(
+        tiny_gpu_model, tmp_path, monkeypatch):
+    _ship(monkeypatch, tiny_gpu_model)
+    assert _gpu_run_start(tmp_path, "--size", "tiny")[1].init_from == tiny_gpu_model
+    cfg, start = _gpu_run_start(tmp_path, "--size", "tiny", "--init-from", "none")
+    assert cfg.init_from is None and start.why == "training a new model (--init-from none)"
 
 
 # The GPU machine has torch, tokenizers, safetensors and numpy, and runs the module

@@ -56,11 +56,23 @@ held-out losses stay comparable between recipes.  Progress lines report plain
 and infilling losses apart, and held-out losses every minute, so the next run
 can rebalance.
 
-Without `--init-from` the run trains a new model at this size; `--init-from DIR`
-continues a saved model instead, in its own shape and with its own tokenizer (an
-earlier GPU run's output, say).  `--init-from default` names the shipped model, as
-in `dlm-lsp train` (`train.init_directory`; "./default" is a directory called
-default), but a 5.2M-parameter model leaves most of this budget unused.
+Each run continues the shipped model when it can, so that every session on the GPU
+improves the model the last one shipped (copy a run's output to
+dlm_lsp/weights/default and the next run starts from it).  `--init-from auto`, the
+default, decides by shape alone (`auto_start`): when the shipped model's config.json
+has the shape this `--size` trains (width, layers, heads, context, and no more ids)
+the run continues it, with its tokenizer; otherwise it trains a new model at this
+size.  Its second line says which, and why: today's shipped model is the
+5.2M-parameter CPU bootstrap, which would leave most of this budget unused, so the
+first GPU run trains a new 29.4M-parameter model, and every later one continues it.
+`--init-from none` trains a new model whatever is shipped; `--init-from DIR`
+continues a saved model in its own shape, and `--init-from default` the shipped one
+in any shape, as in `dlm-lsp train` (`train.init_directory`; "./default", "./none"
+and "./auto" are directories of those names).  A continued run keeps the corpus rules
+(so the same files stay held out), draws rows it has not drawn before, warms the
+learning rate up again from its fresh optimizer state and records the earlier runs
+in config.json beside its own (`lineage.py`).
+
 `--size tiny` runs the same path at the tiny preset's size, which the test
 suite uses to prove this command end to end on a CPU.
 """
@@ -75,7 +87,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -121,21 +133,88 @@ def tiny_config(out: Path) -> TrainConfig:
                    max_shard_bytes=SHARD_BYTES)
 
 
+def new_shape(cfg: TrainConfig) -> TinyConfig:
+    """The shape a new model of this recipe gets (its vocabulary at most: a tokenizer
+    trained on a small corpus may learn fewer ids)."""
+    return TinyConfig(vocab_size=cfg.vocab_size, d_model=cfg.d_model, n_layers=cfg.n_layers,
+                      n_heads=cfg.n_heads, max_length=cfg.max_length)
+
+
+def _tensor_sizes(shape: TinyConfig) -> dict[str, int]:
+    """Elements of each tensor of a model of this shape."""
+    with torch.device("meta"):  # shapes only: no memory, no time
+        return {k: v.numel() for k, v in TinyDenoiser(shape).state_dict().items()}
+
+
 def export_plan(cfg: TrainConfig) -> tuple[int, int]:
     """(files, bytes) the run will write, from the shape it will train."""
     if cfg.init_from is not None:
         data = json.loads((Path(cfg.init_from) / "config.json").read_text())
         shape = TinyConfig.from_dict(data)
     else:
-        shape = TinyConfig(vocab_size=cfg.vocab_size, d_model=cfg.d_model,
-                           n_layers=cfg.n_layers, n_heads=cfg.n_heads,
-                           max_length=cfg.max_length)
-    with torch.device("meta"):  # shapes only: no memory, no time
-        state = TinyDenoiser(shape).state_dict()
-    sizes = {k: v.numel() * 2 for k, v in state.items()}  # fp16
+        shape = new_shape(cfg)
+    sizes = {k: n * 2 for k, n in _tensor_sizes(shape).items()}  # fp16
     shards = 1 if cfg.max_shard_bytes is None else len(plan_shards(sizes, cfg.max_shard_bytes))
     files = 3 if shards == 1 else shards + 3  # + config.json, tokenizer.json (and the index)
     return files, sum(sizes.values()) + OTHER_FILES_BYTES
+
+
+AUTO, NONE = "auto", "none"  # --init-from's two words; "./auto", "./none" are directories
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a run starts: the saved model it continues (None: a new model), and why, in
+    the words the run prints before anything else, so that a log says which it was."""
+
+    init_from: Path | None
+    why: str
+
+
+def describe_shape(shape: TinyConfig) -> str:
+    """A model's shape and size in a few words, for the start line."""
+    with torch.device("meta"):
+        parameters = TinyDenoiser(shape).num_parameters()
+    count = f"{parameters / 1e6:.1f}M" if parameters >= 1e6 else f"{parameters:,}"
+    return (f"d {shape.d_model} x {shape.n_layers} layers, {shape.n_heads} heads, "
+            f"{shape.max_length} tokens, {shape.vocab_size:,} ids, {count} parameters")
+
+
+def auto_start(cfg: TrainConfig, size: str) -> Start:
+    """`--init-from auto`: continue the shipped model when it has the shape this size
+    trains (a vocabulary no larger: a small corpus may teach a tokenizer fewer ids),
+    else train a new model.  Shape is the whole rule, as the config.json beside the
+    weights shows it: once an earlier run's output is the shipped model, every later run
+    continues it without a flag to remember, and the 5.2M-parameter CPU bootstrap, which
+    would leave most of a GPU budget unused, is replaced by a new model of this size."""
+    shipped = init_directory("default")
+    try:
+        data = json.loads((shipped / "config.json").read_text())
+        have = TinyConfig.from_dict(data)
+    except (OSError, ValueError, TypeError) as exc:
+        return Start(None, f"no shipped model could be read in {shipped} ({exc}): "
+                           "training a new model")
+    want = new_shape(cfg)
+    if replace(have, vocab_size=want.vocab_size) == want and have.vocab_size <= want.vocab_size:
+        seen = (data.get("training") or {}).get("cumulative_tokens_seen")
+        history = "" if seen is None else f", {seen:,} tokens seen in all"
+        return Start(shipped, f"continuing the shipped model in {shipped} "
+                              f"({describe_shape(have)}{history}): it has --size {size}'s "
+                              f"shape (--init-from {NONE} trains a new model)")
+    return Start(None, f"the shipped model in {shipped} is {describe_shape(have)}, not --size "
+                       f"{size}'s {describe_shape(want)}: training a new model "
+                       "(--init-from default continues it anyway)")
+
+
+def choose_start(spec: str, cfg: TrainConfig, size: str) -> Start:
+    """What `--init-from` names: auto (`auto_start`), none (a new model), or a saved
+    model's directory, "default" being the shipped one (`train.init_directory`)."""
+    if spec == AUTO:
+        return auto_start(cfg, size)
+    if spec == NONE:
+        return Start(None, f"training a new model (--init-from {NONE})")
+    init = init_directory(spec)
+    return Start(init, f"continuing the model in {init} (--init-from {spec})")
 
 
 def check_export(cfg: TrainConfig) -> None:
@@ -176,9 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="whole run, corpus build and export included (default 420)")
     p.add_argument("--size", choices=("full", "tiny"), default="full",
                    help="tiny: the same run at the tiny preset's size (tests)")
-    p.add_argument("--init-from", type=init_directory, default=None,
-                   help="continue this saved model (its shape and tokenizer), or 'default' "
-                   "for the shipped model, as in dlm-lsp train (default: a new model)")
+    p.add_argument("--init-from", default=AUTO,
+                   help="auto (the default): continue the shipped model if it has this "
+                   "size's shape, else train a new one; none: a new model; default: the "
+                   "shipped model; or a saved model's directory (its shape and tokenizer)")
     p.add_argument("--device", default=None, help="default: cuda when available")
     p.add_argument("--max-steps", type=value_type("max_steps"), default=None,
                    help="stop after this many steps")
@@ -193,10 +273,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The chosen size's recipe with the given flags applied."""
+def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Start]:
+    """The chosen size's recipe with the given flags applied, and where it starts."""
     cfg = (full_config if args.size == "full" else tiny_config)(args.out)
-    changes: dict = {"init_from": args.init_from, "extra_roots": list(args.extra_root),
+    start = choose_start(args.init_from, cfg, args.size)
+    changes: dict = {"init_from": start.init_from, "extra_roots": list(args.extra_root),
                      "include_stdlib": not args.no_stdlib,
                      "include_site_packages": not args.no_site_packages}
     for name in ("wall_seconds", "device", "max_steps", "data_bytes"):
@@ -204,7 +285,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
             changes[name] = getattr(args, name)
     if args.shard_mib is not None:
         changes["max_shard_bytes"] = int(args.shard_mib * MIB)
-    return replace(cfg, **changes)
+    return replace(cfg, **changes), start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,8 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     was not stopped by a signal (SIGINT, SIGTERM: it then saves what it has, exit 128 + N)."""
     started = time.monotonic()
     args = build_parser().parse_args(argv)
-    cfg = config_from_args(args)
+    cfg, start = config_from_args(args)
     print(f"gpu_run: {describe_machine()}", flush=True)
+    print(f"gpu_run: {start.why}", flush=True)
     if args.size == "full" and cfg.device == "auto" and not torch.cuda.is_available():
         print("gpu_run: no CUDA device here; the full size is for a GPU (--device cpu to "
               "insist, --size tiny to test)", file=sys.stderr)
