@@ -69,9 +69,16 @@ first GPU run trains a new 29.4M-parameter model, and every later one continues 
 continues a saved model in its own shape, and `--init-from default` the shipped one
 in any shape, as in `dlm-lsp train` (`train.init_directory`; "./default", "./none"
 and "./auto" are directories of those names).  A continued run keeps the corpus rules
-(so the same files stay held out), draws rows it has not drawn before, warms the
-learning rate up again from its fresh optimizer state and records the earlier runs
-in config.json beside its own (`lineage.py`).
+(so the same files stay held out), draws rows it has not drawn before and records
+the earlier runs in config.json beside its own (`lineage.py`).  Its learning rate
+warms up again to the recipe's peak and decays over its own budget: the optimizer's
+moments are not saved, so it starts them afresh, and a model this far from converged
+gained more from a full cycle than from a lower peak.  Measured here (d 128, 2
+layers, 128-token rows, 1,000 steps of batch 16 on 8 MB of the standard library,
+continued for 1,000 more, one run each, 128 fixed held-out rows): held-out loss /
+infill loss 3.973 / 3.261 before the restart, 3.731 / 3.173 after it at peak 1e-3,
+3.821 / 3.181 at peak 3e-4; drawing the first run's rows again instead of new ones
+(the row seed unchanged) gave 3.735 / 3.202.
 
 `--size tiny` runs the same path at the tiny preset's size, which the test
 suite uses to prove this command end to end on a CPU.
