@@ -1055,6 +1055,20 @@ def test_a_save_replaces_the_weights_of_an_earlier_one(tokenizer, tmp_path):
     load_model(str(tmp_path), "cpu")
 
 
+def test_a_folder_with_one_weights_file_and_a_shard_index_is_refused_naming_both(
+        tokenizer, tmp_path):
+    """Shards copied beside an older model.safetensors (a GPU run's output over the
+    shipped bootstrap) were ignored and the older weights loaded without a word."""
+    module = _small_model(tokenizer)
+    save_tiny(module, tokenizer, tmp_path, max_shard_bytes=60_000)
+    save_tiny(module, tokenizer, tmp_path / "single")
+    (tmp_path / "model.safetensors").write_bytes(
+        (tmp_path / "single" / "model.safetensors").read_bytes())
+    with pytest.raises(ModelLoadError, match="both model.safetensors and "
+                       "model.safetensors.index.json are in"):
+        load_model(str(tmp_path), "cpu")
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
 @pytest.mark.parametrize("shard_bytes", [None, 60_000])
 def test_every_file_a_save_writes_gets_the_mode_the_umask_gives(tokenizer, tmp_path, umask,

@@ -317,8 +317,18 @@ def _write_save(model: TinyDenoiser, tokenizer: Tokenizer, out: Path, dtype: tor
 
 
 def load_weights(directory: str | Path) -> dict[str, torch.Tensor]:
-    """The tensors of a model directory: model.safetensors, or the shards its index lists."""
+    """The tensors of a model directory: model.safetensors, or the shards its index lists.
+
+    A save holds one or the other (`save_tiny` removes the earlier save's), so a folder
+    with both had files copied over another model's: the GPU run's shards copied beside
+    the shipped bootstrap's model.safetensors were ignored, the old weights served (or,
+    at the new shape, a size mismatch named no cause).  Which one is meant cannot be
+    told, so the folder is refused, naming the files."""
     path = Path(directory)
+    if (path / WEIGHTS_FILE).is_file() and (path / INDEX_FILE).is_file():
+        raise ValueError(f"both {WEIGHTS_FILE} and {INDEX_FILE} are in {path}, the weights "
+                         "of two saves (files copied over another model's?): remove the "
+                         "one that is not this model's")
     if (path / WEIGHTS_FILE).is_file():
         return load_file(str(path / WEIGHTS_FILE))
     if not (path / INDEX_FILE).is_file():
