@@ -17,6 +17,7 @@ import json
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,8 +57,14 @@ NEVER_MERGED = {"426c34b"}
 def code_spans(path: Path) -> list[tuple[int, str]]:
     """(line, text) of every code span of `path`, a span broken over lines joined with
     spaces, and every line of its fenced blocks."""
+    return text_code_spans(path.read_text(encoding="utf-8"))
+
+
+def text_code_spans(markdown: str) -> list[tuple[int, str]]:
+    """`code_spans` of a piece of a document (a section: a fence's backticks paired with
+    a span's would read the prose between as code)."""
     spans, prose, fenced = [], [], False
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+    for number, line in enumerate(markdown.split("\n"), 1):
         if line.lstrip().startswith("```"):
             fenced = not fenced
             prose.append("")
@@ -326,3 +333,196 @@ def test_the_settings_scale_out_gives_an_editor_are_settings_the_server_takes():
         pasted = {name: "s3cret" if str(value).startswith("<") else value
                   for name, value in settings.items()}
         assert from_json(ServerConfig, pasted)[1] == []
+def readme_subsection(title: str) -> str:
+    """The text of the README's `### title` subsection, up to the next heading."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.split(r"\n##+ ", text.split(f"\n### {title}\n", 1)[1], maxsplit=1)[0]
+
+
+def section_options(title: str) -> list[tuple[int, str]]:
+    """The `--option` code spans of the README's section `title` that stand alone, with
+    no command before them in the span (the prose says which command takes them)."""
+    return [(line, option) for line, span in text_code_spans(readme_section(title))
+            if span.startswith("--") for option in options_shown(span)]
+
+
+@pytest.mark.parametrize(("title", "commands"), [
+    ("Quick start", ["dlm-lsp fill"]),
+    ("Supported models", ["dlm-lsp models check", "dlm-lsp train"]),
+    ("Training", ["dlm-lsp train"]),
+])
+def test_the_options_a_section_names_alone_are_options_of_its_commands(title, commands):
+    """The Training section names `--vocab-size` or `--eval-every N` in its prose, with no
+    `dlm-lsp train` in the same span, so the command-line check above never read them: a
+    flag renamed in the trainer stayed in the prose."""
+    parsers = command_parsers()
+    known = {name for command in commands for action in parsers[command]._actions
+             for name in action.option_strings}
+    options = section_options(title)
+    assert options
+    assert [f"README {title}:{line}: {option}" for line, option in options
+            if option not in known] == []
+
+
+FILL_LINE = re.compile(r"# hole at offset (\d+): ([a-z-]+), (\d+) tokens, \d+ steps, \d+ ms, "
+                       r"syntax (?:valid|INVALID|unchecked) \((?:diffusion|repair|left-to-right)"
+                       r"(?:, \d+ repair round\(s\))?\)")
+
+
+def test_the_quick_start_s_sample_line_is_the_one_its_first_fill_prints():
+    """The Quick start quotes the line `dlm-lsp fill fixtures/hello.py` prints on stderr.
+    Its time, steps and path vary with the machine (bf16 or fp32); where the hole is, the
+    kind of fill and the span's length do not, and the line's shape is the program's."""
+    sample = next(span for _, span in text_code_spans(readme_section("Quick start"))
+                  if span.startswith("# hole at offset"))
+    documented = FILL_LINE.fullmatch(sample)
+    assert documented, sample
+    filled = subprocess.run([sys.executable, "-m", "dlm_lsp", "fill", "fixtures/hello.py"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert filled.returncode == 0, filled.stderr
+    printed = [FILL_LINE.fullmatch(line) for line in filled.stderr.splitlines()
+               if line.startswith("# hole at offset")]
+    assert len(printed) == 1 and printed[0], filled.stderr
+    assert documented.groups() == printed[0].groups()
+
+
+def _expand_checkpoints(cell: str) -> tuple[str, ...]:
+    """The hub ids of a table cell that abbreviates them as the README does:
+    `org/Name-Base-7B, -Instruct-7B, Other-Base-7B` (a `-tail` replaces as many parts of
+    the id before it; a name without an owner has the one before it)."""
+    ids: list[str] = []
+    for name in (part.strip() for part in cell.split(",")):
+        if name.startswith("-"):
+            name = ids[-1].rsplit("-", name.count("-"))[0] + name
+        elif "/" not in name:
+            name = f"{ids[-1].split('/')[0]}/{name}"
+        ids.append(name)
+    return tuple(ids)
+
+
+def test_the_supported_models_table_gives_each_family_the_registry_s_conventions():
+    """A user picks a checkpoint and reads its mask and span end from this table; the
+    registry (`dlm-lsp models`) is what the loader uses."""
+    from dlm_lsp.models.registry import FAMILIES, LLAMA, QWEN2
+
+    rows = {}
+    for line in readme_section("Supported models").splitlines():
+        cells = [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line)]
+        if len(cells) == 8 and cells[1].startswith("`"):
+            rows[cells[1].strip("`")] = cells[2:7]
+    assert set(rows) == set(FAMILIES)
+    for name, (checkpoints, network, logits, mask, end) in rows.items():
+        family = FAMILIES[name]
+        assert _expand_checkpoints(checkpoints) == family.checkpoints, name
+        assert network.split()[0] == {QWEN2: "Qwen2", LLAMA: "LLaMA"}[family.architecture]
+        assert logits == ("shifted" if family.shifted else "aligned"), name
+        assert mask == "tokenizer's" or mask.startswith(f"`{family.mask_token}`"), name
+        assert family.mask_id is None or f"({family.mask_id})" in mask, name
+        assert end.startswith(f"`{family.end_token}`"), name
+
+
+def test_the_embedded_model_s_table_gives_the_numbers_its_config_records():
+    """Every number of the README's model table is one the shipped model's config.json
+    records of its shape and its two training runs, or the size of its weights."""
+    weights = ROOT / "dlm_lsp" / "weights" / "default"
+    config = json.loads((weights / "config.json").read_text(encoding="utf-8"))
+    run = config["training"]
+    first = run["previous_run"]
+    table = " ".join(readme_subsection("The embedded default model (bootstrap)").split())
+    expected = [
+        f"{run['parameters'] / 1e6:.1f}M parameters",
+        f"d {config['d_model']}, {config['n_layers']} layers, {config['n_heads']} heads",
+        f"{config['vocab_size']} ids",
+        f"{run['train_files']:,} Python files",
+        f"{run['train_tokens'] / 1e6:.1f}M tokens;",
+        f"({run['heldout_tokens'] / 1e3:.0f}k tokens) held out",
+        f"{first['seconds']:,.0f} s from scratch ({first['tokens_seen'] / 1e6:.1f}M tokens",
+        f"{run['seconds']:,.0f} s warm restart",
+        f"{run['tokens_seen'] / 1e6:.1f}M tokens);",
+        f"{run['cumulative_tokens_seen'] / 1e6:.1f}M tokens seen in all",
+        f"held-out loss {run['heldout_loss']:.2f} (masked diffusion; "
+        f"{first['heldout_loss']:.2f} after the first run), "
+        f"{run['heldout_infill_loss']:.2f} on fully masked infilling rows",
+        f"{(weights / 'model.safetensors').stat().st_size / 2**20:.1f} MiB fp16 safetensors",
+    ]
+    assert [phrase for phrase in expected if phrase not in table] == []
+
+
+def test_the_languages_validation_is_said_to_check_are_those_it_has_grammars_for():
+    from dlm_lsp.validation import LANGUAGES
+
+    listed = re.search(r"parsed in place with tree-sitter \(([^;]*);",
+                       " ".join(readme_section("How it works").split())).group(1)
+    names = {"c++": "cpp", "c#": "csharp"}
+    assert {names.get(name.lower(), name.lower()) for name in listed.split(", ")} == set(
+        LANGUAGES)
+
+
+def _gpu_recipe():
+    from dlm_lsp.training import gpu_run
+
+    return gpu_run.full_config(Path("out"))
+
+
+def _parameters(cfg) -> int:
+    """The parameter count of a training recipe's model shape."""
+    from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser
+
+    return TinyDenoiser(TinyConfig(vocab_size=cfg.vocab_size, d_model=cfg.d_model,
+                                   n_layers=cfg.n_layers, n_heads=cfg.n_heads,
+                                   max_length=cfg.max_length)).num_parameters()
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(f"dlm_lsp.{name}")
+
+
+# (section, the phrase that states a value, with the value as its group, the value in the
+# code): defaults and limits a user reads in the README and relies on
+STATED = [
+    ("How it works", r"is a \*single-line\* fill \((\d+) tokens",
+     lambda: ServerConfig().single_line_tokens),
+    ("How it works", r"is a \*multi-line\* fill \((\d+) tokens\)",
+     lambda: ServerConfig().multi_line_tokens),
+    ("How it works", r"the ([\d,]+) lines either side", lambda: _module("policy").LOCAL_LINES),
+    ("How it works", r"lines either side, within ([\d,]+) characters",
+     lambda: _module("policy").LOCAL_CHARS),
+    ("How it works", r"at most its last (\d+) characters",
+     lambda: _module("span").HEAD_MAX_CHARS),
+    ("How it works", r"\(`batchRows`, default (\d+);", lambda: ServerConfig().batch_rows),
+    ("How it works", r"With `batchPadding` \((on|off) by default\)",
+     lambda: "on" if ServerConfig().batch_padding else "off"),
+    ("How it works", r"plus (\d+) tokens either side, and denoises",
+     lambda: _module("repair").RepairConfig().margin),
+    ("How it works", r"`fallbackMaxTokens`, (\d+)\)",
+     lambda: _module("repair").RepairConfig().fallback_max_tokens),
+    ("How it works", r"documents over (\d+)k characters",
+     lambda: _module("validation").WINDOW_ABOVE // 1000),
+    ("How it works", r"past ([\d,]+) characters, those of the function",
+     lambda: _module("bash_syntax").CHUNK_CHARS),
+    ("Supported models", r"\(`candidates: (\d+)`, the default\)",
+     lambda: ServerConfig().candidates),
+    ("Supported models", r"its default full pass every (\d+) steps",
+     lambda: ServerConfig().cache_refresh),
+    ("Training", r"trains a tiny model in seconds on a CPU \((\d+) steps\)",
+     lambda: _module("training.train").tiny_preset().max_steps),
+    ("Training", r"trains a (\d+)M-parameter model",
+     lambda: round(_parameters(_gpu_recipe()) / 1e6)),
+    ("Training", r"\(d (\d+), \d+ layers\) in bf16", lambda: _gpu_recipe().d_model),
+    ("Training", r"\(d \d+, (\d+) layers\) in bf16", lambda: _gpu_recipe().n_layers),
+    ("Training", r"writes fp16 shards under (\d+) MiB each",
+     lambda: _module("training.gpu_run").SHARD_BYTES // 2**20),
+]
+
+
+@pytest.mark.parametrize(("title", "phrase", "value"), STATED,
+                         ids=[phrase for _, phrase, _ in STATED])
+def test_a_default_the_readme_states_is_the_code_s(title, phrase, value):
+    """How many tokens a fill masks, how far the syntax hints read, what a batch holds:
+    a user sizes requests and settings by these numbers, and each has moved in the code
+    before (a span's length, a window's limit)."""
+    found = re.search(phrase, " ".join(readme_section(title).split()))
+    assert found, f"README {title} no longer says {phrase!r}"
+    assert found.group(1).replace(",", "") == str(value())
