@@ -526,3 +526,15 @@ def test_a_default_the_readme_states_is_the_code_s(title, phrase, value):
     found = re.search(phrase, " ".join(readme_section(title).split()))
     assert found, f"README {title} no longer says {phrase!r}"
     assert found.group(1).replace(",", "") == str(value())
+
+
+def test_the_paths_how_it_works_names_are_those_a_fill_can_report():
+    """`stats.path` was said to be `diffusion`, `repair` or `left-to-right`; the rest of a
+    suggestion the user typed along is answered with `reused`, which a client reading
+    only the documented values did not expect."""
+    from dlm_lsp import repair
+
+    text = " ".join(readme_section("How it works").split())
+    listed = re.search(r"`stats\.path` says which path \((.*?)\) produced", text).group(1)
+    named = set(re.findall(r"`([a-z-]+)`", listed))
+    assert named == {repair.DIFFUSION, repair.REPAIR, repair.LEFT_TO_RIGHT, repair.REUSED}
