@@ -79,3 +79,23 @@ def test_the_settings_sweep_has_the_cases_the_readme_counts(tmp_path):
              + edges.setting_cases(InfillOptions) + edges.load_cases("tiny", tmp_path))
     over_tcp = [c for c in cases if c.as_options or not edges.LOADS & c.values.keys()]
     assert (len(cases), len(over_tcp)) == (int(said.group(1)), int(said.group(2)))
+
+
+def test_validation_large_times_checks_of_fills_the_document_has_not_judged(monkeypatch):
+    """validation_large.py timed the same two fills five times each, the best of five: a
+    document version keeps the verdict of each fill it checked, so it timed a dictionary
+    lookup and printed 0.00 ms, which the README quoted as a check's cost."""
+    from dlm_lsp.validation import ParsedDocument
+
+    bench = script("validation_large")
+    documents, checked, validate = [], [], ParsedDocument.validate
+
+    def recording(self, start, end, fill):
+        documents.append(self)  # kept alive: each document's id stays its own
+        checked.append((id(self), fill))
+        return validate(self, start, end, fill)
+    monkeypatch.setattr(ParsedDocument, "validate", recording)
+    monkeypatch.setattr("sys.argv", ["validation_large.py", "--mb", "0.05"])
+    bench.main()
+    timed = checked[:-2]  # the last two check again the fills whose verdicts it prints
+    assert len(set(timed)) == len(timed) >= 10

@@ -333,6 +333,8 @@ def test_the_settings_scale_out_gives_an_editor_are_settings_the_server_takes():
         pasted = {name: "s3cret" if str(value).startswith("<") else value
                   for name, value in settings.items()}
         assert from_json(ServerConfig, pasted)[1] == []
+
+
 def readme_subsection(title: str) -> str:
     """The text of the README's `### title` subsection, up to the next heading."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
