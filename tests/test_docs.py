@@ -540,3 +540,35 @@ def test_the_paths_how_it_works_names_are_those_a_fill_can_report():
     listed = re.search(r"`stats\.path` says which path \((.*?)\) produced", text).group(1)
     named = set(re.findall(r"`([a-z-]+)`", listed))
     assert named == {repair.DIFFUSION, repair.REPAIR, repair.LEFT_TO_RIGHT, repair.REUSED}
+
+
+def _class_members() -> dict[str, set[str]]:
+    """Every class of the package, by name, with the names its body defines (methods,
+    class attributes and fields, and what its methods assign to `self`)."""
+    import ast
+
+    members: dict[str, set[str]] = {}
+    for source in (ROOT / "dlm_lsp").rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names = members.setdefault(node.name, set())
+                for inner in ast.walk(node):
+                    if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        names.add(inner.name)
+                    elif isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                        names.add(inner.id)
+                    elif (isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Store)
+                          and isinstance(inner.value, ast.Name) and inner.value.id == "self"):
+                        names.add(inner.attr)
+    return members
+
+
+def test_every_class_member_the_documents_name_is_one_the_class_has():
+    """`InfillRun.beyond_reach`, `Tokenizer.decode`: the README points a reader at the code
+    that does what it describes; a method renamed is a pointer to nothing."""
+    members = _class_members()
+    named = [(doc, line, span) for doc in DOCS for line, span in code_spans(doc)
+             if re.fullmatch(r"[A-Z]\w*\.\w+", span) and span.split(".")[0] in members]
+    assert named
+    assert [f"{doc.relative_to(ROOT)}:{line}: {span}" for doc, line, span in named
+            if span.split(".")[1] not in members[span.split(".")[0]]] == []
