@@ -572,3 +572,33 @@ def test_every_class_member_the_documents_name_is_one_the_class_has():
     assert named
     assert [f"{doc.relative_to(ROOT)}:{line}: {span}" for doc, line, span in named
             if span.split(".")[1] not in members[span.split(".")[0]]] == []
+
+
+# (what How it works says of a cursor, an example of it: `|` the cursor, the kind it says)
+POLICY_EXAMPLES = [
+    ("a cursor with code after it on the line is a *single-line* fill", "x = foo(|)\n",
+     "single-line"),
+    ("a cursor on an empty line or a hole alone on its line is a *multi-line* fill",
+     "a = 1\n|\nb = 2\n", "multi-line"),
+    ("a cursor at column 0 before code has code after it, so it is single-line too",
+     "import os\n\n|print(x)\n", "single-line"),
+]
+
+
+@pytest.mark.parametrize(("says", "marked", "kind"), POLICY_EXAMPLES,
+                         ids=[kind + ": " + marked for _, marked, kind in POLICY_EXAMPLES])
+def test_the_length_policy_is_as_how_it_works_describes_it(says, marked, kind):
+    """How it works said that a cursor at column 0 before code inserts whole lines (a
+    multi-line fill), which the policy stopped doing on 2026-11-30 (8d70c58): such a
+    cursor has code after it on its line, and is a single-line fill."""
+    from dlm_lsp.config import InfillOptions
+    from dlm_lsp.models.tokenizer import Tokenizer
+    from dlm_lsp.policy import plan_span
+
+    assert says in " ".join(readme_section("How it works").split())
+    text, at = marked.replace("|", ""), marked.index("|")
+    tokenizer = Tokenizer.from_file(ROOT / "dlm_lsp" / "weights" / "default" / "tokenizer.json")
+    for language in ("python", None):  # with the grammar's hints, and from the text alone
+        plan = plan_span(text, at, at, ServerConfig(), InfillOptions(), tokenizer,
+                         language=language)
+        assert plan.kind == kind, language
