@@ -574,23 +574,37 @@ def test_every_class_member_the_documents_name_is_one_the_class_has():
             if span.split(".")[1] not in members[span.split(".")[0]]] == []
 
 
-# (what How it works says of a cursor, an example of it: `|` the cursor, the kind it says)
+# (what How it works says of a cursor, an example of it: `|` the cursor, the kind it says,
+# the languages it holds for; None: the text alone, with no grammar)
 POLICY_EXAMPLES = [
     ("a cursor with code after it on the line is a *single-line* fill", "x = foo(|)\n",
-     "single-line"),
+     "single-line", ("python", None)),
     ("a cursor on an empty line or a hole alone on its line is a *multi-line* fill",
-     "a = 1\n|\nb = 2\n", "multi-line"),
+     "a = 1\n|\nb = 2\n", "multi-line", ("python", None)),
     ("a cursor at column 0 before code has code after it, so it is single-line too",
-     "import os\n\n|print(x)\n", "single-line"),
+     "import os\n\n|print(x)\n", "single-line", ("python", None)),
+    ("the end of a `def f():` or `{` line opens a multi-line body", "def f():|\n",
+     "multi-line", ("python",)),
+    ("the end of a `def f():` or `{` line opens a multi-line body", "int f() {|\n}\n",
+     "multi-line", ("c",)),
+    ("a Ruby, Lua or shell line that opens a keyword block (`def g`,", "def g|\nend\n",
+     "multi-line", ("ruby",)),
+    ("`function g()`,", "function g()|\nend\n", "multi-line", ("lua",)),
+    ("`if x; then`;", "if x; then|\nfi\n", "multi-line", ("bash",)),
+    ("not inside a bracket it leaves open, `def g(a,`", "def g(a,|\nend\n", "single-line",
+     ("ruby",)),
+    ("unless the header follows that bracket, a callback's `set('n', 'x', function()`",
+     "vim.keymap.set('n', 'x', function()|\nend)\n", "multi-line", ("lua",)),
 ]
 
 
-@pytest.mark.parametrize(("says", "marked", "kind"), POLICY_EXAMPLES,
-                         ids=[kind + ": " + marked for _, marked, kind in POLICY_EXAMPLES])
-def test_the_length_policy_is_as_how_it_works_describes_it(says, marked, kind):
+@pytest.mark.parametrize(("says", "marked", "kind", "languages"), POLICY_EXAMPLES,
+                         ids=[f"{kind}: {marked}" for _, marked, kind, _ in POLICY_EXAMPLES])
+def test_the_length_policy_is_as_how_it_works_describes_it(says, marked, kind, languages):
     """How it works said that a cursor at column 0 before code inserts whole lines (a
     multi-line fill), which the policy stopped doing on 2026-11-30 (8d70c58): such a
-    cursor has code after it on its line, and is a single-line fill."""
+    cursor has code after it on its line, and is a single-line fill.  Each rule and
+    example the section gives is checked here against the policy."""
     from dlm_lsp.config import InfillOptions
     from dlm_lsp.models.tokenizer import Tokenizer
     from dlm_lsp.policy import plan_span
@@ -598,7 +612,7 @@ def test_the_length_policy_is_as_how_it_works_describes_it(says, marked, kind):
     assert says in " ".join(readme_section("How it works").split())
     text, at = marked.replace("|", ""), marked.index("|")
     tokenizer = Tokenizer.from_file(ROOT / "dlm_lsp" / "weights" / "default" / "tokenizer.json")
-    for language in ("python", None):  # with the grammar's hints, and from the text alone
+    for language in languages:
         plan = plan_span(text, at, at, ServerConfig(), InfillOptions(), tokenizer,
                          language=language)
         assert plan.kind == kind, language
