@@ -935,6 +935,13 @@ _KEEP_DOCUMENTS = 16
 _KEEP_CHARACTERS = 8_000_000  # ~0.2-0.25 GB of trees
 
 
+# One lock per document kept (taken before `_LOCK`, never inside it): a version is
+# parsed once however many threads ask for it.  A fill that came while the document was
+# being parsed (as it is at didOpen, see passes.parse_ahead) waited on `_LOCK` and then
+# parsed it again from nothing, as nothing was kept yet when it looked.
+_PARSING: dict[str, threading.Lock] = {}
+
+
 def parsed_document(text: str, language: str | None,
                     uri: str | None = None) -> ParsedDocument | Validation:
     """The document parsed (from its previous version's tree, when `uri` was seen before).
@@ -946,20 +953,32 @@ def parsed_document(text: str, language: str | None,
     canonical, parser, why = canonical_language(language)
     if parser is None:
         return Validation(False, True, canonical, reason=why)
+    if uri is None:
+        return ParsedDocument(text, canonical, parser,
+                              bash=bash_for(text, uri) if canonical == "bash" else None)
     with _LOCK:
-        previous = _DOCUMENTS.get(uri) if uri is not None else None
+        parsing = _PARSING.setdefault(uri, threading.Lock())
+    with parsing:
+        return _parsed_and_kept(text, canonical, parser, uri)
+
+
+def _parsed_and_kept(text: str, canonical: str, parser: Parser, uri: str) -> ParsedDocument:
+    """`parsed_document` of a document kept under `uri`; the caller holds its lock."""
+    with _LOCK:
+        previous = _DOCUMENTS.get(uri)
     if previous is not None and previous.text == text and previous.language == canonical:
         return previous
     document = ParsedDocument(text, canonical, parser, previous,
                               bash=bash_for(text, uri) if canonical == "bash" else None)
-    if uri is not None:
-        with _LOCK:
-            _DOCUMENTS[uri] = document
-            _DOCUMENTS.move_to_end(uri)
-            kept = sum(len(kept.text) for kept in _DOCUMENTS.values())
-            while len(_DOCUMENTS) > _KEEP_DOCUMENTS or (
-                    kept > _KEEP_CHARACTERS and len(_DOCUMENTS) > 1):
-                kept -= len(_DOCUMENTS.popitem(last=False)[1].text)
+    with _LOCK:
+        _DOCUMENTS[uri] = document
+        _DOCUMENTS.move_to_end(uri)
+        kept = sum(len(kept.text) for kept in _DOCUMENTS.values())
+        while len(_DOCUMENTS) > _KEEP_DOCUMENTS or (
+                kept > _KEEP_CHARACTERS and len(_DOCUMENTS) > 1):
+            dropped, gone = _DOCUMENTS.popitem(last=False)
+            _PARSING.pop(dropped, None)
+            kept -= len(gone.text)
     return document
 
 
@@ -967,6 +986,7 @@ def forget_document(uri: str) -> None:
     """Drop a closed document's parse tree (a large file's tree is large)."""
     with _LOCK:
         _DOCUMENTS.pop(uri, None)
+        _PARSING.pop(uri, None)
 
 
 def validate_fill(text: str, start: int, end: int, fill: str, language: str | None,

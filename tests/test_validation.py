@@ -860,6 +860,43 @@ def test_the_parse_trees_kept_are_bounded_by_size_and_the_latest_is_always_kept(
     assert validation._DOCUMENTS["file:///big.py"] is not kept  # its next version, kept
 
 
+def test_a_version_asked_for_while_it_is_parsed_is_parsed_once(monkeypatch):
+    """A fill that comes while its document is being parsed (as a large one is when it
+    is opened, passes.parse_ahead) waits for that parse and takes its tree, instead of
+    parsing the document again from nothing once the first parse lets go."""
+    from collections import OrderedDict
+
+    monkeypatch.setattr(validation, "_DOCUMENTS", OrderedDict())
+    monkeypatch.setattr(validation, "_PARSING", {})
+    real_parse, real_encode, parses = validation.parse, validation._encode_blocks, []
+    inside, go = threading.Event(), threading.Event()
+
+    def counted_parse(parser, data, old_tree=None):
+        parses.append(old_tree)
+        return real_parse(parser, data, old_tree)
+
+    def first_held(text):  # the first parse is held before it begins
+        if not inside.is_set():
+            inside.set()
+            go.wait(30)
+        return real_encode(text)
+
+    monkeypatch.setattr(validation, "parse", counted_parse)
+    monkeypatch.setattr(validation, "_encode_blocks", first_held)
+    text, uri, got = "x = 1\n" * 100, "file:///opened.py", []
+    threads = [threading.Thread(target=lambda: got.append(
+        validation.parsed_document(text, "python", uri))) for _ in range(2)]
+    threads[0].start()
+    assert inside.wait(30)
+    threads[1].start()
+    time.sleep(0.5)  # the second asks while the first parses
+    go.set()
+    for thread in threads:
+        thread.join(30)
+    assert parses == [None]
+    assert got[0] is got[1]
+
+
 # --- a long parse lets the server's other threads run --------------------------------------
 
 
