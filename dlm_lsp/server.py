@@ -31,6 +31,7 @@ from dlm_lsp import __version__
 from dlm_lsp.admission import Gate
 from dlm_lsp.backends import (
     LOCAL,
+    REMOTE,
     Backend,
     BackendError,
     BackendFactory,
@@ -70,6 +71,7 @@ from dlm_lsp.jobs import (
 from dlm_lsp.models import ModelLoadError
 from dlm_lsp.notebooks import NOTEBOOK_SYNC, cell_context, cells_of, changed_cells
 from dlm_lsp.offers import Offers
+from dlm_lsp.passes import parse_ahead
 from dlm_lsp.policy import SpanTooLong, local_text
 from dlm_lsp.protocol import (
     DRAFT,
@@ -323,6 +325,24 @@ class DlmServer(LanguageServer):
         for uri in uris:
             self.refused.add(uri, told)
 
+    def parse_ahead(self, uri: str) -> None:
+        """Parse a large document just opened on a worker thread, off its first fill's
+        path (passes.parse_ahead); a remote backend parses its fills' documents itself."""
+        if self.config.backend != REMOTE:
+            doc = self.document(uri)
+            self.worker.submit(self._parse_ahead, uri, doc.source, doc.language_id)
+
+    def _parse_ahead(self, uri: str, text: str, language_id: str | None) -> None:
+        """`parse_ahead`'s work, on a worker thread.  A document closed meanwhile is
+        forgotten again, as after a fill (`_infill`)."""
+        try:
+            parse_ahead(text, language_id, uri, self.config)
+        except Exception:  # its first fill parses it, and says what fails there
+            log.exception("parsing %s ahead of its fills failed", uri)
+        finally:
+            if find_document(self.workspace, uri) is None:
+                forget_document(uri)
+
     def forget(self, uri: str) -> None:
         """Drop what is kept of a closed document: its recent fills, its parse tree and
         the suggestions it was offered."""
@@ -558,7 +578,8 @@ def did_change(ls: DlmServer, params: types.DidChangeTextDocumentParams) -> None
 def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
     """Keep at most `maxOpenDocuments` documents: past that, drop the new one and say so.
     A document opened again (its text may be new whatever its version says) makes the
-    fills in flight for it stale, as an edit does."""
+    fills in flight for it stale, as an edit does.  A large one is parsed now, on a worker
+    thread, not in its first fill (`DlmServer.parse_ahead`)."""
     uri = params.text_document.uri
     ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
     ls.refused.discard(uri)
@@ -569,6 +590,8 @@ def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, (
             f"dlm-lsp keeps at most {limit} open documents (setting maxOpenDocuments): "
             f"{uri} was not opened; close other documents first")))
+    else:
+        ls.parse_ahead(uri)
 
 
 @feature(types.TEXT_DOCUMENT_DID_CLOSE)

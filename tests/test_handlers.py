@@ -543,3 +543,77 @@ def test_ghost_text_after_another_selected_item_is_filled():
     selected = types.SelectedCompletionInfo(range=WORD, text="return")
     assert [item.insert_text for item in ghost_at(filled, AT, selected).items] == ["returnrn x"]
     assert filled.fills == 2
+
+
+# --- a large document is parsed when it is opened, off its first fill's path ----------------
+
+LARGE = "".join(f"def f{k}(x):\n    return x + {k}\n\n\n" for k in range(4000))  # 124 K chars
+
+
+def parsing_server() -> server.DlmServer:
+    """A server with a workspace, as after `initialize`; no model is loaded."""
+    ls = server.build_server()
+    ls.protocol._workspace = Workspace(None)
+    return ls
+
+
+def opened(ls: server.DlmServer, text: str, uri: str = DOC.uri) -> None:
+    """`text` opened at `uri` as the editor opens it (pygls keeps it, then our handler)."""
+    item = types.TextDocumentItem(uri, "python", 1, text)
+    ls.workspace.put_text_document(item)
+    server.did_open(ls, types.DidOpenTextDocumentParams(item))
+
+
+@pytest.fixture
+def kept_parses(monkeypatch):
+    """The parse trees validation keeps, empty for this test."""
+    from collections import OrderedDict
+
+    from dlm_lsp import validation
+
+    monkeypatch.setattr(validation, "_DOCUMENTS", OrderedDict())
+    monkeypatch.setattr(validation, "_PARSING", {})
+    return validation._DOCUMENTS
+
+
+def test_a_large_document_is_parsed_when_it_is_opened(kept_parses):
+    ls = parsing_server()
+    opened(ls, LARGE)
+    ls.worker.shutdown(wait=True)
+    assert kept_parses[DOC.uri].text == LARGE
+
+
+def test_a_document_is_parsed_ahead_with_the_line_breaks_its_fills_are_parsed_with(
+        kept_parses):
+    """The model, and so validation, sees a `\\r\\n` file with `\\n` (line_endings): a tree
+    of the text with `\\r\\n` would be reparsed nearly whole by the first fill."""
+    ls = parsing_server()
+    opened(ls, LARGE.replace("\n", "\r\n"))
+    ls.worker.shutdown(wait=True)
+    assert kept_parses[DOC.uri].text == LARGE
+
+
+def test_a_small_document_is_left_to_its_first_fill(kept_parses):
+    ls = parsing_server()
+    opened(ls, TEXT)
+    ls.worker.shutdown(wait=True)
+    assert DOC.uri not in kept_parses
+
+
+def test_a_document_closed_while_it_is_parsed_ahead_keeps_no_tree(kept_parses, monkeypatch):
+    import threading
+
+    closed, real = threading.Event(), server.parse_ahead
+
+    def held(*args):
+        closed.wait(30)
+        real(*args)
+
+    monkeypatch.setattr(server, "parse_ahead", held)
+    ls = parsing_server()
+    opened(ls, LARGE)
+    ls.workspace.remove_text_document(DOC.uri)
+    server.did_close(ls, types.DidCloseTextDocumentParams(DOC))
+    closed.set()
+    ls.worker.shutdown(wait=True)
+    assert DOC.uri not in kept_parses
