@@ -600,6 +600,15 @@ def test_a_small_document_is_left_to_its_first_fill(kept_parses):
     assert DOC.uri not in kept_parses
 
 
+def test_a_large_document_is_left_alone_where_a_remote_server_makes_the_fills(kept_parses):
+    """The remote dlm-lsp server parses the documents it fills; a tree here is waste."""
+    ls = parsing_server()
+    ls.config.backend = "remote"
+    opened(ls, LARGE)
+    ls.worker.shutdown(wait=True)
+    assert DOC.uri not in kept_parses
+
+
 def test_a_document_closed_while_it_is_parsed_ahead_keeps_no_tree(kept_parses, monkeypatch):
     import threading
 
