@@ -118,6 +118,10 @@ class DlmServer(LanguageServer):
         # Requests are prepared and validated on these threads; their forward passes
         # all go through the engine's one batching worker, which owns the model.
         self.worker = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dlm-engine")
+        # Large documents just opened are parsed on this thread, one after another
+        # (`parse_ahead`): on the fills' threads, a workspace of large files opened at
+        # once would keep every one of them busy, and the next fill waiting.
+        self.parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dlm-parse")
         self.jobs = Jobs()
         self.pending_problems: list[str] = []
         # the settings the client has sent (each change overlaid, as on the config): a
@@ -326,14 +330,14 @@ class DlmServer(LanguageServer):
             self.refused.add(uri, told)
 
     def parse_ahead(self, uri: str) -> None:
-        """Parse a large document just opened on a worker thread, off its first fill's
+        """Parse a large document just opened on the parsing thread, off its first fill's
         path (passes.parse_ahead); a remote backend parses its fills' documents itself."""
         if self.config.backend != REMOTE:
             doc = self.document(uri)
-            self.worker.submit(self._parse_ahead, uri, doc.source, doc.language_id)
+            self.parser.submit(self._parse_ahead, uri, doc.source, doc.language_id)
 
     def _parse_ahead(self, uri: str, text: str, language_id: str | None) -> None:
-        """`parse_ahead`'s work, on a worker thread.  A document closed meanwhile is
+        """`parse_ahead`'s work, on the parsing thread.  A document closed meanwhile is
         forgotten again, as after a fill (`_infill`)."""
         try:
             parse_ahead(text, language_id, uri, self.config)
@@ -506,6 +510,7 @@ class DlmServer(LanguageServer):
         a handler thread still finishing (the other clients' event loop must not stall)."""
         self.engine.close()
         self.worker.shutdown(wait=False)
+        self.parser.shutdown(wait=False)
         if self._thread_pool is not None:
             self._thread_pool.shutdown(wait=False)
 
@@ -578,8 +583,8 @@ def did_change(ls: DlmServer, params: types.DidChangeTextDocumentParams) -> None
 def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
     """Keep at most `maxOpenDocuments` documents: past that, drop the new one and say so.
     A document opened again (its text may be new whatever its version says) makes the
-    fills in flight for it stale, as an edit does.  A large one is parsed now, on a worker
-    thread, not in its first fill (`DlmServer.parse_ahead`)."""
+    fills in flight for it stale, as an edit does.  A large one is parsed now, on a thread
+    of its own, not in its first fill (`DlmServer.parse_ahead`)."""
     uri = params.text_document.uri
     ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
     ls.refused.discard(uri)

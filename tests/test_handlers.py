@@ -579,7 +579,7 @@ def kept_parses(monkeypatch):
 def test_a_large_document_is_parsed_when_it_is_opened(kept_parses):
     ls = parsing_server()
     opened(ls, LARGE)
-    ls.worker.shutdown(wait=True)
+    ls.parser.shutdown(wait=True)
     assert kept_parses[DOC.uri].text == LARGE
 
 
@@ -589,14 +589,14 @@ def test_a_document_is_parsed_ahead_with_the_line_breaks_its_fills_are_parsed_wi
     of the text with `\\r\\n` would be reparsed nearly whole by the first fill."""
     ls = parsing_server()
     opened(ls, LARGE.replace("\n", "\r\n"))
-    ls.worker.shutdown(wait=True)
+    ls.parser.shutdown(wait=True)
     assert kept_parses[DOC.uri].text == LARGE
 
 
 def test_a_small_document_is_left_to_its_first_fill(kept_parses):
     ls = parsing_server()
     opened(ls, TEXT)
-    ls.worker.shutdown(wait=True)
+    ls.parser.shutdown(wait=True)
     assert DOC.uri not in kept_parses
 
 
@@ -605,8 +605,31 @@ def test_a_large_document_is_left_alone_where_a_remote_server_makes_the_fills(ke
     ls = parsing_server()
     ls.config.backend = "remote"
     opened(ls, LARGE)
-    ls.worker.shutdown(wait=True)
+    ls.parser.shutdown(wait=True)
     assert DOC.uri not in kept_parses
+
+
+def test_large_documents_parsed_at_open_leave_the_fills_threads_free(kept_parses, monkeypatch):
+    """A workspace of large files opened at once (an editor restoring its tabs) is
+    parsed on a thread of its own: on the fills' eight threads, nine parses held every
+    one of them, and a fill asked for meanwhile waited for them."""
+    import threading
+
+    go, real = threading.Event(), server.parse_ahead
+
+    def held(*args):
+        go.wait(30)
+        real(*args)
+
+    monkeypatch.setattr(server, "parse_ahead", held)
+    ls = parsing_server()
+    try:
+        for k in range(9):
+            opened(ls, LARGE, f"file:///work/large{k}.py")
+        assert ls.worker.submit(lambda: "filled").result(timeout=10) == "filled"
+    finally:
+        go.set()
+    ls.parser.shutdown(wait=True)
 
 
 def test_a_document_closed_while_it_is_parsed_ahead_keeps_no_tree(kept_parses, monkeypatch):
@@ -624,5 +647,5 @@ def test_a_document_closed_while_it_is_parsed_ahead_keeps_no_tree(kept_parses, m
     ls.workspace.remove_text_document(DOC.uri)
     server.did_close(ls, types.DidCloseTextDocumentParams(DOC))
     closed.set()
-    ls.worker.shutdown(wait=True)
+    ls.parser.shutdown(wait=True)
     assert DOC.uri not in kept_parses
