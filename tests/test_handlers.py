@@ -609,10 +609,9 @@ def test_a_large_document_is_left_alone_where_a_remote_server_makes_the_fills(ke
     assert DOC.uri not in kept_parses
 
 
-def test_large_documents_parsed_at_open_leave_the_fills_threads_free(kept_parses, monkeypatch):
-    """A workspace of large files opened at once (an editor restoring its tabs) is
-    parsed on a thread of its own: on the fills' eight threads, nine parses held every
-    one of them, and a fill asked for meanwhile waited for them."""
+@pytest.fixture
+def parse_ahead_held(monkeypatch):
+    """Parses at open wait until the returned event is set."""
     import threading
 
     go, real = threading.Event(), server.parse_ahead
@@ -622,6 +621,16 @@ def test_large_documents_parsed_at_open_leave_the_fills_threads_free(kept_parses
         real(*args)
 
     monkeypatch.setattr(server, "parse_ahead", held)
+    yield go
+    go.set()
+
+
+def test_large_documents_parsed_at_open_leave_the_fills_threads_free(kept_parses,
+                                                                      parse_ahead_held):
+    """A workspace of large files opened at once (an editor restoring its tabs) is
+    parsed on a thread of its own: on the fills' eight threads, nine parses held every
+    one of them, and a fill asked for meanwhile waited for them."""
+    go = parse_ahead_held
     ls = parsing_server()
     try:
         for k in range(9):
@@ -632,16 +641,9 @@ def test_large_documents_parsed_at_open_leave_the_fills_threads_free(kept_parses
     ls.parser.shutdown(wait=True)
 
 
-def test_a_document_closed_while_it_is_parsed_ahead_keeps_no_tree(kept_parses, monkeypatch):
-    import threading
-
-    closed, real = threading.Event(), server.parse_ahead
-
-    def held(*args):
-        closed.wait(30)
-        real(*args)
-
-    monkeypatch.setattr(server, "parse_ahead", held)
+def test_a_document_closed_while_it_is_parsed_ahead_keeps_no_tree(kept_parses,
+                                                                   parse_ahead_held):
+    closed = parse_ahead_held
     ls = parsing_server()
     opened(ls, LARGE)
     ls.workspace.remove_text_document(DOC.uri)
