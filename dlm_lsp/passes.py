@@ -58,7 +58,13 @@ from dlm_lsp.serving import Target, WorkerClosed
 from dlm_lsp.span import SpanLayout
 from dlm_lsp.syntax import free_lines
 from dlm_lsp.units import truncate_to_units
-from dlm_lsp.validation import ParsedDocument, Validation, language_for, parsed_document
+from dlm_lsp.validation import (
+    ParsedDocument,
+    Validation,
+    language_for,
+    parsed_document,
+    room_for,
+)
 
 if TYPE_CHECKING:
     from dlm_lsp.engine import Engine
@@ -135,8 +141,9 @@ def parse_ahead(text: str, language_id: str | None, uri: str, cfg: ServerConfig)
     first, as a user does, it is ready by then.  A fill that comes sooner waits for this
     parse instead of making another (`validation.parsed_document`).  Small documents are
     left to their fills: theirs is cheap, and parsing every file an editor restores at
-    start would push the trees of those being filled out of the few kept."""
-    if len(text) < PARSE_AHEAD_CHARS:
+    start would push the trees of those being filled out of the few kept; for the same
+    reason a large one is parsed only while there is room for its tree (`room_for`)."""
+    if len(text) < PARSE_AHEAD_CHARS or not room_for(uri, len(text)):
         return
     document_for(InfillRequest(normalize(text, 0, 0).text, 0, 0, language_id, uri), cfg)
 

@@ -982,6 +982,18 @@ def _parsed_and_kept(text: str, canonical: str, parser: Parser, uri: str) -> Par
     return document
 
 
+def room_for(uri: str, characters: int) -> bool:
+    """Whether a tree of `characters` for `uri` could be kept without dropping another
+    document's: a document parsed ahead of its fills (passes.parse_ahead) must not push
+    out the tree of the one being typed in, which its next keystroke's fill would then
+    parse from nothing (an editor restoring many large tabs did that)."""
+    with _LOCK:
+        if uri in _DOCUMENTS or not _DOCUMENTS:  # alone, a tree is kept whatever its size
+            return True
+        kept = sum(len(document.text) for document in _DOCUMENTS.values())
+        return len(_DOCUMENTS) < _KEEP_DOCUMENTS and kept + characters <= _KEEP_CHARACTERS
+
+
 def forget_document(uri: str) -> None:
     """Drop a closed document's parse tree (a large file's tree is large)."""
     with _LOCK:

@@ -593,6 +593,22 @@ def test_a_document_is_parsed_ahead_with_the_line_breaks_its_fills_are_parsed_wi
     assert kept_parses[DOC.uri].text == LARGE
 
 
+def test_a_large_document_opened_when_the_kept_trees_are_full_pushes_none_out(
+        kept_parses, monkeypatch):
+    """The trees kept are those of documents being filled: one parsed ahead of its fills
+    took the place of the least recent, and an editor restoring its large tabs pushed
+    out the tree of the file being typed in."""
+    from dlm_lsp import validation
+
+    monkeypatch.setattr(validation, "_KEEP_DOCUMENTS", 2)
+    for k in range(2):
+        validation.parsed_document("x = 1\n", "python", f"file:///work/typed{k}.py")
+    ls = parsing_server()
+    opened(ls, LARGE)
+    ls.parser.shutdown(wait=True)
+    assert list(kept_parses) == ["file:///work/typed0.py", "file:///work/typed1.py"]
+
+
 def test_a_small_document_is_left_to_its_first_fill(kept_parses):
     ls = parsing_server()
     opened(ls, TEXT)
