@@ -99,3 +99,26 @@ def test_validation_large_times_checks_of_fills_the_document_has_not_judged(monk
     bench.main()
     timed = checked[:-2]  # the last two check again the fills whose verdicts it prints
     assert len(set(timed)) == len(timed) >= 10
+
+
+def test_reparse_edits_types_at_the_places_it_names():
+    """reparse_edits.py reports reparse costs by where the keystroke lands; a place
+    off by a character (the newline instead of the blank line after it) times another
+    case of tree-sitter's reuse, so each is checked against the text around it."""
+    bench = script("reparse_edits")
+    text = bench.generated(0.02)
+    for fraction in bench.FRACTIONS:
+        at = bench.places(text, fraction)
+        line_of = {name: text[text.rfind("\n", 0, offset) + 1:text.find("\n", offset)]
+                   for name, offset in at.items() if name != "end of the document"}
+        assert "value = request" in line_of["inside a line"]
+        assert text[at["end of the last line"]] == "\n"
+        assert line_of["end of the last line"].startswith("    return ")
+        assert line_of["blank line after it"] == ""
+        assert text[at["blank line after it"] - 1] == "\n"
+        assert text[text.rfind("\n", 0, at["indentation of the last line"]) + 1:
+                    at["indentation of the last line"]] == "  "
+        assert line_of["indentation of the last line"] == line_of["end of the last line"]
+        assert text.startswith("def handler_", at["start of the next def"])
+        assert at["end of the document"] == len(text)
+        assert at["end of the last line"] < at["start of the next def"]
