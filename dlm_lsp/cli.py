@@ -165,6 +165,13 @@ def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
                         "length policy")
     parser.add_argument("--no-repair", action="store_true",
                         help="one denoising pass: no syntax repair, no left-to-right fallback")
+    _add_settings_argument(parser)
+
+
+def _add_settings_argument(parser: argparse.ArgumentParser) -> None:
+    """`--settings`, for every benchmark whose fills go through the engine's settings:
+    without it a run measured on one machine's default (bf16 where the CPU has it) could
+    not be repeated in another precision (`pass_at_1.engine_settings` reads it)."""
     parser.add_argument("--settings", metavar="JSON",
                         help="more server settings for the engine, as camelCase JSON, e.g. "
                         "'{\"precision\": \"bf16\", \"contextCache\": true}'")
@@ -346,14 +353,19 @@ def _run_bench(args: argparse.Namespace) -> int:
         import importlib
 
         return importlib.import_module(COMMANDS[args.bench]).command(args)
+    from dlm_lsp.bench.pass_at_1 import engine_settings
+
+    # refused before the model loads; what each row sets for itself, too
+    engine = engine_settings(args.settings, ("validate",) if args.bench == "syntax"
+                             else ("strategy",))
     if args.bench == "syntax":
         from dlm_lsp.bench.syntax_rate import main as syntax_main
 
-        return syntax_main(args.model, args.device, args.limit, args.json_out)
+        return syntax_main(args.model, args.device, args.limit, args.json_out, engine)
     from dlm_lsp.bench.strategies import main as strategies_main
 
     return strategies_main(args.model, args.device, args.split, args.limit, args.steps,
-                           args.json_out)
+                           args.json_out, engine)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -426,6 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     strat.add_argument("--steps", type=_positive, default=8,
                        help="step budget of each diffusion fill (default 8)")
     strat.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
+    _add_settings_argument(strat)
     _add_humaneval_arguments(kinds.add_parser(
         "humaneval", help="pass@1: run each fill against the task's tests in a sandbox"))
     _add_heldout_arguments(kinds.add_parser(
@@ -437,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     syntax.add_argument("--limit", type=_positive, default=40,
                         help="HumanEval multi-line tasks (default 40; the fixtures' holes too)")
     syntax.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
+    _add_settings_argument(syntax)
     _add_curve_commands(kinds)
     return parser
 

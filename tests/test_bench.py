@@ -149,16 +149,22 @@ def test_humaneval_command_with_a_model_writes_json_naming_the_machine(model_dir
     assert "server default strategy, oracle length, 2 steps | 3 |" in printed
 
 
-def test_humaneval_runs_the_engine_with_extra_server_settings(model_dir, tmp_path, capsys,
-                                                             monkeypatch):
+def engine_configs(monkeypatch, module) -> list[ServerConfig]:
+    """The config of each engine that `module.bench_engine` makes, as it makes it."""
     seen = []
-    real = pass_at_1.bench_engine
+    real = module.bench_engine
 
     def recording(model, device, **settings):
         engine = real(model, device, **settings)
         seen.append(engine.config)
         return engine
-    monkeypatch.setattr(pass_at_1, "bench_engine", recording)
+    monkeypatch.setattr(module, "bench_engine", recording)
+    return seen
+
+
+def test_humaneval_runs_the_engine_with_extra_server_settings(model_dir, tmp_path, capsys,
+                                                             monkeypatch):
+    seen = engine_configs(monkeypatch, pass_at_1)
     out = tmp_path / "run.json"
     assert main(["bench", "humaneval", "--model", str(model_dir), "--device", "cpu",
                  "--limit", "2", "--steps", "2", "--json", str(out),
@@ -175,7 +181,7 @@ def test_humaneval_runs_the_engine_with_extra_server_settings(model_dir, tmp_pat
     ('{"precision": "fp64"}', "setting '--settings.precision' = 'fp64' should be one of"),
     ("{precision: bf16}", "--settings is not JSON"),
 ])
-@pytest.mark.parametrize("bench", ["humaneval", "heldout"])
+@pytest.mark.parametrize("bench", ["humaneval", "heldout", "syntax", "strategies"])
 def test_a_setting_the_engine_would_not_use_is_a_usage_error(bench, settings, says, capsys):
     """A misspelt setting would be a run measured without it: refused (exit 2, as for
     any bad option), and not said to be "ignored" or to keep a default."""
@@ -183,6 +189,70 @@ def test_a_setting_the_engine_would_not_use_is_a_usage_error(bench, settings, sa
     said = capsys.readouterr().err
     assert said.startswith(f"dlm-lsp bench {bench}: ") and says in said
     assert "ignored" not in said and "kept" not in said
+
+
+def test_syntax_runs_both_settings_with_extra_server_settings_and_names_them(
+        model_dir, tmp_path, capsys, monkeypatch):
+    """`bench syntax` took no --settings: its fp32 fixtures row could not be measured
+    again on a CPU whose default is bf16.  Both rows run with them, and say so."""
+    from dlm_lsp.bench import syntax_rate
+
+    seen = []
+
+    class Recording(syntax_rate.Engine):
+        def __init__(self, config):
+            seen.append(config)
+            super().__init__(config)
+    monkeypatch.setattr(syntax_rate, "Engine", Recording)
+    monkeypatch.setattr(syntax_rate, "fixture_tasks", lambda: fixture_tasks()[:1])
+    out = tmp_path / "syntax.json"
+    assert main(["bench", "syntax", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "1", "--json", str(out),
+                 "--settings", '{"precision": "fp32", "maxContextTokens": 240}']) == 0
+    assert [(c.precision, c.max_context_tokens, c.validate) for c in seen] == [
+        ("fp32", 240, False), ("fp32", 240, True)] * 2
+    rows = json.loads(out.read_text())
+    assert [r["setting"] for r in rows[:2]] == [
+        "model only (validation off), maxContextTokens 240, precision fp32",
+        "validation + repair + fallback, maxContextTokens 240, precision fp32"]
+    assert all(r["engine"] == {"precision": "fp32", "max_context_tokens": 240} for r in rows)
+    printed = capsys.readouterr().out.splitlines()
+    assert all("maxContextTokens 240, precision fp32" in line for line in printed)
+
+
+def test_strategies_runs_the_engine_with_extra_server_settings_and_names_them(
+        model_dir, tmp_path, capsys, monkeypatch):
+    """`bench strategies` took no --settings: its table could not be measured again in
+    another precision than the machine's default."""
+    from dlm_lsp.bench import strategies
+    from dlm_lsp.bench.filling import Fill
+
+    seen = engine_configs(monkeypatch, strategies)
+    monkeypatch.setattr(strategies, "fill_task",
+                        lambda engine, task, settings: Fill(task.middle, True, 1, 1.0))
+    out = tmp_path / "strategies.json"
+    assert main(["bench", "strategies", "--model", str(model_dir), "--device", "cpu",
+                 "--limit", "1", "--json", str(out),
+                 "--settings", '{"precision": "fp32", "contextCache": true}']) == 0
+    assert [(c.precision, c.context_cache) for c in seen] == [("fp32", True)]
+    assert json.loads(out.read_text())["engine"] == {"precision": "fp32",
+                                                     "context_cache": True}
+    assert ("8 steps (left-to-right: one per token), contextCache True, precision fp32; "
+            in capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(("bench", "settings", "named"), [
+    ("syntax", '{"validate": false}', "validate"),
+    ("strategies", '{"strategy": "margin"}', "strategy"),
+])
+def test_a_setting_the_benchmark_sets_on_each_row_is_a_usage_error(bench, settings, named,
+                                                                   capsys):
+    """`bench syntax` runs a row with validation off and one with it on; `bench
+    strategies` a row per strategy.  Given in --settings, the setting would have named
+    every row, though the benchmark's own value replaced it on some: refused."""
+    assert main(["bench", bench, "--limit", "1", "--settings", settings]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"dlm-lsp bench {bench}: --settings names {named}, ")
 
 
 @pytest.mark.parametrize(("content", "says"), [

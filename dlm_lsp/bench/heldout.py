@@ -44,8 +44,8 @@ from dlm_lsp.bench.filling import (
 from dlm_lsp.bench.humaneval import Task
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
+from dlm_lsp.bench.pass_at_1 import engine_settings, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
-from dlm_lsp.config import camel
 from dlm_lsp.training.data import SourceConfig, heldout_rank, python_files, read_source
 
 MIN_CHARS, MAX_CHARS = 8, 100  # a line's content (after its indentation) to be a task
@@ -177,7 +177,7 @@ def table_row(report: HeldoutReport) -> str:
     label = f"{s.strategy or 'server default strategy'}, {s.length} length"
     label += "" if s.steps is None else f", {s.steps} steps"
     label += "" if s.repair else ", no repair"
-    label += "".join(f", {camel(k)} {v}" for k, v in sorted(report.engine.items()))
+    label += settings_label(report.engine)
     label += report.partial.mark() if report.partial else ""
     return (f"| {label} | {report.files} | {report.tasks} | {report.exact_match} | "
             f"{report.edit_similarity} | {report.syntax_valid} | {report.empty} | "
@@ -193,8 +193,6 @@ def to_markdown(report: HeldoutReport) -> str:
 
 def command(args: argparse.Namespace) -> int:
     """`dlm-lsp bench heldout`: run, print the row, write files."""
-    from dlm_lsp.bench.pass_at_1 import engine_settings
-
     settings = FillSettings(strategy=args.strategy, steps=args.steps, seed=args.seed,
                             length=args.length, repair=not args.no_repair)
     report = run(args.model, args.device, args.limit or None, settings,

@@ -290,7 +290,7 @@ def describe_run(config: BenchConfig) -> str:
     s = config.settings
     steps = "" if s.steps is None else f", {s.steps} steps"
     repair = "" if s.repair else ", no repair"
-    extra = "".join(f", {camel(k)} {v}" for k, v in sorted(config.engine.items()))
+    extra = settings_label(config.engine)
     return f"{s.strategy or 'server default strategy'}, {s.length} length{steps}{repair}{extra}"
 
 
@@ -378,11 +378,13 @@ def distinct(values: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def engine_settings(text: str | None) -> dict:
+def engine_settings(text: str | None, varied: tuple[str, ...] = ()) -> dict:
     """`--settings` JSON (camelCase server settings) as checked snake_case keywords.
 
     Strict, unlike the server's settings: a misspelt one would be a run measured
-    without it, so nothing is ignored."""
+    without it, so nothing is ignored.  Nor is a setting the benchmark sets itself on
+    each row (`varied`, snake_case: `bench syntax`'s validate): every row would have
+    been labelled with a value that only some of them ran with."""
     if not text:
         return {}
     try:
@@ -392,7 +394,20 @@ def engine_settings(text: str | None) -> dict:
     _, problems = from_json(ServerConfig, data, where="--settings", strict=True)
     if problems:
         raise UsageError("; ".join(problems))
-    return {snake(key): value for key, value in data.items()}
+    settings = {snake(key): value for key, value in data.items()}
+    taken = [camel(name) for name in varied if name in settings]
+    if taken:
+        raise UsageError(f"--settings names {', '.join(taken)}, which this benchmark sets "
+                         "itself on each row")
+    return settings
+
+
+def settings_label(engine: dict) -> str:
+    """`engine_settings`' keywords as a row label's tail (", contextCache True, precision
+    fp32"), named as `--settings` spells them, in a fixed order; "" for none.  Every
+    benchmark that takes `--settings` labels its rows with it, so a table of runs with
+    and without a setting says which row had it."""
+    return "".join(f", {camel(k)} {v}" for k, v in sorted(engine.items()))
 
 
 def read_stored_report(path: str) -> dict:

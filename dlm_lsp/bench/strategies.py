@@ -20,6 +20,7 @@ from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match,
 from dlm_lsp.bench.humaneval import Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.output import writing_reports
+from dlm_lsp.bench.pass_at_1 import settings_label
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import STRATEGIES
 from dlm_lsp.engine import Engine
@@ -70,12 +71,15 @@ def tally(strategy: str, tasks: list[Task], done: list[tuple[Fill, float]]) -> S
 
 
 def main(model: str, device: str, split: str, limit: int | None, steps: int,
-         json_out: str | None) -> int:
+         json_out: str | None, settings: dict | None = None) -> int:
     """Print the table (markdown) for every strategy, optionally writing JSON too.
+    `settings`: more server settings (`--settings`, checked), named in the table's
+    heading and kept in the JSON.
 
     Progress goes to stderr.  Stopped by a signal, the table has the strategies done
     and the one under way over the tasks it filled, marked partial (`progress.py`)."""
-    engine = bench_engine(model, device)
+    settings = dict(settings or {})
+    engine = bench_engine(model, device, **settings)
     tasks = load_tasks(split, limit)
     progress = Progress("strategies", len(STRATEGIES) * len(tasks), "fills")
     rows: list[StrategyRow] = []
@@ -98,7 +102,8 @@ def main(model: str, device: str, split: str, limit: int | None, steps: int,
     if partial:
         print(f"{partial}; the numbers below cover only these")
     print(f"HumanEval-Infilling {split}, {len(tasks)} tasks, oracle length, greedy, "
-          f"seed 0, {steps} steps (left-to-right: one per token); {where}")
+          f"seed 0, {steps} steps (left-to-right: one per token){settings_label(settings)}; "
+          f"{where}")
     print("| strategy | exact match % | syntax valid % | empty % | forward passes | ms per fill |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -109,7 +114,8 @@ def main(model: str, device: str, split: str, limit: int | None, steps: int,
     with writing_reports(partial) as files:
         if json_out:
             files.json(json_out, {"split": split, "steps": steps, "model": engine.model.name,
-                                  "machine": machine, "rows": [asdict(r) for r in rows],
+                                  "engine": settings, "machine": machine,
+                                  "rows": [asdict(r) for r in rows],
                                   "partial": asdict(partial) if partial else None})
     if partial:
         raise Stopped(partial, files.said())

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.output import writing_reports
+from dlm_lsp.bench.pass_at_1 import settings_label
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
@@ -114,10 +115,16 @@ def _print_row(name: str, row: SyntaxRow, mark: str = "") -> None:
           f"{row.ms:.0f} ms/fill, paths {row.paths}{mark}", flush=True)
 
 
-def main(model: str, device: str, limit: int | None, out: str | None) -> int:
-    base = ServerConfig(model=model, device=device)
-    settings = {"model only (validation off)": replace(base, validate=False),
-                "validation + repair + fallback": base}
+def main(model: str, device: str, limit: int | None, out: str | None,
+         engine: dict | None = None) -> int:
+    """Print a row per task set and setting, optionally writing them as JSON.  `engine`:
+    more server settings (`--settings`, checked), named in each row's setting and kept
+    in each JSON row, so a row measured in fp32 says so."""
+    engine = dict(engine or {})
+    base = ServerConfig(model=model, device=device, **engine)
+    extra = settings_label(engine)
+    settings = {"model only (validation off)" + extra: replace(base, validate=False),
+                "validation + repair + fallback" + extra: base}
     table: list[dict] = []
     fixtures = fixture_tasks()
     languages = {language_for(None, task.uri) for task in fixtures}
@@ -134,7 +141,7 @@ def main(model: str, device: str, limit: int | None, out: str | None) -> int:
     def keep_the_row_under_way() -> None:  # over the tasks it filled
         if done and (name, setting) not in {(e["set"], e["setting"]) for e in table}:
             row = tally(setting, done)
-            table.append({"set": name, **asdict(row), "rate": row.rate})
+            table.append({"set": name, **asdict(row), "rate": row.rate, "engine": engine})
             _print_row(name, row, f" (partial: {row.tasks} of {len(tasks)} tasks)")
     with Stoppable(progress, lambda: sum(entry["tasks"] for entry in table),
                    on_stop=keep_the_row_under_way) as loop:
@@ -142,7 +149,8 @@ def main(model: str, device: str, limit: int | None, out: str | None) -> int:
             for setting, config in settings.items():
                 done = []
                 row = run(Engine(config), tasks, setting, done=done, on_fill=filled)
-                table.append({"set": name, **asdict(row), "rate": row.rate})
+                table.append({"set": name, **asdict(row), "rate": row.rate,
+                              "engine": engine})
                 _print_row(name, row)
     partial = loop.partial
     if partial:
