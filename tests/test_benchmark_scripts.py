@@ -122,3 +122,16 @@ def test_reparse_edits_types_at_the_places_it_names():
         assert text.startswith("def handler_", at["start of the next def"])
         assert at["end of the document"] == len(text)
         assert at["end of the last line"] < at["start of the next def"]
+
+
+def test_dash_check_counts_each_posix_sh_script_once_and_its_links_apart(tmp_path):
+    """The README's count of POSIX sh scripts that dash holds: a script reached by
+    several names (`xzgrep`, `lzgrep`) is one script; bash's and Python's are not counted."""
+    dash_check = script("dash_check")
+    (tmp_path / "xzgrep").write_text("#!/bin/sh\necho hi\n")
+    (tmp_path / "lzgrep").symlink_to(tmp_path / "xzgrep")
+    (tmp_path / "tool").write_text("#! /usr/bin/env dash\nexit 0\n")
+    (tmp_path / "bashy").write_text("#!/bin/bash\necho hi\n")
+    (tmp_path / "py").write_text("#!/usr/bin/python3\nprint()\n")
+    found, links = dash_check.posix_scripts((str(tmp_path),))
+    assert [path.name for path in found] == ["tool", "xzgrep"] and links == 1
