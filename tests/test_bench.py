@@ -255,6 +255,16 @@ def test_a_setting_the_benchmark_sets_on_each_row_is_a_usage_error(bench, settin
     assert said.startswith(f"dlm-lsp bench {bench}: --settings names {named}, ")
 
 
+@pytest.mark.parametrize("bench", ["humaneval", "heldout", "syntax", "strategies"])
+def test_a_model_or_device_in_settings_is_a_usage_error_naming_the_option(bench, capsys):
+    """`--settings '{"model": ...}'` ended in a TypeError's traceback (model given twice
+    to the engine): the model and device have options of their own."""
+    assert main(["bench", bench, "--limit", "1", "--settings",
+                 '{"model": "default", "device": "cpu"}']) == 2
+    assert capsys.readouterr().err == (f"dlm-lsp bench {bench}: --settings names model, "
+                                       "device: give --model and --device instead\n")
+
+
 @pytest.mark.parametrize(("content", "says"), [
     (None, "cannot read --baseline"), ("{", "cannot read --baseline"),
     ("[]", "is not a report"), ('{"pass_at_1": "high"}', "is not a report"),

@@ -382,7 +382,8 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = ()) -> dict:
     """`--settings` JSON (camelCase server settings) as checked snake_case keywords.
 
     Strict, unlike the server's settings: a misspelt one would be a run measured
-    without it, so nothing is ignored.  Nor is a setting the benchmark sets itself on
+    without it, so nothing is ignored.  Nor are `model` and `device`, which are options of
+    their own, nor a setting the benchmark sets itself on
     each row (`varied`, snake_case: `bench syntax`'s validate): every row would have
     been labelled with a value that only some of them ran with."""
     if not text:
@@ -395,6 +396,10 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = ()) -> dict:
     if problems:
         raise UsageError("; ".join(problems))
     settings = {snake(key): value for key, value in data.items()}
+    options = [f"--{name}" for name in ("model", "device") if name in settings]
+    if options:  # it was a TypeError's traceback, after the tasks were read
+        raise UsageError(f"--settings names {', '.join(o[2:] for o in options)}: give "
+                         f"{' and '.join(options)} instead")
     taken = [camel(name) for name in varied if name in settings]
     if taken:
         raise UsageError(f"--settings names {', '.join(taken)}, which this benchmark sets "
