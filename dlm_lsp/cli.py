@@ -17,6 +17,7 @@ from dlm_lsp import __version__
 from dlm_lsp.allocator import cap_arenas
 from dlm_lsp.config import DEVICES, STRATEGIES, InfillOptions, ServerConfig, from_json
 from dlm_lsp.held_signals import signal_name
+from dlm_lsp.process_end import end_quietly, ignore_signals_at_last
 
 # What the options several commands share mean, said once (`--help` is where a user
 # looks first; the README's Configuration table says the same of the settings).
@@ -484,7 +485,15 @@ def main(argv: list[str] | None = None) -> int:
     (143), as an interrupted benchmark's: it was a traceback from wherever the work
     stood, or for SIGTERM no word at all.  Nothing is written before a command's end:
     `fill --write` leaves the file as it was; a Ray instance started here ends at
-    exit, as Ray's own exit handler shuts it down."""
+    exit, as Ray's own exit handler shuts it down.
+
+    Called without `argv` (the script, `python -m dlm_lsp`), main is the process's
+    whole life: on its way out (a status, a usage error, --help) it lets the process
+    exit promptly and quietly (`process_end`): a signal after the command's output
+    was a traceback and status 0, or for SIGTERM no word, after its work was done."""
+    owns_the_process = argv is None
+    if owns_the_process:
+        ignore_signals_at_last()
     argv = sys.argv[1:] if argv is None else argv
     began = time.monotonic()
     try:
@@ -498,6 +507,9 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + signal.SIGPIPE
     except KeyboardInterrupt as exc:
         return _stopped(argv, exc, began)
+    finally:
+        if owns_the_process:
+            end_quietly()
 
 
 def _main(argv: list[str]) -> int:
