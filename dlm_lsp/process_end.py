@@ -1,18 +1,20 @@
 """The second after a command's work: Python's own teardown, made short and quiet.
 
-Once torch is loaded, a command took about a second to exit after writing its last
-line (`dlm-lsp fill` on a 2-core VM: 0.7-1.1 s).  Nearly all of it is the garbage
-collector: interpreter shutdown runs full collections over the million or so objects
-that torch, transformers and the model leave behind, only to free memory the kernel
-frees at exit anyway.  Meanwhile a Ctrl-C raised KeyboardInterrupt inside whatever
-finalizer ran (a traceback, "Exception ignored in ...", and status 0), and SIGTERM,
-its handler put back, killed the process with no word: neither is what a command
-that has already done its work and said so should end with.
+Once torch is loaded, `dlm-lsp fill` took 0.5-0.85 s (median 0.67, 2-core VM) to exit
+after writing its last line, 0.04 s of it when it ended with `os._exit`.  Nearly all of
+it is the garbage collector: interpreter shutdown runs full collections over the
+million or so objects that torch, transformers and the model leave behind, only to
+free memory the kernel frees at exit anyway.  Now 0.14-0.24 s (median 0.23).
 
-Python puts back the signals' default actions once the atexit handlers have run, and
-then tears the modules down, a quarter of a second more in which a signal killed the
-process where it stood (SIGINT, SIGTERM: no word, the signal's status): from there the
-two are ignored outright (`ignore_signals_at_last`), since no Python code may run then.
+A signal in that time was no better: in the atexit handlers a Ctrl-C raised
+KeyboardInterrupt in whatever ran (a traceback, and status 0) and SIGTERM, the
+command's handler put back, killed the process with no word; after them Python puts
+back the default actions before it tears the modules down (most of the time), and
+either signal killed the process where it stood, with no word.  Neither is how a
+command that has done its work and said so should end: now the first signal during
+teardown is ignored and the process exits with the command's own status.  After the
+atexit handlers the two are ignored outright (`ignore_signals_at_last`): no Python
+code may run then, and an ignored signal stays ignored.
 
 `end_quietly` keeps the normal teardown (atexit handlers: Ray's shutdown of an
 instance the command started, temporary folders' cleanup, multiprocessing's children,
