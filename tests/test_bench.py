@@ -216,6 +216,8 @@ def test_syntax_runs_both_settings_with_extra_server_settings_and_names_them(
         "model only (validation off), maxContextTokens 240, precision fp32",
         "validation + repair + fallback, maxContextTokens 240, precision fp32"]
     assert all(r["engine"] == {"precision": "fp32", "max_context_tokens": 240} for r in rows)
+    assert all(r["machine"]["device"] == "cpu" and r["machine"]["date"] for r in rows)
+    assert len({r["revision"] for r in rows}) == 1  # None outside a checkout
     printed = capsys.readouterr().out.splitlines()
     assert all("maxContextTokens 240, precision fp32" in line for line in printed)
 
@@ -237,6 +239,7 @@ def test_strategies_runs_the_engine_with_extra_server_settings_and_names_them(
     assert [(c.precision, c.context_cache) for c in seen] == [("fp32", True)]
     assert json.loads(out.read_text())["engine"] == {"precision": "fp32",
                                                      "context_cache": True}
+    assert "revision" in json.loads(out.read_text())
     assert ("8 steps (left-to-right: one per token), contextCache True, precision fp32; "
             in capsys.readouterr().out)
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
 from dlm_lsp.bench.humaneval import Task, load_tasks
-from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.pass_at_1 import settings_label
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
@@ -115,6 +115,7 @@ def main(model: str, device: str, split: str, limit: int | None, steps: int,
         if json_out:
             files.json(json_out, {"split": split, "steps": steps, "model": engine.model.name,
                                   "engine": settings, "machine": machine,
+                                  "revision": source_revision(),
                                   "rows": [asdict(r) for r in rows],
                                   "partial": asdict(partial) if partial else None})
     if partial:

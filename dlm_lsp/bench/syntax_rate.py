@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dlm_lsp.bench.humaneval import load_tasks
+from dlm_lsp.bench.machine import describe_machine, source_revision
 from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.pass_at_1 import settings_label
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
@@ -119,7 +120,10 @@ def main(model: str, device: str, limit: int | None, out: str | None,
          engine: dict | None = None) -> int:
     """Print a row per task set and setting, optionally writing them as JSON.  `engine`:
     more server settings (`--settings`, checked), named in each row's setting and kept
-    in each JSON row, so a row measured in fp32 says so."""
+    in each JSON row, so a row measured in fp32 says so.  Each JSON row also names the
+    machine and the code it ran on (`machine`, `revision`), as the other bench reports
+    do: the fixtures row differed between an AVX2 VM in fp32 and an AVX-512 one in bf16,
+    and nothing in the file said which had made it."""
     engine = dict(engine or {})
     base = ServerConfig(model=model, device=device, **engine)
     extra = settings_label(engine)
@@ -133,6 +137,7 @@ def main(model: str, device: str, limit: int | None, out: str | None,
     progress = Progress("syntax", len(settings) * sum(len(tasks) for _, tasks in sets),
                         "fills")
     done: list[tuple[bool, float, str]] = []
+    ran_on = device
 
     def filled() -> None:
         progress.update(sum(entry["tasks"] for entry in table) + len(done),
@@ -148,15 +153,19 @@ def main(model: str, device: str, limit: int | None, out: str | None,
         for name, tasks in sets:
             for setting, config in settings.items():
                 done = []
-                row = run(Engine(config), tasks, setting, done=done, on_fill=filled)
+                engine_run = Engine(config)
+                ran_on = str(engine_run.model.device)  # "auto" resolved
+                row = run(engine_run, tasks, setting, done=done, on_fill=filled)
                 table.append({"set": name, **asdict(row), "rate": row.rate,
                               "engine": engine})
                 _print_row(name, row)
     partial = loop.partial
     if partial:
         print(f"{partial}; the rows above cover only these", flush=True)
+    machine, revision = describe_machine(ran_on), source_revision()
     for entry in table:  # a stopped run's file says so in every row
-        entry["partial"] = asdict(partial) if partial else None
+        entry.update(partial=asdict(partial) if partial else None, machine=machine,
+                     revision=revision)
     with writing_reports(partial) as files:
         if out:
             files.json(out, table)
