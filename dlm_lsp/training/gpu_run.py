@@ -140,13 +140,6 @@ def tiny_config(out: Path) -> TrainConfig:
                    max_shard_bytes=SHARD_BYTES)
 
 
-def new_shape(cfg: TrainConfig) -> TinyConfig:
-    """The shape a new model of this recipe gets (its vocabulary at most: a tokenizer
-    trained on a small corpus may learn fewer ids)."""
-    return TinyConfig(vocab_size=cfg.vocab_size, d_model=cfg.d_model, n_layers=cfg.n_layers,
-                      n_heads=cfg.n_heads, max_length=cfg.max_length)
-
-
 def _tensor_sizes(shape: TinyConfig) -> dict[str, int]:
     """Elements of each tensor of a model of this shape."""
     with torch.device("meta"):  # shapes only: no memory, no time
@@ -159,7 +152,7 @@ def export_plan(cfg: TrainConfig) -> tuple[int, int]:
         data = json.loads((Path(cfg.init_from) / "config.json").read_text())
         shape = TinyConfig.from_dict(data)
     else:
-        shape = new_shape(cfg)
+        shape = cfg.new_model_shape()
     sizes = {k: n * 2 for k, n in _tensor_sizes(shape).items()}  # fp16
     shards = 1 if cfg.max_shard_bytes is None else len(plan_shards(sizes, cfg.max_shard_bytes))
     files = 3 if shards == 1 else shards + 3  # + config.json, tokenizer.json (and the index)
@@ -201,7 +194,7 @@ def auto_start(cfg: TrainConfig, size: str) -> Start:
     except (OSError, ValueError, TypeError) as exc:
         return Start(None, f"no shipped model could be read in {shipped} ({exc}): "
                            "training a new model")
-    want = new_shape(cfg)
+    want = cfg.new_model_shape()
     if replace(have, vocab_size=want.vocab_size) == want and have.vocab_size <= want.vocab_size:
         seen = (data.get("training") or {}).get("cumulative_tokens_seen")
         history = "" if seen is None else f", {seen:,} tokens seen in all"

@@ -124,6 +124,15 @@ class TrainConfig:
     save_every: float = 0.0  # seconds between interim saves; 0 saves only at the end
     max_shard_bytes: int | None = None  # shard the saved weights above this size
 
+    def new_model_shape(self, vocab_size: int | None = None) -> TinyConfig:
+        """The shape a new model of this recipe gets, with `vocab_size` ids (the tokenizer's:
+        one trained on a small corpus may learn fewer than `self.vocab_size`).  One rule for
+        the model `train` builds and the shape `gpu_run` plans its export and its warm
+        restart by."""
+        return TinyConfig(vocab_size=self.vocab_size if vocab_size is None else vocab_size,
+                          d_model=self.d_model, n_layers=self.n_layers, n_heads=self.n_heads,
+                          max_length=self.max_length)
+
 
 def tiny_preset() -> TrainConfig:
     """Seconds on one CPU core: the smallest run that still visibly learns.
@@ -279,9 +288,7 @@ def _model_and_tokenizer(cfg: TrainConfig, corpus: Corpus, device: torch.device,
     tokenizer = train_tokenizer(sample, cfg.vocab_size, split_lines=cfg.split_lines)
     print(f"tokenizer: {tokenizer.vocab_size} ids from {sum(map(len, sample)):,} characters "
           f"in {time.monotonic() - started:.1f}s", flush=True)
-    shape = TinyConfig(vocab_size=tokenizer.vocab_size, d_model=cfg.d_model,
-                       n_layers=cfg.n_layers, n_heads=cfg.n_heads, max_length=cfg.max_length)
-    return TinyDenoiser(shape).to(device), tokenizer, {}
+    return TinyDenoiser(cfg.new_model_shape(tokenizer.vocab_size)).to(device), tokenizer, {}
 
 
 def _fixed_batches(stream: torch.Tensor, tokenizer: Tokenizer, rows: RowConfig,
