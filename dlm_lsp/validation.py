@@ -935,6 +935,17 @@ _KEEP_DOCUMENTS = 16
 _KEEP_CHARACTERS = 8_000_000  # ~0.2-0.25 GB of trees
 
 
+def _over_the_limits(documents: int, characters: int) -> bool:
+    """Whether this many kept documents, holding this many characters, are more than
+    are kept: one rule for dropping the least recent tree and for `room_for`."""
+    return documents > _KEEP_DOCUMENTS or characters > _KEEP_CHARACTERS
+
+
+def _kept_characters() -> int:
+    """The characters the kept documents hold together; the caller holds `_LOCK`."""
+    return sum(len(document.text) for document in _DOCUMENTS.values())
+
+
 # One lock per document kept (taken before `_LOCK`, never inside it): a version is
 # parsed once however many threads ask for it.  A fill that came while the document was
 # being parsed (as it is at didOpen, see passes.parse_ahead) waited on `_LOCK` and then
@@ -973,9 +984,8 @@ def _parsed_and_kept(text: str, canonical: str, parser: Parser, uri: str) -> Par
     with _LOCK:
         _DOCUMENTS[uri] = document
         _DOCUMENTS.move_to_end(uri)
-        kept = sum(len(kept.text) for kept in _DOCUMENTS.values())
-        while len(_DOCUMENTS) > _KEEP_DOCUMENTS or (
-                kept > _KEEP_CHARACTERS and len(_DOCUMENTS) > 1):
+        kept = _kept_characters()
+        while len(_DOCUMENTS) > 1 and _over_the_limits(len(_DOCUMENTS), kept):
             dropped, gone = _DOCUMENTS.popitem(last=False)
             _PARSING.pop(dropped, None)
             kept -= len(gone.text)
@@ -990,8 +1000,7 @@ def room_for(uri: str, characters: int) -> bool:
     with _LOCK:
         if uri in _DOCUMENTS or not _DOCUMENTS:  # alone, a tree is kept whatever its size
             return True
-        kept = sum(len(document.text) for document in _DOCUMENTS.values())
-        return len(_DOCUMENTS) < _KEEP_DOCUMENTS and kept + characters <= _KEEP_CHARACTERS
+        return not _over_the_limits(len(_DOCUMENTS) + 1, _kept_characters() + characters)
 
 
 def forget_document(uri: str) -> None:
