@@ -22,6 +22,9 @@ PRECISIONS = ("auto", "fp32", "bf16")
 REFINE_ORDERS = ("confidence", "random")
 KINDS = ("single-line", "multi-line", "rewrite")  # task kinds (dlm_lsp/policy.py)
 BACKENDS = ("local", "remote", "sglang")  # where fills run (dlm_lsp/backends.py)
+# The steps of a fill of each kind when no request or setting gives it a budget: a line's
+# tail is short and settles in fewer steps than a block.
+DEFAULT_STEPS = {"single-line": 8, "multi-line": 16, "rewrite": 16}
 
 T = TypeVar("T")
 
@@ -78,11 +81,14 @@ class ServerConfig(SamplingControls):
     device: str = "auto"  # auto picks cuda when available, else cpu
     precision: str = "auto"  # auto (bf16 on cuda and on cpus with native bf16), fp32, bf16
     cuda_graphs: bool = True  # on CUDA, our own models replay repeated steps as CUDA graphs
-    steps: int | None = None  # None: per task kind, below
-    steps_single_line: int = 8
-    steps_multi_line: int = 16
-    steps_rewrite: int = 16
-    # latency targets per task kind (ms); when set they choose the step budget instead
+    # The step budget: for every kind (steps, latency_ms), or per task kind (below, which
+    # win over those); a latency target (ms) chooses the steps that fit it.  None: not set,
+    # and a kind with nothing set takes DEFAULT_STEPS (the rule: policy.step_budget).
+    steps: int | None = None
+    latency_ms: int | None = None
+    steps_single_line: int | None = None
+    steps_multi_line: int | None = None
+    steps_rewrite: int | None = None
     latency_ms_single_line: int | None = None
     latency_ms_multi_line: int | None = None
     latency_ms_rewrite: int | None = None

@@ -37,15 +37,14 @@ from dlm_lsp.passes import (
     repair_config,
 )
 from dlm_lsp.policy import (
-    MULTI_LINE,
     REWRITE,
-    SINGLE_LINE,
     WITHOUT_TOKENIZER,
     SpanPlan,
     local_text,
     plan_span,
     rewrite_refusal,
     span_reach,
+    step_budget,
 )
 from dlm_lsp.quantiles import status_ms
 from dlm_lsp.recent import RecentFills, Remembered
@@ -467,11 +466,7 @@ class Engine:
         steps = layout.n_masked if strategy == "left-to-right" else plan.steps
         rows = opt.candidates or cfg.candidates
         length = len(layout.prefix_ids) + layout.n_masked + len(layout.suffix_ids)
-        # the request's own budget (its target, else its steps) over the server's target for
-        # the kind: with latencyMsSingleLine set, a request's `steps` was dropped
-        target = opt.latency_ms if opt.latency_ms is not None or opt.steps is not None else {
-            SINGLE_LINE: cfg.latency_ms_single_line, MULTI_LINE: cfg.latency_ms_multi_line,
-            REWRITE: cfg.latency_ms_rewrite}[plan.kind]
+        target = step_budget(cfg, opt, plan.kind).latency_ms
         timing = time.perf_counter()
         # predicted passes scaled by the load factor: on a loaded machine passes run slower
         # than calibrated (the factor is 1 on a quiet one: budgets are the cost model's own)

@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from dlm_lsp.config import MAX_SPAN_TOKENS, InfillOptions, ServerConfig
+from dlm_lsp.config import DEFAULT_STEPS, MAX_SPAN_TOKENS, InfillOptions, ServerConfig
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.span import CHARS_PER_TOKEN
 from dlm_lsp.span_hints import span_kind
@@ -46,6 +46,31 @@ class SpanPlan:
     n_masked: int
     steps: int
     single_line: bool  # cut the fill at its first line break
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What bounds a fill's denoising: a latency target, which picks the steps that fit
+    it (the engine, from the cost model), or else a number of steps."""
+
+    steps: int  # the steps where no target decides
+    latency_ms: int | None  # the target that decides, if one does
+
+
+def step_budget(config: ServerConfig, options: InfillOptions, kind: str) -> Budget:
+    """The budget of a fill of `kind`: the most specific one given wins, a request's own
+    (`steps`, `latencyMs`) over its kind's settings (`stepsSingleLine`, `latencyMsSingleLine`
+    ...) over the settings for every kind (`steps`, `latencyMs`) over DEFAULT_STEPS; and
+    where one place gives both, the latency target.  One rule, read by the span plan and
+    the engine alike: a global `steps` had beaten `stepsSingleLine` while a per-kind latency
+    target beat a global `steps`, and a request's `steps` once lost to the kind's target."""
+    per_kind = {SINGLE_LINE: (config.latency_ms_single_line, config.steps_single_line),
+                MULTI_LINE: (config.latency_ms_multi_line, config.steps_multi_line),
+                REWRITE: (config.latency_ms_rewrite, config.steps_rewrite)}[kind]
+    places = ((options.latency_ms, options.steps), per_kind, (config.latency_ms, config.steps))
+    steps = next((s for _, s in places if s is not None), DEFAULT_STEPS[kind])
+    target = next((t for t, s in places if t is not None or s is not None), None)
+    return Budget(steps, target)
 
 
 class SpanTooLong(Exception):
@@ -278,7 +303,5 @@ def plan_span(text: str, start: int, end: int, config: ServerConfig, options: In
     if strategy == "left-to-right":
         steps = n
     else:
-        default = {SINGLE_LINE: config.steps_single_line, MULTI_LINE: config.steps_multi_line,
-                   REWRITE: config.steps_rewrite}[kind]
-        steps = options.steps or config.steps or default
+        steps = step_budget(config, options, kind).steps
     return SpanPlan(kind, n, max(1, min(steps, n)), kind == SINGLE_LINE)

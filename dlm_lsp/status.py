@@ -20,10 +20,11 @@ import sys
 from typing import Any
 
 from dlm_lsp.admission import TOKEN_ENV, TOKEN_OPTION, host_port
-from dlm_lsp.config import ServerConfig
+from dlm_lsp.config import KINDS, InfillOptions, ServerConfig, camel
 from dlm_lsp.engine import Engine
 from dlm_lsp.errors import UNAUTHORIZED
 from dlm_lsp.framing import Client, ResponseError
+from dlm_lsp.policy import step_budget
 
 
 def query_server(host: str, port: int, timeout: float = 30.0,
@@ -54,9 +55,9 @@ def local_status(model: str = "default", device: str = "auto") -> dict[str, Any]
         "maxLength": loaded.max_length,
         **{f"stepMsAt{n}Tokens": round(cost.step_ms(1, n), 2)
            for n in sorted({min(n, loaded.max_length) for n in (256, 512)})},
-        "defaultSteps": {"singleLine": config.steps_single_line,
-                         "multiLine": config.steps_multi_line,
-                         "rewrite": config.steps_rewrite},
+        "defaultSteps": {camel(kind.replace("-", "_")): step_budget(config, InfillOptions(),
+                                                                     kind).steps
+                         for kind in KINDS},
         "stepsWithin": {f"{ms}ms": cost.steps_for(ms, 1, min(256, loaded.max_length), 4096)
                         for ms in (50, 100, 250)},
     }

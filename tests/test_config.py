@@ -42,6 +42,12 @@ def test_camel_case_keys_set_the_matching_fields() -> None:
     assert (cfg.max_span_tokens, cfg.hole_marker, cfg.drafts) == (64, "??", True)
 
 
+def test_a_latency_target_for_every_kind_is_a_setting() -> None:
+    """`latencyMs` was a request option only: as a setting it was an unknown key,
+    ignored, and a user had to set latencyMsSingleLine, ...MultiLine and ...Rewrite."""
+    assert from_json(ServerConfig, {"latencyMs": 300}) == (ServerConfig(latency_ms=300), [])
+
+
 def test_fields_not_mentioned_keep_their_defaults() -> None:
     cfg, _ = from_json(ServerConfig, {"strategy": "margin"})
     assert cfg == dataclasses.replace(ServerConfig(), strategy="margin")

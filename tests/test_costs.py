@@ -155,6 +155,26 @@ def test_per_kind_latency_targets_come_from_the_settings(engine: Engine) -> None
     assert 1 < _infill(eng).steps <= 5  # the hole is alone on its line: multi-line
 
 
+def _engine_with(engine: Engine, **settings) -> Engine:
+    """An engine of the shared one's model and 2 ms step, with `settings`."""
+    eng = Engine(ServerConfig(model=engine.config.model, device="cpu", repair_rounds=0,
+                              fallback=False, reuse_fills=False, **settings))
+    eng._model, eng._cost, eng.load_factor = engine.model, engine._cost, engine.load_factor
+    return eng
+
+
+def test_the_latency_target_for_every_kind_comes_from_the_settings(engine: Engine) -> None:
+    result = _infill(_engine_with(engine, latency_ms=11))
+    assert 1 < result.steps <= 5 and result.predicted_ms == pytest.approx(2.0 * result.steps)
+
+
+def test_a_kind_s_own_steps_win_over_the_server_s_latency_target_for_every_kind(
+        engine: Engine) -> None:
+    """The hole is alone on its line: a multi-line fill, given its kind's own steps."""
+    result = _infill(_engine_with(engine, latency_ms=11, steps_multi_line=4))
+    assert (result.steps, result.predicted_ms) == (4, None)
+
+
 def test_timing_the_model_s_step_does_not_eat_the_first_fill_s_target(
         engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     import time

@@ -25,6 +25,7 @@ from cli_parsers import command_parsers
 from rpc import ServerProcess
 
 from dlm_lsp.config import (
+    DEFAULT_STEPS,
     REFINE_ORDERS,
     SCHEDULES,
     STRATEGIES,
@@ -484,6 +485,11 @@ def _module(name: str):
 # (section, the phrase that states a value, with the value as its group, the value in the
 # code): defaults and limits a user reads in the README and relies on
 STATED = [
+    ("Denoising controls", r"else (\d+) steps for a single-line fill",
+     lambda: DEFAULT_STEPS["single-line"]),
+    ("Denoising controls", r"steps for a single-line fill and (\d+) for the others",
+     lambda: DEFAULT_STEPS["multi-line"] if DEFAULT_STEPS["multi-line"] == DEFAULT_STEPS[
+         "rewrite"] else "not one number"),
     ("How it works", r"is a \*single-line\* fill \((\d+) tokens",
      lambda: ServerConfig().single_line_tokens),
     ("How it works", r"is a \*multi-line\* fill \((\d+) tokens\)",

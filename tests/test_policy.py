@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.config import DEFAULT_STEPS, InfillOptions, ServerConfig
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.policy import (
     LOCAL_CHARS,
@@ -15,6 +15,7 @@ from dlm_lsp.policy import (
     MULTI_LINE,
     REWRITE,
     SINGLE_LINE,
+    Budget,
     LengthEstimate,
     SpanPlan,
     SpanTooLong,
@@ -22,6 +23,7 @@ from dlm_lsp.policy import (
     plan_span,
     rewrite_refusal,
     span_reach,
+    step_budget,
     task_kind,
 )
 from dlm_lsp.span import CHARS_PER_TOKEN
@@ -106,13 +108,13 @@ def _plan(marked: str, tok: Tokenizer, config: ServerConfig | None = None,
 def test_single_line_plan_uses_the_single_line_defaults(tok: Tokenizer) -> None:
     cfg = ServerConfig()
     plan = _plan("y = ret|\n", tok)
-    assert plan == SpanPlan(SINGLE_LINE, cfg.single_line_tokens, cfg.steps_single_line, True)
+    assert plan == SpanPlan(SINGLE_LINE, cfg.single_line_tokens, DEFAULT_STEPS[SINGLE_LINE], True)
 
 
 def test_multi_line_plan_uses_the_multi_line_defaults(tok: Tokenizer) -> None:
     cfg = ServerConfig()
     plan = _plan("def f():\n    |\n", tok)
-    assert plan == SpanPlan(MULTI_LINE, cfg.multi_line_tokens, cfg.steps_multi_line, False)
+    assert plan == SpanPlan(MULTI_LINE, cfg.multi_line_tokens, DEFAULT_STEPS[MULTI_LINE], False)
 
 
 def test_rewrite_is_sized_from_the_selected_text(tok: Tokenizer) -> None:
@@ -255,6 +257,58 @@ def test_request_steps_override_the_server_steps(tok: Tokenizer) -> None:
     assert _plan("def f():\n    |\n", tok, ServerConfig(steps=5), steps=7).steps == 7
 
 
+def test_a_kind_s_own_steps_override_the_server_steps_for_every_kind(tok: Tokenizer) -> None:
+    """`steps: 20` with `stepsSingleLine: 4`: a single-line fill took 20 steps, the
+    setting its user gave for exactly that kind ignored (Step budget: the most specific
+    budget wins)."""
+    cfg = ServerConfig(steps=20, steps_single_line=4)
+    assert _plan("y = ret|\n", tok, cfg).steps == 4
+    assert _plan("def f():\n    |\n", tok, cfg).steps == 20
+
+
+# --- the step budget: one rule, the most specific budget given wins -------------------------
+
+def _budget(kind: str = SINGLE_LINE, options: InfillOptions | None = None,
+            **settings) -> Budget:
+    return step_budget(ServerConfig(**settings), options or InfillOptions(), kind)
+
+
+def test_a_latency_target_for_every_kind_bounds_each_kind() -> None:
+    assert [_budget(kind, latency_ms=300).latency_ms for kind in DEFAULT_STEPS] == [300] * 3
+
+
+def test_a_kind_s_own_latency_target_wins_over_the_one_for_every_kind() -> None:
+    both = {"latency_ms": 300, "latency_ms_multi_line": 900}
+    assert _budget(MULTI_LINE, **both).latency_ms == 900
+    assert _budget(SINGLE_LINE, **both).latency_ms == 300
+
+
+def test_a_kind_s_own_steps_win_over_the_latency_target_for_every_kind() -> None:
+    assert _budget(SINGLE_LINE, latency_ms=300, steps_single_line=4) == Budget(4, None)
+    assert _budget(REWRITE, latency_ms=300, steps_single_line=4).latency_ms == 300
+
+
+def test_a_kind_s_own_latency_target_wins_over_the_steps_for_every_kind() -> None:
+    assert _budget(SINGLE_LINE, steps=20, latency_ms_single_line=200).latency_ms == 200
+
+
+def test_where_one_place_gives_both_the_latency_target_wins() -> None:
+    assert _budget(latency_ms=300, steps=20).latency_ms == 300
+    assert _budget(latency_ms_single_line=200, steps_single_line=4).latency_ms == 200
+    asked = InfillOptions(steps=4, latency_ms=1000)
+    assert _budget(options=asked, steps_single_line=2).latency_ms == 1000
+
+
+def test_a_request_s_own_steps_win_over_every_setting_s_target() -> None:
+    settings = {"latency_ms": 300, "latency_ms_single_line": 200}
+    assert _budget(options=InfillOptions(steps=4), **settings) == Budget(4, None)
+
+
+def test_a_kind_with_no_budget_set_anywhere_takes_its_default_steps() -> None:
+    assert [_budget(kind) for kind in DEFAULT_STEPS] == [
+        Budget(steps, None) for steps in DEFAULT_STEPS.values()]
+
+
 def test_steps_never_exceed_the_number_of_masked_tokens(tok: Tokenizer) -> None:
     plan = _plan("def f():\n    |\n", tok, length=3, steps=20)
     assert (plan.n_masked, plan.steps) == (3, 3)
@@ -273,7 +327,7 @@ def test_left_to_right_from_the_server_config_takes_one_step_per_token(tok: Toke
 
 def test_request_strategy_overrides_the_server_strategy(tok: Tokenizer) -> None:
     plan = _plan("y = ret|\n", tok, ServerConfig(strategy="left-to-right"), strategy="margin")
-    assert plan.steps == ServerConfig().steps_single_line
+    assert plan.steps == DEFAULT_STEPS[SINGLE_LINE]
 
 
 # --- the syntax tree decides where there is a grammar --------------------------------------
