@@ -451,6 +451,21 @@ def test_the_embedded_model_s_table_gives_the_numbers_its_config_records():
     assert [phrase for phrase in expected if phrase not in table] == []
 
 
+def test_the_shipped_model_s_card_gives_the_sources_its_config_records():
+    """The shipped config.json recorded no sources (it predates recording them), so
+    nothing a program reads said what the model was trained on or under which licence;
+    its entry, as later models write it, and the card's data section must agree."""
+    weights = ROOT / "dlm_lsp" / "weights" / "default"
+    [source] = json.loads((weights / "config.json").read_text(encoding="utf-8"))[
+        "training"]["sources"]
+    card = (weights / "MODEL_CARD.md").read_text(encoding="utf-8")
+    data = " ".join(card.split("## Training data and licences")[1].split("\n## ")[0].split())
+    assert source["name"] == "Python standard library"
+    expected = [f"CPython {source['version']} standard library", f"({source['licence']})",
+                f"{source['files']:,} files, {source['bytes']:,} bytes"]
+    assert [phrase for phrase in expected if phrase not in data] == []
+
+
 def test_the_languages_validation_is_said_to_check_are_those_it_has_grammars_for():
     from dlm_lsp.validation import LANGUAGES
 
