@@ -1150,6 +1150,56 @@ def test_a_model_folder_with_a_killed_save_s_leftover_still_loads(tokenizer, tmp
     assert inspect(str(tmp_path)).problems == []
 
 
+def _without_flock(monkeypatch) -> None:
+    """A file system without flock (NFS): taking the lock fails."""
+    from dlm_lsp.models import tiny
+
+    def flock(fd, operation):
+        raise OSError(37, "No locks available")
+    monkeypatch.setattr(tiny.fcntl, "flock", flock)
+
+
+KILLED_SAVE = """
+import os, signal, sys
+import torch
+from dlm_lsp.models import DEFAULT_MODEL_DIR, tiny
+model = tiny.TinyModel.load(DEFAULT_MODEL_DIR, torch.device("cpu"))
+tiny.save_file = lambda tensors, path: os.kill(os.getpid(), signal.SIGKILL)
+tiny.save_tiny(model.module, model.tokenizer, sys.argv[1])
+"""
+
+
+def test_without_flock_a_save_removes_the_leftover_of_a_save_killed_on_this_host(
+        tokenizer, tmp_path, monkeypatch):
+    """On a file system without flock the hidden folder of a save killed outright was
+    never removed (it might have been a live save's), so each killed save's weights
+    stayed in the model folder for good.  The folder's name says who wrote it."""
+    killed = subprocess.run([sys.executable, "-c", KILLED_SAVE, str(tmp_path)], timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    assert len(list(tmp_path.glob(".saving-*"))) == 1
+    _without_flock(monkeypatch)
+    save_tiny(_small_model(tokenizer), tokenizer, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer.json"]
+
+
+def test_without_flock_a_save_keeps_the_leftovers_that_may_be_a_live_save_s(
+        tokenizer, tmp_path, monkeypatch):
+    """A folder of a process that still runs, of another host sharing the folder, or named
+    before saves recorded their writer: any of them may be a save still writing."""
+    from dlm_lsp.models import tiny
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(60)
+    kept = [f".saving-{os.getpid()}@{tiny._host()}-live", f".saving-{gone.pid}@elsewhere-x1",
+            ".saving-k1ll3d"]
+    for name in kept:
+        (tmp_path / name).mkdir()
+    _without_flock(monkeypatch)
+    save_tiny(_small_model(tokenizer), tokenizer, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob(".saving-*")) == sorted(kept)
+
+
 def test_a_second_save_into_a_folder_waits_for_the_first_and_keeps_its_files(
         tokenizer, tmp_path, monkeypatch):
     """Two saves into one folder can run at once (two train runs with one --out): the

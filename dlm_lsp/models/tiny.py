@@ -14,7 +14,9 @@ import functools
 import json
 import math
 import os
+import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -234,7 +236,7 @@ def save_tiny(model: TinyDenoiser, tokenizer: Tokenizer, directory: str | Path,
     with the model saved there before lost.  It now leaves the earlier save as it was.
     A save that is killed outright (SIGKILL, power lost) leaves its hidden folder behind
     (loaders read only the files they name, so the model still loads); the next save
-    into the folder removes it (`_saving_into`).
+    into the folder removes it (`_saving_into`; without flock, only from the same host).
     """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
@@ -257,27 +259,60 @@ def _saving_into(out: Path) -> Iterator[None]:
     first to finish, rather than mixing its files with the first's, and every hidden
     folder found while holding the lock is a dead save's.  Where the file system has no
     such locks (NFS, which emulates flock with byte-range locks that a folder cannot
-    take), the save goes ahead unlocked and removes nothing: a leftover there may be a
-    live save's.
+    take), the save goes ahead unlocked, and a leftover there may be a live save's: it
+    removes only those its name says a process of this host wrote that no longer runs
+    (`_dead_writer`); before, it removed none, and every killed save's weights stayed.
     """
     fd = os.open(out, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:  # no flock on this file system: unlocked, and nothing removed
-            pass
-        else:
-            for stale in out.glob(f"{STAGING_PREFIX}*"):
+            locked = True
+        except OSError:  # no flock on this file system: unlocked
+            locked = False
+        for stale in out.glob(f"{STAGING_PREFIX}*"):
+            if locked or _dead_writer(stale.name):
                 shutil.rmtree(stale, ignore_errors=True)
         yield
     finally:
         os.close(fd)  # drops the lock
 
 
+def _host() -> str:
+    """This machine's name as a save's hidden folder records it (a file name's characters)."""
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:64] or "_"
+
+
+def _staging_prefix() -> str:
+    """The start of a save's hidden folder's name: the prefix, then the writer, pid@host
+    (then `-` and mkdtemp's random letters, which hold no `-`)."""
+    return f"{STAGING_PREFIX}{os.getpid()}@{_host()}-"
+
+
+def _dead_writer(name: str) -> bool:
+    """Whether the hidden folder `name` is a save's whose process is gone: its name says
+    this host and a pid that no longer runs.  Another host's (a shared NFS folder), or one
+    named before saves recorded their writer, cannot be told from a live save's: kept.  A
+    pid reused since only keeps a leftover longer; a live save's pid always runs."""
+    found = re.fullmatch(rf"{re.escape(STAGING_PREFIX)}(\d+)@([^@]*)-[^-]*", name)
+    if found is None or found.group(2) != _host():
+        return False
+    pid = int(found.group(1))
+    if not 0 < pid < 2**31:  # 0 would signal our own process group
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: checks that the process exists, sends nothing
+    except ProcessLookupError:
+        return True
+    except OSError:  # PermissionError: it runs, as another user
+        return False
+    return False
+
+
 def _save_into(model: TinyDenoiser, tokenizer: Tokenizer, out: Path, dtype: torch.dtype,
                extra: dict | None, max_shard_bytes: int | None) -> list[Path]:
     """`save_tiny` once the folder is held: write into a hidden folder, then move."""
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
+    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(), dir=out))
     try:
         names = _write_save(model, tokenizer, staging, dtype, extra, max_shard_bytes)
         for stale in _weight_files(out):  # an earlier save's: one file and shards never mix
