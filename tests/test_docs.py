@@ -190,7 +190,8 @@ def test_the_controls_said_to_be_only_settings_or_only_request_options_are_so():
     """"Every control is a setting and a per-request option", said the Denoising
     controls, then named `latencyMs` as the latency target: sent as a setting (in
     initializationOptions, or VS Code's settings.json) it was "unknown setting
-    'latencyMs' ignored"; the setting is per task kind (`latencyMsSingleLine`, ...)."""
+    'latencyMs' ignored" (then the settings were per task kind, `latencyMsSingleLine`,
+    ...; `latencyMs` is a setting too since)."""
     section = readme_section("Denoising controls")
     settings, options = wire_names(ServerConfig), wire_names(InfillOptions)
     settings_only = listed_after("settings only:", section)
