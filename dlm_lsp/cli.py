@@ -195,8 +195,9 @@ def _add_baseline_model(parser: argparse.ArgumentParser) -> None:
 
 def _add_run_arguments(parser: argparse.ArgumentParser, limit: int | None = None,
                        sandbox: bool = False) -> None:
-    """The options every curve benchmark shares: model, device, seed, outputs."""
+    """The options every curve benchmark shares: model, device, settings, seed, outputs."""
     _add_model_arguments(parser)
+    _add_settings_argument(parser)
     parser.add_argument("--seed", type=_seed, default=0, help=SEED_HELP)
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="every number, as JSON")
     if limit is not None:

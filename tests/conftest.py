@@ -42,3 +42,19 @@ def cuda_machine(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(engine_module, "load_model", load_on_the_cpu)
     return loads
+
+
+@pytest.fixture
+def bench_engines(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The config of every engine a benchmark makes (`filling.bench_engine`), in order:
+    what its fills really ran with, beside what its report says they ran with."""
+    from dlm_lsp.bench import filling
+
+    configs = []
+
+    class Recording(filling.Engine):
+        def __init__(self, config) -> None:
+            configs.append(config)
+            super().__init__(config)
+    monkeypatch.setattr(filling, "Engine", Recording)
+    return configs

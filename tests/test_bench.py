@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from bench_runs import SMALLEST
 from signals import SIGNALS, signal_on_call, signal_while_writing
 
 from dlm_lsp.bench import pass_at_1
@@ -149,22 +150,9 @@ def test_humaneval_command_with_a_model_writes_json_naming_the_machine(model_dir
     assert "server default strategy, oracle length, 2 steps | 3 |" in printed
 
 
-def engine_configs(monkeypatch, module) -> list[ServerConfig]:
-    """The config of each engine that `module.bench_engine` makes, as it makes it."""
-    seen = []
-    real = module.bench_engine
-
-    def recording(model, device, **settings):
-        engine = real(model, device, **settings)
-        seen.append(engine.config)
-        return engine
-    monkeypatch.setattr(module, "bench_engine", recording)
-    return seen
-
-
 def test_humaneval_runs_the_engine_with_extra_server_settings(model_dir, tmp_path, capsys,
-                                                             monkeypatch):
-    seen = engine_configs(monkeypatch, pass_at_1)
+                                                             bench_engines):
+    seen = bench_engines
     out = tmp_path / "run.json"
     assert main(["bench", "humaneval", "--model", str(model_dir), "--device", "cpu",
                  "--limit", "2", "--steps", "2", "--json", str(out),
@@ -181,11 +169,11 @@ def test_humaneval_runs_the_engine_with_extra_server_settings(model_dir, tmp_pat
     ('{"precision": "fp64"}', "setting '--settings.precision' = 'fp64' should be one of"),
     ("{precision: bf16}", "--settings is not JSON"),
 ])
-@pytest.mark.parametrize("bench", ["humaneval", "heldout", "syntax", "strategies"])
+@pytest.mark.parametrize("bench", list(SMALLEST))
 def test_a_setting_the_engine_would_not_use_is_a_usage_error(bench, settings, says, capsys):
     """A misspelt setting would be a run measured without it: refused (exit 2, as for
     any bad option), and not said to be "ignored" or to keep a default."""
-    assert main(["bench", bench, "--limit", "1", "--settings", settings]) == 2
+    assert main(["bench", bench, *SMALLEST[bench], "--settings", settings]) == 2
     said = capsys.readouterr().err
     assert said.startswith(f"dlm-lsp bench {bench}: ") and says in said
     assert "ignored" not in said and "kept" not in said
@@ -223,13 +211,13 @@ def test_syntax_runs_both_settings_with_extra_server_settings_and_names_them(
 
 
 def test_strategies_runs_the_engine_with_extra_server_settings_and_names_them(
-        model_dir, tmp_path, capsys, monkeypatch):
+        model_dir, tmp_path, capsys, monkeypatch, bench_engines):
     """`bench strategies` took no --settings: its table could not be measured again in
     another precision than the machine's default."""
     from dlm_lsp.bench import strategies
     from dlm_lsp.bench.filling import Fill
 
-    seen = engine_configs(monkeypatch, strategies)
+    seen = bench_engines
     monkeypatch.setattr(strategies, "fill_task",
                         lambda engine, task, settings: Fill(task.middle, True, 1, 1.0))
     out = tmp_path / "strategies.json"
@@ -258,11 +246,11 @@ def test_a_setting_the_benchmark_sets_on_each_row_is_a_usage_error(bench, settin
     assert said.startswith(f"dlm-lsp bench {bench}: --settings names {named}, ")
 
 
-@pytest.mark.parametrize("bench", ["humaneval", "heldout", "syntax", "strategies"])
+@pytest.mark.parametrize("bench", list(SMALLEST))
 def test_a_model_or_device_in_settings_is_a_usage_error_naming_the_option(bench, capsys):
     """`--settings '{"model": ...}'` ended in a TypeError's traceback (model given twice
     to the engine): the model and device have options of their own."""
-    assert main(["bench", bench, "--limit", "1", "--settings",
+    assert main(["bench", bench, *SMALLEST[bench], "--settings",
                  '{"model": "default", "device": "cpu"}']) == 2
     assert capsys.readouterr().err == (f"dlm-lsp bench {bench}: --settings names model, "
                                        "device: give --model and --device instead\n")

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from bench_runs import CURVES, SMALLEST
 from signals import SIGNALS, signal_on_call, signal_while_writing
 
 from dlm_lsp.bench import autoregressive, pass_at_1
@@ -556,6 +557,69 @@ def test_the_sample_sheet_shows_each_task_with_reference_and_left_to_right(model
     assert "| reference | 2/2 | 2/2 |" in text and "left-to-right (same model)" in text
     progress = capsys.readouterr().err.splitlines()[-2]  # on stderr, the last before "wrote"
     assert progress.startswith("samples: 2/2 tasks, ") and " diffusion fills pass, " in progress
+
+
+@pytest.mark.parametrize("bench", CURVES)
+def test_a_curve_benchmark_runs_the_engine_with_extra_server_settings_and_names_them(
+        bench, model_dir, tmp_path, capsys, bench_engines):
+    """`bench sweep`, `latency`, `throughput` and `samples` took no --settings: a curve
+    measured where the CPU's default is bf16 could not be measured again in fp32, nor
+    with the context cache.  Their engines run with them, the JSON keeps them, and the
+    summary names them."""
+    out = tmp_path / "report.json"
+    assert main(["bench", bench, *SMALLEST[bench], "--model", str(model_dir), "--device",
+                 "cpu", "--json", str(out),
+                 "--settings", '{"precision": "fp32", "contextCache": true}']) == 0
+    assert bench_engines and {(c.precision, c.context_cache) for c in bench_engines} == {
+        ("fp32", True)}
+    assert json.loads(out.read_text())["config"]["engine"] == {"precision": "fp32",
+                                                               "context_cache": True}
+    assert ", contextCache True, precision fp32" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("bench", "settings", "named"), [
+    ("sweep", '{"steps": 4}', "steps"), ("sweep", '{"strategy": "margin"}', "strategy"),
+    ("sweep", '{"repairRounds": 1}', "repairRounds"),
+    ("latency", '{"steps": 4}', "steps"), ("latency", '{"maxSpanTokens": 64}', "maxSpanTokens"),
+    ("latency", '{"stopWhenSettled": true}', "stopWhenSettled"),
+    ("throughput", '{"batchRows": 2}', "batchRows"), ("throughput", '{"seed": 3}', "seed"),
+    ("samples", '{"strategy": "margin"}', "strategy"),
+    ("samples", '{"temperature": 0.5}', "temperature"),
+])
+def test_a_setting_a_curve_benchmark_sets_itself_is_a_usage_error_before_the_model_loads(
+        bench, settings, named, capsys, bench_engines):
+    """Each fill's own options replace the server's setting of the same name (a sweep
+    point's steps and strategy, a latency fill's repair and settled stop, every seed),
+    and latency's span cap and throughput's batching are set per run: given in
+    --settings, such a setting would have named every row and changed none (the span
+    cap and the batching ended in a TypeError).  Refused, before any engine is made."""
+    assert main(["bench", bench, *SMALLEST[bench], "--settings", settings]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"dlm-lsp bench {bench}: --settings names {named}, which this "
+                           "benchmark sets itself")
+    assert bench_engines == []
+
+
+def test_a_request_option_that_is_no_server_setting_refuses_nothing():
+    """The span length, the task kind and a latency target are a fill's own, with no
+    server setting of that name to replace: only the options that have one are named."""
+    from dlm_lsp.bench.pass_at_1 import set_by_requests
+    from dlm_lsp.config import InfillOptions
+
+    assert set_by_requests(InfillOptions(length=8, kind="single-line", latency_ms=100)) == ()
+    assert set_by_requests(InfillOptions(length=8, seed=0), InfillOptions(steps=2)) == (
+        "steps", "seed")
+
+
+def test_a_curve_plot_s_title_names_the_settings_it_ran_with():
+    """The PNGs go into the README without their JSON: an fp32 curve and the default's
+    looked the same."""
+    from dlm_lsp.bench.latency import LatencyConfig, LatencyReport
+    from dlm_lsp.bench.plots import _where
+
+    report = LatencyReport(LatencyConfig(engine={"precision": "fp32"}),
+                           {"device": "cpu", "torch_threads": 2}, None, "default", [], [])
+    assert _where(report) == "default (cpu, 2 threads, precision fp32)"
 
 
 @pytest.mark.parametrize("bench", [

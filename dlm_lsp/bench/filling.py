@@ -58,6 +58,19 @@ def oracle_length(engine: Engine, task: Task) -> int:
     return max(1, len(engine.model.tokenizer.encode(task.middle)))
 
 
+def fill_options(settings: FillSettings, length: int | None = None,
+                 kind: str | None = None) -> InfillOptions:
+    """The request options of a fill made with `settings` (`length` and `kind`: the
+    oracle's, None for the server's policy); also what a benchmark reads, before the
+    model loads, to refuse `--settings` that these options would replace
+    (`pass_at_1.set_by_requests`)."""
+    return InfillOptions(length=length, kind=kind, steps=settings.steps,
+                         strategy=settings.strategy,
+                         seed=settings.seed, temperature=settings.temperature,
+                         repair_rounds=None if settings.repair else 0,
+                         fallback=None if settings.repair else False)
+
+
 def fill_task(engine: Engine, task: Task, settings: FillSettings) -> Fill:
     """Ask the engine to fill the gap between the task's prefix and suffix."""
     if settings.length not in LENGTHS:
@@ -67,13 +80,8 @@ def fill_task(engine: Engine, task: Task, settings: FillSettings) -> Fill:
     # with the oracle, the kind of the answer too (one line or several); else the policy's
     kind = ("multi-line" if "\n" in task.middle.rstrip("\n") else "single-line"
             ) if settings.length == "oracle" else None
-    options = InfillOptions(length=length, kind=kind, steps=settings.steps,
-                            strategy=settings.strategy,
-                            seed=settings.seed, temperature=settings.temperature,
-                            repair_rounds=None if settings.repair else 0,
-                            fallback=None if settings.repair else False)
     result = engine.infill(InfillRequest(task.prefix + task.suffix, at, at, "python",
-                                         options=options))
+                                         options=fill_options(settings, length, kind)))
     best = result.candidates[0]
     return Fill(best.text, best.valid, result.steps, result.ms, result.path)
 

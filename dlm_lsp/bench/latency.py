@@ -35,7 +35,7 @@ from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.grids import LEFT_TO_RIGHT, LENGTHS
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, publish
-from dlm_lsp.bench.pass_at_1 import distinct
+from dlm_lsp.bench.pass_at_1 import distinct, engine_settings, set_by_requests, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, latest
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
@@ -68,6 +68,7 @@ class LatencyConfig:
     seed: int = 0
     model: str = "default"
     device: str = "auto"
+    engine: dict = field(default_factory=dict)  # more server settings (`--settings`, checked)
 
     def __post_init__(self) -> None:
         self.lengths = distinct(self.lengths)  # a length given twice is one point
@@ -101,10 +102,20 @@ class LatencyReport:
     partial: Partial | None = None  # a run stopped by a signal: the fills it covers
 
 
+# The engine's span cap, which the benchmark sets from its longest span: like the
+# settings its fills' options set (`_options`), not one `--settings` may give.
+SET_ON_THE_ENGINE = ("max_span_tokens",)
+
+
+def _options(tokens: int, strategy: str, steps: int, seed: int) -> InfillOptions:
+    """One timed fill's options: the decoding alone, every step of it."""
+    return InfillOptions(length=tokens, steps=steps, strategy=strategy, seed=seed,
+                         repair_rounds=0, fallback=False, stop_when_settled=False)
+
+
 def _infill_ms(engine: Engine, tokens: int, strategy: str, steps: int,
                seed: int) -> tuple[float, int]:
-    options = InfillOptions(length=tokens, steps=steps, strategy=strategy, seed=seed,
-                            repair_rounds=0, fallback=False, stop_when_settled=False)
+    options = _options(tokens, strategy, steps, seed)
     result = engine.infill(InfillRequest(DOCUMENT, CURSOR, CURSOR, "python", options=options))
     return result.ms, result.steps
 
@@ -123,7 +134,7 @@ def run_latency(config: LatencyConfig, engine: Engine | None = None,
     measured, the one under way over the fills it made, marked partial (`progress.py`)."""
     began = time.perf_counter()
     engine = engine or bench_engine(config.model, config.device,
-                                    max_span_tokens=max(config.lengths))
+                                    max_span_tokens=max(config.lengths), **config.engine)
     if config.baseline_model and baseline is None:
         baseline = load_baseline(config.baseline_model, config.device)
     seeds = iter(range(config.seed, config.seed + 1_000_000))
@@ -170,7 +181,8 @@ def to_markdown(report: LatencyReport) -> str:
     """A table: span length by decoder, median ms per fill (forward passes).  A stopped
     run's lengths not begun are left out, its points not measured are "-"."""
     cfg = report.config
-    lines = [f"Latency per fill against span length: model {report.model}, median of "
+    lines = [f"Latency per fill against span length: model {report.model}"
+             f"{settings_label(cfg.engine)}, median of "
              f"{cfg.repeats} fills, {machine_line(report.machine)}; {report.machine['date']}, "
              f"code {report.revision or 'unknown'}. Cells: median ms per fill (forward passes).",
              "", "| span tokens | " + " | ".join(report.methods) + " |",
@@ -203,6 +215,9 @@ def command(args: argparse.Namespace) -> int:
                            strategy=args.strategy, repeats=args.repeats,
                            baseline_model=args.baseline_model, seed=args.seed,
                            model=args.model, device=args.device)
+    # refused before the model loads; so are the settings every timed fill sets
+    config.engine = engine_settings(args.settings, SET_ON_THE_ENGINE + set_by_requests(
+        _options(min(config.lengths), config.strategy, config.steps, config.seed)))
     publish(lambda: run_latency(config), to_markdown, args.json_out,
             args.markdown_out, "plot_latency", args.plot)
     return 0

@@ -44,7 +44,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from dlm_lsp.bench import autoregressive
 from dlm_lsp.bench.autoregressive import BASELINES, load_baseline
@@ -72,7 +72,7 @@ from dlm_lsp.bench.sandbox import (
     isolation_text,
     run_programs,
 )
-from dlm_lsp.config import ServerConfig, camel, from_json, snake
+from dlm_lsp.config import InfillOptions, ServerConfig, camel, from_json, snake
 from dlm_lsp.held_signals import signal_name
 
 FILLS = ("model", "canonical", "empty", *BASELINES)  # a baseline: its autoregressive model
@@ -405,6 +405,20 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = ()) -> dict:
         raise UsageError(f"--settings names {', '.join(taken)}, which this benchmark sets "
                          "itself on each row")
     return settings
+
+
+def set_by_requests(*requests: InfillOptions) -> tuple[str, ...]:
+    """The server settings that these per-request options set (snake_case, in field
+    order): a benchmark's `varied` for `engine_settings`.
+
+    A request's option replaces the server's setting of the same name, so such a
+    setting given in `--settings` would have been labelled on every row and used by
+    none (`bench sweep` names the steps and the strategy of each fill, `bench latency`
+    and `bench throughput` the seed, repair and fallback too).  Read off the options
+    the benchmark's fills are asked with, the list cannot miss one they set."""
+    server = {f.name for f in fields(ServerConfig)}
+    return tuple(f.name for f in fields(InfillOptions) if f.name in server
+                 and any(getattr(options, f.name) is not None for options in requests))
 
 
 def settings_label(engine: dict) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dlm_lsp.bench.pass_at_1 import settings_label
+
 if TYPE_CHECKING:  # only for annotations: importing them needs no matplotlib
     from dlm_lsp.bench.latency import LatencyReport
     from dlm_lsp.bench.sweep import SweepReport
@@ -62,10 +64,12 @@ def _line(ax, xs: list, ys: list, label: str, **style):
 
 
 def _where(report) -> str:
-    """The model, device and threads a figure's numbers come from, for its title, and
-    "(partial: 7 of 50)" for a run stopped before it measured every point."""
+    """The model, device and threads a figure's numbers come from, for its title, the
+    `--settings` it ran with, and "(partial: 7 of 50)" for a run stopped before it
+    measured every point."""
     return (f"{report.model} ({report.machine.get('device')}, "
-            f"{report.machine.get('torch_threads')} threads)"
+            f"{report.machine.get('torch_threads')} threads"
+            f"{settings_label(report.config.engine)})"
             + (report.partial.mark() if report.partial else ""))
 
 

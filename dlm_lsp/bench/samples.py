@@ -22,11 +22,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dlm_lsp.bench.autoregressive import load_baseline
-from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
+from dlm_lsp.bench.filling import (
+    Fill,
+    FillSettings,
+    bench_engine,
+    exact_match,
+    fill_options,
+    fill_task,
+)
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
-from dlm_lsp.bench.pass_at_1 import passes_by_fill
+from dlm_lsp.bench.pass_at_1 import (
+    engine_settings,
+    passes_by_fill,
+    set_by_requests,
+    settings_label,
+)
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.bench.sandbox import (
     NONE,
@@ -55,6 +67,7 @@ class SamplesConfig:
     model: str = "default"
     device: str = "auto"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    engine: dict = field(default_factory=dict)  # more server settings (`--settings`, checked)
 
     def __post_init__(self) -> None:
         self.split = ALIASES.get(self.split, self.split)
@@ -98,11 +111,16 @@ class SampleSheet:
     isolation_fallback: str = ""  # why not a stronger one: the probe's reasons
 
 
+def _fill_settings(config: SamplesConfig) -> tuple[FillSettings, FillSettings]:
+    """How the diffusion column and the left-to-right one fill a task."""
+    return (FillSettings(strategy=config.strategy, steps=config.steps, seed=config.seed),
+            FillSettings(strategy="left-to-right", seed=config.seed))
+
+
 def _columns(config: SamplesConfig, engine: Engine) -> dict[str, Callable[[Task], Fill]]:
     """How each column fills a task (a baseline model is loaded here, before any fill)."""
     steps = f"{config.steps} steps" if config.steps else "server budget"
-    diffusion = FillSettings(strategy=config.strategy, steps=config.steps, seed=config.seed)
-    ltr = FillSettings(strategy="left-to-right", seed=config.seed)
+    diffusion, ltr = _fill_settings(config)
     columns: dict[str, Callable[[Task], Fill]] = {
         REFERENCE: lambda t: Fill(t.middle, None, 0, 0.0, REFERENCE),
         f"diffusion ({config.strategy or 'server strategy'}, {steps})":
@@ -119,7 +137,7 @@ def make_sheet(config: SamplesConfig, engine: Engine | None = None) -> SampleShe
     the sheet.  Stopped by a signal, the sheet has the tasks finished, marked partial
     (`progress.py`)."""
     began = time.perf_counter()
-    engine = engine or bench_engine(config.model, config.device)
+    engine = engine or bench_engine(config.model, config.device, **config.engine)
     tasks = load_tasks(config.split, config.limit)
     columns = _columns(config, engine)
     rows: list[SampleTask] = []
@@ -161,7 +179,8 @@ def to_markdown(sheet: SampleSheet) -> str:
     cfg = sheet.config
     n = len(sheet.tasks)
     lines = [f"# Sample fills: HumanEval-Infilling {cfg.split}", "",
-             f"{n} fixed tasks, oracle length, greedy, seed {cfg.seed}; model {sheet.model}; "
+             f"{n} fixed tasks, oracle length, greedy, seed {cfg.seed}"
+             f"{settings_label(cfg.engine)}; model {sheet.model}; "
              f"{machine_line(sheet.machine)}; {sheet.machine['date']}, code "
              f"{sheet.revision or 'unknown'}; "
              f"{isolation_text(sheet.isolation, sheet.isolation_fallback)}.", "",
@@ -191,6 +210,9 @@ def command(args: argparse.Namespace) -> int:
                            device=args.device,
                            sandbox=checked_config(args.timeout, args.workers,
                                                   args.require_isolation))
+    # refused before the model loads; so are the settings a column's fills set
+    config.engine = engine_settings(args.settings, set_by_requests(
+        *map(fill_options, _fill_settings(config))))
     sheet = make_sheet(config)
     text = to_markdown(sheet)
     if not args.out:

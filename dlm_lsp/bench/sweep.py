@@ -29,12 +29,25 @@ import time
 from dataclasses import dataclass, field
 
 from dlm_lsp.bench.curves import CurveMarks, mark_curve
-from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
+from dlm_lsp.bench.filling import (
+    Fill,
+    FillSettings,
+    bench_engine,
+    exact_match,
+    fill_options,
+    fill_task,
+)
 from dlm_lsp.bench.grids import BUDGETS, DIFFUSION_STRATEGIES, KINDS, LEFT_TO_RIGHT
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, percent, publish
-from dlm_lsp.bench.pass_at_1 import passes_by_fill, refuse_repeats
+from dlm_lsp.bench.pass_at_1 import (
+    engine_settings,
+    passes_by_fill,
+    refuse_repeats,
+    set_by_requests,
+    settings_label,
+)
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, latest
 from dlm_lsp.bench.sandbox import (
     NONE,
@@ -63,6 +76,9 @@ class SweepConfig:
     model: str = "default"
     device: str = "auto"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    # more server settings for the engine, snake_case (`--settings`, checked): a
+    # sweep on a bf16 machine can be measured again in fp32
+    engine: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.kinds = tuple(ALIASES.get(k, k) for k in self.kinds)
@@ -136,6 +152,18 @@ def _point(kind: str, strategy: str, budget: int | None, tasks: list[Task], fill
         median_ms=round(median([f.ms for f in fills]), 1))
 
 
+def _runs(config: SweepConfig) -> list[tuple[str, int | None]]:
+    """Each curve's (strategy, budget) points, then the left-to-right one (no budget)."""
+    runs: list[tuple[str, int | None]] = [(s, b) for s in config.strategies
+                                          for b in config.budgets]
+    return runs + [(LEFT_TO_RIGHT, None)] if config.left_to_right else runs
+
+
+def _fill_settings(config: SweepConfig, strategy: str, budget: int | None) -> FillSettings:
+    """How one point's tasks are filled: its strategy and budget, greedy, no repair."""
+    return FillSettings(strategy=strategy, steps=budget, seed=config.seed, repair=False)
+
+
 def run_sweep(config: SweepConfig, engine: Engine | None = None) -> SweepReport:
     """Fill every kind's tasks at every (strategy, budget), judge them, mark the curves.
 
@@ -144,10 +172,8 @@ def run_sweep(config: SweepConfig, engine: Engine | None = None) -> SweepReport:
     report covers the points finished, marked partial (`progress.py`).
     """
     began = time.perf_counter()
-    engine = engine or bench_engine(config.model, config.device)
-    runs = [(s, b) for s in config.strategies for b in config.budgets]
-    if config.left_to_right:
-        runs.append((LEFT_TO_RIGHT, None))
+    engine = engine or bench_engine(config.model, config.device, **config.engine)
+    runs = _runs(config)
     progress = Progress("sweep", len(config.kinds) * len(runs), "points")
     points: list[SweepPoint] = []
     floors: dict[str, float] = {}
@@ -161,8 +187,7 @@ def run_sweep(config: SweepConfig, engine: Engine | None = None) -> SweepReport:
             passes_by_fill(tasks, [[""] * len(tasks)], config.sandbox, known=passed)
             floors[kind] = percent(sum(passed[t.task_id, ""] for t in tasks), len(tasks))
             for strategy, budget in runs:
-                settings = FillSettings(strategy=strategy, steps=budget, seed=config.seed,
-                                        repair=False)
+                settings = _fill_settings(config, strategy, budget)
                 fills = [fill_task(engine, t, settings) for t in tasks]
                 made += len(tasks)
                 passes_by_fill(tasks, [[f.text for f in fills]], config.sandbox, known=passed)
@@ -199,7 +224,8 @@ def to_markdown(report: SweepReport) -> str:
     A stopped sweep's kinds, curves and cells not measured are left out or "-"."""
     cfg = report.config
     lines = [f"Step-budget sweep: HumanEval-Infilling, {cfg.limit or 'all'} tasks per kind, "
-             f"oracle length, greedy, seed {cfg.seed}, no repair; model {report.model}; "
+             f"oracle length, greedy, seed {cfg.seed}, no repair{settings_label(cfg.engine)}; "
+             f"model {report.model}; "
              f"{machine_line(report.machine)}; {report.machine['date']}, code "
              f"{report.revision or 'unknown'}. Saturation: first budget within {cfg.epsilon} "
              f"points of the best pass@1 (flat: the whole curve is); collapse: largest budget "
@@ -242,6 +268,9 @@ def command(args: argparse.Namespace) -> int:
                          model=args.model, device=args.device,
                          sandbox=checked_config(args.timeout, args.workers,
                                                 args.require_isolation))
+    # refused before the model loads; so are the settings each point's fills set
+    config.engine = engine_settings(args.settings, set_by_requests(
+        *(fill_options(_fill_settings(config, *run)) for run in _runs(config))))
     publish(lambda: run_sweep(config), to_markdown, args.json_out,
             args.markdown_out, "plot_sweep", args.plots)
     return 0

@@ -34,14 +34,20 @@ import argparse
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.grids import CONCURRENCY, MODES
 from dlm_lsp.bench.latency import CURSOR, DOCUMENT
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import publish, quantile
-from dlm_lsp.bench.pass_at_1 import distinct, refuse_repeats
+from dlm_lsp.bench.pass_at_1 import (
+    distinct,
+    engine_settings,
+    refuse_repeats,
+    set_by_requests,
+    settings_label,
+)
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, latest
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
@@ -68,6 +74,7 @@ class ThroughputConfig:
     device: str = "auto"
     beside_long: bool = False  # every other caller fills LONG_DOCUMENT
     latency_ms: int | None = None  # a latency target: each fill's steps from it, not `steps`
+    engine: dict = field(default_factory=dict)  # more server settings (`--settings`, checked)
 
     def __post_init__(self) -> None:
         refuse_repeats("--modes", self.modes)  # one engine per mode: a repeat was counted twice
@@ -119,11 +126,21 @@ class _Seeds:
             return self._next
 
 
+# Each mode's engine sets its batching itself (`MODES`): like the settings its fills'
+# options set (`_options`), not one `--settings` may give.
+SET_ON_THE_ENGINE = ("batch_rows",)
+
+
+def _options(config: ThroughputConfig, seed: int) -> InfillOptions:
+    """One fill's options: its budget (or latency target), no repair, no fallback."""
+    return InfillOptions(length=config.tokens, steps=config.steps, strategy=config.strategy,
+                         seed=seed, repair_rounds=0, fallback=False,
+                         latency_ms=config.latency_ms)
+
+
 def _fill(engine: Engine, config: ThroughputConfig, seed: int,
           should_stop: Callable[[], bool] | None = None, long: bool = False) -> int:
-    options = InfillOptions(length=config.tokens, steps=config.steps, strategy=config.strategy,
-                            seed=seed, repair_rounds=0, fallback=False,
-                            latency_ms=config.latency_ms)
+    options = _options(config, seed)
     text, at = (LONG_DOCUMENT, LONG_CURSOR) if long else (DOCUMENT, CURSOR)
     return engine.infill(InfillRequest(text, at, at, "python", options=options,
                                        should_stop=should_stop)).steps
@@ -242,7 +259,8 @@ def run_throughput(config: ThroughputConfig) -> ThroughputReport:
     """
     began = time.perf_counter()
     seeds = _Seeds(config.seed)
-    engines = {mode: bench_engine(config.model, config.device, batch_rows=MODES[mode])
+    engines = {mode: bench_engine(config.model, config.device, batch_rows=MODES[mode],
+                                  **config.engine)
                for mode in config.modes}
     for engine in engines.values():
         _fill(engine, config, seeds.take())  # warm-up
@@ -285,7 +303,8 @@ def to_markdown(report: ThroughputReport) -> str:
     budget = f"{cfg.steps} steps" if cfg.latency_ms is None else (
         f"steps from a {cfg.latency_ms} ms latency target")
     lines = [f"Throughput: {cfg.tokens}-token fills, {budget}, {cfg.strategy}, "
-             f"{cfg.fills_per_thread} fills per thread; model {report.model}; "
+             f"{cfg.fills_per_thread} fills per thread{settings_label(cfg.engine)}; "
+             f"model {report.model}; "
              f"{machine_line(report.machine)}; {report.machine['date']}, code "
              f"{report.revision or 'unknown'}.", "",
              "| mode | concurrent requests | fills/s | p50 ms | p95 ms | forward passes | "
@@ -318,6 +337,9 @@ def command(args: argparse.Namespace) -> int:
                               steps=args.steps, modes=tuple(args.modes), seed=args.seed,
                               model=args.model, device=args.device,
                               beside_long=args.beside_long, latency_ms=args.latency_ms)
+    # refused before the model loads; so are the settings every fill sets
+    config.engine = engine_settings(args.settings, SET_ON_THE_ENGINE + set_by_requests(
+        _options(config, config.seed)))
     publish(lambda: run_throughput(config), to_markdown, args.json_out,
             args.markdown_out, "plot_throughput", args.plot)
     return 0
