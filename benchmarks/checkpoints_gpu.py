@@ -25,7 +25,6 @@ needs ~15 GB of memory in bf16, ~30 GB in float32.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from dlm_lsp.bench.output import write_json
 from dlm_lsp.models.cache import CacheConfig
 from dlm_lsp.models.checkpoint import Checkpoint
 from dlm_lsp.models.hf import HFDiffusionModel, arch_config, attends_both_ways, instantiate
@@ -191,8 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         if cuda:
             torch.cuda.empty_cache()
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"machine": machine, "families": results},
-                                                  indent=2) + "\n")
+        write_json(args.json_out, {"machine": machine, "families": results})
     if failed:
         print("attention stayed causal for some family: these timings are not of the "
               "diffusion model", file=sys.stderr)

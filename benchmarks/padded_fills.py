@@ -18,12 +18,12 @@ Needs the shipped model (or --model); CPU unless --device says otherwise.
 from __future__ import annotations
 
 import argparse
-import json
 import threading
 from pathlib import Path
 
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.output import write_json
 from dlm_lsp.costs import StepCost
 from dlm_lsp.models import load_model
 from dlm_lsp.sampler import Denoising, SamplerConfig, denoise
@@ -97,7 +97,7 @@ def main() -> None:
           f"({padded_runs} ran padded passes), {differing}/{positions} span tokens differ; "
           f"the long fill identical {long_same}/{len(tasks)}")
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.output import write_json
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.quantiles import status_ms
 from dlm_lsp.remote.client import RemoteEngine
@@ -120,8 +121,7 @@ def main() -> None:
         print(f"| {r['replicas']} | {r['fillsPerSecond']} | {r['p50Ms']} | {r['p95Ms']} | "
               f"{r['fills']} | {r['errors']} |")
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"machine": machine, "model": args.model,
-                                                   "rows": rows}, indent=2) + "\n")
+        write_json(args.json_out, {"machine": machine, "model": args.model, "rows": rows})
 
 
 if __name__ == "__main__":

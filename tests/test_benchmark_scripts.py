@@ -1,9 +1,17 @@
-"""The helpers the scripts in benchmarks/ share (benchmarks/lsp_latency.py)."""
+"""The helpers the scripts in benchmarks/ share (benchmarks/lsp_latency.py), and the
+result files they and the bench commands write."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from benchmark_scripts import script
+
+from dlm_lsp.bench.output import write_json
+
+RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
 
 def test_a_server_started_for_a_with_block_ends_with_it_even_when_the_block_fails(model_dir):
@@ -135,3 +143,20 @@ def test_dash_check_counts_each_posix_sh_script_once_and_its_links_apart(tmp_pat
     (tmp_path / "py").write_text("#!/usr/bin/python3\nprint()\n")
     found, links = dash_check.posix_scripts((str(tmp_path),))
     assert [path.name for path in found] == ["tool", "xzgrep"] and links == 1
+
+
+def test_every_result_json_is_in_the_format_the_bench_commands_write(tmp_path):
+    """The bench commands write their JSON with `output.write_json` (indent 1, a final
+    line break); files written by hand or by scripts that formatted their own
+    (strategies-cpu, checkpoints-cpu, padded-fills-cpu, remote-throughput-cpu: indent
+    2; ghost-text-cpu: no final line break) read as wholly changed in the diff of
+    their next run.  Each one, read and written again by write_json, is unchanged."""
+    files = sorted(RESULTS.glob("*.json"))
+    assert files
+    differ = []
+    for path in files:
+        again = tmp_path / path.name
+        write_json(again, json.loads(path.read_text(encoding="utf-8")))
+        if again.read_text(encoding="utf-8") != path.read_text(encoding="utf-8"):
+            differ.append(path.name)
+    assert differ == []
