@@ -4,7 +4,8 @@
 A cursor after code on a line whose error sits away from it (`if x = 3: foo(|)`) gets
 a fill the check rejects whatever the model writes.  The engine then stops after the
 first pass; before, it spent the repair rounds and the left-to-right retry too.  This
-fills the tests' three such lines with the shipped model (single-line, the server's
+fills the three such lines of fixtures/out_of_reach/lines.json (tests/test_repair.py
+checks the skip on them) with the shipped model (single-line, the server's
 defaults otherwise) as the engine does, and again with `beyond_reach` answering no,
 as the engine did before, and prints the forward passes and time of each.
 
@@ -14,20 +15,22 @@ as the engine did before, and prints the forward passes and time of each.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+from pathlib import Path
 
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.passes import InfillRun
 from dlm_lsp.results import InfillRequest
 
-# tests/test_repair.py's OUT_OF_REACH lines; `|` is the cursor
-LINES = {
-    "for with a body, typed after": "def main():\n    for i in range(10): x|\n"
-                                    "        print(i)\n    return 1\n",
-    "= in a condition": "def f(x):\n    if x = 3: foo(|)\n    return x\n",
-    "comment after broken code": "def f(a):\n    x = a +  # note|\n    return x\n",
-}
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "out_of_reach" / "lines.json"
+
+
+def lines() -> dict[str, str]:
+    """Each line's name and document, `|` at the cursor."""
+    data = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    return {line["name"]: line["document"] for line in data["lines"]}
 
 
 def fill(engine: Engine, doc: str) -> tuple[int, str, float, bool]:
@@ -47,7 +50,7 @@ def main() -> None:
     skipping = InfillRun.beyond_reach
     print("| line | now: passes, path, ms | without the skip: passes, path, ms | valid |")
     print("| --- | --- | --- | --- |")
-    for name, doc in LINES.items():
+    for name, doc in lines().items():
         rows = {}
         for label, check in (("now", skipping), ("before", lambda run, candidates: False)):
             InfillRun.beyond_reach = check

@@ -8,6 +8,7 @@ the fill valid, and that only the tokens near the error were written again.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -218,23 +219,18 @@ def test_the_result_and_its_forward_passes_count_every_path(
     assert result.steps == planted.fake.calls
 
 
-# A line whose error no single-line fill at the cursor can mend: the document as it is
+# Lines whose error no single-line fill at the cursor can mend: the document as it is
 # has it, at the same place, away from the cursor; whatever the model writes, it stays.
-OUT_OF_REACH = [
-    # typed after a `for` line that has its body: the line below is an unexpected indent
-    "def main():\n    for i in range(10): x|\n        print(i)\n    return 1\n",
-    # an `=` in a condition, before the cursor
-    "def f(x):\n    if x = 3: foo(|)\n    return x\n",
-    # the cursor in a comment after code that is broken
-    "def f(a):\n    x = a +  # note|\n    return x\n",
-]
+# Each says why in the fixture, which benchmarks/out_of_reach.py times too.
+OUT_OF_REACH = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "out_of_reach"
+                           / "lines.json").read_text(encoding="utf-8"))["lines"]
 
 
-@pytest.mark.parametrize("doc", OUT_OF_REACH)
+@pytest.mark.parametrize("line", OUT_OF_REACH, ids=lambda line: line["name"])
 def test_an_error_no_single_line_fill_can_mend_spends_no_repair_and_no_retry(
-        engine: Engine, monkeypatch: pytest.MonkeyPatch, doc: str) -> None:
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, line: dict) -> None:
     """Repair and the left-to-right retry would spend ~20 passes to offer nothing."""
-    request = _request(doc, kind="single-line")
+    request = _request(line["document"], kind="single-line")
     planted = Planted(engine, request, broken="y", good="z")
     runs = _spy_paths(monkeypatch, planted, fix_on=REPAIR)
     result = engine.infill(request)
