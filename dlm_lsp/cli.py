@@ -357,17 +357,17 @@ def _run_bench(args: argparse.Namespace) -> int:
         return importlib.import_module(COMMANDS[args.bench]).command(args)
     from dlm_lsp.bench.pass_at_1 import engine_settings
 
-    # refused before the model loads; what each row sets for itself, too
-    engine = engine_settings(args.settings, ("validate",) if args.bench == "syntax"
-                             else ("strategy",))
+    # refused before the model loads; what the benchmark sets itself, too
     if args.bench == "syntax":
-        from dlm_lsp.bench.syntax_rate import main as syntax_main
+        from dlm_lsp.bench import syntax_rate
 
-        return syntax_main(args.model, args.device, args.limit, args.json_out, engine)
-    from dlm_lsp.bench.strategies import main as strategies_main
+        return syntax_rate.main(args.model, args.device, args.limit, args.json_out,
+                                engine_settings(args.settings, syntax_rate.set_itself()))
+    from dlm_lsp.bench import strategies
 
-    return strategies_main(args.model, args.device, args.split, args.limit, args.steps,
-                           args.json_out, engine)
+    return strategies.main(args.model, args.device, args.split, args.limit, args.steps,
+                           args.json_out,
+                           engine_settings(args.settings, strategies.set_itself(args.steps)))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -246,6 +246,39 @@ def test_a_setting_the_benchmark_sets_on_each_row_is_a_usage_error(bench, settin
     assert said.startswith(f"dlm-lsp bench {bench}: --settings names {named}, ")
 
 
+@pytest.mark.parametrize(("bench", "options", "settings", "named"), [
+    ("humaneval", [], '{"seed": 3}', "seed"),
+    ("humaneval", ["--steps", "2"], '{"steps": 4}', "steps"),
+    ("heldout", [], '{"temperature": 0.5}', "temperature"),
+    ("heldout", ["--no-repair"], '{"fallback": true}', "fallback"),
+    ("syntax", [], '{"seed": 3}', "seed"),
+    ("strategies", [], '{"steps": 4}', "steps"),
+    ("strategies", [], '{"repairRounds": 1}', "repairRounds"),
+])
+def test_a_setting_every_fill_of_the_benchmark_sets_itself_is_a_usage_error(
+        bench, options, settings, named, capsys, bench_engines):
+    """A fill's own option replaces the server's setting of the same name: `bench
+    humaneval --settings '{"seed": 3}'` ran seed 0 (its --seed) and `bench strategies
+    --settings '{"steps": 4}'` its --steps 8, each labelled with the setting.  Refused
+    before any engine is made, as the curve benchmarks refuse theirs."""
+    assert main(["bench", bench, *SMALLEST[bench], *options, "--settings", settings]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"dlm-lsp bench {bench}: --settings names {named}, ")
+    assert bench_engines == []
+
+
+def test_a_setting_a_fill_leaves_to_the_server_is_taken():
+    """Without --steps, --strategy or --no-repair a humaneval or heldout fill asks for
+    none of them: `--settings '{"steps": 4, "fallback": false}'` is what they run with
+    (the README's early-stop and retry runs give such settings)."""
+    from dlm_lsp.bench.filling import fill_options
+    from dlm_lsp.bench.pass_at_1 import engine_settings, set_by_requests
+
+    taken = engine_settings('{"steps": 4, "strategy": "margin", "fallback": false}',
+                            set_by_requests(fill_options(FillSettings())))
+    assert taken == {"steps": 4, "strategy": "margin", "fallback": False}
+
+
 @pytest.mark.parametrize("bench", list(SMALLEST))
 def test_a_model_or_device_in_settings_is_a_usage_error_naming_the_option(bench, capsys):
     """`--settings '{"model": ...}'` ended in a TypeError's traceback (model given twice

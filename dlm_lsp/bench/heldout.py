@@ -39,12 +39,13 @@ from dlm_lsp.bench.filling import (
     bench_engine,
     edit_similarity,
     exact_match,
+    fill_options,
     fill_task,
 )
 from dlm_lsp.bench.humaneval import Task
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
-from dlm_lsp.bench.pass_at_1 import engine_settings, settings_label
+from dlm_lsp.bench.pass_at_1 import engine_settings, set_by_requests, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.training.data import SourceConfig, heldout_rank, python_files, read_source
 
@@ -195,8 +196,9 @@ def command(args: argparse.Namespace) -> int:
     """`dlm-lsp bench heldout`: run, print the row, write files."""
     settings = FillSettings(strategy=args.strategy, steps=args.steps, seed=args.seed,
                             length=args.length, repair=not args.no_repair)
+    # refused before the model loads: so are the settings its fills set
     report = run(args.model, args.device, args.limit or None, settings,
-                 engine_settings(args.settings))
+                 engine_settings(args.settings, set_by_requests(fill_options(settings))))
     if report.tasks == 0:
         print("no held-out files with candidate lines in this standard library",
               file=sys.stderr)

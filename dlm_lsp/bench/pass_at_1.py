@@ -54,6 +54,7 @@ from dlm_lsp.bench.filling import (
     bench_engine,
     edit_similarity,
     exact_match,
+    fill_options,
     fill_task,
 )
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
@@ -383,9 +384,10 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = ()) -> dict:
 
     Strict, unlike the server's settings: a misspelt one would be a run measured
     without it, so nothing is ignored.  Nor are `model` and `device`, which are options of
-    their own, nor a setting the benchmark sets itself on
-    each row (`varied`, snake_case: `bench syntax`'s validate): every row would have
-    been labelled with a value that only some of them ran with."""
+    their own, nor a setting the benchmark sets itself on each row or fill (`varied`,
+    snake_case: `bench syntax`'s validate, and what its fills' options set, read by
+    `set_by_requests`): every row would have been labelled with a value that only some
+    of them, or none, ran with."""
     if not text:
         return {}
     try:
@@ -457,7 +459,9 @@ def command(args: argparse.Namespace) -> int:
                          model=args.model, device=args.device,
                          sandbox=checked_config(args.timeout, args.workers,
                                                 args.require_isolation),
-                         engine=engine_settings(args.settings))
+                         # refused before any task: so are the settings its fills set
+                         engine=engine_settings(args.settings,
+                                                set_by_requests(fill_options(settings))))
     stored = read_stored_report(args.baseline) if args.baseline else None
     if args.baseline_model:  # told before the model's tasks (minutes of them), not after
         problem = autoregressive.missing(args.baseline_model)

@@ -16,11 +16,18 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from dlm_lsp.bench.filling import Fill, FillSettings, bench_engine, exact_match, fill_task
+from dlm_lsp.bench.filling import (
+    Fill,
+    FillSettings,
+    bench_engine,
+    exact_match,
+    fill_options,
+    fill_task,
+)
 from dlm_lsp.bench.humaneval import Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
-from dlm_lsp.bench.pass_at_1 import settings_label
+from dlm_lsp.bench.pass_at_1 import set_by_requests, settings_label
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import STRATEGIES
 from dlm_lsp.engine import Engine
@@ -39,13 +46,24 @@ class StrategyRow:
     ms_per_fill: float
 
 
+def strategy_settings(strategy: str, steps: int) -> FillSettings:
+    """How a row's tasks are filled: its strategy at the budget, greedy, seed 0, one pass."""
+    return FillSettings(strategy=strategy, steps=steps, repair=False)
+
+
+def set_itself(steps: int) -> tuple[str, ...]:
+    """The server settings the rows' fills set (each its strategy; all the budget, the
+    seed, greedy, no repair, no fallback): `--settings` may not give them."""
+    return set_by_requests(*(fill_options(strategy_settings(s, steps)) for s in STRATEGIES))
+
+
 def run_strategy(engine: Engine, tasks: list[Task], strategy: str, steps: int,
                  done: list[tuple[Fill, float]] | None = None,
                  on_fill: Callable[[], None] | None = None) -> StrategyRow:
     """Fill every task with one strategy; tally the table row.  Each fill goes into
     `done` as it comes, with the seconds since the first began, so that a stopped run
     can tally the fills it finished (`tally`)."""
-    settings = FillSettings(strategy=strategy, steps=steps, repair=False)
+    settings = strategy_settings(strategy, steps)
     done = [] if done is None else done
     began = time.perf_counter()
     for task in tasks:

@@ -21,7 +21,7 @@ from pathlib import Path
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.machine import describe_machine, source_revision
 from dlm_lsp.bench.output import writing_reports
-from dlm_lsp.bench.pass_at_1 import settings_label
+from dlm_lsp.bench.pass_at_1 import set_by_requests, settings_label
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
@@ -84,6 +84,17 @@ def fixture_tasks(directory: Path = FIXTURES, marker: str = "<FILL>") -> list[Sy
     return tasks
 
 
+def _options(seed: int, kind: str | None) -> InfillOptions:
+    """A fill's options: the seed, and the kind where the task says it (HumanEval's)."""
+    return InfillOptions(seed=seed, kind=kind)
+
+
+def set_itself() -> tuple[str, ...]:
+    """The server settings the benchmark sets itself: validation, off in one row and on
+    in the other, and every fill's seed.  `--settings` may not give them."""
+    return ("validate", *set_by_requests(_options(0, None)))
+
+
 def run(engine: Engine, tasks: list[SyntaxTask], setting: str, seed: int = 0,
         done: list[tuple[bool, float, str]] | None = None,
         on_fill: Callable[[], None] | None = None) -> SyntaxRow:
@@ -92,7 +103,7 @@ def run(engine: Engine, tasks: list[SyntaxTask], setting: str, seed: int = 0,
     done = [] if done is None else done
     for task in tasks:
         req = InfillRequest(task.text, task.start, task.end, None, task.uri,
-                            InfillOptions(seed=seed, kind=task.kind), is_hole=task.hole)
+                            _options(seed, task.kind), is_hole=task.hole)
         result = engine.infill(req)
         fill = result.candidates[0].text
         # a hole's marker is not code: the fill is checked where it stood, as the engine does
