@@ -601,12 +601,14 @@ def test_a_setting_a_curve_benchmark_sets_itself_is_a_usage_error_before_the_mod
 
 
 def test_a_request_option_that_is_no_server_setting_refuses_nothing():
-    """The span length, the task kind and a latency target are a fill's own, with no
-    server setting of that name to replace: only the options that have one are named."""
+    """The span length and the task kind are a fill's own, with no server setting of
+    that name to replace: only the options that have one are named (a latency target
+    is a setting too, for every kind)."""
     from dlm_lsp.bench.pass_at_1 import set_by_requests
     from dlm_lsp.config import InfillOptions
 
-    assert set_by_requests(InfillOptions(length=8, kind="single-line", latency_ms=100)) == ()
+    assert set_by_requests(InfillOptions(length=8, kind="single-line")) == ()
+    assert set_by_requests(InfillOptions(length=8, latency_ms=100)) == ("latency_ms",)
     assert set_by_requests(InfillOptions(length=8, seed=0), InfillOptions(steps=2)) == (
         "steps", "seed")
 
