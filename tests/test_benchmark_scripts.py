@@ -160,3 +160,18 @@ def test_every_result_json_is_in_the_format_the_bench_commands_write(tmp_path):
         if again.read_text(encoding="utf-8") != path.read_text(encoding="utf-8"):
             differ.append(path.name)
     assert differ == []
+
+
+def test_fill_overhead_asks_single_line_fills_mid_line_and_multi_line_fills_at_the_gap():
+    """fill_overhead.py's two kinds: a single-line fill is the rest of a line cut in the
+    middle of its code (the line ends at the cursor), a multi-line fill the task's gap."""
+    from dlm_lsp.bench.humaneval import load_tasks
+
+    bench = script("fill_overhead")
+    for req, task in zip(bench.requests("single", 5), load_tasks("single-line", 5), strict=True):
+        line = req.text[req.text.rfind("\n", 0, req.start) + 1:req.text.find("\n", req.start)]
+        assert req.start == req.end and req.text.startswith(task.prefix)
+        assert req.text[req.start] == "\n" and line.strip() and line.strip() in task.middle
+        assert req.text.endswith(task.suffix)
+    for req, task in zip(bench.requests("multi", 5), load_tasks("multi-line", 5), strict=True):
+        assert (req.text[:req.start], req.text[req.end:]) == (task.prefix, task.suffix)
