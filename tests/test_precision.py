@@ -23,6 +23,54 @@ def test_bf16_scores_tokens_like_fp32(model_dir: Path) -> None:
     assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9
 
 
+def _span_states(model, rows: int = 2) -> torch.Tensor:
+    """Hidden states of a span: a slice of the sequence's, as the sampler asks the head."""
+    ids = torch.randint(2, model.tokenizer.vocab_size, (rows, 64))
+    return model.hidden(ids)[:, 20:36]
+
+
+def test_the_bf16_head_on_a_cpu_gives_autocasts_logits_bit_for_bit(model_dir: Path) -> None:
+    fast = load_model(str(model_dir), "cpu", "bf16")
+    for rows in (1, 3):
+        states = _span_states(fast, rows)
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            autocast = (states @ fast.module.embed.weight.T).float()
+        assert torch.equal(fast.head(states), autocast)
+
+
+def test_the_bf16_head_on_a_cpu_copies_no_weight_on_a_pass(model_dir: Path) -> None:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    fast = load_model(str(model_dir), "cpu", "bf16")
+    states, size = _span_states(fast), fast.module.embed.weight.numel()
+    fast.head(states)  # the first pass may cast the weight once
+
+    class Outputs(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sizes: list[int] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if not func.is_view:  # a view (the weight transposed) copies nothing
+                self.sizes += [t.numel() for t in torch.utils._pytree.tree_leaves(out)
+                               if isinstance(t, torch.Tensor)]
+            return out
+
+    with Outputs() as seen:
+        fast.head(states)
+    assert size not in seen.sizes  # neither a cast of the weight nor a broadcast copy
+
+
+def test_the_bf16_head_follows_a_change_of_the_weight(model_dir: Path) -> None:
+    fast = load_model(str(model_dir), "cpu", "bf16")
+    states = _span_states(fast)
+    before = fast.head(states)
+    with torch.no_grad():
+        fast.module.embed.weight.mul_(2)
+    assert not torch.equal(fast.head(states), before)
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_auto_is_bf16_on_a_cpu_with_native_bf16_and_fp32_elsewhere(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch, native: bool) -> None:

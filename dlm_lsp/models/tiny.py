@@ -397,6 +397,8 @@ class TinyModel:
         self.mask_id, self.pad_id = mask_id, pad_id
 
         self.graphs: ShapeGraphs | None = None
+        # ((address, version) of the embedding weight, its bf16 copy): see `_head_weight`
+        self._head_cast: tuple[tuple[int, int], torch.Tensor] | None = None
 
     @property
     def padded_rows(self) -> bool:
@@ -458,9 +460,34 @@ class TinyModel:
 
     @torch.no_grad()
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Float32 logits (..., V) of hidden states from `hidden`."""
+        """Float32 logits (..., V) of hidden states from `hidden`.
+
+        In bf16 on a CPU the product is taken as one matrix product of the rows: the
+        hidden states of a span are a slice of the sequence's, which matmul cannot fold
+        into rows without a copy, so it broadcast the weight over a batch instead,
+        copying all of it (V x C) on every pass, and cast it to bf16 first, again on
+        every pass.  For the shipped model (8192 x 256) that was ~4 ms of a ~5 ms head,
+        ~60 ms of a single-line fill's ~500 ms of CPU (benchmarks/results/
+        fill-overhead-cpu.md).  The rows' product, by a bf16 copy of the weight made
+        once (`_bf16_embedding`), is bit for bit the batched one, so fills are unchanged.
+        Elsewhere (float32, where the two products differ in their last bits, and CUDA,
+        where they were not compared) the head multiplies as before."""
+        weight = self.module.embed.weight
         with self._autocast():
-            return (hidden @ self.module.embed.weight.T).float()
+            if self.precision != "bf16" or weight.device.type != "cpu":
+                return (hidden @ weight.T).float()
+            rows = hidden.reshape(-1, hidden.shape[-1]) @ self._bf16_embedding().T
+            return rows.float().reshape(*hidden.shape[:-1], rows.shape[-1])
+
+    def _bf16_embedding(self) -> torch.Tensor:
+        """The embedding weight cast to bf16, made once per version of the weight (an
+        in-place change of the weight makes a new one): autocast casts it anew on each
+        pass, ~0.4 ms of the shipped model's."""
+        weight = self.module.embed.weight
+        key, cast = (weight.data_ptr(), weight._version), self._head_cast
+        if cast is None or cast[0] != key:
+            cast = self._head_cast = (key, weight.detach().to(torch.bfloat16))
+        return cast[1]
 
     @classmethod
     def load(cls, directory: str | Path, device: torch.device,
