@@ -152,3 +152,18 @@ def test_a_precision_setting_that_resolves_to_another_reloads_the_model(
     model = eng.model
     assert eng.reconfigure(replace(config, precision=after))
     assert eng.model is not model and eng.model.precision == after
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_rotary_positions_rotate_each_channel_pair_bit_for_bit(dtype: torch.dtype) -> None:
+    """The channels (2i, 2i+1) of a row at position p turn by p times the pair's angle,
+    each product rounded in the row's dtype as the formula writes it."""
+    x = (torch.randn(2, 3, 10, 8) * 3).to(dtype)
+    start = 5
+    cos, sin = tiny._rotation(8, 10_000.0, start + 10, x.device, dtype)
+    cos, sin = cos[start:start + 10], sin[start:start + 10]
+    out = tiny._rope(x, 10_000.0, start)
+    for i in range(4):
+        a, b = x[..., 2 * i], x[..., 2 * i + 1]
+        assert torch.equal(out[..., 2 * i], a * cos[:, i] - b * sin[:, i])
+        assert torch.equal(out[..., 2 * i + 1], a * sin[:, i] + b * cos[:, i])
