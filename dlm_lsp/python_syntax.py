@@ -135,11 +135,28 @@ def _statements(body: Node, first: int, last: int) -> tuple[Node | None, int, in
     return children[low], top, max(last, children[high].end_point[0])
 
 
+# Expressions and simple statements: in Python's grammar no block (a compound statement's
+# body) lies inside one, so an error-free one need not be searched for a block.  A line
+# of 1 MB of code (`x = [1, 1, ...]`) is one such expression of ~670,000 nodes, whose
+# walk was ~2 s of the first fill there (benchmarks/results/fill-overhead-cpu.md).  One
+# with an error is still searched: tree-sitter's recovery may put anything in it.
+_BLOCKLESS = frozenset({
+    "expression_statement", "assignment", "augmented_assignment", "return_statement",
+    "list", "tuple", "set", "dictionary", "pair", "parenthesized_expression",
+    "binary_operator", "boolean_operator", "comparison_operator", "unary_operator",
+    "not_operator", "conditional_expression", "call", "argument_list", "keyword_argument",
+    "attribute", "subscript", "slice", "string", "concatenated_string",
+    "list_comprehension", "set_comprehension", "dictionary_comprehension",
+    "generator_expression", "lambda"})
+
+
 def _inner_block(statement: Node, first: int, last: int) -> Node | None:
     """The block one level down in `statement` whose statements hold rows [first, last]."""
     stack = list(statement.children)
     while stack:
         node = stack.pop()
+        if node.type in _BLOCKLESS and not node.has_error:
+            continue
         if node.type == "block":
             if node.parent is not None and node.parent.type == "match_statement":
                 stack.extend(node.children)  # its children are case clauses, not statements

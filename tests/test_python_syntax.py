@@ -151,3 +151,47 @@ def test_large_documents_are_checked_in_their_window_with_the_document_line_numb
 def test_other_languages_are_left_to_tree_sitter() -> None:
     text = "let x = ;\n"
     assert validate_fill(text, 8, 8, "1", "javascript").valid
+
+
+# --- the search for the block that holds the span ----------------------------------------
+
+
+class _Node:
+    """A tree-sitter node as `_inner_block` reads one; `walked` says whether its children
+    were asked for."""
+
+    def __init__(self, type_: str, children: list[_Node] = (), rows: tuple[int, int] = (0, 0),
+                 has_error: bool = False) -> None:
+        self.type, self._children, self.has_error = type_, list(children), has_error
+        self.start_point, self.end_point = (rows[0], 0), (rows[1], 0)
+        self.parent, self.walked = None, False
+        for child in self._children:
+            child.parent = self
+
+    @property
+    def children(self) -> list[_Node]:
+        self.walked = True
+        return self._children
+
+
+def test_the_search_for_a_block_skips_an_error_free_expression() -> None:
+    """A line of 1 MB of code is one expression of ~670,000 nodes: Python's grammar puts
+    no block inside an expression, so walking it for one only cost seconds."""
+    from dlm_lsp.python_syntax import _inner_block
+
+    items = _Node("list", [_Node("integer") for _ in range(3)])
+    statement = _Node("expression_statement", [_Node("assignment", [_Node("identifier"),
+                                                                   items])])
+    assert _inner_block(statement, 0, 0) is None
+    assert not items.walked
+
+
+def test_the_search_for_a_block_still_looks_inside_an_expression_with_an_error() -> None:
+    """tree-sitter's recovery may put a block anywhere in an expression it could not
+    read: such an expression is searched as before."""
+    from dlm_lsp.python_syntax import _inner_block
+
+    block = _Node("block", [_Node("pass_statement", rows=(1, 1))], rows=(1, 2))
+    statement = _Node("if_statement", [_Node("list", [_Node("ERROR", [block], rows=(0, 2))],
+                                             rows=(0, 2), has_error=True)], rows=(0, 2))
+    assert _inner_block(statement, 1, 1) is block
