@@ -138,7 +138,7 @@ def _statements(body: Node, first: int, last: int) -> tuple[Node | None, int, in
 # Expressions and simple statements: in Python's grammar no block (a compound statement's
 # body) lies inside one, so an error-free one need not be searched for a block.  A line
 # of 1 MB of code (`x = [1, 1, ...]`) is one such expression of ~670,000 nodes, whose
-# walk was ~2 s of the first fill there (benchmarks/results/fill-overhead-cpu.md).  One
+# walk was ~1 s of the first fill there (benchmarks/results/fill-overhead-cpu.md).  One
 # with an error is still searched: tree-sitter's recovery may put anything in it.
 _BLOCKLESS = frozenset({
     "expression_statement", "assignment", "augmented_assignment", "return_statement",

@@ -91,7 +91,7 @@ def _rope(x: torch.Tensor, base: float, start: int = 0) -> torch.Tensor:
     cos, sin = cos[start:start + t], sin[start:start + t]
     # each half copied out first: bf16 arithmetic on every other element of x ran
     # element by element, and the copies and four products on contiguous halves cost
-    # ~55% of the products on the strided ones (~1 ms a pass of the shipped model on a
+    # ~55% of the products on the strided ones (~0.8 ms a pass of the shipped model on a
     # CPU; benchmarks/results/fill-overhead-cpu.md); the same products, the same bits
     x1, x2 = x[..., 0::2].contiguous(), x[..., 1::2].contiguous()
     out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
