@@ -92,7 +92,7 @@ def context_cache(model: DiffusionModel, cfg: ServerConfig,
     if isinstance(model, HFDiffusionModel):
         return HFContextCache(model, layout.span_start, layout.span_end, config)
     return ContextCache(model.module, layout.span_start, layout.span_end, config,
-                        bf16=getattr(model, "precision", "fp32") == "bf16")
+                        bf16=getattr(model, "precision", "fp32") == "bf16", head=model.head)
 
 
 def checked_span(req: InfillRequest) -> tuple[int, int]:

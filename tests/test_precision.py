@@ -38,12 +38,9 @@ def test_the_bf16_head_on_a_cpu_gives_autocasts_logits_bit_for_bit(model_dir: Pa
         assert torch.equal(fast.head(states), autocast)
 
 
-def test_the_bf16_head_on_a_cpu_copies_no_weight_on_a_pass(model_dir: Path) -> None:
+def _made_sizes(call) -> list[int]:
+    """The sizes of the tensors `call()` makes (views, which copy nothing, left out)."""
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    fast = load_model(str(model_dir), "cpu", "bf16")
-    states, size = _span_states(fast), fast.module.embed.weight.numel()
-    fast.head(states)  # the first pass may cast the weight once
 
     class Outputs(TorchDispatchMode):
         def __init__(self) -> None:
@@ -52,14 +49,35 @@ def test_the_bf16_head_on_a_cpu_copies_no_weight_on_a_pass(model_dir: Path) -> N
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            if not func.is_view:  # a view (the weight transposed) copies nothing
+            if not func.is_view:
                 self.sizes += [t.numel() for t in torch.utils._pytree.tree_leaves(out)
                                if isinstance(t, torch.Tensor)]
             return out
 
     with Outputs() as seen:
-        fast.head(states)
-    assert size not in seen.sizes  # neither a cast of the weight nor a broadcast copy
+        call()
+    return seen.sizes
+
+
+def test_the_bf16_head_on_a_cpu_copies_no_weight_on_a_pass(model_dir: Path) -> None:
+    fast = load_model(str(model_dir), "cpu", "bf16")
+    states, size = _span_states(fast), fast.module.embed.weight.numel()
+    fast.head(states)  # the first pass may cast the weight once
+    # neither a cast of the weight nor a copy broadcast over the rows
+    assert size not in _made_sizes(lambda: fast.head(states))
+
+
+def test_a_context_cached_bf16_step_on_a_cpu_copies_no_head_weight(model_dir: Path) -> None:
+    from dlm_lsp.passes import context_cache
+    from dlm_lsp.span import build_layout
+
+    fast = load_model(str(model_dir), "cpu", "bf16")
+    layout = build_layout(fast.tokenizer, "def f(x):\n    return ", "\n", 6, 400,
+                          max_length=fast.max_length)
+    cache = context_cache(fast, ServerConfig(context_cache=True), layout)
+    ids = torch.tensor([layout.sequence(fast.mask_id)])
+    cache(ids)  # a full pass, and the head's weight cast once
+    assert fast.module.embed.weight.numel() not in _made_sizes(lambda: cache(ids))
 
 
 def test_the_bf16_head_follows_a_change_of_the_weight(model_dir: Path) -> None:
