@@ -23,6 +23,9 @@
 #   checkpoints.json/.txt 7B-shaped networks of each published family: step time, and
 #                         the context cache's step for a 32-token span (issue 5, 8)
 # Each part has its own time limit, so one that hangs cannot take the others' time.
+# A part that fails or is stopped at its limit says so in a line of its own, and the
+# script then exits 1: the part's file is missing or cut short, and without the line
+# a run could not tell a part that timed out from one that crashed or never ran.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=.device-wheels
@@ -48,20 +51,34 @@ run)
         "${PACKAGES[@]}" || { echo "installing the carried wheels failed"; exit 2; }
     export PYTHONPATH="$PWD:$site" HF_HUB_OFFLINE=1
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+    failed=0
+    said() {  # said PART LIMIT STATUS: the line a part that did not end well leaves
+        case "$3" in
+        0) ;;
+        124) echo "gpu_serving: $1 stopped at its $2 s limit"; failed=1 ;;
+        *) echo "gpu_serving: $1 failed (exit $3)"; failed=1 ;;
+        esac
+    }
     timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_graphs.py \
         > "$OUT/graphs-tests.txt" 2>&1
+    said tests/test_graphs.py 120 $?
     tail -3 "$OUT/graphs-tests.txt"
     timeout 60 python3 benchmarks/graph_step.py --json "$OUT/graph-step.json" \
         | tee "$OUT/graph-step.md"
+    said benchmarks/graph_step.py 60 "${PIPESTATUS[0]}"
     timeout 90 python3 benchmarks/lsp_latency.py --settings '{"device": "auto"}' \
         --options '{"length": 32}' --fills "${FILLS:-64}" --concurrent 16 --tcp --json "$OUT/lsp-32.json" \
         | tee "$OUT/lsp-32.txt"
+    said "benchmarks/lsp_latency.py (CUDA graphs on)" 90 "${PIPESTATUS[0]}"
     timeout 60 python3 benchmarks/lsp_latency.py \
         --settings '{"device": "auto", "cudaGraphs": false}' --options '{"length": 32}' \
         --fills "${FILLS:-64}" --concurrent 16 --tcp --json "$OUT/lsp-32-eager.json" | tail -2
+    said "benchmarks/lsp_latency.py (CUDA graphs off)" 60 "${PIPESTATUS[0]}"
     timeout 150 python3 benchmarks/checkpoints_gpu.py --json "$OUT/checkpoints.json" \
         > "$OUT/checkpoints.txt" 2>&1
+    said benchmarks/checkpoints_gpu.py 150 $?
     tail -20 "$OUT/checkpoints.txt"
+    exit "$failed"
     ;;
 *)
     echo "usage: bash benchmarks/gpu_serving.sh wheels [PYTHON_VERSION] | run" >&2

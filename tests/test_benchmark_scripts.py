@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+
+import os
+import subprocess
+
 import pytest
-from benchmark_scripts import script
+from benchmark_scripts import BENCHMARKS, script
 
 from dlm_lsp.bench.output import write_json
 
@@ -175,3 +179,46 @@ def test_fill_overhead_asks_single_line_fills_mid_line_and_multi_line_fills_at_t
         assert req.text.endswith(task.suffix)
     for req, task in zip(bench.requests("multi", 5), load_tasks("multi-line", 5), strict=True):
         assert (req.text[:req.start], req.text[req.end:]) == (task.prefix, task.suffix)
+
+
+# gpu_serving.sh's `run` with stand-ins: python3 ends every part at once (the command
+# line names the part), and `timeout` passes each part through unless told otherwise.
+PART_ENDS_WELL = "exit 0"
+
+
+def _gpu_serving_run(tmp_path, python3: str, timeout: str = 'shift; exec "$@"'):
+    """benchmarks/gpu_serving.sh run, its python3 and timeout replaced by these shell
+    bodies; returns the finished process."""
+    stand_ins = tmp_path / "bin"
+    stand_ins.mkdir()
+    for name, body in (("python3", python3), ("timeout", timeout)):
+        (stand_ins / name).write_text(f"#!/bin/sh\n{body}\n")
+        (stand_ins / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{stand_ins}:/usr/bin:/bin", "OUT": str(tmp_path / "out")}
+    return subprocess.run(["bash", str(BENCHMARKS / "gpu_serving.sh"), "run"], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_gpu_serving_names_a_part_stopped_at_its_time_limit_and_exits_1(tmp_path):
+    """A part that ran past its limit on the GPU machine left a missing or short file, and
+    the script exited 0 without a word: the rare session's log could not tell a part that
+    timed out from one that crashed or never ran."""
+    done = _gpu_serving_run(tmp_path, PART_ENDS_WELL,
+                            timeout='shift; case "$*" in *graph_step.py*) exit 124;; esac; '
+                                    'exec "$@"')
+    assert done.returncode == 1
+    assert [line for line in done.stdout.splitlines() if line.startswith("gpu_serving:")] \
+        == ["gpu_serving: benchmarks/graph_step.py stopped at its 60 s limit"]
+
+
+def test_gpu_serving_names_a_part_that_failed_with_its_status_and_exits_1(tmp_path):
+    done = _gpu_serving_run(tmp_path, 'case "$*" in *checkpoints_gpu.py*) exit 3;; esac')
+    assert done.returncode == 1
+    assert [line for line in done.stdout.splitlines() if line.startswith("gpu_serving:")] \
+        == ["gpu_serving: benchmarks/checkpoints_gpu.py failed (exit 3)"]
+
+
+def test_gpu_serving_exits_0_saying_nothing_more_when_every_part_ends_well(tmp_path):
+    done = _gpu_serving_run(tmp_path, PART_ENDS_WELL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "gpu_serving:" not in done.stdout
