@@ -4,11 +4,9 @@ result files they and the bench commands write."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from benchmark_scripts import BENCHMARKS, script
