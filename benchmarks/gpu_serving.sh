@@ -8,7 +8,7 @@
 #     bash benchmarks/gpu_serving.sh wheels [PYTHON_VERSION]   # default 3.12
 #
 # downloads those packages as wheels for that Python on manylinux x86_64 into
-# .device-wheels/ (ignored by git; 2.3 MB for Python 3.12 here).  Then, on the GPU machine, with the run
+# .device-wheels/ (ignored by git; 1.1 MB for Python 3.12 here).  Then, on the GPU machine, with the run
 # tool's carry [".device-wheels"] and a timeout_s of 540 (the parts' own limits add up to 480 s):
 #
 #     bash benchmarks/gpu_serving.sh run
@@ -29,9 +29,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=.device-wheels
-PACKAGES=(pygls==2.1.1 lsprotocol==2025.0.0 tree-sitter==0.26.1 tree-sitter-python
-          tree-sitter-javascript tree-sitter-typescript tree-sitter-go tree-sitter-rust
-          tree-sitter-java tree-sitter-c tree-sitter-cpp)
+# Only the Python grammar: every part fills Python (tests/test_graphs.py's requests,
+# lsp_latency.py's documents) or parses nothing (graph_step.py, checkpoints_gpu.py), and
+# grammars load on first use (validation.py).  The others cost 1.2 MB of the 64 MiB
+# that travels to the GPU machine (tests/test_device_transfer.py).
+PACKAGES=(pygls==2.1.1 lsprotocol==2025.0.0 tree-sitter==0.26.1 tree-sitter-python)
 
 case "${1:-}" in
 wheels)

@@ -184,15 +184,16 @@ def test_fill_overhead_asks_single_line_fills_mid_line_and_multi_line_fills_at_t
 PART_ENDS_WELL = "exit 0"
 
 
-def _gpu_serving_run(tmp_path, python3: str, timeout: str = 'shift; exec "$@"'):
+def _gpu_serving_run(tmp_path, python3: str, timeout: str = 'shift; exec "$@"', **env: str):
     """benchmarks/gpu_serving.sh run, its python3 and timeout replaced by these shell
-    bodies; returns the finished process."""
+    bodies and `env` added to its environment; returns the finished process."""
     stand_ins = tmp_path / "bin"
-    stand_ins.mkdir()
+    stand_ins.mkdir(exist_ok=True)
     for name, body in (("python3", python3), ("timeout", timeout)):
         (stand_ins / name).write_text(f"#!/bin/sh\n{body}\n")
         (stand_ins / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{stand_ins}:/usr/bin:/bin", "OUT": str(tmp_path / "out")}
+    env = {**os.environ, "PATH": f"{stand_ins}:/usr/bin:/bin", "OUT": str(tmp_path / "out"),
+           **env}
     return subprocess.run(["bash", str(BENCHMARKS / "gpu_serving.sh"), "run"], env=env,
                           capture_output=True, text=True, timeout=60)
 
@@ -220,3 +221,26 @@ def test_gpu_serving_exits_0_saying_nothing_more_when_every_part_ends_well(tmp_p
     done = _gpu_serving_run(tmp_path, PART_ENDS_WELL)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "gpu_serving:" not in done.stdout
+
+
+# python3 as a stand-in that writes each command line it is given into $OUT/commands
+RECORDS_COMMANDS = 'echo "$*" >> "$OUT/commands"'
+
+
+def _commands(tmp_path, **env: str) -> list[str]:
+    """The python3 command lines of a gpu_serving.sh run with `env` added."""
+    (tmp_path / "out").mkdir(exist_ok=True)
+    (tmp_path / "out" / "commands").write_text("")
+    done = _gpu_serving_run(tmp_path, RECORDS_COMMANDS, **env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return (tmp_path / "out" / "commands").read_text().splitlines()
+
+
+def test_gpu_serving_installs_only_the_grammar_of_the_language_its_parts_fill(tmp_path):
+    """Every part fills Python or parses nothing, and the seven other grammars were 1.2 MB
+    of the carried wheels, which travel to the GPU machine within 64 MiB with the tree
+    (tests/test_device_transfer.py)."""
+    install = next(c for c in _commands(tmp_path) if c.startswith("-m pip install"))
+    names = install.split()[install.split().index("--target") + 2:]
+    assert [n for n in names if n.startswith("tree-sitter-")] == ["tree-sitter-python"]
+
