@@ -17,6 +17,7 @@
 # $OUT (default ./gpu-out):
 #   graphs-tests.txt      tests/test_graphs.py, whose CUDA tests run only there
 #   graph-step.json/.md   the shipped model's step, eager against a replayed CUDA graph
+#                         (REPEATS=N: N timed steps a row instead of graph_step.py's 50)
 #   lsp-32.json/.txt      32-token fills through the real server over TCP: one at a time (p50),
 #                         then 16 client connections at once (throughput, p95); CUDA graphs on
 #   lsp-32-eager.json     the same with cudaGraphs off
@@ -65,7 +66,8 @@ run)
         > "$OUT/graphs-tests.txt" 2>&1
     said tests/test_graphs.py 120 $?
     tail -3 "$OUT/graphs-tests.txt"
-    timeout 60 python3 benchmarks/graph_step.py --json "$OUT/graph-step.json" \
+    timeout 60 python3 benchmarks/graph_step.py ${REPEATS:+--repeats "$REPEATS"} \
+        --json "$OUT/graph-step.json" \
         | tee "$OUT/graph-step.md"
     said benchmarks/graph_step.py 60 "${PIPESTATUS[0]}"
     timeout 90 python3 benchmarks/lsp_latency.py --settings '{"device": "auto"}' \

@@ -244,3 +244,11 @@ def test_gpu_serving_installs_only_the_grammar_of_the_language_its_parts_fill(tm
     names = install.split()[install.split().index("--target") + 2:]
     assert [n for n in names if n.startswith("tree-sitter-")] == ["tree-sitter-python"]
 
+
+def test_gpu_serving_passes_repeats_to_graph_step_only_when_set(tmp_path):
+    """graph_step.py's 4 rows of 5 + 50 steps did not end within its 60 s limit on a
+    2-core CPU, so the CPU rehearsal always exited 1; REPEATS=5 lets it pass."""
+    step = next(c for c in _commands(tmp_path, REPEATS="5") if "graph_step.py" in c)
+    assert "--repeats 5" in step
+    step = next(c for c in _commands(tmp_path) if "graph_step.py" in c)
+    assert "--repeats" not in step
