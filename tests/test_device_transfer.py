@@ -28,7 +28,8 @@ SERVING_WHEELS_BYTES = 1_119_867
 WHEELS = ROOT / ".device-wheels"
 ADVICE = ("keep large files out of git (ignored, or carried only by the run that needs "
           "them), shrink the export (gpu_run.full_config) or carry fewer wheels "
-          "(gpu_serving.sh PACKAGES)")
+          "(gpu_serving.sh PACKAGES); for the training call alone, the README's "
+          "Development section says what can be left behind")
 
 
 def _replaced_by_export(path: str) -> bool:
