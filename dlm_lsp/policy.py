@@ -57,6 +57,14 @@ class Budget:
     latency_ms: int | None  # the target that decides, if one does
 
 
+# The settings `step_budget` reads a fill's budget from, every one of which a request's
+# own `steps` or `latencyMs` replaces: a benchmark that gives its fills a budget refuses
+# them in `--settings` (`bench.pass_at_1.engine_settings`), as no fill would run with them.
+BUDGET_SETTINGS = ("steps", "latency_ms", "steps_single_line", "steps_multi_line",
+                   "steps_rewrite", "latency_ms_single_line", "latency_ms_multi_line",
+                   "latency_ms_rewrite")
+
+
 def step_budget(config: ServerConfig, options: InfillOptions, kind: str) -> Budget:
     """The budget of a fill of `kind`: the most specific one given wins, a request's own
     (`steps`, `latencyMs`) over its kind's settings (`stepsSingleLine`, `latencyMsSingleLine`

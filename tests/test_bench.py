@@ -279,6 +279,17 @@ def test_a_setting_a_fill_leaves_to_the_server_is_taken():
     assert taken == {"steps": 4, "strategy": "margin", "fallback": False}
 
 
+def test_a_budget_setting_is_taken_where_the_fills_leave_the_budget_to_the_server():
+    """Without --steps a humaneval or heldout fill gives no budget of its own: the
+    per-kind steps and the latency targets in --settings are what it runs with."""
+    from dlm_lsp.bench.filling import fill_options
+    from dlm_lsp.bench.pass_at_1 import engine_settings, set_by_requests
+
+    taken = engine_settings('{"stepsSingleLine": 4, "latencyMs": 300}',
+                            set_by_requests(fill_options(FillSettings())))
+    assert taken == {"steps_single_line": 4, "latency_ms": 300}
+
+
 @pytest.mark.parametrize("bench", list(SMALLEST))
 def test_a_model_or_device_in_settings_is_a_usage_error_naming_the_option(bench, capsys):
     """`--settings '{"model": ...}'` ended in a TypeError's traceback (model given twice

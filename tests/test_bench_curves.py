@@ -600,6 +600,25 @@ def test_a_setting_a_curve_benchmark_sets_itself_is_a_usage_error_before_the_mod
     assert bench_engines == []
 
 
+@pytest.mark.parametrize(("bench", "settings", "named", "own"), [
+    ("sweep", '{"latencyMs": 300}', "latencyMs", "steps"),
+    ("latency", '{"stepsSingleLine": 4}', "stepsSingleLine", "steps"),
+    ("throughput", '{"latencyMsSingleLine": 300}', "latencyMsSingleLine", "steps"),
+    ("samples", '{"stepsMultiLine": 4, "latencyMs": 300}', "latencyMs, stepsMultiLine",
+     "steps"),
+])
+def test_a_budget_setting_that_a_curve_benchmark_s_own_steps_replace_is_a_usage_error(
+        bench, settings, named, own, capsys, bench_engines):
+    """A fill's own `steps` win over every budget setting (README, Step budget): `bench
+    throughput --settings '{"latencyMs": 300}'` named the target in its heading and ran
+    every fill at 8 steps.  Refused, before any engine is made, saying what replaces it."""
+    assert main(["bench", bench, *SMALLEST[bench], "--settings", settings]) == 2
+    assert capsys.readouterr().err == (
+        f"dlm-lsp bench {bench}: --settings names {named}, which the {own} this benchmark "
+        "gives each fill replace (a fill's own budget wins over every budget setting)\n")
+    assert bench_engines == []
+
+
 def test_a_request_option_that_is_no_server_setting_refuses_nothing():
     """The span length and the task kind are a fill's own, with no server setting of
     that name to replace: only the options that have one are named (a latency target

@@ -9,6 +9,7 @@ import pytest
 from dlm_lsp.config import DEFAULT_STEPS, InfillOptions, ServerConfig
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.policy import (
+    BUDGET_SETTINGS,
     LOCAL_CHARS,
     LOCAL_LINES,
     MIN_CONTEXT_TOKENS,
@@ -302,6 +303,15 @@ def test_where_one_place_gives_both_the_latency_target_wins() -> None:
 def test_a_request_s_own_steps_win_over_every_setting_s_target() -> None:
     settings = {"latency_ms": 300, "latency_ms_single_line": 200}
     assert _budget(options=InfillOptions(steps=4), **settings) == Budget(4, None)
+
+
+@pytest.mark.parametrize("name", BUDGET_SETTINGS)
+def test_each_budget_setting_sets_a_budget_that_a_request_s_own_steps_replace(name) -> None:
+    """BUDGET_SETTINGS is what a benchmark giving its fills steps refuses in --settings:
+    each one must be read by step_budget, and lose to a request's own steps."""
+    assert any(_budget(kind, **{name: 5}) != _budget(kind) for kind in DEFAULT_STEPS)
+    assert {_budget(kind, InfillOptions(steps=3), **{name: 5}) for kind in DEFAULT_STEPS} == {
+        Budget(3, None)}
 
 
 def test_a_kind_with_no_budget_set_anywhere_takes_its_default_steps() -> None:

@@ -75,6 +75,7 @@ from dlm_lsp.bench.sandbox import (
 )
 from dlm_lsp.config import InfillOptions, ServerConfig, camel, from_json, snake
 from dlm_lsp.held_signals import signal_name
+from dlm_lsp.policy import BUDGET_SETTINGS
 
 FILLS = ("model", "canonical", "empty", *BASELINES)  # a baseline: its autoregressive model
 SELF_CHECK_BAR = 99.0  # percent of canonical fills that must pass for the harness to be trusted
@@ -387,7 +388,10 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = ()) -> dict:
     their own, nor a setting the benchmark sets itself on each row or fill (`varied`,
     snake_case: `bench syntax`'s validate, and what its fills' options set, read by
     `set_by_requests`): every row would have been labelled with a value that only some
-    of them, or none, ran with."""
+    of them, or none, ran with.  So is a budget setting (`latencyMs`, `stepsSingleLine`
+    ...) where the fills give their own `steps` or `latencyMs`, which wins over every one
+    of them (`policy.step_budget`): `bench throughput --settings '{"latencyMs": 300}'`
+    was labelled with the target and ran its fills at 8 steps."""
     if not text:
         return {}
     try:
@@ -406,6 +410,12 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = ()) -> dict:
     if taken:
         raise UsageError(f"--settings names {', '.join(taken)}, which this benchmark sets "
                          "itself on each row")
+    own = [camel(name) for name in ("steps", "latency_ms") if name in varied]
+    replaced = [camel(name) for name in BUDGET_SETTINGS if name in settings]
+    if own and replaced:
+        raise UsageError(f"--settings names {', '.join(replaced)}, which the "
+                         f"{' and '.join(own)} this benchmark gives each fill replace "
+                         "(a fill's own budget wins over every budget setting)")
     return settings
 
 
