@@ -215,6 +215,15 @@ def test_stream_encodes_literal_special_token_text_as_text(tokenizer):
     assert tokenizer.decode(stream.tolist()) == files[0].text + "\n"
 
 
+def test_stream_is_each_file_encoded_on_its_own_in_order_across_chunks(corpus, tokenizer):
+    """Chunks only batch the work: the stream is every file's ids, file after file."""
+    files = corpus.train[:5]
+    expected = [i for f in files for i in tokenizer.backend.encode(
+        f.text + "\n", add_special_tokens=False).ids]
+    stream = encode_stream(tokenizer, files, chunk=2)
+    assert stream.dtype == torch.int32 and stream.tolist() == expected
+
+
 @pytest.fixture(scope="module")
 def merged_tokenizer(corpus):
     """The bootstrap model's kind: plain byte-level BPE, line breaks merged with indentation."""
