@@ -1405,6 +1405,28 @@ def test_gpu_run_trains_a_new_model_when_the_shipped_one_is_another_shape_and_sa
         r"continues it anyway\)", start.why)
 
 
+PREP_STAGES = ["reading", "tokenizer", "model", "tokenizing", "rows", "first_eval"]
+
+
+def test_gpu_run_reports_the_seconds_of_each_stage_of_preparation_and_training(
+        pattern_dir, tmp_path, capsys):
+    """Preparation comes out of the GPU run's wall budget: its log and config.json say
+    what reading, tokenizer training and tokenizing cost there, and what training got."""
+    from dlm_lsp.training import gpu_run
+
+    out = tmp_path / "out"
+    assert gpu_run.main(["--out", str(out), "--size", "tiny", "--init-from", "none",
+                         "--no-stdlib", "--no-site-packages", "--extra-root", str(pattern_dir),
+                         "--device", "cpu", "--max-steps", "5"]) == 0
+    training = json.loads((out / "config.json").read_text())["training"]
+    assert list(training["prep"]) == PREP_STAGES
+    assert sum(training["prep"].values()) == pytest.approx(training["prep_seconds"], abs=0.5)
+    stages = r", ".join(rf"{stage} \d+\.\ds" for stage in PREP_STAGES)
+    assert any(re.fullmatch(rf"gpu_run: seconds: {stages}, training \d+\.\ds, the rest "
+                            r"-?\d+\.\ds; \d+s in all", line)
+               for line in capsys.readouterr().out.splitlines())
+
+
 def test_gpu_run_init_from_none_trains_a_new_model_even_at_the_shipped_model_s_size(
         tiny_gpu_model, tmp_path, monkeypatch):
     _ship(monkeypatch, tiny_gpu_model)

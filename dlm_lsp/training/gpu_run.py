@@ -9,11 +9,13 @@ so the module runs from the source tree:
 
 (with the run tool's `timeout_s` at 540, which leaves two minutes for a slow
 start and the copy back).  Nothing on this module's import path needs more than
-those four packages.  It prints a line when each phase ends and a progress line
-every 15 seconds, and writes into `--out`:
+those four packages.  It prints a line when each phase ends, a progress line
+every 15 seconds and, at the end, the seconds each stage took ("gpu_run: seconds:
+reading ..., tokenizer ..., tokenizing ..., training ..."), and writes into `--out`:
 
-    config.json                      shape + "training": tokens seen, time, hardware,
-                                     losses, loss curve, sources and their licences
+    config.json                      shape + "training": tokens seen, time (by stage
+                                     of preparation in "prep"), hardware, losses,
+                                     loss curve, sources and their licences
     tokenizer.json                   byte-level BPE, line breaks apart (8,192 ids)
     model.safetensors.index.json     which shard holds which tensor
     model-0000k-of-0000N.safetensors fp16 weights, each file under 15 MiB
@@ -246,6 +248,16 @@ def describe_machine() -> str:
             f"{os.cpu_count()} CPUs")
 
 
+def where_the_time_went(stats: dict, total: float) -> str:
+    """The run's seconds by stage: preparation (`train._Laps`), training, and the rest
+    (checks before, the last evaluation, saving and verifying).  Preparation comes out
+    of the wall budget, so the one GPU run's log must say what it cost there."""
+    stages = {**stats["prep"], "training": stats["seconds"]}
+    parts = ", ".join(f"{stage} {seconds:.1f}s" for stage, seconds in stages.items())
+    return (f"seconds: {parts}, the rest {total - sum(stages.values()):.1f}s; "
+            f"{total:.0f}s in all")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The few flags a GPU session may need; the recipe itself is `full_config`."""
     p = argparse.ArgumentParser(prog="python3 -m dlm_lsp.training.gpu_run",
@@ -320,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "tokens_per_second", "final_train_loss", "heldout_loss",
                                      "heldout_infill_loss", "contaminated_files", "device")}
     print("gpu_run: " + json.dumps(summary), flush=True)
+    print("gpu_run: " + where_the_time_went(stats, time.monotonic() - started), flush=True)
     for name, size in listing:
         print(f"gpu_run: {name} {size:,} bytes", flush=True)
     if stats["interrupted"] is not None:  # saved and verified, but not the whole budget

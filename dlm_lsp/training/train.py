@@ -273,22 +273,38 @@ def _warm_start(cfg: TrainConfig, device: torch.device) -> TinyModel | None:
     return warm
 
 
-def _model_and_tokenizer(cfg: TrainConfig, corpus: Corpus, device: torch.device,
-                         warm: TinyModel | None) -> tuple[TinyDenoiser, Tokenizer, dict]:
-    """A fresh model with a newly trained tokenizer, or the warm-start checkpoint.
-
-    Returns the module, its tokenizer and the checkpoint's previous training stats.
-    """
+def _tokenizer(cfg: TrainConfig, corpus: Corpus,
+               warm: TinyModel | None) -> tuple[Tokenizer, dict]:
+    """A newly trained tokenizer, or the warm-start checkpoint's; and the checkpoint's
+    previous training stats (none for a new model)."""
     if warm is not None:
         config = json.loads((Path(cfg.init_from) / "config.json").read_text())
         print(f"warm start from {cfg.init_from} (shape {warm.module.cfg})", flush=True)
-        return warm.module, warm.tokenizer, config.get("training", {})
+        return warm.tokenizer, config.get("training", {})
     started = time.monotonic()
     sample = _tokenizer_sample(corpus, cfg.tokenizer_bytes)
     tokenizer = train_tokenizer(sample, cfg.vocab_size, split_lines=cfg.split_lines)
     print(f"tokenizer: {tokenizer.vocab_size} ids from {sum(map(len, sample)):,} characters "
           f"in {time.monotonic() - started:.1f}s", flush=True)
-    return TinyDenoiser(cfg.new_model_shape(tokenizer.vocab_size)).to(device), tokenizer, {}
+    return tokenizer, {}
+
+
+class _Laps:
+    """Seconds of each stage of data preparation, one after another from the run's start.
+
+    A GPU run's wall budget pays for reading, tokenizer training and tokenizing before
+    it trains, so config.json's "training" record keeps them ("prep") and gpu_run
+    prints them: the first run on a machine tells the next session where its budget
+    went, which no measurement elsewhere can."""
+
+    def __init__(self, started: float):
+        self.seconds: dict[str, float] = {}
+        self._last = started
+
+    def lap(self, stage: str) -> None:
+        now = time.monotonic()
+        self.seconds[stage] = round(now - self._last, 1)
+        self._last = now
 
 
 def _fixed_batches(stream: torch.Tensor, tokenizer: Tokenizer, rows: RowConfig,
@@ -790,13 +806,19 @@ def train(cfg: TrainConfig) -> dict:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
 
+    laps = _Laps(run_started)
     with _memory_errors(cfg, device, "before training"):
         warm = _warm_start(cfg, device)
         corpus = _corpus(cfg)
         print(f"sources: {len(corpus.train) + len(corpus.heldout)} files in "
               f"{time.monotonic() - run_started:.1f}s; dropped {len(corpus.contaminated)} sharing "
               f"text with HumanEval, {corpus.duplicates} duplicates", flush=True)
-        module, tokenizer, previous = _model_and_tokenizer(cfg, corpus, device, warm)
+        laps.lap("reading")  # with the --init-from model's loading, before the sources
+        tokenizer, previous = _tokenizer(cfg, corpus, warm)
+        laps.lap("tokenizer")
+        module = warm.module if warm is not None else \
+            TinyDenoiser(cfg.new_model_shape(tokenizer.vocab_size)).to(device)
+        laps.lap("model")  # on a GPU, the CUDA context starts here
         lineage = Lineage.of(previous)
         row_seed = lineage.row_seed(cfg.seed)
         _check_shards(module, cfg)
@@ -810,6 +832,7 @@ def train(cfg: TrainConfig) -> dict:
         print(f"data: {len(corpus.train)} train files ({len(train_stream):,} tokens), "
               f"{len(corpus.heldout)} held-out ({len(heldout_stream):,} tokens), "
               f"tokenized in {time.monotonic() - started:.1f}s", flush=True)
+        laps.lap("tokenizing")
 
         rows = replace(cfg.rows, seq_len=cfg.seq_len)
         sampler = RowSampler(train_stream, line_start_flags(train_stream, tokenizer),
@@ -820,7 +843,9 @@ def train(cfg: TrainConfig) -> dict:
                            replace(rows, infill_fraction=1.0, full_mask_fraction=1.0),
                            cfg.eval_rows, cfg.batch_size),
             device)
+        laps.lap("rows")
         initial = heldout.announced(module, "before training")
+        laps.lap("first_eval")
 
     seconds = cfg.seconds
     if cfg.wall_seconds is not None:
@@ -879,6 +904,7 @@ def train(cfg: TrainConfig) -> dict:
             "duplicate_files": corpus.duplicates,
             "sources": corpus.origins,
             "prep_seconds": round(prep_seconds, 1),
+            "prep": laps.seconds,  # prep_seconds by stage (`_Laps`)
             "wall_seconds": round(time.monotonic() - run_started, 1),  # up to the save
             "init_from": init_from,
             **lineage.stats(run["tokens_seen"], run["seconds"]),
