@@ -30,12 +30,18 @@ the export also needs the tokenizer (0.5 MiB).  d 512 x 8 layers x 8 heads with
 an 8,192-id tied embedding is 29.4M parameters: 58.7 MB (56.0 MiB) of fp16 in 4
 shards of 14.0 MiB, 7 files and ~57 MiB with the rest.  It is the shape measured
 on that machine at ~0.9M tokens/s in bf16 eager, so ~370 s of training see
-~330M tokens, ~11 per parameter.  The data is what cannot grow: the standard
-library and the permissively licensed site-packages there are ~180 MB of Python,
-~50M tokens at 3.3 characters a token, so the run makes six or seven passes over
-it.  Repetition costs a masked-diffusion model little (it keeps improving for
-many more epochs than an autoregressive one: Prabhudesai et al. 2025, "Diffusion
-Beats Autoregressive in Data-Constrained Settings").  Pythia-70M, nearly this
+~330M tokens, ~11 per parameter, if preparation takes ~25 s there.  Nobody has
+measured that yet.  On a busy 2-core VM, 244 MB of sources took 31 s to read (two
+thirds of it the one-thread decontamination), 20 s to train the tokenizer (a new
+model only) and 88-189 s to tokenize (benchmarks/results/gpu-run-prep-cpu.md,
+which models 16 cores at that VM's per-core speed at ~16 s of tokenizing and
+60-70 s of preparation in all, so ~330 s of training and ~300M tokens).  The
+run's last lines say what it took on the GPU machine.  The data is what cannot
+grow: the standard library and the permissively licensed site-packages there are
+~180 MB of Python, ~50M tokens at 3.3 characters a token, so the run makes six or
+seven passes over it.  Repetition costs a masked-diffusion model little (it keeps
+improving for many more epochs than an autoregressive one: Prabhudesai et al.
+2025, "Diffusion Beats Autoregressive in Data-Constrained Settings").  Pythia-70M, nearly this
 shape (d 512, 6 layers), trained at lr 1e-3, which is used here with 300 warmup
 steps and a cosine decay to 1e-4 over the time budget.
 
