@@ -27,8 +27,9 @@ from dlm_lsp.models import ModelLoadError, load_model
 from dlm_lsp.models.command import inspect
 from dlm_lsp.models.tiny import TinyConfig, TinyDenoiser, TinyModel, plan_shards, save_tiny
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN
+from dlm_lsp.training import contamination
 from dlm_lsp.training import train as train_module
-from dlm_lsp.training.contamination import NgramFilter, humaneval_texts
+from dlm_lsp.training.contamination import NgramFilter, humaneval_texts, words
 from dlm_lsp.training.data import (
     SourceConfig,
     SourceFile,
@@ -36,6 +37,7 @@ from dlm_lsp.training.data import (
     encode_stream,
     line_start_flags,
     train_tokenizer,
+    unit_hash,
 )
 from dlm_lsp.training.gpu_run import export_plan, full_config
 from dlm_lsp.training.licences import classify, python_files_by_distribution, site_packages_dirs
@@ -988,6 +990,54 @@ def test_contamination_needs_a_long_run_of_content_words():
     assert bench.shared_ngram("def count_vowels(text): return len(text)") is None, "too short"
     idioms = NgramFilter(["for i in range(n):\n    for j in range(i + 1, n):\n        pass"])
     assert idioms.shared_ngram("for i in range(n):\n for j in range(i + 1, n):\n  pass") is None
+
+
+def test_words_keep_non_ascii_identifiers_whole():
+    assert words("naïve = café_1 + 2") == ["naïve", "café_1", "2"]
+    assert words("plain = ascii_1 + 2") == ["plain", "ascii_1", "2"]
+
+
+COPY = ("def count_vowels(text):\n    vowels = 'AEIOU'\n"
+        "    return sum(1 for letter in text if letter in vowels)")
+
+
+def test_the_process_pool_gives_the_serial_verdicts():
+    bench = NgramFilter([COPY])
+    texts = [f"x_{i} = {i}\n" + (COPY.replace(" ", "  ") if i % 4 == 1 else "pass")
+             for i in range(40)]
+    serial = [bench.shared_ngram(text) for text in texts]
+    assert bench.shared_ngrams(texts, workers=2, min_chars=0) == serial
+    assert sum(v is not None for v in serial) == 10
+
+
+def _worker_pid(text: str) -> int:
+    return os.getpid()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the pool forks, on Linux only")
+def test_only_large_inputs_are_scanned_in_other_processes(monkeypatch):
+    monkeypatch.setattr(contamination, "_worker_shared_ngram", _worker_pid)
+    bench, texts = NgramFilter([COPY]), ["pass"] * 8
+    pids = bench.shared_ngrams(texts, workers=2, min_chars=0)
+    assert all(pid not in (None, os.getpid()) for pid in pids), "scanned by workers"
+    assert bench.shared_ngrams(texts, workers=2) == [None] * 8, "small: scanned here"
+
+
+def test_a_dropped_copy_leaves_the_byte_cap_to_the_files_after_it(tmp_path):
+    names = [f"copy_{c}.py" for c in "abcdefgh"]
+    first = min(names, key=lambda name: unit_hash("order:" + name))
+    padding = "# a long comment\n" * 200  # together they outweigh the copy, which must fit
+    others = {"unrelated.py": textwrap.dedent(SOURCES["pkg/numbers.py"]) + padding,
+              "also_unrelated.py": textwrap.dedent(SOURCES["cli.py"]) + padding}
+    assert all(unit_hash("order:" + first) < unit_hash("order:" + name) for name in others)
+    (tmp_path / first).write_text(_humaneval_solution())
+    for name, text in others.items():
+        (tmp_path / name).write_text(text)
+    cap = sum(len(text.encode()) for text in others.values())
+    corpus = collect_sources(SourceConfig(include_stdlib=False, extra_roots=[tmp_path],
+                                          max_bytes=cap))
+    assert corpus.contaminated == [first]
+    assert {f.path for f in corpus.train + corpus.heldout} == set(others)
 
 
 def test_identical_files_are_read_once(tmp_path):

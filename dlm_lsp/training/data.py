@@ -22,7 +22,7 @@ import os
 import platform
 import sysconfig
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,6 +156,36 @@ def _candidates(cfg: SourceConfig) -> list[tuple[str, Path, Distribution]]:
     return found
 
 
+def _file_size(path: Path) -> int:
+    """The file's size, 0 for one that cannot be read (skipped like an empty one)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_new(sized: list[tuple[str, Path, Distribution, int]], cfg: SourceConfig,
+              corpus: Corpus, fits: Callable[[int], bool]
+              ) -> Iterator[tuple[str, Distribution, int, str]]:
+    """The files' texts, in order, lazily: those that `fits` the byte cap when their
+    turn comes, are readable, not blank and (with `dedupe`) not a copy of one read
+    before (counted in `corpus.duplicates`)."""
+    seen: set[bytes] = set()
+    for rel, path, origin, size in sized:
+        if not fits(size):
+            continue
+        text = read_source(path)
+        if text is None or not text.strip():
+            continue
+        if cfg.dedupe:
+            digest = hashlib.sha256(text.encode("utf-8")).digest()
+            if digest in seen:
+                corpus.duplicates += 1
+                continue
+            seen.add(digest)
+        yield rel, origin, size, text
+
+
 def collect_sources(cfg: SourceConfig) -> Corpus:
     """Read source files under the configured roots into a train/held-out corpus.
 
@@ -172,26 +202,21 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
     benchmark = humaneval_filter(cfg.contamination) if cfg.decontaminate else None
 
     corpus = Corpus(train=[], heldout=[])
-    seen: set[bytes] = set()
     origins: dict[Distribution, dict] = {}
     total = 0
-    for rel, path, origin in candidates:
-        try:
-            size = path.stat().st_size
-        except OSError:
-            continue
-        if size == 0 or size > cfg.max_file_bytes or total + size > cfg.max_bytes:
-            continue
-        text = read_source(path)
-        if text is None or not text.strip():
-            continue
-        if cfg.dedupe:
-            digest = hashlib.sha256(text.encode("utf-8")).digest()
-            if digest in seen:
-                corpus.duplicates += 1
-                continue
-            seen.add(digest)
-        if benchmark is not None and benchmark.shared_ngram(text) is not None:
+    sized = [(rel, path, origin, size) for rel, path, origin in candidates
+             if (size := _file_size(path)) and size <= cfg.max_file_bytes]
+    readable = _read_new(sized, cfg, corpus, lambda size: total + size <= cfg.max_bytes)
+    verdicts = None
+    if benchmark is not None and sum(c[3] for c in sized) <= cfg.max_bytes:
+        # The cap cannot skip a file, so which files are read does not depend on
+        # which were dropped before them: read them all, then scan them together
+        # (over the cores, see `NgramFilter.shared_ngrams`).
+        readable = list(readable)
+        verdicts = iter(benchmark.shared_ngrams([text for _, _, _, text in readable]))
+    for rel, origin, size, text in readable:
+        if benchmark is not None and (next(verdicts) if verdicts is not None
+                                      else benchmark.shared_ngram(text)) is not None:
             corpus.contaminated.append(rel)
             continue
         total += size
