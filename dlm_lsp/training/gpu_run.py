@@ -31,11 +31,12 @@ an 8,192-id tied embedding is 29.4M parameters: 58.7 MB (56.0 MiB) of fp16 in 4
 shards of 14.0 MiB, 7 files and ~57 MiB with the rest.  It is the shape measured
 on that machine at ~0.9M tokens/s in bf16 eager, so ~370 s of training see
 ~330M tokens, ~11 per parameter, if preparation takes ~25 s there.  Nobody has
-measured that yet.  On a busy 2-core VM, 244 MB of sources took 31 s to read (two
-thirds of it the one-thread decontamination), 20 s to train the tokenizer (a new
-model only) and 88-189 s to tokenize (benchmarks/results/gpu-run-prep-cpu.md,
+measured that yet.  On a busy 2-core VM, 244 MB of sources took 12-31 s to read
+(most of it the HumanEval decontamination scan, one thread; it now runs on a
+process per core: 8-11 s here, ~3-4 s modelled on 16), 20 s to train the tokenizer
+(a new model only) and 88-189 s to tokenize (benchmarks/results/gpu-run-prep-cpu.md,
 which models 16 cores at that VM's per-core speed at ~16 s of tokenizing and
-60-70 s of preparation in all, so ~330 s of training and ~300M tokens).  The
+~40-45 s of preparation in all, so ~350 s of training and ~315M tokens).  The
 run's last lines say what it took on the GPU machine.  The data is what cannot
 grow: the standard library and the permissively licensed site-packages there are
 ~180 MB of Python, ~50M tokens at 3.3 characters a token, so the run makes six or
