@@ -401,7 +401,7 @@ class TinyModel:
         self.mask_id, self.pad_id = mask_id, pad_id
 
         self.graphs: ShapeGraphs | None = None
-        # ((address, version) of the embedding weight, its bf16 copy): see `_head_weight`
+        # ((address, version) of the embedding weight, its bf16 copy): see `_bf16_embedding`
         self._head_cast: tuple[tuple[int, int], torch.Tensor] | None = None
 
     @property
