@@ -367,7 +367,8 @@ def _run_bench(args: argparse.Namespace) -> int:
 
     return strategies.main(args.model, args.device, args.split, args.limit, args.steps,
                            args.json_out,
-                           engine_settings(args.settings, strategies.set_itself(args.steps)))
+                           engine_settings(args.settings, requests=strategies.planned(args.steps),
+                                           flags=strategies.FLAGS))
 
 
 def build_parser() -> argparse.ArgumentParser:

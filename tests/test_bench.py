@@ -267,6 +267,115 @@ def test_a_setting_every_fill_of_the_benchmark_sets_itself_is_a_usage_error(
     assert bench_engines == []
 
 
+def test_a_setting_every_fill_sets_itself_is_refused_naming_each_option_that_sets_it(
+        capsys, bench_engines):
+    """`bench heldout --steps 2 --settings '{"steps": 3, "seed": 1}'` was refused with
+    no word of which options set them: each is named beside its setting."""
+    assert main(["bench", "heldout", "--limit", "1", "--steps", "2", "--settings",
+                 '{"steps": 3, "seed": 1}']) == 2
+    assert capsys.readouterr().err == (
+        "dlm-lsp bench heldout: --settings names steps, seed, which this benchmark sets "
+        "itself on each row: give --steps for steps and --seed for seed instead\n")
+    assert bench_engines == []
+
+
+@pytest.mark.parametrize(("bench", "options", "settings"), [
+    ("humaneval", [], '{"seed": 3}'), ("humaneval", ["--strategy", "margin"],
+                                       '{"strategy": "entropy"}'),
+    ("strategies", [], '{"steps": 4}'),
+])
+def test_a_setting_a_humaneval_heldout_or_strategies_fill_sets_names_the_option(
+        bench, options, settings, capsys, bench_engines):
+    """The option that sets the setting is the one of the same name (`bench strategies`
+    has only --steps of them)."""
+    named = next(iter(json.loads(settings)))
+    assert main(["bench", bench, "--limit", "1", *options, "--settings", settings]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"--settings names {named}, which this benchmark sets itself on each row: "
+        f"give --{named} instead\n")
+    assert bench_engines == []
+
+
+@pytest.mark.parametrize(("bench", "options", "settings", "named"), [
+    ("syntax", [], '{"seed": 3}', "seed"),
+    ("strategies", [], '{"seed": 3}', "seed"),
+    ("humaneval", ["--no-repair"], '{"fallback": true}', "fallback"),
+])
+def test_a_setting_a_fill_sets_with_no_option_to_give_it_is_refused_naming_none(
+        bench, options, settings, named, capsys, bench_engines):
+    """`bench syntax` and `bench strategies` fill with seed 0 and take no --seed;
+    --no-repair turns the fallback off and can turn nothing on: no option is named."""
+    assert main(["bench", bench, "--limit", "1", *options, "--settings", settings]) == 2
+    assert capsys.readouterr().err == (
+        f"dlm-lsp bench {bench}: --settings names {named}, which this benchmark sets "
+        "itself on each row\n")
+    assert bench_engines == []
+
+
+@pytest.mark.parametrize(("bench", "settings", "named", "option"), [
+    ("humaneval", '{"singleLineTokens": 4}', "singleLineTokens", "--length policy"),
+    ("heldout", '{"multiLineTokens": 8, "singleLineTokens": 4}',
+     "singleLineTokens, multiLineTokens", "--length policy"),
+    ("strategies", '{"singleLineTokens": 4}', "singleLineTokens", None),
+])
+def test_a_length_setting_is_refused_where_every_fill_has_the_oracle_length(
+        bench, settings, named, option, capsys, bench_engines):
+    """With the oracle length each fill asks for the canonical middle's token count,
+    which the span plan takes over `singleLineTokens` and `multiLineTokens`: `bench
+    humaneval --settings '{"singleLineTokens": 4}'` was labelled with it and ran as
+    without it.  Refused, saying why, and where the command has one, the option under
+    which fills do read it."""
+    assert main(["bench", bench, "--limit", "1", "--settings", settings]) == 2
+    assert capsys.readouterr().err == (
+        f"dlm-lsp bench {bench}: --settings names {named}, which no fill of this benchmark "
+        "reads (each fill has its own length, which replaces the length settings)"
+        f"{f': give {option} instead' if option else ''}\n")
+    assert bench_engines == []
+
+
+def test_a_length_setting_is_taken_where_the_fills_leave_the_length_to_the_policy():
+    """`--length policy` fills are sized by the server's length settings."""
+    from dlm_lsp.bench.filling import FILL_FLAGS, planned_options
+    from dlm_lsp.bench.pass_at_1 import engine_settings
+
+    assert engine_settings('{"singleLineTokens": 4}',
+                           requests=(planned_options(FillSettings(length="policy")),),
+                           flags=FILL_FLAGS) == {"single_line_tokens": 4}
+
+
+def test_a_nucleus_is_refused_where_every_fill_is_greedy(capsys, bench_engines):
+    """A benchmark's fills ask for temperature 0, and a greedy fill takes the most
+    likely token whatever `topP` keeps: it named every row and changed none."""
+    assert main(["bench", "humaneval", "--limit", "1", "--settings", '{"topP": 0.5}']) == 2
+    assert capsys.readouterr().err == (
+        "dlm-lsp bench humaneval: --settings names topP, which no fill of this benchmark "
+        "reads (its fills are greedy, at temperature 0, and only sampling keeps a "
+        "nucleus)\n")
+    assert bench_engines == []
+
+
+def test_the_fallback_s_span_bound_is_refused_where_no_fill_falls_back(capsys, bench_engines):
+    """--no-repair turns the left-to-right fallback off, and with it what
+    `fallbackMaxTokens` bounds."""
+    assert main(["bench", "heldout", "--limit", "1", "--no-repair", "--settings",
+                 '{"fallbackMaxTokens": 4}']) == 2
+    assert capsys.readouterr().err == (
+        "dlm-lsp bench heldout: --settings names fallbackMaxTokens, which no fill of this "
+        "benchmark reads (it bounds the left-to-right fallback, which its fills turn "
+        "off)\n")
+    assert bench_engines == []
+
+
+def test_the_fallback_s_span_bound_is_taken_where_fills_fall_back():
+    """Without --no-repair a fill may fall back, within `fallbackMaxTokens`."""
+    from dlm_lsp.bench.filling import planned_options
+    from dlm_lsp.bench.pass_at_1 import engine_settings
+
+    assert engine_settings('{"fallbackMaxTokens": 4}',
+                           requests=(planned_options(FillSettings()),)) == {
+        "fallback_max_tokens": 4}
+
+
 def test_a_setting_a_fill_leaves_to_the_server_is_taken():
     """Without --steps, --strategy or --no-repair a humaneval or heldout fill asks for
     none of them: `--settings '{"steps": 4, "fallback": false}'` is what they run with

@@ -600,23 +600,84 @@ def test_a_setting_a_curve_benchmark_sets_itself_is_a_usage_error_before_the_mod
     assert bench_engines == []
 
 
-@pytest.mark.parametrize(("bench", "settings", "named", "own"), [
-    ("sweep", '{"latencyMs": 300}', "latencyMs", "steps"),
-    ("latency", '{"stepsSingleLine": 4}', "stepsSingleLine", "steps"),
-    ("throughput", '{"latencyMsSingleLine": 300}', "latencyMsSingleLine", "steps"),
+@pytest.mark.parametrize(("bench", "settings", "named", "own", "options"), [
+    ("sweep", '{"latencyMs": 300}', "latencyMs", "steps", "--steps"),
+    ("latency", '{"stepsSingleLine": 4}', "stepsSingleLine", "steps", "--steps"),
+    ("throughput", '{"latencyMsSingleLine": 300}', "latencyMsSingleLine", "steps",
+     "--steps or --latency-ms"),
     ("samples", '{"stepsMultiLine": 4, "latencyMs": 300}', "latencyMs, stepsMultiLine",
-     "steps"),
+     "steps", "--steps"),
 ])
 def test_a_budget_setting_that_a_curve_benchmark_s_own_steps_replace_is_a_usage_error(
-        bench, settings, named, own, capsys, bench_engines):
+        bench, settings, named, own, options, capsys, bench_engines):
     """A fill's own `steps` win over every budget setting (README, Step budget): `bench
     throughput --settings '{"latencyMs": 300}'` named the target in its heading and ran
-    every fill at 8 steps.  Refused, before any engine is made, saying what replaces it."""
+    every fill at 8 steps.  Refused, before any engine is made, saying what replaces it
+    and which of the command's options gives the budget instead."""
     assert main(["bench", bench, *SMALLEST[bench], "--settings", settings]) == 2
     assert capsys.readouterr().err == (
         f"dlm-lsp bench {bench}: --settings names {named}, which the {own} this benchmark "
-        "gives each fill replace (a fill's own budget wins over every budget setting)\n")
+        "gives each fill replace (a fill's own budget wins over every budget setting): "
+        f"give {options} instead\n")
     assert bench_engines == []
+
+
+@pytest.mark.parametrize(("bench", "settings", "named", "option"), [
+    ("sweep", '{"steps": 4}', "steps", "--steps"),
+    ("sweep", '{"strategy": "margin"}', "strategy", "--strategies"),
+    ("latency", '{"strategy": "margin"}', "strategy", "--strategy"),
+    ("throughput", '{"batchRows": 2}', "batchRows", "--modes"),
+    ("throughput", '{"seed": 3}', "seed", "--seed"),
+    ("samples", '{"seed": 3}', "seed", "--seed"),
+])
+def test_a_setting_a_curve_benchmark_sets_itself_is_refused_naming_the_option_that_sets_it(
+        bench, settings, named, option, capsys, bench_engines):
+    """The refusal said only that the benchmark sets the setting: a user had to read
+    --help to learn that a sweep's strategies are `--strategies` and throughput's batching
+    `--modes`.  It names the command's own option for it."""
+    assert main(["bench", bench, *SMALLEST[bench], "--settings", settings]) == 2
+    assert capsys.readouterr().err == (
+        f"dlm-lsp bench {bench}: --settings names {named}, which this benchmark sets "
+        f"itself on each row: give {option} instead\n")
+    assert bench_engines == []
+
+
+def test_a_setting_a_curve_benchmark_sets_with_no_option_of_its_own_is_refused_as_before(
+        capsys, bench_engines):
+    """`bench latency` sets its span cap from its longest length: no option gives the
+    cap, so the refusal names none."""
+    assert main(["bench", "latency", *SMALLEST["latency"], "--settings",
+                 '{"maxSpanTokens": 64}']) == 2
+    assert capsys.readouterr().err == (
+        "dlm-lsp bench latency: --settings names maxSpanTokens, which this benchmark sets "
+        "itself on each row\n")
+    assert bench_engines == []
+
+
+@pytest.mark.parametrize(("bench", "option"), [("latency", "--lengths"),
+                                               ("throughput", "--tokens")])
+def test_a_length_setting_is_refused_where_a_curve_benchmark_gives_each_fill_its_length(
+        bench, option, capsys, bench_engines):
+    """`bench latency` and `bench throughput` fill spans of the lengths their options
+    give, which the span plan takes over the length settings: refused, naming that
+    option."""
+    assert main(["bench", bench, *SMALLEST[bench], "--settings",
+                 '{"multiLineTokens": 8}']) == 2
+    assert capsys.readouterr().err == (
+        f"dlm-lsp bench {bench}: --settings names multiLineTokens, which no fill of this "
+        "benchmark reads (each fill has its own length, which replaces the length "
+        f"settings): give {option} instead\n")
+    assert bench_engines == []
+
+
+def test_a_nucleus_is_taken_where_the_fills_leave_the_temperature_to_the_server():
+    """`bench throughput`'s fills ask for no temperature: with `{"temperature": 0.5}`
+    they sample, and `topP` bounds what they sample from."""
+    from dlm_lsp.bench.throughput import FLAGS, ThroughputConfig, _options
+
+    assert pass_at_1.engine_settings(
+        '{"temperature": 0.5, "topP": 0.9}', requests=(_options(ThroughputConfig(), 0),),
+        flags=FLAGS) == {"temperature": 0.5, "top_p": 0.9}
 
 
 def test_a_request_option_that_is_no_server_setting_refuses_nothing():

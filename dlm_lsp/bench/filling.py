@@ -30,6 +30,15 @@ class FillSettings:
     repair: bool = True  # the server's syntax repair and left-to-right fallback; off: one pass
 
 
+# The options of `bench humaneval` and `bench heldout` that set what a fill asks for, by
+# the setting they replace (snake_case): what `--settings` is told to give instead
+# (`pass_at_1.engine_settings`).  `--length policy` is what makes fills read the length
+# settings; `--no-repair` only turns repair and the fallback off, so it sets no value a
+# refused `repairRounds` or `fallback` could ask for.
+FILL_FLAGS = {"steps": "--steps", "strategy": "--strategy", "seed": "--seed",
+              "length": "--length policy"}
+
+
 @dataclass(frozen=True)
 class Fill:
     """The engine's best candidate for one task, and what it cost."""
@@ -69,6 +78,15 @@ def fill_options(settings: FillSettings, length: int | None = None,
                          seed=settings.seed, temperature=settings.temperature,
                          repair_rounds=None if settings.repair else 0,
                          fallback=None if settings.repair else False)
+
+
+def planned_options(settings: FillSettings) -> InfillOptions:
+    """The options every fill made with `settings` is asked with, as far as they are known
+    before the model loads: what a benchmark reads to refuse `--settings` that they
+    replace or that none of its fills would read (`pass_at_1.engine_settings`).  With the
+    oracle length each task has its own, counted by the model's tokenizer: 1 stands
+    for it here, as any length replaces the length settings."""
+    return fill_options(settings, 1 if settings.length == "oracle" else None)
 
 
 def fill_task(engine: Engine, task: Task, settings: FillSettings) -> Fill:

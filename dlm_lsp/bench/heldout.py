@@ -35,17 +35,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dlm_lsp.bench.filling import (
+    FILL_FLAGS,
     FillSettings,
     bench_engine,
     edit_similarity,
     exact_match,
-    fill_options,
     fill_task,
+    planned_options,
 )
 from dlm_lsp.bench.humaneval import Task
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
-from dlm_lsp.bench.pass_at_1 import engine_settings, set_by_requests, settings_label
+from dlm_lsp.bench.pass_at_1 import engine_settings, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.training.data import SourceConfig, heldout_rank, python_files, read_source
 
@@ -198,7 +199,8 @@ def command(args: argparse.Namespace) -> int:
                             length=args.length, repair=not args.no_repair)
     # refused before the model loads: so are the settings its fills set
     report = run(args.model, args.device, args.limit or None, settings,
-                 engine_settings(args.settings, set_by_requests(fill_options(settings))))
+                 engine_settings(args.settings, requests=(planned_options(settings),),
+                                 flags=FILL_FLAGS))
     if report.tasks == 0:
         print("no held-out files with candidate lines in this standard library",
               file=sys.stderr)

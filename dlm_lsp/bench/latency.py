@@ -35,7 +35,7 @@ from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.grids import LEFT_TO_RIGHT, LENGTHS
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, publish
-from dlm_lsp.bench.pass_at_1 import distinct, engine_settings, set_by_requests, settings_label
+from dlm_lsp.bench.pass_at_1 import distinct, engine_settings, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, latest
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
@@ -105,6 +105,10 @@ class LatencyReport:
 # The engine's span cap, which the benchmark sets from its longest span: like the
 # settings its fills' options set (`_options`), not one `--settings` may give.
 SET_ON_THE_ENGINE = ("max_span_tokens",)
+# The options that set what the timed fills ask for, by the setting they replace: what
+# `--settings` is told to give instead (`pass_at_1.engine_settings`)
+FLAGS = {"steps": "--steps", "strategy": "--strategy", "seed": "--seed",
+         "length": "--lengths"}
 
 
 def _options(tokens: int, strategy: str, steps: int, seed: int) -> InfillOptions:
@@ -216,8 +220,8 @@ def command(args: argparse.Namespace) -> int:
                            baseline_model=args.baseline_model, seed=args.seed,
                            model=args.model, device=args.device)
     # refused before the model loads; so are the settings every timed fill sets
-    config.engine = engine_settings(args.settings, SET_ON_THE_ENGINE + set_by_requests(
-        _options(min(config.lengths), config.strategy, config.steps, config.seed)))
+    config.engine = engine_settings(args.settings, SET_ON_THE_ENGINE, (_options(
+        min(config.lengths), config.strategy, config.steps, config.seed),), FLAGS)
     publish(lambda: run_latency(config), to_markdown, args.json_out,
             args.markdown_out, "plot_latency", args.plot)
     return 0

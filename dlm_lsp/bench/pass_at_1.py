@@ -43,19 +43,20 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from dlm_lsp.bench import autoregressive
 from dlm_lsp.bench.autoregressive import BASELINES, load_baseline
 from dlm_lsp.bench.filling import (
+    FILL_FLAGS,
     Fill,
     FillSettings,
     bench_engine,
     edit_similarity,
     exact_match,
-    fill_options,
     fill_task,
+    planned_options,
 )
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
@@ -380,18 +381,27 @@ def distinct(values: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def engine_settings(text: str | None, varied: tuple[str, ...] = ()) -> dict:
+def engine_settings(text: str | None, varied: tuple[str, ...] = (),
+                    requests: tuple[InfillOptions, ...] = (),
+                    flags: Mapping[str, str] | None = None) -> dict:
     """`--settings` JSON (camelCase server settings) as checked snake_case keywords.
 
     Strict, unlike the server's settings: a misspelt one would be a run measured
     without it, so nothing is ignored.  Nor are `model` and `device`, which are options of
     their own, nor a setting the benchmark sets itself on each row or fill (`varied`,
-    snake_case: `bench syntax`'s validate, and what its fills' options set, read by
-    `set_by_requests`): every row would have been labelled with a value that only some
-    of them, or none, ran with.  So is a budget setting (`latencyMs`, `stepsSingleLine`
-    ...) where the fills give their own `steps` or `latencyMs`, which wins over every one
-    of them (`policy.step_budget`): `bench throughput --settings '{"latencyMs": 300}'`
-    was labelled with the target and ran its fills at 8 steps."""
+    snake_case: `bench syntax`'s validate; and what the options of its fills, `requests`,
+    set, read by `set_by_requests`): every row would have been labelled with a value that
+    only some of them, or none, ran with.  So is a budget setting (`latencyMs`,
+    `stepsSingleLine` ...) where the fills give their own `steps` or `latencyMs`, which
+    wins over every one of them (`policy.step_budget`): `bench throughput --settings
+    '{"latencyMs": 300}'` was labelled with the target and ran its fills at 8 steps.  And
+    so is a setting that none of the fills reads, as one of their options set under
+    another name replaces it (`UNREAD`: `singleLineTokens` where every fill has the
+    oracle length).
+
+    `flags` names the command's option that sets a setting (or, for a setting no fill
+    reads, the option that would make fills read it), by its snake_case name: a refusal
+    says which option to give instead, where the command has one."""
     if not text:
         return {}
     try:
@@ -402,26 +412,78 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = ()) -> dict:
     if problems:
         raise UsageError("; ".join(problems))
     settings = {snake(key): value for key, value in data.items()}
+    flags = flags or {}
     options = [f"--{name}" for name in ("model", "device") if name in settings]
     if options:  # it was a TypeError's traceback, after the tasks were read
         raise UsageError(f"--settings names {', '.join(o[2:] for o in options)}: give "
                          f"{' and '.join(options)} instead")
-    taken = [camel(name) for name in varied if name in settings]
+    varied = (*varied, *set_by_requests(*requests))
+    taken = [name for name in varied if name in settings]
     if taken:
-        raise UsageError(f"--settings names {', '.join(taken)}, which this benchmark sets "
-                         "itself on each row")
-    own = [camel(name) for name in ("steps", "latency_ms") if name in varied]
+        raise UsageError(f"--settings names {', '.join(map(camel, taken))}, which this "
+                         "benchmark sets itself on each row"
+                         f"{_instead([(camel(n), flags.get(n)) for n in taken])}")
+    own = [name for name in ("steps", "latency_ms") if name in varied]
     replaced = [camel(name) for name in BUDGET_SETTINGS if name in settings]
     if own and replaced:
+        budget = " or ".join(flags[name] for name in ("steps", "latency_ms") if name in flags)
         raise UsageError(f"--settings names {', '.join(replaced)}, which the "
-                         f"{' and '.join(own)} this benchmark gives each fill replace "
-                         "(a fill's own budget wins over every budget setting)")
+                         f"{' and '.join(map(camel, own))} this benchmark gives each fill "
+                         "replace (a fill's own budget wins over every budget setting)"
+                         f"{_instead([('', budget or None)])}")
+    for unread in UNREAD:
+        moot = [camel(name) for name in unread.settings if name in settings]
+        if moot and requests and not any(unread.reads(options) for options in requests):
+            raise UsageError(f"--settings names {', '.join(moot)}, which no fill of this "
+                             f"benchmark reads ({unread.why})"
+                             f"{_instead([('', flags.get(unread.option))])}")
     return settings
+
+
+def _instead(named: list[tuple[str, str | None]]) -> str:
+    """The end of a refusal that names the options to give instead of settings: ": give
+    --seed instead" for one, ": give --seed for seed and --strategy for strategy instead"
+    for several; "" where the command has none."""
+    given = [(name, flag) for name, flag in named if flag]
+    if not given:
+        return ""
+    if len(named) == 1:
+        return f": give {given[0][1]} instead"
+    return f": give {' and '.join(f'{flag} for {name}' for name, flag in given)} instead"
+
+
+@dataclass(frozen=True)
+class Unread:
+    """Server settings that a fill does not read once one of its options is set, under
+    another name: refused in `--settings` where no fill of a benchmark reads them, as they
+    would have labelled every row and changed none."""
+
+    settings: tuple[str, ...]  # snake_case
+    option: str  # the request option (an InfillOptions field) that replaces them
+    reads: Callable[[InfillOptions], bool]  # whether a fill asked with these options does
+    why: str
+
+
+UNREAD = (
+    # `policy.plan_span`: a request's length is the span's, whatever its kind
+    Unread(("single_line_tokens", "multi_line_tokens"), "length",
+           lambda options: options.length is None,
+           "each fill has its own length, which replaces the length settings"),
+    # `sampler.choose`: greedy rows take the most likely token, with no nucleus
+    Unread(("top_p",), "temperature", lambda options: options.temperature != 0,
+           "its fills are greedy, at temperature 0, and only sampling keeps a nucleus"),
+    # `engine`: the retry runs only where the fallback is on and the fill was not
+    # already left to right
+    Unread(("fallback_max_tokens",), "fallback",
+           lambda options: options.fallback is not False
+           and options.strategy != "left-to-right",
+           "it bounds the left-to-right fallback, which its fills turn off"),
+)
 
 
 def set_by_requests(*requests: InfillOptions) -> tuple[str, ...]:
     """The server settings that these per-request options set (snake_case, in field
-    order): a benchmark's `varied` for `engine_settings`.
+    order): refused by `engine_settings`.
 
     A request's option replaces the server's setting of the same name, so such a
     setting given in `--settings` would have been labelled on every row and used by
@@ -471,7 +533,8 @@ def command(args: argparse.Namespace) -> int:
                                                 args.require_isolation),
                          # refused before any task: so are the settings its fills set
                          engine=engine_settings(args.settings,
-                                                set_by_requests(fill_options(settings))))
+                                                requests=(planned_options(settings),),
+                                                flags=FILL_FLAGS))
     stored = read_stored_report(args.baseline) if args.baseline else None
     if args.baseline_model:  # told before the model's tasks (minutes of them), not after
         problem = autoregressive.missing(args.baseline_model)

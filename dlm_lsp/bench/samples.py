@@ -27,8 +27,8 @@ from dlm_lsp.bench.filling import (
     FillSettings,
     bench_engine,
     exact_match,
-    fill_options,
     fill_task,
+    planned_options,
 )
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
@@ -36,7 +36,6 @@ from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.pass_at_1 import (
     engine_settings,
     passes_by_fill,
-    set_by_requests,
     settings_label,
 )
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
@@ -52,6 +51,9 @@ from dlm_lsp.engine import Engine
 CONTEXT_BEFORE, CONTEXT_AFTER = 4, 2  # lines of code shown around the gap
 GAP = "# <<< gap >>>"
 REFERENCE = "reference"
+# The options that set what the diffusion column's fills ask for, by the setting they
+# replace: what `--settings` is told to give instead (`pass_at_1.engine_settings`)
+FLAGS = {"steps": "--steps", "strategy": "--strategy", "seed": "--seed"}
 
 
 @dataclass
@@ -211,8 +213,9 @@ def command(args: argparse.Namespace) -> int:
                            sandbox=checked_config(args.timeout, args.workers,
                                                   args.require_isolation))
     # refused before the model loads; so are the settings a column's fills set
-    config.engine = engine_settings(args.settings, set_by_requests(
-        *map(fill_options, _fill_settings(config))))
+    config.engine = engine_settings(args.settings,
+                                    requests=tuple(map(planned_options, _fill_settings(config))),
+                                    flags=FLAGS)
     sheet = make_sheet(config)
     text = to_markdown(sheet)
     if not args.out:

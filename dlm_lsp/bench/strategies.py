@@ -21,15 +21,15 @@ from dlm_lsp.bench.filling import (
     FillSettings,
     bench_engine,
     exact_match,
-    fill_options,
     fill_task,
+    planned_options,
 )
 from dlm_lsp.bench.humaneval import Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
-from dlm_lsp.bench.pass_at_1 import set_by_requests, settings_label
+from dlm_lsp.bench.pass_at_1 import settings_label
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
-from dlm_lsp.config import STRATEGIES
+from dlm_lsp.config import STRATEGIES, InfillOptions
 from dlm_lsp.engine import Engine
 
 
@@ -51,10 +51,16 @@ def strategy_settings(strategy: str, steps: int) -> FillSettings:
     return FillSettings(strategy=strategy, steps=steps, repair=False)
 
 
-def set_itself(steps: int) -> tuple[str, ...]:
-    """The server settings the rows' fills set (each its strategy; all the budget, the
-    seed, greedy, no repair, no fallback): `--settings` may not give them."""
-    return set_by_requests(*(fill_options(strategy_settings(s, steps)) for s in STRATEGIES))
+# The option that sets what the rows' fills ask for, by the setting it replaces: what
+# `--settings` is told to give instead (`pass_at_1.engine_settings`)
+FLAGS = {"steps": "--steps"}
+
+
+def planned(steps: int) -> tuple[InfillOptions, ...]:
+    """The options of the rows' fills (each its strategy; all the budget, the oracle
+    length, the seed, greedy, no repair, no fallback): `--settings` may give no setting
+    they replace, nor one none of them reads."""
+    return tuple(planned_options(strategy_settings(s, steps)) for s in STRATEGIES)
 
 
 def run_strategy(engine: Engine, tasks: list[Task], strategy: str, steps: int,

@@ -34,8 +34,8 @@ from dlm_lsp.bench.filling import (
     FillSettings,
     bench_engine,
     exact_match,
-    fill_options,
     fill_task,
+    planned_options,
 )
 from dlm_lsp.bench.grids import BUDGETS, DIFFUSION_STRATEGIES, KINDS, LEFT_TO_RIGHT
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
@@ -45,7 +45,6 @@ from dlm_lsp.bench.pass_at_1 import (
     engine_settings,
     passes_by_fill,
     refuse_repeats,
-    set_by_requests,
     settings_label,
 )
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, latest
@@ -150,6 +149,11 @@ def _point(kind: str, strategy: str, budget: int | None, tasks: list[Task], fill
         mean_steps=round(sum(f.steps for f in fills) / max(1, n), 2),
         ms_per_fill=round(sum(f.ms for f in fills) / max(1, n), 1),
         median_ms=round(median([f.ms for f in fills]), 1))
+
+
+# The options that set what each point's fills ask for, by the setting they replace:
+# what `--settings` is told to give instead (`pass_at_1.engine_settings`)
+FLAGS = {"steps": "--steps", "strategy": "--strategies", "seed": "--seed"}
 
 
 def _runs(config: SweepConfig) -> list[tuple[str, int | None]]:
@@ -269,8 +273,8 @@ def command(args: argparse.Namespace) -> int:
                          sandbox=checked_config(args.timeout, args.workers,
                                                 args.require_isolation))
     # refused before the model loads; so are the settings each point's fills set
-    config.engine = engine_settings(args.settings, set_by_requests(
-        *(fill_options(_fill_settings(config, *run)) for run in _runs(config))))
+    config.engine = engine_settings(args.settings, requests=tuple(
+        planned_options(_fill_settings(config, *run)) for run in _runs(config)), flags=FLAGS)
     publish(lambda: run_sweep(config), to_markdown, args.json_out,
             args.markdown_out, "plot_sweep", args.plots)
     return 0

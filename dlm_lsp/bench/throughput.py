@@ -45,7 +45,6 @@ from dlm_lsp.bench.pass_at_1 import (
     distinct,
     engine_settings,
     refuse_repeats,
-    set_by_requests,
     settings_label,
 )
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, latest
@@ -129,6 +128,10 @@ class _Seeds:
 # Each mode's engine sets its batching itself (`MODES`): like the settings its fills'
 # options set (`_options`), not one `--settings` may give.
 SET_ON_THE_ENGINE = ("batch_rows",)
+# The options that set what each fill asks for and the batching, by the setting they
+# replace: what `--settings` is told to give instead (`pass_at_1.engine_settings`)
+FLAGS = {"steps": "--steps", "latency_ms": "--latency-ms", "seed": "--seed",
+         "length": "--tokens", "batch_rows": "--modes"}
 
 
 def _options(config: ThroughputConfig, seed: int) -> InfillOptions:
@@ -338,8 +341,8 @@ def command(args: argparse.Namespace) -> int:
                               model=args.model, device=args.device,
                               beside_long=args.beside_long, latency_ms=args.latency_ms)
     # refused before the model loads; so are the settings every fill sets
-    config.engine = engine_settings(args.settings, SET_ON_THE_ENGINE + set_by_requests(
-        _options(config, config.seed)))
+    config.engine = engine_settings(args.settings, SET_ON_THE_ENGINE,
+                                    (_options(config, config.seed),), FLAGS)
     publish(lambda: run_throughput(config), to_markdown, args.json_out,
             args.markdown_out, "plot_throughput", args.plot)
     return 0
