@@ -680,6 +680,25 @@ def test_a_nucleus_is_taken_where_the_fills_leave_the_temperature_to_the_server(
         flags=FLAGS) == {"temperature": 0.5, "top_p": 0.9}
 
 
+@pytest.mark.parametrize(("settings", "steps", "kinds", "heading"), [
+    ({}, None, {"single-line"}, "server budget"),
+    ({}, 2, {"single-line"}, "2 steps"),
+    ({"steps": 4}, None, {"single-line", "multi-line"}, "4 steps"),
+    ({"latency_ms": 300}, None, {"single-line"}, "300 ms target"),
+    ({"steps_single_line": 4}, None, {"single-line", "multi-line"},
+     "4 steps single-line, 16 steps multi-line"),
+])
+def test_the_sample_sheet_s_diffusion_column_names_the_budget_its_fills_ran_with(
+        settings, steps, kinds, heading):
+    """`bench samples --settings '{"steps": 4}'` named 4 steps in the sheet's first line
+    and "server budget" in its diffusion column: the column says what ran, for each kind
+    of task on the sheet where the kinds' budgets differ."""
+    from dlm_lsp.bench.samples import SamplesConfig, _columns
+
+    columns = list(_columns(SamplesConfig(steps=steps, engine=settings), None, kinds))
+    assert columns[1] == f"diffusion (server strategy, {heading})"
+
+
 def test_a_request_option_that_is_no_server_setting_refuses_nothing():
     """The span length and the task kind are a fill's own, with no server setting of
     that name to replace: only the options that have one are named (a latency target

@@ -89,6 +89,11 @@ def planned_options(settings: FillSettings) -> InfillOptions:
     return fill_options(settings, 1 if settings.length == "oracle" else None)
 
 
+def oracle_kind(task: Task) -> str:
+    """The kind of the canonical middle: one line or several."""
+    return "multi-line" if "\n" in task.middle.rstrip("\n") else "single-line"
+
+
 def fill_task(engine: Engine, task: Task, settings: FillSettings) -> Fill:
     """Ask the engine to fill the gap between the task's prefix and suffix."""
     if settings.length not in LENGTHS:
@@ -96,8 +101,7 @@ def fill_task(engine: Engine, task: Task, settings: FillSettings) -> Fill:
     at = len(task.prefix)
     length = oracle_length(engine, task) if settings.length == "oracle" else None
     # with the oracle, the kind of the answer too (one line or several); else the policy's
-    kind = ("multi-line" if "\n" in task.middle.rstrip("\n") else "single-line"
-            ) if settings.length == "oracle" else None
+    kind = oracle_kind(task) if settings.length == "oracle" else None
     result = engine.infill(InfillRequest(task.prefix + task.suffix, at, at, "python",
                                          options=fill_options(settings, length, kind)))
     best = result.candidates[0]

@@ -3,7 +3,8 @@
 A pass@1 of 4% says little about *how* a model fails.  For a few fixed
 HumanEval-Infilling tasks the sheet shows the code around the gap, then the
 reference (the canonical middle), the diffusion fill (server defaults: its
-strategy and per-kind budget, oracle length, repair on, as a user gets it),
+strategy and per-kind budget, oracle length, repair on, as a user gets it; or
+the budget `--steps` or `--settings` gives, which its column names),
 the left-to-right fill of the same model, and optionally an autoregressive
 baseline model (`--baseline-model smollm2`), each with whether it passes
 the task's tests in the sandbox and whether it is the reference.
@@ -28,6 +29,7 @@ from dlm_lsp.bench.filling import (
     bench_engine,
     exact_match,
     fill_task,
+    oracle_kind,
     planned_options,
 )
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
@@ -46,7 +48,9 @@ from dlm_lsp.bench.sandbox import (
     isolation_text,
     isolation_used,
 )
+from dlm_lsp.config import KINDS, InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine
+from dlm_lsp.policy import BUDGET_SETTINGS, step_budget
 
 CONTEXT_BEFORE, CONTEXT_AFTER = 4, 2  # lines of code shown around the gap
 GAP = "# <<< gap >>>"
@@ -119,9 +123,31 @@ def _fill_settings(config: SamplesConfig) -> tuple[FillSettings, FillSettings]:
             FillSettings(strategy="left-to-right", seed=config.seed))
 
 
-def _columns(config: SamplesConfig, engine: Engine) -> dict[str, Callable[[Task], Fill]]:
-    """How each column fills a task (a baseline model is loaded here, before any fill)."""
-    steps = f"{config.steps} steps" if config.steps else "server budget"
+def _budget(config: SamplesConfig, kinds: set[str]) -> str:
+    """What bounds the diffusion column's fills, as its heading says: `--steps`, else
+    the budget settings in `--settings` for each kind of task on the sheet, as the
+    engine reads them (`policy.step_budget`), else the server's own.  With `--settings
+    '{"steps": 4}'` the heading said "server budget" while every fill took 4 steps."""
+    if config.steps:
+        return f"{config.steps} steps"
+    if not any(name in config.engine for name in BUDGET_SETTINGS):
+        return "server budget"
+    server = ServerConfig(**config.engine)
+    said = {}
+    for kind in (kind for kind in KINDS if kind in kinds):
+        budget = step_budget(server, InfillOptions(), kind)
+        said[kind] = (f"{budget.latency_ms} ms target" if budget.latency_ms is not None
+                      else f"{budget.steps} steps")
+    if len(set(said.values())) == 1:
+        return next(iter(said.values()))
+    return ", ".join(f"{text} {kind}" for kind, text in said.items())
+
+
+def _columns(config: SamplesConfig, engine: Engine,
+             kinds: set[str]) -> dict[str, Callable[[Task], Fill]]:
+    """How each column fills a task (a baseline model is loaded here, before any fill);
+    `kinds`: those of the sheet's tasks (`filling.oracle_kind`)."""
+    steps = _budget(config, kinds)
     diffusion, ltr = _fill_settings(config)
     columns: dict[str, Callable[[Task], Fill]] = {
         REFERENCE: lambda t: Fill(t.middle, None, 0, 0.0, REFERENCE),
@@ -141,7 +167,7 @@ def make_sheet(config: SamplesConfig, engine: Engine | None = None) -> SampleShe
     began = time.perf_counter()
     engine = engine or bench_engine(config.model, config.device, **config.engine)
     tasks = load_tasks(config.split, config.limit)
-    columns = _columns(config, engine)
+    columns = _columns(config, engine, {oracle_kind(task) for task in tasks})
     rows: list[SampleTask] = []
 
     def passing() -> str:  # the progress line's details (fills[1]: after the reference)
