@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from rpc import ServerProcess, free_port, hang_up, tcp_connection  # noqa: E402
 
+from dlm_lsp.bench.output import write_json  # noqa: E402
 from dlm_lsp.config import (  # noqa: E402
     _CHECKS,
     BACKENDS,
@@ -527,6 +528,16 @@ class SharedSweep(Sweep):
             self.process.close()
 
 
+def write_outcomes(path: str, outcomes: list[Outcome]) -> None:
+    """Every case's outcome as JSON, written as the bench commands write theirs
+    (`output.write_json`: indent 1, ASCII, a final line break): written by hand, with
+    non-ASCII characters as they are and no final line break, it read as wholly changed
+    in the diff of its next run."""
+    write_json(path, [{"case": o.case.label, "problems": o.problems, "warned": o.warned,
+                       "slowest_s": round(o.slowest_s, 2), "answers": o.answers}
+                      for o in outcomes])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="model directory (default: a tiny random one)")
@@ -573,10 +584,7 @@ def main() -> None:
     print(f"\n{len(outcomes)} cases, {len(failed)} failed, "
           f"{time.monotonic() - began:.0f} s")
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            [{"case": o.case.label, "problems": o.problems, "warned": o.warned,
-              "slowest_s": round(o.slowest_s, 2), "answers": o.answers} for o in outcomes],
-            indent=1, ensure_ascii=False))
+        write_outcomes(args.json, outcomes)
     sys.exit(1 if failed else 0)
 
 

@@ -155,13 +155,29 @@ def test_every_result_json_is_in_the_format_the_bench_commands_write(tmp_path):
     their next run.  Each one, read and written again by write_json, is unchanged."""
     files = sorted(RESULTS.glob("*.json"))
     assert files
-    differ = []
-    for path in files:
-        again = tmp_path / path.name
-        write_json(again, json.loads(path.read_text(encoding="utf-8")))
-        if again.read_text(encoding="utf-8") != path.read_text(encoding="utf-8"):
-            differ.append(path.name)
-    assert differ == []
+    assert [path.name for path in files if not _as_write_json_writes(path, tmp_path)] == []
+
+
+def _as_write_json_writes(path: Path, tmp_path: Path) -> bool:
+    """Whether the JSON file at `path` is unchanged once read and written again by
+    `output.write_json`."""
+    again = tmp_path / f"again-{path.name}"
+    write_json(again, json.loads(path.read_text(encoding="utf-8")))
+    return again.read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
+
+
+def test_settings_edges_writes_its_json_as_the_bench_commands_do(tmp_path):
+    """settings_edges.py wrote its --json by hand: non-ASCII characters as they are (a
+    case's 😀 or € marker) and no final line break, unlike every other result."""
+    edges = script("settings_edges")
+    outcomes = [edges.Outcome(edges.Case({"holeMarker": "😀"}, marker="😀"),
+                              answers={"infill": "ok"}),
+                edges.Outcome(edges.Case({"remoteToken": "€"}), problems=["refused €"])]
+    out = tmp_path / "settings-edges.json"
+    edges.write_outcomes(str(out), outcomes)
+    assert _as_write_json_writes(out, tmp_path)
+    assert [o["case"] for o in json.loads(out.read_text(encoding="utf-8"))] == [
+        'holeMarker="😀"', 'remoteToken="€"']
 
 
 def test_fill_overhead_asks_single_line_fills_mid_line_and_multi_line_fills_at_the_gap():
