@@ -467,6 +467,22 @@ def test_the_shipped_model_s_card_gives_the_sources_its_config_records():
     assert [phrase for phrase in expected if phrase not in data] == []
 
 
+def test_every_run_in_the_shipped_model_s_history_records_the_card_s_source():
+    """The card says both runs read the standard library alone; the first run's record
+    (`previous_run`, written by hand) had no sources, so the history a run continuing
+    the model keeps named the sources of one of its two runs, and neither said they
+    were counted after training."""
+    from dlm_lsp.training.lineage import Lineage
+
+    training = json.loads((ROOT / "dlm_lsp" / "weights" / "default" / "config.json").read_text(
+        encoding="utf-8"))["training"]
+    history = Lineage.of(training).earlier
+    assert len(history) == 2
+    assert [run.get("sources") for run in history] == [training["sources"]] * 2
+    assert all(run.get("sources_note", "").startswith("added 2026-12-03, after training")
+               for run in history)
+
+
 def test_the_languages_validation_is_said_to_check_are_those_it_has_grammars_for():
     from dlm_lsp.validation import LANGUAGES
 

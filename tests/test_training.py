@@ -443,6 +443,22 @@ def test_the_shipped_bootstrap_s_hand_recorded_first_run_joins_the_history():
     assert (lineage.tokens_seen, lineage.seconds) == (8, 3.0)
 
 
+def test_a_continued_run_s_history_keeps_the_notes_recorded_beside_the_earlier_run_s_stats():
+    """The shipped model's record says its sources were counted after training
+    (`sources_note`) and which loss its final train loss is (`final_train_loss_note`):
+    a run continuing it kept the sources and lost both notes, and the loss itself."""
+    from dlm_lsp.training.lineage import Lineage
+
+    lineage = Lineage.of({"tokens_seen": 5, "sources": [{"name": "stdlib"}],
+                          "sources_note": "counted after training", "final_train_loss": 4.4,
+                          "final_train_loss_note": "a mean", "loss_curve": [[1, 5.0]],
+                          "tokens_per_second": 9.0})
+    assert lineage.earlier == ({"tokens_seen": 5, "final_train_loss": 4.4,
+                                "final_train_loss_note": "a mean",
+                                "sources": [{"name": "stdlib"}],
+                                "sources_note": "counted after training"},)
+
+
 def test_learning_rate_warms_up_then_decays_over_the_time_budget():
     cfg = TrainConfig(lr=1e-3, min_lr_ratio=0.1, warmup_steps=100, warmup_fraction=0.05)
     assert learning_rate(cfg, 0, 0.0) == pytest.approx(1e-5)

@@ -20,11 +20,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # What an earlier run's summary keeps of its stats: enough for a model card (how
-# long, how much, on what, with what result) without its loss curve.
+# long, how much, on what, with what result) without its loss curve.  A note recorded
+# beside one of them (`<key>_note`) goes with it: the shipped model's `sources_note` says
+# its sources were counted after training, and its `final_train_loss_note` which loss
+# that is.
 SUMMARY_KEYS = ("date", "device", "precision", "torch", "parameters", "tokens_seen", "steps",
                 "seconds", "lr", "batch_size", "seq_len", "seed", "row_seed", "init_from",
                 "interrupted", "interim", "train_files", "train_tokens", "heldout_tokens",
-                "heldout_loss", "heldout_infill_loss", "contaminated_files", "sources")
+                "final_train_loss", "heldout_loss", "heldout_infill_loss",
+                "contaminated_files", "sources")
+
+
+def summary(stats: dict) -> dict:
+    """What a run's history keeps of its `stats`: the SUMMARY_KEYS it has, each with its
+    note where one was recorded."""
+    return {name: stats[name] for key in SUMMARY_KEYS for name in (key, f"{key}_note")
+            if name in stats}
 
 
 @dataclass(frozen=True)
@@ -45,7 +56,7 @@ class Lineage:
         if before is None:  # saved before runs kept their history: the shipped bootstrap
             record = previous.get("previous_run")  # recorded its first run by hand here
             before = [record] if isinstance(record, dict) else []
-        earlier = (*before, {k: previous[k] for k in SUMMARY_KEYS if k in previous})
+        earlier = (*before, summary(previous))
         tokens = previous.get("cumulative_tokens_seen",
                               sum(run.get("tokens_seen", 0) for run in earlier))
         return cls(earlier, int(tokens), sum(float(run.get("seconds", 0.0)) for run in earlier))
