@@ -343,6 +343,32 @@ def test_a_length_setting_is_taken_where_the_fills_leave_the_length_to_the_polic
                            flags=FILL_FLAGS) == {"single_line_tokens": 4}
 
 
+@pytest.mark.parametrize("settings", ['{"stepsRewrite": 4}', '{"strength": 0.5}'])
+def test_a_rewrite_setting_is_refused_where_every_fill_has_the_oracle_s_kind(
+        settings, capsys, bench_engines):
+    """With the oracle length a fill is asked as the kind of its canonical middle, one
+    line or several: the rewrite's budget and `strength` named every row and changed
+    none.  No option makes these fills rewrites, so none is named."""
+    named = next(iter(json.loads(settings)))
+    assert main(["bench", "humaneval", "--limit", "1", "--settings", settings]) == 2
+    assert capsys.readouterr().err == (
+        f"dlm-lsp bench humaneval: --settings names {named}, which no fill of this "
+        "benchmark reads (each fill has its own kind, one line or several, and only "
+        "rewrites read them)\n")
+    assert bench_engines == []
+
+
+def test_a_rewrite_setting_is_taken_where_the_fills_leave_the_kind_to_the_policy():
+    """A fill whose kind the request leaves open is planned as its span says: the
+    benchmark does not presume which, so the setting is the user's call."""
+    from dlm_lsp.bench.filling import planned_options
+    from dlm_lsp.bench.pass_at_1 import engine_settings
+
+    assert engine_settings('{"stepsRewrite": 4}',
+                           requests=(planned_options(FillSettings(length="policy")),)) == {
+        "steps_rewrite": 4}
+
+
 def test_a_nucleus_is_refused_where_every_fill_is_greedy(capsys, bench_engines):
     """A benchmark's fills ask for temperature 0, and a greedy fill takes the most
     likely token whatever `topP` keeps: it named every row and changed none."""

@@ -84,9 +84,12 @@ def planned_options(settings: FillSettings) -> InfillOptions:
     """The options every fill made with `settings` is asked with, as far as they are known
     before the model loads: what a benchmark reads to refuse `--settings` that they
     replace or that none of its fills would read (`pass_at_1.engine_settings`).  With the
-    oracle length each task has its own, counted by the model's tokenizer: 1 stands
-    for it here, as any length replaces the length settings."""
-    return fill_options(settings, 1 if settings.length == "oracle" else None)
+    oracle length each task has its own length, counted by the model's tokenizer, and
+    its own kind (`oracle_kind`): 1 and single-line stand for them here, as any length
+    replaces the length settings and no such kind is a rewrite."""
+    if settings.length != "oracle":
+        return fill_options(settings)
+    return fill_options(settings, 1, "single-line")
 
 
 def oracle_kind(task: Task) -> str:

@@ -478,6 +478,11 @@ UNREAD = (
            lambda options: options.fallback is not False
            and options.strategy != "left-to-right",
            "it bounds the left-to-right fallback, which its fills turn off"),
+    # `policy.step_budget` and the engine's `strength`: read for a rewrite alone, which a
+    # fill of a kind of its own is not
+    Unread(("steps_rewrite", "latency_ms_rewrite", "strength"), "kind",
+           lambda options: options.kind in (None, "rewrite"),
+           "each fill has its own kind, one line or several, and only rewrites read them"),
 )
 
 
