@@ -476,6 +476,10 @@ class DlmProtocol(LanguageServerProtocol):
         elif future.cancel():
             self._cancelled_by_client.add(future)
 
+    def cancelled_by_client(self, future: Any) -> bool:
+        """Whether the client cancelled the request `future` handles (`$/cancelRequest`)."""
+        return future in self._cancelled_by_client
+
     def drop_connection(self) -> list[asyncio.Future]:
         """Forget the client that went away: cancel what it was waiting for or owed us, so
         the next client (TCP) starts clean.  Returns the handler tasks still finishing:

@@ -466,12 +466,24 @@ class DlmServer(LanguageServer):
         return texts
 
     async def apply_edits(self, job: Job, edits: list[types.TextEdit], label: str) -> bool:
-        """Ask the client to apply edits to exactly the version they were computed for."""
+        """Ask the client to apply edits to exactly the version they were computed for.
+        Once asked, the editor has the edit, and a `$/cancelRequest` of the command that
+        comes while it answers cannot take it back: the command waits for the answer and
+        says what the editor did.  It was answered "fill stopped: cancelled by the client"
+        while the editor applied the edit, so an integration showed nothing applied (and no
+        syntax warning) over a file just rewritten.  A shutdown, or a client gone, still
+        ends it at once: nobody reads its answer then."""
         self.check_fresh(job)
         edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
             types.OptionalVersionedTextDocumentIdentifier(job.uri, job.version), edits)])
-        answer = await self.workspace_apply_edit_async(
-            types.ApplyWorkspaceEditParams(edit, label=label))
+        asked = asyncio.ensure_future(self.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(edit, label=label)))
+        try:
+            answer = await asyncio.shield(asked)
+        except asyncio.CancelledError:
+            if not self.protocol.cancelled_by_client(asyncio.current_task()):
+                raise
+            answer = await asked
         return bool(answer and answer.applied)
 
     def report_server_error(self, error: Exception, source: Any) -> None:

@@ -454,6 +454,26 @@ async def test_cancel_request_of_a_command_stops_it_and_applies_nothing(client):
     assert applied == []
 
 
+async def test_a_command_cancelled_once_its_edit_was_sent_says_what_the_editor_did(client):
+    """A `$/cancelRequest` that comes while the editor answers the command's applyEdit
+    cannot take the edit back: the command says the editor applied it (it was answered
+    "cancelled", and an integration showed nothing applied over a file just filled)."""
+    applied = []
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def cancel_then_apply(params: types.ApplyWorkspaceEditParams):
+        client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="holes-late"))
+        applied.append(params.edit)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    open_doc(client, "x = <FILL>\n")
+    future = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
+                                          types.ExecuteCommandParams("dlm.fillHoles", [URI]),
+                                          msg_id="holes-late")
+    result = await asyncio.wrap_future(future)
+    assert len(applied) == 1 and result["applied"] is True and result["holes"] == 1
+
+
 async def test_ghost_text_asked_for_meanwhile_does_not_stop_a_command(client):
     """An editor asks for ghost text on its own; the holes the user asked to fill go on."""
     accept_applied_edits(client)
