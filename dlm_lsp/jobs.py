@@ -55,18 +55,25 @@ class Job:
     kind: Kind = Kind.FILL
     _stop: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
+    changed: str = ""  # the first change or close of its document, whatever stopped it first
 
     def stop(self, reason: str) -> None:
-        """Ask the loop to stop at its next step; the first reason given is kept."""
+        """Ask the loop to stop at its next step; the first reason given is kept, and
+        the first change or close of the document besides (`stale`)."""
+        if reason in (DOCUMENT_CHANGED, DOCUMENT_CLOSED) and not self.changed:
+            self.changed = reason
         if not self._stop.is_set():
             self.reason = reason
             self._stop.set()
 
     @property
     def stale(self) -> bool:
-        """Whether it was stopped because its document changed or closed: its result is
-        for text the editor no longer has."""
-        return self.reason in (DOCUMENT_CHANGED, DOCUMENT_CLOSED)
+        """Whether its document changed or closed since it started: its result is for
+        text the editor no longer has.  Also where something else stopped it first: a
+        fill superseded, whose result came back all the same (its last step was taken,
+        or it was answered from recent fills), was returned for a document closed and
+        opened again at the same version with other text (`check_fresh`)."""
+        return bool(self.changed)
 
     def stopped(self) -> bool:
         """Whether the loop should stop (polled from the engine thread)."""

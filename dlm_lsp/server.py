@@ -269,7 +269,7 @@ class DlmServer(LanguageServer):
             raise JsonRpcException(f"infill timed out after {self.config.timeout_ms} ms",
                                    code=TIMEOUT) from exc
         except Cancelled as exc:
-            if job.stale:
+            if job.stale and job.reason == job.changed:  # stopped by the change or close
                 raise JsonRpcContentModified(f"fill dropped: {job.reason}") from exc
             raise JsonRpcRequestCancelled(f"fill stopped: {job.reason}") from exc
         except ModelLoadError as exc:
@@ -413,7 +413,7 @@ class DlmServer(LanguageServer):
             raise JsonRpcContentModified(
                 f"fill dropped: the document changed (version {job.version} -> {doc.version})")
         if job.stale:  # e.g. opened anew at the same version
-            raise JsonRpcContentModified(f"fill dropped: {job.reason}")
+            raise JsonRpcContentModified(f"fill dropped: {job.changed}")
 
     async def fill_range(self, uri: str, rng: types.Range, options: InfillOptions,
                          version: int | None = None, token: Any = None,

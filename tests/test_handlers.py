@@ -452,6 +452,20 @@ def test_a_rewrite_for_another_version_of_the_document_is_refused_and_nothing_ap
     assert rewritten.applied == []
 
 
+def test_a_superseded_fill_of_a_document_opened_anew_at_its_version_is_not_returned():
+    """A fill superseded, whose result came all the same (its last step was taken, or it
+    was answered from recent fills), while its document was closed and opened again at
+    the same version with other text: the version matches, the text does not."""
+    ls = parsing_server()
+    opened(ls, TEXT)
+    old = ls.start_job(DOC.uri, 1)
+    ls.start_job(DOC.uri, 1)  # a newer dlm/infill of the document supersedes it
+    server.did_close(ls, types.DidCloseTextDocumentParams(DOC))
+    opened(ls, "def g(y):\n    pass\n")
+    with pytest.raises(JsonRpcContentModified, match="the document was closed"):
+        ls.check_fresh(old)
+
+
 def test_a_fill_of_a_hole_marker_may_be_only_whitespace():
     """Nothing may be what goes in a hole (`f(<FILL>)`), as dlm.fillHoles fills it: the
     marker is no code that an empty fill would delete."""

@@ -147,3 +147,12 @@ def test_stop_document_without_jobs_does_nothing() -> None:
     jobs = Jobs()
     jobs.stop_document(A, DOCUMENT_CLOSED)
     assert jobs.in_flight() == 0
+
+
+@pytest.mark.parametrize("first", [SUPERSEDED, CLIENT_CANCELLED, TIMED_OUT])
+def test_a_job_stopped_for_another_reason_is_still_stale_once_its_document_changes(first):
+    """Its result, if it comes all the same, is for text the editor no longer has."""
+    job = Job(A, 1)
+    job.stop(first)
+    job.stop(DOCUMENT_CHANGED)
+    assert job.stale and job.reason == first and job.changed == DOCUMENT_CHANGED
