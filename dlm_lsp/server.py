@@ -920,8 +920,10 @@ async def _fill_holes(ls: DlmServer, *args: Any) -> dict:
                 "fills": [fill for _, _, fill in state.fills], "valid": valid}
     finally:
         ls.jobs.finish(job)
-        if token is not None:
-            ls.end_progress(token, job, filled)
+        if token is not None and filled:  # a cancel once the edit was sent stopped none of it
+            ls.finish_progress(token, "done")
+        elif token is not None:
+            ls.end_progress(token, job, done=False)
 
 
 @command(REWRITE_SELECTION)

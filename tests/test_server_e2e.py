@@ -474,6 +474,24 @@ async def test_a_command_cancelled_once_its_edit_was_sent_says_what_the_editor_d
     assert len(applied) == 1 and result["applied"] is True and result["holes"] == 1
 
 
+async def test_holes_progress_cancelled_once_the_edit_was_sent_ends_done(client):
+    """The user cancels the progress as the editor applies the holes' edit: the edit is
+    applied all the same, and the progress says so (it ended "cancelled by the client")."""
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def cancel_then_apply(params: types.ApplyWorkspaceEditParams):
+        [token] = server_progress(client, "holes")
+        client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token))
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    open_doc(client, "x = <FILL>\n")
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.fillHoles", [URI]))
+    assert result["applied"] is True
+    await wait_for(lambda: isinstance(holes_progress(client)[-1], types.WorkDoneProgressEnd))
+    assert holes_progress(client)[-1].message == "done"
+
+
 async def test_ghost_text_asked_for_meanwhile_does_not_stop_a_command(client):
     """An editor asks for ghost text on its own; the holes the user asked to fill go on."""
     accept_applied_edits(client)
