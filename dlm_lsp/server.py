@@ -99,6 +99,9 @@ from dlm_lsp.validation import forget_document, language_for
 
 log = logging.getLogger(__name__)
 NOT_SENT = object()  # a client's "dlm" section before it sent one (null is a section sent)
+# how long the server waits for a client's answer it cannot do without (editors answer in
+# milliseconds): a client that never answers holds up no work past it
+CLIENT_ANSWER_S = 2.0
 REPORT = "report"  # a command's option: say what it did not apply (`told`)
 FAILED = "failed (see the error message)"  # how a progress ends where its work failed
 
@@ -211,7 +214,7 @@ class DlmServer(LanguageServer):
         # not wait_for: cancelling pygls' create_async can leave its future in a bad state
         created = asyncio.ensure_future(self.work_done_progress.create_async(token))
         try:
-            done, _ = await asyncio.wait([created], timeout=2.0)
+            done, _ = await asyncio.wait([created], timeout=CLIENT_ANSWER_S)
         except asyncio.CancelledError:  # $/cancelRequest of the request that asked
             self._unused_token(created, token)
             raise
@@ -472,7 +475,9 @@ class DlmServer(LanguageServer):
         says what the editor did.  It was answered "fill stopped: cancelled by the client"
         while the editor applied the edit, so an integration showed nothing applied (and no
         syntax warning) over a file just rewritten.  A shutdown, or a client gone, still
-        ends it at once: nobody reads its answer then."""
+        ends it at once: nobody reads its answer then; and a client that has not answered
+        within CLIENT_ANSWER_S of its cancel gets the cancel, as before (its command's job
+        would wait for good otherwise)."""
         self.check_fresh(job)
         edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
             types.OptionalVersionedTextDocumentIdentifier(job.uri, job.version), edits)])
@@ -483,7 +488,10 @@ class DlmServer(LanguageServer):
         except asyncio.CancelledError:
             if not self.protocol.cancelled_by_client(asyncio.current_task()):
                 raise
-            answer = await asked
+            done, _ = await asyncio.wait([asked], timeout=CLIENT_ANSWER_S)
+            if not done:
+                raise
+            answer = asked.result()
         return bool(answer and answer.applied)
 
     def report_server_error(self, error: Exception, source: Any) -> None:

@@ -474,6 +474,33 @@ async def test_a_command_cancelled_once_its_edit_was_sent_says_what_the_editor_d
     assert len(applied) == 1 and result["applied"] is True and result["holes"] == 1
 
 
+async def test_a_command_cancelled_while_its_edit_goes_unanswered_ends_cancelled(client):
+    """A client that cancels the command and does not answer its applyEdit gets the
+    cancel once the server stops waiting for that answer, and the command's job ends."""
+
+    answer = asyncio.Event()
+    answered = []
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    async def cancel_and_stall(params: types.ApplyWorkspaceEditParams):
+        client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="holes-stalled"))
+        await answer.wait()  # past the server's wait: the answer comes too late
+        answered.append(True)
+        return types.ApplyWorkspaceEditResult(applied=False)
+
+    open_doc(client, "x = <FILL>\n")
+    future = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
+                                          types.ExecuteCommandParams("dlm.fillHoles", [URI]),
+                                          msg_id="holes-stalled")
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wait_for(asyncio.wrap_future(future), 8)
+    assert err.value.code == -32800
+    status = await client.protocol.send_request_async("dlm/status", {})
+    assert status.jobsInFlight == 0
+    answer.set()  # the client's handler ends before the session does
+    await wait_for(lambda: answered)
+
+
 async def test_holes_progress_cancelled_once_the_edit_was_sent_ends_done(client):
     """The user cancels the progress as the editor applies the holes' edit: the edit is
     applied all the same, and the progress says so (it ended "cancelled by the client")."""
