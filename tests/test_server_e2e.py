@@ -784,8 +784,47 @@ async def test_cancel_mid_denoise_stops_the_loop_and_server_stays_healthy(client
     await wait_for(lambda: any(isinstance(r, types.WorkDoneProgressEnd)
                                for r in client.progress_reports["cancel-me"]))
     assert len(reports(client, "cancel-me")) < 400  # stopped long before the last step
+    await assert_engine_idle(client)
     result = await infill(client, rng(4, 4, 4, 4), options={"length": 4})
     assert len(result.edits) == 1
+
+
+async def test_cancelling_ghost_text_or_completion_items_stops_their_fill(client):
+    """`$/cancelRequest` of a suggestion (the editor's own requests, sent at every pause)
+    stops its denoising loop as a `dlm/infill`'s, and the engine serves the next fill."""
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={
+        "dlm": {"stepsMultiLine": 400, "multiLineTokens": 400, "maxSpanTokens": 400,
+                "earlyStop": False, "stopWhenSettled": False}}))
+    open_doc(client)
+    doc, cursor = types.TextDocumentIdentifier(URI), types.Position(4, 4)
+    for method, params in [
+            (types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionParams(
+                text_document=doc, position=cursor, work_done_token="ghost",
+                context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Invoked))),
+            (types.TEXT_DOCUMENT_COMPLETION, types.CompletionParams(
+                text_document=doc, position=cursor, work_done_token="items"))]:
+        token = params.work_done_token
+        client.progress_reports[token] = []
+        future = client.protocol.send_request(method, params, msg_id=token)
+        await wait_for(lambda token=token: len(reports(client, token)) >= 2)
+        client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=token))
+        with pytest.raises(JsonRpcException) as err:
+            await asyncio.wrap_future(future)
+        assert err.value.code == -32800
+        await assert_engine_idle(client)
+    result = await infill(client, rng(4, 4, 4, 4), options={"length": 4})
+    assert len(result.edits) == 1
+
+
+async def assert_engine_idle(client: LanguageClient) -> None:
+    """No fill runs on: the engine's forward passes stop growing (a fill stopped at its
+    next step takes at most that one more).  Its answer and the end of its progress come
+    from the server's side at once, whether or not the denoising loop was stopped."""
+    await asyncio.sleep(0.1)
+    before = (await client.protocol.send_request_async("dlm/status", {})).forwardPasses
+    await asyncio.sleep(0.5)
+    after = (await client.protocol.send_request_async("dlm/status", {})).forwardPasses
+    assert after - before <= 1
 
 
 async def test_newer_request_for_the_document_supersedes_the_older(client):
