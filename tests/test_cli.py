@@ -517,6 +517,33 @@ def test_an_interrupted_benchmark_says_so_in_one_line_and_writes_no_report(
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"
 
 
+def test_a_benchmarks_stop_line_counts_its_seconds_from_the_commands_start(
+        monkeypatch, capsys):
+    """Ctrl-C 3 s into `dlm-lsp bench humaneval` said "stopped by SIGINT after 1s": the
+    benchmark's clock started after torch's import (seconds on a busy machine), while
+    every other command's line counts from the command's start."""
+    import re
+
+    from dlm_lsp import held_signals
+    from dlm_lsp.bench import pass_at_1
+    from dlm_lsp.cli import main
+
+    real, importing = time.monotonic, [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: real() + importing[0])
+
+    def slow_import():
+        importing[0] += 5.0  # torch's import on a loaded 2-core machine
+
+    def interrupted(sources, config):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(held_signals, "import_torch", slow_import)
+    monkeypatch.setattr(pass_at_1, "run_programs", interrupted)
+    assert main(["bench", "humaneval", "--self-check", "--limit", "2"]) == 130
+    said = capsys.readouterr().err.splitlines()[-1]
+    seconds = re.match(r"dlm-lsp bench humaneval: stopped by SIGINT after (\d+)s", said)
+    assert seconds and int(seconds[1]) >= 5, said
+
+
 @pytest.mark.parametrize(("sig", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
 def test_a_benchmark_stopped_while_writing_its_report_names_the_file_it_wrote(
         sig, status, tmp_path, monkeypatch, capsys):
