@@ -541,6 +541,15 @@ def test_a_tiny_run_never_writes_over_the_shipped_model(capsys):
     assert "needs --out" in capsys.readouterr().err
 
 
+def test_a_tiny_run_without_out_names_the_flag_typed_and_what_out_is_for(capsys):
+    """`dlm-lsp train --tiny` said "--preset tiny needs --out": a flag the user did not
+    type, and not why a folder is wanted."""
+    assert main(["--tiny"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("dlm-lsp train: --tiny needs --out DIR, the folder to save")
+    assert "replace the shipped model" in said and str(train_module.DEFAULT_OUT) in said
+
+
 
 def _signal_in_step(monkeypatch, step: int, *signals: int) -> None:
     """Send `signals` to this process during training step `step`, as a Ctrl-C typed in

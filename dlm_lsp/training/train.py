@@ -1049,7 +1049,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     tiny run there would replace the shipped model with a toy.
     """
     if args.out is None and args.preset != "default":
-        raise TrainingError(f"--preset {args.preset} needs --out")
+        named = "--tiny" if args.preset == "tiny" else f"--preset {args.preset}"
+        raise TrainingError(f"{named} needs --out DIR, the folder to save the model in: "
+                            f"without it the run would replace the shipped model "
+                            f"({DEFAULT_OUT})")
     reshaping = [_flag(name) for name in _SHAPE if getattr(args, name) is not None]
     if args.init_from is not None and reshaping:  # were ignored: a 1-layer model trained on
         raise TrainingError(f"{', '.join(reshaping)}: a warm start keeps the shape and "
