@@ -50,6 +50,10 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     if why:  # before the model loads and fills
         print(f"dlm-lsp fill: cannot write {path} (--write): {why}", file=sys.stderr)
         return 2
+    unchecked = _why_unchecked(source, language)
+    if unchecked:
+        print(f"# syntax not checked: {unchecked}; --language names the language "
+              "(python, typescript, go, ...)", file=sys.stderr)
     engine = Engine(ServerConfig(model=model, device=device, hole_marker=marker))
     try:
         model_obj = engine.model
@@ -86,6 +90,18 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     else:
         _print(state.text)
     return 0
+
+
+def _why_unchecked(source: Path | None, language: str | None) -> str:
+    """Why no fill of this file will be syntax-checked, or "" where it will be: with no
+    language named, the file's extension tells it, and standard input has none.  The
+    fill lines said only "syntax unchecked", which left a user of `fill -` guessing."""
+    if language is not None or (source is not None and language_for(None, str(source))):
+        return ""
+    if source is None or not source.suffix:
+        name = "standard input" if source is None else source.name
+        return f"{name} has no file extension to tell its language by"
+    return f"{source.suffix} ({source.name}) is not the extension of a language with a grammar here"
 
 
 def _print(text: str) -> None:

@@ -73,6 +73,47 @@ def test_fill_reads_standard_input_as_the_file_it_names(model_dir):
     assert piped.stdout == from_file.stdout and "syntax unchecked" not in piped.stderr
 
 
+def _one_hole(name: str, folder: Path, monkeypatch) -> str:
+    """`name` ("-": standard input) holding one hole, as fill_file's path argument."""
+    import io
+
+    text = b"x = <FILL>\n"
+    if name == "-":
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text)))
+        return name
+    (folder / name).write_bytes(text)
+    return str(folder / name)
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("-", "standard input has no file extension to tell its language by"),
+    ("notes.txt", ".txt (notes.txt) is not the extension of a language with a grammar here"),
+    ("Makefile", "Makefile has no file extension to tell its language by"),
+])
+def test_a_fill_whose_language_is_not_told_says_why_its_syntax_goes_unchecked(
+        name, why, model_dir, tmp_path, monkeypatch, capsys):
+    """`fill -` without --language printed only "syntax unchecked" on each hole's line:
+    the README says why, the command did not, nor which flag checks it."""
+    from dlm_lsp.fill import fill_file
+
+    name = _one_hole(name, tmp_path, monkeypatch)
+    assert fill_file(name, model=str(model_dir), steps=1) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert f"# syntax not checked: {why}; --language names the language " \
+           "(python, typescript, go, ...)" in said
+
+
+@pytest.mark.parametrize(("name", "language"), [("-", "python"), ("notes.txt", "python"),
+                                                ("hole.py", None)])
+def test_a_fill_whose_language_is_told_says_nothing_of_an_unchecked_syntax(
+        name, language, model_dir, tmp_path, monkeypatch, capsys):
+    from dlm_lsp.fill import fill_file
+
+    name = _one_hole(name, tmp_path, monkeypatch)
+    assert fill_file(name, model=str(model_dir), steps=1, language=language) == 0
+    assert "not checked" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--language", "cobol"], "unknown language 'cobol'; one of: bash, c, cpp, csharp, go"),
     (["--language", "cobol"], "javascriptreact"),  # the LSP ids it takes too
