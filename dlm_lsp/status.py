@@ -147,5 +147,14 @@ def main(tcp: tuple[str, int] | None, model: str, device: str, remote: str | Non
             return 2
     width = max(len(k) for k in status)
     for key, value in status.items():
-        print(f"{key:<{width}}  {value}")
+        print(f"{key:<{width}}  {_shown(value)}")
     return 0
+
+
+def _shown(value: Any) -> str:
+    """A value as the table shows it: a mapping as `key value` pairs (`singleLine 8,
+    multiLine 16, rewrite 16`), not Python's `{'singleLine': 8, ...}` that `defaultSteps`
+    and `stepsWithin` printed, which reads as code, not as a machine's figures."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {_shown(each)}" for key, each in value.items())
+    return str(value)

@@ -402,6 +402,16 @@ def test_status_here_reports_the_model_and_its_step_cost(model_dir):
     assert int(lines["parameters"]) > 0
 
 
+def test_status_here_shows_its_per_kind_figures_as_words_not_python(model_dir, capsys):
+    """`defaultSteps` printed `{'singleLine': 8, 'multiLine': 16, 'rewrite': 16}`."""
+    from dlm_lsp.cli import main
+
+    assert main(["status", "--model", str(model_dir), "--device", "cpu"]) == 0
+    lines = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["defaultSteps"] == "singleLine 8, multiLine 16, rewrite 16"
+    assert lines["stepsWithin"].startswith("50ms ") and "{" not in lines["stepsWithin"]
+
+
 def test_status_here_reports_step_costs_only_at_lengths_the_model_takes(tmp_path):
     """A model of 128 tokens was reported at 256 and 512 tokens, neither of which it can
     run; it is reported at its own length."""
