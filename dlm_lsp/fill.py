@@ -33,6 +33,10 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     if source is None and write:
         print("dlm-lsp fill: --write needs a file, not standard input", file=sys.stderr)
         return 2
+    if source is None and getattr(sys.stdin, "isatty", bool)():
+        # `dlm-lsp fill -` typed in a terminal sat silent, waiting: it looked like a hang
+        print("dlm-lsp fill: reading the text to fill from the terminal; Ctrl-D ends it",
+              file=sys.stderr, flush=True)
     try:
         # bytes, decoded: Python's text mode reads `\r\n` as `\n`, and the file went back
         # (or out) with every line ending changed; the engine fills `\r\n` text as it is

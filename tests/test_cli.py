@@ -85,6 +85,24 @@ def _one_hole(name: str, folder: Path, monkeypatch) -> str:
     return str(folder / name)
 
 
+@pytest.mark.parametrize("terminal", [True, False])
+def test_fill_from_a_terminal_says_it_reads_it_and_that_ctrl_d_ends_it(
+        terminal, model_dir, monkeypatch, capsys):
+    """`dlm-lsp fill -` typed in a terminal sat silent until Ctrl-D, as the server did
+    before it said it waits for an editor; a pipe gets no such line."""
+    import io
+
+    from dlm_lsp.fill import fill_file
+
+    class Stdin(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return terminal
+    monkeypatch.setattr(sys, "stdin", Stdin(io.BytesIO(b"x = <FILL>\n")))
+    assert fill_file("-", model=str(model_dir), steps=1, language="python") == 0
+    said = "reading the text to fill from the terminal; Ctrl-D ends it"
+    assert (said in capsys.readouterr().err) is terminal
+
+
 @pytest.mark.parametrize(("name", "why"), [
     ("-", "standard input has no file extension to tell its language by"),
     ("notes.txt", ".txt (notes.txt) is not the extension of a language with a grammar here"),
