@@ -27,6 +27,21 @@ def test_a_server_started_for_a_with_block_ends_with_it_even_when_the_block_fail
     assert proc.poll() is not None  # ended and waited for: no server outlives the script
 
 
+def test_lsp_latency_names_no_more_requests_at_once_than_it_sent(model_dir, monkeypatch,
+                                                                 capsys):
+    """`lsp_latency.py --fills 3` (its concurrency 8 by default) printed "8 at once: 3
+    fills": a measurement of 8 concurrent requests that never ran."""
+    import sys
+
+    lsp_latency = script("lsp_latency")
+    monkeypatch.setattr(sys, "argv", ["lsp_latency.py", "--fills", "2", "--concurrent", "8",
+                                      "--model", str(model_dir),
+                                      "--settings", '{"device": "cpu", "steps": 1}'])
+    lsp_latency.main()
+    said = capsys.readouterr().out
+    assert "2 at once: 2 fills" in said, said
+
+
 def test_typing_cost_types_into_the_same_site_in_the_middle_of_every_size():
     """typing_cost.py compares sizes of a file: the model must see the same context
     (its class and the fixed code around it) at every size, and the cursor must be in
