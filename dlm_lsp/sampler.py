@@ -164,6 +164,20 @@ def head_tokens(chain: HeadChain, logits: torch.Tensor) -> list[int]:
     return tokens
 
 
+def head_room(chain: HeadChain, row: torch.Tensor, mask_id: int) -> int:
+    """The span positions the head's chain may take in a row: the masked run it starts.
+
+    A repair that writes the head's token again leaves the fill's tokens after it
+    committed; a chain longer than the tokens reopened would write over them (and, as
+    they count as commits, leave a masked position after the budget's last step).  The
+    tokens reopened spelled the head before, so a chain fits in them; where none would
+    (not seen), the chain may take the whole span, as on a first pass.
+    """
+    written = (row != mask_id).nonzero()
+    room = int(written[0]) if len(written) else row.shape[0]
+    return room if chain.min_tokens[0] <= room else row.shape[0]
+
+
 def blocks(n: int, steps: int, size: int | None) -> list[tuple[int, int, int]]:
     """(start, end, steps) of each block; the budget is shared by block size, >= 1 each."""
     size = max(1, size or n)
@@ -389,7 +403,8 @@ class Denoising:
         forced: list[list[int]] = [[] for _ in range(rows)]
         if self.chain is not None:  # first step: the head's chain, whatever else happens
             for r in range(rows):
-                spelled = head_tokens(self.chain, logits[r])
+                room = head_room(self.chain, span[r], mask_id)
+                spelled = head_tokens(self.chain, logits[r, :room])
                 chosen[r, :len(spelled)] = torch.tensor(spelled, device=device)
                 forced[r] = list(range(len(spelled)))
                 order.head[r] = len(spelled)

@@ -405,3 +405,18 @@ def test_a_head_no_token_chain_can_spell_is_refused_clearly(tok: Tokenizer) -> N
     assert layout.head == " café"
     with pytest.raises(ValueError, match="cannot be reproduced"):
         denoise(FakeModel(tok), layout, SamplerConfig(steps=4), 0)
+
+
+def test_a_repair_that_writes_the_head_again_keeps_the_fill_tokens_after_it(
+        tok: Tokenizer) -> None:
+    """A repair reopens the one token that spelled the head (8 spaces); a model that now
+    prefers the 4-space piece must not spell the head over the fill's committed tokens."""
+    head, piece = "        ", tok.token_texts.index("    ")
+    model = FakeModel(tok)
+    fill = tok.encode("return x")
+    lay = SpanLayout(tok.encode("def f():\n"), 1 + len(fill) + 1, tok.encode("\n"), head=head,
+                     init_ids=(model.mask_id, *fill, model.mask_id))
+    model = FakeModel(tok, _prefers([piece], tok.vocab_size))
+    out = _run(model, lay, steps=2)
+    assert out.span_ids[0, 1:1 + len(fill)].tolist() == fill
+    assert tok.decode(out.span_ids[0].tolist()).startswith(head + "return x")
