@@ -238,8 +238,10 @@ def _row_commits(cfg: SamplerConfig, order: _Order, r: int, masked: list[bool],
     if cfg.threshold is not None:
         confident = [ok and conf[i] >= cfg.threshold for i, ok in enumerate(eligible)]
         if any(confident):  # the confident positions, whatever the strategy: it orders them
-            k = sum(confident) if cfg.max_per_step is None else min(sum(confident),
-                                                                  cfg.max_per_step)
+            # beside the forced ones (the head's chain, the left-to-right region's next),
+            # which the cap counts but which take no confident position's place
+            k = len(set(forced) | {i for i, ok in enumerate(confident) if ok})
+            k = k if cfg.max_per_step is None else min(k, cfg.max_per_step)
             taken = pick(score, confident, forced, max(k, len(forced)), cfg.spacing, 0)
             # others only where the budget needs them
             return pick(score, eligible, taken, max(len(taken), floor), cfg.spacing, floor)

@@ -142,6 +142,18 @@ def test_threshold_commits_the_confident_positions_whatever_the_strategy(tok, st
     assert new[0] == {5, 6}
 
 
+@pytest.mark.parametrize("forced", ["left-to-right token", "head"])
+def test_threshold_commits_the_confident_positions_beside_those_a_step_must_commit(
+        tok, forced):
+    """The left-to-right region's next token and the head's chain commit whatever the
+    threshold says; they used to count among the confident, which then waited."""
+    lay = build_layout(tok, "y = ret", "\n", 8, 100) if forced == "head" else layout(tok, 8)
+    strengths = [0, 0, 0, 0, 0, 20, 20, 0]  # only positions 5 and 6 are near-certain
+    _, new, _ = watch(tok, peaked(tok, lay, strengths), lay, steps=8, threshold=0.9,
+                      ltr_tokens=2 if forced == "left-to-right token" else 0)
+    assert {5, 6} <= new[0]
+
+
 def test_spacing_never_puts_an_unsure_position_in_place_of_a_confident_one(tok):
     lay = layout(tok, 8)
     strengths = [20, 20, 20, 0, 0, 0, 0, 0]  # 0-2 near-certain; spacing keeps 1 for later
