@@ -230,7 +230,9 @@ def _row_commits(cfg: SamplerConfig, order: _Order, r: int, masked: list[bool],
         return pick(score, masked, forced, remaining, 0, remaining)
     end = order.ltr_end(r)
     forced = list(forced)  # the head's chain: masked until now, and committed even outside
-    region = [i for i in range(end) if masked[i]]
+    # the region starts after the head: on the first step the chain's own positions are
+    # still masked, and taken for the region's next they counted twice (one more commit)
+    region = [i for i in range(order.head[r], end) if masked[i]]
     if region:
         forced.append(region[0])
     eligible = [m and i >= end for i, m in enumerate(masked)]

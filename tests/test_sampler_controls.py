@@ -223,6 +223,17 @@ def test_left_to_right_prefix_commits_the_first_k_in_order(tok):
     assert no_masks(out, model)
 
 
+def test_the_left_to_right_region_starts_after_the_head_on_the_first_step(tok):
+    """The head's chain (one position: "\n") is committed on the first step beside the
+    region's first position, and the cap holds the rest back.  The region used to be
+    counted from the span's start: its 'next' position was the chain's own, which then
+    counted twice and let one more position past the cap."""
+    lay = build_layout(tok, "a = 1\n", "\n", 8, 100)
+    assert lay.head == "\n"
+    _, new, _ = watch(tok, fixed(tok), lay, steps=8, ltr_tokens=2, max_per_step=1)
+    assert new[0] == {0, 1}
+
+
 def test_first_line_goes_left_to_right_then_the_rest_in_parallel(tok):
     lay = layout(tok, 10)
     newline = tok.encode("\n")[0]
