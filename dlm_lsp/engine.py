@@ -564,7 +564,7 @@ class Engine:
                                         tuple(c.score for c in cands),
                                         tuple(c.used for c in cands),
                                         tuple(c.path for c in cands), result.steps,
-                                        result.tokens))
+                                        result.tokens, tuple(c.ended for c in cands)))
         if req.start == req.end and req.uri and cands[0].text:
             self.recent.remember_typed(req.uri, req.shown_prefix(), req.shown_suffix(),
                                        cands[0].text, req.options)
@@ -574,12 +574,13 @@ class Engine:
         """A result from remembered fills, validated again against this document."""
         document = self._document(req)
         candidates = []
-        for text, score, used, path in zip(found.texts, found.scores, found.used, found.paths,
-                                           strict=True):
+        ended = found.ended or (None,) * len(found.texts)  # the rest typed along: not known
+        for text, score, used, path, end in zip(found.texts, found.scores, found.used,
+                                                found.paths, ended, strict=True):
             check = (document.validate(*checked_span(req), text)
                      if isinstance(document, ParsedDocument) else None)
             candidates.append(Candidate(text, check.valid if check else None, score, used,
-                                        path, [], check))
+                                        path, [], check, ended=end))
         candidates.sort(key=lambda c: (c.valid is False, -c.score))
         best = candidates[0]
         syntax = best.check.reason if best.check is not None else f"not checked: {document}"

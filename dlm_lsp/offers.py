@@ -10,7 +10,10 @@ there asks the model for the middle between the same prefix and suffix that it h
 answered: the accepted fill, if the model ended it before the span did (the span's tail
 was padding), is the whole middle as the model sees it.  Measured with the shipped model
 on 40 held-out lines and 20 HumanEval multi-line tasks, ghost text at a line's start and
-after its first 3 characters: every one of the 56 fills offered ended before its span;
+after its first 3 characters: every one of the 56 fills offered ended before its span
+(counted then by `used` against the span's length, which took a fill that a head's
+tokens shared the span with for one the model ended even where it used the whole span;
+now `Candidate.ended`, a pad written: not measured again);
 the fill made after it offered nothing (whitespace, or rejected) in 31, and otherwise
 text such as `(`, `. self`, `.assertEqual` or `#` lines, never the rest of the
 canonical middle (which the first fills, from this small model, never were either).  Those
@@ -57,7 +60,9 @@ class Offers:
             if result.reused == "typed":
                 whole = earlier is not None and any(
                     fill.endswith(candidate.text) for fill in earlier.ended)
-            else:
+            elif candidate.ended is not None:
+                whole = candidate.ended
+            else:  # not told (older services): its tokens against the span's
                 whole = candidate.used < result.tokens
             if whole:
                 ended.append(candidate.text)

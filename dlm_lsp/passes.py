@@ -454,7 +454,8 @@ class InfillRun:
             broken = self.flawed(ids, text)
             found.append(Candidate(text, verdict.valid if verdict else None, score,
                                    self.used(ids), path,
-                                   ids, verdict, tuple(broken)))
+                                   ids, verdict, tuple(broken),
+                                   ended=self.content_length(ids) < len(ids)))
         return found
 
     def repair(self, candidates: list[Candidate], cfg: RepairConfig, sampler: SamplerConfig,

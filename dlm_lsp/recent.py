@@ -32,6 +32,7 @@ class Remembered:
     paths: tuple[str, ...]
     steps: int
     tokens: int
+    ended: tuple[bool | None, ...] = ()  # per candidate, as `Candidate.ended`
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,10 @@ class Candidate:
     # U+FFFD of broken bytes nor a stray control), and written again by repair while its
     # rounds last
     broken: tuple[int, ...] = ()
+    # the model ended it with a pad before its span ended (None where not known: an
+    # older remote service, SGLang); `used` cannot tell, as it leaves out the head's tokens
+    # that the span's length (`InfillResult.tokens`) counts
+    ended: bool | None = None
 
 
 @dataclass

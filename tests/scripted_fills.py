@@ -4,8 +4,8 @@ that takes its time (a large model on a CPU), without such a model.
 
 Each fill runs the real engine (the tiny test model), then its best candidate's text is
 replaced by the text in the file named by DLM_TEST_FILL (the model's own candidates are
-dropped), a fill the model ended before its span did (`used` below the span's tokens), as
-a whole planted answer is.  Where DLM_TEST_FILL_PLACES is set, each fill the server asks
+dropped), a fill the model ended before its span did (`ended`), as a whole planted answer
+is.  Where DLM_TEST_FILL_PLACES is set, each fill the server asks
 the engine for appends its place to the file it names: the text of the cursor's line up
 to the cursor, as a JSON string.  Where DLM_TEST_FILL_GATE is set, a fill first appends
 "begin" to the file named by DLM_TEST_FILL_LOG and waits until the gate file exists
@@ -61,8 +61,7 @@ def scripted_infill(self, req):
     # as planted, line breaks too: a fill for a `\r\n` file is sent with `\r\n` breaks
     with open(os.environ["DLM_TEST_FILL"], encoding="utf-8", newline="") as planted:
         text = planted.read()
-    best = dataclasses.replace(result.candidates[0], text=text, valid=None,
-                               used=min(result.candidates[0].used, max(result.tokens - 1, 0)))
+    best = dataclasses.replace(result.candidates[0], text=text, valid=None, ended=True)
     if gate is not None:
         _note("end")
     return dataclasses.replace(result, candidates=[best])

@@ -824,3 +824,28 @@ def test_a_fill_whose_worker_ends_before_it_takes_the_fill_goes_on_alone(
     result = eng.infill(_request("x = |\n", **options))
     assert handed, "the fill was never handed a worker"
     assert [c.text for c in result.candidates] == expected
+
+
+@pytest.mark.parametrize("end", [False, True])
+def test_a_fill_is_ended_only_where_the_model_wrote_a_pad_before_its_span_ended(
+        model_dir: Path, end: bool) -> None:
+    """A fill at `ret|` (its head ` ret` takes span positions) that writes `x` in every
+    position was cut short by its span, however few tokens `used` counts beside the span's
+    length (`tokens`, the head's included): offers.py continues it once accepted."""
+    from fakes import FakeModel
+
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                              validate=False))
+    tok = eng.model.tokenizer
+    fake = FakeModel(tok)
+
+    def make(ids: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[..., tok.encode("x")[0]] = 10.0
+        logits[..., fake.pad_id] = 20.0 if end else 0.0  # the fill's end, at once
+        return logits
+    fake._make = make
+    eng._model = fake
+    result = eng.infill(_request("y = ret|\n", length=4, steps=4))
+    best = result.candidates[0]
+    assert best.ended is end and best.used < result.tokens

@@ -55,7 +55,7 @@ class Filled:
         self.accepted = accepted
         self.fills += 1
         return None, SimpleNamespace(tokens=16, reused="", candidates=[
-            SimpleNamespace(text=t, valid=v, used=self.used)
+            SimpleNamespace(text=t, valid=v, used=self.used, ended=self.used < 16)
             for t, v in zip(self.texts, self.valid, strict=True)])
 
 

@@ -11,9 +11,10 @@ SOURCE = "def f(x):\n    retu\n"
 AT = SOURCE.index("retu") + 4
 
 
-def result(*texts: str, used: int = 3, tokens: int = 16, reused: str = ""):
+def result(*texts: str, used: int = 3, tokens: int = 16, reused: str = "",
+           ended: bool | None = None):
     return SimpleNamespace(tokens=tokens, reused=reused, candidates=[
-        SimpleNamespace(text=text, used=used) for text in texts])
+        SimpleNamespace(text=text, used=used, ended=ended) for text in texts])
 
 
 def inserted(fill: str, source: str = SOURCE, at: int = AT) -> tuple[str, int]:
@@ -49,6 +50,14 @@ def test_a_newer_offer_with_no_fill_ended_replaces_the_older():
     offers = Offers()
     offers.offered(URI, SOURCE, AT, result("rn x"), ["rn x"])
     offers.offered(URI, SOURCE, AT, result("rn x", used=16), ["rn x"])
+    assert not offers.accepted(URI, *inserted("rn x"))
+
+
+def test_a_fill_the_model_did_not_end_is_continued_whatever_tokens_it_used():
+    """`used` leaves out the head's tokens (`retu` here), which the span's `tokens` count:
+    a fill that used its whole span counted fewer, and was taken for one the model ended."""
+    offers = Offers()
+    offers.offered(URI, SOURCE, AT, result("rn x", used=14, ended=False), ["rn x"])
     assert not offers.accepted(URI, *inserted("rn x"))
 
 

@@ -37,6 +37,15 @@ def test_a_repeated_request_is_answered_without_the_model(engine: Engine) -> Non
     assert again.candidates[0].valid is True, "validity is checked again"
 
 
+def test_a_repeated_request_s_fills_keep_whether_the_model_ended_them(engine: Engine) -> None:
+    """offers.py tells from it whether a fill accepted is continued."""
+    Planted(engine, _request(), broken=FILL)
+    first = engine.infill(_request())
+    again = engine.infill(_request())
+    assert again.reused == "exact"
+    assert [c.ended for c in again.candidates] == [c.ended for c in first.candidates] == [True]
+
+
 def test_other_options_or_another_context_are_computed_afresh(engine: Engine) -> None:
     planted = Planted(engine, _request(), broken=FILL)
     engine.infill(_request())

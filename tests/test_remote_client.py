@@ -33,7 +33,7 @@ AT = TEXT.index("return ") + 7
 
 def a_result() -> InfillResult:
     check = Validation(True, False, "python", ((1, 11),), "1 new syntax error", ((26, 27),))
-    return InfillResult([Candidate("a +", False, -0.25, 2, "repair", [], check),
+    return InfillResult([Candidate("a +", False, -0.25, 2, "repair", [], check, ended=True),
                          Candidate("a + b", None, -0.5, 3)],
                         SpanPlan("single-line", 16, 8, True), 9, 16, 12.5, True, "repair", 1,
                         11.0, "1 new syntax error", "")

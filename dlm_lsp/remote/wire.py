@@ -103,6 +103,7 @@ def request_from_json(data: Any, base: ServerConfig) -> tuple[InfillRequest, boo
 def _candidate_json(c: Candidate) -> dict[str, Any]:
     check = c.check
     return {"text": c.text, "valid": c.valid, "score": c.score, "used": c.used, "path": c.path,
+            "ended": c.ended,
             "check": None if check is None else {
                 "checked": check.checked, "valid": check.valid, "language": check.language,
                 "errors": [list(at) for at in check.new_errors], "reason": check.reason,
@@ -115,7 +116,7 @@ def _candidate(data: dict[str, Any]) -> Candidate:
                      data["path"], [], None if check is None else Validation(
                          check["checked"], check["valid"], check["language"],
                          tuple(tuple(at) for at in check["errors"]), check["reason"],
-                         tuple(tuple(r) for r in check["ranges"])))
+                         tuple(tuple(r) for r in check["ranges"])), ended=data.get("ended"))
 
 
 def result_json(result: InfillResult, notices: list[str] = ()) -> dict[str, Any]:
