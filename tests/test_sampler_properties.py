@@ -4,7 +4,8 @@
 combination ends in budget with every position written.  Here each step of a run
 is watched under many combinations (one fixed seed, so every run sees the same
 examples), for what the README's "Denoising controls" promise of a step: what it
-may change, where it may commit, and how many.  The fake model's logits depend on
+may change, where it may commit, and how many; and a settled fill's early end is
+checked against the whole budget's text.  The fake model's logits depend on
 each position's left neighbour, so proposals change as positions commit, and
 peaks of varied strength make some positions confident.  Spans start masked, or
 partly masked as a repair leaves them (the old fill kept, some of it masked again,
@@ -30,7 +31,7 @@ from dlm_lsp.sampler import Denoising, SamplerConfig
 from dlm_lsp.span import SpanLayout, build_layout
 
 # One fixed seed for every test here: each draws the same examples, so each run is
-# made once (`_run`'s cache) and checked by every test, in about 5 s in all.
+# made once (`_run`'s cache) and checked by every test, in about 10 s in all.
 EXAMPLES = settings(max_examples=400, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
@@ -240,3 +241,29 @@ def test_a_threshold_commits_every_position_at_least_that_confident(tok, example
         confident = {i for i in range(free, end)
                      if step.before[r][i] == step.mask and step.sure[r][i] >= cfg.threshold}
         assert confident <= set(step.committed(r)), (s, r, sorted(confident), step.committed(r))
+
+
+def _text(tok: Tokenizer, lay: SpanLayout, ids: list[int], single_line: bool) -> str:
+    """A row's fill as the engine reads it: up to its first pad, after the head, to its
+    first line break where it is one line."""
+    pad = FakeModel(tok).pad_id
+    text = tok.decode(ids[:ids.index(pad)] if pad in ids else ids)[len(lay.head):]
+    return text.split("\n", 1)[0] if single_line else text
+
+
+@examples
+def test_a_settled_fill_ends_early_with_the_text_the_whole_budget_gives(tok, example):
+    """Without re-masking (with it, settling is off): the loop stops once no step can
+    change the text, and the text is the same."""
+    lay, cfg, steps, out = _run(tok, **example)
+    if cfg.remask > 0:
+        return
+    whole = replace(cfg, stop_when_settled=False)
+    spent = Denoising(FakeModel(tok, reactive(tok.vocab_size, example["seed"])), lay, whole,
+                      example["seed"])
+    while not spent.done:
+        spent.advance(spent.model.logits(spent.inputs))
+    assert len(steps) <= spent.steps
+    for settled, full in zip(out.tolist(), spent.result().span_ids.tolist(), strict=True):
+        assert _text(tok, lay, settled, cfg.single_line) == _text(tok, lay, full,
+                                                                  cfg.single_line)
