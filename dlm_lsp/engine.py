@@ -53,7 +53,13 @@ from dlm_lsp.results import Candidate, InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled, SamplerConfig, refine_start
 from dlm_lsp.serving import BatchConfig, StepBatcher, Target
 from dlm_lsp.slowdown import LoadFactor
-from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
+from dlm_lsp.span import (
+    SpanLayout,
+    borrowed_line_break,
+    build_layout,
+    head_chain,
+    head_positions,
+)
 from dlm_lsp.validation import ParsedDocument, language_for
 
 __all__ = ["Cancelled", "Candidate", "Engine", "InfillRequest", "InfillResult",
@@ -601,7 +607,7 @@ class Engine:
         ids = tok.encode(layout.head + old)
         if len(ids) > layout.n_masked:
             return layout  # the old code does not fit its span: regenerate it whole
-        head = len(tok.encode(layout.head)) if layout.head else 0
+        head = head_positions(tok, ids, layout.head)  # never masked: the head stays whole
         start = replace(layout, head_tokens=head, init_ids=tuple(
             ids + [model.pad_id] * (layout.n_masked - len(ids))))
         return replace(start, init_ids=tuple(refine_start(model, start, strength, by, seed)))

@@ -157,6 +157,17 @@ def build_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
     return SpanLayout(prefix_ids, n_masked + head_tokens, suffix_ids, head, head_tokens)
 
 
+def head_positions(tokenizer: Tokenizer, ids: list[int], head: str) -> int:
+    """How many of `ids` (the head and the text after it, tokenized together) hold the
+    head's characters: those that start inside it.  Tokenized alone the head can take
+    fewer (`\n        ` is one token, but before `return` its last space joins
+    ` return`), and a position past those would be taken for the fill's own."""
+    held = 0
+    while held < len(ids) and len(tokenizer.decode(ids[:held])) < len(head):
+        held += 1
+    return held
+
+
 class HeadChain:
     """Which tokens may continue the head, so that it is always reproduced exactly.
 

@@ -849,3 +849,27 @@ def test_a_fill_is_ended_only_where_the_model_wrote_a_pad_before_its_span_ended(
     result = eng.infill(_request("y = ret|\n", length=4, steps=4))
     best = result.candidates[0]
     assert best.ended is end and best.used < result.tokens
+
+
+def test_a_partial_rewrite_keeps_every_token_that_holds_the_head(model_dir: Path) -> None:
+    """`return x` after 8 spaces: the head `\\n        ` is one token alone, but before
+    `return` its last space joins ` return`, which was taken for old code and masked;
+    written again without the space, the fill no longer started with the head and came
+    back empty."""
+    from fakes import FakeModel
+
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                              validate=False))
+    tok = eng.model.tokenizer
+
+    def make(ids: torch.Tensor) -> torch.Tensor:  # `y` everywhere: no space before it
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[..., tok.encode("y")[0]] = 10.0
+        return logits
+    eng._model = FakeModel(tok, make)
+    text = "def f(x):\n    if x:\n        return x\n"
+    start = text.index("return")
+    result = eng.infill(InfillRequest(text, start, start + len("return x"), "python",
+                                      options=InfillOptions(strength=0.9, steps=4,
+                                                            repair_rounds=0, fallback=False)))
+    assert result.candidates[0].text.startswith("return")
