@@ -602,11 +602,14 @@ class Engine:
     @staticmethod
     def _refine_layout(model: DiffusionModel, layout: SpanLayout, old: str, strength: float,
                        by: str, seed: int) -> SpanLayout:
-        """Start a rewrite from the old code, with `strength` of its tokens masked."""
+        """Start a rewrite from the old code, with `strength` of its tokens masked.  At
+        strength 1 nothing of it is kept, not even a token that holds the head and the old
+        code's start (` foo` after `x =`): the span starts masked, and the head is spelled
+        anew."""
         tok = model.tokenizer
         ids = tok.encode(layout.head + old)
-        if len(ids) > layout.n_masked:
-            return layout  # the old code does not fit its span: regenerate it whole
+        if len(ids) > layout.n_masked or strength >= 1:
+            return layout  # too long for its span, or all of it masked: regenerate it whole
         head = head_positions(tok, ids, layout.head)  # never masked: the head stays whole
         start = replace(layout, head_tokens=head, init_ids=tuple(
             ids + [model.pad_id] * (layout.n_masked - len(ids))))

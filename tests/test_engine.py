@@ -873,3 +873,25 @@ def test_a_partial_rewrite_keeps_every_token_that_holds_the_head(model_dir: Path
                                       options=InfillOptions(strength=0.9, steps=4,
                                                             repair_rounds=0, fallback=False)))
     assert result.candidates[0].text.startswith("return")
+
+
+def test_a_rewrite_at_strength_one_keeps_nothing_of_the_old_code(model_dir: Path) -> None:
+    """The token that holds the head (` `) and the old code's start (` f` of `foo`) was
+    kept as the head's, so `foo(a, b)` rewritten whole still began with `f`."""
+    from fakes import FakeModel
+
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                              validate=False))
+    tok = eng.model.tokenizer
+
+    def make(ids: torch.Tensor) -> torch.Tensor:  # the head as ` `, then `y` everywhere
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[..., tok.encode("y")[0]] = 10.0
+        logits[..., tok.encode(" ")[0]] = 5.0
+        return logits
+    eng._model = FakeModel(tok, make)
+    text = "x = foo(a, b)\n"
+    result = eng.infill(InfillRequest(text, 4, 4 + len("foo(a, b)"), "python",
+                                      options=InfillOptions(strength=1.0, steps=4,
+                                                            repair_rounds=0, fallback=False)))
+    assert set(result.candidates[0].text) == {"y"}
