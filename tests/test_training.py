@@ -490,7 +490,7 @@ def test_a_warm_start_folder_that_is_not_our_model_is_refused_before_reading_sou
     assert main(_warm_cli_args(source_dir, tmp_path / "out", init)) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("dlm-lsp train: ") and says in captured.err
-    assert "sources:" not in captured.out
+    assert "sources:" not in captured.err
 
 
 @pytest.mark.parametrize(("args", "flags"), [
@@ -516,7 +516,7 @@ def test_a_seq_len_beyond_the_warm_start_s_context_is_refused_before_reading_sou
     captured = capsys.readouterr()
     assert captured.err == (f"dlm-lsp train: --seq-len 65 exceeds the max_length 64 of the "
                             f"model in --init-from {trained[0]}\n")
-    assert "sources:" not in captured.out
+    assert "sources:" not in captured.err
 
 
 def test_init_from_default_continues_the_shipped_model(tmp_path):
@@ -574,6 +574,15 @@ def _cli_args(source_dir: Path, out: Path) -> list[str]:
             "--vocab-size", "400", "--seconds", "600", "--max-steps", "100000"]
 
 
+def _the_error(err: str) -> str:
+    """A failed run's one error line: the last on stderr, after the progress lines that
+    came before the failure, and no traceback."""
+    lines = err.splitlines()
+    assert [line for line in lines if line.startswith(("dlm-lsp train", "Traceback"))] \
+        == lines[-1:]
+    return lines[-1]
+
+
 def _warm_cli_args(source_dir: Path, out: Path, init: Path) -> list[str]:
     """`_cli_args` continuing the model in `init` (whose shape no flag may change)."""
     args = _cli_args(source_dir, out)
@@ -594,8 +603,8 @@ def test_ctrl_c_while_training_ends_the_step_then_saves_and_says_where(
     assert torch.isfinite(model.logits(torch.tensor([model.tokenizer.encode("x = 1\n")]))).all()
     captured = capsys.readouterr()
     assert f"saving to {out}" in captured.err
-    assert f"stopped by SIGINT after 3 steps; saved to {out}" in captured.out
-    assert "for 600s or 100000 steps" in captured.out  # the run says both of its limits
+    assert f"stopped by SIGINT after 3 steps; saved to {out}" in captured.err
+    assert "for 600s or 100000 steps" in captured.err  # the run says both of its limits
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "handler restored"
 
 
@@ -703,9 +712,8 @@ def test_a_loss_that_becomes_nan_ends_the_run_in_one_line(source_dir, tmp_path, 
     args = [*_cli_args(source_dir, tmp_path / "out"), "--lr", "1e30", "--log-every", "0",
             "--max-steps", "20"]
     assert main(args) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("dlm-lsp train: training loss became nan at step ")
-    assert len(err.splitlines()) == 1
+    assert _the_error(capsys.readouterr().err).startswith(
+        "dlm-lsp train: training loss became nan at step ")
 
 
 def test_weights_that_became_nan_are_not_saved_over_the_model_there(
@@ -717,8 +725,9 @@ def test_weights_that_became_nan_are_not_saved_over_the_model_there(
     args = [*_warm_cli_args(source_dir, out, out), "--lr", "1e30", "--log-every", "100",
             "--max-steps", "5"]
     assert main(args) == 1
-    assert capsys.readouterr().err == ("dlm-lsp train: the weights became nan or infinite by "
-                                       f"step 5; nothing saved to {out}; try a lower --lr\n")
+    assert _the_error(capsys.readouterr().err) == (
+        f"dlm-lsp train: the weights became nan or infinite by step 5; nothing saved to {out}; "
+        "try a lower --lr")
     assert (out / "model.safetensors").read_bytes() == before
 
 
@@ -831,10 +840,10 @@ def test_nonsense_values_are_one_line_before_any_training(args, says, source_dir
     file.write_text("not a folder\n")
     args = [a.format(file=file) for a in args]
     assert main([*_cli_args(source_dir, tmp_path / "out"), "--max-steps", "2", *args]) == 2
-    captured = capsys.readouterr()
-    assert captured.err.startswith("dlm-lsp train: ") and says in captured.err
-    assert len(captured.err.splitlines()) == 1
-    assert "training " not in captured.out and not (tmp_path / "out" / "config.json").exists()
+    err = capsys.readouterr().err
+    assert _the_error(err).startswith("dlm-lsp train: ") and says in _the_error(err)
+    assert not any(line.startswith("training ") for line in err.splitlines())
+    assert not (tmp_path / "out" / "config.json").exists()
 
 
 @pytest.mark.parametrize("args", [["--shard-mib", "0.001"], ["--extra-root", "{missing}"],
@@ -852,7 +861,7 @@ def test_a_run_refused_after_the_out_check_leaves_no_out_folder_behind(
     out = tmp_path / "new" / "model"
     args = [a.format(missing=tmp_path / "missing") for a in args]
     assert main([*_cli_args(source_dir, out), *args]) == 2
-    assert capsys.readouterr().err.startswith("dlm-lsp train: ")
+    assert _the_error(capsys.readouterr().err).startswith("dlm-lsp train: ")
     assert not (tmp_path / "new").exists()
 
 
@@ -1698,9 +1707,18 @@ def test_a_corpus_of_one_file_says_it_holds_nothing_out(tmp_path, capsys):
     (tmp_path / "src" / "only.py").write_text("def add(a, b):\n    return a + b\n" * 40)
     out = tmp_path / "out"
     assert main([*_cli_args(tmp_path / "src", out), "--max-steps", "2"]) == 0
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err
     assert "None" not in printed
     assert "held-out loss none (a single source file: nothing held out) -> none" in printed
+
+
+def test_train_s_standard_output_is_its_closing_json_alone(source_dir, tmp_path, capsys):
+    """Progress went to stdout beside the statistics, so `dlm-lsp train ... | jq` failed
+    on the first line ("sources: ..."): the lines a person reads go to stderr."""
+    assert main([*_cli_args(source_dir, tmp_path / "out"), "--max-steps", "2"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["steps"] == 2
+    assert "sources: " in captured.err and "saved to " in captured.err
 
 
 def test_each_held_out_evaluation_says_when_it_starts_and_what_it_found_in_how_long(
@@ -1708,7 +1726,7 @@ def test_each_held_out_evaluation_says_when_it_starts_and_what_it_found_in_how_l
     """The evaluations before and after training (~9 s each in the shipped recipe on a
     2-core CPU) printed nothing while they ran: the run looked hung."""
     stats = train(tiny_config(source_dir, tmp_path / "out", max_steps=2))
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().err.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("evaluating held-out")]
     assert [lines[i] for i in starts] == [
         f"evaluating held-out loss {when} training on 8 rows and 8 infilling rows..."
@@ -1727,7 +1745,7 @@ def test_a_periodic_evaluation_says_when_it_starts_and_its_progress_line_keeps_i
     and after training showed nothing moving until the progress line that carries it."""
     train(tiny_config(source_dir, tmp_path / "out", max_steps=2, log_every=0.0,
                       eval_every=1e-9))
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().err.splitlines()
     progress = [i for i, line in enumerate(lines) if line.startswith("step ")]
     assert [lines[i - 1] for i in progress] == [
         f"evaluating held-out loss at step {step} on 8 rows and 8 infilling rows..."

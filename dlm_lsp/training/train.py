@@ -279,13 +279,14 @@ def _tokenizer(cfg: TrainConfig, corpus: Corpus,
     previous training stats (none for a new model)."""
     if warm is not None:
         config = json.loads((Path(cfg.init_from) / "config.json").read_text())
-        print(f"warm start from {cfg.init_from} (shape {warm.module.cfg})", flush=True)
+        print(f"warm start from {cfg.init_from} (shape {warm.module.cfg})", file=sys.stderr,
+              flush=True)
         return warm.tokenizer, config.get("training", {})
     started = time.monotonic()
     sample = _tokenizer_sample(corpus, cfg.tokenizer_bytes)
     tokenizer = train_tokenizer(sample, cfg.vocab_size, split_lines=cfg.split_lines)
     print(f"tokenizer: {tokenizer.vocab_size} ids from {sum(map(len, sample)):,} characters "
-          f"in {time.monotonic() - started:.1f}s", flush=True)
+          f"in {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
     return tokenizer, {}
 
 
@@ -597,7 +598,8 @@ class _Evaluator:
         rows = sum(len(b.inputs) for b in self.mixed)
         if rows:
             print(f"evaluating held-out loss {when} on {rows} rows and "
-                  f"{sum(len(b.inputs) for b in self.infill)} infilling rows...", flush=True)
+                  f"{sum(len(b.inputs) for b in self.infill)} infilling rows...",
+                  file=sys.stderr, flush=True)
         return bool(rows)
 
     def periodic(self, module: TinyDenoiser, step: int) -> dict[str, float | None]:
@@ -617,7 +619,7 @@ class _Evaluator:
         losses = self(module)
         print(f"held-out loss {losses['heldout_loss']}, infill loss "
               f"{losses['heldout_infill_loss']} in {time.monotonic() - started:.1f}s",
-              flush=True)
+              file=sys.stderr, flush=True)
         return losses
 
 
@@ -714,7 +716,7 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
                   f"infill {point['infill']:.3f})  lr {lr:.2e}  {rate:,.0f} tok/s  "
                   f"{now - start:.0f}/{seconds:.0f}s"
                   + (f"  held-out {point['heldout_loss']}" if "heldout_loss" in point else ""),
-                  flush=True)
+                  file=sys.stderr, flush=True)
             window = _Window(device)
         if cfg.save_every > 0 and now - last_save >= cfg.save_every:
             if not math.isfinite(float(ema)):  # never overwrite a good save with a broken one
@@ -812,7 +814,7 @@ def train(cfg: TrainConfig) -> dict:
         corpus = _corpus(cfg)
         print(f"sources: {len(corpus.train) + len(corpus.heldout)} files in "
               f"{time.monotonic() - run_started:.1f}s; dropped {len(corpus.contaminated)} sharing "
-              f"text with HumanEval, {corpus.duplicates} duplicates", flush=True)
+              f"text with HumanEval, {corpus.duplicates} duplicates", file=sys.stderr, flush=True)
         laps.lap("reading")  # with the --init-from model's loading, before the sources
         tokenizer, previous = _tokenizer(cfg, corpus, warm)
         laps.lap("tokenizer")
@@ -831,7 +833,7 @@ def train(cfg: TrainConfig) -> dict:
         heldout_stream = encode_stream(tokenizer, corpus.heldout)
         print(f"data: {len(corpus.train)} train files ({len(train_stream):,} tokens), "
               f"{len(corpus.heldout)} held-out ({len(heldout_stream):,} tokens), "
-              f"tokenized in {time.monotonic() - started:.1f}s", flush=True)
+              f"tokenized in {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
         laps.lap("tokenizing")
 
         rows = replace(cfg.rows, seq_len=cfg.seq_len)
@@ -860,7 +862,7 @@ def train(cfg: TrainConfig) -> dict:
         print(f"training {module.num_parameters():,} parameters on {describe_device(device)} "
               f"for {seconds:.0f}s{_or_steps(cfg.max_steps)}, "
               f"batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
-              f"{_heldout(initial['heldout_loss'])}", flush=True)
+              f"{_heldout(initial['heldout_loss'])}", file=sys.stderr, flush=True)
 
         init_from = None if cfg.init_from is None else str(cfg.init_from)
 
@@ -919,7 +921,7 @@ def train(cfg: TrainConfig) -> dict:
           f"held-out loss {_heldout(initial['heldout_loss'])} -> "
           f"{_heldout(stats['heldout_loss'])}, held-out infill loss "
           f"{_heldout(initial['heldout_infill_loss'])} -> "
-          f"{_heldout(stats['heldout_infill_loss'])}", flush=True)
+          f"{_heldout(stats['heldout_infill_loss'])}", file=sys.stderr, flush=True)
     card = Path(cfg.out_dir) / "MODEL_CARD.md"
     if card.is_file():  # kept, as a record, but it no longer describes these weights
         print(f"note: {card} describes the model that was there before this run; update it "
