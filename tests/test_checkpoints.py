@@ -642,6 +642,22 @@ def test_models_check_reports_family_mask_shift_vocab_and_parameters(checkpoints
         str(checkpoints["llada"]), "cpu").module.parameters())
 
 
+def test_models_check_of_a_published_checkpoint_says_its_weights_were_not_loaded(
+        checkpoints, capsys):
+    """Read from config.json, the tokenizer and the safetensors headers alone, it was
+    "ok: the server can load it", which only a load (`--load`) finds out."""
+    assert models_main(["check", str(checkpoints["llada"])]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "ok: config.json, the tokenizer and the safetensors headers agree; the weights were "
+        "not loaded (--load loads them and times a forward pass)")
+
+
+def test_models_check_load_says_the_device_it_loaded_the_checkpoint_on(checkpoints, capsys):
+    assert models_main(["check", str(checkpoints["llada"]), "--load", "--device", "cpu"]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "ok: the server can load it (loaded on cpu)")
+
+
 def test_models_check_loads_our_own_model_and_times_a_forward_pass(capsys):
     from dlm_lsp.models import DEFAULT_MODEL_DIR
 

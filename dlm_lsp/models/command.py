@@ -53,6 +53,7 @@ class Report:
     weight_files: int | None = None
     context: int | None = None
     forward_ms: float | None = None  # with --load
+    loaded_on: str = ""  # the device its weights were loaded on; "" when read, not loaded
     problems: list[str] = field(default_factory=list)
 
 
@@ -192,6 +193,7 @@ def _load_our_own(report: Report) -> None:
         return
     report.tokenizer_vocab = model.tokenizer.vocab_size
     report.parameters = sum(p.numel() for p in model.module.parameters())
+    report.loaded_on = "cpu"
 
 
 def time_forward(report: Report, device: str, precision: str) -> None:
@@ -210,6 +212,7 @@ def time_forward(report: Report, device: str, precision: str) -> None:
         if model.device.type == "cuda":
             torch.cuda.synchronize()
         report.forward_ms = round((time.perf_counter() - start) * 1000, 1)
+        report.loaded_on = str(model.device)
     except (ModelLoadError, RuntimeError) as exc:
         report.problems.append(f"loading failed: {exc}")
 
@@ -230,8 +233,20 @@ def print_report(report: Report) -> None:
             print(f"{key:<{width}}  {value}")
     for problem in report.problems:
         print(f"problem: {problem}", file=sys.stderr)
-    print("ok: the server can load it" if not report.problems else
-          f"{len(report.problems)} problem(s)", file=sys.stderr)
+    print(verdict(report), file=sys.stderr)
+
+
+def verdict(report: Report) -> str:
+    """The closing line, saying what was checked.  A published checkpoint is checked from
+    config.json, the tokenizer and the safetensors headers without loading its weights
+    (seconds, even for 7B), and that check was called "ok: the server can load it": a
+    truncated shard, or one the device cannot hold, fails only in a real load."""
+    if report.problems:
+        return f"{len(report.problems)} problem(s)"
+    if report.loaded_on:
+        return f"ok: the server can load it (loaded on {report.loaded_on})"
+    return ("ok: config.json, the tokenizer and the safetensors headers agree; the weights "
+            "were not loaded (--load loads them and times a forward pass)")
 
 
 def print_families() -> None:
