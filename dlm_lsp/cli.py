@@ -310,7 +310,7 @@ def _bench(args: argparse.Namespace, began: float) -> int:
     from dlm_lsp.bench.plots import MissingMatplotlib
     from dlm_lsp.bench.progress import Stopped
     from dlm_lsp.bench.sandbox import IsolationRefused
-    from dlm_lsp.models import ModelLoadError
+    from dlm_lsp.models import ModelLoadError, command_line_message
 
     try:
         for attribute, option in (("json_out", "--json"), ("markdown_out", "--markdown"),
@@ -318,7 +318,10 @@ def _bench(args: argparse.Namespace, began: float) -> int:
             if getattr(args, attribute, None):
                 check_writable(option, getattr(args, attribute))
         return _run_bench(args)  # SIGTERM is an interruption here too (main)
-    except (MissingBaseline, MissingMatplotlib, ModelLoadError, UsageError, OutputError,
+    except ModelLoadError as exc:
+        print(f"dlm-lsp bench {args.bench}: {command_line_message(exc)}", file=sys.stderr)
+        return 2
+    except (MissingBaseline, MissingMatplotlib, UsageError, OutputError,
             IsolationRefused) as exc:
         print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
         return 2

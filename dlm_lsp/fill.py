@@ -14,7 +14,7 @@ from dlm_lsp.atomic_write import PartWritten, unwritable, write_atomically
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import HoleFilling, find_holes
-from dlm_lsp.models import ModelLoadError
+from dlm_lsp.models import ModelLoadError, command_line_message
 from dlm_lsp.validation import LANGUAGE_IDS, LANGUAGES, language_for
 
 
@@ -62,7 +62,7 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     try:
         model_obj = engine.model
     except ModelLoadError as exc:
-        print(f"dlm-lsp fill: {exc}", file=sys.stderr)
+        print(f"dlm-lsp fill: {command_line_message(exc)}", file=sys.stderr)
         return 2
     options = InfillOptions(steps=steps, strategy=strategy, seed=seed)
     state = HoleFilling(text)

@@ -642,6 +642,15 @@ def test_models_check_reports_family_mask_shift_vocab_and_parameters(checkpoints
         str(checkpoints["llada"]), "cpu").module.parameters())
 
 
+def test_a_load_on_cuda_without_a_gpu_names_the_server_s_device_setting(monkeypatch):
+    """The server's message (commands say their --device flag: test_cli)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ModelLoadError, match="set device to 'auto' or 'cpu'"):
+        load_model("default", "cuda")
+
+
 def test_models_check_of_a_published_checkpoint_says_its_weights_were_not_loaded(
         checkpoints, capsys):
     """Read from config.json, the tokenizer and the safetensors headers alone, it was

@@ -549,6 +549,29 @@ def test_a_log_level_is_one_of_logging_s_in_any_case():
     assert out.returncode == 2 and "invalid choice: 'FOO'" in out.stderr
 
 
+@pytest.mark.parametrize("command", [
+    ["fill", "{file}", "--model", "{model}"],
+    ["models", "check", "{model}", "--load"],
+    ["bench", "strategies", "--model", "{model}", "--limit", "1", "--steps", "1"],
+])
+def test_device_cuda_without_a_gpu_names_the_command_s_device_flag(command, model_dir,
+                                                                   tmp_path, monkeypatch, capsys):
+    """It said "set device to 'auto' or 'cpu'", the server's setting, which no command has."""
+    import torch
+
+    from dlm_lsp.cli import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    file = tmp_path / "f.py"
+    file.write_text("def f(x):\n    return <FILL>\n")
+    assert main([*(a.format(file=file, model=model_dir) for a in command),
+                 "--device", "cuda"]) != 0
+    err = capsys.readouterr().err
+    assert ("--device cuda was given but CUDA is not available here; use --device auto or "
+            "--device cpu") in err
+    assert "set device" not in err
+
+
 def test_bench_strategies_takes_the_splits_bench_humaneval_takes(capsys):
     said = usage_error(["bench", "strategies", "--split", "foo"], capsys)
     assert "invalid choice: 'foo'" in said and "random-span" in said and "multi" in said

@@ -13,7 +13,12 @@ from dlm_lsp.models.checkpoint import (
     not_ours,
     ours_as_published,
 )
-from dlm_lsp.models.interface import DiffusionModel, ModelLoadError
+from dlm_lsp.models.interface import (
+    DeviceUnavailable,
+    DiffusionModel,
+    ModelLoadError,
+    command_line_message,
+)
 from dlm_lsp.models.registry import FAMILIES, Family, split_spec
 
 if TYPE_CHECKING:
@@ -25,9 +30,9 @@ if TYPE_CHECKING:
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "weights" / "default"
 DEFAULT_SPEC = "default"  # the spec that names the shipped model
 
-__all__ = ["DEFAULT_MODEL_DIR", "DEFAULT_SPEC", "DiffusionModel", "ModelLoadError",
-           "device_name", "empty_spec", "load_model", "pick_device", "precision_name",
-           "resolve_spec", "shipped_directory", "uses_graphs"]
+__all__ = ["DEFAULT_MODEL_DIR", "DEFAULT_SPEC", "DeviceUnavailable", "DiffusionModel",
+           "ModelLoadError", "command_line_message", "device_name", "empty_spec", "load_model",
+           "pick_device", "precision_name", "resolve_spec", "shipped_directory", "uses_graphs"]
 
 
 def device_name(device: str) -> str:
@@ -62,8 +67,7 @@ def pick_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device(device_name(device))
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelLoadError("device 'cuda' was requested but CUDA is not available here; "
-                             "set device to 'auto' or 'cpu'")
+        raise DeviceUnavailable(device)
     return torch.device(device)
 
 

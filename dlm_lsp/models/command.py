@@ -31,7 +31,7 @@ from dlm_lsp.models.checkpoint import (
     ours_as_published,
     suggested_directory,
 )
-from dlm_lsp.models.interface import ModelLoadError
+from dlm_lsp.models.interface import ModelLoadError, command_line_message
 from dlm_lsp.models.registry import FAMILIES, conventions, detect, family_named
 
 
@@ -214,7 +214,7 @@ def time_forward(report: Report, device: str, precision: str) -> None:
         report.forward_ms = round((time.perf_counter() - start) * 1000, 1)
         report.loaded_on = str(model.device)
     except (ModelLoadError, RuntimeError) as exc:
-        report.problems.append(f"loading failed: {exc}")
+        report.problems.append(f"loading failed: {command_line_message(exc)}")
 
 
 def print_report(report: Report) -> None:

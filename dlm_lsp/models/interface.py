@@ -22,6 +22,26 @@ class ModelLoadError(RuntimeError):
     """A model could not be loaded; the message says what to do about it."""
 
 
+class DeviceUnavailable(ModelLoadError):
+    """CUDA was asked for where there is none.  Its message names the server's `device`
+    setting, where most loads come from; a command's `--device` flag is said by
+    `on_command_line`, since "set device to 'auto'" is no option `dlm-lsp fill` has."""
+
+    def __init__(self, device: str):
+        super().__init__(f"device '{device}' was requested but CUDA is not available here; "
+                         "set device to 'auto' or 'cpu'")
+        self.device = device
+
+    def on_command_line(self) -> str:
+        return (f"--device {self.device} was given but CUDA is not available here; "
+                "use --device auto or --device cpu")
+
+
+def command_line_message(exc: Exception) -> str:
+    """`exc` as a command (fill, bench, models check) says it: naming its flags."""
+    return exc.on_command_line() if isinstance(exc, DeviceUnavailable) else str(exc)
+
+
 @runtime_checkable
 class DiffusionModel(Protocol):
     """What the engine needs from a masked-diffusion language model."""
