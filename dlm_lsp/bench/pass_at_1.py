@@ -408,9 +408,14 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = (),
         data = json.loads(text)
     except ValueError as exc:
         raise UsageError(f"--settings is not JSON: {exc}") from exc
-    _, problems = from_json(ServerConfig, data, where="--settings", strict=True)
+    if not isinstance(data, dict):
+        raise UsageError(f"--settings should be a JSON object of settings "
+                         f"('{{\"steps\": 8}}'), got {type(data).__name__}")
+    # named as keys of --settings ("setting 'steps'"), not as a path from it
+    # ("'--settings.steps'", no name a user types)
+    _, problems = from_json(ServerConfig, data, strict=True)
     if problems:
-        raise UsageError("; ".join(problems))
+        raise UsageError("--settings: " + "; ".join(problems))
     settings = {snake(key): value for key, value in data.items()}
     flags = flags or {}
     options = [f"--{name}" for name in ("model", "device") if name in settings]
