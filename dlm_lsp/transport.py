@@ -280,6 +280,13 @@ async def _serve_tcp(make_server: Callable[[], DlmServer], live: dict[DlmServer,
         await tcp.serve_forever()
 
 
+def _answering(fills: int) -> str:
+    """What a stopped server still does before it exits, for its one line."""
+    if not fills:
+        return ", exiting"
+    return f"; answering the {fills} fill{'s' * (fills != 1)} in flight, then exiting"
+
+
 def _run(servers: Callable[[], list[DlmServer]], serve: Coroutine[Any, Any, None]) -> None:
     """Run the event loop until `serve` ends, `exit` arrives, or a signal; then end the
     process with code 0, 1 after `exit` without `shutdown` (as LSP asks) or when the
@@ -307,18 +314,24 @@ async def _until_signalled(servers: Callable[[], list[DlmServer]],
     stopped = loop.create_future()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not POSIX
-            loop.add_signal_handler(sig, lambda: loop.create_task(_terminate(servers, stopped)))
+            loop.add_signal_handler(
+                sig, lambda sig=sig: loop.create_task(_terminate(servers, stopped, sig)))
     serving = asyncio.ensure_future(serve)
     await asyncio.wait([serving, stopped], return_when=asyncio.FIRST_COMPLETED)
     if serving.done() and not serving.cancelled() and serving.exception() is not None:
         raise serving.exception()  # type: ignore[misc]
 
 
-async def _terminate(servers: Callable[[], list[DlmServer]], stopped: asyncio.Future) -> None:
-    """On a signal: stop the fills in flight and give them GRACE_S to answer."""
+async def _terminate(servers: Callable[[], list[DlmServer]], stopped: asyncio.Future,
+                     sig: signal.Signals) -> None:
+    """On a signal: stop the fills in flight and give them GRACE_S to answer.
+
+    Ctrl-C in a terminal, or an editor's SIGTERM, is a normal stop: it is said in one
+    plain line, as every command says it (`dlm-lsp fill: stopped by SIGINT ...`), not as
+    a warning in Python's logging format ("WARNING:dlm_lsp.transport:signal: ...")."""
     serving = servers()
-    log.warning("signal: stopping %d fills and exiting",
-                sum(s.jobs.in_flight() for s in serving))
+    print(f"dlm-lsp: stopped by {sig.name}{_answering(sum(s.jobs.in_flight() for s in serving))}",
+          file=sys.stderr, flush=True)
     for server in serving:
         server.jobs.stop_all(TERMINATING)
     for _ in range(int(GRACE_S / 0.02)):

@@ -302,6 +302,24 @@ def test_sigterm_during_a_fill_answers_it_and_exits_with_code_0(serving):
     assert serving.wait(timeout=10) == 0
 
 
+def test_ctrl_c_of_an_idle_server_is_one_plain_line_not_a_logged_warning(serving):
+    """A normal stop printed "WARNING:dlm_lsp.transport:signal: stopping 0 fills and
+    exiting", Python's raw logging format at warning level."""
+    serving.signal(signal.SIGINT)
+    assert serving.wait(timeout=10) == 0
+    assert serving.log().splitlines() == ["dlm-lsp: stopped by SIGINT, exiting"]
+
+
+def test_a_signal_during_a_fill_says_the_fill_is_answered_before_the_exit(serving):
+    fill = slow_infill(serving.client)
+    progress_seen(serving.client)
+    serving.signal(signal.SIGTERM)
+    serving.client.response(fill, timeout=10)
+    assert serving.wait(timeout=10) == 0
+    assert serving.log().splitlines() == [
+        "dlm-lsp: stopped by SIGTERM; answering the 1 fill in flight, then exiting"]
+
+
 def test_a_fill_dropped_for_an_edit_is_answered_without_a_traceback_in_the_log(serving):
     client = serving.client
     fill = slow_infill(client)
