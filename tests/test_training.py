@@ -374,6 +374,18 @@ def test_warm_restart_keeps_the_tokenizer(trained, source_dir, tmp_path, monkeyp
     assert stats["precision"] == "bf16 autocast" and math.isfinite(stats["heldout_loss"])
 
 
+def test_a_warm_start_says_the_model_s_shape_in_words(trained, source_dir, tmp_path, capsys):
+    """It printed the raw repr, "(shape TinyConfig(vocab_size=400, d_model=32, ...,
+    mlp_ratio=4, rope_base=10000.0))"."""
+    out, _ = trained
+    train(tiny_config(source_dir, tmp_path / "again", max_steps=1, init_from=out))
+    model = TinyModel.load(out, torch.device("cpu"))
+    parameters = sum(p.numel() for p in model.module.parameters())
+    vocabulary = model.tokenizer.vocab_size
+    assert f"warm start from {out} (d 32 x 1 layers, 2 heads, 64 tokens, {vocabulary} ids, " \
+           f"{parameters:,} parameters)" in capsys.readouterr().err.splitlines()
+
+
 def test_a_continued_run_keeps_the_earlier_runs_and_adds_itself_to_their_totals(
         trained, source_dir, tmp_path):
     """A continued run's stats replaced the earlier run's: a model trained in three GPU

@@ -114,6 +114,7 @@ from dlm_lsp.training.train import (
     OutOfMemory,
     TrainConfig,
     TrainingError,
+    describe_shape,
     init_directory,
     stopping_signal,
     tiny_preset,
@@ -178,15 +179,6 @@ class Start:
 
     init_from: Path | None
     why: str
-
-
-def describe_shape(shape: TinyConfig) -> str:
-    """A model's shape and size in a few words, for the start line."""
-    with torch.device("meta"):
-        parameters = TinyDenoiser(shape).num_parameters()
-    count = f"{parameters / 1e6:.1f}M" if parameters >= 1e6 else f"{parameters:,}"
-    return (f"d {shape.d_model} x {shape.n_layers} layers, {shape.n_heads} heads, "
-            f"{shape.max_length} tokens, {shape.vocab_size:,} ids, {count} parameters")
 
 
 def auto_start(cfg: TrainConfig, size: str) -> Start:

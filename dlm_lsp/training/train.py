@@ -273,14 +273,24 @@ def _warm_start(cfg: TrainConfig, device: torch.device) -> TinyModel | None:
     return warm
 
 
+def describe_shape(shape: TinyConfig) -> str:
+    """A model's shape and size in a few words, for the lines that start a run (gpu_run's,
+    and a warm start's, which printed TinyConfig's repr: field names, mlp_ratio, rope_base)."""
+    with torch.device("meta"):
+        parameters = TinyDenoiser(shape).num_parameters()
+    count = f"{parameters / 1e6:.1f}M" if parameters >= 1e6 else f"{parameters:,}"
+    return (f"d {shape.d_model} x {shape.n_layers} layers, {shape.n_heads} heads, "
+            f"{shape.max_length} tokens, {shape.vocab_size:,} ids, {count} parameters")
+
+
 def _tokenizer(cfg: TrainConfig, corpus: Corpus,
                warm: TinyModel | None) -> tuple[Tokenizer, dict]:
     """A newly trained tokenizer, or the warm-start checkpoint's; and the checkpoint's
     previous training stats (none for a new model)."""
     if warm is not None:
         config = json.loads((Path(cfg.init_from) / "config.json").read_text())
-        print(f"warm start from {cfg.init_from} (shape {warm.module.cfg})", file=sys.stderr,
-              flush=True)
+        print(f"warm start from {cfg.init_from} ({describe_shape(warm.module.cfg)})",
+              file=sys.stderr, flush=True)
         return warm.tokenizer, config.get("training", {})
     started = time.monotonic()
     sample = _tokenizer_sample(corpus, cfg.tokenizer_bytes)
