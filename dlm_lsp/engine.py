@@ -538,7 +538,8 @@ class Engine:
         best = candidates[0]
         syntax = best.check.reason if best.check is not None else f"not checked: {run.unchecked}"
         result = InfillResult(candidates, plan, run.passes + extra_passes, layout.n_masked, ms,
-                              out.early_stopped, best.path, run.repair_rounds, predicted, syntax)
+                              out.early_stopped, best.path, run.repair_rounds, predicted, syntax,
+                              repair_steps=run.passes - out.steps)
         self._remember(req, key, result)
         return result
 

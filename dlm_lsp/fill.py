@@ -15,6 +15,7 @@ from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import HoleFilling, find_holes
 from dlm_lsp.models import ModelLoadError, command_line_message
+from dlm_lsp.results import InfillResult
 from dlm_lsp.validation import LANGUAGE_IDS, LANGUAGES, language_for
 
 
@@ -76,7 +77,7 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
         state.accept(hole, best.text)
         valid = {True: "valid", False: "INVALID", None: "unchecked"}[best.valid]
         print(f"# hole at offset {hole[0]}: {result.plan.kind}, {result.tokens} tokens, "
-              f"{result.steps} steps, {result.ms:.0f} ms, syntax {valid} ({result.path}"
+              f"{describe_steps(result)}, {result.ms:.0f} ms, syntax {valid} ({result.path}"
               f"{f', {result.repair_rounds} repair round(s)' if result.repair_rounds else ''})",
               file=sys.stderr)
     print(f"# {len(holes)} hole(s) filled by {model_obj.name} on {model_obj.device} in "
@@ -94,6 +95,15 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     else:
         _print(state.text)
     return 0
+
+
+def describe_steps(result: InfillResult) -> str:
+    """A fill's forward passes, those of repair apart: `--steps 1` said "3 steps", which
+    read as the option ignored; "3 steps (1 + 2 in repair)" says where they went."""
+    steps = f"{result.steps} step{'s' * (result.steps != 1)}"
+    if not result.repair_steps:
+        return steps
+    return f"{steps} ({result.steps - result.repair_steps} + {result.repair_steps} in repair)"
 
 
 def _why_unchecked(source: Path | None, language: str | None) -> str:

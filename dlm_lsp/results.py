@@ -79,3 +79,6 @@ class InfillResult:
     predicted_ms: float | None = None  # with a latency target: the cost model's forecast
     syntax: str = ""  # the validation's verdict on the best fill, or why it was not checked
     reused: str = ""  # "exact" or "typed" when answered from recent fills, without the model
+    # of `steps`, those of repair rounds and the left-to-right retry after the first run:
+    # `fill --steps 1` said "3 steps" and no more
+    repair_steps: int = 0

@@ -18,6 +18,7 @@ from fakes import Planted
 import dlm_lsp.passes as passes_module
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.fill import describe_steps
 from dlm_lsp.repair import (
     DIFFUSION,
     LEFT_TO_RIGHT,
@@ -222,6 +223,41 @@ def test_the_result_and_its_forward_passes_count_every_path(
 # Lines whose error no single-line fill at the cursor can mend: the document as it is
 # has it, at the same place, away from the cursor; whatever the model writes, it stays.
 # Each says why in the fixture, which benchmarks/out_of_reach.py times too.
+def _count_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The steps of each denoising run, in order (over any spy already in place)."""
+    steps = []
+    inner = passes_module.denoise
+
+    def counting(*args):
+        out = inner(*args)
+        steps.append(out.steps)
+        return out
+    monkeypatch.setattr(passes_module, "denoise", counting)
+    return steps
+
+
+def test_a_fill_s_repair_steps_are_those_of_its_runs_after_the_first(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fill --steps 1` said "3 steps": the steps of repair and the left-to-right retry
+    count, and nothing told them from the budget the option sets."""
+    request = _request(repair_rounds=2)
+    _spy_paths(monkeypatch, Planted(engine, request), fix_on=LEFT_TO_RIGHT)
+    steps = _count_steps(monkeypatch)
+    result = engine.infill(request)
+    assert len(steps) == 4  # diffusion, two repair rounds, the left-to-right retry
+    assert (result.steps, result.repair_steps) == (sum(steps), sum(steps[1:]))
+    assert describe_steps(result) == f"{sum(steps)} steps ({steps[0]} + {sum(steps[1:])} in repair)"
+
+
+def test_a_fill_without_repair_says_its_steps_alone(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request()
+    steps = _count_steps(monkeypatch)
+    result = engine.infill(request)
+    assert (result.repair_rounds, result.repair_steps) == (0, 0)
+    assert describe_steps(result) == f"{steps[0]} steps"
+
+
 OUT_OF_REACH = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "out_of_reach"
                            / "lines.json").read_text(encoding="utf-8"))["lines"]
 
