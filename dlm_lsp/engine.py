@@ -343,6 +343,8 @@ class Engine:
         stats = batcher.stats if batcher is not None else None
         return {
             "model": self.config.model, "loaded": model is not None, "loadError": error,
+            # a load under way (`_loading` is held through one; only briefly once loaded)
+            "loading": model is None and self._loading.locked(),
             "device": str(model.device) if model is not None else device_name(planned),
             "queueDepth": batcher.depth if batcher is not None else 0,
             "fills": len(ms), "p50Ms": status_ms(ms, 0.5), "p95Ms": status_ms(ms, 0.95),

@@ -147,8 +147,22 @@ def main(tcp: tuple[str, int] | None, model: str, device: str, remote: str | Non
             return 2
     width = max(len(k) for k in status)
     for key, value in status.items():
-        print(f"{key:<{width}}  {_shown(value)}")
+        print(f"{key:<{width}}  {_loaded(status) if key == 'loaded' else _shown(value)}")
     return 0
+
+
+def _loaded(status: dict[str, Any]) -> str:
+    """The `loaded` row: a server's model loads when an editor's client initializes it
+    (`initialized`; the status query's own connection does not) or at the first fill, so
+    a server no editor has used yet said a bare `loaded  False`, which read as a failure."""
+    if status["loaded"] is not False or "backend" in status:  # a service's: its own words
+        return _shown(status["loaded"])
+    if status.get("loadError"):
+        return "False (the last load failed: loadError says why)"
+    if status.get("loading"):
+        return "False (loading now)"
+    return ("False (no editor has initialized the server yet: the model loads when one "
+            "does, or at the first fill)")
 
 
 def _shown(value: Any) -> str:

@@ -265,9 +265,33 @@ def test_status_asks_a_running_server(model_dir):
         status = _once_listening(lambda: query_server("127.0.0.1", port))
     assert status["model"] == "default" and status["queueDepth"] == 0
     assert status["fills"] == 0 and status["p50Ms"] is None
+    # the query's own connection sends initialize, not initialized: it loads nothing
+    assert (status["loaded"], status["loading"], status["loadError"]) == (False, False, None)
     assert set(status) >= {"device", "tokensPerSecond", "batchOccupancy", "paddedPasses",
                            "paddedFills", "cacheHitRate", "jobsInFlight", "openDocuments",
                            "progressTokens"}
+
+
+@pytest.mark.parametrize(("fields", "shown"), [
+    ({}, "False (no editor has initialized the server yet: the model loads when one does, "
+         "or at the first fill)"),
+    ({"loading": True}, "False (loading now)"),
+    ({"loadError": "no such model"}, "False (the last load failed: loadError says why)"),
+    ({"loaded": True}, "True"),
+    ({"backend": "remote"}, "False"),  # a service's loaded: its own meaning
+])
+def test_status_of_a_server_says_why_its_model_is_not_loaded(fields, shown, monkeypatch,
+                                                             capsys):
+    """A server no editor had used said `loaded  False`, which read as a failed load."""
+    from dlm_lsp import status as status_module
+    from dlm_lsp.cli import main
+
+    answer = {"model": "default", "loaded": False, "loadError": None, "loading": False,
+              **fields}
+    monkeypatch.setattr(status_module, "query_server", lambda *args, **kwargs: answer)
+    assert main(["status", "--server", "127.0.0.1:1"]) == 0
+    rows = [line.split(None, 1) for line in capsys.readouterr().out.splitlines()]
+    assert ["loaded", shown] in [list(row) for row in rows]
 
 
 def test_status_of_a_server_that_is_not_there_says_how_one_is_started(capsys):

@@ -357,11 +357,12 @@ def test_status_answers_loading_while_the_model_loads_instead_of_waiting_for_it(
         asker.join(5)
         assert answers, "status() waited for the model load"
         assert answers[0]["loaded"] is False and answers[0]["loadError"] is None
+        assert answers[0]["loading"] is True  # `status --server` tells it from no load yet
         assert answers[0]["model"] == str(model_dir) and answers[0]["device"] == "cpu"
     finally:
         release.set()
         loader.join(30)
-    assert eng.status()["loaded"] is True
+    assert eng.status()["loaded"] is True and eng.status()["loading"] is False
 
 
 @pytest.mark.parametrize("cuda", [False, True])
