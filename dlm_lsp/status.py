@@ -138,12 +138,12 @@ def main(tcp: tuple[str, int] | None, model: str, device: str, remote: str | Non
             print(f"dlm-lsp status: {host_port(*tcp)}: {exc}", file=sys.stderr)
             return 1
     else:
-        from dlm_lsp.models import ModelLoadError
+        from dlm_lsp.models import ModelLoadError, command_line_message
 
         try:
             status = local_status(model, device)
         except ModelLoadError as exc:  # no such model, or CUDA asked for and absent
-            print(f"dlm-lsp status: {exc}", file=sys.stderr)
+            print(f"dlm-lsp status: {command_line_message(exc)}", file=sys.stderr)
             return 2
     width = max(len(k) for k in status)
     for key, value in status.items():

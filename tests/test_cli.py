@@ -577,6 +577,7 @@ def test_a_log_level_is_one_of_logging_s_in_any_case():
     ["fill", "{file}", "--model", "{model}"],
     ["models", "check", "{model}", "--load"],
     ["bench", "strategies", "--model", "{model}", "--limit", "1", "--steps", "1"],
+    ["status", "--model", "{model}"],
 ])
 def test_device_cuda_without_a_gpu_names_the_command_s_device_flag(command, model_dir,
                                                                    tmp_path, monkeypatch, capsys):
