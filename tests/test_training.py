@@ -1101,6 +1101,11 @@ def test_identical_files_are_read_once(tmp_path):
      True),
     ({"License-Expression": "MPL-2.0 AND MIT"}, False),
     ({"License-Expression": "GPL-3.0-only OR MIT"}, True),
+    ({"License-Expression": "MIT AND (Apache-2.0 OR BSD-2-Clause)"}, True),
+    # the GPL binds every alternative: the parentheses group the OR under the AND
+    ({"License-Expression": "GPL-3.0-only AND (MIT OR Apache-2.0)"}, False),
+    ({"License-Expression": "(MIT OR Apache-2.0) AND LGPL-3.0-or-later"}, False),
+    ({"License-Expression": "MIT AND"}, False),  # malformed: not read as permissive
     ({"Classifier": ["License :: OSI Approved :: BSD License"]}, True),
     ({"Classifier": ["License :: OSI Approved :: BSD License",
                      "License :: OSI Approved :: GNU General Public License (GPL)"]}, False),

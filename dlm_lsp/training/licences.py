@@ -56,18 +56,65 @@ class Distribution:
     permissive: bool
 
 
-def spdx_is_permissive(expression: str) -> bool:
-    """True when some OR-alternative of the SPDX expression has only permissive terms.
+SPDX_TOKEN = re.compile(r"[()]|[^\s()]+")
 
-    `WITH` exceptions only ever add permissions, so the base licence decides.
+
+def spdx_is_permissive(expression: str) -> bool:
+    """True when the SPDX expression can be met with permissive licences alone.
+
+    The expression is parsed with SPDX's grouping (parentheses first, then `WITH`,
+    `AND`, `OR`): `OR` asks for any alternative, `AND` for every term.  Reading it with
+    the parentheses dropped split `GPL-3.0-only AND (MIT OR Apache-2.0)` at its `OR`
+    into `GPL-3.0-only AND MIT` or `Apache-2.0`, and so trained MIT weights on code
+    whose every licensing needs the GPL.  `WITH` exceptions only ever add permissions,
+    so the base licence decides.  An expression that does not parse is not permissive.
     """
-    cleaned = expression.replace("(", " ").replace(")", " ")
-    for alternative in re.split(r"\s+OR\s+", cleaned.strip()):
-        terms = [t.split(" WITH ")[0].strip().lower()
-                 for t in re.split(r"\s+AND\s+", alternative)]
-        if terms and all(t in PERMISSIVE_SPDX for t in terms):
-            return True
-    return False
+    tokens = SPDX_TOKEN.findall(expression)
+    at = 0
+
+    def peek() -> str | None:
+        return tokens[at] if at < len(tokens) else None
+
+    def take() -> str:
+        nonlocal at
+        if at >= len(tokens):
+            raise ValueError("expression ends early")
+        at += 1
+        return tokens[at - 1]
+
+    def either() -> bool:  # terms joined by OR
+        found = both()
+        while peek() == "OR":
+            take()
+            found = both() or found  # parse every alternative, so a malformed one fails
+        return found
+
+    def both() -> bool:  # terms joined by AND
+        found = term()
+        while peek() == "AND":
+            take()
+            found = term() and found
+        return found
+
+    def term() -> bool:  # a licence (WITH an exception), or a parenthesised expression
+        token = take()
+        if token == "(":
+            found = either()
+            if take() != ")":
+                raise ValueError("unbalanced parentheses")
+            return found
+        if token in (")", "AND", "OR", "WITH"):
+            raise ValueError(f"unexpected {token}")
+        if peek() == "WITH":
+            take()
+            take()  # the exception's identifier
+        return token.lower() in PERMISSIVE_SPDX
+
+    try:
+        permissive = either()
+    except ValueError:
+        return False
+    return permissive and at == len(tokens)
 
 
 def classify(meta: metadata.PackageMetadata) -> tuple[str, bool]:
