@@ -1111,6 +1111,8 @@ def test_identical_files_are_read_once(tmp_path):
                      "License :: OSI Approved :: GNU General Public License (GPL)"]}, False),
     ({"License": "Modified BSD License"}, True),
     ({"License": "LGPL with exceptions or ZPL"}, False),
+    ({"License": "MIT and GPLv3"}, False),  # a copyleft name with its version attached
+    ({"License": "BSD; parts LGPLv2.1+"}, False),
     ({"License": "UNKNOWN"}, False),
     ({}, False),
 ])

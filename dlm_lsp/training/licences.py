@@ -39,8 +39,11 @@ PERMISSIVE_CLASSIFIERS = (
     "CC0 1.0 Universal (CC0 1.0) Public Domain Dedication", "Public Domain",
 )
 # Free-text licence fields: a copyleft word anywhere rules the text out, else one of
-# these names (or the first line of the BSD text) rules it in.
-COPYLEFT_TEXT = re.compile(r"\b(A?GPL|LGPL|MPL|EUPL|CDDL|EPL|copyleft|GNU)\b", re.IGNORECASE)
+# these names (or the first line of the BSD text) rules it in.  A version may follow a
+# copyleft name directly (`GPLv3`, `LGPLv2.1+`, `MPL2`), which `\b` alone did not let
+# match: "MIT and GPLv3" was read as permissive.
+COPYLEFT_TEXT = re.compile(r"\b(A?GPL|LGPL|MPL|EUPL|CDDL|EPL)(v?\d[\d.]*)?(?![A-Za-z0-9_])"
+                           r"|\b(copyleft|GNU)\b", re.IGNORECASE)
 PERMISSIVE_TEXT = re.compile(
     r"\b(MIT|BSD|Apache|PSF|Python Software Foundation|ISC|zlib|Unlicense|CC0)\b"
     r"|Redistribution and use in source and binary forms", re.IGNORECASE)
