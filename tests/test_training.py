@@ -247,6 +247,27 @@ def test_line_starts_include_tokens_that_carry_the_newline(request, which):
         assert "\n" in texts and "\n    " not in texts
 
 
+@pytest.mark.parametrize("which", ["tokenizer", "merged_tokenizer"])
+def test_line_starts_never_cut_a_crlf_in_two(request, which):
+    """A CRLF the vocabulary has no token for is `\\r` then `\\n`: the boundary between
+    them was marked (the `\\n` holds a newline) and the one before the `\\r` was not, so
+    aligned middles of CRLF files began after a lone `\\r`, which no server span does."""
+    tokenizer = request.getfixturevalue(which)
+    text = "if x:\r\n    y = 1\r\nz = 2\r\n"
+    stream = encode_stream(tokenizer, [SourceFile("a.py", text)])
+    texts = [tokenizer.token_texts[i] for i in stream.tolist()]
+    assert "\r" in texts, "the case: these tokenizers, trained on LF files, split a CRLF"
+    flags = line_start_flags(stream, tokenizer).tolist()
+    starts = [sum(map(len, texts[:i])) for i in range(len(texts))]
+    marked = {at for at, flag in zip(starts, flags, strict=True) if flag}
+    joined = text + "\n"
+    assert not {at for at in marked if joined[at - 1:at + 1] == "\r\n"}
+    if which == "tokenizer":  # line breaks are tokens: both sides of each are marked
+        edges = {m.start() for m in re.finditer("\r\n", text)} | \
+            {m.end() for m in re.finditer("\r\n", text)}
+        assert edges <= marked
+
+
 # --- training rows ------------------------------------------------------------
 
 

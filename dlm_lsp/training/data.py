@@ -331,16 +331,28 @@ def line_start_flags(stream: torch.Tensor, tokenizer: Tokenizer) -> torch.Tensor
     Plain byte-level BPE glues a newline to the following indentation ("\\n   "
     is one token such as 'ĊĠĠĠ'), so the character where a line starts is often
     inside a token.  A token boundary counts as a line start when token i contains
-    a newline (the server moves that newline into the span) or token i-1 ends with
-    one.  With `line_pre_tokenizer` the line break is a token of its own and both
-    rules mark the boundaries on either side of it.
+    a line break (the server moves that line break into the span) or token i-1 ends
+    with one.  With `line_pre_tokenizer` the line break is a token of its own and
+    both rules mark the boundaries on either side of it.
+
+    A CRLF that the vocabulary has no token for is two tokens, `\\r` then `\\n`, and
+    the boundary between them is no line start: the server never cuts a line break in
+    two.  Counting only `\\n` marked that one and not the one before the `\\r`, so the
+    line-aligned rows of a CRLF file began their middles with a bare `\\n` after a
+    prefix ending in `\\r`, and ended them with a lone `\\r`.
     """
     texts = tokenizer.token_texts
-    has_newline = torch.tensor(["\n" in t for t in texts], dtype=torch.bool)
-    ends_newline = torch.tensor([t.endswith("\n") for t in texts], dtype=torch.bool)
+
+    def table(test: Callable[[str], bool]) -> torch.Tensor:
+        return torch.tensor([test(t) for t in texts], dtype=torch.bool)
+
+    has_break = table(lambda t: "\n" in t or "\r" in t)
+    ends_break = table(lambda t: t.endswith(("\n", "\r")))
+    ends_cr, starts_lf = table(lambda t: t.endswith("\r")), table(lambda t: t.startswith("\n"))
     ids = stream.long()
-    flags = has_newline[ids].clone()
+    flags = has_break[ids].clone()
     if len(ids):
-        flags[1:] |= ends_newline[ids[:-1]]
+        flags[1:] |= ends_break[ids[:-1]]
+        flags[1:] &= ~(ends_cr[ids[:-1]] & starts_lf[ids[1:]])  # inside a CRLF
         flags[0] = True  # the stream starts with a file
     return flags
