@@ -1792,3 +1792,15 @@ def test_a_periodic_evaluation_says_when_it_starts_and_its_progress_line_keeps_i
         for step in (1, 2)]
     assert all(re.fullmatch(r"step +\d+  loss .*  held-out [\d.]+", lines[i])
                for i in progress)
+
+
+def test_a_warm_start_on_rows_shorter_than_its_model_says_so(trained, source_dir, tmp_path,
+                                                              capsys):
+    """`--seq-len` keeps the preset's value whatever the model: a 512-token model trained
+    further with the README's command went on 256-token rows without a word."""
+    out, _ = trained
+    train(tiny_config(source_dir, tmp_path / "short", max_steps=1, init_from=out, seq_len=48))
+    assert ("warm start: rows of 48 tokens, shorter than the model's 64 (--seq-len 64 "
+            "trains it at its full length)") in capsys.readouterr().err.splitlines()
+    train(tiny_config(source_dir, tmp_path / "full", max_steps=1, init_from=out, seq_len=64))
+    assert "warm start: rows" not in capsys.readouterr().err

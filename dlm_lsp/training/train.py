@@ -286,11 +286,18 @@ def describe_shape(shape: TinyConfig) -> str:
 def _tokenizer(cfg: TrainConfig, corpus: Corpus,
                warm: TinyModel | None) -> tuple[Tokenizer, dict]:
     """A newly trained tokenizer, or the warm-start checkpoint's; and the checkpoint's
-    previous training stats (none for a new model)."""
+    previous training stats (none for a new model).  A warm start says when its rows are
+    shorter than the model's length: `--seq-len` keeps the preset's 256 whatever the
+    model, so a 512-token model from the GPU run, trained further with the README's
+    command, was taught on 256-token rows without a word."""
     if warm is not None:
         config = json.loads((Path(cfg.init_from) / "config.json").read_text())
         print(f"warm start from {cfg.init_from} ({describe_shape(warm.module.cfg)})",
               file=sys.stderr, flush=True)
+        if cfg.seq_len < warm.max_length:  # the preset's rows, whatever the model was taught on
+            print(f"warm start: rows of {cfg.seq_len} tokens, shorter than the model's "
+                  f"{warm.max_length} (--seq-len {warm.max_length} trains it at its full "
+                  "length)", file=sys.stderr, flush=True)
         return warm.tokenizer, config.get("training", {})
     started = time.monotonic()
     sample = _tokenizer_sample(corpus, cfg.tokenizer_bytes)
