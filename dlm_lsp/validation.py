@@ -18,7 +18,8 @@ character ranges of the candidate document, where the fill occupies [start, star
   also means an empty fill is invalid where the hole itself is incomplete (`x = |`).
 * On the first code line below the fill's (where line breaks are white space, an
   incomplete line shows its error there), an error is the fill's when the document
-  without the span's lines lacks it (see _Below).
+  without the span's lines lacks it, and the user's when that document and the
+  document as it is are both broken there (see _Below).
 """
 
 from __future__ import annotations
@@ -467,9 +468,10 @@ class ParsedDocument:
         below = _Below(self, start, end, len(fill))
         new = []
         for error, where in candidate:
-            if below.left_incomplete(error):  # reported where the fill leaves its line
+            blamed = below.blames(error)
+            if blamed:  # reported where the fill leaves its line
                 new.append((self._fill_end(start, fill), (error.start, error.end)))
-            elif _is_new(error, removed, original, start, len(fill), reach):
+            elif blamed is None and _is_new(error, removed, original, start, len(fill), reach):
                 new.append((self._at_fill(where, error, start), (error.start, error.end)))
         new.sort()
         if not new:
@@ -818,8 +820,13 @@ class _Below:
     code after it.  The original document has that error too, at the same place, so it
     passed as damage away from the fill: an empty fill, or `a +`, was accepted there.
     Such an error is the fill's when the document with the span's lines taken out
-    lacks it: those lines cause it, and the fill did not complete them.  (A line below
-    that is broken on its own stays broken without them, and the usual rules judge it.)
+    lacks it: those lines cause it, and the fill did not complete them.  A line below
+    that is broken on its own stays broken without them, and is broken in the document
+    as it is: its error is the user's, whatever the fill.  The other baselines cannot
+    tell that where the span's line is incomplete: their recovery joins its damage with
+    the line's below into one error that starts above (`const x = ` over `) ) ;`), so
+    the error left below once a fill completes the line started nowhere in them, and
+    every good fill was rejected for it while the empty one passed.
     """
 
     def __init__(self, document: ParsedDocument, start: int, end: int, size: int):
@@ -833,17 +840,27 @@ class _Below:
         self.applies = ("\n" in text[end:self.next_code]
                         and bool(text[self.line_start:start].strip()))
 
-    def left_incomplete(self, error: _Error) -> bool:
+    def blames(self, error: _Error) -> bool | None:
         """Whether `error`, of the filled document, is one the fill's line causes below
-        it (see above); never when nothing precedes the span on its line."""
+        it (True) or the line's below on its own (False), see above; None where the
+        usual rules judge it: away from the first code line below the fill's, with
+        nothing before the span on its line, or on a line below that is broken only
+        without the span's lines."""
         if not (self.applies and self.next_code + self.shift <= error.start
                 <= self.next_end + self.shift):
-            return False
+            return None
         text = self.document.text
         line_end = text.find("\n", self.end) + 1
         without = self.document.errors_without(self.line_start, line_end)  # kept there
         moved = error.start - self.shift - (line_end - self.line_start)
-        return not any(old.kind == error.kind and old.start == moved for old in without)
+        if not any(old.kind == error.kind and old.start == moved for old in without):
+            return True
+        # Taken out, the span's lines may also take the opener of what the line below
+        # closes (`function()` over `end)`): that line is broken on its own only where
+        # the document as it is has damage on it too.
+        broken = any(old.start <= self.next_end and old.end >= self.next_code
+                     for old in self.document.errors)
+        return False if broken else None
 
 
 class _Baseline:

@@ -110,6 +110,24 @@ def test_a_line_below_the_cursor_broken_on_its_own_is_not_blamed_on_the_fill(
         assert result.valid and "pre-existing" in result.reason, each
 
 
+@pytest.mark.parametrize(("language", "marked", "whole"), [
+    ("javascript", "function f(a) {\n  const x = ⟦⟧\n  ) ) ;\n  return x;\n}\n", "a + 1;"),
+    ("go", "package main\n\nfunc f(a int) int {\n\tx := ⟦⟧\n\t) ) ;\n\treturn x\n}\n", "a + 1"),
+    ("rust", "fn f(a: i32) -> i32 {\n    let x = ⟦⟧\n    ) ) ;\n    x\n}\n", "a + 1;"),
+    ("java", "class A {\n    int f(int a) {\n        int x = ⟦⟧\n        ) ) ;\n"
+             "        return x;\n    }\n}\n", "a + 1;"),
+    ("javascript", "const x = ⟦⟧\nconst y = \n", "1;"),
+    ("python", "x = ⟦⟧\ny = \n", "1"),
+])
+def test_a_fill_that_completes_its_line_is_valid_above_a_line_broken_on_its_own(
+        language: str, marked: str, whole: str) -> None:
+    """The incomplete line's damage and the broken line's below were one error in the
+    document as it was, starting above; the error left below once the fill completes
+    the line started nowhere in it, and the fill was blamed for the user's line."""
+    result = _fill(marked, whole, language)
+    assert result.valid and "pre-existing" in result.reason, result.reason
+
+
 def test_empty_fill_where_the_span_was_optional_is_valid() -> None:
     assert _fill("x = f(1⟦, 2⟧)\n", "", "python").valid
 
