@@ -116,15 +116,29 @@ def checked_text(text: str, req: InfillRequest, offset: int = 0) -> str:
     return text[:req.start - offset] + text[req.end - offset:]
 
 
+def validated_text(req: InfillRequest) -> str:
+    """The document a request's fills are validated in: `checked_text`, with the markers
+    of the holes after a hole's taken out too.  Holes are filled left to right, so the
+    later ones still stand when the first is checked, each an error of its own beside
+    the fill and no more the user's code than the hole's marker: CPython stopped at the
+    marker of `add(1, <FILL>)`, or reported one below a block where it had reported the
+    block empty, and a good fill was blamed for them.  The span does not move: only
+    text after it is taken out."""
+    text = checked_text(req.text, req)
+    if not req.is_hole:
+        return text
+    marker = req.text[req.start:req.end]
+    return text[:req.start] + text[req.start:].replace(marker, "")
+
+
 def document_for(req: InfillRequest, cfg: ServerConfig) -> ParsedDocument | str:
     """The request's document parsed for validation (from its last version's tree), a
-    hole's marker taken out (see checked_span), or why its fills go unchecked
-    (validation off, no grammar for the language)."""
+    hole's marker and those after it taken out (`validated_text`), or why its fills go
+    unchecked (validation off, no grammar for the language)."""
     if not cfg.validate:
         return "validation is off (setting 'validate')"
     language = language_for(req.language_id, req.uri)
-    document = parsed_document(checked_text(req.text, req), language or req.language_id,
-                               req.uri)
+    document = parsed_document(validated_text(req), language or req.language_id, req.uri)
     return document if isinstance(document, ParsedDocument) else document.reason
 
 

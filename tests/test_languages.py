@@ -75,6 +75,24 @@ def test_a_hole_s_fill_that_breaks_the_code_is_rejected(
     assert (accepted.text, accepted.valid) == (good, True)
 
 
+@pytest.mark.parametrize(("language", "text", "good"), [
+    ("python", "total = add(<FILL>, <FILL>)\n", "1"),
+    ("python", "def f():\n    <FILL>\n    <FILL>\n", "x = 1"),
+    ("python", "if ready:\n    <FILL>\n<FILL>\n", "go()"),
+], ids=["arguments", "statements", "block-above-a-hole"])
+def test_a_hole_s_fill_is_not_blamed_for_the_markers_of_the_holes_after_it(
+        engine: Engine, language: str, text: str, good: str) -> None:
+    """Holes are filled left to right, so the first is checked while the markers of the
+    later ones still stand in the document, errors of their own beside the fill: the
+    good fill was blamed for them (CPython reports the marker where it reported the
+    hole's empty block, or as the error it stops at; tree-sitter's recovery reads the
+    marker with the fill into errors the document with the hole did not have)."""
+    request = _hole(text, language, f"file:///t.{language}")
+    Planted(engine, request, broken=good, good=good)
+    [best] = engine.infill(request).candidates
+    assert (best.text, best.valid) == (good, True)
+
+
 def test_a_hole_s_multi_line_fill_is_cut_to_its_longest_valid_start(engine: Engine) -> None:
     """Cutting to whole units keeps the longest start that adds no error: judged with
     the marker in place, a start ending in a stray `(` passed (one error node over the
