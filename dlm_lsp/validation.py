@@ -16,8 +16,8 @@ character ranges of the candidate document, where the fill occupies [start, star
   errors -- overlapping the replaced text: the fill then sits inside code that was
   already broken.  Damage that merely borders the hole is the fill's to repair, which
   also means an empty fill is invalid where the hole itself is incomplete (`x = |`).
-* On the first code line below the fill's (where line breaks are white space, an
-  incomplete line shows its error there), an error is the fill's when the document
+* On the first code line below the fill's, past comments (where line breaks are white
+  space, an incomplete line shows its error there), an error is the fill's when the document
   without the span's lines lacks it, and the user's when that document and the
   document as it is are both broken there (see _Below).
 """
@@ -811,6 +811,29 @@ def _blanks_at(text: str, at: int) -> int:
 _SPACE = re.compile(r"\s*")
 
 
+def _past_comments(document: ParsedDocument, at: int) -> int:
+    """Where the code at or after offset `at` (not in white space) begins: past the
+    comments there and the white space after each (`// note` after `const x = `, a
+    comment line below it).  A comment is white space to the parser: an incomplete line
+    shows its error at the code after it, and read as the next code the comment hid
+    it (`const x = // note` passed with an empty fill, and with `a +`)."""
+    text, root = document.text, document.tree.root_node
+    while at < len(text):
+        byte = document._byte(at)
+        leaf = root.descendant_for_byte_range(byte, byte + 1)
+        comment = None
+        for node in ancestors(root, leaf) if leaf is not None else ():  # one descent
+            if node.start_byte != byte:
+                break  # the nodes that start here, innermost first
+            if "comment" in node.type:
+                comment = node
+                break
+        if comment is None:
+            break
+        at = _SPACE.match(text, document._char(comment.end_byte)).end()
+    return at
+
+
 class _Below:
     """Errors that a line left incomplete at the fill causes on the code line below.
 
@@ -833,7 +856,7 @@ class _Below:
         self.document, self.start, self.end = document, start, end
         self.shift = size - (end - start)  # from document to filled-document offsets
         text = document.text
-        self.next_code = _SPACE.match(text, end).end()
+        self.next_code = _past_comments(document, _SPACE.match(text, end).end())
         next_end = text.find("\n", self.next_code)
         self.next_end = len(text) if next_end == -1 else next_end
         self.line_start = text.rfind("\n", 0, start) + 1

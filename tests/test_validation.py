@@ -95,6 +95,25 @@ def test_a_fill_that_leaves_the_cursor_s_line_incomplete_is_invalid_where_it_end
         assert result.new_errors == ((line, column + len(fill)),), fill
 
 
+@pytest.mark.parametrize(("language", "marked", "whole"), [
+    ("javascript", "function f(a) {\n  const x = ⟦⟧ // the sum\n  return x;\n}\n", "a + 1;"),
+    ("go", "package main\n\nfunc f(a int) int {\n\tx := ⟦⟧ // the sum\n\treturn x\n}\n",
+     "a + 1"),
+    ("rust", "fn f(a: i32) -> i32 {\n    let x = ⟦⟧ // the sum\n    x\n}\n", "a + 1;"),
+    ("java", "class A {\n    int f(int a) {\n        int x = ⟦⟧ /* the sum */\n"
+             "        return x;\n    }\n}\n", "a + 1;"),
+    ("c", "int f(int a) {\n    int x = ⟦⟧\n\n    // the sum\n    return x;\n}\n", "a + 1;"),
+], ids=["javascript", "go", "rust", "java", "c-comment-line"])
+def test_a_comment_after_the_cursor_does_not_excuse_a_line_left_incomplete(
+        language: str, marked: str, whole: str) -> None:
+    """The parser reads a comment as white space, so the incomplete line's error is at the
+    code after it; the comment was taken for that code, and an empty fill or `a +` before
+    `// the sum` (or above a comment line) passed."""
+    assert _fill(marked, whole, language).valid
+    for fill in ("", "a +"):
+        assert not _fill(marked, fill, language).valid, fill
+
+
 @pytest.mark.parametrize(("language", "marked", "fill"), [
     ("javascript", "function f(a) {\n  a = 1;⟦⟧\n  ) ) ;\n  return a;\n}\n", " a++;"),
     ("go", "package main\n\nfunc f(a int) int {\n\ta = 1⟦⟧\n\t) ) ;\n\treturn a\n}\n", "; a++"),
