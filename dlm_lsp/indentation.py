@@ -629,6 +629,31 @@ def _fill_unit(lines: list[str], default: int, tab: int | None = None, base: int
     return min((step for step in steps if step in (2, 4, 8)), default=default)
 
 
+def _tab_width(lines: list[str], before: str) -> int:
+    """How many columns of a fill's own spaces one of a tab document's tabs stands for:
+    the fill's step (`_fill_unit`), or, where its indented lines all sit at one column,
+    that column over the cursor's level in tabs (`before`: the cursor's line up to it),
+    where that is a model's step, four or eight.
+
+    A model shown two tabs writes the lines that go on at the cursor's level eight
+    spaces in: read as one step of eight, that was one tab, the fill left the block at
+    its second line, and a Python fill was cut to its first.  A fill at one column shows
+    no step of its own; the cursor's level is the likeliest level of its lines, as its
+    first line's is.  A quotient of two is left alone: four spaces below two tabs is
+    more likely a model's dedent, in its own step of four, than a step of two.  Only
+    with the cursor in its line's indentation (`before` all tabs): below code the fill's
+    lines are a body or a continuation (`g(a,` above `b)` 16 spaces in, two levels of
+    the model's four right of two tabs), not at the cursor's level."""
+    unit = _fill_unit(lines, _MODEL_STEP)
+    widths = {_width(_leading(line)) for line in lines
+              if line.strip() and _leading(line) and "\t" not in _leading(line)}
+    if len(widths) != 1 or not before or before.strip("\t"):
+        return unit
+    (width,) = widths
+    levels = len(before)
+    return width // levels if width % levels == 0 and width // levels in (4, 8) else unit
+
+
 def _bracket_depths(line: str, comments: tuple[str, ...],
                     lifetimes: bool = False) -> tuple[int, int]:
     """(closers leading the line, net bracket change), skipping quoted text and the line
@@ -1050,7 +1075,7 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     style = _block_style(style, levels)
     style = _unshown_style(style, levels if before else [])  # the cursor's own line's step
     # the columns of a tab (a tab document's: one of the fill's steps) and of a level
-    tab = 8 if style.gnu else style.width if not style.tabs else _fill_unit(read, 4)
+    tab = 8 if style.gnu else style.width if not style.tabs else _tab_width(read, before)
     step = style.width if style.gnu else tab
     statement = None
     if before.strip():  # the cursor's line holds code: the statement it is part of

@@ -1305,6 +1305,44 @@ def test_a_tab_indented_block_s_fill_in_spaces_moves_back_in_tabs(
     assert _shaped(marked, fill, language) == expected
 
 
+_PY_TWO_TABS = "class A:\n\tdef f(self, xs):\n\t\t⟦⟧\n\n\nx = 1\n"
+_GO_TWO_TABS = ("package main\n\nfunc f(xs []int) int {\n\tif xs != nil {\n\t\t⟦⟧\n\t}\n"
+                "\treturn 0\n}\n")
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("python", _PY_TWO_TABS, "t = 0\n        for x in xs: t += x\n        return t",
+     "t = 0\n\t\tfor x in xs: t += x\n\t\treturn t"),  # four spaces a tab
+    ("python", _PY_TWO_TABS, "t = 0\n                for x in xs: t += x\n                return t",
+     "t = 0\n\t\tfor x in xs: t += x\n\t\treturn t"),  # eight spaces a tab
+    ("go", _GO_TWO_TABS, "t := 0\n                t += len(xs)\n                return t",
+     "t := 0\n\t\tt += len(xs)\n\t\treturn t"),
+    ("c", "int f(int n)\n{\n\tif (n) {\n\t\t⟦⟧\n\t}\n\treturn 0;\n}\n",
+     "n++;\n                n *= 2;\n                return n;",
+     "n++;\n\t\tn *= 2;\n\t\treturn n;"),  # the Linux kernel's tabs of 8
+], ids=["python-4", "python-8", "go-8", "c-8"])
+def test_a_fill_at_one_column_below_two_tabs_stays_at_the_cursor_s_level(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """A fill's lines all at one column show no step of their own: that column is the
+    cursor's level in the model's spaces (eight for two tabs, four a tab), not one tab of
+    eight; read so, a Python fill left its block at its second line and was cut to its
+    first, and Go's and C's went two tabs too deep."""
+    assert _shaped(marked, fill, language) == expected
+
+
+def test_four_spaces_below_two_tabs_stay_one_tab_in() -> None:
+    """A quotient of two is no model's step: four spaces below two tabs is read as the
+    model's own dedent, one tab in, as before (it leaves the method: cut)."""
+    assert _reindent(_PY_TWO_TABS, "return 1\n    y = 2", "python") == "return 1\n\ty = 2"
+
+
+def test_a_continuation_below_code_two_tabs_in_keeps_its_depth() -> None:
+    """Below code the fill's lines are a continuation, not the cursor's level: 16 spaces
+    below `y := g(` two tabs in are two of the model's levels of four right of it."""
+    marked = "package main\n\nfunc f() {\n\tif x {\n\t\ty := g(⟦⟧\n\t}\n}\n"
+    assert _reindent(marked, "a,\n                b)", "go") == "a,\n\t\t\t\tb)"
+
+
 # GNU style (GNU Emacs's default, GNU C and shell, libstdc++): levels four or two columns
 # apart, each 8 columns of a line's indentation written as a tab, so `\t    ` is 12 columns
 _GNU_SHELL = ("while [ -n \"$1\" ]; do\n    case \"$1\" in\n"
