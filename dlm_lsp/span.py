@@ -25,6 +25,7 @@ import functools
 from dataclasses import dataclass
 
 from dlm_lsp.models.tokenizer import Tokenizer, encodable
+from dlm_lsp.repair import token_offsets
 
 
 @dataclass(frozen=True)
@@ -161,11 +162,9 @@ def head_positions(tokenizer: Tokenizer, ids: list[int], head: str) -> int:
     """How many of `ids` (the head and the text after it, tokenized together) hold the
     head's characters: those that start inside it.  Tokenized alone the head can take
     fewer (`\n        ` is one token, but before `return` its last space joins
-    ` return`), and a position past those would be taken for the fill's own."""
-    held = 0
-    while held < len(ids) and len(tokenizer.decode(ids[:held])) < len(head):
-        held += 1
-    return held
+    ` return`), and a position past those would be taken for the fill's own.  The
+    tokens' starts are `repair.token_offsets`, whose last entry is the end."""
+    return bisect.bisect_left(token_offsets(tokenizer, ids)[:-1], len(head))
 
 
 class HeadChain:
