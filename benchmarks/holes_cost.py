@@ -18,12 +18,12 @@ change leaves them byte-identical.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
 from pathological_documents import ForwardTime, cases
 
+from dlm_lsp.bench.output import write_json
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.holes import HoleFilling, find_holes
@@ -70,9 +70,8 @@ def main() -> None:
         fills = found
     print(f"{args.holes} holes of holes-200, {args.runs} runs: min {min(per_hole):.1f}, "
           f"median {statistics.median(per_hole):.1f} ms CPU a hole outside the model")
-    if args.fills_out:
-        with open(args.fills_out, "w") as out:
-            json.dump(fills, out)
+    if args.fills_out:  # as every result is written: a change's diff shows the fills it moved
+        write_json(args.fills_out, fills)
 
 
 if __name__ == "__main__":

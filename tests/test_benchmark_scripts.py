@@ -283,3 +283,23 @@ def test_gpu_serving_passes_repeats_to_graph_step_only_when_set(tmp_path):
     assert "--repeats 5" in step
     step = next(c for c in _commands(tmp_path) if "graph_step.py" in c)
     assert "--repeats" not in step
+
+
+def test_holes_cost_writes_its_fills_as_the_bench_commands_write_json(tmp_path, monkeypatch):
+    """holes_cost.py --fills-out wrote its fills compact, on one line with no final line
+    break, where every other output is `output.write_json`'s: a diff of two runs' fills,
+    the file's purpose, was one changed line whatever moved."""
+    import sys
+    from types import SimpleNamespace
+
+    holes_cost = script("holes_cost")
+    fills = [[["return x", True], ["return 0", False]], [["é", None]]]
+    model = SimpleNamespace(hidden=lambda *a: None, head=lambda *a: None)
+    monkeypatch.setattr(holes_cost, "Engine", lambda config: SimpleNamespace(model=model))
+    monkeypatch.setattr(holes_cost, "forget_document", lambda uri: None)
+    monkeypatch.setattr(holes_cost, "fill_holes", lambda engine, text, uri, count: fills)
+    out = tmp_path / "fills.json"
+    monkeypatch.setattr(sys, "argv", ["holes_cost.py", "--runs", "1", "--fills-out", str(out)])
+    holes_cost.main()
+    assert json.loads(out.read_text(encoding="utf-8")) == fills
+    assert _as_write_json_writes(out, tmp_path)
