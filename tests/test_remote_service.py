@@ -365,6 +365,55 @@ def test_a_model_with_no_directory_is_refused_before_ray_starts(spec):
     assert done.stderr.startswith(f"dlm-lsp serve-remote: model '{spec}' ")
 
 
+@pytest.mark.parametrize(("args", "told"), [
+    ({"device": "cuda"}, "--device cuda was given but CUDA is not available here; use "
+     "--device auto or --device cpu"),
+    ({"gpus_per_replica": 1.0}, "--gpus-per-replica 1 was given but CUDA is not available "
+     "here, where the Ray instance starts: leave it out, or give --address of a cluster "
+     "with GPUs")])
+def test_a_gpu_asked_of_a_ray_started_on_a_machine_without_one_is_refused_before_ray_starts(
+        monkeypatch, capsys, args, told):
+    """`--device cuda` started Ray and failed in every replica ~20 s later, its
+    DeviceUnavailable a traceback in Ray's log; `--gpus-per-replica 1` waited for ever for
+    a GPU.  Joining a cluster (`--address`), whose GPUs may be on other nodes, is not
+    refused here: its replicas say what they find."""
+    import torch
+
+    from dlm_lsp.remote import service
+
+    deployed = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(service, "deploy", lambda cfg: deployed.append(cfg) or _stop())
+    assert service.serve_until_stopped(service.ServiceConfig(**args)) == 2
+    assert capsys.readouterr().err == f"dlm-lsp serve-remote: {told}\n"
+    assert deployed == []
+    with pytest.raises(_Deployed):
+        service.serve_until_stopped(service.ServiceConfig(**args, address="auto"))
+    assert len(deployed) == 1
+
+
+class _Deployed(Exception):
+    """The service went on to deploy (a test stops it there)."""
+
+
+def _stop() -> str:
+    raise _Deployed
+
+
+def test_device_cuda_without_a_gpu_fails_at_once_with_the_flag_s_words():
+    """The command itself, on a machine without CUDA (as the CPU machines are)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    began = time.monotonic()
+    done = _serve_remote("--device", "cuda")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("dlm-lsp serve-remote: --device cuda was given but CUDA is not "
+                           "available here; use --device auto or --device cpu\n")
+    assert time.monotonic() - began < 60  # before Ray: no replica was started
+
+
 def test_our_family_s_prefix_before_a_missing_directory_is_refused_as_any_family_s():
     """"dlm-tiny:/no/such/model" was taken whole for a hub id: Ray started, and every
     replica failed to load it; "dream:/no/such/model" was refused at once."""

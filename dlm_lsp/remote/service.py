@@ -39,7 +39,13 @@ from dlm_lsp.allocator import arena_environment
 from dlm_lsp.backends import take_notices
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, OutOfMemory
-from dlm_lsp.models import ModelLoadError, empty_spec, resolve_spec
+from dlm_lsp.models import (
+    DeviceUnavailable,
+    ModelLoadError,
+    command_line_message,
+    empty_spec,
+    resolve_spec,
+)
 from dlm_lsp.policy import SpanTooLong
 from dlm_lsp.remote import wire
 from dlm_lsp.remote.metrics import create_board, find_board, prometheus
@@ -320,9 +326,29 @@ def model_problem(spec: str) -> str | None:
     return None
 
 
+def device_problem(cfg: ServiceConfig) -> str | None:
+    """Why the replicas of a Ray instance started here (no `--address`) could not run where
+    they are asked to, on a machine without CUDA: `--device cuda` started Ray and failed in
+    every replica, ~20 s later, with a traceback in Ray's log and "check --model and
+    --device"; `--gpus-per-replica 1` waited for ever for a GPU Ray had not found.  A
+    cluster joined with `--address` is left to its replicas: its GPUs may be on other
+    nodes than this one."""
+    import torch
+
+    if cfg.address is not None or torch.cuda.is_available():
+        return None
+    if cfg.device.startswith("cuda"):
+        return command_line_message(DeviceUnavailable(cfg.device))
+    if cfg.gpus_per_replica:
+        return (f"--gpus-per-replica {cfg.gpus_per_replica:g} was given but CUDA is not "
+                "available here, where the Ray instance starts: leave it out, or give "
+                "--address of a cluster with GPUs")
+    return None
+
+
 def serve_until_stopped(cfg: ServiceConfig) -> int:
     """`dlm-lsp serve-remote`: deploy, say where, and serve until SIGINT or SIGTERM."""
-    problem = model_problem(cfg.model)
+    problem = model_problem(cfg.model) or device_problem(cfg)
     if problem:
         print(f"dlm-lsp serve-remote: {problem}", file=sys.stderr)
         return 2
