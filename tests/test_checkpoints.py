@@ -667,6 +667,23 @@ def test_models_check_load_says_the_device_it_loaded_the_checkpoint_on(checkpoin
         "ok: the server can load it (loaded on cpu)")
 
 
+@pytest.mark.parametrize(("cuda", "args", "told"), [
+    (True, [], "this check loaded it on cpu; the server would load it on cuda"),
+    (False, [], "loaded on cpu"),
+    (True, ["--device", "cpu"], "loaded on cpu")])
+def test_models_check_of_our_own_model_says_where_the_server_would_load_it(
+        monkeypatch, capsys, cuda, args, told):
+    """Our own model is checked by a load on the CPU, and the verdict said "loaded on
+    cpu" also on a machine with CUDA, where the server (device auto) loads it on the GPU;
+    --device names the server's setting.  CUDA is faked: the check's load stays on the
+    CPU either way."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert models_main(["check", "default", *args]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == f"ok: the server can load it ({told})"
+
+
 def test_models_check_loads_our_own_model_and_times_a_forward_pass(capsys):
     from dlm_lsp.models import DEFAULT_MODEL_DIR
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.held_signals import import_torch
-from dlm_lsp.models import empty_spec, resolve_spec
+from dlm_lsp.models import device_name, empty_spec, resolve_spec
 from dlm_lsp.models.checkpoint import (
     MODEL_TYPE,
     Checkpoint,
@@ -54,6 +54,9 @@ class Report:
     context: int | None = None
     forward_ms: float | None = None  # with --load
     loaded_on: str = ""  # the device its weights were loaded on; "" when read, not loaded
+    # the device the server would load it on, its device setting (--device, default auto)
+    # resolved here: our own model is checked by a load on the CPU, which it need not be
+    serves_on: str = ""
     problems: list[str] = field(default_factory=list)
 
 
@@ -179,9 +182,11 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
 
 
 def _load_our_own(report: Report) -> None:
-    """Check one of our own models by loading it on the CPU, as the server would: it is
-    small (tens of MB at most), and only a load finds what a partial copy lacks (its
-    tokenizer, its weights or a shard), which a check that read config.json alone passed."""
+    """Check one of our own models by loading it on the CPU, which every machine has: it
+    is small (tens of MB at most), and only a load finds what a partial copy lacks (its
+    tokenizer, its weights or a shard), which a check that read config.json alone passed.
+    The server loads it where its device setting says (cuda where available): the
+    verdict names both (`Report.serves_on`)."""
     torch = import_torch()  # a Ctrl-C meanwhile is not lost (held_signals)
 
     from dlm_lsp.models.tiny import TinyModel
@@ -243,6 +248,11 @@ def verdict(report: Report) -> str:
     truncated shard, or one the device cannot hold, fails only in a real load."""
     if report.problems:
         return f"{len(report.problems)} problem(s)"
+    if report.loaded_on and report.serves_on and (
+            report.serves_on.split(":")[0] != report.loaded_on.split(":")[0]):
+        # "loaded on cpu" read as where the server runs it, on a machine with CUDA
+        return (f"ok: the server can load it (this check loaded it on {report.loaded_on}; "
+                f"the server would load it on {report.serves_on})")
     if report.loaded_on:
         return f"ok: the server can load it (loaded on {report.loaded_on})"
     return ("ok: config.json, the tokenizer and the safetensors headers agree; the weights "
@@ -279,7 +289,8 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--family", help="skip detection: treat it as this family")
     check.add_argument("--load", action="store_true", help="also load it and time a forward pass")
     check.add_argument("--device", default="auto", choices=DEVICES,
-                       help="with --load: where (default: auto, cuda when available)")
+                       help="the server's device setting: with --load, where it loads "
+                       "(default: auto, cuda when available)")
     check.add_argument("--precision", default="auto", choices=PRECISIONS,
                        help="with --load: the server's precision setting (default: auto)")
     return p
@@ -294,5 +305,7 @@ def main(argv: list[str]) -> int:
     report = inspect(args.directory, args.family)
     if args.load and not report.problems:
         time_forward(report, args.device, args.precision)
+    if report.loaded_on:  # auto resolved as the server resolves it (cuda where available)
+        report.serves_on = device_name(args.device)
     print_report(report)
     return 0 if not report.problems else 1
