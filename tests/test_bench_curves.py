@@ -670,6 +670,20 @@ def test_a_length_setting_is_refused_where_a_curve_benchmark_gives_each_fill_its
     assert bench_engines == []
 
 
+@pytest.mark.parametrize("bench", ["latency", "throughput"])
+def test_a_rewrite_setting_is_refused_where_every_timed_fill_is_at_a_cursor(
+        bench, capsys, bench_engines):
+    """`bench latency` and `bench throughput` fill at a cursor with no selection, which
+    the policy never plans as a rewrite, though their requests name no kind: `strength`
+    was taken and labelled every row (the rewrite budgets are refused as budgets)."""
+    assert main(["bench", bench, *SMALLEST[bench], "--settings", '{"strength": 0.5}']) == 2
+    assert capsys.readouterr().err == (
+        f"dlm-lsp bench {bench}: --settings names strength, which no fill of this "
+        "benchmark reads (each fill has its own kind, one line or several, and only "
+        "rewrites read them)\n")
+    assert bench_engines == []
+
+
 def test_a_nucleus_is_taken_where_the_fills_leave_the_temperature_to_the_server():
     """`bench throughput`'s fills ask for no temperature: with `{"temperature": 0.5}`
     they sample, and `topP` bounds what they sample from."""

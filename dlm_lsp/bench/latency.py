@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dlm_lsp.bench.autoregressive import ARModel, load_baseline
 from dlm_lsp.bench.filling import bench_engine
@@ -39,6 +39,7 @@ from dlm_lsp.bench.pass_at_1 import distinct, engine_settings, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, latest
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.policy import task_kind
 
 # A small module with an empty function body to fill: short enough that the longest
 # span plus its context fits the default model's 512 positions untrimmed.
@@ -115,6 +116,15 @@ def _options(tokens: int, strategy: str, steps: int, seed: int) -> InfillOptions
     """One timed fill's options: the decoding alone, every step of it."""
     return InfillOptions(length=tokens, steps=steps, strategy=strategy, seed=seed,
                          repair_rounds=0, fallback=False, stop_when_settled=False)
+
+
+def planned(options: InfillOptions) -> InfillOptions:
+    """A timed fill's options as `--settings` is checked against them (`pass_at_1.
+    engine_settings`): with the kind the policy plans at the cursor, which has no
+    selection and so is never a rewrite (`policy.task_kind`; the fill itself leaves its
+    kind to the policy, as an editor's does).  `strength` and the rewrite budgets, which
+    no such fill reads, were taken and labelled every row (`pass_at_1.UNREAD`)."""
+    return replace(options, kind=task_kind(DOCUMENT, CURSOR, CURSOR))
 
 
 def _infill_ms(engine: Engine, tokens: int, strategy: str, steps: int,
@@ -220,8 +230,8 @@ def command(args: argparse.Namespace) -> int:
                            baseline_model=args.baseline_model, seed=args.seed,
                            model=args.model, device=args.device)
     # refused before the model loads; so are the settings every timed fill sets
-    config.engine = engine_settings(args.settings, SET_ON_THE_ENGINE, (_options(
-        min(config.lengths), config.strategy, config.steps, config.seed),), FLAGS)
+    config.engine = engine_settings(args.settings, SET_ON_THE_ENGINE, (planned(_options(
+        min(config.lengths), config.strategy, config.steps, config.seed)),), FLAGS)
     publish(lambda: run_latency(config), to_markdown, args.json_out,
             args.markdown_out, "plot_latency", args.plot)
     return 0

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.grids import CONCURRENCY, MODES
-from dlm_lsp.bench.latency import CURSOR, DOCUMENT
+from dlm_lsp.bench.latency import CURSOR, DOCUMENT, planned
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import publish, quantile
 from dlm_lsp.bench.pass_at_1 import (
@@ -340,9 +340,10 @@ def command(args: argparse.Namespace) -> int:
                               steps=args.steps, modes=tuple(args.modes), seed=args.seed,
                               model=args.model, device=args.device,
                               beside_long=args.beside_long, latency_ms=args.latency_ms)
-    # refused before the model loads; so are the settings every fill sets
+    # refused before the model loads; so are the settings every fill sets, and those
+    # none reads (a rewrite's: the long document's cursor is the same empty line)
     config.engine = engine_settings(args.settings, SET_ON_THE_ENGINE,
-                                    (_options(config, config.seed),), FLAGS)
+                                    (planned(_options(config, config.seed)),), FLAGS)
     publish(lambda: run_throughput(config), to_markdown, args.json_out,
             args.markdown_out, "plot_throughput", args.plot)
     return 0
