@@ -144,6 +144,16 @@ PROCESS_SETTINGS = frozenset({
     "drafts", "hole_marker", "max_open_documents", "max_queued_requests", "backend", "remote_url",
     "remote_token", "remote_ca_file", "remote_connect_ms", "remote_retries", "remote_fallback"})
 
+# The settings only the language server reads (server.py; backends.py and dlm_lsp/remote
+# for where fills run), never the engine: a request's deadline, draft notifications, hole
+# markers, what an editor is shown, the documents and requests it holds, the backend.  A
+# benchmark fills on an engine of its own, so its `--settings` refuses them
+# (`bench.pass_at_1.engine_settings`): they labelled its rows and changed no fill.
+SERVER_ONLY = frozenset({
+    "timeout_ms", "drafts", "hole_marker", "suggest_invalid", "max_open_documents",
+    "max_queued_requests", "backend", "remote_url", "remote_token", "remote_ca_file",
+    "remote_connect_ms", "remote_retries", "remote_fallback"})
+
 SECRETS = frozenset({"remote_token"})  # a problem with one is said without its value
 
 

@@ -19,7 +19,7 @@ from dlm_lsp.bench.strategies import run_strategy
 from dlm_lsp.bench.syntax_rate import fixture_tasks
 from dlm_lsp.cli import main
 from dlm_lsp.cli import main as cli_main
-from dlm_lsp.config import STRATEGIES, ServerConfig
+from dlm_lsp.config import STRATEGIES, ServerConfig, snake
 from dlm_lsp.engine import Engine
 
 HANDFUL = load_tasks("single-line", limit=4) + load_tasks("multi-line", limit=2)
@@ -179,6 +179,123 @@ def test_a_setting_the_engine_would_not_use_is_a_usage_error(bench, settings, sa
     said = capsys.readouterr().err
     assert said.startswith(f"dlm-lsp bench {bench}: ") and says in said
     assert "ignored" not in said and "kept" not in said
+
+
+@pytest.mark.parametrize(("settings", "where"), [
+    ('{"timeoutMs": 1000, "drafts": true}', "benchmarks/lsp_latency.py fills through the "
+     "language server, with its own --settings"),
+    ('{"backend": "remote", "remoteUrl": "http://gpu-box:8000"}', "benchmarks/"
+     "remote_throughput.py fills through a serve-remote service, with its own --settings"),
+    ('{"holeMarker": "<HOLE>", "remoteRetries": 0}', "benchmarks/remote_throughput.py fills "
+     "through a serve-remote service and benchmarks/lsp_latency.py fills through the "
+     "language server, each with its own --settings"),
+])
+@pytest.mark.parametrize("bench", list(SMALLEST))
+def test_a_setting_only_the_language_server_reads_is_refused_naming_what_measures_it(
+        bench, settings, where, capsys, bench_engines):
+    """`--settings '{"timeoutMs": 1000}'` (a deadline, draft notifications, the backend
+    ...) was taken and labelled every row, though a benchmark fills on an engine of its
+    own, which never reads them: refused before the model loads, naming the script that
+    fills through a server instead."""
+    from dlm_lsp.config import camel
+
+    named = ", ".join(map(camel, map(snake, json.loads(settings))))
+    assert main(["bench", bench, *SMALLEST[bench], "--settings", settings]) == 2
+    assert capsys.readouterr().err == (
+        f"dlm-lsp bench {bench}: --settings names {named}, which only the language server "
+        f"reads, not the engine this benchmark fills on: {where}\n")
+    assert bench_engines == []
+
+
+def test_the_settings_only_the_language_server_reads_are_those_the_engine_never_reads():
+    """`SERVER_ONLY` is what a benchmark refuses as read by no fill: no module of the
+    engine's side reads one (as `config.timeout_ms`), and every other setting of the
+    server's own is named there (a new setting only the server reads is added to it, or
+    a benchmark's rows would be labelled with it again)."""
+    import re
+    from dataclasses import fields
+    from pathlib import Path
+
+    import dlm_lsp
+    from dlm_lsp.config import SERVER_ONLY, InfillOptions, ServerConfig
+
+    root = Path(dlm_lsp.__file__).parent
+    server_side = ("server.py", "backends.py", "status.py", "cli.py", "config.py")
+    engine_side = "\n".join(
+        path.read_text(encoding="utf-8") for path in root.rglob("*.py")
+        if path.name not in server_side and not {"remote", "bench"} & set(path.parts))
+    names = "|".join(sorted(SERVER_ONLY))
+    assert re.findall(rf"\b(?:cfg|config)\.(?:{names})\b", engine_side) == []
+    per_request = {f.name for f in fields(InfillOptions)}  # the sampler reads them by name
+    unread = [f.name for f in fields(ServerConfig) if f.name not in per_request
+              and not re.search(rf"\.{f.name}\b|\"{f.name}\"", engine_side)]
+    assert set(unread) <= SERVER_ONLY and unread
+
+
+@pytest.mark.parametrize(("settings", "why"), [
+    ('{"cacheRefresh": 2}', "they tune the context cache, which only contextCache true "
+     "turns on"),
+    ('{"contextCache": false, "cacheWindow": 4}', "they tune the context cache, which only "
+     "contextCache true turns on"),
+    ('{"remaskBelow": 0.3}', "it bounds re-masking, which only remask above 0 turns on"),
+    ('{"earlyStop": false, "earlyStopLogprob": -0.5}', "it is the early stop's bar, and no "
+     "fill stops early, with earlyStop false or left to right"),
+    ('{"batchRows": 0, "batchPadding": true}', "it lets fills of different lengths share a "
+     "pass, and batchRows 0 shares none"),
+])
+def test_a_setting_that_matters_only_beside_another_is_refused_without_it(
+        settings, why, capsys, bench_engines):
+    """`cacheRefresh` without `contextCache` (and each such pair in config.py) was taken
+    silently and labelled every row, though no fill read it: refused as a setting no
+    fill reads is, saying which setting turns it on."""
+    named = next(key for key in json.loads(settings) if key not in (
+        "contextCache", "earlyStop", "batchRows"))
+    assert main(["bench", "humaneval", "--limit", "1", "--settings", settings]) == 2
+    assert capsys.readouterr().err == (
+        f"dlm-lsp bench humaneval: --settings names {named}, which no fill of this "
+        f"benchmark reads ({why})\n")
+    assert bench_engines == []
+
+
+@pytest.mark.parametrize("settings", [
+    '{"contextCache": true, "cacheRefresh": 2, "cacheWindow": 4}',
+    '{"remask": 0.2, "remaskBelow": 0.3}',
+    '{"earlyStopLogprob": -0.5}',  # the server's early stop is on
+    '{"batchPadding": true}',  # the server's batchRows is 16
+])
+def test_a_setting_that_matters_only_beside_another_is_taken_with_it(settings):
+    from dlm_lsp.bench.filling import FILL_FLAGS, planned_options
+    from dlm_lsp.bench.pass_at_1 import engine_settings
+
+    assert engine_settings(settings, requests=(planned_options(FillSettings()),),
+                           flags=FILL_FLAGS) == {snake(k): v for k, v in
+                                                 json.loads(settings).items()}
+
+
+def test_the_early_stop_s_bar_is_refused_where_every_fill_runs_left_to_right():
+    """A left-to-right fill stops early only where its request asks
+    (`engine.sampler_config`); one that asks reads the bar."""
+    from dlm_lsp.bench.pass_at_1 import UsageError, engine_settings
+    from dlm_lsp.config import InfillOptions
+
+    left_to_right = InfillOptions(strategy="left-to-right")
+    with pytest.raises(UsageError, match="earlyStopLogprob, which no fill"):
+        engine_settings('{"earlyStopLogprob": -0.5}', requests=(left_to_right,))
+    assert engine_settings('{"earlyStopLogprob": -0.5}', requests=(
+        InfillOptions(strategy="left-to-right", early_stop=True),)) == {
+        "early_stop_logprob": -0.5}
+
+
+def test_a_nucleus_is_taken_where_a_fill_s_later_candidates_sample(bench_engines):
+    """A greedy fill's candidates after the first sample (`engine.sampler_config`), from
+    the nucleus `topP` keeps: `{"topP": 0.9, "candidates": 4}` was refused as read by no
+    fill."""
+    from dlm_lsp.bench.filling import FILL_FLAGS, planned_options
+    from dlm_lsp.bench.pass_at_1 import engine_settings
+
+    assert engine_settings('{"topP": 0.9, "candidates": 4}',
+                           requests=(planned_options(FillSettings()),), flags=FILL_FLAGS) == {
+        "top_p": 0.9, "candidates": 4}
 
 
 def test_syntax_runs_both_settings_with_extra_server_settings_and_names_them(
@@ -377,8 +494,8 @@ def test_a_nucleus_is_refused_where_every_fill_is_greedy(capsys, bench_engines):
     assert main(["bench", "humaneval", "--limit", "1", "--settings", '{"topP": 0.5}']) == 2
     assert capsys.readouterr().err == (
         "dlm-lsp bench humaneval: --settings names topP, which no fill of this benchmark "
-        "reads (its fills are greedy, at temperature 0, and only sampling keeps a "
-        "nucleus)\n")
+        "reads (its fills are greedy, at temperature 0 with one candidate, and only "
+        "sampling keeps a nucleus)\n")
     assert bench_engines == []
 
 

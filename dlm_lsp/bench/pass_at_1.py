@@ -58,6 +58,7 @@ from dlm_lsp.bench.filling import (
     fill_task,
     planned_options,
 )
+from dlm_lsp.bench.grids import LEFT_TO_RIGHT
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import StoppedAfterWriting, writing_reports
@@ -74,7 +75,15 @@ from dlm_lsp.bench.sandbox import (
     isolation_text,
     run_programs,
 )
-from dlm_lsp.config import InfillOptions, ServerConfig, camel, from_json, snake
+from dlm_lsp.config import (
+    SERVER_ONLY,
+    InfillOptions,
+    ServerConfig,
+    camel,
+    from_json,
+    setting,
+    snake,
+)
 from dlm_lsp.held_signals import signal_name
 from dlm_lsp.policy import BUDGET_SETTINGS
 
@@ -396,8 +405,11 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = (),
     wins over every one of them (`policy.step_budget`): `bench throughput --settings
     '{"latencyMs": 300}'` was labelled with the target and ran its fills at 8 steps.  And
     so is a setting that none of the fills reads, as one of their options set under
-    another name replaces it (`UNREAD`: `singleLineTokens` where every fill has the
-    oracle length).
+    another name replaces it, or that another setting leaves off (`UNREAD`:
+    `singleLineTokens` where every fill has the oracle length, `cacheRefresh` without
+    `contextCache`).  And so is a setting only the language server reads, never the
+    engine a benchmark fills on (`config.SERVER_ONLY`: `timeoutMs`, `drafts`, `backend`
+    ...), naming the script that measures fills through a server instead.
 
     `flags` names the command's option that sets a setting (or, for a setting no fill
     reads, the option that would make fills read it), by its snake_case name: a refusal
@@ -413,7 +425,7 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = (),
                          f"('{{\"steps\": 8}}'), got {type(data).__name__}")
     # named as keys of --settings ("setting 'steps'"), not as a path from it
     # ("'--settings.steps'", no name a user types)
-    _, problems = from_json(ServerConfig, data, strict=True)
+    config, problems = from_json(ServerConfig, data, strict=True)
     if problems:
         raise UsageError("--settings: " + "; ".join(problems))
     settings = {snake(key): value for key, value in data.items()}
@@ -422,6 +434,11 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = (),
     if options:  # it was a TypeError's traceback, after the tasks were read
         raise UsageError(f"--settings names {', '.join(o[2:] for o in options)}: give "
                          f"{' and '.join(options)} instead")
+    server = [name for name in settings if name in SERVER_ONLY]
+    if server:
+        raise UsageError(f"--settings names {', '.join(map(camel, server))}, which only the "
+                         "language server reads, not the engine this benchmark fills on: "
+                         f"{_through_a_server(server)}")
     varied = (*varied, *set_by_requests(*requests))
     taken = [name for name in varied if name in settings]
     if taken:
@@ -436,9 +453,11 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = (),
                          f"{' and '.join(map(camel, own))} this benchmark gives each fill "
                          "replace (a fill's own budget wins over every budget setting)"
                          f"{_instead([('', budget or None)])}")
+    # a benchmark that does not say what its fills ask for is taken to ask for nothing
+    asked = requests or (InfillOptions(),)
     for unread in UNREAD:
         moot = [camel(name) for name in unread.settings if name in settings]
-        if moot and requests and not any(unread.reads(options) for options in requests):
+        if moot and not any(unread.reads(options, config) for options in asked):
             raise UsageError(f"--settings names {', '.join(moot)}, which no fill of this "
                              f"benchmark reads ({unread.why})"
                              f"{_instead([('', flags.get(unread.option))])}")
@@ -457,37 +476,78 @@ def _instead(named: list[tuple[str, str | None]]) -> str:
     return f": give {' and '.join(f'{flag} for {name}' for name, flag in given)} instead"
 
 
+def _through_a_server(names: list[str]) -> str:
+    """Where settings only the language server reads (`SERVER_ONLY`) are measured: the
+    scripts that fill through a server, each with a --settings of its own."""
+    remote = [name for name in names if name == "backend" or name.startswith("remote_")]
+    told = []
+    if remote:
+        told.append("benchmarks/remote_throughput.py fills through a serve-remote service")
+    if len(remote) < len(names):
+        told.append("benchmarks/lsp_latency.py fills through the language server")
+    return f"{' and '.join(told)}, {'each ' if len(told) > 1 else ''}with its own --settings"
+
+
 @dataclass(frozen=True)
 class Unread:
     """Server settings that a fill does not read once one of its options is set, under
-    another name: refused in `--settings` where no fill of a benchmark reads them, as they
-    would have labelled every row and changed none."""
+    another name, or where another setting leaves what they tune off (`cacheRefresh`
+    without `contextCache`): refused in `--settings` where no fill of a benchmark reads
+    them, as they would have labelled every row and changed none."""
 
     settings: tuple[str, ...]  # snake_case
-    option: str  # the request option (an InfillOptions field) that replaces them
-    reads: Callable[[InfillOptions], bool]  # whether a fill asked with these options does
+    option: str  # the request option (an InfillOptions field) or setting that decides
+    # whether a fill asked with these options, on an engine with these settings, reads them
+    reads: Callable[[InfillOptions, ServerConfig], bool]
     why: str
+
+
+def _stops_early(options: InfillOptions, config: ServerConfig) -> bool:
+    """Whether a fill may stop early (`engine.sampler_config`: a left-to-right fill does
+    only where its request asks)."""
+    if options.early_stop is not None:
+        return options.early_stop
+    return bool(config.early_stop) and setting(options, config, "strategy") != LEFT_TO_RIGHT
 
 
 UNREAD = (
     # `policy.plan_span`: a request's length is the span's, whatever its kind
     Unread(("single_line_tokens", "multi_line_tokens"), "length",
-           lambda options: options.length is None,
+           lambda options, config: options.length is None,
            "each fill has its own length, which replaces the length settings"),
-    # `sampler.choose`: greedy rows take the most likely token, with no nucleus
-    Unread(("top_p",), "temperature", lambda options: options.temperature != 0,
-           "its fills are greedy, at temperature 0, and only sampling keeps a nucleus"),
+    # `sampler.choose`: greedy rows take the most likely token, with no nucleus; a
+    # fill's candidates after the first sample (`engine.sampler_config`)
+    Unread(("top_p",), "temperature",
+           lambda options, config: setting(options, config, "temperature") != 0
+           or setting(options, config, "candidates") > 1,
+           "its fills are greedy, at temperature 0 with one candidate, and only sampling "
+           "keeps a nucleus"),
     # `engine`: the retry runs only where the fallback is on and the fill was not
     # already left to right
     Unread(("fallback_max_tokens",), "fallback",
-           lambda options: options.fallback is not False
-           and options.strategy != "left-to-right",
+           lambda options, config: setting(options, config, "fallback") is not False
+           and setting(options, config, "strategy") != LEFT_TO_RIGHT,
            "it bounds the left-to-right fallback, which its fills turn off"),
     # `policy.step_budget` and the engine's `strength`: read for a rewrite alone, which a
     # fill of a kind of its own is not
     Unread(("steps_rewrite", "latency_ms_rewrite", "strength"), "kind",
-           lambda options: options.kind in (None, "rewrite"),
+           lambda options, config: options.kind in (None, "rewrite"),
            "each fill has its own kind, one line or several, and only rewrites read them"),
+    # `passes`: the cache's refresh and window, read only with the cache on
+    Unread(("cache_refresh", "cache_window"), "context_cache",
+           lambda options, config: config.context_cache,
+           "they tune the context cache, which only contextCache true turns on"),
+    # `sampler`: which committed tokens re-masking may take back, where it re-masks
+    Unread(("remask_below",), "remask",
+           lambda options, config: (setting(options, config, "remask") or 0) > 0,
+           "it bounds re-masking, which only remask above 0 turns on"),
+    # `sampler`: the quality bar of an early stop
+    Unread(("early_stop_logprob",), "early_stop", _stops_early,
+           "it is the early stop's bar, and no fill stops early, with earlyStop false or "
+           "left to right"),
+    # `serving`: a padded row shares a pass, which batchRows 0 never does
+    Unread(("batch_padding",), "batch_rows", lambda options, config: config.batch_rows > 0,
+           "it lets fills of different lengths share a pass, and batchRows 0 shares none"),
 )
 
 
