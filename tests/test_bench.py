@@ -237,7 +237,8 @@ def test_the_settings_only_the_language_server_reads_are_those_the_engine_never_
      "turns on"),
     ('{"contextCache": false, "cacheWindow": 4}', "they tune the context cache, which only "
      "contextCache true turns on"),
-    ('{"remaskBelow": 0.3}', "it bounds re-masking, which only remask above 0 turns on"),
+    ('{"remaskBelow": 0.3}', "it bounds re-masking, which only remask above 0 turns on, "
+     "and not left to right"),
     ('{"earlyStop": false, "earlyStopLogprob": -0.5}', "it is the early stop's bar, and no "
      "fill stops early, with earlyStop false or left to right"),
     ('{"batchRows": 0, "batchPadding": true}', "it lets fills of different lengths share a "
@@ -284,6 +285,31 @@ def test_the_early_stop_s_bar_is_refused_where_every_fill_runs_left_to_right():
     assert engine_settings('{"earlyStopLogprob": -0.5}', requests=(
         InfillOptions(strategy="left-to-right", early_stop=True),)) == {
         "early_stop_logprob": -0.5}
+
+
+@pytest.mark.parametrize("settings", ['{"schedule": "cosine"}', '{"threshold": 0.9}',
+                                      '{"remask": 0.2}', '{"remask": 0.2, "remaskBelow": 0.3}'])
+def test_a_parallel_strategy_s_control_is_refused_where_every_fill_runs_left_to_right(
+        settings, capsys, bench_engines):
+    """A left-to-right fill commits one token a step in order: the schedule, threshold and
+    re-masking are set aside for it (`engine.strictly_left_to_right`), and named every row
+    of `bench humaneval --strategy left-to-right`."""
+    assert main(["bench", "humaneval", "--limit", "1", "--strategy", "left-to-right",
+                 "--settings", settings]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("dlm-lsp bench humaneval: --settings names ")
+    assert "which no fill of this benchmark reads" in said and "left to right" in said
+    assert bench_engines == []
+
+
+def test_a_parallel_strategy_s_control_is_taken_where_some_fill_runs_in_parallel():
+    """`bench strategies` and a sweep fill with every strategy: a threshold changes the
+    parallel ones' rows."""
+    from dlm_lsp.bench import strategies
+    from dlm_lsp.bench.pass_at_1 import engine_settings
+
+    assert engine_settings('{"threshold": 0.9}', requests=strategies.planned(4),
+                           flags=strategies.FLAGS) == {"threshold": 0.9}
 
 
 def test_a_nucleus_is_taken_where_a_fill_s_later_candidates_sample(bench_engines):

@@ -537,10 +537,18 @@ UNREAD = (
     Unread(("cache_refresh", "cache_window"), "context_cache",
            lambda options, config: config.context_cache,
            "they tune the context cache, which only contextCache true turns on"),
+    # `engine.strictly_left_to_right`: a left-to-right fill commits one token a step, in
+    # order, whatever the parallel strategies' schedule, threshold and re-masking say
+    Unread(("schedule", "threshold", "remask"), "strategy",
+           lambda options, config: setting(options, config, "strategy") != LEFT_TO_RIGHT,
+           "every fill runs left to right, one token a step, which the parallel "
+           "strategies' controls do not change"),
     # `sampler`: which committed tokens re-masking may take back, where it re-masks
     Unread(("remask_below",), "remask",
-           lambda options, config: (setting(options, config, "remask") or 0) > 0,
-           "it bounds re-masking, which only remask above 0 turns on"),
+           lambda options, config: (setting(options, config, "remask") or 0) > 0
+           and setting(options, config, "strategy") != LEFT_TO_RIGHT,
+           "it bounds re-masking, which only remask above 0 turns on, and not left to "
+           "right"),
     # `sampler`: the quality bar of an early stop
     Unread(("early_stop_logprob",), "early_stop", _stops_early,
            "it is the early stop's bar, and no fill stops early, with earlyStop false or "
