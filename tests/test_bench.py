@@ -498,7 +498,7 @@ def test_a_rewrite_setting_is_refused_where_every_fill_has_the_oracle_s_kind(
     assert main(["bench", "humaneval", "--limit", "1", "--settings", settings]) == 2
     assert capsys.readouterr().err == (
         f"dlm-lsp bench humaneval: --settings names {named}, which no fill of this "
-        "benchmark reads (each fill has its own kind, one line or several, and only "
+        "benchmark reads (each fill is one line or several, never a rewrite, and only "
         "rewrites read them)\n")
     assert bench_engines == []
 

@@ -679,7 +679,7 @@ def test_a_rewrite_setting_is_refused_where_every_timed_fill_is_at_a_cursor(
     assert main(["bench", bench, *SMALLEST[bench], "--settings", '{"strength": 0.5}']) == 2
     assert capsys.readouterr().err == (
         f"dlm-lsp bench {bench}: --settings names strength, which no fill of this "
-        "benchmark reads (each fill has its own kind, one line or several, and only "
+        "benchmark reads (each fill is one line or several, never a rewrite, and only "
         "rewrites read them)\n")
     assert bench_engines == []
 

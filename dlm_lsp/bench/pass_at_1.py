@@ -532,7 +532,7 @@ UNREAD = (
     # fill of a kind of its own is not
     Unread(("steps_rewrite", "latency_ms_rewrite", "strength"), "kind",
            lambda options, config: options.kind in (None, "rewrite"),
-           "each fill has its own kind, one line or several, and only rewrites read them"),
+           "each fill is one line or several, never a rewrite, and only rewrites read them"),
     # `passes`: the cache's refresh and window, read only with the cache on
     Unread(("cache_refresh", "cache_window"), "context_cache",
            lambda options, config: config.context_cache,
