@@ -313,6 +313,25 @@ def test_early_stop_waits_when_the_model_is_unsure(tok):
     assert not out.early_stopped and out.steps == 12
 
 
+def test_early_stop_never_fills_a_position_its_step_re_masked(tok):
+    """Every position proposes its token with probability ~0.13: committed, then doubted
+    (under remaskBelow 0.5) and re-masked while the budget lasts.  A step's proposal for a
+    token it re-masks was made with that token in place, so that step is not stable: the
+    stop waited for a step that re-masked nothing.  It used to stop at the second step,
+    writing the tokens it had just taken back straight back."""
+    lay = layout(tok, 12)
+    model = FakeModel(tok, peaked(tok, lay, [5.0] * 12))
+    seen: list[set[int]] = []  # committed positions after each step's commits and re-masks
+    out = denoise(model, lay, SamplerConfig(steps=12, remask=0.2, remask_below=0.5,
+                                            early_stop=True, early_stop_logprob=-10.0), 0,
+                  on_step=lambda s, n, span: seen.append(
+                      {i for i, t in enumerate(span[0].tolist()) if t != model.mask_id}))
+    taken_back = [before - after for before, after in zip(seen, seen[1:], strict=False)]
+    assert any(taken_back)  # re-masking was at work
+    assert out.early_stopped and no_masks(out, model)
+    assert not taken_back[-1]  # the stopping step took nothing back
+
+
 def ending_at(tok: Tokenizer, lay: SpanLayout, end: int, content: float = 20.0):
     """Position 0 proposes token 100 (logit margin `content`), position 1 the token `end`
     (margin 20), and every later position its own junk token 200 + i (margin 5)."""
