@@ -199,6 +199,16 @@ class _Order:
         self.cfg, self.n = cfg, n
         self.head = head  # positions [0, head) hold the head: committed, never re-masked
         self.first_line_end = [n] * rows
+        self.head_ends_line = [False] * rows  # the head's last token ends the first line
+
+    def note_head(self, r: int, past_head: str) -> None:
+        """The head's last token may go on past the head with the fill's first characters
+        (`\n\n` spelling a head `\n`); a line break among them ends the fill's first line
+        in the head, where `note_line_breaks` (which reads after the head) never saw it:
+        the whole span went left to right, one token a step."""
+        if "\n" in past_head:
+            self.first_line_end[r] = self.head[r]
+            self.head_ends_line[r] = True
 
     def ltr_end(self, r: int) -> int:
         """End of the region committed strictly left to right (after the head)."""
@@ -311,6 +321,10 @@ class Denoising:
                                  "vocabulary; build the layout with move_head=False")
         self.order = _Order(cfg, self.rows, n,
                             [layout.head_tokens if layout.init_ids else 0] * self.rows)
+        if self.chain is None and layout.head and layout.init_ids is not None:
+            past = model.tokenizer.decode(list(layout.init_ids[:layout.head_tokens]))
+            for r in range(self.rows):  # a head written in the span already
+                self.order.note_head(r, past[len(layout.head):])
         self.logp = torch.zeros(self.rows, n, device=device)  # log-prob of committed tokens
         self.expand_id: int | None = getattr(model, "expand_id", None)
         self.grows = (self.expand_id is not None and self.rows == 1 and cfg.block_size is None
@@ -417,6 +431,8 @@ class Denoising:
                 chosen[r, :len(spelled)] = torch.tensor(spelled, device=device)
                 forced[r] = list(range(len(spelled)))
                 order.head[r] = len(spelled)
+                texts = self.chain.texts
+                order.note_head(r, "".join(texts[t] for t in spelled)[len(self.chain.head):])
             self.chain = None
         probs = logits.softmax(-1)
         conf = probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)  # (B, N)
@@ -521,8 +537,11 @@ class Denoising:
         at = torch.arange(n, device=span.device)
         first_mask = torch.where(still, at, n).min(1).values
         ends = span == self.model.pad_id
-        if self.breaks is not None:  # a line break after the head ends a one-line fill
-            after_head = at[None, :] >= torch.tensor(self.order.head, device=span.device)[:, None]
+        if self.breaks is not None:  # a line break after the head ends a one-line fill, as
+            # does the head's last token where its line break is past the head (`note_head`)
+            order = self.order
+            fill_from = [h - e for h, e in zip(order.head, order.head_ends_line, strict=True)]
+            after_head = at[None, :] >= torch.tensor(fill_from, device=span.device)[:, None]
             ends |= torch.isin(span, self.breaks) & after_head
         first_end = torch.where(ends, at, n).min(1).values
         if not bool(((first_end < first_mask) | (first_mask == n)).all()):

@@ -251,6 +251,57 @@ def test_first_line_goes_left_to_right_then_the_rest_in_parallel(tok):
     assert len(new[3]) > 1  # after the line break, parallel commits
 
 
+SHIPPED_TOKENIZER = Path(__file__).parent.parent / "dlm_lsp" / "weights" / "default" / (
+    "tokenizer.json")
+
+
+def head_past_its_line(tok: Tokenizer, lay: SpanLayout, word: str = "x"):
+    """The span's first position proposes `\n\n` (the head `\n` and the fill's own empty
+    first line), every later one `word`, never a line break."""
+    double, token = tok.whole_texts.index("\n\n"), tok.encode(word)[0]
+
+    def make(ids: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[..., token] = 5.0
+        logits[:, lay.span_start, double] = 10.0
+        return logits
+    return make
+
+
+@pytest.mark.parametrize("which", ["shipped", "tests"])
+def test_a_head_token_that_ends_the_first_line_leaves_the_rest_in_parallel(tok, which):
+    """A head `\n` spelled by `\n\n` ends the fill's first line inside the head's own
+    token.  The first-line region was read after the head only, so it never ended: the
+    whole span went left to right, two tokens a step (the head's and the region's next)."""
+    tok = Tokenizer.from_file(SHIPPED_TOKENIZER) if which == "shipped" else tok
+    lay = build_layout(tok, "x = 1\n", "\n", 12, 100)
+    assert lay.head == "\n"
+    out, new, _ = watch(tok, head_past_its_line(tok, lay), lay, steps=4, ltr_first_line=True)
+    assert tok.decode(out.span_ids[0].tolist()).startswith("\n\nx")
+    assert len(new[0]) == math.ceil(lay.n_masked / 4) and len(new[1]) > 1
+
+
+def test_a_head_written_in_the_span_already_ends_the_first_line_too(tok):
+    """A rewrite or a repair starts with the head's tokens in place (`head_tokens`): its
+    `\n\n` ends the first line as the spelled chain's does."""
+    lay = build_layout(tok, "x = 1\n", "\n", 12, 100)
+    model = FakeModel(tok)
+    start = (tok.whole_texts.index("\n\n"),) + (model.mask_id,) * (lay.n_masked - 1)
+    lay = replace(lay, head_tokens=1, init_ids=start)
+    _, new, _ = watch(tok, head_past_its_line(tok, lay), lay, steps=4, ltr_first_line=True)
+    assert len(new[0]) == 1 + math.ceil((lay.n_masked - 1) / 4)  # with the head's own
+
+
+@pytest.mark.parametrize("which", ["shipped", "tests"])
+def test_a_one_line_fill_whose_line_ends_in_the_head_token_is_settled_at_once(tok, which):
+    """The same head token ends a one-line fill: its text (empty) is settled on the first
+    step, as a line break after the head settles it."""
+    tok = Tokenizer.from_file(SHIPPED_TOKENIZER) if which == "shipped" else tok
+    lay = build_layout(tok, "x = 1\n", "\n", 12, 100)
+    out, _, model = watch(tok, head_past_its_line(tok, lay), lay, steps=8, single_line=True)
+    assert out.steps == 1 and model.pad_id in out.span_ids[0].tolist()
+
+
 def test_semi_autoregressive_blocks_finish_left_to_right(tok):
     _, new, _ = watch(tok, fixed(tok), layout(tok, 12), steps=6, block_size=4)
     block_of = [max(p // 4 for p in x) for x in new]
