@@ -281,8 +281,19 @@ class InfillRun:
         return ids.index(pad) if pad in ids else len(ids)
 
     def used(self, ids: list[int]) -> int:
-        """Span positions the fill really used: up to the first pad, beyond the head."""
-        return max(0, self.content_length(ids) - self.layout.head_tokens)
+        """Span positions the fill really used: up to the first pad, less those that hold
+        the head's characters (that start inside it, as `span.head_positions` counts them).
+        The head's chain takes the positions the model chose for it, not its own
+        tokenization's (`layout.head_tokens`): with the shipped model an indentation of 20
+        spaces, one token of its own, took 14 (`\n       `, 12 single spaces, ` =`), and
+        the 13 more counted as the fill's."""
+        content = ids[:self.content_length(ids)]
+        head, tok = len(self.layout.head), self.model.tokenizer
+        spelled, written = 0, 0  # the tokens that start inside the head, and their text
+        while written < head and spelled < len(content):
+            spelled += 1
+            written = len(tok.decode(content[:spelled], self.leave_out))
+        return len(content) - spelled
 
     @cached_property
     def leave_out(self) -> frozenset[str]:

@@ -49,7 +49,9 @@ class Candidate:
     text: str
     valid: bool | None  # None when the language has no grammar to check against
     score: float  # mean log-probability of the committed tokens
-    used: int = 0  # span tokens used before the pad tail (the rest were trimmed)
+    # span tokens before the pad tail (the rest were trimmed), less those that hold the
+    # head's characters, however many the model spelled it in
+    used: int = 0
     path: str = DIFFUSION  # what produced it: diffusion, repair or left-to-right
     ids: list[int] = field(default_factory=list, repr=False)  # the span as denoised
     check: Validation | None = field(default=None, repr=False)  # None when unchecked

@@ -497,6 +497,33 @@ def test_unknown_length_fill_trims_the_pad_tail_and_reports_used_length(tok, mod
     assert best.text and set(best.text) == {"x"} and len(best.text) == best.used <= 3
 
 
+def test_used_counts_the_fill_s_tokens_however_many_the_head_took(tok, model_dir):
+    """The head `\n    ` (two tokens of its own here) spelled in five, `\n` and four
+    single spaces, then three tokens of `x`: the fill used three.  It was counted as the
+    span's tokens less the head's own tokenization, six."""
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", validate=False))
+    text = "y = 1\n    \n"
+    newline, space, x = (tok.whole_texts.index(t) for t in ("\n", " ", "x"))
+    at: list[int] = []
+
+    def make(ids: torch.Tensor) -> torch.Tensor:
+        if not at:  # the first pass: the span is all masked
+            at.append(int((ids[0] == engine.model.mask_id).nonzero()[0]))
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[..., engine.model.pad_id] = 5.0
+        logits[:, at[0], newline] = 10.0
+        logits[:, at[0] + 1:at[0] + 5, space] = 10.0
+        logits[:, at[0] + 5:at[0] + 8, x] = 10.0
+        return logits
+
+    engine._model = FakeModel(tok, make)
+    result = engine.infill(InfillRequest(text, 10, 10, "python", options=InfillOptions(
+        length=10, steps=1, kind="multi-line")))
+    best = result.candidates[0]
+    assert best.ids[:5] == [newline] + [space] * 4 and len(tok.encode("\n    ")) == 2
+    assert best.text.strip() == "xxx" and best.used == 3
+
+
 CONTROL = st.fixed_dictionaries({
     "steps": st.integers(1, 40),
     "strategy": st.sampled_from(["confidence", "margin", "entropy", "random", "left-to-right"]),
