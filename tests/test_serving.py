@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,10 @@ import torch
 
 from dlm_lsp.costs import StepCost
 from dlm_lsp.models import load_model
-from dlm_lsp.sampler import Cancelled, Denoising, SamplerConfig, denoise
+from dlm_lsp.sampler import Cancelled, Denoising, SamplerConfig, denoise, refine_start
 from dlm_lsp.serving import BatchConfig, BatchStats, StepBatcher, Target
 from dlm_lsp.slowdown import LoadFactor
-from dlm_lsp.span import build_layout
+from dlm_lsp.span import build_layout, head_positions
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +101,45 @@ def test_requests_of_one_length_share_forward_passes(model) -> None:
     assert batcher.stats.requests == 4
     assert batcher.stats.passes < 4 * 4, "some passes were shared"
     assert batcher.stats.occupancy > 1
+
+
+def test_fills_of_mixed_controls_in_one_pass_give_what_each_gives_alone(model) -> None:
+    """One sequence length, so every round is one shared pass, among fills whose loops
+    differ in every way a step can: re-masking with an early stop and its check, the
+    first line left to right, a threshold and a cap, a one-line fill that settles, a
+    rewrite that starts from old code, two sampled rows."""
+    base = _layout(model, "x = 1\n", n=8)
+    ids = model.tokenizer.encode(base.head + "foo(bar)")
+    head = head_positions(model.tokenizer, ids, base.head)
+    old = replace(base, head_tokens=head,
+                  init_ids=tuple(ids + [model.pad_id] * (base.n_masked - len(ids))))
+    rewrite = replace(old, init_ids=tuple(refine_start(model, old, 0.5, "random", 0)))
+    jobs = [(base, SamplerConfig(steps=6, remask=0.5, early_stop=True,
+                                 early_stop_logprob=-9.0), lambda row: len(set(row)) > 2),
+            (base, SamplerConfig(steps=5, ltr_first_line=True, temperatures=(0.0, 0.9)), None),
+            (base, SamplerConfig(steps=7, threshold=0.2, max_per_step=2, spacing=1), None),
+            (base, SamplerConfig(steps=8, strategy="left-to-right", single_line=True), None),
+            (rewrite, SamplerConfig(steps=3, block_size=4, early_stop=True,
+                                    early_stop_logprob=-9.0), None)]
+    batcher = StepBatcher(model)
+    gate, real = threading.Event(), model.hidden
+
+    def slow_first(ids: torch.Tensor) -> torch.Tensor:
+        gate.wait(5)  # hold the first pass until every fill has queued
+        return real(ids)
+    model.hidden = slow_first
+    try:
+        states = [Denoising(model, lay, cfg, seed, accept=accept)
+                  for seed, (lay, cfg, accept) in enumerate(jobs)]
+        threading.Timer(0.3, gate.set).start()
+        got = _together(batcher, states)
+    finally:
+        del model.hidden
+        batcher.close()
+    alone = [denoise(model, lay, cfg, seed, accept=accept)
+             for seed, (lay, cfg, accept) in enumerate(jobs)]
+    assert got == [out.span_ids.tolist() for out in alone]
+    assert batcher.stats.passes < sum(out.steps for out in alone)  # rounds were shared
 
 
 def test_a_request_joins_a_running_batch_without_changing_either_result(model) -> None:
@@ -509,7 +549,7 @@ import os, signal, sys, threading
 from dlm_lsp.models import load_model
 from dlm_lsp.sampler import Denoising, SamplerConfig
 from dlm_lsp.serving import StepBatcher
-from dlm_lsp.span import build_layout
+from dlm_lsp.span import build_layout, head_positions
 model = load_model(sys.argv[1], "cpu")
 layout = build_layout(model.tokenizer, "def f(x):\\n" * 40, "\\n", 600, 400,
                       max_length=model.max_length)
