@@ -55,7 +55,7 @@ from dlm_lsp.repair import (
 from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
 from dlm_lsp.serving import Target, WorkerClosed
-from dlm_lsp.span import SpanLayout
+from dlm_lsp.span import SpanLayout, head_positions
 from dlm_lsp.syntax import free_lines
 from dlm_lsp.units import truncate_to_units
 from dlm_lsp.validation import (
@@ -288,12 +288,8 @@ class InfillRun:
         spaces, one token of its own, took 14 (`\n       `, 12 single spaces, ` =`), and
         the 13 more counted as the fill's."""
         content = ids[:self.content_length(ids)]
-        head, tok = len(self.layout.head), self.model.tokenizer
-        spelled, written = 0, 0  # the tokens that start inside the head, and their text
-        while written < head and spelled < len(content):
-            spelled += 1
-            written = len(tok.decode(content[:spelled], self.leave_out))
-        return len(content) - spelled
+        return len(content) - head_positions(self.model.tokenizer, content, self.layout.head,
+                                             self.leave_out)
 
     @cached_property
     def leave_out(self) -> frozenset[str]:

@@ -158,13 +158,14 @@ def build_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
     return SpanLayout(prefix_ids, n_masked + head_tokens, suffix_ids, head, head_tokens)
 
 
-def head_positions(tokenizer: Tokenizer, ids: list[int], head: str) -> int:
+def head_positions(tokenizer: Tokenizer, ids: list[int], head: str,
+                   leave_out: frozenset[str] = frozenset()) -> int:
     """How many of `ids` (the head and the text after it, tokenized together) hold the
     head's characters: those that start inside it.  Tokenized alone the head can take
     fewer (`\n        ` is one token, but before `return` its last space joins
     ` return`), and a position past those would be taken for the fill's own.  The
     tokens' starts are `repair.token_offsets`, whose last entry is the end."""
-    return bisect.bisect_left(token_offsets(tokenizer, ids)[:-1], len(head))
+    return bisect.bisect_left(token_offsets(tokenizer, ids, leave_out)[:-1], len(head))
 
 
 class HeadChain:
