@@ -4,7 +4,7 @@
 A cursor after code on a line whose error sits away from it (`if x = 3: foo(|)`) gets
 a fill the check rejects whatever the model writes.  The engine then stops after the
 first pass; before, it spent the repair rounds and the left-to-right retry too.  This
-fills the three such lines of fixtures/out_of_reach/lines.json (tests/test_repair.py
+fills each such line of fixtures/out_of_reach/lines.json (tests/test_repair.py
 checks the skip on them) with the shipped model (single-line, the server's
 defaults otherwise) as the engine does, and again with `beyond_reach` answering no,
 as the engine did before, and prints the forward passes and time of each.

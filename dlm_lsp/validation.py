@@ -18,8 +18,11 @@ character ranges of the candidate document, where the fill occupies [start, star
   also means an empty fill is invalid where the hole itself is incomplete (`x = |`).
 * On the first code line below the fill's, past comments (where line breaks are white
   space, an incomplete line shows its error there), an error is the fill's when the document
-  without the span's lines lacks it, and the user's when that document and the
-  document as it is are both broken there (see _Below).
+  without the span's lines lacks it; where that document and the document as it is
+  are both broken there, the line is the user's and the fill is judged as if it were
+  blank, by tree-sitter and by CPython (see _Below).
+* A fill on one line inside a comment that keeps its end is comment text: it changes
+  no code, so the code's errors are the document's (`_comment_text`).
 """
 
 from __future__ import annotations
@@ -358,6 +361,7 @@ class ParsedDocument:
         self._original: list[_Error] | None = None
         self._lines: list[int] | None = None
         self._windows: dict[tuple[int, int], ParsedDocument] = {}
+        self._blank: dict[tuple[int, int], ParsedDocument] = {}  # see `_blanked`
         self._python: PythonSyntax | None = None
         self._shell: BashSyntax | None = None
         self._verdicts: dict[tuple[int, int, str], Validation] = {}
@@ -456,44 +460,89 @@ class ParsedDocument:
             inside = self._validate_inside_lines(start, end, fill)
             if inside is not None:
                 return inside
-        candidate = _errors(*self._parse_with(start, end, fill))
+        tree, data, filled = self._parse_with(start, end, fill)
+        candidate = _errors(tree, data, filled)
         if not candidate:  # the common case: no need for a baseline at all
             return self._confirmed(start, end, fill, "no syntax errors")
+        if self._comment_text(start, end, fill, tree):  # nor a second parser's verdict
+            return Validation(True, True, self.language,
+                              reason="the fill is comment text: the code is the document's")
+        verdict, blanked = self._judged(start, end, fill, candidate)
+        if not verdict.valid:
+            return verdict
+        return self._confirmed(start, end, fill, verdict.reason, blanked)
+
+    def _judged(self, start: int, end: int, fill: str,
+                candidate: list[tuple[_Error, tuple[int, int]]],
+                ) -> tuple[Validation, ParsedDocument]:
+        """tree-sitter's verdict on `fill` over [start, end), whose filled document has
+        the errors `candidate`, and the version it was judged in: this one, or this one
+        with the lines below the span that are broken on their own blank (see `_Below`)."""
+        text = self.text
+        below = _Below(self, start, end, len(fill))
+        if below.broken_on_its_own([error for error, _ in candidate]):
+            line = (below.next_code, below.next_end)
+            blanked = self._blanked(*line)
+            inner = _errors(*blanked._parse_with(start, end, fill))
+            verdict, judged_in = (blanked._judged(start, end, fill, inner) if inner else
+                                  (Validation(True, True, self.language,
+                                              reason="no syntax errors"), blanked))
+            if verdict.valid:
+                verdict = replace(verdict, reason=f"{verdict.reason}; line "
+                                  f"{text.count(chr(10), 0, line[0]) + 1}, broken on its own, "
+                                  "pre-existing and ignored")
+            return verdict, judged_in
         # The document as it is, and the document with the span removed; for an
         # insertion they are the same text.
         original = _Baseline(self.errors, end - start, start, len(fill))
         removed = original if end == start else _Baseline(
             self.errors_without(start, end), 0, start, len(fill))
         reach = (_skip_blanks_back(text, start), start + len(fill) + _blanks_at(text, end))
-        below = _Below(self, start, end, len(fill))
         new = []
         for error, where in candidate:
-            blamed = below.blames(error)
-            if blamed:  # reported where the fill leaves its line
+            if below.blames(error):  # reported where the fill leaves its line
                 new.append((self._fill_end(start, fill), (error.start, error.end)))
-            elif blamed is None and _is_new(error, removed, original, start, len(fill), reach):
+            elif _is_new(error, removed, original, start, len(fill), reach):
                 new.append((self._at_fill(where, error, start), (error.start, error.end)))
         new.sort()
         if not new:
-            return self._confirmed(start, end, fill, f"no new syntax errors ({len(candidate)} "
-                                                     "pre-existing ignored)")
+            return Validation(True, True, self.language, reason=f"no new syntax errors "
+                              f"({len(candidate)} pre-existing ignored)"), self
         places = tuple(sorted({where for where, _ in new}))
         line, column = places[0]
         return Validation(True, False, self.language, places,
                           reason=_introduced(len(places), line, column),
-                          new_ranges=tuple(sorted({span for _, span in new})))
+                          new_ranges=tuple(sorted({span for _, span in new}))), self
 
-    def _confirmed(self, start: int, end: int, fill: str, reason: str) -> Validation:
+    def _confirmed(self, start: int, end: int, fill: str, reason: str,
+                   judged_in: ParsedDocument | None = None) -> Validation:
         """tree-sitter's pass, unless CPython rejects a Python fill (see python_syntax) or
-        bash a shell fill (see bash_syntax)."""
+        bash a shell fill (see bash_syntax).
+
+        Where tree-sitter judged the fill with lines below blank (`judged_in`, see
+        `_Below`), CPython's error on one of those lines is the user's, unless CPython
+        also rejects the fill there before them: it stops at its first error, and its
+        tokenizer's (`unmatched ')'` below) come before any of the parser's (`x = ` left
+        incomplete)."""
         if self.language == "python":
-            if self._python is None:
-                self._python = PythonSyntax(self.text, self.tree.root_node, self._line_starts())
-            rejected = self._python.rejects(start, end, fill)
+            rejected = self._python_rejects(start, end, fill)
+            if rejected is not None and judged_in is not None and judged_in is not self:
+                low, suffix = _common_ends(self.text, judged_in.text)
+                shift = len(fill) - (end - start)  # the blank lines, in the filled document
+                low, high = low + shift, len(self.text) - suffix + shift
+                if low <= rejected.start <= high:
+                    again = judged_in._python_rejects(start, end, fill)
+                    rejected = again if again is not None and again.start < low else None
             if rejected is not None:
                 return self._rejected(rejected, "Python")
         return self._bash_confirmed(start, end, fill,
                                     Validation(True, True, self.language, reason=reason))
+
+    def _python_rejects(self, start: int, end: int, fill: str) -> Rejection | None:
+        """CPython's objection to a fill of this Python version (see python_syntax)."""
+        if self._python is None:
+            self._python = PythonSyntax(self.text, self.tree.root_node, self._line_starts())
+        return self._python.rejects(start, end, fill)
 
     def _bash_confirmed(self, start: int, end: int, fill: str, passed: Validation) -> Validation:
         """`passed`, unless bash (or dash, for a POSIX sh script) rejects the fill of a shell
@@ -619,6 +668,51 @@ class ParsedDocument:
             part.windowed = False
             self._windows = {key: part}
         return part
+
+    def _blanked(self, low: int, high: int) -> ParsedDocument:
+        """This version with text[low:high] (a line below a span, broken on its own: see
+        `_Below`) written as spaces, parsed from this version's tree; the last kept.
+
+        A fill is judged there as if that line were blank: its error is the user's, and
+        it hid the fill's.  Read with it, the fill's own line was not judged at all: an
+        empty fill passed at `const x = |` over `) ) ;` (recovery joined the two lines'
+        damage into the error the line below has on its own), and CPython, which stops
+        at its first error, rejected every fill there (`x = 1` over `) )`: "unmatched
+        ')'").  The offsets are the document's, so the verdict is too."""
+        key = (low, high)
+        blanked = self._blank.get(key)
+        if blanked is None:
+            text = self.text[:low] + " " * (high - low) + self.text[high:]
+            blanked = ParsedDocument(text, self.language, self._parser, self, self.bash)
+            blanked.windowed = self.windowed
+            self._blank = {key: blanked}
+        return blanked
+
+    def _comment_text(self, start: int, end: int, fill: str, tree: Tree) -> bool:
+        """Whether `fill`, on one line over text of one line, lies inside a comment that
+        began before it, and that comment ends where the document's did (shifted by the
+        fill): the fill changed no code, so the code's errors are the document's own.
+
+        A cursor at the end of `x = a +  # note` or `const x = // note` got every fill
+        rejected: the line left incomplete before the comment was blamed on the fill,
+        which can only add to the comment.  A fill that ends the comment (a C line
+        comment's last `\\`, PHP's `?>`) or starts one of its own is judged as code."""
+        if not fill or "\n" in fill or "\n" in self.text[start:end]:
+            return False
+        first, size = self._byte(start), len(_encode(fill))
+        root = tree.root_node
+        leaf = root.descendant_for_byte_range(first, first + size)
+        comment = next((node for node in (ancestors(root, leaf) if leaf is not None else ())
+                        if "comment" in node.type), None)
+        if comment is None or not comment.start_byte < first:
+            return False
+        old_end = comment.end_byte - size + (self._byte(end) - first)
+        mine = self.tree.root_node.descendant_for_byte_range(comment.start_byte,
+                                                             comment.start_byte + 1)
+        return any("comment" in node.type and node.start_byte == comment.start_byte
+                   and node.end_byte == old_end
+                   for node in (ancestors(self.tree.root_node, mine) if mine is not None
+                                else ()))
 
     def _validate_inside_lines(self, start: int, end: int, fill: str) -> Validation | None:
         """Validate in a window cut inside the span's line, where its whole lines are too
@@ -843,13 +937,15 @@ class _Below:
     code after it.  The original document has that error too, at the same place, so it
     passed as damage away from the fill: an empty fill, or `a +`, was accepted there.
     Such an error is the fill's when the document with the span's lines taken out
-    lacks it: those lines cause it, and the fill did not complete them.  A line below
-    that is broken on its own stays broken without them, and is broken in the document
-    as it is: its error is the user's, whatever the fill.  The other baselines cannot
-    tell that where the span's line is incomplete: their recovery joins its damage with
-    the line's below into one error that starts above (`const x = ` over `) ) ;`), so
-    the error left below once a fill completes the line started nowhere in them, and
-    every good fill was rejected for it while the empty one passed.
+    lacks it: those lines cause it, and the fill did not complete them.
+
+    A line below that is broken on its own stays broken without them, and is broken in
+    the document as it is: its error is the user's, whatever the fill, and the fill is
+    judged as if that line were blank (`ParsedDocument._blanked`).  Read with it, the
+    fill's own line could not be judged: recovery joins the incomplete line's damage
+    with the line's below into one error that starts above (`const x = ` over `) ) ;`),
+    which the document as it is has too, so the empty fill passed, and CPython, which
+    stops at its first error, rejected every fill for the line below.
     """
 
     def __init__(self, document: ParsedDocument, start: int, end: int, size: int):
@@ -860,30 +956,38 @@ class _Below:
         next_end = text.find("\n", self.next_code)
         self.next_end = len(text) if next_end == -1 else next_end
         self.line_start = text.rfind("\n", 0, start) + 1
+        self.line_end = text.find("\n", end) + 1  # the span's lines are [line_start, line_end)
         self.applies = ("\n" in text[end:self.next_code]
                         and bool(text[self.line_start:start].strip()))
 
-    def blames(self, error: _Error) -> bool | None:
-        """Whether `error`, of the filled document, is one the fill's line causes below
-        it (True) or the line's below on its own (False), see above; None where the
-        usual rules judge it: away from the first code line below the fill's, with
-        nothing before the span on its line, or on a line below that is broken only
-        without the span's lines."""
+    def _without(self) -> list[_Error]:
+        """The document's errors with the span's lines taken out (kept by the version)."""
+        return self.document.errors_without(self.line_start, self.line_end)
+
+    def blames(self, error: _Error) -> bool:
+        """Whether `error`, of the filled document, is one the fill's line causes on the
+        first code line below it, see above; False where the usual rules judge it: away
+        from that line, or with nothing before the span on its line."""
         if not (self.applies and self.next_code + self.shift <= error.start
                 <= self.next_end + self.shift):
-            return None
-        text = self.document.text
-        line_end = text.find("\n", self.end) + 1
-        without = self.document.errors_without(self.line_start, line_end)  # kept there
-        moved = error.start - self.shift - (line_end - self.line_start)
-        if not any(old.kind == error.kind and old.start == moved for old in without):
-            return True
-        # Taken out, the span's lines may also take the opener of what the line below
-        # closes (`function()` over `end)`): that line is broken on its own only where
-        # the document as it is has damage on it too.
-        broken = any(old.start <= self.next_end and old.end >= self.next_code
-                     for old in self.document.errors)
-        return False if broken else None
+            return False
+        moved = error.start - self.shift - (self.line_end - self.line_start)
+        return not any(old.kind == error.kind and old.start == moved for old in self._without())
+
+    def broken_on_its_own(self, candidate: list[_Error]) -> bool:
+        """Whether the first code line below the span's, where the filled document
+        (`candidate`'s errors) has damage, is broken on its own: an error starts on it
+        with the span's lines taken out, and the document as it is has damage on it.
+        Taken out, the span's lines may also take the opener of what the line below
+        closes (`function()` over `end)`): that line is broken on its own only where the
+        document as it is has damage on it too."""
+        low, high = self.next_code, self.next_end
+        if not (self.applies and any(e.start <= high + self.shift and e.end >= low + self.shift
+                                     for e in candidate)):
+            return False
+        removed = self.line_end - self.line_start
+        return (any(low - removed <= old.start <= high - removed for old in self._without())
+                and any(old.start <= high and old.end >= low for old in self.document.errors))
 
 
 class _Baseline:

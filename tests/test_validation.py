@@ -147,6 +147,72 @@ def test_a_fill_that_completes_its_line_is_valid_above_a_line_broken_on_its_own(
     assert result.valid and "pre-existing" in result.reason, result.reason
 
 
+@pytest.mark.parametrize(("language", "marked"), [
+    ("javascript", "function f(a) {\n  const x = ⟦⟧\n  ) ) ;\n  return x;\n}\n"),
+    ("go", "package main\n\nfunc f(a int) int {\n\tx := ⟦⟧\n\t) ) ;\n\treturn x\n}\n"),
+    ("rust", "fn f(a: i32) -> i32 {\n    let x = ⟦⟧\n    ) ) ;\n    x\n}\n"),
+    ("java", "class A {\n    int f(int a) {\n        int x = ⟦⟧\n        ) ) ;\n"
+             "        return x;\n    }\n}\n"),
+    ("c", "int f(int a) {\n    int x = ⟦⟧\n    ) ) ;\n    return x;\n}\n"),
+    ("python", "def f(a):\n    x = ⟦⟧\n    ) )\n    return x\n"),
+    ("python", "x = ⟦⟧\n) )\ny = 2\n"),
+])
+def test_a_fill_that_leaves_its_line_incomplete_is_invalid_above_a_line_broken_on_its_own(
+        language: str, marked: str) -> None:
+    """The document as it is joins `const x = ` and the broken line below into one error
+    that encloses the cursor, which excused the empty fill as damage the user's text
+    already had: it is judged with that line blank, where it leaves its line incomplete."""
+    for fill in ("", "a +"):
+        result = _fill(marked, fill, language)
+        assert not result.valid, fill
+        line = marked.count("\n", 0, marked.index("⟦"))
+        assert result.new_errors[0][0] == line, (fill, result.reason)  # the cursor's line
+
+
+@pytest.mark.parametrize("marked", [
+    "def f(a):\n    x = ⟦⟧\n    ) )\n    return x\n",
+    "x = ⟦⟧\n) )\ny = 2\n",
+    "def f(a):\n    total = ⟦⟧\n    ]\n    return total\n",
+])
+def test_cpython_does_not_blame_a_line_below_broken_on_its_own_on_a_fill_that_completes_its_line(
+        marked: str) -> None:
+    """tree-sitter judged the line below the user's, but CPython stops at its first error,
+    `unmatched ')'` below, and every fill was rejected for it."""
+    for fill in ("1", "foo(a) + 2"):
+        result = _fill(marked, fill, "python")
+        assert result.valid and "broken on its own" in result.reason, (fill, result.reason)
+
+
+@pytest.mark.parametrize(("language", "marked"), [
+    ("python", "def f(a):\n    x = a +  # note⟦⟧\n    return x\n"),
+    ("python", "def f(a):\n    x = # note⟦⟧\n    return x\n"),
+    ("javascript", "function f(a) {\n  const x = // note⟦⟧\n  return x;\n}\n"),
+    ("go", "package main\n\nfunc f(a int) int {\n\tx := // note⟦⟧\n\treturn x\n}\n"),
+    ("c", "int f(int a) {\n    int x = // note⟦⟧\n    return x;\n}\n"),
+])
+def test_a_fill_at_the_end_of_a_comment_after_an_incomplete_line_is_comment_text(
+        language: str, marked: str) -> None:
+    """Written in the comment, the fill changes no code: the line left incomplete before
+    the comment is the user's, and every fill was rejected for it."""
+    for fill in (" more", " the sum of a and 1"):
+        result = _fill(marked, fill, language)
+        assert result.valid and "comment text" in result.reason, (fill, result.reason)
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    ("c", "int f(int a) {\n    int x = // note⟦⟧\n    return x;\n}\n", " more \\"),
+    ("php", "<?php\nfunction f($a) {\n    $x = 1; // note⟦⟧\n    return $x;\n}\n",
+     " ?> <p>"),
+    ("javascript", "function f(a) {\n  const x = /* note */⟦⟧\n  return x;\n}\n", ""),
+    ("javascript", "function f(a) {\n  const x = /* note */⟦⟧\n  return x;\n}\n", " a +"),
+])
+def test_a_fill_that_ends_the_comment_or_follows_a_closed_one_is_judged_as_code(
+        language: str, marked: str, fill: str) -> None:
+    """A C line comment's last backslash pulls the next line into it, PHP's `?>` ends it,
+    and after a closed block comment the fill is code."""
+    assert not _fill(marked, fill, language).valid
+
+
 def test_empty_fill_where_the_span_was_optional_is_valid() -> None:
     assert _fill("x = f(1⟦, 2⟧)\n", "", "python").valid
 
@@ -1005,9 +1071,13 @@ def test_candidates_at_one_span_parse_the_document_without_its_lines_once(monkey
 
 def test_an_edit_below_the_span_is_read_by_the_next_version_s_verdict() -> None:
     """The lines taken out are parsed again for a new version: a line below that the edit
-    broke on its own is no longer blamed on the line left incomplete at the span."""
+    broke on its own is no longer blamed on a fill that completes the line at the span
+    (read from the last version's lines-out parse, it was: `x = = 1;` started no error
+    there), and the empty fill still leaves that line incomplete."""
     uri = "file:///w/left_incomplete.js"
     before, start, _ = _span(LEFT_INCOMPLETE % "return x;")
-    assert not validate_fill(before, start, start, "", "javascript", uri).valid
+    assert [validate_fill(before, start, start, fill, "javascript", uri).valid
+            for fill in ("", "a")] == [False, True]
     after, start, _ = _span(LEFT_INCOMPLETE % "x = = 1;")
-    assert validate_fill(after, start, start, "", "javascript", uri).valid
+    assert [validate_fill(after, start, start, fill, "javascript", uri).valid
+            for fill in ("", "a")] == [False, True]
