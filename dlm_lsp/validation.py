@@ -460,6 +460,9 @@ class ParsedDocument:
             inside = self._validate_inside_lines(start, end, fill)
             if inside is not None:
                 return inside
+        joined = self._joins_next_line(start, end, fill)
+        if joined is not None:
+            return joined
         tree, data, filled = self._parse_with(start, end, fill)
         candidate = _errors(tree, data, filled)
         if not candidate:  # the common case: no need for a baseline at all
@@ -471,6 +474,40 @@ class ParsedDocument:
         if not verdict.valid:
             return verdict
         return self._confirmed(start, end, fill, verdict.reason, blanked)
+
+    def _joins_next_line(self, start: int, end: int, fill: str) -> Validation | None:
+        """The rejection of a C or C++ fill that ends its line in a backslash the line did
+        not have, where the line below is code the user wrote as a line of its own: not
+        blank, not continued itself, and no deeper than the fill's line.  None otherwise.
+
+        The preprocessor joins the two lines before anything else reads them, which is
+        valid C, so no parse objects: ` \\` after `#define N 10` took `int main(void) {`
+        into the macro, and after `// note` the `return x;` below into the comment.  A
+        continuation the user wrote below (deeper, as a macro's body is, or itself ending
+        in a backslash) is what the backslash asks for, and is left to the parse."""
+        written = fill[fill.rfind("\n") + 1:].rstrip(" \t")
+        if self.language not in ("c", "cpp") or not written.endswith("\\"):
+            return None
+        text = self.text
+        line_end = text.find("\n", end)
+        if line_end == -1 or text[end:line_end].strip(" \t\r"):
+            return None  # the fill does not end its line
+        line_start = text.rfind("\n", 0, end) + 1
+        if text[line_start:line_end].rstrip(" \t\r").endswith("\\"):
+            return None  # the line was continued already
+        below_end = text.find("\n", line_end + 1)
+        below = text[line_end + 1:len(text) if below_end == -1 else below_end].rstrip(" \t\r")
+        filled_line = (written if "\n" in fill
+                       else text[text.rfind("\n", 0, start) + 1:start] + written)
+        if not below.strip() or below.endswith("\\") or _width(below) > _width(filled_line):
+            return None
+        kept = fill[:fill.rfind("\n") + 1] + written  # the fill to its backslash
+        line, column = self._fill_end(start, kept)
+        at = start + len(kept) - 1
+        return Validation(True, False, self.language, ((line, column - 1),),
+                          reason=f"{_introduced(1, line, column - 1)} (a backslash at the end"
+                                 f" of the line joins line {line + 2} to it)",
+                          new_ranges=((at, at + 1),))
 
     def _judged(self, start: int, end: int, fill: str,
                 candidate: list[tuple[_Error, tuple[int, int]]],
@@ -895,6 +932,11 @@ def _skip_blanks_back(text: str, at: int) -> int:
 
 
 _BLANKS = re.compile(r"[ \t]*")
+
+
+def _width(line: str) -> int:
+    """The columns a line's indentation covers, tabs to the next multiple of eight."""
+    return len(line[:len(line) - len(line.lstrip(" \t"))].expandtabs(8))
 
 
 def _blanks_at(text: str, at: int) -> int:

@@ -436,3 +436,18 @@ def test_a_repair_can_rewrite_the_token_that_carries_the_head(
     assert first.init_ids[0] == engine.model.mask_id and first.head_tokens == 0
     assert second.banned == ((0, planted.targets[False][0]),)
     assert tok.decode(wrote_again[:1]).startswith(" ") and wrote_again[0] != second.banned[0][1]
+
+
+def test_a_c_fill_whose_backslash_joins_the_user_s_line_below_is_repaired(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """` \\` after `#define N 10` took `int y = N;` into the macro, valid C: the fill
+    was offered. Refused, its backslash is re-masked and written again."""
+    doc = "#define N 10|\nint y = N;\n"
+    at = doc.index("|")
+    request = InfillRequest(doc.replace("|", ""), at, at, "c", "file:///n.c",
+                            InfillOptions(length=8, steps=4))
+    planted = Planted(engine, request, broken=" \\", good=" + 1")
+    runs = _spy_paths(monkeypatch, planted, fix_on=REPAIR)
+    result = engine.infill(request)
+    assert [kind for kind, _ in runs][:2] == [DIFFUSION, REPAIR]
+    assert (result.candidates[0].text, result.candidates[0].valid) == (" + 1", True)

@@ -213,6 +213,38 @@ def test_a_fill_that_ends_the_comment_or_follows_a_closed_one_is_judged_as_code(
     assert not _fill(marked, fill, language).valid
 
 
+@pytest.mark.parametrize(("language", "marked", "fill", "where"), [
+    ("c", "#include <stdio.h>\n#define N 10⟦⟧\nint main(void) {\n    return N;\n}\n", " \\",
+     (1, 13)),
+    ("c", "#define N ⟦⟧\nint main(void) {\n    return N;\n}\n", "10 \\  ", (0, 13)),
+    ("cpp", "int f(int a) {\n    int x = a; // note⟦⟧\n    return x;\n}\n", " more \\",
+     (1, 28)),
+    ("c", "int x;\n⟦⟧\nint main(void) {\n    return 0;\n}\n", "#define N 10\n#define M \\",
+     (2, 10)),
+])
+def test_a_c_fill_that_ends_its_line_in_a_backslash_does_not_join_the_user_s_line_below(
+        language: str, marked: str, fill: str, where: tuple[int, int]) -> None:
+    """The preprocessor joins the lines, which is valid C: the line below became part of
+    the macro (or the comment), and the fill passed."""
+    result = _fill(marked, fill, language)
+    assert not result.valid and "joins line" in result.reason
+    assert result.new_errors == (where,)
+    text, start, _ = _span(marked)
+    low, high = result.new_ranges[0]
+    assert (text[:start] + fill + text[start:])[low:high] == "\\"
+
+
+@pytest.mark.parametrize(("marked", "fill"), [
+    ("#define MAX(a, b) ⟦⟧\n    ((a) > (b) ? (a) : (b))\nint x;\n", "\\"),  # its body below
+    ("#define F(a) do { ⟦⟧\n    g(a); \\\n} while (0)\n", "f(a); \\"),  # continued below
+    ("#define N 10⟦⟧\n\nint x;\n", " \\"),  # a blank line ends the macro
+    ("#define N ⟦10 \\⟧\n+ 1\nint x;\n", "20 \\"),  # the line had it
+])
+def test_a_backslash_that_continues_onto_the_line_the_user_wrote_for_it_is_kept(
+        marked: str, fill: str) -> None:
+    assert _fill(marked, fill, "c").valid
+
+
 def test_empty_fill_where_the_span_was_optional_is_valid() -> None:
     assert _fill("x = f(1⟦, 2⟧)\n", "", "python").valid
 
