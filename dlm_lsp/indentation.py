@@ -654,6 +654,34 @@ def _tab_width(lines: list[str], before: str) -> int:
     return width // levels if width % levels == 0 and width // levels in (4, 8) else unit
 
 
+def _cursor_level(lines: list[str], before: str) -> _Frame | None:
+    """Where a fill in spaces below a cursor two tabs in or more (`before`, all tabs)
+    has its indented lines at two columns or more, the smallest of them a model's step
+    (four or eight) for each of the cursor's tabs, and steps of another size past it:
+    that column is the cursor's level and the steps past it the fill's own, so its
+    levels move onto the tabs from there (the lines of `lines` after the first; a tab
+    is then one of the fill's steps).  None otherwise.
+
+    One tab stood for one step of the fill read from column 0: 8 and 16 spaces below
+    two tabs (four spaces a tab, a block of eight) came out one and two tabs, and 16
+    and 20 (eight a tab, a block of four) four and five; a Python fill left its block at
+    its second line and was cut to its first, and Go's went two tabs too deep.  A fill
+    at one column is `_tab_width`'s; where the smallest column over the tabs is the
+    fill's step too, a tab of that step already reads it.  Below one tab the smallest
+    column is the cursor's level in one reading and a level deeper in the other, so
+    the columns are read as before."""
+    widths = {_width(_leading(line)) for line in lines if line.strip() and _leading(line)}
+    if (len(before) < 2 or before.strip("\t") or len(widths) < 2
+            or any("\t" in _leading(line) for line in lines if line.strip())):
+        return None
+    base = min(widths)
+    per_tab, rest = divmod(base, len(before))
+    unit = _fill_unit(lines, 0, base=base)
+    if rest or per_tab not in (4, 8) or not unit or unit == per_tab:
+        return None
+    return _Frame(base, len(before) * unit, unit, len(lines))
+
+
 def _bracket_depths(line: str, comments: tuple[str, ...],
                     lifetimes: bool = False) -> tuple[int, int]:
     """(closers leading the line, net bracket change), skipping quoted text and the line
@@ -1083,6 +1111,11 @@ def reindent(fill: str, text: str, start: int, end: int, language: str | None = 
     flush = bool(before.strip()) and _flush_body(text, start - len(before), canonical)
     frame = _frame(before, head, read, tab, canonical,
                    _fill_unit(read, step, tab) if style.gnu else None, statement, flush)
+    if frame is None and style.tabs and not style.gnu:
+        level = _cursor_level(read, before)
+        if level is not None:
+            frame, tab = level, level.unit
+            step = tab
     spaced = style.measured and (style.gnu or not style.tabs and not any(
         "\t" in _leading(line) for line in [before + first, *read]))
     unit = style.width  # the document's step, unless the block's lines below show its own

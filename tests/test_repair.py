@@ -451,3 +451,20 @@ def test_a_c_fill_whose_backslash_joins_the_user_s_line_below_is_repaired(
     result = engine.infill(request)
     assert [kind for kind, _ in runs][:2] == [DIFFUSION, REPAIR]
     assert (result.candidates[0].text, result.candidates[0].valid) == (" + 1", True)
+
+
+@pytest.mark.parametrize(("fill", "expected"), [
+    ("t = 0\n        for x in xs:\n                t += x\n        return t",
+     "t = 0\n\t\tfor x in xs:\n\t\t\tt += x\n\t\treturn t"),
+    ("t = 0\n                for x in xs:\n                    t += x\n                return t",
+     "t = 0\n\t\tfor x in xs:\n\t\t\tt += x\n\t\treturn t"),
+])
+def test_a_fill_in_spaces_of_two_widths_below_two_tabs_is_offered_whole_on_the_tabs(
+        engine: Engine, fill: str, expected: str) -> None:
+    """Through the engine: its second line read one tab in, the fill left the method
+    and was cut to `t = 0`."""
+    doc = "class A:\n\tdef f(self, xs):\n\t\t|\n\n\nx = 1\n"
+    request = _request(doc, length=40, steps=40)
+    Planted(engine, request, broken=fill)
+    candidate = engine.infill(request).candidates[0]
+    assert (candidate.text, candidate.valid) == (expected, True)

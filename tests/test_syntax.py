@@ -1330,6 +1330,33 @@ def test_a_fill_at_one_column_below_two_tabs_stays_at_the_cursor_s_level(
     assert _shaped(marked, fill, language) == expected
 
 
+@pytest.mark.parametrize(("language", "marked", "fill", "expected"), [
+    ("python", _PY_TWO_TABS,
+     "t = 0\n        for x in xs:\n                t += x\n        return t",
+     "t = 0\n\t\tfor x in xs:\n\t\t\tt += x\n\t\treturn t"),  # four a tab, a block of eight
+    ("python", _PY_TWO_TABS,
+     "t = 0\n                for x in xs:\n                    t += x\n                return t",
+     "t = 0\n\t\tfor x in xs:\n\t\t\tt += x\n\t\treturn t"),  # eight a tab, a block of four
+    ("go", _GO_TWO_TABS, "t := 0\n                for _, x := range xs {\n"
+                         "                    t += x\n                }\n                return t",
+     "t := 0\n\t\tfor _, x := range xs {\n\t\t\tt += x\n\t\t}\n\t\treturn t"),
+], ids=["python-4-8", "python-8-4", "go-8-4"])
+def test_a_fill_at_two_columns_below_two_tabs_keeps_its_smallest_at_the_cursor_s_level(
+        language: str, marked: str, fill: str, expected: str) -> None:
+    """A tab stood for one of the fill's steps read from column 0: 8 and 16 spaces came
+    out one and two tabs (the Python fill left its method at its second line), 16 and 20
+    four and five."""
+    assert _shaped(marked, fill, language) == expected
+
+
+def test_a_fill_at_two_columns_below_one_tab_is_read_by_its_columns() -> None:
+    """Below one tab, 8 is the cursor's level in eight a tab and a level deeper in four
+    a tab: the step of four the columns show keeps the old reading, two tabs and three."""
+    marked = "class A:\n\t⟦⟧\n"
+    assert _reindent(marked, "def f(self):\n        x = 1\n            y = 2",
+                     "python") == "def f(self):\n\t\tx = 1\n\t\t\ty = 2"
+
+
 def test_four_spaces_below_two_tabs_stay_one_tab_in() -> None:
     """A quotient of two is no model's step: four spaces below two tabs is read as the
     model's own dedent, one tab in, as before (it leaves the method: cut)."""
