@@ -577,7 +577,9 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     id or canonical name) says what starts a comment on the line above.  Depths are
     compared in columns, not characters: a model may indent in spaces a block written in
     tabs (or the reverse), a tab counting as one of the fill's own steps (8 columns in a
-    GNU-style document, `detect_indent`: `\t    x` is 12 columns in); a moved line's
+    GNU-style document, `detect_indent`: `\t    x` is 12 columns in), or, below a cursor
+    in its line's tabs, as the columns that put the first line's level on a column the
+    fill comes back to, with the fill's own step past it (`_step_past`); a moved line's
     whitespace past the cursor's is written in the cursor's tabs or spaces.  No depth is
     read from the `free` lines (see FreeLines); they move with the others.
     """
@@ -598,6 +600,8 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     # a tab is one of the fill's steps (`extra` is one), or a GNU-style document's 8 columns
     gnu = detect_indent(text[:start] + text[end:], canonical).gnu
     tab = 8 if gnu else _fill_unit([first, *read], 4)
+    step = None if gnu or before.strip("\t") else _step_past(before, extra, read, tab)
+    tab = tab if step is None else step[0]
     deeper = _width(before + extra, tab)
     below = next((line for line in text[end:].split("\n")[1:] if line.strip()), "")
     if _width(_leading(below), tab) >= deeper:
@@ -608,10 +612,36 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
            for line, width in zip(read, widths, strict=True)):
         return fill
     tabs = before.endswith("\t")  # the rest in the cursor's characters, from a tab stop
-    moved = [before + _blanks(width - deeper, tabs, tab) + line.lstrip(" \t")
+    moved = [before + _blanks(width - deeper, tabs, tab if step is None else step[1])
+             + line.lstrip(" \t")
              if line.strip() and width >= deeper else line
              for line, width in zip(rest, widths, strict=True)]
     return "\n".join([first[len(extra):], *moved])
+
+
+def _step_past(before: str, extra: str, lines: list[str],
+               tab: int) -> tuple[int, int] | None:
+    """For `to_cursor_column`, below a cursor in its line's tabs (`before`) whose fill
+    starts `extra` spaces deeper: the columns a tab of the cursor's stands for in the
+    fill (`tab`, else four, else eight: the first whose deeper base, the cursor's tabs
+    and `extra`, is a column the fill's `lines` come back to, none of them between the
+    cursor's level and it), and the fill's step past that base; None where none is.
+
+    Both were one step, read from column 0: 4 spaces and then 20 and 12 below two tabs
+    (four a tab, a block of eight past the base of 12) read as steps of four, and the
+    block's line went two tabs past the cursor's, not one; 8, then 24 and 16 read as
+    eight a tab, with a line (16) between the cursor's level and the base (24), and the
+    fill was left as written, two tabs too deep."""
+    if "\t" in extra:
+        return None
+    widths = {_width(_leading(line)) for line in lines
+              if line.strip() and _leading(line) and "\t" not in _leading(line)}
+    for width in dict.fromkeys((tab, 4, 8)):
+        level = len(before) * width
+        base = level + len(extra)
+        if base in widths and not any(level <= w < base for w in widths):
+            return width, _fill_unit(lines, width, base=base)
+    return None
 
 
 # --- reindent -------------------------------------------------------------------------------

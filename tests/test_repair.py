@@ -468,3 +468,17 @@ def test_a_fill_in_spaces_of_two_widths_below_two_tabs_is_offered_whole_on_the_t
     Planted(engine, request, broken=fill)
     candidate = engine.infill(request).candidates[0]
     assert (candidate.text, candidate.valid) == (expected, True)
+
+
+def test_a_fill_deeper_than_a_cursor_two_tabs_in_is_offered_at_its_column_by_its_own_step(
+        engine: Engine) -> None:
+    """Through the engine: 4 spaces past two tabs, then a block of eight; one tab stood
+    for four columns from column 0, and the block's line went two tabs past the
+    cursor's."""
+    doc = "class A:\n\tdef f(self, xs):\n\t\tt = 0\n\t\t|\n\n\nx = 1\n"
+    request = _request(doc, length=40, steps=40)
+    Planted(engine, request,
+            broken="    for x in xs:\n                    t += x\n            return t")
+    candidate = engine.infill(request).candidates[0]
+    assert (candidate.text, candidate.valid) == (
+        "for x in xs:\n\t\t\tt += x\n\t\treturn t", True)

@@ -1357,6 +1357,29 @@ def test_a_fill_at_two_columns_below_one_tab_is_read_by_its_columns() -> None:
                      "python") == "def f(self):\n\t\tx = 1\n\t\t\ty = 2"
 
 
+_PY_TWO_TABS_BELOW = "class A:\n\tdef f(self, xs):\n\t\tt = 0\n\t\t⟦⟧\n\n\nx = 1\n"
+
+
+@pytest.mark.parametrize(("fill", "expected"), [
+    # four a tab (base 12), a block of eight past it
+    ("    for x in xs:\n                    t += x\n            return t",
+     "for x in xs:\n\t\t\tt += x\n\t\treturn t"),
+    # four a tab (base 16), a block of eight: read as eight a tab, 16 sat between the
+    # cursor's level and the base, and the fill stayed two tabs too deep
+    ("        for x in xs:\n                        t += x\n                return t",
+     "for x in xs:\n\t\t\tt += x\n\t\treturn t"),
+    # eight a tab (base 20), a block of four
+    ("    for x in xs:\n                        t += x\n                    return t",
+     "for x in xs:\n\t\t\tt += x\n\t\treturn t"),
+], ids=["four-a-tab-block-of-eight", "four-a-tab-base-16", "eight-a-tab-block-of-four"])
+def test_a_fill_deeper_than_a_cursor_two_tabs_in_moves_back_by_its_own_step_past_its_base(
+        fill: str, expected: str) -> None:
+    """to_cursor_column read the step from column 0, where the cursor's tabs and the
+    fill's blocks may be written in different widths."""
+    text, start, end = _span(_PY_TWO_TABS_BELOW)
+    assert to_cursor_column(fill, text, start, end, "python") == expected
+
+
 def test_four_spaces_below_two_tabs_stay_one_tab_in() -> None:
     """A quotient of two is no model's step: four spaces below two tabs is read as the
     model's own dedent, one tab in, as before (it leaves the method: cut)."""
