@@ -733,23 +733,24 @@ class ParsedDocument:
         A cursor at the end of `x = a +  # note` or `const x = // note` got every fill
         rejected: the line left incomplete before the comment was blamed on the fill,
         which can only add to the comment.  A fill that ends the comment (a C line
-        comment's last `\\`, PHP's `?>`) or starts one of its own is judged as code."""
-        if not fill or "\n" in fill or "\n" in self.text[start:end]:
+        comment's last `\\`, PHP's `?>`) or starts one of its own is judged as code.  The
+        empty fill is comment text where a comment holds the cursor: where one letter
+        written there would be (a line comment's end, not a block comment's `*/`)."""
+        if "\n" in fill or "\n" in self.text[start:end]:
             return False
+        if not fill:
+            if start == 0 or _comment_over(self.tree.root_node, self._byte(start - 1),
+                                           self._byte(start)) is None:
+                return False
+            return self._comment_text(start, end, "x", self._parse_with(start, end, "x")[0])
         first, size = self._byte(start), len(_encode(fill))
-        root = tree.root_node
-        leaf = root.descendant_for_byte_range(first, first + size)
-        comment = next((node for node in (ancestors(root, leaf) if leaf is not None else ())
-                        if "comment" in node.type), None)
+        comment = _comment_over(tree.root_node, first, first + size)
         if comment is None or not comment.start_byte < first:
             return False
         old_end = comment.end_byte - size + (self._byte(end) - first)
-        mine = self.tree.root_node.descendant_for_byte_range(comment.start_byte,
-                                                             comment.start_byte + 1)
-        return any("comment" in node.type and node.start_byte == comment.start_byte
-                   and node.end_byte == old_end
-                   for node in (ancestors(self.tree.root_node, mine) if mine is not None
-                                else ()))
+        mine = _comment_over(self.tree.root_node, comment.start_byte, comment.start_byte + 1)
+        return (mine is not None and mine.start_byte == comment.start_byte
+                and mine.end_byte == old_end)
 
     def _validate_inside_lines(self, start: int, end: int, fill: str) -> Validation | None:
         """Validate in a window cut inside the span's line, where its whole lines are too
@@ -889,6 +890,13 @@ def _children_around(parent: Node, start: int, end: int) -> tuple[Node | None, N
     else:
         before = at if at.start_byte < start else at.prev_sibling
     return before, _first_child_ending_after(parent, last, end)
+
+
+def _comment_over(root: Node, low: int, high: int) -> Node | None:
+    """The innermost comment node that holds bytes [low, high) of `root`'s tree, if any."""
+    leaf = root.descendant_for_byte_range(low, high)
+    return next((node for node in (ancestors(root, leaf) if leaf is not None else ())
+                 if "comment" in node.type), None)
 
 
 def _first_child_ending_after(parent: Node, last: Node | None, byte: int) -> Node | None:

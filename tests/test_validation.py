@@ -193,8 +193,9 @@ def test_cpython_does_not_blame_a_line_below_broken_on_its_own_on_a_fill_that_co
 def test_a_fill_at_the_end_of_a_comment_after_an_incomplete_line_is_comment_text(
         language: str, marked: str) -> None:
     """Written in the comment, the fill changes no code: the line left incomplete before
-    the comment is the user's, and every fill was rejected for it."""
-    for fill in (" more", " the sum of a and 1"):
+    the comment is the user's, and every fill was rejected for it, the empty one too
+    (a line comment holds the cursor at its end)."""
+    for fill in (" more", " the sum of a and 1", ""):
         result = _fill(marked, fill, language)
         assert result.valid and "comment text" in result.reason, (fill, result.reason)
 
