@@ -470,10 +470,10 @@ class ParsedDocument:
         if self._comment_text(start, end, fill, tree):  # nor a second parser's verdict
             return Validation(True, True, self.language,
                               reason="the fill is comment text: the code is the document's")
-        verdict, blanked = self._judged(start, end, fill, candidate)
+        verdict, judged_in = self._judged(start, end, fill, candidate)
         if not verdict.valid:
             return verdict
-        return self._confirmed(start, end, fill, verdict.reason, blanked)
+        return self._confirmed(start, end, fill, verdict.reason, judged_in)
 
     def _joins_next_line(self, start: int, end: int, fill: str) -> Validation | None:
         """The rejection of a C or C++ fill that ends its line in a backslash the line did
@@ -481,8 +481,8 @@ class ParsedDocument:
         blank, not continued itself, and no deeper than the fill's line.  None otherwise.
 
         The preprocessor joins the two lines before anything else reads them, which is
-        valid C, so no parse objects: ` \\` after `#define N 10` took `int main(void) {`
-        into the macro, and after `// note` the `return x;` below into the comment.  A
+        valid C, so no parse objects: ` \\` after `#define N 10` took `int y = N;` into
+        the macro, and after `// note` the `return x;` below into the comment.  A
         continuation the user wrote below (deeper, as a macro's body is, or itself ending
         in a backslash) is what the backslash asks for, and is left to the parse."""
         written = fill[fill.rfind("\n") + 1:].rstrip(" \t")
@@ -525,9 +525,9 @@ class ParsedDocument:
                                   (Validation(True, True, self.language,
                                               reason="no syntax errors"), blanked))
             if verdict.valid:
-                verdict = replace(verdict, reason=f"{verdict.reason}; line "
-                                  f"{text.count(chr(10), 0, line[0]) + 1}, broken on its own, "
-                                  "pre-existing and ignored")
+                number = text.count("\n", 0, line[0]) + 1
+                verdict = replace(verdict, reason=f"{verdict.reason}; line {number}, broken on"
+                                                  " its own, pre-existing and ignored")
             return verdict, judged_in
         # The document as it is, and the document with the span removed; for an
         # insertion they are the same text.
