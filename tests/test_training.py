@@ -1134,6 +1134,19 @@ def test_identical_files_are_read_once(tmp_path):
     ({"License": "LGPL with exceptions or ZPL"}, False),
     ({"License": "MIT and GPLv3"}, False),  # a copyleft name with its version attached
     ({"License": "BSD; parts LGPLv2.1+"}, False),
+    # copyleft spelt out, or with a suffix, beside a permissive name: all were permissive
+    ({"License": "MIT, with GPLed parts"}, False),
+    ({"License": "BSD; the server is under the Affero General Public License v3"}, False),
+    ({"License": "MIT or the Mozilla Public License 2.0"}, False),
+    ({"License": "Apache 2.0 / European Union Public Licence 1.2"}, False),
+    ({"License": "BSD, docs CC BY-SA 4.0"}, False),
+    ({"License": "MIT; Server Side Public License for the daemon"}, False),
+    ({"License": "Apache 2.0 License"}, True),
+    # SPDX operators may be all lower case: a choice of permissive licences is permissive
+    ({"License-Expression": "mit or apache-2.0"}, True),
+    ({"License-Expression": "Apache-2.0 with LLVM-exception"}, True),
+    ({"License-Expression": "mit and gpl-3.0-only"}, False),
+    ({"License-Expression": "mit Or apache-2.0"}, False),  # mixed case is no operator
     ({"License": "UNKNOWN"}, False),
     ({}, False),
 ])

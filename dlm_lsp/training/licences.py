@@ -41,9 +41,19 @@ PERMISSIVE_CLASSIFIERS = (
 # Free-text licence fields: a copyleft word anywhere rules the text out, else one of
 # these names (or the first line of the BSD text) rules it in.  A version may follow a
 # copyleft name directly (`GPLv3`, `LGPLv2.1+`, `MPL2`), which `\b` alone did not let
-# match: "MIT and GPLv3" was read as permissive.
-COPYLEFT_TEXT = re.compile(r"\b(A?GPL|LGPL|MPL|EUPL|CDDL|EPL)(v?\d[\d.]*)?(?![A-Za-z0-9_])"
-                           r"|\b(copyleft|GNU)\b", re.IGNORECASE)
+# match: "MIT and GPLv3" was read as permissive.  So may "ed" (`GPLed`), and a licence
+# may be spelt out rather than abbreviated: "Affero General Public License", "Mozilla
+# Public License 2.0" or "European Union Public Licence" named no acronym and were read
+# as permissive beside "MIT" or "BSD".  The other copyleft families on the SPDX list
+# (OSL, SSPL, CeCILL, Sleepycat, RPL, Creative Commons ShareAlike) are named too.  A
+# text is only a fallback for distributions that declare neither an SPDX expression nor
+# a classifier, so a false alarm costs one package's files; a miss would train MIT
+# weights on copyleft code.
+COPYLEFT_TEXT = re.compile(
+    r"\b(A?GPL|LGPL|MPL|EUPL|CDDL|EPL|OSL|SSPL|RPL)(-?v?\d[\d.]*)?(ed)?(?![A-Za-z0-9_])"
+    r"|\b(copyleft|GNU|Affero|CeCILL|Sleepycat|share-?alike|CC[- ]BY[- ](NC[- ])?SA)\b"
+    r"|\b(General|Mozilla|Eclipse|European Union|Server Side|Reciprocal) Public Licen[cs]e"
+    r"|\b(Open Software Licen[cs]e|Common Development and Distribution)\b", re.IGNORECASE)
 PERMISSIVE_TEXT = re.compile(
     r"\b(MIT|BSD|Apache|PSF|Python Software Foundation|ISC|zlib|Unlicense|CC0)\b"
     r"|Redistribution and use in source and binary forms", re.IGNORECASE)
@@ -60,13 +70,19 @@ class Distribution:
 
 
 SPDX_TOKEN = re.compile(r"[()]|[^\s()]+")
+OPERATORS = ("AND", "OR", "WITH", "and", "or", "with")  # SPDX: all upper or all lower case
 
 
 def spdx_is_permissive(expression: str) -> bool:
     """True when the SPDX expression can be met with permissive licences alone.
 
     The expression is parsed with SPDX's grouping (parentheses first, then `WITH`,
-    `AND`, `OR`): `OR` asks for any alternative, `AND` for every term.  Reading it with
+    `AND`, `OR`): `OR` asks for any alternative, `AND` for every term.  Operators are
+    all upper or all lower case (`mit or apache-2.0`), as SPDX 3.0.1 allows (Annex
+    D.2; 2.3 asked for upper case, and `packaging`, which checks PEP 639 metadata,
+    takes either); `Or` is no operator, so an expression holding it does not parse.
+    Reading `or` as a licence refused `mit or apache-2.0`, a permissive choice.
+    Reading it with
     the parentheses dropped split `GPL-3.0-only AND (MIT OR Apache-2.0)` at its `OR`
     into `GPL-3.0-only AND MIT` or `Apache-2.0`, and so trained MIT weights on code
     whose every licensing needs the GPL.  `WITH` exceptions only ever add permissions,
@@ -85,16 +101,19 @@ def spdx_is_permissive(expression: str) -> bool:
         at += 1
         return tokens[at - 1]
 
+    def operator(name: str) -> bool:
+        return peek() in (name, name.lower())
+
     def either() -> bool:  # terms joined by OR
         found = both()
-        while peek() == "OR":
+        while operator("OR"):
             take()
             found = both() or found  # parse every alternative, so a malformed one fails
         return found
 
     def both() -> bool:  # terms joined by AND
         found = term()
-        while peek() == "AND":
+        while operator("AND"):
             take()
             found = term() and found
         return found
@@ -106,9 +125,9 @@ def spdx_is_permissive(expression: str) -> bool:
             if take() != ")":
                 raise ValueError("unbalanced parentheses")
             return found
-        if token in (")", "AND", "OR", "WITH"):
+        if token in (")", *OPERATORS):
             raise ValueError(f"unexpected {token}")
-        if peek() == "WITH":
+        if operator("WITH"):
             take()
             take()  # the exception's identifier
         return token.lower() in PERMISSIVE_SPDX
