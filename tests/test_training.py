@@ -314,6 +314,17 @@ def test_line_aligned_infill_spans_start_and_end_on_line_starts(corpus, tokenize
         assert start in boundaries and start + middle in boundaries
 
 
+def test_both_recipes_train_every_pad_count_a_server_span_leaves(tmp_path):
+    """A multi-line fill of k tokens leaves `multiLineTokens` - k pads (up to 48, the
+    whole span where the fill is empty); the CPU recipe drew at most 32, so its model
+    never saw the pads after a multi-line fill shorter than 16 tokens."""
+    server = ServerConfig()
+    for recipe in (TrainConfig(), full_config(tmp_path)):
+        assert recipe.rows.max_pads >= max(server.multi_line_tokens, server.single_line_tokens)
+        assert recipe.rows.max_middle >= server.multi_line_tokens
+        assert recipe.rows.max_middle + recipe.rows.max_pads <= recipe.seq_len
+
+
 def test_plain_rows_weight_masked_tokens_by_inverse_rate(corpus, tokenizer):
     sampler = make_sampler(corpus, tokenizer, infill_fraction=0.0)
     batch = sampler.sample(32)

@@ -21,13 +21,22 @@ import torch
 
 @dataclass
 class RowConfig:
-    """Shape and mix of training rows."""
+    """Shape and mix of training rows.
+
+    `max_pads` is the server's multi-line span (`multiLineTokens`, 48): a fill of k
+    tokens there leaves 48 - k pads, and at 32 a model trained by the CPU recipe
+    never saw the 33 to 48 pads after every multi-line fill shorter than 16 tokens
+    (the GPU recipe had 48 already).  A single-line span (16) leaves at most 16.
+    `max_middle` covers both spans; only a rewrite (up to `maxSpanTokens`, 128) asks
+    for more, which the GPU recipe's 512-token rows train (128) and the CPU recipe's
+    256-token rows leave at 96, so that `--seq-len` 144 still holds an infilling row.
+    """
 
     seq_len: int = 256
     infill_fraction: float = 0.6  # rows shaped like a server request
     line_aligned_fraction: float = 0.7  # of infill rows: middle = whole lines
     max_middle: int = 96  # tokens in an infill middle (log-uniform, so mostly short)
-    max_pads: int = 32  # <|pad|> tokens after the middle (uniform 0..max_pads)
+    max_pads: int = 48  # <|pad|> tokens after the middle (uniform 0..max_pads)
     full_mask_fraction: float = 0.2  # of infill rows: t = 1, as at the first sampling step
     eps: float = 1e-3  # smallest masking rate; bounds the 1/t weight
 
