@@ -2,11 +2,12 @@
 stream and RowConfig the sampler accepts, not only the corpus tests/test_training.py uses:
 a stream shorter than a row (repeated), one without any line start or with line starts
 only in its last tokens (where an aligned middle leaves no room for the suffix after it), a
-middle and its pads that fill the whole row, no pads at all.
+middle and its pads that fill the whole row, no pads at all, files shorter than a middle.
 
 Each row must look like a server request: the clean row is a slice of the stream with
 `pads` pad tokens inserted after the middle and nowhere else, masks and loss weights only
-inside the middle and its pads, and a line-aligned middle on line starts at both ends.
+inside the middle and its pads, a line-aligned middle on line starts at both ends, and a
+middle inside one file (the stream is files end to end; no span holds two).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ PAD, MASK = 0, 1
 
 
 @st.composite
-def samplers(draw: st.DrawFn) -> RowSampler:
+def samplers(draw: st.DrawFn) -> tuple[RowSampler, torch.Tensor]:
+    """A sampler, and flags of the tokens of its stream that start a file."""
     length = draw(st.sampled_from([4, 16, 48]))
     middle = draw(st.integers(1, length))
     cfg = RowConfig(seq_len=length, max_middle=middle,
@@ -35,16 +37,27 @@ def samplers(draw: st.DrawFn) -> RowSampler:
     line_starts = torch.rand(size, generator=gen) < draw(st.sampled_from([0.0, 0.2, 1.0]))
     if draw(st.booleans()):  # lines start only in the last tokens: no room for a suffix
         line_starts[:-3] = False
-    return RowSampler(stream, line_starts, MASK, PAD, cfg, seed=draw(st.integers(0, 99)))
+    file_starts = torch.zeros(size, dtype=torch.bool)
+    file_starts[0] = True
+    one_file = draw(st.booleans())
+    if not one_file:  # files of a few tokens up to a few rows; each starts a line
+        file_starts |= torch.rand(size, generator=gen) < draw(st.sampled_from([0.02, 0.3]))
+        line_starts |= file_starts
+    sampler = RowSampler(stream, line_starts, MASK, PAD, cfg, seed=draw(st.integers(0, 99)),
+                         file_starts=None if one_file else file_starts)
+    return sampler, file_starts
 
 
 @settings(derandomize=True, database=None, deadline=None, max_examples=100,
           suppress_health_check=[HealthCheck.too_slow])
 @given(samplers(), st.sampled_from([1, 9]))
 def test_every_row_is_a_slice_of_the_stream_masked_only_in_its_middle_and_pads(
-        sampler: RowSampler, rows: int) -> None:
+        drawn: tuple[RowSampler, torch.Tensor], rows: int) -> None:
+    sampler, files = drawn
     cfg, stream = sampler.cfg, sampler.stream
     boundaries = set(sampler.boundaries.tolist())
+    # a stream shorter than a row's needs is repeated: each copy starts with a file
+    file_starts = torch.nonzero(files.repeat(len(stream) // len(files))).flatten()
     batch = sampler.sample(rows)
     for b in range(rows):
         offset, middle, pads = batch.spans[b].tolist()
@@ -70,3 +83,5 @@ def test_every_row_is_a_slice_of_the_stream_masked_only_in_its_middle_and_pads(
         assert cfg.eps <= float(batch.t[b]) <= 1 and batch.denominators[b] == middle + pads
         if batch.aligned[b]:
             assert batch.infill[b] and {start, start + middle} <= boundaries
+        if batch.infill[b]:
+            assert not ((file_starts > start) & (file_starts < start + middle)).any()

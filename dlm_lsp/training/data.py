@@ -296,7 +296,19 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8192,
 
 def encode_stream(tokenizer: Tokenizer, files: Sequence[SourceFile],
                   chunk: int = 2048) -> torch.Tensor:
-    """Token ids (int32) of the files joined with a newline, as one stream.
+    """Token ids (int32) of the files joined with a newline, as one stream
+    (`encode_files` without the file starts)."""
+    return encode_files(tokenizer, files, chunk)[0]
+
+
+def encode_files(tokenizer: Tokenizer, files: Sequence[SourceFile],
+                 chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids (int32) of the files joined with a newline, as one stream, and flags
+    (bool, one per token) of the tokens that start a file.
+
+    Rows are cut from the stream wherever they fall, so one can hold the end of one
+    file and the start of another; the flags let `RowSampler` keep an infilling
+    middle inside one file (see `RowSampler` for why only the middle).
 
     Each file is encoded with its joining newline and the results concatenated;
     this equals encoding the joined text except possibly at the seams between
@@ -316,13 +328,17 @@ def encode_stream(tokenizer: Tokenizer, files: Sequence[SourceFile],
     """
     backend = tokenizer.backend  # `Tokenizer` encodes special-token text as plain text
     ids = array("i")  # C int: 32 bits on every platform torch supports
+    starts = array("q")
     for lo in range(0, len(files), chunk):
         batch = [f.text + "\n" for f in files[lo:lo + chunk]]
         for enc in backend.encode_batch_fast(batch, add_special_tokens=False):
+            starts.append(len(ids))
             ids.extend(enc.ids)
     if not ids:
-        return torch.zeros(0, dtype=torch.int32)
-    return torch.frombuffer(ids, dtype=torch.int32)
+        return torch.zeros(0, dtype=torch.int32), torch.zeros(0, dtype=torch.bool)
+    flags = torch.zeros(len(ids), dtype=torch.bool)
+    flags[torch.frombuffer(starts, dtype=torch.int64)] = True
+    return torch.frombuffer(ids, dtype=torch.int32), flags
 
 
 def line_start_flags(stream: torch.Tensor, tokenizer: Tokenizer) -> torch.Tensor:
