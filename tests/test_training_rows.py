@@ -22,8 +22,9 @@ PAD, MASK = 0, 1
 
 
 @st.composite
-def samplers(draw: st.DrawFn) -> tuple[RowSampler, torch.Tensor]:
-    """A sampler, and flags of the tokens of its stream that start a file."""
+def samplers(draw: st.DrawFn) -> tuple[RowSampler, torch.Tensor | None]:
+    """A sampler, and flags of the tokens of its stream that start a file (None: the
+    stream is one text)."""
     length = draw(st.sampled_from([4, 16, 48]))
     middle = draw(st.integers(1, length))
     cfg = RowConfig(seq_len=length, max_middle=middle,
@@ -37,14 +38,13 @@ def samplers(draw: st.DrawFn) -> tuple[RowSampler, torch.Tensor]:
     line_starts = torch.rand(size, generator=gen) < draw(st.sampled_from([0.0, 0.2, 1.0]))
     if draw(st.booleans()):  # lines start only in the last tokens: no room for a suffix
         line_starts[:-3] = False
-    file_starts = torch.zeros(size, dtype=torch.bool)
-    file_starts[0] = True
-    one_file = draw(st.booleans())
-    if not one_file:  # files of a few tokens up to a few rows; each starts a line
-        file_starts |= torch.rand(size, generator=gen) < draw(st.sampled_from([0.02, 0.3]))
+    file_starts = None
+    if draw(st.booleans()):  # files of a few tokens up to a few rows; each starts a line
+        file_starts = torch.rand(size, generator=gen) < draw(st.sampled_from([0.02, 0.3]))
+        file_starts[0] = True
         line_starts |= file_starts
     sampler = RowSampler(stream, line_starts, MASK, PAD, cfg, seed=draw(st.integers(0, 99)),
-                         file_starts=None if one_file else file_starts)
+                         file_starts=file_starts)
     return sampler, file_starts
 
 
@@ -57,7 +57,8 @@ def test_every_row_is_a_slice_of_the_stream_masked_only_in_its_middle_and_pads(
     cfg, stream = sampler.cfg, sampler.stream
     boundaries = set(sampler.boundaries.tolist())
     # a stream shorter than a row's needs is repeated: each copy starts with a file
-    file_starts = torch.nonzero(files.repeat(len(stream) // len(files))).flatten()
+    file_starts = torch.zeros(0) if files is None else \
+        torch.nonzero(files.repeat(len(stream) // len(files))).flatten()
     batch = sampler.sample(rows)
     for b in range(rows):
         offset, middle, pads = batch.spans[b].tolist()

@@ -116,19 +116,18 @@ class RowSampler:
             raise ValueError("cannot sample rows from an empty token stream")
         # Room for a full row of context on both sides of any infill middle; a tiny
         # corpus (tests) is repeated to get it rather than special-cased everywhere.
-        if file_starts is None:  # one file (tests): its repetitions below are files too
-            file_starts = torch.zeros(len(stream), dtype=torch.bool)
-            file_starts[0] = True
         need = 2 * self.cfg.seq_len + self.cfg.max_middle + 2
         if len(stream) < need:
             reps = math.ceil(need / len(stream))
             stream, line_starts = stream.repeat(reps), line_starts.repeat(reps)
-            file_starts = file_starts.repeat(reps)
+            file_starts = None if file_starts is None else file_starts.repeat(reps)
         self.stream = stream.long()
         self.boundaries = torch.nonzero(line_starts).flatten()
-        # Where each file ends: the next one's start, and the stream's end for the last.
-        self.file_ends = torch.cat([torch.nonzero(file_starts[1:]).flatten() + 1,
-                                    torch.tensor([len(stream)])])
+        # Where each file ends: the next one's start, and the stream's end for the last
+        # (without `file_starts` the stream is one text, cut nowhere).
+        later = torch.zeros(0, dtype=torch.long) if file_starts is None else \
+            torch.nonzero(file_starts[1:]).flatten() + 1
+        self.file_ends = torch.cat([later, torch.tensor([len(stream)])])
         # Row starts are drawn at or after seq_len, so a lone line start at 0 is never
         # found: it only keeps the lookups below valid when the stream has none.
         self._lookup = self.boundaries if len(self.boundaries) else torch.zeros(1, dtype=torch.long)
