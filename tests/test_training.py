@@ -37,6 +37,7 @@ from dlm_lsp.training.data import (
     collect_sources,
     encode_files,
     encode_stream,
+    heldout_rank,
     line_start_flags,
     train_tokenizer,
     unit_hash,
@@ -496,10 +497,52 @@ def test_a_continued_run_draws_rows_the_run_before_it_did_not(source_dir, tmp_pa
     assert (stats["seed"], stats["row_seed"]) == (0, 1)
 
 
+def _unranked(count: int) -> list[str]:
+    """`count` file names none of which ranks below the held-out fraction, the lowest
+    ranked first: a corpus of them gets its held-out file from the fallback."""
+    names = sorted((f"module_{i}.py" for i in range(300)), key=heldout_rank)
+    return [n for n in names if heldout_rank(n) >= SourceConfig().heldout_fraction][:count]
+
+
+def test_a_continued_run_holds_out_again_the_file_its_model_was_measured_on(tmp_path,
+                                                                           monkeypatch):
+    """Where no file ranks below the held-out fraction, the fallback held out the
+    lowest-ranked of the run's files; a run continuing the model on the project, grown
+    by a file that ranks lower still, held that one out and trained on the file its
+    model had been measured on."""
+    newest, *files = _unranked(6)
+    project = tmp_path / "project"
+    project.mkdir()
+    bodies = [textwrap.dedent(body) for body in SOURCES.values()]
+    for i, name in enumerate(files):
+        (project / name).write_text(f"{bodies[i % len(bodies)]}\nVERSION = {i}\n")
+    corpora = []
+    read = train_module.collect_sources
+    monkeypatch.setattr(train_module, "collect_sources",
+                        lambda cfg: corpora.append(read(cfg)) or corpora[-1])
+    first = train(tiny_config(project, tmp_path / "first", max_steps=1))
+    assert [f.path for f in corpora[0].heldout] == [files[0]]
+    (project / newest).write_text(f"{bodies[0]}\nVERSION = 99\n")
+    second = train(tiny_config(project, tmp_path / "second", max_steps=1,
+                               init_from=tmp_path / "first"))
+    assert [f.path for f in corpora[1].heldout] == [files[0]]
+    assert newest in {f.path for f in corpora[1].train}
+    assert first["heldout_pinned"] == second["heldout_pinned"] == [files[0]]
+
+
+def test_a_pinned_file_is_trained_on_where_it_is_the_only_one(tmp_path):
+    """Held out, it would leave a run continuing its model on that file alone nothing
+    to train on."""
+    (tmp_path / "only.py").write_text(textwrap.dedent(SOURCES["geometry.py"]))
+    corpus = collect_sources(SourceConfig(include_stdlib=False, extra_roots=[tmp_path],
+                                          pinned_heldout=("only.py",)))
+    assert [f.path for f in corpus.train] == ["only.py"] and not corpus.heldout
+
+
 def test_an_interim_save_of_a_continued_run_keeps_its_history(trained, source_dir, tmp_path,
                                                               monkeypatch):
     """A run killed after an interim save leaves that save as its model: it must not
-    lose the earlier runs' record either."""
+    lose the earlier runs' record either, nor the files they held out."""
     saved, real = [], train_module._save
 
     def _save(module, tokenizer, cfg, stats):
@@ -513,6 +556,7 @@ def test_an_interim_save_of_a_continued_run_keeps_its_history(trained, source_di
     assert interim["interim"] and interim["init_from"] == str(out)
     assert [run["tokens_seen"] for run in interim["earlier_runs"]] == [first["tokens_seen"]]
     assert interim["cumulative_tokens_seen"] == first["tokens_seen"] + interim["tokens_seen"]
+    assert interim["heldout_pinned"] == first["heldout_pinned"] != []
 
 
 def test_the_shipped_bootstrap_s_hand_recorded_first_run_joins_the_history():

@@ -78,7 +78,8 @@ first GPU run trains a new 29.4M-parameter model, and every later one continues 
 continues a saved model in its own shape, and `--init-from default` the shipped one
 in any shape, as in `dlm-lsp train` (`train.init_directory`; "./default", "./none"
 and "./auto" are directories of those names).  A continued run keeps the corpus rules
-(so the same files stay held out), draws rows it has not drawn before and records
+(so the same files stay held out, a file an earlier run held out for want of any
+below the held-out fraction among them), draws rows it has not drawn before and records
 the earlier runs in config.json beside its own (`lineage.py`).  Its learning rate
 warms up again to the recipe's peak and decays over its own budget: the optimizer's
 moments are not saved, so it starts them afresh, and a model this far from converged

@@ -805,7 +805,16 @@ def _corpus(cfg: TrainConfig) -> Corpus:
     return collect_sources(SourceConfig(
         include_stdlib=cfg.include_stdlib, include_site_packages=cfg.include_site_packages,
         extra_roots=list(cfg.extra_roots), max_bytes=cfg.data_bytes,
-        decontaminate=cfg.decontaminate))
+        decontaminate=cfg.decontaminate, pinned_heldout=_pinned_heldout(cfg)))
+
+
+def _pinned_heldout(cfg: TrainConfig) -> tuple[str, ...]:
+    """The files the --init-from model's runs held out beyond the rank rule (see
+    `collect_sources`), for this run to hold out again."""
+    if cfg.init_from is None:
+        return ()
+    config = json.loads((Path(cfg.init_from) / "config.json").read_text(encoding="utf-8"))
+    return tuple(config.get("training", {}).get("heldout_pinned", ()))
 
 
 def train(cfg: TrainConfig) -> dict:
@@ -891,7 +900,8 @@ def train(cfg: TrainConfig) -> dict:
             stop.saving = True
             carried = lineage.stats(progress["tokens_seen"], progress["seconds"])
             _save(module, tokenizer, cfg,
-                  {**progress, "interim": True, "init_from": init_from, **carried})
+                  {**progress, "interim": True, "init_from": init_from,
+                   "heldout_pinned": corpus.pinned_heldout, **carried})
             stop.saving, stop.saved_step = False, progress["steps"]
 
         run = _optimise(module, sampler, cfg, seconds, device, amp_dtype, heldout, interim,
@@ -922,6 +932,7 @@ def train(cfg: TrainConfig) -> dict:
             "train_files": len(corpus.train),
             "train_tokens": len(train_stream),
             "heldout_tokens": len(heldout_stream),
+            "heldout_pinned": corpus.pinned_heldout,
             "contaminated_files": len(corpus.contaminated),
             "contaminated_paths": corpus.contaminated[:50],
             "duplicate_files": corpus.duplicates,
