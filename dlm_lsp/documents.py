@@ -37,9 +37,20 @@ UTF8, UTF16, UTF32 = (types.PositionEncodingKind.Utf8, types.PositionEncodingKin
                       types.PositionEncodingKind.Utf32)
 
 
+def document_key(uri: str) -> str:
+    """The one spelling of a document's URI that all that is kept of it is keyed by (its
+    jobs, parse tree, recent fills, offers): the percent-decoded one pygls' workspace
+    keeps it under, which didOpen and didClose go by.  A client may spell one document
+    two ways (`file:///a%20b.py` and `file:///a b.py`, a drive letter's colon as `%3A`
+    or not); what a request spelled one way left behind stayed after a didClose spelled
+    the other.  Decode a client's URI once: a key decoded again is another URI where the
+    name holds a `%`."""
+    return unquote(uri)
+
+
 def find_document(workspace: Workspace, uri: str) -> TextDocument | None:
     """The open document at `uri` (as the client spells it), or None."""
-    return workspace.text_documents.get(unquote(uri))
+    return workspace.text_documents.get(document_key(uri))
 
 
 class Refused:
@@ -56,18 +67,18 @@ class Refused:
         self._told: dict[str, str] = {}
 
     def add(self, uri: str, told: str) -> None:
-        key = unquote(uri)
+        key = document_key(uri)
         self._told.pop(key, None)
         self._told[key] = told
         while len(self._told) > self.LIMIT:
             del self._told[next(iter(self._told))]
 
     def discard(self, uri: str) -> None:
-        self._told.pop(unquote(uri), None)
+        self._told.pop(document_key(uri), None)
 
     def get(self, uri: str) -> str | None:
         """What the user was told when `uri` was refused, or None if it was not."""
-        return self._told.get(unquote(uri))
+        return self._told.get(document_key(uri))
 
 
 def open_document(workspace: Workspace, uri: str, refused: Refused | None = None

@@ -21,7 +21,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
-from urllib.parse import unquote
+
+from dlm_lsp.documents import document_key
 
 SUPERSEDED = "superseded by a newer request for the same document"
 DOCUMENT_CHANGED = "the document changed while the fill was computed"
@@ -93,25 +94,25 @@ class Jobs:
         (see the module's docstring)."""
         job = Job(uri, version, kind)
         with self._lock:
-            for old in self._by_uri.get(unquote(uri), ()):
+            for old in self._by_uri.get(document_key(uri), ()):
                 if kind.supersedes(old.kind):
                     old.stop(SUPERSEDED)
-            self._by_uri.setdefault(unquote(uri), set()).add(job)
+            self._by_uri.setdefault(document_key(uri), set()).add(job)
         return job
 
     def finish(self, job: Job) -> None:
         """Forget a job that has returned."""
         with self._lock:
-            jobs = self._by_uri.get(unquote(job.uri))
+            jobs = self._by_uri.get(document_key(job.uri))
             if jobs is not None:
                 jobs.discard(job)
                 if not jobs:
-                    del self._by_uri[unquote(job.uri)]
+                    del self._by_uri[document_key(job.uri)]
 
     def stop_document(self, uri: str, reason: str) -> None:
         """Stop every job on a document (it changed or closed)."""
         with self._lock:
-            for job in self._by_uri.get(unquote(uri), ()):
+            for job in self._by_uri.get(document_key(uri), ()):
                 job.stop(reason)
 
     def stop_all(self, reason: str) -> None:

@@ -42,6 +42,7 @@ from dlm_lsp.backends import (
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json, same_value
 from dlm_lsp.documents import (
     Refused,
+    document_key,
     find_document,
     offset_range,
     open_document,
@@ -255,10 +256,12 @@ class DlmServer(LanguageServer):
 
         wants_steps = token is not None or (self.config.drafts and draft_range is not None)
         before, after = cell_context(self.workspace, job.uri, text)
-        request = InfillRequest(text, start, end, language_id, job.uri, options, is_hole,
+        # the caches a fill leaves (parse tree, recent fills) are keyed as didClose forgets
+        request = InfillRequest(text, start, end, language_id, document_key(job.uri), options,
+                                is_hole,
                                 should_stop=job.stopped, on_draft=on_step if wants_steps else None,
                                 before=before, after=after)
-        future = loop.run_in_executor(self.worker, self._infill, request)
+        future = loop.run_in_executor(self.worker, self._infill, request, job.uri)
         done = False
         try:
             result = await asyncio.wait_for(future, self.config.timeout_ms / 1000)
@@ -288,18 +291,19 @@ class DlmServer(LanguageServer):
             if token is not None:
                 self.end_progress(token, job, done)
 
-    def _infill(self, request: InfillRequest) -> InfillResult:
+    def _infill(self, request: InfillRequest, uri: str) -> InfillResult:
         """The engine's fill, on a worker thread.  A document closed while its fill ran
         was forgotten by didClose, but the fill may have parsed it or remembered its result
         after that, which put them back until evicted (a soak session ended with 4 parsed
         documents kept, 1 open); so a fill that ends on a document no longer open forgets
         it again.  Forgetting only drops caches: a document opened again meanwhile is
-        parsed anew."""
+        parsed anew.  `uri` is the document's as the client spelled it (the request's is
+        its `document_key`)."""
         try:
             return self.engine.infill(request)
         finally:
-            if request.uri and find_document(self.workspace, request.uri) is None:
-                self.forget(request.uri)
+            if find_document(self.workspace, uri) is None:
+                self.forget(uri)
 
     def close_document(self, uri: str) -> None:
         """Nothing can be applied to a closed document (its fills stop), and nothing of it
@@ -343,19 +347,21 @@ class DlmServer(LanguageServer):
         """`parse_ahead`'s work, on the parsing thread.  A document closed meanwhile is
         forgotten again, as after a fill (`_infill`)."""
         try:
-            parse_ahead(text, language_id, uri, self.config)
+            parse_ahead(text, language_id, document_key(uri), self.config)
         except Exception:  # its first fill parses it, and says what fails there
             log.exception("parsing %s ahead of its fills failed", uri)
         finally:
             if find_document(self.workspace, uri) is None:
-                forget_document(uri)
+                forget_document(document_key(uri))
 
     def forget(self, uri: str) -> None:
         """Drop what is kept of a closed document: its recent fills, its parse tree and
-        the suggestions it was offered."""
-        self.engine.forget(uri)
-        self.offers.forget(uri)
-        forget_document(uri)
+        the suggestions it was offered, all kept under its `document_key` (`uri` as the
+        client spelled it)."""
+        key = document_key(uri)
+        self.engine.forget(key)
+        self.offers.forget(key)
+        forget_document(key)
 
     def begin_progress(self, token: Any, job: Job, title: str, message: str | None = None) -> None:
         """Begin work-done progress for `job` on `token` (the client's, or one from
@@ -458,14 +464,14 @@ class DlmServer(LanguageServer):
         was just offered and the user accepted (or selected), which the model had ended
         itself: the model has said what goes there (offers.py)."""
         text, at, _ = spliced(self.document(uri), rng, selected)
-        if self.offers.accepted(uri, text, at):
+        if self.offers.accepted(document_key(uri), text, at):
             log.debug("suggestion at %d:%d: the end of an accepted fill, no fill made",
                       rng.start.line, rng.start.character)
             return []
         _, result = await self.fill_range(uri, rng, InfillOptions(), token=token,
                                           accepted=selected, kind=Kind.SUGGESTION)
         texts = _suggestions(self, result)
-        self.offers.offered(uri, text, at, result, texts)
+        self.offers.offered(document_key(uri), text, at, result, texts)
         return texts
 
     async def apply_edits(self, job: Job, edits: list[types.TextEdit], label: str) -> bool:

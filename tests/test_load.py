@@ -311,12 +311,14 @@ def test_sigterm_answers_every_tcp_client_s_fill_and_exits_0(model_dir):
 def test_closing_a_document_forgets_its_recent_fills():
     from lsprotocol import types
 
+    from dlm_lsp.documents import document_key
     from dlm_lsp.server import did_close, server
 
-    server.engine.recent.remember_typed(uri(1), "x = ", "\n", "42", InfillOptions())
-    assert server.engine.recent.typed_along(uri(1), "x = 4", "\n", InfillOptions()) == "2"
+    kept = document_key(uri(1))  # as a fill of it keeps them
+    server.engine.recent.remember_typed(kept, "x = ", "\n", "42", InfillOptions())
+    assert server.engine.recent.typed_along(kept, "x = 4", "\n", InfillOptions()) == "2"
     did_close(server, types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri(1))))
-    assert server.engine.recent.typed_along(uri(1), "x = 4", "\n", InfillOptions()) is None
+    assert server.engine.recent.typed_along(kept, "x = 4", "\n", InfillOptions()) is None
 
 
 def test_the_per_document_caches_are_bounded(model_dir):
@@ -557,3 +559,54 @@ def test_a_progress_token_the_client_accepts_too_late_is_not_kept(model_dir):
         session.ls.release()
     assert not [m for m in session.sent if m.get("method") == "$/progress"]  # none shown
     assert session.ls.work_done_progress.tokens == {}
+
+
+@pytest.mark.parametrize(("opened", "asked"), [
+    ("file:///work/two%20ways.py", "file:///work/two ways.py"),
+    ("file:///work/two ways.py", "file:///work/two%20ways.py"),
+    ("file:///c%3A/work/drive.py", "file:///c:/work/drive.py"),
+])
+def test_closing_a_document_forgets_what_requests_spelling_it_another_way_left(
+        model_dir, opened, asked):
+    """pygls keeps a document under its percent-decoded URI, so a client may open it as
+    `file:///a%20b.py` and ask for fills of `file:///a b.py` (or spell a drive letter's
+    colon `%3A` once and `:` once): one document.  Its parse tree, recent fills and
+    offers were kept under the URI as the request spelled it, and a didClose spelled as
+    the didOpen was left them all behind."""
+    from dlm_lsp.documents import document_key
+
+    session = _Session()
+    options = {"model": str(model_dir), "repairRounds": 0, "fallback": False,
+               "suggestInvalid": True}
+
+    async def run() -> None:
+        session.receive({"id": 1, "method": "initialize", "params": {
+            "processId": None, "rootUri": None, "capabilities": {},
+            "initializationOptions": options}})
+        session.receive({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": opened, "languageId": "python", "version": 1, "text": TEXT}}})
+        session.receive({"id": 2, "method": "dlm/infill", "params": {
+            "textDocument": {"uri": asked}, "range": cursor(3, 12),
+            "options": {"length": 2, "steps": 1}}})
+        assert "result" in await session.answer(2)
+        session.receive({"id": 3, "method": "textDocument/inlineCompletion", "params": {
+            "textDocument": {"uri": asked}, "position": {"line": 5, "character": 10},
+            "context": {"triggerKind": 2}}})
+        assert "result" in await session.answer(3)
+        kept.append((dict(validation._DOCUMENTS), dict(session.ls.engine.recent._typed),
+                     dict(session.ls.offers._last)))
+        session.receive({"method": "textDocument/didClose",
+                         "params": {"textDocument": {"uri": opened}}})
+        await asyncio.sleep(0.1)
+
+    kept: list = []
+    try:
+        asyncio.run(run())
+    finally:
+        session.ls.release()
+    key, spellings = document_key(opened), {opened, asked, document_key(opened)}
+    (trees, typed, _), = kept
+    assert key in trees and key in typed  # kept of it while open, under the one key
+    assert not spellings & set(validation._DOCUMENTS)
+    assert not spellings & set(session.ls.engine.recent._typed)
+    assert not spellings & set(session.ls.offers._last)
