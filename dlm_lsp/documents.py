@@ -249,6 +249,13 @@ def range_offsets(doc: TextDocument, rng: types.Range) -> tuple[int, int]:
     return start, end
 
 
+def position_offset(doc: TextDocument, position: types.Position) -> int:
+    """The string offset of a client's cursor, after checking it lies in the document:
+    a request that sends a position (inline completion) is told about its `position`,
+    not about a "range start" it never sent."""
+    return _lines(doc).offset(position, "position")
+
+
 def offset_range(doc: TextDocument, start: int, end: int) -> types.Range:
     """The client range of string offsets (start, end)."""
     lines = _lines(doc)
@@ -268,7 +275,7 @@ def word_before(doc: TextDocument, position: types.Position) -> tuple[types.Rang
     there): the text a client filters completion items by.  -32602 for a position not in
     the document."""
     lines = _lines(doc)
-    at = lines.offset(position, "position")
+    at = position_offset(doc, position)
     line_start, _ = lines.content(position.line)
     start = at
     while start > line_start and _in_word(lines.text[start - 1]):

@@ -46,6 +46,7 @@ from dlm_lsp.documents import (
     find_document,
     offset_range,
     open_document,
+    position_offset,
     range_offsets,
     word_before,
 )
@@ -731,10 +732,12 @@ async def inline_completion(ls: DlmServer,
     completion item selected in the editor, each suggestion is that item's text and
     then a fill made after it, over the item's range.  A document not kept past
     `maxOpenDocuments` gets none, not an error at every keystroke (the user was told
-    when it was opened)."""
+    when it was opened).  A position not in the document is refused as the position it
+    is (-32602), before the fill's range is made of it."""
     rng = types.Range(params.position, params.position)
     if ls.refused.get(params.text_document.uri) is not None:
         return types.InlineCompletionList(items=[])
+    position_offset(ls.document(params.text_document.uri), params.position)
     selected = _selected_item(ls, params)
     texts = await ls.suggest(params.text_document.uri, rng, params.work_done_token, selected)
     return types.InlineCompletionList(items=inline_items(texts, rng, selected))
@@ -747,17 +750,13 @@ def _selected_item(ls: DlmServer, params: types.InlineCompletionParams
     the item's word does (`os.path.jo|`).  Another is a client's mistake, and taken as
     given it would splice the item's text somewhere else than the ghost text goes, or
     refuse the request (a range past the text): the item is left out, as if none were
-    selected, and the mistake logged.  The document and the cursor are checked by
-    `fill_range` as for any fill."""
+    selected, and the mistake logged.  The cursor was checked by `inline_completion`,
+    the document is by `fill_range` as for any fill."""
     selected = params.context.selected_completion_info if params.context else None
     doc = find_document(ls.workspace, params.text_document.uri)
     if selected is None or doc is None:
         return selected
-    cursor = types.Range(params.position, params.position)
-    try:
-        at, _ = range_offsets(doc, cursor)
-    except JsonRpcInvalidParams:  # fill_range refuses the request for it
-        return selected
+    at = position_offset(doc, params.position)  # checked by `inline_completion`
     item = selected.range
     try:
         low, high = range_offsets(doc, item)

@@ -957,6 +957,24 @@ async def test_bad_requests_get_a_clear_error_and_the_next_one_works(client, par
     assert len(result.edits) == 1
 
 
+@pytest.mark.parametrize("line, character, expected", [
+    (99, 0, "position line 99 is outside the document"),
+    (0, 80, "position 0:80 is past the end of its line"),
+])
+async def test_a_bad_inline_completion_position_is_named_as_the_position_sent(
+        client, line, character, expected):
+    """Inline completion sends a position: it was refused as a "range start", which the
+    client never sent."""
+    open_doc(client)
+    with pytest.raises(JsonRpcException) as err:
+        await client.text_document_inline_completion_async(types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(URI),
+            position=types.Position(line, character), context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Invoked)))
+    assert err.value.code == -32602 and expected in err.value.message
+    assert "range" not in err.value.message
+
+
 async def test_model_that_fails_to_load_is_a_clear_error_and_recoverable(client, model_dir):
     open_doc(client)
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
