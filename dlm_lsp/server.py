@@ -138,6 +138,7 @@ class DlmServer(LanguageServer):
         # what a shared engine last said it keeps of this client's settings (told once)
         self.engine_told: list[str] = []
         self._progress_count = 0  # server-initiated progress tokens made so far
+        self._progress_shown: set[Any] = set()  # tokens a fill's progress is shown on now
         self.refused = Refused()  # documents not kept past maxOpenDocuments
         self.offers = Offers()  # the suggestions last offered, to tell one accepted
 
@@ -249,7 +250,7 @@ class DlmServer(LanguageServer):
         (notebooks.py), as they are when it starts."""
         loop = asyncio.get_running_loop()
         if token is not None:
-            self.begin_progress(token, job, "dlm-lsp: denoising")
+            token = self.begin_progress(token, job, "dlm-lsp: denoising")
 
         def on_step(step: int, steps: int, draft: str) -> None:
             loop.call_soon_threadsafe(self._report_step, job, token, draft_range, step, steps,
@@ -364,13 +365,25 @@ class DlmServer(LanguageServer):
         self.offers.forget(key)
         forget_document(key)
 
-    def begin_progress(self, token: Any, job: Job, title: str, message: str | None = None) -> None:
+    def begin_progress(self, token: Any, job: Job, title: str,
+                       message: str | None = None) -> Any:
         """Begin work-done progress for `job` on `token` (the client's, or one from
-        `progress_token`); cancelling it in the editor stops the job at its next step."""
+        `progress_token`) and return it; cancelling it in the editor stops the job at its
+        next step.  A token another request's progress is on now (a client that sent one
+        `workDoneToken` with two requests) is not shared: this job shows no progress, and
+        None is returned.  Shared, the client saw "begin" twice, and once the first job
+        ended its token, the other's reports and a second "end" on a token already ended;
+        cancelling it stopped both jobs, or, after the first ended, neither."""
+        if token in self._progress_shown:
+            log.warning("work-done token %r is in use by another request's progress: "
+                        "this request shows none", token)
+            return None
+        self._progress_shown.add(token)
         self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
             title=title, message=message, cancellable=True, percentage=0))
         self.work_done_progress.tokens[token].add_done_callback(
             lambda _: job.stop(CLIENT_CANCELLED))
+        return token
 
     def end_progress(self, token: Any, job: Job, done: bool = True) -> None:
         """End `job`'s progress with why it stopped, or "done" where it was not stopped and
@@ -384,6 +397,7 @@ class DlmServer(LanguageServer):
         load left one behind for as long as the server ran)."""
         self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
         self.work_done_progress.tokens.pop(token, None)
+        self._progress_shown.discard(token)
 
     def _show_notices(self) -> None:
         """Tell the user what the engine changed on its own (e.g. after running out of memory)."""

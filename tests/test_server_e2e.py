@@ -909,6 +909,25 @@ async def test_progress_reports_each_step(client):
     assert kinds.count("WorkDoneProgressReport") == result.stats.steps
 
 
+async def test_one_work_done_token_sent_with_two_fills_at_once_shows_one_progress(client):
+    """A client that sends one `workDoneToken` with two requests in flight got both fills'
+    progress on it: "begin" twice, then, once the shorter fill ended it, the longer one's
+    reports and a second "end" on a token already ended.  The second request shows none;
+    both are answered, and the first's progress is whole: a begin, its steps, an end."""
+    open_doc(client)
+    open_doc(client, uri="file:///work/other.py")
+    client.progress_reports["shared"] = []
+    first = infill(client, rng(4, 4, 4, 4), workDoneToken="shared",
+                   options={"length": 8, "steps": 8})
+    second = infill(client, rng(4, 4, 4, 4), uri="file:///work/other.py",
+                    workDoneToken="shared", options={"length": 64, "steps": 64})
+    answers = await asyncio.gather(first, second)
+    kinds = [type(r).__name__ for r in client.progress_reports["shared"]]
+    assert kinds == (["WorkDoneProgressBegin"]
+                     + ["WorkDoneProgressReport"] * answers[0].stats.steps
+                     + ["WorkDoneProgressEnd"])
+
+
 async def test_drafts_show_the_span_taking_shape(client):
     open_doc(client)
     drafts = []
