@@ -476,6 +476,17 @@ class DlmProtocol(LanguageServerProtocol):
         elif future.cancel():
             self._cancelled_by_client.add(future)
 
+    def forget_request(self, msg_id: str) -> None:
+        """Stop waiting for the client's answer to the server's own request `msg_id` (an
+        applyEdit the client left unanswered): pygls keeps its future and result type
+        until the answer comes, for good where none does.  An answer that comes later
+        is logged by pygls as one to an unknown id and dropped; the server's ids are
+        UUIDs, so it cannot be taken for another request's."""
+        future = self._request_futures.pop(msg_id, None)
+        self._result_types.pop(msg_id, None)
+        if future is not None:
+            future.cancel()
+
     def cancelled_by_client(self, future: Any) -> bool:
         """Whether the client cancelled the request `future` handles (`$/cancelRequest`)."""
         return future in self._cancelled_by_client

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -498,12 +499,16 @@ class DlmServer(LanguageServer):
         syntax warning) over a file just rewritten.  A shutdown, or a client gone, still
         ends it at once: nobody reads its answer then; and a client that has not answered
         within CLIENT_ANSWER_S of its cancel gets the cancel, as before (its command's job
-        would wait for good otherwise)."""
+        would wait for good otherwise), and its applyEdit is given up (`forget_request`):
+        pygls kept the request's future for good where no answer ever came, one for each
+        such command."""
         self.check_fresh(job)
         edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
             types.OptionalVersionedTextDocumentIdentifier(job.uri, job.version), edits)])
-        asked = asyncio.ensure_future(self.workspace_apply_edit_async(
-            types.ApplyWorkspaceEditParams(edit, label=label)))
+        msg_id = str(uuid.uuid4())  # as pygls makes them, but known here to give it up
+        asked = asyncio.ensure_future(self.protocol.send_request_async(
+            types.WORKSPACE_APPLY_EDIT, types.ApplyWorkspaceEditParams(edit, label=label),
+            msg_id=msg_id))
         try:
             answer = await asyncio.shield(asked)
         except asyncio.CancelledError:
@@ -511,6 +516,7 @@ class DlmServer(LanguageServer):
                 raise
             done, _ = await asyncio.wait([asked], timeout=CLIENT_ANSWER_S)
             if not done:
+                self.protocol.forget_request(msg_id)
                 raise
             answer = asked.result()
         return bool(answer and answer.applied)

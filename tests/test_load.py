@@ -610,3 +610,41 @@ def test_closing_a_document_forgets_what_requests_spelling_it_another_way_left(
     assert not spellings & set(validation._DOCUMENTS)
     assert not spellings & set(session.ls.engine.recent._typed)
     assert not spellings & set(session.ls.offers._last)
+
+
+def test_a_cancelled_command_s_unanswered_apply_edit_is_given_up(model_dir):
+    """A command cancelled while the editor has its workspace/applyEdit is answered
+    "cancelled" once the server has waited CLIENT_ANSWER_S for the edit's answer.  An
+    editor that never answers left pygls holding the applyEdit's future (and its result
+    type) for as long as the server ran, one for each such command.  It is let go of; an
+    answer that comes after all is dropped, and the next requests are served."""
+    session = _Session(answer_after=3600)  # the editor answers none of the server's requests
+    options = {"model": str(model_dir), "repairRounds": 0, "fallback": False}
+    pending: list = []
+
+    async def run() -> tuple[dict, dict]:
+        session.receive({"id": 1, "method": "initialize", "params": {
+            "processId": None, "rootUri": None, "capabilities": {},
+            "initializationOptions": options}})
+        session.receive({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": uri(0), "languageId": "python", "version": 1, "text": TEXT}}})
+        session.receive({"id": 2, "method": "workspace/executeCommand", "params": {
+            "command": "dlm.fillHoles", "arguments": [uri(0)]}})
+        while not (asked := [m for m in session.sent
+                             if m.get("method") == "workspace/applyEdit"]):
+            await asyncio.sleep(0.02)
+        session.receive({"method": "$/cancelRequest", "params": {"id": 2}})
+        cancelled = await session.answer(2)
+        pending.append(set(session.ls.protocol._request_futures)
+                       | set(session.ls.protocol._result_types))
+        session.receive({"id": asked[0]["id"], "result": {"applied": True}})  # too late
+        session.receive({"id": 3, "method": "dlm/status", "params": {}})
+        return cancelled, await session.answer(3)
+
+    try:
+        cancelled, status = asyncio.run(run())
+    finally:
+        session.ls.release()
+    assert error_code(cancelled) == -32800
+    assert pending == [set()]
+    assert status["result"]["jobsInFlight"] == 0
