@@ -99,7 +99,8 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
 
 def describe_steps(result: InfillResult) -> str:
     """A fill's forward passes, those of repair apart: `--steps 1` said "3 steps", which
-    read as the option ignored; "3 steps (1 + 2 in repair)" says where they went."""
+    read as the option ignored; "3 steps (1 + 2 in repair)" says where they went (only
+    "3 steps" where that is not known: an older remote service does not say)."""
     steps = f"{result.steps} step{'s' * (result.steps != 1)}"
     if not result.repair_steps:
         return steps

@@ -185,8 +185,9 @@ def infill_result(version: int | None, rng: types.Range, result: InfillResult,
                   "ms": round(result.ms, 1), "kind": result.plan.kind,
                   "earlyStopped": result.early_stopped,
                   "path": result.path if best is result.candidates[0] else best.path,
-                  "repairRounds": result.repair_rounds, "predictedMs": result.predicted_ms,
-                  "syntax": result.syntax, "reused": result.reused},
+                  "repairRounds": result.repair_rounds, "repairSteps": result.repair_steps,
+                  "predictedMs": result.predicted_ms, "syntax": result.syntax,
+                  "reused": result.reused},
     }
 
 

@@ -82,5 +82,6 @@ class InfillResult:
     syntax: str = ""  # the validation's verdict on the best fill, or why it was not checked
     reused: str = ""  # "exact" or "typed" when answered from recent fills, without the model
     # of `steps`, those of repair rounds and the left-to-right retry after the first run:
-    # `fill --steps 1` said "3 steps" and no more
-    repair_steps: int = 0
+    # `fill --steps 1` said "3 steps" and no more (None where not known: an older remote
+    # service)
+    repair_steps: int | None = 0

@@ -681,3 +681,16 @@ def test_a_document_closed_while_it_is_parsed_ahead_keeps_no_tree(kept_parses,
     closed.set()
     ls.parser.shutdown(wait=True)
     assert DOC.uri not in kept_parses
+
+
+@pytest.mark.parametrize("repair_steps", [0, 4, None])
+def test_dlm_infill_stats_say_how_many_of_the_steps_went_to_repair(repair_steps):
+    """`steps` counts the forward passes of every path; `repairSteps` says how many of
+    them repair and the left-to-right retry took (null where an older remote service
+    did not say), as `dlm-lsp fill` says "9 steps (5 + 4 in repair)"."""
+    rng = types.Range(AT, AT)
+    result = InfillResult([Candidate("rn x", True, 0.0, path=REPAIR)],
+                          SpanPlan("single-line", 8, 5, True), steps=9, tokens=8, ms=1.0,
+                          path=REPAIR, repair_rounds=1, repair_steps=repair_steps)
+    stats = protocol.infill_result(1, rng, result)["stats"]
+    assert (stats["steps"], stats["repairRounds"], stats["repairSteps"]) == (9, 1, repair_steps)

@@ -36,12 +36,25 @@ def a_result() -> InfillResult:
     return InfillResult([Candidate("a +", False, -0.25, 2, "repair", [], check, ended=True),
                          Candidate("a + b", None, -0.5, 3)],
                         SpanPlan("single-line", 16, 8, True), 9, 16, 12.5, True, "repair", 1,
-                        11.0, "1 new syntax error", "")
+                        11.0, "1 new syntax error", "", repair_steps=4)
 
 
 def test_a_result_survives_the_wire_unchanged():
     result = a_result()
     assert wire.result_from_json(json.loads(json.dumps(wire.result_json(result)))) == result
+
+
+def test_an_older_service_s_result_has_its_repair_steps_unknown():
+    """A service from before `repairSteps` does not send it: not known (None), not 0,
+    which would say no step went to repair; the steps line then says the total alone."""
+    from dlm_lsp.fill import describe_steps
+
+    body = json.loads(json.dumps(wire.result_json(a_result())))
+    del body["repairSteps"]
+    result = wire.result_from_json(body)
+    assert result.repair_steps is None and result.steps == 9
+    assert describe_steps(result) == "9 steps"
+    assert describe_steps(a_result()) == "9 steps (5 + 4 in repair)"
 
 
 def test_a_request_carries_the_clients_fill_settings_but_never_its_model_or_limits():

@@ -127,18 +127,20 @@ def result_json(result: InfillResult, notices: list[str] = ()) -> dict[str, Any]
                      "singleLine": plan.single_line},
             "steps": result.steps, "tokens": result.tokens, "ms": result.ms,
             "earlyStopped": result.early_stopped, "path": result.path,
-            "repairRounds": result.repair_rounds, "predictedMs": result.predicted_ms,
-            "syntax": result.syntax, "reused": result.reused, "notices": list(notices)}
+            "repairRounds": result.repair_rounds, "repairSteps": result.repair_steps,
+            "predictedMs": result.predicted_ms, "syntax": result.syntax,
+            "reused": result.reused, "notices": list(notices)}
 
 
 def result_from_json(data: dict[str, Any]) -> InfillResult:
-    """The `result` line back as the engine's result type."""
+    """The `result` line back as the engine's result type; `repairSteps`, which an older
+    service does not send, is None (not known) then, as a candidate's `ended` is."""
     plan = data["plan"]
     return InfillResult([_candidate(c) for c in data["candidates"]],
                         SpanPlan(plan["kind"], plan["nMasked"], plan["steps"], plan["singleLine"]),
                         data["steps"], data["tokens"], float(data["ms"]), data["earlyStopped"],
                         data["path"], data["repairRounds"], data["predictedMs"], data["syntax"],
-                        data["reused"])
+                        data["reused"], data.get("repairSteps"))
 
 
 def line(kind: str, payload: Any) -> bytes:
