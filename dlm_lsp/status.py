@@ -155,7 +155,11 @@ def _loaded(status: dict[str, Any]) -> str:
     """The `loaded` row: a server's model loads when an editor's client initializes it
     (`initialized`; the status query's own connection does not) or at the first fill, so
     a server no editor has used yet said a bare `loaded  False`, which read as a failure."""
-    if status["loaded"] is not False or "backend" in status:  # a service's: its own words
+    if status["loaded"] is not False:
+        return _shown(status["loaded"])
+    if status.get("loadError") and "backend" in status:  # a remote or SGLang server's
+        return "False (the server cannot be reached: loadError says why)"
+    if "backend" in status:  # a service's: its own words
         return _shown(status["loaded"])
     if status.get("loadError"):
         return "False (the last load failed: loadError says why)"

@@ -279,6 +279,8 @@ def test_status_asks_a_running_server(model_dir):
     ({"loadError": "no such model"}, "False (the last load failed: loadError says why)"),
     ({"loaded": True}, "True"),
     ({"backend": "remote"}, "False"),  # a service's loaded: its own meaning
+    ({"backend": "remote", "loadError": "cannot reach http://gpu-box:8000"},
+     "False (the server cannot be reached: loadError says why)"),
 ])
 def test_status_of_a_server_says_why_its_model_is_not_loaded(fields, shown, monkeypatch,
                                                              capsys):

@@ -401,6 +401,17 @@ def test_an_unreachable_service_falls_back_to_the_local_engine_when_allowed(mode
     assert engine.fallbacks == 1 and "run on the local engine" in engine.notices[0]
 
 
+def test_the_status_of_an_unreachable_service_with_fallback_says_where_fills_run():
+    """`loadError` says why the service's model does not fill, and where fills go."""
+    url = f"http://127.0.0.1:{free_port()}"
+    status = RemoteEngine(ServerConfig(backend="remote", remote_url=url, remote_retries=0,
+                                       remote_fallback=True)).status()
+    assert (status["loaded"], status["loading"]) == (False, False)
+    assert status["loadError"].startswith(f"cannot reach {url}")
+    assert "fills will run on the local engine until it answers" in status["loadError"]
+    assert status["problem"].startswith(f"cannot reach {url}")
+
+
 def test_falling_back_is_told_once_an_outage_not_at_every_fill(model_dir):
     """Ghost text asks for a fill at each pause in typing: a message at each fallback was
     a new pop-up every few seconds while the service was down."""
@@ -435,5 +446,8 @@ def test_the_editor_is_told_when_the_service_is_unreachable(model_dir: Path):
         status = server.client.call("dlm/status")["result"]
         assert status["loaded"] is False and status["reachable"] is False
         assert status["model"].startswith("remote engine at http://127.0.0.1")
+        # why no model fills, where a local engine says it: not a load under way
+        assert status["loading"] is False
+        assert status["loadError"].startswith("cannot reach http://127.0.0.1")
     finally:
         server.close()

@@ -554,6 +554,8 @@ def test_status_and_preload_name_the_server_and_its_model(fake):
     status = backend.status()
     assert status["reachable"] and status["backend"] == "sglang"
     assert status["model"] == "inclusionAI/LLaDA2.0-mini" and status["chatFormat"] == "llada2"
+    # as a local engine's with its model loaded
+    assert (status["loaded"], status["loading"], status["loadError"]) == (True, False, None)
 
 
 def test_the_language_server_fills_through_sglang_end_to_end(fake):

@@ -207,14 +207,20 @@ class ServerBackend:
                 describe: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
         """`dlm/status`: this client's figures, and what `describe` makes of the server's
         answer to `ask`; unreachable, `loaded` is false and `model` names the server
-        (editors' health checks read both)."""
-        mine = self._figures()
+        (editors' health checks read both).  `loadError` and `loading` say what a local
+        engine's say, why no model fills and whether one is on its way: the server's
+        model is loaded before it answers, so a server that answers has it and one that
+        does not is the reason (also in `problem`).  Without them a status of the server
+        unreachable read as a load under way: VS Code's status bar showed "loading" and
+        asked again for as long as the server was down, and Neovim said "loading"."""
+        mine = {**self._figures(), "loading": False}
         try:
             answer = ask()
         except BackendError as exc:
-            return {**mine, "reachable": False, "loaded": False,
+            why = self._falling_back(exc) if self.config.remote_fallback else str(exc)
+            return {**mine, "reachable": False, "loaded": False, "loadError": why,
                     "model": f"{self.LABEL} at {self.config.remote_url}", "problem": str(exc)}
-        return {**mine, "reachable": True, "loaded": True, **describe(answer)}
+        return {**mine, "reachable": True, "loaded": True, "loadError": None, **describe(answer)}
 
     def _figures(self) -> dict[str, Any]:
         """This client's part of `dlm/status`: its fills, retries, fallbacks and latency."""
