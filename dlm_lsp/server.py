@@ -215,27 +215,26 @@ class DlmServer(LanguageServer):
             return None
         self._progress_count += 1
         token = f"dlm-lsp/{kind}/{self._progress_count}"
-        # not wait_for: cancelling pygls' create_async can leave its future in a bad state
-        created = asyncio.ensure_future(self.work_done_progress.create_async(token))
+        # Asked here, not with pygls' create_async, so that a request not answered in time
+        # is given up (`forget_request`): create_async registered a token the client
+        # accepted however late, kept for good as nothing used it, and where the client
+        # never answered, pygls kept the request's future for good (one for each load or
+        # command).  pygls registers the token when its progress begins.
+        msg_id = str(uuid.uuid4())
+        created = asyncio.ensure_future(self.protocol.send_request_async(
+            types.WINDOW_WORK_DONE_PROGRESS_CREATE, types.WorkDoneProgressCreateParams(token),
+            msg_id=msg_id))
+        # retrieved: a refusal is no error of ours to log
+        created.add_done_callback(lambda answer: answer.cancelled() or answer.exception())
         try:
             done, _ = await asyncio.wait([created], timeout=CLIENT_ANSWER_S)
         except asyncio.CancelledError:  # $/cancelRequest of the request that asked
-            self._unused_token(created, token)
+            self.protocol.forget_request(msg_id)
             raise
-        if not done or created.exception() is not None:
-            self._unused_token(created, token)
+        if not done:
+            self.protocol.forget_request(msg_id)
             return None
-        return token
-
-    def _unused_token(self, created: asyncio.Future, token: str) -> None:
-        """Let go of `token` once the client has answered its creation (`created`), as
-        nothing will use it: pygls registers a token the client accepts however late, and
-        keeps it until it is removed (one for each command cancelled while it waited)."""
-        def forget(answer: asyncio.Future) -> None:
-            if not answer.cancelled():
-                answer.exception()  # retrieved: a refusal is no error of ours to log
-            self.work_done_progress.tokens.pop(token, None)
-        created.add_done_callback(forget)
+        return token if created.exception() is None else None
 
     def warn(self, problems: list[str]) -> None:
         """Tell the user about configuration problems (defaults were kept)."""

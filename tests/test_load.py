@@ -428,6 +428,13 @@ class _Session:
         protocol = self.ls.protocol
         protocol.handle_message(json.loads(body, object_hook=protocol.structure_message))
 
+    def initialize(self, options: dict, capabilities: dict | None = None) -> None:
+        """`initialize` with these initializationOptions, then `initialized`."""
+        self.receive({"id": "init", "method": "initialize", "params": {
+            "processId": None, "rootUri": None, "capabilities": capabilities or {},
+            "initializationOptions": options}})
+        self.receive({"method": "initialized", "params": {}})
+
     def logged_lines(self, word: str) -> list[str]:
         return [m["params"]["message"] for m in self.sent
                 if m.get("method") == "window/logMessage" and word in m["params"]["message"]]
@@ -580,9 +587,7 @@ def test_closing_a_document_forgets_what_requests_spelling_it_another_way_left(
                "suggestInvalid": True}
 
     async def run() -> None:
-        session.receive({"id": 1, "method": "initialize", "params": {
-            "processId": None, "rootUri": None, "capabilities": {},
-            "initializationOptions": options}})
+        session.initialize(options)
         session.receive({"method": "textDocument/didOpen", "params": {"textDocument": {
             "uri": opened, "languageId": "python", "version": 1, "text": TEXT}}})
         session.receive({"id": 2, "method": "dlm/infill", "params": {
@@ -623,9 +628,7 @@ def test_a_cancelled_command_s_unanswered_apply_edit_is_given_up(model_dir):
     pending: list = []
 
     async def run() -> tuple[dict, dict]:
-        session.receive({"id": 1, "method": "initialize", "params": {
-            "processId": None, "rootUri": None, "capabilities": {},
-            "initializationOptions": options}})
+        session.initialize(options)
         session.receive({"method": "textDocument/didOpen", "params": {"textDocument": {
             "uri": uri(0), "languageId": "python", "version": 1, "text": TEXT}}})
         session.receive({"id": 2, "method": "workspace/executeCommand", "params": {
@@ -648,3 +651,26 @@ def test_a_cancelled_command_s_unanswered_apply_edit_is_given_up(model_dir):
     assert error_code(cancelled) == -32800
     assert pending == [set()]
     assert status["result"]["jobsInFlight"] == 0
+
+
+def test_a_progress_token_the_client_never_accepts_leaves_no_request_behind(model_dir):
+    """The server waits 2 s for the client to accept its progress token, then works
+    without progress.  A client that never answers left pygls holding the creation
+    request's future (and result type) for as long as the server ran, one for each
+    model load or command."""
+    session = _Session(answer_after=3600)  # the editor answers none of the server's requests
+
+    async def run() -> set:
+        session.initialize({"model": str(model_dir)}, {"window": {"workDoneProgress": True}})
+        await session.logged("ready", 1)
+        protocol = session.ls.protocol
+        return set(protocol._request_futures) | set(protocol._result_types)
+
+    try:
+        pending = asyncio.run(run())
+    finally:
+        session.ls.release()
+    assert [m["method"] for m in session.sent if "id" in m and "method" in m] == [
+        "window/workDoneProgress/create"]  # asked, and never answered
+    assert pending == set()
+    assert session.ls.work_done_progress.tokens == {}
