@@ -1237,6 +1237,20 @@ def test_identical_files_are_read_once(tmp_path):
     ({"License": "BSD, docs CC BY-SA 4.0"}, False),
     ({"License": "MIT; Server Side Public License for the daemon"}, False),
     ({"License": "Apache 2.0 License"}, True),
+    # a restriction beside a permissive name takes it back: all were permissive
+    ({"License": "MIT; the plug-ins are proprietary"}, False),
+    ({"License": "BSD for non-commercial use; a commercial licence is required otherwise"},
+     False),
+    ({"License": "Apache 2.0, not for commercial use"}, False),
+    ({"License": "MIT (data: CC BY-NC 4.0)"}, False),
+    ({"License": "Copyright 2024 Acme Inc. All rights reserved. MIT"}, False),
+    # ... but the copyright line of a BSD or MIT text reserves rights its grant then gives
+    ({"License": "Copyright (c) 2010, Jane Doe\nAll rights reserved.\n\nRedistribution and"
+                 " use in source and binary forms, with or without modification, are"
+                 " permitted provided that ... (BSD)"}, True),
+    ({"License": "MIT License\n\nCopyright (c) 2019 Jane Doe. All rights reserved.\n\n"
+                 "Permission is hereby granted, free of charge, to any person ..."}, True),
+    ({"License": "MIT; commercial support is available"}, True),
     # SPDX operators may be all lower case: a choice of permissive licences is permissive
     ({"License-Expression": "mit or apache-2.0"}, True),
     ({"License-Expression": "Apache-2.0 with LLVM-exception"}, True),

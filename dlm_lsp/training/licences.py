@@ -4,7 +4,7 @@ The shipped weights are MIT-licensed, so they are trained only on code whose
 licence clearly permits it without conditions that would follow the weights:
 the standard library (PSF licence) and installed distributions under a
 permissive licence (MIT, BSD, Apache-2.0, PSF, ISC ...).  Copyleft (GPL, LGPL,
-MPL ...), proprietary and unknown licences are left out.  Every file in
+MPL ...), proprietary, non-commercial and unknown licences are left out.  Every file in
 site-packages is attributed to the distribution whose RECORD lists it, so a
 file no distribution claims is left out too, and the training stats can list
 each distribution trained on with its version and licence.
@@ -54,6 +54,22 @@ COPYLEFT_TEXT = re.compile(
     r"|\b(copyleft|GNU|Affero|CeCILL|Sleepycat|share-?alike|CC[- ]BY[- ](NC[- ])?SA)\b"
     r"|\b(General|Mozilla|Eclipse|European Union|Server Side|Reciprocal) Public Licen[cs]e"
     r"|\b(Open Software Licen[cs]e|Common Development and Distribution)\b", re.IGNORECASE)
+# Text that takes back what a permissive name grants: "proprietary", a commercial
+# licence required, non-commercial use only ("MIT; proprietary plug-ins", "MIT for
+# non-commercial use" were read as permissive).  It rules a text out as copyleft does.
+RESTRICTED_TEXT = re.compile(
+    r"\bproprietary\b|\bnon-?commercial\b|\bnot for commercial\b|\bCC[- ]BY[- ]NC\b"
+    r"|\bcommercial licen[cs]e (is )?required\b|\brequires? a commercial licen[cs]e\b",
+    re.IGNORECASE)
+# "All rights reserved" reserves what no licence grants: a text saying it beside only a
+# licence's name ("Copyright Acme. All rights reserved. MIT") is ruled out.  It is also
+# the copyright line of most BSD and MIT texts, followed by the grant itself, which
+# keeps the text in: one of these sentences, as the permissive licences word them.
+RESERVED_TEXT = re.compile(r"\ball rights reserved\b", re.IGNORECASE)
+GRANT_TEXT = re.compile(
+    r"Permission is hereby granted|Redistribution and use in source and binary forms"
+    r"|Permission to use, copy, modify|Licensed under the Apache License"
+    r"|Permission is granted to anyone|grants Licensee a nonexclusive", re.IGNORECASE)
 PERMISSIVE_TEXT = re.compile(
     r"\b(MIT|BSD|Apache|PSF|Python Software Foundation|ISC|zlib|Unlicense|CC0)\b"
     r"|Redistribution and use in source and binary forms", re.IGNORECASE)
@@ -152,8 +168,18 @@ def classify(meta: metadata.PackageMetadata) -> tuple[str, bool]:
     text = (meta.get("License") or "").strip()
     if text and text.upper() != "UNKNOWN":
         first = text.splitlines()[0][:80]
-        return first, not COPYLEFT_TEXT.search(text) and bool(PERMISSIVE_TEXT.search(text))
+        return first, text_is_permissive(text)
     return "unknown", False
+
+
+def text_is_permissive(text: str) -> bool:
+    """Whether a free-text licence field names a permissive licence and nothing that
+    takes it back: no copyleft licence, no restriction, no rights reserved but granted."""
+    if COPYLEFT_TEXT.search(text) or RESTRICTED_TEXT.search(text):
+        return False
+    if RESERVED_TEXT.search(text) and not GRANT_TEXT.search(text):
+        return False
+    return bool(PERMISSIVE_TEXT.search(text))
 
 
 def site_packages_dirs() -> list[Path]:
