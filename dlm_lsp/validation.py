@@ -476,17 +476,22 @@ class ParsedDocument:
         return self._confirmed(start, end, fill, verdict.reason, judged_in)
 
     def _joins_next_line(self, start: int, end: int, fill: str) -> Validation | None:
-        """The rejection of a C or C++ fill that ends its line in a backslash the line did
-        not have, where the line below is code the user wrote as a line of its own: not
-        blank, not continued itself, and no deeper than the fill's line.  None otherwise.
+        """The rejection of a C, C++ or shell fill that ends its line in a backslash the
+        line did not have, where the line below is code the user wrote as a line of its
+        own: not blank, not continued itself, and no deeper than the fill's line.  None
+        otherwise.
 
         The preprocessor joins the two lines before anything else reads them, which is
         valid C, so no parse objects: ` \\` after `#define N 10` took `int y = N;` into
         the macro, and after `// note` the `return x;` below into the comment.  A
         continuation the user wrote below (deeper, as a macro's body is, or itself ending
-        in a backslash) is what the backslash asks for, and is left to the parse."""
+        in a backslash) is what the backslash asks for, and is left to the parse.
+
+        bash joins lines the same way (`echo a \\` over `ls` runs `echo a ls`), but only
+        where the backslash is code (`_shell_continues`): in a comment, in single quotes
+        or after another backslash (`a\\\\`, a backslash written out) it ends nothing."""
         written = fill[fill.rfind("\n") + 1:].rstrip(" \t")
-        if self.language not in ("c", "cpp") or not written.endswith("\\"):
+        if self.language not in ("c", "cpp", "bash") or not written.endswith("\\"):
             return None
         text = self.text
         line_end = text.find("\n", end)
@@ -502,12 +507,28 @@ class ParsedDocument:
         if not below.strip() or below.endswith("\\") or _width(below) > _width(filled_line):
             return None
         kept = fill[:fill.rfind("\n") + 1] + written  # the fill to its backslash
+        if self.language == "bash" and not self._shell_continues(start, end, fill, kept):
+            return None
         line, column = self._fill_end(start, kept)
         at = start + len(kept) - 1
         return Validation(True, False, self.language, ((line, column - 1),),
                           reason=f"{_introduced(1, line, column - 1)} (a backslash at the end"
                                  f" of the line joins line {line + 2} to it)",
                           new_ranges=((at, at + 1),))
+
+    def _shell_continues(self, start: int, end: int, fill: str, kept: str) -> bool:
+        """Whether the backslash that ends `kept` (the fill up to it) continues its line in
+        a shell script: code, not a comment, a quoted string or a heredoc's text, and not
+        itself escaped (an odd run of backslashes).  A double-quoted string and an
+        unquoted heredoc join lines too, but there the line below is the user's text
+        inside them, not a line of code of its own."""
+        run = len(kept) - len(kept.rstrip("\\"))
+        if run % 2 == 0:
+            return False
+        tree, _, _ = self._parse_with(start, end, fill)
+        at = self._byte(start) + len(_encode(kept)) - 1
+        leaf = tree.root_node.descendant_for_byte_range(at, at + 1)
+        return not any(node.type in _SHELL_TEXT for node in ancestors(tree.root_node, leaf))
 
     def _judged(self, start: int, end: int, fill: str,
                 candidate: list[tuple[_Error, tuple[int, int]]],
@@ -953,6 +974,10 @@ def _blanks_at(text: str, at: int) -> int:
 
 
 _SPACE = re.compile(r"\s*")
+# tree-sitter-bash's nodes whose text a backslash at a line's end does not join to the
+# next line as code (`ParsedDocument._shell_continues`)
+_SHELL_TEXT = frozenset({"comment", "raw_string", "ansi_c_string", "string", "heredoc_body",
+                         "translated_string"})
 
 
 def _past_comments(document: ParsedDocument, at: int) -> int:

@@ -222,11 +222,14 @@ def test_a_fill_that_ends_the_comment_or_follows_a_closed_one_is_judged_as_code(
      (1, 28)),
     ("c", "int x;\n⟦⟧\nint main(void) {\n    return 0;\n}\n", "#define N 10\n#define M \\",
      (2, 10)),
+    # bash joins them too: `echo a ls`, `echo start ls -l`
+    ("shellscript", "#!/bin/bash\necho start\n⟦⟧\nls -l\n", "echo a \\", (2, 7)),
+    ("shellscript", "#!/bin/bash\nf() {\n  echo start⟦⟧\n  ls -l\n}\n", " \\", (2, 13)),
 ])
-def test_a_c_fill_that_ends_its_line_in_a_backslash_does_not_join_the_user_s_line_below(
+def test_a_c_or_shell_fill_that_ends_its_line_in_a_backslash_does_not_join_the_line_below(
         language: str, marked: str, fill: str, where: tuple[int, int]) -> None:
-    """The preprocessor joins the lines, which is valid C: the line below became part of
-    the macro (or the comment), and the fill passed."""
+    """The preprocessor (or bash) joins the lines, which parses: the line below became
+    part of the macro (or the comment, or the command), and the fill passed."""
     result = _fill(marked, fill, language)
     assert not result.valid and "joins line" in result.reason
     assert result.new_errors == (where,)
@@ -244,6 +247,19 @@ def test_a_c_fill_that_ends_its_line_in_a_backslash_does_not_join_the_user_s_lin
 def test_a_backslash_that_continues_onto_the_line_the_user_wrote_for_it_is_kept(
         marked: str, fill: str) -> None:
     assert _fill(marked, fill, "c").valid
+
+
+@pytest.mark.parametrize(("marked", "fill"), [
+    ("#!/bin/bash\ncurl ⟦⟧\n    -o out \"$url\"\n", "-s \\"),  # its arguments below
+    ("#!/bin/bash\necho start # note⟦⟧\nls -l\n", " \\"),  # a comment ends at its line
+    ("#!/bin/bash\necho start⟦⟧\nls -l\n", " a\\\\"),  # a backslash written out
+    ("#!/bin/bash\necho 'a⟦⟧\nb'\nls -l\n", " \\"),  # single quotes: text
+    ("#!/bin/bash\necho \"a⟦⟧\nb\"\nls -l\n", " \\"),  # the user's string goes on below
+    ("#!/bin/bash\ncat <<'EOF'\na⟦⟧\nb\nEOF\n", " \\"),  # a heredoc's text
+])
+def test_a_shell_backslash_that_joins_no_line_of_code_is_left_to_the_parse(
+        marked: str, fill: str) -> None:
+    assert _fill(marked, fill, "shellscript").valid
 
 
 def test_empty_fill_where_the_span_was_optional_is_valid() -> None:
