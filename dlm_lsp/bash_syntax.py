@@ -26,7 +26,9 @@ against the fill, with the chunk as it is (the span's old text) as baseline:
   with only blank and comment lines between: bash notices an empty `then` body
   at its `fi`) and the new one sits on the fill's lines the same way, or when
   the fill wrote a line that would end a heredoc left open to the end (its
-  delimiter with blanks around it).  Damage elsewhere in the chunk is the user's.
+  delimiter with blanks around it).  Damage elsewhere in the chunk is the user's,
+  and so is a line below the span that fails whatever the fill (a stray `fi`: see
+  `BashSyntax._broken_on_its_own`); the fill is then judged as if it were blank.
 
 A heredoc that runs to the end counts as a failure though bash only warns of it
 (at the top level bash then feeds the rest of the script to the command as text);
@@ -75,6 +77,7 @@ from typing import BinaryIO, NamedTuple
 from tree_sitter import Node
 
 from dlm_lsp.python_syntax import Rejection
+from dlm_lsp.trees import ancestors
 
 # The commands handed to bash are cut at this size (characters); past it the check
 # moves into the function or loop body that holds the span, where there is one.
@@ -283,6 +286,7 @@ class BashSyntax:
         self._posix: bool | None = None
         self._chunks: dict[tuple[int, int], tuple[int, int]] = {}
         self._as_it_is: dict[tuple[str, int, int], _Failure | None | object] = {}
+        self._probes: dict[tuple[str, int, int], _Failure | None | object] = {}
 
     def _row(self, offset: int) -> int:
         return bisect.bisect_right(self.lines, offset) - 1
@@ -348,9 +352,26 @@ class BashSyntax:
         if not isinstance(failure, _Failure):  # it parses, or the shell said nothing clear
             return None
         old = self._failure_as_it_is(parser, low, high)
-        if old is _NO_VERDICT or (isinstance(old, _Failure) and not self._blamed(
-                old, low, high, failure, source, start, end, fill)):
+        if old is _NO_VERDICT:
             return None
+        if isinstance(old, _Failure):
+            as_it_is = self.text[low:high]
+            if not self._blamed(old, as_it_is, low, failure, source, start, end, fill):
+                return None
+            if self._broken_on_its_own(parser, old, failure, low, high, start, end, fill):
+                # judged as if the line below were blank: it is the user's to mend
+                source, as_it_is = _blank(source, failure.row), _blank(as_it_is, old.row)
+                failure = self._verdict(parser, source)
+                if not isinstance(failure, _Failure):
+                    return None
+                old = self._verdict(parser, as_it_is)
+                if old is _NO_VERDICT or (isinstance(old, _Failure) and not self._blamed(
+                        old, as_it_is, low, failure, source, start, end, fill)):
+                    return None
+        return self._rejection(parser, failure, source, low)
+
+    def _rejection(self, parser: str, failure: _Failure, source: str, low: int) -> Rejection:
+        """`parser`'s `failure`, of the filled lines `source` that start at `low`."""
         lines = source.split("\n")
         row = min(failure.shown, len(lines) - 1)  # bash's end of file can be a line further
         line = lines[row]
@@ -360,10 +381,11 @@ class BashSyntax:
         return Rejection(top + row, column, at + column, at + max(column, len(line.rstrip())),
                          failure.said(top), parser)
 
-    def _blamed(self, old: _Failure, low: int, high: int, new: _Failure, source: str,
+    def _blamed(self, old: _Failure, as_it_is: str, low: int, new: _Failure, source: str,
                 start: int, end: int, fill: str) -> bool:
-        """With lines [low, high) failing as they are (`old`): whether `new`, the failure
-        of the filled lines `source`, is the fill's doing (rows count from `low`'s line)."""
+        """With the lines from `low` failing as they are (`old`, of `as_it_is`): whether
+        `new`, the failure of the filled lines `source`, is the fill's doing (rows count
+        from `low`'s line)."""
         top = self._row(low)
         first, last = self._row(start) - top, self._row(end) - top
         fill_last = first + fill.count("\n")
@@ -374,8 +396,55 @@ class BashSyntax:
                  else old.row + fill_last - last)
         if new.row < moved:  # bash now stops earlier than it did
             return True
-        return (_beside(self.text[low:high].split("\n"), first, last, old.row)
+        return (_beside(as_it_is.split("\n"), first, last, old.row)
                 and _beside(source.split("\n"), first, fill_last, new.row))
+
+    def _broken_on_its_own(self, parser: str, old: _Failure, new: _Failure, low: int,
+                           high: int, start: int, end: int, fill: str) -> bool:
+        """Whether the line where the shell fails with the fill and without it, the first
+        code line below the span's, is broken on its own: a command of its own there
+        (tree-sitter's, in a tree without errors around it: not the `fi` or `done` of a
+        construct above), on which the shell still fails with the null command `:`
+        written over the span.
+
+        A stray `fi` below `local x=|` made bash fail there for every fill, and the
+        failure sat beside the span as an empty `then` body's does at its `fi`, so each
+        fill was blamed for it; tree-sitter reads such a `fi` as a command and saw no
+        error.  `:` is a whole command, and a word where one is wanted: an empty `then`
+        body is one no longer, a pipeline left open at the cursor (`then echo a |` over
+        `fi`, which tree-sitter reads as the pipeline's next command) is closed, and the
+        span's lines keep what they open.  A line that fails even so fails whatever the
+        fill, and is the user's to mend."""
+        top = self._row(low)
+        first, last = self._row(start) - top, self._row(end) - top
+        fill_last = first + fill.count("\n")
+        if not (old.row > last and new.row > fill_last and old.shown == old.row
+                and new.shown == new.row and new.row - fill_last == old.row - last):
+            return False
+        row = top + old.row
+        line = self.text[self.lines[row]:self._line_end(row)]
+        column = len(line) - len(line.lstrip(" \t"))
+        point = (row, len(line[:column].encode("utf-8", "surrogatepass")))
+        node = self.root.descendant_for_point_range(point, point)
+        if node is None or node.start_point != point:
+            return False
+        while node.parent is not None and node.parent.start_byte == node.start_byte:
+            node = node.parent
+        if not node.is_named or any(n.type == "ERROR" for n in ancestors(self.root, node)):
+            return False  # a keyword of a construct, or a reading tree-sitter is unsure of
+        key = (parser, start, end)
+        if key not in self._probes:  # asked once per span, whatever the fills
+            self._probes[key] = self._verdict(
+                parser, self.text[low:start] + ":" + self.text[end:high])
+        probe = self._probes[key]
+        return isinstance(probe, _Failure) and probe.row == old.row
+
+
+def _blank(text: str, row: int) -> str:
+    """`text` with line `row` written as blanks (its rows, and all others, kept)."""
+    lines = text.split("\n")
+    lines[row] = " " * len(lines[row])
+    return "\n".join(lines)
 
 
 def _beside(lines: list[str], first: int, last: int, row: int) -> bool:

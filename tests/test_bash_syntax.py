@@ -112,6 +112,49 @@ def test_a_then_body_left_empty_must_be_filled_with_a_command() -> None:
 # --- the user's damage is not the fill's --------------------------------------------------
 
 
+@pytest.mark.parametrize("marked", [
+    "f() {\n  local x=⟦⟧\n  fi\n  echo done\n}\n",
+    "x=⟦⟧\nfi\necho done\n",
+    "for f in *; do\n  n=⟦⟧\n  esac\ndone\n",
+])
+def test_a_stray_closer_below_the_span_is_the_user_s_and_good_fills_pass_over_it(
+        marked: str) -> None:
+    """bash fails at a `fi` (`esac`) that closes nothing, on the line below the span, with
+    any fill: each was blamed for it, as for an empty `then` body's `fi`; tree-sitter reads
+    it as a command and saw nothing.  The fill is judged as if that line were blank."""
+    for fill in ("1", "$(pwd)", '"$1"', ""):
+        assert _fill(marked, fill).valid, fill
+
+
+def test_over_a_stray_closer_a_fill_that_leaves_its_line_incomplete_is_still_rejected(
+) -> None:
+    assert not _fill("f() {\n  local x=⟦⟧\n  fi\n  echo done\n}\n", "$(").valid
+    marked = "x=⟦⟧\nfi\n"
+    result = _fill(marked, "1 &&")  # judged with `fi` blank: the script ends after `&&`
+    assert not result.valid
+    assert "unexpected end of file" in result.reason
+    result = _fill("f() {\n  local x=⟦⟧\n  fi\n}\n", "1 |")
+    assert not result.valid
+    assert "unexpected token `}'" in result.reason
+
+
+@pytest.mark.parametrize(("marked", "fill", "closer"), [
+    ("if [ -f x ]; then ⟦⟧\nfi\n", "", "fi"),  # the `fi` closes the span's line's `if`
+    ("if [ -f x ]; then ⟦⟧\nfi\n", "rm x; fi", "fi"),  # ... which the fill closed instead
+    ("if [ -f x ]; then\n  ⟦⟧\nfi\n", "# later", "fi"),  # an empty body: `:` fills it
+    ("f() {\n  if [ -f x ]; then echo a |⟦⟧\n  fi\n}\n", "", "fi"),  # the pipeline goes on
+    ("if [ -f x ]\nthen\n  rm x &&⟦⟧\n  fi\necho z\n", "", "fi"),  # and the list
+    ("f() {\n  if [ -f x ]; then (⟦⟧\n  fi\n  echo b\n}\n", "rm x", "fi"),  # `(` still open
+])
+def test_a_closer_that_closes_what_the_span_s_lines_open_is_not_broken_on_its_own(
+        marked: str, fill: str, closer: str) -> None:
+    """The line below fails for these fills, but not for every fill: it is judged as it
+    is, where the failure is reported (not with it blank, at the end of the text)."""
+    result = _fill(marked, fill)
+    assert not result.valid
+    assert f"unexpected token `{closer}'" in result.reason
+
+
 def test_a_script_broken_elsewhere_does_not_reject_a_good_fill() -> None:
     marked = "f() {\n  ⟦⟧\n  echo a\n  echo b;;\n}\n"
     assert _fill(marked, "local x=1").valid
