@@ -251,6 +251,45 @@ result.selected = vim.fn.getreg('"')
     assert edit["range"] == {"start": {"line": 9, "character": 17},
                              "end": {"line": 9, "character": 29}}
 
+def test_a_block_selection_over_several_lines_is_refused_and_one_on_a_line_is_filled(
+        tmp_path, model_dir):
+    """A CTRL-V block over two lines is a column of pieces, not one span: taken from its
+    top-left to its bottom-right corner, a fill of `1111`/`2222`'s first three columns
+    rewrote `1\\nbbbb = ` too, which was not selected.  :DlmFill and :DlmRewrite say so
+    and ask the server nothing; a block on one line is a span, and only it is filled."""
+    path = tmp_path / "block.py"
+    before = "aaaa = 1111\nbbbb = 2222\ncccc = 3333\n"
+    path.write_text(before, encoding="utf-8")
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+local client = dlm.client(buf)
+local sent, said = {{}}, {{}}
+local request = client.request
+client.request = function(self, method, ...)
+  sent[#sent + 1] = method
+  return request(self, method, ...)
+end
+vim.notify = function(message) said[#said + 1] = message end
+vim.api.nvim_win_set_cursor(0, {{ 1, 7 }})
+vim.api.nvim_feedkeys(vim.keycode('<C-v>jll<Esc>'), 'xt', false)
+vim.cmd("'<,'>DlmFill")
+vim.cmd("'<,'>DlmRewrite")
+result.sent, result.said = vim.deepcopy(sent), vim.deepcopy(said) -- before the fill below
+result.lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+vim.api.nvim_win_set_cursor(0, {{ 3, 9 }})
+vim.api.nvim_feedkeys(vim.keycode('<C-v>hh<Esc>'), 'xt', false) -- leftwards: `333`
+""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 3, line2 = 3"))
+    assert result["sent"] == [] and result["lines"] == before.splitlines()
+    assert len(result["said"]) == 2
+    assert all("block selection" in m and "several lines" in m for m in result["said"])
+    assert result["applied"] is True
+    edit = result["answer"]["edits"][0]
+    assert edit["range"] == {"start": {"line": 2, "character": 7},
+                             "end": {"line": 2, "character": 10}}
+    start = before.index("3333")
+    assert path.read_text(encoding="utf-8") == before[:start] + edit["newText"] + "3\n"
+
+
 def test_a_fill_of_a_selection_that_would_only_delete_it_is_not_applied_and_said(tmp_path,
                                                                               model_dir):
     """The server gives no edit where every candidate is whitespace in place of code (it

@@ -455,14 +455,27 @@ function M.infill(buf, range, opts)
   end, buf)
 end
 
+--- Why a block selection (CTRL-V) over several lines is not filled or rewritten.
+local BLOCK_REFUSED = 'a block selection (CTRL-V) over several lines is not one span of text; '
+  .. 'select with v or V (a one-line block is filled as it is)'
+
 --- The range :DlmFill / :DlmRewrite act on: the visual selection when the command
---- was given one, else nil.  `cmd` is the user command's argument table.
+--- was given one, else nil.  `cmd` is the user command's argument table.  A fill takes
+--- one span of text, and a block over several lines is a column of pieces: as a span from
+--- its top-left to its bottom-right corner it took in the text right of the block on its
+--- first line and left of it on the others, which the user did not select, and rewrote
+--- it.  So such a block gives nil and why not (a one-line block is a span: filled).
+---@return lsp.Range?, string?
 local function selection_range(buf, cmd, encoding)
   if cmd.range == 0 then
     return nil
   end
   local vstart, vend = api.nvim_buf_get_mark(buf, '<'), api.nvim_buf_get_mark(buf, '>')
-  local charwise = vstart[1] == cmd.line1 and vend[1] == cmd.line2 and vim.fn.visualmode() ~= 'V'
+  local visual = vstart[1] == cmd.line1 and vend[1] == cmd.line2
+  if visual and vim.fn.visualmode() == '\22' and vstart[1] ~= vend[1] then
+    return nil, BLOCK_REFUSED
+  end
+  local charwise = visual and vim.fn.visualmode() ~= 'V'
   if charwise then
     local last = api.nvim_buf_get_lines(buf, vend[1] - 1, vend[1], false)[1] or ''
     local char_end = vend[2] < #last and vim.str_utf_end(last, vend[2] + 1) + vend[2] + 1 or #last
@@ -497,7 +510,10 @@ function M.fill(cmd)
     return
   end
   local encoding = client.offset_encoding
-  local range = selection_range(buf, cmd or { range = 0 }, encoding)
+  local range, refused = selection_range(buf, cmd or { range = 0 }, encoding)
+  if refused then
+    return notify(refused, vim.log.levels.WARN)
+  end
   if not range then
     local row, col = unpack(api.nvim_win_get_cursor(0))
     local line = api.nvim_get_current_line()
@@ -546,7 +562,10 @@ function M.rewrite(cmd)
   if not client then
     return
   end
-  local range = selection_range(buf, cmd, client.offset_encoding)
+  local range, refused = selection_range(buf, cmd, client.offset_encoding)
+  if refused then
+    return notify(refused, vim.log.levels.WARN)
+  end
   if not range then
     local row = api.nvim_win_get_cursor(0)[1]
     range = edits.range(buf, row - 1, 0, row - 1, #api.nvim_get_current_line(), client.offset_encoding)
