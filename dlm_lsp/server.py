@@ -489,8 +489,13 @@ class DlmServer(LanguageServer):
         self.offers.offered(document_key(uri), text, at, result, texts)
         return texts
 
-    async def apply_edits(self, job: Job, edits: list[types.TextEdit], label: str) -> bool:
-        """Ask the client to apply edits to exactly the version they were computed for.
+    async def apply_edits(self, job: Job, edits: list[types.TextEdit],
+                          label: str) -> tuple[bool, str | None]:
+        """Ask the client to apply edits to exactly the version they were computed for;
+        whether it did, and its `failureReason` where it did not and gave one (the
+        command's result and warning say it: "the editor did not apply the edit" alone left
+        the user to guess, and a client's own guess, "the buffer changed meanwhile", was
+        wrong where the editor could not tell which buffer the edit was for).
         Once asked, the editor has the edit, and a `$/cancelRequest` of the command that
         comes while it answers cannot take it back: the command waits for the answer and
         says what the editor did.  It was answered "fill stopped: cancelled by the client"
@@ -518,7 +523,9 @@ class DlmServer(LanguageServer):
                 self.protocol.forget_request(msg_id)
                 raise
             answer = asked.result()
-        return bool(answer and answer.applied)
+        if answer and answer.applied:
+            return True, None
+        return False, (answer and answer.failure_reason) or None
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """A body that is not JSON gets a -32700 answer with a null id, as JSON-RPC asks
@@ -946,10 +953,11 @@ async def _fill_holes(ls: DlmServer, *args: Any) -> dict:
                 ls.work_done_progress.report(token, types.WorkDoneProgressReport(
                     message=f"{done} of {count}", percentage=100 * done // len(holes)))
         edits = [types.TextEdit(offset_range(doc, s, e), fill) for s, e, fill in state.fills]
-        applied = await ls.apply_edits(job, edits, "dlm-lsp: fill holes")
+        applied, why = await ls.apply_edits(job, edits, "dlm-lsp: fill holes")
         filled = True
         return {"applied": applied, "holes": len(holes), "version": job.version,
-                "fills": [fill for _, _, fill in state.fills], "valid": valid}
+                "fills": [fill for _, _, fill in state.fills], "valid": valid,
+                **({"message": why} if why else {})}
     finally:
         ls.jobs.finish(job)
         if token is not None and filled:  # a cancel once the edit was sent stopped none of it
@@ -988,9 +996,9 @@ async def _rewrite_selection(ls: DlmServer, *args: Any) -> dict:
               "valid": best.valid}
     if deletes_code(best, selected):
         return {**answer, "applied": False, "message": NOTHING_WRITTEN}
-    applied = await ls.apply_edits(job, [types.TextEdit(rng, best.text)],
-                                   "dlm-lsp: rewrite selection")
-    return {**answer, "applied": applied}
+    applied, why = await ls.apply_edits(job, [types.TextEdit(rng, best.text)],
+                                        "dlm-lsp: rewrite selection")
+    return {**answer, "applied": applied, **({"message": why} if why else {})}
 
 
 @feature(types.SHUTDOWN)

@@ -364,7 +364,7 @@ class Rewritten(Filled):
 
     async def apply_edits(self, job, edits, label):
         self.applied.append(edits)
-        return True
+        return True, None  # applied, and no reason not to
 
 
 def rewrite(filled: Rewritten) -> dict:

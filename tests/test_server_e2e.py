@@ -352,6 +352,29 @@ async def test_fill_holes_from_the_code_action_says_when_the_editor_did_not_appl
     assert len(client.messages) == 1
 
 
+async def test_the_editor_s_reason_for_not_applying_an_edit_is_the_command_s_message(
+        client: LanguageClient):
+    """An editor that refuses the edit and says why (`failureReason`): the command's
+    result and its warning say that, not a guess (a client said "the buffer changed
+    meanwhile" where it could not tell which of two unnamed buffers the edit was for)."""
+    why = "2 buffers share the URI file:// (unnamed buffers)"
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def refuse(params: types.ApplyWorkspaceEditParams):
+        return types.ApplyWorkspaceEditResult(applied=False, failure_reason=why)
+
+    open_doc(client, "x = <FILL>\n")
+    [action] = await code_actions(client, 0, 0, 0, 0)
+    holes = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.fillHoles", action["command"]["arguments"]))
+    assert holes["applied"] is False and holes["message"] == why
+    await wait_for(lambda: client.messages)
+    assert client.messages[0].message == f"dlm-lsp: fill holes: {why}"
+    rewrite = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.rewriteSelection", [{"uri": URI, "range": rng(0, 0, 0, 1)}]))
+    assert rewrite["applied"] is False and rewrite["message"] == why
+
+
 async def test_fill_holes_replaces_each_marker_through_apply_edit(client: LanguageClient):
     text = "def f(x):\n    y = <FILL>\n    <FILL>\n\nprint(f(1))  # <FILL> keeps the rest\n"
     applied = accept_applied_edits(client)
