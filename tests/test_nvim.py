@@ -76,14 +76,16 @@ local function finish()
   f:write(vim.json.encode(result))
   f:close()
 end
-local function open(path)
-  vim.cmd.edit(path)
-  local buf = vim.api.nvim_get_current_buf()
+local function attached(buf)
   assert(vim.wait(30000, function()
     local client = dlm.client(buf)
     return client ~= nil and client.initialized
   end, 20), 'the server did not start')
   return buf
+end
+local function open(path)
+  vim.cmd.edit(path)
+  return attached(vim.api.nvim_get_current_buf())
 end
 """
 
@@ -345,6 +347,44 @@ vim.cmd('write')
     start = before.index("fibonacci(i))")
     after = path.read_text(encoding="utf-8")
     assert after == before[:start] + "fib(i)" + before[start + len("fibonacci(i)"):]
+
+
+def test_holes_of_an_unnamed_buffer_are_filled_in_it_and_two_unnamed_ones_are_left_alone(
+        tmp_path, model_dir):
+    """A scratch buffer (`:enew`, filetype python) has the URI `file://`, which Neovim's
+    own way from a URI to a buffer made a new empty buffer of: :DlmFillHoles applied
+    nothing and left a stray buffer in `:ls`.  Its fill goes in it.  Two unnamed buffers
+    share that URI (which one the server filled cannot be told): neither is edited."""
+    result = run_nvim(tmp_path, model_dir, """
+local function scratch(lines)
+  vim.cmd('enew')
+  local buf = vim.api.nvim_get_current_buf()
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].filetype = 'python'
+  return attached(buf)
+end
+local function fill_holes()
+  local done, answer = false, nil
+  dlm.fill_holes(function(_, a) answer, done = a, true end)
+  assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.fillHoles')
+  return answer
+end
+local first = scratch({ 'def f(x):', '    return <FILL>' })
+result.buffers = #vim.api.nvim_list_bufs()
+result.one = fill_holes()
+result.one_lines = vim.api.nvim_buf_get_lines(first, 0, -1, false)
+result.buffers_after = #vim.api.nvim_list_bufs()
+local second = scratch({ 'x = <FILL>' })
+vim.api.nvim_buf_set_lines(first, 0, -1, false, { 'y = <FILL>' })
+result.two = fill_holes()
+result.two_lines = { vim.api.nvim_buf_get_lines(first, 0, -1, false),
+  vim.api.nvim_buf_get_lines(second, 0, -1, false) }
+""")
+    assert result["one"]["applied"] is True and result["one"]["holes"] == 1
+    assert result["one_lines"] == ["def f(x):", "    return " + result["one"]["fills"][0]]
+    assert result["buffers_after"] == result["buffers"]
+    assert result["two"]["applied"] is False and "unnamed buffers" in result["two"]["message"]
+    assert result["two_lines"] == [["y = <FILL>"], ["x = <FILL>"]]
 
 
 def test_buffers_of_two_projects_share_one_server(tmp_path, model_dir):

@@ -83,27 +83,82 @@ function M.stale(snap, answered)
   return nil
 end
 
---- `workspace/applyEdit` handler that refuses edits for a version the buffer has
---- left.  Neovim's own handler only skips them (and still answers applied =
---- true), which would tell the server its fill landed when it did not.
-function M.apply_workspace_edit(_, params, ctx)
-  local client = assert(vim.lsp.get_client_by_id(ctx.client_id))
-  for _, change in ipairs(params.edit.documentChanges or {}) do
-    local doc = change.textDocument
-    if doc and doc.version ~= nil and doc.version ~= vim.NIL then
-      local buf = vim.uri_to_bufnr(doc.uri)
-      if api.nvim_buf_is_loaded(buf) and util.buf_versions[buf] ~= doc.version then
-        return {
-          applied = false,
-          failureReason = ('buffer is at version %d, the edit is for %d'):format(
-            util.buf_versions[buf],
-            doc.version
-          ),
-        }
-      end
+--- The loaded buffers attached to `client` whose URI is `uri`.
+---@param client vim.lsp.Client
+---@param uri string
+---@return integer[]
+local function attached_buffers(client, uri)
+  local found = {}
+  for buf in pairs(client.attached_buffers or {}) do
+    if api.nvim_buf_is_loaded(buf) and vim.uri_from_bufnr(buf) == uri then
+      found[#found + 1] = buf
     end
   end
-  local ok, err = pcall(util.apply_workspace_edit, params.edit, client.offset_encoding)
+  return found
+end
+
+--- The buffer an edit for `uri` is meant for, or nil and why there is none.  The buffers
+--- the server was told of come first: an unnamed buffer's URI is `file://`, which
+--- vim.uri_to_bufnr (Neovim's own handler's way) made a new empty buffer of every time,
+--- so :DlmFillHoles and :DlmRewrite in a scratch buffer (`:enew`, `:set ft=python`)
+--- applied nothing and left a stray buffer in `:ls`.  Two unnamed buffers share that
+--- URI: which one the server filled cannot be told, so neither is edited.  A file the
+--- server was not told of is loaded, as Neovim does.
+---@return integer?, string?
+local function buffer_of(client, uri)
+  local found = attached_buffers(client, uri)
+  if #found > 1 then
+    return nil, ('%d buffers share the URI %s (unnamed buffers): give this one a name '
+      .. '(:file NAME) for dlm-lsp to edit it'):format(#found, uri)
+  end
+  return found[1] or vim.uri_to_bufnr(uri)
+end
+
+--- `workspace/applyEdit` handler that refuses edits for a version the buffer has
+--- left.  Neovim's own handler only skips them (and still answers applied =
+--- true), which would tell the server its fill landed when it did not.  Text edits go
+--- to the buffer `buffer_of` finds; anything else (a file created or renamed) is
+--- Neovim's own business.
+function M.apply_workspace_edit(_, params, ctx)
+  local client = assert(vim.lsp.get_client_by_id(ctx.client_id))
+  local edit = params.edit
+  local targets = {} -- { buf, edits } per text edit of a document, or { change } for the rest
+  local function add(uri, text_edits, version)
+    local buf, why = buffer_of(client, uri)
+    if not buf then
+      return why
+    end
+    if version ~= nil and version ~= vim.NIL and api.nvim_buf_is_loaded(buf)
+      and util.buf_versions[buf] ~= version then
+      return ('buffer is at version %d, the edit is for %d'):format(util.buf_versions[buf], version)
+    end
+    targets[#targets + 1] = { buf = buf, edits = text_edits }
+  end
+  local why
+  for _, change in ipairs(edit.documentChanges or {}) do
+    if change.textDocument and change.edits and not change.kind then
+      why = why or add(change.textDocument.uri, change.edits, change.textDocument.version)
+    else
+      targets[#targets + 1] = { change = change }
+    end
+  end
+  if not edit.documentChanges then
+    for uri, text_edits in pairs(edit.changes or {}) do
+      why = why or add(uri, text_edits, nil)
+    end
+  end
+  if why then
+    return { applied = false, failureReason = why }
+  end
+  local ok, err = pcall(function()
+    for _, target in ipairs(targets) do
+      if target.change then
+        util.apply_workspace_edit({ documentChanges = { target.change } }, client.offset_encoding)
+      else
+        util.apply_text_edits(target.edits, target.buf, client.offset_encoding)
+      end
+    end
+  end)
   return { applied = ok, failureReason = not ok and tostring(err) or nil }
 end
 
