@@ -453,6 +453,30 @@ result.label = {{ marks[1][4].virt_text[1][1]:byte(1, -1) }}
     assert bytes(result["label"]).decode("utf-8") == " " + draft[:79] + "…"
 
 
+def test_setup_called_again_with_other_settings_tells_the_running_server(tmp_path,
+                                                                           model_dir):
+    """init.lua sourced again: setup() with a new `holeMarker` while the server runs.  The
+    server kept the first settings (its client is reused), so :DlmFillHoles found "no
+    <FILL> holes" in a buffer of `@@` ones that :DlmFill, which reads the plugin's own
+    settings, filled."""
+    path = tmp_path / "holes.py"
+    path.write_text("x = @@\ny = @@\n", encoding="utf-8")
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+dlm.setup({{ cmd = vim.json.decode(server), notify = false, inline = {{ native = false }},
+  settings = {{ model = model, suggestInvalid = true, holeMarker = '@@' }} }})
+local done = false
+dlm.fill_holes(function(err, answer) result.err, result.answer, done = err, answer, true end)
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.fillHoles')
+result.lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+result.clients = #vim.lsp.get_clients({{ name = 'dlm' }})
+""")
+    assert result["clients"] == 1
+    assert result["answer"]["applied"] is True and result["answer"]["holes"] == 2
+    fills = result["answer"]["fills"]
+    assert result["lines"] == [f"x = {fills[0]}", f"y = {fills[1]}"]
+
+
 def test_a_wrong_setting_is_told_once_not_at_every_later_configure(tmp_path, model_dir):
     """dlm.configure() sends all the settings merged: the server told `steps` = 0 again at
     every change of another setting."""

@@ -326,13 +326,18 @@ local function attach_loaded()
   end
 end
 
+--- Tell the running server the plugin's settings (it changes those they name).
+local function send_settings()
+  for _, client in ipairs(vim.lsp.get_clients({ name = M.name })) do
+    client:notify('workspace/didChangeConfiguration', { settings = { dlm = M.config.settings } })
+  end
+end
+
 --- Send new server settings (merged into the current ones) to the running server; after a
 --- shared server refused this editor, a settings change asks it again.
 function M.configure(settings)
   M.config.settings = vim.tbl_extend('force', M.config.settings or {}, settings or {})
-  for _, client in ipairs(vim.lsp.get_clients({ name = M.name })) do
-    client:notify('workspace/didChangeConfiguration', { settings = { dlm = M.config.settings } })
-  end
+  send_settings()
   if refused_for or missing_for then
     refused_for, missing_for = nil, nil
     attach_loaded()
@@ -775,7 +780,15 @@ end
 --- Configure the plugin and start the server for matching buffers.
 ---@param opts table? see M.defaults
 function M.setup(opts)
+  local before = M.config.settings
   M.config = merge(M.defaults, opts)
+  -- setup() again (init.lua sourced again) with other settings: the running server keeps
+  -- its client, so it is told them, as configure() does; it had kept the first ones (a
+  -- new `holeMarker` was the plugin's, `:DlmFill`'s, and not the server's, `:DlmFillHoles`').
+  -- A setting no longer named keeps the server's value until :DlmRestart.
+  if not vim.deep_equal(before, M.config.settings) then
+    send_settings()
+  end
   if M.config.server then
     local _, _, why = M.parse_address(M.config.server)
     if why then
