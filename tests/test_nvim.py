@@ -430,6 +430,35 @@ result.left = #vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {{}})
     assert result["left"] == 0
 
 
+def test_a_draft_preview_goes_when_the_server_exits_in_the_middle_of_its_fill(tmp_path,
+                                                                              model_dir):
+    """The server dies while it denoises: no answer comes and no callback runs, and the
+    preview of its last draft stayed at the line's end over a fill that never would."""
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+vim.notify = function() end -- Neovim says the client quit
+dlm.configure({{ drafts = true, steps = 64 }})
+local client, ns = dlm.client(buf), vim.api.nvim_get_namespaces()['dlm.draft']
+local server = vim.api.nvim_get_proc_children(vim.fn.getpid())[1]
+vim.api.nvim_win_set_cursor(0, {{ 5, 6 }}) -- on the hole
+local answered = false
+dlm.fill({{ range = 0, on_done = function() answered = true end }})
+assert(vim.wait(20000, function()
+  if #vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {{}}) == 0 then return false end
+  vim.uv.kill(server, 'sigkill') -- at its first draft shown
+  return true
+end, 1), 'no draft shown')
+assert(vim.wait(10000, function() return client:is_stopped() end, 20), 'the client did not stop')
+vim.wait(200)
+result.answered = answered
+result.left = #vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {{}})
+""")
+    assert result["answered"] is False
+    assert result["left"] == 0
+
+
 def test_a_long_draft_is_cut_between_characters_not_inside_one(tmp_path, model_dir):
     """A draft's still-masked tokens are `░` (three bytes in UTF-8): a preview longer than
     80 characters is cut to 79 of them and `…`, never inside one (its first bytes alone

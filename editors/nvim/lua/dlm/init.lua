@@ -148,14 +148,26 @@ local SUGGESTIONS = { ['textDocument/inlineCompletion'] = true, ['textDocument/c
 --- With `drafts = true` the server previews a suggestion's fill as it does a command's:
 --- clear the preview once the suggestion is answered or cancelled, as the commands'
 --- callbacks do theirs (it stayed at the line's end, `… 8/8`, until the next command).
-local function clear_drafts_of_suggestions(client, buf)
+--- A server that exits mid-fill answers nothing, and no callback runs: its client's
+--- detach clears the preview (it stayed, `n ░░ 3/8`, over a fill that would never come).
+local function clear_drafts_when_done(client, buf)
+  local group = api.nvim_create_augroup(('dlm.draft.%d'):format(buf), { clear = true })
   api.nvim_create_autocmd('LspRequest', {
-    group = api.nvim_create_augroup(('dlm.draft.%d'):format(buf), { clear = true }),
+    group = group,
     buffer = buf,
     callback = function(args)
       local request = args.data.request
       if args.data.client_id == client.id and request.type ~= 'pending'
         and SUGGESTIONS[request.method] then
+        clear_draft(buf)
+      end
+    end,
+  })
+  api.nvim_create_autocmd('LspDetach', {
+    group = group,
+    buffer = buf,
+    callback = function(args)
+      if args.data.client_id == client.id then
         clear_draft(buf)
       end
     end,
@@ -302,7 +314,7 @@ function M.attach(buf)
     on_attach = function(client, bufnr)
       ghost.attach(client, bufnr, M.config.inline)
       completion.attach(client, bufnr)
-      clear_drafts_of_suggestions(client, bufnr)
+      clear_drafts_when_done(client, bufnr)
     end,
   }), {
     bufnr = buf,
