@@ -882,6 +882,46 @@ result.said = said
     assert result["clients"] == 1
 
 
+def test_a_server_that_exits_before_it_starts_is_started_once_not_for_every_buffer(tmp_path,
+                                                                                  model_dir):
+    """`dlm-lsp` installed without torch exits at once.  Each buffer opened after that
+    started it again, a process and Neovim's "Client dlm quit with exit code 1" per file.
+    Now it is started once and said once, with what to do; :DlmRestart starts it again."""
+    paths = [tmp_path / f"f{i}.py" for i in range(3)]
+    for path in paths:
+        path.write_text("x = 1\n", encoding="utf-8")
+    starts = tmp_path / "starts"
+    broken = [sys.executable, "-c",
+              f"open({str(starts)!r}, 'a').write('start\\n'); raise SystemExit(1)"]
+    result = run_nvim(tmp_path, model_dir, f"""
+local said = {{}}
+vim.notify = function(message, level) said[#said + 1] = {{ message, level }} end
+local broken = vim.json.decode([==[{json.dumps(broken)}]==])
+dlm.setup({{ cmd = broken, settings = {{ model = model }}, notify = false }})
+local function gone()  -- a client counts from its start, not from `initialize` answered
+  return vim.wait(10000, function()
+    return #vim.lsp.get_clients({{ name = dlm.name, _uninitialized = true }}) == 0
+  end, 20)
+end
+for _, path in ipairs({{ '{paths[0]}', '{paths[1]}', '{paths[2]}' }}) do
+  vim.cmd.edit(path)
+  assert(gone(), 'the server did not exit')
+end
+vim.wait(200)
+vim.cmd('DlmFill')  -- in a buffer left unattached: says why
+result.said = vim.deepcopy(said)
+vim.cmd('DlmRestart')
+assert(gone(), 'the server did not exit')
+vim.wait(200)
+""")
+    assert starts.read_text() == "start\n" * 2  # the first buffer's, :DlmRestart's
+    ours = [m for m, _ in result["said"] if m.startswith("dlm: ")]
+    assert len(ours) == 2 and ours[0] == ours[1]  # when it exited, and :DlmFill's
+    assert "exited (code 1, signal 0) before it started" in ours[0]
+    assert ":DlmRestart" in ours[0]
+    assert len([m for m, _ in result["said"] if m.startswith("Client dlm quit")]) == 1
+
+
 def test_a_missing_server_executable_is_one_plain_error_not_a_traceback_of_the_file_opened(
         tmp_path, model_dir):
     """The message was said inside the FileType autocommand that filetype detection runs

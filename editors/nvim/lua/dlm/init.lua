@@ -232,13 +232,16 @@ function M.refusal_reported(connect, address, key)
   end
 end
 
---- Why the server command cannot start: its executable is not found (M.missing says which).
+--- Why the server command cannot start: its executable is not found, or it exited before
+--- it answered `initialize` (M.missing says which).
 M.missing = nil
 
---- The `cmd` (cmd_key()) whose executable was not found.  As with a refusing shared server,
---- a buffer opened later does not try it again (Neovim said "Spawning language server ...
---- failed" once per buffer opened, and again per open buffer on :DlmRestart): one message,
---- ours, naming the executable and the fix.  :DlmRestart, setup() and configure() try again.
+--- The `cmd` (cmd_key()) whose executable was not found, or that exited before it started.
+--- As with a refusing shared server, a buffer opened later does not try it again (Neovim
+--- said "Spawning language server ... failed" once per buffer opened, and again per open
+--- buffer on :DlmRestart; a `cmd` that exits at once, `dlm-lsp` installed without torch,
+--- started a process per buffer, each "Client dlm quit with exit code 1"): one message,
+--- ours, naming the command and the fix.  :DlmRestart, setup() and configure() try again.
 local missing_for = nil
 
 local function cmd_key()
@@ -267,6 +270,28 @@ local function startable()
   local said = 'dlm: ' .. M.missing
   vim.schedule(function() vim.notify(said, vim.log.levels.ERROR) end)
   return false
+end
+
+--- The `on_exit` of a client started from `cmd`: a server that exited before it answered
+--- `initialize`, and not because the editor stopped it (:DlmRestart while it starts: the
+--- server ends with 143 on that SIGTERM), is remembered as a `cmd` not found is, and said
+--- once.  Run from the process's exit callback: nothing there but Lua.
+---@param key string cmd_key() of the command the client started
+local function on_exit_before_start(key, cmd)
+  return function(code, signal, client_id)
+    local client = vim.lsp.get_client_by_id(client_id)
+    -- `_is_stopping`: Neovim's own mark of a client:stop(), private (none public in 0.11)
+    if client and (client.initialized or client._is_stopping)
+      or code == 0 and (signal == 0 or signal == 15) then
+      return
+    end
+    missing_for = key
+    M.missing = ('the server command `%s` exited (code %d, signal %d) before it started: run '
+      .. 'it in a terminal to see why (or :LspLog), fix it, then :DlmRestart'):format(
+        table.concat(cmd, ' '), code, signal)
+    local said = 'dlm: ' .. M.missing
+    vim.schedule(function() vim.notify(said, vim.log.levels.ERROR) end)
+  end
 end
 
 --- How to reach the server: a connection to `server` when set, else the command `cmd`.
@@ -298,7 +323,7 @@ end
 
 --- Start (or reuse) the server for `buf` and attach to it; nothing when the shared server
 --- refused this address and token already (M.refused says why), or when the executable of
---- `cmd` is not found (M.missing says which).
+--- `cmd` is not found or it exited before it started (M.missing says which).
 ---@param buf integer
 ---@return integer? client_id
 function M.attach(buf)
@@ -309,8 +334,11 @@ function M.attach(buf)
     return nil
   end
   local root = vim.fs.root(buf, M.config.root_markers) or vim.fn.getcwd()
+  local cmd = M.config.cmd
   return vim.lsp.start(M.lsp_config({
     root_dir = root,
+    on_exit = not M.config.server and type(cmd) == 'table' and on_exit_before_start(cmd_key(), cmd)
+      or nil,
     on_attach = function(client, bufnr)
       ghost.attach(client, bufnr, M.config.inline)
       completion.attach(client, bufnr)
