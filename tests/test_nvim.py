@@ -352,9 +352,10 @@ vim.cmd('write')
 def test_holes_of_an_unnamed_buffer_are_filled_in_it_and_two_unnamed_ones_are_left_alone(
         tmp_path, model_dir):
     """A scratch buffer (`:enew`, filetype python) has the URI `file://`, which Neovim's
-    own way from a URI to a buffer made a new empty buffer of: :DlmFillHoles applied
-    nothing and left a stray buffer in `:ls`.  Its fill goes in it.  Two unnamed buffers
-    share that URI (which one the server filled cannot be told): neither is edited."""
+    own way from a URI to a buffer makes a buffer of `/` (the root directory) of:
+    :DlmFillHoles applied nothing and left that buffer in `:ls`.  Its fill goes in it.
+    Two unnamed buffers share that URI (which one the server filled cannot be told):
+    neither is edited."""
     result = run_nvim(tmp_path, model_dir, """
 local function scratch(lines)
   vim.cmd('enew')
@@ -385,6 +386,34 @@ result.two_lines = { vim.api.nvim_buf_get_lines(first, 0, -1, false),
     assert result["buffers_after"] == result["buffers"]
     assert result["two"]["applied"] is False and "unnamed buffers" in result["two"]["message"]
     assert result["two_lines"] == [["y = <FILL>"], ["x = <FILL>"]]
+
+
+def test_an_unnamed_buffer_s_fill_is_previewed_in_it(tmp_path, model_dir):
+    """With `drafts = true`, a draft for the scratch buffer's `file://` went to a buffer
+    of `/` (the root directory), made for it: no preview, and that buffer in `:ls`."""
+    result = run_nvim(tmp_path, model_dir, """
+vim.cmd('enew')
+local buf = vim.api.nvim_get_current_buf()
+vim.api.nvim_buf_set_lines(buf, 0, -1, false, { 'def f(x):', '    return <FILL>' })
+vim.bo[buf].filetype = 'python'
+attached(buf)
+dlm.configure({ drafts = true })
+local ns, previews = vim.api.nvim_get_namespaces()['dlm.draft'], 0
+local set_extmark = vim.api.nvim_buf_set_extmark
+vim.api.nvim_buf_set_extmark = function(b, n, ...)
+  if n == ns and b == buf then previews = previews + 1 end
+  return set_extmark(b, n, ...)
+end
+vim.api.nvim_win_set_cursor(0, { 2, 12 })
+local done = false
+dlm.fill({ range = 0, on_done = function(applied) result.applied, done = applied, true end })
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm/infill')
+result.previews = previews
+result.names = vim.tbl_map(vim.api.nvim_buf_get_name, vim.api.nvim_list_bufs())
+""")
+    assert result["applied"] is True
+    assert result["previews"] >= 1
+    assert result["names"] == [""]
 
 
 def test_buffers_of_two_projects_share_one_server(tmp_path, model_dir):
@@ -1785,3 +1814,21 @@ result.sent = #connection.requests
     assert result["sent"] == 0
     assert result["answers"] == [{"isIncomplete": True, "items": []}]
     assert result["replied"] == [result["id"]]
+
+
+def test_a_completion_request_held_in_an_unnamed_buffer_that_changed_is_not_sent(tmp_path,
+                                                                                 model_dir):
+    """A scratch buffer's URI, `file://`, was looked up as a buffer of `/` (the root
+    directory), never loaded: its change went unseen and the request was sent."""
+    result = run_nvim(tmp_path, model_dir, _HELD + """
+vim.cmd('enew')
+local scratch = vim.api.nvim_get_current_buf()
+uri = vim.uri_from_bufnr(scratch)
+ask(2)
+vim.api.nvim_buf_set_lines(scratch, 0, -1, false, { 'typed on' })
+vim.wait(1000, function() return #answers > 0 end, 10)
+vim.wait(50)
+result.answers, result.sent = answers, #connection.requests
+""")
+    assert result["sent"] == 0
+    assert result["answers"] == [{"isIncomplete": True, "items": []}]

@@ -31,11 +31,13 @@ local function automatic(method, params)
   return method == COMPLETION and type(context) == 'table' and AUTOMATIC[context.triggerKind] == true
 end
 
---- The buffer a request's position is in, and its changedtick now (nil: not loaded).
+--- The buffer a request's position is in, and its changedtick now (nil: not loaded, or
+--- one of several unnamed buffers; vim.uri_to_bufnr gave a buffer of `/` for any unnamed
+--- one, so a request held in a scratch buffer was sent after the user typed on).
 local function tick_of(params)
   local uri = vim.tbl_get(params, 'textDocument', 'uri')
-  local buf = uri and vim.uri_to_bufnr(uri)
-  if buf and api.nvim_buf_is_loaded(buf) then
+  local buf = uri and require('dlm.edits').loaded_buffer(uri)
+  if buf then
     return buf, api.nvim_buf_get_changedtick(buf)
   end
   return nil, nil

@@ -83,13 +83,17 @@ function M.stale(snap, answered)
   return nil
 end
 
---- The loaded buffers attached to `client` whose URI is `uri`.
----@param client vim.lsp.Client
+--- The loaded buffers whose URI is `uri` (of those attached to `client`, when given), found
+--- without making one: vim.uri_to_bufnr turns an unnamed buffer's URI, `file://`, into a
+--- buffer of `/` (the root directory), never the unnamed buffer, which is how Neovim's own
+--- applyEdit handler lost a scratch buffer's fills (`:enew`, `:set ft=python`).
 ---@param uri string
+---@param client vim.lsp.Client?
 ---@return integer[]
-local function attached_buffers(client, uri)
+function M.loaded_buffers(uri, client)
   local found = {}
-  for buf in pairs(client.attached_buffers or {}) do
+  local bufs = client and vim.tbl_keys(client.attached_buffers or {}) or api.nvim_list_bufs()
+  for _, buf in ipairs(bufs) do
     if api.nvim_buf_is_loaded(buf) and vim.uri_from_bufnr(buf) == uri then
       found[#found + 1] = buf
     end
@@ -97,16 +101,21 @@ local function attached_buffers(client, uri)
   return found
 end
 
---- The buffer an edit for `uri` is meant for, or nil and why there is none.  The buffers
---- the server was told of come first: an unnamed buffer's URI is `file://`, which
---- vim.uri_to_bufnr (Neovim's own handler's way) made a new empty buffer of every time,
---- so :DlmFillHoles and :DlmRewrite in a scratch buffer (`:enew`, `:set ft=python`)
---- applied nothing and left a stray buffer in `:ls`.  Two unnamed buffers share that
---- URI: which one the server filled cannot be told, so neither is edited.  A file the
---- server was not told of is loaded, as Neovim does.
+--- The one loaded buffer whose URI is `uri`; nil where there is none, or several (unnamed
+--- buffers all have the URI `file://`: which one is meant cannot be told).
+---@param uri string
+---@return integer?
+function M.loaded_buffer(uri)
+  local found = M.loaded_buffers(uri)
+  return #found == 1 and found[1] or nil
+end
+
+--- The buffer an edit for `uri` is meant for, or nil and why there is none: one of the
+--- buffers the server was told of (`loaded_buffers`); two unnamed buffers share their URI,
+--- so neither is edited.  A file the server was not told of is loaded, as Neovim does.
 ---@return integer?, string?
 local function buffer_of(client, uri)
-  local found = attached_buffers(client, uri)
+  local found = M.loaded_buffers(uri, client)
   if #found > 1 then
     return nil, ('%d buffers share the URI %s (unnamed buffers): give this one a name '
       .. '(:file NAME) for dlm-lsp to edit it'):format(#found, uri)

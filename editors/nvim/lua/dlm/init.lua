@@ -108,8 +108,9 @@ local function on_draft(_, params)
   if not M.config.draft_preview or not params or not params.textDocument then
     return
   end
-  local buf = vim.uri_to_bufnr(params.textDocument.uri)
-  if not api.nvim_buf_is_loaded(buf) then
+  -- (an unnamed buffer's too: vim.uri_to_bufnr gave a buffer of `/`, where no draft showed)
+  local buf = edits.loaded_buffer(params.textDocument.uri)
+  if not buf then
     return
   end
   local version = params.textDocument.version
