@@ -292,6 +292,42 @@ vim.api.nvim_feedkeys(vim.keycode('<C-v>hh<Esc>'), 'xt', false) -- leftwards: `3
     assert path.read_text(encoding="utf-8") == before[:start] + edit["newText"] + "3\n"
 
 
+def test_a_cmd_mapping_in_visual_mode_fills_and_rewrites_the_selection(tmp_path, model_dir):
+    """`vim.keymap.set('x', ..., '<Cmd>DlmFill<CR>')` runs the command in Visual mode with
+    no range and the selection's marks not set: the fill went in at the cursor, after
+    `compute(1, 2)` instead of in its place, and Visual mode stayed on."""
+    path = tmp_path / "call.py"
+    path.write_text("x = compute(1, 2)\ny = 3\n", encoding="utf-8")
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+local client, asked, answer = dlm.client(buf), {{}}, nil
+local request = client.request
+client.request = function(self, method, params, handler, ...)
+  asked[#asked + 1] = params.range or params.arguments[1].range
+  return request(self, method, params, function(err, res, ...)
+    if method == 'dlm/infill' then answer = res end
+    return handler(err, res, ...)
+  end, ...)
+end
+vim.keymap.set('x', '<F5>', '<Cmd>DlmFill<CR>')
+vim.keymap.set('x', '<F6>', '<Cmd>DlmRewrite<CR>')
+vim.api.nvim_win_set_cursor(0, {{ 1, 4 }})
+vim.api.nvim_feedkeys(vim.keycode('vf)<F5>'), 'x', false)
+result.mode = vim.api.nvim_get_mode().mode
+assert(vim.wait(20000, function() return answer ~= nil end, 20), 'no answer to dlm/infill')
+vim.wait(20)
+result.line, result.new_text = vim.api.nvim_get_current_line(), answer.edits[1].newText
+vim.api.nvim_win_set_cursor(0, {{ 2, 0 }})
+vim.api.nvim_feedkeys(vim.keycode('V<F6>'), 'x', false)
+result.asked = asked
+""")
+    assert result["mode"] == "n"
+    fill, rewrite = result["asked"]
+    assert fill == {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 17}}
+    assert result["line"] == "x = " + result["new_text"]
+    assert rewrite == {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 5}}
+
+
 def test_a_fill_of_a_selection_that_would_only_delete_it_is_not_applied_and_said(tmp_path,
                                                                               model_dir):
     """The server gives no edit where every candidate is whitespace in place of code (it

@@ -534,6 +534,21 @@ local function selection_range(buf, cmd, encoding)
   return edits.range(buf, cmd.line1 - 1, 0, cmd.line2 - 1, #last, encoding)
 end
 
+--- The command's range, or the live selection's: a `<Cmd>` mapping run in Visual mode
+--- (`vim.keymap.set('x', '<leader>f', '<Cmd>DlmFill<CR>')`) gives the command no range,
+--- and the selection's marks are not set yet.  The selection was ignored (the fill went in
+--- at the cursor, the selection left shown): Visual mode is ended, which sets the marks,
+--- and the selection taken, as `:'<,'>DlmFill` takes it.
+local function command_range(cmd)
+  local mode = api.nvim_get_mode().mode
+  if cmd.range ~= 0 or not (mode:find('^[vV]') or mode:find('^\22')) then
+    return cmd
+  end
+  vim.cmd.normal({ args = { vim.keycode('<Esc>') }, bang = true })
+  local first, last = api.nvim_buf_get_mark(0, '<')[1], api.nvim_buf_get_mark(0, '>')[1]
+  return vim.tbl_extend('force', cmd, { range = 2, line1 = first, line2 = last })
+end
+
 --- Where a fill at the cursor goes in `line`.  In Insert mode (<Cmd>DlmFill<CR>) the cursor
 --- sits between characters: there.  In Normal mode it sits on one, and can never be past the
 --- line's end: `total = compute(` typed, <Esc>, :DlmFill leaves it on the `(`.  Filling
@@ -556,7 +571,7 @@ function M.fill(cmd)
     return
   end
   local encoding = client.offset_encoding
-  local range, refused = selection_range(buf, cmd or { range = 0 }, encoding)
+  local range, refused = selection_range(buf, command_range(cmd or { range = 0 }), encoding)
   if refused then
     return notify(refused, vim.log.levels.WARN)
   end
@@ -602,7 +617,7 @@ end
 
 --- :DlmRewrite [expand] — regenerate the selection (or the cursor's line).
 function M.rewrite(cmd)
-  cmd = cmd or { range = 0, fargs = {} }
+  cmd = command_range(cmd or { range = 0, fargs = {} })
   local buf = api.nvim_get_current_buf()
   local client = require_client(buf)
   if not client then
