@@ -1201,29 +1201,65 @@ def test_ghost_text_goes_on_after_another_language_server_leaves_the_buffer(tmp_
     assert attached
 
 
+# the fills the server has made so far (its dlm/status), asked from the current buffer
+FILLS = ("require('dlm').client(0):request_sync('dlm/status', vim.empty_dict(), 5000, 0)"
+         ".result.fills")
+
+
+def ghost_text_shown(tmp_path: Path, model_dir: Path) -> RemoteNvim:
+    """A Neovim showing ghost text on an empty new line in the loop of main()."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9Go#<BS>")
+        nvim.wait_for(VISIBLE)
+    except BaseException:
+        nvim.close()
+        raise
+    return nvim
+
+
+def assert_nothing_asked_while_typing(nvim: RemoteNvim, keys: str) -> None:
+    """Typing `keys` shows no ghost text and makes the server fill nothing."""
+    asked = nvim.value(FILLS)
+    nvim.send(keys)
+    time.sleep(1.5)  # six debounce intervals: a request would have gone out
+    assert nvim.value(f"{GHOST}.text({CURRENT})") is None
+    assert nvim.value(FILLS) == asked, "a fill was asked"
+
+
 def test_dlm_toggle_pauses_ghost_text_everywhere_and_resumes_it(tmp_path, model_dir):
     """Paused, the suggestion shown goes away and typing asks the server for nothing (its
     fill count stays put); resumed, typing brings ghost text back."""
-    path, _ = _complete_fixture(tmp_path)
-    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n")
-    fills = ("require('dlm').client(0):request_sync('dlm/status', vim.empty_dict(), 5000, 0)"
-             ".result.fills")
+    nvim = ghost_text_shown(tmp_path, model_dir)
     try:
-        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
-        nvim.send("9Go#<BS>")  # an empty new line in the loop of main()
-        nvim.wait_for(VISIBLE)
         nvim.send("<C-o>:DlmToggle<CR>")
         nvim.wait_for(f"{GHOST}.paused and not {VISIBLE}")
-        asked = nvim.value(fills)
-        nvim.send("x = ")
-        time.sleep(1.5)  # six debounce intervals: a request would have gone out
-        assert nvim.value(f"{GHOST}.text({CURRENT})") is None
-        assert nvim.value(fills) == asked, "no fill was asked while paused"
+        assert_nothing_asked_while_typing(nvim, "x = ")
         assert "dlm: inline suggestions paused" in nvim.expr("execute('messages')")
         nvim.send("<C-o>:DlmToggle on<CR>")
         nvim.wait_for(f"not {GHOST}.paused")
         nvim.send("1")
         nvim.wait_for(VISIBLE)
+    finally:
+        nvim.close()
+
+
+def test_setup_called_again_with_inline_off_stops_ghost_text_and_gives_tab_back(tmp_path,
+                                                                                model_dir):
+    """init.lua sourced again with `inline = { enabled = false }`: the attached buffer
+    kept asking for and showing ghost text, and <Tab> stayed the plugin's (accepting it),
+    while :DlmToggle said suggestions were off in setup."""
+    nvim = ghost_text_shown(tmp_path, model_dir)
+    try:
+        nvim.send("<Esc>")
+        nvim.lua("require('dlm').setup({ cmd = vim.json.decode(os.getenv('DLM_SERVER')), "
+                 "settings = { model = os.getenv('DLM_MODEL') }, inline = { enabled = false } })")
+        # what it was before the plugin's: Neovim's own (0.11: a snippet's jump, else a Tab)
+        tab = nvim.value("vim.fn.maparg('<Tab>', 'i', false, true).desc or ''")
+        assert not tab.startswith("dlm-lsp")
+        assert_nothing_asked_while_typing(nvim, "ox = ")
     finally:
         nvim.close()
 

@@ -796,7 +796,22 @@ local function map(key, body, desc)
   end, { expr = true, replace_keycodes = false, silent = true, desc = desc })
 end
 
+--- Take back the plugin's own Insert-mode mappings of an earlier setup() and give back what
+--- the keys did before it: setup() called again with `inline.enabled = false` (or another
+--- key) left the old mappings, and <Tab> kept accepting suggestions.
+local function remove_mappings()
+  for key, before in pairs(users_mappings) do
+    if vim.startswith(vim.fn.maparg(key, 'i', false, true).desc or '', 'dlm-lsp') then
+      vim.keymap.del('i', key)
+      if not vim.tbl_isempty(before) and before.buffer ~= 1 then
+        vim.fn.mapset('i', false, before)
+      end
+    end
+  end
+end
+
 local function create_mappings()
+  remove_mappings()
   local inline = M.config.inline
   local mode = ghost.mode(inline)
   if mode == 'off' then
@@ -856,6 +871,14 @@ function M.setup(opts)
   refused_for, missing_for = nil, nil
   create_commands()
   create_mappings()
+  -- the buffers attached keep their client: their ghost text follows the new `inline`
+  -- options (setup() again with inline.enabled = false left it asking and showing)
+  for _, client in ipairs(vim.lsp.get_clients({ name = M.name })) do
+    for buf in pairs(client.attached_buffers) do
+      ghost.detach(buf)
+      ghost.attach(client, buf, M.config.inline)
+    end
+  end
   local group = api.nvim_create_augroup('dlm.attach', { clear = true })
   api.nvim_create_autocmd('FileType', {
     group = group,
