@@ -1334,6 +1334,28 @@ def test_a_suggestion_in_a_dos_file_is_shown_and_accepted_without_carriage_retur
                                  b"z = f(2)\r\n")
 
 
+def test_a_tab_in_the_first_line_of_ghost_text_is_drawn_as_spaces_to_the_next_tab_stop(
+        tmp_path, model_dir):
+    """Neovim 0.11 puts a TAB of inline virtual text on the screen as one raw TAB cell,
+    which the terminal moved past to a stop of its own while Neovim counted one cell: the
+    rest of the line was drawn out of place.  Shown as spaces (after `\\tab`, with
+    tabstop 4, to column 8); accepted, the suggestion is still its own text, TAB and all."""
+    path = tmp_path / "main.go"
+    path.write_text("package main\n\nfunc f() {\n\tab\n}\n", encoding="utf-8")
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+vim.bo[buf].tabstop = 4
+local ghost = require('dlm.ghost')
+ghost.show(buf, 3, 3, '\\tx := 1\\n\\treturn', 'Comment')
+local mark = vim.api.nvim_buf_get_extmarks(buf, ghost.namespace, 0, -1, {{ details = true }})[1]
+result.first, result.next = mark[4].virt_text[1][1], mark[4].virt_lines[1][1][1]
+result.text = ghost.text(buf)
+""")
+    assert result["first"] == "  x := 1"
+    assert result["next"] == "\treturn"  # a virtual line: Neovim draws its TABs itself
+    assert result["text"] == "\tx := 1\n\treturn"
+
+
 def test_the_next_part_of_a_suggestion_is_a_word_or_a_line(tmp_path, model_dir):
     cases = json.dumps([{"text": t, "unit": u} for t, u in PARTS])
     result = run_nvim(tmp_path, model_dir, f"""

@@ -139,6 +139,32 @@ function M.item_text(item)
   return (string.gsub(text or '', '\r\n?', '\n'))
 end
 
+--- `text` as it is drawn from display column `vcol`: a TAB in inline virtual text is put on
+--- the screen as one raw TAB cell (Neovim 0.11), which the terminal moves past to a tab stop
+--- of its own while Neovim counts one cell, so the rest of the line was drawn out of place.
+--- Each TAB is spaces to the next of the buffer's tab stops, as it will stand once accepted.
+--- (The suggestion's later lines are virtual lines, whose TABs Neovim draws itself.)
+---@param text string
+---@param vcol integer
+---@param tabstop integer
+---@return string
+function M.expand_tabs(text, vcol, tabstop)
+  if not text:find('\t', 1, true) then
+    return text
+  end
+  local parts = {}
+  for piece, tab in text:gmatch('([^\t]*)(\t?)') do
+    parts[#parts + 1] = piece
+    vcol = vcol + vim.fn.strdisplaywidth(piece)
+    if tab ~= '' then
+      local width = tabstop - vcol % tabstop
+      parts[#parts + 1] = string.rep(' ', width)
+      vcol = vcol + width
+    end
+  end
+  return table.concat(parts)
+end
+
 --- Show `text` as the suggestion at (row, col) of `buf` (0-based), replacing any other.
 --- `choices` (default: just `text`) are the suggestions to cycle through, `text` being
 --- number `choice` of them.
@@ -150,13 +176,16 @@ function M.show(buf, row, col, text, hl_group, choices, choice)
   for i = 2, #lines do
     virt_lines[#virt_lines + 1] = { { lines[i], hl_group } }
   end
+  local line = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ''
+  local vcol = api.nvim_buf_call(buf, function()
+    return vim.fn.strdisplaywidth(line:sub(1, col)) -- with the buffer's 'tabstop'
+  end)
   local mark = api.nvim_buf_set_extmark(buf, ns, row, col, {
-    virt_text = { { lines[1], hl_group } },
+    virt_text = { { M.expand_tabs(lines[1], vcol, vim.bo[buf].tabstop), hl_group } },
     virt_text_pos = 'inline',
     virt_lines = #virt_lines > 0 and virt_lines or nil,
     hl_mode = 'combine',
   })
-  local line = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ''
   state.shown = {
     row = row, col = col, text = text, tick = api.nvim_buf_get_changedtick(buf), mark = mark, hl = hl_group,
     choices = choices or { text }, choice = choice or 1, after = line:sub(col + 1),
