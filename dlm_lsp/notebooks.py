@@ -99,16 +99,17 @@ def cells_of(params: types.DidOpenNotebookDocumentParams | types.DidCloseNoteboo
     return [cell.uri for cell in params.cell_text_documents]
 
 
-def changed_cells(params: types.DidChangeNotebookDocumentParams) -> tuple[list[str], list[str]]:
-    """The cells a notebook change (re)opened or edited, and those it closed."""
+def changed_cells(params: types.DidChangeNotebookDocumentParams
+                  ) -> tuple[list[str], list[str], list[str]]:
+    """The cells a notebook change (re)opened, those it edited, and those it closed."""
     cells = params.change.cells
     if cells is None:
-        return [], []
+        return [], [], []
     structure = cells.structure
     opened = [cell.uri for cell in structure.did_open or []] if structure else []
     closed = [cell.uri for cell in structure.did_close or []] if structure else []
     edited = [change.document.uri for change in cells.text_content or []]
-    return opened + edited, closed
+    return opened, edited, closed
 
 
 def apply_notebook_change(workspace: Workspace,

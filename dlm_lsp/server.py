@@ -141,6 +141,9 @@ class DlmServer(LanguageServer):
         self._progress_count = 0  # server-initiated progress tokens made so far
         self._progress_shown: set[Any] = set()  # tokens a fill's progress is shown on now
         self.refused = Refused()  # documents not kept past maxOpenDocuments
+        # notebooks not kept past it, each with what its cells say: a cell added to one
+        # later is refused as the cells it was opened with are (`did_change_notebook`)
+        self.refused_notebooks = Refused()
         self.offers = Offers()  # the suggestions last offered, to tell one accepted
 
     def apply_settings(self, data: Any, initial: bool = False) -> tuple[list[str], bool]:
@@ -328,15 +331,16 @@ class DlmServer(LanguageServer):
                 f"request is for version {version} but the document is at {doc.version}")
         return doc
 
-    def refuse(self, uris: list[str], what: str) -> None:
+    def refuse(self, uris: list[str], what: str) -> str:
         """Remember that `uris` were not kept past `maxOpenDocuments`, so that a request
         for one says so (and what to do), not that the editor never opened it; `what`
-        says what happened to them."""
+        says what happened to them.  Returns what a request for one is told."""
         told = (f"{what}: dlm-lsp keeps at most "
                 f"{self.config.max_open_documents} open documents (setting "
                 "maxOpenDocuments); close other documents, then close it and open it again")
         for uri in uris:
             self.refused.add(uri, told)
+        return told
 
     def parse_ahead(self, uri: str) -> None:
         """Parse a large document just opened on the parsing thread, off its first fill's
@@ -667,10 +671,11 @@ def did_open_notebook(ls: DlmServer, params: types.DidOpenNotebookDocumentParams
         ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
         ls.refused.discard(uri)
     uri = params.notebook_document.uri
+    ls.refused_notebooks.discard(uri)
     if _drop_notebook_past_limit(ls, uri, cells_of(params), (
             f"notebook {uri} and its {len(params.cell_text_documents)} cells were not opened; "
             "close other documents first")):
-        ls.refuse(cells_of(params), f"this cell's notebook {uri} was not opened")
+        _refuse_notebook(ls, uri, cells_of(params), f"this cell's notebook {uri} was not opened")
 
 
 @feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
@@ -679,15 +684,21 @@ def did_change_notebook(ls: DlmServer, params: types.DidChangeNotebookDocumentPa
     taken out is closed.  An edit of another cell leaves a cell's fills be: their edits
     are the cell's, still of its version (their context was the notebook as it was).
     Cells added are documents too: past `maxOpenDocuments` the notebook is dropped whole,
-    as at its opening, and its cells closed."""
-    changed, closed = changed_cells(params)
-    for uri in changed:
+    as at its opening, and its cells closed.  A cell added to a notebook not kept is
+    refused as its other cells are: it was answered "not open, send didOpen", and its
+    ghost text with that error at every keystroke, where the cells beside it got none."""
+    opened, edited, closed = changed_cells(params)
+    for uri in opened + edited:
         ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
     for uri in closed:
         ls.close_document(uri)
     uri = params.notebook_document.uri
     notebook = ls.workspace.get_notebook_document(notebook_uri=uri)
     if notebook is None:  # not kept (opened past the limit): its change was dropped
+        told = ls.refused_notebooks.get(uri)
+        if told is not None:
+            for cell in opened:
+                ls.refused.add(cell, told)
         return
     cells = [cell.document for cell in notebook.cells]
     if _drop_notebook_past_limit(ls, uri, cells, (
@@ -695,8 +706,8 @@ def did_change_notebook(ls: DlmServer, params: types.DidChangeNotebookDocumentPa
             "passed the limit; close other documents and open it again")):
         for cell in cells:
             ls.close_document(cell)
-        ls.refuse(cells, f"this cell's notebook {uri} was closed when cells added to it "
-                         "passed the limit")
+        _refuse_notebook(ls, uri, cells, f"this cell's notebook {uri} was closed when cells "
+                                         "added to it passed the limit")
 
 
 def _drop_notebook_past_limit(ls: DlmServer, uri: str, cells: list[str], told: str) -> bool:
@@ -712,9 +723,16 @@ def _drop_notebook_past_limit(ls: DlmServer, uri: str, cells: list[str], told: s
     return True
 
 
+def _refuse_notebook(ls: DlmServer, uri: str, cells: list[str], what: str) -> None:
+    """Remember notebook `uri` and its `cells` as not kept (`DlmServer.refuse`), `what`
+    saying what happened to them."""
+    ls.refused_notebooks.add(uri, ls.refuse(cells, what))
+
+
 @feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
 def did_close_notebook(ls: DlmServer, params: types.DidCloseNotebookDocumentParams) -> None:
     """A closed notebook's cells are closed documents."""
+    ls.refused_notebooks.discard(params.notebook_document.uri)
     for uri in cells_of(params):
         ls.close_document(uri)
 

@@ -343,6 +343,32 @@ def test_cells_added_past_max_open_documents_close_the_notebook_and_the_user_tol
         session.ls.release()
 
 
+def test_a_cell_added_to_a_notebook_not_kept_is_refused_as_its_other_cells(model_dir):
+    """It was "not open: send didOpen" (the editor did send it), and its ghost text an
+    error at every keystroke, where the cells opened with the notebook get none."""
+    session = Session(model_dir, maxOpenDocuments=4)
+    try:
+        added = cell(len(CELLS))
+        at = {"line": 0, "character": 4}
+
+        async def run() -> tuple[dict, dict]:
+            session.receive(did_open())
+            session.receive(add_cell(len(CELLS), 2, 0, "r = "))
+            session.receive(infill(1, added, 0, 4))
+            session.receive({"id": 2, "method": "textDocument/inlineCompletion", "params": {
+                "textDocument": {"uri": added}, "position": at, "context": {"triggerKind": 2}}})
+            return await session.answer(1), await session.answer(2)
+
+        fill, ghost = asyncio.run(run())
+        told = fill["error"]["message"]
+        assert f"this cell's notebook {NOTEBOOK} was not opened" in told
+        assert "maxOpenDocuments" in told and "is not open" not in told
+        assert ghost["result"] == {"items": []}
+        assert session.ls.workspace.text_documents == {}
+    finally:
+        session.ls.release()
+
+
 def test_cells_added_within_max_open_documents_are_shown_to_the_fills(model_dir):
     session = Session(model_dir, maxOpenDocuments=len(CELLS) + 1)
     try:
