@@ -117,8 +117,12 @@ def apply_notebook_change(workspace: Workspace,
     """Apply a notebook change: pygls updates the cells' order, kinds and open cells;
     the cells' text edits go through `documents.apply_changes`, on LSP lines, as a text
     document's do (pygls splits lines as `str.splitlines` does: a form feed in a cell
-    would move every later edit of it).  A change to a notebook that is not kept (one
-    opened past maxOpenDocuments) is dropped, as a text document's is."""
+    would move every later edit of it).  A cell a change both closes and opens (its uri
+    given to a new document) is closed first, then opened, as a text document's didClose
+    and didOpen would be: pygls opens before it closes, and the new cell was left closed,
+    its fills refused as "not open" and its code shown to no other cell.  A change to a
+    notebook that is not kept (one opened past maxOpenDocuments) is dropped, as a text
+    document's is."""
     uri = params.notebook_document.uri
     if workspace.get_notebook_document(notebook_uri=uri) is None:
         log.warning("notebookDocument/didChange for %s, which is not open", uri)
@@ -126,8 +130,13 @@ def apply_notebook_change(workspace: Workspace,
     cells = params.change.cells
     texts = (cells.text_content or []) if cells is not None else []
     if cells is not None:
+        structure = cells.structure
+        if structure is not None and structure.did_close:
+            opened = {unquote(cell.uri) for cell in structure.did_open or []}
+            structure = attrs.evolve(structure, did_close=[
+                cell for cell in structure.did_close if unquote(cell.uri) not in opened])
         params = attrs.evolve(params, change=attrs.evolve(
-            params.change, cells=attrs.evolve(cells, text_content=None)))
+            params.change, cells=attrs.evolve(cells, structure=structure, text_content=None)))
     workspace.update_notebook_document(params)
     for text in texts:
         if not apply_changes(workspace, text.document, text.changes):

@@ -260,6 +260,32 @@ def test_a_cell_s_edits_count_lines_as_lsp_does(session):
     assert session.cell_text(0) == "x = 1\f\nz = 3\ny = 2\n"
 
 
+def test_a_cell_closed_and_opened_again_in_one_change_is_the_new_cell(session):
+    """Its uri given to a new document (a client may reuse a cell's uri): closed, then
+    opened, as the change reads; pygls opened it first and then closed it, so the new cell
+    was "not open" and its code shown to no other cell."""
+    replaced = {"method": "notebookDocument/didChange", "params": {
+        "notebookDocument": {"uri": NOTEBOOK, "version": 2},
+        "change": {"cells": {"structure": {
+            "array": {"start": 0, "deleteCount": 1, "cells": [{"kind": 2, "document": cell(0)}]},
+            "didOpen": [{"uri": cell(0), "languageId": "python", "version": 1,
+                         "text": "import cmath"}],
+            "didClose": [{"uri": cell(0)}]}}}}}
+
+    async def run() -> tuple[dict, dict]:
+        session.receive(did_open())
+        session.receive(replaced)
+        session.receive(infill(1, cell(0), 0, 12))
+        first = await session.answer(1)
+        session.receive(infill(2, TARGET, 1, 11))
+        return first, await session.answer(2)
+
+    in_it, below = asyncio.run(run())
+    assert in_it["result"]["version"] == 1 and "result" in below
+    assert session.cell_text(0) == "import cmath"
+    assert "import cmath\n\ndef area(r):" in session.shown[-1]
+
+
 def test_a_closed_notebook_s_cells_are_closed_documents(session):
     async def run() -> dict:
         session.receive(did_open())
