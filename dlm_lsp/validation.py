@@ -156,12 +156,18 @@ def parse(parser: Parser, data: bytes, old_tree: Tree | None = None) -> Tree:
 
 
 def language_for(language_id: str | None, uri: str | None = None) -> str | None:
-    """Canonical language from an LSP languageId, else from the uri/path extension, else None."""
+    """Canonical language from an LSP languageId, else from the uri/path extension, else None.
+
+    A uri with a fragment names a part of the file its path names: a notebook's cell
+    (`vscode-notebook-cell:/work/etl.py#W3sZmlsZQ%3D%3D`), whose path is the notebook's
+    file.  Where the client names the part's language and it is none of ours (a markdown
+    or SQL cell), the file's extension does not say it: a markdown cell of a notebook kept
+    as a .py file (Databricks, Jupytext) was checked, planned and cut as Python."""
     if language_id:
         canonical = _LANGUAGE_IDS.get(language_id.strip().lower())
         if canonical is not None:
             return canonical
-    if uri:
+    if uri and not (language_id and language_id.strip() and "#" in uri):
         path = uri.split("?", 1)[0].split("#", 1)[0]
         name = path.replace("\\", "/").rsplit("/", 1)[-1]
         return _EXTENSIONS.get(os.path.splitext(name)[1].lower())

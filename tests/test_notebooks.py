@@ -187,6 +187,24 @@ def test_blank_lines_around_another_cell_s_code_are_left_out(session):
     assert "HOLE\n\nprint(area(2))\n\narea(3)" in session.shown[0]
 
 
+def test_a_markdown_cell_of_a_notebook_kept_as_a_py_file_is_not_checked_as_python(session):
+    """The cell's uri holds its notebook's path (Databricks, Jupytext keep notebooks as .py
+    files): its prose was checked as Python, and a fill there rejected as broken code."""
+    notebook, prose = "file:///work/etl.py", "vscode-notebook-cell:/work/etl.py#W1sZmlsZQ%3D%3D"
+
+    async def run() -> dict:
+        session.receive({"method": "notebookDocument/didOpen", "params": {
+            "notebookDocument": {"uri": notebook, "notebookType": "jupyter-notebook",
+                                 "version": 1, "cells": [{"kind": 1, "document": prose}]},
+            "cellTextDocuments": [{"uri": prose, "languageId": "markdown", "version": 1,
+                                   "text": "The area is "}]}})
+        session.receive(infill(1, prose, 0, 12))
+        return await session.answer(1)
+
+    stats = asyncio.run(run())["result"]["stats"]
+    assert stats["syntax"] == "not checked: no grammar for language 'markdown'"
+
+
 def test_a_document_outside_any_notebook_is_shown_alone(session):
     """A client without notebook sync sends a cell as a plain text document: unchanged."""
     async def run() -> dict:

@@ -564,6 +564,16 @@ def test_unknown_language_id_falls_back_to_extension() -> None:
     assert language_for("plaintext", "file:///src/main.go") == "go"
 
 
+@pytest.mark.parametrize("language_id", ["markdown", "sql", "raw"])
+def test_a_notebook_cell_of_a_language_not_ours_is_none_whatever_its_notebook_file(
+        language_id: str) -> None:
+    """A cell's uri holds its notebook's path: a markdown cell of a notebook kept as a .py
+    file is no Python, though a cell that names no language is taken as its file's."""
+    cell = "vscode-notebook-cell:/work/etl.py#W3sZmlsZQ%3D%3D"
+    assert language_for(language_id, cell) is None
+    assert language_for("python", cell) == language_for(None, cell) == "python"
+
+
 @pytest.mark.parametrize(
     ("language_id", "uri"),
     [
