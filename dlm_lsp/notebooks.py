@@ -104,6 +104,24 @@ def cells_of(params: types.DidOpenNotebookDocumentParams | types.DidCloseNoteboo
     return [cell.uri for cell in params.cell_text_documents]
 
 
+def with_all_cells(workspace: Workspace, params: types.DidCloseNotebookDocumentParams
+                   ) -> types.DidCloseNotebookDocumentParams:
+    """A notebook's didClose with every cell it holds here, not only those it names.
+    vscode-languageclient closes a notebook whose last synced cells were deleted with the
+    cells it still shows, which are not those: pygls closed only the cells named, and each
+    deleted cell stayed open for good (a document counted against maxOpenDocuments, its
+    caches kept, no later close to come)."""
+    notebook = workspace.get_notebook_document(notebook_uri=params.notebook_document.uri)
+    if notebook is None:
+        return params
+    named = {unquote(cell.uri) for cell in params.cell_text_documents}
+    left = [types.TextDocumentIdentifier(cell.document) for cell in notebook.cells
+            if unquote(cell.document) not in named]
+    if not left:
+        return params
+    return attrs.evolve(params, cell_text_documents=[*params.cell_text_documents, *left])
+
+
 def changed_cells(params: types.DidChangeNotebookDocumentParams
                   ) -> tuple[list[str], list[str], list[str]]:
     """The cells a notebook change (re)opened, those it edited, and those it closed."""

@@ -37,7 +37,7 @@ from dlm_lsp.config import InfillOptions, from_json
 from dlm_lsp.documents import apply_changes
 from dlm_lsp.engine import InfillResult
 from dlm_lsp.jobs import CLIENT_CANCELLED, SHUTTING_DOWN
-from dlm_lsp.notebooks import apply_notebook_change
+from dlm_lsp.notebooks import apply_notebook_change, with_all_cells
 from dlm_lsp.results import Candidate
 
 log = logging.getLogger(__name__)
@@ -535,6 +535,17 @@ class DlmProtocol(LanguageServerProtocol):
         then call the server's handler."""
         apply_notebook_change(self.workspace, params)
         if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def lsp_notebook_document__did_close(
+            self, params: types.DidCloseNotebookDocumentParams) -> Generator[Any, Any, None]:
+        """Close a notebook and every cell it holds (`notebooks.with_all_cells`), then call
+        the server's handler with them all."""
+        params = with_all_cells(self.workspace, params)
+        self.workspace.remove_notebook_document(params)
+        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CLOSE)) is not None:
             yield handler, (params,), None
 
 

@@ -318,6 +318,22 @@ def test_a_closed_notebook_s_cells_are_closed_documents(session):
     assert session.ls.workspace.notebook_documents == {}
 
 
+def test_a_notebook_closed_without_naming_its_cells_closes_them_all(session):
+    """vscode-languageclient closes a notebook whose last synced cells were deleted naming
+    the cells it still shows, not those: they stayed open for good, each a document
+    counted against maxOpenDocuments."""
+    async def run() -> dict:
+        session.receive(did_open())
+        session.receive({"method": "notebookDocument/didClose", "params": {
+            "notebookDocument": {"uri": NOTEBOOK}, "cellTextDocuments": [{"uri": cell(0)}]}})
+        session.receive({"id": 1, "method": "dlm/status", "params": {}})
+        return await session.answer(1)
+
+    assert asyncio.run(run())["result"]["openDocuments"] == 0
+    assert session.ls.workspace.text_documents == {}
+    assert session.ls.workspace.get_notebook_document(cell_uri=TARGET) is None
+
+
 def dropped_whole(session) -> str:
     """What the user was told of a notebook dropped past maxOpenDocuments (told once),
     nothing of it, cells included, being kept."""
