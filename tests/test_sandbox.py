@@ -217,6 +217,37 @@ def test_a_namespace_the_kernel_refuses_is_the_sandboxs_failure_not_the_programs
     assert run_program("import os\nos._exit(1)\n", QUICK).reason == "error"  # the program's
 
 
+# Every pipe the program holds: read it empty first through /proc (DRAIN), then write a
+# forged "sandbox" verdict on it (neither is an event the audit hook sees).
+FORGED_SANDBOX = (
+    "import os\n"
+    "line = b'{\"reason\": \"sandbox\", \"detail\": \"sandbox isolation failed: forged\"}\\n'\n"
+    "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+    "    try:\n"
+    "        if os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:'):\n"
+    "            DRAIN\n"
+    "            os.write(fd, line)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "os._exit(2)\n")
+DRAIN = "os.read(os.open(f'/proc/self/fd/{fd}', os.O_RDONLY | os.O_NONBLOCK), 65536)"
+
+
+@pytest.mark.parametrize("isolation", [sandbox.NONE, sandbox.isolation_available()])
+@pytest.mark.parametrize("drain", [False, True])
+@pytest.mark.parametrize("hook", [True, False])
+def test_a_program_cannot_report_a_sandbox_failure_of_its_own(monkeypatch, isolation,
+                                                              drain, hook):
+    """A "sandbox" verdict is counted apart from pass@1 and fails the run as the machine's
+    fault: a program that wrote one on the outcome pipe it holds (its number is in its
+    arguments), after taking the start's line out of that pipe or not, was believed."""
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    program = FORGED_SANDBOX.replace("DRAIN", DRAIN if drain else "pass")
+    outcome = run_program(program, SandboxConfig(timeout_s=5.0, hook=hook))
+    assert outcome.reason == "error" and not outcome.passed, outcome
+    assert "forged" not in outcome.detail
+
+
 def test_where_the_kernel_allows_the_namespaces_the_sandbox_uses_them():
     """The namespace tests below skip where the sandbox's probe finds no namespaces: a
     sandbox that failed to set them up (the interpreter's directories out of sight, say)
@@ -384,6 +415,18 @@ def test_the_program_sees_only_its_own_processes():
     program = ("import os\npids = sorted(p for p in os.listdir('/proc') if p.isdigit())\n"
                "assert os.getpid() == 2 and pids == ['1', '2'], pids\n")
     outcome = run_program(program, QUICK)
+    assert outcome.passed, outcome.detail
+
+
+@NAMESPACES
+def test_the_program_cannot_open_the_descriptors_of_the_process_that_waits_for_it():
+    """That process holds the outcome's pipe and, for a moment after the fork, the start's:
+    through /proc/1/fd the program opened them (and its captured output) as its own."""
+    program = ("import os\nopened = []\nfor name in os.listdir('/proc/1/fd'):\n"
+               "    try:\n        os.open(f'/proc/1/fd/{name}', os.O_RDONLY | os.O_NONBLOCK)\n"
+               "        opened.append(name)\n    except PermissionError:\n        pass\n"
+               "assert not opened, opened\n")
+    outcome = run_program(program, SandboxConfig(timeout_s=5.0, hook=False))
     assert outcome.passed, outcome.detail
 
 

@@ -381,9 +381,8 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _read_outcome(fd: int) -> tuple[dict, bool]:
-    """The child's last outcome line on the pipe ({} when it wrote none), and whether it
-    said the program started."""
+def _read_pipe(fd: int) -> bytes:
+    """What the exited child left on a pipe, at most 64 KiB."""
     os.set_blocking(fd, False)
     data = b""
     try:
@@ -394,22 +393,29 @@ def _read_outcome(fd: int) -> tuple[dict, bool]:
             data += chunk
     except BlockingIOError:
         pass
-    started = STARTED in data
+    return data
+
+
+def _read_outcome(fd: int) -> dict:
+    """The child's last outcome line on the pipe ({} when it wrote none)."""
+    data = _read_pipe(fd)
     for line in reversed(data.decode("utf-8", "replace").splitlines()):
         try:
             outcome = json.loads(line)
         except ValueError:
             continue
         if isinstance(outcome, dict) and outcome.get("reason") in REASONS:
-            return outcome, started
-    return {}, started
+            return outcome
+    return {}
 
 
 def _classify(returncode: int, timed_out: bool, outcome: dict, token: str,
               config: SandboxConfig, output: str, started: bool) -> tuple[str, str]:
     """(reason, detail) from how the child ended and what it reported; a child that
     ended on its own, reporting nothing, before the program started, is the sandbox's
-    failure (`unshare` refused: the program's "error" lowered pass@1 with no word of it)."""
+    failure (`unshare` refused: the program's "error" lowered pass@1 with no word of it).
+    The harness says "sandbox" only before the program starts: after, the program wrote it
+    on the pipe it holds, to be counted apart and have the run blame the machine."""
     if timed_out:
         return "timeout", f"killed after {config.timeout_s:g} s"
     if returncode < 0:
@@ -422,6 +428,8 @@ def _classify(returncode: int, timed_out: bool, outcome: dict, token: str,
         if returncode == 0 and secrets.compare_digest(str(outcome.get("token", "")), token):
             return "passed", ""
         return "error", "a pass reported without the sandbox's token"
+    if reason == SANDBOX and started:
+        return "error", "the program reported a sandbox failure of its own after it started"
     if reason is not None:
         return reason, str(outcome.get("detail", ""))
     last = output.strip().splitlines()[-1:] or [""]
@@ -486,10 +494,11 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
         Path(work, "program.py").write_text(source, encoding="utf-8")
         read_fd, write_fd = os.pipe()
         token_fd, token_write = os.pipe()
+        started_read, started_fd = os.pipe()  # the start's line, out of the program's reach
         os.write(token_write, token.encode("ascii"))  # 32 bytes: far below a pipe's buffer
         os.close(token_write)
         command = [sys.executable, "-I", "-B", "-c", _child_source(), "program.py",
-                   str(write_fd), str(token_fd)]
+                   str(write_fd), str(token_fd), str(started_fd)]
         if isolation != NONE:
             command = [shutil.which("unshare") or "unshare", *UNSHARE_ARGS[isolation], *command]
         if isolation == NAMESPACES:
@@ -502,14 +511,17 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
         try:
             child = subprocess.Popen(
                 command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, pass_fds=(write_fd, token_fd),
+                stderr=subprocess.STDOUT, pass_fds=(write_fd, token_fd, started_fd),
                 start_new_session=True, preexec_fn=_limits(config))
         except BaseException:
             output.close()
+            os.close(read_fd)
+            os.close(started_read)
             raise
         finally:
             os.close(write_fd)
             os.close(token_fd)
+            os.close(started_fd)
         if running is not None:
             running.add(child.pid)
         timed_out = not _wait_unreaped(child.pid, began + config.timeout_s)
@@ -523,9 +535,11 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
         child.wait()
         seconds = time.perf_counter() - began
         try:
-            outcome, started = _read_outcome(read_fd)
+            outcome = _read_outcome(read_fd)
+            started = STARTED in _read_pipe(started_read)
         finally:
             os.close(read_fd)
+            os.close(started_read)
         with output:  # read through the descriptor the child wrote to, never by its name
             output.seek(0)
             text = output.read(config.output_chars * 4).decode("utf-8", "replace")

@@ -1,7 +1,7 @@
 """The sandbox's child process: runs one untrusted program behind an audit hook.
 
 `sandbox.py` starts this file's source as `python -I -B -c SOURCE PROGRAM FD
-TOKEN_FD [ISOLATE] [NO_HOOK]` in a fresh temporary directory.  Everything here
+TOKEN_FD STARTED_FD [ISOLATE] [NO_HOOK]` in a fresh temporary directory.  Everything here
 runs before the untrusted code: it reads the program, installs an audit hook
 (`sys.addaudithook`; hooks cannot be removed once added) and only then
 executes the program.
@@ -16,13 +16,17 @@ them as monitoring), which is why the parent adds resource limits and, where
 the kernel allows, namespaces.
 
 The outcome travels on a pipe (file descriptor FD), not on stdout, so that a
-program printing anything cannot forge it, after a line that says the program
-started (a child that ends without it failed in the harness, not in the
-program); a pass carries a token the parent
+program printing anything cannot forge it; a pass carries a token the parent
 writes on a second pipe (TOKEN_FD), read and closed before the program runs,
 so a program that exits early (`sys.exit(0)`, `os._exit(0)`) never counts as
 having passed its tests.  (The token was an environment variable, and
 `/proc/PID/environ` kept it for any program to read, even another run's.)
+That the program started (a child that ends before it failed in the harness, not
+in the program) goes on a third pipe (STARTED_FD), closed before the program runs.
+It went on FD, which the program holds (its outcome is written there after it) and
+can find in its arguments or /proc/self/fd: a program could write a "sandbox"
+outcome there, or reopen the pipe for reading, take the start's line out and then
+write one, and the run blamed the machine for the program's doing.
 
 With ISOLATE among the arguments after the descriptors (the parent started
 this process in new user, network, PID and mount namespaces, as their root),
@@ -55,7 +59,7 @@ PASSED, FAILED, ERROR, BLOCKED = 0, 1, 2, 3
 ISOLATE = "isolate"  # an argument after the fds: set up the namespaces
 NO_HOOK = "no-hook"  # an argument after the fds: no audit hook (to test the kernel's part alone)
 DETAIL_CHARS = 300
-STARTED = b'{"started": true}\n'  # on the outcome pipe just before the program runs
+STARTED = b'{"started": true}\n'  # on STARTED_FD, closed just before the program runs
 
 # Refused outright: processes, signals to other processes, resource limits, raw memory.
 REFUSED_EVENTS = frozenset({
@@ -173,7 +177,7 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
                 "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
-MNT_DETACH, CLONE_NEWUSER, PR_SET_NO_NEW_PRIVS = 2, 0x10000000, 38
+MNT_DETACH, CLONE_NEWUSER, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 2, 0x10000000, 4, 38
 # glibc has no pivot_root(): the system call's number, from the kernel's tables, by
 # machine (`uname -m`) and the interpreter's word size.  A pair not here has no number
 # (mips and sparc, whose numbers we have not checked; a 32-bit interpreter on a 64-bit
@@ -328,11 +332,15 @@ def isolate(root: str) -> None:
     # them, and no set-user-ID program can give it back what it gave up.
     call("unshare", CLONE_NEWUSER)
     call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    # Not dumpable: the program, in a user namespace below this process's, may not reach
+    # into the PID namespace's init (`_wait_as_init`) through /proc/1/fd or ptrace, where
+    # the start's pipe stays open for a moment after the fork and the outcome's for good.
+    call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
     for name in [name for name in sys.modules if name.split(".")[0] in ("ctypes", "_ctypes")]:
         del sys.modules[name]  # the program's `import ctypes` loads it anew, past the hook
 
 
-def _wait_as_init(fd: int) -> None:
+def _wait_as_init(fd: int, started_fd: int) -> None:
     """Fork: the program runs in the child; this process, the first of the PID
     namespace (its init), waits for it and says how it ended when a signal ended it.
 
@@ -343,13 +351,15 @@ def _wait_as_init(fd: int) -> None:
     to the wall clock or, with threads on many cores, to the hard limit's SIGKILL (an
     error, not a timeout).  The child is an ordinary process: signals end it as they
     end a program outside.  Orphans it leaves are reaped here; this process ends when
-    the program does, and the namespace with it.
+    the program does, and the namespace with it.  The start's pipe is the program's
+    to write to (`main`), not this process's: it closes its copy at once.
     """
     import signal
 
     program = os.fork()
     if program == 0:
         return
+    os.close(started_fd)
     while True:
         pid, status = os.waitpid(-1, 0)
         if pid == program:
@@ -373,28 +383,30 @@ def _describe(exc: BaseException, path: str) -> str:
 
 def main() -> None:
     """Run the program named on the command line; exit with its outcome."""
-    path, fd, token_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    path, fd, token_fd, started_fd = sys.argv[1], *map(int, sys.argv[2:5])
     root = os.path.realpath(os.getcwd())
     with os.fdopen(token_fd, "rb") as handle:
         token = handle.read(64).decode("ascii", "replace")
     with open(path, encoding="utf-8") as handle:
         source = handle.read()  # before `isolate` lays a fresh directory over it
-    if ISOLATE in sys.argv[4:]:
+    if ISOLATE in sys.argv[5:]:
         try:
             isolate(root)
         except OSError as exc:  # the harness's failure, not the program's
             _finish(fd, ERROR, "sandbox", f"sandbox isolation failed: {exc}")
-        _wait_as_init(fd)
+        _wait_as_init(fd, started_fd)
     try:
         code = compile(source, path, "exec")
     except (SyntaxError, ValueError) as exc:
         _finish(fd, ERROR, "error", _describe(exc, path))
     sys.dont_write_bytecode = True
-    if NO_HOOK not in sys.argv[4:]:
+    if NO_HOOK not in sys.argv[5:]:
         sys.addaudithook(_audit_hook(root, fd))
     # From here on what goes wrong is the program's: the parent counts a child that ends
-    # without this line (`unshare` refused, the interpreter could not start) as the sandbox's
-    _write(fd, STARTED)
+    # without this line (`unshare` refused, the interpreter could not start) as the
+    # sandbox's.  Closed before the program runs, the pipe is out of its reach.
+    _write(started_fd, STARTED)
+    os.close(started_fd)
     runner = sys.modules["__main__"]  # noqa: F841 - keeps this module alive while it runs
     program = types.ModuleType("__main__")  # `import __main__` finds the program, not us
     sys.modules["__main__"] = program
