@@ -728,6 +728,18 @@ def test_replacing_assertion_error_still_fails_the_tests():
     "import sys\nsys._getframe(1).f_globals['REFUSED_EVENTS'] = frozenset()\n"
     "sys._getframe(1).f_globals['_refusal'] = lambda *a: None\nimport socket\nsocket.socket()",
     "import os.path\nos.path.realpath = lambda p: os.getcwd()\nopen('/etc/passwd-copy', 'w')",
+    # the refusal's tables, emptied in place through its keyword defaults
+    "import sys\nkw = sys._getframe(1).f_globals['_refusal'].__kwdefaults__\n"
+    "kw['refused'] = frozenset()\nkw['prefixes'] = ('none',)\nimport socket\nsocket.socket()",
+    # the table of path events, emptied through the module's globals
+    "import os, sys\nsys._getframe(1).f_globals['PATH_EVENTS'].clear()\n"
+    "os.mkdir('/no-such-dir/escape')",
+    # the exit after a refusal made a no-op: the refused event went ahead
+    "import sys\nsys._getframe(1).f_globals['_exit'] = lambda code: None\n"
+    "import socket\nsocket.socket()",
+    # the hook found among every object, its refusal swapped in its closure
+    "import gc\nhook = next(o for o in gc.get_objects() if getattr(o, '__name__', '') == 'hook')\n"
+    "hook.__closure__[0].cell_contents = lambda *a: None\nimport socket\nsocket.socket()",
 ])
 def test_the_hook_is_not_switched_off_from_inside(bypass):
     outcome = run_program(bypass + "\n", QUICK)

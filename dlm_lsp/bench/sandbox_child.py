@@ -66,6 +66,9 @@ REFUSED_EVENTS = frozenset({
     "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
     "subprocess.Popen", "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill",
     "resource.setrlimit", "resource.prlimit", "sys.remote_exec",
+    # Every object the process holds, the hook's closure and tables among them: a program
+    # found the hook and swapped the function in its closure cell for one that allows all.
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
 })
 REFUSED_PREFIXES = ("socket.", "ctypes.")
 # Modules that start processes or interpreters without an audit event of their own
@@ -110,8 +113,9 @@ def _inside(root: str, path: object, dir_fd: object = None, *, fspath=os.fspath,
 
 
 def _refusal(root: str, event: str, args: tuple, *, refused=REFUSED_EVENTS,
-             prefixes=REFUSED_PREFIXES, imports=REFUSED_IMPORTS, paths=PATH_EVENTS,
-             inside=_inside, isabs=os.path.isabs) -> str | None:
+             prefixes=REFUSED_PREFIXES, imports=REFUSED_IMPORTS,
+             paths=types.MappingProxyType(dict(PATH_EVENTS)), inside=_inside,
+             isabs=os.path.isabs) -> str | None:
     """Why an audited event is refused, or None when it may go ahead."""
     if event in refused or event.startswith(prefixes):
         return event
@@ -135,32 +139,44 @@ def _refusal(root: str, event: str, args: tuple, *, refused=REFUSED_EVENTS,
     return None
 
 
-def _finish(fd: int, code: int, reason: str, detail: str = "", token: str = "") -> None:
-    """Flush the program's output, write the outcome line to the parent's pipe, exit."""
+def _finish(fd: int, code: int, reason: str, detail: str = "", token: str = "", *,
+            write=os.write, end=os._exit, dumps=json.dumps) -> None:
+    """Flush the program's output, write the outcome line to the parent's pipe, exit.
+
+    What it calls is bound here: with `_exit` looked up in this module, a program that
+    rebound it to do nothing had the hook's refusal return, and the refused event
+    went ahead."""
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
         except BaseException:  # a full disk, a closed or replaced stream: the outcome matters more
             pass
-    line = json.dumps({"reason": reason, "detail": detail[:DETAIL_CHARS], "token": token})
+    line = dumps({"reason": reason, "detail": detail[:DETAIL_CHARS], "token": token})
     try:
-        _write(fd, (line + "\n").encode("utf-8", "replace"))
+        write(fd, (line + "\n").encode("utf-8", "replace"))
     except OSError:
         pass
-    _exit(code)
+    end(code)
 
 
 def _audit_hook(root: str, fd: int, *, refusal=_refusal, finish=_finish):
-    """The hook: end the process on any refused event, before the event happens."""
-    own = (refusal, finish, _inside)
+    """The hook: end the process on any refused event, before the event happens.
+
+    Its functions' attributes are out of reach, read or written: a program reached
+    `_refusal` through its frame's globals and emptied, in place, the dictionary of
+    its keyword defaults, the tables it refuses by (`__kwdefaults__`, whose reading is
+    audited, its change in place not)."""
+    own: list = [refusal, finish, _inside]
 
     def hook(event: str, args: tuple) -> None:
-        if event == "object.__setattr__" and args and any(args[0] is f for f in own):
-            reason = f"changing the sandbox's {args[0].__name__}.{args[1]}"
+        if (event in ("object.__setattr__", "object.__getattr__") and args
+                and any(args[0] is f for f in own)):
+            reason = f"reaching the sandbox's {args[0].__name__}.{args[1]}"
         else:
             reason = refusal(root, event, args)
         if reason is not None:
             finish(fd, BLOCKED, "blocked", f"refused: {reason}")
+    own.append(hook)
     return hook
 
 
