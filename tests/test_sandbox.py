@@ -740,6 +740,15 @@ def test_replacing_assertion_error_still_fails_the_tests():
     # the hook found among every object, its refusal swapped in its closure
     "import gc\nhook = next(o for o in gc.get_objects() if getattr(o, '__name__', '') == 'hook')\n"
     "hook.__closure__[0].cell_contents = lambda *a: None\nimport socket\nsocket.socket()",
+    # a builtin the refusal calls, replaced for the one call
+    "import builtins, os\nlength = builtins.len\nbuiltins.len = lambda x: 0\n"
+    "try:\n    os.mkdir('/no-such-dir/escape')\nfinally:\n    builtins.len = length",
+    "import builtins, sys\nsys._getframe(1).f_globals['WRITE_FLAGS'] = 0\n"
+    "builtins.any = lambda x: 0\nopen('/no-such-dir/escape', 'w')",
+    # the standard library's path functions, which read their own modules' globals
+    "import os\nos.fspath = lambda path: os.getcwd()\nopen('/no-such-dir/escape', 'w')",
+    "import os, posixpath\nposixpath.abspath = lambda path: os.getcwd()\n"
+    "open('/no-such-dir/escape', 'w')",
 ])
 def test_the_hook_is_not_switched_off_from_inside(bypass):
     outcome = run_program(bypass + "\n", QUICK)

@@ -96,26 +96,68 @@ _write, _exit = os.write, os._exit  # bound now: the program may replace module 
 _ASSERTION = AssertionError  # and builtins: a replaced AssertionError still fails
 
 
-# The hook's functions and tables are bound as default arguments when it is built, so a
-# program that rebinds this module's globals or replaces os.path.realpath changes nothing.
+# The hook's functions, tables and the builtins they call are bound as default arguments
+# when it is built, so a program that rebinds this module's globals or the builtins
+# changes nothing; and they call no Python function of the standard library, whose own
+# module globals a program can rebind (os.fsdecode's `fspath`, posixpath's helpers).
+def _real_path(path: str, base: str | None = None, *, lstat=os.lstat, readlink=os.readlink,
+               getcwd=os.getcwd, startswith=str.startswith, split=str.split,
+               rpartition=str.rpartition, links=40) -> str | None:
+    """The path the kernel reaches by `path` (an exact str) from the directory `base`
+    (a real path: the working directory's when None), every link followed as far as it
+    exists, as `os.path.realpath` walks it; None for a loop of links.  A relative path's
+    base is not walked again: in a tree thousands of directories deep, each write
+    walked them all (seconds a write)."""
+    resolved = "" if startswith(path, "/") else (getcwd() if base is None else base)
+    todo, resolved = split(path, "/")[::-1], ("" if resolved == "/" else resolved)
+    while todo:
+        part = todo.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            resolved = rpartition(resolved, "/")[0]
+            continue
+        candidate = resolved + "/" + part
+        try:
+            mode = lstat(candidate).st_mode
+        except OSError:  # not there (yet): the rest is taken as written
+            mode = 0
+        if mode & 0o170000 != 0o120000:  # not a symbolic link
+            resolved = candidate
+            continue
+        links -= 1
+        if links < 0:
+            return None
+        target = readlink(candidate)
+        if startswith(target, "/"):
+            resolved = ""
+        todo += split(target, "/")[::-1]
+    return resolved or "/"
+
+
 def _inside(root: str, path: object, dir_fd: object = None, *, fspath=os.fspath,
-            fsdecode=os.fsdecode, isabs=os.path.isabs, join=os.path.join,
-            readlink=os.readlink, realpath=os.path.realpath, sep=os.sep,
-            devnull=os.devnull) -> bool:
+            decode=bytes.decode, as_str=str.__str__, startswith=str.startswith,
+            readlink=os.readlink, real_path=_real_path, isinstance=isinstance,
+            devnull="/dev/null") -> bool:
     """Whether a path argument names something under `root` (an open fd counts as inside)."""
     if isinstance(path, int):
         return True  # already open; opening it was checked
-    text = fsdecode(fspath(path))
-    if isinstance(dir_fd, int) and dir_fd >= 0 and not isabs(text):
-        text = join(readlink(f"/proc/self/fd/{dir_fd}"), text)
-    real = realpath(text)
-    return real == root or real.startswith(root + sep) or real == devnull
+    text = fspath(path)
+    # An exact str, whose methods a subclass cannot override
+    text = decode(text, "utf-8", "surrogateescape") if isinstance(text, bytes) else as_str(text)
+    base = None  # the working directory
+    if isinstance(dir_fd, int) and dir_fd >= 0 and not startswith(text, "/"):
+        base = readlink(f"/proc/self/fd/{dir_fd}")
+    real = real_path(text, base)
+    return real is not None and (real == root or startswith(real, root + "/")
+                                 or real == devnull)
 
 
 def _refusal(root: str, event: str, args: tuple, *, refused=REFUSED_EVENTS,
              prefixes=REFUSED_PREFIXES, imports=REFUSED_IMPORTS,
              paths=types.MappingProxyType(dict(PATH_EVENTS)), inside=_inside,
-             isabs=os.path.isabs) -> str | None:
+             write_flags=WRITE_FLAGS, isinstance=isinstance, any=any, bool=bool,
+             len=len) -> str | None:
     """Why an audited event is refused, or None when it may go ahead."""
     if event in refused or event.startswith(prefixes):
         return event
@@ -124,10 +166,10 @@ def _refusal(root: str, event: str, args: tuple, *, refused=REFUSED_EVENTS,
     if event == "open":
         path, mode, flags = args
         writes = (isinstance(mode, str) and any(c in mode for c in "wax+")
-                  or bool((flags or 0) & WRITE_FLAGS))
+                  or bool((flags or 0) & write_flags))
         if not writes or path is None:
             return None
-        if mode is None and isinstance(path, (str, bytes)) and not isabs(path):
+        if mode is None and isinstance(path, (str, bytes)) and path[:1] not in ("/", b"/"):
             # os.open: the event does not say which dir_fd a relative path is under
             return f"os.open for writing of the relative path {path!r}"
         return None if inside(root, path) else f"open for writing {path!r}"
@@ -159,14 +201,14 @@ def _finish(fd: int, code: int, reason: str, detail: str = "", token: str = "", 
     end(code)
 
 
-def _audit_hook(root: str, fd: int, *, refusal=_refusal, finish=_finish):
+def _audit_hook(root: str, fd: int, *, refusal=_refusal, finish=_finish, any=any):
     """The hook: end the process on any refused event, before the event happens.
 
     Its functions' attributes are out of reach, read or written: a program reached
     `_refusal` through its frame's globals and emptied, in place, the dictionary of
     its keyword defaults, the tables it refuses by (`__kwdefaults__`, whose reading is
     audited, its change in place not)."""
-    own: list = [refusal, finish, _inside]
+    own: list = [refusal, finish, _inside, _real_path]
 
     def hook(event: str, args: tuple) -> None:
         if (event in ("object.__setattr__", "object.__getattr__") and args
