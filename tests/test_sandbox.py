@@ -749,6 +749,9 @@ def test_replacing_assertion_error_still_fails_the_tests():
     "import os\nos.fspath = lambda path: os.getcwd()\nopen('/no-such-dir/escape', 'w')",
     "import os, posixpath\nposixpath.abspath = lambda path: os.getcwd()\n"
     "open('/no-such-dir/escape', 'w')",
+    # a refused module's name as a str that hashes and compares as no other
+    "class Name(str):\n    __hash__ = lambda self: 1\n    __eq__ = lambda self, other: False\n"
+    "__import__(Name('_posixsubprocess'))",
 ])
 def test_the_hook_is_not_switched_off_from_inside(bypass):
     outcome = run_program(bypass + "\n", QUICK)

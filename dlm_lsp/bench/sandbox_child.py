@@ -157,12 +157,13 @@ def _refusal(root: str, event: str, args: tuple, *, refused=REFUSED_EVENTS,
              prefixes=REFUSED_PREFIXES, imports=REFUSED_IMPORTS,
              paths=types.MappingProxyType(dict(PATH_EVENTS)), inside=_inside,
              write_flags=WRITE_FLAGS, isinstance=isinstance, any=any, bool=bool,
-             len=len) -> str | None:
+             len=len, as_str=str.__str__) -> str | None:
     """Why an audited event is refused, or None when it may go ahead."""
     if event in refused or event.startswith(prefixes):
         return event
-    if event == "import" and args and args[0] in imports:
-        return f"import {args[0]}"
+    # The name as an exact str: a subclass's own __hash__ and __eq__ matched no name
+    if event == "import" and args and as_str(args[0]) in imports:
+        return f"import {as_str(args[0])}"
     if event == "open":
         path, mode, flags = args
         writes = (isinstance(mode, str) and any(c in mode for c in "wax+")
