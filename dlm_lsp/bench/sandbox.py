@@ -34,7 +34,9 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   probed once (`probe_isolation`); each fallback says why on stderr and in the
   benchmark's report, and `SandboxConfig.required` refuses to run below a level;
 - in every case, an audit hook installed before the program runs that refuses
-  sockets, processes, ctypes and writes outside the working directory.
+  sockets, processes, ctypes and writes outside the working directory.  It cannot
+  refuse what raises no audit event: `signal.pidfd_send_signal` (with
+  `os.pidfd_open`) signals any process of the user's below the namespaces.
 
 The hook guards against accidents and casual escapes; it runs in the program's
 own interpreter, so a program that sets out to can get around it (CPython
@@ -182,7 +184,8 @@ def isolation_warning(level: str, refusal: str = LIBRARY_REFUSAL) -> str:
     how = ("no isolation, only the audit hook, resource limits and a timeout" if level == NONE
            else "no network but no root of their own either")
     return (f"sandbox: WARNING: model-written programs will run with {how}: as your user, "
-            f"able to read whatever you can; {refusal} refuses to run them so")
+            f"able to read whatever you can and to signal your processes; {refusal} "
+            f"refuses to run them so")
 
 
 class _Once:

@@ -7,7 +7,9 @@ runs before the untrusted code: it reads the program, installs an audit hook
 executes the program.
 
 The hook refuses what a benchmark program never needs and an escaped one
-would: sockets, starting or signalling processes, `ctypes` (which could call
+would: sockets, starting or signalling processes (not by
+`signal.pidfd_send_signal`, which raises no audit event: only a PID namespace
+keeps the user's other processes out of its reach), `ctypes` (which could call
 libc around every other check), raising resource limits, and writing or
 deleting files outside the working directory.  A refusal ends the process at
 once with exit code BLOCKED, so code under test cannot catch it and carry on.
