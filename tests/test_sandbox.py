@@ -684,6 +684,40 @@ def test_a_local_socket_on_the_host_cannot_be_reached(tmp_path):
             host.accept()
 
 
+IPC_CREAT, IPC_RMID = 0o1000, 0
+
+
+def _shmget(key: int, size: int, flags: int) -> int:
+    import ctypes
+    return ctypes.CDLL(None).shmget(key, size, flags)
+
+
+@pytest.mark.skipif(not sandbox.network_namespace_available(),
+                    reason="no user namespaces here")
+@pytest.mark.parametrize("isolation", [sandbox.NETWORK, sandbox.isolation_available()])
+def test_system_v_shared_memory_is_the_programs_own_and_gone_with_it(monkeypatch, isolation):
+    """System V IPC objects outlive their processes: with the host's IPC namespace, a
+    program saw the user's shared memory segments and left its own behind, memory held
+    until someone removed them (the hook off, as a program that got around it)."""
+    import ctypes
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    host_key, program_key = (0x6C6D0000 + secrets.randbelow(1 << 16) for _ in range(2))
+    host = _shmget(host_key, 4096, IPC_CREAT | 0o600)
+    assert host >= 0
+    program = ("import ctypes\nlibc = ctypes.CDLL(None)\n"
+               f"assert libc.shmget({host_key}, 0, 0) == -1, 'the host segment is in sight'\n"
+               f"assert libc.shmget({program_key}, 4096, {IPC_CREAT | 0o600}) >= 0\n")
+    try:
+        outcome = run_program(program, KERNEL_ONLY)
+        left = _shmget(program_key, 0, 0)
+    finally:
+        ctypes.CDLL(None).shmctl(host, IPC_RMID, None)
+    if left >= 0:
+        ctypes.CDLL(None).shmctl(left, IPC_RMID, None)
+    assert outcome.passed, outcome.detail
+    assert left == -1, "the program's segment outlived it"
+
+
 @NAMESPACES
 def test_the_program_cannot_make_the_file_system_writable_again():
     """The child gave up the namespace's privileges: a remount is refused, and in a mount

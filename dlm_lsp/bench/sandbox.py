@@ -15,13 +15,13 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   exempts root), a process count just above what the user already runs;
 - its own process group, killed whole at the wall-clock timeout;
 - where the kernel lets an unprivileged user create them, new namespaces
-  (`unshare --user --net --pid --mount`): an empty network (a loopback device
-  that is down), a process tree of its own that dies whole with its first
-  process (a child that leaves the process group with `setsid` dies too), and
-  a root file system of its own that holds, read-only, only what programs
-  and the interpreter need: the system's /usr and /lib (with /bin and /sbin),
-  the dynamic loader's cache and the local time zone from /etc, the
-  interpreter's own directories (its prefixes: a virtual environment's and
+  (`unshare --user --net --ipc --pid --mount`): an empty network (a loopback
+  device that is down), System V IPC of its own (gone with it), a process tree of
+  its own that dies whole with its first process (a child that leaves the
+  process group with `setsid` dies too), and a root file system of its own that
+  holds, read-only, only what programs and the interpreter need: the system's
+  /usr and /lib (with /bin and /sbin), the dynamic loader's cache and the local
+  time zone from /etc, the interpreter's own directories (its prefixes: a virtual environment's and
   the installation's, wherever they are), /proc of its PID namespace, a /dev
   of five harmless devices, and a fresh small tmpfs as the working directory.
   The rest of the host is out of sight: the user's home (keys, tokens),
@@ -29,8 +29,8 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   live.  The child then moves into a user namespace of its own, so the
   program cannot undo any of it
   (`sandbox_child.isolate`).
-  Where only `unshare --user --net` works, the network namespace alone; where
-  that fails too (no `unshare`, user namespaces refused), none.  The level is
+  Where only `unshare --user --net --ipc` works, the network (and IPC) namespace
+  alone; where that fails too (no `unshare`, user namespaces refused), none.  The level is
   probed once (`probe_isolation`); each fallback says why on stderr and in the
   benchmark's report, and `SandboxConfig.required` refuses to run below a level;
 - in every case, an audit hook installed before the program runs that refuses
@@ -90,10 +90,13 @@ ISOLATION_WORDS = {
     NETWORK: "a network namespace only",
     NONE: "none (the audit hook and the limits only)",
 }
+# Each level has an IPC namespace of its own too: System V shared memory, semaphores and
+# message queues outlive their processes, and in the host's a program saw the user's
+# segments and left its own behind, memory held until someone removed them.
 UNSHARE_ARGS = {
-    NAMESPACES: ("--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child",
-                 "--mount-proc", "--"),
-    NETWORK: ("--user", "--net", "--map-root-user", "--"),
+    NAMESPACES: ("--user", "--map-root-user", "--net", "--ipc", "--pid", "--fork",
+                 "--kill-child", "--mount-proc", "--"),
+    NETWORK: ("--user", "--net", "--ipc", "--map-root-user", "--"),
 }
 
 
