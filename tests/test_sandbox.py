@@ -718,6 +718,40 @@ def test_system_v_shared_memory_is_the_programs_own_and_gone_with_it(monkeypatch
     assert left == -1, "the program's segment outlived it"
 
 
+# add_key's and keyctl's system call numbers
+ADD_KEY = {("x86_64", 64): 248, ("aarch64", 64): 217}
+KEYCTL = {("x86_64", 64): 250, ("aarch64", 64): 219}
+
+
+@pytest.mark.parametrize("isolation", [sandbox.NONE, sandbox.isolation_available()])
+def test_the_callers_session_keyring_is_out_of_reach(monkeypatch, isolation):
+    """A child possesses the keys of the session keyring it inherits: a program read a
+    secret kept there, whatever the namespaces (the hook off, as keyctl has no audit
+    event)."""
+    import ctypes
+
+    from dlm_lsp.bench import sandbox_child
+    abi = sandbox_child.interpreter_abi()
+    if abi not in ADD_KEY:
+        pytest.skip(f"no add_key or keyctl number known here for {abi}")
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    libc, keyctl = ctypes.CDLL(None, use_errno=True), KEYCTL[abi]
+    secret, name = secrets.token_hex(8).encode(), f"dlm-sandbox-{secrets.token_hex(4)}"
+    key = libc.syscall(ADD_KEY[abi], b"user", name.encode(), secret, len(secret),
+                       ctypes.c_long(-3))  # the session keyring
+    if key < 0:
+        pytest.skip(f"no keys here (errno {ctypes.get_errno()})")
+    program = ("import ctypes\nlibc = ctypes.CDLL(None)\nbuf = ctypes.create_string_buffer(64)\n"
+               f"found = libc.syscall({keyctl}, 10, ctypes.c_long(-3), b'user', "
+               f"{name.encode()!r}, 0)\nread = libc.syscall({keyctl}, 11, {key}, buf, 64)\n"
+               "assert found < 0 and read < 0, (found, read, buf.raw)\n")
+    try:
+        outcome = run_program(program, KERNEL_ONLY)
+    finally:
+        libc.syscall(keyctl, 21, key)  # KEYCTL_INVALIDATE
+    assert outcome.passed, outcome.detail
+
+
 @NAMESPACES
 def test_the_program_cannot_make_the_file_system_writable_again():
     """The child gave up the namespace's privileges: a remount is refused, and in a mount

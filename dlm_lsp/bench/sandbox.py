@@ -7,7 +7,8 @@ program runs in its own short-lived child (`sandbox_child.py`) with
 - `python -I -B`: isolated mode (no user site, no PYTHON* variables, no
   script directory on the path) and no bytecode written anywhere;
 - a fresh temporary working directory inside one only this user may enter,
-  both deleted afterwards, a minimal environment, stdin closed, stdout and
+  both deleted afterwards, a minimal environment, a new and empty session
+  keyring (not the caller's, whose keys it would possess), stdin closed, stdout and
   stderr captured into a file beside it (read back through its descriptor);
 - resource limits set before the interpreter starts (`preexec_fn`): address
   space, CPU seconds, file size (which also caps the captured output), open

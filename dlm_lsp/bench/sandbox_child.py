@@ -248,6 +248,13 @@ PIVOT_ROOT = {("x86_64", 64): 155, ("aarch64", 64): 41, ("arm64", 64): 41,
               ("riscv64", 64): 41, ("loongarch64", 64): 41, ("ppc64le", 64): 203,
               ("ppc64", 64): 203, ("s390x", 64): 217, ("i386", 32): 217, ("i686", 32): 217,
               ("armv7l", 32): 218}
+# keyctl's system call number, as PIVOT_ROOT's: where none is known the program keeps
+# the caller's session keyring (`_new_session_keyring`).
+KEYCTL = {("x86_64", 64): 250, ("aarch64", 64): 219, ("arm64", 64): 219,
+          ("riscv64", 64): 219, ("loongarch64", 64): 219, ("ppc64le", 64): 271,
+          ("ppc64", 64): 271, ("s390x", 64): 280, ("i386", 32): 288, ("i686", 32): 288,
+          ("armv7l", 32): 311}
+KEYCTL_JOIN_SESSION_KEYRING = 1
 NEW_ROOT_TMPFS = b"size=1m,nr_inodes=4096,mode=755"  # directories, links and mount points
 WORK_TMPFS = b"size=64m,nr_inodes=8192,mode=700"  # the working directory, when isolated
 # A mount's flags that a user namespace may not drop when it remounts it.
@@ -361,6 +368,32 @@ def _build_root(new: str, root: str, call) -> None:
          WORK_TMPFS)
 
 
+def _forget_ctypes() -> None:
+    """Unload ctypes, loaded here before the hook: the program's `import ctypes` loads
+    it anew, past the hook."""
+    for name in [name for name in sys.modules if name.split(".")[0] in ("ctypes", "_ctypes")]:
+        del sys.modules[name]
+
+
+def _new_session_keyring(forget: bool = True) -> None:
+    """Join a new, empty session keyring.
+
+    A process inherits its parent's session keyring and possesses the keys in it, so a
+    program (one that got around the hook: the kernel's keyctl has no audit event) read
+    the secrets kept there, whatever the namespaces.  A kernel without keys (ENOSYS), or
+    a keyctl forbidden here (a container's seccomp), leaves the program none to read,
+    and is not an error.  `forget`: unload ctypes after (`isolate`, which needs it
+    too, unloads it when done).
+    """
+    import ctypes
+
+    number = KEYCTL.get(interpreter_abi())
+    if number is not None:
+        ctypes.CDLL(None).syscall(number, KEYCTL_JOIN_SESSION_KEYRING, None)
+    if forget:
+        _forget_ctypes()
+
+
 def isolate(root: str) -> None:
     """A root file system of only what the program needs, read-only but `root`, and
     privileges dropped.
@@ -372,6 +405,7 @@ def isolate(root: str) -> None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
+    _new_session_keyring(forget=False)
 
     def call(name: str, *args) -> None:
         encoded = [a.encode() if isinstance(a, str) else a for a in args]
@@ -397,8 +431,7 @@ def isolate(root: str) -> None:
     # into the PID namespace's init (`_wait_as_init`) through /proc/1/fd or ptrace, where
     # the start's pipe stays open for a moment after the fork and the outcome's for good.
     call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
-    for name in [name for name in sys.modules if name.split(".")[0] in ("ctypes", "_ctypes")]:
-        del sys.modules[name]  # the program's `import ctypes` loads it anew, past the hook
+    _forget_ctypes()
 
 
 def _wait_as_init(fd: int, started_fd: int) -> None:
@@ -456,6 +489,8 @@ def main() -> None:
         except OSError as exc:  # the harness's failure, not the program's
             _finish(fd, ERROR, "sandbox", f"sandbox isolation failed: {exc}")
         _wait_as_init(fd, started_fd)
+    else:
+        _new_session_keyring()
     try:
         code = compile(source, path, "exec")
     except (SyntaxError, ValueError) as exc:
