@@ -63,8 +63,48 @@ export function checkResult(requested: { version: number; range: Range }, answer
   return { apply: true };
 }
 
-/** Said when VS Code itself refused the edit: the document moved on after the last check. */
-export const REFUSED_AS_STALE = "the document changed before the edit could be applied";
+/** Said when VS Code refused an edit of a document that had not changed: VS Code gives no
+ *  reason (its window log may: a read-only file, a file that cannot be opened). */
+export const EDITOR_REFUSED = "VS Code refused the edit, the document unchanged (is it read-only?)";
+
+/**
+ * Why VS Code did not apply an edit made for `version` of a document now at `current`
+ * (read once the refusal is back: the change that made VS Code refuse it reached the
+ * extension host before the answer did).  Every refusal was said as "the document changed
+ * before the edit could be applied", also where nothing had changed: the user of a
+ * read-only file was told to have typed.
+ */
+export function whyRefused(version: number | null | undefined, current: number): string {
+  if (version !== null && version !== undefined && current !== version) {
+    return `the document changed (version ${version} -> ${current})`;
+  }
+  return EDITOR_REFUSED;
+}
+
+/** A `workspace/applyEdit`'s edit, as far as `applyEditFailure` reads it. */
+export interface VersionedEdits {
+  documentChanges?: ({ textDocument?: { uri: string; version: number | null } } | object)[];
+  changes?: Record<string, unknown>;
+}
+
+/**
+ * The `failureReason` of a `workspace/applyEdit` that VS Code's language client answered
+ * `{applied: false}`, which it does with no reason: the server's commands say the editor's
+ * reason (`nothing applied (<reason>)` in the status bar), and without one the extension
+ * could only guess.  `versionOf` gives an open document's version (undefined: not open).
+ */
+export function applyEditFailure(edit: VersionedEdits, versionOf: (uri: string) => number | undefined): string {
+  const targets: { uri: string; version: number | null }[] = [];
+  for (const change of edit.documentChanges ?? []) {
+    if ("textDocument" in change && change.textDocument) targets.push(change.textDocument);
+  }
+  for (const uri of Object.keys(edit.changes ?? {})) targets.push({ uri, version: null });
+  for (const { uri, version } of targets) {
+    const current = versionOf(uri);  // a document not open VS Code opens to edit it
+    if (current !== undefined && whyRefused(version, current) !== EDITOR_REFUSED) return whyRefused(version, current);
+  }
+  return EDITOR_REFUSED;
+}
 
 /**
  * Apply a fill the way that cannot land on another version of the document than the one
@@ -87,7 +127,8 @@ export async function applyIfFresh<T>(requested: { version: number; range: Range
   const converted = await convert(answer.edits);
   const now = checkResult(requested, answer, currentVersion());
   if (!now.apply) return now;
-  return (await apply(converted)) ? { apply: true } : { apply: false, reason: REFUSED_AS_STALE };
+  return (await apply(converted)) ? { apply: true }
+    : { apply: false, reason: whyRefused(requested.version, currentVersion()) };
 }
 
 /** String index of an LSP position (positions past a line's end clamp to it). */

@@ -13,6 +13,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as vscode from "vscode";
 import {
+  CancellationToken,
   CloseAction,
   DidChangeConfigurationNotification,
   type ErrorHandler,
@@ -33,7 +34,7 @@ import { answerAt, reachBack } from "./reach";
 import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { applyIfFresh, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { applyEditFailure, applyIfFresh, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, restartsOnSettingsChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
@@ -298,6 +299,17 @@ class DlmExtension implements vscode.Disposable {
           this.inlineCompletion(document, position, context, token, next),
         provideCompletionItem: (document, position, context, token, next) =>
           this.completion(document, position, context, token, next),
+        workspace: {
+          // the client answers a refused edit `{applied: false}` with no reason, and the
+          // server's commands pass on the editor's `failureReason` to be shown
+          handleApplyEdit: async (params, next) => {
+            const answer = await next(params, CancellationToken.None);
+            if (answer instanceof ResponseError || answer.applied || answer.failureReason) return answer;
+            const versions = new Map(vscode.workspace.textDocuments.map((d) => [d.uri.toString(), d.version]));
+            const uri = (raw: string) => client!.protocol2CodeConverter.asUri(raw).toString();
+            return { ...answer, failureReason: applyEditFailure(params.edit, (raw) => versions.get(uri(raw))) };
+          },
+        },
       },
     };
     client = new DlmClient("dlm", "dlm-lsp", serverOptions, clientOptions);
@@ -688,7 +700,7 @@ class DlmExtension implements vscode.Disposable {
   private reportCommand(name: string, document: vscode.TextDocument, result: CommandResult | undefined,
                         done: string): void {
     if (result && !result.applied) {
-      const why = result.message ?? "the document changed before the edit could be applied";
+      const why = result.message ?? "the editor did not apply the edit";
       vscode.window.setStatusBarMessage(`dlm: nothing applied (${why})`, 5000);
     } else if (done) {
       vscode.window.setStatusBarMessage(`dlm: ${done}`, 4000);

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyIfFresh, applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
+  applyEditFailure, applyIfFresh, EDITOR_REFUSED, applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
   type Range,
 } from "../edits";
 
@@ -83,9 +83,18 @@ describe("applyIfFresh: a fill is applied to the version it was computed for, or
     assert.match(!verdict.apply ? verdict.reason : "", /the document changed \(version 2 -> 3\)/);
   });
 
-  it("says the document changed when VS Code refuses the edit", async () => {
+  it("says the document changed when VS Code refuses the edit of a document that moved on", async () => {
+    const { doc, current } = fake();
+    // the keystroke VS Code refused the edit for reaches the extension host before the answer
+    const verdict = await applyIfFresh(requested, answer, current, (edits) => edits,
+                                       async () => { doc.version = 3; return false; });
+    assert.deepEqual(verdict, { apply: false, reason: "the document changed (version 2 -> 3)" });
+  });
+
+  it("does not say the document changed when VS Code refuses the edit of one that did not", async () => {
     const verdict = await applyIfFresh(requested, answer, () => 2, (edits) => edits, async () => false);
-    assert.deepEqual(verdict, { apply: false, reason: "the document changed before the edit could be applied" });
+    assert.deepEqual(verdict, { apply: false, reason: EDITOR_REFUSED });
+    assert.doesNotMatch(EDITOR_REFUSED, /document changed/);
   });
 
   it("neither converts nor applies an answer that was stale on arrival", async () => {
@@ -95,6 +104,34 @@ describe("applyIfFresh: a fill is applied to the version it was computed for, or
     assert.equal(verdict.apply, false);
     assert.equal(converted, false);
     assert.deepEqual(doc.applied, []);
+  });
+});
+
+describe("applyEditFailure: the failureReason of a workspace/applyEdit VS Code did not apply", () => {
+  const edit = (uri: string, version: number | null) =>
+    ({ documentChanges: [{ textDocument: { uri, version }, edits: [] }] });
+  const open = (versions: Record<string, number>) => (uri: string) => versions[uri];
+
+  it("says the document changed where it is at another version than the edit's", () => {
+    assert.equal(applyEditFailure(edit("file:///a.py", 4), open({ "file:///a.py": 5 })),
+                 "the document changed (version 4 -> 5)");
+  });
+
+  it("says VS Code refused it where the document is at the edit's version, or unversioned", () => {
+    assert.equal(applyEditFailure(edit("file:///a.py", 4), open({ "file:///a.py": 4 })), EDITOR_REFUSED);
+    assert.equal(applyEditFailure(edit("file:///a.py", null), open({ "file:///a.py": 9 })), EDITOR_REFUSED);
+    assert.equal(applyEditFailure({ changes: { "file:///a.py": [] } }, open({ "file:///a.py": 9 })), EDITOR_REFUSED);
+  });
+
+  it("does not blame a document that is not open (VS Code opens it to edit it)", () => {
+    assert.equal(applyEditFailure(edit("file:///b.py", 4), open({})), EDITOR_REFUSED);
+  });
+
+  it("names the document that changed among several", () => {
+    const both = { documentChanges: [...edit("file:///a.py", 1).documentChanges,
+                                     ...edit("file:///b.py", 2).documentChanges] };
+    assert.equal(applyEditFailure(both, open({ "file:///a.py": 1, "file:///b.py": 7 })),
+                 "the document changed (version 2 -> 7)");
   });
 });
 
