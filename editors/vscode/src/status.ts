@@ -12,7 +12,9 @@ export interface ServerStatus {
   loaded?: boolean;
   /** Why the model last failed to load; null once a load succeeds or the settings change. */
   loadError?: string | null;
-  device?: string;
+  /** With `backend: remote` or `sglang`: whether the service answered (false: `loadError` says why). */
+  reachable?: boolean;
+  device?: string | null;
   fills?: number;
   p50Ms?: number | null;
   p95Ms?: number | null;
@@ -109,7 +111,9 @@ export function statusText(state: ClientState, status?: ServerStatus, lastMs?: n
   if (state === "stopped") return "$(circle-slash) dlm: stopped";
   if (state === "starting" || !status) return "$(loading~spin) dlm: starting";
   // a failed load is not "loading": the spinner would turn for ever (the error's own
-  // message went by once, when the server tried)
+  // message went by once, when the server tried); a service that does not answer loads
+  // nothing here, and "127.0.0.1:8000 failed to load" sent the user to look for a model
+  if (!status.loaded && status.reachable === false) return `$(error) dlm: ${modelLabel(status.model)} unreachable`;
   if (!status.loaded && status.loadError) return `$(error) dlm: ${modelLabel(status.model)} failed to load`;
   if (!status.loaded) return `$(loading~spin) dlm: loading ${modelLabel(status.model)}`;
   const parts = [modelLabel(status.model), status.device ?? "?"];
@@ -129,8 +133,9 @@ export function statusTooltip(state: ClientState, status?: ServerStatus, lastMs?
   if (state === "stopped" || state === "failed") return [...lines, RESTART_HINT].join("\n");
   if (!inline) lines.push("inline suggestions: off (DLM: Toggle inline suggestions)");
   if (status) {
-    lines.push(`model: ${status.model ?? "?"} (${status.loaded ? "loaded" : "not loaded yet"})`);
-    if (!status.loaded && status.loadError) lines.push(`load failed: ${status.loadError}`);
+    const unreachable = !status.loaded && status.reachable === false;
+    lines.push(`model: ${status.model ?? "?"} (${status.loaded ? "loaded" : unreachable ? "unreachable" : "not loaded yet"})`);
+    if (!status.loaded && status.loadError) lines.push(`${unreachable ? "unreachable" : "load failed"}: ${status.loadError}`);
     lines.push(`device: ${status.device ?? "?"}`);
     if (lastMs !== undefined) lines.push(`last fill: ${formatMs(lastMs)}`);
     if (status.p50Ms != null) lines.push(`p50 / p95: ${formatMs(status.p50Ms)} / ${formatMs(status.p95Ms ?? status.p50Ms)}`);

@@ -23,6 +23,23 @@ describe("status bar", () => {
     assert.match(statusTooltip("running", failed), /load failed: model '\/models\/mine' not found/);
   });
 
+  it("says a remote service that cannot be reached is unreachable, not that a model failed to load", () => {
+    // dlm/status of `backend: remote` with nothing at remoteUrl (RemoteEngine.status())
+    const down = {
+      model: "remote engine at http://127.0.0.1:45989", loaded: false, loading: false, reachable: false,
+      loadError: "cannot reach http://127.0.0.1:45989: Connection refused; fills will run on the local "
+        + "engine until it answers (setting remoteFallback)", device: null, backend: "remote",
+    };
+    assert.equal(statusText("running", down), "$(error) dlm: 127.0.0.1:45989 unreachable");
+    const tooltip = statusTooltip("running", down);
+    assert.match(tooltip, /model: remote engine at http:\/\/127\.0\.0\.1:45989 \(unreachable\)/);
+    assert.match(tooltip, /unreachable: cannot reach .*fills will run on the local engine/);
+    assert.doesNotMatch(tooltip, /load failed|not loaded yet/);
+    assert.equal(loadSettled(down), true);  // asked again at the next fill, not polled while down
+    const up = { model: "default", loaded: true, loadError: null, reachable: true, device: "cuda:0" };
+    assert.equal(statusText("running", up, 80), "$(sparkle) dlm: default · cuda:0 · 80 ms");
+  });
+
   it("says the model is loading until the server has it", () => {
     assert.equal(statusText("running", { model: "/models/mine", loaded: false, device: "auto" }),
                  "$(loading~spin) dlm: loading mine");
