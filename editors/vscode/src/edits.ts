@@ -195,3 +195,19 @@ export function syntaxWarning(valid: boolean | null | undefined | (boolean | nul
   if (verdicts.length === 1) return "the fill does not parse (the syntax check rejected it)";
   return `${bad} of ${verdicts.length} fills do not parse (the syntax check rejected them)`;
 }
+
+/**
+ * What **Rewrite block** rewrites for the editor's `selections` (a line's length is
+ * `lineLength(line)`): a selection as it is, a cursor's whole line, and several
+ * selections (a column selection, Alt+Shift+drag, or cursors on several lines) the lines
+ * from the first one's to the last one's, whole.  Only the primary selection was read: a
+ * column selection over a block's lines rewrote a few columns of one of them.
+ */
+export function rewriteRange(selections: readonly Range[], lineLength: (line: number) => number): Range {
+  if (selections.length === 1 && comparePositions(selections[0].start, selections[0].end) !== 0) {
+    return selections[0];
+  }
+  const first = Math.min(...selections.map((s) => s.start.line));
+  const last = Math.max(...selections.map((s) => s.end.line));
+  return { start: { line: first, character: 0 }, end: { line: last, character: lineLength(last) } };
+}

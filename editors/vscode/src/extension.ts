@@ -34,7 +34,7 @@ import { answerAt, reachBack } from "./reach";
 import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { applyEditFailure, applyIfFresh, holeNear, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { applyEditFailure, applyIfFresh, holeNear, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, restartsOnSettingsChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
@@ -627,8 +627,8 @@ class DlmExtension implements vscode.Disposable {
     if (!editor) return;
     const client = await this.readyClient();
     const document = editor.document;
-    const selection = editor.selection;
-    const range = selection.isEmpty ? document.lineAt(selection.active.line).range : selection;
+    const block = rewriteRange(editor.selections, (line) => document.lineAt(line).text.length);
+    const range = new vscode.Range(block.start.line, block.start.character, block.end.line, block.end.character);
     const expand = this.config().get<boolean>("rewrite.expand", true);
     // the version the range is of: a keystroke that reaches the server first makes it refuse
     // the rewrite (-32801, said like a stale fill) instead of rewriting other text

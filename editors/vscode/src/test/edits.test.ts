@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyEditFailure, applyIfFresh, EDITOR_REFUSED, applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
+  applyEditFailure, applyIfFresh, EDITOR_REFUSED, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
   type Range,
 } from "../edits";
 
@@ -132,6 +132,28 @@ describe("applyEditFailure: the failureReason of a workspace/applyEdit VS Code d
                                      ...edit("file:///b.py", 2).documentChanges] };
     assert.equal(applyEditFailure(both, open({ "file:///a.py": 1, "file:///b.py": 7 })),
                  "the document changed (version 2 -> 7)");
+  });
+});
+
+describe("rewriteRange: what Rewrite block rewrites", () => {
+  const lines = ["def total(xs):", "    result = 0", "    for x in xs:", "        result += x", "    return result"];
+  const lineLength = (line: number) => lines[line].length;
+
+  it("rewrites a selection as it is, and a cursor's whole line", () => {
+    assert.deepEqual(rewriteRange([range(1, 4, 1, 10)], lineLength), range(1, 4, 1, 10));
+    assert.deepEqual(rewriteRange([range(2, 6, 2, 6)], lineLength), range(2, 0, 2, 16));
+  });
+
+  it("rewrites the whole lines of a column selection, not a few columns of its primary line", () => {
+    // Alt+Shift+drag from line 1 column 4 to line 3 column 8: one selection a line
+    const column = [range(1, 4, 1, 8), range(2, 4, 2, 8), range(3, 4, 3, 8)];
+    assert.deepEqual(rewriteRange(column, lineLength), range(1, 0, 3, 19));
+    // the primary one may be any of them: the last line the user dragged to, say
+    assert.deepEqual(rewriteRange([column[2], column[0], column[1]], lineLength), range(1, 0, 3, 19));
+  });
+
+  it("rewrites the lines from the first cursor's to the last one's with a cursor on each", () => {
+    assert.deepEqual(rewriteRange([range(3, 2, 3, 2), range(1, 0, 1, 0)], lineLength), range(1, 0, 3, 19));
   });
 });
 
