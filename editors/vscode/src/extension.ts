@@ -290,8 +290,8 @@ class DlmExtension implements vscode.Disposable {
         closed: async () => {
           if (client?.state !== State.Running) return { action: CloseAction.DoNotRestart, handled: true };
           const decision = await fallback!.closed();
-          client.restarts.closed(decision.action === CloseAction.Restart);
-          return { ...decision, handled: true };
+          const restart = client.restarts.closed(decision.action === CloseAction.Restart);
+          return { action: restart ? CloseAction.Restart : CloseAction.DoNotRestart, handled: true };
         },
       },
       middleware: {
@@ -386,6 +386,9 @@ class DlmExtension implements vscode.Disposable {
     if (ending.kind === "gaveUp") {
       text = `dlm-lsp: ${exited} ${MAX_RESTARTS + 1} times in 3 minutes; no more automatic restarts `
         + `(the dlm-lsp output says why). ${RESTART_HINT}.`;
+    } else if (ending.kind === "neverLoaded") {
+      text = `dlm-lsp: ${exited} ${ending.exits} times in a row before its model loaded (out of memory? `
+        + `the dlm-lsp output says why); no more automatic restarts. ${RESTART_HINT}.`;
     } else {
       text = `dlm-lsp: ${exited}, and starting ${address ? what : `"${command}"`} again failed: `
         + `${messageOf(ending.error)}. ${startFailureHint(address, ending.error)}`;
@@ -810,6 +813,7 @@ class DlmExtension implements vscode.Disposable {
     if (!client || this.state !== "running") return;
     try {
       this.status = await client.sendRequest<ServerStatus>(STATUS, {});
+      if (this.status?.loaded) client.restarts.loaded();
     } catch (error) {
       this.output.warn(`dlm/status failed: ${messageOf(error)}`);
     }

@@ -17,18 +17,45 @@
 /** How the client's restarting ended, when it is something to say. */
 export type Ending =
   | { kind: "gaveUp" }                           // it crashed too often: not restarted again
+  | { kind: "neverLoaded"; exits: number }       // it exited so often before its model loaded
   | { kind: "restartFailed"; error: unknown };   // the restart's start failed
+
+/**
+ * How many times in a row a server may exit before its model has loaded (`dlm/status`
+ * said `loaded`) before it is not restarted again.  The client gives up only after 5
+ * exits within 3 minutes: a server killed while it loads (the kernel's OOM killer, a
+ * model too big for the machine), each load taking over 36 s, was restarted for ever,
+ * in silence, the status bar turning "loading" and the machine thrashing at each load.
+ */
+export const MAX_EXITS_UNLOADED = 3;
 
 export class Restarts {
   private restarting = false;
+  /** Exits since the server last had its model loaded. */
+  private unloadedExits = 0;
 
   constructor(private readonly say: (ending: Ending) => void) {}
 
-  /** The running server's connection closed: the client restarts it, or (`restart`
-   *  false, too many crashes) gives up, which is said now. */
-  closed(restart: boolean): void {
+  /**
+   * The running server's connection closed: the client restarts it (`restart`, its
+   * default handler's decision) unless it exited `MAX_EXITS_UNLOADED` times in a row
+   * before its model loaded; giving up is said now.  Returns whether to restart.
+   */
+  closed(restart: boolean): boolean {
+    this.unloadedExits++;
+    if (restart && this.unloadedExits >= MAX_EXITS_UNLOADED) {
+      this.restarting = false;
+      this.say({ kind: "neverLoaded", exits: this.unloadedExits });
+      return false;
+    }
     this.restarting = restart;
     if (!restart) this.say({ kind: "gaveUp" });
+    return restart;
+  }
+
+  /** The server has its model (dlm/status said so): its exits count anew. */
+  loaded(): void {
+    this.unloadedExits = 0;
   }
 
   /** The client runs again: the restart under way succeeded. */

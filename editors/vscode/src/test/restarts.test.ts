@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { type Ending, Restarts } from "../restarts";
+import { type Ending, MAX_EXITS_UNLOADED, Restarts } from "../restarts";
 
 function setup() {
   const said: Ending[] = [];
@@ -33,6 +33,7 @@ describe("Restarts: the client's own restarts of a server that exited, said once
     for (let crash = 0; crash < 4; crash++) {
       restarts.closed(true);
       restarts.running();
+      restarts.loaded();
     }
     restarts.closed(false);
     assert.deepEqual(said, [{ kind: "gaveUp" }]);
@@ -50,5 +51,30 @@ describe("Restarts: the client's own restarts of a server that exited, said once
     restarts.stopped();                          // DLM: Restart server meanwhile
     restarts.startFailed(new Error("Client is currently stopping"));
     assert.deepEqual(said, []);
+  });
+
+  it("a server that exits again and again before its model loads is not restarted for ever", () => {
+    // the client's own handler restarts one that exits less than 5 times in 3 minutes: killed
+    // at each load (out of memory), a load of 40 s or more, it was restarted for good
+    const { said, restarts } = setup();
+    const decisions = [];
+    for (let exit = 1; exit <= MAX_EXITS_UNLOADED; exit++) {
+      decisions.push(restarts.closed(true));      // the client's handler says: restart
+      restarts.running();                          // ... and it runs, loading its model
+    }
+    assert.deepEqual(decisions, [...Array(MAX_EXITS_UNLOADED - 1).fill(true), false]);
+    assert.deepEqual(said, [{ kind: "neverLoaded", exits: MAX_EXITS_UNLOADED }]);
+  });
+
+  it("a server that had its model loaded between exits is restarted as the client decides", () => {
+    const { said, restarts } = setup();
+    for (let exit = 0; exit < 3 * MAX_EXITS_UNLOADED; exit++) {
+      assert.equal(restarts.closed(true), true);
+      restarts.running();
+      restarts.loaded();                           // dlm/status said loaded before the next exit
+    }
+    assert.deepEqual(said, []);
+    assert.equal(restarts.closed(false), false);  // the client's own limit still holds
+    assert.deepEqual(said, [{ kind: "gaveUp" }]);
   });
 });
