@@ -35,7 +35,7 @@ import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { applyEditFailure, applyIfFresh, holeNear, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
-import { documentSelector, idleReason, restartsOnSettingsChange, startsNow, syncedCells, unservedReason } from "./languages";
+import { documentSelector, idleReason, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
@@ -445,11 +445,15 @@ class DlmExtension implements vscode.Disposable {
       }
       return;
     }
-    if (this.serverKeys.some((key) => event.affectsConfiguration(`dlm.${key}`)) && this.client) {
-      void this.client.sendNotification(DidChangeConfigurationNotification.type,
-                                        { settings: { dlm: this.serverSettings() } });
+    if (!this.serverKeys.some((key) => event.affectsConfiguration(`dlm.${key}`))) return;
+    if (!sendsSettingChange(this.state)) return;
+    // the client of a start under way once it has started (the same start: not another)
+    void this.lifecycle.whenStarted()?.then(async (client) => {
+      if (!client) return;  // its start failed, and said so
+      await client.sendNotification(DidChangeConfigurationNotification.type,
+                                    { settings: { dlm: this.serverSettings() } });
       this.load.follow(500);  // a new model loads: show it loading, then loaded or failed
-    }
+    }).catch((error: unknown) => this.output.warn(`the changed settings were not sent: ${messageOf(error)}`));
   }
 
   // ---- ghost text --------------------------------------------------------------------------

@@ -98,6 +98,19 @@ export function restartsOnSettingsChange(state: ClientState, languages: readonly
   return state !== "idle" || startsNow(state, languages, documents);
 }
 
+/**
+ * Whether a change of a server setting (`dlm.model`, `dlm.steps`, ...) is sent to the
+ * server in `state` (`didChangeConfiguration`): to a running one, and to a starting one
+ * once its start has ended.  Its settings were taken when it was launched, and a change
+ * made while the first start was under way (seconds: the server imports torch) was sent
+ * to no one, the server going on with the old ones.  An idle, stopped or failed one is
+ * sent nothing (to a stopped one it failed, "Client is not running", unseen): its next
+ * start sends the settings as they are then (`initializationOptions`).
+ */
+export function sendsSettingChange(state: ClientState): boolean {
+  return state === "running" || state === "starting";
+}
+
 /** Why the server is not started, and what starts it (DLM: Show server status, a click
  *  on the status bar). */
 export function idleReason(languages: readonly string[], documents: Iterable<OpenDocument>): string {

@@ -75,6 +75,16 @@ export class Lifecycle<C extends Startable> {
     return this.running;
   }
 
+  /**
+   * The client, once the start under way (if any) has ended; undefined where there is
+   * neither (never started, stopped, or a stop under way).  Starts nothing: a setting
+   * changed while a server starts must reach that server once it has started (its
+   * settings were taken at its launch), and must start no server of its own.
+   */
+  whenStarted(): Promise<C | undefined> | undefined {
+    return this.running ? Promise.resolve(this.running) : this.starting;
+  }
+
   /** Start a client (once: concurrent callers share the start); undefined if it failed. */
   start(): Promise<C | undefined> {
     this.starting ??= this.run();

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  CODE_CELL, documentSelector, idleReason, restartsOnSettingsChange, serves, startsNow, syncedCells, unservedReason,
+  CODE_CELL, documentSelector, idleReason, restartsOnSettingsChange, sendsSettingChange, serves, startsNow, syncedCells, unservedReason,
 } from "../languages";
 import type { ClientState } from "../status";
 
@@ -123,5 +123,17 @@ describe("unservedReason: a fill command run from the palette outside the server
     for (const doc of [file("python"), file("haskell"), file("go", "output"), file("rust", "untitled")]) {
       assert.equal(unservedReason(defaults, doc) === undefined, serves(defaults, doc));
     }
+  });
+});
+
+describe("sendsSettingChange: a server setting (dlm.model, dlm.steps, ...) changed", () => {
+  it("is sent to a running server, and to a starting one once it has started", () => {
+    assert.equal(sendsSettingChange("running"), true);
+    // its settings were taken at launch: the change must follow the start, not be dropped
+    assert.equal(sendsSettingChange("starting"), true);
+  });
+
+  it("is sent to no idle, stopped or failed server: its next start takes the settings", () => {
+    for (const state of ["idle", "stopped", "failed"] as ClientState[]) assert.equal(sendsSettingChange(state), false);
   });
 });

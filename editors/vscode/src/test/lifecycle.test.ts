@@ -89,6 +89,21 @@ describe("Lifecycle: one server at a time", () => {
     assert.equal(lifecycle.client, clients[0]);
   });
 
+  it("whenStarted: a setting changed while the server starts reaches it once started, and starts none", async () => {
+    const { lifecycle, clients } = setup();
+    assert.equal(lifecycle.whenStarted(), undefined);  // never started: nothing to send it to
+    assert.equal(clients.length, 0);
+    void lifecycle.start();
+    const changed = lifecycle.whenStarted();            // dlm.model changed during the start
+    assert.ok(changed);
+    clients[0].answer();
+    assert.equal(await changed, clients[0]);
+    assert.equal(await lifecycle.whenStarted(), clients[0]);
+    await lifecycle.stop();
+    assert.equal(lifecycle.whenStarted(), undefined);  // stopped: the next start takes the settings
+    assert.equal(clients.length, 1);
+  });
+
   it("a restart while the server starts abandons that start: one server runs, not two", async () => {
     const { lifecycle, servers, clients, failures } = setup();
     void lifecycle.start();
