@@ -134,7 +134,9 @@ export function statusTooltip(state: ClientState, status?: ServerStatus, lastMs?
   if (!inline) lines.push("inline suggestions: off (DLM: Toggle inline suggestions)");
   if (status) {
     const unreachable = !status.loaded && status.reachable === false;
-    lines.push(`model: ${status.model ?? "?"} (${status.loaded ? "loaded" : unreachable ? "unreachable" : "not loaded yet"})`);
+    const state = status.loaded ? "loaded" : unreachable ? "unreachable" : status.loadError ? "failed to load"
+      : "not loaded yet";
+    lines.push(`model: ${status.model ?? "?"} (${state})`);
     if (!status.loaded && status.loadError) lines.push(`${unreachable ? "unreachable" : "load failed"}: ${status.loadError}`);
     lines.push(`device: ${status.device ?? "?"}`);
     if (lastMs !== undefined) lines.push(`last fill: ${formatMs(lastMs)}`);

@@ -21,6 +21,8 @@ describe("status bar", () => {
     const failed = { model: "/models/mine", loaded: false, loadError: "model '/models/mine' not found", device: "auto" };
     assert.equal(statusText("running", failed), "$(error) dlm: mine failed to load");
     assert.match(statusTooltip("running", failed), /load failed: model '\/models\/mine' not found/);
+    // not "(not loaded yet)" beside it: nothing is loading
+    assert.match(statusTooltip("running", failed), /model: \/models\/mine \(failed to load\)/);
   });
 
   it("says a remote service that cannot be reached is unreachable, not that a model failed to load", () => {
