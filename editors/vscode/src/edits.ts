@@ -65,7 +65,7 @@ export function checkResult(requested: { version: number; range: Range }, answer
 
 /** Said when VS Code refused an edit of a document that had not changed: VS Code gives no
  *  reason (its window log may: a read-only file, a file that cannot be opened). */
-export const EDITOR_REFUSED = "VS Code refused the edit, the document unchanged (is it read-only?)";
+export const EDITOR_REFUSED = "VS Code refused the edit, the document unchanged: is it read-only?";
 
 /**
  * Why VS Code did not apply an edit made for `version` of a document now at `current`
