@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.held_signals import import_torch
-from dlm_lsp.models import device_name, empty_spec, resolve_spec
+from dlm_lsp.models import empty_spec, pick_device, resolve_spec
 from dlm_lsp.models.checkpoint import (
     MODEL_TYPE,
     Checkpoint,
@@ -31,7 +31,7 @@ from dlm_lsp.models.checkpoint import (
     ours_as_published,
     suggested_directory,
 )
-from dlm_lsp.models.interface import ModelLoadError, command_line_message
+from dlm_lsp.models.interface import DeviceUnavailable, ModelLoadError, command_line_message
 from dlm_lsp.models.registry import FAMILIES, conventions, detect, family_named
 
 
@@ -305,7 +305,10 @@ def main(argv: list[str]) -> int:
     report = inspect(args.directory, args.family)
     if args.load and not report.problems:
         time_forward(report, args.device, args.precision)
-    if report.loaded_on:  # auto resolved as the server resolves it (cuda where available)
-        report.serves_on = device_name(args.device)
+    if report.loaded_on and not report.problems:  # auto resolved as the server resolves it
+        try:  # a --device cuda where there is none fails the server's load, as it fails --load
+            report.serves_on = str(pick_device(args.device))
+        except DeviceUnavailable as exc:
+            report.problems.append(f"the server could not load it: {command_line_message(exc)}")
     print_report(report)
     return 0 if not report.problems else 1
