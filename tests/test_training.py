@@ -1243,6 +1243,9 @@ def test_identical_files_are_read_once(tmp_path):
      False),
     ({"License": "Apache 2.0, not for commercial use"}, False),
     ({"License": "MIT (data: CC BY-NC 4.0)"}, False),
+    # "non commercial" with a space, and the Commons Clause (no selling): both were permissive
+    ({"License": "MIT, for non commercial use"}, False),
+    ({"License": "Apache License 2.0 with Commons Clause"}, False),
     ({"License": "Copyright 2024 Acme Inc. All rights reserved. MIT"}, False),
     # ... but the copyright line of a BSD or MIT text reserves rights its grant then gives
     ({"License": "Copyright (c) 2010, Jane Doe\nAll rights reserved.\n\nRedistribution and"

@@ -56,9 +56,11 @@ COPYLEFT_TEXT = re.compile(
     r"|\b(Open Software Licen[cs]e|Common Development and Distribution)\b", re.IGNORECASE)
 # Text that takes back what a permissive name grants: "proprietary", a commercial
 # licence required, non-commercial use only ("MIT; proprietary plug-ins", "MIT for
-# non-commercial use" were read as permissive).  It rules a text out as copyleft does.
+# non-commercial use" were read as permissive; so were "non commercial" with a space and
+# the Commons Clause, which forbids selling).  It rules a text out as copyleft does.
 RESTRICTED_TEXT = re.compile(
-    r"\bproprietary\b|\bnon-?commercial\b|\bnot for commercial\b|\bCC[- ]BY[- ]NC\b"
+    r"\bproprietary\b|\bnon[- ]?commercial\b|\bnot for commercial\b|\bCC[- ]BY[- ]NC\b"
+    r"|\bCommons Clause\b"
     r"|\bcommercial licen[cs]e (is )?required\b|\brequires? a commercial licen[cs]e\b",
     re.IGNORECASE)
 # "All rights reserved" reserves what no licence grants: a text saying it beside only a
