@@ -1246,6 +1246,15 @@ def test_identical_files_are_read_once(tmp_path):
     # "non commercial" with a space, and the Commons Clause (no selling): both were permissive
     ({"License": "MIT, for non commercial use"}, False),
     ({"License": "Apache License 2.0 with Commons Clause"}, False),
+    # other wordings of a use restricted: all were permissive
+    ({"License": "MIT, no commercial use"}, False),
+    ({"License": "MIT; commercial use prohibited"}, False),
+    ({"License": "MIT except for commercial use"}, False),
+    ({"License": "BSD, for academic use only"}, False),
+    ({"License": "MIT (research purposes only)"}, False),
+    ({"License": "Apache 2.0; evaluation only"}, False),
+    ({"License": "BSD, only for educational use"}, False),
+    ({"License": "MIT; not for resale"}, False),
     ({"License": "Copyright 2024 Acme Inc. All rights reserved. MIT"}, False),
     # ... but the copyright line of a BSD or MIT text reserves rights its grant then gives
     ({"License": "Copyright (c) 2010, Jane Doe\nAll rights reserved.\n\nRedistribution and"

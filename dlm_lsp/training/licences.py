@@ -56,11 +56,15 @@ COPYLEFT_TEXT = re.compile(
     r"|\b(Open Software Licen[cs]e|Common Development and Distribution)\b", re.IGNORECASE)
 # Text that takes back what a permissive name grants: "proprietary", a commercial
 # licence required, non-commercial use only ("MIT; proprietary plug-ins", "MIT for
-# non-commercial use" were read as permissive; so were "non commercial" with a space and
-# the Commons Clause, which forbids selling).  It rules a text out as copyleft does.
+# non-commercial use" were read as permissive; so were "non commercial" with a space,
+# the Commons Clause, which forbids selling, "commercial use prohibited", "academic use
+# only", "not for resale" ...).  It rules a text out as copyleft does.
 RESTRICTED_TEXT = re.compile(
     r"\bproprietary\b|\bnon[- ]?commercial\b|\bnot for commercial\b|\bCC[- ]BY[- ]NC\b"
-    r"|\bCommons Clause\b"
+    r"|\bCommons Clause\b|\bno commercial use\b|\bexcept (for )?commercial\b"
+    r"|\bcommercial use (is )?(prohibited|forbidden|not (permitted|allowed))\b"
+    r"|\b(academic|research|personal|educational|evaluation)( use| purposes)? only\b"
+    r"|\bonly for (academic|research|personal|educational|evaluation)\b|\bnot for (re)?sale\b"
     r"|\bcommercial licen[cs]e (is )?required\b|\brequires? a commercial licen[cs]e\b",
     re.IGNORECASE)
 # "All rights reserved" reserves what no licence grants: a text saying it beside only a
