@@ -957,8 +957,8 @@ async def _fill_holes(ls: DlmServer, *args: Any) -> dict:
         # while the client answers ends the job as any other does
         token = await ls.progress_token("holes")
         count = f"{len(holes)} hole{'s' * (len(holes) > 1)}"
-        if token is not None:
-            ls.begin_progress(token, job, "dlm-lsp: filling holes", f"0 of {count}")
+        if token is not None:  # None where another request's progress is on it
+            token = ls.begin_progress(token, job, "dlm-lsp: filling holes", f"0 of {count}")
         state = HoleFilling(original)
         valid = []  # each fill's syntax verdict (None: unchecked), for the editor to warn
         for done, hole in enumerate(holes, 1):

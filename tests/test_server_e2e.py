@@ -442,6 +442,40 @@ async def test_filling_holes_reports_progress_hole_by_hole(client: LanguageClien
     assert end.message == "done"
 
 
+async def test_filling_holes_shows_no_progress_on_a_token_another_request_is_using(client):
+    """The token `dlm.fillHoles` is given may be one a client's own request is showing
+    progress on (a client that named its `workDoneToken` `dlm-lsp/holes/2`, and accepts
+    the server's create of it): the command then shows none (`begin_progress` refuses
+    it).  It reported its holes on that token anyway, and ended it "done" under the other
+    request, whose later reports and own end then came on a token already ended."""
+    accept_applied_edits(client)
+    open_doc(client, "a = <FILL>\n", uri="file:///work/holes.py")
+    first = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.fillHoles", ["file:///work/holes.py"]))
+    assert first["applied"] is True
+    [used] = server_progress(client, "holes")
+    kind, number = used.rsplit("/", 1)
+    taken = f"{kind}/{int(number) + 1}"  # the token the next progress_token gives
+    client.protocol.fm.features.pop(types.WINDOW_WORK_DONE_PROGRESS_CREATE, None)
+
+    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    def accept_even_a_token_in_use(params: types.WorkDoneProgressCreateParams) -> None:
+        return None  # pytest-lsp's own handler refuses a token it has seen
+
+    open_doc(client)
+    slow = slow_infill(client, taken, "slow")
+    await wait_for(lambda: reports(client, taken))
+    open_doc(client, "b = <FILL>\n", uri="file:///work/more.py", version=1)
+    second = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.fillHoles", ["file:///work/more.py"]))
+    assert second["applied"] is True
+    await asyncio.wrap_future(slow)
+    shown = client.progress_reports[taken]
+    assert [type(r).__name__ for r in shown if not isinstance(r, types.WorkDoneProgressReport)
+            ] == ["WorkDoneProgressBegin", "WorkDoneProgressEnd"]
+    assert all(r.message.startswith("step ") for r in reports(client, taken))
+
+
 async def test_cancelling_the_holes_progress_stops_the_fill_and_applies_nothing(client):
     applied = accept_applied_edits(client)
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
