@@ -631,7 +631,7 @@ def test_the_report_says_which_isolation_the_run_used_and_why_it_fell_back(
     report = json.loads(out.read_text())
     assert report["isolation"] == "network"
     assert report["isolation_fallback"] == "'namespaces': the reason"
-    assert ("sandbox isolation: a network namespace only (fell back: 'namespaces': the "
+    assert ("sandbox isolation: network and IPC namespaces only (fell back: 'namespaces': the "
             "reason).") in capsys.readouterr().out
 
 

@@ -88,7 +88,7 @@ ISOLATION_LEVELS = (NONE, NETWORK, NAMESPACES)  # weakest first
 ISOLATION_WORDS = {
     NAMESPACES: "namespaces (no network, its own processes, a read-only file system of only "
                 "the system's and Python's own files)",
-    NETWORK: "a network namespace only",
+    NETWORK: "network and IPC namespaces only",
     NONE: "none (the audit hook and the limits only)",
 }
 # Each level has an IPC namespace of its own too: System V shared memory, semaphores and
@@ -135,7 +135,7 @@ class Outcome:
     detail: str  # a short why: the failed assertion, the exception, the refused event
     seconds: float
     output: str = ""  # the start of stdout + stderr
-    isolation: str = NONE  # NAMESPACES, NETWORK (the network namespace alone) or NONE
+    isolation: str = NONE  # NAMESPACES, NETWORK (network and IPC namespaces alone) or NONE
 
     @property
     def network_isolated(self) -> bool:

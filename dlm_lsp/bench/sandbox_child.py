@@ -400,7 +400,7 @@ def isolate(root: str) -> None:
 
     Runs as the root of fresh user and mount namespaces, before the audit hook
     (it needs ctypes).  Raises OSError at the first step the kernel refuses; the
-    parent probes this once and falls back to the network namespace alone.
+    parent probes this once and falls back to the network and IPC namespaces alone.
     """
     import ctypes
 
