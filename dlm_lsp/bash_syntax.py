@@ -337,38 +337,45 @@ class BashSyntax:
             self._posix = _dash_failure(self.dash, self.text) is None
         return self._posix
 
-    def rejects(self, start: int, end: int, fill: str) -> Rejection | None:
+    def rejects(self, start: int, end: int, fill: str) -> tuple[Rejection | None, int | None]:
         """bash's objection to `fill` written over [start, end), else dash's where the
-        script is held to POSIX sh, or None."""
-        rejected = self._rejects("bash", start, end, fill)
+        script is held to POSIX sh, or None; and the line (0-based, of the document as
+        it is) below the span that the fill was judged without, as blank, for it is
+        broken on its own (`_broken_on_its_own`), or None: a verdict that passes says so,
+        as tree-sitter's does for such a line."""
+        rejected, ignored = self._rejects("bash", start, end, fill)
         if rejected is None and self._held_to_posix():
-            rejected = self._rejects("dash", start, end, fill)
-        return rejected
+            rejected, also = self._rejects("dash", start, end, fill)
+            ignored = ignored if ignored is not None else also
+        return rejected, ignored
 
-    def _rejects(self, parser: str, start: int, end: int, fill: str) -> Rejection | None:
+    def _rejects(self, parser: str, start: int, end: int,
+                 fill: str) -> tuple[Rejection | None, int | None]:
         low, high = self._chunk(start, end)
         source = self.text[low:start] + fill + self.text[end:high]
         failure = self._verdict(parser, source)
         if not isinstance(failure, _Failure):  # it parses, or the shell said nothing clear
-            return None
+            return None, None
         old = self._failure_as_it_is(parser, low, high)
         if old is _NO_VERDICT:
-            return None
+            return None, None
+        ignored = None
         if isinstance(old, _Failure):
             as_it_is = self.text[low:high]
             if not self._blamed(old, as_it_is, low, failure, source, start, end, fill):
-                return None
+                return None, None
             if self._broken_on_its_own(parser, old, failure, low, high, start, end, fill):
                 # judged as if the line below were blank: it is the user's to mend
+                ignored = self._row(low) + old.row
                 source, as_it_is = _blank(source, failure.row), _blank(as_it_is, old.row)
                 failure = self._verdict(parser, source)
                 if not isinstance(failure, _Failure):
-                    return None
+                    return None, ignored
                 old = self._verdict(parser, as_it_is)
                 if old is _NO_VERDICT or (isinstance(old, _Failure) and not self._blamed(
                         old, as_it_is, low, failure, source, start, end, fill)):
-                    return None
-        return self._rejection(parser, failure, source, low)
+                    return None, ignored
+        return self._rejection(parser, failure, source, low), ignored
 
     def _rejection(self, parser: str, failure: _Failure, source: str, low: int) -> Rejection:
         """`parser`'s `failure`, of the filled lines `source` that start at `low`."""

@@ -552,9 +552,8 @@ class ParsedDocument:
                                   (Validation(True, True, self.language,
                                               reason="no syntax errors"), blanked))
             if verdict.valid:
-                number = text.count("\n", 0, line[0]) + 1
-                verdict = replace(verdict, reason=f"{verdict.reason}; line {number}, broken on"
-                                                  " its own, pre-existing and ignored")
+                verdict = replace(verdict, reason=_broken_below(
+                    verdict.reason, text.count("\n", 0, line[0]) + 1))
             return verdict, judged_in
         # The document as it is, and the document with the span removed; for an
         # insertion they are the same text.
@@ -620,8 +619,12 @@ class ParsedDocument:
         if self._shell is None:
             self._shell = BashSyntax(self.text, self.tree.root_node, self._line_starts(),
                                      self.bash)
-        rejected = self._shell.rejects(start, end, fill)
-        return passed if rejected is None else self._rejected(rejected, rejected.parser)
+        rejected, ignored = self._shell.rejects(start, end, fill)
+        if rejected is not None:
+            return self._rejected(rejected, rejected.parser)
+        if ignored is None:
+            return passed
+        return replace(passed, reason=_broken_below(passed.reason, ignored + 1))
 
     def _rejected(self, rejected: Rejection, parser: str) -> Validation:
         """The verdict of a second parser that rejects a fill tree-sitter passed."""
@@ -938,6 +941,14 @@ def _introduced(count: int, line: int, column: int) -> str:
     """The reason of a rejected fill (0-based line and column), one wording for
     tree-sitter's and CPython's verdicts: `_moved` rewrites its line and column."""
     return f"fill introduces {count} syntax error(s), {_at(line, column)}"
+
+
+def _broken_below(reason: str, number: int) -> str:
+    """A passing verdict's `reason`, saying that line `number` (1-based) below the span
+    was judged blank, broken on its own (tree-sitter's `_Below`, or bash's check: see
+    bash_syntax), once however many checks judged it so."""
+    note = f"line {number}, broken on its own, pre-existing and ignored"
+    return reason if note in reason else f"{reason}; {note}"
 
 
 def _at(line: int, column: int) -> str:

@@ -126,6 +126,21 @@ def test_a_stray_closer_below_the_span_is_the_user_s_and_good_fills_pass_over_it
         assert _fill(marked, fill).valid, fill
 
 
+@pytest.mark.parametrize(("marked", "line"), [
+    ("f() {\n  local x=⟦⟧\n  fi\n  echo done\n}\n", 3),
+    ("x=⟦⟧\nfi\necho done\n", 2),
+])
+def test_a_fill_passed_over_a_stray_closer_says_the_closer_was_ignored(
+        marked: str, line: int) -> None:
+    """As tree-sitter's verdict names a line below that it judged blank, broken on its
+    own, so does bash's: its verdict passed with tree-sitter's reason alone, which said
+    nothing of the line the fill was judged without."""
+    for fill in ("1", '"$1"'):
+        reason = _fill(marked, fill).reason
+        assert reason.endswith(f"; line {line}, broken on its own, pre-existing and ignored")
+        assert reason.count("broken on its own") == 1, reason
+
+
 def test_over_a_stray_closer_a_fill_that_leaves_its_line_incomplete_is_still_rejected(
 ) -> None:
     assert not _fill("f() {\n  local x=⟦⟧\n  fi\n  echo done\n}\n", "$(").valid
