@@ -122,6 +122,22 @@ def with_all_cells(workspace: Workspace, params: types.DidCloseNotebookDocumentP
     return attrs.evolve(params, cell_text_documents=[*params.cell_text_documents, *left])
 
 
+def left_out_on_reopening(workspace: Workspace, params: types.DidOpenNotebookDocumentParams
+                          ) -> types.DidCloseNotebookDocumentParams | None:
+    """For a didOpen of a notebook already open (no didClose between): a didClose of the
+    cells it holds here that the new open does not list, or None.  pygls put the new
+    cells over the old ones and left the others be, each an open document for good
+    (counted against maxOpenDocuments, its caches kept, no later close to come)."""
+    uri = params.notebook_document.uri
+    if workspace.get_notebook_document(notebook_uri=uri) is None:
+        return None
+    listed = {unquote(cell.uri) for cell in params.cell_text_documents}
+    closing = with_all_cells(workspace, types.DidCloseNotebookDocumentParams(
+        types.NotebookDocumentIdentifier(uri), []))
+    left = [cell for cell in closing.cell_text_documents if unquote(cell.uri) not in listed]
+    return attrs.evolve(closing, cell_text_documents=left)
+
+
 def changed_cells(params: types.DidChangeNotebookDocumentParams
                   ) -> tuple[list[str], list[str], list[str]]:
     """The cells a notebook change (re)opened, those it edited, and those it closed."""

@@ -37,7 +37,7 @@ from dlm_lsp.config import InfillOptions, from_json
 from dlm_lsp.documents import apply_changes
 from dlm_lsp.engine import InfillResult
 from dlm_lsp.jobs import CLIENT_CANCELLED, SHUTTING_DOWN
-from dlm_lsp.notebooks import apply_notebook_change, with_all_cells
+from dlm_lsp.notebooks import apply_notebook_change, left_out_on_reopening, with_all_cells
 from dlm_lsp.results import Candidate
 
 log = logging.getLogger(__name__)
@@ -537,6 +537,22 @@ class DlmProtocol(LanguageServerProtocol):
         if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CHANGE)) is not None:
             yield handler, (params,), None
 
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def lsp_notebook_document__did_open(
+            self, params: types.DidOpenNotebookDocumentParams) -> Generator[Any, Any, None]:
+        """Open a notebook, then call the server's handler.  A notebook already open is
+        first closed of the cells the new open does not list (`notebooks.
+        left_out_on_reopening`), through the server's didClose handler: pygls left them
+        open for good."""
+        left = left_out_on_reopening(self.workspace, params)
+        if left is not None:
+            self.workspace.remove_notebook_document(left)
+            if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CLOSE)) is not None:
+                yield handler, (left,), None
+        self.workspace.put_notebook_document(params)
+        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
 
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def lsp_notebook_document__did_close(

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import pytest
 import torch
@@ -332,6 +333,23 @@ def test_a_notebook_closed_without_naming_its_cells_closes_them_all(session):
     assert asyncio.run(run())["result"]["openDocuments"] == 0
     assert session.ls.workspace.text_documents == {}
     assert session.ls.workspace.get_notebook_document(cell_uri=TARGET) is None
+
+
+def test_a_notebook_opened_again_without_a_close_closes_the_cells_it_no_longer_lists(session):
+    """A didOpen of a notebook already open put its cells over the old ones and left
+    those it does not list open for good, each a document counted against
+    maxOpenDocuments; those it lists again are open, as sent."""
+    async def run() -> dict:
+        session.receive(did_open())
+        session.receive(did_open(CELLS[:2]))
+        session.receive({"id": 1, "method": "dlm/status", "params": {}})
+        return await session.answer(1)
+
+    assert asyncio.run(run())["result"]["openDocuments"] == 2
+    assert set(session.ls.workspace.text_documents) == {unquote(cell(0)), unquote(cell(1))}
+    assert session.ls.workspace.get_notebook_document(cell_uri=TARGET) is None
+    notebook = session.ls.workspace.get_notebook_document(notebook_uri=NOTEBOOK)
+    assert [c.document for c in notebook.cells] == [cell(0), cell(1)]
 
 
 def dropped_whole(session) -> str:
