@@ -197,6 +197,19 @@ export function syntaxWarning(valid: boolean | null | undefined | (boolean | nul
 }
 
 /**
+ * What **Fill selection** says, once its fill is applied, of the editor's `count`
+ * selections (cursors included): it fills the primary one only, and with several the
+ * others were left as they were without a word.  Filling each is not offered: one
+ * request each, every edit moving the ranges of those below it, each fill seeing the
+ * ones before as text the user wrote.  Undefined with one selection.
+ */
+export function primaryOnlyNote(count: number): string | undefined {
+  if (count <= 1) return undefined;
+  const others = count - 1;
+  return `dlm: filled the primary selection only (${others} other selection${others > 1 ? "s" : ""} left as ${others > 1 ? "they were" : "it was"})`;
+}
+
+/**
  * What **Rewrite block** rewrites for the editor's `selections` (a line's length is
  * `lineLength(line)`): a selection as it is, a cursor's whole line, and several
  * selections (a column selection, Alt+Shift+drag, or cursors on several lines) the lines

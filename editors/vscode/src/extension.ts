@@ -34,7 +34,7 @@ import { answerAt, reachBack } from "./reach";
 import { Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { applyEditFailure, applyIfFresh, holeNear, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { applyEditFailure, applyIfFresh, holeNear, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
@@ -625,6 +625,8 @@ class DlmExtension implements vscode.Disposable {
       return;
     }
     this.warnIfUnparsed(result.candidates?.[0]?.valid);
+    const note = primaryOnlyNote(editor.selections.length);
+    if (note) vscode.window.setStatusBarMessage(note, 5000);
     this.record("fillSelection", { applied: true, stats: result.stats, text: document.getText(), version: document.version });
   }
 

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyEditFailure, applyIfFresh, EDITOR_REFUSED, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
+  applyEditFailure, applyIfFresh, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
   type Range,
 } from "../edits";
 
@@ -240,5 +240,16 @@ describe("syntaxWarning", () => {
 
   it("counts the holes whose fills do not parse", () => {
     assert.match(syntaxWarning([true, false, null, false]) ?? "", /^2 of 4 fills do not parse/);
+  });
+});
+
+describe("primaryOnlyNote: Fill selection says it filled the primary selection only", () => {
+  it("says nothing of a single selection or cursor", () => {
+    assert.equal(primaryOnlyNote(1), undefined);
+  });
+
+  it("names the selections it left as they were", () => {
+    assert.equal(primaryOnlyNote(2), "dlm: filled the primary selection only (1 other selection left as it was)");
+    assert.equal(primaryOnlyNote(4), "dlm: filled the primary selection only (3 other selections left as they were)");
   });
 });
