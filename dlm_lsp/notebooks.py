@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import logging
 import re
-from urllib.parse import unquote
 
 import attrs
 from lsprotocol import types
 from pygls.workspace import Workspace
 
-from dlm_lsp.documents import apply_changes, find_document
+from dlm_lsp.documents import apply_changes, document_key, find_document
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +61,11 @@ def cell_context(workspace: Workspace, uri: str, text: str) -> tuple[str, str]:
     doc = find_document(workspace, uri)
     if notebook is None or doc is None:
         return "", ""
-    key, documents = unquote(uri), workspace.text_documents  # keyed by the decoded uri
+    key, documents = document_key(uri), workspace.text_documents
     above: list[str] = []
     below: list[str] | None = None  # None until the cell itself is passed
     for cell in notebook.cells:
-        cell_key = unquote(cell.document)
+        cell_key = document_key(cell.document)
         if cell_key == key:
             below = []
             continue
@@ -114,9 +113,9 @@ def with_all_cells(workspace: Workspace, params: types.DidCloseNotebookDocumentP
     notebook = workspace.get_notebook_document(notebook_uri=params.notebook_document.uri)
     if notebook is None:
         return params
-    named = {unquote(cell.uri) for cell in params.cell_text_documents}
+    named = {document_key(cell.uri) for cell in params.cell_text_documents}
     left = [types.TextDocumentIdentifier(cell.document) for cell in notebook.cells
-            if unquote(cell.document) not in named]
+            if document_key(cell.document) not in named]
     if not left:
         return params
     return attrs.evolve(params, cell_text_documents=[*params.cell_text_documents, *left])
@@ -131,10 +130,10 @@ def left_out_on_reopening(workspace: Workspace, params: types.DidOpenNotebookDoc
     uri = params.notebook_document.uri
     if workspace.get_notebook_document(notebook_uri=uri) is None:
         return None
-    listed = {unquote(cell.uri) for cell in params.cell_text_documents}
+    listed = {document_key(cell.uri) for cell in params.cell_text_documents}
     closing = with_all_cells(workspace, types.DidCloseNotebookDocumentParams(
         types.NotebookDocumentIdentifier(uri), []))
-    left = [cell for cell in closing.cell_text_documents if unquote(cell.uri) not in listed]
+    left = [cell for cell in closing.cell_text_documents if document_key(cell.uri) not in listed]
     return attrs.evolve(closing, cell_text_documents=left)
 
 
@@ -171,9 +170,9 @@ def apply_notebook_change(workspace: Workspace,
     if cells is not None:
         structure = cells.structure
         if structure is not None and structure.did_close:
-            opened = {unquote(cell.uri) for cell in structure.did_open or []}
+            opened = {document_key(cell.uri) for cell in structure.did_open or []}
             structure = attrs.evolve(structure, did_close=[
-                cell for cell in structure.did_close if unquote(cell.uri) not in opened])
+                cell for cell in structure.did_close if document_key(cell.uri) not in opened])
         params = attrs.evolve(params, change=attrs.evolve(
             params.change, cells=attrs.evolve(cells, structure=structure, text_content=None)))
     workspace.update_notebook_document(params)
