@@ -619,6 +619,14 @@ def to_cursor_column(fill: str, text: str, start: int, end: int,
     return "\n".join([first[len(extra):], *moved])
 
 
+def _space_columns(lines: list[str]) -> set[int]:
+    """The columns of `lines` indented in spaces alone (blank and unindented lines, and
+    those with a tab in their indentation, left out): where a fill in spaces below a
+    cursor in tabs puts its levels."""
+    return {_width(_leading(line)) for line in lines
+            if line.strip() and _leading(line) and "\t" not in _leading(line)}
+
+
 def _step_past(before: str, extra: str, lines: list[str],
                tab: int) -> tuple[int, int] | None:
     """For `to_cursor_column`, below a cursor in its line's tabs (`before`) whose fill
@@ -634,8 +642,7 @@ def _step_past(before: str, extra: str, lines: list[str],
     fill was left as written, two tabs too deep."""
     if "\t" in extra:
         return None
-    widths = {_width(_leading(line)) for line in lines
-              if line.strip() and _leading(line) and "\t" not in _leading(line)}
+    widths = _space_columns(lines)
     for width in dict.fromkeys((tab, 4, 8)):
         level = len(before) * width
         base = level + len(extra)
@@ -675,8 +682,7 @@ def _tab_width(lines: list[str], before: str) -> int:
     lines are a body or a continuation (`g(a,` above `b)` 16 spaces in, two levels of
     the model's four right of two tabs), not at the cursor's level."""
     unit = _fill_unit(lines, _MODEL_STEP)
-    widths = {_width(_leading(line)) for line in lines
-              if line.strip() and _leading(line) and "\t" not in _leading(line)}
+    widths = _space_columns(lines)
     if len(widths) != 1 or not before or before.strip("\t"):
         return unit
     (width,) = widths
@@ -700,9 +706,11 @@ def _cursor_level(lines: list[str], before: str) -> _Frame | None:
     fill's step too, a tab of that step already reads it.  Below one tab the smallest
     column is the cursor's level in one reading and a level deeper in the other, so
     the columns are read as before."""
-    widths = {_width(_leading(line)) for line in lines if line.strip() and _leading(line)}
-    if (len(before) < 2 or before.strip("\t") or len(widths) < 2
-            or any("\t" in _leading(line) for line in lines if line.strip())):
+    if len(before) < 2 or before.strip("\t") or any(
+            "\t" in _leading(line) for line in lines if line.strip()):
+        return None
+    widths = _space_columns(lines)
+    if len(widths) < 2:
         return None
     base = min(widths)
     per_tab, rest = divmod(base, len(before))
