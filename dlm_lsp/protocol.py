@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -476,6 +477,12 @@ class DlmProtocol(LanguageServerProtocol):
             log.debug("$/cancelRequest for %r, which is not in flight", msg_id)
         elif future.cancel():
             self._cancelled_by_client.add(future)
+
+    def ask(self, method: str, params: Any) -> tuple[asyncio.Future, str]:
+        """Send the client a request of the server's own, and its id, by which it can be
+        given up (`forget_request`): pygls makes its ids alike (UUIDs), but keeps them."""
+        msg_id = str(uuid.uuid4())
+        return asyncio.ensure_future(self.send_request_async(method, params, msg_id=msg_id)), msg_id
 
     def forget_request(self, msg_id: str) -> None:
         """Stop waiting for the client's answer to the server's own request `msg_id` (an

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -223,10 +222,8 @@ class DlmServer(LanguageServer):
         # accepted however late, kept for good as nothing used it, and where the client
         # never answered, pygls kept the request's future for good (one for each load or
         # command).  pygls registers the token when its progress begins.
-        msg_id = str(uuid.uuid4())
-        created = asyncio.ensure_future(self.protocol.send_request_async(
-            types.WINDOW_WORK_DONE_PROGRESS_CREATE, types.WorkDoneProgressCreateParams(token),
-            msg_id=msg_id))
+        created, msg_id = self.protocol.ask(types.WINDOW_WORK_DONE_PROGRESS_CREATE,
+                                            types.WorkDoneProgressCreateParams(token))
         # retrieved: a refusal is no error of ours to log
         created.add_done_callback(lambda answer: answer.cancelled() or answer.exception())
         try:
@@ -513,10 +510,8 @@ class DlmServer(LanguageServer):
         self.check_fresh(job)
         edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
             types.OptionalVersionedTextDocumentIdentifier(job.uri, job.version), edits)])
-        msg_id = str(uuid.uuid4())  # as pygls makes them, but known here to give it up
-        asked = asyncio.ensure_future(self.protocol.send_request_async(
-            types.WORKSPACE_APPLY_EDIT, types.ApplyWorkspaceEditParams(edit, label=label),
-            msg_id=msg_id))
+        asked, msg_id = self.protocol.ask(types.WORKSPACE_APPLY_EDIT,
+                                          types.ApplyWorkspaceEditParams(edit, label=label))
         try:
             answer = await asyncio.shield(asked)
         except asyncio.CancelledError:
