@@ -24,6 +24,7 @@ import asyncio
 import inspect
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -234,6 +235,9 @@ def inline_items(texts: list[str], cursor: types.Range,
 # What the transport puts in place of a message body too large to read (see transport.py).
 OVERSIZED = "dlm-lsp/oversized"
 MAX_MESSAGE_BYTES = 64 << 20  # a 10 MB document, JSON-escaped, fits many times over
+# given-up ids remembered for their late answers: one per unanswered applyEdit or progress
+# token, so a bound keeps an editor that never answers from growing the set for good
+GIVEN_UP_KEPT = 256
 
 
 def oversized_body(size: int) -> bytes:
@@ -286,6 +290,8 @@ class DlmProtocol(LanguageServerProtocol):
         super().__init__(*args, **kwargs)
         # request handlers that `$/cancelRequest` cancelled, until they are answered
         self._cancelled_by_client: set[Any] = set()
+        # ids of the server's own requests it gave up on (`forget_request`), newest last
+        self._given_up: OrderedDict[str, None] = OrderedDict()
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
@@ -488,12 +494,27 @@ class DlmProtocol(LanguageServerProtocol):
         """Stop waiting for the client's answer to the server's own request `msg_id` (an
         applyEdit the client left unanswered): pygls keeps its future and result type
         until the answer comes, for good where none does.  An answer that comes later
-        is logged by pygls as one to an unknown id and dropped; the server's ids are
-        UUIDs, so it cannot be taken for another request's."""
+        is dropped quietly (`_handle_response`); the server's ids are UUIDs, so it
+        cannot be taken for another request's."""
         future = self._request_futures.pop(msg_id, None)
         self._result_types.pop(msg_id, None)
         if future is not None:
             future.cancel()
+        self._given_up[msg_id] = None
+        while len(self._given_up) > GIVEN_UP_KEPT:
+            self._given_up.popitem(last=False)
+
+    def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """Take the client's answer to a request of the server's own.  A late answer to
+        one the server gave up on is expected of a slow editor, not a fault: pygls would
+        warn of "a response to unknown message id", which reads as a protocol bug in
+        the log; it is noted at debug level and dropped.  An answer to an id the server
+        never sent still gets pygls' warning."""
+        if msg_id in self._given_up and msg_id not in self._request_futures:
+            del self._given_up[msg_id]
+            log.debug("late answer to request %s, given up on: dropped", msg_id)
+            return
+        super()._handle_response(msg_id, result, error)
 
     def cancelled_by_client(self, future: Any) -> bool:
         """Whether the client cancelled the request `future` handles (`$/cancelRequest`)."""

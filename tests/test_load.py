@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import random
 import signal
@@ -651,6 +652,42 @@ def test_a_cancelled_command_s_unanswered_apply_edit_is_given_up(model_dir):
     assert error_code(cancelled) == -32800
     assert pending == [set()]
     assert status["result"]["jobsInFlight"] == 0
+
+
+def test_a_late_answer_to_a_request_given_up_on_is_dropped_without_a_warning(caplog):
+    """An editor that answers an applyEdit after the server gave up on it is slow, not
+    at fault: pygls warned of "a response to unknown message id" for it, which reads as
+    a protocol bug.  The late answer is dropped quietly; an answer to an id the server
+    never sent is still warned of, and the ids remembered are bounded."""
+    from lsprotocol import types
+
+    from dlm_lsp.protocol import GIVEN_UP_KEPT
+
+    session = _Session(answer_after=3600)
+    protocol = session.ls.protocol
+
+    async def run() -> None:
+        edit = types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit())
+        _, given_up = protocol.ask("workspace/applyEdit", edit)
+        protocol.forget_request(given_up)
+        with caplog.at_level(logging.DEBUG, logger="pygls.protocol.json_rpc"):
+            session.receive({"id": given_up, "result": {"applied": True}})
+            late = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+            session.receive({"id": given_up, "result": {"applied": True}})  # twice: unknown
+            session.receive({"id": "never-sent", "result": None})
+        for _ in range(GIVEN_UP_KEPT + 10):
+            protocol.forget_request(protocol.ask("workspace/applyEdit", edit)[1])
+        assert late == []
+        warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert warned == [f'Received response to unknown message id "{given_up}"',
+                          'Received response to unknown message id "never-sent"']
+
+    try:
+        asyncio.run(run())
+    finally:
+        session.ls.release()
+    assert len(protocol._given_up) == GIVEN_UP_KEPT
+    assert protocol._request_futures == {} and protocol._result_types == {}
 
 
 def test_a_progress_token_the_client_never_accepts_leaves_no_request_behind(model_dir):
