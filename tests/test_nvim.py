@@ -142,6 +142,14 @@ def _complete_fixture(tmp_path):
     return path, path.read_text(encoding="utf-8")
 
 
+def _planted(tmp_path, text):
+    """run_nvim's `env` for tests/scripted_fills.py as the server, its fills `text`."""
+    planted = tmp_path / "fill.txt"
+    planted.write_text(text, encoding="utf-8")
+    return {"DLM_SERVER": json.dumps([sys.executable, str(ROOT / "tests" / "scripted_fills.py")]),
+            "DLM_TEST_FILL": str(planted)}
+
+
 # a fill through the plugin's `dlm.fill` with `params`, waiting for its answer, then :write
 _FILL_AND_WRITE = """local done = false
 dlm.fill({{ {params}, on_done = function(applied, answer)
@@ -333,8 +341,6 @@ def test_a_fill_of_a_selection_that_would_only_delete_it_is_not_applied_and_said
     """The server gives no edit where every candidate is whitespace in place of code (it
     would delete the selection): the plugin applies nothing and says why, as a warning
     (the user asked for a fill and got none)."""
-    planted = tmp_path / "fill.txt"
-    planted.write_text("  ", encoding="utf-8")
     path, before = _complete_fixture(tmp_path)
     result = run_nvim(tmp_path, model_dir, f"""
 local buf = open('{path}')
@@ -343,11 +349,54 @@ vim.notify = function(message) said[#said + 1] = message end
 vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci(i))`
 """ + _FILL_AND_WRITE.format(params="range = 2, line1 = 10, line2 = 10") + """
 result.said = said
-""", env={"DLM_SERVER": json.dumps([sys.executable, str(ROOT / "tests" / "scripted_fills.py")]),
-          "DLM_TEST_FILL": str(planted)})
+""", env=_planted(tmp_path, "  "))
     assert result["applied"] is False and result["answer"]["edits"] == []
     assert any("nothing applied" in m and "whitespace" in m for m in result["said"])
     assert path.read_text(encoding="utf-8") == before
+
+
+def test_a_command_that_applied_nothing_is_a_warning_seen_with_notify_off(tmp_path, model_dir):
+    """:DlmRewrite whose fill is only whitespace, and :DlmFillHoles in a buffer with no
+    hole, apply nothing: the user asked for a fill and got none, so the plugin warns, which
+    `notify = false` (the tests' setup) still shows.  It said so at info level, which
+    `notify = false` hides: the command seemed to do nothing, without a word."""
+    path, before = _complete_fixture(tmp_path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+local said = {{}}
+vim.notify = function(message, level) said[#said + 1] = {{ message, level }} end
+local done = false
+dlm.rewrite({{ range = 2, line1 = 10, line2 = 10, fargs = {{}}, on_done = function(err, answer)
+  result.rewrite, done = answer, true
+end }})
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.rewriteSelection')
+done = false
+dlm.fill_holes(function(err, answer) result.holes, done = answer, true end)
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.fillHoles')
+result.said, result.warn = said, vim.log.levels.WARN
+result.lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+-- typed while the server answered: the user's own doing, said as a dropped fill is (info)
+local client = dlm.client(buf)
+local request = client.request
+client.request = function(self, method, params, handler, ...)
+  return request(self, method, params, function(...)
+    vim.api.nvim_buf_set_lines(buf, 0, 0, false, {{ '# typed' }})
+    return handler(...)
+  end, ...)
+end
+said, done = {{}}, false
+dlm.rewrite({{ range = 2, line1 = 10, line2 = 10, fargs = {{}},
+  on_done = function() done = true end }})
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.rewriteSelection')
+result.said_after_typing = said
+""", env=_planted(tmp_path, "  "))
+    assert result["rewrite"]["applied"] is False and result["holes"]["applied"] is False
+    assert result["lines"] == before.splitlines()
+    rewrite, holes = result["said"]
+    assert rewrite[1] == holes[1] == result["warn"], result["said"]
+    assert rewrite[0].startswith("dlm: nothing applied: ") and "whitespace" in rewrite[0]
+    assert holes[0].startswith("dlm: nothing applied: no <FILL> holes in file://")
+    assert result["said_after_typing"] == []  # info: hidden with notify = false
 
 
 def test_rewrite_of_a_visual_selection_replaces_it_at_the_version_it_was_taken_in(tmp_path,
@@ -355,8 +404,6 @@ def test_rewrite_of_a_visual_selection_replaces_it_at_the_version_it_was_taken_i
     """:DlmRewrite names the buffer's version with the selection, which the server
     rewrites only at that version; the planted fill replaces the selection and nothing
     else."""
-    planted = tmp_path / "fill.txt"
-    planted.write_text("fib(i)", encoding="utf-8")
     path, before = _complete_fixture(tmp_path)
     result = run_nvim(tmp_path, model_dir, f"""
 local buf = open('{path}')
@@ -375,8 +422,7 @@ end }})
 assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.rewriteSelection')
 result.version = vim.lsp.util.buf_versions[buf]
 vim.cmd('write')
-""", env={"DLM_SERVER": json.dumps([sys.executable, str(ROOT / "tests" / "scripted_fills.py")]),
-          "DLM_TEST_FILL": str(planted)})
+""", env=_planted(tmp_path, "fib(i)"))
     assert result.get("err") is None and result["answer"]["applied"] is True
     assert result["sent"]["version"] == result["taken_in"] == result["answer"]["version"]
     assert result["version"] > result["taken_in"]  # the rewrite made the next one

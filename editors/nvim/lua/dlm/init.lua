@@ -591,18 +591,27 @@ function M.fill(cmd)
 end
 
 --- Run a server command through workspace/executeCommand (its edit comes back as applyEdit).
+--- A command that applied nothing is a warning, as `M.infill`'s fill of only whitespace is:
+--- the user asked for a fill and got none (no holes, the model wrote only whitespace, two
+--- unnamed buffers share the URI), and with `notify = false` an info message is never seen.
+--- Only where the buffer changed since the command was given is it said as a dropped fill
+--- is, at info level: the user's own typing, as `report_error` says -32801.
 local function execute(buf, command, arguments, on_done)
   local client = require_client(buf)
   if not client then
     return
   end
+  local snap = edits.snapshot(buf)
   client:request('workspace/executeCommand', { command = command, arguments = arguments },
     function(err, result)
       clear_draft(buf)
       if err then
         report_error(err)
       elseif result and result.applied == false then
-        notify('nothing applied: ' .. (result.message or 'the buffer changed meanwhile'))
+        local typed = edits.stale(snap) ~= nil
+        notify('nothing applied: ' .. (result.message
+          or (typed and 'the buffer changed meanwhile' or 'the edit was not applied')),
+          not typed and vim.log.levels.WARN or nil)
       elseif result and result.holes then
         notify(('filled %d hole%s'):format(result.holes, result.holes == 1 and '' or 's'))
       end
