@@ -336,6 +336,33 @@ result.asked = asked
     assert rewrite == {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 5}}
 
 
+def test_a_line_range_typed_wins_over_an_earlier_selection_on_that_line(tmp_path, model_dir):
+    """`:10DlmRewrite` (a count, or one address) rewrites line 10, and `:10DlmFill` fills
+    it, also where a selection was made on that line before: they took its `'<` `'>`
+    characters (`fibonacci(i)`) instead.  `:'<,'>`, which Visual mode's `:` types, still
+    takes the selection's characters."""
+    path, before = _complete_fixture(tmp_path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+local client, asked = dlm.client(buf), {{}}
+client.request = function(self, method, params) -- the range only: nothing sent, nothing edited
+  asked[#asked + 1] = params.range or params.arguments[1].range
+end
+vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci(i))`
+vim.cmd('10DlmRewrite')
+vim.cmd('10DlmFill')
+vim.cmd("'<,'>DlmRewrite")
+vim.api.nvim_feedkeys(vim.keycode('gv:DlmFill<CR>'), 'xt', false)
+result.asked = asked
+""")
+    line = before.splitlines()[9]
+    whole = {"start": {"line": 9, "character": 0}, "end": {"line": 9, "character": len(line)}}
+    selected = {"start": {"line": 9, "character": line.index("fibonacci(i)")},
+                "end": {"line": 9, "character": line.index("fibonacci(i)") + 12}}
+    assert result["asked"] == [whole, whole, selected, selected]
+    assert path.read_text(encoding="utf-8") == before
+
+
 def test_a_fill_of_a_selection_that_would_only_delete_it_is_not_applied_and_said(tmp_path,
                                                                               model_dir):
     """The server gives no edit where every candidate is whitespace in place of code (it

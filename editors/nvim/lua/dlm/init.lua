@@ -506,18 +506,25 @@ local BLOCK_REFUSED = 'a block selection (CTRL-V) over several lines is not one 
   .. 'select with v or V (a one-line block is filled as it is)'
 
 --- The range :DlmFill / :DlmRewrite act on: the visual selection when the command
---- was given one, else nil.  `cmd` is the user command's argument table.  A fill takes
---- one span of text, and a block over several lines is a column of pieces: as a span from
---- its top-left to its bottom-right corner it took in the text right of the block on its
---- first line and left of it on the others, which the user did not select, and rewrote
---- it.  So such a block gives nil and why not (a one-line block is a span: filled).
+--- was given it, the lines of a range typed (`:3DlmRewrite`, `:3,5DlmRewrite`), else nil.
+--- `cmd` is the user command's argument table.  Neovim does not say where a range came
+--- from; `:'<,'>`, which Visual mode's `:` puts in, is two addresses (`cmd.range` 2) that
+--- are the marks' lines.  A count or a one-line address is one (`cmd.range` 1): those
+--- lines, whatever selection was made before; `:3DlmRewrite` took an old selection's
+--- characters on line 3 for it.  (A range typed as two addresses that are the marks'
+--- lines, `:3,3DlmRewrite`, still reads as the selection: nothing tells them apart.)
+--- A fill takes one span of text, and a block over several lines is a column of pieces:
+--- as a span from its top-left to its bottom-right corner it took in the text right of
+--- the block on its first line and left of it on the others, which the user did not
+--- select, and rewrote it.  So such a block gives nil and why not (a one-line block is a
+--- span: filled).
 ---@return lsp.Range?, string?
 local function selection_range(buf, cmd, encoding)
   if cmd.range == 0 then
     return nil
   end
   local vstart, vend = api.nvim_buf_get_mark(buf, '<'), api.nvim_buf_get_mark(buf, '>')
-  local visual = vstart[1] == cmd.line1 and vend[1] == cmd.line2
+  local visual = cmd.range == 2 and vstart[1] == cmd.line1 and vend[1] == cmd.line2
   if visual and vim.fn.visualmode() == '\22' and vstart[1] ~= vend[1] then
     return nil, BLOCK_REFUSED
   end
