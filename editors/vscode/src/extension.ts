@@ -31,7 +31,7 @@ import {
 import { type Admission, CompletionGate, Debouncer, Handover, InFlight, Keystrokes } from "./debounce";
 import { type Launch, Lifecycle } from "./lifecycle";
 import { answerAt, reachBack } from "./reach";
-import { Follower } from "./poll";
+import { FIRST_INTERVAL_MS, type Finding, Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { applyEditFailure, applyIfFresh, holeNear, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
@@ -40,7 +40,7 @@ import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
 import {
-  type ClientState, type FillAnswer, fillLatency, loadSettled, RESTART_HINT, type ServerStatus, statusShown,
+  type ClientState, type FillAnswer, fillLatency, loadFinding, RESTART_HINT, type ServerStatus, statusShown,
   statusText, statusTooltip, suggestionLatency,
 } from "./status";
 
@@ -814,6 +814,8 @@ class DlmExtension implements vscode.Disposable {
     void vscode.window.showInformationMessage(`dlm-lsp: inline suggestions ${on ? "on" : "off"}`);
   }
 
+  /** Ask dlm/status once and show it; a service found down (after a fill, on a click) is
+   *  followed until it answers again (`load`), so that the status bar sees it come back. */
   private async refreshStatus(): Promise<void> {
     const client = this.client;
     if (!client || this.state !== "running") return;
@@ -824,6 +826,9 @@ class DlmExtension implements vscode.Disposable {
       this.output.warn(`dlm/status failed: ${messageOf(error)}`);
     }
     this.render();
+    if (this.client === client && this.state === "running" && loadFinding(this.status) === "down") {
+      this.load.keepUp(FIRST_INTERVAL_MS);
+    }
   }
 
   private scheduleStatus(delayMs: number): void {
@@ -832,12 +837,13 @@ class DlmExtension implements vscode.Disposable {
   }
 
   /** One question of `load` (poll.ts): whether the model's load has ended, loaded or
-   *  failed, or there is no load to follow (the server is not running). */
-  private async loadEnded(): Promise<boolean> {
-    if (this.state !== "running") return true;
+   *  failed, or there is no load to follow (the server is not running): `over`; or the
+   *  remote service does not answer (`down`), or the load goes on. */
+  private async loadEnded(): Promise<Finding> {
+    if (this.state !== "running") return "over";
     await this.refreshStatus();
     if (this.status?.loaded) this.record("modelLoaded", { status: this.status });
-    return loadSettled(this.status);
+    return loadFinding(this.status);
   }
 
   // ---- reporting ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@
  */
 
 import { type OpenDocument, serves } from "./languages";
+import { type Finding } from "./poll";
 
 /** The fields of a `dlm/status` result that the status bar shows. */
 export interface ServerStatus {
@@ -50,9 +51,19 @@ export function statusShown(state: ClientState, languages: readonly string[], ac
   return active !== undefined && (asked || serves(languages, active));
 }
 
-/** Whether the model's load has ended, loaded or failed: polling dlm/status can stop. */
-export function loadSettled(status: ServerStatus | undefined): boolean {
-  return !!status && (status.loaded || !!status.loadError);
+/**
+ * What polling dlm/status makes of an answer (poll.ts): `over` once the model has loaded
+ * or its load failed (the server tries again only when a setting changes, which starts a new
+ * series); `down` while a remote service does not answer (`reachable` false, with its
+ * reason in `loadError`), which it may do again at any time; else, and before any answer,
+ * `loading`.  A service down was `over`: the status bar said "unreachable" until the next
+ * fill or click, however long ago the service came back.
+ */
+export function loadFinding(status: ServerStatus | undefined): Finding {
+  if (!status) return "loading";
+  if (status.loaded) return "over";
+  if (status.reachable === false) return "down";
+  return status.loadError ? "over" : "loading";
 }
 
 /** What an explicit fill's answer says of the fill: the holes it found (Fill holes), the

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { FIRST_INTERVAL_MS, Follower, MAX_INTERVAL_MS } from "../poll";
+import { DOWN_MAX_INTERVAL_MS, FIRST_INTERVAL_MS, type Finding, Follower, MAX_INTERVAL_MS } from "../poll";
+import { loadFinding, type ServerStatus, statusText } from "../status";
 import { FakeTimers } from "./fake_timers";
 
 const MINUTE = 60000;
@@ -9,9 +10,9 @@ const MINUTE = 60000;
 /** A server loading its model for `loadMs`: each question is answered at once. */
 function loading(timers: FakeTimers, loadMs: number) {
   const asked: number[] = [];
-  const follower = new Follower(async () => {
+  const follower = new Follower(async (): Promise<Finding> => {
     asked.push(timers.now);
-    return timers.now >= loadMs;
+    return timers.now >= loadMs ? "over" : "loading";
   }, timers);
   return { asked, follower };
 }
@@ -53,10 +54,10 @@ describe("Follower: the status bar follows a model load to its end", () => {
   it("asks again after a question that failed", async () => {
     const timers = new FakeTimers();
     let asked = 0;
-    const follower = new Follower(async () => {
+    const follower = new Follower(async (): Promise<Finding> => {
       asked++;
       if (asked === 1) throw new Error("dlm/status failed");
-      return true;
+      return "over";
     }, timers);
     follower.follow(100);
     await timers.run(MINUTE);
@@ -78,13 +79,13 @@ describe("Follower: the status bar follows a model load to its end", () => {
   it("an answer that comes after a new load began or a stop asks no more", async () => {
     for (const after of ["follow", "stop"] as const) {
       const timers = new FakeTimers();
-      const answers: ((over: boolean) => void)[] = [];
-      const follower = new Follower(() => new Promise<boolean>((resolve) => answers.push(resolve)), timers);
+      const answers: ((found: Finding) => void)[] = [];
+      const follower = new Follower(() => new Promise<Finding>((resolve) => answers.push(resolve)), timers);
       follower.follow(100);
       await timers.run(100);                    // a question is out, unanswered
       if (after === "follow") follower.follow(500);
       else follower.stop();
-      answers[0](false);                        // the old answer: still loading
+      answers[0]("loading");                    // the old answer: still loading
       await timers.run(MINUTE);
       assert.equal(answers.length, after === "follow" ? 2 : 1, `after ${after}`);
     }
@@ -100,5 +101,74 @@ describe("Follower: the status bar follows a model load to its end", () => {
     await timers.run(MINUTE);
     assert.equal(asked.length, before);
     assert.equal(timers.waiting, 0);
+  });
+});
+
+describe("Follower: the status bar follows a remote service found down until it answers", () => {
+  // dlm/status of `backend: remote` while the service is down (RemoteEngine.status()), and once it answers
+  const down: ServerStatus = {
+    model: "remote engine at http://127.0.0.1:8000", loaded: false, reachable: false, device: null,
+    loadError: "cannot reach http://127.0.0.1:8000: Connection refused",
+  };
+  const up: ServerStatus = { model: "default", loaded: true, reachable: true, loadError: null, device: "cuda:0" };
+
+  /** The extension's status bar over a service down until `backMs`: `shown` is the last status asked. */
+  function service(timers: FakeTimers, backMs: number) {
+    const asked: number[] = [];
+    const bar = { shown: undefined as ServerStatus | undefined };
+    const follower = new Follower(async () => {
+      asked.push(timers.now);
+      bar.shown = timers.now >= backMs ? up : down;
+      return loadFinding(bar.shown);
+    }, timers);
+    return { asked, bar, follower };
+  }
+
+  it("says unreachable while the service is down, and loaded by itself once it is back", async () => {
+    const timers = new FakeTimers();
+    const { asked, bar, follower } = service(timers, 7 * MINUTE);
+    follower.follow(100);
+    await timers.run(5 * MINUTE);
+    assert.equal(statusText("running", bar.shown), "$(error) dlm: 127.0.0.1:8000 unreachable");
+    await timers.run(2 * MINUTE + DOWN_MAX_INTERVAL_MS);
+    // it stopped at the first "unreachable" and said so until the next fill or click
+    assert.equal(statusText("running", bar.shown), "$(sparkle) dlm: default · cuda:0");
+    const last = asked[asked.length - 1];
+    assert.ok(last >= 7 * MINUTE && last - 7 * MINUTE <= DOWN_MAX_INTERVAL_MS, `seen back at ${last / 1000} s`);
+    await timers.run(60 * MINUTE);
+    assert.equal(asked[asked.length - 1], last, "it went on asking after the service answered");
+    assert.equal(timers.waiting, 0);
+  });
+
+  it("asks a service that is down at growing intervals, never more than DOWN_MAX_INTERVAL_MS apart", async () => {
+    const timers = new FakeTimers();
+    const { asked, follower } = service(timers, Infinity);
+    follower.follow(100);
+    await timers.run(60 * MINUTE);
+    const gaps = asked.slice(1).map((at, i) => at - asked[i]);
+    assert.equal(gaps[0], FIRST_INTERVAL_MS);
+    assert.ok(gaps.every((gap, i) => i === 0 || gap >= gaps[i - 1]), `gaps shrank: ${gaps}`);
+    assert.equal(Math.max(...gaps), DOWN_MAX_INTERVAL_MS);
+    assert.ok(asked.length < 140, `${asked.length} questions in an hour`);  // every 10 s: 360
+  });
+
+  it("keepUp starts a series where none is under way, and leaves one under way as it is", async () => {
+    const timers = new FakeTimers();
+    const { asked, follower } = service(timers, Infinity);
+    follower.keepUp(1000);                      // a fill's status found the service down
+    await timers.run(1000);
+    assert.deepEqual(asked, [1000]);
+    follower.keepUp(1000);                      // found down again, while following
+    await timers.run(1000);                     // the series' next question, not a new one
+    assert.deepEqual(asked, [1000, 2000]);
+    follower.stop();
+    follower.keepUp(500);
+    await timers.run(500);
+    assert.deepEqual(asked, [1000, 2000, 2500]);
+    const loaded = new Follower(async (): Promise<Finding> => "over", timers);
+    loaded.follow(100);
+    await timers.run(100);
+    loaded.keepUp(100);                         // a series that ended: a new one
+    assert.equal(timers.waiting, 2);            // its question, and `follower`'s next
   });
 });

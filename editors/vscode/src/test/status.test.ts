@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  type ClientState, fillLatency, formatMs, loadSettled, modelLabel, statusShown, statusText, statusTooltip,
+  type ClientState, fillLatency, formatMs, loadFinding, modelLabel, statusShown, statusText, statusTooltip,
   suggestionLatency,
 } from "../status";
 
@@ -37,7 +37,7 @@ describe("status bar", () => {
     assert.match(tooltip, /model: remote engine at http:\/\/127\.0\.0\.1:45989 \(unreachable\)/);
     assert.match(tooltip, /unreachable: cannot reach .*fills will run on the local engine/);
     assert.doesNotMatch(tooltip, /load failed|not loaded yet/);
-    assert.equal(loadSettled(down), true);  // asked again at the next fill, not polled while down
+    assert.equal(loadFinding(down), "down");  // polled until it answers (poll.ts)
     const up = { model: "default", loaded: true, loadError: null, reachable: true, device: "cuda:0" };
     assert.equal(statusText("running", up, 80), "$(sparkle) dlm: default · cuda:0 · 80 ms");
   });
@@ -134,16 +134,23 @@ describe("statusShown: where the status bar item shows", () => {
   });
 });
 
-describe("loadSettled: when polling dlm/status can stop", () => {
+describe("loadFinding: when polling dlm/status can stop", () => {
   it("stops once the model has loaded, or its load has failed", () => {
-    assert.equal(loadSettled({ model: "default", loaded: true, device: "cpu" }), true);
-    assert.equal(loadSettled({ model: "/m", loaded: false, loadError: "not found", device: "auto" }), true);
+    assert.equal(loadFinding({ model: "default", loaded: true, device: "cpu" }), "over");
+    assert.equal(loadFinding({ model: "/m", loaded: false, loadError: "not found", device: "auto" }), "over");
   });
 
   it("keeps asking while the model is loading, or before any answer", () => {
-    assert.equal(loadSettled({ model: "default", loaded: false, device: "auto" }), false);
-    assert.equal(loadSettled({ model: "default", loaded: false, loadError: null, device: "auto" }), false);
-    assert.equal(loadSettled(undefined), false);
+    assert.equal(loadFinding({ model: "default", loaded: false, device: "auto" }), "loading");
+    assert.equal(loadFinding({ model: "default", loaded: false, loadError: null, device: "auto" }), "loading");
+    assert.equal(loadFinding(undefined), "loading");
+  });
+
+  it("keeps asking while a remote service does not answer, until it does", () => {
+    const down = { model: "sglang server at http://h:30000", loaded: false, reachable: false,
+                   loadError: "cannot reach http://h:30000: timed out", device: null };
+    assert.equal(loadFinding(down), "down");
+    assert.equal(loadFinding({ ...down, loaded: true, reachable: true, loadError: null }), "over");
   });
 });
 
