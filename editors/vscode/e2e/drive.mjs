@@ -23,6 +23,7 @@ const { values: args } = parseArgs({
     completion: { type: "string" },  // the server's planted fill, after `ret` on --fixture's blank indented line
     rewrite: { type: "string" },  // the file the server reads its planted fill from, each fill
     typing: { type: "string" },  // the server's log of its fills (tests/scripted_fills.py), beside its gate and fill
+    readonly: { type: "boolean", default: false },  // --file is read-only in the editor (files.readonlyInclude)
   },
 });
 
@@ -186,6 +187,7 @@ async function main() {
   if (args.completion) return completion(readFileSync(args.completion, "utf8"));
   if (args.rewrite) return rewrite(args.rewrite);
   if (args.typing) return typing(args.typing);
+  if (args.readonly) return readonly();
 
   await palette("DLM: Fill holes");
   log("ran DLM: Fill holes");
@@ -319,6 +321,34 @@ async function main() {
   const drafts = events().filter((e) => e.event === "draft").length;
   console.log(JSON.stringify({ passed: problems.length === 0, problems, fill, statusBar, ghost, partly, inserted, drafts, paused,
                                result: filled.result }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
+/**
+ * A document read-only in the editor (files.readonlyInclude, the lock on its tab): Fill holes
+ * is applied to it anyway, in the editor, and the file on disk stays as it was.  VS Code
+ * applies an extension's edit of a read-only document and answers true, so a refused edit is
+ * no sign of one, and what the extension says of a refusal (edits.ts, EDITOR_REFUSED) must
+ * not guess it.  Should a later VS Code refuse such edits, this fails, and that can change.
+ */
+async function readonly() {
+  const problems = [];
+  await goToLine(0);                         // the editor has the focus: typing does nothing there
+  await page.type("zzqq");
+  await sleep(500);
+  const lines = () => page.evaluate("document.querySelector('.editor-instance .view-lines').textContent");
+  if ((await lines()).includes("zzqq")) problems.push("the document is not read-only: typing went in");
+  await palette("DLM: Fill holes");
+  const filled = await until("the fill", event("fillHoles"), 90000, 500);
+  await sleep(2000); // an edit that could be saved would be by now (code-server saves after a delay)
+  await page.screenshot(join(args.shots, "readonly.png"));
+  const before = readFileSync(args.fixture, "utf8");
+  problems.push(...check(before, filled.text, filled.result).problems);  // applied, in the hole only
+  if (readFileSync(args.file, "utf8") !== before) problems.push("the read-only file was written on disk");
+  const errors = events().filter((e) => e.event === "error");
+  if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, result: filled.result }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
 }

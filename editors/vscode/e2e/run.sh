@@ -82,6 +82,12 @@
 #                                      # fix menu (Ctrl+.), the action faded in the Refactor
 #                                      # menu, and its reason in the editor from a key that
 #                                      # applies it at once (Ctrl+Alt+R, bound here)
+#   editors/vscode/e2e/run.sh --readonly
+#                                      # hello.py is read-only in the editor
+#                                      # (files.readonlyInclude): Fill holes is applied anyway,
+#                                      # in the editor only (the file on disk unchanged), as
+#                                      # VS Code does with an extension's edit of a read-only
+#                                      # document; so a refused edit is no sign of one
 set -euo pipefail
 
 QUICK=""
@@ -264,7 +270,8 @@ cat > "$WORK/user/User/settings.json" <<EOF
   "extensions.autoUpdate": false,
   "telemetry.telemetryLevel": "off",
   "git.openRepositoryInParentFolders": "never",
-  "chat.disableAIFeatures": true$([ -n "$QUICK" ] && echo ',
+  "chat.disableAIFeatures": true$([ "${1:-}" = "--readonly" ] && echo ',
+  "files.readonlyInclude": { "**/hello.py": true }')$([ -n "$QUICK" ] && echo ',
   "editor.quickSuggestions": { "other": "on", "comments": "off", "strings": "off" }')$([ "${1:-}" = "--notebook" ] && echo ',
   "workbench.editorAssociations": { "*.ipynb": "jupyter-notebook" },
   "dlm.suggestInvalid": true')$([ -n "$FILL" ] && [ -z "$FILL_LOG" ] && echo ',
@@ -318,4 +325,5 @@ node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
   $([ "${1:-}" = "--tcp-wrong-token" ] && echo --refused) $([ -n "$CRASH" ] && echo --crash "$CRASH") \
   $([ "${1:-}" = "--late-language" ] && echo --late-language perl --settings "$WORK/workspace/.vscode/settings.json") \
   $([ "${1:-}" = "--notebook" ] && echo --notebook) $([ "${1:-}" = "--completion" ] && echo --completion "$FILL") \
-  $([ "${1:-}" = "--rewrite" ] && echo --rewrite "$FILL") $([ -n "$FILL_LOG" ] && echo --typing "$FILL_LOG")
+  $([ "${1:-}" = "--rewrite" ] && echo --rewrite "$FILL") $([ -n "$FILL_LOG" ] && echo --typing "$FILL_LOG") \
+  $([ "${1:-}" = "--readonly" ] && echo --readonly)

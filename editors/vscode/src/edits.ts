@@ -63,9 +63,17 @@ export function checkResult(requested: { version: number; range: Range }, answer
   return { apply: true };
 }
 
-/** Said when VS Code refused an edit of a document that had not changed: VS Code gives no
- *  reason (its window log may: a read-only file, a file that cannot be opened). */
-export const EDITOR_REFUSED = "VS Code refused the edit, the document unchanged: is it read-only?";
+/**
+ * Said when VS Code refused an edit of a document that had not changed.  VS Code gives the
+ * extension no reason (`workspace.applyEdit` resolves false; its main thread logs "IGNORING
+ * workspace edit: <error>" in the Window log), so this says none.  It asked "is it
+ * read-only?", but a read-only document is no refusal: VS Code (code-server 4.139.1) applies
+ * an extension's edit to one (`files.readonlyInclude`, a file without write permission
+ * under `files.readonlyFromPermissions`, or set read-only for the session) in the editor,
+ * answers true, and leaves the file on disk as it was.
+ */
+export const EDITOR_REFUSED = "VS Code did not apply the edit and gave no reason (its Window log may say "
+  + "why: Output, Window), the document unchanged";
 
 /**
  * Why VS Code did not apply an edit made for `version` of a document now at `current`

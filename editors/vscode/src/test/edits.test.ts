@@ -95,6 +95,8 @@ describe("applyIfFresh: a fill is applied to the version it was computed for, or
     const verdict = await applyIfFresh(requested, answer, () => 2, (edits) => edits, async () => false);
     assert.deepEqual(verdict, { apply: false, reason: EDITOR_REFUSED });
     assert.doesNotMatch(EDITOR_REFUSED, /document changed/);
+    // nor guesses read-only: VS Code applies an edit to a read-only document (e2e/run.sh --readonly)
+    assert.doesNotMatch(EDITOR_REFUSED, /read-only/);
   });
 
   it("neither converts nor applies an answer that was stale on arrival", async () => {
