@@ -24,6 +24,7 @@ const { values: args } = parseArgs({
     rewrite: { type: "string" },  // the file the server reads its planted fill from, each fill
     typing: { type: "string" },  // the server's log of its fills (tests/scripted_fills.py), beside its gate and fill
     readonly: { type: "boolean", default: false },  // --file is read-only in the editor (files.readonlyInclude)
+    "remote-down": { type: "string" },  // the port of dlm.remoteUrl, where nothing listens until the driver does
   },
 });
 
@@ -180,6 +181,7 @@ async function main() {
   if (args.refused) return refused();
   if (args["late-language"]) return lateLanguage(args["late-language"]);
   await until("the extension to start the server", event("serverStarted"), 60000, 500);
+  if (args["remote-down"]) return remoteDown(Number(args["remote-down"]));
   const loaded = await until("the model to load", event("modelLoaded"), 120000, 500);
   if (args.crash) return crashed();
   log(`server up: ${JSON.stringify(loaded.status)}`);
@@ -353,6 +355,44 @@ async function readonly() {
   process.exit(problems.length ? 1 : 0);
 }
 
+/**
+ * `backend: remote` with nothing at `remoteUrl`: the status bar says "unreachable".  20 s on
+ * (polling at growing intervals by then) the service comes up, the driver's own answer to
+ * GET /v1/metrics (remote/wire.py), and the status bar must show its model and device by
+ * itself, within 45 s (asked at most every 30 s), with no fill or click.  It said
+ * "unreachable" for good: polling stopped at the first answer that said so.
+ */
+async function remoteDown(port) {
+  const problems = [];
+  const down = await until("the status bar to say the service is unreachable", async () => {
+    const text = await dlmStatusBar();
+    return /unreachable/.test(text) && text;
+  }, 60000);
+  log(`status bar: ${down}`);
+  await sleep(20000);
+  const { createServer } = await import("node:http");
+  const service = createServer((request, response) => {
+    const body = JSON.stringify({ model: "e2e-service", device: "cuda:0", replicas: 1, queueDepth: 0 });
+    response.writeHead(request.url.endsWith("/v1/metrics") ? 200 : 404, { "Content-Type": "application/json" });
+    response.end(body);
+  });
+  await new Promise((resolve) => service.listen(port, "127.0.0.1", resolve));
+  const up = Date.now();
+  log(`service up on ${port}`);
+  const back = await until("the status bar to show the service's model", async () => {
+    const text = await dlmStatusBar();
+    return /e2e-service · cuda:0/.test(text) && text;
+  }, 45000).catch((error) => (problems.push(error.message), undefined));
+  const seconds = (Date.now() - up) / 1000;
+  await page.screenshot(join(args.shots, "remote-back.png"));
+  service.close();
+  const errors = events().filter((e) => e.event === "error");
+  if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, down, back, seconds }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
 /** The texts of the notifications on screen: toasts, or the notification center's list. */
 const notifications = (where) => page.evaluate(
   `[...document.querySelectorAll('${where} .notification-list-item-message')].map(e => e.textContent)`);
@@ -508,6 +548,7 @@ async function lateLanguage(language) {
   writeFileSync(args.settings, JSON.stringify(settings, null, 2));
   log(`added ${language} to dlm.languages`);
   await until("the extension to start the server", event("serverStarted"), 60000, 500);
+  if (args["remote-down"]) return remoteDown(Number(args["remote-down"]));
   const loaded = await until("the model to load", event("modelLoaded"), 120000, 500);
   log(`server up: ${JSON.stringify(loaded.status)}`);
   await palette("DLM: Fill holes");

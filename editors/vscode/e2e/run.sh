@@ -88,6 +88,11 @@
 #                                      # in the editor only (the file on disk unchanged), as
 #                                      # VS Code does with an extension's edit of a read-only
 #                                      # document; so a refused edit is no sign of one
+#   editors/vscode/e2e/run.sh --remote-down
+#                                      # backend: remote, with nothing at remoteUrl: the status
+#                                      # bar says "unreachable"; 20 s later the driver serves
+#                                      # the service's /v1/metrics there, and the status bar
+#                                      # must show its model within 45 s, with no fill or click
 set -euo pipefail
 
 QUICK=""
@@ -219,6 +224,8 @@ if [ "${1:-}" = "--rewrite" ]; then    # a function to rewrite a line of, and 30
 EOF
 fi
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+REMOTE_PORT=""
+[ "${1:-}" = "--remote-down" ] && REMOTE_PORT=$(free_port)  # nothing listens there, until the driver does
 ADDRESS=""
 TOKEN=""
 SERVER_TOKEN=""
@@ -270,7 +277,9 @@ cat > "$WORK/user/User/settings.json" <<EOF
   "extensions.autoUpdate": false,
   "telemetry.telemetryLevel": "off",
   "git.openRepositoryInParentFolders": "never",
-  "chat.disableAIFeatures": true$([ "${1:-}" = "--readonly" ] && echo ',
+  "chat.disableAIFeatures": true$([ -n "$REMOTE_PORT" ] && echo ',
+  "dlm.backend": "remote",
+  "dlm.remoteUrl": "http://127.0.0.1:'"$REMOTE_PORT"'"')$([ "${1:-}" = "--readonly" ] && echo ',
   "files.readonlyInclude": { "**/hello.py": true }')$([ -n "$QUICK" ] && echo ',
   "editor.quickSuggestions": { "other": "on", "comments": "off", "strings": "off" }')$([ "${1:-}" = "--notebook" ] && echo ',
   "workbench.editorAssociations": { "*.ipynb": "jupyter-notebook" },
@@ -326,4 +335,4 @@ node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
   $([ "${1:-}" = "--late-language" ] && echo --late-language perl --settings "$WORK/workspace/.vscode/settings.json") \
   $([ "${1:-}" = "--notebook" ] && echo --notebook) $([ "${1:-}" = "--completion" ] && echo --completion "$FILL") \
   $([ "${1:-}" = "--rewrite" ] && echo --rewrite "$FILL") $([ -n "$FILL_LOG" ] && echo --typing "$FILL_LOG") \
-  $([ "${1:-}" = "--readonly" ] && echo --readonly)
+  $([ "${1:-}" = "--readonly" ] && echo --readonly) $([ -n "$REMOTE_PORT" ] && echo --remote-down "$REMOTE_PORT")
