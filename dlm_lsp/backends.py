@@ -53,6 +53,9 @@ class Backend(Protocol):
     """What the language server needs of whatever runs its fills."""
 
     notices: deque[str]  # what the backend changed on its own, to tell the user
+    # whether `status` asks a server over the network (and so can wait for it, up to
+    # `remote.retry.STATUS_TIMEOUT_S` a try): the server then asks it off its event loop
+    status_waits: bool
 
     def infill(self, req: InfillRequest) -> InfillResult:
         """Fill the request's span (blocking; stops when `req.should_stop()` turns true)."""

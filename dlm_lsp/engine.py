@@ -166,6 +166,8 @@ def _graph_status(model: DiffusionModel | None) -> dict[str, Any] | None:
 class Engine:
     """Loads the configured model once and serves infill requests."""
 
+    status_waits = False  # `status` reads this process's figures (`Backend.status_waits`)
+
     def __init__(self, config: ServerConfig):
         self.config = config
         self._model: DiffusionModel | None = None

@@ -751,11 +751,17 @@ def _replaced(ls: DlmServer, uri: str, rng: types.Range) -> str:
 
 
 @feature(STATUS)
-def status(ls: DlmServer, params: Any) -> dict:
+async def status(ls: DlmServer, params: Any) -> dict:
     """`dlm/status`: the engine's device, model, queue, latency, throughput and caches, and
     what this server holds: its jobs, open documents and progress tokens (each let go of
-    when done; a count that only grows is a leak)."""
-    return {"version": __version__, **ls.engine.status(), "jobsInFlight": ls.jobs.in_flight(),
+    when done; a count that only grows is a leak).  A remote backend's status asks its
+    service, which takes up to 2 s a try where the service is down or hung: asked on the
+    event loop, that held every other message (edits, cancels, ghost text) meanwhile, at
+    each poll of an editor's status bar; it is asked on a thread instead."""
+    engine = ls.engine
+    engine_status = await asyncio.to_thread(engine.status) if engine.status_waits \
+        else engine.status()
+    return {"version": __version__, **engine_status, "jobsInFlight": ls.jobs.in_flight(),
             "openDocuments": len(ls.workspace.text_documents),
             "progressTokens": len(ls.work_done_progress.tokens)}
 

@@ -78,6 +78,8 @@ class EnginePool:
 class SharedEngine:
     """One client's backend: the shared engine, with this client's fill settings."""
 
+    status_waits = False  # the shared engine is a local one (`Backend.status_waits`)
+
     def __init__(self, pool: EnginePool, engine: Engine, config: ServerConfig,
                  counted: Callable[[], bool]):
         self.pool, self.engine, self.config, self.counted = pool, engine, config, counted

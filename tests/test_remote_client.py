@@ -451,3 +451,29 @@ def test_the_editor_is_told_when_the_service_is_unreachable(model_dir: Path):
         assert status["loadError"].startswith("cannot reach http://127.0.0.1")
     finally:
         server.close()
+
+
+def test_the_status_of_a_service_that_does_not_answer_holds_up_no_other_message(model_dir):
+    """An editor polls `dlm/status` while a remote service is down.  Asking a service
+    that took the connection and never answers waits up to 2 s a try: asked on the
+    server's event loop, that held every message behind it (edits, cancels, ghost text)
+    for as long, at each poll.  A request sent after the status is answered first."""
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)  # connections are taken by the kernel and never answered
+    server = ServerProcess()
+    try:
+        server.client.initialize({"model": str(model_dir), "backend": "remote",
+                                  "remoteUrl": f"http://127.0.0.1:{hung.getsockname()[1]}",
+                                  "remoteRetries": 0})
+        server.client.wait(lambda _: [m for m in server.client.shown() if "did not answer" in m])
+        asked = server.client.request("dlm/status")
+        after = server.client.request("dlm/no-such-method")
+        server.client.response(asked)
+        order = [m.get("id") for m in server.client.messages if m.get("id") in (asked, after)]
+        status = server.client.response(asked)["result"]
+    finally:
+        server.close()
+        hung.close()
+    assert order == [after, asked]
+    assert status["reachable"] is False and "did not answer" in status["loadError"]

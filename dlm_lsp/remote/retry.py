@@ -100,6 +100,7 @@ class ServerBackend:
     """The part of a `Backend` on a server that does not depend on the server's API."""
 
     BACKEND = ""  # the `backend` setting, as `dlm/status` shows it
+    status_waits = True  # `status` asks the server (`Backend.status_waits`)
     SERVER = ""  # how messages name the server: "<SERVER> at <remoteUrl>"
     LABEL = ""  # how `dlm/status` names an unreachable server: "<LABEL> at <remoteUrl>"
     # the served model's tokenizer is on the server: a rewrite is judged too long here only
