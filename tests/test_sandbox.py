@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -198,7 +199,7 @@ def test_run_programs_finds_the_isolation_once_before_its_workers_start(monkeypa
     monkeypatch.setattr(sandbox, "_WARNED", sandbox._Once())
     outcomes = run_programs(["pass\n"] * 4, SandboxConfig(timeout_s=5.0, workers=2))
     assert all(outcome.passed for outcome in outcomes)
-    assert looked == [threading.current_thread().name]
+    assert looked and set(looked) == {threading.current_thread().name}  # no worker's
 
 
 def test_a_namespace_the_kernel_refuses_is_the_sandboxs_failure_not_the_programs(
@@ -307,8 +308,9 @@ def test_a_machine_with_no_known_pivot_root_number_leaves_the_namespaces_out_and
     found = sandbox.probe_isolation.__wrapped__()
     monkeypatch.setattr(sandbox, "probe_isolation", lambda: found)
     run_program("pass\n", QUICK)  # the warning comes as programs are to run
-    assert found == sandbox.Isolation(sandbox.NETWORK, "'namespaces': no pivot_root system "
-                                      "call number known for mips64 (64-bit Python)")
+    assert found.level == sandbox.NETWORK
+    assert found.fallback.startswith("'namespaces': no pivot_root system call number known "
+                                     "for mips64 (64-bit Python)")  # as root, more follows
     said = capsys.readouterr().err
     assert "mips64" in said and "falling back to 'network'" in said
     assert sandbox.isolation_warning(sandbox.NONE) not in said  # no network, still,
@@ -422,7 +424,9 @@ def test_the_program_sees_only_its_own_processes():
 def test_the_program_cannot_open_the_descriptors_of_the_process_that_waits_for_it():
     """That process holds the outcome's pipe and, for a moment after the fork, the start's:
     through /proc/1/fd the program opened them (and its captured output) as its own."""
-    program = ("import os\nopened = []\nfor name in os.listdir('/proc/1/fd'):\n"
+    program = ("import os\nopened = []\ntry:\n    names = os.listdir('/proc/1/fd')\n"
+               "except PermissionError:\n    names = []  # root's, as the program is not\n"
+               "for name in names:\n"
                "    try:\n        os.open(f'/proc/1/fd/{name}', os.O_RDONLY | os.O_NONBLOCK)\n"
                "        opened.append(name)\n    except PermissionError:\n        pass\n"
                "assert not opened, opened\n")
@@ -479,7 +483,9 @@ def test_a_module_the_namespaces_hide_makes_the_probe_fall_back_and_say_why(
     probe = sandbox.probe_isolation.__wrapped__  # probed afresh, the cache left alone
     assert probe().level == sandbox.NETWORK
     said = capsys.readouterr().err
-    assert "'namespaces' fails" in said and "dlm_sandbox_outside" in said, said
+    # as root, 'namespaces' as nobody and as root
+    assert re.search(r"'namespaces'( as \w+)? fails", said) and "dlm_sandbox_outside" in said, \
+        said
 
 
 @pytest.fixture
@@ -526,6 +532,8 @@ def venv(tmp_path_factory):
                    capture_output=True)
     site = next(path.glob("lib/python*/site-packages"))
     elsewhere = tmp_path_factory.mktemp("elsewhere")
+    for made in (path, elsewhere):  # 0700 as made: open to all, as a venv usually is, so
+        made.chmod(0o755)  # that root's programs, run as nobody, may read it
     (elsewhere / "dlm_sandbox_probe.py").write_text("ANSWER = 42\n")
     site.rmdir()
     site.symlink_to(elsewhere)
@@ -844,17 +852,23 @@ def test_replacing_the_captured_output_neither_hangs_nor_crashes_the_sandbox():
 
 def test_the_way_to_the_working_directory_is_closed_to_other_users(monkeypatch):
     """A program may open its own directory to everyone; the one holding it stays 0700, so
-    no other user of the machine can run what it leaves there (a set-user-ID copy)."""
+    no other user of the machine can run what it leaves there (a set-user-ID copy).  Root's
+    programs, which run as nobody, may pass through it (0710, nobody's group), not list it
+    or read the output it holds (0600, root's)."""
     seen = []
     real_remove = sandbox._remove
 
     def remove(outer):
-        seen.append((os.stat(outer).st_mode & 0o777, sorted(os.listdir(outer))))
+        seen.append((os.stat(outer).st_mode & 0o777, os.stat(outer).st_gid,
+                     sorted(os.listdir(outer)), os.stat(Path(outer, "output")).st_mode & 0o777))
         real_remove(outer)
     monkeypatch.setattr(sandbox, "_remove", remove)
     outcome = run_program("import os\nos.chmod('.', 0o777)\n", QUICK)
     assert outcome.passed, outcome.detail
-    assert seen == [(0o700, ["output", "work"])]
+    if sandbox._drops(outcome.isolation):
+        assert seen == [(0o710, sandbox.UNPRIVILEGED, ["output", "work"], 0o600)]
+    else:
+        assert seen == [(0o700, os.getegid(), ["output", "work"], 0o600)]
 
 
 def test_descriptors_are_limited():
@@ -913,3 +927,102 @@ def test_an_interrupted_benchmark_ends_the_programs_under_way_at_once(monkeypatc
     assert time.monotonic() - began < 15, "waited for the programs' timeout"
     assert _our_programs() == []
     assert list(tmp_path.glob("dlm-sandbox-*")) == []
+
+
+# Forks children that sleep, up to 200, and says how many it made: the hook is off (it
+# refuses os.fork), so only the kernel's process limit stops it.
+FORK_BOMB = """
+import os, time
+made = 0
+for _ in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(2)
+        os._exit(0)
+    made += 1
+assert 0 < made <= {limit}, made
+"""
+
+
+@pytest.mark.parametrize("isolation", [sandbox.NONE, sandbox.isolation_available()])
+def test_a_fork_bomb_stops_at_the_process_limit_even_as_root(monkeypatch, isolation):
+    """The kernel exempts root from RLIMIT_NPROC: run as root (as CI containers run), a
+    program made all of its 200 forks, bounded only by the timeout and the machine's
+    process table.  Root's programs now drop to nobody where that works (the probe)."""
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    if os.geteuid() == 0 and not sandbox._drops(isolation):
+        pytest.skip(f"root's programs run as nobody at {sandbox.isolation_available()!r} "
+                    f"only here")
+    config = SandboxConfig(timeout_s=10.0, hook=False, extra_processes=16)
+    outcome = run_program(FORK_BOMB.format(limit=16), config)
+    assert outcome.passed, outcome.detail
+
+
+@pytest.fixture
+def everyones_python(monkeypatch):
+    """The sandbox run as root with an interpreter every user may run (this one may lie in
+    root's home, out of nobody's reach): the system's of this version, where there is one."""
+    if os.geteuid() != 0:
+        pytest.skip("only root's programs change users")
+    python = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"no {python} here")
+    monkeypatch.setattr(sandbox.sys, "executable", str(python))
+
+
+@pytest.fixture
+def callers_dir():
+    """A directory of the caller's that everyone may read and only root may write."""
+    path = Path(tempfile.mkdtemp(prefix="dlm-sandbox-callers-"))
+    (path / "keep").write_text("keep")
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+@pytest.mark.parametrize("kernel", ["no unshare", "no PID namespace"])
+def test_root_s_programs_run_as_nobody_and_cannot_write_the_caller_s_files(
+        everyones_python, callers_dir, monkeypatch, tmp_path, kernel):
+    """Below the namespaces, a program of root's ran as root: the hook off, it wrote
+    wherever root could.  Now it runs as nobody: it reads what every user may, writes its
+    own directory (its alone, 0700), and nothing of the caller's."""
+    if kernel == "no unshare":
+        monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+        expected = sandbox.NONE
+    else:  # an `unshare` that refuses a PID namespace
+        refusing = tmp_path / "unshare"
+        refusing.write_text(f'#!/bin/sh\ncase " $* " in *" --pid "*) exit 1;; esac\n'
+                            f'exec {shutil.which("unshare")} "$@"\n')
+        refusing.chmod(0o755)
+        monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(refusing))
+        expected = sandbox.NETWORK
+    found = sandbox.probe_isolation.__wrapped__()  # probed afresh, the cache left alone
+    monkeypatch.setattr(sandbox, "probe_isolation", lambda: found)
+    assert (found.level, found.drop) == (expected, True), found
+    keep = callers_dir / "keep"
+    program = f"""
+import os, stat
+assert os.getuid() == os.geteuid() == os.getgid() == {sandbox.UNPRIVILEGED}
+assert os.getgroups() == []
+assert open({str(keep)!r}).read() == 'keep'
+for attempt in (lambda: open({str(keep)!r}, 'a'),
+                lambda: open({str(callers_dir / 'new')!r}, 'w'),
+                lambda: os.remove({str(keep)!r})):
+    try:
+        attempt()
+    except PermissionError:
+        continue
+    raise AssertionError('wrote the caller s files')
+here = os.stat('.')
+assert (here.st_uid, stat.S_IMODE(here.st_mode)) == ({sandbox.UNPRIVILEGED}, 0o700)
+open('mine', 'w').write('fine')
+"""
+    outcome = run_program(program, KERNEL_ONLY)
+    assert outcome.passed and outcome.isolation == expected, outcome.detail + outcome.output
+    assert sorted(p.name for p in callers_dir.iterdir()) == ["keep"]
+    assert keep.read_text() == "keep"

@@ -12,8 +12,13 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   stderr captured into a file beside it (read back through its descriptor);
 - resource limits set before the interpreter starts (`preexec_fn`): address
   space, CPU seconds, file size (which also caps the captured output), open
-  descriptors, no core dumps and, for a user other than root (the kernel
-  exempts root), a process count just above what the user already runs;
+  descriptors, no core dumps and a process count just above what the program's
+  user already runs;
+- run as root, the program gives up root's ids for nobody's (`UNPRIVILEGED`) before it
+  starts: the kernel exempts root from the process count, and a fork bomb ran on to
+  the timeout (200 forks of 200, 2026-12-03).  It owns its directory and source; root
+  keeps the rest.  Where nobody cannot reach the interpreter (one in root's home,
+  without the namespaces' root that shows it), it runs as root, the report says so;
 - its own process group, killed whole at the wall-clock timeout;
 - where the kernel lets an unprivileged user create them, new namespaces
   (`unshare --user --net --ipc --pid --mount`): an empty network (a loopback
@@ -27,8 +32,8 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   of five harmless devices, and a fresh small tmpfs as the working directory.
   The rest of the host is out of sight: the user's home (keys, tokens),
   other projects, /etc's other files, /tmp and /run, where local sockets
-  live.  The child then moves into a user namespace of its own, so the
-  program cannot undo any of it
+  live.  The child then moves into a user namespace of its own (run as root: no user
+  namespace, and the child gives up root's ids), so the program cannot undo any of it
   (`sandbox_child.isolate`).
   Where only `unshare --user --net --ipc` works, the network (and IPC) namespace
   alone; where that fails too (no `unshare`, user namespaces refused), none.  The level is
@@ -71,9 +76,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlm_lsp.bench.sandbox_child import (
+    DROP,
     ISOLATE,
     NO_HOOK,
     STARTED,
+    UNPRIVILEGED,
     interpreter_abi,
     pivot_root_number,
 )
@@ -99,6 +106,11 @@ UNSHARE_ARGS = {
                  "--kill-child", "--mount-proc", "--"),
     NETWORK: ("--user", "--net", "--ipc", "--map-root-user", "--"),
 }
+# Root's, where its programs drop root's ids (`Isolation.drop`): no user namespace.  One
+# mapping root to root left the program root on the host, whom the kernel exempts from
+# RLIMIT_NPROC, with no other id to become; root makes the other namespaces without one.
+ROOT_UNSHARE_ARGS = {level: tuple(a for a in args if a not in ("--user", "--map-root-user"))
+                     for level, args in UNSHARE_ARGS.items()}
 
 
 @dataclass(frozen=True)
@@ -174,6 +186,9 @@ class Isolation:
 
     level: str
     fallback: str = ""  # "" when NAMESPACES works
+    # The caller is root and its programs drop to the unprivileged user (`UNPRIVILEGED`),
+    # so that the process limit binds them: at `level` only, where the probe saw it work.
+    drop: bool = False
 
 
 # How a caller refuses to run programs below the namespaces, as the warning names it: a
@@ -182,14 +197,17 @@ LIBRARY_REFUSAL = f"SandboxConfig(required={NAMESPACES!r})"
 COMMAND_REFUSAL = "--require-isolation"
 
 
-def isolation_warning(level: str, refusal: str = LIBRARY_REFUSAL) -> str:
+def isolation_warning(level: str, refusal: str = LIBRARY_REFUSAL, drop: bool = False) -> str:
     """The warning that programs will run below the namespaces, at `level` (NONE or
-    NETWORK), naming `refusal`, the way to refuse that."""
+    NETWORK), naming `refusal`, the way to refuse that; `drop`: root's programs run as
+    the unprivileged user, not as root."""
     how = ("no isolation, only the audit hook, resource limits and a timeout" if level == NONE
            else "no network but no root of their own either")
-    return (f"sandbox: WARNING: model-written programs will run with {how}: as your user, "
-            f"able to read whatever you can and to signal your processes; {refusal} "
-            f"refuses to run them so")
+    who = (f"as the unprivileged user {UNPRIVILEGED} (nobody), able to read whatever any "
+           f"user can and to signal that user's processes" if drop
+           else "as your user, able to read whatever you can and to signal your processes")
+    return (f"sandbox: WARNING: model-written programs will run with {how}: {who}; "
+            f"{refusal} refuses to run them so")
 
 
 class _Once:
@@ -209,13 +227,13 @@ class _Once:
 _WARNED = _Once()  # the warning is said once a process, where the isolation is first used
 
 
-def _warn(level: str, refusal: str) -> None:
+def _warn(level: str, refusal: str, drop: bool = False) -> None:
     """Say, once, that programs will run below the namespaces, and how to refuse that.
 
     The probe said it, naming the command line's --require-isolation, to library callers of
     `run_program` too, who have no such flag; the caller now names its own way."""
     if level != NAMESPACES and _WARNED.claim():
-        print(isolation_warning(level, refusal), file=sys.stderr)
+        print(isolation_warning(level, refusal, drop), file=sys.stderr)
 
 
 class IsolationRefused(RuntimeError):
@@ -235,32 +253,69 @@ def probe_isolation() -> Isolation:
     through a link out of /usr), it passed while every real program failed on its first
     import, an error of the model's in pass@1.  No `unshare`, or a machine with no known
     pivot_root number, fell back with no word at all, and the reasons reached only
-    stderr: the reports now keep them (`Isolation.fallback`)."""
+    stderr: the reports now keep them (`Isolation.fallback`).
+
+    Run as root, each level is tried first with the program dropping root's ids
+    (`sandbox_child.drop_root`), then as root, as before: the kernel exempts root from
+    the process limit, so that a fork bomb ran on to the timeout.  The drop fails where
+    the unprivileged user cannot reach the interpreter (one in root's home, without the
+    namespaces' root that shows it), and the report says that programs ran as root."""
     reasons: list[str] = []
+    root = os.geteuid() == 0
+    # Root's programs drop root's ids where that works at a level, else run as root
+    drops = (True, False) if root else (False,)
 
-    def leave(levels: tuple[str, ...], weaker: str, why: str) -> None:
-        named = " and ".join(map(repr, levels))
-        reasons.append(f"{named}: {why}")
-        print(f"sandbox: isolation {named} {'fails' if len(levels) == 1 else 'fail'} here "
-              f"({why}); falling back to {weaker!r}", file=sys.stderr)
+    def named(level: str, drop: bool) -> str:
+        return repr(level) + ((" as nobody" if drop else " as root") if root else "")
 
-    found = NONE
+    def leave(names: list[str], weaker: str, why: str) -> None:
+        named_all = " and ".join(names)
+        reasons.append(f"{named_all}: {why}")
+        print(f"sandbox: isolation {named_all} {'fails' if len(names) == 1 else 'fail'} "
+              f"here ({why}); falling back to {weaker}", file=sys.stderr)
+
+    levels = (NAMESPACES, NETWORK, NONE)
+    # each level's variants, strongest first; NONE as the caller is the last resort
+    candidates = [(level, drop) for level in levels for drop in drops][:-1]
+    last = (NONE, False)
+    index = 0
+    while index < len(candidates):
+        level, drop = candidates[index]
+        why = _unavailable(level)
+        if why:  # every variant of this level, and of the next ones left for the same reason
+            end = index
+            while end + 1 < len(candidates) and _unavailable(candidates[end + 1][0]) == why:
+                end += 1
+            left = list(dict.fromkeys(repr(lv) for lv, _ in candidates[index:end + 1]))
+            index = end + 1
+            leave(left, named(*(candidates[index] if index < len(candidates) else last)), why)
+            continue
+        outcome = _run(_probe_program(), SandboxConfig(timeout_s=30.0), level, drop=drop)
+        if outcome.passed:
+            return Isolation(level, "; ".join(reasons + _as_root(root and not drop)), drop)
+        index += 1
+        leave([named(level, drop)],
+              named(*(candidates[index] if index < len(candidates) else last)),
+              f"{outcome.reason}: {outcome.detail}")
+    return Isolation(NONE, "; ".join(reasons + _as_root(root)))
+
+
+def _unavailable(level: str) -> str:
+    """Why `level` cannot work here whatever is run in it ("" when it may)."""
+    if level == NONE:
+        return ""
     if shutil.which("unshare") is None:
-        leave((NAMESPACES, NETWORK), NONE,
-              "no `unshare` command (util-linux) on the PATH")
-    else:
-        for level, weaker in ((NAMESPACES, NETWORK), (NETWORK, NONE)):
-            if level == NAMESPACES and pivot_root_number() is None:
-                machine, bits = interpreter_abi()
-                leave((level,), weaker, "no pivot_root system call number known for "
-                      f"{machine} ({bits}-bit Python)")
-                continue
-            outcome = _run(_probe_program(), SandboxConfig(timeout_s=30.0), level)
-            if outcome.passed:
-                found = level
-                break
-            leave((level,), weaker, f"{outcome.reason}: {outcome.detail}")
-    return Isolation(found, "; ".join(reasons))
+        return "no `unshare` command (util-linux) on the PATH"
+    if level == NAMESPACES and pivot_root_number() is None:
+        machine, bits = interpreter_abi()
+        return f"no pivot_root system call number known for {machine} ({bits}-bit Python)"
+    return ""
+
+
+def _as_root(as_root: bool) -> list[str]:
+    """The fallback's words for programs that run as root (none for others)."""
+    return ["programs run as root, whom the kernel's process limit does not bind"
+            ] if as_root else []
 
 
 def isolation_available() -> str:
@@ -278,9 +333,9 @@ def _child_source() -> str:
     return (Path(__file__).with_name("sandbox_child.py")).read_text(encoding="utf-8")
 
 
-def _user_tasks() -> int:
-    """Tasks (threads) the calling user runs now: what RLIMIT_NPROC counts against."""
-    uid, total = str(os.getuid()), 0
+def _user_tasks(uid: int) -> int:
+    """Tasks (threads) user `uid` runs now: what RLIMIT_NPROC counts against."""
+    uid, total = str(uid), 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -294,11 +349,13 @@ def _user_tasks() -> int:
     return total
 
 
-def _limits(config: SandboxConfig) -> Callable[[], None]:
+def _limits(config: SandboxConfig, drop: bool = False) -> Callable[[], None]:
     """The preexec function: set every limit in the child, before exec.
 
     Values are computed here, in the parent, and clamped to the current hard
-    limits, so the child only makes plain system calls between fork and exec.
+    limits, so the child only makes plain system calls between fork and exec.  The
+    process limit counts the tasks of the user the program runs as: the caller, or with
+    `drop` the unprivileged user root's programs become (root itself is exempt).
     """
     cpu = math.ceil(config.timeout_s) + 1  # SIGXCPU at the soft limit, SIGKILL one second on
     wanted = [(resource.RLIMIT_AS, config.memory_bytes, config.memory_bytes),
@@ -306,8 +363,8 @@ def _limits(config: SandboxConfig) -> Callable[[], None]:
               (resource.RLIMIT_FSIZE, config.file_bytes, config.file_bytes),
               (resource.RLIMIT_CORE, 0, 0),
               (resource.RLIMIT_NOFILE, config.open_files, config.open_files)]
-    if os.geteuid() != 0:
-        processes = _user_tasks() + config.extra_processes
+    if drop or os.geteuid() != 0:
+        processes = _user_tasks(UNPRIVILEGED if drop else os.getuid()) + config.extra_processes
         wanted.append((resource.RLIMIT_NPROC, processes, processes))
     limits = []
     for which, soft, hard in wanted:
@@ -330,8 +387,15 @@ def _isolation(config: SandboxConfig, refusal: str = LIBRARY_REFUSAL) -> str:
         raise IsolationRefused(
             f"sandbox isolation {config.required!r} is required, but only {available!r} "
             f"works here ({probe_isolation().fallback}); model-written programs were not run")
-    _warn(available, refusal)
+    _warn(available, refusal, _drops(available))
     return available
+
+
+def _drops(level: str) -> bool:
+    """Whether programs run at `level` drop root's ids: where the caller is root and the
+    probe saw that work at this level (a level chosen otherwise, by a test, runs as root)."""
+    found = probe_isolation()
+    return found.drop and found.level == level
 
 
 def checked_config(timeout_s: float, workers: int, require_isolation: bool) -> SandboxConfig:
@@ -473,32 +537,42 @@ def run_program(source: str, config: SandboxConfig | None = None,
                 running: _Running | None = None) -> Outcome:
     """Execute one program in the sandbox; its tests pass when it runs to the end."""
     config = config or SandboxConfig()
-    return _run(source, config, _isolation(config), running)
+    isolation = _isolation(config)
+    return _run(source, config, isolation, running, _drops(isolation))
 
 
 def _run(source: str, config: SandboxConfig, isolation: str,
-         running: _Running | None = None) -> Outcome:
+         running: _Running | None = None, drop: bool = False) -> Outcome:
     """One program; a failure of the sandbox itself is that program's error, not the
-    end of a whole benchmark."""
+    end of a whole benchmark.  `drop`: the caller is root and the program runs as
+    `UNPRIVILEGED` instead."""
     began = time.perf_counter()
     try:
-        return _run_in(source, config, isolation, running)
+        return _run_in(source, config, isolation, running, drop)
     except Exception as exc:  # noqa: BLE001 - e.g. a working directory the program mangled
         return Outcome(False, SANDBOX, f"the sandbox failed: {type(exc).__name__}: {exc}",
                        round(time.perf_counter() - began, 3), "", isolation)
 
 
 def _run_in(source: str, config: SandboxConfig, isolation: str,
-            running: _Running | None = None) -> Outcome:
+            running: _Running | None = None, drop: bool = False) -> Outcome:
     token = secrets.token_hex(16)
     # The program's directory sits in one only this user can enter, which holds the
     # captured output: the program may open its own directory to everyone (it may
     # chmod inside it), not the way to it, and it cannot reach the output's name.
+    # A program that drops root's ids owns its directory and its source, and may pass
+    # through the one that holds them (its group's search bit), not list it, nor read
+    # the output there (root's, 0600).
     outer = tempfile.mkdtemp(prefix="dlm-sandbox-")
     work = os.path.join(outer, "work")
     try:
         os.mkdir(work, 0o700)
         Path(work, "program.py").write_text(source, encoding="utf-8")
+        if drop:
+            os.chown(outer, -1, UNPRIVILEGED)
+            os.chmod(outer, 0o710)
+            for path in (work, os.path.join(work, "program.py")):
+                os.chown(path, UNPRIVILEGED, UNPRIVILEGED)
         read_fd, write_fd = os.pipe()
         token_fd, token_write = os.pipe()
         started_read, started_fd = os.pipe()  # the start's line, out of the program's reach
@@ -507,19 +581,24 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
         command = [sys.executable, "-I", "-B", "-c", _child_source(), "program.py",
                    str(write_fd), str(token_fd), str(started_fd)]
         if isolation != NONE:
-            command = [shutil.which("unshare") or "unshare", *UNSHARE_ARGS[isolation], *command]
+            args = (ROOT_UNSHARE_ARGS if drop else UNSHARE_ARGS)[isolation]
+            command = [shutil.which("unshare") or "unshare", *args, *command]
         if isolation == NAMESPACES:
             command.append(ISOLATE)
         if not config.hook:
             command.append(NO_HOOK)
+        if drop:
+            command.append(DROP)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": work, "TMPDIR": work}
         began = time.perf_counter()
-        output = open(Path(outer, "output"), "w+b")  # noqa: SIM115 - read back below
+        # noqa: SIM115 - read back below; 0600: none but this user (root) reads it by name
+        output = os.fdopen(os.open(Path(outer, "output"), os.O_RDWR | os.O_CREAT | os.O_EXCL,
+                                   0o600), "w+b")
         try:
             child = subprocess.Popen(
                 command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=output,
                 stderr=subprocess.STDOUT, pass_fds=(write_fd, token_fd, started_fd),
-                start_new_session=True, preexec_fn=_limits(config))
+                start_new_session=True, preexec_fn=_limits(config, drop))
         except BaseException:
             output.close()
             os.close(read_fd)
@@ -569,9 +648,10 @@ def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) ->
     """
     config = config or SandboxConfig()
     isolation = _isolation(config)  # probed here once, not by the first workers at once
-    running = _Running()
+    drop, running = _drops(isolation), _Running()
     with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
-        futures = [pool.submit(_run, source, config, isolation, running) for source in sources]
+        futures = [pool.submit(_run, source, config, isolation, running, drop)
+                   for source in sources]
         try:
             return [future.result() for future in futures]
         except BaseException:

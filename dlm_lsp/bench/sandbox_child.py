@@ -46,6 +46,12 @@ runs in a child of this process, which stays the PID namespace's init
 (`_wait_as_init`): signals end the program as they would outside the
 namespaces.  NO_HOOK leaves the hook out, for the tests of the
 kernel's part alone.
+
+With DROP (the parent runs as root), the program runs as UNPRIVILEGED, not as root:
+the kernel exempts root from the process limit.  With ISOLATE the parent made the
+namespaces as root, without a user namespace, and `isolate` gives up root's ids where
+it would move into a user namespace; without, `main` gives them up once the program's
+source and token are read.
 """
 
 from __future__ import annotations
@@ -60,6 +66,10 @@ import types
 PASSED, FAILED, ERROR, BLOCKED = 0, 1, 2, 3
 ISOLATE = "isolate"  # an argument after the fds: set up the namespaces
 NO_HOOK = "no-hook"  # an argument after the fds: no audit hook (to test the kernel's part alone)
+# An argument after the fds, given where the sandbox runs as root: the program runs as
+# UNPRIVILEGED (uid and gid), not as root, whom the kernel exempts from RLIMIT_NPROC.
+DROP = "drop"
+UNPRIVILEGED = 65534  # nobody and nogroup, by number: the kernel's overflow ids
 DETAIL_CHARS = 300
 STARTED = b'{"started": true}\n'  # on STARTED_FD, closed just before the program runs
 
@@ -257,6 +267,8 @@ KEYCTL = {("x86_64", 64): 250, ("aarch64", 64): 219, ("arm64", 64): 219,
 KEYCTL_JOIN_SESSION_KEYRING = 1
 NEW_ROOT_TMPFS = b"size=1m,nr_inodes=4096,mode=755"  # directories, links and mount points
 WORK_TMPFS = b"size=64m,nr_inodes=8192,mode=700"  # the working directory, when isolated
+# ... and owned by the program's user when it drops root's (DROP)
+WORK_TMPFS_DROPPED = WORK_TMPFS + f",uid={UNPRIVILEGED},gid={UNPRIVILEGED}".encode()
 # A mount's flags that a user namespace may not drop when it remounts it.
 _KEPT = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
 
@@ -330,11 +342,15 @@ def _pivot_root(call) -> None:
     call("umount2", b".", MNT_DETACH)
 
 
-def _build_root(new: str, root: str, call) -> None:
+def _build_root(new: str, root: str, call, work_options: bytes = WORK_TMPFS) -> None:
     """Mount the program's root file system at `new`: a tmpfs holding `_allowed`'s
     links, and its directories and files bound (with the mounts under them; `isolate`
     makes every one read-only after the pivot), /proc, a /dev of `DEVICES`, and the
-    working directory `root` at its own path inside."""
+    working directory `root` at its own path inside, a tmpfs mounted with
+    `work_options`.  The directories it makes on the way are open to every user (0755,
+    whatever the caller's umask): a program that drops root's ids (DROP) reaches the
+    interpreter's directories through them."""
+    umask = os.umask(0o022)
     links, directories, files = _allowed()
     call("mount", b"tmpfs", new, b"tmpfs", MS_NOSUID | MS_NODEV, NEW_ROOT_TMPFS)
     for link, target in links.items():
@@ -365,7 +381,8 @@ def _build_root(new: str, root: str, call) -> None:
         call("umount2", new + root, MNT_DETACH)
     os.makedirs(new + root, exist_ok=True)
     call("mount", b"tmpfs", new + root, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-         WORK_TMPFS)
+         work_options)
+    os.umask(umask)
 
 
 def _forget_ctypes() -> None:
@@ -394,13 +411,43 @@ def _new_session_keyring(forget: bool = True) -> None:
         _forget_ctypes()
 
 
-def isolate(root: str) -> None:
+def drop_root() -> None:
+    """Become UNPRIVILEGED, for good (real, effective and saved ids, no supplementary
+    groups), with no capability left.
+
+    The kernel exempts root from RLIMIT_NPROC: run as root, a program forked on until
+    the wall-clock timeout or the machine's process table stopped it (200 forks in a
+    row went through, 2026-12-03).  Everything a program needs of root's (its source,
+    the token, the namespaces) is had before this."""
+    os.setgroups([])
+    os.setresgid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+    os.setresuid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+
+
+def dumpable() -> None:
+    """Make this process dumpable again, as any process of an unprivileged user is.
+
+    The kernel made it not dumpable as its ids changed (`drop_root`), which hands its
+    /proc files to root: the program, with no capability left, could not read its own
+    /proc/self/environ or /proc/self/fd.  The namespaces' init stays not dumpable (it
+    holds the outcome's pipe: `isolate`); only the program's process is made so."""
+    import ctypes
+
+    if ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
+        raise OSError(0, "prctl(PR_SET_DUMPABLE, 1) failed")
+    _forget_ctypes()
+
+
+def isolate(root: str, drop: bool = False) -> None:
     """A root file system of only what the program needs, read-only but `root`, and
     privileges dropped.
 
     Runs as the root of fresh user and mount namespaces, before the audit hook
-    (it needs ctypes).  Raises OSError at the first step the kernel refuses; the
-    parent probes this once and falls back to the network and IPC namespaces alone.
+    (it needs ctypes); with `drop`, as the real root in fresh mount (and network, IPC,
+    PID) namespaces but no user namespace, which gives root's ids up (`drop_root`)
+    where the others give up the user namespace.  Raises OSError at the first step the
+    kernel refuses; the parent probes this once and falls back to the network and IPC
+    namespaces alone.
     """
     import ctypes
 
@@ -416,7 +463,7 @@ def isolate(root: str) -> None:
     # The new root is a tmpfs laid over the working directory for now (any directory
     # would do: it becomes "/", and the working directory gets its own tmpfs inside).
     new = root
-    _build_root(new, root, call)
+    _build_root(new, root, call, WORK_TMPFS_DROPPED if drop else WORK_TMPFS)
     os.chdir(new)
     _pivot_root(call)
     for target, flags in _mount_points():
@@ -424,8 +471,13 @@ def isolate(root: str) -> None:
             call("mount", None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None)
     os.chdir(root)
     # A user namespace of its own owns none of these mounts: the program cannot remount
-    # them, and no set-user-ID program can give it back what it gave up.
-    call("unshare", CLONE_NEWUSER)
+    # them, and no set-user-ID program can give it back what it gave up.  Root's own
+    # namespaces belong to the host's user namespace: giving up root's ids gives up
+    # every capability over them (and puts the program under the process limit).
+    if drop:
+        drop_root()
+    else:
+        call("unshare", CLONE_NEWUSER)
     call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     # Not dumpable: the program, in a user namespace below this process's, may not reach
     # into the PID namespace's init (`_wait_as_init`) through /proc/1/fd or ptrace, where
@@ -434,7 +486,7 @@ def isolate(root: str) -> None:
     _forget_ctypes()
 
 
-def _wait_as_init(fd: int, started_fd: int) -> None:
+def _wait_as_init(fd: int, started_fd: int, drop: bool = False) -> None:
     """Fork: the program runs in the child; this process, the first of the PID
     namespace (its init), waits for it and says how it ended when a signal ended it.
 
@@ -452,6 +504,8 @@ def _wait_as_init(fd: int, started_fd: int) -> None:
 
     program = os.fork()
     if program == 0:
+        if drop:
+            dumpable()
         return
     os.close(started_fd)
     while True:
@@ -483,14 +537,21 @@ def main() -> None:
         token = handle.read(64).decode("ascii", "replace")
     with open(path, encoding="utf-8") as handle:
         source = handle.read()  # before `isolate` lays a fresh directory over it
+    drop = DROP in sys.argv[5:]
     if ISOLATE in sys.argv[5:]:
         try:
-            isolate(root)
+            isolate(root, drop)
         except OSError as exc:  # the harness's failure, not the program's
             _finish(fd, ERROR, "sandbox", f"sandbox isolation failed: {exc}")
-        _wait_as_init(fd, started_fd)
+        _wait_as_init(fd, started_fd, drop)
     else:
         _new_session_keyring()
+        if drop:
+            try:
+                drop_root()
+                dumpable()
+            except OSError as exc:
+                _finish(fd, ERROR, "sandbox", f"sandbox could not drop root's ids: {exc}")
     try:
         code = compile(source, path, "exec")
     except (SyntaxError, ValueError) as exc:
