@@ -454,12 +454,16 @@ class Engine:
         model, cfg, opt = self.model, self.config_for(req), req.options
         tok = model.tokenizer
         language = language_for(req.language_id, req.uri)
+        # what a fill is planned, checked and repaired as (`passes.document_for` reads the
+        # same): part of what a remembered fill is reused for.  Without it, a cell filled
+        # as Python and opened again as another language got the Python fill back
+        written_as = language or req.language_id
         plan = plan_span(req.text, req.start, req.end, cfg, opt, tok, req.is_hole, language,
                          span_reach(model.max_length))
         # the context the model is shown: a notebook cell's other cells around the cell
         prefix, suffix = req.shown_prefix(), req.shown_suffix()
         if req.start == req.end and req.uri and cfg.reuse_fills:
-            rest = self.recent.typed_along(req.uri, prefix, suffix, opt)
+            rest = self.recent.typed_along(req.uri, prefix, suffix, opt, written_as)
             if rest is not None:
                 return self._reused(req, plan, Remembered((rest,), (0.0,), (0,), (REUSED,),
                                                           0, 0), "typed", began)
@@ -497,7 +501,7 @@ class Engine:
         if cfg.reuse_fills:
             key = (id(model), tuple(layout.prefix_ids), tuple(layout.suffix_ids), layout.n_masked,
                    layout.head, tail, repr(sampler), seed, repr(plan), repr(opt),
-                   hash(local), cfg.validate)
+                   hash(local), cfg.validate, written_as)
             found = self.recent.get(key)
             if found is not None:
                 return self._reused(req, plan, found, "exact", began)
@@ -544,7 +548,7 @@ class Engine:
         result = InfillResult(candidates, plan, run.passes + extra_passes, layout.n_masked, ms,
                               out.early_stopped, best.path, run.repair_rounds, predicted, syntax,
                               repair_steps=run.passes - out.steps)
-        self._remember(req, key, result)
+        self._remember(req, key, result, written_as)
         return result
 
     def _step_ms(self, model: DiffusionModel, cfg: ServerConfig, layout: SpanLayout, rows: int,
@@ -565,8 +569,10 @@ class Engine:
         return cost.cycle_ms(rows, length, layout.n_masked + 2 * cfg.cache_window,
                              cfg.cache_refresh)
 
-    def _remember(self, req: InfillRequest, key: Any, result: InfillResult) -> None:
-        """Keep a finished fill for repeated requests and for typing along (see recent.py)."""
+    def _remember(self, req: InfillRequest, key: Any, result: InfillResult,
+                  language: str | None = None) -> None:
+        """Keep a finished fill, written as `language`, for repeated requests and for
+        typing along (see recent.py)."""
         self.recent_fills.append((result.ms, result.tokens))
         if key is None:
             return
@@ -578,7 +584,7 @@ class Engine:
                                         result.tokens, tuple(c.ended for c in cands)))
         if req.start == req.end and req.uri and cands[0].text:
             self.recent.remember_typed(req.uri, req.shown_prefix(), req.shown_suffix(),
-                                       cands[0].text, req.options)
+                                       cands[0].text, req.options, language)
 
     def _reused(self, req: InfillRequest, plan: SpanPlan, found: Remembered, how: str,
                 began: float) -> InfillResult:

@@ -5,10 +5,15 @@ back, a second client on the same file), and a user often types the first
 characters of the ghost text they were shown.  Two lookups serve both:
 
 * exact: the same model input (the context tokens the model sees, the span
-  length, the moved head) and the same options give the same fill, since
-  denoising is deterministic for a seed;
+  length, the moved head), the same options and the same language give the same
+  fill, since denoising is deterministic for a seed;
 * typed along: the new prefix is the old prefix plus the start of the old
-  fill, and the suffix is unchanged; the rest of the old fill is the answer.
+  fill, and the suffix and the language are unchanged; the rest of the old fill
+  is the answer.
+
+The language (the one a fill is planned, checked and repaired as) is part of both:
+a notebook cell filled as Python and opened again as another language, the same
+text, got the Python fill back, checked again but written for another language.
 
 Validity is not cached: it depends on the whole document, so the engine checks
 a reused fill again (cheap, incremental).
@@ -41,6 +46,7 @@ class _Typed:
     suffix: str
     fill: str
     options: Any
+    language: str | None = None
 
 
 class RecentFills:
@@ -71,23 +77,25 @@ class RecentFills:
                 self._exact.popitem(last=False)
 
     def remember_typed(self, uri: str, prefix: str, suffix: str, fill: str,
-                       options: Any) -> None:
-        """Keep the last insertion into `uri`, for `typed_along`."""
+                       options: Any, language: str | None = None) -> None:
+        """Keep the last insertion into `uri`, written as `language`, for `typed_along`."""
         with self._lock:
-            self._typed[uri] = _Typed(prefix, suffix, fill, options)
+            self._typed[uri] = _Typed(prefix, suffix, fill, options, language)
             self._typed.move_to_end(uri)
             while len(self._typed) > self.size:
                 self._typed.popitem(last=False)
 
-    def typed_along(self, uri: str, prefix: str, suffix: str, options: Any) -> str | None:
+    def typed_along(self, uri: str, prefix: str, suffix: str, options: Any,
+                    language: str | None = None) -> str | None:
         """The rest of the last fill of `uri` if the user typed its start since, else None.
 
         Only a strict start of the fill counts (something must be left to offer)
-        and the text after the cursor must be as it was.
+        and the text after the cursor, the options and the language must be as they were.
         """
         with self._lock:
             last = self._typed.get(uri)
-        if last is None or last.suffix != suffix or last.options != options:
+        if (last is None or last.suffix != suffix or last.options != options
+                or last.language != language):
             return None
         if not prefix.startswith(last.prefix) or len(prefix) == len(last.prefix):
             return None

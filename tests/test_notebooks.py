@@ -518,3 +518,32 @@ def test_a_document_outside_a_notebook_reads_its_own_indentation_alone(model_dir
     """Nothing shown around it, a header alone keeps the model's own unit, as before
     notebooks were read."""
     assert body_after_header(model_dir, "def show(xs):", "") == BODY_IN_FOURS
+
+
+def test_a_fill_is_not_reused_for_a_cell_opened_again_as_another_language(model_dir):
+    """With reuseFills, a cell filled as Python, its notebook closed and opened again with
+    the same text in a cell of another language, got the Python fill back (checked again,
+    but written for Python) instead of one of its own."""
+    session = Session(model_dir, reuseFills=True)
+    as_javascript = [(kind, "javascript" if language == "python" else language, text)
+                     for kind, language, text in CELLS]
+    try:
+        async def run() -> tuple[dict, dict, dict]:
+            answers = []
+            for n, cells in enumerate((CELLS, CELLS, as_javascript), start=1):
+                session.receive(did_open(cells))
+                session.receive(infill(n, TARGET, 1, 11))
+                answers.append(await session.answer(n))
+                session.receive({"method": "notebookDocument/didClose", "params": {
+                    "notebookDocument": {"uri": NOTEBOOK},
+                    "cellTextDocuments": [{"uri": cell(i)} for i in range(len(cells))]}})
+            return tuple(answers)
+
+        first, again, other = asyncio.run(run())
+        passes = len(session.shown)
+        assert first["result"]["stats"]["reused"] == ""
+        assert again["result"]["stats"]["reused"] == "exact"
+        assert other["result"]["stats"]["reused"] == "", other
+        assert passes == 2  # the first fill's and the other language's, one step each
+    finally:
+        session.ls.release()

@@ -20,9 +20,9 @@ def engine(model_dir: Path) -> Engine:
     return Engine(ServerConfig(model=str(model_dir), device="cpu"))
 
 
-def _request(text: str = DOC, **options) -> InfillRequest:
+def _request(text: str = DOC, language_id: str = "python", **options) -> InfillRequest:
     at = text.index("|")
-    return InfillRequest(text.replace("|", ""), at, at, "python", "file:///add.py",
+    return InfillRequest(text.replace("|", ""), at, at, language_id, "file:///add.py",
                          InfillOptions(**{"length": 8, "steps": 4, **options}))
 
 
@@ -64,6 +64,21 @@ def test_typing_along_a_suggestion_offers_the_rest_of_it(engine: Engine) -> None
     assert planted.fake.calls == calls
 
 
+def test_a_fill_written_as_one_language_is_not_reused_for_another(engine: Engine) -> None:
+    """The same text as another language (a notebook's cell opened again as one, a file
+    whose language the user set) is planned, checked and repaired as that language: a
+    fill written as Python was given back, typed along or asked again."""
+    planted = Planted(engine, _request(), broken=FILL)
+    engine.infill(_request())
+    calls = planted.fake.calls
+    typed = engine.infill(_request(DOC.replace("|", "a +|"), "javascript"))
+    assert typed.reused == "" and planted.fake.calls > calls
+    calls = planted.fake.calls
+    assert engine.infill(_request(language_id="javascript")).reused == ""
+    assert planted.fake.calls > calls
+    assert engine.infill(_request()).reused == "exact"  # the Python fill is still kept
+
+
 def test_typing_something_else_asks_the_model_again(engine: Engine) -> None:
     planted = Planted(engine, _request(), broken=FILL)
     engine.infill(_request())
@@ -97,3 +112,6 @@ def test_typed_along_needs_the_same_suffix_and_a_strict_start_of_the_fill() -> N
     assert recent.typed_along("u", "x = foo(1)", "\n", None) is None  # nothing left
     assert recent.typed_along("u", "x = ", "\n", None) is None  # nothing typed
     assert recent.typed_along("u", "x = fo", "\n", {"seed": 1}) is None  # other options
+    recent.remember_typed("v", "x = ", "\n", "foo(1)", None, "python")
+    assert recent.typed_along("v", "x = fo", "\n", None, "python") == "o(1)"
+    assert recent.typed_along("v", "x = fo", "\n", None, "javascript") is None  # another
