@@ -169,6 +169,15 @@ def _line_bounds(text: str, start: int, end: int) -> tuple[str, str]:
     return text[line_start:start], text[end:line_end]
 
 
+def shown_indent(shown: str, language: str | None) -> IndentStyle | None:
+    """The indentation of the code shown around a document (a notebook cell's other
+    cells), which a fill in a document that shows none of its own is shaped on; None
+    where nothing is shown or the language is not known (`passes.shown_style`)."""
+    if language is None or not shown.strip():
+        return None
+    return detect_indent(shown, language)
+
+
 def detect_indent(text: str, language: str | None = None) -> IndentStyle:
     """The document's indentation: tabs if most indented lines start with one, else the most
     common step from a line that opens a block to the line below it.  A block comment's

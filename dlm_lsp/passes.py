@@ -30,9 +30,9 @@ from dlm_lsp.config import InfillOptions, ServerConfig, setting
 from dlm_lsp.indentation import (
     FreeLines,
     IndentStyle,
-    detect_indent,
     place_literals,
     reindent,
+    shown_indent,
     to_cursor_column,
 )
 from dlm_lsp.line_endings import normalize
@@ -178,10 +178,7 @@ def shown_style(req: InfillRequest, language: str | None) -> IndentStyle | None:
     in a document that shows none of its own reads (`indentation._or_shown`); None where
     nothing is shown around it: any document but a notebook's cell.  Read once a request
     (up to `detect_indent`'s 5,000 lines of the notebook), not once a candidate."""
-    shown = req.before + req.after
-    if language is None or not shown.strip():
-        return None
-    return detect_indent(shown, language)
+    return shown_indent(req.before + req.after, language)
 
 
 def reindented(text: str, req: InfillRequest, language: str | None,

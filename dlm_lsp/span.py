@@ -109,6 +109,13 @@ HEAD_MAX_CHARS = 64
 CHARS_PER_TOKEN = 16  # far more than code ever takes per token: cropping never cuts context
 
 
+def context_reach(max_context: int) -> int:
+    """The most characters of the prefix (less its head, at most HEAD_MAX_CHARS) and of
+    the suffix that a layout with `max_context` tokens of context reads (`_near`): what a
+    request to a remote engine carries of a notebook's other cells (`remote.wire`)."""
+    return CHARS_PER_TOKEN * max(1, max_context)
+
+
 def _near(prefix: str, suffix: str, max_context: int) -> tuple[str, str]:
     """The prefix's last lines and the suffix's first lines that could fit the context.
 
@@ -116,7 +123,7 @@ def _near(prefix: str, suffix: str, max_context: int) -> tuple[str, str]:
     so the text is first cut to whole lines within CHARS_PER_TOKEN characters per
     token of context on each side; the token budget then crops exactly.
     """
-    chars = CHARS_PER_TOKEN * max(1, max_context)
+    chars = context_reach(max_context)
     if len(prefix) > chars:
         start = prefix.find("\n", len(prefix) - chars) + 1
         prefix = prefix[start:] if start > 0 else prefix[len(prefix) - chars:]

@@ -25,6 +25,7 @@ from dlm_lsp.remote import wire
 from dlm_lsp.remote.client import RemoteEngine
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled
+from dlm_lsp.span import HEAD_MAX_CHARS, _near
 from dlm_lsp.validation import Validation
 
 TEXT = "def add(a, b):\n    return \n"
@@ -83,6 +84,59 @@ def test_a_request_carries_the_code_shown_around_its_document():
     del body["before"], body["after"]  # an older client's request: the document alone
     got, _, _ = wire.request_from_json(body, ServerConfig())
     assert (got.before, got.after) == ("", "")
+
+
+def _notebook_request(cells: list[str], at: int, line_break: str = "\n") -> InfillRequest:
+    """A fill in a cell of `cells`, at `at`, shown the others as the server shows them
+    (`notebooks.cell_context`: a blank line between cells)."""
+    text = "def area(r):\n    return "
+    joined = [cell.replace("\n", line_break) for cell in cells]
+    return InfillRequest(text, len(text), len(text), "python",
+                         "vscode-notebook-cell:/work/nb.ipynb#W1", InfillOptions(length=6, steps=3),
+                         before="".join(f"{cell}{line_break * 2}" for cell in joined[:at]),
+                         after="".join(f"{line_break * 2}{cell}" for cell in joined[at + 1:]))
+
+
+@pytest.mark.parametrize("line_break", ["\n", "\r\n"])
+@pytest.mark.parametrize("at", [0, 100, 199])
+def test_a_notebook_cell_s_request_carries_only_what_the_engine_reads_and_fills_the_same(
+        model_dir, line_break, at):
+    """With `backend: remote` the whole notebook went with every fill (a 200-cell notebook
+    in full at each pause in typing), where the engine reads only a window of it beside the
+    cell (`span.context_reach`): the request carries that window, and the service's fill
+    is the one the whole notebook gave."""
+    cells = [f"def step_{n}(x):\n    y = x * {n} + {n % 7}\n    return y - {n}" for n in range(200)]
+    req = _notebook_request(cells, at, line_break)
+    config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                          max_context_tokens=48)  # a reach of 768 characters a side
+    body = wire.request_body(req, config)
+    assert len(body) < 3000 + len(json.dumps(wire.fill_settings(config)))
+    sent, _, _ = wire.request_from_json(json.loads(body), config)
+    whole_before, whole_after = (side.replace("\r\n", "\n") for side in (req.before, req.after))
+    assert whole_before.endswith(sent.before) and whole_after.startswith(sent.after)
+    assert 0 < len(sent.before) + len(sent.after) < len(whole_before) + len(whole_after)
+    # the characters the layout tokenizes (`span._near`), whatever the head moved out
+    whole, kept = whole_before + req.text, sent.before + sent.text
+    for head in (0, HEAD_MAX_CHARS):
+        assert (_near(whole[:len(whole) - head], whole_after, 48)
+                == _near(kept[:len(kept) - head], sent.after, 48))
+    engine = Engine(config)
+    fills = [[c.text for c in engine.infill(r).candidates] for r in (req, sent)]
+    assert fills[0] == fills[1]
+
+
+def test_a_notebook_whose_indentation_is_read_beyond_the_window_goes_whole():
+    """The indentation a bare cell's fill is shaped on is read from the whole notebook
+    (`passes.shown_style`): where the window alone reads another, nothing is left out."""
+    indented = [f"def step_{n}(x):\n  return x * {n}" for n in range(20)]  # by two, far up
+    flat = [f"value_{n} = {n} * 3" for n in range(400)]  # no indentation, near the cell
+    req = _notebook_request([*indented, *flat, "this cell"], 420)
+    sent, _, _ = wire.request_from_json(wire.request_json(req, ServerConfig()), ServerConfig())
+    assert (sent.before, sent.after) == (req.before, req.after)
+    without = _notebook_request([*flat, *flat, "this cell"], 800)  # read alike: the window
+    sent, _, _ = wire.request_from_json(wire.request_json(without, ServerConfig()),
+                                        ServerConfig())
+    assert len(sent.before) < len(without.before)
 
 
 @pytest.mark.parametrize("change, says", [
