@@ -29,7 +29,7 @@ from tree_sitter import Node, Parser
 
 from dlm_lsp.indentation import _PAIRS, FreeLines
 from dlm_lsp.trees import ancestors
-from dlm_lsp.validation import _LOCK, _parser, language_for, parse, part_parser
+from dlm_lsp.validation import _parser, language_for, parse, part_parser
 
 # Nodes whose named children are statements, members or items: the units a rewrite grows to.
 _BODIES = frozenset({
@@ -76,8 +76,7 @@ class _Doc:
 
 def _parse(parser: Parser, text: str) -> _Doc:
     data = text.encode("utf-8", "surrogatepass")
-    with _LOCK:  # parsers are shared and not thread-safe
-        tree = parse(parser, data)
+    tree = parse(parser, data)  # on this thread's own parser (validation._own)
     return _Doc(text, data, tree.root_node)
 
 

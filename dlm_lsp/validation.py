@@ -117,8 +117,11 @@ KEEP_VERDICTS = 256  # verdicts a document version keeps (a fill meets its text 
 
 # One parser per language, built on first use; a string records why a grammar failed to load.
 _PARSERS: dict[str, Parser | str] = {}
-# Parsers are not safe to share between threads, and the server may validate concurrently.
+# Guards the documents kept for incremental reparsing (`_DOCUMENTS`, `_PARSING`).  Parses
+# do not take it: each thread parses with a parser of its own (`_own`).
 _LOCK = threading.Lock()
+# Each thread's parsers, by the shared parser of their grammar (see `_own`).
+_OWN = threading.local()
 # Text longer than this is handed to tree-sitter in chunks of this size (see `parse`).
 PARSE_CHUNK = 1 << 16  # bytes: ~20-40 ms of parsing on the CI machine
 
@@ -132,8 +135,26 @@ class _Error(NamedTuple):
     inner: tuple[tuple[str, int, int], ...]  # nested error nodes, the shape of the damage
 
 
+def _own(parser: Parser) -> Parser:
+    """This thread's parser of `parser`'s grammar, made on its first parse there.
+
+    A tree-sitter parser is not safe to share between threads, and the server parses on
+    several (the fills', the one that parses a large file when it is opened).  One parser
+    a language under one lock made a fill in a small file wait for a large file's whole
+    parse: 1.4 s, a moment after a 4.3 M-character file was opened.  A parser of its own
+    gives each thread the same trees, and they take turns at the GIL (`parse`)."""
+    own = getattr(_OWN, "parsers", None)
+    if own is None:
+        own = _OWN.parsers = {}
+    mine = own.get(parser)
+    if mine is None:
+        mine = own[parser] = Parser(parser.language)
+    return mine
+
+
 def parse(parser: Parser, data: bytes, old_tree: Tree | None = None) -> Tree:
-    """`parser.parse(data, old_tree)`, letting the server's other threads run meanwhile.
+    """`parser.parse(data, old_tree)` on this thread's own parser of its grammar (`_own`),
+    letting the server's other threads run meanwhile.
 
     tree-sitter holds Python's GIL for a whole parse, and parsing a large file from
     nothing takes seconds (a 3 MB bundle: 1-4 s on the CI machine); the server's event
@@ -142,8 +163,9 @@ def parse(parser: Parser, data: bytes, old_tree: Tree | None = None) -> Tree:
     through a read callback instead, tree-sitter asks for it a chunk at a time, and each
     call hands the GIL over (`time.sleep(0)`), so the loop waits one chunk at most.  The
     tree is the same; a small text is given whole, as the callback costs more than it
-    saves there.  The caller holds `_LOCK`.
+    saves there.
     """
+    parser = _own(parser)
     if len(data) <= PARSE_CHUNK:
         return parser.parse(data, old_tree) if old_tree else parser.parse(data)
     whole = memoryview(data)
@@ -362,8 +384,7 @@ class ParsedDocument:
             prefix, suffix = _common_ends(previous.text, text)
             old_tree, _, _ = previous._edited(prefix, len(previous.text) - suffix,
                                               text[prefix:len(text) - suffix])
-        with _LOCK:
-            self.tree = parse(parser, self.data, old_tree)
+        self.tree = parse(parser, self.data, old_tree)
         self._original: list[_Error] | None = None
         self._lines: list[int] | None = None
         self._windows: dict[tuple[int, int], ParsedDocument] = {}
@@ -410,8 +431,7 @@ class ParsedDocument:
         """Parse the document with [start, end) replaced, reusing this version's tree."""
         tree, first, last = self._edited(start, end, inserted)
         data = self.data[:first.byte] + _encode(inserted) + self.data[last.byte:]
-        with _LOCK:
-            parsed = parse(self._parser, data, tree)
+        parsed = parse(self._parser, data, tree)
         return parsed, data, self.text[:start] + inserted + self.text[end:]
 
     @property

@@ -1140,3 +1140,53 @@ def test_an_edit_below_the_span_is_read_by_the_next_version_s_verdict() -> None:
     after, start, _ = _span(LEFT_INCOMPLETE % "x = = 1;")
     assert [validate_fill(after, start, start, fill, "javascript", uri).valid
             for fill in ("", "a")] == [False, True]
+
+
+def test_a_document_is_parsed_while_another_is(monkeypatch) -> None:
+    """Each thread parses with a parser of its own: with one parser a language under one
+    lock, a fill in a small file waited for a large file's whole parse (one opened a moment
+    before, parsed ahead of its fills: 1.4 s at 4.3 M characters), in the plan's parse of
+    its lines and in its own document's.  Here the large parse is held in its middle
+    while the small document is planned, parsed and validated."""
+    from collections import OrderedDict
+
+    from dlm_lsp.span_hints import span_kind
+
+    monkeypatch.setattr(validation, "_DOCUMENTS", OrderedDict())
+    monkeypatch.setattr(validation, "_PARSING", {})
+    monkeypatch.setattr(validation, "PARSE_CHUNK", 1024)
+    inside, go, real_sleep = threading.Event(), threading.Event(), time.sleep
+    large_thread: list[threading.Thread] = []
+
+    def held_sleep(seconds: float) -> None:  # the large parse stops at its first chunk
+        if threading.current_thread() in large_thread and not inside.is_set():
+            inside.set()
+            go.wait(30)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(validation, "time", type("Clock", (), {"sleep": staticmethod(held_sleep)}))
+    large = "def f(a):\n    return a + 1\n\n" * 2000
+    large_thread.append(threading.Thread(
+        target=lambda: validation.parsed_document(large, "python", "file:///large.py")))
+    large_thread[0].start()
+    try:
+        assert inside.wait(30)
+        small, ran = "def g(b):\n    return b\n" * 50, []
+
+        def small_fill() -> None:
+            ran.append(span_kind(small, 9, 9, "python"))
+            ran.append(validation.parsed_document(small, "python", "file:///small.py"))
+            ran.append(validation.validate_fill(small, 9, 9, " b = 1;", "python"))
+
+        small_thread = threading.Thread(target=small_fill)
+        small_thread.start()
+        small_thread.join(10)
+        finished = not small_thread.is_alive()
+        assert inside.is_set() and not go.is_set()  # the large parse is still held
+    finally:
+        go.set()
+        large_thread[0].join(30)
+    small_thread.join(30)
+    assert finished
+    assert ran[1].text == small and not ran[2].valid
+    assert validation._DOCUMENTS["file:///large.py"].text == large
