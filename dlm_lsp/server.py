@@ -97,7 +97,7 @@ from dlm_lsp.protocol import (
 from dlm_lsp.shared import EnginePool
 from dlm_lsp.syntax import enclosing_node_range
 from dlm_lsp.transport import serve_stdio, serve_tcp
-from dlm_lsp.validation import forget_document, language_for
+from dlm_lsp.validation import forget_document, language_for, parsed_behind
 
 log = logging.getLogger(__name__)
 NOT_SENT = object()  # a client's "dlm" section before it sent one (null is a section sent)
@@ -347,10 +347,12 @@ class DlmServer(LanguageServer):
             self.parser.submit(self._parse_ahead, uri, doc.source, doc.language_id)
 
     def _parse_ahead(self, uri: str, text: str, language_id: str | None) -> None:
-        """`parse_ahead`'s work, on the parsing thread.  A document closed meanwhile is
-        forgotten again, as after a fill (`_infill`)."""
+        """`parse_ahead`'s work, on the parsing thread, behind the fills in flight
+        (validation.parsed_behind): they go first, unless one waits for this parse.  A
+        document closed meanwhile is forgotten again, as after a fill (`_infill`)."""
         try:
-            parse_ahead(text, language_id, document_key(uri), self.config)
+            with parsed_behind(lambda: self.jobs.in_flight() > 0, document_key(uri)):
+                parse_ahead(text, language_id, document_key(uri), self.config)
         except Exception:  # its first fill parses it, and says what fails there
             log.exception("parsing %s ahead of its fills failed", uri)
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -669,6 +670,20 @@ def test_large_documents_parsed_at_open_leave_the_fills_threads_free(kept_parses
     finally:
         go.set()
     ls.parser.shutdown(wait=True)
+
+
+def test_a_large_document_is_parsed_ahead_behind_the_fills_in_flight(kept_parses):
+    """A parse made when a document is opened is work ahead of need: while a fill of
+    another document is under way it waits between chunks (tree-sitter holds the GIL for
+    each, and the fill's Python waited for it), and goes on once the fill is done."""
+    ls = parsing_server()
+    filling = ls.jobs.start("file:///work/small.py", 1)
+    opened(ls, LARGE)
+    time.sleep(0.5)
+    assert DOC.uri not in kept_parses
+    ls.jobs.finish(filling)
+    ls.parser.shutdown(wait=True)
+    assert kept_parses[DOC.uri].text == LARGE
 
 
 def test_a_document_closed_while_it_is_parsed_ahead_keeps_no_tree(kept_parses,

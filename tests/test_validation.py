@@ -1232,3 +1232,36 @@ def test_a_fill_near_the_end_of_a_large_document_counts_the_lines_around_it_not_
     random.Random(0).shuffle(offsets)
     assert ([document._row(offset) for offset in offsets]
             == [edited.count("\n", 0, offset) for offset in offsets])
+
+
+def test_a_parse_behind_others_work_waits_for_it_unless_a_fill_waits_for_the_parse(
+        monkeypatch) -> None:
+    """`parsed_behind`: a document parsed when it is opened waits between chunks while
+    other work is under way, and goes on at once when a fill asks for the same document
+    (which waits for that parse rather than making another)."""
+    from collections import OrderedDict
+
+    monkeypatch.setattr(validation, "_DOCUMENTS", OrderedDict())
+    monkeypatch.setattr(validation, "_PARSING", {})
+    monkeypatch.setattr(validation, "PARSE_CHUNK", 1024)
+    monkeypatch.setattr(validation, "YIELD_SECONDS", 0.001)
+    large, uri, busy, got = "def f(a):\n    return a + 1\n\n" * 2000, "file:///large.py", [True], []
+
+    def ahead() -> None:
+        with validation.parsed_behind(lambda: busy[0], uri):
+            got.append(validation.parsed_document(large, "python", uri))
+
+    behind = threading.Thread(target=ahead)
+    behind.start()
+    behind.join(0.5)
+    assert behind.is_alive() and uri not in validation._DOCUMENTS  # held while busy
+    fill = threading.Thread(target=lambda: got.append(
+        validation.parsed_document(large, "python", uri)))
+    fill.start()
+    fill.join(30)
+    done_while_busy = not fill.is_alive() and busy[0]
+    busy[0] = False  # (had the fill not freed it, or the test would hang)
+    behind.join(30)
+    assert done_while_busy
+    assert len(got) == 2 and got[0] is got[1] and got[0].text == large
+    assert validation._WAITING == {}
