@@ -125,6 +125,10 @@ _LOCK = threading.Lock()
 # its parses wait for others' work (`parsed_behind`).
 _OWN = threading.local()
 YIELD_SECONDS = 0.005  # how long a parse made behind others' work waits before it looks again
+# A parse made behind others' work waits no more once this long has passed since it
+# began: fills that never end (a job a connection gone left registered) must not hold
+# it, or its thread, for ever.
+YIELD_LIMIT = 30.0  # seconds
 # Text longer than this is handed to tree-sitter in chunks of this size (see `parse`).
 PARSE_CHUNK = 1 << 16  # bytes: ~20-40 ms of parsing on the CI machine
 
@@ -173,9 +177,10 @@ def parse(parser: Parser, data: bytes, old_tree: Tree | None = None) -> Tree:
         return parser.parse(data, old_tree) if old_tree else parser.parse(data)
     whole = memoryview(data)
     behind = getattr(_OWN, "behind", None)
+    until = time.monotonic() + YIELD_LIMIT  # a parse behind others' work waits no longer
 
     def read(offset: int, _point: tuple[int, int]) -> bytes:
-        while behind is not None and behind():
+        while behind is not None and behind() and time.monotonic() < until:
             time.sleep(YIELD_SECONDS)  # a parse ahead of need: the fills go first
         time.sleep(0)  # let a waiting thread take the GIL
         return bytes(whole[offset:offset + PARSE_CHUNK])

@@ -12,6 +12,7 @@ import random
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -1165,7 +1166,8 @@ def test_a_document_is_parsed_while_another_is(monkeypatch) -> None:
             go.wait(30)
         real_sleep(seconds)
 
-    monkeypatch.setattr(validation, "time", type("Clock", (), {"sleep": staticmethod(held_sleep)}))
+    monkeypatch.setattr(validation, "time", SimpleNamespace(sleep=held_sleep,
+                                                            monotonic=time.monotonic))
     large = "def f(a):\n    return a + 1\n\n" * 2000
     large_thread.append(threading.Thread(
         target=lambda: validation.parsed_document(large, "python", "file:///large.py")))
@@ -1265,3 +1267,21 @@ def test_a_parse_behind_others_work_waits_for_it_unless_a_fill_waits_for_the_par
     assert done_while_busy
     assert len(got) == 2 and got[0] is got[1] and got[0].text == large
     assert validation._WAITING == {}
+
+
+def test_a_parse_behind_others_work_waits_for_it_a_bounded_time(monkeypatch) -> None:
+    """Work that is never done (a job a closed connection left registered) does not hold
+    a parse made behind it, nor its thread, for ever."""
+    monkeypatch.setattr(validation, "PARSE_CHUNK", 1024)
+    monkeypatch.setattr(validation, "YIELD_SECONDS", 0.001)
+    monkeypatch.setattr(validation, "YIELD_LIMIT", 0.2)
+    large, done = "def f(a):\n    return a + 1\n\n" * 2000, []
+
+    def ahead() -> None:
+        with validation.parsed_behind(lambda: True, "file:///large.py"):
+            done.append(validation.parsed_document(large, "python"))
+
+    behind = threading.Thread(target=ahead, daemon=True)  # (ended with the tests if held)
+    behind.start()
+    behind.join(10)
+    assert done and done[0].text == large
