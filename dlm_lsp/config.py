@@ -47,6 +47,7 @@ class SamplingControls:
     remask_below: float | None = None  # re-mask only tokens whose probability fell below; 0.5
     ltr_tokens: int | None = None  # hybrid: first K tokens left to right; 0
     ltr_first_line: bool | None = None  # hybrid: the first line left to right; off
+    grow_for_head: bool | None = None  # a head's chain past its own tokens grows the span; off
     block_size: int | None = None  # semi-autoregressive blocks; off
     early_stop: bool | None = None  # stop when stable and the checks pass; server: on
     early_stop_logprob: float | None = None  # the quality bar of an early stop; -1.0

@@ -432,6 +432,8 @@ class InfillRun:
             return verdict is None or verdict.valid
 
         cache = context_cache(self.model, engine.config_for(req), layout)
+        if cache is not None:  # the cache's span is fixed: a head's chain does not grow it
+            sampler = replace(sampler, grow_for_head=False)
         # a pass with a context cache runs alone: no batching worker is started for it
         batcher = engine.batcher(self.model) if cache is None else None
         out = None

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import dlm_lsp.passes as passes
+import dlm_lsp.sampler as sampler
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.models import load_model
@@ -116,3 +117,32 @@ def test_a_cached_fill_starts_no_batching_worker(model_dir: Path) -> None:
     engine.infill(InfillRequest(text, len(PREFIX), len(PREFIX), "python",
                                 options=InfillOptions(length=8, steps=4)))
     assert engine._batcher is not None  # without the cache, fills share the worker
+
+
+def test_a_cached_fill_keeps_its_span_where_a_head_s_chain_would_grow_it(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache holds a span of fixed length: with `growForHead`, a fill whose head's chain
+    outgrew the head's own tokens is made as without it, not from a stale cache."""
+    spelled = sampler.head_tokens
+
+    def one_character_chain(chain, logits):  # a chain of one-space tokens: longer
+        tok = engine.model.tokenizer
+        boost = torch.zeros_like(logits)
+        boost[:, [tok.token_id("Ġ"), tok.token_id("Ċ")]] = 100.0
+        return spelled(chain, logits + boost)
+    monkeypatch.setattr(sampler, "head_tokens", one_character_chain)
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                                 repair_rounds=0, fallback=False, grow_for_head=True))
+    text = PREFIX + SUFFIX
+
+    def fill():
+        return engine.infill(InfillRequest(text, len(PREFIX), len(PREFIX), "python",
+                                           options=InfillOptions(length=8, steps=4)))
+    grown = fill()
+    engine.reconfigure(replace(engine.config, grow_for_head=False))
+    plain = fill()
+    engine.reconfigure(replace(engine.config, grow_for_head=True, context_cache=True,
+                               cache_refresh=1))
+    cached = fill()
+    assert grown.candidates[0].ids != plain.candidates[0].ids  # it grew without the cache
+    assert cached.candidates[0].ids == plain.candidates[0].ids

@@ -19,7 +19,7 @@ from dlm_lsp import schedules, strategies
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.models.tokenizer import MASK_TOKEN, Tokenizer
 from dlm_lsp.sampler import Cancelled, Denoised, SamplerConfig, denoise, head_tokens
-from dlm_lsp.span import SpanLayout, build_layout, head_chain
+from dlm_lsp.span import SpanLayout, build_layout, head_chain, head_positions
 
 STRATEGY_NAMES = list(strategies.STRATEGIES)
 
@@ -420,3 +420,85 @@ def test_a_repair_that_writes_the_head_again_keeps_the_fill_tokens_after_it(
     out = _run(model, lay, steps=2)
     assert out.span_ids[0, 1:1 + len(fill)].tolist() == fill
     assert tok.decode(out.span_ids[0].tolist()).startswith(head + "return x")
+
+
+# --- a head's chain that grows the span (grow_for_head) -------------------------------------
+
+SPACES_HEAD = ("def f():\n    if x:\n        ", "\n")  # the head: a line break, 8 spaces
+
+
+def _one_character_model(tok: Tokenizer) -> FakeModel:
+    """A model that spells everything in one-character tokens: its head's chain is long."""
+    return FakeModel(tok, _prefers([tok.token_id("Ġ"), tok.token_id("Ċ")], tok.vocab_size))
+
+
+@pytest.mark.parametrize("grow", [False, True])
+def test_a_chain_longer_than_the_head_s_own_tokens_grows_the_span_by_the_difference(
+        tok: Tokenizer, grow: bool) -> None:
+    """The span is sized for the head's own tokens plus the fill's; a chain of one-space
+    tokens took the fill's positions (a 4-position fill kept none).  Grown, the fill keeps
+    all it was given, after a chain of as many positions as before."""
+    layout = build_layout(tok, *SPACES_HEAD, 4, 100)
+    assert layout.head == "\n        " and layout.head_tokens < 9
+    out = _run(_one_character_model(tok), layout, steps=4, grow_for_head=grow)
+    row = out.span_ids[0].tolist()
+    chain = head_positions(tok, row, layout.head)
+    assert tok.decode(row).startswith(layout.head)
+    assert chain > layout.head_tokens  # the case in question: the chain took more
+    if grow:
+        assert len(row) == layout.n_masked + chain - layout.head_tokens
+        assert len(row) - chain == layout.n_masked - layout.head_tokens == 4
+    else:
+        assert len(row) == layout.n_masked
+        assert len(row) - chain < 4
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize("steps", [1, 2, 3, 8])
+def test_the_chain_s_step_commits_the_chain_alone_and_the_budget_still_fills_the_span(
+        tok: Tokenizer, strategy: str, steps: int) -> None:
+    """The step that spells the chain made its other proposals for a span that ended too
+    soon: it commits the chain alone, and counts.  Every position is committed within the
+    budget, in every row (rows share one tensor: all grow by the longest chain), and a
+    budget of one step, which must commit everything at once, does not grow."""
+    layout = build_layout(tok, *SPACES_HEAD, 40, 100)  # its schedule commits more than the chain
+    model = _one_character_model(tok)
+    drafts: list[list[int]] = []
+    out = denoise(model, layout, SamplerConfig(steps=steps, strategy=strategy,
+                                               temperatures=(0.0, 1.0), grow_for_head=True,
+                                               stop_when_settled=False),
+                  0, on_step=lambda step, budget, span: drafts.append(span[0].tolist()))
+    assert out.steps <= steps and len(drafts) == out.steps
+    assert model.mask_id not in out.span_ids.flatten().tolist()
+    if steps == 1:
+        assert out.span_ids.shape[1] == layout.n_masked
+        return
+    first = drafts[0]
+    chain = head_positions(tok, out.span_ids[0].tolist(), layout.head)
+    assert len(first) > layout.n_masked
+    assert all(t != model.mask_id for t in first[:chain])
+    assert all(t == model.mask_id for t in first[chain:])
+
+
+def test_a_span_grows_no_further_than_the_model_reads_nor_max_tokens(tok: Tokenizer) -> None:
+    layout = build_layout(tok, *SPACES_HEAD, 4, 100)
+    model = _one_character_model(tok)
+    model.max_length = len(layout.sequence(model.mask_id)) + 1
+    out = _run(model, layout, steps=4, grow_for_head=True)
+    assert out.span_ids.shape[1] == layout.n_masked + 1
+    model.max_length = 1024
+    out = _run(model, layout, steps=4, grow_for_head=True, max_tokens=layout.n_masked + 2)
+    assert out.span_ids.shape[1] == layout.n_masked + 2
+
+
+def test_a_repair_that_spells_the_head_again_does_not_grow_its_span(tok: Tokenizer) -> None:
+    """A repair rewrites a span of its own length, the fill's tokens after the head kept.
+    Where it writes the head's token again, it counts no position as the head's
+    (`head_tokens` 0, as `InfillRun.repair` builds it): grown, it would have taken one."""
+    head, fill = "        ", tok.encode("return x")
+    model = _one_character_model(tok)
+    lay = SpanLayout(tok.encode("def f():\n"), 1 + len(fill) + 1, tok.encode("\n"), head=head,
+                     head_tokens=0, init_ids=(model.mask_id, *fill, model.mask_id))
+    out = _run(model, lay, steps=2, grow_for_head=True)
+    assert out.span_ids.shape[1] == lay.n_masked
+    assert out.span_ids[0, 1:1 + len(fill)].tolist() == fill
