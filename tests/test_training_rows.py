@@ -7,7 +7,8 @@ middle and its pads that fill the whole row, no pads at all, files shorter than 
 Each row must look like a server request: the clean row is a slice of the stream with
 `pads` pad tokens inserted after the middle and nowhere else, masks and loss weights only
 inside the middle and its pads, a line-aligned middle on line starts at both ends, and a
-middle inside one file (the stream is files end to end; no span holds two).
+middle inside one file (the stream is files end to end; no span holds two), and each
+position marked with its file, for the model to attend within.
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ def test_every_row_is_a_slice_of_the_stream_masked_only_in_its_middle_and_pads(
     cfg, stream = sampler.cfg, sampler.stream
     boundaries = set(sampler.boundaries.tolist())
     # a stream shorter than a row's needs is repeated: each copy starts with a file
-    file_starts = torch.zeros(0) if files is None else \
+    file_starts = torch.zeros(1, dtype=torch.long) if files is None else \
         torch.nonzero(files.repeat(len(stream) // len(files))).flatten()
     batch = sampler.sample(rows)
+    files_of = []
     for b in range(rows):
         offset, middle, pads = batch.spans[b].tolist()
         start = int(batch.stream_starts[b])
@@ -86,3 +88,18 @@ def test_every_row_is_a_slice_of_the_stream_masked_only_in_its_middle_and_pads(
             assert batch.infill[b] and {start, start + middle} <= boundaries
         if batch.infill[b]:
             assert not ((file_starts > start) & (file_starts < start + middle)).any()
+        # the file of each position's token, a pad's being its middle's
+        where = torch.cat([torch.arange(start - offset, start + middle),
+                           torch.full((pads,), start),
+                           torch.arange(start + middle, start + middle + cfg.seq_len - end - pads)])
+        files_of.append(torch.searchsorted(file_starts, where, right=True) - 1)
+    # the rows that hold two files come first, with each position's file, to attend within
+    files_of = torch.stack(files_of)
+    crossing = (files_of != files_of[:, :1]).any(1)
+    crossed = int(crossing.sum())
+    assert not crossing[crossed:].any()
+    if crossed:
+        assert torch.equal(batch.segments - batch.segments[:, :1],
+                           (files_of - files_of[:, :1])[:crossed])
+    else:
+        assert batch.segments is None

@@ -123,8 +123,10 @@ class Block(nn.Module):
         With stored `keys`/`values` (B, H, T, D) of a whole sequence, the window's
         fresh ones replace theirs at its positions (in place) and the window
         attends to the whole sequence: how dlm_lsp/models/cache.py recomputes
-        only the span.  Without, x is the whole sequence.  `keep` (B, 1, 1, T), True
-        at the keys every query may attend to, masks a padded row's pad keys.
+        only the span.  Without, x is the whole sequence.  `keep`, True where a query
+        may attend to a key, is (B, 1, 1, T) to mask a padded row's pad keys for every
+        query, or (S, 1, T, T) to keep each query of the first S rows inside its own
+        file (training rows over a seam); the rows after the first S are not masked.
         """
         b, w, c = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=-1)
@@ -134,7 +136,12 @@ class Block(nn.Module):
             keys[:, :, start:start + w] = k
             values[:, :, start:start + w] = v
             k, v = keys, values
-        att = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)  # (B, H, W, D)
+        if keep is not None and len(keep) < b:  # the other rows keep the unmasked kernels
+            s = len(keep)
+            att = torch.cat([F.scaled_dot_product_attention(q[:s], k[:s], v[:s], attn_mask=keep),
+                             F.scaled_dot_product_attention(q[s:], k[s:], v[s:])])
+        else:
+            att = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)  # (B, H, W, D)
         x = x + self.proj(att.transpose(1, 2).reshape(b, w, c))
         return x + self.down(F.gelu(self.up(self.ln2(x)))), k, v
 
@@ -158,15 +165,29 @@ class TinyDenoiser(nn.Module):
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=0.02)
 
-    def hidden(self, ids: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+    def hidden(self, ids: torch.Tensor, lengths: torch.Tensor | None = None,
+               segments: torch.Tensor | None = None) -> torch.Tensor:
         """Final normed hidden states (B, T, C), before the output head.  With `lengths`
         (B,), row i holds lengths[i] tokens and pad after them: no position attends to
         the pad, so its first lengths[i] states are those of the row alone (the model
-        is bidirectional: an unmasked pad key would change every query's state)."""
+        is bidirectional: an unmasked pad key would change every query's state).
+
+        With `segments` (S, T), S <= B, for training rows cut from files joined end to
+        end, each position of the first S rows attends only to the positions of its own
+        segment (its file), so every file's states are those it has alone, wherever in
+        the row it starts (rotary positions are relative): the server never shows the
+        model two files at once.  The rows after them hold one file and are not masked.
+        Padded rows are the server's and seams the training's: never both at once.
+        """
         keep = None
+        if lengths is not None and segments is not None:
+            raise ValueError("hidden: lengths (padded rows) or segments (files), not both")
         if lengths is not None:  # (B, 1, 1, T): the same keys for every head and query
             keep = (torch.arange(ids.shape[1], device=ids.device)[None, :]
                     < lengths.to(ids.device)[:, None])[:, None, None, :]
+        if segments is not None:  # (S, 1, T, T): a query's keys are those of its file
+            segments = segments.to(ids.device)
+            keep = (segments[:, :, None] == segments[:, None, :])[:, None]
         x = self.embed(ids)  # (B, T, C)
         for block in self.blocks:
             x = block(x, keep)

@@ -331,7 +331,8 @@ def encode_files(tokenizer: Tokenizer, files: Sequence[SourceFile],
 
     Rows are cut from the stream wherever they fall, so one can hold the end of one
     file and the start of another; the flags let `RowSampler` keep an infilling
-    middle inside one file (see `RowSampler` for why only the middle).
+    middle inside one file and mark each position's file, so that the model attends
+    within it (see `RowSampler`).
 
     Each file is encoded with its joining newline and the results concatenated;
     this equals encoding the joined text except possibly at the seams between

@@ -26,7 +26,7 @@ def row_losses(module: TinyDenoiser, batch: Batch) -> torch.Tensor:
     (`positions`), so the device is never asked which positions are masked: a
     boolean index would make the CPU wait for the GPU at every step.
     """
-    hidden = module.hidden(batch.inputs)  # (B, L, C)
+    hidden = module.hidden(batch.inputs, segments=batch.segments)  # (B, L, C), within files
     rows, length, width = hidden.shape
     at = batch.positions  # (N,) flat indices of masked positions
     logits = hidden.reshape(-1, width).index_select(0, at) @ module.embed.weight.T  # (N, V)
