@@ -23,6 +23,10 @@ character ranges of the candidate document, where the fill occupies [start, star
   blank, by tree-sitter and by CPython (see _Below).
 * A fill on one line inside a comment that keeps its end is comment text: it changes
   no code, so the code's errors are the document's (`_comment_text`).
+* A fill whose line ends in a backslash (C, C++, shell) or in an operator of its own
+  (`const x = a +`, `echo a &&`, every grammar) that takes the user's next line of
+  code, a line of its own, into the fill's is refused, though the joined text parses
+  (`_joins_next_line`, `_joins_by_operator`).
 """
 
 from __future__ import annotations
@@ -406,6 +410,7 @@ class ParsedDocument:
         self._shell: BashSyntax | None = None
         self._verdicts: dict[tuple[int, int, str], Validation] = {}
         self._errors_without: dict[tuple[int, int], list[_Error]] = {}  # see `errors_without`
+        self._cut: dict[tuple[int, int], tuple[Tree, bytes]] = {}  # see `_stands_alone`
         self.windowed = True  # large documents validate in a window (a window itself never)
 
     def _byte(self, offset: int) -> int:
@@ -519,14 +524,18 @@ class ParsedDocument:
         tree, data, filled = self._parse_with(start, end, fill)
         candidate = _errors(tree, data, filled)
         if not candidate:  # the common case: no need for a baseline at all
-            return self._confirmed(start, end, fill, "no syntax errors")
-        if self._comment_text(start, end, fill, tree):  # nor a second parser's verdict
+            verdict = self._confirmed(start, end, fill, "no syntax errors")
+        elif self._comment_text(start, end, fill, tree):  # nor a second parser's verdict
             return Validation(True, True, self.language,
                               reason="the fill is comment text: the code is the document's")
-        verdict, judged_in = self._judged(start, end, fill, candidate)
-        if not verdict.valid:
+        else:
+            verdict, judged_in = self._judged(start, end, fill, candidate)
+            if not verdict.valid:
+                return verdict
+            verdict = self._confirmed(start, end, fill, verdict.reason, judged_in)
+        if not verdict.valid:  # the parsers' error, where they found one, comes first
             return verdict
-        return self._confirmed(start, end, fill, verdict.reason, judged_in)
+        return self._joins_by_operator(start, end, fill, tree, data) or verdict
 
     def _joins_next_line(self, start: int, end: int, fill: str) -> Validation | None:
         """The rejection of a C, C++ or shell fill that ends its line in a backslash the
@@ -565,9 +574,79 @@ class ParsedDocument:
         line, column = self._fill_end(start, kept)
         at = start + len(kept) - 1
         return Validation(True, False, self.language, ((line, column - 1),),
-                          reason=f"{_introduced(1, line, column - 1)} (a backslash at the end"
-                                 f" of the line joins line {line + 2} to it)",
+                          reason=f"{_introduced(1, line, column - 1)}"
+                                 f" ({_joins('a backslash', line + 1)})",
                           new_ranges=((at, at + 1),))
+
+    def _joins_by_operator(self, start: int, end: int, fill: str, tree: Tree,
+                           data: bytes) -> Validation | None:
+        """The rejection of a fill whose last line ends in an operator or separator of its
+        own that takes the user's next line of code into the fill's expression, where
+        that line is one of its own without the fill; None otherwise.  `tree` and `data`
+        are the filled document's.
+
+        Where a line break is white space (the brace languages, Ruby, Lua, Kotlin, and
+        shell after `&&`, `||` and `|`), `const x = a +` over `foo();` reads `const x = a
+        + foo();` and `echo a &&` over `ls` runs `echo a && ls`: both parse, so no error
+        objected.  One rule for every grammar, read from the tree (`_joined`): the last
+        token of the fill's line, the fill's (not the user's text after the span), joins
+        the next line of code below to it.  A line the user goes on with the same way
+        (`ls &&` below `echo a &&`) is a chain they write, and the line below must be
+        one of its own without the span's lines (`_stands_alone`)."""
+        first = self._byte(start)
+        size = len(_encode(fill))
+        line_end = data.find(b"\n", first + size)
+        if not fill.strip() or line_end == -1:
+            return None
+        root = tree.root_node
+        last = _code_leaf_before(root, data, data.rfind(b"\n", 0, first + size) + 1, line_end)
+        below = _code_leaf_after(root, data, line_end)
+        if last is None or last.start_byte < first or below is None:
+            return None  # the user's text ends the line, or no code is below it
+        span_start = self._byte(self.text.rfind("\n", 0, start) + 1)
+        if not _joined(root, data, last, below, span_start):
+            return None
+        token = data[last.start_byte:last.end_byte]
+        below_end = data.find(b"\n", below.start_byte)
+        tail = _code_leaf_before(root, data, below.start_byte,
+                                 len(data) if below_end == -1 else below_end)
+        if tail is not None and data[tail.start_byte:tail.end_byte] == token:
+            return None  # a chain the user goes on with
+        lines = (self.text.rfind("\n", 0, start) + 1, self.text.find("\n", end) + 1)
+        if not self._stands_alone(below.start_byte - size + self._byte(end) - first, *lines):
+            return None
+        written = token.decode("utf-8", "surrogatepass")
+        at = start + len(data[first:last.start_byte].decode("utf-8", "surrogatepass"))
+        line, column = self._fill_end(start, fill[:at - start])
+        return Validation(True, False, self.language, ((line, column),),
+                          reason=f"{_introduced(1, line, column)}"
+                                 f" ({_joins(f'`{written}`', below.start_point[0])})",
+                          new_ranges=((at, at + len(written)),))
+
+    def _stands_alone(self, byte: int, low: int, high: int) -> bool:
+        """Whether the code at `byte` (the first of a line below the span, in this
+        version's bytes) is a line of its own in this version with the span's lines
+        text[low:high] taken out: not broken there (`foo(x,` over `y)`: the user's `y)`
+        closes what the fill opened), not inside round or square brackets (the lines of
+        a call's arguments or of an expression in parentheses, where a line break never
+        ends anything), and not joined to the code above by the user's own operator
+        (`_joined`: `x =` above the span, `foo();` below it)."""
+        key = (low, high)
+        if key not in self._cut:
+            tree, data, _ = self._parse_with(low, high, "")
+            self._cut = {key: (tree, data)}
+        tree, data = self._cut[key]
+        at = byte - (self._byte(high) - self._byte(low))
+        root = tree.root_node
+        leaf = root.descendant_for_byte_range(at, at + 1)
+        for node in ancestors(root, leaf):
+            if node.is_error or node.start_byte == at and node.has_error:
+                return False
+            opener = node.child(0) if node.start_byte < at and node.child_count else None
+            if opener is not None and opener.type in _OPENERS and not opener.is_named:
+                return False
+        above = _code_leaf_before(root, data, 0, at)
+        return above is None or not _joined(root, data, above, leaf, 0)
 
     def _shell_continues(self, start: int, end: int, fill: str, kept: str) -> bool:
         """Whether the backslash that ends `kept` (the fill up to it) continues its line in
@@ -1002,6 +1081,16 @@ def _at(line: int, column: int) -> str:
     return f"first at line {line + 1}, column {column + 1}"
 
 
+def _joins(what: str, line: int) -> str:
+    """Why a fill whose line ends in `what` is refused: it joins (0-based) `line` below
+    to its own (`ParsedDocument._joins_next_line`, `_joins_by_operator`); `_moved`
+    rewrites the number."""
+    return f"{what} at the end of the line joins line {line + 1} to it"
+
+
+_JOINED = re.compile(r"joins line (\d+) to it")
+
+
 def _moved(verdict: Validation, lines: int, columns: int, chars: int) -> Validation:
     """A window's verdict in the document's coordinates: the window starts `lines` lines
     and `chars` characters into it, `columns` into its first line (0 for whole lines);
@@ -1011,10 +1100,10 @@ def _moved(verdict: Validation, lines: int, columns: int, chars: int) -> Validat
         return line + lines, column + columns if line == 0 else column
 
     line, column = verdict.new_errors[0]
+    reason = verdict.reason.replace(_at(line, column), _at(*place(line, column)), 1)
     return replace(verdict, new_errors=tuple(place(*where) for where in verdict.new_errors),
                    new_ranges=tuple((a + chars, b + chars) for a, b in verdict.new_ranges),
-                   reason=verdict.reason.replace(_at(line, column), _at(*place(line, column)),
-                                                 1))
+                   reason=_JOINED.sub(lambda m: f"joins line {int(m[1]) + lines} to it", reason))
 
 
 def _skip_blanks_back(text: str, at: int) -> int:
@@ -1030,6 +1119,82 @@ _BLANKS = re.compile(r"[ \t]*")
 def _width(line: str) -> int:
     """The columns a line's indentation covers, tabs to the next multiple of eight."""
     return len(line[:len(line) - len(line.lstrip(" \t"))].expandtabs(8))
+
+
+def _indent(data: bytes, at: int) -> int:
+    """The columns the indentation of the line that starts at byte `at` covers."""
+    return _width(data[at:_BLANK_BYTES.match(data, at).end()].decode("ascii"))
+
+
+_BLANK_BYTES = re.compile(rb"[ \t]*")
+# Brackets join no line to a fill's (`ParsedDocument._joins_by_operator`): a closing one
+# ends what it closes, and round and square ones hold lines that never end anything.
+_CLOSERS = frozenset({")", "]", "}"})
+_OPENERS = frozenset({"(", "["})
+_SPACE_BYTES = re.compile(rb"\s*")
+
+
+def _extra(root: Node, leaf: Node) -> Node | None:
+    """The extra node (a comment, Python's line continuation: white space to the
+    grammar) that holds `leaf`, if any."""
+    return next((node for node in ancestors(root, leaf) if node.is_extra), None)
+
+
+def _code_leaf_before(root: Node, data: bytes, low: int, high: int) -> Node | None:
+    """The last token of code in data[low:high], past white space and comments."""
+    while True:
+        while high > low and data[high - 1] in b" \t\r\n\f\v":
+            high -= 1
+        if high <= low:
+            return None
+        leaf = root.descendant_for_byte_range(high - 1, high)
+        extra = _extra(root, leaf)
+        if extra is None:
+            return leaf
+        high = extra.start_byte
+
+
+def _code_leaf_after(root: Node, data: bytes, at: int) -> Node | None:
+    """The first token of code at or after byte `at`, past white space and comments."""
+    while True:
+        at = _SPACE_BYTES.match(data, at).end()
+        if at >= len(data):
+            return None
+        leaf = root.descendant_for_byte_range(at, at + 1)
+        extra = _extra(root, leaf)
+        if extra is None:
+            return leaf
+        at = extra.end_byte
+
+
+def _joined(root: Node, data: bytes, last: Node, below: Node, low: int) -> bool:
+    """Whether token `last`, the last code of its line, joins the line that starts with
+    token `below` to its own (`ParsedDocument._joins_by_operator`, `_stands_alone`).
+
+    `last` is an unnamed token (an operator, `=`, `.`, `,`, `&&`, `|`), not a closing
+    bracket, and the line below is no deeper than its line: a continuation is indented,
+    as a macro's body is for the backslash.  The node that holds both has `last` as a
+    child of its own, not its first (an opening bracket or a keyword that begins it);
+    it begins at byte `low` or after (the span's first line: a list's items, one a line,
+    are the list's, which began above), has no errors, and ends on the last line of its
+    child that holds `below` (`then` or `{` open a body that the user's `fi` or `}`
+    closes below: the line below is still a statement of its own)."""
+    if last.is_named or last.is_missing or last.type in _CLOSERS:
+        return False
+    if (_indent(data, data.rfind(b"\n", 0, below.start_byte) + 1)
+            > _indent(data, data.rfind(b"\n", 0, last.start_byte) + 1)):
+        return False
+    outer = ancestors(root, last)
+    if len(outer) < 2:
+        return False
+    node = outer[1]
+    if node.has_error or node.start_byte < low or node.child(0) == last:
+        return False
+    inner = ancestors(root, below)
+    if node not in inner or inner.index(node) == 0:
+        return False
+    taken = inner[inner.index(node) - 1]
+    return node.end_point[0] == taken.end_point[0]
 
 
 def _blanks_at(text: str, at: int) -> int:

@@ -482,3 +482,23 @@ def test_a_fill_deeper_than_a_cursor_two_tabs_in_is_offered_at_its_column_by_its
     candidate = engine.infill(request).candidates[0]
     assert (candidate.text, candidate.valid) == (
         "for x in xs:\n\t\t\tt += x\n\t\treturn t", True)
+
+
+@pytest.mark.parametrize(("language", "doc", "broken", "good"), [
+    ("javascript", "function f(a) {\n  const x = |\n  foo();\n}\n", "a +", "a + 1;"),
+    ("shellscript", "#!/bin/bash\necho start|\nls -l\n", " &&", " a"),
+])
+def test_a_fill_whose_operator_joins_the_user_s_line_below_is_repaired(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, language: str, doc: str, broken: str,
+        good: str) -> None:
+    """`const x = a +` over `foo();` read `const x = a + foo();`, and `echo start &&` over
+    `ls -l` ran both: valid, the fill was offered. Refused, its operator is re-masked and
+    written again."""
+    at = doc.index("|")
+    request = InfillRequest(doc.replace("|", ""), at, at, language, "file:///j",
+                            InfillOptions(length=8, steps=4))
+    planted = Planted(engine, request, broken=broken, good=good)
+    runs = _spy_paths(monkeypatch, planted, fix_on=REPAIR)
+    result = engine.infill(request)
+    assert [kind for kind, _ in runs][:2] == [DIFFUSION, REPAIR]
+    assert (result.candidates[0].text, result.candidates[0].valid) == (good, True)

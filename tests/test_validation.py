@@ -264,6 +264,109 @@ def test_a_shell_backslash_that_joins_no_line_of_code_is_left_to_the_parse(
     assert _fill(marked, fill, "shellscript").valid
 
 
+# A fill whose line ends in an operator or separator of its own, over the user's next
+# line of code, no deeper: the line below becomes part of the fill's expression (or the
+# shell's list or pipeline), which parses, so no error objected.  (language, document,
+# fill, the joining token's place)
+JOINING = [
+    ("javascript", "function f(a) {\n  ⟦⟧\n  foo();\n}\n", "const x = a +", (1, 14)),
+    ("javascript", "function f(a) {\n  const x = ⟦⟧\n  foo();\n}\n", "a.", (1, 13)),
+    ("typescript", "function f(a: number) {\n  ⟦⟧\n  foo();\n}\n", "const x =", (1, 10)),
+    ("c", "int f(int a) {\n    ⟦⟧\n    foo();\n}\n", "int x = a,", (1, 13)),
+    ("cpp", "int f(int a) {\n    int x = a ⟦⟧\n    foo();\n}\n", "*", (1, 14)),
+    ("go", "package main\n\nfunc f(a int) {\n\t⟦⟧\n\tfoo()\n}\n", "x := a +", (3, 8)),
+    ("rust", "fn f(a: i32) {\n    ⟦⟧\n    foo();\n}\n", "let x = a.", (1, 13)),
+    ("java", "class A {\n    void f(int a) {\n        ⟦⟧\n        foo();\n    }\n}\n",
+     "int x = a &&", (2, 18)),
+    ("ruby", "def f(a)\n  ⟦⟧\n  foo()\nend\n", "x = a +", (1, 8)),
+    ("lua", "function f(a)\n  ⟦⟧\n  foo()\nend\n", "local x = a ..", (1, 14)),
+    ("python", "def f(a):\n    ⟦⟧\n    foo()\n", "x = a + \\", (1, 10)),  # CPython joins
+    # blank lines and comments between do not end the expression
+    ("javascript", "function f(a) {\n  ⟦⟧\n\n  // next\n  foo();\n}\n", "x = a + // why", (1, 8)),
+    # shell: `echo a && ls`, `echo a | ls`
+    ("shellscript", "#!/bin/bash\necho start\n⟦⟧\nls -l\n", "echo a &&", (2, 7)),
+    ("shellscript", "#!/bin/bash\nf() {\n  echo start⟦⟧\n  ls -l\n}\n", " ||", (2, 13)),
+    ("shellscript", "#!/bin/bash\necho start\n⟦⟧\nls -l\n", "echo a |", (2, 7)),
+]
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "where"), JOINING)
+def test_a_fill_whose_line_ends_in_an_operator_does_not_join_the_user_s_line_below(
+        language: str, marked: str, fill: str, where: tuple[int, int]) -> None:
+    """`const x = a +` over `foo();` read `const x = a + foo();`, and `echo a &&` over
+    `ls` ran `echo a && ls`: valid, and the fill passed."""
+    result = _fill(marked, fill, language)
+    assert not result.valid and "joins line" in result.reason
+    assert result.new_errors == (where,)
+    text, start, end = _span(marked)
+    low, high = result.new_ranges[0]
+    token = (text[:start] + fill + text[end:])[low:high]
+    assert f"`{token}` at the end of the line joins line" in result.reason
+    assert not token[-1].isalnum() or token in ("and", "or")
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    # the user's line below goes on with what the fill began: deeper, as a continuation is
+    ("javascript", "function f(a) {\n  const x = ⟦⟧\n    foo();\n}\n", "a +"),
+    ("shellscript", "#!/bin/bash\n⟦⟧\n  grep x\n", "cat f |"),
+    # ... or it closes what the fill opened, or goes on from it
+    ("javascript", "function f() {\n  const x = foo(⟦⟧\n  a, b);\n}\n", "c,"),
+    ("javascript", "function f() {\n  ⟦⟧\n    .then((r) => r.json());\n}\n",
+     "return fetch(url)"),
+    ("javascript", "function f() {\n  ⟦⟧\n  } else {\n    b();\n  }\n}\n", "if (x) {\n    a();"),
+    # a bracket or a keyword opens a body the user's lines close
+    ("javascript", "function f() {\n  ⟦⟧\n  foo();\n  }\n}\n", "if (x) {"),
+    ("javascript", "function f() {\n  ⟦⟧\n  foo(); }\n}\n", "if (x) {"),
+    ("lua", "function f(a)\n  ⟦⟧\n  foo()\n  end\nend\n", "if a then"),
+    # what the fill's line ends in prefixes the declaration below, or closes a bracket
+    ("cpp", "⟦⟧\nT f(T a) { return a; }\n", "template <class T>"),
+    ("c", "⟦⟧\nmain(void) { return 0; }\n", "static int"),
+    ("java", "class A {\n    ⟦⟧\n    void f() {}\n}\n", "@Override"),
+    ("python", "⟦⟧\ndef f(a):\n    foo()\n", "@dec"),
+    ("c", "int f(void) {\n  ⟦⟧\n  {\n    return 0;\n  }\n}\n", "for (;;)"),
+    ("shellscript", "#!/bin/bash\n⟦⟧\n{\n  ls\n}\n", "f()"),
+    # items of a list that began above the span, one a line
+    ("javascript", "const o = {\n  ⟦⟧\n  b: 2\n};\n", "a: 1,"),
+    ("go", "package main\n\nvar x = []int{\n\t⟦⟧\n\t2,\n}\n", "1,"),
+    ("go", "package main\n\nvar p = Point{\n\t⟦⟧\n\tY: 2}\n", "X: 1,"),
+    ("rust", "fn f(a: i32) -> i32 {\n    match a {\n        ⟦⟧\n        _ => 2,\n    }\n}\n",
+     "1 => 1,"),
+    # inside round or square brackets a line break never ends anything
+    ("python", "x = compute(\n    a,⟦⟧\n    b,\n)\n", " c +"),
+    # a chain the user writes: the line below goes on the same way, or the line above
+    ("shellscript", "#!/bin/bash\n⟦⟧\nls &&\necho done\n", "echo a &&"),
+    ("shellscript", "#!/bin/bash\nmake &&\n⟦⟧\nls\n", "echo a &&"),
+    ("javascript", "function f() {\n  let x, y;\n  x =\n  ⟦⟧\n  foo();\n}\n", "y ="),
+    # the user's own text ends the line, or follows the fill on it
+    ("javascript", "function f() {\n  const x = a +⟦⟧\n  foo();\n}\n", " b"),
+    ("javascript", "function f() {\n  const x = ⟦⟧ + 1;\n  foo();\n}\n", "a"),
+    # a fill of whole statements; an operator in a comment or a string
+    ("javascript", "function f() {\n  ⟦⟧\n  foo();\n}\n", "const x = 1;\nconst y = 2;"),
+    ("shellscript", "#!/bin/bash\necho start # a ⟦⟧\nls -l\n", "b &&"),
+    ("shellscript", "#!/bin/bash\necho \"a⟦⟧\nls\"\n", " &&"),
+])
+def test_a_line_below_that_the_fill_does_not_take_from_the_user_is_left_to_the_parse(
+        language: str, marked: str, fill: str) -> None:
+    assert _fill(marked, fill, language).valid
+
+
+def test_python_rejects_an_operator_at_a_line_s_end_outside_brackets_itself() -> None:
+    """CPython ends a statement at a line break outside brackets: its error is the
+    verdict, which the join rule leaves as it was."""
+    result = _fill("def f(a):\n    ⟦⟧\n    foo()\n", "x = a +", "python")
+    assert not result.valid and "Python: invalid syntax" in result.reason
+
+
+def test_a_joined_line_is_numbered_in_the_document_where_a_window_judged_it() -> None:
+    head = "".join(f"function g{i}() {{\n  return {i};\n}}\n" for i in range(12_000))
+    marked = head + "function f(a) {\n  ⟦⟧\n  foo();\n}\n"
+    assert len(marked) > validation.WINDOW_ABOVE
+    line = marked.count("\n", 0, marked.index("⟦"))
+    result = _fill(marked, "const x = a +", "javascript")
+    assert not result.valid and result.new_errors == ((line, 14),)
+    assert f"joins line {line + 2} to it" in result.reason
+
+
 def test_empty_fill_where_the_span_was_optional_is_valid() -> None:
     assert _fill("x = f(1⟦, 2⟧)\n", "", "python").valid
 
