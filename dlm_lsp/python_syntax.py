@@ -196,6 +196,14 @@ class PythonSyntax:
         while body is not None:
             opening, top, bottom = _statements(body, first, last)
             inside = body is not self.root
+            while (opening is not None and opening.type == "comment"
+                   and opening.prev_sibling is not None
+                   and opening.prev_sibling.end_point[0] == opening.start_point[0]):
+                # a comment at the end of a statement's line: the chunk starts with that
+                # statement (`A = 1  # c` above the span checked nothing, so `B =` over
+                # `C = 3` passed: tree-sitter reads `B = C = 3`)
+                opening = opening.prev_sibling
+                top = min(top, opening.start_point[0])
             if opening is not None and not self._opens_its_line(opening):
                 return None  # e.g. `if x: y = 1`: the header owns the line
             low, high = self.lines[top], self._line_end(bottom)

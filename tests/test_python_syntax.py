@@ -45,6 +45,19 @@ def test_statements_python_cannot_parse_are_rejected(fill: str) -> None:
     assert "(Python: " in result.reason  # tree-sitter alone passes every one of them
 
 
+@pytest.mark.parametrize("marked", [
+    "A = 1  # c\n⟦⟧\nC = 3\n",
+    "a = (1,\n     2)  # c\n⟦⟧\nC = 3\n",  # the chunk starts where the statement does
+])
+def test_a_statement_above_that_ends_in_a_comment_is_checked_with_the_span(
+        marked: str) -> None:
+    """The comment at the end of the line above was taken for the statement the chunk
+    starts with; not at its line's start, it gave no chunk, and no check was made."""
+    result = _fill(marked, "print 'a'")
+    assert not result.valid and "Python: " in result.reason
+    assert _fill(marked, "print('a')").valid
+
+
 def test_a_line_indented_past_its_block_is_rejected() -> None:
     marked = "def f():\n    a = 1\n    ⟦⟧\n    return a\n"
     assert _fill(marked, "b = 2").valid
