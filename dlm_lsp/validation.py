@@ -588,7 +588,7 @@ class ParsedDocument:
         Where a line break is white space (the brace languages, Ruby, Lua, Kotlin, and
         shell after `&&`, `||` and `|`), `const x = a +` over `foo();` reads `const x = a
         + foo();` and `echo a &&` over `ls` runs `echo a && ls`: both parse, so no error
-        objected.  One rule for every grammar, read from the tree (`_joined`): the last
+        objected.  One rule for every grammar, read from the tree (`_joint`): the last
         token of the fill's line, the fill's (not the user's text after the span), joins
         the next line of code below to it.  A line the user goes on with the same way
         (`ls &&` below `echo a &&`) is a chain they write, and the line below must be
@@ -603,9 +603,10 @@ class ParsedDocument:
         below = _code_leaf_after(root, data, line_end)
         if last is None or last.start_byte < first or below is None:
             return None  # the user's text ends the line, or no code is below it
-        span_start = self._byte(self.text.rfind("\n", 0, start) + 1)
-        if not _joined(root, data, last, below, span_start):
+        joint = _joint(root, data, last, below, self._byte(self.text.rfind("\n", 0, start) + 1))
+        if joint is None:
             return None
+        node, taken = joint
         token = data[last.start_byte:last.end_byte]
         below_end = data.find(b"\n", below.start_byte)
         tail = _code_leaf_before(root, data, below.start_byte,
@@ -613,7 +614,9 @@ class ParsedDocument:
         if tail is not None and data[tail.start_byte:tail.end_byte] == token:
             return None  # a chain the user goes on with
         lines = (self.text.rfind("\n", 0, start) + 1, self.text.find("\n", end) + 1)
-        if not self._stands_alone(below.start_byte - size + self._byte(end) - first, *lines):
+        shift = size - (self._byte(end) - first)  # from this version's bytes to the filled
+        if not self._stands_alone(below.start_byte - shift, *lines,
+                                  (node.type, taken.type, node.end_byte - shift)):
             return None
         written = token.decode("utf-8", "surrogatepass")
         at = start + len(data[first:last.start_byte].decode("utf-8", "surrogatepass"))
@@ -623,30 +626,45 @@ class ParsedDocument:
                                  f" ({_joins(f'`{written}`', below.start_point[0])})",
                           new_ranges=((at, at + len(written)),))
 
-    def _stands_alone(self, byte: int, low: int, high: int) -> bool:
+    def _stands_alone(self, byte: int, low: int, high: int,
+                      joint: tuple[str, str, int]) -> bool:
         """Whether the code at `byte` (the first of a line below the span, in this
         version's bytes) is a line of its own in this version with the span's lines
         text[low:high] taken out: not broken there (`foo(x,` over `y)`: the user's `y)`
         closes what the fill opened), not inside round or square brackets (the lines of
         a call's arguments or of an expression in parentheses, where a line break never
-        ends anything), and not joined to the code above by the user's own operator
-        (`_joined`: `x =` above the span, `foo();` below it)."""
+        ends anything), not joined to the code above by the user's own operator
+        (`_joint`: `x =` above the span, `foo();` below it).  Nor where the node the
+        fill's token joins it in is this version's, with one more child in front: `joint`
+        is that node's type, its child's that holds the line and where it ends (in this
+        version's bytes), and the node that starts with the line here is of that type,
+        ends there and starts with a child of that type.  The token then parts the two
+        as the user's lines are parted (a statement's `;` in a Python block, or a
+        script's); a class's field is not parted from its own name (`sync =` over
+        `opt;` makes `opt` the value of the fill's field, not a field of its own)."""
         key = (low, high)
         if key not in self._cut:
             tree, data, _ = self._parse_with(low, high, "")
             self._cut = {key: (tree, data)}
         tree, data = self._cut[key]
-        at = byte - (self._byte(high) - self._byte(low))
+        at = byte - (self._byte(high) - self._byte(low))  # in the version without them
         root = tree.root_node
         leaf = root.descendant_for_byte_range(at, at + 1)
-        for node in ancestors(root, leaf):
+        chain = ancestors(root, leaf)
+        for node in chain:
             if node.is_error or node.start_byte == at and node.has_error:
                 return False
             opener = node.child(0) if node.start_byte < at and node.child_count else None
             if opener is not None and opener.type in _OPENERS and not opener.is_named:
                 return False
+        removed = self._byte(high) - self._byte(low)
+        outer = [node for node in chain if node.start_byte == at][-1]
+        kind, child, joint_end = joint
+        if (outer.type == kind and outer.end_byte == joint_end - removed
+                and outer.child(0) is not None and outer.child(0).type == child):
+            return False
         above = _code_leaf_before(root, data, 0, at)
-        return above is None or not _joined(root, data, above, leaf, 0)
+        return above is None or _joint(root, data, above, leaf, 0) is None
 
     def _shell_continues(self, start: int, end: int, fill: str, kept: str) -> bool:
         """Whether the backslash that ends `kept` (the fill up to it) continues its line in
@@ -1167,9 +1185,11 @@ def _code_leaf_after(root: Node, data: bytes, at: int) -> Node | None:
         at = extra.end_byte
 
 
-def _joined(root: Node, data: bytes, last: Node, below: Node, low: int) -> bool:
-    """Whether token `last`, the last code of its line, joins the line that starts with
-    token `below` to its own (`ParsedDocument._joins_by_operator`, `_stands_alone`).
+def _joint(root: Node, data: bytes, last: Node, below: Node,
+           low: int) -> tuple[Node, Node] | None:
+    """The node in which token `last`, the last code of its line, joins the line that
+    starts with token `below` to its own, and its child that holds `below`; None where
+    it does not (`ParsedDocument._joins_by_operator`, `_stands_alone`).
 
     `last` is an unnamed token (an operator, `=`, `.`, `,`, `&&`, `|`), not a closing
     bracket, and the line below is no deeper than its line: a continuation is indented,
@@ -1180,21 +1200,21 @@ def _joined(root: Node, data: bytes, last: Node, below: Node, low: int) -> bool:
     child that holds `below` (`then` or `{` open a body that the user's `fi` or `}`
     closes below: the line below is still a statement of its own)."""
     if last.is_named or last.is_missing or last.type in _CLOSERS:
-        return False
+        return None
     if (_indent(data, data.rfind(b"\n", 0, below.start_byte) + 1)
             > _indent(data, data.rfind(b"\n", 0, last.start_byte) + 1)):
-        return False
+        return None
     outer = ancestors(root, last)
     if len(outer) < 2:
-        return False
+        return None
     node = outer[1]
     if node.has_error or node.start_byte < low or node.child(0) == last:
-        return False
+        return None
     inner = ancestors(root, below)
     if node not in inner or inner.index(node) == 0:
-        return False
+        return None
     taken = inner[inner.index(node) - 1]
-    return node.end_point[0] == taken.end_point[0]
+    return (node, taken) if node.end_point[0] == taken.end_point[0] else None
 
 
 def _blanks_at(text: str, at: int) -> int:

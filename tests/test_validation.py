@@ -287,6 +287,8 @@ JOINING = [
     ("shellscript", "#!/bin/bash\necho start\n⟦⟧\nls -l\n", "echo a &&", (2, 7)),
     ("shellscript", "#!/bin/bash\nf() {\n  echo start⟦⟧\n  ls -l\n}\n", " ||", (2, 13)),
     ("shellscript", "#!/bin/bash\necho start\n⟦⟧\nls -l\n", "echo a |", (2, 7)),
+    ("shellscript", "#!/bin/bash\n⟦⟧\nls && echo b\n", "echo a &&", (1, 7)),  # into a list
+    ("javascript", "class A {\n  ⟦⟧\n  opt;\n}\n", "sync =", (1, 7)),  # a field's value
 ]
 
 
@@ -343,6 +345,12 @@ def test_a_fill_whose_line_ends_in_an_operator_does_not_join_the_user_s_line_bel
     # a fill of whole statements; an operator in a comment or a string
     ("javascript", "function f() {\n  ⟦⟧\n  foo();\n}\n", "const x = 1;\nconst y = 2;"),
     ("shellscript", "#!/bin/bash\necho start # a ⟦⟧\nls -l\n", "b &&"),
+    # a statement's end before the user's next, in a block or a script that begins with
+    # the fill's (a script's last line without a line break after it)
+    ("python", "def f():\n    ⟦⟧\n    b = 2\n", "a = 1;"),
+    ("ruby", "def f\n  ⟦⟧\n  b\nend\n", "a;"),
+    ("shellscript", "⟦⟧\nls", "echo a;"),
+    ("shellscript", "⟦⟧\nls", "sleep 1 &"),
     ("shellscript", "#!/bin/bash\necho \"a⟦⟧\nls\"\n", " &&"),
 ])
 def test_a_line_below_that_the_fill_does_not_take_from_the_user_is_left_to_the_parse(
