@@ -15,7 +15,11 @@ top-level commands that meet the span, with one either side, commands that
 share a line kept together; when that is longer than CHUNK_CHARS, the commands
 of the function body (`{ ... }`) or loop body (`do ... done`) that holds the
 span, if any.  A script broken elsewhere thus leaves the check working (bash
-stops at a file's first error), and the cost does not grow with the script.  The
+stops at a file's first error), and the cost does not grow with the script but
+for a rejection's second look:  a fill the chunk fails is parsed once more, with the lines below the chunk to the
+end of the script or of that body (up to WIDER_CHARS): one that parses whole
+there opened what a line further down closes (`if [ x ]; then` over the user's
+`fi`), and passes.  The
 filled chunk is parsed first, and the chunk as it is only when that fails, once
 per span and document version.  bash reports a line and no column.  What counts
 against the fill, with the chunk as it is (the span's old text) as baseline:
@@ -82,6 +86,10 @@ from dlm_lsp.trees import ancestors
 # The commands handed to bash are cut at this size (characters); past it the check
 # moves into the function or loop body that holds the span, where there is one.
 CHUNK_CHARS = 20_000
+# A fill the chunk fails is judged again over the lines from the chunk's first to the
+# end of the script (or of the body it was cut from), where that is no longer than this
+# (characters): see `BashSyntax._rejects`.
+WIDER_CHARS = 200_000
 TIMEOUT = 2.0  # seconds; past it, no verdict
 
 # The shells a shebang may name for the check to apply: bash and the POSIX sh family
@@ -284,7 +292,7 @@ class BashSyntax:
         # dash checks a POSIX sh script too, once it is known to parse whole with dash
         self.dash = shutil.which("dash") if interpreter(text) in _POSIX_SHELLS else None
         self._posix: bool | None = None
-        self._chunks: dict[tuple[int, int], tuple[int, int]] = {}
+        self._chunks: dict[tuple[int, int], tuple[int, int, int]] = {}
         self._as_it_is: dict[tuple[str, int, int], _Failure | None | object] = {}
         self._probes: dict[tuple[str, int, int], _Failure | None | object] = {}
 
@@ -294,16 +302,18 @@ class BashSyntax:
     def _line_end(self, row: int) -> int:
         return self.lines[row + 1] if row + 1 < len(self.lines) else len(self.text)
 
-    def _chunk(self, start: int, end: int) -> tuple[int, int]:
-        """The whole lines [low, high) of the commands around [start, end)."""
+    def _chunk(self, start: int, end: int) -> tuple[int, int, int]:
+        """The whole lines [low, high) of the commands around [start, end), and where the
+        lines of the script or body they were cut from end."""
         key = (start, end)
         if key not in self._chunks:
             self._chunks[key] = self._find_chunk(start, end)
         return self._chunks[key]
 
-    def _find_chunk(self, start: int, end: int) -> tuple[int, int]:
+    def _find_chunk(self, start: int, end: int) -> tuple[int, int, int]:
         first, last = self._row(start), self._row(end)
         body = self.root
+        limit = len(self.text)
         top, bottom = _around(body, first, last)
         while self._line_end(bottom) - self.lines[top] > CHUNK_CHARS:
             inner = _inner_body(body, first, last)
@@ -314,7 +324,8 @@ class BashSyntax:
             if rows[0] <= body.start_point[0] or rows[1] >= body.end_point[0]:
                 break  # a command shares a line with the braces: keep the outer chunk
             top, bottom = rows
-        return self.lines[top], self._line_end(bottom)
+            limit = self.lines[body.end_point[0]]  # up to the line of its `}` or `done`
+        return self.lines[top], self._line_end(bottom), limit
 
     def _verdict(self, parser: str, source: str) -> _Failure | None | object:
         """`parser`'s ("bash" or "dash") first objection to `source`."""
@@ -351,7 +362,25 @@ class BashSyntax:
 
     def _rejects(self, parser: str, start: int, end: int,
                  fill: str) -> tuple[Rejection | None, int | None]:
-        low, high = self._chunk(start, end)
+        """`parser`'s objection over the chunk, unless the fill parses whole over the
+        chunk's lines to the end of the script (or of the body the chunk was cut from).
+
+        The chunk is cut from the document as it is, so it ends one command below the
+        span: a fill that opens what a line further down closes (`if [ x ]; then` over
+        `echo y` and the user's `fi`, `cat <<EOF` over the heredoc's text and `EOF`)
+        failed at the chunk's end, "unexpected end of file", whatever it was.  Only a
+        rejection is judged again, and only a whole parse overturns it: where the lines
+        below fail as they are, bash's first error there would hide the fill's."""
+        low, high, limit = self._chunk(start, end)
+        verdict = self._rejects_in(parser, start, end, fill, low, high)
+        if verdict[0] is None or high >= limit or limit - low > WIDER_CHARS:
+            return verdict
+        wider = self.text[low:start] + fill + self.text[end:limit]
+        return (None, None) if self._verdict(parser, wider) is None else verdict
+
+    def _rejects_in(self, parser: str, start: int, end: int, fill: str, low: int,
+                    high: int) -> tuple[Rejection | None, int | None]:
+        """`parser`'s objection to the fill over the chunk, lines [low, high)."""
         source = self.text[low:start] + fill + self.text[end:high]
         failure = self._verdict(parser, source)
         if not isinstance(failure, _Failure):  # it parses, or the shell said nothing clear

@@ -16,8 +16,11 @@ meet the span, with one statement either side, so that a fill that runs into
 the next statement is caught too; when that is longer than CHUNK_CHARS, the
 statements of the block one level down that holds the span, and so on.  A
 chunk inside a block is parsed under `if 1:`, which makes its indentation legal
-on its own.  What counts against the fill, with the document as it is (the
-span's old text) as baseline:
+on its own.  A fill the chunk fails is parsed once more, with the lines below the
+chunk to the end of the document or of that block (up to WIDER_CHARS): one that
+parses whole there opened what a line further down closes (`y = foo(` over `a,`
+and the user's `)`), and passes.  What counts against the fill, with the
+document as it is (the span's old text) as baseline:
 
 * the chunk parses as it is: the filled chunk must parse too;
 * it does not: the fill is blamed only when CPython now fails *earlier* than it
@@ -45,6 +48,10 @@ from tree_sitter import Node
 # The statements handed to CPython are cut at this size (characters); past it the
 # check moves into the block that holds the span, or is not made.
 CHUNK_CHARS = 20_000
+# A fill the chunk fails is judged again over the lines from the chunk's first to the
+# end of the document (or of the block it was cut from), where that is no longer than
+# this (characters): see `PythonSyntax.rejects`.
+WIDER_CHARS = 200_000
 
 # CPython warns about some valid text while parsing (an invalid escape like '\d');
 # under `-W error` that warning would become a SyntaxError and reject a good fill.
@@ -71,6 +78,7 @@ class _Chunk(NamedTuple):
     high: int
     inside_block: bool  # parsed under `if 1:`
     failure: int | None  # where CPython fails on the chunk as it is (document offset)
+    limit: int  # where the lines of the document or block it was cut from end
 
 
 def _failure(source: str, inside_block: bool) -> tuple[int, int, int, str] | None:
@@ -211,7 +219,8 @@ class PythonSyntax:
                 source = self.text[low:high]
                 failure = _failure(source, inside)
                 at = None if failure is None else low + _offset(source, *failure[:2])
-                return _Chunk(low, high, inside, at)
+                limit = self._line_end(body.end_point[0]) if inside else len(self.text)
+                return _Chunk(low, high, inside, at, limit)
             holders = [c for c in body.children
                        if c.start_point[0] <= first and last <= c.end_point[0]]
             body = _inner_block(holders[0], first, last) if len(holders) == 1 else None
@@ -226,10 +235,27 @@ class PythonSyntax:
         return statement.start_point[1] == indent  # ASCII blanks: bytes are characters
 
     def rejects(self, start: int, end: int, fill: str) -> Rejection | None:
-        """CPython's objection to `fill` written over [start, end), or None."""
+        """CPython's objection to `fill` written over [start, end), or None.
+
+        The chunk is cut from the document as it is, so it ends one statement below the
+        span: a fill that opens a bracket a line further down closes (`y = foo(` over
+        `a,`, `b,` and the user's `)`) failed at the chunk's end, "'(' was never closed",
+        whatever it was.  A rejection is judged again over the chunk's lines to the end
+        of the document (or of the block the chunk was cut from), and only a whole parse
+        overturns it: where the lines below fail as they are, CPython's first error
+        there could hide the fill's."""
         chunk = self._chunk(start, end)
         if chunk is None:
             return None
+        rejected = self._rejects_in(chunk, start, end, fill)
+        if rejected is None or chunk.high >= chunk.limit or \
+                chunk.limit - chunk.low > WIDER_CHARS:
+            return rejected
+        wider = self.text[chunk.low:start] + fill + self.text[end:chunk.limit]
+        return None if _failure(wider, chunk.inside_block) is None else rejected
+
+    def _rejects_in(self, chunk: _Chunk, start: int, end: int, fill: str) -> Rejection | None:
+        """CPython's objection to the fill over `chunk`'s lines (see `rejects`)."""
         source = self.text[chunk.low:start] + fill + self.text[end:chunk.high]
         failure = _failure(source, chunk.inside_block)
         if failure is None:

@@ -376,3 +376,24 @@ def test_dash_gets_a_cleared_environment_and_the_timeout(
     assert dash and all(args == ["dash", "-n"] for args, _ in dash)
     assert all(kwargs["env"] == {"LC_ALL": "C"} and kwargs["timeout"] == bash_syntax.TIMEOUT
                for _, kwargs in dash)
+
+
+@pytest.mark.parametrize(("script", "fill"), [
+    ("x=1\n⟦⟧\necho y\nfi\n", "if [ x ]; then"),
+    ("x=1\n⟦⟧\necho y\necho z\ndone\n", "for i in 1 2; do"),
+    ("x=1\n⟦⟧\nhello\nEOF\necho ok\n", "cat <<EOF"),
+])
+def test_a_fill_that_opens_what_a_line_further_down_closes_is_accepted(script, fill) -> None:
+    """bash reads the commands around the span, cut from the script as it is: one
+    below it, so a fill that opens what the user's `fi` (or `done`, or heredoc end)
+    two commands further down closes failed at the cut, "unexpected end of file"."""
+    verdict = _fill(script, fill)
+    assert verdict.valid, verdict.reason
+
+
+@pytest.mark.parametrize(("script", "fill"), [
+    ("x=1\n⟦⟧\necho y\necho z\n", "if [ x ]; then"),
+    ("x=1\n⟦⟧\nhello\necho ok\n", "cat <<EOF"),
+])
+def test_a_fill_that_opens_what_nothing_below_closes_is_still_rejected(script, fill) -> None:
+    assert not _fill(script, fill).valid

@@ -208,3 +208,13 @@ def test_the_search_for_a_block_still_looks_inside_an_expression_with_an_error()
     statement = _Node("if_statement", [_Node("list", [_Node("ERROR", [block], rows=(0, 2))],
                                              rows=(0, 2), has_error=True)], rows=(0, 2))
     assert _inner_block(statement, 1, 1) is block
+
+
+def test_a_fill_that_opens_a_bracket_a_line_further_down_closes_is_accepted() -> None:
+    """CPython reads the statements around the span, cut from the document as it is: one
+    below it, so a fill that opens what the user's `)` three lines further down closes
+    failed at the cut, "'(' was never closed"; without that `)` it is rejected still."""
+    lines = "\n    a,\n    b,\n    c,\n"
+    verdict = _fill("x = 1\n⟦⟧" + lines + ")\nprint(x)\n", "y = foo(")
+    assert verdict.valid, verdict.reason
+    assert not _fill("x = 1\n⟦⟧" + lines + "print(x)\n", "y = foo(").valid
