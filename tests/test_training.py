@@ -16,6 +16,7 @@ import sys
 import textwrap
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,14 @@ from dlm_lsp.training.gpu_run import export_plan, full_config
 from dlm_lsp.training.licences import classify, python_files_by_distribution, site_packages_dirs
 from dlm_lsp.training.objective import masked_diffusion_loss, row_losses
 from dlm_lsp.training.rows import RowConfig, RowSampler
-from dlm_lsp.training.train import TrainConfig, TrainingError, learning_rate, main, train
+from dlm_lsp.training.train import (
+    TrainConfig,
+    TrainingError,
+    learning_rate,
+    main,
+    schedule_progress,
+    train,
+)
 
 SOURCES = {
     "geometry.py": '''
@@ -624,6 +632,47 @@ def test_learning_rate_warms_up_then_decays_over_the_time_budget():
     assert learning_rate(cfg, 3, 0.05) == pytest.approx(1e-3, rel=1e-2), "slow machine"
     assert learning_rate(cfg, 5000, 0.5) == pytest.approx(0.55e-3)
     assert learning_rate(cfg, 9000, 1.0) == pytest.approx(1e-4)
+
+
+def test_with_max_steps_the_schedules_follow_the_steps_and_the_clock_only_stops_the_run():
+    cfg = TrainConfig(seconds=60.0, max_steps=1000)
+    assert schedule_progress(cfg, 10, elapsed=30.0, seconds=60.0) == 0.01, "a held-up run"
+    assert schedule_progress(cfg, 500, elapsed=1.0, seconds=60.0) == 0.5
+    assert schedule_progress(replace(cfg, max_steps=None), 10, 30.0, 60.0) == 0.5
+
+
+def test_a_run_the_clock_ends_before_its_max_steps_says_so(source_dir, tmp_path, capsys):
+    stats = train(tiny_config(source_dir, tmp_path / "model", seconds=1.0, max_steps=10**6))
+    assert 0 < stats["steps"] < 10**6
+    assert (f"note: the 1s budget ended the run at step {stats['steps']} of 1000000, before "
+            "its learning rate had decayed; ") in capsys.readouterr().err
+
+
+def test_a_run_of_max_steps_trains_the_same_weights_when_the_machine_stalls_it(
+        source_dir, tmp_path, monkeypatch):
+    """Same flags and seed, same weights, byte for byte, however busy the machine.
+
+    The schedules followed the larger of the step and the time fractions, so a run that
+    the machine held up for a moment early on (here 0.6 s in its first step, more than
+    the budget's seconds per step) took its next steps at other learning rates and
+    trained other weights: a 0.1 s pause in the first step of `--tiny --threads 1`
+    moved its held-out loss from 2.9685 to 2.851 (2026-12-03)."""
+    cfg = tiny_config(source_dir, tmp_path / "steady", seconds=8.0, max_steps=20)
+    steady = train(cfg)
+    real, calls = train_module.row_losses, []
+
+    def stalled(module, batch):
+        if not calls:
+            time.sleep(0.6)  # 8 s for 20 steps is 0.4 s a step: the clock runs ahead
+        calls.append(batch)
+        return real(module, batch)
+
+    monkeypatch.setattr(train_module, "row_losses", stalled)
+    held_up = train(replace(cfg, out_dir=tmp_path / "held-up"))
+    assert steady["steps"] == held_up["steps"] == 20
+    assert ((tmp_path / "steady" / "model.safetensors").read_bytes()
+            == (tmp_path / "held-up" / "model.safetensors").read_bytes())
+    assert steady["heldout_loss"] == held_up["heldout_loss"]
 
 
 def test_cli_reports_a_missing_warm_start_directory(tmp_path, capsys):

@@ -2,7 +2,8 @@
 
 The budget is in seconds, not steps, because the same command has to produce a
 usable model in twenty minutes on a laptop CPU and a much better one in minutes
-on a GPU; the learning-rate schedule is therefore a function of elapsed time.
+on a GPU; the learning-rate schedule is therefore a function of elapsed time,
+unless `--max-steps` fixes the run's length (`schedule_progress`).
 A run either starts from scratch (training a tokenizer first) or warm-starts
 from a saved model directory, keeping its tokenizer and shape so ids stay valid.
 
@@ -212,11 +213,29 @@ def describe_device(device: torch.device) -> str:
     return device.type
 
 
+def schedule_progress(cfg: TrainConfig, step: int, elapsed: float, seconds: float) -> float:
+    """How far a run is through its schedules (learning rate, infilling share): the
+    fraction of its `max_steps` taken, or without them of its `seconds` spent.
+
+    It was the larger of the two, so that a run the clock stopped short of its steps
+    had still decayed; but then a run held up for a moment by a busy machine, early on
+    where a step's share of the budget is small, took some steps at other learning
+    rates and trained other weights: runs of `--tiny --max-steps 1000 --threads 1` with
+    one seed were seen to end at held-out loss 2.9068 and 3.0429, and a 0.1 s pause in
+    the first step of `--tiny --threads 1` moved it from 2.9685 to 2.851 (2026-12-03).  With
+    `max_steps` the clock only stops a run (`train` says so when it does); a run that
+    takes all its steps trains the same weights, whatever the machine's load.
+    """
+    if cfg.max_steps:
+        return step / cfg.max_steps
+    return elapsed / seconds
+
+
 def learning_rate(cfg: TrainConfig, step: int, progress: float) -> float:
-    """Linear warmup, then cosine decay over the fraction of the time budget spent.
+    """Linear warmup, then cosine decay over the run's `schedule_progress`.
 
     Warmup is counted in steps but also capped at a fraction of the budget: on a
-    busy CPU a short run may manage only a few hundred steps in all.
+    busy CPU a short run of a time budget may manage only a few hundred steps in all.
     """
     warmup = min(1.0, max((step + 1) / max(cfg.warmup_steps, 1),
                           progress / max(cfg.warmup_fraction, 1e-9)))
@@ -695,7 +714,8 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
     """The optimisation loop: runs until `seconds` (or max_steps) are spent, or until
     `stopped()` (a signal, `_StopSignals`), printing progress.
 
-    Progress through the schedules is the larger of the time and step fractions.
+    Progress through the schedules is the step fraction, or without max_steps the time
+    fraction (`schedule_progress`).
     Nothing in a step waits for the device; losses are read back only for a
     progress line (`_Window`) or an interim save.  The final train loss is an
     exponential moving average: the 1/t weight makes single steps too noisy to
@@ -709,7 +729,7 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
     start = last_save = last_eval = time.monotonic()
     while ((elapsed := time.monotonic() - start) < seconds and step != cfg.max_steps
            and not stopped()):
-        progress = max(elapsed / seconds, step / (cfg.max_steps or math.inf))
+        progress = schedule_progress(cfg, step, elapsed, seconds)
         lr = learning_rate(cfg, step, progress)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -910,6 +930,12 @@ def train(cfg: TrainConfig) -> dict:
         run = _optimise(module, sampler, cfg, seconds, device, amp_dtype, heldout, interim,
                         stopped=lambda: stop.received is not None)
         _check_finite(module, run["steps"], cfg.out_dir)
+        if cfg.max_steps and run["steps"] < cfg.max_steps and stop.received is None:
+            print(f"note: the {seconds:.0f}s budget ended the run at step {run['steps']} of "
+                  f"{cfg.max_steps}, before its learning rate had decayed; a run that takes "
+                  "all its --max-steps trains the same weights in every run, this one "
+                  "depends on the machine's speed (raise --seconds)", file=sys.stderr,
+                  flush=True)
         final = heldout.announced(module, "after training")
         stop.saving = True
         stats = {
