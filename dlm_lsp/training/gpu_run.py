@@ -273,7 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "shipped model; or a saved model's directory (its shape and tokenizer)")
     p.add_argument("--device", default=None, help="default: cuda when available")
     p.add_argument("--max-steps", type=value_type("max_steps"), default=None,
-                   help="stop after this many steps")
+                   help="train this many steps: the learning rate decays over them, "
+                   "not over the time budget, which then only stops the run")
     p.add_argument("--data-bytes", type=value_type("data_bytes"), default=None,
                    help="cap on source bytes read")
     p.add_argument("--no-stdlib", action="store_true")

@@ -84,7 +84,7 @@ class TrainConfig:
     out_dir: Path = DEFAULT_OUT
     init_from: Path | None = None  # saved model directory to keep training (warm restart)
     seconds: float = 1200.0  # wall-clock budget of the training loop
-    max_steps: int | None = None  # stop after this many steps if the clock has not stopped it
+    max_steps: int | None = None  # the run's length: schedules follow steps, the clock stops
     wall_seconds: float | None = None  # budget of the whole run, data preparation included
     export_reserve: float = 20.0  # of wall_seconds, kept for the final evaluation and save
     device: str = "auto"  # "auto" picks cuda, then mps, then cpu
