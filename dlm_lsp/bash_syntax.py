@@ -16,12 +16,12 @@ share a line kept together; when that is longer than CHUNK_CHARS, the commands
 of the function body (`{ ... }`) or loop body (`do ... done`) that holds the
 span, if any.  A script broken elsewhere thus leaves the check working (bash
 stops at a file's first error), and the cost does not grow with the script but
-for a rejection's second look:  a fill the chunk fails is parsed once more, with the lines below the chunk to the
-end of the script or of that body (up to WIDER_CHARS): one that parses whole
-there opened what a line further down closes (`if [ x ]; then` over the user's
-`fi`), and passes.  The
-filled chunk is parsed first, and the chunk as it is only when that fails, once
-per span and document version.  bash reports a line and no column.  What counts
+for a rejection's second look: a fill the chunk fails is parsed once more, with
+the lines below the chunk to the end of the script or of that body (up to
+WIDER_CHARS); one that parses whole there opened what a line further down closes
+(`if [ x ]; then` over the user's `fi`), and passes.  The filled chunk is parsed
+first, and the chunk as it is only when that fails, once per span and document
+version.  bash reports a line and no column.  What counts
 against the fill, with the chunk as it is (the span's old text) as baseline:
 
 * the chunk parses as it is: the filled chunk must parse too;
