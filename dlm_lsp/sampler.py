@@ -35,8 +35,12 @@ A model with an expand token (DreamOn's `expand_id`) may grow its span: a
 committed expand token becomes two masked positions, until the span holds
 `max_tokens` positions or the step budget's last step, after which expansion is
 never proposed.  Only a single-row run without blocks grows (rows of different
-lengths cannot share one tensor); other runs never propose it.  Shrinking needs
-no special step: the model's delete token is its pad, which trimming removes.
+lengths cannot share one tensor); other runs never propose it.  Such a run also
+shrinks, as DreamOn's generator does (its pad_eos_to_right and delete_eos_token):
+once the model's delete token (`delete_id`, DreamOn's end-of-text) is committed,
+the masked positions after it become delete tokens too, and every delete token
+leaves the span, so the suffix follows the fill at once and a token committed after
+it earlier stays.  Elsewhere the delete token is the pad, which trimming cuts at.
 """
 
 from __future__ import annotations
@@ -338,6 +342,8 @@ class Denoising:
         self.expand_id: int | None = getattr(model, "expand_id", None)
         self.grows = (self.expand_id is not None and self.rows == 1 and cfg.block_size is None
                       and layout.init_ids is None)
+        # DreamOn: a committed delete token leaves the span (only where it grows)
+        self.delete_id: int | None = getattr(model, "delete_id", None) if self.grows else None
         room = model.max_length - self.x.shape[1]  # the sequence may not outgrow the model
         self.cap = n + max(0, min((cfg.max_tokens or n) - n, room))
         self.plan = blocks(n, max(1, cfg.steps), cfg.block_size)
@@ -465,7 +471,11 @@ class Denoising:
         remasked = cfg.remask > 0 and not last and _remask(
             cfg, order, span, probs, commit, self.logp, mask_id, (start, end), b_step,
             block_steps)
-        grew = self.grows and self._grow(commit[0] & (span[0] == self.expand_id))
+        expanded = commit[0] & (span[0] == self.expand_id)
+        kept = self._delete(masked[0])
+        if kept is not None:
+            expanded = expanded[kept]
+        grew = self.grows and (self._grow(expanded) or kept is not None)
         if extra:
             self._append_masks(extra)
             grew = True
@@ -475,8 +485,10 @@ class Denoising:
         self.b_step += 1
         if self.on_step is not None:
             self.on_step(self.steps, self.budget, span)
+        before = span[0] == mask_id  # what an early stop fills, which may delete
         if (cfg.early_stop and not last and not grew
                 and self._stop_early(span, chosen, conf, remasked)):
+            self._delete(before)
             self.early_stopped = True
             self.block = len(self.plan)
             return
@@ -512,6 +524,39 @@ class Denoising:
         start, end, share = self.plan[-1]
         self.plan[-1] = (start, end + k, share)
         self.previous = None  # proposals of another shape: stability starts over
+
+    def _delete(self, was_masked: torch.Tensor) -> torch.Tensor | None:
+        """DreamOn's shrinking, in row 0 (`was_masked`: its positions masked before this
+        step): from the first delete token committed, the masked positions after it become
+        delete tokens, and every delete token leaves the span.  A span that would be left
+        with nothing keeps that first one, a pad the fill is cut at.  Says which of the
+        positions stayed (None where none went)."""
+        if self.delete_id is None:
+            return None
+        span = self.x[0, self.lo:self.hi]
+        ends = was_masked & (span == self.delete_id)
+        if not bool(ends.any()):
+            return None
+        at = torch.arange(span.shape[0], device=span.device)
+        first = int(ends.nonzero()[0])
+        filled = (span == self.model.mask_id) & (at > first)
+        kept = ~(ends | filled)
+        if not bool(kept.any()):
+            kept[first] = True
+        left = int(kept.sum())
+        self.x = torch.cat([self.x[:, :self.lo], self.x[:, self.lo:self.hi][:, kept],
+                            self.x[:, self.hi:]], 1)
+        self.logp = self.logp[:, kept]
+        self.total -= int(filled.sum())  # positions no step need fill any more
+        line_end = self.order.first_line_end[0]
+        self.order.first_line_end[0] = (left if line_end >= self.order.n
+                                        else int(kept[:line_end].sum()))
+        self.order.n = left
+        self.hi = self.lo + left
+        start, _, share = self.plan[0]
+        self.plan[0] = (start, left, share)
+        self.previous = None  # proposals of another shape: stability starts over
+        return kept
 
     def _grow(self, expanded: torch.Tensor) -> bool:
         """Each committed expand token (positions of row 0) becomes two masked positions;

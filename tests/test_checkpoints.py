@@ -323,7 +323,7 @@ def test_dreamon_names_its_expand_token_and_ends_spans_with_end_of_text_as_it_de
     tok = model.tokenizer
     assert model.expand_id == tok.token_id("<|expand|>")
     assert tok.token_id("<|delete|>") is not None  # present, yet not the span's end
-    assert model.pad_id == model.conventions.delete_id == tok.token_id("<|endoftext|>")
+    assert model.pad_id == model.delete_id == tok.token_id("<|endoftext|>")
     assert all(models[f].expand_id is None for f in FAMILY_NAMES if f != "dreamon")
 
 

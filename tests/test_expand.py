@@ -80,14 +80,71 @@ def test_several_rows_or_blocks_never_grow_and_never_propose_expand(tok, cfg):
     assert out.span_ids.shape[1] == 4 and model.expand_id not in out.span_ids.flatten().tolist()
 
 
-def test_a_growing_span_gives_the_same_result_in_a_shared_batch(tok):
+@pytest.mark.parametrize("make, width", [
+    (lambda tok, lo: Expanding(tok, lo), 5),
+    (lambda tok, lo: Deleting(tok, lo, b_at=3, end_at=1), 2)], ids=["grows", "shrinks"])
+def test_a_span_that_changes_length_gives_the_same_result_in_a_shared_batch(tok, make, width):
     layout = _layout(tok, 4)
     cfg = SamplerConfig(steps=4, max_tokens=16)
-    alone = denoise(Expanding(tok, layout.span_start), layout, cfg, seed=3)
-    model = Expanding(tok, layout.span_start)
+    alone = denoise(make(tok, layout.span_start), layout, cfg, seed=3)
+    model = make(tok, layout.span_start)
     batcher = StepBatcher(model)
     try:
         shared = batcher.run(Denoising(model, layout, cfg, seed=3))
     finally:
         batcher.close()
-    assert torch.equal(shared.span_ids, alone.span_ids) and shared.span_ids.shape == (1, 5)
+    assert torch.equal(shared.span_ids, alone.span_ids) and shared.span_ids.shape == (1, width)
+
+
+class Deleting(FakeModel):
+    """DreamOn's shrinking: the delete token is the model's pad (its end-of-text).  Call
+    `b_call` is surest of the letter `b` at span position `b_at`, call `end_call` of the
+    delete token at span position `end_at` (each while that position is masked); the
+    letter `a` everywhere else."""
+
+    def __init__(self, tok: Tokenizer, lo: int, b_at: int | None, end_at: int,
+                 b_call: int = 1, end_call: int = 2):
+        super().__init__(tok, self._score)
+        self.expand_id = tok.token_id("<|pad|>") + 2  # any id that is not mask or pad
+        self.delete_id = self.pad_id
+        self.a, self.b = tok.encode("a")[0], tok.encode("b")[0]
+        self.lo, self.b_at, self.end_at = lo, b_at, end_at
+        self.b_call, self.end_call = b_call, end_call
+
+    def _score(self, ids: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(*ids.shape, self.vocab)
+        out[..., self.a] = 5.0
+        for call, at, token in ((self.b_call, self.b_at, self.b),
+                                (self.end_call, self.end_at, self.delete_id)):
+            if self.calls == call and at is not None and ids[0, self.lo + at] == self.mask_id:
+                out[:, self.lo + at, token] = 50.0  # surest of all
+        return out
+
+
+def test_a_committed_delete_token_goes_and_takes_the_masks_after_it_keeping_later_tokens(tok):
+    """DreamOn's generator (pad_eos_to_right, delete_eos_token): once the delete token is
+    committed, the masked positions after it become delete tokens too, and every delete
+    token leaves the span, which shrinks; a token committed after it earlier stays.
+    Here `b` is committed at position 3, then the delete token at 1: position 2 goes
+    with it, and the one mask left (position 0) is filled; the fill is `a b`, not `a`
+    cut at a pad in the middle."""
+    layout = _layout(tok, 4)
+    model = Deleting(tok, layout.span_start, b_at=3, end_at=1)
+    out = denoise(model, layout, SamplerConfig(steps=4, max_tokens=16), seed=0)
+    assert out.span_ids[0].tolist() == [model.a, model.b]
+    assert out.steps == 3  # nothing was left to fill after the third step
+
+
+def test_a_span_deleted_whole_keeps_one_pad_which_trims_to_nothing(tok):
+    layout = _layout(tok, 4)
+    model = Deleting(tok, layout.span_start, b_at=None, end_at=0, end_call=1)
+    out = denoise(model, layout, SamplerConfig(steps=4, max_tokens=16), seed=0)
+    assert out.span_ids[0].tolist() == [model.pad_id] and out.steps == 1
+
+
+def test_rows_that_cannot_shrink_keep_the_delete_token_as_their_pad(tok):
+    layout = _layout(tok, 4)
+    model = Deleting(tok, layout.span_start, b_at=3, end_at=1)
+    out = denoise(model, layout, SamplerConfig(steps=4, max_tokens=16, temperatures=(0.0, 0.0)),
+                  seed=0)
+    assert out.span_ids.shape == (2, 4) and out.span_ids[0, 1] == model.pad_id

@@ -259,6 +259,7 @@ class HFDiffusionModel:
         self.name, self.device, self.precision = name, device, precision
         self.mask_id, self.pad_id = conv.mask_id, conv.end_id
         self.expand_id = conv.expand_id  # DreamOn: the sampler grows a span with it
+        self.delete_id = conv.delete_id  # DreamOn: and shrinks it, where it grows
         self.max_length = max_length
         self.vocab_size = vocab_size  # logits beyond the tokenizer's ids are dropped
         self._forward = {"use_cache": False} if native else {}

@@ -74,14 +74,18 @@ DREAMON = Family(
     layout="<|beginoftext|> prefix <|mask|>... suffix <|endoftext|> (DreamOn's quickstart). "
     "DreamOn grows a span with <|expand|> (one mask becomes two) and shrinks it with its "
     "delete signal, the end-of-text token: our sampler grows a single-row span the same way "
-    "up to maxSpanTokens (never on the budget's last step), and <|endoftext|> is the span's "
-    "pad, so deletes are trimmed (as its pad_delete_to_right does).",
+    "up to maxSpanTokens (never on the budget's last step) and shrinks it the same way too: "
+    "once <|endoftext|> is committed the masks after it become <|endoftext|> and each one "
+    "leaves the span (its pad_eos_to_right and delete_eos_token); where a span cannot change "
+    "length (several rows, blocks) <|endoftext|> is its pad, cut at.",
     verified="layout from demo/quickstart.py; <|expand|> is id 151667 (eval/evaluate.py); "
     "the delete signal is the end-of-text token: training appends it after the middle "
     "(src/trainer/sft_expand_dataset.py), eval/generator.py deletes eos tokens "
     "(delete_eos_token) and its generation config sets delete_token_id from eos_token_id, "
-    "so a token merely named <|delete|> is never the span's end; expand is blocked by a "
-    "-1e9 logit once the budget is spent (generation code)",
+    "so a token merely named <|delete|> is never the span's end; with pad_eos_to_right "
+    "(eval/configs/eval_infill.yaml) the masks after a committed eos become eos, and "
+    "deleted eos take the span's later tokens left, which stay (eval/generator.py); "
+    "expand is blocked by a -1e9 logit once the budget is spent (generation code)",
     assumed="the expand id from generation_config.json (expand_token_id) when present, else "
     "the token <|expand|>; a delete_token_id in generation_config.json is honoured (its "
     "generation config accepts one); the published tokenizer and generation_config.json "
