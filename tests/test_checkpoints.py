@@ -423,7 +423,7 @@ def _always_predict(module, token_id: int) -> None:
         module.get_output_embeddings().weight[token_id, 0] = 100.0
 
 
-@pytest.mark.parametrize("family", ["diffucoder", "llada"])
+@pytest.mark.parametrize("family", ["diffucoder", "llada", "dreamon"])  # DreamOn deletes
 def test_a_span_the_model_ends_at_once_is_trimmed_to_nothing(checkpoints, family):
     engine = Engine(ServerConfig(model=str(checkpoints[family]), device="cpu"))
     _always_predict(engine.model.module, engine.model.pad_id)
@@ -431,6 +431,8 @@ def test_a_span_the_model_ends_at_once_is_trimmed_to_nothing(checkpoints, family
                             InfillOptions(length=5, steps=2, repair_rounds=0, fallback=False))
     best = engine.infill(request).candidates[0]
     assert best.used == 0 and best.text.strip() == ""  # the borrowed line break comes back
+    if family == "dreamon":  # every end-of-text left the span: the head's token alone stays
+        assert len(best.ids) == 1 and engine.model.pad_id not in best.ids
 
 
 def test_dreamon_grows_a_span_through_the_engine_up_to_max_span_tokens(checkpoints):
