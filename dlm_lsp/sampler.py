@@ -485,10 +485,8 @@ class Denoising:
         self.b_step += 1
         if self.on_step is not None:
             self.on_step(self.steps, self.budget, span)
-        before = span[0] == mask_id  # what an early stop fills, which may delete
         if (cfg.early_stop and not last and not grew
                 and self._stop_early(span, chosen, conf, remasked)):
-            self._delete(before)
             self.early_stopped = True
             self.block = len(self.plan)
             return
@@ -593,7 +591,9 @@ class Denoising:
         made with the doubted token in place, not for a masked position, and the stop
         wrote that token straight back (with the shipped model, 1 of the 6 early stops of
         50 held-out lines at `remask: 0.3`, the same token each time), undoing the
-        re-masking.  A later step proposes for it as masked, and may stop then."""
+        re-masking.  A later step proposes for it as masked, and may stop then.  Nor
+        where it would write a delete token in a span that shrinks (`_delete`): its
+        check saw the fill cut there, and the steps delete it instead."""
         cfg, mask_id = self.cfg, self.model.mask_id
         still = span == mask_id
         previous, self.previous = self.previous, chosen
@@ -601,6 +601,8 @@ class Denoising:
             return False
         changed = int(((chosen != previous) & still).sum()) / int(still.sum())
         done = torch.where(still, chosen, span)
+        if self.delete_id is not None and bool((still & (done == self.delete_id)).any()):
+            return False  # it would write a delete token in place: the steps delete it
         quality = torch.where(still, conf.clamp_min(1e-12).log(), self.logp).mean(-1)
         if changed > cfg.early_stop_change or not bool((quality >= cfg.early_stop_logprob).all()):
             return False

@@ -148,3 +148,22 @@ def test_rows_that_cannot_shrink_keep_the_delete_token_as_their_pad(tok):
     out = denoise(model, layout, SamplerConfig(steps=4, max_tokens=16, temperatures=(0.0, 0.0)),
                   seed=0)
     assert out.span_ids.shape == (2, 4) and out.span_ids[0, 1] == model.pad_id
+
+
+def test_an_early_stop_never_writes_a_delete_token_that_the_steps_would_delete(tok):
+    """Proposals stable from the second step would stop early with the delete token
+    written at position 3, where no step committed it to be deleted: the run goes on,
+    and the step that commits it deletes it."""
+    layout = _layout(tok, 4)
+    model = Deleting(tok, layout.span_start, b_at=None, end_at=3)
+
+    def score(ids: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(*ids.shape, model.vocab)
+        out[..., model.a] = 50.0
+        out[:, layout.span_start + 3, model.a] = 0.0
+        out[:, layout.span_start + 3, model.delete_id] = 10.0  # proposed, surest of none
+        return out
+
+    model._make = score
+    out = denoise(model, layout, SamplerConfig(steps=4, max_tokens=16, early_stop=True), seed=0)
+    assert out.span_ids[0].tolist() == [model.a] * 3 and not out.early_stopped
