@@ -641,7 +641,9 @@ class ParsedDocument:
         ends there and starts with a child of that type.  The token then parts the two
         as the user's lines are parted (a statement's `;` in a Python block, or a
         script's); a class's field is not parted from its own name (`sync =` over
-        `opt;` makes `opt` the value of the fill's field, not a field of its own)."""
+        `opt;` makes `opt` the value of the fill's field, not a field of its own).  Nor
+        where the line is not code there at all: the span's lines closed a comment or a
+        string that, without them, holds it."""
         key = (low, high)
         if key not in self._cut:
             tree, data, _ = self._parse_with(low, high, "")
@@ -657,8 +659,11 @@ class ParsedDocument:
             opener = node.child(0) if node.start_byte < at and node.child_count else None
             if opener is not None and opener.type in _OPENERS and not opener.is_named:
                 return False
+        starting = [node for node in chain if node.start_byte == at]
+        if not starting:  # a comment or a string that a line of the span's closed holds it
+            return False
         removed = self._byte(high) - self._byte(low)
-        outer = [node for node in chain if node.start_byte == at][-1]
+        outer = starting[-1]
         kind, child, joint_end = joint
         if (outer.type == kind and outer.end_byte == joint_end - removed
                 and outer.child(0) is not None and outer.child(0).type == child):

@@ -352,6 +352,10 @@ def test_a_fill_whose_line_ends_in_an_operator_does_not_join_the_user_s_line_bel
     ("shellscript", "⟦⟧\nls", "echo a;"),
     ("shellscript", "⟦⟧\nls", "sleep 1 &"),
     ("shellscript", "#!/bin/bash\necho \"a⟦⟧\nls\"\n", " &&"),
+    # without the span's line, which closes a comment or a string from above, the line
+    # below is not code: a line of its own nowhere
+    ("c", "/* c\n*/ int a = ⟦⟧\nfoo(); /* d */\n", "1 +"),
+    ("javascript", "/* c\n*/ let a = ⟦⟧\nfoo(); /* d */\n", "1 +"),
 ])
 def test_a_line_below_that_the_fill_does_not_take_from_the_user_is_left_to_the_parse(
         language: str, marked: str, fill: str) -> None:
