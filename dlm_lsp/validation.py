@@ -645,10 +645,12 @@ class ParsedDocument:
         where the line is not code there at all: the span's lines closed a comment or a
         string that, without them, holds it."""
         key = (low, high)
-        if key not in self._cut:
+        cut = self._cut.get(key)  # one read: another fill's thread may replace the dict
+        if cut is None:
             tree, data, _ = self._parse_with(low, high, "")
-            self._cut = {key: (tree, data)}
-        tree, data = self._cut[key]
+            cut = tree, data
+            self._cut = {key: cut}
+        tree, data = cut
         at = byte - (self._byte(high) - self._byte(low))  # in the version without them
         root = tree.root_node
         leaf = root.descendant_for_byte_range(at, at + 1)

@@ -369,6 +369,38 @@ def test_python_rejects_an_operator_at_a_line_s_end_outside_brackets_itself() ->
     assert not result.valid and "Python: invalid syntax" in result.reason
 
 
+class _ReplacedAfterEachLook(dict):
+    """A document's kept cut (`ParsedDocument._stands_alone`) that another fill's thread,
+    judging another span, replaces with its own right after each look at it."""
+
+    def __init__(self, document: validation.ParsedDocument, *args: object) -> None:
+        super().__init__(*args)
+        self.document = document
+
+    def _replaced(self) -> None:
+        self.document._cut = _ReplacedAfterEachLook(self.document)
+
+    def __contains__(self, key: object) -> bool:
+        self._replaced()
+        return super().__contains__(key)
+
+    def get(self, key: object, default: object = None) -> object:
+        self._replaced()
+        return super().get(key, default)
+
+
+def test_a_cut_replaced_by_another_thread_between_a_look_and_a_read_is_still_used() -> None:
+    """Fills on one document are validated on several threads, which keep one span's cut
+    each: a cut looked up, then read again after another thread replaced the dict,
+    raised KeyError in the middle of a fill's validation."""
+    text, start, end = _span("function f(a) {\n  ⟦⟧\n  foo();\n}\n")
+    document = validation.ParsedDocument(text, "javascript", validation._parser("javascript"))
+    assert not document.validate(start, end, "const x = a +").valid  # keeps the span's cut
+    document._cut = _ReplacedAfterEachLook(document, document._cut)
+    result = document.validate(start, end, "const y = a +")
+    assert not result.valid and "joins line 3 to it" in result.reason
+
+
 def test_a_joined_line_is_numbered_in_the_document_where_a_window_judged_it() -> None:
     head = "".join(f"function g{i}() {{\n  return {i};\n}}\n" for i in range(12_000))
     marked = head + "function f(a) {\n  ⟦⟧\n  foo();\n}\n"
