@@ -592,14 +592,23 @@ class ParsedDocument:
         token of the fill's line, the fill's (not the user's text after the span), joins
         the next line of code below to it.  A line the user goes on with the same way
         (`ls &&` below `echo a &&`) is a chain they write, and the line below must be
-        one of its own without the span's lines (`_stands_alone`)."""
+        one of its own without the span's lines (`_stands_alone`).
+
+        The fill's line is that of its last code: a fill of whole lines ends in a line
+        break (`echo a &&\n` over a line of its own), and the user's next line then
+        starts the line after it, as it does below a fill that ends its line."""
         first = self._byte(start)
         size = len(_encode(fill))
-        line_end = data.find(b"\n", first + size)
+        code = fill.rstrip()
+        code_end = first + len(_encode(code))  # in the filled document's bytes
+        line_end = data.find(b"\n", code_end)
         if not fill.strip() or line_end == -1:
             return None
+        high = self._lines_end(end, "\n" in fill[len(code):])
+        if high is None:
+            return None  # the user's text after the span starts the line below the fill's
         root = tree.root_node
-        last = _code_leaf_before(root, data, data.rfind(b"\n", 0, first + size) + 1, line_end)
+        last = _code_leaf_before(root, data, data.rfind(b"\n", 0, code_end) + 1, line_end)
         below = _code_leaf_after(root, data, line_end)
         if last is None or last.start_byte < first or below is None:
             return None  # the user's text ends the line, or no code is below it
@@ -613,7 +622,7 @@ class ParsedDocument:
                                  len(data) if below_end == -1 else below_end)
         if tail is not None and data[tail.start_byte:tail.end_byte] == token:
             return None  # a chain the user goes on with
-        lines = (self.text.rfind("\n", 0, start) + 1, self.text.find("\n", end) + 1)
+        lines = (self.text.rfind("\n", 0, start) + 1, high)
         shift = size - (self._byte(end) - first)  # from this version's bytes to the filled
         if not self._stands_alone(below.start_byte - shift, *lines,
                                   (node.type, taken.type, node.end_byte - shift)):
@@ -625,6 +634,17 @@ class ParsedDocument:
                           reason=f"{_introduced(1, line, column)}"
                                  f" ({_joins(f'`{written}`', below.start_point[0])})",
                           new_ranges=((at, at + len(written)),))
+
+    def _lines_end(self, end: int, breaks: bool) -> int | None:
+        """Where the span's lines end, for a span that ends at `end` with a fill whose last
+        code is followed by a line break of its own where `breaks`: past the line break of
+        `end`'s line, or at `end` itself where the fill's break ends the span's last line
+        (the span ends at a line's start).  None where the fill's break puts the code
+        after the span on a line below the fill's."""
+        line_end = self.text.find("\n", end)
+        if not breaks or (line_end != -1 and not self.text[end:line_end].strip()):
+            return line_end + 1
+        return end if end == 0 or self.text[end - 1] == "\n" else None
 
     def _stands_alone(self, byte: int, low: int, high: int,
                       joint: tuple[str, str, int]) -> bool:

@@ -289,6 +289,12 @@ JOINING = [
     ("shellscript", "#!/bin/bash\necho start\n⟦⟧\nls -l\n", "echo a |", (2, 7)),
     ("shellscript", "#!/bin/bash\n⟦⟧\nls && echo b\n", "echo a &&", (1, 7)),  # into a list
     ("javascript", "class A {\n  ⟦⟧\n  opt;\n}\n", "sync =", (1, 7)),  # a field's value
+    # a fill of whole lines, ending in a line break of its own (the user's next line then
+    # starts the line below the fill's), or in one and the next line's indentation
+    ("shellscript", "#!/bin/bash\necho start\n⟦echo old\n⟧ls -l\n", "echo a &&\n", (2, 7)),
+    ("javascript", "function f(a) {\n⟦  old();\n⟧  foo();\n}\n", "  const x = a +\n",
+     (1, 14)),
+    ("c", "int f(int a) {\n    ⟦⟧\n    foo();\n}\n", "int x = a +\n    ", (1, 14)),
 ]
 
 
@@ -355,6 +361,9 @@ def test_a_fill_whose_line_ends_in_an_operator_does_not_join_the_user_s_line_bel
     # without the span's line, which closes a comment or a string from above, the line
     # below is not code: a line of its own nowhere
     ("c", "/* c\n*/ int a = ⟦⟧\nfoo(); /* d */\n", "1 +"),
+    # a fill's line break puts the user's own text after the span below it: theirs goes on
+    ("javascript", "function f() {\n  const x = ⟦⟧a;\n  foo();\n}\n", "b +\n"),
+    ("javascript", "function f(a) {\n⟦  old();\n⟧  foo();\n}\n", "  const x = a;\n"),
     ("javascript", "/* c\n*/ let a = ⟦⟧\nfoo(); /* d */\n", "1 +"),
 ])
 def test_a_line_below_that_the_fill_does_not_take_from_the_user_is_left_to_the_parse(
