@@ -551,24 +551,32 @@ class ParsedDocument:
 
         bash joins lines the same way (`echo a \\` over `ls` runs `echo a ls`), but only
         where the backslash is code (`_shell_continues`): in a comment, in single quotes
-        or after another backslash (`a\\\\`, a backslash written out) it ends nothing."""
-        written = fill[fill.rfind("\n") + 1:].rstrip(" \t")
+        or after another backslash (`a\\\\`, a backslash written out) it ends nothing.
+
+        The fill's line is that of its last code: a fill of whole lines that ends in a
+        line break (`#define N 10 \\` and a line break, over `int y = N;`) joins the
+        user's next line as well (`_lines_end`)."""
+        kept = fill.rstrip()  # the fill to its last code: the backslash, if any
+        written = kept[kept.rfind("\n") + 1:]
         if self.language not in ("c", "cpp", "bash") or not written.endswith("\\"):
             return None
         text = self.text
+        breaks = "\n" in fill[len(kept):]
         line_end = text.find("\n", end)
-        if line_end == -1 or text[end:line_end].strip(" \t\r"):
+        if not breaks and (line_end == -1 or text[end:line_end].strip(" \t\r")):
             return None  # the fill does not end its line
-        line_start = text.rfind("\n", 0, end) + 1
-        if text[line_start:line_end].rstrip(" \t\r").endswith("\\"):
+        below_start = self._lines_end(end, breaks)  # where the user's line below starts
+        if below_start is None:
+            return None  # the user's text after the span is on the line below the fill's
+        line_start = text.rfind("\n", 0, max(0, below_start - 1)) + 1
+        if below_start and text[line_start:below_start - 1].rstrip(" \t\r").endswith("\\"):
             return None  # the line was continued already
-        below_end = text.find("\n", line_end + 1)
-        below = text[line_end + 1:len(text) if below_end == -1 else below_end].rstrip(" \t\r")
-        filled_line = (written if "\n" in fill
+        below_end = text.find("\n", below_start)
+        below = text[below_start:len(text) if below_end == -1 else below_end].rstrip(" \t\r")
+        filled_line = (written if "\n" in kept
                        else text[text.rfind("\n", 0, start) + 1:start] + written)
         if not below.strip() or below.endswith("\\") or _width(below) > _width(filled_line):
             return None
-        kept = fill[:fill.rfind("\n") + 1] + written  # the fill to its backslash
         if self.language == "bash" and not self._shell_continues(start, end, fill, kept):
             return None
         line, column = self._fill_end(start, kept)

@@ -227,6 +227,9 @@ def test_a_fill_that_ends_the_comment_or_follows_a_closed_one_is_judged_as_code(
     # bash joins them too: `echo a ls`, `echo start ls -l`
     ("shellscript", "#!/bin/bash\necho start\n⟦⟧\nls -l\n", "echo a \\", (2, 7)),
     ("shellscript", "#!/bin/bash\nf() {\n  echo start⟦⟧\n  ls -l\n}\n", " \\", (2, 13)),
+    # a fill of whole lines, ending in a line break of its own: the user's line is below it
+    ("c", "⟦⟧int y = N;\n", "#define N 10 \\\n", (0, 13)),
+    ("shellscript", "#!/bin/bash\necho start\n⟦⟧ls -l\n", "echo a \\\n", (2, 7)),
 ])
 def test_a_c_or_shell_fill_that_ends_its_line_in_a_backslash_does_not_join_the_line_below(
         language: str, marked: str, fill: str, where: tuple[int, int]) -> None:
