@@ -19,7 +19,8 @@ stops at a file's first error), and the cost does not grow with the script but
 for a rejection's second look: a fill the chunk fails is parsed once more, with
 the lines below the chunk to the end of the script or of that body (up to
 WIDER_CHARS); one that parses whole there opened what a line further down closes
-(`if [ x ]; then` over the user's `fi`), and passes.  The filled chunk is parsed
+(`if [ x ]; then` over the user's `fi`), and passes, unless its heredoc would end
+where one of the user's does (`_takes_a_heredoc`).  The filled chunk is parsed
 first, and the chunk as it is only when that fails, once per span and document
 version.  bash reports a line and no column.  What counts
 against the fill, with the chunk as it is (the span's old text) as baseline:
@@ -112,6 +113,9 @@ _DASH_MESSAGE = re.compile(r"dash: (\d+): (.*)")
 _HEREDOC = re.compile(r"warning: here-document at line (\d+) delimited by end-of-file "
                       r"\(wanted `(.*)'\)")
 _COMMENT_OR_BLANK = re.compile(r"[ \t]*(#.*)?")
+# A heredoc's `<<` (not a here-string's `<<<`) and its delimiter, quoted or not (group 2)
+_OPENS_HEREDOC = re.compile(r"(?<!<)<<-?(?!<)[ \t]*\\?(['\"]?)([^\s'\"<>;&|()]+)\1")
+_HEREDOC_PARTS = frozenset({"heredoc_redirect", "heredoc_body", "heredoc_end"})  # tree-sitter's
 
 _NO_VERDICT = object()  # bash could not be run, or said something not understood
 
@@ -375,8 +379,35 @@ class BashSyntax:
         verdict = self._rejects_in(parser, start, end, fill, low, high)
         if verdict[0] is None or high >= limit or limit - low > WIDER_CHARS:
             return verdict
+        if self._takes_a_heredoc(end, limit, fill):
+            return verdict
         wider = self.text[low:start] + fill + self.text[end:limit]
         return (None, None) if self._verdict(parser, wider) is None else verdict
+
+    def _takes_a_heredoc(self, end: int, limit: int, fill: str) -> bool:
+        """Whether a heredoc the fill opens would end at a line below the span that is
+        text or the end of a heredoc of the user's in the script as it is.  The wider
+        parse passes then, but the fill's heredoc took the user's commands down to there
+        as its text, and their heredoc's `<<` line with them (`cat <<EOF` over `ls -l`
+        and `cat > f <<EOF`, `hello`, `EOF`): the chunk's rejection stands."""
+        below = self.text.find("\n", end) + 1
+        for match in _OPENS_HEREDOC.finditer(fill):
+            delimiter = match.group(2)
+            if re.search(rf"^\t*{re.escape(delimiter)}$", fill[match.end():], re.MULTILINE):
+                continue  # the fill ends it itself
+            at = below
+            while 0 < at < limit:
+                line_end = self.text.find("\n", at)
+                line = self.text[at:limit if line_end == -1 else min(line_end, limit)]
+                if line.lstrip("\t") == delimiter:
+                    point = (self._row(at), len(line) - len(delimiter))
+                    leaf = self.root.descendant_for_point_range(point, point)
+                    if leaf is not None and any(node.type in _HEREDOC_PARTS
+                                                for node in ancestors(self.root, leaf)):
+                        return True
+                    break
+                at = line_end + 1
+        return False
 
     def _rejects_in(self, parser: str, start: int, end: int, fill: str, low: int,
                     high: int) -> tuple[Rejection | None, int | None]:

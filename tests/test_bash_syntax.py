@@ -397,3 +397,20 @@ def test_a_fill_that_opens_what_a_line_further_down_closes_is_accepted(script, f
 ])
 def test_a_fill_that_opens_what_nothing_below_closes_is_still_rejected(script, fill) -> None:
     assert not _fill(script, fill).valid
+
+
+@pytest.mark.parametrize(("script", "fill"), [
+    ("x=1\n⟦⟧\nls -l\nmkdir x\ncd x\ncat > f <<EOF\nhello\nEOF\n", "cat <<EOF"),
+    ("x=1\n⟦⟧\nls -l\ncd x\ncat > f <<-'END'\n\thello\n\tEND\n", "cat <<-END"),
+])
+def test_a_fill_whose_heredoc_would_end_where_the_user_s_own_ends_is_still_rejected(
+        script, fill) -> None:
+    """The script parses whole with the fill, but the fill's heredoc took the user's
+    commands, and their own heredoc's `<<` line, as its text down to their delimiter."""
+    assert not _fill(script, fill).valid
+
+
+def test_a_fill_that_ends_its_own_heredoc_is_judged_by_what_else_it_opens() -> None:
+    script = "x=1\n⟦⟧\necho y\nfi\ncat > f <<EOF\nhello\nEOF\n"
+    verdict = _fill(script, "cat <<EOF\nhi\nEOF\nif [ x ]; then")
+    assert verdict.valid, verdict.reason
