@@ -632,6 +632,9 @@ class ParsedDocument:
             return None  # a chain the user goes on with
         lines = (self.text.rfind("\n", 0, start) + 1, high)
         shift = size - (self._byte(end) - first)  # from this version's bytes to the filled
+        if self._joined_already(below.start_byte - shift, high, self._byte(lines[0]),
+                                first, self._byte(end)):
+            return None  # the user's operator in the span joined it: the fill rewrote it
         if not self._stands_alone(below.start_byte - shift, *lines,
                                   (node.type, taken.type, node.end_byte - shift)):
             return None
@@ -642,6 +645,25 @@ class ParsedDocument:
                           reason=f"{_introduced(1, line, column)}"
                                  f" ({_joins(f'`{written}`', below.start_point[0])})",
                           new_ranges=((at, at + len(written)),))
+
+    def _joined_already(self, byte: int, high: int, low: int, first: int,
+                        last_byte: int) -> bool:
+        """Whether, in this version, an operator of the span's own, bytes [first,
+        last_byte), ends the last of the span's lines (which end at character `high`)
+        and joins the code at `byte` below them to it (`_joint`, from byte `low` on):
+        the user's `ls &&` over `echo ok`, which a fill that keeps it rewrites (`ls -la
+        &&`).  The user's operator before the span (`const x =` and the span) joins
+        nothing the fill is not asked to write: the fill is judged as usual."""
+        if high <= 0:
+            return False
+        root = self.tree.root_node
+        line_end = self._byte(high - 1)
+        last = _code_leaf_before(root, self.data, self.data.rfind(b"\n", 0, line_end) + 1,
+                                 line_end)
+        below = root.descendant_for_byte_range(byte, byte + 1)
+        return (last is not None and below is not None and first <= last.start_byte
+                and last.end_byte <= last_byte
+                and _joint(root, self.data, last, below, low) is not None)
 
     def _lines_end(self, end: int, breaks: bool) -> int | None:
         """Where the span's lines end, for a span that ends at `end` with a fill whose last

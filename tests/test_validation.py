@@ -364,6 +364,10 @@ def test_a_fill_whose_line_ends_in_an_operator_does_not_join_the_user_s_line_bel
     # without the span's line, which closes a comment or a string from above, the line
     # below is not code: a line of its own nowhere
     ("c", "/* c\n*/ int a = ⟦⟧\nfoo(); /* d */\n", "1 +"),
+    # a rewrite of the user's line that ended in the operator joining the line below
+    ("shellscript", "#!/bin/bash\n⟦ls &&⟧\necho ok\n", "ls -la &&"),
+    ("shellscript", "#!/bin/bash\n⟦make &&\n⟧make install\n", "make -j4 &&\n"),
+    ("javascript", "function f(a) {\n  const x = ⟦a +⟧\n  b;\n}\n", "a * 2 +"),
     # a fill's line break puts the user's own text after the span below it: theirs goes on
     ("javascript", "function f() {\n  const x = ⟦⟧a;\n  foo();\n}\n", "b +\n"),
     ("javascript", "function f(a) {\n⟦  old();\n⟧  foo();\n}\n", "  const x = a;\n"),
