@@ -1339,28 +1339,41 @@ def test_setup_called_again_with_inline_off_stops_ghost_text_and_gives_tab_back(
 
 def test_the_statusline_component_shows_a_suggestion_being_asked_for_and_a_pause(
         tmp_path, model_dir):
-    """'' where dlm is not attached, 'dlm' at rest, 'dlm: …' while a (long) fill is in
-    flight, back to 'dlm' when leaving Insert mode cancels it, 'dlm: paused' when paused."""
+    """'' where dlm is not attached, 'dlm' at rest, 'dlm: …' while a fill is in flight,
+    back to 'dlm' when leaving Insert mode cancels it, 'dlm: paused' when paused.
+
+    The fill is held at tests/scripted_fills.py's gate, which this test never opens, so
+    'dlm: …' lasts until the test's <Esc> rather than as long as a fill happens to take:
+    the tiny model ends even a 400-step fill in about 0.3 s, and under load a poll (a
+    new `nvim --remote-expr` process each, then 0.1 s) can come about 0.4 s apart and
+    miss it, which failed this test on a loaded CI machine.  A held fill also makes the
+    <Esc> cancel one in flight (the server's log says it stopped), where a fill that had
+    already ended left nothing to cancel."""
     path, _ = _complete_fixture(tmp_path)
-    slow = ("require('dlm').configure({ maxSpanTokens = 400, multiLineTokens = 400, "
-            "stepsMultiLine = 400, earlyStop = false, stopWhenSettled = false })\n")
-    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n" + slow)
+    gate, log = tmp_path / "gate", tmp_path / "fill.log"  # gate: never created
+    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n",
+                      env={**_planted(tmp_path, "never shown"),
+                           "DLM_TEST_FILL_GATE": str(gate), "DLM_TEST_FILL_LOG": str(log)})
     status = "require('dlm').statusline()"
     try:
         nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
         assert nvim.value(status) == "dlm"
         # lualine calls a component with its own table as the first argument
         assert nvim.value("require('dlm').statusline({ options = {} }, true)") == "dlm"
-        nvim.send("9Go#<BS>")  # an empty new line: a 400-step multi-line fill
+        nvim.send("9Go#<BS>")  # an empty new line: a fill, held at the gate
         nvim.wait_for(f"{status} == 'dlm: …'")
         nvim.send("<Esc>")  # leaving Insert mode drops the request
         nvim.wait_for(f"{status} == 'dlm'", timeout=2)
+        # and the server stopped the fill it held (the cancel reached it)
+        nvim.wait_for(f"vim.tbl_contains(vim.fn.filereadable('{log}') == 1 "
+                      f"and vim.fn.readfile('{log}') or {{}}, 'stopped')")
         nvim.send(":DlmToggle off<CR>")
         nvim.wait_for(f"{status} == 'dlm: paused'")
         nvim.send(":enew<CR>")  # a buffer dlm is not attached to
         nvim.wait_for(f"{status} == ''")
     finally:
         nvim.close()
+    assert log.read_text().split() == ["begin", "stopped"]
 
 
 def _next_part(text: str, unit: str) -> str:
