@@ -351,7 +351,7 @@ def section_options(title: str) -> list[tuple[int, str]]:
 
 
 @pytest.mark.parametrize(("title", "commands"), [
-    ("Quick start", ["dlm-lsp fill"]),
+    ("Command line", ["dlm-lsp", "dlm-lsp fill"]),
     ("Supported models", ["dlm-lsp models check", "dlm-lsp train"]),
     ("Training", ["dlm-lsp train"]),
 ])
