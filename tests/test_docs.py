@@ -107,6 +107,26 @@ def test_every_path_the_documents_link_or_name_exists():
     assert missing == []
 
 
+def heading_anchor(title: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation other than
+    `-` and `_` dropped, spaces made `-`."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_to_a_heading_of_the_same_document_finds_it():
+    """The README's contents list and its "Next:" line link to `#sections`; a heading
+    renamed left a link that scrolls nowhere, which the path check above skips."""
+    broken = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        anchors = {heading_anchor(title) for title in
+                   re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)}
+        broken += [f"{doc.relative_to(ROOT)}: #{target}"
+                   for target in re.findall(r"\]\(#([^)\s]+)\)", text)
+                   if target not in anchors]
+    assert broken == []
+
+
 def test_every_dlm_lsp_command_the_documents_show_takes_the_options_they_show():
     """Each `dlm-lsp [command ...] --option` names commands and options that exist."""
     parsers = command_parsers()
