@@ -41,10 +41,10 @@ SPECIALS = {  # added after the BPE vocabulary, in id order, as the published to
     "dream": [*QWEN_SPECIALS, "<|beginoftext|>", "<|mask|>"],
     "dreamon": [*QWEN_SPECIALS, "<|beginoftext|>", "<|mask|>", "<|expand|>", "<|delete|>"],
     "diffucoder": [*QWEN_SPECIALS, "<|beginoftext|>", "<|mask|>", "<|dlm_pad|>"],
-    "open-dcoder": [*QWEN_SPECIALS, "<|mask|>"],
+    "open-dcoder": [*QWEN_SPECIALS, "<M>"],  # Open-dLLM tasks/train_torch.py adds "<M>"
     "llada": ["<|startoftext|>", "<|endoftext|>", "<|mdm_mask|>", "<|eot_id|>"],
 }
-MASK = {"llada": "<|mdm_mask|>"}
+MASK = {"llada": "<|mdm_mask|>", "open-dcoder": "<M>"}
 # DreamOn's delete signal is <|endoftext|> (DreamLM/DreamOn: src/trainer/sft_expand_dataset.py
 # pads the middle with eos, eval/generator.py deletes eos); its tokenizer here also has a token
 # named <|delete|> (DreamOn's blog names one), which must not become the span's end
@@ -299,6 +299,22 @@ def test_a_row_padded_beside_a_longer_one_has_its_states_alone(models, family):
     out = model.hidden(padded, torch.tensor([n, long.shape[1]]))
     torch.testing.assert_close(out[:1, :n], model.hidden(short))
     torch.testing.assert_close(out[1:], model.hidden(long))
+
+
+@pytest.mark.parametrize("spec", ["{dir}", "open-dcoder:{dir}"])
+def test_open_dcoders_mask_is_its_added_m_token_even_where_no_config_names_it(
+        checkpoints, tmp_path, spec):
+    """Open-dLLM's training adds "<M>" when the tokenizer has no mask token, and the published
+    checkpoint has it as an added token (id 151665) but no mask_token_id in config.json: that
+    checkpoint is recognised, and its mask is <M>."""
+    bare = _copy(checkpoints, "open-dcoder", tmp_path)
+    tok_config = json.loads((bare / "tokenizer_config.json").read_text())
+    del tok_config["mask_token"]
+    (bare / "tokenizer_config.json").write_text(json.dumps(tok_config))
+    assert "mask_token_id" not in json.loads((bare / "config.json").read_text())
+    model = load_model(spec.format(dir=bare), "cpu")
+    assert model.family.name == "open-dcoder"
+    assert model.mask_id == model.tokenizer.token_id("<M>") is not None
 
 
 def test_open_dcoder_without_a_bos_keeps_position_0s_own_row(models):

@@ -107,15 +107,31 @@ DIFFUCODER = Family(
 OPEN_DCODER = Family(
     "open-dcoder", "Open-dCoder 0.5B (Open-dLLM): Qwen2.5-Coder-0.5B as a masked diffusion model",
     ("fredzzp/open-dcoder-0.5B",),
-    QWEN2, shifted=True, mask_token="<|mask|>", context_length=4096,
+    QWEN2, shifted=True, mask_token="<M>", context_length=4096,
     aliases=("opendcoder", "open-dllm"),
-    layout="prefix <|mask|>... suffix (its eval_infill.py), no bos; unused span positions "
-    "end with <|endoftext|>.",
-    verified="Qwen2ForCausalLM weights and config (model_type 'qwen2'); bidirectional via "
-    "is_causal=False and logits shifted like Dream's (veomni generation_utils); the mask "
-    "token comes from the tokenizer; 4096-token pretraining sequences",
-    assumed="<|endoftext|> (its pad and eos) ends a span of unknown length: its own infilling "
-    "eval always uses the reference length")
+    layout="prefix <M>... suffix (its eval_infill.py), no bos; unused span positions "
+    "end with <|endoftext|>, the token every pretraining document ends with.",
+    verified="Qwen2ForCausalLM weights and config (model_type 'qwen2'); logits shifted like "
+    "Dream's (veomni/models/transformers/qwen2/generation_utils.py: cat(logits[:, :1], "
+    "logits[:, :-1])); attention bidirectional everywhere: is_causal=False in training "
+    "(whenever mask_ratio is given, modeling_qwen2.py) and in generation, whose only mask "
+    "hides key positions holding pad_token_id (the batch's padding), with flash_attention_2 "
+    "as configured; packed documents attend only within themselves (rmpad_with_pos_ids), so "
+    "no special mask inside one; the mask is '<M>', added by "
+    "tasks/train_torch.py when the tokenizer has none (Qwen2.5-Coder's has none), id 151665 "
+    "in the published added_tokens.json (a third-party adapter's note), not in config.json; "
+    "no bos: pretraining encodes each document with add_special_tokens=False and appends "
+    "only the eos (veomni/data/data_transform.py process_pretrain_example), eval_infill.py "
+    "adds before the prefix only what the tokenizer adds (Qwen2's adds none); "
+    "<|endoftext|> ends a span: the eos every document ends with is what the model learnt "
+    "to predict after the last token, and its generation decodes the tail with "
+    "skip_special_tokens; 4096-token pretraining sequences "
+    "(configs/pretrain/qwen2_5_coder_500M.yaml)",
+    assumed="the published tokenizer keeps Qwen2.5-Coder's <|endoftext|> as eos and pad "
+    "and adds no bos (its tokenizer files were not read; whether its tokenizer_config.json "
+    "names mask_token does not matter: an added '<M>' is recognised either way); its own "
+    "infilling eval uses the reference length, so an infill with a span longer than the "
+    "fill was never measured by its authors")
 
 LLADA = Family(
     "llada", "LLaDA 8B (GSAI-ML, Renmin University): a LLaMA-shaped encoder",
@@ -170,11 +186,14 @@ def detect(checkpoint: Checkpoint, tokenizer: Tokenizer) -> Family:
             return DIFFUCODER
         return DREAM
     if kind == "qwen2":
-        if _mask_id_from_files(checkpoint, tokenizer) is not None:
+        if (_mask_id_from_files(checkpoint, tokenizer) is not None
+                or _added_token_id(checkpoint, OPEN_DCODER.mask_token) is not None):
             return OPEN_DCODER
-        raise ModelLoadError(f"{checkpoint.path}: a Qwen2 checkpoint without a mask token looks "
-                             "autoregressive, not like a masked-diffusion model; if it is one, "
-                             "name its family: model 'open-dcoder:DIR' or 'dream:DIR'")
+        raise ModelLoadError(f"{checkpoint.path}: a Qwen2 checkpoint without a mask token "
+                             "(config.json mask_token_id, tokenizer_config.json mask_token or "
+                             f"an added {OPEN_DCODER.mask_token!r}) looks autoregressive, not "
+                             "like a masked-diffusion model; if it is one, name its family: "
+                             "model 'open-dcoder:DIR' or 'dream:DIR'")
     raise ModelLoadError(f"{checkpoint.path}: model_type {checkpoint.model_type!r} "
                          f"(architectures {archs}) is not a known family; supported: dlm-tiny, "
                          f"{', '.join(FAMILIES)}. Name one ('dream:DIR') if it follows its "
@@ -216,6 +235,19 @@ def _mask_id_from_files(checkpoint: Checkpoint, tokenizer: Tokenizer) -> int | N
     if mask_id is None and checkpoint.special_token("mask_token"):
         mask_id = tokenizer.token_id(checkpoint.special_token("mask_token"))
     return mask_id
+
+
+def _added_token_id(checkpoint: Checkpoint, text: str) -> int | None:
+    """The id of `text` among the tokens added to the vocabulary (added_tokens.json,
+    tokenizer_config.json's added_tokens_decoder), or None.
+
+    Open-dCoder's training added its mask "<M>" to Qwen2.5-Coder's tokenizer without
+    writing mask_token_id into config.json; an added "<M>" is what marks a Qwen2
+    checkpoint as one, where a token that merely spells "<M>" in a BPE vocabulary
+    would not.
+    """
+    return next((i for i, (content, _) in checkpoint.added_tokens().items()
+                 if content == text), None)
 
 
 def _expand_id(checkpoint: Checkpoint, tokenizer: Tokenizer) -> int | None:
