@@ -326,6 +326,29 @@ def test_open_dcoder_without_a_bos_keeps_position_0s_own_row(models):
     assert torch.equal(out[0, 0], raw[0, 0]) and torch.equal(out[0, 1:], raw[0, :-1])
 
 
+def test_llada_gets_one_bos_even_where_its_tokenizer_would_add_one(checkpoints, tmp_path):
+    """LLaDA's published code puts <|startoftext|> in front once: generate.py encodes the chat
+    template's text (which starts with bos_token) with add_special_tokens=False, and
+    get_log_likelihood.py joins a prompt and an answer tokenized apart.  The frame adds the
+    one bos, so a tokenizer.json that would add its own must not make it two."""
+    adds_bos = _copy(checkpoints, "llada", tmp_path)
+    tok = json.loads((adds_bos / "tokenizer.json").read_text())
+    bos_id = next(t["id"] for t in tok["added_tokens"] if t["content"] == "<|startoftext|>")
+    tok["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<|startoftext|>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"SpecialToken": {"id": "<|startoftext|>", "type_id": 0}},
+                 {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<|startoftext|>": {"id": "<|startoftext|>", "ids": [bos_id],
+                                               "tokens": ["<|startoftext|>"]}}}
+    (adds_bos / "tokenizer.json").write_text(json.dumps(tok))
+    model = load_model(str(adds_bos), "cpu", "fp32")
+    assert model.tokenizer.backend.encode("x = 1").ids[0] == bos_id  # it would add one
+    framed = model.frame(_ids(model))[0].tolist()
+    assert framed[0] == bos_id and framed.count(bos_id) == 1
+
+
 def test_embedding_rows_beyond_the_tokenizer_are_dropped(models):
     model = models["dream"]
     assert model.module.config.vocab_size == model.tokenizer.vocab_size + EXTRA_ROWS

@@ -139,17 +139,29 @@ LLADA = Family(
     LLAMA, shifted=False, mask_token="<|mdm_mask|>", mask_id=126336,
     bos_token="<|startoftext|>",
     layout="<|startoftext|> prefix <|mdm_mask|>... suffix; the span ends with <|endoftext|> "
-    "(126081), the token SFT pads answers with. Instruct expects its chat template; Base "
-    "fits raw infilling.",
+    "(126081), the token SFT pads answers with. The bos is put in front once, by us: our "
+    "tokenizer never adds special tokens. LLaDA publishes no infill layout; Instruct's chat "
+    "template frames chat turns only, and the server sends raw code to Base and Instruct "
+    "alike.",
     verified="mask 126336 and eos 126081 (generate.py, GUIDELINES.md); logits not shifted and "
     "attention bidirectional (the mask predictor reads logits[i] for token i); weight names "
     "and shapes of modeling_llada.py (wte, blocks.N.q_proj/k_proj/v_proj/attn_out/ff_proj/"
     "up_proj/ff_out, attn_norm/ff_norm, ln_f, ff_out); rotate-half RoPE like LLaMA's; "
     "config keys d_model, n_heads, n_kv_heads, n_layers, mlp_hidden_size, rope_theta, "
     "max_sequence_length; LlamaForCausalLM with the names mapped gives the logits of a "
-    "public copy of modeling_llada.py (within 1e-7, with and without grouped kv heads)",
+    "public copy of modeling_llada.py (within 1e-7, with and without grouped kv heads); one "
+    "bos <|startoftext|> (126080) in front: generate.py encodes the chat template's text "
+    "with add_special_tokens=False, the template itself puts bos_token first, chat.py drops "
+    "exactly one leading token from later turns, and LLaDA-8B-Instruct's tokenizer_config.json "
+    "says add_bos_token false (a copy of the hub files: monash-yann/dllm-research); Instruct's "
+    "chat template (that tokenizer_config.json): bos, then per turn <|start_header_id|>role"
+    "<|end_header_id|> and two line breaks, the trimmed text, <|eot_id|>, then "
+    "<|start_header_id|>assistant<|end_header_id|> and two line breaks; SFT answers end with "
+    "<|endoftext|> repeated to the row's end (GUIDELINES.md)",
     assumed="only the 'llama' block with RMSNorm, SiLU and no biases (the published 8B "
-    "configs); other variants are refused")
+    "configs); other variants are refused; Base also wants the bos in front (its tokenizer "
+    "files and pretraining data were not read: GUIDELINES.md shows the SFT rows only); "
+    "Instruct fills raw code without its chat template (no infill prompt was published)")
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (DREAM, DREAMON, DIFFUCODER, OPEN_DCODER,
                                                    LLADA)}
