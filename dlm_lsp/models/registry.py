@@ -99,10 +99,18 @@ DIFFUCODER = Family(
     layout="prefix <|mask|>... suffix, no bos (Qwen2.5-Coder has none); the span ends with "
     "<|dlm_pad|>. Instruct and cpGRPO are chat-tuned; Base fits raw infilling.",
     verified="model_type 'Dream' with Dream's remote code; instruct generations end at "
-    "<|dlm_pad|> (inference_demo.py splits there); mask_token_id 151666",
-    assumed="Base and cpGRPO also end spans with <|dlm_pad|> when their tokenizer has it "
-    "(Base's README splits at <|endoftext|>: a checkpoint without <|dlm_pad|> is loaded "
-    "as 'dream'); the 2048-token context of Dream")
+    "<|dlm_pad|> (inference_demo.py and the README's Instruct example split there; "
+    "src/open_r1/coupled_grpo.py ends a completion at <|im_end|>, which decodes to nothing); "
+    "mask_token_id 151666; Base takes raw code with nothing in front (the README's Base "
+    "example encodes the bare prompt with Dream's tokenizer, which adds no bos; a third-party "
+    "infilling script for DiffuCoder-7B-Base, the CAL paper's, lays out prefix, masks, "
+    "suffix with add_special_tokens=False)",
+    assumed="Base and cpGRPO also end spans with <|dlm_pad|> when their tokenizer has it: "
+    "apple/ml-diffucoder publishes no training or infilling code for Base (its README's Base "
+    "example splits at tokenizer.eos_token, whose value is in Base's tokenizer_config.json, "
+    "which was not found mirrored anywhere we could read), so a Base checkpoint without "
+    "<|dlm_pad|> is loaded as 'dream' and ends spans with <|endoftext|>; the 2048-token "
+    "context of Dream")
 
 OPEN_DCODER = Family(
     "open-dcoder", "Open-dCoder 0.5B (Open-dLLM): Qwen2.5-Coder-0.5B as a masked diffusion model",
