@@ -759,13 +759,26 @@ async def status(ls: DlmServer, params: Any) -> dict:
     when done; a count that only grows is a leak).  A remote backend's status asks its
     service, which takes up to 2 s a try where the service is down or hung: asked on the
     event loop, that held every other message (edits, cancels, ghost text) meanwhile, at
-    each poll of an editor's status bar; it is asked on a thread instead."""
-    engine = ls.engine
-    engine_status = await asyncio.to_thread(engine.status) if engine.status_waits \
-        else engine.status()
+    each poll of an editor's status bar; it is asked on a thread instead (`_engine_status`)."""
+    engine_status = await _engine_status(ls)
     return {"version": __version__, **engine_status, "jobsInFlight": ls.jobs.in_flight(),
             "openDocuments": len(ls.workspace.text_documents),
             "progressTokens": len(ls.work_done_progress.tokens)}
+
+
+async def _engine_status(ls: DlmServer) -> dict:
+    """The status of the backend serving when it is answered.  New settings may replace
+    the backend while a status waits on its service's thread (`switch_backend`): the
+    answer was then the old one's ("unreachable", say, of a service the user had just
+    switched away from), shown by the editor until its next poll.  The new backend is
+    asked instead; a status asked on the event loop cannot be overtaken."""
+    engine = ls.engine
+    while engine.status_waits:
+        answer = await asyncio.to_thread(engine.status)
+        if ls.engine is engine:
+            return answer
+        engine = ls.engine
+    return engine.status()
 
 
 @feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())

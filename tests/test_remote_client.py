@@ -4,12 +4,13 @@ Ray Serve service is in test_remote_service.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -507,11 +508,10 @@ def test_the_editor_is_told_when_the_service_is_unreachable(model_dir: Path):
         server.close()
 
 
-def test_the_status_of_a_service_that_does_not_answer_holds_up_no_other_message(model_dir):
-    """An editor polls `dlm/status` while a remote service is down.  Asking a service
-    that took the connection and never answers waits up to 2 s a try: asked on the
-    server's event loop, that held every message behind it (edits, cancels, ghost text)
-    for as long, at each poll.  A request sent after the status is answered first."""
+@contextlib.contextmanager
+def served_by_a_hung_service(model_dir: Path) -> Iterator[ServerProcess]:
+    """A server whose remote service took the connection and never answers (a status of
+    it waits up to 2 s), once it has told the user so at start-up."""
     hung = socket.socket()
     hung.bind(("127.0.0.1", 0))
     hung.listen(16)  # connections are taken by the kernel and never answered
@@ -521,13 +521,38 @@ def test_the_status_of_a_service_that_does_not_answer_holds_up_no_other_message(
                                   "remoteUrl": f"http://127.0.0.1:{hung.getsockname()[1]}",
                                   "remoteRetries": 0})
         server.client.wait(lambda _: [m for m in server.client.shown() if "did not answer" in m])
+        yield server
+    finally:
+        server.close()
+        hung.close()
+
+
+def test_the_status_of_a_service_that_does_not_answer_holds_up_no_other_message(model_dir):
+    """An editor polls `dlm/status` while a remote service is down.  Asking a service
+    that took the connection and never answers waits up to 2 s a try: asked on the
+    server's event loop, that held every message behind it (edits, cancels, ghost text)
+    for as long, at each poll.  A request sent after the status is answered first."""
+    with served_by_a_hung_service(model_dir) as server:
         asked = server.client.request("dlm/status")
         after = server.client.request("dlm/no-such-method")
         server.client.response(asked)
         order = [m.get("id") for m in server.client.messages if m.get("id") in (asked, after)]
         status = server.client.response(asked)["result"]
-    finally:
-        server.close()
-        hung.close()
     assert order == [after, asked]
     assert status["reachable"] is False and "did not answer" in status["loadError"]
+
+
+def test_a_status_asked_across_a_backend_swap_is_the_new_backend_s(model_dir):
+    """A status asks a remote service on a thread (up to 2 s where it does not answer);
+    the user switched to the local engine meanwhile.  The answer was the remote one's,
+    "unreachable", for a backend no longer serving, and a status bar showed it until its
+    next poll: the status is of the backend serving when it is answered."""
+    with served_by_a_hung_service(model_dir) as server:
+        asked = server.client.request("dlm/status")
+        server.client.notify("workspace/didChangeConfiguration",
+                             {"settings": {"dlm": {"backend": "local"}}})
+        status = server.client.response(asked)["result"]
+        local = server.client.call("dlm/status")["result"]
+    assert "backend" not in local and local["model"] == str(model_dir)  # the local engine's
+    assert "backend" not in status and "reachable" not in status
+    assert status["model"] == str(model_dir) and status["loadError"] is None
