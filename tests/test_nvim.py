@@ -336,31 +336,73 @@ result.asked = asked
     assert rewrite == {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 5}}
 
 
+def _ranges_asked(tmp_path: Path, model_dir: Path, commands: str) -> tuple[list, dict, dict]:
+    """The ranges the plugin asks the server for when Lua `commands` run after
+    `fibonacci(i)` is selected in line 10's `print(i, fibonacci(i))` (the range only:
+    nothing is sent, nothing edited), and the two they may be: the whole line, and the
+    selection.  `typed(keys)` types keys as a user does."""
+    path, before = _complete_fixture(tmp_path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+local client, asked = dlm.client(buf), {{}}
+client.request = function(self, method, params)
+  asked[#asked + 1] = params.range or params.arguments[1].range
+end
+local function typed(keys)
+  vim.api.nvim_feedkeys(vim.keycode(keys), 'xt', false)
+end
+vim.cmd('normal! 10G0ffvf)\\27')
+""" + commands + """
+result.asked = asked
+""")
+    assert path.read_text(encoding="utf-8") == before
+    line = before.splitlines()[9]
+    whole = {"start": {"line": 9, "character": 0}, "end": {"line": 9, "character": len(line)}}
+    selected = {"start": {"line": 9, "character": line.index("fibonacci(i)")},
+                "end": {"line": 9, "character": line.index("fibonacci(i)") + 12}}
+    return result["asked"], whole, selected
+
+
 def test_a_line_range_typed_wins_over_an_earlier_selection_on_that_line(tmp_path, model_dir):
     """`:10DlmRewrite` (a count, or one address) rewrites line 10, and `:10DlmFill` fills
     it, also where a selection was made on that line before: they took its `'<` `'>`
     characters (`fibonacci(i)`) instead.  `:'<,'>`, which Visual mode's `:` types, still
     takes the selection's characters."""
-    path, before = _complete_fixture(tmp_path)
-    result = run_nvim(tmp_path, model_dir, f"""
-local buf = open('{path}')
-local client, asked = dlm.client(buf), {{}}
-client.request = function(self, method, params) -- the range only: nothing sent, nothing edited
-  asked[#asked + 1] = params.range or params.arguments[1].range
-end
-vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci(i))`
+    asked, whole, selected = _ranges_asked(tmp_path, model_dir, """
 vim.cmd('10DlmRewrite')
 vim.cmd('10DlmFill')
 vim.cmd("'<,'>DlmRewrite")
-vim.api.nvim_feedkeys(vim.keycode('gv:DlmFill<CR>'), 'xt', false)
-result.asked = asked
+typed('gv:DlmFill<CR>')
 """)
-    line = before.splitlines()[9]
-    whole = {"start": {"line": 9, "character": 0}, "end": {"line": 9, "character": len(line)}}
-    selected = {"start": {"line": 9, "character": line.index("fibonacci(i)")},
-                "end": {"line": 9, "character": line.index("fibonacci(i)") + 12}}
-    assert result["asked"] == [whole, whole, selected, selected]
-    assert path.read_text(encoding="utf-8") == before
+    assert asked == [whole, whole, selected, selected]
+
+
+def test_two_addresses_typed_on_the_selection_s_line_are_that_line_not_the_selection(
+        tmp_path, model_dir):
+    """`:10,10DlmRewrite` typed after a selection on line 10 gives the command the same
+    range as `:'<,'>DlmRewrite` (two addresses, the marks' lines) and took the selected
+    characters for it; the command line it was typed on tells them apart.  `:'<,'>` and
+    `:*`, typed or typed by a Visual-mode mapping's `:`, are the selection; a command
+    line that ran no command of ours (`:echo`) says nothing of a vim.cmd() after it, nor
+    does one that ran a command already; given by vim.cmd(), `10,10` still reads as the
+    selection (no command line tells it apart)."""
+    asked, whole, selected = _ranges_asked(tmp_path, model_dir, """
+vim.keymap.set('x', '<F5>', ':DlmRewrite<CR>')
+typed(':10,10DlmRewrite<CR>')
+typed(':10,10DlmFill<CR>')
+typed(':10;10DlmRewrite expand<CR>')
+typed('gv:DlmRewrite<CR>')
+typed('gv<F5>')
+typed(":'<,'>DlmFill<CR>")
+typed(':*DlmRewrite<CR>')
+typed(':echo<CR>')
+vim.cmd("'<,'>DlmFill")
+typed(':10,10DlmRewrite<CR>')
+vim.cmd("'<,'>DlmRewrite")
+vim.cmd('10,10DlmRewrite')
+""")
+    assert asked == [whole, whole, whole, selected, selected, selected, selected, selected,
+                     whole, selected, selected]
 
 
 def test_a_fill_of_a_selection_that_would_only_delete_it_is_not_applied_and_said(tmp_path,

@@ -511,8 +511,10 @@ local BLOCK_REFUSED = 'a block selection (CTRL-V) over several lines is not one 
 --- from; `:'<,'>`, which Visual mode's `:` puts in, is two addresses (`cmd.range` 2) that
 --- are the marks' lines.  A count or a one-line address is one (`cmd.range` 1): those
 --- lines, whatever selection was made before; `:3DlmRewrite` took an old selection's
---- characters on line 3 for it.  (A range typed as two addresses that are the marks'
---- lines, `:3,3DlmRewrite`, still reads as the selection: nothing tells them apart.)
+--- characters on line 3 for it.  Two addresses that are the marks' lines, `:3,3DlmRewrite`
+--- after a selection on line 3, are told from `:'<,'>` by the command line they were
+--- typed on (`cmd.selection`, `typed_as_selection`); given no command line (vim.cmd, a
+--- `<Cmd>` mapping, a call of M.fill), they still read as the selection.
 --- A fill takes one span of text, and a block over several lines is a column of pieces:
 --- as a span from its top-left to its bottom-right corner it took in the text right of
 --- the block on its first line and left of it on the others, which the user did not
@@ -525,6 +527,7 @@ local function selection_range(buf, cmd, encoding)
   end
   local vstart, vend = api.nvim_buf_get_mark(buf, '<'), api.nvim_buf_get_mark(buf, '>')
   local visual = cmd.range == 2 and vstart[1] == cmd.line1 and vend[1] == cmd.line2
+    and cmd.selection ~= false
   if visual and vim.fn.visualmode() == '\22' and vstart[1] ~= vend[1] then
     return nil, BLOCK_REFUSED
   end
@@ -553,7 +556,53 @@ local function command_range(cmd)
   end
   vim.cmd.normal({ args = { vim.keycode('<Esc>') }, bang = true })
   local first, last = api.nvim_buf_get_mark(0, '<')[1], api.nvim_buf_get_mark(0, '>')[1]
-  return vim.tbl_extend('force', cmd, { range = 2, line1 = first, line2 = last })
+  return vim.tbl_extend('force', cmd, { range = 2, line1 = first, line2 = last, selection = true })
+end
+
+--- The last `:` command line left to run (typed, or typed by a mapping's `:`), until the
+--- command it runs takes it (`typed_as_selection`) or the event loop next turns: a user
+--- command is given its range's lines, not how they were written, and CmdlineLeave,
+--- just before the line runs, is where that text can still be read.  Neither
+--- `histget(':', -1)` nor anything else kept after it will do: vim.cmd() and `<Cmd>`
+--- mappings add no history, and the last entry would be an older command line's.
+local left_cmdline
+
+local function watch_cmdline()
+  api.nvim_create_autocmd('CmdlineLeave', {
+    group = api.nvim_create_augroup('dlm.cmdline', { clear = true }),
+    callback = function()
+      if vim.fn.getcmdtype() ~= ':' or vim.v.event.abort then
+        return
+      end
+      local left = { text = vim.fn.getcmdline() }
+      left_cmdline = left
+      vim.schedule(function()
+        if left_cmdline == left then -- not run (an error first), or not one of ours
+          left_cmdline = nil
+        end
+      end)
+    end,
+  })
+end
+
+--- Whether the range of user command `cmd` was typed as the selection: true for `:'<,'>`
+--- (what Visual mode's `:` types, also through a mapping such as `:DlmFill<CR>`) or
+--- `:*`, false for other addresses (`:3,3`), nil where the command did not come from a
+--- command line of its own (vim.cmd, a `<Cmd>` mapping, `:execute`), which cannot be told.
+local function typed_as_selection(cmd)
+  local left = left_cmdline
+  left_cmdline = nil -- one command line, one command: a later vim.cmd() has none
+  if not left then
+    return nil
+  end
+  local ok, parsed = pcall(api.nvim_parse_cmd, left.text, {})
+  if not ok or parsed.cmd ~= cmd.name then
+    return nil
+  end
+  -- the addresses: what comes before the command's name (ours all start with `Dlm`)
+  local name_at = left.text:find('Dlm', 1, true) or 1
+  local addresses = left.text:sub(1, name_at - 1):gsub('[%s:]', '')
+  return addresses == "'<,'>" or addresses == '*'
 end
 
 --- Where a fill at the cursor goes in `line`.  In Insert mode (<Cmd>DlmFill<CR>) the cursor
@@ -720,10 +769,13 @@ function M.statusline(buf)
 end
 
 local function create_commands()
+  watch_cmdline()
   api.nvim_create_user_command('DlmFill', function(cmd)
+    cmd.selection = typed_as_selection(cmd)
     M.fill(cmd)
   end, { range = true, desc = 'dlm-lsp: fill the selection, the hole at the cursor, or at the cursor' })
   api.nvim_create_user_command('DlmRewrite', function(cmd)
+    cmd.selection = typed_as_selection(cmd)
     M.rewrite(cmd)
   end, {
     range = true,
