@@ -361,6 +361,11 @@ async function readonly() {
  * GET /v1/metrics (remote/wire.py), and the status bar must show its model and device by
  * itself, within 45 s (asked at most every 30 s), with no fill or click.  It said
  * "unreachable" for good: polling stopped at the first answer that said so.
+ *
+ * Then the service goes down again, with polling over (it ended when the service answered):
+ * "DLM: Fill holes" fails on it, and the status asked once after that fill finds it down
+ * and must start polling again (`Follower.keepUp`), so that when the service is back, 1 s
+ * after the status bar said "unreachable", the status bar shows it within 20 s by itself.
  */
 async function remoteDown(port) {
   const problems = [];
@@ -370,6 +375,50 @@ async function remoteDown(port) {
   }, 60000);
   log(`status bar: ${down}`);
   await sleep(20000);
+  let service = await serveMetrics(port);
+  let up = Date.now();
+  log(`service up on ${port}`);
+  const showsService = async () => {
+    const text = await dlmStatusBar();
+    return /e2e-service · cuda:0/.test(text) && text;
+  };
+  const back = await until("the status bar to show the service's model", showsService, 45000)
+    .catch((error) => (problems.push(error.message), undefined));
+  const seconds = (Date.now() - up) / 1000;
+  await page.screenshot(join(args.shots, "remote-back.png"));
+  const earlier = events().filter((e) => e.event === "error");
+  if (earlier.length) problems.push(`extension errors: ${JSON.stringify(earlier)}`);
+
+  const again = Date.now();
+  service.closeAllConnections();
+  await new Promise((resolve) => service.close(resolve));
+  log("service down again; Fill holes");
+  await palette("DLM: Fill holes");
+  const failed = await until("the fill to fail on the service", event("error"), 60000, 500)
+    .catch((error) => (problems.push(error.message), undefined));
+  if (failed && !/cannot reach/.test(failed.message)) problems.push(`not the service's failure: ${failed.message}`);
+  const downAfterFill = await until("the status bar to say unreachable after the fill", async () => {
+    const text = await dlmStatusBar();
+    return /unreachable/.test(text) && text;
+  }, 30000).catch((error) => (problems.push(error.message), undefined));
+  await sleep(1000);
+  service = await serveMetrics(port);
+  up = Date.now();
+  log("service up again");
+  const backAfterFill = await until("the status bar to show the service again, polled after the fill",
+    showsService, 20000).catch((error) => (problems.push(error.message), undefined));
+  const secondsAfterFill = (Date.now() - up) / 1000;
+  const secondsOfTheFillPart = (Date.now() - again) / 1000;
+  await page.screenshot(join(args.shots, "remote-back-after-fill.png"));
+  service.close();
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, down, back, seconds, downAfterFill,
+                               backAfterFill, secondsAfterFill, secondsOfTheFillPart }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
+/** The service's GET /v1/metrics (remote/wire.py), listening on `port` once resolved. */
+async function serveMetrics(port) {
   const { createServer } = await import("node:http");
   const service = createServer((request, response) => {
     const body = JSON.stringify({ model: "e2e-service", device: "cuda:0", replicas: 1, queueDepth: 0 });
@@ -377,20 +426,7 @@ async function remoteDown(port) {
     response.end(body);
   });
   await new Promise((resolve) => service.listen(port, "127.0.0.1", resolve));
-  const up = Date.now();
-  log(`service up on ${port}`);
-  const back = await until("the status bar to show the service's model", async () => {
-    const text = await dlmStatusBar();
-    return /e2e-service · cuda:0/.test(text) && text;
-  }, 45000).catch((error) => (problems.push(error.message), undefined));
-  const seconds = (Date.now() - up) / 1000;
-  await page.screenshot(join(args.shots, "remote-back.png"));
-  service.close();
-  const errors = events().filter((e) => e.event === "error");
-  if (errors.length) problems.push(`extension errors: ${JSON.stringify(errors)}`);
-  console.log(JSON.stringify({ passed: problems.length === 0, problems, down, back, seconds }, null, 2));
-  page.ws.close();
-  process.exit(problems.length ? 1 : 0);
+  return service;
 }
 
 /** The texts of the notifications on screen: toasts, or the notification center's list. */

@@ -92,7 +92,11 @@
 #                                      # backend: remote, with nothing at remoteUrl: the status
 #                                      # bar says "unreachable"; 20 s later the driver serves
 #                                      # the service's /v1/metrics there, and the status bar
-#                                      # must show its model within 45 s, with no fill or click
+#                                      # must show its model within 45 s, with no fill or click;
+#                                      # then it goes down again, "DLM: Fill holes" fails on it,
+#                                      # and the status asked after that fill must poll again:
+#                                      # the service, back 1 s after the status bar said
+#                                      # "unreachable", shows within 20 s with no click
 set -euo pipefail
 
 QUICK=""
