@@ -748,14 +748,18 @@ def test_sweep_and_samples_reports_say_which_isolation_ran_the_programs_and_why(
 
     monkeypatch.setattr(sandbox, "probe_isolation", lambda: sandbox.Isolation(
         sandbox.NONE, "'namespaces' and 'network': the reason"))
+    monkeypatch.setattr(sandbox.cgroup, "find", lambda: (None, "no pids controller mounted"))
     out = tmp_path / "report.json"
     assert main(["bench", *bench, "--model", str(model_dir), "--device", "cpu",
                  "--limit", "1", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["isolation"] == "none"
     assert report["isolation_fallback"] == "'namespaces' and 'network': the reason"
+    assert (report["pids_cgroup"], report["pids_cgroup_note"]) == (
+        False, "no pids controller mounted")
     assert ("sandbox isolation: none (the audit hook and the limits only) (fell back: "
-            "'namespaces' and 'network': the reason).") in capsys.readouterr().out
+            "'namespaces' and 'network': the reason); no pids cgroup (no pids controller "
+            "mounted).") in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)

@@ -961,6 +961,19 @@ def test_a_fork_bomb_stops_at_the_process_limit_even_as_root(monkeypatch, isolat
     assert outcome.passed, outcome.detail
 
 
+@pytest.mark.skipif(sandbox.cgroup.find()[0] is None,
+                    reason=f"no pids cgroup can be made here: {sandbox.cgroup.find()[1]}")
+@pytest.mark.parametrize("isolation", [sandbox.NONE, sandbox.isolation_available()])
+def test_a_fork_bomb_stops_at_pids_max_even_run_as_root(isolation):
+    """Run as root without the drop to nobody (the interpreter out of nobody's reach, or a
+    user namespace's root mapped to root), a program made all of its 200 forks: the kernel
+    exempts root from RLIMIT_NPROC.  The program's pids cgroup binds every user: the
+    program and 15 more of `extra_processes=16`."""
+    config = SandboxConfig(timeout_s=10.0, hook=False, extra_processes=16)
+    outcome = sandbox._run(FORK_BOMB.format(limit=15), config, isolation, drop=False)
+    assert outcome.passed and outcome.pids_cgroup, outcome.detail + outcome.output
+
+
 @pytest.fixture
 def everyones_python(monkeypatch):
     """The sandbox run as root with an interpreter every user may run (this one may lie in

@@ -72,7 +72,8 @@ from dlm_lsp.bench.sandbox import (
     SandboxConfig,
     checked_config,
     fallback_reason,
-    isolation_text,
+    pids_cgroup_note,
+    report_isolation_text,
     run_programs,
 )
 from dlm_lsp.config import (
@@ -157,6 +158,8 @@ class Report:
     results: list[TaskResult]
     isolation: str = NONE  # the weakest sandbox isolation any program ran under (sandbox.py)
     isolation_fallback: str = ""  # why not a stronger one: the probe's reasons (sandbox.py)
+    pids_cgroup: bool = False  # every program ran in a pids cgroup of its own (cgroup.py)
+    pids_cgroup_note: str = ""  # where those were made, or why there were none
     partial: Partial | None = None  # a run stopped by a signal: what these numbers cover
 
 
@@ -272,6 +275,7 @@ def tally(config: BenchConfig, done: list[tuple[Task, Fill, Outcome]], filled_by
     reasons = Counter(r.reason for r in results)
     # the weakest isolation any program ran under
     isolation = min((o.isolation for o in outcomes), key=ISOLATION_LEVELS.index, default=NONE)
+    pids_cgroup = bool(outcomes) and all(o.pids_cgroup for o in outcomes)
     return Report(
         config=config, machine=describe_machine(device), revision=source_revision(),
         model=model, precision=precision, tasks=len(results),
@@ -288,6 +292,8 @@ def tally(config: BenchConfig, done: list[tuple[Task, Fill, Outcome]], filled_by
         results=results,
         isolation=isolation,
         isolation_fallback=fallback_reason(config.sandbox) if outcomes else "",
+        pids_cgroup=pids_cgroup,
+        pids_cgroup_note=pids_cgroup_note(pids_cgroup) if outcomes else "",
         partial=partial)
 
 
@@ -335,7 +341,7 @@ def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
         label = f" ({describe_run(run.config)})" if beside else ""
         lines.append(f"Outcomes{label}: " + ", ".join(f"{k} {v}" for k, v in run.reasons.items())
                      + "; fills by path: " + ", ".join(f"{k} {v}" for k, v in run.paths.items())
-                     + f"; {isolation_text(run.isolation, run.isolation_fallback)}.")
+                     + f"; {report_isolation_text(run)}.")
     if cfg.fill == "canonical":
         failures = [r for r in report.results if not r.passed][:FAILURES_LISTED]
         lines += [f"- {r.task_id}: {r.reason} {r.detail}" for r in failures]

@@ -45,8 +45,8 @@ from dlm_lsp.bench.sandbox import (
     NONE,
     SandboxConfig,
     checked_config,
-    isolation_text,
     isolation_used,
+    report_isolation_text,
 )
 from dlm_lsp.config import KINDS, InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine
@@ -115,6 +115,8 @@ class SampleSheet:
     partial: Partial | None = None  # a run stopped by a signal: the tasks it covers
     isolation: str = NONE  # the sandbox's isolation level (sandbox.py)
     isolation_fallback: str = ""  # why not a stronger one: the probe's reasons
+    pids_cgroup: bool = False  # every program ran in a pids cgroup of its own (cgroup.py)
+    pids_cgroup_note: str = ""  # where those were made, or why there were none
 
 
 def _fill_settings(config: SamplesConfig) -> tuple[FillSettings, FillSettings]:
@@ -211,7 +213,7 @@ def to_markdown(sheet: SampleSheet) -> str:
              f"{settings_label(cfg.engine)}; model {sheet.model}; "
              f"{machine_line(sheet.machine)}; {sheet.machine['date']}, code "
              f"{sheet.revision or 'unknown'}; "
-             f"{isolation_text(sheet.isolation, sheet.isolation_fallback)}.", "",
+             f"{report_isolation_text(sheet)}.", "",
              "| fill | passes tests | exact match |", "| --- | --- | --- |"]
     if sheet.partial:
         lines[2:2] = [f"{sheet.partial}; the sheet below covers only these", ""]

@@ -20,6 +20,11 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   keeps the rest.  Where nobody cannot reach the interpreter (one in root's home,
   without the namespaces' root that shows it), it runs as root, the report says so;
 - its own process group, killed whole at the wall-clock timeout;
+- where a pids controller is writable (`cgroup.find`: cgroup v1's pids hierarchy, or
+  v2's), a cgroup of its own whose `pids.max` is the process headroom: it binds root,
+  whom the process limit does not, and every process the program leaves, in whatever
+  group or session (`setsid` escaped the group's kill below the PID namespace), is
+  killed and the cgroup removed when it ends (`cgroup.PidsCgroup`);
 - where the kernel lets an unprivileged user create them, new namespaces
   (`unshare --user --net --ipc --pid --mount`): an empty network (a loopback
   device that is down), System V IPC of its own (gone with it), a process tree of
@@ -75,6 +80,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlm_lsp.bench import cgroup
 from dlm_lsp.bench.sandbox_child import (
     DROP,
     ISOLATE,
@@ -120,7 +126,9 @@ class SandboxConfig:
     timeout_s: float = 5.0  # wall clock; then the whole process group is killed
     memory_bytes: int = 1 << 30  # address space (RLIMIT_AS): a MemoryError beyond it
     file_bytes: int = 16 << 20  # largest file written, the captured output included
-    extra_processes: int = 32  # RLIMIT_NPROC headroom over the user's running tasks
+    # RLIMIT_NPROC headroom over the user's running tasks, and the pids cgroup's pids.max
+    # (above the harness's own processes), the program itself included
+    extra_processes: int = 32
     output_chars: int = 2000  # captured stdout + stderr kept in the outcome
     open_files: int = 64  # descriptors (each memfd could hold file_bytes of memory)
     # Programs run in the strongest isolation that works here (`probe_isolation`).  This is
@@ -148,6 +156,7 @@ class Outcome:
     seconds: float
     output: str = ""  # the start of stdout + stderr
     isolation: str = NONE  # NAMESPACES, NETWORK (network and IPC namespaces alone) or NONE
+    pids_cgroup: bool = False  # ran in a pids cgroup of its own (`cgroup.py`)
 
     @property
     def network_isolated(self) -> bool:
@@ -354,8 +363,10 @@ def _user_tasks(uid: int) -> int:
     return total
 
 
-def _limits(config: SandboxConfig, drop: bool = False) -> Callable[[], None]:
-    """The preexec function: set every limit in the child, before exec.
+def _limits(config: SandboxConfig, drop: bool = False,
+            join: Callable[[], None] | None = None) -> Callable[[], None]:
+    """The preexec function: join the program's pids cgroup (`join`, where it has one),
+    then set every limit in the child, before exec.
 
     Values are computed here, in the parent, and clamped to the current hard
     limits, so the child only makes plain system calls between fork and exec.  The
@@ -379,6 +390,8 @@ def _limits(config: SandboxConfig, drop: bool = False) -> Callable[[], None]:
         limits.append((which, (soft, hard)))
 
     def apply() -> None:
+        if join is not None:
+            join()
         for which, pair in limits:
             resource.setrlimit(which, pair)
     return apply
@@ -419,16 +432,40 @@ def fallback_reason(config: SandboxConfig) -> str:
     return probe_isolation().fallback
 
 
-def isolation_used(config: SandboxConfig) -> tuple[str, str]:
-    """(level, why it fell back) of every program run under `config` here: for the
-    reports that keep only each program's verdict (`bench sweep`, `samples`)."""
-    return _isolation(config), fallback_reason(config)
+def isolation_used(config: SandboxConfig) -> tuple[str, str, bool, str]:
+    """(level, why it fell back, whether a pids cgroup bounded each, where or why not) of
+    every program run under `config` here: for the reports that keep only each program's
+    verdict (`bench sweep`, `samples`)."""
+    used = cgroup.find()[0] is not None
+    return _isolation(config), fallback_reason(config), used, pids_cgroup_note(used)
 
 
-def isolation_text(level: str, fallback: str) -> str:
-    """A summary's `sandbox isolation: ...`: the level in words and, after a fallback, why."""
-    return (f"sandbox isolation: {ISOLATION_WORDS[level]}"
+def pids_cgroup_note(used: bool) -> str:
+    """Where the programs' pids cgroups were made (`used`: each ran in one), or why they
+    had none, for the reports."""
+    controller, why = cgroup.find()
+    if used:
+        return controller.describe() if controller else ""
+    return why or "not every program ran in one"
+
+
+def report_isolation_text(report) -> str:
+    """`isolation_text` of a report that keeps the four (`bench humaneval`'s run,
+    `sweep`'s, `samples`')."""
+    return isolation_text(report.isolation, report.isolation_fallback, report.pids_cgroup,
+                          report.pids_cgroup_note)
+
+
+def isolation_text(level: str, fallback: str, pids_cgroup: bool = False,
+                   pids_note: str = "") -> str:
+    """A summary's `sandbox isolation: ...`: the level in words and, after a fallback, why;
+    then whether each program ran in a pids cgroup of its own, and where or why not (a
+    report that does not say, `pids_note` "", says nothing of it)."""
+    text = (f"sandbox isolation: {ISOLATION_WORDS[level]}"
             + (f" (fell back: {fallback})" if fallback else ""))
+    if pids_cgroup:
+        return text + f"; each program in a pids cgroup of its own ({pids_note})"
+    return text + (f"; no pids cgroup ({pids_note})" if pids_note else "")
 
 
 def _remove(work: str) -> None:
@@ -570,7 +607,9 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
     # the output there (root's, 0600).
     outer = tempfile.mkdtemp(prefix="dlm-sandbox-")
     work = os.path.join(outer, "work")
+    group = None
     try:
+        group = _pids_cgroup(config, isolation)
         os.mkdir(work, 0o700)
         Path(work, "program.py").write_text(source, encoding="utf-8")
         if drop:
@@ -603,7 +642,8 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
             child = subprocess.Popen(
                 command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=output,
                 stderr=subprocess.STDOUT, pass_fds=(write_fd, token_fd, started_fd),
-                start_new_session=True, preexec_fn=_limits(config, drop))
+                start_new_session=True,
+                preexec_fn=_limits(config, drop, group.join if group else None))
         except BaseException:
             output.close()
             os.close(read_fd)
@@ -635,11 +675,32 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
             output.seek(0)
             text = output.read(config.output_chars * 4).decode("utf-8", "replace")
     finally:
-        _remove(outer)
+        try:
+            if group is not None:  # what left the process group too (`setsid`), then it
+                group.close()
+        finally:
+            _remove(outer)
     text = text[:config.output_chars]
     reason, detail = _classify(child.returncode, timed_out, outcome, token, config, text,
                                started)
-    return Outcome(reason == "passed", reason, detail, round(seconds, 3), text, isolation)
+    return Outcome(reason == "passed", reason, detail, round(seconds, 3), text, isolation,
+                   group is not None)
+
+
+# The processes above the program in its cgroup: at NAMESPACES, `unshare` and the PID
+# namespace's init that waits for it (`sandbox_child._wait_as_init`); below, the child
+# the sandbox starts is the program's own interpreter.
+HARNESS_PROCESSES = {NAMESPACES: 2, NETWORK: 0, NONE: 0}
+
+
+def _pids_cgroup(config: SandboxConfig, isolation: str) -> cgroup.PidsCgroup | None:
+    """The program's own pids cgroup, where one can be made here (`cgroup.find`), with
+    room for `config.extra_processes` tasks of the program's, itself included, as the
+    process limit has: it binds root too, and names every process the program left."""
+    controller, _ = cgroup.find()
+    if controller is None:
+        return None
+    return cgroup.PidsCgroup(controller, config.extra_processes + HARNESS_PROCESSES[isolation])
 
 
 def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) -> list[Outcome]:

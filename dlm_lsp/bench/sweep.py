@@ -52,8 +52,8 @@ from dlm_lsp.bench.sandbox import (
     NONE,
     SandboxConfig,
     checked_config,
-    isolation_text,
     isolation_used,
+    report_isolation_text,
 )
 from dlm_lsp.engine import Engine
 
@@ -134,6 +134,8 @@ class SweepReport:
     partial: Partial | None = None  # a sweep stopped by a signal: the points it covers
     isolation: str = NONE  # the sandbox's isolation level (sandbox.py)
     isolation_fallback: str = ""  # why not a stronger one: the probe's reasons
+    pids_cgroup: bool = False  # every program ran in a pids cgroup of its own (cgroup.py)
+    pids_cgroup_note: str = ""  # where those were made, or why there were none
 
 
 def _point(kind: str, strategy: str, budget: int | None, tasks: list[Task], fills: list[Fill],
@@ -235,7 +237,7 @@ def to_markdown(report: SweepReport) -> str:
              f"points of the best pass@1 (flat: the whole curve is); collapse: largest budget "
              f"under it below {cfg.ratio:g} x the best. {report.fills} fills, "
              f"{report.programs} distinct programs, {report.wall_s} s; "
-             f"{isolation_text(report.isolation, report.isolation_fallback)}.", ""]
+             f"{report_isolation_text(report)}.", ""]
     if report.partial:
         lines.insert(0, f"{report.partial}; the numbers below cover only these")
     budgets = " | ".join(str(b) for b in cfg.budgets)

@@ -1,0 +1,253 @@
+"""A pids cgroup of its own for each sandboxed program, where the machine lets us make one.
+
+The sandbox's process limit (RLIMIT_NPROC) counts a user's processes, and the kernel
+exempts root from it: a program that runs as root (where nobody cannot reach the
+interpreter) forked on to the timeout.  And below the PID namespace a child that left
+the process group (`setsid`) outlived the run: the group's kill missed it (a `sleep`
+started so by a program at the 'none' and 'network' levels, the hook off, was still
+running after the run, 2026-12-03).  A cgroup counts every task in it, whoever runs it,
+and every child is born in it: its `pids.max` bounds a fork bomb of root's, and its
+member list names every process the program left, in whatever group or session.
+
+Where a pids controller is writable (cgroup v1's pids hierarchy, or v2 where `pids` is
+among the controllers of our own cgroup or of the root, and its `cgroup.subtree_control`
+enables it), each program gets a cgroup below ours (`dlm-sandbox-PID-RANDOM`) with
+`pids.max` set; the child joins it before the program's interpreter starts (`join`, in
+the preexec function), and `close` kills what is left in it and removes it.  Where none
+is writable (no cgroups mounted, not root and nothing delegated, not Linux), `find`
+says why and the sandbox runs as it did without.  Only the cgroups made here are ever
+changed or removed (and, on v2, `+pids` written to a `cgroup.subtree_control` that
+lacked it, which adds no limit to the cgroups already below it).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+MOUNTINFO = "/proc/self/mountinfo"
+OWN_CGROUPS = "/proc/self/cgroup"
+PROCS = "cgroup.procs"
+PREFIX = "dlm-sandbox-"
+
+
+@dataclass(frozen=True)
+class Controller:
+    """Where each program's cgroup is made: below `parent`, of cgroup `version` 1 or 2."""
+
+    parent: str
+    version: int
+
+    def describe(self) -> str:
+        return f"cgroup v{self.version} below {self.parent}"
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path, its octal escapes (a space is \\040) undone."""
+    out, at = "", 0
+    while at < len(field):
+        if field[at] == "\\" and field[at + 1:at + 4].isdigit():
+            out, at = out + chr(int(field[at + 1:at + 4], 8)), at + 4
+        else:
+            out, at = out + field[at], at + 1
+    return out
+
+
+def _mounts() -> list[tuple[str, str, str, list[str]]]:
+    """(root inside the hierarchy, mount point, file system type, super options) of each
+    cgroup mount."""
+    found = []
+    with open(MOUNTINFO, encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.split()
+            tail = fields[fields.index("-") + 1:]
+            if tail[0] in ("cgroup", "cgroup2"):
+                found.append((_unescape(fields[3]), _unescape(fields[4]), tail[0],
+                              tail[2].split(",") if len(tail) > 2 else []))
+    return found
+
+
+def _own_paths() -> dict[str, str]:
+    """Our cgroup in each hierarchy: {"pids": path} for v1's, {"": path} for v2's."""
+    paths = {}
+    with open(OWN_CGROUPS, encoding="utf-8") as handle:
+        for line in handle:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for name in controllers.split(","):
+                paths[name] = path
+    return paths
+
+
+def _below(mount_root: str, mount_point: str, path: str) -> str | None:
+    """The directory of cgroup `path` under a mount of the hierarchy's `mount_root`
+    (None where the mount does not show it: a container's mount of its own part)."""
+    if mount_root == "/":
+        return mount_point.rstrip("/") + (path if path != "/" else "")
+    if path == mount_root or path.startswith(mount_root + "/"):
+        return mount_point.rstrip("/") + path[len(mount_root):]
+    return None
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode("ascii"))
+    finally:
+        os.close(fd)
+
+
+def _candidates() -> list[Controller]:
+    """Where a pids cgroup might be made, the least intrusive first: below our own v1 pids
+    cgroup; below our own v2 cgroup, then the v2 root, where `pids` is available there."""
+    own = _own_paths()
+    found = []
+    for mount_root, point, kind, options in _mounts():
+        if kind == "cgroup" and "pids" in options and "pids" in own:
+            parent = _below(mount_root, point, own["pids"])
+            if parent:
+                found.append(Controller(parent, 1))
+    for mount_root, point, kind, _ in _mounts():
+        if kind == "cgroup2" and "" in own:
+            for parent in (_below(mount_root, point, own[""]), point.rstrip("/") or "/"):
+                if parent and parent not in (c.parent for c in found):
+                    found.append(Controller(parent, 2))
+    return found
+
+
+def _enable(controller: Controller) -> None:
+    """v2: the pids controller for the cgroups below `controller.parent` (OSError if not)."""
+    if controller.version != 2:
+        return
+    available = _read(os.path.join(controller.parent, "cgroup.controllers")).split()
+    if "pids" not in available:
+        raise OSError(0, f"no pids controller in {controller.parent}/cgroup.controllers")
+    if "pids" not in _read(os.path.join(controller.parent, "cgroup.subtree_control")).split():
+        _write(os.path.join(controller.parent, "cgroup.subtree_control"), "+pids")
+
+
+class PidsCgroup:
+    """One program's cgroup: made with its `pids.max`, joined by the child (`join`),
+    emptied and removed by `close`, whatever the program left in it."""
+
+    def __init__(self, controller: Controller, limit: int) -> None:
+        self.path = os.path.join(controller.parent,
+                                 f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
+        self.version = controller.version
+        os.mkdir(self.path)
+        try:
+            _write(os.path.join(self.path, "pids.max"), str(limit))
+        except BaseException:
+            os.rmdir(self.path)
+            raise
+        self._procs = os.path.join(self.path, PROCS)
+
+    def join(self) -> None:
+        """Move the calling process into the cgroup: run in the child, before exec (only
+        system calls: "0" names the writer)."""
+        fd = os.open(self._procs, os.O_WRONLY)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+
+    def members(self) -> list[int]:
+        return [int(pid) for pid in _read(self._procs).split()]
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Kill every process left in the cgroup, until none is, and remove it; OSError
+        when that does not happen within `timeout_s` (the cgroup is left, and named)."""
+        deadline = time.monotonic() + timeout_s
+        kill = os.path.join(self.path, "cgroup.kill")
+        if self.version == 2 and os.path.exists(kill):
+            try:
+                _write(kill, "1")
+            except OSError:
+                pass
+        while True:
+            pids = self.members()
+            if pids:
+                _kill_members(pids, self.members)
+            else:
+                try:
+                    os.rmdir(self.path)
+                    return
+                except OSError as exc:  # EBUSY: a task still on its way out
+                    if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
+                        raise
+            if time.monotonic() >= deadline:
+                raise OSError(0, f"processes {pids} still run in {self.path}")
+            time.sleep(0.001)
+
+
+def _kill_members(pids: list[int], members) -> None:
+    """SIGKILL these processes of the cgroup.  Each is pinned by a pidfd first and killed
+    only if the cgroup still lists it: a process that ended since the list was read may
+    have handed its number to one of someone else's, which would not be in the list."""
+    pinned = {}
+    for pid in pids:
+        try:
+            pinned[pid] = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        except OSError:  # no pidfds (a kernel before 5.3): the plain kill, as the group's
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    try:
+        still = set(members()) if pinned else set()
+        for pid, fd in pinned.items():
+            if pid in still:
+                try:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    finally:
+        for fd in pinned.values():
+            os.close(fd)
+
+
+def _try(controller: Controller) -> None:
+    """Make a cgroup at `controller`, start a process in it and close it: OSError (or
+    SubprocessError) where any step is refused."""
+    _enable(controller)
+    cgroup = PidsCgroup(controller, 4)
+    try:
+        subprocess.run([sys.executable, "-I", "-S", "-c", ""], preexec_fn=cgroup.join,
+                       stdin=subprocess.DEVNULL, capture_output=True, check=True, timeout=30)
+    finally:
+        cgroup.close()
+
+
+@functools.lru_cache(maxsize=1)
+def find() -> tuple[Controller | None, str]:
+    """(the controller programs' cgroups are made at, "") where one works here, else
+    (None, why not): checked once, by starting a process in a cgroup made there."""
+    if not sys.platform.startswith("linux"):
+        return None, "no cgroups (not Linux)"
+    try:
+        candidates = _candidates()
+    except (OSError, ValueError, IndexError) as exc:
+        return None, f"cgroups unreadable ({exc})"
+    if not candidates:
+        return None, "no pids controller mounted"
+    reasons = []
+    for controller in candidates:
+        try:
+            _try(controller)
+            return controller, ""
+        except (OSError, subprocess.SubprocessError) as exc:
+            reasons.append(f"{controller.describe()}: {exc}")
+    return None, "no pids controller writable (" + "; ".join(reasons) + ")"

@@ -1,0 +1,178 @@
+"""Each sandboxed program in a pids cgroup of its own, where the machine lets us make one:
+its process count bounded whoever runs it, and nothing it started outliving the run."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dlm_lsp.bench import cgroup, sandbox
+from dlm_lsp.bench.sandbox import SandboxConfig
+
+CONTROLLER, WHY_NONE = cgroup.find()
+WITH_CGROUP = pytest.mark.skipif(CONTROLLER is None,
+                                 reason=f"no pids cgroup can be made here: {WHY_NONE}")
+KERNEL_ONLY = SandboxConfig(timeout_s=5.0, hook=False)  # the hook off: it refuses os.fork
+BELOW_PID_NAMESPACE = [sandbox.NONE] + (
+    [sandbox.NETWORK] if sandbox.network_namespace_available() else [])
+
+
+def _ours() -> list[str]:
+    """The cgroups this process made that are still there."""
+    return sorted(name for name in os.listdir(CONTROLLER.parent)
+                  if name.startswith(f"{cgroup.PREFIX}{os.getpid()}-"))
+
+
+def _running(argument: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            words = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            state = open(f"/proc/{pid}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if argument.encode() in words and state != b"Z":
+            found.append(int(pid))
+    return found
+
+
+# Every process forks on while it can, then sleeps: without a bound, thousands of them.
+FORK_BOMB = """
+import os, time
+for _ in range(100):
+    try:
+        os.fork()
+    except OSError:
+        break
+time.sleep(60)
+"""
+
+
+@WITH_CGROUP
+@pytest.mark.parametrize("isolation", BELOW_PID_NAMESPACE)
+def test_a_process_that_leaves_the_group_below_the_pid_namespace_is_killed_at_the_end(
+        isolation):
+    """A `sleep` started in a session of its own escaped the process group's kill: with no
+    PID namespace to die with, it ran on after the run.  The cgroup lists it."""
+    argument = str(900000 + secrets.randbelow(99999))
+    program = ("import subprocess\n"
+               f"subprocess.Popen(['sleep', '{argument}'], start_new_session=True)\n")
+    try:
+        outcome = sandbox._run(program, KERNEL_ONLY, isolation)
+        assert _running(argument) == []
+        assert outcome.passed and outcome.pids_cgroup, outcome.detail
+    finally:
+        for pid in _running(argument):  # the old way's escapee: not left on the machine
+            os.kill(pid, 9)
+
+
+@WITH_CGROUP
+@pytest.mark.parametrize("isolation", [sandbox.NONE, sandbox.isolation_available()])
+def test_no_cgroup_is_left_behind_after_a_pass_a_failure_a_timeout_or_a_fork_bomb(
+        monkeypatch, isolation):
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    programs = ["assert True\n", "assert False\n", "while True:\n    pass\n",
+                FORK_BOMB,
+                "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(60)\n"]
+    assert _ours() == []
+    outcomes = sandbox.run_programs(programs, SandboxConfig(timeout_s=2.0, hook=False))
+    assert [o.reason for o in outcomes] == ["passed", "failed"] + ["timeout"] * 3
+    assert all(o.pids_cgroup for o in outcomes)
+    assert _ours() == []
+
+
+@WITH_CGROUP
+def test_a_program_that_cannot_start_leaves_no_cgroup(monkeypatch):
+    def refused(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+    monkeypatch.setattr(sandbox.subprocess, "Popen", refused)
+    outcome = sandbox.run_program("assert True\n")
+    assert outcome.reason == sandbox.SANDBOX, outcome.detail
+    assert _ours() == []
+
+
+def test_where_no_cgroup_can_be_made_programs_run_as_before_and_the_report_says_why(
+        monkeypatch):
+    monkeypatch.setattr(cgroup, "find", lambda: (None, "no pids controller mounted"))
+    outcome = sandbox.run_program("assert True\n", SandboxConfig(timeout_s=5.0))
+    assert outcome.passed and not outcome.pids_cgroup
+    level, fallback, used, note = sandbox.isolation_used(SandboxConfig())
+    assert (used, note) == (False, "no pids controller mounted")
+    assert sandbox.isolation_text(level, fallback, used, note).endswith(
+        "; no pids cgroup (no pids controller mounted)")
+
+
+def test_the_report_names_where_the_cgroups_were_made(monkeypatch):
+    controller = cgroup.Controller("/sys/fs/cgroup/pids", 1)
+    monkeypatch.setattr(cgroup, "find", lambda: (controller, ""))
+    assert sandbox.isolation_text(sandbox.NONE, "", True, sandbox.pids_cgroup_note(True)) == (
+        "sandbox isolation: none (the audit hook and the limits only); each program in a "
+        "pids cgroup of its own (cgroup v1 below /sys/fs/cgroup/pids)")
+    # a run some of whose programs ran without one (made before the probe, say) says so
+    assert sandbox.pids_cgroup_note(False) == "not every program ran in one"
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """A machine's /proc/self/mountinfo and /proc/self/cgroup, written by the test."""
+    def write(mounts: list[str], own: list[str]) -> None:
+        (tmp_path / "mountinfo").write_text("".join(line + "\n" for line in mounts))
+        (tmp_path / "cgroup").write_text("".join(line + "\n" for line in own))
+    monkeypatch.setattr(cgroup, "MOUNTINFO", str(tmp_path / "mountinfo"))
+    monkeypatch.setattr(cgroup, "OWN_CGROUPS", str(tmp_path / "cgroup"))
+    return write
+
+
+def test_cgroup_v1s_pids_hierarchy_is_used_below_our_own_cgroup(machine):
+    machine(["35 26 0:30 / /sys/fs/cgroup/pids rw,relatime shared:16 - cgroup cgroup "
+             "rw,pids",
+             "36 26 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory",
+             "37 26 0:32 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw"],
+            ["8:pids:/user.slice/session 1", "4:memory:/x", "0::/user.slice"])
+    assert cgroup._candidates() == [
+        cgroup.Controller("/sys/fs/cgroup/pids/user.slice/session 1", 1),
+        cgroup.Controller("/sys/fs/cgroup/unified/user.slice", 2),
+        cgroup.Controller("/sys/fs/cgroup/unified", 2)]
+
+
+def test_cgroup_v2_alone_is_tried_at_our_own_cgroup_then_at_the_root(machine):
+    """A container's own part of the hierarchy, mounted at /sys/fs/cgroup (with a space in
+    a name, escaped in mountinfo)."""
+    machine(["30 25 0:27 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate",
+             "31 25 0:27 /docker/abc /mnt/my\\040cg rw - cgroup2 cgroup2 rw"],
+            ["0::/docker/abc/init"])
+    assert cgroup._candidates() == [cgroup.Controller("/sys/fs/cgroup/init", 2),
+                                    cgroup.Controller("/sys/fs/cgroup", 2),
+                                    cgroup.Controller("/mnt/my cg/init", 2),
+                                    cgroup.Controller("/mnt/my cg", 2)]
+
+
+def test_no_cgroup_mounted_is_said(machine):
+    machine(["22 1 8:1 / / rw - ext4 /dev/sda1 rw"], ["0::/"])
+    assert cgroup.find.__wrapped__() == (None, "no pids controller mounted")
+
+
+def test_a_v2_hierarchy_without_the_pids_controller_is_refused_and_says_why(tmp_path):
+    (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
+    with pytest.raises(OSError, match="no pids controller"):
+        cgroup._enable(cgroup.Controller(str(tmp_path), 2))
+
+
+def test_a_process_not_in_the_cgroup_is_never_killed():
+    """A member that ended may have handed its number to someone else's process before
+    the kill: each is pinned first and killed only if the cgroup still lists it."""
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        cgroup._kill_members([stranger.pid], lambda: [])
+        time.sleep(0.1)
+        assert stranger.poll() is None
+        cgroup._kill_members([stranger.pid], lambda: [stranger.pid])
+        assert stranger.wait(timeout=5) == -9
+    finally:
+        stranger.kill()
+        stranger.wait()
