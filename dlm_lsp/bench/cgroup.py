@@ -152,11 +152,17 @@ class PidsCgroup:
             os.rmdir(self.path)
             raise
         self._procs = os.path.join(self.path, PROCS)
+        # v1: the writer's one thread ("0") by `tasks`, which skips the kernel's lock on
+        # every thread group (`cgroup.procs` takes it, and waits out an RCU grace period:
+        # a program started 14 ms later, idle CPU, 2-core VM at load 3-6, 2026-12-03;
+        # `tasks`, 2-3 ms).  The child after fork has that one thread alone.  v2 has no
+        # `tasks`; its `cgroup.threads` is for threaded cgroups only.
+        self._join = os.path.join(self.path, "tasks" if self.version == 1 else PROCS)
 
     def join(self) -> None:
-        """Move the calling process into the cgroup: run in the child, before exec (only
-        system calls: "0" names the writer)."""
-        fd = os.open(self._procs, os.O_WRONLY)
+        """Move the calling process, single-threaded (a child between fork and exec), into
+        the cgroup: only system calls ("0" names the writer)."""
+        fd = os.open(self._join, os.O_WRONLY)
         try:
             os.write(fd, b"0")
         finally:
