@@ -87,6 +87,36 @@ def test_no_cgroup_is_left_behind_after_a_pass_a_failure_a_timeout_or_a_fork_bom
 
 
 @WITH_CGROUP
+def test_the_empty_cgroups_of_a_benchmark_killed_outright_are_removed_by_the_next():
+    """Killed with SIGKILL, a benchmark ran no `close`: its cgroups stayed, empty once
+    their programs ended.  Only those whose maker is gone are removed, and only empty."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    dead = os.path.join(CONTROLLER.parent, f"{cgroup.PREFIX}{gone}-0000dead")
+    busy = os.path.join(CONTROLLER.parent, f"{cgroup.PREFIX}{gone}-0000busy")
+    mine = cgroup.PidsCgroup(CONTROLLER, 4)  # this process's, in use
+    os.mkdir(dead)
+    os.mkdir(busy)
+    sleeper = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: cgroup._write(
+        os.path.join(busy, cgroup.PROCS), "0"))
+    try:
+        assert cgroup.sweep(CONTROLLER) == [os.path.basename(dead)]
+        assert not os.path.exists(dead)
+        assert os.path.isdir(busy) and os.path.isdir(mine.path)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        if os.path.isdir(mine.path):
+            mine.close()
+        for path in (dead, busy):
+            while os.path.exists(path):
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    time.sleep(0.01)
+
+
+@WITH_CGROUP
 def test_a_program_that_cannot_start_leaves_no_cgroup(monkeypatch):
     def refused(*args, **kwargs):
         raise OSError(24, "Too many open files")

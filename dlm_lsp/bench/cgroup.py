@@ -15,9 +15,11 @@ enables it), each program gets a cgroup below ours (`dlm-sandbox-PID-RANDOM`) wi
 `pids.max` set; the child joins it before the program's interpreter starts (`join`, in
 the preexec function), and `close` kills what is left in it and removes it.  Where none
 is writable (no cgroups mounted, not root and nothing delegated, not Linux), `find`
-says why and the sandbox runs as it did without.  Only the cgroups made here are ever
-changed or removed (and, on v2, `+pids` written to a `cgroup.subtree_control` that
-lacked it, which adds no limit to the cgroups already below it).
+says why and the sandbox runs as it did without.  A benchmark killed outright leaves its
+cgroups behind, emptied as their programs end: the next one removes them (`sweep`).
+Only the cgroups made here are ever changed or removed (and, on v2, `+pids` written to a
+`cgroup.subtree_control` that lacked it, which adds no limit to the cgroups already
+below it).
 """
 
 from __future__ import annotations
@@ -237,6 +239,31 @@ def _try(controller: Controller) -> None:
         cgroup.close()
 
 
+def sweep(controller: Controller) -> list[str]:
+    """Remove the empty cgroups a sandbox left at `controller` when its process was killed
+    outright (SIGKILL: no `close` ran): named by this module, their process gone.  One still
+    holding processes, or whose number a live process now has, is left alone.  Returns the
+    names removed."""
+    removed = []
+    for name in os.listdir(controller.parent):
+        owner = name[len(PREFIX):].split("-")[0]
+        if not (name.startswith(PREFIX) and owner.isdigit()):
+            continue
+        try:
+            os.kill(int(owner), 0)
+            continue  # its maker, or a process that has its number now
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            os.rmdir(os.path.join(controller.parent, name))
+            removed.append(name)
+        except OSError:  # processes in it, or not ours to remove
+            pass
+    return removed
+
+
 @functools.lru_cache(maxsize=1)
 def find() -> tuple[Controller | None, str]:
     """(the controller programs' cgroups are made at, "") where one works here, else
@@ -253,6 +280,7 @@ def find() -> tuple[Controller | None, str]:
     for controller in candidates:
         try:
             _try(controller)
+            sweep(controller)
             return controller, ""
         except (OSError, subprocess.SubprocessError) as exc:
             reasons.append(f"{controller.describe()}: {exc}")
