@@ -193,6 +193,16 @@ def test_a_v2_hierarchy_without_the_pids_controller_is_refused_and_says_why(tmp_
         cgroup._enable(cgroup.Controller(str(tmp_path), 2))
 
 
+def test_a_v2_hierarchy_with_the_pids_controller_gets_it_enabled_below(tmp_path):
+    (tmp_path / "cgroup.controllers").write_text("cpu pids memory\n")
+    (tmp_path / "cgroup.subtree_control").write_text("")
+    cgroup._enable(cgroup.Controller(str(tmp_path), 2))
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+pids"
+    (tmp_path / "cgroup.subtree_control").write_text("cpu pids\n")  # enabled: left alone
+    cgroup._enable(cgroup.Controller(str(tmp_path), 2))
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "cpu pids\n"
+
+
 def test_a_process_not_in_the_cgroup_is_never_killed():
     """A member that ended may have handed its number to someone else's process before
     the kill: each is pinned first and killed only if the cgroup still lists it."""
