@@ -40,6 +40,7 @@ from dlm_lsp.training.data import (
     encode_stream,
     heldout_rank,
     line_start_flags,
+    text_digest,
     train_tokenizer,
     unit_hash,
 )
@@ -566,6 +567,92 @@ def test_a_continued_run_holds_out_again_the_file_its_model_was_measured_on(tmp_
     assert [f.path for f in corpora[1].heldout] == [files[0]]
     assert newest in {f.path for f in corpora[1].train}
     assert first["heldout_pinned"] == second["heldout_pinned"] == [files[0]]
+
+
+def _ranked_heldout(count: int) -> list[str]:
+    """`count` file names that rank below the held-out fraction (held out by path)."""
+    names = (f"module_{i}.py" for i in range(5000))
+    return [n for n in names if heldout_rank(n) < SourceConfig().heldout_fraction][:count]
+
+
+def _write_project(root: Path, names: list[str]) -> dict[str, str]:
+    """A file of distinct text under each name; {name: text}."""
+    root.mkdir(parents=True)
+    bodies = [textwrap.dedent(body) for body in SOURCES.values()]
+    texts = {name: f"{bodies[i % len(bodies)]}\nVERSION = {i}\n" for i, name in enumerate(names)}
+    for name, text in texts.items():
+        (root / name).write_text(text)
+    return texts
+
+
+def test_a_continued_run_keeps_apart_by_text_what_earlier_runs_trained_on_and_held_out(
+        tmp_path, monkeypatch):
+    """The split is by path, and paths change between runs: Python 3.12 holds out
+    test/test_ctypes/test_libc.py, the same bytes as 3.11's ctypes/test/test_libc.py that
+    the shipped model trained on.  A run continuing a model on renamed files held out
+    text its model had trained on, and trained on the text it had been measured on."""
+    held, renamed_held, new = _ranked_heldout(3)
+    kept, trained, renamed_trained = _unranked(3)
+    corpora = []
+    read = train_module.collect_sources
+    monkeypatch.setattr(train_module, "collect_sources",
+                        lambda cfg: corpora.append(read(cfg)) or corpora[-1])
+    texts = _write_project(tmp_path / "first", [held, kept, trained])
+    first = train(tiny_config(tmp_path / "first", tmp_path / "m1", max_steps=1))
+    assert [f.path for f in corpora[0].heldout] == first["heldout_files"] == [held]
+
+    # The trained file moves to a path that ranks held out, the held-out one to a path
+    # that does not, and a new file that ranks held out joins them.
+    second_root = tmp_path / "second"
+    second_root.mkdir()
+    for before, after in [(held, renamed_trained), (kept, kept), (trained, renamed_held)]:
+        (second_root / after).write_text(texts[before])
+    (second_root / new).write_text(f"{texts[kept]}\nNEW = 1\n")
+    second = train(tiny_config(second_root, tmp_path / "m2", max_steps=1,
+                               init_from=tmp_path / "m1"))
+    assert sorted(f.path for f in corpora[1].heldout) == second["heldout_files"] \
+        == sorted([renamed_trained, new])
+    assert second["heldout_trained_before"] == [renamed_held]
+    assert second["split"]["complete"] is True
+    assert (second["split"]["trained_files"], second["split"]["heldout_files"]) == (2, 2)
+
+
+def test_the_fallback_holds_out_no_file_an_earlier_run_trained_on(tmp_path):
+    """Where every file ranks for training, the fallback held out the lowest-ranked one,
+    text the model may have trained on before: then nothing is held out."""
+    texts = _write_project(tmp_path / "project", _unranked(3))
+    trained = [text_digest(text) for text in texts.values()]
+    config = SourceConfig(include_stdlib=False, extra_roots=[tmp_path / "project"])
+    assert len(collect_sources(config).heldout) == 1
+    config.trained_before = frozenset(trained[1:])
+    corpus = collect_sources(config)
+    assert [text_digest(f.text) for f in corpus.heldout] == trained[:1]
+    config.trained_before = frozenset(trained)
+    assert not collect_sources(config).heldout
+
+
+def test_a_model_that_does_not_record_its_split_says_its_held_out_loss_may_be_unsound(
+        trained, source_dir, tmp_path, capsys):
+    """The shipped bootstrap was saved before runs recorded what they trained on."""
+    out, _ = trained
+    config = json.loads((out / "config.json").read_text())
+    del config["training"]["split"]
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    (old / "config.json").write_text(json.dumps(config))
+    capsys.readouterr()
+    stats = train(tiny_config(source_dir, tmp_path / "next", init_from=old, max_steps=1))
+    assert "does not record the files all its runs trained on" in capsys.readouterr().err
+    assert stats["split"]["complete"] is False
+
+
+def test_the_split_record_stays_out_of_the_printed_stats(source_dir, tmp_path, capsys):
+    """Its ~8 bytes a file (~180 KB for the GPU run) are for the next run, not a reader."""
+    assert main(["--preset", "tiny", "--no-stdlib", "--extra-root", str(source_dir),
+                 "--out", str(tmp_path / "m"), "--max-steps", "1", "--vocab-size", "300"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert "split" not in printed and printed["heldout_files"]
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["training"]["split"]
 
 
 def test_a_pinned_file_is_trained_on_where_it_is_the_only_one(tmp_path):

@@ -56,6 +56,11 @@ class SourceConfig:
     # Held out whatever their rank, while another file is left to train on: the files a
     # continued model's earlier runs held out by `collect_sources`'s fallback.
     pinned_heldout: tuple[str, ...] = ()
+    # The texts (`text_digest`) a continued model's earlier runs trained on and held out,
+    # whatever their paths were then: one trained on is never held out, one held out is
+    # held out again (see `collect_sources`).
+    trained_before: frozenset[bytes] = frozenset()
+    heldout_before: frozenset[bytes] = frozenset()
     skip_dirs: tuple[str, ...] = ("site-packages", "dist-packages", "__pycache__", ".git")
     decontaminate: bool = True  # drop files sharing a long n-gram with HumanEval-Infilling
     contamination: ContaminationConfig = field(default_factory=ContaminationConfig)
@@ -82,6 +87,9 @@ class Corpus:
     # Paths held out beyond the rank rule, by this run's fallback or an earlier run's
     # (`SourceConfig.pinned_heldout`), for the next run of the model to hold out again.
     pinned_heldout: list[str] = field(default_factory=list)
+    # Paths the rules held out whose text an earlier run of the model had trained on
+    # (`SourceConfig.trained_before`): trained on here, not measured on.
+    trained_before: list[str] = field(default_factory=list)
 
 
 STDLIB = Distribution("Python standard library", platform.python_version(), "PSF-2.0", True)
@@ -95,6 +103,16 @@ def unit_hash(key: str) -> float:
     """
     digest = hashlib.sha256(key.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
+
+
+TEXT_DIGEST_BYTES = 8  # of 20,000 files' digests, any two alike: about 1 in 10**11
+
+
+def text_digest(text: str) -> bytes:
+    """The identity of a file's text in a model's record of what it trained on and held
+    out (`lineage.SplitRecord`): the start of its sha256, the same wherever the file
+    lies, so a file that moved keeps it, and a file that changed does not."""
+    return hashlib.sha256(text.encode("utf-8")).digest()[:TEXT_DIGEST_BYTES]
 
 
 def heldout_rank(rel: str) -> float:
@@ -172,10 +190,10 @@ def _file_size(path: Path) -> int:
 
 def _read_new(sized: list[tuple[str, Path, Distribution, int]], cfg: SourceConfig,
               corpus: Corpus, fits: Callable[[int], bool]
-              ) -> Iterator[tuple[str, Distribution, int, str]]:
+              ) -> Iterator[tuple[str, Distribution, int, str, bytes]]:
     """The files' texts, in order, lazily: those that `fits` the byte cap when their
     turn comes, are readable, not blank and (with `dedupe`) not a copy of one read
-    before (counted in `corpus.duplicates`)."""
+    before (counted in `corpus.duplicates`), each with its `text_digest`."""
     seen: set[bytes] = set()
     for rel, path, origin, size in sized:
         if not fits(size):
@@ -183,13 +201,13 @@ def _read_new(sized: list[tuple[str, Path, Distribution, int]], cfg: SourceConfi
         text = read_source(path)
         if text is None or not text.strip():
             continue
+        full = hashlib.sha256(text.encode("utf-8")).digest()
         if cfg.dedupe:
-            digest = hashlib.sha256(text.encode("utf-8")).digest()
-            if digest in seen:
+            if full in seen:
                 corpus.duplicates += 1
                 continue
-            seen.add(digest)
-        yield rel, origin, size, text
+            seen.add(full)
+        yield rel, origin, size, text, full[:TEXT_DIGEST_BYTES]
 
 
 def collect_sources(cfg: SourceConfig) -> Corpus:
@@ -213,6 +231,18 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
     a continued run holds it out again (`SourceConfig.pinned_heldout`); where it
     is among the files, no other is needed.  Files that rank below the fraction
     are held out as before, and a corpus that has one needs no fallback.
+
+    A path is no identity across runs, though: the standard library moved its
+    test packages in 3.12 (3.11's `ctypes/test/test_libc.py`, which the shipped
+    model trained on, is 3.12's held-out `test/test_ctypes/test_libc.py`, byte for
+    byte), an `--extra-root` one folder up renames every file, and of two identical
+    copies the one kept may be another than last time.  So a continued run also
+    gets the texts its model's earlier runs trained on and held out
+    (`SourceConfig.trained_before`, `heldout_before`, by `text_digest`): a file
+    whose text was held out is held out again wherever it lies, and one whose text
+    was trained on is trained on, not held out (`Corpus.trained_before` lists
+    them), nor chosen by the fallback, which holds out nothing where every file
+    was trained on before.  A file edited since is a new text: its path decides.
     """
     pinned = set(cfg.pinned_heldout)
     candidates = _candidates(cfg)
@@ -231,14 +261,18 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
         # which were dropped before them: read them all, then scan them together
         # (over the cores, see `NgramFilter.shared_ngrams`).
         readable = list(readable)
-        verdicts = iter(benchmark.shared_ngrams([text for _, _, _, text in readable]))
-    for rel, origin, size, text in readable:
+        verdicts = iter(benchmark.shared_ngrams([text for _, _, _, text, _ in readable]))
+    for rel, origin, size, text, digest in readable:
         if benchmark is not None and (next(verdicts) if verdicts is not None
                                       else benchmark.shared_ngram(text)) is not None:
             corpus.contaminated.append(rel)
             continue
         total += size
-        is_heldout = heldout_rank(rel) < cfg.heldout_fraction or rel in pinned
+        is_heldout = (heldout_rank(rel) < cfg.heldout_fraction or rel in pinned
+                      or digest in cfg.heldout_before)
+        if is_heldout and digest in cfg.trained_before:
+            corpus.trained_before.append(rel)
+            is_heldout = False
         (corpus.heldout if is_heldout else corpus.train).append(SourceFile(rel, text))
         kept = origins.setdefault(origin, {"name": origin.name, "version": origin.version,
                                            "licence": origin.licence, "files": 0, "bytes": 0})
@@ -252,10 +286,12 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
         corpus.train = [f for f in corpus.heldout if f.path in pinned]
         corpus.heldout = [f for f in corpus.heldout if f.path not in pinned]
     if not corpus.heldout and len(corpus.train) >= 2:
-        first = min(range(len(corpus.train)),
-                    key=lambda i: heldout_rank(corpus.train[i].path))
-        corpus.heldout.append(corpus.train.pop(first))
-        pinned.add(corpus.heldout[0].path)
+        fresh = [i for i, f in enumerate(corpus.train)  # not trained on by an earlier run
+                 if text_digest(f.text) not in cfg.trained_before]
+        if fresh:
+            first = min(fresh, key=lambda i: heldout_rank(corpus.train[i].path))
+            corpus.heldout.append(corpus.train.pop(first))
+            pinned.add(corpus.heldout[0].path)
     corpus.pinned_heldout = sorted(pinned)
     corpus.origins = sorted(origins.values(), key=lambda o: (-o["bytes"], o["name"]))
     return corpus

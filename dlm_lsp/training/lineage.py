@@ -13,11 +13,22 @@ model on the same corpus drew the same rows, with the same masks and noise level
 the same order as the run before it: the second session repeated the first one's
 data order instead of drawing new rows.  `Lineage.row_seed` moves the seed on by one
 for each earlier run.
+
+The held-out split is by path (`data.heldout_rank`), and paths change between runs:
+a GPU machine's Python 3.12 holds out `test/test_ctypes/test_libc.py`, which the
+shipped model trained on as 3.11's `ctypes/test/test_libc.py`, so a continued run's
+held-out loss could be measured on text the model had trained on.  Each run now
+records which texts it trained on and held out (`SplitRecord`, with those of the runs
+before it), and a continued run keeps them apart by text, whatever their paths.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from dlm_lsp.training.data import TEXT_DIGEST_BYTES, Corpus, text_digest
 
 # What an earlier run's summary keeps of its stats: enough for a model card (how
 # long, how much, on what, with what result) without its loss curve.  A note recorded
@@ -71,3 +82,51 @@ class Lineage:
         return {"earlier_runs": list(self.earlier),
                 "cumulative_tokens_seen": self.tokens_seen + tokens_seen,
                 "cumulative_seconds": round(self.seconds + seconds, 1)}
+
+
+def _packed(digests: Iterable[bytes]) -> str:
+    return base64.b64encode(b"".join(sorted(digests))).decode("ascii")
+
+
+def _unpacked(text: str) -> frozenset[bytes]:
+    raw = base64.b64decode(text)
+    return frozenset(raw[i:i + TEXT_DIGEST_BYTES] for i in range(0, len(raw), TEXT_DIGEST_BYTES))
+
+
+@dataclass(frozen=True)
+class SplitRecord:
+    """The texts a model was trained on and measured on (held out) in all its runs, by
+    `data.text_digest`, as config.json's "training"."split" keeps them: ~8 bytes a file,
+    ~180 KB of base64 for the GPU run's ~17,000 files.  `complete` is False where a run
+    before the record existed (the shipped CPU bootstrap's): what it trained on is not
+    known, so files it may have trained on can still be held out."""
+
+    trained: frozenset[bytes] = frozenset()
+    heldout: frozenset[bytes] = frozenset()
+    complete: bool = True
+    pinned: tuple[str, ...] = field(default=())  # "heldout_pinned": see collect_sources
+
+    @classmethod
+    def of(cls, previous: dict) -> SplitRecord:
+        """The record a run continuing a checkpoint starts from, from its "training"
+        stats ({} for a new model)."""
+        pinned = tuple(previous.get("heldout_pinned", ()))
+        split = previous.get("split")
+        if not isinstance(split, dict):
+            return cls(complete=not previous, pinned=pinned)
+        return cls(_unpacked(split.get("trained", "")), _unpacked(split.get("heldout", "")),
+                   bool(split.get("complete", False)), pinned)
+
+    def stats(self, corpus: Corpus) -> dict:
+        """This run's entries in its stats: the record with the corpus's texts added (a
+        text trained on now is no longer held out), the paths it held out, and those
+        the rules held out but an earlier run had trained on."""
+        trained = self.trained | {text_digest(f.text) for f in corpus.train}
+        heldout = (self.heldout | {text_digest(f.text) for f in corpus.heldout}) - trained
+        return {"heldout_files": sorted(f.path for f in corpus.heldout),
+                "heldout_trained_before": corpus.trained_before,
+                "split": {"digest": f"sha256 of each file's text, first {TEXT_DIGEST_BYTES} "
+                                    "bytes, sorted, base64",
+                          "complete": self.complete, "trained_files": len(trained),
+                          "heldout_files": len(heldout), "trained": _packed(trained),
+                          "heldout": _packed(heldout)}}

@@ -59,7 +59,7 @@ from dlm_lsp.training.data import (
     line_start_flags,
     train_tokenizer,
 )
-from dlm_lsp.training.lineage import Lineage
+from dlm_lsp.training.lineage import Lineage, SplitRecord
 from dlm_lsp.training.objective import autocast_for, evaluate, row_losses
 from dlm_lsp.training.rows import Batch, RowConfig, RowSampler
 
@@ -824,20 +824,29 @@ def _check_finite(module: TinyDenoiser, steps: int, out: Path) -> None:
                                  f"nothing saved to {out}; try a lower --lr")
 
 
-def _corpus(cfg: TrainConfig) -> Corpus:
+def _corpus(cfg: TrainConfig, split: SplitRecord) -> Corpus:
     return collect_sources(SourceConfig(
         include_stdlib=cfg.include_stdlib, include_site_packages=cfg.include_site_packages,
         extra_roots=list(cfg.extra_roots), max_bytes=cfg.data_bytes,
-        decontaminate=cfg.decontaminate, pinned_heldout=_pinned_heldout(cfg)))
+        decontaminate=cfg.decontaminate, pinned_heldout=split.pinned,
+        trained_before=split.trained, heldout_before=split.heldout))
 
 
-def _pinned_heldout(cfg: TrainConfig) -> tuple[str, ...]:
-    """The files the --init-from model's runs held out beyond the rank rule (see
-    `collect_sources`), for this run to hold out again."""
+def _earlier_split(cfg: TrainConfig) -> SplitRecord:
+    """What the --init-from model's runs trained on and held out (see `collect_sources`),
+    for this run to keep apart again; a new model's is empty.  A model saved before runs
+    recorded it is trained on as before, with a note that its held-out loss may then be
+    measured on files it trained on."""
     if cfg.init_from is None:
-        return ()
+        return SplitRecord()
     config = json.loads((Path(cfg.init_from) / "config.json").read_text(encoding="utf-8"))
-    return tuple(config.get("training", {}).get("heldout_pinned", ()))
+    split = SplitRecord.of(config.get("training", {}))
+    if not split.complete:
+        print(f"note: {cfg.init_from} does not record the files all its runs trained on "
+              "(saved before runs did); a held-out file whose path differs from theirs "
+              "(another Python version, another --extra-root) may be one of them",
+              file=sys.stderr, flush=True)
+    return split
 
 
 def train(cfg: TrainConfig) -> dict:
@@ -863,10 +872,18 @@ def train(cfg: TrainConfig) -> dict:
     laps = _Laps(run_started)
     with _memory_errors(cfg, device, "before training"):
         warm = _warm_start(cfg, device)
-        corpus = _corpus(cfg)
+        split = _earlier_split(cfg)
+        corpus = _corpus(cfg, split)
         print(f"sources: {len(corpus.train) + len(corpus.heldout)} files in "
               f"{time.monotonic() - run_started:.1f}s; dropped {len(corpus.contaminated)} sharing "
               f"text with HumanEval, {corpus.duplicates} duplicates", file=sys.stderr, flush=True)
+        if corpus.trained_before:
+            print(f"held-out split: {len(corpus.trained_before)} file(s) trained on, not held "
+                  "out: an earlier run of the model trained on their text under another path "
+                  f"({', '.join(corpus.trained_before[:3])}"
+                  f"{', ...' if len(corpus.trained_before) > 3 else ''})",
+                  file=sys.stderr, flush=True)
+        split_stats = split.stats(corpus)
         laps.lap("reading")  # with the --init-from model's loading, before the sources
         tokenizer, previous = _tokenizer(cfg, corpus, warm)
         laps.lap("tokenizer")
@@ -924,7 +941,7 @@ def train(cfg: TrainConfig) -> dict:
             carried = lineage.stats(progress["tokens_seen"], progress["seconds"])
             _save(module, tokenizer, cfg,
                   {**progress, "interim": True, "init_from": init_from,
-                   "heldout_pinned": corpus.pinned_heldout, **carried})
+                   "heldout_pinned": corpus.pinned_heldout, **split_stats, **carried})
             stop.saving, stop.saved_step = False, progress["steps"]
 
         run = _optimise(module, sampler, cfg, seconds, device, amp_dtype, heldout, interim,
@@ -962,6 +979,7 @@ def train(cfg: TrainConfig) -> dict:
             "train_tokens": len(train_stream),
             "heldout_tokens": len(heldout_stream),
             "heldout_pinned": corpus.pinned_heldout,
+            **split_stats,  # which files were held out; what all runs trained on
             "contaminated_files": len(corpus.contaminated),
             "contaminated_paths": corpus.contaminated[:50],
             "duplicate_files": corpus.duplicates,
@@ -1157,7 +1175,8 @@ def main(argv: list[str] | None = None) -> int:
             f"interrupted by {name} before training started; nothing saved")
         print(f"dlm-lsp train: {said}", file=sys.stderr)
         return 128 + signal.Signals[name]
-    print(json.dumps({k: v for k, v in stats.items() if k not in ("loss_curve", "sources")},
+    print(json.dumps({k: v for k, v in stats.items()  # "split": ~8 bytes a file, as text
+                      if k not in ("loss_curve", "sources", "split")},
                      indent=2))
     return 0 if stats["interrupted"] is None else 128 + signal.Signals[stats["interrupted"]]
 
