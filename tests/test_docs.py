@@ -571,6 +571,8 @@ STATED = [
      lambda: _module("training.train").tiny_preset().max_steps),
     ("Training", r"trains a tiny model in seconds on a CPU \(\d+ steps, or (\d+) s",
      lambda: round(_module("training.train").tiny_preset().seconds)),
+    ("Training", r"on (\d+) thread unless `--threads N` says otherwise",
+     lambda: _module("training.train").tiny_preset().threads),
     ("Training", r"trains a (\d+)M-parameter model",
      lambda: round(_parameters(_gpu_recipe()) / 1e6)),
     ("Training", r"\(d (\d+), \d+ layers\) in bf16", lambda: _gpu_recipe().d_model),

@@ -655,6 +655,24 @@ def test_the_split_record_stays_out_of_the_printed_stats(source_dir, tmp_path, c
     assert json.loads((tmp_path / "m" / "config.json").read_text())["training"]["split"]
 
 
+def test_tiny_runs_on_one_thread_unless_told_and_gives_the_caller_s_count_back(tmp_path):
+    """--tiny took torch's default (a thread per core), so its steps' speed and bytes
+    depended on the machine; "seconds on one CPU core" is what it promises."""
+    parse = train_module.build_parser().parse_args
+    out = ["--out", str(tmp_path / "m")]
+    assert train_module.config_from_args(parse(["--tiny", *out])).threads == 1
+    assert train_module.config_from_args(parse(["--tiny", "--threads", "2", *out])).threads == 2
+    assert train_module.config_from_args(parse(out)).threads is None
+    before, seen = torch.get_num_threads(), []
+    try:
+        torch.set_num_threads(2)
+        with train_module._torch_threads(1):
+            seen.append(torch.get_num_threads())
+        assert (seen, torch.get_num_threads()) == ([1], 2)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_a_pinned_file_is_trained_on_where_it_is_the_only_one(tmp_path):
     """Held out, it would leave a run continuing its model on that file alone nothing
     to train on."""

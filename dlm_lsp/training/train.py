@@ -117,7 +117,7 @@ class TrainConfig:
     include_site_packages: bool = False  # permissively licensed installed packages too
     decontaminate: bool = True  # drop files sharing a 12-word n-gram with HumanEval
     extra_roots: list[Path] = field(default_factory=list)
-    threads: int | None = None  # torch CPU threads; None keeps torch's default
+    threads: int | None = None  # torch CPU threads; None keeps torch's default (--tiny: 1)
     cpu_bf16: bool = False  # bf16 autocast on CPU too (faster where avx512_bf16/AMX exist)
     eval_rows: int = 128
     eval_every: float = 0.0  # seconds between held-out evaluations; 0: start and end only
@@ -151,12 +151,17 @@ def tiny_preset() -> TrainConfig:
     11 of 12 once attention stopped crossing file seams, but no longer for seed 0,
     the test's (held-out loss 1.94 there); 1,000 filled it for 12 of 12, with the
     seams masked or not (held-out loss 0.63 to 1.31 and 0.69 to 1.02, 2026-12-03).
+
+    It runs on one thread unless `--threads` says otherwise: with torch's default (one
+    per core) its 1,000 steps depended on the machine, as its bytes do on the thread
+    count, and on the busy 2-core VM two threads reached only 531 steps in the 60 s
+    where one took all 1,000 in 25-37 s (README, "Training").
     """
     return TrainConfig(seconds=60.0, max_steps=1000, vocab_size=512, d_model=64, n_layers=1,
                        n_heads=2, max_length=128, seq_len=32, batch_size=16, lr=6e-3,
                        warmup_steps=20, rows=RowConfig(max_middle=12, max_pads=6),
                        data_bytes=2_000_000, tokenizer_bytes=2_000_000, eval_rows=32,
-                       log_every=2.0)
+                       log_every=2.0, threads=1)
 
 
 PRESETS: dict[str, Callable[[], TrainConfig]] = {"default": TrainConfig, "tiny": tiny_preset}
@@ -858,9 +863,28 @@ def train(cfg: TrainConfig) -> dict:
     less `export_reserve`, so the whole run (save included) ends in time.
     """
     _check(cfg)
+    with _torch_threads(cfg.threads):
+        return _train(cfg)
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's CPU threads set to `threads` (None: left as they are) for the run, and put
+    back after it: a caller that trains in its own process (the test suite, `--tiny` on
+    one thread) keeps its own count afterwards."""
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if threads:
+            torch.set_num_threads(before)
+
+
+def _train(cfg: TrainConfig) -> dict:
+    """`train`, on the threads the run asked for."""
     run_started = time.monotonic()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
     _check_out(Path(cfg.out_dir))
@@ -1147,7 +1171,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         base, **given, out_dir=args.out or base.out_dir, init_from=init_from,
         include_stdlib=not args.no_stdlib, extra_roots=args.extra_root,
         include_site_packages=args.site_packages, decontaminate=not args.keep_contaminated,
-        threads=args.threads, cpu_bf16=args.cpu_bf16,
+        threads=base.threads if args.threads is None else args.threads,
+        cpu_bf16=args.cpu_bf16,
         max_shard_bytes=None if args.shard_mib is None else int(args.shard_mib * 2**20))
 
 
