@@ -788,6 +788,40 @@ def test_heldout_bench_reports_exact_match_validity_and_empty_fills(model_dir, t
         heldout.to_markdown(report))
 
 
+def test_heldout_bench_leaves_out_files_the_model_records_it_trained_on(model_dir, tmp_path,
+                                                                        monkeypatch):
+    """Held out by path, trained on under another: a model trained on Python 3.12's
+    library trained on 3.11's held-out ctypes/test/test_stringptr.py as
+    test/test_ctypes/test_stringptr.py, and the bench measured it there."""
+    import shutil
+
+    from dlm_lsp.bench import heldout
+    from dlm_lsp.bench.filling import Fill
+    from dlm_lsp.training.data import Corpus, SourceFile
+    from dlm_lsp.training.lineage import SplitRecord
+
+    library = tmp_path / "lib"
+    library.mkdir()
+    seen, trained = _heldout_names(2)
+    (library / seen).write_text(HELDOUT_SOURCE)
+    (library / trained).write_text(HELDOUT_SOURCE + "x = 1\n")
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    corpus = Corpus(train=[SourceFile("elsewhere/moved.py", HELDOUT_SOURCE + "x = 1\n")],
+                    heldout=[])
+    config["training"] = SplitRecord().stats(corpus)
+    (model / "config.json").write_text(json.dumps(config))
+    filled = []
+    monkeypatch.setattr(heldout, "fill_task", lambda engine, task, settings: filled.append(
+        task.task_id) or Fill("", True, 1, 1.0))
+    report = heldout.run(str(model), "cpu", None, stdlib=library)
+    assert (report.files, report.trained_skipped) == (1, 1)
+    assert {task.partition(":")[0] for task in filled} == {seen}
+    assert "1 held-out file(s) left out, the model trained on their text" in (
+        heldout.to_markdown(report))
+
+
 def test_heldout_command_fills_lines_with_the_model(model_dir, tmp_path, capsys):
     out = tmp_path / "heldout.json"
     assert main(["bench", "heldout", "--model", str(model_dir), "--device", "cpu",
