@@ -647,7 +647,8 @@ def test_a_model_that_does_not_record_its_split_says_its_held_out_loss_may_be_un
 
 
 def test_the_split_record_stays_out_of_the_printed_stats(source_dir, tmp_path, capsys):
-    """Its ~8 bytes a file (~180 KB for the GPU run) are for the next run, not a reader."""
+    """Its ~11 bytes a file (164 KB for the GPU recipe's sources) are for the next run,
+    not a reader."""
     assert main(["--preset", "tiny", "--no-stdlib", "--extra-root", str(source_dir),
                  "--out", str(tmp_path / "m"), "--max-steps", "1", "--vocab-size", "300"]) == 0
     printed = json.loads(capsys.readouterr().out)

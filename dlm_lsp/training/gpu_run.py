@@ -79,8 +79,11 @@ continues a saved model in its own shape, and `--init-from default` the shipped 
 in any shape, as in `dlm-lsp train` (`train.init_directory`; "./default", "./none"
 and "./auto" are directories of those names).  A continued run keeps the corpus rules
 (so the same files stay held out, a file an earlier run held out for want of any
-below the held-out fraction among them), draws rows it has not drawn before and records
-the earlier runs in config.json beside its own (`lineage.py`).  Its learning rate
+below the held-out fraction among them, and, by their text, whatever the earlier runs
+trained on or held out under other paths: this machine's Python 3.12 moved files the
+shipped model trained on under 3.11.7's paths; see `lineage.SplitRecord`), draws rows
+it has not drawn before and records the earlier runs in config.json beside its own
+(`lineage.py`).  Its learning rate
 warms up again to the recipe's peak and decays over its own budget: the optimizer's
 moments are not saved, so it starts them afresh, and a model this far from converged
 gained more from a full cycle than from a lower peak.  Measured here (d 128, 2

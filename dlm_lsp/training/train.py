@@ -1200,7 +1200,7 @@ def main(argv: list[str] | None = None) -> int:
             f"interrupted by {name} before training started; nothing saved")
         print(f"dlm-lsp train: {said}", file=sys.stderr)
         return 128 + signal.Signals[name]
-    print(json.dumps({k: v for k, v in stats.items()  # "split": ~8 bytes a file, as text
+    print(json.dumps({k: v for k, v in stats.items()  # "split": ~11 bytes a file
                       if k not in ("loss_curve", "sources", "split")},
                      indent=2))
     return 0 if stats["interrupted"] is None else 128 + signal.Signals[stats["interrupted"]]
