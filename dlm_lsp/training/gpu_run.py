@@ -91,7 +91,16 @@ layers, 128-token rows, 1,000 steps of batch 16 on 8 MB of the standard library,
 continued for 1,000 more, one run each, 128 fixed held-out rows): held-out loss /
 infill loss 3.973 / 3.261 before the restart, 3.731 / 3.173 after it at peak 1e-3,
 3.821 / 3.181 at peak 3e-4; drawing the first run's rows again instead of new ones
-(the row seed unchanged) gave 3.735 / 3.202.
+(the row seed unchanged) gave 3.735 / 3.202.  Warming up again costs held-out loss at
+first, and skipping it costs more: with the tiny recipe on one thread (1,000 steps,
+continued for 1,000 more from each of six seeds' models, 32 fixed held-out rows, the
+2-core VM at load average 1-6, 2026-12-03), about 50 steps into the continued run the
+held-out loss stood 0.19 above its start with no warmup, 0.15 with the recipe's 20
+warmup steps and 0.06 with 100; all three ended below their start, at a mean of
+2.790, 2.782 and 2.768, differences within the seeds' spread (standard deviation
+0.12-0.14; one seed's choices differ by up to 0.12).  So the recipes keep their
+warmup on a continued run; an interim save early in one can be worse than the model
+it started from.
 
 `--size tiny` runs the same path at the tiny preset's size, which the test
 suite uses to prove this command end to end on a CPU.
