@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dlm_lsp.training.data import TEXT_DIGEST_BYTES, Corpus, text_digest
 
@@ -105,7 +105,7 @@ class SplitRecord:
     trained: frozenset[bytes] = frozenset()
     heldout: frozenset[bytes] = frozenset()
     complete: bool = True
-    pinned: tuple[str, ...] = field(default=())  # "heldout_pinned": see collect_sources
+    pinned: tuple[str, ...] = ()  # "heldout_pinned": see collect_sources
 
     @classmethod
     def of(cls, previous: dict) -> SplitRecord:
