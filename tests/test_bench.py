@@ -816,9 +816,9 @@ def test_heldout_bench_leaves_out_files_the_model_records_it_trained_on(model_di
     monkeypatch.setattr(heldout, "fill_task", lambda engine, task, settings: filled.append(
         task.task_id) or Fill("", True, 1, 1.0))
     report = heldout.run(str(model), "cpu", None, stdlib=library)
-    assert (report.files, report.trained_skipped) == (1, 1)
+    assert (report.files, report.trained_skipped, report.tasks) == (2, 1, 4)
     assert {task.partition(":")[0] for task in filled} == {seen}
-    assert "1 held-out file(s) left out, the model trained on their text" in (
+    assert "the lines of 1 held-out file(s) left out, the model trained on their text" in (
         heldout.to_markdown(report))
 
 

@@ -5,8 +5,9 @@ an editor's fills are lines of ordinary code in the middle of a long file.  This
 benchmark measures that job on standard-library files that `dlm-lsp train` holds
 out by its own rule (the hash of the file's path, `training.data.heldout_rank`, below
 `SourceConfig.heldout_fraction`): the same files for every model trained on the
-standard library, on every machine with this Python version, less those whose text
-the model's config.json records it trained on under another path (`trained_texts`).
+standard library, on every machine with this Python version, less the lines of
+those whose text the model's config.json records it trained on under another path
+(`trained_texts`).
 
 A task is one line of code: the cursor sits after the line's indentation and the
 middle is the rest of the line, as when a user clears a line and asks for it
@@ -89,8 +90,9 @@ def trained_texts(model: str) -> frozenset[bytes]:
     library trained on some of this one's held-out files under other paths: of 3.11's 34,
     a run on 3.12's trains on `ctypes/test/test_stringptr.py` and
     `ctypes/test/test_unaligned_structures.py` byte for byte (3.12 moved them to
-    test/test_ctypes/), and on two files whose text another file repeats.  Those are
-    left out of the bench for that model."""
+    test/test_ctypes/), and on two files whose text another file repeats.  Their lines
+    are left out of the bench for that model; the sample is drawn from every held-out
+    file as before, so the other lines stay those of any model."""
     target = Path(resolve_spec(model)[2]) / "config.json"
     try:
         training = json.loads(target.read_text(encoding="utf-8")).get("training")
@@ -153,7 +155,7 @@ class HeldoutReport:
     engine: dict
     machine: dict
     revision: str | None
-    trained_skipped: int = 0  # held-out files left out: the model trained on their text
+    trained_skipped: int = 0  # of `files`, those whose text the model trained on: no tasks
     results: list[dict] = field(default_factory=list)
     partial: Partial | None = None  # a run stopped by a signal: what these numbers cover
 
@@ -164,10 +166,11 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
     """Fill every task once and count; stopped by a signal, count the lines filled so far
     (none: the interruption goes on)."""
     settings = settings or FillSettings()
+    files = heldout_files(stdlib)
     trained = trained_texts(model)
-    held = heldout_files(stdlib)
-    files = [(rel, text) for rel, text in held if text_digest(text) not in trained]
-    tasks = line_tasks(files, limit)
+    # Drawn from every held-out file, so that the other tasks stay those of any model.
+    tasks = [task for task in line_tasks(files, limit)
+             if text_digest(task.prefix + task.middle + task.suffix) not in trained]
     engine = bench_engine(model, device, **(engine_settings or {}))
     results: list[dict] = []
     progress = Progress("heldout", len(tasks), "lines")
@@ -197,8 +200,9 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
         mean_steps=round(sum(r["steps"] for r in results) / n, 2),
         ms_per_fill=round(sum(r["ms"] for r in results) / n, 1),
         settings=settings, engine=dict(engine_settings or {}), machine=machine,
-        revision=source_revision(), trained_skipped=len(held) - len(files), results=results,
-        partial=loop.partial)
+        revision=source_revision(),
+        trained_skipped=sum(text_digest(text) in trained for _, text in files),
+        results=results, partial=loop.partial)
 
 
 TABLE_HEAD = ("| fill | files | tasks | exact match % | edit similarity % | syntax valid % "
@@ -223,8 +227,8 @@ def to_markdown(report: HeldoutReport) -> str:
     return (f"{stopped}Held-out standard-library lines, model {report.model} ({report.precision}); "
             f"{machine_line(report.machine)}; {report.machine['date']}, code "
             f"{report.revision or 'unknown'}"
-            + (f"; {report.trained_skipped} held-out file(s) left out, the model trained on "
-               "their text" if report.trained_skipped else "")
+            + (f"; the lines of {report.trained_skipped} held-out file(s) left out, the "
+               "model trained on their text" if report.trained_skipped else "")
             + f"\n\n{TABLE_HEAD}\n{table_row(report)}\n")
 
 
