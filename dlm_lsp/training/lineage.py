@@ -99,8 +99,8 @@ class SplitRecord:
     `data.text_digest`, as config.json's "training"."split" keeps them: ~11 bytes of
     base64 a file, 164 KB for the 15,366 files of the GPU recipe's sources on the 2-core
     VM.  `complete` is False where a run before the record existed (the shipped CPU
-    bootstrap's): what it trained on is not known, so files it may have trained on can
-    still be held out."""
+    bootstrap's, until its record was rebuilt: MODEL_CARD.md): what it trained on is not
+    known, so files it may have trained on can still be held out."""
 
     trained: frozenset[bytes] = frozenset()
     heldout: frozenset[bytes] = frozenset()
