@@ -620,6 +620,10 @@ class ParsedDocument:
         below = _code_leaf_after(root, data, line_end)
         if last is None or last.start_byte < first or below is None:
             return None  # the user's text ends the line, or no code is below it
+        if (self.language in _BREAK_ENDS_STATEMENT
+                and not data[last.end_byte:line_end].rstrip(b" \t\r").endswith(b"\\")):
+            return None  # the line break ends the fill's statement (in brackets, see
+            # `_stands_alone`, it joins no line of its own either)
         joint = _joint(root, data, last, below, self._byte(self.text.rfind("\n", 0, start) + 1))
         if joint is None:
             return None
@@ -1207,6 +1211,11 @@ _BLANK_BYTES = re.compile(rb"[ \t]*")
 _CLOSERS = frozenset({")", "]", "}"})
 _OPENERS = frozenset({"(", "["})
 _SPACE_BYTES = re.compile(rb"\s*")
+# Languages where a line break outside brackets always ends the statement and only a
+# backslash continues the line (`ParsedDocument._joins_by_operator`): tree-sitter-python
+# reads `args,` over `call = ''` as the one assignment `args, call = ''`, CPython as the
+# tuple `(args,)` and then the user's own statement, unchanged.
+_BREAK_ENDS_STATEMENT = frozenset({"python"})
 
 
 def _extra(root: Node, leaf: Node) -> Node | None:

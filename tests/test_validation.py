@@ -284,6 +284,7 @@ JOINING = [
     ("ruby", "def f(a)\n  ⟦⟧\n  foo()\nend\n", "x = a +", (1, 8)),
     ("lua", "function f(a)\n  ⟦⟧\n  foo()\nend\n", "local x = a ..", (1, 14)),
     ("python", "def f(a):\n    ⟦⟧\n    foo()\n", "x = a + \\", (1, 10)),  # CPython joins
+    ("python", "def f():\n    ⟦⟧\n    call = ''\n", "args, \\", (1, 8)),  # `args, call = ''`
     # blank lines and comments between do not end the expression
     ("javascript", "function f(a) {\n  ⟦⟧\n\n  // next\n  foo();\n}\n", "x = a + // why", (1, 8)),
     # shell: `echo a && ls`, `echo a | ls`
@@ -357,6 +358,9 @@ def test_a_fill_whose_line_ends_in_an_operator_does_not_join_the_user_s_line_bel
     # a statement's end before the user's next, in a block or a script that begins with
     # the fill's (a script's last line without a line break after it)
     ("python", "def f():\n    ⟦⟧\n    b = 2\n", "a = 1;"),
+    # a line break ends a Python statement outside brackets: CPython reads the tuple
+    # `(args,)`, then the user's line as it was (tree-sitter reads `args, call = ''`)
+    ("python", "def f():\n    ⟦⟧\n    call = ''\n", "args,"),
     ("ruby", "def f\n  ⟦⟧\n  b\nend\n", "a;"),
     ("shellscript", "⟦⟧\nls", "echo a;"),
     ("shellscript", "⟦⟧\nls", "sleep 1 &"),
