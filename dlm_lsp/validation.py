@@ -640,7 +640,7 @@ class ParsedDocument:
                                 first, self._byte(end)):
             return None  # the user's operator in the span joined it: the fill rewrote it
         if not self._stands_alone(below.start_byte - shift, *lines,
-                                  (node.type, taken.type, node.end_byte - shift)):
+                                  (node.type, taken.type, node.end_byte - shift, last.type)):
             return None
         written = token.decode("utf-8", "surrogatepass")
         at = start + len(data[first:last.start_byte].decode("utf-8", "surrogatepass"))
@@ -681,7 +681,7 @@ class ParsedDocument:
         return end if end == 0 or self.text[end - 1] == "\n" else None
 
     def _stands_alone(self, byte: int, low: int, high: int,
-                      joint: tuple[str, str, int]) -> bool:
+                      joint: tuple[str, str, int, str]) -> bool:
         """Whether the code at `byte` (the first of a line below the span, in this
         version's bytes) is a line of its own in this version with the span's lines
         text[low:high] taken out: not broken there (`foo(x,` over `y)`: the user's `y)`
@@ -690,12 +690,15 @@ class ParsedDocument:
         ends anything), not joined to the code above by the user's own operator
         (`_joint`: `x =` above the span, `foo();` below it).  Nor where the node the
         fill's token joins it in is this version's, with one more child in front: `joint`
-        is that node's type, its child's that holds the line and where it ends (in this
-        version's bytes), and the node that starts with the line here is of that type,
-        ends there and starts with a child of that type.  The token then parts the two
-        as the user's lines are parted (a statement's `;` in a Python block, or a
-        script's); a class's field is not parted from its own name (`sync =` over
-        `opt;` makes `opt` the value of the fill's field, not a field of its own).  Nor
+        is that node's type, its child's that holds the line, where it ends (in this
+        version's bytes) and the token's type, and the node that starts with the line
+        here is of that type, ends there, starts with a child of that type and holds no
+        such token of its own.  The token then parts the two as the user's lines are
+        parted (a statement's `;` in a Python block, or a script's); a class's field is
+        not parted from its own name (`sync =` over `opt;` makes `opt` the value of the
+        fill's field, not a field of its own), and a line whose parts the token parts
+        itself is a chain the fill goes on in front (`echo a |` over `ls | wc`, one flat
+        pipeline, pipes `echo a` into `ls`).  Nor
         where the line is not code there at all: the span's lines closed a comment or a
         string that, without them, holds it."""
         key = (low, high)
@@ -720,9 +723,10 @@ class ParsedDocument:
             return False
         removed = self._byte(high) - self._byte(low)
         outer = starting[-1]
-        kind, child, joint_end = joint
+        kind, child, joint_end, token = joint
         if (outer.type == kind and outer.end_byte == joint_end - removed
-                and outer.child(0) is not None and outer.child(0).type == child):
+                and outer.child(0) is not None and outer.child(0).type == child
+                and all(part.type != token for part in outer.children)):
             return False
         above = _code_leaf_before(root, data, 0, at)
         return above is None or _joint(root, data, above, leaf, 0) is None

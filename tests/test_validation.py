@@ -292,6 +292,9 @@ JOINING = [
     ("shellscript", "#!/bin/bash\nf() {\n  echo start⟦⟧\n  ls -l\n}\n", " ||", (2, 13)),
     ("shellscript", "#!/bin/bash\necho start\n⟦⟧\nls -l\n", "echo a |", (2, 7)),
     ("shellscript", "#!/bin/bash\n⟦⟧\nls && echo b\n", "echo a &&", (1, 7)),  # into a list
+    # a pipeline of the user's is one flat node that the fill's `|` goes on in front
+    ("shellscript", "#!/bin/bash\necho start\n⟦⟧\nls | wc\n", "echo a |", (2, 7)),
+    ("shellscript", "#!/bin/bash\nf() {\n  ⟦⟧\n  ls | wc | sort\n}\n", "echo a |", (2, 9)),
     ("javascript", "class A {\n  ⟦⟧\n  opt;\n}\n", "sync =", (1, 7)),  # a field's value
     # a fill of whole lines, ending in a line break of its own (the user's next line then
     # starts the line below the fill's), or in one and the next line's indentation
