@@ -1262,14 +1262,17 @@ def _joint(root: Node, data: bytes, last: Node, below: Node,
     it does not (`ParsedDocument._joins_by_operator`, `_stands_alone`).
 
     `last` is an unnamed token (an operator, `=`, `.`, `,`, `&&`, `|`), not a closing
-    bracket, and the line below is no deeper than its line: a continuation is indented,
+    bracket, or a named one that is its node's operator (Scala's grammar names its
+    operators, `operator_identifier`: `val x = a +` over `foo()` reads `val x = a +
+    foo()`, as scalac does, which takes a line break after an infix operator as white
+    space), and the line below is no deeper than its line: a continuation is indented,
     as a macro's body is for the backslash.  The node that holds both has `last` as a
     child of its own, not its first (an opening bracket or a keyword that begins it);
     it begins at byte `low` or after (the span's first line: a list's items, one a line,
     are the list's, which began above), has no errors, and ends on the last line of its
     child that holds `below` (`then` or `{` open a body that the user's `fi` or `}`
     closes below: the line below is still a statement of its own)."""
-    if last.is_named or last.is_missing or last.type in _CLOSERS:
+    if last.is_missing or last.type in _CLOSERS:
         return None
     if (_indent(data, data.rfind(b"\n", 0, below.start_byte) + 1)
             > _indent(data, data.rfind(b"\n", 0, last.start_byte) + 1)):
@@ -1278,6 +1281,8 @@ def _joint(root: Node, data: bytes, last: Node, below: Node,
     if len(outer) < 2:
         return None
     node = outer[1]
+    if last.is_named and node.child_by_field_name("operator") != last:
+        return None
     if node.has_error or node.start_byte < low or node.child(0) == last:
         return None
     inner = ancestors(root, below)

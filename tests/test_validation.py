@@ -283,6 +283,12 @@ JOINING = [
      "int x = a &&", (2, 18)),
     ("ruby", "def f(a)\n  ⟦⟧\n  foo()\nend\n", "x = a +", (1, 8)),
     ("lua", "function f(a)\n  ⟦⟧\n  foo()\nend\n", "local x = a ..", (1, 14)),
+    # Scala's operators are named tokens (`operator_identifier`); scalac, too, reads a
+    # line break after an infix operator as white space: `val x = a + foo()`
+    ("scala", "object A {\n  def f(a: Int) = {\n    ⟦⟧\n    foo()\n  }\n}\n", "val x = a +",
+     (2, 14)),
+    ("scala", "object A {\n  def f(a: Int) = {\n    val x = a ⟦⟧\n    foo()\n  }\n}\n", "::",
+     (2, 14)),
     ("python", "def f(a):\n    ⟦⟧\n    foo()\n", "x = a + \\", (1, 10)),  # CPython joins
     ("python", "def f():\n    ⟦⟧\n    call = ''\n", "args, \\", (1, 8)),  # `args, call = ''`
     # blank lines and comments between do not end the expression
@@ -323,6 +329,7 @@ def test_a_fill_whose_line_ends_in_an_operator_does_not_join_the_user_s_line_bel
 @pytest.mark.parametrize(("language", "marked", "fill"), [
     # the user's line below goes on with what the fill began: deeper, as a continuation is
     ("javascript", "function f(a) {\n  const x = ⟦⟧\n    foo();\n}\n", "a +"),
+    ("scala", "object A {\n  def f(a: Int) = {\n    ⟦⟧\n      foo()\n  }\n}\n", "val x = a +"),
     ("shellscript", "#!/bin/bash\n⟦⟧\n  grep x\n", "cat f |"),
     # ... or it closes what the fill opened, or goes on from it
     ("javascript", "function f() {\n  const x = foo(⟦⟧\n  a, b);\n}\n", "c,"),
