@@ -604,13 +604,19 @@ class ParsedDocument:
 
         The fill's line is that of its last code: a fill of whole lines ends in a line
         break (`echo a &&\n` over a line of its own), and the user's next line then
-        starts the line after it, as it does below a fill that ends its line."""
+        starts the line after it, as it does below a fill that ends its line.
+
+        A blank fill (the empty fill) writes no token, and the line's last is the
+        user's, before the span: `const x = |` over `foo();` left as it is reads
+        `const x = foo();`, a line left incomplete that the fill was to complete, as
+        where the line below does not parse after it (`return x;`, see `_Below`)."""
         first = self._byte(start)
         size = len(_encode(fill))
         code = fill.rstrip()
         code_end = first + len(_encode(code))  # in the filled document's bytes
         line_end = data.find(b"\n", code_end)
-        if not fill.strip() or line_end == -1:
+        blank = not code
+        if line_end == -1:
             return None
         high = self._lines_end(end, "\n" in fill[len(code):])
         if high is None:
@@ -618,12 +624,14 @@ class ParsedDocument:
         root = tree.root_node
         last = _code_leaf_before(root, data, data.rfind(b"\n", 0, code_end) + 1, line_end)
         below = _code_leaf_after(root, data, line_end)
-        if last is None or last.start_byte < first or below is None:
+        if last is None or below is None or (last.end_byte > first if blank
+                                             else last.start_byte < first):
             return None  # the user's text ends the line, or no code is below it
-        if (self.language in _BREAK_ENDS_STATEMENT
-                and not data[last.end_byte:line_end].rstrip(b" \t\r").endswith(b"\\")):
+        if self.language in _BREAK_ENDS_STATEMENT and (
+                blank or not data[last.end_byte:line_end].rstrip(b" \t\r").endswith(b"\\")):
             return None  # the line break ends the fill's statement (in brackets, see
-            # `_stands_alone`, it joins no line of its own either)
+            # `_stands_alone`, it joins no line of its own either), or the backslash that
+            # joins it is the user's, as `_joins_next_line` leaves it
         joint = _joint(root, data, last, below, self._byte(self.text.rfind("\n", 0, start) + 1))
         if joint is None:
             return None
@@ -643,8 +651,12 @@ class ParsedDocument:
                                   (node.type, taken.type, node.end_byte - shift, last.type)):
             return None
         written = token.decode("utf-8", "surrogatepass")
-        at = start + len(data[first:last.start_byte].decode("utf-8", "surrogatepass"))
-        line, column = self._fill_end(start, fill[:at - start])
+        if blank:  # the user's token, before the span: the same bytes in both versions
+            at = self._char(last.start_byte)
+            line, column = self._fill_end(at, "")
+        else:
+            at = start + len(data[first:last.start_byte].decode("utf-8", "surrogatepass"))
+            line, column = self._fill_end(start, fill[:at - start])
         return Validation(True, False, self.language, ((line, column),),
                           reason=f"{_introduced(1, line, column)}"
                                  f" ({_joins(f'`{written}`', below.start_point[0])})",

@@ -316,6 +316,15 @@ def test_a_fill_whose_line_ends_in_an_operator_does_not_join_the_user_s_line_bel
         language: str, marked: str, fill: str, where: tuple[int, int]) -> None:
     """`const x = a +` over `foo();` read `const x = a + foo();`, and `echo a &&` over
     `ls` ran `echo a && ls`: valid, and the fill passed."""
+    token, _, _ = _joining_token(language, marked, fill, where)
+    assert not token[-1].isalnum() or token in ("and", "or")
+
+
+def _joining_token(language: str, marked: str, fill: str,
+                   where: tuple[int, int]) -> tuple[str, int, int]:
+    """The token that a fill's rejection names as joining the line below, checked to be
+    the one at `where` and the one the reason names, with where it ends and where the
+    span starts in the filled document."""
     result = _fill(marked, fill, language)
     assert not result.valid and "joins line" in result.reason
     assert result.new_errors == (where,)
@@ -323,7 +332,31 @@ def test_a_fill_whose_line_ends_in_an_operator_does_not_join_the_user_s_line_bel
     low, high = result.new_ranges[0]
     token = (text[:start] + fill + text[end:])[low:high]
     assert f"`{token}` at the end of the line joins line" in result.reason
-    assert not token[-1].isalnum() or token in ("and", "or")
+    return token, high, start
+
+
+# The empty fill where the user's line ends in an operator, over a line of its own: the
+# line is left incomplete, and the line below is taken into it.  (language, document,
+# fill, the user's token's place)
+LEFT_INCOMPLETE = [
+    ("javascript", "function f() {\n  const x = ⟦⟧\n  foo();\n}\n", "", (1, 10)),
+    ("javascript", "function f() {\n  const x = a +⟦⟧\n  foo();\n}\n", "", (1, 14)),
+    ("javascript", "function f() {\n  const x = ⟦⟧ // note\n  foo();\n}\n", "", (1, 10)),
+    ("javascript", "function f() {\n  const x = ⟦b⟧\n  foo();\n}\n", "", (1, 10)),  # deleted
+    ("javascript", "function f() {\n  const x = ⟦⟧\n  foo();\n}\n", "\n  ", (1, 10)),
+    ("shellscript", "#!/bin/bash\necho a &&⟦⟧\nls\n", "", (1, 7)),
+    ("scala", "object A {\n  val x = a +⟦⟧\n  foo()\n}\n", " ", (1, 12)),
+]
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "where"), LEFT_INCOMPLETE)
+def test_the_empty_fill_does_not_leave_the_user_s_operator_joining_the_line_below(
+        language: str, marked: str, fill: str, where: tuple[int, int]) -> None:
+    """`const x = |` over `foo();` read `const x = foo();` with the empty fill, which
+    passed: the line the fill was asked to complete stayed incomplete, as over a line
+    below that does not parse after it (`return x;`), where the empty fill is refused."""
+    _, high, start = _joining_token(language, marked, fill, where)
+    assert high <= start  # the user's, before the span
 
 
 @pytest.mark.parametrize(("language", "marked", "fill"), [
@@ -386,6 +419,15 @@ def test_a_fill_whose_line_ends_in_an_operator_does_not_join_the_user_s_line_bel
     ("javascript", "function f() {\n  const x = ⟦⟧a;\n  foo();\n}\n", "b +\n"),
     ("javascript", "function f(a) {\n⟦  old();\n⟧  foo();\n}\n", "  const x = a;\n"),
     ("javascript", "/* c\n*/ let a = ⟦⟧\nfoo(); /* d */\n", "1 +"),
+    # the empty fill after a line the user completed, continued deeper, or whose own
+    # operator in the span joined the line below; after Python's backslash, the user's
+    ("javascript", "function f() {\n  const x = a;⟦⟧\n  foo();\n}\n", ""),
+    ("javascript", "function f() {\n  const x = a +⟦⟧\n    foo();\n}\n", ""),
+    ("javascript", "const o = [\n  a,⟦⟧\n  b,\n];\n", ""),
+    ("javascript", "function f() {\n  const x = ⟦a +⟧\n  foo();\n}\n", ""),
+    ("javascript", "function f() {\n  const x =\n⟦⟧  foo();\n}\n", "  "),
+    ("shellscript", "#!/bin/bash\nmake &&⟦⟧\nls &&\necho done\n", ""),
+    ("python", "def f(a):\n    x = a + \\⟦⟧\n    foo()\n", ""),
 ])
 def test_a_line_below_that_the_fill_does_not_take_from_the_user_is_left_to_the_parse(
         language: str, marked: str, fill: str) -> None:
