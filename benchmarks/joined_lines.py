@@ -7,7 +7,9 @@ also ends lines in operators, so the rule's false refusals are measured on real 
 for lines spread over each file (a line with code below it), the line's own text is
 validated as the fill over itself ("own": each refusal of one that passed is a line
 of real code the rule calls a join), and the line cut right after one of its operators
-or separators, a fill the model might stop early at ("cut": the rule's reach).  The
+or separators, a fill the model might stop early at ("cut": the rule's reach), and the
+empty fill at the line's end ("empty": the document as it is, each refusal a line the
+user ends in an operator that joins the next, no deeper, to it, read as incomplete).  The
 rule only turns a pass into a refusal, so "passed before" counts the fills that pass
 now or are refused by it.  Refusals are sampled to a JSON file to read.
 
@@ -37,9 +39,17 @@ def _leaves(node: Node):
         yield from _leaves(child)
 
 
+def _operator(leaf: Node) -> bool:
+    """Whether `leaf` is unnamed, or named as its node's operator (Scala's grammar
+    names them: `operator_identifier`)."""
+    return not leaf.is_named or (leaf.parent is not None
+                                 and leaf.parent.child_by_field_name("operator") == leaf)
+
+
 def fills(document: ParsedDocument, rows: list[int], rng: random.Random):
-    """(kind, row, start, end, fill) for each line of `rows`: its own text, and that text
-    cut after a token of the line that is neither named nor a bracket."""
+    """(kind, row, start, end, fill) for each line of `rows`: its own text, the empty
+    fill at its end, and its text cut after a token of the line that is an operator
+    (`_operator`), not a bracket."""
     text = document.text
     lines = text.split("\n")
     starts = [0]
@@ -54,7 +64,8 @@ def fills(document: ParsedDocument, rows: list[int], rng: random.Random):
         start = starts[row] + len(line) - len(line.lstrip())
         end = starts[row] + len(line.rstrip())
         yield "own", row, start, end, text[start:end]
-        cuts = [t for t in tokens[row] if not t.is_named and not t.is_missing
+        yield "empty", row, end, end, ""
+        cuts = [t for t in tokens[row] if _operator(t) and not t.is_missing
                 and start < t.start_byte and t.end_byte < end and t.type not in _NOT_CUT]
         if cuts:
             yield "cut", row, start, end, text[start:rng.choice(cuts).end_byte]

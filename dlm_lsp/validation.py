@@ -26,7 +26,8 @@ character ranges of the candidate document, where the fill occupies [start, star
 * A fill whose line ends in a backslash (C, C++, shell) or in an operator of its own
   (`const x = a +`, `echo a &&`, every grammar) that takes the user's next line of
   code, a line of its own, into the fill's is refused, though the joined text parses
-  (`_joins_next_line`, `_joins_by_operator`).
+  (`_joins_next_line`, `_joins_by_operator`); so is the empty fill after the user's
+  operator there (`const x = |` over `foo();`).
 """
 
 from __future__ import annotations
