@@ -633,7 +633,8 @@ class ParsedDocument:
             return None  # the line break ends the fill's statement (in brackets, see
             # `_stands_alone`, it joins no line of its own either), or the backslash that
             # joins it is the user's, as `_joins_next_line` leaves it
-        joint = _joint(root, data, last, below, self._byte(self.text.rfind("\n", 0, start) + 1))
+        joint = _joint(root, data, last, below, self._byte(self.text.rfind("\n", 0, start) + 1),
+                       opened=not blank)  # a line the user ended in a name may be whole
         if joint is None:
             return None
         node, taken = joint
@@ -641,7 +642,9 @@ class ParsedDocument:
         below_end = data.find(b"\n", below.start_byte)
         tail = _code_leaf_before(root, data, below.start_byte,
                                  len(data) if below_end == -1 else below_end)
-        if tail is not None and data[tail.start_byte:tail.end_byte] == token:
+        operator = not (last.is_named or last.type in _CLOSERS) or (
+            node.child_by_field_name("operator") == last)  # not a join by the bracket below
+        if operator and tail is not None and data[tail.start_byte:tail.end_byte] == token:
             return None  # a chain the user goes on with
         lines = (self.text.rfind("\n", 0, start) + 1, high)
         shift = size - (self._byte(end) - first)  # from this version's bytes to the filled
@@ -1227,6 +1230,9 @@ _BLANK_BYTES = re.compile(rb"[ \t]*")
 # ends what it closes, and round and square ones hold lines that never end anything.
 _CLOSERS = frozenset({")", "]", "}"})
 _OPENERS = frozenset({"(", "["})
+# What a grammar reads as called or indexed by the line below that the language does not
+# (`_opened`): JavaScript's and TypeScript's arrow function
+_NO_CALLEE = frozenset({"arrow_function"})
 _SPACE_BYTES = re.compile(rb"\s*")
 # Languages where a line break outside brackets always ends the statement and only a
 # backslash continues the line (`ParsedDocument._joins_by_operator`): tree-sitter-python
@@ -1269,7 +1275,7 @@ def _code_leaf_after(root: Node, data: bytes, at: int) -> Node | None:
 
 
 def _joint(root: Node, data: bytes, last: Node, below: Node,
-           low: int) -> tuple[Node, Node] | None:
+           low: int, opened: bool = True) -> tuple[Node, Node] | None:
     """The node in which token `last`, the last code of its line, joins the line that
     starts with token `below` to its own, and its child that holds `below`; None where
     it does not (`ParsedDocument._joins_by_operator`, `_stands_alone`).
@@ -1284,11 +1290,25 @@ def _joint(root: Node, data: bytes, last: Node, below: Node,
     it begins at byte `low` or after (the span's first line: a list's items, one a line,
     are the list's, which began above), has no errors, and ends on the last line of its
     child that holds `below` (`then` or `{` open a body that the user's `fi` or `}`
-    closes below: the line below is still a statement of its own)."""
-    if last.is_missing or last.type in _CLOSERS:
+    closes below: the line below is still a statement of its own).
+
+    Where `opened`, the line below may also join by its first token, a round or square
+    bracket that opens the arguments or the index of what `last` ends (`_opened`)."""
+    if last.is_missing or (_indent(data, data.rfind(b"\n", 0, below.start_byte) + 1)
+                           > _indent(data, data.rfind(b"\n", 0, last.start_byte) + 1)):
         return None
-    if (_indent(data, data.rfind(b"\n", 0, below.start_byte) + 1)
-            > _indent(data, data.rfind(b"\n", 0, last.start_byte) + 1)):
+    inner = ancestors(root, below)
+    by_operator = _by_operator(root, last, inner, low)
+    if by_operator is None and opened:
+        return _opened(last, below, inner, low)
+    return by_operator
+
+
+def _by_operator(root: Node, last: Node, inner: list[Node],
+                 low: int) -> tuple[Node, Node] | None:
+    """`_joint` by the operator `last`, its node's child; `inner`: the line below's
+    first token and the nodes that hold it, innermost first."""
+    if last.type in _CLOSERS:
         return None
     outer = ancestors(root, last)
     if len(outer) < 2:
@@ -1298,10 +1318,37 @@ def _joint(root: Node, data: bytes, last: Node, below: Node,
         return None
     if node.has_error or node.start_byte < low or node.child(0) == last:
         return None
-    inner = ancestors(root, below)
     if node not in inner or inner.index(node) == 0:
         return None
     taken = inner[inner.index(node) - 1]
+    return (node, taken) if node.end_point[0] == taken.end_point[0] else None
+
+
+def _opened(last: Node, below: Node, inner: list[Node],
+            low: int) -> tuple[Node, Node] | None:
+    """`_joint` by the line below's first token `below`, an opening round or square
+    bracket: `last` ends an operand (a named token or a closing bracket), and the node
+    that holds it too (`inner`: `below` and the nodes that hold it, innermost first)
+    has the bracket, or the arguments it begins, as the child right after the one
+    `last` ends, on no later line.  Where a line break is white space and no `;` ended
+    the line above, `a` over `(b)()` reads `a(b)()` (a call) and `a` over `[1,
+    2].map(f)` reads `a[1, 2]` (an index); a statement, a body or a cast that starts
+    with the bracket (`if (x)` over `(void)y;`) is no such child.  After an operator
+    or a keyword (`x++`, `return`), and after an arrow function's body (`() => {}`, no
+    callee in JavaScript), tree-sitter-javascript reads a call where JavaScript ends
+    the statement: those are left to the parse."""
+    if (below.type not in _OPENERS or below.is_named
+            or not (last.is_named or last.type in _CLOSERS)):
+        return None
+    node = next((n for n in inner[1:] if n.start_byte <= last.start_byte), None)
+    if node is None or node.has_error or node.start_byte < low or inner.index(node) > 2:
+        return None
+    taken = inner[inner.index(node) - 1]
+    before = taken.prev_sibling  # what `last` ends, past a comment between
+    while before is not None and before.is_extra:
+        before = before.prev_sibling
+    if taken.start_byte != below.start_byte or before is None or before.type in _NO_CALLEE:
+        return None
     return (node, taken) if node.end_point[0] == taken.end_point[0] else None
 
 

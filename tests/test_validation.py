@@ -359,6 +359,33 @@ def test_the_empty_fill_does_not_leave_the_user_s_operator_joining_the_line_belo
     assert high <= start  # the user's, before the span
 
 
+# A fill whose line ends in an operand (a name, a literal, a closing bracket) over the
+# user's line that starts with a round or square bracket, where a line break is white
+# space: the line becomes the arguments or the index of the fill's last expression.
+# (language, document, fill, the operand's last token's place)
+OPENED = [
+    ("javascript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "const x = a", (1, 12)),
+    ("javascript", "function f() {\n  ⟦⟧\n  [1, 2].forEach(g);\n}\n", "foo()", (1, 6)),
+    ("javascript", "class A {\n  ⟦⟧\n  [JOBS] = 0;\n}\n", "[QUEUE] = []", (1, 13)),
+    ("typescript", "function f() {\n  ⟦⟧\n  (0, g)(x);\n}\n", "const y = function () {}",
+     (1, 25)),
+    ("c", "int f(void) {\n    ⟦⟧\n    (b);\n}\n", "int x = a", (1, 12)),
+    ("rust", "fn f() {\n    ⟦⟧\n    (b)();\n}\n", "let x = a", (1, 12)),
+    ("lua", "function f()\n  ⟦⟧\n  (b)()\nend\n", "local x = a", (1, 12)),
+    ("javascript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "const x = a /* c */", (1, 12)),
+    ("javascript", "function f() {\n  ⟦⟧\n  (b)()\n}\n", "foo()", (1, 6)),  # no `;` either
+]
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "where"), OPENED)
+def test_a_fill_that_ends_in_an_operand_does_not_take_the_user_s_bracketed_line_below(
+        language: str, marked: str, fill: str, where: tuple[int, int]) -> None:
+    """`const x = a` over `(b)();` read `const x = a(b)();`: no operator ends the fill's
+    line, and the fill passed."""
+    token, high, start = _joining_token(language, marked, fill, where)
+    assert fill[:high - start].endswith(token) and fill[high - start:].strip() in ("", "/* c */")
+
+
 @pytest.mark.parametrize(("language", "marked", "fill"), [
     # the user's line below goes on with what the fill began: deeper, as a continuation is
     ("javascript", "function f(a) {\n  const x = ⟦⟧\n    foo();\n}\n", "a +"),
@@ -428,6 +455,22 @@ def test_the_empty_fill_does_not_leave_the_user_s_operator_joining_the_line_belo
     ("javascript", "function f() {\n  const x =\n⟦⟧  foo();\n}\n", "  "),
     ("shellscript", "#!/bin/bash\nmake &&⟦⟧\nls &&\necho done\n", ""),
     ("python", "def f(a):\n    x = a + \\⟦⟧\n    foo()\n", ""),
+    # a line break before a bracket ends the statement in these languages, and the tree
+    # says so; a body or a statement that starts with the bracket is not an argument
+    ("kotlin", "fun f() {\n    ⟦⟧\n    (b)()\n}\n", "val x = a"),
+    ("swift", "func f() {\n    ⟦⟧\n    (b)()\n}\n", "let x = a"),
+    ("go", "package main\n\nfunc f() {\n\t⟦⟧\n\t(b)()\n}\n", "x := a"),
+    ("javascript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "if (x)"),
+    ("c", "int f(void) {\n    ⟦⟧\n    (void)y;\n}\n", "if (x)"),
+    ("javascript", "function f() {\n  ⟦⟧\n    (b)();\n}\n", "const x = a"),  # deeper
+    # JavaScript ends the statement where tree-sitter reads a call: after an operator or
+    # a keyword (`x++`, `return`) and after an arrow function (no callee)
+    ("javascript", "function f() {\n  ⟦⟧\n  (0, g)(x);\n}\n", "count++"),
+    ("javascript", "function f() {\n  ⟦⟧\n  (b);\n}\n", "return"),
+    ("javascript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "const g = () => {}"),
+    ("javascript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "const g = () => {} // c"),
+    # the empty fill after a line the user ended in a name: it may be whole
+    ("javascript", "function f() {\n  const x = a⟦⟧\n  (b)();\n}\n", ""),
 ])
 def test_a_line_below_that_the_fill_does_not_take_from_the_user_is_left_to_the_parse(
         language: str, marked: str, fill: str) -> None:
