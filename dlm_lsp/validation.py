@@ -27,7 +27,8 @@ character ranges of the candidate document, where the fill occupies [start, star
   (`const x = a +`, `echo a &&`, every grammar) that takes the user's next line of
   code, a line of its own, into the fill's is refused, though the joined text parses
   (`_joins_next_line`, `_joins_by_operator`); so is the empty fill after the user's
-  operator there (`const x = |` over `foo();`).
+  operator there (`const x = |` over `foo();`), and a fill that ends in a name or a
+  closing bracket over a line that a bracket joins to it (`a` over `(b)();`).
 """
 
 from __future__ import annotations
@@ -601,7 +602,9 @@ class ParsedDocument:
         token of the fill's line, the fill's (not the user's text after the span), joins
         the next line of code below to it.  A line the user goes on with the same way
         (`ls &&` below `echo a &&`) is a chain they write, and the line below must be
-        one of its own without the span's lines (`_stands_alone`).
+        one of its own without the span's lines (`_stands_alone`).  The line below may
+        join by its own first token too, a bracket that opens the arguments or the
+        index of the fill's last operand (`a` over `(b)();`, see `_opened`).
 
         The fill's line is that of its last code: a fill of whole lines ends in a line
         break (`echo a &&\n` over a line of its own), and the user's next line then
