@@ -46,6 +46,8 @@ from dlm_lsp.training.data import (
 )
 from dlm_lsp.training.gpu_run import export_plan, full_config
 from dlm_lsp.training.licences import classify, python_files_by_distribution, site_packages_dirs
+from dlm_lsp.training.lineage import SplitRecord
+from dlm_lsp.training.nearcopy import sketch
 from dlm_lsp.training.objective import masked_diffusion_loss, row_losses
 from dlm_lsp.training.rows import RowConfig, RowSampler
 from dlm_lsp.training.train import (
@@ -617,6 +619,65 @@ def test_a_continued_run_keeps_apart_by_text_what_earlier_runs_trained_on_and_he
     assert (second["split"]["trained_files"], second["split"]["heldout_files"]) == (2, 2)
 
 
+def test_a_continued_run_places_an_edited_copy_as_the_text_it_came_from_was(
+        tmp_path, monkeypatch):
+    """Moved and edited, a file is a new text, and its path alone decided: Python 3.12's
+    held-out test/test_tkinter/test_text.py is the tkinter/test/test_tkinter/test_text.py
+    a 3.11 model trained on with its imports changed (Jaccard of shingles 0.92)."""
+    from tests.test_nearcopy import edited, module
+
+    (held, renamed_trained), (trained, renamed_held) = _ranked_heldout(2), _unranked(2)
+    texts = {held: module("measured"), trained: module("learned"), "kept.py": module("kept")}
+    first_root, second_root = tmp_path / "first", tmp_path / "second"
+    for root, names in [(first_root, [held, trained, "kept.py"]),
+                        (second_root, [renamed_held, renamed_trained, "kept.py"])]:
+        root.mkdir()
+        for name, before in zip(names, texts, strict=True):
+            (root / name).write_text(edited(texts[before]) if name != before else texts[name])
+    corpora = []
+    read = train_module.collect_sources
+    monkeypatch.setattr(train_module, "collect_sources",
+                        lambda cfg: corpora.append(read(cfg)) or corpora[-1])
+    first = train(tiny_config(first_root, tmp_path / "m1", max_steps=1))
+    assert first["heldout_files"] == [held]
+    second = train(tiny_config(second_root, tmp_path / "m2", max_steps=1,
+                               init_from=tmp_path / "m1"))
+    # renamed_trained ranks held out but is learned's edit; renamed_held, measured's
+    assert second["heldout_files"] == [f.path for f in corpora[1].heldout] == [renamed_held]
+    assert second["heldout_near_trained_before"] == [renamed_trained]
+    assert second["near_heldout_before"] == [renamed_held]
+    assert second["heldout_trained_before"] == []
+    assert second["split"]["near"]["complete"] is True
+    record = SplitRecord.of(second)
+    assert sketch(edited(texts[trained])) in record.near_trained
+    assert sketch(edited(texts[held])) in record.near_heldout - record.near_trained
+
+
+def _continued_without(out: Path, source_dir: Path, tmp_path: Path, *key: str) -> dict:
+    """The stats of a run continuing a copy of model `out` whose config.json lacks
+    "training"'s entry `key` (a path of keys): a model saved before runs recorded it."""
+    config = json.loads((out / "config.json").read_text())
+    *parents, last = key
+    parent = config["training"]
+    for name in parents:
+        parent = parent[name]
+    del parent[last]
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    (old / "config.json").write_text(json.dumps(config))
+    return train(tiny_config(source_dir, tmp_path / "next", init_from=old, max_steps=1))
+
+
+def test_a_model_without_near_copy_sketches_is_continued_as_before_with_a_note(
+        trained, source_dir, tmp_path, capsys):
+    """The runs before the sketches placed an edited file by its path; so does a run
+    continuing their model, and says so."""
+    stats = _continued_without(trained[0], source_dir, tmp_path, "split", "near")
+    assert "does not record near-copy sketches" in capsys.readouterr().err
+    assert stats["split"]["complete"] is True and stats["split"]["near"]["complete"] is False
+    assert not SplitRecord.of(stats).has_near
+
+
 def test_the_fallback_holds_out_no_file_an_earlier_run_trained_on(tmp_path):
     """Where every file ranks for training, the fallback held out the lowest-ranked one,
     text the model may have trained on before: then nothing is held out."""
@@ -634,14 +695,7 @@ def test_the_fallback_holds_out_no_file_an_earlier_run_trained_on(tmp_path):
 def test_a_model_that_does_not_record_its_split_says_its_held_out_loss_may_be_unsound(
         trained, source_dir, tmp_path, capsys):
     """The shipped bootstrap was saved before runs recorded what they trained on."""
-    out, _ = trained
-    config = json.loads((out / "config.json").read_text())
-    del config["training"]["split"]
-    old = tmp_path / "old"
-    shutil.copytree(out, old)
-    (old / "config.json").write_text(json.dumps(config))
-    capsys.readouterr()
-    stats = train(tiny_config(source_dir, tmp_path / "next", init_from=old, max_steps=1))
+    stats = _continued_without(trained[0], source_dir, tmp_path, "split")
     assert "does not record the files all its runs trained on" in capsys.readouterr().err
     assert stats["split"]["complete"] is False
 

@@ -37,6 +37,7 @@ from dlm_lsp.training.licences import (
     python_files_by_distribution,
     site_packages_dirs,
 )
+from dlm_lsp.training.nearcopy import SketchIndex, sketch
 
 # ---------------------------------------------------------------------------
 # 1. Source files
@@ -61,6 +62,10 @@ class SourceConfig:
     # held out again (see `collect_sources`).
     trained_before: frozenset[bytes] = frozenset()
     heldout_before: frozenset[bytes] = frozenset()
+    # The same runs' near-copy sketches (`nearcopy.sketch`): a file edited as well as
+    # moved since is placed as its near-copy was, a trained one's first.
+    near_trained: frozenset[bytes] = frozenset()
+    near_heldout: frozenset[bytes] = frozenset()
     skip_dirs: tuple[str, ...] = ("site-packages", "dist-packages", "__pycache__", ".git")
     decontaminate: bool = True  # drop files sharing a long n-gram with HumanEval-Infilling
     contamination: ContaminationConfig = field(default_factory=ContaminationConfig)
@@ -90,6 +95,12 @@ class Corpus:
     # Paths the rules held out whose text an earlier run of the model had trained on
     # (`SourceConfig.trained_before`): trained on here, not measured on.
     trained_before: list[str] = field(default_factory=list)
+    # Paths placed as near-copies (`SourceConfig.near_trained`, `near_heldout`) of a
+    # text an earlier run trained on (trained on here), and of one it held out.
+    near_trained_before: list[str] = field(default_factory=list)
+    near_heldout_before: list[str] = field(default_factory=list)
+    # Each file's near-copy sketch (`nearcopy.sketch`), by path, where it has one.
+    sketches: dict[str, bytes] = field(default_factory=dict)
 
 
 STDLIB = Distribution("Python standard library", platform.python_version(), "PSF-2.0", True)
@@ -242,12 +253,19 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
     whose text was held out is held out again wherever it lies, and one whose text
     was trained on is trained on, not held out (`Corpus.trained_before` lists
     them), nor chosen by the fallback, which holds out nothing where every file
-    was trained on before.  A file edited since is a new text: its path decides.
+    was trained on before.  A file edited since is a new text, but where it is a
+    near-copy of one (`nearcopy`: Python 3.12's `test/test_tkinter/test_text.py` is
+    3.11's `tkinter/test/test_tkinter/test_text.py` with its imports changed) it is
+    placed as that text was (`SourceConfig.near_trained`, `near_heldout`): trained on
+    where it is a near-copy of a text trained on (`Corpus.near_trained_before`), else
+    held out where it is one of a text held out (`Corpus.near_heldout_before`).  Exact
+    texts come first, so a text held out before stays held out.
     """
     pinned = set(cfg.pinned_heldout)
     candidates = _candidates(cfg)
     candidates.sort(key=lambda c: (unit_hash("order:" + c[0]), c[0], str(c[1])))
     benchmark = humaneval_filter(cfg.contamination) if cfg.decontaminate else None
+    near_trained, near_heldout = SketchIndex(cfg.near_trained), SketchIndex(cfg.near_heldout)
 
     corpus = Corpus(train=[], heldout=[])
     origins: dict[Distribution, dict] = {}
@@ -268,11 +286,24 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
             corpus.contaminated.append(rel)
             continue
         total += size
+        sketched = sketch(text)
+        if sketched is not None:
+            corpus.sketches[rel] = sketched
         is_heldout = (heldout_rank(rel) < cfg.heldout_fraction or rel in pinned
                       or digest in cfg.heldout_before)
+        placed = None
         if is_heldout and digest in cfg.trained_before:
-            corpus.trained_before.append(rel)
-            is_heldout = False
+            is_heldout, placed = False, corpus.trained_before
+        elif digest not in cfg.heldout_before and digest not in cfg.trained_before:
+            # A new text, placed as its near-copy was (the trained index, the large one,
+            # asked only where the answer can move the file).
+            if is_heldout and near_trained.near(sketched):
+                is_heldout, placed = False, corpus.near_trained_before
+            elif (not is_heldout and near_heldout.near(sketched)
+                  and not near_trained.near(sketched)):
+                is_heldout, placed = True, corpus.near_heldout_before
+        if placed is not None:
+            placed.append(rel)
         (corpus.heldout if is_heldout else corpus.train).append(SourceFile(rel, text))
         kept = origins.setdefault(origin, {"name": origin.name, "version": origin.version,
                                            "licence": origin.licence, "files": 0, "bytes": 0})
@@ -287,7 +318,8 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
         corpus.heldout = [f for f in corpus.heldout if f.path not in pinned]
     if not corpus.heldout and len(corpus.train) >= 2:
         fresh = [i for i, f in enumerate(corpus.train)  # not trained on by an earlier run
-                 if text_digest(f.text) not in cfg.trained_before]
+                 if text_digest(f.text) not in cfg.trained_before
+                 and not near_trained.near(corpus.sketches.get(f.path))]
         if fresh:
             first = min(fresh, key=lambda i: heldout_rank(corpus.train[i].path))
             corpus.heldout.append(corpus.train.pop(first))

@@ -19,7 +19,9 @@ a GPU machine's Python 3.12 holds out `test/test_ctypes/test_libc.py`, which the
 shipped model trained on as 3.11's `ctypes/test/test_libc.py`, so a continued run's
 held-out loss could be measured on text the model had trained on.  Each run now
 records which texts it trained on and held out (`SplitRecord`, with those of the runs
-before it), and a continued run keeps them apart by text, whatever their paths.
+before it), and a continued run keeps them apart by text, whatever their paths; and
+their near-copy sketches (`nearcopy`), so that a file moved and edited a little
+(3.12's `test/test_tkinter/test_text.py`) is placed as the text it came from was.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import base64
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dlm_lsp.training import nearcopy
 from dlm_lsp.training.data import TEXT_DIGEST_BYTES, Corpus, text_digest
 
 # What an earlier run's summary keeps of its stats: enough for a model card (how
@@ -106,6 +109,12 @@ class SplitRecord:
     heldout: frozenset[bytes] = frozenset()
     complete: bool = True
     pinned: tuple[str, ...] = ()  # "heldout_pinned": see collect_sources
+    # Near-copy sketches (`nearcopy.sketch`) of the texts trained on and held out, and
+    # whether the record has them: "split"."near", written by runs since 2026-12-03
+    # (8 bytes a file, another 164 KB for the GPU recipe's 15,366 files).
+    near_trained: frozenset[bytes] = frozenset()
+    near_heldout: frozenset[bytes] = frozenset()
+    has_near: bool = True
 
     @classmethod
     def of(cls, previous: dict) -> SplitRecord:
@@ -114,20 +123,39 @@ class SplitRecord:
         pinned = tuple(previous.get("heldout_pinned", ()))
         split = previous.get("split")
         if not isinstance(split, dict):
-            return cls(complete=not previous, pinned=pinned)
+            return cls(complete=not previous, pinned=pinned, has_near=not previous)
+        near = split.get("near")
+        near = near if isinstance(near, dict) else None
         return cls(_unpacked(split.get("trained", "")), _unpacked(split.get("heldout", "")),
-                   bool(split.get("complete", False)), pinned)
+                   bool(split.get("complete", False)), pinned,
+                   nearcopy.unpacked(near.get("trained", "")) if near else frozenset(),
+                   nearcopy.unpacked(near.get("heldout", "")) if near else frozenset(),
+                   bool(near.get("complete", False)) if near else False)
 
     def stats(self, corpus: Corpus) -> dict:
         """This run's entries in its stats: the record with the corpus's texts added (a
         text trained on now is no longer held out), the paths it held out, and those
-        the rules held out but an earlier run had trained on."""
+        the rules held out but an earlier run had trained on (or on a near-copy of), and
+        those it held out as near-copies of texts held out before."""
         trained = self.trained | {text_digest(f.text) for f in corpus.train}
         heldout = (self.heldout | {text_digest(f.text) for f in corpus.heldout}) - trained
+        near_trained = self.near_trained | {corpus.sketches[f.path] for f in corpus.train
+                                            if f.path in corpus.sketches}
+        near_heldout = (self.near_heldout | {corpus.sketches[f.path] for f in corpus.heldout
+                                             if f.path in corpus.sketches}) - near_trained
         return {"heldout_files": sorted(f.path for f in corpus.heldout),
                 "heldout_trained_before": corpus.trained_before,
+                "heldout_near_trained_before": corpus.near_trained_before,
+                "near_heldout_before": corpus.near_heldout_before,
                 "split": {"digest": f"sha256 of each file's text, first {TEXT_DIGEST_BYTES} "
                                     "bytes, sorted, base64",
                           "complete": self.complete, "trained_files": len(trained),
                           "heldout_files": len(heldout), "trained": _packed(trained),
-                          "heldout": _packed(heldout)}}
+                          "heldout": _packed(heldout),
+                          "near": {"sketch": f"nearcopy.sketch of each file with one: "
+                                             f"{nearcopy.SLOTS} {nearcopy.SLOT_BITS}-bit "
+                                             f"MinHash slots of its {nearcopy.SHINGLE_LINES}"
+                                             "-line shingles, sorted, base64",
+                                   "complete": self.complete and self.has_near,
+                                   "trained": nearcopy.packed(near_trained),
+                                   "heldout": nearcopy.packed(near_heldout)}}}

@@ -834,7 +834,13 @@ def _corpus(cfg: TrainConfig, split: SplitRecord) -> Corpus:
         include_stdlib=cfg.include_stdlib, include_site_packages=cfg.include_site_packages,
         extra_roots=list(cfg.extra_roots), max_bytes=cfg.data_bytes,
         decontaminate=cfg.decontaminate, pinned_heldout=split.pinned,
-        trained_before=split.trained, heldout_before=split.heldout))
+        trained_before=split.trained, heldout_before=split.heldout,
+        near_trained=split.near_trained, near_heldout=split.near_heldout))
+
+
+def _some(paths: list[str]) -> str:
+    """The first three paths, for a line of the log."""
+    return ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
 
 
 def _earlier_split(cfg: TrainConfig) -> SplitRecord:
@@ -850,6 +856,11 @@ def _earlier_split(cfg: TrainConfig) -> SplitRecord:
         print(f"note: {cfg.init_from} does not record the files all its runs trained on "
               "(saved before runs did); a held-out file whose path differs from theirs "
               "(another Python version, another --extra-root) may be one of them",
+              file=sys.stderr, flush=True)
+    elif not split.has_near:
+        print(f"note: {cfg.init_from} does not record near-copy sketches of the files all "
+              "its runs trained on (saved before runs did); a held-out file edited a little "
+              "as well as moved since may be a near-copy of one of them",
               file=sys.stderr, flush=True)
     return split
 
@@ -904,8 +915,13 @@ def _train(cfg: TrainConfig) -> dict:
         if corpus.trained_before:
             print(f"held-out split: {len(corpus.trained_before)} file(s) trained on, not held "
                   "out: an earlier run of the model trained on their text under another path "
-                  f"({', '.join(corpus.trained_before[:3])}"
-                  f"{', ...' if len(corpus.trained_before) > 3 else ''})",
+                  f"({_some(corpus.trained_before)})",
+                  file=sys.stderr, flush=True)
+        near = corpus.near_trained_before + corpus.near_heldout_before
+        if near:
+            print(f"held-out split: {len(corpus.near_trained_before)} file(s) trained on, "
+                  f"{len(corpus.near_heldout_before)} held out, as near-copies of texts an "
+                  f"earlier run of the model trained on or held out ({_some(near)})",
                   file=sys.stderr, flush=True)
         split_stats = split.stats(corpus)
         laps.lap("reading")  # with the --init-from model's loading, before the sources
