@@ -822,6 +822,44 @@ def test_heldout_bench_leaves_out_files_the_model_records_it_trained_on(model_di
         heldout.to_markdown(report))
 
 
+def test_heldout_bench_leaves_out_files_the_model_trained_on_a_near_copy_of(
+        model_dir, tmp_path, monkeypatch):
+    """Held out by path, trained on edited under another: a model trained on Python
+    3.12's library trained on test/test_ttk/test_widgets.py, 3.11's held-out
+    tkinter/test/test_ttk/test_widgets.py edited (Jaccard of shingles 0.99)."""
+    import shutil
+
+    from dlm_lsp.bench import heldout
+    from dlm_lsp.bench.filling import Fill
+    from dlm_lsp.training.data import Corpus, SourceFile
+    from dlm_lsp.training.lineage import SplitRecord
+    from dlm_lsp.training.nearcopy import sketch
+    from tests.test_nearcopy import edited, module
+
+    library = tmp_path / "lib"
+    library.mkdir()
+    seen, trained = _heldout_names(2)
+    (library / seen).write_text(module("seen"))
+    (library / trained).write_text(module("learned"))
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    moved = edited(module("learned"))
+    corpus = Corpus(train=[SourceFile("moved.py", moved)], heldout=[],
+                    sketches={"moved.py": sketch(moved)})
+    config["training"] = SplitRecord().stats(corpus)
+    (model / "config.json").write_text(json.dumps(config))
+    filled = []
+    monkeypatch.setattr(heldout, "fill_task", lambda engine, task, settings: filled.append(
+        task.task_id) or Fill("", True, 1, 1.0))
+    every = heldout.line_tasks(heldout.heldout_files(library), None)
+    report = heldout.run(str(model), "cpu", None, stdlib=library)
+    assert (report.files, report.trained_skipped) == (2, 1)
+    assert filled == [task.task_id for task in every if task.task_id.startswith(seen + ":")]
+    assert "the lines of 1 held-out file(s) left out, the model trained on their text or a " \
+        "near-copy of it" in heldout.to_markdown(report)
+
+
 def test_heldout_command_fills_lines_with_the_model(model_dir, tmp_path, capsys):
     out = tmp_path / "heldout.json"
     assert main(["bench", "heldout", "--model", str(model_dir), "--device", "cpu",

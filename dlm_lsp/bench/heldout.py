@@ -6,8 +6,8 @@ benchmark measures that job on standard-library files that `dlm-lsp train` holds
 out by its own rule (the hash of the file's path, `training.data.heldout_rank`, below
 `SourceConfig.heldout_fraction`): the same files for every model trained on the
 standard library, on every machine with this Python version, less the lines of
-those whose text the model's config.json records it trained on under another path
-(`trained_texts`).
+those whose text, or a near-copy of it (`training.nearcopy`), the model's config.json
+records it trained on under another path (`trained_record`).
 
 A task is one line of code: the cursor sits after the line's indentation and the
 middle is the rest of the line, as when a user clears a line and asks for it
@@ -60,6 +60,7 @@ from dlm_lsp.training.data import (
     text_digest,
 )
 from dlm_lsp.training.lineage import SplitRecord
+from dlm_lsp.training.nearcopy import SketchIndex, sketch
 
 MIN_CHARS, MAX_CHARS = 8, 100  # a line's content (after its indentation) to be a task
 
@@ -82,23 +83,32 @@ def heldout_files(stdlib: Path | None = None) -> list[tuple[str, str]]:
     return found
 
 
-def trained_texts(model: str) -> frozenset[bytes]:
-    """The texts model `model` (a spec) was trained on, as its config.json records them
-    (`lineage.SplitRecord`; none for a model without the record, or not ours).
+def trained_record(model: str) -> SplitRecord:
+    """What model `model` (a spec) was trained on, as its config.json records it
+    (`lineage.SplitRecord`; empty for a model without the record, or not ours).
 
     The held-out rule goes by path, and a model trained on another Python's standard
     library trained on some of this one's held-out files under other paths: of 3.11's 34,
     a run on 3.12's trains on `ctypes/test/test_stringptr.py` and
     `ctypes/test/test_unaligned_structures.py` byte for byte (3.12 moved them to
-    test/test_ctypes/), and on two files whose text another file repeats.  Their lines
-    are left out of the bench for that model; the sample is drawn from every held-out
-    file as before, so the other lines stay those of any model."""
+    test/test_ctypes/), on two files whose text another file repeats, and on near-copies
+    (`nearcopy`) of three more: 3.12's `test/test_ttk/test_widgets.py` is 3.11's
+    `tkinter/test/test_ttk/test_widgets.py` edited.  Their lines are left out of the
+    bench for that model (`trained_on`); the sample is drawn from every held-out file
+    as before, so the other lines stay those of any model."""
     target = Path(resolve_spec(model)[2]) / "config.json"
     try:
         training = json.loads(target.read_text(encoding="utf-8")).get("training")
     except (OSError, ValueError, AttributeError):
-        return frozenset()
-    return SplitRecord.of(training).trained if isinstance(training, dict) else frozenset()
+        return SplitRecord()
+    return SplitRecord.of(training) if isinstance(training, dict) else SplitRecord()
+
+
+def trained_on(files: list[tuple[str, str]], record: SplitRecord) -> set[str]:
+    """The paths of the files whose text, or a near-copy of it, the record trained on."""
+    near = SketchIndex(record.near_trained)
+    return {rel for rel, text in files
+            if text_digest(text) in record.trained or near.near(sketch(text))}
 
 
 def string_lines(text: str) -> set[int] | None:
@@ -167,10 +177,10 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
     (none: the interruption goes on)."""
     settings = settings or FillSettings()
     files = heldout_files(stdlib)
-    trained = trained_texts(model)
+    trained = trained_on(files, trained_record(model))
     # Drawn from every held-out file, so that the other tasks stay those of any model.
     tasks = [task for task in line_tasks(files, limit)
-             if text_digest(task.prefix + task.middle + task.suffix) not in trained]
+             if task.task_id.rpartition(":")[0] not in trained]
     engine = bench_engine(model, device, **(engine_settings or {}))
     results: list[dict] = []
     progress = Progress("heldout", len(tasks), "lines")
@@ -201,7 +211,7 @@ def run(model: str = "default", device: str = "auto", limit: int | None = 200,
         ms_per_fill=round(sum(r["ms"] for r in results) / n, 1),
         settings=settings, engine=dict(engine_settings or {}), machine=machine,
         revision=source_revision(),
-        trained_skipped=sum(text_digest(text) in trained for _, text in files),
+        trained_skipped=len(trained),
         results=results, partial=loop.partial)
 
 
@@ -228,7 +238,8 @@ def to_markdown(report: HeldoutReport) -> str:
             f"{machine_line(report.machine)}; {report.machine['date']}, code "
             f"{report.revision or 'unknown'}"
             + (f"; the lines of {report.trained_skipped} held-out file(s) left out, the "
-               "model trained on their text" if report.trained_skipped else "")
+               "model trained on their text or a near-copy of it" if report.trained_skipped
+               else "")
             + f"\n\n{TABLE_HEAD}\n{table_row(report)}\n")
 
 
