@@ -692,6 +692,23 @@ def test_the_fallback_holds_out_no_file_an_earlier_run_trained_on(tmp_path):
     assert not collect_sources(config).heldout
 
 
+def test_the_fallback_holds_out_no_near_copy_of_a_file_an_earlier_run_trained_on(tmp_path):
+    """Edited since, the text the fallback would hold out is still one the model
+    learned: the next lowest-ranked file is held out instead."""
+    from tests.test_nearcopy import edited, module
+
+    names = _unranked(3)
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in names:
+        (root / name).write_text(edited(module(name.removesuffix(".py"))))
+    config = SourceConfig(include_stdlib=False, extra_roots=[root])
+    assert [f.path for f in collect_sources(config).heldout] == names[:1]
+    config.near_trained = frozenset({sketch(module(names[0].removesuffix(".py")))})
+    corpus = collect_sources(config)
+    assert [f.path for f in corpus.heldout] == names[1:2]
+
+
 def test_a_model_that_does_not_record_its_split_says_its_held_out_loss_may_be_unsound(
         trained, source_dir, tmp_path, capsys):
     """The shipped bootstrap was saved before runs recorded what they trained on."""
