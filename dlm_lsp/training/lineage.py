@@ -111,7 +111,7 @@ class SplitRecord:
     pinned: tuple[str, ...] = ()  # "heldout_pinned": see collect_sources
     # Near-copy sketches (`nearcopy.sketch`) of the texts trained on and held out, and
     # whether the record has them: "split"."near", written by runs since 2026-12-03
-    # (8 bytes a file, another 164 KB for the GPU recipe's 15,366 files).
+    # (8 bytes a file, another 154 KB for the GPU recipe's 15,366 files on the 2-core VM).
     near_trained: frozenset[bytes] = frozenset()
     near_heldout: frozenset[bytes] = frozenset()
     has_near: bool = True
