@@ -216,3 +216,31 @@ def test_a_process_not_in_the_cgroup_is_never_killed():
     finally:
         stranger.kill()
         stranger.wait()
+
+
+@pytest.fixture
+def unprobed():
+    """`cgroup.find` with nothing cached, as in a fresh benchmark process; the real
+    answer is looked up again by whoever asks next."""
+    cgroup.find.cache_clear()
+    yield
+    cgroup.find.cache_clear()
+
+
+def test_parallel_workers_probe_for_a_cgroup_once(monkeypatch, unprobed):
+    """`bench humaneval` first asks for a cgroup in its worker threads: each worker that
+    asked before the first probe ended probed again, making and closing a cgroup and
+    starting a process of its own, and sweeping the same folder at the same time."""
+    probes = []
+
+    def slow_refusal(controller):
+        probes.append(controller)
+        time.sleep(0.3)  # a probe starts an interpreter: the other workers arrive meanwhile
+        raise OSError(30, "Read-only file system")
+    monkeypatch.setattr(cgroup, "_candidates", lambda: [cgroup.Controller("/nowhere", 1)])
+    monkeypatch.setattr(cgroup, "_try", slow_refusal)
+    outcomes = sandbox.run_programs(["assert True\n"] * 4,
+                                    SandboxConfig(timeout_s=5.0, workers=4))
+    assert [o.reason for o in outcomes] == ["passed"] * 4
+    assert not any(o.pids_cgroup for o in outcomes)
+    assert len(probes) == 1

@@ -714,6 +714,7 @@ def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) ->
     """
     config = config or SandboxConfig()
     isolation = _isolation(config)  # probed here once, not by the first workers at once
+    cgroup.find()  # so is the pids cgroup (its cache holds no lock: each would probe)
     drop, running = _drops(isolation), _Running()
     with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
         futures = [pool.submit(_run, source, config, isolation, running, drop)
