@@ -92,8 +92,9 @@ def test_the_empty_cgroups_of_a_benchmark_killed_outright_are_removed_by_the_nex
     their programs ended.  Only those whose maker is gone are removed, and only empty."""
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    dead = os.path.join(CONTROLLER.parent, f"{cgroup.PREFIX}{gone}-0000dead")
-    busy = os.path.join(CONTROLLER.parent, f"{cgroup.PREFIX}{gone}-0000busy")
+    namespace = cgroup._pid_namespace()
+    dead = os.path.join(CONTROLLER.parent, f"{cgroup.PREFIX}{gone}-{namespace}-0000dead")
+    busy = os.path.join(CONTROLLER.parent, f"{cgroup.PREFIX}{gone}-{namespace}-0000busy")
     mine = cgroup.PidsCgroup(CONTROLLER, 4)  # this process's, in use
     os.mkdir(dead)
     os.mkdir(busy)
@@ -244,3 +245,59 @@ def test_parallel_workers_probe_for_a_cgroup_once(monkeypatch, unprobed):
     assert [o.reason for o in outcomes] == ["passed"] * 4
     assert not any(o.pids_cgroup for o in outcomes)
     assert len(probes) == 1
+
+
+# A benchmark in a PID namespace of its own (a container's) that shares our cgroup
+# hierarchy: it makes its cgroup under the number it has there, then waits, the cgroup
+# empty (as between its making and the program's joining it, or after the program ended).
+OTHER_NAMESPACE = """
+import os, sys
+from dlm_lsp.bench import cgroup
+parent, target = sys.argv[1], int(sys.argv[2])
+while True:
+    child = os.fork()
+    if child == 0:
+        if os.getpid() != target:
+            os._exit(0)
+        group = cgroup.PidsCgroup(cgroup.Controller(parent, 1), 4)
+        print(group.path, flush=True)
+        sys.stdin.readline()
+        try:
+            group.close()
+            print("closed", flush=True)
+        except OSError as exc:
+            print(f"{type(exc).__name__}: {exc}", flush=True)
+        os._exit(0)
+    os.waitpid(child, 0)
+    if child == target:
+        break
+"""
+
+
+@WITH_CGROUP
+@pytest.mark.skipif(os.geteuid() != 0 or CONTROLLER is None or CONTROLLER.version != 1,
+                    reason="needs root, and cgroup v1's pids hierarchy, to make one")
+def test_the_sweep_leaves_alone_a_cgroup_made_in_another_pid_namespace():
+    """A number is a process's in its own PID namespace: one that no process has here may
+    be a live benchmark's in a container beside us, whose empty cgroup was removed."""
+    if subprocess.run(["unshare", "--pid", "--fork", "true"]).returncode != 0:
+        pytest.skip("no PID namespace can be made here")
+    free = next(pid for pid in range(2, 100000) if not os.path.exists(f"/proc/{pid}"))
+    other = subprocess.Popen(["unshare", "--pid", "--fork", sys.executable, "-c",
+                              OTHER_NAMESPACE, CONTROLLER.parent, str(free)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": os.getcwd()})
+    path = ""
+    try:
+        path = other.stdout.readline().strip()
+        assert os.path.basename(path).startswith(f"{cgroup.PREFIX}{free}-")
+        assert cgroup.sweep(CONTROLLER) == []
+        assert os.path.isdir(path)
+        other.stdin.write("\n")
+        other.stdin.flush()
+        assert other.stdout.readline().strip() == "closed"
+    finally:
+        other.kill()
+        other.wait()
+        if path and os.path.isdir(path):
+            os.rmdir(path)

@@ -11,12 +11,13 @@ member list names every process the program left, in whatever group or session.
 
 Where a pids controller is writable (cgroup v1's pids hierarchy, or v2 where `pids` is
 among the controllers of our own cgroup or of the root, and its `cgroup.subtree_control`
-enables it), each program gets a cgroup below ours (`dlm-sandbox-PID-RANDOM`) with
+enables it), each program gets a cgroup below ours (`dlm-sandbox-PID-PIDNS-RANDOM`) with
 `pids.max` set; the child joins it before the program's interpreter starts (`join`, in
 the preexec function), and `close` kills what is left in it and removes it.  Where none
 is writable (no cgroups mounted, not root and nothing delegated, not Linux), `find`
 says why and the sandbox runs as it did without.  A benchmark killed outright leaves its
-cgroups behind, emptied as their programs end: the next one removes them (`sweep`).
+cgroups behind, emptied as their programs end: the next one removes them (`sweep`),
+where they were made in its own PID namespace (a number names a process there alone).
 Only the cgroups made here are ever changed or removed (and, on v2, `+pids` written to a
 `cgroup.subtree_control` that lacked it, which adds no limit to the cgroups already
 below it).
@@ -139,13 +140,22 @@ def _enable(controller: Controller) -> None:
         _write(os.path.join(controller.parent, "cgroup.subtree_control"), "+pids")
 
 
+def _pid_namespace() -> str:
+    """Our PID namespace's inode number ("" where it cannot be read): the process numbers
+    in our cgroups' names mean something in it alone."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
 class PidsCgroup:
     """One program's cgroup: made with its `pids.max`, joined by the child (`join`),
     emptied and removed by `close`, whatever the program left in it."""
 
     def __init__(self, controller: Controller, limit: int) -> None:
-        self.path = os.path.join(controller.parent,
-                                 f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
+        self.path = os.path.join(controller.parent, f"{PREFIX}{os.getpid()}-"
+                                 f"{_pid_namespace() or 'unknown'}-{secrets.token_hex(4)}")
         self.version = controller.version
         os.mkdir(self.path)
         try:
@@ -241,13 +251,16 @@ def _try(controller: Controller) -> None:
 
 def sweep(controller: Controller) -> list[str]:
     """Remove the empty cgroups a sandbox left at `controller` when its process was killed
-    outright (SIGKILL: no `close` ran): named by this module, their process gone.  One still
-    holding processes, or whose number a live process now has, is left alone.  Returns the
-    names removed."""
-    removed = []
+    outright (SIGKILL: no `close` ran): named by this module, in our PID namespace, their
+    process gone.  One still holding processes, whose number a live process now has, or
+    made in another PID namespace (a container's sharing the hierarchy: its maker's number
+    names no process of ours, or another one, though the maker may be running still) is
+    left alone.  Returns the names removed."""
+    removed, namespace = [], _pid_namespace()
     for name in os.listdir(controller.parent):
-        owner = name[len(PREFIX):].split("-")[0]
-        if not (name.startswith(PREFIX) and owner.isdigit()):
+        owner, _, rest = name[len(PREFIX):].partition("-")
+        if not (name.startswith(PREFIX) and owner.isdigit() and namespace
+                and rest.partition("-")[0] == namespace):
             continue
         try:
             os.kill(int(owner), 0)
