@@ -1174,3 +1174,21 @@ def test_a_heldout_row_names_the_extra_settings_as_settings_spells_them():
                                                    "context_cache": True}, {}, None)
     assert table_row(report).startswith("| server default strategy, oracle length, "
                                          "contextCache True, maxContextTokens 240 |")
+
+
+@pytest.mark.parametrize("spec", ["~/model", "dlm-tiny:~/model"])
+def test_heldout_bench_reads_the_record_of_a_model_named_from_the_home_folder(
+        spec, tmp_path, monkeypatch):
+    """The loader expands `~` (a spec from an editor's settings, or `--model=~/m`, which
+    no shell expands): the bench filled that model's lines, but read its record at the
+    literal path, found none and left in the files the model had trained on."""
+    from dlm_lsp.bench import heldout
+    from dlm_lsp.training.data import Corpus, SourceFile, text_digest
+    from dlm_lsp.training.lineage import SplitRecord
+
+    (tmp_path / "model").mkdir()
+    corpus = Corpus(train=[SourceFile("moved.py", HELDOUT_SOURCE)], heldout=[])
+    (tmp_path / "model" / "config.json").write_text(json.dumps(
+        {"model_type": "dlm-tiny", "training": SplitRecord().stats(corpus)}))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert heldout.trained_record(spec).trained == {text_digest(HELDOUT_SOURCE)}

@@ -51,7 +51,7 @@ from dlm_lsp.bench.machine import describe_machine, machine_line, source_revisio
 from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.pass_at_1 import engine_settings, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
-from dlm_lsp.models import resolve_spec
+from dlm_lsp.models import local_directory, resolve_spec
 from dlm_lsp.training.data import (
     SourceConfig,
     heldout_rank,
@@ -95,10 +95,14 @@ def trained_record(model: str) -> SplitRecord:
     (`nearcopy`) of three more: 3.12's `test/test_ttk/test_widgets.py` is 3.11's
     `tkinter/test/test_ttk/test_widgets.py` edited.  Their lines are left out of the
     bench for that model (`trained_on`); the sample is drawn from every held-out file
-    as before, so the other lines stay those of any model."""
-    target = Path(resolve_spec(model)[2]) / "config.json"
+    as before, so the other lines stay those of any model.  The model's folder is found
+    as the loader finds it (`local_directory`: `~` expanded, a hub id's cached snapshot)."""
+    folder = local_directory(resolve_spec(model)[2])
+    if folder is None:
+        return SplitRecord()
     try:
-        training = json.loads(target.read_text(encoding="utf-8")).get("training")
+        training = json.loads((folder / "config.json").read_text(encoding="utf-8")).get(
+            "training")
     except (OSError, ValueError, AttributeError):
         return SplitRecord()
     return SplitRecord.of(training) if isinstance(training, dict) else SplitRecord()
