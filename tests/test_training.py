@@ -2194,3 +2194,23 @@ def test_a_warm_start_on_rows_shorter_than_its_model_says_so(trained, source_dir
             "trains it at its full length)") in capsys.readouterr().err.splitlines()
     train(tiny_config(source_dir, tmp_path / "full", max_steps=1, init_from=out, seq_len=64))
     assert "warm start: rows" not in capsys.readouterr().err
+
+
+def test_a_continued_run_with_nothing_left_to_hold_out_says_why(trained, source_dir, tmp_path,
+                                                                 capsys):
+    """Every file of its corpus a text its model trained on before (moved since), a
+    continued run holds nothing out; it said 'a single source file' of many."""
+    out, stats = trained
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for path in source_dir.rglob("*.py"):
+        rel = path.relative_to(source_dir).as_posix()
+        if rel not in stats["heldout_files"]:
+            (moved / ("moved_" + rel.replace("/", "_"))).write_bytes(path.read_bytes())
+    capsys.readouterr()
+    again = train(tiny_config(moved, tmp_path / "next", init_from=out, max_steps=1))
+    printed = capsys.readouterr().err
+    assert again["heldout_files"] == [] and len(again["split"]["trained"]) > 0
+    assert "single source file" not in printed
+    assert ("held-out loss none (nothing held out: an earlier run of the model trained on "
+            "every file, or a near-copy of it) -> none") in printed

@@ -380,10 +380,17 @@ def _save(module: TinyDenoiser, tokenizer: Tokenizer, cfg: TrainConfig, stats: d
 MAX_VOCAB = 2**20
 
 
-def _heldout(loss: float | None) -> str:
+def _heldout(loss: float | None, corpus: Corpus) -> str:
     """A held-out loss as a progress line says it: a corpus of one file holds none out
-    (`collect_sources` holds one out of two or more), and "None -> None" said nothing."""
-    return "none (a single source file: nothing held out)" if loss is None else str(loss)
+    (`collect_sources` holds one out of two or more), nor does a continued run's whose
+    every file an earlier run trained on (`SourceConfig.trained_before`), and
+    "None -> None" said nothing."""
+    if loss is not None:
+        return str(loss)
+    if len(corpus.train) + len(corpus.heldout) < 2:
+        return "none (a single source file: nothing held out)"
+    return ("none (nothing held out: an earlier run of the model trained on every file, or "
+            "a near-copy of it)")
 
 
 def _check(cfg: TrainConfig) -> None:
@@ -972,7 +979,7 @@ def _train(cfg: TrainConfig) -> dict:
         print(f"training {module.num_parameters():,} parameters on {describe_device(device)} "
               f"for {seconds:.0f}s{_or_steps(cfg.max_steps)}, "
               f"batch {cfg.batch_size} x {cfg.seq_len}; held-out loss "
-              f"{_heldout(initial['heldout_loss'])}", file=sys.stderr, flush=True)
+              f"{_heldout(initial['heldout_loss'], corpus)}", file=sys.stderr, flush=True)
 
         init_from = None if cfg.init_from is None else str(cfg.init_from)
 
@@ -1037,10 +1044,10 @@ def _train(cfg: TrainConfig) -> dict:
     stopped = "" if stop.received is None else \
         f"stopped by {stop.received.name} after {stats['steps']} steps; "
     print(f"{stopped}saved to {cfg.out_dir} after {time.monotonic() - run_started:.0f}s: "
-          f"held-out loss {_heldout(initial['heldout_loss'])} -> "
-          f"{_heldout(stats['heldout_loss'])}, held-out infill loss "
-          f"{_heldout(initial['heldout_infill_loss'])} -> "
-          f"{_heldout(stats['heldout_infill_loss'])}", file=sys.stderr, flush=True)
+          f"held-out loss {_heldout(initial['heldout_loss'], corpus)} -> "
+          f"{_heldout(stats['heldout_loss'], corpus)}, held-out infill loss "
+          f"{_heldout(initial['heldout_infill_loss'], corpus)} -> "
+          f"{_heldout(stats['heldout_infill_loss'], corpus)}", file=sys.stderr, flush=True)
     card = Path(cfg.out_dir) / "MODEL_CARD.md"
     if card.is_file():  # kept, as a record, but it no longer describes these weights
         print(f"note: {card} describes the model that was there before this run; update it "
