@@ -405,6 +405,22 @@ vim.cmd('10,10DlmRewrite')
                      whole, selected, selected]
 
 
+def test_the_selection_typed_after_a_command_modifier_is_still_the_selection(
+        tmp_path, model_dir):
+    """`:silent '<,'>DlmRewrite` (a mapping's `:<C-u>silent '<,'>DlmRewrite<CR>`, say) is
+    `:'<,'>` behind a modifier: the text before the command's name was "silent '<,'>",
+    no `'<,'>`, and the rewrite took the whole line, not the selection.  A modifier
+    before `10,10` leaves it the line."""
+    asked, whole, selected = _ranges_asked(tmp_path, model_dir, """
+vim.keymap.set('x', '<F6>', ":<C-u>silent '<,'>DlmRewrite<CR>")
+typed('gv<F6>')
+typed(":keepjumps '<,'>DlmFill<CR>")
+typed(':silent! *DlmRewrite<CR>')
+typed(':silent 10,10DlmRewrite<CR>')
+""")
+    assert asked == [selected, selected, selected, whole]
+
+
 def test_a_fill_of_a_selection_that_would_only_delete_it_is_not_applied_and_said(tmp_path,
                                                                               model_dir):
     """The server gives no edit where every candidate is whitespace in place of code (it

@@ -599,10 +599,11 @@ local function typed_as_selection(cmd)
   if not ok or parsed.cmd ~= cmd.name then
     return nil
   end
-  -- the addresses: what comes before the command's name (ours all start with `Dlm`)
+  -- the addresses: what comes before the command's name (ours all start with `Dlm`),
+  -- after any modifiers (`:silent '<,'>`, `:keepjumps *`: words, a count, a `!`)
   local name_at = left.text:find('Dlm', 1, true) or 1
   local addresses = left.text:sub(1, name_at - 1):gsub('[%s:]', '')
-  return addresses == "'<,'>" or addresses == '*'
+  return addresses:match("^[%w!]*'<,'>$") ~= nil or addresses:match('^[%w!]*%*$') ~= nil
 end
 
 --- Where a fill at the cursor goes in `line`.  In Insert mode (<Cmd>DlmFill<CR>) the cursor
