@@ -2214,3 +2214,30 @@ def test_a_continued_run_with_nothing_left_to_hold_out_says_why(trained, source_
     assert "single source file" not in printed
     assert ("held-out loss none (nothing held out: an earlier run of the model trained on "
             "every file, or a near-copy of it) -> none") in printed
+
+
+def test_a_corpus_whose_every_file_is_held_out_is_trained_on_all_but_one(tmp_path):
+    """Every file held out (ranked below the fraction by its path, or a text a continued
+    model's earlier runs held out) left nothing to train on: the run read the sources,
+    trained a tokenizer and ended in a traceback ("cannot sample rows from an empty token
+    stream").  As where nothing is held out, one file is, the lowest-ranked, and the rest
+    are trained on; a single file is trained on, nothing held out."""
+    names = _ranked_heldout(3)
+    texts = _write_project(tmp_path / "project", names)
+    config = SourceConfig(include_stdlib=False, extra_roots=[tmp_path / "project"])
+    corpus = collect_sources(config)
+    lowest = min(names, key=heldout_rank)
+    assert [f.path for f in corpus.heldout] == [lowest]
+    assert sorted(f.path for f in corpus.train) == sorted(set(names) - {lowest})
+    renamed = _write_project(tmp_path / "renamed", _unranked(2))  # held out before
+    config = SourceConfig(include_stdlib=False, extra_roots=[tmp_path / "renamed"],
+                          heldout_before=frozenset(map(text_digest, renamed.values())))
+    corpus = collect_sources(config)
+    assert (len(corpus.train), len(corpus.heldout)) == (1, 1)
+    single = tmp_path / "single"
+    single.mkdir()
+    (single / names[0]).write_text(texts[names[0]])
+    out = tmp_path / "out"
+    assert main([*_cli_args(single, out), "--max-steps", "2"]) == 0
+    stats = json.loads((out / "config.json").read_text())["training"]
+    assert (stats["train_files"], stats["heldout_files"]) == (1, [])

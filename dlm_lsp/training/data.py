@@ -228,7 +228,9 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
     cap takes a sample spread over the whole library rather than its alphabetical
     beginning.  A file is held out when a second, independent hash of its path
     falls below `heldout_fraction`; at least one file is held out whenever there
-    are two or more, so held-out loss always exists.  A file that shares a long
+    are two or more (but where an earlier run trained on every one, below), so
+    held-out loss exists, and at least one is trained on: where every file is held
+    out, all but the lowest-ranked are trained on instead.  A file that shares a long
     n-gram with HumanEval-Infilling (see `contamination`) is dropped, train or
     held-out, and so is a second copy of an identical file.
 
@@ -316,6 +318,13 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
     if not corpus.train:  # pinned files only while something is left to train on
         corpus.train = [f for f in corpus.heldout if f.path in pinned]
         corpus.heldout = [f for f in corpus.heldout if f.path not in pinned]
+    if not corpus.train:  # every file held out (by rank, or as a text held out before):
+        # the lowest-ranked stays held out where there are two or more, as the fallback
+        # below holds one out; the rest are trained on (a text trained on now leaves the
+        # model's record of texts held out, `lineage.SplitRecord.stats`)
+        kept = min(corpus.heldout, key=lambda f: heldout_rank(f.path))
+        rest = [f for f in corpus.heldout if f is not kept]
+        corpus.train, corpus.heldout = (rest, [kept]) if rest else ([kept], [])
     if not corpus.heldout and len(corpus.train) >= 2:
         fresh = [i for i, f in enumerate(corpus.train)  # not trained on by an earlier run
                  if text_digest(f.text) not in cfg.trained_before
