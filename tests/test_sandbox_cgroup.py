@@ -167,20 +167,19 @@ def test_cgroup_v1s_pids_hierarchy_is_used_below_our_own_cgroup(machine):
             ["8:pids:/user.slice/session 1", "4:memory:/x", "0::/user.slice"])
     assert cgroup._candidates() == [
         cgroup.Controller("/sys/fs/cgroup/pids/user.slice/session 1", 1),
-        cgroup.Controller("/sys/fs/cgroup/unified/user.slice", 2),
-        cgroup.Controller("/sys/fs/cgroup/unified", 2)]
+        cgroup.Controller("/sys/fs/cgroup/unified/user.slice", 2)]
 
 
-def test_cgroup_v2_alone_is_tried_at_our_own_cgroup_then_at_the_root(machine):
+def test_cgroup_v2_alone_is_tried_at_our_own_cgroup_never_above_it(machine):
     """A container's own part of the hierarchy, mounted at /sys/fs/cgroup (with a space in
-    a name, escaped in mountinfo)."""
+    a name, escaped in mountinfo).  The hierarchy's root there is above our cgroup: a
+    program moved there would leave the unit (and its memory and CPU limits) the
+    benchmark runs in."""
     machine(["30 25 0:27 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate",
              "31 25 0:27 /docker/abc /mnt/my\\040cg rw - cgroup2 cgroup2 rw"],
             ["0::/docker/abc/init"])
     assert cgroup._candidates() == [cgroup.Controller("/sys/fs/cgroup/init", 2),
-                                    cgroup.Controller("/sys/fs/cgroup", 2),
-                                    cgroup.Controller("/mnt/my cg/init", 2),
-                                    cgroup.Controller("/mnt/my cg", 2)]
+                                    cgroup.Controller("/mnt/my cg/init", 2)]
 
 
 def test_no_cgroup_mounted_is_said(machine):
@@ -191,16 +190,20 @@ def test_no_cgroup_mounted_is_said(machine):
 def test_a_v2_hierarchy_without_the_pids_controller_is_refused_and_says_why(tmp_path):
     (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
     with pytest.raises(OSError, match="no pids controller"):
-        cgroup._enable(cgroup.Controller(str(tmp_path), 2))
+        cgroup._enabled(cgroup.Controller(str(tmp_path), 2))
 
 
-def test_a_v2_hierarchy_with_the_pids_controller_gets_it_enabled_below(tmp_path):
+def test_a_v2_cgroup_that_does_not_enable_pids_below_it_is_refused_and_left_as_it_was(
+        tmp_path):
+    """Turning `pids` on writes a cgroup the benchmark does not own: that is for whoever
+    delegates it, and the report says why no pids cgroup was made."""
     (tmp_path / "cgroup.controllers").write_text("cpu pids memory\n")
-    (tmp_path / "cgroup.subtree_control").write_text("")
-    cgroup._enable(cgroup.Controller(str(tmp_path), 2))
-    assert (tmp_path / "cgroup.subtree_control").read_text() == "+pids"
-    (tmp_path / "cgroup.subtree_control").write_text("cpu pids\n")  # enabled: left alone
-    cgroup._enable(cgroup.Controller(str(tmp_path), 2))
+    (tmp_path / "cgroup.subtree_control").write_text("cpu\n")
+    with pytest.raises(OSError, match="pids is not enabled for the cgroups below"):
+        cgroup._enabled(cgroup.Controller(str(tmp_path), 2))
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "cpu\n"
+    (tmp_path / "cgroup.subtree_control").write_text("cpu pids\n")  # delegated: used
+    cgroup._enabled(cgroup.Controller(str(tmp_path), 2))
     assert (tmp_path / "cgroup.subtree_control").read_text() == "cpu pids\n"
 
 

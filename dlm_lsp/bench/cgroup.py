@@ -9,18 +9,20 @@ running after the run, 2026-12-03).  A cgroup counts every task in it, whoever r
 and every child is born in it: its `pids.max` bounds a fork bomb of root's, and its
 member list names every process the program left, in whatever group or session.
 
-Where a pids controller is writable (cgroup v1's pids hierarchy, or v2 where `pids` is
-among the controllers of our own cgroup or of the root, and its `cgroup.subtree_control`
-enables it), each program gets a cgroup below ours (`dlm-sandbox-PID-PIDNS-RANDOM`) with
+Where a pids controller is writable (cgroup v1's pids hierarchy, or v2 where our own
+cgroup's `cgroup.subtree_control` already enables `pids` for the cgroups below it), each
+program gets a cgroup below ours (`dlm-sandbox-PID-PIDNS-RANDOM`) with
 `pids.max` set; the child joins it before the program's interpreter starts (`join`, in
 the preexec function), and `close` kills what is left in it and removes it.  Where none
 is writable (no cgroups mounted, not root and nothing delegated, not Linux), `find`
 says why and the sandbox runs as it did without.  A benchmark killed outright leaves its
 cgroups behind, emptied as their programs end: the next one removes them (`sweep`),
 where they were made in its own PID namespace (a number names a process there alone).
-Only the cgroups made here are ever changed or removed (and, on v2, `+pids` written to a
-`cgroup.subtree_control` that lacked it, which adds no limit to the cgroups already
-below it).
+Only the cgroups made here are ever changed or removed.  On v2 nothing else is changed
+either: a `cgroup.subtree_control` that lacks `pids` is left so (writing `+pids` there
+would change a cgroup the benchmark does not own), and no cgroup is made at the root when
+ours is not it (there a program would leave the unit the benchmark runs in, with its
+memory and CPU limits and its service manager's account of it).
 """
 
 from __future__ import annotations
@@ -112,8 +114,8 @@ def _write(path: str, text: str) -> None:
 
 
 def _candidates() -> list[Controller]:
-    """Where a pids cgroup might be made, the least intrusive first: below our own v1 pids
-    cgroup; below our own v2 cgroup, then the v2 root, where `pids` is available there."""
+    """Where a pids cgroup might be made: below our own v1 pids cgroup; below our own v2
+    cgroup (where `pids` is enabled for the cgroups below it: `_enabled`)."""
     own = _own_paths()
     found = []
     for mount_root, point, kind, options in _mounts():
@@ -123,21 +125,25 @@ def _candidates() -> list[Controller]:
                 found.append(Controller(parent, 1))
     for mount_root, point, kind, _ in _mounts():
         if kind == "cgroup2" and "" in own:
-            for parent in (_below(mount_root, point, own[""]), point.rstrip("/") or "/"):
-                if parent and parent not in (c.parent for c in found):
-                    found.append(Controller(parent, 2))
+            parent = _below(mount_root, point, own[""])
+            if parent and parent not in (c.parent for c in found):
+                found.append(Controller(parent, 2))
     return found
 
 
-def _enable(controller: Controller) -> None:
-    """v2: the pids controller for the cgroups below `controller.parent` (OSError if not)."""
+def _enabled(controller: Controller) -> None:
+    """v2: OSError unless the pids controller is on for the cgroups below
+    `controller.parent`.  It is not turned on here: that writes a cgroup the benchmark
+    does not own (and a cgroup with processes of its own, as ours has, refuses it), so
+    it is for whoever delegates the cgroup (systemd's `Delegate=pids`, say)."""
     if controller.version != 2:
         return
     available = _read(os.path.join(controller.parent, "cgroup.controllers")).split()
     if "pids" not in available:
         raise OSError(0, f"no pids controller in {controller.parent}/cgroup.controllers")
     if "pids" not in _read(os.path.join(controller.parent, "cgroup.subtree_control")).split():
-        _write(os.path.join(controller.parent, "cgroup.subtree_control"), "+pids")
+        raise OSError(0, f"pids is not enabled for the cgroups below {controller.parent} "
+                         "(its cgroup.subtree_control); dlm-lsp does not change it")
 
 
 def _pid_namespace() -> str:
@@ -240,7 +246,7 @@ def _kill_members(pids: list[int], members) -> None:
 def _try(controller: Controller) -> None:
     """Make a cgroup at `controller`, start a process in it and close it: OSError (or
     SubprocessError) where any step is refused."""
-    _enable(controller)
+    _enabled(controller)
     cgroup = PidsCgroup(controller, 4)
     try:
         subprocess.run([sys.executable, "-I", "-S", "-c", ""], preexec_fn=cgroup.join,
