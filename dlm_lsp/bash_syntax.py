@@ -18,11 +18,13 @@ span, if any.  A script broken elsewhere thus leaves the check working (bash
 stops at a file's first error), and the cost does not grow with the script but
 for a rejection's second look: a fill the chunk fails is parsed once more, with
 the lines below the chunk to the end of the script or of that body (up to
-WIDER_CHARS); one that parses whole there opened what a line further down closes
-(`if [ x ]; then` over the user's `fi`), and passes, unless its heredoc would end
-where one of the user's does (`_takes_a_heredoc`).  The filled chunk is parsed
-first, and the chunk as it is only when that fails, once per span and document
-version.  bash reports a line and no column.  What counts
+python_syntax.WIDER_CHARS); one that parses whole there, but for lines below the
+chunk that tree-sitter finds broken in the script as it is (`parses_below`, the
+second look both checks share), opened what a line further down closes (`if [ x ];
+then` over the user's `fi`), and passes, unless its heredoc would end where one of
+the user's does (`_takes_a_heredoc`).  The filled chunk is parsed first, and the
+chunk as it is only when that fails, once per span and document version.  bash
+reports a line and no column.  What counts
 against the fill, with the chunk as it is (the span's old text) as baseline:
 
 * the chunk parses as it is: the filled chunk must parse too;
@@ -81,16 +83,12 @@ from typing import BinaryIO, NamedTuple
 
 from tree_sitter import Node
 
-from dlm_lsp.python_syntax import Rejection
+from dlm_lsp.python_syntax import Rejection, error_rows, parses_below
 from dlm_lsp.trees import ancestors
 
 # The commands handed to bash are cut at this size (characters); past it the check
 # moves into the function or loop body that holds the span, where there is one.
 CHUNK_CHARS = 20_000
-# A fill the chunk fails is judged again over the lines from the chunk's first to the
-# end of the script (or of the body it was cut from), where that is no longer than this
-# (characters): see `BashSyntax._rejects`.
-WIDER_CHARS = 200_000
 TIMEOUT = 2.0  # seconds; past it, no verdict
 
 # The shells a shebang may name for the check to apply: bash and the POSIX sh family
@@ -299,6 +297,7 @@ class BashSyntax:
         self._chunks: dict[tuple[int, int], tuple[int, int, int]] = {}
         self._as_it_is: dict[tuple[str, int, int], _Failure | None | object] = {}
         self._probes: dict[tuple[str, int, int], _Failure | None | object] = {}
+        self._broken: set[int] | None = None
 
     def _row(self, offset: int) -> int:
         return bisect.bisect_right(self.lines, offset) - 1
@@ -373,16 +372,29 @@ class BashSyntax:
         span: a fill that opens what a line further down closes (`if [ x ]; then` over
         `echo y` and the user's `fi`, `cat <<EOF` over the heredoc's text and `EOF`)
         failed at the chunk's end, "unexpected end of file", whatever it was.  Only a
-        rejection is judged again, and only a whole parse overturns it: where the lines
-        below fail as they are, bash's first error there would hide the fill's."""
+        rejection is judged again, and only a parse that is whole but for lines below the
+        chunk the user left broken overturns it (`parses_below`): where the lines below
+        fail as they are, bash's first error there would hide the fill's."""
         low, high, limit = self._chunk(start, end)
         verdict = self._rejects_in(parser, start, end, fill, low, high)
-        if verdict[0] is None or high >= limit or limit - low > WIDER_CHARS:
+        if verdict[0] is None:
             return verdict
-        if self._takes_a_heredoc(end, limit, fill):
-            return verdict
-        wider = self.text[low:start] + fill + self.text[end:limit]
-        return (None, None) if self._verdict(parser, wider) is None else verdict
+
+        def first_error(source: str) -> int | None:
+            failure = self._verdict(parser, source)
+            return None if failure is None else failure.row if isinstance(
+                failure, _Failure) else 0
+
+        below = parses_below(self.text, low, start, end, fill, high, limit, self._row,
+                             first_error, self._users_broken)
+        return (None, None) if below and not self._takes_a_heredoc(end, limit, fill) \
+            else verdict
+
+    def _users_broken(self) -> set[int]:
+        """The rows tree-sitter finds broken in the script as it is (found once)."""
+        if self._broken is None:
+            self._broken = error_rows(self.root)
+        return self._broken
 
     def _takes_a_heredoc(self, end: int, limit: int, fill: str) -> bool:
         """Whether a heredoc the fill opens would end at a line below the span that is

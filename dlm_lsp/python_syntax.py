@@ -18,9 +18,10 @@ statements of the block one level down that holds the span, and so on.  A
 chunk inside a block is parsed under `if 1:`, which makes its indentation legal
 on its own.  A fill the chunk fails is parsed once more, with the lines below the
 chunk to the end of the document or of that block (up to WIDER_CHARS): one that
-parses whole there opened what a line further down closes (`y = foo(` over `a,`
-and the user's `)`), and passes.  What counts against the fill, with the
-document as it is (the span's old text) as baseline:
+parses whole there, but for lines below the chunk that tree-sitter finds broken in the
+document as it is (read as blank: `parses_below`), opened what a line further down
+closes (`y = foo(` over `a,` and the user's `)`), and passes.  What counts against
+the fill, with the document as it is (the span's old text) as baseline:
 
 * the chunk parses as it is: the filled chunk must parse too;
 * it does not: the fill is blamed only when CPython now fails *earlier* than it
@@ -41,6 +42,7 @@ from __future__ import annotations
 import ast
 import bisect
 import warnings
+from collections.abc import Callable
 from typing import NamedTuple
 
 from tree_sitter import Node
@@ -50,7 +52,7 @@ from tree_sitter import Node
 CHUNK_CHARS = 20_000
 # A fill the chunk fails is judged again over the lines from the chunk's first to the
 # end of the document (or of the block it was cut from), where that is no longer than
-# this (characters): see `PythonSyntax.rejects`.
+# this (characters): see `parses_below`, bash_syntax's second look too.
 WIDER_CHARS = 200_000
 
 # CPython warns about some valid text while parsing (an invalid escape like '\d');
@@ -59,6 +61,9 @@ _FILENAME = "dlm_lsp_fill_check"
 warnings.filterwarnings("ignore", module=_FILENAME + "$")
 
 _INSIDE_BLOCK = "if 1:\n"  # makes an indented chunk a block of its own
+# The user's broken lines below the chunk a second look reads as blank, at the most
+# (each costs one more parse): see `parses_below`.
+BLANKED_LINES = 4
 
 
 class Rejection(NamedTuple):
@@ -119,6 +124,53 @@ def _only_blanks(text: str) -> bool:
 def _beside(text: str, a: int, b: int, at: int) -> bool:
     """Whether offset `at` lies in [a, b] or only blanks and comments part them."""
     return _only_blanks(text[b:at]) if at >= b else at >= a or _only_blanks(text[at:a])
+
+
+def error_rows(root: Node) -> set[int]:
+    """The rows where tree-sitter's tree puts an ERROR or MISSING node (where it starts)."""
+    rows: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            rows.add(node.start_point[0])
+        stack.extend(child for child in node.children if child.has_error or child.is_missing)
+    return rows
+
+
+def parses_below(text: str, low: int, start: int, end: int, fill: str, high: int, limit: int,
+                 row: Callable[[int], int], first_error: Callable[[str], int | None],
+                 users_broken: Callable[[], set[int]]) -> bool:
+    """Whether a fill the chunk, lines [low, high), fails parses over the chunk's lines
+    down to `limit`, where that is no longer than WIDER_CHARS: the second look of
+    python_syntax and bash_syntax.
+
+    A fill that opens what a line further down closes fails at the chunk's end whatever
+    it is; parsed down to that line it passes.  A whole parse alone would let one line
+    the user left broken further down (a `;;` outside a `case`, `x = = 1`) keep every
+    such fill refused.  So a line where the parser first fails (`first_error`: its row in
+    the text given, None where that parses whole, row 0 where there is no clear verdict)
+    that lies below the chunk and is broken in tree-sitter's tree of the document as it
+    is (`users_broken`, its rows) is the user's: it is read as blank and the text parsed
+    again, up to BLANKED_LINES times.  A failure on the fill's lines, in the chunk, past
+    the text's end or on a line the tree reads whole (a `}` the fill's own `}` left with
+    nothing to close) stands."""
+    if high >= limit or limit - low > WIDER_CHARS:
+        return False  # nothing below the chunk, or more than is parsed at a keystroke
+    top = row(low)
+    fill_last = row(start) - top + fill.count("\n")
+    shift = fill_last - (row(end) - top)  # rows the fill adds below its own
+    lines = (text[low:start] + fill + text[end:limit]).split("\n")
+    for _ in range(BLANKED_LINES + 1):
+        failed = first_error("\n".join(lines))
+        if failed is None:
+            return True
+        at = top + failed - shift  # the row of the document as it is
+        if (failed <= fill_last or failed >= len(lines) or at < row(high)
+                or at not in users_broken()):
+            return False
+        lines[failed] = " " * len(lines[failed])
+    return False
 
 
 def _rows(node: Node) -> tuple[int, int]:
@@ -183,6 +235,7 @@ class PythonSyntax:
     def __init__(self, text: str, root: Node, line_starts: list[int]):
         self.text, self.root, self.lines = text, root, line_starts
         self._chunks: dict[tuple[int, int], _Chunk | None] = {}
+        self._broken: set[int] | None = None
 
     def _row(self, offset: int) -> int:
         return bisect.bisect_right(self.lines, offset) - 1
@@ -241,18 +294,30 @@ class PythonSyntax:
         span: a fill that opens a bracket a line further down closes (`y = foo(` over
         `a,`, `b,` and the user's `)`) failed at the chunk's end, "'(' was never closed",
         whatever it was.  A rejection is judged again over the chunk's lines to the end
-        of the document (or of the block the chunk was cut from), and only a whole parse
-        overturns it: where the lines below fail as they are, CPython's first error
-        there could hide the fill's."""
+        of the document (or of the block the chunk was cut from), and overturned where
+        that parses whole but for lines below the chunk the user left broken
+        (`parses_below`): where the lines below fail as they are, CPython's first error
+        there would hide the fill's."""
         chunk = self._chunk(start, end)
         if chunk is None:
             return None
         rejected = self._rejects_in(chunk, start, end, fill)
-        if rejected is None or chunk.high >= chunk.limit or \
-                chunk.limit - chunk.low > WIDER_CHARS:
-            return rejected
-        wider = self.text[chunk.low:start] + fill + self.text[end:chunk.limit]
-        return None if _failure(wider, chunk.inside_block) is None else rejected
+        if rejected is None:
+            return None
+
+        def first_error(source: str) -> int | None:
+            failure = _failure(source, chunk.inside_block)
+            return None if failure is None else failure[0]
+
+        below = parses_below(self.text, chunk.low, start, end, fill, chunk.high, chunk.limit,
+                             self._row, first_error, self._users_broken)
+        return None if below else rejected
+
+    def _users_broken(self) -> set[int]:
+        """The rows tree-sitter finds broken in the document as it is (found once)."""
+        if self._broken is None:
+            self._broken = error_rows(self.root)
+        return self._broken
 
     def _rejects_in(self, chunk: _Chunk, start: int, end: int, fill: str) -> Rejection | None:
         """CPython's objection to the fill over `chunk`'s lines (see `rejects`)."""

@@ -410,6 +410,26 @@ def test_a_fill_whose_heredoc_would_end_where_the_user_s_own_ends_is_still_rejec
     assert not _fill(script, fill).valid
 
 
+@pytest.mark.parametrize(("script", "fill"), [
+    ("x=1\n⟦⟧\necho y\necho z\nfi\necho a\n;;\n", "if [ x ]; then"),
+    ("x=1\n⟦⟧\nhello\nEOF\necho ok\necho a\n;;\n", "cat <<EOF"),
+])
+def test_a_line_the_user_left_broken_further_down_does_not_keep_such_a_fill_rejected(
+        script, fill) -> None:
+    """The second look used to ask for a whole parse, so a stray `;;` far below (broken
+    in the script as it is) kept these rejected; that line is read as blank now."""
+    verdict = _fill(script, fill)
+    assert verdict.valid, verdict.reason
+
+
+def test_a_fill_that_opens_what_nothing_below_closes_is_rejected_past_a_stray_line() -> None:
+    """Nothing closes the fill's `if` but a stray `;;`, which read as blank leaves it open
+    to the end.  A second `fi` below the one that closes it, a command to tree-sitter (no
+    error in its tree), is left as it is, and the parse fails there."""
+    assert not _fill("x=1\n⟦⟧\necho y\necho z\necho a\n;;\n", "if [ x ]; then").valid
+    assert not _fill("x=1\n⟦⟧\necho y\necho z\nfi\necho a\nfi\n", "if [ x ]; then").valid
+
+
 def test_a_fill_that_ends_its_own_heredoc_is_judged_by_what_else_it_opens() -> None:
     script = "x=1\n⟦⟧\necho y\nfi\ncat > f <<EOF\nhello\nEOF\n"
     verdict = _fill(script, "cat <<EOF\nhi\nEOF\nif [ x ]; then")

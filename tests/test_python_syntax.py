@@ -218,3 +218,49 @@ def test_a_fill_that_opens_a_bracket_a_line_further_down_closes_is_accepted() ->
     verdict = _fill("x = 1\n⟦⟧" + lines + ")\nprint(x)\n", "y = foo(")
     assert verdict.valid, verdict.reason
     assert not _fill("x = 1\n⟦⟧" + lines + "print(x)\n", "y = foo(").valid
+
+
+def test_a_line_the_user_left_broken_further_down_does_not_keep_such_a_fill_rejected() -> None:
+    """The second look used to ask for a whole parse, so one stray line far below (`x = =
+    1`, broken in the document as it is) kept `y = foo(` rejected though the user's `)`
+    closes it: that line is read as blank.  A fill nothing below closes still fails."""
+    lines = "\n    a,\n    b,\n    c,\n"
+    stray = "\n\nx = = 1\ny = = 2\n"
+    verdict = _fill("x = 1\n⟦⟧" + lines + ")\nprint(x)" + stray, "y = foo(")
+    assert verdict.valid, verdict.reason
+    assert not _fill("x = 1\n⟦⟧" + lines + "print(x)" + stray, "y = foo(").valid
+
+
+def _below(failures: list[int | None], broken: set[int]) -> tuple[bool, list[str]]:
+    """parses_below over a ten-line text whose fill, on row 1, adds no row; the parser
+    fails at each of `failures` in turn (rows of the text it is given)."""
+    from dlm_lsp.python_syntax import parses_below
+
+    text = "".join(f"line{row}\n" for row in range(10))
+    starts = [text.index(f"line{row}") for row in range(10)]
+    given: list[str] = []
+
+    def first_error(source: str) -> int | None:
+        given.append(source)
+        return failures[len(given) - 1]
+
+    def row(offset: int) -> int:
+        return max(r for r, at in enumerate(starts) if at <= offset)
+
+    passed = parses_below(text, starts[0], starts[1], starts[1] + 5, "fill1", starts[3],
+                          len(text), row, first_error, lambda: broken)
+    return passed, given
+
+
+def test_the_second_look_reads_only_the_user_s_broken_lines_below_the_chunk_as_blank() -> None:
+    from dlm_lsp.python_syntax import BLANKED_LINES
+
+    passed, given = _below([6, 8, None], {6, 8})
+    assert passed and given[1].split("\n")[6].strip() == ""
+    assert given[2].split("\n")[8].strip() == "" and given[2].split("\n")[5] == "line5"
+    assert not _below([6], set())[0]  # a line the tree reads whole: the fill's doing
+    assert not _below([1], {1})[0]  # the fill's own line
+    assert not _below([2], {2})[0]  # inside the chunk, which judged it already
+    assert not _below([11], {11})[0]  # past the text's last line (a shell's end of file)
+    assert not _below([4, 5, 6, 7, 8, 9], {4, 5, 6, 7, 8, 9})[0]  # past BLANKED_LINES
+    assert len(_below([4, 5, 6, 7, 8, 9], {4, 5, 6, 7, 8, 9})[1]) == BLANKED_LINES + 1
