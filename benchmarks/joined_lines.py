@@ -71,6 +71,20 @@ def fills(document: ParsedDocument, rows: list[int], rng: random.Random):
             yield "cut", row, start, end, text[start:rng.choice(cuts).end_byte]
 
 
+def source(path: Path) -> tuple[str, str] | None:
+    """(language, text) of a file the benchmarks read: a language validation knows,
+    ASCII (the tree's bytes are the text's characters), no `\r`, at most 150,000
+    characters; None for any other."""
+    language = language_for(None, path.as_uri())
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if language is None or not text.isascii() or "\r" in text or len(text) > 150_000:
+        return None
+    return language, text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path)
@@ -81,13 +95,10 @@ def main() -> None:
     counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
     refused: dict[str, list[dict]] = collections.defaultdict(list)
     for path in args.files:
-        language = language_for(None, path.as_uri())
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError):
+        read = source(path)
+        if read is None:
             continue
-        if language is None or not text.isascii() or "\r" in text or len(text) > 150_000:
-            continue  # ASCII: the tree's bytes are the text's characters
+        language, text = read
         document = parsed_document(text, language, path.as_uri())
         if not isinstance(document, ParsedDocument):
             continue
