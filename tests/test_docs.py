@@ -224,10 +224,7 @@ def test_every_control_the_denoising_section_names_is_both_a_setting_and_an_opti
     """The rest of what the section names in code spans is a control both ways, a value
     one of them takes, or a field of `dlm/status` (What the server speaks)."""
     section = readme_section("Denoising controls")
-    status_row = next(row for row in readme_section("What the server speaks").splitlines()
-                      if row.startswith("| `dlm/status`"))
-    status_fields = set(re.search(r"Result `\{([^}]*)\}`", status_row).group(1)
-                        .replace(" ", "").split(","))
+    status_fields = top_level_names(documented_result("dlm/status"))
     exceptions = (listed_after("settings only:", section)
                   | listed_after("request options only:", section))
     values = {*STRATEGIES, *SCHEDULES, *REFINE_ORDERS}
@@ -248,10 +245,10 @@ def top_level_names(braced: str) -> set[str]:
 
 
 def documented_result(method: str) -> str:
-    """The `Result {...}` shape the README's "What the server speaks" gives `method`."""
-    row = next(row for row in readme_section("What the server speaks").splitlines()
-               if row.startswith(f"| `{method}`"))
-    return re.search(r"Result `(\{.*?\})`", row).group(1)
+    """The `Result {...}` shape the README's "What the server speaks" gives `method`, in
+    the method's own subsection (### `dlm/infill`), a span broken over lines joined."""
+    section = " ".join(readme_subsection(f"`{method}`").split())
+    return re.search(r"Result `(\{.*?\})`", section).group(1)
 
 
 def test_the_results_of_infill_and_status_have_the_members_the_readme_lists():
