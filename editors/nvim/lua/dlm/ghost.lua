@@ -501,7 +501,12 @@ local function native_item(buf, key)
     local line = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ''
     local typed = line:sub(scol + 1, col) -- what the item's range and the typing since hold
     if row == srow and row == erow and col > ecol and vim.startswith(item.insert_text, typed) then
-      item.range = vim.range.extmark(buf, srow, scol, row, col)
+      -- through an LSP range in UTF-8 (byte columns): vim.range.extmark() took
+      -- (row, col, row, col, opts) in 0.12.0 and takes (buf, row, col, row, col) on
+      -- Neovim's master since April 2026; vim.range.lsp(buf, range, encoding) is the same
+      -- in both (the buffer-first call raised in 0.12.0's scheduled accept: Tab did nothing)
+      item.range = vim.range.lsp(buf, { start = { line = srow, character = scol },
+        ['end'] = { line = row, character = col } }, 'utf-8')
       return item
     end
     api.nvim_feedkeys(vim.keycode(key), 'n', false)
