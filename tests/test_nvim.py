@@ -282,8 +282,8 @@ end
 vim.notify = function(message) said[#said + 1] = message end
 vim.api.nvim_win_set_cursor(0, {{ 1, 7 }})
 vim.api.nvim_feedkeys(vim.keycode('<C-v>jll<Esc>'), 'xt', false)
-vim.cmd("'<,'>DlmFill")
-vim.cmd("'<,'>DlmRewrite")
+vim.api.nvim_feedkeys(vim.keycode(":'<,'>DlmFill<CR>"), 'xt', false)
+vim.api.nvim_feedkeys(vim.keycode("gv<Cmd>DlmRewrite<CR>"), 'xt', false)
 result.sent, result.said = vim.deepcopy(sent), vim.deepcopy(said) -- before the fill below
 result.lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
 vim.api.nvim_win_set_cursor(0, {{ 3, 9 }})
@@ -371,7 +371,7 @@ def test_a_line_range_typed_wins_over_an_earlier_selection_on_that_line(tmp_path
     asked, whole, selected = _ranges_asked(tmp_path, model_dir, """
 vim.cmd('10DlmRewrite')
 vim.cmd('10DlmFill')
-vim.cmd("'<,'>DlmRewrite")
+typed(":'<,'>DlmRewrite<CR>")
 typed('gv:DlmFill<CR>')
 """)
     assert asked == [whole, whole, selected, selected]
@@ -384,8 +384,7 @@ def test_two_addresses_typed_on_the_selection_s_line_are_that_line_not_the_selec
     characters for it; the command line it was typed on tells them apart.  `:'<,'>` and
     `:*`, typed or typed by a Visual-mode mapping's `:`, are the selection; a command
     line that ran no command of ours (`:echo`) says nothing of a vim.cmd() after it, nor
-    does one that ran a command already; given by vim.cmd(), `10,10` still reads as the
-    selection (no command line tells it apart)."""
+    does one that ran a command already: `10,10` given by vim.cmd() is the line."""
     asked, whole, selected = _ranges_asked(tmp_path, model_dir, """
 vim.keymap.set('x', '<F5>', ':DlmRewrite<CR>')
 typed(':10,10DlmRewrite<CR>')
@@ -396,13 +395,44 @@ typed('gv<F5>')
 typed(":'<,'>DlmFill<CR>")
 typed(':*DlmRewrite<CR>')
 typed(':echo<CR>')
-vim.cmd("'<,'>DlmFill")
-typed(':10,10DlmRewrite<CR>')
-vim.cmd("'<,'>DlmRewrite")
+vim.cmd('10,10DlmFill')
+typed(":'<,'>DlmRewrite<CR>")
 vim.cmd('10,10DlmRewrite')
 """)
-    assert asked == [whole, whole, whole, selected, selected, selected, selected, selected,
-                     whole, selected, selected]
+    assert asked == [whole, whole, whole, selected, selected, selected, selected, whole,
+                     selected, whole]
+
+
+def test_lines_named_with_no_command_line_are_those_lines_and_visual_mode_s_are_its_selection(
+        tmp_path, model_dir):
+    """A range given with no command line of its own names lines: vim.cmd('10,10DlmRewrite'),
+    nvim_cmd, a Normal-mode `<Cmd>10,10DlmRewrite<CR>` rewrite line 10 whole; they took the
+    characters of an old selection on that line (`fibonacci(i)`), which nothing showed.
+    vim.cmd("'<,'>DlmRewrite") cannot be told from them: the lines too.  `:'<,'>` typed is
+    the selection, and a `<Cmd>` mapping (or a Lua function's vim.cmd) pressed in Visual
+    mode takes the selection shown: with no range, and with `'<,'>`, which Neovim gives
+    the lines of the selection before (line 10's, with `range(10)` on line 9 selected: it
+    rewrote `fibonacci(i)`).  Other lines named in Visual mode are those lines."""
+    asked, whole, selected = _ranges_asked(tmp_path, model_dir, """
+vim.keymap.set('n', '<F5>', '<Cmd>10,10DlmRewrite<CR>')
+vim.keymap.set('x', '<F6>', "<Cmd>'<,'>DlmRewrite<CR>")
+vim.keymap.set('x', '<F7>', '<Cmd>10,10DlmFill<CR>')
+vim.keymap.set('x', '<F8>', function() vim.cmd('DlmRewrite') end) -- runs in Visual mode
+vim.cmd('10,10DlmRewrite')
+vim.cmd.DlmRewrite({ range = { 10, 10 } })
+vim.api.nvim_cmd({ cmd = 'DlmFill', range = { 10, 10 } }, {})
+typed('<F5>')
+vim.cmd("'<,'>DlmRewrite")
+typed(":'<,'>DlmRewrite<CR>")
+typed('gv<Cmd>DlmRewrite<CR>')
+typed('gv<F8>')
+typed('9G0f(bvf)<F6>')
+typed('10G0v<F7><Esc>')
+""")
+    line9 = "    for i in range(10):"
+    at = line9.index("range(10)")
+    live = {"start": {"line": 8, "character": at}, "end": {"line": 8, "character": at + 9}}
+    assert asked == [whole, whole, whole, whole, whole, selected, selected, selected, live, whole]
 
 
 def test_the_selection_typed_after_a_command_modifier_is_still_the_selection(

@@ -513,8 +513,10 @@ local BLOCK_REFUSED = 'a block selection (CTRL-V) over several lines is not one 
 --- lines, whatever selection was made before; `:3DlmRewrite` took an old selection's
 --- characters on line 3 for it.  Two addresses that are the marks' lines, `:3,3DlmRewrite`
 --- after a selection on line 3, are told from `:'<,'>` by the command line they were
---- typed on (`cmd.selection`, `typed_as_selection`); given no command line (vim.cmd, a
---- `<Cmd>` mapping, a call of M.fill), they still read as the selection.
+--- typed on (`cmd.selection`, `typed_as_selection`).  The commands given no command line
+--- (vim.cmd('3,3DlmRewrite'), a `<Cmd>` mapping with a range, nvim_cmd) are given
+--- `selection = false` (`selection_given`): the lines named.  A Lua call of M.fill or
+--- M.rewrite that leaves `selection` out reads the marks' lines as the selection.
 --- A fill takes one span of text, and a block over several lines is a column of pieces:
 --- as a span from its top-left to its bottom-right corner it took in the text right of
 --- the block on its first line and left of it on the others, which the user did not
@@ -548,10 +550,17 @@ end
 --- (`vim.keymap.set('x', '<leader>f', '<Cmd>DlmFill<CR>')`) gives the command no range,
 --- and the selection's marks are not set yet.  The selection was ignored (the fill went in
 --- at the cursor, the selection left shown): Visual mode is ended, which sets the marks,
---- and the selection taken, as `:'<,'>DlmFill` takes it.
+--- and the selection taken, as `:'<,'>DlmFill` takes it.  So is a range that is the
+--- marks' lines (`<Cmd>'<,'>DlmRewrite<CR>`): in Visual mode those are the selection
+--- before this one, which is not shown (it rewrote lines 2-3 with 4-5 selected).  Other
+--- lines named in Visual mode (`<Cmd>3,5DlmRewrite<CR>`) are those lines.
 local function command_range(cmd)
   local mode = api.nvim_get_mode().mode
-  if cmd.range ~= 0 or not (mode:find('^[vV]') or mode:find('^\22')) then
+  if not (mode:find('^[vV]') or mode:find('^\22')) then
+    return cmd
+  end
+  if cmd.range ~= 0 and not (cmd.range == 2 and cmd.line1 == api.nvim_buf_get_mark(0, '<')[1]
+    and cmd.line2 == api.nvim_buf_get_mark(0, '>')[1]) then
     return cmd
   end
   vim.cmd.normal({ args = { vim.keycode('<Esc>') }, bang = true })
@@ -769,14 +778,26 @@ function M.statusline(buf)
   return ghost.pending(buf) and 'dlm: …' or 'dlm'
 end
 
+--- Whether the range given user command `cmd` is the selection: as its command line says
+--- (`typed_as_selection`), else not.  A range given with no command line of its own
+--- (vim.cmd('3,3DlmRewrite'), `<Cmd>3,3DlmRewrite<CR>` in Normal mode, nvim_cmd) names
+--- lines outright, and they are rewritten whole: read as the selection where they were
+--- the last selection's lines, they rewrote only the characters selected there long
+--- before, which nothing on screen showed.  `'<,'>` given so (vim.cmd("'<,'>DlmRewrite"))
+--- cannot be told from them, and is those lines too; a Visual-mode mapping still takes
+--- the selection shown (`command_range`), and so does `:'<,'>` typed.
+local function selection_given(cmd)
+  return typed_as_selection(cmd) == true
+end
+
 local function create_commands()
   watch_cmdline()
   api.nvim_create_user_command('DlmFill', function(cmd)
-    cmd.selection = typed_as_selection(cmd)
+    cmd.selection = selection_given(cmd)
     M.fill(cmd)
   end, { range = true, desc = 'dlm-lsp: fill the selection, the hole at the cursor, or at the cursor' })
   api.nvim_create_user_command('DlmRewrite', function(cmd)
-    cmd.selection = typed_as_selection(cmd)
+    cmd.selection = selection_given(cmd)
     M.rewrite(cmd)
   end, {
     range = true,
