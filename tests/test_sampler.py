@@ -459,8 +459,9 @@ def test_the_chain_s_step_commits_the_chain_alone_and_the_budget_still_fills_the
         tok: Tokenizer, strategy: str, steps: int) -> None:
     """The step that spells the chain made its other proposals for a span that ended too
     soon: it commits the chain alone, and counts.  Every position is committed within the
-    budget, in every row (rows share one tensor: all grow by the longest chain), and a
-    budget of one step, which must commit everything at once, does not grow."""
+    budget, in every row (rows share one tensor, and each grows by its own chain: rows
+    hold the same tokens when it is spelled, so at any temperature they spell the same
+    one), and a budget of one step, which must commit everything at once, does not grow."""
     layout = build_layout(tok, *SPACES_HEAD, 40, 100)  # its schedule commits more than the chain
     model = _one_character_model(tok)
     drafts: list[list[int]] = []
@@ -475,7 +476,8 @@ def test_the_chain_s_step_commits_the_chain_alone_and_the_budget_still_fills_the
         return
     first = drafts[0]
     chain = head_positions(tok, out.span_ids[0].tolist(), layout.head)
-    assert len(first) > layout.n_masked
+    assert head_positions(tok, out.span_ids[1].tolist(), layout.head) == chain
+    assert len(first) == layout.n_masked + chain - layout.head_tokens
     assert all(t != model.mask_id for t in first[:chain])
     assert all(t == model.mask_id for t in first[chain:])
 
