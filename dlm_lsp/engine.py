@@ -545,7 +545,10 @@ class Engine:
             run.target.step_ms * (out.steps + extra_passes), 1)
         best = candidates[0]
         syntax = best.check.reason if best.check is not None else f"not checked: {run.unchecked}"
-        result = InfillResult(candidates, plan, run.passes + extra_passes, layout.n_masked, ms,
+        # the span as the first pass denoised it: the positions a head's chain grew it by
+        # are the head's as much as those it was planned with (`growForHead`)
+        result = InfillResult(candidates, plan, run.passes + extra_passes,
+                              layout.n_masked + out.grown, ms,
                               out.early_stopped, best.path, run.repair_rounds, predicted, syntax,
                               repair_steps=run.passes - out.steps)
         self._remember(req, key, result, written_as)

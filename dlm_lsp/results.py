@@ -73,7 +73,7 @@ class InfillResult:
     candidates: list[Candidate]
     plan: SpanPlan
     steps: int  # forward passes
-    tokens: int  # span length chosen (masked positions)
+    tokens: int  # span length (masked positions): chosen, and any a head's chain grew it by
     ms: float
     early_stopped: bool = False
     path: str = DIFFUSION  # what produced the best candidate

@@ -104,6 +104,9 @@ class Denoised:
     scores: torch.Tensor  # (B,) mean log-probability of the span's tokens
     steps: int  # forward passes run
     early_stopped: bool = False
+    # positions a head's chain grew the span by (`grow_for_head`): the span was planned
+    # with the head's own tokens, and the loop denoised these more
+    grown: int = 0
 
 
 StepCallback = Callable[[int, int, torch.Tensor], None]
@@ -351,6 +354,7 @@ class Denoising:
         self.asked = self.budget  # the steps it was given: `regain` never goes past them
         self.cut = False  # `shorten` took steps off its budget
         self.steps, self.early_stopped = 0, False
+        self.grown = 0  # positions the head's chain added (`_append_masks`)
         self.block, self.b_step, self.previous = 0, 0, None
         # positions the current block's schedule spreads over its steps: those masked when
         # the block starts (a refinement or a repair starts partly masked), plus growth
@@ -520,6 +524,7 @@ class Denoising:
         self.x = torch.cat([self.x[:, :self.hi], more, self.x[:, self.hi:]], 1)
         self.logp = torch.cat([self.logp, self.logp.new_zeros(self.rows, k)], 1)
         self.hi += k
+        self.grown += k
         self.total += k
         self.order.n += k
         self.order.first_line_end = [n + k if e == n else e for e in self.order.first_line_end]
@@ -647,7 +652,7 @@ class Denoising:
 
     def result(self) -> Denoised:
         return Denoised(self.x[:, self.lo:self.hi].clone(), self.logp.mean(-1), self.steps,
-                        self.early_stopped)
+                        self.early_stopped, self.grown)
 
 
 def denoise(model: DiffusionModel, layout: SpanLayout, cfg: SamplerConfig, seed: int,

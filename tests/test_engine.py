@@ -205,6 +205,29 @@ def test_span_length_counts_the_requested_tokens_plus_the_head(
     assert result.tokens == layout.n_masked == 5 + len(tok.encode(layout.head))
 
 
+@pytest.mark.parametrize("grow", [False, True])
+def test_span_length_counts_the_positions_a_head_s_chain_grew_the_span_by(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, grow: bool) -> None:
+    """With `growForHead`, a chain of one-character tokens for the head (a line break and
+    8 spaces) grows the span past its plan; `tokens` says the span the fill was denoised
+    in, as it counts the head's own tokens, in every candidate row."""
+    import dlm_lsp.sampler as sampler_module
+    spelled, tok = sampler_module.head_tokens, engine.model.tokenizer
+
+    def one_character_chain(chain, logits):
+        boost = torch.zeros_like(logits)
+        boost[:, [tok.token_id("Ġ"), tok.token_id("Ċ")]] = 100.0
+        return spelled(chain, logits + boost)
+    monkeypatch.setattr(sampler_module, "head_tokens", one_character_chain)
+    calls = _record_denoise(monkeypatch)
+    result = engine.infill(_request("def f():\n    if x:\n        |\n", length=5,
+                                    candidates=2, grow_for_head=grow))
+    layout = calls[-1][0]
+    assert layout.head == "\n        " and len(result.candidates) == 2
+    assert all(len(c.ids) == result.tokens for c in result.candidates)
+    assert (result.tokens > layout.n_masked) is grow
+
+
 def test_left_to_right_spends_one_step_per_masked_token(engine: Engine) -> None:
     result = engine.infill(_request("y = ret|\n", strategy="left-to-right", length=6))
     assert result.steps == result.tokens
