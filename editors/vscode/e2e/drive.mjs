@@ -25,6 +25,7 @@ const { values: args } = parseArgs({
     typing: { type: "string" },  // the server's log of its fills (tests/scripted_fills.py), beside its gate and fill
     readonly: { type: "boolean", default: false },  // --file is read-only in the editor (files.readonlyInclude)
     "remote-down": { type: "string" },  // the port of dlm.remoteUrl, where nothing listens until the driver does
+    "model-missing": { type: "boolean", default: false },  // dlm.model names no model: its load fails
   },
 });
 
@@ -182,6 +183,7 @@ async function main() {
   if (args["late-language"]) return lateLanguage(args["late-language"]);
   await until("the extension to start the server", event("serverStarted"), 60000, 500);
   if (args["remote-down"]) return remoteDown(Number(args["remote-down"]));
+  if (args["model-missing"]) return modelMissing();
   const loaded = await until("the model to load", event("modelLoaded"), 120000, 500);
   if (args.crash) return crashed();
   log(`server up: ${JSON.stringify(loaded.status)}`);
@@ -413,6 +415,48 @@ async function remoteDown(port) {
   service.close();
   console.log(JSON.stringify({ passed: problems.length === 0, problems, down, back, seconds, downAfterFill,
                                backAfterFill, secondsAfterFill, secondsOfTheFillPart }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
+/**
+ * dlm.model names no model: the server says once that its load failed, and the status bar
+ * says "failed to load".  Ghost text asked for while typing then fails at every pause
+ * (-32001, the server tries the load again each time); that is no news, and must not pop up
+ * as the language client's own "Request textDocument/inlineCompletion failed." at every
+ * pause: the server's one notification stays the only one, and the status bar says why.
+ */
+async function modelMissing() {
+  const problems = [];
+  const failedToLoad = async () => {
+    const text = await dlmStatusBar();
+    return /failed to load/.test(text) && text;
+  };
+  const statusBar = await until("the status bar to say the model failed to load", failedToLoad, 60000);
+  await sleep(2000);  // the server's own notification of the failed load is out by now
+  const row = readFileSync(args.fixture, "utf8").split("\n").findIndex((line) => line.includes("for i in range(10):"));
+  await goToLine(row);
+  await page.press("End", "End", 35);
+  const asked = Date.now();
+  await page.press("Enter", "Enter", 13, 0, "\r");  // ghost text is asked for on the new line
+  for (const key of "total") {  // and at each pause in typing a word there
+    await sleep(1500);
+    await page.type(key);
+  }
+  await sleep(3000);
+  const failed = events().filter((e) => e.event === "suggestionFailed" && e.time >= asked);
+  await palette("Notifications: Show Notifications");  // all of them, toasts hidden or not
+  await sleep(1000);
+  const shown = await notifications(".notifications-center");
+  const statusBarAfter = await dlmStatusBar();
+  await page.screenshot(join(args.shots, "model-missing.png"));
+  const popups = shown.filter((t) => /Request .* failed/.test(t));
+  if (popups.length) problems.push(`failed suggestions popped up: ${JSON.stringify(popups)}`);
+  if (!shown.some((t) => t.startsWith("dlm-lsp:"))) problems.push(`no notification of the failed load: ${JSON.stringify(shown)}`);
+  if (!failed.length) problems.push("no suggestion was asked for and failed: nothing was checked");
+  if (!/failed to load/.test(statusBarAfter)) problems.push(`the status bar no longer says the load failed: ${statusBarAfter}`);
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, statusBar, statusBarAfter, shown,
+                               failed: failed.length }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
 }

@@ -97,6 +97,11 @@
 #                                      # and the status asked after that fill must poll again:
 #                                      # the service, back 1 s after the status bar said
 #                                      # "unreachable", shows within 20 s with no click
+#   editors/vscode/e2e/run.sh --model-missing
+#                                      # dlm.model names no model: the server's one
+#                                      # notification of the failed load, the status bar's
+#                                      # "failed to load", and ghost text asked for at each
+#                                      # pause in typing a word fails with no popup of its own
 set -euo pipefail
 
 QUICK=""
@@ -284,7 +289,8 @@ cat > "$WORK/user/User/settings.json" <<EOF
   "chat.disableAIFeatures": true$([ -n "$REMOTE_PORT" ] && echo ',
   "dlm.backend": "remote",
   "dlm.remoteUrl": "http://127.0.0.1:'"$REMOTE_PORT"'"')$([ "${1:-}" = "--readonly" ] && echo ',
-  "files.readonlyInclude": { "**/hello.py": true }')$([ -n "$QUICK" ] && echo ',
+  "files.readonlyInclude": { "**/hello.py": true }')$([ "${1:-}" = "--model-missing" ] && echo ',
+  "dlm.model": "'"$WORK"'/no-such-model"')$([ -n "$QUICK" ] && echo ',
   "editor.quickSuggestions": { "other": "on", "comments": "off", "strings": "off" }')$([ "${1:-}" = "--notebook" ] && echo ',
   "workbench.editorAssociations": { "*.ipynb": "jupyter-notebook" },
   "dlm.suggestInvalid": true')$([ -n "$FILL" ] && [ -z "$FILL_LOG" ] && echo ',
@@ -339,4 +345,5 @@ node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
   $([ "${1:-}" = "--late-language" ] && echo --late-language perl --settings "$WORK/workspace/.vscode/settings.json") \
   $([ "${1:-}" = "--notebook" ] && echo --notebook) $([ "${1:-}" = "--completion" ] && echo --completion "$FILL") \
   $([ "${1:-}" = "--rewrite" ] && echo --rewrite "$FILL") $([ -n "$FILL_LOG" ] && echo --typing "$FILL_LOG") \
-  $([ "${1:-}" = "--readonly" ] && echo --readonly) $([ -n "$REMOTE_PORT" ] && echo --remote-down "$REMOTE_PORT")
+  $([ "${1:-}" = "--readonly" ] && echo --readonly) $([ -n "$REMOTE_PORT" ] && echo --remote-down "$REMOTE_PORT") \
+  $([ "${1:-}" = "--model-missing" ] && echo --model-missing)

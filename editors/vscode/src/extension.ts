@@ -20,6 +20,7 @@ import {
   ExecuteCommandRequest,
   LanguageClient,
   type LanguageClientOptions,
+  type MessageSignature,
   type ProvideCompletionItemsSignature,
   ResponseError,
   type ServerOptions,
@@ -40,8 +41,8 @@ import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
 import {
-  type ClientState, type FillAnswer, fillLatency, loadFinding, RESTART_HINT, type ServerStatus, statusShown,
-  statusText, statusTooltip, suggestionLatency,
+  type ClientState, failurePopsUp, type FillAnswer, fillLatency, loadFinding, RESTART_HINT, type ServerStatus,
+  statusShown, statusText, statusTooltip, suggestionLatency,
 } from "./status";
 
 const INFILL = "dlm/infill";
@@ -84,6 +85,12 @@ class DlmClient extends LanguageClient {
   restarts = new Restarts(() => undefined);
   override error(message: string, data?: unknown, showNotification?: boolean | "force"): void {
     super.error(message, data, this.quiet || this.state !== State.Running ? false : showNotification);
+  }
+  /** A failed ghost text or completion request is logged, not popped up (`failurePopsUp`). */
+  override handleFailedRequest<T>(type: MessageSignature, token: CancellationToken | undefined, error: unknown,
+                                  defaultValue: T, showNotification = true, throwOnCancel = false): T {
+    return super.handleFailedRequest(type, token, error, defaultValue,
+                                     showNotification && failurePopsUp(type.method), throwOnCancel);
   }
   override async start(): Promise<void> {
     try {
@@ -489,7 +496,8 @@ class DlmExtension implements vscode.Disposable {
     this.render();  // the icon spins while a suggestion is computed
     const started = Date.now();
     try {
-      const result = await next(document, position, context, source.token);
+      const result = await Promise.resolve(next(document, position, context, source.token))
+        .catch((error: unknown) => this.suggestionFailed(error));
       if (!this.config().get<boolean>("inline.enabled", true)) return null;  // turned off meanwhile
       if (!source.token.isCancellationRequested) {
         const items = Array.isArray(result) ? result.length : result?.items.length ?? 0;
@@ -561,12 +569,25 @@ class DlmExtension implements vscode.Disposable {
     this.handover.begin(key, where, source);
     const forward = token.onCancellationRequested(() => this.handover.cancel(key, source));
     try {
-      return await next(document, at, context, source.token);
+      return await Promise.resolve(next(document, at, context, source.token))
+        .catch((error: unknown) => this.suggestionFailed(error));
     } finally {
       forward.dispose();
       this.handover.end(key, source);
       source.dispose();
     }
+  }
+
+  /** A ghost text or completion request failed (not cancelled): nothing popped up
+   *  (`failurePopsUp`), so the status bar is asked again, to say what it can ("failed to
+   *  load", "unreachable", and to follow a service that is down until it answers).
+   *  Rethrown: VS Code shows no suggestion. */
+  private suggestionFailed(error: unknown): never {
+    if (!(error instanceof vscode.CancellationError)) {
+      this.record("suggestionFailed", { message: messageOf(error) });
+      this.scheduleStatus(200);
+    }
+    throw error;
   }
 
   /** The cursor of the active editor if it shows `document` and selects nothing. */

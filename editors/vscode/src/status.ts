@@ -97,6 +97,21 @@ export function suggestionLatency(items: number, elapsedMs: number): number | un
   return items > 0 ? elapsedMs : undefined;
 }
 
+/** The requests VS Code makes by itself as the user types: ghost text and completion items. */
+export const SUGGESTION_REQUESTS: readonly string[] = ["textDocument/inlineCompletion", "textDocument/completion"];
+
+/**
+ * Whether a request of `method` that failed pops up a notification (the language client's
+ * "Request ... failed.").  Not a suggestion's: VS Code asks for one at every pause in typing,
+ * and where fills fail (the model did not load, the remote service is down) each pause popped
+ * up the same error again, with no more to say than the status bar ("failed to load",
+ * "unreachable", asked after the failure) and the one notification of the failed load.  The
+ * dlm-lsp output still logs each.  A command the user ran says its own failure (a warning).
+ */
+export function failurePopsUp(method: string): boolean {
+  return !SUGGESTION_REQUESTS.includes(method);
+}
+
 /** A model setting can be a directory: show its last path component. */
 export function modelLabel(model: string | undefined): string {
   if (!model) return "?";

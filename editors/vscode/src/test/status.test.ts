@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  type ClientState, fillLatency, formatMs, loadFinding, modelLabel, statusShown, statusText, statusTooltip,
-  suggestionLatency,
+  type ClientState, failurePopsUp, fillLatency, formatMs, loadFinding, modelLabel, statusShown, statusText,
+  statusTooltip, suggestionLatency,
 } from "../status";
 
 describe("status bar", () => {
@@ -177,5 +177,20 @@ describe("suggestionLatency: which ghost text answers set \"last fill\"", () => 
 
   it("one with none leaves it as it was: the server answers at an accepted fill's end with no fill", () => {
     assert.equal(suggestionLatency(0, 3), undefined);
+  });
+});
+
+describe("failurePopsUp: which failed requests are a notification", () => {
+  it("not ghost text's nor completion items': VS Code asks at every pause in typing", () => {
+    // with dlm.model naming no model, each pause popped up "Request
+    // textDocument/inlineCompletion failed." (e2e/run.sh --model-missing), beside the
+    // server's notification of the failed load and the status bar's "failed to load"
+    assert.equal(failurePopsUp("textDocument/inlineCompletion"), false);
+    assert.equal(failurePopsUp("textDocument/completion"), false);
+  });
+
+  it("every other request's, as the language client shows them", () => {
+    assert.equal(failurePopsUp("textDocument/codeAction"), true);
+    assert.equal(failurePopsUp("workspace/executeCommand"), true);
   });
 });
