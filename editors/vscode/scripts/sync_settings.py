@@ -63,7 +63,8 @@ def allowed_values(field: str) -> tuple[str, ...] | None:
 # What a setting means for the extension, beyond what it means for the server.
 IN_THE_EDITOR = {
     "drafts": "VS Code shows each draft as a faded live preview at the span while it denoises.",
-    "holeMarker": "**Fill selection** with the cursor on or beside a marker fills that hole.",
+    "holeMarker": ("**Fill selection** with nothing selected fills a marker on the cursor's line "
+                   "(the one under or nearest the cursor) rather than inserting at the cursor."),
 }
 JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string",
               type(None): "null"}
