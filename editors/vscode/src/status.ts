@@ -126,8 +126,8 @@ export function formatMs(ms: number): string {
 /**
  * The status bar text (with a codicon).  With ghost text turned off (`dlm.inline.enabled`,
  * "DLM: Toggle inline suggestions") it says so where the latency would be: a user who
- * paused suggestions must see at a glance why none appear.  While a suggestion is being
- * computed (`busy`) the icon spins.
+ * paused suggestions must see at a glance why none appear.  While a suggestion or a
+ * command's fill is being computed (`busy`) the icon spins, paused or not.
  */
 export function statusText(state: ClientState, status?: ServerStatus, lastMs?: number,
                            inline = true, busy = false): string {
@@ -143,7 +143,8 @@ export function statusText(state: ClientState, status?: ServerStatus, lastMs?: n
   if (!status.loaded && status.loadError) return `$(error) dlm: ${modelLabel(status.model)} failed to load`;
   if (!status.loaded) return `$(loading~spin) dlm: loading ${modelLabel(status.model)}`;
   const parts = [modelLabel(status.model), status.device ?? "?"];
-  if (!inline) return `$(eye-closed) dlm: ${parts.join(" · ")} · suggestions off`;
+  // a command run while suggestions are off (`busy`) spins the icon too
+  if (!inline) return `${busy ? "$(loading~spin)" : "$(eye-closed)"} dlm: ${parts.join(" · ")} · suggestions off`;
   const ms = lastMs ?? status.p50Ms ?? undefined;
   if (ms !== undefined && ms !== null) parts.push(formatMs(ms));
   // a suggestion being computed spins the icon: on a CPU a fill takes a noticeable while

@@ -99,6 +99,12 @@ describe("status bar", () => {
     assert.doesNotMatch(statusTooltip("running", loaded, 120), /suggestions: off/);
     assert.match(statusText("stopped", loaded, 120, false), /stopped/);  // a worse state wins
   });
+
+  it("spins its icon for a command run while suggestions are off, which it still says", () => {
+    // DLM: Fill holes with ghost text paused: the paused eye stood still through the fill
+    assert.equal(statusText("running", loaded, 120, false, true),
+                 "$(loading~spin) dlm: default · cpu · suggestions off");
+  });
 });
 
 describe("statusShown: where the status bar item shows", () => {
