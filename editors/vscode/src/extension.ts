@@ -42,7 +42,7 @@ import {
 } from "./settings";
 import {
   type ClientState, failurePopsUp, type FillAnswer, fillLatency, loadFinding, RESTART_HINT, type ServerStatus,
-  statusShown, statusText, statusTooltip, suggestionLatency,
+  stateSentence, statusShown, statusText, statusTooltip, suggestionLatency,
 } from "./status";
 
 const INFILL = "dlm/infill";
@@ -753,7 +753,7 @@ class DlmExtension implements vscode.Disposable {
     // a server that is not running has no status: an earlier one's would mislead
     if (this.state === "running") this.output.info(JSON.stringify(this.status ?? {}, null, 2));
     else if (this.state === "idle") this.output.info(idleReason(this.languages(), vscode.workspace.textDocuments));
-    else this.output.info(`the dlm-lsp server is ${this.state === "starting" ? "starting" : `${this.state}: ${RESTART_HINT}`}`);
+    else this.output.info(stateSentence(this.state));
     this.output.show(true);
   }
 

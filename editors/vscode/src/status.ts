@@ -29,6 +29,14 @@ export type ClientState = "idle" | "starting" | "running" | "stopped" | "failed"
 /** The way back from a server that stopped or failed: said wherever that shows. */
 export const RESTART_HINT = "DLM: Restart server starts it again";
 
+/** What DLM: Show server status says of a server that is not running (nor idle): it read
+ *  "the dlm-lsp server is failed", and did not point at the error logged just above it. */
+export function stateSentence(state: "starting" | "stopped" | "failed"): string {
+  if (state === "starting") return "the dlm-lsp server is starting";
+  if (state === "failed") return `the dlm-lsp server failed to start (the error above says why): ${RESTART_HINT}`;
+  return `the dlm-lsp server has stopped (the lines above say why): ${RESTART_HINT}`;
+}
+
 /** What starts a server that was never started: said in the idle status bar's tooltip. */
 export const IDLE_HINT = "it starts when a file of dlm.languages is open, or a DLM command needs it (click: why)";
 

@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  type ClientState, failurePopsUp, fillLatency, formatMs, loadFinding, modelLabel, statusShown, statusText,
-  statusTooltip, suggestionLatency,
+  type ClientState, failurePopsUp, fillLatency, formatMs, loadFinding, modelLabel, stateSentence, statusShown,
+  statusText, statusTooltip, suggestionLatency,
 } from "../status";
 
 describe("status bar", () => {
@@ -198,5 +198,18 @@ describe("failurePopsUp: which failed requests are a notification", () => {
   it("every other request's, as the language client shows them", () => {
     assert.equal(failurePopsUp("textDocument/codeAction"), true);
     assert.equal(failurePopsUp("workspace/executeCommand"), true);
+  });
+});
+
+describe("stateSentence: what DLM: Show server status says of a server not running", () => {
+  it("says a failed start failed to start, where its error is, and the way back", () => {
+    // dlm.server.path naming no file (e2e, spawn ENOENT): it read "the dlm-lsp server is failed"
+    assert.equal(stateSentence("failed"),
+                 "the dlm-lsp server failed to start (the error above says why): DLM: Restart server starts it again");
+  });
+
+  it("says a server that exited has stopped, and a start under way is starting", () => {
+    assert.match(stateSentence("stopped"), /^the dlm-lsp server has stopped .*DLM: Restart server starts it again$/);
+    assert.equal(stateSentence("starting"), "the dlm-lsp server is starting");
   });
 });
