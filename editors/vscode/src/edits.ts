@@ -26,6 +26,14 @@ export interface TextEdit {
 
 export type Verdict = { apply: true } | { apply: false; reason: string };
 
+/** What a fill the extension did not apply is said as: as the server says one it dropped
+ *  itself (-32801, "fill dropped: the document changed while the fill was computed"), so
+ *  that the same event reads the same whichever side noticed it first.  It read
+ *  "fill dropped (the document changed (version 3 -> 4))". */
+export function droppedNote(reason: string): string {
+  return `fill dropped: ${reason}`;
+}
+
 /** Whether a result computed for `answered` may be applied to a document now at `current`. */
 export function checkVersion(requested: number, answered: number | null | undefined,
                              current: number): Verdict {

@@ -35,7 +35,7 @@ import { answerAt, reachBack } from "./reach";
 import { FIRST_INTERVAL_MS, type Finding, Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { applyEditFailure, applyIfFresh, holeNear, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { applyEditFailure, applyIfFresh, droppedNote, holeNear, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
@@ -640,8 +640,8 @@ class DlmExtension implements vscode.Disposable {
                                          return vscode.workspace.applyEdit(edit);
                                        });
     if (!verdict.apply) {
-      this.output.info(`fill not applied: ${verdict.reason}`);
-      vscode.window.setStatusBarMessage(`dlm: fill dropped (${verdict.reason})`, 4000);
+      this.output.info(droppedNote(verdict.reason));
+      vscode.window.setStatusBarMessage(`dlm: ${droppedNote(verdict.reason)}`, 4000);
       this.record("fillSelection", { applied: false, reason: verdict.reason });
       return;
     }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyEditFailure, applyIfFresh, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
+  applyEditFailure, applyIfFresh, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
   type Range,
 } from "../edits";
 
@@ -253,5 +253,16 @@ describe("primaryOnlyNote: Fill selection says it filled the primary selection o
   it("names the selections it left as they were", () => {
     assert.equal(primaryOnlyNote(2), "dlm: filled the primary selection only (1 other selection left as it was)");
     assert.equal(primaryOnlyNote(4), "dlm: filled the primary selection only (3 other selections left as they were)");
+  });
+});
+
+describe("droppedNote: a fill not applied reads as the server's own drop", () => {
+  it("says the extension's reason in the server's words around it", () => {
+    // the server's -32801 message for the same event: "fill dropped: the document changed ..."
+    const verdict = checkVersion(3, 3, 4);
+    assert.equal(verdict.apply, false);
+    if (!verdict.apply) {
+      assert.equal(droppedNote(verdict.reason), "fill dropped: the document changed (version 3 -> 4)");
+    }
   });
 });
