@@ -47,6 +47,8 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
+from dlm_lsp.trees import error_nodes
+
 # The statements handed to CPython are cut at this size (characters); past it the
 # check moves into the block that holds the span, or is not made.
 CHUNK_CHARS = 20_000
@@ -127,15 +129,10 @@ def _beside(text: str, a: int, b: int, at: int) -> bool:
 
 
 def error_rows(root: Node) -> set[int]:
-    """The rows where tree-sitter's tree puts an ERROR or MISSING node (where it starts)."""
-    rows: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.is_error or node.is_missing:
-            rows.add(node.start_point[0])
-        stack.extend(child for child in node.children if child.has_error or child.is_missing)
-    return rows
+    """The rows where tree-sitter's tree puts an ERROR or MISSING node (where it starts),
+    those inside another too: the walk validation reads errors with (`error_nodes`)."""
+    broken = [root] if root.is_error or root.is_missing else []
+    return {node.start_point[0] for node in broken + error_nodes(root, nested=True)}
 
 
 def parses_below(text: str, low: int, start: int, end: int, fill: str, high: int, limit: int,

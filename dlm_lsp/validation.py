@@ -50,7 +50,7 @@ from tree_sitter import Language, Node, Parser, Tree
 
 from dlm_lsp.bash_syntax import BashSyntax, bash_for
 from dlm_lsp.python_syntax import PythonSyntax, Rejection
-from dlm_lsp.trees import ancestors
+from dlm_lsp.trees import ancestors, error_nodes
 
 
 @dataclass(frozen=True)
@@ -255,20 +255,6 @@ def part_parser(language: str, text: str) -> Parser | str:
     return _parser(language)
 
 
-def _error_nodes(node: Node, nested: bool) -> list[Node]:
-    """ERROR/MISSING nodes at or below `node` (clean subtrees pruned via has_error), in order."""
-    found: list[Node] = []
-    stack = list(node.children) if nested else [node]
-    while stack:
-        child = stack.pop()
-        broken = child.is_error or child.is_missing
-        if broken:
-            found.append(child)
-        if child.has_error and (nested or not broken):
-            stack.extend(child.children)
-    return sorted(found, key=lambda n: (n.start_byte, n.end_byte))
-
-
 def _kind(node: Node) -> str:
     """MISSING nodes are typed by the token that was expected, which makes them comparable."""
     return "ERROR" if node.is_error else f"MISSING {node.type}"
@@ -291,8 +277,8 @@ def _char_offsets(data: bytes, byte_offsets: set[int]) -> dict[int, int]:
 
 def _errors(tree: Tree, data: bytes, text: str) -> list[tuple[_Error, tuple[int, int]]]:
     """Each error of a parse as a char range plus its (line, character column)."""
-    nodes = _error_nodes(tree.root_node, nested=False)
-    inner = {node.id: _error_nodes(node, nested=True) for node in nodes}
+    nodes = error_nodes(tree.root_node, nested=False)
+    inner = {node.id: error_nodes(node, nested=True) for node in nodes}
     wanted = {node.start_byte - node.start_point[1] for node in nodes}  # line starts
     for node in nodes + [n for found in inner.values() for n in found]:
         wanted.update((node.start_byte, node.end_byte))

@@ -1,5 +1,6 @@
-"""Specification of dlm_lsp.trees: the nodes holding a node, found in one descent, and
-the tree walks of the fill steering on code nested tens of thousands deep."""
+"""Specification of dlm_lsp.trees: the nodes holding a node, found in one descent, the
+tree walks of the fill steering on code nested tens of thousands deep, and the error
+nodes below a node."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from tree_sitter import Node
 
 from dlm_lsp.passes import shape_fill
 from dlm_lsp.policy import MULTI_LINE, SpanPlan, local_text
+from dlm_lsp.python_syntax import error_rows
 from dlm_lsp.results import InfillRequest
 from dlm_lsp.span_hints import span_kind
 from dlm_lsp.syntax import enclosing_node_range
-from dlm_lsp.trees import ancestors
+from dlm_lsp.trees import ancestors, error_nodes
 from dlm_lsp.validation import _parser, validate_fill
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -47,6 +49,31 @@ def test_ancestors_are_the_parent_chain_of_every_node(language: str, text: str) 
     tree = _parser(language).parse(text.encode())
     for node in _nodes(tree.root_node):
         assert ancestors(tree.root_node, node) == _parents(node)
+
+
+
+@pytest.mark.parametrize(("language", "text"), [
+    ("python", "def f(:\n    return (1,\n"),
+    ("c", "int main() { int x = 1 return x; }\n"),  # a missing `;`
+    ("bash", "if true; then\n  echo 'x\nfi\n"),  # a quote never closed, in an ERROR
+    ("bash", "echo a\necho 'abc\necho b\n"),
+    ("javascript", "function f( {\n  return [1, 2;\n}\n"),
+])
+def test_error_nodes_are_every_error_and_missing_node_of_the_tree(language: str,
+                                                                   text: str) -> None:
+    """Also tree-sitter's ERROR leaf for a quote a shell script never closes (`UNEXPECTED
+    '\\0'`, at its second line inside the ERROR of the `if`), which reports no
+    `has_error`: error_rows, which walked only into the children that do, left its row
+    out, so the second look did not read that line as the user's."""
+    root = _parser(language).parse(text.encode()).root_node
+    broken = [node for node in _nodes(root) if node.is_error or node.is_missing]
+    assert broken  # each text is broken
+    order = sorted(broken, key=lambda n: (n.start_byte, n.end_byte))
+    assert error_nodes(root, nested=True) == [node for node in order if node != root]
+    assert error_nodes(root, nested=False) == [
+        node for node in order if not any(up.is_error or up.is_missing
+                                          for up in ancestors(root, node)[1:])]
+    assert error_rows(root) == {node.start_point[0] for node in broken}
 
 
 DEPTH = 20_000
