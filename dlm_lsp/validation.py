@@ -631,7 +631,7 @@ class ParsedDocument:
         below_end = data.find(b"\n", below.start_byte)
         tail = _code_leaf_before(root, data, below.start_byte,
                                  len(data) if below_end == -1 else below_end)
-        operator = not (last.is_named or last.type in _CLOSERS) or (
+        operator = not _ends_operand(last) or (
             node.child_by_field_name("operator") == last)  # not a join by the bracket below
         if operator and tail is not None and data[tail.start_byte:tail.end_byte] == token:
             return None  # a chain the user goes on with
@@ -1316,7 +1316,7 @@ def _by_operator(root: Node, last: Node, inner: list[Node],
 def _opened(last: Node, below: Node, inner: list[Node],
             low: int) -> tuple[Node, Node] | None:
     """`_joint` by the line below's first token `below`, an opening round or square
-    bracket: `last` ends an operand (a named token or a closing bracket), and the node
+    bracket: `last` ends an operand (`_ends_operand`), and the node
     that holds it too (`inner`: `below` and the nodes that hold it, innermost first)
     has the bracket, or the arguments it begins, as the child right after the one
     `last` ends, on no later line.  Where a line break is white space and no `;` ended
@@ -1326,8 +1326,7 @@ def _opened(last: Node, below: Node, inner: list[Node],
     or a keyword (`x++`, `return`), and after an arrow function's body (`() => {}`, no
     callee in JavaScript), tree-sitter-javascript reads a call where JavaScript ends
     the statement: those are left to the parse."""
-    if (below.type not in _OPENERS or below.is_named
-            or not (last.is_named or last.type in _CLOSERS)):
+    if below.type not in _OPENERS or below.is_named or not _ends_operand(last):
         return None
     node = next((n for n in inner[1:] if n.start_byte <= last.start_byte), None)
     if node is None or node.has_error or node.start_byte < low or inner.index(node) > 2:
@@ -1339,6 +1338,20 @@ def _opened(last: Node, below: Node, inner: list[Node],
     if taken.start_byte != below.start_byte or before is None or before.type in _NO_CALLEE:
         return None
     return (node, taken) if node.end_point[0] == taken.end_point[0] else None
+
+
+def _ends_operand(last: Node) -> bool:
+    """Whether token `last` ends an operand: a named token (a name, a number), a closing
+    bracket, or the closing delimiter of a literal, the last child of a named node that
+    starts with one of its type (a string's quote, a template's backquote, a regular
+    expression's slash).  Read as an operator, the quote let `const s = "a"` over `(b)()`
+    pass, which JavaScript reads as the call `"a"(b)()`, as C and Rust do."""
+    if last.is_named or last.type in _CLOSERS:
+        return True
+    literal = last.parent
+    return (literal is not None and literal.is_named and literal.child_count > 1
+            and literal.child(literal.child_count - 1) == last
+            and literal.child(0).type == last.type)
 
 
 def _blanks_at(text: str, at: int) -> int:

@@ -374,6 +374,14 @@ OPENED = [
     ("lua", "function f()\n  ⟦⟧\n  (b)()\nend\n", "local x = a", (1, 12)),
     ("javascript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "const x = a /* c */", (1, 12)),
     ("javascript", "function f() {\n  ⟦⟧\n  (b)()\n}\n", "foo()", (1, 6)),  # no `;` either
+    # a literal's closing delimiter ends an operand too: `"a"(b)()` is a call
+    ("javascript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", 'const s = "a"', (1, 14)),
+    ("javascript", "function f() {\n  ⟦⟧\n  [1, 2].forEach(g);\n}\n", "const s = `a`", (1, 14)),
+    # (a line below that ends in a quote too is no chain the user goes on with)
+    ("javascript", "function f() {\n  ⟦⟧\n  (b).c + \"d\"\n}\n", 'const s = "a"', (1, 14)),
+    ("typescript", "function f() {\n  ⟦⟧\n  (b as any).c();\n}\n", "const r = /a/", (1, 14)),
+    ("c", "int f(void) {\n    ⟦⟧\n    (b);\n}\n", 'char *s = "a"', (1, 16)),
+    ("rust", "fn f() {\n    ⟦⟧\n    (b)();\n}\n", 'let s = "a"', (1, 14)),
 ]
 
 
@@ -474,6 +482,11 @@ def test_a_fill_that_ends_in_an_operand_does_not_take_the_user_s_bracketed_line_
     ("javascript", "function f() {\n  ⟦⟧\n  (b);\n}\n", "return"),
     ("javascript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "const g = () => {}"),
     ("javascript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "const g = () => {} // c"),
+    ("typescript", "function f() {\n  ⟦⟧\n  (0, g)(x);\n}\n", "count++"),
+    ("typescript", "function f() {\n  ⟦⟧\n  (b);\n}\n", "return"),
+    ("typescript", "function f() {\n  ⟦⟧\n  [a, b] = [b, a];\n}\n", "const g = () => {}"),
+    # a literal that Lua does not call (only a name, a call or a bracketed expression)
+    ("lua", "function f()\n  ⟦⟧\n  (b)()\nend\n", 'local s = "a"'),
     # the empty fill after a line the user ended in a name: it may be whole
     ("javascript", "function f() {\n  const x = a⟦⟧\n  (b)();\n}\n", ""),
 ])
