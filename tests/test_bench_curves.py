@@ -749,6 +749,8 @@ def test_sweep_and_samples_reports_say_which_isolation_ran_the_programs_and_why(
     monkeypatch.setattr(sandbox, "probe_isolation", lambda: sandbox.Isolation(
         sandbox.NONE, "'namespaces' and 'network': the reason"))
     monkeypatch.setattr(sandbox.cgroup, "find", lambda: (None, "no pids controller mounted"))
+    monkeypatch.setattr(sandbox, "probe_seccomp", lambda: sandbox.Seccomp(
+        None, "no system call table for mips (32-bit Python)"))
     out = tmp_path / "report.json"
     assert main(["bench", *bench, "--model", str(model_dir), "--device", "cpu",
                  "--limit", "1", "--json", str(out)]) == 0
@@ -757,9 +759,12 @@ def test_sweep_and_samples_reports_say_which_isolation_ran_the_programs_and_why(
     assert report["isolation_fallback"] == "'namespaces' and 'network': the reason"
     assert (report["pids_cgroup"], report["pids_cgroup_note"]) == (
         False, "no pids controller mounted")
+    assert (report["seccomp"], report["seccomp_note"]) == (
+        False, "no system call table for mips (32-bit Python)")
     assert ("sandbox isolation: none (the audit hook and the limits only) (fell back: "
             "'namespaces' and 'network': the reason); no pids cgroup (no pids controller "
-            "mounted).") in capsys.readouterr().out
+            "mounted); no seccomp filter (no system call table for mips (32-bit Python)).") \
+        in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)

@@ -132,7 +132,7 @@ def test_where_no_cgroup_can_be_made_programs_run_as_before_and_the_report_says_
     monkeypatch.setattr(cgroup, "find", lambda: (None, "no pids controller mounted"))
     outcome = sandbox.run_program("assert True\n", SandboxConfig(timeout_s=5.0))
     assert outcome.passed and not outcome.pids_cgroup
-    level, fallback, used, note = sandbox.isolation_used(SandboxConfig())
+    level, fallback, used, note, *_ = sandbox.isolation_used(SandboxConfig())
     assert (used, note) == (False, "no pids controller mounted")
     assert sandbox.isolation_text(level, fallback, used, note).endswith(
         "; no pids cgroup (no pids controller mounted)")

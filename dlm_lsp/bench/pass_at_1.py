@@ -75,6 +75,7 @@ from dlm_lsp.bench.sandbox import (
     pids_cgroup_note,
     report_isolation_text,
     run_programs,
+    seccomp_note,
 )
 from dlm_lsp.config import (
     SERVER_ONLY,
@@ -160,6 +161,8 @@ class Report:
     isolation_fallback: str = ""  # why not a stronger one: the probe's reasons (sandbox.py)
     pids_cgroup: bool = False  # every program ran in a pids cgroup of its own (cgroup.py)
     pids_cgroup_note: str = ""  # where those were made, or why there were none
+    seccomp: bool = False  # every program ran behind the seccomp filter (seccomp.py)
+    seccomp_note: str = ""  # what it refuses, or why there was none
     partial: Partial | None = None  # a run stopped by a signal: what these numbers cover
 
 
@@ -276,6 +279,7 @@ def tally(config: BenchConfig, done: list[tuple[Task, Fill, Outcome]], filled_by
     # the weakest isolation any program ran under
     isolation = min((o.isolation for o in outcomes), key=ISOLATION_LEVELS.index, default=NONE)
     pids_cgroup = bool(outcomes) and all(o.pids_cgroup for o in outcomes)
+    seccomp = bool(outcomes) and all(o.seccomp for o in outcomes)
     return Report(
         config=config, machine=describe_machine(device), revision=source_revision(),
         model=model, precision=precision, tasks=len(results),
@@ -294,6 +298,8 @@ def tally(config: BenchConfig, done: list[tuple[Task, Fill, Outcome]], filled_by
         isolation_fallback=fallback_reason(config.sandbox) if outcomes else "",
         pids_cgroup=pids_cgroup,
         pids_cgroup_note=pids_cgroup_note(pids_cgroup) if outcomes else "",
+        seccomp=seccomp,
+        seccomp_note=seccomp_note(seccomp, config.sandbox) if outcomes else "",
         partial=partial)
 
 

@@ -117,6 +117,8 @@ class SampleSheet:
     isolation_fallback: str = ""  # why not a stronger one: the probe's reasons
     pids_cgroup: bool = False  # every program ran in a pids cgroup of its own (cgroup.py)
     pids_cgroup_note: str = ""  # where those were made, or why there were none
+    seccomp: bool = False  # every program ran behind the seccomp filter (seccomp.py)
+    seccomp_note: str = ""  # what it refuses, or why there was none
 
 
 def _fill_settings(config: SamplesConfig) -> tuple[FillSettings, FillSettings]:

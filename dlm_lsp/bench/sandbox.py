@@ -25,6 +25,13 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   whom the process limit does not, and every process the program leaves, in whatever
   group or session (`setsid` escaped the group's kill below the PID namespace), is
   killed and the cgroup removed when it ends (`cgroup.PidsCgroup`);
+- where the kernel installs one and `seccomp.py` has a system call table for the
+  interpreter's ABI (x86_64, aarch64), a seccomp filter, installed in the program's
+  process once the sandbox's own setup is done: what no benchmark program needs
+  (ptrace, mounts, new namespaces, keyrings, bpf, kernel modules, io_uring, pidfds,
+  sockets other than AF_UNIX, ...) fails with EPERM, hook or no hook; checked once
+  (`probe_seccomp`), and where it does not work programs run without it and the
+  reports say why;
 - where the kernel lets an unprivileged user create them, new namespaces
   (`unshare --user --net --ipc --pid --mount`): an empty network (a loopback
   device that is down), System V IPC of its own (gone with it), a process tree of
@@ -80,7 +87,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlm_lsp.bench import cgroup
+from dlm_lsp.bench import cgroup, seccomp
 from dlm_lsp.bench.sandbox_child import (
     DROP,
     ISOLATE,
@@ -138,6 +145,7 @@ class SandboxConfig:
     # overlapped); its False, no namespaces even where they work, is no longer offered.
     required: str = NONE
     hook: bool = True  # False: no audit hook, to test what the kernel enforces alone
+    seccomp: bool = True  # False: no seccomp filter (`seccomp.py`), to test what it adds
     workers: int = 2  # programs run at the same time by `run_programs`
 
     def __post_init__(self) -> None:
@@ -157,6 +165,7 @@ class Outcome:
     output: str = ""  # the start of stdout + stderr
     isolation: str = NONE  # NAMESPACES, NETWORK (network and IPC namespaces alone) or NONE
     pids_cgroup: bool = False  # ran in a pids cgroup of its own (`cgroup.py`)
+    seccomp: bool = False  # ran behind the seccomp filter (`seccomp.py`)
 
     @property
     def network_isolated(self) -> bool:
@@ -332,6 +341,46 @@ def isolation_available() -> str:
     return probe_isolation().level
 
 
+@dataclass(frozen=True)
+class Seccomp:
+    """What `probe_seccomp` found: the filter programs run behind (None where it does
+    not work here) and, for the reports, what it refuses or why there is none."""
+
+    program: bytes | None
+    note: str
+
+
+# Run behind the filter, the hook off: passes where the kernel refused the socket.
+SECCOMP_PROBE = ("import _socket\ntry:\n    _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)\n"
+                 "except PermissionError:\n    pass\nelse:\n"
+                 "    raise AssertionError('socket(AF_INET) was not refused')\n")
+
+
+@functools.lru_cache(maxsize=1)
+def probe_seccomp() -> Seccomp:
+    """The seccomp filter for this interpreter's ABI, checked once by running a program
+    behind it (no isolation, no hook) whose AF_INET socket it must refuse: a kernel built
+    without seccomp filters, or a container's own filter that forbids installing one,
+    leaves the programs without it, as before, and the reports say why."""
+    if not sys.platform.startswith("linux"):
+        return Seccomp(None, "not Linux")
+    program, note = seccomp.program(interpreter_abi())
+    if program is None:
+        return Seccomp(None, note)
+    outcome = _run(SECCOMP_PROBE, SandboxConfig(timeout_s=30.0, hook=False), NONE,
+                   seccomp_filter=program)
+    if not outcome.passed:
+        why = f"it did not work here: {outcome.reason}: {outcome.detail}"
+        print(f"sandbox: no seccomp filter ({why})", file=sys.stderr)
+        return Seccomp(None, why)
+    return Seccomp(program, note)
+
+
+def _seccomp(config: SandboxConfig) -> bytes | None:
+    """The filter programs run behind under `config` (None: none)."""
+    return probe_seccomp().program if config.seccomp else None
+
+
 def network_namespace_available() -> bool:
     """Whether programs can run in an empty network namespace here."""
     return isolation_available() != NONE
@@ -432,12 +481,15 @@ def fallback_reason(config: SandboxConfig) -> str:
     return probe_isolation().fallback
 
 
-def isolation_used(config: SandboxConfig) -> tuple[str, str, bool, str]:
-    """(level, why it fell back, whether a pids cgroup bounded each, where or why not) of
-    every program run under `config` here: for the reports that keep only each program's
-    verdict (`bench sweep`, `samples`)."""
+def isolation_used(config: SandboxConfig) -> tuple[str, str, bool, str, bool, str]:
+    """(level, why it fell back, whether a pids cgroup bounded each, where or why not,
+    whether a seccomp filter did, what it refuses or why not) of every program run under
+    `config` here: for the reports that keep only each program's verdict (`bench sweep`,
+    `samples`)."""
     used = cgroup.find()[0] is not None
-    return _isolation(config), fallback_reason(config), used, pids_cgroup_note(used)
+    filtered = _seccomp(config) is not None
+    return (_isolation(config), fallback_reason(config), used, pids_cgroup_note(used),
+            filtered, seccomp_note(filtered, config))
 
 
 def pids_cgroup_note(used: bool) -> str:
@@ -449,23 +501,40 @@ def pids_cgroup_note(used: bool) -> str:
     return why or "not every program ran in one"
 
 
+def seccomp_note(used: bool, config: SandboxConfig | None = None) -> str:
+    """What the programs' seccomp filter refuses (`used`: each ran behind it), or why
+    they had none, for the reports."""
+    if config is not None and not config.seccomp:
+        return "turned off (SandboxConfig(seccomp=False))"
+    found = probe_seccomp()
+    if used or found.program is None:
+        return found.note
+    return "not every program ran behind it"
+
+
 def report_isolation_text(report) -> str:
-    """`isolation_text` of a report that keeps the four (`bench humaneval`'s run,
+    """`isolation_text` of a report that keeps the six (`bench humaneval`'s run,
     `sweep`'s, `samples`')."""
     return isolation_text(report.isolation, report.isolation_fallback, report.pids_cgroup,
-                          report.pids_cgroup_note)
+                          report.pids_cgroup_note, report.seccomp, report.seccomp_note)
 
 
 def isolation_text(level: str, fallback: str, pids_cgroup: bool = False,
-                   pids_note: str = "") -> str:
+                   pids_note: str = "", seccomp_used: bool = False,
+                   seccomp_why: str = "") -> str:
     """A summary's `sandbox isolation: ...`: the level in words and, after a fallback, why;
-    then whether each program ran in a pids cgroup of its own, and where or why not (a
-    report that does not say, `pids_note` "", says nothing of it)."""
+    then whether each program ran in a pids cgroup of its own, and where or why not, and
+    behind a seccomp filter, and what it refuses or why not (a report that does not say,
+    its note "", says nothing of it)."""
     text = (f"sandbox isolation: {ISOLATION_WORDS[level]}"
             + (f" (fell back: {fallback})" if fallback else ""))
     if pids_cgroup:
-        return text + f"; each program in a pids cgroup of its own ({pids_note})"
-    return text + (f"; no pids cgroup ({pids_note})" if pids_note else "")
+        text += f"; each program in a pids cgroup of its own ({pids_note})"
+    elif pids_note:
+        text += f"; no pids cgroup ({pids_note})"
+    if seccomp_used:
+        return text + f"; each behind a seccomp filter ({seccomp_why})"
+    return text + (f"; no seccomp filter ({seccomp_why})" if seccomp_why else "")
 
 
 def _remove(work: str) -> None:
@@ -580,24 +649,26 @@ def run_program(source: str, config: SandboxConfig | None = None,
     """Execute one program in the sandbox; its tests pass when it runs to the end."""
     config = config or SandboxConfig()
     isolation = _isolation(config)
-    return _run(source, config, isolation, running, _drops(isolation))
+    return _run(source, config, isolation, running, _drops(isolation), _seccomp(config))
 
 
 def _run(source: str, config: SandboxConfig, isolation: str,
-         running: _Running | None = None, drop: bool = False) -> Outcome:
+         running: _Running | None = None, drop: bool = False,
+         seccomp_filter: bytes | None = None) -> Outcome:
     """One program; a failure of the sandbox itself is that program's error, not the
     end of a whole benchmark.  `drop`: the caller is root and the program runs as
-    `UNPRIVILEGED` instead."""
+    `UNPRIVILEGED` instead; `seccomp_filter`: the filter it runs behind (`seccomp.build`)."""
     began = time.perf_counter()
     try:
-        return _run_in(source, config, isolation, running, drop)
+        return _run_in(source, config, isolation, running, drop, seccomp_filter)
     except Exception as exc:  # noqa: BLE001 - e.g. a working directory the program mangled
         return Outcome(False, SANDBOX, f"the sandbox failed: {type(exc).__name__}: {exc}",
                        round(time.perf_counter() - began, 3), "", isolation)
 
 
 def _run_in(source: str, config: SandboxConfig, isolation: str,
-            running: _Running | None = None, drop: bool = False) -> Outcome:
+            running: _Running | None = None, drop: bool = False,
+            seccomp_filter: bytes | None = None) -> Outcome:
     token = secrets.token_hex(16)
     # The program's directory sits in one only this user can enter, which holds the
     # captured output: the program may open its own directory to everyone (it may
@@ -620,7 +691,9 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
         read_fd, write_fd = os.pipe()
         token_fd, token_write = os.pipe()
         started_read, started_fd = os.pipe()  # the start's line, out of the program's reach
-        os.write(token_write, token.encode("ascii"))  # 32 bytes: far below a pipe's buffer
+        # The token's line, then the seccomp filter (`sandbox_child.install_seccomp`):
+        # 33 bytes and some 500, far below a pipe's buffer
+        os.write(token_write, token.encode("ascii") + b"\n" + (seccomp_filter or b""))
         os.close(token_write)
         command = [sys.executable, "-I", "-B", "-c", _child_source(), "program.py",
                    str(write_fd), str(token_fd), str(started_fd)]
@@ -684,7 +757,7 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
     reason, detail = _classify(child.returncode, timed_out, outcome, token, config, text,
                                started)
     return Outcome(reason == "passed", reason, detail, round(seconds, 3), text, isolation,
-                   group is not None)
+                   group is not None, seccomp_filter is not None)
 
 
 # The processes above the program in its cgroup: at NAMESPACES, `unshare` and the PID
@@ -715,9 +788,10 @@ def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) ->
     config = config or SandboxConfig()
     isolation = _isolation(config)  # probed here once, not by the first workers at once
     cgroup.find()  # so is the pids cgroup (its cache holds no lock: each would probe)
-    drop, running = _drops(isolation), _Running()
+    drop, running, seccomp_filter = _drops(isolation), _Running(), _seccomp(config)
     with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
-        futures = [pool.submit(_run, source, config, isolation, running, drop)
+        futures = [pool.submit(_run, source, config, isolation, running, drop,
+                               seccomp_filter)
                    for source in sources]
         try:
             return [future.result() for future in futures]

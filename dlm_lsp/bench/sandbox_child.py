@@ -1,10 +1,10 @@
 """The sandbox's child process: runs one untrusted program behind an audit hook.
 
 `sandbox.py` starts this file's source as `python -I -B -c SOURCE PROGRAM FD
-TOKEN_FD STARTED_FD [ISOLATE] [NO_HOOK]` in a fresh temporary directory.  Everything here
-runs before the untrusted code: it reads the program, installs an audit hook
-(`sys.addaudithook`; hooks cannot be removed once added) and only then
-executes the program.
+TOKEN_FD STARTED_FD [ISOLATE] [NO_HOOK] [DROP]` in a fresh temporary
+directory.  Everything here runs before the untrusted code: it reads the program,
+installs an audit hook (`sys.addaudithook`; hooks cannot be removed once added) and
+only then executes the program.
 
 The hook refuses what a benchmark program never needs and an escaped one
 would: sockets, starting or signalling processes (not by
@@ -52,6 +52,12 @@ the kernel exempts root from the process limit.  With ISOLATE the parent made th
 namespaces as root, without a user namespace, and `isolate` gives up root's ids where
 it would move into a user namespace; without, `main` gives them up once the program's
 source and token are read.
+
+Where the token's line on TOKEN_FD is followed by a seccomp filter (`seccomp.py`), the
+program's process installs it after all of this, before the hook: from then on the
+kernel refuses what the filter names (EPERM), to the program and to every process it
+starts (`install_seccomp`).  It comes on that pipe, not in the arguments, which
+/proc/PID/cmdline shows (and which a test searches for anything like a token).
 """
 
 from __future__ import annotations
@@ -249,6 +255,7 @@ DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
                 "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MNT_DETACH, CLONE_NEWUSER, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 2, 0x10000000, 4, 38
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 # glibc has no pivot_root(): the system call's number, from the kernel's tables, by
 # machine (`uname -m`) and the interpreter's word size.  A pair not here has no number
 # (mips and sparc, whose numbers we have not checked; a 32-bit interpreter on a 64-bit
@@ -438,6 +445,35 @@ def dumpable() -> None:
     _forget_ctypes()
 
 
+def install_seccomp(program: bytes) -> None:
+    """Run the rest of this process, and every process it starts, behind the seccomp
+    filter `program` (a sock_filter array, built by the parent: `seccomp.build`).
+
+    Installed last, in the program's own process: what the sandbox does before (the
+    namespaces' mounts, pivot_root and unshare, the keyring it joins, root's ids given
+    up) needs calls the filter refuses; what follows (compiling the program, adding
+    the audit hook, writing the start's line) needs none of them.  No-new-privileges
+    first, which the kernel requires of a process without CAP_SYS_ADMIN (`isolate` sets
+    it already; the other levels did not, and nothing run after this may gain
+    privileges through a set-user-ID file either)."""
+    import ctypes
+
+    class Fprog(ctypes.Structure):  # struct sock_fprog
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    instructions = ctypes.create_string_buffer(program, len(program))
+    fprog = Fprog(len(program) // 8, ctypes.addressof(instructions))
+    ulong = ctypes.c_ulong
+    for what, args in (("PR_SET_NO_NEW_PRIVS", (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)),
+                       ("PR_SET_SECCOMP", (PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
+                                           ctypes.addressof(fprog), 0, 0))):
+        if libc.prctl(*map(ulong, args)) != 0:
+            number = ctypes.get_errno()
+            raise OSError(number, f"prctl({what}): {os.strerror(number)}")
+    _forget_ctypes()
+
+
 def isolate(root: str, drop: bool = False) -> None:
     """A root file system of only what the program needs, read-only but `root`, and
     privileges dropped.
@@ -534,7 +570,8 @@ def main() -> None:
     path, fd, token_fd, started_fd = sys.argv[1], *map(int, sys.argv[2:5])
     root = os.path.realpath(os.getcwd())
     with os.fdopen(token_fd, "rb") as handle:
-        token = handle.read(64).decode("ascii", "replace")
+        token, _, seccomp_filter = handle.read().partition(b"\n")
+    token = token.decode("ascii", "replace")
     with open(path, encoding="utf-8") as handle:
         source = handle.read()  # before `isolate` lays a fresh directory over it
     drop = DROP in sys.argv[5:]
@@ -552,6 +589,11 @@ def main() -> None:
                 dumpable()
             except OSError as exc:
                 _finish(fd, ERROR, "sandbox", f"sandbox could not drop root's ids: {exc}")
+    if seccomp_filter:
+        try:
+            install_seccomp(seccomp_filter)
+        except OSError as exc:
+            _finish(fd, ERROR, "sandbox", f"sandbox could not install its seccomp filter: {exc}")
     try:
         code = compile(source, path, "exec")
     except (SyntaxError, ValueError) as exc:

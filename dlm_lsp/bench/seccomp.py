@@ -1,0 +1,136 @@
+"""The seccomp filter the sandbox's programs run behind: system calls a benchmark program
+never needs, refused by the kernel with EPERM.
+
+The audit hook refuses these only where CPython raises an audit event, and a program
+can get around it (it runs in the program's own interpreter); the namespaces bound what
+they hold, not what the kernel is asked.  A filter installed in the program's process
+before the program runs (`sandbox_child.install_seccomp`) holds whatever the program
+does: filters cannot be removed, and every child inherits them.  It is a denylist, so
+that CPython and the tests the benchmarks run work unchanged: debugging other processes
+(ptrace, process_vm_*, process_madvise, pidfd_getfd), signalling them by pidfd (no audit
+event: `os.kill` is refused by the hook, `signal.pidfd_send_signal` was not), mounts
+(the old system call and the new mount API), chroot and pivot_root, new namespaces
+(unshare, setns, and clone with a namespace flag), the kernel's keyrings, bpf,
+perf_event_open, kexec, kernel modules, reboot, swap, userfaultfd, open_by_handle_at,
+io_uring (whose operations open sockets past this filter), and sockets of every family
+but AF_UNIX.  That one stays: glibc itself speaks to local daemons through it (nscd for
+`pwd` and `grp` lookups), the mount namespace already hides the host's socket files and
+the network namespace the abstract ones; but an AF_INET socket is refused even where no
+network namespace exists (the 'none' isolation level), with or without the hook.
+
+Each refused call fails with EPERM, as on a locked-down host, rather than killing the
+process: a program that probes for something (an optional feature, a library that
+falls back) runs on as it would there.  Two calls answer otherwise: clone3, whose
+flags lie in memory a filter cannot read, answers ENOSYS, which makes glibc fall back
+to clone (whose flags it can: threads start as before); and a system call of another
+ABI (i386's through int 0x80, x32's with bit 0x40000000 on x86_64), whose numbers
+this table does not name, is refused outright.
+
+The filter is classic BPF over `struct seccomp_data` (nr, arch, instruction pointer,
+six arguments), built here, in the parent, for the interpreter's ABI; the child only
+installs it.  Only x86_64 and aarch64 have tables: elsewhere `program` says why none
+(and the sandbox's report says so, as it does for the pids cgroup).
+"""
+
+from __future__ import annotations
+
+import errno
+import struct
+
+# Each refused call's number: (x86_64, aarch64's, the kernel's generic table); calls
+# numbered from 424 on have the same number on every architecture.
+REFUSED = {
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "process_madvise": (440, 440), "pidfd_getfd": (438, 438), "pidfd_open": (434, 434),
+    "pidfd_send_signal": (424, 424),
+    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51),
+    "open_tree": (428, 428), "move_mount": (429, 429), "fsopen": (430, 430),
+    "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
+    "mount_setattr": (442, 442),
+    "unshare": (272, 97), "setns": (308, 268),
+    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
+    "bpf": (321, 280), "perf_event_open": (298, 241),
+    "kexec_load": (246, 104), "kexec_file_load": (320, 294),
+    "init_module": (175, 105), "finit_module": (313, 273), "delete_module": (176, 106),
+    "reboot": (169, 142), "swapon": (167, 224), "swapoff": (168, 225),
+    "userfaultfd": (323, 282), "open_by_handle_at": (304, 265),
+    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
+}
+# Refused for some arguments only, or otherwise: socket (AF_UNIX allowed), clone (a
+# namespace flag refused), clone3 (ENOSYS).
+SOCKET, CLONE, CLONE3 = {"x86_64": 41, "aarch64": 198}, {"x86_64": 56, "aarch64": 220}, 435
+COLUMN = {"x86_64": 0, "aarch64": 1}
+# AUDIT_ARCH_* (linux/audit.h): the ABI a call came in by, in seccomp_data.arch.
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# (machine, interpreter's word size) -> table; a 32-bit interpreter on these has none.
+ABIS = {("x86_64", 64): "x86_64", ("aarch64", 64): "aarch64", ("arm64", 64): "aarch64"}
+X32_BIT = 0x40000000  # x86_64: a call of the x32 ABI, same arch field, other numbers
+AF_UNIX = 1
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (CLONE_NEWTIME, 0x80,
+# lies in clone's exit-signal byte and is taken by unshare and clone3 alone)
+CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 \
+    | 0x20000000 | 0x40000000
+
+# Classic BPF (linux/filter.h, linux/seccomp.h)
+LD_ABS_W, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+NR, ARCH, ARG0 = 0, 4, 16  # offsets in struct seccomp_data; ARG0's low word (little-endian)
+RET_ALLOW = 0x7FFF0000
+RET_ERRNO = 0x00050000
+NOSYS = RET_ERRNO | errno.ENOSYS
+INSTRUCTION = struct.Struct("=HBBI")  # struct sock_filter: code, jt, jf, k
+
+
+def _assemble(lines: list[tuple]) -> bytes:
+    """Instructions to bytes: ("label", name) marks a place; a jump's targets are labels
+    (or 0: the next instruction), made the relative offsets the kernel reads."""
+    places, at = {}, 0
+    for line in lines:
+        if line[0] == "label":
+            places[line[1]] = at
+        else:
+            at += 1
+    out, at = [], 0
+    for line in lines:
+        if line[0] == "label":
+            continue
+        code, k, jt, jf = (*line, 0, 0)[:4]
+        jt, jf = ((places[j] - at - 1 if isinstance(j, str) else j) for j in (jt, jf))
+        out.append(INSTRUCTION.pack(code, jt, jf, k))
+        at += 1
+    return b"".join(out)
+
+
+def build(abi: str, refusal: int = errno.EPERM) -> bytes:
+    """The filter for table `abi` ('x86_64' or 'aarch64'), as the kernel's sock_filter
+    array; what it refuses fails with errno `refusal` (another than EPERM tells, in the
+    tests, the filter's refusal from the kernel's own)."""
+    column = COLUMN[abi]
+    lines: list[tuple] = [(LD_ABS_W, ARCH), (JEQ, AUDIT_ARCH[abi], 0, "deny"), (LD_ABS_W, NR)]
+    if abi == "x86_64":
+        lines.append((JGE, X32_BIT, "deny", 0))
+    lines += [(JEQ, numbers[column], "deny", 0) for numbers in REFUSED.values()]
+    lines += [(JEQ, SOCKET[abi], "socket", 0), (JEQ, CLONE[abi], "clone", 0),
+              (JEQ, CLONE3, "nosys", 0), (RET, RET_ALLOW),
+              ("label", "socket"), (LD_ABS_W, ARG0), (JEQ, AF_UNIX, "allow", "deny"),
+              ("label", "clone"), (LD_ABS_W, ARG0), (JSET, CLONE_NAMESPACES, "deny", "allow"),
+              ("label", "allow"), (RET, RET_ALLOW),
+              ("label", "deny"), (RET, RET_ERRNO | refusal),
+              ("label", "nosys"), (RET, NOSYS)]
+    return _assemble(lines)
+
+
+def program(abi: tuple[str, int]) -> tuple[bytes | None, str]:
+    """(the filter for this interpreter's (machine, word size), what it refuses) or
+    (None, why there is none)."""
+    table = ABIS.get(abi)
+    if table is None:
+        machine, bits = abi
+        return None, f"no system call table for {machine} ({bits}-bit Python)"
+    return build(table), describe(table)
+
+
+def describe(abi: str) -> str:
+    """The filter in a few words, for the reports."""
+    return (f"{abi}: {len(REFUSED)} system calls, clone into new namespaces and sockets "
+            f"other than AF_UNIX refused with EPERM")

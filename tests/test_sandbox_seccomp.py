@@ -1,0 +1,229 @@
+"""The sandbox's seccomp filter in the kernel: what a program behind it is refused, what
+still works, and what the reports say where there is none (tests/test_seccomp.py reads
+the filter instruction by instruction)."""
+
+from __future__ import annotations
+
+import ast
+import errno
+
+import pytest
+
+from dlm_lsp.bench import sandbox, seccomp
+from dlm_lsp.bench.sandbox import SandboxConfig, run_program
+
+FOUND = sandbox.probe_seccomp()
+TABLE = seccomp.ABIS.get(sandbox.interpreter_abi())
+WITH_SECCOMP = pytest.mark.skipif(FOUND.program is None,
+                                  reason=f"no seccomp filter here: {FOUND.note}")
+LEVELS = [sandbox.NONE, sandbox.isolation_available()]
+NO_HOOK = SandboxConfig(timeout_s=10.0, hook=False)
+
+# Each refused call with arguments that make it harmless where it is let through: a
+# process that does not exist, a descriptor that is not open, a path that is not there,
+# flags the kernel rejects; what each returns then is the kernel's, not the filter's.
+CALLS = {
+    "ptrace": "(16, 999999, 0, 0)",  # PTRACE_ATTACH
+    "process_vm_readv": "(os.getpid(), 0, 0, 0, 0, 0)",
+    "process_vm_writev": "(os.getpid(), 0, 0, 0, 0, 0)",
+    "process_madvise": "(-1, 0, 0, 0, 0)",
+    "pidfd_getfd": "(-1, 0, 0)",
+    "pidfd_open": "(os.getpid(), 0)",
+    "pidfd_send_signal": "(-1, 0, 0, 0)",
+    "mount": "(b'none', b'/no-such-dir', b'tmpfs', 0, 0)",
+    "umount2": "(b'/no-such-dir', 0)",
+    "pivot_root": "(b'/no-such-dir', b'/no-such-dir')",
+    "chroot": "(b'/no-such-dir',)",
+    "open_tree": "(-100, b'/no-such-dir', 0)",
+    "move_mount": "(-1, b'', -1, b'', 0)",
+    "fsopen": "(b'no-such-fs', 0)",
+    "fsconfig": "(-1, 0, 0, 0, 0)",
+    "fsmount": "(-1, 0, 0)",
+    "fspick": "(-1, b'', 0)",
+    "mount_setattr": "(-1, b'', 0, 0, 0)",
+    "unshare": "(0,)",
+    "setns": "(-1, 0)",
+    "keyctl": "(0, -3, 0)",  # KEYCTL_GET_KEYRING_ID of the session keyring
+    "add_key": "(0, 0, 0, 0, 0)",
+    "request_key": "(0, 0, 0, 0)",
+    "bpf": "(9999, 0, 0)",
+    "perf_event_open": "(0, 0, -1, -1, 0)",
+    "kexec_load": "(0, 0, 0, 0xFFFF0000)",  # an architecture that is none
+    "kexec_file_load": "(-1, -1, 0, 0, 0xFFFFFF00)",
+    "init_module": "(0, 0, 0)",
+    "finit_module": "(-1, 0, 0xFFFFFF00)",
+    "delete_module": "(b'no_such_module', 0)",
+    "reboot": "(0, 0, 0, 0)",  # no magic numbers
+    "swapon": "(b'/no-such-file', 0)",
+    "swapoff": "(b'/no-such-file',)",
+    "userfaultfd": "(1,)",  # UFFD_USER_MODE_ONLY
+    "open_by_handle_at": "(-1, 0, 0)",
+    "io_uring_setup": "(0, 0)",
+    "io_uring_enter": "(-1, 0, 0, 0, 0, 0)",
+    "io_uring_register": "(-1, 0, 0, 0)",
+}
+
+
+def calls_program() -> str:
+    """A program that makes every call in CALLS, and clone into a new user namespace
+    (with CLONE_FS, which the kernel rejects: no child either way) and the AF_INET and
+    AF_NETLINK sockets, and prints {name: errno, or None where it succeeded}."""
+    column = seccomp.COLUMN[TABLE]
+    lines = ["import ctypes, os, _socket", "libc = ctypes.CDLL(None, use_errno=True)",
+             "out = {}", "def call(name, nr, *args):",
+             "    args = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]",
+             "    ctypes.set_errno(0)",
+             "    out[name] = ctypes.get_errno() if libc.syscall(nr, *args) == -1 else None"]
+    for name, args in CALLS.items():
+        lines.append(f"call({name!r}, {seccomp.REFUSED[name][column]}, *{args})")
+    lines += [f"call('clone', {seccomp.CLONE[TABLE]}, 0x10000000 | 0x200 | 17, 0, 0, 0, 0)",
+              "for name, family in (('socket AF_INET', 2), ('socket AF_NETLINK', 16)):",
+              "    try:",
+              "        _socket.socket(family, _socket.SOCK_DGRAM).close()",
+              "        out[name] = None",
+              "    except OSError as exc:",
+              "        out[name] = exc.errno",
+              "print(out)"]
+    return "\n".join(lines) + "\n"
+
+
+def run_calls(monkeypatch, isolation: str, config: SandboxConfig) -> dict:
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    outcome = run_program(calls_program(), config)
+    assert outcome.passed, outcome.detail + outcome.output
+    return ast.literal_eval(outcome.output.strip().splitlines()[-1])
+
+
+def test_where_the_kernel_filters_system_calls_the_sandbox_does():
+    """The tests below skip where the probe finds no filter: a filter that failed to
+    install here would skip them all, with the machine as the excuse."""
+    with open("/proc/self/status", encoding="utf-8") as status:
+        if "Seccomp:" not in status.read() or TABLE is None:
+            pytest.skip("no seccomp in this kernel, or no system call table for this ABI")
+    assert FOUND.program is not None, FOUND.note
+    assert FOUND.note == seccomp.describe(TABLE)
+
+
+@WITH_SECCOMP
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_each_refused_call_fails_with_eperm_behind_the_filter(monkeypatch, isolation):
+    errors = run_calls(monkeypatch, isolation, NO_HOOK)
+    assert errors == dict.fromkeys(errors, errno.EPERM)
+    assert set(errors) == {*CALLS, "clone", "socket AF_INET", "socket AF_NETLINK"}
+
+
+@WITH_SECCOMP
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_without_the_filter_the_kernel_answers_those_calls_otherwise(monkeypatch, isolation):
+    """What the test above sees is the filter's doing: the kernel, asked the same (the
+    harmless arguments), answers most of them otherwise, in every isolation."""
+    errors = run_calls(monkeypatch, isolation, SandboxConfig(timeout_s=10.0, hook=False,
+                                                             seccomp=False))
+    otherwise = {name for name, number in errors.items() if number != errno.EPERM}
+    assert {"ptrace", "process_vm_readv", "pidfd_open", "clone", "socket AF_INET"} <= otherwise
+    assert errors["clone"] == errno.EINVAL  # CLONE_NEWUSER with CLONE_FS
+
+
+@WITH_SECCOMP
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_every_refusal_is_the_filters_not_the_kernels(monkeypatch, isolation):
+    """Some of these the kernel refuses with EPERM itself (mounts as nobody): a filter
+    that answers another errno shows that none of them reached it."""
+    marked = seccomp.build(TABLE, errno.ENOTRECOVERABLE)
+    monkeypatch.setattr(sandbox, "probe_seccomp", lambda: sandbox.Seccomp(marked, "marked"))
+    errors = run_calls(monkeypatch, isolation, NO_HOOK)
+    assert errors == dict.fromkeys(errors, errno.ENOTRECOVERABLE)
+
+
+@WITH_SECCOMP
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_what_the_hook_lets_through_the_filter_refuses(monkeypatch, isolation):
+    """os.chroot and the pidfd calls raise no audit event: with the hook on, a program
+    reached them (and signalled processes of its user below the PID namespace)."""
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    program = ("import os, signal\n"
+               "for attempt in (lambda: os.chroot('/no-such-dir'),\n"
+               "                lambda: os.pidfd_open(os.getpid()),\n"
+               "                lambda: signal.pidfd_send_signal(-1, 0)):\n"
+               "    try:\n        attempt()\n    except PermissionError:\n        pass\n"
+               "    else:\n        raise AssertionError('let through')\n")
+    outcome = run_program(program, SandboxConfig(timeout_s=10.0))
+    assert outcome.passed and outcome.seccomp, outcome.detail + outcome.output
+    without = run_program(program, SandboxConfig(timeout_s=10.0, seccomp=False))
+    assert without.reason != "passed" and not without.seccomp
+
+
+@WITH_SECCOMP
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_threads_processes_and_unix_sockets_still_work_behind_it(monkeypatch, isolation):
+    """clone3 answers ENOSYS, and glibc starts threads with clone instead."""
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    program = ("import os, threading, _socket, ctypes\n"
+               "seen = []\n"
+               "threads = [threading.Thread(target=seen.append, args=(i,)) for i in range(4)]\n"
+               "for t in threads: t.start()\n"
+               "for t in threads: t.join()\n"
+               "assert sorted(seen) == [0, 1, 2, 3]\n"
+               "pid = os.fork()\n"
+               "if pid == 0:\n    os._exit(7)\n"
+               "assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7\n"
+               "a, b = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)\n"
+               "a.send(b'x'); assert b.recv(1) == b'x'\n"
+               "_socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM).close()\n"
+               "status = open('/proc/self/status').read()\n"
+               "assert 'Seccomp:\\t2' in status and 'NoNewPrivs:\\t1' in status, status\n"
+               "libc = ctypes.CDLL(None, use_errno=True)\n"
+               "assert libc.syscall(435, None, 0) == -1 and ctypes.get_errno() == 38\n")
+    outcome = run_program(program, NO_HOOK)
+    assert outcome.passed and outcome.seccomp, outcome.detail + outcome.output
+
+
+@pytest.mark.skipif(TABLE != "x86_64" or FOUND.program is None, reason="x86_64 only")
+def test_an_x32_call_is_refused(monkeypatch):
+    """The x32 ABI shares x86_64's arch field; its numbers (bit 30 set) are others."""
+    program = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+               "assert libc.syscall(0x40000000 | 39) == -1\n"  # x32's getpid
+               "assert ctypes.get_errno() == 1, ctypes.get_errno()\n")
+    outcome = run_program(program, NO_HOOK)
+    assert outcome.passed, outcome.detail + outcome.output
+
+
+@pytest.fixture
+def fresh_probe():
+    sandbox.probe_seccomp.cache_clear()
+    yield
+    sandbox.probe_seccomp.cache_clear()
+
+
+def test_with_no_table_for_this_abi_programs_run_without_and_the_report_says_why(
+        monkeypatch, fresh_probe):
+    monkeypatch.setattr(sandbox, "interpreter_abi", lambda: ("mips", 32))
+    outcome = run_program("assert True\n", SandboxConfig(timeout_s=10.0))
+    assert outcome.passed and not outcome.seccomp
+    *_, used, note = sandbox.isolation_used(SandboxConfig())
+    assert (used, note) == (False, "no system call table for mips (32-bit Python)")
+    assert sandbox.isolation_text(sandbox.NONE, "", False, "", used, note) == (
+        "sandbox isolation: none (the audit hook and the limits only); no seccomp filter "
+        "(no system call table for mips (32-bit Python))")
+
+
+@pytest.mark.skipif(TABLE is None, reason="no system call table for this ABI")
+def test_a_filter_the_kernel_will_not_install_leaves_programs_running_without_it(
+        monkeypatch, fresh_probe, capsys):
+    """A kernel without seccomp filters, or a container's filter that refuses prctl: the
+    probe says why once, and programs run as they did before."""
+    monkeypatch.setattr(seccomp, "program", lambda abi: (b"\0" * 8, "broken"))  # no return
+    found = sandbox.probe_seccomp()
+    assert found.program is None
+    assert "could not install its seccomp filter" in found.note and "Invalid argument" in (
+        found.note)
+    assert "sandbox: no seccomp filter (it did not work here: sandbox:" in capsys.readouterr().err
+    outcome = run_program("assert True\n", SandboxConfig(timeout_s=10.0))
+    assert outcome.passed and not outcome.seccomp
+
+
+def test_the_report_says_what_the_filter_refuses_or_that_it_was_off():
+    assert sandbox.isolation_text(sandbox.NAMESPACES, "", False, "", True, "x86_64: 38 ...") \
+        .endswith("; each behind a seccomp filter (x86_64: 38 ...)")
+    assert sandbox.seccomp_note(False, SandboxConfig(seccomp=False)) == (
+        "turned off (SandboxConfig(seccomp=False))")
