@@ -14,9 +14,10 @@ event: `os.kill` is refused by the hook, `signal.pidfd_send_signal` was not), mo
 perf_event_open, kexec, kernel modules, reboot, swap, userfaultfd, open_by_handle_at,
 io_uring (whose operations open sockets past this filter), and sockets of every family
 but AF_UNIX.  That one stays: glibc itself speaks to local daemons through it (nscd for
-`pwd` and `grp` lookups), the mount namespace already hides the host's socket files and
-the network namespace the abstract ones; but an AF_INET socket is refused even where no
-network namespace exists (the 'none' isolation level), with or without the hook.
+`pwd` and `grp` lookups), and the mount namespace hides the host's socket files and the
+network namespace the abstract ones (below them, a program past the hook reaches those
+its user may open); but an AF_INET socket is refused even where no network namespace
+exists (the 'none' isolation level), with or without the hook.
 
 Each refused call fails with EPERM, as on a locked-down host, rather than killing the
 process: a program that probes for something (an optional feature, a library that
