@@ -101,3 +101,17 @@ def test_the_filter_follows_the_interpreters_abi_and_says_why_there_is_none(abi,
         assert note == f"no system call table for {abi[0]} ({abi[1]}-bit Python)"
     else:
         assert program == seccomp.build(table) and note.startswith(f"{table}: ")
+
+
+# The new mount API's calls by the kernel's own numbers (the same on every architecture,
+# include/uapi/asm-generic/unistd.h), not by the filter's table: open_tree_attr (Linux
+# 6.15) clones a mount tree as open_tree does, with mount_setattr's attributes.
+MOUNT_API = {"open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+             "fsmount": 432, "fspick": 433, "mount_setattr": 442, "open_tree_attr": 467}
+
+
+@pytest.mark.parametrize("abi", ABIS)
+def test_every_call_of_the_new_mount_api_is_refused(abi):
+    program, arch = seccomp.build(abi), seccomp.AUDIT_ARCH[abi]
+    for name, nr in MOUNT_API.items():
+        assert run_filter(program, nr, arch) == EPERM, name

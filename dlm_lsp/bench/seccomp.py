@@ -47,7 +47,7 @@ REFUSED = {
     "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51),
     "open_tree": (428, 428), "move_mount": (429, 429), "fsopen": (430, 430),
     "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
-    "mount_setattr": (442, 442),
+    "mount_setattr": (442, 442), "open_tree_attr": (467, 467),
     "unshare": (272, 97), "setns": (308, 268),
     "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
     "bpf": (321, 280), "perf_event_open": (298, 241),
