@@ -5,7 +5,9 @@ The audit hook refuses these only where CPython raises an audit event, and a pro
 can get around it (it runs in the program's own interpreter); the namespaces bound what
 they hold, not what the kernel is asked.  A filter installed in the program's process
 before the program runs (`sandbox_child.install_seccomp`) holds whatever the program
-does: filters cannot be removed, and every child inherits them.  It is a denylist, so
+does: filters cannot be removed, and every child inherits them (not another process
+of its user, into whose memory a program past the hook may write with no isolation:
+`/proc/PID/mem`, README's "What stays open").  It is a denylist, so
 that CPython and the tests the benchmarks run work unchanged: debugging other processes
 (ptrace, process_vm_*, process_madvise, pidfd_getfd), signalling them by pidfd (no audit
 event: `os.kill` is refused by the hook, `signal.pidfd_send_signal` was not), mounts
