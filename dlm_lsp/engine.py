@@ -107,6 +107,16 @@ def _is_oom(exc: BaseException) -> bool:
 SMALLER_BATCH, ON_CPU = "a smaller batch", "the CPU"  # the ways out of memory, in order
 
 
+# After a failed load, requests with the same settings fail at once with its error for
+# this long before the model is loaded again, twice as long after each further failure up
+# to the cap, and at least as long as the failed load took.  Without it every request
+# (each typing pause's ghost text) loaded again: for a checkpoint whose load runs out of
+# memory, gigabytes read and refused at every pause, the server busy loading, the editor
+# stuttering.  New settings that load another model (the user's fix) load it at once.
+LOAD_RETRY_S, LOAD_RETRY_CAP_S = 2.0, 60.0
+_clock = time.monotonic  # what the waits are timed by (a test moves it)
+
+
 # The settings a loaded model depends on, as the user writes them (what they load: see
 # `_placement`).
 LOADED_WITH = ("model", "device", "precision", "cuda_graphs")
@@ -196,6 +206,11 @@ class Engine:
         # Why the model last failed to load, until a load succeeds or the settings change:
         # without it, `dlm/status` said "not loaded" and an editor showed "loading" forever.
         self._load_error: str | None = None
+        # and when it is tried again (by `_clock`), after how many failures in a row of
+        # the settings `_failed_key` load (see LOAD_RETRY_S)
+        self._retry_at = 0.0
+        self._load_failures = 0
+        self._failed_key: tuple | None = None
         # Fault injection for tests of error handling: "oom" fails every infill with an
         # out-of-memory error, "oom-once" only the first (retries included), "oom-first-try"
         # only the first try (its retry succeeds), "oom-gpu" every try until the engine has
@@ -209,7 +224,11 @@ class Engine:
         The settings may change during the load (reconfigure does not wait for it): then
         the model just loaded, or its error, is of settings no longer in effect, so it is
         dropped and the load done again with the new ones.  The model returned is always
-        the one the settings in effect ask for."""
+        the one the settings in effect ask for.
+
+        A load that failed is not tried again until its wait is over (LOAD_RETRY_S): until
+        then the same settings raise its error at once, also for the requests that
+        waited for the failing load."""
         with self._loading:
             while True:
                 with self._lock:
@@ -217,20 +236,33 @@ class Engine:
                         return self._model
                     config, wanted = self.config, self._load_key()
                     device = self._fallback_device or config.device
+                    if (self._load_error is not None and self._failed_key == wanted
+                            and _clock() < self._retry_at):
+                        raise ModelLoadError(self._load_error)
+                began = _clock()
                 try:
                     model = load_model(config.model, device, config.precision,
                                        config.cuda_graphs)
                 except ModelLoadError as exc:
                     with self._lock:
                         if self._load_key() == wanted:
-                            self._load_error = str(exc)
+                            self._failed(wanted, str(exc), began)
                             raise
                     continue
                 with self._lock:
                     if self._load_key() == wanted:
                         self._model, self._load_error = model, None
+                        self._load_failures, self._failed_key = 0, None
                         return model
                 del model  # outdated: let it go before the next load
+
+    def _failed(self, key: tuple, error: str, began: float) -> None:
+        """Record a failed load of `key` that began at `began` (call with `_lock` held)."""
+        failures = self._load_failures + 1 if self._failed_key == key else 1
+        wait = max(min(LOAD_RETRY_S * 2 ** (failures - 1), LOAD_RETRY_CAP_S),
+                   _clock() - began)
+        self._load_error, self._load_failures, self._failed_key = error, failures, key
+        self._retry_at = _clock() + wait
 
     def _load_key(self) -> tuple:
         """The placement of the model loaded, or to load, now (call with `_lock` held): a
@@ -340,11 +372,15 @@ class Engine:
         with self._lock:
             model, batcher, cost, error = self._model, self._batcher, self._cost, self._load_error
             planned = self._fallback_device or self.config.device
+            retry = (max(self._retry_at - _clock(), 0.0)
+                     if error is not None and self._failed_key == self._load_key() else None)
         fills = list(self.recent_fills)
         ms = [m for m, _ in fills]
         stats = batcher.stats if batcher is not None else None
         return {
             "model": self.config.model, "loaded": model is not None, "loadError": error,
+            # seconds until a failed load is tried again (0: at the next request)
+            "loadRetryS": round(retry, 1) if retry is not None else None,
             # a load under way (`_loading` is held through one; only briefly once loaded)
             "loading": model is None and self._loading.locked(),
             "device": str(model.device) if model is not None else device_name(planned),

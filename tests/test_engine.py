@@ -18,7 +18,14 @@ import torch
 
 import dlm_lsp.passes as passes_module
 from dlm_lsp.config import InfillOptions, ServerConfig
-from dlm_lsp.engine import MASK_PLACEHOLDER, Engine, InfillRequest, OutOfMemory
+from dlm_lsp.engine import (
+    LOAD_RETRY_CAP_S,
+    LOAD_RETRY_S,
+    MASK_PLACEHOLDER,
+    Engine,
+    InfillRequest,
+    OutOfMemory,
+)
 from dlm_lsp.indentation import to_cursor_column
 from dlm_lsp.models import ModelLoadError
 from dlm_lsp.policy import MULTI_LINE, REWRITE, SINGLE_LINE, span_reach
@@ -919,3 +926,94 @@ def test_a_rewrite_at_strength_one_keeps_nothing_of_the_old_code(model_dir: Path
                                       options=InfillOptions(strength=1.0, steps=4,
                                                             repair_rounds=0, fallback=False)))
     assert set(result.candidates[0].text) == {"y"}
+
+
+def _failing_loads(monkeypatch: pytest.MonkeyPatch, clock: list[float]) -> list[str]:
+    """Make every model load fail (as a checkpoint too big for memory does), count the
+    loads, and run the engine's clock from `clock[0]` (moved by the test)."""
+    import dlm_lsp.engine as engine_module
+
+    loads: list[str] = []
+
+    def failing_load(spec, device, precision, graphs):
+        loads.append(spec)
+        raise ModelLoadError(f"could not load {spec}: out of memory")
+
+    monkeypatch.setattr(engine_module, "load_model", failing_load)
+    monkeypatch.setattr(engine_module, "_clock", lambda: clock[0])
+    return loads
+
+
+def test_a_model_that_failed_to_load_is_not_loaded_again_at_every_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every typing pause asks for ghost text: a checkpoint whose load ran out of memory
+    was read again (gigabytes, seconds) and failed again at each one.  Requests with the
+    same settings now fail at once with the same error until the retry is due, and the
+    wait grows with each failure."""
+    clock = [1000.0]
+    loads = _failing_loads(monkeypatch, clock)
+    eng = Engine(ServerConfig(model="big-model", device="cpu"))
+    errors = []
+    for _ in range(5):
+        with pytest.raises(ModelLoadError) as failed:
+            eng.model  # noqa: B018
+        errors.append(str(failed.value))
+    assert loads == ["big-model"] and set(errors) == {"could not load big-model: out of memory"}
+    status = eng.status()
+    assert status["loadError"] == errors[0] and status["loadRetryS"] == LOAD_RETRY_S
+    clock[0] += LOAD_RETRY_S  # due: tried again, fails, and waits twice as long
+    with pytest.raises(ModelLoadError):
+        eng.model  # noqa: B018
+    assert len(loads) == 2 and eng.status()["loadRetryS"] == 2 * LOAD_RETRY_S
+    clock[0] += 2 * LOAD_RETRY_S - 0.5
+    with pytest.raises(ModelLoadError):
+        eng.model  # noqa: B018
+    assert len(loads) == 2 and eng.status()["loadRetryS"] == 0.5
+
+
+def test_the_wait_before_a_failed_load_is_tried_again_is_capped_and_at_least_the_load(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait doubles up to LOAD_RETRY_CAP_S; a load that took longer than the wait to
+    fail waits as long as it took, so failing loads take at most half the server's time."""
+    clock = [1000.0]
+    _failing_loads(monkeypatch, clock)
+    eng = Engine(ServerConfig(model="big-model", device="cpu"))
+    waits = []
+    for _ in range(8):
+        with pytest.raises(ModelLoadError):
+            eng.model  # noqa: B018
+        waits.append(eng.status()["loadRetryS"])
+        clock[0] += waits[-1]
+    assert waits[0] == LOAD_RETRY_S and max(waits) == waits[-1] == LOAD_RETRY_CAP_S
+    assert all(b == min(2 * a, LOAD_RETRY_CAP_S) for a, b in zip(waits, waits[1:], strict=False))
+    import dlm_lsp.engine as engine_module
+
+    def slow_failing_load(spec, device, precision, graphs):
+        clock[0] += 300.0  # a huge checkpoint read for five minutes, then refused
+        raise ModelLoadError("could not load huge-model: out of memory")
+
+    monkeypatch.setattr(engine_module, "load_model", slow_failing_load)
+    eng = Engine(ServerConfig(model="huge-model", device="cpu"))
+    with pytest.raises(ModelLoadError):
+        eng.model  # noqa: B018
+    assert eng.status()["loadRetryS"] == 300.0
+
+
+def test_new_settings_after_a_failed_load_load_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait is for the settings that failed: a model setting changed (the user's fix)
+    is loaded at the next request, and going back to the failed one tries it afresh."""
+    clock = [1000.0]
+    loads = _failing_loads(monkeypatch, clock)
+    eng = Engine(ServerConfig(model="big-model", device="cpu"))
+    with pytest.raises(ModelLoadError):
+        eng.model  # noqa: B018
+    assert eng.reconfigure(ServerConfig(model="other-model", device="cpu"))
+    assert eng.status()["loadError"] is None and eng.status()["loadRetryS"] is None
+    with pytest.raises(ModelLoadError):
+        eng.model  # noqa: B018
+    eng.reconfigure(ServerConfig(model="big-model", device="cpu"))
+    with pytest.raises(ModelLoadError):
+        eng.model  # noqa: B018
+    assert loads == ["big-model", "other-model", "big-model"]
+    assert eng.status()["loadRetryS"] == LOAD_RETRY_S  # afresh: the first wait again
