@@ -207,7 +207,9 @@ class Engine:
         # without it, `dlm/status` said "not loaded" and an editor showed "loading" forever.
         self._load_error: str | None = None
         # and when it is tried again (by `_clock`), after how many failures in a row of
-        # the settings `_failed_key` load (see LOAD_RETRY_S)
+        # the settings `_failed_key` load (see LOAD_RETRY_S); until then `_failure` is
+        # raised again, itself, so that its kind (DeviceUnavailable) goes with it
+        self._failure: ModelLoadError | None = None
         self._retry_at = 0.0
         self._load_failures = 0
         self._failed_key: tuple | None = None
@@ -236,9 +238,9 @@ class Engine:
                         return self._model
                     config, wanted = self.config, self._load_key()
                     device = self._fallback_device or config.device
-                    if (self._load_error is not None and self._failed_key == wanted
+                    if (self._failure is not None and self._failed_key == wanted
                             and _clock() < self._retry_at):
-                        raise ModelLoadError(self._load_error)
+                        raise self._failure.with_traceback(None)
                 began = _clock()
                 try:
                     model = load_model(config.model, device, config.precision,
@@ -246,22 +248,23 @@ class Engine:
                 except ModelLoadError as exc:
                     with self._lock:
                         if self._load_key() == wanted:
-                            self._failed(wanted, str(exc), began)
+                            self._failed(wanted, exc, began)
                             raise
                     continue
                 with self._lock:
                     if self._load_key() == wanted:
                         self._model, self._load_error = model, None
-                        self._load_failures, self._failed_key = 0, None
+                        self._failure, self._load_failures, self._failed_key = None, 0, None
                         return model
                 del model  # outdated: let it go before the next load
 
-    def _failed(self, key: tuple, error: str, began: float) -> None:
+    def _failed(self, key: tuple, error: ModelLoadError, began: float) -> None:
         """Record a failed load of `key` that began at `began` (call with `_lock` held)."""
         failures = self._load_failures + 1 if self._failed_key == key else 1
         wait = max(min(LOAD_RETRY_S * 2 ** (failures - 1), LOAD_RETRY_CAP_S),
                    _clock() - began)
-        self._load_error, self._load_failures, self._failed_key = error, failures, key
+        self._failure, self._load_failures, self._failed_key = error, failures, key
+        self._load_error = str(error)
         self._retry_at = _clock() + wait
 
     def _load_key(self) -> tuple:
@@ -292,6 +295,7 @@ class Engine:
                 self._model = None
                 self._cost = None
                 self._row_cap = self._fallback_device = self._load_error = None
+                self._failure = self._failed_key = None  # new settings load at once
             if reload or config.batch_rows == 0:
                 retired, self._batcher = self._batcher, None
             self.config = config

@@ -1017,3 +1017,19 @@ def test_new_settings_after_a_failed_load_load_at_once(
         eng.model  # noqa: B018
     assert loads == ["big-model", "other-model", "big-model"]
     assert eng.status()["loadRetryS"] == LOAD_RETRY_S  # afresh: the first wait again
+
+
+def test_a_load_refused_for_want_of_cuda_is_told_as_such_within_the_wait(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error raised again is the load's own, of its own kind: `dlm-lsp` commands word
+    a DeviceUnavailable for their `--device` flag (`command_line_message`)."""
+    from dlm_lsp.models import DeviceUnavailable
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    eng = Engine(ServerConfig(device="cuda"))
+    raised = []
+    for _ in range(2):
+        with pytest.raises(DeviceUnavailable) as failed:
+            eng.model  # noqa: B018
+        raised.append(failed.value)
+    assert raised[1].device == "cuda" and str(raised[1]) == str(raised[0])

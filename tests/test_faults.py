@@ -91,9 +91,13 @@ def test_a_damaged_model_is_a_clear_error_and_the_server_reloads_once_it_is_fixe
         assert str(broken) in reply["error"]["message"]
         status = client.call("dlm/status", {})["result"]  # still serving, and says why not
         assert status["loaded"] is False and str(broken) in status["loadError"]
+        assert status["loadRetryS"] is not None  # and when it is tried again
+        again = client.call("dlm/infill", infill_params())  # within the wait: the same error
+        assert again["error"] == reply["error"]
         client.notify("workspace/didChangeConfiguration",
                       {"settings": {"dlm": {"model": str(model_dir)}}})
-        assert client.call("dlm/status", {})["result"]["loadError"] is None  # a new model
+        status = client.call("dlm/status", {})["result"]
+        assert status["loadError"] is None and status["loadRetryS"] is None  # a new model
         assert "result" in client.call("dlm/infill", infill_params())
         assert client.call("dlm/status", {})["result"]["loaded"] is True
     finally:
