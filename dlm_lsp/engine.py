@@ -203,12 +203,12 @@ class Engine:
         self._row_cap: int | None = None
         self._fallback_device: str | None = None
         self.notices: deque[str] = deque(maxlen=16)
-        # Why the model last failed to load, until a load succeeds or the settings change:
-        # without it, `dlm/status` said "not loaded" and an editor showed "loading" forever.
-        self._load_error: str | None = None
-        # and when it is tried again (by `_clock`), after how many failures in a row of
-        # the settings `_failed_key` load (see LOAD_RETRY_S); until then `_failure` is
-        # raised again, itself, so that its kind (DeviceUnavailable) goes with it
+        # The model's last failed load, until a load succeeds or the settings change (its
+        # text is `dlm/status`'s loadError: without it, status said "not loaded" and an
+        # editor showed "loading" forever), and when it is tried again (by `_clock`), after
+        # how many failures in a row of the settings `_failed_key` load (see
+        # LOAD_RETRY_S); until then `_failure` is raised again, itself, so that its kind
+        # (DeviceUnavailable) goes with it
         self._failure: ModelLoadError | None = None
         self._retry_at = 0.0
         self._load_failures = 0
@@ -253,7 +253,7 @@ class Engine:
                     continue
                 with self._lock:
                     if self._load_key() == wanted:
-                        self._model, self._load_error = model, None
+                        self._model = model
                         self._failure, self._load_failures, self._failed_key = None, 0, None
                         return model
                 del model  # outdated: let it go before the next load
@@ -264,7 +264,6 @@ class Engine:
         wait = max(min(LOAD_RETRY_S * 2 ** (failures - 1), LOAD_RETRY_CAP_S),
                    _clock() - began)
         self._failure, self._load_failures, self._failed_key = error, failures, key
-        self._load_error = str(error)
         self._retry_at = _clock() + wait
 
     def _load_key(self) -> tuple:
@@ -294,7 +293,7 @@ class Engine:
             if reload:
                 self._model = None
                 self._cost = None
-                self._row_cap = self._fallback_device = self._load_error = None
+                self._row_cap = self._fallback_device = None
                 self._failure = self._failed_key = None  # new settings load at once
             if reload or config.batch_rows == 0:
                 retired, self._batcher = self._batcher, None
@@ -374,7 +373,8 @@ class Engine:
         throughput and cache hit rate.  Before the model is loaded, the device is the one
         it loads on ("auto" resolved: editors show it as where the model runs)."""
         with self._lock:
-            model, batcher, cost, error = self._model, self._batcher, self._cost, self._load_error
+            model, batcher, cost = self._model, self._batcher, self._cost
+            error = str(self._failure) if self._failure is not None else None
             planned = self._fallback_device or self.config.device
             retry = (max(self._retry_at - _clock(), 0.0)
                      if error is not None and self._failed_key == self._load_key() else None)

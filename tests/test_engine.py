@@ -355,7 +355,7 @@ def test_before_the_model_loads_a_selection_plainly_too_long_is_told_without_loa
     told = eng.rewrite_refusal("x = 1\n" * (16 * 64 // 6 + 1))
     assert told is not None and "maxSpanTokens, 64" in told
     assert eng.rewrite_refusal("x = 1\n" * (16 * 64 // 6 - 1)) is None
-    assert eng._model is None and eng._load_error is None  # nothing was loaded or tried
+    assert eng._model is None and eng._failure is None  # nothing was loaded or tried
 
 
 def test_status_answers_loading_while_the_model_loads_instead_of_waiting_for_it(
