@@ -70,6 +70,10 @@ class Backend(Protocol):
     def status(self) -> dict[str, Any]:
         """What `dlm/status` shows."""
 
+    def retry_load(self) -> None:
+        """Let the next `preload` try a load that failed at once, without the wait that
+        keeps a failing load from being tried at every request (`dlm/retryLoad`)."""
+
     def rewrite_refusal(self, selected: str) -> str | None:
         """Why a rewrite of `selected` would be refused as too long (`policy.SpanTooLong`),
         where that is plain now, without loading a model or asking a server, and cheap:

@@ -7,6 +7,7 @@ cross the thread boundary as plain callables (`should_stop`, `on_draft`).
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
@@ -240,7 +241,9 @@ class Engine:
                     device = self._fallback_device or config.device
                     if (self._failure is not None and self._failed_key == wanted
                             and _clock() < self._retry_at):
-                        raise self._failure.with_traceback(None)
+                        # a copy: the requests raising it meanwhile run on several
+                        # threads, and each one's traceback is its own
+                        raise copy.copy(self._failure).with_traceback(None)
                 began = _clock()
                 try:
                     model = load_model(config.model, device, config.precision,
@@ -265,6 +268,14 @@ class Engine:
                    _clock() - began)
         self._failure, self._load_failures, self._failed_key = error, failures, key
         self._retry_at = _clock() + wait
+
+    def retry_load(self) -> None:
+        """End the wait before a failed load is tried again (`dlm/retryLoad`): the user
+        who mended a checkpoint on disk, or freed the memory its load ran out of, says so
+        and wants the model now, not after up to LOAD_RETRY_CAP_S.  The count of
+        failures is kept, so a load that fails again waits longer than the last wait."""
+        with self._lock:
+            self._retry_at = 0.0
 
     def _load_key(self) -> tuple:
         """The placement of the model loaded, or to load, now (call with `_lock` held): a

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 INFILL = "dlm/infill"
 DRAFT = "dlm/draft"
 STATUS = "dlm/status"
+RETRY_LOAD = "dlm/retryLoad"
 FILL_HOLES = "dlm.fillHoles"
 REWRITE_SELECTION = "dlm.rewriteSelection"
 

@@ -80,6 +80,7 @@ from dlm_lsp.protocol import (
     FILL_HOLES,
     INFILL,
     NOTHING_WRITTEN,
+    RETRY_LOAD,
     REWRITE_SELECTION,
     STATUS,
     DlmProtocol,
@@ -764,6 +765,19 @@ async def status(ls: DlmServer, params: Any) -> dict:
     return {"version": __version__, **engine_status, "jobsInFlight": ls.jobs.in_flight(),
             "openDocuments": len(ls.workspace.text_documents),
             "progressTokens": len(ls.work_done_progress.tokens)}
+
+
+@feature(RETRY_LOAD)
+async def retry_load(ls: DlmServer, params: Any) -> dict:
+    """`dlm/retryLoad`: load the model now, shown as a load at `initialized` is (progress,
+    then a log line or an error message), and answer with `dlm/status` once it is done.
+    After a failed load, requests with the same settings fail at once until a wait is
+    over (up to a minute: `Engine.retry_load`); a user who has just mended the checkpoint
+    or freed memory asks for the load instead of waiting for it or restarting the
+    server.  With the model loaded it changes nothing."""
+    ls.engine.retry_load()
+    await ls.preload()
+    return await _engine_status(ls)
 
 
 async def _engine_status(ls: DlmServer) -> dict:

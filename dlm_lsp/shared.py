@@ -120,6 +120,9 @@ class SharedEngine:
     def preload(self) -> str:
         return self.engine.preload()
 
+    def retry_load(self) -> None:
+        self.engine.retry_load()  # the wait is the engine's, whichever client asks
+
     def status(self) -> dict[str, Any]:
         with self.pool.lock:
             clients = len(self.pool.clients())

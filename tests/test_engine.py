@@ -1019,6 +1019,40 @@ def test_new_settings_after_a_failed_load_load_at_once(
     assert eng.status()["loadRetryS"] == LOAD_RETRY_S  # afresh: the first wait again
 
 
+def test_a_retry_asked_for_loads_at_once_and_a_failure_then_waits_longer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dlm/retryLoad`: the user mended the checkpoint, or freed memory, and asks for the
+    model now, within the wait.  The load is tried at once; failing again, it waits as a
+    further failure does (twice as long), not the first wait again."""
+    clock = [1000.0]
+    loads = _failing_loads(monkeypatch, clock)
+    eng = Engine(ServerConfig(model="big-model", device="cpu"))
+    with pytest.raises(ModelLoadError):
+        eng.model  # noqa: B018
+    eng.retry_load()
+    assert eng.status()["loadRetryS"] == 0  # due: said as "at the next request"
+    with pytest.raises(ModelLoadError):
+        eng.model  # noqa: B018
+    assert len(loads) == 2 and eng.status()["loadRetryS"] == 2 * LOAD_RETRY_S
+
+
+def test_requests_within_the_wait_each_raise_their_own_copy_of_the_failure(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests run on several threads; raising the one recorded error object in each gave
+    one request's traceback to another's log.  Each gets an error of the same type and
+    message, its own."""
+    clock = [1000.0]
+    _failing_loads(monkeypatch, clock)
+    eng = Engine(ServerConfig(model="big-model", device="cpu"))
+    raised = []
+    for _ in range(3):
+        with pytest.raises(ModelLoadError) as failed:
+            eng.model  # noqa: B018
+        raised.append(failed.value)
+    assert raised[1] is not raised[2] and raised[1] is not eng._failure
+    assert {(type(e), str(e)) for e in raised} == {(ModelLoadError, str(raised[0]))}
+
+
 def test_a_load_refused_for_want_of_cuda_is_told_as_such_within_the_wait(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The error raised again is the load's own, of its own kind: `dlm-lsp` commands word

@@ -1064,6 +1064,33 @@ async def test_model_that_fails_to_load_is_a_clear_error_and_recoverable(client,
     assert len(result.edits) == 1
 
 
+async def test_a_load_retried_on_request_loads_a_mended_checkpoint_without_the_wait(
+        client, model_dir, tmp_path):
+    """`dlm/retryLoad`: after a failed load, requests with the same settings fail at once
+    until a wait is over.  A user who mends the checkpoint asks for the load: it runs at
+    once, shown as progress, and the answer is the status once it is done, failed or
+    not."""
+    import shutil
+
+    broken = tmp_path / "model"
+    shutil.copytree(model_dir, broken)
+    weights = next(broken.glob("*.safetensors"))
+    weights.rename(tmp_path / "aside")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"model": str(broken)}}))
+    await wait_for(lambda: any(m.type == types.MessageType.Error for m in client.messages))
+    status = await client.protocol.send_request_async("dlm/retryLoad", {})
+    assert status.loaded is False and str(broken) in status.loadError
+    assert status.loadRetryS > 0  # the failed retry waits again
+    (tmp_path / "aside").rename(weights)
+    status = await client.protocol.send_request_async("dlm/retryLoad", {})
+    assert status.loaded is True and status.loadError is None and status.model == str(broken)
+    assert "ready on cpu" in list(loads(client).values())[-1][-1].message
+    open_doc(client)
+    result = await infill(client, rng(4, 4, 4, 4), options={"length": 2})
+    assert len(result.edits) == 1
+
+
 def loads(client: LanguageClient) -> dict[str, list]:
     """The server's model-loading progress, by token."""
     return server_progress(client, "load")

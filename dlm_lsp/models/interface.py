@@ -32,6 +32,11 @@ class DeviceUnavailable(ModelLoadError):
                          "set device to 'auto' or 'cpu'")
         self.device = device
 
+    def __reduce__(self):
+        # made again from its device, not its message: copied (`Engine.model` raises a
+        # copy of a failed load's error) or pickled, it read "device 'device '...''"
+        return type(self), (self.device,)
+
     def on_command_line(self) -> str:
         return (f"--device {self.device} was given but CUDA is not available here; "
                 "use --device auto or --device cpu")

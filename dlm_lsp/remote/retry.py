@@ -130,6 +130,12 @@ class ServerBackend:
 
     # -- the Backend methods both share ---------------------------------------------------
 
+    def retry_load(self) -> None:
+        """The service is asked anew at each `preload`, without a wait; only the local
+        engine fills fall back to (`remoteFallback`) waits after a failed load."""
+        if self._local is not None:
+            self._local.retry_load()
+
     def reconfigure(self, config: ServerConfig) -> bool:
         """Adopt new fill settings (the server and key stay: see `switch_backend`).  The
         server keeps its own model whatever ours say, so there is nothing to get ready:
