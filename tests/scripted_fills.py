@@ -11,7 +11,8 @@ to the cursor, as a JSON string.  Where DLM_TEST_FILL_GATE is set, a fill first 
 "begin" to the file named by DLM_TEST_FILL_LOG and waits until the gate file exists
 (checking every 50 ms), stopping as the engine does when the server stops it (an edit, a
 cancel); it appends "end" once it has its result, or "stopped" when it was stopped,
-waiting or in the engine.
+waiting or in the engine.  Where DLM_TEST_LOAD_GATE is set, each model load waits until
+the gate file exists (a big model's load, under way for as long as the test likes).
 Usage: python tests/scripted_fills.py [dlm-lsp arguments]; tests/test_emacs.py and
 editors/vscode/e2e/run.sh --completion run it as an editor's server.
 """
@@ -31,6 +32,7 @@ import dlm_lsp.engine as engine  # noqa: E402
 from dlm_lsp.cli import main  # noqa: E402
 
 _real_infill = engine.Engine.infill
+_real_load_model = engine.load_model
 
 
 def _note(line: str) -> None:
@@ -67,6 +69,14 @@ def scripted_infill(self, req):
     return dataclasses.replace(result, candidates=[best])
 
 
+def gated_load_model(*args, **kwargs):
+    while not os.path.exists(os.environ["DLM_TEST_LOAD_GATE"]):
+        time.sleep(0.05)
+    return _real_load_model(*args, **kwargs)
+
+
 if __name__ == "__main__":
     engine.Engine.infill = scripted_infill
+    if os.environ.get("DLM_TEST_LOAD_GATE") is not None:
+        engine.load_model = gated_load_model
     sys.exit(main(sys.argv[1:]))

@@ -801,21 +801,31 @@ def test_checkhealth_finds_the_server_and_its_loaded_model(tmp_path, model_dir):
     assert f"server: dlm-lsp {__version__}" in report
 
 
+# Lua: `said` collects what the plugin says through vim.notify, as { message, level }; the
+# server's own messages (LSP[dlm] ...) are left out
+_SAID = """local said = {}
+vim.notify = function(message, level)
+  if not message:find('^LSP%[') then said[#said + 1] = { message, level } end
+end
+"""
+
+
+def _opened_after_a_failed_load(path: Path) -> str:
+    """Lua: open `path` as `buf` and wait until its server's dlm/status has the load's error."""
+    return f"""local buf = open('{path}')
+assert(vim.wait(20000, function()
+  local answer = dlm.client(buf):request_sync('dlm/status', vim.empty_dict(), 5000, buf)
+  return answer and answer.result and answer.result.loadError ~= nil
+end, 50), 'the load error never reached dlm/status')
+"""
+
+
 def test_a_model_that_failed_to_load_is_reported_as_failed_not_as_loading(tmp_path):
     """With the buffer's server already running, its load error has gone by as a message;
     :checkhealth and :DlmStatus read it from dlm/status instead of waiting on "loading"."""
     path, _ = _complete_fixture(tmp_path)
     missing = tmp_path / "no-such-model"
-    result = run_nvim(tmp_path, missing, f"""
-local buf = open('{path}')
-assert(vim.wait(20000, function()
-  local answer = dlm.client(buf):request_sync('dlm/status', vim.empty_dict(), 5000, buf)
-  return answer and answer.result and answer.result.loadError ~= nil
-end, 50), 'the load error never reached dlm/status')
-local said = {{}}
-vim.notify = function(message, level)  -- the server's own showMessage is not :DlmStatus
-  if not message:find('^LSP%[') then said[#said + 1] = {{ message, level }} end
-end
+    result = run_nvim(tmp_path, missing, _opened_after_a_failed_load(path) + _SAID + """
 vim.cmd('DlmStatus')
 assert(vim.wait(5000, function() return #said > 0 end, 20), 'no answer to :DlmStatus')
 result.status = said[1]
@@ -828,6 +838,88 @@ result.seconds = (vim.uv.hrtime() - began) / 1e9
     report = "\n".join(result["report"])
     assert f"model `{missing}` failed to load" in report and "ERROR" in report, report
     assert result["seconds"] < 10, "checkhealth waited for a load that had already failed"
+
+
+def test_dlm_retry_load_loads_a_mended_model_now_and_says_when_it_is_tried_again(
+        tmp_path, model_dir):
+    """After a failed load the server waits before it tries again (up to a minute), and the
+    plugin said only "failed to load".  Each place that says so (:DlmStatus, a fill's
+    error, :checkhealth) now says when the load is tried again and names :DlmRetryLoad,
+    which loads the model at once: asynchronously (the answer is said after the command
+    returns), failing again with the new wait, then, the weights put back, loaded on the
+    CPU.  Given from a buffer no server is attached to (the health report's), it asks the
+    running server."""
+    path, _ = _complete_fixture(tmp_path)
+    broken = tmp_path / "model"
+    shutil.copytree(model_dir, broken)
+    weights = next(broken.glob("*.safetensors"))
+    aside = tmp_path / "aside"
+    weights.rename(aside)
+    result = run_nvim(tmp_path, broken, _opened_after_a_failed_load(path) + _SAID + """
+-- what `command` made the plugin say, and whether it returned before saying it
+local function answer(command)
+  local before = #said
+  command()
+  local returned_first = #said == before
+  assert(vim.wait(20000, function() return #said > before end, 20), 'no answer')
+  return { said[#said][1], said[#said][2], returned_first }
+end
+result.status = answer(function() vim.cmd('DlmStatus') end)
+result.fill = answer(function() dlm.fill({ range = 0 }) end)
+result.failed_again = answer(function() vim.cmd('DlmRetryLoad') end)
+""" + _CHECKHEALTH + f"""
+result.health_buffer_attached = dlm.client(vim.api.nvim_get_current_buf()) ~= nil
+assert(os.rename('{aside}', '{weights}'))
+result.loaded = answer(function() vim.cmd('DlmRetryLoad') end)
+""")
+    message, level, _ = result["status"]
+    assert "failed to load" in message and "tried again in " in message, message
+    assert ":DlmRetryLoad" in message and level == 4  # ERROR
+    message, level, _ = result["fill"]
+    assert "model unavailable" in message and ":DlmRetryLoad" in message and level == 3, message
+    message, level, returned_first = result["failed_again"]
+    assert returned_first, "the command waited for the load"
+    assert f"model {broken} failed to load again" in message and level == 4, message
+    assert "tried again in " in message and ":DlmRetryLoad" in message
+    report = "\n".join(result["report"])
+    assert f"model `{broken}` failed to load" in report, report
+    assert re.search(r"tried again (in \d+ s|at the next request)", report), report
+    assert ":DlmRetryLoad" in report
+    assert result["health_buffer_attached"] is False
+    message, level, returned_first = result["loaded"]
+    assert returned_first and message == f"dlm-lsp: model {broken} loaded on cpu", message
+    assert level == 2  # INFO
+
+
+def test_dlm_retry_load_asked_during_a_load_answers_when_it_ends(tmp_path, model_dir):
+    """The server answers dlm/retryLoad once the load is over, one under way included
+    (a big model on a CPU takes minutes): the command does not block the editor nor give
+    up meanwhile, and says the model's device when the load ends.  Before any server runs
+    it says there is none and what starts one."""
+    path, _ = _complete_fixture(tmp_path)
+    gate = tmp_path / "gate"
+    env = {**_planted(tmp_path, "unused"), "DLM_TEST_LOAD_GATE": str(gate)}
+    result = run_nvim(tmp_path, model_dir, _SAID + f"""
+vim.cmd('DlmRetryLoad')
+result.none = said[#said]
+local buf = open('{path}')
+assert(vim.wait(20000, function()
+  local answer = dlm.client(buf):request_sync('dlm/status', vim.empty_dict(), 5000, buf)
+  return answer and answer.result and answer.result.loading
+end, 50), 'the load never began')
+local before = #said
+vim.cmd('DlmRetryLoad')
+vim.wait(1000)  -- the load is held at the gate: no answer yet
+result.said_while_loading = #said - before
+local f = assert(io.open('{gate}', 'w'))
+f:close()
+assert(vim.wait(30000, function() return #said > before end, 20), 'no answer after the load')
+result.loaded = said[#said]
+""", env=env)
+    assert result["none"] == ["dlm: no dlm-lsp server is running (none started yet, or it "
+                              "exited); :DlmRestart starts it", 3]
+    assert result["said_while_loading"] == 0
+    assert result["loaded"] == [f"dlm-lsp: model {model_dir} loaded on cpu", 2]
 
 
 def test_after_the_server_exits_commands_say_so_and_dlm_restart_starts_it_again(tmp_path,

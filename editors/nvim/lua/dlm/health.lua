@@ -200,8 +200,14 @@ function M.check()
       health.info(('latency p50 %s ms, p95 %s ms over %d fills'):format(status.p50Ms, status.p95Ms, status.fills))
     end
   elseif #errors > 0 then
+    -- the running server's wait before it tries again, and the command that ends it; a
+    -- temporary client's server is stopped below: there is nothing to retry
+    local advice = { 'check the `model` and `device` settings' }
+    if not temporary then
+      advice[2] = dlm.retry_advice(status.loadRetryS)
+    end
     health.error(('model `%s` failed to load: %s'):format(status.model, table.concat(errors, '; ')),
-      'check the `model` and `device` settings')
+      advice)
   else
     health.warn(('model `%s` not loaded after %d s (device %s)'):format(status.model, M.timeout_ms / 1000,
       status.device))

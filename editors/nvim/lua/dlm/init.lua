@@ -4,7 +4,8 @@
 ---
 --- Commands: :DlmFill (selection, the <FILL> hole at the cursor, or insert at
 --- the cursor), :DlmRewrite [expand] (selection or current line), :DlmFillHoles,
---- :DlmStatus, :DlmToggle [on|off] (pause ghost text), :DlmRestart; ghost text while typing
+--- :DlmStatus, :DlmRetryLoad (after a failed load), :DlmToggle [on|off] (pause ghost
+--- text), :DlmRestart; ghost text while typing
 --- (accept with <Tab>); `:checkhealth dlm`.
 --- Every edit is applied only to the buffer version it was computed for.
 local M = {}
@@ -447,10 +448,13 @@ end
 --- Say what an error answer to an explicit command means.  -32800 (cancelled or
 --- superseded) is the user's own doing: nothing.  -32801 (the buffer changed) is no error
 --- either, but said as the plugin's own stale check says it ("fill dropped: ..."), so the
---- same event reads the same whichever side noticed it first.
+--- same event reads the same whichever side noticed it first.  -32001 (the model failed
+--- to load) names the command that loads it again once the cause is fixed.
 local function report_error(err)
   if err.code == -32801 then
     notify(err.message)
+  elseif err.code == -32001 then
+    notify(err.message .. '; ' .. M.retry_advice(nil), vim.log.levels.WARN)
   elseif err.code ~= -32800 then
     notify(err.message, vim.log.levels.WARN)
   end
@@ -732,13 +736,75 @@ function M.status()
     end
     -- JSON null arrives as nil (not vim.NIL) in a response's fields
     if type(result.loadError) == 'string' then
-      return vim.notify(('dlm-lsp: model %s failed to load: %s'):format(result.model,
-        result.loadError), vim.log.levels.ERROR)
+      return vim.notify(('dlm-lsp: model %s failed to load: %s; %s'):format(result.model,
+        result.loadError, M.retry_advice(result.loadRetryS)), vim.log.levels.ERROR)
     end
     vim.notify(('dlm-lsp: model %s (%s) on %s, p50 %s ms over %s fills'):format(
       result.model, result.loaded and 'loaded' or 'loading', result.device,
       type(result.p50Ms) == 'number' and result.p50Ms or '-', result.fills or 0))
   end)
+end
+
+--- When the server tries a failed load again (`loadRetryS` of dlm/status: seconds, 0 at
+--- the next request) and how not to wait: a user who reads "failed to load" fixes the
+--- cause (a path, a download, memory) and then wants the model, not a minute's wait for
+--- the server's own retry or a :DlmRestart that starts the whole server again.
+---@param retry_s number? loadRetryS; nil where the status has none
+---@return string
+function M.retry_advice(retry_s)
+  local when = ''
+  if type(retry_s) == 'number' then
+    when = retry_s <= 0 and 'tried again at the next request; '
+      or ('tried again in %d s; '):format(math.ceil(retry_s))
+  end
+  return when .. 'once it is fixed, :DlmRetryLoad loads it now'
+end
+
+--- What the answer to dlm/retryLoad (a dlm/status) says, and how loud: the model loaded
+--- and where, or why it failed again.
+---@return string, integer
+local function retried(result)
+  if type(result.loadError) == 'string' then
+    return ('dlm-lsp: model %s failed to load again: %s; %s'):format(result.model,
+      result.loadError, M.retry_advice(result.loadRetryS)), vim.log.levels.ERROR
+  end
+  if result.loaded then
+    return ('dlm-lsp: model %s loaded on %s'):format(result.model, tostring(result.device)),
+      vim.log.levels.INFO
+  end
+  return ('dlm-lsp: model %s is not loaded (device %s)'):format(result.model,
+    tostring(result.device)),
+    vim.log.levels.WARN
+end
+
+--- :DlmRetryLoad — ask the server to load its model now (`dlm/retryLoad`), after a failed
+--- load was fixed, and say how it went.  The server answers once the load is over, which
+--- for a big model on a CPU is a minute or more (and, asked while a load is under way,
+--- once that one ends): the request is asynchronous, the editor goes on meanwhile, and
+--- the answer is said when it comes, also with `notify = false` (the user asked).  The
+--- current buffer's client is asked, else every dlm client (the command is given from
+--- any buffer: the log, a help page); with none, why there is none.
+function M.retry_load()
+  local buf = api.nvim_get_current_buf()
+  local clients = vim.lsp.get_clients({ name = M.name, bufnr = buf })
+  if #clients == 0 then
+    clients = vim.lsp.get_clients({ name = M.name })
+  end
+  if #clients == 0 then
+    local why = M.config.server and refused_for and M.refused
+      or not M.config.server and missing_for and M.missing
+      or 'no dlm-lsp server is running (none started yet, or it exited); :DlmRestart starts it'
+    return notify(why, vim.log.levels.WARN)
+  end
+  for _, client in ipairs(clients) do
+    notify(('loading the model again (client %d)'):format(client.id))
+    client:request('dlm/retryLoad', vim.empty_dict(), function(err, result)
+      if err then
+        return notify(err.message, vim.log.levels.WARN)
+      end
+      vim.notify(retried(result))
+    end)
+  end
 end
 
 --- Pause or resume the ghost text while typing, in every buffer (as copilot.vim's
@@ -814,6 +880,9 @@ local function create_commands()
   api.nvim_create_user_command('DlmStatus', function()
     M.status()
   end, { desc = 'dlm-lsp: model, device and latency of the server' })
+  api.nvim_create_user_command('DlmRetryLoad', function()
+    M.retry_load()
+  end, { desc = 'dlm-lsp: load the model now after a failed load (without the wait)' })
   api.nvim_create_user_command('DlmRestart', function()
     M.restart()
   end, { desc = 'dlm-lsp: stop the server (or connection) and start it again' })
