@@ -235,7 +235,7 @@ def test_fill_of_a_visual_selection_replaces_the_selection_only(tmp_path, model_
     result = run_nvim(tmp_path, model_dir, f"""
 local buf = open('{path}')
 vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci(i))`
-""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 10, line2 = 10"))
+""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 10, line2 = 10, selection = true"))
     assert result["applied"] is True
     edit = result["answer"]["edits"][0]
     start = before.index("fibonacci(i))")
@@ -255,7 +255,7 @@ local buf = open('{path}')
 vim.o.selection = 'exclusive'
 vim.cmd('normal! 10G0ffvf)y') -- in `print(i, fibonacci(i))`; `f)` goes past the first `)`
 result.selected = vim.fn.getreg('"')
-""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 10, line2 = 10"))
+""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 10, line2 = 10, selection = true"))
     assert result["selected"] == "fibonacci(i)"
     edit = result["answer"]["edits"][0]
     assert edit["range"] == {"start": {"line": 9, "character": 17},
@@ -288,7 +288,7 @@ result.sent, result.said = vim.deepcopy(sent), vim.deepcopy(said) -- before the 
 result.lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
 vim.api.nvim_win_set_cursor(0, {{ 3, 9 }})
 vim.api.nvim_feedkeys(vim.keycode('<C-v>hh<Esc>'), 'xt', false) -- leftwards: `333`
-""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 3, line2 = 3"))
+""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 3, line2 = 3, selection = true"))
     assert result["sent"] == [] and result["lines"] == before.splitlines()
     assert len(result["said"]) == 2
     assert all("block selection" in m and "several lines" in m for m in result["said"])
@@ -454,6 +454,24 @@ typed(':silent 10,10DlmRewrite<CR>')
     assert asked == [selected, selected, selected, whole]
 
 
+def test_lua_calls_name_lines_unless_they_ask_for_the_selection(tmp_path, model_dir):
+    """require('dlm').rewrite / .fill from a script or a Normal-mode mapping: a range
+    given is those lines, as vim.cmd('10,10DlmRewrite') is, and no longer the characters
+    an old selection left on them; `selection = true` asks for those characters.  Called
+    with no range (`fargs`, `on_done` only), they act as the commands with none do: the
+    cursor's line, or in Visual mode the selection shown (it raised "attempt to perform
+    arithmetic on field 'line2'")."""
+    asked, whole, selected = _ranges_asked(tmp_path, model_dir, """
+vim.keymap.set('x', '<F5>', function() dlm.rewrite({ fargs = { 'expand' } }) end)
+dlm.rewrite({ range = 2, line1 = 10, line2 = 10 })
+dlm.fill({ range = 2, line1 = 10, line2 = 10, on_done = function() end })
+dlm.rewrite({ range = 2, line1 = 10, line2 = 10, selection = true })
+dlm.rewrite({ fargs = { 'expand' } })
+typed('gv<F5>')
+""")
+    assert asked == [whole, whole, selected, whole, selected]
+
+
 def test_a_fill_of_a_selection_that_would_only_delete_it_is_not_applied_and_said(tmp_path,
                                                                               model_dir):
     """The server gives no edit where every candidate is whitespace in place of code (it
@@ -465,7 +483,7 @@ local buf = open('{path}')
 local said = {{}}
 vim.notify = function(message) said[#said + 1] = message end
 vim.cmd('normal! 10G0ffvf)\\27') -- select `fibonacci(i)` in `print(i, fibonacci(i))`
-""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 10, line2 = 10") + """
+""" + _FILL_AND_WRITE.format(params="range = 2, line1 = 10, line2 = 10, selection = true") + """
 result.said = said
 """, env=_planted(tmp_path, "  "))
     assert result["applied"] is False and result["answer"]["edits"] == []
@@ -534,7 +552,7 @@ client.request = function(self, method, params, ...)
 end
 result.taken_in = vim.lsp.util.buf_versions[buf]
 local done = false
-dlm.rewrite({{ range = 2, line1 = 10, line2 = 10, fargs = {{}}, on_done = function(err, answer)
+dlm.rewrite({{ range = 2, line1 = 10, line2 = 10, selection = true, on_done = function(err, answer)
   result.err, result.answer, done = err, answer, true
 end }})
 assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.rewriteSelection')

@@ -519,8 +519,8 @@ local BLOCK_REFUSED = 'a block selection (CTRL-V) over several lines is not one 
 --- after a selection on line 3, are told from `:'<,'>` by the command line they were
 --- typed on (`cmd.selection`, `typed_as_selection`).  The commands given no command line
 --- (vim.cmd('3,3DlmRewrite'), a `<Cmd>` mapping with a range, nvim_cmd) are given
---- `selection = false` (`selection_given`): the lines named.  A Lua call of M.fill or
---- M.rewrite that leaves `selection` out reads the marks' lines as the selection.
+--- `selection = false` (`selection_given`): the lines named.  So is a Lua call of M.fill
+--- or M.rewrite with a range and no `selection = true` (`as_command`).
 --- A fill takes one span of text, and a block over several lines is a column of pieces:
 --- as a span from its top-left to its bottom-right corner it took in the text right of
 --- the block on its first line and left of it on the others, which the user did not
@@ -533,7 +533,7 @@ local function selection_range(buf, cmd, encoding)
   end
   local vstart, vend = api.nvim_buf_get_mark(buf, '<'), api.nvim_buf_get_mark(buf, '>')
   local visual = cmd.range == 2 and vstart[1] == cmd.line1 and vend[1] == cmd.line2
-    and cmd.selection ~= false
+    and cmd.selection == true
   if visual and vim.fn.visualmode() == '\22' and vstart[1] ~= vend[1] then
     return nil, BLOCK_REFUSED
   end
@@ -548,6 +548,20 @@ local function selection_range(buf, cmd, encoding)
   end
   local last = api.nvim_buf_get_lines(buf, cmd.line2 - 1, cmd.line2, false)[1] or ''
   return edits.range(buf, cmd.line1 - 1, 0, cmd.line2 - 1, #last, encoding)
+end
+
+--- The user command's argument table that a Lua call of M.fill or M.rewrite stands for:
+--- `opts` as given, no range where it gives none (a mapping's `rewrite({ fargs = {
+--- 'expand' } })` raised "attempt to perform arithmetic on field 'line2'").  A range
+--- given names lines, as one given vim.cmd() does ("3,5DlmRewrite"): a script's or a
+--- Normal-mode mapping's `rewrite({ range = 2, line1 = 3, line2 = 5 })` rewrote only
+--- the characters of an old selection on lines 3-5 where the '< '> marks were left
+--- there, which nothing on screen showed (or refused a block selection made there long
+--- before).  `selection = true` asks for the marks' characters, as `:'<,'>` typed does;
+--- called in Visual mode, a call with no range takes the selection shown (`command_range`).
+---@param opts table?
+local function as_command(opts)
+  return vim.tbl_extend('keep', opts or {}, { range = 0, fargs = {} })
 end
 
 --- The command's range, or the live selection's: a `<Cmd>` mapping run in Visual mode
@@ -634,6 +648,10 @@ local function insert_column(line, col)
 end
 
 --- :DlmFill — the selection, else the hole marker on the cursor's line, else insert at the cursor.
+--- From Lua `cmd` is optional, a user command's table (`as_command`): `range` 2 with
+--- `line1`, `line2` (those lines; with `selection = true`, the last selection's
+--- characters), and `on_done(applied, result)`.
+---@param cmd table?
 function M.fill(cmd)
   local buf = api.nvim_get_current_buf()
   local client = require_client(buf)
@@ -641,7 +659,7 @@ function M.fill(cmd)
     return
   end
   local encoding = client.offset_encoding
-  local range, refused = selection_range(buf, command_range(cmd or { range = 0 }), encoding)
+  local range, refused = selection_range(buf, command_range(as_command(cmd)), encoding)
   if refused then
     return notify(refused, vim.log.levels.WARN)
   end
@@ -694,9 +712,11 @@ local function execute(buf, command, arguments, on_done)
     end, buf)
 end
 
---- :DlmRewrite [expand] — regenerate the selection (or the cursor's line).
+--- :DlmRewrite [expand] — regenerate the selection (or the cursor's line).  From Lua as
+--- M.fill, with `fargs = { 'expand' }` (or `bang = true`) and `on_done(err, result)`.
+---@param cmd table?
 function M.rewrite(cmd)
-  cmd = command_range(cmd or { range = 0, fargs = {} })
+  cmd = command_range(as_command(cmd))
   local buf = api.nvim_get_current_buf()
   local client = require_client(buf)
   if not client then
