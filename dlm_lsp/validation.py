@@ -519,7 +519,7 @@ class ParsedDocument:
         else:
             verdict, judged_in = self._judged(start, end, fill, candidate)
             if not verdict.valid:
-                return verdict
+                return self._ended_by_line_break(start, end, fill) or verdict
             verdict = self._confirmed(start, end, fill, verdict.reason, judged_in)
         if not verdict.valid:  # the parsers' error, where they found one, comes first
             return verdict
@@ -654,6 +654,42 @@ class ParsedDocument:
                           reason=f"{_introduced(1, line, column)}"
                                  f" ({_joins(f'`{written}`', below.start_point[0])})",
                           new_ranges=((at, at + len(written)),))
+
+    def _ended_by_line_break(self, start: int, end: int, fill: str) -> Validation | None:
+        """The pass of a JavaScript or TypeScript fill that tree-sitter refused where the
+        user's line below starts with `(` or `[`, and the fill's statement is one that no
+        such bracket continues (`_no_bracket_continues`): `break`, `continue`, `debugger`,
+        `let d`, or one that ends in `x++` or an arrow function's body.  None otherwise.
+
+        JavaScript ends a statement at a line break where the next token cannot continue
+        it (automatic semicolon insertion), and `x++` over `(a, b) => a;` is `x++;` and
+        an arrow function; tree-sitter's grammars insert no `;` before a bracket (after a
+        name, `a` over `(b)()`, the bracket does continue: the call `a(b)()`), so they
+        read one broken statement.  The fill is judged as the language reads it: with a
+        `;` written right before the bracket (checked against TypeScript's parser)."""
+        code = fill.rstrip()
+        line_end = self.text.find("\n", end)
+        if self.language not in _ASI_LANGUAGES or not code or (
+                "\n" not in fill[len(code):]
+                and (line_end == -1 or self.text[end:line_end].strip())):
+            return None  # no fill's statement, or the user's text goes on after it
+        below = _code_leaf_after(self.tree.root_node, self.data, self._byte(end))
+        if below is None or below.type not in _OPENERS or below.is_named:
+            return None
+        at = self._char(below.start_byte)
+        ended = fill + self.text[end:at] + ";"
+        tree, data, _ = self._parse_with(start, at, ended)
+        root = tree.root_node
+        first = self._byte(start)
+        semicolon = first + len(_encode(ended)) - 1
+        last = _code_leaf_before(root, data, first, semicolon)  # the fill's, past comments
+        statement = root.descendant_for_byte_range(semicolon, semicolon + 1).parent
+        if (last is None or last.end_byte <= first or statement is None
+                or statement.has_error or not _no_bracket_continues(statement, last)):
+            return None
+        verdict = self.validate(start, at, ended)
+        return replace(verdict, reason=f"{verdict.reason}; the line break ends the fill's "
+                                       f"statement") if verdict.valid else None
 
     def _joined_already(self, byte: int, high: int, low: int, first: int,
                         last_byte: int) -> bool:
@@ -1222,6 +1258,12 @@ _OPENERS = frozenset({"(", "["})
 # What a grammar reads as called or indexed by the line below that the language does not
 # (`_opened`): JavaScript's and TypeScript's arrow function
 _NO_CALLEE = frozenset({"arrow_function"})
+# Where a line break ends a statement before a `(` or `[` that tree-sitter reads as
+# continuing it (`ParsedDocument._ended_by_line_break`): the languages, the statements a
+# line break ends whatever comes next, and the declarations
+_ASI_LANGUAGES = frozenset({"javascript", "typescript", "tsx"})
+_BREAK_ENDS_IT = frozenset({"break_statement", "continue_statement", "debugger_statement"})
+_DECLARATIONS = frozenset({"lexical_declaration", "variable_declaration"})
 _SPACE_BYTES = re.compile(rb"\s*")
 # Languages where a line break outside brackets always ends the statement and only a
 # backslash continues the line (`ParsedDocument._joins_by_operator`): tree-sitter-python
@@ -1338,6 +1380,36 @@ def _opened(last: Node, below: Node, inner: list[Node],
     if taken.start_byte != below.start_byte or before is None or before.type in _NO_CALLEE:
         return None
     return (node, taken) if node.end_point[0] == taken.end_point[0] else None
+
+
+def _no_bracket_continues(statement: Node, last: Node) -> bool:
+    """Whether JavaScript ends `statement`, whose last code before its `;` is the token
+    `last`, at a line break before a `(` or `[` (`ParsedDocument._ended_by_line_break`):
+    `break` and `continue` end at any line break (a label must be on their line); and
+    a bracket continues no `debugger`, no declaration's name left without a value (`let
+    d`), and neither `x++` nor an arrow function's block body, which are no callee, nor
+    then what ends in them (`a = x++`, `const g = () => {}`)."""
+    if statement.type in _BREAK_ENDS_IT:
+        return True
+    parts = [part for part in statement.named_children if not part.is_extra]
+    node = parts[-1] if parts else None
+    if node is not None and statement.type in _DECLARATIONS:
+        if node.type != "variable_declarator":
+            return False
+        node = node.child_by_field_name("value")
+        if node is None:
+            return True
+    elif statement.type != "expression_statement":
+        return False
+    while node is not None and node.end_byte == last.end_byte:
+        if (node.type == "update_expression" and node.child(node.child_count - 1).type
+                in ("++", "--")):
+            return True
+        body = node.child_by_field_name("body") if node.type == "arrow_function" else None
+        if body is not None and body.type == "statement_block":
+            return True
+        node = node.child(node.child_count - 1) if node.child_count else None
+    return False
 
 
 def _ends_operand(last: Node) -> bool:

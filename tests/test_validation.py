@@ -495,6 +495,54 @@ def test_a_line_below_that_the_fill_does_not_take_from_the_user_is_left_to_the_p
     assert _fill(marked, fill, language).valid
 
 
+# A statement that no `(` or `[` continues, over the user's line that starts with one:
+# JavaScript ends it at the line break (automatic semicolon insertion), where
+# tree-sitter's grammars insert no `;` before a bracket and read one broken statement.
+# Each verdict checked against TypeScript's parser (the text reads the same with a `;`
+# after the fill).  (language, document, fill)
+ENDED_BY_LINE_BREAK = [
+    # `break` and `continue` end at any line break, `debugger` is followed by nothing
+    ("javascript", "for (;;) {\n  ⟦⟧\n  (b)();\n}\n", "break"),
+    ("javascript", "outer: for (;;) {\n  ⟦⟧\n  [a, b] = [b, a];\n}\n", "continue outer"),
+    ("javascript", "for (;;) {\n  ⟦⟧\n  (b)();\n}\n", "if (a) break /* done */"),
+    ("javascript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "debugger"),
+    # a declaration's last name without a value
+    ("javascript", "function f() {\n  ⟦⟧\n  [1, 2].forEach(g);\n}\n", "let d"),
+    # `x++` and an arrow function's block body are no callee: over an arrow function
+    # written as a statement of its own, tree-sitter reads `x++(a, b)` and then `=>`
+    ("javascript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "count++"),
+    ("javascript", "function f() {\n  ⟦⟧\n  (a) => { a; };\n}\n", "n = count--"),
+    ("javascript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "const g = () => {}"),
+    ("typescript", "function f() {\n  ⟦⟧\n  (x: number) => x;\n}\n", "count++"),
+    ("typescript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "() => {}"),
+    # a fill of whole lines, its line break its own
+    ("javascript", "function f() {\n⟦⟧  (a, b) => a;\n}\n", "  count++\n"),
+]
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), ENDED_BY_LINE_BREAK)
+def test_a_statement_that_no_bracket_continues_ends_at_the_line_break_above_one(
+        language: str, marked: str, fill: str) -> None:
+    assert _fill(marked, fill, language).valid
+
+
+@pytest.mark.parametrize(("language", "marked", "fill"), [
+    # the bracket continues what the fill's line ends in, and the line does not parse so
+    ("javascript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "x = b"),
+    ("javascript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "let d = b"),
+    ("javascript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "f(x++)"),
+    ("javascript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "const g = () => b"),
+    ("typescript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "x = b"),
+    # the fill's own statement is broken, with a `;` as without
+    ("javascript", "for (;;) {\n  ⟦⟧\n  (b)();\n}\n", "break )"),
+    # the user's text goes on after the fill on its line
+    ("javascript", "for (;;) {\n  ⟦⟧ x\n  (b)();\n}\n", "break"),
+])
+def test_a_statement_that_the_bracket_below_continues_is_still_refused(
+        language: str, marked: str, fill: str) -> None:
+    assert not _fill(marked, fill, language).valid
+
+
 def test_python_rejects_an_operator_at_a_line_s_end_outside_brackets_itself() -> None:
     """CPython ends a statement at a line break outside brackets: its error is the
     verdict, which the join rule leaves as it was."""
