@@ -1256,8 +1256,11 @@ _BLANK_BYTES = re.compile(rb"[ \t]*")
 _CLOSERS = frozenset({")", "]", "}"})
 _OPENERS = frozenset({"(", "["})
 # What a grammar reads as called or indexed by the line below that the language does not
-# (`_opened`): JavaScript's and TypeScript's arrow function
-_NO_CALLEE = frozenset({"arrow_function"})
+# (`_opened`): JavaScript's and TypeScript's arrow function, and TypeScript's expression
+# that ends in a type (`a as T`, `a satisfies T`), which no `(` or `[` on the next line
+# goes on with (`_TYPED`)
+_TYPED = frozenset({"as_expression", "satisfies_expression"})
+_NO_CALLEE = frozenset({"arrow_function"}) | _TYPED
 # Where a line break ends a statement before a `(` or `[` that tree-sitter reads as
 # continuing it (`ParsedDocument._ended_by_line_break`): the languages, the statements a
 # line break ends whatever comes next, and the declarations
@@ -1388,7 +1391,8 @@ def _no_bracket_continues(statement: Node, last: Node) -> bool:
     `break` and `continue` end at any line break (a label must be on their line); and
     a bracket continues no `debugger`, no declaration's name left without a value (`let
     d`), and neither `x++` nor an arrow function's block body, which are no callee, nor
-    then what ends in them (`a = x++`, `const g = () => {}`)."""
+    TypeScript's type after `as` or `satisfies` (which a `[` continues on its own line
+    only), nor then what ends in them (`a = x++`, `const g = () => {}`)."""
     if statement.type in _BREAK_ENDS_IT:
         return True
     parts = [part for part in statement.named_children if not part.is_extra]
@@ -1406,7 +1410,7 @@ def _no_bracket_continues(statement: Node, last: Node) -> bool:
                 in ("++", "--")):
             return True
         body = node.child_by_field_name("body") if node.type == "arrow_function" else None
-        if body is not None and body.type == "statement_block":
+        if node.type in _TYPED or body is not None and body.type == "statement_block":
             return True
         node = node.child(node.child_count - 1) if node.child_count else None
     return False
@@ -1416,11 +1420,14 @@ def _ends_operand(last: Node) -> bool:
     """Whether token `last` ends an operand: a named token (a name, a number), a closing
     bracket, or the closing delimiter of a literal, the last child of a named node that
     starts with one of its type (a string's quote, a template's backquote, a regular
-    expression's slash).  Read as an operator, the quote let `const s = "a"` over `(b)()`
-    pass, which JavaScript reads as the call `"a"(b)()`, as C and Rust do."""
+    expression's slash), or TypeScript's non-null `!`.  Read as an operator, the quote
+    let `const s = "a"` over `(b)()` pass, which JavaScript reads as the call
+    `"a"(b)()`, as C and Rust do, and TypeScript reads `a!` over it as `a!(b)()`."""
     if last.is_named or last.type in _CLOSERS:
         return True
     literal = last.parent
+    if literal is not None and literal.type == "non_null_expression":
+        return True
     return (literal is not None and literal.is_named and literal.child_count > 1
             and literal.child(literal.child_count - 1) == last
             and literal.child(0).type == last.type)

@@ -382,6 +382,8 @@ OPENED = [
     ("typescript", "function f() {\n  ⟦⟧\n  (b as any).c();\n}\n", "const r = /a/", (1, 14)),
     ("c", "int f(void) {\n    ⟦⟧\n    (b);\n}\n", 'char *s = "a"', (1, 16)),
     ("rust", "fn f() {\n    ⟦⟧\n    (b)();\n}\n", 'let s = "a"', (1, 14)),
+    # TypeScript's non-null `!` ends an operand: `a!(b)()` is a call
+    ("typescript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "const y = a!", (1, 13)),
 ]
 
 
@@ -485,6 +487,9 @@ def test_a_fill_that_ends_in_an_operand_does_not_take_the_user_s_bracketed_line_
     ("typescript", "function f() {\n  ⟦⟧\n  (0, g)(x);\n}\n", "count++"),
     ("typescript", "function f() {\n  ⟦⟧\n  (b);\n}\n", "return"),
     ("typescript", "function f() {\n  ⟦⟧\n  [a, b] = [b, a];\n}\n", "const g = () => {}"),
+    # ... and after TypeScript's type (`as`, `satisfies`)
+    ("typescript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "const y = a as T"),
+    ("typescript", "function f() {\n  ⟦⟧\n  (b)();\n}\n", "y = a satisfies T"),
     # a literal that Lua does not call (only a name, a call or a bracketed expression)
     ("lua", "function f()\n  ⟦⟧\n  (b)()\nend\n", 'local s = "a"'),
     # the empty fill after a line the user ended in a name: it may be whole
@@ -515,6 +520,9 @@ ENDED_BY_LINE_BREAK = [
     ("javascript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "const g = () => {}"),
     ("typescript", "function f() {\n  ⟦⟧\n  (x: number) => x;\n}\n", "count++"),
     ("typescript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "() => {}"),
+    # TypeScript's type after `as` or `satisfies`: a `[` continues it on its line only
+    ("typescript", "function f() {\n  ⟦⟧\n  [1, 2].forEach(g);\n}\n", "y = a as T"),
+    ("typescript", "function f() {\n  ⟦⟧\n  (a, b) => a;\n}\n", "const y = a satisfies T"),
     # a fill of whole lines, its line break its own
     ("javascript", "function f() {\n⟦⟧  (a, b) => a;\n}\n", "  count++\n"),
 ]
