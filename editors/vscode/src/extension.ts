@@ -21,9 +21,12 @@ import {
   LanguageClient,
   type LanguageClientOptions,
   type MessageSignature,
+  MessageType,
   type ProvideCompletionItemsSignature,
   ResponseError,
   type ServerOptions,
+  type ShowMessageParams,
+  ShowMessageNotification,
   State,
   type StreamInfo,
   TransportKind,
@@ -41,9 +44,14 @@ import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
 import {
-  type ClientState, failurePopsUp, type FillAnswer, fillLatency, loadFinding, RESTART_HINT, type ServerStatus,
+  type ClientState, failurePopsUp, type FillAnswer, fillLatency, loadFailed, loadFinding, RESTART_HINT, type ServerStatus,
   stateSentence, statusShown, statusText, statusTooltip, suggestionLatency,
 } from "./status";
+import {
+  HeldMessages, isLoadFailureMessage, loadFailureSentence, RETRY_COMMAND, RETRY_LOAD, retryOutcome, retryWaitS,
+  statusClick,
+} from "./retry";
+import { troubleLine, troubleMessage, Troubles } from "./trouble";
 
 const INFILL = "dlm/infill";
 const STATUS = "dlm/status";
@@ -147,6 +155,16 @@ class DlmExtension implements vscode.Disposable {
     { address: "", what: "", command: "", args: [] };
   private state: ClientState = "idle";
   private status: ServerStatus | undefined;
+  /** When `status` was answered: a failed load's `loadRetryS` counts down from then. */
+  private statusAt = 0;
+  /** Re-renders the status bar each second while a failed load counts down to its next try. */
+  private countdown: ReturnType<typeof setTimeout> | undefined;
+  /** A DLM: Retry loading the model is out: the status bar says "loading" meanwhile. */
+  private retrying = false;
+  /** The server's error messages while a retry is out (retry.ts). */
+  private readonly heldMessages = new HeldMessages();
+  /** Why suggestions fail, where the status does not say (trouble.ts). */
+  private readonly troubles = new Troubles();
   private lastMs: number | undefined;
   private statusTimer: ReturnType<typeof setTimeout> | undefined;
   /** Asks dlm/status until the model's load has ended (its own timer: a one-off
@@ -182,7 +200,6 @@ class DlmExtension implements vscode.Disposable {
       started: (client) => this.started(client),
       failed: (error) => this.startFailed(error),
     });
-    this.statusItem.command = "dlm-lsp.showStatus";
     this.render();
     this.offerCommands();
     const command = (id: string, run: () => Promise<unknown>) =>
@@ -195,6 +212,7 @@ class DlmExtension implements vscode.Disposable {
       command("dlm-lsp.restartServer", () => this.restart()),
       command("dlm-lsp.showStatus", () => this.showStatus()),
       command("dlm-lsp.toggleInline", () => this.toggleInline()),
+      command("dlm-lsp.retryLoad", () => this.retryLoad()),
       vscode.workspace.onDidChangeConfiguration((e) => this.configurationChanged(e)),
       vscode.workspace.onDidOpenTextDocument(() => this.wake()),
       vscode.workspace.onDidChangeTextDocument((e) => {
@@ -210,6 +228,7 @@ class DlmExtension implements vscode.Disposable {
 
   dispose(): void {
     if (this.statusTimer) clearTimeout(this.statusTimer);
+    if (this.countdown) clearTimeout(this.countdown);
     this.load.stop();
     for (const d of this.disposables) d.dispose();
   }
@@ -325,6 +344,9 @@ class DlmExtension implements vscode.Disposable {
     // Inline completion is LSP 3.18; older client versions keep it among the proposed features.
     client.registerProposedFeatures();
     client.onNotification(DRAFT, (params: DraftParams) => this.showDraft(params));
+    // in place of the client's own (registered after it, so it replaces it): a Retry on
+    // the server's notice of a failed load, and none said twice by a retry (retry.ts)
+    client.onNotification(ShowMessageNotification.type, (params) => void this.serverMessage(params));
     const self = client;
     client.onDidChangeState((e) => {
       if (this.client !== self) return;  // its start is not over, or it was replaced
@@ -332,6 +354,7 @@ class DlmExtension implements vscode.Disposable {
         // the client restarted a server that exited: a new process, loading its model again
         self.restarts.running();
         this.status = undefined;
+        this.troubles.reset();
         this.setState("running");
         this.load.follow(100);
       } else {
@@ -361,6 +384,7 @@ class DlmExtension implements vscode.Disposable {
   private started(client: DlmClient): void {
     client.quiet = false;
     this.status = undefined;
+    this.troubles.reset();
     this.setState("running");
     this.record("serverStarted", { command: this.launching.command, args: this.launching.args });
     this.load.follow(100);
@@ -459,6 +483,8 @@ class DlmExtension implements vscode.Disposable {
       if (!client) return;  // its start failed, and said so
       await client.sendNotification(DidChangeConfigurationNotification.type,
                                     { settings: { dlm: this.serverSettings() } });
+      this.troubles.reset();  // a longer timeoutMs, another device: failures are news again
+      this.render();
       this.load.follow(500);  // a new model loads: show it loading, then loaded or failed
     }).catch((error: unknown) => this.output.warn(`the changed settings were not sent: ${messageOf(error)}`));
   }
@@ -500,6 +526,7 @@ class DlmExtension implements vscode.Disposable {
         .catch((error: unknown) => this.suggestionFailed(error));
       if (!this.config().get<boolean>("inline.enabled", true)) return null;  // turned off meanwhile
       if (!source.token.isCancellationRequested) {
+        if (result) this.troubles.succeeded();  // null: the client's answer to a fill stopped by a change
         const items = Array.isArray(result) ? result.length : result?.items.length ?? 0;
         this.lastMs = suggestionLatency(items, Date.now() - started) ?? this.lastMs;
         this.scheduleStatus(200);
@@ -569,8 +596,10 @@ class DlmExtension implements vscode.Disposable {
     this.handover.begin(key, where, source);
     const forward = token.onCancellationRequested(() => this.handover.cancel(key, source));
     try {
-      return await Promise.resolve(next(document, at, context, source.token))
+      const result = await Promise.resolve(next(document, at, context, source.token))
         .catch((error: unknown) => this.suggestionFailed(error));
+      if (result && !source.token.isCancellationRequested && this.troubles.succeeded()) this.render();
+      return result;
     } finally {
       forward.dispose();
       this.handover.end(key, source);
@@ -580,12 +609,25 @@ class DlmExtension implements vscode.Disposable {
 
   /** A ghost text or completion request failed (not cancelled): nothing popped up
    *  (`failurePopsUp`), so the status bar is asked again, to say what it can ("failed to
-   *  load", "unreachable", and to follow a service that is down until it answers).
-   *  Rethrown: VS Code shows no suggestion. */
+   *  load", "unreachable", and to follow a service that is down until it answers); a
+   *  failure the status cannot say (timed out, out of memory) is shown as a warning until a
+   *  fill succeeds, and said once per cause (trouble.ts).  Rethrown: VS Code shows no
+   *  suggestion. */
   private suggestionFailed(error: unknown): never {
     if (!(error instanceof vscode.CancellationError)) {
-      this.record("suggestionFailed", { message: messageOf(error) });
+      const failed = this.troubles.failed(error);
+      this.record("suggestionFailed", { message: messageOf(error), code: (error as { code?: unknown }).code,
+                                        trouble: failed?.trouble.cause, told: failed?.tell });
       this.scheduleStatus(200);
+      if (failed) this.render();
+      if (failed?.tell) {
+        const { text, setting } = troubleMessage(failed.trouble);
+        this.output.warn(text);
+        const open = "Open settings";
+        void vscode.window.showWarningMessage(text, open).then((choice) => {
+          if (choice === open) void vscode.commands.executeCommand("workbench.action.openSettings", setting);
+        });
+      }
     }
     throw error;
   }
@@ -707,6 +749,7 @@ class DlmExtension implements vscode.Disposable {
           return send(source.token);
         });
       this.lastMs = fillLatency(answer, Date.now() - started) ?? this.lastMs;
+      this.troubles.succeeded();  // a fill works again: rendered below
       return answer;
     } catch (error) {
       if (error instanceof ResponseError && (error.code === REQUEST_CANCELLED || error.code === CONTENT_MODIFIED)) {
@@ -751,8 +794,14 @@ class DlmExtension implements vscode.Disposable {
   private async showStatus(): Promise<void> {
     await this.refreshStatus();
     // a server that is not running has no status: an earlier one's would mislead
-    if (this.state === "running") this.output.info(JSON.stringify(this.status ?? {}, null, 2));
-    else if (this.state === "idle") this.output.info(idleReason(this.languages(), vscode.workspace.textDocuments));
+    if (this.state === "running") {
+      this.output.info(JSON.stringify(this.status ?? {}, null, 2));
+      // what the status bar says of it, and the way out
+      if (loadFailed(this.status)) {
+        this.output.info(loadFailureSentence(this.status, retryWaitS(this.status, this.statusAt, Date.now())));
+      }
+      if (this.troubles.current) this.output.info(troubleLine(this.troubles.current));
+    } else if (this.state === "idle") this.output.info(idleReason(this.languages(), vscode.workspace.textDocuments));
     else this.output.info(stateSentence(this.state));
     this.output.show(true);
   }
@@ -807,9 +856,17 @@ class DlmExtension implements vscode.Disposable {
 
   private render(): void {
     const inline = this.config().get<boolean>("inline.enabled", true);
-    this.statusItem.text = statusText(this.state, this.status, this.lastMs, inline,
-                                      this.inFlight.size > 0);
-    this.statusItem.tooltip = statusTooltip(this.state, this.status, this.lastMs, inline);
+    // a retry out is a load under way, whatever the status asked before it says
+    const status = this.retrying && this.status ? { ...this.status, loading: true } : this.status;
+    const retryInS = this.state === "running" ? retryWaitS(status, this.statusAt, Date.now()) : undefined;
+    const more = { retryInS, trouble: this.troubles.current };
+    this.statusItem.text = statusText(this.state, status, this.lastMs, inline, this.inFlight.size > 0, more);
+    this.statusItem.tooltip = statusTooltip(this.state, status, this.lastMs, inline, more);
+    this.statusItem.command = statusClick(this.state, status);
+    this.statusItem.backgroundColor = this.state === "running" && more.trouble && status?.loaded
+      ? new vscode.ThemeColor("statusBarItem.warningBackground") : undefined;
+    if (this.countdown) clearTimeout(this.countdown);
+    this.countdown = retryInS ? setTimeout(() => this.render(), 1000) : undefined;
     const active = vscode.window.activeTextEditor?.document;
     if (statusShown(this.state, this.languages(), active, !!active && this.refused.has(active.uri.toString()))) {
       this.statusItem.show();
@@ -842,6 +899,7 @@ class DlmExtension implements vscode.Disposable {
     if (!client || this.state !== "running") return;
     try {
       this.status = await client.sendRequest<ServerStatus>(STATUS, {});
+      this.statusAt = Date.now();
       if (this.status?.loaded) client.restarts.loaded();
     } catch (error) {
       this.output.warn(`dlm/status failed: ${messageOf(error)}`);
@@ -865,6 +923,71 @@ class DlmExtension implements vscode.Disposable {
     await this.refreshStatus();
     if (this.status?.loaded) this.record("modelLoaded", { status: this.status });
     return loadFinding(this.status);
+  }
+
+  // ---- a failed load ------------------------------------------------------------------------
+
+  /**
+   * DLM: Retry loading the model (`dlm/retryLoad`): the server loads now, not at the first
+   * fill after its wait, and answers once the load is over; said either way, a failure
+   * with Retry on it.  Meanwhile the status bar says "loading", beside the server's own
+   * progress of the load: no notification of the extension's besides.
+   */
+  private async retryLoad(): Promise<void> {
+    const client = await this.readyClient();
+    if (this.retrying) return;  // the retry out says how it went
+    this.retrying = true;
+    this.heldMessages.hold();
+    this.render();
+    this.record("retryLoad", {});
+    const over = (status: ServerStatus | undefined) => {
+      this.retrying = false;
+      for (const message of this.heldMessages.release(status)) void vscode.window.showErrorMessage(message);
+      if (status && this.client === client) {
+        this.status = status;
+        this.statusAt = Date.now();
+      }
+      this.render();
+    };
+    const status = await client.sendRequest<ServerStatus>(RETRY_LOAD, {}).catch((error: unknown) => {
+      over(undefined);
+      throw error;
+    });
+    over(status);
+    this.record("retried", { status });
+    if (status.loaded) (client as DlmClient).restarts.loaded();
+    const outcome = retryOutcome(status);
+    if (!outcome.failed) {
+      this.output.info(outcome.text);
+      void vscode.window.showInformationMessage(outcome.text);
+      return;
+    }
+    this.output.error(outcome.text);
+    this.offerRetry(outcome.text, "dlm.model");
+  }
+
+  /** An error message of a failed load, with Retry on it (and the settings, where given). */
+  private offerRetry(text: string, setting?: string): void {
+    const retry = "Retry";
+    const open = "Open settings";
+    void vscode.window.showErrorMessage(text, ...(setting ? [retry, open] : [retry])).then((choice) => {
+      if (choice === retry) void vscode.commands.executeCommand(RETRY_COMMAND);
+      if (choice === open) void vscode.commands.executeCommand("workbench.action.openSettings", setting);
+    });
+  }
+
+  /** The server's `window/showMessage`, shown as the language client shows it, except its
+   *  notice of a failed load, which offers the retry, and one a retry out says itself. */
+  private async serverMessage({ type, message }: ShowMessageParams): Promise<void> {
+    if (type === MessageType.Warning) {
+      void vscode.window.showWarningMessage(message);
+    } else if (type !== MessageType.Error) {
+      void vscode.window.showInformationMessage(message);
+    } else if (!this.heldMessages.offer(message)) {
+      await this.refreshStatus();  // which error this is; the status bar says so at once, too
+      if (isLoadFailureMessage(message, this.status)) this.offerRetry(message);
+      else void vscode.window.showErrorMessage(message);
+    }
   }
 
   // ---- reporting ---------------------------------------------------------------------------

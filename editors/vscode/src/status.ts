@@ -6,6 +6,7 @@
 
 import { type OpenDocument, serves } from "./languages";
 import { type Finding } from "./poll";
+import { type Trouble, troubleLabel, troubleLine } from "./trouble";
 
 /** The fields of a `dlm/status` result that the status bar shows. */
 export interface ServerStatus {
@@ -13,6 +14,10 @@ export interface ServerStatus {
   loaded?: boolean;
   /** Why the model last failed to load; null once a load succeeds or the settings change. */
   loadError?: string | null;
+  /** After a failed load: the seconds until the next fill loads again (0: the next fill does). */
+  loadRetryS?: number | null;
+  /** A load is under way (also one tried again after a failure, with `loadError` still set). */
+  loading?: boolean;
   /** With `backend: remote` or `sglang`: whether the service answered (false: `loadError` says why). */
   reachable?: boolean;
   device?: string | null;
@@ -35,6 +40,20 @@ export function stateSentence(state: "starting" | "stopped" | "failed"): string 
   if (state === "starting") return "the dlm-lsp server is starting";
   if (state === "failed") return `the dlm-lsp server failed to start (the error above says why): ${RESTART_HINT}`;
   return `the dlm-lsp server has stopped (the lines above say why): ${RESTART_HINT}`;
+}
+
+/** The way to load a model that failed to, now: said wherever a failed load shows (retry.ts). */
+export const RETRY_TITLE = "DLM: Retry loading the model";
+
+/** A failed load, not one tried again now (`loading`), nor a service that does not answer
+ *  (followed until it does). */
+export function loadFailed(status: ServerStatus | undefined): status is ServerStatus & { loadError: string } {
+  return !!status && !status.loaded && !!status.loadError && status.reachable !== false && !status.loading;
+}
+
+/** When the server loads a failed model again, `waitS` seconds from now (retry.retryWaitS). */
+export function retryWhen(waitS: number | undefined): string {
+  return waitS ? `at the next fill after ${waitS} s` : "at the next fill";
 }
 
 /** What starts a server that was never started: said in the idle status bar's tooltip. */
@@ -61,8 +80,9 @@ export function statusShown(state: ClientState, languages: readonly string[], ac
 
 /**
  * What polling dlm/status makes of an answer (poll.ts): `over` once the model has loaded
- * or its load failed (the server tries again only when a setting changes, which starts a new
- * series); `down` while a remote service does not answer (`reachable` false, with its
+ * or its load failed (the server tries again at a fill after a wait, or at once on DLM: Retry
+ * loading the model; a fill's failure, or its answer, asks again); a failed load tried again
+ * (`loading`, its old `loadError` still said) is followed as a first load is; `down` while a remote service does not answer (`reachable` false, with its
  * reason in `loadError`), which it may do again at any time; else, and before any answer,
  * `loading`.  A service down was `over`: the status bar said "unreachable" until the next
  * fill or click, however long ago the service came back.
@@ -70,6 +90,7 @@ export function statusShown(state: ClientState, languages: readonly string[], ac
 export function loadFinding(status: ServerStatus | undefined): Finding {
   if (!status) return "loading";
   if (status.loaded) return "over";
+  if (status.loading) return "loading";  // a failed load tried again: it may load this time
   if (status.reachable === false) return "down";
   return status.loadError ? "over" : "loading";
 }
@@ -131,14 +152,23 @@ export function formatMs(ms: number): string {
   return ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
 }
 
+/** What the status bar says beside the status: seconds until a failed load's next try
+ *  (retry.retryWaitS) and the trouble of the suggestions (trouble.ts). */
+export interface StatusMore {
+  retryInS?: number;
+  trouble?: Trouble;
+}
+
 /**
  * The status bar text (with a codicon).  With ghost text turned off (`dlm.inline.enabled`,
  * "DLM: Toggle inline suggestions") it says so where the latency would be: a user who
  * paused suggestions must see at a glance why none appear.  While a suggestion or a
- * command's fill is being computed (`busy`) the icon spins, paused or not.
+ * command's fill is being computed (`busy`) the icon spins, paused or not.  A failed load
+ * counts down to its next try (`retryInS`); suggestions that fail for a reason the status
+ * does not show (`trouble`: timed out, out of memory) show a warning in place of the latency.
  */
 export function statusText(state: ClientState, status?: ServerStatus, lastMs?: number,
-                           inline = true, busy = false): string {
+                           inline = true, busy = false, more: StatusMore = {}): string {
   // not "starting": nothing is, and a spinner would turn for ever in a window of other files
   if (state === "idle") return "$(circle-outline) dlm: not started";
   if (state === "failed") return "$(error) dlm: server failed";
@@ -148,11 +178,18 @@ export function statusText(state: ClientState, status?: ServerStatus, lastMs?: n
   // message went by once, when the server tried); a service that does not answer loads
   // nothing here, and "127.0.0.1:8000 failed to load" sent the user to look for a model
   if (!status.loaded && status.reachable === false) return `$(error) dlm: ${modelLabel(status.model)} unreachable`;
-  if (!status.loaded && status.loadError) return `$(error) dlm: ${modelLabel(status.model)} failed to load`;
+  if (loadFailed(status)) {
+    const next = more.retryInS ? ` · retry in ${more.retryInS} s` : "";
+    return `$(error) dlm: ${modelLabel(status.model)} failed to load${next}`;
+  }
   if (!status.loaded) return `$(loading~spin) dlm: loading ${modelLabel(status.model)}`;
   const parts = [modelLabel(status.model), status.device ?? "?"];
   // a command run while suggestions are off (`busy`) spins the icon too
   if (!inline) return `${busy ? "$(loading~spin)" : "$(eye-closed)"} dlm: ${parts.join(" · ")} · suggestions off`;
+  // the latency of fills that work says nothing of the ones failing now
+  if (more.trouble) {
+    return `${busy ? "$(loading~spin)" : "$(warning)"} dlm: ${[...parts, troubleLabel(more.trouble)].join(" · ")}`;
+  }
   const ms = lastMs ?? status.p50Ms ?? undefined;
   if (ms !== undefined && ms !== null) parts.push(formatMs(ms));
   // a suggestion being computed spins the icon: on a CPU a fill takes a noticeable while
@@ -161,7 +198,7 @@ export function statusText(state: ClientState, status?: ServerStatus, lastMs?: n
 
 /** The tooltip: everything known, one fact per line. */
 export function statusTooltip(state: ClientState, status?: ServerStatus, lastMs?: number,
-                              inline = true): string {
+                              inline = true, more: StatusMore = {}): string {
   if (state === "idle") return ["dlm-lsp: not started", IDLE_HINT].join("\n");
   const lines = [`dlm-lsp: ${state}`];
   // the status of a server that is gone would describe another process
@@ -169,10 +206,14 @@ export function statusTooltip(state: ClientState, status?: ServerStatus, lastMs?
   if (!inline) lines.push("inline suggestions: off (DLM: Toggle inline suggestions)");
   if (status) {
     const unreachable = !status.loaded && status.reachable === false;
-    const state = status.loaded ? "loaded" : unreachable ? "unreachable" : status.loadError ? "failed to load"
-      : "not loaded yet";
+    const state = status.loaded ? "loaded" : unreachable ? "unreachable" : status.loading ? "loading"
+      : status.loadError ? "failed to load" : "not loaded yet";
     lines.push(`model: ${status.model ?? "?"} (${state})`);
-    if (!status.loaded && status.loadError) lines.push(`${unreachable ? "unreachable" : "load failed"}: ${status.loadError}`);
+    if (!status.loaded && status.loadError) {
+      lines.push(`${unreachable ? "unreachable" : status.loading ? "last load failed" : "load failed"}: ${status.loadError}`);
+    }
+    if (loadFailed(status)) lines.push(`tried again ${retryWhen(more.retryInS)}; now: click, or ${RETRY_TITLE}`);
+    if (status.loaded && more.trouble) lines.push(troubleLine(more.trouble));
     lines.push(`device: ${status.device ?? "?"}`);
     if (lastMs !== undefined) lines.push(`last fill: ${formatMs(lastMs)}`);
     if (status.p50Ms != null) lines.push(`p50 / p95: ${formatMs(status.p50Ms)} / ${formatMs(status.p95Ms ?? status.p50Ms)}`);

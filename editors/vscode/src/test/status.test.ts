@@ -25,6 +25,41 @@ describe("status bar", () => {
     assert.match(statusTooltip("running", failed), /model: \/models\/mine \(failed to load\)/);
   });
 
+  it("counts a failed load down to its next try, and says how to try now", () => {
+    const failed = { model: "/models/mine", loaded: false, loadError: "not found", loadRetryS: 12, device: "cpu" };
+    assert.equal(statusText("running", failed, undefined, true, false, { retryInS: 12 }),
+                 "$(error) dlm: mine failed to load · retry in 12 s");
+    assert.equal(statusText("running", failed, undefined, true, false, { retryInS: 0 }),
+                 "$(error) dlm: mine failed to load");
+    const tooltip = statusTooltip("running", failed, undefined, true, { retryInS: 12 });
+    assert.match(tooltip, /load failed: not found\ntried again at the next fill after 12 s; now: click, or DLM: Retry loading the model/);
+    assert.match(statusTooltip("running", failed), /tried again at the next fill; now: click/);
+  });
+
+  it("says a failed load tried again is loading, not failed, with the last failure in the tooltip", () => {
+    // dlm/status while dlm/retryLoad (or a fill after the wait) loads: loadError is kept until it succeeds
+    const again = { model: "/models/mine", loaded: false, loadError: "not found", loadRetryS: 0, loading: true, device: "cpu" };
+    assert.equal(statusText("running", again, undefined, true, false, { retryInS: 0 }), "$(loading~spin) dlm: loading mine");
+    const tooltip = statusTooltip("running", again);
+    assert.match(tooltip, /model: \/models\/mine \(loading\)/);
+    assert.match(tooltip, /last load failed: not found/);
+    assert.doesNotMatch(tooltip, /click/);
+    assert.equal(loadFinding(again), "loading");  // followed until it ends
+  });
+
+  it("shows suggestions that time out or run out of memory as a warning in place of the latency", () => {
+    const trouble = { cause: "timeout" as const, message: "infill timed out after 60000 ms" };
+    assert.equal(statusText("running", loaded, 120, true, false, { trouble }), "$(warning) dlm: default · cpu · timed out");
+    assert.equal(statusText("running", loaded, 120, true, true, { trouble }), "$(loading~spin) dlm: default · cpu · timed out");
+    assert.equal(statusText("running", loaded, 120, true, false, { trouble: { cause: "memory", message: "oom" } }),
+                 "$(warning) dlm: default · cpu · out of memory");
+    assert.match(statusTooltip("running", loaded, 120, true, { trouble }),
+                 /last suggestion failed: infill timed out after 60000 ms \(shown until a fill succeeds\)/);
+    // a worse state, or suggestions turned off, is said instead
+    assert.match(statusText("stopped", loaded, 120, true, false, { trouble }), /stopped/);
+    assert.match(statusText("running", loaded, 120, false, false, { trouble }), /suggestions off/);
+  });
+
   it("says a remote service that cannot be reached is unreachable, not that a model failed to load", () => {
     // dlm/status of `backend: remote` with nothing at remoteUrl (RemoteEngine.status())
     const down = {
