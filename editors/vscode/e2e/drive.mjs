@@ -455,10 +455,51 @@ async function modelMissing() {
   if (!shown.some((t) => t.startsWith("dlm-lsp:"))) problems.push(`no notification of the failed load: ${JSON.stringify(shown)}`);
   if (!failed.length) problems.push("no suggestion was asked for and failed: nothing was checked");
   if (!/failed to load/.test(statusBarAfter)) problems.push(`the status bar no longer says the load failed: ${statusBarAfter}`);
+  const retried = await retryFromTheNotification(problems);
   console.log(JSON.stringify({ passed: problems.length === 0, problems, statusBar, statusBarAfter, shown,
-                               failed: failed.length }, null, 2));
+                               failed: failed.length, ...retried }, null, 2));
   page.ws.close();
   process.exit(problems.length ? 1 : 0);
+}
+
+/**
+ * The server's notification of the failed load offers Retry (the notification center is
+ * open): its click runs DLM: Retry loading the model, whose answer is one notification of
+ * the load failed again (not the server's copy of its error beside it), and the status bar
+ * counts down to the server's next try.
+ */
+async function retryFromTheNotification(problems) {
+  const button = await page.evaluate(`(() => {
+    const b = [...document.querySelectorAll('.notifications-center .monaco-button')]
+      .find((e) => e.textContent.trim() === 'Retry');
+    if (!b) return null;
+    const r = b.getBoundingClientRect();
+    return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
+  })()`);
+  if (!button) {
+    problems.push("the notification of the failed load has no Retry button");
+    return {};
+  }
+  const clicked = Date.now();
+  await page.click(button.x, button.y);
+  const retried = await until("the retry's answer", () => events().find((e) => e.event === "retried" && e.time >= clicked),
+                              60000, 500).catch((error) => (problems.push(error.message), undefined));
+  const statusBarRetried = await dlmStatusBar();
+  await sleep(2000);  // any other notification is out by now
+  // the center closed with its last notification, the one clicked
+  await palette("Notifications: Show Notifications");
+  await sleep(1000);
+  const shownRetried = (await notifications(".notifications-center")).filter((t) => t.startsWith("dlm-lsp"));
+  await page.screenshot(join(args.shots, "model-missing-retried.png"));
+  if (retried?.status?.loaded !== false) problems.push(`the retry did not fail as it must: ${JSON.stringify(retried)}`);
+  const again = shownRetried.filter((t) => /failed to load again/.test(t));
+  if (again.length !== 1) problems.push(`not one notification of the retry's failure: ${JSON.stringify(shownRetried)}`);
+  const copy = retried?.status?.loadError && shownRetried.filter((t) => t === `dlm-lsp: ${retried.status.loadError}`);
+  if (copy?.length) problems.push(`the server's copy of the failure was shown too: ${JSON.stringify(shownRetried)}`);
+  if (!/failed to load · retry in \d+ s/.test(statusBarRetried)) {
+    problems.push(`the status bar does not count down to the next try: ${statusBarRetried}`);
+  }
+  return { statusBarRetried, shownRetried };
 }
 
 /** The service's GET /v1/metrics (remote/wire.py), listening on `port` once resolved. */

@@ -101,7 +101,10 @@
 #                                      # dlm.model names no model: the server's one
 #                                      # notification of the failed load, the status bar's
 #                                      # "failed to load", and ghost text asked for at each
-#                                      # pause in typing a word fails with no popup of its own
+#                                      # pause in typing a word fails with no popup of its own;
+#                                      # then the Retry on that notification: one notification
+#                                      # of the load failed again, and the status bar counts
+#                                      # down to the server's next try
 set -euo pipefail
 
 QUICK=""
