@@ -26,6 +26,7 @@ const { values: args } = parseArgs({
     readonly: { type: "boolean", default: false },  // --file is read-only in the editor (files.readonlyInclude)
     "remote-down": { type: "string" },  // the port of dlm.remoteUrl, where nothing listens until the driver does
     "model-missing": { type: "boolean", default: false },  // dlm.model names no model: its load fails
+    oom: { type: "boolean", default: false },  // the server's first fill runs out of memory (DLM_LSP_FAULTS)
   },
 });
 
@@ -192,6 +193,7 @@ async function main() {
   if (args.rewrite) return rewrite(args.rewrite);
   if (args.typing) return typing(args.typing);
   if (args.readonly) return readonly();
+  if (args.oom) return outOfMemory();
 
   await palette("DLM: Fill holes");
   log("ran DLM: Fill holes");
@@ -469,13 +471,7 @@ async function modelMissing() {
  * counts down to the server's next try.
  */
 async function retryFromTheNotification(problems) {
-  const button = await page.evaluate(`(() => {
-    const b = [...document.querySelectorAll('.notifications-center .monaco-button')]
-      .find((e) => e.textContent.trim() === 'Retry');
-    if (!b) return null;
-    const r = b.getBoundingClientRect();
-    return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
-  })()`);
+  const button = await notificationButton("Retry");
   if (!button) {
     problems.push("the notification of the failed load has no Retry button");
     return {};
@@ -502,6 +498,42 @@ async function retryFromTheNotification(problems) {
   return { statusBarRetried, shownRetried };
 }
 
+/**
+ * Ghost text that fails for a reason the status does not say (here out of memory; a fill past
+ * `timeoutMs` is the same to the extension) showed nothing and said nothing: the status bar
+ * said all was well.  Now it warns until a suggestion works, and one notification says why.
+ */
+async function outOfMemory() {
+  const problems = [];
+  const row = readFileSync(args.fixture, "utf8").split("\n").findIndex((line) => line.includes("for i in range(10):"));
+  await goToLine(row);
+  await page.press("End", "End", 35);
+  const asked = Date.now();
+  await page.press("Enter", "Enter", 13, 0, "\r");  // ghost text is asked for on the new line: the first fill
+  const warned = await until("the status bar's warning", async () => {
+    const text = await dlmStatusBar();
+    return /out of memory/.test(text) && text;
+  }, 60000, 100).catch((error) => (problems.push(error.message), ""));
+  await sleep(2000);  // the notification is out by now
+  await page.type("t");  // the next suggestion: no fault left
+  const cleared = await until("a suggestion that works to clear the warning", async () => {
+    const text = await dlmStatusBar();
+    return !/out of memory/.test(text) && /dlm: default · cpu · \d/.test(text) && text;
+  }, 60000, 250).catch((error) => (problems.push(error.message), ""));
+  await palette("Notifications: Show Notifications");
+  await sleep(1000);
+  const shown = await notifications(".notifications-center");
+  await page.screenshot(join(args.shots, "oom.png"));
+  const failed = events().filter((e) => e.event === "suggestionFailed" && e.time >= asked);
+  const ours = shown.filter((t) => t.startsWith("dlm-lsp: suggestions fail: "));
+  if (ours.length !== 1 || !/out of memory/.test(ours[0])) problems.push(`not one notification of it: ${JSON.stringify(shown)}`);
+  if (shown.some((t) => /Request .* failed/.test(t))) problems.push(`the client's own popup: ${JSON.stringify(shown)}`);
+  if (!failed.some((e) => e.trouble === "memory")) problems.push(`no suggestion failed out of memory: ${JSON.stringify(failed)}`);
+  console.log(JSON.stringify({ passed: problems.length === 0, problems, warned, cleared, shown, failed }, null, 2));
+  page.ws.close();
+  process.exit(problems.length ? 1 : 0);
+}
+
 /** The service's GET /v1/metrics (remote/wire.py), listening on `port` once resolved. */
 async function serveMetrics(port) {
   const { createServer } = await import("node:http");
@@ -517,6 +549,15 @@ async function serveMetrics(port) {
 /** The texts of the notifications on screen: toasts, or the notification center's list. */
 const notifications = (where) => page.evaluate(
   `[...document.querySelectorAll('${where} .notification-list-item-message')].map(e => e.textContent)`);
+
+/** Where to click the button `label` of a notification in the open notification center; null: none. */
+const notificationButton = (label) => page.evaluate(`(() => {
+  const b = [...document.querySelectorAll('.notifications-center .monaco-button')]
+    .find((e) => e.textContent.trim() === ${JSON.stringify(label)});
+  if (!b) return null;
+  const r = b.getBoundingClientRect();
+  return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
+})()`);
 
 /** A shared server that refuses the token: one error that says which setting to fix. */
 async function refused() {
@@ -568,13 +609,7 @@ async function crashed() {
   if (!/failed/.test(statusBar)) problems.push(`the status bar does not say it failed: ${statusBar}`);
   // the way back: the notification's button, once the server can start again
   rmSync(join(args.crash, "refuse"));
-  const button = await page.evaluate(`(() => {
-    const b = [...document.querySelectorAll('.notifications-center .monaco-button')]
-      .find((e) => e.textContent.trim() === 'Restart server');
-    if (!b) return null;
-    const r = b.getBoundingClientRect();
-    return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
-  })()`);
+  const button = await notificationButton("Restart server");
   let restarted = "";
   if (!button) {
     problems.push("the notification has no Restart server button");

@@ -105,6 +105,10 @@
 #                                      # then the Retry on that notification: one notification
 #                                      # of the load failed again, and the status bar counts
 #                                      # down to the server's next try
+#   editors/vscode/e2e/run.sh --oom    # the first fill runs out of memory: the ghost text
+#                                      # asked on a new line fails, the status bar warns "out of
+#                                      # memory" and one notification says so; the next
+#                                      # suggestion, a key later, works and the warning goes
 set -euo pipefail
 
 QUICK=""
@@ -258,6 +262,8 @@ if [ -n "$FILL_LOG" ]; then
   SERVER_ENV="$SERVER_ENV, \"DLM_TEST_FILL_GATE\": \"$WORK/gate\", \"DLM_TEST_FILL_LOG\": \"$FILL_LOG\""
   SERVER_ENV="$SERVER_ENV, \"DLM_TEST_FILL_PLACES\": \"$WORK/places.log\""
 fi
+# the first fill runs out of memory (engine.py's injected fault), those after it do not
+[ "${1:-}" = "--oom" ] && SERVER_ENV="$SERVER_ENV, \"DLM_LSP_FAULTS\": \"oom-once\""
 CRASH=""
 if [ "${1:-}" = "--crash" ]; then  # a server the driver kills; while $CRASH/refuse exists,
   CRASH="$WORK/crash"              # a start fails at once
@@ -349,4 +355,4 @@ node "$HERE/drive.mjs" --cdp "$CDP_PORT" --events "$DLM_LSP_E2E_LOG" \
   $([ "${1:-}" = "--notebook" ] && echo --notebook) $([ "${1:-}" = "--completion" ] && echo --completion "$FILL") \
   $([ "${1:-}" = "--rewrite" ] && echo --rewrite "$FILL") $([ -n "$FILL_LOG" ] && echo --typing "$FILL_LOG") \
   $([ "${1:-}" = "--readonly" ] && echo --readonly) $([ -n "$REMOTE_PORT" ] && echo --remote-down "$REMOTE_PORT") \
-  $([ "${1:-}" = "--model-missing" ] && echo --model-missing)
+  $([ "${1:-}" = "--model-missing" ] && echo --model-missing) $([ "${1:-}" = "--oom" ] && echo --oom)

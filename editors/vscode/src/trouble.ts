@@ -35,14 +35,15 @@ const CAUSES: ReadonlyMap<number, Cause> = new Map<number, Cause>([
 /** What the status bar says in place of the latency. */
 const LABELS: Record<Cause, string> = { timeout: "timed out", memory: "out of memory", busy: "busy" };
 
-/** The setting a cause's message opens, and what it adds to the server's words. */
-const ADVICE: Record<Cause, { setting: string; text: string }> = {
+/** The setting a cause's message opens, and what it adds to the server's words (its words
+ *  for running out of memory already say what to try). */
+const ADVICE: Record<Cause, { setting: string; text?: string }> = {
   timeout: {
     setting: "dlm.timeoutMs",
     text: "fills take longer than dlm.timeoutMs here; fewer steps (dlm.steps, dlm.latencyMs) "
       + "or a smaller model make them faster",
   },
-  memory: { setting: "dlm.device", text: "the server could not make the fill fit" },
+  memory: { setting: "dlm.device" },
   busy: { setting: "dlm.maxQueuedRequests", text: "too many fills are running or waiting" },
 };
 
@@ -63,7 +64,8 @@ export function troubleLabel(trouble: Trouble): string {
 export function troubleMessage(trouble: Trouble): { text: string; setting: string } {
   const { setting, text } = ADVICE[trouble.cause];
   return {
-    text: `dlm-lsp: suggestions fail: ${trouble.message} (${text}). The status bar says so until a fill succeeds.`,
+    text: `dlm-lsp: suggestions fail: ${trouble.message}${text ? ` (${text})` : ""}. `
+      + "The status bar says so until a fill succeeds.",
     setting,
   };
 }
