@@ -616,7 +616,7 @@ class DlmExtension implements vscode.Disposable {
   private suggestionFailed(error: unknown): never {
     if (!(error instanceof vscode.CancellationError)) {
       const failed = this.troubles.failed(error);
-      this.record("suggestionFailed", { message: messageOf(error), code: (error as { code?: unknown }).code,
+      this.record("suggestionFailed", { message: messageOf(error), code: (error as { code?: unknown } | null | undefined)?.code,
                                         trouble: failed?.trouble.cause, told: failed?.tell });
       this.scheduleStatus(200);
       if (failed) this.render();
