@@ -16,7 +16,10 @@ FOUND = sandbox.probe_seccomp()
 TABLE = seccomp.ABIS.get(sandbox.interpreter_abi())
 WITH_SECCOMP = pytest.mark.skipif(FOUND.program is None,
                                   reason=f"no seccomp filter here: {FOUND.note}")
-LEVELS = [sandbox.NONE, sandbox.isolation_available()]
+# Every level that works here, weakest first: below a PID namespace, signals reach the
+# user's other processes
+LEVELS = list(sandbox.ISOLATION_LEVELS[:sandbox.ISOLATION_LEVELS.index(
+    sandbox.isolation_available()) + 1])
 NO_HOOK = SandboxConfig(timeout_s=10.0, hook=False)
 
 # Each refused call with arguments that make it harmless where it is let through: a
@@ -65,15 +68,50 @@ CALLS = {
 }
 
 
+# Calls the filter refuses for these arguments only, made with such arguments, signal 0
+# (none is sent) and nothing in memory: another process (the parent, as each level shows
+# it), every process (-1, and -1 in a register whose upper word is set: the kernel reads
+# an int), a group not its own, a tgid of 0 (the kernel's EINVAL, were it let through),
+# the calls that pass their pid in memory, and socket pairs of families but AF_UNIX.
+ARGUMENT_CALLS = {
+    "kill another process": ("kill", "(ppid, 0)"),
+    "kill -1": ("kill", "(-1, 0)"),
+    "kill -1 with an upper word": ("kill", "(0x1FFFFFFFF, 0)"),
+    "kill a group not its own": ("kill", "(-(os.getpid() + 1), 0)"),
+    "tkill": ("tkill", "(ppid, 0)"),
+    "tgkill": ("tgkill", "(ppid, ppid, 0)"),
+    "tgkill of tgid 0": ("tgkill", "(0, ppid, 0)"),
+    "rt_sigqueueinfo": ("rt_sigqueueinfo", "(ppid, 0, None)"),
+    "rt_tgsigqueueinfo": ("rt_tgsigqueueinfo", "(ppid, ppid, 0, None)"),
+    "prlimit64": ("prlimit64", "(ppid, 0, None, None)"),  # RLIMIT_CPU, read nor set
+    "fcntl F_SETOWN": ("fcntl", "(pipe, 8, ppid)"),  # no O_ASYNC: no signal either way
+    "fcntl F_SETOWN_EX": ("fcntl", "(pipe, 15, None)"),
+    "ioctl FIOSETOWN": ("ioctl", "(pipe, 0x8901, None)"),
+    "ioctl SIOCSPGRP": ("ioctl", "(pipe, 0x8902, None)"),
+    "socketpair AF_INET": ("socketpair", "(2, 1, 0, pair)"),
+    "socketpair AF_NETLINK": ("socketpair", "(16, 2, 0, pair)"),
+}
+
+
+def number(call: str) -> int:
+    """A call's number in this machine's table."""
+    tables = {"kill": seccomp.KILL, "prlimit64": seccomp.PRLIMIT64, "fcntl": seccomp.FCNTL,
+              "ioctl": seccomp.IOCTL, "socketpair": seccomp.SOCKETPAIR}
+    if call in tables:
+        return tables[call][TABLE]
+    return seccomp.OWN_PROCESS[call][seccomp.COLUMN[TABLE]]
+
+
 def test_the_calls_made_are_every_call_the_filter_refuses():
     """A call added to the filter's table and not here would go untested in the kernel."""
     assert set(CALLS) == set(seccomp.REFUSED)
 
 
 def calls_program() -> str:
-    """A program that makes every call in CALLS, and clone into a new user namespace
-    (with CLONE_FS, which the kernel rejects: no child either way) and the AF_INET and
-    AF_NETLINK sockets, and prints {name: errno, or None where it succeeded}."""
+    """A program that makes every call in CALLS and ARGUMENT_CALLS, and clone into a new
+    user namespace (with CLONE_FS, which the kernel rejects: no child either way) and the
+    AF_INET and AF_NETLINK sockets, and prints {name: errno, or None where it
+    succeeded}."""
     column = seccomp.COLUMN[TABLE]
     lines = ["import ctypes, os, _socket", "libc = ctypes.CDLL(None, use_errno=True)",
              "out = {}", "def call(name, nr, *args):",
@@ -82,6 +120,9 @@ def calls_program() -> str:
              "    out[name] = ctypes.get_errno() if libc.syscall(nr, *args) == -1 else None"]
     for name, args in CALLS.items():
         lines.append(f"call({name!r}, {seccomp.REFUSED[name][column]}, *{args})")
+    lines += ["ppid, pipe, pair = os.getppid(), os.pipe()[0], (ctypes.c_int * 2)()"]
+    for name, (call, args) in ARGUMENT_CALLS.items():
+        lines.append(f"call({name!r}, {number(call)}, *{args})")
     lines += [f"call('clone', {seccomp.CLONE[TABLE]}, 0x10000000 | 0x200 | 17, 0, 0, 0, 0)",
               "for name, family in (('socket AF_INET', 2), ('socket AF_NETLINK', 16)):",
               "    try:",
@@ -100,6 +141,13 @@ def run_calls(monkeypatch, isolation: str, config: SandboxConfig) -> dict:
     return ast.literal_eval(outcome.output.strip().splitlines()[-1])
 
 
+def passes_behind_the_filter(monkeypatch, isolation: str, program: str) -> None:
+    """`program` runs to its end behind the filter at `isolation`, the hook off."""
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    outcome = run_program(program, NO_HOOK)
+    assert outcome.passed and outcome.seccomp, outcome.detail + outcome.output
+
+
 def test_where_the_kernel_filters_system_calls_the_sandbox_does():
     """The tests below skip where the probe finds no filter: a filter that failed to
     install here would skip them all, with the machine as the excuse."""
@@ -115,7 +163,8 @@ def test_where_the_kernel_filters_system_calls_the_sandbox_does():
 def test_each_refused_call_fails_with_eperm_behind_the_filter(monkeypatch, isolation):
     errors = run_calls(monkeypatch, isolation, NO_HOOK)
     assert errors == dict.fromkeys(errors, errno.EPERM)
-    assert set(errors) == {*CALLS, "clone", "socket AF_INET", "socket AF_NETLINK"}
+    assert set(errors) == {*CALLS, *ARGUMENT_CALLS, "clone", "socket AF_INET",
+                           "socket AF_NETLINK"}
 
 
 @WITH_SECCOMP
@@ -128,6 +177,11 @@ def test_without_the_filter_the_kernel_answers_those_calls_otherwise(monkeypatch
     otherwise = {name for name, number in errors.items() if number != errno.EPERM}
     assert {"ptrace", "process_vm_readv", "pidfd_open", "clone", "socket AF_INET"} <= otherwise
     assert errors["clone"] == errno.EINVAL  # CLONE_NEWUSER with CLONE_FS
+    # the parent, signalled (0), its limits read and its descriptor's owner made: at
+    # every level, with no filter, another process is in reach
+    for name in ("kill another process", "tkill", "tgkill", "prlimit64", "fcntl F_SETOWN"):
+        assert errors[name] is None, name
+    assert errors["socketpair AF_INET"] == errno.EOPNOTSUPP
 
 
 @WITH_SECCOMP
@@ -163,7 +217,6 @@ def test_what_the_hook_lets_through_the_filter_refuses(monkeypatch, isolation):
 @pytest.mark.parametrize("isolation", LEVELS)
 def test_threads_processes_and_unix_sockets_still_work_behind_it(monkeypatch, isolation):
     """clone3 answers ENOSYS, and glibc starts threads with clone instead."""
-    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
     program = ("import os, threading, _socket, ctypes\n"
                "seen = []\n"
                "threads = [threading.Thread(target=seen.append, args=(i,)) for i in range(4)]\n"
@@ -180,8 +233,7 @@ def test_threads_processes_and_unix_sockets_still_work_behind_it(monkeypatch, is
                "assert 'Seccomp:\\t2' in status and 'NoNewPrivs:\\t1' in status, status\n"
                "libc = ctypes.CDLL(None, use_errno=True)\n"
                "assert libc.syscall(435, None, 0) == -1 and ctypes.get_errno() == 38\n")
-    outcome = run_program(program, NO_HOOK)
-    assert outcome.passed and outcome.seccomp, outcome.detail + outcome.output
+    passes_behind_the_filter(monkeypatch, isolation, program)
 
 
 @pytest.mark.skipif(TABLE != "x86_64" or FOUND.program is None, reason="x86_64 only")
@@ -233,3 +285,77 @@ def test_the_report_says_what_the_filter_refuses_or_that_it_was_off():
         .endswith("; each behind a seccomp filter (x86_64: 38 ...)")
     assert sandbox.seccomp_note(False, SandboxConfig(seccomp=False)) == (
         "turned off (SandboxConfig(seccomp=False))")
+
+
+# What a program does with signals of its own: each step raises where it is refused.
+OWN_SIGNALS = ("import os, signal, threading, resource, fcntl, ctypes, time\n"
+               "seen = []\n"
+               "signal.signal(signal.SIGUSR1, lambda *_: seen.append('usr1'))\n"
+               "signal.signal(signal.SIGALRM, lambda *_: seen.append('alarm'))\n"
+               "os.kill(os.getpid(), signal.SIGUSR1)\n"
+               "signal.raise_signal(signal.SIGUSR1)\n"
+               "os.kill(0, 0)\n"  # its group
+               "os.killpg(os.getpgrp(), 0)\n"
+               "def poke():\n"
+               "    signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)\n"
+               "thread = threading.Thread(target=poke); thread.start(); thread.join()\n"
+               "signal.setitimer(signal.ITIMER_REAL, 0.01)\n"
+               "while 'alarm' not in seen:\n    time.sleep(0.001)\n"
+               "assert seen == ['usr1'] * 3 + ['alarm'], seen\n"
+               "limit = resource.getrlimit(resource.RLIMIT_CPU)\n"
+               "resource.setrlimit(resource.RLIMIT_CPU, limit)\n"
+               "reader, _ = os.pipe()\n"
+               "fcntl.fcntl(reader, fcntl.F_SETOWN, os.getpid())\n"
+               "assert fcntl.fcntl(reader, fcntl.F_GETOWN) == os.getpid()\n"
+               "libc = ctypes.CDLL(None, use_errno=True)\n"
+               "own = ctypes.c_long(os.getpid() | 0x7FFF << 48)\n"  # the kernel reads an int
+               f"assert libc.syscall({seccomp.KILL.get(TABLE)}, own, 0) == 0, ctypes.get_errno()\n")
+
+
+@WITH_SECCOMP
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_a_program_signals_itself_its_threads_and_its_group_behind_the_filter(
+        monkeypatch, isolation):
+    """os.kill, os.killpg and pthread_kill are the hook's refusals: off here."""
+    passes_behind_the_filter(monkeypatch, isolation, OWN_SIGNALS)
+
+
+@WITH_SECCOMP
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_what_the_hook_lets_a_program_signal_still_arrives_behind_the_filter(
+        monkeypatch, isolation):
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    program = ("import signal, threading, time\nseen = []\n"
+               "signal.signal(signal.SIGUSR1, lambda *_: seen.append('usr1'))\n"
+               "signal.signal(signal.SIGALRM, lambda *_: seen.append('alarm'))\n"
+               "signal.raise_signal(signal.SIGUSR1)\n"
+               "thread = threading.Thread(target=signal.raise_signal, args=(signal.SIGUSR1,))\n"
+               "thread.start(); thread.join()\n"
+               "signal.setitimer(signal.ITIMER_REAL, 0.01)\n"
+               "while 'alarm' not in seen:\n    time.sleep(0.001)\n"
+               "assert seen == ['usr1', 'usr1', 'alarm'], seen\n"
+               "signal.raise_signal(signal.SIGTERM)\n")  # and ends it, as outside
+    outcome = run_program(program, SandboxConfig(timeout_s=10.0))
+    assert outcome.seccomp and (outcome.reason, outcome.detail) == (
+        "error", "killed by SIGTERM"), outcome.detail + outcome.output
+
+
+@WITH_SECCOMP
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_a_forked_child_signals_the_programs_process_and_group_but_not_itself_by_pid(
+        monkeypatch, isolation):
+    """The filter holds its installer's pid, the program's: a child behind it signals
+    that process and the group (kill 0), not its own pid, which the program does not
+    reach either (`seccomp.py`).  The hook refuses os.fork: only a program past it forks."""
+    program = ("import os, signal\n"
+               "def refused(pid):\n"
+               "    try:\n        os.kill(pid, 0)\n"
+               "    except PermissionError:\n        return True\n"
+               "    return False\n"
+               "pid = os.fork()\n"
+               "if pid == 0:\n"
+               "    os.kill(0, 0)\n"
+               "    os._exit(0 if refused(os.getpid()) and not refused(os.getppid()) else 5)\n"
+               "assert refused(pid)\n"
+               "assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0\n")
+    passes_behind_the_filter(monkeypatch, isolation, program)

@@ -10,6 +10,7 @@ import struct
 import pytest
 
 from dlm_lsp.bench import seccomp
+from dlm_lsp.bench.sandbox_child import own_pid_in
 
 ALLOW = seccomp.RET_ALLOW
 
@@ -46,20 +47,24 @@ def test_every_refused_call_fails_with_eperm_and_nothing_else_is_touched(abi):
     refused = {numbers[column] for numbers in seccomp.REFUSED.values()}
     for name, numbers in seccomp.REFUSED.items():
         assert run_filter(program, numbers[column], arch) == EPERM, name
-    special = {seccomp.SOCKET[abi], seccomp.CLONE[abi], seccomp.CLONE3}
+    special = {seccomp.SOCKET[abi], seccomp.SOCKETPAIR[abi], seccomp.CLONE[abi],
+               seccomp.CLONE3, seccomp.KILL[abi], seccomp.PRLIMIT64[abi],
+               seccomp.FCNTL[abi], seccomp.IOCTL[abi],
+               *(numbers[column] for numbers in seccomp.OWN_PROCESS.values())}
     for nr in set(range(500)) - refused - special:
         assert run_filter(program, nr, arch) == ALLOW, nr
 
 
 @pytest.mark.parametrize("abi", ABIS)
-def test_sockets_other_than_unix_ones_are_refused(abi):
+@pytest.mark.parametrize("call", ["socket", "socketpair"])
+def test_sockets_and_socket_pairs_other_than_unix_ones_are_refused(abi, call):
     program, arch = seccomp.build(abi), seccomp.AUDIT_ARCH[abi]
-    socket = seccomp.SOCKET[abi]
-    assert run_filter(program, socket, arch, (1, 1)) == ALLOW  # AF_UNIX, SOCK_STREAM
+    nr = {"socket": seccomp.SOCKET, "socketpair": seccomp.SOCKETPAIR}[call][abi]
+    assert run_filter(program, nr, arch, (1, 1)) == ALLOW  # AF_UNIX, SOCK_STREAM
     # the family is an int: the kernel reads the argument's low word, as the filter does
-    assert run_filter(program, socket, arch, (1 | 1 << 32, 1)) == ALLOW
+    assert run_filter(program, nr, arch, (1 | 1 << 32, 1)) == ALLOW
     for family in (2, 10, 16, 17, 0):  # INET, INET6, NETLINK, PACKET, UNSPEC
-        assert run_filter(program, socket, arch, (family, 1)) == EPERM, family
+        assert run_filter(program, nr, arch, (family, 1)) == EPERM, family
 
 
 @pytest.mark.parametrize("abi", ABIS)
@@ -115,3 +120,102 @@ def test_every_call_of_the_new_mount_api_is_refused(abi):
     program, arch = seccomp.build(abi), seccomp.AUDIT_ARCH[abi]
     for name, nr in MOUNT_API.items():
         assert run_filter(program, nr, arch) == EPERM, name
+
+
+# The signal calls' filter as the program's process installs it, its pid (4242) patched in
+PID, OTHER = 4242, 4243
+WORD = 0xFFFFFFFF
+
+
+def patched(abi: str) -> bytes:
+    return own_pid_in(seccomp.build(abi), PID)
+
+
+def as_int(number: int, upper: int = 0) -> int:
+    """A C int in a 64-bit register: its low word the kernel reads, `upper` above it."""
+    return (number & WORD) | upper << 32
+
+
+@pytest.mark.parametrize("abi", ABIS)
+def test_kill_reaches_the_programs_own_process_and_group_only(abi):
+    program, arch, kill = patched(abi), seccomp.AUDIT_ARCH[abi], seccomp.KILL[abi]
+    for pid in (PID, 0, -PID):  # itself, its group, its group by number
+        for upper in (0, WORD, 0x1234):  # the kernel reads the low word, an int
+            assert run_filter(program, kill, arch, (as_int(pid, upper), 9)) == ALLOW, pid
+    for pid in (-1, 1, OTHER, -OTHER, PID << 1):  # every process, init, another, ...
+        for upper in (0, WORD, 0x1234):
+            assert run_filter(program, kill, arch, (as_int(pid, upper), 0)) == EPERM, pid
+
+
+@pytest.mark.parametrize("abi", ABIS)
+@pytest.mark.parametrize("call", list(seccomp.OWN_PROCESS))
+def test_thread_and_queued_signals_reach_the_programs_own_pid_only(abi, call):
+    """tgkill's thread must then be one of its own (the kernel checks that it is the
+    tgid's); tkill names a thread of any process."""
+    program, arch = patched(abi), seccomp.AUDIT_ARCH[abi]
+    nr = seccomp.OWN_PROCESS[call][seccomp.COLUMN[abi]]
+    assert run_filter(program, nr, arch, (as_int(PID, WORD), OTHER, 0)) == ALLOW
+    for pid in (0, -1, OTHER, -PID):
+        assert run_filter(program, nr, arch, (as_int(pid), PID, 0)) == EPERM, pid
+
+
+@pytest.mark.parametrize("abi", ABIS)
+def test_resource_limits_are_set_on_the_programs_own_process_only(abi):
+    """A CPU limit set on another process kills it; glibc's setrlimit is prlimit64(0)."""
+    program, arch, nr = patched(abi), seccomp.AUDIT_ARCH[abi], seccomp.PRLIMIT64[abi]
+    for pid in (0, PID):
+        assert run_filter(program, nr, arch, (as_int(pid, WORD), 0, 0, 0)) == ALLOW
+    for pid in (OTHER, 1, -1):
+        assert run_filter(program, nr, arch, (as_int(pid), 0, 0, 0)) == EPERM
+
+
+@pytest.mark.parametrize("abi", ABIS)
+def test_a_descriptors_io_signals_go_to_the_programs_own_process_or_group_only(abi):
+    program, arch = patched(abi), seccomp.AUDIT_ARCH[abi]
+    fcntl, ioctl = seccomp.FCNTL[abi], seccomp.IOCTL[abi]
+    for pid in (PID, 0, -PID):
+        assert run_filter(program, fcntl, arch, (3, seccomp.F_SETOWN, as_int(pid))) == ALLOW
+    for pid in (OTHER, -OTHER, -1):
+        assert run_filter(program, fcntl, arch, (3, seccomp.F_SETOWN, as_int(pid))) == EPERM
+    # F_SETOWN_EX and the ioctls pass the pid in memory: refused whatever it is
+    assert run_filter(program, fcntl, arch, (3, seccomp.F_SETOWN_EX, 0)) == EPERM
+    for command in (seccomp.FIOSETOWN, seccomp.SIOCSPGRP):
+        assert run_filter(program, ioctl, arch, (3, command, 0)) == EPERM, hex(command)
+    for command in (1, 2, 3, 4, 9):  # F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_GETOWN
+        assert run_filter(program, fcntl, arch, (3, command, OTHER)) == ALLOW, command
+    for command in (0x5401, 0x541B, 0x5421):  # TCGETS, FIONREAD, FIONBIO
+        assert run_filter(program, ioctl, arch, (3, command, OTHER)) == ALLOW, hex(command)
+
+
+@pytest.mark.parametrize("abi", ABIS)
+def test_a_filter_not_yet_given_its_pid_lets_signals_reach_no_other_process(abi):
+    program, arch, kill = seccomp.build(abi), seccomp.AUDIT_ARCH[abi], seccomp.KILL[abi]
+    assert run_filter(program, kill, arch, (0, 0)) == ALLOW  # its own group
+    for pid in (-1, 1, OTHER, PID, -PID):
+        assert run_filter(program, kill, arch, (as_int(pid), 0)) == EPERM, pid
+
+
+@pytest.mark.parametrize("abi", ABIS)
+def test_the_pid_goes_where_the_filter_names_it_and_nowhere_else(abi):
+    program = seccomp.build(abi)
+    before, after = (program[at:at + 8] for at in range(0, len(program), 8)), \
+        (patched(abi)[at:at + 8] for at in range(0, len(program), 8))
+    changed = [(seccomp.INSTRUCTION.unpack(old)[3], seccomp.INSTRUCTION.unpack(new)[3])
+               for old, new in zip(before, after, strict=True) if old != new]
+    slots = {seccomp.PID_SLOT: PID, seccomp.NEGATIVE_PID_SLOT: -PID & WORD}
+    assert changed and all(slots[old] == new for old, new in changed)
+
+
+def test_a_pid_namespaces_init_gets_its_own_group_for_minus_itself_not_every_process():
+    program, arch = own_pid_in(seccomp.build("x86_64"), 1), seccomp.AUDIT_ARCH["x86_64"]
+    assert run_filter(program, seccomp.KILL["x86_64"], arch, (as_int(-1), 0)) == EPERM
+    assert run_filter(program, seccomp.KILL["x86_64"], arch, (1, 0)) == ALLOW
+
+
+def test_a_jump_past_what_one_byte_holds_is_refused_when_assembled():
+    """The kernel's jumps are a byte each: a longer one would land elsewhere."""
+    lines = [(seccomp.JEQ, 0, "far", 0), *[(seccomp.RET, 0)] * 256, ("label", "far"),
+             (seccomp.RET, 0)]
+    with pytest.raises(ValueError, match="a jump of 256"):
+        seccomp._assemble(lines)
+    assert len(seccomp._assemble(lines[:1] + lines[2:])) == 8 * 257

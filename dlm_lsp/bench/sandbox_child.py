@@ -56,8 +56,9 @@ source and token are read.
 Where the token's line on TOKEN_FD is followed by a seccomp filter (`seccomp.py`), the
 program's process installs it after all of this, before the hook: from then on the
 kernel refuses what the filter names (EPERM), to the program and to every process it
-starts (`install_seccomp`).  It comes on that pipe, not in the arguments, which
-/proc/PID/cmdline shows (and which a test searches for anything like a token).
+starts (`install_seccomp`), with its own pid patched in (`own_pid_in`).  It comes on
+that pipe, not in the arguments, which /proc/PID/cmdline shows (and which a test
+searches for anything like a token).
 """
 
 from __future__ import annotations
@@ -256,6 +257,11 @@ DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MNT_DETACH, CLONE_NEWUSER, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 2, 0x10000000, 4, 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+# The seccomp filter's constants that stand for the program's own pid and minus it, each
+# an instruction's k (struct sock_filter: code, jt, jf, k), replaced by `own_pid_in`:
+# above the kernel's largest pid (2**22), so that a filter left unpatched matches no
+# process, and its negative no process group.
+PID_SLOT, NEGATIVE_PID_SLOT = 0x5EC00001, 0x5EC00002
 # glibc has no pivot_root(): the system call's number, from the kernel's tables, by
 # machine (`uname -m`) and the interpreter's word size.  A pair not here has no number
 # (mips and sparc, whose numbers we have not checked; a 32-bit interpreter on a 64-bit
@@ -445,6 +451,20 @@ def dumpable() -> None:
     _forget_ctypes()
 
 
+def own_pid_in(program: bytes, pid: int) -> bytes:
+    """The filter `program` with `pid` for its PID_SLOT and minus `pid` for its
+    NEGATIVE_PID_SLOT (32 bits, as the kernel reads a pid), so that its signals reach
+    that process and its group only (`seccomp.py`).  A pid of 1, a PID namespace's init,
+    gets 0, its own group, for minus itself: -1 would be every process."""
+    negative = -pid & 0xFFFFFFFF if pid > 1 else 0
+    out = bytearray(program)
+    for at in range(4, len(out), 8):  # each instruction's k
+        k = int.from_bytes(out[at:at + 4], sys.byteorder)
+        if k in (PID_SLOT, NEGATIVE_PID_SLOT):
+            out[at:at + 4] = (pid if k == PID_SLOT else negative).to_bytes(4, sys.byteorder)
+    return bytes(out)
+
+
 def install_seccomp(program: bytes) -> None:
     """Run the rest of this process, and every process it starts, behind the seccomp
     filter `program` (a sock_filter array, built by the parent: `seccomp.build`).
@@ -455,13 +475,15 @@ def install_seccomp(program: bytes) -> None:
     the audit hook, writing the start's line) needs none of them.  No-new-privileges
     first, which the kernel requires of a process without CAP_SYS_ADMIN (`isolate` sets
     it already; the other levels did not, and nothing run after this may gain
-    privileges through a set-user-ID file either)."""
+    privileges through a set-user-ID file either).  The filter names this process's pid
+    (`own_pid_in`), whose signals it lets through."""
     import ctypes
 
     class Fprog(ctypes.Structure):  # struct sock_fprog
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     libc = ctypes.CDLL(None, use_errno=True)
+    program = own_pid_in(program, os.getpid())
     instructions = ctypes.create_string_buffer(program, len(program))
     fprog = Fprog(len(program) // 8, ctypes.addressof(instructions))
     ulong = ctypes.c_ulong

@@ -29,16 +29,34 @@ to clone (whose flags it can: threads start as before); and a system call of ano
 ABI (i386's through int 0x80, x32's with bit 0x40000000 on x86_64), whose numbers
 this table does not name, is refused outright.
 
+Signals and what else reaches a process by its number are let through to the program's
+own process and process group only: kill to its pid, 0 or minus its pid (never -1,
+every process of the user's); tkill, tgkill and the rt_*sigqueueinfo calls to its own
+pid (tgkill's thread then has to be one of its own); prlimit64 on 0 or its pid (a CPU
+limit set on another process kills it); fcntl's F_SETOWN, which has a descriptor's I/O
+signal another process, to 0, its pid or group, and F_SETOWN_EX and the ioctls
+FIOSETOWN and SIOCSPGRP, which pass theirs in memory, not at all.  Below a PID
+namespace a program past the hook signalled any process of its user's with these
+(`kill(-1, SIGKILL)`: the editor and the server too).  The pid is the program's
+process's, patched into the filter by that process as it installs it
+(`sandbox_child.own_pid_in`): a process the program forks runs behind its parent's
+filter, and reaches that process and the group (kill 0) but not itself by its own pid
+(its `raise()` fails).  The kernel reads
+these arguments as C ints, the low word of each register, and so does the filter.
+
 The filter is classic BPF over `struct seccomp_data` (nr, arch, instruction pointer,
 six arguments), built here, in the parent, for the interpreter's ABI; the child only
-installs it.  Only x86_64 and aarch64 have tables: elsewhere `program` says why none
-(and the sandbox's report says so, as it does for the pids cgroup).
+patches its own pid in and installs it.  Only x86_64 and aarch64 have tables: elsewhere
+`program` says why none (and the sandbox's report says so, as it does for the pids
+cgroup).
 """
 
 from __future__ import annotations
 
 import errno
 import struct
+
+from dlm_lsp.bench.sandbox_child import NEGATIVE_PID_SLOT, PID_SLOT
 
 # Each refused call's number: (x86_64, aarch64's, the kernel's generic table); calls
 # numbered from 424 on have the same number on every architecture.
@@ -60,9 +78,20 @@ REFUSED = {
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
     "io_uring_register": (427, 427),
 }
-# Refused for some arguments only, or otherwise: socket (AF_UNIX allowed), clone (a
-# namespace flag refused), clone3 (ENOSYS).
+# Refused for some arguments only, or otherwise: socket and socketpair (AF_UNIX
+# allowed), clone (a namespace flag refused), clone3 (ENOSYS).
 SOCKET, CLONE, CLONE3 = {"x86_64": 41, "aarch64": 198}, {"x86_64": 56, "aarch64": 220}, 435
+SOCKETPAIR = {"x86_64": 53, "aarch64": 199}
+# Calls that name a process, allowed for the program's own only (the module's docstring)
+KILL = {"x86_64": 62, "aarch64": 129}  # to its pid, its group (0, minus its pid)
+OWN_PROCESS = {  # to its own pid only
+    "tkill": (200, 130), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138),
+    "rt_tgsigqueueinfo": (297, 240),
+}
+PRLIMIT64 = {"x86_64": 302, "aarch64": 261}  # on 0 (itself) or its pid
+FCNTL, IOCTL = {"x86_64": 72, "aarch64": 25}, {"x86_64": 16, "aarch64": 29}
+F_SETOWN, F_SETOWN_EX = 8, 15  # fcntl's: F_SETOWN to itself or its group only
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902  # ioctl's, refused: the pid lies in memory
 COLUMN = {"x86_64": 0, "aarch64": 1}
 # AUDIT_ARCH_* (linux/audit.h): the ABI a call came in by, in seccomp_data.arch.
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -78,6 +107,7 @@ CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x1000000
 # Classic BPF (linux/filter.h, linux/seccomp.h)
 LD_ABS_W, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
 NR, ARCH, ARG0 = 0, 4, 16  # offsets in struct seccomp_data; ARG0's low word (little-endian)
+ARG1, ARG2 = ARG0 + 8, ARG0 + 16  # the next arguments' low words
 RET_ALLOW = 0x7FFF0000
 RET_ERRNO = 0x00050000
 NOSYS = RET_ERRNO | errno.ENOSYS
@@ -99,6 +129,8 @@ def _assemble(lines: list[tuple]) -> bytes:
             continue
         code, k, jt, jf = (*line, 0, 0)[:4]
         jt, jf = ((places[j] - at - 1 if isinstance(j, str) else j) for j in (jt, jf))
+        if not (0 <= jt <= 255 and 0 <= jf <= 255):  # a jump is one byte, forward only
+            raise ValueError(f"a jump of {jt} or {jf} instructions at {at}")
         out.append(INSTRUCTION.pack(code, jt, jf, k))
         at += 1
     return b"".join(out)
@@ -113,14 +145,35 @@ def build(abi: str, refusal: int = errno.EPERM) -> bytes:
     if abi == "x86_64":
         lines.append((JGE, X32_BIT, "deny", 0))
     lines += [(JEQ, numbers[column], "deny", 0) for numbers in REFUSED.values()]
-    lines += [(JEQ, SOCKET[abi], "socket", 0), (JEQ, CLONE[abi], "clone", 0),
-              (JEQ, CLONE3, "nosys", 0), (RET, RET_ALLOW),
-              ("label", "socket"), (LD_ABS_W, ARG0), (JEQ, AF_UNIX, "allow", "deny"),
+    lines += [(JEQ, numbers[column], "own process", 0) for numbers in OWN_PROCESS.values()]
+    lines += [(JEQ, SOCKET[abi], "unix", 0), (JEQ, SOCKETPAIR[abi], "unix", 0),
+              (JEQ, CLONE[abi], "clone", 0), (JEQ, CLONE3, "nosys", 0),
+              (JEQ, KILL[abi], "kill", 0), (JEQ, PRLIMIT64[abi], "prlimit64", 0),
+              (JEQ, FCNTL[abi], "fcntl", 0), (JEQ, IOCTL[abi], "ioctl", 0),
+              (RET, RET_ALLOW),
+              ("label", "unix"), (LD_ABS_W, ARG0), (JEQ, AF_UNIX, "allow", "deny"),
               ("label", "clone"), (LD_ABS_W, ARG0), (JSET, CLONE_NAMESPACES, "deny", "allow"),
+              ("label", "own process"), (LD_ABS_W, ARG0), (JEQ, PID_SLOT, "allow", "deny"),
+              ("label", "kill"), (LD_ABS_W, ARG0), *_own_group(),
+              ("label", "prlimit64"), (LD_ABS_W, ARG0), (JEQ, 0, "allow", 0),
+              (JEQ, PID_SLOT, "allow", "deny"),
+              ("label", "fcntl"), (LD_ABS_W, ARG1), (JEQ, F_SETOWN, "setown", 0),
+              (JEQ, F_SETOWN_EX, "deny", "allow"),
+              ("label", "setown"), (LD_ABS_W, ARG2), *_own_group(),
+              ("label", "ioctl"), (LD_ABS_W, ARG1), (JEQ, FIOSETOWN, "deny", 0),
+              (JEQ, SIOCSPGRP, "deny", "allow"),
               ("label", "allow"), (RET, RET_ALLOW),
               ("label", "deny"), (RET, RET_ERRNO | refusal),
               ("label", "nosys"), (RET, NOSYS)]
     return _assemble(lines)
+
+
+def _own_group() -> list[tuple]:
+    """The loaded pid allowed where it is the program's own process (PID_SLOT) or
+    group: 0, or minus its pid (NEGATIVE_PID_SLOT); -1, every process, and every other
+    number refused."""
+    return [(JEQ, 0, "allow", 0), (JEQ, PID_SLOT, "allow", 0),
+            (JEQ, NEGATIVE_PID_SLOT, "allow", "deny")]
 
 
 def program(abi: tuple[str, int]) -> tuple[bytes | None, str]:
@@ -135,5 +188,6 @@ def program(abi: tuple[str, int]) -> tuple[bytes | None, str]:
 
 def describe(abi: str) -> str:
     """The filter in a few words, for the reports."""
-    return (f"{abi}: {len(REFUSED)} system calls, clone into new namespaces and sockets "
-            f"other than AF_UNIX refused with EPERM")
+    return (f"{abi}: {len(REFUSED)} system calls, clone into new namespaces, sockets "
+            f"other than AF_UNIX and signals to processes other than its own refused "
+            f"with EPERM")
