@@ -345,8 +345,9 @@ def test_what_the_hook_lets_a_program_signal_still_arrives_behind_the_filter(
 def test_a_forked_child_signals_the_programs_process_and_group_but_not_itself_by_pid(
         monkeypatch, isolation):
     """The filter holds its installer's pid, the program's: a child behind it signals
-    that process and the group (kill 0), not its own pid, which the program does not
-    reach either (`seccomp.py`).  The hook refuses os.fork: only a program past it forks."""
+    that process and the group (kill 0), not its own pid (raise() fails), which the
+    program does not reach either (`seccomp.py`).  The hook refuses os.fork: only a
+    program past it forks."""
     program = ("import os, signal\n"
                "def refused(pid):\n"
                "    try:\n        os.kill(pid, 0)\n"
@@ -355,7 +356,12 @@ def test_a_forked_child_signals_the_programs_process_and_group_but_not_itself_by
                "pid = os.fork()\n"
                "if pid == 0:\n"
                "    os.kill(0, 0)\n"
-               "    os._exit(0 if refused(os.getpid()) and not refused(os.getppid()) else 5)\n"
+               "    signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+               "    try:\n        signal.raise_signal(signal.SIGUSR1)\n"
+               "    except PermissionError:\n        raised = False\n"
+               "    else:\n        raised = True\n"
+               "    mine = refused(os.getpid()) and not raised\n"
+               "    os._exit(0 if mine and not refused(os.getppid()) else 5)\n"
                "assert refused(pid)\n"
                "assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0\n")
     passes_behind_the_filter(monkeypatch, isolation, program)
