@@ -29,9 +29,9 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   interpreter's ABI (x86_64, aarch64), a seccomp filter, installed in the program's
   process once the sandbox's own setup is done: what no benchmark program needs
   (ptrace, mounts, new namespaces, keyrings, bpf, kernel modules, io_uring, pidfds,
-  sockets other than AF_UNIX, ...) fails with EPERM, hook or no hook; checked once
-  (`probe_seccomp`), and where it does not work programs run without it and the
-  reports say why;
+  sockets other than AF_UNIX, signals to processes other than its own, ...) fails
+  with EPERM, hook or no hook; checked once (`probe_seccomp`), and where it does not
+  work programs run without it and the reports say why;
 - where the kernel lets an unprivileged user create them, new namespaces
   (`unshare --user --net --ipc --pid --mount`): an empty network (a loopback
   device that is down), System V IPC of its own (gone with it), a process tree of
