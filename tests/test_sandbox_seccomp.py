@@ -84,6 +84,15 @@ ARGUMENT_CALLS = {
     "rt_sigqueueinfo": ("rt_sigqueueinfo", "(ppid, 0, None)"),
     "rt_tgsigqueueinfo": ("rt_tgsigqueueinfo", "(ppid, ppid, 0, None)"),
     "prlimit64": ("prlimit64", "(ppid, 0, None, None)"),  # RLIMIT_CPU, read nor set
+    # on no process (a pid above the kernel's largest) and no user's (a uid with none):
+    # the kernel would change these, were there one
+    "setpriority of another process": ("setpriority", "(0, 1 << 22 | 1, 19)"),
+    "setpriority of a user's every process": ("setpriority", "(2, 4000000, 19)"),
+    "ioprio_set of a user's every process": ("ioprio_set", "(3, 4000000, 0)"),
+    "sched_setaffinity": ("sched_setaffinity", "(1 << 22 | 1, 0, None)"),
+    "sched_setparam": ("sched_setparam", "(1 << 22 | 1, None)"),
+    "sched_setscheduler": ("sched_setscheduler", "(1 << 22 | 1, 0, None)"),
+    "sched_setattr": ("sched_setattr", "(1 << 22 | 1, None, 0)"),
     "fcntl F_SETOWN": ("fcntl", "(pipe, 8, ppid)"),  # no O_ASYNC: no signal either way
     "fcntl F_SETOWN_EX": ("fcntl", "(pipe, 15, None)"),
     "ioctl FIOSETOWN": ("ioctl", "(pipe, 0x8901, None)"),
@@ -95,11 +104,12 @@ ARGUMENT_CALLS = {
 
 def number(call: str) -> int:
     """A call's number in this machine's table."""
-    tables = {"kill": seccomp.KILL, "prlimit64": seccomp.PRLIMIT64, "fcntl": seccomp.FCNTL,
-              "ioctl": seccomp.IOCTL, "socketpair": seccomp.SOCKETPAIR}
+    tables = {"kill": seccomp.KILL, "fcntl": seccomp.FCNTL, "ioctl": seccomp.IOCTL,
+              "socketpair": seccomp.SOCKETPAIR, "setpriority": seccomp.SETPRIORITY,
+              "ioprio_set": seccomp.IOPRIO_SET}
     if call in tables:
         return tables[call][TABLE]
-    return seccomp.OWN_PROCESS[call][seccomp.COLUMN[TABLE]]
+    return {**seccomp.OWN_PROCESS, **seccomp.ON_ITSELF}[call][seccomp.COLUMN[TABLE]]
 
 
 def test_the_calls_made_are_every_call_the_filter_refuses():
@@ -287,7 +297,8 @@ def test_the_report_says_what_the_filter_refuses_or_that_it_was_off():
         "turned off (SandboxConfig(seccomp=False))")
 
 
-# What a program does with signals of its own: each step raises where it is refused.
+# What a program does with signals, limits and priorities of its own: each step raises
+# where it is refused.
 OWN_SIGNALS = ("import os, signal, threading, resource, fcntl, ctypes, time\n"
                "seen = []\n"
                "signal.signal(signal.SIGUSR1, lambda *_: seen.append('usr1'))\n"
@@ -304,6 +315,10 @@ OWN_SIGNALS = ("import os, signal, threading, resource, fcntl, ctypes, time\n"
                "assert seen == ['usr1'] * 3 + ['alarm'], seen\n"
                "limit = resource.getrlimit(resource.RLIMIT_CPU)\n"
                "resource.setrlimit(resource.RLIMIT_CPU, limit)\n"
+               "os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0))\n"
+               "os.setpriority(os.PRIO_PROCESS, os.getpid(), os.nice(0))\n"
+               "os.sched_setaffinity(os.getpid(), os.sched_getaffinity(0))\n"
+               "os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\n"
                "reader, _ = os.pipe()\n"
                "fcntl.fcntl(reader, fcntl.F_SETOWN, os.getpid())\n"
                "assert fcntl.fcntl(reader, fcntl.F_GETOWN) == os.getpid()\n"
@@ -314,7 +329,7 @@ OWN_SIGNALS = ("import os, signal, threading, resource, fcntl, ctypes, time\n"
 
 @WITH_SECCOMP
 @pytest.mark.parametrize("isolation", LEVELS)
-def test_a_program_signals_itself_its_threads_and_its_group_behind_the_filter(
+def test_a_program_signals_limits_and_schedules_itself_its_threads_and_its_group(
         monkeypatch, isolation):
     """os.kill, os.killpg and pthread_kill are the hook's refusals: off here."""
     passes_behind_the_filter(monkeypatch, isolation, OWN_SIGNALS)
@@ -322,10 +337,12 @@ def test_a_program_signals_itself_its_threads_and_its_group_behind_the_filter(
 
 @WITH_SECCOMP
 @pytest.mark.parametrize("isolation", LEVELS)
-def test_what_the_hook_lets_a_program_signal_still_arrives_behind_the_filter(
+def test_what_the_hook_lets_a_program_signal_or_schedule_still_works_behind_the_filter(
         monkeypatch, isolation):
     monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
-    program = ("import signal, threading, time\nseen = []\n"
+    program = ("import os, signal, threading, time\nseen = []\n"
+               "os.nice(1)\n"
+               "os.sched_setaffinity(0, os.sched_getaffinity(0))\n"
                "signal.signal(signal.SIGUSR1, lambda *_: seen.append('usr1'))\n"
                "signal.signal(signal.SIGALRM, lambda *_: seen.append('alarm'))\n"
                "signal.raise_signal(signal.SIGUSR1)\n"

@@ -48,9 +48,10 @@ def test_every_refused_call_fails_with_eperm_and_nothing_else_is_touched(abi):
     for name, numbers in seccomp.REFUSED.items():
         assert run_filter(program, numbers[column], arch) == EPERM, name
     special = {seccomp.SOCKET[abi], seccomp.SOCKETPAIR[abi], seccomp.CLONE[abi],
-               seccomp.CLONE3, seccomp.KILL[abi], seccomp.PRLIMIT64[abi],
-               seccomp.FCNTL[abi], seccomp.IOCTL[abi],
-               *(numbers[column] for numbers in seccomp.OWN_PROCESS.values())}
+               seccomp.CLONE3, seccomp.KILL[abi], seccomp.SETPRIORITY[abi],
+               seccomp.IOPRIO_SET[abi], seccomp.FCNTL[abi], seccomp.IOCTL[abi],
+               *(numbers[column] for table in (seccomp.OWN_PROCESS, seccomp.ON_ITSELF)
+                 for numbers in table.values())}
     for nr in set(range(500)) - refused - special:
         assert run_filter(program, nr, arch) == ALLOW, nr
 
@@ -160,13 +161,33 @@ def test_thread_and_queued_signals_reach_the_programs_own_pid_only(abi, call):
 
 
 @pytest.mark.parametrize("abi", ABIS)
-def test_resource_limits_are_set_on_the_programs_own_process_only(abi):
+@pytest.mark.parametrize("call", list(seccomp.ON_ITSELF))
+def test_limits_and_scheduling_are_set_on_the_programs_own_process_only(abi, call):
     """A CPU limit set on another process kills it; glibc's setrlimit is prlimit64(0)."""
-    program, arch, nr = patched(abi), seccomp.AUDIT_ARCH[abi], seccomp.PRLIMIT64[abi]
+    program, arch = patched(abi), seccomp.AUDIT_ARCH[abi]
+    nr = seccomp.ON_ITSELF[call][seccomp.COLUMN[abi]]
     for pid in (0, PID):
         assert run_filter(program, nr, arch, (as_int(pid, WORD), 0, 0, 0)) == ALLOW
-    for pid in (OTHER, 1, -1):
+    for pid in (OTHER, 1, -1, -PID):
         assert run_filter(program, nr, arch, (as_int(pid), 0, 0, 0)) == EPERM
+
+
+@pytest.mark.parametrize("abi", ABIS)
+@pytest.mark.parametrize(("call", "user"), [("SETPRIORITY", seccomp.PRIO_USER),
+                                            ("IOPRIO_SET", seccomp.IOPRIO_WHO_USER)])
+def test_priorities_are_set_on_the_programs_process_or_group_never_a_users_every_one(
+        abi, call, user):
+    """(which, who): PRIO_USER's who 0 is the caller's user, every process of it."""
+    program, arch = patched(abi), seccomp.AUDIT_ARCH[abi]
+    nr = getattr(seccomp, call)[abi]
+    for which in {0, 1, 2, 3} - {user}:  # a process, a group (or what the kernel refuses)
+        for who in (0, PID):
+            assert run_filter(program, nr, arch, (which, as_int(who, WORD), 19)) == ALLOW
+        for who in (OTHER, 1, -1):
+            assert run_filter(program, nr, arch, (which, as_int(who), 19)) == EPERM
+    for who in (0, PID, 1000):
+        assert run_filter(program, nr, arch, (user, who, 19)) == EPERM
+        assert run_filter(program, nr, arch, (as_int(user, WORD), who, 19)) == EPERM
 
 
 @pytest.mark.parametrize("abi", ABIS)

@@ -37,12 +37,17 @@ limit set on another process kills it); fcntl's F_SETOWN, which has a descriptor
 signal another process, to 0, its pid or group, and F_SETOWN_EX and the ioctls
 FIOSETOWN and SIOCSPGRP, which pass theirs in memory, not at all.  Below a PID
 namespace a program past the hook signalled any process of its user's with these
-(`kill(-1, SIGKILL)`: the editor and the server too).  The pid is the program's
-process's, patched into the filter by that process as it installs it
-(`sandbox_child.own_pid_in`): a process the program forks runs behind its parent's
-filter, and reaches that process and the group (kill 0) but not itself by its own pid
-(its `raise()` fails).  The kernel reads
-these arguments as C ints, the low word of each register, and so does the filter.
+(`kill(-1, SIGKILL)`: the editor and the server too).  Priorities alike: the
+scheduler's calls (sched_setaffinity, _setparam, _setscheduler, _setattr) on 0 or its
+pid only, setpriority and ioprio_set on 0, its pid or group, never on every process of
+a user: `os.setpriority(os.PRIO_USER, 0, 19)`, which raises no audit event, reniced
+every process of the user's, for good where it may not lower a nice value again.
+
+The pid is the program's process's, patched into the filter by that process as it
+installs it (`sandbox_child.own_pid_in`): a process the program forks runs behind its
+parent's filter, and reaches that process and the group (kill 0) but not itself by its
+own pid (its `raise()` fails).  The kernel reads these arguments as C ints, the low
+word of each register, and so does the filter.
 
 The filter is classic BPF over `struct seccomp_data` (nr, arch, instruction pointer,
 six arguments), built here, in the parent, for the interpreter's ABI; the child only
@@ -88,7 +93,13 @@ OWN_PROCESS = {  # to its own pid only
     "tkill": (200, 130), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138),
     "rt_tgsigqueueinfo": (297, 240),
 }
-PRLIMIT64 = {"x86_64": 302, "aarch64": 261}  # on 0 (itself) or its pid
+ON_ITSELF = {  # on 0 (itself) or its pid only
+    "prlimit64": (302, 261), "sched_setaffinity": (203, 122), "sched_setparam": (142, 118),
+    "sched_setscheduler": (144, 119), "sched_setattr": (314, 274),
+}
+# Priorities by (which, who): never a user's every process; else 0 or its pid or group
+SETPRIORITY, IOPRIO_SET = {"x86_64": 141, "aarch64": 140}, {"x86_64": 251, "aarch64": 30}
+PRIO_USER, IOPRIO_WHO_USER = 2, 3
 FCNTL, IOCTL = {"x86_64": 72, "aarch64": 25}, {"x86_64": 16, "aarch64": 29}
 F_SETOWN, F_SETOWN_EX = 8, 15  # fcntl's: F_SETOWN to itself or its group only
 FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902  # ioctl's, refused: the pid lies in memory
@@ -146,17 +157,21 @@ def build(abi: str, refusal: int = errno.EPERM) -> bytes:
         lines.append((JGE, X32_BIT, "deny", 0))
     lines += [(JEQ, numbers[column], "deny", 0) for numbers in REFUSED.values()]
     lines += [(JEQ, numbers[column], "own process", 0) for numbers in OWN_PROCESS.values()]
+    lines += [(JEQ, numbers[column], "itself", 0) for numbers in ON_ITSELF.values()]
     lines += [(JEQ, SOCKET[abi], "unix", 0), (JEQ, SOCKETPAIR[abi], "unix", 0),
               (JEQ, CLONE[abi], "clone", 0), (JEQ, CLONE3, "nosys", 0),
-              (JEQ, KILL[abi], "kill", 0), (JEQ, PRLIMIT64[abi], "prlimit64", 0),
+              (JEQ, KILL[abi], "kill", 0), (JEQ, SETPRIORITY[abi], "setpriority", 0),
+              (JEQ, IOPRIO_SET[abi], "ioprio_set", 0),
               (JEQ, FCNTL[abi], "fcntl", 0), (JEQ, IOCTL[abi], "ioctl", 0),
               (RET, RET_ALLOW),
               ("label", "unix"), (LD_ABS_W, ARG0), (JEQ, AF_UNIX, "allow", "deny"),
               ("label", "clone"), (LD_ABS_W, ARG0), (JSET, CLONE_NAMESPACES, "deny", "allow"),
               ("label", "own process"), (LD_ABS_W, ARG0), (JEQ, PID_SLOT, "allow", "deny"),
               ("label", "kill"), (LD_ABS_W, ARG0), *_own_group(),
-              ("label", "prlimit64"), (LD_ABS_W, ARG0), (JEQ, 0, "allow", 0),
+              ("label", "itself"), (LD_ABS_W, ARG0), (JEQ, 0, "allow", 0),
               (JEQ, PID_SLOT, "allow", "deny"),
+              ("label", "setpriority"), *_not_a_user(PRIO_USER),
+              ("label", "ioprio_set"), *_not_a_user(IOPRIO_WHO_USER),
               ("label", "fcntl"), (LD_ABS_W, ARG1), (JEQ, F_SETOWN, "setown", 0),
               (JEQ, F_SETOWN_EX, "deny", "allow"),
               ("label", "setown"), (LD_ABS_W, ARG2), *_own_group(),
@@ -176,6 +191,13 @@ def _own_group() -> list[tuple]:
             (JEQ, NEGATIVE_PID_SLOT, "allow", "deny")]
 
 
+def _not_a_user(user: int) -> list[tuple]:
+    """(which, who) refused where `which` is `user` (every process of one), and allowed
+    where `who` is 0 or the program's pid (its process, or its group)."""
+    return [(LD_ABS_W, ARG0), (JEQ, user, "deny", 0), (LD_ABS_W, ARG1),
+            (JEQ, 0, "allow", 0), (JEQ, PID_SLOT, "allow", "deny")]
+
+
 def program(abi: tuple[str, int]) -> tuple[bytes | None, str]:
     """(the filter for this interpreter's (machine, word size), what it refuses) or
     (None, why there is none)."""
@@ -189,5 +211,5 @@ def program(abi: tuple[str, int]) -> tuple[bytes | None, str]:
 def describe(abi: str) -> str:
     """The filter in a few words, for the reports."""
     return (f"{abi}: {len(REFUSED)} system calls, clone into new namespaces, sockets "
-            f"other than AF_UNIX and signals to processes other than its own refused "
-            f"with EPERM")
+            f"other than AF_UNIX, and signals, limits and priorities aimed at processes "
+            f"other than its own refused with EPERM")
