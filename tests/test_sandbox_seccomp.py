@@ -72,7 +72,8 @@ CALLS = {
 # (none is sent) and nothing in memory: another process (the parent, as each level shows
 # it), every process (-1, and -1 in a register whose upper word is set: the kernel reads
 # an int), a group not its own, a tgid of 0 (the kernel's EINVAL, were it let through),
-# the calls that pass their pid in memory, and socket pairs of families but AF_UNIX.
+# the calls that pass their pid in memory, priorities (below), and socket pairs of
+# families but AF_UNIX.
 ARGUMENT_CALLS = {
     "kill another process": ("kill", "(ppid, 0)"),
     "kill -1": ("kill", "(-1, 0)"),
@@ -84,6 +85,10 @@ ARGUMENT_CALLS = {
     "rt_sigqueueinfo": ("rt_sigqueueinfo", "(ppid, 0, None)"),
     "rt_tgsigqueueinfo": ("rt_tgsigqueueinfo", "(ppid, ppid, 0, None)"),
     "prlimit64": ("prlimit64", "(ppid, 0, None, None)"),  # RLIMIT_CPU, read nor set
+    "fcntl F_SETOWN": ("fcntl", "(pipe, 8, ppid)"),  # no O_ASYNC: no signal either way
+    "fcntl F_SETOWN_EX": ("fcntl", "(pipe, 15, None)"),
+    "ioctl FIOSETOWN": ("ioctl", "(pipe, 0x8901, None)"),
+    "ioctl SIOCSPGRP": ("ioctl", "(pipe, 0x8902, None)"),
     # on no process (a pid above the kernel's largest) and no user's (a uid with none):
     # the kernel would change these, were there one
     "setpriority of another process": ("setpriority", "(0, 1 << 22 | 1, 19)"),
@@ -93,10 +98,7 @@ ARGUMENT_CALLS = {
     "sched_setparam": ("sched_setparam", "(1 << 22 | 1, None)"),
     "sched_setscheduler": ("sched_setscheduler", "(1 << 22 | 1, 0, None)"),
     "sched_setattr": ("sched_setattr", "(1 << 22 | 1, None, 0)"),
-    "fcntl F_SETOWN": ("fcntl", "(pipe, 8, ppid)"),  # no O_ASYNC: no signal either way
-    "fcntl F_SETOWN_EX": ("fcntl", "(pipe, 15, None)"),
-    "ioctl FIOSETOWN": ("ioctl", "(pipe, 0x8901, None)"),
-    "ioctl SIOCSPGRP": ("ioctl", "(pipe, 0x8902, None)"),
+    # the kernel's EOPNOTSUPP: only AF_UNIX makes pairs
     "socketpair AF_INET": ("socketpair", "(2, 1, 0, pair)"),
     "socketpair AF_NETLINK": ("socketpair", "(16, 2, 0, pair)"),
 }
