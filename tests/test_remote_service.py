@@ -452,6 +452,32 @@ def test_without_address_the_service_starts_its_own_ray_even_beside_a_running_cl
     assert asked == ["local", "auto"]
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_the_serving_service_is_said_in_one_line_and_ends_it_with_status_0(sig):
+    """Ctrl-C stopped a serving service with no word while Ray took its replicas down
+    (seconds), as if the key had been missed, and the README promised the commands' 130.
+    A stop is a server's normal end: the language server says `dlm-lsp: stopped by
+    SIGINT, exiting` and exits 0, and the service now does the same.  The probe deploys
+    nothing (no Ray), so only the command's own wait and its stop are run."""
+    probe = ("import sys\n"
+             "from dlm_lsp.remote import service\n"
+             "service.deploy = lambda cfg: 'http://127.0.0.1:9'\n"
+             "service.ray.shutdown = lambda: None\n"
+             "from dlm_lsp.cli import main\n"
+             "raise SystemExit(main(sys.argv[1:]))\n")
+    with subprocess.Popen([sys.executable, "-c", probe, "serve-remote", "--token", "t"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert "Ctrl-C stops it" in proc.stdout.readline()
+            proc.send_signal(sig)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert (proc.returncode, err) == (0, f"dlm-lsp serve-remote: stopped by {sig.name}, "
+                                         "exiting\n")
+    assert out == ""
+
+
 def bare_replica() -> Any:
     """A replica's object, not started (no Ray Serve, no model, no metrics published):
     each test sets the attributes the code it calls reads."""

@@ -367,9 +367,18 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
     print(f"dlm-lsp service at {url}: model {cfg.model}, {count} replica(s); "
           "Ctrl-C stops it", flush=True)
     stopped = threading.Event()
+    received: list[signal.Signals] = []
+
+    def stop(signum: int, _frame: Any) -> None:
+        received.append(signal.Signals(signum))
+        stopped.set()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopped.set())
+        signal.signal(sig, stop)
     stopped.wait()
+    # a stop is a server's normal end (status 0), said as the language server says it,
+    # before Ray takes the replicas down, which takes seconds
+    print(f"dlm-lsp serve-remote: stopped by {received[0].name}, exiting", file=sys.stderr,
+          flush=True)
     if cfg.address is not None:  # a shared cluster keeps running: take only our app off it
         serve.delete(cfg.name)
         with contextlib.suppress(ValueError):  # detached: it would outlive the app
