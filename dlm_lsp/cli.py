@@ -144,14 +144,16 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
                          help="fill with the canonical middle (must pass >= 99%%)")
     harness.add_argument("--empty", action="store_true", help="fill with nothing (the floor)")
     parser.add_argument("--timeout", type=_positive_seconds, default=5.0,
-                        help="seconds per program")
-    parser.add_argument("--workers", type=_positive, default=2, help="programs run side by side")
+                        help="seconds per program (default 5)")
+    parser.add_argument("--workers", type=_positive, default=2,
+                        help="programs run side by side (default 2)")
     parser.add_argument("--require-isolation", action="store_true", help=REQUIRE_ISOLATION_HELP)
     parser.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
     parser.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
     parser.add_argument("--baseline", metavar="FILE", help="a stored --json report to compare to")
     parser.add_argument("--margin", type=_points, default=0.0,
-                        help="with --baseline: fail when pass@1 drops by more points than this")
+                        help="with --baseline: fail when pass@1 drops by more points than this "
+                        "(default 0)")
     _add_baseline_model(parser)
 
 
@@ -163,7 +165,7 @@ def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=_seed, default=0, help=SEED_HELP)
     parser.add_argument("--length", choices=("oracle", "policy"), default="oracle",
                         help="oracle: the canonical middle's token count; policy: the server's "
-                        "length policy")
+                        "length policy (default: oracle)")
     parser.add_argument("--no-repair", action="store_true",
                         help="one denoising pass: no syntax repair, no left-to-right fallback")
     _add_settings_argument(parser)
@@ -180,7 +182,7 @@ def _add_settings_argument(parser: argparse.ArgumentParser) -> None:
 
 def _add_heldout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=_count, default=200,
-                        help="lines, evenly spread over all candidates (0: all)")
+                        help="lines, evenly spread over all candidates (default 200; 0: all)")
     _add_fill_arguments(parser)
     parser.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
     parser.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
@@ -205,9 +207,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser, limit: int | None = None
                             help=f"an evenly spaced fixed sample of N tasks (default {limit})")
     if sandbox:
         parser.add_argument("--timeout", type=_positive_seconds, default=5.0,
-                            help="seconds per program")
+                            help="seconds per program (default 5)")
         parser.add_argument("--workers", type=_positive, default=2,
-                            help="programs run side by side")
+                            help="programs run side by side (default 2)")
         parser.add_argument("--require-isolation", action="store_true",
                             help=REQUIRE_ISOLATION_HELP)
 
@@ -237,9 +239,10 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
                        "unless --no-ltr)")
     sweep.add_argument("--no-ltr", action="store_true", help="leave out the left-to-right point")
     sweep.add_argument("--epsilon", type=float, default=2.0,
-                       help="saturation: within this many pass@1 points of the best")
+                       help="saturation: within this many pass@1 points of the best "
+                       "(default 2)")
     sweep.add_argument("--ratio", type=float, default=0.5,
-                       help="collapse: below this share of the best")
+                       help="collapse: below this share of the best (default 0.5)")
     sweep.add_argument("--plots", metavar="DIR", help="write sweep-<kind>.png here (needs "
                        "matplotlib: the bench extra)")
     sweep.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
@@ -250,11 +253,12 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
     latency.add_argument("--lengths", nargs="+", type=_positive, default=list(LENGTHS),
                          help="span lengths in tokens (default: "
                          f"{' '.join(map(str, LENGTHS))})")
-    latency.add_argument("--steps", type=_positive, default=16, help="the diffusion budget")
+    latency.add_argument("--steps", type=_positive, default=16,
+                         help="the diffusion budget (default 16)")
     latency.add_argument("--strategy", default="confidence", choices=STRATEGIES,
                          help="the diffusion fills' strategy (default: confidence)")
     latency.add_argument("--repeats", type=_positive, default=3,
-                         help="fills per point (median)")
+                         help="fills per point, their median taken (default 3)")
     _add_baseline_model(latency)
     latency.add_argument("--plot", metavar="PNG", help=PLOT_HELP)
     latency.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
@@ -268,11 +272,12 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
     throughput.add_argument("--fills-per-thread", type=_positive, default=4,
                             help="fills each concurrent request makes in turn (default 4)")
     throughput.add_argument("--tokens", type=_positive, default=16,
-                            help="span length of each fill")
+                            help="span length of each fill, in tokens (default 16)")
     throughput.add_argument("--steps", type=_positive, default=8,
                             help="step budget of each fill (default 8)")
     throughput.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES),
-                            help="batched: the batching worker; alone: batchRows 0")
+                            help="batched: the batching worker; alone: batchRows 0 (default: "
+                            f"{' '.join(MODES)})")
     throughput.add_argument("--beside-long", action="store_true",
                             help="every other concurrent request fills a long document "
                             "(the model's whole context): small fills beside large ones")
@@ -394,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stdio", action="store_true", help="serve LSP over stdio (the default)")
     parser.add_argument("--log-level", default="WARNING", type=str.upper,
                         choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
-                        help="logging level for stderr (any case)")
+                        help="logging level for stderr (any case; default WARNING)")
     parser.add_argument("--version", action="version", version=f"dlm-lsp {__version__}")
     sub = parser.add_subparsers(dest="command")
 

@@ -1160,7 +1160,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep files that share text with HumanEval (not for shipped models)")
     p.add_argument("--shard-mib", type=_SHARD_MIB.parse, default=None,
                    help="save the weights in shards of at most this many MiB")
-    p.add_argument("--threads", type=_THREADS.parse, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=_THREADS.parse, default=None,
+                   help="torch CPU threads (default: the preset's; shipped recipe: torch's "
+                   "own, a thread per core; --tiny: 1)")
     p.add_argument("--cpu-bf16", action="store_true",
                    help="bf16 autocast on CPU where native (avx512_bf16 or AMX); "
                    "ignored with a warning elsewhere, where it is ~20x slower")
