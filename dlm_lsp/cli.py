@@ -85,8 +85,17 @@ def _positive_seconds(text: str) -> float:
     return _finite(text, 0.0, True, "a positive number of seconds")
 
 
+def _whole(text: str) -> int:
+    """An integer, or a usage error in the user's words: argparse names the type function
+    of a ValueError ("invalid _positive value: 'x'"), a name from this file."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number, got {text!r}") from None
+
+
 def _positive(text: str) -> int:
-    value = int(text)
+    value = _whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
@@ -94,7 +103,7 @@ def _positive(text: str) -> int:
 
 def _seed(text: str) -> int:
     """A seed the `seed` setting takes: a larger one failed every fill with a traceback."""
-    value = int(text)
+    value = _whole(text)
     problems = from_json(InfillOptions, {"seed": value}, strict=True)[1]
     if problems:
         raise argparse.ArgumentTypeError(problems[0])
@@ -112,7 +121,7 @@ def _marker(text: str) -> str:
 
 def _count(text: str) -> int:
     """A count where 0 has a meaning (all); a negative one is a usage error."""
-    value = int(text)
+    value = _whole(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} is negative")
     return value

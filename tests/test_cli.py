@@ -570,6 +570,22 @@ def test_every_option_that_has_a_default_value_names_it_in_its_help():
     assert unsaid == []
 
 
+def test_a_word_where_a_number_goes_is_refused_without_naming_our_own_functions():
+    """`fill --seed abc` said "invalid _seed value: 'abc'", and `bench ... --limit x`
+    "invalid _positive value": argparse names the type function that raised ValueError,
+    a name from the code, not the user's."""
+    said = []
+    for prog, parser in command_parsers().items():
+        for action in parser._actions:
+            if not (action.option_strings and callable(action.type)) or action.choices:
+                continue
+            try:
+                parser._get_value(action, "abc")
+            except argparse.ArgumentError as refused:
+                said.append(f"{prog}: {refused}")
+    assert said and [line for line in said if "invalid _" in line] == []
+
+
 def test_train_help_says_the_threads_a_run_takes_unless_told():
     """`--tiny` runs on one thread and the shipped recipe on torch's own count, and
     `--threads` said only "torch CPU threads"."""
