@@ -400,6 +400,49 @@ def _stop() -> str:
     raise _Deployed
 
 
+def test_a_port_another_program_holds_is_refused_before_ray_starts(monkeypatch, capsys):
+    """It started Ray and ended ~10 s later in "the replicas could not start ... (check
+    --model and --device)", the port's bind failure lost in Ray's log.  A cluster joined
+    with --address, whose own proxy may hold the port, is left to Ray."""
+    import socket
+
+    from dlm_lsp.remote import service
+
+    deployed = []
+    monkeypatch.setattr(service, "deploy", lambda cfg: deployed.append(cfg) or _stop())
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert service.serve_until_stopped(service.ServiceConfig(port=port)) == 2
+        said = capsys.readouterr().err
+        assert said.startswith(f"dlm-lsp serve-remote: --host 127.0.0.1 --port {port} cannot "
+                               "be listened on (Address already in use)")
+        assert deployed == []
+        with pytest.raises(_Deployed):
+            service.serve_until_stopped(service.ServiceConfig(port=port, address="auto"))
+    assert len(deployed) == 1
+
+
+@pytest.mark.parametrize(("option", "value", "told"), [
+    ("--port", "70000", "a whole number from 1 to 65535"), ("--port", "0", "from 1 to 65535"),
+    ("--port", "x", "a whole number from 1 to 65535"), ("--replicas", "0", "1 or more"),
+    ("--min-replicas", "-1", "0 or more"), ("--max-replicas", "0", "1 or more"),
+    ("--max-ongoing-requests", "0", "1 or more"), ("--num-cpus", "0", "1 or more"),
+    ("--batch-rows", "257", "from 0 to 256")])
+def test_a_count_or_port_out_of_its_range_is_a_usage_error(option, value, told, capsys):
+    """`--port 70000` started Ray and ended in Ray's OverflowError traceback, `--replicas
+    0` in Ray Serve's ValueError."""
+    from dlm_lsp.remote.command import parser
+
+    with pytest.raises(SystemExit) as refused:
+        parser().parse_args([option, value])
+    assert refused.value.code == 2
+    said = capsys.readouterr().err
+    assert f"argument {option}: a whole number" in said and told in said
+    assert said.rstrip().endswith(f"got '{value}'")
+
+
 def test_device_cuda_without_a_gpu_fails_at_once_with_the_flag_s_words():
     """The command itself, on a machine without CUDA (as the CPU machines are)."""
     import torch

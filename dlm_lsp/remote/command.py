@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+from collections.abc import Callable
 
 from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.held_signals import import_torch
@@ -20,6 +21,22 @@ from dlm_lsp.held_signals import import_torch
 SERVICE_PACKAGES = ("ray", "fastapi", "starlette", "uvicorn", "pydantic", "grpc")
 
 
+def _whole_from(least: int, most: int | None = None) -> Callable[[str], int]:
+    """A whole number from `least` (to `most`), else a usage error before Ray starts:
+    `--replicas 0` started Ray and ended in Ray Serve's ValueError traceback
+    ("num_replicas is expected to larger than 0"), `--port 70000` in Ray's OverflowError
+    ("bind(): port must be 0-65535"); the other counts are held to what they mean."""
+    wanted = (f"a whole number from {least} to {most}" if most is not None
+              else f"a whole number, {least} or more")
+
+    def parse(text: str) -> int:
+        value = int(text) if text.lstrip("-").isdecimal() else least - 1
+        if value < least or (most is not None and value > most):
+            raise argparse.ArgumentTypeError(f"{wanted}, got {text!r}")
+        return value
+    return parse
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dlm-lsp serve-remote",
@@ -32,28 +49,29 @@ def parser() -> argparse.ArgumentParser:
                    "a GPU)")
     p.add_argument("--precision", choices=PRECISIONS, help="default: auto (bf16 on CUDA and "
                    "on CPUs with native bf16, else fp32)")
-    p.add_argument("--replicas", type=int, help="fixed number of replicas (default 1)")
-    p.add_argument("--min-replicas", type=int, help="autoscaling lower bound")
-    p.add_argument("--max-replicas", type=int, help="autoscaling upper bound (turns "
+    p.add_argument("--replicas", type=_whole_from(1), help="fixed number of replicas (default 1)")
+    p.add_argument("--min-replicas", type=_whole_from(0), help="autoscaling lower bound")
+    p.add_argument("--max-replicas", type=_whole_from(1), help="autoscaling upper bound (turns "
                    "autoscaling on)")
     p.add_argument("--target-ongoing-requests", type=float,
                    help="autoscaling aims at this many fills per replica (default 8)")
-    p.add_argument("--max-ongoing-requests", type=int,
+    p.add_argument("--max-ongoing-requests", type=_whole_from(1),
                    help="fills one replica holds at once (default 64)")
-    p.add_argument("--batch-rows", type=int, help="rows per shared forward pass (default 16)")
+    p.add_argument("--batch-rows", type=_whole_from(0, 256),
+                   help="rows per shared forward pass (default 16)")
     p.add_argument("--cpus-per-replica", type=float, help="default 1")
     p.add_argument("--gpus-per-replica", type=float, help="default: 1 when the cluster has "
                    "GPUs, else 0")
     p.add_argument("--host", help="address to listen on (default 127.0.0.1; 0.0.0.0 for other "
                    "machines, with a token)")
-    p.add_argument("--port", type=int, help="default 8000")
+    p.add_argument("--port", type=_whole_from(1, 65535), help="default 8000")
     p.add_argument("--token", help="bearer token clients must send (default: the "
                    "DLM_LSP_REMOTE_TOKEN variable; none: open)")
     p.add_argument("--ssl-certfile", help="serve https with this certificate (PEM)")
     p.add_argument("--ssl-keyfile", help="the certificate's private key (PEM)")
     p.add_argument("--address", help="join a running Ray cluster ('auto' or HOST:PORT) instead "
                    "of starting one here")
-    p.add_argument("--num-cpus", type=int, help="CPUs of the Ray instance started here")
+    p.add_argument("--num-cpus", type=_whole_from(1), help="CPUs of the Ray instance started here")
     p.add_argument("--name", help="Ray Serve application name (default dlm-lsp)")
     return p
 

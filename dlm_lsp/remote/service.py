@@ -21,6 +21,7 @@ import hmac
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -346,9 +347,30 @@ def device_problem(cfg: ServiceConfig) -> str | None:
     return None
 
 
+def port_problem(cfg: ServiceConfig) -> str | None:
+    """Why a Ray instance started here (no `--address`) could not listen on --host and
+    --port: a port another program holds started Ray and ended ~10 s later in "the
+    replicas could not start ... (check --model and --device)", the bind's error lost in
+    Ray's log.  Tried once here, before Ray starts (SO_REUSEADDR, as the HTTP proxy binds,
+    so a port left in TIME_WAIT is free); on a cluster joined with `--address` the proxy
+    of a running Serve may hold the port already, so that is left to Ray."""
+    if cfg.address is not None:
+        return None
+    family = socket.AF_INET6 if ":" in cfg.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((cfg.host, cfg.port))
+        except OSError as exc:  # in use, a host not of this machine, a name not resolved
+            return (f"--host {cfg.host} --port {cfg.port} cannot be listened on "
+                    f"({exc.strerror or exc}): another program holds the port, or the host "
+                    "is not an address of this machine; give another --port or --host")
+    return None
+
+
 def serve_until_stopped(cfg: ServiceConfig) -> int:
     """`dlm-lsp serve-remote`: deploy, say where, and serve until SIGINT or SIGTERM."""
-    problem = model_problem(cfg.model) or device_problem(cfg)
+    problem = model_problem(cfg.model) or device_problem(cfg) or port_problem(cfg)
     if problem:
         print(f"dlm-lsp serve-remote: {problem}", file=sys.stderr)
         return 2
