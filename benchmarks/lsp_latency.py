@@ -143,7 +143,8 @@ def main() -> None:
 
         fill(0, *points[0])  # warm-up: loads the model
         alone = sorted(fill(0, *p) for p in points)
-        device = client.request("dlm/status", {})["device"]
+        # None where a remote backend's service is not reached (the fills fell back)
+        device = client.request("dlm/status", {}).get("device")
         machine = describe_machine(device)
         print(f"machine: {machine_line(machine)}; settings {settings}; options {options}")
         print(f"one at a time: {len(alone)} single-line fills, p50 {statistics.median(alone):.1f}"
@@ -161,12 +162,17 @@ def main() -> None:
         times.sort()
         status = client.request("dlm/status", {})
         how = "clients (TCP)" if args.tcp else "at once"
+        # a local engine's batching, or, with `backend: remote` or `sglang`, whose status
+        # has no batching of its own (dlm/status), where the fills went
+        where = (f"batch occupancy {status['batchOccupancy']}, CUDA graphs "
+                 f"{status['cudaGraphs']}" if "batchOccupancy" in status else
+                 f"backend {status.get('backend')} at {status.get('url')}, fallbacks "
+                 f"{status.get('fallbacks')}")
         # fewer fills than --concurrent run no more at once than there are ("8 at once: 3
         # fills" read as a measurement of 8 concurrent requests)
         print(f"{min(args.concurrent, len(points))} {how}: {len(times)} fills in {wall:.1f} s "
               f"({len(times) / wall:.1f} fills/s vs {1000 / statistics.mean(alone):.1f} alone), "
-              f"p50 {statistics.median(times):.1f} ms, p95 {_p95(times):.1f} ms, "
-              f"batch occupancy {status['batchOccupancy']}, CUDA graphs {status['cudaGraphs']}")
+              f"p50 {statistics.median(times):.1f} ms, p95 {_p95(times):.1f} ms, {where}")
         if args.json_out:
             Path(args.json_out).write_text(json.dumps({
                 "machine": machine, "settings": settings, "options": options,

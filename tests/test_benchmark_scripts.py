@@ -42,6 +42,30 @@ def test_lsp_latency_names_no_more_requests_at_once_than_it_sent(model_dir, monk
     assert "2 at once: 2 fills" in said, said
 
 
+def test_lsp_latency_through_a_remote_backend_reports_where_the_fills_went(model_dir,
+                                                                           monkeypatch, capsys):
+    """With `backend: remote` (the settings its own --settings takes for a serve-remote
+    service) every fill ran and then the script ended in KeyError: 'batchOccupancy', as
+    a remote backend's dlm/status has no batching of its own, and in KeyError: 'device'
+    where the service was not reached.  Here the service is a port nothing listens on,
+    and the fills fall back to the local engine."""
+    import socket
+    import sys
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{free.getsockname()[1]}"
+    lsp_latency = script("lsp_latency")
+    settings = {"device": "cpu", "steps": 1, "backend": "remote", "remoteUrl": url,
+                "remoteFallback": True, "remoteRetries": 0, "remoteConnectMs": 200}
+    monkeypatch.setattr(sys, "argv", ["lsp_latency.py", "--fills", "2", "--concurrent", "2",
+                                      "--model", str(model_dir),
+                                      "--settings", json.dumps(settings)])
+    lsp_latency.main()
+    said = capsys.readouterr().out
+    assert f"backend remote at {url}, fallbacks " in said, said
+
+
 def test_typing_cost_types_into_the_same_site_in_the_middle_of_every_size():
     """typing_cost.py compares sizes of a file: the model must see the same context
     (its class and the fixed code around it) at every size, and the cursor must be in
