@@ -6,11 +6,12 @@ import argparse
 
 
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
-    """Every parser a user reaches: `dlm-lsp` and its commands, and the commands that
-    parse their own options."""
+    """Every parser a user reaches: `dlm-lsp` and its commands, the commands that parse
+    their own options, and the GPU run the README has a user start as a module."""
     from dlm_lsp.cli import build_parser
     from dlm_lsp.models.command import parser as models_parser
     from dlm_lsp.remote.command import parser as remote_parser
+    from dlm_lsp.training.gpu_run import build_parser as gpu_run_parser
     from dlm_lsp.training.train import build_parser as train_parser
 
     found: dict[str, argparse.ArgumentParser] = {}
@@ -26,4 +27,5 @@ def command_parsers() -> dict[str, argparse.ArgumentParser]:
     walk("dlm-lsp models", models_parser())
     walk("dlm-lsp train", train_parser())
     walk("dlm-lsp serve-remote", remote_parser())
+    walk("python3 -m dlm_lsp.training.gpu_run", gpu_run_parser())
     return found

@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wall-seconds", type=value_type("wall_seconds"), default=None,
                    help="whole run, corpus build and export included (default 420)")
     p.add_argument("--size", choices=("full", "tiny"), default="full",
-                   help="tiny: the same run at the tiny preset's size (tests)")
+                   help="tiny: the same run at the tiny preset's size (tests); default: full")
     p.add_argument("--init-from", default=AUTO,
                    help="auto (the default): continue the shipped model if it has this "
                    "size's shape, else train a new one; none: a new model; default: the "
@@ -289,8 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "not over the time budget, which then only stops the run")
     p.add_argument("--data-bytes", type=value_type("data_bytes"), default=None,
                    help="cap on source bytes read")
-    p.add_argument("--no-stdlib", action="store_true")
-    p.add_argument("--no-site-packages", action="store_true")
+    p.add_argument("--no-stdlib", action="store_true",
+                   help="leave out the standard library (read by default)")
+    p.add_argument("--no-site-packages", action="store_true", help="leave out the installed "
+                   "packages under permissive licences (read by default)")
     p.add_argument("--extra-root", type=Path, action="append", default=[],
                    help="another directory of .py files (repeatable)")
     p.add_argument("--shard-mib", type=value_type("shard_mib"), default=None,
