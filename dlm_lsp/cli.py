@@ -473,6 +473,19 @@ def build_parser() -> argparse.ArgumentParser:
     syntax.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
     _add_settings_argument(syntax)
     _add_curve_commands(kinds)
+    return _described(parser)
+
+
+def _described(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Each command's own --help opens with what the command does, the line the list of
+    commands gives it: `dlm-lsp fill --help` and every `bench` command's began at their
+    usage, and said what they do only in their parent's list."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                sub = action.choices[choice.dest]
+                sub.description = sub.description or choice.help
+                _described(sub)
     return parser
 
 

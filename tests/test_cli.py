@@ -555,6 +555,13 @@ def test_every_option_of_every_command_says_in_its_help_what_it_is():
     assert bare == []
 
 
+def test_every_command_s_own_help_says_what_it_does():
+    """`dlm-lsp fill --help`, `models list --help` and every `bench` command's --help began
+    at the usage line: what the command does was said only in its parent's list."""
+    assert [prog for prog, parser in command_parsers().items()
+            if not (parser.description or "").strip()] == []
+
+
 def test_every_option_that_has_a_default_value_names_it_in_its_help():
     """`bench humaneval --help` said `--length {oracle,policy}`, `--timeout` "seconds per
     program" and `--workers` "programs run side by side", and `bench latency` its

@@ -279,8 +279,11 @@ def parser() -> argparse.ArgumentParser:
     usage error here too, not a problem found in the checkpoint."""
     p = argparse.ArgumentParser(prog="dlm-lsp models", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="action")
-    sub.add_parser("list", help="the supported families (the default)")
-    check = sub.add_parser("check", help="check a checkpoint directory")
+    about_list = "the supported families (the default)"
+    sub.add_parser("list", help=about_list, description=about_list)
+    about_check = ("check a checkpoint directory: its family, tokens, vocabularies and "
+                   "files, and with --load that the server can load it")
+    check = sub.add_parser("check", help="check a checkpoint directory", description=about_check)
     check.add_argument("directory", help="'default' (the model shipped in the package), a "
                        "directory written by dlm-lsp train, or a published "
                        "checkpoint's (config.json, tokenizer, *.safetensors); FAMILY:DIR "
