@@ -713,13 +713,18 @@ class ParsedDocument:
     def _lines_end(self, end: int, breaks: bool) -> int | None:
         """Where the span's lines end, for a span that ends at `end` with a fill whose last
         code is followed by a line break of its own where `breaks`: past the line break of
-        `end`'s line, or at `end` itself where the fill's break ends the span's last line
-        (the span ends at a line's start).  None where the fill's break puts the code
-        after the span on a line below the fill's."""
-        line_end = self.text.find("\n", end)
-        if not breaks or (line_end != -1 and not self.text[end:line_end].strip()):
+        `end`'s line, or at the start of `end`'s line where the fill's break ends the
+        span's last line: the span ends at a line's start or in its indentation (the
+        cursor at `  |(b)();`), and the user's code after it is a line of its own below
+        the fill's, at whatever indentation the fill leaves it.  None where the fill's
+        break puts the user's code after the span, on the line's code before the span,
+        on a line below the fill's (`const x = |a;`)."""
+        text = self.text
+        line_end = text.find("\n", end)
+        if not breaks or (line_end != -1 and not text[end:line_end].strip()):
             return line_end + 1
-        return end if end == 0 or self.text[end - 1] == "\n" else None
+        line_start = text.rfind("\n", 0, end) + 1
+        return None if text[line_start:end].strip() else line_start
 
     def _stands_alone(self, byte: int, low: int, high: int,
                       joint: tuple[str, str, int, str]) -> bool:

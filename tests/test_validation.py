@@ -396,6 +396,48 @@ def test_a_fill_that_ends_in_an_operand_does_not_take_the_user_s_bracketed_line_
     assert fill[:high - start].endswith(token) and fill[high - start:].strip() in ("", "/* c */")
 
 
+# A fill that ends in a line break of its own, written at the cursor after the
+# indentation of the user's line (or in it): the user's code after the span starts the
+# line below the fill's, a line of its own, whichever indentation the fill leaves it,
+# tabs and CRLF too; a span from the lines above that ends there likewise.  (language,
+# document, fill, the joining token's place, the token)
+AT_INDENTATION = [
+    ("javascript", "function f() {\n  ⟦⟧(b)();\n}\n", "a\n", (1, 2), "a"),
+    ("javascript", "function f() {\n  ⟦⟧(b)();\n}\n", "a\n  ", (1, 2), "a"),
+    ("javascript", "function f() {\n  ⟦⟧  (b)();\n}\n", "a\n", (1, 2), "a"),
+    ("javascript", "function f() {\n⟦  old();\n  ⟧(b)();\n}\n", "  a\n  ", (1, 2), "a"),
+    ("javascript", "function f() {\r\n  ⟦⟧foo();\r\n}\r\n", "const x = a +\r\n  ",
+     (1, 14), "+"),
+    ("typescript", "function f() {\n\t⟦⟧[1, 2].forEach(g);\n}\n", "foo()\n\t", (1, 5), ")"),
+    ("c", "int f(void) {\n    ⟦⟧(b);\n}\n", "int x = a\n    ", (1, 12), "a"),
+    ("cpp", "int f(int a) {\r\n    ⟦⟧foo();\r\n}\r\n", "int x = a +\r\n    ", (1, 14), "+"),
+    ("rust", "fn f() {\n    ⟦⟧(b)();\n}\n", "let x = a\n    ", (1, 12), "a"),
+    ("php", "<?php\nfunction f($a) {\n    ⟦⟧foo();\n}\n", "$x = $a .\n    ", (2, 12), "."),
+    ("go", "package main\n\nfunc f(a int) {\n\t⟦⟧foo()\n}\n", "x := a +\n\t", (3, 8), "+"),
+    ("python", "def f(a):\n    ⟦⟧foo()\n", "x = a + \\\n    ", (1, 10), "+"),
+    ("shellscript", "#!/bin/bash\nf() {\n  ⟦⟧ls -l\n}\n", "echo a &&\n  ", (2, 9), "&&"),
+    # the backslash: the preprocessor's join, and bash's
+    ("c", "void f(void) {\n    ⟦⟧int y = N;\n}\n", "#define N 10 \\\n    ", (1, 17),
+     "\\"),
+    ("cpp", "void f() {\n\t⟦⟧int y = N;\n}\n", "#define N 10 \\\n\t", (1, 14), "\\"),
+    ("shellscript", "#!/bin/bash\nf() {\n  ⟦⟧ls -l\n}\n", "echo a \\\n", (2, 9), "\\"),
+]
+
+
+@pytest.mark.parametrize(("language", "marked", "fill", "where", "token"), AT_INDENTATION)
+def test_a_fill_ending_in_a_line_break_at_the_cursor_in_the_indentation_does_not_join_the_line(
+        language: str, marked: str, fill: str, where: tuple[int, int], token: str) -> None:
+    """`a` and a line break at `  |(b)();` read `a(b)()`, and `const x = a +` and one at
+    `  |foo();` read `const x = a + foo();`: both passed, for the rules read a fill that
+    ends in a line break only where the span ends at a line's start."""
+    result = _fill(marked, fill, language)
+    assert not result.valid and "joins line" in result.reason
+    assert result.new_errors == (where,)
+    text, start, end = _span(marked)
+    low, high = result.new_ranges[0]
+    assert (text[:start] + fill + text[end:])[low:high] == token
+
+
 @pytest.mark.parametrize(("language", "marked", "fill"), [
     # the user's line below goes on with what the fill began: deeper, as a continuation is
     ("javascript", "function f(a) {\n  const x = ⟦⟧\n    foo();\n}\n", "a +"),
@@ -494,6 +536,13 @@ def test_a_fill_that_ends_in_an_operand_does_not_take_the_user_s_bracketed_line_
     ("lua", "function f()\n  ⟦⟧\n  (b)()\nend\n", 'local s = "a"'),
     # the empty fill after a line the user ended in a name: it may be whole
     ("javascript", "function f() {\n  const x = a⟦⟧\n  (b)();\n}\n", ""),
+    # at the cursor in the user's line's indentation: a fill's line break ends its
+    # statement, its `;` does, the fill indents the line deeper (a continuation, as a
+    # line the user wrote deeper is), or the line was continued already above
+    ("javascript", "function f() {\n  ⟦⟧(a, b) => a;\n}\n", "count++\n  "),
+    ("javascript", "function f() {\n  ⟦⟧(b)();\n}\n", "a;\n  "),
+    ("javascript", "function f() {\n  ⟦⟧(b)();\n}\n", "a\n    "),
+    ("c", "#define F(a) \\\n    ⟦⟧g(a);\nint x;\n", "f(a); \\\n    "),
 ])
 def test_a_line_below_that_the_fill_does_not_take_from_the_user_is_left_to_the_parse(
         language: str, marked: str, fill: str) -> None:
