@@ -542,8 +542,9 @@ class ParsedDocument:
         or after another backslash (`a\\\\`, a backslash written out) it ends nothing.
 
         The fill's line is that of its last code: a fill of whole lines that ends in a
-        line break (`#define N 10 \\` and a line break, over `int y = N;`) joins the
-        user's next line as well (`_lines_end`)."""
+        line break (`#define N 10 \\` and a line break, over `int y = N;`, or at the
+        cursor after that line's indentation) joins the user's next line as well
+        (`_lines_end`)."""
         kept = fill.rstrip()  # the fill to its last code: the backslash, if any
         written = kept[kept.rfind("\n") + 1:]
         if self.language not in ("c", "cpp", "bash") or not written.endswith("\\"):
@@ -593,8 +594,9 @@ class ParsedDocument:
         index of the fill's last operand (`a` over `(b)();`, see `_opened`).
 
         The fill's line is that of its last code: a fill of whole lines ends in a line
-        break (`echo a &&\n` over a line of its own), and the user's next line then
-        starts the line after it, as it does below a fill that ends its line.
+        break (`echo a &&\n` over a line of its own, or at the cursor after its
+        indentation), and the user's next line then starts the line after it, as it
+        does below a fill that ends its line.
 
         A blank fill (the empty fill) writes no token, and the line's last is the
         user's, before the span: `const x = |` over `foo();` left as it is reads
