@@ -55,9 +55,17 @@ export function isLoadFailureMessage(message: string, status: ServerStatus | und
   return loadFailed(status) && message === `dlm-lsp: ${status.loadError}`;
 }
 
+/** Whether `message` is the server's error message of what `status` says in `loadError`:
+ *  a failed load, or a service that does not answer (`backend: remote`, whose `preload`
+ *  says "dlm-lsp: cannot reach ..." as the status's loadError does). */
+function saysLoadError(message: string, status: ServerStatus | undefined): boolean {
+  return !!status && !status.loaded && !!status.loadError && message === `dlm-lsp: ${status.loadError}`;
+}
+
 /**
  * The server's error messages while a retry is out: said at the answer, except the one
- * the answer says itself (its load failure, which the command says with Retry on it).
+ * the answer says itself (its load failure, or the service still unreachable, which the
+ * command says with Retry on it).
  */
 export class HeldMessages {
   private held: string[] | undefined;
@@ -78,7 +86,7 @@ export class HeldMessages {
   release(status: ServerStatus | undefined): string[] {
     const held = this.held ?? [];
     this.held = undefined;
-    return held.filter((message) => !isLoadFailureMessage(message, status));
+    return held.filter((message) => !saysLoadError(message, status));
   }
 }
 

@@ -85,6 +85,17 @@ describe("the server's error message of a failed load", () => {
     assert.equal(held.offer("dlm-lsp: later"), false);  // released: shown as they come
   });
 
+  it("is held back too where the retry found the service still unreachable, which the answer says", () => {
+    const down = { model: "remote engine at http://h:8000", loaded: false, reachable: false, loading: false,
+                   loadError: "cannot reach http://h:8000: Connection refused" };
+    const held = new HeldMessages();
+    held.hold();
+    held.offer("dlm-lsp: cannot reach http://h:8000: Connection refused");  // server.py's preload
+    held.offer("dlm-lsp keeps at most 200 open documents");
+    assert.deepEqual(held.release(down), ["dlm-lsp keeps at most 200 open documents"]);
+    assert.match(retryOutcome(down).text, /still unreachable: cannot reach http:\/\/h:8000: Connection refused$/);
+  });
+
   it("is shown after all when the retry got no answer (an older server has no dlm/retryLoad)", () => {
     const held = new HeldMessages();
     held.hold();
