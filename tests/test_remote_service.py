@@ -443,6 +443,20 @@ def test_a_count_or_port_out_of_its_range_is_a_usage_error(option, value, told, 
     assert said.rstrip().endswith(f"got '{value}'")
 
 
+@pytest.mark.parametrize("value", ["--5", "-5-5", "-"])
+def test_a_value_of_minus_signs_and_digits_is_refused_in_the_same_words(value, capsys):
+    """`--port=--5` passed the digits check once its minus signs were stripped, and int()
+    then raised: argparse said "invalid parse value", the name of our type function."""
+    from dlm_lsp.remote.command import parser
+
+    with pytest.raises(SystemExit) as refused:
+        parser().parse_args([f"--port={value}"])
+    assert refused.value.code == 2
+    said = capsys.readouterr().err
+    assert said.rstrip().endswith(f"argument --port: a whole number from 1 to 65535, got "
+                                  f"'{value}'"), said
+
+
 def test_device_cuda_without_a_gpu_fails_at_once_with_the_flag_s_words():
     """The command itself, on a machine without CUDA (as the CPU machines are)."""
     import torch

@@ -30,7 +30,10 @@ def _whole_from(least: int, most: int | None = None) -> Callable[[str], int]:
               else f"a whole number, {least} or more")
 
     def parse(text: str) -> int:
-        value = int(text) if text.lstrip("-").isdecimal() else least - 1
+        # digits after at most one minus sign: "--5" passed a check of the digits left
+        # once every minus sign was stripped, and int() then raised
+        digits = text[1:] if text.startswith("-") else text
+        value = int(text) if digits.isdecimal() else least - 1
         if value < least or (most is not None and value > most):
             raise argparse.ArgumentTypeError(f"{wanted}, got {text!r}")
         return value
