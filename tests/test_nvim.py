@@ -909,6 +909,35 @@ result.loaded = answer(function() vim.cmd('DlmRetryLoad') end)
     assert level == 2  # INFO
 
 
+def test_a_failed_dlm_retry_load_says_its_failure_once_not_the_servers_copy_beside_it(
+        tmp_path):
+    """The server sends its error message of a failed load (`window/showMessage`) just
+    before it answers dlm/retryLoad, and Neovim showed it ("LSP[dlm-lsp] dlm-lsp: model
+    ...") beside the command's answer, which says the same failure and when it is tried
+    next: two errors for one retry.  The server's copy is held while the retry is out;
+    its messages when no retry is out (the first load's failure) show as before."""
+    path, _ = _complete_fixture(tmp_path)
+    missing = tmp_path / "no-such-model"
+    result = run_nvim(tmp_path, missing, """local said = {}
+vim.notify = function(message, level) said[#said + 1] = { message, level } end
+local function errors()
+  return vim.tbl_filter(function(s) return s[2] == vim.log.levels.ERROR end, said)
+end
+""" + _opened_after_a_failed_load(path) + """
+assert(vim.wait(10000, function() return #errors() > 0 end, 20), 'the first failure unsaid')
+result.first = errors()
+said = {}
+vim.cmd('DlmRetryLoad')
+assert(vim.wait(20000, function() return #errors() > 0 end, 20), 'no answer')
+vim.wait(500)  -- a copy said after the answer would show here
+result.retry = errors()
+""")
+    [(first, _)] = result["first"]  # the server's own message, as Neovim shows it
+    assert first.startswith("LSP[") and str(missing) in first, first
+    assert len(result["retry"]) == 1, result["retry"]
+    assert f"model {missing} failed to load again" in result["retry"][0][0], result["retry"]
+
+
 def test_dlm_retry_load_asked_during_a_load_answers_when_it_ends(tmp_path, model_dir):
     """The server answers dlm/retryLoad once the load is over, one under way included
     (a big model on a CPU takes minutes): the command does not block the editor nor give

@@ -104,6 +104,22 @@ local function server_settings()
   return next(settings) ~= nil and settings or vim.empty_dict()
 end
 
+--- Each client's :DlmRetryLoad requests out, and the server's messages meanwhile
+--- (`on_show_message`): client id -> { out = count, messages = { handler args } }.
+local retrying = {}
+
+--- `window/showMessage`, as Neovim shows it, except while a :DlmRetryLoad of this client
+--- is out: the server says a failed load in an error message just before it answers, and
+--- the answer says that failure too, with when it is tried next (`retry_load`).  Shown,
+--- the user read the same error twice for one retry.
+local function on_show_message(err, params, ctx, config)
+  local held = retrying[ctx.client_id]
+  if not held then
+    return vim.lsp.handlers['window/showMessage'](err, params, ctx, config)
+  end
+  held.messages[#held.messages + 1] = { err, params, ctx, config }
+end
+
 --- `dlm/draft`: show the span as it stands while the fill denoises.
 local function on_draft(_, params)
   if not M.config.draft_preview or not params or not params.textDocument then
@@ -319,6 +335,7 @@ function M.lsp_config(overrides)
     handlers = {
       ['workspace/applyEdit'] = edits.apply_workspace_edit,
       ['dlm/draft'] = on_draft,
+      ['window/showMessage'] = on_show_message,
     },
   }, overrides or {})
 end
@@ -818,12 +835,33 @@ function M.retry_load()
   end
   for _, client in ipairs(clients) do
     notify(('loading the model again (client %d)'):format(client.id))
-    client:request('dlm/retryLoad', vim.empty_dict(), function(err, result)
+    local held = retrying[client.id] or { out = 0, messages = {} }
+    retrying[client.id], held.out = held, held.out + 1
+    local function answered(result)
+      held.out = held.out - 1
+      if held.out > 0 then
+        return
+      end
+      retrying[client.id] = nil
+      -- the answer says its load's failure itself; any other message is shown now
+      local failure = result and type(result.loadError) == 'string'
+        and 'dlm-lsp: ' .. result.loadError
+      for _, message in ipairs(held.messages) do
+        if not (failure and message[2] and message[2].message == failure) then
+          on_show_message(unpack(message, 1, 4))
+        end
+      end
+    end
+    local sent = client:request('dlm/retryLoad', vim.empty_dict(), function(err, result)
+      answered(result)
       if err then
         return notify(err.message, vim.log.levels.WARN)
       end
       vim.notify(retried(result))
     end)
+    if not sent then -- the client has stopped: no answer comes
+      answered(nil)
+    end
   end
 end
 
