@@ -48,8 +48,8 @@ import {
   stateSentence, statusShown, statusText, statusTooltip, suggestionLatency,
 } from "./status";
 import {
-  HeldMessages, isLoadFailureMessage, loadFailureSentence, RETRY_COMMAND, RETRY_LOAD, retryOutcome, retryWaitS,
-  statusClick,
+  HeldMessages, isLoadFailureMessage, loadFailureSentence, RETRY_COMMAND, RETRY_LOAD, retryOutcome, retrySetting,
+  retryWaitS, statusClick,
 } from "./retry";
 import { troubleLine, troubleMessage, Troubles } from "./trouble";
 
@@ -963,7 +963,7 @@ class DlmExtension implements vscode.Disposable {
       return;
     }
     this.output.error(outcome.text);
-    this.offerRetry(outcome.text, "dlm.model");
+    this.offerRetry(outcome.text, retrySetting(status));
   }
 
   /** An error message of a failed load, with Retry on it (and the settings, where given). */

@@ -55,6 +55,12 @@ export function isLoadFailureMessage(message: string, status: ServerStatus | und
   return loadFailed(status) && message === `dlm-lsp: ${status.loadError}`;
 }
 
+/** The setting a failed retry's "Open settings" opens: the service's URL where it does not
+ *  answer (`backend: remote` or `sglang`, whose model is the service's), else the model. */
+export function retrySetting(status: ServerStatus): string {
+  return status.reachable === false ? "dlm.remoteUrl" : "dlm.model";
+}
+
 /** Whether `message` is the server's error message of what `status` says in `loadError`:
  *  a failed load, or a service that does not answer (`backend: remote`, whose `preload`
  *  says "dlm-lsp: cannot reach ..." as the status's loadError does). */

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  HeldMessages, isLoadFailureMessage, loadFailureSentence, RETRY_COMMAND, retryOutcome, retryWaitS, statusClick,
+  HeldMessages, isLoadFailureMessage, loadFailureSentence, RETRY_COMMAND, retryOutcome, retrySetting, retryWaitS,
+  statusClick,
 } from "../retry";
 
 // dlm/status after a failed load (engine.status)
@@ -55,6 +56,13 @@ describe("retryOutcome: what DLM: Retry loading the model says of the server's a
                    loadError: "cannot reach http://h:8000: Connection refused" };
     assert.deepEqual(retryOutcome(down), {
       text: "dlm-lsp: h:8000 is still unreachable: cannot reach http://h:8000: Connection refused", failed: true });
+  });
+});
+
+describe("retrySetting: what a failed retry's Open settings opens", () => {
+  it("the model where it failed to load, the service's URL where the service does not answer", () => {
+    assert.equal(retrySetting(failed), "dlm.model");
+    assert.equal(retrySetting({ ...failed, reachable: false }), "dlm.remoteUrl");
   });
 });
 
