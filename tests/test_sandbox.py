@@ -383,6 +383,8 @@ def test_programs_run_side_by_side_and_outcomes_keep_their_order():
 NAMESPACES = pytest.mark.skipif(sandbox.isolation_available() != sandbox.NAMESPACES,
                                 reason="user, PID and mount namespaces are not allowed here")
 KERNEL_ONLY = SandboxConfig(timeout_s=5.0, hook=False)  # the hook off: the kernel's part alone
+# the Landlock layer off too (tests/test_sandbox_landlock.py): what the mounts and ids do
+NO_LANDLOCK = SandboxConfig(timeout_s=5.0, hook=False, landlock=False)
 
 
 def _processes_running(argument: str) -> list[str]:
@@ -660,7 +662,7 @@ def test_etc_holds_only_the_loaders_cache_and_the_local_time_zone():
     expected = sorted(n for n in ("ld.so.cache", "localtime") if os.path.lexists(f"/etc/{n}"))
     program = (f"import os, time\nassert sorted(os.listdir('/etc')) == {expected!r}, "
                "os.listdir('/etc')\ntime.localtime()\n")
-    outcome = run_program(program, KERNEL_ONLY)
+    outcome = run_program(program, NO_LANDLOCK)
     assert outcome.passed, outcome.detail + outcome.output
 
 
@@ -672,7 +674,7 @@ def test_only_harmless_devices_are_in_reach():
                "open('/dev/null', 'w').write('x')\n"
                "assert len(open('/dev/urandom', 'rb').read(4)) == 4\n"
                "assert os.listdir('/dev/fd')\n")
-    outcome = run_program(program, KERNEL_ONLY)
+    outcome = run_program(program, NO_LANDLOCK)
     assert outcome.passed, outcome.detail
 
 
@@ -1035,7 +1037,7 @@ here = os.stat('.')
 assert (here.st_uid, stat.S_IMODE(here.st_mode)) == ({sandbox.UNPRIVILEGED}, 0o700)
 open('mine', 'w').write('fine')
 """
-    outcome = run_program(program, KERNEL_ONLY)
+    outcome = run_program(program, NO_LANDLOCK)
     assert outcome.passed and outcome.isolation == expected, outcome.detail + outcome.output
     assert sorted(p.name for p in callers_dir.iterdir()) == ["keep"]
     assert keep.read_text() == "keep"

@@ -72,6 +72,7 @@ from dlm_lsp.bench.sandbox import (
     SandboxConfig,
     checked_config,
     fallback_reason,
+    landlock_note,
     pids_cgroup_note,
     report_isolation_text,
     run_programs,
@@ -163,6 +164,8 @@ class Report:
     pids_cgroup_note: str = ""  # where those were made, or why there were none
     seccomp: bool = False  # every program ran behind the seccomp filter (seccomp.py)
     seccomp_note: str = ""  # what it refuses, or why there was none
+    landlock: bool = False  # every program ran behind the Landlock layer (landlock.py)
+    landlock_note: str = ""  # what it holds, or why there was none
     partial: Partial | None = None  # a run stopped by a signal: what these numbers cover
 
 
@@ -280,6 +283,7 @@ def tally(config: BenchConfig, done: list[tuple[Task, Fill, Outcome]], filled_by
     isolation = min((o.isolation for o in outcomes), key=ISOLATION_LEVELS.index, default=NONE)
     pids_cgroup = bool(outcomes) and all(o.pids_cgroup for o in outcomes)
     seccomp = bool(outcomes) and all(o.seccomp for o in outcomes)
+    landlock = bool(outcomes) and all(o.landlock for o in outcomes)
     return Report(
         config=config, machine=describe_machine(device), revision=source_revision(),
         model=model, precision=precision, tasks=len(results),
@@ -300,6 +304,8 @@ def tally(config: BenchConfig, done: list[tuple[Task, Fill, Outcome]], filled_by
         pids_cgroup_note=pids_cgroup_note(pids_cgroup) if outcomes else "",
         seccomp=seccomp,
         seccomp_note=seccomp_note(seccomp, config.sandbox) if outcomes else "",
+        landlock=landlock,
+        landlock_note=landlock_note(landlock, config.sandbox) if outcomes else "",
         partial=partial)
 
 

@@ -87,7 +87,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlm_lsp.bench import cgroup, seccomp
+from dlm_lsp.bench import cgroup, landlock, seccomp
 from dlm_lsp.bench.sandbox_child import (
     DROP,
     ISOLATE,
@@ -146,6 +146,7 @@ class SandboxConfig:
     required: str = NONE
     hook: bool = True  # False: no audit hook, to test what the kernel enforces alone
     seccomp: bool = True  # False: no seccomp filter (`seccomp.py`), to test what it adds
+    landlock: bool = True  # False: no Landlock layer (`landlock.py`), to test what it adds
     workers: int = 2  # programs run at the same time by `run_programs`
 
     def __post_init__(self) -> None:
@@ -166,6 +167,7 @@ class Outcome:
     isolation: str = NONE  # NAMESPACES, NETWORK (network and IPC namespaces alone) or NONE
     pids_cgroup: bool = False  # ran in a pids cgroup of its own (`cgroup.py`)
     seccomp: bool = False  # ran behind the seccomp filter (`seccomp.py`)
+    landlock: bool = False  # ran behind the Landlock layer (`landlock.py`)
 
     @property
     def network_isolated(self) -> bool:
@@ -381,6 +383,53 @@ def _seccomp(config: SandboxConfig) -> bytes | None:
     return probe_seccomp().program if config.seccomp else None
 
 
+@dataclass(frozen=True)
+class Landlock:
+    """What `probe_landlock` found: the kernel's Landlock ABI (0 where the layer does not
+    work here), the policy programs run behind (`landlock.policy`) and, for the reports,
+    what the layer holds or why there is none."""
+
+    version: int
+    policy: str
+    note: str
+
+
+# Run behind the layer alone (no hook, no filter): passes where a file beside its
+# working directory, which its user may write, was refused, and what programs import
+# still imports.
+LANDLOCK_PROBE = ("try:\n    open('../landlock-probe', 'x').close()\n"
+                  "except PermissionError:\n    pass\nelse:\n"
+                  "    raise AssertionError('a write outside was not refused')\n")
+
+
+@functools.lru_cache(maxsize=1)
+def probe_landlock() -> Landlock:
+    """The Landlock layer, checked once by running a program behind it (no isolation,
+    no hook, no seccomp filter) that must be refused a write beside its directory and
+    still import what benchmark programs import (`_probe_program`): a kernel without
+    Landlock, or one whose ruleset the child cannot make, leaves the programs without
+    it, as before, and the reports say why."""
+    if not sys.platform.startswith("linux"):
+        return Landlock(0, "", "not Linux")
+    version, why = landlock.abi()
+    if not version:
+        return Landlock(0, "", why)
+    found = Landlock(version, landlock.policy(version), landlock.describe(version))
+    outcome = _run(LANDLOCK_PROBE + _probe_program(),
+                   SandboxConfig(timeout_s=30.0, hook=False), NONE, landlock_found=found)
+    if not outcome.passed:
+        why = f"it did not work here: {outcome.reason}: {outcome.detail}"
+        print(f"sandbox: no Landlock layer ({why})", file=sys.stderr)
+        return Landlock(0, "", why)
+    return found
+
+
+def _landlock(config: SandboxConfig) -> Landlock | None:
+    """The layer programs run behind under `config` (None: none)."""
+    found = probe_landlock() if config.landlock else None
+    return found if found is not None and found.version else None
+
+
 def network_namespace_available() -> bool:
     """Whether programs can run in an empty network namespace here."""
     return isolation_available() != NONE
@@ -481,15 +530,18 @@ def fallback_reason(config: SandboxConfig) -> str:
     return probe_isolation().fallback
 
 
-def isolation_used(config: SandboxConfig) -> tuple[str, str, bool, str, bool, str]:
+def isolation_used(config: SandboxConfig
+                   ) -> tuple[str, str, bool, str, bool, str, bool, str]:
     """(level, why it fell back, whether a pids cgroup bounded each, where or why not,
-    whether a seccomp filter did, what it refuses or why not) of every program run under
-    `config` here: for the reports that keep only each program's verdict (`bench sweep`,
-    `samples`)."""
+    whether a seccomp filter did, what it refuses or why not, whether a Landlock layer
+    did, what it holds or why not) of every program run under `config` here: for the
+    reports that keep only each program's verdict (`bench sweep`, `samples`)."""
     used = cgroup.find()[0] is not None
     filtered = _seccomp(config) is not None
+    landlocked = _landlock(config) is not None
     return (_isolation(config), fallback_reason(config), used, pids_cgroup_note(used),
-            filtered, seccomp_note(filtered, config))
+            filtered, seccomp_note(filtered, config), landlocked,
+            landlock_note(landlocked, config))
 
 
 def pids_cgroup_note(used: bool) -> str:
@@ -512,20 +564,34 @@ def seccomp_note(used: bool, config: SandboxConfig | None = None) -> str:
     return "not every program ran behind it"
 
 
+def landlock_note(used: bool, config: SandboxConfig | None = None) -> str:
+    """What the programs' Landlock layer holds (`used`: each ran behind it), or why
+    they had none, for the reports."""
+    if config is not None and not config.landlock:
+        return "turned off (SandboxConfig(landlock=False))"
+    found = probe_landlock()
+    if used or not found.version:
+        return found.note
+    return "not every program ran behind it"
+
+
 def report_isolation_text(report) -> str:
-    """`isolation_text` of a report that keeps the six (`bench humaneval`'s run,
+    """`isolation_text` of a report that keeps the eight (`bench humaneval`'s run,
     `sweep`'s, `samples`')."""
     return isolation_text(report.isolation, report.isolation_fallback, report.pids_cgroup,
-                          report.pids_cgroup_note, report.seccomp, report.seccomp_note)
+                          report.pids_cgroup_note, report.seccomp, report.seccomp_note,
+                          report.landlock, report.landlock_note)
 
 
 def isolation_text(level: str, fallback: str, pids_cgroup: bool = False,
                    pids_note: str = "", seccomp_used: bool = False,
-                   seccomp_why: str = "") -> str:
+                   seccomp_why: str = "", landlock_used: bool = False,
+                   landlock_why: str = "") -> str:
     """A summary's `sandbox isolation: ...`: the level in words and, after a fallback, why;
-    then whether each program ran in a pids cgroup of its own, and where or why not, and
-    behind a seccomp filter, and what it refuses or why not (a report that does not say,
-    its note "", says nothing of it)."""
+    then whether each program ran in a pids cgroup of its own, and where or why not,
+    behind a seccomp filter, and what it refuses or why not, and behind a Landlock
+    layer, and what it holds or why not (a report that does not say, its note "", says
+    nothing of it)."""
     text = (f"sandbox isolation: {ISOLATION_WORDS[level]}"
             + (f" (fell back: {fallback})" if fallback else ""))
     if pids_cgroup:
@@ -533,8 +599,12 @@ def isolation_text(level: str, fallback: str, pids_cgroup: bool = False,
     elif pids_note:
         text += f"; no pids cgroup ({pids_note})"
     if seccomp_used:
-        return text + f"; each behind a seccomp filter ({seccomp_why})"
-    return text + (f"; no seccomp filter ({seccomp_why})" if seccomp_why else "")
+        text += f"; each behind a seccomp filter ({seccomp_why})"
+    elif seccomp_why:
+        text += f"; no seccomp filter ({seccomp_why})"
+    if landlock_used:
+        return text + f"; each behind a Landlock layer ({landlock_why})"
+    return text + (f"; no Landlock layer ({landlock_why})" if landlock_why else "")
 
 
 def _remove(work: str) -> None:
@@ -649,18 +719,22 @@ def run_program(source: str, config: SandboxConfig | None = None,
     """Execute one program in the sandbox; its tests pass when it runs to the end."""
     config = config or SandboxConfig()
     isolation = _isolation(config)
-    return _run(source, config, isolation, running, _drops(isolation), _seccomp(config))
+    return _run(source, config, isolation, running, _drops(isolation), _seccomp(config),
+                _landlock(config))
 
 
 def _run(source: str, config: SandboxConfig, isolation: str,
          running: _Running | None = None, drop: bool = False,
-         seccomp_filter: bytes | None = None) -> Outcome:
+         seccomp_filter: bytes | None = None, landlock_found: Landlock | None = None
+         ) -> Outcome:
     """One program; a failure of the sandbox itself is that program's error, not the
     end of a whole benchmark.  `drop`: the caller is root and the program runs as
-    `UNPRIVILEGED` instead; `seccomp_filter`: the filter it runs behind (`seccomp.build`)."""
+    `UNPRIVILEGED` instead; `seccomp_filter`: the filter it runs behind (`seccomp.build`);
+    `landlock_found`: the Landlock layer it runs behind (`probe_landlock`)."""
     began = time.perf_counter()
     try:
-        return _run_in(source, config, isolation, running, drop, seccomp_filter)
+        return _run_in(source, config, isolation, running, drop, seccomp_filter,
+                       landlock_found)
     except Exception as exc:  # noqa: BLE001 - e.g. a working directory the program mangled
         return Outcome(False, SANDBOX, f"the sandbox failed: {type(exc).__name__}: {exc}",
                        round(time.perf_counter() - began, 3), "", isolation)
@@ -668,7 +742,8 @@ def _run(source: str, config: SandboxConfig, isolation: str,
 
 def _run_in(source: str, config: SandboxConfig, isolation: str,
             running: _Running | None = None, drop: bool = False,
-            seccomp_filter: bytes | None = None) -> Outcome:
+            seccomp_filter: bytes | None = None, landlock_found: Landlock | None = None
+            ) -> Outcome:
     token = secrets.token_hex(16)
     # The program's directory sits in one only this user can enter, which holds the
     # captured output: the program may open its own directory to everyone (it may
@@ -691,9 +766,12 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
         read_fd, write_fd = os.pipe()
         token_fd, token_write = os.pipe()
         started_read, started_fd = os.pipe()  # the start's line, out of the program's reach
-        # The token's line, then the seccomp filter (`sandbox_child.install_seccomp`):
-        # 33 bytes and some 500, far below a pipe's buffer
-        os.write(token_write, token.encode("ascii") + b"\n" + (seccomp_filter or b""))
+        # The token's line, the Landlock policy's (`sandbox_child.install_landlock`, ""
+        # for none), then the seccomp filter (`sandbox_child.install_seccomp`): 33 bytes,
+        # some 800 and some 500, far below a pipe's buffer
+        policy = landlock_found.policy if landlock_found else ""
+        os.write(token_write, token.encode("ascii") + b"\n" + policy.encode("utf-8") + b"\n"
+                 + (seccomp_filter or b""))
         os.close(token_write)
         command = [sys.executable, "-I", "-B", "-c", _child_source(), "program.py",
                    str(write_fd), str(token_fd), str(started_fd)]
@@ -757,7 +835,7 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
     reason, detail = _classify(child.returncode, timed_out, outcome, token, config, text,
                                started)
     return Outcome(reason == "passed", reason, detail, round(seconds, 3), text, isolation,
-                   group is not None, seccomp_filter is not None)
+                   group is not None, seccomp_filter is not None, landlock_found is not None)
 
 
 # The processes above the program in its cgroup: at NAMESPACES, `unshare` and the PID
@@ -789,9 +867,10 @@ def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) ->
     isolation = _isolation(config)  # probed here once, not by the first workers at once
     cgroup.find()  # so is the pids cgroup (its cache holds no lock: each would probe)
     drop, running, seccomp_filter = _drops(isolation), _Running(), _seccomp(config)
+    found = _landlock(config)
     with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
         futures = [pool.submit(_run, source, config, isolation, running, drop,
-                               seccomp_filter)
+                               seccomp_filter, found)
                    for source in sources]
         try:
             return [future.result() for future in futures]

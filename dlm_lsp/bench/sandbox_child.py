@@ -257,6 +257,10 @@ DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MNT_DETACH, CLONE_NEWUSER, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 2, 0x10000000, 4, 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+# Landlock's system calls (the same number on every architecture) and what a file, not a
+# directory, may be given: execute, write, read, truncate, device ioctls (`landlock.py`)
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_RULE_PATH_BENEATH, LANDLOCK_FILE_RIGHTS = 1, 1 | 2 | 4 | 1 << 14 | 1 << 15
 # The seccomp filter's constants that stand for the program's own pid and minus it, each
 # an instruction's k (struct sock_filter: code, jt, jf, k), replaced by `own_pid_in`:
 # above the kernel's largest pid (2**22), so that a filter left unpatched matches no
@@ -496,6 +500,79 @@ def install_seccomp(program: bytes) -> None:
     _forget_ctypes()
 
 
+def landlock_rules(wanted: dict, root: str) -> list[tuple[str, int]]:
+    """(path, rights) of the Landlock policy `wanted` (`landlock.policy`) for a program
+    whose working directory is `root`: what the namespaces' root file system shows (its
+    links by their targets, unless under a directory it shows) read, /proc read, the
+    devices of its /dev, and `root` written."""
+    links, directories, files = _allowed()
+    targets = [os.path.realpath(link) for link in links]  # /bin's /usr/bin, under /usr
+    targets = [t for t in targets if not any(_under(t, d) for d in directories)]
+    rules = [(path, wanted["read"]) for path in dict.fromkeys([*directories, *files, *targets])]
+    rules.append(("/proc", wanted["proc"]))
+    rules += [(f"/dev/{name}", rights) for name, rights in wanted["devices"].items()]
+    return [*rules, (root, wanted["work"])]
+
+
+def install_landlock(policy: str, root: str) -> None:
+    """Run the rest of this process, and every process it starts, in a Landlock domain
+    of its own: the rights `policy` (`landlock.policy`, a JSON line) names, and only
+    those, on the paths `landlock_rules` finds for the working directory `root`, and
+    its scopes.
+
+    Installed in the program's own process, after the sandbox's setup (which writes
+    outside the working directory: the namespaces' mounts) and before the seccomp
+    filter; what follows (compiling the program, the hook, the start's line and the
+    outcome on pipes opened before) opens no file.  A path the machine lacks (/lib32)
+    is left out; a file is given the rights a file can have.  No-new-privileges first,
+    which the kernel requires of a process without CAP_SYS_ADMIN."""
+    import ctypes
+    import stat
+
+    class RulesetAttr(ctypes.Structure):  # struct landlock_ruleset_attr
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64),
+                    ("scoped", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):  # struct landlock_path_beneath_attr, packed
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    wanted = json.loads(policy)
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def call(what: str, function, *args) -> int:
+        result = function(*(ctypes.c_long(a) if isinstance(a, int) else a for a in args))
+        if result < 0:
+            number = ctypes.get_errno()
+            raise OSError(number, f"{what}: {os.strerror(number)}")
+        return result
+
+    attr = RulesetAttr(wanted["fs"], wanted["net"], wanted["scoped"])
+    # The struct as long as the kernel's ABI knows it: an older kernel refuses more
+    size = 8 if wanted["abi"] < 4 else 16 if wanted["abi"] < 6 else 24
+    ruleset = call("landlock_create_ruleset", libc.syscall, LANDLOCK_CREATE_RULESET,
+                   ctypes.byref(attr), size, 0)
+    try:
+        for path, rights in landlock_rules(wanted, root):
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    rights &= LANDLOCK_FILE_RIGHTS
+                rule = PathBeneath(rights, fd)
+                call(f"landlock_add_rule {path}", libc.syscall, LANDLOCK_ADD_RULE, ruleset,
+                     LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0)
+            finally:
+                os.close(fd)
+        call("prctl(PR_SET_NO_NEW_PRIVS)", libc.prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        call("landlock_restrict_self", libc.syscall, LANDLOCK_RESTRICT_SELF, ruleset, 0)
+    finally:
+        os.close(ruleset)
+    _forget_ctypes()
+
+
 def isolate(root: str, drop: bool = False) -> None:
     """A root file system of only what the program needs, read-only but `root`, and
     privileges dropped.
@@ -592,7 +669,8 @@ def main() -> None:
     path, fd, token_fd, started_fd = sys.argv[1], *map(int, sys.argv[2:5])
     root = os.path.realpath(os.getcwd())
     with os.fdopen(token_fd, "rb") as handle:
-        token, _, seccomp_filter = handle.read().partition(b"\n")
+        token, _, rest = handle.read().partition(b"\n")
+    landlock_policy, _, seccomp_filter = rest.partition(b"\n")
     token = token.decode("ascii", "replace")
     with open(path, encoding="utf-8") as handle:
         source = handle.read()  # before `isolate` lays a fresh directory over it
@@ -611,6 +689,11 @@ def main() -> None:
                 dumpable()
             except OSError as exc:
                 _finish(fd, ERROR, "sandbox", f"sandbox could not drop root's ids: {exc}")
+    if landlock_policy:
+        try:
+            install_landlock(landlock_policy.decode("utf-8"), root)
+        except (OSError, ValueError) as exc:
+            _finish(fd, ERROR, "sandbox", f"sandbox could not install its Landlock layer: {exc}")
     if seccomp_filter:
         try:
             install_seccomp(seccomp_filter)

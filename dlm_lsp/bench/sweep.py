@@ -138,6 +138,8 @@ class SweepReport:
     pids_cgroup_note: str = ""  # where those were made, or why there were none
     seccomp: bool = False  # every program ran behind the seccomp filter (seccomp.py)
     seccomp_note: str = ""  # what it refuses, or why there was none
+    landlock: bool = False  # every program ran behind the Landlock layer (landlock.py)
+    landlock_note: str = ""  # what it holds, or why there was none
 
 
 def _point(kind: str, strategy: str, budget: int | None, tasks: list[Task], fills: list[Fill],
