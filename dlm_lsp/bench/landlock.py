@@ -42,7 +42,6 @@ finds the paths (`sandbox_child.landlock_rules`).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 
@@ -71,6 +70,8 @@ DEVICE_WRITES = ("null", "zero", "full")  # devices a program may write (to no e
 
 def abi() -> tuple[int, str]:
     """(the kernel's Landlock ABI version, 0 where it has none, and why none)."""
+    import ctypes  # here: the parent loads it only to ask
+
     libc = ctypes.CDLL(None, use_errno=True)
     version = libc.syscall(ctypes.c_long(CREATE_RULESET), None, ctypes.c_size_t(0),
                            ctypes.c_uint32(CREATE_RULESET_VERSION))
