@@ -77,6 +77,34 @@ def test_without_the_layer_it_wrote_the_parents_oom_score_adj(monkeypatch):
     assert attempted(monkeypatch, sandbox.NONE, NEITHER, OOM_SCORE_ADJ) == "done"
 
 
+PARENTS_MEMORY = ("memory = f'/proc/{os.getppid()}/mem'\n"
+                  "print(attempt(lambda: os.close(os.open(memory, os.O_RDWR))))\n")
+
+
+@WITH_LANDLOCK
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_a_program_cannot_open_its_parents_memory(monkeypatch, isolation):
+    """Written, /proc/PID/mem ran code in the benchmark's process, behind no filter (a
+    file, not the ptrace the filter refuses): the layer refuses the open, and Landlock
+    refuses any process outside the domain to one inside it."""
+    assert attempted(monkeypatch, isolation, LAYER_ONLY, PARENTS_MEMORY) == "refused"
+
+
+@WITH_LANDLOCK
+def test_without_the_layer_it_opened_its_parents_memory(monkeypatch):
+    if os.geteuid() != 0 and _yama_scope() != 0:
+        pytest.skip("Yama keeps a process out of its parent's memory here")
+    assert attempted(monkeypatch, sandbox.NONE, NEITHER, PARENTS_MEMORY) == "done"
+
+
+def _yama_scope() -> int:
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope", encoding="ascii") as handle:
+            return int(handle.read())
+    except OSError:
+        return 0
+
+
 def outside(path) -> str:
     """A program that tries to write `path`, a file of its user's outside its directory."""
     return (f"def write():\n    with open({str(path)!r}, 'w') as handle:\n"
