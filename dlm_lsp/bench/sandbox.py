@@ -32,6 +32,13 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   sockets other than AF_UNIX, signals to processes other than its own, ...) fails
   with EPERM, hook or no hook; checked once (`probe_seccomp`), and where it does not
   work programs run without it and the reports say why;
+- where the kernel has Landlock (`landlock.py`), a Landlock layer, installed in the
+  program's process just before the seccomp filter: files are written only in its
+  working directory (and /dev/null, zero, full), read only in the namespaces'
+  allow-list, /proc and its directory, at every level; no TCP bind or connect (ABI 4);
+  signals and abstract Unix sockets only within the program's own processes (ABI 6);
+  checked once (`probe_landlock`), and where it does not work programs run without it
+  and the reports say why;
 - where the kernel lets an unprivileged user create them, new namespaces
   (`unshare --user --net --ipc --pid --mount`): an empty network (a loopback
   device that is down), System V IPC of its own (gone with it), a process tree of

@@ -53,12 +53,14 @@ namespaces as root, without a user namespace, and `isolate` gives up root's ids 
 it would move into a user namespace; without, `main` gives them up once the program's
 source and token are read.
 
-Where the token's line on TOKEN_FD is followed by a seccomp filter (`seccomp.py`), the
-program's process installs it after all of this, before the hook: from then on the
-kernel refuses what the filter names (EPERM), to the program and to every process it
-starts (`install_seccomp`), with its own pid patched in (`own_pid_in`).  It comes on
-that pipe, not in the arguments, which /proc/PID/cmdline shows (and which a test
-searches for anything like a token).
+The token's line on TOKEN_FD is followed by a Landlock policy's line (`landlock.py`;
+empty for none), then by a seccomp filter (`seccomp.py`; nothing for none).  The
+program's process installs both after all of this, the layer first, before the hook:
+from then on the kernel refuses the program, and every process it starts, the files,
+signals and sockets the layer does not grant (`install_landlock`) and what the filter
+names (EPERM, `install_seccomp`), with its own pid patched in (`own_pid_in`).  They
+come on that pipe, not in the arguments, which /proc/PID/cmdline shows (and which a
+test searches for anything like a token).
 """
 
 from __future__ import annotations
