@@ -629,6 +629,8 @@ def test_the_report_says_which_isolation_the_run_used_and_why_it_fell_back(
     monkeypatch.setattr(sandbox.cgroup, "find", lambda: (None, "no pids controller mounted"))
     monkeypatch.setattr(sandbox, "probe_seccomp", lambda: sandbox.Seccomp(
         None, "no system call table for mips (32-bit Python)"))
+    monkeypatch.setattr(sandbox, "probe_landlock", lambda: sandbox.Landlock(
+        0, "", "the kernel has no Landlock (why)"))
     out = tmp_path / "run.json"
     assert main(["bench", "humaneval", "--empty", "--limit", "2", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
@@ -640,7 +642,10 @@ def test_the_report_says_which_isolation_the_run_used_and_why_it_fell_back(
         False, "no system call table for mips (32-bit Python)")
     assert ("sandbox isolation: network and IPC namespaces only (fell back: 'namespaces': the "
             "reason); no pids cgroup (no pids controller mounted); no seccomp filter (no "
-            "system call table for mips (32-bit Python)).") in capsys.readouterr().out
+            "system call table for mips (32-bit Python)); no Landlock layer (the kernel has no "
+            "Landlock (why)).") in capsys.readouterr().out
+    assert (report["landlock"], report["landlock_note"]) == (
+        False, "the kernel has no Landlock (why)")
 
 
 def test_the_report_says_each_program_ran_in_a_pids_cgroup_and_behind_seccomp_and_where(
@@ -648,22 +653,26 @@ def test_the_report_says_each_program_ran_in_a_pids_cgroup_and_behind_seccomp_an
     from dlm_lsp.bench import sandbox
 
     def ran(sources, config):
-        return [sandbox.Outcome(True, "passed", "", 0.0, "", sandbox.NAMESPACES, True, True)
-                for _ in sources]
+        return [sandbox.Outcome(True, "passed", "", 0.0, "", sandbox.NAMESPACES, True, True,
+                                True) for _ in sources]
     monkeypatch.setattr(pass_at_1, "run_programs", ran)
     monkeypatch.setattr(sandbox, "probe_isolation", lambda: sandbox.Isolation(sandbox.NAMESPACES))
     controller = sandbox.cgroup.Controller("/sys/fs/cgroup/pids", 1)
     monkeypatch.setattr(sandbox.cgroup, "find", lambda: (controller, ""))
     monkeypatch.setattr(sandbox, "probe_seccomp",
                         lambda: sandbox.Seccomp(b"filter", "x86_64: what it refuses"))
+    monkeypatch.setattr(sandbox, "probe_landlock",
+                        lambda: sandbox.Landlock(7, "{}", "Landlock ABI 7: what it holds"))
     out = tmp_path / "run.json"
     assert main(["bench", "humaneval", "--empty", "--limit", "2", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert (report["pids_cgroup"], report["pids_cgroup_note"]) == (
         True, "cgroup v1 below /sys/fs/cgroup/pids")
     assert (report["seccomp"], report["seccomp_note"]) == (True, "x86_64: what it refuses")
+    assert (report["landlock"], report["landlock_note"]) == (True, "Landlock ABI 7: what it holds")
     assert ("; each program in a pids cgroup of its own (cgroup v1 below /sys/fs/cgroup/pids); "
-            "each behind a seccomp filter (x86_64: what it refuses)." in capsys.readouterr().out)
+            "each behind a seccomp filter (x86_64: what it refuses); each behind a Landlock "
+            "layer (Landlock ABI 7: what it holds)." in capsys.readouterr().out)
 
 
 @pytest.mark.parametrize(("bench", "runs"), [("humaneval", "pass_at_1.run_benchmark"),

@@ -751,6 +751,8 @@ def test_sweep_and_samples_reports_say_which_isolation_ran_the_programs_and_why(
     monkeypatch.setattr(sandbox.cgroup, "find", lambda: (None, "no pids controller mounted"))
     monkeypatch.setattr(sandbox, "probe_seccomp", lambda: sandbox.Seccomp(
         None, "no system call table for mips (32-bit Python)"))
+    monkeypatch.setattr(sandbox, "probe_landlock", lambda: sandbox.Landlock(
+        0, "", "the kernel has no Landlock (why)"))
     out = tmp_path / "report.json"
     assert main(["bench", *bench, "--model", str(model_dir), "--device", "cpu",
                  "--limit", "1", "--json", str(out)]) == 0
@@ -763,8 +765,10 @@ def test_sweep_and_samples_reports_say_which_isolation_ran_the_programs_and_why(
         False, "no system call table for mips (32-bit Python)")
     assert ("sandbox isolation: none (the audit hook and the limits only) (fell back: "
             "'namespaces' and 'network': the reason); no pids cgroup (no pids controller "
-            "mounted); no seccomp filter (no system call table for mips (32-bit Python)).") \
-        in capsys.readouterr().out
+            "mounted); no seccomp filter (no system call table for mips (32-bit Python)); no "
+            "Landlock layer (the kernel has no Landlock (why)).") in capsys.readouterr().out
+    assert (report["landlock"], report["landlock_note"]) == (
+        False, "the kernel has no Landlock (why)")
 
 
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)
