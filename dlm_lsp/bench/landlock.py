@@ -45,10 +45,8 @@ from __future__ import annotations
 import json
 import os
 
-from dlm_lsp.bench.sandbox_child import DEVICES
+from dlm_lsp.bench.sandbox_child import DEVICES, LANDLOCK_CREATE_RULESET
 
-# System call numbers, the same on every architecture (the generic table from 424 on).
-CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446
 CREATE_RULESET_VERSION = 1  # landlock_create_ruleset(NULL, 0, this): the ABI version
 
 # Filesystem access rights (linux/landlock.h), with the ABI that brought each.
@@ -63,6 +61,8 @@ SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 NET_ABI, SCOPE_ABI = 4, 6
 
 READ = EXECUTE | READ_FILE | READ_DIR
+# What a file, not a directory, may be given (the kernel refuses a rule with more)
+FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 # Reading /proc: no program runs from it.
 READ_ONLY = READ_FILE | READ_DIR
 DEVICE_WRITES = ("null", "zero", "full")  # devices a program may write (to no effect)
@@ -73,7 +73,7 @@ def abi() -> tuple[int, str]:
     import ctypes  # here: the parent loads it only to ask
 
     libc = ctypes.CDLL(None, use_errno=True)
-    version = libc.syscall(ctypes.c_long(CREATE_RULESET), None, ctypes.c_size_t(0),
+    version = libc.syscall(ctypes.c_long(LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
                            ctypes.c_uint32(CREATE_RULESET_VERSION))
     if version > 0:
         return version, ""
@@ -91,15 +91,17 @@ def handled(version: int) -> tuple[int, int, int]:
 
 def policy(version: int) -> str:
     """The policy every program runs behind, as the child reads it
-    (`sandbox_child.install_landlock`): one JSON line of the ABI, the rights handled, and
-    the rights of each kind of path, every right masked to what `version` handles.  The
+    (`sandbox_child.install_landlock`): one JSON line of the ABI, the rights handled, the
+    rights of each kind of path, and those a file may have, every right masked to what
+    `version` handles.  The
     child finds the paths: the allow-list is its interpreter's (`_allowed`), which need
     not be the benchmark's, and the working directory is its own."""
     fs, net, scoped = handled(version)
     devices = {name: (READ_FILE | (WRITE_FILE | TRUNCATE if name in DEVICE_WRITES else 0)
                       | IOCTL_DEV) & fs for name in DEVICES}
     return json.dumps({"abi": version, "fs": fs, "net": net, "scoped": scoped,
-                       "read": READ, "proc": READ_ONLY, "devices": devices, "work": fs},
+                       "read": READ, "proc": READ_ONLY, "devices": devices, "work": fs,
+                       "file": FILE_RIGHTS & fs},
                       separators=(",", ":"))
 
 

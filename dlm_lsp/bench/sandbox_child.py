@@ -259,10 +259,9 @@ DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MNT_DETACH, CLONE_NEWUSER, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 2, 0x10000000, 4, 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-# Landlock's system calls (the same number on every architecture) and what a file, not a
-# directory, may be given: execute, write, read, truncate, device ioctls (`landlock.py`)
+# Landlock's system calls, the same number on every architecture (`landlock.py`)
 LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
-LANDLOCK_RULE_PATH_BENEATH, LANDLOCK_FILE_RIGHTS = 1, 1 | 2 | 4 | 1 << 14 | 1 << 15
+LANDLOCK_RULE_PATH_BENEATH = 1
 # The seccomp filter's constants that stand for the program's own pid and minus it, each
 # an instruction's k (struct sock_filter: code, jt, jf, k), replaced by `own_pid_in`:
 # above the kernel's largest pid (2**22), so that a filter left unpatched matches no
@@ -525,9 +524,10 @@ def install_landlock(policy: str, root: str) -> None:
     Installed in the program's own process, after the sandbox's setup (which writes
     outside the working directory: the namespaces' mounts) and before the seccomp
     filter; what follows (compiling the program, the hook, the start's line and the
-    outcome on pipes opened before) opens no file.  A path the machine lacks (/lib32)
-    is left out; a file is given the rights a file can have.  No-new-privileges first,
-    which the kernel requires of a process without CAP_SYS_ADMIN."""
+    outcome on pipes opened before) opens no file.  A path this process cannot reach
+    (/lib32 on most machines) is left out, refused like the rest; a file is given the
+    rights a file can have.  No-new-privileges first, which the kernel requires of a
+    process without CAP_SYS_ADMIN."""
     import ctypes
     import stat
 
@@ -558,11 +558,11 @@ def install_landlock(policy: str, root: str) -> None:
         for path, rights in landlock_rules(wanted, root):
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except FileNotFoundError:
+            except OSError:
                 continue
             try:
                 if not stat.S_ISDIR(os.fstat(fd).st_mode):
-                    rights &= LANDLOCK_FILE_RIGHTS
+                    rights &= wanted["file"]
                 rule = PathBeneath(rights, fd)
                 call(f"landlock_add_rule {path}", libc.syscall, LANDLOCK_ADD_RULE, ruleset,
                      LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0)
