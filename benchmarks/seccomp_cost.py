@@ -9,8 +9,8 @@ Landlock 20,000 opens of a standard library file (each path walked to the root f
 rules), the cost per call.  Prints the medians of the wall time (the sandbox's
 `Outcome.seconds`) each way, and their difference, per round.  Then, in one fresh
 process, what the sandbox cannot time apart in a program's 50-100 ms: installing the
-layer (`install_seccomp`, ctypes' import included, or `install_landlock`, ctypes loaded
-already to ask the kernel's ABI) and a call's cost before and after it (the best of 5
+layer (`install_seccomp` or `install_landlock`, ctypes' import included: the child too
+loads it anew, `_forget_ctypes`) and a call's cost before and after it (the best of 5
 runs each).
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python benchmarks/seccomp_cost.py [--runs 40] [--rounds 4]
@@ -35,7 +35,8 @@ CALLS = {"seccomp": (200_000, "getppid", "os.getppid()"),
 # (what it needs, made untimed; the installing, timed)
 INSTALL = {"seccomp": ("program = sandbox.seccomp.program(sandbox_child.interpreter_abi())[0]",
                        "sandbox_child.install_seccomp(program)"),
-           "landlock": ("policy, work = landlock.policy(landlock.abi()[0]), tempfile.mkdtemp()",
+           "landlock": ("policy, work = landlock.policy(landlock.abi()[0]), tempfile.mkdtemp()"
+                        "; sandbox_child._forget_ctypes()",
                         "sandbox_child.install_landlock(policy, work)")}
 
 
