@@ -775,7 +775,7 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
         started_read, started_fd = os.pipe()  # the start's line, out of the program's reach
         # The token's line, the Landlock policy's (`sandbox_child.install_landlock`, ""
         # for none), then the seccomp filter (`sandbox_child.install_seccomp`): 33 bytes,
-        # some 800 and some 500, far below a pipe's buffer
+        # some 170 and some 500, far below a pipe's buffer
         policy = landlock_found.policy if landlock_found else ""
         os.write(token_write, token.encode("ascii") + b"\n" + policy.encode("utf-8") + b"\n"
                  + (seccomp_filter or b""))
