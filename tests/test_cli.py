@@ -735,7 +735,7 @@ def test_a_benchmark_stopped_while_writing_its_report_names_the_file_it_wrote(
     (["fill", "FILE", "--model", "MODEL"], "dlm_lsp.engine.Engine.infill"),
     (["status", "--model", "MODEL"], "dlm_lsp.engine.Engine.step_cost"),
     (["models", "check", "MODEL", "--load"], "dlm_lsp.models.command.time_forward"),
-    (["serve-remote", "--model", "MODEL"], "dlm_lsp.remote.service.deploy"),
+    (["serve-remote", "--model", "MODEL", "--port", "PORT"], "dlm_lsp.remote.service.deploy"),
 ])
 def test_ctrl_c_in_a_long_command_says_so_in_one_line_and_exits_130(
         argv, where, model_dir, tmp_path, monkeypatch, capsys):
@@ -752,7 +752,9 @@ def test_ctrl_c_in_a_long_command_says_so_in_one_line_and_exits_130(
     monkeypatch.setattr(where, interrupted)
     holes = tmp_path / "holes.py"
     holes.write_text("def f(x):\n    return <FILL>\n")
-    argv = [{"FILE": str(holes), "MODEL": str(model_dir)}.get(a, a) for a in argv]
+    # a free port: the default 8000 may be held by another program on the machine
+    argv = [{"FILE": str(holes), "MODEL": str(model_dir), "PORT": str(free_port())}.get(a, a)
+            for a in argv]
     try:
         status = main(argv)
     except KeyboardInterrupt:
@@ -788,7 +790,9 @@ def test_sigterm_in_a_long_command_says_so_in_one_line_and_exits_143(
     monkeypatch.setattr(where, terminated)
     holes = tmp_path / "holes.py"
     holes.write_text("def f(x):\n    return <FILL>\n")
-    argv = [{"FILE": str(holes), "MODEL": str(model_dir)}.get(a, a) for a in argv]
+    # a free port: the default 8000 may be held by another program on the machine
+    argv = [{"FILE": str(holes), "MODEL": str(model_dir), "PORT": str(free_port())}.get(a, a)
+            for a in argv]
     status = main(argv)
     said = capsys.readouterr()
     assert status == 143 and said.out == ""

@@ -522,7 +522,8 @@ def test_a_signal_to_the_serving_service_is_said_in_one_line_and_ends_it_with_st
              "service.ray.shutdown = lambda: None\n"
              "from dlm_lsp.cli import main\n"
              "raise SystemExit(main(sys.argv[1:]))\n")
-    with subprocess.Popen([sys.executable, "-c", probe, "serve-remote", "--token", "t"],
+    with subprocess.Popen([sys.executable, "-c", probe, "serve-remote", "--token", "t",
+                           "--port", str(free_port())],  # 8000 may be held by another program
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             assert "Ctrl-C stops it" in proc.stdout.readline()
