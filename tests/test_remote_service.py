@@ -443,6 +443,35 @@ def test_a_count_or_port_out_of_its_range_is_a_usage_error(option, value, told, 
     assert said.rstrip().endswith(f"got '{value}'")
 
 
+@pytest.mark.parametrize(("option", "value", "told"), [
+    ("--cpus-per-replica", "-1", "a number, 0 or more"),
+    ("--gpus-per-replica", "nan", "a number, 0 or more"),
+    ("--gpus-per-replica", "inf", "a number, 0 or more"),
+    ("--target-ongoing-requests", "0", "a number above 0"),
+    ("--cpus-per-replica", "one", "a number, 0 or more")])
+def test_a_share_or_target_out_of_its_range_is_a_usage_error(option, value, told, capsys):
+    """Taken as floats as given, they were left to Ray, which had started first."""
+    from dlm_lsp.remote.command import parser
+
+    with pytest.raises(SystemExit) as refused:
+        parser().parse_args([option, value])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.rstrip().endswith(f"argument {option}: {told}, got '{value}'")
+
+
+@pytest.mark.parametrize(("given", "told"), [
+    (["--min-replicas", "2"], "--min-replicas goes with --max-replicas"),
+    (["--min-replicas", "3", "--max-replicas", "2"], "--min-replicas 3 is above --max-replicas 2")])
+def test_autoscaling_bounds_that_cannot_be_meant_are_a_usage_error(given, told, capsys):
+    """A lower bound alone was dropped without a word (the service ran one fixed replica);
+    one above the upper bound ended in Ray Serve's traceback once Ray had started."""
+    from dlm_lsp.remote.command import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(given)
+    assert refused.value.code == 2 and told in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("value", ["--5", "-5-5", "-"])
 def test_a_value_of_minus_signs_and_digits_is_refused_in_the_same_words(value, capsys):
     """`--port=--5` passed the digits check once its minus signs were stripped, and int()

@@ -40,6 +40,16 @@ def _whole_from(least: int, most: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def _number_from(least: float, strict: bool) -> Callable[[str], float]:
+    """A finite number above `least` (or from it, unless `strict`), else a usage error
+    before Ray starts: `--cpus-per-replica -1`, `--target-ongoing-requests 0` or `nan`
+    were taken as given and left to Ray, which started first."""
+    from dlm_lsp.cli import _finite  # the other commands' reading of such numbers
+
+    wanted = f"a number above {least:g}" if strict else f"a number, {least:g} or more"
+    return lambda text: _finite(text, least, strict, wanted)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dlm-lsp serve-remote",
@@ -56,15 +66,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--min-replicas", type=_whole_from(0), help="autoscaling lower bound")
     p.add_argument("--max-replicas", type=_whole_from(1), help="autoscaling upper bound (turns "
                    "autoscaling on)")
-    p.add_argument("--target-ongoing-requests", type=float,
+    p.add_argument("--target-ongoing-requests", type=_number_from(0, strict=True),
                    help="autoscaling aims at this many fills per replica (default 8)")
     p.add_argument("--max-ongoing-requests", type=_whole_from(1),
                    help="fills one replica holds at once (default 64)")
     p.add_argument("--batch-rows", type=_whole_from(0, 256),
                    help="rows per shared forward pass (default 16)")
-    p.add_argument("--cpus-per-replica", type=float, help="default 1")
-    p.add_argument("--gpus-per-replica", type=float, help="default: 1 when the cluster has "
-                   "GPUs, else 0")
+    p.add_argument("--cpus-per-replica", type=_number_from(0, strict=False), help="default 1")
+    p.add_argument("--gpus-per-replica", type=_number_from(0, strict=False),
+                   help="default: 1 when the cluster has GPUs, else 0")
     p.add_argument("--host", help="address to listen on (default 127.0.0.1; 0.0.0.0 for other "
                    "machines, with a token)")
     p.add_argument("--port", type=_whole_from(1, 65535), help="default 8000")
@@ -84,6 +94,13 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         p.error("--ssl-certfile and --ssl-keyfile go together")
+    # the bounds of autoscaling: a lower bound alone was dropped without a word, and one
+    # above the upper bound left to Ray Serve's traceback once Ray had started
+    if args.min_replicas is not None and args.max_replicas is None:
+        p.error("--min-replicas goes with --max-replicas (autoscaling between the two)")
+    if args.min_replicas is not None and args.min_replicas > args.max_replicas:
+        p.error(f"--min-replicas {args.min_replicas} is above --max-replicas "
+                f"{args.max_replicas}")
     missing = next((name for name in SERVICE_PACKAGES if importlib.util.find_spec(name) is None),
                    None)
     if missing:  # found without importing it: the answer is immediate
