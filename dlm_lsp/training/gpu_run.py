@@ -147,7 +147,7 @@ def full_config(out: Path) -> TrainConfig:
     """The GPU run's recipe (the module docstring says why each number)."""
     return TrainConfig(
         out_dir=out, seconds=3600.0, wall_seconds=420.0, export_reserve=25.0, device="auto",
-        vocab_size=8192, split_lines=True, d_model=512, n_layers=8, n_heads=8,
+        vocab_size=8192, split_lines=True, d_model=512, n_layers=6, n_heads=8,
         max_length=512, seq_len=512, batch_size=64, lr=1e-3, warmup_steps=300,
         warmup_fraction=0.05, rows=RowConfig(max_middle=128),
         infill_schedule=(0.3, 0.3), data_bytes=400_000_000, tokenizer_bytes=40_000_000,
