@@ -2,10 +2,11 @@
 
 Each call copies the working tree there (tracked files and untracked ones git does not
 ignore) with the paths it carries, and refuses a call over 64 MiB before the machine
-starts.  The shipped weights are most of the tree, and the first GPU training run
-(dlm_lsp/training/gpu_run.py) replaces them with an export five times their size, so
-these tests count the tree as it will be once that export is shipped: a file added
-today that would leave no room then fails here, not in a rare GPU session.
+starts.  The shipped weights are most of the tree (since 2026-12-04 the export of a GPU
+training run, dlm_lsp/training/gpu_run.py; before, a CPU bootstrap a fifth its size), and
+each GPU run's export replaces them, so these tests count the tree with the full-size
+export in their place: a file added today that would leave no room for the next run
+fails here, not in a rare GPU session.
 """
 
 from __future__ import annotations

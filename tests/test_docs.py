@@ -443,62 +443,69 @@ def test_the_supported_models_table_gives_each_family_the_registry_s_conventions
         assert end.startswith(f"`{family.end_token}`"), name
 
 
+def _shipped() -> tuple[Path, dict]:
+    """The shipped model's folder and its config.json."""
+    weights = ROOT / "dlm_lsp" / "weights" / "default"
+    return weights, json.loads((weights / "config.json").read_text(encoding="utf-8"))
+
+
 def test_the_embedded_model_s_table_gives_the_numbers_its_config_records():
     """Every number of the README's model table is one the shipped model's config.json
-    records of its shape and its two training runs, or the size of its weights."""
-    weights = ROOT / "dlm_lsp" / "weights" / "default"
-    config = json.loads((weights / "config.json").read_text(encoding="utf-8"))
+    records of its shape and its training run, or the size of its weights."""
+    weights, config = _shipped()
     run = config["training"]
-    first = run["previous_run"]
-    table = " ".join(readme_subsection("The embedded default model (bootstrap)").split())
+    table = " ".join(readme_subsection("The embedded default model").split())
+    shards = sum(p.stat().st_size for p in weights.glob("model*.safetensors"))
     expected = [
         f"{run['parameters'] / 1e6:.1f}M parameters",
         f"d {config['d_model']}, {config['n_layers']} layers, {config['n_heads']} heads",
         f"{config['vocab_size']} ids",
         f"{run['train_files']:,} Python files",
         f"{run['train_tokens'] / 1e6:.1f}M tokens;",
-        f"({run['heldout_tokens'] / 1e3:.0f}k tokens) held out",
-        f"{first['seconds']:,.0f} s from scratch ({first['tokens_seen'] / 1e6:.1f}M tokens",
-        f"{run['seconds']:,.0f} s warm restart",
-        f"{run['tokens_seen'] / 1e6:.1f}M tokens);",
-        f"{run['cumulative_tokens_seen'] / 1e6:.1f}M tokens seen in all",
+        f"{len(run['heldout_files'])} files ({run['heldout_tokens'] / 1e3:,.0f}k tokens) held out",
+        f"{run['seconds']:,.0f} s of training ({run['tokens_seen'] / 1e6:.1f}M tokens, "
+        f"{run['tokens_per_second'] / 1e6:.2f}M tokens/s)",
         f"held-out loss {run['heldout_loss']:.2f} (masked diffusion; "
-        f"{first['heldout_loss']:.2f} after the first run), "
+        f"{run['initial_heldout_loss']:.2f} before training), "
         f"{run['heldout_infill_loss']:.2f} on fully masked infilling rows",
-        f"{(weights / 'model.safetensors').stat().st_size / 2**20:.1f} MiB fp16 safetensors",
+        f"{shards / 2**20:.1f} MiB fp16 safetensors in "
+        f"{len(list(weights.glob('model*.safetensors')))} shards",
+        f"{len(run['sources']) - 1} installed packages",
+        *(f"Python {source['version']} standard library" for source in run["sources"]
+          if source["name"] == "Python standard library"),
     ]
     assert [phrase for phrase in expected if phrase not in table] == []
 
 
-def test_the_shipped_model_s_card_gives_the_sources_its_config_records():
-    """The shipped config.json recorded no sources (it predates recording them), so
-    nothing a program reads said what the model was trained on or under which licence;
-    its entry, as later models write it, and the card's data section must agree."""
-    weights = ROOT / "dlm_lsp" / "weights" / "default"
-    [source] = json.loads((weights / "config.json").read_text(encoding="utf-8"))[
-        "training"]["sources"]
+def test_the_shipped_model_s_card_lists_every_source_its_config_records():
+    """The card is where a user reads what the model was trained on and under which
+    licence; config.json is what the training run recorded.  Every source (name,
+    version, declared licence, files, bytes) must be a row of the card's data section."""
+    weights, config = _shipped()
     card = (weights / "MODEL_CARD.md").read_text(encoding="utf-8")
-    data = " ".join(card.split("## Training data and licences")[1].split("\n## ")[0].split())
-    assert source["name"] == "Python standard library"
-    expected = [f"CPython {source['version']} standard library", f"({source['licence']})",
-                f"{source['files']:,} files, {source['bytes']:,} bytes"]
-    assert [phrase for phrase in expected if phrase not in data] == []
+    data = card.split("## Training data and licences")[1].split("\n## ")[0]
+    rows = {tuple(cell.strip() for cell in line.strip("|").split(" | "))
+            for line in data.splitlines() if line.startswith("| ")}
+    sources = config["training"]["sources"]
+    missing = [source["name"] for source in sources
+               if (source["name"], source["version"], source["licence"].replace("|", "/"),
+                   f"{source['files']:,}", f"{source['bytes']:,}") not in rows]
+    assert sources and missing == []
 
 
-def test_every_run_in_the_shipped_model_s_history_records_the_card_s_source():
-    """The card says both runs read the standard library alone; the first run's record
-    (`previous_run`, written by hand) had no sources, so the history a run continuing
-    the model keeps named the sources of one of its two runs, and neither said they
-    were counted after training."""
+def test_the_card_s_history_is_the_config_s():
+    """The card says the shipped model was trained from scratch in one run; a model
+    continued from another keeps the earlier runs in its config.json (`lineage.py`), and
+    the card would then have to say so."""
     from dlm_lsp.training.lineage import Lineage
 
-    training = json.loads((ROOT / "dlm_lsp" / "weights" / "default" / "config.json").read_text(
-        encoding="utf-8"))["training"]
-    history = Lineage.of(training).earlier
-    assert len(history) == 2
-    assert [run.get("sources") for run in history] == [training["sources"]] * 2
-    assert all(run.get("sources_note", "").startswith("added 2026-12-03, after training")
-               for run in history)
+    weights, config = _shipped()
+    training = config["training"]
+    card = (weights / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert training["earlier_runs"] == [] and training["init_from"] is None
+    assert len(Lineage.of(training).earlier) == 1  # what a run continuing it would keep
+    assert "from scratch, in one run" in " ".join(card.split())
+    assert training["cumulative_tokens_seen"] == training["tokens_seen"]
 
 
 def test_the_languages_validation_is_said_to_check_are_those_it_has_grammars_for():

@@ -53,6 +53,12 @@ def dists(tmp_path_factory) -> dict[str, Path]:
     return {"wheel": wheel, "sdist": sdist}
 
 
+# every file of the shipped model: weights (sharded since the GPU-trained model, with their
+# index), tokenizer, config and card; a package missing one would not load or not say what
+# it is
+SHIPPED_MODEL_FILES = sorted(path.name for path in (ROOT / "dlm_lsp/weights/default").iterdir())
+assert {"MODEL_CARD.md", "config.json", "tokenizer.json"} <= set(SHIPPED_MODEL_FILES)
+
 @pytest.fixture(scope="module")
 def wheel_names(dists) -> list[str]:
     with zipfile.ZipFile(dists["wheel"]) as wheel:
@@ -61,8 +67,7 @@ def wheel_names(dists) -> list[str]:
 
 def test_the_wheel_ships_the_model_the_benchmark_data_and_its_licence(wheel_names):
     shipped = set(wheel_names)
-    model = {f"dlm_lsp/weights/default/{name}" for name in
-             ("model.safetensors", "tokenizer.json", "config.json", "MODEL_CARD.md")}
+    model = {f"dlm_lsp/weights/default/{name}" for name in SHIPPED_MODEL_FILES}
     humaneval = {f"dlm_lsp/bench/data/humaneval_infilling/{path.name}" for path in
                  (ROOT / "dlm_lsp/bench/data/humaneval_infilling").iterdir()}
     fixtures = {f"dlm_lsp/bench/data/fixtures/{path.name}" for path in HOLE_FIXTURES}
@@ -96,7 +101,7 @@ def test_the_sdist_builds_the_package_without_a_partial_test_suite(dists):
     with tarfile.open(dists["sdist"]) as sdist:
         names = [name.split("/", 1)[1] for name in sdist.getnames() if "/" in name]
     assert "pyproject.toml" in names
-    assert "dlm_lsp/weights/default/model.safetensors" in names
+    assert {f"dlm_lsp/weights/default/{name}" for name in SHIPPED_MODEL_FILES} <= set(names)
     assert "dlm_lsp/bench/data/fixtures/hello.py" in names
     # setuptools adds tests/test_*.py by default, without conftest.py and the helpers
     assert not [name for name in names if name.startswith("tests/")]
@@ -141,8 +146,7 @@ print(json.dumps({
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout)
     assert Path(found["package"]).is_relative_to(site)
-    assert [Path(p).name for p in found["model"]] == [
-        "MODEL_CARD.md", "config.json", "model.safetensors", "tokenizer.json"]
+    assert [Path(p).name for p in found["model"]] == SHIPPED_MODEL_FILES
     assert all(Path(p).is_relative_to(site) for p in found["model"])
     assert found["humaneval"] == 3
     assert Path(found["contamination"]).is_relative_to(site)

@@ -253,6 +253,18 @@ def test_first_line_goes_left_to_right_then_the_rest_in_parallel(tok):
 
 SHIPPED_TOKENIZER = Path(__file__).parent.parent / "dlm_lsp" / "weights" / "default" / (
     "tokenizer.json")
+# The tests below use a tokenizer with a `\n\n` token, as the 5.2M bootstrap shipped until
+# 2026-12-04 had (byte-level BPE merges line breaks); the GPU-trained model's keeps every
+# line break its own token, so with it a head cannot reach past its line (next test).
+
+
+def test_the_shipped_tokenizer_spells_every_line_break_alone():
+    """Why the shipped model never meets the head-past-its-line case below: no token of
+    its vocabulary holds a line break and anything else.  A tokenizer that merged them
+    again would bring the case back, and these tests would then need its own spelling."""
+    shipped = Tokenizer.from_file(SHIPPED_TOKENIZER)
+    with_breaks = {text for text in shipped.whole_texts if "\n" in text}
+    assert with_breaks <= {"\n", "\r\n"}
 
 
 def head_past_its_line(tok: Tokenizer, lay: SpanLayout, word: str = "x"):
@@ -268,12 +280,10 @@ def head_past_its_line(tok: Tokenizer, lay: SpanLayout, word: str = "x"):
     return make
 
 
-@pytest.mark.parametrize("which", ["shipped", "tests"])
-def test_a_head_token_that_ends_the_first_line_leaves_the_rest_in_parallel(tok, which):
+def test_a_head_token_that_ends_the_first_line_leaves_the_rest_in_parallel(tok):
     """A head `\n` spelled by `\n\n` ends the fill's first line inside the head's own
     token.  The first-line region was read after the head only, so it never ended: the
     whole span went left to right, two tokens a step (the head's and the region's next)."""
-    tok = Tokenizer.from_file(SHIPPED_TOKENIZER) if which == "shipped" else tok
     lay = build_layout(tok, "x = 1\n", "\n", 12, 100)
     assert lay.head == "\n"
     out, new, _ = watch(tok, head_past_its_line(tok, lay), lay, steps=4, ltr_first_line=True)
@@ -292,11 +302,9 @@ def test_a_head_written_in_the_span_already_ends_the_first_line_too(tok):
     assert len(new[0]) == 1 + math.ceil((lay.n_masked - 1) / 4)  # with the head's own
 
 
-@pytest.mark.parametrize("which", ["shipped", "tests"])
-def test_a_one_line_fill_whose_line_ends_in_the_head_token_is_settled_at_once(tok, which):
+def test_a_one_line_fill_whose_line_ends_in_the_head_token_is_settled_at_once(tok):
     """The same head token ends a one-line fill: its text (empty) is settled on the first
     step, as a line break after the head settles it."""
-    tok = Tokenizer.from_file(SHIPPED_TOKENIZER) if which == "shipped" else tok
     lay = build_layout(tok, "x = 1\n", "\n", 12, 100)
     out, _, model = watch(tok, head_past_its_line(tok, lay), lay, steps=8, single_line=True)
     assert out.steps == 1 and model.pad_id in out.span_ids[0].tolist()

@@ -1837,7 +1837,9 @@ def test_gpu_recipe_fits_what_comes_back_from_the_gpu_machine(tmp_path):
     files, size = export_plan(full_config(tmp_path))
     assert files <= 8 and size <= 64 * 2**20
     cfg = full_config(tmp_path)
-    assert (cfg.d_model, cfg.n_layers, cfg.seq_len, cfg.vocab_size) == (512, 8, 512, 8192)
+    # 6 layers, not the 8 that would fit what comes back: the shipped export travels with
+    # the repository to the next GPU run, 64 MiB a call (tests/test_device_transfer.py)
+    assert (cfg.d_model, cfg.n_layers, cfg.seq_len, cfg.vocab_size) == (512, 6, 512, 8192)
 
 
 def _gpu_run_start(tmp_path, *flags):
@@ -1856,8 +1858,12 @@ def test_gpu_run_init_from_default_continues_the_shipped_model_as_train_does(tmp
     """Read as a Path, "default" was a folder ./default beside the repository's root."""
     cfg = _gpu_run_config(tmp_path, "--init-from", "default")
     assert cfg.init_from == train_module.DEFAULT_OUT
-    files, size = export_plan(cfg)  # the shipped model's shape: 5.2M parameters, one file
-    assert files == 3 and size < 12 * 2**20  # a new model at the GPU size: 7 files, ~57 MiB
+    shipped = json.loads((train_module.DEFAULT_OUT / "config.json").read_text())
+    planned = export_plan(cfg)  # the shipped model's shape, not the recipe's, is what counts
+    assert planned == export_plan(replace(full_config(tmp_path), init_from=None,
+                                          d_model=shipped["d_model"],
+                                          n_layers=shipped["n_layers"],
+                                          n_heads=shipped["n_heads"]))
 
 
 def test_gpu_run_init_from_a_path_to_a_directory_called_default_is_that_directory(tmp_path):
@@ -1906,9 +1912,10 @@ def test_gpu_run_continues_the_shipped_model_of_its_size_by_default_and_says_so(
 
 def test_gpu_run_trains_a_new_model_when_the_shipped_one_is_another_shape_and_says_why(
         trained, tmp_path, monkeypatch):
-    """The shipped 5.2M-parameter CPU bootstrap is smaller than --size full: continuing it
-    would leave most of the GPU's budget unused, so the run trains a new model of its
-    size, and its first line says so (and how to continue the shipped one anyway)."""
+    """A shipped model of another shape (the 5.2M-parameter CPU bootstrap, shipped until
+    2026-12-04, was smaller than --size full: continuing it would have left most of the
+    GPU's budget unused) is not continued: the run trains a new model of its size, and
+    its first line says so (and how to continue the shipped one anyway)."""
     _ship(monkeypatch, trained[0])  # d 32, 1 layer, 64 tokens: not the tiny size's shape
     cfg, start = _gpu_run_start(tmp_path, "--size", "tiny")
     assert cfg.init_from is None and start.init_from is None
@@ -1918,6 +1925,17 @@ def test_gpu_run_trains_a_new_model_when_the_shipped_one_is_another_shape_and_sa
         r"tokens, 512 ids, [\d,]+ parameters: training a new model \(--init-from default "
         r"continues it anyway\)", start.why)
 
+
+
+def test_the_next_gpu_run_continues_the_shipped_model():
+    """The shipped model was trained by gpu_run at --size full, so the next GPU session's
+    run continues it with no flag, and each session's run improves on the last; a recipe
+    change that altered the shape would silently start over from a new model."""
+    from dlm_lsp.training.gpu_run import auto_start
+
+    start = auto_start(full_config(Path("unused")), "full")
+    assert start.init_from == train_module.DEFAULT_OUT
+    assert start.why.startswith(f"continuing the shipped model in {train_module.DEFAULT_OUT}")
 
 PREP_STAGES = ["reading", "tokenizer", "model", "tokenizing", "rows", "first_eval"]
 

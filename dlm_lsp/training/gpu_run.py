@@ -5,13 +5,14 @@ safetensors and numpy, but not pygls, lsprotocol or tree-sitter, and this
 package not installed) the run command starts in a copy of the repository root,
 so the module runs from the source tree:
 
-    PYTHONPATH=. python3 -m dlm_lsp.training.gpu_run --out "$OUT" --wall-seconds 420
+    PYTHONPATH=. python3 -m dlm_lsp.training.gpu_run --out "$OUT" --wall-seconds 480
 
-(with the run tool's `timeout_s` at 540, which leaves two minutes for a slow
-start and the copy back).  Nothing on this module's import path needs more than
-those four packages.  It prints a line when each phase ends, a progress line
-every 15 seconds and, at the end, the seconds each stage took ("gpu_run: seconds:
-reading ..., tokenizer ..., tokenizing ..., training ..."), and writes into `--out`:
+(with the run tool's `timeout_s` at 575, which leaves time for importing torch,
+loading the export back and the copy; the first run took 466.6 s of the call).
+Nothing on this module's import path needs more than those four packages.  It
+prints a line when each phase ends, a progress line every 15 seconds and, at the
+end, the seconds each stage took ("gpu_run: seconds: reading ..., tokenizer ...,
+tokenizing ..., training ..."), and writes into `--out`:
 
     config.json                      shape + "training": tokens seen, time (by stage
                                      of preparation in "prep"), hardware, losses,
@@ -26,27 +27,26 @@ those limits before it trains, and loads its own output after saving.  Copy the
 folder to dlm_lsp/weights/<name> (or point the `model` setting at it) to serve it.
 
 Why this size (`full_config`): 64 MiB of fp16 holds at most ~33M parameters, and
-the export also needs the tokenizer (0.5 MiB).  d 512 x 8 layers x 8 heads with
-an 8,192-id tied embedding is 29.4M parameters: 58.7 MB (56.0 MiB) of fp16 in 4
-shards of 14.0 MiB, 7 files and ~57 MiB with the rest.  It is the shape measured
-on that machine at ~0.9M tokens/s in bf16 eager, so ~370 s of training see
-~330M tokens, ~11 per parameter, if preparation takes ~25 s there.  Nobody has
-measured that yet.  On a busy 2-core VM, 244 MB of sources took 12-31 s to read
-(most of it the HumanEval decontamination scan, one thread; it now runs on a
-process per core: 8-11 s here, ~3-4 s modelled on 16), 20 s to train the tokenizer
-(a new model only) and 88-189 s to tokenize (benchmarks/results/gpu-run-prep-cpu.md,
-which models 16 cores at that VM's per-core speed at ~16 s of tokenizing and
-~40-45 s of preparation in all, so ~350 s of training and ~315M tokens).  The
-run's last lines say what it took on the GPU machine.  The data is what cannot
-grow: the standard library and the permissively licensed site-packages there are
-~180 MB of Python, ~50M tokens at 3.3 characters a token, so the run makes six or
-seven passes over it.  Repetition costs a masked-diffusion model little (it keeps
+the export also needs the tokenizer (0.5 MiB), but the shipped export also travels back
+to the GPU machine with the rest of the repository for the next run, 64 MiB a call
+(tests/test_device_transfer.py): 8 layers (29.4M parameters, 56 MiB) would have left
+under 2 MiB for everything else.  d 512 x 6 layers x 8 heads with an 8,192-id tied
+embedding is 23.1M parameters: 46.2 MB (44.0 MiB) of fp16 in 3 shards of 14.0 MiB and
+one of 2.0 MiB, 7 files and ~45 MiB with the rest (Pythia-70M's depth and width).
+Measured on the H200, 2026-12-04 (the shipped model's first run, `--wall-seconds 480`):
+reading 24,253 files (388.8 MB) took 20.8 s, the tokenizer 2.2 s, tokenizing (121M
+tokens) 23.7 s, and training ran 406.3 s at 1.16M tokens/s: 471.8M tokens, ~20 per
+parameter, ~3.9 passes over the data; evaluating, saving and loading the export back
+5.2 s, 466.6 s of the run tool's call in all.  The data is what cannot
+grow: the standard library and the permissively licensed site-packages there were
+388.8 MB of Python read, 121M training tokens, so the run made ~3.9 passes over it.
+Repetition costs a masked-diffusion model little (it keeps
 improving for many more epochs than an autoregressive one: Prabhudesai et al.
 2025, "Diffusion Beats Autoregressive in Data-Constrained Settings").  Pythia-70M, nearly this
 shape (d 512, 6 layers), trained at lr 1e-3, which is used here with 300 warmup
 steps and a cosine decay to 1e-4 over the time budget.
 
-Rows: 64 x 512 tokens a step (~10,000 steps), 30% of them infilling rows.  An
+Rows: 64 x 512 tokens a step (14,399 steps in the first run), 30% of them infilling rows.  An
 infilling row supervises only its middle and pads (about 50 positions, ~30 of
 them masked, against ~256 masked positions in a plain row), and plain rows with
 their whole context masked at random teach infilling too.  Measured here at
@@ -71,9 +71,10 @@ dlm_lsp/weights/default and the next run starts from it).  `--init-from auto`, t
 default, decides by shape alone (`auto_start`): when the shipped model's config.json
 has the shape this `--size` trains (width, layers, heads, context, and no more ids)
 the run continues it, with its tokenizer; otherwise it trains a new model at this
-size.  Its second line says which, and why: today's shipped model is the
-5.2M-parameter CPU bootstrap, which would leave most of this budget unused, so the
-first GPU run trains a new 29.4M-parameter model, and every later one continues it.
+size.  Its second line says which, and why: the 5.2M-parameter CPU bootstrap shipped
+before, which would have left most of this budget unused, was not continued, so the
+first GPU run (2026-12-04) trained a new 23.1M-parameter model, now shipped, and every
+later one continues it.
 `--init-from none` trains a new model whatever is shipped; `--init-from DIR`
 continues a saved model in its own shape, and `--init-from default` the shipped one
 in any shape, as in `dlm-lsp train` (`train.init_directory`; "./default", "./none"
