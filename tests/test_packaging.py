@@ -59,6 +59,7 @@ def dists(tmp_path_factory) -> dict[str, Path]:
 SHIPPED_MODEL_FILES = sorted(path.name for path in (ROOT / "dlm_lsp/weights/default").iterdir())
 assert {"MODEL_CARD.md", "config.json", "tokenizer.json"} <= set(SHIPPED_MODEL_FILES)
 
+
 @pytest.fixture(scope="module")
 def wheel_names(dists) -> list[str]:
     with zipfile.ZipFile(dists["wheel"]) as wheel:

@@ -1926,7 +1926,6 @@ def test_gpu_run_trains_a_new_model_when_the_shipped_one_is_another_shape_and_sa
         r"continues it anyway\)", start.why)
 
 
-
 def test_the_next_gpu_run_continues_the_shipped_model():
     """The shipped model was trained by gpu_run at --size full, so the next GPU session's
     run continues it with no flag, and each session's run improves on the last; a recipe
@@ -1936,6 +1935,7 @@ def test_the_next_gpu_run_continues_the_shipped_model():
     start = auto_start(full_config(Path("unused")), "full")
     assert start.init_from == train_module.DEFAULT_OUT
     assert start.why.startswith(f"continuing the shipped model in {train_module.DEFAULT_OUT}")
+
 
 PREP_STAGES = ["reading", "tokenizer", "model", "tokenizing", "rows", "first_eval"]
 

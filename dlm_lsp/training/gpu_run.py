@@ -32,22 +32,21 @@ to the GPU machine with the rest of the repository for the next run, 64 MiB a ca
 (tests/test_device_transfer.py): 8 layers (29.4M parameters, 56 MiB) would have left
 under 2 MiB for everything else.  d 512 x 6 layers x 8 heads with an 8,192-id tied
 embedding is 23.1M parameters: 46.2 MB (44.0 MiB) of fp16 in 3 shards of 14.0 MiB and
-one of 2.0 MiB, 7 files and ~45 MiB with the rest (Pythia-70M's depth and width).
-Measured on the H200, 2026-12-04 (the shipped model's first run, `--wall-seconds 480`):
-reading 24,253 files (388.8 MB) took 20.8 s, the tokenizer 2.2 s, tokenizing (121M
-tokens) 23.7 s, and training ran 406.3 s at 1.16M tokens/s: 471.8M tokens, ~20 per
-parameter, ~3.9 passes over the data; evaluating, saving and loading the export back
-5.2 s, 466.6 s of the run tool's call in all.  The data is what cannot
-grow: the standard library and the permissively licensed site-packages there were
-388.8 MB of Python read, 121M training tokens, so the run made ~3.9 passes over it.
-Repetition costs a masked-diffusion model little (it keeps
-improving for many more epochs than an autoregressive one: Prabhudesai et al.
-2025, "Diffusion Beats Autoregressive in Data-Constrained Settings").  Pythia-70M, nearly this
-shape (d 512, 6 layers), trained at lr 1e-3, which is used here with 300 warmup
-steps and a cosine decay to 1e-4 over the time budget.
+one of 2.0 MiB, 7 files and ~45 MiB with the rest.  Measured on the H200, 2026-12-04
+(the shipped model's first run, `--wall-seconds 480`): reading 24,253 files (388.8 MB)
+took 20.8 s, the tokenizer 2.2 s, tokenizing (121M tokens) 23.7 s, and training ran
+406.3 s at 1.16M tokens/s: 471.8M tokens, ~20 per parameter; evaluating, saving and
+loading the export back 5.2 s, 466.6 s of the run tool's call in all.  The data is
+what cannot grow: the standard library and the permissively licensed site-packages
+there are those 121M tokens, so the run made ~3.9 passes over them.  Repetition costs
+a masked-diffusion model little (it keeps improving for many more epochs than an
+autoregressive one: Prabhudesai et al. 2025, "Diffusion Beats Autoregressive in
+Data-Constrained Settings").  Pythia-70M, this shape (d 512, 6 layers), trained at
+lr 1e-3, which is used here with 300 warmup steps and a cosine decay to 1e-4 over the
+time budget.
 
-Rows: 64 x 512 tokens a step (14,399 steps in the first run), 30% of them infilling rows.  An
-infilling row supervises only its middle and pads (about 50 positions, ~30 of
+Rows: 64 x 512 tokens a step (14,399 steps in the first run), 30% of them infilling
+rows.  An infilling row supervises only its middle and pads (about 50 positions, ~30 of
 them masked, against ~256 masked positions in a plain row), and plain rows with
 their whole context masked at random teach infilling too.  Measured here at
 small scale (d 128, 2 layers, 128-token rows, 2,500 steps on 8 MB of the
