@@ -12,12 +12,12 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, setting
+from dlm_lsp.config import ServerConfig, setting
 from dlm_lsp.costs import StepCost, calibrate, shared_step_ms, steps_within
 from dlm_lsp.line_endings import for_the_model, restored
 from dlm_lsp.models import (
@@ -29,7 +29,6 @@ from dlm_lsp.models import (
     uses_graphs,
 )
 from dlm_lsp.passes import (
-    CANDIDATE_TEMPERATURE,
     MASK_PLACEHOLDER,
     InfillRun,
     caches_context,
@@ -51,7 +50,8 @@ from dlm_lsp.quantiles import status_ms
 from dlm_lsp.recent import RecentFills, Remembered
 from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
-from dlm_lsp.sampler import Cancelled, SamplerConfig, refine_start
+from dlm_lsp.sampler import Cancelled, refine_start
+from dlm_lsp.sampler_settings import sampler_config, strictly_left_to_right
 from dlm_lsp.serving import BatchConfig, StepBatcher, Target
 from dlm_lsp.slowdown import LoadFactor
 from dlm_lsp.span import (
@@ -69,35 +69,6 @@ __all__ = ["Cancelled", "Candidate", "Engine", "InfillRequest", "InfillResult",
 
 class OutOfMemory(RuntimeError):
     """The device ran out of memory during an infill."""
-
-
-def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
-                   strategy: str, single_line: bool = False) -> SamplerConfig:
-    """Merge request options over server settings into the sampler's configuration."""
-    n_cand = opt.candidates or cfg.candidates
-    temp = setting(opt, cfg, "temperature")
-    temps = (temp,) + (max(temp, CANDIDATE_TEMPERATURE),) * (n_cand - 1)
-    sampler_fields = {f.name for f in fields(SamplerConfig)}
-    controls = {f.name: setting(opt, cfg, f.name) for f in fields(SamplingControls)
-                if f.name in sampler_fields}
-    if strategy == "left-to-right" and opt.early_stop is None:
-        # the autoregressive baseline spends one step per token: the server's early stop
-        # (on by default) is for the parallel strategies; a request may still ask for it
-        controls["early_stop"] = False
-    sampler = SamplerConfig(steps=steps, strategy=strategy,
-                            schedule=setting(opt, cfg, "schedule"), temperatures=temps,
-                            max_tokens=cfg.max_span_tokens, single_line=single_line,
-                            **{k: v for k, v in controls.items() if v is not None})
-    return strictly_left_to_right(sampler, steps) if strategy == "left-to-right" else sampler
-
-
-def strictly_left_to_right(sampler: SamplerConfig, steps: int) -> SamplerConfig:
-    """`sampler` run left to right, one token a step over a budget of a step per token: the
-    baseline and the retry.  The controls that commit several positions in a step (the
-    schedule's curve, a threshold) or take commits back (re-masking) are the parallel
-    strategies'; on this run they would break its order and its budget."""
-    return replace(sampler, strategy="left-to-right", steps=steps, schedule="linear",
-                   threshold=None, remask=0.0)
 
 
 def _is_oom(exc: BaseException) -> bool:

@@ -54,6 +54,7 @@ from dlm_lsp.repair import (
 )
 from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
+from dlm_lsp.sampler_settings import CANDIDATE_TEMPERATURE
 from dlm_lsp.serving import Target, WorkerClosed
 from dlm_lsp.span import SpanLayout, head_positions
 from dlm_lsp.syntax import free_lines
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
     from dlm_lsp.engine import Engine
 
 _BLANKS = re.compile(r"[ \t]*")
-CANDIDATE_TEMPERATURE = 0.8  # extra candidates sample at least this hot, or they would all agree
 
 
 def caches_context(model: DiffusionModel, cfg: ServerConfig) -> bool:

@@ -11,10 +11,11 @@ from bench_runs import SMALLEST
 from signals import SIGNALS, signal_on_call, signal_while_writing
 
 from dlm_lsp.bench import pass_at_1
-from dlm_lsp.bench.filling import FillSettings, edit_similarity, exact_match, fill_task, levenshtein
+from dlm_lsp.bench.filling import FillSettings, fill_task
 from dlm_lsp.bench.humaneval import SPLITS, load_tasks
 from dlm_lsp.bench.pass_at_1 import program_for
 from dlm_lsp.bench.sandbox import REASONS, run_programs
+from dlm_lsp.bench.scoring import edit_similarity, exact_match, levenshtein
 from dlm_lsp.bench.strategies import run_strategy
 from dlm_lsp.bench.syntax_rate import fixture_tasks
 from dlm_lsp.cli import main
@@ -765,7 +766,8 @@ HELDOUT_SOURCE = (
 
 
 def test_heldout_tasks_are_code_lines_of_held_out_files_only(tmp_path):
-    from dlm_lsp.bench.heldout import heldout_files, line_tasks
+    from dlm_lsp.bench.heldout import heldout_files
+    from dlm_lsp.bench.lines import line_tasks
 
     held, = _heldout_names(1)
     (tmp_path / held).write_text(HELDOUT_SOURCE)

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from dlm_lsp.config import InfillOptions, SamplingControls, ServerConfig, camel, from_json
-from dlm_lsp.engine import sampler_config
 from dlm_lsp.passes import repair_config
+from dlm_lsp.sampler_settings import sampler_config
 
 EXTENSION = Path(__file__).resolve().parent.parent / "editors" / "vscode"
 

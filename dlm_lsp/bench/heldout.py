@@ -29,11 +29,9 @@ run stopped by Ctrl-C or SIGTERM reports the lines it filled, marked partial
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import sys
 import time
-import tokenize
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -41,16 +39,15 @@ from dlm_lsp.bench.filling import (
     FILL_FLAGS,
     FillSettings,
     bench_engine,
-    edit_similarity,
-    exact_match,
     fill_task,
     planned_options,
 )
-from dlm_lsp.bench.humaneval import Task
+from dlm_lsp.bench.lines import line_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.pass_at_1 import engine_settings, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
+from dlm_lsp.bench.scoring import edit_similarity, exact_match
 from dlm_lsp.models import local_directory, resolve_spec
 from dlm_lsp.training.data import (
     SourceConfig,
@@ -61,8 +58,6 @@ from dlm_lsp.training.data import (
 )
 from dlm_lsp.training.lineage import SplitRecord
 from dlm_lsp.training.nearcopy import SketchIndex, sketch
-
-MIN_CHARS, MAX_CHARS = 8, 100  # a line's content (after its indentation) to be a task
 
 
 def heldout_files(stdlib: Path | None = None) -> list[tuple[str, str]]:
@@ -115,43 +110,6 @@ def trained_on(files: list[tuple[str, str]], record: SplitRecord) -> set[str]:
             if text_digest(text) in record.trained or near.near(sketch(text))}
 
 
-def string_lines(text: str) -> set[int] | None:
-    """0-based numbers of the lines a multi-line string covers (docstrings: prose, not
-    code); None when the file does not tokenize as Python 3."""
-    covered: set[int] = set()
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
-                covered.update(range(tok.start[0] - 1, tok.end[0]))
-    except (tokenize.TokenError, SyntaxError):
-        return None
-    return covered
-
-
-def line_tasks(files: list[tuple[str, str]], limit: int | None) -> list[Task]:
-    """One task per candidate line, `limit` of them evenly spread (all when None)."""
-    tasks = []
-    for rel, text in files:
-        prose = string_lines(text)
-        if prose is None:
-            continue
-        at = 0
-        for number, line in enumerate(text.splitlines(keepends=True)):
-            body = line.rstrip("\r\n")
-            content = body.lstrip(" \t")
-            start = at + len(body) - len(content)
-            at += len(line)
-            if (not (MIN_CHARS <= len(content.rstrip()) <= MAX_CHARS)
-                    or content.startswith("#") or number in prose):
-                continue
-            end = start + len(content)
-            tasks.append(Task(f"{rel}:{number + 1}", text[:start], text[end:], content, "", ""))
-    if limit is None or limit >= len(tasks):
-        return tasks
-    step = len(tasks) / limit
-    return [tasks[int(i * step)] for i in range(limit)]
-
-
 @dataclass
 class HeldoutReport:
     model: str
@@ -160,7 +118,7 @@ class HeldoutReport:
     files: int
     tasks: int
     exact_match: float  # percent
-    edit_similarity: float  # percent, mean over fills (filling.edit_similarity)
+    edit_similarity: float  # percent, mean over fills (scoring.edit_similarity)
     syntax_valid: float  # percent of fills valid in place (tree-sitter)
     empty: float  # percent of fills that are empty
     mean_steps: float

@@ -53,8 +53,6 @@ from dlm_lsp.bench.filling import (
     Fill,
     FillSettings,
     bench_engine,
-    edit_similarity,
-    exact_match,
     fill_task,
     planned_options,
 )
@@ -78,6 +76,7 @@ from dlm_lsp.bench.sandbox import (
     run_programs,
     seccomp_note,
 )
+from dlm_lsp.bench.scoring import edit_similarity, exact_match
 from dlm_lsp.config import (
     SERVER_ONLY,
     InfillOptions,
@@ -149,7 +148,7 @@ class Report:
     passed: int
     pass_at_1: float  # percent
     exact_match: float  # percent
-    edit_similarity: float  # percent, mean over tasks (filling.edit_similarity)
+    edit_similarity: float  # percent, mean over tasks (scoring.edit_similarity)
     mean_steps: float  # forward passes per task
     ms_per_task: float  # mean time to fill one task
     sandbox_ms_per_task: float  # mean time to run one program (workers run side by side)

@@ -27,7 +27,6 @@ from dlm_lsp.bench.filling import (
     Fill,
     FillSettings,
     bench_engine,
-    exact_match,
     fill_task,
     oracle_kind,
     planned_options,
@@ -48,6 +47,7 @@ from dlm_lsp.bench.sandbox import (
     isolation_used,
     report_isolation_text,
 )
+from dlm_lsp.bench.scoring import exact_match
 from dlm_lsp.config import KINDS, InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.policy import BUDGET_SETTINGS, step_budget

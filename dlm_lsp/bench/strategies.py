@@ -4,7 +4,7 @@ Runs every strategy on the same fixed HumanEval-Infilling sample, with the
 oracle length (the canonical fill's token count, as papers report) and a
 fixed step budget, greedy, seed 0, without syntax repair or the left-to-right
 fallback (they would mix another order into every strategy's row).  Reports
-exact match (up to whitespace that cannot matter, see `filling.normalise`),
+exact match (up to whitespace that cannot matter, see `scoring.normalise`),
 the rate of fills that are valid Python in place (tree-sitter), forward
 passes, and wall time.  Execution-based pass@1 belongs to `bench humaneval`
 (`pass_at_1.py`), which runs the tests in a sandbox.
@@ -20,7 +20,6 @@ from dlm_lsp.bench.filling import (
     Fill,
     FillSettings,
     bench_engine,
-    exact_match,
     fill_task,
     planned_options,
 )
@@ -29,6 +28,7 @@ from dlm_lsp.bench.machine import describe_machine, machine_line, source_revisio
 from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.pass_at_1 import settings_label
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
+from dlm_lsp.bench.scoring import exact_match
 from dlm_lsp.config import STRATEGIES, InfillOptions
 from dlm_lsp.engine import Engine
 

@@ -33,7 +33,6 @@ from dlm_lsp.bench.filling import (
     Fill,
     FillSettings,
     bench_engine,
-    exact_match,
     fill_task,
     planned_options,
 )
@@ -55,6 +54,7 @@ from dlm_lsp.bench.sandbox import (
     isolation_used,
     report_isolation_text,
 )
+from dlm_lsp.bench.scoring import exact_match
 from dlm_lsp.engine import Engine
 
 METRICS = ("pass_at_1", "exact_match")
