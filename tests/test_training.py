@@ -44,6 +44,7 @@ from dlm_lsp.training.data import (
     train_tokenizer,
     unit_hash,
 )
+from dlm_lsp.training.fill_probe import ProbeConfig
 from dlm_lsp.training.gpu_run import export_plan, full_config
 from dlm_lsp.training.licences import classify, python_files_by_distribution, site_packages_dirs
 from dlm_lsp.training.lineage import SplitRecord
@@ -517,6 +518,40 @@ def test_a_continued_run_keeps_the_earlier_runs_and_adds_itself_to_their_totals(
     assert third["cumulative_tokens_seen"] == sum(run["tokens_seen"] for run in runs)
     assert third["cumulative_seconds"] == pytest.approx(sum(run["seconds"] for run in runs),
                                                         abs=0.1)
+
+
+def test_a_run_with_a_probe_records_its_fill_curve_against_all_runs_tokens(
+        trained, source_dir, tmp_path):
+    """The probe's numbers at each evaluation, placed by the tokens the model had seen over
+    all its runs: a continued run's curve starts where its model's training ended, and the
+    earlier runs' curves stay in the history, so a card can draw the whole curve."""
+    out, first = trained
+    probe = ProbeConfig(lines=3, humaneval=2)
+    second = train(tiny_config(source_dir, tmp_path / "second", init_from=out, max_steps=4,
+                               probe=probe))
+    third = train(tiny_config(source_dir, tmp_path / "third", init_from=tmp_path / "second",
+                              max_steps=3, probe=probe))
+    assert "fill_curve" not in first  # no probe asked for: none run
+    assert second["fill_probe"] == {"lines": 3, "humaneval": 2}
+    curve = second["fill_curve"]
+    assert (curve[0]["tokens"], curve[-1]["tokens"]) == (
+        first["tokens_seen"], first["tokens_seen"] + second["tokens_seen"])
+    assert third["fill_curve"][0]["tokens"] == second["cumulative_tokens_seen"]
+    assert third["earlier_runs"][1]["fill_curve"] == second["fill_curve"]
+    assert set(third["fill_curve"][-1]) == {"tokens"} | {
+        f"probe_{name}_{key}" for name in ("lines", "humaneval")
+        for key in ("exact", "similarity", "empty")}
+
+
+def test_train_probe_flag_sets_both_sets_and_refuses_a_negative_count(capsys):
+    from dlm_lsp.training.train import build_parser, config_from_args
+
+    cfg = config_from_args(build_parser().parse_args(["--tiny", "--out", "x", "--probe", "50"]))
+    assert (cfg.probe.lines, cfg.probe.humaneval) == (50, 50)
+    assert not config_from_args(build_parser().parse_args(["--tiny", "--out", "x"])).probe.enabled
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--probe", "-1"])
+    assert "argument --probe: a whole number of tasks from 0 to 1,000" in capsys.readouterr().err
 
 
 def test_a_continued_run_draws_rows_the_run_before_it_did_not(source_dir, tmp_path,
@@ -1996,6 +2031,14 @@ def test_gpu_run_works_end_to_end_at_tiny_size_without_the_server_s_dependencies
     assert len(list(out.glob("model-*-of-*.safetensors"))) >= 2
     stats = json.loads((out / "config.json").read_text())["training"]
     assert stats["steps"] == 40 and stats["contaminated_files"] == 1
+    # the fill probe ran there too: a point before training, one at each evaluation, one after
+    curve = stats["fill_curve"]
+    assert len(curve) >= 2 and curve[0]["tokens"] == 0
+    assert curve[-1]["tokens"] == stats["tokens_seen"]
+    assert [p["tokens"] for p in curve] == sorted(p["tokens"] for p in curve)
+    assert stats["fill_probe"]["humaneval"] == 4
+    assert all(0 <= p["probe_humaneval_exact"] <= 100 for p in curve)
+    assert "gpu_run: fill curve at 0 tokens: fills exact/similar " in done.stdout
     engine = Engine(ServerConfig(model=str(out), device="cpu"))
     result = engine.infill(InfillRequest("total = price\nlog.info(x)\n", 5, 5, "python"))
     assert result.candidates and result.steps >= 1

@@ -42,7 +42,7 @@ SUMMARY_KEYS = ("date", "device", "precision", "torch", "parameters", "tokens_se
                 "seconds", "lr", "batch_size", "seq_len", "seed", "row_seed", "init_from",
                 "interrupted", "interim", "train_files", "train_tokens", "heldout_tokens",
                 "final_train_loss", "heldout_loss", "heldout_infill_loss",
-                "contaminated_files", "sources")
+                "contaminated_files", "sources", "fill_curve", "fill_probe")
 
 
 def summary(stats: dict) -> dict:

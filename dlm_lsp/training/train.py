@@ -59,6 +59,13 @@ from dlm_lsp.training.data import (
     line_start_flags,
     train_tokenizer,
 )
+from dlm_lsp.training.fill_probe import (
+    FillProbe,
+    ProbeConfig,
+    curve_point,
+    probe_summary,
+    probe_tasks,
+)
 from dlm_lsp.training.lineage import Lineage, SplitRecord
 from dlm_lsp.training.objective import autocast_for, evaluate, row_losses
 from dlm_lsp.training.rows import Batch, RowConfig, RowSampler
@@ -124,6 +131,7 @@ class TrainConfig:
     log_every: float = 10.0  # seconds between progress lines
     save_every: float = 0.0  # seconds between interim saves; 0 saves only at the end
     max_shard_bytes: int | None = None  # shard the saved weights above this size
+    probe: ProbeConfig = field(default_factory=ProbeConfig)  # fills at each evaluation; off
 
     def new_model_shape(self, vocab_size: int | None = None) -> TinyConfig:
         """The shape a new model of this recipe gets, with `vocab_size` ids (the tokenizer's:
@@ -637,22 +645,26 @@ class _Evaluator:
     mixed: list[Batch]
     infill: list[Batch]
     device: torch.device
+    probe: FillProbe | None = None  # fills of fixed tasks, scored (`fill_probe`)
 
     def __call__(self, module: TinyDenoiser) -> dict[str, float | None]:
-        """Evaluated in float32 whatever the training precision, so runs compare."""
-        return {"heldout_loss": _rounded(evaluate(module, self.mixed, self.device)
-                                         if self.mixed else None),
-                "heldout_infill_loss": _rounded(evaluate(module, self.infill, self.device)
-                                                if self.infill else None)}
+        """Evaluated in float32 whatever the training precision, so runs compare; the
+        probe's fills as the server would run the model (bf16 where it would)."""
+        losses = {"heldout_loss": _rounded(evaluate(module, self.mixed, self.device)
+                                           if self.mixed else None),
+                  "heldout_infill_loss": _rounded(evaluate(module, self.infill, self.device)
+                                                  if self.infill else None)}
+        return losses if self.probe is None else {**losses, **self.probe(module, self.device)}
 
     def starting(self, when: str) -> bool:
         """Say that an evaluation starts, `when` ("before training", "at step 400"), and
         return whether there is anything to evaluate (nothing held out: nothing to wait
         for, nor to say)."""
         rows = sum(len(b.inputs) for b in self.mixed)
+        fills = f" and {self.probe.size} fills" if self.probe is not None else ""
         if rows:
             print(f"evaluating held-out loss {when} on {rows} rows and "
-                  f"{sum(len(b.inputs) for b in self.infill)} infilling rows...",
+                  f"{sum(len(b.inputs) for b in self.infill)} infilling rows{fills}...",
                   file=sys.stderr, flush=True)
         return bool(rows)
 
@@ -671,9 +683,10 @@ class _Evaluator:
             return self(module)
         started = time.monotonic()
         losses = self(module)
+        fills = probe_summary(losses)
         print(f"held-out loss {losses['heldout_loss']}, infill loss "
-              f"{losses['heldout_infill_loss']} in {time.monotonic() - started:.1f}s",
-              file=sys.stderr, flush=True)
+              f"{losses['heldout_infill_loss']}{'; ' + fills if fills else ''} in "
+              f"{time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
         return losses
 
 
@@ -763,14 +776,15 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
         if now - window.started >= cfg.log_every:
             point = window.point(step, now - start, lr)
             if cfg.eval_every > 0 and now - last_eval >= cfg.eval_every:
-                point.update(heldout.periodic(module, step))
+                point.update(heldout.periodic(module, step), tokens=tokens)
                 last_eval = now
             curve.append(point)
             rate = window.tokens / max(now - window.started, 1e-9)
             print(f"step {step:6d}  loss {point['loss']:.4f} (plain {point['plain']:.3f}, "
                   f"infill {point['infill']:.3f})  lr {lr:.2e}  {rate:,.0f} tok/s  "
                   f"{now - start:.0f}/{seconds:.0f}s"
-                  + (f"  held-out {point['heldout_loss']}" if "heldout_loss" in point else ""),
+                  + (f"  held-out {point['heldout_loss']}" if "heldout_loss" in point else "")
+                  + (f"  {fills}" if (fills := probe_summary(point)) else ""),
                   file=sys.stderr, flush=True)
             window = _Window(device)
         if cfg.save_every > 0 and now - last_save >= cfg.save_every:
@@ -961,7 +975,7 @@ def _train(cfg: TrainConfig) -> dict:
             _fixed_batches(heldout_stream, heldout_files, tokenizer,
                            replace(rows, infill_fraction=1.0, full_mask_fraction=1.0),
                            cfg.eval_rows, cfg.batch_size),
-            device)
+            device, _probe(cfg.probe, corpus, tokenizer, module.cfg.max_length))
         laps.lap("rows")
         initial = heldout.announced(module, "before training")
         laps.lap("first_eval")
@@ -1040,6 +1054,8 @@ def _train(cfg: TrainConfig) -> dict:
             "interrupted": None if stop.received is None else stop.received.name,
             "loss_curve": run["loss_curve"],
         }
+        if heldout.probe is not None:
+            stats.update(_fill_curve(heldout.probe, lineage, initial, run, final))
         _save(module, tokenizer, cfg, stats)
     stopped = "" if stop.received is None else \
         f"stopped by {stop.received.name} after {stats['steps']} steps; "
@@ -1054,6 +1070,29 @@ def _train(cfg: TrainConfig) -> dict:
               "(every number it needs is in config.json's \"training\")", file=sys.stderr,
               flush=True)
     return stats
+
+
+def _probe(cfg: ProbeConfig, corpus: Corpus, tokenizer: Tokenizer,
+           max_length: int) -> FillProbe | None:
+    """The run's fill probe (`fill_probe`), None when it is off or finds no task."""
+    if not cfg.enabled:
+        return None
+    tasks = probe_tasks(cfg, corpus.heldout)
+    return FillProbe(cfg, tasks, tokenizer, max_length) if tasks else None
+
+
+def _fill_curve(probe: FillProbe, lineage: Lineage, initial: dict, run: dict,
+                final: dict) -> dict:
+    """The run's fill curve, against the tokens every run of the model has seen (the
+    earlier runs' curves stay in their summaries, `lineage.SUMMARY_KEYS`), and what the
+    probe filled."""
+    before = lineage.tokens_seen
+    points = [curve_point(before, initial)]
+    points += [curve_point(before + point["tokens"], point) for point in run["loss_curve"]
+               if "tokens" in point]
+    points.append(curve_point(before + run["tokens_seen"], final))
+    return {"fill_curve": points,
+            "fill_probe": {name: len(tasks) for name, tasks in probe.tasks.items()}}
 
 
 def _describe_tokenizer(tokenizer: Tokenizer) -> str:
@@ -1113,6 +1152,7 @@ _FLAGS = {
 _THREADS = _Values(int, lambda v: 1 <= v <= (os.cpu_count() or 1),  # 100000 crashed (139)
                    f"a whole number from 1 to {os.cpu_count() or 1}, this machine's CPUs")
 _SHARD_MIB = _Values(float, lambda v: 0 < v < math.inf, "a positive, finite number of MiB")
+_PROBE = _Values(int, lambda v: 0 <= v <= 1000, "a whole number of tasks from 0 to 1,000")
 _FLAG_NAMES = {"n_layers": "--layers", "n_heads": "--heads"}
 _SHAPE = ("vocab_size", "d_model", "n_layers", "n_heads", "max_length")  # fixed by --init-from
 
@@ -1121,7 +1161,7 @@ def value_type(name: str) -> Callable[[str], object]:
     """The argparse type of the TrainConfig field `name`'s flag, for another command that
     takes the same values (`gpu_run`), so that it refuses the same ones, naming the flag:
     there `--shard-mib nan` was a traceback from int(), `--max-steps 0` another."""
-    return {**_FLAGS, "threads": _THREADS, "shard_mib": _SHARD_MIB}[name].parse
+    return {**_FLAGS, "threads": _THREADS, "shard_mib": _SHARD_MIB, "probe": _PROBE}[name].parse
 
 
 def init_directory(spec: str) -> Path:
@@ -1163,6 +1203,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_THREADS.parse, default=None,
                    help="torch CPU threads (default: the preset's; shipped recipe: torch's "
                    "own, a thread per core; --tiny: 1)")
+    p.add_argument("--probe", type=_PROBE.parse, default=None, metavar="N",
+                   help="at each held-out evaluation, fill N lines of held-out files and N "
+                   "HumanEval-Infilling single-line tasks and report exact match and edit "
+                   "similarity: the fill curve in config.json (default: the preset's; "
+                   "shipped recipe: 0, none)")
     p.add_argument("--cpu-bf16", action="store_true",
                    help="bf16 autocast on CPU where native (avx512_bf16 or AMX); "
                    "ignored with a warning elsewhere, where it is ~20x slower")
@@ -1198,6 +1243,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         include_site_packages=args.site_packages, decontaminate=not args.keep_contaminated,
         threads=base.threads if args.threads is None else args.threads,
         cpu_bf16=args.cpu_bf16,
+        probe=base.probe if args.probe is None else replace(base.probe, lines=args.probe,
+                                                            humaneval=args.probe),
         max_shard_bytes=None if args.shard_mib is None else int(args.shard_mib * 2**20))
 
 
