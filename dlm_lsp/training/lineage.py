@@ -34,7 +34,8 @@ from dlm_lsp.training import nearcopy
 from dlm_lsp.training.data import TEXT_DIGEST_BYTES, Corpus, text_digest
 
 # What an earlier run's summary keeps of its stats: enough for a model card (how
-# long, how much, on what, with what result) without its loss curve.  A note recorded
+# long, how much, on what, with what result) without its loss curve, but with its fill
+# curve (a point an evaluation, `fill_probe`): the card's quality curve spans all runs.  A note recorded
 # beside one of them (`<key>_note`) goes with it: the shipped model's `sources_note` says
 # its sources were counted after training, and its `final_train_loss_note` which loss
 # that is.
