@@ -543,6 +543,32 @@ def test_a_run_with_a_probe_records_its_fill_curve_against_all_runs_tokens(
         for key in ("exact", "similarity", "empty")}
 
 
+def test_a_probe_that_fails_is_said_and_the_run_trains_and_saves_without_it(
+        source_dir, tmp_path, monkeypatch, capsys):
+    """The GPU run is one of few, and its probe runs the sampler on the GPU, which nothing
+    else in it does: a probe that fails must not cost the run."""
+    from dlm_lsp.training import fill_probe
+
+    calls = []
+
+    def fails_the_second_time(self, module, device):
+        calls.append(module.training)
+        if len(calls) == 2:
+            raise RuntimeError("CUDA error: device-side assert triggered")
+        return {"probe_lines_exact": 0.0, "probe_lines_similarity": 1.0,
+                "probe_lines_empty": 0.0}
+
+    monkeypatch.setattr(fill_probe.FillProbe, "__call__", fails_the_second_time)
+    stats = train(tiny_config(source_dir, tmp_path / "out", max_steps=6, eval_every=1e-9,
+                              log_every=1e-9, probe=ProbeConfig(lines=3)))
+    assert stats["steps"] == 6 and (tmp_path / "out" / "config.json").is_file()
+    assert len(calls) == 2  # never asked again once it failed
+    assert stats["fill_probe_error"] == "RuntimeError: CUDA error: device-side assert triggered"
+    assert [point["tokens"] for point in stats["fill_curve"]] == [0]  # the point before it
+    assert ("fill probe failed (RuntimeError: CUDA error: device-side assert triggered); "
+            "training goes on without it") in capsys.readouterr().err
+
+
 def test_train_probe_flag_sets_both_sets_and_refuses_a_negative_count(capsys):
     from dlm_lsp.training.train import build_parser, config_from_args
 

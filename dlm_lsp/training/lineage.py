@@ -35,10 +35,10 @@ from dlm_lsp.training.data import TEXT_DIGEST_BYTES, Corpus, text_digest
 
 # What an earlier run's summary keeps of its stats: enough for a model card (how
 # long, how much, on what, with what result) without its loss curve, but with its fill
-# curve (a point an evaluation, `fill_probe`): the card's quality curve spans all runs.  A note recorded
-# beside one of them (`<key>_note`) goes with it: the shipped model's `sources_note` says
-# its sources were counted after training, and its `final_train_loss_note` which loss
-# that is.
+# curve (a point an evaluation, `fill_probe`): the card's quality curve spans all runs.
+# A note recorded beside one of them (`<key>_note`) goes with it: the shipped model's
+# `sources_note` says its sources were counted after training, and its
+# `final_train_loss_note` which loss that is.
 SUMMARY_KEYS = ("date", "device", "precision", "torch", "parameters", "tokens_seen", "steps",
                 "seconds", "lr", "batch_size", "seq_len", "seed", "row_seed", "init_from",
                 "interrupted", "interim", "train_files", "train_tokens", "heldout_tokens",

@@ -646,6 +646,7 @@ class _Evaluator:
     infill: list[Batch]
     device: torch.device
     probe: FillProbe | None = None  # fills of fixed tasks, scored (`fill_probe`)
+    probe_error: str | None = None  # why the probe stopped, if it failed
 
     def __call__(self, module: TinyDenoiser) -> dict[str, float | None]:
         """Evaluated in float32 whatever the training precision, so runs compare; the
@@ -654,7 +655,23 @@ class _Evaluator:
                                            if self.mixed else None),
                   "heldout_infill_loss": _rounded(evaluate(module, self.infill, self.device)
                                                   if self.infill else None)}
-        return losses if self.probe is None else {**losses, **self.probe(module, self.device)}
+        return {**losses, **self._fills(module)}
+
+    def _fills(self, module: TinyDenoiser) -> dict[str, float]:
+        """The probe's numbers; {} without a probe or once it failed.  A failure is said
+        and the run goes on without it: the probe is a measurement, and the GPU run it
+        serves is one of few (its fills run the sampler on the GPU, which nothing else in
+        that run does).  Running out of memory is no exception to that, but a signal is."""
+        if self.probe is None or self.probe_error is not None:
+            return {}
+        try:
+            return self.probe(module, self.device)
+        except Exception as exc:  # noqa: BLE001 -- any failure: said, then training goes on
+            module.train()
+            self.probe_error = f"{type(exc).__name__}: {exc}"
+            print(f"fill probe failed ({self.probe_error}); training goes on without it, and "
+                  "without a fill curve from here", file=sys.stderr, flush=True)
+            return {}
 
     def starting(self, when: str) -> bool:
         """Say that an evaluation starts, `when` ("before training", "at step 400"), and
@@ -1055,7 +1072,7 @@ def _train(cfg: TrainConfig) -> dict:
             "loss_curve": run["loss_curve"],
         }
         if heldout.probe is not None:
-            stats.update(_fill_curve(heldout.probe, lineage, initial, run, final))
+            stats.update(_fill_curve(heldout, lineage, initial, run, final))
         _save(module, tokenizer, cfg, stats)
     stopped = "" if stop.received is None else \
         f"stopped by {stop.received.name} after {stats['steps']} steps; "
@@ -1081,18 +1098,21 @@ def _probe(cfg: ProbeConfig, corpus: Corpus, tokenizer: Tokenizer,
     return FillProbe(cfg, tasks, tokenizer, max_length) if tasks else None
 
 
-def _fill_curve(probe: FillProbe, lineage: Lineage, initial: dict, run: dict,
+def _fill_curve(evaluator: _Evaluator, lineage: Lineage, initial: dict, run: dict,
                 final: dict) -> dict:
     """The run's fill curve, against the tokens every run of the model has seen (the
-    earlier runs' curves stay in their summaries, `lineage.SUMMARY_KEYS`), and what the
-    probe filled."""
+    earlier runs' curves stay in their summaries, `lineage.SUMMARY_KEYS`), how many tasks
+    of each set the probe filled, and why it stopped if it failed."""
+    assert evaluator.probe is not None
     before = lineage.tokens_seen
     points = [curve_point(before, initial)]
     points += [curve_point(before + point["tokens"], point) for point in run["loss_curve"]
                if "tokens" in point]
     points.append(curve_point(before + run["tokens_seen"], final))
-    return {"fill_curve": points,
-            "fill_probe": {name: len(tasks) for name, tasks in probe.tasks.items()}}
+    failed = {} if evaluator.probe_error is None else {"fill_probe_error": evaluator.probe_error}
+    return {"fill_curve": [point for point in points if len(point) > 1],  # probed points
+            "fill_probe": {name: len(tasks) for name, tasks in evaluator.probe.tasks.items()},
+            **failed}
 
 
 def _describe_tokenizer(tokenizer: Tokenizer) -> str:
