@@ -48,6 +48,7 @@ class SamplingControls:
     ltr_tokens: int | None = None  # hybrid: first K tokens left to right; 0
     ltr_first_line: bool | None = None  # hybrid: the first line left to right; off
     grow_for_head: bool | None = None  # a head's chain past its own tokens grows the span; off
+    pads_from_end: bool | None = None  # a fill's end (pad) only after the pads at the span's end
     block_size: int | None = None  # semi-autoregressive blocks; off
     early_stop: bool | None = None  # stop when stable and the checks pass; server: on
     early_stop_logprob: float | None = None  # the quality bar of an early stop; -1.0

@@ -17,7 +17,7 @@ from fakes import FakeModel
 
 from dlm_lsp import schedules, strategies
 from dlm_lsp.models.interface import DiffusionModel
-from dlm_lsp.models.tokenizer import MASK_TOKEN, Tokenizer
+from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
 from dlm_lsp.sampler import Cancelled, Denoised, SamplerConfig, denoise, head_tokens
 from dlm_lsp.span import SpanLayout, build_layout, head_chain, head_positions
 
@@ -504,3 +504,50 @@ def test_a_repair_that_spells_the_head_again_does_not_grow_its_span(tok: Tokeniz
     out = _run(model, lay, steps=2, grow_for_head=True)
     assert out.span_ids.shape[1] == lay.n_masked
     assert out.span_ids[0, 1:1 + len(fill)].tolist() == fill
+
+
+# --- where a fill may end -----------------------------------------------------------------
+
+def _pad_first_then(tok: Tokenizer, word: str) -> Callable:
+    """A model sure of a pad at the span's first position and of `word` elsewhere: what
+    makes confidence order end a fill before it starts."""
+    pad, other = tok.token_id(PAD_TOKEN), tok.encode(word)[0]
+
+    def make(ids: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[..., other] = 5.0
+        logits[..., pad] = 4.0
+        logits[:, -5, pad] = 12.0  # the span's first position (a 4-token span, then "\n")
+        return logits
+    return make
+
+
+def test_a_confident_pad_early_in_the_span_ends_the_fill_there_by_default(tok) -> None:
+    layout = _plain_layout(tok, 4)
+    out = _run(FakeModel(tok, _pad_first_then(tok, "x")), layout, steps=4)
+    assert out.span_ids[0, 0].item() == tok.token_id(PAD_TOKEN)  # the fill is empty
+
+
+def test_with_pads_from_end_a_pad_is_proposed_only_after_the_pads_at_the_span_s_end(
+        tok) -> None:
+    layout = _plain_layout(tok, 4)
+    out = _run(FakeModel(tok, _pad_first_then(tok, "x")), layout, steps=4,
+               pads_from_end=True)
+    ids = out.span_ids[0].tolist()
+    pad = tok.token_id(PAD_TOKEN)
+    assert ids[0] != pad
+    # wherever the pads are, they close the span: no pad is followed by anything else
+    assert all(b == pad for a, b in itertools.pairwise(ids) if a == pad)
+
+
+def test_pads_only_at_the_end_leaves_a_pad_where_every_later_position_is_a_pad() -> None:
+    from dlm_lsp.sampler import pads_only_at_the_end
+
+    pad, mask = 0, 9
+    span = torch.tensor([[mask, mask, pad, mask, pad, pad], [mask, 5, mask, mask, mask, mask]])
+    logits = torch.zeros(2, 6, 10)
+    pads_only_at_the_end(logits, span, pad)
+    allowed = logits[..., pad] > float("-inf")
+    assert allowed.tolist() == [[False, False, False, True, True, True],
+                                [False, False, False, False, False, True]]
+    assert (logits[..., 1:] == 0).all()  # other tokens untouched
