@@ -530,13 +530,17 @@ def test_a_run_with_a_probe_records_its_fill_curve_against_all_runs_tokens(
     second = train(tiny_config(source_dir, tmp_path / "second", init_from=out, max_steps=4,
                                probe=probe))
     third = train(tiny_config(source_dir, tmp_path / "third", init_from=tmp_path / "second",
-                              max_steps=3, probe=probe))
+                              max_steps=3, probe=probe, eval_every=1e-9, log_every=1e-9))
     assert "fill_curve" not in first  # no probe asked for: none run
     assert second["fill_probe"] == {"lines": 3, "humaneval": 2}
     curve = second["fill_curve"]
     assert (curve[0]["tokens"], curve[-1]["tokens"]) == (
         first["tokens_seen"], first["tokens_seen"] + second["tokens_seen"])
     assert third["fill_curve"][0]["tokens"] == second["cumulative_tokens_seen"]
+    # one point a set of weights: an evaluation at the last step is the final one's twin
+    for run in (second, third):
+        tokens = [point["tokens"] for point in run["fill_curve"]]
+        assert tokens == sorted(set(tokens))
     assert third["earlier_runs"][1]["fill_curve"] == second["fill_curve"]
     assert set(third["fill_curve"][-1]) == {"tokens"} | {
         f"probe_{name}_{key}" for name in ("lines", "humaneval")

@@ -1108,7 +1108,8 @@ def _fill_curve(evaluator: _Evaluator, lineage: Lineage, initial: dict, run: dic
     points = [curve_point(before, initial)]
     points += [curve_point(before + point["tokens"], point) for point in run["loss_curve"]
                if "tokens" in point]
-    points.append(curve_point(before + run["tokens_seen"], final))
+    if points[-1]["tokens"] != before + run["tokens_seen"]:  # else an evaluation of the
+        points.append(curve_point(before + run["tokens_seen"], final))  # same weights
     failed = {} if evaluator.probe_error is None else {"fill_probe_error": evaluator.probe_error}
     return {"fill_curve": [point for point in points if len(point) > 1],  # probed points
             "fill_probe": {name: len(tasks) for name, tasks in evaluator.probe.tasks.items()},
