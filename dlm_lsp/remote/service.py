@@ -386,16 +386,18 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
               f"(--token or {wire.TOKEN_VARIABLE})", flush=True)
     count = (f"{cfg.min_replicas or 1} to {cfg.max_replicas}" if cfg.max_replicas
              else str(cfg.replicas))
-    print(f"dlm-lsp service at {url}: model {cfg.model}, {count} replica(s); "
-          "Ctrl-C stops it", flush=True)
     stopped = threading.Event()
     received: list[signal.Signals] = []
 
     def stop(signum: int, _frame: Any) -> None:
         received.append(signal.Signals(signum))
         stopped.set()
+    # before the line that says how to stop it: a signal sent as soon as the line came
+    # (a supervisor's, a test's) found the command's own handler, and exited 143 unsaid
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
+    print(f"dlm-lsp service at {url}: model {cfg.model}, {count} replica(s); "
+          "Ctrl-C stops it", flush=True)
     stopped.wait()
     # a stop is a server's normal end (status 0), said as the language server says it,
     # before Ray takes the replicas down, which takes seconds
