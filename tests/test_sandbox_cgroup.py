@@ -304,3 +304,38 @@ def test_the_sweep_leaves_alone_a_cgroup_made_in_another_pid_namespace():
         other.wait()
         if path and os.path.isdir(path):
             os.rmdir(path)
+
+
+HOLDS_ITS_PROCESSES = """
+import os, time
+for _ in range(100):
+    try:
+        if os.fork() == 0:
+            time.sleep(6)
+            os._exit(0)
+    except OSError:
+        break
+time.sleep(6)
+"""
+
+FORKS_LATER = """
+import os, time
+time.sleep(2)
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+@WITH_CGROUP
+def test_a_fork_bomb_takes_no_room_from_the_program_beside_it():
+    """The process limit counts the user's tasks, every program's together: a fork bomb
+    filled it, and the program run beside it could not fork (in CI its setup could not,
+    and the harness counted it a failure of the sandbox).  Each program's pids cgroup
+    holds the bomb to its own cap; the user's limit leaves room for the others."""
+    config = SandboxConfig(timeout_s=10.0, hook=False, workers=2)
+    bomb, beside = sandbox.run_programs([HOLDS_ITS_PROCESSES, FORKS_LATER], config)
+    assert bomb.reason == "passed" and bomb.pids_cgroup, bomb.detail + bomb.output
+    assert beside.reason == "passed", beside.detail + beside.output

@@ -485,7 +485,14 @@ def _limits(config: SandboxConfig, drop: bool = False,
               (resource.RLIMIT_CORE, 0, 0),
               (resource.RLIMIT_NOFILE, config.open_files, config.open_files)]
     if drop or os.geteuid() != 0:
-        processes = _user_tasks(UNPRIVILEGED if drop else os.getuid()) + config.extra_processes
+        # RLIMIT_NPROC counts the user's tasks, every program's together: a fork bomb filled
+        # it for the program beside it too, whose setup then could not fork ("sandbox", CI
+        # 2026-12-04).  Where the program has a pids cgroup, that is its own cap, and the
+        # user's limit only a backstop with room for every program under way
+        # (`config.workers` at a time) and one more.
+        share = 1 if join is None else config.workers + 1
+        processes = (_user_tasks(UNPRIVILEGED if drop else os.getuid())
+                     + config.extra_processes * share)
         wanted.append((resource.RLIMIT_NPROC, processes, processes))
     limits = []
     for which, soft, hard in wanted:
