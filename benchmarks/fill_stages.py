@@ -37,7 +37,7 @@ from dlm_lsp.engine import Engine, InfillRequest
 # (owner, attribute, stage name): what is timed
 STAGES = [
     (engine, "plan_span", "span plan (kind, length; parses the lines around the cursor)"),
-    (engine, "build_layout", "span layout (tokenizes prefix and suffix)"),
+    (engine, "reproducible_layout", "span layout (tokenizes prefix and suffix)"),
     (engine, "document_for", "document parse (incremental, per version)"),
     (sampler.Denoising, "__init__", "sampler setup"),
     (sampler.Denoising, "advance", "sampler step (bookkeeping around the logits)"),

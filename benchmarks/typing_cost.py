@@ -210,7 +210,7 @@ STAGES = [
     (server, "range_offsets", "positions to offsets (documents.range_offsets)"),
     (engine, "for_the_model", "line endings (line_endings.for_the_model)"),
     (engine, "plan_span", "span plan (policy.plan_span: span_kind parses local lines)"),
-    (engine, "build_layout", "context tokenized (span.build_layout)"),
+    (engine, "reproducible_layout", "context tokenized (span.reproducible_layout)"),
     (RecentFills, "typed_along", "recent fills: typed along"),
     (RecentFills, "get", "recent fills: exact"),
     (RecentFills, "remember_typed", "recent fills: remembered"),

@@ -57,9 +57,8 @@ from dlm_lsp.slowdown import LoadFactor
 from dlm_lsp.span import (
     SpanLayout,
     borrowed_line_break,
-    build_layout,
-    head_chain,
     head_positions,
+    reproducible_layout,
 )
 from dlm_lsp.validation import ParsedDocument, language_for
 
@@ -490,12 +489,8 @@ class Engine:
                 return self._reused(req, plan, Remembered((rest,), (0.0,), (0,), (REUSED,),
                                                           0, 0), "typed", began)
         tail = borrowed_line_break(req.text[:req.end], req.text[req.end:])
-        layout = build_layout(tok, prefix, tail + suffix, plan.n_masked,
-                              cfg.max_context_tokens, max_length=model.max_length)
-        if layout.head and not head_chain(tok, layout.head).reproducible:
-            layout = build_layout(tok, prefix, tail + suffix, plan.n_masked,
-                                  cfg.max_context_tokens, move_head=False,
-                                  max_length=model.max_length)
+        layout = reproducible_layout(tok, prefix, tail + suffix, plan.n_masked,
+                                     cfg.max_context_tokens, max_length=model.max_length)
 
         strategy = opt.strategy or cfg.strategy
         # the baseline spends one step per token, the moved head's tokens included

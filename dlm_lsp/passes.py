@@ -56,7 +56,7 @@ from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
 from dlm_lsp.sampler_settings import CANDIDATE_TEMPERATURE
 from dlm_lsp.serving import Target, WorkerClosed
-from dlm_lsp.span import SpanLayout, head_positions
+from dlm_lsp.span import SpanLayout, head_positions, past_head
 from dlm_lsp.syntax import free_lines
 from dlm_lsp.units import truncate_to_units
 from dlm_lsp.validation import (
@@ -329,12 +329,8 @@ class InfillRun:
     def raw_text(self, ids: list[int], layout: SpanLayout | None = None) -> str:
         """The fill as the model wrote it: decoded up to its first pad, the head dropped
         (the prefix's edge, written again), cut to one line if asked."""
-        head = (layout or self.layout).head
-        text = self.decode(ids[:self.content_length(ids)])
-        if not text.startswith(head):
-            return ""  # cannot happen by construction; never duplicate the prefix's edge
-        text = text[len(head):]
-        return text.split("\n", 1)[0] if self.plan.single_line else text
+        return past_head(self.decode(ids[:self.content_length(ids)]),
+                         (layout or self.layout).head, self.plan.single_line)
 
     def draft(self, ids: list[int], head: str) -> str:
         """The span as it stands: committed tokens as text, masked ones as placeholders.

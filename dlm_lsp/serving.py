@@ -124,6 +124,21 @@ def _close_live_batchers() -> None:
         batcher.close()
 
 
+def padded_rows(inputs: list[torch.Tensor], pad_id: int
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The rows of several (rows, T) inputs as one pass, and, where their lengths differ,
+    each row's length (None where they do not): shorter rows are padded on the right, so
+    each keeps its positions (`hidden` with lengths masks the pad)."""
+    lengths = [x.shape[1] for x in inputs]
+    longest = max(lengths)
+    if min(lengths) == longest:
+        return torch.cat(inputs), None
+    rows = [torch.nn.functional.pad(x, (0, longest - n), value=pad_id)
+            for x, n in zip(inputs, lengths, strict=True)]
+    per_row = [n for x, n in zip(inputs, lengths, strict=True) for _ in range(x.shape[0])]
+    return torch.cat(rows), torch.tensor(per_row)
+
+
 class StepBatcher:
     """The model's one worker thread; `run` may be called from any number of threads."""
 
@@ -309,18 +324,8 @@ class StepBatcher:
                                        cost if self.pads else None)]
 
     def _inputs(self, group: list[_Job]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The pass's rows, and, where their lengths differ, each row's length: shorter
-        rows are padded on the right, so each keeps its positions."""
-        lengths = [job.state.inputs.shape[1] for job in group]
-        longest = max(lengths)
-        if min(lengths) == longest:
-            return torch.cat([job.state.inputs for job in group]), None
-        rows = [torch.nn.functional.pad(job.state.inputs, (0, longest - n),
-                                        value=self.model.pad_id)
-                for job, n in zip(group, lengths, strict=True)]
-        per_row = [n for job, n in zip(group, lengths, strict=True)
-                   for _ in range(job.state.rows)]
-        return torch.cat(rows), torch.tensor(per_row)
+        """The pass's rows, and, where their lengths differ, each row's length."""
+        return padded_rows([job.state.inputs for job in group], self.model.pad_id)
 
     def _note_sampler(self, job: _Job, ms: float) -> None:
         """Keep a running mean of the time a fill's sampler takes for one step (choosing,

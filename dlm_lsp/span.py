@@ -165,6 +165,28 @@ def build_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
     return SpanLayout(prefix_ids, n_masked + head_tokens, suffix_ids, head, head_tokens)
 
 
+def reproducible_layout(tokenizer: Tokenizer, prefix: str, suffix: str, n_masked: int,
+                        max_context: int, max_length: int | None = None) -> SpanLayout:
+    """`build_layout`, with the prefix kept whole where the head it would move is one no
+    vocabulary entry can start (the sampler could not spell it again): the engine's
+    layout, and the training probe's (`training.fill_probe`), by one rule."""
+    layout = build_layout(tokenizer, prefix, suffix, n_masked, max_context,
+                          max_length=max_length)
+    if layout.head and not head_chain(tokenizer, layout.head).reproducible:
+        layout = build_layout(tokenizer, prefix, suffix, n_masked, max_context,
+                              move_head=False, max_length=max_length)
+    return layout
+
+
+def past_head(written: str, head: str, single_line: bool) -> str:
+    """A fill's text from what its span decodes to up to its first pad: the head dropped
+    (the prefix's edge, written again), cut to one line if asked."""
+    if not written.startswith(head):
+        return ""  # cannot happen by construction; never duplicate the prefix's edge
+    written = written[len(head):]
+    return written.split("\n", 1)[0] if single_line else written
+
+
 def head_positions(tokenizer: Tokenizer, ids: list[int], head: str,
                    leave_out: frozenset[str] = frozenset()) -> int:
     """How many of `ids` (the head and the text after it, tokenized together) hold the

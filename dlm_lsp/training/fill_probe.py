@@ -44,7 +44,8 @@ from dlm_lsp.models.tiny import TinyDenoiser, TinyModel
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.sampler import Denoising, SamplerConfig
 from dlm_lsp.sampler_settings import sampler_config
-from dlm_lsp.span import SpanLayout, borrowed_line_break, build_layout, head_chain
+from dlm_lsp.serving import padded_rows
+from dlm_lsp.span import SpanLayout, borrowed_line_break, past_head, reproducible_layout
 from dlm_lsp.training.data import SourceFile
 
 SINGLE_LINE = "single-line"
@@ -80,13 +81,8 @@ def task_layout(tokenizer: Tokenizer, task: Task, config: ServerConfig,
     length (the canonical middle's token count), the cursor at the end of its prefix."""
     n = max(1, len(tokenizer.encode(task.middle)))
     tail = borrowed_line_break(task.prefix, task.suffix)
-    layout = build_layout(tokenizer, task.prefix, tail + task.suffix, n,
-                          config.max_context_tokens, max_length=max_length)
-    if layout.head and not head_chain(tokenizer, layout.head).reproducible:
-        layout = build_layout(tokenizer, task.prefix, tail + task.suffix, n,
-                              config.max_context_tokens, move_head=False,
-                              max_length=max_length)
-    return layout
+    return reproducible_layout(tokenizer, task.prefix, tail + task.suffix, n,
+                               config.max_context_tokens, max_length=max_length)
 
 
 def single_line_sampler(config: ServerConfig, n_masked: int) -> SamplerConfig:
@@ -101,10 +97,7 @@ def fill_text(tokenizer: Tokenizer, pad_id: int, layout: SpanLayout, ids: list[i
     its first pad, the head (the prefix's edge, written again) dropped, the first line."""
     if pad_id in ids:
         ids = ids[:ids.index(pad_id)]
-    text = tokenizer.decode(ids)
-    if not text.startswith(layout.head):
-        return ""
-    return text[len(layout.head):].split("\n", 1)[0]
+    return past_head(tokenizer.decode(ids), layout.head, single_line=True)
 
 
 def step_together(model: TinyModel, runs: list[Denoising], rows: int) -> None:
@@ -114,13 +107,7 @@ def step_together(model: TinyModel, runs: list[Denoising], rows: int) -> None:
     while live:
         for at in range(0, len(live), rows):
             group = live[at:at + rows]
-            lengths = [run.inputs.shape[1] for run in group]
-            longest = max(lengths)
-            inputs = torch.cat([torch.nn.functional.pad(run.inputs, (0, longest - n),
-                                                        value=model.pad_id)
-                                for run, n in zip(group, lengths, strict=True)])
-            hidden = model.hidden(inputs, None if min(lengths) == longest
-                                  else torch.tensor(lengths))
+            hidden = model.hidden(*padded_rows([run.inputs for run in group], model.pad_id))
             for i, run in enumerate(group):
                 run.advance(model.head(hidden[i:i + 1, run.lo:run.hi]))
         live = [run for run in live if not run.done]
