@@ -40,15 +40,18 @@ import torch
 
 from dlm_lsp.held_signals import signal_name
 from dlm_lsp.models import DEFAULT_MODEL_DIR, shipped_directory
+from dlm_lsp.models.grow import deepen
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tiny import (
     MODEL_TYPE,
+    WEIGHT_DTYPES,
     TinyConfig,
     TinyDenoiser,
     TinyModel,
     cpu_has_native_bf16,
     plan_shards,
     save_tiny,
+    stored_sizes,
 )
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, SPECIAL_TOKENS, Tokenizer
 from dlm_lsp.training.data import (
@@ -90,6 +93,9 @@ class TrainConfig:
 
     out_dir: Path = DEFAULT_OUT
     init_from: Path | None = None  # saved model directory to keep training (warm restart)
+    # With init_from: first deepen its model to this many layers (models/grow.py: the new
+    # layers start as the identity, so the run starts from the model's own fills).
+    grow_layers: int | None = None
     seconds: float = 1200.0  # wall-clock budget of the training loop
     max_steps: int | None = None  # the run's length: schedules follow steps, the clock stops
     wall_seconds: float | None = None  # budget of the whole run, data preparation included
@@ -131,6 +137,7 @@ class TrainConfig:
     log_every: float = 10.0  # seconds between progress lines
     save_every: float = 0.0  # seconds between interim saves; 0 saves only at the end
     max_shard_bytes: int | None = None  # shard the saved weights above this size
+    weights: str = "fp16"  # how the save stores them: fp16, or int8 (`tiny.stored_tensors`)
     probe: ProbeConfig = field(default_factory=ProbeConfig)  # fills at each evaluation; off
 
     def new_model_shape(self, vocab_size: int | None = None) -> TinyConfig:
@@ -305,6 +312,10 @@ def _warm_start(cfg: TrainConfig, device: torch.device) -> TinyModel | None:
         raise TrainingError(f"--init-from {init} holds {other}; only a model that dlm-lsp "
                             "train wrote can be trained further")
     warm = TinyModel.load(init, device)
+    if cfg.grow_layers is not None and cfg.grow_layers < warm.module.cfg.n_layers:
+        raise TrainingError(f"--grow-layers {cfg.grow_layers}: the model in --init-from {init} "
+                            f"has {warm.module.cfg.n_layers} layers already (a model is "
+                            "deepened, never cut)")
     if cfg.seq_len > warm.max_length:
         raise TrainingError(f"--seq-len {cfg.seq_len} exceeds the max_length {warm.max_length} "
                             f"of the model in --init-from {init}")
@@ -376,10 +387,11 @@ def _fixed_batches(stream: torch.Tensor, file_starts: torch.Tensor, tokenizer: T
 
 
 def _save(module: TinyDenoiser, tokenizer: Tokenizer, cfg: TrainConfig, stats: dict) -> None:
-    """Write the model in fp16 (half the size, and the server runs it fine) with stats."""
+    """Write the model in fp16 (half the size, and the server runs it fine), or int8 where
+    the recipe says (half again: `tiny.stored_tensors`), with stats."""
     cpu_module = module if next(module.parameters()).device.type == "cpu" \
         else copy.deepcopy(module).to("cpu")
-    save_tiny(cpu_module, tokenizer, cfg.out_dir, dtype=torch.float16,
+    save_tiny(cpu_module, tokenizer, cfg.out_dir, dtype=WEIGHT_DTYPES[cfg.weights],
               extra={"training": stats}, max_shard_bytes=cfg.max_shard_bytes)
 
 
@@ -429,6 +441,9 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"--d-model {cfg.d_model} is not divisible by --heads {cfg.n_heads}")
     if cfg.init_from is not None and not Path(cfg.init_from).is_dir():
         raise TrainingError(f"--init-from {cfg.init_from} is not a directory")
+    if cfg.grow_layers is not None and cfg.init_from is None:
+        raise TrainingError("--grow-layers deepens the model of --init-from; a new model "
+                            "takes its depth from --layers")
 
 
 def _other_model(out: Path) -> str | None:
@@ -519,11 +534,24 @@ class _OutFolder:
                   file=sys.stderr, flush=True)
 
 
+def _grown(module: TinyDenoiser, cfg: TrainConfig) -> tuple[TinyDenoiser, list[int]] | None:
+    """The --init-from model deepened to --grow-layers (`grow.deepen`) and [layers before,
+    after], said in a line; None when there is nothing to grow."""
+    before = module.cfg.n_layers
+    if cfg.grow_layers is None or cfg.grow_layers == before:
+        return None
+    grown = deepen(module, cfg.grow_layers, seed=cfg.seed)
+    print(f"grown from {before} to {cfg.grow_layers} layers ({describe_shape(grown.cfg)}): "
+          "the new layers start as the identity, so the model fills as it did",
+          file=sys.stderr, flush=True)
+    return grown, [before, cfg.grow_layers]
+
+
 def _check_shards(module: TinyDenoiser, cfg: TrainConfig) -> None:
     """Refuse a --shard-mib that a tensor of this model cannot fit, before training."""
     if cfg.max_shard_bytes is None:
         return
-    sizes = {k: v.numel() * 2 for k, v in module.state_dict().items()}  # saved in fp16
+    sizes = stored_sizes(module.state_dict(), WEIGHT_DTYPES[cfg.weights])
     try:
         plan_shards(sizes, cfg.max_shard_bytes)
     except ValueError as exc:
@@ -967,6 +995,8 @@ def _train(cfg: TrainConfig) -> dict:
         laps.lap("tokenizer")
         module = warm.module if warm is not None else \
             TinyDenoiser(cfg.new_model_shape(tokenizer.vocab_size)).to(device)
+        grew = _grown(module, cfg)
+        module = grew[0] if grew else module
         laps.lap("model")  # on a GPU, the CUDA context starts here
         lineage = Lineage.of(previous)
         row_seed = lineage.row_seed(cfg.seed)
@@ -1066,6 +1096,7 @@ def _train(cfg: TrainConfig) -> dict:
             "prep": laps.seconds,  # prep_seconds by stage (`_Laps`)
             "wall_seconds": round(time.monotonic() - run_started, 1),  # up to the save
             "init_from": init_from,
+            **({"grew_layers": grew[1]} if grew else {}),
             **lineage.stats(run["tokens_seen"], run["seconds"]),
             "torch": torch.__version__,
             "interrupted": None if stop.received is None else stop.received.name,
@@ -1168,6 +1199,8 @@ _FLAGS = {
     "seed": _Values(int, lambda v: -2**63 <= v < 2**64,  # what torch's generators take
                     f"a whole number from {-2**63} to 2**64 - 1"),
     "eval_every": _INTERVAL, "log_every": _INTERVAL, "save_every": _INTERVAL,
+    "grow_layers": _COUNT,
+    "weights": _Values(str, lambda v: v in WEIGHT_DTYPES, " or ".join(WEIGHT_DTYPES)),
 }
 # Flags set apart from the preset mechanism, with the same checks.
 _THREADS = _Values(int, lambda v: 1 <= v <= (os.cpu_count() or 1),  # 100000 crashed (139)
@@ -1234,8 +1267,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "ignored with a warning elsewhere, where it is ~20x slower")
     for name, values in _FLAGS.items():
         p.add_argument(_flag(name), dest=name, type=values.parse, default=None,
-                       help=f"default: the preset's (shipped recipe: {getattr(d, name)})")
+                       help=_WHAT.get(name, "") + "default: the preset's (shipped recipe: "
+                       f"{getattr(d, name)})")
     return p
+
+
+# What a flag does, where its name does not say it.
+_WHAT = {
+    "grow_layers": "with --init-from, first deepen its model to this many layers, the new "
+                   "ones starting as the identity (it fills as before, then trains); ",
+    "weights": "how the save stores the weights: fp16, or int8 with a scale per 32 "
+               "(about half the bytes); ",
+}
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
