@@ -581,8 +581,9 @@ STATED = [
      lambda: round(_parameters(_gpu_recipe()) / 1e6)),
     ("Training", r"\(d (\d+), \d+ layers\) in bf16", lambda: _gpu_recipe().d_model),
     ("Training", r"\(d \d+, (\d+) layers\) in bf16", lambda: _gpu_recipe().n_layers),
-    ("Training", r"writes fp16 shards under (\d+) MiB each",
+    ("Training", r"writes int8 shards under (\d+) MiB each",
      lambda: _module("training.gpu_run").SHARD_BYTES // 2**20),
+    ("Training", r"and writes (\w+) shards", lambda: _gpu_recipe().weights),
 ]
 
 

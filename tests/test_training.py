@@ -1902,8 +1902,9 @@ def test_gpu_recipe_fits_what_comes_back_from_the_gpu_machine(tmp_path):
     files, size = export_plan(full_config(tmp_path))
     assert files <= 8 and size <= 64 * 2**20
     cfg = full_config(tmp_path)
-    # 6 layers, not the 8 that would fit what comes back: the shipped export travels with
-    # the repository to the next GPU run, 64 MiB a call (tests/test_device_transfer.py)
+    # 6 layers: with int8 weights 12 would fit what comes back and what travels to the next
+    # GPU run (64 MiB a call, tests/test_device_transfer.py), but a model grown deeper lost
+    # to the model as it was at equal time, measured at small scale (gpu_run's docstring)
     assert (cfg.d_model, cfg.n_layers, cfg.seq_len, cfg.vocab_size) == (512, 6, 512, 8192)
 
 
@@ -2054,11 +2055,13 @@ def test_gpu_run_works_end_to_end_at_tiny_size_without_the_server_s_dependencies
     done = subprocess.run(
         [sys.executable, "-c", BLOCKED_IMPORTS, "--out", str(out), "--size", "tiny",
          "--no-stdlib", "--no-site-packages", "--extra-root", str(pattern_dir),
-         "--device", "cpu", "--max-steps", "40", "--shard-mib", "0.1"],
+         "--device", "cpu", "--max-steps", "40", "--shard-mib", "0.04"],
         cwd=repo, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "gpu_run: done" in done.stdout
-    assert len(list(out.glob("model-*-of-*.safetensors"))) >= 2
+    shards = list(out.glob("model-*-of-*.safetensors"))
+    assert len(shards) >= 2
+    assert any(t.dtype == torch.int8 for shard in shards for t in load_file(str(shard)).values())
     stats = json.loads((out / "config.json").read_text())["training"]
     assert stats["steps"] == 40 and stats["contaminated_files"] == 1
     # the fill probe ran there too: a point before training, one at each evaluation, one after
