@@ -279,10 +279,31 @@ def test_the_gpu_run_grows_a_shipped_model_of_its_width_but_fewer_layers_and_say
     start = gpu_run.auto_start(deeper, "tiny")
     assert start.init_from == one_layer and start.grow_layers == 3
     assert start.why.startswith(f"growing the shipped model in {one_layer} (d 32 x 1 layers")
-    assert "to --size tiny's 3 layers, the new ones starting as the identity" in start.why
+    assert "to this run's 3 layers, the new ones starting as the identity" in start.why
     files, size = gpu_run.export_plan(replace(deeper, init_from=one_layer, grow_layers=3))
     with torch.device("meta"):
         three = TinyDenoiser(TinyConfig.from_dict({**shipped, "n_layers": 3})).state_dict()
     assert size == sum(stored_sizes(three, torch.int8).values()) + gpu_run.OTHER_FILES_BYTES
     wider = replace(deeper, d_model=64)
     assert gpu_run.auto_start(wider, "tiny").init_from is None  # another width: a new model
+
+
+def test_the_gpu_run_s_layers_flag_deepens_the_shipped_model_end_to_end(
+        one_layer, sources, tmp_path, monkeypatch, capsys):
+    import dlm_lsp.models
+    from dlm_lsp.training import gpu_run
+
+    shipped = json.loads((one_layer / "config.json").read_text())
+    monkeypatch.setattr(dlm_lsp.models, "DEFAULT_MODEL_DIR", one_layer)
+    tiny = gpu_run.tiny_config  # the tiny size at the shipped model's width
+    monkeypatch.setattr(gpu_run, "tiny_config", lambda out: replace(
+        tiny(out), d_model=32, n_heads=2, max_length=64, vocab_size=shipped["vocab_size"]))
+    out = tmp_path / "out"
+    assert gpu_run.main(["--out", str(out), "--size", "tiny", "--layers", "2", "--no-stdlib",
+                         "--no-site-packages", "--extra-root", str(sources), "--device", "cpu",
+                         "--max-steps", "2", "--probe", "0"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith(
+        f"gpu_run: growing the shipped model in {one_layer} (d 32 x 1 layers")
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["n_layers"] == 2 and saved["training"]["grew_layers"] == [1, 2]
+    assert saved["weights_dtype"] == "int8"

@@ -267,7 +267,7 @@ def auto_start(cfg: TrainConfig, size: str) -> Start:
     if replace(have, vocab_size=want.vocab_size, n_layers=want.n_layers) == want \
             and have.vocab_size <= want.vocab_size and have.n_layers < want.n_layers:
         return Start(shipped, f"growing the shipped model in {shipped} "
-                              f"({describe_shape(have)}{history}) to --size {size}'s "
+                              f"({describe_shape(have)}{history}) to this run's "
                               f"{want.n_layers} layers, the new ones starting as the identity "
                               f"(--init-from {NONE} trains a new model)", want.n_layers)
     return Start(None, f"the shipped model in {shipped} is {describe_shape(have)}, not --size "
@@ -338,6 +338,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto (the default): continue the shipped model if it has this "
                    "size's shape, else train a new one; none: a new model; default: the "
                    "shipped model; or a saved model's directory (its shape and tokenizer)")
+    p.add_argument("--layers", type=value_type("n_layers"), default=None, metavar="N",
+                   help="the size's depth, N layers (default 6 at full size): a shipped model "
+                   "of the same shape but fewer layers is continued, deepened to N with "
+                   "layers that start as the identity")
     p.add_argument("--device", default=None, help="default: cuda when available")
     p.add_argument("--max-steps", type=value_type("max_steps"), default=None,
                    help="train this many steps: the learning rate decays over them, "
@@ -361,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Start]:
     """The chosen size's recipe with the given flags applied, and where it starts."""
     cfg = (full_config if args.size == "full" else tiny_config)(args.out)
+    if args.layers is not None:
+        cfg = replace(cfg, n_layers=args.layers)
     start = choose_start(args.init_from, cfg, args.size)
     changes: dict = {"init_from": start.init_from, "grow_layers": start.grow_layers,
                      "extra_roots": list(args.extra_root),
