@@ -98,6 +98,9 @@ class SamplerConfig:
     # pad already: the end grows back from the span's end.  Off, a confident pad early in
     # the span ends the fill there, often empty (see `pads_only_at_the_end`).
     pads_from_end: bool = False
+    # Whether the fill may end before the span's end, with a pad.  False where the client
+    # gave the length (`exactLength`): every position then holds a token of the fill.
+    end_early: bool = True
 
 
 @dataclass
@@ -456,7 +459,9 @@ class Denoising:
         logits[..., mask_id] = float("-inf")
         for position, token in self.layout.banned:
             logits[:, position, token] = float("-inf")
-        if cfg.pads_from_end:
+        if not cfg.end_early:
+            logits[..., self.model.pad_id] = float("-inf")
+        elif cfg.pads_from_end:
             pads_only_at_the_end(logits, span, self.model.pad_id)
         last = b_step == block_steps - 1
         if self.expand_id is not None and not (self.grows and not last

@@ -28,9 +28,12 @@ def sampler_config(cfg: ServerConfig, opt: InfillOptions, steps: int,
         # the autoregressive baseline spends one step per token: the server's early stop
         # (on by default) is for the parallel strategies; a request may still ask for it
         controls["early_stop"] = False
+    # a length the client gave is the fill's (`exact_length`); the policy's is room only
+    end_early = opt.length is None or not setting(opt, cfg, "exact_length")
     sampler = SamplerConfig(steps=steps, strategy=strategy,
                             schedule=setting(opt, cfg, "schedule"), temperatures=temps,
                             max_tokens=cfg.max_span_tokens, single_line=single_line,
+                            end_early=end_early,
                             **{k: v for k, v in controls.items() if v is not None})
     return strictly_left_to_right(sampler, steps) if strategy == "left-to-right" else sampler
 

@@ -551,3 +551,32 @@ def test_pads_only_at_the_end_leaves_a_pad_where_every_later_position_is_a_pad()
     assert allowed.tolist() == [[False, False, False, True, True, True],
                                 [False, False, False, False, False, True]]
     assert (logits[..., 1:] == 0).all()  # other tokens untouched
+
+
+def test_at_a_length_the_client_gave_no_pad_ends_the_fill(tok) -> None:
+    """`end_early=False` (a request's own `length`, `exactLength`): the model that ends
+    the fill before it starts by default writes every position instead."""
+    layout = _plain_layout(tok, 4)
+    out = _run(FakeModel(tok, _pad_first_then(tok, "x")), layout, steps=4, end_early=False)
+    ids = out.span_ids[0].tolist()
+    assert tok.token_id(PAD_TOKEN) not in ids
+    assert ids == tok.encode("x") * 4
+
+
+@pytest.mark.parametrize(("length", "settings", "ends_early"), [
+    (None, {}, True),  # the length policy's span is room: the fill ends at its first pad
+    (5, {}, False),  # the client's length is the fill's (exactLength, on by default)
+    (5, {"exact_length": False}, True),  # ... unless the server is told otherwise
+])
+def test_a_fill_may_end_early_unless_the_request_gave_its_length(length, settings,
+                                                                  ends_early) -> None:
+    from dlm_lsp.config import InfillOptions, ServerConfig
+    from dlm_lsp.sampler_settings import sampler_config
+
+    sampler = sampler_config(ServerConfig(**settings), InfillOptions(length=length), 8,
+                             "confidence")
+    assert sampler.end_early is ends_early
+    per_request = sampler_config(ServerConfig(), InfillOptions(length=length,
+                                                               exact_length=False), 8,
+                                 "confidence")
+    assert per_request.end_early is True
