@@ -565,8 +565,9 @@ def test_at_a_length_the_client_gave_no_pad_ends_the_fill(tok) -> None:
 
 @pytest.mark.parametrize(("length", "settings", "ends_early"), [
     (None, {}, True),  # the length policy's span is room: the fill ends at its first pad
-    (5, {}, False),  # the client's length is the fill's (exactLength, on by default)
-    (5, {"exact_length": False}, True),  # ... unless the server is told otherwise
+    (5, {}, True),  # a client's length is room too by default (exactLength off)
+    (5, {"exact_length": True}, False),  # ... and the fill's own length with exactLength
+    (None, {"exact_length": True}, True),  # the policy's room stays room
 ])
 def test_a_fill_may_end_early_unless_the_request_gave_its_length(length, settings,
                                                                   ends_early) -> None:
@@ -577,6 +578,13 @@ def test_a_fill_may_end_early_unless_the_request_gave_its_length(length, setting
                              "confidence")
     assert sampler.end_early is ends_early
     per_request = sampler_config(ServerConfig(), InfillOptions(length=length,
-                                                               exact_length=False), 8,
+                                                               exact_length=True), 8,
                                  "confidence")
-    assert per_request.end_early is True
+    assert per_request.end_early is (length is None)
+
+
+def test_the_benchmarks_oracle_length_is_exact_and_the_policy_s_room() -> None:
+    from dlm_lsp.bench.filling import FillSettings, fill_options
+
+    assert fill_options(FillSettings(), 12, "single-line").exact_length is True
+    assert fill_options(FillSettings()).exact_length is None

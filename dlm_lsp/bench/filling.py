@@ -72,8 +72,11 @@ def fill_options(settings: FillSettings, length: int | None = None,
     """The request options of a fill made with `settings` (`length` and `kind`: the
     oracle's, None for the server's policy); also what a benchmark reads, before the
     model loads, to refuse `--settings` that these options would replace
-    (`pass_at_1.set_by_requests`)."""
+    (`pass_at_1.set_by_requests`).  An oracle length is the fill's exact length
+    (`exact_length`: no pad ends it sooner), as the papers that report the oracle
+    length fill exactly that many tokens."""
     return InfillOptions(length=length, kind=kind, steps=settings.steps,
+                         exact_length=None if length is None else True,
                          strategy=settings.strategy,
                          seed=settings.seed, temperature=settings.temperature,
                          repair_rounds=None if settings.repair else 0,

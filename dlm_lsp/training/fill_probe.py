@@ -86,11 +86,12 @@ def task_layout(tokenizer: Tokenizer, task: Task, config: ServerConfig,
 
 
 def single_line_sampler(config: ServerConfig, n_masked: int) -> SamplerConfig:
-    """The server's sampler for a single line of `n_masked` tokens, the length a request
-    gives (its steps at most one a token, as `policy.plan_span` caps them)."""
+    """The server's sampler for a single line of exactly `n_masked` tokens, as the
+    benchmarks ask the oracle length (`bench.filling.fill_options`; its steps at most
+    one a token, as `policy.plan_span` caps them)."""
     steps = max(1, min(DEFAULT_STEPS[SINGLE_LINE], n_masked))
-    return sampler_config(config, InfillOptions(length=n_masked), steps, config.strategy,
-                          single_line=True)
+    return sampler_config(config, InfillOptions(length=n_masked, exact_length=True), steps,
+                          config.strategy, single_line=True)
 
 
 def fill_text(tokenizer: Tokenizer, pad_id: int, layout: SpanLayout, ids: list[int]) -> str:
