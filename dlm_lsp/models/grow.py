@@ -37,8 +37,8 @@ def deepen(module: TinyDenoiser, n_layers: int, seed: int = 0) -> TinyDenoiser:
     """A copy of `module` with `n_layers` blocks: its own at `deeper_positions`, new ones
     (freshly initialised, output projections zeroed) between them.  The copy computes
     the same function as `module`; `seed` draws the new blocks' other weights."""
-    old = module.cfg.n_layers
-    at = deeper_positions(old, n_layers)
+    trained = dict(zip(deeper_positions(module.cfg.n_layers, n_layers), module.blocks,
+                       strict=True))
     with torch.random.fork_rng(devices=[]):  # built on the CPU: the caller's RNG untouched
         torch.manual_seed(seed)
         grown = TinyDenoiser(replace(module.cfg, n_layers=n_layers))
@@ -47,8 +47,8 @@ def deepen(module: TinyDenoiser, n_layers: int, seed: int = 0) -> TinyDenoiser:
     grown.embed.load_state_dict(module.embed.state_dict())
     grown.ln_f.load_state_dict(module.ln_f.state_dict())
     for i, block in enumerate(grown.blocks):
-        if i in at:
-            block.load_state_dict(module.blocks[at.index(i)].state_dict())
+        if i in trained:
+            block.load_state_dict(trained[i].state_dict())
         else:
             block.proj.weight.zero_()
             block.down.weight.zero_()

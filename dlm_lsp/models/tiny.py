@@ -317,8 +317,8 @@ def save_tiny(model: TinyDenoiser, tokenizer: Tokenizer, directory: str | Path,
     `max_shard_bytes`, into numbered shards listed by model.safetensors.index.json
     (`{"metadata": {"total_size": N}, "weight_map": {tensor: shard file}}`, the
     layout Hugging Face uses), because some channels carry only files up to a size.
-    `dtype` torch.int8 stores the matrices as int8 with a scale per row
-    (`stored_tensors`); config.json says which (`"weights_dtype"`).
+    `dtype` torch.int8 stores the matrices as int8 with an fp16 scale per INT8_GROUP
+    weights of a row (`stored_tensors`); config.json says which (`"weights_dtype"`).
     Returns the files written.
 
     Every file is written into a hidden folder inside `directory` first and moved into
@@ -438,8 +438,8 @@ def _write_save(model: TinyDenoiser, tokenizer: Tokenizer, out: Path, dtype: tor
         index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map}
         (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
         weights.append(INDEX_FILE)
-    stored = next(k for k, v in WEIGHT_DTYPES.items() if v == dtype) \
-        if dtype in WEIGHT_DTYPES.values() else str(dtype).removeprefix("torch.")
+    stored = {v: k for k, v in WEIGHT_DTYPES.items()}.get(dtype,
+                                                          str(dtype).removeprefix("torch."))
     config = {"model_type": MODEL_TYPE, **asdict(model.cfg), "weights_dtype": stored,
               **(extra or {})}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -534,12 +534,13 @@ class _OutFolder:
                   file=sys.stderr, flush=True)
 
 
-def _grown(module: TinyDenoiser, cfg: TrainConfig) -> tuple[TinyDenoiser, list[int]] | None:
-    """The --init-from model deepened to --grow-layers (`grow.deepen`) and [layers before,
-    after], said in a line; None when there is nothing to grow."""
+def _grown(module: TinyDenoiser, cfg: TrainConfig) -> tuple[TinyDenoiser, list[int] | None]:
+    """The model to train: the --init-from model deepened to --grow-layers (`grow.deepen`),
+    said in a line, with [layers before, after]; `module` itself and None when there is
+    nothing to grow."""
     before = module.cfg.n_layers
     if cfg.grow_layers is None or cfg.grow_layers == before:
-        return None
+        return module, None
     grown = deepen(module, cfg.grow_layers, seed=cfg.seed)
     print(f"grown from {before} to {cfg.grow_layers} layers ({describe_shape(grown.cfg)}): "
           "the new layers start as the identity, so the model fills as it did",
@@ -995,8 +996,7 @@ def _train(cfg: TrainConfig) -> dict:
         laps.lap("tokenizer")
         module = warm.module if warm is not None else \
             TinyDenoiser(cfg.new_model_shape(tokenizer.vocab_size)).to(device)
-        grew = _grown(module, cfg)
-        module = grew[0] if grew else module
+        module, grew = _grown(module, cfg)
         laps.lap("model")  # on a GPU, the CUDA context starts here
         lineage = Lineage.of(previous)
         row_seed = lineage.row_seed(cfg.seed)
@@ -1096,7 +1096,7 @@ def _train(cfg: TrainConfig) -> dict:
             "prep": laps.seconds,  # prep_seconds by stage (`_Laps`)
             "wall_seconds": round(time.monotonic() - run_started, 1),  # up to the save
             "init_from": init_from,
-            **({"grew_layers": grew[1]} if grew else {}),
+            **({"grew_layers": grew} if grew else {}),
             **lineage.stats(run["tokens_seen"], run["seconds"]),
             "torch": torch.__version__,
             "interrupted": None if stop.received is None else stop.received.name,
