@@ -32,8 +32,9 @@ from dlm_lsp.passes import (
     MASK_PLACEHOLDER,
     InfillRun,
     caches_context,
-    checked_span,
     document_for,
+    judged,
+    rank,
     repair_config,
 )
 from dlm_lsp.policy import (
@@ -554,7 +555,7 @@ class Engine:
                             temperatures=sampler.temperatures[:1])
             candidates += run.candidates(run.denoise(layout, retry, seed), LEFT_TO_RIGHT)
         # of two fills as valid, one that lost characters (broken bytes, controls) is the worse
-        candidates.sort(key=lambda c: (c.valid is False, bool(c.broken), -c.score))
+        candidates.sort(key=rank)
         candidates = candidates[:len(sampler.temperatures)]  # as many as were asked for
         ms = (time.perf_counter() - began) * 1000
         # a step's time as the batching worker last timed it (the rounds it shared)
@@ -614,11 +615,11 @@ class Engine:
         ended = found.ended or (None,) * len(found.texts)  # the rest typed along: not known
         for text, score, used, path, end in zip(found.texts, found.scores, found.used,
                                                 found.paths, ended, strict=True):
-            check = (document.validate(*checked_span(req), text)
+            check = (judged(document, req, text, self.config_for(req))
                      if isinstance(document, ParsedDocument) else None)
             candidates.append(Candidate(text, check.valid if check else None, score, used,
                                         path, [], check, ended=end))
-        candidates.sort(key=lambda c: (c.valid is False, -c.score))
+        candidates.sort(key=rank)
         best = candidates[0]
         syntax = best.check.reason if best.check is not None else f"not checked: {document}"
         ms = (time.perf_counter() - began) * 1000

@@ -142,6 +142,30 @@ def document_for(req: InfillRequest, cfg: ServerConfig) -> ParsedDocument | str:
     return document if isinstance(document, ParsedDocument) else document.reason
 
 
+def _parses(candidate: Candidate) -> bool:
+    return candidate.check is not None and candidate.check.parses
+
+
+def rank(candidate: Candidate) -> tuple:
+    """Candidates best first: valid ones, then those that parse (rejected for a name
+    nothing defines), then the rest; whole before those that lost characters; by score."""
+    return (candidate.valid is False, candidate.valid is False and not _parses(candidate),
+            bool(candidate.broken), -candidate.score)
+
+
+def judged(document: ParsedDocument, req: InfillRequest, fill: str,
+           cfg: ServerConfig) -> Validation:
+    """The check's verdict on `fill`: its syntax, then, where that passes and `checkNames`
+    is on, the names a Python fill reads (python_names); the code the model is shown
+    beside the document (a notebook's other cells) may define them."""
+    start, end = checked_span(req)
+    verdict = document.validate(start, end, fill)
+    if cfg.check_names:
+        shown = f"{req.before}\n{req.after}" if req.before or req.after else ""
+        verdict = document.names_checked(start, end, fill, verdict, shown)
+    return verdict
+
+
 # A document of at least this many characters is parsed as soon as it is opened
 # (`parse_ahead`): its first fill's cold parse is ~0.2-0.5 s a megabyte of Python.
 PARSE_AHEAD_CHARS = 100_000
@@ -361,7 +385,7 @@ class InfillRun:
     def validate(self, fill: str) -> Validation | None:
         if self.document is None:
             return None
-        return self.document.validate(*checked_span(self.req), fill)
+        return judged(self.document, self.req, fill, self.engine.config_for(self.req))
 
     def beyond_reach(self, candidates: list[Candidate]) -> bool:
         """Whether the error that rejects every candidate is one no single-line fill here can
@@ -484,6 +508,7 @@ class InfillRun:
 
         candidates = sorted(candidates, key=lambda c: -c.score)
         for index, candidate in enumerate(candidates):
+            first = candidate
             while (self.repair_rounds < cfg.rounds and not mended(candidate)
                    and self.affords(min(sampler.steps, 2 * cfg.margin + 1))):
                 fixed = self._repair_once(candidate, cfg, sampler, seed + self.repair_rounds,
@@ -492,6 +517,10 @@ class InfillRun:
                 if fixed is None:
                     break
                 candidate = candidates[index] = fixed
+            if not mended(candidate) and _parses(first) and not _parses(candidate):
+                # rewriting a name nothing defines broke the syntax: the fill that parsed
+                # is the better offer (`ifgpa > 3.0:` for `if gpa > 3.0:`)
+                candidates[index] = first
             if mended(candidate) or self.repair_rounds >= cfg.rounds:
                 break
         return candidates

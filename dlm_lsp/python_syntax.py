@@ -31,10 +31,14 @@ the fill, with the document as it is (the span's old text) as baseline:
   complete `result = foo(`, or left the block empty).  Damage elsewhere in the
   chunk is the user's.
 
-This is the parse only: names, `return` outside a function and the like are the
-compiler's business and are not checked.  Syntax newer than the server's Python
-is outside the check's reach: such a chunk fails as it is, which leaves the
-verdict to tree-sitter unless the span's own line holds it.
+A chunk of top-level statements (not one cut inside a block, whose function or
+loop lies outside it) is compiled as well: the parser accepts `def f(a, a)`,
+`f(x=1, x=1)`, `break` outside a loop and `return` outside a function, which the
+compiler rejects (the first two were among the shipped model's HumanEval fills).
+Top-level `await` is allowed, as in a notebook.  Which names exist is python_names'
+business (`PythonSyntax.unbound`).  Syntax newer than the server's Python is outside
+the check's reach: such a chunk fails as it is, which leaves the verdict to
+tree-sitter unless the span's own line holds it.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
+from dlm_lsp.python_names import Read, defines_dynamically, unbound_reads, undefined
 from dlm_lsp.trees import error_nodes
 
 # The statements handed to CPython are cut at this size (characters); past it the
@@ -90,10 +95,16 @@ class _Chunk(NamedTuple):
 
 def _failure(source: str, inside_block: bool) -> tuple[int, int, int, str] | None:
     """(row, column, end offset within its row, message) of CPython's first syntax error
-    in `source`, rows counted from the chunk's first line; None when it parses."""
+    in `source`, rows counted from the chunk's first line; None when it parses (and, at
+    the top level, compiles: see the module's docstring).  A large document's window
+    cut inside a function starts indented and fails to parse as it is, fill or not: its
+    `return` is never compiled as "outside function"."""
     text = _INSIDE_BLOCK + source if inside_block else source
     try:
-        ast.parse(text, _FILENAME)
+        tree = ast.parse(text, _FILENAME)
+        if not inside_block:
+            compile(tree, _FILENAME, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+                    dont_inherit=True)
     except SyntaxError as error:
         shift = 1 if inside_block else 0
         row = max(0, (error.lineno or 1) - 1 - shift)
@@ -231,6 +242,7 @@ class PythonSyntax:
 
     def __init__(self, text: str, root: Node, line_starts: list[int]):
         self.text, self.root, self.lines = text, root, line_starts
+        self._dynamic: bool | None = None  # see `unbound`
         self._chunks: dict[tuple[int, int], _Chunk | None] = {}
         self._broken: set[int] | None = None
 
@@ -349,3 +361,32 @@ class PythonSyntax:
         on_the_fill = (first <= line <= first + fill.count("\n")
                        or _beside(source, fill_at, fill_at + len(fill), at - chunk.low))
         return on_the_span and on_the_fill
+
+    def unbound(self, start: int, end: int, fill: str, shown: str = "") -> list[Read]:
+        """The names `fill`, written over [start, end), reads that nothing defines (see
+        python_names), in the filled document's offsets; none where the chunk around the
+        span is not found or does not parse with the fill (the parse check's verdict).
+        `shown`: code the model sees beside the document (a notebook's other cells)."""
+        chunk = self._chunk(start, end)
+        if chunk is None:
+            return []
+        head = _INSIDE_BLOCK if chunk.inside_block else ""
+        source = head + self.text[chunk.low:start] + fill + self.text[end:chunk.high]
+        try:
+            tree = ast.parse(source, _FILENAME)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return []
+        low = len(head) + start - chunk.low
+        reads = unbound_reads(tree, source, low, low + len(fill))
+        if not reads:
+            return []
+        reads = undefined(reads, (self.text[:chunk.low], self.text[chunk.high:],
+                                  self.text[start:end], shown))
+        if not reads:
+            return []
+        if self._dynamic is None:  # the document's, once a version
+            self._dynamic = defines_dynamically(self.text)
+        if self._dynamic or defines_dynamically(shown):
+            return []
+        shift = chunk.low - len(head)
+        return [read._replace(start=read.start + shift, end=read.end + shift) for read in reads]

@@ -63,6 +63,15 @@ class Validation:
     new_errors: tuple[tuple[int, int], ...] = ()  # (line, column) of each new error
     reason: str = ""
     new_ranges: tuple[tuple[int, int], ...] = ()  # character ranges in the filled document
+    # a fill that parses, rejected for the names it reads that nothing defines (see
+    # `ParsedDocument.names_checked`): those names
+    names: tuple[str, ...] = ()
+
+    @property
+    def parses(self) -> bool:
+        """Whether the fill is valid syntax, whatever its names: of fills none of which
+        is valid, one that parses is the better offer."""
+        return self.valid or bool(self.names)
 
 
 # canonical name -> (grammar module, function returning the language capsule)
@@ -397,6 +406,7 @@ class ParsedDocument:
         self._python: PythonSyntax | None = None
         self._shell: BashSyntax | None = None
         self._verdicts: dict[tuple[int, int, str], Validation] = {}
+        self._unbound: dict[tuple[int, int, str, str], list] = {}  # see `names_checked`
         self._errors_without: dict[tuple[int, int], list[_Error]] = {}  # see `errors_without`
         self._cut: dict[tuple[int, int], tuple[Tree, bytes]] = {}  # see `_stands_alone`
         self.windowed = True  # large documents validate in a window (a window itself never)
@@ -858,11 +868,50 @@ class ParsedDocument:
         return self._bash_confirmed(start, end, fill,
                                     Validation(True, True, self.language, reason=reason))
 
-    def _python_rejects(self, start: int, end: int, fill: str) -> Rejection | None:
-        """CPython's objection to a fill of this Python version (see python_syntax)."""
+    def _place_in_fill(self, start: int, fill: str, at: int) -> tuple[int, int]:
+        """(line, column) of offset `at`, inside `fill` written at `start`, in the filled
+        document."""
+        inside = fill[:at - start]
+        line = self._row(start) + inside.count("\n")
+        if "\n" in inside:
+            return line, len(inside) - inside.rfind("\n") - 1
+        return line, start - self.text.rfind("\n", 0, start) - 1 + len(inside)
+
+    def _python_syntax(self) -> PythonSyntax:
         if self._python is None:
             self._python = PythonSyntax(self.text, self.tree.root_node, self._line_starts())
-        return self._python.rejects(start, end, fill)
+        return self._python
+
+    def _python_rejects(self, start: int, end: int, fill: str) -> Rejection | None:
+        """CPython's objection to a fill of this Python version (see python_syntax)."""
+        return self._python_syntax().rejects(start, end, fill)
+
+    def names_checked(self, start: int, end: int, fill: str, verdict: Validation,
+                      shown: str = "") -> Validation:
+        """`verdict` (this version's on `fill` over [start, end)), or where it passed a
+        Python fill that reads names nothing defines (python_names), its rejection,
+        pointing at them for repair.  `shown`: code the model sees beside the document
+        (a notebook's other cells); it may define them."""
+        if not verdict.valid or self.language != "python":
+            return verdict
+        key = (start, end, fill, shown)
+        reads = self._unbound.get(key)
+        if reads is None:
+            reads = self._python_syntax().unbound(start, end, fill, shown)
+            if len(self._unbound) >= KEEP_VERDICTS:
+                self._unbound.clear()  # one call, safe beside another fill's thread
+            self._unbound[key] = reads
+        if not reads:
+            return verdict
+        places = tuple(self._place_in_fill(start, fill, read.start) for read in reads)
+        names = tuple(dict.fromkeys(read.name for read in reads))
+        line, column = places[0]
+        listed = ", ".join(f"'{name}'" for name in names)
+        return Validation(True, False, self.language, places,
+                          reason=f"fill reads {listed}, defined nowhere in the document, "
+                                 f"{_at(line, column)}",
+                          new_ranges=tuple((read.start, read.end) for read in reads),
+                          names=names)
 
     def _bash_confirmed(self, start: int, end: int, fill: str, passed: Validation) -> Validation:
         """`passed`, unless bash (or dash, for a POSIX sh script) rejects the fill of a shell

@@ -78,7 +78,7 @@ def test_a_hole_s_fill_that_breaks_the_code_is_rejected(
 @pytest.mark.parametrize(("language", "text", "good"), [
     ("python", "total = add(<FILL>, <FILL>)\n", "1"),
     ("python", "def f():\n    <FILL>\n    <FILL>\n", "x = 1"),
-    ("python", "if ready:\n    <FILL>\n<FILL>\n", "go()"),
+    ("python", "if ready:\n    <FILL>\n<FILL>\n", "print()"),
 ], ids=["arguments", "statements", "block-above-a-hole"])
 def test_a_hole_s_fill_is_not_blamed_for_the_markers_of_the_holes_after_it(
         engine: Engine, language: str, text: str, good: str) -> None:

@@ -264,3 +264,49 @@ def test_the_second_look_reads_only_the_user_s_broken_lines_below_the_chunk_as_b
     assert not _below([11], {11})[0]  # past the text's last line (a shell's end of file)
     assert not _below([4, 5, 6, 7, 8, 9], {4, 5, 6, 7, 8, 9})[0]  # past BLANKED_LINES
     assert len(_below([4, 5, 6, 7, 8, 9], {4, 5, 6, 7, 8, 9})[1]) == BLANKED_LINES + 1
+
+
+# --- what only the compiler rejects ------------------------------------------------------
+
+
+@pytest.mark.parametrize("fill, message", [
+    ("def g(a, a): pass", "duplicate argument 'a'"),
+    ("total = f(x=1, x=2)", "keyword argument repeated"),
+    ("break", "'break' outside loop"),
+    ("await g()", "'await' outside async function"),
+])
+def test_what_the_parser_accepts_and_the_compiler_rejects_is_rejected(
+        fill: str, message: str) -> None:
+    result = _fill("def f(a, b):\n    ⟦⟧\n    return a\n", fill)
+    assert not result.valid
+    assert f"(Python: {message}" in result.reason
+
+
+def test_a_return_is_rejected_outside_a_function_and_accepted_inside_one() -> None:
+    assert "'return' outside function" in _fill("x = 1\n⟦⟧\ny = 2\n", "return x").reason
+    assert _fill("def f(a):\n    ⟦⟧\n    a += 1\n", "return a").valid
+
+
+def test_a_break_in_a_loop_and_an_await_at_the_top_level_are_accepted() -> None:
+    """A notebook cell may await at its top level."""
+    assert _fill("for a in b:\n    ⟦⟧\n    a += 1\n", "break").valid
+    assert _fill("import asyncio\n⟦⟧\n", "await asyncio.sleep(1)").valid
+
+
+def test_the_user_s_own_compile_error_is_not_blamed_on_the_fill() -> None:
+    marked = "def f(a, a):\n    pass\n⟦⟧\ny = 2\n"
+    assert _fill(marked, "z = 3").valid
+    # the compiler stops at the user's error, above: a fill's own goes unseen behind it
+    assert _fill(marked, "break").valid
+
+
+def test_a_return_in_a_large_document_s_window_inside_a_function_is_accepted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window cut inside a function holds its `return` without the `def`: compiled
+    alone it would be "outside function"."""
+    monkeypatch.setattr(validation, "WINDOW_ABOVE", 1_000)
+    body = [f"    v{i} = {i}\n" for i in range(900)]
+    body[600] = "    if v1:\n        ⟦⟧\n"
+    marked = "def big():\n" + "".join(body) + "    return v2\n"
+    assert _fill(marked, "return v3").valid
+    assert not _fill(marked, "return v3 +").valid

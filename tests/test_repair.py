@@ -252,6 +252,7 @@ def test_a_fill_s_repair_steps_are_those_of_its_runs_after_the_first(
 def test_a_fill_without_repair_says_its_steps_alone(
         engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     request = _request()
+    Planted(engine, request, broken=FIXED, good=FIXED)  # valid from the first pass
     steps = _count_steps(monkeypatch)
     result = engine.infill(request)
     assert (result.repair_rounds, result.repair_steps) == (0, 0)

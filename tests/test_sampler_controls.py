@@ -568,7 +568,7 @@ def test_any_controls_terminate_in_budget_with_a_full_span(tok, n, controls, see
 
 def test_a_one_line_fill_ends_at_its_line_break_through_the_engine(model_dir):
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
-    request = InfillRequest("y = \n", 4, 4, "python", options=InfillOptions(
+    request = InfillRequest("x = 0\ny = \n", 10, 10, "python", options=InfillOptions(
         length=12, strategy="left-to-right", kind="single-line"))
     planted = Planted(engine, request, broken="x + 1\nz = 2", good="x + 1\nz = 2")
     result = engine.infill(request)
@@ -580,7 +580,8 @@ def test_a_one_line_fill_ends_at_its_line_break_through_the_engine(model_dir):
 
 def test_the_server_stops_early_by_default_and_spends_the_budget_when_told_not_to(model_dir):
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
-    request = InfillRequest("y = \n", 4, 4, "python", options=InfillOptions(length=10, steps=8))
+    request = InfillRequest("x = 0\ny = \n", 10, 10, "python",
+                            options=InfillOptions(length=10, steps=8))
     Planted(engine, request, broken="x + 1", good="x + 1")  # sure of it from the first step
     result = engine.infill(request)
     assert result.early_stopped and result.steps < 8 and result.candidates[0].text == "x + 1"
@@ -592,7 +593,7 @@ def test_the_server_stops_early_by_default_and_spends_the_budget_when_told_not_t
 def test_the_left_to_right_baseline_keeps_one_step_per_token_unless_asked_to_stop_early(
         model_dir):
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
-    request = InfillRequest("y = \n", 4, 4, "python", options=InfillOptions(
+    request = InfillRequest("x = 0\ny = \n", 10, 10, "python", options=InfillOptions(
         length=10, strategy="left-to-right"))
     planted = Planted(engine, request, broken="x + 1", good="x + 1")
     baseline = engine.infill(request)
@@ -633,7 +634,7 @@ def test_left_to_right_is_one_token_per_step_whatever_the_parallel_controls(
     (server settings meant for the parallel strategies) do not apply to it."""
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
                                  **PARALLEL))
-    request = InfillRequest("y = \n", 4, 4, "python", options=InfillOptions(
+    request = InfillRequest("x = 0\ny = \n", 10, 10, "python", options=InfillOptions(
         length=10, strategy="left-to-right", stop_when_settled=False))
     Planted(engine, request, broken="x + 1", good="x + 1")
     runs = _commits_per_step(monkeypatch)

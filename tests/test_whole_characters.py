@@ -387,7 +387,7 @@ def test_a_flaw_past_a_single_line_fill_s_line_break_costs_no_repair_round(
     """The fill is cut at its line break: what the model wrote after it is never shown,
     and the fill costs the passes it costs without the flaw."""
     tok = engine.model.tokenizer
-    request = _request("x = |\n", kind="single-line")
+    request = _request("first = 1\nx = |\n", kind="single-line")
     whole = tok.encode("first\n") + tok.encode("y") * (1 + len(flaw))
     flawed = tok.encode("first\n") + [byte_token(tok, b) for b in flaw] + tok.encode("y")
     _, _, without_flaw = _passes(engine, request, whole, monkeypatch)
@@ -401,7 +401,7 @@ def test_a_flaw_before_a_single_line_fill_s_line_break_is_written_again(
         engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     """A lone byte just before the break writes nothing, but where the fill shows text."""
     tok = engine.model.tokenizer
-    request = _request("x = |\n", kind="single-line")
+    request = _request("first = 1\nx = |\n", kind="single-line")
     result, runs, planted = _passes(engine, request, tok.encode("first") + [
         byte_token(tok, 0xE4)] + tok.encode("\ny"), monkeypatch)
     at = len(planted.head_ids) + len(tok.encode("first"))  # the lone byte's position

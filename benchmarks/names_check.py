@@ -1,0 +1,94 @@
+"""The names check on real code: how often it rejects a line a person wrote, and its cost.
+
+`dlm_lsp/python_names.py` rejects a Python fill that reads a name nothing in the
+document defines.  A false alarm costs a user a good fill (repair rewrites it), so the
+check is meant never to fire on code people wrote.  This script asks it of code people
+wrote: each held-out line of `bench heldout` (standard-library files no model of ours
+trained on; the line cleared after its indentation, as that benchmark asks) written back
+as the fill, and each canonical middle of HumanEval-Infilling's single- and multi-line
+tasks.  It counts the lines the syntax check passes and, of those, the ones the names
+check rejects (each printed), and times, per held-out line, the syntax check (tree-sitter
+and CPython, whose compile of the statements around the span is new with the names
+check: timed with and without it) and the names check, min and median of `--repeats`
+fresh documents.
+
+    OMP_NUM_THREADS=1 python benchmarks/names_check.py --lines 3000
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from dlm_lsp import python_syntax
+from dlm_lsp.bench.heldout import heldout_files
+from dlm_lsp.bench.humaneval import load_tasks
+from dlm_lsp.bench.lines import line_tasks
+from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.validation import parsed_document
+
+
+def _checked(prefix: str, middle: str, suffix: str) -> tuple[bool, tuple[str, ...], float,
+                                                             float]:
+    """(syntax valid, names rejected, ms of the syntax check, ms of the names check) of
+    `middle` written back between `prefix` and `suffix`, on a fresh document."""
+    document = parsed_document(prefix + suffix, "python")
+    at = len(prefix)
+    began = time.perf_counter()
+    verdict = document.validate(at, at, middle)
+    syntax_ms = (time.perf_counter() - began) * 1000
+    began = time.perf_counter()
+    named = document.names_checked(at, at, middle, verdict)
+    names_ms = (time.perf_counter() - began) * 1000
+    return verdict.valid, named.names, syntax_ms, names_ms
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.2f} / {statistics.median(values):.2f} ms" if values else "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lines", type=int, default=3000, help="held-out lines (default 3000)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed runs of each held-out line (default 3)")
+    args = parser.parse_args()
+    print(machine_line(describe_machine("cpu")))
+    valid = flagged = 0
+    syntax_ms: list[float] = []
+    names_ms: list[float] = []
+    tasks = line_tasks(heldout_files(), args.lines)
+    for task in tasks:
+        runs = [_checked(task.prefix, task.middle, task.suffix) for _ in range(args.repeats)]
+        ok, names, _, _ = runs[0]
+        valid += ok
+        flagged += bool(names)
+        if names:
+            print(f"  rejected: {task.task_id} {task.middle.strip()!r} reads {names}")
+        syntax_ms.append(min(r[2] for r in runs))
+        names_ms.append(min(r[3] for r in runs))
+    python_syntax.compile = lambda *args, **kwargs: None  # the syntax check as it was
+    try:
+        parse_only = [min(_checked(t.prefix, t.middle, t.suffix)[2] for _ in range(args.repeats))
+                      for t in tasks]
+    finally:
+        del python_syntax.compile  # the builtin again
+    print(f"held-out lines: {len(tasks)}, syntax valid {valid}, rejected by the names "
+          f"check {flagged}")
+    print(f"  per line, min / median: syntax check {_spread(syntax_ms)} (without the "
+          f"compile: {_spread(parse_only)}); names check {_spread(names_ms)}")
+    for split in ("single-line", "multi-line"):
+        valid = flagged = 0
+        for task in load_tasks(split):
+            ok, names, _, _ = _checked(task.prefix, task.middle, task.suffix)
+            valid += ok
+            flagged += bool(names)
+            if names:
+                print(f"  rejected: {task.task_id} reads {names}")
+        print(f"HumanEval-Infilling {split} canonical middles: {len(load_tasks(split))}, "
+              f"syntax valid {valid}, rejected by the names check {flagged}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""Specification of the names check (dlm_lsp/python_names.py): a Python fill that reads
+a name nothing in the document defines is rejected, as a syntax error is, and repaired.
+
+Documents mark the span as ⟦old text⟧ (⟦⟧ for an insertion point), as in
+test_validation.  The check errs toward passing: a name the document may define, in any
+way a reading can see, is taken to exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import Planted
+
+import dlm_lsp.passes as passes_module
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.repair import DIFFUSION, REPAIR
+from dlm_lsp.validation import Validation, parsed_document, validate_fill
+
+
+def _fill(marked: str, fill: str, shown: str = "") -> Validation:
+    start = marked.index("⟦")
+    end = marked.index("⟧") - 1
+    text = marked.replace("⟦", "").replace("⟧", "")
+    document = parsed_document(text, "python")
+    return document.names_checked(start, end, fill, document.validate(start, end, fill),
+                                  shown)
+
+
+FUNCTION = "import os\n\n\ndef total(xs, scale=1):\n    result = 0\n    ⟦⟧\n    return result\n"
+
+
+def test_a_fill_that_reads_a_name_nothing_defines_is_rejected_at_the_name() -> None:
+    result = _fill(FUNCTION, "result += summ(xs)")
+    assert result.valid is False
+    assert "'summ', defined nowhere in the document" in result.reason
+    at = FUNCTION.index("⟦") + len("result += ")
+    assert result.new_ranges == ((at, at + len("summ")),)  # what repair re-masks
+    assert result.new_errors == ((5, 14),)  # line 6, column 15 as the reason says
+    assert "line 6, column 15" in result.reason
+
+
+@pytest.mark.parametrize("fill", [
+    "result += sum(xs) * scale",  # a builtin, the function's parameters
+    "result = os.path.join(xs)",  # an import; `path` and `join` are attributes
+    "result = total(xs[1:])",  # the function itself
+    "result = [x * scale for x in xs]",  # a comprehension's variable
+    "for x in xs: result += x",  # a name the fill binds itself
+    "result = LIMIT",  # a global bound below the function, in the chunk
+    "result = __file__",  # a module's dunder
+    "result = sum(y for y in xs if (z := y) > 0) + z",  # a walrus binds outside
+])
+def test_names_something_in_the_document_binds_are_accepted(fill: str) -> None:
+    marked = FUNCTION + "\n\nLIMIT = 10\n"
+    result = _fill(marked, fill)
+    assert result.valid, result.reason
+
+
+def test_a_name_bound_only_in_another_function_is_rejected() -> None:
+    """Each function is a scope: `i` of the loop in `first` is nothing in `second`."""
+    marked = ("def first(xs):\n    for i in xs:\n        print(i)\n\n\n"
+              "def second(xs):\n    ⟦⟧\n    return xs\n")
+    assert _fill(marked, "xs = xs[i:]").valid is False
+    assert _fill(marked, "xs = xs[1:]").valid
+
+
+def test_a_global_another_function_declares_and_assigns_is_accepted() -> None:
+    marked = ("def setup():\n    global CACHE\n    CACHE = {}\n\n\n"
+              "def lookup(key):\n    ⟦⟧\n    return key\n")
+    assert _fill(marked, "key = CACHE[key]").valid
+    assert _fill(marked, "key = STORE[key]").valid is False
+
+
+def test_names_of_a_class_count_in_its_methods() -> None:
+    """Python does not resolve them there; the check, which only errs toward passing,
+    does, so that a method reading a class attribute bare is never a false alarm."""
+    marked = "class Box:\n    size = 3\n\n    def area(self):\n        ⟦⟧\n"
+    assert _fill(marked, "return size * size").valid
+
+
+def test_a_name_used_far_from_the_span_is_taken_to_exist() -> None:
+    """Outside the statements around the span only words are looked for: a global
+    defined in code further off (or that does not parse) is found, an attribute is not."""
+    filler = "".join(f"x{i} = {i}\n" for i in range(5))
+    far = f"from helpers import scale\n{filler}\ndef f(v):\n    ⟦⟧\n"
+    assert _fill(far, "return scale(v)").valid
+    only_attribute = f"import helpers\nhelpers.scale(1)\n{filler}\ndef f(v):\n    ⟦⟧\n"
+    result = _fill(only_attribute, "return scale(v)")
+    assert result.valid is False and "'scale'" in result.reason
+
+
+def test_a_rewrite_may_keep_the_names_the_user_wrote() -> None:
+    marked = "def f(v):\n    return ⟦injected(v)⟧\n"
+    assert _fill(marked, "injected(v) + 1").valid
+    assert _fill(marked, "other(v)").valid is False
+
+
+@pytest.mark.parametrize("dynamic", ["from helpers import *", "globals()['name'] = 1",
+                                     "exec(SOURCE)", "__builtins__.name = 1"])
+def test_code_that_defines_names_out_of_sight_turns_the_check_off(dynamic: str) -> None:
+    marked = f"{dynamic}\n\n\ndef f(v):\n    ⟦⟧\n"
+    assert _fill(marked, "return name(v)").valid
+
+
+def test_a_notebook_cell_may_read_names_its_other_cells_define() -> None:
+    cell = "⟦⟧\n"
+    assert _fill(cell, "frame = load(path)").valid is False
+    assert _fill(cell, "frame = load(path)", shown="from io_tools import load\npath = 'x'").valid
+
+
+def test_a_syntax_error_keeps_its_own_verdict() -> None:
+    result = _fill(FUNCTION, "result += summ(xs")
+    assert result.valid is False and "syntax error" in result.reason
+
+
+def test_other_languages_are_not_checked_for_names() -> None:
+    text = "function f(xs) {\n  \n}\n"
+    at = text.index("  \n") + 2
+    document = parsed_document(text, "javascript")
+    fill = "return summ(xs);"
+    assert document.names_checked(at, at, fill, document.validate(at, at, fill)).valid
+
+
+def test_the_plain_syntax_check_knows_nothing_of_names() -> None:
+    """`validate_fill` (and `ParsedDocument.validate`) stay the syntax's verdict: the
+    names are the engine's further check, with its setting."""
+    text = FUNCTION.replace("⟦⟧", "")
+    at = FUNCTION.index("⟦")
+    assert validate_fill(text, at, at, "result += summ(xs)", "python").valid
+
+
+# --- in the engine: repair, and the setting -------------------------------------------------
+
+DOC = "def add(a, b):\n    return |\n\nprint(add(1, 2))\n"
+
+
+def _request(**options) -> InfillRequest:
+    at = DOC.index("|")
+    return InfillRequest(DOC.replace("|", ""), at, at, "python", "file:///add.py",
+                         InfillOptions(**{"length": 8, "steps": 4, **options}))
+
+
+def _runs(monkeypatch: pytest.MonkeyPatch, planted: Planted) -> list[str]:
+    """Each denoising run's path; the planted model is fixed once repair starts."""
+    runs = []
+    real = passes_module.denoise
+
+    def spy(model, layout, cfg, seed, *args):
+        runs.append(DIFFUSION if layout.init_ids is None else REPAIR)
+        planted.fixed = runs[-1] == REPAIR
+        return real(model, layout, cfg, seed, *args)
+    monkeypatch.setattr(passes_module, "denoise", spy)
+    return runs
+
+
+def test_repair_rewrites_a_name_nothing_defines(model_dir: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    request = _request()
+    runs = _runs(monkeypatch, Planted(engine, request, broken="a + bb", good="a + b"))
+    result = engine.infill(request)
+    best = result.candidates[0]
+    assert (best.text, best.valid, best.path) == ("a + b", True, REPAIR)
+    assert runs == [DIFFUSION, REPAIR]
+
+
+def test_with_check_names_off_such_a_fill_passes(model_dir: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", check_names=False))
+    request = _request()
+    runs = _runs(monkeypatch, Planted(engine, request, broken="a + bb", good="a + b"))
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.valid, best.path) == ("a + bb", True, DIFFUSION)
+    assert runs == [DIFFUSION]
+
+
+def test_with_nothing_better_the_fill_is_returned_marked_invalid_with_the_reason(
+        model_dir: Path) -> None:
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", fallback=False))
+    request = _request(repair_rounds=0)
+    Planted(engine, request, broken="a + bb", good="a + bb")
+    result = engine.infill(request)
+    assert result.candidates[0].valid is False
+    assert "'bb', defined nowhere" in result.syntax
+
+
+def test_a_repair_that_breaks_the_syntax_gives_back_the_fill_that_parsed(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rewriting the name can go wrong (`ifgpa > 3.0:` for `if gpa > 3.0:`): of fills none
+    of which is valid, one that parses is offered before one that does not."""
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", fallback=False))
+    request = _request()
+    runs = _runs(monkeypatch, Planted(engine, request, broken="a + bb", good="a + (b"))
+    result = engine.infill(request)
+    best = result.candidates[0]
+    assert runs == [DIFFUSION, REPAIR, REPAIR]  # the broken rewrite is repaired in vain
+    assert (best.text, best.valid, best.check.names) == ("a + bb", False, ("bb",))
+
+
+def test_a_fill_that_parses_ranks_before_a_retry_that_does_not(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0))
+    request = _request()
+    planted = Planted(engine, request, broken="a + bb", good="a + (b")
+    real = passes_module.denoise
+
+    def spy(model, layout, cfg, seed, *args):
+        planted.fixed = cfg.strategy == "left-to-right"  # the retry writes broken syntax
+        return real(model, layout, cfg, seed, *args)
+    monkeypatch.setattr(passes_module, "denoise", spy)
+    result = engine.infill(request)
+    assert [c.path for c in result.candidates][:1] == [DIFFUSION]
+    assert result.candidates[0].text == "a + bb"
