@@ -307,3 +307,24 @@ def test_the_gpu_run_s_layers_flag_deepens_the_shipped_model_end_to_end(
     saved = json.loads((out / "config.json").read_text())
     assert saved["n_layers"] == 2 and saved["training"]["grew_layers"] == [1, 2]
     assert saved["weights_dtype"] == "int8"
+
+
+def test_the_gpu_run_s_layers_flag_deepens_a_model_named_by_init_from_or_says_it_cannot(
+        one_layer, sources, tmp_path, capsys):
+    """`--layers` was ignored with `--init-from DIR`: the run trained DIR's depth."""
+    from dlm_lsp.training import gpu_run
+
+    cfg = _config(sources, tmp_path / "out")
+    grown = gpu_run.choose_start(str(one_layer), cfg, "tiny", layers=3)
+    assert (grown.init_from, grown.grow_layers) == (one_layer, 3)
+    assert grown.why.endswith("grown from 1 to 3 layers, the new ones starting as the identity")
+    assert gpu_run.choose_start(str(one_layer), cfg, "tiny", layers=1).grow_layers is None
+    assert gpu_run.choose_start(str(one_layer), cfg, "tiny").grow_layers is None
+    deep = tmp_path / "deep"
+    train(_config(sources, deep, init_from=one_layer, grow_layers=2, max_steps=1))
+    with pytest.raises(TrainingError, match=rf"--layers 1: the model in {re.escape(str(deep))} "
+                                            "has 2 layers, and a run never removes layers"):
+        gpu_run.choose_start(str(deep), cfg, "tiny", layers=1)
+    assert gpu_run.main(["--out", str(tmp_path / "x"), "--size", "tiny", "--init-from",
+                         str(deep), "--layers", "1", "--device", "cpu"]) == 2
+    assert "a run never removes layers" in capsys.readouterr().err

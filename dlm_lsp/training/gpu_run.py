@@ -275,15 +275,33 @@ def auto_start(cfg: TrainConfig, size: str) -> Start:
                        "(--init-from default continues it anyway)")
 
 
-def choose_start(spec: str, cfg: TrainConfig, size: str) -> Start:
+def choose_start(spec: str, cfg: TrainConfig, size: str, layers: int | None = None) -> Start:
     """What `--init-from` names: auto (`auto_start`), none (a new model), or a saved
-    model's directory, "default" being the shipped one (`train.init_directory`)."""
+    model's directory, "default" being the shipped one (`train.init_directory`).
+
+    `layers` (`--layers`) with a directory: that model deepened to so many layers, or as
+    it is where it has them; it cannot be made shallower.  It was ignored there, and the
+    run trained the model at its own depth without a word."""
     if spec == AUTO:
         return auto_start(cfg, size)
     if spec == NONE:
         return Start(None, f"training a new model (--init-from {NONE})")
     init = init_directory(spec)
-    return Start(init, f"continuing the model in {init} (--init-from {spec})")
+    why = f"continuing the model in {init} (--init-from {spec})"
+    if layers is None:
+        return Start(init, why)
+    try:
+        have = TinyConfig.from_dict(json.loads((init / "config.json").read_text()))
+    except (OSError, ValueError, TypeError) as exc:
+        raise TrainingError(f"--layers {layers}: the model in {init} could not be read "
+                            f"({exc})") from exc
+    if layers < have.n_layers:
+        raise TrainingError(f"--layers {layers}: the model in {init} has {have.n_layers} "
+                            "layers, and a run never removes layers")
+    if layers == have.n_layers:
+        return Start(init, why)
+    return Start(init, f"{why}, grown from {have.n_layers} to {layers} layers, the new ones "
+                       "starting as the identity", layers)
 
 
 def check_export(cfg: TrainConfig) -> None:
@@ -367,7 +385,7 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Start]:
     cfg = (full_config if args.size == "full" else tiny_config)(args.out)
     if args.layers is not None:
         cfg = replace(cfg, n_layers=args.layers)
-    start = choose_start(args.init_from, cfg, args.size)
+    start = choose_start(args.init_from, cfg, args.size, args.layers)
     changes: dict = {"init_from": start.init_from, "grow_layers": start.grow_layers,
                      "extra_roots": list(args.extra_root),
                      "include_stdlib": not args.no_stdlib,
@@ -387,7 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     was not stopped by a signal (SIGINT, SIGTERM: it then saves what it has, exit 128 + N)."""
     started = time.monotonic()
     args = build_parser().parse_args(argv)
-    cfg, start = config_from_args(args)
+    try:
+        cfg, start = config_from_args(args)
+    except TrainingError as exc:  # a flag that cannot be honoured: said before any work
+        print(f"gpu_run: {exc}", file=sys.stderr)
+        return 2
     print(f"gpu_run: {describe_machine()}", flush=True)
     print(f"gpu_run: {start.why}", flush=True)
     if args.size == "full" and cfg.device == "auto" and not torch.cuda.is_available():
