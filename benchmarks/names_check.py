@@ -1,16 +1,17 @@
 """The names check on real code: how often it rejects a line a person wrote, and its cost.
 
 `dlm_lsp/python_names.py` rejects a Python fill that reads a name nothing in the
-document defines.  A false alarm costs a user a good fill (repair rewrites it), so the
+document defines, `dlm_lsp/python_calls.py` one that calls a function with arguments it
+cannot take.  A false alarm costs a user a good fill (repair rewrites it), so the
 check is meant never to fire on code people wrote.  This script asks it of code people
 wrote: each held-out line of `bench heldout` (standard-library files no model of ours
 trained on; the line cleared after its indentation, as that benchmark asks) written back
 as the fill, and each canonical middle of HumanEval-Infilling's single- and multi-line
 tasks.  It counts the lines the syntax check passes and, of those, the ones the names
-check rejects (each printed), and times, per held-out line, the syntax check (tree-sitter
-and CPython, whose compile of the statements around the span is new with the names
-check: timed with and without it) and the names check, min and median of `--repeats`
-fresh documents.
+check rejects (each printed, with why), and times, per held-out line, the syntax check
+(tree-sitter and CPython, whose compile of the statements around the span is new with
+the names check: timed with and without it) and the names check (names and calls), min
+and median of `--repeats` fresh documents.
 
     OMP_NUM_THREADS=1 python benchmarks/names_check.py --lines 3000
 """
@@ -65,7 +66,7 @@ def main() -> None:
         valid += ok
         flagged += bool(names)
         if names:
-            print(f"  rejected: {task.task_id} {task.middle.strip()!r} reads {names}")
+            print(f"  rejected: {task.task_id} {task.middle.strip()!r}: {names}")
         syntax_ms.append(min(r[2] for r in runs))
         names_ms.append(min(r[3] for r in runs))
     python_syntax.compile = lambda *args, **kwargs: None  # the syntax check as it was
@@ -85,7 +86,7 @@ def main() -> None:
             valid += ok
             flagged += bool(names)
             if names:
-                print(f"  rejected: {task.task_id} reads {names}")
+                print(f"  rejected: {task.task_id}: {names}")
         print(f"HumanEval-Infilling {split} canonical middles: {len(load_tasks(split))}, "
               f"syntax valid {valid}, rejected by the names check {flagged}")
 

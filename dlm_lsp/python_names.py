@@ -86,6 +86,14 @@ def used_as_name(name: str, text: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) is not None
 
 
+def binds(node: ast.AST) -> Iterator[str]:
+    """The names `node` binds in the scope it sits in (a parameter, in its function's)."""
+    if isinstance(node, ast.arg):
+        yield node.arg
+    else:
+        yield from _targets(node)
+
+
 def _targets(node: ast.AST) -> Iterator[str]:
     """The names `node` binds in the scope it sits in (not those of nested scopes)."""
     if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):

@@ -51,6 +51,7 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
+from dlm_lsp.python_calls import BadCall, bad_calls
 from dlm_lsp.python_names import Read, defines_dynamically, unbound_reads, undefined
 from dlm_lsp.trees import error_nodes
 
@@ -83,6 +84,14 @@ class Rejection(NamedTuple):
     end: int
     message: str
     parser: str = "Python"  # which parser said it, as the verdict names it
+
+
+class _Filled(NamedTuple):
+    chunk: _Chunk
+    tree: ast.Module
+    source: str  # the chunk with the fill (under `if 1:` where inside a block)
+    low: int  # where the fill starts in source
+    shift: int  # source offset + shift = the filled document's offset
 
 
 class _Chunk(NamedTuple):
@@ -243,6 +252,7 @@ class PythonSyntax:
     def __init__(self, text: str, root: Node, line_starts: list[int]):
         self.text, self.root, self.lines = text, root, line_starts
         self._dynamic: bool | None = None  # see `unbound`
+        self._last_filled: tuple[tuple[int, int, str], _Filled | None] | None = None
         self._chunks: dict[tuple[int, int], _Chunk | None] = {}
         self._broken: set[int] | None = None
 
@@ -362,31 +372,60 @@ class PythonSyntax:
                        or _beside(source, fill_at, fill_at + len(fill), at - chunk.low))
         return on_the_span and on_the_fill
 
+    def _filled(self, start: int, end: int, fill: str) -> _Filled | None:
+        """The chunk around the span with `fill` written over it, parsed; None where no
+        chunk is found or it does not parse with the fill (the parse check's verdict)."""
+        key = (start, end, fill)
+        if self._last_filled is not None and self._last_filled[0] == key:
+            return self._last_filled[1]  # the names' check, then the calls' of one fill
+        chunk = self._chunk(start, end)
+        filled = None
+        if chunk is not None:
+            head = _INSIDE_BLOCK if chunk.inside_block else ""
+            source = head + self.text[chunk.low:start] + fill + self.text[end:chunk.high]
+            try:
+                filled = _Filled(chunk, ast.parse(source, _FILENAME), source,
+                                 len(head) + start - chunk.low, chunk.low - len(head))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                pass
+        self._last_filled = (key, filled)  # one tuple: right for any thread that reads it
+        return filled
+
+    def _dynamic_names(self, shown: str) -> bool:
+        if self._dynamic is None:  # the document's, once a version
+            self._dynamic = defines_dynamically(self.text)
+        return self._dynamic or defines_dynamically(shown)
+
     def unbound(self, start: int, end: int, fill: str, shown: str = "") -> list[Read]:
         """The names `fill`, written over [start, end), reads that nothing defines (see
         python_names), in the filled document's offsets; none where the chunk around the
         span is not found or does not parse with the fill (the parse check's verdict).
         `shown`: code the model sees beside the document (a notebook's other cells)."""
-        chunk = self._chunk(start, end)
-        if chunk is None:
+        filled = self._filled(start, end, fill)
+        if filled is None:
             return []
-        head = _INSIDE_BLOCK if chunk.inside_block else ""
-        source = head + self.text[chunk.low:start] + fill + self.text[end:chunk.high]
-        try:
-            tree = ast.parse(source, _FILENAME)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return []
-        low = len(head) + start - chunk.low
-        reads = unbound_reads(tree, source, low, low + len(fill))
+        reads = unbound_reads(filled.tree, filled.source, filled.low, filled.low + len(fill))
         if not reads:
             return []
+        chunk = filled.chunk
         reads = undefined(reads, (self.text[:chunk.low], self.text[chunk.high:],
                                   self.text[start:end], shown))
-        if not reads:
+        if not reads or self._dynamic_names(shown):
             return []
-        if self._dynamic is None:  # the document's, once a version
-            self._dynamic = defines_dynamically(self.text)
-        if self._dynamic or defines_dynamically(shown):
-            return []
-        shift = chunk.low - len(head)
+        shift = filled.shift
         return [read._replace(start=read.start + shift, end=read.end + shift) for read in reads]
+
+    def bad_calls(self, start: int, end: int, fill: str, shown: str = "") -> list[BadCall]:
+        """The calls `fill` makes that their callee cannot take (see python_calls), in the
+        filled document's offsets."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        chunk = filled.chunk
+        calls = bad_calls(filled.tree, filled.source, filled.low, filled.low + len(fill),
+                          (self.text[:chunk.low], self.text[chunk.high:], shown))
+        if not calls or self._dynamic_names(shown):
+            return []
+        shift = filled.shift
+        return [call._replace(start=call.start + shift, end=call.end + shift)
+                for call in calls]

@@ -63,8 +63,9 @@ class Validation:
     new_errors: tuple[tuple[int, int], ...] = ()  # (line, column) of each new error
     reason: str = ""
     new_ranges: tuple[tuple[int, int], ...] = ()  # character ranges in the filled document
-    # a fill that parses, rejected for the names it reads that nothing defines (see
-    # `ParsedDocument.names_checked`): those names
+    # a fill that parses, rejected for names it uses (`ParsedDocument.names_checked`):
+    # those it reads that nothing defines, or the callees it calls with arguments they
+    # cannot take
     names: tuple[str, ...] = ()
 
     @property
@@ -406,7 +407,8 @@ class ParsedDocument:
         self._python: PythonSyntax | None = None
         self._shell: BashSyntax | None = None
         self._verdicts: dict[tuple[int, int, str], Validation] = {}
-        self._unbound: dict[tuple[int, int, str, str], list] = {}  # see `names_checked`
+        # a Python fill's names and calls: its rejection, or False (see `names_checked`)
+        self._unbound: dict[tuple[int, int, str, str], Validation | bool] = {}
         self._errors_without: dict[tuple[int, int], list[_Error]] = {}  # see `errors_without`
         self._cut: dict[tuple[int, int], tuple[Tree, bytes]] = {}  # see `_stands_alone`
         self.windowed = True  # large documents validate in a window (a window itself never)
@@ -889,28 +891,41 @@ class ParsedDocument:
     def names_checked(self, start: int, end: int, fill: str, verdict: Validation,
                       shown: str = "") -> Validation:
         """`verdict` (this version's on `fill` over [start, end)), or where it passed a
-        Python fill that reads names nothing defines (python_names), its rejection,
-        pointing at them for repair.  `shown`: code the model sees beside the document
-        (a notebook's other cells); it may define them."""
+        Python fill that reads names nothing defines (python_names) or calls a function
+        with arguments it cannot take (python_calls), its rejection, pointing at those
+        names for repair.  `shown`: code the model sees beside the document (a notebook's
+        other cells); it may define them."""
         if not verdict.valid or self.language != "python":
             return verdict
         key = (start, end, fill, shown)
-        reads = self._unbound.get(key)
-        if reads is None:
-            reads = self._python_syntax().unbound(start, end, fill, shown)
+        found = self._unbound.get(key)
+        if found is None:
+            found = self._names_verdict(start, end, fill, shown)
             if len(self._unbound) >= KEEP_VERDICTS:
                 self._unbound.clear()  # one call, safe beside another fill's thread
-            self._unbound[key] = reads
-        if not reads:
-            return verdict
-        places = tuple(self._place_in_fill(start, fill, read.start) for read in reads)
-        names = tuple(dict.fromkeys(read.name for read in reads))
-        line, column = places[0]
-        listed = ", ".join(f"'{name}'" for name in names)
+            self._unbound[key] = found
+        return found or verdict
+
+    def _names_verdict(self, start: int, end: int, fill: str, shown: str) -> Validation | bool:
+        """The rejection of a fill that parses for the names it reads (python_names) or
+        the calls it makes (python_calls), or False."""
+        python = self._python_syntax()
+        reads = python.unbound(start, end, fill, shown)
+        if reads:
+            names = tuple(dict.fromkeys(read.name for read in reads))
+            listed = ", ".join(f"'{name}'" for name in names)
+            why = f"fill reads {listed}, defined nowhere in the document"
+            ranges = [(read.start, read.end) for read in reads]
+        else:
+            calls = python.bad_calls(start, end, fill, shown)
+            if not calls:
+                return False
+            names = tuple(dict.fromkeys(call.name for call in calls))
+            why = f"fill calls {calls[0].why}"
+            ranges = [(call.start, call.end) for call in calls]
+        places = tuple(self._place_in_fill(start, fill, at) for at, _ in ranges)
         return Validation(True, False, self.language, places,
-                          reason=f"fill reads {listed}, defined nowhere in the document, "
-                                 f"{_at(line, column)}",
-                          new_ranges=tuple((read.start, read.end) for read in reads),
+                          reason=f"{why}, {_at(*places[0])}", new_ranges=tuple(ranges),
                           names=names)
 
     def _bash_confirmed(self, start: int, end: int, fill: str, passed: Validation) -> Validation:

@@ -1,5 +1,6 @@
-"""Specification of the names check (dlm_lsp/python_names.py): a Python fill that reads
-a name nothing in the document defines is rejected, as a syntax error is, and repaired.
+"""Specification of the names check (dlm_lsp/python_names.py, python_calls.py): a Python
+fill that reads a name nothing in the document defines, or calls a function with
+arguments it cannot take, is rejected, as a syntax error is, and repaired.
 
 Documents mark the span as ⟦old text⟧ (⟦⟧ for an insertion point), as in
 test_validation.  The check errs toward passing: a name the document may define, in any
@@ -129,6 +130,59 @@ def test_the_plain_syntax_check_knows_nothing_of_names() -> None:
     text = FUNCTION.replace("⟦⟧", "")
     at = FUNCTION.index("⟦")
     assert validate_fill(text, at, at, "result += summ(xs)", "python").valid
+
+
+# --- calls the callee cannot take (python_calls) --------------------------------------------
+
+CALLS = "def factorize(n, base=2):\n    out = []\n    ⟦⟧\n    return out\n"
+
+
+@pytest.mark.parametrize("fill, why", [
+    ("out = factorize(n, 2, 3)", "factorize(): too many positional arguments"),
+    ("out = factorize(base=3)", "factorize(): missing a required argument: 'n'"),
+    ("out = factorize(n, power=3)", "factorize(): got an unexpected keyword argument 'power'"),
+    ("out = abs(n, n, 1)", "abs(): too many positional arguments"),
+    ("out = sorted(out, len)", "sorted(): too many positional arguments"),
+])
+def test_a_call_its_callee_cannot_take_is_rejected_at_the_callee(fill: str, why: str) -> None:
+    result = _fill(CALLS, fill)
+    assert result.valid is False and f"fill calls {why}" in result.reason
+    at = CALLS.index("⟦") + fill.index("(") - len(fill.split("(")[0].split()[-1])
+    assert result.new_ranges[0][0] == at and result.names == (fill.split("(")[0].split()[-1],)
+
+
+@pytest.mark.parametrize("fill", [
+    "out = factorize(n)", "out = factorize(n, base=3)", "out = factorize(*out)",
+    "out = factorize(**options)", "out = sum(out, 0)", "out = sorted(out, key=len)",
+    "out = int(n, 2, 3)",  # a type: its signature is not known, so it is not checked
+    "out = out.append(1, 2)",  # a method: its class is not known
+])
+def test_calls_that_fit_or_that_cannot_be_judged_pass(fill: str) -> None:
+    assert _fill(CALLS + "options = {}\n", fill).valid
+
+
+@pytest.mark.parametrize("rebinding", [
+    "factorize = print\n",  # bound another way too
+    "import functools\n\n\n@functools.cache\ndef factorize(n):\n    return n\n",
+])
+def test_a_callee_bound_more_than_once_or_decorated_is_not_judged(rebinding: str) -> None:
+    marked = rebinding + "\n\ndef f(n):\n    ⟦⟧\n    return n\n"
+    if "@" not in rebinding:
+        marked = "def factorize(n):\n    return n\n\n\n" + marked
+    assert _fill(marked, "n = factorize(n, 2)").valid
+
+
+def test_a_builtin_the_document_may_rebind_far_off_is_not_judged() -> None:
+    filler = "".join(f"x{i} = {i}\n" for i in range(5))
+    marked = f"from helpers import len\n{filler}\ndef f(v):\n    ⟦⟧\n    return v\n"
+    assert _fill(marked, "v = len(v, 1)").valid
+    assert _fill(marked.replace("from helpers import len", "import os"), "v = len(v, 1)"
+                 ).valid is False
+
+
+def test_a_method_is_not_taken_for_the_function_a_bare_call_names() -> None:
+    marked = "class Box:\n    def area(self):\n        return 1\n\n    def f(self):\n        ⟦⟧\n"
+    assert "calls" not in _fill(marked, "return area()").reason
 
 
 # --- in the engine: repair, and the setting -------------------------------------------------

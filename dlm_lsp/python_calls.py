@@ -1,0 +1,130 @@
+"""Calls a Python fill makes with arguments the callee cannot take.
+
+A fill can parse, read only names that exist, and still fail at once: `abs(x, y, 1)`,
+`sum(q, w, w, -1)`, or the function being written called with one argument too many
+(`factorize(n, n)` for `def factorize(n)`).  Of the shipped model's 200 single-line
+HumanEval fills at the oracle length, 18 failed with a TypeError, a third of them such
+calls.  A call is checked when all hold:
+
+* it starts inside the fill, calls a bare name (not an attribute: a method's class is
+  not known), and passes no `*args` or `**kwargs`;
+* the name is a function the statements around the span define once, undecorated, and
+  bind no other way (no assignment, import, parameter, loop variable...) in any scope
+  around the call, nor anywhere else in the document as a name; or it is a builtin
+  function (`inspect.isbuiltin`: `len`, `abs`, `sum`, `sorted`, `isinstance`, ...; not a
+  type such as `int` or `range`, whose signatures Python does not give) that nothing in
+  the document rebinds, the name used nowhere outside those statements;
+* its signature cannot bind the call's arguments (`inspect.Signature.bind`: too many or
+  too few positional arguments, an unknown or repeated keyword).
+
+As python_names, the check errs toward passing: a callee it is not sure of is not
+checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+from collections import Counter
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from dlm_lsp.python_names import binds, used_as_name
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class BadCall(NamedTuple):
+    """A call the callee cannot take: character offsets of its name in the source
+    checked, the name, and why (Python's own words)."""
+
+    start: int
+    end: int
+    name: str
+    why: str
+
+
+def _builtin_signature(name: str) -> inspect.Signature | None:
+    function = getattr(builtins, name, None)
+    if function is None or not inspect.isbuiltin(function):
+        return None
+    try:
+        return inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+
+
+def _signature(arguments: ast.arguments) -> inspect.Signature:
+    """The signature a `def` declares (defaults as placeholders: only their presence
+    matters to binding)."""
+    P = inspect.Parameter
+    positional = [*arguments.posonlyargs, *arguments.args]
+    first_default = len(positional) - len(arguments.defaults)
+    params = [P(a.arg, P.POSITIONAL_ONLY if i < len(arguments.posonlyargs)
+                else P.POSITIONAL_OR_KEYWORD, default=None if i >= first_default else P.empty)
+              for i, a in enumerate(positional)]
+    if arguments.vararg is not None:
+        params.append(P(arguments.vararg.arg, P.VAR_POSITIONAL))
+    params += [P(a.arg, P.KEYWORD_ONLY, default=P.empty if d is None else None)
+               for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)]
+    if arguments.kwarg is not None:
+        params.append(P(arguments.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+def _bindings(tree: ast.Module) -> Counter[str]:
+    """How many times each name is bound in the tree, in any scope and any way."""
+    return Counter(name for node in ast.walk(tree) for name in binds(node))
+
+
+def _calls(tree: ast.Module) -> Iterator[ast.Call]:
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and not any(isinstance(a, ast.Starred) for a in node.args)
+                and all(k.arg is not None for k in node.keywords)):
+            yield node
+
+
+def bad_calls(tree: ast.Module, source: str, low: int, high: int,
+              elsewhere: tuple[str, ...]) -> list[BadCall]:
+    """The calls starting in source[low:high] that their callee cannot take (see the
+    module's docstring); `elsewhere`: the document's text outside `source` (and the code
+    the model is shown beside it), where a callee's name must not occur."""
+    lines = source.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+
+    def offset(node: ast.AST) -> int:
+        line = lines[node.lineno - 1]
+        return starts[node.lineno - 1] + len(
+            line.encode("utf-8")[:node.col_offset].decode("utf-8", "replace"))
+
+    calls = [call for call in _calls(tree) if low <= offset(call) < high]
+    if not calls:
+        return []
+    counts = _bindings(tree)
+    methods = {id(child) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+               for child in node.body}  # a bare call never reaches a method
+    defined = {node.name: node for node in ast.walk(tree)
+               if isinstance(node, _DEFINITIONS) and not node.decorator_list
+               and id(node) not in methods}
+    found = []
+    for call in calls:
+        name = call.func.id
+        definition = defined.get(name)
+        if definition is not None and counts.get(name) == 1:
+            signature = _signature(definition.args)
+        elif name not in counts:
+            signature = _builtin_signature(name)
+        else:
+            continue
+        if signature is None or any(used_as_name(name, text) for text in elsewhere):
+            continue
+        try:
+            signature.bind(*call.args, **{k.arg: k.value for k in call.keywords})
+        except TypeError as error:
+            at = offset(call)
+            found.append(BadCall(at, at + len(name), name, f"{name}(): {error}"))
+    return sorted(found)
