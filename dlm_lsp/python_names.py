@@ -22,6 +22,10 @@ A read (`ast.Name` loaded, starting inside the fill) is undefined when all hold:
   defined further off, in code that may not parse, even in a string or a comment), nor
   of the span's old text (a rewrite may keep what the user wrote), nor of the code the
   model is shown around the document (a notebook's other cells, `InfillRequest.before`);
+* the user's code around the fill does not call it (`helper(x)` above a fill that calls
+  `helper` too: a function the user has yet to write).  A value the user's code reads
+  unbound is no such excuse: `c` read below a fill `if c == '(':` that should have bound
+  it (`for c in s:`) is still the fill's NameError;
 * the document has none of what defines names no reading finds: `import *`,
   `globals()`, `exec(`, `__builtins__`.
 
@@ -92,6 +96,12 @@ def binds(node: ast.AST) -> Iterator[str]:
         yield node.arg
     else:
         yield from _targets(node)
+
+
+def called(name: str, text: str) -> bool:
+    """Whether `text` calls `name` (`name(`, not after a `.` nor `def`): the user's code
+    calling a function the user has yet to write."""
+    return re.search(rf"(?<![\w.])(?<!def ){re.escape(name)}\s*\(", text) is not None
 
 
 def _targets(node: ast.AST) -> Iterator[str]:

@@ -52,7 +52,13 @@ from typing import NamedTuple
 from tree_sitter import Node
 
 from dlm_lsp.python_calls import BadCall, bad_calls
-from dlm_lsp.python_names import Read, defines_dynamically, unbound_reads, undefined
+from dlm_lsp.python_names import (
+    Read,
+    called,
+    defines_dynamically,
+    unbound_reads,
+    undefined,
+)
 from dlm_lsp.trees import error_nodes
 
 # The statements handed to CPython are cut at this size (characters); past it the
@@ -410,6 +416,8 @@ class PythonSyntax:
         chunk = filled.chunk
         reads = undefined(reads, (self.text[:chunk.low], self.text[chunk.high:],
                                   self.text[start:end], shown))
+        around = (self.text[chunk.low:start], self.text[end:chunk.high])
+        reads = [read for read in reads if not any(called(read.name, t) for t in around)]
         if not reads or self._dynamic_names(shown):
             return []
         shift = filled.shift

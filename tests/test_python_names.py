@@ -92,6 +92,19 @@ def test_a_name_used_far_from_the_span_is_taken_to_exist() -> None:
     assert result.valid is False and "'scale'" in result.reason
 
 
+def test_a_function_the_user_s_code_calls_and_has_yet_to_write_is_taken_to_exist() -> None:
+    marked = "def report(items):\n    total = summarize(items)\n    ⟦⟧\n    return total\n"
+    assert _fill(marked, "total += summarize(items[1:])").valid
+    assert _fill(marked, "total += tally(items)").valid is False
+
+
+def test_a_value_the_lines_below_read_unbound_is_still_the_fill_s_error() -> None:
+    """The fill should have bound `c` (`for c in s:`); reading it is a NameError."""
+    marked = "def depth(s):\n    n = 0\n    ⟦⟧\n        n += c == '('\n    return n\n"
+    assert _fill(marked, "for c in s:").valid
+    assert _fill(marked, "if c == '(':").valid is False
+
+
 def test_a_rewrite_may_keep_the_names_the_user_wrote() -> None:
     marked = "def f(v):\n    return ⟦injected(v)⟧\n"
     assert _fill(marked, "injected(v) + 1").valid
