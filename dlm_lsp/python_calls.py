@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from dlm_lsp.python_names import binds, used_as_name
+from dlm_lsp.python_names import binds, node_offsets, used_as_name
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -91,17 +91,9 @@ def bad_calls(tree: ast.Module, source: str, low: int, high: int,
     """The calls starting in source[low:high] that their callee cannot take (see the
     module's docstring); `elsewhere`: the document's text outside `source` (and the code
     the model is shown beside it), where a callee's name must not occur."""
-    lines = source.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
-
-    def offset(node: ast.AST) -> int:
-        line = lines[node.lineno - 1]
-        return starts[node.lineno - 1] + len(
-            line.encode("utf-8")[:node.col_offset].decode("utf-8", "replace"))
-
-    calls = [call for call in _calls(tree) if low <= offset(call) < high]
+    offset = node_offsets(source)
+    placed = ((offset(call), call) for call in _calls(tree))
+    calls = [(at, call) for at, call in placed if at is not None and low <= at < high]
     if not calls:
         return []
     counts = _bindings(tree)
@@ -111,7 +103,7 @@ def bad_calls(tree: ast.Module, source: str, low: int, high: int,
                if isinstance(node, _DEFINITIONS) and not node.decorator_list
                and id(node) not in methods}
     found = []
-    for call in calls:
+    for at, call in calls:
         name = call.func.id
         definition = defined.get(name)
         if definition is not None and counts.get(name) == 1:
@@ -125,6 +117,5 @@ def bad_calls(tree: ast.Module, source: str, low: int, high: int,
         try:
             signature.bind(*call.args, **{k.arg: k.value for k in call.keywords})
         except TypeError as error:
-            at = offset(call)
             found.append(BadCall(at, at + len(name), name, f"{name}(): {error}"))
     return sorted(found)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 BUILTIN_NAMES = frozenset(dir(builtins))
@@ -91,24 +91,19 @@ def used_as_name(name: str, text: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) is not None
 
 
-def binds(node: ast.AST) -> Iterator[str]:
-    """The names `node` binds in the scope it sits in (a parameter, in its function's)."""
-    if isinstance(node, ast.arg):
-        yield node.arg
-    else:
-        yield from _targets(node)
-
-
 def called(name: str, text: str) -> bool:
     """Whether `text` calls `name` (`name(`, not after a `.` nor `def`): the user's code
     calling a function the user has yet to write."""
     return re.search(rf"(?<![\w.])(?<!def ){re.escape(name)}\s*\(", text) is not None
 
 
-def _targets(node: ast.AST) -> Iterator[str]:
-    """The names `node` binds in the scope it sits in (not those of nested scopes)."""
+def binds(node: ast.AST) -> Iterator[str]:
+    """The names `node` binds in the scope it sits in (not those of nested scopes; a
+    parameter, in its function's, where `_walk` meets it)."""
     if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
         yield node.id
+    elif isinstance(node, ast.arg):
+        yield node.arg
     elif isinstance(node, (*_FUNCTIONS[:2], ast.ClassDef)):
         yield node.name
     elif isinstance(node, ast.alias):
@@ -135,7 +130,7 @@ def _elsewhere(node: ast.AST, rows: tuple[int, int]) -> bool:
 def _walk(node: ast.AST, scope: _Scope, reads: list[tuple[ast.Name, _Scope]],
           everywhere: set[str], rows: tuple[int, int]) -> None:
     for child in ast.iter_child_nodes(node):
-        scope.bound.update(_targets(child))
+        scope.bound.update(binds(child))
         if _elsewhere(child, rows):
             continue
         if isinstance(child, (ast.Global, ast.Nonlocal)):
@@ -149,21 +144,26 @@ def _walk(node: ast.AST, scope: _Scope, reads: list[tuple[ast.Name, _Scope]],
             inner = _Scope(scope)
             for param in getattr(child, "type_params", ()):  # Python 3.12's generics
                 inner.bound.add(param.name)
-            if isinstance(child, _FUNCTIONS):
-                arguments = child.args
-                inner.bound.update(arg.arg for arg in (
-                    *arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                    *(a for a in (arguments.vararg, arguments.kwarg) if a is not None)))
+        # a function's parameters (`ast.arg`, in its `arguments`) are met in its scope
         _walk(child, inner, reads, everywhere, rows)
 
 
-def _char_offsets(source: str) -> tuple[list[int], list[str]]:
-    """Where each line starts (characters), and the lines."""
+def node_offsets(source: str) -> Callable[[ast.AST], int | None]:
+    """The character offset in `source` where a node of its tree starts (None past its
+    lines): ast counts columns in UTF-8 bytes."""
     lines = source.split("\n")
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line) + 1)
-    return starts, lines
+
+    def offset(node: ast.AST) -> int | None:
+        row = node.lineno - 1
+        if row >= len(lines):
+            return None
+        line = lines[row]
+        return starts[row] + len(line.encode("utf-8")[:node.col_offset].decode("utf-8",
+                                                                              "replace"))
+    return offset
 
 
 def unbound_reads(tree: ast.Module, source: str, low: int, high: int) -> list[Read]:
@@ -176,7 +176,7 @@ def unbound_reads(tree: ast.Module, source: str, low: int, high: int) -> list[Re
                   for name in re.split(r"[\s,\\]+", names) if name}
     rows = (source.count("\n", 0, low) + 1, source.count("\n", 0, high) + 1)
     _walk(tree, root, reads, everywhere, rows)
-    starts, lines = _char_offsets(source)
+    offset = node_offsets(source)
     found = []
     for node, scope in reads:
         name = node.id
@@ -184,14 +184,8 @@ def unbound_reads(tree: ast.Module, source: str, low: int, high: int) -> list[Re
                                                               and name.endswith("__"))
                 or scope.binds(name)):
             continue
-        row = node.lineno - 1
-        if row >= len(lines):
-            continue
-        line = lines[row]
-        # ast's columns count UTF-8 bytes
-        column = len(line.encode("utf-8")[:node.col_offset].decode("utf-8", "replace"))
-        at = starts[row] + column
-        if low <= at < high:
+        at = offset(node)
+        if at is not None and low <= at < high:
             found.append(Read(at, at + len(name), name))
     return sorted(found)
 

@@ -870,15 +870,6 @@ class ParsedDocument:
         return self._bash_confirmed(start, end, fill,
                                     Validation(True, True, self.language, reason=reason))
 
-    def _place_in_fill(self, start: int, fill: str, at: int) -> tuple[int, int]:
-        """(line, column) of offset `at`, inside `fill` written at `start`, in the filled
-        document."""
-        inside = fill[:at - start]
-        line = self._row(start) + inside.count("\n")
-        if "\n" in inside:
-            return line, len(inside) - inside.rfind("\n") - 1
-        return line, start - self.text.rfind("\n", 0, start) - 1 + len(inside)
-
     def _python_syntax(self) -> PythonSyntax:
         if self._python is None:
             self._python = PythonSyntax(self.text, self.tree.root_node, self._line_starts())
@@ -923,7 +914,7 @@ class ParsedDocument:
             names = tuple(dict.fromkeys(call.name for call in calls))
             why = f"fill calls {calls[0].why}"
             ranges = [(call.start, call.end) for call in calls]
-        places = tuple(self._place_in_fill(start, fill, at) for at, _ in ranges)
+        places = tuple(self._fill_end(start, fill[:at - start]) for at, _ in ranges)
         return Validation(True, False, self.language, places,
                           reason=f"{why}, {_at(*places[0])}", new_ranges=tuple(ranges),
                           names=names)
