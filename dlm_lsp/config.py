@@ -129,10 +129,11 @@ class ServerConfig(SamplingControls):
     hole_marker: str = "<FILL>"
     drafts: bool = False  # send dlm/draft notifications while denoising
     validate: bool = True  # check fills with tree-sitter
-    # With `validate`: a Python fill that reads a name nothing in the document defines, or
-    # calls a function with arguments it cannot take, is rejected as a syntax error is, and
-    # repaired (dlm_lsp/python_names.py, python_calls.py).  Off for code whose names come
-    # from where no reading finds them (a framework's injected globals).
+    # With `validate`: a Python fill that reads a name nothing in the document defines or
+    # a function's local before anything binds it, or calls a function with arguments it
+    # cannot take, is rejected as a syntax error is, and repaired (dlm_lsp/python_names.py,
+    # python_order.py, python_calls.py).  Off for code whose names come from where no
+    # reading finds them (a framework's injected globals).
     check_names: bool = True
     # ghost text and completion items also for fills the check rejected (dlm/infill always
     # returns them, marked valid: false); off: an editor never shows code known to break

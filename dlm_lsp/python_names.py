@@ -15,7 +15,7 @@ A read (`ast.Name` loaded, starting inside the fill) is undefined when all hold:
 * no scope around it binds the name, in the statements python_syntax parses around the
   span (its chunk): the function, lambda, comprehension or class it is in, any around
   those, the chunk's top level.  A binding anywhere in a scope counts, before or after
-  the read (order is the compiler's business: UnboundLocalError is not looked for), and
+  the read (order is python_order's business: a read before any binding), and
   a class's names count for its methods, a function's for its defaults: the check only
   errs toward passing;
 * it is no builtin and no dunder (`__file__`, `__name__`: the module's own);

@@ -36,7 +36,8 @@ loop lies outside it) is compiled as well: the parser accepts `def f(a, a)`,
 `f(x=1, x=1)`, `break` outside a loop and `return` outside a function, which the
 compiler rejects (the first two were among the shipped model's HumanEval fills).
 Top-level `await` is allowed, as in a notebook.  Which names exist is python_names'
-business (`PythonSyntax.unbound`).  Syntax newer than the server's Python is outside
+business (`PythonSyntax.unbound`), and whether they are bound yet python_order's
+(`PythonSyntax.read_early`).  Syntax newer than the server's Python is outside
 the check's reach: such a chunk fails as it is, which leaves the verdict to
 tree-sitter unless the span's own line holds it.
 """
@@ -59,6 +60,7 @@ from dlm_lsp.python_names import (
     unbound_reads,
     undefined,
 )
+from dlm_lsp.python_order import early_reads
 from dlm_lsp.trees import error_nodes
 
 # The statements handed to CPython are cut at this size (characters); past it the
@@ -422,6 +424,17 @@ class PythonSyntax:
             return []
         shift = filled.shift
         return [read._replace(start=read.start + shift, end=read.end + shift) for read in reads]
+
+    def read_early(self, start: int, end: int, fill: str) -> list[Read]:
+        """The names local to a function that `fill` reads before any binding of them
+        could have run (see python_order), in the filled document's offsets.  No text
+        elsewhere, nor `exec`, binds a function's local for it."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        shift = filled.shift
+        return [read._replace(start=read.start + shift, end=read.end + shift) for read in
+                early_reads(filled.tree, filled.source, filled.low, filled.low + len(fill))]
 
     def bad_calls(self, start: int, end: int, fill: str, shown: str = "") -> list[BadCall]:
         """The calls `fill` makes that their callee cannot take (see python_calls), in the

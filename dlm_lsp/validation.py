@@ -882,8 +882,9 @@ class ParsedDocument:
     def names_checked(self, start: int, end: int, fill: str, verdict: Validation,
                       shown: str = "") -> Validation:
         """`verdict` (this version's on `fill` over [start, end)), or where it passed a
-        Python fill that reads names nothing defines (python_names) or calls a function
-        with arguments it cannot take (python_calls), its rejection, pointing at those
+        Python fill that reads names nothing defines (python_names) or a function's local
+        before anything binds it (python_order), or calls a function with arguments it
+        cannot take (python_calls), its rejection, pointing at those
         names for repair.  `shown`: code the model sees beside the document (a notebook's
         other cells); it may define them."""
         if not verdict.valid or self.language != "python":
@@ -898,15 +899,18 @@ class ParsedDocument:
         return found or verdict
 
     def _names_verdict(self, start: int, end: int, fill: str, shown: str) -> Validation | bool:
-        """The rejection of a fill that parses for the names it reads (python_names) or
-        the calls it makes (python_calls), or False."""
+        """The rejection of a fill that parses for the names it reads (python_names,
+        python_order) or the calls it makes (python_calls), or False."""
         python = self._python_syntax()
         reads = python.unbound(start, end, fill, shown)
-        if reads:
-            names = tuple(dict.fromkeys(read.name for read in reads))
+        early = [] if reads else python.read_early(start, end, fill)
+        if reads or early:
+            names = tuple(dict.fromkeys(read.name for read in reads or early))
             listed = ", ".join(f"'{name}'" for name in names)
-            why = f"fill reads {listed}, defined nowhere in the document"
-            ranges = [(read.start, read.end) for read in reads]
+            it = "it" if len(names) == 1 else "them"
+            why = (f"fill reads {listed}, defined nowhere in the document" if reads else
+                   f"fill reads {listed} before the function binds {it} (UnboundLocalError)")
+            ranges = [(read.start, read.end) for read in reads or early]
         else:
             calls = python.bad_calls(start, end, fill, shown)
             if not calls:

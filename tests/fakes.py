@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 import torch
 
+import dlm_lsp.passes as passes_module
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
+from dlm_lsp.repair import DIFFUSION, REPAIR
 from dlm_lsp.span import borrowed_line_break, build_layout
 
 
@@ -68,3 +70,17 @@ class Planted:
         for i, token in enumerate(self.targets[self.fixed]):
             out[:, self.start + i, token] = 10.0
         return out
+
+
+def fixed_on_repair(monkeypatch, planted: Planted) -> list[str]:
+    """Each denoising run's path (DIFFUSION or REPAIR), listed as the engine runs them;
+    the planted model writes its good fill once repair starts."""
+    runs = []
+    real = passes_module.denoise
+
+    def spy(model, layout, cfg, seed, *args):
+        runs.append(DIFFUSION if layout.init_ids is None else REPAIR)
+        planted.fixed = runs[-1] == REPAIR
+        return real(model, layout, cfg, seed, *args)
+    monkeypatch.setattr(passes_module, "denoise", spy)
+    return runs

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import Planted
+from fakes import Planted, fixed_on_repair
 
 import dlm_lsp.passes as passes_module
 from dlm_lsp.config import InfillOptions, ServerConfig
@@ -209,24 +209,11 @@ def _request(**options) -> InfillRequest:
                          InfillOptions(**{"length": 8, "steps": 4, **options}))
 
 
-def _runs(monkeypatch: pytest.MonkeyPatch, planted: Planted) -> list[str]:
-    """Each denoising run's path; the planted model is fixed once repair starts."""
-    runs = []
-    real = passes_module.denoise
-
-    def spy(model, layout, cfg, seed, *args):
-        runs.append(DIFFUSION if layout.init_ids is None else REPAIR)
-        planted.fixed = runs[-1] == REPAIR
-        return real(model, layout, cfg, seed, *args)
-    monkeypatch.setattr(passes_module, "denoise", spy)
-    return runs
-
-
 def test_repair_rewrites_a_name_nothing_defines(model_dir: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu"))
     request = _request()
-    runs = _runs(monkeypatch, Planted(engine, request, broken="a + bb", good="a + b"))
+    runs = fixed_on_repair(monkeypatch, Planted(engine, request, broken="a + bb", good="a + b"))
     result = engine.infill(request)
     best = result.candidates[0]
     assert (best.text, best.valid, best.path) == ("a + b", True, REPAIR)
@@ -237,7 +224,7 @@ def test_with_check_names_off_such_a_fill_passes(model_dir: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", check_names=False))
     request = _request()
-    runs = _runs(monkeypatch, Planted(engine, request, broken="a + bb", good="a + b"))
+    runs = fixed_on_repair(monkeypatch, Planted(engine, request, broken="a + bb", good="a + b"))
     best = engine.infill(request).candidates[0]
     assert (best.text, best.valid, best.path) == ("a + bb", True, DIFFUSION)
     assert runs == [DIFFUSION]
@@ -259,7 +246,7 @@ def test_a_repair_that_breaks_the_syntax_gives_back_the_fill_that_parsed(
     of which is valid, one that parses is offered before one that does not."""
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", fallback=False))
     request = _request()
-    runs = _runs(monkeypatch, Planted(engine, request, broken="a + bb", good="a + (b"))
+    runs = fixed_on_repair(monkeypatch, Planted(engine, request, broken="a + bb", good="a + (b"))
     result = engine.infill(request)
     best = result.candidates[0]
     assert runs == [DIFFUSION, REPAIR, REPAIR]  # the broken rewrite is repaired in vain
