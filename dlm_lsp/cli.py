@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from dlm_lsp import __version__
 from dlm_lsp.allocator import cap_arenas
+from dlm_lsp.arguments import parse_arguments
 from dlm_lsp.config import DEVICES, STRATEGIES, InfillOptions, ServerConfig, from_json
 from dlm_lsp.held_signals import signal_name
 from dlm_lsp.process_end import end_quietly, ignore_signals_at_last
@@ -561,7 +562,7 @@ def _main(argv: list[str], began: float) -> int:
         from dlm_lsp.remote.command import main as remote_main
 
         return remote_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(build_parser(), argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
     import_torch()  # fill, status, bench and the server all load a model (held_signals)
     if args.command == "fill":

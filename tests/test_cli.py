@@ -1167,3 +1167,47 @@ def test_a_reader_that_stops_early_ends_the_command_quietly():
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (141, "")  # 141: what SIGPIPE's end gives
+
+
+@pytest.mark.parametrize("argv", [
+    ["fill", "--steps=--", str(FIXTURE)],
+    ["bench", "humaneval", "--limit=--"],
+    ["train", "--seconds=--"],
+    ["models", "check", "--device=--", "x"],
+    ["serve-remote", "--port=--"],
+])
+def test_an_option_given_the_separator_as_its_value_is_a_usage_error(
+        argv: list[str], capsys: pytest.CaptureFixture) -> None:
+    """Python 3.11's argparse drops a value that is exactly `--` and hands the option an
+    empty list its type never checks: `serve-remote --port=--` ended in a TypeError
+    traceback from the socket, `fill --steps=--` in one from a comparison."""
+    from dlm_lsp.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    option = next(arg for arg in argv if arg.endswith("=--")).removesuffix("=--")
+    assert f"error: argument {option}: expected one argument" in capsys.readouterr().err
+
+
+def test_the_gpu_run_refuses_the_separator_as_a_value_too(
+        capsys: pytest.CaptureFixture) -> None:
+    from dlm_lsp.training.gpu_run import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--wall-seconds=--"])
+    assert stopped.value.code == 2
+    assert "argument --wall-seconds: expected one argument" in capsys.readouterr().err
+
+
+def test_after_the_separator_a_dash_value_is_left_to_argparse() -> None:
+    """What follows a bare `--` is positional, even a word like `--x=--`."""
+    import argparse
+
+    from dlm_lsp.arguments import parse_arguments
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int)
+    parser.add_argument("files", nargs="*")
+    args = parse_arguments(parser, ["--port=8001", "--", "--x=--"])
+    assert (args.port, args.files) == (8001, ["--x=--"])

@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from dlm_lsp.arguments import parse_arguments
 from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.held_signals import import_torch
 from dlm_lsp.models import empty_spec, pick_device, resolve_spec
@@ -301,7 +302,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     """Entry point of `dlm-lsp models`."""
-    args = parser().parse_args(argv)
+    args = parse_arguments(parser(), argv)
     if args.action != "check":
         print_families()
         return 0

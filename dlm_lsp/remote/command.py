@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from collections.abc import Callable
 
+from dlm_lsp.arguments import parse_arguments
 from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.held_signals import import_torch
 
@@ -91,7 +92,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     p = parser()
-    args = p.parse_args(argv)
+    args = parse_arguments(p, argv)
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         p.error("--ssl-certfile and --ssl-keyfile go together")
     # the bounds of autoscaling: a lower bound alone was dropped without a word, and one

@@ -158,6 +158,7 @@ from pathlib import Path
 
 import torch
 
+from dlm_lsp.arguments import parse_arguments
 from dlm_lsp.models.tiny import (
     WEIGHT_DTYPES,
     TinyConfig,
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run, print a summary, and exit 0 only when the output loads and fits and the run
     was not stopped by a signal (SIGINT, SIGTERM: it then saves what it has, exit 128 + N)."""
     started = time.monotonic()
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(build_parser(), argv)
     try:
         cfg, start = config_from_args(args)
     except TrainingError as exc:  # a flag that cannot be honoured: said before any work

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from dlm_lsp.arguments import parse_arguments
 from dlm_lsp.held_signals import signal_name
 from dlm_lsp.models import DEFAULT_MODEL_DIR, shipped_directory
 from dlm_lsp.models.grow import deepen
@@ -1319,7 +1320,7 @@ def main(argv: list[str] | None = None) -> int:
     128 + the signal's number (130 for Ctrl-C), as an interrupted command does, so a
     script can tell it from a run that spent its whole budget."""
     try:
-        stats = train(config_from_args(build_parser().parse_args(argv)))
+        stats = train(config_from_args(parse_arguments(build_parser(), argv)))
     except (TrainingError, ModelLoadError, FileNotFoundError) as exc:
         print(f"dlm-lsp train: {exc}", file=sys.stderr)
         return 2

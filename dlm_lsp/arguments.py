@@ -1,0 +1,29 @@
+"""Command lines read the same way by every command of the package.
+
+Python 3.11's argparse drops a value that is exactly `--` (it takes every `--` it meets
+for the separator) and gives the option an empty list, untouched by its `type`: then
+`dlm-lsp serve-remote --port=--` ended in a TypeError traceback from the socket, and
+`fill --steps=--`, `bench humaneval --limit=--`, `train --seconds=--` in one from a
+comparison.  Such a value is refused here, before argparse reads the line, with the
+usage error argparse gives `--port` without a value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def parse_arguments(parser: argparse.ArgumentParser,
+                    argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """`parser.parse_args(argv)` (argv None: the process's), an option given `--` as its
+    value (`--port=--`) refused as one given no value (exit 2, the usage on stderr)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    for arg in args:
+        if arg == "--":  # what follows the separator is positional
+            break
+        option, equals, value = arg.partition("=")
+        if equals and value == "--" and option.startswith("-"):
+            parser.error(f"argument {option}: expected one argument")
+    return parser.parse_args(args)
