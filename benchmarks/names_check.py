@@ -1,7 +1,8 @@
 """The names check on real code: how often it rejects a line a person wrote, and its cost.
 
 `dlm_lsp/python_names.py` rejects a Python fill that reads a name nothing in the
-document defines, `dlm_lsp/python_calls.py` one that calls a function with arguments it
+document defines, `dlm_lsp/python_order.py` one that reads a function's local before
+anything binds it, `dlm_lsp/python_calls.py` one that calls a function with arguments it
 cannot take.  A false alarm costs a user a good fill (repair rewrites it), so the
 check is meant never to fire on code people wrote.  This script asks it of code people
 wrote: each held-out line of `bench heldout` (standard-library files no model of ours
@@ -10,8 +11,8 @@ as the fill, and each canonical middle of HumanEval-Infilling's single- and mult
 tasks.  It counts the lines the syntax check passes and, of those, the ones the names
 check rejects (each printed, with why), and times, per held-out line, the syntax check
 (tree-sitter and CPython, whose compile of the statements around the span is new with
-the names check: timed with and without it) and the names check (names and calls), min
-and median of `--repeats` fresh documents.
+the names check: timed with and without it) and the names check (names, their order
+and calls), min and median of `--repeats` fresh documents.
 
     OMP_NUM_THREADS=1 python benchmarks/names_check.py --lines 3000
 """

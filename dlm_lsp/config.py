@@ -135,6 +135,11 @@ class ServerConfig(SamplingControls):
     # python_order.py, python_calls.py).  Off for code whose names come from where no
     # reading finds them (a framework's injected globals).
     check_names: bool = True
+    # Where the code below a Python span reads a name nothing binds before it (`res.append`
+    # under the span, `res` bound nowhere) and the best fill leaves it so, one more pass
+    # begins the fill with the binding (`res =`) and offers it first where it passes the
+    # checks and binds the name (passes.InfillRun.bind_hint).
+    binding_hints: bool = True
     # ghost text and completion items also for fills the check rejected (dlm/infill always
     # returns them, marked valid: false); off: an editor never shows code known to break
     suggest_invalid: bool = False

@@ -556,6 +556,13 @@ class Engine:
             candidates += run.candidates(run.denoise(layout, retry, seed), LEFT_TO_RIGHT)
         # of two fills as valid, one that lost characters (broken bytes, controls) is the worse
         candidates.sort(key=rank)
+        if (run.checked and not hopeless and self.config_for(req).binding_hints
+                and run.affords(sampler.steps)):
+            # the code below reads a name the best fill leaves unbound: begin one with it
+            hinted = run.bind_hint(candidates[0], replace(
+                sampler, temperatures=sampler.temperatures[:1]), seed)
+            if hinted is not None:
+                candidates.insert(0, hinted)
         candidates = candidates[:len(sampler.temperatures)]  # as many as were asked for
         ms = (time.perf_counter() - began) * 1000
         # a step's time as the batching worker last timed it (the rounds it shared)

@@ -239,3 +239,17 @@ def early_reads(tree: ast.Module, source: str, low: int, high: int) -> list[Read
         flow.body(node.body, params)
         found += flow.found
     return sorted(set(found))
+
+
+def function_end(tree: ast.Module, source: str, at: int) -> int | None:
+    """Where the innermost function of `tree` (parsed from `source`) whose lines hold
+    offset `at` ends: the end of its last line; None outside every function."""
+    row = source.count("\n", 0, at) + 1
+    inner = None
+    for node in _functions_over(tree, (row, row)):
+        if inner is None or node.lineno >= inner.lineno:
+            inner = node
+    if inner is None:
+        return None
+    lines = source.split("\n")
+    return sum(len(line) + 1 for line in lines[:inner.end_lineno]) - 1

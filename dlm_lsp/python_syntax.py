@@ -60,7 +60,7 @@ from dlm_lsp.python_names import (
     unbound_reads,
     undefined,
 )
-from dlm_lsp.python_order import early_reads
+from dlm_lsp.python_order import early_reads, function_end
 from dlm_lsp.trees import error_nodes
 
 # The statements handed to CPython are cut at this size (characters); past it the
@@ -412,7 +412,16 @@ class PythonSyntax:
         filled = self._filled(start, end, fill)
         if filled is None:
             return []
-        reads = unbound_reads(filled.tree, filled.source, filled.low, filled.low + len(fill))
+        reads = self._defined_nowhere(filled, start, end, shown, filled.low,
+                                      filled.low + len(fill))
+        shift = filled.shift
+        return [read._replace(start=read.start + shift, end=read.end + shift) for read in reads]
+
+    def _defined_nowhere(self, filled: _Filled, start: int, end: int, shown: str, low: int,
+                         high: int) -> list[Read]:
+        """The reads starting in filled.source[low:high] of names nothing defines (see
+        python_names), in the source's offsets."""
+        reads = unbound_reads(filled.tree, filled.source, low, high)
         if not reads:
             return []
         chunk = filled.chunk
@@ -422,8 +431,24 @@ class PythonSyntax:
         reads = [read for read in reads if not any(called(read.name, t) for t in around)]
         if not reads or self._dynamic_names(shown):
             return []
-        shift = filled.shift
-        return [read._replace(start=read.start + shift, end=read.end + shift) for read in reads]
+        return reads
+
+    def wanted(self, start: int, end: int, fill: str = "", shown: str = "") -> list[str]:
+        """The names the code below the span, in the function around it, reads where
+        nothing binds them first (python_order) or at all (python_names), with `fill` over
+        [start, end): what the span leaves for a binding to give (`wanted(start, end)`,
+        the code below's need; with a fill, what that fill leaves of it).  In the order
+        they are first read; none outside a function or where the chunk does not parse."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        low = filled.low + len(fill)
+        high = function_end(filled.tree, filled.source, low)
+        if high is None:
+            return []
+        reads = self._defined_nowhere(filled, start, end, shown, low, high)
+        reads += early_reads(filled.tree, filled.source, low, high)
+        return list(dict.fromkeys(read.name for read in sorted(reads)))
 
     def read_early(self, start: int, end: int, fill: str) -> list[Read]:
         """The names local to a function that `fill` reads before any binding of them

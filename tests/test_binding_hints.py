@@ -1,0 +1,157 @@
+"""Specification of binding hints (`bindingHints`, passes.InfillRun.bind_hint): where the
+code below a Python span reads a name that nothing binds before it, and the best fill
+leaves it so, one more pass begins the fill with the binding and offers it first.
+
+Documents mark the span as ⟦old text⟧ (⟦⟧ for an insertion point), as in
+test_python_names.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from fakes import Planted, fixed_on_repair
+
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.passes import binding_hint
+from dlm_lsp.repair import BINDING, DIFFUSION, REPAIR
+from dlm_lsp.validation import parsed_document
+
+
+def _wanted(marked: str, fill: str = "") -> list[str]:
+    start = marked.index("⟦")
+    end = marked.index("⟧") - 1
+    document = parsed_document(marked.replace("⟦", "").replace("⟧", ""), "python")
+    return document.wanted(start, end, fill)
+
+
+COLLECT = "def collect(xs):\n⟦⟧    for x in xs:\n        out.append(x)\n    return out\n"
+
+
+def test_a_name_the_code_below_reads_and_nothing_binds_is_wanted() -> None:
+    assert _wanted(COLLECT) == ["out"]
+    assert _wanted(COLLECT, "    out = []\n") == []  # the fill binds it
+    assert _wanted(COLLECT, "    seen = set()\n") == ["out"]
+
+
+def test_a_local_the_code_below_reads_before_its_binding_is_wanted() -> None:
+    marked = ("def f(s):\n⟦⟧\n    while not ok(s[b:]):\n        b += 1\n    return b\n"
+              "\n\ndef ok(t):\n    return t\n")
+    assert _wanted(marked) == ["b"]
+    assert _wanted(marked, "    b = 0") == []
+
+
+@pytest.mark.parametrize("marked", [
+    # bound above the span, or a parameter
+    "def f(xs, out):\n⟦⟧    out.append(xs)\n",
+    "def f(xs):\n    out = []\n⟦⟧    out.append(xs)\n",
+    # a function the code calls, one still to be written; a global defined elsewhere
+    "def f(xs):\n⟦⟧    return helper(xs)\n",
+    "def f(xs):\n⟦⟧    return LIMIT + xs\n\n\nLIMIT = 3\n",
+    # a loop's later iterations see what its body binds below the read
+    "def f(xs):\n    total = 0\n⟦⟧    for x in xs:\n        total += prev\n        prev = x\n",
+    # outside a function the check is not made
+    "⟦⟧\nprint(out)\n",
+])
+def test_nothing_is_wanted_where_a_binding_may_come_first(marked: str) -> None:
+    assert _wanted(marked) == []
+
+
+def test_the_hint_is_an_import_for_a_standard_module_whose_attributes_are_read() -> None:
+    assert binding_hint("math", "    return math.sqrt(x)\n") == "import math"
+    assert binding_hint("out", "    out.append(x)\n") == "out ="
+    # a list named like a module: the module has no such attribute
+    assert "queue" in sys.stdlib_module_names
+    import queue  # noqa: F401  (imported, so its attributes can be looked at)
+    assert binding_hint("queue", "    queue.append(x)\n") == "queue ="
+    assert binding_hint("math", "    return math + 1\n") == "math ="  # read, no attribute
+
+
+# --- in the engine ---------------------------------------------------------------------------
+
+DOC = COLLECT.replace("⟦⟧", "|")
+
+
+def _request(**options) -> InfillRequest:
+    at = DOC.index("|")
+    return InfillRequest(DOC.replace("|", ""), at, at, "python", "file:///collect.py",
+                         InfillOptions(**{"length": 8, "steps": 4, **options}))
+
+
+def _engine(model_dir: Path, **settings) -> Engine:
+    return Engine(ServerConfig(model=str(model_dir), device="cpu", **settings))
+
+
+def _planted(model_dir: Path, monkeypatch: pytest.MonkeyPatch, first: str, then: str,
+             request: InfillRequest | None = None, **settings):
+    """An engine whose model writes `first` until a pass starts from given tokens (the
+    hinted one), then `then`; the request; and the list of its denoising runs."""
+    engine = _engine(model_dir, **settings)
+    request = request or _request()
+    runs = fixed_on_repair(monkeypatch, Planted(engine, request, broken=first, good=then))
+    return engine, request, runs
+
+
+def test_a_fill_that_leaves_the_name_unbound_gives_way_to_one_begun_with_its_binding(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the line that binds `out` comes only from a pass begun with `out =`
+    engine, request, runs = _planted(model_dir, monkeypatch, "    seen = 0\n", "    out = []\n")
+    result = engine.infill(request)
+    best = result.candidates[0]
+    assert (best.text, best.valid, best.path) == ("    out = []\n", True, BINDING)
+    assert result.path == BINDING
+    assert runs == [DIFFUSION, REPAIR]  # the first pass, then one from given tokens
+
+
+def test_a_fill_that_binds_the_name_costs_no_more_pass(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, request, runs = _planted(model_dir, monkeypatch, "    out = []\n", "    out = []\n")
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("    out = []\n", DIFFUSION)
+    assert runs == [DIFFUSION]
+
+
+def test_a_hinted_fill_that_fails_the_checks_is_not_offered(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, request, runs = _planted(model_dir, monkeypatch, "    seen = 0\n", "    out = (\n")
+    result = engine.infill(request)
+    assert [c.path for c in result.candidates] == [DIFFUSION]
+    assert result.candidates[0].text == "    seen = 0\n"
+    assert runs == [DIFFUSION, REPAIR]  # tried, and left out
+
+
+def test_with_binding_hints_off_the_first_fill_stands(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, request, runs = _planted(model_dir, monkeypatch, "    seen = 0\n", "    out = []\n",
+                                     binding_hints=False)
+    assert engine.infill(request).candidates[0].text == "    seen = 0\n"
+    assert runs == [DIFFUSION]
+
+
+def test_after_code_on_the_line_no_binding_is_begun(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`    x = |` asks for a value: the fill belongs to that line."""
+    text = "def collect(xs):\n    x = \n    for x in xs:\n        out.append(x)\n"
+    at = text.index("x = ") + len("x = ")
+    request = InfillRequest(text, at, at, "python", "file:///c.py",
+                            InfillOptions(length=4, steps=4))
+    engine, request, runs = _planted(model_dir, monkeypatch, "0", "0", request)
+    assert engine.infill(request).candidates[0].path == DIFFUSION
+    assert runs == [DIFFUSION]
+
+
+def test_a_hinted_fill_that_unbinds_what_the_first_fill_bound_is_not_offered(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lines below read `i` and `j`; the first fill binds `i`: a fill begun with `j =`
+    that no longer binds `i` mends nothing."""
+    text = "def f(q):\n\n    while i < j:\n        i += 1\n    return i\n"
+    at = text.index("\n\n") + 1
+    request = InfillRequest(text, at, at, "python", "file:///f.py",
+                            InfillOptions(length=8, steps=4))
+    engine, request, runs = _planted(model_dir, monkeypatch, "    i = 0", "    j = 0", request)
+    result = engine.infill(request)
+    assert [(c.text, c.path) for c in result.candidates] == [("    i = 0", DIFFUSION)]
+    assert runs == [DIFFUSION, REPAIR]  # the hinted pass ran, and was left out
