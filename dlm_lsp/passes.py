@@ -17,6 +17,9 @@ and cut to whole units, `dlm_lsp/units.py`) before it is validated; `shape_fill`
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.machinery
+import importlib.util
 import re
 import sys
 import time
@@ -175,17 +178,35 @@ def shown_code(req: InfillRequest) -> str:
 _INDENT = re.compile(r"[ \t]*")
 
 
+# What a list, dict, set, string or bytes answers to: `queue.append(x)` reads a list
+# named queue, not the module.
+_CONTAINER_METHODS = frozenset(name for kind in (list, dict, set, str, bytes, tuple)
+                               for name in dir(kind) if not name.startswith("_"))
+
+
 def binding_hint(name: str, below: str) -> str:
     """How a fill begins that binds `name` for the code `below` it: `import math` where
-    the name is a module of the standard library that the code reads attributes of, and
-    those of it that this process has imported have them all (`queue.append(x)` reads a
-    list named queue); else `name =`."""
-    attributes = re.findall(rf"(?<![\w.]){re.escape(name)}\.(\w+)", below)
+    the name is a module of the standard library whose attributes the code reads (all of
+    them the module's, for a compiled one, which imports without running Python code; for
+    the others, none a container's method); else `name =`.  The same answer in
+    every process: no module is imported that could do anything on import."""
+    attributes = set(re.findall(rf"(?<![\w.]){re.escape(name)}\.(\w+)", below))
     if name in sys.stdlib_module_names and attributes:
-        module = sys.modules.get(name)
-        if module is None or all(hasattr(module, a) for a in attributes):
+        if _compiled(name):
+            is_module = all(hasattr(importlib.import_module(name), a) for a in attributes)
+        else:
+            is_module = not attributes & _CONTAINER_METHODS
+        if is_module:
             return f"import {name}"
     return f"{name} ="
+
+
+def _compiled(name: str) -> bool:
+    """Whether the module `name` is compiled (built in, or an extension like math): found
+    without importing it, and imported without running Python code."""
+    spec = importlib.util.find_spec(name)
+    return spec is not None and (spec.origin == "built-in" or isinstance(
+        spec.loader, importlib.machinery.ExtensionFileLoader))
 
 
 # A document of at least this many characters is parsed as soon as it is opened

@@ -63,10 +63,12 @@ def test_nothing_is_wanted_where_a_binding_may_come_first(marked: str) -> None:
 def test_the_hint_is_an_import_for_a_standard_module_whose_attributes_are_read() -> None:
     assert binding_hint("math", "    return math.sqrt(x)\n") == "import math"
     assert binding_hint("out", "    out.append(x)\n") == "out ="
-    # a list named like a module: the module has no such attribute
+    assert binding_hint("collections", "    c = collections.Counter(x)\n") == \
+        "import collections"
+    # a list named like a module: what it answers to is a list's
     assert "queue" in sys.stdlib_module_names
-    import queue  # noqa: F401  (imported, so its attributes can be looked at)
     assert binding_hint("queue", "    queue.append(x)\n") == "queue ="
+    assert binding_hint("math", "    return math.cube(x)\n") == "math ="  # no such function
     assert binding_hint("math", "    return math + 1\n") == "math ="  # read, no attribute
 
 
