@@ -12,7 +12,11 @@ tasks.  It counts the lines the syntax check passes and, of those, the ones the 
 check rejects (each printed, with why), and times, per held-out line, the syntax check
 (tree-sitter and CPython, whose compile of the statements around the span is new with
 the names check: timed with and without it) and the names check (names, their order
-and calls), min and median of `--repeats` fresh documents.
+and calls), min and median of `--repeats` fresh documents.  It also counts where a
+binding hint (`bindingHints`, `PythonSyntax.wanted`) would be asked for: the lines whose
+code below reads a name nothing binds before it once the line is cleared, and of those
+the ones that still leave it so with the person's line written back (where the hint's
+pass would run though the line was right).
 
     OMP_NUM_THREADS=1 python benchmarks/names_check.py --lines 3000
 """
@@ -44,6 +48,28 @@ def _checked(prefix: str, middle: str, suffix: str) -> tuple[bool, tuple[str, ..
     named = document.names_checked(at, at, middle, verdict)
     names_ms = (time.perf_counter() - began) * 1000
     return verdict.valid, named.names, syntax_ms, names_ms
+
+
+def _wanted(prefix: str, middle: str, suffix: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the names the code below wants with the line cleared, those it wants with
+    `middle` written back) on a fresh document."""
+    document = parsed_document(prefix + suffix, "python")
+    at = len(prefix)
+    return tuple(document.wanted(at, at)), tuple(document.wanted(at, at, middle))
+
+
+def _hints(tasks, kind: str) -> str:
+    """The binding hints' count over `tasks` (each one printed where the line itself
+    leaves a name wanted)."""
+    asked = left = 0
+    for task in tasks:
+        cleared, written = _wanted(task.prefix, task.middle, task.suffix)
+        asked += bool(cleared)
+        left += bool(written)
+        if written:
+            print(f"  still wanted: {task.task_id} {task.middle.strip()[:60]!r}: {written}")
+    return (f"{kind}: a binding hint asked for by {asked} of {len(tasks)} with the line "
+            f"cleared, by {left} with the line written back")
 
 
 def _spread(values: list[float]) -> str:
@@ -80,6 +106,7 @@ def main() -> None:
           f"check {flagged}")
     print(f"  per line, min / median: syntax check {_spread(syntax_ms)} (without the "
           f"compile: {_spread(parse_only)}); names check {_spread(names_ms)}")
+    print(_hints(tasks, "held-out lines"))
     for split in ("single-line", "multi-line"):
         valid = flagged = 0
         for task in load_tasks(split):
@@ -90,6 +117,7 @@ def main() -> None:
                 print(f"  rejected: {task.task_id}: {names}")
         print(f"HumanEval-Infilling {split} canonical middles: {len(load_tasks(split))}, "
               f"syntax valid {valid}, rejected by the names check {flagged}")
+        print(_hints(load_tasks(split), f"HumanEval-Infilling {split}"))
 
 
 if __name__ == "__main__":

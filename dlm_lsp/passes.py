@@ -495,7 +495,7 @@ class InfillRun:
         `import math`, `binding_hint`) on the indentation of the line below, and the model
         writes the rest.  Of HumanEval-Infilling's single-line tasks 132 of 1,033 leave
         such a name with the line missing, and every canonical line binds it; of 3,000
-        held-out standard-library lines written back, 2 leave one (an intentional
+        held-out standard-library lines written back, 3 leave one (an intentional
         NameError in idlelib's tests).  Only on a blank line, or at the start of a line
         (the fill then goes before its code as lines of its own): after code, or between
         a line's indentation and its code, the fill belongs to that line.

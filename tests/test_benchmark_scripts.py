@@ -340,3 +340,13 @@ def test_names_check_writes_a_line_back_and_says_what_each_check_found():
     assert (valid, names) == (True, ()) and syntax_ms >= 0 and names_ms >= 0
     valid, names, _, _ = names_check._checked(prefix, "path = join(path, 'x')", suffix)
     assert (valid, names) == (True, ("join",))
+
+
+def test_names_check_counts_where_the_code_below_asks_for_a_binding():
+    """A cleared line whose name the code below reads is a binding hint asked for; the
+    person's line written back asks for none unless it leaves the name unbound too."""
+    names_check = script("names_check")
+    prefix, suffix = "def f(xs):\n", "    out.append(xs)\n    return out\n"
+    assert names_check._wanted(prefix, "    out = []\n", suffix) == (("out",), ())
+    assert names_check._wanted(prefix, "    seen = []\n", suffix) == (("out",), ("out",))
+    assert names_check._wanted("def f(xs, out):\n", "    pass\n", suffix) == ((), ())
