@@ -556,7 +556,7 @@ class Engine:
             candidates += run.candidates(run.denoise(layout, retry, seed), LEFT_TO_RIGHT)
         # of two fills as valid, one that lost characters (broken bytes, controls) is the worse
         candidates.sort(key=rank)
-        if (run.checked and not hopeless and self.config_for(req).binding_hints
+        if (run.checked and not hopeless and cfg.binding_hints
                 and run.affords(sampler.steps)):
             # the code below reads a name the best fill leaves unbound: begin one with it
             hinted = run.bind_hint(candidates[0], replace(

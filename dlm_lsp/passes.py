@@ -175,9 +175,6 @@ def shown_code(req: InfillRequest) -> str:
     return f"{req.before}\n{req.after}" if req.before or req.after else ""
 
 
-_INDENT = re.compile(r"[ \t]*")
-
-
 # What a list, dict, set, string or bytes answers to: `queue.append(x)` reads a list
 # named queue, not the module.
 _CONTAINER_METHODS = frozenset(name for kind in (list, dict, set, str, bytes, tuple)
@@ -504,21 +501,26 @@ class InfillRun:
         if document is None:
             return None
         start, end = checked_span(req)
-        shown = shown_code(req)
-        needed = document.wanted(start, end, "", shown)
-        if not needed:
-            return None
-        left = document.wanted(start, end, best.text, shown) if _parses(best) else needed
-        name = next((n for n in needed if n in left), None)
         text = document.text
         line_end = text.find("\n", end)
         line_end = len(text) if line_end == -1 else line_end
         before = text[text.rfind("\n", 0, start) + 1:start]
-        if name is None or before.strip() or (before and text[end:line_end].strip()):
+        if before.strip() or (before and text[end:line_end].strip()):
             return None  # after code, or between a line's indentation and its code
+        # what the best fill leaves first: most leave nothing, and the chunk is not parsed
+        # again without a fill
+        shown = shown_code(req)
+        left = document.wanted(start, end, best.text, shown) if _parses(best) else None
+        if left == []:
+            return None
+        needed = document.wanted(start, end, "", shown)
+        name = next((n for n in needed if left is None or n in left), None)
+        if name is None:
+            return None
+        left = needed if left is None else left
         below = text[end:] if not before else text[line_end + 1:]
-        code = re.search(r"^[ \t]*\S", below, re.M)
-        indent = "" if before or code is None else _INDENT.match(below, code.start()).group()
+        code = re.search(r"^([ \t]*)\S", below, re.M)
+        indent = "" if before or code is None else code.group(1)
         tok = self.model.tokenizer
         ids = tok.encode(layout.head + indent + binding_hint(name, below))
         if len(ids) >= layout.n_masked:

@@ -911,14 +911,14 @@ class ParsedDocument:
         python_order) or the calls it makes (python_calls), or False."""
         python = self._python_syntax()
         reads = python.unbound(start, end, fill, shown)
-        early = [] if reads else python.read_early(start, end, fill)
-        if reads or early:
-            names = tuple(dict.fromkeys(read.name for read in reads or early))
+        found = reads or python.read_early(start, end, fill)
+        if found:
+            names = tuple(dict.fromkeys(read.name for read in found))
             listed = ", ".join(f"'{name}'" for name in names)
             it = "it" if len(names) == 1 else "them"
             why = (f"fill reads {listed}, defined nowhere in the document" if reads else
                    f"fill reads {listed} before the function binds {it} (UnboundLocalError)")
-            ranges = [(read.start, read.end) for read in reads or early]
+            ranges = [(read.start, read.end) for read in found]
         else:
             calls = python.bad_calls(start, end, fill, shown)
             if not calls:
