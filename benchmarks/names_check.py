@@ -26,12 +26,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import Counter
 
 from dlm_lsp import python_syntax
 from dlm_lsp.bench.heldout import heldout_files
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.lines import line_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.binding_hints import begin_binding, hint_place
 from dlm_lsp.validation import parsed_document
 
 
@@ -72,6 +74,35 @@ def _hints(tasks, kind: str) -> str:
             f"cleared, by {left} with the line written back")
 
 
+def _begun(prefix: str, middle: str, suffix: str) -> tuple[str, bool] | None:
+    """(how a binding hint would begin the line, whether the line begins so) where the
+    code below the cleared line wants a name, as `InfillRun.bind_hint` asks before any
+    fill: a statement's hint, or a block's header where the code below is indented
+    deeper than a statement could be (`binding_hints`); None where none is asked for."""
+    document = parsed_document(prefix + suffix, "python")
+    at = len(prefix)
+    place = hint_place(prefix + suffix, at, at)
+    if place is None:
+        return None
+    calls = place.slot is not None
+    hint = begin_binding(document.wanted(at, at, place.empty, calls=calls), place.below,
+                         place.slot)
+    if hint is None:
+        return None
+    kind = "header" if calls else "statement"
+    return kind, middle.lstrip().startswith(hint.text)
+
+
+def _begins(tasks, kind: str) -> str:
+    """How often the hints asked for before any fill begin the line as it was written."""
+    counts = Counter(_begun(t.prefix, t.middle, t.suffix) for t in tasks)
+    return (f"{kind}: a statement's hint asked for by "
+            f"{counts['statement', True] + counts['statement', False]}, beginning the line "
+            f"in {counts['statement', True]}; a header's by "
+            f"{counts['header', True] + counts['header', False]}, beginning it in "
+            f"{counts['header', True]}")
+
+
 def _spread(values: list[float]) -> str:
     return f"{min(values):.2f} / {statistics.median(values):.2f} ms" if values else "-"
 
@@ -107,6 +138,7 @@ def main() -> None:
     print(f"  per line, min / median: syntax check {_spread(syntax_ms)} (without the "
           f"compile: {_spread(parse_only)}); names check {_spread(names_ms)}")
     print(_hints(tasks, "held-out lines"))
+    print(_begins(tasks, "held-out lines"))
     for split in ("single-line", "multi-line"):
         valid = flagged = 0
         for task in load_tasks(split):
@@ -118,6 +150,7 @@ def main() -> None:
         print(f"HumanEval-Infilling {split} canonical middles: {len(load_tasks(split))}, "
               f"syntax valid {valid}, rejected by the names check {flagged}")
         print(_hints(load_tasks(split), f"HumanEval-Infilling {split}"))
+        print(_begins(load_tasks(split), f"HumanEval-Infilling {split}"))
 
 
 if __name__ == "__main__":

@@ -17,11 +17,7 @@ and cut to whole units, `dlm_lsp/units.py`) before it is validated; `shape_fill`
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.machinery
-import importlib.util
 import re
-import sys
 import time
 from dataclasses import replace
 from functools import cached_property
@@ -29,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from dlm_lsp.binding_hints import begin_binding, hint_place
 from dlm_lsp.characters import left_out
 from dlm_lsp.config import InfillOptions, ServerConfig, setting
 from dlm_lsp.indentation import (
@@ -173,37 +170,6 @@ def judged(document: ParsedDocument, req: InfillRequest, fill: str,
 def shown_code(req: InfillRequest) -> str:
     """The code the model is shown beside the document (a notebook's other cells)."""
     return f"{req.before}\n{req.after}" if req.before or req.after else ""
-
-
-# What a list, dict, set, string or bytes answers to: `queue.append(x)` reads a list
-# named queue, not the module.
-_CONTAINER_METHODS = frozenset(name for kind in (list, dict, set, str, bytes, tuple)
-                               for name in dir(kind) if not name.startswith("_"))
-
-
-def binding_hint(name: str, below: str) -> str:
-    """How a fill begins that binds `name` for the code `below` it: `import math` where
-    the name is a module of the standard library whose attributes the code reads (all of
-    them the module's, for a compiled one, which imports without running Python code; for
-    the others, none a container's method); else `name =`.  The same answer in
-    every process: no module is imported that could do anything on import."""
-    attributes = set(re.findall(rf"(?<![\w.]){re.escape(name)}\.(\w+)", below))
-    if name in sys.stdlib_module_names and attributes:
-        if _compiled(name):
-            is_module = all(hasattr(importlib.import_module(name), a) for a in attributes)
-        else:
-            is_module = not attributes & _CONTAINER_METHODS
-        if is_module:
-            return f"import {name}"
-    return f"{name} ="
-
-
-def _compiled(name: str) -> bool:
-    """Whether the module `name` is compiled (built in, or an extension like math): found
-    without importing it, and imported without running Python code."""
-    spec = importlib.util.find_spec(name)
-    return spec is not None and (spec.origin == "built-in" or isinstance(
-        spec.loader, importlib.machinery.ExtensionFileLoader))
 
 
 # A document of at least this many characters is parsed as soon as it is opened
@@ -489,40 +455,39 @@ class InfillRun:
         only in that loop): whatever else it writes, a fill that does not bind it leaves
         code that raises NameError or UnboundLocalError as it runs.  The code says what the
         fill should begin with, so one more pass gets it: the span starts with `res =` (or
-        `import math`, `binding_hint`) on the indentation of the line below, and the model
-        writes the rest.  Of HumanEval-Infilling's single-line tasks 132 of 1,033 leave
-        such a name with the line missing, and every canonical line binds it; of 3,000
+        `import math`) on the indentation of the line below, or, where the code below is
+        indented deeper than a statement on the span's line could be, with the header of
+        its block (`for c in`, `def is_prime(n):`) one level out (binding_hints), and the
+        model writes the rest.  Of HumanEval-Infilling's single-line tasks 132 of 1,033
+        leave such a name with the line missing (87 more a header's, whose block does not
+        parse without it), and every canonical line binds it; of 3,000
         held-out standard-library lines written back, 3 leave one (an intentional
-        NameError in idlelib's tests).  Only on a blank line, or at the start of a line
-        (the fill then goes before its code as lines of its own): after code, or between
-        a line's indentation and its code, the fill belongs to that line.
+        NameError in idlelib's tests).  Only on a blank line or at a line's start
+        (`hint_place`).
         """
         document, req, layout = self.document, self.req, self.layout
         if document is None:
             return None
         start, end = checked_span(req)
-        text = document.text
-        line_end = text.find("\n", end)
-        line_end = len(text) if line_end == -1 else line_end
-        before = text[text.rfind("\n", 0, start) + 1:start]
-        if before.strip() or (before and text[end:line_end].strip()):
-            return None  # after code, or between a line's indentation and its code
+        place = hint_place(document.text, start, end)
+        if place is None:
+            return None
         # what the best fill leaves first: most leave nothing, and the chunk is not parsed
         # again without a fill
         shown = shown_code(req)
-        left = document.wanted(start, end, best.text, shown) if _parses(best) else None
+        calls = place.slot is not None  # a header may be the `def` of a function called below
+        left = (document.wanted(start, end, best.text, shown, calls) if _parses(best)
+                else None)
         if left == []:
             return None
-        needed = document.wanted(start, end, "", shown)
-        name = next((n for n in needed if left is None or n in left), None)
-        if name is None:
+        needed = document.wanted(start, end, place.empty, shown, calls)  # the code below's
+        hint = begin_binding([n for n in needed if left is None or n in left], place.below,
+                             place.slot)
+        if hint is None:
             return None
         left = needed if left is None else left
-        below = text[end:] if not before else text[line_end + 1:]
-        code = re.search(r"^([ \t]*)\S", below, re.M)
-        indent = "" if before or code is None else code.group(1)
         tok = self.model.tokenizer
-        ids = tok.encode(layout.head + indent + binding_hint(name, below))
+        ids = tok.encode(layout.head + place.indent + hint.text)
         if len(ids) >= layout.n_masked:
             return None  # no room left for what the binding binds
         offsets = token_offsets(tok, ids)
@@ -532,10 +497,11 @@ class InfillRun:
                                                                               - len(ids))),
                          head_tokens=protected)
         [found] = self.candidates(self.denoise(hinted, sampler, seed), BINDING)
-        after = document.wanted(start, end, found.text, shown) if found.valid else [name]
-        # it binds the name, and leaves no other unbound that the best fill bound (`j = 0`
+        after = (document.wanted(start, end, found.text, shown, calls) if found.valid
+                 else hint.names)
+        # it binds the names, and leaves no other unbound that the best fill bound (`j = 0`
         # for `i = 0` where the lines below read both)
-        return found if name not in after and set(after) <= set(left) else None
+        return found if not set(hint.names) & set(after) and set(after) <= set(left) else None
 
     def denoise(self, layout: SpanLayout, sampler: SamplerConfig, seed: int,
                 with_drafts: bool = False) -> Denoised:

@@ -418,9 +418,10 @@ class PythonSyntax:
         return [read._replace(start=read.start + shift, end=read.end + shift) for read in reads]
 
     def _defined_nowhere(self, filled: _Filled, start: int, end: int, shown: str, low: int,
-                         high: int) -> list[Read]:
+                         high: int, calls: bool = False) -> list[Read]:
         """The reads starting in filled.source[low:high] of names nothing defines (see
-        python_names), in the source's offsets."""
+        python_names), in the source's offsets; with `calls`, also those of a function
+        the code around calls (one still to be written, for the names check)."""
         reads = unbound_reads(filled.tree, filled.source, low, high)
         if not reads:
             return []
@@ -428,17 +429,21 @@ class PythonSyntax:
         reads = undefined(reads, (self.text[:chunk.low], self.text[chunk.high:],
                                   self.text[start:end], shown))
         around = (self.text[chunk.low:start], self.text[end:chunk.high])
-        reads = [read for read in reads if not any(called(read.name, t) for t in around)]
+        if not calls:
+            reads = [read for read in reads if not any(called(read.name, t) for t in around)]
         if not reads or self._dynamic_names(shown):
             return []
         return reads
 
-    def wanted(self, start: int, end: int, fill: str = "", shown: str = "") -> list[str]:
+    def wanted(self, start: int, end: int, fill: str = "", shown: str = "",
+               calls: bool = False) -> list[str]:
         """The names the code below the span, in the function around it, reads where
         nothing binds them first (python_order) or at all (python_names), with `fill` over
         [start, end): what the span leaves for a binding to give (`wanted(start, end)`,
         the code below's need; with a fill, what that fill leaves of it).  In the order
-        they are first read; none outside a function or where the chunk does not parse."""
+        they are first read; none outside a function or where the chunk does not parse.
+        With `calls`, also the functions it calls that nothing defines (a block's header
+        may be the `def` of one)."""
         filled = self._filled(start, end, fill)
         if filled is None:
             return []
@@ -446,7 +451,7 @@ class PythonSyntax:
         high = function_end(filled.tree, filled.source, low)
         if high is None:
             return []
-        reads = self._defined_nowhere(filled, start, end, shown, low, high)
+        reads = self._defined_nowhere(filled, start, end, shown, low, high, calls)
         reads += early_reads(filled.tree, filled.source, low, high)
         return list(dict.fromkeys(read.name for read in sorted(reads)))
 

@@ -879,13 +879,14 @@ class ParsedDocument:
         """CPython's objection to a fill of this Python version (see python_syntax)."""
         return self._python_syntax().rejects(start, end, fill)
 
-    def wanted(self, start: int, end: int, fill: str = "", shown: str = "") -> list[str]:
+    def wanted(self, start: int, end: int, fill: str = "", shown: str = "",
+               calls: bool = False) -> list[str]:
         """The names the code below the span, in the function around it, reads where
         nothing binds them before, with `fill` over [start, end) (see
         PythonSyntax.wanted); none but in Python."""
         if self.language != "python":
             return []
-        return self._python_syntax().wanted(start, end, fill, shown)
+        return self._python_syntax().wanted(start, end, fill, shown, calls)
 
     def names_checked(self, start: int, end: int, fill: str, verdict: Validation,
                       shown: str = "") -> Validation:

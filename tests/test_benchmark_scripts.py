@@ -350,3 +350,16 @@ def test_names_check_counts_where_the_code_below_asks_for_a_binding():
     assert names_check._wanted(prefix, "    out = []\n", suffix) == (("out",), ())
     assert names_check._wanted(prefix, "    seen = []\n", suffix) == (("out",), ("out",))
     assert names_check._wanted("def f(xs, out):\n", "    pass\n", suffix) == ((), ())
+
+
+def test_names_check_says_how_a_binding_hint_begins_the_line_and_if_it_was_so():
+    """Before any fill: a statement's hint where the code below sits beside the line, a
+    header's where it is indented deeper; each against the line as the person wrote it."""
+    names_check = script("names_check")
+    prefix, suffix = "def f(xs):\n", "    out.append(xs)\n    return out\n"
+    assert names_check._begun(prefix, "    out = []\n", suffix) == ("statement", True)
+    assert names_check._begun(prefix, "    res = []\n", suffix) == ("statement", False)
+    prefix, suffix = "def f(xs):\n    n = 0\n", "        n += x\n    return n\n"
+    assert names_check._begun(prefix, "    for x in xs:\n", suffix) == ("header", True)
+    assert names_check._begun(prefix, "    while x:\n", suffix) == ("header", False)
+    assert names_check._begun("def f(xs):\n", "    pass\n", "    return xs\n") is None

@@ -14,9 +14,17 @@ from pathlib import Path
 import pytest
 from fakes import Planted, fixed_on_repair
 
+from dlm_lsp import passes as passes_module
+from dlm_lsp.binding_hints import (
+    HeaderSlot,
+    Hint,
+    begin_binding,
+    binding_hint,
+    header_slot,
+    hint_place,
+)
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
-from dlm_lsp.passes import binding_hint
 from dlm_lsp.repair import BINDING, DIFFUSION, REPAIR
 from dlm_lsp.validation import parsed_document
 
@@ -157,3 +165,95 @@ def test_a_hinted_fill_that_unbinds_what_the_first_fill_bound_is_not_offered(
     result = engine.infill(request)
     assert [(c.text, c.path) for c in result.candidates] == [("    i = 0", DIFFUSION)]
     assert runs == [DIFFUSION, REPAIR]  # the hinted pass ran, and was left out
+
+
+# --- a block's header -------------------------------------------------------------------------
+
+def _slot(marked: str) -> HeaderSlot | None:
+    text = marked.replace("⟦⟧", "")
+    at = marked.index("⟦")
+    return header_slot(text, text.rfind("\n", 0, at) + 1, text[at:])
+
+
+COUNT = ("def count(s):\n    n = 0\n⟦⟧        if c == '(':\n            n += 1\n"
+         "    return n\n")
+
+
+def test_a_line_above_code_indented_deeper_than_a_statement_there_is_a_header() -> None:
+    slot = _slot(COUNT)
+    assert slot == HeaderSlot("    ", "        if c == '(':\n            n += 1",
+                              "    return n\n")
+    # one level in where the line above opens a block, in the document's own unit
+    slot = _slot("def f(rows):\n  for row in rows:\n⟦⟧      print(cell)\n")
+    assert slot is not None and slot.indent == "    "
+
+
+@pytest.mark.parametrize("marked", [
+    "def f(xs):\n⟦⟧    return xs\n",  # the body's first line
+    "def f(xs):\n    y = 1\n⟦⟧    return xs + y\n",  # beside the statement above
+    "def f(xs):\n    for x in xs:\n⟦⟧        print(x)\n",  # the loop's body
+    "def f(xs):\n    for x in xs:\n        print(x)\n⟦⟧    return xs\n",  # after a block
+])
+def test_a_line_where_a_statement_fits_is_no_header(marked: str) -> None:
+    assert _slot(marked) is None
+
+
+def test_a_header_binds_the_names_its_block_reads_in_a_loop() -> None:
+    slot = _slot(COUNT)
+    assert begin_binding(["c"], "", slot) == Hint("for c in", ("c",))
+    pairs = _slot("def f(xs):\n    best = 0\n⟦⟧        best = max(best, i * x)\n"
+                  "    return best\n")
+    assert begin_binding(["i", "x"], "", pairs) == Hint("for i, x in", ("i", "x"))
+    # a standard module the block reads is imported, not looped over
+    roots = _slot("def f(xs):\n    out = []\n⟦⟧        out.append(math.sqrt(x))\n"
+                  "    return out\n")
+    assert begin_binding(["math", "x"], roots.block, roots) == Hint("for x in", ("x",))
+    # nothing wanted that the block reads: no header to guess
+    assert begin_binding(["total"], "", slot) is None
+
+
+def test_a_header_whose_function_the_code_after_calls_is_its_def() -> None:
+    marked = ("def fib_primes(n):\n    n += 1\n⟦⟧        return all(k % d for d in range(2, k))\n"
+              "    return [k for k in range(n) if is_prime(k)]\n")
+    slot = _slot(marked)
+    assert begin_binding(["k", "is_prime"], "", slot) == Hint("def is_prime(k):",
+                                                              ("is_prime", "k"))
+    # the code below calling a function nothing defines is wanted only when asked for
+    text = marked.replace("⟦⟧", "")
+    at = marked.index("⟦")
+    document = parsed_document(text, "python")
+    fill = hint_place(text, at, at).empty
+    assert fill == "    if True:\n"
+    assert document.wanted(at, at, fill) == ["k"]
+    assert document.wanted(at, at, fill, calls=True) == ["k", "is_prime"]
+
+
+def test_a_statement_s_line_binds_the_first_name_wanted() -> None:
+    assert begin_binding(["out", "n"], "    out.append(n)\n", None) == Hint("out =", ("out",))
+    assert begin_binding([], "", None) is None
+
+
+def test_a_fill_that_leaves_a_header_s_loop_variable_unbound_gives_way_to_a_loop(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`if s:` parses and passes the checks, but the block below still reads `c`: the
+    hinted pass begins `for c in` on the header's indentation."""
+    text = COUNT.replace("⟦⟧", "")
+    at = COUNT.index("⟦")
+    request = InfillRequest(text, at, at, "python", "file:///count.py",
+                            InfillOptions(length=8, steps=4))
+    engine, request, runs = _planted(model_dir, monkeypatch, "    if s:\n",
+                                     "    for c in s:\n", request)
+    begun = []
+    real = passes_module.denoise
+
+    def spy(model, layout, *args):
+        if layout.init_ids is not None:
+            begun.append(model.tokenizer.decode(
+                [i for i in layout.init_ids if i != model.mask_id]))
+        return real(model, layout, *args)
+    monkeypatch.setattr(passes_module, "denoise", spy)
+    result = engine.infill(request)
+    assert [(c.text, c.path) for c in result.candidates] == [("    for c in s:\n", BINDING)]
+    # after the prefix's line break, which the span's tokens begin with (the head)
+    assert begun == ["\n    for c in"]
+    assert runs == [DIFFUSION, REPAIR]
