@@ -13,7 +13,12 @@ an `if`, any part of a `try`, a loop's body whatever it binds anywhere in the lo
 read at a loop's top may see the last iteration's value), code after `return` or
 `break` as if it ran.  So a read is flagged only where no path at all binds the name
 first, and running it can only raise.  A loop's first test (`while` and the iterable of
-`for`) runs once before the loop, and is read so.
+`for`) runs once before the loop, and is read so.  So is what the loop's body reads
+whenever it runs, before its statements bind anything (`if running_max is None:` at the
+top of the loop that binds `running_max` below it): until that read first runs, every
+iteration ran only what stands above it, so a later iteration brings no binding.  A read
+the body makes only on a condition (`if i: d = x - prev`) may wait for one that does,
+and is not judged so.
 
 Only whole functions are judged (their `def` in the statements parsed around the span):
 the bindings above the span must be seen to say none exists.  Reads in a nested
@@ -202,6 +207,7 @@ class _Flow:
             bound.update(self.body(node.finalbody, after | inner))
 
     def loop(self, node: ast.stmt, bound: set[str]) -> None:
+        self.first_iteration(node, bound)
         inner = bound | set(_bindings([node]))  # all the loop binds: later iterations
         if not isinstance(node, ast.While):
             self.expr(node.target, set(inner))
@@ -209,6 +215,40 @@ class _Flow:
         self.body(node.body, inner)
         self.body(node.orelse, inner)
         bound.update(inner)
+
+
+    def first_iteration(self, node: ast.stmt, bound: set[str]) -> None:
+        """The reads the loop's body makes whenever it runs, before its statements bind
+        anything: a compound statement's first part (an `if`'s test, a loop's first test
+        or iterable, a `with`'s items, a `match`'s subject) but not what it runs only on
+        a condition (`if i: d = x - prev` reads `prev` on no first iteration).  Until such
+        a read first runs, every iteration ran only what stands above it, so a name none
+        of that binds is unbound there however many iterations came before."""
+        first = set(bound)
+        if not isinstance(node, ast.While):
+            self.expr(node.target, first)
+        for statement in node.body:
+            if isinstance(statement, _COMPOUND):
+                for part in _first_parts(statement):
+                    self.expr(part, set(first))
+                first.update(_bindings([statement]))
+            else:
+                self.statement(statement, first)
+
+
+_COMPOUND = (ast.If, ast.While, ast.For, ast.AsyncFor, ast.Try, getattr(ast, "TryStar", ast.Try),
+             ast.Match, ast.With, ast.AsyncWith)
+
+
+def _first_parts(node: ast.stmt) -> list[ast.AST]:
+    """What a compound statement evaluates whenever it runs, before any choice."""
+    if isinstance(node, (ast.If, ast.While)):
+        return [node.test]
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return [node.iter]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [item.context_expr for item in node.items[:1]]
+    return [node.subject] if isinstance(node, ast.Match) else []
 
 
 def _functions_over(tree: ast.AST, rows: tuple[int, int]) -> Iterator[ast.AST]:

@@ -60,6 +60,14 @@ def test_the_loop_over_the_parameter_passes() -> None:
     ("def f():\n    best: int\n    ⟦⟧\n    best = 3\n", "print(best)\n", "best"),
     # a `while`'s first test runs before its body binds anything
     ("def f(s):\n    ⟦⟧\n        i += 1\n    return i\n", "while i < len(s):\n", "i"),
+    # what a loop's body reads whenever it runs, before it binds it: the first
+    # iteration raises, and no later one comes (HumanEval/9's `running_max`)
+    ("def f(xs):\n    total = 0\n    for x in xs:\n        ⟦⟧\n        prev = x\n",
+     "total += prev\n", "prev"),
+    ("def f(xs):\n    for x in xs:\n        ⟦⟧\n            best = x\n    return best\n",
+     "if x > best:\n", "best"),
+    ("def f(s):\n    i = 0\n    while i < len(s):\n        ⟦⟧\n        last = s[i]\n"
+     "        i += 1\n", "print(last)\n", "last"),
 ])
 def test_reads_no_binding_can_precede_are_rejected(marked: str, fill: str, name: str) -> None:
     result = _fill(marked, fill)
@@ -68,11 +76,17 @@ def test_reads_no_binding_can_precede_are_rejected(marked: str, fill: str, name:
 
 
 @pytest.mark.parametrize("marked, fill", [
-    # a later iteration sees the value the body binds below
-    ("def f(xs):\n    total = 0\n    for x in xs:\n        ⟦⟧\n        prev = x\n",
-     "total += prev\n"),
-    ("def f(s):\n    i = 0\n    while i < len(s):\n        ⟦⟧\n        last = s[i]\n"
-     "        i += 1\n", "print(last)\n"),
+    # a read on a condition may wait for a later iteration, which sees what the body
+    # binds below it
+    ("def f(xs):\n    total = 0\n    for i, x in enumerate(xs):\n        if i:\n"
+     "            ⟦⟧\n        prev = x\n", "total += x - prev\n"),
+    ("def f(s):\n    i = 0\n    while i < len(s):\n        if i:\n            ⟦⟧\n"
+     "        last = s[i]\n        i += 1\n", "print(last)\n"),
+    # bound above the read in the body, on a path that may have run
+    ("def f(xs):\n    for x in xs:\n        if x:\n            y = x\n        ⟦⟧\n",
+     "print(y)\n"),
+    ("def f(xs):\n    for x in xs:\n        try:\n            y = int(x)\n"
+     "        except ValueError:\n            continue\n        ⟦⟧\n", "print(y)\n"),
     # one arm of an `if` binds it; after the loop its variable may be bound
     ("def f(a):\n    if a:\n        y = 1\n    ⟦⟧\n", "return y\n"),
     ("def f(xs):\n    for i in xs:\n        pass\n    ⟦⟧\n", "return i\n"),
