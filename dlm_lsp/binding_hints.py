@@ -15,6 +15,8 @@ and the other 10 are a nested function's `def` (`benchmarks/names_check.py`).
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
 import importlib.machinery
 import importlib.util
@@ -23,6 +25,7 @@ import sys
 from dataclasses import dataclass
 
 from dlm_lsp.indentation import detect_indent
+from dlm_lsp.python_names import binds
 
 # What a list, dict, set, string or bytes answers to: `queue.append(x)` reads a list
 # named queue, not the module.
@@ -31,6 +34,11 @@ _CONTAINER_METHODS = frozenset(name for kind in (list, dict, set, str, bytes, tu
 
 _CODE_LINE = re.compile(r"^([ \t]*)[^\s#]", re.M)
 _OPENS_BLOCK = re.compile(r":[ \t]*(#.*)?$")
+_ENDS_BLOCK = re.compile(r"[ \t]*(return|raise|continue|break)\b")
+
+
+def _leading(line: str) -> str:
+    return line[:len(line) - len(line.lstrip(" \t"))]
 
 
 @dataclass(frozen=True)
@@ -86,8 +94,15 @@ def header_slot(text: str, line_start: int, below: str) -> HeaderSlot | None:
     if code is None or not above:
         return None
     deep, prev = code.group(1), above[-1]
-    indent = prev[:len(prev) - len(prev.lstrip(" \t"))]
-    if _OPENS_BLOCK.search(prev):
+    indent = _leading(prev)
+    if deep == indent and _ENDS_BLOCK.match(prev):
+        # beside a `return` the code below could never run: the block above has ended,
+        # and the line opens one of its own beside that block's header
+        indent = next((_leading(line) for line in reversed(above)
+                       if len(_leading(line)) < len(deep)), None)
+        if indent is None:
+            return None
+    elif _OPENS_BLOCK.search(prev):
         if len(deep) <= len(indent):
             return None
         indent += detect_indent(text, "python").unit
@@ -114,7 +129,14 @@ def begin_binding(names: list[str], below: str, slot: HeaderSlot | None) -> Hint
     calls one function of `names`, that function's `def` taking the others; None where
     the block reads none of them."""
     if slot is None:
-        return Hint(binding_hint(names[0], below), (names[0],)) if names else None
+        if not names:
+            return None
+        first = binding_hint(names[0], below)
+        if first.startswith("import"):
+            return Hint(first, (names[0],))
+        # the line binds all the code below reads unbound: `begin, end = -1., 1.`
+        values = [n for n in names if not binding_hint(n, below).startswith("import")]
+        return Hint(f"{', '.join(values)} =", tuple(values))
     # a module the block reads is imported, not looped over
     names = [n for n in names if not binding_hint(n, below).startswith("import")]
     inside = [n for n in names if _reads(n, slot.block)]
@@ -134,17 +156,47 @@ def binding_hint(name: str, below: str) -> str:
     """How a statement begins that binds `name` for the code `below` it: `import math`
     where the name is a module of the standard library whose attributes the code reads
     (all of them the module's, for a compiled one, which imports without running Python
-    code; for the others, none a container's method); else `name =`.  The same answer in
-    every process: no module is imported that could do anything on import."""
+    code; for the others, none a container's method, or all defined in the module's
+    source, read and not run: `re.split` is a string's method too); else `name =`.
+    The same answer in every process: no module is imported that could do anything on
+    import."""
     attributes = set(re.findall(rf"(?<![\w.]){re.escape(name)}\.(\w+)", below))
     if name in sys.stdlib_module_names and attributes:
         if _compiled(name):
             is_module = all(hasattr(importlib.import_module(name), a) for a in attributes)
         else:
-            is_module = not attributes & _CONTAINER_METHODS
+            defined = _defines(name)
+            is_module = (not attributes & _CONTAINER_METHODS
+                         or defined is not None and attributes <= defined)
         if is_module:
             return f"import {name}"
     return f"{name} ="
+
+
+@functools.lru_cache(maxsize=64)
+def _defines(name: str) -> frozenset[str] | None:
+    """The names the source of the standard-library module `name` binds at its top
+    (in its `if` and `try` blocks too), read without running it; None where it has no
+    Python source or takes names it does not spell (`from posix import *`)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not (spec.origin or "").endswith(".py"):
+        return None
+    try:
+        with open(spec.origin, encoding="utf-8") as source:
+            tree = ast.parse(source.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found: set[str] = set()
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return None
+        found.update(binds(node))
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                 ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return frozenset(found)
 
 
 def _compiled(name: str) -> bool:

@@ -50,6 +50,11 @@ def test_a_local_the_code_below_reads_before_its_binding_is_wanted() -> None:
               "\n\ndef ok(t):\n    return t\n")
     assert _wanted(marked) == ["b"]
     assert _wanted(marked, "    b = 0") == []
+    # read by a loop's body whenever it runs, before the body binds it
+    marked = ("def f(numbers):\n⟦⟧\n    for n in numbers:\n        if top is None:\n"
+              "            top = n\n    return top\n")
+    assert _wanted(marked) == ["top"]
+    assert _wanted(marked, "    top = None") == []
 
 
 @pytest.mark.parametrize("marked", [
@@ -59,8 +64,9 @@ def test_a_local_the_code_below_reads_before_its_binding_is_wanted() -> None:
     # a function the code calls, one still to be written; a global defined elsewhere
     "def f(xs):\n⟦⟧    return helper(xs)\n",
     "def f(xs):\n⟦⟧    return LIMIT + xs\n\n\nLIMIT = 3\n",
-    # a loop's later iterations see what its body binds below the read
-    "def f(xs):\n    total = 0\n⟦⟧    for x in xs:\n        total += prev\n        prev = x\n",
+    # a loop's later iterations see what its body binds below a read made on a condition
+    "def f(xs):\n    total = 0\n⟦⟧    for i, x in enumerate(xs):\n        if i:\n"
+    "            total += prev\n        prev = x\n",
     # outside a function the check is not made
     "⟦⟧\nprint(out)\n",
 ])
@@ -78,6 +84,8 @@ def test_the_hint_is_an_import_for_a_standard_module_whose_attributes_are_read()
     assert binding_hint("queue", "    queue.append(x)\n") == "queue ="
     assert binding_hint("math", "    return math.cube(x)\n") == "math ="  # no such function
     assert binding_hint("math", "    return math + 1\n") == "math ="  # read, no attribute
+    # a module in Python whose function is named like a string's method: its source says
+    assert binding_hint("re", "    words = re.split(r'\\s+', s)\n") == "import re"
 
 
 # --- in the engine ---------------------------------------------------------------------------
@@ -188,11 +196,20 @@ def test_a_line_above_code_indented_deeper_than_a_statement_there_is_a_header() 
     assert slot is not None and slot.indent == "    "
 
 
+def test_a_line_beside_a_return_that_code_below_follows_deeper_is_a_header() -> None:
+    """Code beside the `return` could never run: the `if` has ended, and the line is
+    the header of the block below, beside the `if` (HumanEval's two-space bodies)."""
+    slot = _slot("def f(n):\n    if n < 2:\n      return False\n⟦⟧      if n % k == 0:\n"
+                 "        return False\n    return True\n")
+    assert slot is not None and slot.indent == "    "
+
+
 @pytest.mark.parametrize("marked", [
     "def f(xs):\n⟦⟧    return xs\n",  # the body's first line
     "def f(xs):\n    y = 1\n⟦⟧    return xs + y\n",  # beside the statement above
     "def f(xs):\n    for x in xs:\n⟦⟧        print(x)\n",  # the loop's body
     "def f(xs):\n    for x in xs:\n        print(x)\n⟦⟧    return xs\n",  # after a block
+    "def f(xs):\n    if xs:\n        return 1\n⟦⟧    return xs\n",  # after a return
 ])
 def test_a_line_where_a_statement_fits_is_no_header(marked: str) -> None:
     assert _slot(marked) is None
@@ -228,8 +245,16 @@ def test_a_header_whose_function_the_code_after_calls_is_its_def() -> None:
     assert document.wanted(at, at, fill, calls=True) == ["k", "is_prime"]
 
 
-def test_a_statement_s_line_binds_the_first_name_wanted() -> None:
-    assert begin_binding(["out", "n"], "    out.append(n)\n", None) == Hint("out =", ("out",))
+def test_a_statement_s_line_binds_every_name_wanted() -> None:
+    """One line is missing, so it binds all the code below reads unbound (`begin, end =
+    -1., 1.`), but a module, which it imports alone."""
+    assert begin_binding(["out"], "    out.append(1)\n", None) == Hint("out =", ("out",))
+    assert begin_binding(["begin", "end"], "    while begin < end:\n", None) == Hint(
+        "begin, end =", ("begin", "end"))
+    assert begin_binding(["math", "x"], "    return math.sqrt(x)\n", None) == Hint(
+        "import math", ("math",))
+    assert begin_binding(["x", "math"], "    return math.sqrt(x)\n", None) == Hint(
+        "x =", ("x",))
     assert begin_binding([], "", None) is None
 
 
