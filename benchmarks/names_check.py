@@ -85,8 +85,8 @@ def _begun(prefix: str, middle: str, suffix: str) -> tuple[str, bool] | None:
     if place is None:
         return None
     calls = place.slot is not None
-    hint = begin_binding(document.wanted(at, at, place.empty, calls=calls), place.below,
-                         place.slot)
+    needed = document.wanted(at, at, place.empty, calls=calls)
+    hint = begin_binding(needed, needed[0], place.below, place.slot) if needed else None
     if hint is None:
         return None
     kind = "header" if calls else "statement"

@@ -122,19 +122,17 @@ class Hint:
     names: tuple[str, ...]
 
 
-def begin_binding(names: list[str], below: str, slot: HeaderSlot | None) -> Hint | None:
-    """The hint for the first of `names` (in the order the code below reads them) where
-    the span's line is a statement: `binding_hint`.  Where it is a block's header
-    (`slot`): a loop over the names its block reads, or where the code after the block
-    calls one function of `names`, that function's `def` taking the others; None where
-    the block reads none of them."""
+def begin_binding(names: list[str], first: str, below: str,
+                  slot: HeaderSlot | None) -> Hint | None:
+    """The hint that binds `names` (in the order the code below reads them), `first`
+    among them where it is a module: where the span's line is a statement, `import
+    first`, or an assignment to all but the modules (the one line missing binds them all:
+    `begin, end =`); where it is a block's header (`slot`), a loop over the names its
+    block reads, or where the code after the block calls one function of `names`, that
+    function's `def` taking the others; None where the block reads none of them."""
     if slot is None:
-        if not names:
-            return None
-        first = binding_hint(names[0], below)
-        if first.startswith("import"):
-            return Hint(first, (names[0],))
-        # the line binds all the code below reads unbound: `begin, end = -1., 1.`
+        if binding_hint(first, below).startswith("import"):
+            return Hint(binding_hint(first, below), (first,))
         values = [n for n in names if not binding_hint(n, below).startswith("import")]
         return Hint(f"{', '.join(values)} =", tuple(values))
     # a module the block reads is imported, not looped over

@@ -481,8 +481,12 @@ class InfillRun:
         if left == []:
             return None
         needed = document.wanted(start, end, place.empty, shown, calls)  # the code below's
-        hint = begin_binding([n for n in needed if left is None or n in left], place.below,
-                             place.slot)
+        first = next((n for n in needed if left is None or n in left), None)
+        if first is None:
+            return None
+        # the line binds all the code below wants, those the best fill bound too (`i, j =`
+        # where it wrote `i = 0`)
+        hint = begin_binding(needed, first, place.below, place.slot)
         if hint is None:
             return None
         left = needed if left is None else left

@@ -163,16 +163,30 @@ def test_after_code_on_the_line_no_binding_is_begun(
 
 def test_a_hinted_fill_that_unbinds_what_the_first_fill_bound_is_not_offered(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lines below read `i` and `j`; the first fill binds `i`: a fill begun with `j =`
-    that no longer binds `i` mends nothing."""
-    text = "def f(q):\n\n    while i < j:\n        i += 1\n    return i\n"
+    """The lines below read `math` and `x`; the first fill imports `math`: a fill begun
+    with `x =` that no longer imports it mends nothing."""
+    text = "def f(q):\n\n    return x + math.sqrt(q)\n"
     at = text.index("\n\n") + 1
     request = InfillRequest(text, at, at, "python", "file:///f.py",
                             InfillOptions(length=8, steps=4))
-    engine, request, runs = _planted(model_dir, monkeypatch, "    i = 0", "    j = 0", request)
+    engine, request, runs = _planted(model_dir, monkeypatch, "    import math", "    x = 1",
+                                     request)
     result = engine.infill(request)
-    assert [(c.text, c.path) for c in result.candidates] == [("    i = 0", DIFFUSION)]
+    assert [(c.text, c.path) for c in result.candidates] == [("    import math", DIFFUSION)]
     assert runs == [DIFFUSION, REPAIR]  # the hinted pass ran, and was left out
+
+
+def test_a_fill_that_binds_one_of_two_names_gives_way_to_one_that_binds_both(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lines below read `i` and `j`; the first fill binds `i` alone (HumanEval/72)."""
+    text = "def f(q):\n\n    while i < j:\n        i += 1\n    return i\n"
+    at = text.index("\n\n") + 1
+    request = InfillRequest(text, at, at, "python", "file:///f.py",
+                            InfillOptions(length=16, steps=4))
+    engine, request, runs = _planted(model_dir, monkeypatch, "    i = 0",
+                                     "    i, j = 0, len(q)", request)
+    result = engine.infill(request)
+    assert [(c.text, c.path) for c in result.candidates] == [("    i, j = 0, len(q)", BINDING)]
 
 
 # --- a block's header -------------------------------------------------------------------------
@@ -217,23 +231,23 @@ def test_a_line_where_a_statement_fits_is_no_header(marked: str) -> None:
 
 def test_a_header_binds_the_names_its_block_reads_in_a_loop() -> None:
     slot = _slot(COUNT)
-    assert begin_binding(["c"], "", slot) == Hint("for c in", ("c",))
+    assert begin_binding(["c"], "c", "", slot) == Hint("for c in", ("c",))
     pairs = _slot("def f(xs):\n    best = 0\n⟦⟧        best = max(best, i * x)\n"
                   "    return best\n")
-    assert begin_binding(["i", "x"], "", pairs) == Hint("for i, x in", ("i", "x"))
+    assert begin_binding(["i", "x"], "i", "", pairs) == Hint("for i, x in", ("i", "x"))
     # a standard module the block reads is imported, not looped over
     roots = _slot("def f(xs):\n    out = []\n⟦⟧        out.append(math.sqrt(x))\n"
                   "    return out\n")
-    assert begin_binding(["math", "x"], roots.block, roots) == Hint("for x in", ("x",))
+    assert begin_binding(["math", "x"], "math", roots.block, roots) == Hint("for x in", ("x",))
     # nothing wanted that the block reads: no header to guess
-    assert begin_binding(["total"], "", slot) is None
+    assert begin_binding(["total"], "total", "", slot) is None
 
 
 def test_a_header_whose_function_the_code_after_calls_is_its_def() -> None:
     marked = ("def fib_primes(n):\n    n += 1\n⟦⟧        return all(k % d for d in range(2, k))\n"
               "    return [k for k in range(n) if is_prime(k)]\n")
     slot = _slot(marked)
-    assert begin_binding(["k", "is_prime"], "", slot) == Hint("def is_prime(k):",
+    assert begin_binding(["k", "is_prime"], "k", "", slot) == Hint("def is_prime(k):",
                                                               ("is_prime", "k"))
     # the code below calling a function nothing defines is wanted only when asked for
     text = marked.replace("⟦⟧", "")
@@ -247,15 +261,13 @@ def test_a_header_whose_function_the_code_after_calls_is_its_def() -> None:
 
 def test_a_statement_s_line_binds_every_name_wanted() -> None:
     """One line is missing, so it binds all the code below reads unbound (`begin, end =
-    -1., 1.`), but a module, which it imports alone."""
-    assert begin_binding(["out"], "    out.append(1)\n", None) == Hint("out =", ("out",))
-    assert begin_binding(["begin", "end"], "    while begin < end:\n", None) == Hint(
+    -1., 1.`), but a module, which it imports alone where the best fill left it."""
+    assert begin_binding(["out"], "out", "    out.append(1)\n", None) == Hint("out =", ("out",))
+    assert begin_binding(["begin", "end"], "end", "    while begin < end:\n", None) == Hint(
         "begin, end =", ("begin", "end"))
-    assert begin_binding(["math", "x"], "    return math.sqrt(x)\n", None) == Hint(
-        "import math", ("math",))
-    assert begin_binding(["x", "math"], "    return math.sqrt(x)\n", None) == Hint(
-        "x =", ("x",))
-    assert begin_binding([], "", None) is None
+    below = "    return math.sqrt(x)\n"
+    assert begin_binding(["math", "x"], "math", below, None) == Hint("import math", ("math",))
+    assert begin_binding(["math", "x"], "x", below, None) == Hint("x =", ("x",))
 
 
 def test_a_fill_that_leaves_a_header_s_loop_variable_unbound_gives_way_to_a_loop(
