@@ -49,6 +49,10 @@ class HeaderSlot:
     indent: str  # the header's indentation: the line above's, one level in if it opens a block
     block: str  # the lines below that the header's block holds
     after: str  # the code of the function after that block
+    # the statement above on the header's indentation (`try:`), and the header of the
+    # block that holds them both (`class Proto:`), stripped; "" where there is none
+    sibling: str = ""
+    opener: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,15 @@ def header_slot(text: str, line_start: int, below: str) -> HeaderSlot | None:
     lines = below[code.start():].split("\n")
     inside = next((i for i, line in enumerate(lines) if line.strip()
                    and not line.startswith(deep)), len(lines))
-    return HeaderSlot(indent, "\n".join(lines[:inside]), "\n".join(lines[inside:]))
+    sibling = opener = ""
+    for line in reversed(above):
+        if len(_leading(line)) < len(indent):
+            opener = line.strip()
+            break
+        if _leading(line) == indent and not sibling:
+            sibling = line.strip()
+    return HeaderSlot(indent, "\n".join(lines[:inside]), "\n".join(lines[inside:]),
+                      sibling, opener)
 
 
 @dataclass(frozen=True)
@@ -138,24 +150,40 @@ def begin_binding(names: list[str], first: str, below: str,
     # a module the block reads is imported, not looped over
     names = [n for n in names if not binding_hint(n, below).startswith("import")]
     inside = [n for n in names if _reads(n, slot.block)]
-    called = [n for n in names if n not in inside
-              and re.search(rf"(?<![\w.]){re.escape(n)}\s*\(", slot.after)]
-    if len(called) == 1:
-        return Hint(f"def {called[0]}({', '.join(inside)}):", (called[0], *inside))
-    return Hint(f"for {', '.join(inside)} in", tuple(inside)) if inside else None
+    # what the header binds that only the code after its block reads: a function's name
+    # or a class's (`def is_prime(n):`, `class Proto`: what it derives from is unsaid)
+    later = [n for n in names if n not in inside and _reads(n, slot.after, calls=True)]
+    if len(later) == 1:
+        if re.search(rf"(?<![\w.]){re.escape(later[0])}\.\w", slot.after):
+            # its attributes read: what a `with` gave (`with self.assertRaises(E) as cm:`)
+            return Hint("with", (later[0],))
+        if later[0][:1].isupper():
+            return Hint(f"class {later[0]}", (later[0],))
+        if not inside:  # what it takes, its block does not say
+            return Hint(f"def {later[0]}(", (later[0],))
+        return Hint(f"def {later[0]}({', '.join(inside)}):", (later[0], *inside))
+    if not inside:
+        return None
+    if slot.sibling.startswith(("try:", "except")) and len(inside) == 1:
+        return Hint("except", tuple(inside))  # a handler's `as exc`, of a type unsaid
+    if slot.opener.startswith("class "):
+        return Hint("def", tuple(inside))  # a method, whose parameters the block reads
+    return Hint(f"for {', '.join(inside)} in", tuple(inside))
 
 
-def _reads(name: str, code: str) -> bool:
-    """Whether `code` reads `name` other than as a function it calls."""
-    return re.search(rf"(?<![\w.]){re.escape(name)}\b(?!\s*\()", code) is not None
+def _reads(name: str, code: str, calls: bool = False) -> bool:
+    """Whether `code` reads `name`: other than as a function it calls, but with `calls`."""
+    rest = "" if calls else r"(?!\s*\()"
+    return re.search(rf"(?<![\w.]){re.escape(name)}\b{rest}", code) is not None
 
 
 def binding_hint(name: str, below: str) -> str:
     """How a statement begins that binds `name` for the code `below` it: `import math`
     where the name is a module of the standard library whose attributes the code reads
     (all of them the module's, for a compiled one, which imports without running Python
-    code; for the others, none a container's method, or all defined in the module's
-    source, read and not run: `re.split` is a string's method too); else `name =`.
+    code; for the others, all defined in the module's source, read and not run, or
+    named in its strings (hashlib's `md5`), and where that source takes names it does not
+    spell (`from posix import *`), none a container's method); else `name =`.
     The same answer in every process: no module is imported that could do anything on
     import."""
     attributes = set(re.findall(rf"(?<![\w.]){re.escape(name)}\.(\w+)", below))
@@ -164,8 +192,8 @@ def binding_hint(name: str, below: str) -> str:
             is_module = all(hasattr(importlib.import_module(name), a) for a in attributes)
         else:
             defined = _defines(name)
-            is_module = (not attributes & _CONTAINER_METHODS
-                         or defined is not None and attributes <= defined)
+            is_module = (not attributes & _CONTAINER_METHODS if defined is None
+                         else attributes <= defined)
         if is_module:
             return f"import {name}"
     return f"{name} ="
@@ -174,7 +202,8 @@ def binding_hint(name: str, below: str) -> str:
 @functools.lru_cache(maxsize=64)
 def _defines(name: str) -> frozenset[str] | None:
     """The names the source of the standard-library module `name` binds at its top
-    (in its `if` and `try` blocks too), read without running it; None where it has no
+    (in its `if` and `try` blocks too), and the identifiers its strings there spell (a
+    name bound through `globals()`), read without running it; None where it has no
     Python source or takes names it does not spell (`from posix import *`)."""
     spec = importlib.util.find_spec(name)
     if spec is None or not (spec.origin or "").endswith(".py"):
@@ -191,6 +220,9 @@ def _defines(name: str) -> frozenset[str] | None:
         if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
             return None
         found.update(binds(node))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.value.isidentifier():
+            found.add(node.value)  # a name it binds by spelling: `globals()[name] = ...`
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                                  ast.Lambda)):
             stack.extend(ast.iter_child_nodes(node))

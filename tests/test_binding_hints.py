@@ -86,6 +86,9 @@ def test_the_hint_is_an_import_for_a_standard_module_whose_attributes_are_read()
     assert binding_hint("math", "    return math + 1\n") == "math ="  # read, no attribute
     # a module in Python whose function is named like a string's method: its source says
     assert binding_hint("re", "    words = re.split(r'\\s+', s)\n") == "import re"
+    assert binding_hint("hashlib", "    return hashlib.md5(b).hexdigest()\n") == \
+        "import hashlib"  # bound by spelling, through globals()
+    assert binding_hint("code", "    name = code.co_filename\n") == "code ="  # a code object
 
 
 # --- in the engine ---------------------------------------------------------------------------
@@ -204,7 +207,7 @@ COUNT = ("def count(s):\n    n = 0\n⟦⟧        if c == '(':\n            n +=
 def test_a_line_above_code_indented_deeper_than_a_statement_there_is_a_header() -> None:
     slot = _slot(COUNT)
     assert slot == HeaderSlot("    ", "        if c == '(':\n            n += 1",
-                              "    return n\n")
+                              "    return n\n", "n = 0", "def count(s):")
     # one level in where the line above opens a block, in the document's own unit
     slot = _slot("def f(rows):\n  for row in rows:\n⟦⟧      print(cell)\n")
     assert slot is not None and slot.indent == "    "
@@ -257,6 +260,24 @@ def test_a_header_whose_function_the_code_after_calls_is_its_def() -> None:
     assert fill == "    if True:\n"
     assert document.wanted(at, at, fill) == ["k"]
     assert document.wanted(at, at, fill, calls=True) == ["k", "is_prime"]
+
+
+@pytest.mark.parametrize("marked, names, begun", [
+    # beside a `try:`, its handler's `as`
+    ("def f(g):\n    try:\n        return g()\n⟦⟧        log(exc)\n", ["exc"], "except"),
+    # in a class, a method, whose parameters the block reads
+    ("class A:\n    x = 1\n⟦⟧        return self.x + base\n", ["self", "base"], "def"),
+    # read only after the block: a class, or what a `with` gave, whose attributes are read
+    ("def f():\n    n = 0\n⟦⟧        pass\n    return Proto()\n", ["Proto"], "class Proto"),
+    ("def f(t):\n    n = 0\n⟦⟧        t()\n    return cm.exception\n", ["cm"], "with"),
+    # a function called after it whose block reads nothing unbound: its parameters unsaid
+    ("def f():\n    n = 0\n⟦⟧        return 1\n    return g(n)\n", ["g"], "def g("),
+])
+def test_a_header_s_kind_follows_the_code_around_it(marked: str, names: list[str],
+                                                    begun: str) -> None:
+    hint = begin_binding(names, names[0], "", _slot(marked))
+    assert hint is not None and hint.text == begun
+    assert set(hint.names) == set(names)
 
 
 def test_a_statement_s_line_binds_every_name_wanted() -> None:
