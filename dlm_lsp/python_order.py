@@ -251,7 +251,7 @@ def _first_parts(node: ast.stmt) -> list[ast.AST]:
     return [node.subject] if isinstance(node, ast.Match) else []
 
 
-def _functions_over(tree: ast.AST, rows: tuple[int, int]) -> Iterator[ast.AST]:
+def functions_over(tree: ast.AST, rows: tuple[int, int]) -> Iterator[ast.AST]:
     """The functions of `tree` whose lines meet rows [first, last] (1-based); statements
     and definitions wholly above or below are not walked (a chunk is often a long class)."""
     stack = [tree]
@@ -272,7 +272,7 @@ def early_reads(tree: ast.Module, source: str, low: int, high: int) -> list[Read
     offset = node_offsets(source)
     rows = (source.count("\n", 0, low) + 1, source.count("\n", 0, high) + 1)
     found: list[Read] = []
-    for node in _functions_over(tree, rows):
+    for node in functions_over(tree, rows):
         params = _parameters(node)
         local = (params | set(_bindings(node.body))) - _declared(node.body)
         flow = _Flow(local, offset, low, high)
@@ -286,7 +286,7 @@ def function_end(tree: ast.Module, source: str, at: int) -> int | None:
     offset `at` ends: the end of its last line; None outside every function."""
     row = source.count("\n", 0, at) + 1
     inner = None
-    for node in _functions_over(tree, (row, row)):
+    for node in functions_over(tree, (row, row)):
         if inner is None or node.lineno >= inner.lineno:
             inner = node
     if inner is None:

@@ -53,6 +53,7 @@ from typing import NamedTuple
 from tree_sitter import Node
 
 from dlm_lsp.python_calls import BadCall, bad_calls
+from dlm_lsp.python_kinds import Misuse, misuses
 from dlm_lsp.python_names import (
     Read,
     called,
@@ -465,6 +466,17 @@ class PythonSyntax:
         shift = filled.shift
         return [read._replace(start=read.start + shift, end=read.end + shift) for read in
                 early_reads(filled.tree, filled.source, filled.low, filled.low + len(fill))]
+
+    def misused(self, start: int, end: int, fill: str, shown: str = "") -> list[Misuse]:
+        """The uses of a name its kind cannot serve that `fill` makes or brings about (see
+        python_kinds), in the filled document's offsets."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        chunk, shift = filled.chunk, filled.shift
+        uses = misuses(filled.tree, filled.source, filled.low, filled.low + len(fill),
+                       (self.text[:chunk.low], self.text[chunk.high:], shown))
+        return [use._replace(start=use.start + shift, end=use.end + shift) for use in uses]
 
     def bad_calls(self, start: int, end: int, fill: str, shown: str = "") -> list[BadCall]:
         """The calls `fill` makes that their callee cannot take (see python_calls), in the

@@ -909,7 +909,8 @@ class ParsedDocument:
 
     def _names_verdict(self, start: int, end: int, fill: str, shown: str) -> Validation | bool:
         """The rejection of a fill that parses for the names it reads (python_names,
-        python_order) or the calls it makes (python_calls), or False."""
+        python_order), the calls it makes (python_calls) or a name it uses as its kind
+        cannot be (python_kinds), or False."""
         python = self._python_syntax()
         reads = python.unbound(start, end, fill, shown)
         found = reads or python.read_early(start, end, fill)
@@ -920,13 +921,16 @@ class ParsedDocument:
             why = (f"fill reads {listed}, defined nowhere in the document" if reads else
                    f"fill reads {listed} before the function binds {it} (UnboundLocalError)")
             ranges = [(read.start, read.end) for read in found]
-        else:
-            calls = python.bad_calls(start, end, fill, shown)
-            if not calls:
-                return False
+        elif calls := python.bad_calls(start, end, fill, shown):
             names = tuple(dict.fromkeys(call.name for call in calls))
             why = f"fill calls {calls[0].why}"
             ranges = [(call.start, call.end) for call in calls]
+        elif uses := python.misused(start, end, fill, shown):
+            names = tuple(use.name for use in uses)
+            why = f"fill uses '{uses[0].name}' as it cannot be ({uses[0].why})"
+            ranges = [(use.start, use.end) for use in uses]
+        else:
+            return False
         places = tuple(self._fill_end(start, fill[:at - start]) for at, _ in ranges)
         return Validation(True, False, self.language, places,
                           reason=f"{why}, {_at(*places[0])}", new_ranges=tuple(ranges),

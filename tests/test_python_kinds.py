@@ -1,0 +1,133 @@
+"""Specification of the kinds check (dlm_lsp/python_kinds.py): a Python fill that uses a
+name as its kind cannot be used (calls a list, iterates a number, reads an attribute a
+str lacks), or gives a name a kind the code around it cannot use so, fails wherever it
+runs, and is rejected and repaired as a name nothing defines is.
+
+Documents mark the span as ⟦old text⟧ (⟦⟧ for an insertion point), as in
+test_python_names.  The check errs toward passing: a name whose bindings do not all say
+the same kind is not judged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import Planted, fixed_on_repair
+
+from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.repair import DIFFUSION, REPAIR
+from dlm_lsp.validation import Validation, parsed_document
+
+
+def _fill(marked: str, fill: str) -> Validation:
+    start = marked.index("⟦")
+    end = marked.index("⟧") - 1
+    text = marked.replace("⟦", "").replace("⟧", "")
+    document = parsed_document(text, "python")
+    return document.names_checked(start, end, fill, document.validate(start, end, fill))
+
+
+def test_calling_a_parameter_annotated_list_is_rejected_at_the_call() -> None:
+    marked = "def f(l: list):\n    for i in range(3):\n⟦⟧\n            pass\n"
+    result = _fill(marked, "        for j in l(i):")
+    assert result.valid is False
+    assert result.names == ("l",)
+    assert "fill uses 'l' as it cannot be ('list' object is not callable)" in result.reason
+    at = marked.index("⟦") + len("        for j in ")
+    assert result.new_ranges == ((at, at + 1),)
+
+
+@pytest.mark.parametrize("marked, fill, why", [
+    # a number from a literal, iterated, tested with `in`, subscripted
+    ("def f(s):\n    depth = 0\n⟦⟧\n        pass\n", "    for c in depth:",
+     "'int' object is not iterable"),
+    ("def f(s):\n    n = len(s)\n⟦⟧\n", "    return [c for c in n]",
+     "'int' object is not iterable"),
+    ("def f(s):\n    n = 1.5\n⟦⟧\n", "    return 2 in n", "argument of type 'int' is not iterable"),
+    ("def f(n: int):\n⟦⟧\n", "    return n[0]", "'int' object is not subscriptable"),
+    # an attribute its type lacks; a None
+    ("def f(arr: list):\n⟦⟧\n    return m\n", "    m = arr.max()",
+     "'list' object has no attribute 'max'"),
+    ("def f(words: List[str]):\n⟦⟧\n", "    return words.split()",
+     "'list' object has no attribute 'split'"),
+    ("def f(s):\n    best = None\n⟦⟧\n", "    best.append(s)",
+     "'NoneType' object has no attribute 'append'"),
+    # a str called (HumanEval/99: `if value(value, int):`)
+    ("def f(value: str):\n⟦⟧\n        return 1\n", "    if value(value, int):",
+     "'str' object is not callable"),
+])
+def test_uses_the_kind_cannot_serve_are_rejected(marked: str, fill: str, why: str) -> None:
+    result = _fill(marked, fill)
+    assert result.valid is False
+    assert why in result.reason
+
+
+def test_a_binding_the_code_around_cannot_use_is_rejected_at_its_value() -> None:
+    """`ans = 0` above the `ans.append(x)` below (HumanEval/129): the value is blamed."""
+    marked = "def f(xs):\n⟦⟧\n    for x in xs:\n        ans.append(x)\n    return ans\n"
+    result = _fill(marked, "    ans = 0")
+    assert result.valid is False
+    assert "'int' object has no attribute 'append'" in result.reason
+    at = marked.index("⟦") + len("    ans = ")
+    assert result.new_ranges == ((at, at + 1),)
+    assert _fill(marked, "    ans = []").valid
+
+
+@pytest.mark.parametrize("marked, fill", [
+    # what each kind serves
+    ("def f(s: str):\n⟦⟧\n", "    return [c.upper() for c in s]"),
+    ("def f(n: int):\n⟦⟧\n", "    return n.bit_length() + n"),
+    ("def f(xs):\n    out = []\n⟦⟧\n    return out\n", "    out.append(xs[0])"),
+    ("def f(d: Dict[str, int]):\n⟦⟧\n", "    return d['a'] + len(d.keys())"),
+    # bindings of two kinds, or of an unknown one: not judged
+    ("def f(xs):\n    best = None\n    for x in xs:\n        best = [x]\n⟦⟧\n",
+     "    best.append(1)"),
+    ("def f(xs):\n    n = 0\n    n, m = xs\n⟦⟧\n", "    return n[0]"),
+    ("def f(xs):\n    n = xs.pop()\n⟦⟧\n", "    return n()"),
+    ("def f(xs):\n    n = 0\n    for n in xs:\n        pass\n⟦⟧\n", "    return n[0]"),
+    # an annotation the default contradicts, one that says nothing, `*args`
+    ("def f(n: int = None):\n⟦⟧\n", "    return n.x"),
+    ("def f(n: Optional[int]):\n⟦⟧\n", "    return n.x"),
+    ("def f(*n: int):\n⟦⟧\n", "    return n[0]"),
+    # a builtin the document rebinds says no kind; augmented assignment keeps the kind
+    ("def len(x):\n    return [x]\n\ndef f(s):\n    n = len(s)\n⟦⟧\n", "    return n[0]"),
+    ("def f(s):\n    t = ''\n    t += s\n⟦⟧\n", "    return t.upper()"),
+    # a misuse the fill neither makes nor brings about is the document's own
+    ("def f(s):\n    n = 0\n    n()\n⟦⟧\n", "    return s"),
+    # outside a function the check is not made
+    ("n = 0\n⟦⟧\n", "n()\n"),
+])
+def test_uses_a_kind_may_serve_are_accepted(marked: str, fill: str) -> None:
+    result = _fill(marked, fill)
+    assert result.valid, result.reason
+
+
+# --- in the engine: repair ------------------------------------------------------------------
+
+
+def test_repair_rewrites_a_call_of_a_list(model_dir: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", fallback=False))
+    text = "def f(l: list):\n    \n    return n\n"
+    at = text.index("    \n") + 4
+    request = InfillRequest(text, at, at, "python", "file:///f.py",
+                            InfillOptions(length=8, steps=4))
+    runs = fixed_on_repair(monkeypatch, Planted(engine, request, broken="n = l(0)",
+                                                good="n = l[0]"))
+    result = engine.infill(request)
+    best = result.candidates[0]
+    assert (best.text, best.valid) == ("n = l[0]", True)
+    assert runs[0] == DIFFUSION and REPAIR in runs
+
+
+def test_with_check_names_off_a_misused_kind_passes(model_dir: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", check_names=False))
+    text = "def f(l: list):\n    \n    return n\n"
+    at = text.index("    \n") + 4
+    request = InfillRequest(text, at, at, "python", "file:///f.py",
+                            InfillOptions(length=8, steps=4))
+    fixed_on_repair(monkeypatch, Planted(engine, request, broken="n = l(0)", good="n = l[0]"))
+    assert engine.infill(request).candidates[0].text == "n = l(0)"
