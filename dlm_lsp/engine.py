@@ -560,7 +560,7 @@ class Engine:
                 and run.affords(sampler.steps)):
             # the code below reads a name the best fill leaves unbound: begin one with it
             hinted = run.bind_hint(candidates[0], replace(
-                sampler, temperatures=sampler.temperatures[:1]), seed)
+                sampler, temperatures=sampler.temperatures[:1]), seed, repair)
             if hinted is not None:
                 candidates.insert(0, hinted)
         candidates = candidates[:len(sampler.temperatures)]  # as many as were asked for

@@ -445,10 +445,11 @@ class InfillRun:
             error(fill) == found for fill in ([closers] if closers else [])) and all(
             error(c.text, c.check) == found for c in candidates)
 
-    def bind_hint(self, best: Candidate, sampler: SamplerConfig, seed: int) -> Candidate | None:
+    def bind_hint(self, best: Candidate, sampler: SamplerConfig, seed: int,
+                  repair: RepairConfig | None = None) -> Candidate | None:
         """A fill begun with the binding the code below the span needs, where `best` leaves
         it out; None where nothing is wanted, the fill binds it, or the hinted fill does
-        not pass the checks or bind it.
+        not pass the checks (after one round of `repair`, where it parses) or bind it.
 
         The lines below a Python span may read a name that nothing binds before them
         (`res.append(x)` with `res` bound nowhere, `while not ok(s[b:]):` with `b` bound
@@ -501,6 +502,12 @@ class InfillRun:
                                                                               - len(ids))),
                          head_tokens=protected)
         [found] = self.candidates(self.denoise(hinted, sampler, seed), BINDING)
+        if (repair is not None and not found.valid and _parses(found)
+                and self.affords(min(sampler.steps, 2 * repair.margin + 1))):
+            # what it wrote after the binding fails a check (`for c in depth:`, a number):
+            # written again, once
+            fixed = self._repair_once(found, repair, sampler, seed)
+            found = found if fixed is None else replace(fixed, path=BINDING)
         after = (document.wanted(start, end, found.text, shown, calls) if found.valid
                  else hint.names)
         # it binds the names, and leaves no other unbound that the best fill bound (`j = 0`

@@ -315,3 +315,30 @@ def test_a_fill_that_leaves_a_header_s_loop_variable_unbound_gives_way_to_a_loop
     # after the prefix's line break, which the span's tokens begin with (the head)
     assert begun == ["\n    for c in"]
     assert runs == [DIFFUSION, REPAIR]
+
+
+def test_a_hinted_fill_that_fails_a_check_is_repaired_once(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`for c in n:` binds `c` but loops over a number: one repair round writes the
+    iterable again, and the mended fill is offered as the binding's."""
+    text = COUNT.replace("⟦⟧", "")
+    at = COUNT.index("⟦")
+    request = InfillRequest(text, at, at, "python", "file:///count.py",
+                            InfillOptions(length=8, steps=4))
+    engine = _engine(model_dir)
+    mended = Planted(engine, request, good="    for c in s:\n").targets[True]
+    planted = Planted(engine, request, broken="    if s:\n", good="    for c in n:\n")
+    begun = []
+    real = passes_module.denoise
+
+    def spy(model, layout, *args):
+        if layout.init_ids is not None:
+            begun.append(layout.init_ids)
+            planted.fixed = True
+            if len(begun) == 2:  # the repair round
+                planted.targets[True] = mended
+        return real(model, layout, *args)
+    monkeypatch.setattr(passes_module, "denoise", spy)
+    result = engine.infill(request)
+    assert [(c.text, c.path) for c in result.candidates] == [("    for c in s:\n", BINDING)]
+    assert len(begun) == 2
