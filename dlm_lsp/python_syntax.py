@@ -28,7 +28,9 @@ the fill, with the document as it is (the span's old text) as baseline:
   did, or when the old failure sat at the span (on its lines, or after it with
   only blanks and comments between: an empty block is noticed at the next line
   of code) and the new one sits at the fill the same way (the fill did not
-  complete `result = foo(`, or left the block empty).  Damage elsewhere in the
+  complete `result = foo(`, or left the block empty), or anywhere where the
+  span's line must be a block's header and one there (`if True:`) parses (a
+  `try:` with no handler fails at its block's end).  Damage elsewhere in the
   chunk is the user's.
 
 A chunk of top-level statements (not one cut inside a block, whose function or
@@ -356,10 +358,16 @@ class PythonSyntax:
         row, column, column_end, message = failure
         at = chunk.low + _offset(source, row, column)
         line = self._row(chunk.low) + row
-        if chunk.failure is not None and not self._blamed(chunk, source, at, line, start, end,
-                                                          fill):
-            return None
         until = chunk.low + _offset(source, row, column_end)
+        if chunk.failure is not None:
+            if not self._blamed(chunk, source, at, line, start, end, fill):
+                return None
+            if not start <= at <= start + len(fill) and self._a_header_mends(chunk, start,
+                                                                               end):
+                # the header is at fault, not the block's end where CPython noticed it
+                line = self._row(start)
+                at, until = start, start + len(fill.rstrip())
+                column = start - self.lines[line]
         return Rejection(line, column, at, max(until, at), message)
 
     def _blamed(self, chunk: _Chunk, source: str, at: int, line: int, start: int, end: int,
@@ -379,7 +387,20 @@ class PythonSyntax:
         fill_at = start - chunk.low
         on_the_fill = (first <= line <= first + fill.count("\n")
                        or _beside(source, fill_at, fill_at + len(fill), at - chunk.low))
-        return on_the_span and on_the_fill
+        return on_the_span and (on_the_fill or self._a_header_mends(chunk, start, end))
+
+    def _a_header_mends(self, chunk: _Chunk, start: int, end: int) -> bool:
+        """Whether the chunk parses with a header that binds nothing (`if True:`) over
+        the span, where the code below is indented as a block's (binding_hints): then the
+        span's line was all that broke it, and a fill that leaves it failing anywhere
+        (`try:` with no handler, the failure at the block's end) is to blame."""
+        from dlm_lsp.binding_hints import hint_place  # it reads indentation, which
+        # reads validation, which reads this module
+        place = hint_place(self.text, start, end)
+        if place is None or place.slot is None:
+            return False
+        source = self.text[chunk.low:start] + place.empty + self.text[end:chunk.high]
+        return _failure(source, chunk.inside_block) is None
 
     def _filled(self, start: int, end: int, fill: str) -> _Filled | None:
         """The chunk around the span with `fill` written over it, parsed; None where no

@@ -310,3 +310,19 @@ def test_a_return_in_a_large_document_s_window_inside_a_function_is_accepted(
     marked = "def big():\n" + "".join(body) + "    return v2\n"
     assert _fill(marked, "return v3").valid
     assert not _fill(marked, "return v3 +").valid
+
+
+def test_a_header_whose_block_cpython_fails_at_its_end_is_rejected_at_the_header() -> None:
+    """The code below the span is a block with no header: the document fails at the span
+    as it is, and `if True:` there would mend it. `try:` with no handler fails only at
+    the block's end, far from the fill, and is the fill's fault all the same."""
+    marked = ("def f(xs):\n    n = 0\n⟦⟧        n += 1\n        n *= 2\n    return n\n"
+              "\n\nY = 1\n")
+    result = _fill(marked, "    try:\n")
+    assert not result.valid
+    assert "expected 'except' or 'finally' block" in result.reason
+    at = marked.index("⟦")
+    assert result.new_ranges == ((at, at + len("    try:")),)
+    assert _fill(marked, "    for x in xs:\n").valid
+    # a statement there leaves the block below without its header, as before
+    assert _fill(marked, "    n = 2\n").valid is False
