@@ -130,15 +130,17 @@ class ServerConfig(SamplingControls):
     drafts: bool = False  # send dlm/draft notifications while denoising
     validate: bool = True  # check fills with tree-sitter
     # With `validate`: a Python fill that reads a name nothing in the document defines or
-    # a function's local before anything binds it, or calls a function with arguments it
-    # cannot take, is rejected as a syntax error is, and repaired (dlm_lsp/python_names.py,
-    # python_order.py, python_calls.py).  Off for code whose names come from where no
-    # reading finds them (a framework's injected globals).
+    # a function's local before anything binds it, calls a function with arguments it
+    # cannot take, or uses a name as its kind cannot be used (calls a list, iterates a
+    # number), is rejected as a syntax error is, and repaired (dlm_lsp/python_names.py,
+    # python_order.py, python_calls.py, python_kinds.py).  Off for code whose names come
+    # from where no reading finds them (a framework's injected globals).
     check_names: bool = True
     # Where the code below a Python span reads a name nothing binds before it (`res.append`
     # under the span, `res` bound nowhere) and the best fill leaves it so, one more pass
-    # begins the fill with the binding (`res =`) and offers it first where it passes the
-    # checks and binds the name (passes.InfillRun.bind_hint).
+    # begins the fill with the binding (`res =`, or a block's header: `for c in`) and
+    # offers it first where it passes the checks and binds the name
+    # (passes.InfillRun.bind_hint, binding_hints.py).
     binding_hints: bool = True
     # ghost text and completion items also for fills the check rejected (dlm/infill always
     # returns them, marked valid: false); off: an editor never shows code known to break
