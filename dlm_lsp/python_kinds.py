@@ -26,9 +26,10 @@ name it is not sure of is not judged.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import NamedTuple
 
@@ -73,7 +74,7 @@ def _annotated(arg: ast.arg) -> str | None:
     return _ANNOTATED.get(note.id) if isinstance(note, ast.Name) else None
 
 
-def _of_value(value: ast.AST, rebound: set[str]) -> str | None:
+def _of_value(value: ast.AST, rebound: Callable[[str], bool]) -> str | None:
     """The kind of what `value` evaluates to, where its form says it."""
     if isinstance(value, ast.Constant):
         if value.value is None:
@@ -85,8 +86,8 @@ def _of_value(value: ast.AST, rebound: set[str]) -> str | None:
         if isinstance(value, types):
             return kind
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
-            and value.func.id not in rebound:
-        return _RETURNS.get(value.func.id)
+            and value.func.id in _RETURNS and not rebound(value.func.id):
+        return _RETURNS[value.func.id]
     return None
 
 
@@ -102,7 +103,8 @@ def _parameters(node: ast.AST) -> Iterator[tuple[ast.arg, ast.AST | None]]:
             yield arg, None
 
 
-def _kinds(function: ast.AST, rebound: set[str]) -> tuple[dict[str, str], dict[str, list]]:
+def _kinds(function: ast.AST, rebound: Callable[[str], bool]
+           ) -> tuple[dict[str, str], dict[str, list]]:
     """The names whose kind `function` says, and for each the values that give it (the
     parameter's node where its annotation does)."""
     kinds: dict[str, set[str | None]] = defaultdict(set)
@@ -181,8 +183,16 @@ def misuses(tree: ast.Module, source: str, low: int, high: int,
     must not be rebound."""
     offset = node_offsets(source)
     rows = (source.count("\n", 0, low) + 1, source.count("\n", 0, high) + 1)
-    rebound = {name for node in ast.walk(tree) for name in binds(node)}
-    rebound |= {name for name in _RETURNS if any(_rebinds(name, t) for t in elsewhere)}
+
+    @functools.cache
+    def bound_here() -> frozenset[str]:
+        return frozenset(name for node in ast.walk(tree) for name in binds(node))
+
+    @functools.cache
+    def rebound(name: str) -> bool:
+        """Asked only of a builtin some value calls: a large document's text is read
+        once a name, not for every builtin on every fill."""
+        return name in bound_here() or any(_rebinds(name, t) for t in elsewhere)
 
     def end_of(node: ast.AST) -> int | None:
         return offset(SimpleNamespace(lineno=node.end_lineno, col_offset=node.end_col_offset))
