@@ -55,7 +55,7 @@ from typing import NamedTuple
 from tree_sitter import Node
 
 from dlm_lsp.python_calls import BadCall, bad_calls
-from dlm_lsp.python_kinds import Misuse, misuses
+from dlm_lsp.python_kinds import Misuse, misuses, rebinds
 from dlm_lsp.python_names import (
     Read,
     called,
@@ -265,6 +265,8 @@ class PythonSyntax:
         self._dynamic: bool | None = None  # see `unbound`
         self._last_filled: tuple[tuple[int, int, str], _Filled | None] | None = None
         self._chunks: dict[tuple[int, int], _Chunk | None] = {}
+        # whether the text outside a chunk may rebind a builtin (python_kinds.rebinds)
+        self._rebound: dict[tuple[str, int, int, str], bool] = {}
         self._broken: set[int] | None = None
 
     def _row(self, offset: int) -> int:
@@ -495,8 +497,15 @@ class PythonSyntax:
         if filled is None:
             return []
         chunk, shift = filled.chunk, filled.shift
+
+        def elsewhere(name: str) -> bool:
+            key = (name, chunk.low, chunk.high, shown)
+            if key not in self._rebound:
+                self._rebound[key] = rebinds(name, (self.text[:chunk.low],
+                                                    self.text[chunk.high:], shown))
+            return self._rebound[key]
         uses = misuses(filled.tree, filled.source, filled.low, filled.low + len(fill),
-                       (self.text[:chunk.low], self.text[chunk.high:], shown))
+                       elsewhere)
         return [use._replace(start=use.start + shift, end=use.end + shift) for use in uses]
 
     def bad_calls(self, start: int, end: int, fill: str, shown: str = "") -> list[BadCall]:
