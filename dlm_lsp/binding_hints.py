@@ -2,15 +2,24 @@
 nothing binds first (`bindingHints`, passes.InfillRun.bind_hint).
 
 The code below says what is missing.  Where the span's line sits at the indentation of
-the statements around it, a statement that binds the name: `res =`, or `import math`
-where the name is a standard-library module whose attributes the code reads.  Where the
-code below is indented deeper than a statement on the span's line could be, the line is
-a block's header, and the header binds the names its block reads: `for c, n in`, or, where
-the code after the block also calls a function nothing defines, that function's `def`
-with the block's names as its parameters (`def is_prime(n):`).  Of HumanEval-Infilling's
-1,033 single-line tasks, 87 are such a header whose block reads names nothing binds; the
-names in the order the block first reads them begin 77 of those lines exactly as `for`
-and the other 10 are a nested function's `def` (`benchmarks/names_check.py`).
+the statements around it, a statement that binds the names: `res =`, `i, j =` (one line
+is missing, so it binds them all), or `import math` where the name is a standard-library
+module whose attributes the code reads.  Where the code below is indented deeper than a
+statement on the span's line could be, or as deep as a `return` just above it (after
+which nothing could run), the line is a block's header, and the header binds the names
+its block reads: `for c, n in`; where the code after the block also reads a name nothing
+binds, that function's `def` with the block's names as its parameters (`def
+is_prime(n):`), a `class` where the name is capitalised, a `with` where its attributes
+are read; beside a `try:`, an `except`; in a class, a method's `def`.
+
+How often each begins the line as it was written, before any fill (the canonical middle
+against the hint `benchmarks/names_check.py` computes; code 901fbeb): of
+HumanEval-Infilling's 1,033 single-line tasks, a statement's hint is asked for by 138
+and begins 130 of their lines (the others mostly `x=0` against `x =`), a header's by 99
+and begins all 99 (`for` 88 times); of 3,000 held-out standard-library lines, 96 of 111
+and 17 of 23 (a `with ... as` read as a loop, a nested `def` read as one).  Multi-line
+spans begin with the line the hint names less often (260 of 648, 160 of 730): the
+binding is not always their first line.
 """
 
 from __future__ import annotations
