@@ -73,17 +73,21 @@ def _signature(arguments: ast.arguments) -> inspect.Signature:
     return inspect.Signature(params)
 
 
-def _bindings(tree: ast.Module) -> Counter[str]:
-    """How many times each name is bound in the tree, in any scope and any way."""
-    return Counter(name for node in ast.walk(tree) for name in binds(node))
-
-
-def _calls(tree: ast.Module) -> Iterator[ast.Call]:
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and not any(isinstance(a, ast.Starred) for a in node.args)
-                and all(k.arg is not None for k in node.keywords)):
-            yield node
+def _calls_over(tree: ast.AST, rows: tuple[int, int]) -> Iterator[ast.Call]:
+    """The calls of a bare name, with no `*args` or `**kwargs`, on lines that meet rows
+    [first, last] (1-based): what lies wholly above or below is not walked."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            end = getattr(child, "end_lineno", None)
+            if end is not None and (end < rows[0] or child.lineno > rows[1]):
+                continue
+            if (isinstance(child, ast.Call) and isinstance(child.func, ast.Name)
+                    and not any(isinstance(a, ast.Starred) for a in child.args)
+                    and all(k.arg is not None for k in child.keywords)):
+                yield child
+            stack.append(child)
 
 
 def bad_calls(tree: ast.Module, source: str, low: int, high: int,
@@ -92,16 +96,24 @@ def bad_calls(tree: ast.Module, source: str, low: int, high: int,
     module's docstring); `elsewhere`: the document's text outside `source` (and the code
     the model is shown beside it), where a callee's name must not occur."""
     offset = node_offsets(source)
-    placed = ((offset(call), call) for call in _calls(tree))
+    rows = (source.count("\n", 0, low) + 1, source.count("\n", 0, high) + 1)
+    placed = ((offset(call), call) for call in _calls_over(tree, rows))
     calls = [(at, call) for at, call in placed if at is not None and low <= at < high]
     if not calls:
         return []
-    counts = _bindings(tree)
-    methods = {id(child) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
-               for child in node.body}  # a bare call never reaches a method
-    defined = {node.name: node for node in ast.walk(tree)
-               if isinstance(node, _DEFINITIONS) and not node.decorator_list
-               and id(node) not in methods}
+    # one walk of the chunk: how often each name is bound, in any scope and any way, and
+    # the functions defined undecorated outside a class body (a bare call never reaches
+    # a method; a class is met before its body)
+    counts: Counter[str] = Counter()
+    methods: set[int] = set()
+    defined: dict[str, ast.AST] = {}
+    for node in ast.walk(tree):
+        counts.update(binds(node))
+        if isinstance(node, ast.ClassDef):
+            methods.update(id(child) for child in node.body)
+        elif (isinstance(node, _DEFINITIONS) and not node.decorator_list
+              and id(node) not in methods):
+            defined[node.name] = node
     found = []
     for at, call in calls:
         name = call.func.id

@@ -28,7 +28,6 @@ name it is not sure of is not judged.
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -186,28 +185,20 @@ def misuses(tree: ast.Module, source: str, low: int, high: int,
     """The uses of a name its kind cannot serve (see the module's docstring) that the
     fill over source[low:high] makes, or that its binding brings about, in a function of
     `tree` (parsed from `source`) that holds it; `elsewhere(name)`: whether the
-    document's text outside `source` (or the code shown beside it) may rebind the builtin
-    `name`, whose result then says no kind (`rebinds`, kept by the caller a document
-    version: the text is long, and the same at every fill)."""
+    document's text outside the span (or the code shown beside it) may rebind the builtin
+    `name`, whose result then says no kind (`rebinds`, kept by the caller for the span:
+    the text is long, and the same at every fill); the function itself is read here."""
     offset = node_offsets(source)
     rows = (source.count("\n", 0, low) + 1, source.count("\n", 0, high) + 1)
-
-    @functools.cache
-    def bound_here() -> frozenset[str]:
-        return frozenset(name for node in ast.walk(tree) for name in binds(node))
-
-    @functools.cache
-    def rebound(name: str) -> bool:
-        """Asked only of a builtin some value calls: a large document's text is read
-        once a name, not for every builtin on every fill."""
-        return name in bound_here() or elsewhere(name)
 
     def end_of(node: ast.AST) -> int | None:
         return offset(SimpleNamespace(lineno=node.end_lineno, col_offset=node.end_col_offset))
 
     found: dict[str, Misuse] = {}
     for function in functions_over(tree, rows):
-        known, givers = _kinds(function, rebound)
+        local = frozenset(name for node in ast.walk(function) for name in binds(node))
+        known, givers = _kinds(function, lambda name, local=local: name in local
+                               or elsewhere(name))
         for read, why in _uses(function, known):
             at = offset(read)
             if at is None or read.id in found:

@@ -265,7 +265,7 @@ class PythonSyntax:
         self._dynamic: bool | None = None  # see `unbound`
         self._last_filled: tuple[tuple[int, int, str], _Filled | None] | None = None
         self._chunks: dict[tuple[int, int], _Chunk | None] = {}
-        # whether the text outside a chunk may rebind a builtin (python_kinds.rebinds)
+        # whether the text outside a span may rebind a builtin (python_kinds.rebinds)
         self._rebound: dict[tuple[str, int, int, str], bool] = {}
         self._broken: set[int] | None = None
 
@@ -496,13 +496,12 @@ class PythonSyntax:
         filled = self._filled(start, end, fill)
         if filled is None:
             return []
-        chunk, shift = filled.chunk, filled.shift
+        shift = filled.shift
 
         def elsewhere(name: str) -> bool:
-            key = (name, chunk.low, chunk.high, shown)
+            key = (name, start, end, shown)
             if key not in self._rebound:
-                self._rebound[key] = rebinds(name, (self.text[:chunk.low],
-                                                    self.text[chunk.high:], shown))
+                self._rebound[key] = rebinds(name, (self.text[:start], self.text[end:], shown))
             return self._rebound[key]
         uses = misuses(filled.tree, filled.source, filled.low, filled.low + len(fill),
                        elsewhere)
