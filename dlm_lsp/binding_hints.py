@@ -31,6 +31,7 @@ import importlib.machinery
 import importlib.util
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from dlm_lsp.indentation import detect_indent
@@ -99,19 +100,20 @@ def hint_place(text: str, start: int, end: int) -> HintPlace | None:
 def header_slot(text: str, line_start: int, below: str) -> HeaderSlot | None:
     """The header the line starting at `line_start` must be, with `below` the code after
     the span; None where a statement fits there: the first line of `below` is no deeper
-    than the line above (one level in where that opens a block).  A line above that
-    continues a bracket is taken for a statement's; the hint's checks catch the rest."""
+    than the line above (one level in where that opens a block), nor as deep as a
+    `return` just above it.  A line above that continues a bracket is taken for a
+    statement's; the hint's checks catch the rest.  Only the lines near the span are
+    read (this runs at every checked Python fill, in documents of megabytes)."""
     code = _CODE_LINE.search(below)
-    above = [line for line in text[:line_start].split("\n")
-             if line.strip() and not line.lstrip().startswith("#")]
-    if code is None or not above:
+    prev = next(_code_lines_above(text, line_start), None)
+    if code is None or prev is None:
         return None
-    deep, prev = code.group(1), above[-1]
+    deep = code.group(1)
     indent = _leading(prev)
     if deep == indent and _ENDS_BLOCK.match(prev):
         # beside a `return` the code below could never run: the block above has ended,
         # and the line opens one of its own beside that block's header
-        indent = next((_leading(line) for line in reversed(above)
+        indent = next((_leading(line) for line in _code_lines_above(text, line_start)
                        if len(_leading(line)) < len(deep)), None)
         if indent is None:
             return None
@@ -121,18 +123,47 @@ def header_slot(text: str, line_start: int, below: str) -> HeaderSlot | None:
         indent += detect_indent(text, "python").unit
     if len(deep) <= len(indent) or not deep.startswith(indent):
         return None
-    lines = below[code.start():].split("\n")
-    inside = next((i for i, line in enumerate(lines) if line.strip()
-                   and not line.startswith(deep)), len(lines))
+    block: list[str] = []
+    after: list[str] = []
+    lines = _lines(below, code.start())
+    line = next(lines, None)
+    while line is not None and (not line.strip() or line.startswith(deep)):
+        block.append(line)
+        line = next(lines, None)
+    # the code after the block, to the end of the block that holds both
+    while line is not None and not (line.strip() and len(_leading(line)) < len(indent)):
+        after.append(line)
+        line = next(lines, None)
     sibling = opener = ""
-    for line in reversed(above):
+    for line in _code_lines_above(text, line_start):
         if len(_leading(line)) < len(indent):
             opener = line.strip()
             break
         if _leading(line) == indent and not sibling:
             sibling = line.strip()
-    return HeaderSlot(indent, "\n".join(lines[:inside]), "\n".join(lines[inside:]),
-                      sibling, opener)
+            if not indent:
+                break  # at the top: no block holds it
+    return HeaderSlot(indent, "\n".join(block), "\n".join(after), sibling, opener)
+
+
+def _code_lines_above(text: str, line_start: int) -> Iterator[str]:
+    """The lines above `line_start` that hold code, nearest first, read as asked."""
+    end = line_start - 1  # the line break that ends the line above
+    while end >= 0:
+        begin = text.rfind("\n", 0, end) + 1
+        line = text[begin:end]
+        if line.strip() and not line.lstrip().startswith("#"):
+            yield line
+        end = begin - 1
+
+
+def _lines(text: str, start: int) -> Iterator[str]:
+    """The lines of text[start:], read as asked."""
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end == -1 else end
+        yield text[start:end]
+        start = end + 1
 
 
 @dataclass(frozen=True)

@@ -342,3 +342,11 @@ def test_a_hinted_fill_that_fails_a_check_is_repaired_once(
     result = engine.infill(request)
     assert [(c.text, c.path) for c in result.candidates] == [("    for c in s:\n", BINDING)]
     assert len(begun) == 2
+
+
+def test_the_code_after_a_header_s_block_is_that_of_the_block_holding_it() -> None:
+    """A name the next function calls is no `def` this header could be."""
+    slot = _slot("def f(xs):\n    n = 0\n⟦⟧        n += x\n    return n\n\n\ndef g():\n"
+                 "    return h()\n")
+    assert slot is not None and slot.after == "    return n\n\n"
+    assert begin_binding(["x", "h"], "x", "", slot) == Hint("for x in", ("x",))
