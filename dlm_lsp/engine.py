@@ -556,8 +556,10 @@ class Engine:
             candidates += run.candidates(run.denoise(layout, retry, seed), LEFT_TO_RIGHT)
         # of two fills as valid, one that lost characters (broken bytes, controls) is the worse
         candidates.sort(key=rank)
+        # one more pass, as repair and the retry are: not where a fill asks for one pass
+        # alone (`repairRounds` 0 and no fallback: a step budget's benchmarks)
         if (run.checked and not hopeless and cfg.binding_hints
-                and run.affords(sampler.steps)):
+                and (repair.rounds > 0 or repair.fallback) and run.affords(sampler.steps)):
             # the code below reads a name the best fill leaves unbound: begin one with it
             hinted = run.bind_hint(candidates[0], replace(
                 sampler, temperatures=sampler.temperatures[:1]), seed, repair)

@@ -350,3 +350,13 @@ def test_the_code_after_a_header_s_block_is_that_of_the_block_holding_it() -> No
                  "    return h()\n")
     assert slot is not None and slot.after == "    return n\n\n"
     assert begin_binding(["x", "h"], "x", "", slot) == Hint("for x in", ("x",))
+
+
+def test_a_fill_asked_for_one_pass_alone_gets_no_hint(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No repair rounds and no fallback: one denoising pass, as a step budget's
+    benchmarks ask; the hint's pass is one more."""
+    engine, request, runs = _planted(model_dir, monkeypatch, "    seen = 0\n", "    out = []\n",
+                                     _request(repair_rounds=0, fallback=False))
+    assert engine.infill(request).candidates[0].text == "    seen = 0\n"
+    assert runs == [DIFFUSION]
