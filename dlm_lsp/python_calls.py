@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from dlm_lsp.python_names import binds, node_offsets, used_as_name
+from dlm_lsp.python_names import binds, node_offsets, nodes_over, used_as_name
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -75,19 +75,12 @@ def _signature(arguments: ast.arguments) -> inspect.Signature:
 
 def _calls_over(tree: ast.AST, rows: tuple[int, int]) -> Iterator[ast.Call]:
     """The calls of a bare name, with no `*args` or `**kwargs`, on lines that meet rows
-    [first, last] (1-based): what lies wholly above or below is not walked."""
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            end = getattr(child, "end_lineno", None)
-            if end is not None and (end < rows[0] or child.lineno > rows[1]):
-                continue
-            if (isinstance(child, ast.Call) and isinstance(child.func, ast.Name)
-                    and not any(isinstance(a, ast.Starred) for a in child.args)
-                    and all(k.arg is not None for k in child.keywords)):
-                yield child
-            stack.append(child)
+    [first, last] (1-based)."""
+    for node in nodes_over(tree, rows):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and not any(isinstance(a, ast.Starred) for a in node.args)
+                and all(k.arg is not None for k in node.keywords)):
+            yield node
 
 
 def bad_calls(tree: ast.Module, source: str, low: int, high: int,

@@ -148,6 +148,20 @@ def _walk(node: ast.AST, scope: _Scope, reads: list[tuple[ast.Name, _Scope]],
         _walk(child, inner, reads, everywhere, rows)
 
 
+def nodes_over(tree: ast.AST, rows: tuple[int, int]) -> Iterator[ast.AST]:
+    """The nodes of `tree` whose lines meet rows [first, last] (1-based); what lies wholly
+    above or below is not walked (a chunk is often a long class)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            end = getattr(child, "end_lineno", None)
+            if end is not None and (end < rows[0] or child.lineno > rows[1]):
+                continue
+            yield child
+            stack.append(child)
+
+
 def node_offsets(source: str) -> Callable[[ast.AST], int | None]:
     """The character offset in `source` where a node of its tree starts (None past its
     lines): ast counts columns in UTF-8 bytes."""

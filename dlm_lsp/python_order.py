@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 
-from dlm_lsp.python_names import Read, binds, node_offsets
+from dlm_lsp.python_names import Read, binds, node_offsets, nodes_over
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (*_DEFS, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp, ast.DictComp,
@@ -252,18 +252,8 @@ def _first_parts(node: ast.stmt) -> list[ast.AST]:
 
 
 def functions_over(tree: ast.AST, rows: tuple[int, int]) -> Iterator[ast.AST]:
-    """The functions of `tree` whose lines meet rows [first, last] (1-based); statements
-    and definitions wholly above or below are not walked (a chunk is often a long class)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            end = getattr(child, "end_lineno", None)
-            if end is not None and (end < rows[0] or child.lineno > rows[1]):
-                continue
-            if isinstance(child, _DEFS):
-                yield child
-            stack.append(child)
+    """The functions of `tree` whose lines meet rows [first, last] (1-based)."""
+    return (node for node in nodes_over(tree, rows) if isinstance(node, _DEFS))
 
 
 def early_reads(tree: ast.Module, source: str, low: int, high: int) -> list[Read]:
