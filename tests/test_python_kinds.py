@@ -17,6 +17,7 @@ from fakes import Planted, fixed_on_repair
 
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.python_kinds import bound_names
 from dlm_lsp.repair import DIFFUSION, REPAIR
 from dlm_lsp.validation import Validation, parsed_document
 
@@ -72,6 +73,20 @@ def test_calling_a_parameter_annotated_list_is_rejected_at_the_call() -> None:
      "'builtin_function_or_method' object is not subscriptable"),
     ("def f(s):\n⟦⟧\n", "    return max + 1", "unsupported operand type(s) for +"),
     ("def f(s):\n⟦⟧\n", "    return sorted.key", "object has no attribute 'key'"),
+    # two known kinds that no operator joins, an index of the wrong kind (HumanEval/65's
+    # `s[s]`, 140's `start = 0,` above `end - start`, 156's `num < 0` for a list)
+    ("def f(x):\n    s = str(x)\n⟦⟧\n", "    return s[s]",
+     "string indices must be integers, not 'str'"),
+    ("def f(xs: list):\n⟦⟧\n", "    return xs['a']",
+     "list indices must be integers or slices, not str"),
+    ("def f(s):\n    end = len(s)\n⟦⟧\n    return end - start\n", "    start = 0,",
+     "unsupported operand type(s) for -: 'int' and 'tuple'"),
+    ("def f(s):\n    num = []\n⟦⟧\n        return 0\n", "    if num < 0:",
+     "'<' not supported between instances of 'list' and 'int'"),
+    ("def f(s):\n    i = 0\n⟦⟧\n", "    i += [i] * 2",
+     "unsupported operand type(s) for +=: 'int' and 'list'"),
+    ("def f(s):\n    best = None\n⟦⟧\n", "    return best + 1",
+     "unsupported operand type(s) for +: 'NoneType' and 'int'"),
 ])
 def test_uses_the_kind_cannot_serve_are_rejected(marked: str, fill: str, why: str) -> None:
     result = _fill(marked, fill)
@@ -137,6 +152,13 @@ def test_uses_a_kind_may_serve_are_accepted(marked: str, fill: str) -> None:
 
 
 @pytest.mark.parametrize("marked, fill", [
+    # what operators join, and indices of the right kind
+    ("def f(s: str, n: int):\n⟦⟧\n", "    return s * n + s[n] + s[1:n] + '%d' % n + n * s"),
+    ("def f(xs: list, n: int):\n⟦⟧\n", "    return xs + [n] + xs[n:] + xs * 2 + [xs < [n]]"),
+    ("def f(xs: list):\n    out = []\n⟦⟧\n    return out\n", "    out += 'ab'"),
+    ("def f(a: set, b: set):\n⟦⟧\n", "    return (a | b) - (a & b) ^ b, a < b"),
+    ("def f(n: int, x: float):\n⟦⟧\n", "    return n // x + n ** 2 - (n << 1) + (n < x)"),
+    ("def f(d: dict, e: dict):\n⟦⟧\n", "    return d | e"),
     # builtins passed where a function is taken, classes subscripted or joined as types
     ("def f(xs):\n⟦⟧\n", "    return sorted(xs, key=len)"),
     ("def f(xs):\n⟦⟧\n", "    return list(map(str, xs))"),
@@ -193,3 +215,25 @@ def test_with_check_names_off_a_misused_kind_passes(model_dir: Path,
                             InfillOptions(length=8, steps=4))
     fixed_on_repair(monkeypatch, Planted(engine, request, broken="n = l(0)", good="n = l[0]"))
     assert engine.infill(request).candidates[0].text == "n = l(0)"
+
+
+# --- what the document may bind ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [
+    "def f(a, len=3):", "def f(\n    a,\n    len=2):", "def len(x):", "class len:",
+    "a, len = 1, 2", "len: int = 3", "with x as len:", "except E as len:", "for i, len in z:",
+    "x = [a for len in y]", "if (len := 3):", "global len", "f = lambda len: 1",
+    "from m import len", "import len",
+])
+def test_a_binding_of_a_builtin_anywhere_in_the_document_is_found(text: str) -> None:
+    assert "len" in bound_names((text,))
+
+
+@pytest.mark.parametrize("text", [
+    "x = len(a)", "for x in range(len(a)):", "y = sorted(a, key=len)",
+    "def g(x):\n    return len(x)", "if a == len(b): pass", "if x <= len(y): pass",
+    "z = f(len)  # c = d",
+])
+def test_a_builtin_only_read_is_not_taken_for_bound(text: str) -> None:
+    assert "len" not in bound_names((text,))
