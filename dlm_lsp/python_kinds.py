@@ -354,54 +354,54 @@ def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], boo
                                      f"'{_type_name(kind)}'")
 
 
-# Where a text may bind names, each read as a region whose identifiers are taken for
-# bound: a `def`'s name and parameters, a `class`'s name (over the whole text: a `def`'s
-# parameters may take lines), and on a line: what it assigns before its first `=` (also
-# a keyword argument's name: more is taken than is bound, never less), a walrus's
-# target, an import, `global` or `case` line whole, what follows `as`, a `for`'s
-# targets, a `lambda`'s parameters.
+# Where a line may bind names, each read as a region whose identifiers are taken for
+# bound: a `def`'s name and parameters, a `class`'s name, what the line assigns before its
+# first `=` (also a keyword argument's name: more is taken than is bound, never less), a
+# walrus's target, an import, `global` or `case` line whole, what follows `as`, a
+# `for`'s targets, a `lambda`'s parameters.
 _DEFINITIONS = re.compile(r"\bdef\s+(\w+)\s*(?:\[[^\]]*\]\s*)?\(([^)]*)|\bclass\s+(\w+)")
 _WHOLE_LINE = ("import", "from", "global", "nonlocal", "case")
-_ASSIGNED = re.compile(r"[ \t]*([^\n=#]*?)(?<![=!<>])=(?!=)")
-_ON_A_LINE = (("=", _ASSIGNED), (":=", re.compile(r"\b(\w+)\s*:=")),
-              ("as", re.compile(r"\bas\s+\(?([\w, ]+)")),
+_ASSIGNED = re.compile(r"([^\n=#]*?)(?<![=!<>])=(?!=)")
+_ON_A_LINE = (("def", _DEFINITIONS), ("class", _DEFINITIONS), ("=", _ASSIGNED),
+              (":=", re.compile(r"\b(\w+)\s*:=")), ("as", re.compile(r"\bas\s+\(?([\w, ]+)")),
               ("for", re.compile(r"\bfor\s+(.*?)\s+in\b")),
               ("lambda", re.compile(r"\blambda\b([^:]*):")))
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
-def bound_names(texts: tuple[str, ...]) -> frozenset[str]:
-    """The names any of `texts` may bind (`def len(`, `len = ...`, `a, len = ...`, `import
-    x as len`, `with ... as len`, `for len in`, `len :=`, a parameter, `global len`): a
-    builtin among them is not judged.  One pass over each text, kept by the caller for a
-    span: asked name by name, the document was searched again for each builtin, and a
-    single regular expression over all lines took 55 ms on argparse.py (this: 4.6)."""
-    found: set[str] = set()
+def _line_binds(name: str, line: str) -> bool:
+    """Whether `line` may bind `name` (see `_ON_A_LINE`); a line that starts with it
+    followed by `,`, `:`, `=` or `)` is taken for a parameter of a `def` over lines."""
+    code = line.lstrip()
+    if code.startswith(_WHOLE_LINE):
+        return name in _IDENTIFIER.findall(code)
+    if re.match(rf"\*{{0,2}}{re.escape(name)}\s*[,:=)]", code):
+        return True
+    for marker, pattern in _ON_A_LINE:
+        if marker in code:
+            hits = [pattern.match(code)] if pattern is _ASSIGNED else pattern.finditer(code)
+            if any(name in _IDENTIFIER.findall(region or "") for hit in hits if hit
+                   for region in hit.groups()):
+                return True
+    return False
 
-    def take(region: str | None) -> None:
-        if region:
-            found.update(_IDENTIFIER.findall(region))
 
+def rebinds(name: str, texts: tuple[str, ...]) -> bool:
+    """Whether any of `texts` may bind the builtin `name` (`def len(`, `len = ...`, `a, len
+    = ...`, `import x as len`, `with ... as len`, `for len in`, `len :=`, a parameter,
+    `global len`): then it is not judged.  Only the lines that name it are read."""
+    word = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
     for text in texts:
-        for match in _DEFINITIONS.finditer(text):
-            for region in match.groups():
-                take(region)
-        for line in text.split("\n"):
-            code = line.lstrip()
-            if not code or code[0] == "#":
+        seen = -1
+        for match in word.finditer(text):
+            start = text.rfind("\n", 0, match.start()) + 1
+            if start == seen:
                 continue
-            if code.startswith(_WHOLE_LINE):
-                take(code)
-                continue
-            for marker, pattern in _ON_A_LINE:
-                if marker in code:
-                    if pattern is _ASSIGNED:
-                        hit = pattern.match(code)
-                        take(hit and hit.group(1))
-                    else:
-                        for hit in pattern.finditer(code):
-                            take(hit.group(1))
-    return frozenset(found)
+            seen = start
+            end = text.find("\n", match.end())
+            if _line_binds(name, text[start:end if end != -1 else len(text)]):
+                return True
+    return False
 
 
 def misuses(tree: ast.Module, source: str, low: int, high: int,
@@ -410,7 +410,7 @@ def misuses(tree: ast.Module, source: str, low: int, high: int,
     fill over source[low:high] makes, or that its binding brings about, in a function of
     `tree` (parsed from `source`) that holds it; `elsewhere(name)`: whether the
     document's text outside the span (or the code shown beside it) may rebind the builtin
-    `name`, whose result then says no kind (`bound_names`, kept by the caller for the span:
+    `name`, whose result then says no kind (`rebinds`, kept by the caller for the span:
     the text is long, and the same at every fill); the function itself is read here."""
     offset = node_offsets(source)
     rows = (source.count("\n", 0, low) + 1, source.count("\n", 0, high) + 1)

@@ -55,7 +55,7 @@ from typing import NamedTuple
 from tree_sitter import Node
 
 from dlm_lsp.python_calls import BadCall, bad_calls
-from dlm_lsp.python_kinds import Misuse, bound_names, misuses
+from dlm_lsp.python_kinds import Misuse, misuses, rebinds
 from dlm_lsp.python_names import (
     Read,
     called,
@@ -265,8 +265,8 @@ class PythonSyntax:
         self._dynamic: bool | None = None  # see `unbound`
         self._last_filled: tuple[tuple[int, int, str], _Filled | None] | None = None
         self._chunks: dict[tuple[int, int], _Chunk | None] = {}
-        # the names the text outside a span may bind (python_kinds.bound_names)
-        self._rebound: dict[tuple[int, int, str], frozenset[str]] = {}
+        # whether the text outside a span may rebind a builtin (python_kinds.rebinds)
+        self._rebound: dict[tuple[str, int, int, str], bool] = {}
         self._broken: set[int] | None = None
 
     def _row(self, offset: int) -> int:
@@ -497,10 +497,12 @@ class PythonSyntax:
         if filled is None:
             return []
         shift = filled.shift
-        key = (start, end, shown)
-        if key not in self._rebound:
-            self._rebound[key] = bound_names((self.text[:start], self.text[end:], shown))
-        elsewhere = self._rebound[key].__contains__
+
+        def elsewhere(name: str) -> bool:
+            key = (name, start, end, shown)
+            if key not in self._rebound:
+                self._rebound[key] = rebinds(name, (self.text[:start], self.text[end:], shown))
+            return self._rebound[key]
         uses = misuses(filled.tree, filled.source, filled.low, filled.low + len(fill),
                        elsewhere)
         return [use._replace(start=use.start + shift, end=use.end + shift) for use in uses]
