@@ -298,15 +298,18 @@ def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], boo
                          f"'{_type_name(kinds[0])}' and '{_type_name(kinds[1])}'")
 
     for node in _run(function):
-        if isinstance(node, ast.Call) and kind_of(node.func) in _UNCALLED:
-            kind = kind_of(node.func)
-            yield node.func, f"'{_type_name(kind)}' object is not callable"
-        elif isinstance(node, ast.Call) and kind_of(node.func) is not None \
-                and kind_of(node.func)[len(_BUILTIN):] in _NO_CALLABLES:
-            for arg in node.args:
-                if value(kind_of(arg)):
-                    yield arg, (f"{node.func.id}() cannot take a "
-                                f"'{_type_name(kind_of(arg))}' object")
+        if isinstance(node, ast.Call):
+            # a called builtin's own kind is asked only where an argument is one: whether
+            # the document rebinds a name costs a search of its text
+            func = node.func.id if isinstance(node.func, ast.Name) else None
+            if known.get(func) in _UNCALLED:
+                yield node.func, f"'{_type_name(known[func])}' object is not callable"
+            elif func in _NO_CALLABLES:
+                taken = [arg for arg in node.args if value(kind_of(arg))]
+                if taken and kind_of(node.func) == _BUILTIN + func:
+                    for arg in taken:
+                        yield arg, (f"{func}() cannot take a "
+                                    f"'{_type_name(kind_of(arg))}' object")
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) \
                 and uniterable(kind_of(node.iter)):
             yield node.iter, f"'{_type_name(kind_of(node.iter))}' object is not iterable"
