@@ -335,7 +335,7 @@ def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], boo
             if kind in _UNSUBSCRIPTED or value(kind) and not (
                     _type_name(kind) == "type" and _subscriptable(_builtin(kind[len(_BUILTIN):]))):
                 yield node.value, f"'{_type_name(kind)}' object is not subscriptable"
-            elif kind in _SEQUENCES and not isinstance(node.slice, ast.Slice) \
+            elif kind in _SEQUENCES and not isinstance(node.slice, (ast.Slice, ast.Tuple)) \
                     and (index := kind_any(node.slice)) not in (None, "number") \
                     and not value(index):
                 # the index is blamed where it is a name: the fill may have bound it
@@ -433,15 +433,25 @@ def misuses(tree: ast.Module, source: str, low: int, high: int,
 
     for function in functions:
         known, givers = _kinds(function, rebound)
-        for read, why in _uses(function, known, rebound):
+
+        def given_in_fill(name: str, givers: dict[str, list] = givers) -> list[ast.AST]:
+            return [g for g in givers[name] if not isinstance(g, ast.arg)
+                    and (start := offset(g)) is not None and low <= start < high]
+
+        uses = list(_uses(function, known, rebound))
+        # a kind the code around the fill contradicts, where the fill did not give it, is
+        # a wrong annotation (transformers' `config: int` whose `.vocab_size` is read):
+        # the name is not judged
+        wrong = {read.id for read, _ in uses if (at := offset(read)) is not None
+                 and not low <= at < high and not given_in_fill(read.id)}
+        for read, why in uses:
             at = offset(read)
-            if at is None or read.id in found:
+            if at is None or read.id in found or read.id in wrong:
                 continue
             if low <= at < high:
                 found[read.id] = Misuse(at, at + len(read.id), read.id, why)
                 continue
-            given = [g for g in givers[read.id] if not isinstance(g, ast.arg)
-                     and (start := offset(g)) is not None and low <= start < high]
+            given = given_in_fill(read.id)
             if given:
                 start, end = offset(given[0]), end_of(given[0])
                 found[read.id] = Misuse(start, end or start, read.id, why)

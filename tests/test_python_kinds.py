@@ -138,8 +138,12 @@ def test_a_binding_the_code_around_cannot_use_is_rejected_at_its_value(
     # but a number added what may be no number (sympy's `perm += expr`) is not known
     ("from decimal import Decimal\n\ndef f(xs):\n    total = 0\n    for x in xs:\n"
      "        total += Decimal(x)\n⟦⟧\n", "    return total.quantize(Decimal(1))"),
-    # a misuse the fill neither makes nor brings about is the document's own
+    # a misuse the fill neither makes nor brings about is the document's own; a kind
+    # the code around contradicts is a wrong annotation, and not judged in the fill;
+    # an index of many dimensions is an array's (the annotation is wrong)
     ("def f(s):\n    n = 0\n    n()\n⟦⟧\n", "    return s"),
+    ("def f(config: int):\n    n = config.vocab_size\n⟦⟧\n", "    return config.pad_id"),
+    ("def f(states: tuple):\n⟦⟧\n", "    return states[:, 0]"),
     # outside a function the check is not made
     ("n = 0\n⟦⟧\n", "n()\n"),
 ])
