@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -110,6 +111,12 @@ def _builtin(name: str) -> object | None:
     return found if isinstance(found, (type, BuiltinFunctionType)) else None
 
 
+def _builtin_of(kind: str) -> object | None:
+    """The builtin a kind `builtin:<name>` stands for (None for another kind)."""
+    return _builtin(kind[len(_BUILTIN):]) if kind.startswith(_BUILTIN) else None
+
+
+@functools.cache  # a few dozen builtin classes
 def _subscriptable(cls: type) -> bool:
     """Whether a builtin class takes a subscript (`list[int]`, `type[int]`), asked of
     the class itself: builtins run nothing of the document's."""
@@ -132,7 +139,7 @@ class Misuse(NamedTuple):
 
 def _type_name(kind: str) -> str:
     if kind.startswith(_BUILTIN):
-        return "type" if isinstance(_builtin(kind[len(_BUILTIN):]), type) \
+        return "type" if isinstance(_builtin_of(kind), type) \
             else "builtin_function_or_method"
     return {"number": "int", "none": "NoneType"}.get(kind, kind)
 
@@ -140,7 +147,7 @@ def _type_name(kind: str) -> str:
 def _has(kind: str, attribute: str) -> bool:
     """Whether a value of `kind` has `attribute`."""
     if kind.startswith(_BUILTIN):
-        return hasattr(_builtin(kind[len(_BUILTIN):]), attribute)
+        return hasattr(_builtin_of(kind), attribute)
     return any(hasattr(t, attribute) for t in _TYPES[kind])
 
 
@@ -204,8 +211,8 @@ def _kinds(function: ast.AST, rebound: Callable[[str], bool]
             kind = None
         kinds[arg.arg].add(kind)
         givers[arg.arg].append(arg)
-    augmented = {id(node.target) for node in ast.walk(function)
-                 if isinstance(node, ast.AugAssign)}
+    additions = [node for node in ast.walk(function) if isinstance(node, ast.AugAssign)]
+    augmented = {id(node.target) for node in additions}
     for node in ast.walk(function):
         if node is function or id(node) in own:
             continue
@@ -228,12 +235,11 @@ def _kinds(function: ast.AST, rebound: Callable[[str], bool]
                 kinds[name].add(None)
     known = {name: next(iter(found)) for name, found in kinds.items()
              if len(found) == 1 and None not in found}
-    for node in ast.walk(function):
+    for node in additions:
         # `n += x` keeps a number a number only where `x`'s kind is known (`perm = 0`
         # then `perm += expr` is sympy's expression); a str, a list, a tuple or a set
         # stays one, and a builtin cannot be added to
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) \
-                and known.get(node.target.id) == "number" and (
+        if isinstance(node.target, ast.Name) and known.get(node.target.id) == "number" and (
                     known.get(node.value.id) if isinstance(node.value, ast.Name)
                     else _of_value(node.value, rebound)) is None:
             del known[node.target.id]  # what a known kind adds is judged (`_joins`)
@@ -333,7 +339,7 @@ def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], boo
                                      f"instances of '{_type_name(a)}' and '{_type_name(b)}'")
         elif isinstance(node, ast.Subscript) and (kind := kind_of(node.value)) is not None:
             if kind in _UNSUBSCRIPTED or value(kind) and not (
-                    _type_name(kind) == "type" and _subscriptable(_builtin(kind[len(_BUILTIN):]))):
+                    _type_name(kind) == "type" and _subscriptable(_builtin_of(kind))):
                 yield node.value, f"'{_type_name(kind)}' object is not subscriptable"
             elif kind in _SEQUENCES and not isinstance(node.slice, (ast.Slice, ast.Tuple)) \
                     and (index := kind_any(node.slice)) not in (None, "number") \
