@@ -558,13 +558,15 @@ class Engine:
         candidates.sort(key=rank)
         # one more pass, as repair and the retry are: not where a fill asks for one pass
         # alone (`repairRounds` 0 and no fallback: a step budget's benchmarks)
-        if (run.checked and not hopeless and cfg.binding_hints
-                and (repair.rounds > 0 or repair.fallback) and run.affords(sampler.steps)):
-            # the code below reads a name the best fill leaves unbound: begin one with it
-            hinted = run.bind_hint(candidates[0], replace(
-                sampler, temperatures=sampler.temperatures[:1]), seed, repair)
-            if hinted is not None:
-                candidates.insert(0, hinted)
+        # the code below reads a name the best fill leaves unbound: begin one with it; the
+        # best fill writes nothing where a function that gives a value ends: with `return`
+        for on, hint in ((cfg.binding_hints, run.bind_hint), (cfg.return_hints, run.return_hint)):
+            if (on and run.checked and not hopeless and (repair.rounds > 0 or repair.fallback)
+                    and run.affords(sampler.steps)):
+                hinted = hint(candidates[0], replace(
+                    sampler, temperatures=sampler.temperatures[:1]), seed, repair)
+                if hinted is not None:
+                    candidates.insert(0, hinted)
         candidates = candidates[:len(sampler.temperatures)]  # as many as were asked for
         ms = (time.perf_counter() - began) * 1000
         # a step's time as the batching worker last timed it (the rounds it shared)

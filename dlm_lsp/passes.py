@@ -46,6 +46,7 @@ from dlm_lsp.policy import MULTI_LINE, SpanPlan
 from dlm_lsp.repair import (
     BINDING,
     REPAIR,
+    RETURN,
     RepairConfig,
     closing,
     culprits,
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from dlm_lsp.engine import Engine
 
 _BLANKS = re.compile(r"[ \t]*")
+_GIVES = re.compile(r"\s*return\b[ \t]*[^\s#;]")  # a `return` with a value
 
 
 def caches_context(model: DiffusionModel, cfg: ServerConfig) -> bool:
@@ -466,7 +468,7 @@ class InfillRun:
         NameError in idlelib's tests).  Only on a blank line or at a line's start
         (`hint_place`).
         """
-        document, req, layout = self.document, self.req, self.layout
+        document, req = self.document, self.req
         if document is None:
             return None
         start, end = checked_span(req)
@@ -491,28 +493,71 @@ class InfillRun:
         if hint is None:
             return None
         left = needed if left is None else left
-        tok = self.model.tokenizer
-        ids = tok.encode(layout.head + place.indent + hint.text)
-        if len(ids) >= layout.n_masked:
+        # what it writes after the binding may fail a check (`for c in depth:`, a number)
+        found = self._begun_with(place.indent + hint.text, sampler, seed, repair, BINDING)
+        if found is None:
             return None  # no room left for what the binding binds
+        after = (document.wanted(start, end, found.text, shown, calls) if found.valid
+                 else hint.names)
+        # it binds the names, and leaves no other unbound that the best fill bound (`j = 0`
+        # for `i = 0` where the lines below read both)
+        return found if not set(hint.names) & set(after) and set(after) <= set(left) else None
+
+    def return_hint(self, best: Candidate, sampler: SamplerConfig, seed: int,
+                    repair: RepairConfig | None = None) -> Candidate | None:
+        """A fill begun with `return` where `best` writes no code at the end of a Python
+        function that must give a value (python_returns); None where it writes code, no
+        function there needs a `return`, the line holds code, or the hinted fill does not
+        pass the checks (after one round of `repair`, where it parses) or give a value.
+
+        The model often writes nothing on the line after a function's last statement,
+        where the function's `return` was: the document then falls off the end of a
+        function that other code says gives a value (`return []` above, `-> List[int]`, a
+        docstring's example).  The `return` goes at the function body's indentation,
+        where it ends the function whatever block the line above closes; the model writes
+        what it returns.
+        """
+        document = self.document
+        if document is None or best.text.strip() or not _parses(best):
+            return None
+        start, end = checked_span(self.req)
+        text = document.text
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", end)
+        before = text[line_start:start]
+        if before.strip() or text[end:len(text) if line_end == -1 else line_end].strip():
+            return None  # the fill belongs to the code on its line
+        need = document.return_needed(start, end, best.text)
+        if need is None or not need.indent.startswith(before):
+            return None
+        found = self._begun_with(need.indent[len(before):] + "return", sampler, seed, repair,
+                                 RETURN)
+        if (found is None or not found.valid or not _GIVES.match(found.text)
+                or document.return_needed(start, end, found.text) is not None):
+            return None
+        return found
+
+    def _begun_with(self, text: str, sampler: SamplerConfig, seed: int,
+                    repair: RepairConfig | None, path: str) -> Candidate | None:
+        """One more pass over the span begun with `text` (after the head), which the model
+        keeps; what it writes after is written again once with `repair` where it parses but
+        fails a check.  None where `text` leaves no position for the model to write."""
+        layout, tok = self.layout, self.model.tokenizer
+        ids = tok.encode(layout.head + text)
+        if len(ids) >= layout.n_masked:
+            return None
         offsets = token_offsets(tok, ids)
         head = len(layout.head)
         protected = next((i for i, at in enumerate(offsets) if at >= head), len(ids)) if head else 0
         hinted = replace(layout, init_ids=tuple(ids + [self.model.mask_id] * (layout.n_masked
                                                                               - len(ids))),
                          head_tokens=protected)
-        [found] = self.candidates(self.denoise(hinted, sampler, seed), BINDING)
+        [found] = self.candidates(self.denoise(hinted, sampler, seed), path)
         if (repair is not None and not found.valid and _parses(found)
                 and self.affords(min(sampler.steps, 2 * repair.margin + 1))):
-            # what it wrote after the binding fails a check (`for c in depth:`, a number):
-            # written again, once
             fixed = self._repair_once(found, repair, sampler, seed)
-            found = found if fixed is None else replace(fixed, path=BINDING)
-        after = (document.wanted(start, end, found.text, shown, calls) if found.valid
-                 else hint.names)
-        # it binds the names, and leaves no other unbound that the best fill bound (`j = 0`
-        # for `i = 0` where the lines below read both)
-        return found if not set(hint.names) & set(after) and set(after) <= set(left) else None
+            found = found if fixed is None else replace(fixed, path=path)
+        return found
 
     def denoise(self, layout: SpanLayout, sampler: SamplerConfig, seed: int,
                 with_drafts: bool = False) -> Denoised:

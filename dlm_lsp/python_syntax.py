@@ -64,6 +64,7 @@ from dlm_lsp.python_names import (
     undefined,
 )
 from dlm_lsp.python_order import early_reads, function_end
+from dlm_lsp.python_returns import ReturnNeed, return_need
 from dlm_lsp.trees import error_nodes
 
 # The statements handed to CPython are cut at this size (characters); past it the
@@ -478,6 +479,15 @@ class PythonSyntax:
         reads = self._defined_nowhere(filled, start, end, shown, low, high, calls)
         reads += early_reads(filled.tree, filled.source, low, high)
         return list(dict.fromkeys(read.name for read in sorted(reads)))
+
+    def return_needed(self, start: int, end: int, fill: str) -> ReturnNeed | None:
+        """The function that `fill`, code-less over [start, end), leaves falling off its
+        end though it must give a value (see python_returns); None where none does, or
+        the chunk around the span is not found or does not parse with the fill."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return None
+        return return_need(filled.tree, filled.source, filled.low, filled.low + len(fill))
 
     def read_early(self, start: int, end: int, fill: str) -> list[Read]:
         """The names local to a function that `fill` reads before any binding of them

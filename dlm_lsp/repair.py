@@ -22,9 +22,10 @@ from dlm_lsp.models.tokenizer import Tokenizer
 
 # Which path produced a candidate: the first denoising, a repair round, the
 # left-to-right retry, the rest of a fill the user is typing along (recent.py), or a pass
-# begun with the binding the code below the span needs (passes.InfillRun.bind_hint).
+# begun with the binding the code below the span needs (passes.InfillRun.bind_hint), or
+# one begun with the `return` a function must end with (passes.InfillRun.return_hint).
 DIFFUSION, REPAIR, LEFT_TO_RIGHT, REUSED = "diffusion", "repair", "left-to-right", "reused"
-BINDING = "binding"
+BINDING, RETURN = "binding", "return"
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from typing import NamedTuple
 from tree_sitter import Language, Node, Parser, Tree
 
 from dlm_lsp.bash_syntax import BashSyntax, bash_for
+from dlm_lsp.python_returns import ReturnNeed
 from dlm_lsp.python_syntax import PythonSyntax, Rejection
 from dlm_lsp.trees import ancestors, error_nodes
 
@@ -887,6 +888,13 @@ class ParsedDocument:
         if self.language != "python":
             return []
         return self._python_syntax().wanted(start, end, fill, shown, calls)
+
+    def return_needed(self, start: int, end: int, fill: str) -> ReturnNeed | None:
+        """The function a code-less `fill` over [start, end) leaves falling off its end
+        though it must give a value (see PythonSyntax.return_needed); none but in Python."""
+        if self.language != "python":
+            return None
+        return self._python_syntax().return_needed(start, end, fill)
 
     def names_checked(self, start: int, end: int, fill: str, verdict: Validation,
                       shown: str = "") -> Validation:

@@ -84,3 +84,15 @@ def fixed_on_repair(monkeypatch, planted: Planted) -> list[str]:
         return real(model, layout, cfg, seed, *args)
     monkeypatch.setattr(passes_module, "denoise", spy)
     return runs
+
+
+def planted_engine(model_dir, monkeypatch, first: str, then: str, request, **settings):
+    """An engine on the model in `model_dir` whose fake writes `first` until a pass starts
+    from given tokens (a hinted one, a repair), then `then`; and the list of its
+    denoising runs (see fixed_on_repair)."""
+    from dlm_lsp.config import ServerConfig
+    from dlm_lsp.engine import Engine
+
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", **settings))
+    runs = fixed_on_repair(monkeypatch, Planted(engine, request, broken=first, good=then))
+    return engine, runs

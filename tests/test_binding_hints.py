@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import Planted, fixed_on_repair
+from fakes import Planted, planted_engine
 
 from dlm_lsp import passes as passes_module
 from dlm_lsp.binding_hints import (
@@ -110,9 +110,8 @@ def _planted(model_dir: Path, monkeypatch: pytest.MonkeyPatch, first: str, then:
              request: InfillRequest | None = None, **settings):
     """An engine whose model writes `first` until a pass starts from given tokens (the
     hinted one), then `then`; the request; and the list of its denoising runs."""
-    engine = _engine(model_dir, **settings)
     request = request or _request()
-    runs = fixed_on_repair(monkeypatch, Planted(engine, request, broken=first, good=then))
+    engine, runs = planted_engine(model_dir, monkeypatch, first, then, request, **settings)
     return engine, request, runs
 
 

@@ -1,0 +1,248 @@
+"""Specification of return hints (`returnHints`, passes.InfillRun.return_hint): where the
+best fill writes no code at the end of a Python function that must give a value, one more
+pass begins the fill with `return` at the function body's indentation and offers it first.
+
+Documents mark the span as ⟦⟧ (an insertion point), as in test_binding_hints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import planted_engine
+
+from dlm_lsp.config import InfillOptions
+from dlm_lsp.engine import InfillRequest
+from dlm_lsp.python_returns import ReturnNeed
+from dlm_lsp.repair import DIFFUSION, REPAIR, RETURN
+from dlm_lsp.validation import parsed_document
+
+
+def _need(marked: str, fill: str = "") -> ReturnNeed | None:
+    at = marked.index("⟦⟧")
+    document = parsed_document(marked.replace("⟦⟧", ""), "python")
+    return document.return_needed(at, at, fill)
+
+
+MAXIMUM = ("def maximum(arr, k):\n    if k == 0:\n        return []\n    arr.sort()\n"
+           "    ans = arr[-k:]\n⟦⟧")
+
+
+# --- what says a function gives a value ------------------------------------------------------
+
+def test_a_function_that_returns_a_value_elsewhere_must_return_one_at_its_end() -> None:
+    need = _need(MAXIMUM)
+    assert need is not None
+    assert (need.name, need.indent) == ("maximum", "    ")
+    assert "line 3" in need.why
+
+
+def test_a_fill_that_returns_leaves_no_need() -> None:
+    assert _need(MAXIMUM, "    return ans\n") is None
+
+
+@pytest.mark.parametrize("annotation, needed", [
+    ("-> int", True),
+    ("-> List[int]", True),
+    ('-> "Tree"', True),
+    ("-> None", False),
+    ("-> Optional[int]", False),
+    ("-> int | None", False),
+    ("-> Iterator[int]", False),
+    ("-> NoReturn", False),
+    ("", False),  # nothing says it gives a value
+])
+def test_an_annotation_that_names_a_value_asks_for_one(annotation: str, needed: bool) -> None:
+    marked = f"def f(xs) {annotation}:\n    total = sum(xs)\n⟦⟧"
+    assert (_need(marked) is not None) is needed
+
+
+def test_a_body_of_only_a_docstring_is_still_to_be_written() -> None:
+    marked = 'def add(x: int, y: int) -> int:\n    """Add two numbers."""\n⟦⟧'
+    assert _need(marked) == ReturnNeed("add", "    ", "its annotation is -> int")
+
+
+def test_a_docstring_example_that_shows_a_value_asks_for_one() -> None:
+    marked = ('def add(x, y):\n    """Add.\n    >>> add(2, 3)\n    5\n    """\n'
+              "    total = x + y\n⟦⟧")
+    assert _need(marked) is not None
+
+
+@pytest.mark.parametrize("docstring, body", [
+    (">>> show(2)\n    2", "    print(x)"),  # it prints what the example shows
+    (">>> reset(2)\n    None", "    x = 0"),
+    (">>> reset(2)\n    >>> reset(3)", "    x = 0"),  # no output line
+    (">>> other(2)\n    2", "    x = 0"),  # another function's example
+])
+def test_a_docstring_example_that_shows_no_value_of_the_function_asks_for_none(
+        docstring: str, body: str) -> None:
+    name = docstring.split("(")[0].removeprefix(">>> ")
+    name = name if name != "other" else "reset"
+    marked = f'def {name}(x):\n    """Do it.\n    {docstring}\n    """\n{body}\n⟦⟧'
+    assert _need(marked) is None
+
+
+@pytest.mark.parametrize("marked", [
+    "def f(xs):\n    for x in xs:\n        yield x\n    return 1\n⟦⟧",  # a generator
+    'def f(k) -> int:\n    """Later."""\n    pass\n⟦⟧',  # a placeholder
+    "class P:\n    def f(self) -> int:\n        ...\n⟦⟧",  # a protocol's stub
+    "class A:\n    @abstractmethod\n    def f(self) -> int:\n        x = 1\n⟦⟧",
+    "@overload\ndef f(x: int) -> int:\n    x = 1\n⟦⟧",
+    "def f(k):\n    if k:\n        return\n    k = 1\n⟦⟧",  # only bare returns
+    "def f(k):\n    if k:\n        return None\n    k = 1\n⟦⟧",
+])
+def test_a_function_that_may_end_without_a_value_is_not_judged(marked: str) -> None:
+    assert _need(marked) is None
+
+
+def test_only_the_function_s_own_returns_count() -> None:
+    """The `return` of a function nested in it gives that function's value."""
+    marked = "def outer(xs):\n    def key(x):\n        return -x\n    xs.sort(key=key)\n⟦⟧"
+    assert _need(marked) is None
+
+
+# --- whether its end is reached ---------------------------------------------------------------
+
+@pytest.mark.parametrize("ending", [
+    "    return ans",
+    "    raise ValueError(k)",
+    "    if ans:\n        return ans\n    else:\n        return []",
+    "    while True:\n        return ans",
+    "    try:\n        return ans[0]\n    except IndexError:\n        return None",
+    "    match ans:\n        case []:\n            return 0\n        case _:\n            return 1",
+    "    sys.exit(1)",
+    "    for a in ans:\n        pass\n    else:\n        return a",
+])
+def test_an_end_no_path_reaches_needs_no_return(ending: str) -> None:
+    marked = f"def f(k):\n    if k == 0:\n        return []\n    ans = k\n{ending}\n⟦⟧"
+    assert _need(marked) is None
+
+
+@pytest.mark.parametrize("ending", [
+    "    if ans:\n        return ans",  # no `else`
+    "    for a in ans:\n        return a",  # the loop may not run
+    "    while True:\n        if ans:\n            break\n        return ans",
+    "    try:\n        return ans[0]\n    except IndexError:\n        pass",
+    "    match ans:\n        case []:\n            return 0",  # no `case _:`
+    "    with open(ans) as f:\n        f.read()",
+])
+def test_an_end_some_path_reaches_needs_a_return(ending: str) -> None:
+    marked = f"def f(k):\n    if k == 0:\n        return []\n    ans = k\n{ending}\n⟦⟧"
+    assert _need(marked) is not None
+
+
+# --- where the span is ------------------------------------------------------------------------
+
+def test_a_span_with_the_function_s_code_below_it_is_not_its_end() -> None:
+    marked = "def f(k):\n    if k:\n        return 1\n⟦⟧\n    k += 1\n"
+    assert _need(marked) is None
+
+
+def test_comments_and_blank_lines_between_the_function_and_the_span_are_nothing() -> None:
+    marked = MAXIMUM.replace("⟦⟧", "    # the largest k\n\n⟦⟧\n\ndef next_one():\n    pass\n")
+    assert _need(marked) is not None
+
+
+def test_the_innermost_function_that_needs_a_return_is_the_one_named() -> None:
+    marked = ("def outer(n):\n    if n:\n        return 0\n    def inner(k) -> int:\n"
+              "        k += 1\n⟦⟧")
+    need = _need(marked)
+    assert need is not None
+    assert (need.name, need.indent) == ("inner", "        ")
+
+
+def test_an_outer_function_that_needs_a_return_is_found_past_an_inner_one_that_ends() -> None:
+    marked = ("def outer(n):\n    if n:\n        return 0\n    def inner(k):\n"
+              "        return k\n⟦⟧")
+    need = _need(marked)
+    assert need is not None
+    assert (need.name, need.indent) == ("outer", "    ")
+
+
+def test_outside_any_function_nothing_is_needed() -> None:
+    assert _need("x = 1\n⟦⟧") is None
+    assert _need("def f():\n    return 1\n\nx = f()\n⟦⟧") is None
+
+
+def test_a_document_that_does_not_parse_needs_nothing() -> None:
+    assert _need("def f(k):\n    if k:\n        return 1\n    x = (\n⟦⟧") is None
+
+
+# --- the hinted pass --------------------------------------------------------------------------
+
+DOC = MAXIMUM.replace("⟦⟧", "|")
+
+
+def _request(text: str = DOC, **options) -> InfillRequest:
+    at = text.index("|")
+    return InfillRequest(text.replace("|", ""), at, at, "python", "file:///maximum.py",
+                         InfillOptions(**{"length": 8, "steps": 4, **options}))
+
+
+def test_a_blank_fill_at_the_end_gives_way_to_one_begun_with_return(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "    return ans", request)
+    result = engine.infill(request)
+    best = result.candidates[0]
+    assert (best.text, best.valid, best.path) == ("    return ans", True, RETURN)
+    assert result.path == RETURN
+    assert runs == [DIFFUSION, REPAIR]  # the first pass, then one from given tokens
+
+
+def test_a_fill_with_code_costs_no_more_pass(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A statement there may be the next step of a function still being written."""
+    request = _request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "    ans.sort()", "    return ans",
+                                  request)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("    ans.sort()", DIFFUSION)
+    assert runs == [DIFFUSION]
+
+
+@pytest.mark.parametrize("then", ["    return", "    return (", "    return answer"])
+def test_a_hinted_fill_that_gives_no_value_or_fails_the_checks_is_not_offered(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, then: str) -> None:
+    request = _request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "", then, request)
+    result = engine.infill(request)
+    assert [c.path for c in result.candidates] == [DIFFUSION]
+    assert result.candidates[0].text.strip() == ""
+    assert runs[:2] == [DIFFUSION, REPAIR]  # tried, and left out
+
+
+def test_with_return_hints_off_the_blank_fill_stands(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "    return ans", request,
+                                  return_hints=False)
+    assert engine.infill(request).candidates[0].text.strip() == ""
+    assert runs == [DIFFUSION]
+
+
+def test_where_no_function_needs_a_value_no_return_is_begun(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "def log(msg):\n    print(msg)\n|"
+    request = _request(text)
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "    return msg", request)
+    assert engine.infill(request).candidates[0].path == DIFFUSION
+    assert runs == [DIFFUSION]
+
+
+def test_inside_a_block_deeper_than_the_body_the_return_goes_out_to_the_body(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blank fill holds the loop's indentation: the hint writes the body's, which
+    ends the function; a cursor deeper than the body cannot move out."""
+    text = ("def largest(xs):\n    if not xs:\n        return 0\n    top = xs[0]\n"
+            "    for x in xs:\n        top = max(top, x)\n|")
+    request = _request(text)
+    engine, runs = planted_engine(model_dir, monkeypatch, "        ", "    return top", request)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("    return top", RETURN)
+    deeper = text.replace("|", "        |")
+    request = _request(deeper)
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "return top", request)
+    assert engine.infill(request).candidates[0].path == DIFFUSION
+    assert runs == [DIFFUSION]
