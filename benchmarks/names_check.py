@@ -16,7 +16,10 @@ and calls), min and median of `--repeats` fresh documents.  It also counts where
 binding hint (`bindingHints`, `PythonSyntax.wanted`) would be asked for: the lines whose
 code below reads a name nothing binds before it once the line is cleared, and of those
 the ones that still leave it so with the person's line written back (where the hint's
-pass would run though the line was right).
+pass would run though the line was right); and where a return hint (`returnHints`,
+`PythonSyntax.return_needed`) would be, were the model to write nothing: the lines
+whose clearing leaves a function that must give a value falling off its end, and of
+those the ones the person began with `return`.
 
     OMP_NUM_THREADS=1 python benchmarks/names_check.py --lines 3000
 """
@@ -103,6 +106,24 @@ def _begins(tasks, kind: str) -> str:
             f"{counts['header', True]}")
 
 
+def _returns(tasks, kind: str) -> str:
+    """How often a return hint would be asked for with the line cleared, and how often
+    the line as written begins with `return` there (each other one printed)."""
+    asked = begun = 0
+    for task in tasks:
+        at = len(task.prefix)
+        need = parsed_document(task.prefix + task.suffix, "python").return_needed(at, at, "")
+        if need is None:
+            continue
+        asked += 1
+        if task.middle.lstrip().startswith("return"):
+            begun += 1
+        else:
+            print(f"  return asked for: {task.task_id} {task.middle.strip()[:60]!r}")
+    return (f"{kind}: a return hint asked for by {asked} of {len(tasks)} with the line "
+            f"cleared, the line written beginning with `return` in {begun}")
+
+
 def _spread(values: list[float]) -> str:
     return f"{min(values):.2f} / {statistics.median(values):.2f} ms" if values else "-"
 
@@ -139,6 +160,7 @@ def main() -> None:
           f"compile: {_spread(parse_only)}); names check {_spread(names_ms)}")
     print(_hints(tasks, "held-out lines"))
     print(_begins(tasks, "held-out lines"))
+    print(_returns(tasks, "held-out lines"))
     for split in ("single-line", "multi-line"):
         valid = flagged = 0
         for task in load_tasks(split):
@@ -151,6 +173,7 @@ def main() -> None:
               f"syntax valid {valid}, rejected by the names check {flagged}")
         print(_hints(load_tasks(split), f"HumanEval-Infilling {split}"))
         print(_begins(load_tasks(split), f"HumanEval-Infilling {split}"))
+        print(_returns(load_tasks(split), f"HumanEval-Infilling {split}"))
 
 
 if __name__ == "__main__":

@@ -211,6 +211,16 @@ def begin_binding(names: list[str], first: str, below: str,
     return Hint(f"for {', '.join(inside)} in", tuple(inside))
 
 
+def plain_header(slot: HeaderSlot) -> str:
+    """How the header of `slot`'s block begins where the block reads no name the header
+    must bind: `if`, or in a class a method's `def`.  Such a line is most often a
+    condition: of HumanEval-Infilling's 1,033 single-line tasks, 182 have such a slot
+    outside a class once their line is cleared, and 138 of their lines begin with `if`
+    (`while` 15, `else` 10, `for` 9); of 3,000 held-out standard-library lines, 226 of
+    452, and in a class 146 of 153 begin with `def` (code 8cab276)."""
+    return "def" if slot.opener.startswith("class ") else "if"
+
+
 def _reads(name: str, code: str, calls: bool = False) -> bool:
     """Whether `code` reads `name`: other than as a function it calls, but with `calls`."""
     rest = "" if calls else r"(?!\s*\()"

@@ -142,11 +142,13 @@ class ServerConfig(SamplingControls):
     # offers it first where it passes the checks and binds the name
     # (passes.InfillRun.bind_hint, binding_hints.py).
     binding_hints: bool = True
-    # Where the best fill writes no code at the end of a Python function that must give a
-    # value (it returns one elsewhere, its annotation or docstring says so), one more pass
-    # begins the fill with `return` and offers it first where it passes the checks
-    # (passes.InfillRun.return_hint, python_returns.py).
-    return_hints: bool = True
+    # Where the best fill writes no code on a blank Python line that the code says must
+    # hold one, one more pass begins the fill with it and offers it first where it passes
+    # the checks: `return` at the end of a function that must give a value (it returns one
+    # elsewhere, its annotation or docstring says so), or a block's header (`if`; in a
+    # class, `def`) above code indented deeper than a statement could be
+    # (passes.InfillRun.blank_hint, python_returns.py, binding_hints.plain_header).
+    blank_hints: bool = True
     # ghost text and completion items also for fills the check rejected (dlm/infill always
     # returns them, marked valid: false); off: an editor never shows code known to break
     suggest_invalid: bool = False

@@ -559,8 +559,8 @@ class Engine:
         # one more pass, as repair and the retry are: not where a fill asks for one pass
         # alone (`repairRounds` 0 and no fallback: a step budget's benchmarks)
         # the code below reads a name the best fill leaves unbound: begin one with it; the
-        # best fill writes nothing where a function that gives a value ends: with `return`
-        for on, hint in ((cfg.binding_hints, run.bind_hint), (cfg.return_hints, run.return_hint)):
+        # best fill is blank where the code says a line is missing: begin one with that
+        for on, hint in ((cfg.binding_hints, run.bind_hint), (cfg.blank_hints, run.blank_hint)):
             if (on and run.checked and not hopeless and (repair.rounds > 0 or repair.fallback)
                     and run.affords(sampler.steps)):
                 hinted = hint(candidates[0], replace(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dlm_lsp.binding_hints import begin_binding, hint_place
+from dlm_lsp.binding_hints import begin_binding, hint_place, plain_header
 from dlm_lsp.characters import left_out
 from dlm_lsp.config import InfillOptions, ServerConfig, setting
 from dlm_lsp.indentation import (
@@ -45,6 +45,7 @@ from dlm_lsp.models.tiny import TinyDenoiser
 from dlm_lsp.policy import MULTI_LINE, SpanPlan
 from dlm_lsp.repair import (
     BINDING,
+    HEADER,
     REPAIR,
     RETURN,
     RepairConfig,
@@ -503,39 +504,49 @@ class InfillRun:
         # for `i = 0` where the lines below read both)
         return found if not set(hint.names) & set(after) and set(after) <= set(left) else None
 
-    def return_hint(self, best: Candidate, sampler: SamplerConfig, seed: int,
-                    repair: RepairConfig | None = None) -> Candidate | None:
-        """A fill begun with `return` where `best` writes no code at the end of a Python
-        function that must give a value (python_returns); None where it writes code, no
-        function there needs a `return`, the line holds code, or the hinted fill does not
-        pass the checks (after one round of `repair`, where it parses) or give a value.
+    def blank_hint(self, best: Candidate, sampler: SamplerConfig, seed: int,
+                   repair: RepairConfig | None = None) -> Candidate | None:
+        """A fill begun with the line the code says is missing, where `best` writes no
+        code on a blank line of Python: `return` at the end of a function that must give
+        a value (python_returns), or the header of the block that the code below is
+        indented as (`if`; in a class, `def`: binding_hints.plain_header) where that block
+        reads no name its header must bind (those are `bind_hint`'s).  On a blank line or
+        at a line's start, as `bind_hint`.  None where `best` writes code, neither is
+        missing, or the hinted fill does not pass the checks (after one round of
+        `repair`, where it parses), give a value, or leave the function needing one.
 
-        The model often writes nothing on the line after a function's last statement,
-        where the function's `return` was: the document then falls off the end of a
-        function that other code says gives a value (`return []` above, `-> List[int]`, a
-        docstring's example).  The `return` goes at the function body's indentation,
-        where it ends the function whatever block the line above closes; the model writes
-        what it returns.
+        The model often writes nothing where a line is plainly missing.  After a
+        function's last statement, where its `return` was, the document falls off the end
+        of a function that other code says gives a value (`return []` above, `->
+        List[int]`, a docstring's example): the `return` goes at the function body's
+        indentation, where it ends the function whatever block the line above closes.
+        Above code indented deeper than a statement there could be, a blank leaves that
+        code to the block above (or breaks the indentation): a header is missing.  The
+        model writes the rest (`return ans`, `if c in d:`).
         """
-        document = self.document
-        if document is None or best.text.strip() or not _parses(best):
+        document, req = self.document, self.req
+        if document is None or best.text.strip():
             return None
-        start, end = checked_span(self.req)
+        start, end = checked_span(req)
         text = document.text
-        line_start = text.rfind("\n", 0, start) + 1
-        line_end = text.find("\n", end)
-        before = text[line_start:start]
-        if before.strip() or text[end:len(text) if line_end == -1 else line_end].strip():
+        place = hint_place(text, start, end)
+        if place is None:
             return None  # the fill belongs to the code on its line
-        need = document.return_needed(start, end, best.text)
-        if need is None or not need.indent.startswith(before):
+        before = text[text.rfind("\n", 0, start) + 1:start]
+        need = document.return_needed(start, end, best.text) if _parses(best) else None
+        if need is not None:
+            if not need.indent.startswith(before):
+                return None  # the cursor is deeper than the body: no `return` ends it
+            found = self._begun_with(need.indent[len(before):] + "return", sampler, seed,
+                                     repair, RETURN)
+            gives = (found is not None and found.valid and _GIVES.match(found.text)
+                     and document.return_needed(start, end, found.text) is None)
+            return found if gives else None
+        if place.slot is None or document.wanted(start, end, place.empty, shown_code(req), True):
             return None
-        found = self._begun_with(need.indent[len(before):] + "return", sampler, seed, repair,
-                                 RETURN)
-        if (found is None or not found.valid or not _GIVES.match(found.text)
-                or document.return_needed(start, end, found.text) is not None):
-            return None
-        return found
+        found = self._begun_with(place.indent + plain_header(place.slot), sampler, seed,
+                                 repair, HEADER)
+        return found if found is not None and found.valid else None
 
     def _begun_with(self, text: str, sampler: SamplerConfig, seed: int,
                     repair: RepairConfig | None, path: str) -> Candidate | None:

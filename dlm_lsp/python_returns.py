@@ -1,5 +1,5 @@
 """Where a Python function's end is reached though it must give a value: the `return` a
-blank fill at the end of a function leaves out (`returnHints`, passes.InfillRun.return_hint).
+blank fill at the end of a function leaves out (`blankHints`, passes.InfillRun.blank_hint).
 
 A span at the end of a function is often where its `return` belongs, and the shipped
 model often writes nothing there: with the server's length policy, 24 of the 28

@@ -22,10 +22,11 @@ from dlm_lsp.binding_hints import (
     binding_hint,
     header_slot,
     hint_place,
+    plain_header,
 )
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
-from dlm_lsp.repair import BINDING, DIFFUSION, REPAIR
+from dlm_lsp.repair import BINDING, DIFFUSION, HEADER, REPAIR
 from dlm_lsp.validation import parsed_document
 
 
@@ -358,4 +359,68 @@ def test_a_fill_asked_for_one_pass_alone_gets_no_hint(
     engine, request, runs = _planted(model_dir, monkeypatch, "    seen = 0\n", "    out = []\n",
                                      _request(repair_rounds=0, fallback=False))
     assert engine.infill(request).candidates[0].text == "    seen = 0\n"
+    assert runs == [DIFFUSION]
+
+
+# --- a header where the fill was blank (`blankHints`, InfillRun.blank_hint) ----------------------
+
+def test_a_block_that_reads_no_name_to_bind_is_headed_by_a_condition() -> None:
+    slot = _slot("def f(s, d):\n    for c in s:\n⟦⟧            print(d[c])\n")
+    assert slot is not None and plain_header(slot) == "if"
+
+
+def test_in_a_class_a_block_that_reads_no_name_to_bind_is_a_method() -> None:
+    slot = _slot('class A:\n    """An A."""\n⟦⟧        pass\n')
+    assert slot is not None and plain_header(slot) == "def"
+
+
+LOOKUP = "def f(s, d):\n    out = 0\n    for c in s:\n|\n            out += d[c]\n    return out\n"
+
+
+def _blank_request(text: str = LOOKUP) -> InfillRequest:
+    at = text.index("|")
+    return InfillRequest(text.replace("|", ""), at, at, "python", "file:///f.py",
+                         InfillOptions(length=12, steps=4))
+
+
+def test_a_blank_fill_above_a_deeper_block_gives_way_to_one_begun_with_its_header(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _blank_request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "        if c in d:", request)
+    result = engine.infill(request)
+    assert [(c.text, c.path) for c in result.candidates][0] == ("        if c in d:", HEADER)
+    assert runs == [DIFFUSION, REPAIR]  # the first pass, then one from given tokens
+
+
+def test_a_header_hinted_where_the_fill_was_blank_must_pass_the_checks(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _blank_request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "        if c in d", request)
+    result = engine.infill(request)
+    assert [c.path for c in result.candidates] == [DIFFUSION]
+    assert runs[:2] == [DIFFUSION, REPAIR]  # tried (and repaired once), left out
+
+
+def test_a_blank_fill_in_a_class_above_a_deeper_block_gives_way_to_a_method(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _blank_request("class A:\n    def g(self):\n        return 1\n|\n        pass\n")
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "    def f(self):", request)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("    def f(self):", HEADER)
+
+
+def test_with_blank_hints_off_a_blank_fill_above_a_deeper_block_stands(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _blank_request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "        if c in d:", request,
+                                  blank_hints=False)
+    assert engine.infill(request).candidates[0].path == DIFFUSION
+    assert runs == [DIFFUSION]
+
+
+def test_a_blank_fill_where_a_statement_fits_gets_no_header(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _blank_request("def f(s, d):\n    out = 0\n|\n    return out\n")
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "    if s:", request)
+    assert engine.infill(request).candidates[0].path == DIFFUSION
     assert runs == [DIFFUSION]

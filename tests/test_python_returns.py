@@ -1,4 +1,4 @@
-"""Specification of return hints (`returnHints`, passes.InfillRun.return_hint): where the
+"""Specification of return hints (`blankHints`, passes.InfillRun.blank_hint): where the
 best fill writes no code at the end of a Python function that must give a value, one more
 pass begins the fill with `return` at the function body's indentation and offers it first.
 
@@ -213,11 +213,11 @@ def test_a_hinted_fill_that_gives_no_value_or_fails_the_checks_is_not_offered(
     assert runs[:2] == [DIFFUSION, REPAIR]  # tried, and left out
 
 
-def test_with_return_hints_off_the_blank_fill_stands(
+def test_with_blank_hints_off_the_blank_fill_stands(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     request = _request()
     engine, runs = planted_engine(model_dir, monkeypatch, "", "    return ans", request,
-                                  return_hints=False)
+                                  blank_hints=False)
     assert engine.infill(request).candidates[0].text.strip() == ""
     assert runs == [DIFFUSION]
 
@@ -246,3 +246,14 @@ def test_inside_a_block_deeper_than_the_body_the_return_goes_out_to_the_body(
     engine, runs = planted_engine(model_dir, monkeypatch, "", "return top", request)
     assert engine.infill(request).candidates[0].path == DIFFUSION
     assert runs == [DIFFUSION]
+
+
+def test_at_the_start_of_a_line_of_code_the_return_goes_before_it(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cursor at the start of the next function's `def`: the fill is a line of its own
+    above it, as a binding hint's is."""
+    text = "def f(k):\n    if k:\n        return 1\n    k += 1\n|def g():\n    pass\n"
+    request = _request(text)
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "    return k\n", request)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("    return k\n", RETURN)
