@@ -39,23 +39,27 @@ _SCOPES = (*_DEFS, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp, ast.Dict
            ast.GeneratorExp)
 
 
-def _bindings(nodes: Iterable[ast.AST]) -> Iterator[str]:
+def _bindings(nodes: Iterable[ast.AST], augmented: bool = True) -> Iterator[str]:
     """The names `nodes` bind in their scope, nested scopes' own names left out (a nested
-    function's or class's name is its scope's; a comprehension's `:=` is, too)."""
+    function's or class's name is its scope's; a comprehension's `:=` is, too); without
+    `augmented`, not the names an augmented assignment binds (`n += 1`), which binds
+    only a name that something bound before."""
     for node in nodes:
         if not isinstance(node, (ast.Global, ast.Nonlocal)):
             yield from binds(node)
         if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
             yield node.target.id
         if isinstance(node, _DEFS + (ast.ClassDef,)):
-            yield from _bindings([*node.decorator_list, *_defaults(node)])
+            yield from _bindings([*node.decorator_list, *_defaults(node)], augmented)
         elif isinstance(node, ast.Lambda):
-            yield from _bindings(_defaults(node))
+            yield from _bindings(_defaults(node), augmented)
         elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             yield from (n.target.id for n in ast.walk(node)
                         if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name))
+        elif not augmented and isinstance(node, ast.AugAssign):
+            yield from _bindings([node.value], augmented)
         else:
-            yield from _bindings(ast.iter_child_nodes(node))
+            yield from _bindings(ast.iter_child_nodes(node), augmented)
 
 
 def _defaults(node: ast.AST) -> list[ast.AST]:
@@ -208,7 +212,9 @@ class _Flow:
 
     def loop(self, node: ast.stmt, bound: set[str]) -> None:
         self.first_iteration(node, bound)
-        inner = bound | set(_bindings([node]))  # all the loop binds: later iterations
+        # all the loop binds, for later iterations; not by `ans += x` alone, which reads
+        # `ans` first: a name nothing else binds is never bound by it (UnboundLocalError)
+        inner = bound | set(_bindings([node], augmented=False))
         if not isinstance(node, ast.While):
             self.expr(node.target, set(inner))
         self.expr(getattr(node, "test", None), set(inner))  # its tests after the first

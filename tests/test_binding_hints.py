@@ -75,6 +75,14 @@ def test_nothing_is_wanted_where_a_binding_may_come_first(marked: str) -> None:
     assert _wanted(marked) == []
 
 
+def test_a_name_only_an_augmented_assignment_binds_is_wanted() -> None:
+    """`ans += [...]` in a loop reads `ans` first (HumanEval/147 with `ans = []` gone)."""
+    marked = ("def f(n):\n⟦⟧\n    for i in range(n):\n        if i % 3:\n"
+              "            ans += [i]\n    return len(ans)\n")
+    assert _wanted(marked) == ["ans"]
+    assert _wanted(marked, "    ans = []") == []
+
+
 def test_the_hint_is_an_import_for_a_standard_module_whose_attributes_are_read() -> None:
     assert binding_hint("math", "    return math.sqrt(x)\n") == "import math"
     assert binding_hint("out", "    out.append(x)\n") == "out ="

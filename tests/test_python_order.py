@@ -68,6 +68,10 @@ def test_the_loop_over_the_parameter_passes() -> None:
      "if x > best:\n", "best"),
     ("def f(s):\n    i = 0\n    while i < len(s):\n        ⟦⟧\n        last = s[i]\n"
      "        i += 1\n", "print(last)\n", "last"),
+    # `+=` reads before it binds: a name nothing else binds is never bound, on any
+    # iteration, however conditional the read (HumanEval/147's `ans += [...]`)
+    ("def f(xs):\n    for x in xs:\n        if x:\n            ⟦⟧\n    return 0\n",
+     "total += x\n", "total"),
 ])
 def test_reads_no_binding_can_precede_are_rejected(marked: str, fill: str, name: str) -> None:
     result = _fill(marked, fill)
@@ -85,6 +89,9 @@ def test_reads_no_binding_can_precede_are_rejected(marked: str, fill: str, name:
     # bound above the read in the body, on a path that may have run
     ("def f(xs):\n    for x in xs:\n        if x:\n            y = x\n        ⟦⟧\n",
      "print(y)\n"),
+    # another binding in the loop may run on an earlier iteration than the `+=`
+    ("def f(xs):\n    for x in xs:\n        if x:\n            ⟦⟧\n        else:\n"
+     "            total = 0\n", "total += x\n"),
     ("def f(xs):\n    for x in xs:\n        try:\n            y = int(x)\n"
      "        except ValueError:\n            continue\n        ⟦⟧\n", "print(y)\n"),
     # one arm of an `if` binds it; after the loop its variable may be bound
