@@ -522,7 +522,10 @@ class InfillRun:
         indentation, where it ends the function whatever block the line above closes.
         Above code indented deeper than a statement there could be, a blank leaves that
         code to the block above (or breaks the indentation): a header is missing.  The
-        model writes the rest (`return ans`, `if c in d:`).
+        model writes the rest (`return ans`, `if c in d:`).  Where the `return` it wrote
+        gives another value than one the function computes and uses nowhere (`return
+        False` where `largest` is updated in a loop and read nowhere else:
+        python_returns.unused_values), one more pass begins it with `return largest`.
         """
         document, req = self.document, self.req
         if document is None or best.text.strip():
@@ -537,16 +540,30 @@ class InfillRun:
         if need is not None:
             if not need.indent.startswith(before):
                 return None  # the cursor is deeper than the body: no `return` ends it
-            found = self._begun_with(need.indent[len(before):] + "return", sampler, seed,
-                                     repair, RETURN)
-            gives = (found is not None and found.valid and _GIVES.match(found.text)
-                     and document.return_needed(start, end, found.text) is None)
-            return found if gives else None
+            indent = need.indent[len(before):]
+            found = self._begun_with(indent + "return", sampler, seed, repair, RETURN)
+            if not self._returns(found, start, end):
+                return None
+            unused = document.unused_values(start, end, found.text)
+            if unused:
+                # it returns another value than the one the function computed (`return
+                # False` where `largest` is updated in a loop and read nowhere): that one
+                again = self._begun_with(f"{indent}return {unused[0]}", sampler, seed, repair,
+                                         RETURN)
+                if self._returns(again, start, end):
+                    return again
+            return found
         if place.slot is None or document.wanted(start, end, place.empty, shown_code(req), True):
             return None
         found = self._begun_with(place.indent + plain_header(place.slot), sampler, seed,
                                  repair, HEADER)
         return found if found is not None and found.valid else None
+
+    def _returns(self, found: Candidate | None, start: int, end: int) -> bool:
+        """Whether a fill begun with `return` passed the checks, gives a value and leaves no
+        function falling off its end."""
+        return (found is not None and bool(found.valid) and _GIVES.match(found.text) is not None
+                and self.document.return_needed(start, end, found.text) is None)
 
     def _begun_with(self, text: str, sampler: SamplerConfig, seed: int,
                     repair: RepairConfig | None, path: str) -> Candidate | None:

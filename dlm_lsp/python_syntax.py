@@ -64,7 +64,7 @@ from dlm_lsp.python_names import (
     undefined,
 )
 from dlm_lsp.python_order import early_reads, function_end
-from dlm_lsp.python_returns import ReturnNeed, return_need
+from dlm_lsp.python_returns import ReturnNeed, return_need, unused_values
 from dlm_lsp.trees import error_nodes
 
 # The statements handed to CPython are cut at this size (characters); past it the
@@ -488,6 +488,15 @@ class PythonSyntax:
         if filled is None:
             return None
         return return_need(filled.tree, filled.source, filled.low, filled.low + len(fill))
+
+    def unused_values(self, start: int, end: int, fill: str) -> list[str]:
+        """The values the function around the span computes and never uses, with `fill`
+        over [start, end) (see python_returns.unused_values); none where the chunk around
+        the span is not found or does not parse with the fill."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        return unused_values(filled.tree, filled.source, filled.low, filled.low + len(fill))
 
     def read_early(self, start: int, end: int, fill: str) -> list[Read]:
         """The names local to a function that `fill` reads before any binding of them

@@ -896,6 +896,13 @@ class ParsedDocument:
             return None
         return self._python_syntax().return_needed(start, end, fill)
 
+    def unused_values(self, start: int, end: int, fill: str) -> list[str]:
+        """The values the function around the span computes and never uses, with `fill`
+        over [start, end) (see PythonSyntax.unused_values); none but in Python."""
+        if self.language != "python":
+            return []
+        return self._python_syntax().unused_values(start, end, fill)
+
     def names_checked(self, start: int, end: int, fill: str, verdict: Validation,
                       shown: str = "") -> Validation:
         """`verdict` (this version's on `fill` over [start, end)), or where it passed a

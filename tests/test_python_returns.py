@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fakes import planted_engine
 
+from dlm_lsp import passes as passes_module
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import InfillRequest
 from dlm_lsp.python_returns import ReturnNeed
@@ -169,6 +170,54 @@ def test_a_document_that_does_not_parse_needs_nothing() -> None:
     assert _need("def f(k):\n    if k:\n        return 1\n    x = (\n⟦⟧") is None
 
 
+# --- the value a function computes -----------------------------------------------------------
+
+def _unused(marked: str, fill: str) -> list[str]:
+    at = marked.index("⟦⟧")
+    document = parsed_document(marked.replace("⟦⟧", ""), "python")
+    return document.unused_values(at, at, fill)
+
+
+LARGEST = ("def largest(n):\n    if n < 2:\n        return 0\n    best = 1\n"
+           "    for j in range(2, n):\n        if n % j == 0:\n            best = max(best, j)\n⟦⟧")
+
+
+def test_a_value_updated_and_read_nowhere_else_is_unused_by_a_return_of_another() -> None:
+    assert _unused(LARGEST, "    return False\n") == ["best"]
+    assert _unused(LARGEST, "    return best\n") == []
+    assert _unused(LARGEST, "    return best > 1\n") == []  # read, however
+
+
+@pytest.mark.parametrize("update", [
+    "out.append(j)", "out.extend([j])", "out[j] = 1", "out += [j]", "out = out + [j]",
+])
+def test_updates_in_place_and_by_assignment_are_no_use(update: str) -> None:
+    marked = f"def f(n):\n    out = []\n    for j in range(n):\n        {update}\n⟦⟧"
+    assert _unused(marked, "    return None\n") == ["out"]
+
+
+def test_the_value_updated_last_comes_first() -> None:
+    marked = ("def f(xs):\n    total = 0\n    seen = []\n    for x in xs:\n"
+              "        seen.append(x)\n        total += x\n⟦⟧")
+    assert _unused(marked, "    return 0\n") == ["total", "seen"]
+
+
+@pytest.mark.parametrize("marked", [
+    # read by a condition, a call, another value: used
+    "def f(xs):\n    depth = 0\n    for x in xs:\n        depth += x\n        if depth < 0:\n"
+    "            return 1\n⟦⟧",
+    "def f(xs):\n    out = []\n    out.append(1)\n    print(out)\n⟦⟧",
+    "def f(xs):\n    out = []\n    out.append(1)\n    n = len(out)\n    return n\n⟦⟧",
+    # a closure reads it; declared global; a parameter; a loop's variable
+    "def f(xs):\n    out = []\n    def g():\n        return out\n    out.append(1)\n⟦⟧",
+    "def f(xs):\n    global out\n    out = []\n⟦⟧",
+    "def f(out):\n    out.append(1)\n⟦⟧",
+    "def f(xs):\n    for x in xs:\n        pass\n⟦⟧",
+])
+def test_a_value_something_reads_is_used(marked: str) -> None:
+    assert _unused(marked, "    return 0\n") == []
+
+
 # --- the hinted pass --------------------------------------------------------------------------
 
 DOC = MAXIMUM.replace("⟦⟧", "|")
@@ -257,3 +306,26 @@ def test_at_the_start_of_a_line_of_code_the_return_goes_before_it(
     engine, runs = planted_engine(model_dir, monkeypatch, "", "    return k\n", request)
     best = engine.infill(request).candidates[0]
     assert (best.text, best.path) == ("    return k\n", RETURN)
+
+
+def test_a_return_of_another_value_than_the_one_computed_gives_way_to_that_one(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model's `return False` leaves `best`, updated in the loop, unused: one more pass
+    begins with `return best`."""
+    request = _request(LARGEST.replace("⟦⟧", "|"))
+    begun: list[str] = []
+    real = passes_module.InfillRun._begun_with
+
+    def spy(self, text, *args):
+        begun.append(text)
+        return real(self, text, *args)
+    monkeypatch.setattr(passes_module.InfillRun, "_begun_with", spy)
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "    return best", request)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("    return best", RETURN)
+    assert begun == ["    return"]  # it wrote `best` itself: no second pass
+    begun.clear()
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "    return False", request)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("    return best", RETURN)
+    assert begun == ["    return", "    return best"]
