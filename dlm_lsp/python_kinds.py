@@ -161,6 +161,29 @@ def _annotated(arg: ast.arg) -> str | None:
     return _ANNOTATED.get(note.id) if isinstance(note, ast.Name) else None
 
 
+# containers whose annotation's one argument is their elements' type: `List[float]`
+_HOLDERS = frozenset({"list", "List", "set", "Set", "frozenset", "FrozenSet", "Sequence",
+                      "Iterable", "Iterator", "Collection"})
+# the elements' types that cannot be unpacked
+_SCALARS = frozenset({"int", "float", "bool", "complex"})
+
+
+def _elements(function: ast.AST, givers: dict[str, list]) -> dict[str, str]:
+    """The parameters of `function` annotated as holding numbers (`List[float]`,
+    `Iterable[int]`) and bound nowhere else in it, with their elements' type's name."""
+    found = {}
+    for arg, _ in _parameters(function):
+        note = arg.annotation
+        if not isinstance(note, ast.Subscript) or givers.get(arg.arg) != [arg]:
+            continue
+        holder = note.value.attr if isinstance(note.value, ast.Attribute) else getattr(
+            note.value, "id", None)
+        if holder in _HOLDERS and isinstance(note.slice, ast.Name) \
+                and note.slice.id in _SCALARS:
+            found[arg.arg] = note.slice.id
+    return found
+
+
 def _of_value(value: ast.AST, rebound: Callable[[str], bool]) -> str | None:
     """The kind of what `value` evaluates to, where its form says it."""
     if isinstance(value, ast.Constant):
@@ -261,10 +284,12 @@ def _run(function: ast.AST) -> Iterator[ast.AST]:
                                if child is not skip]))
 
 
-def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], bool]
-          ) -> Iterator[tuple[ast.Name, str]]:
+def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], bool],
+          elements: dict[str, str] | None = None) -> Iterator[tuple[ast.Name, str]]:
     """Each read of a name of known kind that the kind cannot serve, with why; a builtin
-    that nothing rebinds (`rebound`) has its own kind."""
+    that nothing rebinds (`rebound`) has its own kind; `elements`: the names known to hold
+    numbers, with their type's name (`_elements`), whose elements cannot be unpacked."""
+    elements = elements or {}
     def kind_of(node: ast.AST) -> str | None:
         if not isinstance(node, ast.Name):
             return None
@@ -319,6 +344,19 @@ def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], boo
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) \
                 and uniterable(kind_of(node.iter)):
             yield node.iter, f"'{_type_name(kind_of(node.iter))}' object is not iterable"
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) \
+                and isinstance(node.target, (ast.Tuple, ast.List)) \
+                and isinstance(node.iter, ast.Name) and node.iter.id in elements:
+            # `for i, x in numbers:` where `numbers: List[float]`
+            yield node.iter, f"cannot unpack non-iterable {elements[node.iter.id]} object"
+        elif isinstance(node, ast.Assign) and uniterable(kind := kind_any(node.value)) \
+                and any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets):
+            # `i, j = 0`: the value is blamed where it is a name, else the last target
+            names = [n for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            blamed = node.value if isinstance(node.value, ast.Name) else names[-1] if names \
+                else None
+            if blamed is not None:
+                yield blamed, f"cannot unpack non-iterable {_type_name(kind)} object"
         elif isinstance(node, ast.Compare):
             for op, left, right in zip(node.ops, [node.left, *node.comparators[:-1]],
                                        node.comparators, strict=True):
@@ -444,7 +482,7 @@ def misuses(tree: ast.Module, source: str, low: int, high: int,
             return [g for g in givers[name] if not isinstance(g, ast.arg)
                     and (start := offset(g)) is not None and low <= start < high]
 
-        uses = list(_uses(function, known, rebound))
+        uses = list(_uses(function, known, rebound, _elements(function, givers)))
         # a kind the code around the fill contradicts, where the fill did not give it, is
         # a wrong annotation (transformers' `config: int` whose `.vocab_size` is read):
         # the name is not judged

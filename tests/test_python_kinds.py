@@ -87,6 +87,15 @@ def test_calling_a_parameter_annotated_list_is_rejected_at_the_call() -> None:
      "unsupported operand type(s) for +=: 'int' and 'list'"),
     ("def f(s):\n    best = None\n⟦⟧\n", "    return best + 1",
      "unsupported operand type(s) for +: 'NoneType' and 'int'"),
+    # a number unpacked: a value (HumanEval/72's `i, j = 0`), a list of numbers' element
+    # (HumanEval/0's `for idx, elem in numbers:` where `numbers: List[float]`)
+    ("def f(q):\n⟦⟧\n    return i + j\n", "    i, j = 0", "cannot unpack non-iterable int object"),
+    ("def f(q):\n    n = len(q)\n⟦⟧\n    return a\n", "    a, b = n",
+     "cannot unpack non-iterable int object"),
+    ("def f(numbers: List[float]):\n⟦⟧\n            pass\n",
+     "    for idx, elem in numbers:", "cannot unpack non-iterable float object"),
+    ("def f(xs: typing.Iterable[int]):\n⟦⟧\n", "    return [a for a, b in xs]",
+     "cannot unpack non-iterable int object"),
 ])
 def test_uses_the_kind_cannot_serve_are_rejected(marked: str, fill: str, why: str) -> None:
     result = _fill(marked, fill)
@@ -146,6 +155,16 @@ def test_a_binding_the_code_around_cannot_use_is_rejected_at_its_value(
     ("def f(states: tuple):\n⟦⟧\n", "    return states[:, 0]"),
     # outside a function the check is not made
     ("n = 0\n⟦⟧\n", "n()\n"),
+    # what may be unpacked: a tuple, a name of unknown kind, elements of unknown type,
+    # of a list rebound in the function, of a list of lists
+    ("def f(q):\n⟦⟧\n    return i + j\n", "    i, j = 0, len(q)"),
+    ("def f(q):\n⟦⟧\n    return i + j\n", "    i, j = q"),
+    ("def f(pairs: list):\n⟦⟧\n            pass\n", "    for a, b in pairs:"),
+    ("def f(xs: List[float]):\n    xs = list(enumerate(xs))\n⟦⟧\n            pass\n",
+     "    for i, x in xs:"),
+    ("def f(grid: List[List[int]]):\n⟦⟧\n            pass\n", "    for a, b in grid:"),
+    ("def f(numbers: List[float]):\n⟦⟧\n            pass\n",
+     "    for idx, elem in enumerate(numbers):"),
 ])
 def test_uses_a_kind_may_serve_are_accepted(marked: str, fill: str) -> None:
     result = _fill(marked, fill)
