@@ -2,9 +2,9 @@
 blank fill at the end of a function leaves out (`blankHints`, passes.InfillRun.blank_hint).
 
 A span at the end of a function is often where its `return` belongs, and the shipped
-model often writes nothing there: with the server's length policy, 24 of the 28
-HumanEval single-line tasks it failed whose missing line was a `return` were given a
-blank fill at the function's end (code e84e445).  The document then falls off the end of
+model often writes nothing there: with the server's length policy, of the 44 HumanEval
+single-line tasks it failed whose missing line was a `return`, 26 got a blank fill, 25
+of them at the function's end (code 47cabda).  The document then falls off the end of
 a function that other code says gives a value, and the fill is only the blank line
 that was there.  One more pass begun with `return` at the function body's indentation
 lets the model write what it returns (`return ans`).
