@@ -545,7 +545,7 @@ class InfillRun:
             if not self._returns(found, start, end):
                 return None
             unused = document.unused_values(start, end, found.text)
-            if unused:
+            if unused and self.affords(sampler.steps):
                 # it returns another value than the one the function computed (`return
                 # False` where `largest` is updated in a loop and read nowhere): that one
                 again = self._begun_with(f"{indent}return {unused[0]}", sampler, seed, repair,

@@ -308,11 +308,8 @@ def test_at_the_start_of_a_line_of_code_the_return_goes_before_it(
     assert (best.text, best.path) == ("    return k\n", RETURN)
 
 
-def test_a_return_of_another_value_than_the_one_computed_gives_way_to_that_one(
-        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The model's `return False` leaves `best`, updated in the loop, unused: one more pass
-    begins with `return best`."""
-    request = _request(LARGEST.replace("⟦⟧", "|"))
+def _hinted_passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text each hinted pass of the engine begins with, listed as they run."""
     begun: list[str] = []
     real = passes_module.InfillRun._begun_with
 
@@ -320,6 +317,15 @@ def test_a_return_of_another_value_than_the_one_computed_gives_way_to_that_one(
         begun.append(text)
         return real(self, text, *args)
     monkeypatch.setattr(passes_module.InfillRun, "_begun_with", spy)
+    return begun
+
+
+def test_a_return_of_another_value_than_the_one_computed_gives_way_to_that_one(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model's `return False` leaves `best`, updated in the loop, unused: one more pass
+    begins with `return best`."""
+    request = _request(LARGEST.replace("⟦⟧", "|"))
+    begun = _hinted_passes(monkeypatch)
     engine, runs = planted_engine(model_dir, monkeypatch, "", "    return best", request)
     best = engine.infill(request).candidates[0]
     assert (best.text, best.path) == ("    return best", RETURN)
@@ -329,3 +335,16 @@ def test_a_return_of_another_value_than_the_one_computed_gives_way_to_that_one(
     best = engine.infill(request).candidates[0]
     assert (best.text, best.path) == ("    return best", RETURN)
     assert begun == ["    return", "    return best"]
+
+
+def test_past_the_latency_target_no_second_pass_begins_the_computed_value(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fill with a latency target runs the unused value's pass only where it still
+    fits: here none is left once the first hinted pass has run."""
+    request = _request(LARGEST.replace("⟦⟧", "|"))
+    begun = _hinted_passes(monkeypatch)
+    monkeypatch.setattr(passes_module.InfillRun, "affords", lambda self, steps: not begun)
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "    return False", request)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("    return False", RETURN)
+    assert begun == ["    return"]
