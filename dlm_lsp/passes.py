@@ -541,7 +541,10 @@ class InfillRun:
             if not need.indent.startswith(before):
                 return None  # the cursor is deeper than the body: no `return` ends it
             indent = need.indent[len(before):]
-            found = self._begun_with(indent + "return", sampler, seed, repair, RETURN)
+            # what follows is code: a bare `return` (what the model wrote for `return
+            # times`) gives no value
+            found = self._begun_with(indent + "return", sampler, seed, repair, RETURN,
+                                     goes_on=True)
             if not self._returns(found, start, end):
                 return None
             unused = document.unused_values(start, end, found.text)
@@ -566,10 +569,13 @@ class InfillRun:
                 and self.document.return_needed(start, end, found.text) is None)
 
     def _begun_with(self, text: str, sampler: SamplerConfig, seed: int,
-                    repair: RepairConfig | None, path: str) -> Candidate | None:
+                    repair: RepairConfig | None, path: str,
+                    goes_on: bool = False) -> Candidate | None:
         """One more pass over the span begun with `text` (after the head), which the model
         keeps; what it writes after is written again once with `repair` where it parses but
-        fails a check.  None where `text` leaves no position for the model to write."""
+        fails a check.  With `goes_on`, the position after `text` may not end the line (a
+        pad, a line break): the line goes on.  None where `text` leaves no position for the model to
+        write."""
         layout, tok = self.layout, self.model.tokenizer
         ids = tok.encode(layout.head + text)
         if len(ids) >= layout.n_masked:
@@ -577,9 +583,13 @@ class InfillRun:
         offsets = token_offsets(tok, ids)
         head = len(layout.head)
         protected = next((i for i, at in enumerate(offsets) if at >= head), len(ids)) if head else 0
+        banned = layout.banned
+        if goes_on:  # no pad, nor a line break: a space may come first (` ` then `k`)
+            ends = tok.line_break_ids | {self.model.pad_id}
+            banned += tuple((len(ids), token) for token in sorted(ends))
         hinted = replace(layout, init_ids=tuple(ids + [self.model.mask_id] * (layout.n_masked
                                                                               - len(ids))),
-                         head_tokens=protected)
+                         head_tokens=protected, banned=banned)
         [found] = self.candidates(self.denoise(hinted, sampler, seed), path)
         if (repair is not None and not found.valid and _parses(found)
                 and self.affords(min(sampler.steps, 2 * repair.margin + 1))):

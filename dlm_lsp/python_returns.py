@@ -11,12 +11,13 @@ lets the model write what it returns (`return ans`).
 
 A function must give a value (as mypy's "Missing return statement" and pylint's
 inconsistent-return-statements read it) where its own body returns one elsewhere
-(`return []` above), its annotation names a type that is not None (`-> List[int]`), or
-its docstring's examples show a call of it printing a value (`>>> add(2, 3)` then
-`5`), the function printing nothing itself.  Its end is reached where some path runs
-past its last statement: not past a `return` or `raise`, an `if` whose every branch ends
-so, a `while True:` that never breaks, a `try` all of whose ways out end, a `match`
-with a `case _:`, nor `sys.exit()`.  A generator, a stub (`...`, `pass`), an abstract
+(`return []` above), its annotation names a type that is not None (`-> List[int]`), its
+docstring's examples show a call of it printing a value (`>>> add(2, 3)` then `5`), the
+function printing nothing itself, or its docstring says what it returns (`Return the
+largest index ...`, `Returns:`; not `returns None`).  Its end is reached where some path
+runs past its last statement: not past a `return` or `raise`, an `if` whose every
+branch ends so, a `while True:` that never breaks, a `try` all of whose ways out end, a
+`match` with a `case _:`, nor `sys.exit()`.  A generator, a stub (`...`, `pass`), an abstract
 method or an overload is never judged: each may end without a value.
 
 What the model writes after `return` is often a constant (`return False`) where the
@@ -48,6 +49,11 @@ _NOT_JUDGED = frozenset({"abstractmethod", "overload", "abstractproperty"})
 _EXITS = frozenset({"exit", "quit", "_exit", "abort"})
 # only blanks and comments
 _QUIET = re.compile(r"(?:[ \t\r\n]|#[^\n]*)*")
+# a docstring that says what the function returns (`Return the sum ...`, `Returns:`,
+# `:return:`), but not that it returns nothing
+_SAYS_RETURNS = re.compile(r"\breturns?\b", re.IGNORECASE)
+_RETURNS_NOTHING = re.compile(r"\breturns?\s+(?:None|nothing)\b|\bno(?:thing)? return",
+                              re.IGNORECASE)
 
 
 class ReturnNeed(NamedTuple):
@@ -187,6 +193,9 @@ def gives_value(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
         return f"its annotation is -> {ast.unparse(node.returns)}"
     if _doctest_shows_value(node):
         return "its docstring's examples show the value it returns"
+    doc = ast.get_docstring(node) or ""
+    if _SAYS_RETURNS.search(doc) and not _RETURNS_NOTHING.search(doc):
+        return "its docstring says what it returns"
     return None
 
 

@@ -70,6 +70,22 @@ def test_a_docstring_example_that_shows_a_value_asks_for_one() -> None:
     assert _need(marked) is not None
 
 
+@pytest.mark.parametrize("docstring, needed", [
+    ("Return the largest of xs.", True),
+    ("Count the items.\n\n    Returns:\n        how many there are.", True),
+    ("Returns the index, or -1.", True),
+    ("Sort xs in place; returns None.", False),
+    ("Log the items, and return nothing.", False),
+    ("Print the items.", False),
+])
+def test_a_docstring_that_says_what_the_function_returns_asks_for_a_value(
+        docstring: str, needed: bool) -> None:
+    marked = f'def f(xs):\n    """{docstring}"""\n    best = max(xs)\n⟦⟧'
+    need = _need(marked)
+    assert (need is not None) is needed
+    assert need is None or need.why == "its docstring says what it returns"
+
+
 @pytest.mark.parametrize("docstring, body", [
     (">>> show(2)\n    2", "    print(x)"),  # it prints what the example shows
     (">>> reset(2)\n    None", "    x = 0"),
@@ -313,9 +329,9 @@ def _hinted_passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     begun: list[str] = []
     real = passes_module.InfillRun._begun_with
 
-    def spy(self, text, *args):
+    def spy(self, text, *args, **kwargs):
         begun.append(text)
-        return real(self, text, *args)
+        return real(self, text, *args, **kwargs)
     monkeypatch.setattr(passes_module.InfillRun, "_begun_with", spy)
     return begun
 
@@ -348,3 +364,26 @@ def test_past_the_latency_target_no_second_pass_begins_the_computed_value(
     best = engine.infill(request).candidates[0]
     assert (best.text, best.path) == ("    return False", RETURN)
     assert begun == ["    return"]
+
+
+def test_the_position_after_the_hinted_return_may_not_end_the_line(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model wrote a bare `return` where `return times` was: what follows the hint is
+    code, so the position after it may hold no pad and no line break."""
+    request = _request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "", "    return ans", request)
+    layouts = []
+    real = passes_module.denoise
+
+    def spy(model, layout, *args):
+        layouts.append(layout)
+        return real(model, layout, *args)
+    monkeypatch.setattr(passes_module, "denoise", spy)
+    engine.infill(request)
+    hinted = [layout for layout in layouts if layout.init_ids is not None][0]
+    tok = engine.model.tokenizer
+    after = len(tok.encode(hinted.head + "    return"))
+    banned = {token for position, token in hinted.banned if position == after}
+    assert engine.model.pad_id in banned
+    assert tok.line_break_ids <= banned
+    assert not any(position != after for position, _ in hinted.banned)
