@@ -36,6 +36,8 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from dlm_lsp.python_order import functions_over
+
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (*_DEFS, ast.ClassDef, ast.Lambda)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -251,11 +253,9 @@ def unused_values(tree: ast.Module, source: str, low: int, high: int) -> list[st
     the one updated last first.  A `return` that gives another value leaves them unused;
     none for a name a nested function reads, or one declared global or nonlocal."""
     row = source.count("\n", 0, low) + 1
-    inner = None
-    for node in ast.walk(tree):
-        if (isinstance(node, _DEFS) and node.lineno < row <= (node.end_lineno or 0)
-                and (inner is None or node.lineno > inner.lineno)):
-            inner = node
+    # the innermost function whose body holds the row (not its `def` line)
+    inner = max((node for node in functions_over(tree, (row, row)) if node.lineno < row),
+                key=lambda node: node.lineno, default=None)
     if inner is None:
         return []
     updated: dict[str, int] = {}  # a local's name -> the last line that updates it

@@ -17,12 +17,16 @@ from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import InfillRequest
 from dlm_lsp.python_returns import ReturnNeed
 from dlm_lsp.repair import DIFFUSION, REPAIR, RETURN
-from dlm_lsp.validation import parsed_document
+from dlm_lsp.validation import ParsedDocument, parsed_document
+
+
+def _document(marked: str) -> tuple[ParsedDocument, int]:
+    """The document `marked` stands for, parsed, and where its span (⟦⟧) is."""
+    return parsed_document(marked.replace("⟦⟧", ""), "python"), marked.index("⟦⟧")
 
 
 def _need(marked: str, fill: str = "") -> ReturnNeed | None:
-    at = marked.index("⟦⟧")
-    document = parsed_document(marked.replace("⟦⟧", ""), "python")
+    document, at = _document(marked)
     return document.return_needed(at, at, fill)
 
 
@@ -189,8 +193,7 @@ def test_a_document_that_does_not_parse_needs_nothing() -> None:
 # --- the value a function computes -----------------------------------------------------------
 
 def _unused(marked: str, fill: str) -> list[str]:
-    at = marked.index("⟦⟧")
-    document = parsed_document(marked.replace("⟦⟧", ""), "python")
+    document, at = _document(marked)
     return document.unused_values(at, at, fill)
 
 
