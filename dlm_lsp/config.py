@@ -149,6 +149,11 @@ class ServerConfig(SamplingControls):
     # class, `def`) above code indented deeper than a statement could be
     # (passes.InfillRun.blank_hint, python_returns.py, binding_hints.plain_header).
     blank_hints: bool = True
+    # Where a loop around a Python span is there to update a local (`ans = 0` just before
+    # it, `return ans` after) and the best fill leaves it as it began, one more pass begins
+    # the fill with that local's name and offers it first where it passes the checks and
+    # updates it (passes.InfillRun.tally_hint, python_tallies.py).
+    tally_hints: bool = True
     # ghost text and completion items also for fills the check rejected (dlm/infill always
     # returns them, marked valid: false); off: an editor never shows code known to break
     suggest_invalid: bool = False

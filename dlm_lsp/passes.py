@@ -48,6 +48,7 @@ from dlm_lsp.repair import (
     HEADER,
     REPAIR,
     RETURN,
+    TALLY,
     RepairConfig,
     closing,
     culprits,
@@ -562,6 +563,57 @@ class InfillRun:
                                  repair, HEADER)
         return found if found is not None and found.valid else None
 
+    def tally_hint(self, best: Candidate, sampler: SamplerConfig, seed: int,
+                   repair: RepairConfig | None = None) -> Candidate | None:
+        """A fill begun with the local that a loop around the span is there to update,
+        where `best` leaves it idle (python_tallies); None where it leaves none so, writes
+        no code on its first line, or the hinted fill does not pass the checks (after one
+        round of `repair`, where it parses) or still leaves that local idle.
+
+        `ans = 0` just before a loop and `return ans` after it say what the line in the
+        loop is for; the model often writes another valid line there (`return i`,
+        `odd_count += 1` where `even_count` was set), and the function returns the
+        constant it began with.  One more pass begins the fill with the local's name on
+        the best fill's indentation, and the model writes the rest (`ans += 1`,
+        `new_lst.append(word)`): the position after the name may not end the line, since
+        a name alone changes nothing.  On a blank line or at a line's start, as
+        `bind_hint`.
+        """
+        document = self.document
+        first = best.text.split("\n", 1)[0]
+        if document is None or not first.strip() or not _parses(best):
+            return None
+        start, end = checked_span(self.req)
+        if hint_place(document.text, start, end) is None:
+            return None
+        idle = document.idle_tallies(start, end, best.text)
+        if not idle:
+            return None
+        indent = first[:len(first) - len(first.lstrip(" \t"))]
+        hint = indent + idle[0]
+        found = self._begun_with(hint, sampler, seed, repair, TALLY, goes_on=True)
+        if found is None or not found.valid:
+            return None
+        if idle[0] not in document.idle_tallies(start, end, found.text):
+            return found
+        # what it wrote after the name changes nothing (`count += 0`, `ans = ans`): once
+        # more, the last token of its line barred where it stood (`count += 1`)
+        ends = self.model.tokenizer.line_break_ids | {self.model.pad_id}
+        last = None
+        for at in range(len(self.model.tokenizer.encode(self.layout.head + hint)),
+                        len(found.ids)):
+            if found.ids[at] in ends:
+                break
+            last = at
+        if last is None or not self.affords(sampler.steps):
+            return None
+        again = self._begun_with(hint, sampler, seed, repair, TALLY, goes_on=True,
+                                 barred=((last, found.ids[last]),))
+        if (again is None or not again.valid
+                or idle[0] in document.idle_tallies(start, end, again.text)):
+            return None
+        return again
+
     def _returns(self, found: Candidate | None, start: int, end: int) -> bool:
         """Whether a fill begun with `return` passed the checks, gives a value and leaves no
         function falling off its end."""
@@ -570,11 +622,13 @@ class InfillRun:
 
     def _begun_with(self, text: str, sampler: SamplerConfig, seed: int,
                     repair: RepairConfig | None, path: str,
-                    goes_on: bool = False) -> Candidate | None:
+                    goes_on: bool = False,
+                    barred: tuple[tuple[int, int], ...] = ()) -> Candidate | None:
         """One more pass over the span begun with `text` (after the head), which the model
         keeps; what it writes after is written again once with `repair` where it parses but
         fails a check.  With `goes_on`, the position after `text` may not end the line (a
-        pad, a line break): the line goes on.  None where `text` leaves no position for the model to
+        pad, a line break): the line goes on.  `barred`: more (span position, token) pairs
+        the pass may not commit.  None where `text` leaves no position for the model to
         write."""
         layout, tok = self.layout, self.model.tokenizer
         ids = tok.encode(layout.head + text)
@@ -584,6 +638,7 @@ class InfillRun:
         head = len(layout.head)
         protected = next((i for i, at in enumerate(offsets) if at >= head), len(ids)) if head else 0
         banned = layout.banned
+        banned += barred
         if goes_on:  # no pad, nor a line break: a space may come first (` ` then `k`)
             ends = tok.line_break_ids | {self.model.pad_id}
             banned += tuple((len(ids), token) for token in sorted(ends))

@@ -39,8 +39,8 @@ from typing import NamedTuple
 from dlm_lsp.python_order import functions_over
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SCOPES = (*_DEFS, ast.ClassDef, ast.Lambda)
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+SCOPES = (*_DEFS, ast.ClassDef, ast.Lambda)
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # annotations that let a function end without a value: None, or it never ends
 _NO_VALUE = frozenset({"None", "NoReturn", "Never", "Optional", "Iterator", "Iterable",
                        "Generator", "AsyncIterator", "AsyncIterable", "AsyncGenerator",
@@ -73,15 +73,15 @@ def _name(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
-def _own(body: list[ast.stmt]) -> Iterator[ast.AST]:
+def own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
     """The nodes of a function's body that run as its own code: not those of a function,
     class or lambda nested in it."""
-    stack: list[ast.AST] = [node for node in body if not isinstance(node, _SCOPES)]
+    stack: list[ast.AST] = [node for node in body if not isinstance(node, SCOPES)]
     while stack:
         node = stack.pop()
         yield node
         stack.extend(child for child in ast.iter_child_nodes(node)
-                     if not isinstance(child, _SCOPES))
+                     if not isinstance(child, SCOPES))
 
 
 def _breaks(body: list[ast.stmt]) -> bool:
@@ -91,9 +91,9 @@ def _breaks(body: list[ast.stmt]) -> bool:
         node = stack.pop()
         if isinstance(node, ast.Break):
             return True
-        if not isinstance(node, (*_LOOPS, *_SCOPES)):
+        if not isinstance(node, (*LOOPS, *SCOPES)):
             stack.extend(ast.iter_child_nodes(node))
-        elif isinstance(node, _LOOPS):
+        elif isinstance(node, LOOPS):
             stack.extend(node.orelse)  # a loop's `else` breaks the loop around it
     return False
 
@@ -123,7 +123,7 @@ def _runs_past(node: ast.stmt) -> bool:
         return completes(node.body) or completes(node.orelse)
     if isinstance(node, ast.While) and _always(node.test):
         return _breaks(node.body)
-    if isinstance(node, _LOOPS):
+    if isinstance(node, LOOPS):
         return completes(node.orelse) or _breaks(node.body)
     if isinstance(node, (ast.With, ast.AsyncWith)):
         return completes(node.body)
@@ -173,14 +173,14 @@ def _doctest_shows_value(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
                       if not rest.strip().startswith("... ")), "")
         if after and not after.startswith((">>>", "Traceback")) and after != "None":
             return not any(isinstance(call, ast.Call) and _name(call.func) == "print"
-                           for call in _own(node.body))
+                           for call in own_nodes(node.body))
     return False
 
 
 def gives_value(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """What says the function must give a value, in words; None where nothing does, or
     it may end without one (a generator, a stub, an abstract method, an overload)."""
-    own = list(_own(node.body))
+    own = list(own_nodes(node.body))
     if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own) or _stub(node.body):
         return None
     if any(_name(d.func if isinstance(d, ast.Call) else d) in _NOT_JUDGED
@@ -230,7 +230,7 @@ def return_need(tree: ast.Module, source: str, low: int, high: int) -> ReturnNee
     return None if found is None else found[1]
 
 
-def _mutates(statement: ast.stmt, name: str) -> bool:
+def mutates(statement: ast.stmt, name: str) -> bool:
     """Whether `statement` binds `name` or changes its value in place: `best = max(best,
     x)`, `total += x`, `seen[k] = v`, `out.append(x)`."""
     def based(node: ast.AST) -> bool:  # `out`, `out[i]`, `out.attr`, `out[i][j]`
@@ -260,7 +260,7 @@ def unused_values(tree: ast.Module, source: str, low: int, high: int) -> list[st
         return []
     updated: dict[str, int] = {}  # a local's name -> the last line that updates it
     used: set[str] = set()
-    for statement in (n for n in _own(inner.body) if isinstance(n, ast.stmt)):
+    for statement in (n for n in own_nodes(inner.body) if isinstance(n, ast.stmt)):
         if isinstance(statement, (ast.Global, ast.Nonlocal)):
             used.update(statement.names)
         if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -272,11 +272,11 @@ def unused_values(tree: ast.Module, source: str, low: int, high: int) -> list[st
         parts = [n for n in ast.iter_child_nodes(statement) if not isinstance(n, ast.stmt)]
         for read in (n for part in parts for n in ast.walk(part)
                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)):
-            if _mutates(statement, read.id):
+            if mutates(statement, read.id):
                 updated[read.id] = max(updated.get(read.id, 0), statement.lineno)
             else:
                 used.add(read.id)
-    for nested in (n for n in ast.walk(inner) if isinstance(n, _SCOPES) and n is not inner):
+    for nested in (n for n in ast.walk(inner) if isinstance(n, SCOPES) and n is not inner):
         used.update(n.id for n in ast.walk(nested) if isinstance(n, ast.Name))
     params = {a.arg for a in ast.walk(inner.args) if isinstance(a, ast.arg)}
     dead = [name for name in updated if name not in used | params and not name.startswith("_")]

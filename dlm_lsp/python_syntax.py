@@ -65,6 +65,7 @@ from dlm_lsp.python_names import (
 )
 from dlm_lsp.python_order import early_reads, function_end
 from dlm_lsp.python_returns import ReturnNeed, return_need, unused_values
+from dlm_lsp.python_tallies import idle_tallies
 from dlm_lsp.trees import error_nodes
 
 # The statements handed to CPython are cut at this size (characters); past it the
@@ -497,6 +498,15 @@ class PythonSyntax:
         if filled is None:
             return []
         return unused_values(filled.tree, filled.source, filled.low, filled.low + len(fill))
+
+    def idle_tallies(self, start: int, end: int, fill: str) -> list[str]:
+        """The locals a loop around the span is there to update and, with `fill` over
+        [start, end), does not (see python_tallies); none where the chunk around the span
+        is not found or does not parse with the fill."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        return idle_tallies(filled.tree, filled.source, filled.low, filled.low + len(fill))
 
     def read_early(self, start: int, end: int, fill: str) -> list[Read]:
         """The names local to a function that `fill` reads before any binding of them

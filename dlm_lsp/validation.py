@@ -903,6 +903,13 @@ class ParsedDocument:
             return []
         return self._python_syntax().unused_values(start, end, fill)
 
+    def idle_tallies(self, start: int, end: int, fill: str) -> list[str]:
+        """The locals a loop around the span is there to update and, with `fill` over
+        [start, end), does not (see PythonSyntax.idle_tallies); none but in Python."""
+        if self.language != "python":
+            return []
+        return self._python_syntax().idle_tallies(start, end, fill)
+
     def names_checked(self, start: int, end: int, fill: str, verdict: Validation,
                       shown: str = "") -> Validation:
         """`verdict` (this version's on `fill` over [start, end)), or where it passed a
