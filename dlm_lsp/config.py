@@ -131,9 +131,11 @@ class ServerConfig(SamplingControls):
     validate: bool = True  # check fills with tree-sitter
     # With `validate`: a Python fill that reads a name nothing in the document defines or
     # a function's local before anything binds it, calls a function with arguments it
-    # cannot take, or uses a name as its kind cannot be used (calls a list, iterates a
-    # number), is rejected as a syntax error is, and repaired (dlm_lsp/python_names.py,
-    # python_order.py, python_calls.py, python_kinds.py).  Off for code whose names come
+    # cannot take, uses a name as its kind cannot be used (calls a list, iterates a
+    # number), or ends a block above code that then never runs (`return s` above the loop
+    # that builds `s`), is rejected as a syntax error is, and repaired
+    # (dlm_lsp/python_names.py, python_order.py, python_calls.py, python_kinds.py,
+    # python_reach.py).  Off for code whose names come
     # from where no reading finds them (a framework's injected globals).
     check_names: bool = True
     # Where the code below a Python span reads a name nothing binds before it (`res.append`

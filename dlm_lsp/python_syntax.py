@@ -64,6 +64,7 @@ from dlm_lsp.python_names import (
     undefined,
 )
 from dlm_lsp.python_order import early_reads, function_end
+from dlm_lsp.python_reach import DeadCode, unreachable
 from dlm_lsp.python_returns import ReturnNeed, return_need, unused_values
 from dlm_lsp.python_tallies import idle_tallies
 from dlm_lsp.trees import error_nodes
@@ -535,6 +536,16 @@ class PythonSyntax:
         uses = misuses(filled.tree, filled.source, filled.low, filled.low + len(fill),
                        elsewhere)
         return [use._replace(start=use.start + shift, end=use.end + shift) for use in uses]
+
+    def unreachable(self, start: int, end: int, fill: str) -> list[DeadCode]:
+        """The statements of `fill` that end their block above code that then never runs
+        (see python_reach), in the filled document's offsets."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        shift = filled.shift
+        return [dead._replace(start=dead.start + shift, end=dead.end + shift) for dead in
+                unreachable(filled.tree, filled.source, filled.low, filled.low + len(fill))]
 
     def bad_calls(self, start: int, end: int, fill: str, shown: str = "") -> list[BadCall]:
         """The calls `fill` makes that their callee cannot take (see python_calls), in the

@@ -66,7 +66,7 @@ class Validation:
     new_ranges: tuple[tuple[int, int], ...] = ()  # character ranges in the filled document
     # a fill that parses, rejected for names it uses (`ParsedDocument.names_checked`):
     # those it reads that nothing defines, or the callees it calls with arguments they
-    # cannot take
+    # cannot take; or the keyword (`return`) that ends a block above code never run
     names: tuple[str, ...] = ()
 
     @property
@@ -914,10 +914,11 @@ class ParsedDocument:
                       shown: str = "") -> Validation:
         """`verdict` (this version's on `fill` over [start, end)), or where it passed a
         Python fill that reads names nothing defines (python_names) or a function's local
-        before anything binds it (python_order), or calls a function with arguments it
-        cannot take (python_calls), its rejection, pointing at those
-        names for repair.  `shown`: code the model sees beside the document (a notebook's
-        other cells); it may define them."""
+        before anything binds it (python_order), calls a function with arguments it
+        cannot take (python_calls), uses a name as its kind cannot be (python_kinds) or
+        ends a block above code that then never runs (python_reach), its rejection,
+        pointing at those names (or the ending statement) for repair.  `shown`: code the
+        model sees beside the document (a notebook's other cells); it may define them."""
         if not verdict.valid or self.language != "python":
             return verdict
         key = (start, end, fill, shown)
@@ -931,8 +932,9 @@ class ParsedDocument:
 
     def _names_verdict(self, start: int, end: int, fill: str, shown: str) -> Validation | bool:
         """The rejection of a fill that parses for the names it reads (python_names,
-        python_order), the calls it makes (python_calls) or a name it uses as its kind
-        cannot be (python_kinds), or False."""
+        python_order), the calls it makes (python_calls), a name it uses as its kind
+        cannot be (python_kinds) or the code it leaves unreachable (python_reach), or
+        False."""
         python = self._python_syntax()
         reads = python.unbound(start, end, fill, shown)
         found = reads or python.read_early(start, end, fill)
@@ -951,6 +953,10 @@ class ParsedDocument:
             names = tuple(use.name for use in uses)
             why = f"fill uses '{uses[0].name}' as it cannot be ({uses[0].why})"
             ranges = [(use.start, use.end) for use in uses]
+        elif dead := python.unreachable(start, end, fill):
+            names = tuple(dict.fromkeys(end.keyword for end in dead))
+            why = f"fill's `{dead[0].keyword}` leaves the code below it unreachable"
+            ranges = [(end.start, end.end) for end in dead]
         else:
             return False
         places = tuple(self._fill_end(start, fill[:at - start]) for at, _ in ranges)

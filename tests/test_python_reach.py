@@ -1,0 +1,102 @@
+"""Specification of the reach check (python_reach, part of `checkNames`): a Python fill
+that ends a block (`return`, `raise`, `break`, `continue`) above code that then never runs
+is rejected, pointing at the statement that ends it.
+
+Documents mark the span as ⟦⟧ (an insertion point), as in test_python_returns.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from dlm_lsp.python_reach import unreachable
+from dlm_lsp.validation import Validation, parsed_document
+
+SWAP = ("def solve(s):\n    new = []\n    for c in s:\n        new.append(c.swapcase())\n"
+        "⟦⟧\n    for c in new:\n        s += c\n    return s\n")
+BEST = ("def best(xs):\n    top = 0\n    for x in xs:\n        if x > top:\n⟦⟧\n"
+        "            top = x\n    return top\n")
+
+
+def _verdict(marked: str, fill: str, language: str = "python") -> Validation:
+    document = parsed_document(marked.replace("⟦⟧", ""), language)
+    at = marked.index("⟦⟧")
+    return document.names_checked(at, at, fill, document.validate(at, at, fill))
+
+
+def test_a_return_above_the_rest_of_its_block_is_rejected() -> None:
+    verdict = _verdict(SWAP, "    return s")
+    assert (verdict.valid, verdict.parses, verdict.names) == (False, True, ("return",))
+    assert "unreachable" in verdict.reason
+    text = SWAP.replace("⟦⟧", "    return s")
+    [(start, end)] = verdict.new_ranges  # the statement, for repair to write again
+    assert text[start:end] == "return s"
+
+
+@pytest.mark.parametrize("fill", ["            return x", "            continue",
+                                  "            break", "            raise ValueError(x)"])
+def test_every_statement_that_ends_a_block_counts(fill: str) -> None:
+    verdict = _verdict(BEST, fill)
+    assert not verdict.valid and verdict.names == (fill.split()[0],)
+
+
+@pytest.mark.parametrize("fill", [
+    "    s = ''.join(new)",  # code that runs on
+    "            top = x",
+])
+def test_a_fill_that_ends_no_block_passes(fill: str) -> None:
+    marked = SWAP if fill.startswith("    s") else BEST
+    assert _verdict(marked, fill).valid
+
+
+def test_a_return_at_the_end_of_its_block_passes() -> None:
+    marked = "def f(xs):\n    for x in xs:\n        if x:\n⟦⟧\n    return 0\n"
+    assert _verdict(marked, "            return x").valid
+
+
+@pytest.mark.parametrize("after", ["break", "pass", "...", "'''a note'''", "continue"])
+def test_statements_that_do_nothing_after_the_end_are_not_counted(after: str) -> None:
+    """HumanEval/150's canonical code has `return y` above a `break`."""
+    marked = f"def f(xs):\n    for x in xs:\n        if x:\n⟦⟧\n            {after}\n    return 0\n"
+    assert _verdict(marked, "            return x").valid
+
+
+def test_code_that_was_dead_before_the_fill_is_not_the_fill_s_doing() -> None:
+    """Below the user's own `return`, what the fill writes never runs either; the user
+    asked for it there."""
+    marked = "def f(x):\n    return x\n⟦⟧\n    y = 1\n"
+    assert _verdict(marked, "    return x + 1").valid
+    assert _verdict(marked, "    z = 2").valid
+
+
+def test_a_fill_that_ends_its_block_twice_is_rejected() -> None:
+    marked = "def f(x):\n⟦⟧\n"
+    verdict = _verdict(marked, "    return 0\n    return x")
+    assert not verdict.valid and verdict.names == ("return",)
+
+
+def test_a_block_of_the_fill_s_own_with_dead_code_counts() -> None:
+    source = "def f(x):\n    if x:\n        return 1\n        x += 1\n    return x\n"
+    low = source.index("    if")
+    [dead] = unreachable(ast.parse(source), source, low, len(source))
+    assert (dead.keyword, dead.line) == ("return", 4)
+    assert source[dead.start:dead.end] == "return 1"
+
+
+def test_only_python_is_judged() -> None:
+    assert _verdict(SWAP, "    return s", language="javascript").valid
+
+
+def test_with_check_names_off_nothing_is_rejected_for_reach() -> None:
+    from dlm_lsp.config import InfillOptions, ServerConfig
+    from dlm_lsp.engine import InfillRequest
+    from dlm_lsp.passes import judged
+
+    text = SWAP.replace("⟦⟧", "")
+    at = SWAP.index("⟦⟧")
+    request = InfillRequest(text, at, at, "python", "file:///s.py", InfillOptions())
+    document = parsed_document(text, "python")
+    assert not judged(document, request, "    return s", ServerConfig()).valid
+    assert judged(document, request, "    return s", ServerConfig(check_names=False)).valid
