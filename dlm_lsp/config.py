@@ -133,7 +133,8 @@ class ServerConfig(SamplingControls):
     # a function's local before anything binds it, calls a function with arguments it
     # cannot take, uses a name as its kind cannot be used (calls a list, iterates a
     # number), or ends a block above code that then never runs (`return s` above the loop
-    # that builds `s`), is rejected as a syntax error is, and repaired
+    # that builds `s`; a loop's body, so that it never runs twice), is rejected as a
+    # syntax error is, and repaired
     # (dlm_lsp/python_names.py, python_order.py, python_calls.py, python_kinds.py,
     # python_reach.py).  Off for code whose names come
     # from where no reading finds them (a framework's injected globals).

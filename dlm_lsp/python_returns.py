@@ -84,12 +84,13 @@ def own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
                      if not isinstance(child, SCOPES))
 
 
-def _breaks(body: list[ast.stmt]) -> bool:
-    """Whether a `break` in `body` leaves the loop whose body it is (not a nested one)."""
+def loop_jumps(body: list[ast.stmt], jump: type[ast.stmt] = ast.Break) -> bool:
+    """Whether a `break` (or `jump`: `continue`) in `body` acts on the loop whose body it
+    is (not a nested one)."""
     stack: list[ast.AST] = list(body)
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.Break):
+        if isinstance(node, jump):
             return True
         if not isinstance(node, (*LOOPS, *SCOPES)):
             stack.extend(ast.iter_child_nodes(node))
@@ -122,9 +123,9 @@ def _runs_past(node: ast.stmt) -> bool:
     if isinstance(node, ast.If):
         return completes(node.body) or completes(node.orelse)
     if isinstance(node, ast.While) and _always(node.test):
-        return _breaks(node.body)
+        return loop_jumps(node.body)
     if isinstance(node, LOOPS):
-        return completes(node.orelse) or _breaks(node.body)
+        return completes(node.orelse) or loop_jumps(node.body)
     if isinstance(node, (ast.With, ast.AsyncWith)):
         return completes(node.body)
     if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):

@@ -955,7 +955,7 @@ class ParsedDocument:
             ranges = [(use.start, use.end) for use in uses]
         elif dead := python.unreachable(start, end, fill):
             names = tuple(dict.fromkeys(end.keyword for end in dead))
-            why = f"fill's `{dead[0].keyword}` leaves the code below it unreachable"
+            why = f"fill's `{dead[0].keyword}` {dead[0].why}"
             ranges = [(end.start, end.end) for end in dead]
         else:
             return False

@@ -100,3 +100,50 @@ def test_with_check_names_off_nothing_is_rejected_for_reach() -> None:
     document = parsed_document(text, "python")
     assert not judged(document, request, "    return s", ServerConfig()).valid
     assert judged(document, request, "    return s", ServerConfig(check_names=False)).valid
+
+
+# --- a loop that never runs twice -------------------------------------------------------------
+
+PRIMES = ("def primes(n):\n    found = []\n    for i in range(2, n):\n"
+          "        if all(i % j for j in range(2, i)):\n            found.append(i)\n⟦⟧\n")
+
+
+def test_a_return_that_ends_a_loop_s_body_whatever_happens_is_rejected() -> None:
+    """The model wrote `return primes` inside the loop where it belongs after it: the
+    range starts at the line's start, so that repair writes the indentation again."""
+    verdict = _verdict(PRIMES, "        return found")
+    assert (verdict.valid, verdict.names) == (False, ("return",))
+    assert "never runs twice" in verdict.reason
+    text = PRIMES.replace("⟦⟧", "        return found")
+    [(start, end)] = verdict.new_ranges
+    assert text[start:end] == "        return found"
+    assert _verdict(PRIMES, "    return found").valid  # after the loop
+
+
+@pytest.mark.parametrize("fill", ["        break", "        raise ValueError(i)"])
+def test_a_break_or_raise_there_counts_too(fill: str) -> None:
+    assert not _verdict(PRIMES, fill).valid
+
+
+@pytest.mark.parametrize(("marked", "fill"), [
+    # a `continue` can start the next pass
+    ("def f(xs):\n    for x in xs:\n        if not x:\n            continue\n⟦⟧\n",
+     "        return x"),
+    # the loop's `else` runs where it never returned
+    ("def f(xs):\n    for x in xs:\n        y = x\n⟦⟧\n    else:\n        return 0\n",
+     "        return x"),
+    # the body alone (`for x in xs: return x`: its first item)
+    ("def f(xs):\n    for x in xs:\n⟦⟧\n    return None\n", "        return x"),
+    # a `for` above a `raise` takes its first item (configparser's popitem)
+    ("def f(d):\n    for key in d:\n        value = d[key]\n⟦⟧\n    raise KeyError\n",
+     "        return key, value"),
+    # the `return` is in a branch: the loop goes on otherwise
+    ("def f(xs):\n    for x in xs:\n        y = x\n        if y:\n⟦⟧\n", "            return x"),
+])
+def test_a_loop_that_can_run_again_passes(marked: str, fill: str) -> None:
+    assert _verdict(marked, fill).valid
+
+
+def test_a_while_above_a_raise_is_still_counted() -> None:
+    marked = "def f(n):\n    while n:\n        n -= 1\n⟦⟧\n    raise ValueError\n"
+    assert not _verdict(marked, "        return n").valid
