@@ -19,7 +19,10 @@ the ones that still leave it so with the person's line written back (where the h
 pass would run though the line was right); and where a return hint (`returnHints`,
 `PythonSyntax.return_needed`) would be, were the model to write nothing: the lines
 whose clearing leaves a function that must give a value falling off its end, and of
-those the ones the person began with `return`.
+those the ones the person began with `return`; and where a tally hint (`tallyHints`,
+`PythonSyntax.idle_tallies`) would be: the lines whose clearing leaves idle a local a
+loop around them is there to update, and of those the ones the person began with its
+name.  The names check counts the reach check's rejections (python_reach) too.
 
     OMP_NUM_THREADS=1 python benchmarks/names_check.py --lines 3000
 """
@@ -124,6 +127,25 @@ def _returns(tasks, kind: str) -> str:
             f"cleared, the line written beginning with `return` in {begun}")
 
 
+def _tallies(tasks, kind: str) -> str:
+    """How often a tally hint would be asked for with the line cleared (a local a loop
+    around it is there to update left as it began), and how often the line as written
+    begins with that local's name (each other one printed)."""
+    asked = begun = 0
+    for task in tasks:
+        at = len(task.prefix)
+        idle = parsed_document(task.prefix + task.suffix, "python").idle_tallies(at, at, "")
+        if not idle:
+            continue
+        asked += 1
+        if task.middle.lstrip().startswith(idle[0]):
+            begun += 1
+        else:
+            print(f"  tally asked for: {task.task_id} {idle[0]!r}: {task.middle.strip()[:60]!r}")
+    return (f"{kind}: a tally hint asked for by {asked} of {len(tasks)} with the line "
+            f"cleared, the line written beginning with its local's name in {begun}")
+
+
 def _spread(values: list[float]) -> str:
     return f"{min(values):.2f} / {statistics.median(values):.2f} ms" if values else "-"
 
@@ -161,6 +183,7 @@ def main() -> None:
     print(_hints(tasks, "held-out lines"))
     print(_begins(tasks, "held-out lines"))
     print(_returns(tasks, "held-out lines"))
+    print(_tallies(tasks, "held-out lines"))
     for split in ("single-line", "multi-line"):
         valid = flagged = 0
         for task in load_tasks(split):
@@ -174,6 +197,7 @@ def main() -> None:
         print(_hints(load_tasks(split), f"HumanEval-Infilling {split}"))
         print(_begins(load_tasks(split), f"HumanEval-Infilling {split}"))
         print(_returns(load_tasks(split), f"HumanEval-Infilling {split}"))
+        print(_tallies(load_tasks(split), f"HumanEval-Infilling {split}"))
 
 
 if __name__ == "__main__":
