@@ -96,3 +96,16 @@ def planted_engine(model_dir, monkeypatch, first: str, then: str, request, **set
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", **settings))
     runs = fixed_on_repair(monkeypatch, Planted(engine, request, broken=first, good=then))
     return engine, runs
+
+
+def spied_layouts(monkeypatch) -> list:
+    """The layout of each denoising run the engine makes from now on, in order (after
+    any spy installed before)."""
+    layouts = []
+    real = passes_module.denoise
+
+    def spy(model, layout, *args):
+        layouts.append(layout)
+        return real(model, layout, *args)
+    monkeypatch.setattr(passes_module, "denoise", spy)
+    return layouts

@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import planted_engine
+from fakes import planted_engine, spied_layouts
 
-from dlm_lsp import passes as passes_module
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import InfillRequest
 from dlm_lsp.repair import DIFFUSION, NAME, REPAIR
@@ -36,13 +35,7 @@ def test_a_bare_name_gives_way_to_a_line_begun_with_it(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch, bare: str, then: str) -> None:
     request = _request()
     engine, runs = planted_engine(model_dir, monkeypatch, bare, then, request)
-    layouts = []
-    real = passes_module.denoise
-
-    def spy(model, layout, *args):
-        layouts.append(layout)
-        return real(model, layout, *args)
-    monkeypatch.setattr(passes_module, "denoise", spy)
+    layouts = spied_layouts(monkeypatch)
     best = engine.infill(request).candidates[0]
     assert (best.text, best.valid, best.path) == (then, True, NAME)
     assert runs == [DIFFUSION, REPAIR]  # the first pass, then one from given tokens

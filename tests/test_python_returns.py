@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import planted_engine
+from fakes import planted_engine, spied_layouts
 
 from dlm_lsp import passes as passes_module
 from dlm_lsp.config import InfillOptions
@@ -375,13 +375,7 @@ def test_the_position_after_the_hinted_return_may_not_end_the_line(
     code, so the position after it may hold no pad and no line break."""
     request = _request()
     engine, runs = planted_engine(model_dir, monkeypatch, "", "    return ans", request)
-    layouts = []
-    real = passes_module.denoise
-
-    def spy(model, layout, *args):
-        layouts.append(layout)
-        return real(model, layout, *args)
-    monkeypatch.setattr(passes_module, "denoise", spy)
+    layouts = spied_layouts(monkeypatch)
     engine.infill(request)
     hinted = [layout for layout in layouts if layout.init_ids is not None][0]
     tok = engine.model.tokenizer

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import planted_engine
+from fakes import planted_engine, spied_layouts
 
 from dlm_lsp import passes as passes_module
 from dlm_lsp.config import InfillOptions
@@ -116,24 +116,12 @@ def _request(marked: str = COUNT) -> InfillRequest:
                          InfillOptions(length=12, steps=4))
 
 
-def _layouts(monkeypatch: pytest.MonkeyPatch) -> list:
-    """The layouts of each denoising run, in order (after planted_engine's spy)."""
-    layouts = []
-    real = passes_module.denoise
-
-    def spy(model, layout, *args):
-        layouts.append(layout)
-        return real(model, layout, *args)
-    monkeypatch.setattr(passes_module, "denoise", spy)
-    return layouts
-
-
 def test_a_fill_that_leaves_the_counter_idle_gives_way_to_one_begun_with_it(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     request = _request()
     engine, runs = planted_engine(model_dir, monkeypatch, "            return x",
                                   "            ans += 1", request)
-    layouts = _layouts(monkeypatch)
+    layouts = spied_layouts(monkeypatch)
     result = engine.infill(request)
     best = result.candidates[0]
     assert (best.text, best.valid, best.path) == ("            ans += 1", True, TALLY)
@@ -185,7 +173,7 @@ def test_a_hinted_fill_that_changes_nothing_is_written_again_without_its_last_to
     engine, runs = planted_engine(model_dir, monkeypatch, "            return x",
                                   "            ans += 0", request)
     planted = engine.model._make.__self__
-    layouts = _layouts(monkeypatch)
+    layouts = spied_layouts(monkeypatch)
     hinted = []
     real = passes_module.denoise
 
