@@ -132,7 +132,8 @@ class ServerConfig(SamplingControls):
     # With `validate`: a Python fill that reads a name nothing in the document defines or
     # a function's local before anything binds it, calls a function with arguments it
     # cannot take, uses a name as its kind cannot be used (calls a list, iterates a
-    # number), or ends a block above code that then never runs (`return s` above the loop
+    # number), begins a local at a number its updates never move (`prod = 0` above `prod
+    # *= x`), or ends a block above code that then never runs (`return s` above the loop
     # that builds `s`; a loop's body, so that it never runs twice), is rejected as a
     # syntax error is, and repaired
     # (dlm_lsp/python_names.py, python_order.py, python_calls.py, python_kinds.py,

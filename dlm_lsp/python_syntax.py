@@ -66,7 +66,7 @@ from dlm_lsp.python_names import (
 from dlm_lsp.python_order import early_reads, function_end
 from dlm_lsp.python_reach import DeadCode, unreachable
 from dlm_lsp.python_returns import ReturnNeed, return_need, unused_values
-from dlm_lsp.python_tallies import idle_tallies
+from dlm_lsp.python_tallies import Stuck, idle_tallies, stuck_tallies
 from dlm_lsp.trees import error_nodes
 
 # The statements handed to CPython are cut at this size (characters); past it the
@@ -546,6 +546,16 @@ class PythonSyntax:
         shift = filled.shift
         return [dead._replace(start=dead.start + shift, end=dead.end + shift) for dead in
                 unreachable(filled.tree, filled.source, filled.low, filled.low + len(fill))]
+
+    def stuck(self, start: int, end: int, fill: str) -> list[Stuck]:
+        """The locals `fill` begins at a number their updates never move (see
+        python_tallies.stuck_tallies), in the filled document's offsets."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        shift = filled.shift
+        return [found._replace(start=found.start + shift, end=found.end + shift) for found in
+                stuck_tallies(filled.tree, filled.source, filled.low, filled.low + len(fill))]
 
     def bad_calls(self, start: int, end: int, fill: str, shown: str = "") -> list[BadCall]:
         """The calls `fill` makes that their callee cannot take (see python_calls), in the

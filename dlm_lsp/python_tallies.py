@@ -20,13 +20,22 @@ middles nor for 3,000 held-out standard-library lines.  With the line cleared, 7
 single-line tasks leave one idle and all 7 lines begin with its name (1 of 1 held-out).
 Of the shipped model's failed single-line fills at the oracle length, 8 leave one idle,
 and each canonical line begins with that name (`return i` for `ans += 1`).
+
+The other way round, a fill may begin a tally at a number that its updates can never
+move: `prod_value = 0` above `prod_value *= n` (a product begun at 0 stays 0; likewise
+`&=` and `//=` on 0, `**=` on 1, `|=` on -1).  Such a fill is rejected (`stuck_tallies`,
+with `checkNames`), pointing at the number for repair to write again.  No canonical
+HumanEval-Infilling middle, no held-out line and no function of 15,258 modules (this
+machine's standard library and the venv's packages) does it.
 """
 
 from __future__ import annotations
 
 import ast
 import operator
+from typing import NamedTuple
 
+from dlm_lsp.python_names import node_offsets
 from dlm_lsp.python_order import functions_over
 from dlm_lsp.python_returns import LOOPS, SCOPES, mutates, own_nodes
 
@@ -173,3 +182,62 @@ def idle_tallies(tree: ast.Module, source: str, low: int, high: int) -> list[str
                 found.append((seeded.lineno, name))
                 break
     return [name for _, name in sorted(found, reverse=True)]
+
+
+class Stuck(NamedTuple):
+    """A local the fill begins at a number that every update of it leaves as it is:
+    character offsets of that number in the source checked, the name, the operator."""
+
+    start: int
+    end: int
+    name: str
+    op: str
+
+
+# (operator, the number it never moves): 0 * x, 0 & x, 0 // x, 0 % x, 0 << x, 0 >> x,
+# 1 ** x, -1 | x
+_ABSORBING = {(ast.Mult, 0): "*=", (ast.BitAnd, 0): "&=", (ast.FloorDiv, 0): "//=",
+              (ast.Mod, 0): "%=", (ast.LShift, 0): "<<=", (ast.RShift, 0): ">>=",
+              (ast.Pow, 1): "**=", (ast.BitOr, -1): "|="}
+
+
+def stuck_tallies(tree: ast.Module, source: str, low: int, high: int) -> list[Stuck]:
+    """The locals the fill (source[low:high]) begins at a number that their updates can
+    never move: `prod_value = 0` above `prod_value *= n`, the function's only other
+    binding of it (a product begun at 0 stays 0).  Each such local is bound nowhere
+    else in the innermost function around the fill, and updated at least once."""
+    row = source.count("\n", 0, low) + 1
+    inner = max((node for node in functions_over(tree, (row, row)) if node.lineno < row),
+                key=lambda node: node.lineno, default=None)
+    if inner is None:
+        return []
+    offset = node_offsets(source)
+    own = list(own_nodes(inner.body))
+    found = []
+    for seed in own:
+        if not (isinstance(seed, ast.Assign) and len(seed.targets) == 1
+                and isinstance(seed.targets[0], ast.Name)):
+            continue
+        start, number = offset(seed), _number(seed.value)
+        if start is None or not low <= start < high or number is None:
+            continue
+        name = seed.targets[0].id
+        binds = [node for node in own if isinstance(node, ast.Name) and node.id == name
+                 and not isinstance(node.ctx, ast.Load) and node is not seed.targets[0]]
+        updates = [node for node in own if isinstance(node, ast.AugAssign)
+                   and isinstance(node.target, ast.Name) and node.target.id == name]
+        ops = {_ABSORBING.get((type(update.op), number)) for update in updates}
+        if (updates and len(binds) == len(updates) and None not in ops
+                and not any(isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names
+                            for node in own)):
+            at = offset(seed.value)
+            found.append(Stuck(at, _end_offset(source, seed.value), name, sorted(ops)[0]))
+    return found
+
+
+def _end_offset(source: str, node: ast.expr) -> int:
+    """The character offset where `node` ends in `source` (ast counts UTF-8 bytes)."""
+    lines = source.split("\n")
+    before = sum(len(line) + 1 for line in lines[:node.end_lineno - 1])
+    return before + len(lines[node.end_lineno - 1].encode("utf-8")[:node.end_col_offset]
+                        .decode("utf-8", "replace"))

@@ -915,8 +915,10 @@ class ParsedDocument:
         """`verdict` (this version's on `fill` over [start, end)), or where it passed a
         Python fill that reads names nothing defines (python_names) or a function's local
         before anything binds it (python_order), calls a function with arguments it
-        cannot take (python_calls), uses a name as its kind cannot be (python_kinds) or
-        ends a block above code that then never runs (python_reach), its rejection,
+        cannot take (python_calls), uses a name as its kind cannot be (python_kinds),
+        begins a local at a number its updates never move (`prod = 0` above `prod *= x`:
+        python_tallies) or ends a block above code that then never runs (python_reach),
+        its rejection,
         pointing at those names (or the ending statement) for repair.  `shown`: code the
         model sees beside the document (a notebook's other cells); it may define them."""
         if not verdict.valid or self.language != "python":
@@ -933,7 +935,8 @@ class ParsedDocument:
     def _names_verdict(self, start: int, end: int, fill: str, shown: str) -> Validation | bool:
         """The rejection of a fill that parses for the names it reads (python_names,
         python_order), the calls it makes (python_calls), a name it uses as its kind
-        cannot be (python_kinds) or the code it leaves unreachable (python_reach), or
+        cannot be (python_kinds), a number it begins a product at that nothing then
+        moves (python_tallies) or the code it leaves unreachable (python_reach), or
         False."""
         python = self._python_syntax()
         reads = python.unbound(start, end, fill, shown)
@@ -953,6 +956,11 @@ class ParsedDocument:
             names = tuple(use.name for use in uses)
             why = f"fill uses '{uses[0].name}' as it cannot be ({uses[0].why})"
             ranges = [(use.start, use.end) for use in uses]
+        elif stuck := python.stuck(start, end, fill):
+            names = tuple(found.name for found in stuck)
+            why = (f"fill begins '{stuck[0].name}' at a number its `{stuck[0].op}` never "
+                   f"moves")
+            ranges = [(found.start, found.end) for found in stuck]
         elif dead := python.unreachable(start, end, fill):
             names = tuple(dict.fromkeys(end.keyword for end in dead))
             why = f"fill's `{dead[0].keyword}` {dead[0].why}"

@@ -204,3 +204,49 @@ def test_a_retry_that_still_changes_nothing_is_not_offered(
     # the hinted pass and its retry (which, its `ans` barred, writes another token there
     # and may take a repair round)
     assert runs[:3] == [DIFFUSION, REPAIR, REPAIR]
+
+
+# --- a number its updates never move (rejected, with checkNames) ------------------------------
+
+PRODUCT = ("def product(ns):\n⟦⟧\n    for n in ns:\n        prod_value *= n\n"
+           "    return prod_value\n")
+
+
+def _verdict(marked: str, fill: str):
+    document = parsed_document(marked.replace("⟦⟧", ""), "python")
+    at = marked.index("⟦⟧")
+    return document.names_checked(at, at, fill, document.validate(at, at, fill))
+
+
+def test_a_product_begun_at_zero_is_rejected_at_its_number() -> None:
+    verdict = _verdict(PRODUCT, "    prod_value = 0")
+    assert (verdict.valid, verdict.parses, verdict.names) == (False, True, ("prod_value",))
+    assert "never moves" in verdict.reason
+    text = PRODUCT.replace("⟦⟧", "    prod_value = 0")
+    [(start, end)] = verdict.new_ranges  # the number, for repair to write again
+    assert text[start:end] == "0"
+    assert _verdict(PRODUCT, "    prod_value = 1").valid
+
+
+@pytest.mark.parametrize(("update", "seed"), [
+    ("x *= n", "0.0"), ("x &= n", "0"), ("x //= n", "0"), ("x %= n", "0"),
+    ("x **= n", "1"), ("x |= n", "-1"), ("x <<= n", "0"),
+])
+def test_each_operator_that_leaves_its_number_as_it_is(update: str, seed: str) -> None:
+    marked = f"def f(ns):\n⟦⟧\n    for n in ns:\n        {update}\n    return x\n"
+    assert not _verdict(marked, f"    x = {seed}").valid
+
+
+@pytest.mark.parametrize("marked", [
+    # another operator moves it
+    "def f(ns):\n⟦⟧\n    for n in ns:\n        x *= n\n        x += 1\n    return x\n",
+    # bound again
+    "def f(ns):\n⟦⟧\n    for n in ns:\n        x *= n\n    x = 5\n    return x\n",
+    # never updated at all (a constant: nothing to say)
+    "def f(ns):\n⟦⟧\n    return x\n",
+    # the fill does not write the number: not its doing
+    "def f(ns):\n    x = 0\n⟦⟧\n    for n in ns:\n        x *= n\n    return x\n",
+])
+def test_a_number_that_may_move_or_is_not_the_fill_s_passes(marked: str) -> None:
+    fill = "    y = 1" if "    x = 0\n" in marked else "    x = 0"
+    assert _verdict(marked, fill).valid
