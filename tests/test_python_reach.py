@@ -10,9 +10,10 @@ from __future__ import annotations
 import ast
 
 import pytest
+from marked import marked_verdict
 
 from dlm_lsp.python_reach import unreachable
-from dlm_lsp.validation import Validation, parsed_document
+from dlm_lsp.validation import parsed_document
 
 SWAP = ("def solve(s):\n    new = []\n    for c in s:\n        new.append(c.swapcase())\n"
         "⟦⟧\n    for c in new:\n        s += c\n    return s\n")
@@ -20,14 +21,8 @@ BEST = ("def best(xs):\n    top = 0\n    for x in xs:\n        if x > top:\n⟦�
         "            top = x\n    return top\n")
 
 
-def _verdict(marked: str, fill: str, language: str = "python") -> Validation:
-    document = parsed_document(marked.replace("⟦⟧", ""), language)
-    at = marked.index("⟦⟧")
-    return document.names_checked(at, at, fill, document.validate(at, at, fill))
-
-
 def test_a_return_above_the_rest_of_its_block_is_rejected() -> None:
-    verdict = _verdict(SWAP, "    return s")
+    verdict = marked_verdict(SWAP, "    return s")
     assert (verdict.valid, verdict.parses, verdict.names) == (False, True, ("return",))
     assert "unreachable" in verdict.reason
     text = SWAP.replace("⟦⟧", "    return s")
@@ -38,7 +33,7 @@ def test_a_return_above_the_rest_of_its_block_is_rejected() -> None:
 @pytest.mark.parametrize("fill", ["            return x", "            continue",
                                   "            break", "            raise ValueError(x)"])
 def test_every_statement_that_ends_a_block_counts(fill: str) -> None:
-    verdict = _verdict(BEST, fill)
+    verdict = marked_verdict(BEST, fill)
     assert not verdict.valid and verdict.names == (fill.split()[0],)
 
 
@@ -48,32 +43,32 @@ def test_every_statement_that_ends_a_block_counts(fill: str) -> None:
 ])
 def test_a_fill_that_ends_no_block_passes(fill: str) -> None:
     marked = SWAP if fill.startswith("    s") else BEST
-    assert _verdict(marked, fill).valid
+    assert marked_verdict(marked, fill).valid
 
 
 def test_a_return_at_the_end_of_its_block_passes() -> None:
     marked = "def f(xs):\n    for x in xs:\n        if x:\n⟦⟧\n    return 0\n"
-    assert _verdict(marked, "            return x").valid
+    assert marked_verdict(marked, "            return x").valid
 
 
 @pytest.mark.parametrize("after", ["break", "pass", "...", "'''a note'''", "continue"])
 def test_statements_that_do_nothing_after_the_end_are_not_counted(after: str) -> None:
     """HumanEval/150's canonical code has `return y` above a `break`."""
     marked = f"def f(xs):\n    for x in xs:\n        if x:\n⟦⟧\n            {after}\n    return 0\n"
-    assert _verdict(marked, "            return x").valid
+    assert marked_verdict(marked, "            return x").valid
 
 
 def test_code_that_was_dead_before_the_fill_is_not_the_fill_s_doing() -> None:
     """Below the user's own `return`, what the fill writes never runs either; the user
     asked for it there."""
     marked = "def f(x):\n    return x\n⟦⟧\n    y = 1\n"
-    assert _verdict(marked, "    return x + 1").valid
-    assert _verdict(marked, "    z = 2").valid
+    assert marked_verdict(marked, "    return x + 1").valid
+    assert marked_verdict(marked, "    z = 2").valid
 
 
 def test_a_fill_that_ends_its_block_twice_is_rejected() -> None:
     marked = "def f(x):\n⟦⟧\n"
-    verdict = _verdict(marked, "    return 0\n    return x")
+    verdict = marked_verdict(marked, "    return 0\n    return x")
     assert not verdict.valid and verdict.names == ("return",)
 
 
@@ -86,7 +81,7 @@ def test_a_block_of_the_fill_s_own_with_dead_code_counts() -> None:
 
 
 def test_only_python_is_judged() -> None:
-    assert _verdict(SWAP, "    return s", language="javascript").valid
+    assert marked_verdict(SWAP, "    return s", language="javascript").valid
 
 
 def test_with_check_names_off_nothing_is_rejected_for_reach() -> None:
@@ -111,18 +106,18 @@ PRIMES = ("def primes(n):\n    found = []\n    for i in range(2, n):\n"
 def test_a_return_that_ends_a_loop_s_body_whatever_happens_is_rejected() -> None:
     """The model wrote `return primes` inside the loop where it belongs after it: the
     range starts at the line's start, so that repair writes the indentation again."""
-    verdict = _verdict(PRIMES, "        return found")
+    verdict = marked_verdict(PRIMES, "        return found")
     assert (verdict.valid, verdict.names) == (False, ("return",))
     assert "never runs twice" in verdict.reason
     text = PRIMES.replace("⟦⟧", "        return found")
     [(start, end)] = verdict.new_ranges
     assert text[start:end] == "        return found"
-    assert _verdict(PRIMES, "    return found").valid  # after the loop
+    assert marked_verdict(PRIMES, "    return found").valid  # after the loop
 
 
 @pytest.mark.parametrize("fill", ["        break", "        raise ValueError(i)"])
 def test_a_break_or_raise_there_counts_too(fill: str) -> None:
-    assert not _verdict(PRIMES, fill).valid
+    assert not marked_verdict(PRIMES, fill).valid
 
 
 @pytest.mark.parametrize(("marked", "fill"), [
@@ -141,9 +136,9 @@ def test_a_break_or_raise_there_counts_too(fill: str) -> None:
     ("def f(xs):\n    for x in xs:\n        y = x\n        if y:\n⟦⟧\n", "            return x"),
 ])
 def test_a_loop_that_can_run_again_passes(marked: str, fill: str) -> None:
-    assert _verdict(marked, fill).valid
+    assert marked_verdict(marked, fill).valid
 
 
 def test_a_while_above_a_raise_is_still_counted() -> None:
     marked = "def f(n):\n    while n:\n        n -= 1\n⟦⟧\n    raise ValueError\n"
-    assert not _verdict(marked, "        return n").valid
+    assert not marked_verdict(marked, "        return n").valid

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from fakes import planted_engine, spied_layouts
+from marked import marked_document, marked_verdict
 
 from dlm_lsp import passes as passes_module
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import InfillRequest
 from dlm_lsp.repair import DIFFUSION, REPAIR, TALLY
-from dlm_lsp.validation import parsed_document
 
 COUNT = ("def count_odd(xs):\n    ans = 0\n    for x in xs:\n        if x % 2:\n⟦⟧\n"
          "    return ans\n")
@@ -25,8 +25,7 @@ GATHER = "def gather(xs):\n    out = []\n    for x in xs:\n⟦⟧\n    return ou
 
 
 def _idle(marked: str, fill: str, language: str = "python") -> list[str]:
-    document = parsed_document(marked.replace("⟦⟧", ""), language)
-    at = marked.index("⟦⟧")
+    document, at = marked_document(marked, language)
     return document.idle_tallies(at, at, fill)
 
 
@@ -212,20 +211,14 @@ PRODUCT = ("def product(ns):\n⟦⟧\n    for n in ns:\n        prod_value *= n\
            "    return prod_value\n")
 
 
-def _verdict(marked: str, fill: str):
-    document = parsed_document(marked.replace("⟦⟧", ""), "python")
-    at = marked.index("⟦⟧")
-    return document.names_checked(at, at, fill, document.validate(at, at, fill))
-
-
 def test_a_product_begun_at_zero_is_rejected_at_its_number() -> None:
-    verdict = _verdict(PRODUCT, "    prod_value = 0")
+    verdict = marked_verdict(PRODUCT, "    prod_value = 0")
     assert (verdict.valid, verdict.parses, verdict.names) == (False, True, ("prod_value",))
     assert "never moves" in verdict.reason
     text = PRODUCT.replace("⟦⟧", "    prod_value = 0")
     [(start, end)] = verdict.new_ranges  # the number, for repair to write again
     assert text[start:end] == "0"
-    assert _verdict(PRODUCT, "    prod_value = 1").valid
+    assert marked_verdict(PRODUCT, "    prod_value = 1").valid
 
 
 @pytest.mark.parametrize(("update", "seed"), [
@@ -234,7 +227,7 @@ def test_a_product_begun_at_zero_is_rejected_at_its_number() -> None:
 ])
 def test_each_operator_that_leaves_its_number_as_it_is(update: str, seed: str) -> None:
     marked = f"def f(ns):\n⟦⟧\n    for n in ns:\n        {update}\n    return x\n"
-    assert not _verdict(marked, f"    x = {seed}").valid
+    assert not marked_verdict(marked, f"    x = {seed}").valid
 
 
 @pytest.mark.parametrize("marked", [
@@ -249,4 +242,4 @@ def test_each_operator_that_leaves_its_number_as_it_is(update: str, seed: str) -
 ])
 def test_a_number_that_may_move_or_is_not_the_fill_s_passes(marked: str) -> None:
     fill = "    y = 1" if "    x = 0\n" in marked else "    x = 0"
-    assert _verdict(marked, fill).valid
+    assert marked_verdict(marked, fill).valid

@@ -1,0 +1,18 @@
+"""Documents written with their span marked as ⟦⟧ (an insertion point), for the Python
+checks' specifications."""
+
+from __future__ import annotations
+
+from dlm_lsp.validation import ParsedDocument, Validation, parsed_document
+
+
+def marked_document(marked: str, language: str = "python") -> tuple[ParsedDocument, int]:
+    """The document `marked` stands for, parsed, and where its span (⟦⟧) is."""
+    return parsed_document(marked.replace("⟦⟧", ""), language), marked.index("⟦⟧")
+
+
+def marked_verdict(marked: str, fill: str, language: str = "python") -> Validation:
+    """The check's verdict on `fill` at the span: its syntax, then its names and the rest
+    of checkNames' checks."""
+    document, at = marked_document(marked, language)
+    return document.names_checked(at, at, fill, document.validate(at, at, fill))
