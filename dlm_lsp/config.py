@@ -158,10 +158,6 @@ class ServerConfig(SamplingControls):
     # the fill with that local's name and offers it first where it passes the checks and
     # updates it (passes.InfillRun.tally_hint, python_tallies.py).
     tally_hints: bool = True
-    # Where the best fill is a Python line of nothing but a name (`distance`), a statement
-    # that does nothing, one more pass keeps the name and goes on after it (`distance =
-    # abs(...)`), offered first where it passes the checks (passes.InfillRun.name_hint).
-    name_hints: bool = True
     # ghost text and completion items also for fills the check rejected (dlm/infill always
     # returns them, marked valid: false); off: an editor never shows code known to break
     suggest_invalid: bool = False

@@ -561,9 +561,9 @@ class Engine:
         # the code below reads a name the best fill leaves unbound: begin one with it; the
         # best fill is blank where the code says a line is missing: begin one with that
         # and a loop around the span leaves idle the local it is there to update: begin one
-        # with that local; the best fill is a bare name: begin one with it, going on
+        # with that local
         for on, hint in ((cfg.binding_hints, run.bind_hint), (cfg.blank_hints, run.blank_hint),
-                         (cfg.tally_hints, run.tally_hint), (cfg.name_hints, run.name_hint)):
+                         (cfg.tally_hints, run.tally_hint)):
             if (on and run.checked and not hopeless and (repair.rounds > 0 or repair.fallback)
                     and run.affords(sampler.steps)):
                 hinted = hint(candidates[0], replace(

@@ -17,7 +17,6 @@ and cut to whole units, `dlm_lsp/units.py`) before it is validated; `shape_fill`
 from __future__ import annotations
 
 import functools
-import keyword
 import re
 import time
 from dataclasses import replace
@@ -47,7 +46,6 @@ from dlm_lsp.policy import MULTI_LINE, SpanPlan
 from dlm_lsp.repair import (
     BINDING,
     HEADER,
-    NAME,
     REPAIR,
     RETURN,
     TALLY,
@@ -79,8 +77,6 @@ if TYPE_CHECKING:
 
 _BLANKS = re.compile(r"[ \t]*")
 _GIVES = re.compile(r"\s*return\b[ \t]*[^\s#;]")  # a `return` with a value
-# a line of nothing but a (dotted) name: its indentation, the name
-_BARE_NAME = re.compile(r"([ \t]*)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t]*")
 
 
 def caches_context(model: DiffusionModel, cfg: ServerConfig) -> bool:
@@ -617,33 +613,6 @@ class InfillRun:
                 or idle[0] in document.idle_tallies(start, end, again.text)):
             return None
         return again
-
-    def name_hint(self, best: Candidate, sampler: SamplerConfig, seed: int,
-                  repair: RepairConfig | None = None) -> Candidate | None:
-        """A fill begun with the name `best` stopped at, where `best` is a Python line of
-        nothing but a name (`distance`, `s_list`, `self.items`): a statement that does
-        nothing.  None where it is anything else, or the hinted fill does not pass the
-        checks (after one round of `repair`, where it parses) or is the name again.
-
-        The model often ends a line right after its first name, where the line was
-        `distance = abs(elem - elem2)` or `s_list.append(letter)`: the name is a fair
-        start and the rest is missing.  One more pass keeps the name and may not end the
-        line after it, and the model writes the rest.  On a blank line or at a line's
-        start, as `bind_hint` (after code, the name may end an expression: `x = y`)."""
-        document = self.document
-        line = best.text.strip("\n")
-        name = _BARE_NAME.fullmatch(line)
-        if (document is None or document.language != "python" or not best.valid
-                or name is None or keyword.iskeyword(name.group(2))):
-            return None
-        start, end = checked_span(self.req)
-        if hint_place(document.text, start, end) is None:
-            return None
-        found = self._begun_with(name.group(1) + name.group(2), sampler, seed, repair,
-                                 NAME, goes_on=True)
-        if found is None or not found.valid or _BARE_NAME.fullmatch(found.text.strip("\n")):
-            return None
-        return found
 
     def _returns(self, found: Candidate | None, start: int, end: int) -> bool:
         """Whether a fill begun with `return` passed the checks, gives a value and leaves no

@@ -26,7 +26,7 @@ from dlm_lsp.models.tokenizer import Tokenizer
 # where the best fill was blank, one begun with the `return` a function must end with or
 # the header of the block below (passes.InfillRun.blank_hint).
 DIFFUSION, REPAIR, LEFT_TO_RIGHT, REUSED = "diffusion", "repair", "left-to-right", "reused"
-BINDING, RETURN, HEADER, TALLY, NAME = "binding", "return", "header", "tally", "name"
+BINDING, RETURN, HEADER, TALLY = "binding", "return", "header", "tally"
 
 
 @dataclass(frozen=True)
