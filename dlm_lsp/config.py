@@ -151,7 +151,9 @@ class ServerConfig(SamplingControls):
     # the checks: `return` at the end of a function that must give a value (it returns one
     # elsewhere, its annotation or docstring says so), or a block's header (`if`; in a
     # class, `def`) above code indented deeper than a statement could be
-    # (passes.InfillRun.blank_hint, python_returns.py, binding_hints.plain_header).
+    # (passes.InfillRun.blank_hint, python_returns.py, binding_hints.plain_header); and
+    # where the best fill is a bare `return` in such a function, one begun with `return`
+    # that goes on.
     blank_hints: bool = True
     # Where a loop around a Python span is there to update a local (`ans = 0` just before
     # it, `return ans` after) and the best fill leaves it as it began, one more pass begins

@@ -77,6 +77,7 @@ if TYPE_CHECKING:
 
 _BLANKS = re.compile(r"[ \t]*")
 _GIVES = re.compile(r"\s*return\b[ \t]*[^\s#;]")  # a `return` with a value
+_BARE_RETURN = re.compile(r"\n*([ \t]*)return[ \t]*\n*")  # one without
 
 
 def caches_context(model: DiffusionModel, cfg: ServerConfig) -> bool:
@@ -511,10 +512,13 @@ class InfillRun:
         code on a blank line of Python: `return` at the end of a function that must give
         a value (python_returns), or the header of the block that the code below is
         indented as (`if`; in a class, `def`: binding_hints.plain_header) where that block
-        reads no name its header must bind (those are `bind_hint`'s).  On a blank line or
-        at a line's start, as `bind_hint`.  None where `best` writes code, neither is
-        missing, or the hinted fill does not pass the checks (after one round of
-        `repair`, where it parses), give a value, or leave the function needing one.
+        reads no name its header must bind (those are `bind_hint`'s).  And where `best`
+        is a bare `return` in a function that gives a value (it returns one elsewhere,
+        its annotation or docstring says so: python_returns.bare_return), one begun with
+        `return` that goes on, on its indentation.  On a blank line or at a line's start,
+        as `bind_hint`.  None where `best` writes other code, nothing is missing, or the
+        hinted fill does not pass the checks (after one round of `repair`, where it
+        parses), give a value, or leave the function needing one.
 
         The model often writes nothing where a line is plainly missing.  After a
         function's last statement, where its `return` was, the document falls off the end
@@ -529,7 +533,8 @@ class InfillRun:
         python_returns.unused_values), one more pass begins it with `return largest`.
         """
         document, req = self.document, self.req
-        if document is None or best.text.strip():
+        bare = _BARE_RETURN.fullmatch(best.text)
+        if document is None or (best.text.strip() and bare is None):
             return None
         start, end = checked_span(req)
         text = document.text
@@ -537,11 +542,18 @@ class InfillRun:
         if place is None:
             return None  # the fill belongs to the code on its line
         before = text[text.rfind("\n", 0, start) + 1:start]
-        need = document.return_needed(start, end, best.text) if _parses(best) else None
-        if need is not None:
+        need = (document.return_needed(start, end, best.text)
+                if _parses(best) and bare is None else None)
+        if bare is not None:
+            # a `return` without the value its function gives elsewhere
+            if not _parses(best) or document.bare_return(start, end, best.text) is None:
+                return None
+            indent = bare.group(1)
+        elif need is not None:
             if not need.indent.startswith(before):
                 return None  # the cursor is deeper than the body: no `return` ends it
             indent = need.indent[len(before):]
+        if bare is not None or need is not None:
             # what follows is code: a bare `return` (what the model wrote for `return
             # times`) gives no value
             found = self._begun_with(indent + "return", sampler, seed, repair, RETURN,

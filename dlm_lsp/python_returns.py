@@ -27,6 +27,14 @@ read nowhere but by those updates.  Such a value, unused once the fill is in
 or a held-out standard-library line asks for a `return` and a `return 0` would leave one
 unused, the line as written reads it in 68 of 68 (measured as this was written; one
 held-out line leaves another unused either way).
+
+The model also writes a bare `return` where the line returned a value (`return` for
+`return result`): in a function that must give a value that is pylint's
+inconsistent-return-statements, and one more pass begins the line with `return` that
+goes on (`bare_return`).  Of the shipped model's 200 single-line fills at code 4c8e2d3,
+4 at the oracle length and 5 with the length policy were such a `return` (one in a
+multi-line span of 100); no canonical HumanEval-Infilling middle and none of 3,000
+held-out standard-library lines is.
 """
 
 from __future__ import annotations
@@ -229,6 +237,24 @@ def return_need(tree: ast.Module, source: str, low: int, high: int) -> ReturnNee
             indent = lines[node.body[0].lineno - 1][:node.body[0].col_offset]
             found = (node, ReturnNeed(node.name, indent, why))
     return None if found is None else found[1]
+
+
+def bare_return(tree: ast.Module, source: str, low: int, high: int) -> str | None:
+    """What says that the innermost function around a bare `return` which source[low:high]
+    (the fill) writes must give a value (`gives_value`, pylint's
+    inconsistent-return-statements); None where the fill writes no bare `return`, or its
+    function may end without a value."""
+    lines = source.split("\n")
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Return) and node.value is None
+                and low <= _offset(lines, node.lineno, node.col_offset) < high):
+            continue
+        inner = max((f for f in functions_over(tree, (node.lineno, node.lineno))
+                     if f.lineno < node.lineno), key=lambda f: f.lineno, default=None)
+        why = None if inner is None else gives_value(inner)
+        if why is not None:
+            return why
+    return None
 
 
 def mutates(statement: ast.stmt, name: str) -> bool:

@@ -65,7 +65,7 @@ from dlm_lsp.python_names import (
 )
 from dlm_lsp.python_order import early_reads, function_end
 from dlm_lsp.python_reach import DeadCode, unreachable
-from dlm_lsp.python_returns import ReturnNeed, return_need, unused_values
+from dlm_lsp.python_returns import ReturnNeed, bare_return, return_need, unused_values
 from dlm_lsp.python_tallies import Stuck, idle_tallies, stuck_tallies
 from dlm_lsp.trees import error_nodes
 
@@ -490,6 +490,16 @@ class PythonSyntax:
         if filled is None:
             return None
         return return_need(filled.tree, filled.source, filled.low, filled.low + len(fill))
+
+    def bare_return(self, start: int, end: int, fill: str) -> str | None:
+        """What says the function around a bare `return` that `fill` over [start, end)
+        writes must give a value (see python_returns.bare_return); None where it writes
+        none, its function may end without a value, or the chunk around the span is not
+        found or does not parse with the fill."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return None
+        return bare_return(filled.tree, filled.source, filled.low, filled.low + len(fill))
 
     def unused_values(self, start: int, end: int, fill: str) -> list[str]:
         """The values the function around the span computes and never uses, with `fill`

@@ -896,6 +896,13 @@ class ParsedDocument:
             return None
         return self._python_syntax().return_needed(start, end, fill)
 
+    def bare_return(self, start: int, end: int, fill: str) -> str | None:
+        """What says the function around a bare `return` that `fill` over [start, end)
+        writes must give a value (see PythonSyntax.bare_return); None but in Python."""
+        if self.language != "python":
+            return None
+        return self._python_syntax().bare_return(start, end, fill)
+
     def unused_values(self, start: int, end: int, fill: str) -> list[str]:
         """The values the function around the span computes and never uses, with `fill`
         over [start, end) (see PythonSyntax.unused_values); none but in Python."""

@@ -299,6 +299,53 @@ def test_where_no_function_needs_a_value_no_return_is_begun(
     assert runs == [DIFFUSION]
 
 
+# --- a bare `return` where the function gives a value -----------------------------------------
+
+def test_a_bare_return_in_a_function_that_gives_a_value_is_found() -> None:
+    document, at = _document(MAXIMUM)
+    assert "line 3" in document.bare_return(at, at, "    return\n")
+    assert document.bare_return(at, at, "    return ans\n") is None
+    assert document.bare_return(at, at, "    ans.sort()\n") is None
+    log, at = _document("def log(msg):\n    print(msg)\n⟦⟧")
+    assert log.bare_return(at, at, "    return\n") is None  # it gives none anywhere
+
+
+def test_a_bare_return_gives_way_to_one_that_goes_on(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model wrote `return` where `return True` was (HumanEval/48/L3), in a function
+    that returns a value elsewhere: one more pass begins with `return`, and the position
+    after it may not end the line."""
+    request = _request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "    return", "    return ans",
+                                  request)
+    layouts = spied_layouts(monkeypatch)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.valid, best.path) == ("    return ans", True, RETURN)
+    assert runs == [DIFFUSION, REPAIR]
+    tok = engine.model.tokenizer
+    after = len(tok.encode(layouts[1].head + "    return"))
+    assert engine.model.pad_id in {t for p, t in layouts[1].banned if p == after}
+
+
+def test_with_blank_hints_off_a_bare_return_stands(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "    return", "    return ans",
+                                  request, blank_hints=False)
+    assert engine.infill(request).candidates[0].text == "    return"
+    assert runs == [DIFFUSION]
+
+
+def test_a_bare_return_where_no_value_is_given_costs_no_more_pass(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request("def log(msg):\n    print(msg)\n|")
+    engine, runs = planted_engine(model_dir, monkeypatch, "    return", "    return msg",
+                                  request)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("    return", DIFFUSION)
+    assert runs == [DIFFUSION]
+
+
 def test_inside_a_block_deeper_than_the_body_the_return_goes_out_to_the_body(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The blank fill holds the loop's indentation: the hint writes the body's, which
