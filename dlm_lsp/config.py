@@ -135,10 +135,10 @@ class ServerConfig(SamplingControls):
     # number), begins a local at a number its updates never move (`prod = 0` above `prod
     # *= x`), or ends a block above code that then never runs (`return s` above the loop
     # that builds `s`; a loop's body, so that it never runs twice), is rejected as a
-    # syntax error is, and repaired
-    # (dlm_lsp/python_names.py, python_order.py, python_calls.py, python_kinds.py,
-    # python_reach.py).  Off for code whose names come
-    # from where no reading finds them (a framework's injected globals).
+    # syntax error is, and repaired (dlm_lsp/python_names.py, python_order.py,
+    # python_calls.py, python_kinds.py, python_tallies.py, python_reach.py).  Off for
+    # code whose names come from where no reading finds them (a framework's injected
+    # globals).
     check_names: bool = True
     # Where the code below a Python span reads a name nothing binds before it (`res.append`
     # under the span, `res` bound nowhere) and the best fill leaves it so, one more pass

@@ -23,8 +23,10 @@ from dlm_lsp.models.tokenizer import Tokenizer
 # Which path produced a candidate: the first denoising, a repair round, the
 # left-to-right retry, the rest of a fill the user is typing along (recent.py), or a pass
 # begun with the binding the code below the span needs (passes.InfillRun.bind_hint), or
-# where the best fill was blank, one begun with the `return` a function must end with or
-# the header of the block below (passes.InfillRun.blank_hint).
+# where the best fill was blank (or a bare `return`), one begun with the `return` a
+# function must end with or the header of the block below (passes.InfillRun.blank_hint),
+# or one begun with the local a loop around the span is there to update
+# (passes.InfillRun.tally_hint).
 DIFFUSION, REPAIR, LEFT_TO_RIGHT, REUSED = "diffusion", "repair", "left-to-right", "reused"
 BINDING, RETURN, HEADER, TALLY = "binding", "return", "header", "tally"
 
