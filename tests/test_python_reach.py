@@ -115,9 +115,10 @@ def test_a_return_that_ends_a_loop_s_body_whatever_happens_is_rejected() -> None
     assert marked_verdict(PRIMES, "    return found").valid  # after the loop
 
 
-@pytest.mark.parametrize("fill", ["        break", "        raise ValueError(i)"])
-def test_a_break_or_raise_there_counts_too(fill: str) -> None:
-    assert not marked_verdict(PRIMES, fill).valid
+def test_a_raise_there_counts_too_and_a_break_in_a_while() -> None:
+    assert not marked_verdict(PRIMES, "        raise ValueError(i)").valid
+    marked = "def f(n):\n    while n:\n        n -= 1\n⟦⟧\n    return n\n"
+    assert not marked_verdict(marked, "        break").valid
 
 
 @pytest.mark.parametrize(("marked", "fill"), [
@@ -142,3 +143,14 @@ def test_a_loop_that_can_run_again_passes(marked: str, fill: str) -> None:
 def test_a_while_above_a_raise_is_still_counted() -> None:
     marked = "def f(n):\n    while n:\n        n -= 1\n⟦⟧\n    raise ValueError\n"
     assert not marked_verdict(marked, "        return n").valid
+
+
+@pytest.mark.parametrize(("marked", "fill"), [
+    # a `yield` after a `raise` makes a generator that raises as it is iterated
+    ("def stream(self):\n⟦⟧\n    yield b''\n", "    raise StopIteration()"),
+    # a `for` ending in `break` takes its first item
+    ("def first(params):\n    device = None\n    for p in params:\n        device = p.device\n⟦⟧\n"
+     "    return device\n", "        break"),
+])
+def test_what_real_code_does_on_purpose_passes(marked: str, fill: str) -> None:
+    assert marked_verdict(marked, fill).valid
