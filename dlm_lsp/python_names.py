@@ -162,21 +162,22 @@ def nodes_over(tree: ast.AST, rows: tuple[int, int]) -> Iterator[ast.AST]:
             stack.append(child)
 
 
-def node_offsets(source: str) -> Callable[[ast.AST], int | None]:
-    """The character offset in `source` where a node of its tree starts (None past its
-    lines): ast counts columns in UTF-8 bytes."""
+def node_offsets(source: str) -> Callable[..., int | None]:
+    """The character offset in `source` where a node of its tree starts, or with `end`
+    where it ends (None past its lines): ast counts columns in UTF-8 bytes."""
     lines = source.split("\n")
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line) + 1)
 
-    def offset(node: ast.AST) -> int | None:
-        row = node.lineno - 1
+    def offset(node: ast.AST, end: bool = False) -> int | None:
+        row, column = ((node.end_lineno, node.end_col_offset) if end
+                       else (node.lineno, node.col_offset))
+        row -= 1
         if row >= len(lines):
             return None
         line = lines[row]
-        return starts[row] + len(line.encode("utf-8")[:node.col_offset].decode("utf-8",
-                                                                              "replace"))
+        return starts[row] + len(line.encode("utf-8")[:column].decode("utf-8", "replace"))
     return offset
 
 

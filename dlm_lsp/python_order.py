@@ -277,6 +277,13 @@ def early_reads(tree: ast.Module, source: str, low: int, high: int) -> list[Read
     return sorted(set(found))
 
 
+def body_function(tree: ast.AST, row: int) -> ast.AST | None:
+    """The innermost function of `tree` whose body holds `row` (1-based; not its `def`
+    line), or None."""
+    return max((node for node in functions_over(tree, (row, row)) if node.lineno < row),
+               key=lambda node: node.lineno, default=None)
+
+
 def function_end(tree: ast.Module, source: str, at: int) -> int | None:
     """Where the innermost function of `tree` (parsed from `source`) whose lines hold
     offset `at` ends: the end of its last line; None outside every function."""

@@ -33,7 +33,6 @@ transformers, sympy, networkx).
 from __future__ import annotations
 
 import ast
-from types import SimpleNamespace
 from typing import NamedTuple
 
 from dlm_lsp.python_names import node_offsets
@@ -95,15 +94,9 @@ def unreachable(tree: ast.Module, source: str, low: int, high: int) -> list[Dead
             if below is None or start is None or not low <= start < high:
                 continue
             keyword = _ENDS[type(statement)]
-            found.append(DeadCode(start, _end(offset, statement, start), keyword,
+            found.append(DeadCode(start, offset(statement, end=True), keyword,
                                   below.lineno, "leaves the code below it unreachable"))
     return sorted(found)
-
-
-def _end(offset, statement: ast.stmt, start: int) -> int:
-    end = offset(SimpleNamespace(lineno=statement.end_lineno,
-                                 col_offset=statement.end_col_offset))
-    return start if end is None else end
 
 
 def _once(loop: ast.stmt, after: list[ast.stmt], offset, low: int,
@@ -127,5 +120,5 @@ def _once(loop: ast.stmt, after: list[ast.stmt], offset, low: int,
             or loop_jumps(loop.body, ast.Continue)):
         return None
     line_start = start - last.col_offset if last.col_offset <= start - low else start
-    return DeadCode(line_start, _end(offset, last, start), _ENDS[type(last)], loop.lineno,
+    return DeadCode(line_start, offset(last, end=True), _ENDS[type(last)], loop.lineno,
                     "ends the loop's first pass: it never runs twice")

@@ -44,7 +44,7 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from dlm_lsp.python_order import functions_over
+from dlm_lsp.python_order import body_function
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 SCOPES = (*_DEFS, ast.ClassDef, ast.Lambda)
@@ -249,8 +249,7 @@ def bare_return(tree: ast.Module, source: str, low: int, high: int) -> str | Non
         if not (isinstance(node, ast.Return) and node.value is None
                 and low <= _offset(lines, node.lineno, node.col_offset) < high):
             continue
-        inner = max((f for f in functions_over(tree, (node.lineno, node.lineno))
-                     if f.lineno < node.lineno), key=lambda f: f.lineno, default=None)
+        inner = body_function(tree, node.lineno)
         why = None if inner is None else gives_value(inner)
         if why is not None:
             return why
@@ -279,10 +278,7 @@ def unused_values(tree: ast.Module, source: str, low: int, high: int) -> list[st
     reads but the statements that update them (`best = max(best, x)`, `out.append(x)`),
     the one updated last first.  A `return` that gives another value leaves them unused;
     none for a name a nested function reads, or one declared global or nonlocal."""
-    row = source.count("\n", 0, low) + 1
-    # the innermost function whose body holds the row (not its `def` line)
-    inner = max((node for node in functions_over(tree, (row, row)) if node.lineno < row),
-                key=lambda node: node.lineno, default=None)
+    inner = body_function(tree, source.count("\n", 0, low) + 1)
     if inner is None:
         return []
     updated: dict[str, int] = {}  # a local's name -> the last line that updates it

@@ -38,7 +38,7 @@ import operator
 from typing import NamedTuple
 
 from dlm_lsp.python_names import node_offsets
-from dlm_lsp.python_order import functions_over
+from dlm_lsp.python_order import body_function
 from dlm_lsp.python_returns import LOOPS, SCOPES, mutates, own_nodes
 
 # the calls whose value is a new, empty container
@@ -125,8 +125,7 @@ def idle_tallies(tree: ast.Module, source: str, low: int, high: int) -> list[str
     in the loop's body) leaves idle in `tree`, parsed from `source` with the fill in: see
     the module's docstring.  The one bound nearest above its loop first."""
     row = source.count("\n", 0, low) + 1
-    inner = max((node for node in functions_over(tree, (row, row)) if node.lineno < row),
-                key=lambda node: node.lineno, default=None)
+    inner = body_function(tree, row)
     if inner is None:
         return []
     own = list(own_nodes(inner.body))
@@ -208,9 +207,7 @@ def stuck_tallies(tree: ast.Module, source: str, low: int, high: int) -> list[St
     never move: `prod_value = 0` above `prod_value *= n`, the function's only other
     binding of it (a product begun at 0 stays 0).  Each such local is bound nowhere
     else in the innermost function around the fill, and updated at least once."""
-    row = source.count("\n", 0, low) + 1
-    inner = max((node for node in functions_over(tree, (row, row)) if node.lineno < row),
-                key=lambda node: node.lineno, default=None)
+    inner = body_function(tree, source.count("\n", 0, low) + 1)
     if inner is None:
         return []
     offset = node_offsets(source)
@@ -232,14 +229,6 @@ def stuck_tallies(tree: ast.Module, source: str, low: int, high: int) -> list[St
         if (updates and len(binds) == len(updates) and None not in ops
                 and not any(isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names
                             for node in own)):
-            at = offset(seed.value)
-            found.append(Stuck(at, _end_offset(source, seed.value), name, sorted(ops)[0]))
+            found.append(Stuck(offset(seed.value), offset(seed.value, end=True), name,
+                               sorted(ops)[0]))
     return found
-
-
-def _end_offset(source: str, node: ast.expr) -> int:
-    """The character offset where `node` ends in `source` (ast counts UTF-8 bytes)."""
-    lines = source.split("\n")
-    before = sum(len(line) + 1 for line in lines[:node.end_lineno - 1])
-    return before + len(lines[node.end_lineno - 1].encode("utf-8")[:node.end_col_offset]
-                        .decode("utf-8", "replace"))
