@@ -603,10 +603,14 @@ class InfillRun:
             return None
         indent = first[:len(first) - len(first.lstrip(" \t"))]
         hint = indent + idle[0]
+
+        def updates(fill: Candidate | None) -> bool:  # valid, and the local moves
+            return (fill is not None and bool(fill.valid)
+                    and idle[0] not in document.idle_tallies(start, end, fill.text))
         found = self._begun_with(hint, sampler, seed, repair, TALLY, goes_on=True)
         if found is None or not found.valid:
             return None
-        if idle[0] not in document.idle_tallies(start, end, found.text):
+        if updates(found):
             return found
         # what it wrote after the name changes nothing (`count += 0`, `ans = ans`): once
         # more, the last token of its line barred where it stood (`count += 1`)
@@ -621,10 +625,7 @@ class InfillRun:
             return None
         again = self._begun_with(hint, sampler, seed, repair, TALLY, goes_on=True,
                                  barred=((last, found.ids[last]),))
-        if (again is None or not again.valid
-                or idle[0] in document.idle_tallies(start, end, again.text)):
-            return None
-        return again
+        return again if updates(again) else None
 
     def _returns(self, found: Candidate | None, start: int, end: int) -> bool:
         """Whether a fill begun with `return` passed the checks, gives a value and leaves no
