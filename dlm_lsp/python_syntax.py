@@ -50,7 +50,7 @@ import ast
 import bisect
 import warnings
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from tree_sitter import Node
 
@@ -100,12 +100,21 @@ class Rejection(NamedTuple):
     parser: str = "Python"  # which parser said it, as the verdict names it
 
 
+_Spanned = TypeVar("_Spanned", Read, Misuse, BadCall, DeadCode, Stuck)
+
+
 class _Filled(NamedTuple):
     chunk: _Chunk
     tree: ast.Module
     source: str  # the chunk with the fill (under `if 1:` where inside a block)
     low: int  # where the fill starts in source
     shift: int  # source offset + shift = the filled document's offset
+
+    def in_document(self, found: list[_Spanned]) -> list[_Spanned]:
+        """`found` (reads, uses, calls, statements: NamedTuples with `start` and `end` in
+        source offsets) in the filled document's offsets."""
+        return [item._replace(start=item.start + self.shift, end=item.end + self.shift)
+                for item in found]
 
 
 class _Chunk(NamedTuple):
@@ -441,8 +450,7 @@ class PythonSyntax:
             return []
         reads = self._defined_nowhere(filled, start, end, shown, filled.low,
                                       filled.low + len(fill))
-        shift = filled.shift
-        return [read._replace(start=read.start + shift, end=read.end + shift) for read in reads]
+        return filled.in_document(reads)
 
     def _defined_nowhere(self, filled: _Filled, start: int, end: int, shown: str, low: int,
                          high: int, calls: bool = False) -> list[Read]:
@@ -526,9 +534,8 @@ class PythonSyntax:
         filled = self._filled(start, end, fill)
         if filled is None:
             return []
-        shift = filled.shift
-        return [read._replace(start=read.start + shift, end=read.end + shift) for read in
-                early_reads(filled.tree, filled.source, filled.low, filled.low + len(fill))]
+        return filled.in_document(
+            early_reads(filled.tree, filled.source, filled.low, filled.low + len(fill)))
 
     def misused(self, start: int, end: int, fill: str, shown: str = "") -> list[Misuse]:
         """The uses of a name its kind cannot serve that `fill` makes or brings about (see
@@ -536,7 +543,6 @@ class PythonSyntax:
         filled = self._filled(start, end, fill)
         if filled is None:
             return []
-        shift = filled.shift
 
         def elsewhere(name: str) -> bool:
             key = (name, start, end, shown)
@@ -545,7 +551,7 @@ class PythonSyntax:
             return self._rebound[key]
         uses = misuses(filled.tree, filled.source, filled.low, filled.low + len(fill),
                        elsewhere)
-        return [use._replace(start=use.start + shift, end=use.end + shift) for use in uses]
+        return filled.in_document(uses)
 
     def unreachable(self, start: int, end: int, fill: str) -> list[DeadCode]:
         """The statements of `fill` that end their block above code that then never runs
@@ -553,9 +559,8 @@ class PythonSyntax:
         filled = self._filled(start, end, fill)
         if filled is None:
             return []
-        shift = filled.shift
-        return [dead._replace(start=dead.start + shift, end=dead.end + shift) for dead in
-                unreachable(filled.tree, filled.source, filled.low, filled.low + len(fill))]
+        return filled.in_document(
+            unreachable(filled.tree, filled.source, filled.low, filled.low + len(fill)))
 
     def stuck(self, start: int, end: int, fill: str) -> list[Stuck]:
         """The locals `fill` begins at a number their updates never move (see
@@ -563,9 +568,8 @@ class PythonSyntax:
         filled = self._filled(start, end, fill)
         if filled is None:
             return []
-        shift = filled.shift
-        return [found._replace(start=found.start + shift, end=found.end + shift) for found in
-                stuck_tallies(filled.tree, filled.source, filled.low, filled.low + len(fill))]
+        return filled.in_document(
+            stuck_tallies(filled.tree, filled.source, filled.low, filled.low + len(fill)))
 
     def bad_calls(self, start: int, end: int, fill: str, shown: str = "") -> list[BadCall]:
         """The calls `fill` makes that their callee cannot take (see python_calls), in the
@@ -578,6 +582,4 @@ class PythonSyntax:
                           (self.text[:chunk.low], self.text[chunk.high:], shown))
         if not calls or self._dynamic_names(shown):
             return []
-        shift = filled.shift
-        return [call._replace(start=call.start + shift, end=call.end + shift)
-                for call in calls]
+        return filled.in_document(calls)

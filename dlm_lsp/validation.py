@@ -925,9 +925,9 @@ class ParsedDocument:
         cannot take (python_calls), uses a name as its kind cannot be (python_kinds),
         begins a local at a number its updates never move (`prod = 0` above `prod *= x`:
         python_tallies) or ends a block above code that then never runs (python_reach),
-        its rejection,
-        pointing at those names (or the ending statement) for repair.  `shown`: code the
-        model sees beside the document (a notebook's other cells); it may define them."""
+        its rejection, pointing at those names (or the ending statement) for repair.
+        `shown`: code the model sees beside the document (a notebook's other cells); it
+        may define them."""
         if not verdict.valid or self.language != "python":
             return verdict
         key = (start, end, fill, shown)
@@ -969,9 +969,9 @@ class ParsedDocument:
                    f"moves")
             ranges = [(found.start, found.end) for found in stuck]
         elif dead := python.unreachable(start, end, fill):
-            names = tuple(dict.fromkeys(end.keyword for end in dead))
+            names = tuple(dict.fromkeys(found.keyword for found in dead))
             why = f"fill's `{dead[0].keyword}` {dead[0].why}"
-            ranges = [(end.start, end.end) for end in dead]
+            ranges = [(found.start, found.end) for found in dead]
         else:
             return False
         places = tuple(self._fill_end(start, fill[:at - start]) for at, _ in ranges)
