@@ -3,6 +3,8 @@ checks' specifications."""
 
 from __future__ import annotations
 
+from dlm_lsp.config import InfillOptions
+from dlm_lsp.engine import InfillRequest
 from dlm_lsp.validation import ParsedDocument, Validation, parsed_document
 
 
@@ -16,3 +18,10 @@ def marked_verdict(marked: str, fill: str, language: str = "python") -> Validati
     of checkNames' checks."""
     document, at = marked_document(marked, language)
     return document.names_checked(at, at, fill, document.validate(at, at, fill))
+
+
+def marked_request(marked: str, **options) -> InfillRequest:
+    """A fill asked at the span of the Python document `marked` stands for."""
+    at = marked.index("⟦⟧")
+    return InfillRequest(marked.replace("⟦⟧", ""), at, at, "python", "file:///marked.py",
+                         InfillOptions(**options))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 import pytest
-from marked import marked_verdict
+from marked import marked_request, marked_verdict
 
 from dlm_lsp.python_reach import unreachable
 from dlm_lsp.validation import parsed_document
@@ -85,14 +85,11 @@ def test_only_python_is_judged() -> None:
 
 
 def test_with_check_names_off_nothing_is_rejected_for_reach() -> None:
-    from dlm_lsp.config import InfillOptions, ServerConfig
-    from dlm_lsp.engine import InfillRequest
+    from dlm_lsp.config import ServerConfig
     from dlm_lsp.passes import judged
 
-    text = SWAP.replace("⟦⟧", "")
-    at = SWAP.index("⟦⟧")
-    request = InfillRequest(text, at, at, "python", "file:///s.py", InfillOptions())
-    document = parsed_document(text, "python")
+    request = marked_request(SWAP)
+    document = parsed_document(request.text, "python")
     assert not judged(document, request, "    return s", ServerConfig()).valid
     assert judged(document, request, "    return s", ServerConfig(check_names=False)).valid
 

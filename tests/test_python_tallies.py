@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 from fakes import planted_engine, spied_layouts
-from marked import marked_document, marked_verdict
+from marked import marked_document, marked_request, marked_verdict
 
 from dlm_lsp import passes as passes_module
-from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import InfillRequest
 from dlm_lsp.repair import DIFFUSION, REPAIR, TALLY
 
@@ -110,9 +109,7 @@ def test_only_python_is_judged() -> None:
 # --- the hinted pass --------------------------------------------------------------------------
 
 def _request(marked: str = COUNT) -> InfillRequest:
-    at = marked.index("⟦⟧")
-    return InfillRequest(marked.replace("⟦⟧", ""), at, at, "python", "file:///count.py",
-                         InfillOptions(length=12, steps=4))
+    return marked_request(marked, length=12, steps=4)
 
 
 def test_a_fill_that_leaves_the_counter_idle_gives_way_to_one_begun_with_it(
