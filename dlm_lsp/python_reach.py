@@ -36,12 +36,11 @@ import ast
 from typing import NamedTuple
 
 from dlm_lsp.python_names import node_offsets
-from dlm_lsp.python_returns import loop_jumps
+from dlm_lsp.python_returns import LOOPS, loop_jumps
 
 _ENDS = {ast.Return: "return", ast.Raise: "raise", ast.Break: "break",
          ast.Continue: "continue"}
 _ONCE = (ast.Return, ast.Raise, ast.Break)  # what ends a loop's body for good
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
 class DeadCode(NamedTuple):
@@ -108,7 +107,7 @@ def _once(loop: ast.stmt, after: list[ast.stmt], offset, low: int,
     loop just above a `raise` (configparser's `popitem`) or ending in `break` takes its
     first item and is not counted.  Its range begins at its line's start where the fill
     wrote the indentation, as it is the indentation repair should write again."""
-    if not isinstance(loop, _LOOPS) or loop.orelse or len(loop.body) < 2:
+    if not isinstance(loop, LOOPS) or loop.orelse or len(loop.body) < 2:
         return None
     if isinstance(loop, (ast.For, ast.AsyncFor)) and after and isinstance(after[0], ast.Raise):
         return None
