@@ -171,6 +171,55 @@ def test_uses_a_kind_may_serve_are_accepted(marked: str, fill: str) -> None:
     assert result.valid, result.reason
 
 
+# --- kinds a function's docstring examples give its parameters -----------------------
+
+
+@pytest.mark.parametrize("marked, fill, why", [
+    # HumanEval/117's `for i in s(word):`, where the examples pass a str
+    ('def select_words(s, n):\n    """Words.\n    select_words("Mary had a lamb", 4) ==> '
+     '["lamb"]\n    select_words("", 4) ==> []\n    """\n    for word in s.split():\n⟦⟧\n'
+     '            pass\n', "        for i in s(word):", "'str' object is not callable"),
+    # HumanEval/82's `for i in range(string):`, a doctest
+    ('def prime_length(string):\n    """Prime?\n    >>> prime_length(\'Hello\')\n    True\n'
+     '    """\n⟦⟧\n        pass\n', "    for i in range(string):",
+     "'str' object cannot be interpreted as an integer"),
+    # numbers, a negative one among them; a keyword argument; a `)` in a string
+    ('def f(x):\n    """f(3) == 4, f(-1.5) == 0"""\n⟦⟧\n', "    return x[0]",
+     "'int' object is not subscriptable"),
+    ('def f(xs, key):\n    """f([1], key="a") is 1"""\n⟦⟧\n', "    return key()",
+     "'str' object is not callable"),
+    ('def f(s):\n    """f("(a)") == 1"""\n⟦⟧\n', "    return s(1)",
+     "'str' object is not callable"),
+])
+def test_a_parameter_its_docstring_examples_pass_has_their_kind(
+        marked: str, fill: str, why: str) -> None:
+    result = _fill(marked, fill)
+    assert result.valid is False
+    assert why in result.reason
+
+
+@pytest.mark.parametrize("marked, fill", [
+    # the right use of the examples' kind
+    ('def prime_length(string):\n    """>>> prime_length(\'Hello\')"""\n⟦⟧\n        pass\n',
+     "    for i in range(len(string)):"),
+    # examples of two kinds, of a name, of an expression, unpacked: no kind
+    ('def f(x):\n    """f(3) == 4, f("a") == 0"""\n⟦⟧\n', "    return x[0]"),
+    ('def f(x):\n    """f(a) == 4"""\n⟦⟧\n', "    return x[0]"),
+    ('def f(x):\n    """f(2 ** 40) == 4"""\n⟦⟧\n', "    return x[0]"),
+    ('def f(x, y):\n    """f(*[1, 2]) == 3"""\n⟦⟧\n', "    return x[0]"),
+    # an annotation says the kind, not the example (`Any`: none); a call on an object
+    # is a method's, whose first parameter is the object; another function's example
+    ('def f(x: Any):\n    """f(3) == 4"""\n⟦⟧\n', "    return x[0]"),
+    ('class C:\n    def f(self, x):\n        """f(3) == 4"""\n⟦⟧\n', "        return self[0]"),
+    ('def f(x):\n    """Like g(3) or obj.f(3)."""\n⟦⟧\n', "    return x[0]"),
+    # where the examples' kind is contradicted by the code around the fill, not judged
+    ('def f(x):\n    """f(3) == 4"""\n    y = x[1]\n⟦⟧\n', "    return x[0] + y"),
+])
+def test_examples_that_say_no_one_kind_give_none(marked: str, fill: str) -> None:
+    result = _fill(marked, fill)
+    assert result.valid, result.reason
+
+
 # --- builtin functions and classes as values, where they may be ----------------------
 
 
