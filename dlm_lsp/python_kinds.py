@@ -72,6 +72,8 @@ _NUMERIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
 _SET_OPS = (ast.Sub, ast.BitOr, ast.BitAnd, ast.BitXor)
 _ITERABLE = ("str", "list", "dict", "set", "tuple")
 _NOT_INTEGERS = ("none", *_ITERABLE)  # what `range` cannot count by
+# calls by which code asks what its first argument is: a kind it says may not hold
+_ASKING = ("isinstance", "type", "hasattr", "callable")
 _BUILTIN = "builtin:"  # the kind of a builtin function or class, by its name: `builtin:len`
 # builtins whose positional arguments are counted, iterated or compared: none takes a
 # function or a class (`range(len)`, `sorted(list)`); `map(len, xs)` does
@@ -229,24 +231,34 @@ def _documented(function: ast.AST) -> dict[str, str]:
     Most HumanEval functions, and much code written to be read, say their parameters'
     types only so: of the shipped model's 200 single-line HumanEval fills at the oracle
     length (code 2214f81), 5 called or counted a parameter its examples pass a str or a
-    list (`for i in s(word):`, `for i in range(string):`), which no annotation says."""
+    list (`for i in s(word):`, `for i in range(string):`), which no annotation says.
+    An example is read only where it fits the signature, each parameter without a
+    default given once and none too many (a method's example leaves out its object); and
+    not at all for a decorated function, whose decorator may call it otherwise."""
     doc = ast.get_docstring(function, clean=False) if isinstance(
         function, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-    if not doc:
+    if not doc or function.decorator_list:
         return {}
-    names = [arg.arg for arg in (*function.args.posonlyargs, *function.args.args)]
-    if names[:1] in (["self"], ["cls"]):
-        names = names[1:]  # a method's example calls it on an object: `obj.f(x)`, not read
-    bare = {arg.arg for arg in (*function.args.posonlyargs, *function.args.args,
-                                *function.args.kwonlyargs) if arg.annotation is None}
+    args = function.args
+    names = [arg.arg for arg in (*args.posonlyargs, *args.args)]
+    if names[:1] in (["self"], ["cls"], ["ctx"]):
+        # a method's example is called on its object: `f(x)` for `f(self, x)`, and for
+        # mpmath's functions of a context, `polyval(ctx, coeffs, x)`, made methods of it
+        names = names[1:]
+    required = {*names[:len(names) - len(args.defaults)],
+                *(arg.arg for arg, default in zip(args.kwonlyargs, args.kw_defaults,
+                                                 strict=True) if default is None)}
+    bare = {arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+            if arg.annotation is None}
     seen: dict[str, set[str | None]] = defaultdict(set)
     for match in re.finditer(rf"(?<![\w.]){re.escape(function.name)}\(", doc):
         call = _example_call(doc, match.start(), match.end())
-        if call is None:
+        if call is None or len(call.args) > len(names) and args.vararg is None:
             continue
-        # an example may pass fewer than all (defaults), or more (`*args`)
         given = [*zip(names, call.args, strict=False),
                  *((k.arg, k.value) for k in call.keywords)]
+        if not required <= {name for name, _ in given}:
+            continue
         for name, value in given:
             seen[name].add(_literal(value))
     return {name: kind for name, found in seen.items() if name in bare
@@ -313,7 +325,7 @@ def _kinds(function: ast.AST, rebound: Callable[[str], bool]
             for name in node.names:
                 kinds[name].add(None)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id in ("isinstance", "type") and node.args \
+                and node.func.id in _ASKING and node.args \
                 and isinstance(node.args[0], ast.Name):
             kinds[node.args[0].id].add(None)  # the code asks: a kind it said may not hold
         elif id(node) not in augmented and id(node) not in own:

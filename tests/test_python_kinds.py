@@ -207,10 +207,17 @@ def test_a_parameter_its_docstring_examples_pass_has_their_kind(
     ('def f(x):\n    """f(a) == 4"""\n⟦⟧\n', "    return x[0]"),
     ('def f(x):\n    """f(2 ** 40) == 4"""\n⟦⟧\n', "    return x[0]"),
     ('def f(x, y):\n    """f(*[1, 2]) == 3"""\n⟦⟧\n', "    return x[0]"),
-    # an annotation says the kind, not the example (`Any`: none); a call on an object
-    # is a method's, whose first parameter is the object; another function's example
+    # an annotation says the kind, not the example (`Any`: none); a method's example is
+    # called on its object, so its first argument is the second parameter (mpmath's
+    # functions of a context are made its methods: `cplot(ctx, f, re=...)`); an example
+    # that does not fit the signature is of another; a decorator may call the function
+    # otherwise; another function's example
     ('def f(x: Any):\n    """f(3) == 4"""\n⟦⟧\n', "    return x[0]"),
     ('class C:\n    def f(self, x):\n        """f(3) == 4"""\n⟦⟧\n', "        return self[0]"),
+    ('def cplot(ctx, f, re=[-5, 5]):\n    """cplot(lambda z: z, [-2, 2])"""\n⟦⟧\n',
+     "    return f(ctx.convert(re[0]))"),
+    ('def f(x):\n    """f(1, 2)"""\n⟦⟧\n', "    return x[0]"),
+    ('@register\ndef f(x):\n    """f(3) == 4"""\n⟦⟧\n', "    return x[0]"),
     ('def f(x):\n    """Like g(3) or obj.f(3)."""\n⟦⟧\n', "    return x[0]"),
     # where the examples' kind is contradicted by the code around the fill, not judged
     ('def f(x):\n    """f(3) == 4"""\n    y = x[1]\n⟦⟧\n', "    return x[0] + y"),
