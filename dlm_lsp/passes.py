@@ -610,22 +610,41 @@ class InfillRun:
         found = self._begun_with(hint, sampler, seed, repair, TALLY, goes_on=True)
         if found is None or not found.valid:
             return None
-        if updates(found):
-            return found
-        # what it wrote after the name changes nothing (`count += 0`, `ans = ans`): once
-        # more, the last token of its line barred where it stood (`count += 1`)
+        after = len(self.model.tokenizer.encode(self.layout.head + hint))
+        kept = None  # the first fill that moves the local, though it sets it to a number
+        barred: tuple[tuple[int, int], ...] = ()
+        for tries in (3, 2, 1, 0):  # three more passes at most
+            if updates(found):
+                if not document.resets(start, end, found.text, idle[0]):
+                    return found
+                # `odd = 1` where `odd = 0` began it: once more with the `=` after the
+                # name barred where it stood (`odd += 1`); kept where no try updates it
+                # otherwise (a flag: `flg = 1`)
+                kept, at = kept or found, after
+            else:
+                # what it wrote after the name changes nothing (`count += 0`, `ans = ans`):
+                # once more, the last token of its line barred where it stood (`count += 1`)
+                at = self._last_on_line(found.ids, after)
+            if not tries or at is None or at >= len(found.ids) \
+                    or not self.affords(sampler.steps):
+                return kept
+            barred += ((at, found.ids[at]),)
+            found = self._begun_with(hint, sampler, seed, repair, TALLY, goes_on=True,
+                                     barred=barred)
+            if found is None or not found.valid:
+                return kept
+        return kept
+
+    def _last_on_line(self, ids: list[int], start: int) -> int | None:
+        """The span position of the last token on the line that position `start` is on
+        (None where the line ends there)."""
         ends = self.model.tokenizer.line_break_ids | {self.model.pad_id}
         last = None
-        for at in range(len(self.model.tokenizer.encode(self.layout.head + hint)),
-                        len(found.ids)):
-            if found.ids[at] in ends:
+        for at in range(start, len(ids)):
+            if ids[at] in ends:
                 break
             last = at
-        if last is None or not self.affords(sampler.steps):
-            return None
-        again = self._begun_with(hint, sampler, seed, repair, TALLY, goes_on=True,
-                                 barred=((last, found.ids[last]),))
-        return again if updates(again) else None
+        return last
 
     def _returns(self, found: Candidate | None, start: int, end: int) -> bool:
         """Whether a fill begun with `return` passed the checks, gives a value and leaves no

@@ -66,7 +66,7 @@ from dlm_lsp.python_names import (
 from dlm_lsp.python_order import early_reads, function_end
 from dlm_lsp.python_reach import DeadCode, unreachable
 from dlm_lsp.python_returns import ReturnNeed, bare_return, return_need, unused_values
-from dlm_lsp.python_tallies import Stuck, idle_tallies, stuck_tallies
+from dlm_lsp.python_tallies import Stuck, idle_tallies, resets, stuck_tallies
 from dlm_lsp.trees import error_nodes
 
 # The statements handed to CPython are cut at this size (characters); past it the
@@ -526,6 +526,14 @@ class PythonSyntax:
         if filled is None:
             return []
         return idle_tallies(filled.tree, filled.source, filled.low, filled.low + len(fill))
+
+    def resets(self, start: int, end: int, fill: str, name: str) -> bool:
+        """Whether `fill` over [start, end) sets the counter `name` to a number once more
+        (see python_tallies.resets); False where the chunk around the span is not found
+        or does not parse with the fill."""
+        filled = self._filled(start, end, fill)
+        return filled is not None and resets(filled.tree, filled.source, filled.low,
+                                             filled.low + len(fill), name)
 
     def read_early(self, start: int, end: int, fill: str) -> list[Read]:
         """The names local to a function that `fill` reads before any binding of them

@@ -185,6 +185,32 @@ def idle_tallies(tree: ast.Module, source: str, low: int, high: int) -> list[str
     return [name for _, name in sorted(found, reverse=True)]
 
 
+def resets(tree: ast.Module, source: str, low: int, high: int, name: str) -> bool:
+    """Whether the fill (source[low:high]) sets `name`, which the innermost function
+    around it begins as a number above the fill (`odd = 0`, not `False`), to a number
+    once more (`odd = 1`): a counter set whatever the loop saw, where the tally hint's
+    pass was to update it (`odd += 1`).
+
+    Not idle, since the local moves; a flag may be written so (`flg = 1`, HumanEval/161's
+    canonical line), which is why this only asks the hint's pass to try once more and
+    keeps what it wrote where that try does not update the local.  With the length
+    policy, 4 of the shipped model's 200 single-line fills at 2214f81 were such a line
+    from the tally hint (`ans = 1`, `odd = 1`, `squared = 1`), and 1 at the oracle
+    length; all failed."""
+    inner = body_function(tree, source.count("\n", 0, low) + 1)
+    if inner is None:
+        return False
+    offset = node_offsets(source)
+    sets = sorted((node for node in own_nodes(inner.body) if isinstance(node, ast.Assign)
+                   and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                   and node.targets[0].id == name), key=lambda node: node.lineno)
+    if not sets or (start := offset(sets[0])) is None or start >= low \
+            or _number(sets[0].value) is None:
+        return False
+    return any(_number(node.value) is not None and low <= (offset(node) or -1) < high
+               for node in sets[1:])
+
+
 class Stuck(NamedTuple):
     """A local the fill begins at a number that every update of it leaves as it is:
     character offsets of that number in the source checked, the name, the operator."""

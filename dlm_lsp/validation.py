@@ -917,6 +917,12 @@ class ParsedDocument:
             return []
         return self._python_syntax().idle_tallies(start, end, fill)
 
+    def resets(self, start: int, end: int, fill: str, name: str) -> bool:
+        """Whether `fill` over [start, end) sets the counter `name` to a number once more
+        (see PythonSyntax.resets); never but in Python."""
+        return self.language == "python" and self._python_syntax().resets(start, end, fill,
+                                                                          name)
+
     def names_checked(self, start: int, end: int, fill: str, verdict: Validation,
                       shown: str = "") -> Validation:
         """`verdict` (this version's on `fill` over [start, end)), or where it passed a

@@ -202,6 +202,67 @@ def test_a_retry_that_still_changes_nothing_is_not_offered(
     assert runs[:3] == [DIFFUSION, REPAIR, REPAIR]
 
 
+def _resets(marked: str, fill: str) -> bool:
+    document, at = marked_document(marked)
+    return document.resets(at, at, fill, "ans")
+
+
+FLAG = ("def any_odd(xs):\n    ans = False\n    for x in xs:\n        if x % 2:\n⟦⟧\n"
+        "    return ans\n")
+
+
+def test_a_counter_set_to_a_number_once_more_is_reset() -> None:
+    """`ans = 1` moves `ans`, but whatever the loop saw: the hint's pass tries again."""
+    assert _resets(COUNT, "            ans = 1")
+    assert _resets(COUNT, "            ans = -2.5")
+    assert not _resets(COUNT, "            ans += 1")
+    assert not _resets(COUNT, "            ans = x")
+    assert not _resets(COUNT, "            other = 1")
+    assert not _resets(FLAG, "            ans = True")  # a flag begun as a bool
+    assert not _resets(GATHER.replace("out", "ans"), "        ans = 1")  # no number
+    assert not _resets(COUNT, "            return x")
+
+
+def test_a_hinted_fill_that_sets_the_counter_is_written_again_without_its_equals_sign(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ans = 1` where `ans = 0` began it: once more, the `=` after the name barred."""
+    request = _request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "            return x",
+                                  "            ans = 1", request)
+    planted = engine.model._make.__self__
+    hinted = []
+    real = passes_module.denoise
+
+    def second_adds_one(model, layout, *args):
+        if layout.init_ids is not None:
+            hinted.append(layout)
+            if len(hinted) == 2:  # the retry: the planted model writes `ans += 1`
+                ids = model.tokenizer.encode(layout.head + "            ans += 1")
+                planted.targets[True] = ids + [model.pad_id] * (planted.n - len(ids))
+        return real(model, layout, *args)
+    monkeypatch.setattr(passes_module, "denoise", second_adds_one)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("            ans += 1", TALLY)
+    assert len(hinted) == 2
+    tok = engine.model.tokenizer
+    name = len(tok.encode(hinted[0].head + "            ans"))
+    spelled = tok.encode(hinted[0].head + "            ans = 1")
+    extra = set(hinted[1].banned) - set(hinted[0].banned)
+    assert extra == {(name, spelled[name])}  # the ` =`, where it stood
+
+
+def test_a_set_counter_that_no_retry_updates_otherwise_is_kept(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flag may be written so (`flg = 1`): where the retries write nothing that moves
+    the counter otherwise, the first hinted fill stands."""
+    request = _request()
+    engine, runs = planted_engine(model_dir, monkeypatch, "            return x",
+                                  "            ans = 1", request)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("            ans = 1", TALLY)
+    assert runs.count(REPAIR) >= 2  # the hinted pass, and at least one retry
+
+
 # --- a number its updates never move (rejected, with checkNames) ------------------------------
 
 PRODUCT = ("def product(ns):\n⟦⟧\n    for n in ns:\n        prod_value *= n\n"
