@@ -588,8 +588,10 @@ class InfillRun:
         constant it began with.  One more pass begins the fill with the local's name on
         the best fill's indentation, and the model writes the rest (`ans += 1`,
         `new_lst.append(word)`): the position after the name may not end the line, since
-        a name alone changes nothing.  On a blank line or at a line's start, as
-        `bind_hint`.
+        a name alone changes nothing.  Where what it wrote still changes nothing (`ans +=
+        0`) or sets a counter to a number once more (`ans = 1`: python_tallies.resets),
+        it is written again with one more token barred where it stood (the last, or the
+        `=`), three times at most.  On a blank line or at a line's start, as `bind_hint`.
         """
         document = self.document
         first = best.text.split("\n", 1)[0]
@@ -613,22 +615,29 @@ class InfillRun:
         after = len(self.model.tokenizer.encode(self.layout.head + hint))
         kept = None  # the first fill that moves the local, though it sets it to a number
         barred: tuple[tuple[int, int], ...] = ()
+        method = re.compile(rf"[ \t]*{re.escape(idle[0])}\.\w+[ \t]*")
+        ends = self.model.tokenizer.line_break_ids | {self.model.pad_id}
         for tries in (3, 2, 1, 0):  # three more passes at most
-            if updates(found):
+            last = self._last_on_line(found.ids, after)
+            if method.fullmatch(found.text.split("\n", 1)[0]):
+                # a method named and not called (`idx.append`): once more, the line
+                # going on after it
+                bars = () if last is None else tuple((last + 1, token) for token in ends)
+            elif updates(found):
                 if not document.resets(start, end, found.text, idle[0]):
                     return found
-                # `odd = 1` where `odd = 0` began it: once more with the `=` after the
-                # name barred where it stood (`odd += 1`); kept where no try updates it
-                # otherwise (a flag: `flg = 1`)
-                kept, at = kept or found, after
+                # `odd = 1` where `odd = 0` began it, `idx = i` where `idx = []` did:
+                # once more with the `=` after the name barred where it stood (`odd +=
+                # 1`); kept where no try updates it otherwise (a flag: `flg = 1`)
+                kept = kept or found
+                bars = ((after, found.ids[after]),) if after < len(found.ids) else ()
             else:
                 # what it wrote after the name changes nothing (`count += 0`, `ans = ans`):
                 # once more, the last token of its line barred where it stood (`count += 1`)
-                at = self._last_on_line(found.ids, after)
-            if not tries or at is None or at >= len(found.ids) \
-                    or not self.affords(sampler.steps):
+                bars = () if last is None else ((last, found.ids[last]),)
+            if not tries or not bars or not self.affords(sampler.steps):
                 return kept
-            barred += ((at, found.ids[at]),)
+            barred += bars
             found = self._begun_with(hint, sampler, seed, repair, TALLY, goes_on=True,
                                      barred=barred)
             if found is None or not found.valid:

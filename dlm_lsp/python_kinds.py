@@ -42,6 +42,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import inspect
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -152,6 +153,25 @@ def _has(kind: str, attribute: str) -> bool:
     if kind.startswith(_BUILTIN):
         return hasattr(_builtin_of(kind), attribute)
     return any(hasattr(t, attribute) for t in _TYPES[kind])
+
+
+@functools.lru_cache(maxsize=512)
+def _takes(kind: str, attribute: str, given: int, keywords: tuple[str, ...]) -> bool | None:
+    """Whether the method `attribute` of a value of `kind` takes `given` positional
+    arguments and those `keywords` (`list.append()` takes one); None where a type has no
+    signature to say (`str.format`) or no such method."""
+    verdict = False
+    for cls in _TYPES[kind]:
+        try:
+            signature = inspect.signature(getattr(cls, attribute))
+        except (AttributeError, TypeError, ValueError):
+            return None
+        try:
+            signature.bind(None, *[None] * given, **dict.fromkeys(keywords))
+            verdict = True
+        except TypeError:
+            pass
+    return verdict
 
 
 def _annotated(arg: ast.arg) -> str | None:
@@ -360,8 +380,10 @@ def _run(function: ast.AST) -> Iterator[ast.AST]:
 
 
 def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], bool],
-          elements: dict[str, str] | None = None) -> Iterator[tuple[ast.Name, str]]:
-    """Each read of a name of known kind that the kind cannot serve, with why; a builtin
+          elements: dict[str, str] | None = None
+          ) -> Iterator[tuple[ast.Name | ast.Call, str]]:
+    """Each read of a name of known kind that the kind cannot serve, with why (a call of
+    one of its methods with arguments the method cannot take: the call); a builtin
     that nothing rebinds (`rebound`) has its own kind; `elements`: the names known to hold
     numbers, with their type's name (`_elements`), whose elements cannot be unpacked."""
     elements = elements or {}
@@ -410,6 +432,18 @@ def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], boo
             func = node.func.id if isinstance(node.func, ast.Name) else None
             if known.get(func) in _UNCALLED:
                 yield node.func, f"'{_type_name(known[func])}' object is not callable"
+            elif isinstance(node.func, ast.Attribute) and (
+                    kind := kind_of(node.func.value)) in _TYPES \
+                    and not any(isinstance(arg, ast.Starred) for arg in node.args) \
+                    and all(k.arg is not None for k in node.keywords) \
+                    and _takes(kind, node.func.attr, len(node.args),
+                               tuple(k.arg for k in node.keywords)) is False:
+                # a method of the kind called with arguments it cannot take (`idx.append()`):
+                # the call is blamed, its arguments written again
+                yield node, (f"{_type_name(kind)}.{node.func.attr}() cannot take "
+                                        f"{len(node.args)} positional argument(s)"
+                                        + (" and " + ", ".join(k.arg for k in node.keywords)
+                                           if node.keywords else ""))
             elif func in _NO_CALLABLES:
                 taken = [arg for arg in node.args if value(kind_of(arg))]
                 # `range(string)`: range counts by integers only
@@ -532,6 +566,11 @@ def rebinds(name: str, texts: tuple[str, ...]) -> bool:
     return False
 
 
+def _name(read: ast.Name | ast.Call) -> str:
+    """The name a use reads: its own, or a method call's object's (`idx` of `idx.append()`)."""
+    return read.id if isinstance(read, ast.Name) else read.func.value.id
+
+
 def misuses(tree: ast.Module, source: str, low: int, high: int,
             elsewhere: Callable[[str], bool] = lambda name: False) -> list[Misuse]:
     """The uses of a name its kind cannot serve (see the module's docstring) that the
@@ -567,17 +606,20 @@ def misuses(tree: ast.Module, source: str, low: int, high: int,
         # a kind the code around the fill contradicts, where the fill did not give it, is
         # a wrong annotation (transformers' `config: int` whose `.vocab_size` is read):
         # the name is not judged
-        wrong = {read.id for read, _ in uses if (at := offset(read)) is not None
-                 and not low <= at < high and not given_in_fill(read.id)}
+        wrong = {_name(read) for read, _ in uses if (at := offset(read)) is not None
+                 and not low <= at < high and not given_in_fill(_name(read))}
         for read, why in uses:
-            at = offset(read)
-            if at is None or read.id in found or read.id in wrong:
+            at, name = offset(read), _name(read)
+            if at is None or name in found or name in wrong:
                 continue
             if low <= at < high:
-                found[read.id] = Misuse(at, at + len(read.id), read.id, why)
+                # a method's call is blamed at its arguments, the rest at the name
+                start, end = (end_of(read.func), end_of(read)) if isinstance(read, ast.Call) \
+                    else (at, at + len(name))
+                found[name] = Misuse(start or at, end or at + len(name), name, why)
                 continue
-            given = given_in_fill(read.id)
+            given = given_in_fill(name)
             if given:
                 start, end = offset(given[0]), end_of(given[0])
-                found[read.id] = Misuse(start, end or start, read.id, why)
+                found[name] = Misuse(start, end or start, name, why)
     return sorted(found.values())

@@ -23,6 +23,11 @@ above the update).  Of the shipped model's failed single-line fills at the oracl
 length (00032ee), 8 leave one idle, and each canonical line begins with that name
 (`return i` for `ans += 1`).
 
+A counter the hinted fill sets to a number once more (`odd = 1` where `odd = 0` began
+it: `resets`) moves, but whatever the loop saw; the hint's pass then tries again with the
+`=` barred, and keeps the first fill where no try moves the local otherwise (a flag may
+be written so: HumanEval/161's `flg = 1`).
+
 The other way round, a fill may begin a tally at a number that its updates can never
 move: `prod_value = 0` above `prod_value *= n` (a product begun at 0 stays 0; likewise
 `&=` and `//=` on 0, `**=` on 1, `|=` on -1).  Such a fill is rejected (`stuck_tallies`,
@@ -189,7 +194,8 @@ def resets(tree: ast.Module, source: str, low: int, high: int, name: str) -> boo
     """Whether the fill (source[low:high]) sets `name`, which the innermost function
     around it begins as a number above the fill (`odd = 0`, not `False`), to a number
     once more (`odd = 1`): a counter set whatever the loop saw, where the tally hint's
-    pass was to update it (`odd += 1`).
+    pass was to update it (`odd += 1`); or `name`, begun as a container (`idx = []`),
+    to another name (`idx = i`, where `idx.append(i)` was).
 
     Not idle, since the local moves; a flag may be written so (`flg = 1`, HumanEval/161's
     canonical line), which is why this only asks the hint's pass to try once more and
@@ -204,11 +210,15 @@ def resets(tree: ast.Module, source: str, low: int, high: int, name: str) -> boo
     sets = sorted((node for node in own_nodes(inner.body) if isinstance(node, ast.Assign)
                    and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                    and node.targets[0].id == name), key=lambda node: node.lineno)
-    if not sets or (start := offset(sets[0])) is None or start >= low \
-            or _number(sets[0].value) is None:
+    if not sets or (start := offset(sets[0])) is None or start >= low:
         return False
-    return any(_number(node.value) is not None and low <= (offset(node) or -1) < high
-               for node in sets[1:])
+    number, container = _number(sets[0].value) is not None, _seed(sets[0].value)
+    if not number and not container:
+        return False
+    return any(low <= (offset(node) or -1) < high and (
+        _number(node.value) is not None if number
+        else isinstance(node.value, ast.Name) and node.value.id != name)
+        for node in sets[1:])
 
 
 class Stuck(NamedTuple):

@@ -103,6 +103,41 @@ def test_uses_the_kind_cannot_serve_are_rejected(marked: str, fill: str, why: st
     assert why in result.reason
 
 
+@pytest.mark.parametrize("marked, fill, why, arguments", [
+    # HumanEval/132's `opening_bracket_index.append()` of the list begun as `[]`
+    ("def f(s):\n    idx = []\n    for i in s:\n⟦⟧\n    return idx\n", "        idx.append()",
+     "list.append() cannot take 0 positional argument(s)", "()"),
+    ("def f(s: str):\n⟦⟧\n", "    return s.split(',', 1, 2)",
+     "str.split() cannot take 3 positional argument(s)", "(',', 1, 2)"),
+    ("def f(s: str):\n⟦⟧\n", "    return s.split(x=',')",
+     "str.split() cannot take 0 positional argument(s) and x", "(x=',')"),
+    ("def f(d: dict):\n⟦⟧\n", "    return d.get()",
+     "dict.get() cannot take 0 positional argument(s)", "()"),
+])
+def test_a_method_called_with_arguments_it_cannot_take_is_rejected_at_them(
+        marked: str, fill: str, why: str, arguments: str) -> None:
+    """Repair writes the arguments again, not the name."""
+    result = _fill(marked, fill)
+    assert result.valid is False
+    assert why in result.reason
+    at = marked.index("⟦") + fill.index(arguments)
+    assert result.new_ranges == ((at, at + len(arguments)),)
+
+
+@pytest.mark.parametrize("marked, fill", [
+    ("def f(s):\n    idx = []\n    for i in s:\n⟦⟧\n    return idx\n", "        idx.append(i)"),
+    ("def f(s: str):\n⟦⟧\n", "    return s.split(sep=',', maxsplit=1)"),
+    # a method with no signature to say (str.format), a kind of many types (a number:
+    # int's bit_length, which float lacks), arguments unpacked: not judged
+    ("def f(s: str):\n⟦⟧\n", "    return s.format(1, 2, a=3)"),
+    ("def f(n: int):\n⟦⟧\n", "    return n.bit_length(3)"),
+    ("def f(xs: list, a):\n⟦⟧\n", "    return xs.index(*a)"),
+])
+def test_a_method_call_its_signature_may_take_passes(marked: str, fill: str) -> None:
+    result = _fill(marked, fill)
+    assert result.valid, result.reason
+
+
 @pytest.mark.parametrize("marked, bad, good, why", [
     # `ans = 0` above the `ans.append(x)` below (HumanEval/129)
     ("def f(xs):\n⟦⟧\n    for x in xs:\n        ans.append(x)\n    return ans\n",

@@ -219,7 +219,11 @@ def test_a_counter_set_to_a_number_once_more_is_reset() -> None:
     assert not _resets(COUNT, "            ans = x")
     assert not _resets(COUNT, "            other = 1")
     assert not _resets(FLAG, "            ans = True")  # a flag begun as a bool
-    assert not _resets(GATHER.replace("out", "ans"), "        ans = 1")  # no number
+    # a container begun empty, replaced by a name (HumanEval/132's `idx =i`); by a
+    # constant it is left idle, which is asked otherwise
+    assert _resets(GATHER.replace("out", "ans"), "        ans = x")
+    assert not _resets(GATHER.replace("out", "ans"), "        ans = 1")
+    assert not _resets(GATHER.replace("out", "ans"), "        ans = ans + [x]")
     assert not _resets(COUNT, "            return x")
 
 
@@ -261,6 +265,32 @@ def test_a_set_counter_that_no_retry_updates_otherwise_is_kept(
     best = engine.infill(request).candidates[0]
     assert (best.text, best.path) == ("            ans = 1", TALLY)
     assert runs.count(REPAIR) >= 2  # the hinted pass, and at least one retry
+
+
+def test_a_method_of_the_container_named_and_not_called_goes_on_once_more(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`out.append` alone changes nothing: once more, the line may not end after it."""
+    request = marked_request(GATHER, length=12, steps=4)
+    engine, runs = planted_engine(model_dir, monkeypatch, "        y = x",
+                                  "        out.append", request)
+    planted = engine.model._make.__self__
+    hinted = []
+    real = passes_module.denoise
+
+    def second_calls_it(model, layout, *args):
+        if layout.init_ids is not None:
+            hinted.append(layout)
+            if len(hinted) == 2:
+                ids = model.tokenizer.encode(layout.head + "        out.append(x)")
+                planted.targets[True] = ids + [model.pad_id] * (planted.n - len(ids))
+        return real(model, layout, *args)
+    monkeypatch.setattr(passes_module, "denoise", second_calls_it)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.path) == ("        out.append(x)", TALLY)
+    tok = engine.model.tokenizer
+    named = len(tok.encode(hinted[0].head + "        out.append"))
+    extra = set(hinted[1].banned) - set(hinted[0].banned)
+    assert extra == {(named, token) for token in tok.line_break_ids | {engine.model.pad_id}}
 
 
 # --- a number its updates never move (rejected, with checkNames) ------------------------------
