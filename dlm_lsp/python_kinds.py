@@ -162,12 +162,12 @@ def _takes(kind: str, attribute: str, given: int, keywords: tuple[str, ...]) -> 
     signature to say (`str.format`) or no such method."""
     verdict = False
     for cls in _TYPES[kind]:
-        try:
-            signature = inspect.signature(getattr(cls, attribute))
+        try:  # bound to a value, so a class method's (`d.fromkeys(keys, 0)`) is right too
+            signature = inspect.signature(getattr(cls(), attribute))
         except (AttributeError, TypeError, ValueError):
             return None
         try:
-            signature.bind(None, *[None] * given, **dict.fromkeys(keywords))
+            signature.bind(*[None] * given, **dict.fromkeys(keywords))
             verdict = True
         except TypeError:
             pass

@@ -127,6 +127,8 @@ def test_a_method_called_with_arguments_it_cannot_take_is_rejected_at_them(
 @pytest.mark.parametrize("marked, fill", [
     ("def f(s):\n    idx = []\n    for i in s:\n⟦⟧\n    return idx\n", "        idx.append(i)"),
     ("def f(s: str):\n⟦⟧\n", "    return s.split(sep=',', maxsplit=1)"),
+    # a class method called on a value (networkx's `dod.fromkeys(nbrdict, edge_data)`)
+    ("def f(d: dict, keys):\n⟦⟧\n", "    return d.fromkeys(keys, 0)"),
     # a method with no signature to say (str.format), a kind of many types (a number:
     # int's bit_length, which float lacks), arguments unpacked: not judged
     ("def f(s: str):\n⟦⟧\n", "    return s.format(1, 2, a=3)"),
