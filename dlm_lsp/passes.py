@@ -616,13 +616,13 @@ class InfillRun:
         kept = None  # the first fill that moves the local, though it sets it to a number
         barred: tuple[tuple[int, int], ...] = ()
         method = re.compile(rf"[ \t]*{re.escape(idle[0])}\.\w+[ \t]*")
-        ends = self.model.tokenizer.line_break_ids | {self.model.pad_id}
         for tries in (3, 2, 1, 0):  # three more passes at most
             last = self._last_on_line(found.ids, after)
             if method.fullmatch(found.text.split("\n", 1)[0]):
                 # a method named and not called (`idx.append`): once more, the line
                 # going on after it
-                bars = () if last is None else tuple((last + 1, token) for token in ends)
+                bars = () if last is None else tuple((last + 1, token)
+                                                     for token in self.line_ends)
             elif updates(found):
                 if not document.resets(start, end, found.text, idle[0]):
                     return found
@@ -644,13 +644,17 @@ class InfillRun:
                 return kept
         return kept
 
+    @cached_property
+    def line_ends(self) -> frozenset[int]:
+        """The ids that end a line: a line break's, or the pad that ends the fill."""
+        return frozenset(self.model.tokenizer.line_break_ids | {self.model.pad_id})
+
     def _last_on_line(self, ids: list[int], start: int) -> int | None:
         """The span position of the last token on the line that position `start` is on
         (None where the line ends there)."""
-        ends = self.model.tokenizer.line_break_ids | {self.model.pad_id}
         last = None
         for at in range(start, len(ids)):
-            if ids[at] in ends:
+            if ids[at] in self.line_ends:
                 break
             last = at
         return last
@@ -681,8 +685,7 @@ class InfillRun:
         banned = layout.banned
         banned += barred
         if goes_on:  # no pad, nor a line break: a space may come first (` ` then `k`)
-            ends = tok.line_break_ids | {self.model.pad_id}
-            banned += tuple((len(ids), token) for token in sorted(ends))
+            banned += tuple((len(ids), token) for token in sorted(self.line_ends))
         hinted = replace(layout, init_ids=tuple(ids + [self.model.mask_id] * (layout.n_masked
                                                                               - len(ids))),
                          head_tokens=protected, banned=banned)

@@ -440,10 +440,9 @@ def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], boo
                                tuple(k.arg for k in node.keywords)) is False:
                 # a method of the kind called with arguments it cannot take (`idx.append()`):
                 # the call is blamed, its arguments written again
+                keywords = "".join(f", {k.arg}=" for k in node.keywords)
                 yield node, (f"{_type_name(kind)}.{node.func.attr}() cannot take "
-                                        f"{len(node.args)} positional argument(s)"
-                                        + (" and " + ", ".join(k.arg for k in node.keywords)
-                                           if node.keywords else ""))
+                             f"{len(node.args)} positional argument(s){keywords}")
             elif func in _NO_CALLABLES:
                 taken = [arg for arg in node.args if value(kind_of(arg))]
                 # `range(string)`: range counts by integers only

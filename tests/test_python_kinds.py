@@ -110,7 +110,7 @@ def test_uses_the_kind_cannot_serve_are_rejected(marked: str, fill: str, why: st
     ("def f(s: str):\n⟦⟧\n", "    return s.split(',', 1, 2)",
      "str.split() cannot take 3 positional argument(s)", "(',', 1, 2)"),
     ("def f(s: str):\n⟦⟧\n", "    return s.split(x=',')",
-     "str.split() cannot take 0 positional argument(s) and x", "(x=',')"),
+     "str.split() cannot take 0 positional argument(s), x=", "(x=',')"),
     ("def f(d: dict):\n⟦⟧\n", "    return d.get()",
      "dict.get() cannot take 0 positional argument(s)", "()"),
 ])
