@@ -112,6 +112,24 @@ def _request(marked: str = COUNT) -> InfillRequest:
     return marked_request(marked, length=12, steps=4)
 
 
+def _retry_writes(engine, monkeypatch: pytest.MonkeyPatch, fill: str) -> list:
+    """The layouts of the hinted passes from now on; the planted model writes `fill` from
+    the second on (the first retry)."""
+    planted = engine.model._make.__self__
+    hinted = []
+    real = passes_module.denoise
+
+    def retry_writes(model, layout, *args):
+        if layout.init_ids is not None:
+            hinted.append(layout)
+            if len(hinted) == 2:
+                ids = model.tokenizer.encode(layout.head + fill)
+                planted.targets[True] = ids + [model.pad_id] * (planted.n - len(ids))
+        return real(model, layout, *args)
+    monkeypatch.setattr(passes_module, "denoise", retry_writes)
+    return hinted
+
+
 def test_a_fill_that_leaves_the_counter_idle_gives_way_to_one_begun_with_it(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     request = _request()
@@ -168,19 +186,8 @@ def test_a_hinted_fill_that_changes_nothing_is_written_again_without_its_last_to
     request = _request()
     engine, runs = planted_engine(model_dir, monkeypatch, "            return x",
                                   "            ans += 0", request)
-    planted = engine.model._make.__self__
     layouts = spied_layouts(monkeypatch)
-    hinted = []
-    real = passes_module.denoise
-
-    def second_writes_one(model, layout, *args):
-        if layout.init_ids is not None:
-            hinted.append(layout)
-            if len(hinted) == 2:  # the retry: the planted model writes `ans += 1`
-                ids = model.tokenizer.encode(layout.head + "            ans += 1")
-                planted.targets[True] = ids + [model.pad_id] * (planted.n - len(ids))
-        return real(model, layout, *args)
-    monkeypatch.setattr(passes_module, "denoise", second_writes_one)
+    hinted = _retry_writes(engine, monkeypatch, "            ans += 1")
     best = engine.infill(request).candidates[0]
     assert (best.text, best.path) == ("            ans += 1", TALLY)
     assert len(hinted) == 2 and len(layouts) == 3
@@ -233,18 +240,7 @@ def test_a_hinted_fill_that_sets_the_counter_is_written_again_without_its_equals
     request = _request()
     engine, runs = planted_engine(model_dir, monkeypatch, "            return x",
                                   "            ans = 1", request)
-    planted = engine.model._make.__self__
-    hinted = []
-    real = passes_module.denoise
-
-    def second_adds_one(model, layout, *args):
-        if layout.init_ids is not None:
-            hinted.append(layout)
-            if len(hinted) == 2:  # the retry: the planted model writes `ans += 1`
-                ids = model.tokenizer.encode(layout.head + "            ans += 1")
-                planted.targets[True] = ids + [model.pad_id] * (planted.n - len(ids))
-        return real(model, layout, *args)
-    monkeypatch.setattr(passes_module, "denoise", second_adds_one)
+    hinted = _retry_writes(engine, monkeypatch, "            ans += 1")
     best = engine.infill(request).candidates[0]
     assert (best.text, best.path) == ("            ans += 1", TALLY)
     assert len(hinted) == 2
@@ -273,18 +269,7 @@ def test_a_method_of_the_container_named_and_not_called_goes_on_once_more(
     request = marked_request(GATHER, length=12, steps=4)
     engine, runs = planted_engine(model_dir, monkeypatch, "        y = x",
                                   "        out.append", request)
-    planted = engine.model._make.__self__
-    hinted = []
-    real = passes_module.denoise
-
-    def second_calls_it(model, layout, *args):
-        if layout.init_ids is not None:
-            hinted.append(layout)
-            if len(hinted) == 2:
-                ids = model.tokenizer.encode(layout.head + "        out.append(x)")
-                planted.targets[True] = ids + [model.pad_id] * (planted.n - len(ids))
-        return real(model, layout, *args)
-    monkeypatch.setattr(passes_module, "denoise", second_calls_it)
+    hinted = _retry_writes(engine, monkeypatch, "        out.append(x)")
     best = engine.infill(request).candidates[0]
     assert (best.text, best.path) == ("        out.append(x)", TALLY)
     tok = engine.model.tokenizer
