@@ -47,6 +47,7 @@ from dlm_lsp.policy import (
     span_reach,
     step_budget,
 )
+from dlm_lsp.python_indents import with_line_start_bars
 from dlm_lsp.quantiles import status_ms
 from dlm_lsp.recent import RecentFills, Remembered
 from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
@@ -492,6 +493,8 @@ class Engine:
         tail = borrowed_line_break(req.text[:req.end], req.text[req.end:])
         layout = reproducible_layout(tok, prefix, tail + suffix, plan.n_masked,
                                      cfg.max_context_tokens, max_length=model.max_length)
+        if language == "python":  # a line the span starts stands where Python allows
+            layout = with_line_start_bars(layout, tok, req.text, req.start)
 
         strategy = opt.strategy or cfg.strategy
         # the baseline spends one step per token, the moved head's tokens included

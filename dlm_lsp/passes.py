@@ -820,7 +820,7 @@ class InfillRun:
         for i in chosen:
             ids[i] = model.mask_id
         again = replace(layout, init_ids=tuple(ids), n_masked=len(ids), head_tokens=protected,
-                        banned=tuple(self.banned))
+                        banned=layout.banned + tuple(self.banned))
         # a second round explores: the same context would give the same greedy tokens
         temperature = sampler.temperatures[0] if self.repair_rounds == 0 else max(
             sampler.temperatures[0], CANDIDATE_TEMPERATURE)

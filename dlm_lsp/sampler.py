@@ -270,6 +270,18 @@ class _Order:
                     break
 
 
+def _bans_by_position(banned: tuple[tuple[int, int], ...],
+                      device: torch.device) -> list[tuple[int, torch.Tensor]]:
+    """A layout's banned (position, token) pairs as one index of tokens a position: the
+    tokens that may not start a Python line (`python_indents`) are thousands at one
+    position, set one by one ~8,000 tensor writes a step."""
+    by_position: dict[int, list[int]] = {}
+    for position, token in banned:
+        by_position.setdefault(position, []).append(token)
+    return [(position, torch.tensor(tokens, device=device))
+            for position, tokens in by_position.items()]
+
+
 def _row_commits(cfg: SamplerConfig, order: _Order, r: int, masked: list[bool],
                  score: list[float], conf: list[float], forced: list[int], schedule_k: int,
                  steps_left: int) -> list[int]:
@@ -364,6 +376,7 @@ class Denoising:
             for r in range(self.rows):  # a head written in the span already
                 self.order.note_head(r, past[len(layout.head):])
         self.logp = torch.zeros(self.rows, n, device=device)  # log-prob of committed tokens
+        self.bans = _bans_by_position(layout.banned, device)
         self.expand_id: int | None = getattr(model, "expand_id", None)
         self.grows = (self.expand_id is not None and self.rows == 1 and cfg.block_size is None
                       and layout.init_ids is None)
@@ -457,8 +470,8 @@ class Denoising:
             logits = logits[:, self.lo:self.hi]
         logits = logits.float()  # (B, N, V)
         logits[..., mask_id] = float("-inf")
-        for position, token in self.layout.banned:
-            logits[:, position, token] = float("-inf")
+        for position, tokens in self.bans:
+            logits[:, position, tokens] = float("-inf")
         if not cfg.end_early:
             logits[..., self.model.pad_id] = float("-inf")
         elif cfg.pads_from_end:
