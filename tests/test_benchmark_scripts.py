@@ -363,3 +363,20 @@ def test_names_check_says_how_a_binding_hint_begins_the_line_and_if_it_was_so():
     assert names_check._begun(prefix, "    for x in xs:\n", suffix) == ("header", True)
     assert names_check._begun(prefix, "    while x:\n", suffix) == ("header", False)
     assert names_check._begun("def f(xs):\n", "    pass\n", "    return xs\n") is None
+
+
+def test_line_starts_check_finds_a_person_s_line_barred_and_one_that_is_not():
+    """benchmarks/line_starts_check.py counts a bar on the token a person's line begins
+    with: ` y` one space in is barred in a body four in, `   ` then ` y` is not; a span
+    after code on its line gets no bars."""
+    from dlm_lsp.models import DEFAULT_MODEL_DIR
+    from dlm_lsp.models.tokenizer import Tokenizer
+
+    check = script("line_starts_check")
+    tok = Tokenizer.from_file(DEFAULT_MODEL_DIR / "tokenizer.json")
+    times: list[float] = []
+    prefix, suffix = "def f(x):\n    y = 1\n", "    return y\n"
+    assert check._barred(tok, prefix, "    y += 1\n", suffix, times) is False
+    assert check._barred(tok, prefix, " y += 1\n", suffix, times) is True
+    assert check._barred(tok, "x = 1; ", "y = 2\n", "", times) is None
+    assert len(times) == 3
