@@ -670,11 +670,11 @@ class InfillRun:
                     goes_on: bool = False,
                     barred: tuple[tuple[int, int], ...] = ()) -> Candidate | None:
         """One more pass over the span begun with `text` (after the head), which the model
-        keeps; what it writes after is written again once with `repair` where it parses but
-        fails a check.  With `goes_on`, the position after `text` may not end the line (a
-        pad, a line break): the line goes on.  `barred`: more (span position, token) pairs
-        the pass may not commit.  None where `text` leaves no position for the model to
-        write."""
+        keeps; what it writes after (`text` stays) is written again once with `repair` where
+        it parses but fails a check.  With `goes_on`, the position after `text` may not end
+        the line (a pad, a line break): the line goes on.  `barred`: more (span position,
+        token) pairs the pass may not commit.  None where `text` leaves no position for the
+        model to write."""
         layout, tok = self.layout, self.model.tokenizer
         ids = tok.encode(layout.head + text)
         if len(ids) >= layout.n_masked:
@@ -692,7 +692,7 @@ class InfillRun:
         [found] = self.candidates(self.denoise(hinted, sampler, seed), path)
         if (repair is not None and not found.valid and _parses(found)
                 and self.affords(min(sampler.steps, 2 * repair.margin + 1))):
-            fixed = self._repair_once(found, repair, sampler, seed)
+            fixed = self._repair_once(found, repair, sampler, seed, kept=len(ids))
             found = found if fixed is None else replace(fixed, path=path)
         return found
 
@@ -783,7 +783,12 @@ class InfillRun:
         return candidates
 
     def _repair_once(self, candidate: Candidate, cfg: RepairConfig, sampler: SamplerConfig,
-                     seed: int, syntax: bool = True) -> Candidate | None:
+                     seed: int, syntax: bool = True, kept: int = 0) -> Candidate | None:
+        """One repair round of `candidate`: the tokens its errors point at, and those
+        around them, masked and written again.  The first `kept` positions are never
+        masked: a hinted pass's hint (`_begun_with`), which the code asks for.  Its repair
+        wrote `for e in t:` (`t` an int) as `for s in l:`, no longer binding the `e`
+        the code below reads, and the fill was dropped (HumanEval/52)."""
         model, layout = self.model, self.layout
         ids = list(candidate.ids)
         offsets = token_offsets(model.tokenizer, ids[:self.content_length(ids)], self.leave_out)
@@ -798,8 +803,8 @@ class InfillRun:
             (raw_offset(raw, candidate.text, a - start) + head,
              raw_offset(raw, candidate.text, b - start) + head) for a, b in check.new_ranges]
         # a token the fill's text leaves out is to blame as a syntax error's token is
-        blamed = culprits(offsets, used, 0, errors, ids) + [
-            (i, ids[i]) for i in candidate.broken]
+        blamed = culprits(offsets, used, kept, errors, ids) + [
+            (i, ids[i]) for i in candidate.broken if i >= kept]
         # a token blamed again after a round that could rewrite it came back unchanged:
         # the same context gives the same greedy choice, so the next round may not write it
         self.banned += [c for c in blamed if c in self.blamed and c not in self.banned]
@@ -808,12 +813,13 @@ class InfillRun:
         # the sampler then spells the head anew, as on a first pass (HeadChain).
         reopened = range(protected) if any(i < protected for i, _ in blamed) else range(0)
         protected = 0 if reopened else protected
+        fixed = max(protected, kept)  # positions never masked
         if any(b >= head + len(raw) - 1 for _, b in errors):  # broken where the fill ends:
             errors += [(head + i, head + i + 1) for i in unmatched_openers(raw)]  # the cause?
         margin = range(-cfg.margin, cfg.margin + 1)
         around_broken = {i + d for i in candidate.broken for d in margin
-                         if protected <= i + d < len(ids)}
-        chosen = sorted(set(positions_to_remask(offsets, used, protected, errors, len(ids),
+                         if fixed <= i + d < len(ids)}
+        chosen = sorted(set(positions_to_remask(offsets, used, fixed, errors, len(ids),
                                                 cfg.margin)) | around_broken | set(reopened))
         if not chosen:
             return None

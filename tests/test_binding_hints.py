@@ -352,6 +352,34 @@ def test_a_hinted_fill_that_fails_a_check_is_repaired_once(
     assert len(begun) == 2
 
 
+def test_the_repair_of_a_hinted_fill_keeps_the_hint(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`for c in n:` loops over a number: its repair round writes the iterable again and
+    never the hint `for c in` itself, which the code below asks for (written again, it
+    came back as `for s in l:`, which binds no `c`)."""
+    text = COUNT.replace("⟦⟧", "")
+    at = COUNT.index("⟦")
+    request = InfillRequest(text, at, at, "python", "file:///count.py",
+                            InfillOptions(length=8, steps=4))
+    engine = _engine(model_dir)
+    planted = Planted(engine, request, broken="    if s:\n", good="    for c in n:\n")
+    begun = []
+    real = passes_module.denoise
+
+    def spy(model, layout, *args):
+        if layout.init_ids is not None:
+            begun.append(layout)
+            planted.fixed = True
+        return real(model, layout, *args)
+    monkeypatch.setattr(passes_module, "denoise", spy)
+    engine.infill(request)
+    hinted, repaired = begun
+    tok, mask = engine.model.tokenizer, engine.model.mask_id
+    hint = len(tok.encode(hinted.head + "    for c in"))
+    assert mask not in repaired.init_ids[:hint], "the hint's positions stay as written"
+    assert mask in repaired.init_ids[hint:], "what the model wrote after it is masked"
+
+
 def test_the_code_after_a_header_s_block_is_that_of_the_block_holding_it() -> None:
     """A name the next function calls is no `def` this header could be."""
     slot = _slot("def f(xs):\n    n = 0\n⟦⟧        n += x\n    return n\n\n\ndef g():\n"
