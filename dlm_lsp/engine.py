@@ -493,8 +493,8 @@ class Engine:
         tail = borrowed_line_break(req.text[:req.end], req.text[req.end:])
         layout = reproducible_layout(tok, prefix, tail + suffix, plan.n_masked,
                                      cfg.max_context_tokens, max_length=model.max_length)
-        if language == "python":  # a line the span starts stands where Python allows
-            layout = with_line_start_bars(layout, tok, req.text, req.start)
+        if language == "python" and cfg.validate:  # a line the span starts stands where
+            layout = with_line_start_bars(layout, tok, req.text, req.start)  # Python allows
 
         strategy = opt.strategy or cfg.strategy
         # the baseline spends one step per token, the moved head's tokens included

@@ -152,17 +152,18 @@ def test_the_sampler_writes_no_barred_token_however_many(shipped: Tokenizer) -> 
 def test_the_engine_bars_a_python_line_start_and_not_another_language_s(
         model_dir: Path, monkeypatch: pytest.MonkeyPatch, shipped: Tokenizer) -> None:
     """Bars are Python's rule: a line the span starts takes them in a Python document,
-    not in a JavaScript one (the shipped tokenizer in both; its model's own weights are
-    not needed)."""
-    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0,
-                                 fallback=False, binding_hints=False, blank_hints=False,
-                                 tally_hints=False))
-    engine._model = FakeModel(shipped)
+    not in a JavaScript one, nor where fills are not checked (`validate` off: the
+    model's own text, as the training's fill probe writes it).  The shipped tokenizer
+    in each; its model's own weights are not needed."""
     layouts = spied_layouts(monkeypatch)
     at = DOC.index("\n    return") + 1
     options = InfillOptions(length=8, steps=2)
-    engine.infill(InfillRequest(DOC, at, at, "python", "file:///f.py", options=options))
-    engine.infill(InfillRequest(DOC, at, at, "javascript", "file:///f.js", options=options))
-    python, javascript = layouts
+    for validate, language in ((True, "python"), (True, "javascript"), (False, "python")):
+        engine = Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0,
+                                     fallback=False, binding_hints=False, blank_hints=False,
+                                     tally_hints=False, validate=validate))
+        engine._model = FakeModel(shipped)
+        engine.infill(InfillRequest(DOC, at, at, language, "file:///f", options=options))
+    python, javascript, unchecked = layouts
     assert (1, _token(shipped, " if")) in python.banned
-    assert javascript.banned == ()
+    assert javascript.banned == () and unchecked.banned == ()
