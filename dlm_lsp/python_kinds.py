@@ -381,7 +381,7 @@ def _run(function: ast.AST) -> Iterator[ast.AST]:
 
 def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], bool],
           elements: dict[str, str] | None = None
-          ) -> Iterator[tuple[ast.Name | ast.Call, str]]:
+          ) -> Iterator[tuple[ast.Name | ast.Call | ast.Compare, str]]:
     """Each read of a name of known kind that the kind cannot serve, with why (a call of
     one of its methods with arguments the method cannot take: the call); a builtin
     that nothing rebinds (`rebound`) has its own kind; `elements`: the names known to hold
@@ -403,6 +403,17 @@ def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], boo
 
     def kind_any(node: ast.AST) -> str | None:  # a name's, or a literal's
         return kind_of(node) if isinstance(node, ast.Name) else _of_value(node, rebound)
+
+    def a_bool(node: ast.AST) -> bool:
+        """A comparison of a name with values whose kinds are all known (`l == 1`, `l`
+        a number): a builtin type's comparison gives a bool, which no loop iterates
+        (the model's `for i in l == 1:`, HumanEval/82)."""
+        if not isinstance(node, ast.Compare):
+            return False
+        sides = [node.left, *node.comparators]
+        kinds = [kind_any(side) for side in sides]
+        return (any(isinstance(side, ast.Name) for side in sides) and None not in kinds
+                and not any(value(kind) for kind in kinds))
 
     def operand(node: ast.AST, op: ast.AST, augmented: bool = False
                 ) -> Iterator[tuple[ast.Name, str]]:
@@ -458,6 +469,9 @@ def _uses(function: ast.AST, known: dict[str, str], rebound: Callable[[str], boo
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) \
                 and uniterable(kind_of(node.iter)):
             yield node.iter, f"'{_type_name(kind_of(node.iter))}' object is not iterable"
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) \
+                and a_bool(node.iter):
+            yield node.iter, "'bool' object is not iterable"
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) \
                 and isinstance(node.target, (ast.Tuple, ast.List)) \
                 and isinstance(node.iter, ast.Name) and node.iter.id in elements:
@@ -565,8 +579,12 @@ def rebinds(name: str, texts: tuple[str, ...]) -> bool:
     return False
 
 
-def _name(read: ast.Name | ast.Call) -> str:
-    """The name a use reads: its own, or a method call's object's (`idx` of `idx.append()`)."""
+def _name(read: ast.Name | ast.Call | ast.Compare) -> str:
+    """The name a use reads: its own, a method call's object's (`idx` of `idx.append()`),
+    or a comparison's first (`l` of `l == 1`)."""
+    if isinstance(read, ast.Compare):
+        return next(side.id for side in (read.left, *read.comparators)
+                    if isinstance(side, ast.Name))
     return read.id if isinstance(read, ast.Name) else read.func.value.id
 
 
@@ -612,8 +630,10 @@ def misuses(tree: ast.Module, source: str, low: int, high: int,
             if at is None or name in found or name in wrong:
                 continue
             if low <= at < high:
-                # a method's call is blamed at its arguments, the rest at the name
+                # a method's call is blamed at its arguments, a comparison whole, the rest
+                # at the name
                 start, end = (end_of(read.func), end_of(read)) if isinstance(read, ast.Call) \
+                    else (at, end_of(read)) if isinstance(read, ast.Compare) \
                     else (at, at + len(name))
                 found[name] = Misuse(start or at, end or at + len(name), name, why)
                 continue

@@ -96,6 +96,12 @@ def test_calling_a_parameter_annotated_list_is_rejected_at_the_call() -> None:
      "    for idx, elem in numbers:", "cannot unpack non-iterable float object"),
     ("def f(xs: typing.Iterable[int]):\n⟦⟧\n", "    return [a for a, b in xs]",
      "cannot unpack non-iterable int object"),
+    # a comparison of known kinds is a bool, which no loop iterates (HumanEval/82's
+    # `for i in l == 1:` below `l = len(string)`)
+    ("def f(string):\n    l = len(string)\n⟦⟧\n        pass\n", "    for i in l == 1:",
+     "'bool' object is not iterable"),
+    ("def f(s: str):\n⟦⟧\n", "    return [c for c in s in 'abc']",
+     "'bool' object is not iterable"),
 ])
 def test_uses_the_kind_cannot_serve_are_rejected(marked: str, fill: str, why: str) -> None:
     result = _fill(marked, fill)
@@ -202,6 +208,9 @@ def test_a_binding_the_code_around_cannot_use_is_rejected_at_its_value(
     ("def f(grid: List[List[int]]):\n⟦⟧\n            pass\n", "    for a, b in grid:"),
     ("def f(numbers: List[float]):\n⟦⟧\n            pass\n",
      "    for idx, elem in enumerate(numbers):"),
+    # a comparison iterated where a kind is not known (an array's `==` gives an array)
+    ("def f(a, n: int):\n⟦⟧\n        pass\n", "    for x in a == n:"),
+    ("def f(n: int):\n⟦⟧\n        pass\n", "    for x in [n == 1]:"),
 ])
 def test_uses_a_kind_may_serve_are_accepted(marked: str, fill: str) -> None:
     result = _fill(marked, fill)
