@@ -73,7 +73,7 @@ def indents_after(before: str) -> Indents | None:
                 last = token
     except (tokenize.TokenError, SyntaxError):  # an open bracket or string; bad indentation
         return None
-    if depth or "\t" in before[:len(before) - len(before.lstrip())]:
+    if depth:
         return None
     if last is not None and last.type == tokenize.OP and last.string == ":":
         return Indents(frozenset(stack), header=stack[-1], floor=floor)

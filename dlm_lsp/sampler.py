@@ -273,8 +273,8 @@ class _Order:
 def _bans_by_position(banned: tuple[tuple[int, int], ...],
                       device: torch.device) -> list[tuple[int, torch.Tensor]]:
     """A layout's banned (position, token) pairs as one index of tokens a position: the
-    tokens that may not start a Python line (`python_indents`) are thousands at one
-    position, set one by one ~8,000 tensor writes a step."""
+    tokens that may not start a Python line (`python_indents`) are ~2,900 at one
+    position, as many tensor writes a step when set one by one."""
     by_position: dict[int, list[int]] = {}
     for position, token in banned:
         by_position.setdefault(position, []).append(token)
