@@ -21,9 +21,9 @@ line breaks to what follows) nothing is barred.
 
 from __future__ import annotations
 
+import functools
 import io
 import tokenize
-import weakref
 from dataclasses import dataclass, replace
 
 import torch
@@ -80,34 +80,26 @@ def indents_after(before: str) -> Indents | None:
     return Indents(frozenset(stack), floor=floor)
 
 
-# a token's lead: how it starts a line (tokens per tokenizer, as tensors)
-_FREE, _SPACES, _WORD = 0, 1, 2
-_LEADS: weakref.WeakKeyDictionary[Tokenizer, tuple[torch.Tensor, torch.Tensor] | None] = (
-    weakref.WeakKeyDictionary())
+_FREE, _SPACES, _WORD = 0, 1, 2  # a token's kind as a line's first (`_leads`)
 
 
+@functools.lru_cache(maxsize=8)  # one a tokenizer, as `span.head_chain` is kept
 def _leads(tokenizer: Tokenizer) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Each token's kind as a line's first (`_FREE`: a special token, a line break, a
     comment, a tab; `_SPACES`: spaces only; `_WORD`: spaces, then code) and its spaces;
     None for a tokenizer with a token that joins a line break to more than line breaks
     (`ĊĠĠĠ`): there the position after a line break need not start a line."""
-    if tokenizer in _LEADS:
-        return _LEADS[tokenizer]
     kinds, widths = [], []
-    found: tuple[torch.Tensor, torch.Tensor] | None = None
     for text in tokenizer.token_texts:
         if "\n" in text and text.strip("\r\n"):
-            break
+            return None
         code = text.lstrip(" ")
         widths.append(len(text) - len(code))
         if not text or "\n" in text or code[:1] in ("#", "\t", "\r", "\f"):
             kinds.append(_FREE)
         else:
             kinds.append(_WORD if code else _SPACES)
-    else:
-        found = torch.tensor(kinds), torch.tensor(widths)
-    _LEADS[tokenizer] = found
-    return found
+    return torch.tensor(kinds), torch.tensor(widths)
 
 
 def barred_at_line_start(tokenizer: Tokenizer, indents: Indents) -> list[int]:
