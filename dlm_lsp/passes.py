@@ -806,12 +806,8 @@ class InfillRun:
         blamed = culprits(offsets, used, kept, errors, ids) + [
             (i, ids[i]) for i in candidate.broken if i >= kept]
         # a token blamed again after a round that could rewrite it came back unchanged:
-        # the same context gives the same greedy choice, so the next round may not write it.
-        # One that reads a name the checks reject (a name nothing defines, a `return` above
-        # code never run) is known to be wrong at once: the first round, writing it again
-        # with the context that chose it, wrote it again (`new_distance = elem1`, twice)
-        named = check is not None and bool(check.names)
-        self.banned += [c for c in blamed if (named or c in self.blamed) and c not in self.banned]
+        # the same context gives the same greedy choice, so the next round may not write it
+        self.banned += [c for c in blamed if c in self.blamed and c not in self.banned]
         self.blamed.update(blamed)
         # The token that carries the head (` #` after `x = `) is at fault: write it again too;
         # the sampler then spells the head anew, as on a first pass (HeadChain).

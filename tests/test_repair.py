@@ -409,20 +409,6 @@ def test_a_token_that_comes_back_from_a_repair_is_not_written_there_again(
     assert wrote_again[position] != token
 
 
-def test_a_name_the_checks_reject_is_not_written_there_again_even_in_the_first_round(
-        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`return a + c` parses, but nothing defines `c`: the token that reads it is known
-    to be wrong, and a round that may write it again, with the context that chose it,
-    writes it again (`new_distance = elem1`, twice, at HumanEval/20)."""
-    request = _request()
-    Planted(engine, request, broken="a + c")
-    runs = _repair_layouts(monkeypatch)
-    engine.infill(request)
-    (first, wrote), *_ = runs
-    [(position, token)] = first.banned
-    assert engine.model.tokenizer.decode([token]) == " c" and wrote[position] != token
-
-
 class _SecondChoiceWithoutSpace(Planted):
     """Also likes, at the span's first position, a token that would drop the head."""
 
