@@ -54,6 +54,7 @@ from dlm_lsp.repair import (
     culprits,
     positions_to_remask,
     raw_offset,
+    spelled_keywords,
     token_offsets,
     unmatched_openers,
 )
@@ -806,8 +807,11 @@ class InfillRun:
         blamed = culprits(offsets, used, kept, errors, ids) + [
             (i, ids[i]) for i in candidate.broken if i >= kept]
         # a token blamed again after a round that could rewrite it came back unchanged:
-        # the same context gives the same greedy choice, so the next round may not write it
-        self.banned += [c for c in blamed if c in self.blamed and c not in self.banned]
+        # the same context gives the same greedy choice, so the next round may not write it;
+        # nor one a check shows wrong wherever it stands (`spelled_keywords`), from the first
+        certain = spelled_keywords(model.tokenizer, blamed, check.names) if check else []
+        self.banned += [c for c in blamed
+                        if (c in self.blamed or c in certain) and c not in self.banned]
         self.blamed.update(blamed)
         # The token that carries the head (` #` after `x = `) is at fault: write it again too;
         # the sampler then spells the head anew, as on a first pass (HeadChain).

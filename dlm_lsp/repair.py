@@ -16,6 +16,7 @@ leaves out (`dlm_lsp/characters.py`), where the fill shows them.
 from __future__ import annotations
 
 import bisect
+import keyword
 from dataclasses import dataclass
 
 from dlm_lsp.models.tokenizer import Tokenizer
@@ -105,6 +106,24 @@ def culprits(offsets: list[int], used: int, protected: int, errors: list[tuple[i
         if i >= protected and (i, ids[i]) not in found:
             found.append((i, ids[i]))
     return found
+
+
+def spelled_keywords(tokenizer: Tokenizer, blamed: list[tuple[int, int]],
+                     names: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The blamed tokens that spell, whole, a keyword among a check's `names`.
+
+    Only the check for unreachable code names keywords (the `return` above code it leaves
+    dead; every other names a name of the code).  Such a token is wrong wherever that
+    statement starts, whatever follows it, so a repair round may not write it there
+    again, from the first round on: shown the context that chose it, the first round
+    wrote `return results[0]` once more where `results.pop(0)` belonged (HumanEval/46).
+    A name's token is not banned so soon: the right name may begin with it (`b` for the
+    rejected `bb`), and a rejected call may be the call, not the name (`l(0)` for `l[0]`).
+    """
+    words = {name for name in names if keyword.iskeyword(name)}
+    if not words:
+        return []
+    return [(i, token) for i, token in blamed if tokenizer.decode([token]).strip() in words]
 
 
 def raw_offset(raw: str, shown: str, offset: int) -> int:

@@ -28,6 +28,7 @@ from dlm_lsp.repair import (
     culprits,
     positions_to_remask,
     raw_offset,
+    spelled_keywords,
     token_offsets,
     unmatched_openers,
 )
@@ -407,6 +408,43 @@ def test_a_token_that_comes_back_from_a_repair_is_not_written_there_again(
     [(position, token)] = second.banned
     assert wrote[position] == token, "banned: what the first round wrote where the error began"
     assert wrote_again[position] != token
+
+
+def test_a_return_above_code_it_leaves_unreachable_is_not_written_there_again(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`return a` above `return a + b` parses, and leaves the line below it dead: a
+    `return` there is wrong whatever follows it, so even the first round may not write it
+    again (shown the context that chose it, the first round wrote `return results[0]`
+    again where `results.pop(0)` belonged, HumanEval/46)."""
+    request = _request("def add(a, b):\n    |\n    return a + b\n")
+    Planted(engine, request, broken="return a", good="a += b")
+    runs = _repair_layouts(monkeypatch)
+    engine.infill(request)
+    (first, wrote), *_ = runs
+    [(position, token)] = first.banned
+    assert engine.model.tokenizer.decode([token]).strip() == "return"
+    assert wrote[position] != token
+
+
+def test_a_name_nothing_defines_is_left_to_the_first_round_to_write_again(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`return a + c` reads `c`, which nothing defines, but a name's first token may be the
+    right name's (`b` for `bb`): it is banned only once a round gives it back."""
+    request = _request()
+    Planted(engine, request, broken="a + c")
+    runs = _repair_layouts(monkeypatch)
+    engine.infill(request)
+    (first, _), *_ = runs
+    assert first.banned == ()
+
+
+def test_only_a_blamed_token_that_spells_a_named_keyword_is_certain(model_dir: Path) -> None:
+    tok = Engine(ServerConfig(model=str(model_dir), device="cpu")).model.tokenizer
+    [ret], [name] = tok.encode(" return"), tok.encode(" c")
+    blamed = [(0, ret), (3, name)]
+    assert spelled_keywords(tok, blamed, ("return",)) == [(0, ret)]
+    assert spelled_keywords(tok, blamed, ("c",)) == []  # a name's check: none certain
+    assert spelled_keywords(tok, [(3, name)], ("return",)) == []
 
 
 class _SecondChoiceWithoutSpace(Planted):
