@@ -63,10 +63,11 @@ from dlm_lsp.python_names import (
     unbound_reads,
     undefined,
 )
-from dlm_lsp.python_order import early_reads, function_end
+from dlm_lsp.python_order import Deletion, deleted_reads, early_reads, function_end
 from dlm_lsp.python_reach import DeadCode, unreachable
 from dlm_lsp.python_returns import ReturnNeed, bare_return, return_need, unused_values
 from dlm_lsp.python_tallies import Stuck, idle_tallies, resets, stuck_tallies
+from dlm_lsp.python_yields import Generated, made_generators
 from dlm_lsp.trees import error_nodes
 
 # The statements handed to CPython are cut at this size (characters); past it the
@@ -560,6 +561,24 @@ class PythonSyntax:
         uses = misuses(filled.tree, filled.source, filled.low, filled.low + len(fill),
                        elsewhere)
         return filled.in_document(uses)
+
+    def deleted(self, start: int, end: int, fill: str) -> list[Deletion]:
+        """The `del` statements of `fill` after which the code reads a name they deleted
+        (see python_order.deleted_reads), in the filled document's offsets."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        return filled.in_document(
+            deleted_reads(filled.tree, filled.source, filled.low, filled.low + len(fill)))
+
+    def generators(self, start: int, end: int, fill: str) -> list[Generated]:
+        """The `yield`s of `fill` that make a function returning values a generator (see
+        python_yields), in the filled document's offsets."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        return filled.in_document(
+            made_generators(filled.tree, filled.source, filled.low, filled.low + len(fill)))
 
     def unreachable(self, start: int, end: int, fill: str) -> list[DeadCode]:
         """The statements of `fill` that end their block above code that then never runs

@@ -112,11 +112,13 @@ def spelled_keywords(tokenizer: Tokenizer, blamed: list[tuple[int, int]],
                      names: tuple[str, ...]) -> list[tuple[int, int]]:
     """The blamed tokens that spell, whole, a keyword among a check's `names`.
 
-    Only the check for unreachable code names keywords (the `return` above code it leaves
-    dead; every other names a name of the code).  Such a token is wrong wherever that
-    statement starts, whatever follows it, so a repair round may not write it there
-    again, from the first round on: shown the context that chose it, the first round
-    wrote `return results[0]` once more where `results.pop(0)` belonged (HumanEval/46).
+    Only three checks name keywords, each for a statement that is wrong where it
+    starts, whatever follows the keyword: the `return` above code it leaves dead
+    (python_reach), the `del` of a name the code below reads (python_order), the `yield`
+    that makes a function returning values a generator (python_yields); the others name
+    names of the code.  So a repair round may not write that keyword there again, from
+    the first round on: shown the context that chose it, the first round wrote `return
+    results[0]` once more where `results.pop(0)` belonged (HumanEval/46).
     A name's token is not banned so soon: the right name may begin with it (`b` for the
     rejected `bb`), and a rejected call may be the call, not the name (`l(0)` for `l[0]`).
     """

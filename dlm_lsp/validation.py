@@ -949,7 +949,9 @@ class ParsedDocument:
         """The rejection of a fill that parses for the names it reads (python_names,
         python_order), the calls it makes (python_calls), a name it uses as its kind
         cannot be (python_kinds), a number it begins a product at that nothing then
-        moves (python_tallies) or the code it leaves unreachable (python_reach), or
+        moves (python_tallies), a name it deletes that the code then reads
+        (python_order.deleted_reads), a `yield` that makes a function returning values a
+        generator (python_yields) or the code it leaves unreachable (python_reach), or
         False."""
         python = self._python_syntax()
         reads = python.unbound(start, end, fill, shown)
@@ -974,6 +976,16 @@ class ParsedDocument:
             why = (f"fill begins '{stuck[0].name}' at a number its `{stuck[0].op}` never "
                    f"moves")
             ranges = [(found.start, found.end) for found in stuck]
+        elif gone := python.deleted(start, end, fill):
+            names = ("del",)  # the statement is at fault, not the name (spelled_keywords)
+            why = (f"fill's `del {gone[0].name}` leaves '{gone[0].name}' unbound where the "
+                   f"code below reads it (NameError)")
+            ranges = [(found.start, found.end) for found in gone]
+        elif made := python.generators(start, end, fill):
+            names = ("yield",)  # the statement is at fault (spelled_keywords)
+            why = (f"fill's `yield` makes '{made[0].function}', which returns values, a "
+                   f"generator")
+            ranges = [(found.start, found.end) for found in made]
         elif dead := python.unreachable(start, end, fill):
             names = tuple(dict.fromkeys(found.keyword for found in dead))
             why = f"fill's `{dead[0].keyword}` {dead[0].why}"
