@@ -930,8 +930,10 @@ class ParsedDocument:
         before anything binds it (python_order), calls a function with arguments it
         cannot take (python_calls), uses a name as its kind cannot be (python_kinds),
         begins a local at a number its updates never move (`prod = 0` above `prod *= x`:
-        python_tallies) or ends a block above code that then never runs (python_reach),
-        its rejection, pointing at those names (or the ending statement) for repair.
+        python_tallies), deletes a name the code below reads (python_order), makes a
+        function returning values a generator (python_yields) or ends a block above code
+        that then never runs (python_reach), its rejection, pointing at those names (or
+        the statement) for repair.
         `shown`: code the model sees beside the document (a notebook's other cells); it
         may define them."""
         if not verdict.valid or self.language != "python":
