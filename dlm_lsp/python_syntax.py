@@ -564,8 +564,9 @@ class PythonSyntax:
 
     def deleted(self, start: int, end: int, fill: str) -> list[Deletion]:
         """The `del` statements of `fill` after which the code reads a name they deleted
-        (see python_order.deleted_reads), in the filled document's offsets."""
-        filled = self._filled(start, end, fill)
+        (see python_order.deleted_reads), in the filled document's offsets.  A fill
+        without the word writes no `del`: its functions are not walked again."""
+        filled = self._filled(start, end, fill) if "del" in fill else None
         if filled is None:
             return []
         return filled.in_document(
@@ -573,8 +574,8 @@ class PythonSyntax:
 
     def generators(self, start: int, end: int, fill: str) -> list[Generated]:
         """The `yield`s of `fill` that make a function returning values a generator (see
-        python_yields), in the filled document's offsets."""
-        filled = self._filled(start, end, fill)
+        python_yields), in the filled document's offsets (none without the word)."""
+        filled = self._filled(start, end, fill) if "yield" in fill else None
         if filled is None:
             return []
         return filled.in_document(

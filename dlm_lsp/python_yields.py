@@ -34,8 +34,8 @@ _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.
 
 
 class Generated(NamedTuple):
-    """A `yield` of the fill that makes function `function` a generator: character
-    offsets of the `yield` expression in the source checked."""
+    """A `yield x` statement of the fill that makes function `function` a generator:
+    character offsets of the statement in the source checked."""
 
     start: int
     end: int
