@@ -101,7 +101,7 @@ class Rejection(NamedTuple):
     parser: str = "Python"  # which parser said it, as the verdict names it
 
 
-_Spanned = TypeVar("_Spanned", Read, Misuse, BadCall, DeadCode, Stuck)
+_Spanned = TypeVar("_Spanned", Read, Misuse, BadCall, DeadCode, Stuck, Deletion, Generated)
 
 
 class _Filled(NamedTuple):
@@ -536,15 +536,21 @@ class PythonSyntax:
         return filled is not None and resets(filled.tree, filled.source, filled.low,
                                              filled.low + len(fill), name)
 
-    def read_early(self, start: int, end: int, fill: str) -> list[Read]:
-        """The names local to a function that `fill` reads before any binding of them
-        could have run (see python_order), in the filled document's offsets.  No text
-        elsewhere, nor `exec`, binds a function's local for it."""
+    def _found_in_fill(self, check: Callable[[ast.Module, str, int, int], list[_Spanned]],
+                       start: int, end: int, fill: str) -> list[_Spanned]:
+        """What `check(tree, source, low, high)` finds in `fill` over [start, end), in the
+        filled document's offsets; nothing where the filled code does not parse."""
         filled = self._filled(start, end, fill)
         if filled is None:
             return []
         return filled.in_document(
-            early_reads(filled.tree, filled.source, filled.low, filled.low + len(fill)))
+            check(filled.tree, filled.source, filled.low, filled.low + len(fill)))
+
+    def read_early(self, start: int, end: int, fill: str) -> list[Read]:
+        """The names local to a function that `fill` reads before any binding of them
+        could have run (see python_order), in the filled document's offsets.  No text
+        elsewhere, nor `exec`, binds a function's local for it."""
+        return self._found_in_fill(early_reads, start, end, fill)
 
     def misused(self, start: int, end: int, fill: str, shown: str = "") -> list[Misuse]:
         """The uses of a name its kind cannot serve that `fill` makes or brings about (see
@@ -566,38 +572,22 @@ class PythonSyntax:
         """The `del` statements of `fill` after which the code reads a name they deleted
         (see python_order.deleted_reads), in the filled document's offsets.  A fill
         without the word writes no `del`: its functions are not walked again."""
-        filled = self._filled(start, end, fill) if "del" in fill else None
-        if filled is None:
-            return []
-        return filled.in_document(
-            deleted_reads(filled.tree, filled.source, filled.low, filled.low + len(fill)))
+        return self._found_in_fill(deleted_reads, start, end, fill) if "del" in fill else []
 
     def generators(self, start: int, end: int, fill: str) -> list[Generated]:
         """The `yield`s of `fill` that make a function returning values a generator (see
         python_yields), in the filled document's offsets (none without the word)."""
-        filled = self._filled(start, end, fill) if "yield" in fill else None
-        if filled is None:
-            return []
-        return filled.in_document(
-            made_generators(filled.tree, filled.source, filled.low, filled.low + len(fill)))
+        return self._found_in_fill(made_generators, start, end, fill) if "yield" in fill else []
 
     def unreachable(self, start: int, end: int, fill: str) -> list[DeadCode]:
         """The statements of `fill` that end their block above code that then never runs
         (see python_reach), in the filled document's offsets."""
-        filled = self._filled(start, end, fill)
-        if filled is None:
-            return []
-        return filled.in_document(
-            unreachable(filled.tree, filled.source, filled.low, filled.low + len(fill)))
+        return self._found_in_fill(unreachable, start, end, fill)
 
     def stuck(self, start: int, end: int, fill: str) -> list[Stuck]:
         """The locals `fill` begins at a number their updates never move (see
         python_tallies.stuck_tallies), in the filled document's offsets."""
-        filled = self._filled(start, end, fill)
-        if filled is None:
-            return []
-        return filled.in_document(
-            stuck_tallies(filled.tree, filled.source, filled.low, filled.low + len(fill)))
+        return self._found_in_fill(stuck_tallies, start, end, fill)
 
     def bad_calls(self, start: int, end: int, fill: str, shown: str = "") -> list[BadCall]:
         """The calls `fill` makes that their callee cannot take (see python_calls), in the
