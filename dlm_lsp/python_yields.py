@@ -23,14 +23,11 @@ tests.  Counting every `yield` of any function rejected 111: pytest's hook wrapp
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from typing import NamedTuple
 
 from dlm_lsp.python_names import node_offsets
 from dlm_lsp.python_order import functions_over
-
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.GeneratorExp,
-           ast.ListComp, ast.SetComp, ast.DictComp)
+from dlm_lsp.python_returns import own_nodes
 
 
 class Generated(NamedTuple):
@@ -40,14 +37,6 @@ class Generated(NamedTuple):
     start: int
     end: int
     function: str
-
-
-def _own(node: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of a function's own scope: not those of nested scopes."""
-    for child in ast.iter_child_nodes(node):
-        if not isinstance(child, _NESTED):
-            yield child
-            yield from _own(child)
 
 
 def _plain(function: ast.AST) -> bool:
@@ -71,7 +60,7 @@ def made_generators(tree: ast.Module, source: str, low: int, high: int) -> list[
         if not _plain(function):
             continue
         yields, returns = [], False
-        for node in _own(function):
+        for node in own_nodes(function.body):  # each statement before its `yield`
             if not isinstance(node, (ast.Expr, ast.Yield, ast.YieldFrom, ast.Return)):
                 continue
             at = offset(node)
