@@ -22,7 +22,11 @@ whose clearing leaves a function that must give a value falling off its end, and
 those the ones the person began with `return`; and where a tally hint (`tallyHints`,
 `PythonSyntax.idle_tallies`) would be: the lines whose clearing leaves idle a local a
 loop around them is there to update, and of those the ones the person began with its
-name.  The names check counts the reach check's rejections (python_reach) too.
+name; and where a value hint (`valueHints`, `PythonSyntax.unread_values`) would be: the
+lines that, written back, leave a value the function works out above them read nowhere
+and have a place for its name (where the hint's pass would run though the line was
+right), and the lines whose clearing leaves one so, and of those the ones that read it.
+The names check counts the reach check's rejections (python_reach) too.
 
     OMP_NUM_THREADS=1 python benchmarks/names_check.py --lines 3000
 """
@@ -30,6 +34,7 @@ name.  The names check counts the reach check's rejections (python_reach) too.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import time
 from collections import Counter
@@ -40,6 +45,7 @@ from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.lines import line_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.binding_hints import begin_binding, hint_place
+from dlm_lsp.python_values import value_hint
 from dlm_lsp.validation import parsed_document
 
 
@@ -146,6 +152,25 @@ def _tallies(tasks, kind: str) -> str:
             f"cleared, the line written beginning with its local's name in {begun}")
 
 
+def _values(tasks, kind: str) -> str:
+    """How often a value hint would be asked for with the line as written (each printed)
+    and with the line cleared, and how often the line as written then reads the value."""
+    written = cleared = reads = 0
+    for task in tasks:
+        at = len(task.prefix)
+        document = parsed_document(task.prefix + task.suffix, "python")
+        if value_hint(task.middle, document.unread_values(at, at, task.middle)) is not None:
+            written += 1
+            print(f"  value asked for as written: {task.task_id} {task.middle.strip()[:60]!r}")
+        unread = document.unread_values(at, at, "")
+        if unread:
+            cleared += 1
+            reads += re.search(rf"\b{re.escape(unread[0])}\b", task.middle) is not None
+    return (f"{kind}: a value hint asked for by {written} of {len(tasks)} with the line "
+            f"written; a value left unread by {cleared} with the line cleared, the line "
+            f"written reading it in {reads}")
+
+
 def _spread(values: list[float]) -> str:
     return f"{min(values):.2f} / {statistics.median(values):.2f} ms" if values else "-"
 
@@ -184,6 +209,7 @@ def main() -> None:
     print(_begins(tasks, "held-out lines"))
     print(_returns(tasks, "held-out lines"))
     print(_tallies(tasks, "held-out lines"))
+    print(_values(tasks, "held-out lines"))
     for split in ("single-line", "multi-line"):
         valid = flagged = 0
         for task in load_tasks(split):
@@ -198,6 +224,7 @@ def main() -> None:
         print(_begins(load_tasks(split), f"HumanEval-Infilling {split}"))
         print(_returns(load_tasks(split), f"HumanEval-Infilling {split}"))
         print(_tallies(load_tasks(split), f"HumanEval-Infilling {split}"))
+        print(_values(load_tasks(split), f"HumanEval-Infilling {split}"))
 
 
 if __name__ == "__main__":

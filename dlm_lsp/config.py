@@ -160,6 +160,13 @@ class ServerConfig(SamplingControls):
     # the fill with that local's name and offers it first where it passes the checks and
     # updates it (passes.InfillRun.tally_hint, python_tallies.py).
     tally_hints: bool = True
+    # Where the function around a Python span works a value out above it (`balance += op`
+    # in a loop) or is given one (a parameter of a plain function) and, with the best fill
+    # in, reads it nowhere, one more pass begins the best fill's first line with it where
+    # its expression starts (`if balance`, `ans.append(val`, `for c in paren_string`) and
+    # offers it first where it passes the checks and reads the value
+    # (passes.InfillRun.value_hint, python_values.py).
+    value_hints: bool = True
     # ghost text and completion items also for fills the check rejected (dlm/infill always
     # returns them, marked valid: false); off: an editor never shows code known to break
     suggest_invalid: bool = False

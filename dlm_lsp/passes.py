@@ -43,12 +43,14 @@ from dlm_lsp.models.hf_cache import HFContextCache
 from dlm_lsp.models.interface import DiffusionModel
 from dlm_lsp.models.tiny import TinyDenoiser
 from dlm_lsp.policy import MULTI_LINE, SpanPlan
+from dlm_lsp.python_values import value_hint
 from dlm_lsp.repair import (
     BINDING,
     HEADER,
     REPAIR,
     RETURN,
     TALLY,
+    VALUE,
     RepairConfig,
     closing,
     culprits,
@@ -645,6 +647,40 @@ class InfillRun:
                 return kept
         return kept
 
+    def value_hint(self, best: Candidate, sampler: SamplerConfig, seed: int,
+                   repair: RepairConfig | None = None) -> Candidate | None:
+        """A fill whose first line reads a value the function around the span computed
+        above it, or a parameter, that with `best` in nothing reads
+        (python_values.unread_values); None where `best` leaves none so (or only ones it
+        names), writes no code on its first line or none with a place for an expression
+        (python_values.value_slot), or the hinted fill does not pass the checks (after one
+        round of `repair`, where it parses) or still leaves the value unread.
+
+        `balance += op` in a loop and then nothing reading `balance` says what the line
+        below is for: `if balance < 0:`.  The model often writes another valid line there
+        (`if op is not None:`, `ans.append(i)` for `ans.append(val)`, `return True` where
+        `largest` was worked out, `for c in c:` where the parameter `paren_string` is
+        read nowhere).  One more pass keeps the best fill's first line up to where its
+        expression starts (`if `, `ans.append(`, `for c in `) and begins that expression
+        with the value's name, which may not go on into a longer one; the model writes the
+        rest.  On a blank line or at a line's start, as `bind_hint`.
+        """
+        document = self.document
+        if document is None or not _parses(best):
+            return None
+        start, end = checked_span(self.req)
+        if hint_place(document.text, start, end) is None:
+            return None
+        hint = value_hint(best.text, document.unread_values(start, end, best.text))
+        if hint is None:
+            return None
+        text, name = hint
+        found = self._begun_with(text, sampler, seed, repair, VALUE, name_ends=True)
+        if (found is None or not found.valid
+                or name in document.unread_values(start, end, found.text)):
+            return None
+        return found
+
     @cached_property
     def line_ends(self) -> frozenset[int]:
         """The ids that end a line: a line break's, or the pad that ends the fill."""
@@ -669,13 +705,15 @@ class InfillRun:
     def _begun_with(self, text: str, sampler: SamplerConfig, seed: int,
                     repair: RepairConfig | None, path: str,
                     goes_on: bool = False,
-                    barred: tuple[tuple[int, int], ...] = ()) -> Candidate | None:
+                    barred: tuple[tuple[int, int], ...] = (),
+                    name_ends: bool = False) -> Candidate | None:
         """One more pass over the span begun with `text` (after the head), which the model
         keeps; what it writes after (`text` stays) is written again once with `repair` where
         it parses but fails a check.  With `goes_on`, the position after `text` may not end
         the line (a pad, a line break): the line goes on.  `barred`: more (span position,
-        token) pairs the pass may not commit.  None where `text` leaves no position for the
-        model to write."""
+        token) pairs the pass may not commit.  With `name_ends`, the position after `text`
+        may not go on with the name `text` ends with (`dic` then `_arr`).  None where `text`
+        leaves no position for the model to write."""
         layout, tok = self.layout, self.model.tokenizer
         ids = tok.encode(layout.head + text)
         if len(ids) >= layout.n_masked:
@@ -687,6 +725,8 @@ class InfillRun:
         banned += barred
         if goes_on:  # no pad, nor a line break: a space may come first (` ` then `k`)
             banned += tuple((len(ids), token) for token in sorted(self.line_ends))
+        if name_ends:
+            banned += tuple((len(ids), token) for token in sorted(tok.word_going_on_ids))
         hinted = replace(layout, init_ids=tuple(ids + [self.model.mask_id] * (layout.n_masked
                                                                               - len(ids))),
                          head_tokens=protected, banned=banned)

@@ -67,6 +67,7 @@ from dlm_lsp.python_order import Deletion, deleted_reads, early_reads, function_
 from dlm_lsp.python_reach import DeadCode, unreachable
 from dlm_lsp.python_returns import ReturnNeed, bare_return, return_need, unused_values
 from dlm_lsp.python_tallies import Stuck, idle_tallies, resets, stuck_tallies
+from dlm_lsp.python_values import unread_values
 from dlm_lsp.python_yields import Generated, made_generators
 from dlm_lsp.trees import error_nodes
 
@@ -518,6 +519,15 @@ class PythonSyntax:
         if filled is None:
             return []
         return unused_values(filled.tree, filled.source, filled.low, filled.low + len(fill))
+
+    def unread_values(self, start: int, end: int, fill: str) -> list[str]:
+        """The locals the function around the span binds above it and, with `fill` over
+        [start, end), reads nowhere (see python_values.unread_values); none where the chunk
+        around the span is not found or does not parse with the fill."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        return unread_values(filled.tree, filled.source, filled.low, filled.low + len(fill))
 
     def idle_tallies(self, start: int, end: int, fill: str) -> list[str]:
         """The locals a loop around the span is there to update and, with `fill` over

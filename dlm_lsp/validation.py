@@ -910,6 +910,13 @@ class ParsedDocument:
             return []
         return self._python_syntax().unused_values(start, end, fill)
 
+    def unread_values(self, start: int, end: int, fill: str) -> list[str]:
+        """The locals the function around the span binds above it and, with `fill` over
+        [start, end), reads nowhere (see PythonSyntax.unread_values); none but in Python."""
+        if self.language != "python":
+            return []
+        return self._python_syntax().unread_values(start, end, fill)
+
     def idle_tallies(self, start: int, end: int, fill: str) -> list[str]:
         """The locals a loop around the span is there to update and, with `fill` over
         [start, end), does not (see PythonSyntax.idle_tallies); none but in Python."""

@@ -608,7 +608,7 @@ def test_the_paths_how_it_works_names_are_those_a_fill_can_report():
     listed = re.search(r"`stats\.path` says which path \((.*?)\) produced", text).group(1)
     named = set(re.findall(r"`([a-z-]+)`", listed))
     assert named == {repair.DIFFUSION, repair.REPAIR, repair.LEFT_TO_RIGHT, repair.REUSED,
-                     repair.BINDING, repair.RETURN, repair.HEADER, repair.TALLY}
+                     repair.BINDING, repair.RETURN, repair.HEADER, repair.TALLY, repair.VALUE}
 
 
 def _class_members() -> dict[str, set[str]]:

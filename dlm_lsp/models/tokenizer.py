@@ -196,6 +196,13 @@ class Tokenizer:
         return frozenset(i for i, t in enumerate(self.token_texts) if "\n" in t)
 
     @cached_property
+    def word_going_on_ids(self) -> frozenset[int]:
+        """The ids whose text starts with a letter, digit or underscore: those that, after
+        a name, would make it a longer one (`dic` then `_arr`)."""
+        return frozenset(i for i, t in enumerate(self.token_texts)
+                         if t[:1].isalnum() or t[:1] == "_")
+
+    @cached_property
     def whole_texts(self) -> list[str]:
         """The text each id decodes to on its own, without the bytes that make no whole
         character there: what a token can be trusted to write (a lone byte `0xE4` writes
