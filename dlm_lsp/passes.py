@@ -654,7 +654,8 @@ class InfillRun:
         (python_values.unread_values); None where `best` leaves none so (or only ones it
         names), writes no code on its first line or none with a place for an expression
         (python_values.value_slot), or the hinted fill does not pass the checks (after one
-        round of `repair`, where it parses) or still leaves the value unread.
+        round of `repair`, where it parses), still leaves the value unread or leaves
+        another so that `best` read.
 
         `balance += op` in a loop and then nothing reading `balance` says what the line
         below is for: `if balance < 0:`.  The model often writes another valid line there
@@ -671,13 +672,16 @@ class InfillRun:
         start, end = checked_span(self.req)
         if hint_place(document.text, start, end) is None:
             return None
-        hint = value_hint(best.text, document.unread_values(start, end, best.text))
+        unread = document.unread_values(start, end, best.text)
+        hint = value_hint(best.text, unread)
         if hint is None:
             return None
         text, name = hint
         found = self._begun_with(text, sampler, seed, repair, VALUE, name_ends=True)
+        # it reads the value, and leaves none unread that `best` read (`return y` for
+        # `return x` where `x + y` was wanted)
         if (found is None or not found.valid
-                or name in document.unread_values(start, end, found.text)):
+                or not set(document.unread_values(start, end, found.text)) < set(unread)):
             return None
         return found
 

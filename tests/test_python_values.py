@@ -182,3 +182,15 @@ def test_a_hinted_fill_that_fails_the_checks_is_not_offered(
     assert result.candidates[0].text == "        ans.append(row)"
     assert VALUE not in [c.path for c in result.candidates]
     assert REPAIR in runs  # tried, and left out
+
+
+def test_a_hinted_fill_that_leaves_another_value_unread_is_not_offered(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`return y` for `return x` where `x + y` was wanted reads `y` and leaves `x`."""
+    request = _request("def add(x, y):\n⟦⟧\n")
+    engine, runs = planted_engine(model_dir, monkeypatch, "    return x", "    return y",
+                                  request)
+    result = engine.infill(request)
+    assert result.candidates[0].text == "    return x"
+    assert VALUE not in [c.path for c in result.candidates]
+    assert REPAIR in runs  # tried, and left out
