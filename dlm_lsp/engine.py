@@ -564,8 +564,8 @@ class Engine:
         # the code below reads a name the best fill leaves unbound: begin one with it; the
         # best fill is blank where the code says a line is missing: begin one with that
         # and a loop around the span leaves idle the local it is there to update: begin one
-        # with that local; and the function computed a value above that nothing reads: begin
-        # the line's expression with it
+        # with that local; and the function has a value (a local worked out above, a
+        # parameter) that nothing reads: begin the line's expression with it
         for on, hint in ((cfg.binding_hints, run.bind_hint), (cfg.blank_hints, run.blank_hint),
                          (cfg.tally_hints, run.tally_hint), (cfg.value_hints, run.value_hint)):
             if (on and run.checked and not hopeless and (repair.rounds > 0 or repair.fallback)

@@ -521,9 +521,10 @@ class PythonSyntax:
         return unused_values(filled.tree, filled.source, filled.low, filled.low + len(fill))
 
     def unread_values(self, start: int, end: int, fill: str) -> list[str]:
-        """The locals the function around the span binds above it and, with `fill` over
-        [start, end), reads nowhere (see python_values.unread_values); none where the chunk
-        around the span is not found or does not parse with the fill."""
+        """The values the function around the span has (locals it binds above it, a plain
+        function's parameters) that, with `fill` over [start, end), nothing reads (see
+        python_values.unread_values); none where the chunk around the span is not found or
+        does not parse with the fill."""
         filled = self._filled(start, end, fill)
         if filled is None:
             return []

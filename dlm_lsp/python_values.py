@@ -25,11 +25,11 @@ standard-library lines do: 20 in 9 functions that keep a local they never read a
 (`funcid = self.scale.bind(...)` in 6 tests; `torot`, computed and left, in
 _pydecimal's `rotate` and `shift`), 1 in a test's stand-in `parse_float(s)` that
 ignores its `s` (methods' and decorated functions' parameters would add 33, which is
-why they are left out).  With
-the line cleared, 46 single-line tasks leave one unread and all 46 lines read it (635
-of 635 multi-line spans; 63 of 78 held-out lines).  Of the shipped model's 200
-single-line fills at the oracle length (code a603c65), 21 leave one unread that the
-fill does not name; all 21 failed their tests, and all 21 canonical lines read it.
+why they are left out).  With the line cleared, 46 single-line tasks leave one unread
+and all 46 lines read it (633 of 633 multi-line spans; 63 of 78 held-out lines).  Of
+the shipped model's 200 single-line fills at the oracle length (code a603c65), 21 leave
+one unread that the fill does not name; all 21 failed their tests, and all 21 canonical
+lines read it.  With the hint, 6 of them pass (benchmarks/results/value-hints-cpu.md).
 
 The fill's first line keeps what it began with up to where an expression starts
 (`value_slot`: after `return`, `if`, `elif`, `while` or `assert`, after a `for`'s `in`,
@@ -48,6 +48,9 @@ from dlm_lsp.python_returns import own_nodes, unused_values
 # the methods that fill a container in place: a name only so called still holds a value
 _FILLERS = frozenset({"append", "extend", "add", "update", "insert", "appendleft",
                       "extendleft", "setdefault"})
+
+# the calls that read a function's locals by name, which no reading of its code sees
+_BY_NAME = frozenset({"locals", "vars", "eval", "exec"})
 
 # where an expression starts on a line of code: what the line keeps of itself
 _SLOT = re.compile(r"""[ \t]*(?:
@@ -92,10 +95,12 @@ def unread_values(tree: ast.Module, source: str, low: int, high: int) -> list[st
     """The locals the innermost function of `tree` (parsed from `source`) whose lines hold
     source[low:high] binds by an assignment above that line and reads nowhere (see the
     module's docstring), the one updated last first; then its parameters that nothing in
-    it reads, where it is a plain function (`_unread_parameters`)."""
+    it reads, where it is a plain function (`_unread_parameters`).  None in a function
+    that calls `locals()`, `vars()`, `eval` or `exec`, which may read any by name."""
     inner = body_function(tree, source.count("\n", 0, low) + 1)
-    if inner is None:
-        return []
+    if inner is None or any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                            and node.func.id in _BY_NAME for node in ast.walk(inner)):
+        return []  # `fmt.format(**locals())` reads every local
     row = source.count("\n", 0, low) + 1
     above: set[str] = set()
     effects: set[str] = set()

@@ -27,8 +27,8 @@ from dlm_lsp.models.tokenizer import Tokenizer
 # where the best fill was blank (or a bare `return`), one begun with the `return` a
 # function must end with or the header of the block below (passes.InfillRun.blank_hint),
 # or one begun with the local a loop around the span is there to update
-# (passes.InfillRun.tally_hint), or one that reads a value the function computed above
-# and reads nowhere (passes.InfillRun.value_hint).
+# (passes.InfillRun.tally_hint), or one that reads a value the function has (a local
+# worked out above, a parameter) and reads nowhere (passes.InfillRun.value_hint).
 DIFFUSION, REPAIR, LEFT_TO_RIGHT, REUSED = "diffusion", "repair", "left-to-right", "reused"
 BINDING, RETURN, HEADER, TALLY, VALUE = "binding", "return", "header", "tally", "value"
 

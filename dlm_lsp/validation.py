@@ -911,8 +911,9 @@ class ParsedDocument:
         return self._python_syntax().unused_values(start, end, fill)
 
     def unread_values(self, start: int, end: int, fill: str) -> list[str]:
-        """The locals the function around the span binds above it and, with `fill` over
-        [start, end), reads nowhere (see PythonSyntax.unread_values); none but in Python."""
+        """The values the function around the span has (locals it binds above it, a plain
+        function's parameters) that, with `fill` over [start, end), nothing reads (see
+        PythonSyntax.unread_values); none but in Python."""
         if self.language != "python":
             return []
         return self._python_syntax().unread_values(start, end, fill)

@@ -60,6 +60,9 @@ def test_a_container_filled_in_place_and_never_read_is_unread() -> None:
     "def f(xs):\n⟦⟧\n    total = len(xs)\n",
     # outside every function
     "total = 0\n⟦⟧\n",
+    # read by name: every local, and every parameter
+    "def f(xs, n):\n    total = len(xs)\n⟦⟧\n    return '{total}'.format(**locals())\n",
+    "def f(xs, n):\n    total = len(xs)\n⟦⟧\n    return eval('total + n')\n",
 ])
 def test_where_nothing_is_left_unread_for_the_fill_none_is(marked: str) -> None:
     assert _unread(marked, "    y = 1") == []
