@@ -23,9 +23,10 @@ those the ones the person began with `return`; and where a tally hint (`tallyHin
 `PythonSyntax.idle_tallies`) would be: the lines whose clearing leaves idle a local a
 loop around them is there to update, and of those the ones the person began with its
 name; and where a value hint (`valueHints`, `PythonSyntax.unread_values`) would be: the
-lines that, written back, leave a value the function works out above them read nowhere
-and have a place for its name (where the hint's pass would run though the line was
-right), and the lines whose clearing leaves one so, and of those the ones that read it.
+lines that, written back, leave a value the function has (a local worked out above them,
+a plain function's parameter) read nowhere and have a place for its name (where the
+hint's pass would run though the line was right), and the lines whose clearing leaves
+one so, and of those the ones that read it.
 The names check counts the reach check's rejections (python_reach) too.
 
     OMP_NUM_THREADS=1 python benchmarks/names_check.py --lines 3000
