@@ -511,33 +511,34 @@ class PythonSyntax:
             return None
         return bare_return(filled.tree, filled.source, filled.low, filled.low + len(fill))
 
+    def _names_in_fill(self, check: Callable[[ast.Module, str, int, int], list[str]],
+                       start: int, end: int, fill: str) -> list[str]:
+        """The names `check(tree, source, low, high)` gives for `fill` over [start, end)
+        (`_found_in_fill` for what has no place in the document to map); none where the
+        filled code does not parse."""
+        filled = self._filled(start, end, fill)
+        if filled is None:
+            return []
+        return check(filled.tree, filled.source, filled.low, filled.low + len(fill))
+
     def unused_values(self, start: int, end: int, fill: str) -> list[str]:
         """The values the function around the span computes and never uses, with `fill`
         over [start, end) (see python_returns.unused_values); none where the chunk around
         the span is not found or does not parse with the fill."""
-        filled = self._filled(start, end, fill)
-        if filled is None:
-            return []
-        return unused_values(filled.tree, filled.source, filled.low, filled.low + len(fill))
+        return self._names_in_fill(unused_values, start, end, fill)
 
     def unread_values(self, start: int, end: int, fill: str) -> list[str]:
         """The values the function around the span has (locals it binds above it, a plain
         function's parameters) that, with `fill` over [start, end), nothing reads (see
         python_values.unread_values); none where the chunk around the span is not found or
         does not parse with the fill."""
-        filled = self._filled(start, end, fill)
-        if filled is None:
-            return []
-        return unread_values(filled.tree, filled.source, filled.low, filled.low + len(fill))
+        return self._names_in_fill(unread_values, start, end, fill)
 
     def idle_tallies(self, start: int, end: int, fill: str) -> list[str]:
         """The locals a loop around the span is there to update and, with `fill` over
         [start, end), does not (see python_tallies); none where the chunk around the span
         is not found or does not parse with the fill."""
-        filled = self._filled(start, end, fill)
-        if filled is None:
-            return []
-        return idle_tallies(filled.tree, filled.source, filled.low, filled.low + len(fill))
+        return self._names_in_fill(idle_tallies, start, end, fill)
 
     def resets(self, start: int, end: int, fill: str, name: str) -> bool:
         """Whether `fill` over [start, end) sets the counter `name` to a number once more

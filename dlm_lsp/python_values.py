@@ -97,11 +97,11 @@ def unread_values(tree: ast.Module, source: str, low: int, high: int) -> list[st
     module's docstring), the one updated last first; then its parameters that nothing in
     it reads, where it is a plain function (`_unread_parameters`).  None in a function
     that calls `locals()`, `vars()`, `eval` or `exec`, which may read any by name."""
-    inner = body_function(tree, source.count("\n", 0, low) + 1)
+    row = source.count("\n", 0, low) + 1
+    inner = body_function(tree, row)
     if inner is None or any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                             and node.func.id in _BY_NAME for node in ast.walk(inner)):
         return []  # `fmt.format(**locals())` reads every local
-    row = source.count("\n", 0, low) + 1
     above: set[str] = set()
     effects: set[str] = set()
     statements = [n for n in own_nodes(inner.body) if isinstance(n, ast.stmt)]
