@@ -64,6 +64,7 @@ from dlm_lsp.python_names import (
     undefined,
 )
 from dlm_lsp.python_order import Deletion, deleted_reads, early_reads, function_end
+from dlm_lsp.python_predicates import Constant, constant_predicates
 from dlm_lsp.python_reach import DeadCode, unreachable
 from dlm_lsp.python_returns import ReturnNeed, bare_return, return_need, unused_values
 from dlm_lsp.python_tallies import Stuck, idle_tallies, resets, stuck_tallies
@@ -102,7 +103,8 @@ class Rejection(NamedTuple):
     parser: str = "Python"  # which parser said it, as the verdict names it
 
 
-_Spanned = TypeVar("_Spanned", Read, Misuse, BadCall, DeadCode, Stuck, Deletion, Generated)
+_Spanned = TypeVar("_Spanned", Read, Misuse, BadCall, DeadCode, Stuck, Deletion, Generated,
+                    Constant)
 
 
 class _Filled(NamedTuple):
@@ -595,6 +597,13 @@ class PythonSyntax:
         """The statements of `fill` that end their block above code that then never runs
         (see python_reach), in the filled document's offsets."""
         return self._found_in_fill(unreachable, start, end, fill)
+
+    def constant_predicates(self, start: int, end: int, fill: str) -> list[Constant]:
+        """The bool constants `fill` returns that make its function return that bool
+        whatever happens (see python_predicates), in the filled document's offsets (none
+        without a `return`)."""
+        return self._found_in_fill(constant_predicates, start, end, fill) \
+            if "return" in fill else []
 
     def stuck(self, start: int, end: int, fill: str) -> list[Stuck]:
         """The locals `fill` begins at a number their updates never move (see

@@ -939,9 +939,10 @@ class ParsedDocument:
         cannot take (python_calls), uses a name as its kind cannot be (python_kinds),
         begins a local at a number its updates never move (`prod = 0` above `prod *= x`:
         python_tallies), deletes a name the code below reads (python_order), makes a
-        function returning values a generator (python_yields) or ends a block above code
-        that then never runs (python_reach), its rejection, pointing at those names (or
-        the statement) for repair.
+        function returning values a generator (python_yields), ends a block above code
+        that then never runs (python_reach) or makes a function return one bool whatever
+        happens (python_predicates), its rejection, pointing at those names (or the
+        statement, or the constant) for repair.
         `shown`: code the model sees beside the document (a notebook's other cells); it
         may define them."""
         if not verdict.valid or self.language != "python":
@@ -961,8 +962,9 @@ class ParsedDocument:
         cannot be (python_kinds), a number it begins a product at that nothing then
         moves (python_tallies), a name it deletes that the code then reads
         (python_order.deleted_reads), a `yield` that makes a function returning values a
-        generator (python_yields) or the code it leaves unreachable (python_reach), or
-        False."""
+        generator (python_yields), the code it leaves unreachable (python_reach) or a
+        `return` of a bool that makes its function answer that whatever happens
+        (python_predicates), or False."""
         python = self._python_syntax()
         reads = python.unbound(start, end, fill, shown)
         found = reads or python.read_early(start, end, fill)
@@ -1000,6 +1002,11 @@ class ParsedDocument:
             names = tuple(dict.fromkeys(found.keyword for found in dead))
             why = f"fill's `{dead[0].keyword}` {dead[0].why}"
             ranges = [(found.start, found.end) for found in dead]
+        elif constant := python.constant_predicates(start, end, fill):
+            names = tuple(dict.fromkeys(repr(found.value) for found in constant))
+            why = (f"fill's `return {constant[0].value}` makes '{constant[0].function}' "
+                   f"return {constant[0].value} whatever happens")
+            ranges = [(found.start, found.end) for found in constant]
         else:
             return False
         places = tuple(self._fill_end(start, fill[:at - start]) for at, _ in ranges)

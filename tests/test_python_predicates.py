@@ -1,0 +1,122 @@
+"""Specification of the predicates check (python_predicates, part of `checkNames`): a
+Python fill whose `return True` or `return False` makes every `return` of its function
+give that same bool is rejected, pointing at the constant, which repair may not write
+again.
+
+Documents mark the span as ⟦⟧ (an insertion point), as in test_python_reach.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from fakes import planted_engine, spied_layouts
+from marked import marked_request, marked_verdict
+
+from dlm_lsp.python_predicates import constant_predicates
+from dlm_lsp.repair import REPAIR
+
+# HumanEval/48: the model wrote `return False` where the loop's tests all passed
+PALINDROME = ("def is_palindrome(text):\n    for i in range(len(text)):\n"
+              "        if text[i] != text[len(text) - 1 - i]:\n            return False\n⟦⟧\n")
+
+
+def test_a_return_that_makes_the_function_answer_one_bool_is_rejected() -> None:
+    verdict = marked_verdict(PALINDROME, "    return False")
+    assert (verdict.valid, verdict.parses, verdict.names) == (False, True, ("False",))
+    assert "'is_palindrome' return False whatever happens" in verdict.reason
+    text = PALINDROME.replace("⟦⟧", "    return False")
+    [(start, end)] = verdict.new_ranges  # the constant, for repair to write again
+    assert text[start:end] == "False"
+
+
+def test_the_other_answer_passes() -> None:
+    assert marked_verdict(PALINDROME, "    return True").valid
+
+
+@pytest.mark.parametrize("fill", [
+    "    return text == text[::-1]",  # not a constant
+    "    return 0",  # a number, not a bool
+    "    return None",
+])
+def test_a_return_of_anything_but_the_same_bool_passes(fill: str) -> None:
+    assert marked_verdict(PALINDROME, fill).valid
+
+
+def test_the_fill_s_return_in_the_middle_counts_as_well() -> None:
+    """The function's own last `return` gives `True`; the fill's inside the loop too."""
+    marked = ("def has_zero(xs):\n    for x in xs:\n        if x == 0:\n⟦⟧\n"
+              "    return True\n")
+    assert not marked_verdict(marked, "            return True").valid
+    assert marked_verdict(marked, "            return False").valid
+
+
+@pytest.mark.parametrize("marked", [
+    # one `return`: nothing else the function answers
+    "def ok(x):\n    x.check()\n⟦⟧\n",
+    # it may fall off its end: None is another answer (sympy's `_eval_is_positive`)
+    "def ok(x):\n    if x.a:\n        return False\n    for y in x:\n    ⟦⟧\n",
+    # it raises where the test fails (idna's `check_bidi`)
+    "def ok(x):\n    if x.a:\n        return False\n    if x.b:\n        raise ValueError(x)\n⟦⟧\n",
+    "def ok(x):\n    if x.a:\n        return False\n    assert x.b\n⟦⟧\n",
+    # a generator's `return` ends it
+    "def ok(x):\n    if x.a:\n        return False\n    yield x\n⟦⟧\n",
+])
+def test_a_function_that_answers_otherwise_too_passes(marked: str) -> None:
+    assert marked_verdict(marked, "    return False").valid
+
+
+def test_returns_of_a_function_inside_are_its_own() -> None:
+    """`inner`'s `return True` is not an answer of `outer`, which answers False always."""
+    marked = ("def outer(xs):\n    def inner(x):\n        return True\n"
+              "    if not xs:\n        return False\n⟦⟧\n")
+    verdict = marked_verdict(marked, "    return False")
+    assert not verdict.valid and "'outer'" in verdict.reason
+    assert marked_verdict(marked, "    return all(map(inner, xs))").valid
+
+
+def test_a_constant_function_the_fill_did_not_answer_for_is_not_its_doing() -> None:
+    marked = ("def always(x):\n    if x:\n        return True\n    return True\n\n"
+              "def other(y):\n⟦⟧\n")
+    assert marked_verdict(marked, "    return y").valid
+
+
+def test_the_fill_s_last_constant_is_blamed() -> None:
+    source = ("def f(xs):\n    for x in xs:\n        if x:\n            return False\n"
+              "    return False\n")
+    low = source.index("    for")
+    [found] = constant_predicates(ast.parse(source), source, low, len(source))
+    assert (found.value, found.function) == (False, "f")
+    assert found.start == source.rindex("False")
+    assert source[found.start:found.end] == "False"
+
+
+def test_only_python_is_judged() -> None:
+    assert marked_verdict(PALINDROME, "    return False", language="javascript").valid
+
+
+def test_with_check_names_off_nothing_is_rejected_for_it() -> None:
+    from dlm_lsp.config import ServerConfig
+    from dlm_lsp.passes import judged
+    from dlm_lsp.validation import parsed_document
+
+    request = marked_request(PALINDROME)
+    document = parsed_document(request.text, "python")
+    assert not judged(document, request, "    return False", ServerConfig()).valid
+    assert judged(document, request, "    return False", ServerConfig(check_names=False)).valid
+
+
+def test_repair_writes_the_other_answer(model_dir: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    request = marked_request(PALINDROME, length=8, steps=4)
+    engine, runs = planted_engine(model_dir, monkeypatch, "    return False",
+                                  "    return True", request)
+    layouts = spied_layouts(monkeypatch)
+    best = engine.infill(request).candidates[0]
+    assert (best.text, best.valid, best.path) == ("    return True", True, REPAIR)
+    # from its first round, repair may not write the rejected constant again
+    tok = engine.model.tokenizer
+    assert layouts[1].init_ids is not None
+    assert [tok.decode([token]).strip() for _, token in layouts[1].banned] == ["False"]
