@@ -1,4 +1,5 @@
-"""Predicates a Python fill makes constant: every `return` of the function gives one bool.
+"""Answers a Python fill makes constant: every `return` of a function, or of a loop and
+the `return` right after it, gives one bool.
 
 A function that tests something returns `False` where the test fails and `True` where
 it holds (`is_prime`, `is_palindrome`).  The shipped model often writes the last
@@ -15,6 +16,13 @@ So a fill is rejected where it writes a `return` of a bool constant and then eve
 * no `raise`, `assert` or `yield` in it: a function that raises where the test fails
   answers with the exception (idna's `check_bidi` returns `True` or raises).
 
+The same goes for a search loop: where every `return` in a loop's body (with no `else`)
+gives the bool that the `return` right after the loop gives, the loop decides nothing,
+though the function may answer otherwise above it (HumanEval/109 returns `True` for an
+empty list first, then the model wrote `return False` after the loop that returns `False`
+where the list is out of order).  The same exceptions hold (no `raise`, `assert` or
+`yield` in the loop's body).
+
 The blame falls on the fill's last such constant, which repair may not write again
 (`repair.spelled_keywords`: `True` and `False` are keywords).
 
@@ -24,7 +32,8 @@ rule, none in the standard library: methods that act and then return `True` eith
 (ray's logging filters, `start_monitoring`, torch's `_gradcheck_helper`), or `False`
 (ray's `_compute`, transformers' `_fix_bfloat16_convolution`), torch's
 `is_torchdynamo_compiling` and jsonschema's `is_idn_host_name`, each a stand-in whose
-answer is fixed on purpose.  None of HumanEval-Infilling's canonical lines, nor of the
+answer is fixed on purpose.  Of the 1,525 loops there that hold a `return` and have one
+right after them, none fits the loop's rule.  None of HumanEval-Infilling's canonical lines, nor of the
 held-out lines, is rejected (benchmarks/names_check.py).
 """
 
@@ -38,25 +47,26 @@ from dlm_lsp.python_names import node_offsets
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (*_FUNCTIONS, ast.ClassDef, ast.Lambda)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # statements by which a function answers other than by its `return`s
 _OTHER_ANSWERS = (ast.Raise, ast.Assert, ast.Yield, ast.YieldFrom)
 
 
 class Constant(NamedTuple):
-    """The fill's bool constant that makes `function` return it whatever happens:
-    character offsets of the constant in the source checked."""
+    """The fill's bool constant that leaves a function's answer, or a loop's, fixed:
+    character offsets of the constant in the source checked, and why."""
 
     start: int
     end: int
     value: bool
-    function: str
+    why: str
 
 
-def _own_returns(function: ast.AST) -> list[ast.Return] | None:
-    """The `return`s of `function` itself, in the order of the text; None where it
-    answers otherwise too (`_OTHER_ANSWERS`)."""
+def _own_returns(body: list[ast.stmt]) -> list[ast.Return] | None:
+    """The `return`s in `body` (not in a function or class inside), in the order of the
+    text; None where it answers otherwise too (`_OTHER_ANSWERS`)."""
     found = []
-    stack = list(function.body)
+    stack = list(body)
     while stack:
         node = stack.pop()
         if isinstance(node, _SCOPES):
@@ -76,28 +86,42 @@ def _one_bool(returns: list[ast.Return]) -> bool | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
-def _functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
-    return (node for node in ast.walk(tree) if isinstance(node, _FUNCTIONS))
+def _answers(tree: ast.Module) -> Iterator[tuple[list[ast.Return], str]]:
+    """Each set of `return`s that all give one bool, with what that leaves fixed: a
+    function's (see the module's docstring), and a loop's with the `return` after it."""
+    for node in ast.walk(tree):
+        if isinstance(node, _FUNCTIONS) and isinstance(node.body[-1], ast.Return):
+            returns = _own_returns(node.body)
+            if returns and len(returns) > 1:
+                yield returns, f"makes '{node.name}' return it whatever happens"
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for loop, after in zip(block, block[1:], strict=False):
+                if isinstance(loop, _LOOPS) and not loop.orelse \
+                        and isinstance(after, ast.Return):
+                    returns = _own_returns(loop.body)
+                    if returns:
+                        yield [*returns, after], (f"makes the loop at line {loop.lineno} "
+                                                  "decide nothing: it is the answer either way")
 
 
 def constant_predicates(tree: ast.Module, source: str, low: int, high: int) -> list[Constant]:
-    """The bool constants that the fill over source[low:high] returns and that make a
-    function of `tree` (parsed from `source`) return that bool whatever happens (see the
-    module's docstring): the fill's last one in each such function, in the order of the
-    text."""
+    """The bool constants that the fill over source[low:high] returns and that leave the
+    answer of a function of `tree` (parsed from `source`), or of a loop, fixed (see the
+    module's docstring): the fill's last one in each such function or loop, in the order
+    of the text."""
     offset = node_offsets(source)
-    found = []
-    for function in _functions(tree):
-        if not isinstance(function.body[-1], ast.Return):
-            continue
-        returns = _own_returns(function)
-        if not returns or len(returns) < 2 or (value := _one_bool(returns)) is None:
+    found = {}
+    for returns, why in _answers(tree):
+        value = _one_bool(returns)
+        if value is None:
             continue
         filled = [node.value for node in returns
                   if (at := offset(node.value)) is not None and low <= at < high]
         if filled:
-            last = filled[-1]
-            start = offset(last)
-            found.append(Constant(start, offset(last, end=True) or start, value,
-                                  function.name))
-    return sorted(found)
+            start = offset(filled[-1])
+            end = offset(filled[-1], end=True) or start
+            found.setdefault((start, end), Constant(start, end, value, why))
+    return sorted(found.values())

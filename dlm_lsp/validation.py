@@ -1004,8 +1004,7 @@ class ParsedDocument:
             ranges = [(found.start, found.end) for found in dead]
         elif constant := python.constant_predicates(start, end, fill):
             names = tuple(dict.fromkeys(repr(found.value) for found in constant))
-            why = (f"fill's `return {constant[0].value}` makes '{constant[0].function}' "
-                   f"return {constant[0].value} whatever happens")
+            why = f"fill's `return {constant[0].value}` {constant[0].why}"
             ranges = [(found.start, found.end) for found in constant]
         else:
             return False

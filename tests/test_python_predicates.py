@@ -26,7 +26,7 @@ PALINDROME = ("def is_palindrome(text):\n    for i in range(len(text)):\n"
 def test_a_return_that_makes_the_function_answer_one_bool_is_rejected() -> None:
     verdict = marked_verdict(PALINDROME, "    return False")
     assert (verdict.valid, verdict.parses, verdict.names) == (False, True, ("False",))
-    assert "'is_palindrome' return False whatever happens" in verdict.reason
+    assert "makes 'is_palindrome' return it whatever happens" in verdict.reason
     text = PALINDROME.replace("⟦⟧", "    return False")
     [(start, end)] = verdict.new_ranges  # the constant, for repair to write again
     assert text[start:end] == "False"
@@ -88,9 +88,36 @@ def test_the_fill_s_last_constant_is_blamed() -> None:
               "    return False\n")
     low = source.index("    for")
     [found] = constant_predicates(ast.parse(source), source, low, len(source))
-    assert (found.value, found.function) == (False, "f")
+    assert found.value is False and "'f'" in found.why
     assert found.start == source.rindex("False")
     assert source[found.start:found.end] == "False"
+
+
+# HumanEval/109: an empty list answers True first, so the function is no constant; but
+# the loop's search decides nothing where the `return` after it gives what it gives
+SORTED = ("def move_one_ball(arr):\n    if len(arr) == 0:\n        return True\n"
+          "    for i in range(1, len(arr)):\n        if arr[i - 1] > arr[i]:\n"
+          "            return False\n⟦⟧\n")
+
+
+def test_a_return_after_a_loop_that_gives_what_the_loop_s_returns_give_is_rejected() -> None:
+    verdict = marked_verdict(SORTED, "    return False")
+    assert (verdict.valid, verdict.names) == (False, ("False",))
+    assert "makes the loop at line 4 decide nothing" in verdict.reason
+    assert marked_verdict(SORTED, "    return True").valid
+
+
+@pytest.mark.parametrize("marked", [
+    # the loop also raises: that is its other answer
+    SORTED.replace("            return False\n", "            return False\n"
+                   "        if arr[i] < 0:\n            raise ValueError(i)\n"),
+    # the loop's `else` runs where it ends without a `return`
+    SORTED.replace("⟦⟧", "    else:\n        arr.sort()\n⟦⟧"),
+    # something runs between the loop and the `return`
+    SORTED.replace("⟦⟧", "    arr.sort()\n⟦⟧"),
+])
+def test_a_loop_that_answers_otherwise_passes(marked: str) -> None:
+    assert marked_verdict(marked, "    return False").valid
 
 
 def test_only_python_is_judged() -> None:
