@@ -33,8 +33,8 @@ rule, none in the standard library: methods that act and then return `True` eith
 (ray's `_compute`, transformers' `_fix_bfloat16_convolution`), torch's
 `is_torchdynamo_compiling` and jsonschema's `is_idn_host_name`, each a stand-in whose
 answer is fixed on purpose.  Of the 1,525 loops there that hold a `return` and have one
-right after them, none fits the loop's rule.  None of HumanEval-Infilling's canonical lines, nor of the
-held-out lines, is rejected (benchmarks/names_check.py).
+right after them, none fits the loop's rule.  None of HumanEval-Infilling's canonical
+lines, nor of the held-out lines, is rejected (benchmarks/names_check.py).
 """
 
 from __future__ import annotations
