@@ -133,10 +133,12 @@ class ServerConfig(SamplingControls):
     # a function's local before anything binds it, calls a function with arguments it
     # cannot take, uses a name as its kind cannot be used (calls a list, iterates a
     # number), begins a local at a number its updates never move (`prod = 0` above `prod
-    # *= x`), or ends a block above code that then never runs (`return s` above the loop
-    # that builds `s`; a loop's body, so that it never runs twice), is rejected as a
-    # syntax error is, and repaired (dlm_lsp/python_names.py, python_order.py,
-    # python_calls.py, python_kinds.py, python_tallies.py, python_reach.py).  Off for
+    # *= x`), ends a block above code that then never runs (`return s` above the loop
+    # that builds `s`; a loop's body, so that it never runs twice), or returns a bool
+    # that fixes a function's answer (every `return` then gives `False`), is rejected as
+    # a syntax error is, and repaired (dlm_lsp/python_names.py, python_order.py,
+    # python_calls.py, python_kinds.py, python_tallies.py, python_reach.py,
+    # python_predicates.py).  Off for
     # code whose names come from where no reading finds them (a framework's injected
     # globals).
     check_names: bool = True
