@@ -103,8 +103,10 @@ def _answers(tree: ast.Module) -> Iterator[tuple[list[ast.Return], str]]:
                         and isinstance(after, ast.Return):
                     returns = _own_returns(loop.body)
                     if returns:
-                        yield [*returns, after], (f"makes the loop at line {loop.lineno} "
-                                                  "decide nothing: it is the answer either way")
+                        keyword = "while" if isinstance(loop, ast.While) else "for"
+                        yield [*returns, after], (
+                            f"makes its `{keyword}` loop decide nothing: the loop's "
+                            "`return`s and the one after it all give it")
 
 
 def constant_predicates(tree: ast.Module, source: str, low: int, high: int) -> list[Constant]:

@@ -103,8 +103,15 @@ SORTED = ("def move_one_ball(arr):\n    if len(arr) == 0:\n        return True\n
 def test_a_return_after_a_loop_that_gives_what_the_loop_s_returns_give_is_rejected() -> None:
     verdict = marked_verdict(SORTED, "    return False")
     assert (verdict.valid, verdict.names) == (False, ("False",))
-    assert "makes the loop at line 4 decide nothing" in verdict.reason
+    assert "makes its `for` loop decide nothing" in verdict.reason
     assert marked_verdict(SORTED, "    return True").valid
+
+
+def test_a_while_loop_counts_too() -> None:
+    marked = ("def odd_free(n):\n    if n < 0:\n        return True\n    while n > 1:\n"
+              "        if n % 2:\n            return False\n        n //= 2\n⟦⟧\n")
+    verdict = marked_verdict(marked, "    return False")
+    assert not verdict.valid and "its `while` loop decide nothing" in verdict.reason
 
 
 @pytest.mark.parametrize("marked", [
