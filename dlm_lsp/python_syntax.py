@@ -599,9 +599,9 @@ class PythonSyntax:
         return self._found_in_fill(unreachable, start, end, fill)
 
     def constant_predicates(self, start: int, end: int, fill: str) -> list[Constant]:
-        """The bool constants `fill` returns that make its function return that bool
-        whatever happens (see python_predicates), in the filled document's offsets (none
-        without a `return`)."""
+        """The bool constants `fill` returns that fix its function's answer, or a loop's
+        (see python_predicates), in the filled document's offsets (none without a
+        `return`)."""
         return self._found_in_fill(constant_predicates, start, end, fill) \
             if "return" in fill else []
 

@@ -117,7 +117,7 @@ def spelled_keywords(tokenizer: Tokenizer, blamed: list[tuple[int, int]],
     whatever follows it: the `return` above code it leaves dead (python_reach), the
     `del` of a name the code below reads (python_order), the `yield` that makes a
     function returning values a generator (python_yields), the `True` or `False` that
-    makes a function return it whatever happens (python_predicates); the others name
+    fixes a function's answer or a loop's (python_predicates); the others name
     names of the code.  So a repair round may not write that keyword there again, from
     the first round on: shown the context that chose it, the first round wrote `return
     results[0]` once more where `results.pop(0)` belonged (HumanEval/46).

@@ -940,8 +940,8 @@ class ParsedDocument:
         begins a local at a number its updates never move (`prod = 0` above `prod *= x`:
         python_tallies), deletes a name the code below reads (python_order), makes a
         function returning values a generator (python_yields), ends a block above code
-        that then never runs (python_reach) or makes a function return one bool whatever
-        happens (python_predicates), its rejection, pointing at those names (or the
+        that then never runs (python_reach) or returns a bool that fixes its function's
+        answer or a loop's (python_predicates), its rejection, pointing at those names (or the
         statement, or the constant) for repair.
         `shown`: code the model sees beside the document (a notebook's other cells); it
         may define them."""
@@ -963,7 +963,7 @@ class ParsedDocument:
         moves (python_tallies), a name it deletes that the code then reads
         (python_order.deleted_reads), a `yield` that makes a function returning values a
         generator (python_yields), the code it leaves unreachable (python_reach) or a
-        `return` of a bool that makes its function answer that whatever happens
+        `return` of a bool that fixes its function's answer or a loop's
         (python_predicates), or False."""
         python = self._python_syntax()
         reads = python.unbound(start, end, fill, shown)
