@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from dlm_lsp.python_names import node_offsets
+from dlm_lsp.python_order import functions_over
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (*_FUNCTIONS, ast.ClassDef, ast.Lambda)
@@ -86,14 +87,15 @@ def _one_bool(returns: list[ast.Return]) -> bool | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
-def _answers(tree: ast.Module) -> Iterator[tuple[list[ast.Return], str]]:
-    """Each set of `return`s that all give one bool, with what that leaves fixed: a
-    function's (see the module's docstring), and a loop's with the `return` after it."""
-    for node in ast.walk(tree):
-        if isinstance(node, _FUNCTIONS) and isinstance(node.body[-1], ast.Return):
-            returns = _own_returns(node.body)
-            if returns and len(returns) > 1:
-                yield returns, f"makes '{node.name}' return it whatever happens"
+def _answers(function: ast.AST) -> Iterator[tuple[list[ast.Return], str]]:
+    """The sets of `return`s in `function` that may fix an answer, with what that answer
+    is: the function's own (see the module's docstring), and each loop's with the
+    `return` after it."""
+    if isinstance(function.body[-1], ast.Return):
+        returns = _own_returns(function.body)
+        if returns and len(returns) > 1:
+            yield returns, f"makes '{function.name}' return it whatever happens"
+    for node in ast.walk(function):
         for field in ("body", "orelse", "finalbody"):
             block = getattr(node, field, None)
             if not isinstance(block, list):
@@ -115,8 +117,11 @@ def constant_predicates(tree: ast.Module, source: str, low: int, high: int) -> l
     module's docstring): the fill's last one in each such function or loop, in the order
     of the text."""
     offset = node_offsets(source)
+    rows = (source.count("\n", 0, low) + 1, source.count("\n", 0, high) + 1)
     found = {}
-    for returns, why in _answers(tree):
+    answers = (answer for function in functions_over(tree, rows)
+               for answer in _answers(function))
+    for returns, why in answers:
         value = _one_bool(returns)
         if value is None:
             continue
