@@ -45,10 +45,8 @@ from typing import NamedTuple
 
 from dlm_lsp.python_names import node_offsets
 from dlm_lsp.python_order import functions_over
+from dlm_lsp.python_returns import LOOPS, own_nodes
 
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SCOPES = (*_FUNCTIONS, ast.ClassDef, ast.Lambda)
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # statements by which a function answers other than by its `return`s
 _OTHER_ANSWERS = (ast.Raise, ast.Assert, ast.Yield, ast.YieldFrom)
 
@@ -66,18 +64,11 @@ class Constant(NamedTuple):
 def _own_returns(body: list[ast.stmt]) -> list[ast.Return] | None:
     """The `return`s in `body` (not in a function or class inside), in the order of the
     text; None where it answers otherwise too (`_OTHER_ANSWERS`)."""
-    found = []
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, _SCOPES):
-            continue
-        if isinstance(node, _OTHER_ANSWERS):
-            return None
-        if isinstance(node, ast.Return):
-            found.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return sorted(found, key=lambda node: (node.lineno, node.col_offset))
+    own = list(own_nodes(body))
+    if any(isinstance(node, _OTHER_ANSWERS) for node in own):
+        return None
+    return sorted((node for node in own if isinstance(node, ast.Return)),
+                  key=lambda node: (node.lineno, node.col_offset))
 
 
 def _one_bool(returns: list[ast.Return]) -> bool | None:
@@ -101,7 +92,7 @@ def _answers(function: ast.AST) -> Iterator[tuple[list[ast.Return], str]]:
             if not isinstance(block, list):
                 continue
             for loop, after in zip(block, block[1:], strict=False):
-                if isinstance(loop, _LOOPS) and not loop.orelse \
+                if isinstance(loop, LOOPS) and not loop.orelse \
                         and isinstance(after, ast.Return):
                     returns = _own_returns(loop.body)
                     if returns:
