@@ -20,6 +20,17 @@ def marked_verdict(marked: str, fill: str, language: str = "python") -> Validati
     return document.names_checked(at, at, fill, document.validate(at, at, fill))
 
 
+def marked_judged(marked: str, fill: str, **settings) -> Validation:
+    """The verdict a server with `settings` gives `fill` at the span, as a fill's pass
+    judges it (`passes.judged`)."""
+    from dlm_lsp.config import ServerConfig
+    from dlm_lsp.passes import judged
+
+    request = marked_request(marked)
+    document = parsed_document(request.text, "python")
+    return judged(document, request, fill, ServerConfig(**settings))
+
+
 def marked_request(marked: str, **options) -> InfillRequest:
     """A fill asked at the span of the Python document `marked` stands for."""
     at = marked.index("⟦⟧")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakes import planted_engine, spied_layouts
-from marked import marked_request, marked_verdict
+from marked import marked_judged, marked_request, marked_verdict
 
 from dlm_lsp.python_predicates import constant_predicates
 from dlm_lsp.repair import REPAIR
@@ -132,14 +132,8 @@ def test_only_python_is_judged() -> None:
 
 
 def test_with_check_names_off_nothing_is_rejected_for_it() -> None:
-    from dlm_lsp.config import ServerConfig
-    from dlm_lsp.passes import judged
-    from dlm_lsp.validation import parsed_document
-
-    request = marked_request(PALINDROME)
-    document = parsed_document(request.text, "python")
-    assert not judged(document, request, "    return False", ServerConfig()).valid
-    assert judged(document, request, "    return False", ServerConfig(check_names=False)).valid
+    assert not marked_judged(PALINDROME, "    return False").valid
+    assert marked_judged(PALINDROME, "    return False", check_names=False).valid
 
 
 def test_repair_writes_the_other_answer(model_dir: Path,

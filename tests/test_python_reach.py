@@ -10,10 +10,9 @@ from __future__ import annotations
 import ast
 
 import pytest
-from marked import marked_request, marked_verdict
+from marked import marked_judged, marked_verdict
 
 from dlm_lsp.python_reach import unreachable
-from dlm_lsp.validation import parsed_document
 
 SWAP = ("def solve(s):\n    new = []\n    for c in s:\n        new.append(c.swapcase())\n"
         "⟦⟧\n    for c in new:\n        s += c\n    return s\n")
@@ -85,13 +84,8 @@ def test_only_python_is_judged() -> None:
 
 
 def test_with_check_names_off_nothing_is_rejected_for_reach() -> None:
-    from dlm_lsp.config import ServerConfig
-    from dlm_lsp.passes import judged
-
-    request = marked_request(SWAP)
-    document = parsed_document(request.text, "python")
-    assert not judged(document, request, "    return s", ServerConfig()).valid
-    assert judged(document, request, "    return s", ServerConfig(check_names=False)).valid
+    assert not marked_judged(SWAP, "    return s").valid
+    assert marked_judged(SWAP, "    return s", check_names=False).valid
 
 
 # --- a loop that never runs twice -------------------------------------------------------------
