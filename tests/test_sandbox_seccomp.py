@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import ast
 import errno
+import os
+import socket
+from dataclasses import replace
 
 import pytest
 
@@ -65,6 +68,9 @@ CALLS = {
     "io_uring_setup": "(0, 0)",
     "io_uring_enter": "(-1, 0, 0, 0, 0, 0)",
     "io_uring_register": "(-1, 0, 0, 0)",
+    "connect": "(-1, 0, 0)",
+    "sendmsg": "(-1, 0, 0)",
+    "sendmmsg": "(-1, 0, 0, 0)",
 }
 
 
@@ -98,6 +104,8 @@ ARGUMENT_CALLS = {
     "sched_setparam": ("sched_setparam", "(1 << 22 | 1, None)"),
     "sched_setscheduler": ("sched_setscheduler", "(1 << 22 | 1, 0, None)"),
     "sched_setattr": ("sched_setattr", "(1 << 22 | 1, None, 0)"),
+    # to an address (of 16 bytes) from a descriptor that is not open: the kernel's EBADF
+    "sendto an address": ("sendto", "(-1, 0, 0, 0, 0, 16)"),
     # the kernel's EOPNOTSUPP: only AF_UNIX makes pairs
     "socketpair AF_INET": ("socketpair", "(2, 1, 0, pair)"),
     "socketpair AF_NETLINK": ("socketpair", "(16, 2, 0, pair)"),
@@ -107,7 +115,8 @@ ARGUMENT_CALLS = {
 def number(call: str) -> int:
     """A call's number in this machine's table."""
     tables = {"kill": seccomp.KILL, "fcntl": seccomp.FCNTL, "ioctl": seccomp.IOCTL,
-              "socketpair": seccomp.SOCKETPAIR, "setpriority": seccomp.SETPRIORITY,
+              "socketpair": seccomp.SOCKETPAIR, "sendto": seccomp.SENDTO,
+              "setpriority": seccomp.SETPRIORITY,
               "ioprio_set": seccomp.IOPRIO_SET}
     if call in tables:
         return tables[call][TABLE]
@@ -246,6 +255,84 @@ def test_threads_processes_and_unix_sockets_still_work_behind_it(monkeypatch, is
                "libc = ctypes.CDLL(None, use_errno=True)\n"
                "assert libc.syscall(435, None, 0) == -1 and ctypes.get_errno() == 38\n")
     passes_behind_the_filter(monkeypatch, isolation, program)
+
+
+@pytest.fixture
+def named_sockets(tmp_path):
+    """Sockets of the test's that a program at `none` could name: a path-named stream and
+    datagram socket (a Docker daemon's or syslog's, say) and an abstract stream one."""
+    made = {"stream": (socket.AF_UNIX, socket.SOCK_STREAM, str(tmp_path / "stream.sock")),
+            "datagram": (socket.AF_UNIX, socket.SOCK_DGRAM, str(tmp_path / "datagram.sock")),
+            "abstract": (socket.AF_UNIX, socket.SOCK_STREAM,
+                         f"\0dlm-lsp-seccomp-test-{os.getpid()}")}
+    opened = {}
+    for name, (family, kind, address) in made.items():
+        opened[name] = socket.socket(family, kind)
+        opened[name].bind(address)
+        if kind == socket.SOCK_STREAM:
+            opened[name].listen(4)
+        opened[name].setblocking(False)
+    yield {name: address for name, (_, _, address) in made.items()}, opened
+    for server in opened.values():
+        server.close()
+
+
+def reach_by_name(addresses: dict) -> str:
+    """A program that tries each way to a named socket and prints {way: errno or None}."""
+    return ("import _socket, errno\nout = {}\n"
+            "def attempt(name, what):\n"
+            "    try:\n        what()\n        out[name] = None\n"
+            "    except OSError as exc:\n        out[name] = exc.errno\n"
+            "def connect(address):\n"
+            "    _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM).connect(address)\n"
+            "def dgram():\n    return _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)\n"
+            f"attempt('connect', lambda: connect({addresses['stream']!r}))\n"
+            f"attempt('abstract', lambda: connect({addresses['abstract']!r}))\n"
+            f"attempt('sendto', lambda: dgram().sendto(b'to', {addresses['datagram']!r}))\n"
+            f"attempt('sendmsg', lambda: dgram().sendmsg([b'msg'], [], 0, "
+            f"{addresses['datagram']!r}))\n"
+            "a, b = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_DGRAM)\n"
+            "a.send(b'pair'); assert b.recv(4) == b'pair'\n"  # sendto with no address
+            "print(out)\n")
+
+
+@WITH_SECCOMP
+def test_no_named_unix_socket_is_reached_behind_it_and_a_pair_still_talks(
+        monkeypatch, named_sockets):
+    """Below the namespaces a program past the hook reached any socket its user could
+    open; no Landlock right covers path-named ones."""
+    addresses, servers = named_sockets
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: sandbox.NONE)
+    config = SandboxConfig(timeout_s=10.0, hook=False, landlock=False)
+    behind = run_program(reach_by_name(addresses), config)
+    assert behind.passed and behind.seccomp, behind.detail + behind.output
+    errors = ast.literal_eval(behind.output.strip().splitlines()[-1])
+    assert errors == dict.fromkeys(("connect", "abstract", "sendto", "sendmsg"), errno.EPERM)
+    for server in servers.values():
+        with pytest.raises(BlockingIOError):
+            server.accept() if server.type == socket.SOCK_STREAM else server.recv(8)
+
+    without = run_program(reach_by_name(addresses), replace(config, seccomp=False))
+    assert without.passed and not without.seccomp, without.detail + without.output
+    assert ast.literal_eval(without.output.strip().splitlines()[-1]) == dict.fromkeys(
+        ("connect", "abstract", "sendto", "sendmsg"))
+    assert servers["stream"].accept() and servers["abstract"].accept()
+    assert sorted(servers["datagram"].recv(8) for _ in range(2)) == [b"msg", b"to"]
+
+
+@WITH_SECCOMP
+@pytest.mark.parametrize("isolation", [level for level in LEVELS if level != sandbox.NAMESPACES])
+def test_users_and_groups_are_still_looked_up_behind_it(monkeypatch, isolation):
+    """glibc's `pwd` and `grp` lookups first connect to nscd's socket; refused that, they
+    read /etc's files, where those are in sight: below the namespaces, without the
+    Landlock layer (which, like the namespaces, leaves no /etc/passwd to read)."""
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: isolation)
+    program = ("import grp, os, pwd\n"
+               "assert pwd.getpwuid(os.getuid()).pw_uid == os.getuid()\n"
+               "assert grp.getgrgid(os.getgid()).gr_gid == os.getgid()\n"
+               "assert pwd.getpwnam('root').pw_uid == 0\n")
+    outcome = run_program(program, SandboxConfig(timeout_s=10.0, hook=False, landlock=False))
+    assert outcome.passed and outcome.seccomp, outcome.detail + outcome.output
 
 
 @pytest.mark.skipif(TABLE != "x86_64" or FOUND.program is None, reason="x86_64 only")

@@ -47,7 +47,8 @@ def test_every_refused_call_fails_with_eperm_and_nothing_else_is_touched(abi):
     refused = {numbers[column] for numbers in seccomp.REFUSED.values()}
     for name, numbers in seccomp.REFUSED.items():
         assert run_filter(program, numbers[column], arch) == EPERM, name
-    special = {seccomp.SOCKET[abi], seccomp.SOCKETPAIR[abi], seccomp.CLONE[abi],
+    special = {seccomp.SOCKET[abi], seccomp.SOCKETPAIR[abi], seccomp.SENDTO[abi],
+               seccomp.CLONE[abi],
                seccomp.CLONE3, seccomp.KILL[abi], seccomp.SETPRIORITY[abi],
                seccomp.IOPRIO_SET[abi], seccomp.FCNTL[abi], seccomp.IOCTL[abi],
                *(numbers[column] for table in (seccomp.OWN_PROCESS, seccomp.ON_ITSELF)
@@ -66,6 +67,22 @@ def test_sockets_and_socket_pairs_other_than_unix_ones_are_refused(abi, call):
     assert run_filter(program, nr, arch, (1 | 1 << 32, 1)) == ALLOW
     for family in (2, 10, 16, 17, 0):  # INET, INET6, NETLINK, PACKET, UNSPEC
         assert run_filter(program, nr, arch, (family, 1)) == EPERM, family
+
+
+@pytest.mark.parametrize("abi", ABIS)
+def test_a_socket_is_reached_by_its_name_by_no_call(abi):
+    """connect, sendmsg and sendmmsg always; sendto only where it names an address,
+    which the kernel reads only where the length (an int, its sixth argument) is not 0:
+    a connected socket's send, which glibc makes as sendto with no address, goes on."""
+    program, arch, column = seccomp.build(abi), seccomp.AUDIT_ARCH[abi], seccomp.COLUMN[abi]
+    for name in ("connect", "sendmsg", "sendmmsg"):
+        assert run_filter(program, seccomp.REFUSED[name][column], arch, (3, 1, 16)) == EPERM
+    sendto = seccomp.SENDTO[abi]
+    assert run_filter(program, sendto, arch, (3, 1, 1, 0, 0, 0)) == ALLOW
+    assert run_filter(program, sendto, arch, (3, 1, 1, 0, 0x7F0000001000, 0)) == ALLOW
+    assert run_filter(program, sendto, arch, (3, 1, 1, 0, 0x7F0000001000, 110)) == EPERM
+    assert run_filter(program, sendto, arch, (3, 1, 1, 0, 0, 3)) == EPERM
+    assert run_filter(program, sendto, arch, (3, 1, 1, 0, 0, 1 << 32)) == ALLOW  # an int
 
 
 @pytest.mark.parametrize("abi", ABIS)

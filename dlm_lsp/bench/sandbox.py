@@ -29,9 +29,10 @@ program runs in its own short-lived child (`sandbox_child.py`) with
   interpreter's ABI (x86_64, aarch64), a seccomp filter, installed in the program's
   process once the sandbox's own setup is done: what no benchmark program needs
   (ptrace, mounts, new namespaces, keyrings, bpf, kernel modules, io_uring, pidfds,
-  sockets other than AF_UNIX, signals to processes other than its own, ...) fails
-  with EPERM, hook or no hook; checked once (`probe_seccomp`), and where it does not
-  work programs run without it and the reports say why;
+  sockets other than AF_UNIX, a socket reached by its name, signals to processes
+  other than its own, ...) fails with EPERM, hook or no hook; checked once
+  (`probe_seccomp`), and where it does not work programs run without it and the
+  reports say why;
 - where the kernel has Landlock (`landlock.py`), a Landlock layer, installed in the
   program's process just before the seccomp filter: files are written only in its
   working directory (and /dev/null, zero, full), read only in the namespaces'

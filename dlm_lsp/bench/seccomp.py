@@ -15,11 +15,18 @@ event: `os.kill` is refused by the hook, `signal.pidfd_send_signal` was not), mo
 (unshare, setns, and clone with a namespace flag), the kernel's keyrings, bpf,
 perf_event_open, kexec, kernel modules, reboot, swap, userfaultfd, open_by_handle_at,
 io_uring (whose operations open sockets past this filter), and sockets of every family
-but AF_UNIX.  That one stays: glibc itself speaks to local daemons through it (nscd for
-`pwd` and `grp` lookups), and the mount namespace hides the host's socket files and the
-network namespace the abstract ones (below them, a program past the hook reaches those
-its user may open); but an AF_INET socket is refused even where no network namespace
-exists (the 'none' isolation level), with or without the hook.
+but AF_UNIX; an AF_INET socket is refused even where no network namespace exists (the
+'none' isolation level), with or without the hook.
+
+AF_UNIX sockets stay, for what a program makes and uses within itself (`socketpair`,
+asyncio's wake-up pair), but every call that reaches a socket by its name is refused:
+`connect`, `sendto` given an address, and `sendmsg` and `sendmmsg`, whose address lies
+in memory a filter cannot read.  The mount namespace hides the host's socket files and
+the network namespace the abstract ones, but below them a program past the hook
+connected to any its user could open, path-named ones included, which no Landlock
+right covers (ABI 7): a Docker daemon's socket, where its user is in that group, is
+the host's root.  glibc asks nscd and systemd's user database through a named socket
+for `pwd` and `grp` lookups, and reads /etc's files when the connect fails.
 
 Each refused call fails with EPERM, as on a locked-down host, rather than killing the
 process: a program that probes for something (an optional feature, a library that
@@ -82,11 +89,12 @@ REFUSED = {
     "userfaultfd": (323, 282), "open_by_handle_at": (304, 265),
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
     "io_uring_register": (427, 427),
+    "connect": (42, 203), "sendmsg": (46, 211), "sendmmsg": (307, 269),
 }
 # Refused for some arguments only, or otherwise: socket and socketpair (AF_UNIX
-# allowed), clone (a namespace flag refused), clone3 (ENOSYS).
+# allowed), sendto (with an address), clone (a namespace flag refused), clone3 (ENOSYS).
 SOCKET, CLONE, CLONE3 = {"x86_64": 41, "aarch64": 198}, {"x86_64": 56, "aarch64": 220}, 435
-SOCKETPAIR = {"x86_64": 53, "aarch64": 199}
+SOCKETPAIR, SENDTO = {"x86_64": 53, "aarch64": 199}, {"x86_64": 44, "aarch64": 206}
 # Calls that name a process, allowed for the program's own only (the module's docstring)
 KILL = {"x86_64": 62, "aarch64": 129}  # to its pid, its group (0, minus its pid)
 OWN_PROCESS = {  # to its own pid only
@@ -118,7 +126,7 @@ CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x1000000
 # Classic BPF (linux/filter.h, linux/seccomp.h)
 LD_ABS_W, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
 NR, ARCH, ARG0 = 0, 4, 16  # offsets in struct seccomp_data; ARG0's low word (little-endian)
-ARG1, ARG2 = ARG0 + 8, ARG0 + 16  # the next arguments' low words
+ARG1, ARG2, ARG5 = ARG0 + 8, ARG0 + 16, ARG0 + 40  # later arguments' low words
 RET_ALLOW = 0x7FFF0000
 RET_ERRNO = 0x00050000
 NOSYS = RET_ERRNO | errno.ENOSYS
@@ -159,12 +167,15 @@ def build(abi: str, refusal: int = errno.EPERM) -> bytes:
     lines += [(JEQ, numbers[column], "own process", 0) for numbers in OWN_PROCESS.values()]
     lines += [(JEQ, numbers[column], "itself", 0) for numbers in ON_ITSELF.values()]
     lines += [(JEQ, SOCKET[abi], "unix", 0), (JEQ, SOCKETPAIR[abi], "unix", 0),
+              (JEQ, SENDTO[abi], "sendto", 0),
               (JEQ, CLONE[abi], "clone", 0), (JEQ, CLONE3, "nosys", 0),
               (JEQ, KILL[abi], "kill", 0), (JEQ, SETPRIORITY[abi], "setpriority", 0),
               (JEQ, IOPRIO_SET[abi], "ioprio_set", 0),
               (JEQ, FCNTL[abi], "fcntl", 0), (JEQ, IOCTL[abi], "ioctl", 0),
               (RET, RET_ALLOW),
               ("label", "unix"), (LD_ABS_W, ARG0), (JEQ, AF_UNIX, "allow", "deny"),
+              # the kernel reads the address only where its length (an int) is not 0
+              ("label", "sendto"), (LD_ABS_W, ARG5), (JEQ, 0, "allow", "deny"),
               ("label", "clone"), (LD_ABS_W, ARG0), (JSET, CLONE_NAMESPACES, "deny", "allow"),
               ("label", "own process"), (LD_ABS_W, ARG0), (JEQ, PID_SLOT, "allow", "deny"),
               ("label", "kill"), (LD_ABS_W, ARG0), *_own_group(),
@@ -211,5 +222,5 @@ def program(abi: tuple[str, int]) -> tuple[bytes | None, str]:
 def describe(abi: str) -> str:
     """The filter in a few words, for the reports."""
     return (f"{abi}: {len(REFUSED)} system calls, clone into new namespaces, sockets "
-            f"other than AF_UNIX, and signals, limits and priorities aimed at processes "
-            f"other than its own refused with EPERM")
+            f"other than AF_UNIX, sends to a socket's address, and signals, limits and "
+            f"priorities aimed at processes other than its own refused with EPERM")
