@@ -51,6 +51,7 @@ from dlm_lsp.bench.output import write_json  # noqa: E402
 from dlm_lsp.config import (  # noqa: E402
     _CHECKS,
     BACKENDS,
+    CONTEXT_CACHES,
     DEVICES,
     PRECISIONS,
     REFINE_ORDERS,
@@ -125,6 +126,7 @@ def setting_cases(cls: type) -> list[Case]:
     cases = []
     choices = {"strategy": STRATEGIES, "schedule": SCHEDULES, "refine_order": REFINE_ORDERS,
                "device": DEVICES, "precision": PRECISIONS, "backend": BACKENDS,
+               "context_cache": CONTEXT_CACHES,
                "kind": ("single-line", "multi-line", "rewrite")}
     for name in sorted(names):
         hint = hints[name]

@@ -54,7 +54,7 @@ from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT, REUSED
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled, refine_start
 from dlm_lsp.sampler_settings import sampler_config, strictly_left_to_right
-from dlm_lsp.serving import BatchConfig, StepBatcher, Target
+from dlm_lsp.serving import BatchConfig, BatchStats, StepBatcher, Target
 from dlm_lsp.slowdown import LoadFactor
 from dlm_lsp.span import (
     SpanLayout,
@@ -167,6 +167,9 @@ class Engine:
         # passes measured against the cost model: how much slower they run under load
         self.load_factor = LoadFactor()
         self._alone = threading.Lock()
+        # the passes that ran alone, outside the batching worker (with a context cache, or
+        # `batchRows` 0, or a worker that ended first): status counts them with its own
+        self.alone_stats = BatchStats()
         self._closed = False  # see close
         self.recent = RecentFills()
         # (ms, span tokens denoised) of recent fills, for status
@@ -363,7 +366,8 @@ class Engine:
                      if error is not None and self._failed_key == self._load_key() else None)
         fills = list(self.recent_fills)
         ms = [m for m, _ in fills]
-        stats = batcher.stats if batcher is not None else None
+        shared, alone = batcher.stats if batcher is not None else BatchStats(), self.alone_stats
+        passes, rows = shared.passes + alone.passes, shared.rows + alone.rows
         return {
             "model": self.config.model, "loaded": model is not None, "loadError": error,
             # seconds until a failed load is tried again (0: at the next request)
@@ -375,11 +379,12 @@ class Engine:
             "fills": len(ms), "p50Ms": status_ms(ms, 0.5), "p95Ms": status_ms(ms, 0.95),
             "tokensPerSecond": round(sum(t for _, t in fills) / max(sum(ms) / 1000, 1e-9), 1)
             if ms else None,
-            "batchOccupancy": round(stats.occupancy, 2) if stats else None,
-            "forwardPasses": stats.passes if stats else 0,
+            # rows a pass, over every pass: the worker's shared ones and those run alone
+            "batchOccupancy": round(rows / passes, 2) if passes else None,
+            "forwardPasses": passes,
             # batchPadding at work: passes that padded shorter rows, and the fills they held
-            "paddedPasses": stats.padded if stats else 0,
-            "paddedFills": stats.padded_fills if stats else 0,
+            "paddedPasses": shared.padded,
+            "paddedFills": shared.padded_fills,
             "cacheHitRate": round(self.recent.hit_rate, 3),
             "stepMs": round(cost.step_ms(1, 256), 2) if cost is not None else None,
             # measured / predicted passes (1 on a quiet machine): what scales step budgets
@@ -505,7 +510,8 @@ class Engine:
         timing = time.perf_counter()
         # predicted passes scaled by the load factor: on a loaded machine passes run slower
         # than calibrated (the factor is 1 on a quiet one: budgets are the cost model's own)
-        cost_ms = None if target is None else self._step_ms(model, cfg, layout, rows, length)
+        cost_ms = None if target is None else self._step_ms(
+            model, cfg, layout, rows, length, bool(setting(opt, cfg, "grow_for_head")))
         step_ms = None if cost_ms is None else cost_ms * self.load_factor.value
         # The first fill with a target times the model's step (16 passes, once per model):
         # counted against this fill's target, that left it one step, a poor fill that was
@@ -591,14 +597,14 @@ class Engine:
         return result
 
     def _step_ms(self, model: DiffusionModel, cfg: ServerConfig, layout: SpanLayout, rows: int,
-                 length: int) -> float:
+                 length: int, grows: bool = False) -> float:
         """The predicted time of one of this fill's steps on `model`, the one it runs on: a
         full pass, shared with the requests the batching worker holds as the fill starts
         (`shared_step_ms`; those that come later still slow it), or with the context cache
         the mean over a refresh cycle, whose other steps run only the span and the context
         beside it."""
         cost = self.step_cost(model)
-        if not caches_context(model, cfg):
+        if not caches_context(model, cfg, grows):
             batcher = self.batcher(model)
             others = batcher.load() if batcher is not None else []
             if not others:

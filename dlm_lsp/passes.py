@@ -27,7 +27,7 @@ import torch
 
 from dlm_lsp.binding_hints import begin_binding, hint_place, plain_header
 from dlm_lsp.characters import left_out
-from dlm_lsp.config import InfillOptions, ServerConfig, setting
+from dlm_lsp.config import AUTO, InfillOptions, ServerConfig, setting
 from dlm_lsp.indentation import (
     FreeLines,
     IndentStyle,
@@ -83,20 +83,33 @@ _GIVES = re.compile(r"\s*return\b[ \t]*[^\s#;]")  # a `return` with a value
 _BARE_RETURN = re.compile(r"\n*([ \t]*)return[ \t]*\n*")  # one without
 
 
-def caches_context(model: DiffusionModel, cfg: ServerConfig) -> bool:
+def caches_context(model: DiffusionModel, cfg: ServerConfig, grows: bool = False) -> bool:
     """Whether a run keeps a context cache: when it is on, for our own denoiser or for a
     published checkpoint loaded through transformers' own classes (not its own code),
-    except a model whose spans grow (DreamOn): the cache's span is fixed."""
+    except a model whose spans grow (DreamOn): the cache's span is fixed.
+
+    `contextCache: "auto"` (the default) keeps one for our own denoiser on the CPU only.
+    There a step's cost is arithmetic, which the cache cuts: with the shipped model (a
+    full pass every 2 steps) fills took 1.5-1.9x less time, at the same single-line
+    pass@1 with the oracle length (the 2-core EPYC VM, 2026-12-06; README, Benchmarks,
+    Context cache).  On CUDA our steps replay as graphs, which the
+    cached step does not (a step there is launches, not arithmetic), and a published
+    checkpoint's loss under the cache is not measured here (no hub on this project's
+    machines): a user turns it on with `true`.  Nor does "auto" keep one for a fill that
+    `grows` (`growForHead`, which a user asked for, and which a cache's fixed span would
+    set aside); `true` does, and the span does not grow."""
     if not cfg.context_cache or getattr(model, "expand_id", None) is not None:
         return False
-    return isinstance(getattr(model, "module", None), TinyDenoiser) or (
-        isinstance(model, HFDiffusionModel) and model.native)
+    ours = isinstance(getattr(model, "module", None), TinyDenoiser)
+    if cfg.context_cache == AUTO:
+        return ours and not grows and torch.device(getattr(model, "device", "cpu")).type == "cpu"
+    return ours or (isinstance(model, HFDiffusionModel) and model.native)
 
 
-def context_cache(model: DiffusionModel, cfg: ServerConfig,
-                  layout: SpanLayout) -> ContextCache | HFContextCache | None:
+def context_cache(model: DiffusionModel, cfg: ServerConfig, layout: SpanLayout,
+                  grows: bool = False) -> ContextCache | HFContextCache | None:
     """The context cache of one run, when it keeps one (`caches_context`)."""
-    if not caches_context(model, cfg):
+    if not caches_context(model, cfg, grows):
         return None
     config = CacheConfig(cfg.cache_refresh, cfg.cache_window)
     if isinstance(model, HFDiffusionModel):
@@ -753,7 +766,8 @@ class InfillRun:
             verdict = self.validate(self.fill_text(ids, layout))
             return verdict is None or verdict.valid
 
-        cache = context_cache(self.model, engine.config_for(req), layout)
+        cache = context_cache(self.model, engine.config_for(req), layout,
+                              bool(sampler.grow_for_head))
         if cache is not None:  # the cache's span is fixed: a head's chain does not grow it
             sampler = replace(sampler, grow_for_head=False)
         # a pass with a context cache runs alone: no batching worker is started for it
@@ -775,6 +789,10 @@ class InfillRun:
                 began = time.perf_counter()
                 out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
                               syntax_ok, forward=cache)
+                alone = engine.alone_stats
+                alone.passes += out.steps
+                alone.rows += out.steps * len(out.span_ids)
+                alone.requests += 1
                 # a target's run is timed for the load factor (in the worker each pass is):
                 # all of it, its sampler's steps and checks too (~1.1x the predicted
                 # passes on a quiet CPU, under the factor's threshold)

@@ -234,10 +234,10 @@ def test_the_settings_only_the_language_server_reads_are_those_the_engine_never_
 
 
 @pytest.mark.parametrize(("settings", "why"), [
-    ('{"cacheRefresh": 2}', "they tune the context cache, which only contextCache true "
-     "turns on"),
-    ('{"contextCache": false, "cacheWindow": 4}', "they tune the context cache, which only "
-     "contextCache true turns on"),
+    ('{"contextCache": false, "cacheRefresh": 3}', "they tune the context cache, which "
+     "contextCache false turns off"),
+    ('{"contextCache": false, "cacheWindow": 4}', "they tune the context cache, which "
+     "contextCache false turns off"),
     ('{"remaskBelow": 0.3}', "it bounds re-masking, which only remask above 0 turns on, "
      "and not left to right"),
     ('{"earlyStop": false, "earlyStopLogprob": -0.5}', "it is the early stop's bar, and no "
@@ -247,7 +247,7 @@ def test_the_settings_only_the_language_server_reads_are_those_the_engine_never_
 ])
 def test_a_setting_that_matters_only_beside_another_is_refused_without_it(
         settings, why, capsys, bench_engines):
-    """`cacheRefresh` without `contextCache` (and each such pair in config.py) was taken
+    """`cacheRefresh` with `contextCache` false (and each such pair in config.py) was taken
     silently and labelled every row, though no fill read it: refused as a setting no
     fill reads is, saying which setting turns it on."""
     named = next(key for key in json.loads(settings) if key not in (
@@ -261,6 +261,7 @@ def test_a_setting_that_matters_only_beside_another_is_refused_without_it(
 
 @pytest.mark.parametrize("settings", [
     '{"contextCache": true, "cacheRefresh": 2, "cacheWindow": 4}',
+    '{"cacheRefresh": 4}',  # the server's contextCache is "auto": on for our own on a CPU
     '{"remask": 0.2, "remaskBelow": 0.3}',
     '{"earlyStopLogprob": -0.5}',  # the server's early stop is on
     '{"batchPadding": true}',  # the server's batchRows is 16

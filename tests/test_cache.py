@@ -10,7 +10,7 @@ import torch
 
 import dlm_lsp.passes as passes
 import dlm_lsp.sampler as sampler
-from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.config import InfillOptions, ServerConfig, from_json
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.models import load_model
 from dlm_lsp.models.cache import CacheConfig, ContextCache
@@ -95,13 +95,35 @@ def test_the_engine_uses_the_cache_when_switched_on(
         text = PREFIX + SUFFIX
         return engine.infill(InfillRequest(text, len(PREFIX), len(PREFIX), "python",
                                            options=InfillOptions(length=8, steps=4)))
-    plain = fill()
+    plain = fill(context_cache=False)
     assert made == []
     exact = fill(context_cache=True, cache_refresh=1)
     assert exact.candidates[0].text == plain.candidates[0].text
     approximate = fill(context_cache=True, cache_refresh=4)
     assert approximate.steps == plain.steps
     assert [c.full_passes for c in made] == [exact.steps, 1]  # steps 1..4: one full pass
+
+
+def test_by_default_our_own_model_keeps_a_cache_on_the_cpu_and_not_on_cuda(model) -> None:
+    """"auto": on the CPU a step is arithmetic, which the cache cuts; on CUDA our steps
+    replay as graphs, which a cached step does not.  `true` and `false` say it outright."""
+    assert ServerConfig().context_cache == "auto"
+    assert passes.caches_context(model, ServerConfig())
+    assert not passes.caches_context(model, ServerConfig(context_cache=False))
+    on_cuda = object.__new__(type(model))  # the same model, as the engine would see it there
+    on_cuda.__dict__.update(model.__dict__, device=torch.device("cuda", 0))
+    assert not passes.caches_context(on_cuda, ServerConfig())
+    assert passes.caches_context(on_cuda, ServerConfig(context_cache=True))
+
+
+def test_the_cache_s_setting_is_true_false_or_auto() -> None:
+    for value in (True, False, "auto"):
+        assert from_json(ServerConfig, {"contextCache": value}) == (
+            ServerConfig(context_cache=value), [])
+    for value in ("on", "true", 1, 0):
+        config, problems = from_json(ServerConfig, {"contextCache": value})
+        assert config.context_cache == "auto" and len(problems) == 1
+        assert problems[0].endswith('should be true, false or "auto"; default kept'), problems
 
 
 def test_a_cached_fill_starts_no_batching_worker(model_dir: Path) -> None:
@@ -132,7 +154,8 @@ def test_a_cached_fill_keeps_its_span_where_a_head_s_chain_would_grow_it(
         return spelled(chain, logits + boost)
     monkeypatch.setattr(sampler, "head_tokens", one_character_chain)
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
-                                 repair_rounds=0, fallback=False, grow_for_head=True))
+                                 repair_rounds=0, fallback=False, grow_for_head=True,
+                                 context_cache=False))
     text = PREFIX + SUFFIX
 
     def fill():

@@ -58,8 +58,10 @@ def test_calibration_measures_the_model_s_own_cost(monkeypatch: pytest.MonkeyPat
 
 @pytest.fixture(scope="module")
 def engine(model_dir: Path) -> Engine:
+    # the batching worker's costs: without the context cache (on by default on a CPU),
+    # whose fills run alone and are timed by the cache's own cycle
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0,
-                              fallback=False, reuse_fills=False))
+                              fallback=False, reuse_fills=False, context_cache=False))
     eng.model  # noqa: B018 -- loaded before the tests: loading counts against a target
     eng._cost = StepCost(2.0, 0.0)  # a known cost instead of this machine's: 2 ms a step
     # its passes' ratio to that made-up cost says nothing of this machine's load: kept at 1
@@ -275,7 +277,7 @@ def test_fills_that_start_together_each_get_the_steps_of_a_shared_round(
     preparation could outlast the other's first steps, and a fill that ran alone for a
     while rightly kept more steps (2 of 8 runs failed so under load 3; 12 of 12 pass now)."""
     eng = Engine(ServerConfig(model=engine.config.model, device="cpu", repair_rounds=0,
-                              fallback=False, reuse_fills=False))
+                              fallback=False, reuse_fills=False, context_cache=False))
     eng._model = engine.model
     eng._cost = StepCost(0.0, 0.5)  # a pass costs its tokens: two rows, twice one
     try:

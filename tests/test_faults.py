@@ -204,7 +204,8 @@ def test_fills_that_run_out_of_memory_in_one_shared_pass_halve_the_rows_once(mod
     (16 to 8), and each fill is tried again.  Each fill halved them: four took 16 to 1,
     for as long as the model stayed loaded, and the user was told four times."""
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", repair_rounds=0,
-                                 fallback=False, reuse_fills=False))
+                                 fallback=False, reuse_fills=False,
+                                 context_cache=False))  # shared: a cached fill runs alone
     model, batcher, fills = engine.model, engine.batcher(), 4
     real_hidden, real_run = model.hidden, batcher.run
     arrived, failed = threading.Semaphore(0), threading.Event()

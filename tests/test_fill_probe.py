@@ -38,12 +38,14 @@ def shipped():
 def test_the_probe_fills_each_task_as_the_engine_does_without_tree_sitter(shipped):
     """The probe runs where the engine cannot (no tree-sitter on the GPU machine), so it
     must fill as the engine does with what it leaves out turned off: validation (the
-    early stop's syntax test) and repair.  One task a pass: padded rows may round apart."""
+    early stop's syntax test) and repair; and as it fills on that machine's GPU, without
+    the context cache (`contextCache: "auto"` keeps one on a CPU only).  One task a
+    pass: padded rows may round apart."""
     cfg = ProbeConfig(lines=3, humaneval=5, rows=1)
     tasks = probe_tasks(cfg, [SourceFile("m.py", SOURCE)])
     probe = FillProbe(cfg, tasks, shipped.tokenizer, shipped.max_length)
     fills = probe.fills(shipped.module, torch.device("cpu"))
-    engine = bench_engine("default", "cpu", validate=False)
+    engine = bench_engine("default", "cpu", validate=False, context_cache=False)
     for name in ("lines", "humaneval"):
         by_engine = [fill_task(engine, task, FillSettings(repair=False)).text
                      for task in tasks[name]]

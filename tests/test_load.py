@@ -234,7 +234,9 @@ def test_tcp_serves_clients_at_once_on_one_engine_and_outlives_each(model_dir):
     port = free_port()
     server = ServerProcess("--tcp", f"127.0.0.1:{port}")
     try:
-        settings = {"model": str(model_dir), "repairRounds": 0, "fallback": False}
+        # fills that share passes: the context cache (on by default on a CPU) runs each alone
+        settings = {"model": str(model_dir), "repairRounds": 0, "fallback": False,
+                    "contextCache": False}
         first, first_socket = tcp_connection(port)
         first.initialize(settings)
         first.open(uri(0), TEXT)

@@ -85,6 +85,9 @@ def test_every_server_switch_is_a_checkbox_in_the_settings_ui():
     switches = [key for key, prop in server_properties().items() if "boolean" in prop["type"]]
     assert {"earlyStop", "stopWhenSettled", "ltrFirstLine", "fallback"} <= set(switches)
     for key in switches:
+        if key == "contextCache":  # true, false or "auto": a dropdown of the three
+            assert server_properties()[key]["enum"] == [True, False, "auto"]
+            continue
         assert server_properties()[key]["type"] == "boolean", key
 
 

@@ -423,8 +423,8 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = (),
     '{"latencyMs": 300}'` was labelled with the target and ran its fills at 8 steps.  And
     so is a setting that none of the fills reads, as one of their options set under
     another name replaces it, or that another setting leaves off (`UNREAD`:
-    `singleLineTokens` where every fill has the oracle length, `cacheRefresh` without
-    `contextCache`).  And so is a setting only the language server reads, never the
+    `singleLineTokens` where every fill has the oracle length, `cacheRefresh` with
+    `contextCache` false).  And so is a setting only the language server reads, never the
     engine a benchmark fills on (`config.SERVER_ONLY`: `timeoutMs`, `drafts`, `backend`
     ...), naming the script that measures fills through a server instead.
 
@@ -509,7 +509,7 @@ def _through_a_server(names: list[str]) -> str:
 class Unread:
     """Server settings that a fill does not read once one of its options is set, under
     another name, or where another setting leaves what they tune off (`cacheRefresh`
-    without `contextCache`): refused in `--settings` where no fill of a benchmark reads
+    with `contextCache` false): refused in `--settings` where no fill of a benchmark reads
     them, as they would have labelled every row and changed none."""
 
     settings: tuple[str, ...]  # snake_case
@@ -550,10 +550,11 @@ UNREAD = (
     Unread(("steps_rewrite", "latency_ms_rewrite", "strength"), "kind",
            lambda options, config: options.kind in (None, "rewrite"),
            "each fill is one line or several, never a rewrite, and only rewrites read them"),
-    # `passes`: the cache's refresh and window, read only with the cache on
+    # `passes`: the cache's refresh and window, read only with the cache on ("auto", the
+    # default, keeps one for our own models on the CPU: counted as on)
     Unread(("cache_refresh", "cache_window"), "context_cache",
-           lambda options, config: config.context_cache,
-           "they tune the context cache, which only contextCache true turns on"),
+           lambda options, config: config.context_cache is not False,
+           "they tune the context cache, which contextCache false turns off"),
     # `engine.strictly_left_to_right`: a left-to-right fill commits one token a step, in
     # order, whatever the parallel strategies' schedule, threshold and re-masking say
     Unread(("schedule", "threshold", "remask"), "strategy",

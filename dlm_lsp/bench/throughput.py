@@ -9,7 +9,10 @@ worker batches fills of the same sequence length), and the run reports fills
 per second, the p50 and p95 wall time of one fill as its caller saw it, and
 the batch occupancy (rows per forward pass) from the worker's own counters.
 The same load with batching off (`batchRows` 0: each fill alone, one after
-another) is the comparison.
+another) is the comparison.  Both modes run without the context cache, which is on by
+default on a CPU (`contextCache: "auto"`): a fill with it runs alone, so the batched mode
+would have shared no pass; `--settings '{"contextCache": true}'` measures it, both modes
+then alone.
 
 With `--beside-long`, every other caller fills a long document instead
 (`LONG_DOCUMENT`: the same function after enough code to fill the model's
@@ -263,7 +266,7 @@ def run_throughput(config: ThroughputConfig) -> ThroughputReport:
     began = time.perf_counter()
     seeds = _Seeds(config.seed)
     engines = {mode: bench_engine(config.model, config.device, batch_rows=MODES[mode],
-                                  **config.engine)
+                                  **{"context_cache": False, **config.engine})
                for mode in config.modes}
     for engine in engines.values():
         _fill(engine, config, seeds.take())  # warm-up

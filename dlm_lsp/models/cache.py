@@ -29,7 +29,8 @@ from dlm_lsp.models.tiny import TinyDenoiser
 class CacheConfig:
     """How often to renew the store, and how much context to recompute with the span."""
 
-    refresh: int = 4  # a full pass every this many steps (1: no caching at all)
+    refresh: int = 2  # a full pass every this many steps (1: no caching at all), as
+    # the server's `cacheRefresh` by default
     window: int = 8  # context positions either side of the span recomputed each step
 
 

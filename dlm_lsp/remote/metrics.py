@@ -59,7 +59,7 @@ _METRICS = {
     "failed": ("counter", "Fills that ended in an error."),
     "inFlight": ("gauge", "Fills the replica holds now."),
     "queueDepth": ("gauge", "Fills waiting or running in the replica's batching worker."),
-    "forwardPasses": ("counter", "Batched forward passes run."),
+    "forwardPasses": ("counter", "Forward passes run, batched or alone."),
     "paddedPasses": ("counter", "Forward passes that padded shorter rows (batchPadding)."),
     "paddedFills": ("counter", "Fills that ran in at least one padded pass."),
     "loadFactor": ("gauge", "Measured over predicted forward-pass time (1 on a quiet machine)."),

@@ -18,8 +18,10 @@ confidence order, 8 steps, early stop on its log-probability bar), from the cont
 the engine would build (`span.build_layout`, the head moved, the borrowed line break).
 What it leaves out is the engine's tree-sitter (the GPU machine has none): no syntax
 check, so an early stop needs no valid fill, no repair and no left-to-right retry.
-Its numbers are those of the engine with the setting `validate` off and no repair,
-`bench humaneval --split single --limit N --no-repair --settings '{"validate": false}'`
+Its numbers are those of the engine with the setting `validate` off, no repair and no
+context cache (as on the GPU, where `contextCache: "auto"` keeps none),
+`bench humaneval --split single --limit N --no-repair --settings '{"validate": false,
+"contextCache": false}'`
 (31 of 32 fills the same with the shipped model on a CPU, 2026-12-04; the other is a
 bf16 rounding of a padded pass): the model and the sampler alone, not the server's
 numbers, which the benchmarks stay the measure of; the probe is the curve.

@@ -49,14 +49,15 @@ SECTION_ID = "dlm.server"  # the `id` of the generated configuration section
 
 
 
-def allowed_values(field: str) -> tuple[str, ...] | None:
+def allowed_values(field: str) -> tuple[str | bool, ...] | None:
     """The closed set a field's value must come from: the tuple the server checks it
     against, named after the field by config.py's convention (strategy -> STRATEGIES,
-    refine_order -> REFINE_ORDERS)."""
+    refine_order -> REFINE_ORDERS, context_cache -> CONTEXT_CACHES: true, false or
+    "auto")."""
     name = field.upper()
     for constant in (name + "S", name[:-1] + "IES" if name.endswith("Y") else None):
         values = getattr(server_config, constant, None) if constant else None
-        if isinstance(values, tuple) and all(isinstance(v, str) for v in values):
+        if isinstance(values, tuple) and all(isinstance(v, (str, bool)) for v in values):
             return values
     return None
 
