@@ -125,7 +125,7 @@ class ServerConfig(SamplingControls):
     batch_padding: bool = False
     reuse_fills: bool = True  # answer repeated requests and typing-along from recent fills
     # reuse the context's keys/values between steps (approximate); "auto": for our own
-    # models on the CPU, where fills took 1.5-1.9x less time at the same single-line
+    # models on the CPU, where fills took 1.6-1.9x less time at the same single-line
     # pass@1 (passes.caches_context)
     context_cache: bool | str = "auto"
     cache_refresh: int = 2  # with the cache: a full forward pass every this many steps

@@ -90,7 +90,7 @@ def caches_context(model: DiffusionModel, cfg: ServerConfig, grows: bool = False
 
     `contextCache: "auto"` (the default) keeps one for our own denoiser on the CPU only.
     There a step's cost is arithmetic, which the cache cuts: with the shipped model (a
-    full pass every 2 steps) fills took 1.5-1.9x less time, at the same single-line
+    full pass every 2 steps) fills took 1.6-1.9x less time, at the same single-line
     pass@1 with the oracle length (the 2-core EPYC VM, 2026-12-06; README, Benchmarks,
     Context cache).  On CUDA our steps replay as graphs, which the
     cached step does not (a step there is launches, not arithmetic), and a published

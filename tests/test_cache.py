@@ -116,6 +116,13 @@ def test_by_default_our_own_model_keeps_a_cache_on_the_cpu_and_not_on_cuda(model
     assert passes.caches_context(on_cuda, ServerConfig(context_cache=True))
 
 
+def test_auto_keeps_no_cache_for_a_fill_whose_span_may_grow(model) -> None:
+    """`growForHead` is asked for; a cache's span is fixed, so "auto" yields to it (and
+    `true` keeps its cache, the span not growing: the next test)."""
+    assert not passes.caches_context(model, ServerConfig(), grows=True)
+    assert passes.caches_context(model, ServerConfig(context_cache=True), grows=True)
+
+
 def test_the_cache_s_setting_is_true_false_or_auto() -> None:
     for value in (True, False, "auto"):
         assert from_json(ServerConfig, {"contextCache": value}) == (
