@@ -309,9 +309,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "max_context_tokens": (Range(0, 1 << 20), "an integer from 0 to 1048576"),
     "timeout_ms": (Range(0, above=True), "a positive integer (milliseconds)"),
     "batch_rows": (Range(0, 256), "an integer from 0 to 256"),
-    # `is`: 1 == True, but a 1 is no switch (its type is refused before this check too)
-    "context_cache": (lambda v: any(v is c for c in CONTEXT_CACHES[:2]) or v == AUTO,
-                      'true, false or "auto"'),
+    "context_cache": (lambda v: isinstance(v, bool) or v == AUTO, 'true, false or "auto"'),
     "cache_refresh": (Range(1, 1024), "an integer from 1 to 1024"),
     "cache_window": (Range(0, 4096), "an integer from 0 to 4096"),
     "latency_ms": (Range(0, above=True), "a positive integer (milliseconds)"),

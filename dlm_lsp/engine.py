@@ -367,7 +367,7 @@ class Engine:
         fills = list(self.recent_fills)
         ms = [m for m, _ in fills]
         shared, alone = batcher.stats if batcher is not None else BatchStats(), self.alone_stats
-        passes, rows = shared.passes + alone.passes, shared.rows + alone.rows
+        every = BatchStats(shared.passes + alone.passes, shared.rows + alone.rows)
         return {
             "model": self.config.model, "loaded": model is not None, "loadError": error,
             # seconds until a failed load is tried again (0: at the next request)
@@ -380,8 +380,8 @@ class Engine:
             "tokensPerSecond": round(sum(t for _, t in fills) / max(sum(ms) / 1000, 1e-9), 1)
             if ms else None,
             # rows a pass, over every pass: the worker's shared ones and those run alone
-            "batchOccupancy": round(rows / passes, 2) if passes else None,
-            "forwardPasses": passes,
+            "batchOccupancy": round(every.occupancy, 2) if every.passes else None,
+            "forwardPasses": every.passes,
             # batchPadding at work: passes that padded shorter rows, and the fills they held
             "paddedPasses": shared.padded,
             "paddedFills": shared.padded_fills,
