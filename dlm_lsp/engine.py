@@ -170,6 +170,11 @@ class Engine:
         # the passes that ran alone, outside the batching worker (with a context cache, or
         # `batchRows` 0, or a worker that ended first): status counts them with its own
         self.alone_stats = BatchStats()
+        # the passes of workers that new settings retired, so that status's counts never go
+        # back (the remote service exports them as counters): those still finishing their
+        # fills are read as they run, and folded into `_ended_stats` once ended
+        self._retired: list[StepBatcher] = []
+        self._ended_stats = BatchStats()
         self._closed = False  # see close
         self.recent = RecentFills()
         # (ms, span tokens denoised) of recent fills, for status
@@ -283,6 +288,7 @@ class Engine:
                 self._failure = self._failed_key = None  # new settings load at once
             if reload or config.batch_rows == 0:
                 retired, self._batcher = self._batcher, None
+                self._keep_counts(retired)
             self.config = config
         if retired is not None:
             retired.retire()
@@ -330,6 +336,7 @@ class Engine:
         with self._lock:
             self._closed = True
             batcher, self._batcher = self._batcher, None
+            self._keep_counts(batcher)
         if batcher is not None:
             batcher.retire()
 
@@ -346,12 +353,28 @@ class Engine:
             if self._batcher is None or self._batcher.model is not model:
                 if self._batcher is not None:  # its fills end on their model (see retire);
                     self._batcher.retire()  # not waited for with `_lock` held (see close)
+                    self._keep_counts(self._batcher)
                 self._batcher = StepBatcher(model, BatchConfig(self.config.batch_rows),
                                             lambda: self.step_cost(model), self.load_factor)
             self._batcher.config.max_rows = min(self.config.batch_rows,
                                                 self._row_cap or self.config.batch_rows)
             self._batcher.config.pad = self.config.batch_padding
             return self._batcher
+
+    def _keep_counts(self, retired: StepBatcher | None) -> None:
+        """Keep the passes of a worker being retired in status's counts (with `_lock`)."""
+        if retired is not None:
+            self._retired.append(retired)
+
+    def _worker_stats(self, current: StepBatcher | None) -> BatchStats:
+        """The passes of every batching worker this engine has had (with `_lock`)."""
+        for ended in [w for w in self._retired if w.ended]:
+            self._ended_stats += ended.stats
+            self._retired.remove(ended)
+        stats = self._ended_stats
+        for worker in self._retired:
+            stats = stats + worker.stats
+        return stats if current is None else stats + current.stats
 
     def status(self) -> dict[str, Any]:
         """What the engine is doing, for `dlm/status`: the model and device (without
@@ -360,14 +383,14 @@ class Engine:
         it loads on ("auto" resolved: editors show it as where the model runs)."""
         with self._lock:
             model, batcher, cost = self._model, self._batcher, self._cost
+            shared = self._worker_stats(batcher)
             error = str(self._failure) if self._failure is not None else None
             planned = self._fallback_device or self.config.device
             retry = (max(self._retry_at - _clock(), 0.0)
                      if error is not None and self._failed_key == self._load_key() else None)
         fills = list(self.recent_fills)
         ms = [m for m, _ in fills]
-        shared, alone = batcher.stats if batcher is not None else BatchStats(), self.alone_stats
-        every = BatchStats(shared.passes + alone.passes, shared.rows + alone.rows)
+        every = shared + self.alone_stats
         return {
             "model": self.config.model, "loaded": model is not None, "loadError": error,
             # seconds until a failed load is tried again (0: at the next request)

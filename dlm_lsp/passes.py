@@ -789,10 +789,8 @@ class InfillRun:
                 began = time.perf_counter()
                 out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
                               syntax_ok, forward=cache)
-                alone = engine.alone_stats
-                alone.passes += out.steps
-                alone.rows += out.steps * len(out.span_ids)
-                alone.requests += 1
+                engine.alone_stats.count_passes(out.steps, len(out.span_ids))
+                engine.alone_stats.requests += 1
                 # a target's run is timed for the load factor (in the worker each pass is):
                 # all of it, its sampler's steps and checks too (~1.1x the predicted
                 # passes on a quiet CPU, under the factor's threshold)

@@ -35,7 +35,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -109,6 +109,16 @@ class BatchStats:
     def occupancy(self) -> float:
         """Mean rows per forward pass."""
         return self.rows / self.passes if self.passes else 0.0
+
+    def count_passes(self, passes: int, rows_each: int) -> None:
+        """Count `passes` forward passes of `rows_each` rows each."""
+        self.passes += passes
+        self.rows += passes * rows_each
+
+    def __add__(self, other: BatchStats) -> BatchStats:
+        """Both counts together: the passes of several workers, or those run alone too."""
+        return BatchStats(*(getattr(self, f.name) + getattr(other, f.name)
+                            for f in fields(BatchStats)))
 
 
 _LIVE: weakref.WeakSet[StepBatcher] = weakref.WeakSet()
@@ -210,6 +220,11 @@ class StepBatcher:
         """Stop the worker and wait (at most 5 s) for it to end."""
         self.stop()
         self._thread.join(timeout=5)
+
+    @property
+    def ended(self) -> bool:
+        """Whether its thread has ended: its counts (`stats`) will not change again."""
+        return not self._thread.is_alive()
 
     @property
     def depth(self) -> int:
@@ -369,8 +384,7 @@ class StepBatcher:
                 job.error = exc
                 job.done.set()
             return
-        self.stats.passes += 1
-        self.stats.rows += out.shape[0]
+        self.stats.count_passes(1, out.shape[0])
         at = 0
         for job in group:
             rows, state = job.state.rows, job.state

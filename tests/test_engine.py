@@ -754,7 +754,8 @@ def test_batch_rows_set_to_0_ends_the_batching_worker_and_fills_run_alone(
     config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
                           context_cache=False)  # batched: the cache's fills run alone
     eng = Engine(config)
-    assert eng.infill(_request("x = |\n", steps=2, candidates=1)).candidates
+    shared = eng.infill(_request("x = |\n", steps=2, candidates=1))
+    assert shared.candidates
     worker = eng._batcher._thread
     eng.reconfigure(replace(config, batch_rows=0))
     worker.join(5)
@@ -763,8 +764,11 @@ def test_batch_rows_set_to_0_ends_the_batching_worker_and_fills_run_alone(
     alone = eng.infill(_request("y = |\n", steps=2, candidates=1))
     assert alone.candidates
     assert not [t for t in set(threading.enumerate()) - before if t.name == "dlm-batcher"]
-    # the passes it ran alone are counted (they were not: a server of batchRows 0 said 0)
-    assert eng.status()["forwardPasses"] == alone.steps > 0
+    # the passes it ran alone are counted (they were not: a server of batchRows 0 said 0),
+    # and so are the retired worker's: the count never goes back (the remote service
+    # exports it as a counter; new settings took the worker's passes out of it)
+    assert eng.status()["forwardPasses"] == shared.steps + alone.steps
+    assert shared.steps > 0 and alone.steps > 0
 
 
 def test_status_shows_the_padded_passes_and_the_fills_that_ran_in_them(model_dir: Path) -> None:
@@ -824,7 +828,8 @@ def test_settings_that_reload_the_model_end_the_old_model_s_batching_worker(
     config = ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
                           precision="fp32", context_cache=False)  # batched, uncached
     eng = Engine(config)
-    assert eng.infill(_request("x = |\n", steps=2, candidates=1)).candidates
+    shared = eng.infill(_request("x = |\n", steps=2, candidates=1))
+    assert shared.candidates
     worker = eng._batcher._thread
     assert eng.reconfigure(replace(config, precision="bf16"))
     worker.join(5)
