@@ -68,6 +68,7 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     options = InfillOptions(steps=steps, strategy=strategy, seed=seed)
     state = HoleFilling(text)
     began = time.perf_counter()
+    blank = 0  # holes whose best fill was whitespace (a model that knows not the language)
     for hole in holes:
         start, end = state.current(hole)
         result = engine.infill(InfillRequest(state.text, start, end, language_id=language,
@@ -76,12 +77,16 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
         best = result.candidates[0]
         state.accept(hole, best.text)
         valid = {True: "valid", False: "INVALID", None: "unchecked"}[best.valid]
+        blank += not best.text.strip()
         print(f"# hole at offset {hole[0]}: {result.plan.kind}, {result.tokens} tokens, "
               f"{describe_steps(result)}, {result.ms:.0f} ms, syntax {valid} ({result.path}"
-              f"{f', {result.repair_rounds} repair round(s)' if result.repair_rounds else ''})",
-              file=sys.stderr)
-    print(f"# {len(holes)} hole(s) filled by {model_obj.name} on {model_obj.device} in "
-          f"{time.perf_counter() - began:.2f} s", file=sys.stderr)
+              f"{f', {result.repair_rounds} repair round(s)' if result.repair_rounds else ''})"
+              f"{'' if best.text.strip() else BLANK}", file=sys.stderr)
+    # a blank fill said "syntax valid" and "1 hole(s) filled" like any other: the user of
+    # `fill fixtures/hello.js` was not told the model had written nothing
+    print(f"# {len(holes)} hole(s) filled{f' ({blank} blank)' if blank else ''} by "
+          f"{model_obj.name} on {model_obj.device} in {time.perf_counter() - began:.2f} s",
+          file=sys.stderr)
     if source is not None and write:
         try:
             write_atomically(source, state.text)  # the old text or the new, never a part
@@ -95,6 +100,9 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     else:
         _print(state.text)
     return 0
+
+
+BLANK = "; blank: the model wrote no code there"
 
 
 def describe_steps(result: InfillResult) -> str:

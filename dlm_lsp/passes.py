@@ -278,7 +278,24 @@ def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, languag
     replaced = req.text[req.start:req.end].endswith(tail)
     if tail and (text.strip() or replaced) and not text.endswith(tail):
         text += tail
-    return text
+    return without_new_blank_line(text, req)
+
+
+def without_new_blank_line(text: str, req: InfillRequest) -> str:
+    """A fill without the line break (and blanks) it ends in, where the document's own
+    line break follows the span and the span's text did not end in one: a hole's line
+    (`    <FILL>` then the line's break), a cursor on an empty line, a selection up to a
+    line's end.  There the model often writes its last line's break as well (its training
+    middles are whole lines as often as not), and the fill, offered as it came, left an
+    empty line after itself that the user never asked for: `dlm-lsp fill
+    fixtures/hello.py` wrote three blank lines where the file had two.  A selection that
+    took its line's break is given one back (the fill replaces it), and a fill with no
+    code is left to the checks that judge blanks."""
+    after, replaced = req.text[req.end:req.end + 1], req.text[req.start:req.end]
+    if after not in ("\n", "\r") or replaced.endswith(("\n", "\r")) or not text.strip():
+        return text
+    code = text.rstrip()
+    return code if any(c in "\r\n" for c in text[len(code):]) else text
 
 
 # RepairConfig's fields and the settings that set them

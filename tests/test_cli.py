@@ -51,6 +51,34 @@ def test_fill_works_on_fixtures_in_other_languages_and_checks_their_syntax(model
     assert "syntax valid" in out.stderr or "syntax INVALID" in out.stderr  # a grammar ran
 
 
+def test_fill_says_which_holes_the_model_left_blank(tmp_path, model_dir, monkeypatch, capsys):
+    """A fill of whitespace only said "syntax valid" and "1 hole(s) filled" like any other
+    (`fill fixtures/hello.js`: the shipped model, which knows Python only, wrote a space):
+    the user was not told nothing was written."""
+    from dataclasses import replace
+
+    from dlm_lsp.engine import Engine
+    from dlm_lsp.fill import BLANK, fill_file
+
+    infill = Engine.infill
+
+    def blank_first(self, req):  # the first hole's best fill is blank, the second's is not
+        result = infill(self, req)
+        best = replace(result.candidates[0],
+                       text=" " if "<FILL>" in req.text[req.end:] else "x = 1")
+        return replace(result, candidates=[best])
+
+    monkeypatch.setattr(Engine, "infill", blank_first)
+    source = tmp_path / "two.py"
+    source.write_text("a = 1\n<FILL>\nb = 2\n<FILL>\n")
+    assert fill_file(str(source), model=str(model_dir), steps=2) == 0
+    out = capsys.readouterr()
+    assert out.out == "a = 1\n \nb = 2\nx = 1\n"
+    holes = [line for line in out.err.splitlines() if line.startswith("# hole at offset")]
+    assert [line.endswith(BLANK) for line in holes] == [True, False]
+    assert "# 2 hole(s) filled (1 blank) by" in out.err
+
+
 def test_fill_without_holes_says_so(tmp_path, model_dir):
     plain = tmp_path / "plain.py"
     plain.write_text("x = 1\n")

@@ -1245,6 +1245,31 @@ def _shaped(marked: str, fill: str, language: str | None) -> str:
                       local_text(text, start, end))
 
 
+@pytest.mark.parametrize("marked, fill, expected", [
+    # a hole's line: the line's own break follows (fixtures/hello.py, the Quick start's)
+    ("def f(n):\n    if n < 2:\n        return n\n    ⟦<FILL>⟧\n\n\ndef main():\n    pass\n",
+     "return n\n", "return n"),
+    ("def f(xs):\n    total = 0\n    ⟦⟧\n    return total\n", "total = xs\n", "total = xs"),
+    # a cursor on an empty line: the fill takes that line
+    ("x = 1\n⟦⟧\ny = 2\n", "z = 3\n", "z = 3"),
+    ("x = 1\r\n⟦⟧\r\ny = 2\r\n", "z = 3\r\n", "z = 3"),
+    # a selection that took its line's break gets one back: the fill replaces it
+    ("x = 1\n⟦y = 2\n⟧\nz = 3\n", "y = 4\n", "y = 4\n"),
+    # code after the span on its line, or the end of the file: nothing to double
+    ("x = ⟦⟧ + 1\n", "2\n", "2\n"),
+    ("x = 1\n⟦⟧", "y = 2\n", "y = 2\n"),
+    # a fill with no code is left to the checks that judge blanks
+    ("x = 1\n    ⟦⟧\ny = 2\n", "\n", "\n"),
+])
+def test_a_fill_leaves_no_empty_line_where_the_document_s_own_line_break_follows_it(
+        marked: str, fill: str, expected: str) -> None:
+    """A fill's last line break before the line break that ends the span's line made an
+    empty line nobody asked for (`dlm-lsp fill fixtures/hello.py`: three blank lines
+    where the file had two)."""
+    language = "python" if "def " in marked else None
+    assert _shaped(marked, fill, language) == expected
+
+
 MODULE_DOCSTRING = '"""A module.\n\n' + "".join(
     f"It isn't line {i}: \"a\" or 'b'.\n" for i in range(30)) + '"""\n\n'
 

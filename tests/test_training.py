@@ -1390,6 +1390,37 @@ def test_an_error_in_the_final_save_keeps_its_traceback_and_the_interim_save_who
     TinyModel.load(out, torch.device("cpu"))
 
 
+@pytest.mark.parametrize("interim", [False, True])
+def test_a_full_disk_at_a_save_is_one_line_saying_what_was_kept(
+        interim, source_dir, tmp_path, monkeypatch, capsys):
+    """safetensors' I/O errors are not OSErrors: a disk that filled up during the save
+    ended the run in a traceback (as a bug's), after a note that it saved nothing."""
+    from safetensors import SafetensorError
+
+    from dlm_lsp.models import tiny
+
+    real, calls = tiny.save_file, []
+
+    def save_file(tensors, path):
+        calls.append(path)
+        if len(calls) == (2 if interim else 1):
+            raise SafetensorError("Error while serializing: I/O error: No space left on "
+                                  "device (os error 28)")
+        real(tensors, path)
+    monkeypatch.setattr(tiny, "save_file", save_file)
+    out = tmp_path / "out"
+    saves = ["--save-every", "1e-9"] if interim else []
+    assert main([*_cli_args(source_dir, out), "--max-steps", "2", *saves]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    kept = "its earlier save is as it was" if interim else "nothing was saved"
+    assert _the_error(err) == (f"dlm-lsp train: --out {out}: cannot save the model after "
+                               f"step 2 (No space left on device); {kept}")
+    if interim:  # the save of step 1 loads
+        assert json.loads((out / "config.json").read_text())["training"]["steps"] == 1
+        TinyModel.load(out, torch.device("cpu"))
+
+
 def _out_of_memory_in_step(monkeypatch, step: int, kind: str) -> None:
     """Training step `step` runs out of memory: on a GPU (torch's OutOfMemoryError, its
     text as CUDA words it), in Python (MemoryError), or in torch's CPU allocator (the real

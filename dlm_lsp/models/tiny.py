@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -302,7 +303,14 @@ def _save_weights(tensors: dict[str, torch.Tensor], path: Path) -> None:
     place, so the weights of a saved model were unreadable to anyone else while config.json
     and tokenizer.json beside them followed the umask (0644 under the usual 022).  The file
     gets the mode a newly created file gets; the umask can only be read by setting it."""
-    save_file(tensors, str(path))
+    try:
+        save_file(tensors, str(path))
+    except SafetensorError as exc:  # its I/O errors are no OSError: a full disk was a bug's
+        code = re.search(r"\(os error (\d+)\)", str(exc))  # traceback, not a line
+        if code is None:
+            raise
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number), str(path)) from exc
     umask = os.umask(0o022)
     os.umask(umask)
     path.chmod(0o666 & ~umask)

@@ -171,6 +171,7 @@ from dlm_lsp.training.fill_probe import ProbeConfig, probe_summary
 from dlm_lsp.training.rows import RowConfig
 from dlm_lsp.training.train import (
     OutOfMemory,
+    SaveFailed,
     TrainConfig,
     TrainingError,
     describe_shape,
@@ -422,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         stats = train(cfg)
         listing = verify(cfg.out_dir)
     except Exception as exc:  # the one GPU run must say what went wrong, whatever it was
-        if not isinstance(exc, (TrainingError, OutOfMemory)):  # ours say it in their line
+        if not isinstance(exc, (TrainingError, OutOfMemory, SaveFailed)):  # ours say it
             traceback.print_exc()
         kept = "" if isinstance(exc, OutOfMemory) else \
             f"; any interim save is in {cfg.out_dir}"  # OutOfMemory says what it kept

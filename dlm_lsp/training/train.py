@@ -82,6 +82,11 @@ class TrainingError(Exception):
     """A run cannot start as configured; the message says what to change."""
 
 
+class SaveFailed(Exception):
+    """The model could not be written into --out (a full disk, a folder made read-only
+    meanwhile): said in one line, exit status 1 (not a usage error), with what was kept."""
+
+
 class OutOfMemory(Exception):
     """The run ran out of memory (the device's or the machine's); the message says when,
     which flags make it smaller, and what the run saved (exit status 1, not a usage
@@ -392,8 +397,14 @@ def _save(module: TinyDenoiser, tokenizer: Tokenizer, cfg: TrainConfig, stats: d
     the recipe says (half again: `tiny.stored_tensors`), with stats."""
     cpu_module = module if next(module.parameters()).device.type == "cpu" \
         else copy.deepcopy(module).to("cpu")
-    save_tiny(cpu_module, tokenizer, cfg.out_dir, dtype=WEIGHT_DTYPES[cfg.weights],
-              extra={"training": stats}, max_shard_bytes=cfg.max_shard_bytes)
+    try:
+        save_tiny(cpu_module, tokenizer, cfg.out_dir, dtype=WEIGHT_DTYPES[cfg.weights],
+                  extra={"training": stats}, max_shard_bytes=cfg.max_shard_bytes)
+    except OSError as exc:  # save_tiny leaves the folder's earlier save whole
+        kept = "its earlier save is as it was" if (cfg.out_dir / "config.json").is_file() \
+            else "nothing was saved"
+        raise SaveFailed(f"--out {cfg.out_dir}: cannot save the model after step "
+                         f"{stats.get('steps')} ({exc.strerror or exc}); {kept}") from exc
 
 
 # Far above any vocabulary a code model uses (Qwen's is 151,646), and small enough for
@@ -1324,7 +1335,7 @@ def main(argv: list[str] | None = None) -> int:
     except (TrainingError, ModelLoadError, FileNotFoundError) as exc:
         print(f"dlm-lsp train: {exc}", file=sys.stderr)
         return 2
-    except (FloatingPointError, OutOfMemory) as exc:  # diverged, or too large: not usage
+    except (FloatingPointError, OutOfMemory, SaveFailed) as exc:  # not usage errors
         print(f"dlm-lsp train: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
