@@ -516,15 +516,22 @@ class DlmServer(LanguageServer):
         asked, msg_id = self.protocol.ask(types.WORKSPACE_APPLY_EDIT,
                                           types.ApplyWorkspaceEditParams(edit, label=label))
         try:
-            answer = await asyncio.shield(asked)
-        except asyncio.CancelledError:
-            if not self.protocol.cancelled_by_client(asyncio.current_task()):
-                raise
-            done, _ = await asyncio.wait([asked], timeout=CLIENT_ANSWER_S)
-            if not done:
-                self.protocol.forget_request(msg_id)
-                raise
-            answer = asked.result()
+            try:
+                answer = await asyncio.shield(asked)
+            except asyncio.CancelledError:
+                if not self.protocol.cancelled_by_client(asyncio.current_task()):
+                    raise
+                done, _ = await asyncio.wait([asked], timeout=CLIENT_ANSWER_S)
+                if not done:
+                    self.protocol.forget_request(msg_id)
+                    raise
+                answer = asked.result()
+        except JsonRpcException as exc:
+            # An error answer, or one that is no ApplyWorkspaceEditResult (`null`): the
+            # command failed with it as its own error, -32602 "unreadable response", as if
+            # its arguments were wrong.  Whether the editor applied the edit is not known.
+            return False, (f"the editor answered the edit with an error ({exc.message}); "
+                           "whether it applied it is not known")
         if answer and answer.applied:
             return True, None
         return False, (answer and answer.failure_reason) or None

@@ -375,6 +375,27 @@ async def test_the_editor_s_reason_for_not_applying_an_edit_is_the_command_s_mes
     assert rewrite["applied"] is False and rewrite["message"] == why
 
 
+async def test_an_editor_s_answer_to_an_edit_that_is_no_result_is_the_command_s_message(
+        client: LanguageClient):
+    """An applyEdit answered with `null` (no ApplyWorkspaceEditResult): the command failed
+    with that as its own error, -32602 "unreadable response: TypeError: argument of type
+    'NoneType' is not iterable", which reads as the command's arguments being wrong.  It
+    says the editor's answer, and that whether the edit landed is not known (an error
+    answer takes the same way; pytest-lsp's client cannot send one)."""
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def nothing(params: types.ApplyWorkspaceEditParams):
+        return None
+
+    open_doc(client, "x = <FILL>\n")
+    holes = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "dlm.fillHoles", [URI]))
+    assert holes["applied"] is False and holes["holes"] == 1
+    assert holes["message"].startswith(
+        "the editor answered the edit with an error (unreadable response: TypeError: ")
+    assert holes["message"].endswith("); whether it applied it is not known")
+
+
 async def test_fill_holes_replaces_each_marker_through_apply_edit(client: LanguageClient):
     text = "def f(x):\n    y = <FILL>\n    <FILL>\n\nprint(f(1))  # <FILL> keeps the rest\n"
     applied = accept_applied_edits(client)
