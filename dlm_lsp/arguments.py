@@ -26,4 +26,19 @@ def parse_arguments(parser: argparse.ArgumentParser,
         option, equals, value = arg.partition("=")
         if equals and value == "--" and option.startswith("-"):
             parser.error(f"argument {option}: expected one argument")
-    return parser.parse_args(args)
+    parsed, extra = parser.parse_known_args(args)
+    if extra:  # said by the command's own parser, with its usage (`fill a.py b.py` was
+        # refused with the top level's usage, which lists no FILE)
+        _chosen(parser, parsed).error(f"unrecognized arguments: {' '.join(extra)}")
+    return parsed
+
+
+def _chosen(parser: argparse.ArgumentParser,
+            parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `parsed` names, the deepest: `bench humaneval`'s."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+            if chosen is not None:
+                return _chosen(chosen, parsed)
+    return parser

@@ -16,7 +16,14 @@ from collections.abc import Iterator
 from dlm_lsp import __version__
 from dlm_lsp.allocator import cap_arenas
 from dlm_lsp.arguments import parse_arguments
-from dlm_lsp.config import DEVICES, STRATEGIES, InfillOptions, ServerConfig, from_json
+from dlm_lsp.config import (
+    DEVICES,
+    STRATEGIES,
+    InfillOptions,
+    ServerConfig,
+    from_json,
+    url_problem,
+)
 from dlm_lsp.held_signals import signal_name
 from dlm_lsp.process_end import end_quietly, ignore_signals_at_last
 
@@ -56,6 +63,16 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         server.start_io()
     return 0
+
+
+def _service_url(text: str) -> str:
+    """A service's URL, checked while parsing: `status --remote ftp://x` was refused only
+    once the command ran (exit 1, as if the service were down), where `--server nonsense`
+    is a usage error (exit 2, the usage on stderr)."""
+    problem = url_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+    return text
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -436,7 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help=about, description=about)
     status.add_argument("--server", type=_address, metavar="HOST:PORT",
                         help="ask a server started with --tcp")
-    status.add_argument("--remote", metavar="URL", help="show a service started with "
+    status.add_argument("--remote", type=_service_url, metavar="URL",
+                        help="show a service started with "
                         "serve-remote: its replicas, queue and latency")
     status.add_argument("--token", default="", help="the service's or server's token (default: "
                         "the variable DLM_LSP_REMOTE_TOKEN with --remote, DLM_LSP_TCP_TOKEN "

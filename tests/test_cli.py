@@ -430,11 +430,25 @@ def _status_remote_error(argv: list[str], capsys: pytest.CaptureFixture[str]) ->
     return said
 
 
-def test_status_of_a_service_at_a_url_that_is_not_one_names_the_remote_option(capsys):
+@pytest.mark.parametrize("url, problem", [
+    ("gpu-box:8000", "is not an http:// or https:// URL"),
+    ("ftp://x", "is not an http:// or https:// URL"),
+    ("http://x:99999", "has no port number 0-65535"),
+])
+def test_status_of_a_service_at_a_url_that_is_not_one_is_a_usage_error_naming_the_option(
+        url, problem, capsys):
     """The command line has no setting `remoteUrl`: the error named the editor's setting
-    where the user had typed `--remote`."""
-    said = _status_remote_error(["--remote", "gpu-box:8000"], capsys)
-    assert "'--remote' 'gpu-box:8000' is not an http:// or https:// URL" in said
+    where the user had typed `--remote`; and it came once the command ran, exit 1, as a
+    service that is down does, where `--server nonsense` is a usage error (exit 2)."""
+    from dlm_lsp.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["status", "--remote", url])
+    assert stopped.value.code == 2
+    said = capsys.readouterr().err
+    assert said.splitlines()[-1].startswith(
+        f"dlm-lsp status: error: argument --remote: {url!r} {problem}")
+    assert "remoteUrl" not in said
 
 
 def test_status_of_a_service_with_a_ca_file_it_cannot_read_names_the_ca_file_option(
@@ -1216,6 +1230,26 @@ def test_an_option_given_the_separator_as_its_value_is_a_usage_error(
     assert stopped.value.code == 2
     option = next(arg for arg in argv if arg.endswith("=--")).removesuffix("=--")
     assert f"error: argument {option}: expected one argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, command", [
+    (["fill", str(FIXTURE), "more.py"], "dlm-lsp fill"),
+    (["status", "--bogus"], "dlm-lsp status"),
+    (["bench", "humaneval", "--bogus"], "dlm-lsp bench humaneval"),
+    (["--bogus"], "dlm-lsp"),
+])
+def test_an_argument_no_command_takes_is_refused_by_the_command_it_was_given_to(
+        argv: list[str], command: str, capsys: pytest.CaptureFixture) -> None:
+    """`fill a.py b.py` was refused as `dlm-lsp: error: unrecognized arguments: b.py`, under
+    the top level's usage, which names no FILE; `train` said its own usage already."""
+    from dlm_lsp.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"{command}: error: unrecognized arguments: {argv[-1]}"
+    assert err.startswith(f"usage: {command} ")
 
 
 def test_the_gpu_run_refuses_the_separator_as_a_value_too(

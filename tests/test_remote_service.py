@@ -538,20 +538,23 @@ def test_without_address_the_service_starts_its_own_ray_even_beside_a_running_cl
     assert asked == ["local", "auto"]
 
 
+# `dlm-lsp serve-remote` that deploys nothing (no Ray): the command's own lines, its wait
+# and its stop
+NO_RAY = ("import sys\n"
+          "from dlm_lsp.remote import service\n"
+          "service.deploy = lambda cfg: 'http://127.0.0.1:9'\n"
+          "service.ray.shutdown = lambda: None\n"
+          "from dlm_lsp.cli import main\n"
+          "raise SystemExit(main(sys.argv[1:]))\n")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_to_the_serving_service_is_said_in_one_line_and_ends_it_with_status_0(sig):
     """Ctrl-C stopped a serving service with no word while Ray took its replicas down
     (seconds), as if the key had been missed, and the README promised the commands' 130.
     A stop is a server's normal end: the language server says `dlm-lsp: stopped by
-    SIGINT, exiting` and exits 0, and the service now does the same.  The probe deploys
-    nothing (no Ray), so only the command's own wait and its stop are run."""
-    probe = ("import sys\n"
-             "from dlm_lsp.remote import service\n"
-             "service.deploy = lambda cfg: 'http://127.0.0.1:9'\n"
-             "service.ray.shutdown = lambda: None\n"
-             "from dlm_lsp.cli import main\n"
-             "raise SystemExit(main(sys.argv[1:]))\n")
-    with subprocess.Popen([sys.executable, "-c", probe, "serve-remote", "--token", "t",
+    SIGINT, exiting` and exits 0, and the service now does the same."""
+    with subprocess.Popen([sys.executable, "-c", NO_RAY, "serve-remote", "--token", "t",
                            "--port", str(free_port())],  # 8000 may be held by another program
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
@@ -562,6 +565,25 @@ def test_a_signal_to_the_serving_service_is_said_in_one_line_and_ends_it_with_st
             proc.kill()
     assert (proc.returncode, err) == (0, f"dlm-lsp serve-remote: stopped by {sig.name}, "
                                          "exiting\n")
+    assert out == ""
+
+
+def test_the_warning_that_a_service_takes_no_token_goes_to_stderr(monkeypatch):
+    """It went to stdout, where the service says where it serves (a supervisor's log of
+    stdout read it as output), and the language server's `--tcp` warns on stderr."""
+    monkeypatch.delenv("DLM_LSP_REMOTE_TOKEN", raising=False)
+    with subprocess.Popen([sys.executable, "-c", NO_RAY, "serve-remote", "--port",
+                           str(free_port())], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        try:
+            assert proc.stdout.readline().startswith("dlm-lsp service at http://127.0.0.1:9")
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert err.splitlines()[0] == ("warning: no token: anyone who can reach "
+                                   "http://127.0.0.1:9 can use the service (--token or "
+                                   "DLM_LSP_REMOTE_TOKEN)")
     assert out == ""
 
 

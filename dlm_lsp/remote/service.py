@@ -383,7 +383,7 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
         return 1
     if not (cfg.token or os.environ.get(wire.TOKEN_VARIABLE)):
         print(f"warning: no token: anyone who can reach {url} can use the service "
-              f"(--token or {wire.TOKEN_VARIABLE})", flush=True)
+              f"(--token or {wire.TOKEN_VARIABLE})", file=sys.stderr, flush=True)  # as --tcp's
     count = (f"{cfg.min_replicas or 1} to {cfg.max_replicas}" if cfg.max_replicas
              else str(cfg.replicas))
     stopped = threading.Event()
