@@ -1551,8 +1551,10 @@ def test_a_python_fill_s_module_code_is_cut_off_not_moved_into_the_body(
 
 @pytest.mark.parametrize(("marked", "fill"), [
     ("def f(xs):\n    return xs\n⟦⟧\n", "x = 1\ny = 2"),
-    ("def f(xs):\n    return xs\n⟦⟧\n", "\nx = 1\n"),
-    ("def f(xs):\n    ys = xs\n⟦⟧\n", "    return ys\nx = 1\n"),
+    # (without a last line break: the line's own follows, and one of the fill's would
+    # leave an empty line: test_a_fill_leaves_no_empty_line_where_...)
+    ("def f(xs):\n    return xs\n⟦⟧\n", "\nx = 1"),
+    ("def f(xs):\n    ys = xs\n⟦⟧\n", "    return ys\nx = 1"),
 ], ids=["module-code", "after-a-blank-line", "body-then-module-code"])
 def test_a_python_fill_at_column_0_keeps_its_module_code_at_column_0(marked: str,
                                                                      fill: str) -> None:
