@@ -2187,6 +2187,29 @@ def test_gpu_run_says_running_out_of_memory_in_one_line(pattern_dir, tmp_path, m
                      err)
 
 
+def test_gpu_run_says_a_full_disk_at_its_save_in_one_line(pattern_dir, tmp_path, monkeypatch,
+                                                          capsys):
+    """The GPU run's one chance: a save the disk refused was a traceback of safetensors."""
+    from safetensors import SafetensorError
+
+    from dlm_lsp.models import tiny
+    from dlm_lsp.training import gpu_run
+
+    def save_file(tensors, path):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device "
+                              "(os error 28)")
+    monkeypatch.setattr(tiny, "save_file", save_file)
+    out = tmp_path / "out"
+    assert gpu_run.main(["--out", str(out), "--size", "tiny", "--no-stdlib",
+                         "--no-site-packages", "--extra-root", str(pattern_dir),
+                         "--device", "cpu", "--max-steps", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert re.search(rf"gpu_run: failed after \d+s: --out {re.escape(str(out))}: cannot save "
+                     r"the model after step \d+ \(No space left on device\); nothing was "
+                     r"saved$", err.strip())
+
+
 def test_gpu_run_interrupted_before_training_says_so(pattern_dir, tmp_path, monkeypatch,
                                                     capsys):
     """Ctrl-C's own KeyboardInterrupt has no text: the line ended after the colon."""

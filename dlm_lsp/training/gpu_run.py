@@ -425,8 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the one GPU run must say what went wrong, whatever it was
         if not isinstance(exc, (TrainingError, OutOfMemory, SaveFailed)):  # ours say it
             traceback.print_exc()
-        kept = "" if isinstance(exc, OutOfMemory) else \
-            f"; any interim save is in {cfg.out_dir}"  # OutOfMemory says what it kept
+        kept = "" if isinstance(exc, (OutOfMemory, SaveFailed)) else \
+            f"; any interim save is in {cfg.out_dir}"  # those say what they kept
         print(f"gpu_run: failed after {time.monotonic() - started:.0f}s: {exc}{kept}",
               file=sys.stderr, flush=True)
         return 1
