@@ -282,20 +282,28 @@ def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, languag
 
 
 def without_new_blank_line(text: str, req: InfillRequest) -> str:
-    """A fill without the line break (and blanks) it ends in, where the document's own
-    line break follows the span and the span's text did not end in one: a hole's line
+    """A fill without the blanks and line breaks it ends in where the document's own line
+    break follows the span and the span's text did not end in one: a hole's line
     (`    <FILL>` then the line's break), a cursor on an empty line, a selection up to a
     line's end.  There the model often writes its last line's break as well (its training
     middles are whole lines as often as not), and the fill, offered as it came, left an
-    empty line after itself that the user never asked for: `dlm-lsp fill
-    fixtures/hello.py` wrote three blank lines where the file had two.  A selection that
-    took its line's break is given one back (the fill replaces it), and a fill with no
-    code is left to the checks that judge blanks."""
+    empty line after itself that the user never asked for (`dlm-lsp fill
+    fixtures/hello.py` wrote three blank lines where the file had two), or blanks at its
+    line's end (ghost text `#  `).  At the end of a document with no last line break the
+    fill keeps one at most: it brought a run of empty lines (`return a` and four).  A
+    selection that took its line's break is given one back (the fill replaces it), and a
+    fill with no code is left to the checks that judge blanks."""
     after, replaced = req.text[req.end:req.end + 1], req.text[req.start:req.end]
-    if after not in ("\n", "\r") or replaced.endswith(("\n", "\r")) or not text.strip():
+    if replaced.endswith(("\n", "\r")) or not text.strip():
         return text
     code = text.rstrip()
-    return code if any(c in "\r\n" for c in text[len(code):]) else text
+    if after in ("\n", "\r"):
+        return code
+    if after:  # code follows on the line: the fill's end is the user's business
+        return text
+    ending = text[len(code):]
+    breaks = [b for b in ("\r\n", "\n", "\r") if b in ending]
+    return code + breaks[0] if breaks else code
 
 
 # RepairConfig's fields and the settings that set them

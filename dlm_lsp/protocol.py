@@ -149,14 +149,17 @@ def command_flag(args: tuple[Any, ...], name: str, position: int | None = None) 
 
 NOTHING_WRITTEN = ("the model wrote only whitespace in place of the selected code, which "
                    "would delete it; nothing applied")
+ONLY_BLANKS = "the model wrote only whitespace at the cursor; nothing applied"
 
 
-def writing_first(candidates: Sequence[Candidate], replaced: str) -> list[Candidate]:
+def writing_first(candidates: Sequence[Candidate], replaced: str,
+                  cursor: bool = False) -> list[Candidate]:
     """`candidates` (best first) with those of only whitespace after the rest where they
     would replace code (`replaced`): such a fill deletes the code, which no one asks a
     rewrite for (the model ended the span at once; the shipped model rewrote `break` as
-    a space), where a fill the syntax check rejected is still a draft worth editing."""
-    if not replaced.strip():
+    a space), where a fill the syntax check rejected is still a draft worth editing.  So
+    too at a `cursor`, where blanks are no fill (ghost text offers none)."""
+    if not replaced.strip() and not cursor:
         return list(candidates)
     return sorted(candidates, key=lambda c: not c.text.strip())
 
@@ -172,14 +175,18 @@ def infill_result(version: int | None, rng: types.Range, result: InfillResult,
     """The JSON result of `dlm/infill`: the best fill as an edit, all candidates, stats.
     The edit is the first candidate's, candidates of only whitespace put last where the
     range held code (`replaced`); where every one is that, no edit, and a `message`
-    says why (`writing_first`)."""
-    candidates = writing_first(result.candidates, replaced)
+    says why (`writing_first`), as where the best fill at a cursor is only whitespace."""
+    cursor = rng.start == rng.end
+    candidates = writing_first(result.candidates, replaced, cursor)
     best = candidates[0]
-    nothing = deletes_code(best, replaced)
+    # At a cursor fills of only whitespace are no edit either: one left blanks at the end
+    # of the line (`       `) and the editor said "filled" (ghost text offers none there)
+    blanks = cursor and not best.text.strip()
+    nothing = NOTHING_WRITTEN if deletes_code(best, replaced) else ONLY_BLANKS if blanks else None
     return {
         "version": version,
         "edits": [] if nothing else [_converter.unstructure(types.TextEdit(rng, best.text))],
-        **({"message": NOTHING_WRITTEN} if nothing else {}),
+        **({"message": nothing} if nothing else {}),
         "candidates": [{"text": c.text, "valid": c.valid, "score": round(c.score, 4),
                         "used": c.used, "path": c.path,
                         "errors": [list(at) for at in c.check.new_errors] if c.check else []}

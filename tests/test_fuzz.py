@@ -315,8 +315,8 @@ def test_a_range_is_accepted_exactly_when_it_is_a_range_of_the_clients_text(serv
     event("accepted")
     assert "result" in reply, (text, rng, reply)
     result = reply["result"]
-    if not result["edits"]:  # only whitespace written in place of code: no edit, said why
-        assert text[start:end].strip() and "message" in result
+    if not result["edits"]:  # only whitespace, in place of code or at a cursor: said why
+        assert (text[start:end].strip() or start == end) and "message" in result
         assert not any(c["text"].strip() for c in result["candidates"])
         return
     [edit] = result["edits"]
@@ -412,8 +412,8 @@ def test_edits_change_only_their_range_of_the_version_they_name_and_never_go_sta
                 continue  # its answer waits for the client's, which may come after a change
             assert sent >= confirmed  # a fill's edits are never for a version known old
             before = versions[sent]
-            if not result["edits"]:  # only whitespace written in place of code: said why
-                assert before[a:b].strip() and "message" in result
+            if not result["edits"]:  # only whitespace, in place of code or at a cursor
+                assert (before[a:b].strip() or a == b) and "message" in result
                 continue
             [edit] = result["edits"]
             assert edit["range"] == rng

@@ -698,6 +698,29 @@ def test_a_document_closed_while_it_is_parsed_ahead_keeps_no_tree(kept_parses,
     assert DOC.uri not in kept_parses
 
 
+@pytest.mark.parametrize(("texts", "edit"), [
+    (["       "], None), (["\t\t", "\n"], None),  # every fill blank: none, said why
+    (["   ", "x = 1"], "x = 1"),  # a fill with code goes first
+    (["x = 1", "  "], "x = 1"),
+])
+def test_dlm_infill_at_a_cursor_offers_no_fill_of_only_whitespace(texts, edit):
+    """At a cursor the model's blanks were the edit (`       ` on an empty line, kept as
+    trailing blanks, and Neovim said "filled 1 tokens"); ghost text there offers none.
+    As in place of code, a fill with code goes first, and where there is none, no edit and
+    a message say so (Neovim's `nothing applied: ...`, VS Code's status bar)."""
+    rng = types.Range(AT, AT)
+    result = InfillResult([Candidate(t, True, 0.0) for t in texts],
+                          SpanPlan("multi-line", 8, 5, True), steps=5, tokens=8, ms=1.0)
+    answer = protocol.infill_result(1, rng, result)
+    assert [e["newText"] for e in answer["edits"]] == ([] if edit is None else [edit])
+    assert answer["candidates"][0]["text"] == (texts[0] if edit is None else edit)
+    assert ("message" in answer) is (edit is None)
+    if edit is None:
+        assert answer["message"] == protocol.ONLY_BLANKS
+    hole = types.Range(AT, types.Position(AT.line, AT.character + 6))  # `<FILL>`: nothing
+    assert protocol.infill_result(1, hole, result)["edits"][0]["newText"] == texts[0]  # may go
+
+
 @pytest.mark.parametrize("repair_steps", [0, 4, None])
 def test_dlm_infill_stats_say_how_many_of_the_steps_went_to_repair(repair_steps):
     """`steps` counts the forward passes of every path; `repairSteps` says how many of

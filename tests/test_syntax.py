@@ -1255,9 +1255,16 @@ def _shaped(marked: str, fill: str, language: str | None) -> str:
     ("x = 1\r\n⟦⟧\r\ny = 2\r\n", "z = 3\r\n", "z = 3"),
     # a selection that took its line's break gets one back: the fill replaces it
     ("x = 1\n⟦y = 2\n⟧\nz = 3\n", "y = 4\n", "y = 4\n"),
-    # code after the span on its line, or the end of the file: nothing to double
+    # blanks at the line's end go too (ghost text `#  `)
+    ("def f(a):\n    ⟦⟧\n    return a\n", "#  ", "#"),
+    # code after the span on its line: its end is the user's business
     ("x = ⟦⟧ + 1\n", "2\n", "2\n"),
+    ("x = ⟦⟧ + 1\n", "2 ", "2 "),
+    # the end of a file without a last line break: one line break at most
     ("x = 1\n⟦⟧", "y = 2\n", "y = 2\n"),
+    ("def f(a):\n    ⟦⟧", "return a\n\n\n\n\n", "return a\n"),
+    ("x = 1\r\n⟦⟧", "y = 2\r\n\r\n", "y = 2\r\n"),
+    ("x = 1\n⟦⟧", "y = 2  ", "y = 2"),
     # a fill with no code is left to the checks that judge blanks
     ("x = 1\n    ⟦⟧\ny = 2\n", "\n", "\n"),
 ])
@@ -1265,7 +1272,7 @@ def test_a_fill_leaves_no_empty_line_where_the_document_s_own_line_break_follows
         marked: str, fill: str, expected: str) -> None:
     """A fill's last line break before the line break that ends the span's line made an
     empty line nobody asked for (`dlm-lsp fill fixtures/hello.py`: three blank lines
-    where the file had two)."""
+    where the file had two); at the end of a file without one, a run of them."""
     language = "python" if "def " in marked else None
     assert _shaped(marked, fill, language) == expected
 
