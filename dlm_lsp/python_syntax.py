@@ -361,6 +361,24 @@ class PythonSyntax:
                              self._row, first_error, self._users_broken)
         return None if below else rejected
 
+    def chunk_parses(self, start: int, end: int) -> bool:
+        """Whether CPython reads the span's chunk as it is (False where no chunk is found)."""
+        chunk = self._chunk(start, end)
+        return chunk is not None and chunk.failure is None
+
+    def damage_above(self, start: int, end: int) -> tuple[int, int] | None:
+        """The line [low, high) above the span, its line break left out, where CPython
+        stops in the span's chunk as it is, or None.  CPython stops at its first error, so
+        there it hides whatever the fill breaks below (`ParsedDocument._mended`)."""
+        chunk = self._chunk(start, end)
+        if chunk is None or chunk.failure is None:
+            return None
+        row = self._row(chunk.failure)
+        if row >= self._row(start):
+            return None
+        low, high = self.lines[row], self._line_end(row)
+        return low, low + len(self.text[low:high].rstrip("\r\n"))
+
     def _users_broken(self) -> set[int]:
         """The rows tree-sitter finds broken in the document as it is (found once)."""
         if self._broken is None:

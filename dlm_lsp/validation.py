@@ -405,6 +405,7 @@ class ParsedDocument:
         self._lines: list[int] | None = None
         self._windows: dict[tuple[int, int], ParsedDocument] = {}
         self._blank: dict[tuple[int, int], ParsedDocument] = {}  # see `_blanked`
+        self._mend: dict[tuple[int, int], ParsedDocument] = {}  # see `_mended`
         self._python: PythonSyntax | None = None
         self._shell: BashSyntax | None = None
         self._verdicts: dict[tuple[int, int, str], Validation] = {}
@@ -858,7 +859,8 @@ class ParsedDocument:
         tokenizer's (`unmatched ')'` below) come before any of the parser's (`x = ` left
         incomplete)."""
         if self.language == "python":
-            rejected = self._python_rejects(start, end, fill)
+            rejected = self._python_rejects(start, end, fill) or self._rejected_past_damage(
+                start, end, fill)
             if rejected is not None and judged_in is not None and judged_in is not self:
                 low, suffix = _common_ends(self.text, judged_in.text)
                 shift = len(fill) - (end - start)  # the blank lines, in the filled document
@@ -870,6 +872,40 @@ class ParsedDocument:
                 return self._rejected(rejected, "Python")
         return self._bash_confirmed(start, end, fill,
                                     Validation(True, True, self.language, reason=reason))
+
+    def _rejected_past_damage(self, start: int, end: int, fill: str) -> Rejection | None:
+        """CPython's objection to a fill that the user's own damage above it hid: a hole
+        marker or a line left unfinished in the same block, where CPython stopped at its
+        first error, and tree-sitter let the fill's pass as old (its span taken out left
+        the same error: `mid = (lo + ` written as `lo =` over `hi) // 2`, an unmatched
+        `)`, two lines below a `<FILL>`).  Judged again with that line written as `...`
+        (`_mended`), where the chunk parses then; None otherwise."""
+        line = self._python_syntax().damage_above(start, end)
+        if line is None:
+            return None
+        mended = self._mended(*line)
+        syntax = mended._python_syntax()
+        if syntax.damage_above(start, end) is not None or not syntax.chunk_parses(start, end):
+            return None
+        return mended._python_rejects(start, end, fill)
+
+    def _mended(self, low: int, high: int) -> ParsedDocument:
+        """This version with the code of text[low:high] (one line, after its indentation)
+        written as `...`, an expression statement, padded with spaces to its length, so
+        that offsets stay the document's; the last kept.  Spaces alone would leave a
+        block's only statement out (`if x:` over nothing)."""
+        key = (low, high)
+        mended = self._mend.get(key)
+        if mended is None:
+            line = self.text[low:high]
+            indent = len(line) - len(line.lstrip(" \t"))
+            code = high - low - indent
+            written = "..." + " " * (code - 3) if code >= 3 else " " * code
+            text = self.text[:low + indent] + written + self.text[high:]
+            mended = ParsedDocument(text, self.language, self._parser, self, self.bash)
+            mended.windowed = self.windowed
+            self._mend = {key: mended}
+        return mended
 
     def _python_syntax(self) -> PythonSyntax:
         if self._python is None:

@@ -92,6 +92,44 @@ def test_broken_code_above_the_span_is_not_blamed_on_the_fill() -> None:
     assert _fill(marked, "a = 1").valid
 
 
+BISECT = ("def bisect_right(a, x, lo=0, hi=None):\n"
+          "    if hi is None:\n"
+          "        {above}\n"
+          "    while lo < hi:\n"
+          "        ⟦mid = (lo + ⟧hi) // 2\n"
+          "        if x < a[mid]:\n"
+          "            hi = mid\n"
+          "    return lo\n")
+
+
+@pytest.mark.parametrize("above", ["<FILL>", "hi = len(", "hi = len(a) +"])
+def test_broken_code_above_the_span_does_not_hide_what_the_fill_breaks_below_it(
+        above: str) -> None:
+    """CPython stops at the user's error above (a hole marker, a line being typed), and
+    tree-sitter took the fill's unmatched `)` for old damage: the span taken out leaves
+    one too.  `lo =` over `hi) // 2` passed as valid, and a rewrite applied it."""
+    marked = BISECT.format(above=above)
+    for fill in ("lo =", "a"):
+        assert not _fill(marked, fill).valid, fill
+
+
+@pytest.mark.parametrize("above", ["<FILL>", "hi = len(a) +"])
+def test_broken_code_above_the_span_is_still_not_blamed_on_a_fill_that_parses(
+        above: str) -> None:
+    """Judged with that line written as `...`, a fill that breaks nothing passes.  (Below
+    `hi = len(` tree-sitter reads the lines as one damage, and rejects these too.)"""
+    marked = BISECT.format(above=above)
+    assert _fill(marked, "lo = len(").valid  # `lo = len(hi) // 2`
+    assert _fill(marked, "mid = (lo + ").valid  # as it was
+
+
+def test_broken_code_above_that_one_line_does_not_mend_still_judges_nothing_there() -> None:
+    """Where writing the broken line as `...` leaves the chunk broken (a bracket opened
+    lines above), CPython cannot judge the fill: tree-sitter's verdict stands."""
+    marked = BISECT.format(above="hi = f(\n            a,")
+    assert _fill(marked, "mid = (lo + ").valid
+
+
 def test_an_incomplete_line_at_the_cursor_must_be_completed() -> None:
     marked = "def f(a):\n    result = g(⟦⟧\n    return result\n"
     assert _fill(marked, "a)").valid
