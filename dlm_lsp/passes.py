@@ -278,10 +278,10 @@ def shape_fill(text: str, req: InfillRequest, plan: SpanPlan, tail: str, languag
     replaced = req.text[req.start:req.end].endswith(tail)
     if tail and (text.strip() or replaced) and not text.endswith(tail):
         text += tail
-    return without_new_blank_line(text, req)
+    return trimmed_end(text, req)
 
 
-def without_new_blank_line(text: str, req: InfillRequest) -> str:
+def trimmed_end(text: str, req: InfillRequest) -> str:
     """A fill without the blanks and line breaks it ends in where the document's own line
     break follows the span and the span's text did not end in one: a hole's line
     (`    <FILL>` then the line's break), a cursor on an empty line, a selection up to a

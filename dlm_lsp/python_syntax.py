@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import ast
 import bisect
+import io
+import tokenize
 import warnings
 from collections.abc import Callable
 from typing import NamedTuple, TypeVar
@@ -217,6 +219,21 @@ def parses_below(text: str, low: int, start: int, end: int, fill: str, high: int
     return False
 
 
+def _closed(line: str) -> bool:
+    """Whether a line of code closes every bracket it opens, leaves no string open and
+    does not go on to the next line with a backslash."""
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth -= 1
+    except (tokenize.TokenError, SyntaxError):  # an open bracket, string or backslash
+        return False
+    return depth == 0
+
+
 def _rows(node: Node) -> tuple[int, int]:
     return node.start_point[0], node.end_point[0]
 
@@ -368,8 +385,12 @@ class PythonSyntax:
 
     def damage_above(self, start: int, end: int) -> tuple[int, int] | None:
         """The line [low, high) above the span, its line break left out, where CPython
-        stops in the span's chunk as it is, or None.  CPython stops at its first error, so
-        there it hides whatever the fill breaks below (`ParsedDocument._mended`)."""
+        stops in the span's chunk as it is, where that line is broken on its own; or None.
+        CPython stops at its first error, so there it hides whatever the fill breaks below
+        (`ParsedDocument._mended`).  A line that leaves a bracket open (or ends in a
+        backslash) is not on its own: the lines below may go on with it, the span's among
+        them (`f(a,` over a span that holds `b)`, where it fails only for the span left
+        empty)."""
         chunk = self._chunk(start, end)
         if chunk is None or chunk.failure is None:
             return None
@@ -377,7 +398,8 @@ class PythonSyntax:
         if row >= self._row(start):
             return None
         low, high = self.lines[row], self._line_end(row)
-        return low, low + len(self.text[low:high].rstrip("\r\n"))
+        line = self.text[low:high].rstrip("\r\n")
+        return (low, low + len(line)) if _closed(line) else None
 
     def _users_broken(self) -> set[int]:
         """The rows tree-sitter finds broken in the document as it is (found once)."""

@@ -875,11 +875,12 @@ class ParsedDocument:
 
     def _rejected_past_damage(self, start: int, end: int, fill: str) -> Rejection | None:
         """CPython's objection to a fill that the user's own damage above it hid: a hole
-        marker or a line left unfinished in the same block, where CPython stopped at its
-        first error, and tree-sitter let the fill's pass as old (its span taken out left
-        the same error: `mid = (lo + ` written as `lo =` over `hi) // 2`, an unmatched
-        `)`, two lines below a `<FILL>`).  Judged again with that line written as `...`
-        (`_mended`), where the chunk parses then; None otherwise."""
+        marker or another line broken on its own in the same block (`damage_above`),
+        where CPython stopped at its first error, and tree-sitter let the fill's pass as
+        old (its span taken out left the same error: `mid = (lo + ` written as `lo =`
+        over `hi) // 2`, an unmatched `)`, two lines below a `<FILL>`).  Judged again with
+        that line written as `...` (`_mended`), where the chunk parses then; None
+        otherwise."""
         line = self._python_syntax().damage_above(start, end)
         if line is None:
             return None

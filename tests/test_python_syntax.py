@@ -102,7 +102,7 @@ BISECT = ("def bisect_right(a, x, lo=0, hi=None):\n"
           "    return lo\n")
 
 
-@pytest.mark.parametrize("above", ["<FILL>", "hi = len(", "hi = len(a) +"])
+@pytest.mark.parametrize("above", ["<FILL>", "hi = len(a) +", "hi = a b"])
 def test_broken_code_above_the_span_does_not_hide_what_the_fill_breaks_below_it(
         above: str) -> None:
     """CPython stops at the user's error above (a hole marker, a line being typed), and
@@ -123,11 +123,21 @@ def test_broken_code_above_the_span_is_still_not_blamed_on_a_fill_that_parses(
     assert _fill(marked, "mid = (lo + ").valid  # as it was
 
 
-def test_broken_code_above_that_one_line_does_not_mend_still_judges_nothing_there() -> None:
-    """Where writing the broken line as `...` leaves the chunk broken (a bracket opened
-    lines above), CPython cannot judge the fill: tree-sitter's verdict stands."""
-    marked = BISECT.format(above="hi = f(\n            a,")
-    assert _fill(marked, "mid = (lo + ").valid
+@pytest.mark.parametrize("marked, fill", [
+    # the span's line goes on with the line above: it failed only for the span left empty
+    ("def f(a):\n    g(a,\n      ⟦⟧\n    return a\n", "2)"),
+    ("def f(a):\n    x = a + \\\n        ⟦⟧\n    return x\n", "1"),
+    # a bracket opened lines above: that line written as `...` mends nothing
+    (BISECT.format(above="hi = f(\n            a,"), "mid = (lo + "),
+])
+def test_a_line_above_that_goes_on_below_is_not_taken_for_damage_of_its_own(
+        marked: str, fill: str) -> None:
+    """The held-out line `Decimal('3.1415926'), F(3,11))` below `self.assertRaises(
+    TypeError, operator.add,` (test_fractions.py) was rejected, "unexpected indent": with
+    the span empty CPython stops at the line above, and written as `...` that line no
+    longer opened what the fill closes.  A line that leaves a bracket open, or ends in a
+    backslash, is never written as `...`."""
+    assert _fill(marked, fill).valid
 
 
 def test_an_incomplete_line_at_the_cursor_must_be_completed() -> None:
