@@ -48,8 +48,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import io
-import tokenize
 import warnings
 from collections.abc import Callable
 from typing import NamedTuple, TypeVar
@@ -219,21 +217,6 @@ def parses_below(text: str, low: int, start: int, end: int, fill: str, high: int
     return False
 
 
-def _closed(line: str) -> bool:
-    """Whether a line of code closes every bracket it opens, leaves no string open and
-    does not go on to the next line with a backslash."""
-    depth = 0
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline):
-            if token.type == tokenize.OP and token.string in "([{":
-                depth += 1
-            elif token.type == tokenize.OP and token.string in ")]}":
-                depth -= 1
-    except (tokenize.TokenError, SyntaxError):  # an open bracket, string or backslash
-        return False
-    return depth == 0
-
-
 def _rows(node: Node) -> tuple[int, int]:
     return node.start_point[0], node.end_point[0]
 
@@ -397,9 +380,14 @@ class PythonSyntax:
         row = self._row(chunk.failure)
         if row >= self._row(start):
             return None
+        # it reads policy, which reads validation, which reads this module
+        from dlm_lsp.python_indents import indents_after
+
         low, high = self.lines[row], self._line_end(row)
         line = self.text[low:high].rstrip("\r\n")
-        return (low, low + len(line)) if _closed(line) else None
+        # a line after which Python reads a new statement: no bracket, string or backslash
+        # left open
+        return (low, low + len(line)) if indents_after(line.strip() + "\n") is not None else None
 
     def _users_broken(self) -> set[int]:
         """The rows tree-sitter finds broken in the document as it is (found once)."""
