@@ -404,8 +404,8 @@ class ParsedDocument:
         self._original: list[_Error] | None = None
         self._lines: list[int] | None = None
         self._windows: dict[tuple[int, int], ParsedDocument] = {}
-        self._blank: dict[tuple[int, int], ParsedDocument] = {}  # see `_blanked`
-        self._mend: dict[tuple[int, int], ParsedDocument] = {}  # see `_mended`
+        # this version with a line written otherwise (`_rewritten`: `_blanked`, `_mended`)
+        self._rewrites: dict[tuple[int, int, str], ParsedDocument] = {}
         self._python: PythonSyntax | None = None
         self._shell: BashSyntax | None = None
         self._verdicts: dict[tuple[int, int, str], Validation] = {}
@@ -893,20 +893,29 @@ class ParsedDocument:
     def _mended(self, low: int, high: int) -> ParsedDocument:
         """This version with the code of text[low:high] (one line, after its indentation)
         written as `...`, an expression statement, padded with spaces to its length, so
-        that offsets stay the document's; the last kept.  Spaces alone would leave a
-        block's only statement out (`if x:` over nothing)."""
-        key = (low, high)
-        mended = self._mend.get(key)
-        if mended is None:
-            line = self.text[low:high]
-            indent = len(line) - len(line.lstrip(" \t"))
-            code = high - low - indent
-            written = "..." + " " * (code - 3) if code >= 3 else " " * code
-            text = self.text[:low + indent] + written + self.text[high:]
-            mended = ParsedDocument(text, self.language, self._parser, self, self.bash)
-            mended.windowed = self.windowed
-            self._mend = {key: mended}
-        return mended
+        that offsets stay the document's.  Spaces alone would leave a block's only
+        statement out (`if x:` over nothing)."""
+        line = self.text[low:high]
+        indent = len(line) - len(line.lstrip(" \t"))
+        code = high - low - indent
+        return self._rewritten(low + indent, high,
+                               "..." + " " * (code - 3) if code >= 3 else " " * code)
+
+    def _rewritten(self, low: int, high: int, written: str) -> ParsedDocument:
+        """This version with text[low:high] written as `written`, of the same length so
+        that offsets (and so verdicts) stay the document's, parsed from this version's
+        tree; the last two kept (a fill may be judged with a line below blank and a line
+        above mended)."""
+        key = (low, high, written)
+        rewritten = self._rewrites.get(key)
+        if rewritten is None:
+            text = self.text[:low] + written + self.text[high:]
+            rewritten = ParsedDocument(text, self.language, self._parser, self, self.bash)
+            rewritten.windowed = self.windowed
+            if len(self._rewrites) >= 2:
+                self._rewrites.clear()
+            self._rewrites[key] = rewritten
+        return rewritten
 
     def _python_syntax(self) -> PythonSyntax:
         if self._python is None:
@@ -1181,7 +1190,7 @@ class ParsedDocument:
 
     def _blanked(self, low: int, high: int) -> ParsedDocument:
         """This version with text[low:high] (a line below a span, broken on its own: see
-        `_Below`) written as spaces, parsed from this version's tree; the last kept.
+        `_Below`) written as spaces (`_rewritten`).
 
         A fill is judged there as if that line were blank: its error is the user's, and
         it hid the fill's.  Read with it, the fill's own line was not judged at all: an
@@ -1189,14 +1198,7 @@ class ParsedDocument:
         damage into the error the line below has on its own), and CPython, which stops
         at its first error, rejected every fill there (`x = 1` over `) )`: "unmatched
         ')'").  The offsets are the document's, so the verdict is too."""
-        key = (low, high)
-        blanked = self._blank.get(key)
-        if blanked is None:
-            text = self.text[:low] + " " * (high - low) + self.text[high:]
-            blanked = ParsedDocument(text, self.language, self._parser, self, self.bash)
-            blanked.windowed = self.windowed
-            self._blank = {key: blanked}
-        return blanked
+        return self._rewritten(low, high, " " * (high - low))
 
     def _comment_text(self, start: int, end: int, fill: str, tree: Tree) -> bool:
         """Whether `fill`, on one line over text of one line, lies inside a comment that
