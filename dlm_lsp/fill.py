@@ -77,11 +77,12 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
         best = result.candidates[0]
         state.accept(hole, best.text)
         valid = {True: "valid", False: "INVALID", None: "unchecked"}[best.valid]
-        blank += not best.text.strip()
+        wrote = bool(best.text.strip())
+        blank += not wrote
         print(f"# hole at offset {hole[0]}: {result.plan.kind}, {result.tokens} tokens, "
               f"{describe_steps(result)}, {result.ms:.0f} ms, syntax {valid} ({result.path}"
               f"{f', {result.repair_rounds} repair round(s)' if result.repair_rounds else ''})"
-              f"{'' if best.text.strip() else BLANK}", file=sys.stderr)
+              f"{'' if wrote else BLANK}", file=sys.stderr)
     # a blank fill said "syntax valid" and "1 hole(s) filled" like any other: the user of
     # `fill fixtures/hello.js` was not told the model had written nothing
     print(f"# {len(holes)} hole(s) filled{f' ({blank} blank)' if blank else ''} by "
