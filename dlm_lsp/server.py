@@ -1010,8 +1010,11 @@ async def _fill_holes(ls: DlmServer, *args: Any) -> dict:
         edits = [types.TextEdit(offset_range(doc, s, e), fill) for s, e, fill in state.fills]
         applied, why = await ls.apply_edits(job, edits, "dlm-lsp: fill holes")
         filled = True
+        fills = [fill for _, _, fill in state.fills]
+        # a blank fill is applied (nothing may be what goes in a hole), but the editors
+        # said "filled 1 hole" of a model that wrote nothing: they say how many were blank
         return {"applied": applied, "holes": len(holes), "version": job.version,
-                "fills": [fill for _, _, fill in state.fills], "valid": valid,
+                "fills": fills, "valid": valid, "blank": sum(not f.strip() for f in fills),
                 **({"message": why} if why else {})}
     finally:
         ls.jobs.finish(job)

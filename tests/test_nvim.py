@@ -134,6 +134,26 @@ vim.cmd('write')
     assert after == before.replace("<FILL>", result["answer"]["fills"][0])
 
 
+def test_fill_holes_says_a_hole_the_model_left_blank(tmp_path, model_dir):
+    """A blank fill goes in the hole (nothing may be what goes there), but "filled 1 hole"
+    said nothing of it: the user asked for code and got none, so it is a warning, which
+    `notify = false` (the tests' setup) still shows."""
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local buf = open('{path}')
+local said = {{}}
+vim.notify = function(message, level) said[#said + 1] = {{ message, level }} end
+local done = false
+dlm.fill_holes(function(err, answer) result.answer, done = answer, true end)
+assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.fillHoles')
+result.said, result.warn = said, vim.log.levels.WARN
+""", env=_planted(tmp_path, "  "))
+    assert result["answer"]["applied"] is True and result["answer"]["blank"] == 1
+    assert result["said"] == [["dlm: filled 1 hole (blank: the model wrote no code there)",
+                               result["warn"]]]
+
+
 def _complete_fixture(tmp_path):
     """fixtures/hello.py with its hole filled in (valid Python), and its text."""
     path = tmp_path / "hello.py"

@@ -403,6 +403,7 @@ async def test_fill_holes_replaces_each_marker_through_apply_edit(client: Langua
     result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
         "dlm.fillHoles", [URI]))
     assert result["applied"] is True and result["holes"] == 3
+    assert result["blank"] == sum(not fill.strip() for fill in result["fills"])
     # each fill's syntax verdict (Python is checked), for the editor to warn of
     assert len(result["valid"]) == 3 and set(result["valid"]) <= {True, False}
     [change] = applied[0].document_changes

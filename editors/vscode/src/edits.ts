@@ -213,6 +213,18 @@ export function syntaxWarning(valid: boolean | null | undefined | (boolean | nul
 }
 
 /**
+ * What **Fill holes** says once its edit is applied, of `holes` holes, `blank` of which
+ * the model filled with whitespace only: a blank fill is applied (nothing may be what goes
+ * in a hole), and "filled 1 hole" of a model that wrote nothing hid that it did.
+ */
+export function holesFilled(holes: number, blank = 0): string {
+  const filled = `filled ${holes} hole${holes === 1 ? "" : "s"}`;
+  if (blank <= 0) return filled;
+  const which = blank < holes ? `${blank} blank` : holes === 1 ? "blank" : "all blank";
+  return `${filled} (${which}: the model wrote no code there)`;
+}
+
+/**
  * What **Fill selection** says, once its fill is applied, of the editor's `count`
  * selections (cursors included): it fills the primary one only, and with several the
  * others were left as they were without a word.  Filling each is not offered: one

@@ -38,7 +38,7 @@ import { answerAt, reachBack } from "./reach";
 import { FIRST_INTERVAL_MS, type Finding, Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { applyEditFailure, applyIfFresh, droppedNote, holeNear, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { applyEditFailure, applyIfFresh, droppedNote, holeNear, holesFilled, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
@@ -127,6 +127,7 @@ interface InfillResult {
 interface CommandResult {
   applied?: boolean;
   holes?: number;
+  blank?: number;
   version?: number;
   message?: string;
   fills?: string[];
@@ -721,9 +722,8 @@ class DlmExtension implements vscode.Disposable {
     const document = editor.document;
     const result = await this.request<CommandResult>(client, document, "dlm: filling holes", (token) =>
       client.sendRequest(ExecuteCommandRequest.type, { command: FILL_HOLES, arguments: [document.uri.toString()] }, token));
-    const holes = result?.holes ?? 0;
     this.reportCommand("fillHoles", document, result,
-                       result?.applied ? `filled ${holes} hole${holes === 1 ? "" : "s"}` : "");
+                       result?.applied ? holesFilled(result.holes ?? 0, result.blank) : "");
   }
 
   /**

@@ -718,7 +718,15 @@ local function execute(buf, command, arguments, on_done)
           or (typed and 'the buffer changed meanwhile' or 'the edit was not applied')),
           not typed and vim.log.levels.WARN or nil)
       elseif result and result.holes then
-        notify(('filled %d hole%s'):format(result.holes, result.holes == 1 and '' or 's'))
+        -- a blank fill is applied (nothing may be what goes in a hole), and was said as
+        -- "filled 1 hole" like one with code; every hole blank is a fill asked for and
+        -- none got: a warning, which `notify = false` still shows
+        local blank, all = result.blank or 0, result.blank == result.holes
+        local note = blank == 0 and ''
+          or (' (%s: the model wrote no code there)'):format(
+            all and (result.holes == 1 and 'blank' or 'all blank') or (blank .. ' blank'))
+        notify(('filled %d hole%s%s'):format(result.holes, result.holes == 1 and '' or 's', note),
+          blank > 0 and all and vim.log.levels.WARN or nil)
       end
       if result and result.applied then
         warn_unparsed(result.valid)

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyEditFailure, applyIfFresh, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, offsetAt, positionAt, rangeContains, syntaxWarning,
+  applyEditFailure, applyIfFresh, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, holesFilled, offsetAt, positionAt, rangeContains, syntaxWarning,
   type Range,
 } from "../edits";
 
@@ -253,6 +253,19 @@ describe("primaryOnlyNote: Fill selection says it filled the primary selection o
   it("names the selections it left as they were", () => {
     assert.equal(primaryOnlyNote(2), "dlm: filled the primary selection only (1 other selection left as it was)");
     assert.equal(primaryOnlyNote(4), "dlm: filled the primary selection only (3 other selections left as they were)");
+  });
+});
+
+describe("holesFilled: Fill holes says which holes the model left blank", () => {
+  it("counts the holes filled, with no note where each fill has code", () => {
+    assert.equal(holesFilled(1), "filled 1 hole");
+    assert.equal(holesFilled(3, 0), "filled 3 holes");
+  });
+
+  it("says how many fills were blank, or that all were", () => {
+    assert.equal(holesFilled(3, 1), "filled 3 holes (1 blank: the model wrote no code there)");
+    assert.equal(holesFilled(1, 1), "filled 1 hole (blank: the model wrote no code there)");
+    assert.equal(holesFilled(2, 2), "filled 2 holes (all blank: the model wrote no code there)");
   });
 });
 
