@@ -464,12 +464,17 @@ class DlmServer(LanguageServer):
         text, start, end = spliced(doc, rng, accepted)
         # the drafts' place is not in the editor's text yet after an item not applied
         draft_range = rng if accepted is None else None
+        # a selection of a hole marker (VS Code's Fill selection on a `<FILL>` line sends
+        # the marker's range) is a hole, as dlm.fillHoles fills it: planned as a rewrite of
+        # the marker's text it got a rewrite's budget, and with `strength` kept its `<`
+        is_hole = start != end and text[start:end] == self.config.hole_marker
         job = self.start_job(uri, doc.version, kind)
         try:
             if progress is not None:
                 token = await self.progress_token(progress)
             result = await self.fill(job, text, start, end, language_id=doc.language_id,
-                                     options=options, token=token, draft_range=draft_range)
+                                     options=options, token=token, is_hole=is_hole,
+                                     draft_range=draft_range)
             self.check_fresh(job)
             return job, result
         finally:

@@ -141,6 +141,19 @@ async def test_infill_of_a_selection_replaces_only_the_selection(client: Languag
     assert result.stats.steps == 3
 
 
+async def test_a_selection_of_a_hole_marker_is_filled_as_a_hole_not_rewritten(
+        client: LanguageClient):
+    """VS Code's Fill selection on a `<FILL>` line sends the marker's range: a hole, with a
+    hole's length policy, as dlm.fillHoles fills it, not a rewrite of the text `<FILL>`."""
+    text = "def f(n):\n    <FILL>\n\nprint(f(2))\n"
+    open_doc(client, text)
+    hole = await infill(client, rng(1, 4, 1, 10), options={"steps": 2})
+    assert hole.stats.kind == "multi-line"  # alone on its line, as the hole's policy has it
+    assert [(e.range.start.character, e.range.end.character) for e in hole.edits] == [(4, 10)]
+    code = await infill(client, rng(3, 0, 3, 5), options={"steps": 2})  # `print`
+    assert code.stats.kind == "rewrite"
+
+
 async def test_left_to_right_baseline_takes_one_step_per_token(client: LanguageClient):
     open_doc(client)
     result = await infill(client, rng(4, 4, 4, 4),
