@@ -19,10 +19,13 @@ A read (`ast.Name` loaded, starting inside the fill) is undefined when all hold:
   a class's names count for its methods, a function's for its defaults: the check only
   errs toward passing;
 * it is no builtin and no dunder (`__file__`, `__name__`: the module's own);
-* it is no word of the document outside the chunk, other than after a `.` (a global
-  defined further off, in code that may not parse, even in a string or a comment), nor
-  of the span's old text (a rewrite may keep what the user wrote), nor of the code the
-  model is shown around the document (a notebook's other cells, `InfillRequest.before`);
+* outside a top-level chunk, no top-level statement binds it at the module level or
+  declares it `global`, and it is no word of one that does not parse alone
+  (python_globals); outside a chunk cut inside a block, or a document whose text outside
+  the chunk is over 200,000 characters, it is no word there, other than after a `.` (a
+  global defined further off, even in a string or a comment).  Nor is it a word of the
+  span's old text (a rewrite may keep what the user wrote), nor of the code the model
+  is shown around the document (a notebook's other cells, `InfillRequest.before`);
 * the user's code around the fill does not call it (`helper(x)` above a fill that calls
   `helper` too: a function the user has yet to write).  A value the user's code reads
   unbound is no such excuse: `c` read below a fill `if c == '(':` that should have bound

@@ -55,6 +55,7 @@ from typing import NamedTuple, TypeVar
 from tree_sitter import Node
 
 from dlm_lsp.python_calls import BadCall, bad_calls
+from dlm_lsp.python_globals import OUTSIDE_CHARS, Outside, outside_names
 from dlm_lsp.python_kinds import Misuse, misuses, rebinds
 from dlm_lsp.python_names import (
     Read,
@@ -281,6 +282,7 @@ class PythonSyntax:
         self._dynamic: bool | None = None  # see `unbound`
         self._last_filled: tuple[tuple[int, int, str], _Filled | None] | None = None
         self._chunks: dict[tuple[int, int], _Chunk | None] = {}
+        self._outsides: dict[tuple[int, int], Outside | None] = {}  # see `_outside`
         # whether the text outside a span may rebind a builtin (python_kinds.rebinds)
         self._rebound: dict[tuple[str, int, int, str], bool] = {}
         self._broken: set[int] | None = None
@@ -493,14 +495,35 @@ class PythonSyntax:
         if not reads:
             return []
         chunk = filled.chunk
-        reads = undefined(reads, (self.text[:chunk.low], self.text[chunk.high:],
-                                  self.text[start:end], shown))
+        reads = undefined(reads, (self.text[start:end], shown))
+        outside = self._outside(chunk)
+        if outside is None:  # a chunk cut inside a block, a long document: their words
+            reads = undefined(reads, (self.text[:chunk.low], self.text[chunk.high:]))
+        else:
+            reads = undefined([read for read in reads if read.name not in outside.bound],
+                              outside.unparsed)
         around = (self.text[chunk.low:start], self.text[end:chunk.high])
         if not calls:
             reads = [read for read in reads if not any(called(read.name, t) for t in around)]
         if not reads or self._dynamic_names(shown):
             return []
         return reads
+
+    def _outside(self, chunk: _Chunk) -> Outside | None:
+        """What the top-level statements outside a top-level `chunk` define (see
+        python_globals), once a chunk a version; None for a chunk cut inside a block or
+        where the text outside it is longer than OUTSIDE_CHARS."""
+        if chunk.inside_block or len(self.text) - (chunk.high - chunk.low) > OUTSIDE_CHARS:
+            return None
+        key = (chunk.low, chunk.high)
+        if key not in self._outsides:
+            first, last = self._row(chunk.low), self._row(max(chunk.low, chunk.high - 1))
+            # whole lines of each statement; one that shares a row with the chunk's is in it
+            self._outsides[key] = outside_names([
+                self.text[self.lines[child.start_point[0]]:self._line_end(child.end_point[0])]
+                for child in self.root.children
+                if child.end_point[0] < first or child.start_point[0] > last])
+        return self._outsides[key]
 
     def wanted(self, start: int, end: int, fill: str = "", shown: str = "",
                calls: bool = False) -> list[str]:

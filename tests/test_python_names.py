@@ -82,14 +82,48 @@ def test_names_of_a_class_count_in_its_methods() -> None:
 
 
 def test_a_name_used_far_from_the_span_is_taken_to_exist() -> None:
-    """Outside the statements around the span only words are looked for: a global
-    defined in code further off (or that does not parse) is found, an attribute is not."""
+    """Outside the statements around the span, a global defined in code further off is
+    found, a name read only as an attribute is not."""
     filler = "".join(f"x{i} = {i}\n" for i in range(5))
     far = f"from helpers import scale\n{filler}\ndef f(v):\n    ⟦⟧\n"
     assert _fill(far, "return scale(v)").valid
     only_attribute = f"import helpers\nhelpers.scale(1)\n{filler}\ndef f(v):\n    ⟦⟧\n"
     result = _fill(only_attribute, "return scale(v)")
     assert result.valid is False and "'scale'" in result.reason
+
+
+FAR = "".join(f"x{i} = {i}\n" for i in range(3))  # statements between, out of the chunk
+
+
+def test_a_name_only_a_function_far_off_binds_is_rejected() -> None:
+    """A file of several functions: `a`, a parameter of one further down, and `result`,
+    a local of one further up, are nothing in `is_even` (a NameError when it runs).  As
+    words of the document they passed."""
+    marked = ("import os\n\n\ndef listing(folder):\n    result = os.listdir(folder)\n"
+              f"    return result\n\n\n{FAR}\n\ndef is_even(n):\n    return ⟦n % 2 == 0⟧\n\n\n"
+              f"{FAR}\n\ndef add(a, b):\n    return a + b\n")
+    for fill in ("a", "result", "a + result"):
+        verdict = _fill(marked, fill)
+        assert verdict.valid is False and "defined nowhere" in verdict.reason, fill
+    assert _fill(marked, "n & 1 == 0").valid
+    assert _fill(marked, "listing(os.sep) and add(n, 1)").valid  # the module's own
+
+
+@pytest.mark.parametrize("far", [
+    "try:\n    import json as codec\nexcept ImportError:\n    codec = None\n",
+    "if DEBUG:\n    codec = 1\nelse:\n    codec = 2\n",
+    "for codec in range(3):\n    pass\n",
+    "with open('f') as codec:\n    pass\n",
+    "@decorate\ndef codec():\n    pass\n",
+    "class codec:\n    pass\n",
+    "codec: int = 3\n",
+    "def setup():\n    global codec\n    codec = 1\n",  # a global a function sets
+    "def broken(<FILL>):\n    codec = 1\n",  # damage: its words may be names
+])
+def test_a_name_the_module_binds_far_off_in_any_way_is_accepted(far: str) -> None:
+    marked = f"{far}\n\n{FAR}\n\ndef use(n):\n    return ⟦n⟧\n"
+    assert _fill(marked, "codec").valid, far
+    assert _fill(marked, "codex").valid is False
 
 
 def test_a_function_the_user_s_code_calls_and_has_yet_to_write_is_taken_to_exist() -> None:
