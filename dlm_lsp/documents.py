@@ -23,7 +23,7 @@ import re
 import unicodedata
 import weakref
 from collections.abc import Sequence
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 from lsprotocol import types
@@ -46,6 +46,18 @@ def document_key(uri: str) -> str:
     the other.  Decode a client's URI once: a key decoded again is another URI where the
     name holds a `%`."""
     return unquote(uri)
+
+
+def document_name(uri: str) -> str:
+    """A document as a message to the user names it: its file's name (`hello.py`), not a
+    URI the user never typed (a notebook cell's was
+    `vscode-notebook-cell://host/tmp/c.ipynb#W0sdnNjb2Rl...`); a notebook's cell is "this
+    cell of c.ipynb"; a URI with no path, as it is."""
+    parts = urlsplit(uri)
+    name = unquote(parts.path.rstrip("/").rpartition("/")[2])
+    if not name:
+        return uri
+    return f"this cell of {name}" if parts.scheme.endswith("-cell") else name
 
 
 def find_document(workspace: Workspace, uri: str) -> TextDocument | None:

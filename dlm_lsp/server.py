@@ -43,6 +43,7 @@ from dlm_lsp.config import InfillOptions, ServerConfig, from_json, same_value
 from dlm_lsp.documents import (
     Refused,
     document_key,
+    document_name,
     find_document,
     offset_range,
     open_document,
@@ -989,7 +990,7 @@ async def _fill_holes(ls: DlmServer, *args: Any) -> dict:
     holes = find_holes(original, ls.config.hole_marker)
     if not holes:
         return {"applied": False, "holes": 0, "version": doc.version,
-                "message": f"no {ls.config.hole_marker} holes in {uri}"}
+                "message": f"no {ls.config.hole_marker} holes in {document_name(uri)}"}
     job = ls.start_job(uri, doc.version, kind=Kind.COMMAND)
     token = None
     filled = False  # every hole, and the edit asked for

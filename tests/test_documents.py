@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
 from dlm_lsp import documents
-from dlm_lsp.documents import _LINES, Lines, apply_change
+from dlm_lsp.documents import _LINES, Lines, apply_change, document_name
 
 # texts of letters, blanks and every kind of line break, so that edits join and split them
 pieces = st.lists(st.sampled_from(["a", "é", "😀", " ", "\r", "\n", "\r\n"]), max_size=40).map(
@@ -154,3 +155,16 @@ def test_an_edit_in_a_line_of_megabytes_scans_only_the_edit_for_line_breaks(monk
     edited = lines.edited(at, at, new)
     assert edited.starts.tolist() == [0, 6, at + 1, len(new)]
     assert max(scanned) <= 10
+
+
+@pytest.mark.parametrize(("uri", "name"), [
+    ("file:///work/src/hello.py", "hello.py"),
+    ("file:///work/my%20code/a%20b.py", "a b.py"),
+    ("untitled:Untitled-1", "Untitled-1"),
+    ("vscode-notebook-cell://127.0.0.1:18431/tmp/ws/circles.ipynb#W0sdnNjb2Rl",
+     "this cell of circles.ipynb"),
+    ("vscode-notebook-cell:/tmp/ws/circles.ipynb#W1", "this cell of circles.ipynb"),
+    ("file:///", "file:///"),
+])
+def test_a_message_names_a_document_as_its_user_knows_it(uri, name):
+    assert document_name(uri) == name

@@ -242,8 +242,8 @@ assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.fillHo
 result.after_holes = said
 """)
     assert result["applied"] is True and result["valid"] is False
-    assert result["after_fill"] == ["dlm: the fill does not parse (the syntax check rejected "
-                                    "it); u undoes it"]
+    assert result["after_fill"] == ["dlm: the check rejected the fill (it does not parse, or "
+                                    "would fail when run); u undoes it"]
     holes = result["holes"]
     assert holes["applied"] is True and holes["holes"] == 1 and len(holes["valid"]) == 1
     warned = [m for m in result["after_holes"] if "parse" in m]
@@ -550,8 +550,10 @@ result.said_after_typing = said
     assert result["lines"] == before.splitlines()
     rewrite, holes = result["said"]
     assert rewrite[1] == holes[1] == result["warn"], result["said"]
-    assert rewrite[0].startswith("dlm: nothing applied: ") and "whitespace" in rewrite[0]
-    assert holes[0].startswith("dlm: nothing applied: no <FILL> holes in file://")
+    # the server's reason says "nothing applied" itself: not twice
+    assert rewrite[0].startswith("dlm: ") and rewrite[0].endswith("; nothing applied")
+    assert rewrite[0].count("nothing applied") == 1 and "whitespace" in rewrite[0]
+    assert holes[0] == "dlm: nothing applied: no <FILL> holes in hello.py"
     assert result["said_after_typing"] == []  # info: hidden with notify = false
 
 

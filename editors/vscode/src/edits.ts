@@ -208,8 +208,18 @@ export function syntaxWarning(valid: boolean | null | undefined | (boolean | nul
   const verdicts = Array.isArray(valid) ? valid : [valid];
   const bad = verdicts.filter((v) => v === false).length;
   if (bad === 0) return undefined;
-  if (verdicts.length === 1) return "the fill does not parse (the syntax check rejected it)";
-  return `${bad} of ${verdicts.length} fills do not parse (the syntax check rejected them)`;
+  // "does not parse" was wrong for most: the names check (a name nothing defines), the
+  // calls' and the others reject code that parses and would fail when run
+  if (verdicts.length === 1) return "the check rejected the fill (it does not parse, or would fail when run)";
+  return `the check rejected ${bad} of ${verdicts.length} fills (they do not parse, or would fail when run)`;
+}
+
+/**
+ * What a command that applied nothing says: the server's `why` in brackets, or alone
+ * where it says so itself ("...; nothing applied", which read twice).
+ */
+export function nothingApplied(why: string): string {
+  return why.endsWith("nothing applied") ? why : `nothing applied (${why})`;
 }
 
 /**

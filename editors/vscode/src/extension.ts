@@ -38,13 +38,13 @@ import { answerAt, reachBack } from "./reach";
 import { FIRST_INTERVAL_MS, type Finding, Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { applyEditFailure, applyIfFresh, droppedNote, holeNear, holesFilled, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { applyEditFailure, applyIfFresh, droppedNote, holeNear, holesFilled, nothingApplied, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
 import {
-  type ClientState, failurePopsUp, type FillAnswer, fillLatency, loadFailed, loadFinding, RESTART_HINT, type ServerStatus,
+  type ClientState, endedWithConnection, failurePopsUp, type FillAnswer, fillLatency, loadFailed, loadFinding, RESTART_HINT, type ServerStatus,
   stateSentence, statusShown, statusText, statusTooltip, suggestionLatency,
 } from "./status";
 import {
@@ -355,6 +355,7 @@ class DlmExtension implements vscode.Disposable {
         // the client restarted a server that exited: a new process, loading its model again
         self.restarts.running();
         this.status = undefined;
+        this.lastMs = undefined;  // the last fill's latency was the old process's
         this.troubles.reset();
         this.setState("running");
         this.load.follow(100);
@@ -385,6 +386,7 @@ class DlmExtension implements vscode.Disposable {
   private started(client: DlmClient): void {
     client.quiet = false;
     this.status = undefined;
+    this.lastMs = undefined;  // a new server: "fills: 0" beside an old fill's latency misled
     this.troubles.reset();
     this.setState("running");
     this.record("serverStarted", { command: this.launching.command, args: this.launching.args });
@@ -760,6 +762,12 @@ class DlmExtension implements vscode.Disposable {
         this.record("dropped", { code: error.code, message: error.message });
         return undefined;
       }
+      if (error instanceof ResponseError && endedWithConnection(error.code)) {
+        this.output.info(`${title}: ${error.message}`);
+        vscode.window.setStatusBarMessage("dlm: stopped: the server ended before it answered", 4000);
+        this.record("dropped", { code: error.code, message: error.message });
+        return undefined;
+      }
       throw error;
     } finally {
       this.inFlight.end(key, source);
@@ -774,7 +782,7 @@ class DlmExtension implements vscode.Disposable {
                         done: string): void {
     if (result && !result.applied) {
       const why = result.message ?? "the editor did not apply the edit";
-      vscode.window.setStatusBarMessage(`dlm: nothing applied (${why})`, 5000);
+      vscode.window.setStatusBarMessage(`dlm: ${nothingApplied(why)}`, 5000);
     } else if (done) {
       vscode.window.setStatusBarMessage(`dlm: ${done}`, 4000);
     }

@@ -141,6 +141,18 @@ export function failurePopsUp(method: string): boolean {
   return !SUGGESTION_REQUESTS.includes(method);
 }
 
+/**
+ * Whether a request's error `code` says its connection ended before the answer came
+ * (vscode-jsonrpc's PendingResponseRejected -32097 and ConnectionInactive -32096): the
+ * user restarted the server, changed a setting that restarts it, or it stopped, which
+ * is said apart (with a Restart button).  The fill was not refused: a warning of the
+ * library's "Pending response rejected since connection got disposed" told the user
+ * nothing they could act on.
+ */
+export function endedWithConnection(code: number): boolean {
+  return code === -32097 || code === -32096;
+}
+
 /** A model setting can be a directory: show its last path component. */
 export function modelLabel(model: string | undefined): string {
   if (!model) return "?";

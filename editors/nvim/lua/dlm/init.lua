@@ -73,6 +73,13 @@ local function notify(message, level)
   end
 end
 
+--- What a command that applied nothing says: the server's `why`, after "nothing applied: "
+--- unless it says so itself ("...; nothing applied" read twice).
+---@param why string
+local function nothing_applied(why)
+  return why:match('nothing applied$') and why or ('nothing applied: ' .. why)
+end
+
 --- Merge user options into the defaults; lists (cmd, filetypes...) are replaced, not merged.
 local function merge(defaults, opts)
   local out = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
@@ -457,9 +464,13 @@ local function warn_unparsed(valid)
   if bad == 0 then
     return
   end
-  local what = #verdicts == 1 and 'the fill does not parse'
-    or ('%d of %d fills do not parse'):format(bad, #verdicts)
-  notify(what .. ' (the syntax check rejected it); u undoes it', vim.log.levels.WARN)
+  -- "does not parse" was wrong for most: the names check (a name nothing defines), the
+  -- calls' and the others reject code that parses and would fail when run
+  local what = #verdicts == 1
+    and 'the check rejected the fill (it does not parse, or would fail when run)'
+    or ('the check rejected %d of %d fills (they do not parse, or would fail when run)'):format(
+      bad, #verdicts)
+  notify(what .. '; u undoes it', vim.log.levels.WARN)
 end
 
 --- Say what an error answer to an explicit command means.  -32800 (cancelled or
@@ -510,7 +521,7 @@ function M.infill(buf, range, opts)
       return done(false)
     end
     if #result.edits == 0 and result.message then -- whitespace only, in place of code
-      notify('nothing applied: ' .. result.message, vim.log.levels.WARN)
+      notify(nothing_applied(result.message), vim.log.levels.WARN)
       return done(false)
     end
     vim.lsp.util.apply_text_edits(result.edits, buf, client.offset_encoding)
@@ -714,7 +725,7 @@ local function execute(buf, command, arguments, on_done)
         report_error(err)
       elseif result and result.applied == false then
         local typed = edits.stale(snap) ~= nil
-        notify('nothing applied: ' .. (result.message
+        notify(nothing_applied(result.message
           or (typed and 'the buffer changed meanwhile' or 'the edit was not applied')),
           not typed and vim.log.levels.WARN or nil)
       elseif result and result.holes then

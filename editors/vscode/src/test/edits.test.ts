@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyEditFailure, applyIfFresh, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, holesFilled, offsetAt, positionAt, rangeContains, syntaxWarning,
+  applyEditFailure, applyIfFresh, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, holesFilled, nothingApplied, offsetAt, positionAt, rangeContains, syntaxWarning,
   type Range,
 } from "../edits";
 
@@ -235,13 +235,13 @@ describe("syntaxWarning", () => {
     assert.equal(syntaxWarning([true, null, true]), undefined);
   });
 
-  it("warns of one fill that does not parse", () => {
-    assert.match(syntaxWarning(false) ?? "", /^the fill does not parse/);
-    assert.match(syntaxWarning([false]) ?? "", /^the fill does not parse/);
+  it("warns of one fill the check rejected", () => {
+    assert.match(syntaxWarning(false) ?? "", /^the check rejected the fill \(it does not parse, or would fail when run\)/);
+    assert.match(syntaxWarning([false]) ?? "", /^the check rejected the fill /);
   });
 
-  it("counts the holes whose fills do not parse", () => {
-    assert.match(syntaxWarning([true, false, null, false]) ?? "", /^2 of 4 fills do not parse/);
+  it("counts the holes whose fills the check rejected", () => {
+    assert.match(syntaxWarning([true, false, null, false]) ?? "", /^the check rejected 2 of 4 fills /);
   });
 });
 
@@ -253,6 +253,17 @@ describe("primaryOnlyNote: Fill selection says it filled the primary selection o
   it("names the selections it left as they were", () => {
     assert.equal(primaryOnlyNote(2), "dlm: filled the primary selection only (1 other selection left as it was)");
     assert.equal(primaryOnlyNote(4), "dlm: filled the primary selection only (3 other selections left as they were)");
+  });
+});
+
+describe("nothingApplied: a command that applied nothing says so once", () => {
+  it("puts the server's reason in brackets", () => {
+    assert.equal(nothingApplied("no <FILL> holes in hello.py"), "nothing applied (no <FILL> holes in hello.py)");
+  });
+
+  it("leaves a reason that says it alone", () => {
+    const why = "the model wrote only whitespace in place of the selected code, which would delete it; nothing applied";
+    assert.equal(nothingApplied(why), why);
   });
 });
 

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  type ClientState, failurePopsUp, fillLatency, formatMs, loadFinding, modelLabel, stateSentence, statusShown,
+  type ClientState, endedWithConnection, failurePopsUp, fillLatency, formatMs, loadFinding, modelLabel, stateSentence, statusShown,
   statusText, statusTooltip, suggestionLatency,
 } from "../status";
 
@@ -218,6 +218,17 @@ describe("suggestionLatency: which ghost text answers set \"last fill\"", () => 
 
   it("one with none leaves it as it was: the server answers at an accepted fill's end with no fill", () => {
     assert.equal(suggestionLatency(0, 3), undefined);
+  });
+});
+
+describe("endedWithConnection: a request the server's end cut short is no warning", () => {
+  it("the connection disposed (a restart) or inactive", () => {
+    assert.equal(endedWithConnection(-32097), true);  // "Pending response rejected since connection got disposed"
+    assert.equal(endedWithConnection(-32096), true);
+  });
+
+  it("not the server's own errors, nor a cancel or a stale fill, said otherwise", () => {
+    for (const code of [-32800, -32801, -32602, -32603, -32001]) assert.equal(endedWithConnection(code), false);
   });
 });
 
