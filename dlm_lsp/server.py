@@ -276,8 +276,9 @@ class DlmServer(LanguageServer):
             raise
         except asyncio.TimeoutError as exc:
             job.stop(TIMED_OUT)
-            raise JsonRpcException(f"infill timed out after {self.config.timeout_ms} ms",
-                                   code=TIMEOUT) from exc
+            # the setting named: a command's timeout was said without the way out
+            raise JsonRpcException(f"infill timed out after {self.config.timeout_ms} ms "
+                                   "(setting timeoutMs)", code=TIMEOUT) from exc
         except Cancelled as exc:
             if job.stale and job.reason == job.changed:  # stopped by the change or close
                 raise JsonRpcContentModified(f"fill dropped: {job.reason}") from exc

@@ -237,6 +237,16 @@ async def test_a_selected_completion_off_the_cursor_is_ghost_text_without_it(cli
     assert await ghost(types.SelectedCompletionInfo(past_the_line, "join")) == await ghost()
 
 
+async def test_a_fill_past_the_timeout_says_which_setting_gives_it_longer(client):
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"dlm": {"timeoutMs": 1, "steps": 64}}))
+    open_doc(client)
+    with pytest.raises(JsonRpcException) as error:
+        await infill(client, rng(4, 4, 4, 4))
+    assert error.value.code == -32003
+    assert error.value.message == "infill timed out after 1 ms (setting timeoutMs)"
+
+
 async def test_with_several_candidates_each_distinct_one_is_a_ghost_text(client):
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"dlm": {"candidates": 3}}))

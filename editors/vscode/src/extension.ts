@@ -993,7 +993,8 @@ class DlmExtension implements vscode.Disposable {
       void vscode.window.showInformationMessage(message);
     } else if (!this.heldMessages.offer(message)) {
       await this.refreshStatus();  // which error this is; the status bar says so at once, too
-      if (isLoadFailureMessage(message, this.status)) this.offerRetry(message);
+      // with Open settings, as a failed retry's: a Retry alone could only fail again
+      if (isLoadFailureMessage(message, this.status)) this.offerRetry(message, retrySetting(this.status!));
       else void vscode.window.showErrorMessage(message);
     }
   }

@@ -55,10 +55,13 @@ export function isLoadFailureMessage(message: string, status: ServerStatus | und
   return loadFailed(status) && message === `dlm-lsp: ${status.loadError}`;
 }
 
-/** The setting a failed retry's "Open settings" opens: the service's URL where it does not
- *  answer (`backend: remote` or `sglang`, whose model is the service's), else the model. */
+/** The setting a failed load's "Open settings" opens: the service's URL where it does not
+ *  answer (`backend: remote` or `sglang`, whose model is the service's), the device where
+ *  the server says to set it (CUDA asked for where there is none: a Retry alone could only
+ *  fail again), else the model. */
 export function retrySetting(status: ServerStatus): string {
-  return status.reachable === false ? "dlm.remoteUrl" : "dlm.model";
+  if (status.reachable === false) return "dlm.remoteUrl";
+  return /\bset device to\b/.test(status.loadError ?? "") ? "dlm.device" : "dlm.model";
 }
 
 /** Whether `message` is the server's error message of what `status` says in `loadError`:

@@ -64,6 +64,11 @@ describe("retrySetting: what a failed retry's Open settings opens", () => {
     assert.equal(retrySetting(failed), "dlm.model");
     assert.equal(retrySetting({ ...failed, reachable: false }), "dlm.remoteUrl");
   });
+
+  it("the device where the server says CUDA is not there", () => {
+    const cuda = "device 'cuda' was requested but CUDA is not available here; set device to 'auto' or 'cpu'";
+    assert.equal(retrySetting({ ...failed, loadError: cuda }), "dlm.device");
+  });
 });
 
 describe("loadFailureSentence: what DLM: Show server status adds for a failed load", () => {
