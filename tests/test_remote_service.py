@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -585,6 +586,131 @@ def test_the_warning_that_a_service_takes_no_token_goes_to_stderr(monkeypatch):
                                    "http://127.0.0.1:9 can use the service (--token or "
                                    "DLM_LSP_REMOTE_TOKEN)")
     assert out == ""
+
+
+# `dlm-lsp serve-remote` whose start never ends (replicas Ray cannot place, a cluster that
+# is not there), saying so every 0.2 s; taking Ray down is said on stdout
+STUCK = ("import sys, time\n"
+         "from dlm_lsp.remote import service, startup\n"
+         "startup.NOTE_EVERY_S = 0.2\n"
+         "service.deploy = lambda cfg: time.sleep(600)\n"
+         "service.ray.shutdown = lambda: print('ray shut down', flush=True)\n"
+         "from dlm_lsp.cli import main\n"
+         "raise SystemExit(main(sys.argv[1:]))\n")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_replicas_start_stops_the_start_in_one_line(sig):
+    """Ray's start ran on the main thread, where Ctrl-C went unheard: the service came up
+    30 s later all the same, or waited for ever for replicas it could not place, and
+    SIGTERM ended it in Ray's native stack dump.  The start says it goes on, and a signal
+    ends it as any command's: Ray taken down, one line, 130 (143)."""
+    with subprocess.Popen([sys.executable, "-c", STUCK, "serve-remote", "--token", "t",
+                           "--port", str(free_port())],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            # a start that never says it goes on fails here, not in a wait for ever
+            assert select.select([proc.stderr], [], [], 30)[0], "no line while it started"
+            assert proc.stderr.readline().startswith(
+                "dlm-lsp serve-remote: still starting after 0s (Ray's lines above say what "
+                "it waits for; Ctrl-C stops it)")
+            proc.send_signal(sig)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == 128 + sig
+    assert err.splitlines()[-1].startswith(f"dlm-lsp serve-remote: stopped by {sig.name} after ")
+    assert out == "ray shut down\n"
+
+
+def test_replicas_that_run_where_nothing_answers_end_the_service_with_why(monkeypatch,
+                                                                           capsys):
+    """Ray said the replicas ran, and the command said where it served, where nothing
+    answered (a second service on a cluster whose Serve listens on another port)."""
+    from dlm_lsp.remote import service
+    from dlm_lsp.remote.startup import NotAnswering
+
+    def deployed(cfg):
+        raise NotAnswering(f"the replicas run, but http://127.0.0.1:{cfg.port} does not "
+                           "answer (Connection refused)")
+    let_go = []
+    monkeypatch.setattr(service, "deploy", deployed)
+    monkeypatch.setattr(service, "let_go", let_go.append)
+    port = free_port()
+    assert service.serve_until_stopped(service.ServiceConfig(port=port, token="t")) == 1
+    assert capsys.readouterr().err == (f"dlm-lsp serve-remote: the replicas run, but "
+                                       f"http://127.0.0.1:{port} does not answer (Connection "
+                                       "refused)\n")
+    assert [cfg.port for cfg in let_go] == [port]
+
+
+def test_a_url_answers_once_its_health_route_does(tmp_path):
+    import http.server
+    import threading
+
+    from dlm_lsp.remote.startup import not_answering
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200 if self.path == "/v1/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        try:
+            assert not_answering(url, wait_s=5) is None
+            assert not_answering(url.replace("http:", "https:"), wait_s=0) is not None
+            assert not_answering(f"{url}/elsewhere", wait_s=0) is None  # the route is the root's
+        finally:
+            server.shutdown()
+    assert not_answering(f"http://127.0.0.1:{free_port()}", wait_s=0) == "Connection refused"
+
+
+@pytest.mark.parametrize(("argv", "env", "told"), [
+    (["--token", "a b"], {}, "--token holds characters an HTTP header cannot carry"),
+    ([], {"DLM_LSP_REMOTE_TOKEN": "€uro"},
+     "DLM_LSP_REMOTE_TOKEN holds characters an HTTP header cannot carry"),
+])
+def test_a_token_no_client_could_send_is_a_usage_error(argv, env, told, monkeypatch, capsys):
+    """`--token "a b"` started a service no client could use: their remoteToken setting
+    refuses such a value."""
+    from dlm_lsp.remote import service
+    from dlm_lsp.remote.command import main
+
+    monkeypatch.setattr(service, "serve_until_stopped", _no_start)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2
+    assert told in capsys.readouterr().err
+
+
+def _no_start(cfg):
+    raise AssertionError("the service was started")
+
+
+def test_a_certificate_and_key_that_cannot_serve_https_are_a_usage_error(tmp_path, capsys,
+                                                                         monkeypatch):
+    """A missing certificate, or the two swapped, started a service that said where it
+    served https while nothing listened there."""
+    from dlm_lsp.remote import service
+    from dlm_lsp.remote.command import main
+
+    monkeypatch.setattr(service, "serve_until_stopped", _no_start)
+
+    cert, key = self_signed(tmp_path)
+    for given, why in [((tmp_path / "none.pem", key), "No such file or directory"),
+                       ((key, cert), "PEM lib")]:
+        with pytest.raises(SystemExit) as refused:
+            main(["--ssl-certfile", str(given[0]), "--ssl-keyfile", str(given[1])])
+        assert refused.value.code == 2
+        said = capsys.readouterr().err
+        assert f"--ssl-certfile {given[0]} --ssl-keyfile {given[1]} cannot serve https (" in said
+        assert why in said
 
 
 def bare_replica() -> Any:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import ssl
 import sys
 from collections.abc import Callable
 
 from dlm_lsp.arguments import parse_arguments
-from dlm_lsp.config import DEVICES, PRECISIONS
+from dlm_lsp.config import DEVICES, PRECISIONS, visible_ascii
 from dlm_lsp.held_signals import import_torch
+from dlm_lsp.remote.wire import TOKEN_VARIABLE
 
 # What the service imports from outside the project, looked for before torch's import, a
 # second or more: without them the command only says so.  ray.serve comes with ray, and
@@ -95,6 +98,9 @@ def main(argv: list[str]) -> int:
     args = parse_arguments(p, argv)
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         p.error("--ssl-certfile and --ssl-keyfile go together")
+    problem = token_problem(args.token) or tls_problem(args)
+    if problem:
+        p.error(problem)
     # the bounds of autoscaling: a lower bound alone was dropped without a word, and one
     # above the upper bound left to Ray Serve's traceback once Ray had started
     if args.min_replicas is not None and args.max_replicas is None:
@@ -115,6 +121,36 @@ def main(argv: list[str]) -> int:
     except ImportError as exc:  # a package Ray Serve needs in its turn
         return _needs_ray_serve(exc.name)
     return serve_until_stopped(service_config(args))
+
+
+def token_problem(given: str | None) -> str | None:
+    """Why the token (`--token`, else the variable) cannot be a client's: an HTTP header
+    carries visible ASCII only.  `--token "a b"` started a service no client could use,
+    whose setting `remoteToken` refuses such a value."""
+    secret = given if given is not None else os.environ.get(TOKEN_VARIABLE, "")
+    if visible_ascii(secret):
+        return None
+    where = "--token" if given is not None else TOKEN_VARIABLE
+    return (f"{where} holds characters an HTTP header cannot carry (spaces, say): a token "
+            "is visible ASCII characters without spaces, as clients' remoteToken is")
+
+
+def tls_problem(args: argparse.Namespace) -> str | None:
+    """Why the certificate and key cannot serve https, read here as the HTTP proxy will:
+    a missing file, or a certificate and key swapped, started a service that said where it
+    served while nothing listened, the proxy's error in Ray's log alone.  A cluster joined
+    with `--address` is left alone: the files are the proxy's node's."""
+    if not args.ssl_certfile or args.address is not None:
+        return None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(args.ssl_certfile,
+                                                                 args.ssl_keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else (
+            getattr(exc, "reason", None) or str(exc))
+        return (f"--ssl-certfile {args.ssl_certfile} --ssl-keyfile {args.ssl_keyfile} cannot "
+                f"serve https ({why}): give a PEM certificate and its private key")
+    return None
 
 
 def _needs_ray_serve(missing: str | None) -> int:

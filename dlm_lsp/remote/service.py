@@ -50,6 +50,7 @@ from dlm_lsp.models import (
 from dlm_lsp.policy import SpanTooLong
 from dlm_lsp.remote import wire
 from dlm_lsp.remote.metrics import create_board, find_board, prometheus
+from dlm_lsp.remote.startup import NotAnswering, not_answering, still_starting, watched
 from dlm_lsp.results import InfillRequest
 from dlm_lsp.sampler import Cancelled
 
@@ -309,7 +310,14 @@ def deploy(cfg: ServiceConfig) -> str:
     create_board(cfg.name)  # before the replicas, which only look it up
     serve.run(EngineReplica.options(**options).bind(asdict(cfg)), name=cfg.name,
               route_prefix="/")
-    return f"{'https' if cfg.ssl_certfile else 'http'}://{cfg.host}:{cfg.port}"
+    url = f"{'https' if cfg.ssl_certfile else 'http'}://{cfg.host}:{cfg.port}"
+    why = not_answering(url)
+    if why is not None:
+        raise NotAnswering(f"the replicas run, but {url} does not answer ({why})" + (
+            "; a Serve instance already running on the cluster keeps its own host, port "
+            "and TLS, and Ray ignores --host, --port and --ssl-* then: Ray's lines above "
+            "say so" if cfg.address is not None else "; Ray's lines above say why"))
+    return url
 
 
 def model_problem(spec: str) -> str | None:
@@ -375,7 +383,12 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
         print(f"dlm-lsp serve-remote: {problem}", file=sys.stderr)
         return 2
     try:
-        url = deploy(cfg)
+        # on a thread of its own: Ctrl-C is heard while Ray starts (startup.py)
+        url = watched(lambda: deploy(cfg), still_starting, lambda: let_go(cfg))
+    except NotAnswering as exc:
+        print(f"dlm-lsp serve-remote: {exc}", file=sys.stderr)
+        let_go(cfg)
+        return 1
     except RuntimeError as exc:  # Ray Serve gave up on the replicas; their errors are above
         print(f"dlm-lsp serve-remote: the replicas could not start ({exc}); their own error "
               "is in the log above (check --model and --device)", file=sys.stderr)
@@ -403,12 +416,18 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
     # before Ray takes the replicas down, which takes seconds
     print(f"dlm-lsp serve-remote: stopped by {received[0].name}, exiting", file=sys.stderr,
           flush=True)
-    if cfg.address is not None:  # a shared cluster keeps running: take only our app off it
+    let_go(cfg)
+    return 0
+
+
+def let_go(cfg: ServiceConfig) -> None:
+    """Take down what the command started: on a shared cluster, which keeps running, only
+    our application and its board; a Ray instance started here ends with its replicas."""
+    if cfg.address is not None and ray.is_initialized():
         serve.delete(cfg.name)
         with contextlib.suppress(ValueError):  # detached: it would outlive the app
             ray.kill(find_board(cfg.name))
-    ray.shutdown()  # a Ray instance started here ends with its replicas
-    return 0
+    ray.shutdown()
 
 
 def service_config(args: Any) -> ServiceConfig:
