@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from rpc import ServerProcess, free_port
@@ -206,8 +207,9 @@ class Script(BaseHTTPRequestHandler):
         pass
 
 
-def serving(replies: list[Callable[[BaseHTTPRequestHandler], None]]) -> ThreadingHTTPServer:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Script)
+def serving(replies: list[Callable[[BaseHTTPRequestHandler], None]],
+            port: int = 0) -> ThreadingHTTPServer:
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), Script)
     httpd.replies, httpd.bodies, httpd.headers = replies, [], []
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -229,6 +231,18 @@ def status(code: int, text: str = "") -> Callable[[BaseHTTPRequestHandler], None
     def reply(handler: BaseHTTPRequestHandler) -> None:
         body = json.dumps({"detail": text}).encode()
         handler.send_response(code)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    return reply
+
+
+def page(code: int) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Another web server's error page, as `python -m http.server` answers a POST."""
+    def reply(handler: BaseHTTPRequestHandler) -> None:
+        body = b"<!DOCTYPE HTML>\n<html lang='en'>\n<body>\n<h1>Error</h1>\n</body>\n</html>\n"
+        handler.send_response(code)
+        handler.send_header("Content-Type", "text/html;charset=utf-8")
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)
@@ -365,6 +379,9 @@ def test_retries_stop_where_their_pause_would_outlast_the_fills_timeout():
      "could not fill: no weights"),
     # another server at remoteUrl, or a service whose answers this version cannot read
     (stream(b"<html>It works!</html>\n"), "cannot read.*dlm-lsp serve-remote service"),
+    (page(501), r"is no dlm-lsp serve-remote service: it answered /v1/infill with a web page "
+                r"\(HTTP 501\); check remoteUrl$"),  # was tried again as a lost replica
+    (page(404), r"no dlm-lsp serve-remote service.*\(HTTP 404\)"),
     (stream(b'{"result": {"text": "x = 1"}}\n'), "cannot read.*KeyError 'plan'"),
     (stream(b'{"draft": [1, 2]}\n'), "cannot read.*TypeError"),
 ])
@@ -465,6 +482,35 @@ def test_the_status_of_an_unreachable_service_with_fallback_says_where_fills_run
     assert status["loadError"].startswith(f"cannot reach {url}")
     assert "fills will run on the local engine until it answers" in status["loadError"]
     assert status["problem"].startswith(f"cannot reach {url}")
+
+
+def test_while_the_service_is_down_fills_go_local_at_once_and_one_a_while_tries_it(
+        model_dir, monkeypatch):
+    """Each fill tried the service and paid the retries' pauses before falling back (1.0
+    to 1.2 s a fill against 0.25 s locally, at every pause in typing while it was down).
+    Now one fill each RECHECK_S tries it, once; the others fill locally at once."""
+    from dlm_lsp.remote import retry
+
+    now = [0.0]  # the module's clock, which its pauses move on
+    monkeypatch.setattr(retry, "time", SimpleNamespace(
+        monotonic=lambda: now[0], perf_counter=time.perf_counter,
+        sleep=lambda s: now.__setitem__(0, now[0] + s)))
+    port = free_port()
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url=f"http://127.0.0.1:{port}",
+                                       remote_retries=2, remote_fallback=True,
+                                       model=str(model_dir)))
+    engine.infill(InfillRequest(TEXT, AT, AT, "python"))
+    assert (engine.retries, engine.fallbacks) == (2, 1)
+    httpd = serving([stream(RESULT)], port)  # the service is back
+    engine.infill(InfillRequest(TEXT, AT, AT, "python"))
+    assert (engine.retries, engine.fallbacks, httpd.bodies) == (2, 2, [])  # down a moment ago
+    now[0] += retry.RECHECK_S
+    assert engine.infill(InfillRequest(TEXT, AT, AT, "python")) == a_result()
+    assert (engine.fills, len(httpd.bodies)) == (1, 1)
+    httpd.shutdown()
+    httpd.server_close()  # down again: found at once, and the next try waits its turn
+    engine.infill(InfillRequest(TEXT, AT, AT, "python"))
+    assert (engine.retries, engine.fallbacks) == (4, 3)
 
 
 def test_falling_back_is_told_once_an_outage_not_at_every_fill(model_dir):

@@ -75,16 +75,24 @@ class RemoteEngine(ServerBackend):
         try:
             detail = json.loads(text).get("detail", text)
         except (ValueError, AttributeError):
-            detail = text
+            detail = " ".join(text.split())  # one line: a page's text ran over many
         url = self.config.remote_url
         if response.status in (401, 403):
             raise BackendError(
                 f"the remote engine at {url} refused the token (HTTP {response.status}): set "
                 f"{self.names.token} or {wire.TOKEN_VARIABLE} to the service's token")
+        if "html" in (response.getheader("Content-Type") or "").lower():
+            # neither the service nor Ray's proxy answers with a page: another server is
+            # at the URL, whose 404 was its page's HTML in the message, and whose 501
+            # (a POST it does not take) was tried again as a lost replica
+            raise BackendError(
+                f"{url} is no dlm-lsp serve-remote service: it answered {path} with a web "
+                f"page (HTTP {response.status}); check {self.names.url}")
         if response.status >= 500 or response.status == 429:
             raise Lost(f"the remote engine at {url} failed (HTTP {response.status}: "
                        f"{str(detail)[:200]})")
-        raise BackendError(f"the remote engine at {url} rejected the fill "
+        what = "the fill" if path.endswith(wire.INFILL_PATH) else f"GET {path}"
+        raise BackendError(f"the remote engine at {url} rejected {what} "
                            f"(HTTP {response.status}): {str(detail)[:300]}")
 
     def _read(self, req: InfillRequest, response: http.client.HTTPResponse) -> InfillResult:

@@ -290,6 +290,17 @@ def deployment_options(cfg: ServiceConfig, cluster_gpus: float,
     return options
 
 
+class _OwnSignals(logging.Filter):
+    """Ray's warning that it set no SIGTERM handler, started off the main thread: the
+    command's own handles SIGTERM (startup.py), so the warning only puzzled the user."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+logging.getLogger("ray._private.worker").addFilter(_OwnSignals())
+
+
 def deploy(cfg: ServiceConfig) -> str:
     """Start (or join) Ray, deploy the replicas and wait until they serve; the URL."""
     if not ray.is_initialized():

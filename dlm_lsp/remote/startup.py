@@ -6,8 +6,9 @@ a SIGINT while Ray added the replicas was lost and the service came up 30 s late
 anyway; while Ray waited for replicas it could never place (`--replicas 3` on 2 CPUs)
 or for a cluster that was not there (`--address` of nothing), Ctrl-C did nothing for
 minutes, and SIGTERM killed the process with Ray's native stack dump.  The start now
-runs on a thread of its own (`watched`) and the main thread waits, where Python's
-handlers run: a signal stops the wait, takes down what Ray started (`let_go`, bounded
+runs on a thread of its own (`watched`), which then lives as long as the process (Ray's
+processes die with the thread that started them), and the main thread waits, where
+Python's handlers run: a signal stops the wait, takes down what Ray started (`let_go`, bounded
 in time) and ends the command in one line, 130 (143), as any other command's.
 
 Once Ray said the replicas run, the command said "service at URL" though nothing might
@@ -48,21 +49,24 @@ def watched(start: Callable[[], T], note: Callable[[float], None],
     during the wait calls `let_go` on a thread, for LET_GO_S at most (Ray may be stuck
     where the start stands), and goes on up.  What `start` raised is raised here."""
     outcome: list[tuple[bool, Any]] = []
+    done = threading.Event()
 
     def run() -> None:
         try:
             outcome.append((True, start()))
         except BaseException as exc:  # handed to the waiting thread, which raises it
             outcome.append((False, exc))
+        done.set()
+        # The thread lives as long as the process: the processes Ray starts here (its GCS,
+        # its raylet) die with the thread that started them (Linux's parent-death signal
+        # goes by thread), and ended, it took the service down a minute later
+        threading.Event().wait()
 
     worker = threading.Thread(target=run, name="dlm-lsp-serve-remote-start", daemon=True)
     began = time.monotonic()
     worker.start()
     try:
-        while True:
-            worker.join(NOTE_EVERY_S if every_s is None else every_s)  # a signal ends it
-            if not worker.is_alive():
-                break
+        while not done.wait(NOTE_EVERY_S if every_s is None else every_s):  # a signal ends it
             note(time.monotonic() - began)
     except KeyboardInterrupt:
         ending = threading.Thread(target=_quietly, args=(let_go,), daemon=True)
