@@ -33,6 +33,12 @@ def parse_arguments(parser: argparse.ArgumentParser,
     return parsed
 
 
+def refuse(parser: argparse.ArgumentParser, parsed: argparse.Namespace, message: str) -> None:
+    """A usage error (exit 2) said by the parser of the command `parsed` names, with its
+    usage, for what argparse cannot check itself (options that do not go together)."""
+    _chosen(parser, parsed).error(message)
+
+
 def _chosen(parser: argparse.ArgumentParser,
             parsed: argparse.Namespace) -> argparse.ArgumentParser:
     """The parser of the (sub)command `parsed` names, the deepest: `bench humaneval`'s."""

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from dlm_lsp import __version__
 from dlm_lsp.allocator import cap_arenas
-from dlm_lsp.arguments import parse_arguments
+from dlm_lsp.arguments import parse_arguments, refuse
 from dlm_lsp.config import (
     DEVICES,
     STRATEGIES,
@@ -451,18 +451,22 @@ def build_parser() -> argparse.ArgumentParser:
     about = ("device, model and step cost here, or a running server's queue, latency and "
              "caches (--server), or a serve-remote service's replicas (--remote)")
     status = sub.add_parser("status", help=about, description=about)
-    status.add_argument("--server", type=_address, metavar="HOST:PORT",
-                        help="ask a server started with --tcp")
-    status.add_argument("--remote", type=_service_url, metavar="URL",
-                        help="show a service started with "
-                        "serve-remote: its replicas, queue and latency")
+    # one or the other: `--remote URL --server H:P` asked the service and said nothing of
+    # the server
+    asked = status.add_mutually_exclusive_group()
+    asked.add_argument("--server", type=_address, metavar="HOST:PORT",
+                       help="ask a server started with --tcp")
+    asked.add_argument("--remote", type=_service_url, metavar="URL",
+                       help="show a service started with "
+                       "serve-remote: its replicas, queue and latency")
     status.add_argument("--token", default="", help="the service's or server's token (default: "
                         "the variable DLM_LSP_REMOTE_TOKEN with --remote, DLM_LSP_TCP_TOKEN "
                         "with --server)")
     status.add_argument("--ca-file", default="", help="CA of an https service's certificate")
-    status.add_argument("--model", default="default", help="without --server or --remote: "
+    # None where not given: with --server or --remote they were dropped without a word
+    status.add_argument("--model", help="without --server or --remote: "
                         "the model to load and time here; " + MODEL_HELP)
-    status.add_argument("--device", default="auto", choices=DEVICES,
+    status.add_argument("--device", choices=DEVICES,
                         help="without --server or --remote: " + DEVICE_HELP)
 
     bench = sub.add_parser("bench", help="benchmarks on fixed task sets")
@@ -580,7 +584,12 @@ def _main(argv: list[str], began: float) -> int:
         from dlm_lsp.remote.command import main as remote_main
 
         return remote_main(argv[1:])
-    args = parse_arguments(build_parser(), argv)
+    parser = build_parser()
+    args = parse_arguments(parser, argv)
+    if args.command == "status" and (args.server or args.remote) and (
+            args.model is not None or args.device is not None):
+        refuse(parser, args, "--model and --device are the model timed here: with "
+               f"{'--server' if args.server else '--remote'} the status is of its own model")
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
     import_torch()  # fill, status, bench and the server all load a model (held_signals)
     if args.command == "fill":
@@ -588,8 +597,8 @@ def _main(argv: list[str], began: float) -> int:
     if args.command == "status":
         from dlm_lsp.status import main as status_main
 
-        return status_main(args.server, args.model, args.device, args.remote, args.token,
-                           args.ca_file)
+        return status_main(args.server, args.model or "default", args.device or "auto",
+                           args.remote, args.token, args.ca_file)
     if args.command == "bench":
         return _bench(args, began)
     return _serve(args)

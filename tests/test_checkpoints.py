@@ -725,15 +725,18 @@ def test_models_check_of_our_own_model_says_where_the_server_would_load_it(
     assert capsys.readouterr().err.splitlines()[-1] == f"ok: the server can load it ({told})"
 
 
-def test_models_check_of_our_own_model_with_device_cuda_where_there_is_none_is_a_problem(
-        monkeypatch, capsys):
+@pytest.mark.parametrize("model", ["default", "llada"])
+def test_a_model_checked_with_device_cuda_where_there_is_none_is_a_problem(
+        model, checkpoints, monkeypatch, capsys):
     """`--device cuda` names the server's setting, and a server set so on a machine
     without CUDA fails to load the model: the check said "ok: the server can load it
-    (...; the server would load it on cuda)" there, and exited 0."""
+    (...; the server would load it on cuda)" there, and exited 0; so it did of a
+    published checkpoint read without --load."""
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert models_main(["check", "default", "--device", "cuda"]) == 1
+    directory = model if model == "default" else str(checkpoints[model])
+    assert models_main(["check", directory, "--device", "cuda"]) == 1
     lines = capsys.readouterr().err.splitlines()
     assert lines[-1] == "1 problem(s)"
     assert "CUDA is not available" in lines[-2]

@@ -479,6 +479,25 @@ def test_status_of_a_server_that_is_no_dlm_lsp_service_names_the_remote_option(c
     assert "is --remote a dlm-lsp serve-remote service" in said
 
 
+@pytest.mark.parametrize(("argv", "told"), [
+    (["--remote", "http://127.0.0.1:9", "--server", "127.0.0.1:9"],
+     "argument --server: not allowed with argument --remote"),
+    (["--remote", "http://127.0.0.1:9", "--model", "x"],
+     "--model and --device are the model timed here: with --remote the status is of its own"),
+    (["--server", "127.0.0.1:9", "--device", "cpu"],
+     "--model and --device are the model timed here: with --server the status is of its own"),
+])
+def test_status_options_that_do_not_go_together_are_a_usage_error(argv, told, capsys):
+    """`status --remote URL --server H:P` asked the service alone, and `--model X` with
+    either was dropped without a word."""
+    from dlm_lsp.cli import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["status", *argv])
+    assert refused.value.code == 2
+    assert f"dlm-lsp status: error: {told}" in capsys.readouterr().err
+
+
 def test_status_here_reports_the_model_and_its_step_cost(model_dir):
     out = subprocess.run([sys.executable, "-m", "dlm_lsp", "status", "--model", str(model_dir),
                           "--device", "cpu"], capture_output=True, text=True, timeout=120)

@@ -309,8 +309,10 @@ def main(argv: list[str]) -> int:
     report = inspect(args.directory, args.family)
     if args.load and not report.problems:
         time_forward(report, args.device, args.precision)
-    if report.loaded_on and not report.problems:  # auto resolved as the server resolves it
-        try:  # a --device cuda where there is none fails the server's load, as it fails --load
+    if not report.problems:  # auto resolved as the server resolves it
+        # a --device cuda where there is none fails the server's load, as it fails --load:
+        # a published checkpoint read without --load passed it (exit 0), ours did not
+        try:
             report.serves_on = str(pick_device(args.device))
         except DeviceUnavailable as exc:
             report.problems.append(f"the server could not load it: {command_line_message(exc)}")
