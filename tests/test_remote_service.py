@@ -293,6 +293,14 @@ def test_https_without_the_services_ca_is_a_clear_error(service):
         engine.infill(InfillRequest(DOC, SPANS[0], SPANS[0], "python"))
 
 
+@pytest.mark.parametrize("path", ["/docs", "/redoc", "/openapi.json"])
+def test_the_service_serves_no_api_pages_past_its_token(service, path):
+    """FastAPI serves its API pages by default, whatever the token."""
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(service.url + path, timeout=5, context=service.context)
+    assert missing.value.code == 404
+
+
 def test_the_metrics_are_prometheus_text_for_every_replica(service):
     request = urllib.request.Request(service.url + "/v1/metrics",
                                      headers={"Authorization": f"Bearer {TOKEN}"})

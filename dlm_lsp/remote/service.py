@@ -84,7 +84,9 @@ class ServiceConfig:
     name: str = "dlm-lsp"  # the Ray Serve application name
 
 
-app = FastAPI(title="dlm-lsp remote engine")
+# No /docs, /redoc or /openapi.json: FastAPI serves them by default, open whatever the
+# token, which guards the fills and the metrics; the routes are wire.py's
+app = FastAPI(title="dlm-lsp remote engine", docs_url=None, redoc_url=None, openapi_url=None)
 
 
 @serve.deployment
