@@ -93,8 +93,9 @@ def remote_status(url: str, token: str = "", ca_file: str = "") -> list[str]:
 
 
 def _table(columns: tuple[str, ...], replicas: list[dict[str, Any]]) -> list[str]:
-    """A header line and one line per replica, each column as wide as its widest value."""
-    rows = [[str(r.get(c)) for c in columns] for r in replicas]
+    """A header line and one line per replica, each column as wide as its widest value;
+    a value a replica has not yet (the latency of no fill) is `-`, not Python's None."""
+    rows = [["-" if r.get(c) is None else str(r.get(c)) for c in columns] for r in replicas]
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
               for i, c in enumerate(columns)]
     return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()

@@ -390,6 +390,17 @@ def test_status_of_a_service_shows_each_replica_s_forward_passes_and_load_factor
         "loadFactor": "1.23"}
 
 
+def test_status_of_a_service_shows_a_figure_a_replica_has_not_yet_as_a_dash(monkeypatch,
+                                                                           capsys):
+    """A replica that has made no fill has no latency: the row read `None`."""
+    lines = _status_remote_of(monkeypatch, capsys, [{**BUSY_REPLICA, "fills": 0,
+                                                     "p50Ms": None, "p95Ms": None}])
+    at = next(i for i, line in enumerate(lines) if "p50Ms" in line.split())
+    shown = dict(zip(lines[at].split(), lines[at + 1].split(), strict=True))
+    assert (shown["fills"], shown["p50Ms"], shown["p95Ms"]) == ("0", "-", "-")
+    assert "None" not in "\n".join(lines)
+
+
 def test_status_of_a_service_fits_each_busy_replica_in_100_columns(monkeypatch, capsys):
     """One row of twelve counters took 124 columns: it wrapped in a terminal of 100."""
     lines = _status_remote_of(monkeypatch, capsys, [BUSY_REPLICA, {**BUSY_REPLICA,
