@@ -17,12 +17,13 @@ so outside a top-level chunk what counts is what the module binds:
 * a statement that does not parse (the user's damage, another hole marker) keeps the
   old reading: any word of it may be a name it defines.
 
-A statement's names are kept by its text (`statement_names`), so a later version of the
-document parses only the statements that changed.  Documents whose text outside the
-chunk is longer than `OUTSIDE_CHARS` keep the word search (their first such check would
-parse megabytes); so do chunks cut inside a block, whose enclosing function lies partly
-outside them.  The check still errs toward passing: a comprehension's variable at the
-top level counts as bound, as does a name only a `del` or a class body's scope sees.
+A statement's names are kept by its text (`statement_names`; up to KEPT_CHARS long), so
+a later version of the document parses only the statements that changed.  Documents
+whose text outside the chunk is longer than `OUTSIDE_CHARS` keep the word search (their
+first such check would parse megabytes); so do chunks cut inside a block, whose
+enclosing function lies partly outside them.  The check still errs toward passing: a
+comprehension's variable at the top level counts as bound, as does a name only a `del`
+or a class body's scope sees.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ from dlm_lsp.python_names import binds
 
 # Past this many characters of text outside the chunk, the word search is kept.
 OUTSIDE_CHARS = 200_000
+# Statements up to this long keep their names by their text (at most KEPT of them, a
+# few megabytes); a longer one (a long class) is parsed again for each version.
+KEPT_CHARS = 4096
+KEPT = 2048
 
 # invalid escapes ('\d') warn while parsing; a warning made an error would lose the names
 _FILENAME = "dlm_lsp_module_names"
@@ -63,10 +68,18 @@ def _module_level(node: ast.AST) -> Iterator[str]:
             yield from _module_level(child)
 
 
-@functools.lru_cache(maxsize=4096)
 def statement_names(text: str) -> frozenset[str] | None:
     """The names the top-level statement `text` binds at the module level, with those
     any `global` statement in it declares; None where it does not parse alone."""
+    return _kept_names(text) if len(text) <= KEPT_CHARS else _names(text)
+
+
+@functools.lru_cache(maxsize=KEPT)
+def _kept_names(text: str) -> frozenset[str] | None:
+    return _names(text)
+
+
+def _names(text: str) -> frozenset[str] | None:
     try:
         tree = ast.parse(text, _FILENAME)
     except (SyntaxError, ValueError, RecursionError, MemoryError):

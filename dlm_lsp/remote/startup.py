@@ -8,8 +8,8 @@ or for a cluster that was not there (`--address` of nothing), Ctrl-C did nothing
 minutes, and SIGTERM killed the process with Ray's native stack dump.  The start now
 runs on a thread of its own (`watched`), which then lives as long as the process (Ray's
 processes die with the thread that started them), and the main thread waits, where
-Python's handlers run: a signal stops the wait, takes down what Ray started (`let_go`, bounded
-in time) and ends the command in one line, 130 (143), as any other command's.
+Python's handlers run: a signal stops the wait, takes down what Ray started (`let_go`,
+bounded in time) and ends the command in one line, 130 (143), as any other command's.
 
 Once Ray said the replicas run, the command said "service at URL" though nothing might
 answer there: a certificate that does not load (the HTTP proxy fails in Ray's log
@@ -73,8 +73,8 @@ def watched(start: Callable[[], T], note: Callable[[float], None],
         ending.start()
         ending.join(LET_GO_S)
         raise
-    done, value = outcome[0]
-    if not done:
+    finished, value = outcome[0]
+    if not finished:
         raise value
     return value
 
