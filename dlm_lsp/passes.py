@@ -292,10 +292,13 @@ def trimmed_end(text: str, req: InfillRequest) -> str:
     line's end (ghost text `#  `).  At the end of a document with no last line break the
     fill keeps one at most: it brought a run of empty lines (`return a` and four).  A
     selection that took its line's break is given one back (the fill replaces it), and a
-    fill with no code is left to the checks that judge blanks."""
+    fill with no code keeps its line breaks, left to the checks that judge blanks, but not
+    the blanks at its line's end (a JavaScript hole's fill " " left its line `   `)."""
     after, replaced = req.text[req.end:req.end + 1], req.text[req.start:req.end]
-    if replaced.endswith(("\n", "\r")) or not text.strip():
+    if replaced.endswith(("\n", "\r")):
         return text
+    if not text.strip():
+        return text.rstrip(" \t") if after in ("\n", "\r") else text
     code = text.rstrip()
     if after in ("\n", "\r"):
         return code

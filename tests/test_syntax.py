@@ -1265,8 +1265,12 @@ def _shaped(marked: str, fill: str, language: str | None) -> str:
     ("def f(a):\n    ⟦⟧", "return a\n\n\n\n\n", "return a\n"),
     ("x = 1\r\n⟦⟧", "y = 2\r\n\r\n", "y = 2\r\n"),
     ("x = 1\n⟦⟧", "y = 2  ", "y = 2"),
-    # a fill with no code is left to the checks that judge blanks
+    # a fill with no code keeps its line breaks, left to the checks that judge blanks,
+    # but no blanks at a line's end (a JavaScript hole's fill " ": its line read "   ")
     ("x = 1\n    ⟦⟧\ny = 2\n", "\n", "\n"),
+    ("function f() {\n  ⟦<FILL>⟧\n}\n", " ", ""),
+    ("x = 1\n    ⟦⟧\ny = 2\n", "\n  \t", "\n"),
+    ("x = f(⟦⟧ )\n", "  ", "  "),  # code follows on the line: the user's business
 ])
 def test_a_fill_leaves_no_empty_line_where_the_document_s_own_line_break_follows_it(
         marked: str, fill: str, expected: str) -> None:
