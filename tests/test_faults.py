@@ -71,6 +71,23 @@ def test_a_damaged_model_fails_to_load_with_a_clear_error(model_dir, tmp_path, d
     assert str(broken) in str(err.value) and reason in str(err.value)
 
 
+def test_a_partial_copy_of_a_sharded_model_names_every_file_it_lacks(tmp_path):
+    """A copy of the shipped model without its tokenizer and a shard said "no
+    tokenizer.json" alone, and without the shard alone "No such file or directory"."""
+    from dlm_lsp.models import DEFAULT_MODEL_DIR
+
+    partial = tmp_path / "partial"
+    shutil.copytree(DEFAULT_MODEL_DIR, partial)
+    (partial / "tokenizer.json").unlink()
+    shards = sorted(partial.glob("model-*.safetensors"))
+    shards[1].unlink()
+    with pytest.raises(ModelLoadError) as err:
+        load_model(str(partial), "cpu")
+    assert str(err.value).endswith(
+        f": no tokenizer.json, no {shards[1].name} (1 of the {len(shards)} shards the index "
+        "lists)")
+
+
 def test_a_missing_model_fails_to_load_with_a_clear_error(tmp_path):
     with pytest.raises(ModelLoadError, match="not found"):
         load_model(str(tmp_path / "absent"), "cpu")

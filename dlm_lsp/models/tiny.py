@@ -454,6 +454,25 @@ def _write_save(model: TinyDenoiser, tokenizer: Tokenizer, out: Path, dtype: tor
     return ["tokenizer.json", *weights, "config.json"]
 
 
+def missing_weights(path: Path) -> list[str]:
+    """The weight files of a model directory that are not there: the shards its index
+    lists and lacks (with how many of how many), or the weights file or index where it
+    has neither; [] where nothing is missing or the index cannot be read (the load says
+    why then)."""
+    if (path / WEIGHTS_FILE).is_file():
+        return []
+    if not (path / INDEX_FILE).is_file():
+        return [f"{WEIGHTS_FILE} nor {INDEX_FILE}"]
+    try:
+        shards = sorted(set(json.loads((path / INDEX_FILE).read_text())["weight_map"].values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    gone = [name for name in shards if not (path / name).is_file()]
+    if not gone:
+        return []
+    return [f"{', '.join(gone)} ({len(gone)} of the {len(shards)} shards the index lists)"]
+
+
 def load_weights(directory: str | Path) -> dict[str, torch.Tensor]:
     """The tensors of a model directory: model.safetensors, or the shards its index lists,
     each matrix saved as int8 and its scales back in float32 (`stored_tensors`).
@@ -603,8 +622,12 @@ class TinyModel:
         path = Path(directory)
         try:
             cfg = TinyConfig.from_dict(json.loads((path / "config.json").read_text()))
-            if not (path / "tokenizer.json").is_file():  # tokenizers' error names no file
-                raise FileNotFoundError("no tokenizer.json")
+            # every file a partial copy lacks, named at once (tokenizers' error names no
+            # file; a shard's was "No such file or directory", and only the first was said)
+            missing = ([] if (path / "tokenizer.json").is_file() else ["tokenizer.json"])
+            missing += missing_weights(path)
+            if missing:
+                raise FileNotFoundError(f"no {', no '.join(missing)}")
             tokenizer = Tokenizer.from_file(path / "tokenizer.json")
             if tokenizer.vocab_size > cfg.vocab_size:  # else the first fill: an IndexError
                 raise ValueError(f"tokenizer.json has {tokenizer.vocab_size} ids but the model "
