@@ -164,8 +164,10 @@ def main() -> None:
         how = "clients (TCP)" if args.tcp else "at once"
         # a local engine's batching, or, with `backend: remote` or `sglang`, whose status
         # has no batching of its own (dlm/status), where the fills went
-        where = (f"batch occupancy {status['batchOccupancy']}, CUDA graphs "
-                 f"{status['cudaGraphs']}" if "batchOccupancy" in status else
+        # cudaGraphs is null off CUDA: "-", not Python's None
+        graphs = "-" if status.get("cudaGraphs") is None else status["cudaGraphs"]
+        where = (f"batch occupancy {status['batchOccupancy']}, CUDA graphs {graphs}"
+                 if "batchOccupancy" in status else
                  f"backend {status.get('backend')} at {status.get('url')}, fallbacks "
                  f"{status.get('fallbacks')}")
         # fewer fills than --concurrent run no more at once than there are ("8 at once: 3

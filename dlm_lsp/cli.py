@@ -337,7 +337,12 @@ def _bench(args: argparse.Namespace, began: float) -> int:
     "after Ns" counts from there, as every other command's does; counted from here, after
     torch's import, a Ctrl-C 3 s into the run said "after 1s"."""
     from dlm_lsp.bench.autoregressive import MissingBaseline
-    from dlm_lsp.bench.output import OutputError, StoppedAfterWriting, check_writable
+    from dlm_lsp.bench.output import (
+        OutputError,
+        ReportUnwritten,
+        StoppedAfterWriting,
+        check_writable,
+    )
     from dlm_lsp.bench.pass_at_1 import UsageError
     from dlm_lsp.bench.plots import MissingMatplotlib
     from dlm_lsp.bench.progress import Stopped
@@ -357,6 +362,9 @@ def _bench(args: argparse.Namespace, began: float) -> int:
             IsolationRefused) as exc:
         print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
         return 2
+    except ReportUnwritten as exc:  # the run is done: not a usage error
+        print(f"dlm-lsp bench {args.bench}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:  # sandboxed programs were ended (sandbox.run_programs)
         name = signal_name(exc)
         reported = isinstance(exc, (Stopped, StoppedAfterWriting))

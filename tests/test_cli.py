@@ -947,6 +947,42 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(option, 
         assert says in captured.err and captured.out == ""
 
 
+def test_a_report_path_where_no_file_can_be_made_is_refused_before_the_run(capsys):
+    """`/proc/x.md` passed the access check (root may write in /proc's folder) and failed
+    after the run, a traceback."""
+    from dlm_lsp.cli import main
+
+    assert main(["bench", "humaneval", "--self-check", "--limit", "1",
+                 "--markdown", "/proc/x.md"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("dlm-lsp bench humaneval: --markdown /proc/x.md: cannot "
+                                   "write there (")
+    assert captured.out == "" and not Path("/proc/x.md").exists()
+
+
+def test_a_report_file_that_fails_after_the_run_is_one_line_and_the_others_are_written(
+        tmp_path, monkeypatch, capsys):
+    """A full disk, or a folder taken away meanwhile: a traceback after the run, and the
+    files after the failed one never written."""
+    from dlm_lsp.bench import output
+    from dlm_lsp.cli import main
+
+    real = output.write_text
+
+    def full_disk(path, text):
+        if str(path).endswith(".json"):
+            raise OSError(28, "No space left on device")
+        real(path, text)
+    monkeypatch.setattr(output, "write_text", full_disk)
+    report, summary = tmp_path / "r.json", tmp_path / "r.md"
+    assert main(["bench", "humaneval", "--self-check", "--limit", "1", "--json", str(report),
+                 "--markdown", str(summary)]) == 1
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said == (f"dlm-lsp bench humaneval: could not write {report} (No space left on "
+                    f"device); the report written to {summary}; its numbers are printed above")
+    assert not report.exists() and summary.read_text().strip()
+
+
 @pytest.mark.parametrize("argv", [["fill", "--write", "FILE"], ["models", "check", "MODEL"]])
 def test_ctrl_c_while_torch_imports_numpy_stops_the_command(argv, tmp_path):
     """torch's C initialisation imports numpy and swallows what that raises: Ctrl-C

@@ -39,6 +39,20 @@ def check_writable(option: str, path: str | Path) -> None:
         raise OutputError(f"{option} {path}: no folder {folder}")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise OutputError(f"{option} {path}: cannot write there")
+    if not target.exists():  # a file made and taken away: access() says yes to root in /proc
+        try:
+            with open(target, "x", encoding="utf-8"):
+                pass
+            target.unlink()
+        except OSError as exc:
+            raise OutputError(f"{option} {path}: cannot write there "
+                              f"({exc.strerror or exc})") from None
+
+
+class ReportUnwritten(Exception):
+    """Report files that could not be written after the run (a full disk, a folder gone
+    meanwhile): said in one line once the others are written, the numbers printed above
+    (it was a traceback, and the files after the failed one were never written)."""
 
 
 def write_json(path: str | Path, report: object) -> None:
@@ -73,14 +87,21 @@ class ReportFiles:
     def __init__(self, what: str) -> None:
         self.what = what
         self.written: list[str] = []
+        self.failed: list[str] = []  # "PATH (why)" of each file that could not be written
 
     def json(self, path: str | Path, report: object) -> None:
-        write_json(path, report)
-        self.written.append(str(path))
+        self._write(path, lambda: write_json(path, report))
 
     def text(self, path: str | Path, text: str) -> None:
-        write_text(path, text)
-        self.written.append(str(path))
+        self._write(path, lambda: write_text(path, text))
+
+    def _write(self, path: str | Path, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except OSError as exc:  # the next file is still written
+            self.failed.append(f"{path} ({exc.strerror or exc})")
+        else:
+            self.written.append(str(path))
 
     def plot(self, plot: str, report: object, to: str) -> None:
         """Draw with `plot`, a function of `plots.py`, into `to` (a file, or a folder of them)."""
@@ -115,6 +136,10 @@ def writing_reports(partial: Partial | None = None,
             yield files
     except KeyboardInterrupt as exc:  # only as the block ends: every file is whole
         raise StoppedAfterWriting(exc, files.said()) from None
+    if files.failed:
+        went = f"; the {files.said()}" if files.written else ""
+        raise ReportUnwritten(f"could not write {', '.join(files.failed)}{went}; its numbers "
+                              "are printed above")
 
 
 def percent(count: int | float, total: int) -> float:

@@ -274,8 +274,10 @@ def run_throughput(config: ThroughputConfig) -> ThroughputReport:
                         * sum(config.concurrency), "fills")
     points: list[ThroughputPoint] = []
     load: Load | None = None
+    # occupancy "-" without the batching worker, as the table says it (not Python's None)
     detail = latest(points, lambda p: f"{p.mode} x{p.concurrency}: {p.fills_per_s} fills/s, "
-                    f"p50 {p.p50_ms} ms, occupancy {p.occupancy}")
+                    f"p50 {p.p50_ms} ms, occupancy "
+                    f"{'-' if p.occupancy is None else p.occupancy}")
 
     def waiting() -> None:
         progress.update(sum(p.fills for p in points) + len(load.fills), detail())

@@ -7,9 +7,9 @@ unless `--max-steps` fixes the run's length (`schedule_progress`).
 A run either starts from scratch (training a tokenizer first) or warm-starts
 from a saved model directory, keeping its tokenizer and shape so ids stay valid.
 
-Presets fix everything but the data: the default (the shipped model's recipe),
-`--tiny` (a few seconds on one CPU core: the test suite runs the whole pipeline
-with it), and the GPU run's (`gpu_run.py`).  Flags given on the command line
+Presets fix everything but the data: the default (a recipe for a CPU), `--tiny` (a few
+seconds on one CPU core: the test suite runs the whole pipeline with it), and the GPU
+run's (`gpu_run.py`), which made the shipped model.  Flags given on the command line
 override the preset.
 
 Run as `python -m dlm_lsp.training.train --seconds 1200` or `dlm-lsp train ...`.
@@ -1249,7 +1249,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = TrainConfig()
     p = argparse.ArgumentParser(prog="dlm-lsp train", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", choices=sorted(PRESETS), default="default",
-                   help="the recipe other flags change (default: the shipped model's)")
+                   help="the recipe other flags change (default: the CPU recipe; the "
+                   "shipped model is the GPU run's, dlm_lsp.training.gpu_run)")
     p.add_argument("--tiny", dest="preset", action="store_const", const="tiny",
                    help="same as --preset tiny: seconds on a CPU, proves the pipeline")
     p.add_argument("--out", type=Path, default=None,
@@ -1267,19 +1268,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-mib", type=_SHARD_MIB.parse, default=None,
                    help="save the weights in shards of at most this many MiB")
     p.add_argument("--threads", type=_THREADS.parse, default=None,
-                   help="torch CPU threads (default: the preset's; shipped recipe: torch's "
+                   help="torch CPU threads (default: the preset's; default recipe: torch's "
                    "own, a thread per core; --tiny: 1)")
     p.add_argument("--probe", type=_PROBE.parse, default=None, metavar="N",
                    help="at each held-out evaluation, fill N lines of held-out files and N "
                    "HumanEval-Infilling single-line tasks and report exact match and edit "
                    "similarity: the fill curve in config.json (default: the preset's; "
-                   "shipped recipe: 0, none)")
+                   "default recipe: 0, none)")
     p.add_argument("--cpu-bf16", action="store_true",
                    help="bf16 autocast on CPU where native (avx512_bf16 or AMX); "
                    "ignored with a warning elsewhere, where it is ~20x slower")
     for name, values in _FLAGS.items():
         p.add_argument(_flag(name), dest=name, type=values.parse, default=None,
-                       help=_WHAT.get(name, "") + "default: the preset's (shipped recipe: "
+                       help=_WHAT.get(name, "") + "default: the preset's (default recipe: "
                        f"{getattr(d, name)})")
     return p
 
