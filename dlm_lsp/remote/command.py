@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import ssl
 import sys
 from collections.abc import Callable
 
 from dlm_lsp.arguments import parse_arguments
-from dlm_lsp.config import DEVICES, PRECISIONS, visible_ascii
+from dlm_lsp.backends import BackendError
+from dlm_lsp.config import DEVICES, PRECISIONS
 from dlm_lsp.held_signals import import_torch
+from dlm_lsp.remote.http import token
 from dlm_lsp.remote.wire import TOKEN_VARIABLE
 
 # What the service imports from outside the project, looked for before torch's import, a
@@ -124,15 +125,15 @@ def main(argv: list[str]) -> int:
 
 
 def token_problem(given: str | None) -> str | None:
-    """Why the token (`--token`, else the variable) cannot be a client's: an HTTP header
-    carries visible ASCII only.  `--token "a b"` started a service no client could use,
-    whose setting `remoteToken` refuses such a value."""
-    secret = given if given is not None else os.environ.get(TOKEN_VARIABLE, "")
-    if visible_ascii(secret):
-        return None
-    where = "--token" if given is not None else TOKEN_VARIABLE
-    return (f"{where} holds characters an HTTP header cannot carry (spaces, say): a token "
-            "is visible ASCII characters without spaces, as clients' remoteToken is")
+    """Why the token (`--token`, else the variable, as the service reads them) cannot be
+    a client's, in the clients' own words (`http.token`): an HTTP header carries visible
+    ASCII only.  `--token "a b"` started a service no client could use, whose setting
+    `remoteToken` refuses such a value."""
+    try:
+        token(given or "", TOKEN_VARIABLE, "--token")
+    except BackendError as exc:
+        return str(exc)
+    return None
 
 
 def tls_problem(args: argparse.Namespace) -> str | None:
