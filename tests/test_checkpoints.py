@@ -637,7 +637,7 @@ def test_a_mistyped_relative_path_says_there_is_no_such_directory_and_no_cached_
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     assert _error_loading("models/dreem", tmp_path).startswith(
-        f"model 'models/dreem' not found: {tmp_path / 'models' / 'dreem'} is not a directory, "
+        f"model 'models/dreem' not found: {tmp_path / 'models' / 'dreem'} does not exist, "
         "and as a hub id it is not in the local hub cache (offline: HF_HUB_OFFLINE=1). If it "
         "is a hub id: ")
 
@@ -651,7 +651,7 @@ def test_a_hub_id_shaped_path_that_cannot_be_downloaded_says_both_readings(
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", not_found)
     assert _error_loading("models/dreem", tmp_path).startswith(
-        f"model 'models/dreem' not found: {tmp_path / 'models' / 'dreem'} is not a directory, "
+        f"model 'models/dreem' not found: {tmp_path / 'models' / 'dreem'} does not exist, "
         "and as a hub id it could not be downloaded (ConnectionError: huggingface.co cannot be "
         "reached). If it is a hub id: ")
 

@@ -1101,7 +1101,18 @@ def test_models_check_of_a_mistyped_path_says_it_is_no_directory(tmp_path, capsy
     from dlm_lsp.cli import main
 
     assert main(["models", "check", str(tmp_path / "Dream-Codr")]) == 1
-    assert f"problem: {tmp_path / 'Dream-Codr'} is not a directory\n" in capsys.readouterr().err
+    assert f"problem: {tmp_path / 'Dream-Codr'} does not exist\n" in capsys.readouterr().err
+
+
+def test_models_check_of_a_file_says_it_is_a_file_not_a_directory(tmp_path, capsys):
+    """A missing path and a file were both "is not a directory"; a user given that for a
+    file looked for what was wrong inside it."""
+    from dlm_lsp.cli import main
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"")
+    assert main(["models", "check", str(weights)]) == 1
+    assert f"problem: {weights} is a file, not a directory\n" in capsys.readouterr().err
 
 
 def test_models_check_of_a_hub_id_checks_its_cached_snapshot_or_says_where_to_put_it(
@@ -1119,7 +1130,7 @@ def test_models_check_of_a_hub_id_checks_its_cached_snapshot_or_says_where_to_pu
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
     assert main(["models", "check", "someone/tiny-dlm"]) == 1
     said = capsys.readouterr().err
-    assert (f"{Path.cwd() / 'someone' / 'tiny-dlm'} is not a directory, and someone/tiny-dlm "
+    assert (f"{Path.cwd() / 'someone' / 'tiny-dlm'} does not exist, and someone/tiny-dlm "
             "is not a hub id in the local hub cache") in said
     assert "--local-dir ~/models/tiny-dlm" in said
     repo = cache / "models--someone--tiny-dlm"

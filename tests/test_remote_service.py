@@ -363,7 +363,7 @@ def _serve_remote(*args: str) -> subprocess.CompletedProcess:
 def test_a_model_directory_that_is_not_there_is_refused_before_ray_starts():
     done = _serve_remote("--model", "/no/such/model")
     assert done.returncode == 2
-    assert "/no/such/model is not a directory" in done.stderr
+    assert "/no/such/model does not exist" in done.stderr
 
 
 @pytest.mark.parametrize("spec", ["", "dream:"])
@@ -515,7 +515,7 @@ def test_our_family_s_prefix_before_a_missing_directory_is_refused_as_any_family
     from dlm_lsp.remote.service import model_problem
 
     for spec in ("dream:/no/such/model", "dlm-tiny:/no/such/model"):
-        assert model_problem(spec) == (f"--model {spec}: /no/such/model is not a directory "
+        assert model_problem(spec) == (f"--model {spec}: /no/such/model does not exist "
                                        "(it must exist on every node)")
 
 

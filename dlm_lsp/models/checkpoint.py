@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dlm_lsp.directories import not_a_directory
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tokenizer import Tokenizer
 
@@ -243,13 +244,6 @@ def is_hub_id(spec: str) -> bool:
 def suggested_directory(repo_id: str) -> Path:
     """Where to put a checkpoint downloaded elsewhere: ~/models/<name>."""
     return MODELS_HOME / repo_id.rsplit("/", 1)[-1]
-
-
-def not_a_directory(spec: str) -> str:
-    """That `spec` is no directory, with the absolute path looked at: a mistyped relative
-    path ("models/dreem") reads as a hub id, and an error about hub ids alone did not say
-    that there was no such directory, nor where it was looked for."""
-    return f"{os.path.abspath(Path(spec).expanduser())} is not a directory"
 
 
 def locate(spec: str) -> Path:

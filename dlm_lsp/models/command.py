@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from dlm_lsp.arguments import parse_arguments
 from dlm_lsp.config import DEVICES, PRECISIONS
+from dlm_lsp.directories import not_a_directory
 from dlm_lsp.held_signals import import_torch
 from dlm_lsp.models import empty_spec, pick_device, resolve_spec
 from dlm_lsp.models.checkpoint import (
@@ -27,7 +28,6 @@ from dlm_lsp.models.checkpoint import (
     Checkpoint,
     is_hub_id,
     local_directory,
-    not_a_directory,
     not_ours,
     ours_as_published,
     suggested_directory,

@@ -39,6 +39,7 @@ from ray import serve
 from dlm_lsp.allocator import arena_environment
 from dlm_lsp.backends import take_notices
 from dlm_lsp.config import ServerConfig
+from dlm_lsp.directories import not_a_directory
 from dlm_lsp.engine import Engine, OutOfMemory
 from dlm_lsp.models import (
     DeviceUnavailable,
@@ -344,7 +345,7 @@ def model_problem(spec: str) -> str | None:
         return problem
     _, _, target = resolve_spec(spec)
     if target.startswith(("/", ".", "~")) and not Path(target).expanduser().is_dir():
-        return f"--model {spec}: {target} is not a directory (it must exist on every node)"
+        return f"--model {spec}: {not_a_directory(target)} (it must exist on every node)"
     return None
 
 

@@ -30,6 +30,7 @@ import torch
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _Backend
 
+from dlm_lsp.directories import not_a_directory
 from dlm_lsp.models.tokenizer import SPECIAL_TOKENS, Tokenizer
 from dlm_lsp.training.contamination import ContaminationConfig, humaneval_filter
 from dlm_lsp.training.licences import (
@@ -176,7 +177,7 @@ def _candidates(cfg: SourceConfig) -> list[tuple[str, Path, Distribution]]:
                                 "with --extra-root (or add --site-packages)")
     for i, root in enumerate(source_roots(cfg)):
         if not root.is_dir():
-            raise FileNotFoundError(f"source root {root} is not a directory")
+            raise FileNotFoundError(f"source root {not_a_directory(root)}")
         origin = STDLIB if cfg.include_stdlib and i == 0 else Distribution(
             root.as_posix(), "", "as given by --extra-root", True)
         files = python_files(root, cfg.skip_dirs)

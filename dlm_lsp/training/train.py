@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from dlm_lsp.arguments import parse_arguments
+from dlm_lsp.directories import not_a_directory
 from dlm_lsp.held_signals import signal_name
 from dlm_lsp.models import DEFAULT_MODEL_DIR, shipped_directory
 from dlm_lsp.models.grow import deepen
@@ -452,7 +453,7 @@ def _check(cfg: TrainConfig) -> None:
     if cfg.init_from is None and cfg.d_model % cfg.n_heads:
         raise TrainingError(f"--d-model {cfg.d_model} is not divisible by --heads {cfg.n_heads}")
     if cfg.init_from is not None and not Path(cfg.init_from).is_dir():
-        raise TrainingError(f"--init-from {cfg.init_from} is not a directory")
+        raise TrainingError(f"--init-from {cfg.init_from}: {not_a_directory(cfg.init_from)}")
     if cfg.grow_layers is not None and cfg.init_from is None:
         raise TrainingError("--grow-layers deepens the model of --init-from; a new model "
                             "takes its depth from --layers")
