@@ -960,6 +960,38 @@ def test_a_report_path_where_no_file_can_be_made_is_refused_before_the_run(capsy
     assert captured.out == "" and not Path("/proc/x.md").exists()
 
 
+def test_an_existing_report_file_that_cannot_be_written_is_refused_before_the_run(capsys):
+    """`/proc/version` exists, and access() says root may write it: only the write after
+    the run failed."""
+    from dlm_lsp.cli import main
+
+    before = Path("/proc/version").read_text()
+    assert main(["bench", "humaneval", "--self-check", "--limit", "1",
+                 "--json", "/proc/version"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("dlm-lsp bench humaneval: --json /proc/version: cannot "
+                                   "write there (")
+    assert Path("/proc/version").read_text() == before
+
+
+def test_an_existing_report_file_in_a_read_only_folder_is_written_over(tmp_path, monkeypatch):
+    """A report is written over in place, so the folder's own permission does not matter;
+    a read-only folder refused a file the run could have written."""
+    import os
+
+    from dlm_lsp.bench.output import OutputError, check_writable
+
+    report = tmp_path / "r.json"
+    report.write_text("old")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: (
+        False if Path(path) == tmp_path else real_access(path, mode, **kw)))
+    check_writable("--json", report)  # no OutputError
+    assert report.read_text() == "old"
+    with pytest.raises(OutputError, match="cannot write there"):
+        check_writable("--json", tmp_path / "new.json")
+
+
 def test_a_report_file_that_fails_after_the_run_is_one_line_and_the_others_are_written(
         tmp_path, monkeypatch, capsys):
     """A full disk, or a folder taken away meanwhile: a traceback after the run, and the

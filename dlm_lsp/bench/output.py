@@ -37,16 +37,21 @@ def check_writable(option: str, path: str | Path) -> None:
         raise OutputError(f"{option} {path} is a folder; name a file")
     if not folder.is_dir():
         raise OutputError(f"{option} {path}: no folder {folder}")
-    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+    if not target.exists() and not os.access(folder, os.W_OK):
         raise OutputError(f"{option} {path}: cannot write there")
-    if not target.exists():  # a file made and taken away: access() says yes to root in /proc
-        try:
-            with open(target, "x", encoding="utf-8"):
-                pass
+    # Opened for real, not asked of access(), which says yes to root in /proc: a file
+    # that exists is opened to append (its text untouched) and written over in place
+    # later (`write_text`), so its folder may be read-only; a new one is made and taken
+    # away.
+    existed = target.exists()
+    try:
+        with open(target, "a" if existed else "x", encoding="utf-8"):
+            pass
+        if not existed:
             target.unlink()
-        except OSError as exc:
-            raise OutputError(f"{option} {path}: cannot write there "
-                              f"({exc.strerror or exc})") from None
+    except OSError as exc:
+        raise OutputError(f"{option} {path}: cannot write there "
+                          f"({exc.strerror or exc})") from None
 
 
 class ReportUnwritten(Exception):
