@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -63,6 +64,7 @@ from dlm_lsp.span import (
     reproducible_layout,
 )
 from dlm_lsp.validation import ParsedDocument, language_for
+from dlm_lsp.waiting import holding
 
 __all__ = ["Cancelled", "Candidate", "Engine", "InfillRequest", "InfillResult",
            "MASK_PLACEHOLDER", "OutOfMemory"]
@@ -212,7 +214,12 @@ class Engine:
         A load that failed is not tried again until its wait is over (LOAD_RETRY_S): until
         then the same settings raise its error at once, also for the requests that
         waited for the failing load."""
-        with self._loading:
+        return self.loaded()
+
+    def loaded(self, should_stop: Callable[[], bool] | None = None) -> DiffusionModel:
+        """The model (`model`), waiting for a load under way unless `should_stop` says so
+        (then `Cancelled`): a fill stopped meanwhile was answered once the load ended."""
+        with holding(self._loading, should_stop):
             while True:
                 with self._lock:
                     if self._model is not None:
@@ -502,7 +509,7 @@ class Engine:
                 "oom-gpu" in self._faults and self._fallback_device is None):
             self._faults.discard("oom-first-try")
             raise torch.OutOfMemoryError("injected fault (DLM_LSP_FAULTS)")
-        model, cfg, opt = self.model, self.config_for(req), req.options
+        model, cfg, opt = self.loaded(req.should_stop), self.config_for(req), req.options
         tok = model.tokenizer
         language = language_for(req.language_id, req.uri)
         # what a fill is planned, checked and repaired as (`passes.document_for` reads the

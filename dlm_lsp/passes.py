@@ -74,6 +74,7 @@ from dlm_lsp.validation import (
     parsed_document,
     room_for,
 )
+from dlm_lsp.waiting import holding
 
 if TYPE_CHECKING:
     from dlm_lsp.engine import Engine
@@ -813,7 +814,7 @@ class InfillRun:
                 # settings) and never took this pass: the pass runs alone, from its start
         if out is None:
             # alone: without batching, or with a context cache (its store is this request's)
-            with engine._alone:
+            with holding(engine._alone, req.should_stop):  # stopped while waiting too
                 began = time.perf_counter()
                 out = denoise(self.model, layout, sampler, seed, on_step, req.should_stop,
                               syntax_ok, forward=cache)

@@ -8,8 +8,11 @@ dropped), single-line fills stay on one line, candidates are ranked, and errors
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -362,13 +365,10 @@ def test_before_the_model_loads_a_selection_plainly_too_long_is_told_without_loa
     assert eng._model is None and eng._failure is None  # nothing was loaded or tried
 
 
-def test_status_answers_loading_while_the_model_loads_instead_of_waiting_for_it(
-        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """dlm/status is answered on the server's event loop: while a big checkpoint loaded, it
-    waited for the load (the same lock), so the whole server stood still, an editor never
-    saw "loading", and Neovim's :checkhealth said "no answer to dlm/status in 10 s"."""
-    import threading
-
+@contextlib.contextmanager
+def _loading(eng: Engine, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A load of `eng`'s model under way on another thread through the block (it waits
+    for the block to end), and done after it."""
     import dlm_lsp.engine as engine_module
 
     release, loading = threading.Event(), threading.Event()
@@ -380,11 +380,39 @@ def test_status_answers_loading_while_the_model_loads_instead_of_waiting_for_it(
         return real_load(*args, **kwargs)
 
     monkeypatch.setattr(engine_module, "load_model", slow_load)
-    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
     loader = threading.Thread(target=lambda: eng.model, daemon=True)
     loader.start()
     try:
         assert loading.wait(30)
+        yield
+    finally:
+        release.set()
+        loader.join(30)
+
+
+def _stoppable_fill(eng: Engine, stop: threading.Event) -> tuple[threading.Thread, list[str]]:
+    """A fill started on a thread that `stop` stops, and where its outcome is written."""
+    outcome: list[str] = []
+
+    def fill() -> None:
+        try:
+            eng.infill(replace(_request("x = |\n", steps=2), should_stop=stop.is_set))
+            outcome.append("filled")
+        except Cancelled:
+            outcome.append("cancelled")
+
+    thread = threading.Thread(target=fill, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_status_answers_loading_while_the_model_loads_instead_of_waiting_for_it(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dlm/status is answered on the server's event loop: while a big checkpoint loaded, it
+    waited for the load (the same lock), so the whole server stood still, an editor never
+    saw "loading", and Neovim's :checkhealth said "no answer to dlm/status in 10 s"."""
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu"))
+    with _loading(eng, monkeypatch):
         answers: list[dict] = []
         asker = threading.Thread(target=lambda: answers.append(eng.status()), daemon=True)
         asker.start()
@@ -393,10 +421,40 @@ def test_status_answers_loading_while_the_model_loads_instead_of_waiting_for_it(
         assert answers[0]["loaded"] is False and answers[0]["loadError"] is None
         assert answers[0]["loading"] is True  # `status --server` tells it from no load yet
         assert answers[0]["model"] == str(model_dir) and answers[0]["device"] == "cpu"
-    finally:
-        release.set()
-        loader.join(30)
     assert eng.status()["loaded"] is True and eng.status()["loading"] is False
+
+
+def test_a_fill_stopped_while_another_runs_alone_ends_at_once(model_dir: Path) -> None:
+    """With a context cache (the CPU's default) a fill runs alone, and the next waited
+    for the lock: one stopped meanwhile (an edit, a newer request, a cancel) was answered
+    only once the other ended, 30 s later for a long rewrite."""
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
+                              batch_rows=0))
+    eng.model  # noqa: B018 -- loaded: the wait below is the pass's alone
+    stop = threading.Event()
+    with eng._alone:  # another fill's pass, running alone
+        waiting, outcome = _stoppable_fill(eng, stop)
+        waiting.join(0.3)
+        assert waiting.is_alive() and not outcome  # it waits its turn
+        stop.set()
+        waiting.join(5)
+        assert outcome == ["cancelled"], "the stopped fill waited for the other one"
+    assert eng.infill(_request("x = |\n", steps=2)).candidates  # the lock was let go
+
+
+def test_a_fill_stopped_while_the_model_loads_ends_before_the_load(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fill that came during a load (minutes for a published checkpoint) waited for all
+    of it, however soon it was cancelled; it ends at once, and the load goes on."""
+    eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False))
+    with _loading(eng, monkeypatch):
+        stop = threading.Event()
+        stop.set()  # cancelled as soon as asked
+        waiting, outcome = _stoppable_fill(eng, stop)
+        waiting.join(5)
+        assert outcome == ["cancelled"], "the stopped fill waited for the load"
+        assert eng.status()["loading"] is True
+    assert eng.status()["loaded"] is True
 
 
 @pytest.mark.parametrize("cuda", [False, True])
