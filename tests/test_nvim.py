@@ -87,6 +87,13 @@ local function open(path)
   vim.cmd.edit(path)
   return attached(vim.api.nvim_get_current_buf())
 end
+local function scratch(lines)  -- an unnamed Python buffer (`:enew`), attached
+  vim.cmd('enew')
+  local buf = vim.api.nvim_get_current_buf()
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].filetype = 'python'
+  return attached(buf)
+end
 """
 
 
@@ -134,9 +141,17 @@ vim.cmd('write')
     assert after == before.replace("<FILL>", result["answer"]["fills"][0])
 
 
-def test_fill_holes_says_a_hole_the_model_left_blank(tmp_path, model_dir):
-    """A blank fill goes in the hole (nothing may be what goes there), but "filled 1 hole"
-    said nothing of it: the user asked for code and got none, so it is a warning, which
+@pytest.mark.parametrize("command, said", [
+    ("dlm.fill_holes(function(_, answer) result.applied, done = answer.applied, true end)",
+     "dlm: filled 1 hole (blank: the model wrote no code there)"),
+    ("vim.api.nvim_win_set_cursor(0, { 5, 6 })\n"
+     "dlm.fill({ on_done = function(applied) result.applied, done = applied, true end })",
+     "dlm: filled 1 hole (blank: the model wrote no code there); u undoes it"),
+], ids=["fill holes", "fill"])
+def test_a_hole_the_model_left_blank_is_a_warning(tmp_path, model_dir, command, said):
+    """A blank fill goes in the hole (nothing may be what goes there), but :DlmFillHoles
+    said "filled 1 hole" and :DlmFill "filled 0 tokens" at info level (nothing at all with
+    `notify = false`): the user asked for code and got none, so it is a warning, which
     `notify = false` (the tests' setup) still shows."""
     path = tmp_path / "hello.py"
     shutil.copy(FIXTURE, path)
@@ -145,13 +160,13 @@ local buf = open('{path}')
 local said = {{}}
 vim.notify = function(message, level) said[#said + 1] = {{ message, level }} end
 local done = false
-dlm.fill_holes(function(err, answer) result.answer, done = answer, true end)
-assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.fillHoles')
+{command}
+assert(vim.wait(20000, function() return done end, 20), 'no answer')
+result.line = vim.api.nvim_buf_get_lines(buf, 4, 5, false)[1]
 result.said, result.warn = said, vim.log.levels.WARN
 """, env=_planted(tmp_path, "  "))
-    assert result["answer"]["applied"] is True and result["answer"]["blank"] == 1
-    assert result["said"] == [["dlm: filled 1 hole (blank: the model wrote no code there)",
-                               result["warn"]]]
+    assert result["applied"] is True and "<FILL>" not in result["line"]
+    assert result["said"] == [[said, result["warn"]]]
 
 
 def _complete_fixture(tmp_path):
@@ -597,16 +612,9 @@ def test_holes_of_an_unnamed_buffer_are_filled_in_it_and_two_unnamed_ones_are_le
     Two unnamed buffers share that URI (which one the server filled cannot be told):
     neither is edited."""
     result = run_nvim(tmp_path, model_dir, """
-local function scratch(lines)
-  vim.cmd('enew')
-  local buf = vim.api.nvim_get_current_buf()
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.bo[buf].filetype = 'python'
-  return attached(buf)
-end
 local function fill_holes()
   local done, answer = false, nil
-  dlm.fill_holes(function(_, a) answer, done = a, true end)
+  dlm.fill_holes(function(err, a) answer, done = a or { error = err }, true end)
   assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm.fillHoles')
   return answer
 end
@@ -617,6 +625,9 @@ result.one_lines = vim.api.nvim_buf_get_lines(first, 0, -1, false)
 result.buffers_after = #vim.api.nvim_list_bufs()
 local second = scratch({ 'x = <FILL>' })
 vim.api.nvim_buf_set_lines(first, 0, -1, false, { 'y = <FILL>' })
+-- sent now, not after Neovim's debounce: under load it came during the fill, which it
+-- stopped (-32801)
+dlm.client(first):request_sync('dlm/status', vim.empty_dict(), 10000, first)
 result.two = fill_holes()
 result.two_lines = { vim.api.nvim_buf_get_lines(first, 0, -1, false),
   vim.api.nvim_buf_get_lines(second, 0, -1, false) }
@@ -626,6 +637,53 @@ result.two_lines = { vim.api.nvim_buf_get_lines(first, 0, -1, false),
     assert result["buffers_after"] == result["buffers"]
     assert result["two"]["applied"] is False and "unnamed buffers" in result["two"]["message"]
     assert result["two_lines"] == [["y = <FILL>"], ["x = <FILL>"]]
+
+
+def test_an_unnamed_buffer_given_a_name_is_filled_at_once_and_after_it_is_written(
+        tmp_path, model_dir):
+    """`:file NAME` is how the warning of two unnamed buffers says to tell them apart, but
+    Neovim tells the server of the new name only once the buffer is written: until then
+    every fill said "document file:///.../solo.py is not open".  And :DlmFill in one of
+    two unnamed buffers is refused, as :DlmFillHoles is: the server's text of their
+    shared URI is both buffers' edits."""
+    named = tmp_path / "solo.py"
+    result = run_nvim(tmp_path, model_dir, f"""
+local said = {{}}
+vim.notify = function(message, level) said[#said + 1] = {{ message, level }} end
+local function fill()
+  local done, got = false, nil
+  dlm.fill({{ on_done = function(applied) got, done = applied, true end }})
+  assert(vim.wait(20000, function() return done end, 20), 'no answer to dlm/infill')
+  return got
+end
+local first = scratch({{ 'x = <FILL>' }})
+local second = scratch({{ 'y = <FILL>' }})
+vim.api.nvim_win_set_cursor(0, {{ 1, 4 }})
+result.shared = fill()
+result.shared_said = vim.deepcopy(said)
+vim.cmd('file {named}')
+vim.api.nvim_win_set_cursor(0, {{ 1, 4 }})
+result.named = fill()
+result.named_line = vim.api.nvim_buf_get_lines(second, 0, 1, false)[1]
+vim.cmd('write')
+vim.api.nvim_buf_set_lines(second, 1, 1, false, {{ 'z = <FILL>' }})
+vim.api.nvim_win_set_cursor(0, {{ 2, 4 }})
+result.written = fill()
+result.written_line = vim.api.nvim_buf_get_lines(second, 1, 2, false)[1]
+vim.api.nvim_set_current_buf(first)
+vim.api.nvim_win_set_cursor(0, {{ 1, 4 }})
+result.first = fill()  -- alone with its URI now
+result.first_line = vim.api.nvim_buf_get_lines(first, 0, 1, false)[1]
+result.said, result.warn = said, vim.log.levels.WARN
+""", env=_planted(tmp_path, "42"))
+    assert result["shared"] is False
+    assert result["shared_said"] == [["dlm: 2 buffers share the URI file:// (unnamed buffers): "
+                                      "give this one a name (:file NAME) for dlm-lsp to edit it",
+                                      result["warn"]]]
+    assert result["named"] is True and result["named_line"] == "y = 42"
+    assert result["written"] is True and result["written_line"] == "z = 42"
+    assert result["first"] is True and result["first_line"] == "x = 42"
+    assert len(result["said"]) == 1, result["said"]  # nothing refused after the first
 
 
 def test_an_unnamed_buffer_s_fill_is_previewed_in_it(tmp_path, model_dir):
@@ -1061,8 +1119,8 @@ def test_a_shared_tcp_server_is_used_instead_of_starting_one(tmp_path, model_dir
         path, before = _complete_fixture(tmp_path)
         row, col = 9, len("    for i in ")
         result = run_nvim(tmp_path, model_dir, f"""
-local bad = pcall(dlm.setup, {{ server = 'localhost' }})
-result.bad_address_refused = not bad
+dlm.setup({{ server = 'localhost' }})  -- said, and nothing attached (no error raised)
+result.bad_address_refused = dlm.refused
 dlm.setup({{ server = '127.0.0.1:{port}', token = 'nvim-token', settings = {{ model = model }},
   notify = false }})
 local buf = open('{path}')
@@ -1071,7 +1129,7 @@ vim.api.nvim_win_set_cursor(0, {{ {row}, {col} }})
 local reply = dlm.client(buf):request_sync('dlm/status', vim.empty_dict(), 10000)
 result.clients = reply.result.clients
 """)
-        assert result["bad_address_refused"] is True
+        assert "is not HOST:PORT" in result["bad_address_refused"]
         assert result["applied"] is True and result["clients"] == 2
         edit = result["answer"]["edits"][0]
         offset = sum(len(line) for line in before.splitlines(keepends=True)[: row - 1]) + col
@@ -1171,11 +1229,42 @@ result.clients = #vim.lsp.get_clients({{ name = dlm.name }})
                                      "it was started with (setup{ token = ... } or "
                                      "$DLM_LSP_TCP_TOKEN), then :DlmRestart", 4]  # ERROR
         assert result["clients"] == 0
+        # :checkhealth says it in its report, not again beside it (and an error message
+        # said during `vim.cmd('checkhealth dlm')` aborted the check)
+        assert [m for m, _ in result["said"] if m.startswith("dlm: ")] == [result["said"][0][0]]
         report = "\n".join(result["report"])
         assert "ERROR" in report and "wrong token for this dlm-lsp server" in report, report
         assert "DLM_LSP_TCP_TOKEN" in report
     finally:
         server.close()
+
+
+def test_a_server_address_that_is_no_host_and_port_is_one_error_not_a_traceback(tmp_path,
+                                                                                model_dir):
+    """setup{ server = "localhost" } raised a Lua error: the user's init.lua stopped there
+    with a traceback, and no command was defined (`:DlmStatus`: "Not an editor command").
+    It is said once, as a refusing server is; the commands say it again."""
+    path, _ = _complete_fixture(tmp_path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local said = {{}}
+vim.notify = function(message, level) said[#said + 1] = {{ message, level }} end
+for _, client in ipairs(vim.lsp.get_clients({{ name = dlm.name }})) do client:stop(true) end
+dlm.setup({{ server = 'localhost', settings = {{ model = model }}, notify = false }})
+vim.cmd.edit('{path}')
+vim.cmd.edit('{tmp_path / "other.py"}')
+vim.wait(300)
+result.setup_said = vim.deepcopy(said)
+result.defined = vim.fn.exists(':DlmStatus')
+vim.cmd('DlmStatus')
+result.said = said
+result.clients = #vim.lsp.get_clients({{ name = dlm.name, _uninitialized = true }})
+result.error, result.warn = vim.log.levels.ERROR, vim.log.levels.WARN
+""")
+    why = ('dlm: server = "localhost" is not HOST:PORT (e.g. "127.0.0.1:2087"): fix '
+           'setup{ server }')
+    assert result["setup_said"] == [[why, result["error"]]]
+    assert result["defined"] == 2 and result["clients"] == 0
+    assert result["said"][1:] == [[why, result["warn"]]]
 
 
 def test_a_refusing_server_is_asked_once_not_for_every_buffer_until_the_user_retries(
@@ -1313,6 +1402,19 @@ vim.wait(200)
     assert "exited (code 1, signal 0) before it started" in ours[0]
     assert ":DlmRestart" in ours[0]
     assert len([m for m, _ in result["said"] if m.startswith("Client dlm quit")]) == 1
+
+
+def test_checkhealth_says_how_a_server_command_that_exits_at_once_ended(tmp_path, model_dir):
+    """It said "the server did not answer `initialize`" of a command that had exited with
+    code 1, which the plugin itself reports elsewhere."""
+    broken = [sys.executable, "-c", "raise SystemExit(1)"]
+    result = run_nvim(tmp_path, model_dir, f"""
+dlm.setup({{ cmd = vim.json.decode([==[{json.dumps(broken)}]==]), notify = false }})
+""" + _CHECKHEALTH.replace("text:find('model', 1, true)", "text:find('ERROR', 1, true)"))
+    report = "\n".join(result["report"])
+    assert (f"the server command `{' '.join(broken)}` exited (code 1, signal 0) before it "
+            "answered `initialize`") in report, report
+    assert "did not answer" not in report
 
 
 def test_a_missing_server_executable_is_one_plain_error_not_a_traceback_of_the_file_opened(

@@ -117,10 +117,19 @@ end
 local function buffer_of(client, uri)
   local found = M.loaded_buffers(uri, client)
   if #found > 1 then
-    return nil, ('%d buffers share the URI %s (unnamed buffers): give this one a name '
-      .. '(:file NAME) for dlm-lsp to edit it'):format(#found, uri)
+    return nil, M.shared_uri(#found, uri)
   end
   return found[1] or vim.uri_to_bufnr(uri)
+end
+
+--- Why `count` buffers that share `uri` (unnamed ones: `file://`) are not filled: the
+--- server holds one text for the URI, which every one of them changes.
+---@param count integer
+---@param uri string
+---@return string
+function M.shared_uri(count, uri)
+  return ('%d buffers share the URI %s (unnamed buffers): give this one a name '
+    .. '(:file NAME) for dlm-lsp to edit it'):format(count, uri)
 end
 
 --- `workspace/applyEdit` handler that refuses edits for a version the buffer has
@@ -139,7 +148,9 @@ function M.apply_workspace_edit(_, params, ctx)
     end
     if version ~= nil and version ~= vim.NIL and api.nvim_buf_is_loaded(buf)
       and util.buf_versions[buf] ~= version then
-      return ('buffer is at version %d, the edit is for %d'):format(util.buf_versions[buf], version)
+      -- worded as the plugin's own stale check words it (`M.stale`)
+      return ('the buffer changed while filling (version %d -> %d)'):format(version,
+        util.buf_versions[buf])
     end
     targets[#targets + 1] = { buf = buf, edits = text_edits }
   end

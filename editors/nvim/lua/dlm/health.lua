@@ -85,10 +85,14 @@ local function get_client(errors)
     health.ok(('server running (client %d)'):format(client.id))
     return client, false
   end
+  local exited = nil -- how a server command that stopped before `initialize` ended
   local config = dlm.lsp_config({
     root_dir = vim.fn.getcwd(),
     name = dlm.name .. '-health',
-  })
+    on_exit = function(code, signal)
+      exited = { code, signal }
+    end,
+  }, true)
   config.handlers = vim.tbl_extend('force', config.handlers, {
     ['window/showMessage'] = function(_, params)
       if params and params.type == vim.lsp.protocol.MessageType.Error then
@@ -113,6 +117,14 @@ local function get_client(errors)
       health.error(dlm.refused, 'set the token the server was started with: setup{ token = ... } '
         .. 'or $DLM_LSP_TCP_TOKEN (or wait for a client to leave, past its --max-clients)')
       client:stop(true)
+      return nil
+    end
+    wait(1000, function() return exited ~= nil end) -- its exit callback may come after
+    if exited and not dlm.config.server and (exited[1] ~= 0 or exited[2] ~= 0) then
+      -- "did not answer" hid what the plugin itself says of such a command
+      health.error(('the server command `%s` exited (code %d, signal %d) before it answered '
+        .. '`initialize`'):format(table.concat(dlm.config.cmd, ' '), exited[1], exited[2]),
+        'run it in a terminal to see why (or :LspLog), fix it, then :DlmRestart')
       return nil
     end
     health.error('the server did not answer `initialize`', dlm.config.server and {

@@ -80,6 +80,12 @@ local function nothing_applied(why)
   return why:match('nothing applied$') and why or ('nothing applied: ' .. why)
 end
 
+--- `message` and then `more`, after a semicolon: a message that ends in a full stop (the
+--- server's) read "... (owner/name).; tried again ...".
+local function and_then(message, more)
+  return (tostring(message):gsub('[.;]%s*$', '')) .. '; ' .. more
+end
+
 --- Merge user options into the defaults; lists (cmd, filetypes...) are replaced, not merged.
 local function merge(defaults, opts)
   local out = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
@@ -229,7 +235,9 @@ end
 ---@param connect fun(dispatchers: table): table
 ---@param address string
 ---@param key string? connection_key() of this connection, remembered when it is refused
-function M.refusal_reported(connect, address, key)
+---@param quiet boolean? only remembered (M.refused), not said: :checkhealth says it in its
+--- report, and an error message said during `vim.cmd('checkhealth dlm')` aborted it
+function M.refusal_reported(connect, address, key, quiet)
   return function(dispatchers)
     local rpc = connect(dispatchers)
     local request = rpc.request
@@ -244,10 +252,15 @@ function M.refusal_reported(connect, address, key)
           local retry = err.code == -32006
             and 'set the token it was started with (setup{ token = ... } or $DLM_LSP_TCP_TOKEN), then :DlmRestart'
             or ':DlmRestart tries again'
-          M.refused = ('the shared server at %s refused this editor: %s; %s'):format(address,
-            err.message or tostring(err), retry)
+          -- the server's own advice for a missing token names the LSP field; the plugin's
+          -- (`retry`) names its setting
+          local why = tostring(err.message or err):gsub(':%s*set it in the editor %b()$', '')
+          M.refused = and_then(('the shared server at %s refused this editor: %s'):format(
+            address, why), retry)
           refused_for = key
-          vim.notify('dlm: ' .. M.refused, vim.log.levels.ERROR)
+          if not quiet then
+            vim.notify('dlm: ' .. M.refused, vim.log.levels.ERROR)
+          end
           rpc.terminate()
         end
       end
@@ -319,25 +332,47 @@ local function on_exit_before_start(key, cmd)
   end
 end
 
+--- Whether `server` is set and no HOST:PORT.  Then it is said once, as a refusal is
+--- (M.refused, `refused_for`), and no buffer is attached until the user names another
+--- (setup(), :DlmRestart): an error() in setup() stopped the user's init.lua with a Lua
+--- traceback and left no command defined (`:DlmStatus` was "Not an editor command").
+local function bad_address()
+  if not M.config.server then
+    return false
+  end
+  local _, _, why = M.parse_address(M.config.server)
+  if not why then
+    return false
+  end
+  if refused_for ~= connection_key() then
+    M.refused, refused_for = why .. ': fix setup{ server }', connection_key()
+    local said = 'dlm: ' .. M.refused
+    vim.schedule(function() vim.notify(said, vim.log.levels.ERROR) end)
+  end
+  return true
+end
+
 --- How to reach the server: a connection to `server` when set, else the command `cmd`.
-local function server_cmd()
+local function server_cmd(quiet)
   if M.config.server then
     local host, port, why = M.parse_address(M.config.server)
     if not host then
       error('dlm: ' .. why)
     end
     return M.refusal_reported(vim.lsp.rpc.connect(host, port), ('%s:%d'):format(host, port),
-      connection_key())
+      connection_key(), quiet)
   end
   return M.config.cmd
 end
 
---- The vim.lsp.start() config for this plugin's settings (also used by :checkhealth).
+--- The vim.lsp.start() config for this plugin's settings (also used by :checkhealth, with
+--- `quiet`: a shared server's refusal is in its report, not said beside it).
 ---@param overrides table?
-function M.lsp_config(overrides)
+---@param quiet boolean?
+function M.lsp_config(overrides, quiet)
   return vim.tbl_extend('force', {
     name = M.name,
-    cmd = debounce.cmd(server_cmd(), M.config.completion.debounce_ms),
+    cmd = debounce.cmd(server_cmd(quiet), M.config.completion.debounce_ms),
     init_options = server_settings(),
     handlers = {
       ['workspace/applyEdit'] = edits.apply_workspace_edit,
@@ -353,7 +388,7 @@ end
 ---@param buf integer
 ---@return integer? client_id
 function M.attach(buf)
-  if M.config.server and refused_for == connection_key() then
+  if M.config.server and (bad_address() or refused_for == connection_key()) then
     return nil
   end
   if not M.config.server and not startable() then
@@ -366,6 +401,7 @@ function M.attach(buf)
     on_exit = not M.config.server and type(cmd) == 'table' and on_exit_before_start(cmd_key(), cmd)
       or nil,
     on_attach = function(client, bufnr)
+      vim.b[bufnr].dlm_uri = vim.uri_from_bufnr(bufnr) -- see reopen_renamed
       ghost.attach(client, bufnr, M.config.inline)
       completion.attach(client, bufnr)
       clear_drafts_when_done(client, bufnr)
@@ -380,6 +416,42 @@ function M.attach(buf)
       return client.name == config.name and not client:is_stopped()
     end,
   })
+end
+
+--- A buffer the server has open, given another name (`:file NAME`, `:saveas`): it is
+--- closed under the old URI and opened under the new one now.  Neovim does that only once
+--- the buffer is written, and its edits went meanwhile to a URI the server had never been
+--- told of: every fill said "document ... is not open" (and the documented way to tell
+--- two unnamed buffers apart, `:file NAME`, did not work until `:w`).  Neovim is told the
+--- new name is known (a private function of 0.11: where it is gone, the write opens it
+--- again, which does no harm).
+---@param buf integer
+local function reopen_renamed(buf)
+  local function full_text(b) -- as Neovim sends it: its line breaks, the last one kept
+    local eol = ({ dos = '\r\n', mac = '\r' })[vim.bo[b].fileformat] or '\n'
+    local text = table.concat(api.nvim_buf_get_lines(b, 0, -1, false), eol)
+    return vim.bo[b].eol and text .. eol or text
+  end
+  local client = M.client(buf)
+  local old = vim.b[buf].dlm_uri
+  local uri = vim.uri_from_bufnr(buf)
+  if not client or not old or old == uri then
+    return
+  end
+  vim.b[buf].dlm_uri = uri
+  if #edits.loaded_buffers(old, client) == 0 then -- another unnamed buffer keeps `file://`
+    client:notify('textDocument/didClose', { textDocument = { uri = old } })
+  end
+  client:notify('textDocument/didOpen', { textDocument = {
+    uri = uri,
+    languageId = client.get_language_id(buf, vim.bo[buf].filetype),
+    version = vim.lsp.util.buf_versions[buf] or 0,
+    text = full_text(buf),
+  } })
+  local ok, changetracking = pcall(require, 'vim.lsp._changetracking')
+  if ok and type(changetracking._get_and_set_name) == 'function' then
+    pcall(changetracking._get_and_set_name, client, buf, api.nvim_buf_get_name(buf))
+  end
 end
 
 --- Attach every loaded buffer of the configured filetypes (those attached already keep
@@ -482,7 +554,7 @@ local function report_error(err)
   if err.code == -32801 then
     notify(err.message)
   elseif err.code == -32001 then
-    notify(err.message .. '; ' .. M.retry_advice(nil), vim.log.levels.WARN)
+    notify(and_then(err.message, M.retry_advice(nil)), vim.log.levels.WARN)
   elseif err.code ~= -32800 then
     notify(err.message, vim.log.levels.WARN)
   end
@@ -498,9 +570,15 @@ function M.infill(buf, range, opts)
   if not client then
     return
   end
+  local uri = vim.uri_from_bufnr(buf)
+  local sharing = #edits.loaded_buffers(uri, client)
+  if sharing > 1 then -- the server's text of the URI is every such buffer's edits mixed
+    notify(edits.shared_uri(sharing, uri), vim.log.levels.WARN)
+    return opts.on_done and opts.on_done(false, nil)
+  end
   local snap = edits.snapshot(buf)
   local params = {
-    textDocument = { uri = vim.uri_from_bufnr(buf), version = snap.version },
+    textDocument = { uri = uri, version = snap.version },
     range = range,
     options = opts.options,
   }
@@ -526,8 +604,18 @@ function M.infill(buf, range, opts)
     end
     vim.lsp.util.apply_text_edits(result.edits, buf, client.offset_encoding)
     local s = result.stats or {}
-    notify(('filled %s tokens in %s steps, %s ms (%s)'):format(s.used or s.tokens or '?',
-      s.steps or '?', s.ms or '?', s.path or s.kind or ''))
+    local blank = vim.iter(result.edits):all(function(e) return not e.newText:find('%S') end)
+    if blank then
+      -- only a hole's marker is replaced by blanks (the server applies none in place of
+      -- code or at a cursor): said as :DlmFillHoles says it, a warning, seen with
+      -- `notify = false`; it read "filled 0 tokens", or nothing at all
+      notify('filled 1 hole (blank: the model wrote no code there); u undoes it',
+        vim.log.levels.WARN)
+    else
+      local tokens = s.used or s.tokens
+      notify(('filled %s token%s in %s steps, %s ms (%s)'):format(tokens or '?',
+        tokens == 1 and '' or 's', s.steps or '?', s.ms or '?', s.path or s.kind or ''))
+    end
     warn_unparsed((result.candidates or {})[1] and result.candidates[1].valid)
     done(true)
   end, buf)
@@ -738,6 +826,12 @@ local function execute(buf, command, arguments, on_done)
             all and (result.holes == 1 and 'blank' or 'all blank') or (blank .. ' blank'))
         notify(('filled %d hole%s%s'):format(result.holes, result.holes == 1 and '' or 's', note),
           blank > 0 and all and vim.log.levels.WARN or nil)
+      elseif result and result.applied and type(result.range) == 'table' then
+        -- a rewrite said nothing once done, though it takes seconds on a CPU
+        local first = result.range.start.line + 1
+        local last = first + #vim.split(result.text or '', '\n', { plain = true }) - 1
+        notify(first == last and ('rewrote line %d'):format(first)
+          or ('rewrote lines %d-%d'):format(first, last))
       end
       if result and result.applied then
         warn_unparsed(result.valid)
@@ -753,6 +847,12 @@ end
 ---@param cmd table?
 function M.rewrite(cmd)
   cmd = command_range(as_command(cmd))
+  for _, arg in ipairs(cmd.fargs or {}) do
+    if arg ~= 'expand' then -- `:DlmRewrite foo` ran as a plain rewrite
+      return notify((':DlmRewrite takes expand or nothing, not %s'):format(arg),
+        vim.log.levels.WARN)
+    end
+  end
   local buf = api.nvim_get_current_buf()
   local client = require_client(buf)
   if not client then
@@ -792,8 +892,8 @@ function M.status()
     end
     -- JSON null arrives as nil (not vim.NIL) in a response's fields
     if type(result.loadError) == 'string' then
-      return vim.notify(('dlm-lsp: model %s failed to load: %s; %s'):format(result.model,
-        result.loadError, M.retry_advice(result.loadRetryS)), vim.log.levels.ERROR)
+      return vim.notify(and_then(('dlm-lsp: model %s failed to load: %s'):format(result.model,
+        result.loadError), M.retry_advice(result.loadRetryS)), vim.log.levels.ERROR)
     end
     vim.notify(('dlm-lsp: model %s (%s) on %s, p50 %s ms over %s fills'):format(
       result.model, result.loaded and 'loaded' or 'loading', result.device,
@@ -821,8 +921,8 @@ end
 ---@return string, integer
 local function retried(result)
   if type(result.loadError) == 'string' then
-    return ('dlm-lsp: model %s failed to load again: %s; %s'):format(result.model,
-      result.loadError, M.retry_advice(result.loadRetryS)), vim.log.levels.ERROR
+    return and_then(('dlm-lsp: model %s failed to load again: %s'):format(result.model,
+      result.loadError), M.retry_advice(result.loadRetryS)), vim.log.levels.ERROR
   end
   if result.loaded then
     return ('dlm-lsp: model %s loaded on %s'):format(result.model, tostring(result.device)),
@@ -1096,15 +1196,10 @@ function M.setup(opts)
   if not vim.deep_equal(before, M.config.settings) then
     send_settings()
   end
-  if M.config.server then
-    local _, _, why = M.parse_address(M.config.server)
-    if why then
-      error('dlm: ' .. why)
-    end
-  end
   -- new settings: a shared server that refused the old ones is asked again, and a `cmd`
   -- that was not found is looked for again
   refused_for, missing_for = nil, nil
+  bad_address() -- said now, whether or not a buffer is open
   create_commands()
   create_mappings()
   -- the buffers attached keep their client: their ghost text follows the new `inline`
@@ -1121,6 +1216,12 @@ function M.setup(opts)
     pattern = M.config.filetypes,
     callback = function(args)
       M.attach(args.buf)
+    end,
+  })
+  api.nvim_create_autocmd('BufFilePost', {
+    group = group,
+    callback = function(args)
+      reopen_renamed(args.buf)
     end,
   })
   attach_loaded()
