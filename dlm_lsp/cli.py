@@ -18,6 +18,7 @@ from dlm_lsp.allocator import cap_arenas
 from dlm_lsp.arguments import parse_arguments, refuse
 from dlm_lsp.config import (
     DEVICES,
+    STEPS,
     STRATEGIES,
     InfillOptions,
     ServerConfig,
@@ -119,6 +120,27 @@ def _positive(text: str) -> int:
     return value
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(text: str) -> str:
+    """A logging level in any case; one that is none is refused as typed (upper-cased
+    first, `--log-level x` was "invalid choice: 'X'")."""
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from "
+                                         f"{', '.join(LOG_LEVELS)}, in any case)")
+    return text.upper()
+
+
+def _steps(text: str) -> int:
+    """A step budget the `steps` setting takes: `--steps 1000000` ran (the fill stopped
+    early), where the setting and a request's option refuse it."""
+    value = _positive(text)
+    if not STEPS(value):
+        raise argparse.ArgumentTypeError(f"{text} is more than {STEPS.high:.0f} steps")
+    return value
+
+
 def _seed(text: str) -> int:
     """A seed the `seed` setting takes: a larger one failed every fill with a traceback."""
     value = _whole(text)
@@ -188,7 +210,7 @@ def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
     """How a benchmark's fills are made: the model, where, and the engine's settings."""
     _add_model_arguments(parser)
     parser.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
-    parser.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
+    parser.add_argument("--steps", type=_steps, help="default: the server's per-kind budget")
     parser.add_argument("--seed", type=_seed, default=0, help=SEED_HELP)
     parser.add_argument("--length", choices=("oracle", "policy"), default="oracle",
                         help="oracle: the canonical middle's token count; policy: the server's "
@@ -432,8 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "within S seconds is closed (default 10); so are the oldest of those "
                         "waiting, past --max-clients of them")
     parser.add_argument("--stdio", action="store_true", help="serve LSP over stdio (the default)")
-    parser.add_argument("--log-level", default="WARNING", type=str.upper,
-                        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+    parser.add_argument("--log-level", default="WARNING", type=_log_level,
+                        metavar="{" + ",".join(LOG_LEVELS) + "}",
                         help="logging level for stderr (any case; default WARNING)")
     parser.add_argument("--version", action="version", version=f"dlm-lsp {__version__}")
     sub = parser.add_subparsers(dest="command")
@@ -443,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_argument("--language", help="an LSP language id (python, typescript, go, ...); "
                       "default: from the file's extension")
     _add_model_arguments(fill)
-    fill.add_argument("--steps", type=_positive, help="default: the server's per-kind budget")
+    fill.add_argument("--steps", type=_steps, help="default: the server's per-kind budget")
     fill.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
     fill.add_argument("--seed", type=_seed, default=0, help=SEED_HELP)
     fill.add_argument("--marker", type=_marker, default="<FILL>",

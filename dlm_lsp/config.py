@@ -231,6 +231,7 @@ class Range:
 
 
 MAX_SPAN_TOKENS = Range(1, 4096)  # the longest span a fill may write (maxSpanTokens)
+STEPS = Range(1, 4096)  # a step budget (steps and its per-kind settings, fill --steps)
 
 
 def url_problem(url: str) -> str | None:
@@ -274,10 +275,10 @@ def visible_ascii(text: str) -> bool:
 # Value checks beyond the type: name -> (predicate, what a good value looks like); a
 # number's predicate is its Range.
 _CHECKS: dict[str, tuple[Any, str]] = {
-    "steps": (Range(1, 4096), "an integer from 1 to 4096"),
-    "steps_single_line": (Range(1, 4096), "an integer from 1 to 4096"),
-    "steps_multi_line": (Range(1, 4096), "an integer from 1 to 4096"),
-    "steps_rewrite": (Range(1, 4096), "an integer from 1 to 4096"),
+    "steps": (STEPS, "an integer from 1 to 4096"),
+    "steps_single_line": (STEPS, "an integer from 1 to 4096"),
+    "steps_multi_line": (STEPS, "an integer from 1 to 4096"),
+    "steps_rewrite": (STEPS, "an integer from 1 to 4096"),
     "top_p": (Range(0, 1, above=True), "a number above 0, at most 1"),
     "threshold": (Range(0, 1, above=True), "a probability above 0, at most 1"),
     "max_per_step": (Range(1), "a positive integer"),

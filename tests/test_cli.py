@@ -175,6 +175,7 @@ def test_fill_from_standard_input_refuses_what_it_cannot_do(model_dir, args, say
 @pytest.mark.parametrize(("args", "says"), [
     (["--strategy", "fastest"], "invalid choice: 'fastest'"),
     (["--steps", "0"], "0 is not a positive number"),
+    (["--steps", "4097"], "4097 is more than 4096 steps"),  # as the steps setting
 ])
 def test_fill_refuses_a_bad_option_with_a_usage_error(args, says):
     out = run_cli("fill", str(FIXTURE), *args)
@@ -691,7 +692,7 @@ def test_a_log_level_is_one_of_logging_s_in_any_case():
         main(["--log-level", "debug", "--version"])
     assert ran.value.code == 0
     out = run_cli("--log-level", "foo", stdin="")  # a process: a level let through serves stdio
-    assert out.returncode == 2 and "invalid choice: 'FOO'" in out.stderr
+    assert out.returncode == 2 and "invalid choice: 'foo'" in out.stderr  # as typed
 
 
 @pytest.mark.parametrize("command", [

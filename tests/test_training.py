@@ -918,8 +918,9 @@ def test_a_run_of_max_steps_trains_the_same_weights_when_the_machine_stalls_it(
 
 
 def test_cli_reports_a_missing_warm_start_directory(tmp_path, capsys):
-    assert main(["--init-from", str(tmp_path / "missing"), "--seconds", "1"]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert main(["--init-from", str(tmp_path / "missing"), "--seconds", "1",
+                 "--out", str(tmp_path / "out")]) == 2
+    assert f"{tmp_path / 'missing'} does not exist" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("files", "says"), [
@@ -985,9 +986,12 @@ def test_init_from_a_path_to_a_directory_called_default_is_that_directory(tmp_pa
     assert train_module.config_from_args(args).init_from == Path("default")
 
 
-def test_a_tiny_run_never_writes_over_the_shipped_model(capsys):
-    assert main(["--tiny"]) == 2
-    assert "needs --out" in capsys.readouterr().err
+@pytest.mark.parametrize("args", [["--tiny"], [], ["--seconds", "60"]])
+def test_no_run_writes_over_the_shipped_model_unless_out_names_it(args, capsys):
+    """A bare `dlm-lsp train` (the CPU recipe, 20 minutes) saved into the shipped model's
+    folder, site-packages after an install, and replaced the GPU-trained model."""
+    assert main(args) == 2
+    assert "needs --out DIR" in capsys.readouterr().err
 
 
 def test_a_tiny_run_without_out_names_the_flag_typed_and_what_out_is_for(capsys):

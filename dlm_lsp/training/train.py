@@ -96,7 +96,8 @@ class OutOfMemory(Exception):
 
 @dataclass
 class TrainConfig:
-    """Everything a training run needs; the defaults produce the shipped model."""
+    """Everything a training run needs; the defaults are the CPU recipe (the shipped
+    model is the GPU run's, `gpu_run`)."""
 
     out_dir: Path = DEFAULT_OUT
     init_from: Path | None = None  # saved model directory to keep training (warm restart)
@@ -1255,7 +1256,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tiny", dest="preset", action="store_const", const="tiny",
                    help="same as --preset tiny: seconds on a CPU, proves the pipeline")
     p.add_argument("--out", type=Path, default=None,
-                   help=f"output model directory (default preset only: {d.out_dir})")
+                   help="output model directory (required; the shipped model's, "
+                   f"{d.out_dir}, replaces it)")
     p.add_argument("--init-from", default=None,  # a spec, as "default" and "./default" differ
                    help="saved model directory to keep training, or 'default' for the shipped "
                    "model, as in fill --model (keeps its shape and tokenizer)")
@@ -1298,14 +1300,17 @@ _WHAT = {
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The preset's TrainConfig with the flags given on the command line applied.
 
-    Only the default preset may write to the shipped model's folder unasked; a
-    tiny run there would replace the shipped model with a toy.
+    Every run names its --out: the shipped model is the GPU run's, and a run that saved
+    into its folder unasked replaced it with a toy (--tiny) or a weaker CPU model (a bare
+    `dlm-lsp train`, 20 minutes on a CPU, inside site-packages after an install).
+    `--out` naming that folder still replaces it, as asked.
     """
-    if args.out is None and args.preset != "default":
-        named = "--tiny" if args.preset == "tiny" else f"--preset {args.preset}"
+    if args.out is None:
+        named = {"tiny": "--tiny", "default": "dlm-lsp train"}.get(args.preset,
+                                                                    f"--preset {args.preset}")
         raise TrainingError(f"{named} needs --out DIR, the folder to save the model in: "
                             f"without it the run would replace the shipped model "
-                            f"({DEFAULT_OUT})")
+                            f"({DEFAULT_OUT}), which --out {DEFAULT_OUT} does on purpose")
     reshaping = [_flag(name) for name in _SHAPE if getattr(args, name) is not None]
     if args.init_from is not None and reshaping:  # were ignored: a 1-layer model trained on
         raise TrainingError(f"{', '.join(reshaping)}: a warm start keeps the shape and "
