@@ -658,8 +658,8 @@ def test_a_hub_id_shaped_path_that_cannot_be_downloaded_says_both_readings(
 
 def test_a_relative_path_that_is_not_there_is_said_with_its_absolute_path(tmp_path):
     assert _error_loading("./models/dreem", tmp_path).startswith(
-        f"model './models/dreem' not found: {tmp_path / 'models' / 'dreem'} is not a "
-        "directory. Use 'default'")
+        f"model './models/dreem' not found: {tmp_path / 'models' / 'dreem'} does not "
+        "exist. Use 'default'")
 
 
 # --- dlm-lsp models ---------------------------------------------------------------------------
