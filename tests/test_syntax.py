@@ -1271,6 +1271,10 @@ def _shaped(marked: str, fill: str, language: str | None) -> str:
     ("function f() {\n  ⟦<FILL>⟧\n}\n", " ", ""),
     ("x = 1\n    ⟦⟧\ny = 2\n", "\n  \t", "\n"),
     ("x = f(⟦⟧ )\n", "  ", "  "),  # code follows on the line: the user's business
+    # ... and at the end of a file without a last line break, one line break at most
+    ("⟦<FILL>⟧", "\n" * 27, "\n"),
+    ("x = 1\n⟦<FILL>⟧", "\n\n", "\n"),
+    ("x = 1\n⟦⟧", "  \t", ""),
 ])
 def test_a_fill_leaves_no_empty_line_where_the_document_s_own_line_break_follows_it(
         marked: str, fill: str, expected: str) -> None:

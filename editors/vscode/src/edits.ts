@@ -235,6 +235,15 @@ export function holesFilled(holes: number, blank = 0): string {
 }
 
 /**
+ * What **Fill selection** says once its edits are applied where they only take a hole
+ * marker away (the server applies no blanks in place of code, nor at a cursor): as
+ * **Fill holes** says it of one hole; undefined where the fill wrote code.
+ */
+export function blankHoleNote(edits: { newText: string }[]): string | undefined {
+  return edits.length && edits.every((edit) => !edit.newText.trim()) ? holesFilled(1, 1) : undefined;
+}
+
+/**
  * What **Fill selection** says, once its fill is applied, of the editor's `count`
  * selections (cursors included): it fills the primary one only, and with several the
  * others were left as they were without a word.  Filling each is not offered: one

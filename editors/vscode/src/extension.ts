@@ -38,7 +38,7 @@ import { answerAt, reachBack } from "./reach";
 import { FIRST_INTERVAL_MS, type Finding, Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { applyEditFailure, applyIfFresh, droppedNote, holeNear, holesFilled, nothingApplied, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { applyEditFailure, applyIfFresh, blankHoleNote, droppedNote, holeNear, holesFilled, nothingApplied, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
@@ -691,7 +691,9 @@ class DlmExtension implements vscode.Disposable {
       return;
     }
     this.warnIfUnparsed(result.candidates?.[0]?.valid);
-    const note = primaryOnlyNote(editor.selections.length);
+    // a hole the model left blank: said as Fill holes says it, not as a fill like any other
+    const blank = blankHoleNote(result.edits);
+    const note = blank ? `dlm: ${blank}` : primaryOnlyNote(editor.selections.length);
     if (note) vscode.window.setStatusBarMessage(note, 5000);
     this.record("fillSelection", { applied: true, stats: result.stats, text: document.getText(), version: document.version });
   }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyEditFailure, applyIfFresh, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, holesFilled, nothingApplied, offsetAt, positionAt, rangeContains, syntaxWarning,
+  applyEditFailure, applyIfFresh, blankHoleNote, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, holesFilled, nothingApplied, offsetAt, positionAt, rangeContains, syntaxWarning,
   type Range,
 } from "../edits";
 
@@ -264,6 +264,17 @@ describe("nothingApplied: a command that applied nothing says so once", () => {
   it("leaves a reason that says it alone", () => {
     const why = "the model wrote only whitespace in place of the selected code, which would delete it; nothing applied";
     assert.equal(nothingApplied(why), why);
+  });
+});
+
+describe("blankHoleNote: Fill selection on a hole the model left blank says so", () => {
+  it("says it of edits that only take the marker away, as Fill holes says it", () => {
+    assert.equal(blankHoleNote([{ newText: "" }]), "filled 1 hole (blank: the model wrote no code there)");
+    assert.equal(blankHoleNote([{ newText: "\n  " }]), "filled 1 hole (blank: the model wrote no code there)");
+  });
+  it("says nothing of a fill that wrote code, or of no edit at all", () => {
+    assert.equal(blankHoleNote([{ newText: "return n" }]), undefined);
+    assert.equal(blankHoleNote([]), undefined);
   });
 });
 
