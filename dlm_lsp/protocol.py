@@ -172,12 +172,19 @@ def deletes_code(best: Candidate, replaced: str) -> bool:
 
 def infill_result(version: int | None, rng: types.Range, result: InfillResult,
                   replaced: str = "") -> dict:
-    """The JSON result of `dlm/infill`: the best fill as an edit, all candidates, stats.
+    """The JSON result of `dlm/infill`: the best fill as an edit, the distinct candidates
+    (the first of each text kept, in rank order), stats.
     The edit is the first candidate's, candidates of only whitespace put last where the
     range held code (`replaced`); where every one is that, no edit, and a `message`
     says why (`writing_first`), as where the best fill at a cursor is only whitespace."""
     cursor = rng.start == rng.end
-    candidates = writing_first(result.candidates, replaced, cursor)
+    # one of each text: greedy rows and sampled ones often agree, and a client that lets
+    # the user step through them showed the same fill four times
+    first_of: dict[str, Candidate] = {}
+    for candidate in result.candidates:
+        first_of.setdefault(candidate.text, candidate)
+    distinct = list(first_of.values())
+    candidates = writing_first(distinct, replaced, cursor)
     best = candidates[0]
     # At a cursor fills of only whitespace are no edit either: one left blanks at the end
     # of the line (`       `) and the editor said "filled" (ghost text offers none there)
@@ -240,6 +247,9 @@ def inline_items(texts: list[str], cursor: types.Range,
     return [types.InlineCompletionItem(insert_text=text, range=cursor) for text in texts]
 
 
+# How an answer of the client's that is no result of the kind asked for fails the
+# request that awaited it (`structure_message`), read back by the command that sent it.
+UNREADABLE_RESPONSE = "unreadable response"
 # What the transport puts in place of a message body too large to read (see transport.py).
 OVERSIZED = "dlm-lsp/oversized"
 MAX_MESSAGE_BYTES = 64 << 20  # a 10 MB document, JSON-escaped, fits many times over
@@ -266,6 +276,35 @@ class Unreadable:
     code: int
     text: str
     answer: bool
+
+
+# The largest position an LSP `uinteger` holds: lsprotocol refuses a line or character
+# outside 0 to this.
+UINTEGER_MAX = 2**31 - 1
+
+
+def clamped_change(data: dict) -> dict:
+    """A `didChange` whose ranges' lines and characters are brought into 0 to
+    UINTEGER_MAX: one out of it (`"character": -1`) failed to be read at all, so the edit
+    was dropped whole and the server's text fell behind the editor's, every later fill
+    refused for a version the server never reached.  A notification cannot be refused:
+    its range is clamped to the text, as one past the document's end is
+    (`documents.apply_change`).  Anything else stays as it came, for pygls to read."""
+    params = data.get("params")
+    changes = params.get("contentChanges") if isinstance(params, dict) else None
+    if not isinstance(changes, list):
+        return data
+    clamped = []
+    for change in changes:
+        rng = change.get("range") if isinstance(change, dict) else None
+        if isinstance(rng, dict):
+            rng = {end: {key: max(0, min(UINTEGER_MAX, value))
+                         if isinstance(value, int) and not isinstance(value, bool) else value
+                         for key, value in place.items()} if isinstance(place, dict) else place
+                   for end, place in rng.items()}
+            change = {**change, "range": rng}
+        clamped.append(change)
+    return {**data, "params": {**params, "contentChanges": clamped}}
 
 
 def _envelope_problem(data: dict) -> str | None:
@@ -335,6 +374,8 @@ class DlmProtocol(LanguageServerProtocol):
                               answer="method" in data or "id" not in data)
         if "method" in data and "params" not in data:
             data = {**data, "params": None}  # JSON-RPC lets a request leave params out
+        if data.get("method") == types.TEXT_DOCUMENT_DID_CHANGE:
+            data = clamped_change(data)
         pygls_log = logging.getLogger("pygls.protocol.json_rpc")
         pygls_log.addFilter(self._quiet_pygls)
         try:
@@ -344,8 +385,10 @@ class DlmProtocol(LanguageServerProtocol):
         finally:
             pygls_log.removeFilter(self._quiet_pygls)
         if "method" not in data:  # a response we cannot read: fail the request awaiting it
+            if data.get("result", "") is None and "error" not in data:
+                reason = "null, where a result was due"  # cattrs' TypeError said nothing
             return types.ResponseErrorMessage(id=data["id"], error=types.ResponseError(
-                types.ErrorCodes.InvalidParams, f"unreadable response: {reason}"))
+                types.ErrorCodes.InvalidParams, f"{UNREADABLE_RESPONSE}: {reason}"))
         return Unreadable(data.get("id"), types.ErrorCodes.InvalidParams,
                           f"invalid params for {data['method']}: {reason}",
                           answer="id" in data)

@@ -84,6 +84,7 @@ from dlm_lsp.protocol import (
     RETRY_LOAD,
     REWRITE_SELECTION,
     STATUS,
+    UNREADABLE_RESPONSE,
     DlmProtocol,
     command_flag,
     command_target,
@@ -106,6 +107,11 @@ NOT_SENT = object()  # a client's "dlm" section before it sent one (null is a se
 # how long the server waits for a client's answer it cannot do without (editors answer in
 # milliseconds): a client that never answers holds up no work past it
 CLIENT_ANSWER_S = 2.0
+# How long a command waits for the editor to answer its edit: eglot asks the user first
+# ("Proceed?"), and its prompt goes, unanswered, with its own 10 s timeout; the command
+# then waited for good, a job in flight (and a slot of maxQueuedRequests) for as long as
+# the server ran.
+EDIT_ANSWER_S = 120.0
 REPORT = "report"  # a command's option: say what it did not apply (`told`)
 FAILED = "failed (see the error message)"  # how a progress ends where its work failed
 
@@ -524,7 +530,11 @@ class DlmServer(LanguageServer):
                                           types.ApplyWorkspaceEditParams(edit, label=label))
         try:
             try:
-                answer = await asyncio.shield(asked)
+                answer = await asyncio.wait_for(asyncio.shield(asked), EDIT_ANSWER_S)
+            except asyncio.TimeoutError:
+                self.protocol.forget_request(msg_id)
+                return False, (f"the editor did not answer the edit in {EDIT_ANSWER_S:.0f} s "
+                               "(a prompt left open?); no longer waited for")
             except asyncio.CancelledError:
                 if not self.protocol.cancelled_by_client(asyncio.current_task()):
                     raise
@@ -536,8 +546,13 @@ class DlmServer(LanguageServer):
         except JsonRpcException as exc:
             # An error answer, or one that is no ApplyWorkspaceEditResult (`null`): the
             # command failed with it as its own error, -32602 "unreadable response", as if
-            # its arguments were wrong.  Whether the editor applied the edit is not known.
-            return False, (f"the editor answered the edit with an error ({exc.message}); "
+            # its arguments were wrong.  An error is a request that failed, not applied
+            # (eglot's "Edits on 'a.py' require version 1, you have 2"; it was said to be
+            # "not known"); of an answer that cannot be read, nothing is known.
+            if not exc.message.startswith(UNREADABLE_RESPONSE):  # the request failed
+                return False, f"the editor refused the edit ({exc.message})"
+            return False, (f"the editor's answer to the edit was unreadable "
+                           f"({exc.message.removeprefix(UNREADABLE_RESPONSE + ': ')}); "
                            "whether it applied it is not known")
         if answer and answer.applied:
             return True, None
@@ -907,14 +922,14 @@ def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.Cod
     selection; nothing in a document not kept past `maxOpenDocuments` (editors ask at
     every move of the cursor, and the user was told when it was opened)."""
     uri = params.text_document.uri
-    if ls.refused.get(uri) is not None:
+    if ls.refused.get(uri) is not None or not _asked_for(params, ACTION_KIND):
         return []
     doc = ls.document(uri)
     actions = []
     holes = find_holes(doc.source, ls.config.hole_marker)
     if holes:
         title = f"Fill {len(holes)} hole{'s' * (len(holes) > 1)} with dlm-lsp"
-        actions.append(types.CodeAction(title, kind=types.CodeActionKind.RefactorRewrite,
+        actions.append(types.CodeAction(title, kind=ACTION_KIND,
                                         command=types.Command(title, FILL_HOLES, arguments=[
                                             {"uri": uri, REPORT: True}])))
     if params.range.start != params.range.end:
@@ -923,7 +938,7 @@ def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.Cod
         # rewrite is refused, not made of whatever text the range now covers
         target = {"uri": uri, "range": ls.protocol._converter.unstructure(params.range),
                   "version": doc.version, REPORT: True}
-        action = types.CodeAction(title, kind=types.CodeActionKind.RefactorRewrite,
+        action = types.CodeAction(title, kind=ACTION_KIND,
                                   command=types.Command(title, REWRITE_SELECTION,
                                                         arguments=[target]))
         why = _too_long_to_rewrite(ls, doc, params.range)
@@ -933,6 +948,19 @@ def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.Cod
             action.disabled = types.CodeActionDisabled(why)
             actions.append(action)
     return actions
+
+
+# The kind of both code actions: each rewrites code in place.
+ACTION_KIND = types.CodeActionKind.RefactorRewrite
+
+
+def _asked_for(params: types.CodeActionParams, kind: str) -> bool:
+    """Whether a code action of `kind` is among those the client asks for: all where it
+    names none, else those of a kind it names or one under it (`refactor` takes
+    `refactor.rewrite`).  An editor asking for quick fixes only (`only: ["quickfix"]`, as
+    on a diagnostic) was given ours, and the document scanned for holes, for nothing."""
+    only = params.context.only if params.context is not None else None
+    return not only or any(kind == asked or kind.startswith(f"{asked}.") for asked in only)
 
 
 def _too_long_to_rewrite(ls: DlmServer, doc: TextDocument, rng: types.Range) -> str | None:

@@ -312,10 +312,11 @@ async def _until_signalled(servers: Callable[[], list[DlmServer]],
                            serve: Coroutine[Any, Any, None]) -> None:
     loop = asyncio.get_running_loop()
     stopped = loop.create_future()
+    signalled: list[signal.Signals] = []  # the signals that came, the first one heeded
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not POSIX
-            loop.add_signal_handler(
-                sig, lambda sig=sig: loop.create_task(_terminate(servers, stopped, sig)))
+            loop.add_signal_handler(sig, lambda sig=sig: loop.create_task(
+                _terminate(servers, stopped, sig, signalled)))
     serving = asyncio.ensure_future(serve)
     await asyncio.wait([serving, stopped], return_when=asyncio.FIRST_COMPLETED)
     if serving.done() and not serving.cancelled() and serving.exception() is not None:
@@ -323,12 +324,17 @@ async def _until_signalled(servers: Callable[[], list[DlmServer]],
 
 
 async def _terminate(servers: Callable[[], list[DlmServer]], stopped: asyncio.Future,
-                     sig: signal.Signals) -> None:
+                     sig: signal.Signals, signalled: list[signal.Signals]) -> None:
     """On a signal: stop the fills in flight and give them GRACE_S to answer.
 
     Ctrl-C in a terminal, or an editor's SIGTERM, is a normal stop: it is said in one
     plain line, as every command says it (`dlm-lsp fill: stopped by SIGINT ...`), not as
-    a warning in Python's logging format ("WARNING:dlm_lsp.transport:signal: ...")."""
+    a warning in Python's logging format ("WARNING:dlm_lsp.transport:signal: ...").
+    A second signal while the first winds down is the same stop, said once (`timeout
+    -s INT` delivers its signal twice, and the line came twice)."""
+    if signalled:
+        return
+    signalled.append(sig)
     serving = servers()
     print(f"dlm-lsp: stopped by {sig.name}{_answering(sum(s.jobs.in_flight() for s in serving))}",
           file=sys.stderr, flush=True)

@@ -332,6 +332,16 @@ def test_ctrl_c_of_an_idle_server_is_one_plain_line_not_a_logged_warning(serving
     assert serving.log().splitlines() == ["dlm-lsp: stopped by SIGINT, exiting"]
 
 
+def test_a_second_signal_while_the_first_winds_down_is_the_same_stop_said_once(serving):
+    """`timeout -s INT` delivers its signal twice: the line came twice."""
+    assert "result" in serving.client.call("dlm/status", {})  # serving, the signals heeded
+    serving.signal(signal.SIGINT)
+    time.sleep(0.01)
+    serving.signal(signal.SIGINT)
+    assert serving.wait(timeout=10) == 0
+    assert serving.log().splitlines() == ["dlm-lsp: stopped by SIGINT, exiting"]
+
+
 def test_a_signal_during_a_fill_says_the_fill_is_answered_before_the_exit(serving):
     fill = slow_infill(serving.client)
     progress_seen(serving.client)
@@ -446,3 +456,57 @@ def test_a_message_with_unreadable_params_is_logged_in_one_line(serving):
     log = serving.log()
     assert "invalid params for $/cancelRequest" in log
     assert "Traceback" not in log and "Unable to deserialize" not in log
+
+
+# -- an editor that refuses a command's edit, or never answers it -----------------------------
+
+def _holes_server(model_dir, answer, command=None) -> ServerProcess:
+    """A server with a document of one hole open, whose client answers each
+    `workspace/applyEdit` with `answer(message)`: a reply's members, or None for none."""
+    server = ServerProcess(**({"command": command} if command else {}))
+    client = server.client
+
+    def reply(message: dict) -> None:
+        if message.get("method") == "workspace/applyEdit":
+            members = answer(message)
+            if members is not None:
+                client.send({"jsonrpc": "2.0", "id": message["id"], **members})
+    client._answer = reply
+    client.initialize({"model": str(model_dir), "repairRounds": 0, "fallback": False})
+    client.open(URI, "x = <FILL>\n")
+    return server
+
+
+def test_an_edit_the_editor_answers_with_an_error_is_said_to_be_refused(model_dir):
+    """eglot answers an edit for a version its buffer has left with an error; the command
+    said "whether it applied it is not known" of an edit that was refused."""
+    server = _holes_server(model_dir, lambda message: {"error": {
+        "code": -32001, "message": "Edits on 'faults.py' require version 1, you have 2"}})
+    try:
+        reply = server.client.call("workspace/executeCommand", {
+            "command": "dlm.fillHoles", "arguments": [URI]}, timeout=60)
+        assert reply["result"]["applied"] is False
+        assert reply["result"]["message"] == ("the editor refused the edit (Edits on "
+                                              "'faults.py' require version 1, you have 2)")
+    finally:
+        server.close()
+
+
+def test_an_edit_the_editor_never_answers_is_given_up_and_its_command_ends(model_dir):
+    """eglot asks the user before it applies an edit, and its prompt goes unanswered with
+    its own 10 s timeout: the command waited for good, a job in flight for as long as the
+    server ran.  It waits EDIT_ANSWER_S (1 s here), then ends saying why."""
+    import sys
+
+    patched = [sys.executable, "-c", "import sys; import dlm_lsp.server as s; "
+               "s.EDIT_ANSWER_S = 1.0; from dlm_lsp.cli import main; sys.exit(main([]))"]
+    server = _holes_server(model_dir, lambda message: None, command=patched)
+    try:
+        reply = server.client.call("workspace/executeCommand", {
+            "command": "dlm.fillHoles", "arguments": [URI]}, timeout=60)
+        assert reply["result"]["applied"] is False
+        assert reply["result"]["message"] == ("the editor did not answer the edit in 1 s (a "
+                                              "prompt left open?); no longer waited for")
+        assert server.client.call("dlm/status", {})["result"]["jobsInFlight"] == 0
+    finally:
+        server.close()

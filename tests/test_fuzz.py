@@ -467,6 +467,28 @@ def test_big_documents_get_checked_ranges_and_fills(server, name, text):
     assert_alive(server)
 
 
+def test_a_did_change_with_a_position_out_of_range_is_clamped_not_dropped(server):
+    """`"character": -1` failed to be read at all: the edit was dropped whole, the
+    server's text fell behind the editor's, and every later fill was refused for a
+    version the server never reached, until the document was opened again.  A
+    notification cannot be refused: its range is clamped to the text (which text:
+    test_handlers)."""
+    client, uri = server.client, f"file:///work/clamped{next(_uris)}.py"
+    client.open(uri, "x = 1\ny = 2\n")
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+                                             "contentChanges": [{"range": {
+                                                 "start": {"line": 0, "character": -1},
+                                                 "end": {"line": 0, "character": 0}},
+                                                 "text": "Q"}]})
+    reply = client.call("dlm/infill", {"textDocument": {"uri": uri, "version": 2},
+                                       "range": {"start": {"line": 0, "character": 6},
+                                                 "end": {"line": 0, "character": 6}},
+                                       "options": {"length": 1, "steps": 1}}, timeout=120)
+    # at 2, and 6 is the end of its first line, `Qx = 1`, not past it
+    assert reply["result"]["version"] == 2, reply
+    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+
 def test_framing_with_crlf_variants_and_split_writes_still_reads(server):
     client = server.client
     client.messages.clear()

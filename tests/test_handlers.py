@@ -721,6 +721,51 @@ def test_dlm_infill_at_a_cursor_offers_no_fill_of_only_whitespace(texts, edit):
     assert protocol.infill_result(1, hole, result)["edits"][0]["newText"] == texts[0]  # may go
 
 
+@pytest.mark.parametrize("start, end, expected", [
+    ((0, -1), (0, 0), "Qx = 1\ny = 2\n"),
+    ((-5, -5), (0, 1), "Q = 1\ny = 2\n"),
+    ((1, 2**40), (2**40, 0), "x = 1\ny = 2Q"),
+    ((0, True), (0, 0), None),  # not a number: left for pygls to refuse
+])
+def test_a_did_change_s_positions_out_of_range_are_clamped_to_the_text(start, end, expected):
+    """A line or character outside LSP's 0 to 2**31-1 failed to be read, and the edit was
+    dropped whole (the server's text fell behind the editor's); clamped to that, the
+    range is clamped to the text as any other outside it."""
+    from lsprotocol import converters
+    from pygls.workspace import TextDocument
+
+    from dlm_lsp.documents import apply_change
+
+    message = {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+        "textDocument": {"uri": "file:///a.py", "version": 2},
+        "contentChanges": [{"range": {"start": {"line": start[0], "character": start[1]},
+                                      "end": {"line": end[0], "character": end[1]}},
+                            "text": "Q"}]}}
+    clamped = protocol.clamped_change(message)
+    if expected is None:
+        assert clamped["params"]["contentChanges"][0]["range"]["start"]["character"] is True
+        return
+    params = converters.get_converter().structure(clamped["params"],
+                                                  types.DidChangeTextDocumentParams)
+    doc = TextDocument("file:///a.py", "x = 1\ny = 2\n")
+    assert apply_change(doc, params.content_changes[0]) == expected
+
+
+def test_dlm_infill_candidates_are_distinct_in_rank_order():
+    """Four candidates of one text (greedy and sampled rows often agree) came back four
+    times: a client stepping through them showed the same fill again and again."""
+    rng = types.Range(AT, AT)
+    ranked = [Candidate("return n", True, -0.5), Candidate("return 0", False, -0.1),
+              Candidate("return n", True, -0.9), Candidate("return 0", False, -0.2),
+              Candidate("pass", True, -1.0)]
+    result = InfillResult(ranked, SpanPlan("single-line", 8, 5, True), steps=5, tokens=8,
+                          ms=1.0)
+    answer = protocol.infill_result(1, rng, result)
+    assert [(c["text"], c["score"]) for c in answer["candidates"]] == [
+        ("return n", -0.5), ("return 0", -0.1), ("pass", -1.0)]
+    assert answer["edits"][0]["newText"] == "return n"
+
+
 @pytest.mark.parametrize("repair_steps", [0, 4, None])
 def test_dlm_infill_stats_say_how_many_of_the_steps_went_to_repair(repair_steps):
     """`steps` counts the forward passes of every path; `repairSteps` says how many of
