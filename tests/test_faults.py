@@ -477,19 +477,26 @@ def _holes_server(model_dir, answer, command=None) -> ServerProcess:
     return server
 
 
-def test_an_edit_the_editor_answers_with_an_error_is_said_to_be_refused(model_dir):
-    """eglot answers an edit for a version its buffer has left with an error; the command
-    said "whether it applied it is not known" of an edit that was refused."""
-    server = _holes_server(model_dir, lambda message: {"error": {
-        "code": -32001, "message": "Edits on 'faults.py' require version 1, you have 2"}})
+def _fill_holes(server: ServerProcess) -> dict:
+    """The result of dlm.fillHoles on the document of `_holes_server` (closed after), and
+    the jobs in flight once it came (`jobs_after`)."""
     try:
         reply = server.client.call("workspace/executeCommand", {
             "command": "dlm.fillHoles", "arguments": [URI]}, timeout=60)
-        assert reply["result"]["applied"] is False
-        assert reply["result"]["message"] == ("the editor refused the edit (Edits on "
-                                              "'faults.py' require version 1, you have 2)")
+        status = server.client.call("dlm/status", {})["result"]
+        return {**reply["result"], "jobs_after": status["jobsInFlight"]}
     finally:
         server.close()
+
+
+def test_an_edit_the_editor_answers_with_an_error_is_said_to_be_refused(model_dir):
+    """eglot answers an edit for a version its buffer has left with an error; the command
+    said "whether it applied it is not known" of an edit that was refused."""
+    result = _fill_holes(_holes_server(model_dir, lambda message: {"error": {
+        "code": -32001, "message": "Edits on 'faults.py' require version 1, you have 2"}}))
+    assert result["applied"] is False
+    assert result["message"] == ("the editor refused the edit (Edits on 'faults.py' require "
+                                 "version 1, you have 2)")
 
 
 def test_an_edit_the_editor_never_answers_is_given_up_and_its_command_ends(model_dir):
@@ -500,13 +507,8 @@ def test_an_edit_the_editor_never_answers_is_given_up_and_its_command_ends(model
 
     patched = [sys.executable, "-c", "import sys; import dlm_lsp.server as s; "
                "s.EDIT_ANSWER_S = 1.0; from dlm_lsp.cli import main; sys.exit(main([]))"]
-    server = _holes_server(model_dir, lambda message: None, command=patched)
-    try:
-        reply = server.client.call("workspace/executeCommand", {
-            "command": "dlm.fillHoles", "arguments": [URI]}, timeout=60)
-        assert reply["result"]["applied"] is False
-        assert reply["result"]["message"] == ("the editor did not answer the edit in 1 s (a "
-                                              "prompt left open?); no longer waited for")
-        assert server.client.call("dlm/status", {})["result"]["jobsInFlight"] == 0
-    finally:
-        server.close()
+    result = _fill_holes(_holes_server(model_dir, lambda message: None, command=patched))
+    assert result["applied"] is False
+    assert result["message"] == ("the editor did not answer the edit in 1 s (a prompt left "
+                                 "open?); no longer waited for")
+    assert result["jobs_after"] == 0  # the command's job ended with it
