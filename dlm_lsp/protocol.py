@@ -109,7 +109,10 @@ def parse_infill_params(raw: Any) -> InfillParams:
 
 def command_target(args: tuple[Any, ...], command: str,
                    needs_range: bool) -> tuple[str, types.Range | None]:
-    """(uri, range) from a command's arguments: [uri, range?] or [{uri, range?}]."""
+    """(uri, range) from a command's arguments: [uri, range] or [{uri, range}] where it
+    `needs_range`, else [uri] or [{uri}] and the range None (what follows the uri is not
+    read as one: `[uri, "extra"]` to dlm.fillHoles was refused as "'range' is not a valid
+    Range", of a command that takes none)."""
     plain = to_plain(list(args))
     first = plain[0] if plain else None
     if isinstance(first, dict):
@@ -118,9 +121,11 @@ def command_target(args: tuple[Any, ...], command: str,
         uri, rng = first, plain[1] if len(plain) > 1 else None
     if not isinstance(uri, str):
         raise JsonRpcInvalidParams(f"{command} needs a document uri as its first argument")
-    if needs_range and rng is None:
+    if not needs_range:
+        return uri, None
+    if rng is None:
         raise JsonRpcInvalidParams(f"{command} needs a range as its second argument")
-    return uri, parse_range(rng) if rng is not None else None
+    return uri, parse_range(rng)
 
 
 def command_version(args: tuple[Any, ...], command: str) -> int | None:

@@ -751,6 +751,19 @@ def test_a_did_change_s_positions_out_of_range_are_clamped_to_the_text(start, en
     assert apply_change(doc, params.content_changes[0]) == expected
 
 
+def test_a_command_that_takes_no_range_reads_none_from_its_arguments():
+    """dlm.fillHoles given `[uri, "extra"]` was refused as "'range' is not a valid Range":
+    the second argument was read as the rewrite's range.  A rewrite still needs one."""
+    uri = "file:///a.py"
+    assert protocol.command_target((uri, "extra"), "dlm.fillHoles", False) == (uri, None)
+    assert protocol.command_target(({"uri": uri, "range": 5},), "dlm.fillHoles",
+                                   False) == (uri, None)
+    with pytest.raises(JsonRpcInvalidParams, match="needs a range"):
+        protocol.command_target((uri,), "dlm.rewriteSelection", True)
+    with pytest.raises(JsonRpcInvalidParams, match="not a valid Range"):
+        protocol.command_target((uri, "extra"), "dlm.rewriteSelection", True)
+
+
 def test_dlm_infill_candidates_are_distinct_in_rank_order():
     """Four candidates of one text (greedy and sampled rows often agree) came back four
     times: a client stepping through them showed the same fill again and again."""
