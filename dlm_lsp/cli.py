@@ -177,7 +177,7 @@ def _fill(args: argparse.Namespace) -> int:
 
     return fill_file(args.file, model=args.model, device=args.device, steps=args.steps,
                      strategy=args.strategy, seed=args.seed, marker=args.marker,
-                     write=args.write, language=args.language)
+                     write=args.write, language=args.language, settings=args.settings)
 
 
 def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -471,6 +471,10 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_argument("--marker", type=_marker, default="<FILL>",
                       help="the text that marks a hole (default: <FILL>)")
     fill.add_argument("--write", action="store_true", help="write the filled file back")
+    fill.add_argument("--settings", metavar="JSON",
+                      help="more server settings, as camelCase JSON (any denoising control "
+                      "of the README's Configuration table), e.g. "
+                      "'{\"schedule\": \"cosine\", \"candidates\": 3}'")
 
     sub.add_parser("train", help="train the project's own model (dlm-lsp train --help)")
     sub.add_parser("models", help="supported model families; `models check DIR` checks a "

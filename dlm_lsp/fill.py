@@ -6,25 +6,64 @@ handy tool for scripts: the same engine and length policy as the server.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 
 from dlm_lsp.atomic_write import PartWritten, unwritable, write_atomically
-from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.config import SERVER_ONLY, InfillOptions, ServerConfig, camel, from_json, snake
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import HoleFilling, find_holes
 from dlm_lsp.models import ModelLoadError, command_line_message
 from dlm_lsp.results import InfillResult
 from dlm_lsp.validation import LANGUAGE_IDS, LANGUAGES, language_for
 
+# The settings `--settings` may not name: options of `fill` itself (what to give instead),
+# and those only the language server reads (config.SERVER_ONLY), which a fill here ignores.
+OWN_OPTIONS = {"model": "--model", "device": "--device", "hole_marker": "--marker"}
+
+
+def fill_config(model: str, device: str, marker: str,
+                settings: str | None) -> tuple[ServerConfig | None, str]:
+    """The engine's settings: the options, then `settings` (camelCase server settings as
+    JSON: every denoising control of the README's Configuration table, which `fill`
+    offered only three options of); None and why where `settings` cannot be used.  Strict,
+    as a benchmark's --settings: a misspelt setting would be a fill made without it."""
+    config = ServerConfig(model=model, device=device, hole_marker=marker)
+    if not settings:
+        return config, ""
+    try:
+        data = json.loads(settings)
+    except ValueError as exc:
+        return None, f"--settings is not JSON: {exc}"
+    if not isinstance(data, dict):
+        return None, (f"--settings should be a JSON object of settings "
+                      f"('{{\"schedule\": \"cosine\"}}'), got {type(data).__name__}")
+    named = [snake(key) for key in data]
+    for name in named:
+        if name in OWN_OPTIONS:
+            return None, f"--settings names {camel(name)}: give {OWN_OPTIONS[name]} instead"
+    ignored = [camel(name) for name in named if name in SERVER_ONLY]
+    if ignored:
+        return None, (f"--settings names {', '.join(ignored)}, which only the language "
+                      "server reads, not a fill made here")
+    config, problems = from_json(ServerConfig, data, base=config, strict=True)
+    return (None, "--settings: " + "; ".join(problems)) if problems else (config, "")
+
 
 def fill_file(path: str, model: str = "default", device: str = "auto", steps: int | None = None,
               strategy: str | None = None, seed: int = 0, marker: str = "<FILL>",
-              write: bool = False, language: str | None = None) -> int:
+              write: bool = False, language: str | None = None,
+              settings: str | None = None) -> int:
     """Fill every `marker` in the file (`-`: standard input, for editors' filter commands
     and pipes); print the result (or write it back).  The language is `language` (an LSP
-    language id such as `python` or `typescriptreact`), else the file's extension."""
+    language id such as `python` or `typescriptreact`), else the file's extension; the
+    engine's settings are `settings` (JSON, `fill_config`) over the options."""
+    config, why = fill_config(model, device, marker, settings)
+    if config is None:
+        print(f"dlm-lsp fill: {why}", file=sys.stderr)
+        return 2
     if language is not None and language_for(language) is None:
         print(f"dlm-lsp fill: unknown language {language!r}; one of: "
               f"{', '.join(sorted(LANGUAGES))}; or the LSP ids and aliases "
@@ -59,7 +98,7 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
     if unchecked:
         print(f"# syntax not checked: {unchecked}; --language names the language "
               "(python, typescript, go, ...)", file=sys.stderr)
-    engine = Engine(ServerConfig(model=model, device=device, hole_marker=marker))
+    engine = Engine(config)
     try:
         model_obj = engine.model
     except ModelLoadError as exc:

@@ -182,6 +182,36 @@ def test_fill_refuses_a_bad_option_with_a_usage_error(args, says):
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize(("settings", "says"), [
+    ('{"schedule": "bogus"}', "setting 'schedule' = 'bogus' should be one of"),
+    ('{"stepz": 3}', "unknown setting 'stepz'"),
+    ('{"model": "x"}', "names model: give --model instead"),
+    ('{"holeMarker": "@@"}', "names holeMarker: give --marker instead"),
+    ('{"timeoutMs": 5}', "names timeoutMs, which only the language server reads"),
+    ("[1]", "should be a JSON object of settings"),
+    ("nope", "--settings is not JSON"),
+])
+def test_fill_refuses_settings_it_cannot_use_before_loading_the_model(settings, says, capsys):
+    """Only --steps, --strategy and --seed of the denoising controls reached `fill`; the
+    rest come as --settings, checked as strictly as a benchmark's: a misspelt one would
+    be a fill made without it."""
+    from dlm_lsp.cli import main
+
+    assert main(["fill", str(FIXTURE), "--model", "/no/such/model", "--settings",
+                 settings]) == 2
+    said = capsys.readouterr()
+    assert said.err.startswith("dlm-lsp fill: ") and says in said.err and said.out == ""
+
+
+def test_fill_settings_reach_the_engine(model_dir):
+    """`stepsMultiLine` 3 makes the fixture's multi-line hole a fill of 3 steps."""
+    out = run_cli("fill", str(FIXTURE), "--model", str(model_dir), "--settings",
+                  '{"stepsMultiLine": 3, "repairRounds": 0, "fallback": false, '
+                  '"earlyStop": false, "stopWhenSettled": false}')
+    assert out.returncode == 0, out.stderr
+    assert "multi-line, " in out.stderr and ", 3 steps, " in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize("marker", ["", "<FILL\n>", "\r"])
 def test_a_marker_the_settings_would_refuse_is_a_usage_error(marker, capsys):
     """An empty one found no holes in any file ("no  holes")."""
