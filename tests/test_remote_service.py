@@ -547,6 +547,35 @@ def test_without_address_the_service_starts_its_own_ray_even_beside_a_running_cl
     assert asked == ["local", "auto"]
 
 
+def test_a_second_service_of_a_name_the_cluster_runs_leaves_the_first_one_alone(
+        monkeypatch, capsys):
+    """On a cluster joined with --address, a second `serve-remote` of the same --name
+    replaced the first one's application with its own replicas, and its exit deleted it:
+    the first service was gone.  It is refused, and nothing of the first is touched."""
+    from types import SimpleNamespace
+
+    from dlm_lsp.remote import service
+
+    done: list[str] = []
+    monkeypatch.setattr(service.ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(service.ray, "shutdown", lambda: done.append("shutdown"))
+    monkeypatch.setattr(service.serve, "start", lambda **kwargs: None)
+    monkeypatch.setattr(service.serve, "status", lambda: SimpleNamespace(
+        applications={"dlm-lsp": object()}))
+    for name in ("run", "delete"):
+        monkeypatch.setattr(service.serve, name,
+                            lambda *args, name=name, **kwargs: done.append(name))
+    monkeypatch.setattr(service, "create_board", lambda name: done.append("board"))
+    assert service.serve_until_stopped(service.ServiceConfig(address="auto")) == 1
+    assert done == ["shutdown"]  # neither deployed over it nor deleted
+    assert capsys.readouterr().err == (
+        "dlm-lsp serve-remote: an application named dlm-lsp already runs on the cluster at "
+        "auto (another serve-remote?): it is left as it is; stop it first, or give this "
+        "service another --name\n")
+    service.let_go(service.ServiceConfig(address="auto"))  # as a Ctrl-C in the start does
+    assert "delete" not in done
+
+
 # `dlm-lsp serve-remote` that deploys nothing (no Ray): the command's own lines, its wait
 # and its stop
 NO_RAY = ("import sys\n"

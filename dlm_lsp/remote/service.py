@@ -304,6 +304,18 @@ class _OwnSignals(logging.Filter):
 logging.getLogger("ray._private.worker").addFilter(_OwnSignals())
 
 
+# The applications this process deployed on a cluster joined (`deploy`), the only ones
+# `let_go` takes down there: a Ctrl-C while a second serve-remote of the same --name
+# started took down the first one's.
+OURS: set[str] = set()
+
+
+class NameTaken(Exception):
+    """An application of `--name` already runs on the cluster joined: deployed, this
+    command's replicas replaced it, and its exit took it down (`let_go`), so a second
+    `serve-remote` started by mistake ended the first's service."""
+
+
 def deploy(cfg: ServiceConfig) -> str:
     """Start (or join) Ray, deploy the replicas and wait until they serve; the URL."""
     if not ray.is_initialized():
@@ -320,6 +332,11 @@ def deploy(cfg: ServiceConfig) -> str:
     if cfg.ssl_certfile:
         http.update(ssl_certfile=cfg.ssl_certfile, ssl_keyfile=cfg.ssl_keyfile)
     serve.start(http_options=http)
+    if cfg.address is not None and cfg.name in serve.status().applications:
+        raise NameTaken(f"an application named {cfg.name} already runs on the cluster at "
+                        f"{cfg.address} (another serve-remote?): it is left as it is; stop "
+                        "it first, or give this service another --name")
+    OURS.add(cfg.name)  # from here on, what `let_go` takes down is this command's
     options = deployment_options(cfg, ray.cluster_resources().get("GPU", 0))
     create_board(cfg.name)  # before the replicas, which only look it up
     serve.run(EngineReplica.options(**options).bind(asdict(cfg)), name=cfg.name,
@@ -403,6 +420,10 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
         print(f"dlm-lsp serve-remote: {exc}", file=sys.stderr)
         let_go(cfg)
         return 1
+    except NameTaken as exc:  # the application is another command's: not taken down
+        print(f"dlm-lsp serve-remote: {exc}", file=sys.stderr)
+        ray.shutdown()
+        return 1
     except RuntimeError as exc:  # Ray Serve gave up on the replicas; their errors are above
         print(f"dlm-lsp serve-remote: the replicas could not start ({exc}); their own error "
               "is in the log above (check --model and --device)", file=sys.stderr)
@@ -437,7 +458,7 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
 def let_go(cfg: ServiceConfig) -> None:
     """Take down what the command started: on a shared cluster, which keeps running, only
     our application and its board; a Ray instance started here ends with its replicas."""
-    if cfg.address is not None and ray.is_initialized():
+    if cfg.address is not None and ray.is_initialized() and cfg.name in OURS:
         serve.delete(cfg.name)
         with contextlib.suppress(ValueError):  # detached: it would outlive the app
             ray.kill(find_board(cfg.name))
