@@ -39,7 +39,7 @@ import { FIRST_INTERVAL_MS, type Finding, Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
 import { applyEditFailure, applyIfFresh, blankHoleNote, droppedNote, holeNear, holesFilled, nothingApplied, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
-import { documentSelector, idleReason, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
+import { documentSelector, idleReason, languageIds, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
@@ -167,6 +167,8 @@ class DlmExtension implements vscode.Disposable {
   /** Why suggestions fail, where the status does not say (trouble.ts). */
   private readonly troubles = new Troubles();
   private lastMs: number | undefined;
+  /** what was wrong with dlm.languages when it was last read: said once (`languages`) */
+  private languagesProblem: string | undefined;
   private statusTimer: ReturnType<typeof setTimeout> | undefined;
   /** Asks dlm/status until the model's load has ended (its own timer: a one-off
    *  refresh after a fill must not end it, as it did when they shared one). */
@@ -239,7 +241,15 @@ class DlmExtension implements vscode.Disposable {
   }
 
   private languages(): string[] {
-    return this.config().get<string[]>("languages", []);
+    const setting = this.config().inspect<unknown>("languages");
+    const { ids, problem } = languageIds(this.config().get<unknown>("languages", setting?.defaultValue ?? []),
+                                         (setting?.defaultValue as string[] | undefined) ?? []);
+    if (problem && problem !== this.languagesProblem) {  // once per wrong value, not per call
+      void vscode.window.showWarningMessage(`dlm-lsp: ${problem}.`);
+      this.output.warn(problem);
+    }
+    this.languagesProblem = problem;
+    return ids;
   }
 
   /** The editor's context menu and key offer the fill commands only where the server is (or

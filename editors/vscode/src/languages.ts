@@ -19,6 +19,26 @@ import type { ClientState } from "./status";
  *  the cells of notebooks (not a git diff's or an output channel's). */
 export const SERVED_SCHEMES = ["file", "untitled", "vscode-notebook-cell"] as const;
 
+/**
+ * `dlm.languages` as VS Code gives it, as a list of language ids, and what was wrong with
+ * it (undefined where nothing was).  A string written in settings.json (`"python"`, the
+ * Settings UI's type not checked there) stopped the server at its start with "n.flatMap
+ * is not a function": it is read as a list of that one id; anything else that is no list
+ * of strings is left for `fallback` (the default list), the ids that are strings kept.
+ */
+export function languageIds(value: unknown, fallback: readonly string[]): { ids: string[]; problem?: string } {
+  if (typeof value === "string") {
+    return { ids: [value], problem: `dlm.languages should be a list of language ids, got the string "${value}": read as ["${value}"]` };
+  }
+  if (!Array.isArray(value)) {
+    return { ids: [...fallback], problem: `dlm.languages should be a list of language ids, got ${value === null ? "null" : typeof value}: the default list is used` };
+  }
+  const ids = value.filter((id): id is string => typeof id === "string");
+  return ids.length === value.length
+    ? { ids }
+    : { ids, problem: "dlm.languages should hold language ids (strings) only: the others are left out" };
+}
+
 /** `vscode.NotebookCellKind.Code` (a markdown cell is `Markup`, 1). */
 export const CODE_CELL = 2;
 

@@ -2,12 +2,30 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  CODE_CELL, documentSelector, idleReason, restartsOnSettingsChange, sendsSettingChange, serves, startsNow, syncedCells, unservedReason,
+  CODE_CELL, documentSelector, idleReason, languageIds, restartsOnSettingsChange, sendsSettingChange, serves, startsNow, syncedCells, unservedReason,
 } from "../languages";
 import type { ClientState } from "../status";
 
 const file = (languageId: string, scheme = "file") => ({ languageId, uri: { scheme } });
 const defaults = ["python", "go", "rust"];
+
+describe("languageIds: dlm.languages however it was written", () => {
+  it("takes a list of ids as it is", () => {
+    assert.deepEqual(languageIds(["python", "haskell"], defaults), { ids: ["python", "haskell"] });
+  });
+  it("reads a string as the list of that id, and says so (it stopped the server)", () => {
+    const { ids, problem } = languageIds("python", defaults);
+    assert.deepEqual(ids, ["python"]);
+    assert.match(problem ?? "", /should be a list of language ids, got the string "python"/);
+  });
+  it("falls back to the default list for anything else, and keeps the string ids of a list", () => {
+    assert.deepEqual(languageIds(3, defaults).ids, defaults);
+    assert.match(languageIds(null, defaults).problem ?? "", /got null: the default list is used/);
+    const mixed = languageIds(["python", 7], defaults);
+    assert.deepEqual(mixed.ids, ["python"]);
+    assert.match(mixed.problem ?? "", /strings\) only/);
+  });
+});
 
 describe("documentSelector and serves: the documents the server is sent", () => {
   it("selects files, unsaved documents and notebook cells of every listed language", () => {
