@@ -291,8 +291,10 @@ def trimmed_end(text: str, req: InfillRequest) -> str:
     empty line after itself that the user never asked for (`dlm-lsp fill
     fixtures/hello.py` wrote three blank lines where the file had two), or blanks at its
     line's end (ghost text `#  `).  At the end of a document with no last line break the
-    fill keeps one at most: it brought a run of empty lines (`return a` and four; a
-    blank fill of a file that is only `<FILL>`, 27 of them).  A
+    fill keeps none, and the document still ends without one: it brought a run of empty
+    lines (`return a` and four; a blank fill of a file that is only `<FILL>`, 27 of them),
+    and the one it kept after that left an empty line at the end of every notebook cell
+    filled there (a cell has no last line break).  A
     selection that took its line's break is given one back (the fill replaces it), and a
     fill with no code keeps its line breaks, left to the checks that judge blanks, but not
     the blanks at its line's end (a JavaScript hole's fill " " left its line `   `)."""
@@ -306,9 +308,7 @@ def trimmed_end(text: str, req: InfillRequest) -> str:
         return code
     if after:  # code follows on the line: the fill's end is the user's business
         return text
-    ending = text[len(code):]  # the end of the document: so too for a fill with no code
-    breaks = [b for b in ("\r\n", "\n", "\r") if b in ending]
-    return code + breaks[0] if breaks else code
+    return code  # the end of the document: so too for a fill with no code
 
 
 # RepairConfig's fields and the settings that set them

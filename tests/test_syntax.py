@@ -1260,20 +1260,21 @@ def _shaped(marked: str, fill: str, language: str | None) -> str:
     # code after the span on its line: its end is the user's business
     ("x = ⟦⟧ + 1\n", "2\n", "2\n"),
     ("x = ⟦⟧ + 1\n", "2 ", "2 "),
-    # the end of a file without a last line break: one line break at most
-    ("x = 1\n⟦⟧", "y = 2\n", "y = 2\n"),
-    ("def f(a):\n    ⟦⟧", "return a\n\n\n\n\n", "return a\n"),
-    ("x = 1\r\n⟦⟧", "y = 2\r\n\r\n", "y = 2\r\n"),
+    # the end of a file (or notebook cell) without a last line break: it still has none
+    ("x = 1\n⟦⟧", "y = 2\n", "y = 2"),
+    ("def f(a):\n    ⟦⟧", "return a\n\n\n\n\n", "return a"),
+    ("x = 1\r\n⟦⟧", "y = 2\r\n\r\n", "y = 2"),
     ("x = 1\n⟦⟧", "y = 2  ", "y = 2"),
+    ("for r in range(3):\n    ⟦⟧", "pass\n", "pass"),  # a cell's ghost text
     # a fill with no code keeps its line breaks, left to the checks that judge blanks,
     # but no blanks at a line's end (a JavaScript hole's fill " ": its line read "   ")
     ("x = 1\n    ⟦⟧\ny = 2\n", "\n", "\n"),
     ("function f() {\n  ⟦<FILL>⟧\n}\n", " ", ""),
     ("x = 1\n    ⟦⟧\ny = 2\n", "\n  \t", "\n"),
     ("x = f(⟦⟧ )\n", "  ", "  "),  # code follows on the line: the user's business
-    # ... and at the end of a file without a last line break, one line break at most
-    ("⟦<FILL>⟧", "\n" * 27, "\n"),
-    ("x = 1\n⟦<FILL>⟧", "\n\n", "\n"),
+    # ... and at the end of a file without a last line break, none
+    ("⟦<FILL>⟧", "\n" * 27, ""),
+    ("x = 1\n⟦<FILL>⟧", "\n\n", ""),
     ("x = 1\n⟦⟧", "  \t", ""),
 ])
 def test_a_fill_leaves_no_empty_line_where_the_document_s_own_line_break_follows_it(
