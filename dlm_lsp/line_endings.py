@@ -6,7 +6,8 @@ the published ones on code from the web, almost all of it so).  A Windows file's
 fills at three blank lines of a `\r\n` Python file (three candidates each) were
 valid 0 of 9 times against 4 of 9 for the same file with `\n` (2026-11-30; that file
 was not kept: benchmarks/line_endings.py measures a module of its own, where the `\r\n`
-text as it was gave as many valid fills, 3 of 9 with bare `\n` breaks).  Its
+text as it was gave 4 valid fills of 9 against 3 for `\n`, 3 of 9 with bare `\n`
+breaks).  Its
 fills also came back with bare `\n`, which would
 leave the user's file with mixed endings.  So the engine fills the text with `\n`
 and writes the fill's line breaks back as the document's (old Mac `\r` files too,
