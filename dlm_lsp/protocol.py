@@ -66,7 +66,15 @@ def to_plain(obj: Any) -> Any:
 
 
 def parse_range(data: Any, what: str = "range") -> types.Range:
-    """A Range from JSON, or -32602 naming what is wrong."""
+    """A Range from JSON, or -32602 naming what is wrong.  Its lines and characters must
+    be integers: cattrs took `"1"`, `1.9` and `true` for 1 (a fill made at a place the
+    client never named), where a `version` of `"3"` was refused."""
+    ends = (data.get("start"), data.get("end")) if isinstance(data, dict) else ()
+    for end in ends:
+        for value in ((end.get("line"), end.get("character")) if isinstance(end, dict) else ()):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise JsonRpcInvalidParams(f"'{what}' is not a valid Range: its lines and "
+                                           f"characters must be integers, got {value!r}")
     try:
         return _converter.structure(data, types.Range)
     except Exception as exc:  # cattrs raises several unrelated error classes

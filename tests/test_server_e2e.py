@@ -1071,6 +1071,13 @@ async def test_incremental_changes_are_applied_before_filling(client):
     ({"textDocument": {"uri": URI}, "range": rng(0, 80, 0, 80)}, "past the end of its line"),
     ({"textDocument": {"uri": URI}, "range": rng(1, 4, 0, 2)}, "before its start"),
     ({"textDocument": {"uri": URI}, "range": {"start": 3}}, "not a valid Range"),
+    # taken for 1 by cattrs: a fill at a place the client never named
+    ({"textDocument": {"uri": URI}, "range": {"start": {"line": "1", "character": 0},
+                                              "end": {"line": 1, "character": 0}}},
+     "must be integers, got '1'"),
+    ({"textDocument": {"uri": URI}, "range": {"start": {"line": 1, "character": 1.9},
+                                              "end": {"line": 1, "character": True}}},
+     "must be integers, got 1.9"),
     ({"textDocument": {"uri": URI}, "range": rng(0, 0, 0, 0),
       "options": {"strategy": "sideways"}}, "strategy"),
 ])
