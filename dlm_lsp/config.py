@@ -392,7 +392,7 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
               strict: bool = False, said: Any = None) -> tuple[T, list[str]]:
     """Overlay camelCase `data` onto `base` (or defaults); return the result and problems.
 
-    Each problem says what became of the value (ignored, or the value kept), since
+    Each problem says what became of the value (ignored, or the previous value kept), since
     settings go on without it; `strict` leaves that out, for a caller that refuses
     the whole request instead.  `said` is what the client sent before, whose problems
     it was told then: a value the same as there is applied (or not) as ever but not
@@ -409,7 +409,7 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
         return result, [told if strict else f"{told}; ignored"]
     hints = get_type_hints(cls)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    kept = "" if strict else "; default kept" if base is None else "; value kept"
+    kept = "" if strict else "; default kept" if base is None else "; previous value kept"
     ignored = "" if strict else " ignored"
     for key, value in data.items():
         name = snake(key)

@@ -228,7 +228,7 @@ def test_a_wrong_value_at_initialize_keeps_the_default_and_a_later_one_the_value
         "setting 'strategy' = 'sideways' should be one of confidence, margin, entropy, random, "
         "left-to-right; default kept"]
     assert ls.apply_settings({"dlm": {"candidates": 17}})[0] == [
-        "setting 'candidates' = 17 should be an integer from 1 to 16; value kept"]
+        "setting 'candidates' = 17 should be an integer from 1 to 16; previous value kept"]
     assert (ls.config.candidates, ls.config.strategy) == (3, "confidence")
 
 
@@ -250,7 +250,7 @@ def test_a_wrong_setting_is_told_once_not_at_every_change_of_another_one():
 def test_a_wrong_setting_is_told_again_when_the_user_changes_it():
     ls = server.build_server()
     ls.apply_settings({"steps": 0}, initial=True)
-    told = "setting 'steps' = {!r} should be an integer from 1 to 4096; value kept"
+    told = "setting 'steps' = {!r} should be an integer from 1 to 4096; previous value kept"
     assert ls.apply_settings({"dlm": {"steps": -1}})[0] == [told.format(-1)]  # another wrong one
     assert ls.apply_settings({"dlm": {"steps": 4}})[0] == []
     assert ls.apply_settings({"dlm": {"steps": 0}})[0] == [told.format(0)]  # wrong again

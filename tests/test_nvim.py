@@ -852,7 +852,7 @@ result.said = vim.split(vim.api.nvim_exec2('messages', {{ output = true }}).outp
     # Neovim 0.11 writes the level, `LSP[dlm][Warning] ...`; 0.12 `LSP[dlm] ...`
     said = [re.sub(r"^LSP\[dlm\](\[Warning\])? ", "", m) for m in result["said"] if "steps" in m]
     assert said == ["dlm-lsp settings: setting 'steps' = 0 should be an integer from 1 to 4096; "
-                    "value kept"], result["said"]
+                    "previous value kept"], result["said"]
 
 
 def test_a_fill_for_an_older_version_is_not_applied(tmp_path, model_dir):
