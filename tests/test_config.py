@@ -153,7 +153,8 @@ def test_a_bad_change_keeps_the_current_value_and_says_so() -> None:
     current = dataclasses.replace(ServerConfig(), candidates=3)
     cfg, problems = from_json(ServerConfig, {"candidates": 17}, current)
     assert cfg.candidates == 3
-    assert problems == ["setting 'candidates' = 17 should be an integer from 1 to 16; previous value kept"]
+    assert problems == ["setting 'candidates' = 17 should be an integer from 1 to 16; "
+                        "previous value kept"]
 
 
 def test_a_wrong_value_sent_again_unchanged_is_applied_as_ever_but_not_told_again() -> None:

@@ -1270,7 +1270,8 @@ async def test_a_wrong_setting_is_told_once_though_every_change_sends_it_again(c
     status = await client.protocol.send_request_async("dlm/status", {})  # all handled by now
     assert status is not None
     assert [m.message for m in client.messages if "steps" in m.message] == [
-        "dlm-lsp settings: setting 'steps' = 0 should be an integer from 1 to 4096; previous value kept"]
+        "dlm-lsp settings: setting 'steps' = 0 should be an integer from 1 to 4096; "
+        "previous value kept"]
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
