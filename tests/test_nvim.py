@@ -1560,6 +1560,94 @@ vim.cmd.edit('{path}')
     assert line.strip() == "SNIPNEXTPREVWORD"  # after the line's autoindent
 
 
+def test_an_alt_key_of_the_plugin_s_left_unmapped_does_what_neovim_does_with_it(tmp_path,
+                                                                                model_dir):
+    """Neovim takes an unmapped Alt key in Insert mode as <Esc> and the key: <M-]> leaves
+    Insert mode.  Mapped by the plugin in every buffer, with no suggestion shown it
+    typed a `]` (and <M-Right> moved a character instead of leaving Insert mode)."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\ndlm.toggle(false)\n")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("13Goab<M-]><Esc>")  # <Esc>: the `]` no longer waits for its motion
+        nvim.wait_for("vim.api.nvim_get_mode().mode == 'n'")
+        line = nvim.value("vim.api.nvim_get_current_line()")
+    finally:
+        nvim.close()
+    assert line.strip() == "ab"
+
+
+def test_a_suggestion_still_to_come_goes_with_a_dismiss_or_a_move_that_typed_nothing(
+        tmp_path, model_dir):
+    """<C-]> pressed before the suggestion came did not stop it (it showed seconds later),
+    and an arrow key right after typing left it asked for at the new place, where nothing
+    was typed."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"""
+dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model, suggestInvalid = true }},
+  notify = false, inline = {{ native = false, debounce_ms = 400 }} }})
+vim.cmd.edit('{path}')
+""")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9GA x")
+        time.sleep(0.1)  # typed as a user types: the suggestion is asked for after each key
+        nvim.send("<C-]>")
+        time.sleep(1.5)
+        dismissed = nvim.value(f"{VISIBLE} or require('dlm.ghost').pending(0)")
+        nvim.send(" y")
+        time.sleep(0.1)
+        nvim.send("<Up>")
+        time.sleep(1.5)
+        moved = nvim.value(f"{VISIBLE} or require('dlm.ghost').pending(0)")
+        nvim.send("<Down><End> z")
+        nvim.wait_for(VISIBLE)  # typing asks again
+    finally:
+        nvim.close()
+    assert (dismissed, moved) == (False, False)
+
+
+def test_a_completion_menu_takes_the_suggestion_s_place_and_its_keys(tmp_path, model_dir):
+    """With the omnifunc's menu open the suggestion stayed drawn under it, and <Tab>
+    accepted it there (the user's pumvisible() mapping of <Tab> never ran)."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"""
+vim.keymap.set('i', '<Tab>', function()
+  return vim.fn.pumvisible() == 1 and 'MENU' or '<Tab>'
+end, {{ expr = true }})
+dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model, suggestInvalid = true }},
+  notify = false, inline = {{ native = false }} }})
+vim.o.completeopt = 'menuone,noinsert'
+vim.cmd.edit('{path}')
+""")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9GA x")
+        nvim.wait_for(VISIBLE)
+        nvim.send("<C-x><C-o>")
+        nvim.wait_for("vim.fn.pumvisible() == 1")
+        shown_under_menu = nvim.value(VISIBLE)
+        nvim.send("<Tab>")
+        nvim.wait_for("vim.endswith(vim.api.nvim_get_current_line(), 'MENU')")
+    finally:
+        nvim.close()
+    assert shown_under_menu is False
+
+
+def test_pausing_suggestions_redraws_the_statusline_that_shows_it(tmp_path, model_dir):
+    """`<Cmd>DlmToggle<CR>` (a mapping) left `dlm: paused` in the statusline until a key
+    redrew it: only a command typed on the command line redraws it on its own."""
+    result = run_nvim(tmp_path, model_dir, """
+local redrawn = 0
+vim.cmd.redrawstatus = function() redrawn = redrawn + 1 end
+dlm.toggle(false)
+result.after_pause = redrawn
+dlm.toggle(true)
+result.after_resume = redrawn
+""")
+    assert (result["after_pause"], result["after_resume"]) == (1, 2)
+
+
 def test_a_suggestion_s_draft_preview_goes_once_it_is_answered(tmp_path, model_dir):
     """With `drafts = true` the server previews ghost text's fills too; once the suggestion
     is answered its last draft goes, as a command's does (it stayed at the line's end,

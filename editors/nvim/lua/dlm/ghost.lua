@@ -296,6 +296,10 @@ function M.schedule(client, buf, opts)
     return
   end
   M.clear(buf)
+  -- where and when it was asked for: a cursor moved afterwards without typing (an arrow
+  -- key, a click) takes it back, or it asked, once the wait was over, at a place where
+  -- nothing was typed (`scheduled_moved`)
+  state.scheduled = { tick = api.nvim_buf_get_changedtick(buf), cursor = api.nvim_win_get_cursor(0) }
   state.timer = state.timer or vim.uv.new_timer()
   state.timer:stop()
   state.timer:start(opts.debounce_ms, 0, vim.schedule_wrap(function()
@@ -304,6 +308,20 @@ function M.schedule(client, buf, opts)
     end
     M.request(client, buf, opts)
   end))
+end
+
+--- Whether a suggestion is still to come in `buf` (its wait under way, or asked for and
+--- not answered) for a place the cursor has left without typing: the buffer is as it was
+--- when it was scheduled, the cursor elsewhere.
+local function scheduled_moved(buf)
+  local state = buffers[buf]
+  local waiting = state and (state.request ~= nil or (state.timer and state.timer:is_active()))
+  if not waiting or not state.scheduled then
+    return false
+  end
+  local cursor = api.nvim_win_get_cursor(0)
+  return api.nvim_buf_get_changedtick(buf) == state.scheduled.tick
+    and (cursor[1] ~= state.scheduled.cursor[1] or cursor[2] ~= state.scheduled.cursor[2])
 end
 
 --- Insert `text` at (row, col) and put the cursor after it; returns that place.
@@ -414,7 +432,18 @@ function M.attach(client, buf, opts)
     callback = function()
       if buffers[buf] and buffers[buf].shown and not M.visible(buf) and not M.type_through(buf) then
         M.clear(buf, true)
+      elseif scheduled_moved(buf) then
+        M.clear(buf, true)
       end
+    end,
+  })
+  -- a completion menu opened: the suggestion would be drawn under it, and the keys are
+  -- the menu's (`act_or_feed`)
+  api.nvim_create_autocmd('CompleteChanged', {
+    group = group,
+    buffer = buf,
+    callback = function()
+      M.clear(buf, true)
     end,
   })
   api.nvim_create_autocmd({ 'InsertLeave', 'BufLeave' }, {
@@ -453,6 +482,9 @@ function M.set_paused(paused)
       pcall(vim.lsp.inline_completion.enable, not paused, { bufnr = buf })
     end
   end
+  -- a statusline showing `dlm: paused` kept it after `<Cmd>DlmToggle<CR>` until a key
+  -- redrew it (a command typed on the command line redraws it on its own)
+  redraw_status()
 end
 
 function M.detach(buf)
@@ -473,7 +505,9 @@ end
 --- mapping (buffer text cannot change inside one) and no key; else the key, as typed.
 local function act_or_feed(key, action)
   local buf = api.nvim_get_current_buf()
-  if M.visible(buf) then
+  -- with a completion menu open the key is the menu's (`<Tab>` accepted the suggestion
+  -- under it, and the user's pumvisible() mapping of <Tab> never ran)
+  if M.visible(buf) and vim.fn.pumvisible() == 0 then
     vim.schedule(function()
       action(buf)
     end)

@@ -1119,6 +1119,20 @@ local function mapped_before(key)
   end
 end
 
+--- What `key` does in Insert mode with no mapping: itself, but for an Alt key, which
+--- Neovim takes as <Esc> and the key without Alt (`<M-]>` leaves Insert mode, then `]`
+--- waits for its motion).  Typed as itself, `<M-]>` inserted a `]` in every buffer, a
+--- user who leaves Insert mode with Alt keys lost that (`<M-C-Right>`: <Esc><C-Right>).
+---@param key string
+---@return string
+local function unmapped(key)
+  local rest = key:match('^<[MmAa]%-(.+)>$')
+  if not rest then
+    return key
+  end
+  return '<Esc>' .. (#rest == 1 and rest or '<' .. rest .. '>')
+end
+
 --- Map `key` in Insert mode to `body`, an <expr> body that gives the key back where it has
 --- nothing to do: the key then does what it did before (`mapped_before`), else types itself.
 local function map(key, body, desc)
@@ -1128,7 +1142,7 @@ local function map(key, body, desc)
     if keys == key and before then
       return before()
     end
-    return vim.keycode(keys)
+    return vim.keycode(keys == key and unmapped(key) or keys)
   end, { expr = true, replace_keycodes = false, silent = true, desc = desc })
 end
 
@@ -1179,6 +1193,9 @@ local function create_mappings()
         ghost.clear(buf, true)
         return ''
       end
+      -- one still to come is dismissed too (it showed seconds later), and the key does
+      -- what it does
+      ghost.clear(buf, true)
       return inline.dismiss
     end, 'dlm-lsp: dismiss the suggestion')
   end
