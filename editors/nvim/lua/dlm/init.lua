@@ -86,6 +86,21 @@ local function and_then(message, more)
   return (tostring(message):gsub('[.;]%s*$', '')) .. '; ' .. more
 end
 
+--- What a fill of `holes` holes says, `blank` of which the model filled with whitespace
+--- only (`filled 2 holes (1 blank: the model wrote no code there)`), as VS Code's
+--- holesFilled says it: :DlmFillHoles and :DlmFill on a hole.
+---@param holes integer
+---@param blank integer
+---@return string
+local function holes_filled(holes, blank)
+  local filled = ('filled %d hole%s'):format(holes, holes == 1 and '' or 's')
+  if blank <= 0 then
+    return filled
+  end
+  local which = blank < holes and (blank .. ' blank') or holes == 1 and 'blank' or 'all blank'
+  return ('%s (%s: the model wrote no code there)'):format(filled, which)
+end
+
 --- Merge user options into the defaults; lists (cmd, filetypes...) are replaced, not merged.
 local function merge(defaults, opts)
   local out = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
@@ -609,8 +624,7 @@ function M.infill(buf, range, opts)
       -- only a hole's marker is replaced by blanks (the server applies none in place of
       -- code or at a cursor): said as :DlmFillHoles says it, a warning, seen with
       -- `notify = false`; it read "filled 0 tokens", or nothing at all
-      notify('filled 1 hole (blank: the model wrote no code there); u undoes it',
-        vim.log.levels.WARN)
+      notify(holes_filled(1, 1) .. '; u undoes it', vim.log.levels.WARN)
     else
       local tokens = s.used or s.tokens
       notify(('filled %s token%s in %s steps, %s ms (%s)'):format(tokens or '?',
@@ -820,12 +834,9 @@ local function execute(buf, command, arguments, on_done)
         -- a blank fill is applied (nothing may be what goes in a hole), and was said as
         -- "filled 1 hole" like one with code; every hole blank is a fill asked for and
         -- none got: a warning, which `notify = false` still shows
-        local blank, all = result.blank or 0, result.blank == result.holes
-        local note = blank == 0 and ''
-          or (' (%s: the model wrote no code there)'):format(
-            all and (result.holes == 1 and 'blank' or 'all blank') or (blank .. ' blank'))
-        notify(('filled %d hole%s%s'):format(result.holes, result.holes == 1 and '' or 's', note),
-          blank > 0 and all and vim.log.levels.WARN or nil)
+        local blank = result.blank or 0
+        notify(holes_filled(result.holes, blank),
+          blank > 0 and blank == result.holes and vim.log.levels.WARN or nil)
       elseif result and result.applied and type(result.range) == 'table' then
         -- a rewrite said nothing once done, though it takes seconds on a CPU
         local first = result.range.start.line + 1
