@@ -66,6 +66,7 @@ from dlm_lsp.python_names import (
 )
 from dlm_lsp.python_order import Deletion, deleted_reads, early_reads, function_end
 from dlm_lsp.python_predicates import Constant, constant_predicates
+from dlm_lsp.python_repeats import Repeat, repeated_lines
 from dlm_lsp.python_reach import DeadCode, unreachable
 from dlm_lsp.python_returns import ReturnNeed, bare_return, return_need, unused_values
 from dlm_lsp.python_tallies import Stuck, idle_tallies, resets, stuck_tallies
@@ -105,7 +106,7 @@ class Rejection(NamedTuple):
 
 
 _Spanned = TypeVar("_Spanned", Read, Misuse, BadCall, DeadCode, Stuck, Deletion, Generated,
-                    Constant)
+                    Constant, Repeat)
 
 
 class _Filled(NamedTuple):
@@ -655,6 +656,11 @@ class PythonSyntax:
         `return`)."""
         return self._found_in_fill(constant_predicates, start, end, fill) \
             if "return" in fill else []
+
+    def repeats(self, start: int, end: int, fill: str) -> list[Repeat]:
+        """The lines of `fill` that repeat the code line beside them (see python_repeats),
+        in the filled document's offsets."""
+        return self._found_in_fill(repeated_lines, start, end, fill)
 
     def stuck(self, start: int, end: int, fill: str) -> list[Stuck]:
         """The locals `fill` begins at a number their updates never move (see
