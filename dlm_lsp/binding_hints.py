@@ -34,6 +34,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from dlm_lsp import python_ast
 from dlm_lsp.indentation import detect_indent
 from dlm_lsp.python_names import binds
 
@@ -260,7 +261,7 @@ def _defines(name: str) -> frozenset[str] | None:
         return None
     try:
         with open(spec.origin, encoding="utf-8") as source:
-            tree = ast.parse(source.read())
+            tree = python_ast.parse(source.read())
     except (OSError, SyntaxError, ValueError):
         return None
     found: set[str] = set()

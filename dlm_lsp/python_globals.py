@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from dlm_lsp import python_ast
 from dlm_lsp.python_names import binds
 
 # Past this many characters of text outside the chunk, the word search is kept.
@@ -81,7 +82,7 @@ def _kept_names(text: str) -> frozenset[str] | None:
 
 def _names(text: str) -> frozenset[str] | None:
     try:
-        tree = ast.parse(text, _FILENAME)
+        tree = python_ast.parse(text, _FILENAME)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     names = set(_module_level(tree))

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator
 from types import BuiltinFunctionType, SimpleNamespace
 from typing import NamedTuple
 
+from dlm_lsp import python_ast
 from dlm_lsp.python_names import binds, node_offsets
 from dlm_lsp.python_order import functions_over
 
@@ -291,7 +292,7 @@ def _example_call(doc: str, start: int, opened: int) -> ast.Call | None:
     few lines, or it unpacks its arguments (`f(*xs)`)."""
     for close in re.finditer(r"\)", doc[opened:opened + 500]):
         try:
-            node = ast.parse(doc[start:opened + close.end()], mode="eval").body
+            node = python_ast.parse(doc[start:opened + close.end()], mode="eval").body
         except SyntaxError:
             continue
         if isinstance(node, ast.Call) and not any(

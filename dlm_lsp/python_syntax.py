@@ -54,6 +54,7 @@ from typing import NamedTuple, TypeVar
 
 from tree_sitter import Node
 
+from dlm_lsp import python_ast
 from dlm_lsp.python_calls import BadCall, bad_calls
 from dlm_lsp.python_globals import OUTSIDE_CHARS, Outside, outside_names
 from dlm_lsp.python_kinds import Misuse, misuses, rebinds
@@ -139,10 +140,9 @@ def _failure(source: str, inside_block: bool) -> tuple[int, int, int, str] | Non
     `return` is never compiled as "outside function"."""
     text = _INSIDE_BLOCK + source if inside_block else source
     try:
-        tree = ast.parse(text, _FILENAME)
+        tree = python_ast.parse(text, _FILENAME)
         if not inside_block:
-            compile(tree, _FILENAME, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
-                    dont_inherit=True)
+            python_ast.compiled(tree, _FILENAME, flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     except SyntaxError as error:
         shift = 1 if inside_block else 0
         row = max(0, (error.lineno or 1) - 1 - shift)
@@ -463,7 +463,7 @@ class PythonSyntax:
             head = _INSIDE_BLOCK if chunk.inside_block else ""
             source = head + self.text[chunk.low:start] + fill + self.text[end:chunk.high]
             try:
-                filled = _Filled(chunk, ast.parse(source, _FILENAME), source,
+                filled = _Filled(chunk, python_ast.parse(source, _FILENAME), source,
                                  len(head) + start - chunk.low, chunk.low - len(head))
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 pass
