@@ -67,8 +67,8 @@ from dlm_lsp.python_names import (
 )
 from dlm_lsp.python_order import Deletion, deleted_reads, early_reads, function_end
 from dlm_lsp.python_predicates import Constant, constant_predicates
-from dlm_lsp.python_repeats import Repeat, repeated_lines
 from dlm_lsp.python_reach import DeadCode, unreachable
+from dlm_lsp.python_repeats import Repeat, repeated_lines
 from dlm_lsp.python_returns import ReturnNeed, bare_return, return_need, unused_values
 from dlm_lsp.python_tallies import Stuck, idle_tallies, resets, stuck_tallies
 from dlm_lsp.python_values import unread_values
@@ -175,6 +175,32 @@ def _only_blanks(text: str) -> bool:
 def _beside(text: str, a: int, b: int, at: int) -> bool:
     """Whether offset `at` lies in [a, b] or only blanks and comments part them."""
     return _only_blanks(text[b:at]) if at >= b else at >= a or _only_blanks(text[at:a])
+
+
+# clauses that go on a statement above them: alone they fail, but so they do where the
+# span above is an empty block (`if x:` over the span), the fill's to fill
+_CLAUSES = frozenset({"else", "elif", "except", "finally"})
+
+
+def broken_alone(line: str) -> bool:
+    """Whether a line of code fails to parse whatever the lines around it hold (a hole
+    marker, `x = `): it fails alone, and it leaves no bracket, string or backslash open
+    that lines around it could go on with, is no header (`def g():` fails alone for
+    want of a body, as it does below an empty block) and no clause of a statement
+    above (`else:`)."""
+    code = line.strip()
+    if not code or code.endswith(":") or code.split(maxsplit=1)[0].rstrip(":") in _CLAUSES:
+        return False
+    # it reads policy, which reads validation, which reads this module
+    from dlm_lsp.python_indents import indents_after
+
+    if indents_after(code + "\n") is None:
+        return False
+    try:
+        python_ast.parse(code, _FILENAME)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    return False
 
 
 def error_rows(root: Node) -> set[int]:

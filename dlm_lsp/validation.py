@@ -50,7 +50,7 @@ from tree_sitter import Language, Node, Parser, Tree
 
 from dlm_lsp.bash_syntax import BashSyntax, bash_for
 from dlm_lsp.python_returns import ReturnNeed
-from dlm_lsp.python_syntax import PythonSyntax, Rejection
+from dlm_lsp.python_syntax import PythonSyntax, Rejection, broken_alone
 from dlm_lsp.trees import ancestors, error_nodes
 
 
@@ -861,6 +861,8 @@ class ParsedDocument:
         if self.language == "python":
             rejected = self._python_rejects(start, end, fill) or self._rejected_past_damage(
                 start, end, fill)
+            if rejected is not None:
+                rejected = self._rejected_over_damage(start, end, fill, rejected)
             if rejected is not None and judged_in is not None and judged_in is not self:
                 low, suffix = _common_ends(self.text, judged_in.text)
                 shift = len(fill) - (end - start)  # the blank lines, in the filled document
@@ -888,6 +890,29 @@ class ParsedDocument:
         syntax = mended._python_syntax()
         if syntax.damage_above(start, end) is not None or not syntax.chunk_parses(start, end):
             return None
+        return mended._python_rejects(start, end, fill)
+
+    def _rejected_over_damage(self, start: int, end: int, fill: str,
+                              rejected: Rejection) -> Rejection | None:
+        """`rejected`, CPython's objection to a fill, unless it is the user's line below the
+        fill, broken on its own (`broken_alone`: a hole marker, `x = `): CPython stops at
+        its first error, so it rejected every rewrite of the line above a `<FILL>`, the
+        line written back as it was included, where tree-sitter let the same damage pass
+        as old (an insertion there is judged with that line blank: `_Below`, which takes
+        no span that starts its line).  Judged again with that line written as `...`
+        (`_mended`), where the span's chunk parses then; `rejected` otherwise."""
+        shift = len(fill) - (end - start)
+        at = rejected.start - shift  # in this version's offsets
+        if at < end or self._row(at) <= self._row(end):
+            return rejected
+        low = self.text.rfind("\n", 0, at) + 1
+        high = self.text.find("\n", at)
+        high = len(self.text) if high == -1 else high
+        if not broken_alone(self.text[low:high].rstrip("\r")):
+            return rejected
+        mended = self._mended(low, high - (self.text[low:high].endswith("\r")))
+        if not mended._python_syntax().chunk_parses(start, end):
+            return rejected
         return mended._python_rejects(start, end, fill)
 
     def _mended(self, low: int, high: int) -> ParsedDocument:

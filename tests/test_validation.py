@@ -185,6 +185,37 @@ def test_cpython_does_not_blame_a_line_below_broken_on_its_own_on_a_fill_that_co
         assert result.valid and "broken on its own" in result.reason, (fill, result.reason)
 
 
+@pytest.mark.parametrize("marked", [
+    "def f(x):\n    ⟦y = x + 1⟧\n    <FILL>\n    return y\n",
+    "def f(x):\n    ⟦y = x + 1⟧\n\n    <FILL>\n    return y\n",
+    # fixtures/hello.py: the marker at the end of a block, a level out
+    "def fib(n):\n    if n < 2:\n        ⟦return n⟧\n    <FILL>\n",
+    "def f(x):\n    ⟦y = x + 1⟧\n    total = \n    return y\n",
+])
+def test_a_rewrite_above_a_line_broken_on_its_own_is_judged_on_its_own_text(
+        marked: str) -> None:
+    """A rewrite's span starts its line, which tree-sitter's look at the line below
+    (`_Below`) leaves alone; CPython then stopped at the hole marker below and rejected
+    every rewrite, the selection written back as it was too."""
+    selected = marked[marked.index("⟦") + 1:marked.index("⟧")]
+    for fill in (selected, "print(x)"):
+        result = _fill(marked, fill, "python")
+        assert result.valid and "pre-existing" in result.reason, (fill, result.reason)
+    assert not _fill(marked, "y = (x", "python").valid  # its own damage still counts
+
+
+@pytest.mark.parametrize(("marked", "fill"), [
+    # the block above a clause is the fill's to fill: alone, `else:` fails too
+    ("if x:\n    ⟦a = 1⟧\nelse:\n    pass\n", ""),
+    ("def f():\n    ⟦return 1⟧\ndef g():\n    pass\n", ""),
+    # a line that a bracket left open above goes on with: not broken on its own
+    ("def f(a):\n    ⟦x = foo(a⟧\n    , 2)\n    return x\n", "x = a"),
+])
+def test_a_line_below_that_the_fill_leaves_broken_is_still_the_fill_s(
+        marked: str, fill: str) -> None:
+    assert not _fill(marked, fill, "python").valid
+
+
 @pytest.mark.parametrize(("language", "marked"), [
     ("python", "def f(a):\n    x = a +  # note⟦⟧\n    return x\n"),
     ("python", "def f(a):\n    x = # note⟦⟧\n    return x\n"),
