@@ -220,11 +220,23 @@ def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
     _add_settings_argument(parser)
 
 
+class _Once(argparse.Action):
+    """An option that may be given once: a second `--settings` replaced the first without
+    a word, and the settings of the first were not used."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} given twice: give one JSON object that holds "
+                         "every setting")
+        setattr(namespace, self.dest, values)
+
+
 def _add_settings_argument(parser: argparse.ArgumentParser) -> None:
     """`--settings`, for every benchmark whose fills go through the engine's settings:
     without it a run measured on one machine's default (bf16 where the CPU has it) could
     not be repeated in another precision (`pass_at_1.engine_settings` reads it)."""
-    parser.add_argument("--settings", metavar="JSON",
+    parser.add_argument("--settings", metavar="JSON", action=_Once,
                         help="more server settings for the engine, as camelCase JSON, e.g. "
                         "'{\"precision\": \"bf16\", \"contextCache\": true}'")
 
@@ -471,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_argument("--marker", type=_marker, default="<FILL>",
                       help="the text that marks a hole (default: <FILL>)")
     fill.add_argument("--write", action="store_true", help="write the filled file back")
-    fill.add_argument("--settings", metavar="JSON",
+    fill.add_argument("--settings", metavar="JSON", action=_Once,
                       help="more server settings, as camelCase JSON (any denoising control "
                       "of the README's Configuration table), e.g. "
                       "'{\"schedule\": \"cosine\", \"candidates\": 3}'")

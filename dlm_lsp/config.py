@@ -10,6 +10,7 @@ never crash the server or silently change behaviour).
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_type_hints
@@ -357,6 +358,29 @@ def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+def json_text(value: Any) -> str:
+    """A JSON value as the user wrote it (`true`, `"8"`, `null`), for a message: Python's
+    spelling (`True`, `'8'`, `None`) is not what was typed."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words: "got list" named our Python, not the value
+    the user sent."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    for kind, word in ((dict, "an object"), (list, "an array"), (str, "a string"),
+                       ((int, float), "a number")):
+        if isinstance(value, kind):
+            return word
+    return type(value).__name__
+
+
 def _type_ok(value: Any, hint: Any) -> bool:
     """Whether a JSON value fits a field type (int for float is fine, bool for int is not)."""
     allowed = getattr(hint, "__args__", (hint,))
@@ -405,7 +429,7 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
     if not isinstance(data, dict):  # named as the user knows it, not by our class name
         if same_value(data, said):
             return result, problems
-        told = f"{where or 'settings'} should be an object, got {type(data).__name__}"
+        told = f"{where or 'settings'} should be an object, got {json_kind(data)}"
         return result, [told if strict else f"{told}; ignored"]
     hints = get_type_hints(cls)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
@@ -414,10 +438,13 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
     for key, value in data.items():
         name = snake(key)
         label = f"{where}.{key}" if where else key
-        shown = "(hidden)" if name in SECRETS else repr(value)  # never echo a secret
+        shown = "(hidden)" if name in SECRETS else json_text(value)  # never echo a secret
         problem = None
         if name not in defaults:
             problem = f"unknown setting '{label}'{ignored}"
+        elif camel(name) != key:  # `Steps`, `early_stop`: read as a setting, the last of
+            # two spellings (`steps` and `Steps`) won without a word
+            problem = f"unknown setting '{label}' (did you mean '{camel(name)}'?){ignored}"
         elif value is None:  # null is "the default", also where None is a value of its own
             setattr(result, name, defaults[name])
         elif not _type_ok(value, hints[name]):
@@ -447,3 +474,6 @@ def to_json(obj: Any) -> dict[str, Any]:
     """A dataclass as camelCase JSON (the reverse of `from_json`)."""
     return {camel(f.name): getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
+
+# The settings' names as a client sends them (camelCase).
+SETTING_NAMES = frozenset(camel(field.name) for field in dataclasses.fields(ServerConfig))

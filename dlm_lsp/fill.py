@@ -12,7 +12,15 @@ import time
 from pathlib import Path
 
 from dlm_lsp.atomic_write import PartWritten, unwritable, write_atomically
-from dlm_lsp.config import SERVER_ONLY, InfillOptions, ServerConfig, camel, from_json, snake
+from dlm_lsp.config import (
+    SERVER_ONLY,
+    InfillOptions,
+    ServerConfig,
+    camel,
+    from_json,
+    json_kind,
+    snake,
+)
 from dlm_lsp.engine import Engine, InfillRequest
 from dlm_lsp.holes import HoleFilling, find_holes
 from dlm_lsp.models import ModelLoadError, command_line_message
@@ -31,7 +39,7 @@ def fill_config(model: str, device: str, marker: str,
     offered only three options of); None and why where `settings` cannot be used.  Strict,
     as a benchmark's --settings: a misspelt setting would be a fill made without it."""
     config = ServerConfig(model=model, device=device, hole_marker=marker)
-    if not settings:
+    if settings is None:
         return config, ""
     try:
         data = json.loads(settings)
@@ -39,7 +47,7 @@ def fill_config(model: str, device: str, marker: str,
         return None, f"--settings is not JSON: {exc}"
     if not isinstance(data, dict):
         return None, (f"--settings should be a JSON object of settings "
-                      f"('{{\"schedule\": \"cosine\"}}'), got {type(data).__name__}")
+                      f"('{{\"schedule\": \"cosine\"}}'), got {json_kind(data)}")
     named = [snake(key) for key in data]
     for name in named:
         if name in OWN_OPTIONS:

@@ -39,7 +39,14 @@ from dlm_lsp.backends import (
     switch_backend,
     take_notices,
 )
-from dlm_lsp.config import InfillOptions, ServerConfig, from_json, same_value
+from dlm_lsp.config import (
+    SETTING_NAMES,
+    InfillOptions,
+    ServerConfig,
+    from_json,
+    json_text,
+    same_value,
+)
 from dlm_lsp.documents import (
     Refused,
     document_key,
@@ -143,6 +150,7 @@ class DlmServer(LanguageServer):
         # the "dlm" section it last sent, whatever it was: one that is not an object is
         # told once, as a wrong value is
         self.sent_section: Any = NOT_SENT
+        self.sent_beside: dict[str, Any] = {}  # our settings it sent beside that section
         # what a shared engine last said it keeps of this client's settings (told once)
         self.engine_told: list[str] = []
         self._progress_count = 0  # server-initiated progress tokens made so far
@@ -168,10 +176,20 @@ class DlmServer(LanguageServer):
             before = self.sent_section
             sent = self.sent_section = data["dlm"]
             if isinstance(sent, dict):
+                # beside it, our settings are not read (other servers' sections are not
+                # ours to name: eglot sends every server the whole of its configuration)
+                beside = {key: value for key, value in data.items()
+                          if key != "dlm" and key in SETTING_NAMES}
+                if beside and not same_value(beside, self.sent_beside):
+                    listed = ", ".join(f"'{key}'" for key in beside)
+                    section = [f"settings {listed} beside the 'dlm' section ignored: the "
+                               "section's settings are used"]
+                self.sent_beside = beside
                 data = sent
             else:  # e.g. null: not an unknown setting, a section that is not an object
                 if not same_value(sent, before):
-                    section = [f"settings 'dlm' should be an object, got {sent!r}; ignored"]
+                    section = [f"settings 'dlm' should be an object, got "
+                               f"{json_text(sent)}; ignored"]
                 data = {key: value for key, value in data.items() if key != "dlm"}
         config, problems = from_json(ServerConfig, data, None if initial else self.config,
                                      said=self.sent_settings)

@@ -167,10 +167,10 @@ def test_humaneval_runs_the_engine_with_extra_server_settings(model_dir, tmp_pat
 
 @pytest.mark.parametrize(("settings", "says"), [
     ('{"precisoin": "bf16"}', "--settings: unknown setting 'precisoin'"),
-    ('{"precision": "fp64"}', "--settings: setting 'precision' = 'fp64' should be one of"),
+    ('{"precision": "fp64"}', '--settings: setting \'precision\' = "fp64" should be one of'),
     ("{precision: bf16}", "--settings is not JSON"),
     ('["precision"]', "--settings should be a JSON object of settings ('{\"steps\": 8}'), "
-                      "got list"),
+                      "got an array"),
 ])
 @pytest.mark.parametrize("bench", list(SMALLEST))
 def test_a_setting_the_engine_would_not_use_is_a_usage_error(bench, settings, says, capsys):

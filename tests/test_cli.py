@@ -183,7 +183,7 @@ def test_fill_refuses_a_bad_option_with_a_usage_error(args, says):
 
 
 @pytest.mark.parametrize(("settings", "says"), [
-    ('{"schedule": "bogus"}', "setting 'schedule' = 'bogus' should be one of"),
+    ('{"schedule": "bogus"}', "setting 'schedule' = \"bogus\" should be one of"),
     ('{"stepz": 3}', "unknown setting 'stepz'"),
     ('{"model": "x"}', "names model: give --model instead"),
     ('{"holeMarker": "@@"}', "names holeMarker: give --marker instead"),
@@ -1413,3 +1413,27 @@ def test_after_the_separator_a_dash_value_is_left_to_argparse() -> None:
     parser.add_argument("files", nargs="*")
     args = parse_arguments(parser, ["--port=8001", "--", "--x=--"])
     assert (args.port, args.files) == (8001, ["--x=--"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["fill", "x.py", "--settings", '{"steps": 2}', "--settings", '{"schedule": "cosine"}'],
+    ["bench", "heldout", "--settings", '{"steps": 2}', "--settings", "{}"],
+])
+def test_settings_given_twice_are_refused(argv: list[str],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The second replaced the first without a word: its steps were not used."""
+    from dlm_lsp.cli import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    assert ended.value.code == 2
+    assert "--settings given twice: give one JSON object" in capsys.readouterr().err
+
+
+def test_empty_settings_are_no_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dlm_lsp.cli import main
+
+    source = tmp_path / "a.py"
+    source.write_text("x = <FILL>\n")
+    assert main(["fill", str(source), "--settings", ""]) == 2
+    assert "--settings is not JSON" in capsys.readouterr().err

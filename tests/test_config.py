@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -61,11 +62,11 @@ def test_wrong_type_keeps_the_default_and_names_the_setting() -> None:
 
 
 @pytest.mark.parametrize(("data", "problem"), [
-    ({"steps": "8"}, "setting 'steps' = '8' has the wrong type: it should be an integer from "
+    ({"steps": "8"}, "setting 'steps' = \"8\" has the wrong type: it should be an integer from "
                      "1 to 4096; default kept"),
     ({"strategy": 1}, "setting 'strategy' = 1 has the wrong type: it should be one of "
                       "confidence, margin, entropy, random, left-to-right; default kept"),
-    ({"drafts": "true"}, "setting 'drafts' = 'true' has the wrong type: it should be true or "
+    ({"drafts": "true"}, "setting 'drafts' = \"true\" has the wrong type: it should be true or "
                          "false; default kept"),
     ({"earlyStop": 0}, "setting 'earlyStop' = 0 has the wrong type: it should be true or "
                        "false; default kept"),
@@ -93,7 +94,7 @@ def test_a_hole_marker_holding_a_line_break_is_refused(marker: str) -> None:
     """LSP breaks lines at \\r as at \\n: a marker "\\r" was taken, and in a CRLF file
     "fill holes" replaced the first half of every line break, an edit ending past its line."""
     assert from_json(ServerConfig, {"holeMarker": marker}) == (ServerConfig(), [
-        f"setting 'holeMarker' = {marker!r} should be a non-empty string without a line "
+        f"setting 'holeMarker' = {json.dumps(marker)} should be a non-empty string without a line "
         "break; default kept"])
 
 
@@ -180,14 +181,14 @@ def test_a_wrong_value_that_changed_is_told_even_if_one_was_before() -> None:
 def test_values_python_finds_equal_are_different_values_of_a_setting(before, now) -> None:
     """steps = true after steps = 1 is a new (wrong) value, though True == 1."""
     _, problems = from_json(ServerConfig, {"steps": now}, ServerConfig(), said={"steps": before})
-    assert len(problems) == 1 and f"= {now!r} has the wrong type" in problems[0]
+    assert len(problems) == 1 and f"= {json.dumps(now)} has the wrong type" in problems[0]
 
 
 def test_settings_that_are_not_an_object_are_told_once() -> None:
     _, problems = from_json(ServerConfig, [1, 2], said=[1, 2])
     assert problems == []
     _, problems = from_json(ServerConfig, [1, 3], said=[1, 2])
-    assert problems == ["settings should be an object, got list; ignored"]
+    assert problems == ["settings should be an object, got an array; ignored"]
 
 
 def test_strict_problems_do_not_claim_the_value_was_ignored() -> None:
@@ -196,14 +197,17 @@ def test_strict_problems_do_not_claim_the_value_was_ignored() -> None:
                         "setting 'options.steps' = 0 should be an integer from 1 to 4096"]
 
 
-@pytest.mark.parametrize("data", [[1, 2], "steps", 3])
-def test_data_that_is_not_an_object_is_reported_and_defaults_kept(data: object) -> None:
-    """Named as the user knows it: the message said "ServerConfig should be an object"."""
+@pytest.mark.parametrize(("data", "kind"), [([1, 2], "an array"), ("steps", "a string"),
+                                            (3, "a number"), (True, "true")])
+def test_data_that_is_not_an_object_is_reported_and_defaults_kept(data: object,
+                                                                  kind: str) -> None:
+    """Named as the user knows it, in JSON's words: the message said "ServerConfig should
+    be an object", then "got list"."""
     cfg, problems = from_json(ServerConfig, data)
     assert cfg == ServerConfig()
-    assert problems == [f"settings should be an object, got {type(data).__name__}; ignored"]
+    assert problems == [f"settings should be an object, got {kind}; ignored"]
     _, problems = from_json(InfillOptions, data, where="options", strict=True)
-    assert problems == [f"options should be an object, got {type(data).__name__}"]
+    assert problems == [f"options should be an object, got {kind}"]
 
 
 def test_problems_are_labelled_with_where_the_settings_came_from() -> None:
@@ -312,3 +316,27 @@ def test_to_json_round_trips_through_from_json(obj: object) -> None:
     back, problems = from_json(type(obj), to_json(obj))
     assert problems == []
     assert back == obj
+
+
+@pytest.mark.parametrize(("key", "meant"), [("Steps", "steps"), ("early_stop", "earlyStop"),
+                                            ("max_per_step", "maxPerStep")])
+def test_a_setting_is_read_only_as_the_table_spells_it(key: str, meant: str) -> None:
+    """`Steps` and `early_stop` were read as `steps` and `earlyStop`: of `steps` and
+    `Steps` sent together, the last won without a word."""
+    cfg, problems = from_json(ServerConfig, {key: 2, "seed": 3})
+    assert (cfg.seed, problems) == (3, [
+        f"unknown setting '{key}' (did you mean '{meant}'?) ignored"])
+    cfg, _ = from_json(ServerConfig, {"steps": 2, "Steps": 6})
+    assert cfg.steps == 2
+
+
+@pytest.mark.parametrize(("value", "shown"), [(True, "true"), (None, "null"), ("8", '"8"'),
+                                              ([1], "[1]"), (float("nan"), "NaN")])
+def test_a_wrong_value_is_shown_as_json_spells_it(value: object, shown: str) -> None:
+    """Python's spelling (`True`, `'8'`) is not what the user typed."""
+    _, problems = from_json(InfillOptions, {"bogus": 1, "steps": value}, where="options",
+                            strict=True)
+    if value is None:  # null is the default, no problem
+        assert problems == ["unknown setting 'options.bogus'"]
+    else:
+        assert problems[1].startswith(f"setting 'options.steps' = {shown} ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from types import SimpleNamespace
 
@@ -197,8 +198,21 @@ def test_a_dlm_section_that_is_not_an_object_is_said_to_be_so(section):
     """Not "unknown setting 'dlm'": the section is known, its value is what is wrong."""
     ls = server.build_server()
     problems, _ = ls.apply_settings({"dlm": section, "steps": 4})
-    assert problems == [f"settings 'dlm' should be an object, got {section!r}; ignored"]
+    assert problems == [f"settings 'dlm' should be an object, got {json.dumps(section)}; ignored"]
     assert ls.config.steps == 4
+
+
+def test_our_settings_beside_a_dlm_section_are_said_to_be_ignored_once():
+    """They were ignored without a word, wrong values too; other servers' sections beside
+    it (eglot sends every server the whole configuration) are not ours to name."""
+    ls = server.build_server()
+    sent = {"dlm": {"steps": 7}, "schedule": "bogus", "seed": 3, "pylsp": {"a": 1}}
+    problems, _ = ls.apply_settings(sent)
+    assert problems == ["settings 'schedule', 'seed' beside the 'dlm' section ignored: the "
+                        "section's settings are used"]
+    assert (ls.config.steps, ls.config.schedule, ls.config.seed) == (7, "linear", 0)
+    assert ls.apply_settings(sent)[0] == []  # sent again unchanged
+    assert ls.apply_settings({"dlm": {"steps": 7}, "pylsp": {"a": 2}})[0] == []
 
 
 def test_a_dlm_section_that_is_not_an_object_is_told_once_as_a_wrong_value_is():
@@ -206,13 +220,13 @@ def test_a_dlm_section_that_is_not_an_object_is_told_once_as_a_wrong_value_is():
     It is told again when it becomes another wrong section, or is mended and broken
     again; 1 and true are different sections, though Python finds them equal."""
     ls = server.build_server()
-    told = "settings 'dlm' should be an object, got {!r}; ignored"
-    assert ls.apply_settings({"dlm": None}, initial=True)[0] == [told.format(None)]
+    told = "settings 'dlm' should be an object, got {}; ignored"
+    assert ls.apply_settings({"dlm": None}, initial=True)[0] == [told.format("null")]
     assert ls.apply_settings({"dlm": None})[0] == []
     assert ls.apply_settings({"dlm": 1, "steps": 4})[0] == [told.format(1)]
     assert ls.apply_settings({"dlm": 1, "steps": 5})[0] == []
     assert ls.config.steps == 5  # the settings beside it are applied as ever
-    assert ls.apply_settings({"dlm": True})[0] == [told.format(True)]
+    assert ls.apply_settings({"dlm": True})[0] == [told.format("true")]
     assert ls.apply_settings({"dlm": [1]})[0] == [told.format([1])]
     assert ls.apply_settings({"dlm": {"steps": 6}})[0] == []
     assert ls.apply_settings({"dlm": [1]})[0] == [told.format([1])]
@@ -225,7 +239,7 @@ def test_a_wrong_value_at_initialize_keeps_the_default_and_a_later_one_the_value
         capabilities=types.ClientCapabilities(),
         initialization_options={"candidates": 3, "strategy": "sideways"}))
     assert ls.pending_problems == [
-        "setting 'strategy' = 'sideways' should be one of confidence, margin, entropy, random, "
+        "setting 'strategy' = \"sideways\" should be one of confidence, margin, entropy, random, "
         "left-to-right; default kept"]
     assert ls.apply_settings({"dlm": {"candidates": 17}})[0] == [
         "setting 'candidates' = 17 should be an integer from 1 to 16; previous value kept"]

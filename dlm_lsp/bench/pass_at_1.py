@@ -83,6 +83,7 @@ from dlm_lsp.config import (
     ServerConfig,
     camel,
     from_json,
+    json_kind,
     setting,
     snake,
 )
@@ -431,7 +432,7 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = (),
     `flags` names the command's option that sets a setting (or, for a setting no fill
     reads, the option that would make fills read it), by its snake_case name: a refusal
     says which option to give instead, where the command has one."""
-    if not text:
+    if text is None:
         return {}
     try:
         data = json.loads(text)
@@ -439,7 +440,7 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = (),
         raise UsageError(f"--settings is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise UsageError(f"--settings should be a JSON object of settings "
-                         f"('{{\"steps\": 8}}'), got {type(data).__name__}")
+                         f"('{{\"steps\": 8}}'), got {json_kind(data)}")
     # named as keys of --settings ("setting 'steps'"), not as a path from it
     # ("'--settings.steps'", no name a user types)
     config, problems = from_json(ServerConfig, data, strict=True)
