@@ -271,9 +271,12 @@ MAX_MESSAGE_BYTES = 64 << 20  # a 10 MB document, JSON-escaped, fits many times 
 GIVEN_UP_KEPT = 256
 
 
-def oversized_body(size: int) -> bytes:
-    """The body that stands for a skipped message of `size` bytes."""
-    return b'{"jsonrpc": "2.0", "%s": %d}' % (OVERSIZED.encode(), size)
+def oversized_body(size: int, cut: int | None = None) -> bytes:
+    """The body that stands for a skipped message announced as `size` bytes; `cut`: the
+    bytes it held up to the next message's header, where one came before its end."""
+    if cut is None:
+        return b'{"jsonrpc": "2.0", "%s": %d}' % (OVERSIZED.encode(), size)
+    return b'{"jsonrpc": "2.0", "%s": %d, "cut": %d}' % (OVERSIZED.encode(), size, cut)
 
 
 def is_id(value: Any) -> bool:
@@ -377,9 +380,11 @@ class DlmProtocol(LanguageServerProtocol):
         if "jsonrpc" not in data:
             return data
         if OVERSIZED in data:
-            return Unreadable(None, types.ErrorCodes.InvalidRequest,
-                              f"message of {data[OVERSIZED]} bytes skipped: the limit is "
-                              f"{MAX_MESSAGE_BYTES} bytes", answer=True)
+            limit = f"the limit is {MAX_MESSAGE_BYTES} bytes"
+            why = (f"message of {data[OVERSIZED]} bytes skipped: {limit}" if "cut" not in data
+                   else f"message announced as {data[OVERSIZED]} bytes ({limit}) skipped: "
+                        f"the next message's header came after {data['cut']} bytes of it")
+            return Unreadable(None, types.ErrorCodes.InvalidRequest, why, answer=True)
         problem = _envelope_problem(data)
         if problem is not None:
             msg_id = data.get("id") if is_id(data.get("id")) else None

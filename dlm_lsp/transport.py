@@ -35,6 +35,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -69,17 +70,39 @@ class LineTooLong(ValueError):
         self.piece = piece
 
 
+# A header line as it can only stand between messages: JSON holds no raw line break
+# inside a string, nor `Content-Length` outside one, so in the bytes of a body this is
+# the next message's header, and the body's announced length was wrong.
+_HEADER = re.compile(rb"Content-Length:[ \t]*[0-9]+[ \t]*\r?\n", re.IGNORECASE)
+_HEADER_TAIL = 64  # bytes of a piece kept to find a header the next piece ends
+
+
 class BoundedReader:
-    """An async message reader that never allocates more than MAX_MESSAGE_BYTES at once."""
+    """An async message reader that never allocates more than MAX_MESSAGE_BYTES at once.
+
+    A body announced over the limit is skipped as it arrives, piece by piece, as far as
+    its length, or as far as the next message's header where one comes first: a
+    `Content-Length: 99999999999999999999999` (or 70 MiB over a short body) had the
+    server wait for good for bytes no client would send, every later message taken
+    for that body, and nothing answered.  The bytes from that header on are read again
+    as the start of the next message."""
 
     def __init__(self, reader: Any):
         self.reader = reader
+        self._kept = b""  # bytes read past a skipped body, the next message's start
 
     async def readline(self) -> bytes:
         """The next header line; LineTooLong for a piece of a line over the limit; b""
         at the end, a connection reset by the client included (an editor killed, or one
         that closed with answers unread: the kernel sends a reset, not an end of file),
         which is a disconnect like any other, not an error to log with a traceback."""
+        if self._kept:
+            end = self._kept.find(b"\n") + 1
+            if end:
+                line, self._kept = self._kept[:end], self._kept[end:]
+                return line
+            kept, self._kept = self._kept, b""
+            return kept + await self.readline()
         try:
             return await self.reader.readline()
         except ConnectionError as exc:
@@ -88,20 +111,37 @@ class BoundedReader:
 
     async def readexactly(self, n: int) -> bytes:
         """The body of `n` bytes, or a stand-in for one over the limit (b"" at the end)."""
+        if self._kept:
+            kept, self._kept = self._kept[:n], self._kept[n:]
+            return kept + (await self.readexactly(n - len(kept)) if n > len(kept) else b"")
         if n <= MAX_MESSAGE_BYTES:
             return await self._read(n)
-        left = n
+        left, tail = n, b""
         while left > 0:
-            chunk = await self._read(min(left, _CHUNK))
-            if not chunk:
+            piece = await self._read_some(min(left, _CHUNK))
+            if not piece:
                 return b""
-            left -= len(chunk)
+            found = _HEADER.search(tail + piece)
+            if found is not None:  # the next message began: the length was wrong
+                at = found.start() - len(tail)
+                self._kept = (tail + piece)[found.start():] if at < 0 else piece[at:]
+                return oversized_body(n, n - left + at)
+            left -= len(piece)
+            tail = (tail + piece)[-_HEADER_TAIL:]
         return oversized_body(n)
 
     async def _read(self, n: int) -> bytes:
         try:
             return await self.reader.readexactly(n)
         except (asyncio.IncompleteReadError, ConnectionError):  # a TCP client left mid-message
+            return b""
+
+    async def _read_some(self, n: int) -> bytes:
+        """What has come of up to `n` bytes (at least one; b"" at the end): the skip
+        must see a header that arrives while it waits for bytes that never come."""
+        try:
+            return await self.reader.read_some(n)
+        except ConnectionError:
             return b""
 
 
@@ -115,6 +155,11 @@ class StdinLines(StdinAsyncReader):
 
     def readline(self) -> Any:
         return self.loop.run_in_executor(self.executor, _bounded_line, self.stdin)
+
+    def read_some(self, n: int) -> Any:
+        """Up to `n` bytes, as many as have come (at least one; b"" at the end)."""
+        read = getattr(self.stdin, "read1", self.stdin.read)
+        return self.loop.run_in_executor(self.executor, read, n)
 
 
 def _bounded_line(stdin: Any) -> bytes:
@@ -146,6 +191,9 @@ class StreamLines:
 
     async def readexactly(self, n: int) -> bytes:
         return await self.stream.readexactly(n)
+
+    async def read_some(self, n: int) -> bytes:
+        return await self.stream.read(n)
 
 
 def serve_stdio(server: DlmServer, stdin: Any = None, stdout: Any = None) -> None:

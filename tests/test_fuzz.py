@@ -170,6 +170,22 @@ def test_a_message_over_the_size_limit_is_skipped_and_answered(server):
     assert_alive(server)
 
 
+@pytest.mark.parametrize("length", [b"99999999999999999999999", b"70000000"])
+def test_a_length_over_the_limit_with_a_short_body_loses_only_that_message(server, length):
+    """The skip waited for bytes no client would send, and every later message went into
+    it: the server ran on, answering nothing.  It stops at the next message's header."""
+    client = server.client
+    client.messages.clear()
+    client._write(b"Content-Length: " + length + b"\r\n\r\n{}")
+    reply = client.call("dlm/status", {})
+    assert reply["result"]["openDocuments"] >= 1
+    [skipped] = [m for m in client.messages if "error" in m]
+    assert skipped["error"]["code"] == -32600 and skipped["id"] is None
+    assert (f"message announced as {int(length)} bytes" in skipped["error"]["message"]
+            and "came after 2 bytes of it" in skipped["error"]["message"])
+    assert_alive(server)
+
+
 def test_a_line_of_fifty_megabytes_on_stdin_is_skipped_in_bounded_memory():
     """pygls read a header line whole, however long: 50 MB with no line break were held
     (and copied) in memory before a byte was looked at.  Read a bounded piece at a
