@@ -200,9 +200,36 @@ def parse(parser: Parser, data: bytes, old_tree: Tree | None = None) -> Tree:
         while behind is not None and behind() and time.monotonic() < until:
             time.sleep(YIELD_SECONDS)  # a parse ahead of need: the fills go first
         time.sleep(0)  # let a waiting thread take the GIL
-        return bytes(whole[offset:offset + PARSE_CHUNK])
+        return _piece(whole, offset)
 
     return parser.parse(read, old_tree) if old_tree else parser.parse(read)
+
+
+def _piece(whole: memoryview, offset: int) -> memoryview | bytes:
+    """whole[offset:offset + PARSE_CHUNK], copied into this thread's one buffer and handed
+    out as a view of it kept for its length.  py-tree-sitter (0.26) keeps a reference to
+    every object its read callback returns: a new `bytes` a piece, as `parse` gave, was
+    never freed, about twice a large document's size lost at each parse of a version of
+    it (typing in a 5 MB file with fills asked as it went, the server grew by ~100 MB a
+    minute, and kept it once the file was closed).  The buffer and its views live as
+    long as the thread, so the references kept to them cost nothing; tree-sitter reads a
+    piece only until it asks for the next."""
+    piece = whole[offset:offset + PARSE_CHUNK]
+    size = len(piece)
+    if not size:
+        return b""
+    kept = getattr(_PIECES, "kept", None)
+    if kept is None or len(kept[0]) < size:  # (PARSE_CHUNK raised since)
+        kept = _PIECES.kept = (bytearray(size), {})
+    buffer, views = kept
+    buffer[:size] = piece
+    view = views.get(size)
+    if view is None:  # one a length: at most PARSE_CHUNK of them, in practice a few
+        view = views[size] = memoryview(buffer)[:size]
+    return view
+
+
+_PIECES = threading.local()  # each parsing thread's buffer and views (`_piece`)
 
 
 def language_for(language_id: str | None, uri: str | None = None) -> str | None:

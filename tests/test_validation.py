@@ -1707,3 +1707,27 @@ def test_a_parse_behind_others_work_waits_for_it_a_bounded_time(monkeypatch) -> 
     behind.start()
     behind.join(10)
     assert done and done[0].text == large
+
+
+def test_parsing_a_large_document_again_and_again_keeps_no_memory() -> None:
+    """py-tree-sitter keeps a reference to every piece its read callback returns: a new
+    `bytes` a piece lost about twice the document's size at each parse, and a server
+    that fills as the user types in a 5 MB file grew without end."""
+    import gc
+    import tracemalloc
+
+    parser = validation._parser("python")
+    data = ("def f(x):\n    return x + 1\n\n" * 40_000).encode()  # 1.2 MB: in pieces
+    assert len(data) > 4 * validation.PARSE_CHUNK
+    expected = str(parser.parse(data).root_node)
+    validation.parse(parser, data, None)  # the thread's buffer, made once
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(5):
+            assert str(validation.parse(parser, data, None).root_node) == expected
+            gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < len(data) // 4, grown  # it was 10 times the document
