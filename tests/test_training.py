@@ -1246,6 +1246,7 @@ def test_signals_during_the_save_wait_for_it(source_dir, tmp_path, monkeypatch, 
     ("--heads", "-2"), ("--max-length", "0"), ("--seed", str(2**64)), ("--threads", "0"),
     ("--threads", str(os.cpu_count() + 1)), ("--shard-mib", "inf"), ("--shard-mib", "nan"),
     ("--shard-mib", "-1"),
+    ("--out", ""),  # `--out "$OUT"` with OUT unset: it saved into the current folder
 ])
 def test_a_value_no_run_can_use_is_a_usage_error_naming_its_flag(flag, value, source_dir,
                                                                   tmp_path, capsys):
@@ -1279,6 +1280,11 @@ def test_a_config_built_in_code_is_held_to_the_flags_values(field, value, says, 
     (["--wall-seconds", "20"], "--wall-seconds must exceed the"),
     (["--max-length", "20"], "--seq-len 32 exceeds --max-length 20"),
     (["--heads", "3"], "--d-model 64 is not divisible by --heads 3"),
+    # rotary embeddings turn channels in pairs: 63 failed after the data was read, 3
+    # trained with its positions wrong
+    (["--d-model", "63", "--heads", "1"], "heads of 63 channels; the rotary position "
+                                          "embedding needs an even number"),
+    (["--d-model", "6", "--heads", "2"], "heads of 3 channels"),
     (["--device", "gpu"], "--device gpu: not a torch device"),
     (["--shard-mib", "0.001"], "--shard-mib: tensor embed.weight"),
     (["--out", "{file}"], "is a file, not a folder"),

@@ -453,6 +453,12 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"--seq-len {cfg.seq_len} exceeds --max-length {cfg.max_length}")
     if cfg.init_from is None and cfg.d_model % cfg.n_heads:
         raise TrainingError(f"--d-model {cfg.d_model} is not divisible by --heads {cfg.n_heads}")
+    if cfg.init_from is None and cfg.d_model // cfg.n_heads % 2:
+        # the rotary embedding turns channels in pairs: an odd head failed after the data
+        # was read, with a traceback (63 / 1), or trained with its positions wrong (6 / 2)
+        raise TrainingError(f"--d-model {cfg.d_model} / --heads {cfg.n_heads} gives heads of "
+                            f"{cfg.d_model // cfg.n_heads} channels; the rotary position "
+                            "embedding needs an even number")
     if cfg.init_from is not None and not Path(cfg.init_from).is_dir():
         raise TrainingError(f"--init-from {cfg.init_from}: {not_a_directory(cfg.init_from)}")
     if cfg.grow_layers is not None and cfg.init_from is None:
@@ -1255,7 +1261,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "shipped model is the GPU run's, dlm_lsp.training.gpu_run)")
     p.add_argument("--tiny", dest="preset", action="store_const", const="tiny",
                    help="same as --preset tiny: seconds on a CPU, proves the pipeline")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=_out_folder, default=None,
                    help="output model directory (required; the shipped model's, "
                    f"{d.out_dir}, replaces it)")
     p.add_argument("--init-from", default=None,  # a spec, as "default" and "./default" differ
@@ -1295,6 +1301,14 @@ _WHAT = {
     "weights": "how the save stores the weights: fp16, or int8 with a scale per 32 "
                "(about half the bytes); ",
 }
+
+
+def _out_folder(text: str) -> Path:
+    """An argparse type: --out as a folder.  An empty one (`--out "$OUT"` with OUT unset)
+    was Path("."), and the run saved its model among the files of the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: name the folder to save the model in")
+    return Path(text)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
