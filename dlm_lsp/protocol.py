@@ -390,6 +390,9 @@ class DlmProtocol(LanguageServerProtocol):
             msg_id = data.get("id") if is_id(data.get("id")) else None
             return Unreadable(msg_id, types.ErrorCodes.InvalidRequest, problem,
                               answer="method" in data or "id" not in data)
+        stray = self._stray(data)
+        if stray is not None:
+            return Unreadable(data["id"], types.ErrorCodes.InvalidRequest, stray, answer=True)
         if "method" in data and "params" not in data:
             data = {**data, "params": None}  # JSON-RPC lets a request leave params out
         if data.get("method") == types.TEXT_DOCUMENT_DID_CHANGE:
@@ -410,6 +413,26 @@ class DlmProtocol(LanguageServerProtocol):
         return Unreadable(data.get("id"), types.ErrorCodes.InvalidParams,
                           f"invalid params for {data['method']}: {reason}",
                           answer="id" in data)
+
+    def _stray(self, data: dict) -> str | None:
+        """Why a message with an id gets no answer from pygls, where it gets none: a
+        notification sent with an id (a request, which must be answered: pygls ran
+        `textDocument/didOpen` with id 30 and answered nothing), or an object with
+        neither a method nor a result or error whose id answers no request of ours
+        (pygls only logged "response to unknown message id").  An id-only answer to
+        one of our requests stays an unreadable answer (it fails that request)."""
+        if "id" not in data:
+            return None
+        method = data.get("method")
+        if method is not None:
+            kind = types.METHOD_TO_TYPES.get(method, (None,))[0]
+            if kind is not None and kind.__name__.endswith("Notification"):
+                return f"{method} is a notification, sent with an id: not run"
+            return None
+        if ("result" in data or "error" in data or data["id"] in self._request_futures
+                or data["id"] in self._given_up):
+            return None
+        return "neither a request (no method) nor an answer (no result or error)"
 
     def handle_message(self, message: Any) -> None:
         """Answer what cannot be handled; hand the rest to pygls."""

@@ -142,6 +142,12 @@ def test_every_hostile_request_gets_a_result_or_a_well_formed_error(server, requ
      b' {"uri": "file:///work/fuzz%20target.py"}, "range": {"start": {"line": 1,'
      b' "character": 4}, "end": {"line": 1, "character": 4}}, "workDoneToken": {}}}', -32602),
     (b'{"jsonrpc": "2.0", "id": 7, "method": "no/such/method", "params": {}}', -32601),
+    # an id and nothing else: no request, and no answer to one of the server's
+    (b'{"jsonrpc": "2.0", "id": 7}', -32600),
+    # notifications sent as requests: pygls ran them and answered nothing
+    (b'{"jsonrpc": "2.0", "id": 7, "method": "$/cancelRequest", "params": {"id": 1}}', -32600),
+    (b'{"jsonrpc": "2.0", "id": 7, "method": "textDocument/didClose", "params": {"textDocument":'
+     b' {"uri": "file:///nowhere.py"}}}', -32600),
 ])
 def test_malformed_messages_are_answered_and_the_connection_goes_on(server, message, code):
     client = server.client
