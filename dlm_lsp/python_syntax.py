@@ -107,7 +107,7 @@ class Rejection(NamedTuple):
 
 
 _Spanned = TypeVar("_Spanned", Read, Misuse, BadCall, DeadCode, Stuck, Deletion, Generated,
-                    Constant, Repeat)
+                    Constant)
 
 
 class _Filled(NamedTuple):
@@ -682,11 +682,6 @@ class PythonSyntax:
         `return`)."""
         return self._found_in_fill(constant_predicates, start, end, fill) \
             if "return" in fill else []
-
-    def repeats(self, start: int, end: int, fill: str) -> list[Repeat]:
-        """The lines of `fill` that repeat the code line beside them (see python_repeats),
-        in the filled document's offsets."""
-        return self._found_in_fill(repeated_lines, start, end, fill)
 
     def stuck(self, start: int, end: int, fill: str) -> list[Stuck]:
         """The locals `fill` begins at a number their updates never move (see

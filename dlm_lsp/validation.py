@@ -1104,12 +1104,6 @@ class ParsedDocument:
             names = tuple(dict.fromkeys(repr(found.value) for found in constant))
             why = f"fill's `return {constant[0].value}` {constant[0].why}"
             ranges = [(found.start, found.end) for found in constant]
-        elif repeats := python.repeats(start, end, fill):
-            # the line's text names what is at fault: no keyword (`spelled_keywords`), so
-            # repair may write its first word again, and the fill still counts as parsing
-            names = tuple(dict.fromkeys(found.line for found in repeats))
-            why = f"fill writes `{repeats[0].line}` twice in a row"
-            ranges = [(found.start, found.end) for found in repeats]
         else:
             return False
         places = tuple(self._fill_end(start, fill[:at - start]) for at, _ in ranges)
