@@ -68,7 +68,6 @@ from dlm_lsp.python_names import (
 from dlm_lsp.python_order import Deletion, deleted_reads, early_reads, function_end
 from dlm_lsp.python_predicates import Constant, constant_predicates
 from dlm_lsp.python_reach import DeadCode, unreachable
-from dlm_lsp.python_repeats import Repeat, repeated_lines
 from dlm_lsp.python_returns import ReturnNeed, bare_return, return_need, unused_values
 from dlm_lsp.python_tallies import Stuck, idle_tallies, resets, stuck_tallies
 from dlm_lsp.python_values import unread_values
