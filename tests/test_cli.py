@@ -1046,6 +1046,59 @@ def test_a_report_file_that_fails_after_the_run_is_one_line_and_the_others_are_w
     assert not report.exists() and summary.read_text().strip()
 
 
+def _disk_fills_after(monkeypatch, size: int) -> None:
+    """Every write of text to a file takes `size` characters, then the disk is full."""
+    import io
+
+    real_write = io.TextIOWrapper.write
+
+    def write(self, text):
+        real_write(self, text[:size])
+        self.flush()
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(Path, "write_text", lambda self, text, encoding=None: write(
+        open(self, "w", encoding=encoding), text))
+    import os
+    real_fdopen = os.fdopen
+
+    def fdopen(fd, *args, **kwargs):
+        handle = real_fdopen(fd, *args, **kwargs)
+        handle.write = lambda text: write(handle, text)
+        return handle
+    monkeypatch.setattr(os, "fdopen", fdopen)
+
+
+def test_a_report_the_disk_cannot_take_leaves_no_file_and_an_old_one_whole(tmp_path,
+                                                                           monkeypatch):
+    """A new report file was left empty; an earlier one at that path (a --baseline named
+    as the --json too) was emptied, as it was written in place."""
+    from dlm_lsp.bench.output import write_text
+
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    old.write_text('{"pass_at_1": 30.5}\n')
+    _disk_fills_after(monkeypatch, 4)
+    for path in (new, old):
+        with pytest.raises(OSError, match="No space left"):
+            write_text(path, '{"pass_at_1": 31.0}\n')
+    assert not new.exists()
+    assert old.read_text() == '{"pass_at_1": 30.5}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["old.json"]  # no temporary file left
+
+
+def test_a_report_is_written_over_where_its_folder_is_read_only(tmp_path, monkeypatch):
+    import os
+
+    from dlm_lsp.bench.output import write_text
+
+    report = tmp_path / "r.json"
+    report.write_text("old")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: (
+        False if Path(path) == tmp_path else real_access(path, mode, **kw)))
+    write_text(report, "new")
+    assert report.read_text() == "new"
+
+
 @pytest.mark.parametrize("argv", [["fill", "--write", "FILE"], ["models", "check", "MODEL"]])
 def test_ctrl_c_while_torch_imports_numpy_stops_the_command(argv, tmp_path):
     """torch's C initialisation imports numpy and swallows what that raises: Ctrl-C

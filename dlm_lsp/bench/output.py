@@ -16,6 +16,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from dlm_lsp.atomic_write import target_of, write_atomically
 from dlm_lsp.bench.progress import Partial, Stopped
 from dlm_lsp.held_signals import held_signals
 from dlm_lsp.quantiles import quantile as nearest_rank
@@ -68,8 +69,24 @@ def write_json(path: str | Path, report: object) -> None:
 
 def write_text(path: str | Path, text: str) -> None:
     """Write a markdown summary (or any text) as UTF-8 (in `writing_reports`, which
-    keeps it whole)."""
-    Path(path).write_text(text, encoding="utf-8")
+    keeps it whole).  A write that fails (a full disk) leaves no file where there was
+    none (it left an empty one), and an earlier report whole where its folder takes a
+    new file beside it (`write_atomically`; written in place, a full disk emptied it, a
+    `--baseline` named as the `--json` too); in a folder that is read-only, a report
+    there is written over in place, as `check_writable` allowed."""
+    target = Path(path)
+    if target.exists():
+        if os.access(target_of(target).parent, os.W_OK | os.X_OK):
+            write_atomically(target, text)
+        else:
+            target.write_text(text, encoding="utf-8")
+        return
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError:
+        with contextlib.suppress(OSError):
+            target.unlink()
+        raise
 
 
 class StoppedAfterWriting(KeyboardInterrupt):
