@@ -440,7 +440,11 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
         label = f"{where}.{key}" if where else key
         shown = "(hidden)" if name in SECRETS else json_text(value)  # never echo a secret
         problem = None
-        if name not in defaults:
+        if name not in defaults and cls is not ServerConfig and key in SETTING_NAMES:
+            # `timeoutMs` in a request's options was "unknown", though the user knows it
+            problem = (f"'{label}' is a server setting, not an option of a request: set it "
+                       f"in the settings{ignored}")
+        elif name not in defaults:
             problem = f"unknown setting '{label}'{ignored}"
         elif camel(name) != key:  # `Steps`, `early_stop`: read as a setting, the last of
             # two spellings (`steps` and `Steps`) won without a word

@@ -340,3 +340,11 @@ def test_a_wrong_value_is_shown_as_json_spells_it(value: object, shown: str) -> 
         assert problems == ["unknown setting 'options.bogus'"]
     else:
         assert problems[1].startswith(f"setting 'options.steps' = {shown} ")
+
+
+def test_a_server_setting_in_a_request_s_options_is_named_as_one() -> None:
+    """`options.timeoutMs` was an "unknown setting", though the user had read of it."""
+    _, problems = from_json(InfillOptions, {"timeoutMs": 1, "bogus": 2}, where="options",
+                            strict=True)
+    assert problems == ["'options.timeoutMs' is a server setting, not an option of a request: "
+                        "set it in the settings", "unknown setting 'options.bogus'"]
