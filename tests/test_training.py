@@ -886,8 +886,17 @@ def test_with_max_steps_the_schedules_follow_the_steps_and_the_clock_only_stops_
 def test_a_run_the_clock_ends_before_its_max_steps_says_so(source_dir, tmp_path, capsys):
     stats = train(tiny_config(source_dir, tmp_path / "model", seconds=1.0, max_steps=10**6))
     assert 0 < stats["steps"] < 10**6
+    err = capsys.readouterr().err
     assert (f"note: the 1s budget ended the run at step {stats['steps']} of 1000000, before "
-            "its learning rate had decayed; ") in capsys.readouterr().err
+            "its learning rate had decayed; ") in err
+    assert "(raise --seconds)" in err
+
+
+def test_a_run_whose_wall_clock_ends_it_names_that_flag(source_dir, tmp_path, capsys):
+    """The note said "raise --seconds" where --wall-seconds had set the budget."""
+    train(tiny_config(source_dir, tmp_path / "model", seconds=600.0, max_steps=10**6,
+                      wall_seconds=3.0, export_reserve=1.0))
+    assert "(raise --wall-seconds)" in capsys.readouterr().err
 
 
 def test_a_run_of_max_steps_trains_the_same_weights_when_the_machine_stalls_it(
@@ -2420,3 +2429,19 @@ def test_the_held_out_loss_is_the_same_at_any_batch_size(trained, source_dir, tm
     assert losses[2]["initial_heldout_loss"] == losses[8]["initial_heldout_loss"]
     assert (losses[2]["initial_heldout_infill_loss"]
             == losses[8]["initial_heldout_infill_loss"])
+
+
+def test_a_run_into_a_folder_holding_a_model_says_it_replaces_it(trained, source_dir,
+                                                                 tmp_path, capsys):
+    """A second run into one --out replaced the first's model without a word."""
+    import shutil
+
+    model, first = trained
+    out = tmp_path / "again"
+    shutil.copytree(model, out)
+    capsys.readouterr()
+    train(tiny_config(source_dir, out, max_steps=1))
+    assert (f"note: --out {out} holds a model trained before ({first['steps']:,} steps); "
+            "this run's save replaces it") in capsys.readouterr().err
+    train(tiny_config(source_dir, out, max_steps=1, init_from=str(out)))  # continued
+    assert "holds a model trained before" not in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Train a tiny denoiser for a wall-clock budget and save it where the server looks.
+"""Train a tiny denoiser for a wall-clock budget and save it in the folder --out names.
 
 The budget is in seconds, not steps, because the same command has to produce a
 usable model in twenty minutes on a laptop CPU and a much better one in minutes
@@ -486,6 +486,24 @@ def _other_model(out: Path) -> str | None:
         return None if kind == MODEL_TYPE else f"a model of type {kind!r}"
     weights = sorted(p.name for p in out.glob("*.safetensors")) if out.is_dir() else []
     return f"weights without a config.json ({weights[0]})" if weights else None
+
+
+def _note_replaced(out: Path, init_from: str | None) -> None:
+    """Say that `out` holds a model of ours that this run replaces when it saves, unless
+    the run continues that model: a second run into one folder replaced the first's
+    model (1,000 steps by 50) without a word."""
+    config = out / "config.json"
+    if not config.is_file() or _other_model(out) is not None:
+        return
+    if init_from is not None and Path(init_from).resolve() == out.resolve():
+        return
+    try:
+        steps = json.loads(config.read_text(encoding="utf-8")).get("training", {}).get("steps")
+    except (OSError, ValueError, AttributeError):
+        steps = None
+    trained = f" ({steps:,} steps)" if isinstance(steps, int) else ""
+    print(f"note: --out {out} holds a model trained before{trained}; this run's save "
+          f"replaces it (--init-from {out} would continue it)", file=sys.stderr, flush=True)
 
 
 def _check_out(out: Path) -> None:
@@ -994,6 +1012,7 @@ def _train(cfg: TrainConfig) -> dict:
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
     _check_out(Path(cfg.out_dir))
+    _note_replaced(Path(cfg.out_dir), cfg.init_from)
     use_bf16 = device.type == "cuda" or (device.type == "cpu" and _cpu_bf16(cfg))
     amp_dtype = torch.bfloat16 if use_bf16 else None
     if device.type == "cuda":
@@ -1054,13 +1073,14 @@ def _train(cfg: TrainConfig) -> dict:
         initial = heldout.announced(module, "before training")
         laps.lap("first_eval")
 
-    seconds = cfg.seconds
+    seconds, budget = cfg.seconds, "--seconds"
     if cfg.wall_seconds is not None:
         left = cfg.wall_seconds - (time.monotonic() - run_started) - cfg.export_reserve
         if left <= 0:
             raise TrainingError(f"data preparation used the whole --wall-seconds "
                                 f"{cfg.wall_seconds:.0f}; raise it or lower --data-bytes")
-        seconds = min(seconds, left)
+        if left < seconds:  # the flag a note on the budget names
+            seconds, budget = left, "--wall-seconds"
     prep_seconds = time.monotonic() - run_started
     with _OutFolder(Path(cfg.out_dir)), _StopSignals(cfg.out_dir) as stop, \
             _memory_errors(cfg, device, "once training had started", lambda: stop.saved_step):
@@ -1086,7 +1106,7 @@ def _train(cfg: TrainConfig) -> dict:
             print(f"note: the {seconds:.0f}s budget ended the run at step {run['steps']} of "
                   f"{cfg.max_steps}, before its learning rate had decayed; a run that takes "
                   "all its --max-steps trains the same weights in every run, this one "
-                  "depends on the machine's speed (raise --seconds)", file=sys.stderr,
+                  f"depends on the machine's speed (raise {budget})", file=sys.stderr,
                   flush=True)
         final = heldout.announced(module, "after training")
         stop.saving = True
@@ -1262,7 +1282,10 @@ def _flag(name: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """Flags for the main TrainConfig fields; the rest keep the preset's values."""
     d = TrainConfig()
-    p = argparse.ArgumentParser(prog="dlm-lsp train", description=__doc__.split("\n\n")[0])
+    # --out is required, but said so by `config_from_args` (why, and how to replace the
+    # shipped model on purpose); the usage line shows it required all the same
+    p = argparse.ArgumentParser(prog="dlm-lsp train", description=__doc__.split("\n\n")[0],
+                                usage="%(prog)s --out DIR [options]")
     p.add_argument("--preset", choices=sorted(PRESETS), default="default",
                    help="the recipe other flags change (default: the CPU recipe; the "
                    "shipped model is the GPU run's, dlm_lsp.training.gpu_run)")
