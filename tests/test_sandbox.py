@@ -830,6 +830,13 @@ def test_replacing_assertion_error_still_fails_the_tests():
     # a refused module's name as a str that hashes and compares as no other
     "class Name(str):\n    __hash__ = lambda self: 1\n    __eq__ = lambda self, other: False\n"
     "__import__(Name('_posixsubprocess'))",
+    # a refused module loaded under a dotted name: a package whose path is lib-dynload,
+    # and the loader called directly (found by a red-team pass, 2026-12-06)
+    "import os, sys, types\nx = types.ModuleType('x')\nx.__path__ = [os.path.dirname("
+    "__import__('_json').__file__)]\nsys.modules['x'] = x\nimport x._posixsubprocess",
+    "import _imp, glob, os, importlib.util\npath = glob.glob(os.path.dirname("
+    "__import__('_json').__file__) + '/_posixsubprocess*')[0]\n_imp.create_dynamic("
+    "importlib.util.spec_from_file_location('y._posixsubprocess', path))",
 ])
 def test_the_hook_is_not_switched_off_from_inside(bypass):
     outcome = run_program(bypass + "\n", QUICK)

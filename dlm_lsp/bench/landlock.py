@@ -99,8 +99,13 @@ def policy(version: int) -> str:
     fs, net, scoped = handled(version)
     devices = {name: (READ_FILE | (WRITE_FILE | TRUNCATE if name in DEVICE_WRITES else 0)
                       | IOCTL_DEV) & fs for name in DEVICES}
+    # The working directory takes every right but making device nodes: a program run as
+    # root (the 'none' level's fallback) made one for /dev/kmsg there and read the
+    # kernel's log through it, and one for a disk would be the disk's bytes (a red-team
+    # pass, 2026-12-06); no audit event tells the hook of `os.mknod`.
+    work = fs & ~(MAKE_CHAR | MAKE_BLOCK)
     return json.dumps({"abi": version, "fs": fs, "net": net, "scoped": scoped,
-                       "read": READ, "proc": READ_ONLY, "devices": devices, "work": fs,
+                       "read": READ, "proc": READ_ONLY, "devices": devices, "work": work,
                        "file": FILE_RIGHTS & fs},
                       separators=(",", ":"))
 

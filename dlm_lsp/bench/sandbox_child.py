@@ -178,12 +178,15 @@ def _refusal(root: str, event: str, args: tuple, *, refused=REFUSED_EVENTS,
              prefixes=REFUSED_PREFIXES, imports=REFUSED_IMPORTS,
              paths=types.MappingProxyType(dict(PATH_EVENTS)), inside=_inside,
              write_flags=WRITE_FLAGS, isinstance=isinstance, any=any, bool=bool,
-             len=len, as_str=str.__str__) -> str | None:
+             len=len, as_str=str.__str__, split=str.rpartition) -> str | None:
     """Why an audited event is refused, or None when it may go ahead."""
     if event in refused or event.startswith(prefixes):
         return event
-    # The name as an exact str: a subclass's own __hash__ and __eq__ matched no name
-    if event == "import" and args and as_str(args[0]) in imports:
+    # The name as an exact str: a subclass's own __hash__ and __eq__ matched no name.  Its
+    # last part: an extension module is found by it (`PyInit__posixsubprocess`), and
+    # `import x._posixsubprocess` under a package `x` whose path is lib-dynload (or
+    # `_imp.create_dynamic` of a spec so named) loaded it past a check of the whole name.
+    if event == "import" and args and split(as_str(args[0]), ".")[2] in imports:
         return f"import {as_str(args[0])}"
     if event == "open":
         path, mode, flags = args
