@@ -628,7 +628,8 @@ def test_the_report_says_which_isolation_the_run_used_and_why_it_fell_back(
     monkeypatch.setattr(pass_at_1, "run_programs", ran)
     monkeypatch.setattr(sandbox, "probe_isolation",
                         lambda: sandbox.Isolation(sandbox.NETWORK, "'namespaces': the reason"))
-    monkeypatch.setattr(sandbox.cgroup, "find", lambda: (None, "no pids controller mounted"))
+    monkeypatch.setattr(sandbox.cgroup, "find", lambda name="pids": (
+        None, f"no {name} controller mounted"))
     monkeypatch.setattr(sandbox, "probe_seccomp", lambda: sandbox.Seccomp(
         None, "no system call table for mips (32-bit Python)"))
     monkeypatch.setattr(sandbox, "probe_landlock", lambda: sandbox.Landlock(
@@ -639,11 +640,12 @@ def test_the_report_says_which_isolation_the_run_used_and_why_it_fell_back(
     assert report["isolation"] == "network"
     assert report["isolation_fallback"] == "'namespaces': the reason"
     assert (report["pids_cgroup"], report["pids_cgroup_note"]) == (
-        False, "no pids controller mounted")
+        False, "no pids controller mounted; no memory cgroup (no memory controller mounted)")
     assert (report["seccomp"], report["seccomp_note"]) == (
         False, "no system call table for mips (32-bit Python)")
     assert ("sandbox isolation: network and IPC namespaces only (fell back: 'namespaces': the "
-            "reason); no pids cgroup (no pids controller mounted); no seccomp filter (no "
+            "reason); no pids cgroup (no pids controller mounted; no memory cgroup (no "
+            "memory controller mounted)); no seccomp filter (no "
             "system call table for mips (32-bit Python)); no Landlock layer (the kernel has no "
             "Landlock (why)).") in capsys.readouterr().out
     assert (report["landlock"], report["landlock_note"]) == (
@@ -659,8 +661,11 @@ def test_the_report_says_each_program_ran_in_a_pids_cgroup_and_behind_seccomp_an
                                 True) for _ in sources]
     monkeypatch.setattr(pass_at_1, "run_programs", ran)
     monkeypatch.setattr(sandbox, "probe_isolation", lambda: sandbox.Isolation(sandbox.NAMESPACES))
-    controller = sandbox.cgroup.Controller("/sys/fs/cgroup/pids", 1)
-    monkeypatch.setattr(sandbox.cgroup, "find", lambda: (controller, ""))
+    found = {"pids": sandbox.cgroup.Controller("/sys/fs/cgroup/pids", 1),
+             "memory": sandbox.cgroup.Controller("/sys/fs/cgroup/memory", 1)}
+    monkeypatch.setattr(sandbox.cgroup, "find", lambda name="pids": (found[name], ""))
+    capped = ("the memory of each program's processes capped at 1280 MiB together (cgroup "
+              "v1 below /sys/fs/cgroup/memory)")
     monkeypatch.setattr(sandbox, "probe_seccomp",
                         lambda: sandbox.Seccomp(b"filter", "x86_64: what it refuses"))
     monkeypatch.setattr(sandbox, "probe_landlock",
@@ -669,12 +674,12 @@ def test_the_report_says_each_program_ran_in_a_pids_cgroup_and_behind_seccomp_an
     assert main(["bench", "humaneval", "--empty", "--limit", "2", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert (report["pids_cgroup"], report["pids_cgroup_note"]) == (
-        True, "cgroup v1 below /sys/fs/cgroup/pids")
+        True, f"cgroup v1 below /sys/fs/cgroup/pids; {capped}")
     assert (report["seccomp"], report["seccomp_note"]) == (True, "x86_64: what it refuses")
     assert (report["landlock"], report["landlock_note"]) == (True, "Landlock ABI 7: what it holds")
-    assert ("; each program in a pids cgroup of its own (cgroup v1 below /sys/fs/cgroup/pids); "
-            "each behind a seccomp filter (x86_64: what it refuses); each behind a Landlock "
-            "layer (Landlock ABI 7: what it holds)." in capsys.readouterr().out)
+    assert (f"; each program in a pids cgroup of its own (cgroup v1 below /sys/fs/cgroup/pids; "
+            f"{capped}); each behind a seccomp filter (x86_64: what it refuses); each behind "
+            "a Landlock layer (Landlock ABI 7: what it holds)." in capsys.readouterr().out)
 
 
 @pytest.mark.parametrize(("bench", "runs"), [("humaneval", "pass_at_1.run_benchmark"),

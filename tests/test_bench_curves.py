@@ -748,7 +748,8 @@ def test_sweep_and_samples_reports_say_which_isolation_ran_the_programs_and_why(
 
     monkeypatch.setattr(sandbox, "probe_isolation", lambda: sandbox.Isolation(
         sandbox.NONE, "'namespaces' and 'network': the reason"))
-    monkeypatch.setattr(sandbox.cgroup, "find", lambda: (None, "no pids controller mounted"))
+    monkeypatch.setattr(sandbox.cgroup, "find", lambda name="pids": (
+        None, f"no {name} controller mounted"))
     monkeypatch.setattr(sandbox, "probe_seccomp", lambda: sandbox.Seccomp(
         None, "no system call table for mips (32-bit Python)"))
     monkeypatch.setattr(sandbox, "probe_landlock", lambda: sandbox.Landlock(
@@ -760,12 +761,13 @@ def test_sweep_and_samples_reports_say_which_isolation_ran_the_programs_and_why(
     assert report["isolation"] == "none"
     assert report["isolation_fallback"] == "'namespaces' and 'network': the reason"
     assert (report["pids_cgroup"], report["pids_cgroup_note"]) == (
-        False, "no pids controller mounted")
+        False, "no pids controller mounted; no memory cgroup (no memory controller mounted)")
     assert (report["seccomp"], report["seccomp_note"]) == (
         False, "no system call table for mips (32-bit Python)")
     assert ("sandbox isolation: none (the audit hook and the limits only) (fell back: "
             "'namespaces' and 'network': the reason); no pids cgroup (no pids controller "
-            "mounted); no seccomp filter (no system call table for mips (32-bit Python)); no "
+            "mounted; no memory cgroup (no memory controller mounted)); no seccomp filter "
+            "(no system call table for mips (32-bit Python)); no "
             "Landlock layer (the kernel has no Landlock (why)).") in capsys.readouterr().out
     assert (report["landlock"], report["landlock_note"]) == (
         False, "the kernel has no Landlock (why)")

@@ -129,23 +129,29 @@ def test_a_program_that_cannot_start_leaves_no_cgroup(monkeypatch):
 
 def test_where_no_cgroup_can_be_made_programs_run_as_before_and_the_report_says_why(
         monkeypatch):
-    monkeypatch.setattr(cgroup, "find", lambda: (None, "no pids controller mounted"))
+    monkeypatch.setattr(cgroup, "find", lambda name="pids": (None, f"no {name} controller "
+                                                                  "mounted"))
     outcome = sandbox.run_program("assert True\n", SandboxConfig(timeout_s=5.0))
-    assert outcome.passed and not outcome.pids_cgroup
+    assert outcome.passed and not outcome.pids_cgroup and not outcome.memory_cgroup
     level, fallback, used, note, *_ = sandbox.isolation_used(SandboxConfig())
-    assert (used, note) == (False, "no pids controller mounted")
+    assert (used, note) == (False, "no pids controller mounted; no memory cgroup (no memory "
+                                   "controller mounted)")
     assert sandbox.isolation_text(level, fallback, used, note).endswith(
-        "; no pids cgroup (no pids controller mounted)")
+        "; no pids cgroup (no pids controller mounted; no memory cgroup (no memory "
+        "controller mounted))")
 
 
 def test_the_report_names_where_the_cgroups_were_made(monkeypatch):
-    controller = cgroup.Controller("/sys/fs/cgroup/pids", 1)
-    monkeypatch.setattr(cgroup, "find", lambda: (controller, ""))
+    found = {"pids": cgroup.Controller("/sys/fs/cgroup/pids", 1),
+             "memory": cgroup.Controller("/sys/fs/cgroup/memory", 1)}
+    monkeypatch.setattr(cgroup, "find", lambda name="pids": (found[name], ""))
+    capped = ("the memory of each program's processes capped at 1280 MiB together (cgroup "
+              "v1 below /sys/fs/cgroup/memory)")
     assert sandbox.isolation_text(sandbox.NONE, "", True, sandbox.pids_cgroup_note(True)) == (
         "sandbox isolation: none (the audit hook and the limits only); each program in a "
-        "pids cgroup of its own (cgroup v1 below /sys/fs/cgroup/pids)")
+        f"pids cgroup of its own (cgroup v1 below /sys/fs/cgroup/pids; {capped})")
     # a run some of whose programs ran without one (made before the probe, say) says so
-    assert sandbox.pids_cgroup_note(False) == "not every program ran in one"
+    assert sandbox.pids_cgroup_note(False) == f"not every program ran in one; {capped}"
 
 
 @pytest.fixture
@@ -237,17 +243,18 @@ def test_parallel_workers_probe_for_a_cgroup_once(monkeypatch, unprobed):
     starting a process of its own, and sweeping the same folder at the same time."""
     probes = []
 
-    def slow_refusal(controller):
-        probes.append(controller)
+    def slow_refusal(controller, name="pids"):
+        probes.append(name)
         time.sleep(0.3)  # a probe starts an interpreter: the other workers arrive meanwhile
         raise OSError(30, "Read-only file system")
-    monkeypatch.setattr(cgroup, "_candidates", lambda: [cgroup.Controller("/nowhere", 1)])
+    monkeypatch.setattr(cgroup, "_candidates",
+                        lambda name="pids": [cgroup.Controller("/nowhere", 1)])
     monkeypatch.setattr(cgroup, "_try", slow_refusal)
     outcomes = sandbox.run_programs(["assert True\n"] * 4,
                                     SandboxConfig(timeout_s=5.0, workers=4))
     assert [o.reason for o in outcomes] == ["passed"] * 4
-    assert not any(o.pids_cgroup for o in outcomes)
-    assert len(probes) == 1
+    assert not any(o.pids_cgroup or o.memory_cgroup for o in outcomes)
+    assert sorted(probes) == ["memory", "pids"]  # once each
 
 
 # A benchmark in a PID namespace of its own (a container's) that shares our cgroup
@@ -339,3 +346,28 @@ def test_a_fork_bomb_takes_no_room_from_the_program_beside_it():
     bomb, beside = sandbox.run_programs([HOLDS_ITS_PROCESSES, FORKS_LATER], config)
     assert bomb.reason == "passed" and bomb.pids_cgroup, bomb.detail + bomb.output
     assert beside.reason == "passed", beside.detail + beside.output
+
+
+MEMORY, WHY_NO_MEMORY = cgroup.find("memory")
+WITH_MEMORY_CGROUP = pytest.mark.skipif(
+    MEMORY is None, reason=f"no memory cgroup can be made here: {WHY_NO_MEMORY}")
+
+
+@WITH_MEMORY_CGROUP
+def test_a_program_s_processes_are_held_to_one_memory_cap_together():
+    """RLIMIT_AS caps each process alone: four children of a program past the hook held
+    3.6 GiB, and the ~32 its pids cgroup allows could have held ~30 GiB (a red-team
+    pass, 2026-12-06).  Here four children each take 180 MiB, within their own limit
+    (256 MiB), past the 512 MiB the program has in all: the kernel kills some."""
+    program = ("import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n"
+               "    if pid == 0:\n        block = bytearray(180 << 20)\n"
+               "        block[::4096] = b'x' * len(block[::4096])\n"
+               "        time.sleep(2)\n        os._exit(0)\n    kids.append(pid)\n"
+               "print('killed', sum(os.waitpid(k, 0)[1] & 0x7f == 9 for k in kids))\n")
+    config = SandboxConfig(timeout_s=20.0, hook=False, memory_bytes=256 << 20)
+    assert sandbox._memory_cap(config) == 512 << 20
+    outcome = sandbox.run_program(program, config)
+    assert outcome.memory_cgroup and outcome.passed, outcome.detail + outcome.output
+    assert int(outcome.output.split("killed")[1]) >= 1, outcome.output
+    assert "memory of each program's processes capped at 1280 MiB" in \
+        sandbox.pids_cgroup_note(True)

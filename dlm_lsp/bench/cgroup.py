@@ -113,14 +113,15 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _candidates() -> list[Controller]:
-    """Where a pids cgroup might be made: below our own v1 pids cgroup; below our own v2
-    cgroup (where `pids` is enabled for the cgroups below it: `_enabled`)."""
+def _candidates(name: str = "pids") -> list[Controller]:
+    """Where a cgroup of controller `name` (pids, memory) might be made: below our own v1
+    cgroup of that hierarchy; below our own v2 cgroup (where `name` is enabled for the
+    cgroups below it: `_enabled`)."""
     own = _own_paths()
     found = []
     for mount_root, point, kind, options in _mounts():
-        if kind == "cgroup" and "pids" in options and "pids" in own:
-            parent = _below(mount_root, point, own["pids"])
+        if kind == "cgroup" and name in options and name in own:
+            parent = _below(mount_root, point, own[name])
             if parent:
                 found.append(Controller(parent, 1))
     for mount_root, point, kind, _ in _mounts():
@@ -131,18 +132,18 @@ def _candidates() -> list[Controller]:
     return found
 
 
-def _enabled(controller: Controller) -> None:
-    """v2: OSError unless the pids controller is on for the cgroups below
+def _enabled(controller: Controller, name: str = "pids") -> None:
+    """v2: OSError unless controller `name` is on for the cgroups below
     `controller.parent`.  It is not turned on here: that writes a cgroup the benchmark
     does not own (and a cgroup with processes of its own, as ours has, refuses it), so
     it is for whoever delegates the cgroup (systemd's `Delegate=pids`, say)."""
     if controller.version != 2:
         return
     available = _read(os.path.join(controller.parent, "cgroup.controllers")).split()
-    if "pids" not in available:
-        raise OSError(0, f"no pids controller in {controller.parent}/cgroup.controllers")
-    if "pids" not in _read(os.path.join(controller.parent, "cgroup.subtree_control")).split():
-        raise OSError(0, f"pids is not enabled for the cgroups below {controller.parent} "
+    if name not in available:
+        raise OSError(0, f"no {name} controller in {controller.parent}/cgroup.controllers")
+    if name not in _read(os.path.join(controller.parent, "cgroup.subtree_control")).split():
+        raise OSError(0, f"{name} is not enabled for the cgroups below {controller.parent} "
                          "(its cgroup.subtree_control); dlm-lsp does not change it")
 
 
@@ -155,17 +156,26 @@ def _pid_namespace() -> str:
         return ""
 
 
-class PidsCgroup:
-    """One program's cgroup: made with its `pids.max`, joined by the child (`join`),
-    emptied and removed by `close`, whatever the program left in it."""
+def memory_limit_file(version: int) -> str:
+    """The file of a cgroup that caps the memory of all its processes together."""
+    return "memory.limit_in_bytes" if version == 1 else "memory.max"
 
-    def __init__(self, controller: Controller, limit: int) -> None:
+
+class PidsCgroup:
+    """One program's cgroup: made with its `pids.max` (and the other `limits`, file ->
+    value, such as a memory cgroup's cap, with `limit` None), joined by the child
+    (`join`), emptied and removed by `close`, whatever the program left in it."""
+
+    def __init__(self, controller: Controller, limit: int | None,
+                 limits: dict[str, int] | None = None) -> None:
         self.path = os.path.join(controller.parent, f"{PREFIX}{os.getpid()}-"
                                  f"{_pid_namespace() or 'unknown'}-{secrets.token_hex(4)}")
         self.version = controller.version
+        written = {**({"pids.max": limit} if limit is not None else {}), **(limits or {})}
         os.mkdir(self.path)
         try:
-            _write(os.path.join(self.path, "pids.max"), str(limit))
+            for name, value in written.items():
+                _write(os.path.join(self.path, name), str(value))
         except BaseException:
             os.rmdir(self.path)
             raise
@@ -243,11 +253,17 @@ def _kill_members(pids: list[int], members) -> None:
             os.close(fd)
 
 
-def _try(controller: Controller) -> None:
-    """Make a cgroup at `controller`, start a process in it and close it: OSError (or
-    SubprocessError) where any step is refused."""
-    _enabled(controller)
-    cgroup = PidsCgroup(controller, 4)
+# What a trial cgroup of each controller is made with (`_try`): room for the process
+# the trial starts.
+_TRIAL_LIMITS = {"pids": lambda version: {"pids.max": 4},
+                 "memory": lambda version: {memory_limit_file(version): 256 << 20}}
+
+
+def _try(controller: Controller, name: str = "pids") -> None:
+    """Make a cgroup of controller `name` at `controller`, start a process in it and
+    close it: OSError (or SubprocessError) where any step is refused."""
+    _enabled(controller, name)
+    cgroup = PidsCgroup(controller, None, _TRIAL_LIMITS[name](controller.version))
     try:
         subprocess.run([sys.executable, "-I", "-S", "-c", ""], preexec_fn=cgroup.join,
                        stdin=subprocess.DEVNULL, capture_output=True, check=True, timeout=30)
@@ -283,24 +299,25 @@ def sweep(controller: Controller) -> list[str]:
     return removed
 
 
-@functools.lru_cache(maxsize=1)
-def find() -> tuple[Controller | None, str]:
-    """(the controller programs' cgroups are made at, "") where one works here, else
-    (None, why not): checked once, by starting a process in a cgroup made there."""
+@functools.lru_cache(maxsize=2)
+def find(name: str = "pids") -> tuple[Controller | None, str]:
+    """(the controller `name`'s cgroups of programs are made at, "") where one works
+    here, else (None, why not): checked once, by starting a process in a cgroup made
+    there."""
     if not sys.platform.startswith("linux"):
         return None, "no cgroups (not Linux)"
     try:
-        candidates = _candidates()
+        candidates = _candidates(name)
     except (OSError, ValueError, IndexError) as exc:
         return None, f"cgroups unreadable ({exc})"
     if not candidates:
-        return None, "no pids controller mounted"
+        return None, f"no {name} controller mounted"
     reasons = []
     for controller in candidates:
         try:
-            _try(controller)
+            _try(controller, name)
             sweep(controller)
             return controller, ""
         except (OSError, subprocess.SubprocessError) as exc:
             reasons.append(f"{controller.describe()}: {exc}")
-    return None, "no pids controller writable (" + "; ".join(reasons) + ")"
+    return None, f"no {name} controller writable (" + "; ".join(reasons) + ")"

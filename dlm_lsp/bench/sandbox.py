@@ -176,6 +176,7 @@ class Outcome:
     pids_cgroup: bool = False  # ran in a pids cgroup of its own (`cgroup.py`)
     seccomp: bool = False  # ran behind the seccomp filter (`seccomp.py`)
     landlock: bool = False  # ran behind the Landlock layer (`landlock.py`)
+    memory_cgroup: bool = False  # its processes' memory capped together (`_ProgramCgroups`)
 
     @property
     def network_isolated(self) -> bool:
@@ -561,11 +562,18 @@ def isolation_used(config: SandboxConfig
 
 def pids_cgroup_note(used: bool) -> str:
     """Where the programs' pids cgroups were made (`used`: each ran in one), or why they
-    had none, for the reports."""
+    had none, for the reports; then whether a memory cgroup capped each program's
+    processes together, and where or why not."""
     controller, why = cgroup.find()
+    memory, memory_why = cgroup.find("memory")
+    if memory is not None:
+        capped = (f"; the memory of each program's processes capped at "
+                  f"{_memory_cap(SandboxConfig()) >> 20} MiB together ({memory.describe()})")
+    else:
+        capped = f"; no memory cgroup ({memory_why})"
     if used:
-        return controller.describe() if controller else ""
-    return why or "not every program ran in one"
+        return (controller.describe() if controller else "") + capped
+    return (why or "not every program ran in one") + capped
 
 
 def seccomp_note(used: bool, config: SandboxConfig | None = None) -> str:
@@ -770,7 +778,7 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
     work = os.path.join(outer, "work")
     group = None
     try:
-        group = _pids_cgroup(config, isolation)
+        group = _ProgramCgroups(config, isolation)
         os.mkdir(work, 0o700)
         Path(work, "program.py").write_text(source, encoding="utf-8")
         if drop:
@@ -809,7 +817,7 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
                 command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=output,
                 stderr=subprocess.STDOUT, pass_fds=(write_fd, token_fd, started_fd),
                 start_new_session=True,
-                preexec_fn=_limits(config, drop, group.join if group else None))
+                preexec_fn=_limits(config, drop, group.join if group.groups else None))
         except BaseException:
             output.close()
             os.close(read_fd)
@@ -850,7 +858,8 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
     reason, detail = _classify(child.returncode, timed_out, outcome, token, config, text,
                                started)
     return Outcome(reason == "passed", reason, detail, round(seconds, 3), text, isolation,
-                   group is not None, seccomp_filter is not None, landlock_found is not None)
+                   group.pids, seccomp_filter is not None, landlock_found is not None,
+                   group.memory)
 
 
 # The processes above the program in its cgroup: at NAMESPACES, `unshare` and the PID
@@ -859,14 +868,59 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
 HARNESS_PROCESSES = {NAMESPACES: 2, NETWORK: 0, NONE: 0}
 
 
-def _pids_cgroup(config: SandboxConfig, isolation: str) -> cgroup.PidsCgroup | None:
-    """The program's own pids cgroup, where one can be made here (`cgroup.find`), with
-    room for `config.extra_processes` tasks of the program's, itself included, as the
-    process limit has: it binds root too, and names every process the program left."""
-    controller, _ = cgroup.find()
-    if controller is None:
-        return None
-    return cgroup.PidsCgroup(controller, config.extra_processes + HARNESS_PROCESSES[isolation])
+# Room for the harness's processes beside the program's address space (RLIMIT_AS),
+# in the memory cap of all the program's processes together (`_memory_cap`).
+MEMORY_HEADROOM = 256 << 20
+
+
+def _memory_cap(config: SandboxConfig) -> int:
+    return config.memory_bytes + MEMORY_HEADROOM
+
+
+class _ProgramCgroups:
+    """A program's cgroups, where they can be made here (`cgroup.find`): its pids cgroup,
+    with room for `config.extra_processes` tasks of the program's, itself included, as
+    the process limit has (it binds root too, and names every process the program left),
+    and a memory cgroup that caps the memory of all its processes together
+    (`_memory_cap`).  RLIMIT_AS caps each process alone: four children of one program,
+    made past the hook, held 3.6 GiB, and the ~32 a pids cgroup allows could take ~30
+    GiB, a VM of 24 GiB to its OOM killer, which may pick the benchmark (a red-team
+    pass, 2026-12-06).  On v2 the one cgroup holds both caps; v1 has a hierarchy each."""
+
+    def __init__(self, config: SandboxConfig, isolation: str) -> None:
+        pids, _ = cgroup.find()
+        memory, _ = cgroup.find("memory")
+        cap = {cgroup.memory_limit_file(memory.version): _memory_cap(config)} if memory else {}
+        self.groups: list[cgroup.PidsCgroup] = []
+        self.pids, self.memory = pids is not None, memory is not None
+        try:
+            if pids is not None:
+                self.groups.append(cgroup.PidsCgroup(
+                    pids, config.extra_processes + HARNESS_PROCESSES[isolation],
+                    cap if memory == pids else None))
+            if memory is not None and memory != pids:
+                self.groups.append(cgroup.PidsCgroup(memory, None, cap))
+        except BaseException:
+            self.close()
+            raise
+
+    def join(self) -> None:
+        """Join every one of them (the child between fork and exec: system calls only)."""
+        for group in self.groups:
+            group.join()
+
+    def close(self) -> None:
+        """Kill what is left in each and remove it; the first failure raised once every
+        one was tried."""
+        failed = None
+        for group in self.groups:
+            try:
+                group.close()
+            except OSError as exc:
+                failed = failed or exc
+        self.groups = []
+        if failed is not None:
+            raise failed
 
 
 def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) -> list[Outcome]:
@@ -880,7 +934,8 @@ def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) ->
     """
     config = config or SandboxConfig()
     isolation = _isolation(config)  # probed here once, not by the first workers at once
-    cgroup.find()  # so is the pids cgroup (its cache holds no lock: each would probe)
+    cgroup.find()  # so are the cgroups (its cache holds no lock: each would probe)
+    cgroup.find("memory")
     drop, running, seccomp_filter = _drops(isolation), _Running(), _seccomp(config)
     found = _landlock(config)
     with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
