@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -156,6 +157,7 @@ class DlmServer(LanguageServer):
         self._progress_count = 0  # server-initiated progress tokens made so far
         self._progress_shown: set[Any] = set()  # tokens a fill's progress is shown on now
         self.refused = Refused()  # documents not kept past maxOpenDocuments
+        self.not_kept_told_at = -math.inf  # when the user was last told of one (a message)
         # notebooks not kept past it, each with what its cells say: a cell added to one
         # later is refused as the cells it was opened with are (`did_change_notebook`)
         self.refused_notebooks = Refused()
@@ -694,9 +696,7 @@ def did_open(ls: DlmServer, params: types.DidOpenTextDocumentParams) -> None:
     if len(ls.workspace.text_documents) > limit:
         ls.workspace.remove_text_document(uri)
         ls.refuse([uri], f"{uri} was not opened")
-        ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, (
-            f"dlm-lsp keeps at most {limit} open documents (setting maxOpenDocuments): "
-            f"{uri} was not opened; close other documents first")))
+        _say_not_kept(ls, f"{uri} was not opened; close other documents first")
     else:
         ls.parse_ahead(uri)
 
@@ -763,9 +763,28 @@ def _drop_notebook_past_limit(ls: DlmServer, uri: str, cells: list[str], told: s
         return False
     ls.workspace.remove_notebook_document(types.DidCloseNotebookDocumentParams(
         types.NotebookDocumentIdentifier(uri), [types.TextDocumentIdentifier(c) for c in cells]))
-    ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, (
-        f"dlm-lsp keeps at most {limit} open documents (setting maxOpenDocuments): {told}")))
+    _say_not_kept(ls, told)
     return True
+
+
+# How long after a "not kept" message the next ones go to the log, not a message of their own
+NOT_KEPT_QUIET_S = 30.0
+
+
+def _say_not_kept(ls: DlmServer, told: str) -> None:
+    """Tell the user that a document (or notebook) past `maxOpenDocuments` was not kept:
+    one message, and those that follow within NOT_KEPT_QUIET_S in the log, said so in
+    the message.  An editor that opens a whole workspace got a message a document (10
+    of them for documents 500 to 509 of 510)."""
+    text = (f"dlm-lsp keeps at most {ls.config.max_open_documents} open documents (setting "
+            f"maxOpenDocuments): {told}")
+    now = time.monotonic()
+    if now - ls.not_kept_told_at < NOT_KEPT_QUIET_S:
+        ls.window_log_message(types.LogMessageParams(types.MessageType.Error, text))
+        return
+    ls.not_kept_told_at = now
+    ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, (
+        f"{text} (others not kept in the next {NOT_KEPT_QUIET_S:.0f} s are in the log)")))
 
 
 def _refuse_notebook(ls: DlmServer, uri: str, cells: list[str], what: str) -> None:

@@ -187,6 +187,29 @@ def test_past_the_limits_a_document_or_a_fill_is_refused_with_a_clear_error(mode
         server.close()
 
 
+def test_documents_refused_one_after_another_are_told_in_one_message(model_dir):
+    """An editor that opens a whole workspace got one message a document refused (10
+    for documents 500 to 509 of 510); the others go to the log, which the message says."""
+    server = ServerProcess()
+    try:
+        client = server.client
+        client.initialize({"model": str(model_dir), "maxOpenDocuments": 1})
+        for k in range(5):
+            client.open(uri(k), TEXT)
+        logged = client.wait(lambda ms: [m["params"]["message"] for m in ms
+                                         if m.get("method") == "window/logMessage"
+                                         and "maxOpenDocuments" in m["params"]["message"]
+                                         ][2:] and ms)
+        [told] = [text for text in client.shown() if "maxOpenDocuments" in text]
+        assert uri(1) in told and "others not kept in the next 30 s are in the log" in told
+        in_log = [m["params"]["message"] for m in logged if m.get("method") ==
+                  "window/logMessage" and "maxOpenDocuments" in m["params"]["message"]]
+        assert [next(uri(k) for k in range(5) if uri(k) in text) for text in in_log] == [
+            uri(2), uri(3), uri(4)]
+    finally:
+        server.close()
+
+
 def test_a_document_refused_past_max_open_documents_is_said_so_until_opened_again(model_dir):
     """The editor did open it, so "not open, send didOpen" would tell its user nothing to
     do: an asked fill names the limit and what to do; ghost text, completion and code
