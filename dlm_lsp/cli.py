@@ -200,7 +200,7 @@ def _add_humaneval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", dest="json_out", metavar="OUT", help=JSON_HELP)
     parser.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)
     parser.add_argument("--baseline", metavar="FILE", help="a stored --json report to compare to")
-    parser.add_argument("--margin", type=_points, default=0.0,
+    parser.add_argument("--margin", type=_points, default=None,
                         help="with --baseline: fail when pass@1 drops by more points than this "
                         "(default 0)")
     _add_baseline_model(parser)

@@ -583,7 +583,8 @@ def test_a_model_or_device_in_settings_is_a_usage_error_naming_the_option(bench,
 
 
 @pytest.mark.parametrize(("content", "says"), [
-    (None, "cannot read --baseline"), ("{", "cannot read --baseline"),
+    (None, "cannot read --baseline"), ("{", "is not a report written by `bench humaneval "
+                                            "--json`: not JSON (Expecting"),
     ("[]", "is not a report"), ('{"pass_at_1": "high"}', "is not a report"),
 ])
 def test_a_baseline_that_cannot_be_compared_to_is_refused_before_any_task_runs(
@@ -599,6 +600,17 @@ def test_a_baseline_that_cannot_be_compared_to_is_refused_before_any_task_runs(
     assert main(["bench", "humaneval", "--empty", "--baseline", str(stored)]) == 2
     said = capsys.readouterr().err
     assert said.startswith("dlm-lsp bench humaneval: ") and says in said and str(stored) in said
+
+
+def test_a_margin_without_a_baseline_is_refused(monkeypatch, capsys):
+    """It was taken, and compared nothing: the run exited 0 as if it had passed a bar."""
+    import dlm_lsp.bench.pass_at_1 as pass_at_1
+
+    monkeypatch.setattr(pass_at_1, "run_benchmark",
+                        lambda config: pytest.fail("ran the tasks with a margin of nothing"))
+    assert main(["bench", "humaneval", "--empty", "--margin", "5"]) == 2
+    assert capsys.readouterr().err == ("dlm-lsp bench humaneval: --margin is the drop allowed "
+                                       "against --baseline FILE; give one\n")
 
 
 def test_programs_the_sandbox_could_not_run_fail_the_run_and_are_named(monkeypatch, capsys):

@@ -606,9 +606,11 @@ def read_stored_report(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as handle:
             stored = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read --baseline {path}: "
-                         f"{getattr(exc, 'strerror', None) or exc}") from exc
+    except ValueError as exc:  # not JSON (a JSONDecodeError, or bytes no UTF-8)
+        raise UsageError(f"--baseline {path} is not a report written by `bench humaneval "
+                         f"--json`: not JSON ({exc})") from exc
+    except OSError as exc:
+        raise UsageError(f"cannot read --baseline {path}: {exc.strerror or exc}") from exc
     pass_at_1 = stored.get("pass_at_1") if isinstance(stored, dict) else None
     if not isinstance(pass_at_1, (int, float)) or isinstance(pass_at_1, bool):
         raise UsageError(f"--baseline {path} is not a report written by "
@@ -632,6 +634,9 @@ def command(args: argparse.Namespace) -> int:
                          engine=engine_settings(args.settings,
                                                 requests=(planned_options(settings),),
                                                 flags=FILL_FLAGS))
+    if args.margin is not None and not args.baseline:  # it was taken, and compared nothing
+        raise UsageError("--margin is the drop allowed against --baseline FILE; give one")
+    margin = args.margin or 0.0
     stored = read_stored_report(args.baseline) if args.baseline else None
     if args.baseline_model:  # told before the model's tasks (minutes of them), not after
         problem = autoregressive.missing(args.baseline_model)
@@ -656,11 +661,11 @@ def command(args: argparse.Namespace) -> int:
                 files.text(args.markdown_out, summary)
     except StoppedAfterWriting as stop:  # the files are whole, and so is a complete report:
         if not report.partial:  # its bars are checked, and a failed one is the status
-            stop.status = check_bars(report, stored, args.margin)
+            stop.status = check_bars(report, stored, margin)
         raise
     if report.partial:  # no bar is checked on a part of the tasks
         raise Stopped(report.partial, files.said())
-    status = check_bars(report, stored, args.margin)
+    status = check_bars(report, stored, margin)
     if stopped:  # the model's report is complete: its bars were checked as in a whole run
         raise Stopped(stopped, files.said(), status)
     return status
