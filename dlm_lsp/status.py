@@ -148,7 +148,10 @@ def main(tcp: tuple[str, int] | None, model: str, device: str, remote: str | Non
             return 2
     width = max(len(k) for k in status)
     for key, value in status.items():
-        print(f"{key:<{width}}  {_loaded(status) if key == 'loaded' else _shown(value)}")
+        shown = (_loaded(status) if key == "loaded" else
+                 f"{value:,}" if key == "parameters" and isinstance(value, int) else
+                 _shown(value))  # 23,075,328: as every other count we print, not 23075328
+        print(f"{key:<{width}}  {shown}")
     return 0
 
 

@@ -546,7 +546,7 @@ def test_status_here_reports_the_model_and_its_step_cost(model_dir):
     assert out.returncode == 0, out.stderr
     lines = dict(line.split(None, 1) for line in out.stdout.splitlines())
     assert lines["device"] == "cpu" and float(lines["stepMsAt256Tokens"]) > 0
-    assert int(lines["parameters"]) > 0
+    assert int(lines["parameters"].replace(",", "")) > 0
 
 
 def test_status_here_shows_its_per_kind_figures_as_words_not_python(model_dir, capsys):
@@ -1490,3 +1490,15 @@ def test_empty_settings_are_no_json(tmp_path: Path, capsys: pytest.CaptureFixtur
     source.write_text("x = <FILL>\n")
     assert main(["fill", str(source), "--settings", ""]) == 2
     assert "--settings is not JSON" in capsys.readouterr().err
+
+
+def test_status_shows_the_parameter_count_with_separators(monkeypatch, capsys):
+    """`parameters  23075328`, where every other count we print reads 23,075,328."""
+    from dlm_lsp import status as status_module
+    from dlm_lsp.cli import main
+
+    answer = {"model": "default", "loaded": True, "parameters": 23075328}
+    monkeypatch.setattr(status_module, "query_server", lambda *args, **kwargs: answer)
+    assert main(["status", "--server", "127.0.0.1:1"]) == 0
+    rows = [line.split(None, 1) for line in capsys.readouterr().out.splitlines()]
+    assert ["parameters", "23,075,328"] in rows
