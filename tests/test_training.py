@@ -974,7 +974,8 @@ def test_a_seq_len_beyond_the_warm_start_s_context_is_refused_before_reading_sou
     assert main([*args, "--max-steps", "2"]) == 2
     captured = capsys.readouterr()
     assert captured.err == (f"dlm-lsp train: --seq-len 65 exceeds the max_length 64 of the "
-                            f"model in --init-from {trained[0]}\n")
+                            f"model in --init-from {trained[0]}; give --seq-len 64 or less (or "
+                            "the preset it was trained with, --tiny say)\n")
     assert "sources:" not in captured.err
 
 

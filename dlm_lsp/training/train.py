@@ -326,7 +326,9 @@ def _warm_start(cfg: TrainConfig, device: torch.device) -> TinyModel | None:
                             "deepened, never cut)")
     if cfg.seq_len > warm.max_length:
         raise TrainingError(f"--seq-len {cfg.seq_len} exceeds the max_length {warm.max_length} "
-                            f"of the model in --init-from {init}")
+                            f"of the model in --init-from {init}; give --seq-len "
+                            f"{warm.max_length} or less (or the preset it was trained "
+                            "with, --tiny say)")
     return warm
 
 
