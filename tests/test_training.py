@@ -2446,3 +2446,11 @@ def test_a_run_into_a_folder_holding_a_model_says_it_replaces_it(trained, source
             "this run's save replaces it") in capsys.readouterr().err
     train(tiny_config(source_dir, out, max_steps=1, init_from=str(out)))  # continued
     assert "holds a model trained before" not in capsys.readouterr().err
+
+
+def test_a_data_cap_below_every_file_names_the_cap(source_dir, tmp_path, capsys):
+    """It said "no readable Python source files found", of sources that were there."""
+    assert main([*_cli_args(source_dir, tmp_path / "out"), "--max-steps", "2",
+                 "--data-bytes", "10"]) != 0
+    assert "--data-bytes 10 is smaller than any source file (the smallest is " in \
+        _the_error(capsys.readouterr().err)

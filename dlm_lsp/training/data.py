@@ -314,6 +314,10 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
         kept["bytes"] += size
 
     if not corpus.train and not corpus.heldout:
+        smallest = min((size for *_, size in sized), default=None)
+        if smallest is not None and smallest > cfg.max_bytes:  # the cap, not the sources
+            raise FileNotFoundError(f"--data-bytes {cfg.max_bytes} is smaller than any "
+                                    f"source file (the smallest is {smallest:,} bytes)")
         raise FileNotFoundError("no readable Python source files found under "
                                 + ", ".join(str(r) for r in source_roots(cfg)))
     if not corpus.train:  # pinned files only while something is left to train on
