@@ -883,7 +883,8 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
             window = _Window(device)
         if cfg.save_every > 0 and now - last_save >= cfg.save_every:
             if not math.isfinite(float(ema)):  # never overwrite a good save with a broken one
-                raise FloatingPointError(f"training loss became {float(ema)} by step {step}")
+                raise FloatingPointError(f"training loss became {float(ema)} by step {step}; "
+                                         "try a lower --lr")
             interim_save({"steps": step, "tokens_seen": tokens, "seconds": round(now - start, 1),
                           "loss_curve": curve})
             last_save = time.monotonic()
