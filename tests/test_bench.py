@@ -752,7 +752,9 @@ def test_syntax_bench_counts_valid_fills_with_and_without_repair(model_dir, tmp_
     assert cli_main(["bench", "syntax", "--model", str(model_dir), "--device", "cpu",
                      "--limit", "2", "--json", str(out)]) == 0
     total = 2 * (2 + len(fixture_tasks()))  # progress: on stderr, the last line at the end
-    assert capsys.readouterr().err.splitlines()[-1].startswith(f"syntax: {total}/{total} fills")
+    said = capsys.readouterr()
+    assert said.err.splitlines()[-1].startswith(f"syntax: {total}/{total} fills")
+    assert "paths {" not in said.out and " ms/fill, paths " in said.out  # words, not Python
     rows = json.loads(out.read_text())
     assert all(r["partial"] is None for r in rows)
     assert {r["setting"] for r in rows} == {"model only (validation off)",

@@ -124,7 +124,9 @@ def tally(setting: str, done: list[tuple[bool, float, str]]) -> SyntaxRow:
 
 def _print_row(name: str, row: SyntaxRow, mark: str = "") -> None:
     print(f"{name:24} {row.setting:32} valid {row.valid}/{row.tasks} ({row.rate:.0%}), "
-          f"{row.ms:.0f} ms/fill, paths {row.paths}{mark}", flush=True)
+          f"{row.ms:.0f} ms/fill, paths "
+          f"{', '.join(f'{path} {count}' for path, count in row.paths.items()) or 'none'}"
+          f"{mark}", flush=True)  # `diffusion 3`, not Python's {'diffusion': 3}
 
 
 def main(model: str, device: str, limit: int | None, out: str | None,
@@ -158,7 +160,7 @@ def main(model: str, device: str, limit: int | None, out: str | None,
         if done and (name, setting) not in {(e["set"], e["setting"]) for e in table}:
             row = tally(setting, done)
             table.append({"set": name, **asdict(row), "rate": row.rate, "engine": engine})
-            _print_row(name, row, f" (partial: {row.tasks} of {len(tasks)} tasks)")
+            _print_row(name, row, f" (partial: {row.tasks} of {len(tasks)} fills)")
     with Stoppable(progress, lambda: sum(entry["tasks"] for entry in table),
                    on_stop=keep_the_row_under_way) as loop:
         for name, tasks in sets:
