@@ -2305,6 +2305,27 @@ def test_a_model_of_our_own_is_replaced_and_its_stale_card_pointed_out(trained, 
         capsys.readouterr().err
 
 
+def test_a_card_with_no_model_beside_it_is_said_to_describe_none(source_dir, tmp_path,
+                                                                 capsys):
+    """It was said to describe "the model that was there before this run": none was."""
+    out = tmp_path / "carded"
+    out.mkdir()
+    (out / "MODEL_CARD.md").write_text("# to be written\n")
+    train(tiny_config(source_dir, out, max_steps=2))
+    assert (f"note: {out / 'MODEL_CARD.md'} was there before this run and describes none of "
+            "its weights") in capsys.readouterr().err
+
+
+def test_a_folder_of_another_config_and_no_weights_is_refused_without_talk_of_weights(
+        source_dir, tmp_path):
+    out = tmp_path / "other"
+    out.mkdir()
+    (out / "config.json").write_text("not json")
+    with pytest.raises(TrainingError) as refused:
+        train(tiny_config(source_dir, out))
+    assert "weights" not in str(refused.value) and "choose another folder" in str(refused.value)
+
+
 def test_a_corpus_of_one_file_says_it_holds_nothing_out(tmp_path, capsys):
     """With one source file no file is held out, and the run ended on 'held-out loss
     None -> None', which did not say why."""

@@ -490,15 +490,15 @@ def _other_model(out: Path) -> str | None:
     return f"weights without a config.json ({weights[0]})" if weights else None
 
 
-def _note_replaced(out: Path, init_from: str | None) -> None:
+def _note_replaced(out: Path, init_from: str | None) -> bool:
     """Say that `out` holds a model of ours that this run replaces when it saves, unless
     the run continues that model: a second run into one folder replaced the first's
-    model (1,000 steps by 50) without a word."""
+    model (1,000 steps by 50) without a word.  Whether it holds one."""
     config = out / "config.json"
     if not config.is_file() or _other_model(out) is not None:
-        return
+        return False
     if init_from is not None and Path(init_from).resolve() == out.resolve():
-        return
+        return True
     try:
         steps = json.loads(config.read_text(encoding="utf-8")).get("training", {}).get("steps")
     except (OSError, ValueError, AttributeError):
@@ -506,6 +506,7 @@ def _note_replaced(out: Path, init_from: str | None) -> None:
     trained = f" ({steps:,} steps)" if isinstance(steps, int) else ""
     print(f"note: --out {out} holds a model trained before{trained}; this run's save "
           f"replaces it (--init-from {out} would continue it)", file=sys.stderr, flush=True)
+    return True
 
 
 def _check_out(out: Path) -> None:
@@ -518,8 +519,9 @@ def _check_out(out: Path) -> None:
         raise TrainingError(f"--out {out} is a file, not a folder")
     other = _other_model(out)
     if other:  # a save deletes the folder's *.safetensors: a download's shards among them
+        deleted = " (its weights deleted)" if any(out.glob("*.safetensors")) else ""
         raise TrainingError(f"--out {out} holds {other}, which this run's save would "
-                            "overwrite (its weights deleted); choose another folder")
+                            f"overwrite{deleted}; choose another folder")
     nearest = out.absolute()  # the folder, or the closest parent there is to create it in
     while not nearest.exists() and nearest != nearest.parent:
         nearest = nearest.parent
@@ -1015,7 +1017,7 @@ def _train(cfg: TrainConfig) -> dict:
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
     _check_out(Path(cfg.out_dir))
-    _note_replaced(Path(cfg.out_dir), cfg.init_from)
+    had_model = _note_replaced(Path(cfg.out_dir), cfg.init_from)
     use_bf16 = device.type == "cuda" or (device.type == "cpu" and _cpu_bf16(cfg))
     amp_dtype = torch.bfloat16 if use_bf16 else None
     if device.type == "cuda":
@@ -1164,9 +1166,10 @@ def _train(cfg: TrainConfig) -> dict:
           f"{_heldout(stats['heldout_infill_loss'], corpus)}", file=sys.stderr, flush=True)
     card = Path(cfg.out_dir) / "MODEL_CARD.md"
     if card.is_file():  # kept, as a record, but it no longer describes these weights
-        print(f"note: {card} describes the model that was there before this run; update it "
-              "(every number it needs is in config.json's \"training\")", file=sys.stderr,
-              flush=True)
+        what = ("describes the model that was there before this run" if had_model else
+                "was there before this run and describes none of its weights")
+        print(f"note: {card} {what}; update it (every number it needs is in config.json's "
+              "\"training\")", file=sys.stderr, flush=True)
     return stats
 
 
