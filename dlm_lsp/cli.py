@@ -568,7 +568,11 @@ def _stopped(argv: list[str], interrupt: KeyboardInterrupt, began: float) -> int
     if argv[:1] == ["bench"] and argv[1:2] and argv[1] in (*COMMANDS, "syntax", "strategies"):
         command += f" {argv[1]}"
     name = signal_name(interrupt)
-    print(f"dlm-lsp{command}: stopped by {name} after {time.monotonic() - began:.0f}s",
+    # nothing is written before a command's end: said, where the command writes (a run
+    # stopped later, once training began, says what it saved itself)
+    kept = ("; nothing saved" if argv[:1] == ["train"] else
+            "; the file left as it was" if argv[:1] == ["fill"] and "--write" in argv else "")
+    print(f"dlm-lsp{command}: stopped by {name} after {time.monotonic() - began:.0f}s{kept}",
           file=sys.stderr)
     return 128 + signal.Signals[name]
 

@@ -867,6 +867,8 @@ def test_ctrl_c_in_a_long_command_says_so_in_one_line_and_exits_130(
     assert said.err.startswith(f"dlm-lsp {argv[0]}: stopped by SIGINT after ")
     assert len(said.err.splitlines()) == 1
     assert holes.read_text() == "def f(x):\n    return <FILL>\n"
+    # where the command writes, the line says that nothing was
+    assert said.err.rstrip().endswith("s; the file left as it was") == ("--write" in argv)
 
 
 @pytest.mark.parametrize(("argv", "where"), [
@@ -900,6 +902,7 @@ def test_sigterm_in_a_long_command_says_so_in_one_line_and_exits_143(
     assert said.err.startswith(f"dlm-lsp {argv[0]}: stopped by SIGTERM after ")
     assert len(said.err.splitlines()) == 1
     assert holes.read_text() == "def f(x):\n    return <FILL>\n"
+    assert said.err.rstrip().endswith("s; the file left as it was") == ("--write" in argv)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"
 
 
