@@ -108,6 +108,7 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
               "(python, typescript, go, ...)", file=sys.stderr)
     engine = Engine(config)
     try:
+        engine.preload()  # the model, and the timing of its steps a latency target needs
         model_obj = engine.model
     except ModelLoadError as exc:
         print(f"dlm-lsp fill: {command_line_message(exc)}", file=sys.stderr)

@@ -1139,3 +1139,26 @@ def test_a_load_refused_for_want_of_cuda_is_told_as_such_within_the_wait(
             eng.model  # noqa: B018
         raised.append(failed.value)
     assert raised[1].device == "cuda" and str(raised[1]) == str(raised[0])
+
+
+@pytest.mark.parametrize("target", ["latency_ms", "latency_ms_rewrite"])
+def test_with_a_latency_target_the_steps_are_timed_at_preload_not_in_the_first_fill(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """The first fill with a target took the timing's seconds into its own (3.5 s against
+    a 200 ms target)."""
+    import dlm_lsp.engine as engine_module
+
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", **{target: 200}))
+    assert engine.preload().endswith(", its steps timed")
+    monkeypatch.setattr(engine_module, "calibrate",
+                        lambda model: pytest.fail("timed again in the fill"))
+    engine.infill(InfillRequest("def f(x):\n    return \n", 21, 21, "python"))
+
+
+def test_without_a_latency_target_preload_times_nothing(model_dir: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dlm_lsp.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "calibrate",
+                        lambda model: pytest.fail("timed with no target to meet"))
+    assert Engine(ServerConfig(model=str(model_dir), device="cpu")).preload().endswith(" cpu")
