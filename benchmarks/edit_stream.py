@@ -28,6 +28,7 @@ import statistics
 import time
 from pathlib import Path
 
+from forward_passes import time_forward_passes
 from typing_cost import FORWARD, LANGUAGES, STAGES, Editor, Stages, build, record_results
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
@@ -45,8 +46,7 @@ async def started(stages: Stages) -> Editor:
                                         "capabilities": {}, "initializationOptions": {}})
     editor.send("initialized", {})
     model = await asyncio.get_running_loop().run_in_executor(None, lambda: editor.ls.engine.model)
-    for name in ("hidden", "head"):
-        stages.time(model, name, FORWARD)
+    time_forward_passes(model, lambda owner, name, label: stages.time(owner, name, FORWARD))
     return editor
 
 

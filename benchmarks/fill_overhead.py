@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 from fill_stages import STAGES, timed
+from forward_passes import time_forward_passes
 from lsp_latency import stdio_server
 
 from dlm_lsp import sampler, strategies
@@ -126,8 +127,8 @@ def main() -> None:
         table[name] = holder.run
     eng = Engine(ServerConfig(reuse_fills=False, batch_rows=0))
     model = eng.model
-    for name in ("hidden", "head"):
-        timed(model, name, f"forward pass: {name}", seconds, calls)
+    time_forward_passes(model, lambda owner, name, label: timed(
+        owner, name, f"forward pass: {label}", seconds, calls))
     eng.infill(fills["single"][0])  # warm-up: loads the model and its tables
     print(f"machine: {machine_line(describe_machine(str(model.device)))}; "
           f"{torch.get_num_threads()} torch threads")

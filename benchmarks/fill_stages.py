@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from forward_passes import time_forward_passes
 from lsp_latency import cursors
 
 from dlm_lsp import engine, passes, sampler, validation
@@ -80,8 +81,9 @@ def main() -> None:
         timed(owner, name, stage, seconds, calls)
     eng = Engine(ServerConfig(model=args.model, reuse_fills=False, batch_rows=args.batch_rows))
     model = eng.model
-    for name in ("hidden", "head"):  # the forward pass: the body, then the head on the span
-        timed(model, name, f"forward pass: {name}", seconds, calls)
+    # the forward pass: the body, then the head on the span; or the context cache's step
+    time_forward_passes(model, lambda owner, name, label: timed(
+        owner, name, f"forward pass: {label}", seconds, calls))
 
     def fill(at: int):
         return eng.infill(InfillRequest(text, at, at, "python", uri="file:///textwrap.py"))

@@ -49,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from forward_passes import time_forward_passes
 from typing_cost import Editor, rss
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
@@ -276,8 +277,8 @@ class ForwardTime:
     def __init__(self, model: object, clock: Callable[[], float] = time.perf_counter) -> None:
         self.ms = 0.0
         self._lock = threading.Lock()
-        for name in ("hidden", "head"):
-            original = getattr(model, name)
+        def time_one(owner: object, name: str, label: str) -> None:
+            original = getattr(owner, name)
 
             def timed(*args, _original=original, **kwargs):
                 began = clock()
@@ -286,7 +287,8 @@ class ForwardTime:
                 finally:
                     with self._lock:
                         self.ms += (clock() - began) * 1000
-            setattr(model, name, timed)
+            setattr(owner, name, timed)
+        time_forward_passes(model, time_one)
 
     def take(self) -> float:
         with self._lock:

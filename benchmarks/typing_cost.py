@@ -44,6 +44,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from forward_passes import time_forward_passes
+
 from dlm_lsp import engine, protocol, sampler, server
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.documents import find_document
@@ -288,8 +290,7 @@ async def session(language: str, text: str, at: int, typed: str, settings: dict,
                                         "initializationOptions": settings})
     editor.send("initialized", {})
     model = await asyncio.get_running_loop().run_in_executor(None, lambda: editor.ls.engine.model)
-    for name in ("hidden", "head"):
-        stages.time(model, name, FORWARD)
+    time_forward_passes(model, lambda owner, name, label: stages.time(owner, name, FORWARD))
     stages.take()
     uri = f"file:///bench/big.{'py' if language == 'python' else 'js'}"
     began = time.perf_counter()
