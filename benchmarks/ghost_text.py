@@ -25,7 +25,7 @@ import sysconfig
 import time
 from pathlib import Path
 
-from lsp_latency import _p95, cursors, stdio_server
+from lsp_latency import _p95, cursors, server_settings, stdio_server
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
 
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="also write the numbers")
     args = parser.parse_args()
     source = Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py"
-    settings = {"model": args.model, "reuseFills": False, **json.loads(args.settings)}
+    settings = {"model": args.model, "reuseFills": False, **server_settings(args.settings)}
     text = source.read_text()
     blank_text, blank_points = new_lines(text, args.requests)
     kinds = {"mid-line": ("file:///bench/mid.py", text, cursors(text, args.requests)),

@@ -31,8 +31,10 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.config import ServerConfig, from_json
 from dlm_lsp.framing import Client
 from dlm_lsp.quantiles import quantile
 
@@ -89,6 +91,28 @@ def start_tcp_server(options: dict, clients: int) -> tuple[subprocess.Popen, lis
     return proc, [_initialized(Client.over_socket(sock), options) for sock in socks]
 
 
+def server_settings(text: str) -> dict:
+    """`--settings` (JSON), checked as the server would check it, before any server
+    starts: a misspelt or wrong setting was only warned of in a message the script's
+    client never shows, and the run's numbers were of the defaults, its header naming
+    the setting as if applied.  A usage error (exit 2) names each problem."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        _usage_error(f"--settings is not JSON: {exc}")
+    if not isinstance(data, dict):
+        _usage_error("--settings should be a JSON object of settings")
+    _, problems = from_json(ServerConfig, data, strict=True)
+    if problems:
+        _usage_error("--settings: " + "; ".join(problems))
+    return data
+
+
+def _usage_error(message: str) -> NoReturn:
+    print(f"{os.path.basename(sys.argv[0])}: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def _p95(ms: list[float]) -> float:
     return quantile(ms, 0.95) or 0.0
 
@@ -120,7 +144,7 @@ def main() -> None:
     options = json.loads(args.options)
     source = Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py"
     text = source.read_text()
-    settings = {"model": args.model, "reuseFills": False, **json.loads(args.settings)}
+    settings = {"model": args.model, "reuseFills": False, **server_settings(args.settings)}
     if args.tcp:
         proc, clients = start_tcp_server(settings, args.concurrent)
     else:

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forward_passes import time_forward_passes
+from lsp_latency import server_settings
 from typing_cost import Editor, rss
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
@@ -629,7 +630,7 @@ def main() -> None:
               if any(n == c or (c not in names and n.startswith(c)) for c in args.cases)]
     if not chosen:
         sys.exit(f"no case matches {args.cases}")
-    rows = asyncio.run(session(chosen, json.loads(args.settings), args.request_timeout,
+    rows = asyncio.run(session(chosen, server_settings(args.settings), args.request_timeout,
                                args.holes_seconds))
     print(f"machine: {machine_line(describe_machine('cpu'))}")
     print(summary(rows))

@@ -45,7 +45,7 @@ from collections import Counter
 from pathlib import Path
 
 from ghost_text import new_lines
-from lsp_latency import _p95, cursors, stdio_server
+from lsp_latency import _p95, cursors, server_settings, stdio_server
 
 from dlm_lsp.bench.machine import describe_machine, load_average, machine_line
 from dlm_lsp.framing import Client, ResponseError
@@ -196,7 +196,7 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="also write the numbers")
     args = parser.parse_args()
     env = dict(item.split("=", 1) for item in args.env)
-    settings = {"model": args.model, "reuseFills": False, **json.loads(args.settings)}
+    settings = {"model": args.model, "reuseFills": False, **server_settings(args.settings)}
     text = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()
     blank_text, blank_points = new_lines(text, 10)
     points = []  # 40 single-line cursors and, after every 4th, a multi-line one

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from forward_passes import time_forward_passes
+from lsp_latency import server_settings
 
 from dlm_lsp import engine, protocol, sampler, server
 from dlm_lsp.bench.machine import describe_machine, machine_line
@@ -444,7 +445,7 @@ def main() -> None:
                       f"characters: {took['open'] / 1e6:.2f} MB an open document, "
                       f"{took['parsed'] / 1e6:.2f} MB its parse kept for validation", flush=True)
         return
-    settings = json.loads(args.settings)
+    settings = server_settings(args.settings)
     stages = Stages()
     for owner, name, stage in STAGES:
         stages.time(owner, name, stage)

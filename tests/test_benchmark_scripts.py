@@ -42,6 +42,43 @@ def test_lsp_latency_names_no_more_requests_at_once_than_it_sent(model_dir, monk
     assert "2 at once: 2 fills" in said, said
 
 
+@pytest.mark.parametrize("name", ["lsp_latency", "ghost_text", "typing_cost", "soak",
+                                  "pathological_documents"])
+def test_a_setting_the_server_would_refuse_is_a_usage_error_before_any_server(
+        name, monkeypatch, capsys):
+    """The server warned of it in a message the scripts' client never shows: the run's
+    numbers were of the default, its header naming the setting as if applied."""
+    import sys
+
+    module = script(name)
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", "--settings", '{"contextcache": false}'])
+    monkeypatch.setattr(module, "Engine", None, raising=False)  # nothing may start
+    with pytest.raises(SystemExit) as ended:
+        module.main()
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.endswith("--settings: unknown setting 'contextcache'\n")
+
+
+def test_the_forward_passes_are_timed_where_the_context_cache_runs_them(monkeypatch):
+    """With the cache on (a CPU's default) no step calls the model's `hidden`: timed there
+    alone, 98% of a fill's CPU was "outside the forward passes"."""
+    from dlm_lsp.models.cache import ContextCache
+
+    forward_passes = script("forward_passes")
+    monkeypatch.setattr(ContextCache, "__call__", ContextCache.__call__)  # put back after
+    timed = []
+    model = type("Model", (), {"hidden": None, "head": None})()
+
+    def time_one(owner, name, label):
+        timed.append((owner, name, label))
+        setattr(owner, name, lambda *args: None)  # a wrapper, as the scripts' are
+    forward_passes.time_forward_passes(model, time_one)
+    forward_passes.time_forward_passes(model, time_one)  # a second session's model
+    assert [(name, label) for _, name, label in timed] == [
+        ("hidden", "hidden"), ("head", "head"), ("__call__", "cached"),
+        ("hidden", "hidden"), ("head", "head")]  # the cache's class wrapped once
+
+
 def test_lsp_latency_through_a_remote_backend_reports_where_the_fills_went(model_dir,
                                                                            monkeypatch, capsys):
     """With `backend: remote` (the settings its own --settings takes for a serve-remote
