@@ -81,6 +81,7 @@ from shaping_round_trip import (
     Ask,
     Outcome,
     Span,
+    checked_arguments,
     corpus,
     exception,
     in_fours,
@@ -452,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                              "four spaces a level (in_fours)")
     args = parser.parse_args(argv)
     args.kinds = args.kinds or list(FOURS_KINDS if args.in_fours else KINDS)
+    checked_arguments(parser, args)
     files = corpus(args.roots)
     print("| language | kind | fills | identical | documented | differing | excepted |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

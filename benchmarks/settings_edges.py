@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import json
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -56,6 +57,7 @@ from dlm_lsp.config import (  # noqa: E402
     PRECISIONS,
     REFINE_ORDERS,
     SCHEDULES,
+    SETTING_NAMES,
     STRATEGIES,
     InfillOptions,
     Range,
@@ -545,13 +547,26 @@ def main() -> None:
     parser.add_argument("--model", help="model directory (default: a tiny random one)")
     parser.add_argument("--only", nargs="*", help="cases that set one of these (camelCase)")
     parser.add_argument("--sets", nargs="*", default=["edges", "odd", "options", "loads"],
+                        choices=["edges", "odd", "options", "loads"],
                         help="which cases: edges (each setting's bounds), odd (values that "
                              "interact), options (dlm/infill's), loads (a server each)")
     parser.add_argument("--tcp", action="store_true",
                         help="ask on a TCP server shared with another client (no loads)")
     parser.add_argument("--json", help="write every case's outcome here")
     args = parser.parse_args()
+    unknown = sorted(set(args.only or ()) - SETTING_NAMES - set(
+        camel(f.name) for f in dataclasses.fields(InfillOptions)))
+    if unknown:  # `contextcache` ran 0 cases, and "0 failed" read as a pass
+        parser.error(f"--only names no setting: {', '.join(unknown)} (camelCase, as the "
+                     "README's table spells them)")
     tmp = Path(tempfile.mkdtemp(prefix="settings-edges-"))
+    try:
+        sys.exit(_sweep(args, tmp))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the tiny model and the loads' folders
+
+
+def _sweep(args: argparse.Namespace, tmp: Path) -> int:
     if args.model is None:
         from tiny_model import write_random_model
         model = str(write_random_model(tmp / "tiny", d_model=96))
@@ -587,7 +602,7 @@ def main() -> None:
           f"{time.monotonic() - began:.0f} s")
     if args.json:
         write_outcomes(args.json, outcomes)
-    sys.exit(1 if failed else 0)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

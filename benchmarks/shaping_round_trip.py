@@ -65,7 +65,7 @@ from dlm_lsp.syntax import (
     free_lines,
 )
 from dlm_lsp.units import truncate_to_units
-from dlm_lsp.validation import language_for
+from dlm_lsp.validation import LANGUAGES, language_for
 
 HOLE = "<FILL>"
 # how a span is asked for: the cursor at the block's column, a hole there, column 0
@@ -445,6 +445,21 @@ def print_examples(examples: dict[str, list[Outcome]], count: int) -> None:
             print(diff(outcome), end="\n\n")
 
 
+def checked_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse roots that are not there and languages no grammar has, and read language
+    names in any case (the tables spell them `Python`): either gave an empty table and
+    status 0, which read as a run with nothing to report."""
+    missing = [root for root in args.roots if not Path(root).exists()]
+    if missing:
+        parser.error(f"no such file or directory: {', '.join(missing)}")
+    if args.languages:
+        args.languages = [name.lower() for name in args.languages]
+        unknown = [name for name in args.languages if name not in LANGUAGES]
+        if unknown:
+            parser.error(f"no grammar for {', '.join(unknown)}; one of: "
+                         f"{', '.join(sorted(LANGUAGES))}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", help="directories or files to sample")
@@ -453,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=2, help="diffs shown per cause")
     parser.add_argument("--languages", nargs="*", help="only these (canonical names)")
     args = parser.parse_args(argv)
+    checked_arguments(parser, args)
     files = corpus(args.roots)
     print("| language | files | spans | fills | identical | documented | differing "
           "| excepted: identical / fills |")

@@ -417,3 +417,28 @@ def test_line_starts_check_finds_a_person_s_line_barred_and_one_that_is_not():
     assert check._barred(tok, prefix, " y += 1\n", suffix, times) is True
     assert check._barred(tok, "x = 1; ", "y = 2\n", "", times) is None
     assert len(times) == 3
+
+
+@pytest.mark.parametrize(("name", "argv", "says"), [
+    ("settings_edges", ["--only", "contextcache"], "--only names no setting: contextcache"),
+    ("shaping_round_trip", ["/no/such/folder"], "no such file or directory: /no/such/folder"),
+    ("request_round_trip", ["fixtures", "--languages", "Pyton"], "no grammar for pyton"),
+])
+def test_a_run_that_would_sample_nothing_is_a_usage_error(name, argv, says, monkeypatch,
+                                                          capsys):
+    """Each printed an empty table (`0 cases, 0 failed`) and exited 0, which read as a
+    run that found nothing wrong."""
+    import sys
+
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
+    with pytest.raises(SystemExit) as ended:
+        main = script(name).main
+        main(argv) if name != "settings_edges" else main()
+    assert ended.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_round_trips_read_a_language_in_any_case(capsys):
+    """The README's tables spell it `Python`; the script wanted `python`."""
+    script("shaping_round_trip").main(["fixtures/hello.py", "--languages", "Python",
+                                       "--per-language", "1"])
+    assert "| python |" in capsys.readouterr().out
