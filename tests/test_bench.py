@@ -1093,7 +1093,7 @@ def test_a_stopped_syntax_run_writes_its_rows_each_marked_partial(
     assert [(r["set"].split()[0], r["tasks"], r["partial"]) for r in rows] == [
         ("HumanEval", 1, partial), ("HumanEval", 1, partial), ("fixtures", 1, partial)]
     printed = captured.out.splitlines()
-    assert printed[2].endswith(" (partial: 1 of 2 tasks)")
+    assert printed[2].endswith(" (partial: 1 of 2 fills)")
     assert printed[-1] == (f"partial: 3 of 6 fills, stopped by {sig}; the rows above cover "
                            "only these")
     assert captured.err.rstrip().endswith(f"; partial report of 3 of 6 fills written to {out}")
@@ -1231,3 +1231,21 @@ def test_heldout_bench_reads_the_record_of_a_model_named_from_the_home_folder(
         {"model_type": "dlm-tiny", "training": SplitRecord().stats(corpus)}))
     monkeypatch.setenv("HOME", str(tmp_path))
     assert heldout.trained_record(spec).trained == {text_digest(HELDOUT_SOURCE)}
+
+
+def test_a_checkout_without_symbolic_links_finds_the_fixtures_its_link_names(tmp_path,
+                                                                          monkeypatch):
+    """Git without symlinks (Windows' default) writes the link as a file that names its
+    target: `bench syntax` ended in a traceback, its fixtures "not a directory"."""
+    from dlm_lsp.bench import syntax_rate
+
+    (tmp_path / "fixtures").mkdir()
+    (tmp_path / "fixtures" / "a.py").write_text("x = <FILL>\n")
+    (tmp_path / "data").mkdir()
+    link = tmp_path / "data" / "fixtures"
+    link.write_text("../fixtures")
+    monkeypatch.setattr(syntax_rate, "FIXTURES", link)
+    assert [t.name for t in syntax_rate.fixture_tasks()] == ["a.py#0"]
+    link.write_text("../nowhere")
+    with pytest.raises(syntax_rate.UsageError, match="a checkout made without symbolic links"):
+        syntax_rate.fixture_tasks()

@@ -86,6 +86,15 @@ def test_the_wheel_holds_the_package_and_nothing_of_the_repository_around_it(dis
     assert dists["wheel"].stat().st_size < MAX_BYTES
 
 
+def test_the_package_s_data_ships_as_data_not_as_modules(wheel_names):
+    """The fixtures' folders were found as namespace packages: their .py files shipped as
+    importable modules (`dlm_lsp.bench.data.fixtures.round_trip.inventory`), files that
+    no code of the package reads, beside the hole fixtures it does."""
+    data = [name for name in wheel_names if name.startswith("dlm_lsp/bench/data/")]
+    assert not [name for name in data if name.count("/") > 4], data  # no folder below one
+    assert not [name for name in data if "round_trip" in name or "notebook" in name]
+
+
 def test_the_licence_is_an_spdx_expression_and_both_licence_texts_travel_along(
         dists, wheel_names):
     with zipfile.ZipFile(dists["wheel"]) as wheel:

@@ -21,7 +21,7 @@ from pathlib import Path
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.machine import describe_machine, source_revision
 from dlm_lsp.bench.output import writing_reports
-from dlm_lsp.bench.pass_at_1 import set_by_requests, settings_label
+from dlm_lsp.bench.pass_at_1 import UsageError, set_by_requests, settings_label
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
@@ -72,10 +72,24 @@ def humaneval_tasks(limit: int | None) -> list[SyntaxTask]:
     return tasks
 
 
-def fixture_tasks(directory: Path = FIXTURES, marker: str = "<FILL>") -> list[SyntaxTask]:
+def fixtures_folder() -> Path:
+    """FIXTURES; or, in a checkout made without symbolic links (git's `core.symlinks`
+    false, Windows' default), where the link is a file that names its target, the
+    repository's fixtures/ it names (`bench syntax` ended in a traceback there)."""
+    if FIXTURES.is_dir():
+        return FIXTURES
+    named = FIXTURES.parent / FIXTURES.read_text(encoding="utf-8").strip() \
+        if FIXTURES.is_file() and FIXTURES.stat().st_size < 256 else None
+    if named is not None and named.is_dir():
+        return named.resolve()
+    raise UsageError(f"the example files `bench syntax` fills are not at {FIXTURES} (a "
+                     "checkout made without symbolic links, and no fixtures/ beside it?)")
+
+
+def fixture_tasks(directory: Path | None = None, marker: str = "<FILL>") -> list[SyntaxTask]:
     """Each hole of each fixture file (the other holes left as they are)."""
     tasks = []
-    for path in sorted(directory.iterdir()):
+    for path in sorted((directory or fixtures_folder()).iterdir()):
         if language_for(None, path.name) is None:
             continue
         text = path.read_text(encoding="utf-8")
