@@ -137,7 +137,7 @@ sys.path.insert(0, sys.argv[1])
 import dlm_lsp
 from dlm_lsp.bench import sandbox
 from dlm_lsp.bench.humaneval import load_tasks
-from dlm_lsp.bench.machine import source_revision
+from dlm_lsp.bench.machine import code_label, source_revision
 from dlm_lsp.bench.syntax_rate import fixture_tasks
 from dlm_lsp.models import DEFAULT_MODEL_DIR
 from dlm_lsp.training.contamination import HUMANEVAL_DATA
@@ -149,6 +149,7 @@ print(json.dumps({
     "fixtures": sorted(t.uri for t in fixture_tasks()),
     "sandbox child": sandbox._child_source(),
     "revision": source_revision(),
+    "code": code_label(source_revision()),
 }))
 """
     done = subprocess.run([sys.executable, "-I", "-c", probe, str(site)], cwd=tmp_path,
@@ -164,3 +165,5 @@ print(json.dumps({
     assert all(uri.startswith(site.as_uri()) for uri in found["fixtures"])
     assert found["sandbox child"] == (ROOT / "dlm_lsp/bench/sandbox_child.py").read_text()
     assert found["revision"] is None
+    # the reports' headers name the release, not "code unknown"
+    assert found["code"] == "dlm-lsp 0.1.0 (no checkout)"

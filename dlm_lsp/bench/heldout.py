@@ -43,7 +43,7 @@ from dlm_lsp.bench.filling import (
     planned_options,
 )
 from dlm_lsp.bench.lines import line_tasks
-from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.machine import code_label, describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.pass_at_1 import engine_settings, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
@@ -198,7 +198,7 @@ def to_markdown(report: HeldoutReport) -> str:
     stopped = f"{report.partial}; the numbers below cover only these\n" if report.partial else ""
     return (f"{stopped}Held-out standard-library lines, model {report.model} ({report.precision}); "
             f"{machine_line(report.machine)}; {report.machine['date']}, code "
-            f"{report.revision or 'unknown'}"
+            f"{code_label(report.revision)}"
             + (f"; the lines of {report.trained_skipped} held-out file(s) left out, the "
                "model trained on their text or a near-copy of it" if report.trained_skipped
                else "")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from dlm_lsp.bench.autoregressive import ARModel, load_baseline
 from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.grids import LEFT_TO_RIGHT, LENGTHS
-from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.machine import code_label, describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, publish
 from dlm_lsp.bench.pass_at_1 import distinct, engine_settings, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, latest
@@ -198,7 +198,7 @@ def to_markdown(report: LatencyReport) -> str:
     lines = [f"Latency per fill against span length: model {report.model}"
              f"{settings_label(cfg.engine)}, median of "
              f"{cfg.repeats} fills, {machine_line(report.machine)}; {report.machine['date']}, "
-             f"code {report.revision or 'unknown'}. Cells: median ms per fill (forward passes).",
+             f"code {code_label(report.revision)}. Cells: median ms per fill (forward passes).",
              "", "| span tokens | " + " | ".join(report.methods) + " |",
              "| --- |" + " --- |" * len(report.methods)]
     if report.partial:

@@ -67,6 +67,17 @@ def machine_line(machine: dict[str, object]) -> str:
             f"{machine['torch']} ({threads} thread{'s' * (threads != 1)}), {where}{load_text}")
 
 
+def code_label(revision: str | None) -> str:
+    """What a report's header says of the code that made it: the checkout's commit, else
+    the package's version (an installed copy said "code unknown", which no release
+    could be traced by)."""
+    if revision:
+        return revision
+    from dlm_lsp import __version__
+
+    return f"dlm-lsp {__version__} (no checkout)"
+
+
 def source_revision() -> str | None:
     """The checkout's git commit, `+dirty` with uncommitted changes to dlm_lsp; else None.
 

@@ -58,7 +58,7 @@ from dlm_lsp.bench.filling import (
 )
 from dlm_lsp.bench.grids import LEFT_TO_RIGHT
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
-from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.machine import code_label, describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import StoppedAfterWriting, writing_reports
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, Stopped
 from dlm_lsp.bench.sandbox import (
@@ -347,7 +347,7 @@ def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
              f"model {report.model or 'none'}"
              + (f" ({report.precision})" if report.precision else "")
              + f"; {machine_line(report.machine)}; "
-             f"{report.machine['date']}, code {report.revision or 'unknown'}",
+             f"{report.machine['date']}, code {code_label(report.revision)}",
              "", TABLE_HEAD, table_row(report), *(table_row(r) for r in beside), ""]
     for run in (r for r in (report, *beside) if r.tasks):
         label = f" ({describe_run(run.config)})" if beside else ""

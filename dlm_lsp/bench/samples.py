@@ -32,7 +32,7 @@ from dlm_lsp.bench.filling import (
     planned_options,
 )
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
-from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.machine import code_label, describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import writing_reports
 from dlm_lsp.bench.pass_at_1 import (
     engine_settings,
@@ -216,7 +216,7 @@ def to_markdown(sheet: SampleSheet) -> str:
              f"{n} fixed tasks, oracle length, greedy, seed {cfg.seed}"
              f"{settings_label(cfg.engine)}; model {sheet.model}; "
              f"{machine_line(sheet.machine)}; {sheet.machine['date']}, code "
-             f"{sheet.revision or 'unknown'}; "
+             f"{code_label(sheet.revision)}; "
              f"{report_isolation_text(sheet)}.", "",
              "| fill | passes tests | exact match |", "| --- | --- | --- |"]
     if sheet.partial:

@@ -38,7 +38,7 @@ from dlm_lsp.bench.filling import (
 )
 from dlm_lsp.bench.grids import BUDGETS, DIFFUSION_STRATEGIES, KINDS, LEFT_TO_RIGHT
 from dlm_lsp.bench.humaneval import ALIASES, Task, load_tasks
-from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.machine import code_label, describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, percent, publish
 from dlm_lsp.bench.pass_at_1 import (
     engine_settings,
@@ -237,7 +237,7 @@ def to_markdown(report: SweepReport) -> str:
              f"oracle length, greedy, seed {cfg.seed}, no repair{settings_label(cfg.engine)}; "
              f"model {report.model}; "
              f"{machine_line(report.machine)}; {report.machine['date']}, code "
-             f"{report.revision or 'unknown'}. Saturation: first budget within {cfg.epsilon} "
+             f"{code_label(report.revision)}. Saturation: first budget within {cfg.epsilon} "
              f"points of the best pass@1 (flat: the whole curve is); collapse: largest budget "
              f"under it below {cfg.ratio:g} x the best. {report.fills} fills, "
              f"{report.programs} distinct programs, {report.wall_s} s; "

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.grids import CONCURRENCY, MODES
 from dlm_lsp.bench.latency import CURSOR, DOCUMENT, planned
-from dlm_lsp.bench.machine import describe_machine, machine_line, source_revision
+from dlm_lsp.bench.machine import code_label, describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import publish, quantile
 from dlm_lsp.bench.pass_at_1 import (
     distinct,
@@ -314,7 +314,7 @@ def to_markdown(report: ThroughputReport) -> str:
              f"{cfg.fills_per_thread} fills per thread{settings_label(cfg.engine)}; "
              f"model {report.model}; "
              f"{machine_line(report.machine)}; {report.machine['date']}, code "
-             f"{report.revision or 'unknown'}.", "",
+             f"{code_label(report.revision)}.", "",
              "| mode | concurrent requests | fills/s | p50 ms | p95 ms | forward passes | "
              "rows per pass |", "| --- | --- | --- | --- | --- | --- | --- |"]
     if cfg.beside_long:
