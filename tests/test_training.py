@@ -2475,3 +2475,20 @@ def test_a_data_cap_below_every_file_names_the_cap(source_dir, tmp_path, capsys)
                  "--data-bytes", "10"]) != 0
     assert "--data-bytes 10 is smaller than any source file (the smallest is " in \
         _the_error(capsys.readouterr().err)
+
+
+def test_a_held_out_loss_weighs_each_batch_by_its_rows(monkeypatch):
+    """A last batch shorter than the others counted as much as each of them."""
+    from types import SimpleNamespace
+
+    from dlm_lsp.training import objective
+
+    def batch(*losses):
+        made = SimpleNamespace(inputs=torch.tensor(losses))
+        made.to = lambda device: made
+        return made
+    monkeypatch.setattr(objective, "masked_diffusion_loss",
+                        lambda module, b: b.inputs.float().mean())
+    module = torch.nn.Linear(1, 1)
+    loss = objective.evaluate(module, [batch(1, 1, 1), batch(4)], torch.device("cpu"))
+    assert loss == pytest.approx(7 / 4)  # the rows' mean; the batches' was 2.5

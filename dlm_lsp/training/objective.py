@@ -53,14 +53,16 @@ def autocast_for(device: torch.device, dtype: torch.dtype | None) -> AbstractCon
 @torch.no_grad()
 def evaluate(module: TinyDenoiser, batches: Sequence[Batch], device: torch.device,
              autocast_dtype: torch.dtype | None = None) -> float:
-    """Mean loss over fixed batches (built once from a fixed seed, so comparable)."""
+    """Mean loss over fixed batches (built once from a fixed seed, so comparable), each
+    batch weighed by its rows: a last batch shorter than the others counted as much."""
     was_training = module.training
     module.eval()
-    total = 0.0
+    total, rows = 0.0, 0
     try:
         for batch in batches:
             with autocast_for(device, autocast_dtype):
-                total += float(masked_diffusion_loss(module, batch.to(device)))
+                total += float(masked_diffusion_loss(module, batch.to(device))) * len(batch.inputs)
+            rows += len(batch.inputs)
     finally:
         module.train(was_training)
-    return total / max(len(batches), 1)
+    return total / max(rows, 1)
