@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 
 from dlm_lsp import __version__
+from dlm_lsp.admission import TOKEN_ENV
 from dlm_lsp.allocator import cap_arenas
 from dlm_lsp.arguments import parse_arguments, refuse
 from dlm_lsp.config import (
@@ -218,6 +219,17 @@ def _add_fill_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-repair", action="store_true",
                         help="one denoising pass: no syntax repair, no left-to-right fallback")
     _add_settings_argument(parser)
+
+
+class _TokenFromTheEnvironment(argparse.Action):
+    """`dlm-lsp --tcp HOST:PORT --token T`, as `status --server` takes it: the server reads
+    its token from the environment (a token on a command line is in every `ps`), and the
+    option was read as the command `T` ("invalid choice: 'abc'")."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        parser.error(f"the server reads the token its clients must send from the "
+                     f"environment: {TOKEN_ENV}=... dlm-lsp --tcp HOST:PORT, not --token")
 
 
 class _Once(argparse.Action):
@@ -461,6 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --tcp: connections served at once (default 64); the token "
                         "clients must send, if any, is the environment variable "
                         "DLM_LSP_TCP_TOKEN")
+    parser.add_argument("--token", action=_TokenFromTheEnvironment, nargs="?",
+                        help=argparse.SUPPRESS)
     parser.add_argument("--admission-seconds", type=_positive_seconds, default=10.0,
                         metavar="S", help="with --tcp: a connection that has not sent initialize "
                         "within S seconds is closed (default 10); so are the oldest of those "

@@ -320,7 +320,8 @@ async def _serve_tcp(make_server: Callable[[], DlmServer], live: dict[DlmServer,
         print(f"dlm-lsp: cannot listen on {host_port(host, port)}: {exc.strerror or exc}",
               file=sys.stderr, flush=True)
         raise SystemExit(2) from exc  # out of the event loop, to _run's exit code
-    where = ", ".join(":".join(map(str, s.getsockname()[:2])) for s in tcp.sockets)
+    # as `--server` takes it: an IPv6 address in brackets (`[::1]:8765`)
+    where = ", ".join(host_port(*s.getsockname()[:2]) for s in tcp.sockets)
     # whoever starts a team server sees where it listens, whatever the log level
     print(f"dlm-lsp: serving LSP over TCP on {where} ({gate.describe()})", file=sys.stderr,
           flush=True)

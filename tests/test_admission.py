@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
@@ -215,3 +216,19 @@ def test_status_without_the_token_says_how_to_give_it_on_the_command_line(gated,
     said = capsys.readouterr().err
     assert "--token" in said and "DLM_LSP_TCP_TOKEN" in said
     assert "initializationOptions" not in said
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6 here")
+def test_an_ipv6_address_is_said_as_the_status_command_takes_it(model_dir):
+    """`serving LSP over TCP on ::1:8765` could not be pasted into `--server`."""
+    port = free_port()
+    server = ServerProcess("--tcp", f"[::1]:{port}")
+    try:
+        deadline = time.monotonic() + 30
+        while "serving LSP over TCP" not in server.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if "cannot listen" in server.log():
+            pytest.skip(f"no IPv6 loopback here: {server.log()}")
+        assert f"serving LSP over TCP on [::1]:{port} (" in server.log()
+    finally:
+        server.close()

@@ -1505,3 +1505,15 @@ def test_status_shows_the_parameter_count_with_separators(monkeypatch, capsys):
     assert main(["status", "--server", "127.0.0.1:1"]) == 0
     rows = [line.split(None, 1) for line in capsys.readouterr().out.splitlines()]
     assert ["parameters", "23,075,328"] in rows
+
+
+def test_a_token_given_to_the_server_as_an_option_points_to_its_variable(capsys):
+    """`status --server` takes `--token`; the server took the token as its command,
+    "invalid choice: 'abc'"."""
+    from dlm_lsp.cli import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(["--tcp", "127.0.0.1:1", "--token", "abc"])
+    assert ended.value.code == 2
+    assert ("the server reads the token its clients must send from the environment: "
+            "DLM_LSP_TCP_TOKEN=... dlm-lsp --tcp HOST:PORT") in capsys.readouterr().err
