@@ -578,6 +578,12 @@ class DlmServer(LanguageServer):
             return True, None
         return False, (answer and answer.failure_reason) or None
 
+    def holds(self) -> dict[str, int]:
+        """What this server holds for its client: its fills in flight and open documents
+        (over TCP, one connection's; `SharedEngine.status` sums them over the clients)."""
+        return {"jobsInFlight": self.jobs.in_flight(),
+                "openDocuments": len(self.workspace.text_documents)}
+
     def report_server_error(self, error: Exception, source: Any) -> None:
         """A body that is not JSON gets a -32700 answer with a null id, as JSON-RPC asks
         (pygls only logs it); other errors are reported as pygls does."""
@@ -602,8 +608,11 @@ class DlmServer(LanguageServer):
             def admitted() -> bool:  # a client once its initialize passed the gate
                 return server is not None and server.protocol.admitted
 
+            def holds() -> dict[str, int]:
+                return server.holds() if server is not None else {}
+
             def backend(config: ServerConfig) -> Backend:
-                return (pool.join(config, admitted) if config.backend == LOCAL
+                return (pool.join(config, admitted, holds) if config.backend == LOCAL
                         else make_backend(config))
             server = build_server(backend)
             return server
@@ -828,8 +837,7 @@ async def status(ls: DlmServer, params: Any) -> dict:
     event loop, that held every other message (edits, cancels, ghost text) meanwhile, at
     each poll of an editor's status bar; it is asked on a thread instead (`_engine_status`)."""
     engine_status = await _engine_status(ls)
-    return {"version": __version__, **engine_status, "jobsInFlight": ls.jobs.in_flight(),
-            "openDocuments": len(ls.workspace.text_documents),
+    return {"version": __version__, **engine_status, **ls.holds(),
             "progressTokens": len(ls.work_done_progress.tokens)}
 
 

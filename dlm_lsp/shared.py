@@ -45,15 +45,16 @@ class EnginePool:
         self.members: list[SharedEngine] = []
         self.lock = threading.Lock()
 
-    def join(self, config: ServerConfig,
-             counted: Callable[[], bool] = lambda: True) -> SharedEngine:
+    def join(self, config: ServerConfig, counted: Callable[[], bool] = lambda: True,
+             holds: Callable[[], dict[str, int]] = dict) -> SharedEngine:
         """A new client's view of the engine (created by the first client's settings);
         `counted` says whether it counts among the clients yet (over TCP: once its
-        connection is admitted)."""
+        connection is admitted); `holds`, what its connection holds (`DlmServer.holds`),
+        summed over the clients in the status (`allClients`)."""
         with self.lock:
             if self.engine is None:
                 self.engine = Engine(config)
-            view = SharedEngine(self, self.engine, config, counted)
+            view = SharedEngine(self, self.engine, config, counted, holds)
             self.members.append(view)
         view.reconfigure(config)
         return view
@@ -81,8 +82,9 @@ class SharedEngine:
     status_waits = False  # the shared engine is a local one (`Backend.status_waits`)
 
     def __init__(self, pool: EnginePool, engine: Engine, config: ServerConfig,
-                 counted: Callable[[], bool]):
+                 counted: Callable[[], bool], holds: Callable[[], dict[str, int]] = dict):
         self.pool, self.engine, self.config, self.counted = pool, engine, config, counted
+        self.holds = holds
         self.notices: deque[str] = deque(maxlen=16)
         self.setting_problems: list[str] = []  # settings this client asked for in vain
 
@@ -124,9 +126,17 @@ class SharedEngine:
         self.engine.retry_load()  # the wait is the engine's, whichever client asks
 
     def status(self) -> dict[str, Any]:
+        """The engine's status, the clients it serves (the asking one among them), and what
+        all their connections hold together (`allClients`): a client's own `jobsInFlight`
+        and `openDocuments` are its connection's, and `dlm-lsp status --server`, a client of
+        its own that holds nothing, read 0 of both beside two editors' four fills."""
         with self.pool.lock:
-            clients = len(self.pool.clients())
-        return {**self.engine.status(), "clients": clients}
+            clients = self.pool.clients()
+        total: dict[str, int] = {}
+        for view in clients:
+            for name, count in view.holds().items():
+                total[name] = total.get(name, 0) + count
+        return {**self.engine.status(), "clients": len(clients), "allClients": total}
 
     def rewrite_refusal(self, selected: str) -> str | None:
         """Told by this client's `maxSpanTokens`, which its rewrites are refused by."""

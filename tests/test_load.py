@@ -279,6 +279,8 @@ def test_tcp_serves_clients_at_once_on_one_engine_and_outlives_each(model_dir):
         status = second.call("dlm/status", {})["result"]
         assert status["clients"] == 2 and status["openDocuments"] == 2
         assert first.call("dlm/status", {})["result"]["openDocuments"] == 1
+        # what all the clients hold together: `status --server` read 0 beside them
+        assert status["allClients"] == {"jobsInFlight": 0, "openDocuments": 3}
         assert status["model"] == str(model_dir)  # one engine, loaded once, for both
         assert status["batchOccupancy"] > 1  # the two fills shared forward passes
 
