@@ -1097,8 +1097,10 @@ vim.bo.filetype = 'text'  -- no server for it: :DlmRestart would not help
 vim.cmd('DlmFill')
 result.text_said = said[#said]
 """)
+        # the plugin starts no shared server: it connects again (it said "starts it")
         assert result["status_said"] == ("dlm: no dlm-lsp server attached to this buffer (it "
-                                         "exited, or did not start); :DlmRestart starts it")
+                                         "exited, or did not start); :DlmRestart connects "
+                                         "again")
         assert result["text_said"] == ("dlm: no dlm-lsp server for this buffer: filetype text "
                                        "is not in setup{ filetypes }")
         assert result["clients"] == 1 and result["third_is_used"] is True
@@ -1197,6 +1199,29 @@ result.seconds = (vim.uv.hrtime() - began) / 1e9
     assert f"ERROR could not connect to 127.0.0.1:{port}: ECONNREFUSED" in report, report
     assert f"dlm-lsp --tcp 127.0.0.1:{port}" in report and "token" not in report.split("ERROR")[1]
     assert result["seconds"] < 10
+
+
+def test_checkhealth_of_a_full_shared_server_says_to_wait_not_to_mend_the_token(
+        tmp_path, model_dir):
+    """Its advice under "serving 1 client, its most" was to set the token, which was right."""
+    from rpc import ServerProcess, free_port, tcp_connection
+
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}", "--max-clients", "1",
+                           env={"DLM_LSP_TCP_TOKEN": "right"})
+    try:
+        holder, _ = tcp_connection(port)  # the one client it serves
+        holder.initialize({"model": str(model_dir), "token": "right"})
+        result = run_nvim(tmp_path, model_dir, f"""
+vim.notify = function() end
+dlm.setup({{ server = '127.0.0.1:{port}', token = 'right', settings = {{ model = model }},
+  notify = false }})
+""" + _CHECKHEALTH.replace("text:find('model', 1, true)", "text:find('refused', 1, true)"))
+        report = "\n".join(result["report"])
+        assert "its most (--max-clients)" in report, report
+        assert "wait for a client to leave" in report and "set the token" not in report
+    finally:
+        server.close()
 
 
 def test_a_wrong_token_is_one_clear_error_and_checkhealth_says_why(tmp_path, model_dir):

@@ -114,8 +114,11 @@ local function get_client(errors)
     return client.initialized or client:is_stopped()
   end) or client:is_stopped() then
     if dlm.refused then
-      health.error(dlm.refused, 'set the token the server was started with: setup{ token = ... } '
-        .. 'or $DLM_LSP_TCP_TOKEN (or wait for a client to leave, past its --max-clients)')
+      -- full, the token is fine: the token advice came first whatever the refusal said
+      health.error(dlm.refused, dlm.refused:find('--max-clients', 1, true)
+        and 'wait for a client to leave: the server serves at most its --max-clients at once'
+        or 'set the token the server was started with: setup{ token = ... } '
+          .. 'or $DLM_LSP_TCP_TOKEN')
       client:stop(true)
       return nil
     end

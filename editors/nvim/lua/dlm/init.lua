@@ -86,6 +86,12 @@ local function and_then(message, more)
   return (tostring(message):gsub('[.;]%s*$', '')) .. '; ' .. more
 end
 
+--- What :DlmRestart does, as a message says it: with `server` set it connects to the shared
+--- server again (it said "starts it", of a server the plugin never starts).
+local function restart_does()
+  return M.config.server and ':DlmRestart connects again' or ':DlmRestart starts it'
+end
+
 --- What a fill of `holes` holes says, `blank` of which the model filled with whitespace
 --- only (`filled 2 holes (1 blank: the model wrote no code there)`), as VS Code's
 --- holesFilled says it: :DlmFillHoles and :DlmFill on a hole.
@@ -537,7 +543,7 @@ local function require_client(buf)
     notify(M.missing, vim.log.levels.WARN) -- left unattached: `cmd` is not found
   else
     notify('no dlm-lsp server attached to this buffer (it exited, or did not start); '
-      .. ':DlmRestart starts it', vim.log.levels.WARN)
+      .. restart_does(), vim.log.levels.WARN)
   end
 end
 
@@ -626,9 +632,13 @@ function M.infill(buf, range, opts)
       -- `notify = false`; it read "filled 0 tokens", or nothing at all
       notify(holes_filled(1, 1) .. '; u undoes it', vim.log.levels.WARN)
     else
-      local tokens = s.used or s.tokens
-      notify(('filled %s token%s in %s steps, %s ms (%s)'):format(tokens or '?',
-        tokens == 1 and '' or 's', s.steps or '?', s.ms or '?', s.path or s.kind or ''))
+      -- `used` leaves out the tokens that spell the text before the cursor, which the model
+      -- was given: a fill of `a` after `return ` read "filled 0 tokens"
+      local tokens = s.used ~= 0 and s.used or nil
+      local what = tokens and ('filled %d token%s'):format(tokens, tokens == 1 and '' or 's')
+        or 'filled'
+      notify(('%s in %s steps, %s ms (%s)'):format(what, s.steps or '?', s.ms or '?',
+        s.path or s.kind or ''))
     end
     warn_unparsed((result.candidates or {})[1] and result.candidates[1].valid)
     done(true)
@@ -960,7 +970,7 @@ function M.retry_load()
   if #clients == 0 then
     local why = M.config.server and refused_for and M.refused
       or not M.config.server and missing_for and M.missing
-      or 'no dlm-lsp server is running (none started yet, or it exited); :DlmRestart starts it'
+      or 'no dlm-lsp server is running (none started yet, or it exited); ' .. restart_does()
     return notify(why, vim.log.levels.WARN)
   end
   for _, client in ipairs(clients) do
