@@ -11,11 +11,9 @@ as an autoregressive model does (setting `stopWhenSettled`).
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 
-import torch
-
+from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 
@@ -45,8 +43,9 @@ def main() -> None:
     args = parser.parse_args()
     engine = Engine(ServerConfig(model=args.model, device=args.device))
     engine.infill(InfillRequest(DOCUMENT, 10, 10))  # warm-up
-    print(f"model {args.model} on {args.device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    # the machine named as the other scripts name it (`x86_64` said nothing of the CPU)
+    print(f"model {args.model} on {args.device}; machine: "
+          f"{machine_line(describe_machine(args.device))}")
     print("| task | tokens | steps | ms per fill (median) | ms per step |")
     print("| --- | --- | --- | --- | --- |")
     for kind, (at, strategy) in CASES.items():
