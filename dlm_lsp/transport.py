@@ -110,21 +110,24 @@ class BoundedReader:
             return b""
 
     async def readexactly(self, n: int) -> bytes:
-        """The body of `n` bytes, or a stand-in for one over the limit (b"" at the end)."""
-        if self._kept:
-            kept, self._kept = self._kept[:n], self._kept[n:]
-            return kept + (await self.readexactly(n - len(kept)) if n > len(kept) else b"")
+        """The body of `n` bytes, or a stand-in for one over the limit (b"" at the end);
+        bytes kept from a skip come first, in either."""
         if n <= MAX_MESSAGE_BYTES:
-            return await self._read(n)
+            kept, self._kept = self._kept[:n], self._kept[n:]
+            return kept + (await self._read(n - len(kept)) if n > len(kept) else b"")
         left, tail = n, b""
         while left > 0:
-            piece = await self._read_some(min(left, _CHUNK))
+            if self._kept:
+                piece, self._kept = self._kept[:min(left, _CHUNK)], self._kept[min(left, _CHUNK):]
+            else:
+                piece = await self._read_some(min(left, _CHUNK))
             if not piece:
                 return b""
             found = _HEADER.search(tail + piece)
             if found is not None:  # the next message began: the length was wrong
                 at = found.start() - len(tail)
-                self._kept = (tail + piece)[found.start():] if at < 0 else piece[at:]
+                self._kept = ((tail + piece)[found.start():] if at < 0 else piece[at:]) \
+                    + self._kept
                 return oversized_body(n, n - left + at)
             left -= len(piece)
             tail = (tail + piece)[-_HEADER_TAIL:]

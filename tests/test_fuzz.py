@@ -192,6 +192,19 @@ def test_a_length_over_the_limit_with_a_short_body_loses_only_that_message(serve
     assert_alive(server)
 
 
+def test_two_lengths_over_the_limit_in_a_row_are_each_answered(server):
+    """The second header is found in the first's skip; its own skip starts with the bytes
+    kept from that search."""
+    client = server.client
+    client.messages.clear()
+    lie = b"Content-Length: 99999999999999999999999\r\n\r\n{}"
+    client._write(lie + lie)
+    assert client.call("dlm/status", {})["result"]["openDocuments"] >= 1
+    skipped = [m for m in client.messages if "error" in m]
+    assert [m["error"]["code"] for m in skipped] == [-32600, -32600]
+    assert all("came after 2 bytes of it" in m["error"]["message"] for m in skipped)
+
+
 def test_a_line_of_fifty_megabytes_on_stdin_is_skipped_in_bounded_memory():
     """pygls read a header line whole, however long: 50 MB with no line break were held
     (and copied) in memory before a byte was looked at.  Read a bounded piece at a
