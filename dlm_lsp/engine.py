@@ -39,6 +39,7 @@ from dlm_lsp.passes import (
     repair_config,
 )
 from dlm_lsp.policy import (
+    BUDGET_SETTINGS,
     REWRITE,
     WITHOUT_TOKENIZER,
     SpanPlan,
@@ -710,5 +711,5 @@ class Engine:
 def latency_targeted(config: ServerConfig) -> bool:
     """Whether a latency target is set, for any kind of fill (its budget then needs the
     model's step cost)."""
-    return any(getattr(config, name) is not None for name in (
-        "latency_ms", "latency_ms_single_line", "latency_ms_multi_line", "latency_ms_rewrite"))
+    return any(getattr(config, name) is not None for name in BUDGET_SETTINGS
+               if name.startswith("latency_ms"))
