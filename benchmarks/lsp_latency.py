@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.config import ServerConfig, from_json
+from dlm_lsp.config import SettingsRefused, settings_option
 from dlm_lsp.framing import Client
 from dlm_lsp.quantiles import quantile
 
@@ -97,15 +97,9 @@ def server_settings(text: str) -> dict:
     client never shows, and the run's numbers were of the defaults, its header naming
     the setting as if applied.  A usage error (exit 2) names each problem."""
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        _usage_error(f"--settings is not JSON: {exc}")
-    if not isinstance(data, dict):
-        _usage_error("--settings should be a JSON object of settings")
-    _, problems = from_json(ServerConfig, data, strict=True)
-    if problems:
-        _usage_error("--settings: " + "; ".join(problems))
-    return data
+        return settings_option(text)[0]
+    except SettingsRefused as exc:
+        _usage_error(str(exc))
 
 
 def _usage_error(message: str) -> NoReturn:

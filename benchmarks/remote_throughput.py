@@ -13,6 +13,7 @@ request runs the model.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sysconfig
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.output import write_json
-from dlm_lsp.config import ServerConfig
+from dlm_lsp.config import ServerConfig, SettingsRefused, settings_option
 from dlm_lsp.quantiles import status_ms
 from dlm_lsp.remote.client import RemoteEngine
 from dlm_lsp.remote.launch import LocalService
@@ -43,7 +44,7 @@ def cursors(text: str, count: int) -> list[int]:
 
 
 def load(url: str, text: str, points: list[int], clients: int, seconds: float,
-         settings: dict) -> dict:
+         settings: ServerConfig) -> dict:
     """`clients` threads filling in a closed loop for `seconds`; what they saw."""
     times: list[float] = []
     errors: list[str] = []
@@ -51,8 +52,8 @@ def load(url: str, text: str, points: list[int], clients: int, seconds: float,
     end = time.monotonic() + seconds
 
     def client(n: int) -> None:
-        engine = RemoteEngine(ServerConfig(backend="remote", remote_url=url, reuse_fills=False,
-                                           **settings))
+        engine = RemoteEngine(dataclasses.replace(settings, backend="remote", remote_url=url,
+                                                  reuse_fills=False))
         i = n
         while time.monotonic() < end:
             at = points[i % len(points)]
@@ -89,12 +90,16 @@ def main() -> None:
     parser.add_argument("--cpus-per-replica", type=float, default=1)
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--port", type=int, default=8377)
-    parser.add_argument("--settings", default="{}", help="client settings, as JSON")
+    parser.add_argument("--settings", default="{}",
+                        help="the clients' settings, camelCase as an editor sends them (JSON)")
     parser.add_argument("--json", dest="json_out", metavar="OUT")
     args = parser.parse_args()
     text = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()
     points = cursors(text, 64)
-    settings = json.loads(args.settings)
+    try:  # a misspelt setting was a TypeError's traceback, or a camelCase one
+        settings = settings_option(args.settings)[1]
+    except SettingsRefused as exc:
+        parser.error(str(exc))
     rows = []
     for count in args.replicas:
         with tempfile.TemporaryFile() as log:

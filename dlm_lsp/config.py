@@ -10,6 +10,7 @@ never crash the server or silently change behaviour).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import re
 from dataclasses import dataclass
@@ -381,6 +382,35 @@ def json_kind(value: Any) -> str:
     return type(value).__name__
 
 
+class SettingsRefused(ValueError):
+    """`--settings` JSON that a command cannot use, its message what to tell the user."""
+
+
+def settings_option(text: str, base: ServerConfig | None = None
+                    ) -> tuple[dict[str, Any], ServerConfig]:
+    """A command's `--settings` (camelCase server settings as a JSON object): the object
+    and the settings it makes over `base`, or `SettingsRefused` naming every problem.
+
+    Strict, unlike an editor's settings: a misspelt setting would be a fill or a run
+    measured without it, so nothing is ignored.  `fill`, `bench` and the benchmark
+    scripts each read the JSON themselves, and their messages drifted apart (one said
+    what an object looks like and what was sent, one neither); each adds here only what
+    it refuses of its own."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SettingsRefused(f"--settings is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SettingsRefused(f"--settings should be a JSON object of settings "
+                              f"('{{\"steps\": 8}}'), got {json_kind(data)}")
+    # named as keys of --settings ("setting 'steps'"), not as a path from it
+    # ("'--settings.steps'", no name a user types)
+    config, problems = from_json(ServerConfig, data, base=base, strict=True)
+    if problems:
+        raise SettingsRefused("--settings: " + "; ".join(problems))
+    return data, config
+
+
 def _type_ok(value: Any, hint: Any) -> bool:
     """Whether a JSON value fits a field type (int for float is fine, bool for int is not)."""
     allowed = getattr(hint, "__args__", (hint,))
@@ -410,6 +440,14 @@ def accepted(name: str, hint: Any) -> str:
         return _CHECKS[name][1]
     words = [_TYPE_WORDS[t] for t in getattr(hint, "__args__", (hint,)) if t in _TYPE_WORDS]
     return " or ".join(words)
+
+
+def _close_name(key: str, names: Any) -> str:
+    """" (did you mean 'steps'?)" for a setting misspelt past its case: `step`, `temprature`
+    and `stepsSingleLin` were "unknown" and no more, which sent the user to the table to
+    find the one letter."""
+    near = difflib.get_close_matches(key, [camel(name) for name in names], n=1, cutoff=0.8)
+    return f" (did you mean '{near[0]}'?)" if near else ""
 
 
 def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
@@ -445,7 +483,7 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
             problem = (f"'{label}' is a server setting, not an option of a request: set it "
                        f"in the settings{ignored}")
         elif name not in defaults:
-            problem = f"unknown setting '{label}'{ignored}"
+            problem = f"unknown setting '{label}'{_close_name(key, defaults)}{ignored}"
         elif camel(name) != key:  # `Steps`, `early_stop`: read as a setting, the last of
             # two spellings (`steps` and `Steps`) won without a word
             problem = f"unknown setting '{label}' (did you mean '{camel(name)}'?){ignored}"

@@ -6,7 +6,6 @@ handy tool for scripts: the same engine and length policy as the server.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -16,9 +15,9 @@ from dlm_lsp.config import (
     SERVER_ONLY,
     InfillOptions,
     ServerConfig,
+    SettingsRefused,
     camel,
-    from_json,
-    json_kind,
+    settings_option,
     snake,
 )
 from dlm_lsp.engine import Engine, InfillRequest
@@ -42,12 +41,9 @@ def fill_config(model: str, device: str, marker: str,
     if settings is None:
         return config, ""
     try:
-        data = json.loads(settings)
-    except ValueError as exc:
-        return None, f"--settings is not JSON: {exc}"
-    if not isinstance(data, dict):
-        return None, (f"--settings should be a JSON object of settings "
-                      f"('{{\"schedule\": \"cosine\"}}'), got {json_kind(data)}")
+        data, config = settings_option(settings, base=config)
+    except SettingsRefused as exc:
+        return None, str(exc)
     named = [snake(key) for key in data]
     for name in named:
         if name in OWN_OPTIONS:
@@ -56,8 +52,7 @@ def fill_config(model: str, device: str, marker: str,
     if ignored:
         return None, (f"--settings names {', '.join(ignored)}, which only the language "
                       "server reads, not a fill made here")
-    config, problems = from_json(ServerConfig, data, base=config, strict=True)
-    return (None, "--settings: " + "; ".join(problems)) if problems else (config, "")
+    return config, ""
 
 
 def fill_file(path: str, model: str = "default", device: str = "auto", steps: int | None = None,

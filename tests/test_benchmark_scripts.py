@@ -43,11 +43,13 @@ def test_lsp_latency_names_no_more_requests_at_once_than_it_sent(model_dir, monk
 
 
 @pytest.mark.parametrize("name", ["lsp_latency", "ghost_text", "typing_cost", "soak",
-                                  "pathological_documents"])
+                                  "pathological_documents", "remote_throughput"])
 def test_a_setting_the_server_would_refuse_is_a_usage_error_before_any_server(
         name, monkeypatch, capsys):
     """The server warned of it in a message the scripts' client never shows: the run's
-    numbers were of the default, its header naming the setting as if applied."""
+    numbers were of the default, its header naming the setting as if applied.
+    (`remote_throughput.py` passed its JSON to the settings' constructor as it was: a
+    camelCase or misspelt name was a TypeError's traceback, after Ray had started.)"""
     import sys
 
     module = script(name)
@@ -56,7 +58,8 @@ def test_a_setting_the_server_would_refuse_is_a_usage_error_before_any_server(
     with pytest.raises(SystemExit) as ended:
         module.main()
     assert ended.value.code == 2
-    assert capsys.readouterr().err.endswith("--settings: unknown setting 'contextcache'\n")
+    assert capsys.readouterr().err.endswith(
+        "--settings: unknown setting 'contextcache' (did you mean 'contextCache'?)\n")
 
 
 def test_the_forward_passes_are_timed_where_the_context_cache_runs_them(monkeypatch):

@@ -130,9 +130,22 @@ def test_unknown_choice_of_strategy_is_refused() -> None:
 
 
 def test_unknown_key_is_reported_and_ignored() -> None:
-    cfg, problems = from_json(ServerConfig, {"maxSpanToken": 3})
+    cfg, problems = from_json(ServerConfig, {"fillWidth": 3})
     assert cfg == ServerConfig()
-    assert problems == ["unknown setting 'maxSpanToken' ignored"]
+    assert problems == ["unknown setting 'fillWidth' ignored"]
+
+
+@pytest.mark.parametrize(("key", "meant"), [("step", "steps"), ("temprature", "temperature"),
+                                            ("stepsSingleLin", "stepsSingleLine"),
+                                            ("contextcache", "contextCache")])
+def test_a_misspelt_setting_is_told_the_name_it_is_near(key: str, meant: str) -> None:
+    """`step` and `temprature` were "unknown" and no more: the user searched the table
+    for the one letter.  A name far from every setting gets no guess."""
+    cfg, problems = from_json(ServerConfig, {key: 3})
+    assert cfg == ServerConfig()
+    assert problems == [f"unknown setting '{key}' (did you mean '{meant}'?) ignored"]
+    assert from_json(ServerConfig, {"colour": 3}, strict=True)[1] == [
+        "unknown setting 'colour'"]
 
 
 def test_null_is_the_default_even_where_the_default_is_not_null() -> None:

@@ -81,10 +81,10 @@ from dlm_lsp.config import (
     SERVER_ONLY,
     InfillOptions,
     ServerConfig,
+    SettingsRefused,
     camel,
-    from_json,
-    json_kind,
     setting,
+    settings_option,
     snake,
 )
 from dlm_lsp.held_signals import signal_name
@@ -435,17 +435,9 @@ def engine_settings(text: str | None, varied: tuple[str, ...] = (),
     if text is None:
         return {}
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"--settings is not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise UsageError(f"--settings should be a JSON object of settings "
-                         f"('{{\"steps\": 8}}'), got {json_kind(data)}")
-    # named as keys of --settings ("setting 'steps'"), not as a path from it
-    # ("'--settings.steps'", no name a user types)
-    config, problems = from_json(ServerConfig, data, strict=True)
-    if problems:
-        raise UsageError("--settings: " + "; ".join(problems))
+        data, config = settings_option(text)
+    except SettingsRefused as exc:
+        raise UsageError(str(exc)) from exc
     settings = {snake(key): value for key, value in data.items()}
     flags = flags or {}
     options = [f"--{name}" for name in ("model", "device") if name in settings]
