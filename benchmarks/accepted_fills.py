@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 from dlm_lsp.bench.heldout import heldout_files, line_tasks
 from dlm_lsp.bench.humaneval import load_tasks
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.results import InfillRequest
@@ -71,4 +72,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

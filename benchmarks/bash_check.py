@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from dlm_lsp.bash_syntax import run_bash
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.validation import ParsedDocument, _parser
 
 FUNCTION = """process_{i}() {{
@@ -115,4 +116,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

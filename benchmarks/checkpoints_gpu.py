@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from dlm_lsp.bench.output import write_json
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.models.cache import CacheConfig
 from dlm_lsp.models.checkpoint import Checkpoint
 from dlm_lsp.models.hf import HFDiffusionModel, arch_config, attends_both_ways, instantiate
@@ -199,4 +200,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -25,6 +25,7 @@ from pathlib import Path
 from bash_check import build_script, spans
 
 from dlm_lsp.bash_syntax import _POSIX_SHELLS, interpreter, run_bash, run_dash
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.validation import ParsedDocument, _parser
 
 PLACES = ("/usr/bin", "/etc/init.d", "/usr/share/doc/*/examples")
@@ -122,4 +123,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -32,6 +32,7 @@ from lsp_latency import cursors, stdio_server
 from validation_large import build_document
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 
 
 def between(text: str) -> list[tuple[int, int]]:
@@ -150,4 +151,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -32,6 +32,7 @@ from forward_passes import time_forward_passes
 from typing_cost import FORWARD, LANGUAGES, STAGES, Editor, Stages, build, record_results
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.documents import find_document
 
 PARSED = "document parsed (validation.parsed_document)"
@@ -179,4 +180,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -14,6 +14,7 @@ import argparse
 import statistics
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 
@@ -62,4 +63,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -40,6 +40,7 @@ from lsp_latency import stdio_server
 from dlm_lsp import sampler, strategies
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 
@@ -171,4 +172,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -32,6 +32,7 @@ from lsp_latency import cursors
 
 from dlm_lsp import engine, passes, sampler, validation
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 
@@ -118,4 +119,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

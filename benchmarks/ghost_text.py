@@ -28,6 +28,7 @@ from pathlib import Path
 from lsp_latency import _p95, cursors, server_settings, stdio_server
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 
 
 def new_lines(text: str, count: int) -> tuple[str, list[tuple[int, int]]]:
@@ -94,4 +95,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

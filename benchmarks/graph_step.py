@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.models import load_model
 from dlm_lsp.sampler import span_forward
 
@@ -102,4 +103,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

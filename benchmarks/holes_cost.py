@@ -24,6 +24,7 @@ import time
 from pathological_documents import ForwardTime, cases
 
 from dlm_lsp.bench.output import write_json
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.holes import HoleFilling, find_holes
@@ -75,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

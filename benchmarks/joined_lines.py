@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tree_sitter import Node
 
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.validation import ParsedDocument, language_for, parsed_document
 
 # Tokens a line is not cut after: brackets and quotes open or close, they join nothing.
@@ -126,4 +127,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -25,6 +25,7 @@ import threading
 import time
 
 from dlm_lsp.bench.filling import bench_engine
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.bench.throughput import ThroughputConfig, _fill
 
 
@@ -79,4 +80,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

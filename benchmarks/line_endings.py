@@ -16,6 +16,7 @@ import argparse
 import re
 
 from dlm_lsp import engine as engine_module
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.line_endings import Normalized
@@ -90,4 +91,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -24,6 +24,7 @@ import time
 from dlm_lsp.bench.heldout import heldout_files
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.models import DEFAULT_MODEL_DIR
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.python_indents import with_line_start_bars
@@ -92,4 +93,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

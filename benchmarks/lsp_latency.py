@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import SettingsRefused, settings_option
 from dlm_lsp.framing import Client
 from dlm_lsp.quantiles import quantile
@@ -210,4 +211,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -45,6 +45,7 @@ from dlm_lsp.bench.heldout import heldout_files
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.lines import line_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.binding_hints import begin_binding, hint_place
 from dlm_lsp.python_values import value_hint
 from dlm_lsp.validation import parsed_document
@@ -229,4 +230,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -37,7 +37,6 @@ import argparse
 import ast
 import io
 import random
-import sys
 import tokenize
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -48,6 +47,7 @@ import shaping_round_trip as shaping
 from lsprotocol import types
 from pygls.workspace import Workspace
 
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.notebooks import cell_context
 
 KINDS = tuple(f"blank-line {mode}" for mode in shaping.MODES) + requests.KINDS
@@ -352,4 +352,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -19,6 +19,7 @@ import json
 import statistics
 from pathlib import Path
 
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.passes import InfillRun
@@ -66,4 +67,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -24,6 +24,7 @@ from pathlib import Path
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.output import write_json
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.costs import StepCost
 from dlm_lsp.models import load_model
 from dlm_lsp.sampler import Denoising, SamplerConfig, denoise
@@ -101,4 +102,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

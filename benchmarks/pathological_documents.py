@@ -54,6 +54,7 @@ from lsp_latency import server_settings
 from typing_cost import Editor, rss
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.documents import find_document
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -640,4 +641,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

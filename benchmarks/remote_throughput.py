@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.output import write_json
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import ServerConfig, SettingsRefused, settings_option
 from dlm_lsp.quantiles import status_ms
 from dlm_lsp.remote.client import RemoteEngine
@@ -130,4 +131,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

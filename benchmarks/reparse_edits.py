@@ -25,6 +25,7 @@ from document_size import generated
 from tree_sitter import LogType, Parser, Tree
 
 from dlm_lsp import validation
+from dlm_lsp.bench.script import run_script
 
 FRACTIONS = (0.1, 0.5, 0.9)
 
@@ -124,4 +125,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -65,7 +65,6 @@ from __future__ import annotations
 import argparse
 import random
 import re
-import sys
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -95,6 +94,7 @@ from shaping_round_trip import (
 from shaping_round_trip import ask as ask_blank_line
 from tree_sitter import Node
 
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.documents import _in_word, _lines, apply_change, word_before
 from dlm_lsp.indentation import (
@@ -478,4 +478,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -27,6 +27,7 @@ import sys
 
 from dlm_lsp.bench import sandbox
 from dlm_lsp.bench.sandbox import SandboxConfig, run_program
+from dlm_lsp.bench.script import run_script
 
 # Each layer's many calls (how many, what, the statement), and how it is installed in
 # a fresh interpreter (this one has ctypes loaded already, and threads)
@@ -110,4 +111,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from rpc import ServerProcess, free_port, hang_up, tcp_connection  # noqa: E402
 
 from dlm_lsp.bench.output import write_json  # noqa: E402
+from dlm_lsp.bench.script import run_script  # noqa: E402
 from dlm_lsp.config import (  # noqa: E402
     _CHECKS,
     BACKENDS,
@@ -606,4 +607,4 @@ def _sweep(args: argparse.Namespace, tmp: Path) -> int:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import random
-import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from pathlib import Path
 
 from tree_sitter import Node
 
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.indentation import (
     _bracket_depths,
@@ -492,4 +492,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

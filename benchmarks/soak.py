@@ -48,6 +48,7 @@ from ghost_text import new_lines
 from lsp_latency import _p95, cursors, server_settings, stdio_server
 
 from dlm_lsp.bench.machine import describe_machine, load_average, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.framing import Client, ResponseError
 
 _MIB = 1024  # KiB
@@ -255,4 +256,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from joined_lines import source
 
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.validation import ParsedDocument, parsed_document
 
 BROKEN = {"python": "x = = 1\n", "bash": ";;\n"}
@@ -85,4 +86,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -49,6 +49,7 @@ from lsp_latency import server_settings
 
 from dlm_lsp import engine, protocol, sampler, server
 from dlm_lsp.bench.machine import describe_machine, machine_line
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.documents import find_document
 from dlm_lsp.passes import InfillRun
 from dlm_lsp.recent import RecentFills
@@ -491,4 +492,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

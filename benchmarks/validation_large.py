@@ -17,6 +17,7 @@ import sysconfig
 import time
 from pathlib import Path
 
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.validation import parsed_document, validate_fill
 
 
@@ -70,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tiny_model import write_random_model
 
+from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.results import InfillRequest
@@ -81,4 +82,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

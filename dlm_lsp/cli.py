@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import math
 import os
 import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
 
 from dlm_lsp import __version__
 from dlm_lsp.admission import TOKEN_ENV
@@ -26,7 +23,7 @@ from dlm_lsp.config import (
     from_json,
     url_problem,
 )
-from dlm_lsp.held_signals import signal_name
+from dlm_lsp.held_signals import signal_name, terminate_as_interrupt
 from dlm_lsp.process_end import end_quietly, ignore_signals_at_last
 
 # What the options several commands share mean, said once (`--help` is where a user
@@ -421,25 +418,6 @@ def _bench(args: argparse.Namespace, began: float) -> int:
         return failed or 128 + signal.Signals[name]
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (`timeout`, a CI job cancelled, `kill`) raises KeyboardInterrupt("SIGTERM")
-    meanwhile, as Ctrl-C does: the default handler killed a benchmark at once, leaving
-    the sandboxed programs it had under way running and their folders in /tmp."""
-    if threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-    signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _run_bench(args: argparse.Namespace) -> int:
     if args.bench in COMMANDS:
         import importlib
@@ -618,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     try:
         try:
-            with _terminate_as_interrupt():
+            with terminate_as_interrupt():
                 return _main(argv, began)
         finally:  # on SystemExit too: a flush at exit raises where no one catches it
             sys.stdout.flush()

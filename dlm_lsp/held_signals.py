@@ -45,9 +45,29 @@ def held_signals() -> Iterator[None]:
             signal.raise_signal(arrived[0])
 
 
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (`timeout`, a CI job cancelled, `kill`) raises KeyboardInterrupt("SIGTERM")
+    meanwhile, as Ctrl-C does: the default handler killed a benchmark at once, leaving
+    the sandboxed programs it had under way running and their folders in /tmp (and a
+    benchmark script's servers running, its `finally` blocks skipped)."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def signal_name(interrupt: KeyboardInterrupt) -> str:
     """The signal behind an interruption: SIGTERM when the command line's handler raised
-    it (`cli._terminate_as_interrupt`), else SIGINT (Ctrl-C)."""
+    it (`terminate_as_interrupt`), else SIGINT (Ctrl-C)."""
     return "SIGTERM" if str(interrupt) == "SIGTERM" else "SIGINT"
 
 

@@ -445,3 +445,58 @@ def test_round_trips_read_a_language_in_any_case(capsys):
     script("shaping_round_trip").main(["fixtures/hello.py", "--languages", "Python",
                                        "--per-language", "1"])
     assert "| python |" in capsys.readouterr().out
+
+
+def test_every_script_ends_as_the_command_line_does():
+    """A Ctrl-C was a KeyboardInterrupt traceback a page long, and SIGTERM killed a
+    script without a word and without its `finally` blocks (its servers left running):
+    every script with a `main` runs it through `run_script`."""
+    scripts = [path for path in sorted(BENCHMARKS.glob("*.py"))
+               if "\ndef main(" in path.read_text(encoding="utf-8")]
+    assert len(scripts) > 30
+    assert [path.name for path in scripts if not path.read_text(encoding="utf-8").endswith(
+        '\nif __name__ == "__main__":\n    run_script(main)\n')] == []
+
+
+@pytest.mark.parametrize(("sig", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stopped_script_says_so_in_one_line_and_runs_its_finally(sig, status, tmp_path):
+    import signal
+    import sys
+    import time
+
+    cleaned = tmp_path / "cleaned"
+    program = ("import pathlib, sys, time\n"
+               "from dlm_lsp.bench.script import run_script\n"
+               "def main():\n"
+               "    try:\n"
+               "        print('started', flush=True)\n"
+               "        time.sleep(60)\n"
+               "    finally:\n"
+               f"        pathlib.Path({str(cleaned)!r}).write_text('yes')\n"
+               "run_script(main)\n")
+    proc = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "started\n"
+    time.sleep(0.2)
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == status
+    assert err.startswith(f"-c: stopped by {sig} after ") and err.count("\n") == 1, err
+    assert cleaned.read_text() == "yes"
+
+
+def test_a_script_whose_reader_goes_away_ends_quietly():
+    """`python benchmarks/x.py | head -1` was a BrokenPipeError traceback."""
+    import sys
+
+    program = ("from dlm_lsp.bench.script import run_script\n"
+               "def main():\n"
+               "    for n in range(100000):\n"
+               "        print('row', n)\n"
+               "    return 0\n"
+               "run_script(main)\n")
+    ran = subprocess.run(f"{sys.executable} -c \"$PROGRAM\" | head -1", shell=True,
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PROGRAM": program}, executable="/bin/bash")
+    assert ran.stdout == "row 0\n"
+    assert ran.stderr == ""

@@ -1397,7 +1397,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as exc:
         # A Ctrl-C's own KeyboardInterrupt has no text; SIGTERM's, from the command
-        # line's handler (cli._terminate_as_interrupt), is its name; a second signal's
+        # line's handler (held_signals.terminate_as_interrupt), is its name; a second signal's
         # (_StopSignals) says what was kept.
         name = stopping_signal(exc).name
         said = str(exc) if str(exc) not in ("", name) else (
