@@ -698,6 +698,20 @@ def test_a_file_with_other_line_endings_is_filled_as_with_newlines_and_keeps_its
         c.text.replace("\n", ending) for c in plain.candidates]
 
 
+@pytest.mark.parametrize("marked", ["|\nx = 1\n", "x = |\n", "def f(x):\n    |\n    return x\n"])
+def test_a_file_with_a_byte_order_mark_is_filled_as_without_it(engine: Engine,
+                                                                  marked: str) -> None:
+    """A U+FEFF at the start of the text (`dlm-lsp fill` keeps a file's) was shown to
+    the model and to the length policy, which read a hole alone on the first line as one
+    with code before it: a single-line fill where a multi-line one was due."""
+    options = {"steps": 8}
+    plain = engine.infill(_request(marked, **options))
+    marked_bom = engine.infill(_request("\ufeff" + marked, **options))
+    assert marked_bom.plan == plain.plan
+    assert [c.text for c in marked_bom.candidates] == [c.text for c in plain.candidates]
+    assert [c.valid for c in marked_bom.candidates] == [c.valid for c in plain.candidates]
+
+
 def _hold_passes(model, monkeypatch: pytest.MonkeyPatch):
     """(in_pass, release): the model's forward passes wait for `release`; `in_pass` is
     set once one has begun."""

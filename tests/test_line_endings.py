@@ -56,3 +56,23 @@ def test_on_the_last_line_the_ending_is_the_last_whole_break_before_the_span(tex
     after = re.search(r"\r\n|\r|\n", text[end:])
     want = after.group() if after else (breaks[-1] if breaks else "\n")
     assert ending_near(text, start, end) == want
+
+
+def test_a_byte_order_mark_is_left_out_and_the_span_moves_with_it() -> None:
+    text = "\ufeffa = 1\r\nb = 2\r\n"
+    start = text.index("b")
+    lines = normalize(text, start, start + 1)
+    assert lines.text == "a = 1\nb = 2\n"
+    assert lines.text[lines.start:lines.end] == "b"
+    assert lines.restore("c\nd") == "c\r\nd"  # the mark is not the fill's
+
+
+def test_a_span_that_takes_in_the_byte_order_mark_writes_it_back() -> None:
+    """A selection of the whole file, mark included, is replaced by the fill: the file
+    keeps its mark in front of it, and a cursor before the mark gets none of its own."""
+    text = "\ufeffx = 1\n"
+    lines = normalize(text, 0, len(text))
+    assert (lines.text, lines.start, lines.end) == ("x = 1\n", 0, 6)
+    assert lines.restore("y = 2\n") == "\ufeffy = 2\n"
+    assert normalize(text, 0, 0).restore("z") == "z"
+    assert normalize(text, 1, 1).restore("z") == "z"
