@@ -169,6 +169,60 @@ result.said, result.warn = said, vim.log.levels.WARN
     assert result["said"] == [[said, result["warn"]]]
 
 
+def test_a_command_run_while_the_server_starts_says_it_is_starting(tmp_path, model_dir):
+    """`:DlmFillHoles` in the seconds the server takes to start (its imports) said "no
+    dlm-lsp server attached to this buffer (it exited, or did not start); :DlmRestart
+    starts it", and the user killed a good start.  One that has not answered
+    `initialize` after 30 s (`cmd = { "python" }`, which reads and never answers) is
+    said to look stuck."""
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    slow = ["sh", "-c", 'sleep 3; exec "$0" "$@"', sys.executable, "-m", "dlm_lsp"]
+    result = run_nvim(tmp_path, model_dir, f"""
+local said = {{}}
+vim.notify = function(message) said[#said + 1] = message end
+vim.cmd.edit('{path}')
+vim.cmd('DlmFillHoles')
+result.starting = said[#said]
+local now = vim.uv.now
+vim.uv.now = function() return now() + 60000 end
+vim.cmd('DlmStatus')
+result.stuck = said[#said]
+vim.uv.now = now
+attached(vim.api.nvim_get_current_buf())
+result.said = #said
+""", env={"DLM_SERVER": json.dumps(slow)})
+    assert re.fullmatch(r"dlm: dlm-lsp is still starting \(\d s\); try again in a moment",
+                        result["starting"]), result["starting"]
+    assert result["stuck"].startswith("dlm: dlm-lsp has not answered `initialize` in 60 s: "
+                                      "is setup{ cmd } the server? (:checkhealth dlm); ")
+    assert result["said"] == 2  # and then it started, as it was going to
+
+
+def test_options_of_the_wrong_type_are_said_and_the_rest_are_used(tmp_path, model_dir):
+    """`settings = "steps=4"` was a Lua traceback at every file opened, and
+    `inline = { accept = 5 }` stopped setup() half-way: its commands made, and no server
+    ever started.  Each is said, with an option setup() does not have; the others apply."""
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local said = {{}}
+vim.notify = function(message) said[#said + 1] = message end
+dlm.setup({{ cmd = vim.json.decode(server), settings = 'steps=4', notify = false, colour = 'blue',
+  inline = {{ native = false, accept = 5, debounce_ms = 99 }} }})
+open('{path}')
+result.said = said
+result.inline = {{ dlm.config.inline.accept, dlm.config.inline.debounce_ms }}
+result.settings = dlm.config.settings
+""")
+    assert sorted(result["said"]) == [
+        "dlm: setup{ colour }: no such option; ignored",
+        "dlm: setup{ inline.accept } should be a string or a boolean, got 5; the default kept",
+        'dlm: setup{ settings } should be a table, got "steps=4"; the default kept']
+    assert result["inline"] == ["<Tab>", 99]
+    assert result["settings"] in ({}, [])  # an empty Lua table, as JSON writes it
+
+
 def _complete_fixture(tmp_path):
     """fixtures/hello.py with its hole filled in (valid Python), and its text."""
     path = tmp_path / "hello.py"
@@ -1657,6 +1711,53 @@ vim.cmd.edit('{path}')
     finally:
         nvim.close()
     assert shown_under_menu is False
+
+
+def test_a_completion_asked_for_with_the_word_it_completes_is_not_stopped_by_ghost_text(
+        tmp_path, model_dir):
+    """`x<C-x><C-o>` typed together (a mapping, a fast typist): the suggestion the last
+    key asked for went out while the completion ran, and the server stopped the
+    completion for it, the document's newest suggestion: no menu, and no word said."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"""
+dlm.setup({{ cmd = vim.json.decode(server), notify = false,
+  settings = {{ model = model, suggestInvalid = true, steps = 64, earlyStop = false,
+                stopWhenSettled = false }},
+  inline = {{ native = false, debounce_ms = 1 }} }})
+vim.o.completeopt = 'menuone,noinsert'
+vim.cmd.edit('{path}')
+""")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9GA x<C-x><C-o>")
+        nvim.wait_for("vim.fn.pumvisible() == 1")
+        shown_under_menu = nvim.value(VISIBLE)
+    finally:
+        nvim.close()
+    assert shown_under_menu is False
+
+
+def test_a_suggestion_is_not_asked_for_nor_drawn_while_a_menu_is_open(tmp_path, model_dir):
+    """Typing on with a menu open (<C-n>'s, or `autotrigger`'s) asked for a suggestion,
+    which was drawn over the menu; <Tab> then typed a tab where the user saw it."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"""
+dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model, suggestInvalid = true }},
+  notify = false, inline = {{ native = false, debounce_ms = 50 }} }})
+vim.o.completeopt = 'menuone,noinsert'
+vim.cmd.edit('{path}')
+""")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9GA f<C-n>")
+        nvim.wait_for("vim.fn.pumvisible() == 1")
+        nvim.send("i")  # `fi`: the menu stays, narrowed to `fibonacci`
+        time.sleep(3)  # a suggestion of the test model comes well within this
+        menu, shown, asked = nvim.value(
+            f"{{ vim.fn.pumvisible(), {VISIBLE}, {GHOST}.pending({CURRENT}) }}")
+    finally:
+        nvim.close()
+    assert (menu, shown, asked) == (1, False, False)
 
 
 def test_pausing_suggestions_redraws_the_statusline_that_shows_it(tmp_path, model_dir):

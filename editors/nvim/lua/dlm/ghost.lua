@@ -238,6 +238,24 @@ function M.cycle(buf, step)
   return true
 end
 
+--- Whether a completion menu is open, or a completion of `buf` is asked for and not yet
+--- answered.  A suggestion would be drawn under the menu (one asked for as the user typed
+--- on with the menu open was drawn over it, and <Tab> then typed a tab); and its fill, the
+--- document's newest suggestion, stops the completion's on the server: `ret<C-x><C-o>`
+--- typed together (a mapping, a fast typist) opened no menu, with no word said.
+local function completing(client, buf)
+  if vim.fn.pumvisible() == 1 then
+    return true
+  end
+  for _, request in pairs(client.requests or {}) do
+    if request.type == 'pending' and request.bufnr == buf
+      and request.method == 'textDocument/completion' then
+      return true
+    end
+  end
+  return false
+end
+
 --- Ask for a suggestion at the cursor now (the debounce timer calls this).
 ---@param client vim.lsp.Client
 ---@param buf integer
@@ -245,7 +263,7 @@ end
 function M.request(client, buf, opts)
   local state = buffers[buf]
   if not state or M.paused or api.nvim_get_current_buf() ~= buf
-    or not api.nvim_get_mode().mode:match('^i') then
+    or not api.nvim_get_mode().mode:match('^i') or completing(client, buf) then
     return
   end
   cancel_request(state) -- superseded: its answer could only be for an older cursor
@@ -271,6 +289,9 @@ function M.request(client, buf, opts)
       or not api.nvim_get_mode().mode:match('^i')
     then
       return -- the user moved on: this answer is for a place that no longer exists
+    end
+    if completing(client, buf) then
+      return -- a menu opened meanwhile (<C-n>, a completion's): its place and its keys
     end
     local texts, seen = {}, {}
     for _, item in ipairs(result.items or result) do

@@ -108,6 +108,47 @@ local function holes_filled(holes, blank)
 end
 
 --- Merge user options into the defaults; lists (cmd, filetypes...) are replaced, not merged.
+-- The Lua types an option of setup() may take where its default's type does not say
+-- (a default of nil, or a key a value of `false` turns off).
+local KINDS = {
+  cmd = { 'table', 'function' }, -- a function connects as vim.lsp.start's `cmd` does
+  server = { 'string' },
+  token = { 'string' },
+  ['inline.native'] = { 'string', 'boolean' },
+}
+for _, key in ipairs({ 'accept', 'accept_word', 'accept_line', 'next', 'prev', 'dismiss' }) do
+  KINDS['inline.' .. key] = { 'string', 'boolean' }
+end
+
+--- `opts` without the options of the wrong type, and without those setup() does not
+--- have, each said: `settings = "steps=4"` was a Lua traceback at every file opened,
+--- and `inline = { accept = 5 }` stopped setup() half-way, its commands made and no
+--- server ever started.  The tables of `inline` and `completion` are checked in turn;
+--- `settings` is the server's to check (it names a wrong one in a message).
+---@param opts table
+---@param defaults table
+---@param prefix string the options' path so far ('' or 'inline.')
+local function checked(opts, defaults, prefix)
+  local out = {}
+  for key, value in pairs(opts) do
+    local name = prefix .. tostring(key)
+    local default = defaults[key]
+    local kinds = KINDS[name] or (default ~= nil and { type(default) }) or nil
+    if not kinds then
+      notify(('setup{ %s }: no such option; ignored'):format(name), vim.log.levels.WARN)
+    elseif not vim.tbl_contains(kinds, type(value)) then
+      notify(('setup{ %s } should be a %s, got %s; the default kept'):format(
+        name, table.concat(kinds, ' or a '), vim.inspect(value)), vim.log.levels.WARN)
+    elseif type(value) == 'table' and type(default) == 'table' and name ~= 'settings'
+      and not vim.islist(default) then
+      out[key] = checked(value, default, name .. '.')
+    else
+      out[key] = value
+    end
+  end
+  return out
+end
+
 local function merge(defaults, opts)
   local out = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
   for _, key in ipairs({ 'cmd', 'filetypes', 'root_markers' }) do
@@ -403,6 +444,25 @@ function M.lsp_config(overrides, quiet)
   }, overrides or {})
 end
 
+-- When each client was started (vim.uv.now(), ms), and how long a start may take before
+-- a command says it looks stuck rather than slow.
+local started_at = {} ---@type table<integer, integer>
+local STARTING_S = 30
+
+--- When the client that is starting (not yet initialized) was started; nil if none is.
+--- (vim.lsp.get_clients() lists a client only once it is initialized.)
+local function starting()
+  for id, at in pairs(started_at) do
+    local client = vim.lsp.get_client_by_id(id)
+    if not client or client:is_stopped() then
+      started_at[id] = nil
+    elseif not client.initialized then
+      return at
+    end
+  end
+  return nil
+end
+
 --- Start (or reuse) the server for `buf` and attach to it; nothing when the shared server
 --- refused this address and token already (M.refused says why), or when the executable of
 --- `cmd` is not found or it exited before it started (M.missing says which).
@@ -417,7 +477,7 @@ function M.attach(buf)
   end
   local root = vim.fs.root(buf, M.config.root_markers) or vim.fn.getcwd()
   local cmd = M.config.cmd
-  return vim.lsp.start(M.lsp_config({
+  local id = vim.lsp.start(M.lsp_config({
     root_dir = root,
     on_exit = not M.config.server and type(cmd) == 'table' and on_exit_before_start(cmd_key(), cmd)
       or nil,
@@ -437,6 +497,10 @@ function M.attach(buf)
       return client.name == config.name and not client:is_stopped()
     end,
   })
+  if id and not started_at[id] then
+    started_at[id] = vim.uv.now()
+  end
+  return id
 end
 
 --- A buffer the server has open, given another name (`:file NAME`, `:saveas`): it is
@@ -541,6 +605,17 @@ local function require_client(buf)
     notify(M.refused, vim.log.levels.WARN) -- left unattached: the shared server refused us
   elseif not M.config.server and missing_for then
     notify(M.missing, vim.log.levels.WARN) -- left unattached: `cmd` is not found
+  elseif starting() then
+    -- attached only once `initialize` is answered (3-7 s for the server's imports): "it
+    -- exited, or did not start; :DlmRestart starts it" sent the user to kill a good start
+    local waited = math.floor((vim.uv.now() - starting()) / 1000)
+    if waited < STARTING_S then
+      notify(('dlm-lsp is still starting (%d s); try again in a moment'):format(waited),
+        vim.log.levels.WARN)
+    else -- `cmd = { "python" }`: a process that reads its input and never answers
+      notify(('dlm-lsp has not answered `initialize` in %d s: is setup{ cmd } the server? '
+        .. '(:checkhealth dlm); '):format(waited) .. restart_does(), vim.log.levels.WARN)
+    end
   else
     notify('no dlm-lsp server attached to this buffer (it exited, or did not start); '
       .. restart_does(), vim.log.levels.WARN)
@@ -1226,7 +1301,12 @@ end
 ---@param opts table? see M.defaults
 function M.setup(opts)
   local before = M.config.settings
-  M.config = merge(M.defaults, opts)
+  if opts ~= nil and type(opts) ~= 'table' then
+    notify(('setup() takes a table of options, got %s; the defaults used'):format(type(opts)),
+      vim.log.levels.WARN)
+    opts = nil
+  end
+  M.config = merge(M.defaults, opts and checked(opts, M.defaults, ''))
   -- setup() again (init.lua sourced again) with other settings: the running server keeps
   -- its client, so it is told them, as configure() does; it had kept the first ones (a
   -- new `holeMarker` was the plugin's, `:DlmFill`'s, and not the server's, `:DlmFillHoles`').
