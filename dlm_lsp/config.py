@@ -259,7 +259,9 @@ def url_problem(url: str) -> str | None:
 # states it (editors/vscode/scripts/sync_settings.py), so that its Settings UI refuses
 # what the server would (a holeMarker of "\r" was typed in and then refused).
 PATTERNS = {
-    "hole_marker": r"[^\r\n]+",  # a line break LSP counts would make line ends holes
+    # a line break LSP counts would make line ends holes; spaces or tabs alone, every
+    # indentation (`\t`: each tab of a tab-indented file a hole)
+    "hole_marker": r"[^\S\r\n]*\S[^\r\n]*",
     "remote_token": r"[!-~]*",  # visible ASCII: an HTTP header carries it
 }
 
@@ -321,7 +323,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "latency_ms_rewrite": (Range(0, above=True), "a positive integer (milliseconds)"),
     # LSP breaks lines at "\r" too: a marker "\r" made every line end of a CRLF file a hole
     "hole_marker": (lambda v: matches("hole_marker", v),
-                    "a non-empty string without a line break"),
+                    "a string without a line break, not spaces or tabs alone"),
     "model": (lambda v: len(v) > 0, "a model name or directory"),
     "max_open_documents": (Range(1), "a positive integer"),
     "max_queued_requests": (Range(1), "a positive integer"),

@@ -85,7 +85,10 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
         # (or out) with every line ending changed; the engine fills `\r\n` text as it is
         data = sys.stdin.buffer.read() if source is None else source.read_bytes()
         text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        print(f"dlm-lsp fill: cannot read {path}: {not_utf8(data, exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:
         print(f"dlm-lsp fill: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     holes = find_holes(text, marker)
@@ -147,6 +150,20 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
 
 
 BLANK = "; blank: the model wrote no code there"
+
+
+def not_utf8(data: bytes, exc: UnicodeDecodeError) -> str:
+    """Why `data` is no text `fill` reads, in a user's words: Python's "'utf-8' codec can't
+    decode byte 0xff in position 0: invalid start byte" named neither the encoding the
+    file is in nor the one wanted, and its position is a byte's."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "it is UTF-16 (its byte-order mark says so); fill reads UTF-8: convert it " \
+               "first (iconv -f UTF-16 -t UTF-8)"
+    if b"\0" in data[:8192]:
+        return "it looks binary (it holds NUL bytes), not text"
+    line = data.count(b"\n", 0, exc.start) + 1
+    return (f"it is not UTF-8 (byte {data[exc.start]:#04x} on line {line}); fill reads "
+            "UTF-8: convert it first (iconv -f ENCODING -t UTF-8)")
 
 
 def describe_steps(result: InfillResult) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
@@ -221,6 +222,9 @@ def infill_result(version: int | None, rng: types.Range, result: InfillResult,
     }
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 def completion_items(texts: list[str], typed: types.Range, word: str
                      ) -> list[types.CompletionItem]:
     """The fills `texts` (best first) as completion items at a cursor after `word`, typed
@@ -236,11 +240,13 @@ def completion_items(texts: list[str], typed: types.Range, word: str
     items = []
     for rank, text in enumerate(texts):
         new_text = word + text
-        label = new_text.split("\n")[0].rstrip() if word else text.strip().splitlines()[0]
+        # the fill's line breaks are the document's: a `\r` file's multi-line item was
+        # labelled with all of it and given no documentation
+        lines = _LINE_BREAK.split(new_text if word else text.strip())
         items.append(types.CompletionItem(
-            label=label[:80], kind=types.CompletionItemKind.Snippet, detail="dlm-lsp fill",
-            sort_text=f"{rank:02d}",
-            documentation=new_text if "\n" in new_text.strip() else None,
+            label=lines[0].rstrip()[:80], kind=types.CompletionItemKind.Snippet,
+            detail="dlm-lsp fill", sort_text=f"{rank:02d}",
+            documentation=new_text if _LINE_BREAK.search(new_text.strip()) else None,
             insert_text_format=types.InsertTextFormat.PlainText,
             insert_text_mode=types.InsertTextMode.AsIs,
             text_edit=types.TextEdit(typed, new_text)))

@@ -86,6 +86,22 @@ def test_fill_without_holes_says_so(tmp_path, model_dir):
     assert out.returncode == 1 and "no <FILL> holes" in out.stderr
 
 
+@pytest.mark.parametrize(("data", "says"), [
+    ("x = <FILL>\n".encode("utf-16"), "it is UTF-16 (its byte-order mark says so); fill reads "
+     "UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)"),
+    ("# café\nx = <FILL>\n".encode("latin-1"), "it is not UTF-8 (byte 0xe9 on line 1); fill "
+     "reads UTF-8: convert it first (iconv -f ENCODING -t UTF-8)"),
+    (b"\x7fELF\x02\x01\x00\x00\xff", "it looks binary (it holds NUL bytes), not text"),
+])
+def test_fill_of_a_file_that_is_not_utf8_says_what_it_is(tmp_path, data, says):
+    """It said "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte",
+    which named neither the file's encoding nor what to do, at a byte's position."""
+    source = tmp_path / "other.py"
+    source.write_bytes(data)
+    out = run_cli("fill", str(source))
+    assert (out.returncode, out.stderr) == (2, f"dlm-lsp fill: cannot read {source}: {says}\n")
+
+
 def test_fill_with_a_missing_model_names_the_directory(tmp_path):
     out = run_cli("fill", str(FIXTURE), "--model", str(tmp_path / "absent"))
     assert out.returncode == 2 and str(tmp_path / "absent") in out.stderr

@@ -89,13 +89,15 @@ def test_a_token_an_http_header_cannot_carry_is_refused_without_showing_it() -> 
     assert from_json(ServerConfig, {"remoteToken": "a-b_c.d~e+f/g="})[1] == []
 
 
-@pytest.mark.parametrize("marker", ["\n", "\r", "<FILL>\r", "a\r\nb"])
-def test_a_hole_marker_holding_a_line_break_is_refused(marker: str) -> None:
+@pytest.mark.parametrize("marker", ["\n", "\r", "<FILL>\r", "a\r\nb", "", "\t", "  ", " \n "])
+def test_a_hole_marker_holding_a_line_break_or_only_blanks_is_refused(marker: str) -> None:
     """LSP breaks lines at \\r as at \\n: a marker "\\r" was taken, and in a CRLF file
-    "fill holes" replaced the first half of every line break, an edit ending past its line."""
+    "fill holes" replaced the first half of every line break, an edit ending past its line.
+    A marker "\\t" made every tab of a tab-indented file a hole."""
     assert from_json(ServerConfig, {"holeMarker": marker}) == (ServerConfig(), [
-        f"setting 'holeMarker' = {json.dumps(marker)} should be a non-empty string without a line "
-        "break; default kept"])
+        f"setting 'holeMarker' = {json.dumps(marker)} should be a string without a line "
+        "break, not spaces or tabs alone; default kept"])
+    assert from_json(ServerConfig, {"holeMarker": " <HOLE>\t"})[1] == []  # blanks beside
 
 
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(ServerConfig)])

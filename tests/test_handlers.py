@@ -112,6 +112,17 @@ def test_a_completion_item_of_a_fill_that_starts_a_new_line_is_labelled_by_the_w
     assert item.documentation == "retu\n    y = 2"  # shown whole
 
 
+@pytest.mark.parametrize("ending", ["\r\n", "\r"])
+def test_a_completion_item_of_a_file_with_other_line_endings_is_labelled_by_its_first_line(
+        ending):
+    """The fill comes with the document's line breaks: in a `\r` file a multi-line item
+    was labelled with the whole fill, breaks and all, and had no documentation."""
+    params = types.CompletionParams(text_document=DOC, position=AT)
+    [item] = asyncio.run(server.completion(Filled(f"rn [{ending}    1]"), params)).items
+    assert item.label == "return ["
+    assert item.documentation == f"return [{ending}    1]"
+
+
 def test_a_multi_line_completion_item_keeps_the_indentation_the_fill_was_given():
     """The fill's later lines carry their own columns in the document (the server
     re-indents them), so a client must not add the cursor line's indentation to them, as
