@@ -452,6 +452,30 @@ result.asked = asked
     return result["asked"], whole, selected
 
 
+@pytest.mark.parametrize(("planted", "said"), [
+    ("    pass\n", "dlm: rewrote lines 9-10 (now line 9)"),
+    ("    for i in range(3):\n        print(i)\n", "dlm: rewrote lines 9-10"),
+    ("    a = 1\n    b = 2\n    c = 3\n", "dlm: rewrote lines 9-10 (now lines 9-11)"),
+])
+def test_a_rewrite_says_the_lines_it_rewrote_and_those_it_left(tmp_path, model_dir, planted,
+                                                                said):
+    """It counted the new text's lines alone: two lines rewritten as one said "rewrote
+    line 9", and a text ending in a line break one line more."""
+    path, _ = _complete_fixture(tmp_path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local said = {{}}
+vim.notify = function(message) said[#said + 1] = message end
+dlm.config.notify = true
+open('{path}')
+vim.cmd('9,10DlmRewrite')
+assert(vim.wait(20000, function() return #said > 0 end, 20), 'no answer')
+result.said = said
+result.lines = vim.api.nvim_buf_get_lines(0, 8, -1, false)
+""", env=_planted(tmp_path, planted))
+    assert result["said"] == [said]
+    assert "\n".join(result["lines"][:planted.count("\n")]) + "\n" == planted
+
+
 def test_a_line_range_typed_wins_over_an_earlier_selection_on_that_line(tmp_path, model_dir):
     """`:10DlmRewrite` (a count, or one address) rewrites line 10, and `:10DlmFill` fills
     it, also where a selection was made on that line before: they took its `'<` `'>`
@@ -1713,22 +1737,34 @@ vim.cmd.edit('{path}')
     assert shown_under_menu is False
 
 
-def test_a_completion_asked_for_with_the_word_it_completes_is_not_stopped_by_ghost_text(
-        tmp_path, model_dir):
-    """`x<C-x><C-o>` typed together (a mapping, a fast typist): the suggestion the last
-    key asked for went out while the completion ran, and the server stopped the
-    completion for it, the document's newest suggestion: no menu, and no word said."""
+def _menu_session(tmp_path, model_dir, debounce_ms: int, settings: str = "") -> RemoteNvim:
+    """hello.py, filled in, open in a Neovim whose suggestions (in extmarks) are asked for
+    `debounce_ms` after a key, with more server `settings` (Lua), and whose completion
+    menu selects nothing at first; the server attached."""
     path, _ = _complete_fixture(tmp_path)
     nvim = RemoteNvim(tmp_path, model_dir, f"""
 dlm.setup({{ cmd = vim.json.decode(server), notify = false,
-  settings = {{ model = model, suggestInvalid = true, steps = 64, earlyStop = false,
-                stopWhenSettled = false }},
-  inline = {{ native = false, debounce_ms = 1 }} }})
+  settings = {{ model = model, suggestInvalid = true, {settings} }},
+  inline = {{ native = false, debounce_ms = {debounce_ms} }} }})
 vim.o.completeopt = 'menuone,noinsert'
 vim.cmd.edit('{path}')
 """)
     try:
         nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+    except AssertionError:
+        nvim.close()
+        raise
+    return nvim
+
+
+def test_a_completion_asked_for_with_the_word_it_completes_is_not_stopped_by_ghost_text(
+        tmp_path, model_dir):
+    """`x<C-x><C-o>` typed together (a mapping, a fast typist): the suggestion the last
+    key asked for went out while the completion ran, and the server stopped the
+    completion for it, the document's newest suggestion: no menu, and no word said."""
+    nvim = _menu_session(tmp_path, model_dir, 1, "steps = 64, earlyStop = false, "
+                         "stopWhenSettled = false")
+    try:
         nvim.send("9GA x<C-x><C-o>")
         nvim.wait_for("vim.fn.pumvisible() == 1")
         shown_under_menu = nvim.value(VISIBLE)
@@ -1740,15 +1776,8 @@ vim.cmd.edit('{path}')
 def test_a_suggestion_is_not_asked_for_nor_drawn_while_a_menu_is_open(tmp_path, model_dir):
     """Typing on with a menu open (<C-n>'s, or `autotrigger`'s) asked for a suggestion,
     which was drawn over the menu; <Tab> then typed a tab where the user saw it."""
-    path, _ = _complete_fixture(tmp_path)
-    nvim = RemoteNvim(tmp_path, model_dir, f"""
-dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model, suggestInvalid = true }},
-  notify = false, inline = {{ native = false, debounce_ms = 50 }} }})
-vim.o.completeopt = 'menuone,noinsert'
-vim.cmd.edit('{path}')
-""")
+    nvim = _menu_session(tmp_path, model_dir, 50)
     try:
-        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
         nvim.send("9GA f<C-n>")
         nvim.wait_for("vim.fn.pumvisible() == 1")
         nvim.send("i")  # `fi`: the menu stays, narrowed to `fibonacci`

@@ -622,6 +622,32 @@ local function require_client(buf)
   end
 end
 
+--- "rewrote lines 4-5": the lines of `range` (0-based, its end exclusive), which the
+--- rewrite's `text` replaced, and where they differ in number the lines the text now
+--- takes.  It counted the new text's lines alone: two lines rewritten as one said
+--- "rewrote line 42", and a text ending in a line break one line more.
+---@param range table
+---@param text string
+local function rewrote(range, text)
+  local function lines(first, last)
+    return first == last and ('line %d'):format(first) or ('lines %d-%d'):format(first, last)
+  end
+  local first = range.start.line + 1
+  local last = range['end'].line + 1
+  if range['end'].character == 0 and last > first then
+    last = last - 1 -- a selection of whole lines ends at the start of the next
+  end
+  local count = #vim.split(text, '\n', { plain = true })
+  if text:sub(-1) == '\n' and count > 1 then
+    count = count - 1
+  end
+  local said = 'rewrote ' .. lines(first, last)
+  if count ~= last - first + 1 then
+    said = said .. (' (now %s)'):format(lines(first, first + count - 1))
+  end
+  return said
+end
+
 --- Warn of applied fills the syntax check rejected: an explicit fill is applied even when
 --- no candidate parsed (the best is still a draft worth editing), so the user must be told
 --- to look.  `valid` is a candidate's verdict, or dlm.fillHoles' list of them; nil (JSON
@@ -924,10 +950,7 @@ local function execute(buf, command, arguments, on_done)
           blank > 0 and blank == result.holes and vim.log.levels.WARN or nil)
       elseif result and result.applied and type(result.range) == 'table' then
         -- a rewrite said nothing once done, though it takes seconds on a CPU
-        local first = result.range.start.line + 1
-        local last = first + #vim.split(result.text or '', '\n', { plain = true }) - 1
-        notify(first == last and ('rewrote line %d'):format(first)
-          or ('rewrote lines %d-%d'):format(first, last))
+        notify(rewrote(result.range, result.text or ''))
       end
       if result and result.applied then
         warn_unparsed(result.valid)
