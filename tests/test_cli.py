@@ -228,11 +228,11 @@ def test_fill_settings_reach_the_engine(model_dir):
     assert "multi-line, " in out.stderr and ", 3 steps, " in out.stderr, out.stderr
 
 
-@pytest.mark.parametrize("marker", ["", "<FILL\n>", "\r"])
+@pytest.mark.parametrize("marker", ["", "<FILL\n>", "\r", "\t"])
 def test_a_marker_the_settings_would_refuse_is_a_usage_error(marker, capsys):
     """An empty one found no holes in any file ("no  holes")."""
     said = usage_error(["fill", str(FIXTURE), "--marker", marker], capsys)
-    assert "'holeMarker'" in said and "non-empty string without a line break" in said
+    assert "'holeMarker'" in said and "without a line break, not spaces or tabs alone" in said
 
 
 @pytest.mark.parametrize("command", [["fill", str(FIXTURE)], ["bench", "humaneval"],
