@@ -1127,6 +1127,32 @@ result.loaded = said[#said]
     assert result["loaded"] == [f"dlm-lsp: model {model_dir} loaded on cpu", 2]
 
 
+def test_a_server_that_goes_away_in_use_is_said_with_what_brings_it_back(tmp_path,
+                                                                       model_dir):
+    """A SIGTERM from outside ends an idle server with status 0, which Neovim does not
+    report: the suggestions stopped and the statusline went blank without a word.  The
+    editor's own stop (:DlmRestart, quitting) is not said."""
+    pid = tmp_path / "server.pid"
+    wrapped = ["sh", "-c", f'echo $$ > {pid}; exec "$0" "$@"', sys.executable, "-m", "dlm_lsp"]
+    path, _ = _complete_fixture(tmp_path)
+    result = run_nvim(tmp_path, model_dir, f"""
+local said = {{}}
+vim.notify = function(message) said[#said + 1] = message end
+local buf = open('{path}')
+vim.cmd('DlmRestart')  -- stopped by the editor: nothing to say
+attached(buf)
+vim.wait(500)
+result.after_restart = #said
+local pid = tonumber(vim.fn.readfile('{pid}')[1])
+vim.uv.kill(pid, 'sigterm')
+assert(vim.wait(20000, function() return #said > 0 end, 20), 'nothing said')
+result.said = said
+""", env={"DLM_SERVER": json.dumps(wrapped)})
+    assert result["after_restart"] == 0
+    assert result["said"] == ["dlm: the dlm-lsp server exited (code 0, signal 0); "
+                              ":DlmRestart starts it"]
+
+
 def test_after_the_server_exits_commands_say_so_and_dlm_restart_starts_it_again(tmp_path,
                                                                                model_dir):
     """A server that exited (or a connection to a shared one that dropped) left the buffer

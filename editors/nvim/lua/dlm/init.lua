@@ -394,6 +394,28 @@ local function on_exit_before_start(key, cmd)
   end
 end
 
+--- The `on_exit` of a client: a server that goes away while in use, not stopped by the
+--- editor, is said, with what brings it back.  One that exited with status 0 (a SIGTERM
+--- from outside, when idle) or a shared server that closed the connection was not said
+--- at all: the suggestions stopped and the statusline went blank, and only the next
+--- command said "no dlm-lsp server attached".  Neovim says one that ends with another
+--- status itself ("Client dlm quit with exit code 1"), but not what to do.
+---@param before_start function? the `on_exit` for an exit before `initialize` was answered
+local function on_exit(before_start)
+  return function(code, signal, client_id)
+    local client = vim.lsp.get_client_by_id(client_id)
+    if client and client.initialized and not client._is_stopping then
+      local what = M.config.server
+        and ('the shared dlm-lsp server %s closed the connection'):format(M.config.server)
+        or ('the dlm-lsp server exited (code %d, signal %d)'):format(code, signal)
+      local said = ('dlm: %s; %s'):format(what, restart_does())
+      vim.schedule(function() vim.notify(said, vim.log.levels.WARN) end)
+    elseif before_start then
+      before_start(code, signal, client_id)
+    end
+  end
+end
+
 --- Whether `server` is set and no HOST:PORT.  Then it is said once, as a refusal is
 --- (M.refused, `refused_for`), and no buffer is attached until the user names another
 --- (setup(), :DlmRestart): an error() in setup() stopped the user's init.lua with a Lua
@@ -479,8 +501,8 @@ function M.attach(buf)
   local cmd = M.config.cmd
   local id = vim.lsp.start(M.lsp_config({
     root_dir = root,
-    on_exit = not M.config.server and type(cmd) == 'table' and on_exit_before_start(cmd_key(), cmd)
-      or nil,
+    on_exit = on_exit(not M.config.server and type(cmd) == 'table'
+      and on_exit_before_start(cmd_key(), cmd) or nil),
     on_attach = function(client, bufnr)
       vim.b[bufnr].dlm_uri = vim.uri_from_bufnr(bufnr) -- see reopen_renamed
       ghost.attach(client, bufnr, M.config.inline)
