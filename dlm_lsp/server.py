@@ -977,7 +977,7 @@ def code_action(ls: DlmServer, params: types.CodeActionParams) -> list[types.Cod
         actions.append(types.CodeAction(title, kind=ACTION_KIND,
                                         command=types.Command(title, FILL_HOLES, arguments=[
                                             {"uri": uri, REPORT: True}])))
-    if params.range.start != params.range.end:
+    if params.range.start != params.range.end and _holds(doc, params.range):
         title = "Rewrite selection with dlm-lsp"
         # the version the range is of: chosen after an edit, from a menu still shown, the
         # rewrite is refused, not made of whatever text the range now covers
@@ -1008,14 +1008,22 @@ def _asked_for(params: types.CodeActionParams, kind: str) -> bool:
     return not only or any(kind == asked or kind.startswith(f"{asked}.") for asked in only)
 
 
-def _too_long_to_rewrite(ls: DlmServer, doc: TextDocument, rng: types.Range) -> str | None:
-    """Why a rewrite of `rng` would be refused as too long, where the backend can tell
-    now (`rewrite_refusal`): offered anyway, the command would only say so after the
-    user chose it.  A range the document does not hold is left to the command."""
+def _holds(doc: TextDocument, rng: types.Range) -> bool:
+    """Whether `rng` is a range of the document's text.  One past a line's end (a client
+    counting in another encoding) was offered "Rewrite selection", which then failed
+    with -32602, and chosen from a menu, with no word to the user."""
     try:
-        start, end = range_offsets(doc, rng)
+        range_offsets(doc, rng)
     except JsonRpcInvalidParams:
-        return None
+        return False
+    return True
+
+
+def _too_long_to_rewrite(ls: DlmServer, doc: TextDocument, rng: types.Range) -> str | None:
+    """Why a rewrite of `rng` (a range the document holds) would be refused as too long,
+    where the backend can tell now (`rewrite_refusal`): offered anyway, the command would
+    only say so after the user chose it."""
+    start, end = range_offsets(doc, rng)
     return ls.engine.rewrite_refusal(doc.source[start:end])
 
 

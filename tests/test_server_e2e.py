@@ -304,6 +304,14 @@ async def test_code_actions_offer_fill_holes_and_rewrite(client: LanguageClient)
         assert len(await code_actions(client, 1, 0, 1, 5, only=kinds)) == 2
 
 
+async def test_a_range_the_document_does_not_hold_is_offered_no_rewrite(client):
+    """A selection past a line's end (a client counting in another encoding) was offered
+    "Rewrite selection", which then failed with -32602, and from a menu said nothing."""
+    open_doc(client, "x = <FILL>\ny = 2\n")
+    actions = await code_actions(client, 1, 0, 1, 40)
+    assert [a["command"]["command"] for a in actions] == ["dlm.fillHoles"]
+
+
 LONG = "".join(f"value_{i} = compute({i}, {i + 1})\n" for i in range(300))
 
 
