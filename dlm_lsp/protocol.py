@@ -329,6 +329,32 @@ def clamped_change(data: dict) -> dict:
     return {**data, "params": {**params, "contentChanges": clamped}}
 
 
+def _loose_position(params: Any, depth: int = 0) -> tuple[Any] | None:
+    """The first value (as a 1-tuple) of a position (an object with `line` and
+    `character`) in a request's params that is not an integer, else None.  lsprotocol's
+    converter took `1.5`, `"1"` and `true` for line 1 in `textDocument/inlineCompletion`
+    and the other standard requests, a suggestion made at a place the client never named,
+    where `dlm/infill` refused them (`parse_range`).  Notifications are left as they come:
+    a `didChange` refused for it would leave the server's copy of the text behind."""
+    if depth > 8:  # positions sit a few levels down; deeper is arguments, not a place
+        return None
+    if isinstance(params, dict):
+        if "line" in params and "character" in params:
+            for value in (params["line"], params["character"]):
+                if isinstance(value, bool) or not isinstance(value, int):
+                    return (value,)
+        children: Any = params.values()
+    elif isinstance(params, list):
+        children = params
+    else:
+        return None
+    for value in children:
+        odd = _loose_position(value, depth + 1)
+        if odd is not None:
+            return odd
+    return None
+
+
 def _envelope_problem(data: dict) -> str | None:
     """What makes a JSON object something other than a JSON-RPC 2.0 message, if anything."""
     if data.get("jsonrpc") != "2.0":
@@ -401,6 +427,13 @@ class DlmProtocol(LanguageServerProtocol):
             return Unreadable(data["id"], types.ErrorCodes.InvalidRequest, stray, answer=True)
         if "method" in data and "params" not in data:
             data = {**data, "params": None}  # JSON-RPC lets a request leave params out
+        if "method" in data and "id" in data:
+            odd = _loose_position(data["params"])
+            if odd is not None:
+                return Unreadable(data["id"], types.ErrorCodes.InvalidParams,
+                                  f"invalid params for {data['method']}: a position's line "
+                                  f"and character must be integers, got {odd[0]!r}",
+                                  answer=True)
         if data.get("method") == types.TEXT_DOCUMENT_DID_CHANGE:
             data = clamped_change(data)
         pygls_log = logging.getLogger("pygls.protocol.json_rpc")

@@ -142,6 +142,15 @@ def test_every_hostile_request_gets_a_result_or_a_well_formed_error(server, requ
      b' {"uri": "file:///work/fuzz%20target.py"}, "range": {"start": {"line": 1,'
      b' "character": 4}, "end": {"line": 1, "character": 4}}, "workDoneToken": {}}}', -32602),
     (b'{"jsonrpc": "2.0", "id": 7, "method": "no/such/method", "params": {}}', -32601),
+    # a line or character that is no integer: lsprotocol's converter took each for 1
+    *((b'{"jsonrpc": "2.0", "id": 7, "method": "textDocument/inlineCompletion", "params": '
+       b'{"textDocument": {"uri": "file:///work/fuzz%20target.py"}, "position": {"line": '
+       + line + b', "character": 0}, "context": {"triggerKind": 1}}}', -32602)
+      for line in (b"1.5", b'"1"', b"true", b"null")),
+    (b'{"jsonrpc": "2.0", "id": 7, "method": "textDocument/codeAction", "params": {'
+     b'"textDocument": {"uri": "file:///work/fuzz%20target.py"}, "range": {"start": {"line":'
+     b' 0, "character": 0}, "end": {"line": 0, "character": 2.5}}, "context": '
+     b'{"diagnostics": []}}}', -32602),
     # an id and nothing else: no request, and no answer to one of the server's
     (b'{"jsonrpc": "2.0", "id": 7}', -32600),
     # notifications sent as requests: pygls ran them and answered nothing
