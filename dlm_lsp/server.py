@@ -124,6 +124,40 @@ REPORT = "report"  # a command's option: say what it did not apply (`told`)
 FAILED = "failed (see the error message)"  # how a progress ends where its work failed
 
 
+class ProgressCancelled(Exception):
+    """The user cancelled a command's progress while the editor held its edit, and the
+    editor did not answer the edit within CLIENT_ANSWER_S of that."""
+
+
+# how often a wait for the editor's answer to an edit looks for a cancelled progress
+CANCEL_POLL_S = 0.05
+
+
+async def _answer_unless_cancelled(asked: asyncio.Future, job: Job) -> Any:
+    """The editor's answer to an applyEdit; TimeoutError after EDIT_ANSWER_S.  Where the
+    user cancels the command's progress meanwhile (its job stopped by the client), the
+    answer is still taken if it comes within CLIENT_ANSWER_S, as for a `$/cancelRequest`,
+    and ProgressCancelled is raised if it does not: the progress's cancel stopped the job
+    only, which nothing looked at while the edit was out, and a command whose editor never
+    answered the edit hung, its progress shown, for good."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + EDIT_ANSWER_S
+    cancelled_at: float | None = None
+    while True:
+        now = loop.time()
+        if cancelled_at is None and job.reason == CLIENT_CANCELLED:
+            cancelled_at = now
+        limit = deadline if cancelled_at is None else min(deadline,
+                                                          cancelled_at + CLIENT_ANSWER_S)
+        if now >= limit:
+            if cancelled_at is not None:
+                raise ProgressCancelled
+            raise asyncio.TimeoutError
+        done, _ = await asyncio.wait([asked], timeout=min(CANCEL_POLL_S, limit - now))
+        if done:
+            return asked.result()
+
+
 class DlmServer(LanguageServer):
     """pygls server holding the configuration, the engine and the jobs in flight."""
 
@@ -550,7 +584,7 @@ class DlmServer(LanguageServer):
                                           types.ApplyWorkspaceEditParams(edit, label=label))
         try:
             try:
-                answer = await asyncio.wait_for(asyncio.shield(asked), EDIT_ANSWER_S)
+                answer = await _answer_unless_cancelled(asked, job)
             except asyncio.TimeoutError:
                 self.protocol.forget_request(msg_id)
                 return False, (f"the editor did not answer the edit in {EDIT_ANSWER_S:.0f} s "
@@ -558,11 +592,15 @@ class DlmServer(LanguageServer):
             except asyncio.CancelledError:
                 if not self.protocol.cancelled_by_client(asyncio.current_task()):
                     raise
+                job.stop(CLIENT_CANCELLED)  # its progress ends saying so, not "failed"
                 done, _ = await asyncio.wait([asked], timeout=CLIENT_ANSWER_S)
                 if not done:
                     self.protocol.forget_request(msg_id)
                     raise
                 answer = asked.result()
+        except ProgressCancelled:  # its answer did not come within CLIENT_ANSWER_S
+            self.protocol.forget_request(msg_id)
+            raise JsonRpcRequestCancelled(f"fill stopped: {job.reason}") from None
         except JsonRpcException as exc:
             # An error answer, or one that is no ApplyWorkspaceEditResult (`null`): the
             # command failed with it as its own error, -32602 "unreadable response", as if

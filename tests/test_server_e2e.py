@@ -612,8 +612,40 @@ async def test_a_command_cancelled_while_its_edit_goes_unanswered_ends_cancelled
     assert err.value.code == -32800
     status = await client.protocol.send_request_async("dlm/status", {})
     assert status.jobsInFlight == 0
+    # its progress said "failed (see the error message)" beside the cancel
+    await wait_for(lambda: isinstance(holes_progress(client)[-1], types.WorkDoneProgressEnd))
+    assert holes_progress(client)[-1].message == "cancelled by the client"
     answer.set()  # the client's handler ends before the session does
     await wait_for(lambda: answered)
+
+
+async def test_a_command_whose_progress_is_cancelled_while_its_edit_goes_unanswered_ends(
+        client):
+    """Cancelling the progress stopped the command's job, which nothing looked at while
+    the edit was out: a command whose editor never answered the edit hung, its progress
+    shown, for good.  It ends as a `$/cancelRequest` does, once the server has waited
+    for the edit's answer as long."""
+    answer = asyncio.Event()
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    async def cancel_progress_and_stall(params: types.ApplyWorkspaceEditParams):
+        [token] = server_progress(client, "holes")
+        client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token))
+        await answer.wait()  # past the server's wait: the answer comes too late
+        return types.ApplyWorkspaceEditResult(applied=False)
+
+    open_doc(client, "x = <FILL>\n")
+    future = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
+                                          types.ExecuteCommandParams("dlm.fillHoles", [URI]),
+                                          msg_id="holes-progress-stalled")
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wait_for(asyncio.wrap_future(future), 8)
+    assert (err.value.code, err.value.message) == (-32800, "fill stopped: cancelled by the client")
+    await wait_for(lambda: isinstance(holes_progress(client)[-1], types.WorkDoneProgressEnd))
+    assert holes_progress(client)[-1].message == "cancelled by the client"
+    status = await client.protocol.send_request_async("dlm/status", {})
+    assert status.jobsInFlight == 0
+    answer.set()
 
 
 async def test_holes_progress_cancelled_once_the_edit_was_sent_ends_done(client):
