@@ -874,6 +874,12 @@ async def status(ls: DlmServer, params: Any) -> dict:
     service, which takes up to 2 s a try where the service is down or hung: asked on the
     event loop, that held every other message (edits, cancels, ghost text) meanwhile, at
     each poll of an editor's status bar; it is asked on a thread instead (`_engine_status`)."""
+    return await _full_status(ls)
+
+
+async def _full_status(ls: DlmServer) -> dict:
+    """What `dlm/status` answers (and `dlm/retryLoad`, which answered the engine's part
+    alone: no `version`, `jobsInFlight`, `openDocuments` or `progressTokens`)."""
     engine_status = await _engine_status(ls)
     return {"version": __version__, **engine_status, **ls.holds(),
             "progressTokens": len(ls.work_done_progress.tokens)}
@@ -889,7 +895,7 @@ async def retry_load(ls: DlmServer, params: Any) -> dict:
     server.  With the model loaded it changes nothing."""
     ls.engine.retry_load()
     await ls.preload()
-    return await _engine_status(ls)
+    return await _full_status(ls)
 
 
 async def _engine_status(ls: DlmServer) -> dict:

@@ -1182,6 +1182,9 @@ async def test_a_load_retried_on_request_loads_a_mended_checkpoint_without_the_w
     (tmp_path / "aside").rename(weights)
     status = await client.protocol.send_request_async("dlm/retryLoad", {})
     assert status.loaded is True and status.loadError is None and status.model == str(broken)
+    # the `dlm/status` answer, whole: it left out the server's own part (`version`, ...)
+    asked = await client.protocol.send_request_async("dlm/status", {})
+    assert set(status._fields) == set(asked._fields)
     assert "ready on cpu" in list(loads(client).values())[-1][-1].message
     open_doc(client)
     result = await infill(client, rng(4, 4, 4, 4), options={"length": 2})
