@@ -1100,7 +1100,24 @@ async def told(ls: DlmServer, args: tuple[Any, ...], what: str,
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, (
             f"dlm-lsp: {what}: "
             f"{result.get('message') or 'the editor did not apply the edit'}")))
+    elif result.get("applied"):
+        rejected = _rejected_fills(result.get("valid"))
+        if rejected:  # applied all the same (the best fill is a draft worth editing)
+            ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, (
+                f"dlm-lsp: {what}: applied, but the check rejected {rejected} (it does "
+                "not parse, or would fail when run); undo restores the code")))
     return result
+
+
+def _rejected_fills(valid: Any) -> str:
+    """"the fill", "2 of 3 fills" or "": those of a command's verdicts (one, or a list of
+    them, None for unchecked) the check rejected.  A rewrite chosen from the code-action
+    menu was applied as `def h(x)` over a working function without a word."""
+    verdicts = valid if isinstance(valid, list) else [valid]
+    bad = sum(verdict is False for verdict in verdicts)
+    if not bad:
+        return ""
+    return "the fill" if len(verdicts) == 1 else f"{bad} of {len(verdicts)} fills"
 
 
 @command(FILL_HOLES)

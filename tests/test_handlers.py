@@ -815,3 +815,23 @@ def test_dlm_infill_stats_say_how_many_of_the_steps_went_to_repair(repair_steps)
                           path=REPAIR, repair_rounds=1, repair_steps=repair_steps)
     stats = protocol.infill_result(1, rng, result)["stats"]
     assert (stats["steps"], stats["repairRounds"], stats["repairSteps"]) == (9, 1, repair_steps)
+
+
+@pytest.mark.parametrize(("valid", "rejected"), [
+    (False, "the fill"), ([True, False, False], "2 of 3 fills"), (True, None), ([None], None)])
+def test_a_command_from_a_code_action_applied_over_a_rejected_fill_says_so(valid, rejected):
+    """A rewrite chosen from the code-action menu was applied as `def h(x)` over a working
+    function without a word: an editor shows nothing of a code action's result, so the
+    server tells (`report`), as it tells an edit not applied."""
+    shown = []
+    ls = SimpleNamespace(window_show_message=lambda params: shown.append(params.message))
+
+    async def work(ls, *args):
+        return {"applied": True, "valid": valid}
+
+    for report in (True, False):  # the editors' own commands say it themselves
+        asyncio.run(server.told(ls, ({"uri": DOC.uri, "report": report},), "rewrite selection",
+                                work))
+    assert shown == ([] if rejected is None else [
+        f"dlm-lsp: rewrite selection: applied, but the check rejected {rejected} (it does "
+        "not parse, or would fail when run); undo restores the code"])
