@@ -589,6 +589,18 @@ async def test_a_command_cancelled_once_its_edit_was_sent_says_what_the_editor_d
     assert len(applied) == 1 and result["applied"] is True and result["holes"] == 1
 
 
+async def _holes_refused(client, msg_id: str) -> JsonRpcException:
+    """`dlm.fillHoles` of a one-hole document sent as `msg_id`, and the error it is
+    answered with within 8 s (none: the test fails)."""
+    open_doc(client, "x = <FILL>\n")
+    future = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
+                                          types.ExecuteCommandParams("dlm.fillHoles", [URI]),
+                                          msg_id=msg_id)
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wait_for(asyncio.wrap_future(future), 8)
+    return err.value
+
+
 async def test_a_command_cancelled_while_its_edit_goes_unanswered_ends_cancelled(client):
     """A client that cancels the command and does not answer its applyEdit gets the
     cancel once the server stops waiting for that answer, and the command's job ends."""
@@ -603,13 +615,8 @@ async def test_a_command_cancelled_while_its_edit_goes_unanswered_ends_cancelled
         answered.append(True)
         return types.ApplyWorkspaceEditResult(applied=False)
 
-    open_doc(client, "x = <FILL>\n")
-    future = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
-                                          types.ExecuteCommandParams("dlm.fillHoles", [URI]),
-                                          msg_id="holes-stalled")
-    with pytest.raises(JsonRpcException) as err:
-        await asyncio.wait_for(asyncio.wrap_future(future), 8)
-    assert err.value.code == -32800
+    err = await _holes_refused(client, "holes-stalled")
+    assert err.code == -32800
     status = await client.protocol.send_request_async("dlm/status", {})
     assert status.jobsInFlight == 0
     # its progress said "failed (see the error message)" beside the cancel
@@ -634,13 +641,8 @@ async def test_a_command_whose_progress_is_cancelled_while_its_edit_goes_unanswe
         await answer.wait()  # past the server's wait: the answer comes too late
         return types.ApplyWorkspaceEditResult(applied=False)
 
-    open_doc(client, "x = <FILL>\n")
-    future = client.protocol.send_request(types.WORKSPACE_EXECUTE_COMMAND,
-                                          types.ExecuteCommandParams("dlm.fillHoles", [URI]),
-                                          msg_id="holes-progress-stalled")
-    with pytest.raises(JsonRpcException) as err:
-        await asyncio.wait_for(asyncio.wrap_future(future), 8)
-    assert (err.value.code, err.value.message) == (-32800, "fill stopped: cancelled by the client")
+    err = await _holes_refused(client, "holes-progress-stalled")
+    assert (err.code, err.message) == (-32800, "fill stopped: cancelled by the client")
     await wait_for(lambda: isinstance(holes_progress(client)[-1], types.WorkDoneProgressEnd))
     assert holes_progress(client)[-1].message == "cancelled by the client"
     status = await client.protocol.send_request_async("dlm/status", {})

@@ -107,7 +107,6 @@ local function holes_filled(holes, blank)
   return ('%s (%s: the model wrote no code there)'):format(filled, which)
 end
 
---- Merge user options into the defaults; lists (cmd, filetypes...) are replaced, not merged.
 -- The Lua types an option of setup() may take where its default's type does not say
 -- (a default of nil, or a key a value of `false` turns off).
 local KINDS = {
@@ -149,6 +148,7 @@ local function checked(opts, defaults, prefix)
   return out
 end
 
+--- Merge user options into the defaults; lists (cmd, filetypes...) are replaced, not merged.
 local function merge(defaults, opts)
   local out = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
   for _, key in ipairs({ 'cmd', 'filetypes', 'root_markers' }) do
