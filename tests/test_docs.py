@@ -386,7 +386,8 @@ def test_the_options_a_section_names_alone_are_options_of_its_commands(title, co
 
 
 FILL_LINE = re.compile(r"# hole at offset (\d+): ([a-z-]+), (\d+) tokens, "
-                       r"\d+ steps?(?: \(\d+ \+ \d+ in repair\))?, \d+ ms, "
+                       r"\d+ steps?(?: \((?:\d+(?:, stopped early,)? \+ \d+ in repair"
+                       r"|stopped early)\))?, \d+ ms, "
                        r"syntax (?:valid|INVALID|unchecked) \((?:diffusion|repair|left-to-right)"
                        r"(?:, \d+ repair round\(s\))?\)")
 

@@ -56,8 +56,8 @@ def test_an_older_service_s_result_has_its_repair_steps_unknown():
     del body["repairSteps"]
     result = wire.result_from_json(body)
     assert result.repair_steps is None and result.steps == 9
-    assert describe_steps(result) == "9 steps"
-    assert describe_steps(a_result()) == "9 steps (5 + 4 in repair)"
+    assert describe_steps(result) == "9 steps (stopped early)"
+    assert describe_steps(a_result()) == "9 steps (5, stopped early, + 4 in repair)"
 
 
 def test_a_request_carries_the_clients_fill_settings_but_never_its_model_or_limits():

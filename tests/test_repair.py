@@ -257,7 +257,8 @@ def test_a_fill_without_repair_says_its_steps_alone(
     steps = _count_steps(monkeypatch)
     result = engine.infill(request)
     assert (result.repair_rounds, result.repair_steps) == (0, 0)
-    assert describe_steps(result) == f"{steps[0]} steps"
+    assert result.early_stopped  # sure of the planted fill before the budget ran out
+    assert describe_steps(result) == f"{steps[0]} steps (stopped early)"
 
 
 OUT_OF_REACH = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "out_of_reach"

@@ -22,6 +22,7 @@ import dlm_lsp.passes as passes_module
 from dlm_lsp import schedules
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.fill import describe_steps
 from dlm_lsp.models.tokenizer import Tokenizer
 from dlm_lsp.sampler import (
     Cancelled,
@@ -588,6 +589,9 @@ def test_the_server_stops_early_by_default_and_spends_the_budget_when_told_not_t
     off = engine.infill(replace(request, options=InfillOptions(
         length=10, steps=8, early_stop=False, stop_when_settled=False)))
     assert not off.early_stopped and off.steps == 8 and off.candidates[0].text == "x + 1"
+    # `fill`'s line says why fewer steps ran than it was given
+    assert describe_steps(result).endswith(" (stopped early)")
+    assert describe_steps(off) == "8 steps"
 
 
 def test_the_left_to_right_baseline_keeps_one_step_per_token_unless_asked_to_stop_early(
