@@ -196,6 +196,8 @@ class DlmServer(LanguageServer):
         # later is refused as the cells it was opened with are (`did_change_notebook`)
         self.refused_notebooks = Refused()
         self.offers = Offers()  # the suggestions last offered, to tell one accepted
+        # the load shown now (`preload`), and the model setting (or service) it is of
+        self._preloading: tuple[str, asyncio.Task] | None = None
 
     def apply_settings(self, data: Any, initial: bool = False) -> tuple[list[str], bool]:
         """Overlay client settings (camelCase, optionally under "dlm") onto the config, or
@@ -247,14 +249,36 @@ class DlmServer(LanguageServer):
         """Load the model off the event loop, so that the first fill is fast, and show it:
         as work-done progress where the client supports it (a 0.5B checkpoint took 3 s
         on a 2-core VM, a 7B one is 15 times bigger; a fill asked for meanwhile waits),
-        then a log line, or an error message that says what failed."""
+        then a log line, or an error message that says what failed.  Asked again while a
+        load of the same model is shown (`dlm/retryLoad` during the first load, a setting
+        that places it otherwise), it waits for that one: a second progress bar, and a
+        second "ready" line, were shown for the one load.  The load goes on, and ends its
+        progress, where the request that waits for it is cancelled."""
+        label = _model_label(self.config)
+        shown = self._preloading
+        if shown is None or shown[0] != label:
+            shown = self._preloading = (label, asyncio.ensure_future(self._show_load(label)))
+            shown[1].add_done_callback(self._load_shown)
+        await asyncio.shield(shown[1])
+
+    def _load_shown(self, task: asyncio.Task) -> None:
+        if self._preloading is not None and self._preloading[1] is task:
+            self._preloading = None
+
+    @property
+    def preloading(self) -> bool:
+        """Whether a load is under way and shown (`preload`)."""
+        return self._preloading is not None
+
+    async def _show_load(self, label: str) -> None:
+        """One load, shown as `preload` says."""
         loop = asyncio.get_running_loop()
         began = time.perf_counter()
         loading = loop.run_in_executor(self.worker, self.engine.preload)
         token = await self.progress_token("load")
         if token is not None:
             self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
-                title="dlm-lsp: loading the model", message=_model_label(self.config)))
+                title="dlm-lsp: loading the model", message=label))
         try:
             ready = await loading
         except (ModelLoadError, BackendError) as exc:
@@ -892,9 +916,12 @@ async def retry_load(ls: DlmServer, params: Any) -> dict:
     After a failed load, requests with the same settings fail at once until a wait is
     over (up to a minute: `Engine.retry_load`); a user who has just mended the checkpoint
     or freed memory asks for the load instead of waiting for it or restarting the
-    server.  With the model loaded it changes nothing."""
+    server.  With the model loaded it changes nothing, and shows no load (it showed a
+    load's progress and "ready" line for none); asked during a load, it answers once that
+    load ends, shown once (`preload`)."""
     ls.engine.retry_load()
-    await ls.preload()
+    if ls.preloading or not (await _engine_status(ls))["loaded"]:
+        await ls.preload()
     return await _full_status(ls)
 
 

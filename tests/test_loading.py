@@ -98,3 +98,30 @@ def test_status_is_answered_while_the_step_cost_is_calibrated(gated, model_dir):
     gated.calibration.touch()
     assert client.response(fill)["result"]["stats"]["predictedMs"] > 0
     assert client.call("dlm/status", {})["result"]["stepMs"] > 0
+
+
+def test_a_load_asked_for_during_the_load_or_after_it_is_shown_once(gated, model_dir):
+    """`dlm/retryLoad` during the first load showed a second progress bar for it (and a
+    second "ready" line), and after it one for no load at all: it answers when the load
+    under way ends, and with the model loaded, at once, showing nothing more."""
+    client = gated.server.client
+    client.call("initialize", {"processId": None, "rootUri": None,
+                               "capabilities": {"window": {"workDoneProgress": True}},
+                               "initializationOptions": {"model": str(model_dir)}})
+    client.notify("initialized", {})
+    wait_until(gated.loads)  # the first load has begun, and waits
+    retry = client.request("dlm/retryLoad", {})
+    time.sleep(0.5)
+    assert not any(m.get("id") == retry for m in client.messages)  # not before the load ends
+    gated.load.touch()
+    assert client.response(retry)["result"]["loaded"] is True
+    assert client.call("dlm/retryLoad", {})["result"]["loaded"] is True
+    assert len([line for line in gated.loads() if line.startswith("begin")]) == 1
+
+    def shown(method: str, kind: str | None = None) -> list[dict]:
+        return [m for m in client.messages if m.get("method") == method
+                and (kind is None or m["params"]["value"]["kind"] == kind)]
+    assert len(shown("window/workDoneProgress/create")) == 1
+    assert len(shown("$/progress", "begin")) == len(shown("$/progress", "end")) == 1
+    assert len([m for m in shown("window/logMessage")
+                if "ready on" in m["params"]["message"]]) == 1
