@@ -140,19 +140,32 @@ def checked_text(text: str, req: InfillRequest, offset: int = 0) -> str:
     return text[:req.start - offset] + text[req.end - offset:]
 
 
+# What a later hole's marker on a hole's own line is checked as: a name, which stands
+# where an operand or an argument is due, as the holes on one line mostly are (`_` alone
+# is a pattern, not a name, in Rust: two at least)
+LATER_HOLE = "_"
+
+
 def validated_text(req: InfillRequest) -> str:
     """The document a request's fills are validated in: `checked_text`, with the markers
     of the holes after a hole's taken out too.  Holes are filled left to right, so the
     later ones still stand when the first is checked, each an error of its own beside
     the fill and no more the user's code than the hole's marker: CPython stopped at the
     marker of `add(1, <FILL>)`, or reported one below a block where it had reported the
-    block empty, and a good fill was blamed for them.  The span does not move: only
-    text after it is taken out."""
+    block empty, and a good fill was blamed for them.  On the hole's own line they stand
+    as a name instead (`LATER_HOLE`): taken out, `return <FILL> + <FILL>` was checked as
+    `return b + `, which CPython faults at the line's end, not where it faulted the line
+    without the fill, so every fill was rejected.  The span does not move: only text
+    after it changes."""
     text = checked_text(req.text, req)
     if not req.is_hole:
         return text
     marker = req.text[req.start:req.end]
-    return text[:req.start] + text[req.start:].replace(marker, "")
+    line_end = text.find("\n", req.start)
+    line_end = len(text) if line_end < 0 else line_end
+    name = LATER_HOLE * max(len(marker), 2)  # as long as the marker where it can: columns hold
+    return (text[:req.start] + text[req.start:line_end].replace(marker, name)
+            + text[line_end:].replace(marker, ""))
 
 
 def document_for(req: InfillRequest, cfg: ServerConfig) -> ParsedDocument | str:

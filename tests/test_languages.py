@@ -79,7 +79,12 @@ def test_a_hole_s_fill_that_breaks_the_code_is_rejected(
     ("python", "total = add(<FILL>, <FILL>)\n", "1"),
     ("python", "def f():\n    <FILL>\n    <FILL>\n", "x = 1"),
     ("python", "if ready:\n    <FILL>\n<FILL>\n", "print()"),
-], ids=["arguments", "statements", "block-above-a-hole"])
+    ("python", "def f(a, b):\n    return <FILL> + <FILL>\n", "b"),
+    ("python", "area = <FILL> * <FILL> / 2\n", "3"),
+    ("javascript", "const total = <FILL> + <FILL>;\n", "a"),
+    ("python", "x = <FILL>\nlimit = <FILL> * 2\n", "0"),
+], ids=["arguments", "statements", "block-above-a-hole", "operands", "operands-twice",
+        "javascript-operands", "operand-on-a-later-line"])
 def test_a_hole_s_fill_is_not_blamed_for_the_markers_of_the_holes_after_it(
         engine: Engine, language: str, text: str, good: str) -> None:
     """Holes are filled left to right, so the first is checked while the markers of the
