@@ -1176,8 +1176,11 @@ async def _fill_holes(ls: DlmServer, *args: Any) -> dict:
         valid = []  # each fill's syntax verdict (None: unchecked), for the editor to warn
         for done, hole in enumerate(holes, 1):
             start, end = state.current(hole)
+            # drafts at the marker as the editor has it: its text is the original until the
+            # one edit of every fill (the command sent none, where a rewrite sends them)
             result = await ls.fill(job, state.text, start, end, language_id=doc.language_id,
-                                   options=InfillOptions(), is_hole=True)
+                                   options=InfillOptions(), is_hole=True,
+                                   draft_range=offset_range(doc, *hole))
             state.accept(hole, result.candidates[0].text)
             valid.append(result.candidates[0].valid)
             if token is not None:

@@ -435,6 +435,8 @@ async def test_an_editor_s_answer_to_an_edit_that_is_no_result_is_the_command_s_
 async def test_fill_holes_replaces_each_marker_through_apply_edit(client: LanguageClient):
     text = "def f(x):\n    y = <FILL>\n    <FILL>\n\nprint(f(1))  # <FILL> keeps the rest\n"
     applied = accept_applied_edits(client)
+    drafts = []
+    client.feature("dlm/draft")(lambda params: drafts.append(params))
     open_doc(client, text, version=3)
     result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
         "dlm.fillHoles", [URI]))
@@ -449,6 +451,12 @@ async def test_fill_holes_replaces_each_marker_through_apply_edit(client: Langua
              for e in change.edits]
     assert [utf16_offset(text, e["range"]["start"]["line"], e["range"]["start"]["character"])
             for e in edits] == starts
+    # each hole's drafts (`drafts: true`) stand at its marker, as the editor's text has it
+    drawn = [{end: {"line": getattr(d.range, end).line,
+                    "character": getattr(d.range, end).character} for end in ("start", "end")}
+             for d in drafts]
+    assert [r for i, r in enumerate(drawn) if r not in drawn[:i]] == [e["range"] for e in edits]
+    assert {d.textDocument.version for d in drafts} == {3}
     after = apply_edits(text, edits)
     assert "<FILL>" not in after
     # outside the holes, every byte is unchanged
