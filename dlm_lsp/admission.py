@@ -29,16 +29,17 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from lsprotocol import types
-
 from dlm_lsp.errors import SERVER_BUSY, UNAUTHORIZED
 
 TOKEN_ENV = "DLM_LSP_TCP_TOKEN"
 TOKEN_OPTION = "token"  # initializationOptions.token
 
-# A message before `initialize` gets LSP's own "not initialized"; a full server or a
-# missing token, the codes of errors.py.
-NOT_INITIALIZED = types.ErrorCodes.ServerNotInitialized
+# A message before `initialize` gets LSP's own "not initialized" (lsprotocol's
+# ErrorCodes.ServerNotInitialized, written out: importing lsprotocol.types, 0.35-0.9 s, here
+# put every command's first second in the window where a Ctrl-C is a traceback, as the
+# command line imports this module); a full server or a missing token, the codes of
+# errors.py.
+NOT_INITIALIZED = -32002
 
 
 def _clients(n: int) -> str:

@@ -1533,3 +1533,22 @@ def test_a_token_given_to_the_server_as_an_option_points_to_its_variable(capsys)
     assert ended.value.code == 2
     assert ("the server reads the token its clients must send from the environment: "
             "DLM_LSP_TCP_TOKEN=... dlm-lsp --tcp HOST:PORT") in capsys.readouterr().err
+
+
+def test_the_command_line_takes_its_signals_before_importing_the_protocol_library():
+    """A Ctrl-C before `main` runs is Python's own traceback.  `dlm_lsp.cli` imported
+    lsprotocol (for one error code), 0.35-0.9 s of every command's start on the 2-core VMs,
+    so `train --tiny` stopped half a second in ended in a traceback from lsprotocol's
+    types; only the command's own imports, which `main` guards, may be heavy."""
+    probe = "import sys\nimport dlm_lsp.cli\nprint(sorted(m for m in ('lsprotocol', 'torch', " \
+            "'pygls', 'transformers') if m in sys.modules))\n"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout == "[]\n", out.stderr
+
+
+def test_not_initialized_is_lsp_s_own_code():
+    from lsprotocol import types
+
+    from dlm_lsp.admission import NOT_INITIALIZED
+    assert NOT_INITIALIZED == types.ErrorCodes.ServerNotInitialized

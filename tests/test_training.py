@@ -198,7 +198,7 @@ def test_a_named_root_without_python_files_is_an_error_not_a_silent_no_op(source
     standard library alone and said nothing; `--no-stdlib` alone said 'no readable
     Python source files found under ' and named nothing."""
     (tmp_path / "README.txt").write_text("no code here\n")
-    with pytest.raises(FileNotFoundError, match=f"source root {tmp_path} holds no .py files"):
+    with pytest.raises(FileNotFoundError, match=f"--extra-root {tmp_path} holds no .py files"):
         collect_sources(SourceConfig(extra_roots=[source_dir, tmp_path]))
     with pytest.raises(FileNotFoundError, match="no sources: .* --extra-root"):
         collect_sources(SourceConfig(include_stdlib=False))
@@ -989,12 +989,43 @@ def test_init_from_default_continues_the_shipped_model(tmp_path):
     assert (train_module.DEFAULT_OUT / "config.json").is_file()
 
 
-def test_init_from_a_path_to_a_directory_called_default_is_that_directory(tmp_path):
+def test_init_from_a_path_to_a_directory_called_default_is_that_directory(tmp_path,
+                                                                          monkeypatch):
     """As fill --model ./default takes it: read as a Path, "./default" was "default" and
     warm-started the shipped model."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "default").mkdir()
     args = train_module.build_parser().parse_args(["--init-from", "./default",
-                                                   "--out", str(tmp_path)])
+                                                   "--out", str(tmp_path / "out")])
     assert train_module.config_from_args(args).init_from == Path("default")
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    # said as "--init-from default: ...", which read as the shipped model missing
+    ("./default", "--init-from ./default: {cwd}/default does not exist"),
+    ("", "--init-from is empty: name a saved model's folder, or 'default' for the shipped "
+         "model"),  # said "." (the current folder) holds no saved model
+    ("none", "--init-from none: {cwd}/none does not exist ('none' and 'auto' are values "
+             "of gpu_run's --init-from, not train's)"),
+])
+def test_a_warm_start_folder_not_found_is_said_as_the_user_spelt_it(spec, says, tmp_path,
+                                                                     monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["--init-from", spec, "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"dlm-lsp train: {says.format(cwd=tmp_path)}\n"
+
+
+def test_an_empty_extra_root_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch,
+                                                                       capsys):
+    """`--extra-root "$SRC"` with SRC unset trained on the .py files of wherever the
+    command ran, without a word."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stray.py").write_text("x = 1\n")
+    with pytest.raises(SystemExit) as exited:
+        main(["--tiny", "--no-stdlib", "--extra-root", "", "--out", str(tmp_path / "out")])
+    assert exited.value.code == 2
+    assert "argument --extra-root: is empty: name a folder of .py files" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("args", [["--tiny"], [], ["--seconds", "60"]])
@@ -1203,8 +1234,8 @@ def test_ctrl_c_before_training_says_nothing_was_saved(source_dir, tmp_path, mon
         raise KeyboardInterrupt
     monkeypatch.setattr(train_module, "collect_sources", collect_sources)
     assert main(_cli_args(source_dir, tmp_path / "out")) == 130
-    assert capsys.readouterr().err == ("dlm-lsp train: interrupted before training started; "
-                                       "nothing saved\n")
+    assert capsys.readouterr().err == ("dlm-lsp train: interrupted by SIGINT before training "
+                                       "started; nothing saved\n")  # as SIGTERM's says
 
 
 def test_sigterm_before_training_says_nothing_was_saved_and_exits_143(
@@ -1297,6 +1328,10 @@ def test_a_config_built_in_code_is_held_to_the_flags_values(field, value, says, 
                                           "embedding needs an even number"),
     (["--d-model", "6", "--heads", "2"], "heads of 3 channels"),
     (["--device", "gpu"], "--device gpu: not a torch device"),
+    # a traceback from the first tensor moved there, after the data was read
+    pytest.param(["--device", "mps"], "--device mps: this torch has no MPS device",
+                 marks=pytest.mark.skipif(torch.backends.mps.is_available(),
+                                          reason="this torch has MPS")),
     (["--shard-mib", "0.001"], "--shard-mib: tensor embed.weight"),
     (["--out", "{file}"], "is a file, not a folder"),
     (["--out", "{file}/model"], "cannot write there (Not a directory)"),
@@ -2336,7 +2371,10 @@ def test_a_corpus_of_one_file_says_it_holds_nothing_out(tmp_path, capsys):
     assert main([*_cli_args(tmp_path / "src", out), "--max-steps", "2"]) == 0
     printed = capsys.readouterr().err
     assert "None" not in printed
-    assert "held-out loss none (a single source file: nothing held out) -> none" in printed
+    # why, once: the last line said it four times over
+    assert (f"saved to {out} after " in printed and printed.rstrip().endswith(
+        "s: nothing to evaluate, none (a single source file: nothing held out)"))
+    assert "sources: 1 file in " in printed and ", 0 duplicates" in printed
 
 
 def test_train_s_standard_output_is_its_closing_json_alone(source_dir, tmp_path, capsys):
@@ -2409,8 +2447,8 @@ def test_a_continued_run_with_nothing_left_to_hold_out_says_why(trained, source_
     printed = capsys.readouterr().err
     assert again["heldout_files"] == [] and len(again["split"]["trained"]) > 0
     assert "single source file" not in printed
-    assert ("held-out loss none (nothing held out: an earlier run of the model trained on "
-            "every file, or a near-copy of it) -> none") in printed
+    assert ("nothing to evaluate, none (nothing held out: an earlier run of the model trained "
+            "on every file, or a near-copy of it)\n") in printed
 
 
 def test_a_corpus_whose_every_file_is_held_out_is_trained_on_all_but_one(tmp_path):

@@ -176,13 +176,15 @@ def _candidates(cfg: SourceConfig) -> list[tuple[str, Path, Distribution]]:
         raise FileNotFoundError("no sources: without the standard library, name a folder "
                                 "with --extra-root (or add --site-packages)")
     for i, root in enumerate(source_roots(cfg)):
+        # a root of theirs is named as the user gave it (the standard library's is not)
+        named = "source root" if cfg.include_stdlib and i == 0 else "--extra-root"
         if not root.is_dir():
-            raise FileNotFoundError(f"source root {not_a_directory(root)}")
+            raise FileNotFoundError(f"{named} {not_a_directory(root)}")
         origin = STDLIB if cfg.include_stdlib and i == 0 else Distribution(
             root.as_posix(), "", "as given by --extra-root", True)
         files = python_files(root, cfg.skip_dirs)
         if not files:  # a mistyped folder would otherwise be trained without, silently
-            raise FileNotFoundError(f"source root {root} holds no .py files")
+            raise FileNotFoundError(f"{named} {root} holds no .py files")
         found.extend((path.relative_to(root).as_posix(), path, origin) for path in files)
     if cfg.include_site_packages:
         for root in site_packages_dirs():

@@ -221,6 +221,14 @@ def resolve_device(name: str) -> torch.device:
                                 "cuda:N, mps)") from exc
         if device.type == "cuda" and not torch.cuda.is_available():
             raise TrainingError(f"--device {name}: this torch has no CUDA device")
+        if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+            raise TrainingError(f"--device {name}: this machine has "
+                                f"{torch.cuda.device_count()} CUDA device(s), cuda:0 first")
+        # a torch without MPS raised its RuntimeError at the first tensor moved there, a
+        # traceback after the data was read
+        if device.type == "mps" and not torch.backends.mps.is_available():
+            raise TrainingError(f"--device {name}: this torch has no MPS device (Apple "
+                                "silicon's GPU)")
         return device
     if torch.cuda.is_available():
         return torch.device("cuda")
@@ -1033,9 +1041,11 @@ def _train(cfg: TrainConfig) -> dict:
         warm = _warm_start(cfg, device)
         split = _earlier_split(cfg)
         corpus = _corpus(cfg, split)
-        print(f"sources: {len(corpus.train) + len(corpus.heldout)} files in "
+        files = len(corpus.train) + len(corpus.heldout)
+        print(f"sources: {files} file{'s' * (files != 1)} in "
               f"{time.monotonic() - run_started:.1f}s; dropped {len(corpus.contaminated)} sharing "
-              f"text with HumanEval, {corpus.duplicates} duplicates", file=sys.stderr, flush=True)
+              f"text with HumanEval, {corpus.duplicates} duplicate"
+              f"{'s' * (corpus.duplicates != 1)}", file=sys.stderr, flush=True)
         if corpus.trained_before:
             print(f"held-out split: {len(corpus.trained_before)} file(s) trained on, not held "
                   "out: an earlier run of the model trained on their text under another path "
@@ -1164,11 +1174,14 @@ def _train(cfg: TrainConfig) -> dict:
         _save(module, tokenizer, cfg, stats)
     stopped = "" if stop.received is None else \
         f"stopped by {stop.received.name} after {stats['steps']} steps; "
+    losses = (initial["heldout_loss"], stats["heldout_loss"], initial["heldout_infill_loss"],
+              stats["heldout_infill_loss"])
+    # with nothing held out, why is said once: four times over, it hid the line's news
+    said = (f"nothing to evaluate, {_heldout(None, corpus)}" if losses == (None,) * 4 else
+            "held-out loss {} -> {}, held-out infill loss {} -> {}".format(
+                *(_heldout(loss, corpus) for loss in losses)))
     print(f"{stopped}saved to {cfg.out_dir} after {time.monotonic() - run_started:.0f}s: "
-          f"held-out loss {_heldout(initial['heldout_loss'], corpus)} -> "
-          f"{_heldout(stats['heldout_loss'], corpus)}, held-out infill loss "
-          f"{_heldout(initial['heldout_infill_loss'], corpus)} -> "
-          f"{_heldout(stats['heldout_infill_loss'], corpus)}", file=sys.stderr, flush=True)
+          f"{said}", file=sys.stderr, flush=True)
     card = Path(cfg.out_dir) / "MODEL_CARD.md"
     if card.is_file():  # kept, as a record, but it no longer describes these weights
         what = ("describes the model that was there before this run" if had_model else
@@ -1308,7 +1321,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init-from", default=None,  # a spec, as "default" and "./default" differ
                    help="saved model directory to keep training, or 'default' for the shipped "
                    "model, as in fill --model (keeps its shape and tokenizer)")
-    p.add_argument("--extra-root", type=Path, action="append", default=[],
+    p.add_argument("--extra-root", type=_source_folder, action="append", default=[],
                    help="another directory of .py files to train on (repeatable)")
     p.add_argument("--no-stdlib", action="store_true", help="do not train on the stdlib")
     p.add_argument("--site-packages", action="store_true",
@@ -1352,6 +1365,29 @@ def _out_folder(text: str) -> Path:
     return Path(text)
 
 
+def _source_folder(text: str) -> Path:
+    """An argparse type: --extra-root as a folder.  An empty one was Path("."), and the
+    run trained on whatever .py files the current folder held, without a word."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: name a folder of .py files")
+    return Path(text)
+
+
+def _init_folder(spec: str) -> Path:
+    """--init-from's folder (`init_directory`), refused as the user spelt it: as a Path,
+    "./default" was said as "default", which read as the shipped model missing, and an
+    empty value as ".", the current folder."""
+    if not spec.strip():
+        raise TrainingError("--init-from is empty: name a saved model's folder, or 'default' "
+                            "for the shipped model")
+    folder = init_directory(spec)
+    if not folder.is_dir():
+        hint = (" ('none' and 'auto' are values of gpu_run's --init-from, not train's)"
+                if spec in ("none", "auto") else "")
+        raise TrainingError(f"--init-from {spec}: {not_a_directory(folder)}{hint}")
+    return folder
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The preset's TrainConfig with the flags given on the command line applied.
 
@@ -1373,7 +1409,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
                             f"{'it' if len(reshaping) == 1 else 'them'}, or train a new model "
                             "without --init-from")
     base = PRESETS[args.preset]()
-    init_from = None if args.init_from is None else init_directory(args.init_from)
+    init_from = None if args.init_from is None else _init_folder(args.init_from)
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
     return replace(
         base, **given, out_dir=args.out or base.out_dir, init_from=init_from,
@@ -1406,7 +1442,6 @@ def main(argv: list[str] | None = None) -> int:
         # (_StopSignals) says what was kept.
         name = stopping_signal(exc).name
         said = str(exc) if str(exc) not in ("", name) else (
-            "interrupted before training started; nothing saved" if name == "SIGINT" else
             f"interrupted by {name} before training started; nothing saved")
         print(f"dlm-lsp train: {said}", file=sys.stderr)
         return 128 + signal.Signals[name]
