@@ -1103,6 +1103,33 @@ def test_ctrl_c_while_training_ends_the_step_then_saves_and_says_where(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "handler restored"
 
 
+def test_ctrl_c_once_every_step_is_taken_leaves_the_run_whole(source_dir, tmp_path,
+                                                               monkeypatch, capsys):
+    """A Ctrl-C during the evaluation after the last step said "stopping after this step",
+    and the model, every step of the run, was recorded as interrupted (exit 130)."""
+    optimise, evaluate = train_module._optimise, train_module.evaluate
+    over = []
+
+    def optimised(*args, **kwargs):
+        over.append(True)
+        return optimise(*args, **kwargs)
+
+    def evaluated(*args, **kwargs):
+        if over == [True]:
+            over.append(False)
+            os.kill(os.getpid(), signal.SIGINT)
+        return evaluate(*args, **kwargs)
+    monkeypatch.setattr(train_module, "_optimise", optimised)
+    monkeypatch.setattr(train_module, "evaluate", evaluated)
+    out = tmp_path / "whole"
+    assert main([*_cli_args(source_dir, out), "--max-steps", "2"]) == 0
+    assert over == [True, False]  # the signal came after training, as meant
+    assert json.loads((out / "config.json").read_text())["training"]["interrupted"] is None
+    err = capsys.readouterr().err
+    assert f"SIGINT: training is over; evaluating and saving to {out}" in err
+    assert "stopping after this step" not in err and "stopped by" not in err
+
+
 def test_a_stopped_run_exits_128_plus_the_signal_after_saving(source_dir, tmp_path,
                                                               monkeypatch, capsys):
     """SIGTERM (a job scheduler, `timeout`) is handled like Ctrl-C; the exit status says

@@ -665,7 +665,11 @@ class _StopSignals:
 
     def __init__(self, out: Path):
         self.out = out
-        self.received: signal.Signals | None = None  # the first signal
+        self.received: signal.Signals | None = None  # the first signal, while training
+        # once every step is taken (the evaluation and save after it) the first signal
+        # stops nothing: the model is the whole run's, and was recorded as interrupted
+        self.trained = False
+        self.late: signal.Signals | None = None  # a first signal then
         self.saving = False
         self.saved_step: int | None = None  # of the last interim save
         self._previous: dict[int, object] = {}
@@ -720,11 +724,16 @@ class _StopSignals:
         if self.saving:
             print(f"{name}: saving to {self.out} first", file=sys.stderr, flush=True)
             return
-        if self.received is not None or arrived > 1:
+        if self.received is not None or self.late is not None or arrived > 1:
             kept = ("nothing saved" if self.saved_step is None else
                     f"{self.out} holds the interim save of step {self.saved_step}")
             raise _SecondSignal(f"stopped by a second {name} before saving; {kept}",
                                 signal.Signals(signum))
+        if self.trained:
+            self.late = signal.Signals(signum)
+            print(f"{name}: training is over; evaluating and saving to {self.out} (again to "
+                  "quit without saving)", file=sys.stderr, flush=True)
+            return
         self.received = signal.Signals(signum)
         print(f"{name}: stopping after this step, then evaluating and saving to {self.out} "
               "(again to quit without saving)", file=sys.stderr, flush=True)
@@ -1121,6 +1130,7 @@ def _train(cfg: TrainConfig) -> dict:
 
         run = _optimise(module, sampler, cfg, seconds, device, amp_dtype, heldout, interim,
                         stopped=lambda: stop.received is not None)
+        stop.trained = True
         _check_finite(module, run["steps"], cfg.out_dir)
         if cfg.max_steps and run["steps"] < cfg.max_steps and stop.received is None:
             print(f"note: the {seconds:.0f}s budget ended the run at step {run['steps']} of "
