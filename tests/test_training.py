@@ -1103,6 +1103,23 @@ def test_ctrl_c_while_training_ends_the_step_then_saves_and_says_where(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "handler restored"
 
 
+def test_a_run_told_to_stop_makes_no_interim_save_before_its_final_one(
+        source_dir, tmp_path, monkeypatch):
+    """The step a Ctrl-C came in was saved as an interim save, then the model saved again:
+    a second Ctrl-C meanwhile left a save made after the first, said as the run's
+    interim one."""
+    _signal_in_step(monkeypatch, 3, signal.SIGINT)
+    saves, real = [], train_module._save
+
+    def save(module, tokenizer, cfg, stats):
+        saves.append((bool(stats.get("interim")), stats["steps"]))
+        return real(module, tokenizer, cfg, stats)
+    monkeypatch.setattr(train_module, "_save", save)
+    train(tiny_config(source_dir, tmp_path / "out", seconds=600.0, max_steps=100_000,
+                      save_every=1e-9))
+    assert saves == [(True, 1), (True, 2), (False, 3)]
+
+
 def test_ctrl_c_once_every_step_is_taken_leaves_the_run_whole(source_dir, tmp_path,
                                                                monkeypatch, capsys):
     """A Ctrl-C during the evaluation after the last step said "stopping after this step",

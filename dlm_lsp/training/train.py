@@ -893,7 +893,9 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
         now = time.monotonic()
         if now - window.started >= cfg.log_every:
             point = window.point(step, now - start, lr)
-            if cfg.eval_every > 0 and now - last_eval >= cfg.eval_every:
+            # a run stopping is evaluated and saved at once: no periodic evaluation nor
+            # interim save before (a second Ctrl-C then found a save made after the first)
+            if cfg.eval_every > 0 and now - last_eval >= cfg.eval_every and not stopped():
                 point.update(heldout.periodic(module, step), tokens=tokens)
                 last_eval = now
             curve.append(point)
@@ -905,7 +907,7 @@ def _optimise(module: TinyDenoiser, sampler: RowSampler, cfg: TrainConfig, secon
                   + (f"  {fills}" if (fills := probe_summary(point)) else ""),
                   file=sys.stderr, flush=True)
             window = _Window(device)
-        if cfg.save_every > 0 and now - last_save >= cfg.save_every:
+        if cfg.save_every > 0 and now - last_save >= cfg.save_every and not stopped():
             if not math.isfinite(float(ema)):  # never overwrite a good save with a broken one
                 raise FloatingPointError(f"training loss became {float(ema)} by step {step}; "
                                          "try a lower --lr")
