@@ -570,10 +570,60 @@ def test_a_second_service_of_a_name_the_cluster_runs_leaves_the_first_one_alone(
     assert done == ["shutdown"]  # neither deployed over it nor deleted
     assert capsys.readouterr().err == (
         "dlm-lsp serve-remote: an application named dlm-lsp already runs on the cluster at "
-        "auto (another serve-remote?): it is left as it is; stop it first, or give this "
-        "service another --name\n")
+        f"auto (another serve-remote?): it is left as it is; {service.ONE_SERVICE}\n")
     service.let_go(service.ServiceConfig(address="auto"))  # as a Ctrl-C in the start does
     assert "delete" not in done
+
+
+def test_a_second_service_of_another_name_says_the_cluster_serves_one(monkeypatch, capsys):
+    """The first refusal said "give this service another --name"; with one, the deploy
+    failed in a Ray traceback (`Prefix / is being used by application "dlm-lsp"`): every
+    application of a cluster is served through its one port.  Said in one line, and
+    what this command made (its metrics board) is taken down, the first service not."""
+    from types import SimpleNamespace
+
+    from ray.serve.exceptions import RayServeException
+
+    from dlm_lsp.remote import service
+
+    done: list[str] = []
+
+    def run(*args, **kwargs):
+        raise RayServeException('Prefix / is being used by application "dlm-lsp". Failed to '
+                                'deploy application "second".')
+    monkeypatch.setattr(service.ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(service.ray, "shutdown", lambda: done.append("shutdown"))
+    monkeypatch.setattr(service.ray, "cluster_resources", lambda: {})
+    monkeypatch.setattr(service.ray, "kill", lambda actor: done.append(f"kill {actor}"))
+    monkeypatch.setattr(service, "find_board", lambda name: f"board of {name}")
+    monkeypatch.setattr(service.serve, "start", lambda **kwargs: None)
+    monkeypatch.setattr(service.serve, "status", lambda: SimpleNamespace(
+        applications={"dlm-lsp": object()}))
+    monkeypatch.setattr(service.serve, "run", run)
+    monkeypatch.setattr(service.serve, "delete", lambda name: done.append(f"delete {name}"))
+    monkeypatch.setattr(service, "create_board", lambda name: done.append("board"))
+    assert service.serve_until_stopped(service.ServiceConfig(address="auto",
+                                                             name="second")) == 1
+    assert done == ["board", "delete second", "kill board of second", "shutdown"]
+    assert capsys.readouterr().err == (
+        "dlm-lsp serve-remote: another application serves on the cluster at auto (Prefix / "
+        f'is being used by application "dlm-lsp"); {service.ONE_SERVICE}\n')
+
+
+def test_an_address_where_no_cluster_runs_is_one_line(monkeypatch, capsys):
+    """`--address auto` with no cluster started was Ray's ConnectionError traceback."""
+    from dlm_lsp.remote import service
+
+    def init(**kwargs: Any) -> None:
+        raise ConnectionError("Could not find any running Ray instance.")
+    monkeypatch.setattr(service.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(service.ray, "init", init)
+    monkeypatch.setattr(service.ray, "shutdown", lambda: None)
+    assert service.serve_until_stopped(service.ServiceConfig(address="auto")) == 1
+    assert capsys.readouterr().err == (
+        "dlm-lsp serve-remote: --address auto: no Ray cluster found (Could not find any "
+        "running Ray instance.); start one first (`ray start --head`), or leave --address "
+        "out to start a Ray instance here\n")
 
 
 # `dlm-lsp serve-remote` that deploys nothing (no Ray): the command's own lines, its wait

@@ -35,6 +35,7 @@ import ray
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from ray import serve
+from ray.serve.exceptions import RayServeException
 
 from dlm_lsp.allocator import arena_environment
 from dlm_lsp.backends import take_notices
@@ -316,6 +317,25 @@ class NameTaken(Exception):
     `serve-remote` started by mistake ended the first's service."""
 
 
+class NoCluster(Exception):
+    """`--address auto` (or another) where no Ray cluster runs: Ray's ConnectionError was
+    a traceback from `ray.init`."""
+
+
+class RouteTaken(Exception):
+    """Another application serves the route `/` on the cluster joined (a `serve-remote` of
+    another `--name`): Ray Serve routes every application of a cluster through its one
+    port, so a second service cannot have a port of its own there.  Its deployment failed
+    in a Ray traceback, where the first refusal's advice, "another --name", had led."""
+
+
+# What the command says of a cluster where a service runs already: --name does not help
+# (`RouteTaken`)
+ONE_SERVICE = ("a cluster serves one dlm-lsp service, as Ray Serve routes every application "
+               "through its one port: stop that one first (its serve-remote's Ctrl-C), or "
+               "start this one without --address, on a Ray instance of its own")
+
+
 def deploy(cfg: ServiceConfig) -> str:
     """Start (or join) Ray, deploy the replicas and wait until they serve; the URL."""
     if not ray.is_initialized():
@@ -327,20 +347,31 @@ def deploy(cfg: ServiceConfig) -> str:
                      _node_ip_address="127.0.0.1" if cfg.host in ("127.0.0.1", "localhost")
                      else None, object_store_memory=128 << 20)
         else:
-            ray.init(address=cfg.address)
+            try:
+                ray.init(address=cfg.address)
+            except ConnectionError as exc:  # `auto` with no cluster: Ray's traceback
+                raise NoCluster(f"--address {cfg.address}: no Ray cluster found ({exc}); "
+                                "start one first (`ray start --head`), or leave --address "
+                                "out to start a Ray instance here") from None
     http: dict[str, Any] = {"host": cfg.host, "port": cfg.port}
     if cfg.ssl_certfile:
         http.update(ssl_certfile=cfg.ssl_certfile, ssl_keyfile=cfg.ssl_keyfile)
     serve.start(http_options=http)
     if cfg.address is not None and cfg.name in serve.status().applications:
         raise NameTaken(f"an application named {cfg.name} already runs on the cluster at "
-                        f"{cfg.address} (another serve-remote?): it is left as it is; stop "
-                        "it first, or give this service another --name")
+                        f"{cfg.address} (another serve-remote?): it is left as it is; "
+                        f"{ONE_SERVICE}")
     OURS.add(cfg.name)  # from here on, what `let_go` takes down is this command's
     options = deployment_options(cfg, ray.cluster_resources().get("GPU", 0))
     create_board(cfg.name)  # before the replicas, which only look it up
-    serve.run(EngineReplica.options(**options).bind(asdict(cfg)), name=cfg.name,
-              route_prefix="/")
+    try:
+        serve.run(EngineReplica.options(**options).bind(asdict(cfg)), name=cfg.name,
+                  route_prefix="/")
+    except RayServeException as exc:
+        if "is being used by application" not in str(exc):
+            raise
+        raise RouteTaken(f"another application serves on the cluster at {cfg.address} "
+                         f"({str(exc).split('. ')[0]}); {ONE_SERVICE}") from None
     url = f"{'https' if cfg.ssl_certfile else 'http'}://{cfg.host}:{cfg.port}"
     why = not_answering(url)
     if why is not None:
@@ -420,9 +451,13 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
         print(f"dlm-lsp serve-remote: {exc}", file=sys.stderr)
         let_go(cfg)
         return 1
-    except NameTaken as exc:  # the application is another command's: not taken down
-        print(f"dlm-lsp serve-remote: {exc}", file=sys.stderr)
+    except (NameTaken, NoCluster) as exc:  # the application is another command's: not
+        print(f"dlm-lsp serve-remote: {exc}", file=sys.stderr)  # taken down
         ray.shutdown()
+        return 1
+    except RouteTaken as exc:  # ours failed to deploy: its board and failed app go
+        print(f"dlm-lsp serve-remote: {exc}", file=sys.stderr)
+        let_go(cfg)
         return 1
     except RuntimeError as exc:  # Ray Serve gave up on the replicas; their errors are above
         print(f"dlm-lsp serve-remote: the replicas could not start ({exc}); their own error "
