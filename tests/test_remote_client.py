@@ -602,3 +602,94 @@ def test_a_status_asked_across_a_backend_swap_is_the_new_backend_s(model_dir):
     assert "backend" not in local and local["model"] == str(model_dir)  # the local engine's
     assert "backend" not in status and "reachable" not in status
     assert status["model"] == str(model_dir) and status["loadError"] is None
+
+
+def _certificate(tmp: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 only (its own CA) and its key, made with openssl."""
+    import subprocess
+
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+@contextlib.contextmanager
+def _listening(answer: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A port on 127.0.0.1 whose connections `answer` takes, one after another."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                with contextlib.suppress(OSError):
+                    answer(conn)
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        done.set()
+        thread.join()
+        server.close()
+
+
+def _tls_server(cert: Path, key: Path) -> Callable[[socket.socket], None]:
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+
+    def answer(conn: socket.socket) -> None:
+        conn.settimeout(2)
+        with context.wrap_socket(conn, server_side=True) as tls:
+            tls.recv(1)
+    return answer
+
+
+def _plain_http(conn: socket.socket) -> None:
+    conn.settimeout(2)
+    conn.recv(1024)
+    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+
+def _fill_error(url: str, **settings: object) -> str:
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url=url, remote_retries=0,
+                                       **settings))
+    with pytest.raises(BackendError) as failed:
+        engine.infill(InfillRequest("x = \n", 4, 4, "python"))
+    return str(failed.value)
+
+
+def test_tls_failures_say_what_to_set(tmp_path):
+    """Every TLS failure said "(for a private CA, set remoteCaFile)": a host the
+    certificate does not name, with its CA set, read as the CA missing; and so did an
+    https URL of a service that speaks plain http."""
+    cert, key = _certificate(tmp_path)
+    with _listening(_tls_server(cert, key)) as port:
+        named_otherwise = _fill_error(f"https://localhost:{port}", remote_ca_file=str(cert))
+        no_ca = _fill_error(f"https://127.0.0.1:{port}")
+    assert "certificate is not valid for 'localhost'" in named_otherwise
+    assert "name the host as the certificate does, in remoteUrl" in named_otherwise
+    assert "CA" not in named_otherwise
+    assert "for a private CA, set remoteCaFile" in no_ca
+    with _listening(_plain_http) as port:
+        plain = _fill_error(f"https://127.0.0.1:{port}")
+    assert "does not speak TLS (WRONG_VERSION_NUMBER): is it an http:// one?" in plain
+    assert "CA" not in plain
+
+
+def test_a_plain_http_url_of_an_https_service_says_to_check_the_scheme(tmp_path):
+    """The service closes the connection without a word, and the fill was said lost,
+    pointing at remoteRetries, where the URL's scheme was the mistake."""
+    cert, key = _certificate(tmp_path)
+    with _listening(_tls_server(cert, key)) as port:
+        said = _fill_error(f"http://127.0.0.1:{port}")
+    assert "remoteUrl takes https://" in said

@@ -88,8 +88,7 @@ def connect(url: str, connect_s: float, ca_file: str = "",
         conn.connect()
     except ssl.SSLError as exc:
         conn.close()
-        raise BackendError(f"TLS with {url} failed: {exc.reason or exc} (for a private CA, "
-                           f"set {names.ca_file})") from exc
+        raise BackendError(f"TLS with {url} failed: {tls_failure(exc, names)}") from exc
     except OSError as exc:  # refused, unreachable, unknown name, timed out
         conn.close()
         why = "timed out" if isinstance(exc, TimeoutError) else (
@@ -98,6 +97,22 @@ def connect(url: str, connect_s: float, ca_file: str = "",
     assert conn.sock is not None
     conn.sock.settimeout(None)
     return conn, prefix
+
+
+def tls_failure(exc: ssl.SSLError, names: Names) -> str:
+    """Why a TLS handshake failed, and what to set: every failure said "(for a private CA,
+    set remoteCaFile)" after OpenSSL's reason alone, so a host name the certificate does
+    not name (`https://localhost` for a certificate of 127.0.0.1) read as a CA missing
+    where one was set, and a plain-http service at an https URL too."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        why = exc.verify_message or exc.reason or str(exc)
+        if "mismatch" in why:  # "Hostname mismatch", "IP address mismatch"
+            return f"{why} (name the host as the certificate does, in {names.url})"
+        return f"{why} (for a private CA, set {names.ca_file})"
+    if exc.reason == "WRONG_VERSION_NUMBER":  # the other end answered without TLS
+        return ("the service there does not speak TLS (WRONG_VERSION_NUMBER): is it an "
+                f"http:// one? ({names.url})")
+    return f"{exc.reason or exc} (for a private CA, set {names.ca_file})"
 
 
 class StopWatch:

@@ -252,6 +252,16 @@ class ServerBackend:
 
     # -- requests -------------------------------------------------------------------------
 
+    def _tls_hint(self, exc: Exception) -> str:
+        """What to check where a plain-http request got no answer at all: an https service
+        closes such a connection so, and the fill was said lost, to be tried again
+        (`remoteRetries`), where the URL's scheme was the mistake."""
+        if (isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError))
+                and self.config.remote_url.lower().startswith("http://")):
+            return (f"; a service started with --ssl-certfile closes a plain-http "
+                    f"connection so: there, {self.names.url} takes https://")
+        return ""
+
     def _at(self) -> str:
         return f"{self.SERVER} at {self.config.remote_url}"
 
@@ -306,7 +316,7 @@ class ServerBackend:
                     if isinstance(exc, BackendError):
                         raise
                     raise Lost(f"the connection to {self._at()} broke during the fill "
-                               f"({exc or type(exc).__name__})") from exc
+                               f"({exc or type(exc).__name__}){self._tls_hint(exc)}") from exc
         finally:
             if keep:
                 self._pool.give((conn, prefix))
