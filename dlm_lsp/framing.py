@@ -190,6 +190,11 @@ def own_reader(pipe: BinaryIO, size: int = _CHUNK) -> Callable[[], bytes]:
     return read
 
 
+# What a client says of a peer whose answer is no JSON-RPC message, and of one gone
+NOT_LSP = "what answers there does not speak the language server protocol"
+CLOSED = "the server closed the connection"
+
+
 class Client:
     """A blocking JSON-RPC client: `request`, from any thread, waits for the response
     with its id; every other message (notifications, the server's own requests) goes
@@ -274,12 +279,14 @@ class Client:
         self.close()
 
     def _read_all(self, read: Callable[[], bytes]) -> None:
-        gone = "the server closed the connection"
+        gone = CLOSED
         try:
             for body in read_messages(read):
                 self._received(json.loads(body))
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             gone = f"the connection broke: {exc}"
+        except ValueError as exc:  # another server's answer (an HTTP service's): no JSON
+            gone = f"{NOT_LSP} ({exc})"
         with self._lock:
             self._gone = gone
             waiting, self._waiting = list(self._waiting.values()), {}

@@ -23,7 +23,7 @@ from dlm_lsp.admission import TOKEN_ENV, TOKEN_OPTION, host_port
 from dlm_lsp.config import KINDS, InfillOptions, ServerConfig, camel
 from dlm_lsp.engine import Engine
 from dlm_lsp.errors import UNAUTHORIZED
-from dlm_lsp.framing import Client, ResponseError
+from dlm_lsp.framing import CLOSED, NOT_LSP, Client, ResponseError
 from dlm_lsp.policy import step_budget
 
 
@@ -133,6 +133,10 @@ def main(tcp: tuple[str, int] | None, model: str, device: str, remote: str | Non
             if (isinstance(exc, ResponseError) and exc.error.get("code") == UNAUTHORIZED
                     and not (token or os.environ.get(TOKEN_ENV))):  # the editor's words don't fit
                 exc = f"the server asks for a token: pass --token or set {TOKEN_ENV}"
+            elif str(exc).startswith(NOT_LSP) or str(exc) == CLOSED:  # an HTTP service's
+                # answer: "Expecting value: line 1 column 1 (char 0)", or the page skipped
+                exc = (f"{str(exc).split(' (')[0]}: --server asks a `dlm-lsp --tcp` server (a "
+                       "serve-remote service is asked with --remote URL)")
             elif isinstance(exc, ConnectionRefusedError):  # "[Errno 111]" says nothing of --tcp
                 exc = (f"no server listens there (connection refused); --server asks one "
                        f"started with `dlm-lsp --tcp {host_port(*tcp)}`")

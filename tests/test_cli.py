@@ -537,6 +537,34 @@ def test_status_of_a_server_that_is_no_dlm_lsp_service_names_the_remote_option(c
     assert "is --remote a dlm-lsp serve-remote service" in said
 
 
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 400 Bad Request\r\ncontent-length: 11\r\n\r\nBad Request",
+    b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n",
+], ids=["a-page-with-its-length", "a-page-then-closed"])
+def test_status_of_an_http_service_asked_as_a_server_names_the_remote_option(answer, capsys):
+    """`status --server` at a serve-remote service's port said "the connection broke:
+    Expecting value: line 1 column 1 (char 0)", the JSON parser's words for its page (or
+    that the server closed the connection), and nothing of --remote."""
+    from dlm_lsp.cli import main
+
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        where = f"127.0.0.1:{listening.getsockname()[1]}"
+
+        def serve() -> None:
+            conn, _ = listening.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(answer)
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        assert main(["status", "--server", where]) == 1
+        thread.join(5)
+    said = capsys.readouterr().err
+    assert said.startswith(f"dlm-lsp status: {where}: ") and "Expecting value" not in said
+    assert said.endswith(": --server asks a `dlm-lsp --tcp` server (a serve-remote service "
+                         "is asked with --remote URL)\n")
+
+
 @pytest.mark.parametrize(("argv", "told"), [
     (["--remote", "http://127.0.0.1:9", "--server", "127.0.0.1:9"],
      "argument --server: not allowed with argument --remote"),
