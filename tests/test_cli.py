@@ -531,6 +531,15 @@ def test_status_with_a_token_no_http_header_can_carry_names_the_token_option(cap
     assert "--token holds characters an HTTP header cannot carry" in said
 
 
+def test_status_of_a_server_that_answers_a_bare_404_says_what_to_check(capsys):
+    """A 404 without a body ended the line at its colon: `rejected GET /v1/metrics (HTTP
+    404): `."""
+    with _service_answering(404) as url:
+        said = _status_remote_error(["--remote", url], capsys)
+    assert said.rstrip().endswith("(HTTP 404): no text; is --remote a dlm-lsp serve-remote "
+                                  "service?")
+
+
 def test_status_of_a_server_that_is_no_dlm_lsp_service_names_the_remote_option(capsys):
     with _service_answering(200, b"<html>a web page</html>") as url:
         said = _status_remote_error(["--remote", url], capsys)

@@ -261,6 +261,10 @@ def test_a_wrong_token_is_refused(service, model_dir):
     server = language_server(model_dir, backend="remote", remoteUrl=service.url,
                              remoteToken="not-the-token", remoteCaFile=str(service.cert))
     try:
+        # said at the start: it was a log line naming the service's model, as for a
+        # token it takes (the health it asked takes none), and the first fill failed
+        shown = server.client.wait(lambda _: server.client.shown(), timeout=60)
+        assert "refused the token" in shown[0] and "remoteToken" in shown[0]
         open_doc(server, "file:///t.py")
         answer = fills(server, "file:///t.py", SPANS[:1])[0]
         assert answer["error"]["code"] == BACKEND_FAILED
@@ -654,6 +658,21 @@ def test_a_signal_to_the_serving_service_is_said_in_one_line_and_ends_it_with_st
     assert (proc.returncode, err) == (0, f"dlm-lsp serve-remote: stopped by {sig.name}, "
                                          "exiting\n")
     assert out == ""
+
+
+def test_a_service_on_every_interface_says_its_url_is_none_to_use():
+    """`--host 0.0.0.0` printed `dlm-lsp service at http://0.0.0.0:8000`, no address a
+    client elsewhere can use."""
+    with subprocess.Popen([sys.executable, "-c", NO_RAY, "serve-remote", "--token", "t",
+                           "--host", "0.0.0.0", "--port", str(free_port())],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            line = proc.stdout.readline()
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert "(every interface: clients use this machine's name or address): model" in line
 
 
 def test_the_warning_that_a_service_takes_no_token_goes_to_stderr(monkeypatch):

@@ -42,9 +42,12 @@ class RemoteEngine(ServerBackend):
             lambda response: self._read(req, response)))
 
     def preload(self) -> str:
-        """Reach the service now and say what it serves, and where."""
+        """Reach the service now and say what it serves, and where: asked at its metrics,
+        which take the token (its health, which any balancer may ask, does not), so a
+        wrong `remoteToken` is said now, not at the first fill after a start that read as
+        a success (a service from before the metrics route is asked its health)."""
         try:
-            health = self._get(wire.HEALTH_PATH)
+            health = self._get(wire.METRICS_PATH, wire.HEALTH_PATH)
         except BackendError as exc:
             if not self.config.remote_fallback:
                 raise
@@ -92,8 +95,11 @@ class RemoteEngine(ServerBackend):
             raise Lost(f"the remote engine at {url} failed (HTTP {response.status}: "
                        f"{str(detail)[:200]})")
         what = "the fill" if path.endswith(wire.INFILL_PATH) else f"GET {path}"
+        # an answer without a body (a bare 404 of another server) ended the line at ": "
+        said = str(detail)[:300] or (f"no text; is {self.names.url} a dlm-lsp serve-remote "
+                                     "service?" if response.status == 404 else "no text")
         raise BackendError(f"the remote engine at {url} rejected {what} "
-                           f"(HTTP {response.status}): {str(detail)[:300]}")
+                           f"(HTTP {response.status}): {said}")
 
     def _read(self, req: InfillRequest, response: http.client.HTTPResponse) -> InfillResult:
         """Pass each draft line on until the result line (or an error line) comes.

@@ -479,7 +479,10 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
     # (a supervisor's, a test's) found the command's own handler, and exited 143 unsaid
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
-    print(f"dlm-lsp service at {url}: model {cfg.model}, {count} replica(s); "
+    # `--host 0.0.0.0` listens on every interface: its URL is no address a client can use
+    anywhere = " (every interface: clients use this machine's name or address)" \
+        if cfg.host in ("0.0.0.0", "::") else ""
+    print(f"dlm-lsp service at {url}{anywhere}: model {cfg.model}, {count} replica(s); "
           "Ctrl-C stops it", flush=True)
     stopped.wait()
     # a stop is a server's normal end (status 0), said as the language server says it,
