@@ -1000,6 +1000,22 @@ def test_init_from_a_path_to_a_directory_called_default_is_that_directory(tmp_pa
     assert train_module.config_from_args(args).init_from == Path("default")
 
 
+@pytest.mark.parametrize(("stored", "flags", "saved"), [
+    ({"weights_dtype": "int8"}, [], "int8"),  # came back fp16, twice the bytes, unasked
+    ({"weights_dtype": "int8"}, ["--weights", "fp16"], "fp16"),
+    ({}, [], "fp16"),  # a save from before int8 says nothing: the default
+    ({"weights_dtype": "int8"}, ["--weights", "int8"], "int8"),
+])
+def test_a_continued_model_is_saved_as_it_was_stored_unless_weights_says(stored, flags, saved,
+                                                                          tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(
+        {"model_type": "dlm-tiny", **stored}))
+    args = train_module.build_parser().parse_args(
+        ["--init-from", str(tmp_path / "model"), "--out", str(tmp_path / "out"), *flags])
+    assert train_module.config_from_args(args).weights == saved
+
+
 @pytest.mark.parametrize(("spec", "says"), [
     # said as "--init-from default: ...", which read as the shipped model missing
     ("./default", "--init-from ./default: {cwd}/default does not exist"),

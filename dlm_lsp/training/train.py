@@ -1400,6 +1400,19 @@ def _init_folder(spec: str) -> Path:
     return folder
 
 
+def _stored_as(folder: Path, otherwise: str) -> str:
+    """How the model in `folder` stores its weights (config.json's `weights_dtype`), the
+    format a run continuing it saves in unless `--weights` says: an int8 model continued
+    came back fp16, twice the bytes, unasked.  `otherwise` where the folder does not say
+    (a save from before int8, or no readable config: the warm start says what is wrong)."""
+    try:
+        stored = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return otherwise
+    dtype = stored.get("weights_dtype") if isinstance(stored, dict) else None
+    return dtype if dtype in WEIGHT_DTYPES else otherwise
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The preset's TrainConfig with the flags given on the command line applied.
 
@@ -1423,6 +1436,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     base = PRESETS[args.preset]()
     init_from = None if args.init_from is None else _init_folder(args.init_from)
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
+    if init_from is not None and args.weights is None:
+        given["weights"] = _stored_as(init_from, base.weights)
     return replace(
         base, **given, out_dir=args.out or base.out_dir, init_from=init_from,
         include_stdlib=not args.no_stdlib, extra_roots=args.extra_root,
