@@ -33,7 +33,12 @@ class HoleFilling:
         return hole[0] + self.shift, hole[1] + self.shift
 
     def accept(self, hole: tuple[int, int], fill: str) -> None:
-        """Put `fill` in place of `hole` (holes must be accepted left to right)."""
+        """Put `fill` in place of `hole` (holes must be accepted left to right).  A fill of
+        whitespace alone (the model wrote no code there) takes the marker out and adds
+        nothing: its blanks, written after the indentation before a `    <FILL>` line's
+        marker, left the line eight spaces that the user's editor then shows as trailing
+        whitespace to clean up."""
+        fill = fill if fill.strip() else ""
         start, end = self.current(hole)
         self.text = self.text[:start] + fill + self.text[end:]
         self.shift += len(fill) - (end - start)

@@ -73,7 +73,7 @@ def test_fill_says_which_holes_the_model_left_blank(tmp_path, model_dir, monkeyp
     source.write_text("a = 1\n<FILL>\nb = 2\n<FILL>\n")
     assert fill_file(str(source), model=str(model_dir), steps=2) == 0
     out = capsys.readouterr()
-    assert out.out == "a = 1\n \nb = 2\nx = 1\n"
+    assert out.out == "a = 1\n\nb = 2\nx = 1\n"  # the blank fill's space left out
     holes = [line for line in out.err.splitlines() if line.startswith("# hole at offset")]
     assert [line.endswith(BLANK) for line in holes] == [True, False]
     assert "# 2 hole(s) filled (1 blank) by" in out.err

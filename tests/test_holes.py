@@ -75,3 +75,14 @@ def test_recorded_fills_applied_to_the_original_give_the_filled_text() -> None:
     for start, end, fill in reversed(filling.fills):  # editors apply edits to the original
         rebuilt = rebuilt[:start] + fill + rebuilt[end:]
     assert rebuilt == filling.text == "name = f()\nprint(name)\n\n"
+
+
+def test_a_fill_of_blanks_only_takes_the_marker_out_and_adds_nothing() -> None:
+    """The model wrote no code: its blanks after the line's own indentation left the line
+    trailing whitespace to clean up (eight spaces under a `    <FILL>` line)."""
+    text = "def f():\n    <FILL>\n    return 1\n"
+    filling = HoleFilling(text)
+    [hole] = find_holes(text, "<FILL>")
+    filling.accept(hole, "    \n")
+    assert filling.text == "def f():\n    \n    return 1\n"
+    assert filling.fills == [(13, 19, "")]
