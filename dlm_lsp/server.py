@@ -198,6 +198,8 @@ class DlmServer(LanguageServer):
         self.offers = Offers()  # the suggestions last offered, to tell one accepted
         # the load shown now (`preload`), and the model setting (or service) it is of
         self._preloading: tuple[str, asyncio.Task] | None = None
+        # over TCP: takes the connection out of the server's count of clients (`release`)
+        self.left: Callable[[], None] = lambda: None
 
     def apply_settings(self, data: Any, initial: bool = False) -> tuple[list[str], bool]:
         """Overlay client settings (camelCase, optionally under "dlm") onto the config, or
@@ -677,12 +679,14 @@ class DlmServer(LanguageServer):
                 return (pool.join(config, admitted, holds) if config.backend == LOCAL
                         else make_backend(config))
             server = build_server(backend)
+            server.left = pool.connect(admitted, holds)
             return server
         serve_tcp(connection, host, port, gate)
 
     def release(self) -> None:
         """A TCP connection ended: let go of its backend and threads, without waiting for
         a handler thread still finishing (the other clients' event loop must not stall)."""
+        self.left()
         self.engine.close()
         self.worker.shutdown(wait=False)
         self.parser.shutdown(wait=False)

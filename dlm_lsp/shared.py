@@ -43,7 +43,35 @@ class EnginePool:
     def __init__(self) -> None:
         self.engine: Engine | None = None
         self.members: list[SharedEngine] = []
+        # every connection, on whatever backend: (counted, holds), as `join` takes them.
+        # A client that moved to `backend: remote` left the members, and `status --server`
+        # then counted neither it nor its documents (`clients 1` beside an editor).
+        self.connections: list[tuple[Callable[[], bool], Callable[[], dict[str, int]]]] = []
         self.lock = threading.Lock()
+
+    def connect(self, counted: Callable[[], bool],
+                holds: Callable[[], dict[str, int]]) -> Callable[[], None]:
+        """Count a connection among the server's clients, whatever its backend, until the
+        function returned is called (its end)."""
+        entry = (counted, holds)
+        with self.lock:
+            self.connections.append(entry)
+
+        def gone() -> None:
+            with self.lock:
+                if entry in self.connections:
+                    self.connections.remove(entry)
+        return gone
+
+    def census(self) -> tuple[int, dict[str, int]]:
+        """The clients admitted, on any backend, and what they hold together."""
+        with self.lock:
+            counted = [holds for admitted, holds in self.connections if admitted()]
+        total: dict[str, int] = {}
+        for holds in counted:
+            for name, count in holds().items():
+                total[name] = total.get(name, 0) + count
+        return len(counted), total
 
     def join(self, config: ServerConfig, counted: Callable[[], bool] = lambda: True,
              holds: Callable[[], dict[str, int]] = dict) -> SharedEngine:
@@ -130,13 +158,16 @@ class SharedEngine:
         all their connections hold together (`allClients`): a client's own `jobsInFlight`
         and `openDocuments` are its connection's, and `dlm-lsp status --server`, a client of
         its own that holds nothing, read 0 of both beside two editors' four fills."""
-        with self.pool.lock:
-            clients = self.pool.clients()
-        total: dict[str, int] = {}
-        for view in clients:
-            for name, count in view.holds().items():
-                total[name] = total.get(name, 0) + count
-        return {**self.engine.status(), "clients": len(clients), "allClients": total}
+        if self.pool.connections:  # over TCP: every client, on whatever backend
+            clients, total = self.pool.census()
+        else:  # members alone (a pool used without connections: the tests')
+            with self.pool.lock:
+                views = self.pool.clients()
+            clients, total = len(views), {}
+            for view in views:
+                for name, count in view.holds().items():
+                    total[name] = total.get(name, 0) + count
+        return {**self.engine.status(), "clients": clients, "allClients": total}
 
     def rewrite_refusal(self, selected: str) -> str | None:
         """Told by this client's `maxSpanTokens`, which its rewrites are refused by."""

@@ -173,8 +173,10 @@ def _loaded(status: dict[str, Any]) -> str:
         return "False (the last load failed: loadError says why)"
     if status.get("loading"):
         return "False (loading now)"
-    return ("False (no editor has initialized the server yet: the model loads when one "
-            "does, or at the first fill)")
+    # not "no editor has initialized the server": one on `backend: remote` may have, and
+    # never loads this model
+    return ("False (not loaded yet: it loads when an editor's client on the local backend "
+            "initializes the server, or at its first fill)")
 
 
 def _shown(value: Any) -> str:

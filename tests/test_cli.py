@@ -348,8 +348,8 @@ def test_status_asks_a_running_server(model_dir):
 
 
 @pytest.mark.parametrize(("fields", "shown"), [
-    ({}, "False (no editor has initialized the server yet: the model loads when one does, "
-         "or at the first fill)"),
+    ({}, "False (not loaded yet: it loads when an editor's client on the local backend "
+         "initializes the server, or at its first fill)"),
     ({"loading": True}, "False (loading now)"),
     ({"loadError": "no such model"}, "False (the last load failed: loadError says why)"),
     ({"loaded": True}, "True"),

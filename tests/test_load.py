@@ -253,6 +253,35 @@ def test_a_document_refused_past_max_open_documents_is_said_so_until_opened_agai
         server.close()
 
 
+def test_tcp_status_counts_the_clients_on_another_backend_too(model_dir):
+    """A client that moved to `backend: remote` left the engine's members, and `status
+    --server` counted neither it nor its documents: `clients 1`, `openDocuments 0`,
+    beside an editor at work."""
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}")
+    try:
+        remote, _ = tcp_connection(port)
+        remote.initialize({"backend": "remote", "remoteUrl": f"http://127.0.0.1:{free_port()}"})
+        remote.open(uri(0), TEXT)
+        remote.open(uri(1), "x = 1\n")
+        asking, asking_socket = tcp_connection(port)
+        asking.initialize({"model": str(model_dir)})
+        remote.call("dlm/status", {})  # both opens read before the count
+        status = asking.call("dlm/status", {})["result"]
+        assert status["clients"] == 2
+        assert status["allClients"] == {"jobsInFlight": 0, "openDocuments": 2}
+        hang_up(asking_socket)
+        again, _ = tcp_connection(port)
+        again.initialize({"model": str(model_dir)})
+        for _ in range(100):  # the connection gone leaves the count once its end is handled
+            if again.call("dlm/status", {})["result"]["clients"] == 2:
+                break
+            time.sleep(0.05)
+        assert again.call("dlm/status", {})["result"]["clients"] == 2
+    finally:
+        server.close()
+
+
 def test_tcp_serves_clients_at_once_on_one_engine_and_outlives_each(model_dir):
     port = free_port()
     server = ServerProcess("--tcp", f"127.0.0.1:{port}")
