@@ -2591,3 +2591,12 @@ def test_a_held_out_loss_weighs_each_batch_by_its_rows(monkeypatch):
     module = torch.nn.Linear(1, 1)
     loss = objective.evaluate(module, [batch(1, 1, 1), batch(4)], torch.device("cpu"))
     assert loss == pytest.approx(7 / 4)  # the rows' mean; the batches' was 2.5
+
+
+@pytest.mark.parametrize("flag", ["--seconds", "--max-steps", "--wall-seconds", "--lr",
+                                  "--eval-every", "--save-every", "--device"])
+def test_train_help_says_what_each_budget_and_schedule_flag_does(flag):
+    """`train --help` said only "default: the preset's" of them: --seconds and
+    --wall-seconds read alike, and a user could not tell which bounds what."""
+    action = next(a for a in train_module.build_parser()._actions if flag in a.option_strings)
+    assert not action.help.startswith("default:"), action.help

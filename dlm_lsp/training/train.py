@@ -1360,8 +1360,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# What a flag does, where its name does not say it.
+# What a flag does, where its name does not say it (`train --help` said only "default:
+# the preset's" of the budget flags, and --seconds and --wall-seconds read alike).
 _WHAT = {
+    "seconds": "seconds the training loop may run (the clock only stops the run: the "
+               "schedules follow --max-steps where given); ",
+    "max_steps": "optimizer steps: the run's length, which the learning-rate schedule "
+                 "follows, so that a run that takes them all repeats byte for byte; ",
+    "wall_seconds": "seconds for the whole run, reading the sources and training the "
+                    "tokenizer included: the training loop gets what is left (20 s at "
+                    "least are kept for the evaluation and save); ",
+    "device": "auto, cpu, cuda, cuda:N or mps; ",
+    "data_bytes": "bytes of source text read at most; ",
+    "lr": "peak learning rate (warmup, then cosine decay); ",
+    "eval_every": "seconds between held-out evaluations (0: at the start and end only); ",
+    "log_every": "seconds between progress lines; ",
+    "save_every": "seconds between interim saves (0: only at the end); ",
+    "seed": "of the data order, the masking and the initial weights; ",
     "grow_layers": "with --init-from, first deepen its model to this many layers, the new "
                    "ones starting as the identity (it fills as before, then trains); ",
     "weights": "how the save stores the weights: fp16, or int8 with a scale per 32 "
