@@ -692,4 +692,4 @@ def test_a_plain_http_url_of_an_https_service_says_to_check_the_scheme(tmp_path)
     cert, key = _certificate(tmp_path)
     with _listening(_tls_server(cert, key)) as port:
         said = _fill_error(f"http://127.0.0.1:{port}")
-    assert "remoteUrl takes https://" in said
+    assert "if the service was started with --ssl-certfile, remoteUrl takes https://" in said

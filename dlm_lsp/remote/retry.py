@@ -258,8 +258,8 @@ class ServerBackend:
         (`remoteRetries`), where the URL's scheme was the mistake."""
         if (isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError))
                 and self.config.remote_url.lower().startswith("http://")):
-            return (f"; a service started with --ssl-certfile closes a plain-http "
-                    f"connection so: there, {self.names.url} takes https://")
+            return (f"; if the service was started with --ssl-certfile, {self.names.url} "
+                    "takes https:// (it closes a plain-http connection so)")
         return ""
 
     def _at(self) -> str:
