@@ -95,6 +95,11 @@ def write_atomically(path: Path, text: str, encoding: str = "utf-8") -> None:
     rename would split a hard link or lose an attribute the new file cannot take.
     On an OSError the file is as it was and no temporary file is left behind, except
     on `PartWritten` (an OSError too), where a write in place could not be undone."""
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a device or a pipe (`/dev/null`): no
+        # file to rename over; as root the rename replaced /dev/null with a regular file
+        with open(path, "w", encoding=encoding, newline="") as out:
+            out.write(text)
+        return
     target = target_of(path)
     attributes = _attributes(target)  # read once: the decision and the copy
     if _in_place(target, attributes):

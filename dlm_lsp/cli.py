@@ -102,6 +102,20 @@ def _positive_seconds(text: str) -> float:
     return _finite(text, 0.0, True, "a positive number of seconds")
 
 
+def _points(text: str) -> float:
+    """`sweep --epsilon`: pass@1 points, 0 or more (-1 ran the whole sweep, then ended in a
+    traceback where no budget came within it)."""
+    return _finite(text, 0.0, False, "a number of pass@1 points, 0 or more")
+
+
+def _share(text: str) -> float:
+    """`sweep --ratio`: a share of the best, above 0 and at most 1 (2, -1 and nan ran)."""
+    value = _finite(text, 0.0, True, "a share of the best above 0 and at most 1")
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"a share of the best above 0 and at most 1, got {text!r}")
+    return value
+
+
 def _whole(text: str) -> int:
     """An integer, or a usage error in the user's words: argparse names the type function
     of a ValueError ("invalid _positive value: 'x'"), a name from this file."""
@@ -308,10 +322,10 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
                        f"{' '.join(DIFFUSION_STRATEGIES)}; the left-to-right point is added "
                        "unless --no-ltr)")
     sweep.add_argument("--no-ltr", action="store_true", help="leave out the left-to-right point")
-    sweep.add_argument("--epsilon", type=float, default=2.0,
+    sweep.add_argument("--epsilon", type=_points, default=2.0,
                        help="saturation: within this many pass@1 points of the best "
                        "(default 2)")
-    sweep.add_argument("--ratio", type=float, default=0.5,
+    sweep.add_argument("--ratio", type=_share, default=0.5,
                        help="collapse: below this share of the best (default 0.5)")
     sweep.add_argument("--plots", metavar="DIR", help="write sweep-<kind>.png here (needs "
                        "matplotlib: the bench extra)")

@@ -1007,11 +1007,14 @@ def test_a_signal_while_a_command_imports_its_modules_says_so_in_one_line(
     ["sweep", "--limit", "0"], ["latency", "--lengths", "0"], ["latency", "--repeats", "0"],
     ["throughput", "--concurrency", "0"], ["throughput", "--fills-per-thread", "0"],
     ["throughput", "--tokens", "0"], ["samples", "--limit", "0"], ["samples", "--steps", "0"],
+    ["sweep", "--epsilon", "-1"], ["sweep", "--epsilon", "nan"], ["sweep", "--ratio", "2"],
+    ["sweep", "--ratio", "0"], ["sweep", "--ratio", "nan"],
 ])
 def test_a_count_below_one_is_a_usage_error_not_a_traceback_or_an_empty_run(argv, capsys):
     """--limit 0 divided by zero, --repeats 0 took the median of nothing, --steps -1 and
     --concurrency 0 ran and printed tables of zeros, --timeout 0 failed every program,
-    --margin -1 called an unchanged pass@1 a regression."""
+    --margin -1 called an unchanged pass@1 a regression; sweep --epsilon -1 ran the whole
+    sweep and ended in a traceback, --ratio 2 ran."""
     # a model that does not exist: refused while parsing, nothing is loaded or run
     said = usage_error(["bench", *argv, "--model", "/no/such/model"], capsys)
     assert f"argument {argv[1]}:" in said

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import statistics
 import sys
 from collections.abc import Callable, Iterator
@@ -28,6 +29,30 @@ class OutputError(Exception):
     """A report file that could not be written: found before the run, not after it."""
 
 
+def is_stream(path: Path) -> bool:
+    """Whether a report path names no file to replace but a stream to write to: a device,
+    a pipe or a socket (`/dev/null`, `>(wc -c)`'s /dev/fd/63), or anything under /dev or
+    /proc (`/dev/stdout`, whatever it is).  As root, a report written over `/dev/null`
+    replaced the device with a regular file (the temporary file renamed over it); a pipe
+    failed after the whole run ("No such file or directory": its resolved path is
+    `pipe:[N]`); and `/dev/stdout` redirected to a file replaced that file, the table
+    printed to it lost."""
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")):
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not path.is_dir()
+    except OSError:  # not there: a file to make
+        return False
+
+
+def _a_pipe(path: Path) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def check_writable(option: str, path: str | Path) -> None:
     """Refuse a report path that cannot be written before the benchmark runs: a missing
     folder (or a file where one should be) raised its traceback only when the report
@@ -38,6 +63,10 @@ def check_writable(option: str, path: str | Path) -> None:
         raise OutputError(f"{option} {path} is a folder; name a file")
     if not folder.is_dir():
         raise OutputError(f"{option} {path}: no folder {folder}")
+    if _a_pipe(target):  # opened when the report is written: its reader may come later,
+        if not os.access(target, os.W_OK):  # and opening it now would wait for one
+            raise OutputError(f"{option} {path}: cannot write there")
+        return
     if not target.exists() and not os.access(folder, os.W_OK):
         raise OutputError(f"{option} {path}: cannot write there")
     # Opened for real, not asked of access(), which says yes to root in /proc: a file
@@ -75,6 +104,10 @@ def write_text(path: str | Path, text: str) -> None:
     `--baseline` named as the `--json` too); in a folder that is read-only, a report
     there is written over in place, as `check_writable` allowed."""
     target = Path(path)
+    if is_stream(target):  # appended: `--json /dev/stdout > out.txt` keeps the table
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(text)
+        return
     if target.exists():
         if os.access(target_of(target).parent, os.W_OK | os.X_OK):
             write_atomically(target, text)
