@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from dlm_lsp.bench.output import write_json
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.models.cache import CacheConfig
 from dlm_lsp.models.checkpoint import Checkpoint
 from dlm_lsp.models.hf import HFDiffusionModel, arch_config, attends_both_ways, instantiate
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--span", type=int, default=32, help="span tokens of the cached step")
     parser.add_argument("--json", dest="json_out", metavar="OUT")
-    args = parser.parse_args(argv)
+    args = parse_script_arguments(parser, argv)
     cuda = torch.cuda.is_available() and not args.cpu
     if not cuda and not args.tiny and not args.cpu:
         print("checkpoints_gpu: no CUDA device here: skipped (--tiny checks the script on "

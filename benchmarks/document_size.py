@@ -32,7 +32,7 @@ from lsp_latency import cursors, stdio_server
 from validation_large import build_document
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 
 
 def between(text: str) -> list[tuple[int, int]]:
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds between a document's didOpen and its first fill")
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="also write the numbers")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     rows = []
     build = generated if args.documents == "generated" else build_document
     with stdio_server({"reuseFills": False}) as (proc, client):

@@ -32,7 +32,7 @@ from forward_passes import time_forward_passes
 from typing_cost import FORWARD, LANGUAGES, STAGES, Editor, Stages, build, record_results
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.documents import find_document
 
 PARSED = "document parsed (validation.parsed_document)"
@@ -146,7 +146,7 @@ def main() -> None:
                         help="instead: ghost text in a small file while a large one is parsed")
     parser.add_argument("--rounds", type=int, default=5, help="with --other-file")
     parser.add_argument("--json", dest="json_out", help="write the numbers (JSON)")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     stages, results = Stages(), []
     for owner, name, stage in STAGES:
         stages.time(owner, name, stage)

@@ -28,7 +28,7 @@ from pathlib import Path
 from lsp_latency import _p95, cursors, server_settings, stdio_server
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 
 
 def new_lines(text: str, count: int) -> tuple[str, list[tuple[int, int]]]:
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--model", default="default")
     parser.add_argument("--settings", default="{}", help="more server settings, as JSON")
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="also write the numbers")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     source = Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py"
     settings = {"model": args.model, "reuseFills": False, **server_settings(args.settings)}
     text = source.read_text()

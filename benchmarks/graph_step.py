@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.models import load_model
 from dlm_lsp.sampler import span_forward
 
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--json", dest="json_out", metavar="OUT")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
 
     eager = load_model(args.model, args.device, args.precision, graphs=False)
     graphed = load_model(args.model, args.device, args.precision, graphs=True)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.config import SettingsRefused, settings_option
 from dlm_lsp.framing import Client
 from dlm_lsp.quantiles import quantile
@@ -135,7 +135,7 @@ def main() -> None:
     parser.add_argument("--tcp", action="store_true",
                         help="one server over TCP and a connection per concurrent client "
                         "(separate editors on one server), instead of one stdio client")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     options = json.loads(args.options)
     source = Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py"
     text = source.read_text()

@@ -54,7 +54,7 @@ from lsp_latency import server_settings
 from typing_cost import Editor, rss
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.documents import find_document
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -622,7 +622,7 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out", help="write every step (JSON)")
     parser.add_argument("--table", nargs="+", metavar="JSON",
                         help="instead: the summary of runs written with --json")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     if args.table:
         print(summary([row for path in args.table
                        for row in json.loads(Path(path).read_text())["rows"]]))

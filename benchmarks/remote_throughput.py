@@ -24,7 +24,7 @@ from pathlib import Path
 
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.output import write_json
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.config import ServerConfig, SettingsRefused, settings_option
 from dlm_lsp.quantiles import status_ms
 from dlm_lsp.remote.client import RemoteEngine
@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--settings", default="{}",
                         help="the clients' settings, camelCase as an editor sends them (JSON)")
     parser.add_argument("--json", dest="json_out", metavar="OUT")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     text = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()
     points = cursors(text, 64)
     try:  # a misspelt setting was a TypeError's traceback, or a camelCase one

@@ -48,7 +48,7 @@ from ghost_text import new_lines
 from lsp_latency import _p95, cursors, server_settings, stdio_server
 
 from dlm_lsp.bench.machine import describe_machine, load_average, machine_line
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.framing import Client, ResponseError
 
 _MIB = 1024  # KiB
@@ -195,7 +195,7 @@ def main() -> None:
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="a variable of the server's environment (repeatable)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="also write the numbers")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     env = dict(item.split("=", 1) for item in args.env)
     settings = {"model": args.model, "reuseFills": False, **server_settings(args.settings)}
     text = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()

@@ -49,7 +49,7 @@ from lsp_latency import server_settings
 
 from dlm_lsp import engine, protocol, sampler, server
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.documents import find_document
 from dlm_lsp.passes import InfillRun
 from dlm_lsp.recent import RecentFills
@@ -435,7 +435,7 @@ def main() -> None:
     parser.add_argument("--profile", help="write a cProfile of the engine and the edits")
     parser.add_argument("--memory", type=int, metavar="DOCS",
                         help="instead: the memory kept per document, over DOCS of each size")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     if args.memory:
         for language in args.languages:
             site, _, filler = LANGUAGES[language]

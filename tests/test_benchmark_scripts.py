@@ -500,3 +500,20 @@ def test_a_script_whose_reader_goes_away_ends_quietly():
                          env={**os.environ, "PROGRAM": program}, executable="/bin/bash")
     assert ran.stdout == "row 0\n"
     assert ran.stderr == ""
+
+
+@pytest.mark.parametrize("script", ["ghost_text", "lsp_latency", "document_size",
+                                    "edit_stream", "typing_cost", "checkpoints_gpu"])
+def test_a_script_s_json_path_that_cannot_be_written_is_refused_before_it_runs(script,
+                                                                                tmp_path):
+    """`--json nope/x.json` was a FileNotFoundError traceback after the whole run (the
+    numbers printed, the file lost), where the bench commands refuse it first."""
+    import sys
+
+    missing = tmp_path / "nope" / "x.json"
+    done = subprocess.run([sys.executable, f"benchmarks/{script}.py", "--json", str(missing)],
+                          cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": "."})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.rstrip().endswith(f"error: --json {missing}: no folder {missing.parent}")
+    assert "Traceback" not in done.stderr

@@ -12,6 +12,7 @@ nothing is written after it.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -21,6 +22,24 @@ from pathlib import Path
 from typing import NoReturn
 
 from dlm_lsp.held_signals import signal_name, terminate_as_interrupt
+
+
+def parse_script_arguments(parser: argparse.ArgumentParser,
+                           argv: list[str] | None = None) -> argparse.Namespace:
+    """A script's arguments, its `--json` (and `--markdown`) path checked before it runs,
+    as the `bench` commands check theirs (`check_writable`): a missing folder was a
+    FileNotFoundError traceback after the whole run, its numbers printed and lost."""
+    from dlm_lsp.bench.output import OutputError, check_writable
+
+    args = parser.parse_args(argv)
+    for dest, option in (("json_out", "--json"), ("markdown_out", "--markdown")):
+        path = getattr(args, dest, None)
+        if path:
+            try:
+                check_writable(option, path)
+            except OutputError as exc:
+                parser.error(str(exc))
+    return args
 
 
 def run_script(main: Callable[[], int | None]) -> NoReturn:
