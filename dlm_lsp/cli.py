@@ -398,7 +398,7 @@ def _bench(args: argparse.Namespace, began: float) -> int:
         OutputError,
         ReportUnwritten,
         StoppedAfterWriting,
-        check_writable,
+        check_report_paths,
     )
     from dlm_lsp.bench.pass_at_1 import UsageError
     from dlm_lsp.bench.plots import MissingMatplotlib
@@ -407,10 +407,8 @@ def _bench(args: argparse.Namespace, began: float) -> int:
     from dlm_lsp.models import ModelLoadError, command_line_message
 
     try:
-        for attribute, option in (("json_out", "--json"), ("markdown_out", "--markdown"),
-                                  ("out", "--out")):
-            if getattr(args, attribute, None):
-                check_writable(option, getattr(args, attribute))
+        check_report_paths(args, (("json_out", "--json"), ("markdown_out", "--markdown"),
+                                  ("out", "--out")))
         return _run_bench(args)  # SIGTERM is an interruption here too (main)
     except ModelLoadError as exc:
         print(f"dlm-lsp bench {args.bench}: {command_line_message(exc)}", file=sys.stderr)

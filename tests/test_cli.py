@@ -1037,6 +1037,24 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(option, 
         assert says in captured.err and captured.out == ""
 
 
+@pytest.mark.parametrize(("paths", "says"), [
+    ({"--json": ""}, "--json is empty: name a file"),  # ignored: no report, no word
+    ({"--json": "r", "--markdown": "r"},  # the markdown was written over the JSON
+     "--json and --markdown name the same file, {tmp}/r: the second would be written over "
+     "the first; give each its own"),
+])
+def test_report_paths_that_cannot_all_be_written_are_refused_before_the_run(paths, says,
+                                                                            tmp_path, capsys):
+    from dlm_lsp.cli import main
+
+    given = [part for option, path in paths.items()
+             for part in (option, str(tmp_path / path) if path else path)]
+    assert main(["bench", "humaneval", "--self-check", "--limit", "1", *given]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"dlm-lsp bench humaneval: {says.format(tmp=tmp_path)}\n"
+    assert captured.out == "" and list(tmp_path.iterdir()) == []
+
+
 def test_a_report_path_where_no_file_can_be_made_is_refused_before_the_run(capsys):
     """`/proc/x.md` passed the access check (root may write in /proc's folder) and failed
     after the run, a traceback."""

@@ -84,6 +84,27 @@ def check_writable(option: str, path: str | Path) -> None:
                           f"({exc.strerror or exc})") from None
 
 
+def check_report_paths(args: object, options: tuple[tuple[str, str], ...]) -> None:
+    """Refuse a run's report paths that cannot all be written, before it runs: each as
+    `check_writable` does; one given empty (`--json "$OUT"` with OUT unset: ignored, no
+    report and no word); and two options naming one file (`--json r --markdown r`: the
+    markdown written over the JSON).  `options` pairs an attribute of `args` with its
+    option's name."""
+    named: dict[str, str] = {}
+    for attribute, option in options:
+        value = getattr(args, attribute, None)
+        if value is None:
+            continue
+        if not str(value).strip():
+            raise OutputError(f"{option} is empty: name a file")
+        check_writable(option, value)
+        where = os.path.realpath(value)
+        if where in named and not is_stream(Path(value)):
+            raise OutputError(f"{named[where]} and {option} name the same file, {value}: the "
+                              "second would be written over the first; give each its own")
+        named[where] = option
+
+
 class ReportUnwritten(Exception):
     """Report files that could not be written after the run (a full disk, a folder gone
     meanwhile): said in one line once the others are written, the numbers printed above

@@ -29,16 +29,13 @@ def parse_script_arguments(parser: argparse.ArgumentParser,
     """A script's arguments, its `--json` (and `--markdown`) path checked before it runs,
     as the `bench` commands check theirs (`check_writable`): a missing folder was a
     FileNotFoundError traceback after the whole run, its numbers printed and lost."""
-    from dlm_lsp.bench.output import OutputError, check_writable
+    from dlm_lsp.bench.output import OutputError, check_report_paths
 
     args = parser.parse_args(argv)
-    for dest, option in (("json_out", "--json"), ("markdown_out", "--markdown")):
-        path = getattr(args, dest, None)
-        if path:
-            try:
-                check_writable(option, path)
-            except OutputError as exc:
-                parser.error(str(exc))
+    try:
+        check_report_paths(args, (("json_out", "--json"), ("markdown_out", "--markdown")))
+    except OutputError as exc:
+        parser.error(str(exc))
     return args
 
 
