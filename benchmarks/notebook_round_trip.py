@@ -319,6 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-cell-lines", type=int, default=10,
                         help="only cells this short (a notebook's cells are a few lines)")
     args = parser.parse_args(argv)
+    # a root not there gave a table of zeros and status 0, which read as a run with
+    # nothing to report: refused as shaping_round_trip refuses it
+    missing = [root for root in args.roots if not Path(root).exists()]
+    if missing:
+        parser.error(f"no such file or directory: {', '.join(missing)}")
+    if args.per_kind < 1:
+        parser.error(f"--per-kind {args.per_kind}: a whole number of sites, 1 or more")
     paths = shaping.corpus(args.roots).get("python", [])
     print("| notebook | model writes | kind | fills | identical | documented | differing "
           "| excepted | in bare cells | bare differing |")

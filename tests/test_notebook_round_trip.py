@@ -127,3 +127,16 @@ def test_code_a_cell_had_written_back_comes_back_unchanged_whatever_the_request(
                     wrong.append(f"cell {cell}, {kind}:\n{shaping.diff(outcome)}")
     assert asked_for == set(notebooks.KINDS)
     assert not wrong, f"{len(wrong)} fills changed:\n\n" + "\n\n".join(wrong[:4])
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["{tmp}/nowhere"], "no such file or directory: {tmp}/nowhere"),
+    (["{tmp}", "--per-kind", "0"], "--per-kind 0: a whole number of sites, 1 or more"),
+])
+def test_a_run_with_nothing_to_sample_is_refused_not_a_table_of_zeros(argv, says, tmp_path,
+                                                                     capsys):
+    """A missing root, or --per-kind 0, printed a table of zeros and exited 0."""
+    with pytest.raises(SystemExit) as refused:
+        notebooks.main([part.format(tmp=tmp_path) for part in argv])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.rstrip().endswith(says.format(tmp=tmp_path))
