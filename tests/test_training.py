@@ -1000,6 +1000,28 @@ def test_init_from_a_path_to_a_directory_called_default_is_that_directory(tmp_pa
     assert train_module.config_from_args(args).init_from == Path("default")
 
 
+@pytest.mark.parametrize(("flags", "trained_at", "warned"), [
+    (["--tiny"], 1e-3, True),  # the shipped model's rate under the toy's
+    (["--tiny", "--lr", "1e-4"], 1e-3, False),  # asked for
+    (["--tiny"], 6e-3, False),  # a toy continued as it was trained
+    ([], 1e-3, False), (["--tiny"], None, False),  # the same rate; a model that does not say
+])
+def test_a_model_continued_above_the_rate_it_was_trained_at_is_warned_of(
+        flags, trained_at, warned, tmp_path, capsys):
+    """`--tiny --init-from default` trained the shipped model (1e-3) at the toy's 6e-3,
+    which undid its training in two steps without a word."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(
+        {"model_type": "dlm-tiny", **({"training": {"lr": trained_at}} if trained_at else {})}))
+    args = train_module.build_parser().parse_args(
+        ["--init-from", str(tmp_path / "model"), "--out", str(tmp_path / "out"), *flags])
+    train_module.config_from_args(args)
+    said = capsys.readouterr().err
+    assert (f"warning: the preset's learning rate, 0.006, is above the 0.001 the model in "
+            f"--init-from {tmp_path / 'model'} was trained at" in said) is warned
+    assert bool(said) is warned
+
+
 @pytest.mark.parametrize(("stored", "flags", "saved"), [
     ({"weights_dtype": "int8"}, [], "int8"),  # came back fp16, twice the bytes, unasked
     ({"weights_dtype": "int8"}, ["--weights", "fp16"], "fp16"),
@@ -1095,10 +1117,11 @@ def _the_error(err: str) -> str:
 
 
 def _warm_cli_args(source_dir: Path, out: Path, init: Path) -> list[str]:
-    """`_cli_args` continuing the model in `init` (whose shape no flag may change)."""
+    """`_cli_args` continuing the model in `init` (whose shape no flag may change), at the
+    learning rate the test models are trained at (the preset's is above it: warned of)."""
     args = _cli_args(source_dir, out)
     at = args.index("--vocab-size")
-    return [*args[:at], *args[at + 2:], "--init-from", str(init)]
+    return [*args[:at], *args[at + 2:], "--init-from", str(init), "--lr", "0.001"]
 
 
 def test_ctrl_c_while_training_ends_the_step_then_saves_and_says_where(

@@ -1415,6 +1415,17 @@ def _init_folder(spec: str) -> Path:
     return folder
 
 
+def _trained_at(folder: Path) -> float | None:
+    """The peak learning rate the model in `folder` was last trained at (config.json's
+    `training.lr`), or None where it does not say."""
+    try:
+        stored = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        lr = stored["training"]["lr"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(lr) if isinstance(lr, (int, float)) else None
+
+
 def _stored_as(folder: Path, otherwise: str) -> str:
     """How the model in `folder` stores its weights (config.json's `weights_dtype`), the
     format a run continuing it saves in unless `--weights` says: an int8 model continued
@@ -1453,6 +1464,14 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
     if init_from is not None and args.weights is None:
         given["weights"] = _stored_as(init_from, base.weights)
+    trained_at = None if init_from is None else _trained_at(init_from)
+    if args.lr is None and trained_at is not None and base.lr > trained_at:
+        # a toy's rate, 6e-3, on a trained model: `--tiny --init-from default` undid the
+        # shipped model's training (1e-3) in two steps, without a word
+        print(f"warning: the preset's learning rate, {base.lr:g}, is above the {trained_at:g} "
+              f"the model in --init-from {args.init_from} was trained at, and can undo what "
+              f"it learnt: give --lr ({trained_at:g} continues it as it was trained)",
+              file=sys.stderr, flush=True)
     return replace(
         base, **given, out_dir=args.out or base.out_dir, init_from=init_from,
         include_stdlib=not args.no_stdlib, extra_roots=args.extra_root,
