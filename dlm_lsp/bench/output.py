@@ -29,6 +29,17 @@ class OutputError(Exception):
     """A report file that could not be written: found before the run, not after it."""
 
 
+def say(line: str) -> None:
+    """Print a line of a report as the run goes: where the reader has gone (`| head -1`),
+    the rest of the output goes nowhere, quietly, and the run goes on to write its report
+    files.  The second row of `bench syntax --json F | head -1` hit the closed pipe and
+    ended the run (status 141) before it wrote F."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def is_stream(path: Path) -> bool:
     """Whether a report path names no file to replace but a stream to write to: a device,
     a pipe or a socket (`/dev/null`, `>(wc -c)`'s /dev/fd/63), or anything under /dev or

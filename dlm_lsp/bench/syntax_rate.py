@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.machine import describe_machine, source_revision
-from dlm_lsp.bench.output import writing_reports
+from dlm_lsp.bench.output import say, writing_reports
 from dlm_lsp.bench.pass_at_1 import UsageError, set_by_requests, settings_label
 from dlm_lsp.bench.progress import Progress, Stoppable, Stopped
 from dlm_lsp.config import InfillOptions, ServerConfig
@@ -137,10 +137,10 @@ def tally(setting: str, done: list[tuple[bool, float, str]]) -> SyntaxRow:
 
 
 def _print_row(name: str, row: SyntaxRow, mark: str = "") -> None:
-    print(f"{name:24} {row.setting:32} valid {row.valid}/{row.tasks} ({row.rate:.0%}), "
-          f"{row.ms:.0f} ms/fill, paths "
-          f"{', '.join(f'{path} {count}' for path, count in row.paths.items()) or 'none'}"
-          f"{mark}", flush=True)  # `diffusion 3`, not Python's {'diffusion': 3}
+    say(f"{name:24} {row.setting:32} valid {row.valid}/{row.tasks} ({row.rate:.0%}), "
+        f"{row.ms:.0f} ms/fill, paths "
+        f"{', '.join(f'{path} {count}' for path, count in row.paths.items()) or 'none'}"
+        f"{mark}")  # `diffusion 3`, not Python's {'diffusion': 3}; a reader gone: quiet
 
 
 def main(model: str, device: str, limit: int | None, out: str | None,
