@@ -357,8 +357,9 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
                             help="fills each concurrent request makes in turn (default 4)")
     throughput.add_argument("--tokens", type=_positive, default=16,
                             help="span length of each fill, in tokens (default 16)")
-    throughput.add_argument("--steps", type=_positive, default=8,
-                            help="step budget of each fill (default 8)")
+    throughput.add_argument("--steps", type=_positive,
+                            help="step budget of each fill (default 8; not with --latency-ms, "
+                            "which picks the steps)")
     throughput.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES),
                             help="batched: the batching worker; alone: batchRows 0 (default: "
                             f"{' '.join(MODES)})")

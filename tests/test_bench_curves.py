@@ -491,7 +491,7 @@ def test_throughput_beside_long_fills_with_a_target_reports_short_and_long_p50(
     monkeypatch.setattr(throughput, "_fill", fill)
     out = tmp_path / "throughput.json"
     assert main(["bench", "throughput", "--model", str(model_dir), "--device", "cpu",
-                 "--concurrency", "2", "--fills-per-thread", "1", "--steps", "2",
+                 "--concurrency", "2", "--fills-per-thread", "1",
                  "--tokens", "4", "--modes", "batched", "--beside-long", "--latency-ms",
                  "5000", "--json", str(out)]) == 0
     [point] = json.loads(out.read_text())["points"]

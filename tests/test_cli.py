@@ -1037,6 +1037,18 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(option, 
         assert says in captured.err and captured.out == ""
 
 
+def test_throughput_refuses_steps_beside_a_latency_target(capsys):
+    """`--steps 4 --latency-ms 300` ran at the target's steps, the 4 dropped without a word
+    (the other options that do not go together are refused)."""
+    from dlm_lsp.cli import main
+
+    assert main(["bench", "throughput", "--latency-ms", "300", "--steps", "4", "--model",
+                 "/no/such/model"]) == 2
+    assert capsys.readouterr().err == (
+        "dlm-lsp bench throughput: --steps and --latency-ms: the latency target picks each "
+        "fill's steps; give one of them\n")
+
+
 @pytest.mark.parametrize(("paths", "says"), [
     ({"--json": ""}, "--json is empty: name a file"),  # ignored: no report, no word
     ({"--json": "r", "--markdown": "r"},  # the markdown was written over the JSON

@@ -45,6 +45,7 @@ from dlm_lsp.bench.latency import CURSOR, DOCUMENT, planned
 from dlm_lsp.bench.machine import code_label, describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import publish, quantile
 from dlm_lsp.bench.pass_at_1 import (
+    UsageError,
     distinct,
     engine_settings,
     refuse_repeats,
@@ -340,9 +341,13 @@ def to_markdown(report: ThroughputReport) -> str:
 
 def command(args: argparse.Namespace) -> int:
     """`dlm-lsp bench throughput`: run, print the table, write JSON, markdown and the plot."""
+    if args.steps is not None and args.latency_ms is not None:  # --steps was ignored
+        raise UsageError("--steps and --latency-ms: the latency target picks each fill's "
+                         "steps; give one of them")
     config = ThroughputConfig(concurrency=tuple(args.concurrency),
                               fills_per_thread=args.fills_per_thread, tokens=args.tokens,
-                              steps=args.steps, modes=tuple(args.modes), seed=args.seed,
+                              steps=ThroughputConfig.steps if args.steps is None else args.steps,
+                              modes=tuple(args.modes), seed=args.seed,
                               model=args.model, device=args.device,
                               beside_long=args.beside_long, latency_ms=args.latency_ms)
     # refused before the model loads; so are the settings every fill sets, and those
