@@ -411,6 +411,19 @@ def test_a_signal_while_the_json_is_written_waits_for_the_markdown_and_the_plot_
     assert said.endswith(f"; report written to {out}, {md} and {png}")
 
 
+def test_latency_refuses_spans_the_model_cannot_hold(model_dir, tmp_path, capsys):
+    """`--lengths 100000` (the shipped model holds 512 positions) ran for minutes without a
+    line, and no point it could measure."""
+    out = tmp_path / "latency.json"
+    assert main(["bench", "latency", "--model", str(model_dir), "--device", "cpu",
+                 "--lengths", "8", "1024", "100000", "--steps", "1", "--repeats", "1",
+                 "--json", str(out)]) == 2
+    assert capsys.readouterr().err == (  # the test model's 1,024 positions
+        "dlm-lsp bench latency: --lengths 1024 100000: the model holds 1024 positions, the "
+        "span and the document around it; give lengths below 1024\n")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(("sig", "status"), SIGNALS)
 def test_a_stopped_latency_run_reports_the_fills_it_timed_marked_partial(
         sig, status, model_dir, tmp_path, monkeypatch, capsys):

@@ -35,7 +35,7 @@ from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.grids import LEFT_TO_RIGHT, LENGTHS
 from dlm_lsp.bench.machine import code_label, describe_machine, machine_line, source_revision
 from dlm_lsp.bench.output import median, publish
-from dlm_lsp.bench.pass_at_1 import distinct, engine_settings, settings_label
+from dlm_lsp.bench.pass_at_1 import UsageError, distinct, engine_settings, settings_label
 from dlm_lsp.bench.progress import Partial, Progress, Stoppable, latest
 from dlm_lsp.config import InfillOptions
 from dlm_lsp.engine import Engine, InfillRequest
@@ -149,6 +149,12 @@ def run_latency(config: LatencyConfig, engine: Engine | None = None,
     began = time.perf_counter()
     engine = engine or bench_engine(config.model, config.device,
                                     max_span_tokens=max(config.lengths), **config.engine)
+    positions = engine.model.max_length
+    too_long = [tokens for tokens in config.lengths if tokens >= positions]
+    if too_long:  # ran for minutes without a line (100,000 tokens: 120 s and more)
+        raise UsageError(f"--lengths {' '.join(map(str, too_long))}: the model holds "
+                         f"{positions} positions, the span and the document around it; give "
+                         f"lengths below {positions}")
     if config.baseline_model and baseline is None:
         baseline = load_baseline(config.baseline_model, config.device)
     seeds = iter(range(config.seed, config.seed + 1_000_000))
