@@ -938,6 +938,12 @@ def test_progress_does_not_repeat_its_last_line_at_the_end(capsys):
     progress.update(2, "0 exact")  # the last task, 5 s after the start
     progress.finish(2, "0 exact")
     assert capsys.readouterr().err.splitlines() == ["heldout: 2/2 lines, 0 exact, 6 s"]
+    # nor where only its details differ (`strategies` named the last strategy, then none)
+    strategies = Progress("strategies", 10, "fills", every_s=5.0, clock=lambda: now[0])
+    now[0] = 12.0
+    strategies.update(10, "left-to-right")
+    strategies.finish(10)
+    assert capsys.readouterr().err.splitlines() == ["strategies: 10/10 fills, left-to-right, 6 s"]
 
 
 def test_a_stoppable_loop_keeps_what_it_finished_and_lets_a_stop_before_anything_go_on(

@@ -91,8 +91,10 @@ class Progress:
             self._print(done, detail)
 
     def finish(self, done: int, detail: str = "") -> None:
-        """Print the line now, unless the last one already said the same count."""
-        if self.said != (done, detail):
+        """Print the line now, unless the last one already said the same count (its
+        details may differ: `strategies` said "10/10 fills, left-to-right" and then
+        "10/10 fills", one line twice)."""
+        if self.said is None or self.said[0] != done:
             self._print(done, detail)
 
     def _print(self, done: int, detail: str) -> None:
