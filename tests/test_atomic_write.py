@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 
 import pytest
+from fifo_reader import read_fifo
 
 from dlm_lsp.atomic_write import PartWritten, unwritable, write_atomically
 
@@ -236,25 +236,13 @@ def test_a_file_with_extended_attributes_in_a_read_only_folder_is_written_in_pla
     assert code.read_text() == "new\n" and code.stat().st_ino == inode
 
 
-def _read_fifo(path) -> tuple[list[bytes], threading.Thread]:
-    """A reader of the named pipe `path` on a thread of its own; what it read."""
-    got: list[bytes] = []
-
-    def read() -> None:
-        with open(path, "rb") as pipe:
-            got.append(pipe.read())
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    return got, reader
-
-
 def test_a_pipe_or_device_is_written_to_not_replaced_by_a_file(tmp_path):
     """The temporary file was renamed over whatever the path named: as root, a report
     written to /dev/null replaced the device with a regular file.  A named pipe stands
     for any file that is no regular one (a device is made only by root)."""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    got, reader = _read_fifo(fifo)
+    got, reader = read_fifo(fifo)
     write_atomically(fifo, "new text\n")
     reader.join(5)
     assert got == [b"new text\n"] and stat.S_ISFIFO(os.stat(fifo).st_mode)

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from certificates import self_signed
 from rpc import ServerProcess, free_port
 
 from dlm_lsp.backends import BackendError, make_backend, switch_backend
@@ -604,17 +605,6 @@ def test_a_status_asked_across_a_backend_swap_is_the_new_backend_s(model_dir):
     assert status["model"] == str(model_dir) and status["loadError"] is None
 
 
-def _certificate(tmp: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 only (its own CA) and its key, made with openssl."""
-    import subprocess
-
-    cert, key = tmp / "cert.pem", tmp / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    return cert, key
-
-
 @contextlib.contextmanager
 def _listening(answer: Callable[[socket.socket], None]) -> Iterator[int]:
     """A port on 127.0.0.1 whose connections `answer` takes, one after another."""
@@ -672,7 +662,7 @@ def test_tls_failures_say_what_to_set(tmp_path):
     """Every TLS failure said "(for a private CA, set remoteCaFile)": a host the
     certificate does not name, with its CA set, read as the CA missing; and so did an
     https URL of a service that speaks plain http."""
-    cert, key = _certificate(tmp_path)
+    cert, key = self_signed(tmp_path)
     with _listening(_tls_server(cert, key)) as port:
         named_otherwise = _fill_error(f"https://localhost:{port}", remote_ca_file=str(cert))
         no_ca = _fill_error(f"https://127.0.0.1:{port}")
@@ -689,7 +679,7 @@ def test_tls_failures_say_what_to_set(tmp_path):
 def test_a_plain_http_url_of_an_https_service_says_to_check_the_scheme(tmp_path):
     """The service closes the connection without a word, and the fill was said lost,
     pointing at remoteRetries, where the URL's scheme was the mistake."""
-    cert, key = _certificate(tmp_path)
+    cert, key = self_signed(tmp_path)
     with _listening(_tls_server(cert, key)) as port:
         said = _fill_error(f"http://127.0.0.1:{port}")
     assert "if the service was started with --ssl-certfile, remoteUrl takes https://" in said

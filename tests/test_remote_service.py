@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from certificates import self_signed
 from rpc import ServerProcess, free_port
 
 from dlm_lsp.backends import BackendError
@@ -40,15 +41,6 @@ def mean(values):
     return total(values) / len(values)
 '''
 SPANS = [DOC.index("result += v") + 7, DOC.index("return total") + 7, DOC.index("len(values)")]
-
-
-def self_signed(tmp: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 (it is its own CA) and its key, made with openssl."""
-    cert, key = tmp / "cert.pem", tmp / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    return cert, key
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import stat
 import subprocess
 import sys
 
-from test_atomic_write import _read_fifo
+from fifo_reader import read_fifo
 
 from dlm_lsp.bench.output import check_writable, write_text
 
@@ -28,7 +28,7 @@ def test_a_report_goes_to_a_pipe_a_device_or_a_stream_as_written(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     check_writable("--json", fifo)  # returns at once: opening it would wait for a reader
-    got, reader = _read_fifo(fifo)
+    got, reader = read_fifo(fifo)
     write_text(fifo, "{}\n")
     reader.join(5)
     assert got == [b"{}\n"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
