@@ -64,9 +64,11 @@ class EnginePool:
         return gone
 
     def census(self) -> tuple[int, dict[str, int]]:
-        """The clients admitted, on any backend, and what they hold together."""
+        """The clients admitted, on any backend, and what they hold together: over TCP
+        every connection's; a pool used without connections (the tests') its members'."""
         with self.lock:
-            counted = [holds for admitted, holds in self.connections if admitted()]
+            counted = ([holds for admitted, holds in self.connections if admitted()]
+                       if self.connections else [view.holds for view in self.clients()])
         total: dict[str, int] = {}
         for holds in counted:
             for name, count in holds().items():
@@ -158,15 +160,7 @@ class SharedEngine:
         all their connections hold together (`allClients`): a client's own `jobsInFlight`
         and `openDocuments` are its connection's, and `dlm-lsp status --server`, a client of
         its own that holds nothing, read 0 of both beside two editors' four fills."""
-        if self.pool.connections:  # over TCP: every client, on whatever backend
-            clients, total = self.pool.census()
-        else:  # members alone (a pool used without connections: the tests')
-            with self.pool.lock:
-                views = self.pool.clients()
-            clients, total = len(views), {}
-            for view in views:
-                for name, count in view.holds().items():
-                    total[name] = total.get(name, 0) + count
+        clients, total = self.pool.census()
         return {**self.engine.status(), "clients": clients, "allClients": total}
 
     def rewrite_refusal(self, selected: str) -> str | None:
