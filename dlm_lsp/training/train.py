@@ -1415,27 +1415,29 @@ def _init_folder(spec: str) -> Path:
     return folder
 
 
-def _trained_at(folder: Path) -> float | None:
-    """The peak learning rate the model in `folder` was last trained at (config.json's
-    `training.lr`), or None where it does not say."""
-    try:
-        stored = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        lr = stored["training"]["lr"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return float(lr) if isinstance(lr, (int, float)) else None
-
-
-def _stored_as(folder: Path, otherwise: str) -> str:
-    """How the model in `folder` stores its weights (config.json's `weights_dtype`), the
-    format a run continuing it saves in unless `--weights` says: an int8 model continued
-    came back fp16, twice the bytes, unasked.  `otherwise` where the folder does not say
-    (a save from before int8, or no readable config: the warm start says what is wrong)."""
+def _saved_config(folder: Path) -> dict:
+    """The config.json of the model in `folder`, {} where it cannot be read (the warm
+    start says what is wrong)."""
     try:
         stored = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return otherwise
-    dtype = stored.get("weights_dtype") if isinstance(stored, dict) else None
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
+def _trained_at(saved: dict) -> float | None:
+    """The peak learning rate a saved model was last trained at (`training.lr`), or None
+    where its config does not say."""
+    training = saved.get("training")
+    lr = training.get("lr") if isinstance(training, dict) else None
+    return float(lr) if isinstance(lr, (int, float)) else None
+
+
+def _stored_as(saved: dict, otherwise: str) -> str:
+    """How a saved model stores its weights (`weights_dtype`), the format a run continuing
+    it saves in unless `--weights` says: an int8 model continued came back fp16, twice the
+    bytes, unasked.  `otherwise` where its config does not say (a save from before int8)."""
+    dtype = saved.get("weights_dtype")
     return dtype if dtype in WEIGHT_DTYPES else otherwise
 
 
@@ -1462,9 +1464,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     base = PRESETS[args.preset]()
     init_from = None if args.init_from is None else _init_folder(args.init_from)
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
+    saved = {} if init_from is None else _saved_config(init_from)  # read once, for both
     if init_from is not None and args.weights is None:
-        given["weights"] = _stored_as(init_from, base.weights)
-    trained_at = None if init_from is None else _trained_at(init_from)
+        given["weights"] = _stored_as(saved, base.weights)
+    trained_at = _trained_at(saved)
     if args.lr is None and trained_at is not None and base.lr > trained_at:
         # a toy's rate, 6e-3, on a trained model: `--tiny --init-from default` undid the
         # shipped model's training (1e-3) in two steps, without a word
