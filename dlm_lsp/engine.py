@@ -608,6 +608,7 @@ class Engine:
         # and a loop around the span leaves idle the local it is there to update: begin one
         # with that local; and the function has a value (a local worked out above, a
         # parameter) that nothing reads: begin the line's expression with it
+        repaired_at = run.passes  # the passes of the first run, repair and the retry
         for on, hint in ((cfg.binding_hints, run.bind_hint), (cfg.blank_hints, run.blank_hint),
                          (cfg.tally_hints, run.tally_hint), (cfg.value_hints, run.value_hint)):
             if (on and run.checked and not hopeless and (repair.rounds > 0 or repair.fallback)
@@ -628,7 +629,8 @@ class Engine:
         result = InfillResult(candidates, plan, run.passes + extra_passes,
                               layout.n_masked + out.grown, ms,
                               out.early_stopped, best.path, run.repair_rounds, predicted, syntax,
-                              repair_steps=run.passes - out.steps)
+                              repair_steps=repaired_at - out.steps,
+                              hint_steps=run.passes - repaired_at)
         self._remember(req, key, result, written_as)
         return result
 

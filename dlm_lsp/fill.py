@@ -167,17 +167,20 @@ def not_utf8(data: bytes, exc: UnicodeDecodeError) -> str:
 
 
 def describe_steps(result: InfillResult) -> str:
-    """A fill's forward passes, those of repair apart: `--steps 1` said "3 steps", which
-    read as the option ignored; "3 steps (1 + 2 in repair)" says where they went (only
+    """A fill's forward passes, those of repair and of the hints apart: `--steps 1` said
+    "3 steps", which read as the option ignored; "3 steps (1 + 2 in repair)" says where
+    they went, and "8 steps (4 + 4 in hints)" where a hint pass ran, not repair (only
     "3 steps" where that is not known: an older remote service does not say).  A first
     run that stopped early (its fill stable and the quality check passed) says so:
     `--steps 16` printed "5 steps", which read as the option ignored too."""
     steps = f"{result.steps} step{'s' * (result.steps != 1)}"
     early = "stopped early" if result.early_stopped else ""
-    if not result.repair_steps:
+    later = [f"{n} in {what}" for n, what in ((result.repair_steps, "repair"),
+                                              (result.hint_steps, "hints")) if n]
+    if not later:
         return f"{steps} ({early})" if early else steps
-    first = result.steps - result.repair_steps
-    return f"{steps} ({first}{f', {early},' if early else ''} + {result.repair_steps} in repair)"
+    first = result.steps - (result.repair_steps or 0) - (result.hint_steps or 0)
+    return f"{steps} ({first}{f', {early},' if early else ''} + {' + '.join(later)})"
 
 
 def _why_unchecked(source: Path | None, language: str | None) -> str:

@@ -217,8 +217,8 @@ def infill_result(version: int | None, rng: types.Range, result: InfillResult,
                   "earlyStopped": result.early_stopped,
                   "path": result.path if best is result.candidates[0] else best.path,
                   "repairRounds": result.repair_rounds, "repairSteps": result.repair_steps,
-                  "predictedMs": result.predicted_ms, "syntax": result.syntax,
-                  "reused": result.reused},
+                  "hintSteps": result.hint_steps, "predictedMs": result.predicted_ms,
+                  "syntax": result.syntax, "reused": result.reused},
     }
 
 

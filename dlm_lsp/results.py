@@ -85,3 +85,7 @@ class InfillResult:
     # `fill --steps 1` said "3 steps" and no more (None where not known: an older remote
     # service)
     repair_steps: int | None = 0
+    # of `steps`, those of the hint passes (a fill begun with a binding, a line, a local, a
+    # value) and their repair: counted as repair, `repairRounds 0` read beside
+    # `repairSteps 4` (None where not known: an older remote service)
+    hint_steps: int | None = 0

@@ -26,6 +26,7 @@ from dlm_lsp.binding_hints import (
 )
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.fill import describe_steps
 from dlm_lsp.repair import BINDING, DIFFUSION, HEADER, REPAIR
 from dlm_lsp.validation import parsed_document
 
@@ -133,6 +134,20 @@ def test_a_fill_that_leaves_the_name_unbound_gives_way_to_one_begun_with_its_bin
     assert (best.text, best.valid, best.path) == ("    out = []\n", True, BINDING)
     assert result.path == BINDING
     assert runs == [DIFFUSION, REPAIR]  # the first pass, then one from given tokens
+
+
+def test_a_hint_s_steps_are_counted_as_the_hint_s_not_as_repair(
+        model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fill` said `8 steps (4, stopped early, + 4 in repair)` of a fill no repair round
+    touched (`repairRounds` 0): the 4 were a hint pass's."""
+    engine, request, runs = _planted(model_dir, monkeypatch, "    seen = 0\n", "    out = []\n")
+    result = engine.infill(request)
+    assert runs == [DIFFUSION, REPAIR]  # the first pass, then the hinted one
+    assert (result.repair_rounds, result.repair_steps) == (0, 0)
+    assert 0 < result.hint_steps < result.steps
+    first = result.steps - result.hint_steps
+    assert describe_steps(result).startswith(f"{result.steps} steps ({first}")
+    assert describe_steps(result).endswith(f" + {result.hint_steps} in hints)")
 
 
 def test_a_fill_that_binds_the_name_costs_no_more_pass(

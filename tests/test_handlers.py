@@ -804,17 +804,21 @@ def test_dlm_infill_candidates_are_distinct_in_rank_order():
     assert answer["edits"][0]["newText"] == "return n"
 
 
-@pytest.mark.parametrize("repair_steps", [0, 4, None])
-def test_dlm_infill_stats_say_how_many_of_the_steps_went_to_repair(repair_steps):
+@pytest.mark.parametrize(("repair_steps", "hint_steps"), [(0, 0), (4, 0), (3, 1), (None, None)])
+def test_dlm_infill_stats_say_how_many_of_the_steps_went_to_repair_and_hints(repair_steps,
+                                                                              hint_steps):
     """`steps` counts the forward passes of every path; `repairSteps` says how many of
-    them repair and the left-to-right retry took (null where an older remote service
-    did not say), as `dlm-lsp fill` says "9 steps (5 + 4 in repair)"."""
+    them repair and the left-to-right retry took, `hintSteps` the hint passes (null where
+    an older remote service did not say), as `dlm-lsp fill` says "9 steps (5 + 4 in
+    repair)"."""
     rng = types.Range(AT, AT)
     result = InfillResult([Candidate("rn x", True, 0.0, path=REPAIR)],
                           SpanPlan("single-line", 8, 5, True), steps=9, tokens=8, ms=1.0,
-                          path=REPAIR, repair_rounds=1, repair_steps=repair_steps)
+                          path=REPAIR, repair_rounds=1, repair_steps=repair_steps,
+                          hint_steps=hint_steps)
     stats = protocol.infill_result(1, rng, result)["stats"]
-    assert (stats["steps"], stats["repairRounds"], stats["repairSteps"]) == (9, 1, repair_steps)
+    assert (stats["steps"], stats["repairRounds"], stats["repairSteps"], stats["hintSteps"]) \
+        == (9, 1, repair_steps, hint_steps)
 
 
 @pytest.mark.parametrize(("valid", "rejected"), [

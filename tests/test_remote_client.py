@@ -40,7 +40,7 @@ def a_result() -> InfillResult:
     return InfillResult([Candidate("a +", False, -0.25, 2, "repair", [], check, ended=True),
                          Candidate("a + b", None, -0.5, 3)],
                         SpanPlan("single-line", 16, 8, True), 9, 16, 12.5, True, "repair", 1,
-                        11.0, "1 new syntax error", "", repair_steps=4)
+                        11.0, "1 new syntax error", "", repair_steps=3, hint_steps=1)
 
 
 def test_a_result_survives_the_wire_unchanged():
@@ -54,11 +54,12 @@ def test_an_older_service_s_result_has_its_repair_steps_unknown():
     from dlm_lsp.fill import describe_steps
 
     body = json.loads(json.dumps(wire.result_json(a_result())))
-    del body["repairSteps"]
+    del body["repairSteps"], body["hintSteps"]
     result = wire.result_from_json(body)
-    assert result.repair_steps is None and result.steps == 9
+    assert (result.repair_steps, result.hint_steps, result.steps) == (None, None, 9)
     assert describe_steps(result) == "9 steps (stopped early)"
-    assert describe_steps(a_result()) == "9 steps (5, stopped early, + 4 in repair)"
+    assert describe_steps(a_result()) == \
+        "9 steps (5, stopped early, + 3 in repair + 1 in hints)"
 
 
 def test_a_request_carries_the_clients_fill_settings_but_never_its_model_or_limits():

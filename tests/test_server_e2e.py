@@ -1369,7 +1369,8 @@ async def test_the_result_says_which_path_produced_the_fill_and_where_it_is_brok
     assert result.stats.path == best.path
     assert best.path in ("diffusion", "repair", "left-to-right")
     assert result.stats.repairRounds <= 1
-    assert 0 <= result.stats.repairSteps <= result.stats.steps
+    assert result.stats.repairSteps >= 0 and result.stats.hintSteps >= 0
+    assert result.stats.repairSteps + result.stats.hintSteps <= result.stats.steps
     if result.stats.repairRounds == 0 and result.stats.path == "diffusion":
         assert result.stats.repairSteps == 0  # every step was the first run's
     if best.valid is False:  # never silently: an invalid fill says where it breaks the code

@@ -173,19 +173,20 @@ def result_json(result: InfillResult, notices: list[str] = ()) -> dict[str, Any]
             "steps": result.steps, "tokens": result.tokens, "ms": result.ms,
             "earlyStopped": result.early_stopped, "path": result.path,
             "repairRounds": result.repair_rounds, "repairSteps": result.repair_steps,
-            "predictedMs": result.predicted_ms, "syntax": result.syntax,
-            "reused": result.reused, "notices": list(notices)}
+            "hintSteps": result.hint_steps, "predictedMs": result.predicted_ms,
+            "syntax": result.syntax, "reused": result.reused, "notices": list(notices)}
 
 
 def result_from_json(data: dict[str, Any]) -> InfillResult:
-    """The `result` line back as the engine's result type; `repairSteps`, which an older
-    service does not send, is None (not known) then, as a candidate's `ended` is."""
+    """The `result` line back as the engine's result type; `repairSteps` and `hintSteps`,
+    which an older service does not send, are None (not known) then, as a candidate's
+    `ended` is."""
     plan = data["plan"]
     return InfillResult([_candidate(c) for c in data["candidates"]],
                         SpanPlan(plan["kind"], plan["nMasked"], plan["steps"], plan["singleLine"]),
                         data["steps"], data["tokens"], float(data["ms"]), data["earlyStopped"],
                         data["path"], data["repairRounds"], data["predictedMs"], data["syntax"],
-                        data["reused"], data.get("repairSteps"))
+                        data["reused"], data.get("repairSteps"), data.get("hintSteps"))
 
 
 def line(kind: str, payload: Any) -> bytes:
