@@ -20,8 +20,11 @@ small model, never were either).  Those 56 fills took 27 s on one core, against 
 all 120 first fills (measured again: 49 s against 204 s, 2-core VM loaded by other jobs).
 Such a request is answered with no suggestion and no fill.  A fill that used its whole
 span may have been cut short by it: the fill after it continues it, and is made as
-before.  The user's own requests (`dlm/infill`) are never held back, and any edit makes
-the next request a new place.
+before.  The user's own requests (`dlm/infill`) are never held back, nor is ghost text
+the user asks for on purpose (VS Code's Alt+\\, `Invoked`), and any edit other than the
+acceptance (or typing the fill's own start) makes the next request a new place: an edit
+that left the text as it was after the acceptance (a space typed and deleted) kept the
+place answered with nothing, and so did Alt+\\ there, until the text itself differed.
 """
 
 from __future__ import annotations
@@ -81,6 +84,21 @@ class Offers:
         if source[:offer.at] != offer.source[:offer.at]:
             return False
         return source[offer.at:at] in offer.ended
+
+    def edited(self, uri: str, source: str) -> None:
+        """The document is now `source`: keep its offer only where the edit accepted one
+        of its fills or typed that fill's start (a fill reused as typed asks whether the
+        fill it is the rest of was ended); any other edit drops it, so the text coming
+        back to the accepted state later is a place to fill again."""
+        offer = self._last.get(uri)
+        if offer is None:
+            return
+        grown = len(source) - len(offer.source)
+        inserted = source[offer.at:offer.at + grown] if grown >= 0 else None
+        if (inserted is None or source[:offer.at] != offer.source[:offer.at]
+                or source[offer.at + grown:] != offer.source[offer.at:]
+                or not any(fill.startswith(inserted) for fill in offer.ended)):
+            del self._last[uri]
 
     def forget(self, uri: str) -> None:
         """A closed document's offer goes with it."""

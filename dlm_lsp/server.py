@@ -457,6 +457,16 @@ class DlmServer(LanguageServer):
         self.offers.forget(key)
         forget_document(key)
 
+    def edited(self, uri: str) -> None:
+        """The document `uri` changed: its last offer stands only where the edit accepted
+        it (offers.py)."""
+        doc = find_document(self.workspace, uri)
+        key = document_key(uri)
+        if doc is None:
+            self.offers.forget(key)
+        else:
+            self.offers.edited(key, doc.source)
+
     def begin_progress(self, token: Any, job: Job, title: str,
                        message: str | None = None) -> Any:
         """Begin work-done progress for `job` on `token` (the client's, or one from
@@ -569,14 +579,16 @@ class DlmServer(LanguageServer):
             self.jobs.finish(job)
 
     async def suggest(self, uri: str, rng: types.Range, token: Any = None,
-                      selected: types.SelectedCompletionInfo | None = None) -> list[str]:
+                      selected: types.SelectedCompletionInfo | None = None,
+                      invoked: bool = False) -> list[str]:
         """The fills to offer at the cursor `rng` as ghost text or completion items, best
         first (`_suggestions`), with a completion item `selected` after its text
         (`fill_range`).  None, and no fill, where the editor asks at the end of a fill it
         was just offered and the user accepted (or selected), which the model had ended
-        itself: the model has said what goes there (offers.py)."""
+        itself: the model has said what goes there (offers.py); unless the user
+        `invoked` the request (Alt+\\), who asks for a fill there on purpose."""
         text, at, _ = spliced(self.document(uri), rng, selected)
-        if self.offers.accepted(document_key(uri), text, at):
+        if not invoked and self.offers.accepted(document_key(uri), text, at):
             log.debug("suggestion at %d:%d: the end of an accepted fill, no fill made",
                       rng.start.line, rng.start.character)
             return []
@@ -754,8 +766,10 @@ async def did_change_configuration(ls: DlmServer,
 
 @feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: DlmServer, params: types.DidChangeTextDocumentParams) -> None:
-    """An edit makes every fill in flight for the document stale: stop them now."""
+    """An edit makes every fill in flight for the document stale: stop them now; one
+    that did not accept the ghost text last offered makes its place a new one."""
     ls.jobs.stop_document(params.text_document.uri, DOCUMENT_CHANGED)
+    ls.edited(params.text_document.uri)
 
 
 @feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -810,6 +824,8 @@ def did_change_notebook(ls: DlmServer, params: types.DidChangeNotebookDocumentPa
     opened, edited, closed = changed_cells(params)
     for uri in opened + edited:
         ls.jobs.stop_document(uri, DOCUMENT_CHANGED)
+    for uri in edited:
+        ls.edited(uri)
     for uri in closed:
         ls.close_document(uri)
     uri = params.notebook_document.uri
@@ -962,7 +978,10 @@ async def inline_completion(ls: DlmServer,
         return types.InlineCompletionList(items=[])
     position_offset(ls.document(params.text_document.uri), params.position)
     selected = _selected_item(ls, params)
-    texts = await ls.suggest(params.text_document.uri, rng, params.work_done_token, selected)
+    invoked = (params.context is not None
+               and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked)
+    texts = await ls.suggest(params.text_document.uri, rng, params.work_done_token, selected,
+                             invoked)
     return types.InlineCompletionList(items=inline_items(texts, rng, selected))
 
 

@@ -45,10 +45,12 @@ class Filled:
         self.workspace.put_text_document(types.TextDocumentItem(DOC.uri, "python", 1, TEXT))
         self.refused = Refused()
         self.offers = Offers()
+        self.jobs = SimpleNamespace(stop_document=lambda uri, why: None)  # none in flight
 
     document = server.DlmServer.document  # the server's own lookups, on this workspace
     at_version = server.DlmServer.at_version
     suggest = server.DlmServer.suggest
+    edited = server.DlmServer.edited
 
     async def fill_range(self, uri, rng, options, version=None, token=None, accepted=None,
                          kind=Kind.FILL):
@@ -500,16 +502,20 @@ def test_a_fill_of_a_hole_marker_may_be_only_whitespace():
 
 
 def edit(filled: Filled, text: str, version: int = 2) -> None:
-    """The document becomes `text` (the user accepted a suggestion, or typed)."""
+    """The document becomes `text` (the user accepted a suggestion, or typed), as the
+    workspace takes a didChange before the server's handler sees it."""
     filled.workspace.put_text_document(types.TextDocumentItem(DOC.uri, "python", version, text))
+    server.did_change(filled, types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(version, DOC.uri),
+        [types.TextDocumentContentChangeWholeDocument(text)]))
 
 
-def ghost_at(filled: Filled, at: types.Position, selected=None):
+def ghost_at(filled: Filled, at: types.Position, selected=None,
+             trigger=types.InlineCompletionTriggerKind.Automatic):
     filled.at = at
     params = types.InlineCompletionParams(
         text_document=DOC, position=at, context=types.InlineCompletionContext(
-            trigger_kind=types.InlineCompletionTriggerKind.Automatic,
-            selected_completion_info=selected))
+            trigger_kind=trigger, selected_completion_info=selected))
     return asyncio.run(server.inline_completion(filled, params))
 
 
@@ -564,6 +570,43 @@ def test_typing_after_an_accepted_fill_asks_for_a_fill_again():
     edit(filled, "def f(x):\n    return x \n")  # a space typed after it
     assert [item.insert_text for item in ghost_at(filled, types.Position(1, 13)).items] == ["rn x"]
     assert filled.fills == 2
+
+
+def test_an_edit_undone_after_an_accepted_fill_asks_for_a_fill_again():
+    """A space typed and deleted leaves the text as the acceptance did, but the place was
+    left: it got nothing, and no fill, until the text itself differed."""
+    filled = Filled("rn x")
+    ghost(filled)
+    edit(filled, ACCEPTED)
+    assert ghost_at(filled, END).items == []
+    edit(filled, "def f(x):\n    return x \n", version=3)
+    edit(filled, ACCEPTED, version=4)
+    assert [item.insert_text for item in ghost_at(filled, END).items] == ["rn x"]
+    assert filled.fills == 2
+
+
+def test_ghost_text_asked_for_on_purpose_after_an_accepted_fill_is_filled():
+    """Alt+\\ (`Invoked`) at the end of the fill just accepted: the user asks for more."""
+    filled = Filled("rn x")
+    ghost(filled)
+    edit(filled, ACCEPTED)
+    invoked = ghost_at(filled, END, trigger=types.InlineCompletionTriggerKind.Invoked)
+    assert [item.insert_text for item in invoked.items] == ["rn x"]
+    assert filled.fills == 2
+
+
+def test_typing_a_fill_s_start_keeps_its_offer_for_the_rest():
+    """The user types `r` of ghost text `rn x` (a didChange), is offered `n x` (from
+    recent fills) and accepts it: that is the end of the fill the model ended."""
+    filled = Filled("rn x")
+    ghost(filled)
+    edit(filled, "def f(x):\n    retur\n")
+    filled.texts, filled.used = ["n x"], 0
+    filled.offers.offered(DOC.uri, "def f(x):\n    retur\n", len("def f(x):\n    retur"),
+                          SimpleNamespace(tokens=0, reused="typed", candidates=[
+                              SimpleNamespace(text="n x", used=0, ended=None)]), ["n x"])
+    edit(filled, ACCEPTED, version=3)
+    assert ghost_at(filled, END).items == []
 
 
 def test_a_fill_only_partly_accepted_asks_for_a_fill_at_the_cursor():

@@ -84,3 +84,22 @@ def test_a_closed_document_s_offer_is_forgotten():
     offers.offered(URI, SOURCE, AT, result("rn x"), ["rn x"])
     offers.forget(URI)
     assert not offers.accepted(URI, *inserted("rn x"))
+
+
+def test_an_edit_that_accepts_a_fill_or_types_its_start_keeps_the_offer():
+    for typed in ("", "r", "rn", "rn x"):
+        offers = Offers()
+        offers.offered(URI, SOURCE, AT, result("rn x"), ["rn x"])
+        offers.edited(URI, inserted(typed)[0])
+        assert offers.accepted(URI, *inserted("rn x")), typed
+
+
+def test_any_other_edit_drops_the_offer_even_where_the_text_comes_back():
+    """A space typed (then deleted): the text after the deletion is the accepted one,
+    and the place is one to fill again."""
+    for other in (inserted("rn x ")[0], inserted("rn y")[0], "#\n" + SOURCE, SOURCE[:-1]):
+        offers = Offers()
+        offers.offered(URI, SOURCE, AT, result("rn x"), ["rn x"])
+        offers.edited(URI, other)
+        offers.edited(URI, inserted("rn x")[0])
+        assert not offers.accepted(URI, *inserted("rn x")), other
