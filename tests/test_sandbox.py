@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dlm_lsp.bench import humaneval, sandbox
+from dlm_lsp.bench import cgroup, humaneval, sandbox
 from dlm_lsp.bench.sandbox import SandboxConfig, run_program, run_programs
 
 QUICK = SandboxConfig(timeout_s=1.0)
@@ -936,6 +936,68 @@ def test_an_interrupted_benchmark_ends_the_programs_under_way_at_once(monkeypatc
     assert time.monotonic() - began < 15, "waited for the programs' timeout"
     assert _our_programs() == []
     assert list(tmp_path.glob("dlm-sandbox-*")) == []
+
+
+@pytest.mark.parametrize("isolation", [sandbox.NONE, sandbox.isolation_available()])
+def test_a_benchmark_killed_outright_takes_its_programs_with_it(isolation, tmp_path):
+    """The timeout is kept by the benchmark's process alone: killed by SIGKILL (or the OOM
+    killer), it left its programs running under init with no time limit (one asleep in a
+    loop ran a minute past its 30 s), and as root, a namespace's init outlived its
+    `unshare` (dropping root's ids cleared its parent-death signal)."""
+    argument = str(900000 + secrets.randbelow(99999))
+    program = f"import os\nos.execv('/bin/sleep', ['sleep', '{argument}'])\n"
+    runner = ("import sys\nfrom dlm_lsp.bench import sandbox\n"
+              f"sandbox.isolation_available = lambda: {isolation!r}\n"
+              "sandbox.run_program(sys.argv[1], sandbox.SandboxConfig(timeout_s=60, hook=False))\n")
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    benchmark = subprocess.Popen([sys.executable, "-c", runner, program], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not _processes_running(argument) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _processes_running(argument), "the program never started"
+    finally:
+        benchmark.kill()
+        benchmark.wait()
+    deadline = time.monotonic() + 5
+    while _processes_running(argument) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert _processes_running(argument) == []
+    finally:  # whatever the outcome, nothing is left running for the next test
+        for line in _processes_running(argument):
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    # and its cgroups, empty now, are the next run's to remove (`cgroup.sweep`)
+    left = f"{cgroup.PREFIX}{benchmark.pid}-"
+    for name in ("pids", "memory"):
+        controller, _ = cgroup.find(name)
+        if controller is None:
+            continue
+        deadline = time.monotonic() + 5
+        while (any(n.startswith(left) for n in os.listdir(controller.parent))
+               and time.monotonic() < deadline):
+            cgroup.sweep(controller)
+            time.sleep(0.05)
+        assert not any(n.startswith(left) for n in os.listdir(controller.parent)), name
+
+
+def test_the_folders_a_benchmark_killed_outright_left_are_removed_by_the_next(
+        monkeypatch, tmp_path):
+    """No `finally` runs on SIGKILL: each program under way left its folder (its source
+    and output) in /tmp for good.  Only those whose maker is gone go."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    ours = cgroup.owned_name()
+    stale = tmp_path / ours.replace(f"-{os.getpid()}-", f"-{gone.pid}-", 1) / "work"
+    stale.mkdir(parents=True)
+    (stale / "program.py").write_text("print('left')\n")
+    kept = [tmp_path / f"{ours}live", tmp_path / "dlm-sandbox-notes", tmp_path / "other"]
+    for folder in kept:
+        folder.mkdir()
+    [outcome] = run_programs(["assert 1 + 1 == 2\n"], QUICK)
+    assert outcome.passed, outcome.detail
+    assert sorted(tmp_path.iterdir()) == sorted(kept)
 
 
 # Forks children that sleep, up to 200, and says how many it made: the hook is off (it

@@ -168,8 +168,7 @@ class PidsCgroup:
 
     def __init__(self, controller: Controller, limit: int | None,
                  limits: dict[str, int] | None = None) -> None:
-        self.path = os.path.join(controller.parent, f"{PREFIX}{os.getpid()}-"
-                                 f"{_pid_namespace() or 'unknown'}-{secrets.token_hex(4)}")
+        self.path = os.path.join(controller.parent, owned_name() + secrets.token_hex(4))
         self.version = controller.version
         written = {**({"pids.max": limit} if limit is not None else {}), **(limits or {})}
         os.mkdir(self.path)
@@ -271,25 +270,40 @@ def _try(controller: Controller, name: str = "pids") -> None:
         cgroup.close()
 
 
+def owned_name() -> str:
+    """The start of the name of what a sandbox makes for a program and removes after it
+    (a cgroup, a folder): `dlm-sandbox-PID-NAMESPACE-`, the maker's process and PID
+    namespace, so that what a process killed outright left behind is told
+    (`left_by_a_process_gone`)."""
+    return f"{PREFIX}{os.getpid()}-{_pid_namespace() or 'unknown'}-"
+
+
+def left_by_a_process_gone(name: str) -> bool:
+    """Whether `name` is one of `owned_name`'s, made in our PID namespace by a process
+    that is gone.  One whose number a live process now has, or made in another PID
+    namespace (a container's sharing the hierarchy or /tmp: its maker's number names no
+    process of ours, or another one, though the maker may be running still), is not."""
+    owner, _, rest = name[len(PREFIX):].partition("-")
+    namespace = _pid_namespace()
+    if not (name.startswith(PREFIX) and owner.isdigit() and namespace
+            and rest.partition("-")[0] == namespace):
+        return False
+    try:
+        os.kill(int(owner), 0)
+        return False  # its maker, or a process that has its number now
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+
+
 def sweep(controller: Controller) -> list[str]:
     """Remove the empty cgroups a sandbox left at `controller` when its process was killed
-    outright (SIGKILL: no `close` ran): named by this module, in our PID namespace, their
-    process gone.  One still holding processes, whose number a live process now has, or
-    made in another PID namespace (a container's sharing the hierarchy: its maker's number
-    names no process of ours, or another one, though the maker may be running still) is
-    left alone.  Returns the names removed."""
-    removed, namespace = [], _pid_namespace()
+    outright (SIGKILL: no `close` ran), their process gone (`left_by_a_process_gone`).
+    One still holding processes is left alone.  Returns the names removed."""
+    removed = []
     for name in os.listdir(controller.parent):
-        owner, _, rest = name[len(PREFIX):].partition("-")
-        if not (name.startswith(PREFIX) and owner.isdigit() and namespace
-                and rest.partition("-")[0] == namespace):
-            continue
-        try:
-            os.kill(int(owner), 0)
-            continue  # its maker, or a process that has its number now
-        except ProcessLookupError:
-            pass
-        except PermissionError:
+        if not left_by_a_process_gone(name):
             continue
         try:
             os.rmdir(os.path.join(controller.parent, name))

@@ -100,6 +100,7 @@ from dlm_lsp.bench.sandbox_child import (
     DROP,
     ISOLATE,
     NO_HOOK,
+    PR_SET_PDEATHSIG,
     STARTED,
     UNPRIVILEGED,
     interpreter_abi,
@@ -503,12 +504,31 @@ def _limits(config: SandboxConfig, drop: bool = False,
             soft, hard = min(soft, ceiling), min(hard, ceiling)
         limits.append((which, (soft, hard)))
 
+    prctl = _prctl()
+
     def apply() -> None:
         if join is not None:
             join()
         for which, pair in limits:
             resource.setrlimit(which, pair)
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     return apply
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up in the parent (the child only calls it), or None off
+    Linux.  The child asks for SIGKILL when the thread that started it dies: the
+    timeout is kept by this process alone, and a benchmark killed outright (SIGKILL,
+    the OOM killer) left its programs running with no time limit, under init, with
+    their folders and cgroups (a program asleep in a loop ran a minute past its 30 s,
+    2026-12-07).  With the namespaces the child is `unshare`, whose death ends the
+    namespace's init (--kill-child), and that every process in it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
 
 
 def _isolation(config: SandboxConfig, refusal: str = LIBRARY_REFUSAL) -> str:
@@ -774,7 +794,7 @@ def _run_in(source: str, config: SandboxConfig, isolation: str,
     # A program that drops root's ids owns its directory and its source, and may pass
     # through the one that holds them (its group's search bit), not list it, nor read
     # the output there (root's, 0600).
-    outer = tempfile.mkdtemp(prefix="dlm-sandbox-")
+    outer = tempfile.mkdtemp(prefix=cgroup.owned_name())
     work = os.path.join(outer, "work")
     group = None
     try:
@@ -923,6 +943,30 @@ class _ProgramCgroups:
             raise failed
 
 
+def sweep_folders() -> list[str]:
+    """Remove the folders (a program's source and output) that a benchmark killed
+    outright (SIGKILL, the OOM killer: no `finally` ran) left in the temporary folder,
+    their maker gone (`cgroup.left_by_a_process_gone`); only this user's.  Its programs
+    died with it (`_prctl`), and their folders stayed, one per program under way, for
+    good.  Returns the paths removed."""
+    removed, top = [], tempfile.gettempdir()
+    try:
+        names = os.listdir(top)
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(top, name)
+        try:
+            if not (cgroup.left_by_a_process_gone(name)
+                    and os.lstat(path).st_uid == os.geteuid() and os.path.isdir(path)):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
 def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) -> list[Outcome]:
     """Execute many programs, `config.workers` at a time; outcomes in input order.
 
@@ -933,6 +977,7 @@ def run_programs(sources: Sequence[str], config: SandboxConfig | None = None) ->
     waiting for them), or outlive the process and leave their folders in /tmp.
     """
     config = config or SandboxConfig()
+    sweep_folders()
     isolation = _isolation(config)  # probed here once, not by the first workers at once
     cgroup.find()  # so are the cgroups (its cache holds no lock: each would probe)
     cgroup.find("memory")

@@ -262,6 +262,7 @@ DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MNT_DETACH, CLONE_NEWUSER, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 2, 0x10000000, 4, 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+PR_SET_PDEATHSIG, PR_GET_PDEATHSIG = 1, 2
 # Landlock's system calls, the same number on every architecture (`landlock.py`)
 LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
 LANDLOCK_RULE_PATH_BENEATH = 1
@@ -439,10 +440,25 @@ def drop_root() -> None:
     The kernel exempts root from RLIMIT_NPROC: run as root, a program forked on until
     the wall-clock timeout or the machine's process table stopped it (200 forks in a
     row went through, 2026-12-03).  Everything a program needs of root's (its source,
-    the token, the namespaces) is had before this."""
+    the token, the namespaces) is had before this.
+
+    The kernel clears the parent-death signal as the ids change, and it is set again
+    here: it is what ends this process when its parent dies (the harness asked for it,
+    or `unshare --kill-child`), and without it a namespace's init outlived an
+    `unshare` killed outright, and the program under it ran on with no time limit.
+    ctypes stays loaded: the callers unload it (`isolate`, `dumpable`)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    death = ctypes.c_int(0)
+    if libc.prctl(PR_GET_PDEATHSIG, ctypes.byref(death), 0, 0, 0) != 0:
+        death.value = 0
     os.setgroups([])
     os.setresgid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
     os.setresuid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+    if death.value and libc.prctl(PR_SET_PDEATHSIG, death.value, 0, 0, 0) != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"prctl(PR_SET_PDEATHSIG): {os.strerror(number)}")
 
 
 def dumpable() -> None:
