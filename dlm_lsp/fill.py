@@ -56,7 +56,7 @@ def fill_config(model: str, device: str, marker: str,
 
 
 def fill_file(path: str, model: str = "default", device: str = "auto", steps: int | None = None,
-              strategy: str | None = None, seed: int = 0, marker: str = "<FILL>",
+              strategy: str | None = None, seed: int | None = None, marker: str = "<FILL>",
               write: bool = False, language: str | None = None,
               settings: str | None = None) -> int:
     """Fill every `marker` in the file (`-`: standard input, for editors' filter commands

@@ -228,6 +228,21 @@ def test_fill_settings_reach_the_engine(model_dir):
     assert "multi-line, " in out.stderr and ", 3 steps, " in out.stderr, out.stderr
 
 
+def test_a_seed_in_the_settings_is_the_fill_s_seed(model_dir, capsys):
+    """`--settings '{"seed": 5}'` was taken and beaten by `--seed`'s default 0: every
+    seed filled as 0 did, without a word."""
+    from dlm_lsp.cli import main
+
+    def filled(*args: str) -> str:
+        assert main(["fill", str(FIXTURE), "--model", str(model_dir), *args]) == 0
+        return capsys.readouterr().out
+    hot = '"temperature": 1.5, "repairRounds": 0, "fallback": false'
+    by_settings = [filled("--settings", f'{{"seed": {seed}, {hot}}}') for seed in (1, 2, 3)]
+    by_option = [filled("--seed", str(seed), "--settings", f"{{{hot}}}") for seed in (1, 2, 3)]
+    assert by_settings == by_option
+    assert len(set(by_option)) > 1, "the seed changes nothing here: the test says nothing"
+
+
 @pytest.mark.parametrize("marker", ["", "<FILL\n>", "\r", "\t"])
 def test_a_marker_the_settings_would_refuse_is_a_usage_error(marker, capsys):
     """An empty one found no holes in any file ("no  holes")."""
