@@ -519,6 +519,18 @@ def test_a_missing_shard_is_named(checkpoints, tmp_path):
     assert shard.name in inspect(str(broken)).problems[0]
 
 
+@pytest.mark.parametrize("weight_map", [5, [], {"model.embed.weight": 5}, None])
+def test_a_weight_index_that_maps_no_tensor_to_a_file_is_named(checkpoints, tmp_path,
+                                                                weight_map):
+    """`{"weight_map": 5}` was an AttributeError's traceback from `models check` and
+    `fill`, and in the server an internal error at every fill."""
+    broken = _copy(checkpoints, "open-dcoder", tmp_path)
+    (broken / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(ModelLoadError, match='is no weight index: its "weight_map"'):
+        load_model(str(broken), "cpu")
+    assert 'is no weight index' in inspect(str(broken)).problems[0]
+
+
 def test_a_missing_tokenizer_is_a_clear_error(checkpoints, tmp_path):
     broken = _copy(checkpoints, "llada", tmp_path)
     (broken / "tokenizer.json").unlink()

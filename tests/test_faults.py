@@ -6,6 +6,8 @@ where it should.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import signal
 import threading
@@ -86,6 +88,22 @@ def test_a_partial_copy_of_a_sharded_model_names_every_file_it_lacks(tmp_path):
     assert str(err.value).endswith(
         f": no tokenizer.json, no {shards[1].name} (1 of the {len(shards)} shards the index "
         "lists)")
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"n_heads": 7}, "should split into n_heads 7 heads of an even width"),
+    ({"n_heads": 32}, "should split into n_heads 32 heads of an even width"),  # of width 3
+    ({"n_layers": 0}, "n_layers should be a positive whole number, not 0"),
+    ({"d_model": "96"}, "d_model should be a positive whole number, not '96'")])
+def test_a_config_whose_shape_cannot_run_fails_to_load(model_dir, tmp_path, change, says):
+    """`n_heads` 7 beside a `d_model` it does not divide loaded (the weights' shapes do
+    not show the heads): `models check` said ok, and every fill was a RuntimeError."""
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dir, broken)
+    config = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(ModelLoadError, match=re.escape(says)):
+        load_model(str(broken), "cpu")
 
 
 def test_a_missing_model_fails_to_load_with_a_clear_error(tmp_path):

@@ -78,6 +78,20 @@ def _read_json(path: Path, required: bool = False) -> dict:
     return data
 
 
+def read_weight_map(path: Path) -> dict[str, str]:
+    """The weight index's map of each tensor's name to its shard file, in the folder
+    `path`, checked: `{"weight_map": 5}` was a traceback from `models check` and `fill`,
+    and in the server an internal error at every fill, never a failed load."""
+    weight_map = _read_json(path / INDEX_FILE).get("weight_map")
+    if not isinstance(weight_map, dict) or not all(
+            isinstance(name, str) and isinstance(shard, str)
+            for name, shard in weight_map.items()):
+        raise ModelLoadError(f"{path / INDEX_FILE} is no weight index: its \"weight_map\" "
+                             "should map each tensor's name to its shard's file name; "
+                             "download it again")
+    return weight_map
+
+
 def _token_text(value: object) -> str | None:
     """A special token as tokenizer_config.json writes it: a string or {"content": ...}."""
     if isinstance(value, dict):
@@ -181,8 +195,7 @@ class Checkpoint:
                     "them to safetensors)") if pickled else ""
             raise ModelLoadError(f"no weights in {self.path}: expected {WEIGHTS_FILE} or "
                                  f"{INDEX_FILE}{hint}")
-        weight_map = _read_json(self.path / INDEX_FILE).get("weight_map") or {}
-        names = sorted(set(weight_map.values()))
+        names = sorted(set(read_weight_map(self.path).values()))
         outside = [n for n in names if Path(n).name != n]
         if outside:
             raise ModelLoadError(f"{INDEX_FILE} of {self.path} names files outside it: {outside}")
@@ -202,7 +215,7 @@ class Checkpoint:
                     shapes[name] = tuple(handle.get_slice(name).get_shape())
         index = self.path / INDEX_FILE
         if not (self.path / WEIGHTS_FILE).is_file() and index.is_file():
-            listed = set(_read_json(index).get("weight_map") or {})
+            listed = set(read_weight_map(self.path))
             absent = sorted(listed - set(shapes))
             if absent:
                 raise ModelLoadError(f"shards of {self.path} lack tensors that {INDEX_FILE} "

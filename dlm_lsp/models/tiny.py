@@ -30,7 +30,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from dlm_lsp.config import PRECISIONS
-from dlm_lsp.models.checkpoint import INDEX_FILE, MODEL_TYPE, WEIGHTS_FILE
+from dlm_lsp.models.checkpoint import INDEX_FILE, MODEL_TYPE, WEIGHTS_FILE, read_weight_map
 from dlm_lsp.models.graphs import Capture, GraphConfig, ShapeGraphs, cuda_capture
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
@@ -47,6 +47,20 @@ class TinyConfig:
     max_length: int = 512  # longest sequence (prefix + span + suffix) in tokens
     mlp_ratio: int = 4
     rope_base: float = 10000.0
+
+    def __post_init__(self) -> None:
+        """A shape the model can run: a config.json edited by hand (`n_heads` 7 beside
+        `d_model` 512) loaded, and `models check` said ok, where every fill then failed
+        with a tensor shape's RuntimeError: the weights' shapes do not show the heads."""
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_length",
+                     "mlp_ratio"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"config.json: {name} should be a positive whole number, "
+                                 f"not {value!r}")
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"config.json: d_model {self.d_model} should split into "
+                             f"n_heads {self.n_heads} heads of an even width")
 
     @classmethod
     def from_dict(cls, data: dict) -> TinyConfig:
@@ -464,8 +478,8 @@ def missing_weights(path: Path) -> list[str]:
     if not (path / INDEX_FILE).is_file():
         return [f"{WEIGHTS_FILE} nor {INDEX_FILE}"]
     try:
-        shards = sorted(set(json.loads((path / INDEX_FILE).read_text())["weight_map"].values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        shards = sorted(set(read_weight_map(path).values()))
+    except ModelLoadError:
         return []
     gone = [name for name in shards if not (path / name).is_file()]
     if not gone:
@@ -491,7 +505,7 @@ def load_weights(directory: str | Path) -> dict[str, torch.Tensor]:
         return _dequantized(load_file(str(path / WEIGHTS_FILE)))
     if not (path / INDEX_FILE).is_file():
         raise FileNotFoundError(f"neither {WEIGHTS_FILE} nor {INDEX_FILE} in {path}")
-    weight_map: dict[str, str] = json.loads((path / INDEX_FILE).read_text())["weight_map"]
+    weight_map = read_weight_map(path)
     state: dict[str, torch.Tensor] = {}
     for name in sorted(set(weight_map.values())):
         if Path(name).name != name:
