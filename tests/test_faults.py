@@ -53,6 +53,10 @@ def _corrupt_config(directory):
     (directory / "config.json").write_text('{"model_type": "dlm-tiny", "d_model": ')
 
 
+def _config_not_an_object(directory):
+    (directory / "config.json").write_text("[]")
+
+
 def _junk_weights(directory):
     (directory / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{junk!!}")
 
@@ -63,7 +67,8 @@ def _no_tokenizer(directory):
 
 @pytest.mark.parametrize("damage, reason", [
     (_truncate, "header"), (_corrupt_config, "config.json"), (_junk_weights, "header"),
-    (_no_tokenizer, "no tokenizer.json")])
+    (_no_tokenizer, "no tokenizer.json"),
+    (_config_not_an_object, "config.json is not a JSON object")])
 def test_a_damaged_model_fails_to_load_with_a_clear_error(model_dir, tmp_path, damage, reason):
     broken = tmp_path / "broken"
     shutil.copytree(model_dir, broken)

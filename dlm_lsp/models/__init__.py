@@ -175,6 +175,9 @@ def _model_type(spec: str, path: Path) -> object:
     """config.json's model_type in model directory `path` (None where it has none)."""
     config_file = path / "config.json"
     try:
-        return json.loads(config_file.read_text()).get("model_type")
-    except (OSError, ValueError, AttributeError) as exc:
+        config = json.loads(config_file.read_text())
+    except (OSError, ValueError) as exc:
         raise ModelLoadError(f"model '{spec}': cannot read {config_file}: {exc}") from exc
+    if not isinstance(config, dict):  # said "'list' object has no attribute 'get'"
+        raise ModelLoadError(f"model '{spec}': {config_file} is not a JSON object")
+    return config.get("model_type")
