@@ -626,6 +626,35 @@ def test_the_checkpoints_own_code_runs_only_when_the_user_allows_it(
     assert torch.equal(model.logits(ids), models["dream"].logits(ids))  # same conventions
 
 
+def test_with_the_checkpoints_own_code_allowed_the_check_looks_for_that_code(
+        checkpoints, tmp_path, monkeypatch):
+    """`models check` ran the native loader's checks whatever DLM_LSP_TRUST_REMOTE_CODE
+    said: it passed a Dream download without its `*.py`, which the load then could not
+    build, and refused a LLaDA variant the checkpoint's own code loads."""
+    monkeypatch.setenv("DLM_LSP_TRUST_REMOTE_CODE", "1")
+    bare = _copy(checkpoints, "dream", tmp_path)
+    auto_map = json.loads((bare / "config.json").read_text())["auto_map"]
+    report = inspect(str(bare))
+    assert report.own_code and len(report.problems) == 1
+    assert "lacks configuration_dream.py, modeling_dream.py" in report.problems[0]
+    assert auto_map  # the files it names are what is missing
+
+    variant = _copy(checkpoints, "llada", tmp_path)
+    config = json.loads((variant / "config.json").read_text())
+    config["block_type"] = "sequential"  # the native loader takes "llama" blocks only
+    config["auto_map"] = {"AutoConfig": "configuration_llada.LLaDAConfig",
+                          "AutoModel": "modeling_llada.LLaDAModelLM"}
+    (variant / "config.json").write_text(json.dumps(config))
+    marker = tmp_path / "ran"
+    for module in ("configuration_llada.py", "modeling_llada.py"):
+        (variant / module).write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    report = inspect(str(variant))
+    assert report.own_code and report.problems == [] and not marker.exists()
+    monkeypatch.delenv("DLM_LSP_TRUST_REMOTE_CODE")
+    assert "not supported natively" in " ".join(inspect(str(variant)).problems)
+    assert inspect(str(bare)).problems == []
+
+
 def test_a_hub_id_offline_says_where_to_put_the_files(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))

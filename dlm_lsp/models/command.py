@@ -58,6 +58,9 @@ class Report:
     # the device the server would load it on, its device setting (--device, default auto)
     # resolved here: our own model is checked by a load on the CPU, which it need not be
     serves_on: str = ""
+    # DLM_LSP_TRUST_REMOTE_CODE is set: the load runs the checkpoint's own code, which
+    # this check only finds (`hf.own_code_problems`), never runs
+    own_code: bool = False
     problems: list[str] = field(default_factory=list)
 
 
@@ -161,8 +164,26 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
     report.mask, report.end = _token(tokenizer, conv.mask_id), _token(tokenizer, conv.end_id)
     report.framing = " ".join([*(_token(tokenizer, i) for i in conv.before), "<sequence>",
                                *(_token(tokenizer, i) for i in conv.after)])
-    from dlm_lsp.models.hf import arch_config, context_length, weight_problems
+    from dlm_lsp.models.hf import (
+        arch_config,
+        context_length,
+        own_code_problems,
+        remote_code_allowed,
+        weight_problems,
+    )
 
+    if remote_code_allowed():  # the load builds the checkpoint's own class, unchecked here
+        report.own_code = True
+        try:
+            report.weight_files = len(checkpoint.weight_files())
+            shapes = checkpoint.tensor_shapes()
+            report.problems += own_code_problems(checkpoint)
+        except ModelLoadError as exc:
+            report.problems.append(str(exc))
+            return report
+        report.parameters = sum(math.prod(s) for s in shapes.values())
+        report.context = context_length(checkpoint, family) - len(conv.before) - len(conv.after)
+        return report
     try:
         config = arch_config(family, checkpoint)
         report.weight_files = len(checkpoint.weight_files())
@@ -232,6 +253,8 @@ def print_report(report: Report) -> None:
             "tokenizer vocabulary": report.tokenizer_vocab, "model vocabulary": report.model_vocab,
             "parameters": f"{report.parameters:,}" if report.parameters else None,
             "weight files": report.weight_files, "context tokens": report.context,
+            "model code": "its own (DLM_LSP_TRUST_REMOTE_CODE is set)" if report.own_code
+            else None,
             "forward ms (256 tokens)": report.forward_ms}
     width = max(map(len, rows))
     for key, value in rows.items():
@@ -256,6 +279,10 @@ def verdict(report: Report) -> str:
                 f"the server would load it on {report.serves_on})")
     if report.loaded_on:
         return f"ok: the server can load it (loaded on {report.loaded_on})"
+    if report.own_code:
+        return ("ok: the tokenizer, the safetensors headers and the code config.json names "
+                "are there; the code was not run (--load runs it, loads the weights and "
+                "times a forward pass)")
     return ("ok: config.json, the tokenizer and the safetensors headers agree; the weights "
             "were not loaded (--load loads them and times a forward pass)")
 

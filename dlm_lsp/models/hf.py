@@ -392,6 +392,33 @@ def load_checkpoint(path: str | Path, device: torch.device, precision: str = "au
                             tokenizer.vocab_size, native=not remote)
 
 
+def own_code_problems(checkpoint: Checkpoint) -> list[str]:
+    """Why the checkpoint's own code (DLM_LSP_TRUST_REMOTE_CODE=1) cannot build its model,
+    read from its files without running any: the modules its config.json's `auto_map`
+    names must be in its directory (a download without its `*.py` loaded as nothing),
+    and with no `auto_map` transformers must know its `model_type` itself.  `models
+    check` ran the native loader's checks instead, and refused a checkpoint the load
+    takes, or passed one it cannot build."""
+    auto_map = checkpoint.config.get("auto_map")
+    if not auto_map:
+        if checkpoint.model_type in _transformers().CONFIG_MAPPING:
+            return []
+        return [f"{checkpoint.path}: config.json has no auto_map, so the checkpoint has no "
+                f"code of its own, and transformers knows no model_type "
+                f"{checkpoint.model_type!r}: unset {REMOTE_CODE_ENV} to load it natively"]
+    if not isinstance(auto_map, dict):
+        return [f"{checkpoint.path}: config.json's auto_map is not an object"]
+    refs = [ref for value in auto_map.values()
+            for ref in (value if isinstance(value, list) else [value]) if isinstance(ref, str)]
+    modules = sorted({ref.split("--")[-1].rpartition(".")[0] + ".py" for ref in refs})
+    absent = [name for name in modules if not (checkpoint.path / name).is_file()]
+    if absent:
+        return [f"{checkpoint.path} lacks {', '.join(absent)}, the code its config.json's "
+                f"auto_map names ({REMOTE_CODE_ENV} is set): download the repository's "
+                "*.py files too, or unset it to load the checkpoint natively"]
+    return []
+
+
 def _remote_module(checkpoint: Checkpoint, dtype: torch.dtype, device: torch.device):
     """The checkpoint's own model class (its Python code runs: opted in by the user),
     filled with the checkpoint's tensors under their own names.
