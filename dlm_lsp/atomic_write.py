@@ -68,31 +68,30 @@ def _folder_writable(target: Path) -> bool:
     return os.access(target.parent, os.W_OK | os.X_OK)
 
 
-def _in_place(target: Path, attributes: dict[str, bytes]) -> bool:
-    """Whether the file `target`, with these extended attributes, must be written in place
-    before any rename is tried: another hard link to it would be split from it, or its
-    folder cannot take a temporary file and its attributes make it writable in place."""
-    if os.stat(target).st_nlink > 1:
-        return True
-    return bool(attributes) and not _folder_writable(target)
+def _in_place(target: Path) -> bool:
+    """Whether the file `target` must be written in place before any rename is tried:
+    another hard link to it would be split from it, or its folder cannot take a
+    temporary file.  A writable file in a folder this user may not write to (another's
+    project, a shared checkout) was refused, `--write` saying the folder is not
+    writable, where an editor writes it; in place, a failed write still puts the old
+    text back."""
+    return os.stat(target).st_nlink > 1 or not _folder_writable(target)
 
 
 def unwritable(path: Path) -> str | None:
-    """Why `write_atomically(path, ...)` would fail, or None: the file must be writable,
-    and, unless it is written in place, so must its directory, where the temporary
-    file is made and renamed."""
+    """Why `write_atomically(path, ...)` would fail, or None: the file must be writable
+    (its folder need not be: the file is written in place then, `_in_place`)."""
     target = target_of(path)
     if not os.access(target, os.W_OK):
         return "the file is not writable"
-    if _in_place(target, _attributes(target)) or _folder_writable(target):
-        return None
-    return f"its folder {target.parent} is not writable (the new text is written there first)"
+    return None
 
 
 def write_atomically(path: Path, text: str, encoding: str = "utf-8") -> None:
     """Write `text` to `path` (its target, if a link) through a temporary file renamed over
     it, with the old file's mode, owner and extended attributes, or in place where a
-    rename would split a hard link or lose an attribute the new file cannot take.
+    rename would split a hard link or lose an attribute the new file cannot take, or
+    no temporary file can be made beside it.
     On an OSError the file is as it was and no temporary file is left behind, except
     on `PartWritten` (an OSError too), where a write in place could not be undone."""
     if not stat.S_ISREG(os.stat(path).st_mode):  # a device or a pipe (`/dev/null`): no
@@ -101,10 +100,10 @@ def write_atomically(path: Path, text: str, encoding: str = "utf-8") -> None:
             out.write(text)
         return
     target = target_of(path)
-    attributes = _attributes(target)  # read once: the decision and the copy
-    if _in_place(target, attributes):
+    if _in_place(target):
         _write_in_place(target, text.encode(encoding))
         return
+    attributes = _attributes(target)
     mode = os.stat(target)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
                                          suffix=".tmp")

@@ -210,16 +210,20 @@ def test_a_plain_file_is_replaced_by_a_new_one(tmp_path):
     assert code.read_text() == "new\n" and code.stat().st_ino != inode
 
 
-def test_a_file_written_in_place_does_not_need_a_writable_folder(tmp_path, monkeypatch):
-    """Its new text goes nowhere but into the file, so a read-only folder is no reason to
-    refuse --write."""
+def test_a_writable_file_in_a_read_only_folder_is_written_in_place(tmp_path, monkeypatch):
+    """No temporary file can be made beside it: `--write` refused it ("its folder is not
+    writable") where an editor writes it.  In place, a failed write puts the old text
+    back; a file that is not writable itself is refused."""
     code = tmp_path / "code.py"
     code.write_text("old\n")
-    os.link(code, tmp_path / "linked.py")
+    inode = code.stat().st_ino
     monkeypatch.setattr(os, "access", lambda path, mode: os.path.isfile(path))
     assert unwritable(code) is None
-    (tmp_path / "linked.py").unlink()
-    assert "not writable" in unwritable(code)
+    write_atomically(code, "new\n")
+    assert code.read_text() == "new\n" and code.stat().st_ino == inode
+    assert [p.name for p in tmp_path.iterdir()] == ["code.py"]
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert unwritable(code) == "the file is not writable"
 
 
 def test_a_file_with_extended_attributes_in_a_read_only_folder_is_written_in_place(
