@@ -825,6 +825,23 @@ def test_heldout_bench_reports_exact_match_validity_and_empty_fills(model_dir, t
     assert report.mean_steps == 3 and report.machine["device"] == "cpu"
     assert "| server default strategy, oracle length | 2 | 8 | 25.0 | 48.2 | 75.0 | 50.0 |" in (
         heldout.to_markdown(report))
+    assert "standard library lacks test/, idlelib/" in heldout.to_markdown(report)
+
+
+def test_heldout_bench_says_what_a_distribution_s_standard_library_lacks(tmp_path):
+    """Debian's python3.11 ships test/, idlelib/, tkinter/ and turtledemo/ apart: the bench
+    drew its lines from 10 of the 34 held-out files, said only in the files column."""
+    from dlm_lsp.bench import heldout
+
+    assert heldout.stdlib_lacks() == []  # this Python's: the project's numbers are of it
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "support.py").write_text("")  # what Debian keeps of test/
+    (tmp_path / "tkinter").mkdir()
+    (tmp_path / "tkinter" / "__init__.py").write_text("")
+    assert heldout.stdlib_lacks(tmp_path) == ["test/", "idlelib/", "turtledemo/"]
+    said = heldout.lacking(heldout.stdlib_lacks(tmp_path))
+    assert said.startswith("this Python's standard library lacks test/, idlelib/, turtledemo/")
+    assert "not comparable to the README's or the model card's numbers" in said
 
 
 def test_heldout_bench_leaves_out_files_the_model_records_it_trained_on(model_dir, tmp_path,
