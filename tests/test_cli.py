@@ -1052,6 +1052,23 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(option, 
         assert says in captured.err and captured.out == ""
 
 
+@pytest.mark.parametrize(("harness", "given", "says"), [
+    ("--self-check", ["--steps", "4", "--settings", '{"schedule": "cosine"}'],
+     "--self-check fills with the canonical middle, no model: --steps, --settings would "
+     "not be read"),
+    ("--empty", ["--model", "/some/model", "--no-repair"],
+     "--empty fills with nothing, no model: --model, --no-repair would not be read"),
+])
+def test_a_fill_with_no_model_refuses_the_options_of_a_model_s_fills(harness, given, says,
+                                                                     capsys):
+    """They were taken, and never read: the report read as one made with them."""
+    from dlm_lsp.cli import main
+
+    assert main(["bench", "humaneval", harness, "--limit", "1", *given]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"dlm-lsp bench humaneval: {says}\n" and captured.out == ""
+
+
 def test_throughput_refuses_steps_beside_a_latency_target(capsys):
     """`--steps 4 --latency-ms 300` ran at the target's steps, the 4 dropped without a word
     (the other options that do not go together are refused)."""

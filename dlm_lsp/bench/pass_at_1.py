@@ -613,9 +613,26 @@ def read_stored_report(path: str) -> dict:
     return stored
 
 
+def model_options_given(args: argparse.Namespace) -> list[str]:
+    """The options of a model's fills given on the command line (away from their
+    defaults), which a fill with no model does not read."""
+    given = {"--model": args.model != "default", "--device": args.device != "auto",
+             "--strategy": args.strategy is not None, "--steps": args.steps is not None,
+             "--length": args.length != "oracle", "--no-repair": args.no_repair,
+             "--settings": args.settings is not None,
+             "--baseline-model": args.baseline_model is not None}
+    return [option for option, on in given.items() if on]
+
+
 def command(args: argparse.Namespace) -> int:
     """`dlm-lsp bench humaneval`: run, print the summary, write files, check the bars."""
     fill = "canonical" if args.self_check else "empty" if args.empty else "model"
+    if fill != "model":
+        unread = model_options_given(args)
+        if unread:  # taken and never read: the report looked like one made with them
+            raise UsageError(f"{'--self-check' if args.self_check else '--empty'} fills "
+                             f"with {'the canonical middle' if args.self_check else 'nothing'}, "
+                             f"no model: {', '.join(unread)} would not be read")
     settings = FillSettings(strategy=args.strategy, steps=args.steps, seed=args.seed,
                             length=args.length, repair=not args.no_repair)
     config = BenchConfig(split=args.split, limit=args.limit, fill=fill, settings=settings,
