@@ -1083,6 +1083,14 @@ def test_a_tiny_run_without_out_names_the_flag_typed_and_what_out_is_for(capsys)
     assert "replace the shipped model" in said and str(train_module.DEFAULT_OUT) in said
 
 
+def test_tiny_and_a_preset_together_are_refused(tmp_path, capsys):
+    """`--tiny --preset default` ran the CPU recipe's hours: the last one given won."""
+    with pytest.raises(SystemExit) as stop:
+        main(["--tiny", "--preset", "default", "--out", str(tmp_path / "m"), "--max-steps", "1"])
+    assert stop.value.code == 2
+    assert "argument --preset: not allowed with argument --tiny" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
 
 def _signal_in_step(monkeypatch, step: int, *signals: int) -> None:
     """Send `signals` to this process during training step `step`, as a Ctrl-C typed in

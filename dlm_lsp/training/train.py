@@ -1322,11 +1322,16 @@ def build_parser() -> argparse.ArgumentParser:
     # shipped model on purpose); the usage line shows it required all the same
     p = argparse.ArgumentParser(prog="dlm-lsp train", description=__doc__.split("\n\n")[0],
                                 usage="%(prog)s --out DIR [options]")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="default",
-                   help="the recipe other flags change (default: the CPU recipe; the "
-                   "shipped model is the GPU run's, dlm_lsp.training.gpu_run)")
-    p.add_argument("--tiny", dest="preset", action="store_const", const="tiny",
-                   help="same as --preset tiny: seconds on a CPU, proves the pipeline")
+    # one or the other: `--tiny --preset default` ran the CPU recipe's hours, the last
+    # one given winning without a word.  No default (None is "default", config_from_args):
+    # argparse takes a value that *is* the default object for one not given, and an
+    # interned "default" passed the group's check
+    recipe = p.add_mutually_exclusive_group()
+    recipe.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                        help="the recipe other flags change (default: the CPU recipe; the "
+                        "shipped model is the GPU run's, dlm_lsp.training.gpu_run)")
+    recipe.add_argument("--tiny", dest="preset", action="store_const", const="tiny",
+                        help="same as --preset tiny: seconds on a CPU, proves the pipeline")
     p.add_argument("--out", type=_out_folder, default=None,
                    help="output model directory (required; the shipped model's, "
                    f"{d.out_dir}, replaces it)")
@@ -1449,9 +1454,9 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     `dlm-lsp train`, 20 minutes on a CPU, inside site-packages after an install).
     `--out` naming that folder still replaces it, as asked.
     """
+    preset = args.preset or "default"
     if args.out is None:
-        named = {"tiny": "--tiny", "default": "dlm-lsp train"}.get(args.preset,
-                                                                    f"--preset {args.preset}")
+        named = {"tiny": "--tiny", "default": "dlm-lsp train"}.get(preset, f"--preset {preset}")
         raise TrainingError(f"{named} needs --out DIR, the folder to save the model in: "
                             f"without it the run would replace the shipped model "
                             f"({DEFAULT_OUT}), which --out {DEFAULT_OUT} does on purpose")
@@ -1461,7 +1466,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
                             f"tokenizer of the model in --init-from {args.init_from}; drop "
                             f"{'it' if len(reshaping) == 1 else 'them'}, or train a new model "
                             "without --init-from")
-    base = PRESETS[args.preset]()
+    base = PRESETS[preset]()
     init_from = None if args.init_from is None else _init_folder(args.init_from)
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
     saved = {} if init_from is None else _saved_config(init_from)  # read once, for both
