@@ -486,7 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_argument("--strategy", choices=STRATEGIES, help="default: the server's")
     # no default here: one given in --settings was beaten by a default 0 without a word
     fill.add_argument("--seed", type=_seed,
-                      help=SEED_HELP.replace("(default 0)", "(default: --settings', else 0)"))
+                      help=SEED_HELP.replace("(default 0)", "(default: the seed in --settings, "
+                                                             "else 0)"))
     fill.add_argument("--marker", type=_marker, default="<FILL>",
                       help="the text that marks a hole (default: <FILL>)")
     fill.add_argument("--write", action="store_true", help="write the filled file back")

@@ -842,9 +842,16 @@ def test_heldout_bench_says_what_a_distribution_s_standard_library_lacks(tmp_pat
     (tmp_path / "test" / "support.py").write_text("")  # what Debian keeps of test/
     (tmp_path / "tkinter").mkdir()
     (tmp_path / "tkinter" / "__init__.py").write_text("")
-    assert heldout.stdlib_lacks(tmp_path) == ["test/", "idlelib/", "turtledemo/"]
+    assert heldout.stdlib_lacks(tmp_path)[:3] == ["test/", "idlelib/", "turtledemo/"]
+    (tmp_path / "ensurepip").mkdir()  # Debian's python3.X-venv is not installed
+    for marker in heldout.SHIPPED_APART.values():
+        if not marker.startswith(("ensurepip/", "tkinter/")):
+            (tmp_path / marker).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / marker).write_text("")
+    assert heldout.stdlib_lacks(tmp_path) == ["ensurepip/"]
+    (tmp_path / "idlelib" / "__init__.py").unlink()
     said = heldout.lacking(heldout.stdlib_lacks(tmp_path))
-    assert said.startswith("this Python's standard library lacks test/, idlelib/, turtledemo/")
+    assert said.startswith("this Python's standard library lacks idlelib/, ensurepip/ (")
     assert "not comparable to the README's or the model card's numbers" in said
 
 

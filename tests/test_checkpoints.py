@@ -650,6 +650,16 @@ def test_with_the_checkpoints_own_code_allowed_the_check_looks_for_that_code(
         (variant / module).write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
     report = inspect(str(variant))
     assert report.own_code and report.problems == [] and not marker.exists()
+    config["auto_map"] = {"AutoConfig": "configuration_llada.LLaDAConfig",
+                          "AutoModelForMaskedLM": "modeling_llada.LLaDAModelLM"}
+    (variant / "config.json").write_text(json.dumps(config))
+    [problem] = inspect(str(variant)).problems  # not a class the load builds
+    assert "auto_map names no AutoModel nor AutoModelForCausalLM" in problem
+    config["auto_map"] = {"AutoConfig": "configuration_llada.LLaDAConfig",
+                          "AutoModel": "org/other--modeling_llada.LLaDAModelLM"}
+    (variant / "config.json").write_text(json.dumps(config))
+    (variant / "modeling_llada.py").unlink()  # the model's code is another repository's
+    assert inspect(str(variant)).problems == []  # found in the hub cache, not here
     monkeypatch.delenv("DLM_LSP_TRUST_REMOTE_CODE")
     assert "not supported natively" in " ".join(inspect(str(variant)).problems)
     assert inspect(str(bare)).problems == []

@@ -992,7 +992,11 @@ def test_the_folders_a_benchmark_killed_outright_left_are_removed_by_the_next(
     stale = tmp_path / ours.replace(f"-{os.getpid()}-", f"-{gone.pid}-", 1) / "work"
     stale.mkdir(parents=True)
     (stale / "program.py").write_text("print('left')\n")
-    kept = [tmp_path / f"{ours}live", tmp_path / "dlm-sandbox-notes", tmp_path / "other"]
+    namespace = ours.split("-")[3]
+    kept = [tmp_path / f"{ours}live", tmp_path / "dlm-sandbox-notes", tmp_path / "other",
+            # any user may name a folder so in /tmp: int() or kill() raised on these
+            tmp_path / f"dlm-sandbox-\u00b2-{namespace}-x",
+            tmp_path / f"dlm-sandbox-{10 ** 20}-{namespace}-x"]
     for folder in kept:
         folder.mkdir()
     [outcome] = run_programs(["assert 1 + 1 == 2\n"], QUICK)

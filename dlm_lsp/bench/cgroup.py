@@ -285,7 +285,10 @@ def left_by_a_process_gone(name: str) -> bool:
     process of ours, or another one, though the maker may be running still), is not."""
     owner, _, rest = name[len(PREFIX):].partition("-")
     namespace = _pid_namespace()
-    if not (name.startswith(PREFIX) and owner.isdigit() and namespace
+    # ASCII digits of a process number Linux can give (2**22 at most): any user can make
+    # a folder in /tmp, and `²` or a number past a C long raised from int() or kill()
+    if not (name.startswith(PREFIX) and owner.isascii() and owner.isdigit()
+            and len(owner) <= 7 and int(owner) <= 1 << 22 and namespace
             and rest.partition("-")[0] == namespace):
         return False
     try:

@@ -78,11 +78,15 @@ def heldout_files(stdlib: Path | None = None) -> list[tuple[str, str]]:
     return found
 
 
-# Parts of the standard library that hold held-out files (17 of 3.11's 34 are tests) and
-# that a distribution's Python may ship apart (Debian's and Ubuntu's python3.11 lack them
-# all: libpython3.11-testsuite, idle-python3.11, python3-tk): how each is found.
+# Parts of the standard library that hold held-out files (17 of 3.11's 34 are tests;
+# ensurepip, distutils and lib2to3 hold one or two) and that a distribution's Python may
+# ship in packages of their own (Debian's and Ubuntu's: libpython3.X-testsuite,
+# idle-python3.X, python3-tk, python3.X-venv, python3-distutils, python3-lib2to3): how
+# each is found.
 SHIPPED_APART = {"test/": "test/test_grammar.py", "idlelib/": "idlelib/__init__.py",
-                 "tkinter/": "tkinter/__init__.py", "turtledemo/": "turtledemo/__init__.py"}
+                 "tkinter/": "tkinter/__init__.py", "turtledemo/": "turtledemo/__init__.py",
+                 "ensurepip/": "ensurepip/_uninstall.py",
+                 "distutils/": "distutils/version.py", "lib2to3/": "lib2to3/__init__.py"}
 
 
 def stdlib_lacks(stdlib: Path | None = None) -> list[str]:
@@ -227,10 +231,10 @@ def to_markdown(report: HeldoutReport) -> str:
 def lacking(parts: list[str]) -> str:
     """What a standard library without `parts` does to the sample, in a sentence."""
     return (f"this Python's standard library lacks {', '.join(parts)} (a distribution's "
-            "Python ships them apart: on Debian and Ubuntu, libpython3.X-testsuite, "
-            "idle-python3.X, python3-tk), so fewer held-out files and other lines than a "
-            "full one's (pyenv's, python.org's, a venv made from one): not comparable to "
-            "the README's or the model card's numbers")
+            "Python ships them in packages of their own, e.g. Debian's "
+            "libpython3.X-testsuite and python3.X-venv), so fewer held-out files and other "
+            "lines than a full one's (pyenv's, python.org's, a venv made from one): not "
+            "comparable to the README's or the model card's numbers")
 
 
 def command(args: argparse.Namespace) -> int:

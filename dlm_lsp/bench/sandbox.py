@@ -504,15 +504,17 @@ def _limits(config: SandboxConfig, drop: bool = False,
             soft, hard = min(soft, ceiling), min(hard, ceiling)
         limits.append((which, (soft, hard)))
 
-    prctl = _prctl()
+    prctl, parent = _prctl(), os.getpid()
 
     def apply() -> None:
+        if prctl is not None:  # first; a parent gone before it leaves no one to time it
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:
+                os._exit(1)
         if join is not None:
             join()
         for which, pair in limits:
             resource.setrlimit(which, pair)
-        if prctl is not None:
-            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     return apply
 
 
@@ -957,8 +959,8 @@ def sweep_folders() -> list[str]:
     for name in names:
         path = os.path.join(top, name)
         try:
-            if not (cgroup.left_by_a_process_gone(name)
-                    and os.lstat(path).st_uid == os.geteuid() and os.path.isdir(path)):
+            if not (name.startswith(cgroup.PREFIX) and os.lstat(path).st_uid == os.geteuid()
+                    and os.path.isdir(path) and cgroup.left_by_a_process_gone(name)):
                 continue
         except OSError:
             continue

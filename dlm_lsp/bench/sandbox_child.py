@@ -450,7 +450,7 @@ def drop_root() -> None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    death = ctypes.c_int(0)
+    death, parent = ctypes.c_int(0), os.getppid()
     if libc.prctl(PR_GET_PDEATHSIG, ctypes.byref(death), 0, 0, 0) != 0:
         death.value = 0
     os.setgroups([])
@@ -459,6 +459,8 @@ def drop_root() -> None:
     if death.value and libc.prctl(PR_SET_PDEATHSIG, death.value, 0, 0, 0) != 0:
         number = ctypes.get_errno()
         raise OSError(number, f"prctl(PR_SET_PDEATHSIG): {os.strerror(number)}")
+    if death.value and os.getppid() != parent:  # the parent died between: no signal came
+        os._exit(1)
 
 
 def dumpable() -> None:

@@ -408,9 +408,15 @@ def own_code_problems(checkpoint: Checkpoint) -> list[str]:
                 f"{checkpoint.model_type!r}: unset {REMOTE_CODE_ENV} to load it natively"]
     if not isinstance(auto_map, dict):
         return [f"{checkpoint.path}: config.json's auto_map is not an object"]
+    if not {"AutoModel", "AutoModelForCausalLM"} & set(auto_map):  # what `_remote_module`
+        return [f"{checkpoint.path}: config.json's auto_map names no AutoModel nor "  # builds
+                f"AutoModelForCausalLM ({', '.join(sorted(auto_map))}), the classes the "
+                f"load builds: unset {REMOTE_CODE_ENV} to load it natively"]
+    # "owner/repo--module.Class" is another repository's code, found in the hub cache
     refs = [ref for value in auto_map.values()
-            for ref in (value if isinstance(value, list) else [value]) if isinstance(ref, str)]
-    modules = sorted({ref.split("--")[-1].rpartition(".")[0] + ".py" for ref in refs})
+            for ref in (value if isinstance(value, list) else [value])
+            if isinstance(ref, str) and "--" not in ref]
+    modules = sorted({ref.rpartition(".")[0] + ".py" for ref in refs})
     absent = [name for name in modules if not (checkpoint.path / name).is_file()]
     if absent:
         return [f"{checkpoint.path} lacks {', '.join(absent)}, the code its config.json's "
