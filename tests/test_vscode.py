@@ -117,18 +117,25 @@ def test_sending_vs_code_s_defaults_changes_nothing_on_the_server():
 
 
 def test_the_settings_ui_bounds_are_the_ones_the_server_checks():
-    """The Settings UI refuses, as it is typed, exactly what the server would refuse."""
+    """The Settings UI refuses, as it is typed, exactly what the server would refuse, within
+    the integers VS Code can send exactly (a JavaScript number's): past them, the server's
+    own bound (`seed`'s 2**63 - 1) was read as 2**63, and refused."""
+    safe = load_sync_settings().SAFE_INTEGER
+    assert safe == 2 ** 53 - 1 and float(safe) == safe and float(safe + 2) == safe + 1
     bounded = 0
     for key, prop in server_properties().items():
         step = 1 if "integer" in prop["type"] else 0.5
         edges = []
         if "minimum" in prop:
-            edges += [(prop["minimum"], True), (prop["minimum"] - step, False)]
+            edges += [(prop["minimum"], True)]
+            edges += [(prop["minimum"] - step, False)] if prop["minimum"] != -safe else []
         if "exclusiveMinimum" in prop:
             edges += [(prop["exclusiveMinimum"], False),
                       (prop["exclusiveMinimum"] + step, True)]
         if "maximum" in prop:
-            edges += [(prop["maximum"], True), (prop["maximum"] + step, False)]
+            edges += [(prop["maximum"], True)]
+            edges += [(prop["maximum"] + step, False)] if prop["maximum"] != safe else []
+        assert all(abs(value) <= safe for value, _ in edges), key
         for value, accepted in edges:
             assert (from_json(ServerConfig, {key: value})[1] == []) == accepted, (key, value)
         bounded += bool(edges)

@@ -94,16 +94,25 @@ def effective_defaults() -> dict[str, Any]:
     return found
 
 
+# The largest integer a JavaScript number holds exactly: VS Code reads a setting as one,
+# and `seed`'s 2**63 - 1 became 2**63, which passed the schema (rounded the same way)
+# and the server refused ("previous value kept").
+SAFE_INTEGER = 2 ** 53 - 1
+
+
 def bounds(field: str) -> dict[str, Any]:
-    """A number setting's bounds as JSON schema keywords (VS Code checks them as typed)."""
+    """A number setting's bounds as JSON schema keywords (VS Code checks them as typed),
+    those of an integer within what VS Code can send exactly (`SAFE_INTEGER`)."""
     span = server_config.value_range(field)
     if span is None:
         return {}
     found: dict[str, Any] = {}
     if span.low is not None:
-        found["exclusiveMinimum" if span.above else "minimum"] = span.low
+        found["exclusiveMinimum" if span.above else "minimum"] = (
+            max(span.low, -SAFE_INTEGER) if isinstance(span.low, int) else span.low)
     if span.high is not None:
-        found["maximum"] = span.high
+        found["maximum"] = (min(span.high, SAFE_INTEGER) if isinstance(span.high, int)
+                            else span.high)
     return found
 
 

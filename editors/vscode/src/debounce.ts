@@ -175,8 +175,16 @@ export class Handover<T extends Cancellable> {
 
   constructor(private readonly graceMs: number, private readonly timers: Timers = realTimers) {}
 
-  /** A suggestion request for `place` in `key` (a document URI) is sent. */
+  /** A suggestion request for `place` in `key` (a document URI) is sent.  One it replaces
+   *  (the user typed on while it ran) lets whoever waited for it go on: its end is no
+   *  longer watched (`end` goes by the newest), and a completion request waiting for it
+   *  hung until VS Code cancelled it. */
   begin(key: string, place: string, request: T): void {
+    const before = this.requests.get(key);
+    if (before !== undefined) {
+      if (before.grace !== undefined) this.timers.clearTimeout(before.grace);
+      before.end();
+    }
     let end = () => {};
     const ended = new Promise<void>((resolve) => { end = resolve; });
     this.requests.set(key, { place, request, ended, end, waiters: 0, givenUp: false, grace: undefined });

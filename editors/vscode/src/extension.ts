@@ -313,8 +313,11 @@ class DlmExtension implements vscode.Disposable {
       documentSelector: documentSelector(this.languages()),
       // a notebook's cells go as one notebook document (LSP 3.17), its code cells of dlm.languages
       notebookDocumentOptions: { filterCells: (_notebook, cells) => syncedCells(this.languages(), cells) },
-      initializationOptions: withToken(this.serverSettings(), address,
-                                       config.get<string>("server.token", ""), process.env),
+      // read at each `initialize`: the client restarts a crashed server itself, and an
+      // object made here gave the new process the settings of this launch, not the ones
+      // changed since (a new `dlm.model` whose load was killed loaded the old one again)
+      initializationOptions: () => withToken(this.serverSettings(), address,
+                                             config.get<string>("server.token", ""), process.env),
       outputChannel: this.output,
       // a refused `initialize` (a shared server's token) is reported below, with what to do;
       // the client's own popup would repeat the bare message ...
@@ -617,6 +620,9 @@ class DlmExtension implements vscode.Disposable {
       forward.dispose();
       this.handover.end(key, source);
       source.dispose();
+      // its fill's drafts (`dlm.drafts`) showed at the cursor until the next edit where
+      // no ghost text request, whose end clears them, ran beside it
+      this.clearDraft(key);
     }
   }
 
@@ -762,8 +768,11 @@ class DlmExtension implements vscode.Disposable {
           token.onCancellationRequested(() => source.cancel());
           return send(source.token);
         });
-      this.lastMs = fillLatency(answer, Date.now() - started) ?? this.lastMs;
-      this.troubles.succeeded();  // a fill works again: rendered below
+      const ms = fillLatency(answer, Date.now() - started);
+      this.lastMs = ms ?? this.lastMs;
+      // a fill works again (rendered below); a Fill holes that found none ran no fill,
+      // and cleared a timeout's warning that still held
+      if (ms !== undefined) this.troubles.succeeded();
       return answer;
     } catch (error) {
       if (error instanceof ResponseError && (error.code === REQUEST_CANCELLED || error.code === CONTENT_MODIFIED)) {

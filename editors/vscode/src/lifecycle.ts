@@ -87,8 +87,13 @@ export class Lifecycle<C extends Startable> {
 
   /** Start a client (once: concurrent callers share the start); undefined if it failed. */
   start(): Promise<C | undefined> {
-    this.starting ??= this.run();
-    return this.starting;
+    if (this.starting) return this.starting;
+    const started = this.run();
+    // a launch refused at once (a server address with no port) reset `starting` inside
+    // run(), and `??=` set it back to that settled failure: every later command got it,
+    // and said nothing, until a restart
+    if (this.attempt !== undefined) this.starting = started;
+    return started;
   }
 
   /** Stop the client, or abandon the one starting and wait (a while) until its start ended. */

@@ -308,6 +308,17 @@ describe("Handover: a ghost text and a completion request of one place share one
     h.end("a.py", newer);
     assert.equal(await settled(waiting), true);
   });
+
+  it("lets a request waiting for a fill go on when a newer one of the document replaces it", async () => {
+    const { handover: h } = handover();
+    const old = request();
+    h.begin("a.py", "6:2:9", old);
+    const waiting = h.waitFor("a.py", "6:2:9", token());
+    h.begin("a.py", "7:2:10", request());  // the user typed on: its end is not watched
+    assert.equal(await settled(waiting), true);
+    h.end("a.py", old);  // and ends nothing of the newer one's
+    assert.notEqual(h.waitFor("a.py", "7:2:10"), undefined);
+  });
 });
 
 const INVOKE = 0, TRIGGER_CHARACTER = 1, INCOMPLETE = 2;  // VS Code's CompletionTriggerKind

@@ -183,6 +183,24 @@ describe("Lifecycle: one server at a time", () => {
     assert.equal(await retry, clients[1]);
   });
 
+  it("a launch refused at once (no client made) is tried again by the next start", async () => {
+    // a server address with no port: every later command got the first refusal, silently
+    const clients: FakeClient[] = [];
+    let launches = 0;
+    const lifecycle = new Lifecycle<FakeClient>(() => {
+      launches++;
+      if (launches === 1) return undefined;
+      const client = new FakeClient(`server ${launches}`, new Set());
+      clients.push(client);
+      return { client, abandon: () => client.die() };
+    }, { failed: () => undefined }, new FakeTimers());
+    assert.equal(await lifecycle.start(), undefined);
+    const second = lifecycle.start();
+    assert.equal(launches, 2);
+    clients[0].answer();
+    assert.equal(await second, clients[0]);
+  });
+
   it("stops the running client", async () => {
     const { lifecycle, servers, clients } = setup();
     const started = lifecycle.start();
