@@ -136,11 +136,16 @@ function M.wrap(rpc, delay_ms)
     return rpc.notify(method, params)
   end
 
-  function wrapped.terminate()
+  --- Let the held request go and close the timer (the connection is ending or gone).
+  function wrapped.close_timer()
     drop()
     if not timer:is_closing() then
       timer:close()
     end
+  end
+
+  function wrapped.terminate()
+    wrapped.close_timer()
     return rpc.terminate()
   end
 
@@ -156,7 +161,19 @@ function M.cmd(cmd, delay_ms)
     return cmd
   end
   return function(dispatchers, config)
-    local rpc
+    local rpc, wrapped
+    -- the timer goes with the connection however it ends: closed only by terminate(),
+    -- which Neovim's graceful stop (:DlmRestart's) and a server that exits never call,
+    -- one timer was left open per restart
+    local on_exit = dispatchers.on_exit
+    dispatchers = vim.tbl_extend('force', dispatchers or {}, { on_exit = function(...)
+      if wrapped and wrapped.close_timer then
+        wrapped.close_timer()
+      end
+      if on_exit then
+        return on_exit(...)
+      end
+    end })
     if type(cmd) == 'function' then
       rpc = cmd(dispatchers, config)
     else
@@ -165,7 +182,8 @@ function M.cmd(cmd, delay_ms)
         detached = config and config.detached,
       })
     end
-    return M.wrap(rpc, delay_ms)
+    wrapped = M.wrap(rpc, delay_ms)
+    return wrapped
   end
 end
 

@@ -474,6 +474,18 @@ function M.attach(client, buf, opts)
       M.clear(buf, true)
     end,
   })
+  -- Insert mode left with <C-c>, which fires no InsertLeave: the suggestion stayed drawn
+  -- in Normal mode, through edits and undo, until the next Insert mode
+  api.nvim_create_autocmd('ModeChanged', {
+    group = group,
+    buffer = buf,
+    callback = function()
+      local to = vim.v.event.new_mode or ''
+      if not to:match('^i') and not to:match('^niI') then -- <C-o> runs one command only
+        M.clear(buf, true)
+      end
+    end,
+  })
   api.nvim_create_autocmd({ 'BufUnload', 'LspDetach' }, {
     group = group,
     buffer = buf,
@@ -509,6 +521,12 @@ function M.set_paused(paused)
 end
 
 function M.detach(buf)
+  if native_buffers[buf] and api.nvim_buf_is_valid(buf) then
+    -- Neovim's own suggestions stop too: setup() again with `enabled = false` (or
+    -- `native = false`) left them asked for and shown, and no longer the plugin's to stop
+    pcall(vim.lsp.inline_completion.enable, false, { bufnr = buf })
+    pcall(api.nvim_del_augroup_by_name, ('dlm.ghost.native.%d'):format(buf))
+  end
   native_buffers[buf] = nil
   local state = buffers[buf]
   if not state then
@@ -564,7 +582,7 @@ local function native_item(buf, key)
         ['end'] = { line = row, character = col } }, 'utf-8')
       return item
     end
-    api.nvim_feedkeys(vim.keycode(key), 'n', false)
+    api.nvim_feedkeys(vim.keycode(key), 'ni', false) -- ahead of the keys typed after it
     return nil
   end
 end

@@ -449,15 +449,32 @@ local function server_cmd(quiet)
   return M.config.cmd
 end
 
+--- Tell `client` the server settings as they are now.  None is an empty object: an empty
+--- Lua table went as `[]`, which the server took for a mistake ("settings 'dlm' should
+--- be an object, got []; ignored").
+local function notify_settings(client)
+  local settings = M.config.settings or {}
+  client:notify('workspace/didChangeConfiguration',
+    { settings = { dlm = next(settings) ~= nil and settings or vim.empty_dict() } })
+end
+
 --- The vim.lsp.start() config for this plugin's settings (also used by :checkhealth, with
 --- `quiet`: a shared server's refusal is in its report, not said beside it).
 ---@param overrides table?
 ---@param quiet boolean?
 function M.lsp_config(overrides, quiet)
+  local sent = vim.deepcopy(M.config.settings or {})
   return vim.tbl_extend('force', {
     name = M.name,
     cmd = debounce.cmd(server_cmd(quiet), M.config.completion.debounce_ms),
     init_options = server_settings(),
+    -- settings changed while the server started (3-7 s) went to no client (only one that
+    -- answered `initialize` is sent them): the server ran on those of its start
+    on_init = function(client)
+      if not vim.deep_equal(sent, M.config.settings or {}) then
+        notify_settings(client)
+      end
+    end,
     handlers = {
       ['workspace/applyEdit'] = edits.apply_workspace_edit,
       ['dlm/draft'] = on_draft,
@@ -574,7 +591,7 @@ end
 --- Tell the running server the plugin's settings (it changes those they name).
 local function send_settings()
   for _, client in ipairs(vim.lsp.get_clients({ name = M.name })) do
-    client:notify('workspace/didChangeConfiguration', { settings = { dlm = M.config.settings } })
+    notify_settings(client)
   end
 end
 
@@ -596,6 +613,15 @@ end
 function M.restart()
   refused_for, missing_for = nil, nil
   local clients = vim.lsp.get_clients({ name = M.name })
+  -- and those that never answered `initialize`, which get_clients() leaves out: the
+  -- plugin's own advice for a server that hangs there is :DlmRestart, which stopped
+  -- nothing, and vim.lsp.start() then reused the hung client
+  for id in pairs(started_at) do
+    local client = vim.lsp.get_client_by_id(id)
+    if client and client.name == M.name and not client.initialized then
+      clients[#clients + 1] = client
+    end
+  end
   for _, client in ipairs(clients) do
     client:stop()
   end
@@ -929,7 +955,10 @@ function M.fill(cmd)
   if not range then
     local row, col = unpack(api.nvim_win_get_cursor(0))
     local line = api.nvim_get_current_line()
-    local marker = (M.config.settings or {}).holeMarker or '<FILL>'
+    local marker = (M.config.settings or {}).holeMarker
+    if type(marker) ~= 'string' then -- vim.NIL: set back to the server's default
+      marker = '<FILL>'
+    end
     local hs, he = edits.hole_near(line, col, marker)
     if hs then
       range = edits.range(buf, row - 1, hs, row - 1, he, encoding)
@@ -1223,6 +1252,9 @@ end
 --- dicts, {} for none), kept for a later setup() call, which finds the plugin's own.
 local users_mappings = {}
 
+--- The callbacks of the user's mappings the keys fall back to as <Cmd> calls (by index).
+M._mapped_before = {}
+
 --- What `key` did in Insert mode before the plugin mapped it, as a function giving the keys
 --- an <expr> mapping returns for it; nil where it was not mapped (the key types itself).
 --- A user's global mapping of <Tab> (a completion menu's, a snippet's jump) was replaced by
@@ -1239,11 +1271,22 @@ local function mapped_before(key)
   if vim.tbl_isempty(before) or before.buffer == 1 then
     return nil -- a buffer's own mapping is its own (it wins over ours)
   end
+  local callback = before.callback
+  if callback and before.expr ~= 1 then
+    -- run as a <Cmd> mapping runs, after ours: called inside our <expr> mapping it was
+    -- under the text lock, and a snippet's jump (`function() ls.expand_or_jump() end`,
+    -- not an <expr> mapping) failed with E565
+    M._mapped_before[#M._mapped_before + 1] = callback
+    local run = ('<Cmd>lua require("dlm")._mapped_before[%d]()<CR>'):format(#M._mapped_before)
+    return function()
+      return vim.keycode(run)
+    end
+  end
   return function()
     local keys -- as typed (termcodes replaced)
-    if before.callback then
-      keys = before.callback()
-      if before.expr ~= 1 or type(keys) ~= 'string' then
+    if callback then
+      keys = callback()
+      if type(keys) ~= 'string' then
         return '' -- it did its work
       end
       keys = before.replace_keycodes == 1 and vim.keycode(keys) or keys
@@ -1255,7 +1298,9 @@ local function mapped_before(key)
     if before.noremap == 1 then
       return keys -- as ours: not mapped again
     end
-    api.nvim_feedkeys(keys, 'm', false) -- mapped again, as its own were
+    -- mapped again, as its own were; ahead of the keys typed after it ('i'): appended,
+    -- it ran after them (in a macro or `.`, `<Tab>abc<Esc>` ran its keys in Normal mode)
+    api.nvim_feedkeys(keys, 'mi', false)
     return ''
   end
 end
