@@ -1415,10 +1415,9 @@ def test_fill_write_to_a_file_it_cannot_write_is_refused_before_the_model_loads(
                                        "file is not writable\n")
 
 
-def test_fill_write_in_a_folder_it_cannot_write_is_refused_before_the_model_loads(
+def test_fill_write_of_a_file_it_cannot_write_is_refused_before_the_model_loads(
         model_dir, tmp_path, monkeypatch, capsys):
-    """The new text is written to a temporary file beside the old one and renamed over
-    it: a writable file in a folder that is not fails there, after every fill."""
+    """Every fill would be made for nothing: said before the model loads."""
     from dlm_lsp import fill
     from dlm_lsp.cli import main
 
@@ -1426,12 +1425,28 @@ def test_fill_write_in_a_folder_it_cannot_write_is_refused_before_the_model_load
     holes.write_text("def f(x):\n    return <FILL>\n")
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda path, mode: real_access(path, mode) and
-                        Path(path) != tmp_path)  # as root, every folder is writable
+                        Path(path) != holes)  # as root, every file is writable
     monkeypatch.setattr(fill, "Engine", lambda *args: pytest.fail("the model was loaded"))
     assert main(["fill", str(holes), "--model", str(model_dir), "--write"]) == 2
     assert capsys.readouterr().err == (
-        f"dlm-lsp fill: cannot write {holes} (--write): its folder {tmp_path} is not "
-        "writable (the new text is written there first)\n")
+        f"dlm-lsp fill: cannot write {holes} (--write): the file is not writable\n")
+
+
+def test_fill_write_in_a_folder_it_cannot_write_writes_the_file_in_place(
+        model_dir, tmp_path, monkeypatch):
+    """No temporary file can be made beside it: a writable file there was refused ("its
+    folder is not writable"), where an editor writes it."""
+    from dlm_lsp.cli import main
+
+    holes = tmp_path / "holes.py"
+    holes.write_text("def f(x):\n    return <FILL>\n")
+    inode = holes.stat().st_ino
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: real_access(path, mode) and
+                        Path(path) != tmp_path)  # as root, every folder is writable
+    assert main(["fill", str(holes), "--model", str(model_dir), "--write"]) == 0
+    assert "<FILL>" not in holes.read_text() and holes.stat().st_ino == inode
+    assert [p.name for p in tmp_path.iterdir()] == ["holes.py"]
 
 
 def _file_size_limit(size: int) -> Callable[[], None]:

@@ -205,7 +205,9 @@ STAGGER = 0.3
 
 
 def test_a_killed_replica_loses_no_fill_the_other_can_serve(service, local, model_dir):
-    servers = [remote(service, model_dir), remote(service, model_dir)]
+    # eight fills of seconds each queue on the one replica left: on a loaded 2-core VM
+    # the last ones passed the default 60 s timeoutMs (-32003), which this test is not of
+    servers = [remote(service, model_dir, timeoutMs=170000) for _ in range(2)]
     try:
         offsets = SPANS + [DOC.index("for v") + 4]
         open_doc(local, "file:///load.py")

@@ -619,8 +619,7 @@ def model_options_given(args: argparse.Namespace) -> list[str]:
     given = {"--model": args.model != "default", "--device": args.device != "auto",
              "--strategy": args.strategy is not None, "--steps": args.steps is not None,
              "--length": args.length != "oracle", "--no-repair": args.no_repair,
-             "--settings": args.settings is not None,
-             "--baseline-model": args.baseline_model is not None}
+             "--settings": args.settings is not None}
     return [option for option, on in given.items() if on]
 
 
