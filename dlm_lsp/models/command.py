@@ -172,28 +172,22 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
         weight_problems,
     )
 
-    if remote_code_allowed():  # the load builds the checkpoint's own class, unchecked here
-        report.own_code = True
-        try:
-            report.weight_files = len(checkpoint.weight_files())
-            shapes = checkpoint.tensor_shapes()
-            report.problems += own_code_problems(checkpoint)
-        except ModelLoadError as exc:
-            report.problems.append(str(exc))
-            return report
-        report.parameters = sum(math.prod(s) for s in shapes.values())
-        report.context = context_length(checkpoint, family) - len(conv.before) - len(conv.after)
-        return report
+    # the load builds the checkpoint's own class, unchecked here but for its code's files
+    report.own_code = remote_code_allowed()
     try:
-        config = arch_config(family, checkpoint)
+        config = None if report.own_code else arch_config(family, checkpoint)
         report.weight_files = len(checkpoint.weight_files())
         shapes = checkpoint.tensor_shapes()
+        if report.own_code:
+            report.problems += own_code_problems(checkpoint)
     except ModelLoadError as exc:
         report.problems.append(str(exc))
         return report
-    report.model_vocab = config.vocab_size
     report.parameters = sum(math.prod(s) for s in shapes.values())
     report.context = context_length(checkpoint, family) - len(conv.before) - len(conv.after)
+    if config is None:
+        return report
+    report.model_vocab = config.vocab_size
     report.problems += weight_problems(family, config, shapes)
     if tokenizer.vocab_size > config.vocab_size:
         report.problems.append(f"the tokenizer has {tokenizer.vocab_size} ids but the model only "
