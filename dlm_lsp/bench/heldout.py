@@ -60,13 +60,18 @@ from dlm_lsp.training.lineage import SplitRecord
 from dlm_lsp.training.nearcopy import SketchIndex, sketch
 
 
+def stdlib_root(stdlib: Path | None = None) -> Path:
+    """`stdlib`, or this Python's standard library where none is given."""
+    import sysconfig
+
+    return stdlib or Path(sysconfig.get_paths()["stdlib"])
+
+
 def heldout_files(stdlib: Path | None = None) -> list[tuple[str, str]]:
     """(path relative to the standard library, text) of every held-out file, in path
     order: the files `collect_sources` holds out whatever its byte cap."""
-    import sysconfig
-
     cfg = SourceConfig()
-    root = stdlib or Path(sysconfig.get_paths()["stdlib"])
+    root = stdlib_root(stdlib)
     found = []
     for path in python_files(root, cfg.skip_dirs):
         rel = path.relative_to(root).as_posix()
@@ -93,9 +98,7 @@ def stdlib_lacks(stdlib: Path | None = None) -> list[str]:
     """The parts of `SHIPPED_APART` the standard library at `stdlib` (this Python's) lacks:
     run on Debian's own Python the bench drew its lines from 10 held-out files, not 34,
     and said so only in the files column, beside numbers that read as the model card's."""
-    import sysconfig
-
-    root = stdlib or Path(sysconfig.get_paths()["stdlib"])
+    root = stdlib_root(stdlib)
     return [part for part, marker in SHIPPED_APART.items() if not (root / marker).is_file()]
 
 
