@@ -688,6 +688,26 @@ def test_the_warning_that_a_service_takes_no_token_goes_to_stderr(monkeypatch):
     assert out == ""
 
 
+@pytest.mark.parametrize(("argv", "variable", "token"), [
+    ([], "from-the-variable", "from-the-variable"),
+    (["--token", "given"], "from-the-variable", "given"),
+    ([], None, ""),
+])
+def test_the_replicas_get_the_token_the_command_sees(argv, variable, token, monkeypatch):
+    """Each replica read DLM_LSP_REMOTE_TOKEN itself; on a joined cluster a replica on
+    another node runs under that node's `ray start` environment, without the variable, and
+    served anyone while the command, which saw it, warned of nothing."""
+    from dlm_lsp.remote.command import parser
+    from dlm_lsp.remote.service import service_config
+
+    if variable is None:
+        monkeypatch.delenv("DLM_LSP_REMOTE_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("DLM_LSP_REMOTE_TOKEN", variable)
+    # what `deploy` binds the replicas with, which read no variable of their own
+    assert service_config(parser().parse_args(argv)).token == token
+
+
 # `dlm-lsp serve-remote` whose start never ends (replicas Ray cannot place, a cluster that
 # is not there), saying so every 0.2 s; taking Ray down is said on stdout
 STUCK = ("import sys, time\n"

@@ -78,7 +78,7 @@ class ServiceConfig:
     gpus_per_replica: float | None = None  # None: 1 when the cluster has GPUs, else 0
     host: str = "127.0.0.1"  # 0.0.0.0 to serve other machines (then set a token)
     port: int = 8000
-    token: str = ""  # empty: DLM_LSP_REMOTE_TOKEN if set, else the service is open
+    token: str = ""  # empty: the service is open (`service_config` reads the variable)
     ssl_certfile: str | None = None  # with ssl_keyfile: serve https (PEM files)
     ssl_keyfile: str | None = None
     address: str | None = None  # a Ray cluster to deploy on ("auto"); None starts one here
@@ -99,7 +99,7 @@ class EngineReplica:
     def __init__(self, service: dict[str, Any]):
         cfg = ServiceConfig(**service)
         self.service = cfg
-        self.token = cfg.token or os.environ.get(wire.TOKEN_VARIABLE, "")
+        self.token = cfg.token  # the command's, variable included (`service_config`)
         self.engine = Engine(ServerConfig(model=cfg.model, device=cfg.device,
                                           precision=cfg.precision, batch_rows=cfg.batch_rows))
         self.ready = self.engine.preload()  # fail here, visibly, not on the first fill
@@ -464,7 +464,7 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
               "is in the log above (check --model and --device)", file=sys.stderr)
         ray.shutdown()
         return 1
-    if not (cfg.token or os.environ.get(wire.TOKEN_VARIABLE)):
+    if not cfg.token:
         print(f"warning: no token: anyone who can reach {url} can use the service "
               f"(--token or {wire.TOKEN_VARIABLE})", file=sys.stderr, flush=True)  # as --tcp's
     count = (f"{cfg.min_replicas or 1} to {cfg.max_replicas}" if cfg.max_replicas
@@ -504,7 +504,14 @@ def let_go(cfg: ServiceConfig) -> None:
 
 
 def service_config(args: Any) -> ServiceConfig:
-    """The service configuration from `serve-remote` arguments (None: the default)."""
+    """The service configuration from `serve-remote` arguments (None: the default).
+
+    The token is `--token`, else DLM_LSP_REMOTE_TOKEN as this command sees it, and goes
+    to the replicas in their configuration: each replica read the variable itself, and a
+    replica on another node of a joined cluster runs under the environment of that node's
+    `ray start`, which lacks it.  Such replicas served fills and metrics to anyone, and
+    the command, which saw the variable, warned of nothing."""
     given = {k: v for k, v in vars(args).items()
              if k in ServiceConfig.__dataclass_fields__ and v is not None}
+    given["token"] = given.get("token") or os.environ.get(wire.TOKEN_VARIABLE, "")
     return ServiceConfig(**given)
