@@ -654,6 +654,42 @@ def test_a_signal_to_the_serving_service_is_said_in_one_line_and_ends_it_with_st
     assert out == ""
 
 
+@pytest.mark.parametrize(("bounds", "said"), [
+    (["--min-replicas", "0", "--max-replicas", "4"], "0 to 4 replica(s)"),
+    (["--max-replicas", "4"], "1 to 4 replica(s)"),
+    (["--replicas", "3"], "3 replica(s)"),
+])
+def test_the_start_line_says_the_replica_bounds_deployed(bounds, said):
+    """`--min-replicas 0` deployed a minimum of 0 and said `1 to 4 replica(s)`."""
+    with subprocess.Popen([sys.executable, "-c", NO_RAY, "serve-remote", "--token", "t",
+                           "--port", str(free_port()), *bounds],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            line = proc.stdout.readline()
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert f", {said}; Ctrl-C stops it" in line
+
+
+@pytest.mark.parametrize(("host", "url"), [
+    ("::", "http://[::]:8000"), ("::1", "http://[::1]:8000"),
+    ("127.0.0.1", "http://127.0.0.1:8000"), ("example.org", "http://example.org:8000"),
+])
+def test_an_ipv6_host_is_written_in_brackets_in_the_service_s_url(host, url):
+    """Written bare, `--host ::` deployed the replicas and then ended in a ValueError
+    traceback, its health asked at `http://:::8000`, Ray left running."""
+    from dlm_lsp.remote.service import ServiceConfig, service_url
+    from dlm_lsp.remote.startup import not_answering
+
+    assert service_url(ServiceConfig(host=host, port=8000)) == url
+    # a port nothing listens on: said, not raised
+    free = service_url(ServiceConfig(host="::1" if ":" in host else "127.0.0.1",
+                                     port=free_port()))
+    assert isinstance(not_answering(free, wait_s=0.2), str)
+
+
 def test_a_service_on_every_interface_says_its_url_is_none_to_use():
     """`--host 0.0.0.0` printed `dlm-lsp service at http://0.0.0.0:8000`, no address a
     client elsewhere can use."""

@@ -372,7 +372,7 @@ def deploy(cfg: ServiceConfig) -> str:
             raise
         raise RouteTaken(f"another application serves on the cluster at {cfg.address} "
                          f"({str(exc).split('. ')[0]}); {ONE_SERVICE}") from None
-    url = f"{'https' if cfg.ssl_certfile else 'http'}://{cfg.host}:{cfg.port}"
+    url = service_url(cfg)
     why = not_answering(url)
     if why is not None:
         raise NotAnswering(f"the replicas run, but {url} does not answer ({why})" + (
@@ -380,6 +380,14 @@ def deploy(cfg: ServiceConfig) -> str:
             "and TLS, and Ray ignores --host, --port and --ssl-* then: Ray's lines above "
             "say so" if cfg.address is not None else "; Ray's lines above say why"))
     return url
+
+
+def service_url(cfg: ServiceConfig) -> str:
+    """Where the service answers, an IPv6 host in brackets (`http://[::]:8000`): written
+    bare, `--host ::` deployed the replicas, then ended in a ValueError traceback (the
+    port read from `:::8000`) with Ray left running."""
+    host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+    return f"{'https' if cfg.ssl_certfile else 'http'}://{host}:{cfg.port}"
 
 
 def model_problem(spec: str) -> str | None:
@@ -467,8 +475,8 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
     if not cfg.token:
         print(f"warning: no token: anyone who can reach {url} can use the service "
               f"(--token or {wire.TOKEN_VARIABLE})", file=sys.stderr, flush=True)  # as --tcp's
-    count = (f"{cfg.min_replicas or 1} to {cfg.max_replicas}" if cfg.max_replicas
-             else str(cfg.replicas))
+    low = 1 if cfg.min_replicas is None else cfg.min_replicas  # as `deployment_options`
+    count = f"{low} to {cfg.max_replicas}" if cfg.max_replicas else str(cfg.replicas)
     stopped = threading.Event()
     received: list[signal.Signals] = []
 
