@@ -515,6 +515,29 @@ def test_while_the_service_is_down_fills_go_local_at_once_and_one_a_while_tries_
     assert (engine.retries, engine.fallbacks) == (4, 3)
 
 
+def test_with_fallback_an_error_that_fails_the_fills_is_not_said_to_fall_back():
+    """A refused token fails every fill, fallback or not (only a service unreachable or
+    losing fills falls back): the start said "fills will run on the local engine until it
+    answers", logged as a success, and `dlm/status` said so too."""
+    class Refusing(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server hook
+            status(401)(self)
+
+        def log_message(self, *args: object) -> None:
+            pass
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        engine = client(httpd, remote_fallback=True)
+        with pytest.raises(BackendError, match="refused the token"):
+            engine.preload()
+        said = engine.status()["loadError"]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert "refused the token" in said and "local engine" not in said
+
+
 def test_falling_back_is_told_once_an_outage_not_at_every_fill(model_dir):
     """Ghost text asks for a fill at each pause in typing: a message at each fallback was
     a new pop-up every few seconds while the service was down."""

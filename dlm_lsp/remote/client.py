@@ -49,7 +49,7 @@ class RemoteEngine(ServerBackend):
         try:
             health = self._get(wire.METRICS_PATH, wire.HEALTH_PATH)
         except BackendError as exc:
-            if not self.config.remote_fallback:
+            if not self._falls_back(exc):
                 raise
             return self._falling_back(exc)
         replicas = health.get("replicas")

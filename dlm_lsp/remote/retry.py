@@ -218,6 +218,13 @@ class ServerBackend:
                                 "(setting remoteFallback; dlm/status counts them)")
         return self._local.infill(req)
 
+    def _falls_back(self, exc: BackendError) -> bool:
+        """Whether fills fall back to the local engine on `exc`, as `_with_retries` does: a
+        server unreachable or losing fills, with `remoteFallback`.  Its other errors (a
+        token refused, another web server's page, a TLS failure) fail the fills; start-up
+        and `dlm/status` said of them that fills would run locally."""
+        return self.config.remote_fallback and isinstance(exc, (Unreachable, Lost))
+
     @staticmethod
     def _falling_back(exc: BackendError) -> str:
         """What `preload` says when the server did not answer and fills may fall back."""
@@ -238,7 +245,7 @@ class ServerBackend:
         try:
             answer = ask()
         except BackendError as exc:
-            why = self._falling_back(exc) if self.config.remote_fallback else str(exc)
+            why = self._falling_back(exc) if self._falls_back(exc) else str(exc)
             return {**mine, "reachable": False, "loaded": False, "loadError": why,
                     "model": f"{self.LABEL} at {self.config.remote_url}", "problem": str(exc)}
         return {**mine, "reachable": True, "loaded": True, "loadError": None, **describe(answer)}

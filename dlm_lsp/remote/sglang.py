@@ -46,7 +46,7 @@ from dlm_lsp.passes import (
     shown_style,
 )
 from dlm_lsp.policy import LengthEstimate, SpanPlan, local_text, plan_span
-from dlm_lsp.remote.http import Unreachable, token
+from dlm_lsp.remote.http import token
 from dlm_lsp.remote.retry import Lost, ServerBackend, stop_if_asked
 from dlm_lsp.remote.sglang_prompt import (
     CHARS_PER_TOKEN,
@@ -111,7 +111,7 @@ class SGLangEngine(ServerBackend):
         try:
             info = self._model_info()
         except BackendError as exc:
-            if not self.config.remote_fallback or not isinstance(exc, Unreachable):
+            if not self._falls_back(exc):
                 raise
             return self._falling_back(exc)
         how = f" with {self._algorithm}" if self._algorithm else ""
