@@ -945,3 +945,53 @@ def test_while_the_metrics_board_is_gone_a_replica_is_healthy_and_tells_its_own_
     text = asyncio.run(replica.metrics(SimpleNamespace(headers={}))).body.decode()
     assert 'dlm_lsp_in_flight{replica="a",pid="1"} 1' in text
     assert "dlm_lsp_replicas" not in text  # unknown, not 1
+
+
+@pytest.mark.parametrize("how", ["cancelled", "closed"])
+def test_a_fill_its_client_dropped_is_counted_and_leaves_no_error_unread(how):
+    """Each fill a client dropped (every superseded ghost text) logged "Future exception
+    was never retrieved" with a traceback at ERROR on the replica: its Cancelled, on the
+    fill's thread, was read by nothing.  A stream closed rather than cancelled was not
+    counted as cancelled."""
+    import asyncio
+    import gc
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    from dlm_lsp.remote import wire
+    from dlm_lsp.sampler import Cancelled
+
+    def infill(req: InfillRequest) -> None:
+        while not req.should_stop():
+            time.sleep(0.01)
+        raise Cancelled()
+    replica = bare_replica()
+    replica.engine = SimpleNamespace(config=ServerConfig(), notices=deque(), infill=infill)
+    replica.pool = ThreadPoolExecutor(2)
+    replica.counts = {"fills": 0, "cancelled": 0, "failed": 0, "inFlight": 0}
+    unread: list[dict] = []
+
+    async def drop() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: unread.append(
+            context))
+        req, drafts, _ = wire.request_from_json(
+            {"protocol": wire.PROTOCOL, "text": "x = \n", "start": 4, "end": 4,
+             "drafts": True}, ServerConfig())
+        stream = replica._stream(req, drafts, [])
+        first = asyncio.ensure_future(stream.__anext__())
+        await asyncio.sleep(0.1)
+        if how == "cancelled":
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+        else:
+            req.on_draft(1, 2, "a")
+            await first
+            await stream.aclose()
+        await asyncio.sleep(0.3)  # the fill's thread sees the stop and ends
+        gc.collect()
+    asyncio.run(drop())
+    replica.pool.shutdown()
+    assert [c.get("message") for c in unread] == []
+    assert replica.counts == {"fills": 0, "cancelled": 1, "failed": 0, "inFlight": 0}

@@ -91,6 +91,14 @@ class ServiceConfig:
 app = FastAPI(title="dlm-lsp remote engine", docs_url=None, redoc_url=None, openapi_url=None)
 
 
+def _read_out(future: asyncio.Future) -> None:
+    """Take a finished fill's outcome that no answer will carry, so that asyncio does not
+    log it as an error nobody saw (`_stream`).  Defined before the replica's class, whose
+    methods `serve.ingress` makes with the module's names as they stand then."""
+    if not future.cancelled():
+        future.exception()
+
+
 @serve.deployment
 @serve.ingress(app)
 class EngineReplica:
@@ -176,7 +184,7 @@ class EngineReplica:
             while not lines.empty():
                 yield lines.get_nowait()
             yield self._outcome(future, notices)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):  # the client gone; or closed
             stop.set()
             self.counts["cancelled"] += 1
             raise
@@ -184,6 +192,10 @@ class EngineReplica:
             stop.set()
             if getter is not None:
                 getter.cancel()
+            # a fill left here ends on its thread within a step, in Cancelled that nothing
+            # read: asyncio logged "Future exception was never retrieved" and a traceback
+            # at ERROR for each fill a client dropped (every superseded ghost text)
+            future.add_done_callback(_read_out)
             self.counts["inFlight"] -= 1
 
     def _outcome(self, future: asyncio.Future, notices: list[str]) -> bytes:
