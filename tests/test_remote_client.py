@@ -26,6 +26,7 @@ from dlm_lsp.engine import Engine
 from dlm_lsp.policy import SpanPlan, SpanTooLong
 from dlm_lsp.remote import wire
 from dlm_lsp.remote.client import RemoteEngine
+from dlm_lsp.remote.http import Unreachable
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled
 from dlm_lsp.span import HEAD_MAX_CHARS, _near
@@ -536,6 +537,43 @@ def test_with_fallback_an_error_that_fails_the_fills_is_not_said_to_fall_back():
         httpd.shutdown()
         httpd.server_close()
     assert "refused the token" in said and "local engine" not in said
+
+
+def test_while_one_fill_rechecks_the_service_the_others_go_local_at_once(model_dir,
+                                                                          monkeypatch):
+    """The recheck's turn moved on only once it had failed: every fill that came while it
+    connected tried the service too, each waiting the connect timeout (remoteConnectMs,
+    5 s by default, against a host that drops packets) instead of filling locally."""
+    from dlm_lsp.remote import retry
+
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url="http://127.0.0.1:9",
+                                       remote_retries=0, remote_fallback=True,
+                                       model=str(model_dir)))
+    engine.infill(InfillRequest(TEXT, AT, AT, "python"))  # down: found, and filled locally
+    tried = []
+
+    def connecting(*_args: object) -> None:
+        tried.append(time.monotonic())
+        time.sleep(1.0)  # a host that drops packets
+        raise Unreachable("cannot reach the service")
+    monkeypatch.setattr(engine, "_connect", connecting)
+    monkeypatch.setattr(engine, "_recheck_at", 0.0)  # the recheck is due
+    took: list[float] = []
+
+    def fill() -> None:
+        began = time.monotonic()
+        engine.infill(InfillRequest(TEXT, AT, AT, "python"))
+        took.append(time.monotonic() - began)  # a fill that raised is missing
+    first = threading.Thread(target=fill)
+    first.start()
+    time.sleep(0.2)  # the recheck is connecting
+    others = [threading.Thread(target=fill) for _ in range(3)]
+    for thread in others:
+        thread.start()
+    for thread in [first, *others]:
+        thread.join()
+    assert len(tried) == 1 and engine._recheck_at > time.monotonic() + retry.RECHECK_S - 2
+    assert (len(took), engine.fallbacks) == (4, 5)  # each filled locally
 
 
 def test_falling_back_is_told_once_an_outage_not_at_every_fill(model_dir):

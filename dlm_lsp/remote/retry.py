@@ -126,6 +126,10 @@ class ServerBackend:
         # local fill's 0.25 s, at every pause in typing for as long as the server was down.
         self._down: Unreachable | None = None
         self._recheck_at = 0.0
+        # who tries the server while it is down, and who makes the local engine: fills run
+        # on several threads, and those that came while a recheck connected each tried
+        # too (5 s each, the connect timeout, against a host that drops packets)
+        self._turn = threading.Lock()
         self.fills = self.retries = self.fallbacks = 0
         self.recent_fills: deque[float] = deque(maxlen=512)  # ms, as this client saw them
         self._pool = ConnectionPool()
@@ -177,9 +181,15 @@ class ServerBackend:
         fill (with `remoteFallback`) or the last error."""
         began = time.perf_counter()
         deadline = began + self.config.timeout_ms / 1000
-        down = self._down is not None and self.config.remote_fallback
-        if down and time.monotonic() < self._recheck_at:
-            return self._fall_back(req, self._down, 0)  # not tried: it was down a moment ago
+        down_at = self._down if self.config.remote_fallback else None
+        down = down_at is not None
+        if down_at is not None:
+            with self._turn:  # one fill a while is the recheck, the others go local at once
+                rechecking = time.monotonic() >= self._recheck_at
+                if rechecking:
+                    self._recheck_at = time.monotonic() + RECHECK_S
+            if not rechecking:
+                return self._fall_back(req, down_at, 0)  # not tried: down a moment ago
         tries = 1 if down else 1 + self.config.remote_retries  # a recheck is one try
         for attempt in range(tries):
             try:
@@ -209,8 +219,9 @@ class ServerBackend:
             raise BackendError(f"{exc} (tried {tries} time{'s' * (tries != 1)}; see setting "
                                f"{setting}, or remoteFallback to fill locally)") from exc
         from dlm_lsp.engine import Engine
-        if self._local is None:
-            self._local = Engine(self.config)
+        with self._turn:  # one local engine, whatever fills fall back at once
+            if self._local is None:
+                self._local = Engine(self.config)
         self.fallbacks += 1
         if not self._told_fallback:
             self._told_fallback = True
