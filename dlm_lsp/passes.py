@@ -194,12 +194,13 @@ def judged(document: ParsedDocument, req: InfillRequest, fill: str,
            cfg: ServerConfig) -> Validation:
     """The check's verdict on `fill`: its syntax, then, where that passes and `checkNames`
     is on, the names a Python fill reads (python_names); the code the model is shown
-    beside the document (a notebook's other cells) may define them."""
+    beside the document (a notebook's other cells) may define them.  A fill that writes
+    the hole marker is rejected whatever else it does (`marker_checked`)."""
     start, end = checked_span(req)
     verdict = document.validate(start, end, fill)
     if cfg.check_names:
         verdict = document.names_checked(start, end, fill, verdict, shown_code(req))
-    return verdict
+    return document.marker_checked(start, fill, cfg.hole_marker, verdict)
 
 
 def shown_code(req: InfillRequest) -> str:

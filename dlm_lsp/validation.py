@@ -49,6 +49,7 @@ from typing import NamedTuple
 from tree_sitter import Language, Node, Parser, Tree
 
 from dlm_lsp.bash_syntax import BashSyntax, bash_for
+from dlm_lsp.holes import find_holes
 from dlm_lsp.python_returns import ReturnNeed
 from dlm_lsp.python_syntax import PythonSyntax, Rejection, broken_alone
 from dlm_lsp.trees import ancestors, error_nodes
@@ -1028,6 +1029,21 @@ class ParsedDocument:
         (see PythonSyntax.resets); never but in Python."""
         return self.language == "python" and self._python_syntax().resets(start, end, fill,
                                                                           name)
+
+    def marker_checked(self, start: int, fill: str, marker: str,
+                       verdict: Validation) -> Validation:
+        """`verdict`, unless `fill` (written at `start`) holds the hole marker: the rejection
+        of those places, for repair to write them anew.  The model is shown the document's
+        other holes (and a notebook's other cells' holes) as they are, and copied them: a
+        fill applied as a string that began `"<FILL> + r` put back a hole that the next
+        "Fill holes" took for the user's, whatever its syntax."""
+        if not marker or marker not in fill:
+            return verdict
+        ranges = tuple((start + a, start + b) for a, b in find_holes(fill, marker))
+        places = tuple(self._fill_end(start, fill[:a - start]) for a, _ in ranges)
+        return Validation(True, False, self.language, places,
+                          reason=f"fill writes the hole marker {marker}, {_at(*places[0])}",
+                          new_ranges=ranges)
 
     def names_checked(self, start: int, end: int, fill: str, verdict: Validation,
                       shown: str = "") -> Validation:

@@ -86,3 +86,27 @@ def test_a_fill_of_blanks_only_takes_the_marker_out_and_adds_nothing() -> None:
     filling.accept(hole, "    \n")
     assert filling.text == "def f():\n    \n    return 1\n"
     assert filling.fills == [(13, 19, "")]
+
+
+@pytest.mark.parametrize(("fill", "marker", "places"), [
+    ('"<FILL>"', "<FILL>", [(25, 31)]),  # valid Python: a string
+    ("f(<FILL>, <FILL>)", "<FILL>", [(26, 32), (34, 40)]),
+    ("TODO_HOLE", "TODO_HOLE", [(24, 33)]),  # the server's holeMarker, whatever it is
+])
+def test_a_fill_that_writes_the_hole_marker_is_rejected_where_it_does(fill: str, marker: str,
+                                                                      places: list) -> None:
+    """The model is shown the other holes of the document (and of a notebook's other
+    cells) and copied them: such a fill, applied, put back a hole that the next Fill holes
+    took for the user's.  The places are for repair to write anew."""
+    from marked import marked_judged
+
+    verdict = marked_judged("def area(r):\n    return ⟦⟧\n", fill, hole_marker=marker)
+    assert not verdict.valid
+    assert list(verdict.new_ranges) == places
+    assert f"fill writes the hole marker {marker}" in verdict.reason
+
+
+def test_another_marker_than_the_server_s_is_code_like_any_other() -> None:
+    from marked import marked_judged
+
+    assert marked_judged("x = ⟦⟧\n", '"<FILL>"', hole_marker="@@").valid
