@@ -576,6 +576,27 @@ def test_while_one_fill_rechecks_the_service_the_others_go_local_at_once(model_d
     assert (len(took), engine.fallbacks) == (4, 5)  # each filled locally
 
 
+def test_a_fill_stopped_while_connecting_ends_at_once_and_its_connection_is_closed(
+        monkeypatch):
+    """The connect came before the stop was watched: a superseded or timed-out fill held
+    its thread (one of the server's few) until the connect gave up, up to remoteConnectMs
+    (5 s) against a host that drops packets."""
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url="http://127.0.0.1:9",
+                                       remote_retries=0))
+    closed = threading.Event()
+
+    def connecting(*_args: object) -> tuple:
+        time.sleep(1.0)  # the SYN unanswered, at last answered
+        return SimpleNamespace(close=closed.set), ""
+    monkeypatch.setattr(engine, "_connect", connecting)
+    began = time.monotonic()
+    with pytest.raises(Cancelled):
+        engine.infill(InfillRequest(TEXT, AT, AT, should_stop=lambda: time.monotonic() >
+                                    began + 0.1))
+    assert time.monotonic() - began < 0.6
+    assert closed.wait(5)  # what the connect got at last is not left open
+
+
 def test_falling_back_is_told_once_an_outage_not_at_every_fill(model_dir):
     """Ghost text asks for a fill at each pause in typing: a message at each fallback was
     a new pop-up every few seconds while the service was down."""

@@ -32,7 +32,15 @@ from dlm_lsp.backends import BackendError
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.policy import WITHOUT_TOKENIZER, rewrite_refusal
 from dlm_lsp.quantiles import status_ms
-from dlm_lsp.remote.http import SETTINGS, Names, StopWatch, Unreachable, connect, token
+from dlm_lsp.remote.http import (
+    SETTINGS,
+    WATCH_INTERVAL_S,
+    Names,
+    StopWatch,
+    Unreachable,
+    connect,
+    token,
+)
 from dlm_lsp.remote.wire import TOKEN_VARIABLE
 from dlm_lsp.results import InfillRequest, InfillResult
 from dlm_lsp.sampler import Cancelled
@@ -295,6 +303,40 @@ class ServerBackend:
         return connect(self.config.remote_url, connect_s or self.config.remote_connect_ms / 1000,
                        self.config.remote_ca_file, self.names)
 
+    def _connect_for(self, req: InfillRequest) -> tuple[http.client.HTTPConnection, str]:
+        """`_connect()`, given up (Cancelled) as soon as the fill is stopped.  A connect
+        that hangs (a host that drops packets) held the fill's thread, one of the server's
+        few, for up to `remoteConnectMs` (5 s) after the fill was superseded or timed out.
+        The attempt goes on on a thread of its own, which closes what it gets."""
+        if req.should_stop is None:
+            return self._connect()
+        lock, done = threading.Lock(), threading.Event()
+        outcome: list[Any] = []  # the connection, or what connecting raised
+        abandoned = False
+
+        def attempt() -> None:
+            try:
+                got: Any = self._connect()
+            except BaseException as exc:  # noqa: BLE001 -- handed to the fill's thread
+                got = exc
+            with lock:
+                if abandoned:
+                    if not isinstance(got, BaseException):
+                        got[0].close()
+                    return
+                outcome.append(got)
+                done.set()
+        threading.Thread(target=attempt, name="dlm-remote-connect", daemon=True).start()
+        while not done.wait(WATCH_INTERVAL_S):
+            if req.should_stop():
+                with lock:
+                    if not done.is_set():
+                        abandoned = True
+                        raise Cancelled()
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
     def _post(self, req: InfillRequest, path: str, body: bytes, accept: str,
               read: Callable[[http.client.HTTPResponse], T]) -> T:
         """POST a fill and `read` the streamed answer; the connection is cut as soon as
@@ -305,7 +347,7 @@ class ServerBackend:
         connection while it sat idle: when such a connection fails before any answer,
         the fill is sent once more on a new one, which is not a retry."""
         pooled = self._pool.take()
-        conn, prefix = pooled if pooled is not None else self._connect()
+        conn, prefix = pooled if pooled is not None else self._connect_for(req)
         keep = False
 
         def send() -> http.client.HTTPResponse:
@@ -320,7 +362,7 @@ class ServerBackend:
                         if pooled is None or watch.stopped:
                             raise
                         conn.close()  # gone while idle: a fresh connection, same watch
-                        conn, prefix = self._connect()
+                        conn, prefix = self._connect_for(req)
                         watch.conn = conn
                         response = send()
                     self._check(response, path)
