@@ -298,6 +298,11 @@ def _row_commits(cfg: SamplerConfig, order: _Order, r: int, masked: list[bool],
         forced.append(region[0])
     eligible = [m and i >= end for i, m in enumerate(masked)]
     floor = math.ceil(remaining / steps_left)
+    # the least a step commits, whatever a threshold or a cap says: the schedule's count,
+    # or an even share of what is left where that is smaller.  The even share alone made
+    # any `maxPerStep` or `threshold` a `linear` schedule: `cosine` with a cap of 4096
+    # committed 2 on its first steps where it commits 1, a cap raising the count.
+    pace = min(schedule_k, floor)
     if cfg.threshold is not None:
         confident = [ok and conf[i] >= cfg.threshold for i, ok in enumerate(eligible)]
         if any(confident):  # the confident positions, whatever the strategy: it orders them
@@ -307,14 +312,13 @@ def _row_commits(cfg: SamplerConfig, order: _Order, r: int, masked: list[bool],
             k = k if cfg.max_per_step is None else min(k, cfg.max_per_step)
             taken = pick(score, confident, forced, max(k, len(forced)), cfg.spacing, 0)
             # others only where the budget needs them
-            return pick(score, eligible, taken, max(len(taken), floor), cfg.spacing, floor)
+            return pick(score, eligible, taken, max(len(taken), pace), cfg.spacing, pace)
         k = 1  # none is confident enough: the strategy's best
     else:
         k = schedule_k
     if cfg.max_per_step is not None:
         k = min(k, cfg.max_per_step)
-    must = floor if cfg.threshold is not None or cfg.max_per_step is not None else min(k, floor)
-    return pick(score, eligible, forced, max(k, must, len(forced)), cfg.spacing, must)
+    return pick(score, eligible, forced, max(k, pace, len(forced)), cfg.spacing, pace)
 
 
 def _remask(cfg: SamplerConfig, order: _Order, span: torch.Tensor, probs: torch.Tensor,

@@ -183,6 +183,25 @@ def test_cap_yields_to_the_budget(tok):
     assert [len(x) for x in new] == [4, 4, 4]
 
 
+@pytest.mark.parametrize("schedule", ["cosine", "back", "front", "linear"])
+def test_a_cap_that_never_binds_leaves_the_schedule_as_it_is(tok, schedule):
+    """A cap only lowers a step's count: any `maxPerStep` made `cosine` and `back` commit
+    an even share a step (2 on their first steps, where they commit 1)."""
+    lay = layout(tok, 16)
+    _, free, _ = watch(tok, fixed(tok), lay, steps=8, schedule=schedule)
+    _, capped, _ = watch(tok, fixed(tok), lay, steps=8, schedule=schedule, max_per_step=4096)
+    assert [len(x) for x in capped] == [len(x) for x in free]
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "back"])
+def test_a_threshold_nothing_reaches_keeps_the_schedule_s_few_early_commits(tok, schedule):
+    lay = layout(tok, 16)
+    _, free, _ = watch(tok, fixed(tok), lay, steps=8, schedule=schedule)
+    _, held, _ = watch(tok, peaked(tok, lay, [0] * 16), lay, steps=8, schedule=schedule,
+                       threshold=0.99)
+    assert len(free[0]) == len(held[0]) == 1
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_spacing_keeps_simultaneous_commits_apart(tok, seed):
     _, new, _ = watch(tok, fixed(tok, seed), layout(tok, 24), steps=8, spacing=1)
