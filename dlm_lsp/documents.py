@@ -100,6 +100,10 @@ def open_document(workspace: Workspace, uri: str, refused: Refused | None = None
     doc = find_document(workspace, uri)
     if doc is None:
         told = refused.get(uri) if refused is not None else None
+        if told is None and workspace.get_notebook_document(notebook_uri=uri) is not None:
+            # "send textDocument/didOpen" is nothing a notebook's client can do
+            told = (f"{uri} is a notebook: name one of its cells (a fill is of a cell's "
+                    "text, with the notebook's other cells around it)")
         raise JsonRpcInvalidParams(
             f"document {uri} is not open: send textDocument/didOpen before asking for a fill"
             if told is None else told)

@@ -237,6 +237,20 @@ def test_holes_filled_in_a_cell_are_applied_to_that_cell_at_its_version(session)
     assert "import math\n\n# radius r\ndef area(r):" in session.shown[0]
 
 
+def test_a_command_that_names_the_notebook_is_told_to_name_a_cell(session):
+    """It was told to send textDocument/didOpen, which no notebook client can do."""
+    async def run() -> dict:
+        session.receive(did_open())
+        session.receive({"id": 1, "method": "workspace/executeCommand", "params": {
+            "command": "dlm.fillHoles", "arguments": [NOTEBOOK]}})
+        return await session.answer(1)
+
+    reply = asyncio.run(run())
+    assert reply["error"]["code"] == -32602
+    assert "is a notebook: name one of its cells" in reply["error"]["message"]
+    assert "didOpen" not in reply["error"]["message"]
+
+
 def fill_while(session, edit: dict) -> dict:
     """The answer to a fill of TARGET's hole during which the client sends `edit`."""
     async def run() -> dict:
