@@ -110,7 +110,7 @@ class Denoised:
     span_ids: torch.Tensor  # (B, N) committed tokens of the span
     scores: torch.Tensor  # (B,) mean log-probability of the span's tokens
     steps: int  # forward passes run
-    early_stopped: bool = False
+    early_stopped: bool = False  # ended before its budget: the early stop, or its text settled
     # positions a head's chain grew the span by (`grow_for_head`): the span was planned
     # with the head's own tokens, and the loop denoised these more
     grown: int = 0
@@ -538,6 +538,9 @@ class Denoising:
             self.block = len(self.plan)
             return
         if cfg.stop_when_settled and not last and not grew and self._text_settled(span, probs):
+            # ended before its budget too: `fill` said "3 steps" of `--steps 16`, which read
+            # as the option ignored, where the early stop's end said "(stopped early)"
+            self.early_stopped = True
             self.block = len(self.plan)
             return
         self._settle()

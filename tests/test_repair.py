@@ -247,7 +247,9 @@ def test_a_fill_s_repair_steps_are_those_of_its_runs_after_the_first(
     result = engine.infill(request)
     assert len(steps) == 4  # diffusion, two repair rounds, the left-to-right retry
     assert (result.steps, result.repair_steps) == (sum(steps), sum(steps[1:]))
-    assert describe_steps(result) == f"{sum(steps)} steps ({steps[0]} + {sum(steps[1:])} in repair)"
+    assert steps[0] < 4  # the first run's text settled before its budget of 4 steps
+    assert describe_steps(result) == (f"{sum(steps)} steps ({steps[0]}, stopped early, + "
+                                      f"{sum(steps[1:])} in repair)")
 
 
 def test_a_fill_without_repair_says_its_steps_alone(
