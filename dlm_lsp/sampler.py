@@ -423,8 +423,11 @@ class Denoising:
         timed for (`StepBatcher`) cuts it so that it still meets its latency target.
         The blocks left share the steps as `blocks` shares a budget; the block under way
         keeps the steps it has taken, and its schedule spreads what is masked over the
-        steps it has left."""
-        if self.done or steps >= self.steps_left:
+        steps it has left.  A left-to-right run is never cut: it writes a token a step over
+        a budget of a step per position, and cut it committed all it had left at once on
+        its last step (the baseline, and the retry after repair, with a latency target in
+        shared rounds)."""
+        if self.done or steps >= self.steps_left or self.cfg.strategy == "left-to-right":
             return
         self.cut = True
         self._replan(steps)

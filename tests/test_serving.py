@@ -270,6 +270,26 @@ def test_a_shortened_fill_ends_within_its_new_budget_with_every_position_written
     assert model.mask_id not in state.result().span_ids.flatten().tolist()
 
 
+def test_a_left_to_right_fill_is_never_cut(model) -> None:
+    """It writes a token a step: cut to fit a shared round's deadline, its last step
+    committed every position it had left at once, no longer left to right."""
+    state = Denoising(model, _layout(model, PREFIXES[0], n=16),
+                      SamplerConfig(steps=16, strategy="left-to-right", schedule="linear",
+                                    stop_when_settled=False), 0)
+    forward = model.logits
+    for _ in range(2):
+        state.advance(forward(state.inputs))
+    left = state.steps_left
+    state.shorten(1)
+    assert (state.steps_left, state.cut) == (left, False)
+    commits = []
+    while not state.done:
+        before = int((state.inputs == model.mask_id).sum())
+        state.advance(forward(state.inputs))
+        commits.append(before - int((state.inputs == model.mask_id).sum()))
+    assert set(commits) == {1}
+
+
 def _steps_with_target(batcher: StepBatcher, states: list[Denoising], step_ms: float) -> list:
     """Run the states at once, each with a target of 8 steps of `step_ms` from now, all
     admitted in one round (`_admitted_together`)."""
