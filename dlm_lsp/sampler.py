@@ -738,13 +738,16 @@ def span_forward(model: DiffusionModel, lo: int, hi: int) -> Callable[[torch.Ten
 
 def refine_start(model: DiffusionModel, layout: SpanLayout, strength: float, by: str,
                  seed: int) -> list[int]:
-    """Mask `strength` of a span's existing tokens (least likely first, or at random).
+    """Mask `strength` of the old code's tokens (least likely first, or at random), and the
+    pad positions after it, the room a rewrite may grow into.
 
-    The span of `layout.init_ids` holds the code being rewritten; its head
+    The span of `layout.init_ids` holds the code being rewritten, then pads; its head
     positions are never masked.  Strength 1 masks everything: a full re-generation.
+    The share was of the code and the pads together, which by confidence took the
+    pads first: strength 0.5 over `return a + b` masked 1 of its 3 tokens and 5 pads.
     """
     init = list(layout.init_ids or ())
-    free = list(range(layout.head_tokens, len(init)))
+    free = [i for i in range(layout.head_tokens, len(init)) if init[i] != model.pad_id]
     count = round(strength * len(free))
     if count <= 0:
         return init
@@ -757,6 +760,7 @@ def refine_start(model: DiffusionModel, layout: SpanLayout, strength: float, by:
     else:
         gen = torch.Generator().manual_seed(seed)
         order = [free[i] for i in torch.randperm(len(free), generator=gen).tolist()]
-    for i in order[:count]:
+    room = [i for i in range(layout.head_tokens, len(init)) if init[i] == model.pad_id]
+    for i in order[:count] + room:
         init[i] = model.mask_id
     return init

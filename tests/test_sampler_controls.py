@@ -488,6 +488,24 @@ def test_refine_masks_the_least_likely_old_tokens_first(tok):
     assert refine_start(model, lay, 1.0, "random", 0) == [model.mask_id] * 6
 
 
+@pytest.mark.parametrize("by", ["confidence", "random"])
+def test_refine_masks_its_share_of_the_old_code_and_the_room_after_it(tok, by):
+    """The share was of the code and the pad positions after it together: by confidence
+    the pads went first, and strength 0.5 over `return a + b` masked 1 of its 3 tokens."""
+    pad = FakeModel(tok).pad_id
+    lay = SpanLayout(tok.encode(PREFIX), 8, tok.encode("\n"),
+                     init_ids=(100, 101, 102, 103, pad, pad, pad, pad))
+
+    def make(ids: torch.Tensor) -> torch.Tensor:  # sure of the pads, doubts the code
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[:, lay.span_start + 4:lay.span_start + 8, pad] = 20.0
+        return logits
+    model = FakeModel(tok, make)
+    start = refine_start(model, lay, 0.5, by, 0)
+    assert sum(t == model.mask_id for t in start[:4]) == 2  # half of the code
+    assert start[4:] == [model.mask_id] * 4  # the room to grow into
+
+
 def test_refine_keeps_the_head_and_the_unmasked_old_code(tok):
     init = tuple(range(100, 108))
     lay = SpanLayout(tok.encode(PREFIX), 8, tok.encode("\n"), head="x", head_tokens=2,
