@@ -40,6 +40,18 @@ def test_a_limited_sample_is_fixed_and_evenly_spread():
     assert len({t.task_id.split("/")[2] for t in sample}) > 5  # many different problems
 
 
+def test_a_limit_above_the_split_runs_it_all_and_says_so(capsys):
+    """`bench humaneval --split random-span-light --limit 100000` ran the 164 tasks with
+    no word (only the header's count told it)."""
+    tasks = load_tasks("random-span-light", limit=100_000)
+    assert len(tasks) == len(load_tasks("random-span-light"))
+    assert capsys.readouterr().err == (f"note: a limit of 100000 is more than the "
+                                       f"random-span-light split's {len(tasks)} tasks: all "
+                                       f"{len(tasks)} run\n")
+    load_tasks("random-span-light", limit=len(tasks))
+    assert capsys.readouterr().err == ""  # exactly the split: nothing to say
+
+
 def test_a_perfect_model_would_score_full_exact_match(model_dir, monkeypatch):
     engine = Engine(ServerConfig(model=str(model_dir), device="cpu", max_span_tokens=512))
     tasks = load_tasks("single-line", limit=3)

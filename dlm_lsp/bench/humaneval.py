@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,4 +47,7 @@ def load_tasks(split: str = "single-line", limit: int | None = None) -> list[Tas
     if limit is not None and limit < len(tasks):
         stride = len(tasks) / limit
         tasks = [tasks[int(i * stride)] for i in range(limit)]
+    elif limit is not None and limit > len(tasks):  # it ran them all, and said nothing
+        print(f"note: a limit of {limit} is more than the {split} split's {len(tasks)} "
+              f"tasks: all {len(tasks)} run", file=sys.stderr, flush=True)
     return tasks
