@@ -17,6 +17,7 @@ import collections
 import time
 from types import SimpleNamespace
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.heldout import heldout_files, line_tasks
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.script import run_script
@@ -28,8 +29,8 @@ from dlm_lsp.server import _suggestions
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--heldout", type=int, default=40, help="held-out lines")
-    parser.add_argument("--humaneval", type=int, default=20, help="HumanEval multi-line tasks")
+    parser.add_argument("--heldout", type=positive, default=40, help="held-out lines")
+    parser.add_argument("--humaneval", type=positive, default=20, help="HumanEval multi-line tasks")
     parser.add_argument("--model", default="default")
     args = parser.parse_args()
     engine = Engine(ServerConfig(model=args.model, device="cpu"))

@@ -20,6 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bash_syntax import run_bash
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.validation import ParsedDocument, _parser
@@ -98,9 +99,9 @@ def report(name: str, text: str, bash: str, count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, nargs="+", default=[200, 5000])
+    parser.add_argument("--lines", type=positive, nargs="+", default=[200, 5000])
     parser.add_argument("--script", type=Path, help="a real script to measure as well")
-    parser.add_argument("--spans", type=int, default=20)
+    parser.add_argument("--spans", type=positive, default=20)
     args = parser.parse_args()
     bash = shutil.which("bash")
     if bash is None:

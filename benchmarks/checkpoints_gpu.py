@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.output import write_json
 from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.models.cache import CacheConfig
@@ -144,11 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", action="store_true",
                         help="published shapes on the CPU, in the server's precision there")
     parser.add_argument("--families", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--contexts", nargs="+", type=int, default=[512, 1024])
-    parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--contexts", nargs="+", type=positive, default=[512, 1024])
+    parser.add_argument("--batches", nargs="+", type=positive, default=[1, 8])
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--span", type=int, default=32, help="span tokens of the cached step")
+    parser.add_argument("--repeats", type=positive, default=10)
+    parser.add_argument("--span", type=positive, default=32, help="span tokens of the cached step")
     parser.add_argument("--json", dest="json_out", metavar="OUT")
     args = parse_script_arguments(parser, argv)
     cuda = torch.cuda.is_available() and not args.cpu

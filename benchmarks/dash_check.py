@@ -24,6 +24,7 @@ from pathlib import Path
 
 from bash_check import build_script, spans
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bash_syntax import _POSIX_SHELLS, interpreter, run_bash, run_dash
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.validation import ParsedDocument, _parser
@@ -102,10 +103,10 @@ def timing(name: str, body: str, bash: str, count: int, repeats: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=200)
-    parser.add_argument("--spans", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=20)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lines", type=positive, default=200)
+    parser.add_argument("--spans", type=positive, default=20)
+    parser.add_argument("--repeats", type=positive, default=20)
     parser.add_argument("--script", type=Path, help="a real POSIX sh script to time too "
                         "(its shebang line replaced)")
     args = parser.parse_args()

@@ -31,6 +31,7 @@ from pathlib import Path
 from lsp_latency import cursors, stdio_server
 from validation_large import build_document
 
+from dlm_lsp.arguments import positive, positive_amount
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.script import parse_script_arguments, run_script
 
@@ -89,8 +90,8 @@ class StatusPoll:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, nargs="+", default=[0.1, 1.0, 10.0])
-    parser.add_argument("--fills", type=int, default=10)
+    parser.add_argument("--mb", type=positive_amount, nargs="+", default=[0.1, 1.0, 10.0])
+    parser.add_argument("--fills", type=positive, default=10)
     parser.add_argument("--at", choices=("assignments", "between"), default="assignments")
     parser.add_argument("--documents", choices=("stdlib", "generated"), default="stdlib")
     parser.add_argument("--pause", type=float, default=0.0,

@@ -31,6 +31,7 @@ from pathlib import Path
 from forward_passes import time_forward_passes
 from typing_cost import FORWARD, LANGUAGES, STAGES, Editor, Stages, build, record_results
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.documents import find_document
@@ -138,13 +139,14 @@ async def other_file(lines: int, rounds: int, stages: Stages) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, nargs="+", default=[5000, 20_000, 50_000])
+    parser.add_argument("--lines", type=positive, nargs="+", default=[5000, 20_000, 50_000])
     parser.add_argument("--languages", nargs="+", choices=list(LANGUAGES),
                         default=list(LANGUAGES))
-    parser.add_argument("--edits", type=int, default=200, help="keystrokes before the requests")
+    parser.add_argument("--edits", type=positive, default=200,
+                        help="keystrokes before the requests")
     parser.add_argument("--other-file", action="store_true",
                         help="instead: ghost text in a small file while a large one is parsed")
-    parser.add_argument("--rounds", type=int, default=5, help="with --other-file")
+    parser.add_argument("--rounds", type=positive, default=5, help="with --other-file")
     parser.add_argument("--json", dest="json_out", help="write the numbers (JSON)")
     args = parse_script_arguments(parser)
     stages, results = Stages(), []

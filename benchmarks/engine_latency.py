@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.script import run_script
-from dlm_lsp.config import InfillOptions, ServerConfig
+from dlm_lsp.config import InfillOptions, ServerConfig, from_json
 from dlm_lsp.engine import Engine, InfillRequest
+from dlm_lsp.models.interface import ModelLoadError
 
 DOCUMENT = (
     "import os\n\n\n"
@@ -37,13 +39,22 @@ CASES = {  # kind -> (cursor offset, strategy)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=10)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="default",
+                        help="a model spec, as the `model` setting (default: the shipped one)")
+    parser.add_argument("--device", default="cpu", help="as the `device` setting (default cpu)")
+    parser.add_argument("--repeats", type=positive, default=10,
+                        help="fills of each kind, one seed each (default 10)")
     args = parser.parse_args()
+    problems = from_json(ServerConfig, {"model": args.model, "device": args.device},
+                         strict=True)[1]
+    if problems:  # `--device tpu` was torch's RuntimeError, after the model had loaded
+        parser.error(problems[0])
     engine = Engine(ServerConfig(model=args.model, device=args.device))
-    engine.infill(InfillRequest(DOCUMENT, 10, 10))  # warm-up
+    try:
+        engine.infill(InfillRequest(DOCUMENT, 10, 10))  # warm-up, and the model's load
+    except ModelLoadError as exc:  # a missing model, no CUDA: its message, no traceback
+        parser.exit(1, f"{parser.prog}: {exc}\n")
     # the machine named as the other scripts name it (`x86_64` said nothing of the CPU)
     print(f"model {args.model} on {args.device}; machine: "
           f"{machine_line(describe_machine(args.device))}")

@@ -38,9 +38,10 @@ from forward_passes import time_forward_passes
 from lsp_latency import stdio_server
 
 from dlm_lsp import sampler, strategies
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 
@@ -108,14 +109,14 @@ def through_server(fills: dict[str, list[InfillRequest]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fills", type=int, default=10, help="fills of each kind")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--fills", type=positive, default=10, help="fills of each kind")
+    parser.add_argument("--runs", type=positive, default=5)
     parser.add_argument("--server", action="store_true",
                         help="also through the server, CPU by thread")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="print the N functions with the most CPU of their own")
     parser.add_argument("--fills-out", help="write each fill's candidates and passes (JSON)")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     fills = {kind: requests(kind, args.fills) for kind in ("single", "multi")}
     seconds: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)

@@ -31,8 +31,9 @@ from forward_passes import time_forward_passes
 from lsp_latency import cursors
 
 from dlm_lsp import engine, passes, sampler, validation
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.machine import describe_machine, machine_line
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine, InfillRequest
 
@@ -66,11 +67,11 @@ def timed(owner: object, name: str, stage: str, seconds: dict, calls: dict) -> N
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fills", type=int, default=30)
+    parser.add_argument("--fills", type=positive, default=30)
     parser.add_argument("--model", default="default")
     parser.add_argument("--batch-rows", type=int, default=16, help="the server's batchRows")
     parser.add_argument("--fills-out", help="write each fill's candidates and passes (JSON)")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     text = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()
     starts = [0]
     for line in text.splitlines(keepends=True):

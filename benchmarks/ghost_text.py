@@ -27,6 +27,7 @@ from pathlib import Path
 
 from lsp_latency import _p95, cursors, server_settings, stdio_server
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.script import parse_script_arguments, run_script
 
@@ -52,7 +53,7 @@ def new_lines(text: str, count: int) -> tuple[str, list[tuple[int, int]]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=40, help="per kind of cursor")
+    parser.add_argument("--requests", type=positive, default=40, help="per kind of cursor")
     parser.add_argument("--model", default="default")
     parser.add_argument("--settings", default="{}", help="more server settings, as JSON")
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="also write the numbers")

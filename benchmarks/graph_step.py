@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.models import load_model
@@ -56,11 +57,11 @@ def main() -> None:
     parser.add_argument("--model", default="default")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--precision", default="auto")
-    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[256, 512])
-    parser.add_argument("--span", type=int, default=32)
+    parser.add_argument("--batches", type=positive, nargs="+", default=[1, 8])
+    parser.add_argument("--lengths", type=positive, nargs="+", default=[256, 512])
+    parser.add_argument("--span", type=positive, default=32)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--repeats", type=positive, default=50)
     parser.add_argument("--json", dest="json_out", metavar="OUT")
     args = parse_script_arguments(parser)
 

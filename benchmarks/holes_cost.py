@@ -23,8 +23,9 @@ import time
 
 from pathological_documents import ForwardTime, cases
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.output import write_json
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.engine import Engine
 from dlm_lsp.holes import HoleFilling, find_holes
@@ -46,10 +47,10 @@ def fill_holes(engine: Engine, text: str, uri: str, count: int) -> list[list]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--holes", type=int, default=20)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--holes", type=positive, default=20)
+    parser.add_argument("--runs", type=positive, default=3)
     parser.add_argument("--fills-out", metavar="FILE", help="write every hole's candidates")
-    args = parser.parse_args()
+    args = parse_script_arguments(parser)
     case = cases()["holes-200"]()
     per_hole, fills = [], None
     for run in range(args.runs):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tree_sitter import Node
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.validation import ParsedDocument, language_for, parsed_document
 
@@ -87,9 +88,9 @@ def source(path: Path) -> tuple[str, str] | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", type=Path)
-    parser.add_argument("--lines", type=int, default=40, help="lines a file, at random")
+    parser.add_argument("--lines", type=positive, default=40, help="lines a file, at random")
     parser.add_argument("--samples", type=Path, help="write the refusals here (JSON)")
     args = parser.parse_args()
     rng = random.Random(0)

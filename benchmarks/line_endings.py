@@ -70,7 +70,7 @@ def fill_all(engine: Engine, ending: str) -> tuple[int, int, int, list[str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="default")
     args = parser.parse_args()
     engine = Engine(ServerConfig(model=args.model, device="cpu", reuse_fills=False))

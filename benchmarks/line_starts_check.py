@@ -21,6 +21,7 @@ import argparse
 import statistics
 import time
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.heldout import heldout_files
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
@@ -79,7 +80,7 @@ def _tasks(split: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lines", type=int, default=None,
+    parser.add_argument("--lines", type=positive, default=None,
                         help="line starts a held-out file (default: all)")
     args = parser.parse_args()
     tok = Tokenizer.from_file(DEFAULT_MODEL_DIR / "tokenizer.json")

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.config import SettingsRefused, settings_option
@@ -125,8 +126,8 @@ def cursors(text: str, count: int) -> list[tuple[int, int]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fills", type=int, default=40)
-    parser.add_argument("--concurrent", type=int, default=8)
+    parser.add_argument("--fills", type=positive, default=40)
+    parser.add_argument("--concurrent", type=positive, default=8)
     parser.add_argument("--model", default="default")
     parser.add_argument("--settings", default="{}", help="more server settings, as JSON")
     parser.add_argument("--options", default="{}",

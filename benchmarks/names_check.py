@@ -41,6 +41,7 @@ import time
 from collections import Counter
 
 from dlm_lsp import python_syntax
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.heldout import heldout_files
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.lines import line_tasks
@@ -179,8 +180,9 @@ def _spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lines", type=int, default=3000, help="held-out lines (default 3000)")
-    parser.add_argument("--repeats", type=int, default=3,
+    parser.add_argument("--lines", type=positive, default=3000,
+                        help="held-out lines (default 3000)")
+    parser.add_argument("--repeats", type=positive, default=3,
                         help="timed runs of each held-out line (default 3)")
     args = parser.parse_args()
     print(machine_line(describe_machine("cpu")))

@@ -47,6 +47,7 @@ import shaping_round_trip as shaping
 from lsprotocol import types
 from pygls.workspace import Workspace
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.notebooks import cell_context
 
@@ -312,11 +313,11 @@ def sample(paths: list[Path], indent: str, count: int, rng: random.Random, max_l
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", help="directories or files of Python")
-    parser.add_argument("--per-kind", type=int, default=200, help="sites a kind")
+    parser.add_argument("--per-kind", type=positive, default=200, help="sites a kind")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--examples", type=int, default=2, help="diffs shown per kind")
     parser.add_argument("--kinds", nargs="*", choices=KINDS, default=list(KINDS))
-    parser.add_argument("--max-cell-lines", type=int, default=10,
+    parser.add_argument("--max-cell-lines", type=positive, default=10,
                         help="only cells this short (a notebook's cells are a few lines)")
     args = parser.parse_args(argv)
     # a root not there gave a table of zeros and status 0, which read as a run with

@@ -19,6 +19,7 @@ import json
 import statistics
 from pathlib import Path
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.engine import Engine
@@ -43,9 +44,9 @@ def fill(engine: Engine, doc: str) -> tuple[int, str, float, bool]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="default")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=positive, default=3)
     args = parser.parse_args()
     engine = Engine(ServerConfig(model=args.model, device="cpu", reuse_fills=False))
     skipping = InfillRun.beyond_reach

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import threading
-from pathlib import Path
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.humaneval import load_tasks
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.output import write_json
-from dlm_lsp.bench.script import run_script
+from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.costs import StepCost
 from dlm_lsp.models import load_model
 from dlm_lsp.sampler import Denoising, SamplerConfig, denoise
@@ -67,11 +67,13 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                         help="as the setting (default auto: bf16 where the CPU has it)")
-    parser.add_argument("--limit", type=int, default=50, help="tasks of each split (default 50)")
-    parser.add_argument("--tokens", type=int, default=16, help="span tokens a fill (default 16)")
-    parser.add_argument("--steps", type=int, default=16, help="steps a fill (default 16)")
-    parser.add_argument("--json", type=Path, help="write the counts here")
-    args = parser.parse_args()
+    parser.add_argument("--limit", type=positive, default=50,
+                        help="tasks of each split (default 50)")
+    parser.add_argument("--tokens", type=positive, default=16,
+                        help="span tokens a fill (default 16)")
+    parser.add_argument("--steps", type=positive, default=16, help="steps a fill (default 16)")
+    parser.add_argument("--json", dest="json_out", help="write the counts here")
+    args = parse_script_arguments(parser)
     model = load_model(args.model, args.device, args.precision)
     cfg = SamplerConfig(steps=args.steps)
     # the companion: the longest prefix of the sample, cut to the model's context
@@ -97,8 +99,8 @@ def main() -> None:
           f"fills identical padded beside a {report['long_tokens']}-token fill "
           f"({padded_runs} ran padded passes), {differing}/{positions} span tokens differ; "
           f"the long fill identical {long_same}/{len(tasks)}")
-    if args.json:
-        write_json(args.json, report)
+    if args.json_out:
+        write_json(args.json_out, report)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ from forward_passes import time_forward_passes
 from lsp_latency import server_settings
 from typing_cost import Editor, rss
 
+from dlm_lsp.arguments import positive_amount
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.documents import find_document
@@ -617,8 +618,8 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", default=names, metavar="CASE",
                         help=f"cases to run, by name or the start of names ({', '.join(names)})")
     parser.add_argument("--settings", default="{}", help="initializationOptions (JSON)")
-    parser.add_argument("--request-timeout", type=float, default=120.0)
-    parser.add_argument("--holes-seconds", type=float, default=30.0)
+    parser.add_argument("--request-timeout", type=positive_amount, default=120.0)
+    parser.add_argument("--holes-seconds", type=positive_amount, default=30.0)
     parser.add_argument("--json", dest="json_out", help="write every step (JSON)")
     parser.add_argument("--table", nargs="+", metavar="JSON",
                         help="instead: the summary of runs written with --json")

@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+from dlm_lsp.arguments import positive, positive_amount
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.output import write_json
 from dlm_lsp.bench.script import parse_script_arguments, run_script
@@ -84,12 +85,12 @@ def load(url: str, text: str, points: list[int], clients: int, seconds: float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--replicas", type=positive, nargs="+", default=[1, 2])
+    parser.add_argument("--clients", type=positive, default=8)
+    parser.add_argument("--seconds", type=positive_amount, default=60)
     parser.add_argument("--model", default="default")
-    parser.add_argument("--cpus-per-replica", type=float, default=1)
-    parser.add_argument("--num-cpus", type=int, default=2)
+    parser.add_argument("--cpus-per-replica", type=positive_amount, default=1)
+    parser.add_argument("--num-cpus", type=positive, default=2)
     parser.add_argument("--port", type=int, default=8377)
     parser.add_argument("--settings", default="{}",
                         help="the clients' settings, camelCase as an editor sends them (JSON)")

@@ -25,6 +25,7 @@ from document_size import generated
 from tree_sitter import LogType, Parser, Tree
 
 from dlm_lsp import validation
+from dlm_lsp.arguments import positive, positive_amount
 from dlm_lsp.bench.script import run_script
 
 FRACTIONS = (0.1, 0.5, 0.9)
@@ -114,8 +115,8 @@ def why(megabytes: float = 0.1) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, nargs="+", default=[1.0, 3.0])
-    parser.add_argument("--repeat", type=int, default=3, help="each timing's best of N")
+    parser.add_argument("--mb", type=positive_amount, nargs="+", default=[1.0, 3.0])
+    parser.add_argument("--repeat", type=positive, default=3, help="each timing's best of N")
     parser.add_argument("--why", action="store_true", help="also count tree-sitter's log")
     args = parser.parse_args()
     for megabytes in args.mb:

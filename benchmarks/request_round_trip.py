@@ -94,6 +94,7 @@ from shaping_round_trip import (
 from shaping_round_trip import ask as ask_blank_line
 from tree_sitter import Node
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.documents import _in_word, _lines, apply_change, word_before
@@ -442,12 +443,13 @@ def tally(outcomes: list[Outcome]) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", help="directories or files to sample")
-    parser.add_argument("--per-language", type=int, default=200, help="sites a kind")
+    parser.add_argument("--per-language", type=positive, default=200, help="sites a kind")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--examples", type=int, default=2, help="diffs shown per kind")
     parser.add_argument("--languages", nargs="*", help="only these (canonical names)")
     parser.add_argument("--kinds", nargs="*", choices=KINDS + BLANK_LINE,
-                        help="the kinds asked (default: KINDS; with --in-fours, FOURS_KINDS)")
+                        help=f"the kinds asked (default: {' '.join(KINDS)}; with --in-fours, "
+                             f"{' '.join(FOURS_KINDS)})")
     parser.add_argument("--in-fours", action="store_true",
                         help="in files that nest by two spaces or tabs, the model writes "
                              "four spaces a level (in_fours)")

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench import sandbox
 from dlm_lsp.bench.sandbox import SandboxConfig, run_program
 from dlm_lsp.bench.script import run_script
@@ -72,9 +73,9 @@ print(f"installing the {layer} layer: {{installed * 1000:.2f}} ms; {name}: {{bef
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=40, help="runs each way, per round")
-    parser.add_argument("--rounds", type=int, default=4)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=positive, default=40, help="runs each way, per round")
+    parser.add_argument("--rounds", type=positive, default=4)
     parser.add_argument("--in-one-process-only", action="store_true",
                         help="skip the sandboxed runs")
     parser.add_argument("--layer", choices=sorted(CALLS), default="seccomp",

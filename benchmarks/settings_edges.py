@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from rpc import ServerProcess, free_port, hang_up, tcp_connection  # noqa: E402
 
 from dlm_lsp.bench.output import write_json  # noqa: E402
-from dlm_lsp.bench.script import run_script  # noqa: E402
+from dlm_lsp.bench.script import parse_script_arguments, run_script  # noqa: E402
 from dlm_lsp.config import (  # noqa: E402
     _CHECKS,
     BACKENDS,
@@ -553,8 +553,8 @@ def main() -> None:
                              "interact), options (dlm/infill's), loads (a server each)")
     parser.add_argument("--tcp", action="store_true",
                         help="ask on a TCP server shared with another client (no loads)")
-    parser.add_argument("--json", help="write every case's outcome here")
-    args = parser.parse_args()
+    parser.add_argument("--json", dest="json_out", help="write every case's outcome here")
+    args = parse_script_arguments(parser)
     unknown = sorted(set(args.only or ()) - SETTING_NAMES - set(
         camel(f.name) for f in dataclasses.fields(InfillOptions)))
     if unknown:  # `contextcache` ran 0 cases, and "0 failed" read as a pass
@@ -601,8 +601,8 @@ def _sweep(args: argparse.Namespace, tmp: Path) -> int:
     failed = [o for o in outcomes if o.problems]
     print(f"\n{len(outcomes)} cases, {len(failed)} failed, "
           f"{time.monotonic() - began:.0f} s")
-    if args.json:
-        write_outcomes(args.json, outcomes)
+    if args.json_out:
+        write_outcomes(args.json_out, outcomes)
     return 1 if failed else 0
 
 

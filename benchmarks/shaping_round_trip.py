@@ -43,6 +43,7 @@ from pathlib import Path
 
 from tree_sitter import Node
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.config import InfillOptions, ServerConfig
 from dlm_lsp.indentation import (
@@ -463,7 +464,7 @@ def checked_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", help="directories or files to sample")
-    parser.add_argument("--per-language", type=int, default=300, help="spans a language")
+    parser.add_argument("--per-language", type=positive, default=300, help="spans a language")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--examples", type=int, default=2, help="diffs shown per cause")
     parser.add_argument("--languages", nargs="*", help="only these (canonical names)")

@@ -47,6 +47,7 @@ from pathlib import Path
 from ghost_text import new_lines
 from lsp_latency import _p95, cursors, server_settings, stdio_server
 
+from dlm_lsp.arguments import positive, positive_amount
 from dlm_lsp.bench.machine import describe_machine, load_average, machine_line
 from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.framing import Client, ResponseError
@@ -187,9 +188,9 @@ def warm_up_fill(client: Client, uri: str, point: tuple[int, int]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=9.0)
-    parser.add_argument("--concurrent", type=int, default=8, help="editors at once")
-    parser.add_argument("--sample-seconds", type=float, default=5.0)
+    parser.add_argument("--minutes", type=positive_amount, default=9.0)
+    parser.add_argument("--concurrent", type=positive, default=8, help="editors at once")
+    parser.add_argument("--sample-seconds", type=positive_amount, default=5.0)
     parser.add_argument("--model", default="default")
     parser.add_argument("--settings", default="{}", help="more server settings, as JSON")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",

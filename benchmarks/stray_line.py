@@ -23,6 +23,7 @@ from pathlib import Path
 
 from joined_lines import source
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.validation import ParsedDocument, parsed_document
 
@@ -39,9 +40,9 @@ def refused_by(reason: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", type=Path)
-    parser.add_argument("--lines", type=int, default=40, help="lines a file, at random")
+    parser.add_argument("--lines", type=positive, default=40, help="lines a file, at random")
     args = parser.parse_args()
     rng = random.Random(0)
     counts: collections.Counter[tuple[str, str]] = collections.Counter()

@@ -48,6 +48,7 @@ from forward_passes import time_forward_passes
 from lsp_latency import server_settings
 
 from dlm_lsp import engine, protocol, sampler, server
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.script import parse_script_arguments, run_script
 from dlm_lsp.documents import find_document
@@ -422,17 +423,18 @@ def report(results: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, nargs="+", default=[2000, 10_000, 30_000, 70_000])
+    parser.add_argument("--lines", type=positive, nargs="+", default=[2000, 10_000, 30_000, 70_000])
     parser.add_argument("--languages", nargs="+", choices=list(LANGUAGES),
                         default=list(LANGUAGES))
-    parser.add_argument("--keys", type=int, default=30, help="keystrokes typed per document")
-    parser.add_argument("--rounds", type=int, default=3, help="each size typed this often, "
+    parser.add_argument("--keys", type=positive, default=30, help="keystrokes typed per document")
+    parser.add_argument("--rounds", type=positive, default=3, help="each size typed this often, "
                         "each time in a new server")
     parser.add_argument("--settings", default="{}", help="initializationOptions (JSON)")
     parser.add_argument("--fills-out", help="write each request's suggestions and the "
                         "engine's candidates (JSON)")
     parser.add_argument("--json", dest="json_out", help="write the numbers (JSON)")
-    parser.add_argument("--profile", help="write a cProfile of the engine and the edits")
+    parser.add_argument("--profile", dest="profile_out",
+                        help="write a cProfile of the engine and the edits")
     parser.add_argument("--memory", type=int, metavar="DOCS",
                         help="instead: the memory kept per document, over DOCS of each size")
     args = parse_script_arguments(parser)
@@ -452,7 +454,7 @@ def main() -> None:
         stages.time(owner, name, stage)
     engine_results: list[dict] = []
     record_results(engine_results)
-    profile = cProfile.Profile() if args.profile else None
+    profile = cProfile.Profile() if args.profile_out else None
     if profile is not None:  # the engine's worker thread and the event loop's edits alike
         for owner, name in ((engine.Engine, "infill"), (protocol, "apply_changes")):
             original = getattr(owner, name)
@@ -488,7 +490,7 @@ def main() -> None:
         Path(args.json_out).write_text(json.dumps(
             {"machine": describe_machine("cpu"), "results": results}, indent=1) + "\n")
     if profile is not None:
-        profile.dump_stats(args.profile)
+        profile.dump_stats(args.profile_out)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Validation cost on a large document, against the cost of one denoising step.
+"""Validation cost on a large document: cold, warm, and after a keystroke elsewhere.
 
 Builds a ~5 MB Python document from the standard library, validates a fill in
 its middle cold (the document parsed from scratch), then warm (the document's
@@ -17,6 +17,7 @@ import sysconfig
 import time
 from pathlib import Path
 
+from dlm_lsp.arguments import positive_amount
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.validation import parsed_document, validate_fill
 
@@ -44,7 +45,7 @@ def best_ms(fn, repeat: int = 5) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=5.0)
+    parser.add_argument("--mb", type=positive_amount, default=5.0)
     args = parser.parse_args()
     text = build_document(args.mb)
     at = text.index("\n    return ", len(text) // 2) + len("\n    return ")

@@ -11,8 +11,40 @@ usage error argparse gives `--port` without a value.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
+
+
+def whole(text: str) -> int:
+    """An integer, or a usage error in the user's words: argparse names the type function
+    of a ValueError ("invalid _positive value: 'x'"), a name from the code."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number, got {text!r}") from None
+
+
+def positive(text: str) -> int:
+    """A count of 1 or more (the commands', and the benchmark scripts': `--repeats 0`
+    loaded the model, then ended in a StatisticsError traceback; `--fills 0` in a
+    ZeroDivisionError)."""
+    value = whole(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def positive_amount(text: str) -> float:
+    """A finite number above 0 (megabytes, seconds: `--mb 0` ended in "substring not
+    found", a traceback from deep in the run)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"a number above 0, got {text!r}")
+    return value
 
 
 def parse_arguments(parser: argparse.ArgumentParser,

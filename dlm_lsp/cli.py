@@ -14,6 +14,8 @@ from dlm_lsp import __version__
 from dlm_lsp.admission import TOKEN_ENV
 from dlm_lsp.allocator import cap_arenas
 from dlm_lsp.arguments import parse_arguments, refuse
+from dlm_lsp.arguments import positive as _positive
+from dlm_lsp.arguments import whole as _whole
 from dlm_lsp.config import (
     DEVICES,
     STEPS,
@@ -113,22 +115,6 @@ def _share(text: str) -> float:
     value = _finite(text, 0.0, True, "a share of the best above 0 and at most 1")
     if value > 1:
         raise argparse.ArgumentTypeError(f"a share of the best above 0 and at most 1, got {text!r}")
-    return value
-
-
-def _whole(text: str) -> int:
-    """An integer, or a usage error in the user's words: argparse names the type function
-    of a ValueError ("invalid _positive value: 'x'"), a name from this file."""
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a whole number, got {text!r}") from None
-
-
-def _positive(text: str) -> int:
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
 
 

@@ -62,6 +62,37 @@ def test_a_setting_the_server_would_refuse_is_a_usage_error_before_any_server(
         "--settings: unknown setting 'contextcache' (did you mean 'contextCache'?)\n")
 
 
+@pytest.mark.parametrize(("name", "argv", "told"), [
+    ("fill_stages", ["--fills-out", "/nonexistent/x.json"], "--fills-out /nonexistent/x.json"),
+    ("fill_overhead", ["--fills-out", "/"], "--fills-out /"),
+    ("holes_cost", ["--fills-out", "/nonexistent/x.json"], "--fills-out"),
+    ("settings_edges", ["--json", "/nonexistent/x.json"], "--json /nonexistent/x.json"),
+    ("padded_fills", ["--json", "/nonexistent/x.json"], "--json /nonexistent/x.json"),
+    ("typing_cost", ["--profile", "/nonexistent/x.prof"], "--profile /nonexistent/x.prof"),
+    ("engine_latency", ["--repeats", "0"], "--repeats: 0 is not a positive number"),
+    ("engine_latency", ["--device", "tpu"], "should be one of auto, cpu, cuda"),
+    ("context_cache", ["--limit", "0"], "--limit: 0 is not a positive number"),
+    ("lsp_latency", ["--fills", "0"], "--fills: 0 is not a positive number"),
+    ("ghost_text", ["--requests", "-1"], "--requests: -1 is not a positive number"),
+    ("validation_large", ["--mb", "0"], "--mb: a number above 0, got '0'"),
+])
+def test_a_script_refuses_what_it_could_not_use_before_it_runs(name, argv, told, monkeypatch,
+                                                               capsys):
+    """A report path that cannot be written failed after the whole run (the README says
+    such paths are refused first, by these scripts too); a count of 0 loaded the model and
+    ended in a StatisticsError or ZeroDivisionError traceback."""
+    import sys
+
+    module = script(name)
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
+    for started in ("Engine", "stdio_server"):  # nothing may start
+        monkeypatch.setattr(module, started, None, raising=False)
+    with pytest.raises(SystemExit) as ended:
+        module.main()
+    assert ended.value.code == 2
+    assert told in capsys.readouterr().err
+
+
 def test_the_forward_passes_are_timed_where_the_context_cache_runs_them(monkeypatch):
     """With the cache on (a CPU's default) no step calls the model's `hidden`: timed there
     alone, 98% of a fill's CPU was "outside the forward passes"."""

@@ -23,17 +23,22 @@ from typing import NoReturn
 
 from dlm_lsp.held_signals import signal_name, terminate_as_interrupt
 
+# (attribute, option) of the files a script writes once its run is done
+REPORTS = (("json_out", "--json"), ("markdown_out", "--markdown"),
+           ("fills_out", "--fills-out"), ("profile_out", "--profile"))
+
 
 def parse_script_arguments(parser: argparse.ArgumentParser,
                            argv: list[str] | None = None) -> argparse.Namespace:
-    """A script's arguments, its `--json` (and `--markdown`) path checked before it runs,
-    as the `bench` commands check theirs (`check_writable`): a missing folder was a
+    """A script's arguments, the paths it writes after its run (`--json`, `--markdown`,
+    `--fills-out`, `--profile`: the attributes REPORTS names) checked before it runs, as
+    the `bench` commands check theirs (`check_writable`): a missing folder was a
     FileNotFoundError traceback after the whole run, its numbers printed and lost."""
     from dlm_lsp.bench.output import OutputError, check_report_paths
 
     args = parser.parse_args(argv)
     try:
-        check_report_paths(args, (("json_out", "--json"), ("markdown_out", "--markdown")))
+        check_report_paths(args, REPORTS)
     except OutputError as exc:
         parser.error(str(exc))
     return args
