@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 
+from dlm_lsp.arguments import positive
 from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.bench.throughput import ThroughputConfig, _fill
@@ -32,10 +33,10 @@ from dlm_lsp.bench.throughput import ThroughputConfig, _fill
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--load", type=int, default=0, help="busy-loop processes started")
-    parser.add_argument("--concurrency", type=int, default=1, help="callers at once")
-    parser.add_argument("--fills", type=int, default=40, help="fills each caller makes")
-    parser.add_argument("--latency-ms", type=int, default=300)
-    parser.add_argument("--tokens", type=int, default=16, help="span length of each fill")
+    parser.add_argument("--concurrency", type=positive, default=1, help="callers at once")
+    parser.add_argument("--fills", type=positive, default=40, help="fills each caller makes")
+    parser.add_argument("--latency-ms", type=positive, default=300)
+    parser.add_argument("--tokens", type=positive, default=16, help="span length of each fill")
     parser.add_argument("--batch-rows", type=int, default=16,
                         help="the setting batchRows: 0 runs each fill alone, without the worker")
     args = parser.parse_args()
@@ -48,21 +49,33 @@ def main() -> None:
             for _ in range(args.load)]
     fills: list[tuple[float, int]] = []
     lock = threading.Lock()
+    # a stop (Ctrl-C, SIGTERM) ends the callers after their fill under way: left running
+    # into the interpreter's exit, the engine's threads aborted it ("terminate called
+    # without an active exception", status 134 instead of 143)
+    stopping = threading.Event()
+    threads: list[threading.Thread] = []
 
     def caller(k: int) -> None:
         for j in range(args.fills):
+            if stopping.is_set():
+                return
             began = time.perf_counter()
             steps = _fill(engine, config, 1000 * k + j)
             with lock:
                 fills.append(((time.perf_counter() - began) * 1000, steps))
     try:
         time.sleep(0.5 if busy else 0.0)  # the load under way
-        threads = [threading.Thread(target=caller, args=(k,)) for k in range(args.concurrency)]
+        threads += [threading.Thread(target=caller, args=(k,))
+                    for k in range(args.concurrency)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     finally:
+        stopping.set()
+        for t in threads:
+            if t.ident is not None:  # started
+                t.join()
         for proc in busy:
             proc.kill()
             proc.wait()
