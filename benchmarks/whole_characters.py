@@ -10,22 +10,27 @@ lost bytes or controls after the repair rounds (`Candidate.broken`), and the rep
 rounds and forward passes spent; and, with repair off, how many fills and candidates the
 model wrote such a byte or control into (what the fill held before these were left out).
 
-    PYTHONPATH=.:tests python benchmarks/whole_characters.py
+    PYTHONPATH=. python benchmarks/whole_characters.py
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 import tempfile
 from pathlib import Path
 
-from tiny_model import write_random_model
+# the test suite's random model: `python benchmarks/whole_characters.py` from the
+# checkout, as every script runs, ended in ModuleNotFoundError (even for --help)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from dlm_lsp.bench.script import run_script
-from dlm_lsp.config import InfillOptions, ServerConfig
-from dlm_lsp.engine import Engine
-from dlm_lsp.results import InfillRequest
+from tiny_model import write_random_model  # noqa: E402
+
+from dlm_lsp.bench.script import run_script  # noqa: E402
+from dlm_lsp.config import InfillOptions, ServerConfig  # noqa: E402
+from dlm_lsp.engine import Engine  # noqa: E402
+from dlm_lsp.results import InfillRequest  # noqa: E402
 
 TEXTS = ("café crème brûlée", "naïve façade, Ærøskøbing", "日本語のテキスト", "中文注释和说明",
          "한국어 설명", "emoji 🎉🚀✨", "Ünïcödé ñ ü ß", "混合 text ✅ ok")
