@@ -198,16 +198,17 @@ class ServerConfig(SamplingControls):
 # rest of a client's settings to that client's fills (see dlm_lsp/remote/wire.py).
 PROCESS_SETTINGS = frozenset({
     "model", "device", "precision", "cuda_graphs", "batch_rows", "batch_padding", "timeout_ms",
-    "drafts", "hole_marker", "max_open_documents", "max_queued_requests", "backend", "remote_url",
+    "drafts", "max_open_documents", "max_queued_requests", "backend", "remote_url",
     "remote_token", "remote_ca_file", "remote_connect_ms", "remote_retries", "remote_fallback"})
 
 # The settings only the language server reads (server.py; backends.py and dlm_lsp/remote
-# for where fills run), never the engine: a request's deadline, draft notifications, hole
-# markers, what an editor is shown, the documents and requests it holds, the backend.  A
+# for where fills run), never the engine: a request's deadline, draft notifications, what
+# an editor is shown, the documents and requests it holds, the backend.  (The hole marker
+# is the engine's too: a fill that writes it is rejected, `passes.judged`.)  A
 # benchmark fills on an engine of its own, so its `--settings` refuses them
 # (`bench.pass_at_1.engine_settings`): they labelled its rows and changed no fill.
 SERVER_ONLY = frozenset({
-    "timeout_ms", "drafts", "hole_marker", "suggest_invalid", "max_open_documents",
+    "timeout_ms", "drafts", "suggest_invalid", "max_open_documents",
     "max_queued_requests", "backend", "remote_url", "remote_token", "remote_ca_file",
     "remote_connect_ms", "remote_retries", "remote_fallback"})
 

@@ -199,7 +199,7 @@ def test_a_setting_the_engine_would_not_use_is_a_usage_error(bench, settings, sa
      "language server, with its own --settings"),
     ('{"backend": "remote", "remoteUrl": "http://gpu-box:8000"}', "benchmarks/"
      "remote_throughput.py fills through a serve-remote service, with its own --settings"),
-    ('{"holeMarker": "<HOLE>", "remoteRetries": 0}', "benchmarks/remote_throughput.py fills "
+    ('{"suggestInvalid": true, "remoteRetries": 0}', "benchmarks/remote_throughput.py fills "
      "through a serve-remote service and benchmarks/lsp_latency.py fills through the "
      "language server, each with its own --settings"),
 ])
