@@ -254,6 +254,13 @@ async def _read(server: DlmServer, reader: Any) -> None:
         if length and not body:
             break
         _handle(server, body)
+        # the handler a request started (a task) takes its first step now, where it reads
+        # the document it names, before the next message: a TCP stream's reads do not
+        # yield while bytes are buffered, so a request and the didChange after it in one
+        # segment were both handled first, and a request without a version (dlm/infill,
+        # `dlm.rewriteSelection [uri, range]`) was filled, and its edit sent, for the later
+        # text (stdio's reads go through a thread and yield already)
+        await asyncio.sleep(0)
 
 
 def _handle(server: DlmServer, body: bytes) -> None:

@@ -120,3 +120,33 @@ def test_a_connection_reset_mid_message_ends_the_read_loop_without_the_message()
     body = frame({"jsonrpc": "2.0", "id": 1, "method": "dlm/status"})
     server, reading = asyncio.run(_read_until_reset(body[:-5]))
     assert server.handled == [] and server.refused == [] and reading.exception() is None
+
+
+def test_a_request_s_handler_reads_its_document_before_the_next_message_is_handled():
+    """A TCP stream's reads do not yield while bytes are buffered: a request and the
+    didChange after it, in one segment, were both handled before the request's handler
+    (a task) first ran, and a request without a version was filled, and its edit sent,
+    for the later text.  Here each handler's first step notes when it ran."""
+    order: list[tuple[str, int]] = []
+
+    def handle(message: dict) -> None:
+        order.append(("handled", message["id"]))
+
+        async def first_step() -> None:  # where a handler reads the document it names
+            order.append(("ran", message["id"]))
+        asyncio.ensure_future(first_step())
+
+    async def serve() -> None:
+        server = types.SimpleNamespace(protocol=types.SimpleNamespace(
+            structure_message=lambda message: message, handle_message=handle))
+        stream = asyncio.StreamReader(limit=transport._LINE_LIMIT)
+        stream.feed_data(b"".join(frame({"jsonrpc": "2.0", "id": n, "method": "dlm/infill"})
+                                  for n in (1, 2, 3)))  # in one segment
+        stream.feed_eof()
+        await asyncio.wait_for(transport._read(
+            server, transport.BoundedReader(transport.StreamLines(stream))), 5)
+        await asyncio.sleep(0)
+
+    asyncio.run(serve())
+    assert order == [("handled", 1), ("ran", 1), ("handled", 2), ("ran", 2),
+                     ("handled", 3), ("ran", 3)]
