@@ -29,6 +29,10 @@ from dlm_lsp.bench.filling import bench_engine
 from dlm_lsp.bench.script import run_script
 from dlm_lsp.bench.throughput import ThroughputConfig, _fill
 
+# a busy loop that ends when its parent does: one started as a stop came was left behind,
+# a core spinning for ever
+BUSY = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass\n"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -42,18 +46,15 @@ def main() -> None:
     args = parser.parse_args()
     config = ThroughputConfig(latency_ms=args.latency_ms, tokens=args.tokens)
     engine = bench_engine("default", "cpu", batch_rows=args.batch_rows)
-    engine.step_cost()  # calibrated before the load starts
-    for seed in range(3):
-        _fill(engine, config, 10_000 + seed)  # warm-up, quiet too
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            for _ in range(args.load)]
     fills: list[tuple[float, int]] = []
     lock = threading.Lock()
-    # a stop (Ctrl-C, SIGTERM) ends the callers after their fill under way: left running
-    # into the interpreter's exit, the engine's threads aborted it ("terminate called
-    # without an active exception", status 134 instead of 143)
+    # a stop (Ctrl-C, SIGTERM) ends the callers after their fill under way, and the
+    # engine's batching worker, also in the calibration and the warm-up: left running into
+    # the interpreter's exit, they aborted it ("terminate called without an active
+    # exception", status 134 instead of 143)
     stopping = threading.Event()
     threads: list[threading.Thread] = []
+    busy: list[subprocess.Popen] = []
 
     def caller(k: int) -> None:
         for j in range(args.fills):
@@ -64,6 +65,11 @@ def main() -> None:
             with lock:
                 fills.append(((time.perf_counter() - began) * 1000, steps))
     try:
+        engine.step_cost()  # calibrated before the load starts
+        for seed in range(3):
+            _fill(engine, config, 10_000 + seed)  # warm-up, quiet too
+        for _ in range(args.load):  # each ends with this process, whatever ends it
+            busy.append(subprocess.Popen([sys.executable, "-c", BUSY]))
         time.sleep(0.5 if busy else 0.0)  # the load under way
         threads += [threading.Thread(target=caller, args=(k,))
                     for k in range(args.concurrency)]
