@@ -531,7 +531,13 @@ class DlmServer(LanguageServer):
         return self.jobs.start(uri, version, kind)
 
     def check_fresh(self, job: Job) -> None:
-        """Refuse a result computed for a document version that is no longer current."""
+        """Refuse a result computed for a document version that is no longer current, or
+        for a job the user cancelled (its progress's cancel button): the cancel stops the
+        fill at its next step, and one that came after the last step (during validation, a
+        reused fill, a hole filled from recent fills) was applied all the same, its
+        progress ending "cancelled by the client" (for Fill holes, "done")."""
+        if job.reason == CLIENT_CANCELLED:
+            raise JsonRpcRequestCancelled(f"fill stopped: {job.reason}")
         doc = find_document(self.workspace, job.uri)
         if doc is None:
             raise JsonRpcContentModified(f"fill dropped: {DOCUMENT_CLOSED}")

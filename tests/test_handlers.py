@@ -12,7 +12,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcInvalidParams
 from pygls.workspace import Workspace
 
-from dlm_lsp import protocol, server
+from dlm_lsp import jobs, protocol, server
 from dlm_lsp.config import ServerConfig
 from dlm_lsp.documents import Refused
 from dlm_lsp.jobs import Kind
@@ -882,3 +882,17 @@ def test_a_command_from_a_code_action_applied_over_a_rejected_fill_says_so(valid
     assert shown == ([] if rejected is None else [
         f"dlm-lsp: rewrite selection: applied, but the check rejected {rejected} (it does "
         "not parse, or would fail when run); undo restores the code"])
+
+
+def test_a_fill_the_user_cancelled_is_not_applied_though_it_came_back():
+    """A progress's cancel stops the fill at its next step; one that came after the last
+    step (during validation, a reused fill, a hole filled from recent fills) was applied
+    all the same, the progress ending "cancelled by the client" (Fill holes': "done")."""
+    from pygls.exceptions import JsonRpcRequestCancelled
+
+    filled = Filled("x")
+    job = jobs.Jobs().start(DOC.uri, 1, Kind.COMMAND)
+    server.DlmServer.check_fresh(filled, job)  # at its version: fresh
+    job.stop(jobs.CLIENT_CANCELLED)
+    with pytest.raises(JsonRpcRequestCancelled, match="fill stopped: cancelled by the client"):
+        server.DlmServer.check_fresh(filled, job)
