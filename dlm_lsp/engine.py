@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from dlm_lsp.config import ServerConfig, setting
+from dlm_lsp.config import SERVER_ONLY, ServerConfig, setting
 from dlm_lsp.costs import StepCost, calibrate, shared_step_ms, steps_within
 from dlm_lsp.line_endings import for_the_model, restored
 from dlm_lsp.models import (
@@ -527,7 +527,8 @@ class Engine:
         # the context the model is shown: a notebook cell's other cells around the cell
         prefix, suffix = req.shown_prefix(), req.shown_suffix()
         if req.start == req.end and req.uri and cfg.reuse_fills:
-            rest = self.recent.typed_along(req.uri, prefix, suffix, opt, written_as)
+            rest = self.recent.typed_along(req.uri, prefix, suffix,
+                                           (opt, fill_settings(cfg)), written_as)
             if rest is not None:
                 return self._reused(req, plan, Remembered((rest,), (0.0,), (0,), (REUSED,),
                                                           0, 0), "typed", began)
@@ -564,7 +565,7 @@ class Engine:
         if cfg.reuse_fills:
             key = (id(model), tuple(layout.prefix_ids), tuple(layout.suffix_ids), layout.n_masked,
                    layout.head, tail, repr(sampler), seed, repr(plan), repr(opt),
-                   hash(local), cfg.validate, written_as)
+                   hash(local), fill_settings(cfg), written_as)
             found = self.recent.get(key)
             if found is not None:
                 return self._reused(req, plan, found, "exact", began)
@@ -667,7 +668,9 @@ class Engine:
                                         result.tokens, tuple(c.ended for c in cands)))
         if req.start == req.end and req.uri and cands[0].text:
             self.recent.remember_typed(req.uri, req.shown_prefix(), req.shown_suffix(),
-                                       cands[0].text, req.options, language)
+                                       cands[0].text,
+                                       (req.options, fill_settings(self.config_for(req))),
+                                       language)
 
     def _reused(self, req: InfillRequest, plan: SpanPlan, found: Remembered, how: str,
                 began: float) -> InfillResult:
@@ -708,6 +711,18 @@ class Engine:
         start = replace(layout, head_tokens=head, init_ids=tuple(
             ids + [model.pad_id] * (layout.n_masked - len(ids))))
         return replace(start, init_ids=tuple(refine_start(model, start, strength, by, seed)))
+
+
+_DEFAULTS = ServerConfig()
+
+
+def fill_settings(cfg: ServerConfig) -> str:
+    """The settings a fill depends on, as remembered fills are keyed by them: all but those
+    only the language server reads (`SERVER_ONLY`: a deadline, drafts, what an editor is
+    shown), which change no fill.  The keys held the sampler's settings and `validate`
+    alone, and the fill typed along none: a fill remembered under other settings (another
+    model, repair or a hint switched on, another `strength`) came back as it was."""
+    return repr(replace(cfg, **{name: getattr(_DEFAULTS, name) for name in SERVER_ONLY}))
 
 
 def latency_targeted(config: ServerConfig) -> bool:

@@ -79,6 +79,36 @@ def test_a_fill_written_as_one_language_is_not_reused_for_another(engine: Engine
     assert engine.infill(_request()).reused == "exact"  # the Python fill is still kept
 
 
+@pytest.mark.parametrize("change", [{"repair_rounds": 0}, {"check_names": False},
+                                    {"binding_hints": False}, {"strength": 0.5}])
+def test_a_fill_made_under_other_settings_is_not_reused(engine: Engine, change) -> None:
+    """The keys held the sampler's settings and `validate` alone, and typing along none:
+    after the user turned repair or a hint on or off (or switched model), the fill made
+    before came back as it was, asked again or typed along."""
+    from dataclasses import replace
+
+    planted = Planted(engine, _request(), broken=FILL)
+    engine.infill(_request())
+    engine.reconfigure(replace(engine.config, **change))
+    calls = planted.fake.calls
+    assert engine.infill(_request(DOC.replace("|", "a +|"))).reused == ""
+    assert engine.infill(_request()).reused == ""
+    assert planted.fake.calls > calls
+    assert engine.infill(_request()).reused == "exact"  # under the new settings, kept
+
+
+def test_settings_only_the_language_server_reads_leave_remembered_fills_be(
+        engine: Engine) -> None:
+    from dataclasses import replace
+
+    Planted(engine, _request(), broken=FILL)
+    engine.infill(_request())
+    engine.reconfigure(replace(engine.config, timeout_ms=1234, drafts=False,
+                               suggest_invalid=True))
+    assert engine.infill(_request()).reused == "exact"
+    assert engine.infill(_request(DOC.replace("|", "a +|"))).reused == "typed"
+
+
 def test_typing_something_else_asks_the_model_again(engine: Engine) -> None:
     planted = Planted(engine, _request(), broken=FILL)
     engine.infill(_request())
