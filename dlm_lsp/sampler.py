@@ -742,15 +742,19 @@ def refine_start(model: DiffusionModel, layout: SpanLayout, strength: float, by:
     pad positions after it, the room a rewrite may grow into.
 
     The span of `layout.init_ids` holds the code being rewritten, then pads; its head
-    positions are never masked.  Strength 1 masks everything: a full re-generation.
-    The share was of the code and the pads together, which by confidence took the
-    pads first: strength 0.5 over `return a + b` masked 1 of its 3 tokens and 5 pads.
+    positions are never masked.  Strength 0 keeps it all; any more masks at least one
+    token of the code (where the head leaves any) and the room: rounded alone, 0.5 over
+    one token masked nothing, and the rewrite could change nothing.  Strength 1 masks
+    everything: a full re-generation.  The share was of the code and the pads together,
+    which by confidence took the pads first: strength 0.5 over `return a + b` masked 1
+    of its 3 tokens and 5 pads.
     """
     init = list(layout.init_ids or ())
-    free = [i for i in range(layout.head_tokens, len(init)) if init[i] != model.pad_id]
-    count = round(strength * len(free))
-    if count <= 0:
+    if strength <= 0:
         return init
+    free = [i for i in range(layout.head_tokens, len(init)) if init[i] != model.pad_id]
+    room = [i for i in range(layout.head_tokens, len(init)) if init[i] == model.pad_id]
+    count = max(1, round(strength * len(free))) if free else 0
     if by == "confidence":
         x = torch.tensor([layout.prefix_ids + init + layout.suffix_ids], device=model.device)
         lo = layout.span_start
@@ -760,7 +764,6 @@ def refine_start(model: DiffusionModel, layout: SpanLayout, strength: float, by:
     else:
         gen = torch.Generator().manual_seed(seed)
         order = [free[i] for i in torch.randperm(len(free), generator=gen).tolist()]
-    room = [i for i in range(layout.head_tokens, len(init)) if init[i] == model.pad_id]
     for i in order[:count] + room:
         init[i] = model.mask_id
     return init

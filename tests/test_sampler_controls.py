@@ -506,6 +506,24 @@ def test_refine_masks_its_share_of_the_old_code_and_the_room_after_it(tok, by):
     assert start[4:] == [model.mask_id] * 4  # the room to grow into
 
 
+@pytest.mark.parametrize(("init", "head", "strength", "masked"), [
+    ((100, 0, 0, 0), 0, 0.5, [1, 1, 1, 1]),  # 0.5 of one token rounded to none
+    ((100, 0, 0, 0), 1, 0.9, [0, 1, 1, 1]),  # the head holds all the code: the room
+    ((100, 101, 0, 0), 0, 0.0, [0, 0, 0, 0]),  # strength 0 keeps it all
+])
+def test_any_strength_above_0_leaves_the_rewrite_something_to_write(tok, init, head,
+                                                                     strength, masked):
+    """The share rounded to 0 returned the old code as it was, the room unmasked too: the
+    rewrite could change nothing."""
+    model = FakeModel(tok, fixed(tok))
+    pad = model.pad_id
+    init = tuple(pad if t == 0 else t for t in init)
+    lay = SpanLayout(tok.encode(PREFIX), 4, tok.encode("\n"), head="x" * head,
+                     head_tokens=head, init_ids=init)
+    start = refine_start(model, lay, strength, "random", 0)
+    assert [int(t == model.mask_id) for t in start] == masked
+
+
 def test_refine_keeps_the_head_and_the_unmasked_old_code(tok):
     init = tuple(range(100, 108))
     lay = SpanLayout(tok.encode(PREFIX), 8, tok.encode("\n"), head="x", head_tokens=2,
