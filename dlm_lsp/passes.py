@@ -201,7 +201,8 @@ def judged(document: ParsedDocument, req: InfillRequest, fill: str,
     verdict = document.validate(start, end, fill)
     if cfg.check_names:
         verdict = document.names_checked(start, end, fill, verdict, shown_code(req))
-    return document.marker_checked(start, fill, cfg.hole_marker, verdict)
+    return document.marker_checked(start, fill, cfg.hole_marker, verdict,
+                                   document.text[start:end])
 
 
 def shown_code(req: InfillRequest) -> str:

@@ -1030,20 +1030,28 @@ class ParsedDocument:
         return self.language == "python" and self._python_syntax().resets(start, end, fill,
                                                                           name)
 
-    def marker_checked(self, start: int, fill: str, marker: str,
-                       verdict: Validation) -> Validation:
-        """`verdict`, unless `fill` (written at `start`) holds the hole marker: the rejection
-        of those places, for repair to write them anew.  The model is shown the document's
+    def marker_checked(self, start: int, fill: str, marker: str, verdict: Validation,
+                       replaced: str = "") -> Validation:
+        """`verdict`, unless `fill` (written at `start` over `replaced`) holds more hole
+        markers than the code it replaces: then that verdict's rejection with the markers'
+        places added, for repair to write them anew.  The model is shown the document's
         other holes (and a notebook's other cells' holes) as they are, and copied them: a
         fill applied as a string that began `"<FILL> + r` put back a hole that the next
-        "Fill holes" took for the user's, whatever its syntax."""
-        if not marker or marker not in fill:
+        "Fill holes" took for the user's, whatever its syntax.  A rewrite of code that
+        holds the marker itself (`m = "<FILL>"`) may keep it."""
+        if not marker or fill.count(marker) <= replaced.count(marker):
             return verdict
         ranges = tuple((start + a, start + b) for a, b in find_holes(fill, marker))
         places = tuple(self._fill_end(start, fill[:a - start]) for a, _ in ranges)
-        return Validation(True, False, self.language, places,
-                          reason=f"fill writes the hole marker {marker}, {_at(*places[0])}",
-                          new_ranges=ranges)
+        why = f"fill writes the hole marker {marker}, {_at(*places[0])}"
+        if verdict.valid:
+            return Validation(True, False, self.language, places, reason=why,
+                              new_ranges=ranges)
+        # rejected already: its own places kept beside the markers' (and its names, where
+        # it parses), so that one repair round writes both anew
+        return replace(verdict, new_errors=verdict.new_errors + places,
+                       new_ranges=verdict.new_ranges + ranges,
+                       reason=f"{verdict.reason}; {why}" if verdict.reason else why)
 
     def names_checked(self, start: int, end: int, fill: str, verdict: Validation,
                       shown: str = "") -> Validation:

@@ -306,6 +306,17 @@ def test_a_fill_that_breaks_the_syntax_is_marked_invalid_with_where(fake):
     assert "syntax error" in result.syntax
 
 
+def test_a_fill_that_writes_the_hole_marker_is_rejected_as_a_local_one_is(fake):
+    """Its syntax alone was checked: a string holding `<FILL>` passed, and Fill holes
+    would have put a hole back."""
+    text = "def f(a):\n    return \n"
+    fake.answer = ' "<FILL>"\n'
+    result = engine(fake.url).infill(request(text, text.index("return ") + 7))
+    [best] = result.candidates
+    assert best.text == '"<FILL>"' and best.valid is False
+    assert "fill writes the hole marker <FILL>" in result.syntax
+
+
 def test_a_fill_inside_a_line_stops_where_the_line_goes_on_as_before(fake):
     text = "print(max(1, ))\n"
     fake.answer = " 2))\nprint(3)"

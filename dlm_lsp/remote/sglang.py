@@ -38,9 +38,9 @@ from dlm_lsp.config import ServerConfig, setting
 from dlm_lsp.line_endings import for_the_model, restored
 from dlm_lsp.models.tokenizer import encodable
 from dlm_lsp.passes import (
-    checked_span,
     document_for,
     fill_free_lines,
+    judged,
     reindented,
     shape_fill,
     shown_style,
@@ -221,7 +221,9 @@ class SGLangEngine(ServerBackend):
         tail = borrowed_line_break(req.text[:req.end], req.text[req.end:])
         fill = shape_fill(fill, req, plan, tail, language, local, shown)
         document = document_for(req, cfg)
-        check = (document.validate(*checked_span(req), fill)
+        # checked as a local fill is (`judged`: its syntax, the names checks where on, the
+        # hole marker): its syntax alone was checked, a fill that wrote `<FILL>` passed
+        check = (judged(document, req, fill, cfg)
                  if isinstance(document, ParsedDocument) else None)
         used = int(meta.get("completion_tokens") or 0)
         candidate = Candidate(fill, check.valid if check else None, 0.0, used, path, [], check)
