@@ -947,12 +947,12 @@ def test_while_the_metrics_board_is_gone_a_replica_is_healthy_and_tells_its_own_
     assert "dlm_lsp_replicas" not in text  # unknown, not 1
 
 
-@pytest.mark.parametrize("how", ["cancelled", "closed"])
+@pytest.mark.parametrize("how", ["cancelled", "closed", "closed after its result"])
 def test_a_fill_its_client_dropped_is_counted_and_leaves_no_error_unread(how):
     """Each fill a client dropped (every superseded ghost text) logged "Future exception
     was never retrieved" with a traceback at ERROR on the replica: its Cancelled, on the
     fill's thread, was read by nothing.  A stream closed rather than cancelled was not
-    counted as cancelled."""
+    counted as cancelled, and one closed after its outcome's line was counted twice."""
     import asyncio
     import gc
     from collections import deque
@@ -985,6 +985,10 @@ def test_a_fill_its_client_dropped_is_counted_and_leaves_no_error_unread(how):
             first.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await first
+        elif how == "closed after its result":  # its error line counted it: not again
+            req.should_stop = lambda: True  # the fill ends (Cancelled) of itself
+            assert b'"cancelled"' in await first
+            await stream.aclose()
         else:
             req.on_draft(1, 2, "a")
             await first

@@ -173,6 +173,7 @@ class EngineReplica:
         self.counts["inFlight"] += 1
         future = loop.run_in_executor(self.pool, self.engine.infill, req)
         getter: asyncio.Future | None = None
+        counted = False  # the outcome's line counts the fill: a close after it is no cancel
         try:
             while True:
                 getter = asyncio.ensure_future(lines.get())
@@ -183,10 +184,12 @@ class EngineReplica:
                 yield getter.result()
             while not lines.empty():
                 yield lines.get_nowait()
-            yield self._outcome(future, notices)
+            outcome, counted = self._outcome(future, notices), True
+            yield outcome
         except (asyncio.CancelledError, GeneratorExit):  # the client gone; or closed
             stop.set()
-            self.counts["cancelled"] += 1
+            if not counted:
+                self.counts["cancelled"] += 1
             raise
         finally:
             stop.set()
