@@ -576,6 +576,31 @@ def test_while_one_fill_rechecks_the_service_the_others_go_local_at_once(model_d
     assert (len(took), engine.fallbacks) == (4, 5)  # each filled locally
 
 
+def test_a_recheck_stopped_before_it_knew_leaves_the_next_fill_to_recheck(model_dir,
+                                                                          monkeypatch):
+    """The recheck's turn is taken before it connects; a recheck stopped then (a fill
+    superseded while typing, the usual end of one) used it up, and the service, back
+    meanwhile, was left untried for RECHECK_S."""
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url="http://127.0.0.1:9",
+                                       remote_retries=0, remote_fallback=True,
+                                       model=str(model_dir)))
+    engine.infill(InfillRequest(TEXT, AT, AT, "python"))  # down: found, and filled locally
+    tried = []
+
+    def connecting(*_args: object) -> None:
+        tried.append(time.monotonic())
+        time.sleep(0.5)  # a host that drops packets
+        raise Unreachable("cannot reach the service")
+    monkeypatch.setattr(engine, "_connect", connecting)
+    monkeypatch.setattr(engine, "_recheck_at", 0.0)  # the recheck is due
+    began = time.monotonic()
+    with pytest.raises(Cancelled):
+        engine.infill(InfillRequest(TEXT, AT, AT, "python", should_stop=lambda: (
+            time.monotonic() > began + 0.1)))
+    engine.infill(InfillRequest(TEXT, AT, AT, "python"))
+    assert len(tried) == 2  # the next fill was the recheck
+
+
 def test_a_fill_stopped_while_connecting_ends_at_once_and_its_connection_is_closed(
         monkeypatch):
     """The connect came before the stop was watched: a superseded or timed-out fill held

@@ -190,15 +190,25 @@ class ServerBackend:
         began = time.perf_counter()
         deadline = began + self.config.timeout_ms / 1000
         down_at = self._down if self.config.remote_fallback else None
-        down = down_at is not None
         if down_at is not None:
             with self._turn:  # one fill a while is the recheck, the others go local at once
                 rechecking = time.monotonic() >= self._recheck_at
                 if rechecking:
-                    self._recheck_at = time.monotonic() + RECHECK_S
+                    self._recheck_at = turn = time.monotonic() + RECHECK_S
             if not rechecking:
                 return self._fall_back(req, down_at, 0)  # not tried: down a moment ago
-        tries = 1 if down else 1 + self.config.remote_retries  # a recheck is one try
+            try:
+                return self._tried(req, once, began, deadline, 1)
+            except Cancelled:  # stopped before the server answered or was found down
+                with self._turn:  # (superseded, typed on): the next fill rechecks
+                    if self._recheck_at == turn:
+                        self._recheck_at = 0.0
+                raise
+        return self._tried(req, once, began, deadline, 1 + self.config.remote_retries)
+
+    def _tried(self, req: InfillRequest, once: Callable[[], InfillResult], began: float,
+               deadline: float, tries: int) -> InfillResult:
+        """`once()`, up to `tries` times, then the fallback's fill or the error."""
         for attempt in range(tries):
             try:
                 result = once()
