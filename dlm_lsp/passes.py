@@ -379,9 +379,10 @@ class InfillRun:
         the head's characters alone (that end inside it).  The head's chain takes the
         positions the model chose for it, not its own tokenization's
         (`layout.head_tokens`): with the shipped model an indentation of 20 spaces, one
-        token of its own, took 14 (`\n       `, 12 single spaces, ` =`), and the 13 more
-        counted as the fill's.  A token that ends the head and begins the fill (` 0`
-        after `return`) is the fill's too: counted with the head's, the fill `0` used 0."""
+        token of its own, was spelled in 14 (`\n       `, 12 single spaces, and ` =`,
+        whose `=` begins the fill), and the 13 more counted as the fill's.  A token that
+        ends the head and begins the fill (` 0` after `return`) is the fill's too: counted
+        with the head's, the fill `0` used 0."""
         content = ids[:self.content_length(ids)]
         ends = token_offsets(self.model.tokenizer, content, self.leave_out)[1:]
         return len(content) - bisect.bisect_right(ends, len(self.layout.head))

@@ -183,7 +183,7 @@ def test_cap_yields_to_the_budget(tok):
     assert [len(x) for x in new] == [4, 4, 4]
 
 
-@pytest.mark.parametrize("schedule", ["cosine", "back", "front", "linear"])
+@pytest.mark.parametrize("schedule", ["cosine", "back", "front"])
 def test_a_cap_that_never_binds_leaves_the_schedule_as_it_is(tok, schedule):
     """A cap only lowers a step's count: any `maxPerStep` made `cosine` and `back` commit
     an even share a step (2 on their first steps, where they commit 1)."""

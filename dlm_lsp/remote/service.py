@@ -51,6 +51,7 @@ from dlm_lsp.models import (
 )
 from dlm_lsp.policy import SpanTooLong
 from dlm_lsp.remote import wire
+from dlm_lsp.remote.http import token
 from dlm_lsp.remote.metrics import create_board, find_board, prometheus
 from dlm_lsp.remote.startup import NotAnswering, not_answering, still_starting, watched
 from dlm_lsp.results import InfillRequest
@@ -284,6 +285,11 @@ class EngineReplica:
         return [self._stats()] + [r for r in others if r["replica"] != self.replica]
 
 
+def fewest_replicas(cfg: ServiceConfig) -> int:
+    """The autoscaling minimum: `--min-replicas`, else 1."""
+    return cfg.min_replicas if cfg.min_replicas is not None else 1
+
+
 def deployment_options(cfg: ServiceConfig, cluster_gpus: float,
                        environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     """Ray Serve options: replica count or autoscaling bounds, each replica's share of
@@ -298,7 +304,7 @@ def deployment_options(cfg: ServiceConfig, cluster_gpus: float,
     options: dict[str, Any] = {"ray_actor_options": actor,
                                "max_ongoing_requests": cfg.max_ongoing_requests}
     if cfg.max_replicas is not None:
-        low = cfg.min_replicas if cfg.min_replicas is not None else 1
+        low = fewest_replicas(cfg)
         options["autoscaling_config"] = {
             "min_replicas": low, "initial_replicas": max(low, min(cfg.replicas,
                                                                   cfg.max_replicas)),
@@ -490,8 +496,8 @@ def serve_until_stopped(cfg: ServiceConfig) -> int:
     if not cfg.token:
         print(f"warning: no token: anyone who can reach {url} can use the service "
               f"(--token or {wire.TOKEN_VARIABLE})", file=sys.stderr, flush=True)  # as --tcp's
-    low = 1 if cfg.min_replicas is None else cfg.min_replicas  # as `deployment_options`
-    count = f"{low} to {cfg.max_replicas}" if cfg.max_replicas else str(cfg.replicas)
+    count = (f"{fewest_replicas(cfg)} to {cfg.max_replicas}" if cfg.max_replicas
+             else str(cfg.replicas))
     stopped = threading.Event()
     received: list[signal.Signals] = []
 
@@ -536,5 +542,6 @@ def service_config(args: Any) -> ServiceConfig:
     the command, which saw the variable, warned of nothing."""
     given = {k: v for k, v in vars(args).items()
              if k in ServiceConfig.__dataclass_fields__ and v is not None}
-    given["token"] = given.get("token") or os.environ.get(wire.TOKEN_VARIABLE, "")
+    # as the clients read theirs (the option, else the variable); checked before Ray starts
+    given["token"] = token(given.get("token") or "", wire.TOKEN_VARIABLE, "--token")
     return ServiceConfig(**given)
