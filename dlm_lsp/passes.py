@@ -16,7 +16,6 @@ and cut to whole units, `dlm_lsp/units.py`) before it is validated; `shape_fill`
 
 from __future__ import annotations
 
-import bisect
 import functools
 import re
 import time
@@ -65,7 +64,7 @@ from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
 from dlm_lsp.sampler_settings import CANDIDATE_TEMPERATURE
 from dlm_lsp.serving import Target, WorkerClosed
-from dlm_lsp.span import SpanLayout, past_head
+from dlm_lsp.span import SpanLayout, head_positions, past_head
 from dlm_lsp.syntax import free_lines
 from dlm_lsp.units import truncate_to_units
 from dlm_lsp.validation import (
@@ -376,16 +375,14 @@ class InfillRun:
 
     def used(self, ids: list[int]) -> int:
         """Span positions the fill really used: up to the first pad, less those that hold
-        the head's characters alone (that end inside it).  The head's chain takes the
-        positions the model chose for it, not its own tokenization's
-        (`layout.head_tokens`): with the shipped model an indentation of 20 spaces, one
-        token of its own, was spelled in 14 (`\n       `, 12 single spaces, and ` =`,
-        whose `=` begins the fill), and the 13 more counted as the fill's.  A token that
-        ends the head and begins the fill (` 0` after `return`) is the fill's too: counted
-        with the head's, the fill `0` used 0."""
+        the head's characters (that start inside it, as `span.head_positions` counts them).
+        The head's chain takes the positions the model chose for it, not its own
+        tokenization's (`layout.head_tokens`): with the shipped model an indentation of 20
+        spaces, one token of its own, took 14 (`\n       `, 12 single spaces, ` =`), and
+        the 13 more counted as the fill's."""
         content = ids[:self.content_length(ids)]
-        ends = token_offsets(self.model.tokenizer, content, self.leave_out)[1:]
-        return len(content) - bisect.bisect_right(ends, len(self.layout.head))
+        return len(content) - head_positions(self.model.tokenizer, content, self.layout.head,
+                                             self.leave_out)
 
     @cached_property
     def leave_out(self) -> frozenset[str]:

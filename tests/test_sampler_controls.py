@@ -588,28 +588,6 @@ def test_used_counts_the_fill_s_tokens_however_many_the_head_took(tok, model_dir
     assert best.text.strip() == "xxx" and best.used == 3
 
 
-def test_a_token_that_ends_the_head_and_begins_the_fill_is_the_fill_s(tok, model_dir):
-    """After `return` the head is ` ` and the model spells it with the fill in one token,
-    ` 0`: counted as the head's, the fill `0` used 0 positions."""
-    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", validate=False))
-    text = "def f():\n    return \n"
-    zero = tok.whole_texts.index(" 0")
-
-    def make(ids: torch.Tensor) -> torch.Tensor:
-        logits = torch.zeros(*ids.shape, tok.vocab_size)
-        logits[..., engine.model.pad_id] = 5.0
-        first = int((ids[0] == engine.model.mask_id).nonzero()[0]) if (
-            ids[0] == engine.model.mask_id).any() else 0
-        logits[:, first, zero] = 10.0
-        return logits
-
-    engine._model = FakeModel(tok, make)
-    at = text.index("return ") + len("return ")
-    best = engine.infill(InfillRequest(text, at, at, "python", options=InfillOptions(
-        length=4, steps=1))).candidates[0]
-    assert best.ids[0] == zero and best.text == "0" and best.used == 1
-
-
 CONTROL = st.fixed_dictionaries({
     "steps": st.integers(1, 40),
     "strategy": st.sampled_from(["confidence", "margin", "entropy", "random", "left-to-right"]),
