@@ -313,7 +313,7 @@ def sample(paths: list[Path], indent: str, count: int, rng: random.Random, max_l
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", help="directories or files of Python")
-    parser.add_argument("--per-kind", type=positive, default=200, help="sites a kind")
+    parser.add_argument("--per-kind", type=int, default=200, help="sites a kind")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--examples", type=int, default=2, help="diffs shown per kind")
     parser.add_argument("--kinds", nargs="*", choices=KINDS, default=list(KINDS))
