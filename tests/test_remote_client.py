@@ -539,6 +539,25 @@ def test_with_fallback_an_error_that_fails_the_fills_is_not_said_to_fall_back():
     assert "refused the token" in said and "local engine" not in said
 
 
+def _found_down(model_dir, monkeypatch, connect_s: float) -> tuple[RemoteEngine, list]:
+    """A client with fallback that found its service down (and filled locally), its
+    recheck due, against a host that drops packets: each connect waits `connect_s`, then
+    fails; the list gets the time of each."""
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url="http://127.0.0.1:9",
+                                       remote_retries=0, remote_fallback=True,
+                                       model=str(model_dir)))
+    engine.infill(InfillRequest(TEXT, AT, AT, "python"))
+    tried: list[float] = []
+
+    def connecting(*_args: object) -> None:
+        tried.append(time.monotonic())
+        time.sleep(connect_s)
+        raise Unreachable("cannot reach the service")
+    monkeypatch.setattr(engine, "_connect", connecting)
+    monkeypatch.setattr(engine, "_recheck_at", 0.0)
+    return engine, tried
+
+
 def test_while_one_fill_rechecks_the_service_the_others_go_local_at_once(model_dir,
                                                                           monkeypatch):
     """The recheck's turn moved on only once it had failed: every fill that came while it
@@ -546,18 +565,7 @@ def test_while_one_fill_rechecks_the_service_the_others_go_local_at_once(model_d
     5 s by default, against a host that drops packets) instead of filling locally."""
     from dlm_lsp.remote import retry
 
-    engine = RemoteEngine(ServerConfig(backend="remote", remote_url="http://127.0.0.1:9",
-                                       remote_retries=0, remote_fallback=True,
-                                       model=str(model_dir)))
-    engine.infill(InfillRequest(TEXT, AT, AT, "python"))  # down: found, and filled locally
-    tried = []
-
-    def connecting(*_args: object) -> None:
-        tried.append(time.monotonic())
-        time.sleep(1.0)  # a host that drops packets
-        raise Unreachable("cannot reach the service")
-    monkeypatch.setattr(engine, "_connect", connecting)
-    monkeypatch.setattr(engine, "_recheck_at", 0.0)  # the recheck is due
+    engine, tried = _found_down(model_dir, monkeypatch, connect_s=1.0)
     took: list[float] = []
 
     def fill() -> None:
@@ -581,18 +589,7 @@ def test_a_recheck_stopped_before_it_knew_leaves_the_next_fill_to_recheck(model_
     """The recheck's turn is taken before it connects; a recheck stopped then (a fill
     superseded while typing, the usual end of one) used it up, and the service, back
     meanwhile, was left untried for RECHECK_S."""
-    engine = RemoteEngine(ServerConfig(backend="remote", remote_url="http://127.0.0.1:9",
-                                       remote_retries=0, remote_fallback=True,
-                                       model=str(model_dir)))
-    engine.infill(InfillRequest(TEXT, AT, AT, "python"))  # down: found, and filled locally
-    tried = []
-
-    def connecting(*_args: object) -> None:
-        tried.append(time.monotonic())
-        time.sleep(0.5)  # a host that drops packets
-        raise Unreachable("cannot reach the service")
-    monkeypatch.setattr(engine, "_connect", connecting)
-    monkeypatch.setattr(engine, "_recheck_at", 0.0)  # the recheck is due
+    engine, tried = _found_down(model_dir, monkeypatch, connect_s=0.5)
     began = time.monotonic()
     with pytest.raises(Cancelled):
         engine.infill(InfillRequest(TEXT, AT, AT, "python", should_stop=lambda: (

@@ -654,15 +654,11 @@ def test_a_signal_to_the_serving_service_is_said_in_one_line_and_ends_it_with_st
     assert out == ""
 
 
-@pytest.mark.parametrize(("bounds", "said"), [
-    (["--min-replicas", "0", "--max-replicas", "4"], "0 to 4 replica(s)"),
-    (["--max-replicas", "4"], "1 to 4 replica(s)"),
-    (["--replicas", "3"], "3 replica(s)"),
-])
-def test_the_start_line_says_the_replica_bounds_deployed(bounds, said):
-    """`--min-replicas 0` deployed a minimum of 0 and said `1 to 4 replica(s)`."""
+def _start_line(*argv: str) -> str:
+    """The line `serve-remote ARGV` (with a token, on a free port, Ray left out) says
+    where it serves, before a Ctrl-C ends it."""
     with subprocess.Popen([sys.executable, "-c", NO_RAY, "serve-remote", "--token", "t",
-                           "--port", str(free_port()), *bounds],
+                           "--port", str(free_port()), *argv],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             line = proc.stdout.readline()
@@ -670,7 +666,17 @@ def test_the_start_line_says_the_replica_bounds_deployed(bounds, said):
             proc.communicate(timeout=60)
         finally:
             proc.kill()
-    assert f", {said}; Ctrl-C stops it" in line
+    return line
+
+
+@pytest.mark.parametrize(("bounds", "said"), [
+    (["--min-replicas", "0", "--max-replicas", "4"], "0 to 4 replica(s)"),
+    (["--max-replicas", "4"], "1 to 4 replica(s)"),
+    (["--replicas", "3"], "3 replica(s)"),
+])
+def test_the_start_line_says_the_replica_bounds_deployed(bounds, said):
+    """`--min-replicas 0` deployed a minimum of 0 and said `1 to 4 replica(s)`."""
+    assert f", {said}; Ctrl-C stops it" in _start_line(*bounds)
 
 
 @pytest.mark.parametrize(("host", "url"), [
@@ -694,15 +700,7 @@ def test_an_ipv6_host_is_written_in_brackets_in_the_service_s_url(host, url):
 def test_a_service_on_every_interface_says_its_url_is_none_to_use():
     """`--host 0.0.0.0` printed `dlm-lsp service at http://0.0.0.0:8000`, no address a
     client elsewhere can use."""
-    with subprocess.Popen([sys.executable, "-c", NO_RAY, "serve-remote", "--token", "t",
-                           "--host", "0.0.0.0", "--port", str(free_port())],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        try:
-            line = proc.stdout.readline()
-            proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=60)
-        finally:
-            proc.kill()
+    line = _start_line("--host", "0.0.0.0")
     assert "(every interface: clients use this machine's name or address): model" in line
 
 
