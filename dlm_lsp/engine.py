@@ -526,9 +526,11 @@ class Engine:
                          span_reach(model.max_length))
         # the context the model is shown: a notebook cell's other cells around the cell
         prefix, suffix = req.shown_prefix(), req.shown_suffix()
+        # what remembered fills are keyed by besides the text: worked out once a fill
+        settings = fill_settings(cfg) if cfg.reuse_fills else ""
         if req.start == req.end and req.uri and cfg.reuse_fills:
-            rest = self.recent.typed_along(req.uri, prefix, suffix,
-                                           (opt, fill_settings(cfg)), written_as)
+            rest = self.recent.typed_along(req.uri, prefix, suffix, (opt, settings),
+                                           written_as)
             if rest is not None:
                 return self._reused(req, plan, Remembered((rest,), (0.0,), (0,), (REUSED,),
                                                           0, 0), "typed", began)
@@ -565,7 +567,7 @@ class Engine:
         if cfg.reuse_fills:
             key = (id(model), tuple(layout.prefix_ids), tuple(layout.suffix_ids), layout.n_masked,
                    layout.head, tail, repr(sampler), seed, repr(plan), repr(opt),
-                   hash(local), fill_settings(cfg), written_as)
+                   hash(local), settings, written_as)
             found = self.recent.get(key)
             if found is not None:
                 return self._reused(req, plan, found, "exact", began)
@@ -632,7 +634,7 @@ class Engine:
                               out.early_stopped, best.path, run.repair_rounds, predicted, syntax,
                               repair_steps=repaired_at - out.steps,
                               hint_steps=run.passes - repaired_at)
-        self._remember(req, key, result, written_as)
+        self._remember(req, key, result, settings, written_as)
         return result
 
     def _step_ms(self, model: DiffusionModel, cfg: ServerConfig, layout: SpanLayout, rows: int,
@@ -653,10 +655,10 @@ class Engine:
         return cost.cycle_ms(rows, length, layout.n_masked + 2 * cfg.cache_window,
                              cfg.cache_refresh)
 
-    def _remember(self, req: InfillRequest, key: Any, result: InfillResult,
+    def _remember(self, req: InfillRequest, key: Any, result: InfillResult, settings: str,
                   language: str | None = None) -> None:
-        """Keep a finished fill, written as `language`, for repeated requests and for
-        typing along (see recent.py)."""
+        """Keep a finished fill, written as `language` under `settings` (`fill_settings`),
+        for repeated requests and for typing along (see recent.py)."""
         self.recent_fills.append((result.ms, result.tokens))
         if key is None:
             return
@@ -668,9 +670,7 @@ class Engine:
                                         result.tokens, tuple(c.ended for c in cands)))
         if req.start == req.end and req.uri and cands[0].text:
             self.recent.remember_typed(req.uri, req.shown_prefix(), req.shown_suffix(),
-                                       cands[0].text,
-                                       (req.options, fill_settings(self.config_for(req))),
-                                       language)
+                                       cands[0].text, (req.options, settings), language)
 
     def _reused(self, req: InfillRequest, plan: SpanPlan, found: Remembered, how: str,
                 began: float) -> InfillResult:
