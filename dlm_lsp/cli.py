@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 from dlm_lsp import __version__
 from dlm_lsp.admission import TOKEN_ENV
@@ -18,6 +19,7 @@ from dlm_lsp.arguments import positive as _positive
 from dlm_lsp.arguments import whole as _whole
 from dlm_lsp.config import (
     DEVICES,
+    PRECISIONS,
     STEPS,
     STRATEGIES,
     InfillOptions,
@@ -56,14 +58,24 @@ def _serve(args: argparse.Namespace) -> int:
     imported and before any worker thread allocates."""
     cap_arenas()
     from dlm_lsp.admission import Gate
-    from dlm_lsp.server import server
+    from dlm_lsp.server import build_server, server
 
+    pins = _server_pins(args)[0]
+    ls = build_server(pins=pins) if pins else server
     if args.tcp:
-        server.start_tcp(*args.tcp, Gate.from_environment(args.max_clients,
-                                                          args.admission_seconds))
+        ls.start_tcp(*args.tcp, Gate.from_environment(args.max_clients,
+                                                      args.admission_seconds))
     else:
-        server.start_io()
+        ls.start_io()
     return 0
+
+
+def _server_pins(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """The model settings the server's `--model`, `--device` and `--precision` fix for
+    every client (pinned.py), and the problems with them."""
+    from dlm_lsp.pinned import PINNABLE, pins
+
+    return pins({name: getattr(args, f"served_{name}") for name in PINNABLE})
 
 
 def _service_url(text: str) -> str:
@@ -457,6 +469,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "within S seconds is closed (default 10); so are the oldest of those "
                         "waiting, past --max-clients of them")
     parser.add_argument("--stdio", action="store_true", help="serve LSP over stdio (the default)")
+    served = "every client's, whatever its settings say"
+    parser.add_argument("--model", dest="served_model", metavar="MODEL",
+                        help=f"the server's model, {served}: " + MODEL_HELP.replace(
+                            "; default: default", " (default: each client's model setting)"))
+    parser.add_argument("--device", dest="served_device", choices=DEVICES,
+                        help=f"the server's device, {served} (default: each client's)")
+    parser.add_argument("--precision", dest="served_precision", choices=PRECISIONS,
+                        help=f"the server's precision, {served} (default: each client's)")
     parser.add_argument("--log-level", default="WARNING", type=_log_level,
                         metavar="{" + ",".join(LOG_LEVELS) + "}",
                         help="logging level for stderr (any case; default WARNING)")
@@ -630,12 +650,23 @@ def _main(argv: list[str], began: float) -> int:
         return remote_main(argv[1:])
     parser = build_parser()
     args = parse_arguments(parser, argv)
+    served = [flag for flag, given in (("--tcp", args.tcp), ("--model", args.served_model),
+                                       ("--device", args.served_device),
+                                       ("--precision", args.served_precision)) if given]
+    if args.command and served:  # `dlm-lsp --model M fill f.py` filled with "default"
+        options = "options" if len(served) > 1 else "option"
+        refuse(parser, args, f"{' and '.join(served)} before {args.command!r}: the language "
+               f"server's {options}, not the command's (its own go after it: dlm-lsp "
+               f"{args.command} --help)")
     if args.command == "status" and (args.server or args.remote) and (
             args.model is not None or args.device is not None):
         refuse(parser, args, "--model and --device are the model timed here: with "
                f"{'--server' if args.server else '--remote'} the status is of its own model")
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
     import_torch()  # fill, status, bench and the server all load a model (held_signals)
+    problems = [] if args.command else _server_pins(args)[1]
+    if problems:  # a model the server could never load: said now, not to each client
+        refuse(parser, args, "; ".join(problems))
     if args.command == "fill":
         return _fill(args)
     if args.command == "status":

@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from lsprotocol import types
@@ -83,6 +84,7 @@ from dlm_lsp.models import ModelLoadError
 from dlm_lsp.notebooks import NOTEBOOK_SYNC, cell_context, cells_of, changed_cells
 from dlm_lsp.offers import Offers
 from dlm_lsp.passes import parse_ahead
+from dlm_lsp.pinned import pinned
 from dlm_lsp.policy import SpanTooLong, local_text
 from dlm_lsp.protocol import (
     DRAFT,
@@ -163,11 +165,14 @@ class DlmServer(LanguageServer):
 
     protocol: DlmProtocol
 
-    def __init__(self, backend_factory: BackendFactory = make_backend) -> None:
+    def __init__(self, backend_factory: BackendFactory = make_backend,
+                 pins: dict[str, Any] | None = None) -> None:
         super().__init__("dlm-lsp", __version__,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          notebook_document_sync=NOTEBOOK_SYNC, protocol_cls=DlmProtocol)
-        self.config = ServerConfig()
+        # the model settings the command line fixed (`dlm-lsp --model M`, pinned.py)
+        self.pins = dict(pins or {})
+        self.config = replace(ServerConfig(), **self.pins)
         self.make_backend = backend_factory
         self.engine: Backend = backend_factory(self.config)
         # Requests are prepared and validated on these threads; their forward passes
@@ -233,6 +238,7 @@ class DlmServer(LanguageServer):
                 data = {key: value for key, value in data.items() if key != "dlm"}
         config, problems = from_json(ServerConfig, data, None if initial else self.config,
                                      said=self.sent_settings)
+        config, set_aside = pinned(config, self.pins)
         problems = section + problems
         if isinstance(self.sent_settings, dict) and isinstance(data, dict):
             self.sent_settings = {**self.sent_settings, **data}
@@ -241,10 +247,11 @@ class DlmServer(LanguageServer):
         self.engine, to_load = switch_backend(self.engine, self.config, config,
                                               self.make_backend)
         self.config = config
-        # a shared engine (TCP, several clients) may keep settings this client asked for;
-        # said again only when that changes, for the same reason as wrong values above
-        kept, told = getattr(self.engine, "setting_problems", []), self.engine_told
-        self.engine_told = kept
+        # the command line's pins, and a shared engine (TCP, several clients), may set
+        # aside settings this client asked for; said again only when that changes, for
+        # the same reason as wrong values above
+        kept = set_aside + getattr(self.engine, "setting_problems", [])
+        told, self.engine_told = self.engine_told, kept
         return problems + [note for note in kept if note not in told], to_load
 
     async def preload(self) -> None:
@@ -696,7 +703,7 @@ class DlmServer(LanguageServer):
             def backend(config: ServerConfig) -> Backend:
                 return (pool.join(config, admitted, holds) if config.backend == LOCAL
                         else make_backend(config))
-            server = build_server(backend)
+            server = build_server(backend, self.pins)
             server.left = pool.connect(admitted, holds)
             return server
         serve_tcp(connection, host, port, gate)
@@ -1274,10 +1281,12 @@ def shutdown(ls: DlmServer, params: Any) -> None:
     ls.jobs.stop_all(SHUTTING_DOWN)
 
 
-def build_server(backend_factory: BackendFactory = make_backend) -> DlmServer:
+def build_server(backend_factory: BackendFactory = make_backend,
+                 pins: dict[str, Any] | None = None) -> DlmServer:
     """A language server with every handler registered, its fills on `backend_factory`'s
-    backend (by default one of its own: over stdio the process serves one client)."""
-    ls = DlmServer(backend_factory)
+    backend (by default one of its own: over stdio the process serves one client), and
+    the model settings `pins` fixed whatever its client's say (pinned.py)."""
+    ls = DlmServer(backend_factory, pins)
     for name, options, fn in _FEATURES:
         ls.feature(name, options)(fn)
     for name, fn in _COMMANDS:

@@ -274,10 +274,12 @@ T = TypeVar("T")
 
 
 @contextlib.contextmanager
-def _tcp_server() -> Iterator[int]:
-    """A server started with --tcp on a free port; yields the port, kills it after."""
+def _tcp_server(*options: str) -> Iterator[int]:
+    """A server started with --tcp (and `options`) on a free port; yields the port, kills
+    it after."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp", "--tcp", f"127.0.0.1:{port}"])
+    proc = subprocess.Popen([sys.executable, "-m", "dlm_lsp", "--tcp", f"127.0.0.1:{port}",
+                             *options])
     try:
         yield port
     finally:
@@ -360,6 +362,31 @@ def test_status_asks_a_running_server(model_dir):
     assert set(status) >= {"device", "tokensPerSecond", "batchOccupancy", "paddedPasses",
                            "paddedFills", "cacheHitRate", "jobsInFlight", "openDocuments",
                            "progressTokens"}
+
+
+def test_a_server_started_with_a_model_serves_it_to_every_client(model_dir):
+    """`dlm-lsp --tcp ... --model M`: a team's GPU box serves M, not the model of the first
+    editor to connect; `status --server` (a client with no settings) reads it too."""
+    from dlm_lsp.status import query_server
+
+    with _tcp_server("--model", str(model_dir), "--device", "cpu") as port:
+        status = _once_listening(lambda: query_server("127.0.0.1", port))
+    assert status["model"] == str(model_dir) and status["device"] == "cpu"
+
+
+@pytest.mark.parametrize("option", [["--model", "x"], ["--tcp", "127.0.0.1:0"],
+                                    ["--precision", "fp32"]])
+def test_the_servers_model_options_before_a_command_are_refused(option, tmp_path):
+    """`dlm-lsp --model M fill f.py` filled with the default model without a word: the
+    option before the command is the language server's, and `fill` has its own."""
+    out = run_cli(*option, "fill", str(tmp_path / "f.py"))
+    assert out.returncode == 2
+    assert f"{option[0]} before 'fill': the language server's option" in out.stderr
+
+
+def test_a_server_model_it_could_never_load_is_a_usage_error():
+    out = run_cli("--model", "")
+    assert out.returncode == 2 and '--model "" should be a model name' in out.stderr
 
 
 @pytest.mark.parametrize(("fields", "shown"), [
