@@ -539,9 +539,13 @@ class DlmProtocol(LanguageServerProtocol):
             code, text = refusal
         else:
             code, text = NOT_INITIALIZED, "this server serves a connection after its initialize"
+        self.turn_away(msg_id if method is not None else None, code, text)
+
+    def turn_away(self, msg_id: int | str | None, code: int, text: str) -> None:
+        """Refuse a connection not admitted: one answer (for a request), then closed."""
         log.warning("refused a TCP client: %s", text)
         self.refused = True
-        if method is not None and msg_id is not None:
+        if msg_id is not None:
             self.refuse(msg_id, code, text)
         if self.writer is not None:
             self.writer.close()

@@ -58,6 +58,11 @@ log = logging.getLogger(__name__)
 TERMINATING = "the server is terminating (signal)"
 _CHUNK = 1 << 20
 _LINE_LIMIT = 1 << 16  # asyncio's StreamReader reads no longer line (the TCP servers' default)
+# A TCP connection's messages before its initialize is admitted (token, number of clients)
+# are read as any other's, up to MAX_MESSAGE_BYTES, and parsed on the event loop: an 8 MiB
+# `[[[...` from a stranger without the token cost the server 210 MiB and 1.2 s of every
+# client's loop, 64 MiB ~1.6 GiB.  An editor's initialize is a few KiB.
+FIRST_MESSAGE_BYTES = 256 << 10
 GRACE_S = 2.0  # how long stopped fills may take to answer (signal, client gone)
 
 
@@ -244,6 +249,12 @@ async def _read(server: DlmServer, reader: Any) -> None:
         length = headers.feed(line)
         if length is None:
             continue
+        if length > FIRST_MESSAGE_BYTES and _unadmitted(server):
+            text = (f"a first message of {length} bytes: before its initialize is admitted, "
+                    f"a connection sends at most {FIRST_MESSAGE_BYTES >> 10} KiB")
+            server.protocol.refuse(None, types.ErrorCodes.InvalidRequest, text)  # its id unread
+            server.protocol.turn_away(None, types.ErrorCodes.InvalidRequest, text)
+            break
         if (skipped := headers.take_skipped()) is not None:
             size, why = skipped
             text = (f"skipped {size} bytes that were no LSP message (first: {why}); "
@@ -261,6 +272,11 @@ async def _read(server: DlmServer, reader: Any) -> None:
         # `dlm.rewriteSelection [uri, range]`) was filled, and its edit sent, for the later
         # text (stdio's reads go through a thread and yield already)
         await asyncio.sleep(0)
+
+
+def _unadmitted(server: DlmServer) -> bool:
+    """Whether the connection is one of a TCP server's not admitted yet (admission.py)."""
+    return server.protocol.gate is not None and not server.protocol.admitted
 
 
 def _handle(server: DlmServer, body: bytes) -> None:

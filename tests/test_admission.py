@@ -159,6 +159,24 @@ def _closed_by_server(sock, within: float) -> bool:
         return False
 
 
+def test_a_first_message_larger_than_any_initialize_is_refused_before_it_is_read(
+        gated, model_dir):
+    """An 8 MiB `[[[...` from a stranger without the token was read whole and parsed on
+    the event loop (+210 MiB, 1.2 s of every client's loop) before the token was looked
+    at.  The header alone now says enough; an admitted client still sends large bodies."""
+    port, _ = gated
+    stranger, sock = tcp_connection(port)
+    sock.sendall(b"Content-Length: 1048576\r\n\r\n")  # the body would follow
+    stranger.wait(lambda ms: stranger.closed, timeout=10)
+    said = [m["error"]["message"] for m in stranger.messages if "error" in m]
+    assert said == ["a first message of 1048576 bytes: before its initialize is admitted, "
+                    "a connection sends at most 256 KiB"]
+    member, _ = tcp_connection(port)
+    assert "result" in member.initialize({"model": str(model_dir), "token": TOKEN})
+    member.open("file:///big.py", "x = 1\n" * 100_000)  # 600 KB, once admitted
+    assert member.call("dlm/status", {})["result"]["openDocuments"] == 1
+
+
 def test_a_connection_that_never_sends_initialize_is_closed_after_the_admission_time(
         model_dir):
     port = free_port()
