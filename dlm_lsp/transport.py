@@ -61,7 +61,7 @@ _LINE_LIMIT = 1 << 16  # asyncio's StreamReader reads no longer line (the TCP se
 # A TCP connection's messages before its initialize is admitted (token, number of clients)
 # are read as any other's, up to MAX_MESSAGE_BYTES, and parsed on the event loop: an 8 MiB
 # `[[[...` from a stranger without the token cost the server 210 MiB and 1.2 s of every
-# client's loop, 64 MiB ~1.6 GiB.  An editor's initialize is a few KiB.
+# client's loop, and a message may be 64 MiB.  An editor's initialize is a few KiB.
 FIRST_MESSAGE_BYTES = 256 << 10
 GRACE_S = 2.0  # how long stopped fills may take to answer (signal, client gone)
 
