@@ -701,8 +701,13 @@ class DlmServer(LanguageServer):
                 return server.holds() if server is not None else {}
 
             def backend(config: ServerConfig) -> Backend:
-                return (pool.join(config, admitted, holds) if config.backend == LOCAL
-                        else make_backend(config))
+                if config.backend == LOCAL:
+                    return pool.join(config, admitted, holds)
+                service = make_backend(config)
+                # a client's remoteUrl is its own choice: the process's token is not sent
+                # there (see ServerBackend.environment_token)
+                service.environment_token = False  # type: ignore[attr-defined]
+                return service
             server = build_server(backend, self.pins)
             server.left = pool.connect(admitted, holds)
             return server

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 from certificates import self_signed
-from rpc import ServerProcess, free_port
+from rpc import ServerProcess, free_port, tcp_connection
 
 from dlm_lsp.backends import BackendError, make_backend, switch_backend
 from dlm_lsp.config import InfillOptions, ServerConfig, from_json
@@ -424,6 +424,29 @@ def test_a_document_holding_a_lone_surrogate_reaches_the_service_as_it_is():
     at = len("s = '\ud800'\n") + AT
     assert client(httpd).infill(InfillRequest(text, at, at)) == a_result()
     assert httpd.bodies[0]["text"] == text
+
+
+def test_the_processs_token_goes_to_its_own_editors_service_not_a_tcp_clients(monkeypatch):
+    """A client of a `--tcp` server that set `remoteUrl` to a listener of its own was sent
+    DLM_LSP_REMOTE_TOKEN, the secret of whoever started the server.  Over stdio the
+    process is the editor's own, and an empty `remoteToken` is still the variable."""
+    monkeypatch.setenv(wire.TOKEN_VARIABLE, "the-operators-secret")
+    httpd = serving([stream(RESULT)])
+    url = f"http://127.0.0.1:{httpd.server_port}"
+    RemoteEngine(ServerConfig(backend="remote", remote_url=url)).infill(
+        InfillRequest(TEXT, AT, AT))
+    assert httpd.headers[-1]["Authorization"] == "Bearer the-operators-secret"
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}")
+    try:
+        stranger, _ = tcp_connection(port)
+        stranger.initialize({"backend": "remote", "remoteUrl": url})
+        stranger.open("file:///a.py", TEXT)
+        stranger.call("dlm/infill", {"textDocument": {"uri": "file:///a.py"}, "range": {
+            "start": {"line": 1, "character": 11}, "end": {"line": 1, "character": 11}}})
+    finally:
+        server.close()
+    assert len(httpd.headers) == 2 and "Authorization" not in httpd.headers[-1]
 
 
 def test_a_token_variable_an_http_header_cannot_carry_is_said_to_and_not_sent(monkeypatch):

@@ -83,7 +83,7 @@ class RemoteEngine(ServerBackend):
         if response.status in (401, 403):
             raise BackendError(
                 f"the remote engine at {url} refused the token (HTTP {response.status}): set "
-                f"{self.names.token} or {wire.TOKEN_VARIABLE} to the service's token")
+                f"{self._where_the_token_goes()} to the service's token")
         if "html" in (response.getheader("Content-Type") or "").lower():
             # neither the service nor Ray's proxy answers with a page: another server is
             # at the URL, whose 404 was its page's HTML in the message, and whose 501

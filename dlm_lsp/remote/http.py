@@ -55,11 +55,12 @@ def endpoint(url: str, setting: str = SETTINGS.url) -> tuple[str, str, int, str]
 
 
 def token(configured: str, variable: str, setting: str = SETTINGS.token) -> str:
-    """The bearer token: the setting, else the environment variable, else none.  An HTTP
+    """The bearer token: the setting, else the environment variable (none: "" names
+    none), else none.  An HTTP
     header carries visible ASCII only: the setting is checked as settings are, and a
     token holding anything else (the variable's, or a command's option, which no setting
     check saw) is said to, where the fill failed as a broken connection, tried again."""
-    secret = configured or os.environ.get(variable, "")
+    secret = configured or (os.environ.get(variable, "") if variable else "")
     if not visible_ascii(secret):
         raise BackendError(f"{setting if configured else variable} holds characters an HTTP "
                            "header cannot carry: a token is visible ASCII characters without "

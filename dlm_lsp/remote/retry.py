@@ -124,6 +124,11 @@ class ServerBackend:
     def __init__(self, config: ServerConfig, names: Names = SETTINGS):
         self.config = config
         self.names = names  # how messages name the URL, token and CA file the user gave
+        # Whether an empty token setting is this process's TOKEN_VARIABLE: not for a
+        # client of a `--tcp` server (start_tcp), whose settings are a stranger's to the
+        # process: a client that set `remoteUrl` to a listener of its own was sent the
+        # token of whoever started the server.
+        self.environment_token = True
         self.notices: deque[str] = deque(maxlen=16)
         self._local: Any = None  # the local engine, made on the first fallback
         # Whether the user was told that fills run locally: once an outage, not at every
@@ -304,10 +309,23 @@ class ServerBackend:
     def _headers(self, accept: str) -> dict[str, str]:
         """A JSON request's headers, with the key as `Authorization: Bearer` when set."""
         headers = {"Content-Type": "application/json", "Accept": accept}
-        secret = token(self.config.remote_token, TOKEN_VARIABLE, self.names.token)
+        secret = self._token()
         if secret:
             headers["Authorization"] = f"Bearer {secret}"
         return headers
+
+    def _token(self) -> str:
+        """The token sent: the setting, or where it is empty and `environment_token`
+        allows, the environment's."""
+        return token(self.config.remote_token,
+                     TOKEN_VARIABLE if self.environment_token else "", self.names.token)
+
+    def _where_the_token_goes(self) -> str:
+        """Where a refused token is set, for the message that says so."""
+        if self.environment_token:
+            return f"{self.names.token} or {TOKEN_VARIABLE}"
+        return (f"{self.names.token} (this server's {TOKEN_VARIABLE} is not lent to the "
+                "clients of a --tcp server)")
 
     def _connect(self, connect_s: float | None = None) -> tuple[http.client.HTTPConnection, str]:
         return connect(self.config.remote_url, connect_s or self.config.remote_connect_ms / 1000,

@@ -46,7 +46,6 @@ from dlm_lsp.passes import (
     shown_style,
 )
 from dlm_lsp.policy import LengthEstimate, SpanPlan, local_text, plan_span
-from dlm_lsp.remote.http import token
 from dlm_lsp.remote.retry import Lost, ServerBackend, stop_if_asked
 from dlm_lsp.remote.sglang_prompt import (
     CHARS_PER_TOKEN,
@@ -58,7 +57,6 @@ from dlm_lsp.remote.sglang_prompt import (
     chat_format,
     continuation,
 )
-from dlm_lsp.remote.wire import TOKEN_VARIABLE
 from dlm_lsp.repair import DIFFUSION, LEFT_TO_RIGHT
 from dlm_lsp.results import Candidate, InfillRequest, InfillResult
 from dlm_lsp.span import borrowed_line_break
@@ -269,11 +267,11 @@ class SGLangEngine(ServerBackend):
         detail = _message(response.read(4096))[:300]
         url, status = self.config.remote_url, response.status
         if status == 401:
-            what = ("refused the API key" if token(self.config.remote_token, TOKEN_VARIABLE)
-                    else "wants an API key")
+            what = "refused the API key" if self._token() else "wants an API key"
             raise BackendError(
-                f"the SGLang server at {url} {what} (HTTP 401): set remoteToken (or "
-                f"{TOKEN_VARIABLE}) to the key the server was started with (--api-key)")
+                f"the SGLang server at {url} {what} (HTTP 401): set "
+                f"{self._where_the_token_goes()} to the key the server was started with "
+                "(--api-key)")
         if status == 403:
             raise BackendError(f"the SGLang server at {url} forbids {path} to this key (HTTP "
                                "403): set remoteToken to the server's --api-key")
