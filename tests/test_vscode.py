@@ -171,6 +171,19 @@ def test_client_settings_cannot_be_mistaken_for_server_settings():
     assert "dlm.server.path" in client and "dlm.inline.debounceMs" in client
 
 
+def test_a_workspace_cannot_set_what_runs_or_where_documents_and_tokens_go():
+    """A cloned repository's .vscode/settings.json could name the program VS Code starts
+    as the server, or a `remoteUrl` of its own, which was sent the documents and the
+    user's DLM_LSP_REMOTE_TOKEN.  VS Code's "machine" scope leaves them to the user's
+    settings; every other setting (a workspace's steps, languages) stays the workspace's."""
+    sections = manifest_sections()
+    scoped = {key for section in sections.values()
+              for key, prop in section["properties"].items() if prop.get("scope") == "machine"}
+    assert scoped == {"dlm.server.path", "dlm.server.args", "dlm.server.env",
+                      "dlm.server.address", "dlm.server.token", "dlm.remoteUrl",
+                      "dlm.remoteToken", "dlm.remoteCaFile"}
+
+
 def test_every_setting_is_described():
     for section in manifest_sections().values():
         for key, prop in section["properties"].items():

@@ -67,6 +67,11 @@ IN_THE_EDITOR = {
     "holeMarker": ("**Fill selection** with nothing selected fills a marker on the cursor's line "
                    "(the one under or nearest the cursor) rather than inserting at the cursor."),
 }
+# Where the server sends documents and its token, and whose certificates it trusts: VS
+# Code's "machine" scope keeps them out of a workspace's .vscode/settings.json, as the
+# client's own server.path, server.address and the like, so that a cloned repository
+# cannot send them to a listener of its own (the user's settings alone set them).
+MACHINE = ("remoteUrl", "remoteToken", "remoteCaFile")
 JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string",
               type(None): "null"}
 
@@ -174,6 +179,8 @@ def settings_section() -> dict[str, Any]:
         extra = f" {IN_THE_EDITOR[name]}" if name in IN_THE_EDITOR else ""
         prop["markdownDescription"] = f"{meaning}\n\nServer setting `{name}`.{extra}"
         prop["order"] = order
+        if name in MACHINE:
+            prop["scope"] = "machine"
         properties[f"dlm.{name}"] = prop
     return {"id": SECTION_ID, "title": "dlm-lsp server", "order": 2, "properties": properties}
 
