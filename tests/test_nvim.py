@@ -1747,6 +1747,31 @@ vim.cmd.edit('{path}')
     assert line.strip() == "SNIPNEXTPREVWORD!"  # after the line's autoindent
 
 
+def test_a_users_tab_mapping_that_types_a_tab_itself_still_types_it(tmp_path, model_dir):
+    """`imap <expr> <Tab> pumvisible() ? "\\<C-n>" : "\\<Tab>"`, a common completion
+    setup: its Tab, fed back mapped, came back to the plugin's mapping, and every Tab in
+    Insert mode failed with E223 (recursive mapping), typing nothing.  Vim types a rhs's
+    own lhs as it is."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"""
+vim.cmd([[imap <expr> <Tab> pumvisible() ? "\\<C-n>" : "\\<Tab>"]])
+dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model }},
+  notify = false, inline = {{ native = false }} }})
+dlm.toggle(false)
+vim.cmd.edit('{path}')
+""")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("13Goab<Tab>cd!")
+        nvim.wait_for("vim.api.nvim_get_current_line():find('!') ~= nil")
+        line = nvim.value("vim.api.nvim_get_current_line()")
+        errors = nvim.value("vim.v.errmsg")
+    finally:
+        nvim.close()
+    assert re.fullmatch(r"ab\s+cd!", line.strip()), line
+    assert "E223" not in errors
+
+
 def test_an_alt_key_of_the_plugin_s_left_unmapped_does_what_neovim_does_with_it(tmp_path,
                                                                                 model_dir):
     """Neovim takes an unmapped Alt key in Insert mode as <Esc> and the key: <M-]> leaves

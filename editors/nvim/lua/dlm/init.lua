@@ -1298,10 +1298,17 @@ local function mapped_before(key)
     if before.noremap == 1 then
       return keys -- as ours: not mapped again
     end
+    -- A rhs that begins with its own lhs (`imap <expr> <Tab> pumvisible() ? "\<C-n>" :
+    -- "\<Tab>"`) has that lhs typed as it is, and the rest mapped (`:h recursive_mapping`):
+    -- fed mapped whole, the Tab came back to this mapping, and every Tab in Insert mode
+    -- failed with E223 (recursive mapping).  Returned, it is not mapped again (ours is
+    -- noremap), and goes ahead of what is fed.
+    local lhs = vim.keycode(key)
+    local own = vim.startswith(keys, lhs) and lhs or ''
     -- mapped again, as its own were; ahead of the keys typed after it ('i'): appended,
     -- it ran after them (in a macro or `.`, `<Tab>abc<Esc>` ran its keys in Normal mode)
-    api.nvim_feedkeys(keys, 'mi', false)
-    return ''
+    api.nvim_feedkeys(keys:sub(#own + 1), 'mi', false)
+    return own
   end
 end
 
