@@ -1500,6 +1500,30 @@ result.said = said
         server.close()
 
 
+def test_only_buffers_that_hold_files_are_attached_not_previews_or_fugitive_ones(tmp_path, model_dir):
+    """A picker's preview (a scratch buffer given the file's filetype) and a fugitive://
+    buffer were attached: each preview was a didOpen, and unnamed previews, all
+    `file://`, made a real unnamed buffer's fills refused as sharing the URI."""
+    path = tmp_path / "a.py"
+    path.write_text("x = 1\n", encoding="utf-8")
+    result = run_nvim(tmp_path, model_dir, f"""
+local preview = vim.api.nvim_create_buf(false, true)
+vim.bo[preview].filetype = 'python'
+local nowrite = vim.api.nvim_create_buf(true, false)
+vim.api.nvim_buf_set_name(nowrite, 'fugitive:///repo/.git//0/a.py')
+vim.bo[nowrite].buftype = 'nowrite'
+vim.bo[nowrite].filetype = 'python'
+local file = open('{path}')
+vim.cmd.enew()
+vim.bo.filetype = 'python'
+local unnamed = attached(vim.api.nvim_get_current_buf())
+vim.wait(300, function() return false end, 20)
+result.clients = {{ dlm.client(preview) ~= nil, dlm.client(nowrite) ~= nil,
+  dlm.client(file) ~= nil, dlm.client(unnamed) ~= nil }}
+""")
+    assert result["clients"] == [False, False, True, True]
+
+
 def test_a_missing_server_executable_is_said_once_not_for_every_buffer_until_the_user_retries(
         tmp_path, model_dir):
     """With `cmd` not found, Neovim said "Spawning language server with cmd: ... failed"

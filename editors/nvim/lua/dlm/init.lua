@@ -580,9 +580,21 @@ end
 
 --- Attach every loaded buffer of the configured filetypes (those attached already keep
 --- their client).
+--- Whether the plugin attaches to `buf` by itself: a buffer of one of its filetypes that
+--- holds a file (or is to: an unnamed one), as Neovim's own vim.lsp.enable() takes them.
+--- A picker's preview (a scratch buffer given the file's filetype), a fugitive:// buffer
+--- or a help page were sent to the server too: every preview a didOpen, and unnamed
+--- previews, all `file://`, made a real unnamed buffer's fills refused ("N buffers share
+--- the URI file://").  `require('dlm').attach(buf)`, called by the user, takes any buffer.
+---@param buf integer
+---@return boolean
+local function attachable(buf)
+  return vim.bo[buf].buftype == '' and vim.tbl_contains(M.config.filetypes, vim.bo[buf].filetype)
+end
+
 local function attach_loaded()
   for _, buf in ipairs(api.nvim_list_bufs()) do
-    if api.nvim_buf_is_loaded(buf) and vim.tbl_contains(M.config.filetypes, vim.bo[buf].filetype) then
+    if api.nvim_buf_is_loaded(buf) and attachable(buf) then
       M.attach(buf)
     end
   end
@@ -1430,7 +1442,9 @@ function M.setup(opts)
     group = group,
     pattern = M.config.filetypes,
     callback = function(args)
-      M.attach(args.buf)
+      if attachable(args.buf) then
+        M.attach(args.buf)
+      end
     end,
   })
   api.nvim_create_autocmd('BufFilePost', {
