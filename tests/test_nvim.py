@@ -202,24 +202,32 @@ result.said = #said
 def test_options_of_the_wrong_type_are_said_and_the_rest_are_used(tmp_path, model_dir):
     """`settings = "steps=4"` was a Lua traceback at every file opened, and
     `inline = { accept = 5 }` stopped setup() half-way: its commands made, and no server
-    ever started.  Each is said, with an option setup() does not have; the others apply."""
+    ever started; so did a key `true` or `''`, and a filetype that is no name.  Each is
+    said, with an option setup() does not have; the others apply."""
     path = tmp_path / "hello.py"
     shutil.copy(FIXTURE, path)
     result = run_nvim(tmp_path, model_dir, f"""
 local said = {{}}
 vim.notify = function(message) said[#said + 1] = message end
 dlm.setup({{ cmd = vim.json.decode(server), settings = 'steps=4', notify = false, colour = 'blue',
-  inline = {{ native = false, accept = 5, debounce_ms = 99 }} }})
+  inline = {{ native = false, accept = 5, next = '', accept_word = true, dismiss = false,
+    debounce_ms = 99 }}, filetypes = {{ 'python', 3 }} }})
 open('{path}')
 result.said = said
-result.inline = {{ dlm.config.inline.accept, dlm.config.inline.debounce_ms }}
+result.inline = {{ dlm.config.inline.accept, dlm.config.inline.debounce_ms,
+  dlm.config.inline.dismiss }}
 result.settings = dlm.config.settings
 """)
-    assert sorted(result["said"]) == [
+    key = "should be a key such as '<Tab>', or false (none), got {}; the default kept"
+    assert sorted(result["said"]) == sorted([
         "dlm: setup{ colour }: no such option; ignored",
-        "dlm: setup{ inline.accept } should be a string or a boolean, got 5; the default kept",
-        'dlm: setup{ settings } should be a table, got "steps=4"; the default kept']
-    assert result["inline"] == ["<Tab>", 99]
+        "dlm: setup{ inline.accept } " + key.format(5),
+        "dlm: setup{ inline.next } " + key.format('""'),
+        "dlm: setup{ inline.accept_word } " + key.format("true"),
+        'dlm: setup{ filetypes } should be a list of filetype names, got { "python", 3 }; '
+        "the default kept",
+        'dlm: setup{ settings } should be a table, got "steps=4"; the default kept'])
+    assert result["inline"] == ["<Tab>", 99, False]
     assert result["settings"] in ({}, [])  # an empty Lua table, as JSON writes it
 
 

@@ -115,8 +115,34 @@ local KINDS = {
   token = { 'string' },
   ['inline.native'] = { 'string', 'boolean' },
 }
+
+--- Whether `value` is a list of non-empty strings.
+local function names(value)
+  if type(value) ~= 'table' or not vim.islist(value) then
+    return false
+  end
+  for _, item in ipairs(value) do
+    if type(item) ~= 'string' or item == '' then
+      return false
+    end
+  end
+  return true
+end
+
+-- The options whose values a Lua type does not check enough: { test, what it should be }.
+-- `inline = { accept = true }` or `next = ''` passed as a string or a boolean, then failed
+-- in vim.keymap.set, and `filetypes = { 'python', 3 }` in nvim_create_autocmd: setup()
+-- stopped half-way, its commands made and no server ever started.
+local VALUES = {
+  filetypes = { names, 'a list of filetype names' },
+}
 for _, key in ipairs({ 'accept', 'accept_word', 'accept_line', 'next', 'prev', 'dismiss' }) do
-  KINDS['inline.' .. key] = { 'string', 'boolean' }
+  VALUES['inline.' .. key] = {
+    function(value)
+      return value == false or (type(value) == 'string' and value ~= '')
+    end,
+    "a key such as '<Tab>', or false (none)",
+  }
 end
 
 --- `opts` without the options of the wrong type, and without those setup() does not
@@ -133,8 +159,14 @@ local function checked(opts, defaults, prefix)
     local name = prefix .. tostring(key)
     local default = defaults[key]
     local kinds = KINDS[name] or (default ~= nil and { type(default) }) or nil
-    if not kinds then
+    local values = VALUES[name]
+    if not kinds and not values then
       notify(('setup{ %s }: no such option; ignored'):format(name), vim.log.levels.WARN)
+    elseif values and not values[1](value) then
+      notify(('setup{ %s } should be %s, got %s; the default kept'):format(
+        name, values[2], vim.inspect(value)), vim.log.levels.WARN)
+    elseif values then
+      out[key] = value
     elseif not vim.tbl_contains(kinds, type(value)) then
       notify(('setup{ %s } should be a %s, got %s; the default kept'):format(
         name, table.concat(kinds, ' or a '), vim.inspect(value)), vim.log.levels.WARN)
