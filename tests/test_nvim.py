@@ -199,6 +199,37 @@ result.said = #said
     assert result["said"] == 2  # and then it started, as it was going to
 
 
+def test_a_neovim_too_old_is_told_so_by_setup_and_by_checkhealth(tmp_path, model_dir):
+    """On Debian 12's Neovim 0.7, setup() was a Lua error ("attempt to call field
+    'get_clients'"), and :checkhealth dlm one too (`vim.health.start` is 0.10's): the
+    check's "too old" line could never be reached on a version it was written for.
+    Here Neovim says it is older than 0.11, and has only the report functions of 0.9 and
+    before (`report_start` ..., `require('health')`'s)."""
+    result = run_nvim(tmp_path, model_dir, """
+local has = vim.fn.has
+vim.fn.has = function(feature) return feature ~= 'nvim-0.11' and has(feature) or 0 end
+local said = {}
+vim.notify = function(message, level) said[#said + 1] = { message, level } end
+dlm.setup({})
+result.said = said
+local reports = {}
+vim.health = false
+package.loaded['health'] = setmetatable({}, { __index = function(_, name)
+  return name:match('^report_') and function(text)
+    reports[#reports + 1] = name .. ': ' .. text
+  end or nil
+end })
+package.loaded['dlm.health'] = nil
+require('dlm.health').check()
+result.reports = reports
+""")
+    assert result["said"] == [["dlm: dlm.nvim needs Neovim 0.11 or newer (see :version); not "
+                               "set up", 4]]
+    assert result["reports"][0] == "report_start: dlm"
+    assert re.fullmatch(r"report_error: Neovim [\d.]+ is too old", result["reports"][1])
+    assert len(result["reports"]) == 2
+
+
 def test_options_of_the_wrong_type_are_said_and_the_rest_are_used(tmp_path, model_dir):
     """`settings = "steps=4"` was a Lua traceback at every file opened, and
     `inline = { accept = 5 }` stopped setup() half-way: its commands made, and no server

@@ -6,7 +6,14 @@
 --- dlm client is running, a temporary one is started and stopped again.
 local M = {}
 
-local health = vim.health
+-- The report functions: `vim.health.start` and the like from Neovim 0.10, `report_start`
+-- and the like before, `require('health')`'s before 0.8.  With vim.health alone, the check
+-- failed with a Lua error on the versions its "too old" line was written for.
+local reporter = vim.health or require('health')
+local health = {}
+for _, name in ipairs({ 'start', 'ok', 'info', 'warn', 'error' }) do
+  health[name] = reporter[name] or reporter['report_' .. name]
+end
 
 --- How long to wait for the server to start and for its model to load.
 M.timeout_ms = 60000

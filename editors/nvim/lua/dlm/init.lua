@@ -1441,6 +1441,13 @@ end
 --- Configure the plugin and start the server for matching buffers.
 ---@param opts table? see M.defaults
 function M.setup(opts)
+  if vim.fn.has('nvim-0.11') == 0 then
+    -- the rest needs 0.11 (vim.lsp.get_clients, client:request()...): on Debian 12's 0.7
+    -- setup() was a Lua error, "attempt to call field 'get_clients' (a nil value)"
+    vim.notify('dlm: dlm.nvim needs Neovim 0.11 or newer (see :version); not set up',
+      vim.log.levels.ERROR)
+    return
+  end
   local before = M.config.settings
   if opts ~= nil and type(opts) ~= 'table' then
     notify(('setup() takes a table of options, got %s; the defaults used'):format(type(opts)),
