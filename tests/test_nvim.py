@@ -1066,6 +1066,28 @@ def test_checkhealth_finds_the_server_and_its_loaded_model(tmp_path, model_dir):
     assert f"server: dlm-lsp {__version__}" in report
 
 
+def test_checkhealth_while_the_editors_server_starts_waits_for_it_not_a_second_one(
+        tmp_path, model_dir):
+    """Run at once after opening a file, :checkhealth dlm found no initialized client and
+    started a server of its own: two processes, two models in memory (a 7B one twice)."""
+    path = tmp_path / "hello.py"
+    shutil.copy(FIXTURE, path)
+    slow = ["sh", "-c", 'sleep 2; exec "$0" "$@"', sys.executable, "-m", "dlm_lsp"]
+    result = run_nvim(tmp_path, model_dir, f"""
+vim.cmd.edit('{path}')
+local started = {{}}
+local start = vim.lsp.start
+vim.lsp.start = function(config, ...)
+  started[#started + 1] = config.name
+  return start(config, ...)
+end
+""" + _CHECKHEALTH + "result.started = started\n", env={"DLM_SERVER": json.dumps(slow)})
+    report = "\n".join(result["report"])
+    assert result["started"] in ({}, [])  # the health check started none
+    assert "the server is starting (client 1): waited for" in report
+    assert "server running (client 1)" in report and "ERROR" not in report, report
+
+
 # Lua: `said` collects what the plugin says through vim.notify, as { message, level }; the
 # server's own messages (LSP[dlm] ...) are left out
 _SAID = """local said = {}

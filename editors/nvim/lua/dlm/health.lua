@@ -87,7 +87,17 @@ end
 --- A client to ask: the running one, or a temporary one (returned as `temporary`).
 local function get_client(errors)
   local dlm = require('dlm')
-  local client = dlm.client()
+  local client = dlm.client() or dlm.starting_client()
+  if client and not client.initialized then -- the editor's own, starting: not a second one
+    health.info(('the server is starting (client %d): waited for'):format(client.id))
+    if not wait(M.timeout_ms, function()
+      return client.initialized or client:is_stopped()
+    end) or not client.initialized then
+      health.error(('the server (client %d) did not answer `initialize` in %d s'):format(
+        client.id, M.timeout_ms / 1000), ':LspLog says what it wrote; :DlmRestart starts it again')
+      return nil
+    end
+  end
   if client then
     health.ok(('server running (client %d)'):format(client.id))
     return client, false

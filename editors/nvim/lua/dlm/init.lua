@@ -534,6 +534,19 @@ local function starting()
   return nil
 end
 
+--- The plugin's client that has started and not yet answered `initialize`, if any:
+--- :checkhealth waits for it (it started a second server, a second model in memory).
+---@return vim.lsp.Client?
+function M.starting_client()
+  for id in pairs(started_at) do
+    local client = vim.lsp.get_client_by_id(id)
+    if client and client.name == M.name and not client:is_stopped() and not client.initialized then
+      return client
+    end
+  end
+  return nil
+end
+
 --- Start (or reuse) the server for `buf` and attach to it; nothing when the shared server
 --- refused this address and token already (M.refused says why), or when the executable of
 --- `cmd` is not found or it exited before it started (M.missing says which).
