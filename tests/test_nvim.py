@@ -1794,6 +1794,29 @@ def test_ghost_text_appears_when_typing_pauses_and_tab_accepts_it(tmp_path, mode
     assert text == typed[:at] + suggestion + typed[at:]
 
 
+def test_tab_accepts_before_the_keys_typed_after_it_in_the_same_read(tmp_path, model_dir):
+    """`<Tab>x` read at once (a paste, fast typing over ssh, `imap <C-j> <Tab><Esc>`): the
+    accept waited for the event loop, the `x` was typed first, and then the suggestion
+    was no longer at the cursor: neither it nor a Tab went in (`z = x`)."""
+    path, before = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, f"vim.cmd.edit('{path}')\n")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("9GA x")
+        nvim.wait_for(VISIBLE)
+        suggestion = nvim.ghost_text()
+        nvim.send("<Tab>!")
+        nvim.wait_for("vim.api.nvim_get_current_line():find('!') ~= nil or "
+                      "table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false)):find('!')")
+        time.sleep(0.3)
+        text = nvim.buffer_text()
+    finally:
+        nvim.close()
+    typed = before.replace("range(10):", "range(10): x", 1)
+    at = typed.index("range(10): x") + len("range(10): x")
+    assert text == typed[:at] + suggestion + "!" + typed[at:]
+
+
 def test_the_keys_do_what_the_user_mapped_them_to_where_no_suggestion_is_shown(tmp_path,
                                                                               model_dir):
     """A user's own Insert-mode mappings of the plugin's keys, made before setup() (a

@@ -540,17 +540,33 @@ function M.detach(buf)
   buffers[buf] = nil
 end
 
---- An <expr> mapping's body: with a suggestion shown, `action(buf)` right after the
---- mapping (buffer text cannot change inside one) and no key; else the key, as typed.
+--- The action an accept or cycling key left to run as the key after it (`act_or_feed`).
+local pending = nil ---@type fun()?
+
+--- Run the action `act_or_feed` left (its <Cmd> key).
+function M._run_pending()
+  local run = pending
+  pending = nil
+  if run then
+    run()
+  end
+end
+
+--- An <expr> mapping's body: with a suggestion shown, `action(buf)` as the next key, a
+--- <Cmd> (buffer text cannot change inside an <expr> mapping), and no key typed; else the
+--- key, as typed.  The <Cmd> goes ahead of the keys typed after this one: scheduled, the
+--- action ran after them, and `<Tab>x` read at once (a paste, a fast typist over ssh,
+--- `imap <C-j> <Tab><Esc>`) typed the `x` first, the suggestion then no longer at the
+--- cursor: neither it nor a Tab was inserted.
 local function act_or_feed(key, action)
   local buf = api.nvim_get_current_buf()
   -- with a completion menu open the key is the menu's (`<Tab>` accepted the suggestion
   -- under it, and the user's pumvisible() mapping of <Tab> never ran)
   if M.visible(buf) and vim.fn.pumvisible() == 0 then
-    vim.schedule(function()
+    pending = function()
       action(buf)
-    end)
-    return ''
+    end
+    return '<Cmd>lua require("dlm.ghost")._run_pending()<CR>' -- as typed: map() converts
   end
   return key
 end
