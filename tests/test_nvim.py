@@ -1561,7 +1561,8 @@ result.said = said
         server.close()
 
 
-def test_only_buffers_that_hold_files_are_attached_not_previews_or_fugitive_ones(tmp_path, model_dir):
+def test_only_buffers_that_hold_files_are_attached_not_previews_or_fugitive_ones(
+        tmp_path, model_dir):
     """A picker's preview (a scratch buffer given the file's filetype) and a fugitive://
     buffer were attached: each preview was a didOpen, and unnamed previews, all
     `file://`, made a real unnamed buffer's fills refused as sharing the URI."""

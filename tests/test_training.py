@@ -2117,8 +2117,42 @@ def test_gpu_run_init_from_default_continues_the_shipped_model_as_train_does(tmp
                                           n_heads=shipped["n_heads"]))
 
 
-def test_gpu_run_init_from_a_path_to_a_directory_called_default_is_that_directory(tmp_path):
+def test_gpu_run_init_from_a_path_to_a_directory_called_default_is_that_directory(
+        trained, tmp_path, monkeypatch):
+    shutil.copytree(trained[0], tmp_path / "default")
+    monkeypatch.chdir(tmp_path)
     assert _gpu_run_config(tmp_path, "--init-from", "./default").init_from == Path("default")
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--out", ""], "argument --out: is empty: name the folder to save the model in"),
+    (["--extra-root", ""], "argument --extra-root: is empty: name a folder of .py files"),
+    (["--init-from", "nowhere"], "gpu_run: --init-from nowhere: {cwd}/nowhere does not exist"),
+    (["--init-from", "."], "gpu_run: --init-from . holds no saved model (no config.json); "
+                           "name a folder that dlm-lsp train wrote"),
+])
+def test_gpu_run_refuses_a_folder_it_cannot_use_in_one_line_before_any_work(
+        flags, said, tmp_path, monkeypatch, capsys):
+    """`--out "$OUT"` with OUT unset saved the model among the repository's files, whence
+    nothing comes back from the GPU machine; a wrong --init-from was a traceback from the
+    export plan, and blamed "any interim save" of a run that had not begun."""
+    from dlm_lsp.training import gpu_run
+
+    monkeypatch.chdir(tmp_path)
+    with contextlib.suppress(SystemExit):
+        assert gpu_run.main(["--size", "tiny", "--device", "cpu", "--out", "out", *flags]) == 2
+    err = capsys.readouterr().err
+    assert said.format(cwd=tmp_path) in err and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == []  # nothing written, here or in out
+
+
+def test_running_out_of_memory_while_growing_layers_names_grow_layers(monkeypatch):
+    """Only the flags of a new model's shape were named, and a warm start has none: an
+    out-of-memory of --grow-layers 100000 said to try a smaller --batch-size."""
+    cfg = replace(TrainConfig(), init_from=Path("m"), grow_layers=100_000, out_dir=Path("o"))
+    with pytest.raises(train_module.OutOfMemory, match=r"or fewer --grow-layers than 100000;"):
+        with train_module._memory_errors(cfg, torch.device("cpu"), "before training"):
+            raise MemoryError()
 
 
 @pytest.fixture(scope="module")

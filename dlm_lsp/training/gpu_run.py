@@ -176,6 +176,10 @@ from dlm_lsp.training.train import (
     TrainingError,
     describe_shape,
     init_directory,
+    init_folder,
+    out_folder,
+    saved_model_problem,
+    source_folder,
     stopping_signal,
     tiny_preset,
     train,
@@ -288,7 +292,10 @@ def choose_start(spec: str, cfg: TrainConfig, size: str, layers: int | None = No
         return auto_start(cfg, size)
     if spec == NONE:
         return Start(None, f"training a new model (--init-from {NONE})")
-    init = init_directory(spec)
+    init = init_folder(spec)  # as train refuses one: an empty value, a missing folder
+    problem = saved_model_problem(init)
+    if problem:  # said before any work: the export plan read its config.json in a traceback
+        raise TrainingError(problem)
     why = f"continuing the model in {init} (--init-from {spec})"
     if layers is None:
         return Start(init, why)
@@ -349,7 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The few flags a GPU session may need; the recipe itself is `full_config`."""
     p = argparse.ArgumentParser(prog="python3 -m dlm_lsp.training.gpu_run",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True, help="output folder ($OUT)")
+    # an empty --out (`--out "$OUT"` with OUT unset) saved into the current folder, the
+    # repository's on the GPU machine, whence nothing comes back; --extra-root "" read it
+    p.add_argument("--out", type=out_folder, required=True, help="output folder ($OUT)")
     p.add_argument("--wall-seconds", type=value_type("wall_seconds"), default=None,
                    help="whole run, corpus build and export included (default 420)")
     p.add_argument("--size", choices=("full", "tiny"), default="full",
@@ -372,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave out the standard library (read by default)")
     p.add_argument("--no-site-packages", action="store_true", help="leave out the installed "
                    "packages under permissive licences (read by default)")
-    p.add_argument("--extra-root", type=Path, action="append", default=[],
+    p.add_argument("--extra-root", type=source_folder, action="append", default=[],
                    help="another directory of .py files (repeatable)")
     p.add_argument("--shard-mib", type=value_type("shard_mib"), default=None,
                    help="shard limit (default 15)")
@@ -425,8 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the one GPU run must say what went wrong, whatever it was
         if not isinstance(exc, (TrainingError, OutOfMemory, SaveFailed)):  # ours say it
             traceback.print_exc()
-        kept = "" if isinstance(exc, (OutOfMemory, SaveFailed)) else \
-            f"; any interim save is in {cfg.out_dir}"  # those say what they kept
+        # those say what they kept; a failure before any save (CUDA missing) has none
+        saved = (Path(cfg.out_dir) / "config.json").is_file()
+        kept = "" if isinstance(exc, (OutOfMemory, SaveFailed)) or not saved else \
+            f"; an interim save is in {cfg.out_dir}"
         print(f"gpu_run: failed after {time.monotonic() - started:.0f}s: {exc}{kept}",
               file=sys.stderr, flush=True)
         return 1

@@ -316,6 +316,18 @@ def _tokenizer_sample(corpus: Corpus, limit: int) -> list[str]:
     return texts
 
 
+def saved_model_problem(init: Path) -> str | None:
+    """Why the folder `init` holds no model that `--init-from` can continue, or None."""
+    if not (init / "config.json").is_file():
+        return (f"--init-from {init} holds no saved model (no config.json); name a folder "
+                "that dlm-lsp train wrote")
+    other = _other_model(init)
+    if other:
+        return (f"--init-from {init} holds {other}; only a model that dlm-lsp train wrote "
+                "can be trained further")
+    return None
+
+
 def _warm_start(cfg: TrainConfig, device: torch.device) -> TinyModel | None:
     """The --init-from model, loaded before the sources are read: a folder that is not
     one `dlm-lsp train` wrote (a downloaded checkpoint, the data folder named by mistake)
@@ -325,13 +337,9 @@ def _warm_start(cfg: TrainConfig, device: torch.device) -> TinyModel | None:
     if cfg.init_from is None:
         return None
     init = Path(cfg.init_from)
-    if not (init / "config.json").is_file():
-        raise TrainingError(f"--init-from {init} holds no saved model (no config.json); name "
-                            "a folder that dlm-lsp train wrote")
-    other = _other_model(init)
-    if other:
-        raise TrainingError(f"--init-from {init} holds {other}; only a model that dlm-lsp "
-                            "train wrote can be trained further")
+    problem = saved_model_problem(init)
+    if problem:
+        raise TrainingError(problem)
     warm = TinyModel.load(init, device)
     if cfg.grow_layers is not None and cfg.grow_layers < warm.module.cfg.n_layers:
         raise TrainingError(f"--grow-layers {cfg.grow_layers}: the model in --init-from {init} "
@@ -955,6 +963,8 @@ def _memory_errors(cfg: TrainConfig, device: torch.device, when: str,
             when += f" ({tried.group(0).lower()})"
         if cfg.init_from is None:  # a warm start keeps its model's shape
             smaller += ", or a smaller model (--d-model, --layers)"
+        elif cfg.grow_layers is not None:  # ... but for the layers it grows
+            smaller += f", or fewer --grow-layers than {cfg.grow_layers}"
         step = saved_step()
         kept = (f"nothing saved to {cfg.out_dir}" if step is None else
                 f"{cfg.out_dir} holds the interim save of step {step}")
@@ -1332,13 +1342,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "shipped model is the GPU run's, dlm_lsp.training.gpu_run)")
     recipe.add_argument("--tiny", dest="preset", action="store_const", const="tiny",
                         help="same as --preset tiny: seconds on a CPU, proves the pipeline")
-    p.add_argument("--out", type=_out_folder, default=None,
+    p.add_argument("--out", type=out_folder, default=None,
                    help="output model directory (required; the shipped model's, "
                    f"{d.out_dir}, replaces it)")
     p.add_argument("--init-from", default=None,  # a spec, as "default" and "./default" differ
                    help="saved model directory to keep training, or 'default' for the shipped "
                    "model, as in fill --model (keeps its shape and tokenizer)")
-    p.add_argument("--extra-root", type=_source_folder, action="append", default=[],
+    p.add_argument("--extra-root", type=source_folder, action="append", default=[],
                    help="another directory of .py files to train on (repeatable)")
     p.add_argument("--no-stdlib", action="store_true", help="do not train on the stdlib")
     p.add_argument("--site-packages", action="store_true",
@@ -1389,7 +1399,7 @@ _WHAT = {
 }
 
 
-def _out_folder(text: str) -> Path:
+def out_folder(text: str) -> Path:
     """An argparse type: --out as a folder.  An empty one (`--out "$OUT"` with OUT unset)
     was Path("."), and the run saved its model among the files of the current folder."""
     if not text.strip():
@@ -1397,7 +1407,7 @@ def _out_folder(text: str) -> Path:
     return Path(text)
 
 
-def _source_folder(text: str) -> Path:
+def source_folder(text: str) -> Path:
     """An argparse type: --extra-root as a folder.  An empty one was Path("."), and the
     run trained on whatever .py files the current folder held, without a word."""
     if not text.strip():
@@ -1405,7 +1415,7 @@ def _source_folder(text: str) -> Path:
     return Path(text)
 
 
-def _init_folder(spec: str) -> Path:
+def init_folder(spec: str) -> Path:
     """--init-from's folder (`init_directory`), refused as the user spelt it: as a Path,
     "./default" was said as "default", which read as the shipped model missing, and an
     empty value as ".", the current folder."""
@@ -1467,7 +1477,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
                             f"{'it' if len(reshaping) == 1 else 'them'}, or train a new model "
                             "without --init-from")
     base = PRESETS[preset]()
-    init_from = None if args.init_from is None else _init_folder(args.init_from)
+    init_from = None if args.init_from is None else init_folder(args.init_from)
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
     saved = {} if init_from is None else _saved_config(init_from)  # read once, for both
     if init_from is not None and args.weights is None:
