@@ -2111,10 +2111,14 @@ def test_gpu_run_init_from_default_continues_the_shipped_model_as_train_does(tmp
     assert cfg.init_from == train_module.DEFAULT_OUT
     shipped = json.loads((train_module.DEFAULT_OUT / "config.json").read_text())
     planned = export_plan(cfg)  # the shipped model's shape, not the recipe's, is what counts
-    assert planned == export_plan(replace(full_config(tmp_path), init_from=None,
-                                          d_model=shipped["d_model"],
-                                          n_layers=shipped["n_layers"],
-                                          n_heads=shipped["n_heads"]))
+    files, size = export_plan(replace(full_config(tmp_path), init_from=None,
+                                      d_model=shipped["d_model"], n_layers=shipped["n_layers"],
+                                      n_heads=shipped["n_heads"]))
+    # and its own config.json and tokenizer, whose record of earlier runs grows with each
+    # (the shipped model's came to 1.05 MiB, over the 1 MiB a new model's are allowed)
+    own = sum((train_module.DEFAULT_OUT / name).stat().st_size
+              for name in ("config.json", "tokenizer.json"))
+    assert planned == (files, size + own)
 
 
 def test_gpu_run_init_from_a_path_to_a_directory_called_default_is_that_directory(

@@ -191,7 +191,10 @@ RETURN_FILES = 8  # what comes back from the GPU machine: files ...
 RETURN_FILE_BYTES = 16 * MIB  # ... each at most this big ...
 RETURN_TOTAL_BYTES = 64 * MIB  # ... and this much in all
 SHARD_BYTES = 15 * MIB  # a shard's limit, a margin under RETURN_FILE_BYTES
-OTHER_FILES_BYTES = 1 * MIB  # config.json + tokenizer.json + index, generously
+# config.json + tokenizer.json + index of a new model, generously; a continued model's
+# own are counted beside it (its config.json holds the split and near-copy record of
+# every run before: the shipped one's and its tokenizer came to 1.05 MiB)
+OTHER_FILES_BYTES = 1 * MIB
 
 
 def full_config(out: Path) -> TrainConfig:
@@ -223,17 +226,22 @@ def _tensor_sizes(shape: TinyConfig, weights: str) -> dict[str, int]:
 
 def export_plan(cfg: TrainConfig) -> tuple[int, int]:
     """(files, bytes) the run will write, from the shape it will train."""
+    other = OTHER_FILES_BYTES
     if cfg.init_from is not None:
         data = json.loads((Path(cfg.init_from) / "config.json").read_text())
         shape = TinyConfig.from_dict(data)
         if cfg.grow_layers is not None:
             shape = replace(shape, n_layers=cfg.grow_layers)
+        other += sum(path.stat().st_size for path in (Path(cfg.init_from) / name
+                                                       for name in ("config.json",
+                                                                    "tokenizer.json"))
+                     if path.is_file())
     else:
         shape = cfg.new_model_shape()
     sizes = _tensor_sizes(shape, cfg.weights)
     shards = 1 if cfg.max_shard_bytes is None else len(plan_shards(sizes, cfg.max_shard_bytes))
     files = 3 if shards == 1 else shards + 3  # + config.json, tokenizer.json (and the index)
-    return files, sum(sizes.values()) + OTHER_FILES_BYTES
+    return files, sum(sizes.values()) + other
 
 
 AUTO, NONE = "auto", "none"  # --init-from's two words; "./auto", "./none" are directories
