@@ -235,6 +235,18 @@ export function holesFilled(holes: number, blank = 0): string {
 }
 
 /**
+ * The document a server command's arguments name (`dlm.fillHoles [uri]`,
+ * `dlm.rewriteSelection [uri, range]` or `[{uri, range, ...}]`), as the server's code
+ * actions give them; undefined for arguments of another shape (run as they are).
+ */
+export function commandDocument(args: unknown[]): string | undefined {
+  const first = args[0];
+  if (typeof first === "string") return first;
+  const uri = first !== null && typeof first === "object" ? (first as { uri?: unknown }).uri : undefined;
+  return typeof uri === "string" ? uri : undefined;
+}
+
+/**
  * What **Fill selection** says once its edits are applied where they only take a hole
  * marker away (the server applies no blanks in place of code, nor at a cursor): as
  * **Fill holes** says it of one hole; undefined where the fill wrote code.

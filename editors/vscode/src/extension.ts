@@ -38,7 +38,7 @@ import { answerAt, reachBack } from "./reach";
 import { FIRST_INTERVAL_MS, type Finding, Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { applyEditFailure, applyIfFresh, blankHoleNote, droppedNote, holeNear, holesFilled, nothingApplied, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { applyEditFailure, applyIfFresh, blankHoleNote, commandDocument, droppedNote, holeNear, holesFilled, nothingApplied, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, languageIds, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
@@ -67,6 +67,8 @@ const RESTART_SETTINGS = ["dlm.server.path", "dlm.server.args", "dlm.server.env"
                           "dlm.server.address", "dlm.server.token", "dlm.languages"];
 /** A shared server answers `initialize` at once; past this, it is not going to. */
 const SHARED_SERVER_ANSWER_MS = 20000;
+/** Idle time before the system starts probing a shared server's connection (keepalive). */
+const KEEPALIVE_MS = 15000;
 /** How long past `editor.quickSuggestionsDelay` after a change a completion request of kind
  *  Invoke still counts as the change's quick suggestion, not the user's Ctrl+Space.  At 100
  *  ms, a loaded machine (load 6-7 on 2 cores) delivered a quick suggestion later than that in
@@ -300,9 +302,20 @@ class DlmExtension implements vscode.Disposable {
       serverOptions = () => new Promise<StreamInfo>((resolve, reject) => {
         if (abandoned) return reject(new Error("abandoned"));
         socket = net.connect(parsed.port, parsed.host);
-        socket.once("connect", () => resolve({ reader: socket!, writer: socket! }));
-        socket.once("error", reject);
-        socket.once("close", () => reject(new Error(`the connection to ${address} closed`)));
+        // a host that drops packets held a reconnect (the client's own, after the server
+        // closed the connection) at "starting" for about two minutes, and a peer gone
+        // without a word (a network drop, the host asleep) left every request waiting
+        // for good: the connect has the first start's deadline, and the socket keepalive
+        const connecting = socket;
+        connecting.setTimeout(SHARED_SERVER_ANSWER_MS, () => connecting.destroy(
+          new Error(`no connection to ${address} in ${SHARED_SERVER_ANSWER_MS / 1000} s`)));
+        connecting.once("connect", () => {
+          connecting.setTimeout(0);
+          connecting.setKeepAlive(true, KEEPALIVE_MS);
+          resolve({ reader: connecting, writer: connecting });
+        });
+        connecting.once("error", reject);
+        connecting.once("close", () => reject(new Error(`the connection to ${address} closed`)));
       });
       what = `a connection to ${parsed.host}:${parsed.port}`;
     }
@@ -339,6 +352,7 @@ class DlmExtension implements vscode.Disposable {
           this.inlineCompletion(document, position, context, token, next),
         provideCompletionItem: (document, position, context, token, next) =>
           this.completion(document, position, context, token, next),
+        executeCommand: (command, args, next) => this.codeActionCommand(command, args, next),
         workspace: {
           // the client answers a refused edit `{applied: false}` with no reason, and the
           // server's commands pass on the editor's `failureReason` to be shown
@@ -747,6 +761,36 @@ class DlmExtension implements vscode.Disposable {
   }
 
   /**
+   * A server command run from one of its code actions (the lightbulb, the Refactor menu),
+   * run as the extension's own commands run theirs: with a cancellable progress, the
+   * outcome said in the status bar, an error in one line, and the draft preview cleared.
+   * Run by the client as it was, a failed fill was its popup "Request
+   * workspace/executeCommand failed. Message: ... Code: -32003", and the last draft and
+   * the faded selection stayed on screen until the next edit.
+   */
+  private async codeActionCommand(command: string, args: unknown[],
+                                  next: (command: string, args: unknown[]) => vscode.ProviderResult<unknown>,
+  ): Promise<unknown> {
+    const uri = commandDocument(args);
+    const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
+    const client = this.client;
+    const which = command === FILL_HOLES ? "fillHoles" : command === REWRITE_SELECTION ? "rewriteBlock" : undefined;
+    if (!document || !client || !which) return next(command, args);
+    try {
+      const result = await this.request<CommandResult>(client, document,
+        which === "fillHoles" ? "dlm: filling holes" : "dlm: rewriting", (token) =>
+          client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args }, token));
+      const done = !result?.applied ? "" : which === "fillHoles"
+        ? holesFilled(result.holes ?? 0, result.blank) : "rewritten";
+      this.reportCommand(which, document, result, done);
+      return result;
+    } catch (error) {
+      this.reportError(which, error);
+      return undefined;
+    }
+  }
+
+  /**
    * Run one explicit request with a cancellable progress notification,
    * cancelling an earlier one for the same document and its ghost text's request
    * (a suggestion asked for meanwhile leaves it running: `InFlight`).  Cancelled or stale
@@ -761,11 +805,15 @@ class DlmExtension implements vscode.Disposable {
     this.inFlight.beginCommand(key, source);
     this.render();  // the icon spins while a suggestion is computed
     const started = Date.now();
+    let userCancelled = false;  // else a newer command for the document cancelled it
     try {
       const answer = await vscode.window.withProgress(
         { location: vscode.ProgressLocation.Notification, title, cancellable: true },
         (_progress, token) => {
-          token.onCancellationRequested(() => source.cancel());
+          token.onCancellationRequested(() => {
+            userCancelled = true;
+            source.cancel();
+          });
           return send(source.token);
         });
       const ms = fillLatency(answer, Date.now() - started);
@@ -780,6 +828,11 @@ class DlmExtension implements vscode.Disposable {
         // a changed document is said as the extension's own stale check says it: the same
         // event reads the same whichever side noticed it first
         if (error.code === CONTENT_MODIFIED) vscode.window.setStatusBarMessage(`dlm: ${error.message}`, 4000);
+        // a second command in the file stops the first (InFlight): its notification went
+        // away and its holes stayed unfilled without a word on screen
+        else if (!userCancelled && source.token.isCancellationRequested) {
+          vscode.window.setStatusBarMessage(`${title} stopped: another command began in this file`, 5000);
+        }
         this.record("dropped", { code: error.code, message: error.message });
         return undefined;
       }
@@ -980,8 +1033,17 @@ class DlmExtension implements vscode.Disposable {
     };
     const status = await client.sendRequest<ServerStatus>(RETRY_LOAD, {}).catch((error: unknown) => {
       over(undefined);
+      // a server that ended under the retry (a load killed for memory): its restart is
+      // said by the client's restarts; "Pending response rejected since connection got
+      // disposed" beside it said nothing more
+      if (error instanceof ResponseError && endedWithConnection(error.code)) {
+        this.output.info(`retry load: ${error.message}`);
+        vscode.window.setStatusBarMessage("dlm: retry stopped: the server ended before it answered", 4000);
+        return undefined;
+      }
       throw error;
     });
+    if (!status) return;
     over(status);
     this.record("retried", { status });
     if (status.loaded) (client as DlmClient).restarts.loaded();

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyEditFailure, applyIfFresh, blankHoleNote, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, holesFilled, nothingApplied, offsetAt, positionAt, rangeContains, syntaxWarning,
+  applyEditFailure, applyIfFresh, blankHoleNote, commandDocument, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, holesFilled, nothingApplied, offsetAt, positionAt, rangeContains, syntaxWarning,
   type Range,
 } from "../edits";
 
@@ -275,6 +275,20 @@ describe("blankHoleNote: Fill selection on a hole the model left blank says so",
   it("says nothing of a fill that wrote code, or of no edit at all", () => {
     assert.equal(blankHoleNote([{ newText: "return n" }]), undefined);
     assert.equal(blankHoleNote([]), undefined);
+  });
+});
+
+describe("commandDocument: the document a code action's command is for", () => {
+  it("reads both shapes of the server's arguments", () => {
+    assert.equal(commandDocument(["file:///a.py"]), "file:///a.py");
+    assert.equal(commandDocument(["file:///a.py", range(0, 0, 1, 0)]), "file:///a.py");
+    assert.equal(commandDocument([{ uri: "file:///b.py", range: range(0, 0, 1, 0) }]), "file:///b.py");
+  });
+
+  it("names none for arguments of another shape", () => {
+    for (const args of [[], [null], [3], [{ range: range(0, 0, 0, 1) }], [{ uri: 5 }]]) {
+      assert.equal(commandDocument(args), undefined);
+    }
   });
 });
 
