@@ -41,7 +41,7 @@ import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./draft
 import { applyEditFailure, applyIfFresh, blankHoleNote, commandDocument, droppedNote, holeNear, holesFilled, nothingApplied, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, languageIds, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
-  parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
+  hideSecrets, parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
 } from "./settings";
 import {
   type ClientState, endedWithConnection, failurePopsUp, type FillAnswer, fillLatency, loadFailed, loadFinding, RESTART_HINT, type ServerStatus,
@@ -196,6 +196,14 @@ class DlmExtension implements vscode.Disposable {
   });
   private readonly replacedDecoration = vscode.window.createTextEditorDecorationType({ opacity: "0.45" });
   private readonly disposables: vscode.Disposable[] = [];
+  /** The dlm-lsp output as the client's message trace writes it: its tokens hidden. */
+  private readonly traceOutput = new Proxy(this.output, {
+    get: (target, name) => {
+      if (name === "trace") return (message: string, ...rest: unknown[]) => target.trace(hideSecrets(message), ...rest);
+      const value: unknown = Reflect.get(target, name);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
   /** With DLM_LSP_E2E_LOG set (end-to-end tests only), outcomes are appended there as JSON lines. */
   private readonly e2eLog = process.env.DLM_LSP_E2E_LOG;
 
@@ -332,6 +340,7 @@ class DlmExtension implements vscode.Disposable {
       initializationOptions: () => withToken(this.serverSettings(), address,
                                              config.get<string>("server.token", ""), process.env),
       outputChannel: this.output,
+      traceOutputChannel: this.traceOutput,
       // a refused `initialize` (a shared server's token) is reported below, with what to do;
       // the client's own popup would repeat the bare message ...
       initializationFailedHandler: () => false,

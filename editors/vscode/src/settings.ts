@@ -79,6 +79,16 @@ export function withToken(settings: Record<string, unknown>, address: string, to
   return address.trim() && value ? { ...settings, token: value } : settings;
 }
 
+/**
+ * A traced message with the values of its token settings hidden: with `dlm.trace.server`
+ * at `verbose` (and the output at Trace), the client wrote the whole `initialize` and each
+ * settings change to the dlm-lsp output, the shared server's token and `remoteToken`
+ * among them, in a log users are asked to attach to a bug report.
+ */
+export function hideSecrets(text: string): string {
+  return text.replace(/("(?:token|remoteToken)"\s*:\s*)"(?:[^"\\]|\\.)*"/g, '$1"(hidden)"');
+}
+
 /** JSON-RPC codes a shared server refuses `initialize` with (dlm_lsp/errors.py). */
 export const SERVER_BUSY = -32004;
 export const UNAUTHORIZED = -32006;

@@ -5,7 +5,7 @@ import { describe, it } from "node:test";
 
 import {
   MESSAGE_WRITE_ERROR, parseAddress, PENDING_RESPONSE_REJECTED, serverCommand, serverSettingKeys, serverSettings, SERVER_BUSY,
-  startFailureHint, toggleScope, UNAUTHORIZED, withToken,
+  hideSecrets, startFailureHint, toggleScope, UNAUTHORIZED, withToken,
 } from "../settings";
 import { StartTimeout } from "../lifecycle";
 
@@ -90,6 +90,18 @@ describe("parseAddress: where a shared server listens", () => {
       const parsed = parseAddress(bad);
       assert.ok("error" in parsed && parsed.error.includes("HOST:PORT"), bad);
     }
+  });
+});
+
+describe("hideSecrets: a trace of the messages shows no token", () => {
+  it("hides the shared server's token and remoteToken, and nothing else", () => {
+    const traced = 'Params: {\n    "initializationOptions": {\n        "token": "s3 \\"q\\"",\n'
+      + '        "remoteToken":"abc",\n        "model": "default"\n    }\n}';
+    const shown = hideSecrets(traced);
+    assert.ok(!shown.includes("s3") && !shown.includes("abc"), shown);
+    assert.match(shown, /"token": "\(hidden\)",/);
+    assert.match(shown, /"remoteToken":"\(hidden\)",/);
+    assert.match(shown, /"model": "default"/);
   });
 });
 
