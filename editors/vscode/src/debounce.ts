@@ -65,6 +65,31 @@ export class Debouncer {
 }
 
 /** Something that can be cancelled: a CancellationTokenSource, an AbortController... */
+/**
+ * An action run once its calls have stopped for `ms`, the last call's: a restart for a
+ * changed `dlm.server.*` setting.  VS Code's Settings UI writes a text setting at each
+ * pause in typing, and each value on the way (`127.0.0.1:20` of `127.0.0.1:2087`, a
+ * path half typed) restarted the server and popped up "could not start".
+ */
+export class AfterQuiet {
+  private timer: unknown;
+  constructor(private readonly ms: number, private readonly timers: Timers = realTimers) {}
+
+  call(action: () => void): void {
+    this.cancel();
+    this.timer = this.timers.setTimeout(() => {
+      this.timer = undefined;
+      action();
+    }, this.ms);
+  }
+
+  /** Drop the action waiting, if any (the extension is going away). */
+  cancel(): void {
+    if (this.timer !== undefined) this.timers.clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}
+
 export interface Cancellable {
   cancel(): void;
 }

@@ -32,7 +32,7 @@ import {
   TransportKind,
 } from "vscode-languageclient/node";
 
-import { type Admission, CompletionGate, Debouncer, Handover, InFlight, Keystrokes } from "./debounce";
+import { type Admission, AfterQuiet, CompletionGate, Debouncer, Handover, InFlight, Keystrokes } from "./debounce";
 import { type Launch, Lifecycle } from "./lifecycle";
 import { answerAt, reachBack } from "./reach";
 import { FIRST_INTERVAL_MS, type Finding, Follower } from "./poll";
@@ -67,6 +67,8 @@ const RESTART_SETTINGS = ["dlm.server.path", "dlm.server.args", "dlm.server.env"
                           "dlm.server.address", "dlm.server.token", "dlm.languages"];
 /** A shared server answers `initialize` at once; past this, it is not going to. */
 const SHARED_SERVER_ANSWER_MS = 20000;
+/** How long a client setting that restarts the server must keep still before it does. */
+const SETTINGS_RESTART_MS = 1000;
 /** Idle time before the system starts probing a shared server's connection (keepalive). */
 const KEEPALIVE_MS = 15000;
 /** How long past `editor.quickSuggestionsDelay` after a change a completion request of kind
@@ -196,6 +198,8 @@ class DlmExtension implements vscode.Disposable {
   });
   private readonly replacedDecoration = vscode.window.createTextEditorDecorationType({ opacity: "0.45" });
   private readonly disposables: vscode.Disposable[] = [];
+  /** Restarts for changed client settings, once they stop changing (a second). */
+  private readonly settingsRestart = new AfterQuiet(SETTINGS_RESTART_MS);
   /** The dlm-lsp output as the client's message trace writes it: its tokens hidden. */
   private readonly traceOutput = new Proxy(this.output, {
     get: (target, name) => {
@@ -240,6 +244,7 @@ class DlmExtension implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.settingsRestart.cancel();
     if (this.statusTimer) clearTimeout(this.statusTimer);
     if (this.countdown) clearTimeout(this.countdown);
     this.load.stop();
@@ -509,10 +514,13 @@ class DlmExtension implements vscode.Disposable {
       this.render();  // the active document may be the server's now, or no longer
     }
     if (RESTART_SETTINGS.some((key) => event.affectsConfiguration(key))) {
-      // an idle server stays so, unless the change made an open document its own
-      if (restartsOnSettingsChange(this.state, this.languages(), vscode.workspace.textDocuments)) {
-        void this.restart();
-      }
+      // once the setting has stopped changing (AfterQuiet); an idle server stays so,
+      // unless the change made an open document its own
+      this.settingsRestart.call(() => {
+        if (restartsOnSettingsChange(this.state, this.languages(), vscode.workspace.textDocuments)) {
+          void this.restart();
+        }
+      });
       return;
     }
     if (!this.serverKeys.some((key) => event.affectsConfiguration(`dlm.${key}`))) return;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { type Admission, CompletionGate, Debouncer, Handover, InFlight, Keystrokes, Superseder } from "../debounce";
+import { type Admission, AfterQuiet, CompletionGate, Debouncer, Handover, InFlight, Keystrokes, Superseder } from "../debounce";
 import { FakeTimers } from "./fake_timers";
 
 /** A cancellation token the test can cancel. */
@@ -78,6 +78,33 @@ describe("Debouncer", () => {
     debouncer.supersede();
     await timers.advance(50);
     assert.equal(await result, false);
+  });
+});
+
+describe("AfterQuiet: a restart once a setting has stopped changing", () => {
+  it("runs the last call's action once, after the calls stop for its time", async () => {
+    const timers = new FakeTimers();
+    const quiet = new AfterQuiet(1000, timers);
+    const ran: string[] = [];
+    for (const value of ["127.0.0.1:2", "127.0.0.1:20", "127.0.0.1:2087"]) {
+      quiet.call(() => ran.push(value));
+      await timers.advance(600);  // the Settings UI writes at each pause in typing
+    }
+    assert.deepEqual(ran, []);
+    await timers.advance(400);
+    assert.deepEqual(ran, ["127.0.0.1:2087"]);
+    await timers.run(5000);
+    assert.deepEqual(ran, ["127.0.0.1:2087"]);
+  });
+
+  it("runs nothing once cancelled", async () => {
+    const timers = new FakeTimers();
+    const quiet = new AfterQuiet(1000, timers);
+    let ran = false;
+    quiet.call(() => { ran = true; });
+    quiet.cancel();
+    await timers.run(5000);
+    assert.equal(ran, false);
   });
 });
 
