@@ -283,7 +283,9 @@ def test_the_gpu_run_grows_a_shipped_model_of_its_width_but_fewer_layers_and_say
     files, size = gpu_run.export_plan(replace(deeper, init_from=one_layer, grow_layers=3))
     with torch.device("meta"):
         three = TinyDenoiser(TinyConfig.from_dict({**shipped, "n_layers": 3})).state_dict()
-    assert size == sum(stored_sizes(three, torch.int8).values()) + gpu_run.OTHER_FILES_BYTES
+    own = sum((one_layer / name).stat().st_size for name in ("config.json", "tokenizer.json"))
+    assert size == (sum(stored_sizes(three, torch.int8).values()) + gpu_run.OTHER_FILES_BYTES
+                    + own)  # the model grown, its own files, and room for the run's additions
     wider = replace(deeper, d_model=64)
     assert gpu_run.auto_start(wider, "tiny").init_from is None  # another width: a new model
 
