@@ -2645,6 +2645,19 @@ def test_a_data_cap_below_every_file_names_the_cap(source_dir, tmp_path, capsys)
         _the_error(capsys.readouterr().err)
 
 
+def test_a_folder_of_python_files_none_of_them_usable_says_why(tmp_path):
+    """A folder of only non-UTF-8 and oversized files was refused as if it held no .py
+    file at all ("no readable Python source files found under X"), without the reason."""
+    (tmp_path / "latin.py").write_bytes(b"# caf\xe9\nx = 1\n")
+    (tmp_path / "table.py").write_text("x = 1\n" * 200)
+    with pytest.raises(FileNotFoundError) as found:
+        collect_sources(SourceConfig(include_stdlib=False, extra_roots=[tmp_path],
+                                     max_file_bytes=1000))
+    assert str(found.value) == (f"no readable Python source files found under {tmp_path} "
+                                "(2 .py file(s) found: 1 empty or over 1,000 bytes; 1 not UTF-8 "
+                                "or unreadable)")
+
+
 def test_a_held_out_loss_weighs_each_batch_by_its_rows(monkeypatch):
     """A last batch shorter than the others counted as much as each of them."""
     from types import SimpleNamespace

@@ -164,6 +164,24 @@ def read_source(path: Path) -> str | None:
     return text.removeprefix("\ufeff")  # editors do not send the BOM to the server
 
 
+def _none_kept(candidates: list, sized: list, corpus: Corpus, cfg: SourceConfig) -> str:
+    """Why the `.py` files found gave no source, for the error that says none did: a
+    folder of only such files was refused as if it held none, and the user went looking
+    for a wrong path."""
+    reasons = []
+    too_big = len(candidates) - len(sized)  # over the size cap (or empty)
+    if too_big:
+        reasons.append(f"{too_big} empty or over {cfg.max_file_bytes:,} bytes")
+    unreadable = sum(1 for _, path, _, _ in sized if read_source(path) is None)
+    if unreadable:
+        reasons.append(f"{unreadable} not UTF-8 or unreadable")
+    if corpus.contaminated:
+        reasons.append(f"{len(corpus.contaminated)} sharing text with HumanEval-Infilling")
+    if not reasons:
+        return ""
+    return f" ({len(candidates)} .py file(s) found: " + "; ".join(reasons) + ")"
+
+
 def _candidates(cfg: SourceConfig) -> list[tuple[str, Path, Distribution]]:
     """(root-relative path, file, where it comes from) for every file that may be read.
 
@@ -321,7 +339,8 @@ def collect_sources(cfg: SourceConfig) -> Corpus:
             raise FileNotFoundError(f"--data-bytes {cfg.max_bytes} is smaller than any "
                                     f"source file (the smallest is {smallest:,} bytes)")
         raise FileNotFoundError("no readable Python source files found under "
-                                + ", ".join(str(r) for r in source_roots(cfg)))
+                                + ", ".join(str(r) for r in source_roots(cfg))
+                                + _none_kept(candidates, sized, corpus, cfg))
     if not corpus.train:  # pinned files only while something is left to train on
         corpus.train = [f for f in corpus.heldout if f.path in pinned]
         corpus.heldout = [f for f in corpus.heldout if f.path not in pinned]
