@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from dlm_lsp.backends import LOCAL
 from dlm_lsp.config import ServerConfig, camel, from_json
 from dlm_lsp.engine import loads_apart
 
@@ -52,6 +53,8 @@ def pinned(config: ServerConfig, pins: dict[str, Any]) -> tuple[ServerConfig, li
     if not pins:
         return config, []
     fixed = replace(config, **pins)
+    if config.backend != LOCAL:  # its fills run on the service's own model: nothing set aside
+        return fixed, []
     apart = loads_apart(fixed, config)
     notes = [f"this server was started with --{name} {value}, which every client gets: "
              f"the setting {camel(name)} {getattr(config, name)!r} is not used"

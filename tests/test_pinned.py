@@ -41,6 +41,14 @@ def test_a_value_that_loads_what_the_pin_loads_is_no_conflict() -> None:
     assert notes and "--device cpu" in notes[0] and "'cuda'" in notes[0]
 
 
+def test_a_client_on_a_remote_service_is_told_nothing_of_the_servers_model() -> None:
+    """Its fills run on the service's own model: "--model M, which every client gets"
+    was not so for it."""
+    asked = ServerConfig(backend="remote", remote_url="http://gpu-box:8000", model="/mine")
+    fixed, notes = pinned(asked, {"model": "/srv/m"})
+    assert notes == [] and fixed.model == "/srv/m" and fixed.backend == "remote"
+
+
 def test_the_command_lines_values_are_checked_as_settings_are_and_named_by_their_flags():
     given, problems = pins({"model": "", "device": None, "precision": "fp32"})
     assert given == {"precision": "fp32"}

@@ -2150,6 +2150,29 @@ def test_gpu_run_refuses_a_folder_it_cannot_use_in_one_line_before_any_work(
     assert sorted(os.listdir(tmp_path)) == []  # nothing written, here or in out
 
 
+@pytest.mark.parametrize("saves", [False, True])
+def test_gpu_run_names_an_interim_save_only_where_this_run_made_one(
+        saves, trained, tmp_path, monkeypatch, capsys):
+    """A failure before any save (no CUDA, a bug) said "any interim save is in OUT", also
+    where OUT held an earlier run's model, which the user then took for this run's."""
+    from dlm_lsp.training import gpu_run
+
+    out = tmp_path / "out"
+    shutil.copytree(trained[0], out)  # an earlier run's model, saved before this run began
+    os.utime(out / "config.json", (time.time() - 60,) * 2)
+
+    def train(cfg):
+        if saves:
+            (out / "config.json").write_text((trained[0] / "config.json").read_text())
+        raise RuntimeError("the run failed")
+    monkeypatch.setattr(gpu_run, "train", train)
+    assert gpu_run.main(["--size", "tiny", "--device", "cpu", "--out", str(out),
+                         "--init-from", "none"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("gpu_run: failed after") and "the run failed" in last
+    assert ("an interim save is in" in last) is saves
+
+
 def test_running_out_of_memory_while_growing_layers_names_grow_layers(monkeypatch):
     """Only the flags of a new model's shape were named, and a warm start has none: an
     out-of-memory of --grow-layers 100000 said to try a smaller --batch-size."""
@@ -2650,12 +2673,13 @@ def test_a_folder_of_python_files_none_of_them_usable_says_why(tmp_path):
     file at all ("no readable Python source files found under X"), without the reason."""
     (tmp_path / "latin.py").write_bytes(b"# caf\xe9\nx = 1\n")
     (tmp_path / "table.py").write_text("x = 1\n" * 200)
+    (tmp_path / "__init__.py").write_text("\n")
     with pytest.raises(FileNotFoundError) as found:
         collect_sources(SourceConfig(include_stdlib=False, extra_roots=[tmp_path],
                                      max_file_bytes=1000))
     assert str(found.value) == (f"no readable Python source files found under {tmp_path} "
-                                "(2 .py file(s) found: 1 empty or over 1,000 bytes; 1 not UTF-8 "
-                                "or unreadable)")
+                                "(3 .py file(s) found: 1 empty or over 1,000 bytes; 1 not UTF-8 "
+                                "or unreadable; 1 blank)")
 
 
 def test_a_held_out_loss_weighs_each_batch_by_its_rows(monkeypatch):

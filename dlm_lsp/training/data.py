@@ -172,9 +172,13 @@ def _none_kept(candidates: list, sized: list, corpus: Corpus, cfg: SourceConfig)
     too_big = len(candidates) - len(sized)  # over the size cap (or empty)
     if too_big:
         reasons.append(f"{too_big} empty or over {cfg.max_file_bytes:,} bytes")
-    unreadable = sum(1 for _, path, _, _ in sized if read_source(path) is None)
+    texts = [read_source(path) for _, path, _, _ in sized]
+    unreadable = sum(1 for text in texts if text is None)
     if unreadable:
         reasons.append(f"{unreadable} not UTF-8 or unreadable")
+    blank = sum(1 for text in texts if text is not None and not text.strip())
+    if blank:
+        reasons.append(f"{blank} blank")
     if corpus.contaminated:
         reasons.append(f"{len(corpus.contaminated)} sharing text with HumanEval-Infilling")
     if not reasons:

@@ -422,7 +422,7 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Start]:
 def main(argv: list[str] | None = None) -> int:
     """Run, print a summary, and exit 0 only when the output loads and fits and the run
     was not stopped by a signal (SIGINT, SIGTERM: it then saves what it has, exit 128 + N)."""
-    started = time.monotonic()
+    started, began = time.monotonic(), time.time()
     args = parse_arguments(build_parser(), argv)
     try:
         cfg, start = config_from_args(args)
@@ -442,8 +442,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the one GPU run must say what went wrong, whatever it was
         if not isinstance(exc, (TrainingError, OutOfMemory, SaveFailed)):  # ours say it
             traceback.print_exc()
-        # those say what they kept; a failure before any save (CUDA missing) has none
-        saved = (Path(cfg.out_dir) / "config.json").is_file()
+        # those say what they kept; a failure before any save (CUDA missing) has none,
+        # nor has a reused --out's model of an earlier run
+        saved_at = Path(cfg.out_dir) / "config.json"
+        saved = saved_at.is_file() and saved_at.stat().st_mtime >= began
         kept = "" if isinstance(exc, (OutOfMemory, SaveFailed)) or not saved else \
             f"; an interim save is in {cfg.out_dir}"
         print(f"gpu_run: failed after {time.monotonic() - started:.0f}s: {exc}{kept}",

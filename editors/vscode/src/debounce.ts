@@ -64,7 +64,6 @@ export class Debouncer {
   }
 }
 
-/** Something that can be cancelled: a CancellationTokenSource, an AbortController... */
 /**
  * An action run once its calls have stopped for `ms`, the last call's: a restart for a
  * changed `dlm.server.*` setting.  VS Code's Settings UI writes a text setting at each
@@ -90,6 +89,7 @@ export class AfterQuiet {
   }
 }
 
+/** Something that can be cancelled: a CancellationTokenSource, an AbortController... */
 export interface Cancellable {
   cancel(): void;
 }

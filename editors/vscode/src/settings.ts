@@ -86,8 +86,15 @@ export function withToken(settings: Record<string, unknown>, address: string, to
  * among them, in a log users are asked to attach to a bug report.
  */
 export function hideSecrets(text: string): string {
-  return text.replace(/("(?:token|remoteToken)"\s*:\s*)"(?:[^"\\]|\\.)*"/g, '$1"(hidden)"');
+  // `token` is a secret in the settings only: a progress message's is the progress token,
+  // which a reader of the trace matches with the request that began it
+  const names = SETTINGS_MESSAGE.test(text) ? "token|remoteToken" : "remoteToken";
+  return text.replace(new RegExp(`("(?:${names})"\\s*:\\s*)"(?:[^"\\\\]|\\\\.)*"`, "g"),
+                      '$1"(hidden)"');
 }
+
+/** A traced message that carries the settings (its method, as the trace names it). */
+const SETTINGS_MESSAGE = /["'](?:initialize|workspace\/didChangeConfiguration)\b/;
 
 /** JSON-RPC codes a shared server refuses `initialize` with (dlm_lsp/errors.py). */
 export const SERVER_BUSY = -32004;

@@ -637,10 +637,10 @@ function M.cycle_or_feed(key, step, mode)
     if not native_shown(buf) then
       return key
     end
-    vim.schedule(function()
+    pending = function() -- as act_or_feed's: ahead of the keys typed after it
       pcall(vim.lsp.inline_completion.select, { bufnr = buf, count = step })
-    end)
-    return ''
+    end
+    return '<Cmd>lua require("dlm.ghost")._run_pending()<CR>'
   end
   return act_or_feed(key, function(buf)
     M.cycle(buf, step)

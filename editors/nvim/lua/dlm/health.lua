@@ -90,9 +90,17 @@ local function get_client(errors)
   local client = dlm.client() or dlm.starting_client()
   if client and not client.initialized then -- the editor's own, starting: not a second one
     health.info(('the server is starting (client %d): waited for'):format(client.id))
-    if not wait(M.timeout_ms, function()
+    wait(M.timeout_ms, function()
       return client.initialized or client:is_stopped()
-    end) or not client.initialized then
+    end)
+    if dlm.refused then -- a shared server turned it away: what to do is known
+      health.error(dlm.refused, 'set the token or wait for a client to leave, then :DlmRestart')
+      return nil
+    elseif client:is_stopped() then
+      health.error(('the server (client %d) ended before it answered `initialize`'):format(
+        client.id), ':LspLog says what it wrote; :DlmRestart starts it again')
+      return nil
+    elseif not client.initialized then
       health.error(('the server (client %d) did not answer `initialize` in %d s'):format(
         client.id, M.timeout_ms / 1000), ':LspLog says what it wrote; :DlmRestart starts it again')
       return nil

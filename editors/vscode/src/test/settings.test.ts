@@ -95,13 +95,22 @@ describe("parseAddress: where a shared server listens", () => {
 
 describe("hideSecrets: a trace of the messages shows no token", () => {
   it("hides the shared server's token and remoteToken, and nothing else", () => {
-    const traced = 'Params: {\n    "initializationOptions": {\n        "token": "s3 \\"q\\"",\n'
+    const traced = "Sending request 'initialize - (0)'.\n"
+      + 'Params: {\n    "initializationOptions": {\n        "token": "s3 \\"q\\"",\n'
       + '        "remoteToken":"abc",\n        "model": "default"\n    }\n}';
     const shown = hideSecrets(traced);
     assert.ok(!shown.includes("s3") && !shown.includes("abc"), shown);
     assert.match(shown, /"token": "\(hidden\)",/);
     assert.match(shown, /"remoteToken":"\(hidden\)",/);
     assert.match(shown, /"model": "default"/);
+    const changed = "Sending notification 'workspace/didChangeConfiguration'.\n"
+      + 'Params: {"settings": {"dlm": {"remoteToken": "abc", "steps": 4}}}';
+    assert.equal(hideSecrets(changed), changed.replace('"abc"', '"(hidden)"'));
+  });
+
+  it("leaves a progress message's token as it is: it names the progress, and is no secret", () => {
+    const progress = "Received notification '$/progress'.\nParams: {\"token\": \"dlm-lsp-holes-3\"}";
+    assert.equal(hideSecrets(progress), progress);
   });
 });
 
