@@ -24,7 +24,17 @@ export interface TextEdit {
   newText: string;
 }
 
-export type Verdict = { apply: true } | { apply: false; reason: string };
+export type Verdict = { apply: true } | { apply: false; reason: string; nothingWritten?: true };
+
+/**
+ * What a fill that is not applied is said as: one the server wrote nothing for (every
+ * candidate whitespace) as the commands say they applied nothing, else as a dropped fill.
+ * "fill dropped: the model wrote only whitespace ...; nothing applied" read as if the
+ * document had changed under it.
+ */
+export function notAppliedNote(verdict: { reason: string; nothingWritten?: true }): string {
+  return verdict.nothingWritten ? nothingApplied(verdict.reason) : droppedNote(verdict.reason);
+}
 
 /** What a fill the extension did not apply is said as: as the server says one it dropped
  *  itself (-32801, "fill dropped: the document changed while the fill was computed"), so
@@ -65,7 +75,9 @@ export function checkResult(requested: { version: number; range: Range }, answer
 }, currentVersion: number): Verdict {
   const fresh = checkVersion(requested.version, answer.version, currentVersion);
   if (!fresh.apply) return fresh;
-  if (answer.edits.length === 0 && answer.message) return { apply: false, reason: answer.message };
+  if (answer.edits.length === 0 && answer.message) {
+    return { apply: false, reason: answer.message, nothingWritten: true };
+  }
   const outside = answer.edits.find((e) => !rangeContains(requested.range, e.range));
   if (outside) return { apply: false, reason: "an edit lies outside the requested range" };
   return { apply: true };

@@ -38,7 +38,7 @@ import { answerAt, reachBack } from "./reach";
 import { FIRST_INTERVAL_MS, type Finding, Follower } from "./poll";
 import { type Ending, Restarts } from "./restarts";
 import { type DraftParams, DraftBoard, draftLabel, draftProgress } from "./drafts";
-import { applyEditFailure, applyIfFresh, blankHoleNote, commandDocument, droppedNote, holeNear, holesFilled, nothingApplied, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
+import { applyEditFailure, applyIfFresh, blankHoleNote, commandDocument, notAppliedNote, holeNear, holesFilled, nothingApplied, primaryOnlyNote, rewriteRange, syntaxWarning, type TextEdit as LspTextEdit, type Range as LspRange } from "./edits";
 import { documentSelector, idleReason, languageIds, restartsOnSettingsChange, sendsSettingChange, startsNow, syncedCells, unservedReason } from "./languages";
 import {
   hideSecrets, parseAddress, serverCommand, serverSettingKeys, serverSettings, startFailureHint, toggleScope, withToken,
@@ -732,8 +732,8 @@ class DlmExtension implements vscode.Disposable {
                                          return vscode.workspace.applyEdit(edit);
                                        });
     if (!verdict.apply) {
-      this.output.info(droppedNote(verdict.reason));
-      vscode.window.setStatusBarMessage(`dlm: ${droppedNote(verdict.reason)}`, 4000);
+      this.output.info(notAppliedNote(verdict));
+      vscode.window.setStatusBarMessage(`dlm: ${notAppliedNote(verdict)}`, 4000);
       this.record("fillSelection", { applied: false, reason: verdict.reason });
       return;
     }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  applyEditFailure, applyIfFresh, blankHoleNote, commandDocument, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, holesFilled, nothingApplied, offsetAt, positionAt, rangeContains, syntaxWarning,
+  applyEditFailure, applyIfFresh, blankHoleNote, commandDocument, notAppliedNote, droppedNote, EDITOR_REFUSED, primaryOnlyNote, rewriteRange, applyTextEdits, checkResult, checkVersion, holeNear, holesFilled, nothingApplied, offsetAt, positionAt, rangeContains, syntaxWarning,
   type Range,
 } from "../edits";
 
@@ -50,8 +50,13 @@ describe("checkResult", () => {
 
   it("applies nothing where the server gave no edit, saying the server's reason", () => {
     const message = "the model wrote only whitespace in place of the selected code";
-    assert.deepEqual(checkResult(requested, { version: 2, edits: [], message }, 2),
-      { apply: false, reason: message });
+    const verdict = checkResult(requested, { version: 2, edits: [], message }, 2);
+    assert.deepEqual(verdict, { apply: false, reason: message, nothingWritten: true });
+    // said as nothing applied, not as a fill dropped for a changed document
+    assert.equal(notAppliedNote(verdict as { reason: string; nothingWritten?: true }),
+                 `nothing applied (${message})`);
+    const stale = checkResult(requested, { version: 2, edits: [] }, 3);
+    assert.match(notAppliedNote(stale as { reason: string }), /^fill dropped: /);
   });
 });
 
