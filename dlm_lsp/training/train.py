@@ -1099,6 +1099,13 @@ def _train(cfg: TrainConfig) -> dict:
         print(f"data: {len(corpus.train)} train files ({len(train_stream):,} tokens), "
               f"{len(corpus.heldout)} held-out ({len(heldout_stream):,} tokens), "
               f"tokenized in {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
+        if 0 < len(heldout_stream) < cfg.seq_len:
+            # `--tiny --init-from default` held out one 13-token file, and its held-out
+            # loss (3.69 -> 4.62) was read as the run making the model worse
+            print(f"note: the held-out set is {len(heldout_stream):,} tokens, less than one "
+                  f"row (--seq-len {cfg.seq_len}): its loss says little of the model; more "
+                  "sources (--data-bytes, --extra-root) hold out more", file=sys.stderr,
+                  flush=True)
         laps.lap("tokenizing")
 
         rows = replace(cfg.rows, seq_len=cfg.seq_len)
