@@ -324,7 +324,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "latency_ms_rewrite": (Range(0, above=True), "a positive integer (milliseconds)"),
     # LSP breaks lines at "\r" too: a marker "\r" made every line end of a CRLF file a hole
     "hole_marker": (lambda v: matches("hole_marker", v),
-                    "a string without a line break, not spaces or tabs alone"),
+                    "a string without a line break, not empty nor whitespace alone"),
     "model": (lambda v: len(v) > 0, "a model name or directory"),
     "max_open_documents": (Range(1), "a positive integer"),
     "max_queued_requests": (Range(1), "a positive integer"),
@@ -484,7 +484,7 @@ def from_json(cls: type[T], data: Any, base: T | None = None, where: str = "",
         if name not in defaults and cls is not ServerConfig and key in SETTING_NAMES:
             # `timeoutMs` in a request's options was "unknown", though the user knows it
             problem = (f"'{label}' is a server setting, not an option of a request: set it "
-                       f"in the settings{ignored}")
+                       f"in the settings{';' * bool(ignored)}{ignored}")
         elif name not in defaults:
             problem = f"unknown setting '{label}'{_close_name(key, defaults)}{ignored}"
         elif camel(name) != key:  # `Steps`, `early_stop`: read as a setting, the last of

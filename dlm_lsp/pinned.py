@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from dlm_lsp.backends import LOCAL
-from dlm_lsp.config import ServerConfig, camel, from_json
+from dlm_lsp.config import ServerConfig, camel, from_json, json_text
 from dlm_lsp.engine import loads_apart
 
 # the settings a server's command line can fix (`dlm-lsp --model M --device D
@@ -57,7 +57,7 @@ def pinned(config: ServerConfig, pins: dict[str, Any]) -> tuple[ServerConfig, li
         return fixed, []
     apart = loads_apart(fixed, config)
     notes = [f"this server was started with --{name} {value}, which every client gets: "
-             f"the setting {camel(name)} {getattr(config, name)!r} is not used"
+             f"the setting {camel(name)} {json_text(getattr(config, name))} is not used"
              for name, value in pins.items()
              if name in apart and getattr(config, name) != getattr(DEFAULTS, name)]
     return fixed, notes

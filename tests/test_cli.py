@@ -247,7 +247,7 @@ def test_a_seed_in_the_settings_is_the_fill_s_seed(model_dir, capsys):
 def test_a_marker_the_settings_would_refuse_is_a_usage_error(marker, capsys):
     """An empty one found no holes in any file ("no  holes")."""
     said = usage_error(["fill", str(FIXTURE), "--marker", marker], capsys)
-    assert "'holeMarker'" in said and "without a line break, not spaces or tabs alone" in said
+    assert "'holeMarker'" in said and "without a line break, not empty nor whitespace alone" in said
 
 
 @pytest.mark.parametrize("command", [["fill", str(FIXTURE)], ["bench", "humaneval"],

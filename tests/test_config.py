@@ -96,7 +96,7 @@ def test_a_hole_marker_holding_a_line_break_or_only_blanks_is_refused(marker: st
     A marker "\\t" made every tab of a tab-indented file a hole."""
     assert from_json(ServerConfig, {"holeMarker": marker}) == (ServerConfig(), [
         f"setting 'holeMarker' = {json.dumps(marker)} should be a string without a line "
-        "break, not spaces or tabs alone; default kept"])
+        "break, not empty nor whitespace alone; default kept"])
     assert from_json(ServerConfig, {"holeMarker": " <HOLE>\t"})[1] == []  # blanks beside
 
 
@@ -363,3 +363,6 @@ def test_a_server_setting_in_a_request_s_options_is_named_as_one() -> None:
                             strict=True)
     assert problems == ["'options.timeoutMs' is a server setting, not an option of a request: "
                         "set it in the settings", "unknown setting 'options.bogus'"]
+    _, said = from_json(InfillOptions, {"timeoutMs": 1}, where="options")  # not strict: goes on
+    assert said == ["'options.timeoutMs' is a server setting, not an option of a request: set "
+                    "it in the settings; ignored"]

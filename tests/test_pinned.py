@@ -17,7 +17,7 @@ def test_a_pinned_model_is_every_clients_whatever_its_settings_say() -> None:
                                     initial=True)
     assert (ls.config.model, ls.config.steps) == ("/models/dream-coder", 6)
     assert problems == ["this server was started with --model /models/dream-coder, which "
-                        "every client gets: the setting model '/home/me/other' is not used"]
+                        "every client gets: the setting model \"/home/me/other\" is not used"]
 
 
 def test_a_client_is_told_once_and_not_at_all_for_a_setting_it_left_at_its_default() -> None:
@@ -38,7 +38,7 @@ def test_a_value_that_loads_what_the_pin_loads_is_no_conflict() -> None:
     same, notes = pinned(ServerConfig(device="cpu"), {"device": "cpu"})
     assert same == base and notes == []
     _, notes = pinned(ServerConfig(device="cuda"), {"device": "cpu"})
-    assert notes and "--device cpu" in notes[0] and "'cuda'" in notes[0]
+    assert notes and "--device cpu" in notes[0] and '"cuda"' in notes[0]
 
 
 def test_a_client_on_a_remote_service_is_told_nothing_of_the_servers_model() -> None:
