@@ -233,7 +233,7 @@ def test_the_settings_only_the_language_server_reads_are_those_the_engine_never_
     from dlm_lsp.config import SERVER_ONLY, InfillOptions, ServerConfig
 
     root = Path(dlm_lsp.__file__).parent
-    server_side = ("server.py", "backends.py", "status.py", "cli.py", "config.py")
+    server_side = ("server.py", "backends.py", "status.py", "cli.py", "config.py", "pinned.py")
     engine_side = "\n".join(
         path.read_text(encoding="utf-8") for path in root.rglob("*.py")
         if path.name not in server_side and not {"remote", "bench"} & set(path.parts))
