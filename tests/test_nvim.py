@@ -1818,6 +1818,30 @@ def test_tab_accepts_before_the_keys_typed_after_it_in_the_same_read(tmp_path, m
     assert text == typed[:at] + suggestion + "!" + typed[at:]
 
 
+def _typed_over_users_mappings(tmp_path: Path, model_dir: Path, mappings: str, keys: str,
+                               setups: int = 1) -> tuple[str, str]:
+    """`keys` (ending in `!`) typed on a new line of the fixture, ghost text paused, where
+    the user's Insert-mode `mappings` (Lua) were made before setup(), called `setups`
+    times (a second finds the plugin's own mappings): the line, and Vim's last error."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, mappings + f"""
+for _ = 1, {setups} do
+  dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model }},
+    notify = false, inline = {{ native = false }} }})
+end
+dlm.toggle(false)
+vim.cmd.edit('{path}')
+""")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("13Go" + keys)
+        nvim.wait_for("vim.api.nvim_get_current_line():find('!') ~= nil")
+        time.sleep(0.3)  # anything typed late would be in by now
+        return nvim.value("vim.api.nvim_get_current_line()"), nvim.value("vim.v.errmsg")
+    finally:
+        nvim.close()
+
+
 def test_the_keys_do_what_the_user_mapped_them_to_where_no_suggestion_is_shown(tmp_path,
                                                                               model_dir):
     """A user's own Insert-mode mappings of the plugin's keys, made before setup() (a
@@ -1827,32 +1851,17 @@ def test_the_keys_do_what_the_user_mapped_them_to_where_no_suggestion_is_shown(t
     it failed with E565), <M-]> a Lua <expr> mapping, <M-[> a Vimscript one, <M-Right>
     one to another mapping, whose keys come before the `!` typed after it (they came
     after: in a macro or `.`, after the keys that left Insert mode)."""
-    path, _ = _complete_fixture(tmp_path)
-    nvim = RemoteNvim(tmp_path, model_dir, f"""
+    line, _ = _typed_over_users_mappings(tmp_path, model_dir, """
 vim.keymap.set('i', '<Tab>', function()
   local row, col = unpack(vim.api.nvim_win_get_cursor(0))
-  vim.api.nvim_buf_set_text(0, row - 1, col, row - 1, col, {{ 'SNIP' }})
-  vim.api.nvim_win_set_cursor(0, {{ row, col + 4 }})
+  vim.api.nvim_buf_set_text(0, row - 1, col, row - 1, col, { 'SNIP' })
+  vim.api.nvim_win_set_cursor(0, { row, col + 4 })
 end)
-vim.keymap.set('i', '<M-]>', function() return 'NEXT' end, {{ expr = true }})
+vim.keymap.set('i', '<M-]>', function() return 'NEXT' end, { expr = true })
 vim.cmd([[inoremap <expr> <M-[> toupper('prev')]])
 vim.cmd([[inoremap <C-g>w WORD]])
 vim.cmd([[imap <M-Right> <C-g>w]])
-for _ = 1, 2 do -- a second setup() (a config sourced again) finds the plugin's own mappings
-  dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model }},
-    notify = false, inline = {{ native = false }} }})
-end
-dlm.toggle(false)
-vim.cmd.edit('{path}')
-""")
-    try:
-        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
-        nvim.send("13Go<Tab><M-]><M-[><M-Right>!")
-        nvim.wait_for("vim.api.nvim_get_current_line():find('!') ~= nil")
-        time.sleep(0.3)  # anything typed late would be in by now
-        line = nvim.value("vim.api.nvim_get_current_line()")
-    finally:
-        nvim.close()
+""", "<Tab><M-]><M-[><M-Right>!", setups=2)  # a second setup(): a config sourced again
     assert line.strip() == "SNIPNEXTPREVWORD!"  # after the line's autoindent
 
 
@@ -1861,22 +1870,8 @@ def test_a_users_tab_mapping_that_types_a_tab_itself_still_types_it(tmp_path, mo
     setup: its Tab, fed back mapped, came back to the plugin's mapping, and every Tab in
     Insert mode failed with E223 (recursive mapping), typing nothing.  Vim types a rhs's
     own lhs as it is."""
-    path, _ = _complete_fixture(tmp_path)
-    nvim = RemoteNvim(tmp_path, model_dir, f"""
-vim.cmd([[imap <expr> <Tab> pumvisible() ? "\\<C-n>" : "\\<Tab>"]])
-dlm.setup({{ cmd = vim.json.decode(server), settings = {{ model = model }},
-  notify = false, inline = {{ native = false }} }})
-dlm.toggle(false)
-vim.cmd.edit('{path}')
-""")
-    try:
-        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
-        nvim.send("13Goab<Tab>cd!")
-        nvim.wait_for("vim.api.nvim_get_current_line():find('!') ~= nil")
-        line = nvim.value("vim.api.nvim_get_current_line()")
-        errors = nvim.value("vim.v.errmsg")
-    finally:
-        nvim.close()
+    mapping = """vim.cmd([[imap <expr> <Tab> pumvisible() ? "\\<C-n>" : "\\<Tab>"]])"""
+    line, errors = _typed_over_users_mappings(tmp_path, model_dir, mapping, "ab<Tab>cd!")
     assert re.fullmatch(r"ab\s+cd!", line.strip()), line
     assert "E223" not in errors
 
