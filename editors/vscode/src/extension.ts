@@ -60,6 +60,8 @@ const LANGUAGES_CONTEXT = "dlm-lsp.languages";
 const DRAFT = "dlm/draft";
 const FILL_HOLES = "dlm.fillHoles"; // server commands, run through workspace/executeCommand
 const REWRITE_SELECTION = "dlm.rewriteSelection";
+/** The extension's names of the server commands, as its outcomes are recorded under. */
+const COMMAND_NAMES = new Map([[FILL_HOLES, "fillHoles"], [REWRITE_SELECTION, "rewriteBlock"]]);
 const REQUEST_CANCELLED = -32800;
 const CONTENT_MODIFIED = -32801;
 // Client settings whose change needs a new server process.
@@ -760,9 +762,7 @@ class DlmExtension implements vscode.Disposable {
       uri: document.uri.toString(), range: client.code2ProtocolConverter.asRange(range), expand,
       version: document.version,
     }];
-    const result = await this.request<CommandResult>(client, document, "dlm: rewriting", (token) =>
-      client.sendRequest(ExecuteCommandRequest.type, { command: REWRITE_SELECTION, arguments: args }, token));
-    this.reportCommand("rewriteBlock", document, result, result?.applied ? "rewritten" : "");
+    await this.serverCommand(client, document, REWRITE_SELECTION, args);
   }
 
   /** dlm.fillHoles on the active document: the server applies one edit for all holes. */
@@ -771,10 +771,19 @@ class DlmExtension implements vscode.Disposable {
     if (!editor) return;
     const client = await this.readyClient();
     const document = editor.document;
-    const result = await this.request<CommandResult>(client, document, "dlm: filling holes", (token) =>
-      client.sendRequest(ExecuteCommandRequest.type, { command: FILL_HOLES, arguments: [document.uri.toString()] }, token));
-    this.reportCommand("fillHoles", document, result,
-                       result?.applied ? holesFilled(result.holes ?? 0, result.blank) : "");
+    await this.serverCommand(client, document, FILL_HOLES, [document.uri.toString()]);
+  }
+
+  /** A server command (`dlm.fillHoles`, `dlm.rewriteSelection`) on `document`: run with
+   *  `request`'s progress and cancel, its outcome said in the status bar. */
+  private async serverCommand(client: LanguageClient, document: vscode.TextDocument,
+                              command: string, args: unknown[]): Promise<CommandResult | undefined> {
+    const holes = command === FILL_HOLES;
+    const result = await this.request<CommandResult>(client, document, holes ? "dlm: filling holes" : "dlm: rewriting",
+      (token) => client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args }, token));
+    const done = !result?.applied ? "" : holes ? holesFilled(result.holes ?? 0, result.blank) : "rewritten";
+    this.reportCommand(COMMAND_NAMES.get(command) ?? command, document, result, done);
+    return result;
   }
 
   /**
@@ -791,18 +800,12 @@ class DlmExtension implements vscode.Disposable {
     const uri = commandDocument(args);
     const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
     const client = this.client;
-    const which = command === FILL_HOLES ? "fillHoles" : command === REWRITE_SELECTION ? "rewriteBlock" : undefined;
-    if (!document || !client || !which) return next(command, args);
+    const name = COMMAND_NAMES.get(command);
+    if (!document || !client || !name) return next(command, args);
     try {
-      const result = await this.request<CommandResult>(client, document,
-        which === "fillHoles" ? "dlm: filling holes" : "dlm: rewriting", (token) =>
-          client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args }, token));
-      const done = !result?.applied ? "" : which === "fillHoles"
-        ? holesFilled(result.holes ?? 0, result.blank) : "rewritten";
-      this.reportCommand(which, document, result, done);
-      return result;
+      return await this.serverCommand(client, document, command, args);
     } catch (error) {
-      this.reportError(which, error);
+      this.reportError(name, error);
       return undefined;
     }
   }
