@@ -53,14 +53,14 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", choices=DEVICES, help=DEVICE_HELP)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    """Serve LSP.  The allocator is set first: before the server (torch included) is
-    imported and before any worker thread allocates."""
+def _serve(args: argparse.Namespace, pins: dict[str, Any]) -> int:
+    """Serve LSP, the model settings `pins` fixed for every client.  The allocator is set
+    first: before the server (torch included) is imported and before any worker thread
+    allocates."""
     cap_arenas()
     from dlm_lsp.admission import Gate
     from dlm_lsp.server import build_server, server
 
-    pins = _server_pins(args)[0]
     ls = build_server(pins=pins) if pins else server
     if args.tcp:
         ls.start_tcp(*args.tcp, Gate.from_environment(args.max_clients,
@@ -664,9 +664,6 @@ def _main(argv: list[str], began: float) -> int:
                f"{'--server' if args.server else '--remote'} the status is of its own model")
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
     import_torch()  # fill, status, bench and the server all load a model (held_signals)
-    problems = [] if args.command else _server_pins(args)[1]
-    if problems:  # a model the server could never load: said now, not to each client
-        refuse(parser, args, "; ".join(problems))
     if args.command == "fill":
         return _fill(args)
     if args.command == "status":
@@ -676,4 +673,7 @@ def _main(argv: list[str], began: float) -> int:
                            args.remote, args.token, args.ca_file)
     if args.command == "bench":
         return _bench(args, began)
-    return _serve(args)
+    pins, problems = _server_pins(args)
+    if problems:  # a model the server could never load: said now, not to each client
+        refuse(parser, args, "; ".join(problems))
+    return _serve(args, pins)
