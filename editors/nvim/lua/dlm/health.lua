@@ -84,6 +84,14 @@ local function reachable(host, port)
   return err == nil, err
 end
 
+--- What to do about a shared server's refusal (`dlm.refused`): when it is full, the
+--- token is fine (the token advice came first whatever the refusal said).
+local function refusal_advice(refused)
+  return refused:find('--max-clients', 1, true)
+    and 'wait for a client to leave: the server serves at most its --max-clients at once'
+    or 'set the token the server was started with: setup{ token = ... } or $DLM_LSP_TCP_TOKEN'
+end
+
 --- A client to ask: the running one, or a temporary one (returned as `temporary`).
 local function get_client(errors)
   local dlm = require('dlm')
@@ -94,7 +102,7 @@ local function get_client(errors)
       return client.initialized or client:is_stopped()
     end)
     if dlm.refused then -- a shared server turned it away: what to do is known
-      health.error(dlm.refused, 'set the token or wait for a client to leave, then :DlmRestart')
+      health.error(dlm.refused, refusal_advice(dlm.refused))
       return nil
     elseif client:is_stopped() then
       health.error(('the server (client %d) ended before it answered `initialize`'):format(
@@ -139,11 +147,7 @@ local function get_client(errors)
     return client.initialized or client:is_stopped()
   end) or client:is_stopped() then
     if dlm.refused then
-      -- full, the token is fine: the token advice came first whatever the refusal said
-      health.error(dlm.refused, dlm.refused:find('--max-clients', 1, true)
-        and 'wait for a client to leave: the server serves at most its --max-clients at once'
-        or 'set the token the server was started with: setup{ token = ... } '
-          .. 'or $DLM_LSP_TCP_TOKEN')
+      health.error(dlm.refused, refusal_advice(dlm.refused))
       client:stop(true)
       return nil
     end
