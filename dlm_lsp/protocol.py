@@ -381,6 +381,11 @@ class DlmProtocol(LanguageServerProtocol):
     refused = False  # answered once and closing: what it sent after is dropped
     initialize_seen = False  # this connection's initialize came (one is allowed)
 
+    @property
+    def awaiting_admission(self) -> bool:
+        """Whether this is a gated connection (TCP) whose initialize has not passed yet."""
+        return self.gate is not None and not self.admitted
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # request handlers that `$/cancelRequest` cancelled, until they are answered
@@ -483,7 +488,7 @@ class DlmProtocol(LanguageServerProtocol):
             msg_id = message.get("id") if isinstance(message, dict) else None
             self.refuse(msg_id if is_id(msg_id) else None, types.ErrorCodes.InvalidRequest,
                          "not a JSON-RPC 2.0 message object")
-        elif self.gate is not None and not self.admitted:
+        elif self.awaiting_admission:
             self._admit(message)
         elif self._shutdown and hasattr(message, "method") and hasattr(message, "id") \
                 and message.method != types.EXIT:

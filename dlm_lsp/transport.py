@@ -249,7 +249,7 @@ async def _read(server: DlmServer, reader: Any) -> None:
         length = headers.feed(line)
         if length is None:
             continue
-        if length > FIRST_MESSAGE_BYTES and _unadmitted(server):
+        if length > FIRST_MESSAGE_BYTES and server.protocol.awaiting_admission:
             text = (f"a first message of {length} bytes: before its initialize is admitted, "
                     f"a connection sends at most {FIRST_MESSAGE_BYTES >> 10} KiB")
             server.protocol.refuse(None, types.ErrorCodes.InvalidRequest, text)  # its id unread
@@ -272,11 +272,6 @@ async def _read(server: DlmServer, reader: Any) -> None:
         # `dlm.rewriteSelection [uri, range]`) was filled, and its edit sent, for the later
         # text (stdio's reads go through a thread and yield already)
         await asyncio.sleep(0)
-
-
-def _unadmitted(server: DlmServer) -> bool:
-    """Whether the connection is one of a TCP server's not admitted yet (admission.py)."""
-    return server.protocol.gate is not None and not server.protocol.admitted
 
 
 def _handle(server: DlmServer, body: bytes) -> None:
