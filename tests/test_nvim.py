@@ -1383,6 +1383,28 @@ dlm.setup({{ server = '127.0.0.1:{port}', token = 'right', settings = {{ model =
         server.close()
 
 
+def test_checkhealth_takes_a_cmd_that_is_a_function_as_setup_does(tmp_path, model_dir):
+    """setup() takes a function `cmd`, as vim.lsp.start does (`vim.lsp.rpc.connect(...)`),
+    and :checkhealth reported "`cmd` is not a list of strings" and stopped there."""
+    from rpc import ServerProcess, free_port, tcp_connection
+
+    port = free_port()
+    server = ServerProcess("--tcp", f"127.0.0.1:{port}")
+    try:
+        tcp_connection(port)  # listening
+        result = run_nvim(tmp_path, model_dir, f"""
+dlm.setup({{ cmd = vim.lsp.rpc.connect('127.0.0.1', {port}), settings = {{ model = model }},
+  notify = false }})
+""" + _CHECKHEALTH)
+        report = "\n".join(result["report"])
+        assert "ERROR" not in report, report
+        assert "`cmd` is a function" in report, report
+        assert "server starts and initializes" in report, report
+        assert f"model `{model_dir}` loaded on cpu" in report, report
+    finally:
+        server.close()
+
+
 def test_checkhealth_advises_the_quick_start_install_torch_first_when_the_server_is_missing(
         tmp_path, model_dir):
     """It advised `pip install -e /path/to/dlm-lsp`, which on a venv without torch pulls

@@ -44,6 +44,10 @@ local function check_neovim()
 end
 
 local function check_executable(cmd)
+  if type(cmd) == 'function' then -- setup() takes one, as vim.lsp.start does
+    health.info('`cmd` is a function (e.g. vim.lsp.rpc.connect): no executable to look for')
+    return true
+  end
   if type(cmd) ~= 'table' or not cmd[1] then
     health.error('`cmd` is not a list of strings', 'e.g. require("dlm").setup({ cmd = { "dlm-lsp" } })')
     return false
@@ -152,7 +156,8 @@ local function get_client(errors)
       return nil
     end
     wait(1000, function() return exited ~= nil end) -- its exit callback may come after
-    if exited and not dlm.config.server and (exited[1] ~= 0 or exited[2] ~= 0) then
+    if exited and type(dlm.config.cmd) == 'table' and not dlm.config.server
+      and (exited[1] ~= 0 or exited[2] ~= 0) then
       -- "did not answer" hid what the plugin itself says of such a command
       health.error(('the server command `%s` exited (code %d, signal %d) before it answered '
         .. '`initialize`'):format(table.concat(dlm.config.cmd, ' '), exited[1], exited[2]),
