@@ -2412,6 +2412,32 @@ def test_the_next_and_previous_keys_cycle_through_the_server_s_suggestions(tmp_p
     assert "\n".join(line).strip().startswith(texts[-1].split("\n")[0].strip())
 
 
+def test_the_suggest_key_asks_at_once_even_while_suggestions_are_paused(tmp_path, model_dir):
+    """Only a pause in typing asked for a suggestion: paused (:DlmToggle), or with a long
+    wait, a user could not ask for one at a place.  <M-\\> asks there now, as copilot.vim's
+    key does, and suggestions stay paused."""
+    path, _ = _complete_fixture(tmp_path)
+    nvim = RemoteNvim(tmp_path, model_dir, "dlm.config.inline.debounce_ms = 60000\n"
+                      f"vim.cmd.edit('{path}')\n")
+    try:
+        nvim.wait_for("require('dlm').client(0) ~= nil and require('dlm').client(0).initialized")
+        nvim.send("<Cmd>DlmToggle off<CR>9Go#<BS>")  # an empty new line in the loop of main()
+        time.sleep(1)
+        unasked = nvim.value(f"{VISIBLE} or {GHOST}.pending({CURRENT})")
+        nvim.send("<M-\\>")
+        nvim.wait_for(VISIBLE)
+        suggestion = nvim.ghost_text()
+        paused = nvim.value(f"{GHOST}.paused")
+        nvim.send("<Tab>")
+        nvim.wait_for(f"not {VISIBLE}")
+        lines = json.loads(nvim.expr("json_encode(getline(10, 10 + 8))"))
+    finally:
+        nvim.close()
+    assert unasked is False
+    assert suggestion and paused is True
+    assert "\n".join(lines).strip().startswith(suggestion.strip().split("\n")[0])
+
+
 def test_typing_the_suggestion_s_beginning_keeps_the_rest_shown_without_asking_again(
         tmp_path, model_dir):
     """With a 4 s debounce, a new request could not answer within 2 s of the typing: the

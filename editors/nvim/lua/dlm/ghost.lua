@@ -256,13 +256,15 @@ local function completing(client, buf)
   return false
 end
 
---- Ask for a suggestion at the cursor now (the debounce timer calls this).
+--- Ask for a suggestion at the cursor now (the debounce timer calls this; the suggest
+--- key with `invoked`, which asks while suggestions are paused too).
 ---@param client vim.lsp.Client
 ---@param buf integer
 ---@param opts table the `inline` config
-function M.request(client, buf, opts)
+---@param invoked boolean? asked for on purpose: the server's `Invoked` trigger
+function M.request(client, buf, opts, invoked)
   local state = buffers[buf]
-  if not state or M.paused or api.nvim_get_current_buf() ~= buf
+  if not state or (M.paused and not invoked) or api.nvim_get_current_buf() ~= buf
     or not api.nvim_get_mode().mode:match('^i') or completing(client, buf) then
     return
   end
@@ -271,7 +273,9 @@ function M.request(client, buf, opts)
   row = row - 1
   local tick = api.nvim_buf_get_changedtick(buf)
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
-  params.context = { triggerKind = 2 } -- Automatic
+  -- Invoked (1) also where a suggestion was just accepted: the server offers none there
+  -- again unasked (a second Tab would insert a second copy of the same code)
+  params.context = { triggerKind = invoked and 1 or 2 } -- else Automatic
   local ok, id
   ok, id = client:request('textDocument/inlineCompletion', params, function(err, result)
     if state.request and state.request.id == id then
@@ -432,7 +436,7 @@ function M.attach(client, buf, opts)
     return mode
   end
   local group = api.nvim_create_augroup(('dlm.ghost.%d'):format(buf), { clear = true })
-  buffers[buf] = { group = group }
+  buffers[buf] = { group = group, client = client, opts = opts }
   api.nvim_create_autocmd({ 'TextChangedI', 'TextChangedP' }, {
     group = group,
     buffer = buf,
@@ -645,6 +649,28 @@ function M.cycle_or_feed(key, step, mode)
   return act_or_feed(key, function(buf)
     M.cycle(buf, step)
   end)
+end
+
+--- The suggest mapping's body (extmark mode): ask for a suggestion at the cursor now, on
+--- purpose (`M.request`'s `invoked`), in place of the one shown or coming.  Without it
+--- nothing asked but a pause in typing: a user who had paused suggestions (:DlmToggle),
+--- or set a long `debounce_ms`, or had just accepted one there, could not ask at a place.
+--- Where there is nothing to ask (a buffer the server does not serve, a completion menu
+--- open) the key does what it did before.
+---@param key string
+function M.suggest_or_feed(key)
+  local buf = api.nvim_get_current_buf()
+  local state = buffers[buf]
+  if not state or state.client:is_stopped() or vim.fn.pumvisible() == 1 then
+    return key
+  end
+  pending = function() -- as act_or_feed's: ahead of the keys typed after it
+    M.clear(buf, true)
+    -- where and when, as `M.schedule` notes it: moving away before it comes stops it
+    state.scheduled = { tick = api.nvim_buf_get_changedtick(buf), cursor = api.nvim_win_get_cursor(0) }
+    M.request(state.client, buf, state.opts, true)
+  end
+  return '<Cmd>lua require("dlm.ghost")._run_pending()<CR>'
 end
 
 --- The partial-accept mappings' body (extmark mode): insert the suggestion's next word

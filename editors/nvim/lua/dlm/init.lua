@@ -49,6 +49,9 @@ M.defaults = {
     next = '<M-]>',
     prev = '<M-[>',
     dismiss = '<C-]>', -- insert-mode key that hides it (extmark mode only); false: none
+    -- insert-mode key that asks for a suggestion at the cursor now, as copilot.vim's: no
+    -- wait for a pause in typing, and while suggestions are paused (extmark mode only)
+    suggest = '<M-\\>',
     hl_group = 'Comment',
   },
   completion = {
@@ -136,7 +139,7 @@ end
 local VALUES = {
   filetypes = { names, 'a list of filetype names' },
 }
-for _, key in ipairs({ 'accept', 'accept_word', 'accept_line', 'next', 'prev', 'dismiss' }) do
+for _, key in ipairs({ 'accept', 'accept_word', 'accept_line', 'next', 'prev', 'dismiss', 'suggest' }) do
   VALUES['inline.' .. key] = {
     function(value)
       return value == false or (type(value) == 'string' and value ~= '')
@@ -1448,6 +1451,11 @@ local function create_mappings()
       ghost.clear(buf, true)
       return inline.dismiss
     end, 'dlm-lsp: dismiss the suggestion')
+  end
+  if inline.suggest and mode == 'extmark' then
+    map(inline.suggest, function()
+      return ghost.suggest_or_feed(inline.suggest)
+    end, 'dlm-lsp: ask for a suggestion here now')
   end
 end
 
