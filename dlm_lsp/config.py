@@ -189,7 +189,9 @@ class ServerConfig(SamplingControls):
     remote_url: str = ""  # http(s)://host:port of the service
     remote_token: str = ""  # bearer token; empty: the DLM_LSP_REMOTE_TOKEN variable, if set
     remote_ca_file: str = ""  # PEM file of the CA that signed an https service's certificate
-    remote_connect_ms: int = 5000  # how long to wait for the service to accept a connection
+    # how long to wait for the service to accept a connection (and, with remote_fallback,
+    # to start answering a fill: `retry.Unanswered`)
+    remote_connect_ms: int = 5000
     remote_retries: int = 2  # tries again of a fill whose replica failed or was lost
     remote_fallback: bool = False  # when the service is unreachable, fill on the local engine
 

@@ -539,6 +539,63 @@ def test_while_the_service_is_down_fills_go_local_at_once_and_one_a_while_tries_
     assert (engine.retries, engine.fallbacks) == (4, 3)
 
 
+@contextlib.contextmanager
+def _hung() -> Iterator[int]:
+    """A port whose connections the kernel takes and nobody answers: a stopped service."""
+    hung = socket.create_server(("127.0.0.1", 0), backlog=16)
+    try:
+        yield hung.getsockname()[1]
+    finally:
+        hung.close()
+
+
+def test_with_fallback_a_service_that_takes_the_fill_and_never_answers_is_left_at_once(
+        model_dir):
+    """A hung service (a stopped replica, a proxy with no replica behind it) accepts the
+    connection: no fill found it unreachable, each waited out its whole `timeoutMs` and
+    failed, fallback or not.  With fallback, one not answering within `remoteConnectMs`
+    is left for the local engine, not tried again, and the next fills go local at once."""
+    with _hung() as port:
+        engine = RemoteEngine(ServerConfig(
+            backend="remote", remote_url=f"http://127.0.0.1:{port}", remote_fallback=True,
+            remote_connect_ms=300, remote_retries=2, timeout_ms=20000, model=str(model_dir)))
+        give_up = time.monotonic() + 30  # as `timeoutMs` would, through the server's job
+        engine.infill(InfillRequest(TEXT, AT, AT, "python",  # the local engine loads
+                                    should_stop=lambda: time.monotonic() > give_up))
+        began = time.monotonic()
+        engine.infill(InfillRequest(TEXT, AT, AT, "python"))
+        took = time.monotonic() - began
+    assert (engine.fallbacks, engine.retries, engine.fills) == (2, 0, 0)
+    assert took < 1.0  # gone local at once: the service was found down a moment ago
+    assert "did not start answering within 300 ms (remoteConnectMs)" in engine.notices[0]
+
+
+def test_without_fallback_a_fill_waits_for_a_busy_service_to_start_answering():
+    """A fill queued behind others on a busy service starts its answer late: with nowhere
+    else to go, it is waited for (up to `timeoutMs`), not given up."""
+    def late(handler: BaseHTTPRequestHandler) -> None:
+        time.sleep(0.6)
+        stream(RESULT)(handler)
+    httpd = serving([late])
+    engine = client(httpd, remote_connect_ms=100, remote_retries=0)
+    assert engine.infill(InfillRequest(TEXT, AT, AT, "python")) == a_result()
+    assert (engine.fills, engine.retries) == (1, 0)
+
+
+def test_a_service_found_down_at_start_with_fallback_is_not_tried_by_the_first_fills(
+        model_dir):
+    """The start said "fills will run on the local engine until it answers", and the first
+    fills still tried the service: a hung one held each for its whole `timeoutMs`."""
+    port = free_port()
+    engine = RemoteEngine(ServerConfig(backend="remote", remote_url=f"http://127.0.0.1:{port}",
+                                       remote_fallback=True, model=str(model_dir)))
+    said = engine.preload()
+    httpd = serving([stream(RESULT)], port)  # back, but the next RECHECK_S go local
+    engine.infill(InfillRequest(TEXT, AT, AT, "python"))
+    assert "fills will run on the local engine until it answers" in said
+    assert (engine.fallbacks, httpd.bodies) == (1, [])
+
+
 def test_with_fallback_an_error_that_fails_the_fills_is_not_said_to_fall_back():
     """A refused token fails every fill, fallback or not (only a service unreachable or
     losing fills falls back): the start said "fills will run on the local engine until it
@@ -811,3 +868,15 @@ def test_a_plain_http_url_of_an_https_service_says_to_check_the_scheme(tmp_path)
     with _listening(_tls_server(cert, key)) as port:
         said = _fill_error(f"http://127.0.0.1:{port}")
     assert "if the service was started with --ssl-certfile, remoteUrl takes https://" in said
+
+
+def test_the_start_says_a_plain_http_url_of_an_https_service_may_be_the_scheme(tmp_path):
+    """Said at the fill only: the start (and `status --remote`) said "Remote end closed
+    connection without response", where the URL's scheme was the mistake."""
+    cert, key = self_signed(tmp_path)
+    with _listening(_tls_server(cert, key)) as port:
+        engine = RemoteEngine(ServerConfig(backend="remote",
+                                           remote_url=f"http://127.0.0.1:{port}"))
+        with pytest.raises(BackendError) as failed:
+            engine.preload()
+    assert "remoteUrl takes https://" in str(failed.value)

@@ -51,7 +51,7 @@ class RemoteEngine(ServerBackend):
         except BackendError as exc:
             if not self._falls_back(exc):
                 raise
-            return self._falling_back(exc)
+            return self._starting_down(exc)
         replicas = health.get("replicas")
         where = f" on {replicas} replica{'s' * (replicas != 1)}" if replicas else ""
         return (f"remote engine at {self.config.remote_url}: model {health.get('model')}"

@@ -59,6 +59,14 @@ class Lost(BackendError):
     """The server took the fill but did not finish it (it failed, restarted or went away)."""
 
 
+class Unanswered(Unreachable):
+    """The server took the connection and the fill, and did not start answering within
+    `remoteConnectMs`: hung (a stopped process, a proxy whose replicas are gone) or too
+    busy to start it.  Looked for only with `remoteFallback`, where the fill goes local
+    at once, not tried again: without it, the fill waits for its answer as long as
+    `timeoutMs` allows, as one queued behind others on a busy service must."""
+
+
 def stop_if_asked(req: InfillRequest) -> None:
     """Raise Cancelled when the request has been stopped."""
     if req.should_stop is not None and req.should_stop():
@@ -219,14 +227,13 @@ class ServerBackend:
                 result = once()
             except (Unreachable, Lost) as exc:
                 wait = RETRY_PAUSE_S * 2 ** attempt
-                if (attempt + 1 < tries and time.perf_counter() + wait < deadline
-                        and pause(req, wait)):
+                if (attempt + 1 < tries and not isinstance(exc, Unanswered)
+                        and time.perf_counter() + wait < deadline and pause(req, wait)):
                     self.retries += 1
                     continue
                 if req.should_stop is not None and req.should_stop():
                     raise Cancelled() from exc
-                if isinstance(exc, Unreachable) and self.config.remote_fallback:
-                    self._down, self._recheck_at = exc, time.monotonic() + RECHECK_S
+                self._found_down(exc)
                 return self._fall_back(req, exc, attempt + 1)
             self.fills += 1
             self.recent_fills.append((time.perf_counter() - began) * 1000)
@@ -234,6 +241,12 @@ class ServerBackend:
             self._down = None
             return result
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _found_down(self, exc: BackendError) -> None:
+        """With `remoteFallback`, a server found unreachable is taken as down: the fills
+        of the next `RECHECK_S` go local at once (`_with_retries`)."""
+        if isinstance(exc, Unreachable) and self.config.remote_fallback:
+            self._down, self._recheck_at = exc, time.monotonic() + RECHECK_S
 
     def _fall_back(self, req: InfillRequest, exc: BackendError, tries: int) -> InfillResult:
         """The local engine's fill when the server cannot serve it and fallback is on."""
@@ -261,9 +274,17 @@ class ServerBackend:
 
     @staticmethod
     def _falling_back(exc: BackendError) -> str:
-        """What `preload` says when the server did not answer and fills may fall back."""
+        """What `preload` and `dlm/status` say when the server did not answer and fills
+        may fall back."""
         return f"{exc}; fills will run on the local engine until it answers " + (
             "(setting remoteFallback)")
+
+    def _starting_down(self, exc: BackendError) -> str:
+        """What `preload` says when the server did not answer and fills fall back, the
+        server then taken as down (`_found_down`): the start said fills run locally, and
+        the first ones still tried it, each held for a hung server's whole `timeoutMs`."""
+        self._found_down(exc)
+        return self._falling_back(exc)
 
     def _status(self, ask: Callable[[], dict[str, Any]],
                 describe: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
@@ -377,10 +398,16 @@ class ServerBackend:
         pooled = self._pool.take()
         conn, prefix = pooled if pooled is not None else self._connect_for(req)
         keep = False
+        # with a fallback to go to, the wait for the answer's start is bounded (`Unanswered`)
+        start_s = self.config.remote_connect_ms / 1000 if self.config.remote_fallback else None
 
         def send() -> http.client.HTTPResponse:
+            sock = conn.sock  # the response's, also where the connection lets it go (close)
+            sock.settimeout(start_s)
             conn.request("POST", prefix + path, body, self._headers(accept))
-            return conn.getresponse()
+            response = conn.getresponse()
+            sock.settimeout(None)  # the answer's lines come as the fill's steps do
+            return response
         try:
             with StopWatch(conn, req.should_stop) as watch:
                 try:
@@ -403,6 +430,11 @@ class ServerBackend:
                         raise Cancelled() from exc
                     if isinstance(exc, BackendError):
                         raise
+                    if isinstance(exc, TimeoutError):  # only while `start_s` bounds a read
+                        raise Unanswered(
+                            f"{self._at()} took the fill and did not start answering within "
+                            f"{self.config.remote_connect_ms} ms (remoteConnectMs): hung, or "
+                            "too busy to start it") from exc
                     raise Lost(f"the connection to {self._at()} broke during the fill "
                                f"({exc or type(exc).__name__}){self._tls_hint(exc)}") from exc
         finally:
@@ -452,7 +484,7 @@ class ServerBackend:
                 raw = response.read()
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 raise Unreachable(f"{self._at()} did not answer {path}: "
-                                  f"{exc or type(exc).__name__}") from exc
+                                  f"{exc or type(exc).__name__}{self._tls_hint(exc)}") from exc
             finally:
                 conn.close()
             with self._reading(raw):

@@ -111,7 +111,7 @@ class SGLangEngine(ServerBackend):
         except BackendError as exc:
             if not self._falls_back(exc):
                 raise
-            return self._falling_back(exc)
+            return self._starting_down(exc)
         how = f" with {self._algorithm}" if self._algorithm else ""
         return f"SGLang at {self.config.remote_url}: model {info.get('model_path')}{how}"
 
