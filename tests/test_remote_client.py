@@ -395,6 +395,18 @@ def test_what_retrying_cannot_fix_is_not_retried(reply, says):
     assert len(httpd.bodies) == 1
 
 
+def test_a_service_that_wants_a_token_none_was_sent_for_says_so(monkeypatch):
+    """It said "refused the token" with none sent, and the user looked for a wrong one."""
+    monkeypatch.delenv(wire.TOKEN_VARIABLE, raising=False)
+    httpd = serving([status(401)])
+    engine = RemoteEngine(ServerConfig(backend="remote",
+                                       remote_url=f"http://127.0.0.1:{httpd.server_port}"))
+    with pytest.raises(BackendError) as failed:
+        engine.infill(InfillRequest(TEXT, AT, AT))
+    assert "wants a token and none was sent (HTTP 401): set remoteToken" in str(failed.value)
+    assert "refused" not in str(failed.value)
+
+
 def test_a_selection_the_service_finds_too_long_is_refused_as_a_local_fill_would_be():
     """The replica's refusal reaches the server as the local engine's (-32602, saying
     which setting to raise), not as a broken stream tried again."""

@@ -81,8 +81,10 @@ class RemoteEngine(ServerBackend):
             detail = " ".join(text.split())  # one line: a page's text ran over many
         url = self.config.remote_url
         if response.status in (401, 403):
+            # none sent: "refused the token" sent the user looking for a wrong one
+            what = "refused the token" if self._token() else "wants a token and none was sent"
             raise BackendError(
-                f"the remote engine at {url} refused the token (HTTP {response.status}): set "
+                f"the remote engine at {url} {what} (HTTP {response.status}): set "
                 f"{self._where_the_token_goes()} to the service's token")
         if "html" in (response.getheader("Content-Type") or "").lower():
             # neither the service nor Ray's proxy answers with a page: another server is
