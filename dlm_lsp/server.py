@@ -639,7 +639,9 @@ class DlmServer(LanguageServer):
             except asyncio.TimeoutError:
                 self.protocol.forget_request(msg_id)
                 return False, (f"the editor did not answer the edit in {EDIT_ANSWER_S:.0f} s "
-                               "(a prompt left open?); no longer waited for")
+                               "(a prompt left open, or one the editor closed when it "
+                               "stopped waiting for the command, as eglot does at its 10 s); "
+                               "no longer waited for")
             except asyncio.CancelledError:
                 if not self.protocol.cancelled_by_client(asyncio.current_task()):
                     raise

@@ -59,12 +59,14 @@ def readme_block(n: int = 0) -> str:
 # then its entry's executable and model replaced by this Python and the test model (whose
 # nonsense fills are offered even when the syntax check rejects them); it opens the file
 # and starts eglot, and ends by writing `result` (a plist) as JSON for the test.  Server
-# edits are applied without eglot's y-or-n-p (batch Emacs has no one to answer it).
+# edits are applied without eglot's y-or-n-p, as the block says (its prompt went with
+# eglot's 10 s timeout, and the edit with it; batch Emacs has no one to answer it anyway).
 PRELUDE = r"""
 (require 'eglot)
 (require 'json)
-(setq eglot-confirm-server-initiated-edits nil)
 (load (getenv "DLM_README_BLOCK") nil t t)
+(when eglot-confirm-server-initiated-edits
+  (error "the README's block leaves eglot's edit prompt on"))
 (let* ((entry (car eglot-server-programs))
        (options (cadr (memq :initializationOptions (cdr entry)))))
   (unless (memq 'python-mode (car entry)) (error "the README's entry is not for python-mode"))
