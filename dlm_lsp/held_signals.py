@@ -24,6 +24,25 @@ from types import ModuleType
 HELD = (signal.SIGINT, signal.SIGTERM)
 
 
+class _Hold:
+    """SIGINT and SIGTERM noted, not acted on, from its making until `end`."""
+
+    def __init__(self) -> None:
+        self.arrived: list[int] = []
+        self.before = {sig: signal.signal(sig, self._note) for sig in HELD}
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.arrived.append(signum)
+
+    def end(self, raise_held: bool = True) -> None:
+        """The handlers that were there again, and the first signal noted sent to them (as
+        they would have taken it), unless `raise_held` is false."""
+        for sig, handler in self.before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if self.arrived and raise_held:
+            signal.raise_signal(self.arrived[0])
+
+
 @contextlib.contextmanager
 def held_signals() -> Iterator[None]:
     """SIGINT and SIGTERM wait until the block ends (in the main thread, the only one
@@ -31,18 +50,36 @@ def held_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    arrived: list[int] = []
-
-    def note(signum: int, frame: object) -> None:
-        arrived.append(signum)
-    before = {sig: signal.signal(sig, note) for sig in HELD}
+    hold = _Hold()
     try:
         yield
     finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        if arrived:  # the first one, as the handlers there would have taken it
-            signal.raise_signal(arrived[0])
+        hold.end()
+
+
+# The hold a benchmark's stop began (`hold_until_reported`), until its report is written.
+_report_hold: _Hold | None = None
+
+
+def hold_until_reported() -> None:
+    """From a first signal that stopped a benchmark's loop (`bench.progress.Stoppable`)
+    until its report is written (`bench.output.writing_reports`, which lets the held ones
+    go, `let_held_go`, once every file is whole), a second signal waits.  The files alone
+    were held: a second Ctrl-C a few milliseconds after the first came while the report
+    was tallied (the machine described, the source's revision read), and every finished
+    task was thrown away, "no report written"."""
+    global _report_hold
+    if _report_hold is None and threading.current_thread() is threading.main_thread():
+        _report_hold = _Hold()
+
+
+def let_held_go(raise_held: bool = True) -> None:
+    """End `hold_until_reported`'s hold: a signal that came meanwhile then takes effect,
+    or with `raise_held` false (the command ends on the first one anyway) is dropped."""
+    global _report_hold
+    hold, _report_hold = _report_hold, None
+    if hold is not None:
+        hold.end(raise_held)
 
 
 @contextlib.contextmanager
@@ -53,7 +90,10 @@ def terminate_as_interrupt() -> Iterator[None]:
     benchmark script's servers running, its `finally` blocks skipped)."""
     if threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
+        try:
+            yield
+        finally:
+            let_held_go(raise_held=False)
         return
 
     def interrupt(signum: int, frame: object) -> None:
@@ -62,6 +102,9 @@ def terminate_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
+        # a stopped benchmark's hold whose report never came (an error while tallying
+        # it): the command ends on the first signal, the handlers as they were
+        let_held_go(raise_held=False)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 

@@ -769,6 +769,9 @@ def test_syntax_bench_counts_valid_fills_with_and_without_repair(model_dir, tmp_
     assert "paths {" not in said.out and " ms/fill, paths " in said.out  # words, not Python
     rows = json.loads(out.read_text())
     assert all(r["partial"] is None for r in rows)
+    assert {r["model"] for r in rows} == {Engine(ServerConfig(model=str(model_dir),
+                                                              device="cpu")).model.name}
+    assert all(r["tasks"] == r["planned"] for r in rows)
     assert {r["setting"] for r in rows} == {"model only (validation off)",
                                             "validation + repair + fallback"}
     fixtures = [r for r in rows if r["set"].startswith("fixtures")]
@@ -1136,8 +1139,9 @@ def test_a_stopped_syntax_run_writes_its_rows_each_marked_partial(
     captured = capsys.readouterr()
     rows = json.loads(out.read_text())
     partial = {"finished": 3, "planned": 6, "unit": "fills", "signal": sig}
-    assert [(r["set"].split()[0], r["tasks"], r["partial"]) for r in rows] == [
-        ("HumanEval", 1, partial), ("HumanEval", 1, partial), ("fixtures", 1, partial)]
+    assert [(r["set"].split()[0], r["tasks"], r["planned"], r["partial"]) for r in rows] == [
+        ("HumanEval", 1, 1, partial), ("HumanEval", 1, 1, partial),
+        ("fixtures", 1, 2, partial)]  # the row cut short
     printed = captured.out.splitlines()
     assert printed[2].endswith(" (partial: 1 of 2 fills)")
     assert printed[-1] == (f"partial: 3 of 6 fills, stopped by {sig}; the rows above cover "
@@ -1215,6 +1219,25 @@ def test_a_partial_run_signalled_again_while_writing_says_its_report_is_partial(
     assert summary.read_text() == captured.out
     assert captured.err.splitlines()[-1].endswith(
         f"; partial report of 2 of 5 tasks written to {out} and {summary}")
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_second_signal_while_the_partial_report_is_tallied_waits_for_it(
+        sig, status, tmp_path, monkeypatch, capsys):
+    """A second Ctrl-C 20 ms after the first came while the report was tallied (the
+    machine described), before its files were held: "no report written", every finished
+    task thrown away."""
+    monkeypatch.setattr(pass_at_1, "CHUNK_TASKS", 2)
+    monkeypatch.setattr(pass_at_1, "run_programs",
+                        signal_on_call(sig, 2, then=pass_at_1.run_programs))
+    monkeypatch.setattr(pass_at_1, "describe_machine",
+                        signal_on_call(sig, 1, then=pass_at_1.describe_machine, waits=False))
+    out = tmp_path / "run.json"
+    assert main(["bench", "humaneval", "--self-check", "--limit", "5", "--json",
+                 str(out)]) == status
+    assert json.loads(out.read_text())["partial"]["finished"] == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f"; partial report of 2 of 5 tasks written to {out}")
 
 
 @pytest.mark.parametrize("sig", [sig for sig, _ in SIGNALS])

@@ -320,7 +320,7 @@ def test_the_progress_and_stop_lines_the_benchmarks_section_quotes_are_printed_s
     files.written += ["run.json", "run.md"]
     with contextlib.redirect_stderr(io.StringIO()) as stderr:
         progress.finish(64, "12 passed")
-    printed = [stderr.getvalue().strip(), str(partial), partial.mark().strip(), files.said(),
+    printed = [stderr.getvalue().strip(), partial.heading, partial.mark().strip(), files.said(),
                '"partial": ' + json.dumps(dataclasses.asdict(partial))]
     assert [line for line in printed if " ".join(line.split()) not in spans] == []
 

@@ -34,3 +34,32 @@ def test_a_signal_waits_for_the_block_even_while_other_threads_run():
         other.join()
     assert ran_to_the_end
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "handler put back"
+
+
+def test_a_benchmark_s_stop_holds_the_next_signal_until_its_report_then_lets_it_go():
+    """`hold_until_reported` (a stopped benchmark's loop) to `let_held_go` (its report
+    written): the second Ctrl-C takes effect there, not while the report is tallied."""
+    from dlm_lsp.held_signals import hold_until_reported, let_held_go
+
+    hold_until_reported()
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)
+    tallied = True  # not interrupted meanwhile
+    with pytest.raises(KeyboardInterrupt):
+        let_held_go()
+    assert tallied
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "handler put back"
+
+
+def test_a_hold_whose_report_never_came_ends_with_the_command_and_drops_its_signal():
+    """A stopped run that failed before its report left SIGINT and SIGTERM noted and
+    ignored for the rest of the process; the command's end (`terminate_as_interrupt`)
+    puts the handlers back, the command already ending on the first signal."""
+    from dlm_lsp.held_signals import hold_until_reported, terminate_as_interrupt
+
+    with terminate_as_interrupt():
+        hold_until_reported()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -220,7 +220,7 @@ def table_row(report: HeldoutReport) -> str:
 
 
 def to_markdown(report: HeldoutReport) -> str:
-    stopped = f"{report.partial}; the numbers below cover only these\n" if report.partial else ""
+    stopped = f"{report.partial.heading}\n" if report.partial else ""
     return (f"{stopped}Held-out standard-library lines, model {report.model} ({report.precision}); "
             f"{machine_line(report.machine)}; {report.machine['date']}, code "
             f"{code_label(report.revision)}"

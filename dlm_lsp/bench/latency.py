@@ -208,7 +208,7 @@ def to_markdown(report: LatencyReport) -> str:
              "", "| span tokens | " + " | ".join(report.methods) + " |",
              "| --- |" + " --- |" * len(report.methods)]
     if report.partial:
-        lines.insert(0, f"{report.partial}; the numbers below cover only these")
+        lines.insert(0, report.partial.heading)
     at = {(p.method, p.tokens): p for p in report.points}
     for tokens in dict.fromkeys(p.tokens for p in report.points):
         cells = []

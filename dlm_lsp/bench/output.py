@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from dlm_lsp.atomic_write import target_of, write_atomically
 from dlm_lsp.bench.progress import Partial, Stopped
-from dlm_lsp.held_signals import held_signals
+from dlm_lsp.held_signals import held_signals, let_held_go
 from dlm_lsp.quantiles import quantile as nearest_rank
 
 R = TypeVar("R")
@@ -221,6 +221,7 @@ def writing_reports(partial: Partial | None = None,
     try:
         with held_signals():
             yield files
+        let_held_go()  # a signal since the run stopped (`hold_until_reported`) goes on now
     except KeyboardInterrupt as exc:  # only as the block ends: every file is whole
         raise StoppedAfterWriting(exc, files.said()) from None
     if files.failed:

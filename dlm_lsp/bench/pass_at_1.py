@@ -357,7 +357,7 @@ def to_markdown(report: Report, beside: tuple[Report, ...] = ()) -> str:
     if cfg.fill == "canonical":
         failures = [r for r in report.results if not r.passed][:FAILURES_LISTED]
         lines += [f"- {r.task_id}: {r.reason} {r.detail}" for r in failures]
-    stopped = [f"{run.partial}; the numbers below cover only these"
+    stopped = [run.partial.heading
                + (f" (row {describe_run(run.config)})" if beside else "")
                for run in (report, *beside) if run.partial]
     return "\n".join([*stopped, *lines]) + "\n"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
-from dlm_lsp.held_signals import signal_name
+from dlm_lsp.held_signals import hold_until_reported, signal_name
 
 T = TypeVar("T")
 
@@ -46,6 +46,11 @@ class Partial:
     def __str__(self) -> str:
         return (f"partial: {self.finished} of {self.planned} {self.unit}, stopped by "
                 f"{self.signal}")
+
+    @property
+    def heading(self) -> str:
+        """The first line of a stopped run's report, above the numbers it covers."""
+        return f"{self}; the numbers below cover only these"
 
     @property
     def report(self) -> str:
@@ -117,7 +122,8 @@ class Stoppable:
     prints the last progress line.  Interrupted, it first lets `on_stop` keep the unit
     under way (a strategy's row over the tasks it filled), then, if `finished()` counts
     any of `progress`'s units, holds the interruption back as `loop.partial` for the
-    report to say; if none, the interruption goes on and no report is made.
+    report to say, and holds any further signal until the report is written
+    (`hold_until_reported`); if none, the interruption goes on and no report is made.
     """
 
     def __init__(self, progress: Progress, finished: Callable[[], int],
@@ -148,4 +154,5 @@ class Stoppable:
             return False
         self.partial = Partial(finished, self.progress.total, self.progress.unit,
                                signal_name(error))
+        hold_until_reported()  # a second signal waits until the report is written
         return True

@@ -124,7 +124,7 @@ def main(model: str, device: str, split: str, limit: int | None, steps: int,
     machine = describe_machine(str(engine.model.device))
     where = f"{engine.model.name} on {machine_line(machine)}"
     if partial:
-        print(f"{partial}; the numbers below cover only these")
+        print(partial.heading)
     print(f"HumanEval-Infilling {split}, {len(tasks)} tasks, oracle length, greedy, "
           f"seed 0, {steps} steps (left-to-right: one per token){settings_label(settings)}; "
           f"{where}")

@@ -243,7 +243,7 @@ def to_markdown(report: SweepReport) -> str:
              f"{report.programs} distinct programs, {report.wall_s} s; "
              f"{report_isolation_text(report)}.", ""]
     if report.partial:
-        lines.insert(0, f"{report.partial}; the numbers below cover only these")
+        lines.insert(0, report.partial.heading)
     budgets = " | ".join(str(b) for b in cfg.budgets)
     for kind in report.floors:
         lines += [f"**{kind}** (empty-fill floor: pass@1 {report.floors[kind]}%); cells: "

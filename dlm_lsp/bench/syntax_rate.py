@@ -150,7 +150,9 @@ def main(model: str, device: str, limit: int | None, out: str | None,
     in each JSON row, so a row measured in fp32 says so.  Each JSON row also names the
     machine and the code it ran on (`machine`, `revision`), as the other bench reports
     do: the fixtures row differed between an AVX2 VM in fp32 and an AVX-512 one in bf16,
-    and nothing in the file said which had made it."""
+    and nothing in the file said which had made it.  And the model (`model`: the files of
+    the bootstrap and of the GPU-trained model could not be told apart), and the fills
+    its set planned (`planned`: a stopped run's row cut short has fewer `tasks`)."""
     engine = dict(engine or {})
     base = ServerConfig(model=model, device=device, **engine)
     extra = settings_label(engine)
@@ -164,7 +166,7 @@ def main(model: str, device: str, limit: int | None, out: str | None,
     progress = Progress("syntax", len(settings) * sum(len(tasks) for _, tasks in sets),
                         "fills")
     done: list[tuple[bool, float, str]] = []
-    ran_on = device
+    ran_on, ran = device, model
 
     def filled() -> None:
         progress.update(sum(entry["tasks"] for entry in table) + len(done),
@@ -173,7 +175,8 @@ def main(model: str, device: str, limit: int | None, out: str | None,
     def keep_the_row_under_way() -> None:  # over the tasks it filled
         if done and (name, setting) not in {(e["set"], e["setting"]) for e in table}:
             row = tally(setting, done)
-            table.append({"set": name, **asdict(row), "rate": row.rate, "engine": engine})
+            table.append({"set": name, **asdict(row), "planned": len(tasks), "rate": row.rate,
+                          "engine": engine})
             _print_row(name, row, f" (partial: {row.tasks} of {len(tasks)} fills)")
     with Stoppable(progress, lambda: sum(entry["tasks"] for entry in table),
                    on_stop=keep_the_row_under_way) as loop:
@@ -182,17 +185,18 @@ def main(model: str, device: str, limit: int | None, out: str | None,
                 done = []
                 engine_run = Engine(config)
                 ran_on = str(engine_run.model.device)  # "auto" resolved
+                ran = engine_run.model.name
                 row = run(engine_run, tasks, setting, done=done, on_fill=filled)
-                table.append({"set": name, **asdict(row), "rate": row.rate,
-                              "engine": engine})
+                table.append({"set": name, **asdict(row), "planned": len(tasks),
+                              "rate": row.rate, "engine": engine})
                 _print_row(name, row)
     partial = loop.partial
     if partial:
         print(f"{partial}; the rows above cover only these", flush=True)
     machine, revision = describe_machine(ran_on), source_revision()
     for entry in table:  # a stopped run's file says so in every row
-        entry.update(partial=asdict(partial) if partial else None, machine=machine,
-                     revision=revision)
+        entry.update(model=ran, partial=asdict(partial) if partial else None,
+                     machine=machine, revision=revision)
     with writing_reports(partial) as files:
         if out:
             files.json(out, table)

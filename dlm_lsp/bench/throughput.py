@@ -324,7 +324,7 @@ def to_markdown(report: ThroughputReport) -> str:
         lines[2] += " short p50 ms | long p50 ms |"
         lines[3] += " --- | --- |"
     if report.partial:
-        lines.insert(0, f"{report.partial}; the numbers below cover only these")
+        lines.insert(0, report.partial.heading)
     for p in report.points:
         occupancy = "-" if p.occupancy is None else f"{p.occupancy}"
         planned = p.concurrency * cfg.fills_per_thread
