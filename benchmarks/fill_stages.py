@@ -31,10 +31,10 @@ from forward_passes import time_forward_passes
 from lsp_latency import cursors
 
 from dlm_lsp import engine, passes, sampler, validation
-from dlm_lsp.arguments import positive
+from dlm_lsp.arguments import positive, whole
 from dlm_lsp.bench.machine import describe_machine, machine_line
 from dlm_lsp.bench.script import parse_script_arguments, run_script
-from dlm_lsp.config import ServerConfig
+from dlm_lsp.config import ServerConfig, value_range
 from dlm_lsp.engine import Engine, InfillRequest
 
 # (owner, attribute, stage name): what is timed
@@ -65,11 +65,23 @@ def timed(owner: object, name: str, stage: str, seconds: dict, calls: dict) -> N
     setattr(owner, name, wrapper)
 
 
+
+def _batch_rows(text: str) -> int:
+    """`--batch-rows`, in the bounds the setting has (`-1` ran, reporting "batchRows -1",
+    where `--settings '{"batchRows": -1}'` is refused)."""
+    value = whole(text)
+    bounds = value_range("batch_rows")
+    if bounds is not None and not bounds(value):
+        raise argparse.ArgumentTypeError(
+            f"{text}: batchRows is an integer from {bounds.low:.0f} to {bounds.high:.0f}")
+    return value
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fills", type=positive, default=30)
     parser.add_argument("--model", default="default")
-    parser.add_argument("--batch-rows", type=int, default=16, help="the server's batchRows")
+    parser.add_argument("--batch-rows", type=_batch_rows, default=16,
+                        help="the server's batchRows (0 to 256)")
     parser.add_argument("--fills-out", help="write each fill's candidates and passes (JSON)")
     args = parse_script_arguments(parser)
     text = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()

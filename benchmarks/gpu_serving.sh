@@ -29,7 +29,7 @@
 # a run could not tell a part that timed out from one that crashed or never ran.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-WHEELS=.device-wheels
+WHEELS="${DEVICE_WHEELS:-.device-wheels}"  # (the tests' stand-ins name another)
 # Only the Python grammar: every part fills Python (tests/test_graphs.py's requests,
 # lsp_latency.py's documents) or parses nothing (graph_step.py, checkpoints_gpu.py), and
 # grammars load on first use (validation.py).  The others cost 1.2 MB of the 64 MiB
@@ -47,9 +47,18 @@ wheels)
     ls "$WHEELS" && du -sh "$WHEELS"
     ;;
 run)
+    # before anything is made: pip's "No matching distribution found for pygls" did not
+    # say the wheels were never fetched (or not carried), and left a folder in /tmp
+    if ! compgen -G "$WHEELS/*.whl" > /dev/null; then
+        echo "gpu_serving: no wheels in $WHEELS: run 'bash benchmarks/gpu_serving.sh wheels'" \
+            "first (here, where PyPI is reachable), and carry $WHEELS to the GPU machine"
+        exit 2
+    fi
     OUT="${OUT:-$PWD/gpu-out}"
     mkdir -p "$OUT"
-    site="$(mktemp -d)/site"
+    installed="$(mktemp -d)"
+    trap 'rm -rf "$installed"' EXIT
+    site="$installed/site"
     python3 -m pip install --quiet --no-index --find-links "$WHEELS" --target "$site" \
         "${PACKAGES[@]}" || { echo "installing the carried wheels failed"; exit 2; }
     export PYTHONPATH="$PWD:$site" HF_HUB_OFFLINE=1

@@ -612,6 +612,20 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+
+def _rows(parser: argparse.ArgumentParser, path: str) -> list[dict]:
+    """The rows of a run written with --json, or a usage error naming the file (a file
+    missing, or not such a run, was a traceback)."""
+    try:
+        rows = json.loads(Path(path).read_text(encoding="utf-8"))["rows"]
+    except OSError as exc:
+        parser.error(f"--table {path}: {exc.strerror or exc}")
+    except (ValueError, LookupError, TypeError):
+        parser.error(f"--table {path}: not a run this script wrote with --json")
+    if not isinstance(rows, list):
+        parser.error(f"--table {path}: not a run this script wrote with --json")
+    return rows
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     names = list(cases())
@@ -625,8 +639,7 @@ def main() -> None:
                         help="instead: the summary of runs written with --json")
     args = parse_script_arguments(parser)
     if args.table:
-        print(summary([row for path in args.table
-                       for row in json.loads(Path(path).read_text())["rows"]]))
+        print(summary([row for path in args.table for row in _rows(parser, path)]))
         return
     chosen = [n for n in names
               if any(n == c or (c not in names and n.startswith(c)) for c in args.cases)]

@@ -560,6 +560,8 @@ def main() -> None:
     if unknown:  # `contextcache` ran 0 cases, and "0 failed" read as a pass
         parser.error(f"--only names no setting: {', '.join(unknown)} (camelCase, as the "
                      "README's table spells them)")
+    if args.sets == []:  # `--sets` alone: no set, 0 cases, exit 0
+        parser.error("--sets names no set: edges, odd, options or loads")
     tmp = Path(tempfile.mkdtemp(prefix="settings-edges-"))
     try:
         sys.exit(_sweep(args, tmp))
@@ -579,9 +581,15 @@ def _sweep(args: argparse.Namespace, tmp: Path) -> int:
     cases = [case for name in args.sets for case in sets[name]()]
     if args.only:
         cases = [c for c in cases if c.values.keys() & set(args.only)]
-    sweep = SharedSweep(model, 60) if args.tcp else Sweep(model, 60)
     if args.tcp:
         cases = [c for c in cases if c.as_options or not LOADS & c.values.keys()]
+    if not cases:  # `--sets loads --tcp`: "0 cases, 0 failed" read as a pass
+        print(f"settings_edges.py: no case to run: --sets {' '.join(args.sets)}"
+              + (f" --only {' '.join(args.only)}" if args.only else "")
+              + (" --tcp (a load needs a server of its own)" if args.tcp else ""),
+              file=sys.stderr)
+        return 2
+    sweep = SharedSweep(model, 60) if args.tcp else Sweep(model, 60)
     outcomes = []
     began = time.monotonic()
     for k, case in enumerate(cases, 1):

@@ -75,6 +75,11 @@ def test_a_setting_the_server_would_refuse_is_a_usage_error_before_any_server(
     ("lsp_latency", ["--fills", "0"], "--fills: 0 is not a positive number"),
     ("ghost_text", ["--requests", "-1"], "--requests: -1 is not a positive number"),
     ("validation_large", ["--mb", "0"], "--mb: a number above 0, got '0'"),
+    ("fill_stages", ["--batch-rows", "-1"], "batchRows is an integer from 0 to 256"),
+    ("pathological_documents", ["--table", "/nonexistent/x.json"],
+     "--table /nonexistent/x.json: No such file or directory"),
+    ("pathological_documents", ["--table", "README.md"],
+     "--table README.md: not a run this script wrote with --json"),
 ])
 def test_a_script_refuses_what_it_could_not_use_before_it_runs(name, argv, told, monkeypatch,
                                                                capsys):
@@ -350,8 +355,11 @@ def _gpu_serving_run(tmp_path, python3: str, timeout: str = 'shift; exec "$@"', 
     for name, body in (("python3", python3), ("timeout", timeout)):
         (stand_ins / name).write_text(f"#!/bin/sh\n{body}\n")
         (stand_ins / name).chmod(0o755)
+    wheels = tmp_path / "wheels"  # a wheel of the `wheels` step (the stand-in installs)
+    wheels.mkdir(exist_ok=True)
+    (wheels / "pygls-2.1.1-py3-none-any.whl").write_bytes(b"")
     env = {**os.environ, "PATH": f"{stand_ins}:/usr/bin:/bin", "OUT": str(tmp_path / "out"),
-           **env}
+           "DEVICE_WHEELS": str(wheels), **env}
     return subprocess.run(["bash", str(BENCHMARKS / "gpu_serving.sh"), "run"], env=env,
                           capture_output=True, text=True, timeout=60)
 
@@ -373,6 +381,16 @@ def test_gpu_serving_names_a_part_that_failed_with_its_status_and_exits_1(tmp_pa
     assert done.returncode == 1
     assert [line for line in done.stdout.splitlines() if line.startswith("gpu_serving:")] \
         == ["gpu_serving: benchmarks/checkpoints_gpu.py failed (exit 3)"]
+
+
+def test_gpu_serving_run_before_its_wheels_says_to_fetch_them_and_makes_nothing(tmp_path):
+    """pip said "No matching distribution found for pygls==2.1.1", not that the `wheels`
+    step had not run (or its folder was not carried), and each try left a folder in /tmp
+    and made gpu-out/."""
+    done = _gpu_serving_run(tmp_path, PART_ENDS_WELL, DEVICE_WHEELS=str(tmp_path / "none"))
+    assert done.returncode == 2
+    assert "run 'bash benchmarks/gpu_serving.sh wheels' first" in done.stdout
+    assert not (tmp_path / "out").exists()
 
 
 def test_gpu_serving_exits_0_saying_nothing_more_when_every_part_ends_well(tmp_path):
@@ -487,6 +505,8 @@ def test_line_starts_check_finds_a_person_s_line_barred_and_one_that_is_not():
 
 @pytest.mark.parametrize(("name", "argv", "says"), [
     ("settings_edges", ["--only", "contextcache"], "--only names no setting: contextcache"),
+    ("settings_edges", ["--sets"], "--sets names no set"),
+    ("settings_edges", ["--sets", "loads", "--tcp"], "no case to run: --sets loads --tcp"),
     ("shaping_round_trip", ["/no/such/folder"], "no such file or directory: /no/such/folder"),
     ("request_round_trip", ["fixtures", "--languages", "Pyton"], "no grammar for pyton"),
 ])
