@@ -561,15 +561,18 @@ def test_a_stopped_throughput_run_reports_the_fills_finished_before_the_signal(
 
 def test_the_sample_sheet_shows_each_task_with_reference_and_left_to_right(model_dir,
                                                                            tmp_path, capsys):
-    sheet = tmp_path / "samples.md"
+    sheet, report = tmp_path / "samples.md", tmp_path / "samples.json"
     assert main(["bench", "samples", "--model", str(model_dir), "--device", "cpu",
-                 "--limit", "2", "--steps", "2", "--out", str(sheet)]) == 0
+                 "--limit", "2", "--steps", "2", "--out", str(sheet), "--json",
+                 str(report)]) == 0
     text = sheet.read_text()
+    assert json.loads(report.read_text())
     for task in pass_at_1.load_tasks("single-line", limit=2):
         assert f"## {task.task_id}" in text and task.middle.strip() in text
     assert "| reference | 2/2 | 2/2 |" in text and "left-to-right (same model)" in text
-    progress = capsys.readouterr().err.splitlines()[-2]  # on stderr, the last before "wrote"
+    *_, progress, wrote = capsys.readouterr().err.splitlines()  # on stderr
     assert progress.startswith("samples: 2/2 tasks, ") and " diffusion fills pass, " in progress
+    assert wrote == f"wrote {sheet} and {report}"
 
 
 @pytest.mark.parametrize("bench", CURVES)

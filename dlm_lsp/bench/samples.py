@@ -255,9 +255,10 @@ def command(args: argparse.Namespace) -> int:
     with writing_reports(sheet.partial) as files:
         if args.out:
             files.text(args.out, text)
-            print(f"wrote {args.out}", file=sys.stderr)
         if args.json_out:
             files.json(args.json_out, sheet)
     if sheet.partial:
         raise Stopped(sheet.partial, files.said())
+    if files.written:  # each file ("wrote s.md" left the JSON beside it out)
+        print(f"wrote {' and '.join(files.written)}", file=sys.stderr)
     return 0
