@@ -59,6 +59,9 @@ def held_signals() -> Iterator[None]:
 
 # The hold a benchmark's stop began (`hold_until_reported`), until its report is written.
 _report_hold: _Hold | None = None
+# How many commands are under way (`terminate_as_interrupt`): only theirs hold, as only
+# they end the hold of a report that never came
+_commands = 0
 
 
 def hold_until_reported() -> None:
@@ -67,9 +70,13 @@ def hold_until_reported() -> None:
     go, `let_held_go`, once every file is whole), a second signal waits.  The files alone
     were held: a second Ctrl-C a few milliseconds after the first came while the report
     was tallied (the machine described, the source's revision read), and every finished
-    task was thrown away, "no report written"."""
+    task was thrown away, "no report written".  Only within a command
+    (`terminate_as_interrupt`), which ends a hold left open: a loop run on its own (a
+    test, a notebook calling a benchmark's function) left Ctrl-C and SIGTERM noted and
+    ignored for good."""
     global _report_hold
-    if _report_hold is None and threading.current_thread() is threading.main_thread():
+    if _report_hold is None and _commands \
+            and threading.current_thread() is threading.main_thread():
         _report_hold = _Hold()
 
 
@@ -88,24 +95,27 @@ def terminate_as_interrupt() -> Iterator[None]:
     meanwhile, as Ctrl-C does: the default handler killed a benchmark at once, leaving
     the sandboxed programs it had under way running and their folders in /tmp (and a
     benchmark script's servers running, its `finally` blocks skipped)."""
-    if threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        try:
-            yield
-        finally:
-            let_held_go(raise_held=False)
+    global _commands
+    if threading.current_thread() is not threading.main_thread():
+        yield
         return
+    _commands += 1
+    terminating = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
-    signal.signal(signal.SIGTERM, interrupt)
+    if terminating:
+        signal.signal(signal.SIGTERM, interrupt)
     try:
         yield
     finally:
+        _commands -= 1
         # a stopped benchmark's hold whose report never came (an error while tallying
         # it): the command ends on the first signal, the handlers as they were
-        let_held_go(raise_held=False)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if not _commands:
+            let_held_go(raise_held=False)
+        if terminating:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def signal_name(interrupt: KeyboardInterrupt) -> str:

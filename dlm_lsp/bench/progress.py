@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
-from dlm_lsp.held_signals import hold_until_reported, signal_name
+from dlm_lsp.held_signals import hold_until_reported, let_held_go, signal_name
 
 T = TypeVar("T")
 
@@ -147,12 +147,13 @@ class Stoppable:
             return False
         if not isinstance(error, KeyboardInterrupt):
             return False
+        hold_until_reported()  # a second signal waits until the report is written
         if self.on_stop is not None:
             self.on_stop()
         finished = self.finished()
-        if not finished:
+        if not finished:  # the first signal goes on; one since, with it
+            let_held_go(raise_held=False)
             return False
         self.partial = Partial(finished, self.progress.total, self.progress.unit,
                                signal_name(error))
-        hold_until_reported()  # a second signal waits until the report is written
         return True
