@@ -594,6 +594,34 @@ def test_without_fallback_a_fill_waits_for_a_busy_service_to_start_answering():
     assert (engine.fills, engine.retries) == (1, 0)
 
 
+def test_with_fallback_only_the_answer_s_start_is_bounded_not_the_fill():
+    """A fill's steps come as the service computes them: once its answer has started, a
+    slow one is waited for (`timeoutMs`), not taken for a hung service."""
+    def slow(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/x-ndjson")
+        handler.end_headers()
+        handler.wfile.flush()
+        time.sleep(0.6)
+        handler.wfile.write(RESULT)
+    httpd = serving([slow])
+    engine = client(httpd, remote_fallback=True, remote_connect_ms=200)
+    assert engine.infill(InfillRequest(TEXT, AT, AT)) == a_result()
+    assert (engine.fills, engine.fallbacks) == (1, 0)
+
+
+def test_with_fallback_a_kept_connection_gone_silent_is_replaced_not_the_service_left():
+    """A NAT or balancer that drops an idle keep-alive connection without a word leaves
+    it silent: the fill sent on it is sent again on a new one, and the service, which
+    answers there, is not taken for down (10 s of fills on the laptop's CPU)."""
+    httpd = keep_alive_serving([sized(RESULT), sized(RESULT, delay=3.0), sized(RESULT)])
+    engine = client(httpd, remote_fallback=True, remote_connect_ms=300, remote_retries=0)
+    engine.infill(InfillRequest(TEXT, AT, AT))
+    assert engine.infill(InfillRequest(TEXT, AT, AT)) == a_result()  # the pooled one: silent
+    assert (engine.fills, engine.fallbacks, engine.retries) == (2, 0, 0)
+    assert len(set(httpd.ports)) == 2
+
+
 def test_a_service_found_down_at_start_with_fallback_is_not_tried_by_the_first_fills(
         model_dir):
     """The start said "fills will run on the local engine until it answers", and the first

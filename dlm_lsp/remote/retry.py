@@ -400,12 +400,15 @@ class ServerBackend:
         keep = False
         # with a fallback to go to, the wait for the answer's start is bounded (`Unanswered`)
         start_s = self.config.remote_connect_ms / 1000 if self.config.remote_fallback else None
+        answering = False  # the answer's start came (a timeout after it is no `Unanswered`)
 
         def send() -> http.client.HTTPResponse:
+            nonlocal answering
             sock = conn.sock  # the response's, also where the connection lets it go (close)
             sock.settimeout(start_s)
             conn.request("POST", prefix + path, body, self._headers(accept))
             response = conn.getresponse()
+            answering = True
             sock.settimeout(None)  # the answer's lines come as the fill's steps do
             return response
         try:
@@ -413,7 +416,9 @@ class ServerBackend:
                 try:
                     try:
                         response = send()
-                    except (http.client.RemoteDisconnected, ConnectionError):
+                    # a pooled connection a NAT or balancer dropped while idle, without a
+                    # word, is silent until `start_s`: not the service found down
+                    except (http.client.RemoteDisconnected, ConnectionError, TimeoutError):
                         if pooled is None or watch.stopped:
                             raise
                         conn.close()  # gone while idle: a fresh connection, same watch
@@ -430,7 +435,8 @@ class ServerBackend:
                         raise Cancelled() from exc
                     if isinstance(exc, BackendError):
                         raise
-                    if isinstance(exc, TimeoutError):  # only while `start_s` bounds a read
+                    if isinstance(exc, TimeoutError) and start_s is not None \
+                            and not answering:  # (TCP's own ETIMEDOUT is one too: `Lost`)
                         raise Unanswered(
                             f"{self._at()} took the fill and did not start answering within "
                             f"{self.config.remote_connect_ms} ms (remoteConnectMs): hung, or "
