@@ -1405,6 +1405,20 @@ dlm.setup({{ cmd = vim.lsp.rpc.connect('127.0.0.1', {port}), settings = {{ model
         server.close()
 
 
+def test_checkhealth_of_a_function_cmd_that_reaches_no_server_asks_where_it_connects(
+        tmp_path, model_dir):
+    """It advised "run the server command in a terminal": a connection has none."""
+    from rpc import free_port
+
+    result = run_nvim(tmp_path, model_dir, f"""
+require('dlm.health').timeout_ms = 2000
+dlm.setup({{ cmd = vim.lsp.rpc.connect('127.0.0.1', {free_port()}), notify = false }})
+""" + _CHECKHEALTH.replace("text:find('model', 1, true)", "text:find('ERROR', 1, true)"))
+    report = " ".join(" ".join(result["report"]).split())
+    assert "did not answer `initialize`" in report, report
+    assert "listening where `cmd` connects" in report and "terminal" not in report, report
+
+
 def test_checkhealth_advises_the_quick_start_install_torch_first_when_the_server_is_missing(
         tmp_path, model_dir):
     """It advised `pip install -e /path/to/dlm-lsp`, which on a venv without torch pulls
@@ -2431,6 +2445,13 @@ def test_the_suggest_key_asks_at_once_even_while_suggestions_are_paused(tmp_path
         nvim.send("<Tab>")
         nvim.wait_for(f"not {VISIBLE}")
         lines = json.loads(nvim.expr("json_encode(getline(10, 10 + 8))"))
+        # a change with the cursor still (the next line joined): no longer its place, and
+        # no longer drawn, paused or not (it stayed, and <Tab> typed a tab beside it)
+        nvim.send("<M-\\>")
+        nvim.wait_for(VISIBLE)
+        nvim.send("<Del>")
+        nvim.wait_for(f"#vim.api.nvim_buf_get_extmarks(0, {GHOST}.namespace, 0, -1, {{}}) == 0",
+                      timeout=2)
     finally:
         nvim.close()
     assert unasked is False

@@ -317,10 +317,13 @@ end
 --- Debounce: (re)start the buffer's timer; only the last keystroke of a burst asks.
 function M.schedule(client, buf, opts)
   local state = buffers[buf]
-  if not state or M.paused then
+  if not state then
     return
   end
-  M.clear(buf)
+  M.clear(buf) -- also while paused: the suggest key's, for text that has changed
+  if M.paused then
+    return
+  end
   -- where and when it was asked for: a cursor moved afterwards without typing (an arrow
   -- key, a click) takes it back, or it asked, once the wait was over, at a place where
   -- nothing was typed (`scheduled_moved`)
@@ -661,8 +664,8 @@ end
 function M.suggest_or_feed(key)
   local buf = api.nvim_get_current_buf()
   local state = buffers[buf]
-  if not state or state.client:is_stopped() or vim.fn.pumvisible() == 1 then
-    return key
+  if not state or state.client:is_stopped() or completing(state.client, buf) then
+    return key -- a menu open or a completion on its way: the key is theirs
   end
   pending = function() -- as act_or_feed's: ahead of the keys typed after it
     M.clear(buf, true)

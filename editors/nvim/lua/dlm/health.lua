@@ -167,6 +167,10 @@ local function get_client(errors)
     health.error('the server did not answer `initialize`', dlm.config.server and {
       'a shared server refuses a client without its token (setup{ token = ... } or '
         .. '$DLM_LSP_TCP_TOKEN) and clients past its --max-clients; its terminal says which',
+    } or type(dlm.config.cmd) == 'function' and {
+      -- no command to run: a connection (vim.lsp.rpc.connect) to nothing that answers
+      'is a dlm-lsp server (`dlm-lsp --tcp HOST:PORT`) listening where `cmd` connects? '
+        .. ':LspLog says what the connection met',
     } or 'run the server command in a terminal to see why')
     client:stop(true)
     return nil
