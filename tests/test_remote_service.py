@@ -329,6 +329,25 @@ def test_replicas_take_one_gpu_each_and_autoscale_between_the_configured_bounds(
     assert shared["ray_actor_options"]["num_gpus"] == 0.5
 
 
+def test_replicas_the_cluster_has_no_room_for_are_said_before_the_start_waits_for_them():
+    """`--replicas 4` on a one-GPU box started one and said "still starting" every 30 s,
+    without a word of why."""
+    from dlm_lsp.remote.service import ServiceConfig, deployment_options, shortfall
+
+    on_one_gpu = deployment_options(ServiceConfig(replicas=4), cluster_gpus=1)
+    assert shortfall(on_one_gpu, {"GPU": 1.0, "CPU": 16.0}) == (
+        "4 replicas ask for 4 GPUs (1 each) and the cluster has 1: 1 can start, and the "
+        "start waits for the others until the cluster has room (fewer --replicas, or a "
+        "smaller --gpus-per-replica)")
+    on_cpus = deployment_options(ServiceConfig(replicas=3, cpus_per_replica=1.0),
+                                 cluster_gpus=0)
+    assert "3 replicas ask for 3 CPUs (1 each) and the cluster has 2: 2 can start" in (
+        shortfall(on_cpus, {"CPU": 2.0}))
+    assert shortfall(on_one_gpu, {"GPU": 4.0, "CPU": 16.0}) is None
+    scaling = deployment_options(ServiceConfig(min_replicas=2, max_replicas=8), cluster_gpus=2)
+    assert shortfall(scaling, {"GPU": 2.0, "CPU": 16.0}) is None  # only the first 2 start
+
+
 @pytest.mark.parametrize(("environ", "variables"), [
     ({}, {"MALLOC_ARENA_MAX": "2"}),
     ({"MALLOC_ARENA_MAX": "8"}, None),

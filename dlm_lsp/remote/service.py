@@ -315,6 +315,24 @@ def deployment_options(cfg: ServiceConfig, cluster_gpus: float,
     return options
 
 
+def shortfall(options: dict[str, Any], resources: Mapping[str, float]) -> str | None:
+    """What the replicas started at once (`deployment_options`) ask of the cluster beyond
+    its `resources`, in words; None where they fit.  Ray Serve starts those that fit and
+    waits for the cluster to grow for the rest: `--replicas 4` (the README's example) on
+    a one-GPU box said only "still starting" every 30 s, for ever."""
+    actor = options["ray_actor_options"]
+    count = options.get("num_replicas") or options["autoscaling_config"]["initial_replicas"]
+    for resource, each, option in (("GPU", actor.get("num_gpus") or 0, "--gpus-per-replica"),
+                                   ("CPU", actor.get("num_cpus") or 0, "--cpus-per-replica")):
+        have = resources.get(resource, 0)
+        if each and count * each > have:
+            return (f"{count} replicas ask for {count * each:g} {resource}s ({each:g} each) "
+                    f"and the cluster has {have:g}: {int(have // each)} can start, and the "
+                    "start waits for the others until the cluster has room (fewer "
+                    f"--replicas, or a smaller {option})")
+    return None
+
+
 class _OwnSignals(logging.Filter):
     """Ray's warning that it set no SIGTERM handler, started off the main thread: the
     command's own handles SIGTERM (startup.py), so the warning only puzzled the user."""
@@ -383,7 +401,11 @@ def deploy(cfg: ServiceConfig) -> str:
                         f"{cfg.address} (another serve-remote?): it is left as it is; "
                         f"{ONE_SERVICE}")
     OURS.add(cfg.name)  # from here on, what `let_go` takes down is this command's
-    options = deployment_options(cfg, ray.cluster_resources().get("GPU", 0))
+    resources = ray.cluster_resources()
+    options = deployment_options(cfg, resources.get("GPU", 0))
+    short = shortfall(options, resources)
+    if short is not None:
+        print(f"warning: {short}", file=sys.stderr, flush=True)
     create_board(cfg.name)  # before the replicas, which only look it up
     try:
         serve.run(EngineReplica.options(**options).bind(asdict(cfg)), name=cfg.name,
