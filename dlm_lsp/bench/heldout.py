@@ -224,8 +224,10 @@ def to_markdown(report: HeldoutReport) -> str:
     return (f"{stopped}Held-out standard-library lines, model {report.model} ({report.precision}); "
             f"{machine_line(report.machine)}; {report.machine['date']}, code "
             f"{code_label(report.revision)}"
-            + (f"; the lines of {report.trained_skipped} held-out file(s) left out, the "
-               "model trained on their text or a near-copy of it" if report.trained_skipped
+            # of the files counted in the table's `files` (which read as all sampled)
+            + (f"; the lines of {report.trained_skipped} of these {report.files} held-out "
+               "file(s) left out, the model trained on their text or a near-copy of it"
+               if report.trained_skipped
                else "")
             + (f"; {lacking(report.stdlib_lacks)}" if report.stdlib_lacks else "")
             + f"\n\n{TABLE_HEAD}\n{table_row(report)}\n")
