@@ -610,7 +610,7 @@ def test_a_second_service_of_another_name_says_the_cluster_serves_one(monkeypatc
                                 'deploy application "second".')
     monkeypatch.setattr(service.ray, "is_initialized", lambda: True)
     monkeypatch.setattr(service.ray, "shutdown", lambda: done.append("shutdown"))
-    monkeypatch.setattr(service.ray, "cluster_resources", lambda: {})
+    monkeypatch.setattr(service.ray, "cluster_resources", lambda: {"CPU": 2.0})
     monkeypatch.setattr(service.ray, "kill", lambda actor: done.append(f"kill {actor}"))
     monkeypatch.setattr(service, "find_board", lambda name: f"board of {name}")
     monkeypatch.setattr(service.serve, "start", lambda **kwargs: None)
