@@ -784,19 +784,17 @@ def test_the_editor_is_told_when_the_service_is_unreachable(model_dir: Path):
 def served_by_a_hung_service(model_dir: Path) -> Iterator[ServerProcess]:
     """A server whose remote service took the connection and never answers (a status of
     it waits up to 2 s), once it has told the user so at start-up."""
-    hung = socket.socket()
-    hung.bind(("127.0.0.1", 0))
-    hung.listen(16)  # connections are taken by the kernel and never answered
-    server = ServerProcess()
-    try:
-        server.client.initialize({"model": str(model_dir), "backend": "remote",
-                                  "remoteUrl": f"http://127.0.0.1:{hung.getsockname()[1]}",
-                                  "remoteRetries": 0})
-        server.client.wait(lambda _: [m for m in server.client.shown() if "did not answer" in m])
-        yield server
-    finally:
-        server.close()
-        hung.close()
+    with _hung() as port:
+        server = ServerProcess()
+        try:
+            server.client.initialize({"model": str(model_dir), "backend": "remote",
+                                      "remoteUrl": f"http://127.0.0.1:{port}",
+                                      "remoteRetries": 0})
+            server.client.wait(lambda _: [m for m in server.client.shown()
+                                          if "did not answer" in m])
+            yield server
+        finally:
+            server.close()
 
 
 def test_the_status_of_a_service_that_does_not_answer_holds_up_no_other_message(model_dir):
