@@ -58,21 +58,24 @@ EXTRA_ROWS = 6  # published embeddings have more rows than the tokenizer has ids
 # --- building the checkpoints -----------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def bpe():
-    """A byte-level BPE with Qwen2's pre-tokenizer, trained on a little Python."""
+def _train_bpe(text: str):
+    """A byte-level BPE with Qwen2's pre-tokenizer, trained on `text`."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     proto = transformers.Qwen2Tokenizer().backend_tokenizer
     backend = Tokenizer(models.BPE())
     backend.normalizer, backend.pre_tokenizer = proto.normalizer, proto.pre_tokenizer
     backend.decoder = proto.decoder
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    text = (stdlib / "textwrap.py").read_text()
     backend.train_from_iterator([text], trainers.BpeTrainer(
         vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False))
     return backend
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    """Trained on a little Python."""
+    return _train_bpe((Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text())
 
 
 def _tokenizer_files(bpe, family: str, out: Path, slow: bool) -> dict[str, int]:
@@ -431,6 +434,25 @@ def test_the_slow_tokenizer_encodes_like_the_fast_one(bpe, checkpoints, tmp_path
     assert slow.token_id("<|mask|>") == fast.token_id("<|mask|>")
 
 
+def test_merges_that_begin_with_a_hash_are_merges_not_comments(tmp_path):
+    """merges.txt's first line, `#version: ...`, is its header, and nothing else there is a
+    comment: Qwen2's own has `# #` (`##`) and `# include` among its merges.  Every line
+    beginning with `#` was skipped, and a Dream checkpoint's slow tokenizer split
+    `#include` into `#`, `in`, `cl`, `ude` where the published one reads one token."""
+    bpe = _train_bpe("#include <stdio.h>\n## Heading\n#define X 1\n" * 50)
+    slow_dir, fast_dir = tmp_path / "slow", tmp_path / "fast"
+    for folder, slow in ((slow_dir, True), (fast_dir, False)):
+        folder.mkdir()
+        _tokenizer_files(bpe, "dream", folder, slow=slow)
+    merges = (slow_dir / "merges.txt").read_text().splitlines()
+    assert merges[0].startswith("#version") and any(m.startswith("#") for m in merges[1:])
+    slow = Checkpoint(slow_dir, {}).load_tokenizer()
+    fast = Checkpoint(fast_dir, {}).load_tokenizer()
+    for text in ("#include <stdio.h>", "## Heading", "#define X 1"):
+        assert slow.encode(text) == fast.encode(text), text
+    assert len(slow.encode("#include")) == 1
+
+
 # --- through the engine -----------------------------------------------------------------------
 
 
@@ -665,6 +687,40 @@ def test_with_the_checkpoints_own_code_allowed_the_check_looks_for_that_code(
     assert inspect(str(bare)).problems == []
 
 
+def test_a_load_with_its_own_code_allowed_says_which_of_its_code_is_missing(
+        checkpoints, tmp_path, monkeypatch):
+    """As `models check` does: transformers' own error named a hub URL made of the
+    local folder's path."""
+    monkeypatch.setenv("DLM_LSP_TRUST_REMOTE_CODE", "1")
+    bare = _copy(checkpoints, "dream", tmp_path)
+    with pytest.raises(ModelLoadError, match=r"lacks configuration_dream\.py, modeling_dream"
+                       r"\.py, the code its config\.json's auto_map names"):
+        load_model(str(bare), "cpu")
+
+
+def test_a_hub_download_fetches_python_files_only_for_a_load_that_runs_them(
+        checkpoints, tmp_path, monkeypatch):
+    """The download left out every `*.py`, so with DLM_LSP_TRUST_REMOTE_CODE set a hub
+    id could never load with its own code; without it, no Python file comes."""
+    import huggingface_hub
+
+    asked: list[list[str]] = []
+
+    def snapshot(repo_id, allow_patterns, local_files_only):
+        asked.append(allow_patterns)
+        return str(checkpoints["dream"])
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot)
+    monkeypatch.chdir(tmp_path)  # no folder of the hub id's name
+    monkeypatch.delenv("DLM_LSP_TRUST_REMOTE_CODE", raising=False)
+    load_model("Dream-org/Dream-v0-Base-7B", "cpu")
+    monkeypatch.setenv("DLM_LSP_TRUST_REMOTE_CODE", "1")
+    with pytest.raises(ModelLoadError, match="lacks configuration_dream.py"):
+        load_model("Dream-org/Dream-v0-Base-7B", "cpu")  # the stand-in has no code
+    assert not any(p.endswith(".py") for p in asked[0]) and "*.safetensors" in asked[0]
+    assert asked[1] == [*asked[0], "*.py"]
+
+
 def test_a_hub_id_offline_says_where_to_put_the_files(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -870,7 +926,25 @@ def test_models_check_of_our_model_with_an_unknown_family_names_the_known_ones(c
     from dlm_lsp.models import DEFAULT_MODEL_DIR
 
     assert models_main(["check", str(DEFAULT_MODEL_DIR), "--family", "drem"]) == 1
-    assert "problem: unknown model family 'drem'; known: dream" in capsys.readouterr().err
+    assert "problem: unknown model family 'drem'; known: dlm-tiny, dream" in \
+        capsys.readouterr().err
+
+
+def test_a_checkpoint_of_no_known_family_is_told_to_name_one_even_with_its_own_code(
+        checkpoints, tmp_path, monkeypatch):
+    """The error pointed to DLM_LSP_TRUST_REMOTE_CODE alone, and with it set the load
+    failed the same way: the family's conventions (mask, span end) still have to be
+    known, so the family must be named."""
+    other = _copy(checkpoints, "dream", tmp_path)
+    config = json.loads((other / "config.json").read_text())
+    config |= {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}
+    (other / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("DLM_LSP_TRUST_REMOTE_CODE", "1")
+    with pytest.raises(ModelLoadError) as caught:
+        load_model(str(other), "cpu")
+    assert "is not a known family; supported: dlm-tiny, dream" in str(caught.value)
+    assert "name that family ('dream:DIR'), and set DLM_LSP_TRUST_REMOTE_CODE=1 as well " \
+        "where only its own code builds it" in str(caught.value)
 
 
 def test_loading_our_model_as_a_published_family_says_it_is_not_one():

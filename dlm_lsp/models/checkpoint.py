@@ -40,8 +40,10 @@ GENERATION_CONFIG_FILE = "generation_config.json"
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 VOCAB_FILE, MERGES_FILE, ADDED_TOKENS_FILE = "vocab.json", "merges.txt", "added_tokens.json"
-# what a hub download fetches: never Python files, never pickled weights
+# what a hub download fetches: never pickled weights, and Python files only for a load
+# that runs the checkpoint's own code (`download_patterns`)
 DOWNLOAD_PATTERNS = ["*.json", "*.safetensors", MERGES_FILE]
+REMOTE_CODE_ENV = "DLM_LSP_TRUST_REMOTE_CODE"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 MODELS_HOME = Path("~/models")  # where error messages suggest putting a downloaded checkpoint
 
@@ -170,7 +172,10 @@ class Checkpoint:
                                  ) from exc
         vocab = _read_json(self.path / VOCAB_FILE)
         lines = (self.path / MERGES_FILE).read_text(encoding="utf-8").splitlines()
-        merges = [tuple(line.split(" ")) for line in lines if line and not line.startswith("#")]
+        # only the `#version` header is not a merge: Qwen2's merges include `# #` (`##`)
+        # and `# include`, and skipping every `#` line split `#include` in four
+        merges = [tuple(line.split(" ")) for line in lines
+                  if line and not line.startswith("#version")]
         if any(len(pair) != 2 for pair in merges):
             raise ModelLoadError(f"{self.path / MERGES_FILE} has a line that is not a pair")
         backend = Qwen2Tokenizer(vocab=vocab, merges=merges).backend_tokenizer
@@ -294,6 +299,18 @@ def local_directory(spec: str) -> Path | None:
     return path if path.is_dir() else cached_snapshot(spec)
 
 
+def remote_code_allowed() -> bool:
+    """Whether the user turned on the checkpoint's own code (DLM_LSP_TRUST_REMOTE_CODE=1)."""
+    return os.environ.get(REMOTE_CODE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def download_patterns() -> list[str]:
+    """The files a hub download fetches: the JSON, safetensors and merges the native
+    loader reads, and with DLM_LSP_TRUST_REMOTE_CODE set the `*.py` the checkpoint's own
+    code is in, which that load runs (without them it could not build the model)."""
+    return [*DOWNLOAD_PATTERNS, "*.py"] if remote_code_allowed() else list(DOWNLOAD_PATTERNS)
+
+
 def _download(repo_id: str) -> Path:
     """A hub checkpoint's local snapshot (the cache only, when offline); the error of one
     that cannot be had says both readings of the spec, a path and a hub id."""
@@ -309,7 +326,7 @@ def _download(repo_id: str) -> Path:
                              f"'.[hf]'). {how}") from exc
     offline = _offline()
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=DOWNLOAD_PATTERNS,
+        return Path(snapshot_download(repo_id, allow_patterns=download_patterns(),
                                       local_files_only=offline))
     except Exception as exc:  # hub errors: offline, not found, gated, network
         where = "it is not in the local hub cache (offline: HF_HUB_OFFLINE=1)" if offline \

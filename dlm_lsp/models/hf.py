@@ -40,19 +40,17 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import re
 from pathlib import Path
 
 import torch
 
-from dlm_lsp.models.checkpoint import Checkpoint
+from dlm_lsp.models.checkpoint import REMOTE_CODE_ENV, Checkpoint, remote_code_allowed
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.registry import LLADA, LLAMA, Conventions, Family, conventions, detect
 from dlm_lsp.models.tiny import resolve_precision
 from dlm_lsp.models.tokenizer import Tokenizer
 
-REMOTE_CODE_ENV = "DLM_LSP_TRUST_REMOTE_CODE"
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 # LLaDA (modeling_llada.py, an OLMo descendant) -> transformers' LLaMA names
@@ -75,11 +73,6 @@ LLADA_REQUIRES = {"block_type": "llama", "layer_norm_type": "rms", "activation_t
                   "scale_logits": False, "input_emb_norm": False, "include_bias": False,
                   "include_qkv_bias": False, "layer_norm_with_affine": True,
                   "block_group_size": 1}
-
-
-def remote_code_allowed() -> bool:
-    """Whether the user turned on the checkpoint's own code (DLM_LSP_TRUST_REMOTE_CODE=1)."""
-    return os.environ.get(REMOTE_CODE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _transformers():
@@ -431,7 +424,12 @@ def _remote_module(checkpoint: Checkpoint, dtype: torch.dtype, device: torch.dev
 
     Built with `from_config` and filled here rather than by `from_pretrained`,
     whose transformers 5 loading rejects the 4.x-era classes these checkpoints
-    ship (seen with LLaDA's and Dream's code)."""
+    ship (seen with LLaDA's and Dream's code).  What `models check` finds missing
+    (`own_code_problems`: a download without its `*.py`) is said first, as there:
+    transformers' own error named a hub URL made of the local folder's path."""
+    problems = own_code_problems(checkpoint)
+    if problems:
+        raise ModelLoadError("; ".join(problems))
     tf = _transformers()
     auto_map = checkpoint.config.get("auto_map") or {}
     loader = tf.AutoModel if "AutoModel" in auto_map else tf.AutoModelForCausalLM

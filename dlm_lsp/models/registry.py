@@ -181,7 +181,7 @@ def family_named(name: str) -> Family:
     try:
         return _BY_ALIAS[name.lower()]
     except KeyError:
-        raise ModelLoadError(f"unknown model family {name!r}; known: "
+        raise ModelLoadError(f"unknown model family {name!r}; known: dlm-tiny, "
                              f"{', '.join(FAMILIES)}") from None
 
 
@@ -216,8 +216,10 @@ def detect(checkpoint: Checkpoint, tokenizer: Tokenizer) -> Family:
                              "model 'open-dcoder:DIR' or 'dream:DIR'")
     raise ModelLoadError(f"{checkpoint.path}: model_type {checkpoint.model_type!r} "
                          f"(architectures {archs}) is not a known family; supported: dlm-tiny, "
-                         f"{', '.join(FAMILIES)}. Name one ('dream:DIR') if it follows its "
-                         "conventions, or see DLM_LSP_TRUST_REMOTE_CODE in the README")
+                         f"{', '.join(FAMILIES)}. If it is a masked-diffusion model that "
+                         "follows one's conventions, name that family ('dream:DIR'), and set "
+                         "DLM_LSP_TRUST_REMOTE_CODE=1 as well where only its own code builds "
+                         "it (README: Use a published model)")
 
 
 @dataclass
