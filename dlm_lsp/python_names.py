@@ -10,7 +10,8 @@ its file around it: `benchmarks/names_check.py`).  A flagged fill is treated as 
 rejected one: repair re-masks the name and the left-to-right retry follows, as for a
 syntax error.
 
-A read (`ast.Name` loaded, starting inside the fill) is undefined when all hold:
+A read (`ast.Name` loaded, starting inside the fill, or a word the user began that the
+fill goes on with: `st` completed as `sth`) is undefined when all hold:
 
 * no scope around it binds the name, in the statements python_syntax parses around the
   span (its chunk): the function, lambda, comprehension or class it is in, any around
@@ -184,9 +185,12 @@ def node_offsets(source: str) -> Callable[..., int | None]:
     return offset
 
 
-def unbound_reads(tree: ast.Module, source: str, low: int, high: int) -> list[Read]:
+def unbound_reads(tree: ast.Module, source: str, low: int, high: int,
+                  written: bool = False) -> list[Read]:
     """The reads starting in source[low:high] that no scope of `tree` (parsed from
-    `source`) binds, builtins and dunders left out, in the order of the text."""
+    `source`) binds, builtins and dunders left out, in the order of the text; with
+    `written`, also those that start before `low` and go on into the range: the name
+    the user began to type, which a fill that completes it (`st` + `h`) writes too."""
     root = _Scope(None)
     reads: list[tuple[ast.Name, _Scope]] = []
     # names a `global` statement declares, in functions walked or not
@@ -203,7 +207,8 @@ def unbound_reads(tree: ast.Module, source: str, low: int, high: int) -> list[Re
                 or scope.binds(name)):
             continue
         at = offset(node)
-        if at is not None and low <= at < high:
+        if at is not None and (low <= at < high or written and at < low < at + len(name)
+                               and low < high):
             found.append(Read(at, at + len(name), name))
     return sorted(found)
 

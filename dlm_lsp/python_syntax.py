@@ -509,15 +509,16 @@ class PythonSyntax:
         if filled is None:
             return []
         reads = self._defined_nowhere(filled, start, end, shown, filled.low,
-                                      filled.low + len(fill))
+                                      filled.low + len(fill), written=True)
         return filled.in_document(reads)
 
     def _defined_nowhere(self, filled: _Filled, start: int, end: int, shown: str, low: int,
-                         high: int, calls: bool = False) -> list[Read]:
+                         high: int, calls: bool = False, written: bool = False) -> list[Read]:
         """The reads starting in filled.source[low:high] of names nothing defines (see
         python_names), in the source's offsets; with `calls`, also those of a function
-        the code around calls (one still to be written, for the names check)."""
-        reads = unbound_reads(filled.tree, filled.source, low, high)
+        the code around calls (one still to be written, for the names check); with
+        `written`, also a word begun before `low` that the range goes on with."""
+        reads = unbound_reads(filled.tree, filled.source, low, high, written)
         if not reads:
             return []
         chunk = filled.chunk

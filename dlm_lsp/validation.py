@@ -1130,7 +1130,8 @@ class ParsedDocument:
             ranges = [(found.start, found.end) for found in constant]
         else:
             return False
-        places = tuple(self._fill_end(start, fill[:at - start]) for at, _ in ranges)
+        # a name the user began before the span (`st` + `h`) is placed at the fill
+        places = tuple(self._fill_end(start, fill[:max(0, at - start)]) for at, _ in ranges)
         return Validation(True, False, self.language, places,
                           reason=f"{why}, {_at(*places[0])}", new_ranges=tuple(ranges),
                           names=names)

@@ -43,6 +43,20 @@ def test_a_fill_that_reads_a_name_nothing_defines_is_rejected_at_the_name() -> N
     assert "line 6, column 15" in result.reason
 
 
+def test_a_fill_that_completes_a_typed_word_into_a_name_nothing_defines_is_rejected() -> None:
+    """The word before the cursor is the fill's too: `st` completed with `h` reads `sth`,
+    a NameError, and it passed as valid (a completion item offered it) because the
+    name began before the fill."""
+    marked = "def f(n):\n    return n + st⟦⟧\n"
+    result = _fill(marked, "h")
+    assert result.valid is False and "'sth', defined nowhere" in result.reason
+    at = marked.index("st⟦")
+    assert result.new_ranges == ((at, at + len("sth")),)  # the head's token is re-masked too
+    assert "line 2, column 18" in result.reason  # where the fill begins
+    assert _fill(marked, "r(n)").valid  # `str(n)`: a builtin
+    assert _fill("def f(n, start):\n    return n + st⟦⟧\n", "art").valid
+
+
 @pytest.mark.parametrize("fill", [
     "result += sum(xs) * scale",  # a builtin, the function's parameters
     "result = os.path.join(xs)",  # an import; `path` and `join` are attributes
