@@ -64,7 +64,7 @@ from dlm_lsp.results import Candidate, InfillRequest
 from dlm_lsp.sampler import Denoised, SamplerConfig, denoise
 from dlm_lsp.sampler_settings import CANDIDATE_TEMPERATURE
 from dlm_lsp.serving import Target, WorkerClosed
-from dlm_lsp.span import SpanLayout, head_positions, past_head
+from dlm_lsp.span import SpanLayout, head_only_positions, past_head
 from dlm_lsp.syntax import free_lines
 from dlm_lsp.units import truncate_to_units
 from dlm_lsp.validation import (
@@ -375,14 +375,14 @@ class InfillRun:
 
     def used(self, ids: list[int]) -> int:
         """Span positions the fill really used: up to the first pad, less those that hold
-        the head's characters (that start inside it, as `span.head_positions` counts them).
-        The head's chain takes the positions the model chose for it, not its own
-        tokenization's (`layout.head_tokens`): with the shipped model an indentation of 20
-        spaces, one token of its own, took 14 (`\n       `, 12 single spaces, ` =`), and
-        the 13 more counted as the fill's."""
+        the head's characters only (`span.head_only_positions`; one that goes on past the
+        head writes the fill too).  The head's chain takes the positions the model chose
+        for it, not its own tokenization's (`layout.head_tokens`): with the shipped model
+        an indentation of 20 spaces, one token of its own, took 14 (`\n       `, 12 single
+        spaces, ` =`), and the 13 more counted as the fill's."""
         content = ids[:self.content_length(ids)]
-        return len(content) - head_positions(self.model.tokenizer, content, self.layout.head,
-                                             self.leave_out)
+        return len(content) - head_only_positions(self.model.tokenizer, content,
+                                                  self.layout.head, self.leave_out)
 
     @cached_property
     def leave_out(self) -> frozenset[str]:

@@ -197,6 +197,15 @@ def head_positions(tokenizer: Tokenizer, ids: list[int], head: str,
     return bisect.bisect_left(token_offsets(tokenizer, ids, leave_out)[:-1], len(head))
 
 
+def head_only_positions(tokenizer: Tokenizer, ids: list[int], head: str,
+                        leave_out: frozenset[str] = frozenset()) -> int:
+    """How many of `ids` hold nothing but the head's characters: those that end inside
+    it.  A token that finishes the head and goes on (` n` after the head ` `) is the
+    fill's too, where `head_positions` counts it as the head's (it must never be
+    masked); counted so, a fill of `n` after `return ` said it used no position."""
+    return bisect.bisect_right(token_offsets(tokenizer, ids, leave_out)[1:], len(head))
+
+
 class HeadChain:
     """Which tokens may continue the head, so that it is always reproduced exactly.
 

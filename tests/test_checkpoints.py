@@ -491,7 +491,9 @@ def test_a_span_the_model_ends_at_once_is_trimmed_to_nothing(checkpoints, family
     request = InfillRequest("a = 1\n\nb = 2\n", 6, 6, "python", "file:///t.py",
                             InfillOptions(length=5, steps=2, repair_rounds=0, fallback=False))
     best = engine.infill(request).candidates[0]
-    assert best.used == 0 and best.text.strip() == ""  # the borrowed line break comes back
+    # the borrowed line break comes back; the head's token may be `\n\n`, whose second
+    # line break is the fill's (used 1), trimmed as a blank
+    assert best.used <= 1 and best.text.strip() == ""
     if family == "dreamon":  # every end-of-text left the span: the head's token alone stays
         assert len(best.ids) == 1 and engine.model.pad_id not in best.ids
 
@@ -520,7 +522,8 @@ def test_eos_is_not_diffucoders_span_end(checkpoints):
     _always_predict(engine.model.module, eos)
     request = InfillRequest("a = 1\n\nb = 2\n", 6, 6, "python", "file:///t.py",
                             InfillOptions(length=5, steps=2, repair_rounds=0, fallback=False))
-    assert engine.infill(request).candidates[0].used == 5
+    best = engine.infill(request).candidates[0]
+    assert best.used >= 5 and best.ended is False  # eos ended nothing: every position used
 
 
 # --- broken, partial or foreign checkpoints ---------------------------------------------------

@@ -947,8 +947,9 @@ def test_a_fill_whose_worker_ends_before_it_takes_the_fill_goes_on_alone(
 def test_a_fill_is_ended_only_where_the_model_wrote_a_pad_before_its_span_ended(
         model_dir: Path, end: bool) -> None:
     """A fill at `ret|` (its head ` ret` takes span positions) that writes `x` in every
-    position was cut short by its span, however few tokens `used` counts beside the span's
-    length (`tokens`, the head's included): offers.py continues it once accepted."""
+    position was cut short by its span, and `ended` says so (offers.py continues it once
+    accepted): `used` is no sign of it where the head's chain took more positions than
+    the span's length counts.  Here the chain's ` return` writes `urn` too, the fill's."""
     from fakes import FakeModel
 
     eng = Engine(ServerConfig(model=str(model_dir), device="cpu", reuse_fills=False,
@@ -965,7 +966,8 @@ def test_a_fill_is_ended_only_where_the_model_wrote_a_pad_before_its_span_ended(
     eng._model = fake
     result = eng.infill(_request("y = ret|\n", length=4, steps=4))
     best = result.candidates[0]
-    assert best.ended is end and best.used < result.tokens
+    assert best.ended is end and best.text.startswith("urn")
+    assert best.used == (1 if end else result.tokens)  # ` return`, then `x` to the end
 
 
 def test_a_partial_rewrite_keeps_every_token_that_holds_the_head(model_dir: Path) -> None:

@@ -588,6 +588,31 @@ def test_used_counts_the_fill_s_tokens_however_many_the_head_took(tok, model_dir
     assert best.text.strip() == "xxx" and best.used == 3
 
 
+def test_used_counts_a_token_that_finishes_the_head_and_goes_on_as_the_fill_s(tok, model_dir):
+    """After `return ` the head is the space, and the model's first token ` n` spells it
+    and writes `n`: that position is the fill's too.  Counted as the head's (it starts
+    inside it), a fill of `n` reported `used` 0, as if nothing had been written."""
+    engine = Engine(ServerConfig(model=str(model_dir), device="cpu", validate=False))
+    text = "def f(n):\n    return \n"
+    spaced_n = tok.whole_texts.index(" n")
+    at: list[int] = []
+
+    def make(ids: torch.Tensor) -> torch.Tensor:
+        if not at:
+            at.append(int((ids[0] == engine.model.mask_id).nonzero()[0]))
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[..., engine.model.pad_id] = 5.0
+        logits[:, at[0], spaced_n] = 10.0
+        return logits
+
+    engine._model = FakeModel(tok, make)
+    at_cursor = text.index("return ") + len("return ")
+    result = engine.infill(InfillRequest(text, at_cursor, at_cursor, "python",
+                                         options=InfillOptions(length=4, steps=1)))
+    best = result.candidates[0]
+    assert best.ids[0] == spaced_n and best.text == "n" and best.used == 1
+
+
 CONTROL = st.fixed_dictionaries({
     "steps": st.integers(1, 40),
     "strategy": st.sampled_from(["confidence", "margin", "entropy", "random", "left-to-right"]),

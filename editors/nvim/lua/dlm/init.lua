@@ -842,7 +842,8 @@ function M.infill(buf, range, opts)
       notify(holes_filled(1, 1) .. '; u undoes it', vim.log.levels.WARN)
     else
       -- `used` leaves out the tokens that spell the text before the cursor, which the model
-      -- was given: a fill of `a` after `return ` read "filled 0 tokens"
+      -- was given: a fill of `a` after `return ` read "filled 0 tokens" from servers
+      -- before 2026-12-07, which counted its ` a` as the text's
       local tokens = s.used ~= 0 and s.used or nil
       local what = tokens and ('filled %d token%s'):format(tokens, tokens == 1 and '' or 's')
         or 'filled'
