@@ -535,12 +535,16 @@ class Denoising:
         self.b_step += 1
         if self.on_step is not None:
             self.on_step(self.steps, self.budget, span)
-        if (cfg.early_stop and not last and not grew
+        # the stops look past the block under way, over the whole span: a block's last step
+        # may end the loop too (skipped there, one-step blocks never stopped: `blockSize: 1`
+        # spent a step a position), not the run's last, which commits all that is left
+        final = last and self.block == len(self.plan) - 1
+        if (cfg.early_stop and not final and not grew
                 and self._stop_early(span, chosen, conf, remasked)):
             self.early_stopped = True
             self.block = len(self.plan)
             return
-        if cfg.stop_when_settled and not last and not grew and self._text_settled(span, probs):
+        if cfg.stop_when_settled and not final and not grew and self._text_settled(span, probs):
             # ended before its budget too: `fill` said "3 steps" of `--steps 16`, which read
             # as the option ignored, where the early stop's end said "(stopped early)"
             self.early_stopped = True

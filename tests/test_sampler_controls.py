@@ -337,6 +337,24 @@ def test_semi_autoregressive_blocks_finish_left_to_right(tok):
     assert all(len({p // 4 for p in x}) == 1 for x in new)
 
 
+@pytest.mark.parametrize("strategy", ["confidence", "left-to-right"])
+def test_one_step_blocks_still_stop_once_the_fill_has_ended(tok, strategy):
+    """`x` then the fill's end, in blocks of one position: once the end is committed no
+    later block can change the text.  The stops were skipped on every block's last
+    step, which a one-step block's only step is, so the loop ran all twelve blocks."""
+    lay = layout(tok, 12)
+    x, pad = tok.encode("x")[0], FakeModel(tok).pad_id
+
+    def make(ids: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(*ids.shape, tok.vocab_size)
+        logits[..., pad] = 10.0
+        logits[:, lay.span_start, x] = 20.0
+        return logits
+    out, _, model = watch(tok, make, lay, steps=4, block_size=1, strategy=strategy)
+    assert out.steps == 2 and out.early_stopped
+    assert out.span_ids[0].tolist() == [x] + [model.pad_id] * 11
+
+
 def test_blocks_share_the_budget_at_least_one_step_each():
     assert blocks(12, 6, 4) == [(0, 4, 2), (4, 8, 2), (8, 12, 2)]
     assert [k for _, _, k in blocks(10, 2, 3)] == [1, 1, 1, 1]
