@@ -237,6 +237,12 @@ class Range:
 
 MAX_SPAN_TOKENS = Range(1, 4096)  # the longest span a fill may write (maxSpanTokens)
 STEPS = Range(1, 4096)  # a step budget (steps and its per-kind settings, fill --steps)
+# Milliseconds, bounded so that every value is a time the clock can take: a latency target
+# of 400 digits was accepted, and every fill then failed in float(); a connection timeout
+# of 10**13 ms failed as an OverflowError, which the remote fallback did not catch.
+HOUR_MS, DAY_MS = 3_600_000, 86_400_000
+LATENCY_MS = (Range(0, HOUR_MS, above=True),
+              "a positive integer of milliseconds, at most 3600000 (an hour)")
 
 
 def url_problem(url: str) -> str | None:
@@ -288,12 +294,12 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "steps_rewrite": (STEPS, "an integer from 1 to 4096"),
     "top_p": (Range(0, 1, above=True), "a number above 0, at most 1"),
     "threshold": (Range(0, 1, above=True), "a probability above 0, at most 1"),
-    "max_per_step": (Range(1), "a positive integer"),
+    "max_per_step": (Range(1, 4096), "an integer from 1 to 4096"),
     "spacing": (Range(0, 64), "an integer from 0 to 64"),
     "remask": (Range(0, 1), "a number from 0 to 1"),
     "remask_below": (Range(0, 1), "a probability from 0 to 1"),
     "ltr_tokens": (Range(0, 4096), "an integer from 0 to 4096"),
-    "block_size": (Range(1), "a positive integer"),
+    "block_size": (Range(1, 4096), "an integer from 1 to 4096"),
     "early_stop_logprob": (Range(high=0), "a log-probability (<= 0)"),
     "strength": (Range(0, 1), "a number from 0 to 1"),
     "repair_rounds": (Range(0, 16), "an integer from 0 to 16"),
@@ -315,15 +321,16 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "single_line_tokens": (Range(1, 4096), "an integer from 1 to 4096"),
     "multi_line_tokens": (Range(1, 4096), "an integer from 1 to 4096"),
     "max_context_tokens": (Range(0, 1 << 20), "an integer from 0 to 1048576"),
-    "timeout_ms": (Range(0, above=True), "a positive integer (milliseconds)"),
+    "timeout_ms": (Range(0, DAY_MS, above=True),
+                   "a positive integer of milliseconds, at most 86400000 (a day)"),
     "batch_rows": (Range(0, 256), "an integer from 0 to 256"),
     "context_cache": (lambda v: isinstance(v, bool) or v == AUTO, 'true, false or "auto"'),
     "cache_refresh": (Range(1, 1024), "an integer from 1 to 1024"),
     "cache_window": (Range(0, 4096), "an integer from 0 to 4096"),
-    "latency_ms": (Range(0, above=True), "a positive integer (milliseconds)"),
-    "latency_ms_single_line": (Range(0, above=True), "a positive integer (milliseconds)"),
-    "latency_ms_multi_line": (Range(0, above=True), "a positive integer (milliseconds)"),
-    "latency_ms_rewrite": (Range(0, above=True), "a positive integer (milliseconds)"),
+    "latency_ms": LATENCY_MS,
+    "latency_ms_single_line": LATENCY_MS,
+    "latency_ms_multi_line": LATENCY_MS,
+    "latency_ms_rewrite": LATENCY_MS,
     # LSP breaks lines at "\r" too: a marker "\r" made every line end of a CRLF file a hole
     "hole_marker": (lambda v: matches("hole_marker", v),
                     "a string without a line break, not empty nor whitespace alone"),
@@ -336,7 +343,8 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     # it travels in an HTTP header, which holds visible ASCII: a "€" in it made every
     # fill fail as a broken connection, tried again
     "remote_token": (visible_ascii, "a string of visible ASCII characters without spaces"),
-    "remote_connect_ms": (Range(0, above=True), "a positive integer (milliseconds)"),
+    "remote_connect_ms": (Range(0, HOUR_MS, above=True),
+                          "a positive integer of milliseconds, at most 3600000 (an hour)"),
     "remote_retries": (Range(0, 10), "an integer from 0 to 10"),
 }
 

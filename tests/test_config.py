@@ -73,7 +73,7 @@ def test_wrong_type_keeps_the_default_and_names_the_setting() -> None:
     ({"remoteToken": 5}, "setting 'remoteToken' = (hidden) has the wrong type: it should be a "
                          "string of visible ASCII characters without spaces; default kept"),
     ({"timeoutMs": 1.5}, "setting 'timeoutMs' = 1.5 has the wrong type: it should be a positive "
-                         "integer (milliseconds); default kept"),
+                         "integer of milliseconds, at most 86400000 (a day); default kept"),
 ])
 def test_a_value_of_the_wrong_type_says_what_the_setting_accepts(data, problem) -> None:
     """"has the wrong type ('8')" left the user guessing what the right one is."""
@@ -111,12 +111,25 @@ def test_every_setting_says_what_it_accepts_when_given_the_wrong_type(field: str
 
 @pytest.mark.parametrize(("data", "words"), [
     ({"maxContextTokens": 2**21}, "an integer from 0 to 1048576"),  # said "non-negative"
-    ({"latencyMsSingleLine": 0}, "a positive integer (milliseconds)"),  # 150.5 is refused
-    ({"remoteConnectMs": -1}, "a positive integer (milliseconds)"),
+    ({"latencyMsSingleLine": 0}, "a positive integer of milliseconds, at most 3600000 (an "
+                                 "hour)"),  # 150.5 is refused
+    ({"remoteConnectMs": -1}, "a positive integer of milliseconds, at most 3600000 (an hour)"),
 ])
 def test_a_refused_value_is_told_the_range_that_is_really_accepted(data, words) -> None:
     _, [problem] = from_json(ServerConfig, data)
     assert f"should be {words}; default kept" in problem
+
+
+@pytest.mark.parametrize(("name", "largest"), [
+    ("latencyMs", 3_600_000), ("latencyMsRewrite", 3_600_000), ("timeoutMs", 86_400_000),
+    ("remoteConnectMs", 3_600_000), ("maxPerStep", 4096), ("blockSize", 4096)])
+def test_settings_that_had_no_upper_bound_have_one(name, largest) -> None:
+    """A latency target of 400 digits was accepted, and every fill then failed with an
+    OverflowError; a connection timeout of 10**13 ms raised one the remote fallback did
+    not catch.  Every number now has a largest value, which its message names."""
+    assert from_json(ServerConfig, {name: largest})[1] == []
+    _, [problem] = from_json(ServerConfig, {name: 10 ** 400})
+    assert f"at most {largest}" in problem or f"to {largest}" in problem
 
 
 def test_out_of_range_value_keeps_the_default_and_says_what_is_allowed() -> None:

@@ -31,8 +31,10 @@ from dlm_lsp.config import (
     STRATEGIES,
     InfillOptions,
     ServerConfig,
+    accepted,
     camel,
     from_json,
+    value_range,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,6 +220,22 @@ def test_the_controls_said_to_be_only_settings_or_only_request_options_are_so():
     options_only = listed_after("request options only:", section)
     assert settings_only and settings_only <= settings - options
     assert options_only == options - settings
+
+
+def test_the_configuration_gives_each_number_the_range_the_server_checks():
+    """The table gave defaults and meanings, no ranges: a user learnt that `candidates`
+    stops at 16 from the refusal.  The Ranges list says them in the words the refusal
+    uses, and follows the checks (`config.value_range`) as they change."""
+    section = " ".join(readme_section("Configuration").split())
+    listed = section.split("- **Ranges** of the numbers", 1)[1].split(". (Until", 1)[0]
+    listed = listed.split("): ", 1)[1].replace("\\*", "*")
+    said: dict[str, str] = {}
+    for group in listed.split("; "):
+        names, words = group.split(": ", 1)
+        said.update({name: words for name in re.findall(r"`(\w+)`", names)})
+    checked = {camel(field.name): accepted(field.name, None)
+               for field in dataclasses.fields(ServerConfig) if value_range(field.name)}
+    assert said == checked
 
 
 def test_every_control_the_denoising_section_names_is_both_a_setting_and_an_option():
