@@ -535,6 +535,33 @@ def _copy(checkpoints, family: str, tmp_path: Path) -> Path:
     return broken
 
 
+LFS_POINTER_TEXT = ("version https://git-lfs.github.com/spec/v1\noid sha256:"
+                    + "0" * 64 + "\nsize 15231272960\n")
+
+
+def test_a_checkpoint_cloned_without_git_lfs_is_told_to_pull_its_files(
+        checkpoints, model_dir, tmp_path, capsys):
+    """`git clone` of a hub repository without Git LFS leaves a pointer in place of each
+    large file: the load said "header too large (truncated or not safetensors?)"."""
+    cloned = _copy(checkpoints, "open-dcoder", tmp_path)
+    shards = sorted(p.name for p in cloned.glob("model-*.safetensors"))
+    for name in shards:
+        (cloned / name).write_text(LFS_POINTER_TEXT)
+    with pytest.raises(ModelLoadError) as caught:
+        load_model(str(cloned), "cpu")
+    assert str(caught.value) == (
+        f"{cloned}: {', '.join(shards)} are Git LFS pointers, not the files (cloned without "
+        f"Git LFS): run `git lfs pull` in {cloned}, or download the checkpoint with "
+        "`hf download`")
+    assert models_main(["check", str(cloned)]) == 1
+    assert "are Git LFS pointers" in capsys.readouterr().err
+    ours = tmp_path / "ours"
+    shutil.copytree(model_dir, ours)
+    (ours / "tokenizer.json").write_text(LFS_POINTER_TEXT)
+    with pytest.raises(ModelLoadError, match=r"tokenizer\.json is a Git LFS pointer"):
+        load_model(str(ours), "cpu")
+
+
 def test_a_missing_shard_is_named(checkpoints, tmp_path):
     broken = _copy(checkpoints, "open-dcoder", tmp_path)
     shard = sorted(broken.glob("model-*.safetensors"))[-1]
@@ -767,9 +794,10 @@ def test_a_hub_id_shaped_path_that_cannot_be_downloaded_says_both_readings(
 
 
 def test_a_relative_path_that_is_not_there_is_said_with_its_absolute_path(tmp_path):
-    assert _error_loading("./models/dreem", tmp_path).startswith(
+    assert _error_loading("./models/dreem", tmp_path) == (
         f"model './models/dreem' not found: {tmp_path / 'models' / 'dreem'} does not "
-        "exist. Use 'default'")
+        "exist. Use 'default', a model directory, FAMILY:DIR (dream:DIR) or a hub id "
+        "(owner/name).")
 
 
 # --- dlm-lsp models ---------------------------------------------------------------------------

@@ -80,6 +80,39 @@ def _read_json(path: Path, required: bool = False) -> dict:
     return data
 
 
+# The first line of a Git LFS pointer: what a repository cloned without Git LFS holds in
+# place of each large file (a hub checkpoint's safetensors, often its tokenizer.json)
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+LFS_POINTER_MAX = 1024  # a pointer is ~130 bytes; only files this small are read
+
+
+def lfs_pointers(path: Path) -> list[str]:
+    """The files of model directory `path` that are Git LFS pointers, not the files."""
+    found = []
+    for entry in sorted(path.iterdir()) if path.is_dir() else ():
+        try:
+            if entry.is_file() and entry.stat().st_size <= LFS_POINTER_MAX:
+                with entry.open("rb") as handle:
+                    if handle.read(len(LFS_POINTER)) == LFS_POINTER:
+                        found.append(entry.name)
+        except OSError:
+            continue
+    return found
+
+
+def check_not_lfs_pointers(path: Path) -> None:
+    """Refuse a directory cloned without Git LFS, naming its pointer files.  Their bytes
+    reached safetensors, whose "header too large" said nothing of the cause, or the
+    tokenizer's JSON reader."""
+    pointers = lfs_pointers(path)
+    if pointers:
+        listed = ", ".join(pointers[:4]) + (" ..." if len(pointers) > 4 else "")
+        are = "is a Git LFS pointer" if len(pointers) == 1 else "are Git LFS pointers"
+        raise ModelLoadError(f"{path}: {listed} {are}, not the files (cloned without Git "
+                             f"LFS): run `git lfs pull` in {path}, or download the "
+                             "checkpoint with `hf download`")
+
+
 def read_weight_map(path: Path) -> dict[str, str]:
     """The weight index's map of each tensor's name to its shard file, in the folder
     `path`, checked: `{"weight_map": 5}` was a traceback from `models check` and `fill`,
@@ -112,8 +145,10 @@ class Checkpoint:
 
     @classmethod
     def read(cls, path: str | Path) -> Checkpoint:
-        """Read the JSON files of `path` (config.json is required)."""
+        """Read the JSON files of `path` (config.json is required), in a directory that
+        holds its files, not Git LFS pointers to them."""
         path = Path(path)
+        check_not_lfs_pointers(path)
         return cls(path, _read_json(path / CONFIG_FILE, required=True),
                    _read_json(path / TOKENIZER_CONFIG_FILE),
                    _read_json(path / GENERATION_CONFIG_FILE))
@@ -271,7 +306,8 @@ def locate(spec: str) -> Path:
         return path
     if not is_hub_id(spec):
         raise ModelLoadError(f"model '{spec}' not found: {not_a_directory(spec)}. Use "
-                             "'default', a model directory or a hub id (owner/name).")
+                             "'default', a model directory, FAMILY:DIR (dream:DIR) or a hub id "
+                             "(owner/name).")
     return _download(spec)
 
 

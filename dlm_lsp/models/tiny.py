@@ -30,7 +30,13 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from dlm_lsp.config import PRECISIONS
-from dlm_lsp.models.checkpoint import INDEX_FILE, MODEL_TYPE, WEIGHTS_FILE, read_weight_map
+from dlm_lsp.models.checkpoint import (
+    INDEX_FILE,
+    MODEL_TYPE,
+    WEIGHTS_FILE,
+    check_not_lfs_pointers,
+    read_weight_map,
+)
 from dlm_lsp.models.graphs import Capture, GraphConfig, ShapeGraphs, cuda_capture
 from dlm_lsp.models.interface import ModelLoadError
 from dlm_lsp.models.tokenizer import MASK_TOKEN, PAD_TOKEN, Tokenizer
@@ -634,6 +640,7 @@ class TinyModel:
         with a clear ModelLoadError; on CUDA, steps replay as graphs unless `graphs`
         is False."""
         path = Path(directory)
+        check_not_lfs_pointers(path)  # a trained model kept in a Git LFS repository
         try:
             cfg = TinyConfig.from_dict(json.loads((path / "config.json").read_text()))
             # every file a partial copy lacks, named at once (tokenizers' error names no
