@@ -585,7 +585,10 @@ def _stopped(argv: list[str], interrupt: KeyboardInterrupt, began: float) -> int
     # nothing is written before a command's end: said, where the command writes (a run
     # stopped later, once training began, says what it saved itself)
     kept = ("; nothing saved" if argv[:1] == ["train"] else
-            "; the file left as it was" if argv[:1] == ["fill"] and "--write" in argv else "")
+            "; the file left as it was" if argv[:1] == ["fill"] and "--write" in argv else
+            # as a benchmark stopped in its run says it (`_bench`), also in the seconds
+            # of imports before that
+            "; no report written" if argv[:1] == ["bench"] else "")
     print(f"dlm-lsp{command}: stopped by {name} after {time.monotonic() - began:.0f}s{kept}",
           file=sys.stderr)
     return 128 + signal.Signals[name]

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -964,6 +965,22 @@ def test_ctrl_c_in_a_long_command_says_so_in_one_line_and_exits_130(
     assert holes.read_text() == "def f(x):\n    return <FILL>\n"
     # where the command writes, the line says that nothing was
     assert said.err.rstrip().endswith("s; the file left as it was") == ("--write" in argv)
+
+
+def test_a_benchmark_stopped_while_torch_loads_says_no_report_was_written(monkeypatch, capsys):
+    """A signal in the first seconds of `bench`, while torch and the benchmark's modules
+    import, stopped it before `_bench` took signals itself: its line lacked the "no
+    report written" a benchmark stopped a moment later says."""
+    import dlm_lsp.held_signals as held
+    from dlm_lsp.cli import main
+
+    def interrupted():
+        raise KeyboardInterrupt("SIGTERM")  # as the command line's SIGTERM handler raises
+    monkeypatch.setattr(held, "import_torch", interrupted)
+    assert main(["bench", "humaneval", "--limit", "1"]) == 143
+    said = capsys.readouterr().err
+    assert re.fullmatch(r"dlm-lsp bench humaneval: stopped by SIGTERM after \d+s; no report "
+                        r"written\n", said)
 
 
 @pytest.mark.parametrize(("argv", "where"), [
