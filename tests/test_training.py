@@ -1224,6 +1224,40 @@ def test_a_stopped_run_exits_128_plus_the_signal_after_saving(source_dir, tmp_pa
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+def test_a_closed_terminal_stops_the_run_as_sigterm_does_and_mutes_it(
+        source_dir, tmp_path, monkeypatch):
+    """SIGHUP (an ssh connection dropped under a run started without nohup) killed the
+    run, and what it had learnt since its last interim save was lost.  It is now a stop
+    like SIGTERM, exit 129, with the lines meant for the gone terminal sent nowhere."""
+    muted = []
+    monkeypatch.setattr(train_module, "mute_lost_terminal", lambda: muted.append(True))
+    _signal_in_step(monkeypatch, 2, signal.SIGHUP)
+    out = tmp_path / "hung-up"
+    assert main(_cli_args(source_dir, out)) == 128 + signal.SIGHUP
+    assert json.loads((out / "config.json").read_text())["training"]["interrupted"] == "SIGHUP"
+    assert muted == [True] and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+
+
+def test_a_closed_terminal_is_muted_and_a_pipe_is_not():
+    """After a hangup a write to the terminal fails (EIO), and the run's lines on its way
+    to the save would have ended it in an error; a pipe (`| tee log`) keeps its lines."""
+    import pty
+
+    terminal, gone = pty.openpty()
+    os.close(terminal)  # the terminal's side closes: the kernel hangs the other up
+    with pytest.raises(OSError):
+        os.write(gone, b"x")
+    read, write = os.pipe()
+    try:
+        train_module.mute_lost_terminal((gone, write))
+        assert os.write(gone, b"step 3\n") == 7  # into /dev/null
+        os.write(write, b"kept")
+        assert os.read(read, 4) == b"kept"
+    finally:
+        for fd in (gone, read, write):
+            os.close(fd)
+
+
 def test_a_second_ctrl_c_quits_without_saving_in_one_line(source_dir, tmp_path,
                                                           monkeypatch, capsys):
     """The way out of a run started by mistake (say, over the shipped model): a second

@@ -421,7 +421,8 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Start]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run, print a summary, and exit 0 only when the output loads and fits and the run
-    was not stopped by a signal (SIGINT, SIGTERM: it then saves what it has, exit 128 + N)."""
+    was not stopped by a signal (SIGINT, SIGTERM, SIGHUP: it then saves what it has, exit
+    128 + N)."""
     started, began = time.monotonic(), time.time()
     args = parse_arguments(build_parser(), argv)
     try:

@@ -26,6 +26,7 @@ import math
 import os
 import re
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -651,8 +652,24 @@ def stopping_signal(interrupt: KeyboardInterrupt) -> signal.Signals:
     return signal.Signals[signal_name(interrupt)]
 
 
+def mute_lost_terminal(fds: tuple[int, ...] = (1, 2)) -> None:
+    """Send what `fds` (stdout, stderr) would print to a terminal, gone once SIGHUP says it
+    closed, to /dev/null: a write there fails (EIO), and the run's lines on its way to the
+    save would end it in an error instead.  A file or a pipe keeps its output.  A closed
+    terminal is no longer a tty to `isatty`, but still a character device."""
+    for fd in fds:
+        try:
+            if stat.S_ISCHR(os.fstat(fd).st_mode):
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, fd)
+                os.close(null)
+        except OSError:
+            continue
+
+
 class _StopSignals:
-    """SIGINT (Ctrl-C) and SIGTERM during training end it early, as the clock would.
+    """SIGINT (Ctrl-C), SIGTERM and SIGHUP during training end it early, as the clock
+    would.
 
     A twenty-minute run stopped with Ctrl-C used to end in a traceback with nothing
     saved: what it had learnt is worth keeping, so the first signal lets the current
@@ -669,7 +686,10 @@ class _StopSignals:
     the kernel-level handler writes at once.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    # SIGHUP: the terminal closed (an ssh connection dropped) under a run not started with
+    # nohup; it killed the run with nothing saved since the last interim save
+    SIGNALS = (signal.SIGINT, signal.SIGTERM,
+               *((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()))
 
     def __init__(self, out: Path):
         self.out = out
@@ -729,6 +749,8 @@ class _StopSignals:
     def _handle(self, signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
         arrived = self._arrived()
+        if name == "SIGHUP":
+            mute_lost_terminal()
         if self.saving:
             print(f"{name}: saving to {self.out} first", file=sys.stderr, flush=True)
             return
