@@ -369,9 +369,12 @@ class DlmServer(LanguageServer):
             raise
         except asyncio.TimeoutError as exc:
             job.stop(TIMED_OUT)
-            # the setting named: a command's timeout was said without the way out
+            # the setting named: a command's timeout was said without the way out; and
+            # where fills go to a service, that service (a hung one said nothing of it)
+            where = (f"; backend {self.config.backend}, {self.config.remote_url}"
+                     if self.config.backend != "local" else "")
             raise JsonRpcException(f"infill timed out after {self.config.timeout_ms} ms "
-                                   "(setting timeoutMs)", code=TIMEOUT) from exc
+                                   f"(setting timeoutMs{where})", code=TIMEOUT) from exc
         except Cancelled as exc:
             if job.stale and job.reason == job.changed:  # stopped by the change or close
                 raise JsonRpcContentModified(f"fill dropped: {job.reason}") from exc

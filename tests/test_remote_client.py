@@ -812,6 +812,24 @@ def test_the_status_of_a_service_that_does_not_answer_holds_up_no_other_message(
     assert status["reachable"] is False and "did not answer" in status["loadError"]
 
 
+def test_a_fill_that_times_out_on_a_service_names_it(model_dir):
+    """Without `remoteFallback` a hung service holds a fill for `timeoutMs`; the -32003
+    said only "infill timed out after 2000 ms (setting timeoutMs)", nothing of the
+    service the fill was waiting on."""
+    with served_by_a_hung_service(model_dir) as server:
+        uri = "file:///t.py"
+        server.client.notify("workspace/didChangeConfiguration",
+                             {"settings": {"dlm": {"timeoutMs": 1500}}})
+        server.client.open(uri, "x = \n")
+        error = server.client.call("dlm/infill", {
+            "textDocument": {"uri": uri},
+            "range": {"start": {"line": 0, "character": 4},
+                      "end": {"line": 0, "character": 4}}})["error"]
+    assert error["code"] == -32003
+    assert re.fullmatch(r"infill timed out after 1500 ms \(setting timeoutMs; backend remote, "
+                        r"http://127\.0\.0\.1:\d+\)", error["message"])
+
+
 def test_a_status_asked_across_a_backend_swap_is_the_new_backend_s(model_dir):
     """A status asks a remote service on a thread (up to 2 s where it does not answer);
     the user switched to the local engine meanwhile.  The answer was the remote one's,
