@@ -144,6 +144,9 @@ def fill_file(path: str, model: str = "default", device: str = "auto", steps: in
                   "standard output", file=sys.stderr)
             _print(state.text)
             return 1
+        # stdout stays empty: a filter's caller reads only the text, and a user at a
+        # terminal saw no word of the file having been written
+        print(f"# written to {path}", file=sys.stderr)
     else:
         _print(state.text)
     return 0

@@ -1477,7 +1477,7 @@ def test_fill_write_of_a_file_it_cannot_write_is_refused_before_the_model_loads(
 
 
 def test_fill_write_in_a_folder_it_cannot_write_writes_the_file_in_place(
-        model_dir, tmp_path, monkeypatch):
+        model_dir, tmp_path, monkeypatch, capsys):
     """No temporary file can be made beside it: a writable file there was refused ("its
     folder is not writable"), where an editor writes it."""
     from dlm_lsp.cli import main
@@ -1491,6 +1491,8 @@ def test_fill_write_in_a_folder_it_cannot_write_writes_the_file_in_place(
     assert main(["fill", str(holes), "--model", str(model_dir), "--write"]) == 0
     assert "<FILL>" not in holes.read_text() and holes.stat().st_ino == inode
     assert [p.name for p in tmp_path.iterdir()] == ["holes.py"]
+    said = capsys.readouterr()  # the file named as written, last; nothing on stdout
+    assert said.out == "" and said.err.endswith(f"\n# written to {holes}\n")
 
 
 def _file_size_limit(size: int) -> Callable[[], None]:
