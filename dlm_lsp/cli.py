@@ -151,6 +151,16 @@ def _steps(text: str) -> int:
     return value
 
 
+def _latency_ms(text: str) -> int:
+    """A latency target the `latencyMs` setting takes: one of 400 digits failed the run's
+    every fill with an OverflowError."""
+    value = _whole(text)
+    problems = from_json(InfillOptions, {"latencyMs": value}, strict=True)[1]
+    if problems:
+        raise argparse.ArgumentTypeError(problems[0])
+    return value
+
+
 def _seed(text: str) -> int:
     """A seed the `seed` setting takes: a larger one failed every fill with a traceback."""
     value = _whole(text)
@@ -364,7 +374,7 @@ def _add_curve_commands(kinds: argparse._SubParsersAction) -> None:
     throughput.add_argument("--beside-long", action="store_true",
                             help="every other concurrent request fills a long document "
                             "(the model's whole context): small fills beside large ones")
-    throughput.add_argument("--latency-ms", type=_positive, help="a latency target for "
+    throughput.add_argument("--latency-ms", type=_latency_ms, help="a latency target for "
                             "each fill, its steps chosen to fit it (default: none, --steps)")
     throughput.add_argument("--plot", metavar="PNG", help=PLOT_HELP)
     throughput.add_argument("--markdown", dest="markdown_out", metavar="OUT", help=MARKDOWN_HELP)

@@ -202,8 +202,12 @@ def head_only_positions(tokenizer: Tokenizer, ids: list[int], head: str,
     """How many of `ids` hold nothing but the head's characters: those that end inside
     it.  A token that finishes the head and goes on (` n` after the head ` `) is the
     fill's too, where `head_positions` counts it as the head's (it must never be
-    masked); counted so, a fill of `n` after `return ` said it used no position."""
-    return bisect.bisect_right(token_offsets(tokenizer, ids, leave_out)[1:], len(head))
+    masked); counted so, a fill of `n` after `return ` said it used no position.  Nor is
+    a token that starts at the head's end, though it spells nothing there (a byte of a
+    character the next token finishes: `é` after the head ` `)."""
+    offsets = token_offsets(tokenizer, ids, leave_out)
+    return min(bisect.bisect_left(offsets[:-1], len(head)),
+               bisect.bisect_right(offsets[1:], len(head)))
 
 
 class HeadChain:

@@ -555,6 +555,10 @@ def test_a_checkpoint_cloned_without_git_lfs_is_told_to_pull_its_files(
         "`hf download`")
     assert models_main(["check", str(cloned)]) == 1
     assert "are Git LFS pointers" in capsys.readouterr().err
+    # a pointer the load never reads (a clone that pulled only the safetensors) is no matter
+    pulled = _copy(checkpoints, "open-dcoder", tmp_path / "pulled")
+    (pulled / "pytorch_model.bin").write_text(LFS_POINTER_TEXT)
+    assert load_model(str(pulled), "cpu").mask_id is not None
     ours = tmp_path / "ours"
     shutil.copytree(model_dir, ours)
     (ours / "tokenizer.json").write_text(LFS_POINTER_TEXT)
@@ -726,12 +730,20 @@ def test_a_load_with_its_own_code_allowed_says_which_of_its_code_is_missing(
     with pytest.raises(ModelLoadError, match=r"lacks configuration_dream\.py, modeling_dream"
                        r"\.py, the code its config\.json's auto_map names"):
         load_model(str(bare), "cpu")
+    config = json.loads((bare / "config.json").read_text())
+    config["auto_map"]["AutoTokenizer"] = ["tokenization_dream.DreamTokenizer", None]
+    (bare / "config.json").write_text(json.dumps(config))
+    (bare / "configuration_dream.py").write_text("")
+    (bare / "modeling_dream.py").write_text("")
+    # a tokenizer module it does not ship is no matter: the tokenizer is read natively
+    assert inspect(str(bare)).problems == []
 
 
-def test_a_hub_download_fetches_python_files_only_for_a_load_that_runs_them(
+def test_a_hub_download_never_fetches_python_files_even_with_own_code_allowed(
         checkpoints, tmp_path, monkeypatch):
-    """The download left out every `*.py`, so with DLM_LSP_TRUST_REMOTE_CODE set a hub
-    id could never load with its own code; without it, no Python file comes."""
+    """With DLM_LSP_TRUST_REMOTE_CODE set for one trusted checkpoint, a `model` setting
+    from a workspace (or a --tcp client) naming another hub id would have its code
+    fetched and run: the `*.py` are never downloaded, and such a load says what it lacks."""
     import huggingface_hub
 
     asked: list[list[str]] = []
@@ -742,13 +754,10 @@ def test_a_hub_download_fetches_python_files_only_for_a_load_that_runs_them(
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot)
     monkeypatch.chdir(tmp_path)  # no folder of the hub id's name
-    monkeypatch.delenv("DLM_LSP_TRUST_REMOTE_CODE", raising=False)
-    load_model("Dream-org/Dream-v0-Base-7B", "cpu")
     monkeypatch.setenv("DLM_LSP_TRUST_REMOTE_CODE", "1")
     with pytest.raises(ModelLoadError, match="lacks configuration_dream.py"):
-        load_model("Dream-org/Dream-v0-Base-7B", "cpu")  # the stand-in has no code
-    assert not any(p.endswith(".py") for p in asked[0]) and "*.safetensors" in asked[0]
-    assert asked[1] == [*asked[0], "*.py"]
+        load_model("Dream-org/Dream-v0-Base-7B", "cpu")
+    assert asked and not any(p.endswith(".py") or p == "*" for p in asked[0])
 
 
 def test_a_hub_id_offline_says_where_to_put_the_files(monkeypatch, tmp_path):

@@ -258,6 +258,13 @@ def test_a_seed_the_settings_would_refuse_is_a_usage_error(command, capsys):
     assert "'seed'" in said and "2**63 - 1" in said
 
 
+def test_a_latency_target_the_settings_would_refuse_is_a_usage_error(capsys):
+    """`bench throughput --latency-ms` of 400 digits loaded the model, then failed every
+    fill with an OverflowError; the setting stops at an hour."""
+    said = usage_error(["bench", "throughput", "--latency-ms", "9" * 400], capsys)
+    assert "'latencyMs'" in said and "at most 3600000 (an hour)" in said
+
+
 @pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf", "soon"])
 def test_serving_refuses_an_admission_time_that_is_not_a_positive_number(seconds):
     out = run_cli("--tcp", "127.0.0.1:0", "--admission-seconds", seconds)

@@ -14,6 +14,8 @@ from dlm_lsp.span import (
     SpanLayout,
     _last_pretoken_start,
     build_layout,
+    head_only_positions,
+    head_positions,
 )
 
 # prefixes whose last characters a byte-level BPE would merge with what follows
@@ -263,3 +265,22 @@ def test_the_head_found_in_a_tail_is_the_one_the_whole_prefix_gives(name: str) -
         pieces = pre.pre_tokenize_str(prefix)
         whole = pieces[-1][1][0] if pieces else len(prefix)
         assert _last_pretoken_start(tokenizer, prefix) == whole, (name, cut, prefix[-40:])
+
+
+SHIPPED_TOKENIZER = Path(__file__).parent.parent / "dlm_lsp" / "weights" / "default" / (
+    "tokenizer.json")
+
+
+@pytest.mark.parametrize(("text", "head_only"), [
+    (" n", 0),  # ` n` finishes the head ` ` and writes `n`: the fill's
+    ("  x", 1),  # ` ` is the head's alone, ` x` the fill's
+    (" é", 1),  # ` `, then two bytes of `é`: the first starts at the head's end
+])
+def test_only_tokens_that_spell_nothing_but_the_head_are_the_head_s(text, head_only):
+    """What `used` leaves out of a fill's positions.  A byte token of `é` starts where
+    the head ends and spells nothing there: it is the fill's (counted as the head's, a
+    fill of `é` said it used 1 position of its 2)."""
+    shipped = Tokenizer.from_file(SHIPPED_TOKENIZER)
+    ids = shipped.encode(text)
+    assert head_only_positions(shipped, ids, " ") == head_only
+    assert head_only <= head_positions(shipped, ids, " ")

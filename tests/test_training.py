@@ -1238,23 +1238,27 @@ def test_a_closed_terminal_stops_the_run_as_sigterm_does_and_mutes_it(
     assert muted == [True] and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
 
 
-def test_a_closed_terminal_is_muted_and_a_pipe_is_not():
-    """After a hangup a write to the terminal fails (EIO), and the run's lines on its way
-    to the save would have ended it in an error; a pipe (`| tee log`) keeps its lines."""
+def test_a_closed_terminal_and_a_pipe_are_muted_and_a_file_is_not(tmp_path):
+    """After a hangup a write to the terminal fails (EIO), and into the pipe of a `| tee
+    log` the hangup also ended (EPIPE): the run's lines on its way to the save would have
+    ended it with nothing saved.  A file (`> log`) keeps its lines."""
     import pty
 
     terminal, gone = pty.openpty()
     os.close(terminal)  # the terminal's side closes: the kernel hangs the other up
-    with pytest.raises(OSError):
-        os.write(gone, b"x")
     read, write = os.pipe()
+    os.close(read)  # `tee`, ended by the same hangup
+    log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT)
+    for fd in (gone, write):
+        with pytest.raises(OSError):
+            os.write(fd, b"x")
     try:
-        train_module.mute_lost_terminal((gone, write))
-        assert os.write(gone, b"step 3\n") == 7  # into /dev/null
-        os.write(write, b"kept")
-        assert os.read(read, 4) == b"kept"
+        train_module.mute_lost_terminal((gone, write, log))
+        assert os.write(gone, b"step 3\n") == os.write(write, b"step 3\n") == 7  # /dev/null
+        os.write(log, b"kept")
+        assert (tmp_path / "log").read_bytes() == b"kept"
     finally:
-        for fd in (gone, read, write):
+        for fd in (gone, write, log):
             os.close(fd)
 
 

@@ -17,6 +17,7 @@ looked at, and the error says where to put the files instead.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -40,8 +41,9 @@ GENERATION_CONFIG_FILE = "generation_config.json"
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 VOCAB_FILE, MERGES_FILE, ADDED_TOKENS_FILE = "vocab.json", "merges.txt", "added_tokens.json"
-# what a hub download fetches: never pickled weights, and Python files only for a load
-# that runs the checkpoint's own code (`download_patterns`)
+# what a hub download fetches: never Python files, never pickled weights.  Not the *.py
+# even with DLM_LSP_TRUST_REMOTE_CODE set: the `model` setting may come from a workspace
+# (or a --tcp client), which would then choose whose code runs, fetched and run unasked.
 DOWNLOAD_PATTERNS = ["*.json", "*.safetensors", MERGES_FILE]
 REMOTE_CODE_ENV = "DLM_LSP_TRUST_REMOTE_CODE"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -87,9 +89,14 @@ LFS_POINTER_MAX = 1024  # a pointer is ~130 bytes; only files this small are rea
 
 
 def lfs_pointers(path: Path) -> list[str]:
-    """The files of model directory `path` that are Git LFS pointers, not the files."""
+    """The files of model directory `path` that a load reads (`DOWNLOAD_PATTERNS`: JSON,
+    safetensors, merges) and that are Git LFS pointers, not the files.  Others are never
+    read: a clone that pulled only the safetensors keeps its `pytorch_model.bin` pointer,
+    and loads."""
     found = []
     for entry in sorted(path.iterdir()) if path.is_dir() else ():
+        if not any(fnmatch.fnmatch(entry.name, pattern) for pattern in DOWNLOAD_PATTERNS):
+            continue
         try:
             if entry.is_file() and entry.stat().st_size <= LFS_POINTER_MAX:
                 with entry.open("rb") as handle:
@@ -340,13 +347,6 @@ def remote_code_allowed() -> bool:
     return os.environ.get(REMOTE_CODE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def download_patterns() -> list[str]:
-    """The files a hub download fetches: the JSON, safetensors and merges the native
-    loader reads, and with DLM_LSP_TRUST_REMOTE_CODE set the `*.py` the checkpoint's own
-    code is in, which that load runs (without them it could not build the model)."""
-    return [*DOWNLOAD_PATTERNS, "*.py"] if remote_code_allowed() else list(DOWNLOAD_PATTERNS)
-
-
 def _download(repo_id: str) -> Path:
     """A hub checkpoint's local snapshot (the cache only, when offline); the error of one
     that cannot be had says both readings of the spec, a path and a hub id."""
@@ -362,7 +362,7 @@ def _download(repo_id: str) -> Path:
                              f"'.[hf]'). {how}") from exc
     offline = _offline()
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=download_patterns(),
+        return Path(snapshot_download(repo_id, allow_patterns=DOWNLOAD_PATTERNS,
                                       local_files_only=offline))
     except Exception as exc:  # hub errors: offline, not found, gated, network
         where = "it is not in the local hub cache (offline: HF_HUB_OFFLINE=1)" if offline \

@@ -385,6 +385,10 @@ def load_checkpoint(path: str | Path, device: torch.device, precision: str = "au
                             tokenizer.vocab_size, native=not remote)
 
 
+# the auto_map entries a load with the checkpoint's own code imports (`_remote_module`)
+_OWN_CODE_CLASSES = ("AutoConfig", "AutoModel", "AutoModelForCausalLM")
+
+
 def own_code_problems(checkpoint: Checkpoint) -> list[str]:
     """Why the checkpoint's own code (DLM_LSP_TRUST_REMOTE_CODE=1) cannot build its model,
     read from its files without running any: the modules its config.json's `auto_map`
@@ -405,8 +409,9 @@ def own_code_problems(checkpoint: Checkpoint) -> list[str]:
         return [f"{checkpoint.path}: config.json's auto_map names no AutoModel nor "  # builds
                 f"AutoModelForCausalLM ({', '.join(sorted(auto_map))}), the classes the "
                 f"load builds: unset {REMOTE_CODE_ENV} to load it natively"]
-    # "owner/repo--module.Class" is another repository's code, found in the hub cache
-    refs = [ref for value in auto_map.values()
+    # "owner/repo--module.Class" is another repository's code, found in the hub cache;
+    # only the config's and the model's modules are imported (the tokenizer is ours)
+    refs = [ref for key, value in auto_map.items() if key in _OWN_CODE_CLASSES
             for ref in (value if isinstance(value, list) else [value])
             if isinstance(ref, str) and "--" not in ref]
     modules = sorted({ref.rpartition(".")[0] + ".py" for ref in refs})

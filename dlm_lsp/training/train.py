@@ -655,11 +655,14 @@ def stopping_signal(interrupt: KeyboardInterrupt) -> signal.Signals:
 def mute_lost_terminal(fds: tuple[int, ...] = (1, 2)) -> None:
     """Send what `fds` (stdout, stderr) would print to a terminal, gone once SIGHUP says it
     closed, to /dev/null: a write there fails (EIO), and the run's lines on its way to the
-    save would end it in an error instead.  A file or a pipe keeps its output.  A closed
+    save would end it in an error instead.  So too a pipe: the hangup reaches the whole
+    job, `tee` of `2>&1 | tee log` too, and a write into its pipe failed (EPIPE), the run
+    ending with nothing saved.  A file (`> log 2>&1`) keeps its output.  A closed
     terminal is no longer a tty to `isatty`, but still a character device."""
     for fd in fds:
         try:
-            if stat.S_ISCHR(os.fstat(fd).st_mode):
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
                 null = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(null, fd)
                 os.close(null)
