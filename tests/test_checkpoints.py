@@ -682,6 +682,31 @@ def test_the_checkpoints_own_code_runs_only_when_the_user_allows_it(
     assert torch.equal(model.logits(ids), models["dream"].logits(ids))  # same conventions
 
 
+def test_naming_a_directory_allows_that_checkpoint_s_code_and_no_other(
+        checkpoints, tmp_path, monkeypatch):
+    """DLM_LSP_TRUST_REMOTE_CODE=1 runs the code of whatever directory `model` names, and
+    a workspace's settings (or a --tcp client) may name it.  Set to one directory, only
+    that one's code runs: another checkpoint loads natively, its code never imported."""
+    import sys
+
+    import transformers.dynamic_module_utils as dynamic
+
+    monkeypatch.setattr(dynamic, "HF_MODULES_CACHE", str(tmp_path / "modules"))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in [name for name in sys.modules if name.startswith("transformers_modules")]:
+        monkeypatch.delitem(sys.modules, name)  # an earlier test's, in its own cache folder
+    trusted, other = (_copy(checkpoints, "dream", tmp_path / name) for name in ("a", "b"))
+    marker = tmp_path / "ran"
+    for planted in (trusted, other):
+        (planted / "configuration_dream.py").write_text(REMOTE_CONFIG.format(marker=str(marker)))
+        (planted / "modeling_dream.py").write_text(REMOTE_MODEL.format(marker=str(marker)))
+    monkeypatch.setenv("DLM_LSP_TRUST_REMOTE_CODE", str(trusted) + "/")
+    assert type(load_model(str(other), "cpu").module).__name__ == "Qwen2ForCausalLM"
+    assert not marker.exists() and not inspect(str(other)).own_code
+    assert type(load_model(str(trusted), "cpu").module).__name__ == "DreamModel"
+    assert inspect(str(trusted)).own_code
+
+
 def test_with_the_checkpoints_own_code_allowed_the_check_looks_for_that_code(
         checkpoints, tmp_path, monkeypatch):
     """`models check` ran the native loader's checks whatever DLM_LSP_TRUST_REMOTE_CODE

@@ -342,9 +342,21 @@ def local_directory(spec: str) -> Path | None:
     return path if path.is_dir() else cached_snapshot(spec)
 
 
-def remote_code_allowed() -> bool:
-    """Whether the user turned on the checkpoint's own code (DLM_LSP_TRUST_REMOTE_CODE=1)."""
-    return os.environ.get(REMOTE_CODE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+def remote_code_allowed(path: str | Path | None = None) -> bool:
+    """Whether the user turned on the own code of the checkpoint in `path`: every
+    checkpoint's (DLM_LSP_TRUST_REMOTE_CODE=1), or that directory's alone where the
+    variable names one (`=/home/me/models/LLaDA`).  Set to 1, a `model` setting from a
+    workspace or a --tcp client chooses whose code runs; naming the directory, the user
+    does, whatever they name."""
+    value = os.environ.get(REMOTE_CODE_ENV, "").strip()
+    if value.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if not value or value.lower() in {"0", "false", "no", "off"} or path is None:
+        return False
+    try:
+        return Path(value).expanduser().resolve() == Path(path).expanduser().resolve()
+    except (OSError, RuntimeError):
+        return False
 
 
 def _download(repo_id: str) -> Path:

@@ -173,7 +173,7 @@ def inspect(directory: str, family_name: str | None = None) -> Report:
     )
 
     # the load builds the checkpoint's own class, unchecked here but for its code's files
-    report.own_code = remote_code_allowed()
+    report.own_code = remote_code_allowed(checkpoint.path)
     try:
         config = None if report.own_code else arch_config(family, checkpoint)
         report.weight_files = len(checkpoint.weight_files())

@@ -356,7 +356,8 @@ def load_checkpoint(path: str | Path, device: torch.device, precision: str = "au
     family = family or detect(checkpoint, tokenizer)
     conv = conventions(family, checkpoint, tokenizer)
     dtype = DTYPES[resolve_precision(precision, device)]
-    remote = remote_code_allowed() if trust_remote_code is None else trust_remote_code
+    remote = (remote_code_allowed(checkpoint.path) if trust_remote_code is None
+              else trust_remote_code)
     if remote:
         module, vocab_rows = _remote_module(checkpoint, dtype, device), None
     else:
