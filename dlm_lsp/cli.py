@@ -151,23 +151,24 @@ def _steps(text: str) -> int:
     return value
 
 
-def _latency_ms(text: str) -> int:
-    """A latency target the `latencyMs` setting takes: one of 400 digits failed the run's
-    every fill with an OverflowError."""
+def _as_option(name: str, text: str) -> int:
+    """An integer the request option `name` takes, else a usage error in its words."""
     value = _whole(text)
-    problems = from_json(InfillOptions, {"latencyMs": value}, strict=True)[1]
+    problems = from_json(InfillOptions, {name: value}, strict=True)[1]
     if problems:
         raise argparse.ArgumentTypeError(problems[0])
     return value
+
+
+def _latency_ms(text: str) -> int:
+    """A latency target the `latencyMs` setting takes: one of 400 digits failed the run's
+    every fill with an OverflowError."""
+    return _as_option("latencyMs", text)
 
 
 def _seed(text: str) -> int:
     """A seed the `seed` setting takes: a larger one failed every fill with a traceback."""
-    value = _whole(text)
-    problems = from_json(InfillOptions, {"seed": value}, strict=True)[1]
-    if problems:
-        raise argparse.ArgumentTypeError(problems[0])
-    return value
+    return _as_option("seed", text)
 
 
 def _marker(text: str) -> str:

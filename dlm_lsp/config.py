@@ -241,8 +241,8 @@ STEPS = Range(1, 4096)  # a step budget (steps and its per-kind settings, fill -
 # of 400 digits was accepted, and every fill then failed in float(); a connection timeout
 # of 10**13 ms failed as an OverflowError, which the remote fallback did not catch.
 HOUR_MS, DAY_MS = 3_600_000, 86_400_000
-LATENCY_MS = (Range(0, HOUR_MS, above=True),
-              "a positive integer of milliseconds, at most 3600000 (an hour)")
+UP_TO_AN_HOUR_MS = (Range(0, HOUR_MS, above=True),
+                    "a positive integer of milliseconds, at most 3600000 (an hour)")
 
 
 def url_problem(url: str) -> str | None:
@@ -327,10 +327,10 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "context_cache": (lambda v: isinstance(v, bool) or v == AUTO, 'true, false or "auto"'),
     "cache_refresh": (Range(1, 1024), "an integer from 1 to 1024"),
     "cache_window": (Range(0, 4096), "an integer from 0 to 4096"),
-    "latency_ms": LATENCY_MS,
-    "latency_ms_single_line": LATENCY_MS,
-    "latency_ms_multi_line": LATENCY_MS,
-    "latency_ms_rewrite": LATENCY_MS,
+    "latency_ms": UP_TO_AN_HOUR_MS,
+    "latency_ms_single_line": UP_TO_AN_HOUR_MS,
+    "latency_ms_multi_line": UP_TO_AN_HOUR_MS,
+    "latency_ms_rewrite": UP_TO_AN_HOUR_MS,
     # LSP breaks lines at "\r" too: a marker "\r" made every line end of a CRLF file a hole
     "hole_marker": (lambda v: matches("hole_marker", v),
                     "a string without a line break, not empty nor whitespace alone"),
@@ -343,8 +343,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     # it travels in an HTTP header, which holds visible ASCII: a "€" in it made every
     # fill fail as a broken connection, tried again
     "remote_token": (visible_ascii, "a string of visible ASCII characters without spaces"),
-    "remote_connect_ms": (Range(0, HOUR_MS, above=True),
-                          "a positive integer of milliseconds, at most 3600000 (an hour)"),
+    "remote_connect_ms": UP_TO_AN_HOUR_MS,
     "remote_retries": (Range(0, 10), "an integer from 0 to 10"),
 }
 
